@@ -1,0 +1,131 @@
+"""``Configuration``: flink-conf keys and values, as in ``pyflink.common.Configuration``.
+
+Values are kept as given (strings from YAML or ``-D`` are parsed on read by the typed
+getters), so a key set from code, from ``--conf FILE.yaml`` or ``-D key=value`` reads
+the same.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator, Mapping, Optional
+
+import re
+
+__all__ = ["Configuration", "parse_duration_ms", "parse_memory_bytes"]
+
+_DURATION_UNITS = {
+    "ms": 1, "milli": 1, "millis": 1, "millisecond": 1, "milliseconds": 1,
+    "s": 1000, "sec": 1000, "secs": 1000, "second": 1000, "seconds": 1000,
+    "min": 60_000, "m": 60_000, "minute": 60_000, "minutes": 60_000,
+    "h": 3_600_000, "hour": 3_600_000, "hours": 3_600_000,
+    "d": 86_400_000, "day": 86_400_000, "days": 86_400_000,
+}
+_MEMORY_UNITS = {"b": 1, "k": 1024, "kb": 1024, "m": 1024**2, "mb": 1024**2, "g": 1024**3, "gb": 1024**3}
+
+
+def parse_duration_ms(value: Any) -> int:
+    """Parse Flink duration text (``"10 s"``, ``"1min"``, ``"500"`` = ms) into milliseconds."""
+    if isinstance(value, (int, float)):
+        return int(value)
+    if hasattr(value, "to_milliseconds"):
+        return int(value.to_milliseconds())
+    m = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", str(value))
+    if not m or (m.group(2) and m.group(2).lower() not in _DURATION_UNITS):
+        raise ValueError(f"not a duration: {value!r} (examples: '500 ms', '10 s', '1 min')")
+    return int(m.group(1)) * _DURATION_UNITS[m.group(2).lower() or "ms"]
+
+
+def parse_memory_bytes(value: Any) -> int:
+    if isinstance(value, int):
+        return value
+    m = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", str(value))
+    if not m or (m.group(2) and m.group(2).lower() not in _MEMORY_UNITS):
+        raise ValueError(f"not a memory size: {value!r} (examples: '128 mb', '1 gb')")
+    return int(m.group(1)) * _MEMORY_UNITS[m.group(2).lower() or "b"]
+
+
+class Configuration:
+    """A mutable map of configuration keys to values."""
+
+    def __init__(self, other: "Optional[Configuration | Mapping[str, Any]]" = None, j_configuration: Any = None):
+        self._data: dict[str, Any] = {}
+        if other is not None:
+            self._data.update(other.to_dict() if isinstance(other, Configuration) else dict(other))
+
+    def set_string(self, key: str, value: str) -> "Configuration":
+        self._data[key] = value
+        return self
+
+    def set(self, key: str, value: Any) -> "Configuration":
+        self._data[key] = value
+        return self
+
+    def set_integer(self, key: str, value: int) -> "Configuration":
+        self._data[key] = int(value)
+        return self
+
+    set_long = set_integer
+
+    def set_boolean(self, key: str, value: bool) -> "Configuration":
+        self._data[key] = bool(value)
+        return self
+
+    def set_float(self, key: str, value: float) -> "Configuration":
+        self._data[key] = float(value)
+        return self
+
+    def get_string(self, key: str, default_value: Optional[str] = None) -> Optional[str]:
+        v = self._data.get(key, default_value)
+        return None if v is None else str(v)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._data.get(key, default)
+
+    def get_integer(self, key: str, default_value: int = 0) -> int:
+        v = self._data.get(key)
+        return default_value if v is None else int(v)
+
+    get_long = get_integer
+
+    def get_float(self, key: str, default_value: float = 0.0) -> float:
+        v = self._data.get(key)
+        return default_value if v is None else float(v)
+
+    def get_boolean(self, key: str, default_value: bool = False) -> bool:
+        v = self._data.get(key)
+        if v is None:
+            return default_value
+        if isinstance(v, str):
+            return v.strip().lower() in ("true", "1", "yes", "on")
+        return bool(v)
+
+    def get_duration_ms(self, key: str, default_ms: Optional[int] = None) -> Optional[int]:
+        v = self._data.get(key)
+        return default_ms if v is None else parse_duration_ms(v)
+
+    def contains_key(self, key: str) -> bool:
+        return key in self._data
+
+    def remove_config(self, key: str) -> bool:
+        return self._data.pop(key, None) is not None
+
+    def add_all(self, other: "Configuration | Mapping[str, Any]", prefix: Optional[str] = None) -> "Configuration":
+        items = other.to_dict() if isinstance(other, Configuration) else dict(other)
+        for k, v in items.items():
+            self._data[(prefix or "") + k] = v
+        return self
+
+    def key_set(self) -> set:
+        return set(self._data)
+
+    def to_dict(self) -> dict:
+        return dict(self._data)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._data
+
+    def __repr__(self) -> str:
+        return f"Configuration({self._data!r})"

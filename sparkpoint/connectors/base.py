@@ -1,0 +1,128 @@
+"""The source and sink contracts (Flink's FLIP-27 sources and FLIP-143 sinks, on epochs).
+
+A **source** is a frozen description. On the driver its :class:`SplitEnumerator`
+discovers splits and hands them to subtasks in a deterministic order; in tasks its
+:class:`SourceReader` reads, for one epoch, a bounded slice of a split from the split's
+position and returns the new position. Split positions are the source's checkpointed
+state.
+
+A **sink** is a frozen description whose :class:`SinkWriter` runs in tasks and
+stages records (pre-commit); the committables it returns are committed by the
+driver's :class:`Committer` once the epoch (or, with checkpointing, the checkpoint)
+is complete. Committing is idempotent.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field, replace
+from typing import Any, Optional
+
+__all__ = ["Boundedness", "SourceSplit", "ReadResult", "Source", "SplitEnumerator", "SourceReader",
+           "Sink", "SinkWriter", "Committer"]
+
+
+class Boundedness:
+    BOUNDED = "BOUNDED"
+    CONTINUOUS_UNBOUNDED = "CONTINUOUS_UNBOUNDED"
+
+
+@dataclass(frozen=True)
+class SourceSplit:
+    """A unit of source input and how far it has been read.
+
+    ``generator`` is the pickled watermark generator of the split (per-split
+    watermarking, as Flink's FLIP-27 sources do), ``watermark`` its last watermark.
+    """
+
+    split_id: str
+    position: Any = None
+    finished: bool = False
+    generator: Optional[bytes] = None
+    watermark: int = -(2**63)
+    idle: bool = False
+    info: dict = field(default_factory=dict)
+
+    def with_(self, **changes: Any) -> "SourceSplit":
+        return replace(self, **changes)
+
+
+@dataclass
+class ReadResult:
+    """One epoch's read of one split."""
+
+    values: list
+    timestamps: Optional[list]          # None: the source assigns no timestamps
+    split: SourceSplit                  # new position; finished=True at its end
+    watermark: Optional[int] = None     # a watermark the source emitted itself
+    malformed: list = field(default_factory=list)  # (path, line, text, reason)
+
+
+class SplitEnumerator(abc.ABC):
+    """Driver side of a source: which splits exist and who reads them next."""
+
+    @abc.abstractmethod
+    def discover(self) -> None:
+        """Look for new splits (continuous sources poll here)."""
+
+    @abc.abstractmethod
+    def next_splits(self, count: int) -> list[SourceSplit]:
+        """Up to ``count`` unassigned splits, in the source's documented order."""
+
+    @abc.abstractmethod
+    def no_more_splits(self) -> bool:
+        """True once every split has been handed out and none can appear (bounded)."""
+
+    def snapshot(self) -> Any:
+        return None
+
+    def restore(self, snapshot: Any) -> None:
+        pass
+
+
+class SourceReader(abc.ABC):
+    """Task side of a source."""
+
+    @abc.abstractmethod
+    def read(self, split: SourceSplit, max_records: int, max_bytes: int) -> ReadResult: ...
+
+
+class Source(abc.ABC):
+    """A frozen description of a source."""
+
+    @abc.abstractmethod
+    def get_boundedness(self) -> str: ...
+    @abc.abstractmethod
+    def create_enumerator(self) -> SplitEnumerator: ...
+    @abc.abstractmethod
+    def create_reader(self) -> SourceReader: ...
+
+    def assigns_timestamps(self) -> bool:
+        """True if records come with event timestamps from the source itself."""
+        return False
+
+
+class SinkWriter(abc.ABC):
+    @abc.abstractmethod
+    def write(self, values: list, timestamps: list) -> None: ...
+
+    @abc.abstractmethod
+    def prepare_commit(self) -> list:
+        """Close what was staged in this task; return committables."""
+
+    def snapshot_state(self) -> Any:
+        return None
+
+
+class Committer(abc.ABC):
+    @abc.abstractmethod
+    def commit(self, committables: list) -> None:
+        """Make the staged output visible; must be idempotent."""
+
+
+class Sink(abc.ABC):
+    @abc.abstractmethod
+    def create_writer(self, subtask: int, parallelism: int, job_id: str, epoch: int, state: Any) -> SinkWriter: ...
+
+    def create_committer(self) -> Optional[Committer]:
+        return None

@@ -1,0 +1,645 @@
+"""Windows, window assigners, triggers and evictors, as in ``pyflink.datastream.window``.
+
+Assignment is a pure function of the element's timestamp: a tumbling window of size
+``s`` and offset ``o`` containing ``t`` starts at ``t - (t - o) % s``, so windows are
+aligned to 1970-01-01T00:00:00Z (a 10 s window holds 20:19:35 in [20:19:30, 20:19:40)).
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Callable, Collection, Iterable, NamedTuple, Optional
+
+from sparkpoint.common.time import Time, to_millis
+from sparkpoint.datastream.state import ReducingStateDescriptor
+
+__all__ = [
+    "Window", "TimeWindow", "CountWindow", "GlobalWindow",
+    "WindowAssigner", "MergingWindowAssigner",
+    "TumblingEventTimeWindows", "TumblingProcessingTimeWindows",
+    "SlidingEventTimeWindows", "SlidingProcessingTimeWindows",
+    "EventTimeSessionWindows", "ProcessingTimeSessionWindows", "DynamicEventTimeSessionWindows",
+    "SessionWindowTimeGapExtractor", "GlobalWindows",
+    "CountTumblingWindowAssigner", "CountSlidingWindowAssigner",
+    "Trigger", "TriggerResult", "EventTimeTrigger", "ProcessingTimeTrigger", "CountTrigger",
+    "PurgingTrigger", "NeverTrigger", "Evictor", "CountEvictor", "TimeEvictor",
+    "TimeWindowSerializer", "CountWindowSerializer",
+]
+
+MAX_TS = 2**63 - 1
+
+
+class Window(abc.ABC):
+    @abc.abstractmethod
+    def max_timestamp(self) -> int: ...
+
+
+class TimeWindow(NamedTuple):
+    """The half-open interval ``[start, end)`` of event or processing time.
+
+    A named tuple, so hashing and comparison (done per record) run in C.
+    """
+
+    start: int
+    end: int
+
+    def max_timestamp(self) -> int:
+        return self.end - 1
+
+    def intersects(self, other: "TimeWindow") -> bool:
+        return self.start <= other.end and self.end >= other.start
+
+    def cover(self, other: "TimeWindow") -> "TimeWindow":
+        return TimeWindow(min(self.start, other.start), max(self.end, other.end))
+
+    @staticmethod
+    def get_window_start_with_offset(timestamp: int, offset: int, window_size: int) -> int:
+        return timestamp - (timestamp - offset) % window_size
+
+    @staticmethod
+    def merge_windows(windows: Iterable["TimeWindow"], callback: Callable[[list, "TimeWindow"], None]) -> None:
+        """Merge overlapping (or touching) windows; ``callback(merged_windows, result)``."""
+        merged: list[tuple[TimeWindow, list]] = []
+        current: Optional[tuple[TimeWindow, list]] = None
+        for w in sorted(windows):
+            if current is None:
+                current = (w, [w])
+            elif current[0].intersects(w):
+                current = (current[0].cover(w), current[1] + [w])
+            else:
+                merged.append(current)
+                current = (w, [w])
+        if current is not None:
+            merged.append(current)
+        for result, ws in merged:
+            if len(ws) > 1:
+                callback(ws, result)
+
+    def __repr__(self) -> str:
+        return f"TimeWindow(start={self.start}, end={self.end})"
+
+
+Window.register(TimeWindow)
+
+
+class CountWindow(NamedTuple):
+    id: int
+
+    def max_timestamp(self) -> int:
+        return MAX_TS
+
+
+Window.register(CountWindow)
+
+
+@dataclass(frozen=True)
+class GlobalWindow(Window):
+    def max_timestamp(self) -> int:
+        return MAX_TS
+
+    @staticmethod
+    def get() -> "GlobalWindow":
+        return GlobalWindow()
+
+
+class TimeWindowSerializer:  # accepted for PyFlink compatibility
+    pass
+
+
+class CountWindowSerializer:
+    pass
+
+
+# -- assigners ---------------------------------------------------------------------------
+
+class WindowAssigner(abc.ABC):
+    """Assigns each element to zero or more windows."""
+
+    class WindowAssignerContext(abc.ABC):
+        @abc.abstractmethod
+        def get_current_processing_time(self) -> int: ...
+        @abc.abstractmethod
+        def get_runtime_context(self) -> Any: ...
+
+    @abc.abstractmethod
+    def assign_windows(self, element: Any, timestamp: int, context: Any) -> Collection[Window]: ...
+    @abc.abstractmethod
+    def get_default_trigger(self, env: Any = None) -> "Trigger": ...
+    @abc.abstractmethod
+    def is_event_time(self) -> bool: ...
+
+    def get_window_serializer(self) -> Any:
+        return None
+
+
+class MergingWindowAssigner(WindowAssigner):
+    """An assigner whose windows merge (sessions)."""
+
+    @abc.abstractmethod
+    def merge_windows(self, windows: Iterable[Window], callback: Callable[[list, Window], None]) -> None: ...
+
+
+def _check_size(size: int, offset: int) -> None:
+    if size <= 0:
+        raise ValueError(f"window size must be positive, got {size} ms")
+    if abs(offset) >= size:
+        raise ValueError(f"window offset {offset} ms must be smaller than the size {size} ms")
+
+
+class TumblingEventTimeWindows(WindowAssigner):
+    def __init__(self, size: int, offset: int = 0):
+        _check_size(size, offset)
+        self.size, self.offset = size, offset
+
+    @staticmethod
+    def of(size: "Time | int", offset: "Time | int | None" = None) -> "TumblingEventTimeWindows":
+        return TumblingEventTimeWindows(to_millis(size), to_millis(offset) if offset is not None else 0)
+
+    def assign_windows(self, element: Any, timestamp: int, context: Any) -> list:
+        if timestamp is None:
+            raise ValueError("a record has no timestamp: event-time windows need a WatermarkStrategy "
+                             "with a timestamp assigner (assign_timestamps_and_watermarks or from_source)")
+        start = timestamp - (timestamp - self.offset) % self.size
+        return [TimeWindow(start, start + self.size)]
+
+    def get_default_trigger(self, env: Any = None) -> "Trigger":
+        return EventTimeTrigger()
+
+    def is_event_time(self) -> bool:
+        return True
+
+    def __repr__(self) -> str:
+        return f"TumblingEventTimeWindows({self.size}, {self.offset})"
+
+
+class TumblingProcessingTimeWindows(WindowAssigner):
+    def __init__(self, size: int, offset: int = 0):
+        _check_size(size, offset)
+        self.size, self.offset = size, offset
+
+    @staticmethod
+    def of(size: "Time | int", offset: "Time | int | None" = None) -> "TumblingProcessingTimeWindows":
+        return TumblingProcessingTimeWindows(to_millis(size), to_millis(offset) if offset is not None else 0)
+
+    def assign_windows(self, element: Any, timestamp: int, context: Any) -> list:
+        now = context.get_current_processing_time()
+        start = now - (now - self.offset) % self.size
+        return [TimeWindow(start, start + self.size)]
+
+    def get_default_trigger(self, env: Any = None) -> "Trigger":
+        return ProcessingTimeTrigger()
+
+    def is_event_time(self) -> bool:
+        return False
+
+
+class SlidingEventTimeWindows(WindowAssigner):
+    def __init__(self, size: int, slide: int, offset: int = 0):
+        if size <= 0 or slide <= 0:
+            raise ValueError(f"sliding windows need positive size and slide, got {size} ms / {slide} ms")
+        if abs(offset) >= slide:
+            raise ValueError(f"window offset {offset} ms must be smaller than the slide {slide} ms")
+        self.size, self.slide, self.offset = size, slide, offset
+
+    @staticmethod
+    def of(size: "Time | int", slide: "Time | int", offset: "Time | int | None" = None) -> "SlidingEventTimeWindows":
+        return SlidingEventTimeWindows(to_millis(size), to_millis(slide), to_millis(offset) if offset else 0)
+
+    def _windows(self, ts: int) -> list:
+        out = []
+        last_start = ts - (ts - self.offset) % self.slide
+        start = last_start
+        while start > ts - self.size:
+            out.append(TimeWindow(start, start + self.size))
+            start -= self.slide
+        return out
+
+    def assign_windows(self, element: Any, timestamp: int, context: Any) -> list:
+        if timestamp is None:
+            raise ValueError("a record has no timestamp: event-time windows need a timestamp assigner")
+        return self._windows(timestamp)
+
+    def get_default_trigger(self, env: Any = None) -> "Trigger":
+        return EventTimeTrigger()
+
+    def is_event_time(self) -> bool:
+        return True
+
+
+class SlidingProcessingTimeWindows(SlidingEventTimeWindows):
+    @staticmethod
+    def of(size: "Time | int", slide: "Time | int", offset: "Time | int | None" = None) -> "SlidingProcessingTimeWindows":
+        return SlidingProcessingTimeWindows(to_millis(size), to_millis(slide), to_millis(offset) if offset else 0)
+
+    def assign_windows(self, element: Any, timestamp: int, context: Any) -> list:
+        return self._windows(context.get_current_processing_time())
+
+    def get_default_trigger(self, env: Any = None) -> "Trigger":
+        return ProcessingTimeTrigger()
+
+    def is_event_time(self) -> bool:
+        return False
+
+
+class SessionWindowTimeGapExtractor(abc.ABC):
+    @abc.abstractmethod
+    def extract(self, element: Any) -> int: ...
+
+
+class _FnGapExtractor(SessionWindowTimeGapExtractor):
+    def __init__(self, fn: Callable[[Any], int]):
+        self.fn = fn
+
+    def extract(self, element: Any) -> int:
+        return self.fn(element)
+
+
+class EventTimeSessionWindows(MergingWindowAssigner):
+    """Session windows: an element at ``t`` opens ``[t, t + gap)``; overlapping ones merge."""
+
+    def __init__(self, gap: int = 0, gap_extractor: Optional[SessionWindowTimeGapExtractor] = None):
+        if gap_extractor is None and gap <= 0:
+            raise ValueError(f"session gap must be positive, got {gap} ms")
+        self.gap, self.gap_extractor = gap, gap_extractor
+
+    @staticmethod
+    def with_gap(size: "Time | int") -> "EventTimeSessionWindows":
+        return EventTimeSessionWindows(to_millis(size))
+
+    @staticmethod
+    def with_dynamic_gap(extractor: "SessionWindowTimeGapExtractor | Callable") -> "EventTimeSessionWindows":
+        if not isinstance(extractor, SessionWindowTimeGapExtractor):
+            extractor = _FnGapExtractor(extractor)
+        return EventTimeSessionWindows(0, extractor)
+
+    def _gap(self, element: Any) -> int:
+        if self.gap_extractor is None:
+            return self.gap
+        gap = int(self.gap_extractor.extract(element))
+        if gap <= 0:
+            raise ValueError(f"dynamic session gap must be positive, got {gap} ms for {element!r}")
+        return gap
+
+    def _time(self, element: Any, timestamp: int, context: Any) -> int:
+        if timestamp is None:
+            raise ValueError("a record has no timestamp: event-time windows need a timestamp assigner")
+        return timestamp
+
+    def assign_windows(self, element: Any, timestamp: int, context: Any) -> list:
+        t = self._time(element, timestamp, context)
+        return [TimeWindow(t, t + self._gap(element))]
+
+    def merge_windows(self, windows: Iterable[Window], callback: Callable[[list, Window], None]) -> None:
+        TimeWindow.merge_windows(windows, callback)  # type: ignore[arg-type]
+
+    def get_default_trigger(self, env: Any = None) -> "Trigger":
+        return EventTimeTrigger()
+
+    def is_event_time(self) -> bool:
+        return True
+
+
+DynamicEventTimeSessionWindows = EventTimeSessionWindows
+
+
+class ProcessingTimeSessionWindows(EventTimeSessionWindows):
+    @staticmethod
+    def with_gap(size: "Time | int") -> "ProcessingTimeSessionWindows":
+        return ProcessingTimeSessionWindows(to_millis(size))
+
+    @staticmethod
+    def with_dynamic_gap(extractor: "SessionWindowTimeGapExtractor | Callable") -> "ProcessingTimeSessionWindows":
+        if not isinstance(extractor, SessionWindowTimeGapExtractor):
+            extractor = _FnGapExtractor(extractor)
+        return ProcessingTimeSessionWindows(0, extractor)
+
+    def _time(self, element: Any, timestamp: int, context: Any) -> int:
+        return context.get_current_processing_time()
+
+    def get_default_trigger(self, env: Any = None) -> "Trigger":
+        return ProcessingTimeTrigger()
+
+    def is_event_time(self) -> bool:
+        return False
+
+
+class GlobalWindows(WindowAssigner):
+    """One window for everything; fires only by a custom trigger (default: never)."""
+
+    @staticmethod
+    def create() -> "GlobalWindows":
+        return GlobalWindows()
+
+    def assign_windows(self, element: Any, timestamp: int, context: Any) -> list:
+        return [GlobalWindow()]
+
+    def get_default_trigger(self, env: Any = None) -> "Trigger":
+        return NeverTrigger()
+
+    def is_event_time(self) -> bool:
+        return False
+
+
+class CountTumblingWindowAssigner(WindowAssigner):
+    """Every ``window_size`` elements of a key form one window (``count_window(size)``)."""
+
+    def __init__(self, window_size: int):
+        if window_size <= 0:
+            raise ValueError(f"count window size must be positive, got {window_size}")
+        self.window_size = window_size
+
+    @staticmethod
+    def of(window_size: int) -> "CountTumblingWindowAssigner":
+        return CountTumblingWindowAssigner(window_size)
+
+    def assign_windows(self, element: Any, timestamp: int, context: Any) -> list:
+        return [GlobalWindow()]
+
+    def get_default_trigger(self, env: Any = None) -> "Trigger":
+        return PurgingTrigger.of(CountTrigger.of(self.window_size))
+
+    def is_event_time(self) -> bool:
+        return False
+
+
+class CountSlidingWindowAssigner(WindowAssigner):
+    """The last ``window_size`` elements, every ``window_slide`` elements (``count_window(size, slide)``)."""
+
+    def __init__(self, window_size: int, window_slide: int):
+        if window_size <= 0 or window_slide <= 0:
+            raise ValueError("count window size and slide must be positive")
+        self.window_size, self.window_slide = window_size, window_slide
+
+    @staticmethod
+    def of(window_size: int, window_slide: int) -> "CountSlidingWindowAssigner":
+        return CountSlidingWindowAssigner(window_size, window_slide)
+
+    def assign_windows(self, element: Any, timestamp: int, context: Any) -> list:
+        return [GlobalWindow()]
+
+    def get_default_trigger(self, env: Any = None) -> "Trigger":
+        return CountTrigger.of(self.window_slide)
+
+    def is_event_time(self) -> bool:
+        return False
+
+    def default_evictor(self) -> "Evictor":
+        return CountEvictor.of(self.window_size)
+
+
+# -- triggers ----------------------------------------------------------------------------
+
+class TriggerResult(Enum):
+    CONTINUE = (False, False)
+    FIRE_AND_PURGE = (True, True)
+    FIRE = (True, False)
+    PURGE = (False, True)
+
+    def is_fire(self) -> bool:
+        return self.value[0]
+
+    def is_purge(self) -> bool:
+        return self.value[1]
+
+
+class Trigger(abc.ABC):
+    """Decides when a window fires (PyFlink's ``Trigger``)."""
+
+    class TriggerContext(abc.ABC):
+        @abc.abstractmethod
+        def get_current_processing_time(self) -> int: ...
+        @abc.abstractmethod
+        def get_current_watermark(self) -> int: ...
+        @abc.abstractmethod
+        def register_processing_time_timer(self, time: int) -> None: ...
+        @abc.abstractmethod
+        def register_event_time_timer(self, time: int) -> None: ...
+        @abc.abstractmethod
+        def delete_processing_time_timer(self, time: int) -> None: ...
+        @abc.abstractmethod
+        def delete_event_time_timer(self, time: int) -> None: ...
+        @abc.abstractmethod
+        def get_partitioned_state(self, state_descriptor: Any) -> Any: ...
+
+    class OnMergeContext(TriggerContext):
+        @abc.abstractmethod
+        def merge_partitioned_state(self, state_descriptor: Any) -> None: ...
+
+    @abc.abstractmethod
+    def on_element(self, element: Any, timestamp: int, window: Window, ctx: "Trigger.TriggerContext") -> TriggerResult: ...
+    @abc.abstractmethod
+    def on_processing_time(self, time: int, window: Window, ctx: "Trigger.TriggerContext") -> TriggerResult: ...
+    @abc.abstractmethod
+    def on_event_time(self, time: int, window: Window, ctx: "Trigger.TriggerContext") -> TriggerResult: ...
+
+    def can_merge(self) -> bool:
+        return False
+
+    def on_merge(self, window: Window, ctx: "Trigger.OnMergeContext") -> None:
+        raise NotImplementedError(f"{type(self).__name__} does not support merging windows")
+
+    @abc.abstractmethod
+    def clear(self, window: Window, ctx: "Trigger.TriggerContext") -> None: ...
+
+
+class EventTimeTrigger(Trigger):
+    """Fires when the watermark passes the window's end (and again for late elements)."""
+
+    @staticmethod
+    def create() -> "EventTimeTrigger":
+        return EventTimeTrigger()
+
+    def on_element(self, element: Any, timestamp: int, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
+        if window.max_timestamp() <= ctx.get_current_watermark():
+            return TriggerResult.FIRE  # late element within allowed lateness: fire at once
+        ctx.register_event_time_timer(window.max_timestamp())
+        return TriggerResult.CONTINUE
+
+    def on_event_time(self, time: int, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
+        return TriggerResult.FIRE if time == window.max_timestamp() else TriggerResult.CONTINUE
+
+    def on_processing_time(self, time: int, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
+        return TriggerResult.CONTINUE
+
+    def can_merge(self) -> bool:
+        return True
+
+    def on_merge(self, window: Window, ctx: Trigger.OnMergeContext) -> None:
+        if window.max_timestamp() > ctx.get_current_watermark():
+            ctx.register_event_time_timer(window.max_timestamp())
+
+    def clear(self, window: Window, ctx: Trigger.TriggerContext) -> None:
+        ctx.delete_event_time_timer(window.max_timestamp())
+
+
+class ProcessingTimeTrigger(Trigger):
+    """Fires when processing time passes the window's end."""
+
+    @staticmethod
+    def create() -> "ProcessingTimeTrigger":
+        return ProcessingTimeTrigger()
+
+    def on_element(self, element: Any, timestamp: int, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
+        ctx.register_processing_time_timer(window.max_timestamp())
+        return TriggerResult.CONTINUE
+
+    def on_event_time(self, time: int, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
+        return TriggerResult.CONTINUE
+
+    def on_processing_time(self, time: int, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
+        return TriggerResult.FIRE
+
+    def can_merge(self) -> bool:
+        return True
+
+    def on_merge(self, window: Window, ctx: Trigger.OnMergeContext) -> None:
+        if window.max_timestamp() > ctx.get_current_processing_time():
+            ctx.register_processing_time_timer(window.max_timestamp())
+
+    def clear(self, window: Window, ctx: Trigger.TriggerContext) -> None:
+        ctx.delete_processing_time_timer(window.max_timestamp())
+
+
+class CountTrigger(Trigger):
+    """Fires every ``count`` elements of a window."""
+
+    def __init__(self, count: int):
+        self.count = count
+        self.state_desc = ReducingStateDescriptor("count", lambda a, b: a + b)
+
+    @staticmethod
+    def of(count: int) -> "CountTrigger":
+        return CountTrigger(count)
+
+    def on_element(self, element: Any, timestamp: int, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
+        state = ctx.get_partitioned_state(self.state_desc)
+        state.add(1)
+        if state.get() >= self.count:
+            state.clear()
+            return TriggerResult.FIRE
+        return TriggerResult.CONTINUE
+
+    def on_event_time(self, time: int, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
+        return TriggerResult.CONTINUE
+
+    def on_processing_time(self, time: int, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
+        return TriggerResult.CONTINUE
+
+    def can_merge(self) -> bool:
+        return True
+
+    def on_merge(self, window: Window, ctx: Trigger.OnMergeContext) -> None:
+        ctx.merge_partitioned_state(self.state_desc)
+
+    def clear(self, window: Window, ctx: Trigger.TriggerContext) -> None:
+        ctx.get_partitioned_state(self.state_desc).clear()
+
+
+class PurgingTrigger(Trigger):
+    """Turns every FIRE of the wrapped trigger into FIRE_AND_PURGE."""
+
+    def __init__(self, nested: Trigger):
+        self.nested = nested
+
+    @staticmethod
+    def of(nested_trigger: Trigger) -> "PurgingTrigger":
+        return PurgingTrigger(nested_trigger)
+
+    @staticmethod
+    def _purge(result: TriggerResult) -> TriggerResult:
+        return TriggerResult.FIRE_AND_PURGE if result.is_fire() else result
+
+    def on_element(self, element: Any, timestamp: int, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
+        return self._purge(self.nested.on_element(element, timestamp, window, ctx))
+
+    def on_event_time(self, time: int, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
+        return self._purge(self.nested.on_event_time(time, window, ctx))
+
+    def on_processing_time(self, time: int, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
+        return self._purge(self.nested.on_processing_time(time, window, ctx))
+
+    def can_merge(self) -> bool:
+        return self.nested.can_merge()
+
+    def on_merge(self, window: Window, ctx: Trigger.OnMergeContext) -> None:
+        self.nested.on_merge(window, ctx)
+
+    def clear(self, window: Window, ctx: Trigger.TriggerContext) -> None:
+        self.nested.clear(window, ctx)
+
+
+class NeverTrigger(Trigger):
+    def on_element(self, element: Any, timestamp: int, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
+        return TriggerResult.CONTINUE
+
+    def on_event_time(self, time: int, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
+        return TriggerResult.CONTINUE
+
+    def on_processing_time(self, time: int, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
+        return TriggerResult.CONTINUE
+
+    def can_merge(self) -> bool:
+        return True
+
+    def on_merge(self, window: Window, ctx: Trigger.OnMergeContext) -> None:
+        pass
+
+    def clear(self, window: Window, ctx: Trigger.TriggerContext) -> None:
+        pass
+
+
+# -- evictors ----------------------------------------------------------------------------
+
+class Evictor(abc.ABC):
+    """Removes elements from a window's contents before and/or after the function runs."""
+
+    @abc.abstractmethod
+    def evict_before(self, elements: list, size: int, window: Window, ctx: Any) -> list: ...
+    @abc.abstractmethod
+    def evict_after(self, elements: list, size: int, window: Window, ctx: Any) -> list: ...
+
+
+class CountEvictor(Evictor):
+    """Keeps at most ``max_count`` elements (the most recent ones)."""
+
+    def __init__(self, max_count: int, do_evict_after: bool = False):
+        self.max_count, self.do_evict_after = max_count, do_evict_after
+
+    @staticmethod
+    def of(max_count: int, do_evict_after: bool = False) -> "CountEvictor":
+        return CountEvictor(max_count, do_evict_after)
+
+    def _evict(self, elements: list) -> list:
+        return elements[-self.max_count:] if len(elements) > self.max_count else elements
+
+    def evict_before(self, elements: list, size: int, window: Window, ctx: Any) -> list:
+        return elements if self.do_evict_after else self._evict(elements)
+
+    def evict_after(self, elements: list, size: int, window: Window, ctx: Any) -> list:
+        return self._evict(elements) if self.do_evict_after else elements
+
+
+class TimeEvictor(Evictor):
+    """Keeps elements whose timestamp is within ``window_size`` of the newest element."""
+
+    def __init__(self, window_size: int, do_evict_after: bool = False):
+        self.window_size, self.do_evict_after = window_size, do_evict_after
+
+    @staticmethod
+    def of(window_size: "Time | int", do_evict_after: bool = False) -> "TimeEvictor":
+        return TimeEvictor(to_millis(window_size), do_evict_after)
+
+    def _evict(self, elements: list) -> list:
+        stamped = [e for e in elements if e[1] is not None]
+        if not stamped:
+            return elements
+        newest = max(ts for _, ts in stamped)
+        return [e for e in elements if e[1] is None or e[1] > newest - self.window_size]
+
+    def evict_before(self, elements: list, size: int, window: Window, ctx: Any) -> list:
+        return elements if self.do_evict_after else self._evict(elements)
+
+    def evict_after(self, elements: list, size: int, window: Window, ctx: Any) -> list:
+        return self._evict(elements) if self.do_evict_after else elements

@@ -1,0 +1,239 @@
+"""The job graph: what the DataStream API builds, and how it is cut into stages.
+
+``StreamNode`` is one operator as the user wrote it (with its uid, name, parallelism
+and a factory for its runtime operator); ``StreamEdge`` connects two nodes and says how
+records are partitioned between them. :func:`build_job_plan` cuts the graph into
+*stages* at every edge that repartitions (``key_by``, ``window_all``, a change of
+parallelism): inside a stage operators are chained and run in one task per subtask;
+between stages records are exchanged. Each epoch runs every stage once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+from sparkpoint.errors import JobGraphError
+
+__all__ = ["StreamNode", "StreamEdge", "StagePlan", "JobPlan", "build_job_plan",
+           "FORWARD", "HASH", "GLOBAL", "REBALANCE", "BROADCAST"]
+
+logger = logging.getLogger(__name__)
+
+FORWARD, HASH, GLOBAL, REBALANCE, BROADCAST = "forward", "hash", "global", "rebalance", "broadcast"
+
+
+@dataclass
+class StreamEdge:
+    """``source`` → ``target``; ``side_tag`` selects a side output of the source."""
+
+    id: int
+    source: int
+    target: int
+    partitioning: str = FORWARD
+    key_selector: Any = None
+    side_tag: Optional[str] = None
+
+
+@dataclass
+class StreamNode:
+    """One operator of the job as written."""
+
+    id: int
+    kind: str
+    name: str
+    factory: Callable[..., Any]
+    uid: Optional[str] = None
+    parallelism: Optional[int] = None
+    max_parallelism: Optional[int] = None
+    inputs: list[StreamEdge] = field(default_factory=list)
+    source: Any = None          # Source description for source nodes
+    watermark_strategy: Any = None
+    sink: Any = None            # sink description for sink nodes
+    keyed: bool = False
+    chainable: bool = True
+
+    def effective_uid(self) -> str:
+        return self.uid if self.uid is not None else self.generated_uid
+
+    generated_uid: str = ""
+
+
+@dataclass
+class StagePlan:
+    """Operators chained into one task per subtask, and the edges into and out of them."""
+
+    id: int
+    parallelism: int
+    nodes: list[int]                     # topological order
+    input_edges: list[StreamEdge]        # from other stages
+    output_edges: list[StreamEdge]       # to other stages
+    internal_edges: list[StreamEdge]
+    upstream_stages: list[int]
+    is_source_stage: bool = False
+    keyed: bool = False
+
+
+@dataclass
+class JobPlan:
+    """Everything a task needs to know about the job, shipped once to executors."""
+
+    job_name: str
+    nodes: dict[int, StreamNode]
+    stages: list[StagePlan]              # topological order
+    max_parallelism: int
+    stage_of: dict[int, int]
+    job_parameters: dict = field(default_factory=dict)
+
+    def stage(self, stage_id: int) -> StagePlan:
+        return self.stages[stage_id]
+
+    def uid(self, node_id: int) -> str:
+        return self.nodes[node_id].effective_uid()
+
+    def consumers(self, stage_id: int) -> list[int]:
+        return [s.id for s in self.stages if stage_id in s.upstream_stages]
+
+    def terminal_stages(self) -> list[int]:
+        return [s.id for s in self.stages if not self.consumers(s.id)]
+
+    def source_nodes(self) -> list[StreamNode]:
+        return [n for n in self.nodes.values() if n.kind == "source"]
+
+
+def _topological(nodes: dict[int, StreamNode]) -> list[int]:
+    order: list[int] = []
+    state: dict[int, int] = {}
+
+    def visit(nid: int) -> None:
+        if state.get(nid) == 2:
+            return
+        if state.get(nid) == 1:
+            raise JobGraphError(f"the job graph has a cycle through {nodes[nid].name!r}")
+        state[nid] = 1
+        for e in nodes[nid].inputs:
+            visit(e.source)
+        state[nid] = 2
+        order.append(nid)
+
+    for nid in sorted(nodes):
+        visit(nid)
+    return order
+
+
+def _generate_uids(nodes: dict[int, StreamNode], order: list[int]) -> None:
+    """Deterministic uids for nodes without one: a hash of the node's position in the graph."""
+    hashes: dict[int, str] = {}
+    for nid in order:
+        n = nodes[nid]
+        h = hashlib.sha1()
+        h.update(n.kind.encode())
+        h.update(n.name.encode())
+        for e in n.inputs:
+            h.update(hashes[e.source].encode())
+            h.update((e.side_tag or "").encode())
+        siblings = [m for m in order[: order.index(nid)] if nodes[m].kind == n.kind and
+                    [e.source for e in nodes[m].inputs] == [e.source for e in n.inputs]]
+        h.update(str(len(siblings)).encode())
+        hashes[nid] = h.hexdigest()[:32]
+        n.generated_uid = hashes[nid]
+        if n.uid is None and n.kind not in ("sink", "print", "collect", "side_output", "union") and (
+            n.kind == "source" or n.keyed or n.kind == "assign_timestamps"
+        ):
+            logger.warning(
+                "operator %r has no uid(); using generated uid %s. Set uid() on stateful operators so "
+                "savepoints keep matching when the job changes.", n.name, n.generated_uid,
+            )
+
+
+def build_job_plan(nodes: dict[int, StreamNode], job_name: str, default_parallelism: int,
+                   max_parallelism: int, job_parameters: Optional[dict] = None) -> JobPlan:
+    if not nodes:
+        raise JobGraphError("the job has no operators; add a source and a sink before execute()")
+    order = _topological(nodes)
+    _generate_uids(nodes, order)
+    seen: dict[str, str] = {}
+    for nid in order:
+        n = nodes[nid]
+        if n.uid is not None:
+            if n.uid in seen:
+                raise JobGraphError(f"uid {n.uid!r} is used by two operators ({seen[n.uid]!r} and {n.name!r}); "
+                                    f"uids must be unique")
+            seen[n.uid] = n.name
+
+    def par(n: StreamNode) -> int:
+        return n.parallelism or default_parallelism
+
+    # Step 1. Cut into stages: a node joins its input's stage if every input edge is a
+    # forward edge from a node of the same parallelism in one stage; otherwise it starts one.
+    stage_of: dict[int, int] = {}
+    stage_nodes: dict[int, list[int]] = {}
+    stage_par: dict[int, int] = {}
+    sources = [nid for nid in order if nodes[nid].kind == "source"]
+    if sources:
+        stage_nodes[0] = []
+        stage_par[0] = max(par(nodes[s]) for s in sources)
+    next_stage = 1
+    for nid in order:
+        n = nodes[nid]
+        if n.kind == "source":
+            stage_of[nid] = 0
+            stage_nodes[0].append(nid)
+            continue
+        in_stages = {stage_of[e.source] for e in n.inputs}
+        chain = (
+            len(in_stages) == 1
+            and all(e.partitioning == FORWARD for e in n.inputs)
+            and (n.parallelism is None or n.parallelism == stage_par[next(iter(in_stages))])
+        )
+        if chain:
+            sid = next(iter(in_stages))
+        else:
+            sid = next_stage
+            next_stage += 1
+            stage_nodes[sid] = []
+            p = par(n)
+            if any(e.partitioning == GLOBAL for e in n.inputs):
+                p = 1
+            stage_par[sid] = p
+            for e in n.inputs:
+                if e.partitioning == FORWARD:
+                    e.partitioning = REBALANCE
+        stage_of[nid] = sid
+        stage_nodes[sid].append(nid)
+
+    # Step 2. Classify edges and check keyed operators sit at stage heads.
+    stages: list[StagePlan] = []
+    for sid in sorted(stage_nodes):
+        members = stage_nodes[sid]
+        member_set = set(members)
+        inputs, internal, outputs = [], [], []
+        for nid in members:
+            for e in nodes[nid].inputs:
+                (internal if e.source in member_set else inputs).append(e)
+        for other in nodes.values():
+            if other.id in member_set:
+                continue
+            for e in other.inputs:
+                if e.source in member_set:
+                    outputs.append(e)
+        for nid in members:
+            n = nodes[nid]
+            if n.keyed and not any(e.partitioning == HASH or e.partitioning == GLOBAL for e in n.inputs):
+                raise JobGraphError(f"keyed operator {n.name!r} is not fed by key_by()")
+            if n.max_parallelism is not None and n.max_parallelism != max_parallelism:
+                raise JobGraphError(f"operator {n.name!r}: per-operator max parallelism "
+                                    f"({n.max_parallelism}) differs from the job's ({max_parallelism})")
+        if stage_par[sid] > max_parallelism:
+            raise JobGraphError(f"parallelism {stage_par[sid]} exceeds max parallelism {max_parallelism}")
+        stages.append(StagePlan(
+            id=sid, parallelism=stage_par[sid], nodes=members, input_edges=inputs, output_edges=outputs,
+            internal_edges=internal, upstream_stages=sorted({stage_of[e.source] for e in inputs}),
+            is_source_stage=(sid == 0 and bool(sources)), keyed=any(nodes[m].keyed for m in members),
+        ))
+    if not sources:
+        raise JobGraphError("the job has no source; use env.from_source(...) or env.from_collection(...)")
+    return JobPlan(job_name=job_name, nodes=nodes, stages=stages, max_parallelism=max_parallelism,
+                   stage_of=stage_of, job_parameters=dict(job_parameters or {}))

@@ -1,0 +1,194 @@
+"""Keyed runtime operators: keyed state, timers, and the keyed process/reduce operators.
+
+A keyed operator owns a key-group range. Its keyed state (including timers) is
+snapshotted per key group at the end of every task and restored at the start of the
+next, from the executor's local disk (see :mod:`sparkpoint.state.local_store`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+from sparkpoint.datastream.functions import KeySelector
+from sparkpoint.datastream.state import ValueStateDescriptor
+from sparkpoint.datastream.time_domain import TimeDomain
+from sparkpoint.errors import StateError
+from sparkpoint.runtime.operators import IDLE, Output, StreamOperator, TaskContext
+from sparkpoint.state.heap import HashMapKeyedStateBackend
+from sparkpoint.state.key_groups import KeyGroupRange
+from sparkpoint.time.timers import EVENT_TIME, PROCESSING_TIME, InternalTimerService
+
+__all__ = ["TimeDomain", "KeyedOperator", "KeyedProcessOperator", "StreamGroupedReduceOperator"]
+
+
+class KeyedOperator(StreamOperator):
+    """Base of operators on a keyed stream: a key selector, keyed state, timers."""
+
+    keyed = True
+
+    def __init__(self, uid: str, name: str, function: Any, key_selector: KeySelector):
+        super().__init__(uid, name, function)
+        self.key_selector = key_selector
+        self.keyed_backend: HashMapKeyedStateBackend = None  # type: ignore[assignment]
+        self.timers = InternalTimerService()
+
+    def create_keyed_backend(self, key_group_range: KeyGroupRange, max_parallelism: int) -> None:
+        self.keyed_backend = HashMapKeyedStateBackend(key_group_range, max_parallelism)
+
+    def setup(self, task: TaskContext, operator_state: Optional[dict]) -> None:
+        super().setup(task, operator_state)
+        self.timers.current_processing_time = task.processing_time
+
+    # keyed snapshot ---------------------------------------------------------------------
+    def snapshot_keyed_state(self) -> dict:
+        return {
+            "kinds": dict(self.keyed_backend.kinds),
+            "groups": self.keyed_backend.snapshot_key_groups(),
+            "timers": self.timers.snapshot_key_groups(),
+            "watermark": self.watermark,
+        }
+
+    def restore_keyed_state(self, snap: dict) -> None:
+        self.keyed_backend.restore_key_groups(snap["groups"], snap["kinds"])
+        self.timers.restore_key_groups(snap["timers"], self.keyed_backend.key_group_range.__contains__)
+        self.watermark = max(self.watermark, snap.get("watermark", self.watermark))
+        self.timers.current_watermark = self.watermark
+
+    # keys -------------------------------------------------------------------------------
+    def keys_of(self, values: list) -> list:
+        get_key = self.key_selector.get_key
+        v = None
+        try:
+            return [get_key(v) for v in values]
+        except Exception as e:
+            for v in values:
+                try:
+                    get_key(v)
+                except Exception:
+                    break
+            raise StateError(f"key selector of operator {self.name!r} (uid {self.uid!r}) failed on record "
+                             f"{v!r}: {type(e).__name__}: {e}") from e
+
+    def set_key(self, key: Any, kg: Optional[int] = None) -> None:
+        self.keyed_backend.set_current_key(key, kg)
+
+    def fire_timers(self, domain: str, until: int, on_timer: Callable[[int, Any, Any], None]) -> None:
+        def fire(ts: int, key: Any, ns: Any, kg: int) -> None:
+            self.keyed_backend.set_current_key(key, kg)
+            on_timer(ts, key, ns)
+
+        self.timers.advance(domain, until, fire)
+
+
+class _KeyedTimerService:
+    def __init__(self, op: KeyedOperator):
+        self.op = op
+
+    def current_processing_time(self) -> int:
+        return self.op.task.processing_time
+
+    def current_watermark(self) -> int:
+        return self.op.watermark
+
+    def _reg(self, domain: str, ts: int) -> None:
+        b = self.op.keyed_backend
+        self.op.timers.register(domain, ts, b.current_key, None, b.current_key_group)
+
+    def register_event_time_timer(self, timestamp: int) -> None:
+        self._reg(EVENT_TIME, timestamp)
+
+    def register_processing_time_timer(self, timestamp: int) -> None:
+        self._reg(PROCESSING_TIME, timestamp)
+
+    def delete_event_time_timer(self, timestamp: int) -> None:
+        self.op.timers.delete(EVENT_TIME, timestamp, self.op.keyed_backend.current_key, None)
+
+    def delete_processing_time_timer(self, timestamp: int) -> None:
+        self.op.timers.delete(PROCESSING_TIME, timestamp, self.op.keyed_backend.current_key, None)
+
+
+class _KeyedContext:
+    def __init__(self, op: KeyedOperator):
+        self.op = op
+        self.ts: Optional[int] = None
+        self.domain: Optional[TimeDomain] = None
+        self._timer_service = _KeyedTimerService(op)
+
+    def get_current_key(self) -> Any:
+        return self.op.keyed_backend.current_key
+
+    def timer_service(self) -> _KeyedTimerService:
+        return self._timer_service
+
+    def timestamp(self) -> Optional[int]:
+        return self.ts
+
+    def time_domain(self) -> Optional[TimeDomain]:
+        return self.domain
+
+
+class KeyedProcessOperator(KeyedOperator):
+    """A ``KeyedProcessFunction``: per-record processing with keyed state and timers."""
+
+    def process_batch(self, values: list, timestamps: list, out: Output) -> None:
+        fn = self.function.process_element  # type: ignore[union-attr]
+        ctx = _KeyedContext(self)
+        keys = self.keys_of(values)
+        set_key = self.keyed_backend.set_current_key
+        v = None
+        try:
+            for v, t, k in zip(values, timestamps, keys):
+                set_key(k)
+                ctx.ts = t
+                out.emit_all(fn(v, ctx), t)
+        except Exception as e:
+            raise self.fail(v, e) from e
+
+    def _on_timer(self, domain: TimeDomain, out: Output) -> Callable[[int, Any, Any], None]:
+        ctx = _KeyedContext(self)
+        ctx.domain = domain
+        on_timer = self.function.on_timer  # type: ignore[union-attr]
+
+        def fire(ts: int, key: Any, ns: Any) -> None:
+            ctx.ts = ts
+            try:
+                out.emit_all(on_timer(ts, ctx), ts)
+            except Exception as e:
+                raise self.fail(f"<timer {ts} of key {key!r}>", e) from e
+
+        return fire
+
+    def process_watermark(self, watermark: Optional[int], out: Output) -> Optional[int]:
+        if watermark is not IDLE and watermark > self.watermark:
+            self.watermark = watermark
+            self.fire_timers(EVENT_TIME, watermark, self._on_timer(TimeDomain.EVENT_TIME, out))
+        return watermark
+
+    def process_processing_time(self, now: int, out: Output) -> None:
+        self.fire_timers(PROCESSING_TIME, now, self._on_timer(TimeDomain.PROCESSING_TIME, out))
+
+
+class StreamGroupedReduceOperator(KeyedOperator):
+    """``KeyedStream.reduce`` / ``sum`` / ``min`` / ``max``: emits the running result per record."""
+
+    STATE = ValueStateDescriptor("_reduce_state")
+
+    def open(self) -> None:
+        super().open()
+        self.state = self.keyed_backend.create_state(self.STATE)
+
+    def process_batch(self, values: list, timestamps: list, out: Output) -> None:
+        reduce = self.function.reduce  # type: ignore[union-attr]
+        keys = self.keys_of(values)
+        set_key = self.keyed_backend.set_current_key
+        state = self.state
+        v = None
+        try:
+            for v, t, k in zip(values, timestamps, keys):
+                set_key(k)
+                cur = state.value()
+                new = v if cur is None else reduce(cur, v)
+                state.update(new)
+                out.collect(new, t)
+        except Exception as e:
+            raise self.fail(v, e) from e

@@ -1,0 +1,391 @@
+"""Runtime operators: what runs inside a task, one batch of records at a time.
+
+A runtime operator is created afresh in every task of every epoch from its frozen
+description (a node of the job graph), given the state it resumes from, and asked to
+snapshot what must survive at the end of the task. Instances never outlive a task, so
+nothing depends on a Python worker process surviving between epochs.
+
+Records travel as two parallel lists, ``values`` and ``timestamps`` (``None`` where a
+record has no event timestamp).
+"""
+
+from __future__ import annotations
+
+import pickle
+
+import cloudpickle
+from typing import Any, Iterable, Optional
+
+from sparkpoint.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK, WatermarkOutput
+from sparkpoint.datastream.functions import CheckpointedFunction, Function, RuntimeContext
+from sparkpoint.datastream.output_tag import OutputTag
+from sparkpoint.errors import StateError, UserFunctionError
+from sparkpoint.state.operator_state import DefaultOperatorStateStore
+
+__all__ = [
+    "Output", "StreamOperator", "TaskContext", "MapOperator", "FlatMapOperator", "FilterOperator",
+    "ProcessOperator", "TimestampsAndWatermarksOperator", "UnionOperator", "IDLE",
+]
+
+IDLE = None  # an idle input's watermark: excluded from the minimum
+
+
+class Output:
+    """What an operator emitted during one call: main records and side outputs."""
+
+    __slots__ = ("values", "timestamps", "side")
+
+    def __init__(self) -> None:
+        self.values: list = []
+        self.timestamps: list = []
+        self.side: dict[str, tuple[list, list]] = {}
+
+    def collect(self, value: Any, timestamp: Optional[int]) -> None:
+        self.values.append(value)
+        self.timestamps.append(timestamp)
+
+    def collect_side(self, tag: OutputTag, value: Any, timestamp: Optional[int]) -> None:
+        vs, ts = self.side.setdefault(tag.tag_id, ([], []))
+        vs.append(value)
+        ts.append(timestamp)
+
+    def emit_all(self, results: Optional[Iterable], timestamp: Optional[int]) -> None:
+        """Emit what a user function returned or yielded; ``(OutputTag, v)`` goes to the side."""
+        if results is None:
+            return
+        for item in results:
+            if type(item) is tuple and len(item) == 2 and isinstance(item[0], OutputTag):
+                self.collect_side(item[0], item[1], timestamp)
+            else:
+                self.values.append(item)
+                self.timestamps.append(timestamp)
+
+
+class TaskContext:
+    """What a task tells its operators: who it is, which epoch, the clocks, the metrics."""
+
+    def __init__(self, *, job_id: str, job_name: str, stage_id: int, subtask_index: int, parallelism: int,
+                 max_parallelism: int, epoch: int, processing_time: int, job_parameters: dict,
+                 attempt: int = 0):
+        self.job_id = job_id
+        self.job_name = job_name
+        self.stage_id = stage_id
+        self.subtask_index = subtask_index
+        self.parallelism = parallelism
+        self.max_parallelism = max_parallelism
+        self.epoch = epoch
+        self.processing_time = processing_time
+        self.job_parameters = job_parameters
+        self.attempt = attempt
+        self.metrics: dict[str, dict[str, int]] = {}
+
+    def counter(self, uid: str, name: str, n: int = 1) -> None:
+        m = self.metrics.setdefault(uid, {})
+        m[name] = m.get(name, 0) + n
+
+
+class OperatorRuntimeContext(RuntimeContext):
+    """The ``RuntimeContext`` handed to user functions' ``open``."""
+
+    def __init__(self, op: "StreamOperator"):
+        self._op = op
+
+    def get_task_name(self) -> str:
+        return self._op.name
+
+    def get_number_of_parallel_subtasks(self) -> int:
+        return self._op.task.parallelism
+
+    def get_max_number_of_parallel_subtasks(self) -> int:
+        return self._op.task.max_parallelism
+
+    def get_index_of_this_subtask(self) -> int:
+        return self._op.task.subtask_index
+
+    def get_attempt_number(self) -> int:
+        return self._op.task.attempt
+
+    def get_job_parameter(self, key: str, default_value: str) -> str:
+        return self._op.task.job_parameters.get(key, default_value)
+
+    def _keyed(self, descriptor: Any) -> Any:
+        backend = getattr(self._op, "keyed_backend", None)
+        if backend is None:
+            raise StateError(
+                f"operator {self._op.name!r} (uid {self._op.uid!r}) asked for keyed state {descriptor.name!r} "
+                f"but is not on a keyed stream; use key_by(...) first, or operator state (CheckpointedFunction)"
+            )
+        return backend.create_state(descriptor, self._op.current_namespace)
+
+    get_state = _keyed
+    get_list_state = _keyed
+    get_map_state = _keyed
+    get_reducing_state = _keyed
+    get_aggregating_state = _keyed
+
+    def get_metrics_group(self) -> Any:
+        return _MetricGroup(self._op)
+
+
+class _MetricGroup:
+    def __init__(self, op: "StreamOperator"):
+        self._op = op
+
+    def counter(self, name: str) -> "_Counter":
+        return _Counter(self._op, name)
+
+    def add_group(self, name: str, extra: Optional[str] = None) -> "_MetricGroup":
+        return self
+
+
+class _Counter:
+    def __init__(self, op: "StreamOperator", name: str):
+        self._op, self._name = op, name
+
+    def inc(self, n: int = 1) -> None:
+        self._op.task.counter(self._op.uid, self._name, n)
+
+    def dec(self, n: int = 1) -> None:
+        self._op.task.counter(self._op.uid, self._name, -n)
+
+
+class _InitContext:
+    def __init__(self, store: DefaultOperatorStateStore):
+        self._store = store
+
+    def get_operator_state_store(self) -> DefaultOperatorStateStore:
+        return self._store
+
+    def is_restored(self) -> bool:
+        return self._store.restored
+
+    def get_keyed_state_store(self) -> None:
+        return None
+
+
+class _SnapshotContext:
+    def __init__(self, epoch: int):
+        self._epoch = epoch
+
+    def get_checkpoint_id(self) -> int:
+        return self._epoch
+
+    def get_checkpoint_timestamp(self) -> int:
+        return 0
+
+
+class StreamOperator:
+    """Base of runtime operators."""
+
+    keyed = False
+
+    def __init__(self, uid: str, name: str, function: Optional[Function] = None):
+        self.uid = uid
+        self.name = name
+        self.function = function
+        self.task: TaskContext = None  # type: ignore[assignment]
+        self.operator_state: Optional[DefaultOperatorStateStore] = None
+        self.watermark = MIN_WATERMARK
+
+    def current_namespace(self) -> Any:
+        return None
+
+    # lifecycle -------------------------------------------------------------------------
+    def setup(self, task: TaskContext, operator_state: Optional[dict]) -> None:
+        self.task = task
+        fn = self.function
+        if isinstance(fn, CheckpointedFunction):
+            self.operator_state = DefaultOperatorStateStore(operator_state)
+            fn.initialize_state(_InitContext(self.operator_state))
+
+    def open(self) -> None:
+        if isinstance(self.function, Function):
+            self.function.open(OperatorRuntimeContext(self))
+
+    def close(self) -> None:
+        if isinstance(self.function, Function):
+            self.function.close()
+
+    # records and time ------------------------------------------------------------------
+    def process_batch(self, values: list, timestamps: list, out: Output) -> None:
+        raise NotImplementedError
+
+    def process_watermark(self, watermark: Optional[int], out: Output) -> Optional[int]:
+        """Advance to ``watermark`` (``IDLE`` if all inputs are idle); returns the output watermark."""
+        if watermark is not IDLE and watermark > self.watermark:
+            self.watermark = watermark
+        return watermark
+
+    def process_processing_time(self, now: int, out: Output) -> None:
+        pass
+
+    # state -----------------------------------------------------------------------------
+    def snapshot_operator_state(self) -> Optional[dict]:
+        """Non-keyed state that must survive this task (carried by the driver)."""
+        fn = self.function
+        if isinstance(fn, CheckpointedFunction) and self.operator_state is not None:
+            fn.snapshot_state(_SnapshotContext(self.task.epoch))
+            return self.operator_state.snapshot()
+        return None
+
+    def fail(self, record: Any, cause: BaseException) -> UserFunctionError:
+        return UserFunctionError(self.uid, self.name, record, cause)
+
+
+class MapOperator(StreamOperator):
+    def process_batch(self, values: list, timestamps: list, out: Output) -> None:
+        f = self.function.map  # type: ignore[union-attr]
+        append = out.values.append
+        v = None
+        try:
+            for v in values:
+                append(f(v))
+        except Exception as e:
+            raise self.fail(v, e) from e
+        out.timestamps.extend(timestamps)
+
+
+class FilterOperator(StreamOperator):
+    def process_batch(self, values: list, timestamps: list, out: Output) -> None:
+        f = self.function.filter  # type: ignore[union-attr]
+        v = None
+        try:
+            keep = [bool(f(v)) for v in values]
+        except Exception as e:
+            for v in values:  # find the offending record (filters must be side-effect free)
+                try:
+                    f(v)
+                except Exception:
+                    break
+            raise self.fail(v, e) from e
+        out.values.extend([v for v, k in zip(values, keep) if k])
+        out.timestamps.extend([t for t, k in zip(timestamps, keep) if k])
+
+
+class FlatMapOperator(StreamOperator):
+    def process_batch(self, values: list, timestamps: list, out: Output) -> None:
+        f = self.function.flat_map  # type: ignore[union-attr]
+        v = None
+        try:
+            for v, t in zip(values, timestamps):
+                out.emit_all(f(v), t)
+        except Exception as e:
+            raise self.fail(v, e) from e
+
+
+class _ProcessContext:
+    def __init__(self, op: "ProcessOperator"):
+        self.op = op
+        self.ts: Optional[int] = None
+
+    def timestamp(self) -> Optional[int]:
+        return self.ts
+
+    def timer_service(self) -> "_NonKeyedTimerService":
+        return _NonKeyedTimerService(self.op)
+
+
+class _NonKeyedTimerService:
+    def __init__(self, op: StreamOperator):
+        self.op = op
+
+    def current_processing_time(self) -> int:
+        return self.op.task.processing_time
+
+    def current_watermark(self) -> int:
+        return self.op.watermark
+
+    def _unsupported(self, *args: Any) -> None:
+        raise StateError(f"operator {self.op.name!r} (uid {self.op.uid!r}): timers need a keyed stream "
+                         f"(key_by(...).process(KeyedProcessFunction))")
+
+    register_processing_time_timer = register_event_time_timer = _unsupported
+    delete_processing_time_timer = delete_event_time_timer = _unsupported
+
+
+class ProcessOperator(StreamOperator):
+    """A ``ProcessFunction`` on a non-keyed stream."""
+
+    def process_batch(self, values: list, timestamps: list, out: Output) -> None:
+        f = self.function.process_element  # type: ignore[union-attr]
+        ctx = _ProcessContext(self)
+        v = None
+        try:
+            for v, t in zip(values, timestamps):
+                ctx.ts = t
+                out.emit_all(f(v, ctx), t)
+        except Exception as e:
+            raise self.fail(v, e) from e
+
+
+class UnionOperator(StreamOperator):
+    """Forwards the records of several inputs; its watermark is the minimum of theirs."""
+
+    def process_batch(self, values: list, timestamps: list, out: Output) -> None:
+        out.values.extend(values)
+        out.timestamps.extend(timestamps)
+
+
+class TimestampsAndWatermarksOperator(StreamOperator):
+    """``assign_timestamps_and_watermarks``: stamps records and replaces the watermark.
+
+    Its generator is operator state of the subtask (pickled), so watermarks continue
+    across epochs and restores. Only the end-of-input watermark (+inf) passes through.
+    """
+
+    def __init__(self, uid: str, name: str, strategy: Any):
+        super().__init__(uid, name)
+        self.strategy = strategy
+        self.assigner = strategy.create_timestamp_assigner()
+        self.generator: Any = None
+        self.output = WatermarkOutput()
+
+    def setup(self, task: TaskContext, operator_state: Optional[dict]) -> None:
+        super().setup(task, operator_state)
+        if operator_state and "generator" in operator_state:
+            self.generator = pickle.loads(operator_state["generator"])
+            self.output.watermark = operator_state["watermark"]
+        else:
+            self.generator = self.strategy.create_watermark_generator()
+        if hasattr(self.generator, "set_current_processing_time"):
+            self.generator.set_current_processing_time(task.processing_time)
+
+    def process_batch(self, values: list, timestamps: list, out: Output) -> None:
+        assigner = self.assigner
+        gen = self.generator
+        v = None
+        if assigner is not None:
+            extract = assigner.extract_timestamp
+            try:
+                new_ts = [int(extract(v, t if t is not None else MIN_WATERMARK)) for v, t in zip(values, timestamps)]
+            except Exception as e:
+                for v, t in zip(values, timestamps):
+                    try:
+                        extract(v, t)
+                    except Exception:
+                        break
+                raise self.fail(v, e) from e
+        else:
+            new_ts = list(timestamps)
+        if new_ts:
+            if hasattr(gen, "observe_max") and None not in new_ts:
+                gen.observe_max(max(new_ts))
+            else:
+                on_event = gen.on_event
+                for v, t in zip(values, new_ts):
+                    on_event(v, t, self.output)
+        out.values.extend(values)
+        out.timestamps.extend(new_ts)
+
+    def process_watermark(self, watermark: Optional[int], out: Output) -> Optional[int]:
+        if watermark == MAX_WATERMARK:
+            self.watermark = MAX_WATERMARK
+            return MAX_WATERMARK
+        self.generator.on_periodic_emit(self.output)
+        if self.output.idle:
+            return IDLE
+        self.watermark = max(self.watermark, self.output.watermark)
+        return self.watermark
+
+    def snapshot_operator_state(self) -> Optional[dict]:
+        return {"generator": cloudpickle.dumps(self.generator), "watermark": self.output.watermark}

@@ -1,0 +1,61 @@
+"""Sink nodes at run time: writers that stage output, and the print/collect sinks."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from sparkpoint.runtime.operators import Output, StreamOperator, TaskContext
+
+__all__ = ["SinkOperator", "PrintOperator", "CollectOperator", "SideOutputOperator"]
+
+
+class SinkOperator(StreamOperator):
+    """Runs a :class:`~sparkpoint.connectors.base.SinkWriter`; its committables go to the driver."""
+
+    def __init__(self, uid: str, name: str, sink: Any):
+        super().__init__(uid, name)
+        self.sink = sink
+        self.writer: Any = None
+
+    def setup(self, task: TaskContext, operator_state: Optional[dict]) -> None:
+        super().setup(task, operator_state)
+        self.writer = self.sink.create_writer(task.subtask_index, task.parallelism, task.job_id, task.epoch,
+                                              (operator_state or {}).get("writer"))
+
+    def process_batch(self, values: list, timestamps: list, out: Output) -> None:
+        if values:
+            try:
+                self.writer.write(values, timestamps)
+            except Exception as e:
+                raise self.fail(values[0], e) from e
+            self.task.counter(self.uid, "numRecordsIn", len(values))
+
+    def prepare_commit(self) -> list:
+        return self.writer.prepare_commit()
+
+    def snapshot_operator_state(self) -> Optional[dict]:
+        return {"writer": self.writer.snapshot_state()}
+
+
+class PrintOperator(StreamOperator):
+    """``DataStream.print()``: records go to the driver, which prints them in order."""
+
+    def __init__(self, uid: str, name: str, sink_identifier: Optional[str] = None):
+        super().__init__(uid, name)
+        self.sink_identifier = sink_identifier
+        self.lines: list = []
+
+    def process_batch(self, values: list, timestamps: list, out: Output) -> None:
+        self.lines.extend(values)
+
+
+class CollectOperator(PrintOperator):
+    """``execute_and_collect()``: records go back to the driver."""
+
+
+class SideOutputOperator(StreamOperator):
+    """Forwards the records of one side output of its input."""
+
+    def process_batch(self, values: list, timestamps: list, out: Output) -> None:
+        out.values.extend(values)
+        out.timestamps.extend(timestamps)

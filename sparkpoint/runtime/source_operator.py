@@ -1,0 +1,117 @@
+"""The task side of a source node: read assigned splits, stamp records, track watermarks.
+
+Watermarks are per split (as Flink's FLIP-27 sources do): every split carries its own
+watermark generator, and the subtask's watermark is the minimum over its unfinished,
+non-idle splits. A subtask with no split left emits +inf once the enumerator has no
+more splits to give, and is idle while it waits for one.
+"""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any, Optional
+
+import cloudpickle
+
+from sparkpoint.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK, WatermarkOutput, WatermarkStrategy
+from sparkpoint.connectors.base import SourceSplit
+from sparkpoint.errors import MalformedRecordError
+from sparkpoint.runtime.operators import IDLE, Output, StreamOperator
+
+__all__ = ["SourceOperator"]
+
+
+class SourceOperator(StreamOperator):
+    def __init__(self, uid: str, name: str, source: Any, strategy: Optional[WatermarkStrategy]):
+        super().__init__(uid, name)
+        self.source = source
+        self.strategy = strategy
+        self.assigner = strategy.create_timestamp_assigner() if strategy is not None else None
+
+    def _generator(self, split: SourceSplit) -> Any:
+        if split.generator is not None:
+            return pickle.loads(split.generator)
+        if self.strategy is None:
+            return None
+        return self.strategy.create_watermark_generator()
+
+    def read(self, splits: list[SourceSplit], no_more_splits: bool, max_records: int, max_bytes: int,
+             out: Output) -> tuple[list[SourceSplit], Optional[int]]:
+        """Read one epoch's slice of every split; returns the new splits and the watermark."""
+        reader = self.source.create_reader()
+        new_splits: list[SourceSplit] = []
+        watermarks: list[int] = []
+        n = 0
+        for split in splits:
+            if split.finished:
+                continue
+            result = reader.read(split, max_records, max_bytes)
+            self._malformed(result.malformed, out)
+            values = result.values
+            ts = result.timestamps
+            if self.assigner is not None:
+                extract = self.assigner.extract_timestamp
+                src_ts = ts if ts is not None else [MIN_WATERMARK] * len(values)
+                v = None
+                try:
+                    ts = [int(extract(v, t)) for v, t in zip(values, src_ts)]
+                except Exception as e:
+                    for v, t in zip(values, src_ts):
+                        try:
+                            extract(v, t)
+                        except Exception:
+                            break
+                    raise self.fail(v, e) from e
+            elif ts is None:
+                ts = [None] * len(values)
+            gen = self._generator(split)
+            output = WatermarkOutput()
+            output.watermark = split.watermark
+            if gen is not None:
+                if hasattr(gen, "set_current_processing_time"):
+                    gen.set_current_processing_time(self.task.processing_time)
+                if values and ts and ts[0] is not None:
+                    if hasattr(gen, "observe_max"):
+                        gen.observe_max(max(ts))
+                    else:
+                        for v, t in zip(values, ts):
+                            gen.on_event(v, t, output)
+                gen.on_periodic_emit(output)
+            if result.watermark is not None:
+                output.emit_watermark(result.watermark)
+            new_split = result.split.with_(
+                generator=cloudpickle.dumps(gen) if gen is not None else None,
+                watermark=output.watermark,
+                idle=output.idle,
+            )
+            new_splits.append(new_split)
+            if not new_split.finished and not new_split.idle:
+                watermarks.append(new_split.watermark)
+            out.values.extend(values)
+            out.timestamps.extend(ts)
+            n += len(values)
+        self.task.counter(self.uid, "numRecordsOut", n)
+        unfinished = [s for s in new_splits if not s.finished]
+        if not unfinished:
+            wm = MAX_WATERMARK if no_more_splits else IDLE
+        elif not watermarks:
+            wm = IDLE
+        else:
+            wm = min(watermarks)
+        if wm is not IDLE and wm > self.watermark:
+            self.watermark = wm
+        return new_splits, wm
+
+    def _malformed(self, malformed: list, out: Output) -> None:
+        if not malformed:
+            return
+        tag = getattr(self.source, "malformed_tag", None)
+        if tag is None:
+            path, line, text, reason = malformed[0]
+            raise MalformedRecordError(path, line, text, reason)
+        for path, line, text, reason in malformed:
+            out.collect_side(tag, f"{path}:{line}: {reason}: {text}", None)
+        self.task.counter(self.uid, "numMalformedRecords", len(malformed))
+
+    def process_batch(self, values: list, timestamps: list, out: Output) -> None:  # pragma: no cover
+        raise AssertionError("a source has no input")

@@ -1,0 +1,1 @@
+"""The only package that imports pyspark: sessions and epoch execution on Spark."""

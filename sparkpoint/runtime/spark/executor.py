@@ -1,0 +1,145 @@
+"""Runs one epoch as one Spark job.
+
+The job is a chain of RDDs, one per stage: the source stage is a ``parallelize`` of
+one element per source subtask; each later stage is a ``partitionBy`` of its upstream
+stages' blobs on the target partition (the key-group range for keyed stages) and a
+``mapPartitionsWithIndex`` running :func:`~sparkpoint.runtime.task.run_task`. Every
+partition of every stage runs every epoch, so timers fire without input. The reports
+of all tasks come back through the terminal stages' ``collect``.
+
+Records cross stages as Arrow batches inside one blob per (upstream task, downstream
+partition); Spark only moves the blobs. The job plan (with the user's functions) is
+broadcast once per job.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any, Iterator
+
+import cloudpickle
+
+from sparkpoint.common.configuration import Configuration
+from sparkpoint.errors import JobExecutionError, SparkpointError
+from sparkpoint.runtime.graph import JobPlan
+from sparkpoint.runtime.task import TaskDeployment, TaskReport, run_task
+
+__all__ = ["SparkEpochExecutor"]
+
+logger = logging.getLogger(__name__)
+
+_PLANS: dict[str, JobPlan] = {}   # per Python worker: job id -> unpickled plan
+
+
+def _plan(key: str, bc: Any) -> JobPlan:
+    plan = _PLANS.get(key)
+    if plan is None:
+        if len(_PLANS) > 8:
+            _PLANS.clear()
+        plan = _PLANS[key] = cloudpickle.loads(bc.value)
+    return plan
+
+
+def _identity(k: int) -> int:
+    return k
+
+
+class SparkEpochExecutor:
+    def __init__(self, config: Configuration, spark: Any = None):
+        self.config = config
+        self.given_spark = spark
+        self.spark: Any = None
+        self.plan: JobPlan = None  # type: ignore[assignment]
+        self.bc: Any = None
+
+    def start(self, plan: JobPlan, job_id: str) -> None:
+        from sparkpoint.runtime.spark.session import get_or_create_session
+
+        self.spark = get_or_create_session(self.config, self.given_spark)
+        self.plan = plan
+        self.job_id = job_id
+        self.bc = self.spark.sparkContext.broadcast(cloudpickle.dumps(plan))
+
+    def stop(self) -> None:
+        if self.bc is not None:
+            try:
+                self.bc.destroy()
+            except Exception:  # noqa: BLE001 - the session may already be stopped
+                pass
+            self.bc = None
+
+    def run_epoch(self, epoch: int, deployments: dict[tuple[int, int], TaskDeployment]) -> list[TaskReport]:
+        sc = self.spark.sparkContext
+        plan, bc = self.plan, self.bc
+        terminal = set(plan.terminal_stages())
+        rdds: dict[int, Any] = {}
+        persisted = []
+        for stage in plan.stages:
+            sid = stage.id
+            deps = {i: deployments[(sid, i)] for i in range(stage.parallelism)}
+            is_terminal = sid in terminal
+            if stage.is_source_stage:
+                seed = sc.parallelize(list(range(stage.parallelism)), stage.parallelism)
+
+                def run_source(idx: int, it: Iterator, _sid: int = sid, _deps: dict = deps,
+                               _terminal: bool = is_terminal) -> Iterator:
+                    return _run(bc, _sid, idx, _deps[idx], [], _terminal)
+
+                rdd = seed.mapPartitionsWithIndex(run_source, preservesPartitioning=False)
+            else:
+                inputs = [rdds[u].filter(lambda item, _s=sid: item[0] == _s).map(lambda item: (item[1], item[2]))
+                          for u in stage.upstream_stages]
+                merged = inputs[0] if len(inputs) == 1 else sc.union(inputs)
+                shuffled = merged.partitionBy(stage.parallelism, _identity)
+
+                def run_stage(idx: int, it: Iterator, _sid: int = sid, _deps: dict = deps,
+                              _terminal: bool = is_terminal) -> Iterator:
+                    blobs = [blob for _, blob in it]
+                    return _run(bc, _sid, idx, _deps[idx], blobs, _terminal)
+
+                rdd = shuffled.mapPartitionsWithIndex(run_stage)
+            if len(plan.consumers(sid)) > 1:
+                rdd = rdd.persist()
+                persisted.append(rdd)
+            rdds[sid] = rdd
+        finals = [rdds[s].filter(lambda item: item[0] == "R").map(lambda item: item[1]) for s in sorted(terminal)]
+        final = finals[0] if len(finals) == 1 else sc.union(finals)
+        sc.setJobGroup(f"sparkpoint-{self.job_id}", f"{plan.job_name}: epoch {epoch}", interruptOnCancel=True)
+        try:
+            blobs = final.collect()
+        except Exception as e:  # Py4JJavaError: unwrap the Python error raised in the task
+            raise _task_failure(epoch, e) from None
+        finally:
+            for rdd in persisted:
+                rdd.unpersist(blocking=False)
+        reports: list[TaskReport] = []
+        for blob in blobs:
+            reports.extend(cloudpickle.loads(blob))
+        return reports
+
+
+def _run(bc: Any, stage_id: int, subtask: int, dep: TaskDeployment, blobs: list, terminal: bool) -> Iterator:
+    plan = _plan(dep.job_id, bc)
+    outputs, reports = run_task(plan, stage_id, subtask, dep, blobs)
+    for consumer, partition, blob in outputs:
+        yield (consumer, partition, blob)
+    if terminal:
+        yield ("R", cloudpickle.dumps(reports))
+
+
+_ERROR_LINE = re.compile(r"^(sparkpoint\.errors\.\w+): (.*)$", re.MULTILINE)
+
+
+def _task_failure(epoch: int, e: Exception) -> SparkpointError:
+    text = str(e)
+    matches = _ERROR_LINE.findall(text)
+    if matches:
+        kind, message = matches[-1]
+        return JobExecutionError(f"epoch {epoch} failed: {message} [{kind.rsplit('.', 1)[-1]}]")
+    py = re.findall(r"^(\w+(?:\.\w+)*(?:Error|Exception)): (.*)$", text, re.MULTILINE)
+    if py:
+        kind, message = py[-1]
+        return JobExecutionError(f"epoch {epoch} failed in a Spark task: {kind}: {message}")
+    first = text.strip().splitlines()[0] if text.strip() else type(e).__name__
+    return JobExecutionError(f"epoch {epoch} failed: {first}")

@@ -1,0 +1,242 @@
+"""One task: one subtask of one stage in one epoch. Pure Python, no Spark.
+
+The same code runs in-process (the local executor) and inside Spark tasks. Steps:
+
+1. build the stage's runtime operators and give them their state: operator state from
+   the driver, keyed state from the executor's local disk (written by the same subtask
+   at the end of the previous epoch);
+2. read the inputs: source splits (source stage) or blobs from upstream tasks;
+3. run the operators in topological order: each takes its input records, then advances
+   its watermark to the minimum over its inputs, which fires timers and windows;
+4. route outputs to downstream partitions (Arrow batches, one blob per partition);
+5. stage sink output and snapshot state: keyed state to local disk, everything else
+   into the report that goes back to the driver.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from sparkpoint.common.watermark_strategy import MAX_WATERMARK
+from sparkpoint.runtime.exchange import decode_blob, encode_blob
+from sparkpoint.runtime.graph import BROADCAST, GLOBAL, HASH, JobPlan, StreamEdge
+from sparkpoint.runtime.keyed import KeyedOperator
+from sparkpoint.runtime.operators import IDLE, Output, StreamOperator, TaskContext
+from sparkpoint.runtime.sinks import CollectOperator, PrintOperator, SinkOperator
+from sparkpoint.runtime.source_operator import SourceOperator
+from sparkpoint.state.key_groups import KeyGroupAssigner, compute_key_group_range_for_operator_index
+from sparkpoint.state.local_store import LocalStateStore
+
+__all__ = ["TaskDeployment", "TaskReport", "run_task"]
+
+
+@dataclass
+class TaskDeployment:
+    """What the driver tells one task for one epoch."""
+
+    job_id: str
+    epoch: int
+    processing_time: int
+    local_state_dir: str
+    operator_states: dict[int, Any] = field(default_factory=dict)      # node id -> snapshot
+    splits: dict[int, list] = field(default_factory=dict)              # source node id -> splits
+    no_more_splits: dict[int, bool] = field(default_factory=dict)
+    keyed_state_epoch: Optional[int] = None                            # local state to load, if any
+    restored_keyed_state: Optional[dict] = None                        # keyed state to start from
+    max_records: int = 100_000
+    max_bytes: int = 32 * 1024 * 1024
+
+
+@dataclass
+class TaskReport:
+    """What one task tells the driver at its end."""
+
+    stage_id: int
+    subtask: int
+    epoch: int
+    operator_states: dict[int, Any] = field(default_factory=dict)
+    splits: dict[int, list] = field(default_factory=dict)
+    committables: dict[int, list] = field(default_factory=dict)
+    printed: dict[int, list] = field(default_factory=dict)
+    watermarks: dict[int, Optional[int]] = field(default_factory=dict)
+    metrics: dict[str, dict[str, int]] = field(default_factory=dict)
+    keyed_state_bytes: int = 0
+    keyed_state: Optional[dict] = None   # the keyed snapshot itself, when the driver asked for it
+    records_in: int = 0
+    records_out: int = 0
+    duration_ms: float = 0.0
+
+
+def _min_watermark(values: list) -> Optional[int]:
+    active = [w for w in values if w is not IDLE]
+    return min(active) if active else IDLE
+
+
+def run_task(plan: JobPlan, stage_id: int, subtask: int, dep: TaskDeployment,
+             input_blobs: list[bytes], want_keyed_snapshot: bool = False) -> tuple[list, list[TaskReport]]:
+    """Run one task; returns ``([(consumer_stage, partition, blob)], reports)``.
+
+    ``reports`` holds this task's report and the upstream reports it forwards.
+    """
+    started = time.perf_counter()
+    stage = plan.stage(stage_id)
+    task = TaskContext(job_id=dep.job_id, job_name=plan.job_name, stage_id=stage_id, subtask_index=subtask,
+                       parallelism=stage.parallelism, max_parallelism=plan.max_parallelism, epoch=dep.epoch,
+                       processing_time=dep.processing_time, job_parameters=plan.job_parameters)
+    report = TaskReport(stage_id=stage_id, subtask=subtask, epoch=dep.epoch)
+    forwarded: list[TaskReport] = []
+
+    # Step 1. Operators and their state.
+    ops: dict[int, StreamOperator] = {}
+    kg_range = compute_key_group_range_for_operator_index(plan.max_parallelism, stage.parallelism, subtask)
+    for nid in stage.nodes:
+        op = plan.nodes[nid].factory()
+        op.uid = plan.uid(nid)
+        if isinstance(op, KeyedOperator):
+            op.create_keyed_backend(kg_range, plan.max_parallelism)
+        op.setup(task, dep.operator_states.get(nid))
+        ops[nid] = op
+    keyed_ops = {nid: op for nid, op in ops.items() if isinstance(op, KeyedOperator)}
+    store = LocalStateStore(dep.local_state_dir, dep.job_id, stage_id, subtask) if keyed_ops else None
+    if keyed_ops:
+        snapshot = None
+        if dep.keyed_state_epoch is not None:
+            snapshot = store.load(dep.keyed_state_epoch, f"operators {[op.uid for op in keyed_ops.values()]}")
+        elif dep.restored_keyed_state is not None:
+            snapshot = dep.restored_keyed_state
+        for nid, op in keyed_ops.items():
+            if snapshot is not None and op.uid in snapshot:
+                op.restore_keyed_state(snapshot[op.uid])
+    for op in ops.values():
+        op.open()
+
+    # Step 2. Inputs.
+    pending: dict[int, list[tuple[list, list]]] = {nid: [] for nid in stage.nodes}
+    in_watermarks: dict[int, list] = {nid: [] for nid in stage.nodes}
+    edges_by_id = {e.id: e for e in stage.input_edges}
+    if input_blobs:
+        decoded = [decode_blob(b) for b in input_blobs]
+        decoded.sort(key=lambda hb: (hb[0]["stage"], hb[0]["subtask"]))
+        for header, batches in decoded:
+            for r in header.get("reports", []):
+                forwarded.append(r)
+            for edge_id, wm in header["watermarks"].items():
+                e = edges_by_id.get(edge_id)
+                if e is not None:
+                    in_watermarks[e.target].append(wm)
+            for edge_id, batch in batches.items():
+                e = edges_by_id.get(edge_id)
+                if e is not None:
+                    pending[e.target].append(batch)
+                    report.records_in += len(batch[0])
+
+    # Step 3. Run the operators in topological order.
+    out_watermarks: dict[int, Optional[int]] = {}
+    outputs: dict[int, Output] = {}
+    children: dict[int, list[StreamEdge]] = {}
+    for e in stage.internal_edges:
+        children.setdefault(e.source, []).append(e)
+    for nid in stage.nodes:
+        op = ops[nid]
+        out = Output()
+        if isinstance(op, SourceOperator):
+            new_splits, wm = op.read(dep.splits.get(nid, []), dep.no_more_splits.get(nid, False),
+                                     dep.max_records, dep.max_bytes, out)
+            report.splits[nid] = new_splits
+        else:
+            batches = pending[nid]
+            if len(batches) == 1:
+                values, timestamps = batches[0]
+            else:
+                values, timestamps = [], []
+                for v, t in batches:
+                    values.extend(v)
+                    timestamps.extend(t)
+            if values:
+                op.process_batch(values, timestamps, out)
+            wm_in = _min_watermark(in_watermarks[nid])
+            wm = op.process_watermark(wm_in, out)
+            # at end of input (+inf) processing-time timers fire too, so no window is lost
+            op.process_processing_time(MAX_WATERMARK if wm == MAX_WATERMARK else dep.processing_time, out)
+        out_watermarks[nid] = wm
+        report.watermarks[nid] = wm
+        outputs[nid] = out
+        for e in children.get(nid, []):
+            if e.side_tag is None:
+                pending[e.target].append((out.values, out.timestamps))
+            elif e.side_tag in out.side:
+                pending[e.target].append(out.side[e.side_tag])
+            in_watermarks[e.target].append(wm)
+
+    # Step 4. Route outputs to downstream partitions.
+    routed = _route(plan, stage_id, subtask, outputs, out_watermarks)
+
+    # Step 5. Sinks, state and the report.
+    for nid, op in ops.items():
+        if isinstance(op, SinkOperator):
+            report.committables[nid] = op.prepare_commit()
+        elif isinstance(op, PrintOperator):
+            report.printed[nid] = op.lines
+        snap = op.snapshot_operator_state()
+        if snap is not None:
+            report.operator_states[nid] = snap
+        op.close()
+    if keyed_ops:
+        keyed_snapshot = {op.uid: op.snapshot_keyed_state() for op in keyed_ops.values()}
+        report.keyed_state_bytes = store.save(dep.epoch, keyed_snapshot)
+        if want_keyed_snapshot:
+            report.keyed_state = keyed_snapshot
+    report.metrics = task.metrics
+    report.records_out = sum(len(o.values) for o in outputs.values())
+    report.duration_ms = (time.perf_counter() - started) * 1000
+    return _blobs(plan, stage_id, subtask, routed, out_watermarks, [report] + forwarded), [report] + forwarded
+
+
+def _route(plan: JobPlan, stage_id: int, subtask: int, outputs: dict[int, Output],
+           out_watermarks: dict[int, Optional[int]]) -> dict[tuple[int, int], dict[int, tuple[list, list]]]:
+    """``{(consumer stage, partition): {edge id: (values, timestamps)}}``."""
+    stage = plan.stage(stage_id)
+    routed: dict[tuple[int, int], dict[int, tuple[list, list]]] = {}
+    for e in stage.output_edges:
+        out = outputs[e.source]
+        values, timestamps = (out.values, out.timestamps) if e.side_tag is None else out.side.get(e.side_tag, ([], []))
+        target_stage = plan.stage(plan.stage_of[e.target])
+        n = target_stage.parallelism
+        parts: list[tuple[list, list]] = [([], []) for _ in range(n)]
+        if values:
+            if e.partitioning == HASH:
+                assign = KeyGroupAssigner(plan.max_parallelism)
+                get_key = e.key_selector.get_key
+                maxp = plan.max_parallelism
+                for v, t in zip(values, timestamps):
+                    p = assign(get_key(v)) * n // maxp
+                    parts[p][0].append(v)
+                    parts[p][1].append(t)
+            elif e.partitioning == GLOBAL or n == 1:
+                parts[0] = (list(values), list(timestamps))
+            elif e.partitioning == BROADCAST:
+                parts = [(list(values), list(timestamps)) for _ in range(n)]
+            else:  # rebalance / forward across a parallelism change: round robin
+                for j in range(n):
+                    p = (subtask + j) % n
+                    parts[p] = (values[j::n], timestamps[j::n])
+        for p in range(n):
+            routed.setdefault((target_stage.id, p), {})[e.id] = parts[p]
+    return routed
+
+
+def _blobs(plan: JobPlan, stage_id: int, subtask: int, routed: dict, out_watermarks: dict,
+           reports: list[TaskReport]) -> list[tuple[int, int, bytes]]:
+    stage = plan.stage(stage_id)
+    consumers = sorted({sid for sid, _ in routed})
+    blobs = []
+    for (sid, p), batches in sorted(routed.items()):
+        wms = {e.id: out_watermarks[e.source] for e in stage.output_edges if plan.stage_of[e.target] == sid}
+        n = plan.stage(sid).parallelism
+        # upstream reports travel with the first consumer, spread over its partitions
+        carry = reports if (sid == consumers[0] and p == subtask % n) else []
+        header = {"stage": stage_id, "subtask": subtask, "watermarks": wms, "reports": carry}
+        blobs.append((sid, p, encode_blob(header, batches)))
+    return blobs

@@ -1,0 +1,1 @@
+"""The window operator and its helpers (merging window sets, window functions)."""

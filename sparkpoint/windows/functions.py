@@ -1,0 +1,94 @@
+"""Internal window functions: how a window's contents become output.
+
+Every user-facing form (``reduce``, ``aggregate``, ``process``, ``apply``, with or
+without a window function, keyed or all-windows) becomes one ``InternalWindowFunction``
+whose ``process(key, window, ctx, contents)`` returns an iterable of results.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+__all__ = [
+    "InternalWindowFunction", "PassThroughWindowFunction", "ProcessWindowAdapter",
+    "ProcessAllWindowAdapter", "ApplyWindowAdapter", "ApplyAllWindowAdapter", "AggregateResultAdapter",
+]
+
+
+class InternalWindowFunction:
+    function: Any = None
+
+    def open(self, runtime_context: Any) -> None:
+        if self.function is not None and hasattr(self.function, "open"):
+            self.function.open(runtime_context)
+
+    def close(self) -> None:
+        if self.function is not None and hasattr(self.function, "close"):
+            self.function.close()
+
+    def process(self, key: Any, window: Any, ctx: Any, contents: Iterable) -> Iterable:
+        raise NotImplementedError
+
+    def clear(self, ctx: Any) -> None:
+        if self.function is not None and hasattr(self.function, "clear"):
+            self.function.clear(ctx)
+
+
+class PassThroughWindowFunction(InternalWindowFunction):
+    """Emits the contents as they are (``reduce`` without a window function)."""
+
+    def process(self, key: Any, window: Any, ctx: Any, contents: Iterable) -> Iterable:
+        return contents
+
+
+class AggregateResultAdapter(InternalWindowFunction):
+    """Turns the accumulator into the result, then hands it to an optional inner function."""
+
+    def __init__(self, agg: Any, inner: InternalWindowFunction):
+        self.agg, self.inner, self.function = agg, inner, None
+
+    def open(self, runtime_context: Any) -> None:
+        self.inner.open(runtime_context)
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def process(self, key: Any, window: Any, ctx: Any, contents: Iterable) -> Iterable:
+        return self.inner.process(key, window, ctx, [self.agg.get_result(acc) for acc in contents])
+
+    def clear(self, ctx: Any) -> None:
+        self.inner.clear(ctx)
+
+
+class ProcessWindowAdapter(InternalWindowFunction):
+    def __init__(self, function: Any):
+        self.function = function
+
+    def process(self, key: Any, window: Any, ctx: Any, contents: Iterable) -> Iterable:
+        return self.function.process(key, ctx, contents)
+
+
+class ProcessAllWindowAdapter(InternalWindowFunction):
+    def __init__(self, function: Any):
+        self.function = function
+
+    def process(self, key: Any, window: Any, ctx: Any, contents: Iterable) -> Iterable:
+        return self.function.process(ctx, contents)
+
+
+class ApplyWindowAdapter(InternalWindowFunction):
+    def __init__(self, function: Any):
+        self.function = function
+
+    def process(self, key: Any, window: Any, ctx: Any, contents: Iterable) -> Iterable:
+        apply = self.function.apply if hasattr(self.function, "apply") else self.function
+        return apply(key, window, contents)
+
+
+class ApplyAllWindowAdapter(InternalWindowFunction):
+    def __init__(self, function: Any):
+        self.function = function
+
+    def process(self, key: Any, window: Any, ctx: Any, contents: Iterable) -> Iterable:
+        apply = self.function.apply if hasattr(self.function, "apply") else self.function
+        return apply(window, contents)

@@ -1,0 +1,494 @@
+"""``WindowOperator``: keyed windows with triggers, allowed lateness and late side output.
+
+It follows Flink's ``WindowOperator`` and ``MergingWindowSet`` step for step:
+
+* an element is assigned to windows; a window whose cleanup time (end - 1 + allowed
+  lateness, for event time) is at or below the current watermark is *late* and the
+  element is skipped for it; a skipped element whose ``timestamp + allowed_lateness``
+  is at or below the watermark goes to the late side output if one is set, else it is
+  dropped and counted in the ``numLateRecordsDropped`` metric;
+* otherwise the element is added to the window's contents and the trigger decides:
+  FIRE emits ``function(contents)`` with timestamp ``window.max_timestamp()``, PURGE
+  clears the contents; a cleanup timer removes the window's state once it can no longer
+  receive elements;
+* merging assigners (sessions) keep, per key, a map from each window to the window
+  under which its state is stored, and merge contents and trigger state when windows
+  merge.
+
+The watermark used for lateness is the operator's watermark when the element is
+processed; in sparkpoint that is the watermark in force at the start of the epoch.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+from sparkpoint.datastream.state import StateDescriptor, ValueStateDescriptor
+from sparkpoint.datastream.window import (
+    EventTimeTrigger,
+    Evictor,
+    MergingWindowAssigner,
+    ProcessingTimeTrigger,
+    Trigger,
+    TriggerResult,
+    WindowAssigner,
+)
+from sparkpoint.runtime.keyed import KeyedOperator
+from sparkpoint.runtime.operators import IDLE, Output
+from sparkpoint.time.timers import EVENT_TIME, PROCESSING_TIME
+from sparkpoint.windows.functions import InternalWindowFunction
+
+__all__ = ["WindowOperator", "CONTENTS_STATE", "MERGING_SET_STATE"]
+
+CONTENTS_STATE = "window-contents"
+MERGING_SET_STATE = "merging-window-set"
+MAX_TS = 2**63 - 1
+
+
+class WindowOperator(KeyedOperator):
+    """Windows of a keyed (or, with a constant key, non-keyed) stream."""
+
+    def __init__(self, uid: str, name: str, key_selector: Any, *, assigner: WindowAssigner, trigger: Trigger,
+                 contents_kind: str, reduce_function: Any = None, aggregate_function: Any = None,
+                 window_function: InternalWindowFunction, allowed_lateness: int = 0,
+                 late_tag: Any = None, evictor: Optional[Evictor] = None, keyed_function: bool = True):
+        super().__init__(uid, name, window_function.function, key_selector)
+        self.assigner = assigner
+        self.trigger = trigger
+        self.contents_kind = contents_kind  # "list" | "reducing" | "aggregating"
+        self.reduce_function = reduce_function
+        self.aggregate_function = aggregate_function
+        self.window_function = window_function
+        self.allowed_lateness = allowed_lateness
+        self.late_tag = late_tag
+        self.evictor = evictor
+        self.keyed_function = keyed_function
+        self.merging = isinstance(assigner, MergingWindowAssigner)
+        self.event_time = assigner.is_event_time()
+        self.fast_path = (not self.merging and evictor is None
+                          and type(trigger) in (EventTimeTrigger, ProcessingTimeTrigger))
+        self.current_window: Any = None
+
+    # -- lifecycle ----------------------------------------------------------------------
+    def open(self) -> None:
+        from sparkpoint.runtime.operators import OperatorRuntimeContext
+
+        self.window_function.open(OperatorRuntimeContext(self))
+        self.contents = self.keyed_backend.table(CONTENTS_STATE, self.contents_kind)
+        self.trigger_ctx = _TriggerContext(self)
+        self.window_ctx = _WindowContext(self)
+        self.assigner_ctx = _AssignerContext(self)
+        if self.merging:
+            self.merging_sets = self.keyed_backend.create_state(ValueStateDescriptor(MERGING_SET_STATE))
+
+    def close(self) -> None:
+        self.window_function.close()
+
+    def current_namespace(self) -> Any:
+        return self.current_window
+
+    # -- contents -----------------------------------------------------------------------
+    def _entries(self) -> dict:
+        kg = self.keyed_backend.current_key_group
+        e = self.contents.get(kg)
+        if e is None:
+            e = self.contents[kg] = {}
+        return e
+
+    def _add(self, entries: dict, slot: tuple, value: Any, ts: Optional[int]) -> None:
+        kind = self.contents_kind
+        if kind == "list":
+            item = (value, ts) if self.evictor is not None else value
+            lst = entries.get(slot)
+            if lst is None:
+                entries[slot] = [item]
+            else:
+                lst.append(item)
+        elif kind == "reducing":
+            cur = entries.get(slot)
+            entries[slot] = value if cur is None else self.reduce_function.reduce(cur, value)
+        else:
+            agg = self.aggregate_function
+            acc = entries.get(slot)
+            entries[slot] = agg.add(value, agg.create_accumulator() if acc is None else acc)
+
+    def _merge_contents(self, entries: dict, target: tuple, sources: list) -> None:
+        kind = self.contents_kind
+        for src in sources:
+            val = entries.pop(src, None)
+            if val is None:
+                continue
+            cur = entries.get(target)
+            if cur is None:
+                entries[target] = val
+            elif kind == "list":
+                cur.extend(val)
+            elif kind == "reducing":
+                entries[target] = self.reduce_function.reduce(cur, val)
+            else:
+                entries[target] = self.aggregate_function.merge(cur, val)
+
+    # -- time helpers ---------------------------------------------------------------------
+    def _cleanup_time(self, window: Any) -> int:
+        if self.event_time:
+            t = window.max_timestamp() + self.allowed_lateness
+            return t if t >= window.max_timestamp() else MAX_TS
+        return window.max_timestamp()
+
+    def _is_window_late(self, window: Any) -> bool:
+        return self.event_time and self._cleanup_time(window) <= self.watermark
+
+    def _is_element_late(self, ts: Optional[int]) -> bool:
+        return self.event_time and ts is not None and ts + self.allowed_lateness <= self.watermark
+
+    def _register_cleanup_timer(self, window: Any) -> None:
+        t = self._cleanup_time(window)
+        if t == MAX_TS:
+            return
+        b = self.keyed_backend
+        self.timers.register(EVENT_TIME if self.event_time else PROCESSING_TIME, t, b.current_key, window,
+                             b.current_key_group)
+
+    def _delete_cleanup_timer(self, window: Any) -> None:
+        t = self._cleanup_time(window)
+        if t != MAX_TS:
+            self.timers.delete(EVENT_TIME if self.event_time else PROCESSING_TIME, t,
+                               self.keyed_backend.current_key, window)
+
+    def _late(self, value: Any, ts: Optional[int], out: Output) -> None:
+        if self.late_tag is not None:
+            out.collect_side(self.late_tag, value, ts)
+        else:
+            self.task.counter(self.uid, "numLateRecordsDropped")
+
+    # -- elements -------------------------------------------------------------------------
+    def process_batch(self, values: list, timestamps: list, out: Output) -> None:
+        if not values:
+            return
+        keys = self.keys_of(values)
+        self.task.counter(self.uid, "numRecordsIn", len(values))
+        v = None
+        try:
+            if self.fast_path:
+                self._process_fast(values, timestamps, keys, out)
+            else:
+                for v, t, k in zip(values, timestamps, keys):
+                    self._process_element(v, t, k, out)
+        except Exception as e:
+            if getattr(e, "uid", None) is not None:
+                raise
+            raise self.fail(v, e) from e
+
+    def _process_fast(self, values: list, timestamps: list, keys: list, out: Output) -> None:
+        """Non-merging windows with the default trigger: contents grouped per (key, window)."""
+        assign = self.assigner.assign_windows
+        ctx = self.assigner_ctx
+        buckets: dict[tuple, list] = {}
+        late: list = []
+        wm = self.watermark if self.event_time else -(2**63)
+        for v, t, k in zip(values, timestamps, keys):
+            for w in assign(v, t, ctx):
+                if w.end - 1 <= wm:
+                    late.append((v, t, k))  # late or within allowed lateness: Flink's per-element path
+                    break
+                b = buckets.get((k, w))
+                if b is None:
+                    buckets[(k, w)] = b = ([], [])
+                b[0].append(v)
+                b[1].append(t)
+        set_key = self.keyed_backend.set_current_key
+        domain = EVENT_TIME if self.event_time else PROCESSING_TIME
+        register = self.timers.register
+        backend = self.keyed_backend
+        kind = self.contents_kind
+        for (k, w), (vs, ts) in buckets.items():
+            set_key(k)
+            entries = self._entries()
+            slot = (k, w)
+            if kind == "list":
+                lst = entries.get(slot)
+                if lst is None:
+                    entries[slot] = list(vs)
+                else:
+                    lst.extend(vs)
+            else:
+                for v, t in zip(vs, ts):
+                    self._add(entries, slot, v, t)
+            register(domain, w.end - 1, k, w, backend.current_key_group)  # trigger timer == cleanup timer
+            if self.allowed_lateness > 0 and self.event_time:
+                self._register_cleanup_timer(w)
+        for v, t, k in late:
+            self._process_element(v, t, k, out)
+
+    def _process_element(self, value: Any, ts: Optional[int], key: Any, out: Output) -> None:
+        self.keyed_backend.set_current_key(key)
+        windows = self.assigner.assign_windows(value, ts, self.assigner_ctx)
+        skipped = True
+        entries = self._entries()
+        if self.merging:
+            mapping = dict(self.merging_sets.value() or {})
+            for window in windows:
+                actual = self._add_merging_window(mapping, window, entries)
+                if self._is_window_late(actual):
+                    mapping.pop(actual, None)
+                    continue
+                skipped = False
+                state_window = mapping[actual]
+                self._add(entries, (key, state_window), value, ts)
+                self._trigger_and_emit(
+                    self.trigger.on_element(value, ts, actual, self.trigger_ctx.at(actual)),
+                    key, actual, state_window, entries, out)
+                self._register_cleanup_timer(actual)
+            self.merging_sets.update(mapping or None)
+        else:
+            for window in windows:
+                if self._is_window_late(window):
+                    continue
+                skipped = False
+                self._add(entries, (key, window), value, ts)
+                self._trigger_and_emit(
+                    self.trigger.on_element(value, ts, window, self.trigger_ctx.at(window)),
+                    key, window, window, entries, out)
+                self._register_cleanup_timer(window)
+        if skipped and self._is_element_late(ts):
+            self._late(value, ts, out)
+
+    def _add_merging_window(self, mapping: dict, new_window: Any, entries: dict) -> Any:
+        """Flink's ``MergingWindowSet.addWindow``: returns the window ``new_window`` ends up in."""
+        merge_results: list[tuple[Any, list]] = []
+        self.assigner.merge_windows(list(mapping) + [new_window],  # type: ignore[attr-defined]
+                                    lambda ws, result: merge_results.append((result, list(ws))))
+        result_window = new_window
+        merged_new_window = False
+        key = self.keyed_backend.current_key
+        for merge_result, merged_windows in merge_results:
+            if new_window in merged_windows:
+                merged_windows.remove(new_window)
+                merged_new_window = True
+                result_window = merge_result
+            if not merged_windows:
+                continue
+            merged_state_window = mapping[merged_windows[0]]
+            merged_state_windows = [mapping.pop(w) for w in merged_windows if w in mapping]
+            mapping[merge_result] = merged_state_window
+            merged_state_windows = [w for w in merged_state_windows if w != merged_state_window]
+            if not (merge_result in merged_windows and len(merged_windows) == 1):
+                # Step: trigger on_merge, clear the merged windows' triggers and cleanup timers,
+                # and merge their contents into the surviving state window.
+                self.trigger.on_merge(merge_result, self.trigger_ctx.at(merge_result, merged_windows))
+                for w in merged_windows:
+                    self.trigger.clear(w, self.trigger_ctx.at(w))
+                    self._delete_cleanup_timer(w)
+                self._merge_contents(entries, (key, merged_state_window), [(key, w) for w in merged_state_windows])
+        if not merge_results or (result_window == new_window and not merged_new_window):
+            mapping[result_window] = result_window
+        return result_window
+
+    # -- firing -----------------------------------------------------------------------------
+    def _trigger_and_emit(self, result: TriggerResult, key: Any, window: Any, state_window: Any,
+                          entries: dict, out: Output) -> None:
+        if result.is_fire():
+            contents = entries.get((key, state_window))
+            if contents is not None:
+                self._emit(key, window, contents, entries, state_window, out)
+        if result.is_purge():
+            entries.pop((key, state_window), None)
+
+    def _emit(self, key: Any, window: Any, contents: Any, entries: dict, state_window: Any, out: Output) -> None:
+        kind = self.contents_kind
+        self.current_window = window
+        self.window_ctx.window_ = window
+        if kind == "list":
+            items = list(contents)
+            if self.evictor is not None:
+                items = self.evictor.evict_before(items, len(items), window, self.window_ctx)
+                values = [v for v, _ in items]
+            else:
+                values = items
+        else:
+            values = [contents]
+        results = self.window_function.process(key if self.keyed_function else None, window, self.window_ctx, values)
+        out.emit_all(results, window.max_timestamp())
+        if kind == "list" and self.evictor is not None:
+            kept = self.evictor.evict_after(items, len(items), window, self.window_ctx)
+            entries[(key, state_window)] = list(kept)
+        self.task.counter(self.uid, "numWindowsFired")
+
+    def _on_timer(self, domain: str, out: Output) -> Callable[[int, Any, Any], None]:
+        def fire(ts: int, key: Any, window: Any) -> None:
+            entries = self._entries()
+            ctx = self.trigger_ctx.at(window)
+            if self.merging:
+                mapping = dict(self.merging_sets.value() or {})
+                state_window = mapping.get(window)
+                if state_window is None:
+                    return  # merged away: its timers belong to the merged window now
+            else:
+                mapping, state_window = None, window
+            if domain == EVENT_TIME:
+                result = self.trigger.on_event_time(ts, window, ctx)
+            else:
+                result = self.trigger.on_processing_time(ts, window, ctx)
+            try:
+                self._trigger_and_emit(result, key, window, state_window, entries, out)
+            except Exception as e:
+                raise self.fail(f"<window {window!r} of key {key!r}>", e) from e
+            if ts == self._cleanup_time(window) and (domain == EVENT_TIME) == self.event_time:
+                # Step: the window can no longer receive elements; drop all of its state.
+                entries.pop((key, state_window), None)
+                if mapping is not None:
+                    mapping.pop(window, None)
+                    self.merging_sets.update(mapping or None)
+                self.trigger.clear(window, ctx)
+                self.current_window = window
+                self.window_ctx.window_ = window
+                self.window_function.clear(self.window_ctx)
+                self.keyed_backend_clear_window_state(key, window)
+
+        return fire
+
+    def keyed_backend_clear_window_state(self, key: Any, window: Any) -> None:
+        """Drop per-window state declared by the window function (``context.window_state()``)."""
+        for name, by_group in self.keyed_backend.tables.items():
+            if name in (CONTENTS_STATE, MERGING_SET_STATE) or not name.startswith("window:"):
+                continue
+            by_group.get(self.keyed_backend.current_key_group, {}).pop((key, window), None)
+
+    def process_watermark(self, watermark: Optional[int], out: Output) -> Optional[int]:
+        if watermark is not IDLE and watermark > self.watermark:
+            self.watermark = watermark
+            self.fire_timers(EVENT_TIME, watermark, self._on_timer(EVENT_TIME, out))
+        return watermark
+
+    def process_processing_time(self, now: int, out: Output) -> None:
+        self.fire_timers(PROCESSING_TIME, now, self._on_timer(PROCESSING_TIME, out))
+
+
+class _AssignerContext:
+    def __init__(self, op: WindowOperator):
+        self.op = op
+
+    def get_current_processing_time(self) -> int:
+        return self.op.task.processing_time
+
+    def get_runtime_context(self) -> Any:
+        from sparkpoint.runtime.operators import OperatorRuntimeContext
+
+        return OperatorRuntimeContext(self.op)
+
+
+class _TriggerContext:
+    """Trigger.TriggerContext / OnMergeContext bound to the current key and a window."""
+
+    def __init__(self, op: WindowOperator):
+        self.op = op
+        self.window: Any = None
+        self.merged_windows: list = []
+
+    def at(self, window: Any, merged_windows: Optional[list] = None) -> "_TriggerContext":
+        self.window = window
+        self.merged_windows = merged_windows or []
+        return self
+
+    def get_current_processing_time(self) -> int:
+        return self.op.task.processing_time
+
+    def get_current_watermark(self) -> int:
+        return self.op.watermark
+
+    def _timer(self, domain: str, time: int, delete: bool = False) -> None:
+        b = self.op.keyed_backend
+        if delete:
+            self.op.timers.delete(domain, time, b.current_key, self.window)
+        else:
+            self.op.timers.register(domain, time, b.current_key, self.window, b.current_key_group)
+
+    def register_event_time_timer(self, time: int) -> None:
+        self._timer(EVENT_TIME, time)
+
+    def register_processing_time_timer(self, time: int) -> None:
+        self._timer(PROCESSING_TIME, time)
+
+    def delete_event_time_timer(self, time: int) -> None:
+        self._timer(EVENT_TIME, time, delete=True)
+
+    def delete_processing_time_timer(self, time: int) -> None:
+        self._timer(PROCESSING_TIME, time, delete=True)
+
+    def get_partitioned_state(self, state_descriptor: StateDescriptor) -> Any:
+        window = self.window
+        return self.op.keyed_backend.create_state(_trigger_descriptor(state_descriptor), lambda: window)
+
+    def merge_partitioned_state(self, state_descriptor: StateDescriptor) -> None:
+        d = _trigger_descriptor(state_descriptor)
+        table = self.op.keyed_backend.table(d.name, d.kind)
+        entries = table.setdefault(self.op.keyed_backend.current_key_group, {})
+        key = self.op.keyed_backend.current_key
+        for w in self.merged_windows:
+            val = entries.pop((key, w), None)
+            if val is None:
+                continue
+            cur = entries.get((key, self.window))
+            if cur is None:
+                entries[(key, self.window)] = val
+            elif d.kind == "reducing":
+                entries[(key, self.window)] = d.reduce_function.reduce(cur, val)  # type: ignore[attr-defined]
+            elif d.kind == "list":
+                cur.extend(val)
+            elif d.kind == "aggregating":
+                entries[(key, self.window)] = d.agg_function.merge(cur, val)  # type: ignore[attr-defined]
+            else:
+                entries[(key, self.window)] = val
+
+
+def _trigger_descriptor(d: StateDescriptor) -> StateDescriptor:
+    """Trigger state lives in its own namespace of names (``trigger:<name>``)."""
+    import copy
+
+    if d.name.startswith("trigger:"):
+        return d
+    c = copy.copy(d)
+    c.name = "trigger:" + d.name
+    return c
+
+
+class _WindowContext:
+    """``ProcessWindowFunction.Context``."""
+
+    def __init__(self, op: WindowOperator):
+        self.op = op
+        self.window_: Any = None
+
+    def window(self) -> Any:
+        return self.window_
+
+    def current_processing_time(self) -> int:
+        return self.op.task.processing_time
+
+    def current_watermark(self) -> int:
+        return self.op.watermark
+
+    def window_state(self) -> "_StateStore":
+        window = self.window_
+        return _StateStore(self.op, lambda: window, "window:")
+
+    def global_state(self) -> "_StateStore":
+        return _StateStore(self.op, lambda: None, "")
+
+    def output(self, output_tag: Any, value: Any) -> None:
+        raise NotImplementedError("use `yield output_tag, value` for side outputs")
+
+
+class _StateStore:
+    def __init__(self, op: WindowOperator, namespace_of: Callable[[], Any], prefix: str):
+        self.op, self.namespace_of, self.prefix = op, namespace_of, prefix
+
+    def _state(self, descriptor: StateDescriptor) -> Any:
+        import copy
+
+        d = copy.copy(descriptor)
+        d.name = self.prefix + descriptor.name
+        return self.op.keyed_backend.create_state(d, self.namespace_of)
+
+    get_state = get_list_state = get_map_state = get_reducing_state = get_aggregating_state = _state
+
