@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["CHANNELS", "BEHAVIORS", "EventSpec", "generate_events"]
+__all__ = ["CHANNELS", "BEHAVIORS", "EventSpec", "generate_events", "events_at"]
 
 CHANNELS: tuple[str, ...] = ("a", "b", "c", "d")
 BEHAVIORS: tuple[str, ...] = (
@@ -63,7 +63,14 @@ def generate_events(start: int, stop: int, spec: EventSpec = EventSpec()) -> tup
     """
     if stop <= start:
         return [], np.empty(0, dtype=np.int64)
-    seq = np.arange(start, stop, dtype=np.int64)
+    return events_at(np.arange(start, stop, dtype=np.int64), spec)
+
+
+def events_at(seq: np.ndarray, spec: EventSpec = EventSpec()) -> tuple[list[str], np.ndarray]:
+    """The events with the given sequence numbers (any order, any stride)."""
+    if len(seq) == 0:
+        return [], np.empty(0, dtype=np.int64)
+    seq = seq.astype(np.int64)
     h = _splitmix64(seq, spec.seed)
     jitter = (h >> np.uint64(20)) % np.uint64(spec.max_out_of_orderness_ms + 1)
     ts = spec.start_ts + seq * spec.interval_ms - jitter.astype(np.int64) - spec.lateness_ms

@@ -225,7 +225,7 @@ class DataStream:
         from sparkpoint.runtime.sinks import PrintOperator
 
         node_id = self._env._add_node("print", "Print to Std. Out", lambda: PrintOperator("", "Print"),
-                                      [(self._node_id, FORWARD, None, None)], sink=sink_identifier)
+                                      [(self._node_id, FORWARD, None, None)], sink=(sink_identifier, self._type_info))
         return DataStreamSink(DataStream(self._env, node_id))
 
     def execute_and_collect(self, job_execution_name: Optional[str] = None, limit: Optional[int] = None) -> Any:

@@ -28,6 +28,7 @@ from typing import Any, Callable, Optional, Protocol
 from sparkpoint.common.configuration import Configuration, parse_memory_bytes
 from sparkpoint.common.watermark_strategy import MAX_WATERMARK
 from sparkpoint.runtime.graph import JobPlan
+from sparkpoint.runtime.printing import format_record
 from sparkpoint.runtime.task import TaskDeployment, TaskReport
 
 __all__ = ["JobMaster", "EpochExecutor", "EpochStats", "JobExecutionResult", "new_job_id"]
@@ -259,10 +260,10 @@ class JobMaster:
                     self.collected.extend(lines)
                     continue
                 par = self.plan.stage(self.plan.stage_of[nid]).parallelism
-                ident = node.sink
+                ident, type_info = node.sink
                 prefix = (f"{ident}:" if ident else "") + (f"{r.subtask + 1}> " if par > 1 else ("> " if ident else ""))
                 for v in lines:
-                    print(f"{prefix}{v}", file=self.out)
+                    print(f"{prefix}{format_record(v, type_info)}", file=self.out)
         self.out.flush()
 
     def _sink_watermark(self) -> Optional[int]:

@@ -1,0 +1,159 @@
+"""The ``sparkpoint`` command, modelled on Flink's ``bin/flink``.
+
+``sparkpoint run job.py [args]`` runs a job script as ``__main__`` with those args,
+as ``flink run`` does, applying ``--master``, ``-D key=value`` and ``--conf FILE.yaml``
+(flink-conf keys) to every environment the script creates. It prints the job id;
+on a terminal it shows live progress, in a pipe one plain log line per epoch.
+"""
+
+from __future__ import annotations
+
+import logging
+import runpy
+import sys
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+import click
+import yaml
+
+from sparkpoint.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
+from sparkpoint.errors import SparkpointError
+
+__all__ = ["main"]
+
+logger = logging.getLogger("sparkpoint")
+
+
+def _parse_dynamic(values: tuple[str, ...]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in values:
+        if "=" not in item:
+            raise click.BadParameter(f"expected key=value, got {item!r}", param_hint="-D")
+        k, v = item.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def _load_conf(path: Optional[str]) -> dict[str, Any]:
+    if not path:
+        return {}
+    try:
+        data = yaml.safe_load(Path(path).read_text()) or {}
+    except (OSError, yaml.YAMLError) as e:
+        raise click.BadParameter(f"cannot read {path}: {e}", param_hint="--conf") from e
+    if not isinstance(data, dict):
+        raise click.BadParameter(f"{path} must hold a mapping of flink-conf keys", param_hint="--conf")
+    return _flatten(data)
+
+
+def _flatten(d: dict, prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(_flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def _fmt_wm(wm: Optional[int]) -> str:
+    if wm is None or wm <= MIN_WATERMARK:
+        return "-"
+    if wm >= MAX_WATERMARK:
+        return "+inf (end of input)"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(wm / 1000)) + f".{wm % 1000:03d}Z"
+
+
+class _Progress:
+    """Live progress on a terminal, plain lines in a pipe."""
+
+    def __init__(self, stream: Any):
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.started = time.time()
+        self.live: Any = None
+        if self.tty:
+            from rich.console import Console
+            from rich.live import Live
+
+            self.live = Live(console=Console(file=stream), refresh_per_second=4, transient=False)
+            self.live.start()
+
+    def __call__(self, stats: Any) -> None:
+        elapsed = max(time.time() - self.started, 1e-9)
+        rate = stats.total_records_in / elapsed
+        line = (f"epoch {stats.epoch}: {stats.records_in:,} records in, {stats.records_out:,} out "
+                f"({stats.duration_s:.2f}s); total {stats.total_records_in:,} at {rate:,.0f} records/s; "
+                f"watermark {_fmt_wm(stats.watermark)}")
+        if self.live is not None:
+            self.live.update(line)
+        else:
+            print(line, file=self.stream, flush=True)
+
+    def close(self) -> None:
+        if self.live is not None:
+            self.live.stop()
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-v", "--verbose", count=True, help="More log output (-v info, -vv debug).")
+def main(verbose: int) -> None:
+    """sparkpoint: Flink's stateful stream processing on Apache Spark."""
+    level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+@main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--master", "-m", default=None, help="Spark master URL (default local[*]).")
+@click.option("-D", "dynamic", multiple=True, metavar="KEY=VALUE", help="A configuration key (flink-conf).")
+@click.option("--conf", "conf_file", default=None, type=click.Path(exists=True, dir_okay=False),
+              help="A YAML file of configuration keys (flink-conf.yaml).")
+@click.option("-p", "--parallelism", type=int, default=None, help="Default parallelism of the job.")
+@click.option("-s", "--fromSavepoint", "restore_path", default=None,
+              help="Restore from this checkpoint or savepoint.")
+@click.option("-n", "--allowNonRestoredState", "allow_non_restored", is_flag=True,
+              help="Skip state that cannot be mapped to the job.")
+@click.argument("job", type=click.Path(exists=True, dir_okay=False))
+@click.argument("job_args", nargs=-1, type=click.UNPROCESSED)
+def run(master: Optional[str], dynamic: tuple[str, ...], conf_file: Optional[str], parallelism: Optional[int],
+        restore_path: Optional[str], allow_non_restored: bool, job: str, job_args: tuple[str, ...]) -> None:
+    """Run JOB (a Python file) as __main__ with JOB_ARGS, like `flink run`."""
+    from sparkpoint.datastream.stream_execution_environment import set_cli_defaults
+
+    config: dict[str, Any] = {}
+    config.update(_load_conf(conf_file))
+    config.update(_parse_dynamic(dynamic))
+    if master:
+        config["spark.master"] = master
+    if parallelism:
+        config["parallelism.default"] = parallelism
+    if restore_path:
+        raise click.UsageError("restoring from a checkpoint or savepoint (-s) is not available in this release")
+    progress = _Progress(sys.stderr)
+
+    def on_job_created(master_: Any) -> None:
+        click.echo(f"Job has been submitted with JobID {master_.job_id}", err=False)
+        sys.stdout.flush()
+
+    set_cli_defaults({"configuration": config, "on_epoch": progress, "on_job_created": on_job_created})
+    job_path = Path(job).resolve()
+    sys.path.insert(0, str(job_path.parent))
+    old_argv = sys.argv
+    sys.argv = [str(job_path), *job_args]
+    try:
+        runpy.run_path(str(job_path), run_name="__main__")
+    except SparkpointError as e:
+        progress.close()
+        click.echo(f"\nThe job failed: {e}", err=True)
+        sys.exit(1)
+    finally:
+        sys.argv = old_argv
+        set_cli_defaults({})
+    progress.close()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,499 @@
+"""File-system connectors at run time: file listing, split enumeration, line formats,
+the split reader, and the two-phase-commit part-file writer and committer.
+
+Every file access goes through fsspec, so local paths, ``file://`` and any other fsspec
+URL (``s3://``, ``hdfs://``, ``memory://``, ...) work alike.
+
+**Source.** A split is one file (``split_id`` = its path; plain for local files, a URL
+otherwise); its position is ``(byte offset, lines read)``. Files are handed out in
+modification-time order, ties broken by path (Spark's file source does the same), so a
+directory of time-ordered files is read in time order. Files are read as lines (``\\n``
+or ``\\r\\n``); charsets must be ASCII-compatible (UTF-8, Latin-1, ...). Files are
+assumed immutable once listed: move complete files into a monitored directory.
+
+**Sink.** In every task, each bucket gets a new hidden in-progress file
+``.<prefix>-<uid>-<subtask>-<counter><suffix>.inprogress`` (rolled within the epoch when
+it passes ``part_size`` or is older than ``rollover_interval``); ``prepare_commit``
+closes them and returns :class:`FileCommittable` entries, and the driver's
+:class:`FileCommitter` renames each to its final, visible name. The part counter is
+writer state, so names never repeat within a job and a retried task reuses its names.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+import re
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Callable, NamedTuple, Optional, Sequence
+
+from fsspec.core import url_to_fs
+from fsspec.implementations.local import LocalFileSystem
+
+from sparkpoint.connectors.base import Committer, ReadResult, SinkWriter, SourceReader, SourceSplit, SplitEnumerator
+from sparkpoint.errors import SparkpointError
+
+__all__ = [
+    "FileSystemError", "FileEntry", "list_files", "LineFormat", "TextLineFormat", "CsvFormat", "JsonLinesFormat",
+    "FileSplitEnumerator", "FileSourceReader", "BasePathBucketAssigner", "DateTimeBucketAssigner",
+    "FileCommittable", "FileSinkWriter", "FileCommitter",
+]
+
+logger = logging.getLogger(__name__)
+
+_FIRST_BLOCK = 64 * 1024
+
+
+class FileSystemError(SparkpointError):
+    """A file connector could not list, read, write or commit a file; names the path."""
+
+
+def _display(fs: Any, path: str) -> str:
+    """A path users recognise and fsspec can resolve again: plain for local files, else a URL."""
+    return path if isinstance(fs, LocalFileSystem) else fs.unstrip_protocol(path)
+
+
+# -- listing ---------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, order=True)
+class FileEntry:
+    """A listed file; ordering is the hand-out order: modification time, then path."""
+
+    mtime: float
+    path: str
+    size: int
+
+
+def _mtime(fs: Any, path: str, info: dict) -> float:
+    for key in ("mtime", "LastModified", "last_modified", "updated", "modified", "created"):
+        value = info.get(key)
+        if value is None:
+            continue
+        if isinstance(value, datetime):
+            return value.timestamp()
+        if isinstance(value, str):
+            try:
+                return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+            except ValueError:
+                continue
+        return float(value)
+    try:
+        return fs.modified(path).timestamp()
+    except (NotImplementedError, OSError):
+        return 0.0
+
+
+def _hidden(relative: str) -> bool:
+    return any(part.startswith((".", "_")) for part in relative.split("/") if part)
+
+
+def list_files(paths: Sequence[str]) -> list[FileEntry]:
+    """Every visible file under ``paths`` (files, or directories listed recursively).
+
+    Files and directories whose name starts with ``.`` or ``_`` below a listed
+    directory are skipped (staged output, ``_SUCCESS`` markers). The result is sorted
+    by modification time, then path.
+    """
+    entries: dict[str, FileEntry] = {}
+    for given in paths:
+        fs, root = url_to_fs(given)
+        if not fs.exists(root):
+            raise FileSystemError(f"FileSource path {given!r} does not exist")
+        if fs.isdir(root):
+            base = root.rstrip("/")
+            for p, info in fs.find(root, detail=True).items():
+                if info.get("type", "file") != "file" or _hidden(p[len(base):]):
+                    continue
+                name = _display(fs, p)
+                entries[name] = FileEntry(_mtime(fs, p, info), name, int(info.get("size") or 0))
+        else:
+            info = fs.info(root)
+            name = _display(fs, root)
+            entries[name] = FileEntry(_mtime(fs, root, info), name, int(info.get("size") or 0))
+    return sorted(entries.values())
+
+
+# -- formats ---------------------------------------------------------------------------------------
+
+class LineFormat:
+    """How one line of a file becomes a record. ``parse`` raises ``ValueError`` on bad input."""
+
+    charset: str = "utf-8"
+    skip_header: bool = False
+    skip_blank: bool = False
+
+    def __init__(self, charset: str = "utf-8"):
+        if "x\r\n".encode(charset) != b"x\r\n":
+            raise ValueError(f"charset {charset!r} is not ASCII-compatible; line formats need one (e.g. UTF-8)")
+        self.charset = charset
+
+    def parse(self, text: str) -> Any:
+        return text
+
+
+class TextLineFormat(LineFormat):
+    """Each line is one ``str`` record, without its line terminator."""
+
+
+class CsvFormat(LineFormat):
+    """Each line is one CSV record, a tuple; quoted fields may not span lines.
+
+    Args:
+        delimiter: the field separator.
+        field_types: callables converting each field (``int``, ``float``, ``str``, ``bool``
+            or ``None`` for ``str``); when given, a line must have exactly that many fields.
+        skip_header: skip the first line of every file.
+        quote_char: the quote character.
+    """
+
+    skip_blank = True
+
+    def __init__(self, delimiter: str = ",", field_types: Optional[Sequence[Optional[Callable]]] = None,
+                 skip_header: bool = False, quote_char: str = '"', charset: str = "utf-8"):
+        super().__init__(charset)
+        self.delimiter, self.quote_char, self.skip_header = delimiter, quote_char, skip_header
+        self.field_types = [_convert_bool if t is bool else (t or str) for t in field_types] \
+            if field_types is not None else None
+
+    def parse(self, text: str) -> tuple:
+        try:
+            fields = next(csv.reader([text], delimiter=self.delimiter, quotechar=self.quote_char, strict=True))
+        except csv.Error as e:
+            raise ValueError(f"invalid CSV: {e}") from e
+        if self.field_types is None:
+            return tuple(fields)
+        if len(fields) != len(self.field_types):
+            raise ValueError(f"expected {len(self.field_types)} fields, found {len(fields)}")
+        out = []
+        for i, (convert, value) in enumerate(zip(self.field_types, fields)):
+            try:
+                out.append(convert(value))
+            except (TypeError, ValueError) as e:
+                raise ValueError(f"field {i + 1}: cannot convert {value!r} with "
+                                 f"{getattr(convert, '__name__', convert)}: {e}") from e
+        return tuple(out)
+
+
+def _convert_bool(value: str) -> bool:
+    low = value.strip().lower()
+    if low in ("true", "1", "yes", "t", "y"):
+        return True
+    if low in ("false", "0", "no", "f", "n"):
+        return False
+    raise ValueError(f"not a boolean: {value!r}")
+
+
+class JsonLinesFormat(LineFormat):
+    """Each non-blank line is one JSON object, a ``dict``."""
+
+    skip_blank = True
+
+    def parse(self, text: str) -> dict:
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"invalid JSON: {e}") from e
+        if not isinstance(value, dict):
+            raise ValueError(f"expected a JSON object, found {type(value).__name__}")
+        return value
+
+
+# -- source: enumerator and reader -----------------------------------------------------------------
+
+class FileSplitEnumerator(SplitEnumerator):
+    """Lists the paths (once, or every ``discovery_interval_ms`` when continuous) and hands
+    out each new file once, in (modification time, path) order."""
+
+    def __init__(self, paths: Sequence[str], discovery_interval_ms: Optional[int] = None):
+        self.paths = list(paths)
+        self.discovery_interval_ms = discovery_interval_ms
+        self.seen: set[str] = set()
+        self.pending: list[FileEntry] = []
+        self.listed = False
+        self._last_listing: Optional[float] = None
+
+    def discover(self) -> None:
+        now = time.monotonic()
+        if self.discovery_interval_ms is None:
+            due = not self.listed
+        else:
+            due = self._last_listing is None or (now - self._last_listing) * 1000 >= self.discovery_interval_ms
+        if not due:
+            return
+        self._last_listing = now
+        new = [e for e in list_files(self.paths) if e.path not in self.seen]
+        if new:
+            logger.info("file source found %d new file(s) under %s", len(new), self.paths)
+        self.seen.update(e.path for e in new)
+        self.pending = sorted(self.pending + new)
+        self.listed = True
+
+    def next_splits(self, count: int) -> list[SourceSplit]:
+        if not self.listed:
+            self.discover()
+        taken, self.pending = self.pending[:max(count, 0)], self.pending[max(count, 0):]
+        return [SourceSplit(e.path, (0, 0), info={"mtime": e.mtime, "size": e.size}) for e in taken]
+
+    def no_more_splits(self) -> bool:
+        return self.discovery_interval_ms is None and self.listed and not self.pending
+
+    def snapshot(self) -> dict:
+        return {"seen": sorted(self.seen), "pending": [(e.mtime, e.path, e.size) for e in self.pending],
+                "listed": self.listed}
+
+    def restore(self, snapshot: Any) -> None:
+        if not snapshot:
+            return
+        self.seen = set(snapshot["seen"])
+        self.pending = [FileEntry(*e) for e in snapshot["pending"]]
+        self.listed = bool(snapshot["listed"])
+        self._last_listing = None
+
+
+class FileSourceReader(SourceReader):
+    """Reads whole lines of one file from a position, parsing them with a :class:`LineFormat`."""
+
+    def __init__(self, fmt: LineFormat):
+        self.fmt = fmt
+
+    def read(self, split: SourceSplit, max_records: int, max_bytes: int) -> ReadResult:
+        offset, lines_read = split.position or (0, 0)
+        fs, path = url_to_fs(split.split_id)
+        try:
+            with fs.open(path, "rb") as f:
+                f.seek(offset)
+                raw, consumed, at_end = _read_lines(f, max(1, max_records), max(1, max_bytes))
+        except FileNotFoundError as e:
+            raise FileSystemError(f"file {split.split_id} disappeared while being read (at byte {offset}); "
+                                  f"files must not be removed before they are fully read") from e
+        values, malformed = self._parse(raw, lines_read, split.split_id)
+        new_split = split.with_(position=(offset + consumed, lines_read + len(raw)), finished=at_end)
+        return ReadResult(values, None, new_split, malformed=malformed)
+
+    def _parse(self, raw: list[bytes], lines_read: int, path: str) -> tuple[list, list]:
+        fmt = self.fmt
+        values: list = []
+        malformed: list = []
+        if type(fmt) is TextLineFormat:  # fast path: decode once
+            try:
+                text = b"\n".join(raw).decode(fmt.charset)
+                if raw:
+                    values = [s[:-1] if s.endswith("\r") else s for s in text.split("\n")]
+                return values, malformed
+            except UnicodeDecodeError:
+                pass
+        for i, line in enumerate(raw):
+            number = lines_read + i + 1
+            try:
+                text = line.decode(fmt.charset)
+            except UnicodeDecodeError as e:
+                malformed.append((path, number, line.decode(fmt.charset, "replace"), f"cannot decode: {e}"))
+                continue
+            if text.endswith("\r"):
+                text = text[:-1]
+            if (number == 1 and fmt.skip_header) or (fmt.skip_blank and not text.strip()):
+                continue
+            try:
+                values.append(fmt.parse(text))
+            except ValueError as e:
+                malformed.append((path, number, text, str(e)))
+        return values, malformed
+
+
+def _read_lines(f: Any, max_records: int, max_bytes: int) -> tuple[list[bytes], int, bool]:
+    """Whole lines from ``f``'s position: at most ``max_records`` lines and ``max_bytes``
+    bytes, except that one line longer than ``max_bytes`` is read whole.
+
+    Returns the lines (without ``\\n``), the bytes consumed and whether the file ended.
+    """
+    buf = b""
+    block = min(_FIRST_BLOCK, max_bytes)
+    newlines = 0
+    eof = False
+    while True:  # grow the read until enough lines are in, the byte budget is spent or the file ends
+        want = min(block, max_bytes - len(buf))
+        piece = f.read(want)
+        buf += piece
+        newlines += piece.count(b"\n")
+        if len(piece) < want:
+            eof = True
+            break
+        if newlines >= max_records or len(buf) >= max_bytes:
+            break
+        block *= 2
+    if eof:
+        body = buf
+    elif newlines == 0:  # one line longer than max_bytes: read the rest of it
+        body = buf + f.readline()
+        eof = not body.endswith(b"\n")
+    else:
+        body = buf[:buf.rfind(b"\n") + 1]
+    lines = body.split(b"\n") if body else []
+    if body.endswith(b"\n"):
+        lines.pop()
+    if len(lines) > max_records:
+        lines = lines[:max_records]
+        return lines, sum(len(line) + 1 for line in lines), False
+    if not eof and len(body) >= len(buf):  # every byte read was consumed: does the file end here?
+        eof = f.read(1) == b""
+    return lines, len(body), eof
+
+
+# -- sink: bucket assigners, writer, committer -----------------------------------------------------
+
+class BasePathBucketAssigner:
+    """Every record goes to the base path itself."""
+
+    def get_bucket_id(self, value: Any, now_ms: int) -> str:
+        return ""
+
+
+_JAVA_TOKENS = {"yyyy": "%Y", "yy": "%y", "MM": "%m", "dd": "%d", "HH": "%H", "hh": "%I", "mm": "%M",
+                "ss": "%S", "a": "%p", "EEE": "%a", "EEEE": "%A", "MMM": "%b", "DDD": "%j", "Z": "%z", "z": "%Z"}
+
+
+def java_to_strftime(pattern: str) -> str:
+    """Translate a Java ``DateTimeFormatter`` pattern (``yyyy-MM-dd--HH``) to ``strftime``."""
+    out = []
+    for m in re.finditer(r"'([^']*)'|([A-Za-z])\2*|[^A-Za-z']+", pattern):
+        text = m.group(0)
+        if m.group(1) is not None:
+            out.append(m.group(1).replace("%", "%%") or "'")
+        elif m.group(2) is not None:
+            if text not in _JAVA_TOKENS:
+                raise ValueError(f"unsupported date-time pattern letters {text!r} in {pattern!r}")
+            out.append(_JAVA_TOKENS[text])
+        else:
+            out.append(text.replace("%", "%%"))
+    return "".join(out)
+
+
+class DateTimeBucketAssigner:
+    """Buckets by processing time, formatted with ``format_str`` (strftime, or a Java
+    pattern such as Flink's default ``yyyy-MM-dd--HH``) in ``timezone_id`` (default: local)."""
+
+    def __init__(self, format_str: str = "yyyy-MM-dd--HH", timezone_id: Optional[str] = None):
+        self.format_str = format_str if "%" in format_str else java_to_strftime(format_str)
+        self.timezone_id = timezone_id
+        self._tz = None
+        if timezone_id is not None:
+            from zoneinfo import ZoneInfo
+
+            self._tz = ZoneInfo(timezone_id)
+
+    def get_bucket_id(self, value: Any, now_ms: int) -> str:
+        moment = datetime.fromtimestamp(now_ms / 1000, self._tz) if self._tz else datetime.fromtimestamp(now_ms / 1000)
+        return moment.strftime(self.format_str)
+
+
+class FileCommittable(NamedTuple):
+    """A closed, staged part file and the name it becomes visible under (paths or URLs)."""
+
+    staged_path: str
+    final_path: str
+
+
+@dataclass(frozen=True)
+class PartFileConfig:
+    """What a :class:`FileSinkWriter` needs: where, how to encode, how to name and roll."""
+
+    base_path: str
+    encoder: Any
+    bucket_assigner: Any
+    part_prefix: str = "part"
+    part_suffix: str = ""
+    part_size: Optional[int] = None          # bytes; None: never roll on size
+    rollover_interval_ms: Optional[int] = None
+
+
+class _PartFile:
+    def __init__(self, fs: Any, staged: str, final: str, opened_ms: int):
+        fs.makedirs(staged.rsplit("/", 1)[0], exist_ok=True)
+        self.handle = fs.open(staged, "wb")
+        self.staged, self.final, self.opened_ms, self.size = staged, final, opened_ms, 0
+
+
+class FileSinkWriter(SinkWriter):
+    """Stages one task's records in hidden in-progress part files, one per bucket."""
+
+    def __init__(self, config: PartFileConfig, subtask: int, job_id: str, state: Optional[dict]):
+        self.config = config
+        self.subtask = subtask
+        self.uid = job_id.replace("-", "")[:12]
+        self.counter = int((state or {}).get("part_counter", 0))
+        self.fs, root = url_to_fs(config.base_path)
+        self.root = root.rstrip("/") or "/"
+        self.open_parts: dict[str, _PartFile] = {}
+        self.closed: list[FileCommittable] = []
+
+    def write(self, values: list, timestamps: list) -> None:
+        now_ms = int(time.time() * 1000)
+        assign = self.config.bucket_assigner.get_bucket_id
+        encode = self.config.encoder.encode
+        part_size = self.config.part_size
+        interval = self.config.rollover_interval_ms
+        part: Optional[_PartFile] = None
+        bucket: Optional[str] = None
+        pending: list[bytes] = []
+        for value in values:
+            b = assign(value, now_ms)
+            if b != bucket or part is None:
+                self._flush(part, pending)
+                bucket, part = b, self.open_parts.get(b)
+                if part is None:
+                    part = self._new_part(b, now_ms)
+            elif (part_size is not None and part.size > part_size) or \
+                    (interval is not None and now_ms - part.opened_ms >= interval and part.size > 0):
+                self._flush(part, pending)
+                self._roll(b)
+                part = self._new_part(b, now_ms)
+            data = encode(value)
+            pending.append(data)
+            part.size += len(data)
+        self._flush(part, pending)
+
+    def _flush(self, part: Optional[_PartFile], pending: list[bytes]) -> None:
+        if part is not None and pending:
+            part.handle.write(b"".join(pending))
+        pending.clear()
+
+    def _new_part(self, bucket: str, now_ms: int) -> _PartFile:
+        name = f"{self.config.part_prefix}-{self.uid}-{self.subtask}-{self.counter}{self.config.part_suffix}"
+        self.counter += 1
+        directory = f"{self.root}/{bucket}".rstrip("/") if bucket else self.root
+        directory = directory.replace("//", "/")
+        part = _PartFile(self.fs, f"{directory}/.{name}.inprogress", f"{directory}/{name}", now_ms)
+        self.open_parts[bucket] = part
+        return part
+
+    def _roll(self, bucket: str) -> None:
+        part = self.open_parts.pop(bucket)
+        part.handle.close()
+        self.closed.append(FileCommittable(_display(self.fs, part.staged), _display(self.fs, part.final)))
+
+    def prepare_commit(self) -> list:
+        for bucket in list(self.open_parts):
+            self._roll(bucket)
+        committables, self.closed = self.closed, []
+        return committables
+
+    def snapshot_state(self) -> dict:
+        return {"part_counter": self.counter}
+
+
+class FileCommitter(Committer):
+    """Renames staged part files to their final names; committing twice is a no-op."""
+
+    def commit(self, committables: list) -> None:
+        for staged_url, final_url in committables:
+            fs, staged = url_to_fs(staged_url)
+            _, final = url_to_fs(final_url)
+            if fs.exists(staged):
+                fs.mv(staged, final)
+            elif not fs.exists(final):
+                raise FileSystemError(
+                    f"cannot commit part file {final_url}: neither it nor its staged file {staged_url} exists "
+                    f"(was the output directory cleaned while the job ran?)")

@@ -1,0 +1,1 @@
+"""PyFlink-compatible connectors: file_system, generator."""
