@@ -43,27 +43,64 @@ def _column(values: list) -> Optional[pa.Array]:
     return arr
 
 
+def _flatten(values: list, prefix: str, cols: list, names: list) -> Optional[str]:
+    """Append Arrow columns for ``values``; returns a structure spec, or None if not encodable.
+
+    Specs: ``"p"`` a primitive column, ``"(s1,s2,...)"`` a tuple of sub-specs.
+    """
+    first = values[0]
+    t = type(first)
+    if t in _PRIMITIVE:
+        col = _column(values)
+        if col is None:
+            return None
+        cols.append(col)
+        names.append(prefix)
+        return "p"
+    if t is tuple and _uniform_tuples(values, len(first)) and first:
+        specs = []
+        for i, field in enumerate(zip(*values)):
+            spec = _flatten(list(field), f"{prefix}.{i}", cols, names)
+            if spec is None:
+                return None
+            specs.append(spec)
+        return "(" + ",".join(specs) + ")"
+    return None
+
+
+def _split_spec(spec: str) -> list[str]:
+    inner, parts, depth, cur = spec[1:-1], [], 0, ""
+    for ch in inner:
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+            continue
+        depth += ch == "("
+        depth -= ch == ")"
+        cur += ch
+    parts.append(cur)
+    return parts
+
+
+def _rebuild(spec: str, columns: list, pos: list) -> list:
+    if spec == "p":
+        col = columns[pos[0]]
+        pos[0] += 1
+        return col
+    return list(zip(*[_rebuild(sub, columns, pos) for sub in _split_spec(spec)]))
+
+
 def encode_batch(values: list, timestamps: list) -> bytes:
     """An Arrow IPC stream holding the records."""
-    ts = pa.array(timestamps, type=pa.int64())
-    meta = {b"enc": b"empty"}
-    cols: list[pa.Array] = [ts]
+    cols: list[pa.Array] = [pa.array(timestamps, type=pa.int64())]
     names = ["ts"]
+    meta = {b"enc": b"empty"}
     if values:
-        first = values[0]
-        col = _column(values) if type(first) in _PRIMITIVE else None
-        if col is not None:
-            meta = {b"enc": b"plain"}
-            cols.append(col)
-            names.append("v")
-        elif type(first) is tuple and _uniform_tuples(values, len(first)):
-            fields = list(zip(*values)) if first else []
-            arrays = [_column(list(f)) for f in fields]
-            if arrays and all(a is not None for a in arrays):
-                meta = {b"enc": b"tuple", b"arity": str(len(first)).encode()}
-                cols.extend(arrays)  # type: ignore[arg-type]
-                names.extend(f"f{i}" for i in range(len(arrays)))
-        if meta[b"enc"] == b"empty":
+        spec = _flatten(values, "v", cols, names)
+        if spec is not None:
+            meta = {b"enc": b"columns", b"spec": spec.encode()}
+        else:
+            del cols[1:], names[1:]
             meta = {b"enc": b"pickle"}
             cols.append(pa.array([cloudpickle.dumps(values, protocol=pickle.HIGHEST_PROTOCOL)] +
                                  [None] * (len(values) - 1), type=pa.binary()))
@@ -84,15 +121,12 @@ def decode_batch(data: bytes) -> tuple[list, list]:
     table = reader.read_all()
     meta = table.schema.metadata or {}
     enc = meta.get(b"enc", b"empty")
-    timestamps = table.column("ts").to_pylist()
+    timestamps = table.column(0).to_pylist()
     if enc == b"empty" or table.num_rows == 0:
         return [], timestamps
-    if enc == b"plain":
-        return table.column("v").to_pylist(), timestamps
-    if enc == b"tuple":
-        arity = int(meta[b"arity"])
-        cols = [table.column(f"f{i}").to_pylist() for i in range(arity)]
-        return list(zip(*cols)), timestamps
+    if enc == b"columns":
+        columns = [table.column(i).to_pylist() for i in range(1, table.num_columns)]
+        return _rebuild(meta[b"spec"].decode(), columns, [0]), timestamps
     return pickle.loads(table.column("p")[0].as_py()), timestamps
 
 

@@ -29,8 +29,10 @@ from sparkpoint.datastream.window import (
     Evictor,
     MergingWindowAssigner,
     ProcessingTimeTrigger,
+    TimeWindow,
     Trigger,
     TriggerResult,
+    TumblingEventTimeWindows,
     WindowAssigner,
 )
 from sparkpoint.runtime.keyed import KeyedOperator
@@ -186,16 +188,33 @@ class WindowOperator(KeyedOperator):
         buckets: dict[tuple, list] = {}
         late: list = []
         wm = self.watermark if self.event_time else -(2**63)
-        for v, t, k in zip(values, timestamps, keys):
-            for w in assign(v, t, ctx):
-                if w.end - 1 <= wm:
-                    late.append((v, t, k))  # late or within allowed lateness: Flink's per-element path
-                    break
-                b = buckets.get((k, w))
+        if type(self.assigner) is TumblingEventTimeWindows:
+            # the common case, inlined: one window per record, start = t - (t - offset) % size
+            size, offset = self.assigner.size, self.assigner.offset
+            by_start: dict[tuple, list] = {}
+            for v, t, k in zip(values, timestamps, keys):
+                start = t - (t - offset) % size
+                if start + size - 1 <= wm:
+                    late.append((v, t, k))
+                    continue
+                b = by_start.get((k, start))
                 if b is None:
-                    buckets[(k, w)] = b = ([], [])
+                    by_start[(k, start)] = b = ([], [])
                 b[0].append(v)
                 b[1].append(t)
+            buckets = {(k, TimeWindow(start, start + size)): b for (k, start), b in by_start.items()}
+        else:
+            for v, t, k in zip(values, timestamps, keys):
+                windows = assign(v, t, ctx)
+                if any(w.end - 1 <= wm for w in windows):
+                    late.append((v, t, k))  # late or within allowed lateness: Flink's per-element path
+                    continue
+                for w in windows:
+                    b = buckets.get((k, w))
+                    if b is None:
+                        buckets[(k, w)] = b = ([], [])
+                    b[0].append(v)
+                    b[1].append(t)
         set_key = self.keyed_backend.set_current_key
         domain = EVENT_TIME if self.event_time else PROCESSING_TIME
         register = self.timers.register
