@@ -131,7 +131,9 @@ def run(master: Optional[str], dynamic: tuple[str, ...], conf_file: Optional[str
     if parallelism:
         config["parallelism.default"] = parallelism
     if restore_path:
-        raise click.UsageError("restoring from a checkpoint or savepoint (-s) is not available in this release")
+        config["execution.savepoint.path"] = restore_path
+    if allow_non_restored:
+        config["execution.savepoint.ignore-unclaimed-state"] = True
     progress = _Progress(sys.stderr)
 
     def on_job_created(master_: Any) -> None:

@@ -25,11 +25,20 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Protocol
 
+from sparkpoint.checkpoint.coordinator import CheckpointCoordinator, CheckpointSettings
+from sparkpoint.checkpoint.failure import CheckpointFailureReason
 from sparkpoint.common.configuration import Configuration, parse_memory_bytes
 from sparkpoint.common.watermark_strategy import MAX_WATERMARK
+from sparkpoint.errors import JobExecutionError, SparkpointError
+from sparkpoint.runtime.faults import fault_point
 from sparkpoint.runtime.graph import JobPlan
 from sparkpoint.runtime.printing import format_record
+from sparkpoint.runtime.restart import restart_strategy_from_config
+from sparkpoint.runtime.restore import RestoredCheckpoint, check_uids, keyed_entries, load_checkpoint
 from sparkpoint.runtime.task import TaskDeployment, TaskReport
+from sparkpoint.state.key_groups import compute_key_group_range_for_operator_index
+from sparkpoint.storage.checkpoint_storage import FsCheckpointStorage
+from sparkpoint.storage.exceptions import CheckpointStorageError, CorruptCheckpointError
 
 __all__ = ["JobMaster", "EpochExecutor", "EpochStats", "JobExecutionResult", "new_job_id"]
 
@@ -123,53 +132,236 @@ class JobMaster:
         self.on_epoch = on_epoch
         self.out = out or sys.stdout
         self.cancelled = threading.Event()
+        self.status = "CREATED"
         self.epoch = 0
+        self.attempt = 0
         self.max_records = config.get_integer("execution.epoch.max-records", 100_000)
         self.max_bytes = parse_memory_bytes(config.get("execution.epoch.max-bytes", "16 mb"))
         self.idle_pause_ms = config.get_duration_ms("execution.epoch.idle-pause", 200)
         self.local_state_dir = config.get_string("sparkpoint.local-state-dir") or _default_local_dir()
-        self.operator_states: dict[tuple[int, int], Any] = {}   # (node, subtask) -> snapshot
-        self.keyed_state_epoch: dict[int, Optional[int]] = {s.id: None for s in plan.stages}
-        self.restored_keyed_state: dict[tuple[int, int], dict] = {}
-        src_stage = plan.stage(0)
-        self.sources = {
-            n.id: _SourceCoordinator(n.id, n.effective_uid(), n.source, src_stage.parallelism if n.parallelism is None
-                                     else n.parallelism)
-            for n in plan.source_nodes()
-        }
         self.metrics: dict[str, dict[str, int]] = {}
         self.collected: list = []
         self.total_in = 0
-        self.watermarks: dict[int, Optional[int]] = {}
+        self.watermarks: dict[Any, Optional[int]] = {}
+        self.checkpointing = CheckpointSettings(config)
+        self.coordinator: Optional[CheckpointCoordinator] = None
+        self.restart_strategy = restart_strategy_from_config(config, self.checkpointing.enabled)
+        self.restarts = 0
+        self._reset_runtime_state()
+
+    def _reset_runtime_state(self) -> None:
+        plan = self.plan
+        self.operator_states: dict[tuple[int, int], Any] = {}   # (node, subtask) -> snapshot
+        self.keyed_state_epoch: dict[int, Optional[int]] = {s.id: None for s in plan.stages}
+        self.restored_keyed: dict[tuple[int, int], list] = {}
+        self.uncommitted: list[tuple[int, dict[int, list]]] = []  # (epoch, {sink node: committables})
+        self.input_done_epoch: Optional[int] = None
+        self.notify_next: list[int] = []
+        src_stage = plan.stage(0)
+        self.sources = {
+            n.id: _SourceCoordinator(n.id, n.effective_uid(), n.source,
+                                     src_stage.parallelism if n.parallelism is None else n.parallelism)
+            for n in plan.source_nodes()
+        }
 
     # -- the loop -------------------------------------------------------------------------
     def run(self) -> JobExecutionResult:
         started = time.time()
         self.executor.start(self.plan, self.job_id)
+        self._start_checkpointing()
         logger.info("job %s (%s) started: %d stages, parallelism %s", self.job_id, self.plan.job_name,
                     len(self.plan.stages), [s.parallelism for s in self.plan.stages])
+        self.status = "RUNNING"
         try:
             finished = False
             while not finished:
                 if self.cancelled.is_set():
                     logger.info("job %s cancelled after epoch %d", self.job_id, self.epoch - 1)
+                    self.status = "CANCELED"
                     break
-                finished = self.run_epoch()
+                try:
+                    finished = self.run_epoch()
+                except SparkpointError as e:
+                    self._recover_or_raise(e)
+            if finished:
+                self.status = "FINISHED"
+        except BaseException:
+            self.status = "FAILED"
+            raise
         finally:
+            if self.coordinator is not None:
+                self.coordinator.shutdown(self.status)
+            logger.info("job %s %s after %d epochs", self.job_id, self.status.lower(), self.epoch)
             self.executor.stop()
         return JobExecutionResult(self.job_id, self.plan.job_name, int((time.time() - started) * 1000),
                                   self.epoch, self.metrics, self.collected)
 
+    # -- checkpointing and restore ----------------------------------------------------------
+    def _start_checkpointing(self) -> None:
+        restore_path = self.config.get_string("execution.savepoint.path")
+        restored = load_checkpoint(restore_path) if restore_path else None
+        if self.checkpointing.enabled or restored is not None:
+            directory = self.checkpointing.directory or _default_checkpoint_dir()
+            storage = FsCheckpointStorage(directory, self.job_id)
+            self.coordinator = CheckpointCoordinator(
+                self.checkpointing, storage, self.job_id, self.plan.job_name, self.plan.max_parallelism,
+                self.config.to_dict(), start_id=(restored.checkpoint_id + 1) if restored else 1)
+            if self.checkpointing.enabled:
+                logger.info("checkpoints every %d ms (%s) to %s", self.checkpointing.interval_ms,
+                            self.checkpointing.mode, storage.fs.unstrip_protocol(storage.job_path))
+        if restored is not None:
+            self.restore(restored, self.config.get_boolean("execution.savepoint.ignore-unclaimed-state"))
+
+    def restore(self, restored: RestoredCheckpoint, allow_non_restored: bool = False) -> None:
+        """Put the job back in the state of a completed checkpoint."""
+        plan = self.plan
+        uid_to_node = {plan.uid(nid): nid for nid in plan.nodes}
+        check_uids(restored, set(uid_to_node), allow_non_restored)
+        self._reset_runtime_state()
+        d = restored.driver_state
+        # Step 1. Operator state, redistributed if the parallelism changed.
+        for uid, per_subtask in d.get("operator_states", {}).items():
+            nid = uid_to_node.get(uid)
+            if nid is None:
+                continue
+            par = plan.stage(plan.stage_of[nid]).parallelism
+            old = [per_subtask.get(i) for i in range(max(per_subtask, default=-1) + 1)]
+            for i, snap in enumerate(_redistribute(old, par)):
+                if snap is not None:
+                    self.operator_states[(nid, i)] = snap
+        # Step 2. Source positions and enumerators.
+        for uid, src in d.get("sources", {}).items():
+            nid = uid_to_node.get(uid)
+            if nid is None:
+                continue
+            sc = self.sources[nid]
+            sc.enumerator.restore(src["enumerator"])
+            splits = [s for i in sorted(src["splits"]) for s in src["splits"][i]]
+            for i in range(sc.parallelism):
+                sc.assigned[i] = splits[i::sc.parallelism]
+        # Step 3. Keyed state: each subtask reads the files covering its key groups.
+        for stage in plan.stages:
+            uids = [plan.uid(nid) for nid in stage.nodes if plan.nodes[nid].keyed]
+            if not uids:
+                continue
+            for i in range(stage.parallelism):
+                r = compute_key_group_range_for_operator_index(plan.max_parallelism, stage.parallelism, i)
+                self.restored_keyed[(stage.id, i)] = keyed_entries(restored, uids, r.start, r.end)
+        # Step 4. Commit what the checkpoint pre-committed (idempotent), drop leftovers.
+        for uid, committables in d.get("committables", {}).items():
+            nid = uid_to_node.get(uid)
+            if nid is None:
+                continue
+            sink = plan.nodes[nid].sink
+            committer = sink.create_committer()
+            if committer is not None and committables:
+                committer.commit(committables)
+            cleanup = getattr(sink, "cleanup_leftovers", None)
+            if cleanup is not None:
+                cleanup(committables)
+        self.epoch = restored.metadata.barrier_epoch + 1
+        if self.coordinator is not None:
+            self.coordinator.stats.restored = {"id": restored.checkpoint_id, "external_path": restored.location,
+                                               "restore_timestamp": int(time.time() * 1000)}
+        logger.info("job %s restored from checkpoint %d (%s); next checkpoint id %d", self.job_id,
+                    restored.checkpoint_id, restored.location,
+                    self.coordinator.id_counter.get() if self.coordinator else restored.checkpoint_id + 1)
+
+    def _recover_or_raise(self, error: SparkpointError) -> None:
+        """A task failed: restore the latest completed checkpoint and go on, if the strategy allows."""
+        self.restart_strategy.notify_failure()
+        coordinator = self.coordinator
+        if coordinator is None or not self.restart_strategy.can_restart():
+            raise error
+        coordinator.abort_all(CheckpointFailureReason.JOB_FAILOVER_REGION, f"job failover: {error}")
+        candidates = list(reversed(coordinator.store.get_all_checkpoints()))
+        if not candidates:
+            raise error
+        self.restarts += 1
+        logger.warning("job %s failed in epoch %d: %s; restart %d (%s)", self.job_id, self.epoch, error,
+                       self.restarts, self.restart_strategy.describe())
+        time.sleep(self.restart_strategy.backoff_ms() / 1000)
+        for cp in candidates:
+            try:
+                restored = load_checkpoint(cp.location)
+            except (CorruptCheckpointError, CheckpointStorageError) as e:
+                logger.error("cannot recover from checkpoint %d: %s; trying the previous retained one",
+                             cp.checkpoint_id, e)
+                coordinator.store.remove(cp.checkpoint_id)
+                continue
+            self.attempt += 1
+            self.restore(restored, allow_non_restored=True)
+            return
+        raise error
+
+    def _capture_driver_state(self, committables: dict[int, list]) -> dict:
+        plan = self.plan
+        operator_states: dict[str, dict[int, Any]] = {}
+        for (nid, i), snap in self.operator_states.items():
+            operator_states.setdefault(plan.uid(nid), {})[i] = snap
+        return {
+            "operator_states": operator_states,
+            "sources": {sc.uid: {"splits": {i: list(s) for i, s in sc.assigned.items()},
+                                 "enumerator": sc.enumerator.snapshot()} for sc in self.sources.values()},
+            "committables": {plan.uid(nid): c for nid, c in committables.items()},
+            "epoch": self.epoch - 1,
+        }
+
+    def _maybe_checkpoint(self, barrier_epoch: int, force: bool) -> None:
+        coordinator = self.coordinator
+        if coordinator is None or not self.checkpointing.enabled:
+            return
+        now = int(time.time() * 1000)
+        if not (coordinator.should_trigger(now) or (force and not coordinator.pending)):
+            return
+        plan = self.plan
+        pending_commits: dict[int, list] = {}
+        for _, by_node in self.uncommitted:
+            for nid, c in by_node.items():
+                pending_commits.setdefault(nid, []).extend(c)
+        stateful = {("state", s.id, i) for s in plan.stages if s.keyed for i in range(s.parallelism)}
+        sources = {("source", sc.uid, i) for sc in self.sources.values() for i in range(sc.parallelism)}
+        sinks = {("sink", plan.uid(nid)): c for nid, c in pending_commits.items()}
+        operators = {plan.uid(nid): (n.name, plan.stage(plan.stage_of[nid]).parallelism) for nid, n in plan.nodes.items()}
+        pending = coordinator.trigger(now, barrier_epoch, self._capture_driver_state(pending_commits), stateful,
+                                      sources, sinks, operators)
+        if pending is not None:
+            pending.covered_epochs = [e for e, _ in self.uncommitted]  # type: ignore[attr-defined]
+
+    def _complete_checkpoints(self) -> None:
+        coordinator = self.coordinator
+        if coordinator is None:
+            return
+        now = int(time.time() * 1000)
+        for completed, pending in coordinator.complete_ready(now):
+            fault_point("after-metadata")
+            # the commit phase of two-phase commit
+            covered = set(getattr(pending, "covered_epochs", []))
+            to_commit = [(e, c) for e, c in self.uncommitted if e in covered]
+            self.uncommitted = [(e, c) for e, c in self.uncommitted if e not in covered]
+            for _, by_node in to_commit:
+                self._commit(by_node)
+            fault_point("after-commit")
+            self.notify_next.append(completed.checkpoint_id)
+        coordinator.check_expired(now)
+
+    # -- one epoch ---------------------------------------------------------------------------
     def deployments(self, epoch: int, now_ms: int) -> dict[tuple[int, int], TaskDeployment]:
         # Step 1. Fix each source subtask's input for the epoch.
         assignments = {nid: sc.assign() for nid, sc in self.sources.items()}
+        uploads = self.coordinator.uploads_for_epoch(epoch) if self.coordinator is not None else {}
+        upload_uris = {cid: self.coordinator.storage.fs.unstrip_protocol(loc) for cid, loc in uploads.items()} \
+            if self.coordinator is not None else {}
         deps: dict[tuple[int, int], TaskDeployment] = {}
         for stage in self.plan.stages:
             for i in range(stage.parallelism):
                 dep = TaskDeployment(
                     job_id=self.job_id, epoch=epoch, processing_time=now_ms, local_state_dir=self.local_state_dir,
                     keyed_state_epoch=self.keyed_state_epoch[stage.id], max_records=self.max_records,
-                    max_bytes=self.max_bytes, restored_keyed_state=self.restored_keyed_state.get((stage.id, i)),
+                    max_bytes=self.max_bytes, restored_keyed=self.restored_keyed.get((stage.id, i), []),
+                    local_state_namespace=f"{self.job_id}-{self.attempt}",
+                    checkpoint_uploads=upload_uris if stage.keyed else {},
+                    notify_checkpoints=list(self.notify_next),
                 )
                 for nid in stage.nodes:
                     if (nid, i) in self.operator_states:
@@ -187,13 +379,20 @@ class JobMaster:
         deps = self.deployments(epoch, int(t0 * 1000))
         # Step 2. Run every task of every stage.
         reports = self.executor.run_epoch(epoch, deps)
+        self.notify_next.clear()
         # Step 3. Take in the reports.
-        finished = self.apply_reports(epoch, reports)
+        sources_done = self.apply_reports(epoch, reports)
         for stage in self.plan.stages:
             if stage.keyed:
                 self.keyed_state_epoch[stage.id] = epoch
-        self.restored_keyed_state.clear()
+        self.restored_keyed.clear()
         self.epoch += 1
+        # Step 4. Checkpoints: acknowledgements, completion (commit), a new barrier.
+        if self.coordinator is not None:
+            self.coordinator.receive_acknowledgements(reports)
+            self._complete_checkpoints()
+            self._maybe_checkpoint(epoch, force=sources_done and self._awaiting_final_checkpoint())
+        finished = sources_done and not self._awaiting_final_checkpoint()
         src_records = sum(m.get("numRecordsOut", 0) for uid, m in self._epoch_metrics(reports).items()
                           if uid in {sc.uid for sc in self.sources.values()})
         self.total_in += src_records
@@ -204,9 +403,18 @@ class JobMaster:
         logger.debug("epoch %d: %d records in %.3fs, watermark %s", epoch, src_records, stats.duration_s, wm)
         if self.on_epoch is not None:
             self.on_epoch(stats)
-        if not finished and src_records == 0 and self.idle_pause_ms:
+        if not finished and src_records == 0 and self.idle_pause_ms and not sources_done:
             time.sleep(self.idle_pause_ms / 1000)
         return finished
+
+    def _awaiting_final_checkpoint(self) -> bool:
+        """Bounded input with checkpointing: finish only after a checkpoint taken at the end of input."""
+        if self.coordinator is None or not self.checkpointing.enabled:
+            return False
+        if self.input_done_epoch is None:
+            self.input_done_epoch = self.epoch - 1
+        latest = self.coordinator.store.get_latest_checkpoint()
+        return latest is None or latest.metadata.barrier_epoch < self.input_done_epoch
 
     def _epoch_metrics(self, reports: list[TaskReport]) -> dict[str, dict[str, int]]:
         m: dict[str, dict[str, int]] = {}
@@ -222,7 +430,7 @@ class JobMaster:
         expected = {(s.id, i) for s in self.plan.stages for i in range(s.parallelism)}
         got = {(r.stage_id, r.subtask) for r in reports}
         if got != expected:
-            raise RuntimeError(f"epoch {epoch}: reports missing from tasks {sorted(expected - got)}")
+            raise JobExecutionError(f"epoch {epoch}: reports missing from tasks {sorted(expected - got)}")
         for uid, counters in self._epoch_metrics(reports).items():
             d = self.metrics.setdefault(uid, {})
             for k, v in counters.items():
@@ -233,20 +441,25 @@ class JobMaster:
             for nid, splits in r.splits.items():
                 self.sources[nid].update(r.subtask, splits)
             for nid, wm in r.watermarks.items():
-                prev = self.watermarks.get((nid, r.subtask))  # type: ignore[arg-type]
-                self.watermarks[(nid, r.subtask)] = wm if wm is not None else prev  # type: ignore[index]
-        # Step 4. Commit what the sinks staged (no checkpointing: every epoch).
-        self.commit(epoch, reports)
+                prev = self.watermarks.get((nid, r.subtask))
+                self.watermarks[(nid, r.subtask)] = wm if wm is not None else prev
+        by_node: dict[int, list] = {}
+        for r in sorted(reports, key=lambda r: (r.stage_id, r.subtask)):
+            for nid, committables in r.committables.items():
+                if committables:
+                    by_node.setdefault(nid, []).extend(committables)
+        if self.checkpointing.enabled and self.checkpointing.exactly_once:
+            # exactly-once: staged output becomes visible when a checkpoint covering it completes
+            if by_node:
+                self.uncommitted.append((epoch, by_node))
+        else:
+            self._commit(by_node)
         self.emit_printed(reports)
         source_wms = [r.watermarks.get(nid) for r in reports if r.stage_id == 0 for nid in self.sources
                       if nid in r.watermarks]
         return bool(source_wms) and all(w == MAX_WATERMARK for w in source_wms)
 
-    def commit(self, epoch: int, reports: list[TaskReport]) -> None:
-        by_node: dict[int, list] = {}
-        for r in sorted(reports, key=lambda r: (r.stage_id, r.subtask)):
-            for nid, committables in r.committables.items():
-                by_node.setdefault(nid, []).extend(committables)
+    def _commit(self, by_node: dict[int, list]) -> None:
         for nid, committables in by_node.items():
             committer = self.plan.nodes[nid].sink.create_committer()
             if committer is not None and committables:
@@ -272,6 +485,25 @@ class JobMaster:
 
     def cancel(self) -> None:
         self.cancelled.set()
+
+
+def _redistribute(old: list, new_parallelism: int) -> list:
+    from sparkpoint.state.operator_state import redistribute_operator_state
+
+    plain = [s for s in old if s is not None]
+    if len(old) == new_parallelism or not plain:
+        return old + [None] * (new_parallelism - len(old))
+    # operator snapshots are dicts of named list states only when they come from CheckpointedFunction
+    if all(isinstance(s, dict) and all(isinstance(v, tuple) and len(v) == 2 for v in s.values()) for s in plain):
+        return redistribute_operator_state(old, new_parallelism)
+    return (old + [None] * new_parallelism)[:new_parallelism]
+
+
+def _default_checkpoint_dir() -> str:
+    import os
+    import tempfile
+
+    return "file://" + os.path.join(tempfile.gettempdir(), "sparkpoint-checkpoints")
 
 
 def _dedupe(reports: list[TaskReport]) -> list[TaskReport]:

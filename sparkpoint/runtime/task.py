@@ -15,11 +15,14 @@ The same code runs in-process (the local executor) and inside Spark tasks. Steps
 
 from __future__ import annotations
 
+import pickle
 import time
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from sparkpoint.common.watermark_strategy import MAX_WATERMARK
+from sparkpoint.datastream.functions import CheckpointListener
+from sparkpoint.runtime.checkpoint_io import CheckpointUploader, read_restored_keyed_state
 from sparkpoint.runtime.exchange import decode_blob, encode_blob
 from sparkpoint.runtime.graph import BROADCAST, GLOBAL, HASH, JobPlan, StreamEdge
 from sparkpoint.runtime.keyed import KeyedOperator
@@ -44,7 +47,10 @@ class TaskDeployment:
     splits: dict[int, list] = field(default_factory=dict)              # source node id -> splits
     no_more_splits: dict[int, bool] = field(default_factory=dict)
     keyed_state_epoch: Optional[int] = None                            # local state to load, if any
-    restored_keyed_state: Optional[dict] = None                        # keyed state to start from
+    restored_keyed: list = field(default_factory=list)                 # checkpoint files to start from
+    local_state_namespace: str = ""                                    # job id + attempt
+    checkpoint_uploads: dict[int, str] = field(default_factory=dict)   # checkpoint id -> location URI
+    notify_checkpoints: list[int] = field(default_factory=list)        # completed since the last epoch
     max_records: int = 100_000
     max_bytes: int = 32 * 1024 * 1024
 
@@ -64,6 +70,9 @@ class TaskReport:
     metrics: dict[str, dict[str, int]] = field(default_factory=dict)
     keyed_state_bytes: int = 0
     keyed_state: Optional[dict] = None   # the keyed snapshot itself, when the driver asked for it
+    checkpoint_acks: dict[int, dict] = field(default_factory=dict)
+    checkpoint_declines: dict[int, str] = field(default_factory=dict)
+    snapshot_sync_ms: float = 0.0
     records_in: int = 0
     records_out: int = 0
     duration_ms: float = 0.0
@@ -99,18 +108,29 @@ def run_task(plan: JobPlan, stage_id: int, subtask: int, dep: TaskDeployment,
         op.setup(task, dep.operator_states.get(nid))
         ops[nid] = op
     keyed_ops = {nid: op for nid, op in ops.items() if isinstance(op, KeyedOperator)}
-    store = LocalStateStore(dep.local_state_dir, dep.job_id, stage_id, subtask) if keyed_ops else None
+    namespace = dep.local_state_namespace or dep.job_id
+    store = LocalStateStore(dep.local_state_dir, namespace, stage_id, subtask) if keyed_ops else None
+    uploader: Optional[CheckpointUploader] = None
     if keyed_ops:
-        snapshot = None
+        uids = [op.uid for op in keyed_ops.values()]
         if dep.keyed_state_epoch is not None:
-            snapshot = store.load(dep.keyed_state_epoch, f"operators {[op.uid for op in keyed_ops.values()]}")
-        elif dep.restored_keyed_state is not None:
-            snapshot = dep.restored_keyed_state
-        for nid, op in keyed_ops.items():
-            if snapshot is not None and op.uid in snapshot:
-                op.restore_keyed_state(snapshot[op.uid])
+            body = store.load_bytes(dep.keyed_state_epoch, f"operators {uids}")
+            if dep.checkpoint_uploads:
+                # the asynchronous part of the barrier epoch's checkpoint(s), overlapping this task
+                uploader = CheckpointUploader(body, dep.checkpoint_uploads, stage_id, subtask, kg_range, uids)
+            snapshots = [pickle.loads(body)]
+        else:
+            snapshots = [read_restored_keyed_state(entry) for entry in dep.restored_keyed]
+        for snapshot in snapshots:
+            for op in keyed_ops.values():
+                if op.uid in snapshot:
+                    op.restore_keyed_state(snapshot[op.uid])
     for op in ops.values():
         op.open()
+    for cid in dep.notify_checkpoints:
+        for op in ops.values():
+            if isinstance(op.function, CheckpointListener):
+                op.function.notify_checkpoint_complete(cid)
 
     # Step 2. Inputs.
     pending: dict[int, list[tuple[list, list]]] = {nid: [] for nid in stage.nodes}
@@ -184,10 +204,14 @@ def run_task(plan: JobPlan, stage_id: int, subtask: int, dep: TaskDeployment,
             report.operator_states[nid] = snap
         op.close()
     if keyed_ops:
+        t0 = time.perf_counter()
         keyed_snapshot = {op.uid: op.snapshot_keyed_state() for op in keyed_ops.values()}
         report.keyed_state_bytes = store.save(dep.epoch, keyed_snapshot)
+        report.snapshot_sync_ms = (time.perf_counter() - t0) * 1000
         if want_keyed_snapshot:
             report.keyed_state = keyed_snapshot
+    if uploader is not None:
+        report.checkpoint_acks, report.checkpoint_declines = uploader.join()
     report.metrics = task.metrics
     report.records_out = sum(len(o.values) for o in outputs.values())
     report.duration_ms = (time.perf_counter() - started) * 1000

@@ -39,6 +39,10 @@ class LocalStateStore:
 
     def load(self, epoch: int, what: str) -> Any:
         """The state written at the end of ``epoch``; raises if it is not there or damaged."""
+        return pickle.loads(self.load_bytes(epoch, what))
+
+    def load_bytes(self, epoch: int, what: str) -> bytes:
+        """The verified, still pickled body of the state written at the end of ``epoch``."""
         path = self._path(epoch)
         try:
             data = path.read_bytes()
@@ -55,7 +59,7 @@ class LocalStateStore:
         body = data[len(_MAGIC) + 4:]
         if zlib.crc32(body) != crc:
             raise StateMissingError(f"local working state file {path} of {what} is damaged (checksum mismatch)")
-        return pickle.loads(body)
+        return body
 
     def save(self, epoch: int, state: Any) -> int:
         """Write the state of ``epoch``; drop files older than ``epoch - 1``. Returns the size."""

@@ -1,0 +1,1 @@
+"""Checkpoints: the coordinator, pending and completed checkpoints, their store and metadata."""

@@ -1,0 +1,282 @@
+"""``CheckpointCoordinator``: coordinates the distributed snapshots of operators and state.
+
+It triggers checkpoints and collects acknowledgements, on epochs:
+
+1. **Trigger** (at an epoch boundary, when ``interval`` has passed since the last
+   trigger, ``min-pause`` since the last completion, and fewer than
+   ``max-concurrent-checkpoints`` are pending): take the next id from the
+   :class:`CheckpointIDCounter`; the boundary just reached is the checkpoint's barrier.
+2. **Synchronous part**: the driver-held state at the barrier (operator state, source
+   split positions, enumerators, the sinks' pre-committed transactions) is written to
+   ``chk-N/driver-state``; sources and sinks are acknowledged with it. Keyed state was
+   written locally by every stateful task at the end of the barrier epoch.
+3. **Asynchronous part**: in the next epoch every stateful task uploads the keyed
+   snapshot of the barrier epoch to ``chk-N/`` while it processes new records, and
+   acknowledges with the handle (or declines with a reason).
+4. **Complete**: once every acknowledgement is in, ``_metadata`` is written atomically
+   (temp file + rename), the checkpoint becomes a :class:`CompletedCheckpoint` in the
+   :class:`CompletedCheckpointStore` (subsuming older ones beyond num-retained, whose
+   files the cleaner deletes), and the caller is told so it can notify sinks and
+   functions (the commit of two-phase commit).
+
+Declined and expired checkpoints are aborted with a reason, never disturb completed
+ones, and count against ``tolerable-failed-checkpoints``.
+"""
+
+from __future__ import annotations
+
+import logging
+import posixpath
+import time
+from typing import Any, Callable, Optional
+
+import cloudpickle
+
+from sparkpoint.checkpoint.completed import (
+    CheckpointsCleaner,
+    CompletedCheckpoint,
+    CompletedCheckpointStore,
+    SharedStateRegistry,
+)
+from sparkpoint.checkpoint.failure import CheckpointFailureManager, CheckpointFailureReason
+from sparkpoint.checkpoint.id_counter import CheckpointIDCounter
+from sparkpoint.checkpoint.metadata import CheckpointMetadata, KeyedStateFile, MetadataV1Serializer, OperatorMetadata
+from sparkpoint.checkpoint.pending import PendingCheckpoint, TaskAck, TaskAcknowledgeResult
+from sparkpoint.checkpoint.stats import CheckpointStats, CheckpointStatsTracker
+from sparkpoint.runtime.faults import fault_point
+from sparkpoint.storage.checkpoint_storage import METADATA_FILE_NAME, FsCheckpointStorage, write_file
+from sparkpoint.storage.exceptions import CheckpointStorageError
+
+__all__ = ["CheckpointCoordinator", "CheckpointSettings"]
+
+logger = logging.getLogger(__name__)
+
+
+class CheckpointSettings:
+    """The checkpoint configuration, read once from the job's configuration."""
+
+    def __init__(self, conf: Any):
+        from sparkpoint.datastream.checkpoint_config import CheckpointConfig
+
+        cc = CheckpointConfig(conf)
+        self.interval_ms = cc.get_checkpoint_interval()
+        self.enabled = self.interval_ms > 0
+        self.mode = cc.get_checkpointing_mode().name
+        self.timeout_ms = cc.get_checkpoint_timeout()
+        self.min_pause_ms = cc.get_min_pause_between_checkpoints()
+        self.max_concurrent = max(1, cc.get_max_concurrent_checkpoints())
+        self.tolerable_failures = cc.get_tolerable_checkpoint_failure_number()
+        self.retention = cc.get_externalized_checkpoint_retention().name
+        self.directory = cc.get_checkpoint_storage_dir()
+        self.num_retained = int(conf.get("state.checkpoints.num-retained", 1))
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.mode == "EXACTLY_ONCE"
+
+
+class CheckpointCoordinator:
+    def __init__(self, settings: CheckpointSettings, storage: FsCheckpointStorage, job_id: str, job_name: str,
+                 max_parallelism: int, config: dict, start_id: int = 1):
+        self.settings = settings
+        self.storage = storage
+        self.job_id = job_id
+        self.job_name = job_name
+        self.max_parallelism = max_parallelism
+        self.config = config
+        self.id_counter = CheckpointIDCounter(start_id, storage.fs,
+                                              posixpath.join(storage.job_path, "checkpoint-id-counter"))
+        self.store = CompletedCheckpointStore(settings.num_retained)
+        self.registry = SharedStateRegistry()
+        self.cleaner = CheckpointsCleaner(storage.discard_checkpoint, self._delete_file)
+        self.failure_manager = CheckpointFailureManager(settings.tolerable_failures)
+        self.stats = CheckpointStatsTracker()
+        self.pending: dict[int, PendingCheckpoint] = {}
+        self.last_trigger_ms: Optional[int] = None
+        self.last_completion_ms: Optional[int] = None
+        self.savepoint_requests: list[Callable] = []
+
+    def _delete_file(self, path: str) -> None:
+        try:
+            self.storage.fs.rm(path)
+        except OSError:
+            pass
+
+    # -- Step 1: trigger --------------------------------------------------------------------
+    def should_trigger(self, now_ms: int) -> bool:
+        s = self.settings
+        if not s.enabled:
+            return False
+        if len(self.pending) >= s.max_concurrent:
+            return False
+        if self.last_trigger_ms is not None and now_ms - self.last_trigger_ms < s.interval_ms:
+            return False
+        if self.last_completion_ms is not None and now_ms - self.last_completion_ms < s.min_pause_ms:
+            return False
+        return True
+
+    def trigger(self, now_ms: int, barrier_epoch: int, driver_state: dict, stateful_tasks: set,
+                source_tasks: set, sink_tasks: dict, operators: dict[str, tuple[str, int]]) -> Optional[PendingCheckpoint]:
+        """Start a checkpoint whose barrier is the end of ``barrier_epoch`` (Steps 1 and 2)."""
+        checkpoint_id = self.id_counter.get_and_increment()
+        self.last_trigger_ms = now_ms
+        location = self.storage.checkpoint_path(checkpoint_id)
+        pending = PendingCheckpoint(checkpoint_id, now_ms, barrier_epoch, location)
+        pending.expect(set(stateful_tasks) | set(source_tasks) | set(sink_tasks))
+        pending.operators = operators  # type: ignore[attr-defined]
+        self.pending[checkpoint_id] = pending
+        self.stats.report_pending(CheckpointStats(checkpoint_id, "IN_PROGRESS", False, now_ms, barrier_epoch,
+                                                  num_expected=len(pending.expected)))
+        logger.info("checkpoint %d triggered at the end of epoch %d", checkpoint_id, barrier_epoch)
+        fault_point("barrier")
+        # Step 2: the synchronous part, the driver-held state at the barrier.
+        t0 = time.perf_counter()
+        try:
+            self.storage.initialize_location_for_checkpoint(checkpoint_id)
+            data = cloudpickle.dumps(driver_state)
+            pending.driver_state = self.storage.write_state(location, "driver-state", data)
+        except (CheckpointStorageError, OSError) as e:
+            self.abort(pending, CheckpointFailureReason.IO_EXCEPTION, str(e))
+            return None
+        sync_ms = (time.perf_counter() - t0) * 1000
+        for task in source_tasks:
+            pending.acknowledge_task(task, TaskAck(sync_ms=sync_ms))
+        for task, committables in sink_tasks.items():
+            pending.acknowledge_task(task, TaskAck(state=committables, sync_ms=sync_ms))
+        self.stats.update(checkpoint_id, sync_duration_ms=sync_ms, state_size=pending.driver_state.size)
+        return pending
+
+    # -- Step 3: acknowledgements -------------------------------------------------------------
+    def uploads_for_epoch(self, epoch: int) -> dict[int, str]:
+        """Checkpoints whose keyed state the tasks of ``epoch`` must upload: ``{id: location}``."""
+        return {cid: p.location for cid, p in self.pending.items() if p.barrier_epoch == epoch - 1}
+
+    def receive_acknowledgements(self, reports: list) -> None:
+        for r in reports:
+            for cid, reason in getattr(r, "checkpoint_declines", {}).items():
+                pending = self.pending.get(cid)
+                if pending is not None:
+                    self.abort(pending, CheckpointFailureReason.CHECKPOINT_DECLINED,
+                               f"stage {r.stage_id} subtask {r.subtask}: {reason}")
+            for cid, ack in getattr(r, "checkpoint_acks", {}).items():
+                pending = self.pending.get(cid)
+                if pending is None:
+                    continue
+                result = pending.acknowledge_task(("state", r.stage_id, r.subtask), TaskAck(
+                    state=ack["files"], size=ack["size"], sync_ms=ack.get("sync_ms", 0.0),
+                    async_ms=ack.get("async_ms", 0.0)))
+                if result is not TaskAcknowledgeResult.SUCCESS:
+                    logger.debug("checkpoint %d: acknowledgement of %s/%s was %s", cid, r.stage_id, r.subtask,
+                                 result.name)
+                self.stats.update(cid, num_acknowledged=len(pending.acks), latest_ack_timestamp=int(time.time() * 1000))
+
+    def check_expired(self, now_ms: int) -> None:
+        for pending in list(self.pending.values()):
+            if pending.age_ms(now_ms) > self.settings.timeout_ms:
+                self.abort(pending, CheckpointFailureReason.CHECKPOINT_EXPIRED,
+                           f"not acknowledged within {self.settings.timeout_ms} ms by {pending.missing()}")
+
+    def abort(self, pending: PendingCheckpoint, reason: CheckpointFailureReason, detail: str,
+              count: bool = True) -> None:
+        if not pending.abort(reason, detail):
+            return
+        self.pending.pop(pending.checkpoint_id, None)
+        self.storage.discard_checkpoint(pending.checkpoint_id)
+        self.stats.update(pending.checkpoint_id, status="FAILED", failure_reason=f"{reason.name}: {detail}",
+                          end_to_end_duration=pending.age_ms())
+        logger.warning("checkpoint %d aborted: %s: %s", pending.checkpoint_id, reason.name, detail)
+        if count:
+            self.failure_manager.on_failure(pending.checkpoint_id, reason, detail)
+
+    def abort_all(self, reason: CheckpointFailureReason, detail: str) -> None:
+        for pending in list(self.pending.values()):
+            self.abort(pending, reason, detail, count=False)
+
+    # -- Step 4: complete ----------------------------------------------------------------------
+    def complete_ready(self, now_ms: int) -> list[tuple[CompletedCheckpoint, PendingCheckpoint]]:
+        done = []
+        for cid in sorted(self.pending):
+            pending = self.pending[cid]
+            if pending.is_fully_acknowledged():
+                completed = self._complete(pending, now_ms)
+                if completed is not None:
+                    done.append((completed, pending))
+        return done
+
+    def _complete(self, pending: PendingCheckpoint, now_ms: int) -> Optional[CompletedCheckpoint]:
+        cid = pending.checkpoint_id
+        operators: dict[str, OperatorMetadata] = {
+            uid: OperatorMetadata(uid, name, par) for uid, (name, par) in pending.operators.items()  # type: ignore[attr-defined]
+        }
+        sync_ms = max((a.sync_ms for a in pending.acks.values()), default=0.0)
+        async_ms = max((a.async_ms for a in pending.acks.values()), default=0.0)
+        for task, ack in pending.acks.items():
+            if task[0] != "state":
+                continue
+            for f in ack.state:
+                for uid in f["uids"]:
+                    operators.setdefault(uid, OperatorMetadata(uid, uid, 0)).keyed_state.append(
+                        KeyedStateFile(task[2], f["key_groups"][0], f["key_groups"][1], f["handle"]))
+        meta = CheckpointMetadata(
+            job_id=self.job_id, job_name=self.job_name, checkpoint_id=cid, kind="checkpoint",
+            trigger_timestamp=pending.trigger_timestamp, completion_timestamp=now_ms,
+            barrier_epoch=pending.barrier_epoch, max_parallelism=self.max_parallelism, operators=operators,
+            driver_state=pending.driver_state, config=self.config,
+            stats={"sync_duration_ms": sync_ms, "async_duration_ms": async_ms, "state_size": pending.state_size()},
+        )
+        try:
+            # Step 4a: _metadata, atomically; its presence marks the checkpoint complete.
+            data = MetadataV1Serializer.serialize(meta)
+            _write_metadata(self.storage, pending.location, data)
+        except (CheckpointStorageError, OSError) as e:
+            self.abort(pending, CheckpointFailureReason.IO_EXCEPTION, f"writing _metadata: {e}")
+            return None
+        pending.mark_completed()
+        self.pending.pop(cid, None)
+        completed = CompletedCheckpoint(self.job_id, cid, pending.trigger_timestamp, now_ms, pending.location,
+                                        meta.total_size(), metadata=meta)
+        # Step 4b: retain it; subsume and clean the oldest beyond num-retained.
+        for old in self.store.add_checkpoint_and_subsume_oldest(completed):
+            self.cleaner.clean_subsumed(old, self.registry)
+        self.last_completion_ms = now_ms
+        self.failure_manager.on_success(cid)
+        self.stats.update(cid, status="COMPLETED", end_to_end_duration=now_ms - pending.trigger_timestamp,
+                          state_size=meta.total_size(), num_acknowledged=len(pending.acks),
+                          sync_duration_ms=sync_ms, async_duration_ms=async_ms,
+                          external_path=self.storage.fs.unstrip_protocol(pending.location))
+        logger.info("checkpoint %d completed: %d bytes, %d ms (sync %.0f ms, async %.0f ms)", cid,
+                    meta.total_size(), now_ms - pending.trigger_timestamp, sync_ms, async_ms)
+        return completed
+
+    # -- shutdown -----------------------------------------------------------------------------
+    def shutdown(self, job_status: str) -> None:
+        """Keep or delete checkpoints as the externalized-checkpoint retention says."""
+        self.abort_all(CheckpointFailureReason.JOB_CANCELLED if job_status == "CANCELED"
+                       else CheckpointFailureReason.CHECKPOINT_COORDINATOR_SHUTDOWN, f"job {job_status.lower()}")
+        retain = self.settings.retention
+        keep = (job_status == "CANCELED" and retain == "RETAIN_ON_CANCELLATION") or job_status == "FAILED" and \
+            retain != "NO_EXTERNALIZED_CHECKPOINTS"
+        if keep:
+            logger.info("retaining %d checkpoint(s) of job %s under %s (%s)",
+                        self.store.get_number_of_retained_checkpoints(), self.job_id, self.storage.job_path, retain)
+            return
+        for cp in self.store.get_all_checkpoints():
+            self.storage.discard_checkpoint(cp.checkpoint_id)
+            self.store.remove(cp.checkpoint_id)
+
+
+def _write_metadata(storage: FsCheckpointStorage, location: str, data: bytes) -> None:
+    fs = storage.fs
+    path = posixpath.join(location, METADATA_FILE_NAME)
+    if fault_point_active("metadata-write"):
+        tmp = posixpath.join(location, f".{METADATA_FILE_NAME}.inprogress")
+        with fs.open(tmp, "wb") as f:
+            f.write(data[: len(data) // 2])
+        fault_point("metadata-write")
+    write_file(fs, path, data)
+
+
+def fault_point_active(name: str) -> bool:
+    import os
+
+    return os.environ.get("SPARKPOINT_KILL_AT", "").partition("@")[0] == name

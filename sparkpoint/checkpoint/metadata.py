@@ -1,0 +1,124 @@
+"""Checkpoint metadata: what ``_metadata`` says, and its versioned serializer.
+
+``_metadata`` is JSON, readable by people and tools: format name and version, job id,
+checkpoint id, kind, timestamps, the barrier epoch, and per operator **uid** its name,
+parallelism and the keyed-state files of each subtask (key-group range, relative
+path, size, SHA-256). State that only Python can read (operator state, source
+splits with their watermark generators, pending sink transactions) sits in one
+``driver-state`` file referenced the same way. A SHA-256 over the JSON body guards
+``_metadata`` itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from sparkpoint.storage.checkpoint_storage import StreamStateHandle
+from sparkpoint.storage.exceptions import CorruptCheckpointError
+
+__all__ = ["KeyedStateFile", "OperatorMetadata", "CheckpointMetadata", "MetadataV1Serializer", "FORMAT_NAME"]
+
+FORMAT_NAME = "sparkpoint-checkpoint-metadata"
+
+
+@dataclass
+class KeyedStateFile:
+    subtask: int
+    key_group_start: int
+    key_group_end: int
+    handle: StreamStateHandle
+
+
+@dataclass
+class OperatorMetadata:
+    uid: str
+    name: str
+    parallelism: int
+    keyed_state: list[KeyedStateFile] = field(default_factory=list)
+
+
+@dataclass
+class CheckpointMetadata:
+    job_id: str
+    job_name: str
+    checkpoint_id: int
+    kind: str                       # "checkpoint" | "savepoint"
+    trigger_timestamp: int
+    completion_timestamp: int
+    barrier_epoch: int
+    max_parallelism: int
+    operators: dict[str, OperatorMetadata]
+    driver_state: StreamStateHandle
+    config: dict = field(default_factory=dict)
+    stats: dict = field(default_factory=dict)
+
+    def state_files(self) -> list[StreamStateHandle]:
+        files = [self.driver_state]
+        for op in self.operators.values():
+            for f in op.keyed_state:
+                if f.handle not in files:
+                    files.append(f.handle)
+        return files
+
+    def total_size(self) -> int:
+        return sum(h.size for h in self.state_files())
+
+
+class MetadataV1Serializer:
+    VERSION = 1
+
+    @staticmethod
+    def serialize(meta: CheckpointMetadata) -> bytes:
+        body = {
+            "job_id": meta.job_id, "job_name": meta.job_name, "checkpoint_id": meta.checkpoint_id,
+            "kind": meta.kind, "trigger_timestamp": meta.trigger_timestamp,
+            "completion_timestamp": meta.completion_timestamp, "barrier_epoch": meta.barrier_epoch,
+            "max_parallelism": meta.max_parallelism,
+            "operators": {
+                uid: {"name": op.name, "parallelism": op.parallelism,
+                      "keyed_state": [{"subtask": f.subtask, "key_groups": [f.key_group_start, f.key_group_end],
+                                       **f.handle.to_json()} for f in op.keyed_state]}
+                for uid, op in sorted(meta.operators.items())
+            },
+            "driver_state": meta.driver_state.to_json(),
+            "config": {k: (v if isinstance(v, (str, int, float, bool)) or v is None else str(v))
+                       for k, v in sorted(meta.config.items())},
+            "stats": meta.stats,
+        }
+        canonical = json.dumps(body, sort_keys=True, separators=(",", ":"))
+        doc = {"format": FORMAT_NAME, "version": MetadataV1Serializer.VERSION, "body": body,
+               "sha256": hashlib.sha256(canonical.encode()).hexdigest()}
+        return json.dumps(doc, indent=1, sort_keys=False).encode()
+
+    @staticmethod
+    def deserialize(data: bytes, where: str) -> CheckpointMetadata:
+        try:
+            doc = json.loads(data.decode())
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise CorruptCheckpointError(f"{where}: _metadata is not valid JSON ({e}); the file is damaged") from None
+        if not isinstance(doc, dict) or doc.get("format") != FORMAT_NAME:
+            raise CorruptCheckpointError(f"{where}: _metadata is not a sparkpoint checkpoint")
+        if doc.get("version") != MetadataV1Serializer.VERSION:
+            raise CorruptCheckpointError(f"{where}: unsupported _metadata version {doc.get('version')!r}")
+        body = doc.get("body")
+        canonical = json.dumps(body, sort_keys=True, separators=(",", ":"))
+        if hashlib.sha256(canonical.encode()).hexdigest() != doc.get("sha256"):
+            raise CorruptCheckpointError(f"{where}: _metadata fails its SHA-256 checksum")
+        ops = {}
+        for uid, op in body["operators"].items():
+            files = [KeyedStateFile(f["subtask"], f["key_groups"][0], f["key_groups"][1],
+                                    StreamStateHandle(f["path"], f["size"], f["sha256"])) for f in op["keyed_state"]]
+            ops[uid] = OperatorMetadata(uid, op["name"], op["parallelism"], files)
+        return CheckpointMetadata(
+            job_id=body["job_id"], job_name=body["job_name"], checkpoint_id=body["checkpoint_id"],
+            kind=body["kind"], trigger_timestamp=body["trigger_timestamp"],
+            completion_timestamp=body["completion_timestamp"], barrier_epoch=body["barrier_epoch"],
+            max_parallelism=body["max_parallelism"], operators=ops,
+            driver_state=StreamStateHandle.from_json(body["driver_state"]), config=body.get("config", {}),
+            stats=body.get("stats", {}),
+        )
+
+

@@ -1,0 +1,71 @@
+"""Task-side checkpoint I/O: upload keyed snapshots, read them back on restore.
+
+The upload is the asynchronous part of a checkpoint: it runs in a thread while the
+task processes the next epoch, writes the barrier epoch's keyed snapshot to the
+checkpoint directory and returns the handle (size, SHA-256) as the acknowledgement,
+or a decline reason if it failed.
+"""
+
+from __future__ import annotations
+
+import pickle
+import posixpath
+import threading
+import time
+from typing import Any
+
+import fsspec
+
+from sparkpoint.runtime.faults import upload_delay_s, upload_fails
+from sparkpoint.state.key_groups import KeyGroupRange
+from sparkpoint.storage.checkpoint_storage import StreamStateHandle, read_verified, write_file
+
+__all__ = ["CheckpointUploader", "read_restored_keyed_state"]
+
+
+class CheckpointUploader:
+    def __init__(self, body: bytes, uploads: dict[int, str], stage_id: int, subtask: int,
+                 key_groups: KeyGroupRange, uids: list[str]):
+        self.acks: dict[int, dict] = {}
+        self.declines: dict[int, str] = {}
+        self._thread = threading.Thread(target=self._run, args=(body, uploads, stage_id, subtask, key_groups, uids),
+                                        name="checkpoint-upload", daemon=True)
+        self._thread.start()
+
+    def _run(self, body: bytes, uploads: dict[int, str], stage_id: int, subtask: int, key_groups: KeyGroupRange,
+             uids: list[str]) -> None:
+        import hashlib
+
+        digest = hashlib.sha256(body).hexdigest()
+        for cid, location in uploads.items():
+            t0 = time.perf_counter()
+            try:
+                delay = upload_delay_s()
+                if delay:
+                    time.sleep(delay)
+                if upload_fails():
+                    raise OSError("upload failure injected (SPARKPOINT_FAIL_UPLOAD)")
+                fs, path = fsspec.core.url_to_fs(location)
+                name = f"keyed-s{stage_id}-t{subtask}"
+                write_file(fs, posixpath.join(path, name), body)
+                handle = StreamStateHandle(name, len(body), digest)
+                self.acks[cid] = {
+                    "files": [{"uids": list(uids), "key_groups": [key_groups.start, key_groups.end],
+                               "handle": handle}],
+                    "size": len(body), "async_ms": (time.perf_counter() - t0) * 1000,
+                }
+            except Exception as e:  # noqa: BLE001 - any failure declines the checkpoint
+                self.declines[cid] = f"{type(e).__name__}: {e}"
+
+    def join(self) -> tuple[dict[int, dict], dict[int, str]]:
+        self._thread.join()
+        return self.acks, self.declines
+
+
+def read_restored_keyed_state(entry: dict) -> Any:
+    """Read one keyed-state file of a checkpoint, verifying size and checksum."""
+    fs, base = fsspec.core.url_to_fs(entry["location"])
+    handle: StreamStateHandle = entry["handle"]
+    data = read_verified(fs, posixpath.join(base, handle.path), handle,
+                         f"checkpoint {entry.get('checkpoint_id')} keyed state of {entry.get('uids')}")
+    return pickle.loads(data)

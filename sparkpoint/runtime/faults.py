@@ -1,0 +1,40 @@
+"""Fault-injection points, switched on by environment variables (for crash tests).
+
+``SPARKPOINT_KILL_AT=<point>[@<n>]`` SIGKILLs this process the ``n``-th time (default
+1st) execution passes ``fault_point(<point>)``. Points in the checkpoint path:
+``barrier``, ``metadata-write`` (inside the ``_metadata`` write: temp file written,
+not yet renamed), ``after-metadata`` (checkpoint complete, sinks not yet committed),
+``after-commit``. ``SPARKPOINT_SLOW_UPLOAD_MS`` delays every keyed-state upload;
+``SPARKPOINT_FAIL_UPLOAD=1`` makes uploads fail (the task declines).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+__all__ = ["fault_point", "upload_delay_s", "upload_fails"]
+
+_hits: dict[str, int] = {}
+
+
+def fault_point(name: str) -> None:
+    spec = os.environ.get("SPARKPOINT_KILL_AT")
+    if not spec:
+        return
+    point, _, nth = spec.partition("@")
+    if point != name:
+        return
+    _hits[name] = _hits.get(name, 0) + 1
+    if _hits[name] >= int(nth or 1):
+        os.kill(os.getpid(), signal.SIGKILL)
+        time.sleep(10)  # pragma: no cover - the signal arrives first
+
+
+def upload_delay_s() -> float:
+    return float(os.environ.get("SPARKPOINT_SLOW_UPLOAD_MS", "0") or 0) / 1000
+
+
+def upload_fails() -> bool:
+    return os.environ.get("SPARKPOINT_FAIL_UPLOAD", "") not in ("", "0")

@@ -1,0 +1,127 @@
+"""Restart strategies: whether, and after how long, a failed job restores and goes on.
+
+Flink's keys: ``restart-strategy.type`` = ``fixed-delay`` (``attempts``, ``delay``),
+``failure-rate`` (``max-failures-per-interval``, ``failure-rate-interval``, ``delay``),
+``exponential-delay`` (``initial-backoff``, ``max-backoff``, ``backoff-multiplier``,
+``attempts-before-reset-backoff``), or ``none``. With checkpointing on and no type set,
+the default is fixed-delay with effectively unlimited attempts and a 1 s delay, as in
+Flink; without checkpointing, none.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from typing import Any, Optional
+
+from sparkpoint.common.configuration import parse_duration_ms
+from sparkpoint.errors import ConfigurationError
+
+__all__ = ["RestartStrategy", "restart_strategy_from_config"]
+
+
+class RestartStrategy:
+    name = "none"
+
+    def can_restart(self) -> bool:
+        return False
+
+    def backoff_ms(self) -> int:
+        return 0
+
+    def notify_failure(self) -> None:
+        pass
+
+    def describe(self) -> str:
+        return self.name
+
+
+class NoRestart(RestartStrategy):
+    pass
+
+
+class FixedDelayRestart(RestartStrategy):
+    name = "fixed-delay"
+
+    def __init__(self, attempts: int, delay_ms: int):
+        self.attempts, self.delay_ms, self.failures = attempts, delay_ms, 0
+
+    def notify_failure(self) -> None:
+        self.failures += 1
+
+    def can_restart(self) -> bool:
+        return self.failures <= self.attempts
+
+    def backoff_ms(self) -> int:
+        return self.delay_ms
+
+    def describe(self) -> str:
+        return f"fixed-delay ({self.failures}/{self.attempts} attempts, {self.delay_ms} ms delay)"
+
+
+class FailureRateRestart(RestartStrategy):
+    name = "failure-rate"
+
+    def __init__(self, max_failures: int, interval_ms: int, delay_ms: int):
+        self.max_failures, self.interval_ms, self.delay_ms = max_failures, interval_ms, delay_ms
+        self.times: deque[float] = deque()
+
+    def notify_failure(self) -> None:
+        now = time.time() * 1000
+        self.times.append(now)
+        while self.times and now - self.times[0] > self.interval_ms:
+            self.times.popleft()
+
+    def can_restart(self) -> bool:
+        return len(self.times) <= self.max_failures
+
+    def backoff_ms(self) -> int:
+        return self.delay_ms
+
+    def describe(self) -> str:
+        return f"failure-rate ({len(self.times)} failures in {self.interval_ms} ms, max {self.max_failures})"
+
+
+class ExponentialDelayRestart(RestartStrategy):
+    name = "exponential-delay"
+
+    def __init__(self, initial_ms: int, max_ms: int, multiplier: float, attempts: int):
+        self.initial_ms, self.max_ms, self.multiplier, self.attempts = initial_ms, max_ms, multiplier, attempts
+        self.failures = 0
+
+    def notify_failure(self) -> None:
+        self.failures += 1
+
+    def can_restart(self) -> bool:
+        return self.failures <= self.attempts
+
+    def backoff_ms(self) -> int:
+        return int(min(self.max_ms, self.initial_ms * self.multiplier ** max(0, self.failures - 1)))
+
+    def describe(self) -> str:
+        return f"exponential-delay ({self.failures}/{self.attempts} attempts, next backoff {self.backoff_ms()} ms)"
+
+
+def restart_strategy_from_config(conf: Any, checkpointing: bool) -> RestartStrategy:
+    kind: Optional[str] = conf.get_string("restart-strategy.type") or conf.get_string("restart-strategy")
+    if kind is None:
+        return FixedDelayRestart(2**31 - 1, 1000) if checkpointing else NoRestart()
+    kind = kind.strip().lower().replace("_", "-")
+    if kind in ("none", "off", "disable"):
+        return NoRestart()
+    if kind in ("fixed-delay", "fixeddelay"):
+        return FixedDelayRestart(int(conf.get("restart-strategy.fixed-delay.attempts", 1)),
+                                 parse_duration_ms(conf.get("restart-strategy.fixed-delay.delay", "1 s")))
+    if kind in ("failure-rate", "failurerate"):
+        return FailureRateRestart(int(conf.get("restart-strategy.failure-rate.max-failures-per-interval", 1)),
+                                  parse_duration_ms(conf.get("restart-strategy.failure-rate.failure-rate-interval",
+                                                             "1 min")),
+                                  parse_duration_ms(conf.get("restart-strategy.failure-rate.delay", "1 s")))
+    if kind in ("exponential-delay", "exponentialdelay"):
+        p = "restart-strategy.exponential-delay."
+        return ExponentialDelayRestart(parse_duration_ms(conf.get(p + "initial-backoff", "1 s")),
+                                       parse_duration_ms(conf.get(p + "max-backoff", "1 min")),
+                                       float(conf.get(p + "backoff-multiplier", 2.0)),
+                                       int(conf.get(p + "attempts-before-reset-backoff", 2**31 - 1)))
+    raise ConfigurationError(f"unknown restart-strategy.type {kind!r}: use none, fixed-delay, failure-rate "
+                             f"or exponential-delay")

@@ -1,0 +1,1 @@
+"""Durable checkpoint storage on any fsspec file system."""
