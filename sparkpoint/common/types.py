@@ -17,12 +17,17 @@ class RowKind(Enum):
     def short_string(self) -> str:
         return {0: "+I", 1: "-U", 2: "+U", 3: "-D"}[self.value]
 
+    def __str__(self) -> str:
+        return self.short_string()  # as PyFlink: str(RowKind.INSERT) == "+I"
+
 
 class Row(tuple):
     """A tuple with optional field names: ``Row(1, 'a')`` or ``Row(id=1, name='a')``.
 
-    Printed as PyFlink prints it: ``Row(f0=1, f1='a')`` style for named rows and
-    ``Row(1, 'a')`` for positional ones.
+    ``repr``/``str`` are PyFlink's: ``Row(id=1, name='a')`` for named rows and
+    ``<Row(1, 'a')>`` for positional ones. As in PyFlink, a row of names can be
+    called to make rows: ``Person = Row("name", "age"); Person("Alice", 11)``.
+    Unlike PyFlink's, a sparkpoint Row is an immutable tuple.
     """
 
     _fields: "tuple[str, ...] | None"
@@ -39,13 +44,51 @@ class Row(tuple):
         row._row_kind = RowKind.INSERT
         return row
 
+    @staticmethod
+    def of_kind(row_kind: RowKind, *args: Any, **kwargs: Any) -> "Row":
+        row = Row(*args, **kwargs)
+        row.set_row_kind(row_kind)
+        return row
+
+    @property
+    def _values(self) -> list:
+        """The field values as a list (PyFlink's attribute of the same name)."""
+        return list(self)
+
     def as_dict(self, recursive: bool = False) -> dict:
         if self._fields is None:
             raise TypeError("Cannot convert a Row without field names to a dict")
+        if recursive:
+            def conv(obj: Any) -> Any:
+                if isinstance(obj, Row):
+                    return obj.as_dict(True)
+                if isinstance(obj, list):
+                    return [conv(o) for o in obj]
+                if isinstance(obj, dict):
+                    return {k: conv(v) for k, v in obj.items()}
+                return obj
+
+            return {k: conv(v) for k, v in zip(self._fields, self)}
         return dict(zip(self._fields, self))
 
     def get_fields_by_names(self, names: list) -> list:
+        if self._fields is None or list(names) == list(self._fields):
+            return list(self)
+        missing = [n for n in names if n not in self._fields]
+        if missing:
+            raise KeyError(f"Field names {missing} not exist in {list(self._fields)}.")
         return [self[n] for n in names]
+
+    def __call__(self, *args: Any) -> "Row":
+        """A row of field names used as a row class: ``Row("a", "b")(1, 2) == Row(a=1, b=2)``."""
+        if len(args) > len(self):
+            raise ValueError(f"Can not create Row with fields {self}, expected {len(self)} values but got {args}")
+        return _make_named_row(tuple(self), tuple(args), self._row_kind)
+
+    def __contains__(self, item: Any) -> bool:
+        if self._fields is not None:
+            return item in self._fields
+        return tuple.__contains__(self, item)
 
     def get_row_kind(self) -> RowKind:
         return self._row_kind
@@ -72,19 +115,18 @@ class Row(tuple):
         raise AttributeError(item)
 
     def __reduce__(self):
-        if self._fields is not None:
-            return (_make_named_row, (self._fields, tuple(self)))
-        return (Row, tuple(self))
+        return (_make_named_row, (self._fields, tuple(self), self._row_kind))
 
     def __repr__(self) -> str:
         if self._fields is not None:
             return "Row(" + ", ".join(f"{k}={v!r}" for k, v in zip(self._fields, self)) + ")"
-        return "Row(" + ", ".join(repr(v) for v in self) + ")"
+        return "<Row(" + ", ".join(repr(v) for v in self) + ")>"
 
     __str__ = __repr__
 
 
-def _make_named_row(fields: tuple, values: tuple) -> Row:
+def _make_named_row(fields: "tuple | None", values: tuple, row_kind: RowKind = RowKind.INSERT) -> Row:
     row = Row(*values)
-    row._fields = tuple(fields)
+    row._fields = None if fields is None else tuple(fields)
+    row._row_kind = row_kind
     return row

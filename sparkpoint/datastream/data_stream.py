@@ -345,8 +345,10 @@ class KeyedStream(DataStream):
 
         fn = as_function(func, ReduceFunction, ReduceFunctionWrapper)
         ks = self._key_selector
-        return self._keyed("reduce", "Keyed Reduce", lambda: StreamGroupedReduceOperator("", "Keyed Reduce", fn, ks),
-                           self._type_info)
+        stream = self._keyed("reduce", "Keyed Reduce",
+                             lambda: StreamGroupedReduceOperator("", "Keyed Reduce", fn, ks), self._type_info)
+        stream._node.batch_factory = lambda: _batch_reduce_operator(fn, ks)  # RuntimeExecutionMode.BATCH
+        return stream
 
     def _aggregate(self, name: str, position: Union[int, str], how: str, by: bool = False) -> DataStream:
         return self.reduce(_FieldAggregator(position, how, by)).name(name)
@@ -378,6 +380,44 @@ class KeyedStream(DataStream):
 
     def union(self, *streams: DataStream) -> DataStream:
         raise JobGraphError("union() is not defined on a KeyedStream; union before key_by()")
+
+
+class _BatchReduceFunction(KeyedProcessFunction):
+    """A keyed reduce in ``RuntimeExecutionMode.BATCH``: only the final value per key.
+
+    Flink's batch execution emits a keyed reduce's result once per key, when the
+    key's input is exhausted; here that is the end of input (the +inf watermark).
+    """
+
+    def __init__(self, reduce_function: ReduceFunction):
+        self.reduce_function = reduce_function
+
+    def open(self, runtime_context: Any) -> None:
+        from sparkpoint.datastream.state import ValueStateDescriptor
+
+        self.reduce_function.open(runtime_context)
+        self.state = runtime_context.get_state(ValueStateDescriptor("_batch_reduce_state"))
+
+    def close(self) -> None:
+        self.reduce_function.close()
+
+    def process_element(self, value: Any, ctx: Any) -> None:
+        from sparkpoint.common.watermark_strategy import MAX_WATERMARK
+
+        current = self.state.value()
+        self.state.update(value if current is None else self.reduce_function.reduce(current, value))
+        ctx.timer_service().register_event_time_timer(MAX_WATERMARK)
+
+    def on_timer(self, timestamp: int, ctx: Any) -> Iterable:
+        result = self.state.value()
+        self.state.clear()
+        return () if result is None else (result,)
+
+
+def _batch_reduce_operator(fn: ReduceFunction, key_selector: KeySelector) -> Any:
+    from sparkpoint.runtime.keyed import KeyedProcessOperator
+
+    return KeyedProcessOperator("", "Keyed Reduce", _BatchReduceFunction(fn), key_selector)
 
 
 class _FieldAggregator(ReduceFunction):

@@ -10,7 +10,7 @@ Side outputs work as in PyFlink: ``yield output_tag, value`` from a process func
 from __future__ import annotations
 
 import abc
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Generic, Iterable, Optional, TypeVar
 
 __all__ = [
     "Function", "RuntimeContext", "MapFunction", "FlatMapFunction", "FilterFunction",
@@ -20,6 +20,14 @@ __all__ = [
     "CheckpointListener", "FunctionContext", "SinkFunction", "SourceFunction",
     "CoMapFunction", "CoFlatMapFunction",
 ]
+
+# Type variables of the generic function classes, as PyFlink declares them, so that
+# ``class F(ProcessWindowFunction[tuple, tuple, str, TimeWindow])`` works unchanged.
+W = TypeVar("W")
+W2 = TypeVar("W2")
+IN = TypeVar("IN")
+OUT = TypeVar("OUT")
+KEY = TypeVar("KEY")
 
 
 class RuntimeContext(abc.ABC):
@@ -153,10 +161,10 @@ class KeyedProcessFunction(Function):
         return None
 
 
-class ProcessWindowFunction(Function):
+class ProcessWindowFunction(Function, Generic[IN, OUT, KEY, W]):
     """Evaluates a whole window: ``process(key, context, elements)``."""
 
-    class Context(abc.ABC):
+    class Context(abc.ABC, Generic[W2]):
         @abc.abstractmethod
         def window(self) -> Any: ...
         @abc.abstractmethod
@@ -175,7 +183,7 @@ class ProcessWindowFunction(Function):
         pass
 
 
-class ProcessAllWindowFunction(Function):
+class ProcessAllWindowFunction(Function, Generic[IN, OUT, W]):
     """Evaluates a whole window of a non-keyed stream: ``process(context, elements)``."""
 
     Context = ProcessWindowFunction.Context
@@ -187,12 +195,12 @@ class ProcessAllWindowFunction(Function):
         pass
 
 
-class WindowFunction(Function):
+class WindowFunction(Function, Generic[IN, OUT, KEY, W]):
     @abc.abstractmethod
     def apply(self, key: Any, window: Any, inputs: Iterable) -> Iterable: ...
 
 
-class AllWindowFunction(Function):
+class AllWindowFunction(Function, Generic[IN, OUT, W]):
     @abc.abstractmethod
     def apply(self, window: Any, inputs: Iterable) -> Iterable: ...
 

@@ -11,10 +11,16 @@ current window); implementations live in :mod:`sparkpoint.state`.
 from __future__ import annotations
 
 import abc
-from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Optional
+from enum import Enum
+from typing import Any, Dict, Generic, Iterable, Optional, TypeVar
 
 from sparkpoint.common.time import Time, to_millis
+
+T = TypeVar("T")
+K = TypeVar("K")
+V = TypeVar("V")
+IN = TypeVar("IN")
+OUT = TypeVar("OUT")
 
 __all__ = [
     "State", "ValueState", "ListState", "MapState", "ReducingState", "AggregatingState",
@@ -28,14 +34,14 @@ class State(abc.ABC):
     def clear(self) -> None: ...
 
 
-class ValueState(State):
+class ValueState(State, Generic[T]):
     @abc.abstractmethod
     def value(self) -> Any: ...
     @abc.abstractmethod
     def update(self, value: Any) -> None: ...
 
 
-class AppendingState(State):
+class AppendingState(State, Generic[IN, OUT]):
     @abc.abstractmethod
     def get(self) -> Any: ...
     @abc.abstractmethod
@@ -52,7 +58,7 @@ class ListState(AppendingState):
         return iter(self.get() or [])
 
 
-class MapState(State):
+class MapState(State, Generic[K, V]):
     @abc.abstractmethod
     def get(self, key: Any) -> Any: ...
     @abc.abstractmethod
@@ -96,37 +102,194 @@ class AggregatingState(AppendingState):
     pass
 
 
-@dataclass(frozen=True)
 class StateTtlConfig:
-    """Time-to-live of keyed state (accepted; see ``StateDescriptor.enable_time_to_live``)."""
+    """Time-to-live of keyed state, with PyFlink's builder and getters.
 
-    ttl_ms: int
+    Build with ``StateTtlConfig.new_builder(Time.seconds(1))...build()`` and attach with
+    ``StateDescriptor.enable_time_to_live``. Whether a state backend honours it is up to
+    the backend (the ``hashmap`` backend refuses TTL it cannot enforce).
+    """
 
-    class UpdateType:
+    class UpdateType(Enum):
         Disabled = 0
         OnCreateAndWrite = 1
         OnReadAndWrite = 2
 
-    class StateVisibility:
+    class StateVisibility(Enum):
         ReturnExpiredIfNotCleanedUp = 0
         NeverReturnExpired = 1
 
+    class TtlTimeCharacteristic(Enum):
+        ProcessingTime = 0
+
+    def __init__(self, update_type: "StateTtlConfig.UpdateType", state_visibility: "StateTtlConfig.StateVisibility",
+                 ttl_time_characteristic: "StateTtlConfig.TtlTimeCharacteristic", ttl: Time,
+                 cleanup_strategies: "StateTtlConfig.CleanupStrategies"):
+        self._update_type = update_type
+        self._state_visibility = state_visibility
+        self._ttl_time_characteristic = ttl_time_characteristic
+        self._ttl = ttl
+        self._cleanup_strategies = cleanup_strategies
+
     @staticmethod
-    def new_builder(ttl: "Time | int") -> "_TtlBuilder":
-        return _TtlBuilder(to_millis(ttl))
+    def new_builder(ttl: Time) -> "StateTtlConfig.Builder":
+        return StateTtlConfig.Builder(ttl)
+
+    def get_update_type(self) -> "StateTtlConfig.UpdateType":
+        return self._update_type
+
+    def get_state_visibility(self) -> "StateTtlConfig.StateVisibility":
+        return self._state_visibility
+
+    def get_ttl(self) -> Time:
+        return self._ttl
+
+    def get_ttl_time_characteristic(self) -> "StateTtlConfig.TtlTimeCharacteristic":
+        return self._ttl_time_characteristic
+
+    def is_enabled(self) -> bool:
+        return self._update_type != StateTtlConfig.UpdateType.Disabled
+
+    def get_cleanup_strategies(self) -> "StateTtlConfig.CleanupStrategies":
+        return self._cleanup_strategies
+
+    @property
+    def ttl_ms(self) -> int:
+        """The time-to-live in milliseconds."""
+        return to_millis(self._ttl)
+
+    def __repr__(self) -> str:
+        return (f"StateTtlConfig<update_type={self._update_type}, state_visibility={self._state_visibility},"
+                f"ttl_time_characteristic ={self._ttl_time_characteristic},ttl={self._ttl}>")
+
+    class Builder:
+        """Builds a :class:`StateTtlConfig` (defaults as Flink's: on create and write, never return expired)."""
+
+        def __init__(self, ttl: Time):
+            self._ttl = ttl
+            self._update_type = StateTtlConfig.UpdateType.OnCreateAndWrite
+            self._state_visibility = StateTtlConfig.StateVisibility.NeverReturnExpired
+            self._ttl_time_characteristic = StateTtlConfig.TtlTimeCharacteristic.ProcessingTime
+            self._is_cleanup_in_background = True
+            self._strategies: Dict = {}
+
+        def set_update_type(self, update_type: "StateTtlConfig.UpdateType") -> "StateTtlConfig.Builder":
+            self._update_type = update_type
+            return self
+
+        def update_ttl_on_create_and_write(self) -> "StateTtlConfig.Builder":
+            return self.set_update_type(StateTtlConfig.UpdateType.OnCreateAndWrite)
+
+        def update_ttl_on_read_and_write(self) -> "StateTtlConfig.Builder":
+            return self.set_update_type(StateTtlConfig.UpdateType.OnReadAndWrite)
+
+        def set_state_visibility(self, state_visibility: "StateTtlConfig.StateVisibility") -> "StateTtlConfig.Builder":
+            self._state_visibility = state_visibility
+            return self
+
+        def return_expired_if_not_cleaned_up(self) -> "StateTtlConfig.Builder":
+            return self.set_state_visibility(StateTtlConfig.StateVisibility.ReturnExpiredIfNotCleanedUp)
+
+        def never_return_expired(self) -> "StateTtlConfig.Builder":
+            return self.set_state_visibility(StateTtlConfig.StateVisibility.NeverReturnExpired)
+
+        def set_ttl_time_characteristic(
+                self, ttl_time_characteristic: "StateTtlConfig.TtlTimeCharacteristic") -> "StateTtlConfig.Builder":
+            self._ttl_time_characteristic = ttl_time_characteristic
+            return self
+
+        def use_processing_time(self) -> "StateTtlConfig.Builder":
+            return self.set_ttl_time_characteristic(StateTtlConfig.TtlTimeCharacteristic.ProcessingTime)
+
+        def cleanup_full_snapshot(self) -> "StateTtlConfig.Builder":
+            self._strategies[StateTtlConfig.CleanupStrategies.Strategies.FULL_STATE_SCAN_SNAPSHOT] = \
+                StateTtlConfig.CleanupStrategies.EMPTY_STRATEGY
+            return self
+
+        def cleanup_incrementally(self, cleanup_size: int, run_cleanup_for_every_record: bool) -> "StateTtlConfig.Builder":
+            self._strategies[StateTtlConfig.CleanupStrategies.Strategies.INCREMENTAL_CLEANUP] = \
+                StateTtlConfig.CleanupStrategies.IncrementalCleanupStrategy(cleanup_size, run_cleanup_for_every_record)
+            return self
+
+        def cleanup_in_rocksdb_compact_filter(self, query_time_after_num_entries: int,
+                                              periodic_compaction_time: Any = None) -> "StateTtlConfig.Builder":
+            self._strategies[StateTtlConfig.CleanupStrategies.Strategies.ROCKSDB_COMPACTION_FILTER] = \
+                StateTtlConfig.CleanupStrategies.RocksdbCompactFilterCleanupStrategy(
+                    query_time_after_num_entries, periodic_compaction_time)
+            return self
+
+        def disable_cleanup_in_background(self) -> "StateTtlConfig.Builder":
+            self._is_cleanup_in_background = False
+            return self
+
+        def set_ttl(self, ttl: Time) -> "StateTtlConfig.Builder":
+            self._ttl = ttl
+            return self
+
+        def build(self) -> "StateTtlConfig":
+            return StateTtlConfig(self._update_type, self._state_visibility, self._ttl_time_characteristic, self._ttl,
+                                  StateTtlConfig.CleanupStrategies(dict(self._strategies),
+                                                                   self._is_cleanup_in_background))
+
+    class CleanupStrategies:
+        """Which cleanups of expired state are configured (expired state is always dropped on read)."""
+
+        class Strategies(Enum):
+            FULL_STATE_SCAN_SNAPSHOT = 0
+            INCREMENTAL_CLEANUP = 1
+            ROCKSDB_COMPACTION_FILTER = 2
+
+        class CleanupStrategy(abc.ABC):
+            pass
+
+        class EmptyCleanupStrategy(CleanupStrategy):
+            pass
+
+        class IncrementalCleanupStrategy(CleanupStrategy):
+            def __init__(self, cleanup_size: int, run_cleanup_for_every_record: bool):
+                self._cleanup_size = cleanup_size
+                self._run_cleanup_for_every_record = run_cleanup_for_every_record
+
+            def get_cleanup_size(self) -> int:
+                return self._cleanup_size
+
+            def run_cleanup_for_every_record(self) -> bool:
+                return self._run_cleanup_for_every_record
+
+        class RocksdbCompactFilterCleanupStrategy(CleanupStrategy):
+            def __init__(self, query_time_after_num_entries: int, periodic_compaction_time: Any = None):
+                from sparkpoint.common.time import Duration
+
+                self._query_time_after_num_entries = query_time_after_num_entries
+                self._periodic_compaction_time = periodic_compaction_time or Duration.of_days(30)
+
+            def get_query_time_after_num_entries(self) -> int:
+                return self._query_time_after_num_entries
+
+            def get_periodic_compaction_time(self) -> Any:
+                return self._periodic_compaction_time
+
+        EMPTY_STRATEGY: "StateTtlConfig.CleanupStrategies.CleanupStrategy"
+
+        def __init__(self, strategies: Dict, is_cleanup_in_background: bool):
+            self._strategies = strategies
+            self._is_cleanup_in_background = is_cleanup_in_background
+
+        def is_cleanup_in_background(self) -> bool:
+            return self._is_cleanup_in_background
+
+        def in_full_snapshot(self) -> bool:
+            return StateTtlConfig.CleanupStrategies.Strategies.FULL_STATE_SCAN_SNAPSHOT in self._strategies
+
+        def get_incremental_cleanup_strategy(self) -> "Optional[StateTtlConfig.CleanupStrategies.IncrementalCleanupStrategy]":
+            return self._strategies.get(StateTtlConfig.CleanupStrategies.Strategies.INCREMENTAL_CLEANUP)
+
+        def get_rocksdb_compact_filter_cleanup_strategy(
+                self) -> "Optional[StateTtlConfig.CleanupStrategies.RocksdbCompactFilterCleanupStrategy]":
+            return self._strategies.get(StateTtlConfig.CleanupStrategies.Strategies.ROCKSDB_COMPACTION_FILTER)
 
 
-class _TtlBuilder:
-    def __init__(self, ttl_ms: int):
-        self.ttl_ms = ttl_ms
-
-    def __getattr__(self, name: str) -> Callable[..., "_TtlBuilder"]:
-        if name.startswith(("set_", "cleanup_", "disable_", "use_")):
-            return lambda *a, **k: self
-        raise AttributeError(name)
-
-    def build(self) -> StateTtlConfig:
-        return StateTtlConfig(self.ttl_ms)
+StateTtlConfig.CleanupStrategies.EMPTY_STRATEGY = StateTtlConfig.CleanupStrategies.EmptyCleanupStrategy()
 
 
 class StateDescriptor:

@@ -137,6 +137,10 @@ class StreamExecutionEnvironment:
         self._spark_session: Any = None
         self._on_epoch: Optional[Callable] = _cli_defaults.get("on_epoch")
         self._job_id: Optional[str] = None
+        # Nodes with a smaller id belong to jobs already executed: as in Flink, execute()
+        # clears the transformations, so the next job runs only what was added since
+        # (plus whatever of the earlier graph the new nodes read from).
+        self._first_unexecuted_node = 0
 
     @staticmethod
     def get_execution_environment(configuration: Optional[Configuration] = None) -> "StreamExecutionEnvironment":
@@ -240,7 +244,12 @@ class StreamExecutionEnvironment:
         from sparkpoint.connectors.collection import CollectionSource
         from sparkpoint.runtime.source_operator import SourceOperator
 
-        source = CollectionSource(list(collection))
+        from sparkpoint.common.typeinfo import conform_to_type
+
+        # As in PyFlink, a declared type shapes the records functions receive
+        # (Types.ROW_NAMED gives Rows with field names, Types.FLOAT() single precision).
+        values = list(collection) if type_info is None else [conform_to_type(v, type_info) for v in collection]
+        source = CollectionSource(values)
         name = "Collection Source"
         nid = self._add_node("source", name, lambda: SourceOperator("", name, source, None), [], source=source,
                              parallelism=1)
@@ -278,10 +287,29 @@ class StreamExecutionEnvironment:
     def _remove_node(self, node_id: int) -> None:
         self._nodes.pop(node_id, None)
 
+    def _pending_nodes(self) -> dict[int, StreamNode]:
+        """The nodes of the next job: those added since the last execute() and their inputs."""
+        keep: set[int] = set()
+        todo = [nid for nid in self._nodes if nid >= self._first_unexecuted_node]
+        while todo:
+            nid = todo.pop()
+            if nid in keep or nid not in self._nodes:
+                continue
+            keep.add(nid)
+            todo.extend(e.source for e in self._nodes[nid].inputs)
+        return {nid: n for nid, n in self._nodes.items() if nid in keep}
+
     def _plan(self, job_name: str) -> Any:
         import copy
 
-        nodes = copy.deepcopy(self._nodes)
+        nodes = copy.deepcopy(self._pending_nodes())
+        if self._config.get_string("execution.runtime-mode", "STREAMING").upper() == RuntimeExecutionMode.BATCH.name:
+            # BATCH execution: operators with a batch form (a keyed reduce emits only the
+            # final value per key) use it.
+            for n in nodes.values():
+                batch_factory = getattr(n, "batch_factory", None)
+                if batch_factory is not None:
+                    n.factory = batch_factory
         return build_job_plan(nodes, job_name, self.get_parallelism(), self.get_max_parallelism(),
                               self._job_parameters)
 
@@ -309,12 +337,11 @@ class StreamExecutionEnvironment:
     def _job_master(self, job_name: Optional[str]) -> Any:
         from sparkpoint.runtime.job_master import JobMaster
 
-        if not self._nodes:
-            raise JobGraphError("no operators defined in the job; add a source and a sink before execute()")
+        if not any(nid >= self._first_unexecuted_node for nid in self._nodes):
+            raise JobGraphError("no operators defined in the job; add a source and a sink before execute() "
+                                "(operators of a job already executed are not run again)")
         plan = self._plan(job_name or self._config.get_string("pipeline.name") or "Flink Streaming Job")
-        if self.get_checkpoint_config().is_checkpointing_enabled():
-            logger.warning("checkpointing is configured but not available in this release; "
-                           "the job runs without checkpoints")
+        self._first_unexecuted_node = self._next_id
         master = JobMaster(plan, self._config, self._executor(), job_id=self._job_id, on_epoch=self._on_epoch)
         callback = _cli_defaults.get("on_job_created")
         if callback is not None:

@@ -186,7 +186,7 @@ def build_job_plan(nodes: dict[int, StreamNode], job_name: str, default_parallel
         chain = (
             len(in_stages) == 1
             and all(e.partitioning == FORWARD for e in n.inputs)
-            and (n.parallelism is None or n.parallelism == stage_par[next(iter(in_stages))])
+            and par(n) == stage_par[next(iter(in_stages))]
         )
         if chain:
             sid = next(iter(in_stages))

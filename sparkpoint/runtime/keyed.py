@@ -38,6 +38,7 @@ class KeyedOperator(StreamOperator):
     def setup(self, task: TaskContext, operator_state: Optional[dict]) -> None:
         super().setup(task, operator_state)
         self.timers.current_processing_time = task.processing_time
+        self.keyed_backend.now = task.processing_time
 
     # keyed snapshot ---------------------------------------------------------------------
     def snapshot_keyed_state(self) -> dict:

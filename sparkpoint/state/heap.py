@@ -45,6 +45,7 @@ class HashMapKeyedStateBackend:
         self.kinds: dict[str, str] = {}
         self.current_key: Any = None
         self.current_key_group: int = -1
+        self.now = 0  # processing time (ms) for state time-to-live, set by the operator
 
     # -- current key ----------------------------------------------------------------
 
@@ -73,13 +74,14 @@ class HashMapKeyedStateBackend:
 
     def create_state(self, descriptor: StateDescriptor, namespace_of: Callable[[], Any] = lambda: None) -> Any:
         """A state object for ``descriptor``, scoped to the current key and namespace."""
-        if descriptor.ttl_config is not None:
-            raise StateError(
-                f"state {descriptor.name!r}: state time-to-live is not supported yet; remove enable_time_to_live"
-            )
         kind = descriptor.kind
         table = self.table(descriptor.name, kind)
         cls = _STATE_CLASSES[kind]
+        ttl = descriptor.ttl_config
+        if ttl is not None and (not hasattr(ttl, "is_enabled") or ttl.is_enabled()):
+            state = _TTL_CLASSES[kind](self, table, descriptor, namespace_of)
+            state.ttl_table = self.table(_TTL_PREFIX + descriptor.name, "ttl")
+            return state
         return cls(self, table, descriptor, namespace_of)
 
     # -- iteration --------------------------------------------------------------------
@@ -294,6 +296,73 @@ class HeapAggregatingState(_KeyedState, AggregatingState):
         self._entries()[self._slot()] = acc
 
 
+_TTL_PREFIX = "_ttl:"
+_READS = ("value", "get", "contains", "items", "keys", "values", "is_empty")
+_WRITES = ("update", "add", "add_all", "put", "put_all", "remove")
+
+
+class _TtlMixin:
+    """State time-to-live (Flink's ``StateTtlConfig``), per state entry, in processing time.
+
+    The last-write (or, with ``OnReadAndWrite``, last-access) time of each entry is kept
+    in a side table that is snapshotted with the state; an expired entry is removed on
+    access and never returned (``NeverReturnExpired``).
+    """
+
+    ttl_table: dict
+
+    def _ttl_check(self, read: bool) -> None:
+        cfg = self.descriptor.ttl_config  # type: ignore[attr-defined]
+        ttl_ms = cfg.ttl_ms() if callable(getattr(cfg, "ttl_ms", None)) else cfg.ttl_ms
+        kg = self.backend.current_key_group  # type: ignore[attr-defined]
+        stamps = self.ttl_table.setdefault(kg, {})
+        slot = self._slot()  # type: ignore[attr-defined]
+        ts = stamps.get(slot)
+        now = self.backend.now  # type: ignore[attr-defined]
+        if ts is not None and ts + ttl_ms <= now:
+            self._entries().pop(slot, None)  # type: ignore[attr-defined]
+            stamps.pop(slot, None)
+        elif ts is not None and read and "READ" in str(getattr(cfg, "get_update_type", lambda: "")()).upper():
+            stamps[slot] = now
+
+    def _ttl_touch(self) -> None:
+        stamps = self.ttl_table.setdefault(self.backend.current_key_group, {})  # type: ignore[attr-defined]
+        slot = self._slot()  # type: ignore[attr-defined]
+        if slot in self._entries():  # type: ignore[attr-defined]
+            stamps[slot] = self.backend.now  # type: ignore[attr-defined]
+        else:
+            stamps.pop(slot, None)
+
+    def clear(self) -> None:
+        super().clear()  # type: ignore[misc]
+        self.ttl_table.setdefault(self.backend.current_key_group, {}).pop(self._slot(), None)  # type: ignore[attr-defined]
+
+
+def _ttl_class(base: type) -> type:
+    def reader(name: str) -> Any:
+        def method(self: Any, *args: Any) -> Any:
+            self._ttl_check(read=True)
+            return getattr(base, name)(self, *args)
+        return method
+
+    def writer(name: str) -> Any:
+        def method(self: Any, *args: Any) -> Any:
+            self._ttl_check(read=False)
+            result = getattr(base, name)(self, *args)
+            self._ttl_touch()
+            return result
+        return method
+
+    attrs: dict[str, Any] = {"__slots__": ("ttl_table",)}
+    for name in _READS:
+        if hasattr(base, name):
+            attrs[name] = reader(name)
+    for name in _WRITES:
+        if hasattr(base, name):
+            attrs[name] = writer(name)
+    return type(f"Ttl{base.__name__}", (_TtlMixin, base), attrs)
+
+
 _STATE_CLASSES = {
     "value": HeapValueState,
     "list": HeapListState,
@@ -301,3 +370,6 @@ _STATE_CLASSES = {
     "reducing": HeapReducingState,
     "aggregating": HeapAggregatingState,
 }
+
+
+_TTL_CLASSES = {kind: _ttl_class(cls) for kind, cls in _STATE_CLASSES.items()}
