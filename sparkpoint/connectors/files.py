@@ -21,10 +21,10 @@ writer state, so names never repeat within a job and a retried task reuses its n
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import logging
-import re
 import time
 from dataclasses import dataclass
 from datetime import datetime
@@ -38,8 +38,8 @@ from sparkpoint.errors import SparkpointError
 
 __all__ = [
     "FileSystemError", "FileEntry", "list_files", "LineFormat", "TextLineFormat", "CsvFormat", "JsonLinesFormat",
-    "FileSplitEnumerator", "FileSourceReader", "BasePathBucketAssigner", "DateTimeBucketAssigner",
-    "FileCommittable", "FileSinkWriter", "FileCommitter",
+    "FileSplitEnumerator", "FileSourceReader", "FileCommittable", "PartFileConfig", "FileSinkWriter",
+    "FileCommitter",
 ]
 
 logger = logging.getLogger(__name__)
@@ -68,18 +68,16 @@ class FileEntry:
 
 
 def _mtime(fs: Any, path: str, info: dict) -> float:
+    """Modification time in seconds from whatever key this file system reports it under."""
     for key in ("mtime", "LastModified", "last_modified", "updated", "modified", "created"):
         value = info.get(key)
-        if value is None:
-            continue
+        if isinstance(value, str):
+            with contextlib.suppress(ValueError):
+                value = datetime.fromisoformat(value.replace("Z", "+00:00"))
         if isinstance(value, datetime):
             return value.timestamp()
-        if isinstance(value, str):
-            try:
-                return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-            except ValueError:
-                continue
-        return float(value)
+        if isinstance(value, (int, float)):
+            return float(value)
     try:
         return fs.modified(path).timestamp()
     except (NotImplementedError, OSError):
@@ -102,17 +100,12 @@ def list_files(paths: Sequence[str]) -> list[FileEntry]:
         fs, root = url_to_fs(given)
         if not fs.exists(root):
             raise FileSystemError(f"FileSource path {given!r} does not exist")
-        if fs.isdir(root):
-            base = root.rstrip("/")
-            for p, info in fs.find(root, detail=True).items():
-                if info.get("type", "file") != "file" or _hidden(p[len(base):]):
-                    continue
-                name = _display(fs, p)
-                entries[name] = FileEntry(_mtime(fs, p, info), name, int(info.get("size") or 0))
-        else:
-            info = fs.info(root)
-            name = _display(fs, root)
-            entries[name] = FileEntry(_mtime(fs, root, info), name, int(info.get("size") or 0))
+        found = fs.find(root, detail=True).items() if fs.isdir(root) else [(root, fs.info(root))]
+        for p, info in found:
+            if info.get("type", "file") != "file" or _hidden(p[len(root.rstrip("/")):]):
+                continue
+            name = _display(fs, p)
+            entries[name] = FileEntry(_mtime(fs, p, info), name, int(info.get("size") or 0))
     return sorted(entries.values())
 
 
@@ -171,7 +164,7 @@ class CsvFormat(LineFormat):
         for i, (convert, value) in enumerate(zip(self.field_types, fields)):
             try:
                 out.append(convert(value))
-            except (TypeError, ValueError) as e:
+            except Exception as e:  # noqa: BLE001 - any converter failure makes the line malformed
                 raise ValueError(f"field {i + 1}: cannot convert {value!r} with "
                                  f"{getattr(convert, '__name__', convert)}: {e}") from e
         return tuple(out)
@@ -342,52 +335,7 @@ def _read_lines(f: Any, max_records: int, max_bytes: int) -> tuple[list[bytes], 
     return lines, len(body), eof
 
 
-# -- sink: bucket assigners, writer, committer -----------------------------------------------------
-
-class BasePathBucketAssigner:
-    """Every record goes to the base path itself."""
-
-    def get_bucket_id(self, value: Any, now_ms: int) -> str:
-        return ""
-
-
-_JAVA_TOKENS = {"yyyy": "%Y", "yy": "%y", "MM": "%m", "dd": "%d", "HH": "%H", "hh": "%I", "mm": "%M",
-                "ss": "%S", "a": "%p", "EEE": "%a", "EEEE": "%A", "MMM": "%b", "DDD": "%j", "Z": "%z", "z": "%Z"}
-
-
-def java_to_strftime(pattern: str) -> str:
-    """Translate a Java ``DateTimeFormatter`` pattern (``yyyy-MM-dd--HH``) to ``strftime``."""
-    out = []
-    for m in re.finditer(r"'([^']*)'|([A-Za-z])\2*|[^A-Za-z']+", pattern):
-        text = m.group(0)
-        if m.group(1) is not None:
-            out.append(m.group(1).replace("%", "%%") or "'")
-        elif m.group(2) is not None:
-            if text not in _JAVA_TOKENS:
-                raise ValueError(f"unsupported date-time pattern letters {text!r} in {pattern!r}")
-            out.append(_JAVA_TOKENS[text])
-        else:
-            out.append(text.replace("%", "%%"))
-    return "".join(out)
-
-
-class DateTimeBucketAssigner:
-    """Buckets by processing time, formatted with ``format_str`` (strftime, or a Java
-    pattern such as Flink's default ``yyyy-MM-dd--HH``) in ``timezone_id`` (default: local)."""
-
-    def __init__(self, format_str: str = "yyyy-MM-dd--HH", timezone_id: Optional[str] = None):
-        self.format_str = format_str if "%" in format_str else java_to_strftime(format_str)
-        self.timezone_id = timezone_id
-        self._tz = None
-        if timezone_id is not None:
-            from zoneinfo import ZoneInfo
-
-            self._tz = ZoneInfo(timezone_id)
-
-    def get_bucket_id(self, value: Any, now_ms: int) -> str:
-        moment = datetime.fromtimestamp(now_ms / 1000, self._tz) if self._tz else datetime.fromtimestamp(now_ms / 1000)
-        return moment.strftime(self.format_str)
-
+# -- sink: writer and committer -----------------------------------------------------
 
 class FileCommittable(NamedTuple):
     """A closed, staged part file and the name it becomes visible under (paths or URLs)."""
@@ -443,12 +391,12 @@ class FileSinkWriter(SinkWriter):
             if b != bucket or part is None:
                 self._flush(part, pending)
                 bucket, part = b, self.open_parts.get(b)
-                if part is None:
-                    part = self._new_part(b, now_ms)
-            elif (part_size is not None and part.size > part_size) or \
-                    (interval is not None and now_ms - part.opened_ms >= interval and part.size > 0):
+            if part is not None and ((part_size is not None and part.size > part_size) or
+                                     (interval is not None and now_ms - part.opened_ms >= interval)):
                 self._flush(part, pending)
                 self._roll(b)
+                part = None
+            if part is None:
                 part = self._new_part(b, now_ms)
             data = encode(value)
             pending.append(data)

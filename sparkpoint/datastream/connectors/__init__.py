@@ -1,1 +1,20 @@
-"""PyFlink-compatible connectors: file_system, generator."""
+"""PyFlink-compatible connectors: ``file_system`` (FileSource, FileSink) and ``generator``.
+
+The file-system connector's names are re-exported here too, as PyFlink does.
+"""
+
+from sparkpoint.connectors.base import Sink, Source
+from sparkpoint.datastream.connectors.file_system import (
+    BucketAssigner,
+    DefaultRollingPolicy,
+    FileSink,
+    FileSource,
+    FileSourceBuilder,
+    OnCheckpointRollingPolicy,
+    OutputFileConfig,
+    RollingPolicy,
+    StreamFormat,
+)
+
+__all__ = ["Sink", "Source", "FileSource", "FileSourceBuilder", "StreamFormat", "FileSink", "OutputFileConfig",
+           "RollingPolicy", "DefaultRollingPolicy", "OnCheckpointRollingPolicy", "BucketAssigner"]

@@ -1,0 +1,336 @@
+"""PyFlink's file-system connectors: :class:`FileSource` and :class:`FileSink`.
+
+.. code-block:: python
+
+    source = (FileSource.for_record_stream_format(StreamFormat.text_line_format(), "data/events")
+              .monitor_continuously(Duration.of_seconds(10))
+              .build())
+    sink = (FileSink.for_row_format("out/", Encoder.simple_string_encoder())
+            .with_output_file_config(OutputFileConfig.builder().with_part_prefix("counts").build())
+            .with_rolling_policy(RollingPolicy.default_rolling_policy(part_size=64 * 1024 * 1024))
+            .build())
+
+Paths are local paths or fsspec URLs. The source reads files in modification-time order
+(ties: path) and skips names starting with ``.`` or ``_``. The sink writes hidden
+in-progress files (``.part-<uid>-<subtask>-<n>.inprogress``) and renames them to
+``part-<uid>-<subtask>-<n>`` when the epoch (with checkpointing: the checkpoint) that
+wrote them completes, so readers of the output only ever see committed data.
+
+sparkpoint extensions: :meth:`StreamFormat.csv_format`, :meth:`StreamFormat.json_lines_format`
+and :meth:`FileSourceBuilder.set_malformed_record_output`.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Any, Callable, Optional, Sequence
+from zoneinfo import ZoneInfo
+
+from sparkpoint.common.time import Duration
+from sparkpoint.connectors.base import Boundedness, Committer, Sink, SinkWriter, Source, SourceReader, SplitEnumerator
+from sparkpoint.connectors.files import (
+    CsvFormat,
+    FileCommitter,
+    FileSinkWriter,
+    FileSourceReader,
+    FileSplitEnumerator,
+    JsonLinesFormat,
+    LineFormat,
+    PartFileConfig,
+    TextLineFormat,
+)
+
+__all__ = ["StreamFormat", "FileSource", "FileSourceBuilder", "FileSink", "OutputFileConfig", "RollingPolicy",
+           "DefaultRollingPolicy", "OnCheckpointRollingPolicy", "BucketAssigner"]
+
+
+class StreamFormat:
+    """How the bytes of a file become records, line by line."""
+
+    def __init__(self, line_format: LineFormat):
+        self.line_format = line_format
+
+    @staticmethod
+    def text_line_format(charset_name: str = "UTF-8") -> "StreamFormat":
+        """Each line is a ``str`` (``\\n`` or ``\\r\\n`` terminated, terminator removed)."""
+        return StreamFormat(TextLineFormat(charset_name.lower()))
+
+    @staticmethod
+    def csv_format(delimiter: str = ",", field_types: Optional[Sequence[Optional[Callable]]] = None,
+                   skip_header: bool = False, quote_char: str = '"', charset_name: str = "UTF-8") -> "StreamFormat":
+        """Each line is a tuple of fields (sparkpoint extension).
+
+        Args:
+            delimiter: the field separator.
+            field_types: one converter per field (``int``, ``float``, ``str``, ``bool``, any
+                callable); ``None`` keeps every field a string and accepts any field count.
+            skip_header: skip the first line of every file.
+            quote_char: the quote character; quoted fields may not contain line breaks.
+            charset_name: an ASCII-compatible charset.
+
+        Lines that do not parse are malformed records (see
+        :meth:`FileSourceBuilder.set_malformed_record_output`). Blank lines are skipped.
+        """
+        return StreamFormat(CsvFormat(delimiter, field_types, skip_header, quote_char, charset_name.lower()))
+
+    @staticmethod
+    def json_lines_format(charset_name: str = "UTF-8") -> "StreamFormat":
+        """Each non-blank line is one JSON object, read as a ``dict`` (sparkpoint extension)."""
+        return StreamFormat(JsonLinesFormat(charset_name.lower()))
+
+
+class FileSource(Source):
+    """A source reading files and directories; bounded unless monitoring continuously."""
+
+    name = "FileSource"
+
+    def __init__(self, stream_format: StreamFormat, paths: Sequence[str], discovery_interval_ms: Optional[int] = None,
+                 malformed_tag: Any = None):
+        if not paths:
+            raise ValueError("FileSource needs at least one path")
+        self.stream_format = stream_format
+        self.paths = [str(p) for p in paths]
+        self.discovery_interval_ms = discovery_interval_ms
+        self.malformed_tag = malformed_tag
+
+    @staticmethod
+    def for_record_stream_format(stream_format: StreamFormat, *paths: str) -> "FileSourceBuilder":
+        """A builder for a source reading ``paths`` (files or directories) with ``stream_format``."""
+        return FileSourceBuilder(stream_format, paths)
+
+    def get_boundedness(self) -> str:
+        return Boundedness.BOUNDED if self.discovery_interval_ms is None else Boundedness.CONTINUOUS_UNBOUNDED
+
+    def create_enumerator(self) -> SplitEnumerator:
+        return FileSplitEnumerator(self.paths, self.discovery_interval_ms)
+
+    def create_reader(self) -> SourceReader:
+        return FileSourceReader(self.stream_format.line_format)
+
+
+class FileSourceBuilder:
+    """Configures a :class:`FileSource`."""
+
+    def __init__(self, stream_format: StreamFormat, paths: Sequence[str]):
+        self._format = stream_format
+        self._paths = list(paths)
+        self._interval_ms: Optional[int] = None
+        self._malformed_tag: Any = None
+
+    def monitor_continuously(self, discovery_interval: Duration) -> "FileSourceBuilder":
+        """Keep listing the paths every ``discovery_interval`` and read new files (unbounded)."""
+        ms = (discovery_interval.to_milliseconds() if isinstance(discovery_interval, Duration)
+              else int(discovery_interval))
+        if ms <= 0:
+            raise ValueError(f"discovery interval must be positive, got {discovery_interval!r}")
+        self._interval_ms = ms
+        return self
+
+    def process_static_file_set(self) -> "FileSourceBuilder":
+        """List the paths once, read those files, then finish (bounded; the default)."""
+        self._interval_ms = None
+        return self
+
+    def set_malformed_record_output(self, output_tag: Any) -> "FileSourceBuilder":
+        """Send lines that do not parse to the side output ``output_tag`` (as
+        ``"path:line: reason: text"`` strings) instead of failing the job (sparkpoint extension)."""
+        self._malformed_tag = output_tag
+        return self
+
+    def set_file_enumerator(self, file_enumerator: Any) -> "FileSourceBuilder":
+        """Accepted for PyFlink compatibility; files are never split."""
+        return self
+
+    def set_split_assigner(self, split_assigner: Any) -> "FileSourceBuilder":
+        """Accepted for PyFlink compatibility; splits go out in (modification time, path) order."""
+        return self
+
+    def build(self) -> FileSource:
+        return FileSource(self._format, self._paths, self._interval_ms, self._malformed_tag)
+
+
+class OutputFileConfig:
+    """Part file name prefix and suffix: ``<prefix>-<uid>-<subtask>-<counter><suffix>``."""
+
+    def __init__(self, part_prefix: str = "part", part_suffix: str = ""):
+        if "/" in part_prefix or "/" in part_suffix:
+            raise ValueError("part prefix and suffix may not contain '/'")
+        self._prefix, self._suffix = part_prefix, part_suffix
+
+    @staticmethod
+    def builder() -> "OutputFileConfig.OutputFileConfigBuilder":
+        return OutputFileConfig.OutputFileConfigBuilder()
+
+    def get_part_prefix(self) -> str:
+        return self._prefix
+
+    def get_part_suffix(self) -> str:
+        return self._suffix
+
+    class OutputFileConfigBuilder:
+        """Builds an :class:`OutputFileConfig`."""
+
+        def __init__(self) -> None:
+            self._prefix, self._suffix = "part", ""
+
+        def with_part_prefix(self, prefix: str) -> "OutputFileConfig.OutputFileConfigBuilder":
+            self._prefix = prefix
+            return self
+
+        def with_part_suffix(self, suffix: str) -> "OutputFileConfig.OutputFileConfigBuilder":
+            self._suffix = suffix
+            return self
+
+        def build(self) -> "OutputFileConfig":
+            return OutputFileConfig(self._prefix, self._suffix)
+
+
+class RollingPolicy:
+    """When a part file is closed and a new one started.
+
+    Every epoch closes its files (each task stages its own), so files also roll at every
+    epoch boundary; a policy adds rolling within an epoch.
+    """
+
+    part_size: Optional[int] = None
+    rollover_interval: Optional[int] = None
+
+    @staticmethod
+    def default_rolling_policy(part_size: int = 1024 * 1024 * 128, rollover_interval: int = 60 * 1000,
+                               inactivity_interval: int = 60 * 1000) -> "DefaultRollingPolicy":
+        """Roll when a file is larger than ``part_size`` bytes or older than
+        ``rollover_interval`` ms; ``inactivity_interval`` is accepted (files never outlive
+        their epoch, so they are never inactive)."""
+        return DefaultRollingPolicy(part_size, rollover_interval, inactivity_interval)
+
+    @staticmethod
+    def on_checkpoint_rolling_policy() -> "OnCheckpointRollingPolicy":
+        """Roll only at epoch (checkpoint) boundaries."""
+        return OnCheckpointRollingPolicy()
+
+
+class DefaultRollingPolicy(RollingPolicy):
+    """Rolls on size and age (see :meth:`RollingPolicy.default_rolling_policy`)."""
+
+    def __init__(self, part_size: int, rollover_interval: int, inactivity_interval: int):
+        if part_size <= 0 or rollover_interval <= 0 or inactivity_interval <= 0:
+            raise ValueError("part_size, rollover_interval and inactivity_interval must be positive")
+        self.part_size, self.rollover_interval, self.inactivity_interval = part_size, rollover_interval, \
+            inactivity_interval
+
+
+class OnCheckpointRollingPolicy(RollingPolicy):
+    """Rolls at every epoch (checkpoint) boundary only."""
+
+
+class BucketAssigner:
+    """Which sub-directory (bucket) of the base path a record goes to; ``""`` is the base path."""
+
+    def get_bucket_id(self, value: Any, now_ms: int) -> str:
+        """The bucket of ``value``, written at processing time ``now_ms`` (epoch ms)."""
+        return ""
+
+    @staticmethod
+    def base_path_bucket_assigner() -> "BucketAssigner":
+        """Everything goes to the base path itself."""
+        return BucketAssigner()
+
+    @staticmethod
+    def date_time_bucket_assigner(format_str: str = "yyyy-MM-dd--HH", timezone_id: Optional[str] = None
+                                  ) -> "BucketAssigner":
+        """One bucket per processing-time period, named with ``format_str`` (a Java pattern
+        as in Flink, or a ``strftime`` pattern) in ``timezone_id`` (default: the local zone)."""
+        return _DateTimeBucketAssigner(format_str, timezone_id)
+
+
+_JAVA_TOKENS = {"yyyy": "%Y", "yy": "%y", "MM": "%m", "dd": "%d", "HH": "%H", "hh": "%I", "mm": "%M",
+                "ss": "%S", "a": "%p", "EEE": "%a", "EEEE": "%A", "MMM": "%b", "DDD": "%j", "Z": "%z", "z": "%Z"}
+
+
+def _java_to_strftime(pattern: str) -> str:
+    """Translate a Java ``DateTimeFormatter`` pattern (``yyyy-MM-dd--HH``) to ``strftime``."""
+    out = []
+    for m in re.finditer(r"'([^']*)'|([A-Za-z])\2*|[^A-Za-z']+", pattern):
+        text = m.group(0)
+        if m.group(1) is not None:
+            out.append(m.group(1).replace("%", "%%") or "'")
+        elif m.group(2) is not None:
+            if text not in _JAVA_TOKENS:
+                raise ValueError(f"unsupported date-time pattern letters {text!r} in {pattern!r}")
+            out.append(_JAVA_TOKENS[text])
+        else:
+            out.append(text.replace("%", "%%"))
+    return "".join(out)
+
+
+class _DateTimeBucketAssigner(BucketAssigner):
+    """Buckets by processing time (Flink's ``DateTimeBucketAssigner``)."""
+
+    def __init__(self, format_str: str, timezone_id: Optional[str]):
+        self.format_str = format_str if "%" in format_str else _java_to_strftime(format_str)
+        self.timezone_id = timezone_id
+        self._tz = ZoneInfo(timezone_id) if timezone_id is not None else None
+
+    def get_bucket_id(self, value: Any, now_ms: int) -> str:
+        return datetime.fromtimestamp(now_ms / 1000, self._tz).strftime(self.format_str)
+
+
+class FileSink(Sink):
+    """A sink writing part files under a base path, exactly once (two-phase commit)."""
+
+    name = "FileSink"
+
+    def __init__(self, base_path: str, encoder: Any, bucket_assigner: BucketAssigner,
+                 output_file_config: OutputFileConfig, rolling_policy: RollingPolicy):
+        self.base_path = str(base_path)
+        self.encoder = encoder
+        self.bucket_assigner = bucket_assigner
+        self.output_file_config = output_file_config
+        self.rolling_policy = rolling_policy
+
+    @staticmethod
+    def for_row_format(base_path: str, encoder: Any) -> "FileSink.RowFormatBuilder":
+        """A builder for a sink encoding each record with ``encoder`` (e.g.
+        ``Encoder.simple_string_encoder()``: one line per record)."""
+        return FileSink.RowFormatBuilder(base_path, encoder)
+
+    def _config(self) -> PartFileConfig:
+        return PartFileConfig(self.base_path, self.encoder, self.bucket_assigner,
+                              self.output_file_config.get_part_prefix(), self.output_file_config.get_part_suffix(),
+                              self.rolling_policy.part_size, self.rolling_policy.rollover_interval)
+
+    def create_writer(self, subtask: int, parallelism: int, job_id: str, epoch: int, state: Any) -> SinkWriter:
+        return FileSinkWriter(self._config(), subtask, job_id, state)
+
+    def create_committer(self) -> Optional[Committer]:
+        return FileCommitter()
+
+    class RowFormatBuilder:
+        """Configures a row-format :class:`FileSink`."""
+
+        def __init__(self, base_path: str, encoder: Any):
+            self._base_path, self._encoder = base_path, encoder
+            self._bucket_assigner = BucketAssigner.date_time_bucket_assigner()
+            self._output_file_config = OutputFileConfig()
+            self._rolling_policy: RollingPolicy = RollingPolicy.default_rolling_policy()
+
+        def with_bucket_assigner(self, bucket_assigner: BucketAssigner) -> "FileSink.RowFormatBuilder":
+            self._bucket_assigner = bucket_assigner
+            return self
+
+        def with_bucket_check_interval(self, interval: int) -> "FileSink.RowFormatBuilder":
+            """Accepted for PyFlink compatibility: files are checked at every write."""
+            return self
+
+        def with_output_file_config(self, output_file_config: OutputFileConfig) -> "FileSink.RowFormatBuilder":
+            self._output_file_config = output_file_config
+            return self
+
+        def with_rolling_policy(self, rolling_policy: RollingPolicy) -> "FileSink.RowFormatBuilder":
+            self._rolling_policy = rolling_policy
+            return self
+
+        def build(self) -> "FileSink":
+            return FileSink(self._base_path, self._encoder, self._bucket_assigner, self._output_file_config,
+                            self._rolling_policy)
