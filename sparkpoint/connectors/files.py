@@ -377,8 +377,10 @@ class FileSinkWriter(SinkWriter):
         self.open_parts: dict[str, _PartFile] = {}
         self.closed: list[FileCommittable] = []
 
+    now_ms: Optional[int] = None  # the task's processing time, so a retried task picks the same buckets
+
     def write(self, values: list, timestamps: list) -> None:
-        now_ms = int(time.time() * 1000)
+        now_ms = self.now_ms if self.now_ms is not None else int(time.time() * 1000)
         assign = self.config.bucket_assigner.get_bucket_id
         encode = self.config.encoder.encode
         part_size = self.config.part_size
@@ -445,3 +447,26 @@ class FileCommitter(Committer):
                 raise FileSystemError(
                     f"cannot commit part file {final_url}: neither it nor its staged file {staged_url} exists "
                     f"(was the output directory cleaned while the job ran?)")
+
+
+def cleanup_leftovers(root_url: str, part_prefix: str, keep: list) -> list[str]:
+    """Delete staged part files under ``root_url`` that no pending commit refers to.
+
+    After a restore, staged files written by epochs after the restored checkpoint's
+    barrier (an aborted attempt) would otherwise stay behind, hidden but wasting space.
+    Returns the deleted paths.
+    """
+    fs, root = url_to_fs(root_url)
+    if not fs.exists(root):
+        return []
+    keep_paths = {url_to_fs(staged)[1] for staged, _ in keep}
+    deleted = []
+    for path in fs.find(root):
+        name = path.rsplit("/", 1)[-1]
+        if name.startswith(f".{part_prefix}-") and name.endswith(".inprogress") and path not in keep_paths:
+            try:
+                fs.rm(path)
+                deleted.append(path)
+            except OSError:
+                pass
+    return deleted

@@ -21,6 +21,8 @@ class SinkOperator(StreamOperator):
         super().setup(task, operator_state)
         self.writer = self.sink.create_writer(task.subtask_index, task.parallelism, task.job_id, task.epoch,
                                               (operator_state or {}).get("writer"))
+        if hasattr(self.writer, "now_ms"):
+            self.writer.now_ms = task.processing_time
 
     def process_batch(self, values: list, timestamps: list, out: Output) -> None:
         if values:

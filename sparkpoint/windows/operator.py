@@ -67,9 +67,9 @@ class WindowOperator(KeyedOperator):
         self.keyed_function = keyed_function
         self.merging = isinstance(assigner, MergingWindowAssigner)
         self.event_time = assigner.is_event_time()
+        # the fast path registers the default trigger's timer in the assigner's time domain
         self.fast_path = (not self.merging and evictor is None
-                          and type(trigger) in (EventTimeTrigger, ProcessingTimeTrigger))
-        self.current_window: Any = None
+                          and type(trigger) is (EventTimeTrigger if self.event_time else ProcessingTimeTrigger))
 
     # -- lifecycle ----------------------------------------------------------------------
     def open(self) -> None:
@@ -87,7 +87,9 @@ class WindowOperator(KeyedOperator):
         self.window_function.close()
 
     def current_namespace(self) -> Any:
-        return self.current_window
+        """Keyed state from the runtime context is per key, as in Flink (``VoidNamespace``): it is
+        ``context.global_state()``; per-window state is ``context.window_state()``."""
+        return None
 
     # -- contents -----------------------------------------------------------------------
     def _entries(self) -> dict:
@@ -191,6 +193,12 @@ class WindowOperator(KeyedOperator):
         if type(self.assigner) is TumblingEventTimeWindows:
             # the common case, inlined: one window per record, start = t - (t - offset) % size
             size, offset = self.assigner.size, self.assigner.offset
+            if None in timestamps:  # a record without a timestamp: the assigner says what is wrong
+                v = values[timestamps.index(None)]
+                try:
+                    assign(v, None, ctx)
+                except Exception as e:
+                    raise self.fail(v, e) from e
             by_start: dict[tuple, list] = {}
             for v, t, k in zip(values, timestamps, keys):
                 start = t - (t - offset) % size
@@ -207,7 +215,12 @@ class WindowOperator(KeyedOperator):
             for v, t, k in zip(values, timestamps, keys):
                 windows = assign(v, t, ctx)
                 if any(w.end - 1 <= wm for w in windows):
-                    late.append((v, t, k))  # late or within allowed lateness: Flink's per-element path
+                    # late or within allowed lateness: Flink's per-element path, at once, after
+                    # the records bucketed before it (they may share its other windows, whose
+                    # contents must keep arrival order)
+                    self._add_buckets(buckets)
+                    buckets = {}
+                    self._process_element(v, t, k, out)
                     continue
                 for w in windows:
                     b = buckets.get((k, w))
@@ -215,6 +228,12 @@ class WindowOperator(KeyedOperator):
                         buckets[(k, w)] = b = ([], [])
                     b[0].append(v)
                     b[1].append(t)
+        self._add_buckets(buckets)
+        for v, t, k in late:
+            self._process_element(v, t, k, out)
+
+    def _add_buckets(self, buckets: dict) -> None:
+        """Add the fast path's ``{(key, window): (values, timestamps)}`` to the windows."""
         set_key = self.keyed_backend.set_current_key
         domain = EVENT_TIME if self.event_time else PROCESSING_TIME
         register = self.timers.register
@@ -236,8 +255,6 @@ class WindowOperator(KeyedOperator):
             register(domain, w.end - 1, k, w, backend.current_key_group)  # trigger timer == cleanup timer
             if self.allowed_lateness > 0 and self.event_time:
                 self._register_cleanup_timer(w)
-        for v, t, k in late:
-            self._process_element(v, t, k, out)
 
     def _process_element(self, value: Any, ts: Optional[int], key: Any, out: Output) -> None:
         self.keyed_backend.set_current_key(key)
@@ -315,7 +332,6 @@ class WindowOperator(KeyedOperator):
 
     def _emit(self, key: Any, window: Any, contents: Any, entries: dict, state_window: Any, out: Output) -> None:
         kind = self.contents_kind
-        self.current_window = window
         self.window_ctx.window_ = window
         if kind == "list":
             items = list(contents)
@@ -359,7 +375,6 @@ class WindowOperator(KeyedOperator):
                     mapping.pop(window, None)
                     self.merging_sets.update(mapping or None)
                 self.trigger.clear(window, ctx)
-                self.current_window = window
                 self.window_ctx.window_ = window
                 self.window_function.clear(self.window_ctx)
                 self.keyed_backend_clear_window_state(key, window)

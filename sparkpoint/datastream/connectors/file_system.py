@@ -22,6 +22,7 @@ and :meth:`FileSourceBuilder.set_malformed_record_output`.
 
 from __future__ import annotations
 
+import logging
 import re
 from datetime import datetime
 from typing import Any, Callable, Optional, Sequence
@@ -43,6 +44,8 @@ from sparkpoint.connectors.files import (
 
 __all__ = ["StreamFormat", "FileSource", "FileSourceBuilder", "FileSink", "OutputFileConfig", "RollingPolicy",
            "DefaultRollingPolicy", "OnCheckpointRollingPolicy", "BucketAssigner"]
+
+logger = logging.getLogger(__name__)
 
 
 class StreamFormat:
@@ -302,6 +305,14 @@ class FileSink(Sink):
 
     def create_writer(self, subtask: int, parallelism: int, job_id: str, epoch: int, state: Any) -> SinkWriter:
         return FileSinkWriter(self._config(), subtask, job_id, state)
+
+    def cleanup_leftovers(self, committables: list) -> None:
+        """Remove staged files of an aborted attempt (called on restore, after re-committing)."""
+        from sparkpoint.connectors.files import cleanup_leftovers
+
+        deleted = cleanup_leftovers(self.base_path, self.output_file_config.get_part_prefix(), committables)
+        if deleted:
+            logger.info("removed %d staged part file(s) of an aborted attempt under %s", len(deleted), self.base_path)
 
     def create_committer(self) -> Optional[Committer]:
         return FileCommitter()

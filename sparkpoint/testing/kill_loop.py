@@ -1,0 +1,128 @@
+"""Crash-and-restore driver: run a job, SIGKILL it at random moments, restore, repeat.
+
+Used by the end-to-end exactly-once tests and the soak benchmark. Each round starts
+``sparkpoint run`` (restoring from the newest completed checkpoint after the first),
+kills the process either after a random delay or at a fault-injection point
+(``SPARKPOINT_KILL_AT``), and goes on until a round finishes by itself.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional, Sequence
+
+from sparkpoint.storage.checkpoint_storage import latest_completed
+
+__all__ = ["KillLoop", "KillLoopResult", "read_committed_lines"]
+
+FAULT_POINTS = ("barrier", "metadata-write", "after-metadata", "after-commit")
+
+
+@dataclass
+class KillLoopResult:
+    rounds: int = 0
+    kills: int = 0
+    fault_kills: dict = field(default_factory=dict)
+    restores: list = field(default_factory=list)
+    seconds: float = 0.0
+    log: list = field(default_factory=list)
+
+
+class KillLoop:
+    """Runs ``sparkpoint run [conf] job [job_args]`` until it finishes, killing it ``kills`` times."""
+
+    def __init__(self, job: str, job_args: Sequence[str], checkpoint_dir: Path, conf: dict,
+                 kills: int, seed: int = 7, min_delay: float = 0.5, max_delay: float = 4.0,
+                 fault_share: float = 0.4, cwd: Optional[str] = None, timeout_per_round: float = 600):
+        self.job, self.job_args, self.checkpoint_dir = job, list(job_args), checkpoint_dir
+        self.conf = dict(conf)
+        self.kills = kills
+        self.rnd = random.Random(seed)
+        self.min_delay, self.max_delay, self.fault_share = min_delay, max_delay, fault_share
+        self.cwd = cwd
+        self.timeout_per_round = timeout_per_round
+
+    def _command(self, restore: Optional[str]) -> list[str]:
+        cmd = [sys.executable, "-m", "sparkpoint.cli", "run"]
+        for k, v in self.conf.items():
+            cmd += ["-D", f"{k}={v}"]
+        if restore:
+            cmd += ["-s", restore]
+        return cmd + [self.job, *self.job_args]
+
+    def run(self) -> KillLoopResult:
+        result = KillLoopResult()
+        started = time.time()
+        kills_left = self.kills
+        while True:
+            restore = latest_completed(self.checkpoint_dir.as_uri()) if result.rounds else None
+            env = dict(os.environ)
+            env.pop("SPARKPOINT_KILL_AT", None)
+            delay = None
+            if kills_left > 0:
+                if self.rnd.random() < self.fault_share:
+                    point = self.rnd.choice(FAULT_POINTS)
+                    env["SPARKPOINT_KILL_AT"] = f"{point}@{self.rnd.randint(1, 3)}"
+                    result.fault_kills[point] = result.fault_kills.get(point, 0) + 1
+                else:
+                    delay = self.rnd.uniform(self.min_delay, self.max_delay)
+            result.rounds += 1
+            result.restores.append(restore)
+            proc = subprocess.Popen(self._command(restore), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    env=env, cwd=self.cwd, text=True)
+            lines: list[str] = []
+            submitted = threading.Event()
+
+            def pump() -> None:
+                for line in proc.stdout:  # type: ignore[union-attr]
+                    lines.append(line)
+                    if "Job has been submitted" in line:
+                        submitted.set()
+                submitted.set()
+
+            reader = threading.Thread(target=pump, daemon=True)
+            reader.start()
+            if delay is not None:
+                # the delay counts from the job's start, so every kill lands while it runs
+                submitted.wait(timeout=self.timeout_per_round)
+                try:
+                    proc.wait(timeout=delay)
+                except subprocess.TimeoutExpired:
+                    os.kill(proc.pid, signal.SIGKILL)
+            try:
+                proc.wait(timeout=self.timeout_per_round)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                raise AssertionError(f"round {result.rounds} did not finish in {self.timeout_per_round} s:\n"
+                                     + "".join(lines))
+            reader.join(timeout=10)
+            out = "".join(lines)
+            result.log.append(out)
+            if proc.returncode == -signal.SIGKILL:
+                result.kills += 1
+                kills_left -= 1
+                continue
+            if proc.returncode != 0:
+                raise AssertionError(f"round {result.rounds} failed with exit code {proc.returncode}:\n{out}")
+            if "SPARKPOINT_KILL_AT" in env:
+                kills_left -= 1  # the fault point was never reached before the job finished
+            break
+        result.seconds = time.time() - started
+        return result
+
+
+def read_committed_lines(directory: Path) -> list[str]:
+    """Every line of every visible (non-hidden) file under ``directory``, as a plain reader sees them."""
+    lines: list[str] = []
+    for path in sorted(directory.rglob("*")):
+        if path.is_file() and not any(part.startswith((".", "_")) for part in path.relative_to(directory).parts):
+            lines.extend(path.read_text().splitlines())
+    return lines
