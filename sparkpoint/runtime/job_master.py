@@ -79,6 +79,7 @@ class JobExecutionResult:
     epochs: int
     metrics: dict[str, dict[str, int]] = field(default_factory=dict)
     collected: list = field(default_factory=list)
+    checkpoints: Optional[dict] = None   # counts, latest and history, as the REST API shows them
 
     def get_job_id(self) -> str:
         return self.job_id
@@ -194,7 +195,8 @@ class JobMaster:
             logger.info("job %s %s after %d epochs", self.job_id, self.status.lower(), self.epoch)
             self.executor.stop()
         return JobExecutionResult(self.job_id, self.plan.job_name, int((time.time() - started) * 1000),
-                                  self.epoch, self.metrics, self.collected)
+                                  self.epoch, self.metrics, self.collected,
+                                  self.coordinator.stats.to_json() if self.coordinator is not None else None)
 
     # -- checkpointing and restore ----------------------------------------------------------
     def _start_checkpointing(self) -> None:
@@ -333,6 +335,7 @@ class JobMaster:
         if coordinator is None:
             return
         now = int(time.time() * 1000)
+        coordinator.check_expired(now)  # a checkpoint past its timeout expires, even if its acks just came in
         for completed, pending in coordinator.complete_ready(now):
             fault_point("after-metadata")
             # the commit phase of two-phase commit
@@ -343,7 +346,6 @@ class JobMaster:
                 self._commit(by_node)
             fault_point("after-commit")
             self.notify_next.append(completed.checkpoint_id)
-        coordinator.check_expired(now)
 
     # -- one epoch ---------------------------------------------------------------------------
     def deployments(self, epoch: int, now_ms: int) -> dict[tuple[int, int], TaskDeployment]:
