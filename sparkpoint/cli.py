@@ -123,7 +123,7 @@ def run(master: Optional[str], dynamic: tuple[str, ...], conf_file: Optional[str
     """Run JOB (a Python file) as __main__ with JOB_ARGS, like `flink run`."""
     from sparkpoint.datastream.stream_execution_environment import set_cli_defaults
 
-    config: dict[str, Any] = {}
+    config: dict[str, Any] = {"rest.enabled": True}
     config.update(_load_conf(conf_file))
     config.update(_parse_dynamic(dynamic))
     if master:
@@ -155,6 +155,124 @@ def run(master: Optional[str], dynamic: tuple[str, ...], conf_file: Optional[str
         sys.argv = old_argv
         set_cli_defaults({})
     progress.close()
+
+
+def _client(job_id: str) -> tuple[Any, str, dict]:
+    import httpx
+
+    from sparkpoint.rest.registry import JobRegistry
+
+    entry = JobRegistry().find(job_id)
+    if entry is None:
+        raise click.ClickException(f"no running job {job_id!r} on this machine (see `sparkpoint list`)")
+    headers = {"Authorization": f"Bearer {entry['token']}"} if entry.get("token") else {}
+    host = entry["address"] if ":" not in entry["address"] else f"[{entry['address']}]"
+    return httpx.Client(base_url=f"http://{host}:{entry['port']}", headers=headers, timeout=10), entry["job_id"], entry
+
+
+@main.command(name="list")
+def list_jobs() -> None:
+    """Running jobs on this machine."""
+    from sparkpoint.rest.registry import JobRegistry
+
+    jobs = JobRegistry().jobs()
+    if not jobs:
+        click.echo("No running jobs.")
+        return
+    click.echo("------------------ Running/Restarting Jobs -------------------")
+    for entry in jobs:
+        try:
+            client, jid, _ = _client(entry["job_id"])
+            info = client.get(f"/jobs/{jid}").json()
+            click.echo(f"{jid} : {info['name']} ({info['state']}) epoch {info['epoch']}, "
+                       f"{info['records-in']:,} records in, REST http://{entry['address']}:{entry['port']}")
+        except Exception as e:  # noqa: BLE001 - a job may end while we ask
+            click.echo(f"{entry['job_id']} : {entry['name']} (not answering: {e})")
+
+
+@main.command()
+@click.argument("job_id")
+def cancel(job_id: str) -> None:
+    """Cancel a running job (externalized checkpoints are kept or deleted as configured)."""
+    client, jid, _ = _client(job_id)
+    r = client.patch(f"/jobs/{jid}", params={"mode": "cancel"})
+    if r.status_code != 202:
+        raise click.ClickException(f"cancelling {jid} failed: {r.status_code} {r.text}")
+    click.echo(f"Cancelled job {jid}.")
+
+
+def _ts(ms: Any) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000)) if ms else "-"
+
+
+def _size(n: Any) -> str:
+    n = float(n or 0)
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GB"
+
+
+@main.command()
+@click.argument("job_id")
+@click.option("--json", "as_json", is_flag=True, help="Print the REST response as JSON.")
+def checkpoints(job_id: str, as_json: bool) -> None:
+    """Checkpoint counts and history of a running job."""
+    import json as _json
+
+    from rich.console import Console
+    from rich.table import Table
+
+    client, jid, _ = _client(job_id)
+    data = client.get(f"/jobs/{jid}/checkpoints").json()
+    if as_json:
+        click.echo(_json.dumps(data, indent=2))
+        return
+    c = data["counts"]
+    click.echo(f"Job {jid}: {c.get('completed', 0)} completed, {c.get('failed', 0)} failed, "
+               f"{c.get('in_progress', 0)} in progress; restored: {(data['latest'] or {}).get('restored') or 'no'}")
+    table = Table("id", "status", "trigger time", "duration", "size", "acks", "sync / async", "failure reason")
+    for h in data["history"]:
+        table.add_row(str(h["id"]), h["status"], _ts(h["trigger_timestamp"]),
+                      f"{h['end_to_end_duration']} ms" if h["end_to_end_duration"] is not None else "-",
+                      _size(h["state_size"]), f"{h['num_acknowledged']}/{h['num_expected']}",
+                      f"{h['sync_duration_ms']:.0f} / {h['async_duration_ms']:.0f} ms", h["failure_reason"] or "")
+    Console(width=160).print(table)
+
+
+@main.command()
+@click.argument("path")
+def inspect(path: str) -> None:
+    """What a checkpoint or savepoint holds (it is verified file by file first)."""
+    from sparkpoint.runtime.restore import load_checkpoint
+
+    try:
+        restored = load_checkpoint(path)
+    except SparkpointError as e:
+        raise click.ClickException(str(e)) from None
+    m = restored.metadata
+    d = restored.driver_state
+    click.echo(f"{m.kind} {m.checkpoint_id} of job {m.job_id} ({m.job_name}) at {restored.location}")
+    click.echo(f"  taken at the end of epoch {m.barrier_epoch}, triggered {_ts(m.trigger_timestamp)}, "
+               f"completed {_ts(m.completion_timestamp)}; max parallelism {m.max_parallelism}")
+    click.echo(f"  {len(m.state_files())} state files, {_size(m.total_size())}, all checksums verified")
+    click.echo("  operators:")
+    for uid, op in sorted(m.operators.items()):
+        keyed = sum(f.handle.size for f in op.keyed_state)
+        has_op_state = uid in d.get("operator_states", {})
+        parts = [f"parallelism {op.parallelism}"]
+        if op.keyed_state:
+            parts.append(f"keyed state {_size(keyed)} in {len(op.keyed_state)} key-group ranges")
+        if has_op_state:
+            parts.append("operator state")
+        click.echo(f"    {uid} ({op.name}): {', '.join(parts)}")
+    for uid, src in d.get("sources", {}).items():
+        splits = [s for ss in src["splits"].values() for s in ss]
+        click.echo(f"  source {uid}: {len(splits)} open split(s): " +
+                   ", ".join(f"{s.split_id}@{s.position}" for s in splits[:6]) + (" ..." if len(splits) > 6 else ""))
+    for uid, c in d.get("committables", {}).items():
+        click.echo(f"  sink {uid}: {len(c)} pre-committed file(s) to commit on restore")
 
 
 if __name__ == "__main__":  # pragma: no cover

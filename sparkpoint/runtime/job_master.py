@@ -30,6 +30,7 @@ from sparkpoint.checkpoint.failure import CheckpointFailureReason
 from sparkpoint.common.configuration import Configuration, parse_memory_bytes
 from sparkpoint.common.watermark_strategy import MAX_WATERMARK
 from sparkpoint.errors import JobExecutionError, SparkpointError
+from sparkpoint.rest.registry import JobRegistry
 from sparkpoint.runtime.faults import fault_point
 from sparkpoint.runtime.graph import JobPlan
 from sparkpoint.runtime.printing import format_record
@@ -168,6 +169,7 @@ class JobMaster:
     # -- the loop -------------------------------------------------------------------------
     def run(self) -> JobExecutionResult:
         started = time.time()
+        rest = self._start_rest()
         self.executor.start(self.plan, self.job_id)
         self._start_checkpointing()
         logger.info("job %s (%s) started: %d stages, parallelism %s", self.job_id, self.plan.job_name,
@@ -194,9 +196,24 @@ class JobMaster:
                 self.coordinator.shutdown(self.status)
             logger.info("job %s %s after %d epochs", self.job_id, self.status.lower(), self.epoch)
             self.executor.stop()
+            if rest is not None:
+                rest.stop()
+                JobRegistry().unregister(self.job_id)
         return JobExecutionResult(self.job_id, self.plan.job_name, int((time.time() - started) * 1000),
                                   self.epoch, self.metrics, self.collected,
                                   self.coordinator.stats.to_json() if self.coordinator is not None else None)
+
+    def _start_rest(self) -> Optional[Any]:
+        if not self.config.get_boolean("rest.enabled", False):
+            return None
+        from sparkpoint.rest.registry import JobRegistry as _Registry
+        from sparkpoint.rest.server import RestServer
+
+        server = RestServer(self, self.config.get_string("rest.address") or "127.0.0.1",
+                            self.config.get_integer("rest.port", 0), self.config.get_string("rest.token"))
+        server.start()
+        _Registry().register(self.job_id, self.plan.job_name, server.address, server.port, server.token)
+        return server
 
     # -- checkpointing and restore ----------------------------------------------------------
     def _start_checkpointing(self) -> None:

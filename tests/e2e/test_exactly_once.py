@@ -48,13 +48,13 @@ def checkpoint_conf(ckpt: Path, target: str) -> dict:
 
 def test_kill_loop_local_executor(tmp_path):
     """At least 20 kills, in-process executor (the driver process is the whole job)."""
-    n = 1_500_000
+    n = 2_000_000
     out = tmp_path / "out"
     ckpt = tmp_path / "ckpt"
     conf = checkpoint_conf(ckpt, "local")
     conf["sparkpoint.local-state-dir"] = str(tmp_path / "local")
     loop = KillLoop(JOB, ["--events", str(n), "--output", str(out)], ckpt, conf, kills=22, seed=11,
-                    min_delay=0.2, max_delay=1.6, cwd=str(ROOT))
+                    min_delay=0.2, max_delay=1.2, cwd=str(ROOT))
     result = loop.run()
     assert result.kills >= 20, result
     got = Counter(read_committed_lines(out))

@@ -38,6 +38,7 @@ class RunningCount(MapFunction, CheckpointedFunction):
 
 def test_operator_list_state_survives_epochs(make_env):
     env = make_env("local", **{"execution.epoch.max-records": 3})
+    env.set_parallelism(1)
     got = env.from_collection(list(range(20))).map(RunningCount()).uid("counting").execute_and_collect()
     # one subtask (from_collection is not parallel): the count runs on across 7 epochs
     assert got == [(v, v + 1) for v in range(20)]
@@ -92,6 +93,7 @@ class WatermarkProbe(KeyedProcessFunction):
 def test_watermark_is_minimum_over_inputs(make_env):
     """Two inputs, one far behind: the operator's watermark follows the slower one."""
     env = make_env("local", **{"execution.epoch.max-records": 2})
+    env.set_parallelism(1)
     fast = env.from_collection([("f", t) for t in (100_000, 200_000, 300_000, 400_000)])
     slow = env.from_collection([("s", t) for t in (1_000, 2_000, 3_000, 4_000)])
     wm = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda v, _: v[1])

@@ -1,0 +1,131 @@
+"""A running job's REST endpoint, mirroring Flink's ``/jobs`` API (the parts sparkpoint has).
+
+``GET /jobs``, ``GET /jobs/{id}``, ``GET /jobs/{id}/checkpoints``,
+``GET /jobs/{id}/checkpoints/config``, ``PATCH /jobs/{id}?mode=cancel``.
+It listens on 127.0.0.1 by default (``rest.address``, ``rest.port``; port 0 picks a free
+one). Bound to another address it requires a bearer token (``rest.token``, or one is
+generated and written to the job registry).
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import socket
+import threading
+import time
+from typing import Any, Optional
+
+__all__ = ["RestServer"]
+
+logger = logging.getLogger(__name__)
+
+
+class RestServer:
+    def __init__(self, master: Any, address: str = "127.0.0.1", port: int = 0, token: Optional[str] = None):
+        self.master = master
+        self.address = address
+        self.token = token or (None if address in ("127.0.0.1", "localhost", "::1") else secrets.token_hex(16))
+        self.port = port or _free_port(address)
+        self.started = int(time.time() * 1000)
+        self._server: Any = None
+        self._thread: Optional[threading.Thread] = None
+
+    def _app(self) -> Any:
+        from starlette.applications import Starlette
+        from starlette.requests import Request
+        from starlette.responses import JSONResponse
+        from starlette.routing import Route
+
+        master = self.master
+        token = self.token
+
+        def guard(request: Request) -> Optional[JSONResponse]:
+            if token and request.headers.get("authorization") != f"Bearer {token}":
+                return JSONResponse({"errors": ["unauthorized"]}, status_code=401)
+            return None
+
+        def job_or_404(request: Request) -> Optional[JSONResponse]:
+            if not master.job_id.startswith(request.path_params["job_id"]):
+                return JSONResponse({"errors": [f"job {request.path_params['job_id']} not found"]}, status_code=404)
+            return None
+
+        async def jobs(request: Request) -> JSONResponse:
+            return guard(request) or JSONResponse({"jobs": [{"id": master.job_id, "status": master.status}]})
+
+        async def job(request: Request) -> JSONResponse:
+            err = guard(request) or job_or_404(request)
+            if err:
+                return err
+            return JSONResponse({
+                "jid": master.job_id, "name": master.plan.job_name, "state": master.status,
+                "start-time": self.started, "epoch": master.epoch, "restarts": master.restarts,
+                "records-in": master.total_in, "metrics": master.metrics,
+                "vertices": [{"id": n.effective_uid(), "name": n.name,
+                              "parallelism": master.plan.stage(master.plan.stage_of[n.id]).parallelism}
+                             for n in master.plan.nodes.values()],
+            })
+
+        async def cancel(request: Request) -> JSONResponse:
+            err = guard(request) or job_or_404(request)
+            if err:
+                return err
+            mode = request.query_params.get("mode", "cancel")
+            if mode != "cancel":
+                return JSONResponse({"errors": [f"unsupported mode {mode!r}"]}, status_code=400)
+            master.cancel()
+            return JSONResponse({}, status_code=202)
+
+        async def checkpoints(request: Request) -> JSONResponse:
+            err = guard(request) or job_or_404(request)
+            if err:
+                return err
+            if master.coordinator is None:
+                return JSONResponse({"counts": {"total": 0}, "latest": {}, "history": [], "enabled": False})
+            return JSONResponse({**master.coordinator.stats.to_json(), "enabled": True})
+
+        async def checkpoint_config(request: Request) -> JSONResponse:
+            err = guard(request) or job_or_404(request)
+            if err:
+                return err
+            s = master.checkpointing
+            return JSONResponse({
+                "mode": s.mode.lower().replace("_", "_"), "interval": s.interval_ms, "timeout": s.timeout_ms,
+                "min_pause": s.min_pause_ms, "max_concurrent": s.max_concurrent,
+                "tolerable_failed_checkpoints": s.tolerable_failures, "externalization": s.retention,
+                "num_retained": s.num_retained, "checkpoint_storage": s.directory,
+            })
+
+        return Starlette(routes=[
+            Route("/jobs", jobs),
+            Route("/jobs/{job_id}", job, methods=["GET"]),
+            Route("/jobs/{job_id}", cancel, methods=["PATCH"]),
+            Route("/jobs/{job_id}/checkpoints", checkpoints),
+            Route("/jobs/{job_id}/checkpoints/config", checkpoint_config),
+        ])
+
+    def start(self) -> None:
+        import uvicorn
+
+        config = uvicorn.Config(self._app(), host=self.address, port=self.port, log_level="warning",
+                                lifespan="off", access_log=False)
+        self._server = uvicorn.Server(config)
+        self._server.install_signal_handlers = lambda: None  # the job's process owns its signals
+        self._thread = threading.Thread(target=self._server.run, name="sparkpoint-rest", daemon=True)
+        self._thread.start()
+        deadline = time.time() + 10
+        while not getattr(self._server, "started", False) and time.time() < deadline:
+            time.sleep(0.01)
+        logger.info("REST endpoint of job %s on http://%s:%d", self.master.job_id, self.address, self.port)
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+
+def _free_port(address: str) -> int:
+    with socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET) as s:
+        s.bind((address, 0))
+        return s.getsockname()[1]
