@@ -45,7 +45,8 @@ def build(env: StreamExecutionEnvironment, args: argparse.Namespace) -> None:
         source = FileSource.for_record_stream_format(StreamFormat.text_line_format(), args.input).build()
     else:
         source = StringLineEventSource(args.events, lateness_millis=args.source_lateness_millis,
-                                       seed=args.seed, num_splits=env.get_parallelism())
+                                       seed=args.seed, num_splits=env.get_parallelism(),
+                                       records_per_second=args.events_per_second)
     watermarks = (WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(args.window_lagged_millis))
                   .with_timestamp_assigner(EventTimestamp()))
     sink = (FileSink.for_row_format(args.output, Encoder.simple_string_encoder())
@@ -66,6 +67,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--output", default="out/behavior-counts", help="output directory")
     parser.add_argument("--events", type=int, default=1_000_000, help="number of generated events")
     parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--events-per-second", type=float, default=None,
+                        help="pace the generated events (default: as fast as possible)")
     parser.add_argument("--window-size-millis", type=int, default=60_000)
     parser.add_argument("--window-lagged-millis", type=int, default=50_000)
     parser.add_argument("--source-lateness-millis", type=int, default=0)
