@@ -16,8 +16,11 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	rm -rf out/behavior-counts
-	$(BIN)/sparkpoint run examples/behavior_counts.py --events 200000 --output out/behavior-counts
-	@echo "window counts written under out/behavior-counts/"
+	$(BIN)/sparkpoint run -D execution.epoch.max-records=50000 \
+	    -D execution.checkpointing.interval=2s -D state.checkpoints.dir=file://$(CURDIR)/out/checkpoints \
+	    -D state.checkpoints.num-retained=3 \
+	    examples/behavior_counts.py --events 1000000 --output out/behavior-counts
+	@echo "window counts written under out/behavior-counts/ ($$(cat out/behavior-counts/part-* | wc -l) windows)"
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

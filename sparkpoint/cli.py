@@ -74,6 +74,7 @@ class _Progress:
         self.stream = stream
         self.tty = stream.isatty()
         self.started = time.time()
+        self.busy_s = 0.0
         self.live: Any = None
         if self.tty:
             from rich.console import Console
@@ -83,8 +84,8 @@ class _Progress:
             self.live.start()
 
     def __call__(self, stats: Any) -> None:
-        elapsed = max(time.time() - self.started, 1e-9)
-        rate = stats.total_records_in / elapsed
+        self.busy_s += stats.duration_s
+        rate = stats.total_records_in / max(self.busy_s, 1e-9)
         line = (f"epoch {stats.epoch}: {stats.records_in:,} records in, {stats.records_out:,} out "
                 f"({stats.duration_s:.2f}s); total {stats.total_records_in:,} at {rate:,.0f} records/s; "
                 f"watermark {_fmt_wm(stats.watermark)}")

@@ -415,8 +415,9 @@ class JobMaster:
         src_records = sum(m.get("numRecordsOut", 0) for uid, m in self._epoch_metrics(reports).items()
                           if uid in {sc.uid for sc in self.sources.values()})
         self.total_in += src_records
+        sink_uids = {self.plan.uid(nid) for nid, n in self.plan.nodes.items() if n.kind == "sink"}
         out_records = sum(len(v) for r in reports for v in r.printed.values()) + sum(
-            len(c) for r in reports for c in r.committables.values())
+            m.get("numRecordsIn", 0) for uid, m in self._epoch_metrics(reports).items() if uid in sink_uids)
         wm = self._sink_watermark()
         stats = EpochStats(epoch, src_records, out_records, time.time() - t0, wm, self.total_in, finished)
         logger.debug("epoch %d: %d records in %.3fs, watermark %s", epoch, src_records, stats.duration_s, wm)
@@ -499,7 +500,11 @@ class JobMaster:
         self.out.flush()
 
     def _sink_watermark(self) -> Optional[int]:
-        vals = [w for w in self.watermarks.values() if w is not None]
+        """The watermark that has reached the job's ends (the minimum over its last operators)."""
+        consumed = {e.source for n in self.plan.nodes.values() for e in n.inputs}
+        ends = {nid for nid in self.plan.nodes if nid not in consumed}
+        inputs_of_ends = {e.source for nid in ends for e in self.plan.nodes[nid].inputs} or ends
+        vals = [w for (nid, _), w in self.watermarks.items() if nid in inputs_of_ends and w is not None]
         return min(vals) if vals else None
 
     def cancel(self) -> None:
