@@ -202,6 +202,69 @@ def cancel(job_id: str) -> None:
     click.echo(f"Cancelled job {jid}.")
 
 
+def _await_savepoint(client: Any, jid: str, request_id: str, timeout: float) -> str:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        status = client.get(f"/jobs/{jid}/savepoints/{request_id}").json()
+        if status["status"]["id"] == "COMPLETED":
+            op = status["operation"]
+            if "failure-cause" in op:
+                raise click.ClickException(op["failure-cause"])
+            return op["location"]
+        time.sleep(0.2)
+    raise click.ClickException(f"no answer within {timeout:.0f} s; the savepoint may still complete")
+
+
+@main.command()
+@click.argument("job_id", required=False)
+@click.argument("target_directory", required=False)
+@click.option("-d", "--dispose", "dispose_path", default=None, help="Delete the savepoint at this path.")
+@click.option("--timeout", default=600.0, show_default=True, help="Seconds to wait for the savepoint.")
+def savepoint(job_id: Optional[str], target_directory: Optional[str], dispose_path: Optional[str],
+              timeout: float) -> None:
+    """Trigger a savepoint of JOB_ID (into TARGET_DIRECTORY or state.savepoints.dir), or dispose one."""
+    if dispose_path:
+        _dispose(dispose_path)
+        return
+    if not job_id:
+        raise click.UsageError("give a JOB_ID, or --dispose PATH")
+    client, jid, _ = _client(job_id)
+    click.echo(f"Triggering savepoint for job {jid}.")
+    r = client.post(f"/jobs/{jid}/savepoints", json={"target-directory": target_directory, "cancel-job": False})
+    path = _await_savepoint(client, jid, r.json()["request-id"], timeout)
+    click.echo(f"Savepoint completed. Path: {path}")
+    click.echo("You can resume your program from this savepoint with the run command.")
+
+
+@main.command()
+@click.argument("job_id")
+@click.option("-p", "--savepoint-path", "savepoint_path", default=None, help="Where to write the savepoint.")
+@click.option("--timeout", default=600.0, show_default=True, help="Seconds to wait for the savepoint.")
+def stop(job_id: str, savepoint_path: Optional[str], timeout: float) -> None:
+    """Stop JOB_ID with a final savepoint (sinks are committed first)."""
+    client, jid, _ = _client(job_id)
+    click.echo(f"Suspending job {jid}.")
+    r = client.post(f"/jobs/{jid}/stop", json={"targetDirectory": savepoint_path})
+    path = _await_savepoint(client, jid, r.json()["request-id"], timeout)
+    click.echo(f"Savepoint completed. Path: {path}")
+
+
+def _dispose(path: str) -> None:
+    import fsspec
+
+    from sparkpoint.runtime.restore import load_checkpoint
+
+    try:
+        restored = load_checkpoint(path, verify_files=False)
+    except SparkpointError as e:
+        raise click.ClickException(str(e)) from None
+    if restored.metadata.kind != "savepoint":
+        raise click.ClickException(f"{path} is a {restored.metadata.kind}, not a savepoint; not disposing it")
+    fs, p = fsspec.core.url_to_fs(restored.location)
+    fs.rm(p, recursive=True)
+    click.echo(f"Savepoint '{restored.location}' disposed.")
+
+
 def _ts(ms: Any) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000)) if ms else "-"
 

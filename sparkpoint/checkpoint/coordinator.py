@@ -25,12 +25,15 @@ ones, and count against ``tolerable-failed-checkpoints``.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import posixpath
 import time
+import uuid
 from typing import Any, Callable, Optional
 
 import cloudpickle
+import fsspec
 
 from sparkpoint.checkpoint.completed import (
     CheckpointsCleaner,
@@ -44,7 +47,12 @@ from sparkpoint.checkpoint.metadata import CheckpointMetadata, KeyedStateFile, M
 from sparkpoint.checkpoint.pending import PendingCheckpoint, TaskAck, TaskAcknowledgeResult
 from sparkpoint.checkpoint.stats import CheckpointStats, CheckpointStatsTracker
 from sparkpoint.runtime.faults import fault_point
-from sparkpoint.storage.checkpoint_storage import METADATA_FILE_NAME, FsCheckpointStorage, write_file
+from sparkpoint.storage.checkpoint_storage import (
+    METADATA_FILE_NAME,
+    FsCheckpointStorage,
+    StreamStateHandle,
+    write_file,
+)
 from sparkpoint.storage.exceptions import CheckpointStorageError
 
 __all__ = ["CheckpointCoordinator", "CheckpointSettings"]
@@ -116,25 +124,37 @@ class CheckpointCoordinator:
         return True
 
     def trigger(self, now_ms: int, barrier_epoch: int, driver_state: dict, stateful_tasks: set,
-                source_tasks: set, sink_tasks: dict, operators: dict[str, tuple[str, int]]) -> Optional[PendingCheckpoint]:
-        """Start a checkpoint whose barrier is the end of ``barrier_epoch`` (Steps 1 and 2)."""
+                source_tasks: set, sink_tasks: dict, operators: dict[str, tuple[str, int]],
+                savepoint_dir: Optional[str] = None) -> Optional[PendingCheckpoint]:
+        """Start a checkpoint (or, with ``savepoint_dir``, a savepoint) whose barrier is the end
+        of ``barrier_epoch`` (Steps 1 and 2)."""
         checkpoint_id = self.id_counter.get_and_increment()
-        self.last_trigger_ms = now_ms
-        location = self.storage.checkpoint_path(checkpoint_id)
-        pending = PendingCheckpoint(checkpoint_id, now_ms, barrier_epoch, location)
+        if savepoint_dir is None:
+            self.last_trigger_ms = now_ms
+            fs, location = self.storage.fs, self.storage.checkpoint_path(checkpoint_id)
+        else:
+            fs, base = fsspec.core.url_to_fs(savepoint_dir)
+            location = posixpath.join(base.rstrip("/"), f"savepoint-{self.job_id[:6]}-{uuid.uuid4().hex[:12]}")
+        kind = "savepoint" if savepoint_dir is not None else "checkpoint"
+        pending = PendingCheckpoint(checkpoint_id, now_ms, barrier_epoch, location, is_savepoint=savepoint_dir is not None)
+        pending.fs = fs  # type: ignore[attr-defined]
         pending.expect(set(stateful_tasks) | set(source_tasks) | set(sink_tasks))
         pending.operators = operators  # type: ignore[attr-defined]
         self.pending[checkpoint_id] = pending
-        self.stats.report_pending(CheckpointStats(checkpoint_id, "IN_PROGRESS", False, now_ms, barrier_epoch,
-                                                  num_expected=len(pending.expected)))
-        logger.info("checkpoint %d triggered at the end of epoch %d", checkpoint_id, barrier_epoch)
+        self.stats.report_pending(CheckpointStats(checkpoint_id, "IN_PROGRESS", pending.is_savepoint, now_ms,
+                                                  barrier_epoch, num_expected=len(pending.expected)))
+        logger.info("%s %d triggered at the end of epoch %d", kind, checkpoint_id, barrier_epoch)
         fault_point("barrier")
         # Step 2: the synchronous part, the driver-held state at the barrier.
         t0 = time.perf_counter()
         try:
-            self.storage.initialize_location_for_checkpoint(checkpoint_id)
+            if pending.is_savepoint:
+                fs.makedirs(location, exist_ok=True)
+            else:
+                self.storage.initialize_location_for_checkpoint(checkpoint_id)
             data = cloudpickle.dumps(driver_state)
-            pending.driver_state = self.storage.write_state(location, "driver-state", data)
+            write_file(fs, posixpath.join(location, "driver-state"), data)
+            pending.driver_state = StreamStateHandle("driver-state", len(data), hashlib.sha256(data).hexdigest())
         except (CheckpointStorageError, OSError) as e:
             self.abort(pending, CheckpointFailureReason.IO_EXCEPTION, str(e))
             return None
@@ -147,9 +167,11 @@ class CheckpointCoordinator:
         return pending
 
     # -- Step 3: acknowledgements -------------------------------------------------------------
-    def uploads_for_epoch(self, epoch: int) -> dict[int, str]:
-        """Checkpoints whose keyed state the tasks of ``epoch`` must upload: ``{id: location}``."""
-        return {cid: p.location for cid, p in self.pending.items() if p.barrier_epoch == epoch - 1}
+    def uploads_for_epoch(self, epoch: int) -> dict[int, dict]:
+        """What the tasks of ``epoch`` must upload: ``{id: {"location": URI, "format": raw|canonical}}``."""
+        return {cid: {"location": p.fs.unstrip_protocol(p.location),  # type: ignore[attr-defined]
+                      "format": "canonical" if p.is_savepoint else "raw"}
+                for cid, p in self.pending.items() if p.barrier_epoch == epoch - 1}
 
     def receive_acknowledgements(self, reports: list) -> None:
         for r in reports:
@@ -163,7 +185,7 @@ class CheckpointCoordinator:
                 if pending is None:
                     continue
                 result = pending.acknowledge_task(("state", r.stage_id, r.subtask), TaskAck(
-                    state=ack["files"], size=ack["size"], sync_ms=ack.get("sync_ms", 0.0),
+                    state=ack, size=ack["size"], sync_ms=ack.get("sync_ms", 0.0),
                     async_ms=ack.get("async_ms", 0.0)))
                 if result is not TaskAcknowledgeResult.SUCCESS:
                     logger.debug("checkpoint %d: acknowledgement of %s/%s was %s", cid, r.stage_id, r.subtask,
@@ -181,7 +203,13 @@ class CheckpointCoordinator:
         if not pending.abort(reason, detail):
             return
         self.pending.pop(pending.checkpoint_id, None)
-        self.storage.discard_checkpoint(pending.checkpoint_id)
+        if pending.is_savepoint:
+            try:
+                pending.fs.rm(pending.location, recursive=True)  # type: ignore[attr-defined]
+            except OSError:
+                pass
+        else:
+            self.storage.discard_checkpoint(pending.checkpoint_id)
         self.stats.update(pending.checkpoint_id, status="FAILED", failure_reason=f"{reason.name}: {detail}",
                           end_to_end_duration=pending.age_ms())
         logger.warning("checkpoint %d aborted: %s: %s", pending.checkpoint_id, reason.name, detail)
@@ -213,12 +241,19 @@ class CheckpointCoordinator:
         for task, ack in pending.acks.items():
             if task[0] != "state":
                 continue
-            for f in ack.state:
+            for f in ack.state["files"]:
                 for uid in f["uids"]:
                     operators.setdefault(uid, OperatorMetadata(uid, uid, 0)).keyed_state.append(
-                        KeyedStateFile(task[2], f["key_groups"][0], f["key_groups"][1], f["handle"]))
+                        KeyedStateFile(task[2], f["key_groups"][0], f["key_groups"][1], f["handle"], f.get("state")))
+            for uid, info in ack.state.get("operators", {}).items():
+                op = operators.setdefault(uid, OperatorMetadata(uid, uid, 0))
+                op.state_kinds.update(info["state_kinds"])
+                if info.get("watermark") is not None:
+                    op.watermark = max(op.watermark if op.watermark is not None else info["watermark"],
+                                       info["watermark"])
         meta = CheckpointMetadata(
-            job_id=self.job_id, job_name=self.job_name, checkpoint_id=cid, kind="checkpoint",
+            job_id=self.job_id, job_name=self.job_name, checkpoint_id=cid,
+            kind="savepoint" if pending.is_savepoint else "checkpoint",
             trigger_timestamp=pending.trigger_timestamp, completion_timestamp=now_ms,
             barrier_epoch=pending.barrier_epoch, max_parallelism=self.max_parallelism, operators=operators,
             driver_state=pending.driver_state, config=self.config,
@@ -227,25 +262,27 @@ class CheckpointCoordinator:
         try:
             # Step 4a: _metadata, atomically; its presence marks the checkpoint complete.
             data = MetadataV1Serializer.serialize(meta)
-            _write_metadata(self.storage, pending.location, data)
+            _write_metadata(pending.fs, pending.location, data)  # type: ignore[attr-defined]
         except (CheckpointStorageError, OSError) as e:
             self.abort(pending, CheckpointFailureReason.IO_EXCEPTION, f"writing _metadata: {e}")
             return None
         pending.mark_completed()
         self.pending.pop(cid, None)
-        completed = CompletedCheckpoint(self.job_id, cid, pending.trigger_timestamp, now_ms, pending.location,
-                                        meta.total_size(), metadata=meta)
-        # Step 4b: retain it; subsume and clean the oldest beyond num-retained.
-        for old in self.store.add_checkpoint_and_subsume_oldest(completed):
-            self.cleaner.clean_subsumed(old, self.registry)
-        self.last_completion_ms = now_ms
+        uri = pending.fs.unstrip_protocol(pending.location)  # type: ignore[attr-defined]
+        completed = CompletedCheckpoint(self.job_id, cid, pending.trigger_timestamp, now_ms, uri,
+                                        meta.total_size(), is_savepoint=pending.is_savepoint, metadata=meta)
+        if not pending.is_savepoint:
+            # Step 4b: retain it; subsume and clean the oldest beyond num-retained.
+            for old in self.store.add_checkpoint_and_subsume_oldest(completed):
+                self.cleaner.clean_subsumed(old, self.registry)
+            self.last_completion_ms = now_ms
         self.failure_manager.on_success(cid)
         self.stats.update(cid, status="COMPLETED", end_to_end_duration=now_ms - pending.trigger_timestamp,
                           state_size=meta.total_size(), num_acknowledged=len(pending.acks),
                           sync_duration_ms=sync_ms, async_duration_ms=async_ms,
-                          external_path=self.storage.fs.unstrip_protocol(pending.location))
-        logger.info("checkpoint %d completed: %d bytes, %d ms (sync %.0f ms, async %.0f ms)", cid,
-                    meta.total_size(), now_ms - pending.trigger_timestamp, sync_ms, async_ms)
+                          external_path=uri)
+        logger.info("%s %d completed: %d bytes, %d ms (sync %.0f ms, async %.0f ms) at %s", meta.kind, cid,
+                    meta.total_size(), now_ms - pending.trigger_timestamp, sync_ms, async_ms, uri)
         return completed
 
     # -- shutdown -----------------------------------------------------------------------------
@@ -265,8 +302,7 @@ class CheckpointCoordinator:
             self.store.remove(cp.checkpoint_id)
 
 
-def _write_metadata(storage: FsCheckpointStorage, location: str, data: bytes) -> None:
-    fs = storage.fs
+def _write_metadata(fs: Any, location: str, data: bytes) -> None:
     path = posixpath.join(location, METADATA_FILE_NAME)
     if fault_point_active("metadata-write"):
         tmp = posixpath.join(location, f".{METADATA_FILE_NAME}.inprogress")

@@ -26,10 +26,18 @@ FORMAT_NAME = "sparkpoint-checkpoint-metadata"
 
 @dataclass
 class KeyedStateFile:
+    """A file of keyed state covering a key-group range.
+
+    ``state`` is ``None`` for a raw snapshot of all of the operator's keyed state (the
+    working backend's own format, in checkpoints), or the state name (``"_timers"`` for
+    timers) of a canonical Parquet file (in savepoints).
+    """
+
     subtask: int
     key_group_start: int
     key_group_end: int
     handle: StreamStateHandle
+    state: "str | None" = None
 
 
 @dataclass
@@ -38,6 +46,8 @@ class OperatorMetadata:
     name: str
     parallelism: int
     keyed_state: list[KeyedStateFile] = field(default_factory=list)
+    state_kinds: dict[str, str] = field(default_factory=dict)   # canonical format: state name -> kind
+    watermark: "int | None" = None
 
 
 @dataclass
@@ -80,7 +90,8 @@ class MetadataV1Serializer:
             "operators": {
                 uid: {"name": op.name, "parallelism": op.parallelism,
                       "keyed_state": [{"subtask": f.subtask, "key_groups": [f.key_group_start, f.key_group_end],
-                                       **f.handle.to_json()} for f in op.keyed_state]}
+                                       "state": f.state, **f.handle.to_json()} for f in op.keyed_state],
+                      "state_kinds": op.state_kinds, "watermark": op.watermark}
                 for uid, op in sorted(meta.operators.items())
             },
             "driver_state": meta.driver_state.to_json(),
@@ -110,8 +121,10 @@ class MetadataV1Serializer:
         ops = {}
         for uid, op in body["operators"].items():
             files = [KeyedStateFile(f["subtask"], f["key_groups"][0], f["key_groups"][1],
-                                    StreamStateHandle(f["path"], f["size"], f["sha256"])) for f in op["keyed_state"]]
-            ops[uid] = OperatorMetadata(uid, op["name"], op["parallelism"], files)
+                                    StreamStateHandle(f["path"], f["size"], f["sha256"]), f.get("state"))
+                     for f in op["keyed_state"]]
+            ops[uid] = OperatorMetadata(uid, op["name"], op["parallelism"], files, op.get("state_kinds", {}),
+                                        op.get("watermark"))
         return CheckpointMetadata(
             job_id=body["job_id"], job_name=body["job_name"], checkpoint_id=body["checkpoint_id"],
             kind=body["kind"], trigger_timestamp=body["trigger_timestamp"],

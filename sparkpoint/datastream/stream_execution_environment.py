@@ -120,6 +120,15 @@ class JobClient:
     def get_job_execution_result(self) -> "Future":
         return self._result
 
+    def trigger_savepoint(self, savepoint_directory: Optional[str] = None, formatType: Any = None) -> "Future":
+        """A savepoint at the next epoch boundary; the future's result is its path."""
+        return self._master.request_savepoint(savepoint_directory).future
+
+    def stop_with_savepoint(self, advance_to_end_of_event_time: bool = False,
+                            savepoint_directory: Optional[str] = None, formatType: Any = None) -> "Future":
+        """Take a savepoint, commit the sinks and stop the job; the future's result is the path."""
+        return self._master.request_savepoint(savepoint_directory, stop=True).future
+
     def wait(self, timeout: Optional[float] = None) -> Any:
         return self._result.result(timeout)
 

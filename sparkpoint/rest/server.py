@@ -1,7 +1,9 @@
 """A running job's REST endpoint, mirroring Flink's ``/jobs`` API (the parts sparkpoint has).
 
 ``GET /jobs``, ``GET /jobs/{id}``, ``GET /jobs/{id}/checkpoints``,
-``GET /jobs/{id}/checkpoints/config``, ``PATCH /jobs/{id}?mode=cancel``.
+``GET /jobs/{id}/checkpoints/config``, ``PATCH /jobs/{id}?mode=cancel``,
+``POST /jobs/{id}/savepoints`` (``{"target-directory", "cancel-job"}``), ``POST /jobs/{id}/stop``
+and ``GET /jobs/{id}/savepoints/{request-id}``.
 It listens on 127.0.0.1 by default (``rest.address``, ``rest.port``; port 0 picks a free
 one). Bound to another address it requires a bearer token (``rest.token``, or one is
 generated and written to the job registry).
@@ -30,6 +32,7 @@ class RestServer:
         self.started = int(time.time() * 1000)
         self._server: Any = None
         self._thread: Optional[threading.Thread] = None
+        self.requests: dict[str, Any] = {}
 
     def _app(self) -> Any:
         from starlette.applications import Starlette
@@ -96,7 +99,30 @@ class RestServer:
                 "num_retained": s.num_retained, "checkpoint_storage": s.directory,
             })
 
+        async def savepoints(request: Request) -> JSONResponse:
+            err = guard(request) or job_or_404(request)
+            if err:
+                return err
+            body = await request.json() if (await request.body()) else {}
+            stop = request.url.path.endswith("/stop") or bool(body.get("cancel-job"))
+            target = body.get("target-directory") or body.get("targetDirectory")
+            req = master.request_savepoint(target, stop=stop)
+            self.requests[req.request_id] = req
+            return JSONResponse({"request-id": req.request_id}, status_code=202)
+
+        async def savepoint_status(request: Request) -> JSONResponse:
+            err = guard(request) or job_or_404(request)
+            if err:
+                return err
+            req = self.requests.get(request.path_params["request_id"])
+            if req is None:
+                return JSONResponse({"errors": ["unknown savepoint request"]}, status_code=404)
+            return JSONResponse(req.status())
+
         return Starlette(routes=[
+            Route("/jobs/{job_id}/savepoints", savepoints, methods=["POST"]),
+            Route("/jobs/{job_id}/stop", savepoints, methods=["POST"]),
+            Route("/jobs/{job_id}/savepoints/{request_id}", savepoint_status),
             Route("/jobs", jobs),
             Route("/jobs/{job_id}", job, methods=["GET"]),
             Route("/jobs/{job_id}", cancel, methods=["PATCH"]),

@@ -12,19 +12,20 @@ import pickle
 import posixpath
 import threading
 import time
-from typing import Any
+from typing import Any, Optional
 
 import fsspec
 
 from sparkpoint.runtime.faults import upload_delay_s, upload_fails
 from sparkpoint.state.key_groups import KeyGroupRange
+from sparkpoint.state.savepoint_format import read_canonical_file, write_canonical
 from sparkpoint.storage.checkpoint_storage import StreamStateHandle, read_verified, write_file
 
 __all__ = ["CheckpointUploader", "read_restored_keyed_state"]
 
 
 class CheckpointUploader:
-    def __init__(self, body: bytes, uploads: dict[int, str], stage_id: int, subtask: int,
+    def __init__(self, body: bytes, uploads: dict[int, Any], stage_id: int, subtask: int,
                  key_groups: KeyGroupRange, uids: list[str]):
         self.acks: dict[int, dict] = {}
         self.declines: dict[int, str] = {}
@@ -32,12 +33,13 @@ class CheckpointUploader:
                                         name="checkpoint-upload", daemon=True)
         self._thread.start()
 
-    def _run(self, body: bytes, uploads: dict[int, str], stage_id: int, subtask: int, key_groups: KeyGroupRange,
+    def _run(self, body: bytes, uploads: dict[int, Any], stage_id: int, subtask: int, key_groups: KeyGroupRange,
              uids: list[str]) -> None:
         import hashlib
 
         digest = hashlib.sha256(body).hexdigest()
-        for cid, location in uploads.items():
+        for cid, spec in uploads.items():
+            location, fmt = (spec, "raw") if isinstance(spec, str) else (spec["location"], spec["format"])
             t0 = time.perf_counter()
             try:
                 delay = upload_delay_s()
@@ -46,14 +48,18 @@ class CheckpointUploader:
                 if upload_fails():
                     raise OSError("upload failure injected (SPARKPOINT_FAIL_UPLOAD)")
                 fs, path = fsspec.core.url_to_fs(location)
-                name = f"keyed-s{stage_id}-t{subtask}"
-                write_file(fs, posixpath.join(path, name), body)
-                handle = StreamStateHandle(name, len(body), digest)
-                self.acks[cid] = {
-                    "files": [{"uids": list(uids), "key_groups": [key_groups.start, key_groups.end],
-                               "handle": handle}],
-                    "size": len(body), "async_ms": (time.perf_counter() - t0) * 1000,
-                }
+                if fmt == "canonical":
+                    files, operators = write_canonical(fs, path, pickle.loads(body), stage_id, subtask,
+                                                       (key_groups.start, key_groups.end))
+                    size = sum(f["handle"].size for f in files)
+                else:
+                    name = f"keyed-s{stage_id}-t{subtask}"
+                    write_file(fs, posixpath.join(path, name), body)
+                    files = [{"uids": list(uids), "key_groups": [key_groups.start, key_groups.end],
+                              "handle": StreamStateHandle(name, len(body), digest)}]
+                    operators, size = {}, len(body)
+                self.acks[cid] = {"files": files, "operators": operators, "size": size,
+                                  "async_ms": (time.perf_counter() - t0) * 1000}
             except Exception as e:  # noqa: BLE001 - any failure declines the checkpoint
                 self.declines[cid] = f"{type(e).__name__}: {e}"
 
@@ -62,10 +68,22 @@ class CheckpointUploader:
         return self.acks, self.declines
 
 
-def read_restored_keyed_state(entry: dict) -> Any:
-    """Read one keyed-state file of a checkpoint, verifying size and checksum."""
+def read_restored_keyed_state(entry: dict, key_groups: Optional[KeyGroupRange] = None) -> Any:
+    """Read one keyed-state file of a checkpoint or savepoint, verifying size and checksum.
+
+    Returns ``{uid: operator snapshot}``; canonical (savepoint) files are converted to the
+    hashmap backend's snapshot form, keeping only ``key_groups``.
+    """
     fs, base = fsspec.core.url_to_fs(entry["location"])
     handle: StreamStateHandle = entry["handle"]
     data = read_verified(fs, posixpath.join(base, handle.path), handle,
                          f"checkpoint {entry.get('checkpoint_id')} keyed state of {entry.get('uids')}")
-    return pickle.loads(data)
+    if entry.get("state") is None:
+        return pickle.loads(data)
+    uid = entry["uids"][0]
+    snap: dict = {"kinds": {}, "groups": {}, "timers": {}, "watermark": entry.get("watermark")}
+    in_range = (lambda kg: True) if key_groups is None else key_groups.__contains__
+    read_canonical_file(data, entry["state"], entry.get("state_kinds", {}), snap, in_range)
+    if snap["watermark"] is None:
+        snap.pop("watermark")
+    return {uid: snap}

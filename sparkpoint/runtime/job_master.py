@@ -26,10 +26,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Protocol
 
 from sparkpoint.checkpoint.coordinator import CheckpointCoordinator, CheckpointSettings
+from sparkpoint.checkpoint.exceptions import CheckpointException
 from sparkpoint.checkpoint.failure import CheckpointFailureReason
 from sparkpoint.common.configuration import Configuration, parse_memory_bytes
 from sparkpoint.common.watermark_strategy import MAX_WATERMARK
-from sparkpoint.errors import JobExecutionError, SparkpointError
+from sparkpoint.errors import JobExecutionError, JobGraphError, SparkpointError
 from sparkpoint.rest.registry import JobRegistry
 from sparkpoint.runtime.faults import fault_point
 from sparkpoint.runtime.graph import JobPlan
@@ -98,6 +99,31 @@ class JobExecutionResult:
         return True
 
 
+class SavepointRequest:
+    """A savepoint asked for by the CLI, the REST API or a JobClient, and its outcome."""
+
+    def __init__(self, request_id: str, directory: Optional[str], stop: bool):
+        from concurrent.futures import Future
+
+        self.request_id, self.directory, self.stop = request_id, directory, stop
+        self.future: Future = Future()
+
+    def complete(self, location: str) -> None:
+        if not self.future.done():
+            self.future.set_result(location)
+
+    def fail(self, reason: str) -> None:
+        if not self.future.done():
+            self.future.set_exception(CheckpointException(f"savepoint failed: {reason}"))
+
+    def status(self) -> dict:
+        if not self.future.done():
+            return {"status": {"id": "IN_PROGRESS"}}
+        if self.future.exception() is not None:
+            return {"status": {"id": "COMPLETED"}, "operation": {"failure-cause": str(self.future.exception())}}
+        return {"status": {"id": "COMPLETED"}, "operation": {"location": self.future.result()}}
+
+
 class _SourceCoordinator:
     """Split assignment of one source node (driver side)."""
 
@@ -149,6 +175,9 @@ class JobMaster:
         self.coordinator: Optional[CheckpointCoordinator] = None
         self.restart_strategy = restart_strategy_from_config(config, self.checkpointing.enabled)
         self.restarts = 0
+        self.savepoint_requests: list[SavepointRequest] = []
+        self.savepoints_in_flight: dict[int, SavepointRequest] = {}
+        self.stop_requested = False
         self._reset_runtime_state()
 
     def _reset_runtime_state(self) -> None:
@@ -178,6 +207,10 @@ class JobMaster:
         try:
             finished = False
             while not finished:
+                if self.stop_requested:
+                    logger.info("job %s stopped with a savepoint after epoch %d", self.job_id, self.epoch - 1)
+                    self.status = "FINISHED"
+                    break
                 if self.cancelled.is_set():
                     logger.info("job %s cancelled after epoch %d", self.job_id, self.epoch - 1)
                     self.status = "CANCELED"
@@ -188,8 +221,10 @@ class JobMaster:
                     self._recover_or_raise(e)
             if finished:
                 self.status = "FINISHED"
-        except BaseException:
+        except BaseException as e:
             self.status = "FAILED"
+            for request in self.savepoint_requests + list(self.savepoints_in_flight.values()):
+                request.fail(f"the job failed: {e}")
             raise
         finally:
             if self.coordinator is not None:
@@ -219,7 +254,7 @@ class JobMaster:
     def _start_checkpointing(self) -> None:
         restore_path = self.config.get_string("execution.savepoint.path")
         restored = load_checkpoint(restore_path) if restore_path else None
-        if self.checkpointing.enabled or restored is not None:
+        if True:  # the coordinator also serves savepoints when periodic checkpoints are off
             directory = self.checkpointing.directory or _default_checkpoint_dir()
             storage = FsCheckpointStorage(directory, self.job_id)
             self.coordinator = CheckpointCoordinator(
@@ -236,6 +271,13 @@ class JobMaster:
         plan = self.plan
         uid_to_node = {plan.uid(nid): nid for nid in plan.nodes}
         check_uids(restored, set(uid_to_node), allow_non_restored)
+        keyed_uids = [uid for uid, op in restored.metadata.operators.items() if op.keyed_state and uid in uid_to_node]
+        if keyed_uids and restored.metadata.max_parallelism != plan.max_parallelism:
+            raise JobGraphError(
+                f"cannot restore {restored.metadata.kind} {restored.checkpoint_id} ({restored.location}): it was "
+                f"taken with max parallelism {restored.metadata.max_parallelism}, the job has "
+                f"{plan.max_parallelism}; keyed state of {keyed_uids} is partitioned into key groups by max "
+                f"parallelism, which cannot change. Set env.set_max_parallelism({restored.metadata.max_parallelism}).")
         self._reset_runtime_state()
         d = restored.driver_state
         # Step 1. Operator state, redistributed if the parallelism changed.
@@ -333,6 +375,12 @@ class JobMaster:
         now = int(time.time() * 1000)
         if not (coordinator.should_trigger(now) or (force and not coordinator.pending)):
             return
+        self._trigger(barrier_epoch)
+
+    def _trigger(self, barrier_epoch: int, savepoint_dir: Optional[str] = None) -> Any:
+        coordinator = self.coordinator
+        assert coordinator is not None
+        now = int(time.time() * 1000)
         plan = self.plan
         pending_commits: dict[int, list] = {}
         for _, by_node in self.uncommitted:
@@ -343,9 +391,29 @@ class JobMaster:
         sinks = {("sink", plan.uid(nid)): c for nid, c in pending_commits.items()}
         operators = {plan.uid(nid): (n.name, plan.stage(plan.stage_of[nid]).parallelism) for nid, n in plan.nodes.items()}
         pending = coordinator.trigger(now, barrier_epoch, self._capture_driver_state(pending_commits), stateful,
-                                      sources, sinks, operators)
+                                      sources, sinks, operators, savepoint_dir=savepoint_dir)
         if pending is not None:
             pending.covered_epochs = [e for e, _ in self.uncommitted]  # type: ignore[attr-defined]
+        return pending
+
+    def request_savepoint(self, target_dir: Optional[str], stop: bool = False) -> "SavepointRequest":
+        """Ask for a savepoint at the next epoch boundary (and, with ``stop``, to end the job after it)."""
+        directory = target_dir or self.config.get_string("state.savepoints.dir")
+        request = SavepointRequest(uuid.uuid4().hex, directory, stop)
+        if not directory:
+            request.fail("no savepoint directory: pass one, or set state.savepoints.dir")
+        else:
+            self.savepoint_requests.append(request)
+        return request
+
+    def _trigger_savepoints(self, barrier_epoch: int) -> None:
+        while self.savepoint_requests and self.coordinator is not None:
+            request = self.savepoint_requests.pop(0)
+            pending = self._trigger(barrier_epoch, savepoint_dir=request.directory)
+            if pending is None:
+                request.fail("the savepoint could not be written (see the log)")
+            else:
+                self.savepoints_in_flight[pending.checkpoint_id] = request
 
     def _complete_checkpoints(self) -> None:
         coordinator = self.coordinator
@@ -363,14 +431,20 @@ class JobMaster:
                 self._commit(by_node)
             fault_point("after-commit")
             self.notify_next.append(completed.checkpoint_id)
+            request = self.savepoints_in_flight.pop(completed.checkpoint_id, None)
+            if request is not None:
+                request.complete(completed.location)
+                if request.stop:
+                    self.stop_requested = True
+        for cid in [c for c in self.savepoints_in_flight if c not in coordinator.pending]:
+            stats = {s.id: s for s in coordinator.stats.history()}.get(cid)
+            self.savepoints_in_flight.pop(cid).fail(stats.failure_reason if stats else "savepoint aborted")
 
     # -- one epoch ---------------------------------------------------------------------------
     def deployments(self, epoch: int, now_ms: int) -> dict[tuple[int, int], TaskDeployment]:
         # Step 1. Fix each source subtask's input for the epoch.
         assignments = {nid: sc.assign() for nid, sc in self.sources.items()}
         uploads = self.coordinator.uploads_for_epoch(epoch) if self.coordinator is not None else {}
-        upload_uris = {cid: self.coordinator.storage.fs.unstrip_protocol(loc) for cid, loc in uploads.items()} \
-            if self.coordinator is not None else {}
         deps: dict[tuple[int, int], TaskDeployment] = {}
         for stage in self.plan.stages:
             for i in range(stage.parallelism):
@@ -379,7 +453,7 @@ class JobMaster:
                     keyed_state_epoch=self.keyed_state_epoch[stage.id], max_records=self.max_records,
                     max_bytes=self.max_bytes, restored_keyed=self.restored_keyed.get((stage.id, i), []),
                     local_state_namespace=f"{self.job_id}-{self.attempt}",
-                    checkpoint_uploads=upload_uris if stage.keyed else {},
+                    checkpoint_uploads=uploads if stage.keyed else {},
                     notify_checkpoints=list(self.notify_next),
                 )
                 for nid in stage.nodes:
@@ -410,8 +484,9 @@ class JobMaster:
         if self.coordinator is not None:
             self.coordinator.receive_acknowledgements(reports)
             self._complete_checkpoints()
+            self._trigger_savepoints(epoch)
             self._maybe_checkpoint(epoch, force=sources_done and self._awaiting_final_checkpoint())
-        finished = sources_done and not self._awaiting_final_checkpoint()
+        finished = sources_done and not self._awaiting_final_checkpoint() and not self.savepoints_in_flight
         src_records = sum(m.get("numRecordsOut", 0) for uid, m in self._epoch_metrics(reports).items()
                           if uid in {sc.uid for sc in self.sources.values()})
         self.total_in += src_records

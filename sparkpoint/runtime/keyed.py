@@ -50,8 +50,8 @@ class KeyedOperator(StreamOperator):
         }
 
     def restore_keyed_state(self, snap: dict) -> None:
-        self.keyed_backend.restore_key_groups(snap["groups"], snap["kinds"])
-        self.timers.restore_key_groups(snap["timers"], self.keyed_backend.key_group_range.__contains__)
+        self.keyed_backend.restore_key_groups(snap.get("groups", {}), snap.get("kinds", {}))
+        self.timers.restore_key_groups(snap.get("timers", {}), self.keyed_backend.key_group_range.__contains__)
         self.watermark = max(self.watermark, snap.get("watermark", self.watermark))
         self.timers.current_watermark = self.watermark
 

@@ -90,6 +90,8 @@ def keyed_entries(restored: RestoredCheckpoint, uids: list[str], start: int, end
             if f.key_group_end < start or f.key_group_start > end:
                 continue
             entry = out.setdefault(f.handle.path, {"location": restored.location, "handle": f.handle,
-                                                   "uids": [], "checkpoint_id": restored.checkpoint_id})
+                                                   "uids": [], "checkpoint_id": restored.checkpoint_id,
+                                                   "state": f.state, "state_kinds": op.state_kinds,
+                                                   "watermark": op.watermark})
             entry["uids"].append(uid)
     return list(out.values())

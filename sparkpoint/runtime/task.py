@@ -49,7 +49,7 @@ class TaskDeployment:
     keyed_state_epoch: Optional[int] = None                            # local state to load, if any
     restored_keyed: list = field(default_factory=list)                 # checkpoint files to start from
     local_state_namespace: str = ""                                    # job id + attempt
-    checkpoint_uploads: dict[int, str] = field(default_factory=dict)   # checkpoint id -> location URI
+    checkpoint_uploads: dict[int, Any] = field(default_factory=dict)   # checkpoint id -> location and format
     notify_checkpoints: list[int] = field(default_factory=list)        # completed since the last epoch
     max_records: int = 100_000
     max_bytes: int = 32 * 1024 * 1024
@@ -120,7 +120,7 @@ def run_task(plan: JobPlan, stage_id: int, subtask: int, dep: TaskDeployment,
                 uploader = CheckpointUploader(body, dep.checkpoint_uploads, stage_id, subtask, kg_range, uids)
             snapshots = [pickle.loads(body)]
         else:
-            snapshots = [read_restored_keyed_state(entry) for entry in dep.restored_keyed]
+            snapshots = [read_restored_keyed_state(entry, kg_range) for entry in dep.restored_keyed]
         for snapshot in snapshots:
             for op in keyed_ops.values():
                 if op.uid in snapshot:
