@@ -305,9 +305,16 @@ def checkpoints(job_id: str, as_json: bool) -> None:
     Console(width=160).print(table)
 
 
-@main.command()
+@main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": True})
 @click.argument("path")
-def inspect(path: str) -> None:
+@click.option("--against", "against", default=None, type=click.Path(exists=True, dir_okay=False),
+              help="A job script: tell, without running it, whether and how PATH would restore into it.")
+@click.option("-n", "--allowNonRestoredState", "allow_non_restored", is_flag=True,
+              help="With --against: state without an operator may be skipped.")
+@click.option("-D", "dynamic", multiple=True, metavar="KEY=VALUE", help="Configuration for the --against job.")
+@click.argument("job_args", nargs=-1, type=click.UNPROCESSED)
+def inspect(path: str, against: Optional[str], allow_non_restored: bool, dynamic: tuple[str, ...],
+            job_args: tuple[str, ...]) -> None:
     """What a checkpoint or savepoint holds (it is verified file by file first)."""
     from sparkpoint.runtime.restore import load_checkpoint
 
@@ -315,6 +322,9 @@ def inspect(path: str) -> None:
         restored = load_checkpoint(path)
     except SparkpointError as e:
         raise click.ClickException(str(e)) from None
+    if against:
+        _inspect_against(restored, against, job_args, _parse_dynamic(dynamic), allow_non_restored)
+        return
     m = restored.metadata
     d = restored.driver_state
     click.echo(f"{m.kind} {m.checkpoint_id} of job {m.job_id} ({m.job_name}) at {restored.location}")
@@ -322,21 +332,64 @@ def inspect(path: str) -> None:
                f"completed {_ts(m.completion_timestamp)}; max parallelism {m.max_parallelism}")
     click.echo(f"  {len(m.state_files())} state files, {_size(m.total_size())}, all checksums verified")
     click.echo("  operators:")
+    from sparkpoint.state_processor.reader import keyed_state_summary
+
+    summary = keyed_state_summary(restored)
     for uid, op in sorted(m.operators.items()):
         keyed = sum(f.handle.size for f in op.keyed_state)
         has_op_state = uid in d.get("operator_states", {})
         parts = [f"parallelism {op.parallelism}"]
         if op.keyed_state:
-            parts.append(f"keyed state {_size(keyed)} in {len(op.keyed_state)} key-group ranges")
+            ranges = len({(f.key_group_start, f.key_group_end) for f in op.keyed_state})
+            parts.append(f"keyed state {_size(keyed)} in {ranges} key-group ranges")
         if has_op_state:
             parts.append("operator state")
         click.echo(f"    {uid} ({op.name}): {', '.join(parts)}")
+        for name, (entries, keys) in sorted(summary.get(uid, {}).items()):
+            click.echo(f"      {name}: {entries:,} entries, {keys:,} keys")
     for uid, src in d.get("sources", {}).items():
         splits = [s for ss in src["splits"].values() for s in ss]
         click.echo(f"  source {uid}: {len(splits)} open split(s): " +
                    ", ".join(f"{s.split_id}@{s.position}" for s in splits[:6]) + (" ..." if len(splits) > 6 else ""))
     for uid, c in d.get("committables", {}).items():
         click.echo(f"  sink {uid}: {len(c)} pre-committed file(s) to commit on restore")
+
+
+class _Planned(Exception):
+    pass
+
+
+def _inspect_against(restored: Any, job: str, job_args: tuple[str, ...], conf: dict, allow_non_restored: bool) -> None:
+    from sparkpoint.checkpoint.compatibility import check_compatibility
+    from sparkpoint.datastream.stream_execution_environment import set_cli_defaults
+
+    plans: list = []
+
+    def capture(plan: Any) -> None:
+        plans.append(plan)
+        raise _Planned()
+
+    set_cli_defaults({"configuration": {"execution.target": "local", **conf}, "capture_plan": capture})
+    job_path = Path(job).resolve()
+    old_argv = sys.argv
+    sys.argv = [str(job_path), *job_args]
+    sys.path.insert(0, str(job_path.parent))
+    try:
+        runpy.run_path(str(job_path), run_name="__main__")
+    except _Planned:
+        pass
+    finally:
+        sys.argv = old_argv
+        set_cli_defaults({})
+    if not plans:
+        raise click.ClickException(f"{job} never called execute(); nothing to compare with")
+    report = check_compatibility(restored, plans[0])
+    m = restored.metadata
+    click.echo(f"{m.kind} {m.checkpoint_id} ({restored.location}) against {job}:")
+    for line in report.lines(allow_non_restored):
+        click.echo(line)
+    if not report.restorable(allow_non_restored):
+        sys.exit(1)
 
 
 if __name__ == "__main__":  # pragma: no cover

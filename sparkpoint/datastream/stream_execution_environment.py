@@ -351,6 +351,9 @@ class StreamExecutionEnvironment:
                                 "(operators of a job already executed are not run again)")
         plan = self._plan(job_name or self._config.get_string("pipeline.name") or "Flink Streaming Job")
         self._first_unexecuted_node = self._next_id
+        capture = _cli_defaults.get("capture_plan")
+        if capture is not None:
+            capture(plan)  # `sparkpoint inspect --against`: the job is planned, never run
         master = JobMaster(plan, self._config, self._executor(), job_id=self._job_id, on_epoch=self._on_epoch)
         callback = _cli_defaults.get("on_job_created")
         if callback is not None:
