@@ -36,9 +36,7 @@ def _column(values: list) -> Optional[pa.Array]:
     if arr.null_count:
         return None
     # pa.array silently accepts e.g. bools or floats among ints; insist on one exact type
-    if t is int and any(type(v) is not int for v in values):
-        return None
-    if t is float and any(type(v) is not float for v in values):
+    if t in (int, float) and set(map(type, values)) != {t}:
         return None
     return arr
 
@@ -57,10 +55,10 @@ def _flatten(values: list, prefix: str, cols: list, names: list) -> Optional[str
         cols.append(col)
         names.append(prefix)
         return "p"
-    if t is tuple and _uniform_tuples(values, len(first)) and first:
+    if t is tuple and first and _uniform_tuples(values, len(first)):
         specs = []
-        for i, field in enumerate(zip(*values)):
-            spec = _flatten(list(field), f"{prefix}.{i}", cols, names)
+        for i in range(len(first)):
+            spec = _flatten([v[i] for v in values], f"{prefix}.{i}", cols, names)
             if spec is None:
                 return None
             specs.append(spec)
@@ -113,7 +111,7 @@ def encode_batch(values: list, timestamps: list) -> bytes:
 
 
 def _uniform_tuples(values: list, arity: int) -> bool:
-    return all(type(v) is tuple and len(v) == arity for v in values)
+    return set(map(type, values)) == {tuple} and set(map(len, values)) == {arity}
 
 
 def decode_batch(data: bytes) -> tuple[list, list]:
@@ -132,10 +130,11 @@ def decode_batch(data: bytes) -> tuple[list, list]:
 
 def encode_blob(header: dict, batches: dict[int, tuple[list, list]]) -> bytes:
     """One upstream task's output for one downstream partition."""
-    return cloudpickle.dumps(
-        {"h": header, "b": {edge: encode_batch(v, t) for edge, (v, t) in batches.items() if v}},
-        protocol=pickle.HIGHEST_PROTOCOL,
-    )
+    blob = {"h": header, "b": {edge: encode_batch(v, t) for edge, (v, t) in batches.items() if v}}
+    try:
+        return pickle.dumps(blob, protocol=pickle.HIGHEST_PROTOCOL)
+    except (pickle.PicklingError, AttributeError, TypeError):
+        return cloudpickle.dumps(blob, protocol=pickle.HIGHEST_PROTOCOL)  # user classes in reports
 
 
 def decode_blob(blob: bytes) -> tuple[dict, dict[int, tuple[list, list]]]:

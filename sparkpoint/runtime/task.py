@@ -214,8 +214,9 @@ def run_task(plan: JobPlan, stage_id: int, subtask: int, dep: TaskDeployment,
         report.checkpoint_acks, report.checkpoint_declines = uploader.join()
     report.metrics = task.metrics
     report.records_out = sum(len(o.values) for o in outputs.values())
-    report.duration_ms = (time.perf_counter() - started) * 1000
-    return _blobs(plan, stage_id, subtask, routed, out_watermarks, [report] + forwarded), [report] + forwarded
+    report.duration_ms = (time.perf_counter() - started) * 1000  # updated after encoding, below
+    blobs = _blobs(plan, stage_id, subtask, routed, out_watermarks, [report] + forwarded, started)
+    return blobs, [report] + forwarded
 
 
 def _route(plan: JobPlan, stage_id: int, subtask: int, outputs: dict[int, Output],
@@ -234,8 +235,13 @@ def _route(plan: JobPlan, stage_id: int, subtask: int, outputs: dict[int, Output
                 assign = KeyGroupAssigner(plan.max_parallelism)
                 get_key = e.key_selector.get_key
                 maxp = plan.max_parallelism
+                targets: dict = {}   # key -> partition: keys repeat, hashing is per distinct key
+                lookup = targets.get
                 for v, t in zip(values, timestamps):
-                    p = assign(get_key(v)) * n // maxp
+                    k = get_key(v)
+                    p = lookup(k)
+                    if p is None:
+                        p = targets[k] = assign(k) * n // maxp
                     parts[p][0].append(v)
                     parts[p][1].append(t)
             elif e.partitioning == GLOBAL or n == 1:
@@ -252,7 +258,7 @@ def _route(plan: JobPlan, stage_id: int, subtask: int, outputs: dict[int, Output
 
 
 def _blobs(plan: JobPlan, stage_id: int, subtask: int, routed: dict, out_watermarks: dict,
-           reports: list[TaskReport]) -> list[tuple[int, int, bytes]]:
+           reports: list[TaskReport], started: float) -> list[tuple[int, int, bytes]]:
     stage = plan.stage(stage_id)
     consumers = sorted({sid for sid, _ in routed})
     blobs = []
@@ -261,6 +267,8 @@ def _blobs(plan: JobPlan, stage_id: int, subtask: int, routed: dict, out_waterma
         n = plan.stage(sid).parallelism
         # upstream reports travel with the first consumer, spread over its partitions
         carry = reports if (sid == consumers[0] and p == subtask % n) else []
+        if carry:
+            carry[0].duration_ms = (time.perf_counter() - started) * 1000  # including the encoding so far
         header = {"stage": stage_id, "subtask": subtask, "watermarks": wms, "reports": carry}
         blobs.append((sid, p, encode_blob(header, batches)))
     return blobs

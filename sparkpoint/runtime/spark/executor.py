@@ -118,6 +118,8 @@ class SparkEpochExecutor:
 
                 def run_source(idx: int, it: Iterator, _sid: int = sid, _deps: dict = deps,
                                _terminal: bool = is_terminal) -> Iterator:
+                    for _ in it:  # drain the input: PySpark reuses a worker only if its input was read
+                        pass
                     return _run(bc, _sid, idx, _deps[idx], [], _terminal)
 
                 rdd = seed.mapPartitionsWithIndex(run_source, preservesPartitioning=False)
