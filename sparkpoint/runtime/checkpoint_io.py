@@ -83,7 +83,7 @@ def read_restored_keyed_state(entry: dict, key_groups: Optional[KeyGroupRange] =
     uid = entry["uids"][0]
     snap: dict = {"kinds": {}, "groups": {}, "timers": {}, "watermark": entry.get("watermark")}
     in_range = (lambda kg: True) if key_groups is None else key_groups.__contains__
-    read_canonical_file(data, entry["state"], entry.get("state_kinds", {}), snap, in_range)
+    read_canonical_file(data, entry["state"], entry.get("state_kinds", {}), snap, in_range, uid)
     if snap["watermark"] is None:
         snap.pop("watermark")
     return {uid: snap}

@@ -9,6 +9,13 @@ relative to the savepoint directory, so the directory can be moved or copied.
 
 Any backend can write this from its key-group snapshot and read it back into its own
 structures; the hashmap backend does so here.
+
+Schema evolution: values are pickled, importable classes by reference, so a savepoint
+restores into a newer version of the value's class. Adding a field with a default (a
+class attribute, as dataclass defaults are) is compatible: old values read the
+default. Renaming or removing the class or its module is not, and fails naming the
+operator uid and state. (Classes defined in the job script itself are pickled by
+value, so they restore as they were written.)
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import cloudpickle
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from sparkpoint.errors import StateError
 from sparkpoint.storage.checkpoint_storage import StreamStateHandle, write_file
 
 __all__ = ["write_canonical", "read_canonical_file", "TIMERS"]
@@ -87,7 +95,20 @@ def write_canonical(fs: Any, location: str, snapshot: dict, stage_id: int, subta
     return files, operators
 
 
-def read_canonical_file(data: bytes, state: str, kinds: dict[str, str], into: dict, in_range: Any) -> None:
+def _loads(data: bytes, uid: str, state: str) -> Any:
+    try:
+        return pickle.loads(data)
+    except Exception as e:  # noqa: BLE001 - any decoding failure is a schema incompatibility
+        raise StateError(
+            f"operator {uid!r}, state {state!r}: a stored value cannot be decoded with the job's classes "
+            f"({type(e).__name__}: {e}). Compatible changes: adding fields with defaults (class or dataclass "
+            f"attributes), adding methods; incompatible: renaming or removing the class or its module, "
+            f"changing a field's meaning. Migrate the state with sparkpoint.state_processor, or drop it with "
+            f"--allowNonRestoredState and a new uid.") from None
+
+
+def read_canonical_file(data: bytes, state: str, kinds: dict[str, str], into: dict, in_range: Any,
+                        uid: str = "?") -> None:
     """Add one canonical file's entries to an operator snapshot ``into`` (groups/timers)."""
     table = pq.read_table(io.BytesIO(data))
     kgs = table.column("key_group").to_pylist()
@@ -99,11 +120,13 @@ def read_canonical_file(data: bytes, state: str, kinds: dict[str, str], into: di
         timers = into.setdefault("timers", {})
         for kg, domain, ts, key, ns in zip(kgs, domains, stamps, keys, nss):
             if in_range(kg):
-                timers.setdefault(kg, {}).setdefault(domain, []).append((ts, pickle.loads(key), pickle.loads(ns)))
+                timers.setdefault(kg, {}).setdefault(domain, []).append(
+                    (ts, _loads(key, uid, state), _loads(ns, uid, state)))
         return
     values = table.column("value").to_pylist()
     groups = into.setdefault("groups", {})
     for kg, key, ns, value in zip(kgs, keys, nss, values):
         if in_range(kg):
-            groups.setdefault(kg, {}).setdefault(state, {})[(pickle.loads(key), pickle.loads(ns))] = pickle.loads(value)
+            groups.setdefault(kg, {}).setdefault(state, {})[(_loads(key, uid, state), _loads(ns, uid, state))] = \
+                _loads(value, uid, state)
     into.setdefault("kinds", {}).update(kinds)
