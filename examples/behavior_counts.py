@@ -45,7 +45,7 @@ def build(env: StreamExecutionEnvironment, args: argparse.Namespace) -> None:
         source = FileSource.for_record_stream_format(StreamFormat.text_line_format(), args.input).build()
     else:
         source = StringLineEventSource(args.events, lateness_millis=args.source_lateness_millis,
-                                       seed=args.seed, num_splits=env.get_parallelism(),
+                                       seed=args.seed, num_splits=args.splits,
                                        records_per_second=args.events_per_second)
     watermarks = (WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(args.window_lagged_millis))
                   .with_timestamp_assigner(EventTimestamp()))
@@ -67,6 +67,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--output", default="out/behavior-counts", help="output directory")
     parser.add_argument("--events", type=int, default=1_000_000, help="number of generated events")
     parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--splits", type=int, default=2,
+                        help="generated-event splits (fixed for a job's life, like a topic's partitions)")
     parser.add_argument("--events-per-second", type=float, default=None,
                         help="pace the generated events (default: as fast as possible)")
     parser.add_argument("--window-size-millis", type=int, default=60_000)

@@ -244,9 +244,14 @@ def stop(job_id: str, savepoint_path: Optional[str], timeout: float) -> None:
     """Stop JOB_ID with a final savepoint (sinks are committed first)."""
     client, jid, _ = _client(job_id)
     click.echo(f"Suspending job {jid}.")
-    r = client.post(f"/jobs/{jid}/stop", json={"targetDirectory": savepoint_path})
-    path = _await_savepoint(client, jid, r.json()["request-id"], timeout)
-    click.echo(f"Savepoint completed. Path: {path}")
+    client.timeout = timeout + 10
+    r = client.post(f"/jobs/{jid}/stop", json={"targetDirectory": savepoint_path, "timeout": timeout}).json()
+    op = r.get("operation")
+    if op is None:
+        raise click.ClickException(f"no answer within {timeout:.0f} s; the savepoint may still complete")
+    if "failure-cause" in op:
+        raise click.ClickException(op["failure-cause"])
+    click.echo(f"Savepoint completed. Path: {op['location']}")
 
 
 def _dispose(path: str) -> None:

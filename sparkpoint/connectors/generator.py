@@ -53,7 +53,7 @@ class SequenceSource(Source):
 
 class _SequenceEnumerator(SplitEnumerator):
     def __init__(self, num_splits: int):
-        self.pending = [SourceSplit(f"seq-{k}", 0, info={"k": k}) for k in range(num_splits)]
+        self.pending = [SourceSplit(f"seq-{k}", 0, info={"k": k, "n": num_splits}) for k in range(num_splits)]
 
     def discover(self) -> None:
         pass
@@ -79,21 +79,22 @@ class _SequenceReader(SourceReader):
     def read(self, split: SourceSplit, max_records: int, max_bytes: int) -> ReadResult:
         src = self.source
         k = split.info["k"]
+        splits = split.info.get("n", src.num_splits)  # a restored split keeps the layout it was made with
         pos = split.position
         n = max_records
         if src.records_per_second:
             import time
 
             started = split.info.get("started") or time.time()
-            allowed = int((time.time() - started) * src.records_per_second / src.num_splits) + 1
+            allowed = int((time.time() - started) * src.records_per_second / splits) + 1
             n = max(0, min(n, allowed - pos))
             split = split.with_(info={**split.info, "started": started})
         if src.count is not None:
-            n = min(n, split_length(src.count, src.num_splits, k) - pos)
-        seq = k + (pos + np.arange(n, dtype=np.int64)) * src.num_splits
+            n = min(n, split_length(src.count, splits, k) - pos)
+        seq = k + (pos + np.arange(n, dtype=np.int64)) * splits
         values, timestamps, watermark = src.produce(seq)
         new_pos = pos + n
-        finished = src.count is not None and new_pos >= split_length(src.count, src.num_splits, k)
+        finished = src.count is not None and new_pos >= split_length(src.count, splits, k)
         return ReadResult(values, timestamps, split.with_(position=new_pos, finished=finished), watermark)
 
 

@@ -108,6 +108,16 @@ class RestServer:
             target = body.get("target-directory") or body.get("targetDirectory")
             req = master.request_savepoint(target, stop=stop)
             self.requests[req.request_id] = req
+            if stop:
+                # the job ends with this savepoint, and this endpoint with it: answer when it is done
+                import asyncio
+
+                wait = float(body.get("timeout", 600))
+                try:
+                    await asyncio.to_thread(req.future.exception, wait)
+                except TimeoutError:
+                    pass
+                return JSONResponse({"request-id": req.request_id, **req.status()}, status_code=202)
             return JSONResponse({"request-id": req.request_id}, status_code=202)
 
         async def savepoint_status(request: Request) -> JSONResponse:

@@ -113,3 +113,38 @@ def test_inspect_reports_a_corrupt_checkpoint(tmp_path, cli_env):
     ck = tmp_path / "ck"
     r = sparkpoint("inspect", str(ck / "nope" / "chk-3"), env=cli_env)
     assert r.returncode != 0 and "does not exist" in r.stderr
+
+
+def test_savepoint_stop_dispose_and_resume(tmp_path, cli_env):
+    out, sp_dir = tmp_path / "out", tmp_path / "savepoints"
+    args = ["-D", "execution.target=local", "-D", "execution.checkpointing.interval=1h",
+            "-D", f"state.savepoints.dir={sp_dir.as_uri()}", "-D", f"sparkpoint.local-state-dir={tmp_path / 'ls'}",
+            "-D", "execution.epoch.max-records=2000"]
+    proc = subprocess.Popen([sys.executable, "-m", "sparkpoint.cli", "run", *args, JOB, "--events", "400000",
+                             "--events-per-second", "20000", "--output", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=cli_env)
+    try:
+        job_id = re.search(r"JobID ([0-9a-f]{32})", proc.stdout.readline()).group(1)
+        deadline = time.time() + 60
+        while time.time() < deadline and job_id not in sparkpoint("list", env=cli_env).stdout:
+            time.sleep(0.2)
+        first = sparkpoint("savepoint", job_id, env=cli_env)          # default: state.savepoints.dir
+        assert first.returncode == 0, first.stderr
+        first_path = re.search(r"Savepoint completed\. Path: (\S+)", first.stdout).group(1)
+        assert re.search(rf"/savepoint-{job_id[:6]}-[0-9a-f]{{12}}$", first_path)
+        stopped = sparkpoint("stop", "--savepoint-path", (tmp_path / "final").as_uri(), job_id, env=cli_env)
+        if stopped.returncode != 0:
+            proc.kill()
+            raise AssertionError(stopped.stderr[-500:] + "\n--- job:\n" + proc.stderr.read()[-3000:])
+        final_path = re.search(r"Savepoint completed\. Path: (\S+)", stopped.stdout).group(1)
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    disposed = sparkpoint("savepoint", "--dispose", first_path, env=cli_env)
+    assert disposed.returncode == 0 and "disposed" in disposed.stdout
+    assert not Path(first_path.replace("file://", "")).exists()
+    resumed = sparkpoint("run", *args, "-p", "3", "-s", final_path, JOB, "--events", "400000",
+                         "--output", str(out), env=cli_env)
+    assert resumed.returncode == 0, resumed.stderr
+    assert Counter(read_committed_lines(out)) == _oracle(400_000)

@@ -1,0 +1,489 @@
+"""Soak test: the seed job, SIGKILLed over and over, must still commit exactly the oracle.
+
+Runs ``examples/behavior_counts.py`` through ``sparkpoint run`` under
+:class:`sparkpoint.testing.kill_loop.KillLoop` with checkpoints every second (the
+configuration of ``checkpoint_conf`` in ``tests/e2e/test_exactly_once.py``; for
+``--target spark`` also ``spark.master=local[2]`` and ``spark.ui.enabled=false``).
+Each round restores from the newest completed checkpoint on disk and is SIGKILLed
+either after a random delay (counted from the ``Job has been submitted`` line) or at a
+fault-injection point of the checkpoint protocol (``barrier``, ``metadata-write``,
+``after-metadata``, ``after-commit``, at the 1st..3rd pass), until ``--kills`` kills
+have happened; the last round runs to the end. The committed output, read as a plain
+reader sees it (hidden staged files excluded), is then compared with the pandas
+oracle exactly: every window once, with its exact count.
+
+Kill delays. A random kill makes progress only if it lands after the run's first
+checkpoint has completed: the first checkpoint is triggered at the end of the run's
+first epoch and completes at the end of the second, which after start-up (and the
+restore) takes about 1.6 s locally and 25 s on Spark on a 2-core machine. Unless
+``--min-delay``/``--max-delay`` are given, the script first *calibrates*: it runs the
+job twice in a scratch directory (fresh, then restored) with
+``SPARKPOINT_KILL_AT=after-commit@1`` and measures from ``Job has been submitted``
+to the kill; random delays are then uniform in ``[T + margin, T + margin + span]``
+(local: margin 0.3 s, span 1 s; spark: margin 3 s, span 6 s). Fault kills at a 1st
+``barrier``/``metadata-write`` make no progress by design (no checkpoint completes).
+
+Work. KillLoop goes on until ``--kills`` kills happened *or* a round finishes by itself,
+so the job needs more work than all the killed rounds complete together. Measured on a
+2-core machine: a random round advances the job by 1-10 epochs (~4-5 on average), a fault
+round by 0-9 (~3; ``after-*@n`` keeps n checkpoints), 1 epoch being 2 splits x 20,000
+records; 100 kills used up 16M events after 91 kills. 3M events run out after ~20 kills.
+The default is therefore per kill: 200,000 events a kill locally (20M for 100), 120,000
+on Spark (at least 3M / 0.6M). The summary says how many kills actually happened.
+
+Run::
+
+    .venv/bin/python bench/soak.py --kills 100 --json soak.json
+    .venv/bin/python bench/soak.py --target spark --kills 10 --json soak-spark.json
+
+Exit status: 0 on PASS, 1 on FAIL (output differs from the oracle, or a round
+failed), 2 on usage errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import platform
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any, Optional
+
+if __package__ in (None, ""):
+    # Run as a script: make the repository root importable.
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+# Every process (the `sparkpoint run` children and, on Spark, their Python workers) runs this
+# interpreter and imports sparkpoint from this tree, not from wherever it happens to be installed.
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [str(Path(__file__).resolve().parent.parent), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))])
+
+import pandas as pd  # noqa: E402
+
+from sparkpoint.connectors.events import EventSpec, generate_events  # noqa: E402
+from sparkpoint.runtime.restore import load_checkpoint  # noqa: E402
+from sparkpoint.storage.checkpoint_storage import latest_completed  # noqa: E402
+from sparkpoint.testing.kill_loop import FAULT_POINTS, KillLoop, read_committed_lines  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+JOB = str(ROOT / "examples" / "behavior_counts.py")
+WINDOW_MS = 60_000
+MAX_RECORDS = 20_000       # execution.epoch.max-records (per source split per epoch)
+PARALLELISM = 2            # parallelism.default (= number of generator splits)
+EPOCH_RECORDS = MAX_RECORDS * PARALLELISM
+EVENTS_PER_KILL = {"local": 200_000, "spark": 120_000}
+MIN_EVENTS = {"local": 3_000_000, "spark": 600_000}
+DELAY_SHAPE = {"local": (0.3, 1.0), "spark": (3.0, 6.0)}   # (margin after calibration, span)
+SUBMITTED = "Job has been submitted"
+JOB_ID_RE = re.compile(r"Job has been submitted with JobID ([0-9a-f]+)")
+EPOCH_RE = re.compile(r"^epoch (\d+): ", re.M)
+
+
+# -- configuration ----------------------------------------------------------------------------
+def checkpoint_conf(ckpt: Path, local_state: Path, target: str) -> dict:
+    """``checkpoint_conf`` of tests/e2e/test_exactly_once.py (+ the Spark keys of its Spark test)."""
+    conf: dict[str, Any] = {
+        "execution.target": target,
+        "execution.checkpointing.interval": "1 s",
+        "state.checkpoints.dir": ckpt.as_uri(),
+        "state.checkpoints.num-retained": 3,
+        "execution.checkpointing.externalized-checkpoint-retention": "RETAIN_ON_CANCELLATION",
+        "execution.epoch.max-records": MAX_RECORDS,
+        "parallelism.default": PARALLELISM,
+        "restart-strategy.type": "none",
+    }
+    if target == "spark":
+        conf["spark.master"] = "local[2]"
+        conf["spark.ui.enabled"] = "false"
+    conf["sparkpoint.local-state-dir"] = str(local_state)
+    return conf
+
+
+def job_args(events: int, out: Path) -> list[str]:
+    return ["--events", str(events), "--output", str(out)]
+
+
+def run_command(conf: dict, restore: Optional[str], args: list[str]) -> list[str]:
+    """The command KillLoop runs (``KillLoop._command``)."""
+    cmd = [sys.executable, "-m", "sparkpoint.cli", "run"]
+    for k, v in conf.items():
+        cmd += ["-D", f"{k}={v}"]
+    if restore:
+        cmd += ["-s", restore]
+    return cmd + [JOB, *args]
+
+
+# -- calibration ------------------------------------------------------------------------------
+def _time_to_first_commit(conf: dict, restore: Optional[str], args: list[str], timeout: float) -> Optional[float]:
+    """Seconds from ``Job has been submitted`` until ``after-commit@1`` kills the run (None: not killed)."""
+    env = dict(os.environ)
+    env["SPARKPOINT_KILL_AT"] = "after-commit@1"
+    proc = subprocess.Popen(run_command(conf, restore, args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            env=env, cwd=str(ROOT), text=True)
+    submitted_at: list[float] = []
+    lines: list[str] = []
+
+    def pump() -> None:
+        for line in proc.stdout:  # type: ignore[union-attr]
+            lines.append(line)
+            if not submitted_at and SUBMITTED in line:
+                submitted_at.append(time.time())
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise RuntimeError("calibration run did not end in time:\n" + "".join(lines[-30:]))
+    ended = time.time()
+    reader.join(timeout=10)
+    if proc.returncode != -signal.SIGKILL:
+        if proc.returncode != 0:
+            raise RuntimeError(f"calibration run failed with exit code {proc.returncode}:\n" + "".join(lines[-30:]))
+        return None
+    return ended - submitted_at[0] if submitted_at else None
+
+
+def calibrate(workdir: Path, target: str, events: int, timeout: float) -> list[float]:
+    """Time to the first completed and committed checkpoint, of a fresh and of a restored run."""
+    base = workdir / "calibration"
+    ckpt, out, local = base / "ckpt", base / "out", base / "local"
+    conf = checkpoint_conf(ckpt, local, target)
+    times = []
+    for _ in range(2):
+        restore = latest_completed(ckpt.as_uri()) if ckpt.exists() else None
+        t = _time_to_first_commit(conf, restore, job_args(events, out), timeout)
+        if t is not None:
+            times.append(t)
+    shutil.rmtree(base, ignore_errors=True)
+    return times
+
+
+# -- the oracle -------------------------------------------------------------------------------
+def oracle(n: int, chunk: int = 1_000_000) -> Counter:
+    """The pandas oracle of tests/e2e/test_exactly_once.py, computed in chunks of events."""
+    total: Optional[pd.Series] = None
+    for start in range(0, n, chunk):
+        lines, _ = generate_events(start, min(n, start + chunk), EventSpec())
+        df = pd.DataFrame([line.split("\t") for line in lines], columns=["ts", "channel", "id", "behavior"])
+        ts = df["ts"].astype("int64")
+        df["start"] = ts - ts % WINDOW_MS
+        counts = df.groupby(["start", "channel", "behavior"]).size()
+        total = counts if total is None else total.add(counts, fill_value=0)
+    assert total is not None
+    return Counter({f"{s}\t{s + WINDOW_MS}\t{c}\t{b}\t{int(k)}": 1 for (s, c, b), k in total.items()})
+
+
+# -- what each round did ----------------------------------------------------------------------
+def replay_plan(seed: int, kills: int, fault_share: float, min_delay: float, max_delay: float,
+                rounds: int) -> list[tuple[str, Any]]:
+    """KillLoop's per-round decisions, replayed from its seed (it keeps only totals).
+
+    Every round before the last ended in a kill; a round draws a decision while kills are left.
+    """
+    rnd = random.Random(seed)
+    plan: list[tuple[str, Any]] = []
+    kills_left = kills
+    for r in range(rounds):
+        if kills_left > 0:
+            if rnd.random() < fault_share:
+                plan.append(("fault", f"{rnd.choice(FAULT_POINTS)}@{rnd.randint(1, 3)}"))
+            else:
+                plan.append(("random", rnd.uniform(min_delay, max_delay)))
+        else:
+            plan.append(("none", None))
+        if r < rounds - 1:
+            kills_left -= 1
+    return plan
+
+
+def barrier_epoch(location: Optional[str], cache: dict) -> int:
+    """The barrier epoch of a completed checkpoint (-1: no checkpoint, the job starts at epoch 0)."""
+    if location is None:
+        return -1
+    if location not in cache:
+        try:
+            cache[location] = load_checkpoint(location, verify_files=False).metadata.barrier_epoch
+        except Exception:  # noqa: BLE001 - a vanished checkpoint only costs the progress figure
+            cache[location] = None
+    return cache[location]
+
+
+def describe_rounds(result: Any, plan: list[tuple[str, Any]]) -> list[dict]:
+    cache: dict = {}
+    rows = []
+    for i in range(result.rounds):
+        log = result.log[i] if i < len(result.log) else ""
+        m = JOB_ID_RE.search(log)
+        epochs = [int(e) for e in EPOCH_RE.findall(log)]
+        start = barrier_epoch(result.restores[i], cache)
+        nxt = barrier_epoch(result.restores[i + 1], cache) if i + 1 < result.rounds else None
+        kind, what = plan[i]
+        rows.append({
+            "round": i + 1,
+            "kind": kind,
+            "fault": what if kind == "fault" else None,
+            "delay_s": round(what, 3) if kind == "random" else None,
+            "job_id": m.group(1) if m else None,
+            "restored_from": result.restores[i],
+            "first_epoch": (start + 1) if start is not None else None,
+            "last_epoch_printed": max(epochs) if epochs else None,
+            "killed": i < result.rounds - 1,
+            "progress_epochs": (nxt - start) if (nxt is not None and start is not None) else None,
+        })
+    return rows
+
+
+# -- comparing with the oracle ----------------------------------------------------------------
+def _key(line: str) -> str:
+    return line.rsplit("\t", 1)[0]
+
+
+def firing_epoch(window_start: int) -> int:
+    """Roughly the epoch in which a window fires: the watermark (max ts - 50 s) passes its end."""
+    spec = EventSpec()
+    seq = (window_start + WINDOW_MS + 50_000 - spec.start_ts) // spec.interval_ms
+    return max(0, seq) // EPOCH_RECORDS
+
+
+def compare(out: Path, expected: Counter, rounds: list[dict], limit: int = 20) -> dict:
+    got = Counter(read_committed_lines(out))
+    missing, extra = expected - got, got - expected
+    report: dict[str, Any] = {
+        "lines_committed": sum(got.values()),
+        "lines_expected": sum(expected.values()),
+        "missing": sum(missing.values()),
+        "extra": sum(extra.values()),
+        "equal": got == expected,
+    }
+    exp_keys = {_key(k) for k in expected}
+    got_keys = {_key(k) for k in got}
+    report["extra_duplicates"] = sum(n for line, n in extra.items() if line in expected)
+    report["extra_wrong_count"] = sum(n for line, n in extra.items() if line not in expected and _key(line) in exp_keys)
+    report["extra_unknown_window"] = sum(n for line, n in extra.items() if _key(line) not in exp_keys)
+    report["missing_window_absent"] = sum(n for line, n in missing.items() if _key(line) not in got_keys)
+    report["missing_count_differs"] = sum(n for line, n in missing.items() if _key(line) in got_keys)
+    if report["equal"]:
+        return report
+    # Attribute offending lines to the part files (and so the rounds) that hold them.
+    by_uid = {r["job_id"][:12]: r for r in rounds if r["job_id"]}
+    where: dict[str, list[str]] = {}
+    missing_keys = {_key(m) for m in missing}
+    offending = set(extra) | {line for line in got if _key(line) in missing_keys}
+    for path in sorted(out.rglob("*")):
+        rel = path.relative_to(out)
+        if path.is_file() and not any(p.startswith((".", "_")) for p in rel.parts):
+            for line in path.read_text().splitlines():
+                if line in offending:
+                    where.setdefault(line, []).append(str(rel))
+
+    def origin(files: list[str]) -> list[dict]:
+        res = []
+        for f in files:
+            uid = Path(f).name.split("-")[1] if Path(f).name.count("-") >= 3 else None
+            r = by_uid.get(uid or "")
+            desc = None
+            if r is not None:
+                desc = f"random {r['delay_s']} s" if r["kind"] == "random" else (r["fault"] or r["kind"])
+            res.append({"file": f, "round": r["round"] if r else None, "round_kind": desc})
+        return res
+
+    def rounds_running(epoch: int) -> list[int]:
+        return [r["round"] for r in rounds if r["first_epoch"] is not None and r["last_epoch_printed"] is not None
+                and r["first_epoch"] <= epoch <= r["last_epoch_printed"]]
+
+    examples = []
+    for line, n in sorted(extra.items())[:limit]:
+        fe = firing_epoch(int(line.split("\t")[0]))
+        examples.append({"type": "extra", "line": line, "times": n, "expected": line in expected,
+                         "in_files": origin(where.get(line, [])), "fires_in_epoch~": fe,
+                         "rounds_that_ran_that_epoch": rounds_running(fe)})
+    for line, n in sorted(missing.items())[:limit]:
+        fe = firing_epoch(int(line.split("\t")[0]))
+        present = [{"line": g, "times": got[g], "in_files": origin(where.get(g, []))}
+                   for g in got if _key(g) == _key(line)]
+        examples.append({"type": "missing", "line": line, "committed_instead": present,
+                         "fires_in_epoch~": fe, "rounds_that_ran_that_epoch": rounds_running(fe)})
+    report["examples"] = examples
+    return report
+
+
+# -- main -------------------------------------------------------------------------------------
+def main(argv: Optional[list[str]] = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--kills", type=int, default=100, help="SIGKILLs before the job may finish (default 100)")
+    p.add_argument("--events", type=int, default=None,
+                   help="generated events (default: enough work for the kills: 200,000 a kill locally, "
+                        "120,000 on Spark, at least 3M / 0.6M)")
+    p.add_argument("--target", choices=("local", "spark"), default="local", help="execution.target")
+    p.add_argument("--seed", type=int, default=1, help="KillLoop's random seed (default 1)")
+    p.add_argument("--workdir", type=Path, default=None,
+                   help="where output, checkpoints and round logs go (must be empty or absent; "
+                        "default: a new temporary directory, kept on FAIL)")
+    p.add_argument("--json", type=Path, default=None, help="write the figures (and every round) as JSON here")
+    p.add_argument("--min-delay", type=float, default=None, help="random kill delay lower bound, s (default: calibrated)")
+    p.add_argument("--max-delay", type=float, default=None, help="random kill delay upper bound, s (default: calibrated)")
+    p.add_argument("--fault-share", type=float, default=0.4, help="share of kills at fault points (default 0.4)")
+    p.add_argument("--round-timeout", type=float, default=900, help="seconds one round may take (default 900)")
+    args = p.parse_args(argv)
+    events = args.events if args.events is not None else \
+        max(MIN_EVENTS[args.target], EVENTS_PER_KILL[args.target] * args.kills)
+
+    if args.workdir is not None:
+        workdir = args.workdir.resolve()
+        if workdir.exists() and any(workdir.iterdir()):
+            p.error(f"--workdir {workdir} is not empty")
+        workdir.mkdir(parents=True, exist_ok=True)
+        temporary = False
+    else:
+        workdir = Path(tempfile.mkdtemp(prefix="sparkpoint-soak-"))
+        temporary = True
+    out, ckpt, local = workdir / "out", workdir / "ckpt", workdir / "local"
+    conf = checkpoint_conf(ckpt, local, args.target)
+    started_at = _dt.datetime.now().astimezone()
+    print(f"soak: target {args.target}, {events:,} events, {args.kills} kills, seed {args.seed}, workdir {workdir}",
+          flush=True)
+
+    # Kill delays.
+    calibration: list[float] = []
+    if args.min_delay is None or args.max_delay is None:
+        margin, span = DELAY_SHAPE[args.target]
+        calibration = calibrate(workdir, args.target, events, args.round_timeout)
+        if not calibration:
+            print("soak: calibration runs were not killed (too few events?); using fixed delays", flush=True)
+            calibration = [1.6 if args.target == "local" else 25.0]
+        lo = max(calibration) + margin
+        min_delay = args.min_delay if args.min_delay is not None else round(lo, 2)
+        max_delay = args.max_delay if args.max_delay is not None else round(min_delay + span, 2)
+        print(f"soak: first checkpoint committed {', '.join(f'{t:.2f}' for t in calibration)} s after submission "
+              f"(fresh, restored); random kill delays uniform in [{min_delay}, {max_delay}] s", flush=True)
+    else:
+        min_delay, max_delay = args.min_delay, args.max_delay
+    if not 0 < min_delay <= max_delay:
+        p.error(f"bad delays [{min_delay}, {max_delay}]")
+
+    # The oracle first: cheap compared with the loop, and it fails early if something is off.
+    t0 = time.time()
+    expected = oracle(events)
+    oracle_s = time.time() - t0
+    print(f"soak: oracle: {len(expected):,} window lines ({oracle_s:.1f} s)", flush=True)
+
+    loop = KillLoop(JOB, job_args(events, out), ckpt, conf, kills=args.kills, seed=args.seed,
+                    min_delay=min_delay, max_delay=max_delay, fault_share=args.fault_share, cwd=str(ROOT),
+                    timeout_per_round=args.round_timeout)
+    t0 = time.time()
+    error: Optional[str] = None
+    result = None
+    try:
+        result = loop.run()
+    except AssertionError as e:  # a round failed or hung: KillLoop's message holds that round's output
+        error = str(e)
+    loop_s = time.time() - t0
+
+    summary: dict[str, Any] = {
+        "command": " ".join([Path(sys.executable).name, *sys.argv]) if argv is None else " ".join(argv),
+        "date": started_at.isoformat(timespec="seconds"),
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
+        "target": args.target, "events": events, "kills_requested": args.kills, "seed": args.seed,
+        "fault_share": args.fault_share, "delay_s": [min_delay, max_delay], "calibration_s": calibration,
+        "conf": {k: v for k, v in conf.items() if k not in ("state.checkpoints.dir", "sparkpoint.local-state-dir")},
+        "workdir": str(workdir), "oracle_s": round(oracle_s, 1), "loop_s": round(loop_s, 1),
+    }
+    verdict = "FAIL"
+    if error is not None:
+        summary["error"] = error
+        print(f"soak: KillLoop stopped with an error:\n{error[-6000:]}", file=sys.stderr)
+    else:
+        assert result is not None
+        plan = replay_plan(args.seed, args.kills, args.fault_share, min_delay, max_delay, result.rounds)
+        replayed_faults = Counter(w.split("@")[0] for k, w in plan if k == "fault")
+        if dict(replayed_faults) != result.fault_kills:
+            print(f"soak: warning: replayed plan {dict(replayed_faults)} != KillLoop's {result.fault_kills}",
+                  file=sys.stderr)
+        rounds = describe_rounds(result, plan)
+        logs = workdir / "rounds"
+        logs.mkdir(exist_ok=True)
+        for r, text in zip(rounds, result.log):
+            (logs / f"round-{r['round']:03d}.log").write_text(
+                f"# round {r['round']}: {r['kind']} {r['fault'] or r['delay_s'] or ''}; "
+                f"restored from {r['restored_from']}\n{text}")
+        killed = [r for r in rounds if r["killed"]]
+        random_kills = sum(1 for r in killed if r["kind"] == "random")
+        fault_dist = {pt: Counter(r["fault"] for r in killed if r["kind"] == "fault" and r["fault"].startswith(pt + "@"))
+                      for pt in FAULT_POINTS}
+        no_progress = Counter(r["fault"].split("@")[0] if r["kind"] == "fault" else "random"
+                              for r in killed if r["progress_epochs"] == 0)
+        cmp = compare(out, expected, rounds)
+        leftovers = [str(q.relative_to(out)) for q in out.rglob(".*inprogress")] if out.exists() else []
+        verdict = "PASS" if cmp["equal"] else "FAIL"
+        summary.update({
+            "rounds": result.rounds, "kills": result.kills, "random_kills": random_kills,
+            "fault_kills": {pt: sum(c.values()) for pt, c in fault_dist.items()},
+            "fault_kills_by_pass": {pt: dict(sorted(c.items())) for pt, c in fault_dist.items()},
+            "last_round": {"none": "no kill planned", "fault": f"{rounds[-1]['fault']} never reached",
+                           "random": f"random delay {rounds[-1]['delay_s']} s, finished first"}[rounds[-1]["kind"]],
+            "rounds_without_progress": dict(no_progress),
+            "epochs_total": (rounds[-1]["last_epoch_printed"] or 0) + 1,
+            "epochs_run_in_last_round": (rounds[-1]["last_epoch_printed"] or 0) - (rounds[-1]["first_epoch"] or 0) + 1,
+            "seconds": round(result.seconds, 1),
+            "staged_leftovers": len(leftovers),
+            **cmp,
+            "per_round": rounds,
+        })
+
+    summary["verdict"] = verdict
+    if args.json:
+        args.json.write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    print_summary(summary)
+    if verdict == "PASS" and temporary:
+        shutil.rmtree(workdir, ignore_errors=True)
+    elif verdict != "PASS":
+        print(f"soak: workdir kept for inspection: {workdir} (round logs under rounds/)")
+    return 0 if verdict == "PASS" else 1
+
+
+def print_summary(s: dict) -> None:
+    print()
+    print(f"target            {s['target']} ({s['machine']['cpus']} CPUs), {s['events']:,} events, seed {s['seed']}")
+    print(f"kill delays       uniform [{s['delay_s'][0]}, {s['delay_s'][1]}] s after submission, "
+          f"fault share {s['fault_share']}")
+    if "rounds" in s:
+        print(f"rounds            {s['rounds']} (last: {s['last_round']}, ran "
+              f"{s['epochs_run_in_last_round']} of {s['epochs_total']} epochs)")
+        print(f"kills             {s['kills']} of {s['kills_requested']} requested: {s['random_kills']} random, "
+              + ", ".join(f"{pt} {n}" for pt, n in s["fault_kills"].items()))
+        if s["kills"] < s["kills_requested"]:
+            print("  WARNING         the job ran out of work before all kills happened (raise --events)")
+        print("  by pass         " + "; ".join(f"{pt} {d}" for pt, d in s["fault_kills_by_pass"].items()))
+        print(f"  no progress     {s['rounds_without_progress'] or 'none'}")
+        print(f"seconds           {s['seconds']} in the kill loop (+ {s['oracle_s']} s oracle)")
+        print(f"lines             {s['lines_committed']:,} committed, {s['lines_expected']:,} expected")
+        print(f"missing / extra   {s['missing']} / {s['extra']} (extra: {s['extra_duplicates']} duplicates, "
+              f"{s['extra_wrong_count']} wrong counts, {s['extra_unknown_window']} unknown windows; missing: "
+              f"{s['missing_window_absent']} windows absent, {s['missing_count_differs']} with another count)")
+        print(f"staged leftovers  {s['staged_leftovers']}")
+        for ex in s.get("examples", [])[:10]:
+            print(f"  {json.dumps(ex, default=str)}")
+    else:
+        print(f"error             {s.get('error', '')[:300]}")
+    print(f"verdict           {s['verdict']}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
