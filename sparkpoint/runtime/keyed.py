@@ -13,7 +13,7 @@ from sparkpoint.datastream.functions import KeySelector
 from sparkpoint.datastream.state import ValueStateDescriptor
 from sparkpoint.datastream.time_domain import TimeDomain
 from sparkpoint.errors import StateError
-from sparkpoint.runtime.operators import IDLE, Output, StreamOperator, TaskContext
+from sparkpoint.runtime.operators import IDLE, Output, StreamOperator, TaskContext, first_failing
 from sparkpoint.state.heap import HashMapKeyedStateBackend
 from sparkpoint.state.key_groups import KeyGroupRange
 from sparkpoint.time.timers import EVENT_TIME, PROCESSING_TIME, InternalTimerService
@@ -58,17 +58,11 @@ class KeyedOperator(StreamOperator):
     # keys -------------------------------------------------------------------------------
     def keys_of(self, values: list) -> list:
         get_key = self.key_selector.get_key
-        v = None
         try:
             return [get_key(v) for v in values]
         except Exception as e:
-            for v in values:
-                try:
-                    get_key(v)
-                except Exception:
-                    break
             raise StateError(f"key selector of operator {self.name!r} (uid {self.uid!r}) failed on record "
-                             f"{v!r}: {type(e).__name__}: {e}") from e
+                             f"{first_failing(get_key, values)!r}: {type(e).__name__}: {e}") from e
 
     def set_key(self, key: Any, kg: Optional[int] = None) -> None:
         self.keyed_backend.set_current_key(key, kg)

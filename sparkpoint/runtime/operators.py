@@ -30,6 +30,31 @@ __all__ = [
 IDLE = None  # an idle input's watermark: excluded from the minimum
 
 
+def first_failing(fn: Any, *columns: list) -> Any:
+    """The first row (first column's value) on which ``fn`` raises.
+
+    Batch paths run a user function over a whole list at once; when that fails, this
+    finds the record to name in the error (functions on these paths must not have
+    side effects, as Flink's key selectors and timestamp assigners must not).
+    """
+    for row in zip(*columns):
+        try:
+            fn(*row)
+        except Exception:  # noqa: BLE001 - looking for the one that fails
+            return row[0]
+    return None
+
+
+def extract_timestamps(op: "StreamOperator", assigner: Any, values: list, timestamps: list) -> list:
+    """Event timestamps of ``values`` from a timestamp assigner; failures name the record."""
+    extract = assigner.extract_timestamp
+    previous = [t if t is not None else MIN_WATERMARK for t in timestamps]
+    try:
+        return [int(extract(v, t)) for v, t in zip(values, previous)]
+    except Exception as e:
+        raise op.fail(first_failing(extract, values, previous), e) from e
+
+
 class Output:
     """What an operator emitted during one call: main records and side outputs."""
 
@@ -248,16 +273,10 @@ class MapOperator(StreamOperator):
 class FilterOperator(StreamOperator):
     def process_batch(self, values: list, timestamps: list, out: Output) -> None:
         f = self.function.filter  # type: ignore[union-attr]
-        v = None
         try:
             keep = [bool(f(v)) for v in values]
         except Exception as e:
-            for v in values:  # find the offending record (filters must be side-effect free)
-                try:
-                    f(v)
-                except Exception:
-                    break
-            raise self.fail(v, e) from e
+            raise self.fail(first_failing(f, values), e) from e
         out.values.extend([v for v, k in zip(values, keep) if k])
         out.timestamps.extend([t for t, k in zip(timestamps, keep) if k])
 
@@ -351,20 +370,9 @@ class TimestampsAndWatermarksOperator(StreamOperator):
             self.generator.set_current_processing_time(task.processing_time)
 
     def process_batch(self, values: list, timestamps: list, out: Output) -> None:
-        assigner = self.assigner
         gen = self.generator
-        v = None
-        if assigner is not None:
-            extract = assigner.extract_timestamp
-            try:
-                new_ts = [int(extract(v, t if t is not None else MIN_WATERMARK)) for v, t in zip(values, timestamps)]
-            except Exception as e:
-                for v, t in zip(values, timestamps):
-                    try:
-                        extract(v, t)
-                    except Exception:
-                        break
-                raise self.fail(v, e) from e
+        if self.assigner is not None:
+            new_ts = extract_timestamps(self, self.assigner, values, timestamps)
         else:
             new_ts = list(timestamps)
         if new_ts:

@@ -13,10 +13,10 @@ from typing import Any, Optional
 
 import cloudpickle
 
-from sparkpoint.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK, WatermarkOutput, WatermarkStrategy
+from sparkpoint.common.watermark_strategy import MAX_WATERMARK, WatermarkOutput, WatermarkStrategy
 from sparkpoint.connectors.base import SourceSplit
 from sparkpoint.errors import MalformedRecordError
-from sparkpoint.runtime.operators import IDLE, Output, StreamOperator
+from sparkpoint.runtime.operators import IDLE, Output, StreamOperator, extract_timestamps
 
 __all__ = ["SourceOperator"]
 
@@ -50,18 +50,7 @@ class SourceOperator(StreamOperator):
             values = result.values
             ts = result.timestamps
             if self.assigner is not None:
-                extract = self.assigner.extract_timestamp
-                src_ts = ts if ts is not None else [MIN_WATERMARK] * len(values)
-                v = None
-                try:
-                    ts = [int(extract(v, t)) for v, t in zip(values, src_ts)]
-                except Exception as e:
-                    for v, t in zip(values, src_ts):
-                        try:
-                            extract(v, t)
-                        except Exception:
-                            break
-                    raise self.fail(v, e) from e
+                ts = extract_timestamps(self, self.assigner, values, ts if ts is not None else [None] * len(values))
             elif ts is None:
                 ts = [None] * len(values)
             gen = self._generator(split)
