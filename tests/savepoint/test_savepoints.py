@@ -28,7 +28,8 @@ class CountPerWindow(ProcessWindowFunction):
         yield f"{w.start}\t{w.end}\t{key[0]}\t{key[1]}\t{sum(c for _, c in elements)}"
 
 
-def seed_job(env, n: int, out: Path, rate=None, *, window_uid="window-counts", parallelism=2, extra_map=False):
+def seed_job(env, n: int, out: Path, rate=None, *, window_uid="window-counts", parallelism=2, extra_map=False,
+             window_name=None):
     env.enable_checkpointing(3_600_000)   # sinks commit at checkpoints and savepoints only
     env.set_parallelism(parallelism)
     src = StringLineEventSource(n, num_splits=2, records_per_second=rate)
@@ -40,7 +41,7 @@ def seed_job(env, n: int, out: Path, rate=None, *, window_uid="window-counts", p
         stream = stream.map(lambda line: line).uid("added-operator")
     (stream.map(lambda line: ((line.split("\t")[1], line.split("\t")[3]), 1)).uid("to-pairs")
      .key_by(lambda p: p[0]).window(TumblingEventTimeWindows.of(Time.minutes(1)))
-     .process(CountPerWindow()).uid(window_uid)
+     .process(CountPerWindow()).uid(window_uid).name(window_name or "Window(Process)")
      .sink_to(FileSink.for_row_format(str(out), Encoder.simple_string_encoder())
               .with_bucket_assigner(BucketAssigner.base_path_bucket_assigner()).build()).uid("sink"))
 
@@ -93,7 +94,7 @@ def test_savepoint_is_relocatable_and_survives_changed_code(make_env, tmp_path):
 
     # an operator added (starts empty), the window operator renamed but with the same uid
     env2 = make_env("local", **{"execution.epoch.max-records": 2_000, "execution.savepoint.path": str(moved)})
-    seed_job(env2, n, out, extra_map=True)
+    seed_job(env2, n, out, extra_map=True, window_name="counts per minute")
     env2.execute("changed")
     assert Counter(read_committed_lines(out)) == window_oracle(n)
 
