@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
-from sparkpoint.datastream.functions import KeySelector
+from sparkpoint.datastream.functions import KeySelector, bound_call
 from sparkpoint.datastream.state import ValueStateDescriptor
 from sparkpoint.datastream.time_domain import TimeDomain
 from sparkpoint.errors import StateError
@@ -57,7 +57,7 @@ class KeyedOperator(StreamOperator):
 
     # keys -------------------------------------------------------------------------------
     def keys_of(self, values: list) -> list:
-        get_key = self.key_selector.get_key
+        get_key = bound_call(self.key_selector, "get_key")
         try:
             return [get_key(v) for v in values]
         except Exception as e:

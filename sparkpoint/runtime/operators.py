@@ -17,7 +17,7 @@ import cloudpickle
 from typing import Any, Iterable, Optional
 
 from sparkpoint.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK, WatermarkOutput
-from sparkpoint.datastream.functions import CheckpointedFunction, Function, RuntimeContext
+from sparkpoint.datastream.functions import CheckpointedFunction, Function, RuntimeContext, bound_call
 from sparkpoint.datastream.output_tag import OutputTag
 from sparkpoint.errors import StateError, UserFunctionError
 from sparkpoint.state.operator_state import DefaultOperatorStateStore
@@ -47,7 +47,7 @@ def first_failing(fn: Any, *columns: list) -> Any:
 
 def extract_timestamps(op: "StreamOperator", assigner: Any, values: list, timestamps: list) -> list:
     """Event timestamps of ``values`` from a timestamp assigner; failures name the record."""
-    extract = assigner.extract_timestamp
+    extract = getattr(assigner, "_fn", None) or assigner.extract_timestamp  # a plain function: call it directly
     previous = [t if t is not None else MIN_WATERMARK for t in timestamps]
     try:
         return [int(extract(v, t)) for v, t in zip(values, previous)]
@@ -259,7 +259,7 @@ class StreamOperator:
 
 class MapOperator(StreamOperator):
     def process_batch(self, values: list, timestamps: list, out: Output) -> None:
-        f = self.function.map  # type: ignore[union-attr]
+        f = bound_call(self.function, "map")
         append = out.values.append
         v = None
         try:
@@ -272,7 +272,7 @@ class MapOperator(StreamOperator):
 
 class FilterOperator(StreamOperator):
     def process_batch(self, values: list, timestamps: list, out: Output) -> None:
-        f = self.function.filter  # type: ignore[union-attr]
+        f = bound_call(self.function, "filter")
         try:
             keep = [bool(f(v)) for v in values]
         except Exception as e:
@@ -283,7 +283,7 @@ class FilterOperator(StreamOperator):
 
 class FlatMapOperator(StreamOperator):
     def process_batch(self, values: list, timestamps: list, out: Output) -> None:
-        f = self.function.flat_map  # type: ignore[union-attr]
+        f = bound_call(self.function, "flat_map")
         v = None
         try:
             for v, t in zip(values, timestamps):

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from sparkpoint.common.watermark_strategy import MAX_WATERMARK
-from sparkpoint.datastream.functions import CheckpointListener
+from sparkpoint.datastream.functions import CheckpointListener, bound_call
 from sparkpoint.runtime.checkpoint_io import CheckpointUploader, read_restored_keyed_state
 from sparkpoint.runtime.exchange import decode_blob, encode_blob
 from sparkpoint.runtime.graph import BROADCAST, GLOBAL, HASH, JobPlan, StreamEdge
@@ -233,7 +233,7 @@ def _route(plan: JobPlan, stage_id: int, subtask: int, outputs: dict[int, Output
         if values:
             if e.partitioning == HASH:
                 assign = KeyGroupAssigner(plan.max_parallelism)
-                get_key = e.key_selector.get_key
+                get_key = bound_call(e.key_selector, "get_key")
                 maxp = plan.max_parallelism
                 targets: dict = {}   # key -> partition: keys repeat, hashing is per distinct key
                 lookup = targets.get
