@@ -260,3 +260,29 @@ def test_no_restart_strategy_fails_the_job(make_env, tmp_path):
     env.from_collection(["a"]).key_by(lambda k: k).process(Boom()).uid("boom").print()
     with pytest.raises((UserFunctionError, JobExecutionError), match="uid 'boom'"):
         env.execute()
+
+
+def test_checkpoints_on_another_fsspec_file_system(make_env, tmp_path):
+    """Checkpoint storage goes through fsspec: here the in-memory file system (one process)."""
+    import fsspec
+
+    base = f"memory://ck-{os.getpid()}-{int(time.time() * 1000)}"
+    env = make_env("local", **{"execution.epoch.max-records": 50})
+    stream = counting_job(env, 10**9, tmp_path / "unused", rate=20_000)
+    env.get_checkpoint_config().set_checkpoint_storage_dir(base)
+    stream.print()
+    client = env.execute_async("memory-fs")
+    fs, root = fsspec.core.url_to_fs(base)
+    deadline = time.time() + 30
+    done = []
+    while time.time() < deadline and not done:
+        done = [p for p in fs.glob(root + "/*/chk-*/_metadata")]
+        time.sleep(0.05)
+    client.cancel()
+    client.wait(30)
+    assert done
+    latest = sorted(fs.glob(root + "/*/chk-*/_metadata"), key=lambda p: int(p.split("chk-")[1].split("/")[0]))[-1]
+    env2 = make_env("local", **{"execution.savepoint.path": "memory://" + latest})
+    got = counting_job(env2, 2_000, tmp_path / "ck2").execute_and_collect()
+    assert got  # restored from the in-memory checkpoint and ran to the end
+    fs.rm(root, recursive=True)
