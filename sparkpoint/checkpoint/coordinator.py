@@ -30,7 +30,7 @@ import logging
 import posixpath
 import time
 import uuid
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import cloudpickle
 import fsspec
@@ -102,7 +102,6 @@ class CheckpointCoordinator:
         self.pending: dict[int, PendingCheckpoint] = {}
         self.last_trigger_ms: Optional[int] = None
         self.last_completion_ms: Optional[int] = None
-        self.savepoint_requests: list[Callable] = []
 
     def _delete_file(self, path: str) -> None:
         try:

@@ -53,7 +53,6 @@ class StreamNode:
     watermark_strategy: Any = None
     sink: Any = None            # sink description for sink nodes
     keyed: bool = False
-    chainable: bool = True
 
     def effective_uid(self) -> str:
         return self.uid if self.uid is not None else self.generated_uid

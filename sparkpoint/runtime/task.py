@@ -69,7 +69,6 @@ class TaskReport:
     watermarks: dict[int, Optional[int]] = field(default_factory=dict)
     metrics: dict[str, dict[str, int]] = field(default_factory=dict)
     keyed_state_bytes: int = 0
-    keyed_state: Optional[dict] = None   # the keyed snapshot itself, when the driver asked for it
     checkpoint_acks: dict[int, dict] = field(default_factory=dict)
     checkpoint_declines: dict[int, str] = field(default_factory=dict)
     snapshot_sync_ms: float = 0.0
@@ -84,7 +83,7 @@ def _min_watermark(values: list) -> Optional[int]:
 
 
 def run_task(plan: JobPlan, stage_id: int, subtask: int, dep: TaskDeployment,
-             input_blobs: list[bytes], want_keyed_snapshot: bool = False) -> tuple[list, list[TaskReport]]:
+             input_blobs: list[bytes]) -> tuple[list, list[TaskReport]]:
     """Run one task; returns ``([(consumer_stage, partition, blob)], reports)``.
 
     ``reports`` holds this task's report and the upstream reports it forwards.
@@ -208,8 +207,6 @@ def run_task(plan: JobPlan, stage_id: int, subtask: int, dep: TaskDeployment,
         keyed_snapshot = {op.uid: op.snapshot_keyed_state() for op in keyed_ops.values()}
         report.keyed_state_bytes = store.save(dep.epoch, keyed_snapshot)
         report.snapshot_sync_ms = (time.perf_counter() - t0) * 1000
-        if want_keyed_snapshot:
-            report.keyed_state = keyed_snapshot
     if uploader is not None:
         report.checkpoint_acks, report.checkpoint_declines = uploader.join()
     report.metrics = task.metrics
