@@ -41,7 +41,8 @@ class KillLoop:
 
     def __init__(self, job: str, job_args: Sequence[str], checkpoint_dir: Path, conf: dict,
                  kills: int, seed: int = 7, min_delay: float = 0.5, max_delay: float = 4.0,
-                 fault_share: float = 0.4, cwd: Optional[str] = None, timeout_per_round: float = 600):
+                 fault_share: float = 0.4, cwd: Optional[str] = None, timeout_per_round: float = 600,
+                 start_marker: str = "Job has been submitted"):
         self.job, self.job_args, self.checkpoint_dir = job, list(job_args), checkpoint_dir
         self.conf = dict(conf)
         self.kills = kills
@@ -49,6 +50,7 @@ class KillLoop:
         self.min_delay, self.max_delay, self.fault_share = min_delay, max_delay, fault_share
         self.cwd = cwd
         self.timeout_per_round = timeout_per_round
+        self.start_marker = start_marker  # random kill delays count from the first output line with it
 
     def _command(self, restore: Optional[str]) -> list[str]:
         cmd = [sys.executable, "-m", "sparkpoint.cli", "run"]
@@ -84,7 +86,7 @@ class KillLoop:
             def pump() -> None:
                 for line in proc.stdout:  # type: ignore[union-attr]
                     lines.append(line)
-                    if "Job has been submitted" in line:
+                    if self.start_marker in line:
                         submitted.set()
                 submitted.set()
 

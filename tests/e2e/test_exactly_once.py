@@ -48,13 +48,13 @@ def checkpoint_conf(ckpt: Path, target: str) -> dict:
 
 def test_kill_loop_local_executor(tmp_path):
     """At least 20 kills, in-process executor (the driver process is the whole job)."""
-    n = 2_000_000
+    n = 3_000_000   # enough work that 22 kills land before the job can finish, even on a fast machine
     out = tmp_path / "out"
     ckpt = tmp_path / "ckpt"
     conf = checkpoint_conf(ckpt, "local")
     conf["sparkpoint.local-state-dir"] = str(tmp_path / "local")
     loop = KillLoop(JOB, ["--events", str(n), "--output", str(out)], ckpt, conf, kills=22, seed=11,
-                    min_delay=0.2, max_delay=1.2, cwd=str(ROOT))
+                    min_delay=0.15, max_delay=0.9, cwd=str(ROOT))
     result = loop.run()
     assert result.kills >= 20, result
     got = Counter(read_committed_lines(out))
@@ -75,7 +75,7 @@ def test_kill_loop_on_spark(tmp_path):
     conf["spark.ui.enabled"] = "false"
     conf["sparkpoint.local-state-dir"] = str(tmp_path / "local")
     loop = KillLoop(JOB, ["--events", str(n), "--output", str(out)], ckpt, conf, kills=3, seed=5,
-                    min_delay=2.0, max_delay=8.0, fault_share=0.34, cwd=str(ROOT))
+                    min_delay=0.5, max_delay=4.0, fault_share=0.34, cwd=str(ROOT), start_marker="epoch ")
     result = loop.run()
     assert result.kills >= 2, result
     assert Counter(read_committed_lines(out)) == oracle(n)
