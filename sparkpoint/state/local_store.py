@@ -1,4 +1,4 @@
-"""Working state of stateful tasks on the executor's local disk, between epochs.
+"""Working state of stateful tasks between epochs: the executor's local disk by default.
 
 A task of epoch ``e`` reads the state written by the same (stage, subtask) at the end
 of epoch ``e - 1`` and writes its own as ``state-<e>``; the previous file is kept
@@ -6,19 +6,25 @@ until the next epoch has written its own, so a retried task finds its input agai
 Files are written to a temporary name and renamed, so a reader never sees half a file;
 each carries a CRC32 of its body. A missing or damaged file is an error, never an
 empty state.
+
+``sparkpoint.local-state-dir`` is a local path by default (fast, but a subtask must run
+where its state is); it may also be any fsspec URL (``hdfs://``, ``s3://``, a shared
+mount), so that on a cluster a subtask finds its working state on whichever executor
+Spark schedules it, at the cost of a remote read and write per epoch.
 """
 
 from __future__ import annotations
 
 import os
 import pickle
-
-import cloudpickle
+import posixpath
 import socket
 import struct
 import zlib
-from pathlib import Path
 from typing import Any, Optional
+
+import cloudpickle
+import fsspec
 
 from sparkpoint.errors import StateMissingError
 
@@ -28,14 +34,15 @@ _MAGIC = b"SPLS1"
 
 
 class LocalStateStore:
-    """Per-task local state files under ``<root>/<job_id>/stage-<s>/task-<i>/``."""
+    """Per-task state files under ``<root>/<job_id>/stage-<s>/task-<i>/``."""
 
     def __init__(self, root: str, job_id: str, stage_id: int, subtask: int):
-        self.dir = Path(root) / job_id / f"stage-{stage_id}" / f"task-{subtask}"
+        self.fs, base = fsspec.core.url_to_fs(root)
+        self.dir = posixpath.join(base, job_id, f"stage-{stage_id}", f"task-{subtask}")
         self.stage_id, self.subtask = stage_id, subtask
 
-    def _path(self, epoch: int) -> Path:
-        return self.dir / f"state-{epoch:010d}"
+    def _path(self, epoch: int) -> str:
+        return posixpath.join(self.dir, f"state-{epoch:010d}")
 
     def load(self, epoch: int, what: str) -> Any:
         """The state written at the end of ``epoch``; raises if it is not there or damaged."""
@@ -45,13 +52,15 @@ class LocalStateStore:
         """The verified, still pickled body of the state written at the end of ``epoch``."""
         path = self._path(epoch)
         try:
-            data = path.read_bytes()
+            with self.fs.open(path, "rb") as f:
+                data = f.read()
         except FileNotFoundError:
             raise StateMissingError(
                 f"local working state of {what} (stage {self.stage_id}, subtask {self.subtask}) for epoch "
-                f"{epoch} is missing on host {socket.gethostname()} (expected {path}). The task ran on an "
-                f"executor that does not hold its state, or the state directory was wiped. Restore the job "
-                f"from a checkpoint, or give sparkpoint.local-state-dir a location that survives."
+                f"{epoch} is missing on host {socket.gethostname()} (expected {self.fs.unstrip_protocol(path)}). "
+                f"The task ran on an executor that does not hold its state, or the state directory was wiped. "
+                f"Restore the job from a checkpoint, or give sparkpoint.local-state-dir a location all "
+                f"executors share."
             ) from None
         if len(data) < len(_MAGIC) + 4 or not data.startswith(_MAGIC):
             raise StateMissingError(f"local working state file {path} of {what} is damaged (bad header)")
@@ -63,22 +72,23 @@ class LocalStateStore:
 
     def save(self, epoch: int, state: Any) -> int:
         """Write the state of ``epoch``; drop files older than ``epoch - 1``. Returns the size."""
-        self.dir.mkdir(parents=True, exist_ok=True)
+        self.fs.makedirs(self.dir, exist_ok=True)
         body = cloudpickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
         data = _MAGIC + struct.pack(">I", zlib.crc32(body)) + body
         path = self._path(epoch)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        with open(tmp, "wb") as f:
+        tmp = posixpath.join(self.dir, f".state-{epoch:010d}.{os.getpid()}.tmp")
+        with self.fs.open(tmp, "wb") as f:
             f.write(data)
-        os.replace(tmp, path)
-        for old in self.dir.glob("state-*"):
+        self.fs.mv(tmp, path)
+        for old in self.fs.glob(posixpath.join(self.dir, "state-*")):
             try:
-                if int(old.name.split("-")[1]) < epoch - 1:
-                    old.unlink()
+                if int(posixpath.basename(old).split("-")[1]) < epoch - 1:
+                    self.fs.rm(old)
             except (ValueError, FileNotFoundError):
                 pass
         return len(data)
 
     def latest_epoch(self) -> Optional[int]:
-        epochs = [int(p.name.split("-")[1]) for p in self.dir.glob("state-*") if p.name.split("-")[1].isdigit()]
+        names = [posixpath.basename(p) for p in self.fs.glob(posixpath.join(self.dir, "state-*"))]
+        epochs = [int(n.split("-")[1]) for n in names if n.split("-")[1].isdigit()]
         return max(epochs) if epochs else None

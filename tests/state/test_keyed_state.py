@@ -251,3 +251,18 @@ def test_damaged_local_state_is_detected(make_env, tmp_path):
     with pytest.raises(StateMissingError, match="checksum mismatch"):
         env.execute()
     assert damaged
+
+
+def test_working_state_on_a_shared_file_system(make_env):
+    """sparkpoint.local-state-dir may be any fsspec URL (a location all executors share)."""
+    import fsspec
+
+    root = f"memory://working-state-{id(make_env)}"
+    env = make_env("local", **{"execution.epoch.max-records": 7, "sparkpoint.local-state-dir": root})
+    env.set_parallelism(2)
+    records = _records(n=120, seed=5)
+    got = env.from_collection(records).key_by(lambda r: r[0]).process(EveryState()).uid("every").execute_and_collect()
+    assert sorted(got) == sorted(_oracle(records))
+    fs, path = fsspec.core.url_to_fs(root)
+    assert fs.glob(path + "/*/stage-1/task-*/state-*")
+    fs.rm(path, recursive=True)
