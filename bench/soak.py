@@ -15,21 +15,25 @@ oracle exactly: every window once, with its exact count.
 Kill delays. A random kill makes progress only if it lands after the run's first
 checkpoint has completed: the first checkpoint is triggered at the end of the run's
 first epoch and completes at the end of the second, which after start-up (and the
-restore) takes about 1.6 s locally and 25 s on Spark on a 2-core machine. Unless
-``--min-delay``/``--max-delay`` are given, the script first *calibrates*: it runs the
-job twice in a scratch directory (fresh, then restored) with
-``SPARKPOINT_KILL_AT=after-commit@1`` and measures from ``Job has been submitted``
-to the kill; random delays are then uniform in ``[T + margin, T + margin + span]``
-(local: margin 0.3 s, span 1 s; spark: margin 3 s, span 6 s). Fault kills at a 1st
-``barrier``/``metadata-write`` make no progress by design (no checkpoint completes).
+restore) takes 0.7-2 s locally (depending on the machine's load) and 20-26 s on Spark
+(start-up included) on a 2-core machine. Unless ``--min-delay``/``--max-delay`` are
+given, the script first *calibrates*: it runs the job twice in a scratch directory
+(fresh, then restored) with ``SPARKPOINT_KILL_AT=after-commit@1`` and measures from
+``Job has been submitted`` to the kill; random delays are then uniform in
+``[T + margin, T + margin + span]`` with T the larger of the two (local: margin 0.3 s,
+span 1 s; spark: margin 2 s, span 4 s). Fault kills at a 1st ``barrier`` or
+``metadata-write`` make no progress by design (no checkpoint completes).
 
 Work. KillLoop goes on until ``--kills`` kills happened *or* a round finishes by itself,
-so the job needs more work than all the killed rounds complete together. Measured on a
-2-core machine: a random round advances the job by 1-10 epochs (~4-5 on average), a fault
-round by 0-9 (~3; ``after-*@n`` keeps n checkpoints), 1 epoch being 2 splits x 20,000
-records; 100 kills used up 16M events after 91 kills. 3M events run out after ~20 kills.
-The default is therefore per kill: 200,000 events a kill locally (20M for 100), 120,000
-on Spark (at least 3M / 0.6M). The summary says how many kills actually happened.
+so the job needs more work than all the killed rounds complete together (1 epoch = 2
+splits x 20,000 records). Measured on a 2-core machine, locally: a random round advances
+the job by 1-8 epochs (2.5 on average), a fault round by 0-13 (3.7; ``after-*@n`` keeps
+n checkpoints, a 1st ``barrier``/``metadata-write`` none); 100 kills consumed ~305
+epochs (12M events), so 3M events run out after ~25 kills. On Spark (epochs ~0.9 s) a
+random round advances 8-13 epochs, a fault round 1-2; 9 kills consumed ~50 epochs (2M
+events). The default is therefore per kill: 200,000 events a kill locally (20M for 100),
+400,000 on Spark (4M for 10), at least 3M / 0.6M. The summary says how many kills
+actually happened, and warns when the job ran out of work first.
 
 Run::
 
@@ -84,9 +88,9 @@ WINDOW_MS = 60_000
 MAX_RECORDS = 20_000       # execution.epoch.max-records (per source split per epoch)
 PARALLELISM = 2            # parallelism.default (= number of generator splits)
 EPOCH_RECORDS = MAX_RECORDS * PARALLELISM
-EVENTS_PER_KILL = {"local": 200_000, "spark": 120_000}
+EVENTS_PER_KILL = {"local": 200_000, "spark": 400_000}
 MIN_EVENTS = {"local": 3_000_000, "spark": 600_000}
-DELAY_SHAPE = {"local": (0.3, 1.0), "spark": (3.0, 6.0)}   # (margin after calibration, span)
+DELAY_SHAPE = {"local": (0.3, 1.0), "spark": (2.0, 4.0)}   # (margin after calibration, span)
 SUBMITTED = "Job has been submitted"
 JOB_ID_RE = re.compile(r"Job has been submitted with JobID ([0-9a-f]+)")
 EPOCH_RE = re.compile(r"^epoch (\d+): ", re.M)
@@ -330,15 +334,17 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--kills", type=int, default=100, help="SIGKILLs before the job may finish (default 100)")
     p.add_argument("--events", type=int, default=None,
                    help="generated events (default: enough work for the kills: 200,000 a kill locally, "
-                        "120,000 on Spark, at least 3M / 0.6M)")
+                        "400,000 on Spark, at least 3M / 0.6M)")
     p.add_argument("--target", choices=("local", "spark"), default="local", help="execution.target")
     p.add_argument("--seed", type=int, default=1, help="KillLoop's random seed (default 1)")
     p.add_argument("--workdir", type=Path, default=None,
                    help="where output, checkpoints and round logs go (must be empty or absent; "
                         "default: a new temporary directory, kept on FAIL)")
     p.add_argument("--json", type=Path, default=None, help="write the figures (and every round) as JSON here")
-    p.add_argument("--min-delay", type=float, default=None, help="random kill delay lower bound, s (default: calibrated)")
-    p.add_argument("--max-delay", type=float, default=None, help="random kill delay upper bound, s (default: calibrated)")
+    p.add_argument("--min-delay", type=float, default=None,
+                   help="random kill delay lower bound, s (default: calibrated)")
+    p.add_argument("--max-delay", type=float, default=None,
+                   help="random kill delay upper bound, s (default: calibrated)")
     p.add_argument("--fault-share", type=float, default=0.4, help="share of kills at fault points (default 0.4)")
     p.add_argument("--round-timeout", type=float, default=900, help="seconds one round may take (default 900)")
     args = p.parse_args(argv)
@@ -356,6 +362,9 @@ def main(argv: Optional[list[str]] = None) -> int:
         temporary = True
     out, ckpt, local = workdir / "out", workdir / "ckpt", workdir / "local"
     conf = checkpoint_conf(ckpt, local, args.target)
+    # Every run registers its REST endpoint under $SPARKPOINT_HOME/jobs; SIGKILLed runs leave their
+    # entries behind (pruned lazily by `sparkpoint list`), so keep them out of the user's ~/.sparkpoint.
+    os.environ["SPARKPOINT_HOME"] = str(workdir / "home")
     started_at = _dt.datetime.now().astimezone()
     print(f"soak: target {args.target}, {events:,} events, {args.kills} kills, seed {args.seed}, workdir {workdir}",
           flush=True)
@@ -425,7 +434,8 @@ def main(argv: Optional[list[str]] = None) -> int:
                 f"restored from {r['restored_from']}\n{text}")
         killed = [r for r in rounds if r["killed"]]
         random_kills = sum(1 for r in killed if r["kind"] == "random")
-        fault_dist = {pt: Counter(r["fault"] for r in killed if r["kind"] == "fault" and r["fault"].startswith(pt + "@"))
+        fault_dist = {pt: Counter(r["fault"] for r in killed
+                                  if r["kind"] == "fault" and r["fault"].startswith(pt + "@"))
                       for pt in FAULT_POINTS}
         no_progress = Counter(r["fault"].split("@")[0] if r["kind"] == "fault" else "random"
                               for r in killed if r["progress_epochs"] == 0)

@@ -40,7 +40,7 @@ from sparkpoint.datastream.window import (
 )
 from sparkpoint.common.time import to_millis
 from sparkpoint.errors import JobGraphError
-from sparkpoint.runtime.graph import BROADCAST, FORWARD, GLOBAL, HASH, REBALANCE, StreamEdge
+from sparkpoint.runtime.graph import BROADCAST, FORWARD, GLOBAL, HASH, REBALANCE
 
 if TYPE_CHECKING:
     from sparkpoint.datastream.stream_execution_environment import StreamExecutionEnvironment

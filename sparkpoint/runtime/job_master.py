@@ -22,11 +22,9 @@ import sys
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Protocol
 
 from sparkpoint.checkpoint.coordinator import CheckpointCoordinator, CheckpointSettings
-from sparkpoint.checkpoint.exceptions import CheckpointException
 from sparkpoint.checkpoint.failure import CheckpointFailureReason
 from sparkpoint.common.configuration import Configuration, parse_memory_bytes
 from sparkpoint.common.watermark_strategy import MAX_WATERMARK
@@ -36,7 +34,9 @@ from sparkpoint.runtime.faults import fault_point
 from sparkpoint.runtime.graph import JobPlan
 from sparkpoint.runtime.printing import format_record
 from sparkpoint.runtime.restart import restart_strategy_from_config
+from sparkpoint.runtime.results import EpochStats, JobExecutionResult, SavepointRequest
 from sparkpoint.runtime.restore import RestoredCheckpoint, check_uids, keyed_entries, load_checkpoint
+from sparkpoint.runtime.source_coordinator import SourceCoordinator
 from sparkpoint.runtime.task import TaskDeployment, TaskReport
 from sparkpoint.state.key_groups import compute_key_group_range_for_operator_index
 from sparkpoint.storage.checkpoint_storage import FsCheckpointStorage
@@ -56,96 +56,6 @@ class EpochExecutor(Protocol):
     def start(self, plan: JobPlan, job_id: str) -> None: ...
     def run_epoch(self, epoch: int, deployments: dict[tuple[int, int], TaskDeployment]) -> list[TaskReport]: ...
     def stop(self) -> None: ...
-
-
-@dataclass
-class EpochStats:
-    """What one epoch did, for progress display and metrics."""
-
-    epoch: int
-    records_in: int
-    records_out: int
-    duration_s: float
-    watermark: Optional[int]
-    total_records_in: int
-    finished: bool
-
-
-@dataclass
-class JobExecutionResult:
-    """What ``execute()`` returns (PyFlink's ``JobExecutionResult``)."""
-
-    job_id: str
-    job_name: str
-    net_runtime_ms: int
-    epochs: int
-    metrics: dict[str, dict[str, int]] = field(default_factory=dict)
-    collected: list = field(default_factory=list)
-    checkpoints: Optional[dict] = None   # counts, latest and history, as the REST API shows them
-
-    def get_job_id(self) -> str:
-        return self.job_id
-
-    def get_net_runtime(self) -> int:
-        return self.net_runtime_ms
-
-    def get_all_accumulator_results(self) -> dict:
-        return {f"{uid}.{k}": v for uid, m in self.metrics.items() for k, v in m.items()}
-
-    def get_accumulator_result(self, name: str) -> Any:
-        return self.get_all_accumulator_results().get(name)
-
-    def is_job_execution_result(self) -> bool:
-        return True
-
-
-class SavepointRequest:
-    """A savepoint asked for by the CLI, the REST API or a JobClient, and its outcome."""
-
-    def __init__(self, request_id: str, directory: Optional[str], stop: bool):
-        from concurrent.futures import Future
-
-        self.request_id, self.directory, self.stop = request_id, directory, stop
-        self.future: Future = Future()
-
-    def complete(self, location: str) -> None:
-        if not self.future.done():
-            self.future.set_result(location)
-
-    def fail(self, reason: str) -> None:
-        if not self.future.done():
-            self.future.set_exception(CheckpointException(f"savepoint failed: {reason}"))
-
-    def status(self) -> dict:
-        if not self.future.done():
-            return {"status": {"id": "IN_PROGRESS"}}
-        if self.future.exception() is not None:
-            return {"status": {"id": "COMPLETED"}, "operation": {"failure-cause": str(self.future.exception())}}
-        return {"status": {"id": "COMPLETED"}, "operation": {"location": self.future.result()}}
-
-
-class _SourceCoordinator:
-    """Split assignment of one source node (driver side)."""
-
-    def __init__(self, node_id: int, uid: str, source: Any, parallelism: int):
-        self.node_id, self.uid, self.source, self.parallelism = node_id, uid, source, parallelism
-        self.enumerator = source.create_enumerator()
-        self.assigned: dict[int, list] = {i: [] for i in range(parallelism)}
-        self.finished_splits = 0
-
-    def assign(self) -> dict[int, list]:
-        self.enumerator.discover()
-        for i in range(self.parallelism):
-            if not any(not s.finished for s in self.assigned[i]):
-                self.assigned[i] = self.enumerator.next_splits(1)
-        return {i: list(s) for i, s in self.assigned.items()}
-
-    def no_more_splits(self) -> bool:
-        return self.enumerator.no_more_splits()
-
-    def update(self, subtask: int, splits: list) -> None:
-        self.finished_splits += sum(1 for s in splits if s.finished)
-        self.assigned[subtask] = [s for s in splits if not s.finished]
 
 
 class JobMaster:
@@ -190,7 +100,7 @@ class JobMaster:
         self.notify_next: list[int] = []
         src_stage = plan.stage(0)
         self.sources = {
-            n.id: _SourceCoordinator(n.id, n.effective_uid(), n.source,
+            n.id: SourceCoordinator(n.id, n.effective_uid(), n.source,
                                      src_stage.parallelism if n.parallelism is None else n.parallelism)
             for n in plan.source_nodes()
         }

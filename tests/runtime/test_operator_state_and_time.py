@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections import Counter
 
 import pandas as pd
-import pytest
 
-from sparkpoint.common import Duration, Time, WatermarkStrategy
+from sparkpoint.common import Time, WatermarkStrategy
 from sparkpoint.connectors.events import EventSpec, generate_events
 from sparkpoint.datastream import (
     CheckpointedFunction,

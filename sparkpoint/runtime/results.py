@@ -1,0 +1,76 @@
+"""What a job reports: per-epoch statistics, its final result, and savepoint requests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from sparkpoint.checkpoint.exceptions import CheckpointException
+
+__all__ = ["EpochStats", "JobExecutionResult", "SavepointRequest"]
+
+
+@dataclass
+class EpochStats:
+    """What one epoch did, for progress display and metrics."""
+
+    epoch: int
+    records_in: int
+    records_out: int
+    duration_s: float
+    watermark: Optional[int]
+    total_records_in: int
+    finished: bool
+
+
+@dataclass
+class JobExecutionResult:
+    """What ``execute()`` returns (PyFlink's ``JobExecutionResult``)."""
+
+    job_id: str
+    job_name: str
+    net_runtime_ms: int
+    epochs: int
+    metrics: dict[str, dict[str, int]] = field(default_factory=dict)
+    collected: list = field(default_factory=list)
+    checkpoints: Optional[dict] = None   # counts, latest and history, as the REST API shows them
+
+    def get_job_id(self) -> str:
+        return self.job_id
+
+    def get_net_runtime(self) -> int:
+        return self.net_runtime_ms
+
+    def get_all_accumulator_results(self) -> dict:
+        return {f"{uid}.{k}": v for uid, m in self.metrics.items() for k, v in m.items()}
+
+    def get_accumulator_result(self, name: str) -> Any:
+        return self.get_all_accumulator_results().get(name)
+
+    def is_job_execution_result(self) -> bool:
+        return True
+
+
+class SavepointRequest:
+    """A savepoint asked for by the CLI, the REST API or a JobClient, and its outcome."""
+
+    def __init__(self, request_id: str, directory: Optional[str], stop: bool):
+        from concurrent.futures import Future
+
+        self.request_id, self.directory, self.stop = request_id, directory, stop
+        self.future: Future = Future()
+
+    def complete(self, location: str) -> None:
+        if not self.future.done():
+            self.future.set_result(location)
+
+    def fail(self, reason: str) -> None:
+        if not self.future.done():
+            self.future.set_exception(CheckpointException(f"savepoint failed: {reason}"))
+
+    def status(self) -> dict:
+        if not self.future.done():
+            return {"status": {"id": "IN_PROGRESS"}}
+        if self.future.exception() is not None:
+            return {"status": {"id": "COMPLETED"}, "operation": {"failure-cause": str(self.future.exception())}}
+        return {"status": {"id": "COMPLETED"}, "operation": {"location": self.future.result()}}

@@ -1,0 +1,31 @@
+"""The driver side of a source node: which splits each source subtask reads next."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["SourceCoordinator"]
+
+
+class SourceCoordinator:
+    """Split assignment of one source node (driver side)."""
+
+    def __init__(self, node_id: int, uid: str, source: Any, parallelism: int):
+        self.node_id, self.uid, self.source, self.parallelism = node_id, uid, source, parallelism
+        self.enumerator = source.create_enumerator()
+        self.assigned: dict[int, list] = {i: [] for i in range(parallelism)}
+        self.finished_splits = 0
+
+    def assign(self) -> dict[int, list]:
+        self.enumerator.discover()
+        for i in range(self.parallelism):
+            if not any(not s.finished for s in self.assigned[i]):
+                self.assigned[i] = self.enumerator.next_splits(1)
+        return {i: list(s) for i, s in self.assigned.items()}
+
+    def no_more_splits(self) -> bool:
+        return self.enumerator.no_more_splits()
+
+    def update(self, subtask: int, splits: list) -> None:
+        self.finished_splits += sum(1 for s in splits if s.finished)
+        self.assigned[subtask] = [s for s in splits if not s.finished]
