@@ -5,7 +5,7 @@ Runs ``examples/behavior_counts.py`` through ``sparkpoint run`` under
 configuration of ``checkpoint_conf`` in ``tests/e2e/test_exactly_once.py``; for
 ``--target spark`` also ``spark.master=local[2]`` and ``spark.ui.enabled=false``).
 Each round restores from the newest completed checkpoint on disk and is SIGKILLed
-either after a random delay (counted from the ``Job has been submitted`` line) or at a
+either after a random delay (counted from a start line, see below) or at a
 fault-injection point of the checkpoint protocol (``barrier``, ``metadata-write``,
 ``after-metadata``, ``after-commit``, at the 1st..3rd pass), until ``--kills`` kills
 have happened; the last round runs to the end. The committed output, read as a plain
@@ -14,25 +14,28 @@ oracle exactly: every window once, with its exact count.
 
 Kill delays. A random kill makes progress only if it lands after the run's first
 checkpoint has completed: the first checkpoint is triggered at the end of the run's
-first epoch and completes at the end of the second, which after start-up (and the
-restore) takes 0.7-2 s locally (depending on the machine's load) and 20-26 s on Spark
-(start-up included) on a 2-core machine. Unless ``--min-delay``/``--max-delay`` are
-given, the script first *calibrates*: it runs the job twice in a scratch directory
-(fresh, then restored) with ``SPARKPOINT_KILL_AT=after-commit@1`` and measures from
-``Job has been submitted`` to the kill; random delays are then uniform in
-``[T + margin, T + margin + span]`` with T the larger of the two (local: margin 0.3 s,
-span 1 s; spark: margin 2 s, span 4 s). Fault kills at a 1st ``barrier`` or
-``metadata-write`` make no progress by design (no checkpoint completes).
+first epoch and completes at the end of the second. Locally, delays count from the
+``Job has been submitted`` line, and the first commit comes 0.7-2 s after it on a
+2-core machine (depending on its load). On Spark the session start-up alone takes 10-25
+s and varies with the load, so delays count from the first ``epoch N:`` progress line
+when KillLoop supports ``start_marker`` (else from the submission line too), and the
+first commit comes ~1 s after it. Unless ``--min-delay``/``--max-delay`` are given, the
+script first *calibrates*: it runs the job twice in a scratch directory (fresh, then
+restored) with ``SPARKPOINT_KILL_AT=after-commit@1`` and measures from the start line
+to the kill; random delays are then uniform in ``[T + margin, T + margin + span]`` with
+T the larger of the two (local: margin 0.3 s, span 1 s; spark: margin 1 s, span 4 s).
+Fault kills at a 1st ``barrier`` or ``metadata-write`` make no progress by design (no
+checkpoint completes). No random kill lands during start-up or the restore itself.
 
 Work. KillLoop goes on until ``--kills`` kills happened *or* a round finishes by itself,
 so the job needs more work than all the killed rounds complete together (1 epoch = 2
 splits x 20,000 records). Measured on a 2-core machine, locally: a random round advances
 the job by 1-8 epochs (2.5 on average), a fault round by 0-13 (3.7; ``after-*@n`` keeps
 n checkpoints, a 1st ``barrier``/``metadata-write`` none); 100 kills consumed ~305
-epochs (12M events), so 3M events run out after ~25 kills. On Spark (epochs ~0.9 s) a
-random round advances 8-13 epochs, a fault round 1-2; 9 kills consumed ~50 epochs (2M
-events). The default is therefore per kill: 200,000 events a kill locally (20M for 100),
-400,000 on Spark (4M for 10), at least 3M / 0.6M. The summary says how many kills
+epochs (12M events), so 3M events run out after ~25 kills. On Spark (epochs ~0.5-1 s) a
+random round advances 4-10 epochs, a fault round 1-4; 10 kills consumed ~52 epochs. The
+default is therefore per kill: 200,000 events a kill locally (20M for 100), 350,000 on
+Spark (3.5M for 10), at least 3M / 0.6M. The summary says how many kills
 actually happened, and warns when the job ran out of work first.
 
 Run::
@@ -48,6 +51,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import inspect
 import json
 import os
 import platform
@@ -88,10 +92,13 @@ WINDOW_MS = 60_000
 MAX_RECORDS = 20_000       # execution.epoch.max-records (per source split per epoch)
 PARALLELISM = 2            # parallelism.default (= number of generator splits)
 EPOCH_RECORDS = MAX_RECORDS * PARALLELISM
-EVENTS_PER_KILL = {"local": 200_000, "spark": 400_000}
+EVENTS_PER_KILL = {"local": 200_000, "spark": 350_000}
 MIN_EVENTS = {"local": 3_000_000, "spark": 600_000}
-DELAY_SHAPE = {"local": (0.3, 1.0), "spark": (2.0, 4.0)}   # (margin after calibration, span)
+DELAY_SHAPE = {"local": (0.3, 1.0), "spark": (1.0, 4.0)}   # (margin after calibration, span)
 SUBMITTED = "Job has been submitted"
+# Random kill delays count from the first output line holding this (see the module docstring).
+START_MARKER = {"local": SUBMITTED, "spark": "epoch "}
+KILL_LOOP_HAS_MARKER = "start_marker" in inspect.signature(KillLoop.__init__).parameters
 JOB_ID_RE = re.compile(r"Job has been submitted with JobID ([0-9a-f]+)")
 EPOCH_RE = re.compile(r"^epoch (\d+): ", re.M)
 
@@ -131,8 +138,9 @@ def run_command(conf: dict, restore: Optional[str], args: list[str]) -> list[str
 
 
 # -- calibration ------------------------------------------------------------------------------
-def _time_to_first_commit(conf: dict, restore: Optional[str], args: list[str], timeout: float) -> Optional[float]:
-    """Seconds from ``Job has been submitted`` until ``after-commit@1`` kills the run (None: not killed)."""
+def _time_to_first_commit(conf: dict, restore: Optional[str], args: list[str], timeout: float,
+                          marker: str) -> Optional[float]:
+    """Seconds from the first line with ``marker`` until ``after-commit@1`` kills the run (None: not killed)."""
     env = dict(os.environ)
     env["SPARKPOINT_KILL_AT"] = "after-commit@1"
     proc = subprocess.Popen(run_command(conf, restore, args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -143,7 +151,7 @@ def _time_to_first_commit(conf: dict, restore: Optional[str], args: list[str], t
     def pump() -> None:
         for line in proc.stdout:  # type: ignore[union-attr]
             lines.append(line)
-            if not submitted_at and SUBMITTED in line:
+            if not submitted_at and marker in line:
                 submitted_at.append(time.time())
 
     reader = threading.Thread(target=pump, daemon=True)
@@ -163,7 +171,7 @@ def _time_to_first_commit(conf: dict, restore: Optional[str], args: list[str], t
     return ended - submitted_at[0] if submitted_at else None
 
 
-def calibrate(workdir: Path, target: str, events: int, timeout: float) -> list[float]:
+def calibrate(workdir: Path, target: str, events: int, timeout: float, marker: str) -> list[float]:
     """Time to the first completed and committed checkpoint, of a fresh and of a restored run."""
     base = workdir / "calibration"
     ckpt, out, local = base / "ckpt", base / "out", base / "local"
@@ -171,7 +179,7 @@ def calibrate(workdir: Path, target: str, events: int, timeout: float) -> list[f
     times = []
     for _ in range(2):
         restore = latest_completed(ckpt.as_uri()) if ckpt.exists() else None
-        t = _time_to_first_commit(conf, restore, job_args(events, out), timeout)
+        t = _time_to_first_commit(conf, restore, job_args(events, out), timeout, marker)
         if t is not None:
             times.append(t)
     shutil.rmtree(base, ignore_errors=True)
@@ -334,7 +342,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--kills", type=int, default=100, help="SIGKILLs before the job may finish (default 100)")
     p.add_argument("--events", type=int, default=None,
                    help="generated events (default: enough work for the kills: 200,000 a kill locally, "
-                        "400,000 on Spark, at least 3M / 0.6M)")
+                        "350,000 on Spark, at least 3M / 0.6M)")
     p.add_argument("--target", choices=("local", "spark"), default="local", help="execution.target")
     p.add_argument("--seed", type=int, default=1, help="KillLoop's random seed (default 1)")
     p.add_argument("--workdir", type=Path, default=None,
@@ -370,18 +378,20 @@ def main(argv: Optional[list[str]] = None) -> int:
           flush=True)
 
     # Kill delays.
+    marker = START_MARKER[args.target] if KILL_LOOP_HAS_MARKER else SUBMITTED
     calibration: list[float] = []
     if args.min_delay is None or args.max_delay is None:
         margin, span = DELAY_SHAPE[args.target]
-        calibration = calibrate(workdir, args.target, events, args.round_timeout)
+        calibration = calibrate(workdir, args.target, events, args.round_timeout, marker)
         if not calibration:
             print("soak: calibration runs were not killed (too few events?); using fixed delays", flush=True)
-            calibration = [1.6 if args.target == "local" else 25.0]
+            calibration = [1.6 if args.target == "local" or marker != SUBMITTED else 25.0]
         lo = max(calibration) + margin
         min_delay = args.min_delay if args.min_delay is not None else round(lo, 2)
         max_delay = args.max_delay if args.max_delay is not None else round(min_delay + span, 2)
-        print(f"soak: first checkpoint committed {', '.join(f'{t:.2f}' for t in calibration)} s after submission "
-              f"(fresh, restored); random kill delays uniform in [{min_delay}, {max_delay}] s", flush=True)
+        print(f"soak: first checkpoint committed {', '.join(f'{t:.2f}' for t in calibration)} s after the "
+              f"first {marker.strip()!r} line (fresh, restored); random kill delays uniform in "
+              f"[{min_delay}, {max_delay}] s", flush=True)
     else:
         min_delay, max_delay = args.min_delay, args.max_delay
     if not 0 < min_delay <= max_delay:
@@ -393,9 +403,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     oracle_s = time.time() - t0
     print(f"soak: oracle: {len(expected):,} window lines ({oracle_s:.1f} s)", flush=True)
 
+    extra_kw = {"start_marker": marker} if KILL_LOOP_HAS_MARKER else {}
     loop = KillLoop(JOB, job_args(events, out), ckpt, conf, kills=args.kills, seed=args.seed,
                     min_delay=min_delay, max_delay=max_delay, fault_share=args.fault_share, cwd=str(ROOT),
-                    timeout_per_round=args.round_timeout)
+                    timeout_per_round=args.round_timeout, **extra_kw)
     t0 = time.time()
     error: Optional[str] = None
     result = None
@@ -410,7 +421,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         "date": started_at.isoformat(timespec="seconds"),
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
         "target": args.target, "events": events, "kills_requested": args.kills, "seed": args.seed,
-        "fault_share": args.fault_share, "delay_s": [min_delay, max_delay], "calibration_s": calibration,
+        "fault_share": args.fault_share, "delay_s": [min_delay, max_delay], "delay_from": marker.strip(),
+        "calibration_s": calibration,
         "conf": {k: v for k, v in conf.items() if k not in ("state.checkpoints.dir", "sparkpoint.local-state-dir")},
         "workdir": str(workdir), "oracle_s": round(oracle_s, 1), "loop_s": round(loop_s, 1),
     }
@@ -471,7 +483,8 @@ def main(argv: Optional[list[str]] = None) -> int:
 def print_summary(s: dict) -> None:
     print()
     print(f"target            {s['target']} ({s['machine']['cpus']} CPUs), {s['events']:,} events, seed {s['seed']}")
-    print(f"kill delays       uniform [{s['delay_s'][0]}, {s['delay_s'][1]}] s after submission, "
+    print(f"kill delays       uniform [{s['delay_s'][0]}, {s['delay_s'][1]}] s after the first "
+          f"{s['delay_from']!r} line, "
           f"fault share {s['fault_share']}")
     if "rounds" in s:
         print(f"rounds            {s['rounds']} (last: {s['last_round']}, ran "
