@@ -299,6 +299,7 @@ class CheckpointCoordinator:
         for cp in self.store.get_all_checkpoints():
             self.storage.discard_checkpoint(cp.checkpoint_id)
             self.store.remove(cp.checkpoint_id)
+        self.storage.discard_job_directory_if_empty()
 
 
 def _write_metadata(fs: Any, location: str, data: bytes) -> None:

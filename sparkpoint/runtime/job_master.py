@@ -141,12 +141,26 @@ class JobMaster:
                 self.coordinator.shutdown(self.status)
             logger.info("job %s %s after %d epochs", self.job_id, self.status.lower(), self.epoch)
             self.executor.stop()
+            self._drop_working_state()
             if rest is not None:
                 rest.stop()
                 JobRegistry().unregister(self.job_id)
         return JobExecutionResult(self.job_id, self.plan.job_name, int((time.time() - started) * 1000),
                                   self.epoch, self.metrics, self.collected,
                                   self.coordinator.stats.to_json() if self.coordinator is not None else None)
+
+    def _drop_working_state(self) -> None:
+        """The job is over: its working state (every attempt's) is no longer needed."""
+        import fsspec
+
+        try:
+            fs, root = fsspec.core.url_to_fs(self.local_state_dir)
+            for attempt in range(self.attempt + 1):
+                path = f"{root.rstrip('/')}/{self.job_id}-{attempt}"
+                if fs.exists(path):
+                    fs.rm(path, recursive=True)
+        except OSError as e:
+            logger.warning("could not remove the working state of job %s: %s", self.job_id, e)
 
     def _start_rest(self) -> Optional[Any]:
         if not self.config.get_boolean("rest.enabled", False):

@@ -122,6 +122,25 @@ class FsCheckpointStorage:
         except OSError:
             pass
 
+    def discard_job_directory_if_empty(self) -> None:
+        """Remove ``<job-id>/`` when no checkpoint is left in it (only the skeleton and id counter)."""
+        try:
+            entries = [posixpath.basename(e.rstrip("/")) for e in self.fs.ls(self.job_path, detail=False)]
+        except (FileNotFoundError, OSError):
+            return
+        if any(e.startswith("chk-") for e in entries):
+            return
+        for sub in ("shared", "taskowned"):
+            try:
+                if self.fs.exists(posixpath.join(self.job_path, sub)) and self.fs.ls(posixpath.join(self.job_path, sub)):
+                    return
+            except OSError:
+                return
+        try:
+            self.fs.rm(self.job_path, recursive=True)
+        except OSError:
+            pass
+
     def list_completed(self) -> list[int]:
         """Ids of checkpoints of this job whose ``_metadata`` exists, ascending."""
         try:

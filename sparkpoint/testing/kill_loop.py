@@ -115,7 +115,9 @@ class KillLoop:
             if proc.returncode != 0:
                 raise AssertionError(f"round {result.rounds} failed with exit code {proc.returncode}:\n{out}")
             if "SPARKPOINT_KILL_AT" in env:
-                kills_left -= 1  # the fault point was never reached before the job finished
+                # the fault point was never reached before the job finished: not a kill
+                point = env["SPARKPOINT_KILL_AT"].partition("@")[0]
+                result.fault_kills[point] -= 1
             break
         result.seconds = time.time() - started
         return result

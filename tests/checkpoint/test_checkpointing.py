@@ -7,7 +7,9 @@ a second or two; the crash tests in tests/e2e run real processes and real Spark.
 from __future__ import annotations
 
 import glob
+import logging
 import os
+import re
 import time
 from collections import Counter
 from pathlib import Path
@@ -94,7 +96,7 @@ def test_delete_on_cancellation_removes_checkpoints(make_env, tmp_path):
     assert chk_dirs(ck) == []
 
 
-def test_restore_continues_ids_and_state(make_env, tmp_path, capsys):
+def test_restore_continues_ids_and_state(make_env, tmp_path, capsys, caplog):
     count = 3_000
     ck = tmp_path / "ck"
     env = make_env("local", **{"execution.epoch.max-records": 20})
@@ -103,6 +105,7 @@ def test_restore_continues_ids_and_state(make_env, tmp_path, capsys):
     capsys.readouterr()
     restore_from = chk_dirs(ck)[-2]          # an older retained checkpoint, as in "roll back"
     restored_id = int(restore_from.rsplit("-", 1)[1])
+    caplog.set_level(logging.INFO, logger="sparkpoint.checkpoint.coordinator")
 
     env2 = make_env("local", **{"execution.epoch.max-records": 20,
                                 "execution.savepoint.path": restore_from + "/_metadata"})
@@ -118,10 +121,12 @@ def test_restore_continues_ids_and_state(make_env, tmp_path, capsys):
     for key in last:
         seen = sorted(n for k, n in got if k == key)
         assert seen == list(range(seen[0], last[key] + 1))
-    # ids continue after the restored checkpoint (chk-860 -> chk-861); finished jobs delete theirs,
-    # so look at the id counter the new job persisted
-    counters = list(ck2.glob("*/checkpoint-id-counter"))
-    assert counters and int(counters[0].read_text()) > restored_id + 1
+    # ids continue after the restored checkpoint (chk-860 -> chk-861); a finished job deletes its
+    # checkpoints, so read the ids from the log
+    triggered = [int(m.group(1)) for r in caplog.records
+                 if (m := re.match(r"checkpoint (\d+) triggered", r.getMessage()))]
+    assert triggered and triggered[0] == restored_id + 1
+    assert not list(ck2.glob("*"))  # and nothing of the finished job is left behind
 
 
 def _corrupt_one_byte(path: str) -> None:

@@ -260,9 +260,11 @@ def test_working_state_on_a_shared_file_system(make_env):
     root = f"memory://working-state-{id(make_env)}"
     env = make_env("local", **{"execution.epoch.max-records": 7, "sparkpoint.local-state-dir": root})
     env.set_parallelism(2)
+    fs, path = fsspec.core.url_to_fs(root)
+    seen = []
+    env._on_epoch = lambda stats: seen.extend(fs.glob(path + "/*/stage-1/task-*/state-*"))
     records = _records(n=120, seed=5)
     got = env.from_collection(records).key_by(lambda r: r[0]).process(EveryState()).uid("every").execute_and_collect()
     assert sorted(got) == sorted(_oracle(records))
-    fs, path = fsspec.core.url_to_fs(root)
-    assert fs.glob(path + "/*/stage-1/task-*/state-*")
-    fs.rm(path, recursive=True)
+    assert seen                                           # the working state lived there while the job ran
+    assert not fs.glob(path + "/*/stage-1/task-*/state-*")  # and was removed when it finished
