@@ -1,5 +1,6 @@
 """File-system connectors at run time: file listing, split enumeration, line formats,
-the split reader, and the two-phase-commit part-file writer and committer.
+and the split reader; the two-phase-commit part-file writer and committer are in
+:mod:`sparkpoint.connectors.file_sink`.
 
 Every file access goes through fsspec, so local paths, ``file://`` and any other fsspec
 URL (``s3://``, ``hdfs://``, ``memory://``, ...) work alike.
@@ -10,13 +11,6 @@ modification-time order, ties broken by path (Spark's file source does the same)
 directory of time-ordered files is read in time order. Files are read as lines (``\\n``
 or ``\\r\\n``); charsets must be ASCII-compatible (UTF-8, Latin-1, ...). Files are
 assumed immutable once listed: move complete files into a monitored directory.
-
-**Sink.** In every task, each bucket gets a new hidden in-progress file
-``.<prefix>-<uid>-<subtask>-<counter><suffix>.inprogress`` (rolled within the epoch when
-it passes ``part_size`` or is older than ``rollover_interval``); ``prepare_commit``
-closes them and returns :class:`FileCommittable` entries, and the driver's
-:class:`FileCommitter` renames each to its final, visible name. The part counter is
-writer state, so names never repeat within a job and a retried task reuses its names.
 """
 
 from __future__ import annotations
@@ -28,18 +22,25 @@ import logging
 import time
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Callable, NamedTuple, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from fsspec.core import url_to_fs
-from fsspec.implementations.local import LocalFileSystem
 
-from sparkpoint.connectors.base import Committer, ReadResult, SinkWriter, SourceReader, SourceSplit, SplitEnumerator
-from sparkpoint.errors import SparkpointError
+from sparkpoint.connectors.base import ReadResult, SourceReader, SourceSplit, SplitEnumerator
+from sparkpoint.connectors.file_sink import (  # the sink side; re-exported for existing imports
+    FileCommittable,
+    FileCommitter,
+    FileSinkWriter,
+    FileSystemError,
+    PartFileConfig,
+    _display,
+    cleanup_leftovers,
+)
 
 __all__ = [
     "FileSystemError", "FileEntry", "list_files", "LineFormat", "TextLineFormat", "CsvFormat", "JsonLinesFormat",
     "FileSplitEnumerator", "FileSourceReader", "FileCommittable", "PartFileConfig", "FileSinkWriter",
-    "FileCommitter",
+    "FileCommitter", "cleanup_leftovers",
 ]
 
 logger = logging.getLogger(__name__)
@@ -47,13 +48,6 @@ logger = logging.getLogger(__name__)
 _FIRST_BLOCK = 64 * 1024
 
 
-class FileSystemError(SparkpointError):
-    """A file connector could not list, read, write or commit a file; names the path."""
-
-
-def _display(fs: Any, path: str) -> str:
-    """A path users recognise and fsspec can resolve again: plain for local files, else a URL."""
-    return path if isinstance(fs, LocalFileSystem) else fs.unstrip_protocol(path)
 
 
 # -- listing ---------------------------------------------------------------------------------------
@@ -334,139 +328,3 @@ def _read_lines(f: Any, max_records: int, max_bytes: int) -> tuple[list[bytes], 
         eof = f.read(1) == b""
     return lines, len(body), eof
 
-
-# -- sink: writer and committer -----------------------------------------------------
-
-class FileCommittable(NamedTuple):
-    """A closed, staged part file and the name it becomes visible under (paths or URLs)."""
-
-    staged_path: str
-    final_path: str
-
-
-@dataclass(frozen=True)
-class PartFileConfig:
-    """What a :class:`FileSinkWriter` needs: where, how to encode, how to name and roll."""
-
-    base_path: str
-    encoder: Any
-    bucket_assigner: Any
-    part_prefix: str = "part"
-    part_suffix: str = ""
-    part_size: Optional[int] = None          # bytes; None: never roll on size
-    rollover_interval_ms: Optional[int] = None
-
-
-class _PartFile:
-    def __init__(self, fs: Any, staged: str, final: str, opened_ms: int):
-        fs.makedirs(staged.rsplit("/", 1)[0], exist_ok=True)
-        self.handle = fs.open(staged, "wb")
-        self.staged, self.final, self.opened_ms, self.size = staged, final, opened_ms, 0
-
-
-class FileSinkWriter(SinkWriter):
-    """Stages one task's records in hidden in-progress part files, one per bucket."""
-
-    def __init__(self, config: PartFileConfig, subtask: int, job_id: str, state: Optional[dict]):
-        self.config = config
-        self.subtask = subtask
-        self.uid = job_id.replace("-", "")[:12]
-        self.counter = int((state or {}).get("part_counter", 0))
-        self.fs, root = url_to_fs(config.base_path)
-        self.root = root.rstrip("/") or "/"
-        self.open_parts: dict[str, _PartFile] = {}
-        self.closed: list[FileCommittable] = []
-
-    now_ms: Optional[int] = None  # the task's processing time, so a retried task picks the same buckets
-
-    def write(self, values: list, timestamps: list) -> None:
-        now_ms = self.now_ms if self.now_ms is not None else int(time.time() * 1000)
-        assign = self.config.bucket_assigner.get_bucket_id
-        encode = self.config.encoder.encode
-        part_size = self.config.part_size
-        interval = self.config.rollover_interval_ms
-        part: Optional[_PartFile] = None
-        bucket: Optional[str] = None
-        pending: list[bytes] = []
-        for value in values:
-            b = assign(value, now_ms)
-            if b != bucket or part is None:
-                self._flush(part, pending)
-                bucket, part = b, self.open_parts.get(b)
-            if part is not None and ((part_size is not None and part.size > part_size) or
-                                     (interval is not None and now_ms - part.opened_ms >= interval)):
-                self._flush(part, pending)
-                self._roll(b)
-                part = None
-            if part is None:
-                part = self._new_part(b, now_ms)
-            data = encode(value)
-            pending.append(data)
-            part.size += len(data)
-        self._flush(part, pending)
-
-    def _flush(self, part: Optional[_PartFile], pending: list[bytes]) -> None:
-        if part is not None and pending:
-            part.handle.write(b"".join(pending))
-        pending.clear()
-
-    def _new_part(self, bucket: str, now_ms: int) -> _PartFile:
-        name = f"{self.config.part_prefix}-{self.uid}-{self.subtask}-{self.counter}{self.config.part_suffix}"
-        self.counter += 1
-        directory = f"{self.root}/{bucket}".rstrip("/") if bucket else self.root
-        directory = directory.replace("//", "/")
-        part = _PartFile(self.fs, f"{directory}/.{name}.inprogress", f"{directory}/{name}", now_ms)
-        self.open_parts[bucket] = part
-        return part
-
-    def _roll(self, bucket: str) -> None:
-        part = self.open_parts.pop(bucket)
-        part.handle.close()
-        self.closed.append(FileCommittable(_display(self.fs, part.staged), _display(self.fs, part.final)))
-
-    def prepare_commit(self) -> list:
-        for bucket in list(self.open_parts):
-            self._roll(bucket)
-        committables, self.closed = self.closed, []
-        return committables
-
-    def snapshot_state(self) -> dict:
-        return {"part_counter": self.counter}
-
-
-class FileCommitter(Committer):
-    """Renames staged part files to their final names; committing twice is a no-op."""
-
-    def commit(self, committables: list) -> None:
-        for staged_url, final_url in committables:
-            fs, staged = url_to_fs(staged_url)
-            _, final = url_to_fs(final_url)
-            if fs.exists(staged):
-                fs.mv(staged, final)
-            elif not fs.exists(final):
-                raise FileSystemError(
-                    f"cannot commit part file {final_url}: neither it nor its staged file {staged_url} exists "
-                    f"(was the output directory cleaned while the job ran?)")
-
-
-def cleanup_leftovers(root_url: str, part_prefix: str, keep: list) -> list[str]:
-    """Delete staged part files under ``root_url`` that no pending commit refers to.
-
-    After a restore, staged files written by epochs after the restored checkpoint's
-    barrier (an aborted attempt) would otherwise stay behind, hidden but wasting space.
-    Returns the deleted paths.
-    """
-    fs, root = url_to_fs(root_url)
-    if not fs.exists(root):
-        return []
-    keep_paths = {url_to_fs(staged)[1] for staged, _ in keep}
-    deleted = []
-    for path in fs.find(root):
-        name = path.rsplit("/", 1)[-1]
-        if name.startswith(f".{part_prefix}-") and name.endswith(".inprogress") and path not in keep_paths:
-            try:
-                fs.rm(path)
-                deleted.append(path)
-            except OSError:
-                pass
-    return deleted

@@ -54,7 +54,7 @@ def test_kill_loop_local_executor(tmp_path):
     conf = checkpoint_conf(ckpt, "local")
     conf["sparkpoint.local-state-dir"] = str(tmp_path / "local")
     loop = KillLoop(JOB, ["--events", str(n), "--output", str(out)], ckpt, conf, kills=22, seed=11,
-                    min_delay=0.15, max_delay=0.9, cwd=str(ROOT))
+                    min_delay=0.2, max_delay=1.0, cwd=str(ROOT), start_marker="epoch ")
     result = loop.run()
     assert result.kills >= 20, result
     got = Counter(read_committed_lines(out))
