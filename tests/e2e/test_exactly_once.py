@@ -48,7 +48,7 @@ def checkpoint_conf(ckpt: Path, target: str) -> dict:
 
 def test_kill_loop_local_executor(tmp_path):
     """At least 20 kills, in-process executor (the driver process is the whole job)."""
-    n = 3_000_000   # enough work that 22 kills land before the job can finish, even on a fast machine
+    n = 4_000_000   # 100 epochs: enough work that 22 kills land before the job can finish, even on a fast machine
     out = tmp_path / "out"
     ckpt = tmp_path / "ckpt"
     conf = checkpoint_conf(ckpt, "local")
@@ -67,7 +67,7 @@ def test_kill_loop_local_executor(tmp_path):
 @pytest.mark.slow
 def test_kill_loop_on_spark(tmp_path):
     """Fewer kills, on a real local Spark: the driver and its JVM die together."""
-    n = 300_000
+    n = 1_000_000   # ~25 epochs: on a fast machine too, the kills land before the job can finish
     out = tmp_path / "out"
     ckpt = tmp_path / "ckpt"
     conf = checkpoint_conf(ckpt, "spark")
@@ -75,7 +75,7 @@ def test_kill_loop_on_spark(tmp_path):
     conf["spark.ui.enabled"] = "false"
     conf["sparkpoint.local-state-dir"] = str(tmp_path / "local")
     loop = KillLoop(JOB, ["--events", str(n), "--output", str(out)], ckpt, conf, kills=3, seed=5,
-                    min_delay=0.5, max_delay=4.0, fault_share=0.34, cwd=str(ROOT), start_marker="epoch ")
+                    min_delay=0.5, max_delay=2.5, fault_share=0.34, cwd=str(ROOT), start_marker="epoch ")
     result = loop.run()
     assert result.kills >= 2, result
     assert Counter(read_committed_lines(out)) == oracle(n)
