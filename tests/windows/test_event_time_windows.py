@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 import pytest
 
 from sparkpoint.common import Duration, Time, WatermarkStrategy
-from sparkpoint.common.watermark_strategy import MAX_WATERMARK, TimestampAssigner
+from sparkpoint.common.watermark_strategy import MAX_WATERMARK
 from sparkpoint.connectors.base import Boundedness, ReadResult, Source, SourceReader, SourceSplit, SplitEnumerator
 from sparkpoint.datastream import (
     AggregateFunction,
@@ -38,6 +38,7 @@ from sparkpoint.datastream.window import (
 )
 from sparkpoint.errors import JobGraphError, UserFunctionError
 
+from window_jobs import EventTimestamp, stamped
 from window_oracles import (
     bounded_watermarks,
     epochs,
@@ -52,25 +53,10 @@ from window_oracles import (
     with_stragglers,
 )
 
-BOUND = 2_000  # max out-of-orderness of the generated data and of the watermark
 UTC = timezone.utc
 
 
 # -- job pieces (module level, so Spark pickles them like a user's job) ---------------------
-
-class EventTimestamp(TimestampAssigner):
-    def extract_timestamp(self, value, record_timestamp):
-        return value[1]
-
-
-def stamped(env, events, bound=BOUND):
-    """A collection source with event timestamps and a ``bound``-ms out-of-orderness watermark."""
-    strategy = WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(bound)).with_timestamp_assigner(
-        EventTimestamp())
-    # one watermark generator, chained to the (parallelism 1) collection source, so that the
-    # watermark after each epoch is exactly max ts so far - bound - 1, and arrival order is kept
-    return env.from_collection(events).assign_timestamps_and_watermarks(strategy).set_parallelism(1)
-
 
 class Contents(ProcessWindowFunction):
     """``(key, start, end, sorted seqs)`` per firing."""

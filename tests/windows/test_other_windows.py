@@ -14,8 +14,7 @@ from collections import defaultdict
 
 import pytest
 
-from sparkpoint.common import Duration, Time, WatermarkStrategy
-from sparkpoint.common.watermark_strategy import TimestampAssigner
+from sparkpoint.common import Time
 from sparkpoint.datastream import (
     AllWindowFunction,
     ProcessAllWindowFunction,
@@ -39,22 +38,9 @@ from sparkpoint.datastream.window import (
 )
 from sparkpoint.errors import JobGraphError
 
+from window_jobs import stamped
 from window_oracles import count_sliding, count_tumbling, epochs, out_of_order_events, tumbling_start
 
-BOUND = 2_000
-
-
-class EventTimestamp(TimestampAssigner):
-    def extract_timestamp(self, value, record_timestamp):
-        return value[1]
-
-
-def stamped(env, events, bound=BOUND):
-    strategy = WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(bound)).with_timestamp_assigner(
-        EventTimestamp())
-    # one watermark generator, chained to the (parallelism 1) collection source, so that the
-    # watermark after each epoch is exactly max ts so far - bound - 1, and arrival order is kept
-    return env.from_collection(events).assign_timestamps_and_watermarks(strategy).set_parallelism(1)
 
 
 def key_of(e):
