@@ -260,11 +260,11 @@ def instrument_local(timer: PhaseTimer) -> None:
     from sparkpoint.connectors.files import FileSinkWriter, FileSourceReader
     from sparkpoint.runtime import task as task_mod
     from sparkpoint.runtime.job_master import JobMaster
-    from sparkpoint.runtime.keyed import KeyedOperator
+    from sparkpoint.operators.keyed import KeyedOperator
     from sparkpoint.runtime.local_executor import LocalEpochExecutor
-    from sparkpoint.runtime.operators import MapOperator, TimestampsAndWatermarksOperator
-    from sparkpoint.runtime.sinks import SinkOperator
-    from sparkpoint.runtime.source_operator import SourceOperator
+    from sparkpoint.operators.basic import MapOperator, TimestampsAndWatermarksOperator
+    from sparkpoint.operators.sinks import SinkOperator
+    from sparkpoint.operators.source import SourceOperator
     from sparkpoint.state.local_store import LocalStateStore
     from sparkpoint.windows.operator import WindowOperator
 

@@ -46,7 +46,7 @@ from sparkpoint.checkpoint.id_counter import CheckpointIDCounter
 from sparkpoint.checkpoint.metadata import CheckpointMetadata, KeyedStateFile, MetadataV1Serializer, OperatorMetadata
 from sparkpoint.checkpoint.pending import PendingCheckpoint, TaskAck, TaskAcknowledgeResult
 from sparkpoint.checkpoint.stats import CheckpointStats, CheckpointStatsTracker
-from sparkpoint.runtime.faults import fault_point
+from sparkpoint.testing.faults import fault_point
 from sparkpoint.storage.checkpoint_storage import (
     METADATA_FILE_NAME,
     FsCheckpointStorage,

@@ -112,32 +112,32 @@ class DataStream:
         return DataStream(self._env, node_id, output_type)
 
     def map(self, func: Union[Callable, MapFunction], output_type: Any = None) -> "DataStream":
-        from sparkpoint.runtime.operators import MapOperator
+        from sparkpoint.operators.basic import MapOperator
 
         fn = as_function(func, MapFunction, MapFunctionWrapper)
         return self._then("map", "Map", lambda: MapOperator("", "Map", fn), output_type=output_type)
 
     def flat_map(self, func: Union[Callable, FlatMapFunction], output_type: Any = None) -> "DataStream":
-        from sparkpoint.runtime.operators import FlatMapOperator
+        from sparkpoint.operators.basic import FlatMapOperator
 
         fn = as_function(func, FlatMapFunction, FlatMapFunctionWrapper)
         return self._then("flat_map", "FlatMap", lambda: FlatMapOperator("", "FlatMap", fn), output_type=output_type)
 
     def filter(self, func: Union[Callable, FilterFunction]) -> "DataStream":
-        from sparkpoint.runtime.operators import FilterOperator
+        from sparkpoint.operators.basic import FilterOperator
 
         fn = as_function(func, FilterFunction, FilterFunctionWrapper)
         return self._then("filter", "Filter", lambda: FilterOperator("", "Filter", fn), output_type=self._type_info)
 
     def process(self, func: ProcessFunction, output_type: Any = None) -> "DataStream":
-        from sparkpoint.runtime.operators import ProcessOperator
+        from sparkpoint.operators.basic import ProcessOperator
 
         if not isinstance(func, ProcessFunction):
             raise TypeError(f"process() takes a ProcessFunction, got {type(func).__name__}")
         return self._then("process", "Process", lambda: ProcessOperator("", "Process", func), output_type=output_type)
 
     def assign_timestamps_and_watermarks(self, watermark_strategy: Any) -> "DataStream":
-        from sparkpoint.runtime.operators import TimestampsAndWatermarksOperator
+        from sparkpoint.operators.basic import TimestampsAndWatermarksOperator
 
         name = "Timestamps/Watermarks"
         return self._then("assign_timestamps", name,
@@ -152,14 +152,14 @@ class DataStream:
         return KeyedStream(self, selector, key_type)
 
     def union(self, *streams: "DataStream") -> "DataStream":
-        from sparkpoint.runtime.operators import UnionOperator
+        from sparkpoint.operators.basic import UnionOperator
 
         inputs = [(self._node_id, FORWARD, None, None)] + [(s._node_id, FORWARD, None, None) for s in streams]
         node_id = self._env._add_node("union", "Union", lambda: UnionOperator("", "Union"), inputs)
         return DataStream(self._env, node_id, self._type_info)
 
     def _partition(self, partitioning: str, name: str) -> "DataStream":
-        from sparkpoint.runtime.sinks import SideOutputOperator
+        from sparkpoint.operators.sinks import SideOutputOperator
 
         return self._then("partition", name, lambda: SideOutputOperator("", name), partitioning=partitioning,
                           output_type=self._type_info)
@@ -185,7 +185,7 @@ class DataStream:
         return self._partition(GLOBAL, "Global")
 
     def get_side_output(self, output_tag: OutputTag) -> "DataStream":
-        from sparkpoint.runtime.sinks import SideOutputOperator
+        from sparkpoint.operators.sinks import SideOutputOperator
 
         name = f"SideOutput({output_tag.tag_id})"
         node_id = self._env._add_node("side_output", name, lambda: SideOutputOperator("", name),
@@ -201,7 +201,7 @@ class DataStream:
 
     # -- sinks -------------------------------------------------------------------------------
     def sink_to(self, sink: Any) -> "DataStreamSink":
-        from sparkpoint.runtime.sinks import SinkOperator
+        from sparkpoint.operators.sinks import SinkOperator
 
         name = getattr(sink, "name", None) or "Sink"
         node_id = self._env._add_node("sink", name, lambda: SinkOperator("", name, sink),
@@ -214,7 +214,7 @@ class DataStream:
         return self.sink_to(FunctionSink(sink_func))
 
     def print(self, sink_identifier: Optional[str] = None) -> "DataStreamSink":
-        from sparkpoint.runtime.sinks import PrintOperator
+        from sparkpoint.operators.sinks import PrintOperator
 
         node_id = self._env._add_node("print", "Print to Std. Out", lambda: PrintOperator("", "Print"),
                                       [(self._node_id, FORWARD, None, None)], sink=(sink_identifier, self._type_info))
@@ -222,7 +222,7 @@ class DataStream:
 
     def execute_and_collect(self, job_execution_name: Optional[str] = None, limit: Optional[int] = None) -> Any:
         """Run the job and return its records (a list, in order per subtask)."""
-        from sparkpoint.runtime.sinks import CollectOperator
+        from sparkpoint.operators.sinks import CollectOperator
 
         node_id = self._env._add_node("collect", "Collect", lambda: CollectOperator("", "Collect"),
                                       [(self._node_id, FORWARD, None, None)])
@@ -308,7 +308,7 @@ class KeyedStream(DataStream):
                           output_type=output_type, keyed=True)
 
     def process(self, func: Union[KeyedProcessFunction, ProcessFunction], output_type: Any = None) -> DataStream:
-        from sparkpoint.runtime.keyed import KeyedProcessOperator
+        from sparkpoint.operators.keyed import KeyedProcessOperator
 
         ks = self._key_selector
         return self._keyed("keyed_process", "KeyedProcess", lambda: KeyedProcessOperator("", "KeyedProcess", func, ks),
@@ -326,14 +326,14 @@ class KeyedStream(DataStream):
                              self._type_info)
 
     def _adapted(self, kind: str, name: str, fn: Any, output_type: Any) -> DataStream:
-        from sparkpoint.runtime.keyed import KeyedProcessOperator
+        from sparkpoint.operators.keyed import KeyedProcessOperator
 
         ks = self._key_selector
         adapter = _KeyedFunctionAdapter(kind, fn)
         return self._keyed(kind, name, lambda: KeyedProcessOperator("", name, adapter, ks), output_type)
 
     def reduce(self, func: Union[Callable, ReduceFunction]) -> DataStream:
-        from sparkpoint.runtime.keyed import StreamGroupedReduceOperator
+        from sparkpoint.operators.keyed import StreamGroupedReduceOperator
 
         fn = as_function(func, ReduceFunction, ReduceFunctionWrapper)
         ks = self._key_selector
@@ -407,7 +407,7 @@ class _BatchReduceFunction(KeyedProcessFunction):
 
 
 def _batch_reduce_operator(fn: ReduceFunction, key_selector: KeySelector) -> Any:
-    from sparkpoint.runtime.keyed import KeyedProcessOperator
+    from sparkpoint.operators.keyed import KeyedProcessOperator
 
     return KeyedProcessOperator("", "Keyed Reduce", _BatchReduceFunction(fn), key_selector)
 

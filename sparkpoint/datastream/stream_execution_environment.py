@@ -251,7 +251,7 @@ class StreamExecutionEnvironment:
     # -- sources --------------------------------------------------------------------------------
     def from_collection(self, collection: list, type_info: Any = None) -> DataStream:
         from sparkpoint.connectors.collection import CollectionSource
-        from sparkpoint.runtime.source_operator import SourceOperator
+        from sparkpoint.operators.source import SourceOperator
 
         from sparkpoint.common.typeinfo import conform_to_type
 
@@ -265,7 +265,7 @@ class StreamExecutionEnvironment:
         return DataStream(self, nid, type_info)
 
     def from_source(self, source: Any, watermark_strategy: Any, source_name: str, type_info: Any = None) -> DataStream:
-        from sparkpoint.runtime.source_operator import SourceOperator
+        from sparkpoint.operators.source import SourceOperator
 
         strategy = watermark_strategy
         nid = self._add_node("source", source_name, lambda: SourceOperator("", source_name, source, strategy), [],

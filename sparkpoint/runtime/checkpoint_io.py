@@ -16,7 +16,7 @@ from typing import Any, Optional
 
 import fsspec
 
-from sparkpoint.runtime.faults import upload_delay_s, upload_fails
+from sparkpoint.testing.faults import upload_delay_s, upload_fails
 from sparkpoint.state.key_groups import KeyGroupRange
 from sparkpoint.state.savepoint_format import read_canonical_file, write_canonical
 from sparkpoint.storage.checkpoint_storage import StreamStateHandle, read_verified, write_file

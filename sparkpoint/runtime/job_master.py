@@ -30,7 +30,7 @@ from sparkpoint.common.configuration import Configuration, parse_memory_bytes
 from sparkpoint.common.watermark_strategy import MAX_WATERMARK
 from sparkpoint.errors import JobExecutionError, JobGraphError, SparkpointError
 from sparkpoint.rest.registry import JobRegistry
-from sparkpoint.runtime.faults import fault_point
+from sparkpoint.testing.faults import fault_point
 from sparkpoint.runtime.graph import JobPlan
 from sparkpoint.runtime.printing import format_record
 from sparkpoint.runtime.restart import restart_strategy_from_config

@@ -25,10 +25,10 @@ from sparkpoint.datastream.functions import CheckpointListener, bound_call
 from sparkpoint.runtime.checkpoint_io import CheckpointUploader, read_restored_keyed_state
 from sparkpoint.runtime.exchange import decode_blob, encode_blob
 from sparkpoint.runtime.graph import BROADCAST, GLOBAL, HASH, JobPlan, StreamEdge
-from sparkpoint.runtime.keyed import KeyedOperator
-from sparkpoint.runtime.operators import IDLE, Output, StreamOperator, TaskContext
-from sparkpoint.runtime.sinks import PrintOperator, SinkOperator
-from sparkpoint.runtime.source_operator import SourceOperator
+from sparkpoint.operators.keyed import KeyedOperator
+from sparkpoint.operators.base import IDLE, Output, StreamOperator, TaskContext
+from sparkpoint.operators.sinks import PrintOperator, SinkOperator
+from sparkpoint.operators.source import SourceOperator
 from sparkpoint.state.key_groups import KeyGroupAssigner, compute_key_group_range_for_operator_index
 from sparkpoint.state.local_store import LocalStateStore
 

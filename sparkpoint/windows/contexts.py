@@ -27,7 +27,7 @@ class AssignerContext:
         return self.op.task.processing_time
 
     def get_runtime_context(self) -> Any:
-        from sparkpoint.runtime.operators import OperatorRuntimeContext
+        from sparkpoint.operators.base import OperatorRuntimeContext
 
         return OperatorRuntimeContext(self.op)
 

@@ -35,8 +35,8 @@ from sparkpoint.datastream.window import (
     TumblingEventTimeWindows,
     WindowAssigner,
 )
-from sparkpoint.runtime.keyed import KeyedOperator
-from sparkpoint.runtime.operators import IDLE, Output
+from sparkpoint.operators.keyed import KeyedOperator
+from sparkpoint.operators.base import IDLE, Output
 from sparkpoint.time.timers import EVENT_TIME, PROCESSING_TIME
 from sparkpoint.windows.contexts import AssignerContext, TriggerContext, WindowContext
 from sparkpoint.windows.functions import InternalWindowFunction
@@ -74,7 +74,7 @@ class WindowOperator(KeyedOperator):
 
     # -- lifecycle ----------------------------------------------------------------------
     def open(self) -> None:
-        from sparkpoint.runtime.operators import OperatorRuntimeContext
+        from sparkpoint.operators.base import OperatorRuntimeContext
 
         self.window_function.open(OperatorRuntimeContext(self))
         self.contents = self.keyed_backend.table(CONTENTS_STATE, self.contents_kind)

@@ -43,7 +43,7 @@ from sparkpoint.datastream.window import (
     TumblingEventTimeWindows,
     TumblingProcessingTimeWindows,
 )
-from sparkpoint.runtime.operators import Output, TaskContext
+from sparkpoint.operators.base import Output, TaskContext
 from sparkpoint.state.key_groups import KeyGroupRange
 from sparkpoint.windows.functions import ProcessWindowAdapter
 from sparkpoint.windows.operator import WindowOperator

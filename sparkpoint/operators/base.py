@@ -11,21 +11,17 @@ record has no event timestamp).
 
 from __future__ import annotations
 
-import pickle
 
-import cloudpickle
 from typing import Any, Iterable, Optional
 
-from sparkpoint.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK, WatermarkOutput
-from sparkpoint.datastream.functions import CheckpointedFunction, Function, RuntimeContext, bound_call
+from sparkpoint.common.watermark_strategy import MIN_WATERMARK
+from sparkpoint.datastream.functions import CheckpointedFunction, Function, RuntimeContext
 from sparkpoint.datastream.output_tag import OutputTag
 from sparkpoint.errors import StateError, UserFunctionError
 from sparkpoint.state.operator_state import DefaultOperatorStateStore
 
-__all__ = [
-    "Output", "StreamOperator", "TaskContext", "MapOperator", "FlatMapOperator", "FilterOperator",
-    "ProcessOperator", "TimestampsAndWatermarksOperator", "UnionOperator", "IDLE",
-]
+__all__ = ["Output", "StreamOperator", "TaskContext", "OperatorRuntimeContext", "IDLE", "first_failing",
+           "extract_timestamps"]
 
 IDLE = None  # an idle input's watermark: excluded from the minimum
 
@@ -255,145 +251,3 @@ class StreamOperator:
 
     def fail(self, record: Any, cause: BaseException) -> UserFunctionError:
         return UserFunctionError(self.uid, self.name, record, cause)
-
-
-class MapOperator(StreamOperator):
-    def process_batch(self, values: list, timestamps: list, out: Output) -> None:
-        f = bound_call(self.function, "map")
-        append = out.values.append
-        v = None
-        try:
-            for v in values:
-                append(f(v))
-        except Exception as e:
-            raise self.fail(v, e) from e
-        out.timestamps.extend(timestamps)
-
-
-class FilterOperator(StreamOperator):
-    def process_batch(self, values: list, timestamps: list, out: Output) -> None:
-        f = bound_call(self.function, "filter")
-        try:
-            keep = [bool(f(v)) for v in values]
-        except Exception as e:
-            raise self.fail(first_failing(f, values), e) from e
-        out.values.extend([v for v, k in zip(values, keep) if k])
-        out.timestamps.extend([t for t, k in zip(timestamps, keep) if k])
-
-
-class FlatMapOperator(StreamOperator):
-    def process_batch(self, values: list, timestamps: list, out: Output) -> None:
-        f = bound_call(self.function, "flat_map")
-        v = None
-        try:
-            for v, t in zip(values, timestamps):
-                out.emit_all(f(v), t)
-        except Exception as e:
-            raise self.fail(v, e) from e
-
-
-class _ProcessContext:
-    def __init__(self, op: "ProcessOperator"):
-        self.op = op
-        self.ts: Optional[int] = None
-
-    def timestamp(self) -> Optional[int]:
-        return self.ts
-
-    def timer_service(self) -> "_NonKeyedTimerService":
-        return _NonKeyedTimerService(self.op)
-
-
-class _NonKeyedTimerService:
-    def __init__(self, op: StreamOperator):
-        self.op = op
-
-    def current_processing_time(self) -> int:
-        return self.op.task.processing_time
-
-    def current_watermark(self) -> int:
-        return self.op.watermark
-
-    def _unsupported(self, *args: Any) -> None:
-        raise StateError(f"operator {self.op.name!r} (uid {self.op.uid!r}): timers need a keyed stream "
-                         f"(key_by(...).process(KeyedProcessFunction))")
-
-    register_processing_time_timer = register_event_time_timer = _unsupported
-    delete_processing_time_timer = delete_event_time_timer = _unsupported
-
-
-class ProcessOperator(StreamOperator):
-    """A ``ProcessFunction`` on a non-keyed stream."""
-
-    def process_batch(self, values: list, timestamps: list, out: Output) -> None:
-        f = self.function.process_element  # type: ignore[union-attr]
-        ctx = _ProcessContext(self)
-        v = None
-        try:
-            for v, t in zip(values, timestamps):
-                ctx.ts = t
-                out.emit_all(f(v, ctx), t)
-        except Exception as e:
-            raise self.fail(v, e) from e
-
-
-class UnionOperator(StreamOperator):
-    """Forwards the records of several inputs; its watermark is the minimum of theirs."""
-
-    def process_batch(self, values: list, timestamps: list, out: Output) -> None:
-        out.values.extend(values)
-        out.timestamps.extend(timestamps)
-
-
-class TimestampsAndWatermarksOperator(StreamOperator):
-    """``assign_timestamps_and_watermarks``: stamps records and replaces the watermark.
-
-    Its generator is operator state of the subtask (pickled), so watermarks continue
-    across epochs and restores. Only the end-of-input watermark (+inf) passes through.
-    """
-
-    def __init__(self, uid: str, name: str, strategy: Any):
-        super().__init__(uid, name)
-        self.strategy = strategy
-        self.assigner = strategy.create_timestamp_assigner()
-        self.generator: Any = None
-        self.output = WatermarkOutput()
-
-    def setup(self, task: TaskContext, operator_state: Optional[dict]) -> None:
-        super().setup(task, operator_state)
-        if operator_state and "generator" in operator_state:
-            self.generator = pickle.loads(operator_state["generator"])
-            self.output.watermark = operator_state["watermark"]
-        else:
-            self.generator = self.strategy.create_watermark_generator()
-        if hasattr(self.generator, "set_current_processing_time"):
-            self.generator.set_current_processing_time(task.processing_time)
-
-    def process_batch(self, values: list, timestamps: list, out: Output) -> None:
-        gen = self.generator
-        if self.assigner is not None:
-            new_ts = extract_timestamps(self, self.assigner, values, timestamps)
-        else:
-            new_ts = list(timestamps)
-        if new_ts:
-            if hasattr(gen, "observe_max") and None not in new_ts:
-                gen.observe_max(max(new_ts))
-            else:
-                on_event = gen.on_event
-                for v, t in zip(values, new_ts):
-                    on_event(v, t, self.output)
-        out.values.extend(values)
-        out.timestamps.extend(new_ts)
-
-    def process_watermark(self, watermark: Optional[int], out: Output) -> Optional[int]:
-        if watermark == MAX_WATERMARK:
-            self.watermark = MAX_WATERMARK
-            return MAX_WATERMARK
-        self.generator.on_periodic_emit(self.output)
-        if self.output.idle:
-            return IDLE
-        self.watermark = max(self.watermark, self.output.watermark)
-        return self.watermark
-
-    def snapshot_operator_state(self) -> Optional[dict]:
-        return {"generator": cloudpickle.dumps(self.generator), "watermark": self.output.watermark}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from sparkpoint.runtime.operators import Output, StreamOperator, TaskContext
+from sparkpoint.operators.base import Output, StreamOperator, TaskContext
 
 __all__ = ["SinkOperator", "PrintOperator", "CollectOperator", "SideOutputOperator"]
 

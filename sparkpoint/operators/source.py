@@ -16,7 +16,7 @@ import cloudpickle
 from sparkpoint.common.watermark_strategy import MAX_WATERMARK, WatermarkOutput, WatermarkStrategy
 from sparkpoint.connectors.base import SourceSplit
 from sparkpoint.errors import MalformedRecordError
-from sparkpoint.runtime.operators import IDLE, Output, StreamOperator, extract_timestamps
+from sparkpoint.operators.base import IDLE, Output, StreamOperator, extract_timestamps
 
 __all__ = ["SourceOperator"]
 

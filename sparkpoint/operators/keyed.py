@@ -13,7 +13,7 @@ from sparkpoint.datastream.functions import KeySelector, bound_call
 from sparkpoint.datastream.state import ValueStateDescriptor
 from sparkpoint.datastream.time_domain import TimeDomain
 from sparkpoint.errors import StateError
-from sparkpoint.runtime.operators import IDLE, Output, StreamOperator, TaskContext, first_failing
+from sparkpoint.operators.base import IDLE, Output, StreamOperator, TaskContext, first_failing
 from sparkpoint.state.heap import HashMapKeyedStateBackend
 from sparkpoint.state.key_groups import KeyGroupRange
 from sparkpoint.time.timers import EVENT_TIME, PROCESSING_TIME, InternalTimerService

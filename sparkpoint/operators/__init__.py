@@ -1,0 +1,1 @@
+"""Runtime operators: what runs inside a task (Flink's streaming.api.operators)."""
