@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench clean
+.PHONY: demo test lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,7 +22,13 @@ demo: $(STAMP)
 	    examples/behavior_counts.py --events 1000000 --output out/behavior-counts
 	@echo "window counts written under out/behavior-counts/ ($$(cat out/behavior-counts/part-* | wc -l) windows)"
 
-test: $(STAMP)
+# The project checks its own shape first: layering (import-linter), lint (ruff), types (mypy).
+lint: $(STAMP)
+	$(BIN)/lint-imports
+	$(BIN)/ruff check sparkpoint tests bench examples
+	$(BIN)/mypy
+
+test: lint
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)

@@ -1,17 +1,24 @@
 """Key groups: the unit in which keyed state is partitioned, snapshotted and rescaled.
 
-A key's group is ``murmur(hash(key)) % max_parallelism`` with a hash that is stable
-across processes and machines (Python's own ``hash`` of ``str`` is salted per process,
-so it cannot be used). Operator subtask ``i`` of ``p`` owns the contiguous range of
+A key's group is ``murmur(crc32(key_bytes(key))) % max_parallelism``: ``key_bytes`` is a
+deterministic serializer that agrees with ``==`` (``1``, ``1.0`` and ``True`` are one key)
+and is the same in every process and machine (Python's own ``hash`` of ``str`` is salted
+per process, and a frozenset's iteration order follows it, so neither can be used). Operator subtask ``i`` of ``p`` owns the contiguous range of
 key groups Flink assigns it (``KeyGroupRangeAssignment``).
 """
 
 from __future__ import annotations
 
-import pickle
+import dataclasses
+import datetime
+import math
 import zlib
 from dataclasses import dataclass
+from decimal import Decimal
+from enum import Enum
 from typing import Any, Iterator
+
+from sparkpoint.errors import StateError
 
 __all__ = [
     "DEFAULT_MAX_PARALLELISM",
@@ -20,9 +27,15 @@ __all__ = [
     "compute_key_group_range_for_operator_index",
     "compute_operator_index_for_key_group",
     "stable_key_hash",
+    "key_bytes",
+    "KeyTypeError",
 ]
 
 DEFAULT_MAX_PARALLELISM = 128
+
+
+class KeyTypeError(StateError, TypeError):
+    """A key has no deterministic form, so it cannot be assigned to a key group."""
 
 
 def _murmur_mix(code: int) -> int:
@@ -45,15 +58,84 @@ def _murmur_mix(code: int) -> int:
 
 
 def stable_key_hash(key: Any) -> int:
-    """A 32-bit hash of ``key`` that is the same in every process."""
+    """A 32-bit hash of ``key`` that is the same in every process and agrees with ``==``."""
+    return zlib.crc32(key_bytes(key))
+
+
+def key_bytes(key: Any) -> bytes:
+    """The canonical bytes of a key: equal keys (``1 == 1.0 == True``) give equal bytes.
+
+    Keyed state needs a deterministic key serializer, as in Flink: the same key must land in
+    the same key group in every process, whatever ``PYTHONHASHSEED`` is. Supported keys are
+    ``None``, ``bool``/``int``/``float``/``Decimal`` (equal numbers are one key), ``str``,
+    ``bytes``, ``datetime``/``date``/``time``/``timedelta``, ``Enum`` members, frozen
+    dataclasses of supported fields, and tuples (``Row`` included) and frozensets of
+    supported keys. Anything else raises :class:`KeyTypeError`.
+    """
     t = type(key)
     if t is str:
-        data = key.encode("utf-8")
-    elif t is int:
-        data = str(key).encode()
-    else:
-        data = pickle.dumps(key, protocol=4)
-    return zlib.crc32(data)
+        return key.encode("utf-8")          # the common cases first, with the bytes they always had
+    if t is int:
+        return str(key).encode()
+    return _encode(key, key)
+
+
+def _encode(key: Any, whole: Any) -> bytes:
+    if key is None:
+        return b"\x00N"
+    if isinstance(key, str):
+        return key.encode("utf-8") if key is whole else b"\x00s" + _sized(key.encode("utf-8"))
+    if isinstance(key, (int, float, Decimal)):  # bool and IntEnum too: they equal ints
+        return _number(key, key is whole)
+    if isinstance(key, bytes):
+        return b"\x00b" + _sized(key)
+    if isinstance(key, tuple):
+        return b"\x00t" + _sized(b"".join(_sized(_encode(k, whole)) for k in key))
+    if isinstance(key, frozenset):
+        return b"\x00f" + _sized(b"".join(sorted(_sized(_encode(k, whole)) for k in key)))
+    if isinstance(key, Enum):
+        return b"\x00e" + _sized(f"{type(key).__module__}.{type(key).__qualname__}.{key.name}".encode())
+    if isinstance(key, datetime.datetime):
+        if key.tzinfo is not None and key.utcoffset() is not None:  # equal instants are equal keys
+            key = key.astimezone(datetime.timezone.utc).replace(tzinfo=None)
+            return b"\x00Z" + key.isoformat().encode()
+        return b"\x00D" + key.isoformat().encode()
+    if isinstance(key, (datetime.date, datetime.time)):
+        return b"\x00d" + type(key).__name__.encode() + key.isoformat().encode()
+    if isinstance(key, datetime.timedelta):
+        return b"\x00T" + _number(key // datetime.timedelta(microseconds=1), False)
+    if dataclasses.is_dataclass(key) and not isinstance(key, type) and key.__dataclass_params__.frozen:  # type: ignore[attr-defined]
+        name = f"{type(key).__module__}.{type(key).__qualname__}".encode()
+        fields = tuple(getattr(key, f.name) for f in dataclasses.fields(key) if f.compare)
+        return b"\x00c" + _sized(name) + _encode(fields, whole)
+    raise KeyTypeError(
+        f"key {whole!r} cannot be used as a key"
+        + (f" (it holds {key!r} of type {type(key).__name__})" if key is not whole else
+           f" (type {type(key).__name__})")
+        + ": keys must have a deterministic form, so that equal keys land in the same key group in every "
+        "process. Use str, int, float, Decimal, bool, bytes, None, date/time values, Enum members, frozen "
+        "dataclasses, or tuples/Rows/frozensets of these (e.g. return str(key) or a tuple of fields from the key "
+        "selector).")
+
+
+def _number(n: Any, whole: bool) -> bytes:
+    """Equal numbers give equal bytes: an integral value is its int, others their exact ratio."""
+    if isinstance(n, float) and not math.isfinite(n):
+        if math.isnan(n):
+            raise KeyTypeError("NaN cannot be a key: it is not equal to itself")
+        return b"\x00i" + (b"+" if n > 0 else b"-")
+    if isinstance(n, Decimal):
+        if not n.is_finite():
+            if n.is_nan():
+                raise KeyTypeError("NaN cannot be a key: it is not equal to itself")
+            return b"\x00i" + (b"+" if n > 0 else b"-")
+    num, den = (int(n), 1) if isinstance(n, int) else n.as_integer_ratio()
+    text = str(num) if den == 1 else f"{num}/{den}"
+    return text.encode() if whole and den == 1 else b"\x00n" + _sized(text.encode())
+
+
+def _sized(data: bytes) -> bytes:
+    return len(data).to_bytes(4, "big") + data
 
 
 def assign_to_key_group(key: Any, max_parallelism: int) -> int:
@@ -112,5 +194,6 @@ class KeyGroupAssigner:
             if len(self._cache) < 1_000_000:
                 self._cache[key] = kg
             return kg
-        except TypeError as e:  # unhashable key
-            raise TypeError(f"keys must be hashable, got {type(key).__name__}: {key!r}") from e
+        except TypeError:  # unhashable: key_bytes says why and what to use instead
+            key_bytes(key)
+            raise

@@ -1,0 +1,114 @@
+"""Key-group assignment agrees with key equality and is the same in every process."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import enum
+import os
+import subprocess
+import sys
+from decimal import Decimal
+
+import pytest
+
+from sparkpoint.common.types import Row
+from sparkpoint.state.key_groups import (
+    KeyGroupAssigner,
+    KeyTypeError,
+    assign_to_key_group,
+    compute_key_group_range_for_operator_index,
+)
+
+
+class Color(enum.Enum):
+    RED = "red"
+
+
+class Level(enum.IntEnum):
+    ONE = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class Point:
+    x: int
+    y: str
+
+
+EQUAL_KEYS = [
+    [1, 1.0, True, Decimal(1), Decimal("1.000"), Level.ONE],
+    [0, 0.0, -0.0, False, Decimal(0)],
+    [0.5, Decimal("0.5")],
+    [2**70, float(2**70)],
+    [(1, "a"), (1.0, "a"), (True, "a"), Row(1, "a")],
+    [frozenset({1, "x"}), frozenset({"x", 1.0})],
+    [Point(1, "y"), Point(1.0, "y")],  # type: ignore[arg-type]
+    [datetime.datetime(2024, 5, 1, 12, tzinfo=datetime.timezone.utc),
+     datetime.datetime(2024, 5, 1, 14, tzinfo=datetime.timezone(datetime.timedelta(hours=2)))],
+    [datetime.timedelta(seconds=1), datetime.timedelta(milliseconds=1000)],
+]
+
+
+@pytest.mark.parametrize("keys", EQUAL_KEYS, ids=lambda ks: type(ks[0]).__name__)
+def test_equal_keys_share_a_key_group(keys):
+    assert all(k == keys[0] for k in keys)  # the premise: Python calls them equal
+    groups = {assign_to_key_group(k, 32768) for k in keys}
+    assert len(groups) == 1, f"{keys} went to key groups {groups}"
+
+
+def test_strings_and_ints_keep_their_key_groups():
+    # the canonical bytes of str and int keys are their text: state written before stays put
+    import zlib
+
+    from sparkpoint.state.key_groups import _murmur_mix
+
+    for k in ["user-1", "", "ünïcode", 0, -7, 10**30]:
+        assert assign_to_key_group(k, 128) == _murmur_mix(zlib.crc32(str(k).encode())) % 128
+
+
+def test_distinct_keys_spread_over_key_groups():
+    groups = [assign_to_key_group((i, f"k{i}"), 128) for i in range(10_000)]
+    counts = [groups.count(g) for g in range(128)]
+    assert min(counts) > 40 and max(counts) < 120  # 78 expected per group
+
+
+@pytest.mark.parametrize("key", [[1, 2], {"a": 1}, {1, 2}, float("nan"), object(), (1, [2])],
+                         ids=["list", "dict", "set", "nan", "object", "tuple-with-list"])
+def test_keys_without_a_deterministic_form_are_refused_clearly(key):
+    with pytest.raises(KeyTypeError) as e:
+        KeyGroupAssigner(128)(key)
+    assert "key" in str(e.value)
+    if not isinstance(key, float):
+        assert "tuple" in str(e.value)  # says what to use instead
+
+
+def test_key_groups_are_the_same_under_any_hash_seed():
+    keys = "[frozenset({'a', 'b', 'c', 1, 2}), ('x', frozenset({3.5, 'y'})), 'plain', 42, (1, 'a')]"
+    code = ("from sparkpoint.state.key_groups import assign_to_key_group as a;"
+            f"print([a(k, 128) for k in {keys}])")
+    outputs = set()
+    for seed in ("0", "1", "12345", "random"):
+        env = dict(os.environ, PYTHONHASHSEED=seed)
+        outputs.add(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                   check=True).stdout.strip())
+    assert len(outputs) == 1, outputs
+
+
+def test_key_group_ranges_cover_every_group_exactly_once():
+    for maxp in (1, 7, 128):
+        for par in range(1, min(maxp, 9) + 1):
+            covered = [kg for i in range(par) for kg in compute_key_group_range_for_operator_index(maxp, par, i)]
+            assert covered == list(range(maxp))
+
+
+def test_equal_keys_are_one_key_in_a_job(local_env):
+    local_env.set_parallelism(4)
+    records = [(k, 1) for k in (1, 1.0, True, "a", 2, 2.0)] * 5
+    out = (local_env.from_collection(records)
+           .key_by(lambda r: r[0])
+           .reduce(lambda a, b: (a[0], a[1] + b[1]))
+           .execute_and_collect())
+    finals: dict = {}
+    for k, n in out:
+        finals[k] = max(finals.get(k, 0), n)
+    assert finals == {1: 15, "a": 5, 2: 10}  # hand count: 1/1.0/True are one key, 2/2.0 another
