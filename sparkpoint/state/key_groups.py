@@ -3,8 +3,9 @@
 A key's group is ``murmur(crc32(key_bytes(key))) % max_parallelism``: ``key_bytes`` is a
 deterministic serializer that agrees with ``==`` (``1``, ``1.0`` and ``True`` are one key)
 and is the same in every process and machine (Python's own ``hash`` of ``str`` is salted
-per process, and a frozenset's iteration order follows it, so neither can be used). Operator subtask ``i`` of ``p`` owns the contiguous range of
-key groups Flink assigns it (``KeyGroupRangeAssignment``).
+per process, and a frozenset's iteration order follows it, so neither can be used).
+Operator subtask ``i`` of ``p`` owns the contiguous range of key groups Flink assigns it
+(``KeyGroupRangeAssignment``).
 """
 
 from __future__ import annotations
