@@ -160,8 +160,8 @@ def test_event_time_windows(job, by_hand, monkeypatch, capsys, tmp_path):
     out, _ = run_job(job, monkeypatch, capsys, tmp_path)
     assert out == recorded(job)
     assert out == [RESULTS_TO_STDOUT] + by_hand
-    # PyFlink's session merging is not right on every input (NOTES.md); on these it agrees
-    # with the hand computation, checked here apart from sparkpoint.
+    # PyFlink's result is not taken on trust for merging windows: the recording is checked
+    # against the hand computation too, apart from sparkpoint.
     assert recorded(job)[1:] == by_hand
 
 
