@@ -1,7 +1,8 @@
-"""The job graph: what the DataStream API builds, and how it is cut into stages.
+"""The stream graph and the job plan: how a translated job is cut into stages.
 
-``StreamNode`` is one operator as the user wrote it (with its uid, name, parallelism
-and a factory for its runtime operator); ``StreamEdge`` connects two nodes and says how
+``StreamNode`` is one operator of the job (with its uid, name, parallelism and a
+factory for its runtime operator), made from one transformation by
+:mod:`sparkpoint.runtime.translation`; ``StreamEdge`` connects two nodes and says how
 records are partitioned between them. :func:`build_job_plan` cuts the graph into
 *stages* at every edge that repartitions (``key_by``, ``window_all``, a change of
 parallelism): inside a stage operators are chained and run in one task per subtask;
@@ -15,6 +16,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
+from sparkpoint.datastream.transformations import Partitioning
 from sparkpoint.errors import JobGraphError
 
 __all__ = ["StreamNode", "StreamEdge", "StagePlan", "JobPlan", "build_job_plan",
@@ -22,7 +24,8 @@ __all__ = ["StreamNode", "StreamEdge", "StagePlan", "JobPlan", "build_job_plan",
 
 logger = logging.getLogger(__name__)
 
-FORWARD, HASH, GLOBAL, REBALANCE, BROADCAST = "forward", "hash", "global", "rebalance", "broadcast"
+FORWARD, HASH, GLOBAL, REBALANCE, BROADCAST = (Partitioning.FORWARD, Partitioning.HASH, Partitioning.GLOBAL,
+                                              Partitioning.REBALANCE, Partitioning.BROADCAST)
 
 
 @dataclass
@@ -32,7 +35,7 @@ class StreamEdge:
     id: int
     source: int
     target: int
-    partitioning: str = FORWARD
+    partitioning: Partitioning = FORWARD
     key_selector: Any = None
     side_tag: Optional[str] = None
 
@@ -85,6 +88,7 @@ class JobPlan:
     max_parallelism: int
     stage_of: dict[int, int]
     job_parameters: dict = field(default_factory=dict)
+    state_backend: Any = None            # the configured backend object, or its name
 
     def stage(self, stage_id: int) -> StagePlan:
         return self.stages[stage_id]
@@ -123,17 +127,22 @@ def _topological(nodes: dict[int, StreamNode]) -> list[int]:
 
 
 def _generate_uids(nodes: dict[int, StreamNode], order: list[int]) -> None:
-    """Deterministic uids for nodes without one: a hash of the node's position in the graph."""
+    """Deterministic uids for nodes without one: a hash of the node's position in the graph.
+
+    As Flink's ``StreamGraphHasherV2``, the hash covers topology only, never names: the
+    node's kind, its inputs' hashes (with the side output read), and how many nodes of the
+    same kind read the same inputs before it. Renaming an operator keeps its uid, so its
+    state still restores.
+    """
     hashes: dict[int, str] = {}
-    for nid in order:
+    for position, nid in enumerate(order):
         n = nodes[nid]
         h = hashlib.sha1()
         h.update(n.kind.encode())
-        h.update(n.name.encode())
         for e in n.inputs:
             h.update(hashes[e.source].encode())
             h.update((e.side_tag or "").encode())
-        siblings = [m for m in order[: order.index(nid)] if nodes[m].kind == n.kind and
+        siblings = [m for m in order[:position] if nodes[m].kind == n.kind and
                     [e.source for e in nodes[m].inputs] == [e.source for e in n.inputs]]
         h.update(str(len(siblings)).encode())
         hashes[nid] = h.hexdigest()[:32]
@@ -148,7 +157,8 @@ def _generate_uids(nodes: dict[int, StreamNode], order: list[int]) -> None:
 
 
 def build_job_plan(nodes: dict[int, StreamNode], job_name: str, default_parallelism: int,
-                   max_parallelism: int, job_parameters: Optional[dict] = None) -> JobPlan:
+                   max_parallelism: int, job_parameters: Optional[dict] = None, state_backend: Any = None) -> JobPlan:
+    """Cut the stream graph into stages (uids generated where missing, and checked)."""
     if not nodes:
         raise JobGraphError("the job has no operators; add a source and a sink before execute()")
     order = _topological(nodes)
@@ -235,4 +245,4 @@ def build_job_plan(nodes: dict[int, StreamNode], job_name: str, default_parallel
     if not sources:
         raise JobGraphError("the job has no source; use env.from_source(...) or env.from_collection(...)")
     return JobPlan(job_name=job_name, nodes=nodes, stages=stages, max_parallelism=max_parallelism,
-                   stage_of=stage_of, job_parameters=dict(job_parameters or {}))
+                   stage_of=stage_of, job_parameters=dict(job_parameters or {}), state_backend=state_backend)

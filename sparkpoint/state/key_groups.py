@@ -13,6 +13,8 @@ import zlib
 from dataclasses import dataclass
 from typing import Any, Iterator
 
+from sparkpoint.datastream.transformations import DEFAULT_MAX_PARALLELISM
+
 __all__ = [
     "DEFAULT_MAX_PARALLELISM",
     "KeyGroupRange",
@@ -22,7 +24,6 @@ __all__ = [
     "stable_key_hash",
 ]
 
-DEFAULT_MAX_PARALLELISM = 128
 
 
 def _murmur_mix(code: int) -> int:
