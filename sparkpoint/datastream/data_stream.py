@@ -1,13 +1,14 @@
 """``DataStream`` and friends, as in ``pyflink.datastream.data_stream``.
 
 Every call adds an immutable transformation to the environment (see
-:mod:`sparkpoint.datastream.transformations`); nothing runs until ``env.execute()``. Functions may be instances of the function classes or plain
-callables, wherever PyFlink accepts them.
+:mod:`sparkpoint.datastream.transformations`); nothing runs until ``env.execute()``.
+Functions may be instances of the function classes or plain callables, wherever
+PyFlink accepts them.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from sparkpoint.datastream.functions import (
     FilterFunction,
@@ -26,17 +27,12 @@ from sparkpoint.datastream.functions import (
     as_function,
 )
 from sparkpoint.datastream.output_tag import OutputTag
-from sparkpoint.datastream.window import (
-    CountSlidingWindowAssigner,
-    CountTumblingWindowAssigner,
-    WindowAssigner,
-)
 from sparkpoint.datastream.transformations import (
     CollectTransformation,
     KeyedTransformation,
     OneInputTransformation,
-    PartitionTransformation,
     Partitioning,
+    PartitionTransformation,
     PrintTransformation,
     SideOutputTransformation,
     SinkTransformation,
@@ -45,10 +41,17 @@ from sparkpoint.datastream.transformations import (
     UnionTransformation,
     WindowTransformation,
 )
+from sparkpoint.datastream.window import (
+    CountSlidingWindowAssigner,
+    CountTumblingWindowAssigner,
+    WindowAssigner,
+)
 from sparkpoint.errors import JobGraphError
 
 if TYPE_CHECKING:
-    from sparkpoint.datastream.stream_execution_environment import StreamExecutionEnvironment
+    from sparkpoint.datastream.stream_execution_environment import (
+        StreamExecutionEnvironment,
+    )
 
 __all__ = ["DataStream", "KeyedStream", "WindowedStream", "AllWindowedStream", "DataStreamSink"]
 

@@ -331,7 +331,7 @@ class StreamExecutionEnvironment:
         return Pipeline(
             job_name=job_name, transformations=tuple(self._pending_transformations()),
             parallelism=self.get_parallelism(), max_parallelism=self.get_max_parallelism(),
-            runtime_mode=self._config.get_string("execution.runtime-mode", "STREAMING").upper(),
+            runtime_mode=str(self._config.get_string("execution.runtime-mode", "STREAMING")).upper(),
             job_parameters=dict(self._job_parameters),
             state_backend=self._state_backend or self._config.get_string("state.backend.type", "hashmap"),
             python_files=tuple(self._python_files))

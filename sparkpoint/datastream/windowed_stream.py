@@ -33,7 +33,10 @@ __all__ = ["WindowedStream", "AllWindowedStream"]
 
 
 class _WindowedBase:
+    _keyed_stream: bool
+
     def __init__(self, stream: DataStream, assigner: WindowAssigner):
+        self._key_selector: Optional[KeySelector] = None
         self._stream = stream
         self._assigner = assigner
         self._trigger: Optional[Trigger] = None
@@ -105,7 +108,7 @@ class WindowedStream(_WindowedBase):
 
     def __init__(self, keyed_stream: KeyedStream, window_assigner: WindowAssigner):
         super().__init__(keyed_stream, window_assigner)
-        self._key_selector: Optional[KeySelector] = keyed_stream._key_selector
+        self._key_selector = keyed_stream._key_selector
 
     def _check_function(self, fn: Any) -> None:
         if not (isinstance(fn, (ProcessWindowFunction, WindowFunction)) or callable(fn)):
@@ -119,7 +122,6 @@ class AllWindowedStream(_WindowedBase):
 
     def __init__(self, stream: DataStream, window_assigner: WindowAssigner):
         super().__init__(stream, window_assigner)
-        self._key_selector = None
 
     def _check_function(self, fn: Any) -> None:
         if not (isinstance(fn, (ProcessAllWindowFunction, AllWindowFunction)) or callable(fn)):
