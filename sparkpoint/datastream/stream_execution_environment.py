@@ -220,7 +220,8 @@ class StreamExecutionEnvironment:
     def set_buffer_timeout(self, timeout_millis: int) -> "StreamExecutionEnvironment":
         return self
 
-    def enable_checkpointing(self, interval: int, mode: Optional[CheckpointingMode] = None) -> "StreamExecutionEnvironment":
+    def enable_checkpointing(self, interval: int,
+                             mode: Optional[CheckpointingMode] = None) -> "StreamExecutionEnvironment":
         cfg = self.get_checkpoint_config()
         cfg.set_checkpoint_interval(to_millis(interval))
         if mode is not None:
