@@ -1,3 +1,5 @@
+import pytest
+
 from sparkpoint.common import Duration, Time, WatermarkStrategy
 from sparkpoint.datastream import ProcessWindowFunction, TumblingEventTimeWindows
 
@@ -25,6 +27,7 @@ def test_local_window_count(local_env):
     assert set(_job(local_env).execute_and_collect()) == EXPECTED
 
 
+@pytest.mark.spark
 def test_spark_window_count(spark_env):
     spark_env.set_parallelism(2)
     assert set(_job(spark_env).execute_and_collect()) == EXPECTED

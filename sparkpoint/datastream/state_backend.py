@@ -3,10 +3,14 @@
 A state backend decides where working state lives while the job runs. This release
 has ``hashmap`` (Python dicts per key group, kept on the executor's local disk
 between epochs); ``EmbeddedRocksDBStateBackend`` is accepted by name and is the next
-backend to come.
+backend to come. Flink's legacy backends (``MemoryStateBackend``, ``FsStateBackend``)
+are heap state plus a checkpoint location: given a directory, they set
+``state.checkpoints.dir`` (and ``state.savepoints.dir``) as Flink does.
 """
 
 from __future__ import annotations
+
+from typing import Any, Optional
 
 from sparkpoint.errors import ConfigurationError
 
@@ -15,22 +19,63 @@ __all__ = ["StateBackend", "HashMapStateBackend", "MemoryStateBackend", "FsState
 
 
 class StateBackend:
+    """Where working state lives; ``configuration()`` is what the backend sets on the job."""
+
     name = "hashmap"
+
+    def configuration(self) -> dict[str, Any]:
+        return {}
 
 
 class HashMapStateBackend(StateBackend):
     name = "hashmap"
 
 
-class MemoryStateBackend(HashMapStateBackend):
+class _LegacyHeapStateBackend(HashMapStateBackend):
+    """Heap state with checkpoint and savepoint directories (Flink's pre-1.13 backends)."""
+
+    checkpoint_directory: Optional[str] = None
+    savepoint_directory: Optional[str] = None
+
+    def configuration(self) -> dict[str, Any]:
+        config: dict[str, Any] = {}
+        if self.checkpoint_directory:
+            config["state.checkpoints.dir"] = self.checkpoint_directory
+        if self.savepoint_directory:
+            config["state.savepoints.dir"] = self.savepoint_directory
+        return config
+
+
+class MemoryStateBackend(_LegacyHeapStateBackend):
     """Flink's legacy name for heap state with checkpoints to the JobManager."""
 
+    def __init__(self, checkpoint_path: Optional[str] = None, savepoint_path: Optional[str] = None,
+                 max_state_size: Optional[int] = None, using_asynchronous_snapshots: Optional[bool] = None):
+        self.checkpoint_directory = checkpoint_path
+        self.savepoint_directory = savepoint_path
+        self.max_state_size = max_state_size
 
-class FsStateBackend(HashMapStateBackend):
-    """Flink's legacy name for heap state with checkpoints to a file system."""
 
-    def __init__(self, checkpoint_directory_uri: str = "", *args: object, **kwargs: object):
-        self.checkpoint_directory_uri = checkpoint_directory_uri
+class FsStateBackend(_LegacyHeapStateBackend):
+    """Flink's legacy name for heap state with checkpoints to a file system.
+
+    Args:
+        checkpoint_directory_uri: where checkpoints go (``state.checkpoints.dir``).
+        default_savepoint_directory_uri: where savepoints go unless one is given (``state.savepoints.dir``).
+    """
+
+    def __init__(self, checkpoint_directory_uri: Optional[str] = None,
+                 default_savepoint_directory_uri: Optional[str] = None, file_state_size_threshold: Optional[int] = None,
+                 write_buffer_size: Optional[int] = None, using_asynchronous_snapshots: Optional[bool] = None):
+        self.checkpoint_directory = checkpoint_directory_uri
+        self.savepoint_directory = default_savepoint_directory_uri
+
+    @property
+    def checkpoint_directory_uri(self) -> Optional[str]:
+        return self.checkpoint_directory
+
+    def get_checkpoint_path(self) -> Optional[str]:
+        return self.checkpoint_directory
 
 
 class EmbeddedRocksDBStateBackend(StateBackend):

@@ -1,14 +1,16 @@
 """``StreamExecutionEnvironment``, as in ``pyflink.datastream``.
 
-The environment collects the job graph and runs it. By default it runs on Spark:
-an active SparkSession is used if there is one, else one is created with
+The environment collects the job's transformations and hands them, as a
+:class:`~sparkpoint.datastream.transformations.Pipeline`, to the executor registered for
+``execution.target`` (:mod:`sparkpoint.datastream.pipeline_executor`). By default that
+is Spark: an active SparkSession is used if there is one, else one is created with
 ``spark.master`` (``local[*]`` unless configured, e.g. ``--master`` on the CLI).
 ``execution.target: local`` runs the same tasks in this process without Spark.
 """
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import logging
 import threading
 from concurrent.futures import Future
@@ -19,9 +21,20 @@ from sparkpoint.common.configuration import Configuration
 from sparkpoint.common.time import to_millis
 from sparkpoint.datastream.checkpoint_config import CheckpointConfig, CheckpointingMode
 from sparkpoint.datastream.data_stream import DataStream
-from sparkpoint.errors import ConfigurationError, JobGraphError
-from sparkpoint.runtime.graph import StreamEdge, StreamNode, build_job_plan
-from sparkpoint.state.key_groups import DEFAULT_MAX_PARALLELISM
+from sparkpoint.datastream.pipeline_executor import (
+    TRANSLATOR,
+    ExecutionContext,
+    JobHandle,
+    PipelineExecutorServiceLoader,
+    load_object,
+)
+from sparkpoint.datastream.transformations import (
+    DEFAULT_MAX_PARALLELISM,
+    Pipeline,
+    SourceTransformation,
+    Transformation,
+)
+from sparkpoint.errors import JobGraphError
 
 __all__ = ["StreamExecutionEnvironment", "RuntimeExecutionMode", "TimeCharacteristic", "JobClient", "JobStatus",
            "ExecutionConfig"]
@@ -92,9 +105,9 @@ class ExecutionConfig:
 class JobClient:
     """A handle on a job started with ``execute_async()``."""
 
-    def __init__(self, job_id: str, master: Any, thread: threading.Thread, result: "Future"):
+    def __init__(self, job_id: str, job: JobHandle, thread: threading.Thread, result: "Future"):
         self._job_id = job_id
-        self._master = master
+        self._job = job
         self._thread = thread
         self._result = result
 
@@ -104,15 +117,15 @@ class JobClient:
     def get_job_status(self) -> "Future":
         f: Future = Future()
         if not self._result.done():
-            f.set_result(JobStatus.CANCELLING if self._master.cancelled.is_set() else JobStatus.RUNNING)
+            f.set_result(JobStatus.CANCELLING if self._job.is_cancelled() else JobStatus.RUNNING)
         elif self._result.exception() is not None:
             f.set_result(JobStatus.FAILED)
         else:
-            f.set_result(JobStatus.CANCELED if self._master.cancelled.is_set() else JobStatus.FINISHED)
+            f.set_result(JobStatus.CANCELED if self._job.is_cancelled() else JobStatus.FINISHED)
         return f
 
     def cancel(self) -> "Future":
-        self._master.cancel()
+        self._job.cancel()
         f: Future = Future()
         f.set_result(None)
         return f
@@ -122,12 +135,12 @@ class JobClient:
 
     def trigger_savepoint(self, savepoint_directory: Optional[str] = None, formatType: Any = None) -> "Future":
         """A savepoint at the next epoch boundary; the future's result is its path."""
-        return self._master.request_savepoint(savepoint_directory).future
+        return self._job.request_savepoint(savepoint_directory)
 
     def stop_with_savepoint(self, advance_to_end_of_event_time: bool = False,
                             savepoint_directory: Optional[str] = None, formatType: Any = None) -> "Future":
         """Take a savepoint, commit the sinks and stop the job; the future's result is the path."""
-        return self._master.request_savepoint(savepoint_directory, stop=True).future
+        return self._job.request_savepoint(savepoint_directory, stop=True)
 
     def wait(self, timeout: Optional[float] = None) -> Any:
         return self._result.result(timeout)
@@ -140,16 +153,18 @@ class StreamExecutionEnvironment:
         self._config = Configuration(_cli_defaults.get("configuration") or {})
         if configuration is not None:
             self._config.add_all(configuration)
-        self._nodes: dict[int, StreamNode] = {}
+        self._transformations: dict[int, Transformation] = {}
         self._next_id = 0
         self._job_parameters: dict = {}
         self._spark_session: Any = None
+        self._state_backend: Any = None
+        self._python_files: list[str] = []
         self._on_epoch: Optional[Callable] = _cli_defaults.get("on_epoch")
         self._job_id: Optional[str] = None
-        # Nodes with a smaller id belong to jobs already executed: as in Flink, execute()
-        # clears the transformations, so the next job runs only what was added since
-        # (plus whatever of the earlier graph the new nodes read from).
-        self._first_unexecuted_node = 0
+        # Transformations with a smaller id belong to jobs already executed: as in Flink,
+        # execute() clears the transformations, so the next job runs only what was added
+        # since (plus whatever of the earlier ones the new ones read from).
+        self._first_unexecuted = 0
 
     @staticmethod
     def get_execution_environment(configuration: Optional[Configuration] = None) -> "StreamExecutionEnvironment":
@@ -205,7 +220,8 @@ class StreamExecutionEnvironment:
     def set_buffer_timeout(self, timeout_millis: int) -> "StreamExecutionEnvironment":
         return self
 
-    def enable_checkpointing(self, interval: int, mode: Optional[CheckpointingMode] = None) -> "StreamExecutionEnvironment":
+    def enable_checkpointing(self, interval: int,
+                             mode: Optional[CheckpointingMode] = None) -> "StreamExecutionEnvironment":
         cfg = self.get_checkpoint_config()
         cfg.set_checkpoint_interval(to_millis(interval))
         if mode is not None:
@@ -222,10 +238,16 @@ class StreamExecutionEnvironment:
         return self.get_checkpoint_config().get_checkpointing_mode()
 
     def set_state_backend(self, state_backend: Any) -> "StreamExecutionEnvironment":
+        """The backend for working state; Flink's legacy ``FsStateBackend(uri)`` also sets the checkpoint directory."""
+        self._state_backend = state_backend
         self._config.set("state.backend.type", getattr(state_backend, "name", str(state_backend)))
+        for key, value in getattr(state_backend, "configuration", lambda: {})().items():
+            self._config.set(key, value)
         return self
 
     def get_state_backend(self) -> Any:
+        if self._state_backend is not None:
+            return self._state_backend
         from sparkpoint.datastream.state_backend import state_backend_from_name
 
         return state_backend_from_name(str(self._config.get("state.backend.type", "hashmap")))
@@ -235,7 +257,13 @@ class StreamExecutionEnvironment:
         return self
 
     def add_python_file(self, file_path: str) -> None:
-        self._config.set("python.files", ",".join(filter(None, [self._config.get_string("python.files"), file_path])))
+        """Make a Python file, package directory or archive (.zip, .egg, .whl) importable by user functions.
+
+        As in PyFlink, on every target: a ``.py`` file is importable by its module name, a
+        directory's modules and packages by theirs, an archive's by theirs.
+        """
+        self._python_files.append(str(file_path))
+        self._config.set("python.files", ",".join(self._python_files))
 
     def add_jars(self, *jars_path: str) -> None:
         pass
@@ -250,28 +278,21 @@ class StreamExecutionEnvironment:
 
     # -- sources --------------------------------------------------------------------------------
     def from_collection(self, collection: list, type_info: Any = None) -> DataStream:
-        from sparkpoint.connectors.collection import CollectionSource
-        from sparkpoint.operators.source import SourceOperator
-
         from sparkpoint.common.typeinfo import conform_to_type
+        from sparkpoint.connectors.collection import CollectionSource
 
         # As in PyFlink, a declared type shapes the records functions receive
         # (Types.ROW_NAMED gives Rows with field names, Types.FLOAT() single precision).
         values = list(collection) if type_info is None else [conform_to_type(v, type_info) for v in collection]
-        source = CollectionSource(values)
-        name = "Collection Source"
-        nid = self._add_node("source", name, lambda: SourceOperator("", name, source, None), [], source=source,
-                             parallelism=1)
-        return DataStream(self, nid, type_info)
+        tid = self._add_transformation(SourceTransformation, "Collection Source", [], source=CollectionSource(values),
+                                       parallelism=1, output_type=type_info)
+        return DataStream(self, tid, type_info)
 
     def from_source(self, source: Any, watermark_strategy: Any, source_name: str, type_info: Any = None) -> DataStream:
-        from sparkpoint.operators.source import SourceOperator
-
-        strategy = watermark_strategy
-        nid = self._add_node("source", source_name, lambda: SourceOperator("", source_name, source, strategy), [],
-                             source=source, watermark_strategy=strategy,
-                             parallelism=getattr(source, "parallelism", None))
-        return DataStream(self, nid, type_info)
+        tid = self._add_transformation(SourceTransformation, source_name, [], source=source,
+                                       watermark_strategy=watermark_strategy,
+                                       parallelism=getattr(source, "parallelism", None), output_type=type_info)
+        return DataStream(self, tid, type_info)
 
     def add_source(self, source_func: Any, source_name: str = "Custom Source", type_info: Any = None) -> DataStream:
         if hasattr(source_func, "create_enumerator"):
@@ -281,102 +302,78 @@ class StreamExecutionEnvironment:
         raise JobGraphError("legacy SourceFunctions are not supported; use from_source() with a Source "
                             "(FileSource, GeneratorSource, ...)")
 
-    # -- graph ------------------------------------------------------------------------------------
-    def _add_node(self, kind: str, name: str, factory: Callable, inputs: list, keyed: bool = False,
-                  **kw: Any) -> int:
-        nid = self._next_id
+    # -- transformations ----------------------------------------------------------------------------
+    def _add_transformation(self, cls: type, name: str, inputs: list, **fields: Any) -> int:
+        tid = self._next_id
         self._next_id += 1
-        edges = []
-        for i, (src, partitioning, key_selector, side_tag) in enumerate(inputs):
-            edges.append(StreamEdge(id=nid * 16 + i, source=src, target=nid, partitioning=partitioning,
-                                    key_selector=key_selector, side_tag=side_tag))
-        self._nodes[nid] = StreamNode(id=nid, kind=kind, name=name, factory=factory, inputs=edges, keyed=keyed, **kw)
-        return nid
+        self._transformations[tid] = cls(id=tid, name=name, inputs=tuple(inputs), **fields)
+        return tid
 
-    def _remove_node(self, node_id: int) -> None:
-        self._nodes.pop(node_id, None)
+    def _replace_transformation(self, transformation_id: int, **changes: Any) -> None:
+        t = self._transformations[transformation_id]
+        self._transformations[transformation_id] = dataclasses.replace(t, **changes)
 
-    def _pending_nodes(self) -> dict[int, StreamNode]:
-        """The nodes of the next job: those added since the last execute() and their inputs."""
+    def _remove_transformation(self, transformation_id: int) -> None:
+        self._transformations.pop(transformation_id, None)
+
+    def _pending_transformations(self) -> list[Transformation]:
+        """The next job's transformations: those added since the last execute() and their inputs."""
         keep: set[int] = set()
-        todo = [nid for nid in self._nodes if nid >= self._first_unexecuted_node]
+        todo = [tid for tid in self._transformations if tid >= self._first_unexecuted]
         while todo:
-            nid = todo.pop()
-            if nid in keep or nid not in self._nodes:
+            tid = todo.pop()
+            if tid in keep or tid not in self._transformations:
                 continue
-            keep.add(nid)
-            todo.extend(e.source for e in self._nodes[nid].inputs)
-        return {nid: n for nid, n in self._nodes.items() if nid in keep}
+            keep.add(tid)
+            todo.extend(i.id for i in self._transformations[tid].inputs)
+        return [t for tid, t in sorted(self._transformations.items()) if tid in keep]
 
-    def _plan(self, job_name: str) -> Any:
-        import copy
-
-        nodes = copy.deepcopy(self._pending_nodes())
-        if self._config.get_string("execution.runtime-mode", "STREAMING").upper() == RuntimeExecutionMode.BATCH.name:
-            # BATCH execution: operators with a batch form (a keyed reduce emits only the
-            # final value per key) use it.
-            for n in nodes.values():
-                batch_factory = getattr(n, "batch_factory", None)
-                if batch_factory is not None:
-                    n.factory = batch_factory
-        return build_job_plan(nodes, job_name, self.get_parallelism(), self.get_max_parallelism(),
-                              self._job_parameters)
+    def _pipeline(self, job_name: str) -> Pipeline:
+        return Pipeline(
+            job_name=job_name, transformations=tuple(self._pending_transformations()),
+            parallelism=self.get_parallelism(), max_parallelism=self.get_max_parallelism(),
+            runtime_mode=str(self._config.get_string("execution.runtime-mode", "STREAMING")).upper(),
+            job_parameters=dict(self._job_parameters),
+            state_backend=self._state_backend or self._config.get_string("state.backend.type", "hashmap"),
+            python_files=tuple(self._python_files))
 
     def get_execution_plan(self) -> str:
-        plan = self._plan("plan")
-        return json.dumps({"nodes": [
-            {"id": n.id, "type": n.kind, "pact": "Operator", "contents": n.name, "uid": n.effective_uid(),
-             "parallelism": plan.stage(plan.stage_of[n.id]).parallelism,
-             "predecessors": [{"id": e.source, "ship_strategy": e.partitioning.upper()} for e in n.inputs]}
-            for n in plan.nodes.values()]}, indent=2)
+        """The job as JSON: its operators, their uids, parallelism and inputs (nothing runs)."""
+        generator = load_object(TRANSLATOR)(self._pipeline("plan"))
+        return str(generator.get_execution_plan())
 
     # -- execution ----------------------------------------------------------------------------------
-    def _executor(self) -> Any:
-        target = str(self._config.get("execution.target", "spark")).lower()
-        if target == "local":
-            from sparkpoint.runtime.local_executor import LocalEpochExecutor
-
-            return LocalEpochExecutor()
-        if target in ("spark", "remote", "yarn", "kubernetes", "local-spark"):
-            from sparkpoint.runtime.spark.executor import SparkEpochExecutor
-
-            return SparkEpochExecutor(self._config, self._spark_session)
-        raise ConfigurationError(f"execution.target must be 'spark' or 'local', got {target!r}")
-
-    def _job_master(self, job_name: Optional[str]) -> Any:
-        from sparkpoint.runtime.job_master import JobMaster
-
-        if not any(nid >= self._first_unexecuted_node for nid in self._nodes):
+    def _create_job(self, job_name: Optional[str]) -> JobHandle:
+        if not any(tid >= self._first_unexecuted for tid in self._transformations):
             raise JobGraphError("no operators defined in the job; add a source and a sink before execute() "
                                 "(operators of a job already executed are not run again)")
-        plan = self._plan(job_name or self._config.get_string("pipeline.name") or "Flink Streaming Job")
-        self._first_unexecuted_node = self._next_id
-        capture = _cli_defaults.get("capture_plan")
-        if capture is not None:
-            capture(plan)  # `sparkpoint inspect --against`: the job is planned, never run
-        master = JobMaster(plan, self._config, self._executor(), job_id=self._job_id, on_epoch=self._on_epoch)
-        callback = _cli_defaults.get("on_job_created")
-        if callback is not None:
-            callback(master)
-        return master
+        pipeline = self._pipeline(job_name or self._config.get_string("pipeline.name") or "Flink Streaming Job")
+        target = str(self._config.get("execution.target", "spark"))
+        executor = PipelineExecutorServiceLoader().get_executor(target)
+        context = ExecutionContext(job_id=self._job_id, spark_session=self._spark_session, on_epoch=self._on_epoch,
+                                   on_job_created=_cli_defaults.get("on_job_created"),
+                                   capture_plan=_cli_defaults.get("capture_plan"))
+        job = executor.execute(pipeline, self._config, context)
+        self._first_unexecuted = self._next_id
+        return job
 
     def execute(self, job_name: Optional[str] = None) -> Any:
         """Run the job; returns when bounded input is exhausted (or the job is cancelled)."""
-        return self._job_master(job_name).run()
+        return self._create_job(job_name).run()
 
     def execute_async(self, job_name: Optional[str] = None) -> JobClient:
-        master = self._job_master(job_name)
+        job = self._create_job(job_name)
         result: Future = Future()
 
         def run() -> None:
             try:
-                result.set_result(master.run())
+                result.set_result(job.run())
             except BaseException as e:  # noqa: BLE001 - handed to the caller through the future
                 result.set_exception(e)
 
-        thread = threading.Thread(target=run, name=f"sparkpoint-job-{master.job_id[:8]}", daemon=True)
+        thread = threading.Thread(target=run, name=f"sparkpoint-job-{job.job_id[:8]}", daemon=True)
         thread.start()
-        return JobClient(master.job_id, master, thread, result)
+        return JobClient(job.job_id, job, thread, result)
 
     def close(self) -> None:
         pass

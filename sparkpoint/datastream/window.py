@@ -1,5 +1,8 @@
 """Windows, window assigners, triggers and evictors, as in ``pyflink.datastream.window``.
 
+Triggers live in :mod:`sparkpoint.datastream.triggers` and evictors in
+:mod:`sparkpoint.datastream.evictors`; this module re-exports them, where PyFlink has them.
+
 Assignment is a pure function of the element's timestamp: a tumbling window of size
 ``s`` and offset ``o`` containing ``t`` starts at ``t - (t - o) % s``, so windows are
 aligned to 1970-01-01T00:00:00Z (a 10 s window holds 20:19:35 in [20:19:30, 20:19:40)).
@@ -9,11 +12,19 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any, Callable, Collection, Iterable, NamedTuple, Optional
 
 from sparkpoint.common.time import Time, to_millis
-from sparkpoint.datastream.state import ReducingStateDescriptor
+from sparkpoint.datastream.evictors import CountEvictor, Evictor, TimeEvictor
+from sparkpoint.datastream.triggers import (
+    CountTrigger,
+    EventTimeTrigger,
+    NeverTrigger,
+    ProcessingTimeTrigger,
+    PurgingTrigger,
+    Trigger,
+    TriggerResult,
+)
 
 __all__ = [
     "Window", "TimeWindow", "CountWindow", "GlobalWindow",
@@ -230,7 +241,8 @@ class SlidingEventTimeWindows(WindowAssigner):
 
 class SlidingProcessingTimeWindows(SlidingEventTimeWindows):
     @staticmethod
-    def of(size: "Time | int", slide: "Time | int", offset: "Time | int | None" = None) -> "SlidingProcessingTimeWindows":
+    def of(size: "Time | int", slide: "Time | int",
+           offset: "Time | int | None" = None) -> "SlidingProcessingTimeWindows":
         return SlidingProcessingTimeWindows(to_millis(size), to_millis(slide), to_millis(offset) if offset else 0)
 
     def assign_windows(self, element: Any, timestamp: int, context: Any) -> list:
@@ -387,259 +399,3 @@ class CountSlidingWindowAssigner(WindowAssigner):
 
     def default_evictor(self) -> "Evictor":
         return CountEvictor.of(self.window_size)
-
-
-# -- triggers ----------------------------------------------------------------------------
-
-class TriggerResult(Enum):
-    CONTINUE = (False, False)
-    FIRE_AND_PURGE = (True, True)
-    FIRE = (True, False)
-    PURGE = (False, True)
-
-    def is_fire(self) -> bool:
-        return self.value[0]
-
-    def is_purge(self) -> bool:
-        return self.value[1]
-
-
-class Trigger(abc.ABC):
-    """Decides when a window fires (PyFlink's ``Trigger``)."""
-
-    class TriggerContext(abc.ABC):
-        @abc.abstractmethod
-        def get_current_processing_time(self) -> int: ...
-        @abc.abstractmethod
-        def get_current_watermark(self) -> int: ...
-        @abc.abstractmethod
-        def register_processing_time_timer(self, time: int) -> None: ...
-        @abc.abstractmethod
-        def register_event_time_timer(self, time: int) -> None: ...
-        @abc.abstractmethod
-        def delete_processing_time_timer(self, time: int) -> None: ...
-        @abc.abstractmethod
-        def delete_event_time_timer(self, time: int) -> None: ...
-        @abc.abstractmethod
-        def get_partitioned_state(self, state_descriptor: Any) -> Any: ...
-
-    class OnMergeContext(TriggerContext):
-        @abc.abstractmethod
-        def merge_partitioned_state(self, state_descriptor: Any) -> None: ...
-
-    @abc.abstractmethod
-    def on_element(self, element: Any, timestamp: int, window: Window, ctx: "Trigger.TriggerContext") -> TriggerResult: ...
-    @abc.abstractmethod
-    def on_processing_time(self, time: int, window: Window, ctx: "Trigger.TriggerContext") -> TriggerResult: ...
-    @abc.abstractmethod
-    def on_event_time(self, time: int, window: Window, ctx: "Trigger.TriggerContext") -> TriggerResult: ...
-
-    def can_merge(self) -> bool:
-        return False
-
-    def on_merge(self, window: Window, ctx: "Trigger.OnMergeContext") -> None:
-        raise NotImplementedError(f"{type(self).__name__} does not support merging windows")
-
-    @abc.abstractmethod
-    def clear(self, window: Window, ctx: "Trigger.TriggerContext") -> None: ...
-
-
-class EventTimeTrigger(Trigger):
-    """Fires when the watermark passes the window's end (and again for late elements)."""
-
-    @staticmethod
-    def create() -> "EventTimeTrigger":
-        return EventTimeTrigger()
-
-    def on_element(self, element: Any, timestamp: int, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
-        if window.max_timestamp() <= ctx.get_current_watermark():
-            return TriggerResult.FIRE  # late element within allowed lateness: fire at once
-        ctx.register_event_time_timer(window.max_timestamp())
-        return TriggerResult.CONTINUE
-
-    def on_event_time(self, time: int, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
-        return TriggerResult.FIRE if time == window.max_timestamp() else TriggerResult.CONTINUE
-
-    def on_processing_time(self, time: int, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
-        return TriggerResult.CONTINUE
-
-    def can_merge(self) -> bool:
-        return True
-
-    def on_merge(self, window: Window, ctx: Trigger.OnMergeContext) -> None:
-        if window.max_timestamp() > ctx.get_current_watermark():
-            ctx.register_event_time_timer(window.max_timestamp())
-
-    def clear(self, window: Window, ctx: Trigger.TriggerContext) -> None:
-        ctx.delete_event_time_timer(window.max_timestamp())
-
-
-class ProcessingTimeTrigger(Trigger):
-    """Fires when processing time passes the window's end."""
-
-    @staticmethod
-    def create() -> "ProcessingTimeTrigger":
-        return ProcessingTimeTrigger()
-
-    def on_element(self, element: Any, timestamp: int, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
-        ctx.register_processing_time_timer(window.max_timestamp())
-        return TriggerResult.CONTINUE
-
-    def on_event_time(self, time: int, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
-        return TriggerResult.CONTINUE
-
-    def on_processing_time(self, time: int, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
-        return TriggerResult.FIRE
-
-    def can_merge(self) -> bool:
-        return True
-
-    def on_merge(self, window: Window, ctx: Trigger.OnMergeContext) -> None:
-        if window.max_timestamp() > ctx.get_current_processing_time():
-            ctx.register_processing_time_timer(window.max_timestamp())
-
-    def clear(self, window: Window, ctx: Trigger.TriggerContext) -> None:
-        ctx.delete_processing_time_timer(window.max_timestamp())
-
-
-class CountTrigger(Trigger):
-    """Fires every ``count`` elements of a window."""
-
-    def __init__(self, count: int):
-        self.count = count
-        self.state_desc = ReducingStateDescriptor("count", lambda a, b: a + b)
-
-    @staticmethod
-    def of(count: int) -> "CountTrigger":
-        return CountTrigger(count)
-
-    def on_element(self, element: Any, timestamp: int, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
-        state = ctx.get_partitioned_state(self.state_desc)
-        state.add(1)
-        if state.get() >= self.count:
-            state.clear()
-            return TriggerResult.FIRE
-        return TriggerResult.CONTINUE
-
-    def on_event_time(self, time: int, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
-        return TriggerResult.CONTINUE
-
-    def on_processing_time(self, time: int, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
-        return TriggerResult.CONTINUE
-
-    def can_merge(self) -> bool:
-        return True
-
-    def on_merge(self, window: Window, ctx: Trigger.OnMergeContext) -> None:
-        ctx.merge_partitioned_state(self.state_desc)
-
-    def clear(self, window: Window, ctx: Trigger.TriggerContext) -> None:
-        ctx.get_partitioned_state(self.state_desc).clear()
-
-
-class PurgingTrigger(Trigger):
-    """Turns every FIRE of the wrapped trigger into FIRE_AND_PURGE."""
-
-    def __init__(self, nested: Trigger):
-        self.nested = nested
-
-    @staticmethod
-    def of(nested_trigger: Trigger) -> "PurgingTrigger":
-        return PurgingTrigger(nested_trigger)
-
-    @staticmethod
-    def _purge(result: TriggerResult) -> TriggerResult:
-        return TriggerResult.FIRE_AND_PURGE if result.is_fire() else result
-
-    def on_element(self, element: Any, timestamp: int, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
-        return self._purge(self.nested.on_element(element, timestamp, window, ctx))
-
-    def on_event_time(self, time: int, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
-        return self._purge(self.nested.on_event_time(time, window, ctx))
-
-    def on_processing_time(self, time: int, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
-        return self._purge(self.nested.on_processing_time(time, window, ctx))
-
-    def can_merge(self) -> bool:
-        return self.nested.can_merge()
-
-    def on_merge(self, window: Window, ctx: Trigger.OnMergeContext) -> None:
-        self.nested.on_merge(window, ctx)
-
-    def clear(self, window: Window, ctx: Trigger.TriggerContext) -> None:
-        self.nested.clear(window, ctx)
-
-
-class NeverTrigger(Trigger):
-    def on_element(self, element: Any, timestamp: int, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
-        return TriggerResult.CONTINUE
-
-    def on_event_time(self, time: int, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
-        return TriggerResult.CONTINUE
-
-    def on_processing_time(self, time: int, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
-        return TriggerResult.CONTINUE
-
-    def can_merge(self) -> bool:
-        return True
-
-    def on_merge(self, window: Window, ctx: Trigger.OnMergeContext) -> None:
-        pass
-
-    def clear(self, window: Window, ctx: Trigger.TriggerContext) -> None:
-        pass
-
-
-# -- evictors ----------------------------------------------------------------------------
-
-class Evictor(abc.ABC):
-    """Removes elements from a window's contents before and/or after the function runs."""
-
-    @abc.abstractmethod
-    def evict_before(self, elements: list, size: int, window: Window, ctx: Any) -> list: ...
-    @abc.abstractmethod
-    def evict_after(self, elements: list, size: int, window: Window, ctx: Any) -> list: ...
-
-
-class CountEvictor(Evictor):
-    """Keeps at most ``max_count`` elements (the most recent ones)."""
-
-    def __init__(self, max_count: int, do_evict_after: bool = False):
-        self.max_count, self.do_evict_after = max_count, do_evict_after
-
-    @staticmethod
-    def of(max_count: int, do_evict_after: bool = False) -> "CountEvictor":
-        return CountEvictor(max_count, do_evict_after)
-
-    def _evict(self, elements: list) -> list:
-        return elements[-self.max_count:] if len(elements) > self.max_count else elements
-
-    def evict_before(self, elements: list, size: int, window: Window, ctx: Any) -> list:
-        return elements if self.do_evict_after else self._evict(elements)
-
-    def evict_after(self, elements: list, size: int, window: Window, ctx: Any) -> list:
-        return self._evict(elements) if self.do_evict_after else elements
-
-
-class TimeEvictor(Evictor):
-    """Keeps elements whose timestamp is within ``window_size`` of the newest element."""
-
-    def __init__(self, window_size: int, do_evict_after: bool = False):
-        self.window_size, self.do_evict_after = window_size, do_evict_after
-
-    @staticmethod
-    def of(window_size: "Time | int", do_evict_after: bool = False) -> "TimeEvictor":
-        return TimeEvictor(to_millis(window_size), do_evict_after)
-
-    def _evict(self, elements: list) -> list:
-        stamped = [e for e in elements if e[1] is not None]
-        if not stamped:
-            return elements
-        newest = max(ts for _, ts in stamped)
-        return [e for e in elements if e[1] is None or e[1] > newest - self.window_size]
-
-    def evict_before(self, elements: list, size: int, window: Window, ctx: Any) -> list:
-        return elements if self.do_evict_after else self._evict(elements)
-
-    def evict_after(self, elements: list, size: int, window: Window, ctx: Any) -> list:
-        return self._evict(elements) if self.do_evict_after else elements

@@ -1,12 +1,14 @@
 """``WindowedStream`` and ``AllWindowedStream``: windows over keyed and non-keyed streams.
 
-Each ``reduce``/``aggregate``/``process``/``apply`` call adds one window node to the job
-graph; its runtime operator is :class:`sparkpoint.windows.operator.WindowOperator`.
+Each ``reduce``/``aggregate``/``process``/``apply`` call adds one
+:class:`~sparkpoint.datastream.transformations.WindowTransformation`: the assigner,
+trigger, evictor, allowed lateness, late-data tag and the user's functions. The runtime
+chooses how to run it.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from sparkpoint.common.time import to_millis
 from sparkpoint.datastream.functions import (
@@ -21,8 +23,8 @@ from sparkpoint.datastream.functions import (
     as_function,
 )
 from sparkpoint.datastream.output_tag import OutputTag
+from sparkpoint.datastream.transformations import Partitioning, TransformationInput, WindowTransformation
 from sparkpoint.datastream.window import Evictor, Trigger, WindowAssigner
-from sparkpoint.runtime.graph import GLOBAL, HASH
 
 if TYPE_CHECKING:
     from sparkpoint.datastream.data_stream import DataStream, KeyedStream
@@ -31,7 +33,10 @@ __all__ = ["WindowedStream", "AllWindowedStream"]
 
 
 class _WindowedBase:
+    _keyed_stream: bool
+
     def __init__(self, stream: DataStream, assigner: WindowAssigner):
+        self._key_selector: Optional[KeySelector] = None
         self._stream = stream
         self._assigner = assigner
         self._trigger: Optional[Trigger] = None
@@ -57,132 +62,67 @@ class _WindowedBase:
         self._late_tag = output_tag
         return self
 
-    # subclasses: _keyed, _process_adapter, _apply_adapter
-    def _build(self, name: str, contents_kind: str, window_function: Any, reduce_function: Any = None,
+    # subclasses: _keyed_stream, _check_function
+    def _build(self, name: str, function_kind: str, window_function: Any = None, reduce_function: Any = None,
                aggregate_function: Any = None, output_type: Any = None) -> DataStream:
-        from sparkpoint.windows.operator import WindowOperator
-
-        assigner, trigger = self._assigner, self._trigger or self._assigner.get_default_trigger()
-        if self._evictor is not None and contents_kind != "list":
-            contents_kind = "list"  # evictors need the elements: reduce/aggregate run at fire time
-            window_function = _EvictingAdapter(window_function, reduce_function, aggregate_function)
-            reduce_function = aggregate_function = None
-        evictor, lateness, late_tag = self._evictor, self._allowed_lateness, self._late_tag
-        keyed = self._is_keyed
-        ks = self._key_selector
-
-        def factory() -> WindowOperator:
-            return WindowOperator("", name, ks, assigner=assigner, trigger=trigger, contents_kind=contents_kind,
-                                  reduce_function=reduce_function, aggregate_function=aggregate_function,
-                                  window_function=window_function, allowed_lateness=lateness, late_tag=late_tag,
-                                  evictor=evictor, keyed_function=keyed)
-
-        partitioning = HASH if keyed else GLOBAL
+        if window_function is not None:
+            self._check_function(window_function)
+        keyed = self._keyed_stream
+        partitioning = Partitioning.HASH if keyed else Partitioning.GLOBAL
         env = self._stream._env
-        node_id = env._add_node("window", name, factory,
-                                [(self._stream._node_id, partitioning, ks, None)], keyed=True,
-                                parallelism=None if keyed else 1)
+        tid = env._add_transformation(
+            WindowTransformation, name, [TransformationInput(self._stream._id, partitioning, self._key_selector)],
+            parallelism=None if keyed else 1, output_type=output_type, assigner=self._assigner,
+            trigger=self._trigger, evictor=self._evictor, allowed_lateness=self._allowed_lateness,
+            late_tag=self._late_tag, function_kind=function_kind, window_function=window_function,
+            reduce_function=reduce_function, aggregate_function=aggregate_function,
+            key_selector=self._key_selector, keyed_stream=keyed)
         from sparkpoint.datastream.data_stream import DataStream
 
-        return DataStream(env, node_id, output_type)
+        return DataStream(env, tid, output_type)
 
-    def _with_function(self, window_function: Any) -> Any:
+    def _check_function(self, window_function: Any) -> None:
         raise NotImplementedError
 
     def reduce(self, reduce_function: Union[Callable, ReduceFunction], window_function: Any = None,
                output_type: Any = None) -> DataStream:
-        from sparkpoint.windows.functions import PassThroughWindowFunction
-
         fn = as_function(reduce_function, ReduceFunction, ReduceFunctionWrapper)
-        inner = self._with_function(window_function) if window_function is not None else PassThroughWindowFunction()
-        return self._build("Window(Reduce)", "reducing", inner, reduce_function=fn, output_type=output_type)
+        return self._build("Window(Reduce)", "reduce", window_function, reduce_function=fn, output_type=output_type)
 
     def aggregate(self, aggregate_function: AggregateFunction, window_function: Any = None,
                   accumulator_type: Any = None, output_type: Any = None) -> DataStream:
-        from sparkpoint.windows.functions import AggregateResultAdapter, PassThroughWindowFunction
-
-        inner = self._with_function(window_function) if window_function is not None else PassThroughWindowFunction()
-        return self._build("Window(Aggregate)", "aggregating", AggregateResultAdapter(aggregate_function, inner),
-                           aggregate_function=aggregate_function, output_type=output_type)
-
-    def process(self, process_window_function: Any, output_type: Any = None) -> DataStream:
-        return self._build("Window(Process)", "list", self._with_function(process_window_function),
+        return self._build("Window(Aggregate)", "aggregate", window_function, aggregate_function=aggregate_function,
                            output_type=output_type)
 
+    def process(self, process_window_function: Any, output_type: Any = None) -> DataStream:
+        return self._build("Window(Process)", "process", process_window_function, output_type=output_type)
+
     def apply(self, window_function: Any, output_type: Any = None) -> DataStream:
-        return self._build("Window(Apply)", "list", self._with_function(window_function), output_type=output_type)
-
-
-class _EvictingAdapter:
-    """With an evictor, reduce/aggregate are applied to the (evicted) elements at fire time."""
-
-    def __init__(self, inner: Any, reduce_function: Any, aggregate_function: Any):
-        self.inner, self.reduce_function, self.aggregate_function = inner, reduce_function, aggregate_function
-        self.function = getattr(inner, "function", None)
-
-    def open(self, ctx: Any) -> None:
-        self.inner.open(ctx)
-
-    def close(self) -> None:
-        self.inner.close()
-
-    def clear(self, ctx: Any) -> None:
-        self.inner.clear(ctx)
-
-    def process(self, key: Any, window: Any, ctx: Any, contents: Iterable) -> Iterable:
-        items = list(contents)
-        if self.reduce_function is not None and items:
-            acc = items[0]
-            for v in items[1:]:
-                acc = self.reduce_function.reduce(acc, v)
-            items = [acc]
-        elif self.aggregate_function is not None:
-            agg = self.aggregate_function
-            acc = agg.create_accumulator()
-            for v in items:
-                acc = agg.add(v, acc)
-            items = [acc]
-        return self.inner.process(key, window, ctx, items)
+        return self._build("Window(Apply)", "apply", window_function, output_type=output_type)
 
 
 class WindowedStream(_WindowedBase):
     """Windows over a keyed stream (``key_by(...).window(...)``)."""
 
-    _is_keyed = True
+    _keyed_stream = True
 
     def __init__(self, keyed_stream: KeyedStream, window_assigner: WindowAssigner):
         super().__init__(keyed_stream, window_assigner)
         self._key_selector = keyed_stream._key_selector
 
-    def _with_function(self, fn: Any) -> Any:
-        from sparkpoint.windows.functions import ApplyWindowAdapter, ProcessWindowAdapter
-
-        if isinstance(fn, ProcessWindowFunction):
-            return ProcessWindowAdapter(fn)
-        if isinstance(fn, WindowFunction) or callable(fn):
-            return ApplyWindowAdapter(fn)
-        raise TypeError(f"expected a ProcessWindowFunction or WindowFunction, got {type(fn).__name__}")
-
-
-class _ConstantKey(KeySelector):
-    def get_key(self, value: Any) -> Any:
-        return 0
+    def _check_function(self, fn: Any) -> None:
+        if not (isinstance(fn, (ProcessWindowFunction, WindowFunction)) or callable(fn)):
+            raise TypeError(f"expected a ProcessWindowFunction or WindowFunction, got {type(fn).__name__}")
 
 
 class AllWindowedStream(_WindowedBase):
     """Windows over a non-keyed stream (``window_all``): one task, parallelism 1."""
 
-    _is_keyed = False
+    _keyed_stream = False
 
     def __init__(self, stream: DataStream, window_assigner: WindowAssigner):
         super().__init__(stream, window_assigner)
-        self._key_selector = _ConstantKey()
 
-    def _with_function(self, fn: Any) -> Any:
-        from sparkpoint.windows.functions import ApplyAllWindowAdapter, ProcessAllWindowAdapter
-
-        if isinstance(fn, ProcessAllWindowFunction):
-            return ProcessAllWindowAdapter(fn)
-        if isinstance(fn, AllWindowFunction) or callable(fn):
-            return ApplyAllWindowAdapter(fn)
-        raise TypeError(f"expected a ProcessAllWindowFunction or AllWindowFunction, got {type(fn).__name__}")
+    def _check_function(self, fn: Any) -> None:
+        if not (isinstance(fn, (ProcessAllWindowFunction, AllWindowFunction)) or callable(fn)):
+            raise TypeError(f"expected a ProcessAllWindowFunction or AllWindowFunction, got {type(fn).__name__}")

@@ -1,7 +1,8 @@
-"""The job graph: what the DataStream API builds, and how it is cut into stages.
+"""The stream graph and the job plan: how a translated job is cut into stages.
 
-``StreamNode`` is one operator as the user wrote it (with its uid, name, parallelism
-and a factory for its runtime operator); ``StreamEdge`` connects two nodes and says how
+``StreamNode`` is one operator of the job (with its uid, name, parallelism and a
+factory for its runtime operator), made from one transformation by
+:mod:`sparkpoint.runtime.translation`; ``StreamEdge`` connects two nodes and says how
 records are partitioned between them. :func:`build_job_plan` cuts the graph into
 *stages* at every edge that repartitions (``key_by``, ``window_all``, a change of
 parallelism): inside a stage operators are chained and run in one task per subtask;
@@ -15,6 +16,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
+from sparkpoint.datastream.transformations import Partitioning
 from sparkpoint.errors import JobGraphError
 
 __all__ = ["StreamNode", "StreamEdge", "StagePlan", "JobPlan", "build_job_plan",
@@ -22,7 +24,8 @@ __all__ = ["StreamNode", "StreamEdge", "StagePlan", "JobPlan", "build_job_plan",
 
 logger = logging.getLogger(__name__)
 
-FORWARD, HASH, GLOBAL, REBALANCE, BROADCAST = "forward", "hash", "global", "rebalance", "broadcast"
+FORWARD, HASH, GLOBAL, REBALANCE, BROADCAST = (Partitioning.FORWARD, Partitioning.HASH, Partitioning.GLOBAL,
+                                              Partitioning.REBALANCE, Partitioning.BROADCAST)
 
 
 @dataclass
@@ -32,7 +35,7 @@ class StreamEdge:
     id: int
     source: int
     target: int
-    partitioning: str = FORWARD
+    partitioning: Partitioning = FORWARD
     key_selector: Any = None
     side_tag: Optional[str] = None
 
@@ -85,6 +88,7 @@ class JobPlan:
     max_parallelism: int
     stage_of: dict[int, int]
     job_parameters: dict = field(default_factory=dict)
+    state_backend: Any = None            # the configured backend object, or its name
 
     def stage(self, stage_id: int) -> StagePlan:
         return self.stages[stage_id]
@@ -123,17 +127,22 @@ def _topological(nodes: dict[int, StreamNode]) -> list[int]:
 
 
 def _generate_uids(nodes: dict[int, StreamNode], order: list[int]) -> None:
-    """Deterministic uids for nodes without one: a hash of the node's position in the graph."""
+    """Deterministic uids for nodes without one: a hash of the node's position in the graph.
+
+    As Flink's ``StreamGraphHasherV2``, the hash covers topology only, never names: the
+    node's kind, its inputs' hashes (with the side output read), and how many nodes of the
+    same kind read the same inputs before it. Renaming an operator keeps its uid, so its
+    state still restores.
+    """
     hashes: dict[int, str] = {}
-    for nid in order:
+    for position, nid in enumerate(order):
         n = nodes[nid]
         h = hashlib.sha1()
         h.update(n.kind.encode())
-        h.update(n.name.encode())
         for e in n.inputs:
             h.update(hashes[e.source].encode())
             h.update((e.side_tag or "").encode())
-        siblings = [m for m in order[: order.index(nid)] if nodes[m].kind == n.kind and
+        siblings = [m for m in order[:position] if nodes[m].kind == n.kind and
                     [e.source for e in nodes[m].inputs] == [e.source for e in n.inputs]]
         h.update(str(len(siblings)).encode())
         hashes[nid] = h.hexdigest()[:32]
@@ -147,12 +156,7 @@ def _generate_uids(nodes: dict[int, StreamNode], order: list[int]) -> None:
             )
 
 
-def build_job_plan(nodes: dict[int, StreamNode], job_name: str, default_parallelism: int,
-                   max_parallelism: int, job_parameters: Optional[dict] = None) -> JobPlan:
-    if not nodes:
-        raise JobGraphError("the job has no operators; add a source and a sink before execute()")
-    order = _topological(nodes)
-    _generate_uids(nodes, order)
+def _check_uids(nodes: dict[int, StreamNode], order: list[int]) -> None:
     seen: dict[str, str] = {}
     for nid in order:
         n = nodes[nid]
@@ -162,11 +166,17 @@ def build_job_plan(nodes: dict[int, StreamNode], job_name: str, default_parallel
                                     f"uids must be unique")
             seen[n.uid] = n.name
 
+
+def _cut_stages(nodes: dict[int, StreamNode], order: list[int],
+                default_parallelism: int) -> tuple[dict[int, int], dict[int, list[int]], dict[int, int]]:
+    """Stage of each node, nodes of each stage, parallelism of each stage.
+
+    A node joins its input's stage if every input edge is a forward edge from a node of the
+    same parallelism in one stage; otherwise it starts one (its forward inputs rebalance).
+    """
     def par(n: StreamNode) -> int:
         return n.parallelism or default_parallelism
 
-    # Step 1. Cut into stages: a node joins its input's stage if every input edge is a
-    # forward edge from a node of the same parallelism in one stage; otherwise it starts one.
     stage_of: dict[int, int] = {}
     stage_nodes: dict[int, list[int]] = {}
     stage_par: dict[int, int] = {}
@@ -193,46 +203,60 @@ def build_job_plan(nodes: dict[int, StreamNode], job_name: str, default_parallel
             sid = next_stage
             next_stage += 1
             stage_nodes[sid] = []
-            p = par(n)
-            if any(e.partitioning == GLOBAL for e in n.inputs):
-                p = 1
-            stage_par[sid] = p
+            stage_par[sid] = 1 if any(e.partitioning == GLOBAL for e in n.inputs) else par(n)
             for e in n.inputs:
                 if e.partitioning == FORWARD:
                     e.partitioning = REBALANCE
         stage_of[nid] = sid
         stage_nodes[sid].append(nid)
+    return stage_of, stage_nodes, stage_par
 
+
+def _stage_plan(nodes: dict[int, StreamNode], sid: int, members: list[int], parallelism: int,
+                stage_of: dict[int, int], max_parallelism: int, has_sources: bool) -> StagePlan:
+    """One stage: its edges classified, keyed operators checked to sit behind key_by."""
+    member_set = set(members)
+    inputs: list[StreamEdge] = []
+    internal: list[StreamEdge] = []
+    outputs: list[StreamEdge] = []
+    for nid in members:
+        for e in nodes[nid].inputs:
+            (internal if e.source in member_set else inputs).append(e)
+    for other in nodes.values():
+        if other.id in member_set:
+            continue
+        outputs.extend(e for e in other.inputs if e.source in member_set)
+    for nid in members:
+        n = nodes[nid]
+        if n.keyed and not any(e.partitioning in (HASH, GLOBAL) for e in n.inputs):
+            raise JobGraphError(f"keyed operator {n.name!r} is not fed by key_by()")
+        if n.max_parallelism is not None and n.max_parallelism != max_parallelism:
+            raise JobGraphError(f"operator {n.name!r}: per-operator max parallelism "
+                                f"({n.max_parallelism}) differs from the job's ({max_parallelism})")
+    if parallelism > max_parallelism:
+        raise JobGraphError(f"parallelism {parallelism} exceeds max parallelism {max_parallelism}")
+    return StagePlan(
+        id=sid, parallelism=parallelism, nodes=members, input_edges=inputs, output_edges=outputs,
+        internal_edges=internal, upstream_stages=sorted({stage_of[e.source] for e in inputs}),
+        is_source_stage=(sid == 0 and has_sources), keyed=any(nodes[m].keyed for m in members),
+    )
+
+
+def build_job_plan(nodes: dict[int, StreamNode], job_name: str, default_parallelism: int,
+                   max_parallelism: int, job_parameters: Optional[dict] = None, state_backend: Any = None) -> JobPlan:
+    """Cut the stream graph into stages (uids generated where missing, and checked)."""
+    if not nodes:
+        raise JobGraphError("the job has no operators; add a source and a sink before execute()")
+    order = _topological(nodes)
+    _generate_uids(nodes, order)
+    _check_uids(nodes, order)
+    # Step 1. Cut into stages.
+    stage_of, stage_nodes, stage_par = _cut_stages(nodes, order, default_parallelism)
     # Step 2. Classify edges and check keyed operators sit at stage heads.
-    stages: list[StagePlan] = []
-    for sid in sorted(stage_nodes):
-        members = stage_nodes[sid]
-        member_set = set(members)
-        inputs, internal, outputs = [], [], []
-        for nid in members:
-            for e in nodes[nid].inputs:
-                (internal if e.source in member_set else inputs).append(e)
-        for other in nodes.values():
-            if other.id in member_set:
-                continue
-            for e in other.inputs:
-                if e.source in member_set:
-                    outputs.append(e)
-        for nid in members:
-            n = nodes[nid]
-            if n.keyed and not any(e.partitioning == HASH or e.partitioning == GLOBAL for e in n.inputs):
-                raise JobGraphError(f"keyed operator {n.name!r} is not fed by key_by()")
-            if n.max_parallelism is not None and n.max_parallelism != max_parallelism:
-                raise JobGraphError(f"operator {n.name!r}: per-operator max parallelism "
-                                    f"({n.max_parallelism}) differs from the job's ({max_parallelism})")
-        if stage_par[sid] > max_parallelism:
-            raise JobGraphError(f"parallelism {stage_par[sid]} exceeds max parallelism {max_parallelism}")
-        stages.append(StagePlan(
-            id=sid, parallelism=stage_par[sid], nodes=members, input_edges=inputs, output_edges=outputs,
-            internal_edges=internal, upstream_stages=sorted({stage_of[e.source] for e in inputs}),
-            is_source_stage=(sid == 0 and bool(sources)), keyed=any(nodes[m].keyed for m in members),
-        ))
-    if not sources:
+    has_sources = any(n.kind == "source" for n in nodes.values())
+    stages = [_stage_plan(nodes, sid, stage_nodes[sid], stage_par[sid], stage_of, max_parallelism, has_sources)
+              for sid in sorted(stage_nodes)]
+    if not has_sources:
         raise JobGraphError("the job has no source; use env.from_source(...) or env.from_collection(...)")
     return JobPlan(job_name=job_name, nodes=nodes, stages=stages, max_parallelism=max_parallelism,
-                   stage_of=stage_of, job_parameters=dict(job_parameters or {}))
+                   stage_of=stage_of, job_parameters=dict(job_parameters or {}), state_backend=state_backend)

@@ -6,13 +6,31 @@ and the local-disk keyed state), so job logic can be tested in milliseconds.
 
 from __future__ import annotations
 
+from sparkpoint.common.configuration import Configuration
+from sparkpoint.datastream.pipeline_executor import ExecutionContext
+from sparkpoint.datastream.transformations import Pipeline
+from sparkpoint.runtime.executors import EpochPipelineExecutor, add_to_sys_path
 from sparkpoint.runtime.graph import JobPlan
 from sparkpoint.runtime.task import TaskDeployment, TaskReport, run_task
 
-__all__ = ["LocalEpochExecutor"]
+__all__ = ["LocalEpochExecutor", "LocalPipelineExecutor"]
+
+
+class LocalPipelineExecutor(EpochPipelineExecutor):
+    """The ``local`` execution target: every epoch in this process.
+
+    Python files added with ``add_python_file`` go on this process's ``sys.path``.
+    """
+
+    def create_epoch_executor(self, plan: JobPlan, pipeline: Pipeline, configuration: Configuration,
+                              context: ExecutionContext) -> "LocalEpochExecutor":
+        add_to_sys_path(pipeline.python_files)
+        return LocalEpochExecutor()
 
 
 class LocalEpochExecutor:
+    """Runs each epoch's tasks one after another in this process."""
+
     def __init__(self) -> None:
         self.plan: JobPlan = None  # type: ignore[assignment]
 

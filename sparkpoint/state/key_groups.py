@@ -19,6 +19,7 @@ from decimal import Decimal
 from enum import Enum
 from typing import Any, Iterator
 
+from sparkpoint.datastream.transformations import DEFAULT_MAX_PARALLELISM
 from sparkpoint.errors import StateError
 
 __all__ = [
@@ -31,8 +32,6 @@ __all__ = [
     "key_bytes",
     "KeyTypeError",
 ]
-
-DEFAULT_MAX_PARALLELISM = 128
 
 
 class KeyTypeError(StateError, TypeError):

@@ -12,6 +12,7 @@ from typing import Any, Iterable
 __all__ = [
     "InternalWindowFunction", "PassThroughWindowFunction", "ProcessWindowAdapter",
     "ProcessAllWindowAdapter", "ApplyWindowAdapter", "ApplyAllWindowAdapter", "AggregateResultAdapter",
+    "EvictingWindowFunction",
 ]
 
 
@@ -92,3 +93,35 @@ class ApplyAllWindowAdapter(InternalWindowFunction):
     def process(self, key: Any, window: Any, ctx: Any, contents: Iterable) -> Iterable:
         apply = self.function.apply if hasattr(self.function, "apply") else self.function
         return apply(window, contents)
+
+
+class EvictingWindowFunction(InternalWindowFunction):
+    """With an evictor, reduce/aggregate are applied to the (evicted) elements at fire time."""
+
+    def __init__(self, inner: InternalWindowFunction, reduce_function: Any, aggregate_function: Any):
+        self.inner, self.reduce_function, self.aggregate_function = inner, reduce_function, aggregate_function
+        self.function = getattr(inner, "function", None)
+
+    def open(self, runtime_context: Any) -> None:
+        self.inner.open(runtime_context)
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def clear(self, ctx: Any) -> None:
+        self.inner.clear(ctx)
+
+    def process(self, key: Any, window: Any, ctx: Any, contents: Iterable) -> Iterable:
+        items = list(contents)
+        if self.reduce_function is not None and items:
+            acc = items[0]
+            for v in items[1:]:
+                acc = self.reduce_function.reduce(acc, v)
+            items = [acc]
+        elif self.aggregate_function is not None:
+            agg = self.aggregate_function
+            acc = agg.create_accumulator()
+            for v in items:
+                acc = agg.add(v, acc)
+            items = [acc]
+        return self.inner.process(key, window, ctx, items)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import re
 import sys
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 import cloudpickle
 
@@ -79,17 +79,22 @@ _BY_VALUE: set[str] = set()
 
 
 class SparkEpochExecutor:
-    def __init__(self, config: Configuration, spark: Any = None):
+    """Runs each epoch as one Spark job; ``python_files`` are shipped to the executors at start."""
+
+    def __init__(self, config: Configuration, spark: Any = None, python_files: Iterable[str] = ()):
         self.config = config
         self.given_spark = spark
+        self.python_files = tuple(python_files)
         self.spark: Any = None
         self.plan: JobPlan = None  # type: ignore[assignment]
         self.bc: Any = None
 
     def start(self, plan: JobPlan, job_id: str) -> None:
+        from sparkpoint.runtime.spark.python_files import ship_python_files
         from sparkpoint.runtime.spark.session import get_or_create_session
 
         self.spark = get_or_create_session(self.config, self.given_spark)
+        ship_python_files(self.spark.sparkContext, self.python_files)
         self.plan = plan
         self.job_id = job_id
         _register_user_modules()

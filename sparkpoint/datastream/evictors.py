@@ -1,0 +1,69 @@
+"""Window evictors, as in ``pyflink.datastream.window``: which elements a firing window keeps.
+
+Re-exported by :mod:`sparkpoint.datastream.window`, where PyFlink has them.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import TYPE_CHECKING, Any
+
+from sparkpoint.common.time import Time, to_millis
+
+if TYPE_CHECKING:
+    from sparkpoint.datastream.window import Window
+
+__all__ = ["Evictor", "CountEvictor", "TimeEvictor"]
+
+
+class Evictor(abc.ABC):
+    """Removes elements from a window's contents before and/or after the function runs."""
+
+    @abc.abstractmethod
+    def evict_before(self, elements: list, size: int, window: Window, ctx: Any) -> list: ...
+    @abc.abstractmethod
+    def evict_after(self, elements: list, size: int, window: Window, ctx: Any) -> list: ...
+
+
+class CountEvictor(Evictor):
+    """Keeps at most ``max_count`` elements (the most recent ones)."""
+
+    def __init__(self, max_count: int, do_evict_after: bool = False):
+        self.max_count, self.do_evict_after = max_count, do_evict_after
+
+    @staticmethod
+    def of(max_count: int, do_evict_after: bool = False) -> "CountEvictor":
+        return CountEvictor(max_count, do_evict_after)
+
+    def _evict(self, elements: list) -> list:
+        return elements[-self.max_count:] if len(elements) > self.max_count else elements
+
+    def evict_before(self, elements: list, size: int, window: Window, ctx: Any) -> list:
+        return elements if self.do_evict_after else self._evict(elements)
+
+    def evict_after(self, elements: list, size: int, window: Window, ctx: Any) -> list:
+        return self._evict(elements) if self.do_evict_after else elements
+
+
+class TimeEvictor(Evictor):
+    """Keeps elements whose timestamp is within ``window_size`` of the newest element."""
+
+    def __init__(self, window_size: int, do_evict_after: bool = False):
+        self.window_size, self.do_evict_after = window_size, do_evict_after
+
+    @staticmethod
+    def of(window_size: "Time | int", do_evict_after: bool = False) -> "TimeEvictor":
+        return TimeEvictor(to_millis(window_size), do_evict_after)
+
+    def _evict(self, elements: list) -> list:
+        stamped = [e for e in elements if e[1] is not None]
+        if not stamped:
+            return elements
+        newest = max(ts for _, ts in stamped)
+        return [e for e in elements if e[1] is None or e[1] > newest - self.window_size]
+
+    def evict_before(self, elements: list, size: int, window: Window, ctx: Any) -> list:
+        return elements if self.do_evict_after else self._evict(elements)
+
+    def evict_after(self, elements: list, size: int, window: Window, ctx: Any) -> list:
+        return self._evict(elements) if self.do_evict_after else elements

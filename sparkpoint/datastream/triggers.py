@@ -1,0 +1,218 @@
+"""Window triggers, as in ``pyflink.datastream.window``: when a window fires and purges.
+
+Re-exported by :mod:`sparkpoint.datastream.window`, where PyFlink has them.
+"""
+
+from __future__ import annotations
+
+import abc
+from enum import Enum
+from typing import TYPE_CHECKING, Any
+
+from sparkpoint.datastream.state import ReducingStateDescriptor
+
+if TYPE_CHECKING:
+    from sparkpoint.datastream.window import Window
+
+__all__ = ["Trigger", "TriggerResult", "EventTimeTrigger", "ProcessingTimeTrigger", "CountTrigger",
+           "PurgingTrigger", "NeverTrigger"]
+
+
+class TriggerResult(Enum):
+    CONTINUE = (False, False)
+    FIRE_AND_PURGE = (True, True)
+    FIRE = (True, False)
+    PURGE = (False, True)
+
+    def is_fire(self) -> bool:
+        return self.value[0]
+
+    def is_purge(self) -> bool:
+        return self.value[1]
+
+
+class Trigger(abc.ABC):
+    """Decides when a window fires (PyFlink's ``Trigger``)."""
+
+    class TriggerContext(abc.ABC):
+        @abc.abstractmethod
+        def get_current_processing_time(self) -> int: ...
+        @abc.abstractmethod
+        def get_current_watermark(self) -> int: ...
+        @abc.abstractmethod
+        def register_processing_time_timer(self, time: int) -> None: ...
+        @abc.abstractmethod
+        def register_event_time_timer(self, time: int) -> None: ...
+        @abc.abstractmethod
+        def delete_processing_time_timer(self, time: int) -> None: ...
+        @abc.abstractmethod
+        def delete_event_time_timer(self, time: int) -> None: ...
+        @abc.abstractmethod
+        def get_partitioned_state(self, state_descriptor: Any) -> Any: ...
+
+    class OnMergeContext(TriggerContext):
+        @abc.abstractmethod
+        def merge_partitioned_state(self, state_descriptor: Any) -> None: ...
+
+    @abc.abstractmethod
+    def on_element(self, element: Any, timestamp: int, window: Window,
+                   ctx: "Trigger.TriggerContext") -> TriggerResult: ...
+    @abc.abstractmethod
+    def on_processing_time(self, time: int, window: Window, ctx: "Trigger.TriggerContext") -> TriggerResult: ...
+    @abc.abstractmethod
+    def on_event_time(self, time: int, window: Window, ctx: "Trigger.TriggerContext") -> TriggerResult: ...
+
+    def can_merge(self) -> bool:
+        return False
+
+    def on_merge(self, window: Window, ctx: "Trigger.OnMergeContext") -> None:
+        raise NotImplementedError(f"{type(self).__name__} does not support merging windows")
+
+    @abc.abstractmethod
+    def clear(self, window: Window, ctx: "Trigger.TriggerContext") -> None: ...
+
+
+class EventTimeTrigger(Trigger):
+    """Fires when the watermark passes the window's end (and again for late elements)."""
+
+    @staticmethod
+    def create() -> "EventTimeTrigger":
+        return EventTimeTrigger()
+
+    def on_element(self, element: Any, timestamp: int, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
+        if window.max_timestamp() <= ctx.get_current_watermark():
+            return TriggerResult.FIRE  # late element within allowed lateness: fire at once
+        ctx.register_event_time_timer(window.max_timestamp())
+        return TriggerResult.CONTINUE
+
+    def on_event_time(self, time: int, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
+        return TriggerResult.FIRE if time == window.max_timestamp() else TriggerResult.CONTINUE
+
+    def on_processing_time(self, time: int, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
+        return TriggerResult.CONTINUE
+
+    def can_merge(self) -> bool:
+        return True
+
+    def on_merge(self, window: Window, ctx: Trigger.OnMergeContext) -> None:
+        if window.max_timestamp() > ctx.get_current_watermark():
+            ctx.register_event_time_timer(window.max_timestamp())
+
+    def clear(self, window: Window, ctx: Trigger.TriggerContext) -> None:
+        ctx.delete_event_time_timer(window.max_timestamp())
+
+
+class ProcessingTimeTrigger(Trigger):
+    """Fires when processing time passes the window's end."""
+
+    @staticmethod
+    def create() -> "ProcessingTimeTrigger":
+        return ProcessingTimeTrigger()
+
+    def on_element(self, element: Any, timestamp: int, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
+        ctx.register_processing_time_timer(window.max_timestamp())
+        return TriggerResult.CONTINUE
+
+    def on_event_time(self, time: int, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
+        return TriggerResult.CONTINUE
+
+    def on_processing_time(self, time: int, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
+        return TriggerResult.FIRE
+
+    def can_merge(self) -> bool:
+        return True
+
+    def on_merge(self, window: Window, ctx: Trigger.OnMergeContext) -> None:
+        if window.max_timestamp() > ctx.get_current_processing_time():
+            ctx.register_processing_time_timer(window.max_timestamp())
+
+    def clear(self, window: Window, ctx: Trigger.TriggerContext) -> None:
+        ctx.delete_processing_time_timer(window.max_timestamp())
+
+
+class CountTrigger(Trigger):
+    """Fires every ``count`` elements of a window."""
+
+    def __init__(self, count: int):
+        self.count = count
+        self.state_desc = ReducingStateDescriptor("count", lambda a, b: a + b)
+
+    @staticmethod
+    def of(count: int) -> "CountTrigger":
+        return CountTrigger(count)
+
+    def on_element(self, element: Any, timestamp: int, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
+        state = ctx.get_partitioned_state(self.state_desc)
+        state.add(1)
+        if state.get() >= self.count:
+            state.clear()
+            return TriggerResult.FIRE
+        return TriggerResult.CONTINUE
+
+    def on_event_time(self, time: int, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
+        return TriggerResult.CONTINUE
+
+    def on_processing_time(self, time: int, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
+        return TriggerResult.CONTINUE
+
+    def can_merge(self) -> bool:
+        return True
+
+    def on_merge(self, window: Window, ctx: Trigger.OnMergeContext) -> None:
+        ctx.merge_partitioned_state(self.state_desc)
+
+    def clear(self, window: Window, ctx: Trigger.TriggerContext) -> None:
+        ctx.get_partitioned_state(self.state_desc).clear()
+
+
+class PurgingTrigger(Trigger):
+    """Turns every FIRE of the wrapped trigger into FIRE_AND_PURGE."""
+
+    def __init__(self, nested: Trigger):
+        self.nested = nested
+
+    @staticmethod
+    def of(nested_trigger: Trigger) -> "PurgingTrigger":
+        return PurgingTrigger(nested_trigger)
+
+    @staticmethod
+    def _purge(result: TriggerResult) -> TriggerResult:
+        return TriggerResult.FIRE_AND_PURGE if result.is_fire() else result
+
+    def on_element(self, element: Any, timestamp: int, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
+        return self._purge(self.nested.on_element(element, timestamp, window, ctx))
+
+    def on_event_time(self, time: int, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
+        return self._purge(self.nested.on_event_time(time, window, ctx))
+
+    def on_processing_time(self, time: int, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
+        return self._purge(self.nested.on_processing_time(time, window, ctx))
+
+    def can_merge(self) -> bool:
+        return self.nested.can_merge()
+
+    def on_merge(self, window: Window, ctx: Trigger.OnMergeContext) -> None:
+        self.nested.on_merge(window, ctx)
+
+    def clear(self, window: Window, ctx: Trigger.TriggerContext) -> None:
+        self.nested.clear(window, ctx)
+
+
+class NeverTrigger(Trigger):
+    def on_element(self, element: Any, timestamp: int, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
+        return TriggerResult.CONTINUE
+
+    def on_event_time(self, time: int, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
+        return TriggerResult.CONTINUE
+
+    def on_processing_time(self, time: int, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
+        return TriggerResult.CONTINUE
+
+    def can_merge(self) -> bool:
+        return True
+
+    def on_merge(self, window: Window, ctx: Trigger.OnMergeContext) -> None:
+        pass
+
+    def clear(self, window: Window, ctx: Trigger.TriggerContext) -> None:
+        pass

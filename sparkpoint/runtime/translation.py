@@ -1,0 +1,188 @@
+"""Translation: transformations -> stream graph -> job plan (Flink's ``StreamGraphGenerator``).
+
+The DataStream API only describes the job (:mod:`sparkpoint.datastream.transformations`).
+Here each transformation becomes a :class:`~sparkpoint.runtime.graph.StreamNode` whose
+factory builds its runtime operator in every task; the runtime mode picks the batch form
+of operators that have one (a keyed reduce emits only the final value per key); window
+transformations get their internal window function (adapters of the user's functions,
+evicting forms). :func:`~sparkpoint.runtime.graph.build_job_plan` then cuts the graph into
+stages.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from functools import partial
+from typing import Any, Callable
+
+from sparkpoint.datastream.functions import KeySelector, ProcessAllWindowFunction, ProcessWindowFunction
+from sparkpoint.datastream.transformations import (
+    CollectTransformation,
+    KeyedTransformation,
+    OneInputTransformation,
+    PartitionTransformation,
+    Pipeline,
+    PrintTransformation,
+    SideOutputTransformation,
+    SinkTransformation,
+    SourceTransformation,
+    Transformation,
+    UnionTransformation,
+    WindowTransformation,
+)
+from sparkpoint.errors import JobGraphError
+from sparkpoint.operators.basic import (
+    FilterOperator,
+    FlatMapOperator,
+    MapOperator,
+    ProcessOperator,
+    TimestampsAndWatermarksOperator,
+    UnionOperator,
+)
+from sparkpoint.operators.keyed import KeyedProcessOperator, StreamGroupedReduceOperator
+from sparkpoint.operators.sinks import CollectOperator, PrintOperator, SideOutputOperator, SinkOperator
+from sparkpoint.operators.source import SourceOperator
+from sparkpoint.runtime.graph import JobPlan, StreamEdge, StreamNode, build_job_plan
+from sparkpoint.runtime.keyed_functions import BatchReduceFunction, KeyedFunctionAdapter
+from sparkpoint.windows.functions import (
+    AggregateResultAdapter,
+    ApplyAllWindowAdapter,
+    ApplyWindowAdapter,
+    EvictingWindowFunction,
+    InternalWindowFunction,
+    PassThroughWindowFunction,
+    ProcessAllWindowAdapter,
+    ProcessWindowAdapter,
+)
+from sparkpoint.windows.operator import WindowOperator
+
+__all__ = ["StreamGraphGenerator", "translate", "internal_window_function"]
+
+logger = logging.getLogger(__name__)
+
+_ONE_INPUT_OPERATORS: dict[str, Callable[..., Any]] = {
+    "map": MapOperator, "flat_map": FlatMapOperator, "filter": FilterOperator, "process": ProcessOperator,
+    "assign_timestamps": TimestampsAndWatermarksOperator,
+}
+
+_CONTENTS_KIND = {"reduce": "reducing", "aggregate": "aggregating", "process": "list", "apply": "list"}
+
+
+class ConstantKeySelector(KeySelector):
+    """The key of a non-keyed window (``window_all``): one key for every record."""
+
+    def get_key(self, value: Any) -> Any:
+        return 0
+
+
+class StreamGraphGenerator:
+    """Turns a pipeline's transformations into the stream graph and the job plan."""
+
+    def __init__(self, pipeline: Pipeline):
+        self.pipeline = pipeline
+        self.batch = pipeline.runtime_mode.upper() == "BATCH"
+
+    def generate(self) -> dict[int, StreamNode]:
+        """The stream graph: one node per transformation, with its operator factory."""
+        return {t.id: self._node(t) for t in self.pipeline.transformations}
+
+    def translate(self) -> JobPlan:
+        """The job plan: the stream graph cut into stages."""
+        p = self.pipeline
+        return build_job_plan(self.generate(), p.job_name, p.parallelism, p.max_parallelism, p.job_parameters,
+                              state_backend=p.state_backend)
+
+    def get_execution_plan(self) -> str:
+        """The plan as JSON (Flink's ``getExecutionPlan``): operators, uids, parallelism, inputs."""
+        plan = self.translate()
+        return json.dumps({"nodes": [
+            {"id": n.id, "type": n.kind, "pact": "Operator", "contents": n.name, "uid": n.effective_uid(),
+             "parallelism": plan.stage(plan.stage_of[n.id]).parallelism,
+             "predecessors": [{"id": e.source, "ship_strategy": str(e.partitioning).upper()} for e in n.inputs]}
+            for n in plan.nodes.values()]}, indent=2)
+
+    # -- one node per transformation ------------------------------------------------------
+    def _node(self, t: Transformation) -> StreamNode:
+        edges = [StreamEdge(id=t.id * 16 + i, source=inp.id, target=t.id, partitioning=inp.partitioning,
+                            key_selector=inp.key_selector, side_tag=inp.side_tag)
+                 for i, inp in enumerate(t.inputs)]
+        node = StreamNode(id=t.id, kind=t.kind, name=t.name, factory=self._factory(t), uid=t.uid,
+                          parallelism=t.parallelism, max_parallelism=t.max_parallelism, inputs=edges,
+                          keyed=t.keyed)
+        if isinstance(t, SourceTransformation):
+            node.source, node.watermark_strategy = t.source, t.watermark_strategy
+        elif isinstance(t, SinkTransformation):
+            node.sink = t.sink
+        elif isinstance(t, PrintTransformation):
+            node.sink = (t.sink_identifier, t.type_info)
+        return node
+
+    def _factory(self, t: Transformation) -> Callable[[], Any]:
+        if isinstance(t, SourceTransformation):
+            return partial(SourceOperator, "", t.name, t.source, t.watermark_strategy)
+        if isinstance(t, OneInputTransformation):
+            return partial(_ONE_INPUT_OPERATORS[t.operation], "", t.name, t.function)
+        if isinstance(t, KeyedTransformation):
+            return self._keyed_factory(t)
+        if isinstance(t, WindowTransformation):
+            return _window_factory(t)
+        if isinstance(t, UnionTransformation):
+            return partial(UnionOperator, "", t.name)
+        if isinstance(t, (PartitionTransformation, SideOutputTransformation)):
+            return partial(SideOutputOperator, "", t.name)
+        if isinstance(t, SinkTransformation):
+            return partial(SinkOperator, "", t.name, t.sink)
+        if isinstance(t, CollectTransformation):
+            return partial(CollectOperator, "", "Collect")
+        if isinstance(t, PrintTransformation):
+            return partial(PrintOperator, "", "Print")
+        raise JobGraphError(f"cannot translate {type(t).__name__} {t.name!r}")
+
+    def _keyed_factory(self, t: KeyedTransformation) -> Callable[[], Any]:
+        ks = t.key_selector
+        if t.operation == "keyed_process":
+            return partial(KeyedProcessOperator, "", t.name, t.function, ks)
+        if t.operation == "reduce":
+            if self.batch:  # RuntimeExecutionMode.BATCH: only the final value per key
+                return partial(KeyedProcessOperator, "", t.name, BatchReduceFunction(t.function), ks)
+            return partial(StreamGroupedReduceOperator, "", t.name, t.function, ks)
+        if t.operation in ("map", "flat_map", "filter"):
+            return partial(KeyedProcessOperator, "", t.name, KeyedFunctionAdapter(t.operation, t.function), ks)
+        raise JobGraphError(f"cannot translate the keyed operation {t.operation!r} of {t.name!r}")
+
+
+def internal_window_function(t: WindowTransformation) -> InternalWindowFunction:
+    """How a window's contents become output: the user's window function behind its adapter."""
+    fn = t.window_function
+    if fn is None:
+        inner: InternalWindowFunction = PassThroughWindowFunction()
+    elif t.keyed_stream:
+        inner = ProcessWindowAdapter(fn) if isinstance(fn, ProcessWindowFunction) else ApplyWindowAdapter(fn)
+    else:
+        inner = ProcessAllWindowAdapter(fn) if isinstance(fn, ProcessAllWindowFunction) else ApplyAllWindowAdapter(fn)
+    if t.function_kind == "aggregate":
+        return AggregateResultAdapter(t.aggregate_function, inner)
+    return inner
+
+
+def _window_factory(t: WindowTransformation) -> Callable[[], Any]:
+    contents_kind = _CONTENTS_KIND[t.function_kind]
+    window_function = internal_window_function(t)
+    reduce_function, aggregate_function = t.reduce_function, t.aggregate_function
+    if t.evictor is not None and contents_kind != "list":
+        contents_kind = "list"  # evictors need the elements: reduce/aggregate run at fire time
+        window_function = EvictingWindowFunction(window_function, reduce_function, aggregate_function)
+        reduce_function = aggregate_function = None
+    key_selector = t.key_selector if t.keyed_stream else ConstantKeySelector()
+    trigger = t.trigger or t.assigner.get_default_trigger()
+    return partial(WindowOperator, "", t.name, key_selector, assigner=t.assigner, trigger=trigger,
+                   contents_kind=contents_kind, reduce_function=reduce_function,
+                   aggregate_function=aggregate_function, window_function=window_function,
+                   allowed_lateness=t.allowed_lateness, late_tag=t.late_tag, evictor=t.evictor,
+                   keyed_function=t.keyed_stream)
+
+
+def translate(pipeline: Pipeline) -> JobPlan:
+    """The job plan of a pipeline."""
+    return StreamGraphGenerator(pipeline).translate()
