@@ -54,14 +54,14 @@ class RestServer:
             return None
 
         async def jobs(request: Request) -> JSONResponse:
-            return guard(request) or JSONResponse({"jobs": [{"id": master.job_id, "status": master.status}]})
+            return guard(request) or JSONResponse({"jobs": [{"id": master.job_id, "status": master.status.name}]})
 
         async def job(request: Request) -> JSONResponse:
             err = guard(request) or job_or_404(request)
             if err:
                 return err
             return JSONResponse({
-                "jid": master.job_id, "name": master.plan.job_name, "state": master.status,
+                "jid": master.job_id, "name": master.plan.job_name, "state": master.status.name,
                 "start-time": self.started, "epoch": master.epoch, "restarts": master.restarts,
                 "records-in": master.total_in, "metrics": master.metrics,
                 "vertices": [{"id": n.effective_uid(), "name": n.name,

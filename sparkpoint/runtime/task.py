@@ -20,6 +20,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from sparkpoint.checkpoint.messages import AcknowledgeCheckpoint, DeclineCheckpoint
+from sparkpoint.checkpoint.properties import CheckpointOptions
 from sparkpoint.common.watermark_strategy import MAX_WATERMARK
 from sparkpoint.datastream.functions import CheckpointListener, bound_call
 from sparkpoint.runtime.checkpoint_io import CheckpointUploader, read_restored_keyed_state
@@ -49,7 +51,7 @@ class TaskDeployment:
     keyed_state_epoch: Optional[int] = None                            # local state to load, if any
     restored_keyed: list = field(default_factory=list)                 # checkpoint files to start from
     local_state_namespace: str = ""                                    # job id + attempt
-    checkpoint_uploads: dict[int, Any] = field(default_factory=dict)   # checkpoint id -> location and format
+    checkpoint_uploads: dict[int, CheckpointOptions] = field(default_factory=dict)  # checkpoint id -> where, how
     notify_checkpoints: list[int] = field(default_factory=list)        # completed since the last epoch
     max_records: int = 100_000
     max_bytes: int = 32 * 1024 * 1024
@@ -69,8 +71,8 @@ class TaskReport:
     watermarks: dict[int, Optional[int]] = field(default_factory=dict)
     metrics: dict[str, dict[str, int]] = field(default_factory=dict)
     keyed_state_bytes: int = 0
-    checkpoint_acks: dict[int, dict] = field(default_factory=dict)
-    checkpoint_declines: dict[int, str] = field(default_factory=dict)
+    checkpoint_acks: list[AcknowledgeCheckpoint] = field(default_factory=list)
+    checkpoint_declines: list[DeclineCheckpoint] = field(default_factory=list)
     snapshot_sync_ms: float = 0.0
     records_in: int = 0
     records_out: int = 0
