@@ -1,0 +1,162 @@
+"""``inspect --against`` and an actual restore decide the same way: one matching function.
+
+A savepoint of a job with uids ``gen`` and ``count`` is compared with, and restored into, a
+job whose keyed operator is now ``count-v2``: ``gen`` MATCHes, ``count`` is DROPPED and
+``count-v2`` is EMPTY. The report says so, and the restore does exactly that.
+"""
+
+from __future__ import annotations
+
+import runpy
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from sparkpoint.checkpoint.compatibility import check_compatibility
+from sparkpoint.checkpoint.loader import load_checkpoint
+from sparkpoint.cli import main
+from sparkpoint.connectors.generator import split_length
+from sparkpoint.errors import JobGraphError
+from sparkpoint.runtime.restore import job_operators
+
+COUNT = 20_000
+
+JOB = textwrap.dedent('''
+    import sys
+
+    from sparkpoint.common import WatermarkStrategy
+    from sparkpoint.datastream import KeyedProcessFunction, StreamExecutionEnvironment
+    from sparkpoint.datastream.connectors.generator import DataGeneratorSource
+    from sparkpoint.datastream.state import ValueStateDescriptor
+
+    COUNT = 20_000
+
+
+    def key_of(i):
+        return f"k{(i * 7919) % 7}"
+
+
+    class Count(KeyedProcessFunction):
+        def open(self, ctx):
+            self.n = ctx.get_state(ValueStateDescriptor("n"))
+
+        def process_element(self, value, ctx):
+            self.n.update((self.n.value() or 0) + 1)
+            yield (value, self.n.value())
+
+
+    def build(env, uid, rate=None):
+        env.set_parallelism(2)
+        src = DataGeneratorSource(key_of, COUNT, num_splits=2, records_per_second=rate)
+        return (env.from_source(src, WatermarkStrategy.no_watermarks(), "gen").uid("gen")
+                .key_by(lambda k: k).process(Count()).uid(uid))
+
+
+    if __name__ == "__main__":
+        env = StreamExecutionEnvironment.get_execution_environment()
+        build(env, sys.argv[1]).print()
+        env.execute("compatibility")
+''')
+
+
+@pytest.fixture
+def job_file(tmp_path) -> Path:
+    path = tmp_path / "compat_job.py"
+    path.write_text(JOB)
+    return path
+
+
+def _savepoint(make_env, job_file: Path, tmp_path: Path) -> str:
+    build = runpy.run_path(str(job_file))["build"]
+    env = make_env("local", **{"execution.epoch.max-records": 200})
+    build(env, "count", rate=10_000).print()
+    client = env.execute_async("before")
+    time.sleep(0.5)
+    assert not client.get_job_execution_result().done()
+    path = client.stop_with_savepoint(False, (tmp_path / "sp").as_uri()).result(timeout=60)
+    client.wait(60)
+    return path
+
+
+def _records_read(path: str) -> int:
+    """How many records the savepoint's source positions say were read (from the split positions)."""
+    sources = load_checkpoint(path).driver_state["sources"]["gen"]
+    open_splits = [s for ss in sources["splits"].values() for s in ss]
+    unread = set(sources["enumerator"]) | {s.split_id for s in open_splits}
+    finished = [k for k in range(2) if f"seq-{k}" not in unread]
+    return sum(s.position for s in open_splits) + sum(split_length(COUNT, 2, k) for k in finished)
+
+
+def _verdict(path: str, job_file: Path, *extra: str) -> tuple[int, list[str]]:
+    r = CliRunner().invoke(main, ["inspect", path, *extra, "--against", str(job_file), "count-v2"])
+    return r.exit_code, r.output.splitlines()
+
+
+def test_inspect_against_and_restore_agree_on_changed_uids(make_env, job_file, tmp_path):
+    path = _savepoint(make_env, job_file, tmp_path)
+    build = runpy.run_path(str(job_file))["build"]
+
+    # what inspect --against says
+    code, lines = _verdict(path, job_file)
+    verdicts = sorted(tuple(line.split()[:2]) for line in lines if line.startswith("  "))
+    assert verdicts == [("DROPPED", "count:"), ("EMPTY", "count-v2:"), ("MATCH", "gen:")]
+    assert code == 1 and lines[-1] == "verdict: the job CANNOT be restored"
+    code_n, lines_n = _verdict(path, job_file, "-n")
+    assert code_n == 0 and lines_n[-1] == "verdict: the job can be restored"
+
+    # and what a restore does: without -n it fails on the dropped uid ...
+    env = make_env("local", **{"execution.savepoint.path": path})
+    build(env, "count-v2").print()
+    with pytest.raises(JobGraphError, match=r"no operator has uid 'count'\."):
+        env.execute()
+
+    # ... with -n, count-v2 starts empty (every key counts from 1) and gen resumes where the savepoint was
+    env2 = make_env("local", **{"execution.savepoint.path": path, "execution.savepoint.ignore-unclaimed-state": True})
+    got = build(env2, "count-v2").execute_and_collect()
+    first: dict = {}
+    last: dict = {}
+    for key, n in got:
+        first[key] = min(first.get(key, n), n)
+        last[key] = max(last.get(key, 0), n)
+    assert set(first.values()) == {1}
+    read_before = _records_read(path)
+    assert 0 < read_before < COUNT
+    assert sum(last.values()) == len(got) == COUNT - read_before
+
+
+def test_unchanged_uids_match_and_nothing_is_dropped_or_empty(make_env, job_file, tmp_path):
+    """The job as planned by its script (as inspect --against plans it) matches every uid."""
+    path = _savepoint(make_env, job_file, tmp_path)
+    restored = load_checkpoint(path)
+    captured = []
+    from sparkpoint.datastream.stream_execution_environment import set_cli_defaults
+
+    class Planned(Exception):
+        pass
+
+    def capture(plan):
+        captured.append(plan)
+        raise Planned()
+
+    set_cli_defaults({"configuration": {"execution.target": "local"}, "capture_plan": capture})
+    try:
+        with pytest.raises(Planned):
+            _run_main(job_file, "count")
+    finally:
+        set_cli_defaults({})
+    report = check_compatibility(restored, job_operators(captured[0]), captured[0].max_parallelism)
+    assert report.matched_uids == {"gen", "count"} and not report.dropped and not report.empty
+    assert report.restorable(allow_non_restored=False)
+
+
+def _run_main(job_file: Path, uid: str) -> None:
+    old = sys.argv
+    sys.argv = [str(job_file), uid]
+    try:
+        runpy.run_path(str(job_file), run_name="__main__")
+    finally:
+        sys.argv = old
