@@ -33,10 +33,10 @@ from typing import Any, Callable, Optional, Protocol
 
 from sparkpoint.checkpoint.coordinator import CheckpointCoordinator, CheckpointSettings
 from sparkpoint.checkpoint.loader import RestoredCheckpoint, load_checkpoint
-from sparkpoint.checkpoint.messages import ExecutionVertexId, OperatorSubtaskId
 from sparkpoint.common.configuration import Configuration, parse_memory_bytes
 from sparkpoint.common.watermark_strategy import MAX_WATERMARK
 from sparkpoint.errors import JobExecutionError, SparkpointError
+from sparkpoint.runtime.checkpoint_plan import calculate_checkpoint_plan
 from sparkpoint.runtime.failover import Failover
 from sparkpoint.runtime.graph import JobPlan
 from sparkpoint.runtime.job_listener import CallbackEpochListener, JobListener, listeners_from_config
@@ -265,32 +265,14 @@ class JobMaster:
         self.status_machine.transition(JobStatus.RUNNING)
 
     # -- checkpoints and savepoints ---------------------------------------------------------
-    def _capture_driver_state(self, committables: dict[int, list]) -> dict:
-        plan = self.plan
-        operator_states: dict[str, dict[int, Any]] = {}
-        for (nid, i), snap in self.operator_states.items():
-            operator_states.setdefault(plan.uid(nid), {})[i] = snap
-        return {
-            "operator_states": operator_states,
-            "sources": {sc.uid: sc.snapshot() for sc in self.sources.values()},
-            "committables": {plan.uid(nid): c for nid, c in committables.items()},
-            "epoch": self.epoch - 1,
-        }
-
     def _trigger(self, barrier_epoch: int, savepoint_dir: Optional[str] = None) -> Optional[int]:
         """Trigger a checkpoint (or savepoint) at the barrier just reached; returns its id."""
-        coordinator = self.coordinator
-        assert coordinator is not None
-        plan = self.plan
-        pending_commits = self.sink_committer.pending_committables()
-        stateful = {ExecutionVertexId(s.id, i) for s in plan.stages if s.keyed for i in range(s.parallelism)}
-        driver_tasks = {OperatorSubtaskId(sc.uid, i) for sc in self.sources.values() for i in range(sc.parallelism)}
-        driver_tasks |= {OperatorSubtaskId(plan.uid(nid)) for nid in pending_commits}
-        operators = {plan.uid(nid): (n.name, plan.stage(plan.stage_of[nid]).parallelism)
-                     for nid, n in plan.nodes.items()}
-        pending = coordinator.trigger(int(time.time() * 1000), barrier_epoch,
-                                      self._capture_driver_state(pending_commits), stateful, driver_tasks,
-                                      operators, savepoint_dir=savepoint_dir)
+        assert self.coordinator is not None
+        cp = calculate_checkpoint_plan(self.plan, self.operator_states, self.sources,
+                                       self.sink_committer.pending_committables(), barrier_epoch)
+        pending = self.coordinator.trigger(int(time.time() * 1000), barrier_epoch, dict(cp.driver_state),
+                                           set(cp.stateful_tasks), set(cp.driver_tasks), dict(cp.operators),
+                                           savepoint_dir=savepoint_dir)
         if pending is None:
             return None
         self.sink_committer.on_checkpoint_triggered(pending.checkpoint_id)
