@@ -189,3 +189,15 @@ def test_messages_are_frozen():
         a.state_size = 2  # type: ignore[misc]
     with pytest.raises(AttributeError):
         _pending().covered_epochs = [1]  # nothing sets fields on a pending checkpoint from outside
+
+
+def test_metadata_with_a_missing_field_is_corrupt_not_a_crash():
+    import hashlib
+    import json
+
+    doc = json.loads(MetadataV1Serializer.serialize(_meta()))
+    del doc["body"]["barrier_epoch"]
+    canonical = json.dumps(doc["body"], sort_keys=True, separators=(",", ":"))
+    doc["sha256"] = hashlib.sha256(canonical.encode()).hexdigest()   # a well-formed checksum over a bad body
+    with pytest.raises(CorruptCheckpointError, match="lacks or mangles a field.*barrier_epoch"):
+        MetadataV1Serializer.deserialize(json.dumps(doc).encode(), "x")
