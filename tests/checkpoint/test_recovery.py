@@ -6,7 +6,6 @@ import glob
 import shutil
 from pathlib import Path
 
-
 from sparkpoint.common import WatermarkStrategy
 from sparkpoint.datastream import CheckpointListener, MapFunction
 from sparkpoint.datastream.connectors.generator import DataGeneratorSource
