@@ -20,6 +20,7 @@ import yaml
 
 from sparkpoint.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
 from sparkpoint.errors import SparkpointError
+from sparkpoint.runtime.job_listener import JobListener
 
 __all__ = ["main"]
 
@@ -67,8 +68,8 @@ def _fmt_wm(wm: Optional[int]) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(wm / 1000)) + f".{wm % 1000:03d}Z"
 
 
-class _Progress:
-    """Live progress on a terminal, plain lines in a pipe."""
+class _Progress(JobListener):
+    """Live progress on a terminal, plain lines in a pipe: a listener of the running job."""
 
     def __init__(self, stream: Any):
         self.stream = stream
@@ -83,7 +84,7 @@ class _Progress:
             self.live = Live(console=Console(file=stream), refresh_per_second=4, transient=False)
             self.live.start()
 
-    def __call__(self, stats: Any) -> None:
+    def on_epoch_completed(self, stats: Any) -> None:
         self.busy_s += stats.duration_s
         rate = stats.total_records_in / max(self.busy_s, 1e-9)
         line = (f"epoch {stats.epoch}: {stats.records_in:,} records in, {stats.records_out:,} out "
@@ -138,10 +139,11 @@ def run(master: Optional[str], dynamic: tuple[str, ...], conf_file: Optional[str
     progress = _Progress(sys.stderr)
 
     def on_job_created(master_: Any) -> None:
+        master_.add_listener(progress)
         click.echo(f"Job has been submitted with JobID {master_.job_id}", err=False)
         sys.stdout.flush()
 
-    set_cli_defaults({"configuration": config, "on_epoch": progress, "on_job_created": on_job_created})
+    set_cli_defaults({"configuration": config, "on_job_created": on_job_created})
     job_path = Path(job).resolve()
     sys.path.insert(0, str(job_path.parent))
     old_argv = sys.argv
@@ -257,7 +259,7 @@ def stop(job_id: str, savepoint_path: Optional[str], timeout: float) -> None:
 def _dispose(path: str) -> None:
     import fsspec
 
-    from sparkpoint.runtime.restore import load_checkpoint
+    from sparkpoint.checkpoint.loader import load_checkpoint
 
     try:
         restored = load_checkpoint(path, verify_files=False)
@@ -321,7 +323,7 @@ def checkpoints(job_id: str, as_json: bool) -> None:
 def inspect(path: str, against: Optional[str], allow_non_restored: bool, dynamic: tuple[str, ...],
             job_args: tuple[str, ...]) -> None:
     """What a checkpoint or savepoint holds (it is verified file by file first)."""
-    from sparkpoint.runtime.restore import load_checkpoint
+    from sparkpoint.checkpoint.loader import load_checkpoint
 
     try:
         restored = load_checkpoint(path)
@@ -367,6 +369,7 @@ class _Planned(Exception):
 def _inspect_against(restored: Any, job: str, job_args: tuple[str, ...], conf: dict, allow_non_restored: bool) -> None:
     from sparkpoint.checkpoint.compatibility import check_compatibility
     from sparkpoint.datastream.stream_execution_environment import set_cli_defaults
+    from sparkpoint.runtime.restore import job_operators
 
     plans: list = []
 
@@ -388,7 +391,8 @@ def _inspect_against(restored: Any, job: str, job_args: tuple[str, ...], conf: d
         set_cli_defaults({})
     if not plans:
         raise click.ClickException(f"{job} never called execute(); nothing to compare with")
-    report = check_compatibility(restored, plans[0])
+    plan = plans[0]
+    report = check_compatibility(restored, job_operators(plan), plan.max_parallelism)
     m = restored.metadata
     click.echo(f"{m.kind} {m.checkpoint_id} ({restored.location}) against {job}:")
     for line in report.lines(allow_non_restored):

@@ -1,28 +1,87 @@
-"""Pre-flight: would this checkpoint or savepoint restore into that job, and how?
+"""Matching a checkpoint's state to a job's operators: the one decision restore and
+``inspect --against`` share.
 
-Compares the state a checkpoint holds (by operator uid) with the operators of a job
-plan, without running the job: which uids match, which state would be dropped (and so
-needs ``--allowNonRestoredState``), which stateful operators would start empty, and how
-key groups and operator state would be redistributed when the parallelism changes.
+:func:`check_compatibility` compares the state a checkpoint holds (by operator uid) with
+a job's operators, without running the job: which uids match (and how key groups and
+operator state are redistributed when the parallelism changes), which state would be
+dropped (and so needs ``--allowNonRestoredState``), which stateful operators start
+empty, and whether keyed state can be mapped at all (the max parallelism must not
+change). A restore calls :meth:`CompatibilityReport.check` on the same report, so what
+``inspect --against`` says is what a restore does.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Iterable
 
-__all__ = ["CompatibilityReport", "check_compatibility"]
+from sparkpoint.checkpoint.loader import RestoredCheckpoint
+from sparkpoint.errors import JobGraphError
+
+__all__ = ["OperatorDescriptor", "CompatibilityReport", "check_compatibility"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class OperatorDescriptor:
+    """What restore needs to know of one operator of the job."""
+
+    uid: str
+    parallelism: int
+    keyed: bool = False
+    stateful: bool = False      # keyed, or a source: without state in the checkpoint it starts empty
 
 
 @dataclass
 class CompatibilityReport:
+    """How a checkpoint's state maps onto a job, per uid, and the verdict."""
+
+    checkpoint_id: int
+    location: str
+    kind: str
+    checkpoint_max_parallelism: int
+    job_max_parallelism: int
     matched: list[tuple[str, str]] = field(default_factory=list)        # (uid, what happens)
     dropped: list[str] = field(default_factory=list)                    # state without operator
     empty: list[str] = field(default_factory=list)                      # stateful operators without state
-    problems: list[str] = field(default_factory=list)
+    max_parallelism_conflicts: list[str] = field(default_factory=list)  # keyed uids that cannot be mapped
+
+    @property
+    def matched_uids(self) -> set[str]:
+        return {uid for uid, _ in self.matched}
+
+    @property
+    def problems(self) -> list[str]:
+        return [f"{uid}: max parallelism {self.checkpoint_max_parallelism} in the checkpoint, "
+                f"{self.job_max_parallelism} in the job; key groups cannot be remapped"
+                for uid in self.max_parallelism_conflicts]
 
     def restorable(self, allow_non_restored: bool) -> bool:
-        return not self.problems and (allow_non_restored or not self.dropped)
+        return not self.max_parallelism_conflicts and (allow_non_restored or not self.dropped)
+
+    def check(self, allow_non_restored: bool) -> None:
+        """Raise what a restore of this checkpoint into the job would fail with, if anything.
+
+        Raises:
+            JobGraphError: state without an operator (unless ``allow_non_restored``), or keyed
+                state taken with another max parallelism.
+        """
+        what = f"{self.kind} {self.checkpoint_id} ({self.location})"
+        if self.dropped and not allow_non_restored:
+            raise JobGraphError(
+                f"cannot map state of checkpoint {self.checkpoint_id} ({self.location}) to the job: no operator "
+                f"has uid {', '.join(map(repr, self.dropped))}. Set the same uid() on those operators, or pass "
+                f"--allowNonRestoredState (-n) to skip that state.")
+        if self.dropped:
+            logger.warning("skipping state of operators %s: not in the job (allowNonRestoredState)", self.dropped)
+        if self.max_parallelism_conflicts:
+            raise JobGraphError(
+                f"cannot restore {what}: it was taken with max parallelism {self.checkpoint_max_parallelism}, "
+                f"the job has {self.job_max_parallelism}; keyed state of {self.max_parallelism_conflicts} is "
+                f"partitioned into key groups by max parallelism, which cannot change. "
+                f"Set env.set_max_parallelism({self.checkpoint_max_parallelism}).")
 
     def lines(self, allow_non_restored: bool) -> list[str]:
         out = [f"  MATCH    {uid}: {what}" for uid, what in self.matched]
@@ -36,46 +95,39 @@ class CompatibilityReport:
         return out + [f"verdict: the job {verdict}"]
 
 
-def check_compatibility(restored: Any, plan: Any) -> CompatibilityReport:
-    report = CompatibilityReport()
+def check_compatibility(restored: RestoredCheckpoint, operators: Iterable[OperatorDescriptor],
+                        max_parallelism: int) -> CompatibilityReport:
+    """Match ``restored``'s state to the job's ``operators`` (by uid) and judge the restore."""
     meta = restored.metadata
-    d = restored.driver_state
-    nodes = {plan.uid(nid): nid for nid in plan.nodes}
+    report = CompatibilityReport(restored.checkpoint_id, restored.location, meta.kind, meta.max_parallelism,
+                                 max_parallelism)
+    by_uid = {op.uid: op for op in operators}
     state_uids = restored.state_uids()
-    keyed_uids = {uid for uid, op in meta.operators.items() if op.keyed_state}
     for uid in sorted(state_uids):
-        nid = nodes.get(uid)
-        if nid is None:
+        op = by_uid.get(uid)
+        if op is None:
             report.dropped.append(uid)
             continue
-        new_par = plan.stage(plan.stage_of[nid]).parallelism
-        old_par = meta.operators[uid].parallelism if uid in meta.operators else new_par
-        kinds = []
-        if uid in keyed_uids:
-            kinds.append("keyed state")
-        if uid in d.get("operator_states", {}):
-            kinds.append("operator state")
-        if uid in d.get("sources", {}):
-            kinds.append("source positions")
-        if uid in d.get("committables", {}):
-            kinds.append("pending sink commits")
-        what = ", ".join(kinds) or "state"
-        if old_par != new_par:
-            how = []
-            if uid in keyed_uids:
-                how.append(f"key groups 0..{meta.max_parallelism - 1} reassigned to {new_par} subtasks")
-            if uid in d.get("operator_states", {}) or uid in d.get("sources", {}):
-                how.append("operator state and splits redistributed")
-            what += f"; rescaled {old_par} -> {new_par} ({'; '.join(how) or 'no per-subtask state'})"
-        else:
-            what += f"; parallelism {new_par}"
-        report.matched.append((uid, what))
-        if uid in keyed_uids and meta.max_parallelism != plan.max_parallelism:
-            report.problems.append(f"{uid}: max parallelism {meta.max_parallelism} in the checkpoint, "
-                                   f"{plan.max_parallelism} in the job; key groups cannot be remapped")
-    for uid, nid in nodes.items():
-        node = plan.nodes[nid]
-        stateful = node.keyed or node.kind == "source"
-        if stateful and uid not in state_uids:
-            report.empty.append(uid)
+        report.matched.append((uid, _what_happens(restored, uid, op.parallelism)))
+        if uid in restored.keyed_uids() and meta.max_parallelism != max_parallelism:
+            report.max_parallelism_conflicts.append(uid)
+    report.empty = [uid for uid, op in by_uid.items() if op.stateful and uid not in state_uids]
     return report
+
+
+def _what_happens(restored: RestoredCheckpoint, uid: str, new_par: int) -> str:
+    meta = restored.metadata
+    old_par = meta.operators[uid].parallelism if uid in meta.operators else new_par
+    keyed, op_state = uid in restored.keyed_uids(), uid in restored.operator_state_uids()
+    source, sink = uid in restored.source_uids(), uid in restored.committable_uids()
+    kinds = [name for name, present in (("keyed state", keyed), ("operator state", op_state),
+                                        ("source positions", source), ("pending sink commits", sink)) if present]
+    what = ", ".join(kinds) or "state"
+    if old_par == new_par:
+        return what + f"; parallelism {new_par}"
+    how = []
+    if keyed:
+        how.append(f"key groups 0..{meta.max_parallelism - 1} reassigned to {new_par} subtasks")
+    if op_state or source:
+        how.append("operator state and splits redistributed")
+    return what + f"; rescaled {old_par} -> {new_par} ({'; '.join(how) or 'no per-subtask state'})"

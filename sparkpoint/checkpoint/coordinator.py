@@ -43,19 +43,24 @@ from sparkpoint.checkpoint.completed import (
 )
 from sparkpoint.checkpoint.failure import CheckpointFailureManager, CheckpointFailureReason
 from sparkpoint.checkpoint.id_counter import CheckpointIDCounter
-from sparkpoint.checkpoint.metadata import CheckpointMetadata, KeyedStateFile, MetadataV1Serializer, OperatorMetadata
-from sparkpoint.checkpoint.pending import PendingCheckpoint, TaskAck, TaskAcknowledgeResult
+from sparkpoint.checkpoint.metadata import (
+    CheckpointMetadata,
+    KeyedStateFile,
+    MetadataV1Serializer,
+    OperatorMetadata,
+)
+from sparkpoint.checkpoint.location import CheckpointStorageLocation
+from sparkpoint.checkpoint.messages import AcknowledgeCheckpoint, DeclineCheckpoint, ExecutionVertexId, OperatorSubtaskId
+from sparkpoint.checkpoint.pending import PendingCheckpoint, TaskAcknowledgeResult
+from sparkpoint.checkpoint.properties import CheckpointOptions, CheckpointProperties
 from sparkpoint.checkpoint.stats import CheckpointStats, CheckpointStatsTracker
 from sparkpoint.testing.faults import fault_point
-from sparkpoint.storage.checkpoint_storage import (
-    METADATA_FILE_NAME,
-    FsCheckpointStorage,
-    StreamStateHandle,
-    write_file,
-)
+from sparkpoint.storage.checkpoint_storage import METADATA_FILE_NAME, FsCheckpointStorage, StreamStateHandle
 from sparkpoint.storage.exceptions import CheckpointStorageError
 
-__all__ = ["CheckpointCoordinator", "CheckpointSettings"]
+__all__ = ["CheckpointCoordinator", "CheckpointSettings", "DRIVER_STATE_FILE_NAME"]
+
+DRIVER_STATE_FILE_NAME = "driver-state"
 
 logger = logging.getLogger(__name__)
 
@@ -84,6 +89,9 @@ class CheckpointSettings:
 
 
 class CheckpointCoordinator:
+    """Coordinates the snapshots of a job's operators and state: triggers checkpoints and
+    savepoints, collects acknowledgements, completes, aborts and retains them."""
+
     def __init__(self, settings: CheckpointSettings, storage: FsCheckpointStorage, job_id: str, job_name: str,
                  max_parallelism: int, config: dict, start_id: int = 1):
         self.settings = settings
@@ -122,74 +130,85 @@ class CheckpointCoordinator:
             return False
         return True
 
-    def trigger(self, now_ms: int, barrier_epoch: int, driver_state: dict, stateful_tasks: set,
-                source_tasks: set, sink_tasks: dict, operators: dict[str, tuple[str, int]],
+    def trigger(self, now_ms: int, barrier_epoch: int, driver_state: dict, stateful_tasks: set[ExecutionVertexId],
+                driver_tasks: set[OperatorSubtaskId], operators: dict[str, tuple[str, int]],
                 savepoint_dir: Optional[str] = None) -> Optional[PendingCheckpoint]:
         """Start a checkpoint (or, with ``savepoint_dir``, a savepoint) whose barrier is the end
-        of ``barrier_epoch`` (Steps 1 and 2)."""
+        of ``barrier_epoch`` (Steps 1 and 2).
+
+        ``stateful_tasks`` acknowledge later, with their uploaded keyed state; ``driver_tasks``
+        (sources and sinks, whose state the driver holds) are acknowledged here with the
+        ``driver-state`` file.
+        """
+        # Step 1. The id, the properties and the location.
         checkpoint_id = self.id_counter.get_and_increment()
         if savepoint_dir is None:
             self.last_trigger_ms = now_ms
-            fs, location = self.storage.fs, self.storage.checkpoint_path(checkpoint_id)
+            properties = CheckpointProperties.for_checkpoint()
+            location = CheckpointStorageLocation(self.storage.fs, self.storage.checkpoint_path(checkpoint_id))
         else:
+            properties = CheckpointProperties.for_savepoint()
             fs, base = fsspec.core.url_to_fs(savepoint_dir)
-            location = posixpath.join(base.rstrip("/"), f"savepoint-{self.job_id[:6]}-{uuid.uuid4().hex[:12]}")
-        kind = "savepoint" if savepoint_dir is not None else "checkpoint"
-        pending = PendingCheckpoint(checkpoint_id, now_ms, barrier_epoch, location, is_savepoint=savepoint_dir is not None)
-        pending.fs = fs  # type: ignore[attr-defined]
-        pending.expect(set(stateful_tasks) | set(source_tasks) | set(sink_tasks))
-        pending.operators = operators  # type: ignore[attr-defined]
+            location = CheckpointStorageLocation(
+                fs, posixpath.join(base.rstrip("/"), f"savepoint-{self.job_id[:6]}-{uuid.uuid4().hex[:12]}"))
+        pending = PendingCheckpoint(checkpoint_id, now_ms, barrier_epoch, location, properties,
+                                    expected=set(stateful_tasks) | set(driver_tasks), operators=operators)
         self.pending[checkpoint_id] = pending
         self.stats.report_pending(CheckpointStats(checkpoint_id, "IN_PROGRESS", pending.is_savepoint, now_ms,
                                                   barrier_epoch, num_expected=len(pending.expected)))
-        logger.info("%s %d triggered at the end of epoch %d", kind, checkpoint_id, barrier_epoch)
+        logger.info("%s %d triggered at the end of epoch %d", properties.kind, checkpoint_id, barrier_epoch)
         fault_point("barrier")
-        # Step 2: the synchronous part, the driver-held state at the barrier.
+        # Step 2. The synchronous part: the driver-held state at the barrier.
         t0 = time.perf_counter()
         try:
             if pending.is_savepoint:
-                fs.makedirs(location, exist_ok=True)
+                location.initialize()
             else:
                 self.storage.initialize_location_for_checkpoint(checkpoint_id)
             data = cloudpickle.dumps(driver_state)
-            write_file(fs, posixpath.join(location, "driver-state"), data)
-            pending.driver_state = StreamStateHandle("driver-state", len(data), hashlib.sha256(data).hexdigest())
+            location.write(DRIVER_STATE_FILE_NAME, data)
+            pending.set_driver_state(StreamStateHandle(DRIVER_STATE_FILE_NAME, len(data),
+                                                       hashlib.sha256(data).hexdigest()))
         except (CheckpointStorageError, OSError) as e:
             self.abort(pending, CheckpointFailureReason.IO_EXCEPTION, str(e))
             return None
         sync_ms = (time.perf_counter() - t0) * 1000
-        for task in source_tasks:
-            pending.acknowledge_task(task, TaskAck(sync_ms=sync_ms))
-        for task, committables in sink_tasks.items():
-            pending.acknowledge_task(task, TaskAck(state=committables, sync_ms=sync_ms))
-        self.stats.update(checkpoint_id, sync_duration_ms=sync_ms, state_size=pending.driver_state.size)
+        for task in driver_tasks:
+            pending.acknowledge_task(AcknowledgeCheckpoint(checkpoint_id, task, sync_duration_ms=sync_ms))
+        self.stats.update(checkpoint_id, sync_duration_ms=sync_ms, state_size=len(data))
         return pending
 
     # -- Step 3: acknowledgements -------------------------------------------------------------
-    def uploads_for_epoch(self, epoch: int) -> dict[int, dict]:
-        """What the tasks of ``epoch`` must upload: ``{id: {"location": URI, "format": raw|canonical}}``."""
-        return {cid: {"location": p.fs.unstrip_protocol(p.location),  # type: ignore[attr-defined]
-                      "format": "canonical" if p.is_savepoint else "raw"}
+    def options_for_epoch(self, epoch: int) -> dict[int, CheckpointOptions]:
+        """What the stateful tasks of ``epoch`` must upload: the checkpoints whose barrier preceded it."""
+        return {cid: CheckpointOptions(p.location.uri, p.properties.snapshot_format)
                 for cid, p in self.pending.items() if p.barrier_epoch == epoch - 1}
 
+    def receive_acknowledge_message(self, ack: AcknowledgeCheckpoint) -> TaskAcknowledgeResult:
+        """A task wrote its part of a checkpoint."""
+        pending = self.pending.get(ack.checkpoint_id)
+        if pending is None:
+            return TaskAcknowledgeResult.UNKNOWN
+        result = pending.acknowledge_task(ack)
+        if result is not TaskAcknowledgeResult.SUCCESS:
+            logger.debug("checkpoint %d: acknowledgement of %s was %s", ack.checkpoint_id, ack.task, result.name)
+        self.stats.update(ack.checkpoint_id, num_acknowledged=len(pending.acks),
+                          latest_ack_timestamp=int(time.time() * 1000))
+        return result
+
+    def receive_decline_message(self, decline: DeclineCheckpoint) -> None:
+        """A task could not write its part: the checkpoint is aborted."""
+        pending = self.pending.get(decline.checkpoint_id)
+        if pending is not None:
+            self.abort(pending, CheckpointFailureReason.CHECKPOINT_DECLINED, f"{decline.task}: {decline.reason}")
+
     def receive_acknowledgements(self, reports: list) -> None:
+        """The declines and acknowledgements carried by one epoch's task reports."""
         for r in reports:
-            for cid, reason in getattr(r, "checkpoint_declines", {}).items():
-                pending = self.pending.get(cid)
-                if pending is not None:
-                    self.abort(pending, CheckpointFailureReason.CHECKPOINT_DECLINED,
-                               f"stage {r.stage_id} subtask {r.subtask}: {reason}")
-            for cid, ack in getattr(r, "checkpoint_acks", {}).items():
-                pending = self.pending.get(cid)
-                if pending is None:
-                    continue
-                result = pending.acknowledge_task(("state", r.stage_id, r.subtask), TaskAck(
-                    state=ack, size=ack["size"], sync_ms=ack.get("sync_ms", 0.0),
-                    async_ms=ack.get("async_ms", 0.0)))
-                if result is not TaskAcknowledgeResult.SUCCESS:
-                    logger.debug("checkpoint %d: acknowledgement of %s/%s was %s", cid, r.stage_id, r.subtask,
-                                 result.name)
-                self.stats.update(cid, num_acknowledged=len(pending.acks), latest_ack_timestamp=int(time.time() * 1000))
+            for decline in r.checkpoint_declines:
+                self.receive_decline_message(decline)
+            for ack in r.checkpoint_acks:
+                self.receive_acknowledge_message(ack)
 
     def check_expired(self, now_ms: int) -> None:
         for pending in list(self.pending.values()):
@@ -202,13 +221,7 @@ class CheckpointCoordinator:
         if not pending.abort(reason, detail):
             return
         self.pending.pop(pending.checkpoint_id, None)
-        if pending.is_savepoint:
-            try:
-                pending.fs.rm(pending.location, recursive=True)  # type: ignore[attr-defined]
-            except OSError:
-                pass
-        else:
-            self.storage.discard_checkpoint(pending.checkpoint_id)
+        pending.location.discard()
         self.stats.update(pending.checkpoint_id, status="FAILED", failure_reason=f"{reason.name}: {detail}",
                           end_to_end_duration=pending.age_ms())
         logger.warning("checkpoint %d aborted: %s: %s", pending.checkpoint_id, reason.name, detail)
@@ -232,42 +245,28 @@ class CheckpointCoordinator:
 
     def _complete(self, pending: PendingCheckpoint, now_ms: int) -> Optional[CompletedCheckpoint]:
         cid = pending.checkpoint_id
-        operators: dict[str, OperatorMetadata] = {
-            uid: OperatorMetadata(uid, name, par) for uid, (name, par) in pending.operators.items()  # type: ignore[attr-defined]
-        }
-        sync_ms = max((a.sync_ms for a in pending.acks.values()), default=0.0)
-        async_ms = max((a.async_ms for a in pending.acks.values()), default=0.0)
-        for task, ack in pending.acks.items():
-            if task[0] != "state":
-                continue
-            for f in ack.state["files"]:
-                for uid in f["uids"]:
-                    operators.setdefault(uid, OperatorMetadata(uid, uid, 0)).keyed_state.append(
-                        KeyedStateFile(task[2], f["key_groups"][0], f["key_groups"][1], f["handle"], f.get("state")))
-            for uid, info in ack.state.get("operators", {}).items():
-                op = operators.setdefault(uid, OperatorMetadata(uid, uid, 0))
-                op.state_kinds.update(info["state_kinds"])
-                if info.get("watermark") is not None:
-                    op.watermark = max(op.watermark if op.watermark is not None else info["watermark"],
-                                       info["watermark"])
+        acks = pending.acks
+        sync_ms = max((a.sync_duration_ms for a in acks.values()), default=0.0)
+        async_ms = max((a.async_duration_ms for a in acks.values()), default=0.0)
+        assert pending.driver_state is not None, "a pending checkpoint without driver state is never fully acknowledged"
         meta = CheckpointMetadata(
-            job_id=self.job_id, job_name=self.job_name, checkpoint_id=cid,
-            kind="savepoint" if pending.is_savepoint else "checkpoint",
+            job_id=self.job_id, job_name=self.job_name, checkpoint_id=cid, kind=pending.properties.kind,
             trigger_timestamp=pending.trigger_timestamp, completion_timestamp=now_ms,
-            barrier_epoch=pending.barrier_epoch, max_parallelism=self.max_parallelism, operators=operators,
+            barrier_epoch=pending.barrier_epoch, max_parallelism=self.max_parallelism,
+            operators=_operator_metadata(pending.operators, acks.values()),
             driver_state=pending.driver_state, config=self.config,
             stats={"sync_duration_ms": sync_ms, "async_duration_ms": async_ms, "state_size": pending.state_size()},
         )
         try:
             # Step 4a: _metadata, atomically; its presence marks the checkpoint complete.
             data = MetadataV1Serializer.serialize(meta)
-            _write_metadata(pending.fs, pending.location, data)  # type: ignore[attr-defined]
+            _write_metadata(pending.location, data)
         except (CheckpointStorageError, OSError) as e:
             self.abort(pending, CheckpointFailureReason.IO_EXCEPTION, f"writing _metadata: {e}")
             return None
         pending.mark_completed()
         self.pending.pop(cid, None)
-        uri = pending.fs.unstrip_protocol(pending.location)  # type: ignore[attr-defined]
+        uri = pending.location.uri
         completed = CompletedCheckpoint(self.job_id, cid, pending.trigger_timestamp, now_ms, uri,
                                         meta.total_size(), is_savepoint=pending.is_savepoint, metadata=meta)
         if not pending.is_savepoint:
@@ -277,7 +276,7 @@ class CheckpointCoordinator:
             self.last_completion_ms = now_ms
         self.failure_manager.on_success(cid)
         self.stats.update(cid, status="COMPLETED", end_to_end_duration=now_ms - pending.trigger_timestamp,
-                          state_size=meta.total_size(), num_acknowledged=len(pending.acks),
+                          state_size=meta.total_size(), num_acknowledged=len(acks),
                           sync_duration_ms=sync_ms, async_duration_ms=async_ms,
                           external_path=uri)
         logger.info("%s %d completed: %d bytes, %d ms (sync %.0f ms, async %.0f ms) at %s", meta.kind, cid,
@@ -302,14 +301,31 @@ class CheckpointCoordinator:
         self.storage.discard_job_directory_if_empty()
 
 
-def _write_metadata(fs: Any, location: str, data: bytes) -> None:
-    path = posixpath.join(location, METADATA_FILE_NAME)
+def _operator_metadata(operators: Any, acks: Any) -> dict[str, OperatorMetadata]:
+    """Per uid: name, parallelism, and the keyed-state files the stateful tasks acknowledged."""
+    out: dict[str, OperatorMetadata] = {uid: OperatorMetadata(uid, name, par) for uid, (name, par) in operators.items()}
+    for ack in acks:
+        if not isinstance(ack.task, ExecutionVertexId):
+            continue
+        for f in ack.state_handles:
+            for uid in f.uids:
+                out.setdefault(uid, OperatorMetadata(uid, uid, 0)).keyed_state.append(
+                    KeyedStateFile(ack.task.subtask, f.key_group_start, f.key_group_end, f.handle, f.state))
+        for uid, info in ack.operators.items():
+            op = out.setdefault(uid, OperatorMetadata(uid, uid, 0))
+            op.state_kinds.update(info.state_kinds)
+            if info.watermark is not None:
+                op.watermark = info.watermark if op.watermark is None else max(op.watermark, info.watermark)
+    return out
+
+
+def _write_metadata(location: CheckpointStorageLocation, data: bytes) -> None:
     if fault_point_active("metadata-write"):
-        tmp = posixpath.join(location, f".{METADATA_FILE_NAME}.inprogress")
-        with fs.open(tmp, "wb") as f:
+        tmp = posixpath.join(location.path, f".{METADATA_FILE_NAME}.inprogress")
+        with location.fs.open(tmp, "wb") as f:
             f.write(data[: len(data) // 2])
         fault_point("metadata-write")
-    write_file(fs, path, data)
+    location.write(METADATA_FILE_NAME, data)
 
 
 def fault_point_active(name: str) -> bool:

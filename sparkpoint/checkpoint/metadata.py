@@ -114,9 +114,18 @@ class MetadataV1Serializer:
         if doc.get("version") != MetadataV1Serializer.VERSION:
             raise CorruptCheckpointError(f"{where}: unsupported _metadata version {doc.get('version')!r}")
         body = doc.get("body")
+        if not isinstance(body, dict):
+            raise CorruptCheckpointError(f"{where}: _metadata has no body")
         canonical = json.dumps(body, sort_keys=True, separators=(",", ":"))
         if hashlib.sha256(canonical.encode()).hexdigest() != doc.get("sha256"):
             raise CorruptCheckpointError(f"{where}: _metadata fails its SHA-256 checksum")
+        try:
+            return MetadataV1Serializer._from_body(body)
+        except (KeyError, IndexError, TypeError, ValueError) as e:
+            raise CorruptCheckpointError(f"{where}: _metadata lacks or mangles a field ({e!r})") from None
+
+    @staticmethod
+    def _from_body(body: dict) -> CheckpointMetadata:
         ops = {}
         for uid, op in body["operators"].items():
             files = [KeyedStateFile(f["subtask"], f["key_groups"][0], f["key_groups"][1],

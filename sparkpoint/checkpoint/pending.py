@@ -5,25 +5,28 @@ a decline, an expiry or a failure aborts it with a reason. The state machine is
 explicit (PENDING -> COMPLETED | ABORTED), every transition happens under one lock,
 and an illegal transition raises :class:`InvalidStateError`.
 
-Acknowledgements come from three kinds of participants, each named by a task id:
-``("source", uid, subtask)`` with its split positions and ``("sink", uid, subtask)``
-with its pre-committed transactions (both taken at the barrier, synchronously), and
-``("state", stage, subtask)`` with the handles of the keyed state it uploaded
-(asynchronously, during the following epoch).
+A pending checkpoint owns its storage location and its :class:`CheckpointProperties`
+(checkpoint or savepoint; full or incremental), both given when it is triggered, and
+the operators it expects state of. Acknowledgements are
+:class:`~sparkpoint.checkpoint.messages.AcknowledgeCheckpoint` messages from the
+participants it expects, each named by a task id (see :mod:`sparkpoint.checkpoint.messages`).
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Hashable, Optional
+from typing import Hashable, Iterable, Mapping, Optional
 
 from sparkpoint.checkpoint.exceptions import InvalidStateError
 from sparkpoint.checkpoint.failure import CheckpointFailureReason
+from sparkpoint.checkpoint.location import CheckpointStorageLocation
+from sparkpoint.checkpoint.messages import AcknowledgeCheckpoint
+from sparkpoint.checkpoint.properties import CheckpointProperties
+from sparkpoint.storage.checkpoint_storage import StreamStateHandle
 
-__all__ = ["PendingCheckpoint", "PendingCheckpointState", "TaskAcknowledgeResult", "TaskAck"]
+__all__ = ["PendingCheckpoint", "PendingCheckpointState", "TaskAcknowledgeResult"]
 
 
 class PendingCheckpointState(Enum):
@@ -39,85 +42,118 @@ class TaskAcknowledgeResult(Enum):
     DISCARDED = "DISCARDED"
 
 
-@dataclass
-class TaskAck:
-    """What one participant acknowledged."""
-
-    state: Any = None            # handles, positions or committables
-    size: int = 0
-    sync_ms: float = 0.0
-    async_ms: float = 0.0
-
-
-@dataclass
 class PendingCheckpoint:
-    checkpoint_id: int
-    trigger_timestamp: int
-    barrier_epoch: int
-    location: str
-    is_savepoint: bool = False
-    expected: set = field(default_factory=set)
-    acks: dict = field(default_factory=dict)
-    driver_state: Any = None
-    state: PendingCheckpointState = PendingCheckpointState.PENDING
-    failure_reason: Optional[CheckpointFailureReason] = None
-    failure_detail: str = ""
-    barrier_timestamp: Optional[int] = None
+    """A checkpoint (or savepoint) waiting for the acknowledgements of its participants."""
 
-    def __post_init__(self) -> None:
+    # nothing outside sets fields on a pending checkpoint: what it carries is given at trigger time
+    __slots__ = ("checkpoint_id", "trigger_timestamp", "barrier_epoch", "location", "properties", "operators",
+                 "_expected", "_acks", "_driver_state", "_state", "_failure_reason", "_failure_detail", "_lock")
+
+    def __init__(self, checkpoint_id: int, trigger_timestamp: int, barrier_epoch: int,
+                 location: CheckpointStorageLocation, properties: Optional[CheckpointProperties] = None,
+                 expected: Iterable[Hashable] = (), operators: Optional[Mapping[str, tuple[str, int]]] = None):
+        self.checkpoint_id = checkpoint_id
+        self.trigger_timestamp = trigger_timestamp
+        self.barrier_epoch = barrier_epoch
+        self.location = location
+        self.properties = properties or CheckpointProperties.for_checkpoint()
+        self.operators: Mapping[str, tuple[str, int]] = dict(operators or {})   # uid -> (name, parallelism)
+        self._expected: frozenset = frozenset(expected)
+        self._acks: dict[Hashable, AcknowledgeCheckpoint] = {}
+        self._driver_state: Optional[StreamStateHandle] = None
+        self._state = PendingCheckpointState.PENDING
+        self._failure_reason: Optional[CheckpointFailureReason] = None
+        self._failure_detail = ""
         self._lock = threading.Lock()
 
-    # -- acknowledgements ---------------------------------------------------------------
-    def expect(self, task_ids: "set[Hashable]") -> None:
-        with self._lock:
-            self._require_pending("expect acknowledgements")
-            self.expected |= set(task_ids)
+    # -- read-only views ----------------------------------------------------------------
+    @property
+    def is_savepoint(self) -> bool:
+        return self.properties.is_savepoint
 
-    def acknowledge_task(self, task_id: Hashable, ack: TaskAck) -> TaskAcknowledgeResult:
+    @property
+    def state(self) -> PendingCheckpointState:
+        return self._state
+
+    @property
+    def failure_reason(self) -> Optional[CheckpointFailureReason]:
+        return self._failure_reason
+
+    @property
+    def failure_detail(self) -> str:
+        return self._failure_detail
+
+    @property
+    def expected(self) -> frozenset:
+        return self._expected
+
+    @property
+    def acks(self) -> dict[Hashable, AcknowledgeCheckpoint]:
+        """A copy of the acknowledgements received so far, by task id."""
         with self._lock:
-            if self.state is not PendingCheckpointState.PENDING:
+            return dict(self._acks)
+
+    @property
+    def driver_state(self) -> Optional[StreamStateHandle]:
+        return self._driver_state
+
+    # -- acknowledgements ---------------------------------------------------------------
+    def set_driver_state(self, handle: StreamStateHandle) -> None:
+        """Record the ``driver-state`` file written in the synchronous part."""
+        with self._lock:
+            self._require_pending("record its driver state")
+            self._driver_state = handle
+
+    def acknowledge_task(self, ack: AcknowledgeCheckpoint) -> TaskAcknowledgeResult:
+        with self._lock:
+            if self._state is not PendingCheckpointState.PENDING:
                 return TaskAcknowledgeResult.DISCARDED
-            if task_id not in self.expected:
+            if ack.checkpoint_id != self.checkpoint_id or ack.task not in self._expected:
                 return TaskAcknowledgeResult.UNKNOWN
-            if task_id in self.acks:
+            if ack.task in self._acks:
                 return TaskAcknowledgeResult.DUPLICATE
-            self.acks[task_id] = ack
+            self._acks[ack.task] = ack
             return TaskAcknowledgeResult.SUCCESS
 
     def is_fully_acknowledged(self) -> bool:
         with self._lock:
-            return self.state is PendingCheckpointState.PENDING and self.expected <= set(self.acks)
+            return self._state is PendingCheckpointState.PENDING and self._expected <= set(self._acks)
 
-    def missing(self) -> list:
+    def missing(self) -> list[str]:
         with self._lock:
-            return sorted(map(str, self.expected - set(self.acks)))
+            return sorted(map(str, self._expected - set(self._acks)))
 
     # -- transitions --------------------------------------------------------------------
     def _require_pending(self, what: str) -> None:
-        if self.state is not PendingCheckpointState.PENDING:
-            raise InvalidStateError(f"checkpoint {self.checkpoint_id}: cannot {what} in state {self.state.name}")
+        if self._state is not PendingCheckpointState.PENDING:
+            raise InvalidStateError(f"checkpoint {self.checkpoint_id}: cannot {what} in state {self._state.name}")
 
     def mark_completed(self) -> None:
         with self._lock:
             self._require_pending("complete")
-            if not self.expected <= set(self.acks):
+            if not self._expected <= set(self._acks):
                 raise InvalidStateError(f"checkpoint {self.checkpoint_id}: cannot complete, acknowledgements "
-                                        f"missing from {sorted(map(str, self.expected - set(self.acks)))}")
-            self.state = PendingCheckpointState.COMPLETED
+                                        f"missing from {sorted(map(str, self._expected - set(self._acks)))}")
+            self._state = PendingCheckpointState.COMPLETED
 
     def abort(self, reason: CheckpointFailureReason, detail: str = "") -> bool:
         """Abort; returns False if it had already completed or been aborted."""
         with self._lock:
-            if self.state is not PendingCheckpointState.PENDING:
+            if self._state is not PendingCheckpointState.PENDING:
                 return False
-            self.state = PendingCheckpointState.ABORTED
-            self.failure_reason = reason
-            self.failure_detail = detail
+            self._state = PendingCheckpointState.ABORTED
+            self._failure_reason = reason
+            self._failure_detail = detail
             return True
 
     # -- statistics ---------------------------------------------------------------------
     def state_size(self) -> int:
-        return sum(a.size for a in self.acks.values())
+        with self._lock:
+            return sum(a.state_size for a in self._acks.values())
 
     def age_ms(self, now_ms: Optional[int] = None) -> int:
         return int((now_ms if now_ms is not None else time.time() * 1000) - self.trigger_timestamp)
+
+    def __repr__(self) -> str:
+        return (f"PendingCheckpoint({self.checkpoint_id}, {self.properties.kind}, {self._state.name}, "
+                f"{len(self._acks)}/{len(self._expected)} acknowledged)")

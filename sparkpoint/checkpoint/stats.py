@@ -32,6 +32,8 @@ class CheckpointStats:
 
 
 class CheckpointStatsTracker:
+    """Keeps the statistics of the latest checkpoints and the restore the job started from."""
+
     def __init__(self, history_size: int = 100):
         self.history_size = history_size
         self._history: dict[int, CheckpointStats] = {}
@@ -50,6 +52,16 @@ class CheckpointStatsTracker:
             if s is not None:
                 for k, v in changes.items():
                     setattr(s, k, v)
+
+    def report_restored(self, checkpoint_id: int, external_path: str, restore_timestamp: int) -> None:
+        """The job was restored from this checkpoint or savepoint."""
+        with self._lock:
+            self.restored = {"id": checkpoint_id, "external_path": external_path,
+                             "restore_timestamp": restore_timestamp}
+
+    def get(self, checkpoint_id: int) -> Optional[CheckpointStats]:
+        with self._lock:
+            return self._history.get(checkpoint_id)
 
     def history(self) -> list[CheckpointStats]:
         with self._lock:

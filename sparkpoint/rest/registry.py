@@ -50,7 +50,7 @@ class JobRegistry:
             pass
 
     def jobs(self) -> list[dict]:
-        out = []
+        out: list[dict] = []
         if not self.dir.exists():
             return out
         for path in sorted(self.dir.glob("*.json")):

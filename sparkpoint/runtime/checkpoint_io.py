@@ -2,12 +2,13 @@
 
 The upload is the asynchronous part of a checkpoint: it runs in a thread while the
 task processes the next epoch, writes the barrier epoch's keyed snapshot to the
-checkpoint directory and returns the handle (size, SHA-256) as the acknowledgement,
-or a decline reason if it failed.
+checkpoint directory and acknowledges with the handle (size, SHA-256), or declines
+with the reason if it failed.
 """
 
 from __future__ import annotations
 
+import hashlib
 import pickle
 import posixpath
 import threading
@@ -16,6 +17,14 @@ from typing import Any, Optional
 
 import fsspec
 
+from sparkpoint.checkpoint.messages import (
+    AcknowledgeCheckpoint,
+    DeclineCheckpoint,
+    ExecutionVertexId,
+    KeyedStateFileHandle,
+    OperatorSnapshotInfo,
+)
+from sparkpoint.checkpoint.properties import CheckpointOptions, SnapshotFormat
 from sparkpoint.testing.faults import upload_delay_s, upload_fails
 from sparkpoint.state.key_groups import KeyGroupRange
 from sparkpoint.state.savepoint_format import read_canonical_file, write_canonical
@@ -25,21 +34,25 @@ __all__ = ["CheckpointUploader", "read_restored_keyed_state"]
 
 
 class CheckpointUploader:
-    def __init__(self, body: bytes, uploads: dict[int, Any], stage_id: int, subtask: int,
+    """Uploads one task's barrier-epoch keyed snapshot to the checkpoints it takes part in.
+
+    Runs in a thread; :meth:`join` returns one :class:`AcknowledgeCheckpoint` or
+    :class:`DeclineCheckpoint` per checkpoint.
+    """
+
+    def __init__(self, body: bytes, uploads: dict[int, CheckpointOptions], stage_id: int, subtask: int,
                  key_groups: KeyGroupRange, uids: list[str]):
-        self.acks: dict[int, dict] = {}
-        self.declines: dict[int, str] = {}
-        self._thread = threading.Thread(target=self._run, args=(body, uploads, stage_id, subtask, key_groups, uids),
+        self.task = ExecutionVertexId(stage_id, subtask)
+        self.acks: list[AcknowledgeCheckpoint] = []
+        self.declines: list[DeclineCheckpoint] = []
+        self._thread = threading.Thread(target=self._run, args=(body, uploads, key_groups, uids),
                                         name="checkpoint-upload", daemon=True)
         self._thread.start()
 
-    def _run(self, body: bytes, uploads: dict[int, Any], stage_id: int, subtask: int, key_groups: KeyGroupRange,
+    def _run(self, body: bytes, uploads: dict[int, CheckpointOptions], key_groups: KeyGroupRange,
              uids: list[str]) -> None:
-        import hashlib
-
         digest = hashlib.sha256(body).hexdigest()
-        for cid, spec in uploads.items():
-            location, fmt = (spec, "raw") if isinstance(spec, str) else (spec["location"], spec["format"])
+        for cid, options in uploads.items():
             t0 = time.perf_counter()
             try:
                 delay = upload_delay_s()
@@ -47,23 +60,31 @@ class CheckpointUploader:
                     time.sleep(delay)
                 if upload_fails():
                     raise OSError("upload failure injected (SPARKPOINT_FAIL_UPLOAD)")
-                fs, path = fsspec.core.url_to_fs(location)
-                if fmt == "canonical":
-                    files, operators = write_canonical(fs, path, pickle.loads(body), stage_id, subtask,
-                                                       (key_groups.start, key_groups.end))
-                    size = sum(f["handle"].size for f in files)
-                else:
-                    name = f"keyed-s{stage_id}-t{subtask}"
-                    write_file(fs, posixpath.join(path, name), body)
-                    files = [{"uids": list(uids), "key_groups": [key_groups.start, key_groups.end],
-                              "handle": StreamStateHandle(name, len(body), digest)}]
-                    operators, size = {}, len(body)
-                self.acks[cid] = {"files": files, "operators": operators, "size": size,
-                                  "async_ms": (time.perf_counter() - t0) * 1000}
+                files, operators, size = self._write(body, digest, options, key_groups, uids)
+                self.acks.append(AcknowledgeCheckpoint(
+                    cid, self.task, state_handles=tuple(files), operators=operators, state_size=size,
+                    async_duration_ms=(time.perf_counter() - t0) * 1000))
             except Exception as e:  # noqa: BLE001 - any failure declines the checkpoint
-                self.declines[cid] = f"{type(e).__name__}: {e}"
+                self.declines.append(DeclineCheckpoint(cid, self.task, f"{type(e).__name__}: {e}"))
 
-    def join(self) -> tuple[dict[int, dict], dict[int, str]]:
+    def _write(self, body: bytes, digest: str, options: CheckpointOptions, key_groups: KeyGroupRange,
+               uids: list[str]) -> tuple[list[KeyedStateFileHandle], dict[str, OperatorSnapshotInfo], int]:
+        fs, path = fsspec.core.url_to_fs(options.location)
+        if options.snapshot_format is SnapshotFormat.CANONICAL:
+            written, operators = write_canonical(fs, path, pickle.loads(body), self.task.stage_id,
+                                                 self.task.subtask, (key_groups.start, key_groups.end))
+            files = [KeyedStateFileHandle(tuple(f["uids"]), f["key_groups"][0], f["key_groups"][1], f["handle"],
+                                          f.get("state")) for f in written]
+            infos = {uid: OperatorSnapshotInfo(dict(info["state_kinds"]), info.get("watermark"))
+                     for uid, info in operators.items()}
+            return files, infos, sum(f.handle.size for f in files)
+        name = f"keyed-s{self.task.stage_id}-t{self.task.subtask}"
+        write_file(fs, posixpath.join(path, name), body)
+        handle = KeyedStateFileHandle(tuple(uids), key_groups.start, key_groups.end,
+                                      StreamStateHandle(name, len(body), digest))
+        return [handle], {}, len(body)
+
+    def join(self) -> tuple[list[AcknowledgeCheckpoint], list[DeclineCheckpoint]]:
         self._thread.join()
         return self.acks, self.declines
 

@@ -8,39 +8,48 @@ Each epoch (one Spark job):
    on Spark), operator state travels from the driver, keyed state stays local;
 3. the reports come back: new split positions, operator state, sink committables,
    printed and collected records, metrics and watermarks;
-4. sink output is committed (here, at every epoch; with checkpointing, when the
-   checkpoint that covers it completes).
+4. checkpoints: acknowledgements are taken in, complete checkpoints commit the sink
+   output they cover, and a new barrier may be triggered.
 
 A bounded job ends after the epoch in which every source emitted the final +inf
 watermark: by then every window has fired and every sink has staged its output.
+
+The JobMaster delegates to its parts: :class:`~sparkpoint.runtime.failover.Failover`
+(restart strategy and the checkpoint to recover from), :mod:`~sparkpoint.runtime.restore`
+(state assignment), :class:`~sparkpoint.runtime.savepoints.SavepointRequests`,
+:class:`~sparkpoint.runtime.sink_committer.SinkCommitter` (two-phase commit),
+:class:`~sparkpoint.runtime.job_output.JobOutput` (records, metrics, epoch statistics),
+and :class:`~sparkpoint.runtime.job_status.JobStatusMachine`. Whatever watches the job
+(the REST endpoint, progress output) is a :class:`~sparkpoint.runtime.job_listener.JobListener`.
 """
 
 from __future__ import annotations
 
 import logging
-import sys
 import threading
 import time
 import uuid
 from typing import Any, Callable, Optional, Protocol
 
 from sparkpoint.checkpoint.coordinator import CheckpointCoordinator, CheckpointSettings
-from sparkpoint.checkpoint.failure import CheckpointFailureReason
+from sparkpoint.checkpoint.loader import RestoredCheckpoint, load_checkpoint
 from sparkpoint.common.configuration import Configuration, parse_memory_bytes
 from sparkpoint.common.watermark_strategy import MAX_WATERMARK
-from sparkpoint.errors import JobExecutionError, JobGraphError, SparkpointError
-from sparkpoint.rest.registry import JobRegistry
-from sparkpoint.testing.faults import fault_point
+from sparkpoint.errors import JobExecutionError, SparkpointError
+from sparkpoint.runtime.checkpoint_plan import calculate_checkpoint_plan
+from sparkpoint.runtime.failover import Failover
 from sparkpoint.runtime.graph import JobPlan
-from sparkpoint.runtime.printing import format_record
-from sparkpoint.runtime.restart import restart_strategy_from_config
+from sparkpoint.runtime.job_listener import CallbackEpochListener, JobListener, listeners_from_config
+from sparkpoint.runtime.job_output import JobOutput
+from sparkpoint.runtime.job_status import JobStatus, JobStatusMachine
+from sparkpoint.runtime.restore import assign_state
 from sparkpoint.runtime.results import EpochStats, JobExecutionResult, SavepointRequest
-from sparkpoint.runtime.restore import RestoredCheckpoint, check_uids, keyed_entries, load_checkpoint
+from sparkpoint.runtime.savepoints import SavepointRequests
+from sparkpoint.runtime.sink_committer import SinkCommitter
 from sparkpoint.runtime.source_coordinator import SourceCoordinator
 from sparkpoint.runtime.task import TaskDeployment, TaskReport
-from sparkpoint.state.key_groups import compute_key_group_range_for_operator_index
 from sparkpoint.storage.checkpoint_storage import FsCheckpointStorage
-from sparkpoint.storage.exceptions import CheckpointStorageError, CorruptCheckpointError
+from sparkpoint.testing.faults import fault_point
 
 __all__ = ["JobMaster", "EpochExecutor", "EpochStats", "JobExecutionResult", "new_job_id"]
 
@@ -59,7 +68,7 @@ class EpochExecutor(Protocol):
 
 
 class JobMaster:
-    """Runs one job to completion (bounded input), cancellation or failure."""
+    """Runs one job to completion (bounded input), cancellation, stop-with-savepoint or failure."""
 
     def __init__(self, plan: JobPlan, config: Configuration, executor: EpochExecutor, job_id: Optional[str] = None,
                  on_epoch: Optional[Callable[[EpochStats], None]] = None, out: Any = None):
@@ -67,27 +76,25 @@ class JobMaster:
         self.config = config
         self.executor = executor
         self.job_id = job_id or new_job_id()
-        self.on_epoch = on_epoch
-        self.out = out or sys.stdout
         self.cancelled = threading.Event()
-        self.status = "CREATED"
         self.epoch = 0
         self.attempt = 0
         self.max_records = config.get_integer("execution.epoch.max-records", 100_000)
         self.max_bytes = parse_memory_bytes(config.get("execution.epoch.max-bytes", "16 mb"))
         self.idle_pause_ms = config.get_duration_ms("execution.epoch.idle-pause", 200)
         self.local_state_dir = config.get_string("sparkpoint.local-state-dir") or _default_local_dir()
-        self.metrics: dict[str, dict[str, int]] = {}
-        self.collected: list = []
-        self.total_in = 0
-        self.watermarks: dict[Any, Optional[int]] = {}
         self.checkpointing = CheckpointSettings(config)
         self.coordinator: Optional[CheckpointCoordinator] = None
-        self.restart_strategy = restart_strategy_from_config(config, self.checkpointing.enabled)
-        self.restarts = 0
-        self.savepoint_requests: list[SavepointRequest] = []
-        self.savepoints_in_flight: dict[int, SavepointRequest] = {}
-        self.stop_requested = False
+        self.listeners: list[JobListener] = []
+        self.status_machine = JobStatusMachine(self.job_id, self._status_changed)
+        self.output = JobOutput(plan, out)
+        self.sink_committer = SinkCommitter(plan, self.checkpointing.enabled and self.checkpointing.exactly_once)
+        self.savepoints = SavepointRequests(config.get_string("state.savepoints.dir"))
+        self.failover = Failover(self.job_id, config, self.checkpointing.enabled)
+        if on_epoch is not None:
+            self.add_listener(CallbackEpochListener(on_epoch))
+        for listener in listeners_from_config(config, self):
+            self.add_listener(listener)
         self._reset_runtime_state()
 
     def _reset_runtime_state(self) -> None:
@@ -95,9 +102,9 @@ class JobMaster:
         self.operator_states: dict[tuple[int, int], Any] = {}   # (node, subtask) -> snapshot
         self.keyed_state_epoch: dict[int, Optional[int]] = {s.id: None for s in plan.stages}
         self.restored_keyed: dict[tuple[int, int], list] = {}
-        self.uncommitted: list[tuple[int, dict[int, list]]] = []  # (epoch, {sink node: committables})
         self.input_done_epoch: Optional[int] = None
         self.notify_next: list[int] = []
+        self.sink_committer.reset()
         src_stage = plan.stage(0)
         self.sources = {
             n.id: SourceCoordinator(n.id, n.effective_uid(), n.source,
@@ -105,49 +112,101 @@ class JobMaster:
             for n in plan.source_nodes()
         }
 
+    # -- what others see of the job ---------------------------------------------------------
+    @property
+    def status(self) -> JobStatus:
+        return self.status_machine.status
+
+    @property
+    def metrics(self) -> dict[str, dict[str, int]]:
+        return self.output.metrics
+
+    @property
+    def collected(self) -> list:
+        return self.output.collected
+
+    @property
+    def total_in(self) -> int:
+        return self.output.total_in
+
+    @property
+    def restarts(self) -> int:
+        return self.failover.restarts
+
+    def add_listener(self, listener: JobListener) -> None:
+        self.listeners.append(listener)
+
+    def _notify(self, method: str, *args: Any) -> None:
+        for listener in list(self.listeners):
+            try:
+                getattr(listener, method)(*args)
+            except Exception:  # noqa: BLE001 - a listener never breaks the job
+                logger.exception("job listener %r failed in %s", listener, method)
+
+    def _status_changed(self, old: JobStatus, new: JobStatus, error: Optional[BaseException]) -> None:
+        self._notify("on_status_change", self.job_id, old, new, error)
+
+    def cancel(self) -> None:
+        self.cancelled.set()
+
+    def request_savepoint(self, target_dir: Optional[str], stop: bool = False) -> SavepointRequest:
+        """Ask for a savepoint at the next epoch boundary (and, with ``stop``, to end the job after it)."""
+        return self.savepoints.request(target_dir, stop)
+
     # -- the loop -------------------------------------------------------------------------
     def run(self) -> JobExecutionResult:
         started = time.time()
-        rest = self._start_rest()
-        self.executor.start(self.plan, self.job_id)
-        self._start_checkpointing()
-        logger.info("job %s (%s) started: %d stages, parallelism %s", self.job_id, self.plan.job_name,
-                    len(self.plan.stages), [s.parallelism for s in self.plan.stages])
-        self.status = "RUNNING"
         try:
-            finished = False
-            while not finished:
-                if self.stop_requested:
-                    logger.info("job %s stopped with a savepoint after epoch %d", self.job_id, self.epoch - 1)
-                    self.status = "FINISHED"
-                    break
-                if self.cancelled.is_set():
-                    logger.info("job %s cancelled after epoch %d", self.job_id, self.epoch - 1)
-                    self.status = "CANCELED"
-                    break
-                try:
-                    finished = self.run_epoch()
-                except SparkpointError as e:
-                    self._recover_or_raise(e)
-            if finished:
-                self.status = "FINISHED"
+            for listener in list(self.listeners):
+                listener.on_job_started(self)
+            self.executor.start(self.plan, self.job_id)
+            self._start_checkpointing()
+            logger.info("job %s (%s) started: %d stages, parallelism %s", self.job_id, self.plan.job_name,
+                        len(self.plan.stages), [s.parallelism for s in self.plan.stages])
+            self.status_machine.transition(JobStatus.RUNNING)
+            self._run_loop()
         except BaseException as e:
-            self.status = "FAILED"
-            for request in self.savepoint_requests + list(self.savepoints_in_flight.values()):
-                request.fail(f"the job failed: {e}")
+            self._fail(e)
             raise
         finally:
-            if self.coordinator is not None:
-                self.coordinator.shutdown(self.status)
-            logger.info("job %s %s after %d epochs", self.job_id, self.status.lower(), self.epoch)
-            self.executor.stop()
-            self._drop_working_state()
-            if rest is not None:
-                rest.stop()
-                JobRegistry().unregister(self.job_id)
+            self._shutdown()
         return JobExecutionResult(self.job_id, self.plan.job_name, int((time.time() - started) * 1000),
                                   self.epoch, self.metrics, self.collected,
                                   self.coordinator.stats.to_json() if self.coordinator is not None else None)
+
+    def _run_loop(self) -> None:
+        while True:
+            if self.savepoints.stop_requested:
+                logger.info("job %s stopped with a savepoint after epoch %d", self.job_id, self.epoch - 1)
+                self.status_machine.transition(JobStatus.FINISHED)
+                return
+            if self.cancelled.is_set():
+                logger.info("job %s cancelled after epoch %d", self.job_id, self.epoch - 1)
+                self.status_machine.transition(JobStatus.CANCELLING)
+                self.status_machine.transition(JobStatus.CANCELED)
+                return
+            try:
+                if self.run_epoch():
+                    self.status_machine.transition(JobStatus.FINISHED)
+                    return
+            except SparkpointError as e:
+                self._recover_or_raise(e)
+
+    def _fail(self, error: BaseException) -> None:
+        if not self.status_machine.is_terminal():
+            if self.status is not JobStatus.FAILING:
+                self.status_machine.transition(JobStatus.FAILING, error)
+            self.status_machine.transition(JobStatus.FAILED, error)
+        self.savepoints.fail_all(f"the job failed: {error}")
+
+    def _shutdown(self) -> None:
+        status = self.status
+        if self.coordinator is not None:
+            self.coordinator.shutdown(status.name)
+        logger.info("job %s %s after %d epochs", self.job_id, status.name.lower(), self.epoch)
+        self.executor.stop()
+        self._drop_working_state()
+        self._notify("on_job_ended", self)
 
     def _drop_working_state(self) -> None:
         """The job is over: its working state (every attempt's) is no longer needed."""
@@ -162,182 +221,69 @@ class JobMaster:
         except OSError as e:
             logger.warning("could not remove the working state of job %s: %s", self.job_id, e)
 
-    def _start_rest(self) -> Optional[Any]:
-        if not self.config.get_boolean("rest.enabled", False):
-            return None
-        from sparkpoint.rest.registry import JobRegistry as _Registry
-        from sparkpoint.rest.server import RestServer
-
-        server = RestServer(self, self.config.get_string("rest.address") or "127.0.0.1",
-                            self.config.get_integer("rest.port", 0), self.config.get_string("rest.token"))
-        server.start()
-        _Registry().register(self.job_id, self.plan.job_name, server.address, server.port, server.token)
-        return server
-
-    # -- checkpointing and restore ----------------------------------------------------------
+    # -- restore and failover ---------------------------------------------------------------
     def _start_checkpointing(self) -> None:
         restore_path = self.config.get_string("execution.savepoint.path")
         restored = load_checkpoint(restore_path) if restore_path else None
-        if True:  # the coordinator also serves savepoints when periodic checkpoints are off
-            directory = self.checkpointing.directory or _default_checkpoint_dir()
-            storage = FsCheckpointStorage(directory, self.job_id)
-            self.coordinator = CheckpointCoordinator(
-                self.checkpointing, storage, self.job_id, self.plan.job_name, self.plan.max_parallelism,
-                self.config.to_dict(), start_id=(restored.checkpoint_id + 1) if restored else 1)
-            if self.checkpointing.enabled:
-                logger.info("checkpoints every %d ms (%s) to %s", self.checkpointing.interval_ms,
-                            self.checkpointing.mode, storage.fs.unstrip_protocol(storage.job_path))
+        # the coordinator also serves savepoints when periodic checkpoints are off
+        storage = FsCheckpointStorage(self.checkpointing.directory or _default_checkpoint_dir(), self.job_id)
+        self.coordinator = CheckpointCoordinator(
+            self.checkpointing, storage, self.job_id, self.plan.job_name, self.plan.max_parallelism,
+            self.config.to_dict(), start_id=(restored.checkpoint_id + 1) if restored else 1)
+        if self.checkpointing.enabled:
+            logger.info("checkpoints every %d ms (%s) to %s", self.checkpointing.interval_ms,
+                        self.checkpointing.mode, storage.fs.unstrip_protocol(storage.job_path))
         if restored is not None:
             self.restore(restored, self.config.get_boolean("execution.savepoint.ignore-unclaimed-state"))
 
     def restore(self, restored: RestoredCheckpoint, allow_non_restored: bool = False) -> None:
         """Put the job back in the state of a completed checkpoint."""
-        plan = self.plan
-        uid_to_node = {plan.uid(nid): nid for nid in plan.nodes}
-        check_uids(restored, set(uid_to_node), allow_non_restored)
-        keyed_uids = [uid for uid, op in restored.metadata.operators.items() if op.keyed_state and uid in uid_to_node]
-        if keyed_uids and restored.metadata.max_parallelism != plan.max_parallelism:
-            raise JobGraphError(
-                f"cannot restore {restored.metadata.kind} {restored.checkpoint_id} ({restored.location}): it was "
-                f"taken with max parallelism {restored.metadata.max_parallelism}, the job has "
-                f"{plan.max_parallelism}; keyed state of {keyed_uids} is partitioned into key groups by max "
-                f"parallelism, which cannot change. Set env.set_max_parallelism({restored.metadata.max_parallelism}).")
+        source_parallelism = {nid: sc.parallelism for nid, sc in self.sources.items()}
+        state = assign_state(restored, self.plan, source_parallelism, allow_non_restored)
         self._reset_runtime_state()
-        d = restored.driver_state
-        # Step 1. Operator state, redistributed if the parallelism changed.
-        for uid, per_subtask in d.get("operator_states", {}).items():
-            nid = uid_to_node.get(uid)
-            if nid is None:
-                continue
-            par = plan.stage(plan.stage_of[nid]).parallelism
-            old = [per_subtask.get(i) for i in range(max(per_subtask, default=-1) + 1)]
-            for i, snap in enumerate(_redistribute(old, par)):
-                if snap is not None:
-                    self.operator_states[(nid, i)] = snap
-        # Step 2. Source positions and enumerators.
-        for uid, src in d.get("sources", {}).items():
-            nid = uid_to_node.get(uid)
-            if nid is None:
-                continue
-            sc = self.sources[nid]
-            sc.enumerator.restore(src["enumerator"])
-            splits = [s for i in sorted(src["splits"]) for s in src["splits"][i]]
-            for i in range(sc.parallelism):
-                sc.assigned[i] = splits[i::sc.parallelism]
-        # Step 3. Keyed state: each subtask reads the files covering its key groups.
-        for stage in plan.stages:
-            uids = [plan.uid(nid) for nid in stage.nodes if plan.nodes[nid].keyed]
-            if not uids:
-                continue
-            for i in range(stage.parallelism):
-                r = compute_key_group_range_for_operator_index(plan.max_parallelism, stage.parallelism, i)
-                self.restored_keyed[(stage.id, i)] = keyed_entries(restored, uids, r.start, r.end)
-        # Step 4. Commit what the checkpoint pre-committed (idempotent), drop leftovers.
-        for uid, committables in d.get("committables", {}).items():
-            nid = uid_to_node.get(uid)
-            if nid is None:
-                continue
-            sink = plan.nodes[nid].sink
-            committer = sink.create_committer()
-            if committer is not None and committables:
-                committer.commit(committables)
-            cleanup = getattr(sink, "cleanup_leftovers", None)
-            if cleanup is not None:
-                cleanup(committables)
-        self.epoch = restored.metadata.barrier_epoch + 1
+        self.operator_states.update(state.operator_states)
+        for nid, (enumerator_state, splits) in state.sources.items():
+            self.sources[nid].restore(enumerator_state, splits)
+        self.restored_keyed = dict(state.keyed)
+        self.sink_committer.recommit(state.committables)
+        self.epoch = state.next_epoch
         if self.coordinator is not None:
-            self.coordinator.stats.restored = {"id": restored.checkpoint_id, "external_path": restored.location,
-                                               "restore_timestamp": int(time.time() * 1000)}
+            self.coordinator.stats.report_restored(restored.checkpoint_id, restored.location, int(time.time() * 1000))
         logger.info("job %s restored from checkpoint %d (%s); next checkpoint id %d", self.job_id,
                     restored.checkpoint_id, restored.location,
                     self.coordinator.id_counter.get() if self.coordinator else restored.checkpoint_id + 1)
 
     def _recover_or_raise(self, error: SparkpointError) -> None:
         """A task failed: restore the latest completed checkpoint and go on, if the strategy allows."""
-        self.restart_strategy.notify_failure()
-        coordinator = self.coordinator
-        if coordinator is None or not self.restart_strategy.can_restart():
+        self.status_machine.transition(JobStatus.FAILING, error)
+        restored = self.failover.recover(error, self.epoch, self.coordinator)
+        if restored is None:
             raise error
-        coordinator.abort_all(CheckpointFailureReason.JOB_FAILOVER_REGION, f"job failover: {error}")
-        candidates = list(reversed(coordinator.store.get_all_checkpoints()))
-        if not candidates:
-            raise error
-        self.restarts += 1
-        logger.warning("job %s failed in epoch %d: %s; restart %d (%s)", self.job_id, self.epoch, error,
-                       self.restarts, self.restart_strategy.describe())
-        time.sleep(self.restart_strategy.backoff_ms() / 1000)
-        for cp in candidates:
-            try:
-                restored = load_checkpoint(cp.location)
-            except (CorruptCheckpointError, CheckpointStorageError) as e:
-                logger.error("cannot recover from checkpoint %d: %s; trying the previous retained one",
-                             cp.checkpoint_id, e)
-                coordinator.store.remove(cp.checkpoint_id)
-                continue
-            self.attempt += 1
-            self.restore(restored, allow_non_restored=True)
-            return
-        raise error
+        self.status_machine.transition(JobStatus.RESTARTING, error)
+        self.attempt += 1
+        self.restore(restored, allow_non_restored=True)
+        self.status_machine.transition(JobStatus.RUNNING)
 
-    def _capture_driver_state(self, committables: dict[int, list]) -> dict:
-        plan = self.plan
-        operator_states: dict[str, dict[int, Any]] = {}
-        for (nid, i), snap in self.operator_states.items():
-            operator_states.setdefault(plan.uid(nid), {})[i] = snap
-        return {
-            "operator_states": operator_states,
-            "sources": {sc.uid: {"splits": {i: list(s) for i, s in sc.assigned.items()},
-                                 "enumerator": sc.enumerator.snapshot()} for sc in self.sources.values()},
-            "committables": {plan.uid(nid): c for nid, c in committables.items()},
-            "epoch": self.epoch - 1,
-        }
+    # -- checkpoints and savepoints ---------------------------------------------------------
+    def _trigger(self, barrier_epoch: int, savepoint_dir: Optional[str] = None) -> Optional[int]:
+        """Trigger a checkpoint (or savepoint) at the barrier just reached; returns its id."""
+        assert self.coordinator is not None
+        cp = calculate_checkpoint_plan(self.plan, self.operator_states, self.sources,
+                                       self.sink_committer.pending_committables(), barrier_epoch)
+        pending = self.coordinator.trigger(int(time.time() * 1000), barrier_epoch, dict(cp.driver_state),
+                                           set(cp.stateful_tasks), set(cp.driver_tasks), dict(cp.operators),
+                                           savepoint_dir=savepoint_dir)
+        if pending is None:
+            return None
+        self.sink_committer.on_checkpoint_triggered(pending.checkpoint_id)
+        return pending.checkpoint_id
 
     def _maybe_checkpoint(self, barrier_epoch: int, force: bool) -> None:
         coordinator = self.coordinator
         if coordinator is None or not self.checkpointing.enabled:
             return
-        now = int(time.time() * 1000)
-        if not (coordinator.should_trigger(now) or (force and not coordinator.pending)):
-            return
-        self._trigger(barrier_epoch)
-
-    def _trigger(self, barrier_epoch: int, savepoint_dir: Optional[str] = None) -> Any:
-        coordinator = self.coordinator
-        assert coordinator is not None
-        now = int(time.time() * 1000)
-        plan = self.plan
-        pending_commits: dict[int, list] = {}
-        for _, by_node in self.uncommitted:
-            for nid, c in by_node.items():
-                pending_commits.setdefault(nid, []).extend(c)
-        stateful = {("state", s.id, i) for s in plan.stages if s.keyed for i in range(s.parallelism)}
-        sources = {("source", sc.uid, i) for sc in self.sources.values() for i in range(sc.parallelism)}
-        sinks = {("sink", plan.uid(nid)): c for nid, c in pending_commits.items()}
-        operators = {plan.uid(nid): (n.name, plan.stage(plan.stage_of[nid]).parallelism) for nid, n in plan.nodes.items()}
-        pending = coordinator.trigger(now, barrier_epoch, self._capture_driver_state(pending_commits), stateful,
-                                      sources, sinks, operators, savepoint_dir=savepoint_dir)
-        if pending is not None:
-            pending.covered_epochs = [e for e, _ in self.uncommitted]  # type: ignore[attr-defined]
-        return pending
-
-    def request_savepoint(self, target_dir: Optional[str], stop: bool = False) -> "SavepointRequest":
-        """Ask for a savepoint at the next epoch boundary (and, with ``stop``, to end the job after it)."""
-        directory = target_dir or self.config.get_string("state.savepoints.dir")
-        request = SavepointRequest(uuid.uuid4().hex, directory, stop)
-        if not directory:
-            request.fail("no savepoint directory: pass one, or set state.savepoints.dir")
-        else:
-            self.savepoint_requests.append(request)
-        return request
-
-    def _trigger_savepoints(self, barrier_epoch: int) -> None:
-        while self.savepoint_requests and self.coordinator is not None:
-            request = self.savepoint_requests.pop(0)
-            pending = self._trigger(barrier_epoch, savepoint_dir=request.directory)
-            if pending is None:
-                request.fail("the savepoint could not be written (see the log)")
-            else:
-                self.savepoints_in_flight[pending.checkpoint_id] = request
+        if coordinator.should_trigger(int(time.time() * 1000)) or (force and not coordinator.pending):
+            self._trigger(barrier_epoch)
 
     def _complete_checkpoints(self) -> None:
         coordinator = self.coordinator
@@ -345,30 +291,37 @@ class JobMaster:
             return
         now = int(time.time() * 1000)
         coordinator.check_expired(now)  # a checkpoint past its timeout expires, even if its acks just came in
-        for completed, pending in coordinator.complete_ready(now):
+        for completed, _ in coordinator.complete_ready(now):
             fault_point("after-metadata")
-            # the commit phase of two-phase commit
-            covered = set(getattr(pending, "covered_epochs", []))
-            to_commit = [(e, c) for e, c in self.uncommitted if e in covered]
-            self.uncommitted = [(e, c) for e, c in self.uncommitted if e not in covered]
-            for _, by_node in to_commit:
-                self._commit(by_node)
+            self.sink_committer.on_checkpoint_completed(completed.checkpoint_id)  # the commit of 2PC
             fault_point("after-commit")
             self.notify_next.append(completed.checkpoint_id)
-            request = self.savepoints_in_flight.pop(completed.checkpoint_id, None)
-            if request is not None:
-                request.complete(completed.location)
-                if request.stop:
-                    self.stop_requested = True
-        for cid in [c for c in self.savepoints_in_flight if c not in coordinator.pending]:
-            stats = {s.id: s for s in coordinator.stats.history()}.get(cid)
-            self.savepoints_in_flight.pop(cid).fail(stats.failure_reason if stats else "savepoint aborted")
+            self.savepoints.on_completed(completed.checkpoint_id, completed.location)
+            self._notify("on_checkpoint_completed", completed)
+        aborted = sorted(self.sink_committer.covering() - set(coordinator.pending))
+        self.sink_committer.forget(aborted)
+        for cid in aborted:
+            self._notify("on_checkpoint_failed", cid, self._failure_reason(cid))
+        self.savepoints.fail_aborted(coordinator.pending, self._failure_reason)
+
+    def _failure_reason(self, checkpoint_id: int) -> str:
+        stats = self.coordinator.stats.get(checkpoint_id) if self.coordinator is not None else None
+        return (stats.failure_reason if stats is not None else None) or "savepoint aborted"
+
+    def _awaiting_final_checkpoint(self) -> bool:
+        """Bounded input with checkpointing: finish only after a checkpoint taken at the end of input."""
+        if self.coordinator is None or not self.checkpointing.enabled:
+            return False
+        if self.input_done_epoch is None:
+            self.input_done_epoch = self.epoch - 1
+        latest = self.coordinator.store.get_latest_checkpoint()
+        return latest is None or latest.metadata.barrier_epoch < self.input_done_epoch
 
     # -- one epoch ---------------------------------------------------------------------------
     def deployments(self, epoch: int, now_ms: int) -> dict[tuple[int, int], TaskDeployment]:
         # Step 1. Fix each source subtask's input for the epoch.
         assignments = {nid: sc.assign() for nid, sc in self.sources.items()}
-        uploads = self.coordinator.uploads_for_epoch(epoch) if self.coordinator is not None else {}
+        uploads = self.coordinator.options_for_epoch(epoch) if self.coordinator is not None else {}
         deps: dict[tuple[int, int], TaskDeployment] = {}
         for stage in self.plan.stages:
             for i in range(stage.parallelism):
@@ -398,7 +351,7 @@ class JobMaster:
         reports = self.executor.run_epoch(epoch, deps)
         self.notify_next.clear()
         # Step 3. Take in the reports.
-        sources_done = self.apply_reports(epoch, reports)
+        sources_done, epoch_metrics = self.apply_reports(epoch, reports)
         for stage in self.plan.stages:
             if stage.keyed:
                 self.keyed_state_epoch[stage.id] = epoch
@@ -408,118 +361,40 @@ class JobMaster:
         if self.coordinator is not None:
             self.coordinator.receive_acknowledgements(reports)
             self._complete_checkpoints()
-            self._trigger_savepoints(epoch)
+            self.savepoints.trigger_queued(lambda directory: self._trigger(epoch, savepoint_dir=directory))
             self._maybe_checkpoint(epoch, force=sources_done and self._awaiting_final_checkpoint())
-        finished = sources_done and not self._awaiting_final_checkpoint() and not self.savepoints_in_flight
-        src_records = sum(m.get("numRecordsOut", 0) for uid, m in self._epoch_metrics(reports).items()
-                          if uid in {sc.uid for sc in self.sources.values()})
-        self.total_in += src_records
-        sink_uids = {self.plan.uid(nid) for nid, n in self.plan.nodes.items() if n.kind == "sink"}
-        out_records = sum(len(v) for r in reports for v in r.printed.values()) + sum(
-            m.get("numRecordsIn", 0) for uid, m in self._epoch_metrics(reports).items() if uid in sink_uids)
-        wm = self._sink_watermark()
-        stats = EpochStats(epoch, src_records, out_records, time.time() - t0, wm, self.total_in, finished)
-        logger.debug("epoch %d: %d records in %.3fs, watermark %s", epoch, src_records, stats.duration_s, wm)
-        if self.on_epoch is not None:
-            self.on_epoch(stats)
-        if not finished and src_records == 0 and self.idle_pause_ms and not sources_done:
+        finished = sources_done and not self._awaiting_final_checkpoint() and not self.savepoints.has_in_flight()
+        stats = self.output.epoch_stats(epoch, reports, epoch_metrics, time.time() - t0, finished)
+        logger.debug("epoch %d: %d records in %.3fs, watermark %s", epoch, stats.records_in, stats.duration_s,
+                     stats.watermark)
+        for listener in list(self.listeners):
+            listener.on_epoch_completed(stats)
+        if not finished and stats.records_in == 0 and self.idle_pause_ms and not sources_done:
             time.sleep(self.idle_pause_ms / 1000)
         return finished
 
-    def _awaiting_final_checkpoint(self) -> bool:
-        """Bounded input with checkpointing: finish only after a checkpoint taken at the end of input."""
-        if self.coordinator is None or not self.checkpointing.enabled:
-            return False
-        if self.input_done_epoch is None:
-            self.input_done_epoch = self.epoch - 1
-        latest = self.coordinator.store.get_latest_checkpoint()
-        return latest is None or latest.metadata.barrier_epoch < self.input_done_epoch
-
-    def _epoch_metrics(self, reports: list[TaskReport]) -> dict[str, dict[str, int]]:
-        m: dict[str, dict[str, int]] = {}
-        for r in reports:
-            for uid, counters in r.metrics.items():
-                d = m.setdefault(uid, {})
-                for k, v in counters.items():
-                    d[k] = d.get(k, 0) + v
-        return m
-
-    def apply_reports(self, epoch: int, reports: list[TaskReport]) -> bool:
+    def apply_reports(self, epoch: int, reports: list[TaskReport]) -> tuple[bool, dict[str, dict[str, int]]]:
+        """Take in an epoch's reports; returns (every source emitted +inf, the epoch's metrics)."""
         reports = _dedupe(reports)
         expected = {(s.id, i) for s in self.plan.stages for i in range(s.parallelism)}
         got = {(r.stage_id, r.subtask) for r in reports}
         if got != expected:
             raise JobExecutionError(f"epoch {epoch}: reports missing from tasks {sorted(expected - got)}")
-        for uid, counters in self._epoch_metrics(reports).items():
-            d = self.metrics.setdefault(uid, {})
-            for k, v in counters.items():
-                d[k] = d.get(k, 0) + v
         for r in reports:
             for nid, snap in r.operator_states.items():
                 self.operator_states[(nid, r.subtask)] = snap
             for nid, splits in r.splits.items():
                 self.sources[nid].update(r.subtask, splits)
-            for nid, wm in r.watermarks.items():
-                prev = self.watermarks.get((nid, r.subtask))
-                self.watermarks[(nid, r.subtask)] = wm if wm is not None else prev
         by_node: dict[int, list] = {}
         for r in sorted(reports, key=lambda r: (r.stage_id, r.subtask)):
             for nid, committables in r.committables.items():
                 if committables:
                     by_node.setdefault(nid, []).extend(committables)
-        if self.checkpointing.enabled and self.checkpointing.exactly_once:
-            # exactly-once: staged output becomes visible when a checkpoint covering it completes
-            if by_node:
-                self.uncommitted.append((epoch, by_node))
-        else:
-            self._commit(by_node)
-        self.emit_printed(reports)
+        self.sink_committer.add_epoch(epoch, by_node)
+        epoch_metrics = self.output.take_reports(reports)
         source_wms = [r.watermarks.get(nid) for r in reports if r.stage_id == 0 for nid in self.sources
                       if nid in r.watermarks]
-        return bool(source_wms) and all(w == MAX_WATERMARK for w in source_wms)
-
-    def _commit(self, by_node: dict[int, list]) -> None:
-        for nid, committables in by_node.items():
-            committer = self.plan.nodes[nid].sink.create_committer()
-            if committer is not None and committables:
-                committer.commit(committables)
-
-    def emit_printed(self, reports: list[TaskReport]) -> None:
-        for r in sorted(reports, key=lambda r: (r.stage_id, r.subtask)):
-            for nid, lines in r.printed.items():
-                node = self.plan.nodes[nid]
-                if node.kind == "collect":
-                    self.collected.extend(lines)
-                    continue
-                par = self.plan.stage(self.plan.stage_of[nid]).parallelism
-                ident, type_info = node.sink
-                prefix = (f"{ident}:" if ident else "") + (f"{r.subtask + 1}> " if par > 1 else ("> " if ident else ""))
-                for v in lines:
-                    print(f"{prefix}{format_record(v, type_info)}", file=self.out)
-        self.out.flush()
-
-    def _sink_watermark(self) -> Optional[int]:
-        """The watermark that has reached the job's ends (the minimum over its last operators)."""
-        consumed = {e.source for n in self.plan.nodes.values() for e in n.inputs}
-        ends = {nid for nid in self.plan.nodes if nid not in consumed}
-        inputs_of_ends = {e.source for nid in ends for e in self.plan.nodes[nid].inputs} or ends
-        vals = [w for (nid, _), w in self.watermarks.items() if nid in inputs_of_ends and w is not None]
-        return min(vals) if vals else None
-
-    def cancel(self) -> None:
-        self.cancelled.set()
-
-
-def _redistribute(old: list, new_parallelism: int) -> list:
-    from sparkpoint.state.operator_state import redistribute_operator_state
-
-    plain = [s for s in old if s is not None]
-    if len(old) == new_parallelism or not plain:
-        return old + [None] * (new_parallelism - len(old))
-    # operator snapshots are dicts of named list states only when they come from CheckpointedFunction
-    if all(isinstance(s, dict) and all(isinstance(v, tuple) and len(v) == 2 for v in s.values()) for s in plain):
-        return redistribute_operator_state(old, new_parallelism)
-    return (old + [None] * new_parallelism)[:new_parallelism]
+        return bool(source_wms) and all(w == MAX_WATERMARK for w in source_wms), epoch_metrics
 
 
 def _default_checkpoint_dir() -> str:

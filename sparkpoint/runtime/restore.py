@@ -1,97 +1,108 @@
-"""Loading a checkpoint or savepoint to restore a job from, and mapping it onto the job.
+"""Restore: map a loaded checkpoint or savepoint onto a job's plan.
 
-A checkpoint is never loaded unless it is complete and intact: ``_metadata`` must be
-present and pass its checksum, and every file it references must exist with the
-recorded size and SHA-256. State is matched to the job's operators by uid; state of a
-uid the job no longer has fails the restore (listing the uids) unless
-``execution.savepoint.ignore-unclaimed-state`` (``--allowNonRestoredState``) is set.
+Loading and verifying is :func:`sparkpoint.checkpoint.loader.load_checkpoint`; deciding
+which state goes where (uid matching, max parallelism, ``--allowNonRestoredState``) is
+:func:`sparkpoint.checkpoint.compatibility.check_compatibility`, the same function
+``inspect --against`` reports from. This module turns the verdict into the state each
+part of the JobMaster starts from (Flink's ``StateAssignmentOperation``):
+
+1. operator state, redistributed if the parallelism changed;
+2. source split positions and enumerators, splits spread over the new subtasks;
+3. keyed state: each stateful subtask reads the files covering its key groups;
+4. the sinks' pre-committed transactions, to commit again;
+5. the epoch to continue from, right after the checkpoint's barrier.
 """
 
 from __future__ import annotations
 
 import logging
-import posixpath
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-import cloudpickle
+from sparkpoint.checkpoint.compatibility import CompatibilityReport, OperatorDescriptor, check_compatibility
+from sparkpoint.checkpoint.loader import RestoredCheckpoint, keyed_entries, load_checkpoint
+from sparkpoint.runtime.graph import JobPlan
+from sparkpoint.state.key_groups import compute_key_group_range_for_operator_index
 
-from sparkpoint.checkpoint.metadata import CheckpointMetadata, MetadataV1Serializer
-from sparkpoint.errors import JobGraphError
-from sparkpoint.storage.checkpoint_storage import METADATA_FILE_NAME, read_verified, resolve_checkpoint_pointer
-from sparkpoint.storage.exceptions import CorruptCheckpointError
-
-__all__ = ["RestoredCheckpoint", "load_checkpoint", "check_uids"]
+__all__ = ["RestoredCheckpoint", "load_checkpoint", "keyed_entries", "RestoredJobState", "job_operators",
+           "check_restore", "assign_state"]
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass
-class RestoredCheckpoint:
-    location: str                 # URI of the chk-N / savepoint directory
-    metadata: CheckpointMetadata
-    driver_state: dict
+class RestoredJobState:
+    """The state every part of the JobMaster starts from after a restore."""
 
-    @property
-    def checkpoint_id(self) -> int:
-        return self.metadata.checkpoint_id
-
-    def state_uids(self) -> set[str]:
-        d = self.driver_state
-        uids = set(d.get("operator_states", {})) | set(d.get("sources", {})) | set(d.get("committables", {}))
-        uids |= {uid for uid, op in self.metadata.operators.items() if op.keyed_state}
-        return uids
+    operator_states: dict[tuple[int, int], Any] = field(default_factory=dict)   # (node, subtask) -> snapshot
+    sources: dict[int, tuple[Any, dict[int, list]]] = field(default_factory=dict)  # node -> (enumerator, splits)
+    keyed: dict[tuple[int, int], list] = field(default_factory=dict)            # (stage, subtask) -> files
+    committables: dict[int, list] = field(default_factory=dict)                 # sink node -> committables
+    next_epoch: int = 0
 
 
-def load_checkpoint(pointer: str, verify_files: bool = True) -> RestoredCheckpoint:
-    """Read and verify the checkpoint at ``pointer`` (a ``chk-N`` directory or its ``_metadata``)."""
-    fs, path = resolve_checkpoint_pointer(pointer)
-    where = fs.unstrip_protocol(path)
-    try:
-        raw = fs.cat_file(posixpath.join(path, METADATA_FILE_NAME))
-    except OSError as e:
-        raise CorruptCheckpointError(f"{where}: cannot read _metadata: {e}") from e
-    meta = MetadataV1Serializer.deserialize(raw, where)
-    driver = cloudpickle.loads(read_verified(fs, posixpath.join(path, meta.driver_state.path), meta.driver_state,
-                                             f"checkpoint {meta.checkpoint_id} ({where})"))
-    if verify_files:
-        seen = set()
-        for op in meta.operators.values():
-            for f in op.keyed_state:
-                if f.handle.path in seen:
-                    continue
-                seen.add(f.handle.path)
-                read_verified(fs, posixpath.join(path, f.handle.path), f.handle,
-                              f"checkpoint {meta.checkpoint_id} ({where}) keyed state of operator {op.uid!r}")
-    return RestoredCheckpoint(where, meta, driver)
+def job_operators(plan: JobPlan) -> list[OperatorDescriptor]:
+    """The job's operators as restore matching sees them."""
+    return [OperatorDescriptor(plan.uid(nid), plan.stage(plan.stage_of[nid]).parallelism, keyed=bool(n.keyed),
+                               stateful=bool(n.keyed) or n.kind == "source")
+            for nid, n in plan.nodes.items()]
 
 
-def check_uids(restored: RestoredCheckpoint, job_uids: set[str], allow_non_restored: bool) -> list[str]:
-    """The uids with state that the job does not have; raises unless that is allowed."""
-    unmatched = sorted(restored.state_uids() - job_uids)
-    if unmatched and not allow_non_restored:
-        raise JobGraphError(
-            f"cannot map state of checkpoint {restored.checkpoint_id} ({restored.location}) to the job: no operator "
-            f"has uid {', '.join(map(repr, unmatched))}. Set the same uid() on those operators, or pass "
-            f"--allowNonRestoredState (-n) to skip that state.")
-    if unmatched:
-        logger.warning("skipping state of operators %s: not in the job (allowNonRestoredState)", unmatched)
-    return unmatched
+def check_restore(restored: RestoredCheckpoint, plan: JobPlan, allow_non_restored: bool) -> CompatibilityReport:
+    """Match ``restored`` to ``plan``; raises :class:`JobGraphError` if it cannot be restored."""
+    report = check_compatibility(restored, job_operators(plan), plan.max_parallelism)
+    report.check(allow_non_restored)
+    return report
 
 
-def keyed_entries(restored: RestoredCheckpoint, uids: list[str], start: int, end: int) -> list[dict[str, Any]]:
-    """The keyed-state files of ``uids`` whose key groups intersect ``[start, end]``."""
-    out: dict[str, dict[str, Any]] = {}
-    for uid in uids:
-        op = restored.metadata.operators.get(uid)
-        if op is None:
+def assign_state(restored: RestoredCheckpoint, plan: JobPlan, source_parallelism: dict[int, int],
+                 allow_non_restored: bool) -> RestoredJobState:
+    """Decide the state every operator, source, stateful subtask and sink starts from."""
+    report = check_restore(restored, plan, allow_non_restored)
+    uid_to_node = {plan.uid(nid): nid for nid in plan.nodes if plan.uid(nid) in report.matched_uids}
+    d = restored.driver_state
+    out = RestoredJobState(next_epoch=restored.metadata.barrier_epoch + 1)
+    # Step 1. Operator state, redistributed if the parallelism changed.
+    for uid, per_subtask in d.get("operator_states", {}).items():
+        nid = uid_to_node.get(uid)
+        if nid is None:
             continue
-        for f in op.keyed_state:
-            if f.key_group_end < start or f.key_group_start > end:
-                continue
-            entry = out.setdefault(f.handle.path, {"location": restored.location, "handle": f.handle,
-                                                   "uids": [], "checkpoint_id": restored.checkpoint_id,
-                                                   "state": f.state, "state_kinds": op.state_kinds,
-                                                   "watermark": op.watermark})
-            entry["uids"].append(uid)
-    return list(out.values())
+        par = plan.stage(plan.stage_of[nid]).parallelism
+        old = [per_subtask.get(i) for i in range(max(per_subtask, default=-1) + 1)]
+        for i, snap in enumerate(_redistribute(old, par)):
+            if snap is not None:
+                out.operator_states[(nid, i)] = snap
+    # Step 2. Source positions and enumerators.
+    for uid, src in d.get("sources", {}).items():
+        nid = uid_to_node.get(uid)
+        if nid is None:
+            continue
+        par = source_parallelism[nid]
+        splits = [s for i in sorted(src["splits"]) for s in src["splits"][i]]
+        out.sources[nid] = (src["enumerator"], {i: splits[i::par] for i in range(par)})
+    # Step 3. Keyed state: each subtask reads the files covering its key groups.
+    for stage in plan.stages:
+        uids = [plan.uid(nid) for nid in stage.nodes if plan.nodes[nid].keyed]
+        if not uids:
+            continue
+        for i in range(stage.parallelism):
+            r = compute_key_group_range_for_operator_index(plan.max_parallelism, stage.parallelism, i)
+            out.keyed[(stage.id, i)] = keyed_entries(restored, uids, r.start, r.end)
+    # Step 4. The sinks' pre-committed transactions.
+    for uid, committables in d.get("committables", {}).items():
+        nid = uid_to_node.get(uid)
+        if nid is not None:
+            out.committables[nid] = committables
+    return out
+
+
+def _redistribute(old: list, new_parallelism: int) -> list:
+    from sparkpoint.state.operator_state import redistribute_operator_state
+
+    plain = [s for s in old if s is not None]
+    if len(old) == new_parallelism or not plain:
+        return old + [None] * (new_parallelism - len(old))
+    # operator snapshots are dicts of named list states only when they come from CheckpointedFunction
+    if all(isinstance(s, dict) and all(isinstance(v, tuple) and len(v) == 2 for v in s.values()) for s in plain):
+        return redistribute_operator_state(old, new_parallelism)
+    return (old + [None] * new_parallelism)[:new_parallelism]

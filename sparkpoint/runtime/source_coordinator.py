@@ -29,3 +29,13 @@ class SourceCoordinator:
     def update(self, subtask: int, splits: list) -> None:
         self.finished_splits += sum(1 for s in splits if s.finished)
         self.assigned[subtask] = [s for s in splits if not s.finished]
+
+    def snapshot(self) -> dict[str, Any]:
+        """Split positions per subtask and the enumerator's state, as a checkpoint keeps them."""
+        return {"splits": {i: list(s) for i, s in self.assigned.items()}, "enumerator": self.enumerator.snapshot()}
+
+    def restore(self, enumerator_state: Any, splits: dict[int, list]) -> None:
+        """Resume from a checkpoint: the enumerator's state and each subtask's open splits."""
+        self.enumerator.restore(enumerator_state)
+        for i in range(self.parallelism):
+            self.assigned[i] = list(splits.get(i, []))

@@ -20,16 +20,18 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from sparkpoint.checkpoint.messages import AcknowledgeCheckpoint, DeclineCheckpoint
+from sparkpoint.checkpoint.properties import CheckpointOptions
 from sparkpoint.common.watermark_strategy import MAX_WATERMARK
 from sparkpoint.datastream.functions import CheckpointListener, bound_call
 from sparkpoint.runtime.checkpoint_io import CheckpointUploader, read_restored_keyed_state
 from sparkpoint.runtime.exchange import decode_blob, encode_blob
-from sparkpoint.runtime.graph import BROADCAST, GLOBAL, HASH, JobPlan, StreamEdge
+from sparkpoint.runtime.graph import BROADCAST, GLOBAL, HASH, JobPlan, StagePlan, StreamEdge
 from sparkpoint.operators.keyed import KeyedOperator
 from sparkpoint.operators.base import IDLE, Output, StreamOperator, TaskContext
 from sparkpoint.operators.sinks import PrintOperator, SinkOperator
 from sparkpoint.operators.source import SourceOperator
-from sparkpoint.state.key_groups import KeyGroupAssigner, compute_key_group_range_for_operator_index
+from sparkpoint.state.key_groups import KeyGroupAssigner, KeyGroupRange, compute_key_group_range_for_operator_index
 from sparkpoint.state.local_store import LocalStateStore
 
 __all__ = ["TaskDeployment", "TaskReport", "run_task"]
@@ -49,7 +51,7 @@ class TaskDeployment:
     keyed_state_epoch: Optional[int] = None                            # local state to load, if any
     restored_keyed: list = field(default_factory=list)                 # checkpoint files to start from
     local_state_namespace: str = ""                                    # job id + attempt
-    checkpoint_uploads: dict[int, Any] = field(default_factory=dict)   # checkpoint id -> location and format
+    checkpoint_uploads: dict[int, CheckpointOptions] = field(default_factory=dict)  # checkpoint id -> where, how
     notify_checkpoints: list[int] = field(default_factory=list)        # completed since the last epoch
     max_records: int = 100_000
     max_bytes: int = 32 * 1024 * 1024
@@ -69,8 +71,8 @@ class TaskReport:
     watermarks: dict[int, Optional[int]] = field(default_factory=dict)
     metrics: dict[str, dict[str, int]] = field(default_factory=dict)
     keyed_state_bytes: int = 0
-    checkpoint_acks: dict[int, dict] = field(default_factory=dict)
-    checkpoint_declines: dict[int, str] = field(default_factory=dict)
+    checkpoint_acks: list[AcknowledgeCheckpoint] = field(default_factory=list)
+    checkpoint_declines: list[DeclineCheckpoint] = field(default_factory=list)
     snapshot_sync_ms: float = 0.0
     records_in: int = 0
     records_out: int = 0
@@ -94,11 +96,49 @@ def run_task(plan: JobPlan, stage_id: int, subtask: int, dep: TaskDeployment,
                        parallelism=stage.parallelism, max_parallelism=plan.max_parallelism, epoch=dep.epoch,
                        processing_time=dep.processing_time, job_parameters=plan.job_parameters)
     report = TaskReport(stage_id=stage_id, subtask=subtask, epoch=dep.epoch)
-    forwarded: list[TaskReport] = []
-
     # Step 1. Operators and their state.
-    ops: dict[int, StreamOperator] = {}
     kg_range = compute_key_group_range_for_operator_index(plan.max_parallelism, stage.parallelism, subtask)
+    ops = _build_operators(plan, stage, kg_range, task, dep)
+    keyed = _restore_keyed_state(ops, dep, stage_id, subtask, kg_range)
+    _open_operators(ops, dep)
+    # Step 2. Inputs.
+    inputs = _read_inputs(stage, input_blobs, report)
+    # Step 3. Run the operators in topological order.
+    outputs, out_watermarks = _run_operators(stage, ops, dep, inputs, report)
+    # Step 4. Route outputs to downstream partitions.
+    routed = _route(plan, stage_id, subtask, outputs, out_watermarks)
+    # Step 5. Sinks, state and the report.
+    _close_operators(ops, report)
+    _snapshot_keyed_state(keyed, dep, report)
+    report.metrics = task.metrics
+    report.records_out = sum(len(o.values) for o in outputs.values())
+    report.duration_ms = (time.perf_counter() - started) * 1000  # updated after encoding, below
+    reports = [report] + inputs.forwarded
+    return _blobs(plan, stage_id, subtask, routed, out_watermarks, reports, started), reports
+
+
+@dataclass
+class _KeyedState:
+    """The stage's keyed operators, their local working-state store and a running checkpoint upload."""
+
+    ops: dict[int, KeyedOperator]
+    store: Optional[LocalStateStore]
+    uploader: Optional[CheckpointUploader]
+
+
+@dataclass
+class _Inputs:
+    """A task's decoded input: record batches and watermarks per operator, forwarded reports."""
+
+    pending: dict[int, list[tuple[list, list]]]
+    watermarks: dict[int, list]
+    forwarded: list[TaskReport]
+
+
+def _build_operators(plan: JobPlan, stage: StagePlan, kg_range: KeyGroupRange, task: TaskContext,
+                     dep: TaskDeployment) -> dict[int, StreamOperator]:
+    """Create the stage's runtime operators and give them their operator state (Step 1)."""
+    ops: dict[int, StreamOperator] = {}
     for nid in stage.nodes:
         op = plan.nodes[nid].factory()
         op.uid = plan.uid(nid)
@@ -106,6 +146,16 @@ def run_task(plan: JobPlan, stage_id: int, subtask: int, dep: TaskDeployment,
             op.create_keyed_backend(kg_range, plan.max_parallelism)
         op.setup(task, dep.operator_states.get(nid))
         ops[nid] = op
+    return ops
+
+
+def _restore_keyed_state(ops: dict[int, StreamOperator], dep: TaskDeployment, stage_id: int, subtask: int,
+                         kg_range: KeyGroupRange) -> _KeyedState:
+    """Load the keyed operators' state: the previous epoch's local snapshot, or a checkpoint's files.
+
+    While the previous epoch was a checkpoint's barrier, its snapshot is also uploaded to that
+    checkpoint in a thread (the asynchronous part), overlapping this task.
+    """
     keyed_ops = {nid: op for nid, op in ops.items() if isinstance(op, KeyedOperator)}
     namespace = dep.local_state_namespace or dep.job_id
     store = LocalStateStore(dep.local_state_dir, namespace, stage_id, subtask) if keyed_ops else None
@@ -124,6 +174,11 @@ def run_task(plan: JobPlan, stage_id: int, subtask: int, dep: TaskDeployment,
             for op in keyed_ops.values():
                 if op.uid in snapshot:
                     op.restore_keyed_state(snapshot[op.uid])
+    return _KeyedState(keyed_ops, store, uploader)
+
+
+def _open_operators(ops: dict[int, StreamOperator], dep: TaskDeployment) -> None:
+    """``open()`` every operator, then tell listening functions of completed checkpoints."""
     for op in ops.values():
         op.open()
     for cid in dep.notify_checkpoints:
@@ -131,68 +186,76 @@ def run_task(plan: JobPlan, stage_id: int, subtask: int, dep: TaskDeployment,
             if isinstance(op.function, CheckpointListener):
                 op.function.notify_checkpoint_complete(cid)
 
-    # Step 2. Inputs.
-    pending: dict[int, list[tuple[list, list]]] = {nid: [] for nid in stage.nodes}
-    in_watermarks: dict[int, list] = {nid: [] for nid in stage.nodes}
-    edges_by_id = {e.id: e for e in stage.input_edges}
-    if input_blobs:
-        decoded = [decode_blob(b) for b in input_blobs]
-        decoded.sort(key=lambda hb: (hb[0]["stage"], hb[0]["subtask"]))
-        for header, batches in decoded:
-            for r in header.get("reports", []):
-                forwarded.append(r)
-            for edge_id, wm in header["watermarks"].items():
-                e = edges_by_id.get(edge_id)
-                if e is not None:
-                    in_watermarks[e.target].append(wm)
-            for edge_id, batch in batches.items():
-                e = edges_by_id.get(edge_id)
-                if e is not None:
-                    pending[e.target].append(batch)
-                    report.records_in += len(batch[0])
 
-    # Step 3. Run the operators in topological order.
+def _read_inputs(stage: StagePlan, input_blobs: list[bytes], report: TaskReport) -> _Inputs:
+    """Decode upstream blobs into record batches and watermarks per operator (Step 2)."""
+    inputs = _Inputs({nid: [] for nid in stage.nodes}, {nid: [] for nid in stage.nodes}, [])
+    edges_by_id = {e.id: e for e in stage.input_edges}
+    decoded = sorted((decode_blob(b) for b in input_blobs), key=lambda hb: (hb[0]["stage"], hb[0]["subtask"]))
+    for header, batches in decoded:
+        inputs.forwarded.extend(header.get("reports", []))
+        for edge_id, wm in header["watermarks"].items():
+            e = edges_by_id.get(edge_id)
+            if e is not None:
+                inputs.watermarks[e.target].append(wm)
+        for edge_id, batch in batches.items():
+            e = edges_by_id.get(edge_id)
+            if e is not None:
+                inputs.pending[e.target].append(batch)
+                report.records_in += len(batch[0])
+    return inputs
+
+
+def _run_operators(stage: StagePlan, ops: dict[int, StreamOperator], dep: TaskDeployment, inputs: _Inputs,
+                   report: TaskReport) -> tuple[dict[int, Output], dict[int, Optional[int]]]:
+    """Run the operators in topological order, feeding chained successors (Step 3)."""
     out_watermarks: dict[int, Optional[int]] = {}
     outputs: dict[int, Output] = {}
     children: dict[int, list[StreamEdge]] = {}
     for e in stage.internal_edges:
         children.setdefault(e.source, []).append(e)
     for nid in stage.nodes:
-        op = ops[nid]
         out = Output()
-        if isinstance(op, SourceOperator):
-            new_splits, wm = op.read(dep.splits.get(nid, []), dep.no_more_splits.get(nid, False),
-                                     dep.max_records, dep.max_bytes, out)
-            report.splits[nid] = new_splits
-        else:
-            batches = pending[nid]
-            if len(batches) == 1:
-                values, timestamps = batches[0]
-            else:
-                values, timestamps = [], []
-                for v, t in batches:
-                    values.extend(v)
-                    timestamps.extend(t)
-            if values:
-                op.process_batch(values, timestamps, out)
-            wm_in = _min_watermark(in_watermarks[nid])
-            wm = op.process_watermark(wm_in, out)
-            # at end of input (+inf) processing-time timers fire too, so no window is lost
-            op.process_processing_time(MAX_WATERMARK if wm == MAX_WATERMARK else dep.processing_time, out)
+        wm = _run_operator(nid, ops[nid], dep, inputs, out, report)
         out_watermarks[nid] = wm
         report.watermarks[nid] = wm
         outputs[nid] = out
         for e in children.get(nid, []):
             if e.side_tag is None:
-                pending[e.target].append((out.values, out.timestamps))
+                inputs.pending[e.target].append((out.values, out.timestamps))
             elif e.side_tag in out.side:
-                pending[e.target].append(out.side[e.side_tag])
-            in_watermarks[e.target].append(wm)
+                inputs.pending[e.target].append(out.side[e.side_tag])
+            inputs.watermarks[e.target].append(wm)
+    return outputs, out_watermarks
 
-    # Step 4. Route outputs to downstream partitions.
-    routed = _route(plan, stage_id, subtask, outputs, out_watermarks)
 
-    # Step 5. Sinks, state and the report.
+def _run_operator(nid: int, op: StreamOperator, dep: TaskDeployment, inputs: _Inputs, out: Output,
+                  report: TaskReport) -> Optional[int]:
+    """One operator: a source reads its splits; any other takes its records, then its watermark and
+    processing time. Returns the operator's output watermark."""
+    if isinstance(op, SourceOperator):
+        new_splits, wm = op.read(dep.splits.get(nid, []), dep.no_more_splits.get(nid, False),
+                                 dep.max_records, dep.max_bytes, out)
+        report.splits[nid] = new_splits
+        return wm
+    batches = inputs.pending[nid]
+    if len(batches) == 1:
+        values, timestamps = batches[0]
+    else:
+        values, timestamps = [], []
+        for v, t in batches:
+            values.extend(v)
+            timestamps.extend(t)
+    if values:
+        op.process_batch(values, timestamps, out)
+    wm = op.process_watermark(_min_watermark(inputs.watermarks[nid]), out)
+    # at end of input (+inf) processing-time timers fire too, so no window is lost
+    op.process_processing_time(MAX_WATERMARK if wm == MAX_WATERMARK else dep.processing_time, out)
+    return wm
+
+
+def _close_operators(ops: dict[int, StreamOperator], report: TaskReport) -> None:
+    """Stage sink output, take printed records and operator state into the report, close (Step 5)."""
     for nid, op in ops.items():
         if isinstance(op, SinkOperator):
             report.committables[nid] = op.prepare_commit()
@@ -202,6 +265,11 @@ def run_task(plan: JobPlan, stage_id: int, subtask: int, dep: TaskDeployment,
         if snap is not None:
             report.operator_states[nid] = snap
         op.close()
+
+
+def _snapshot_keyed_state(keyed: _KeyedState, dep: TaskDeployment, report: TaskReport) -> None:
+    """Write this epoch's keyed snapshot to local disk; collect the checkpoint upload's outcome."""
+    keyed_ops, store, uploader = keyed.ops, keyed.store, keyed.uploader
     if keyed_ops:
         t0 = time.perf_counter()
         keyed_snapshot = {op.uid: op.snapshot_keyed_state() for op in keyed_ops.values()}
@@ -209,11 +277,6 @@ def run_task(plan: JobPlan, stage_id: int, subtask: int, dep: TaskDeployment,
         report.snapshot_sync_ms = (time.perf_counter() - t0) * 1000
     if uploader is not None:
         report.checkpoint_acks, report.checkpoint_declines = uploader.join()
-    report.metrics = task.metrics
-    report.records_out = sum(len(o.values) for o in outputs.values())
-    report.duration_ms = (time.perf_counter() - started) * 1000  # updated after encoding, below
-    blobs = _blobs(plan, stage_id, subtask, routed, out_watermarks, [report] + forwarded, started)
-    return blobs, [report] + forwarded
 
 
 def _route(plan: JobPlan, stage_id: int, subtask: int, outputs: dict[int, Output],

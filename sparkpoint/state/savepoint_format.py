@@ -110,7 +110,9 @@ def _loads(data: bytes, uid: str, state: str) -> Any:
 def read_canonical_file(data: bytes, state: str, kinds: dict[str, str], into: dict, in_range: Any,
                         uid: str = "?") -> None:
     """Add one canonical file's entries to an operator snapshot ``into`` (groups/timers)."""
-    table = pq.read_table(io.BytesIO(data))
+    # one small file per subtask: Arrow's thread pool buys nothing here, and a process that
+    # read with it can abort at exit ("terminate called without an active exception")
+    table = pq.read_table(io.BytesIO(data), use_threads=False)
     kgs = table.column("key_group").to_pylist()
     keys = table.column("key").to_pylist()
     nss = table.column("namespace").to_pylist()

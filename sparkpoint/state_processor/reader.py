@@ -7,7 +7,7 @@ from typing import Any, Optional
 import pandas as pd
 
 from sparkpoint.runtime.checkpoint_io import read_restored_keyed_state
-from sparkpoint.runtime.restore import RestoredCheckpoint, keyed_entries, load_checkpoint
+from sparkpoint.checkpoint.loader import RestoredCheckpoint, keyed_entries, load_checkpoint
 
 __all__ = ["SavepointReader", "keyed_state_summary", "flatten"]
 

@@ -12,7 +12,7 @@ import cloudpickle
 import fsspec
 
 from sparkpoint.checkpoint.metadata import CheckpointMetadata, MetadataV1Serializer, OperatorMetadata, KeyedStateFile
-from sparkpoint.runtime.restore import load_checkpoint
+from sparkpoint.checkpoint.loader import load_checkpoint
 from sparkpoint.state.key_groups import DEFAULT_MAX_PARALLELISM, assign_to_key_group
 from sparkpoint.state.savepoint_format import write_canonical
 from sparkpoint.storage.checkpoint_storage import METADATA_FILE_NAME, StreamStateHandle, write_file

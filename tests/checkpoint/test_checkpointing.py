@@ -126,6 +126,11 @@ def test_restore_continues_ids_and_state(make_env, tmp_path, capsys, caplog):
     triggered = [int(m.group(1)) for r in caplog.records
                  if (m := re.match(r"checkpoint (\d+) triggered", r.getMessage()))]
     assert triggered and triggered[0] == restored_id + 1
+    # the restored job did write checkpoints into ck2 (so an empty ck2 below means they were removed,
+    # not that none was ever written)
+    completed_at = [m.group(2) for r in caplog.records
+                    if (m := re.match(r"checkpoint (\d+) completed: .* at (\S+)$", r.getMessage()))]
+    assert completed_at and all(loc.startswith(ck2.as_uri() + "/") for loc in completed_at)
     assert not list(ck2.glob("*"))  # and nothing of the finished job is left behind
 
 

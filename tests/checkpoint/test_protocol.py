@@ -15,26 +15,34 @@ from sparkpoint.checkpoint.metadata import (
     MetadataV1Serializer,
     OperatorMetadata,
 )
-from sparkpoint.checkpoint.pending import PendingCheckpoint, PendingCheckpointState, TaskAck, TaskAcknowledgeResult
+from sparkpoint.checkpoint.location import CheckpointStorageLocation
+from sparkpoint.checkpoint.messages import AcknowledgeCheckpoint, ExecutionVertexId, OperatorSubtaskId
+from sparkpoint.checkpoint.pending import PendingCheckpoint, PendingCheckpointState, TaskAcknowledgeResult
 from sparkpoint.storage.checkpoint_storage import StreamStateHandle
 from sparkpoint.storage.exceptions import CorruptCheckpointError
 
 
-def _pending(expected=("a", "b")) -> PendingCheckpoint:
-    p = PendingCheckpoint(7, 1000, 3, "/tmp/x")
-    p.expect(set(expected))
-    return p
+A, B = ExecutionVertexId(1, 0), OperatorSubtaskId("source", 0)
+
+
+def _pending(expected=(A, B)) -> PendingCheckpoint:
+    return PendingCheckpoint(7, 1000, 3, CheckpointStorageLocation(None, "/tmp/x"), expected=expected)
+
+
+def ack(task, size=0, checkpoint_id=7) -> AcknowledgeCheckpoint:
+    return AcknowledgeCheckpoint(checkpoint_id, task, state_size=size)
 
 
 def test_pending_checkpoint_acknowledgements():
     p = _pending()
-    assert p.acknowledge_task("a", TaskAck(size=10)) is TaskAcknowledgeResult.SUCCESS
-    assert p.acknowledge_task("a", TaskAck(size=10)) is TaskAcknowledgeResult.DUPLICATE
-    assert p.acknowledge_task("zzz", TaskAck()) is TaskAcknowledgeResult.UNKNOWN
+    assert p.acknowledge_task(ack(A, 10)) is TaskAcknowledgeResult.SUCCESS
+    assert p.acknowledge_task(ack(A, 10)) is TaskAcknowledgeResult.DUPLICATE
+    assert p.acknowledge_task(ack(ExecutionVertexId(9, 9))) is TaskAcknowledgeResult.UNKNOWN
+    assert p.acknowledge_task(ack(B, checkpoint_id=8)) is TaskAcknowledgeResult.UNKNOWN   # another checkpoint's
     assert not p.is_fully_acknowledged()
     with pytest.raises(InvalidStateError, match="acknowledgements missing"):
         p.mark_completed()
-    assert p.acknowledge_task("b", TaskAck(size=5)) is TaskAcknowledgeResult.SUCCESS
+    assert p.acknowledge_task(ack(B, 5)) is TaskAcknowledgeResult.SUCCESS
     assert p.is_fully_acknowledged() and p.state_size() == 15
     p.mark_completed()
     assert p.state is PendingCheckpointState.COMPLETED
@@ -46,16 +54,17 @@ def test_pending_checkpoint_acknowledgements():
 def test_aborted_checkpoint_discards_late_acks():
     p = _pending()
     assert p.abort(CheckpointFailureReason.CHECKPOINT_DECLINED, "task x")
-    assert p.acknowledge_task("a", TaskAck()) is TaskAcknowledgeResult.DISCARDED
+    assert p.acknowledge_task(ack(A)) is TaskAcknowledgeResult.DISCARDED
     assert (p.failure_reason, p.failure_detail) == (CheckpointFailureReason.CHECKPOINT_DECLINED, "task x")
     with pytest.raises(InvalidStateError, match="ABORTED"):
         p.mark_completed()
 
 
 def test_concurrent_acks_are_counted_once():
-    p = _pending(expected=range(200))
+    p = _pending(expected=[ExecutionVertexId(1, i) for i in range(200)])
     results = []
-    threads = [threading.Thread(target=lambda i=i: results.append(p.acknowledge_task(i % 200, TaskAck())))
+    threads = [threading.Thread(target=lambda i=i: results.append(
+        p.acknowledge_task(ack(ExecutionVertexId(1, i % 200)))))
                for i in range(400)]
     for t in threads:
         t.start()
@@ -114,3 +123,81 @@ def test_metadata_round_trip_and_corruption():
         MetadataV1Serializer.deserialize(tampered, "x")
     with pytest.raises(CorruptCheckpointError, match="not valid JSON"):
         MetadataV1Serializer.deserialize(data[: len(data) // 2], "x")
+
+
+def _coordinator(tmp_path):
+    from sparkpoint.checkpoint.coordinator import CheckpointCoordinator, CheckpointSettings
+    from sparkpoint.common import Configuration
+    from sparkpoint.storage.checkpoint_storage import FsCheckpointStorage
+
+    settings = CheckpointSettings(Configuration({"execution.checkpointing.interval": "1 ms",
+                                                 "execution.checkpointing.tolerable-failed-checkpoints": 5}))
+    storage = FsCheckpointStorage((tmp_path / "ck").as_uri(), "f" * 32)
+    return CheckpointCoordinator(settings, storage, "f" * 32, "job", 128, {}, start_id=860)
+
+
+def test_coordinator_completes_on_typed_acknowledgements(tmp_path):
+    from sparkpoint.checkpoint.loader import load_checkpoint
+    from sparkpoint.checkpoint.messages import KeyedStateFileHandle
+
+    c = _coordinator(tmp_path)
+    state, source, sink = ExecutionVertexId(1, 0), OperatorSubtaskId("gen", 0), OperatorSubtaskId("sink")
+    pending = c.trigger(1000, 4, {"operator_states": {}}, {state}, {source, sink}, {"count": ("Count", 1)})
+    assert pending is not None and pending.checkpoint_id == 860 and not pending.is_savepoint
+    assert pending.location.path.endswith("/chk-860") and pending.missing() == [str(state)]
+    assert c.options_for_epoch(5)[860].location == pending.location.uri
+    # the task uploads its file during epoch 5 and acknowledges with its handle
+    body = b"keyed"
+    import hashlib
+
+    handle = StreamStateHandle("keyed-s1-t0", len(body), hashlib.sha256(body).hexdigest())
+    pending.location.write("keyed-s1-t0", body)
+    ack_ = AcknowledgeCheckpoint(860, state, (KeyedStateFileHandle(("count",), 0, 127, handle),), state_size=5,
+                                 async_duration_ms=3.0)
+    assert c.receive_acknowledge_message(ack_) is TaskAcknowledgeResult.SUCCESS
+    assert c.receive_acknowledge_message(ack_) is TaskAcknowledgeResult.DUPLICATE
+    ((completed, done),) = c.complete_ready(2000)
+    assert done.state is PendingCheckpointState.COMPLETED and completed.checkpoint_id == 860
+    meta = load_checkpoint(completed.location).metadata
+    assert [(f.subtask, f.key_group_start, f.key_group_end, f.handle) for f in meta.operators["count"].keyed_state] \
+        == [(0, 0, 127, handle)]
+    assert meta.stats["async_duration_ms"] == 3.0
+    # an acknowledgement of a checkpoint nobody waits for
+    assert c.receive_acknowledge_message(ack_) is TaskAcknowledgeResult.UNKNOWN
+
+
+def test_a_decline_aborts_and_discards_the_checkpoint(tmp_path):
+    from sparkpoint.checkpoint.messages import DeclineCheckpoint
+
+    c = _coordinator(tmp_path)
+    state = ExecutionVertexId(1, 1)
+    pending = c.trigger(1000, 4, {}, {state}, set(), {})
+    assert pending is not None and pending.location.fs.exists(pending.location.path)
+    c.receive_decline_message(DeclineCheckpoint(860, state, "OSError: disk full"))
+    assert pending.state is PendingCheckpointState.ABORTED
+    assert pending.failure_reason is CheckpointFailureReason.CHECKPOINT_DECLINED
+    assert pending.failure_detail == "stage 1 subtask 1: OSError: disk full"
+    assert not pending.location.fs.exists(pending.location.path) and not c.pending
+    assert c.stats.get(860).status == "FAILED"
+
+
+def test_messages_are_frozen():
+    import dataclasses
+
+    a = ack(A, 1)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        a.state_size = 2  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        _pending().covered_epochs = [1]  # nothing sets fields on a pending checkpoint from outside
+
+
+def test_metadata_with_a_missing_field_is_corrupt_not_a_crash():
+    import hashlib
+    import json
+
+    doc = json.loads(MetadataV1Serializer.serialize(_meta()))
+    del doc["body"]["barrier_epoch"]
+    canonical = json.dumps(doc["body"], sort_keys=True, separators=(",", ":"))
+    doc["sha256"] = hashlib.sha256(canonical.encode()).hexdigest()   # a well-formed checksum over a bad body
+    with pytest.raises(CorruptCheckpointError, match="lacks or mangles a field.*barrier_epoch"):
+        MetadataV1Serializer.deserialize(json.dumps(doc).encode(), "x")

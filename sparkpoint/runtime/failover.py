@@ -1,0 +1,60 @@
+"""``Failover``: what happens when an epoch fails.
+
+The restart strategy decides whether the job goes on; if it does, pending checkpoints
+are aborted, the restart backoff is waited out, and the latest retained checkpoint that
+still loads is chosen to restore from (falling back to older retained ones when the
+newest is corrupt or gone). Without a strategy that allows it, or without any completed
+checkpoint, the failure is the job's.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Optional
+
+from sparkpoint.checkpoint.coordinator import CheckpointCoordinator
+from sparkpoint.checkpoint.failure import CheckpointFailureReason
+from sparkpoint.checkpoint.loader import RestoredCheckpoint, load_checkpoint
+from sparkpoint.runtime.restart import RestartStrategy, restart_strategy_from_config
+from sparkpoint.storage.exceptions import CheckpointStorageError, CorruptCheckpointError
+
+__all__ = ["Failover"]
+
+logger = logging.getLogger(__name__)
+
+
+class Failover:
+    """Restarts a failed job from its latest loadable checkpoint, as the restart strategy allows."""
+
+    def __init__(self, job_id: str, config: Any, checkpointing_enabled: bool):
+        self.job_id = job_id
+        self.restart_strategy: RestartStrategy = restart_strategy_from_config(config, checkpointing_enabled)
+        self.restarts = 0
+
+    def recover(self, error: BaseException, epoch: int,
+                coordinator: Optional[CheckpointCoordinator]) -> Optional[RestoredCheckpoint]:
+        """The checkpoint to restore after ``error``, or None when the job must fail."""
+        # Step 1. May the job restart at all?
+        self.restart_strategy.notify_failure()
+        if coordinator is None or not self.restart_strategy.can_restart():
+            return None
+        # Step 2. Abort what was pending; it cannot complete now.
+        coordinator.abort_all(CheckpointFailureReason.JOB_FAILOVER_REGION, f"job failover: {error}")
+        candidates = list(reversed(coordinator.store.get_all_checkpoints()))
+        if not candidates:
+            return None
+        self.restarts += 1
+        logger.warning("job %s failed in epoch %d: %s; restart %d (%s)", self.job_id, epoch, error,
+                       self.restarts, self.restart_strategy.describe())
+        # Step 3. Back off.
+        time.sleep(self.restart_strategy.backoff_ms() / 1000)
+        # Step 4. The newest retained checkpoint that loads.
+        for cp in candidates:
+            try:
+                return load_checkpoint(cp.location)
+            except (CorruptCheckpointError, CheckpointStorageError) as e:
+                logger.error("cannot recover from checkpoint %d: %s; trying the previous retained one",
+                             cp.checkpoint_id, e)
+                coordinator.store.remove(cp.checkpoint_id)
+        return None

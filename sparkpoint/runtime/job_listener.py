@@ -1,0 +1,84 @@
+"""``JobListener``: what hears about a running job without living inside it.
+
+The REST endpoint and the CLI's progress display are listeners attached from outside
+the JobMaster. Listeners are given to :meth:`JobMaster.add_listener`, or named in the
+configuration (Flink's ``execution.job-listeners``): a list of dotted paths
+(``package.module.factory`` or ``package.module:factory``) of callables that take the
+JobMaster and return a listener. ``rest.enabled`` adds the REST endpoint's listener by
+its dotted path, so the runtime never imports the REST package, which sits above it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from typing import TYPE_CHECKING, Any, Optional
+
+from sparkpoint.errors import ConfigurationError
+from sparkpoint.runtime.job_status import JobStatus
+from sparkpoint.runtime.results import EpochStats
+
+if TYPE_CHECKING:  # pragma: no cover
+    from sparkpoint.checkpoint.completed import CompletedCheckpoint
+
+__all__ = ["JobListener", "CallbackEpochListener", "listeners_from_config", "REST_LISTENER_FACTORY"]
+
+logger = logging.getLogger(__name__)
+
+REST_LISTENER_FACTORY = "sparkpoint.rest.listener:RestJobListener"
+
+
+class JobListener:
+    """Callbacks of a job's life; every method does nothing unless overridden.
+
+    Callbacks run on the JobMaster's thread, between epochs: keep them short.
+    """
+
+    def on_job_started(self, job: Any) -> None:
+        """The job is about to run its first epoch (``job`` is the JobMaster)."""
+
+    def on_status_change(self, job_id: str, old: JobStatus, new: JobStatus, error: Optional[BaseException]) -> None:
+        """The job's status changed (``error`` is the cause of a failure)."""
+
+    def on_epoch_completed(self, stats: EpochStats) -> None:
+        """An epoch ended."""
+
+    def on_checkpoint_completed(self, checkpoint: "CompletedCheckpoint") -> None:
+        """A checkpoint or savepoint completed (its ``_metadata`` is written)."""
+
+    def on_checkpoint_failed(self, checkpoint_id: int, reason: str) -> None:
+        """A checkpoint or savepoint was aborted."""
+
+    def on_job_ended(self, job: Any) -> None:
+        """The job reached a terminal status; the JobMaster is shutting down."""
+
+
+class CallbackEpochListener(JobListener):
+    """Adapts an ``on_epoch(stats)`` callable to a listener."""
+
+    def __init__(self, on_epoch: Any):
+        self.on_epoch = on_epoch
+
+    def on_epoch_completed(self, stats: EpochStats) -> None:
+        self.on_epoch(stats)
+
+
+def listeners_from_config(config: Any, job: Any) -> list[JobListener]:
+    """Build the listeners the configuration names (``execution.job-listeners``, ``rest.enabled``)."""
+    names = config.get("execution.job-listeners") or []
+    if isinstance(names, str):
+        names = [n for n in (p.strip() for p in names.replace(";", ",").split(",")) if n]
+    names = list(names)
+    if config.get_boolean("rest.enabled", False) and REST_LISTENER_FACTORY not in names:
+        names.insert(0, REST_LISTENER_FACTORY)
+    return [_load(name)(job) for name in names]
+
+
+def _load(name: str) -> Any:
+    module, sep, attr = name.partition(":")
+    if not sep:
+        module, _, attr = name.rpartition(".")
+    try:
+        return getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError, ValueError) as e:
+        raise ConfigurationError(f"execution.job-listeners: cannot load {name!r}: {e}") from e

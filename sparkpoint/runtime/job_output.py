@@ -1,0 +1,88 @@
+"""``JobOutput``: what a job gives back to its client.
+
+Printed records (``print()``, PyFlink's ``ident:subtask> value`` prefixes), collected
+records (``execute_and_collect``), metrics summed over tasks and epochs, watermarks per
+operator subtask, and per-epoch statistics for progress displays.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Optional
+
+from sparkpoint.runtime.graph import JobPlan
+from sparkpoint.runtime.printing import format_record
+from sparkpoint.runtime.results import EpochStats
+from sparkpoint.runtime.task import TaskReport
+
+__all__ = ["JobOutput", "sum_metrics"]
+
+
+def sum_metrics(reports: list[TaskReport]) -> dict[str, dict[str, int]]:
+    """The counters of ``reports`` summed per operator uid."""
+    m: dict[str, dict[str, int]] = {}
+    for r in reports:
+        for uid, counters in r.metrics.items():
+            d = m.setdefault(uid, {})
+            for k, v in counters.items():
+                d[k] = d.get(k, 0) + v
+    return m
+
+
+class JobOutput:
+    """Printed and collected records, metrics, watermarks and epoch statistics of one job."""
+
+    def __init__(self, plan: JobPlan, out: Any = None):
+        self.plan = plan
+        self.out = out or sys.stdout
+        self.metrics: dict[str, dict[str, int]] = {}
+        self.collected: list = []
+        self.total_in = 0
+        self.watermarks: dict[tuple[int, int], Optional[int]] = {}
+        self._source_uids = {n.effective_uid() for n in plan.source_nodes()}
+        self._sink_uids = {plan.uid(nid) for nid, n in plan.nodes.items() if n.kind == "sink"}
+
+    def take_reports(self, reports: list[TaskReport]) -> dict[str, dict[str, int]]:
+        """Add an epoch's metrics and watermarks, print and collect its records; returns its metrics."""
+        epoch_metrics = sum_metrics(reports)
+        for uid, counters in epoch_metrics.items():
+            d = self.metrics.setdefault(uid, {})
+            for k, v in counters.items():
+                d[k] = d.get(k, 0) + v
+        for r in reports:
+            for nid, wm in r.watermarks.items():
+                prev = self.watermarks.get((nid, r.subtask))
+                self.watermarks[(nid, r.subtask)] = wm if wm is not None else prev
+        self.emit_printed(reports)
+        return epoch_metrics
+
+    def emit_printed(self, reports: list[TaskReport]) -> None:
+        for r in sorted(reports, key=lambda r: (r.stage_id, r.subtask)):
+            for nid, lines in r.printed.items():
+                node = self.plan.nodes[nid]
+                if node.kind == "collect":
+                    self.collected.extend(lines)
+                    continue
+                par = self.plan.stage(self.plan.stage_of[nid]).parallelism
+                ident, type_info = node.sink
+                prefix = (f"{ident}:" if ident else "") + (f"{r.subtask + 1}> " if par > 1 else ("> " if ident else ""))
+                for v in lines:
+                    print(f"{prefix}{format_record(v, type_info)}", file=self.out)
+        self.out.flush()
+
+    def epoch_stats(self, epoch: int, reports: list[TaskReport], epoch_metrics: dict[str, dict[str, int]],
+                    duration_s: float, finished: bool) -> EpochStats:
+        """What the epoch did: records in at the sources, out at the sinks, the watermark at the ends."""
+        src_records = sum(m.get("numRecordsOut", 0) for uid, m in epoch_metrics.items() if uid in self._source_uids)
+        self.total_in += src_records
+        out_records = sum(len(v) for r in reports for v in r.printed.values()) + sum(
+            m.get("numRecordsIn", 0) for uid, m in epoch_metrics.items() if uid in self._sink_uids)
+        return EpochStats(epoch, src_records, out_records, duration_s, self.sink_watermark(), self.total_in, finished)
+
+    def sink_watermark(self) -> Optional[int]:
+        """The watermark that has reached the job's ends (the minimum over its last operators)."""
+        consumed = {e.source for n in self.plan.nodes.values() for e in n.inputs}
+        ends = {nid for nid in self.plan.nodes if nid not in consumed}
+        inputs_of_ends = {e.source for nid in ends for e in self.plan.nodes[nid].inputs} or ends
+        vals = [w for (nid, _), w in self.watermarks.items() if nid in inputs_of_ends and w is not None]
+        return min(vals) if vals else None
