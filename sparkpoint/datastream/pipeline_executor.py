@@ -81,6 +81,12 @@ class JobHandle(Protocol):
     def request_savepoint(self, directory: Optional[str], stop: bool = False) -> "Future":
         """A savepoint at the next epoch boundary; the future's result is its path."""
 
+    def add_listener(self, listener: Any) -> None:
+        """Tell ``listener`` (a runtime ``JobListener``) what happens to the job."""
+
+    def status(self) -> Any:
+        """The job's current ``JobStatus``."""
+
 
 class PipelineExecutor(Protocol):
     """Creates jobs from pipelines for one execution target."""

@@ -46,6 +46,12 @@ class JobMasterHandle:
     def request_savepoint(self, directory: Optional[str], stop: bool = False) -> Future:
         return self.master.request_savepoint(directory, stop=stop).future
 
+    def add_listener(self, listener: Any) -> None:
+        self.master.add_listener(listener)
+
+    def status(self) -> Any:
+        return self.master.status
+
 
 class EpochPipelineExecutor:
     """Steps shared by the epoch executors.
