@@ -29,6 +29,7 @@ from sparkpoint.operators.keyed import KeyedOperator
 from sparkpoint.operators.base import IDLE, Output, StreamOperator, TaskContext
 from sparkpoint.operators.sinks import PrintOperator, SinkOperator
 from sparkpoint.operators.source import SourceOperator
+from sparkpoint.state.backend_loader import load_state_backend
 from sparkpoint.state.key_groups import KeyGroupAssigner, compute_key_group_range_for_operator_index
 from sparkpoint.state.local_store import LocalStateStore
 
@@ -99,11 +100,12 @@ def run_task(plan: JobPlan, stage_id: int, subtask: int, dep: TaskDeployment,
     # Step 1. Operators and their state.
     ops: dict[int, StreamOperator] = {}
     kg_range = compute_key_group_range_for_operator_index(plan.max_parallelism, stage.parallelism, subtask)
+    state_backend = load_state_backend(plan.state_backend)
     for nid in stage.nodes:
         op = plan.nodes[nid].factory()
         op.uid = plan.uid(nid)
         if isinstance(op, KeyedOperator):
-            op.create_keyed_backend(kg_range, plan.max_parallelism)
+            op.create_keyed_backend(kg_range, plan.max_parallelism, state_backend)
         op.setup(task, dep.operator_states.get(nid))
         ops[nid] = op
     keyed_ops = {nid: op for nid, op in ops.items() if isinstance(op, KeyedOperator)}
@@ -119,7 +121,8 @@ def run_task(plan: JobPlan, stage_id: int, subtask: int, dep: TaskDeployment,
                 uploader = CheckpointUploader(body, dep.checkpoint_uploads, stage_id, subtask, kg_range, uids)
             snapshots = [pickle.loads(body)]
         else:
-            snapshots = [read_restored_keyed_state(entry, kg_range) for entry in dep.restored_keyed]
+            snapshots = [read_restored_keyed_state(entry, kg_range, plan.max_parallelism)
+                         for entry in dep.restored_keyed]
         for snapshot in snapshots:
             for op in keyed_ops.values():
                 if op.uid in snapshot:

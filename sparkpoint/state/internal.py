@@ -1,0 +1,91 @@
+"""Internal keyed state: the state objects operators use, scoped to a settable namespace.
+
+As Flink's ``InternalKvState`` family: each object is a user-facing state (``ValueState``,
+``ListState``, ...) of the backend's current key and of the namespace last given to
+:meth:`InternalKvState.set_current_namespace` (``None``, Flink's ``VoidNamespace``, for
+state that is per key only; a window for per-window state). Appending states can also
+merge namespaces (the contents and trigger state of merging windows).
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Any, Iterable
+
+from sparkpoint.datastream.state import (
+    AggregatingState,
+    ListState,
+    MapState,
+    ReducingState,
+    StateDescriptor,
+    ValueState,
+)
+
+__all__ = [
+    "InternalKvState",
+    "InternalValueState",
+    "InternalListState",
+    "InternalMapState",
+    "InternalReducingState",
+    "InternalAggregatingState",
+    "STATE_KINDS",
+]
+
+#: The state kinds every keyed backend supports (``StateDescriptor.kind``).
+STATE_KINDS = ("value", "list", "map", "reducing", "aggregating")
+
+
+class InternalKvState(abc.ABC):
+    """Keyed state of one descriptor, for the backend's current key and this object's namespace."""
+
+    descriptor: StateDescriptor
+
+    @abc.abstractmethod
+    def set_current_namespace(self, namespace: Any) -> None:
+        """Point this object at ``namespace``; later calls read and write that namespace."""
+
+    @abc.abstractmethod
+    def get_current_namespace(self) -> Any: ...
+
+    @abc.abstractmethod
+    def clear(self) -> None:
+        """Remove the entry of the current key and namespace."""
+
+    @abc.abstractmethod
+    def merge_namespaces(self, target: Any, sources: Iterable[Any]) -> None:
+        """Merge the entries of ``sources`` (current key) into ``target`` and remove them.
+
+        Lists are concatenated in the order of ``sources``, reducing and aggregating state are
+        combined with the descriptor's function (``reduce``, ``merge``), maps are updated; for
+        value state the last source with a value wins.
+        """
+
+
+class InternalValueState(InternalKvState, ValueState):
+    pass
+
+
+class InternalListState(InternalKvState, ListState):
+    pass
+
+
+class InternalMapState(InternalKvState, MapState):
+    pass
+
+
+class InternalReducingState(InternalKvState, ReducingState):
+    @abc.abstractmethod
+    def add_all(self, values: list) -> None:
+        """Add each of ``values`` in order (one reduction per value)."""
+
+
+class InternalAggregatingState(InternalKvState, AggregatingState):
+    @abc.abstractmethod
+    def add_all(self, values: list) -> None:
+        """Add each of ``values`` in order to the accumulator."""
+
+    @abc.abstractmethod
+    def get_accumulator(self) -> Any: ...
+
+    @abc.abstractmethod
+    def set_accumulator(self, acc: Any) -> None: ...
