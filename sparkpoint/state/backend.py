@@ -11,7 +11,8 @@ suite (``tests/state/test_backend_conformance.py``) runs over every backend.
 from __future__ import annotations
 
 import abc
-from typing import Any, Iterable, Iterator, Optional
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 from sparkpoint.datastream.state import StateDescriptor
 from sparkpoint.errors import StateError
@@ -20,7 +21,7 @@ from sparkpoint.state.key_groups import KeyGroupAssigner, KeyGroupRange
 from sparkpoint.state.snapshot import KeyedStateSnapshot, check_snapshot
 from sparkpoint.state.timer_queue import KeyGroupedTimerQueue
 
-__all__ = ["StateBackend", "KeyedStateBackend"]
+__all__ = ["KeyedStateBackend", "StateBackend"]
 
 
 class StateBackend(abc.ABC):
@@ -31,7 +32,7 @@ class StateBackend(abc.ABC):
 
     @abc.abstractmethod
     def create_keyed_backend(self, key_group_range: KeyGroupRange, max_parallelism: int,
-                             **options: Any) -> "KeyedStateBackend":
+                             **options: Any) -> KeyedStateBackend:
         """A keyed backend for one operator in one task, owning ``key_group_range``."""
 
     def __repr__(self) -> str:
@@ -61,7 +62,7 @@ class KeyedStateBackend(abc.ABC):
 
     # -- current key and time ---------------------------------------------------------------
 
-    def set_current_key(self, key: Any, key_group: Optional[int] = None) -> None:
+    def set_current_key(self, key: Any, key_group: int | None = None) -> None:
         """Make ``key`` current; ``key_group`` saves hashing it when the caller knows it."""
         kg = self.assign_key_group(key) if key_group is None else key_group
         if kg not in self.key_group_range:
@@ -82,8 +83,9 @@ class KeyedStateBackend(abc.ABC):
 
     # -- state ------------------------------------------------------------------------------
 
-    def create_internal_state(self, descriptor: StateDescriptor) -> InternalKvState:
-        """A new state object for ``descriptor`` (namespace ``None`` until set), with its TTL if enabled.
+    def create_internal_state(self, descriptor: StateDescriptor) -> Any:
+        """A new state object for ``descriptor`` (namespace ``None`` until set), with its TTL if enabled:
+        an :class:`InternalKvState` of the descriptor's kind (``InternalValueState``, ...).
 
         Raises :class:`StateError` if the name was registered with another kind.
         """
@@ -95,7 +97,7 @@ class KeyedStateBackend(abc.ABC):
             return create_ttl_state(self, descriptor)
         return self._create_internal_state(descriptor)
 
-    def get_partitioned_state(self, namespace: Any, descriptor: StateDescriptor) -> InternalKvState:
+    def get_partitioned_state(self, namespace: Any, descriptor: StateDescriptor) -> Any:
         """A state object for ``descriptor`` bound to ``namespace``."""
         state = self.create_internal_state(descriptor)
         state.set_current_namespace(namespace)
@@ -127,7 +129,7 @@ class KeyedStateBackend(abc.ABC):
         """Every ``(key, namespace)`` with an entry of ``state_name``."""
 
     @abc.abstractmethod
-    def clear_namespace(self, namespace: Any, state_names: Optional[Iterable[str]] = None) -> None:
+    def clear_namespace(self, namespace: Any, state_names: Iterable[str] | None = None) -> None:
         """Remove the current key's entries in ``namespace`` of ``state_names`` (default: every state)."""
 
     @abc.abstractmethod
@@ -159,7 +161,7 @@ class KeyedStateBackend(abc.ABC):
     # -- snapshot and restore ---------------------------------------------------------------
 
     @abc.abstractmethod
-    def snapshot(self, watermark: Optional[int] = None) -> KeyedStateSnapshot:
+    def snapshot(self, watermark: int | None = None) -> KeyedStateSnapshot:
         """Every entry and timer of this backend's key groups; later changes do not affect it."""
 
     def restore(self, snapshots: Iterable[KeyedStateSnapshot]) -> None:

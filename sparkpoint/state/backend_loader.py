@@ -10,14 +10,19 @@ runtime backend here, never the reverse. A new backend registers itself with
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Optional
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from sparkpoint.errors import ConfigurationError
 from sparkpoint.state.backend import StateBackend
 from sparkpoint.state.hashmap import HashMapStateBackend
 
-__all__ = ["register_state_backend", "load_state_backend", "load_state_backend_from_config",
-           "STATE_BACKEND_KEYS"]
+__all__ = [
+    "STATE_BACKEND_KEYS",
+    "load_state_backend",
+    "load_state_backend_from_config",
+    "register_state_backend",
+]
 
 #: Configuration keys naming the state backend, newest first.
 STATE_BACKEND_KEYS = ("state.backend.type", "state.backend")
@@ -53,7 +58,7 @@ def load_state_backend(spec: Any = None) -> StateBackend:
     return _FACTORIES[canonical]()
 
 
-def load_state_backend_from_config(config: Mapping[str, Any], default: Optional[str] = "hashmap") -> StateBackend:
+def load_state_backend_from_config(config: Mapping[str, Any], default: str | None = "hashmap") -> StateBackend:
     """The backend named by ``state.backend.type`` (or Flink 1.x's ``state.backend``) in ``config``."""
     for key in STATE_BACKEND_KEYS:
         value = config.get(key)

@@ -10,7 +10,8 @@ merge namespaces (the contents and trigger state of merging windows).
 from __future__ import annotations
 
 import abc
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from sparkpoint.datastream.state import (
     AggregatingState,
@@ -22,13 +23,13 @@ from sparkpoint.datastream.state import (
 )
 
 __all__ = [
+    "STATE_KINDS",
+    "InternalAggregatingState",
     "InternalKvState",
-    "InternalValueState",
     "InternalListState",
     "InternalMapState",
     "InternalReducingState",
-    "InternalAggregatingState",
-    "STATE_KINDS",
+    "InternalValueState",
 ]
 
 #: The state kinds every keyed backend supports (``StateDescriptor.kind``).

@@ -16,13 +16,14 @@ to any subtask after rescaling.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Optional
+from typing import Any
 
 from sparkpoint.errors import StateError
 from sparkpoint.state.key_groups import KeyGroupRange
 
-__all__ = ["KeyedStateSnapshot", "SNAPSHOT_FORMAT_VERSION", "check_snapshot", "merge_snapshots"]
+__all__ = ["SNAPSHOT_FORMAT_VERSION", "KeyedStateSnapshot", "check_snapshot", "merge_snapshots"]
 
 #: The version of :class:`KeyedStateSnapshot` this code writes and reads.
 SNAPSHOT_FORMAT_VERSION = 2
@@ -38,7 +39,7 @@ class KeyedStateSnapshot:
     state_kinds: dict[str, str] = field(default_factory=dict)
     entries: dict[int, dict[str, dict]] = field(default_factory=dict)
     timers: dict[int, dict[str, list]] = field(default_factory=dict)
-    watermark: Optional[int] = None
+    watermark: int | None = None
     format_version: int = SNAPSHOT_FORMAT_VERSION
 
     def entry_count(self) -> int:
@@ -73,7 +74,7 @@ def merge_snapshots(snapshots: Iterable[KeyedStateSnapshot], key_group_range: Ke
     kinds: dict[str, str] = {}
     entries: dict[int, dict[str, dict]] = {}
     timers: dict[int, dict[str, list]] = {}
-    watermark: Optional[int] = None
+    watermark: int | None = None
     for snap in snapshots:
         check_snapshot(snap, max_parallelism)
         kinds.update(snap.state_kinds)

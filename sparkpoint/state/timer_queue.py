@@ -2,15 +2,16 @@
 
 A timer is ``(timestamp, key, namespace)``, held at most once, and belongs to its key's
 key group, in which it is snapshotted and restored. The queue hands out due timers in
-timestamp order (ties in registration order); deleting a timer is lazy (it is skipped
-when it comes up).
+timestamp order (ties in registration order: a timer deleted and registered again counts
+from its new registration); deleting a timer is lazy (it is skipped when it comes up).
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
-from typing import Any, Callable, Iterator, Optional
+from collections.abc import Callable, Iterator
+from typing import Any
 
 __all__ = ["KeyGroupedTimerQueue"]
 
@@ -18,12 +19,12 @@ __all__ = ["KeyGroupedTimerQueue"]
 class KeyGroupedTimerQueue:
     """Timers of one kind (event or processing time) of one operator in one task."""
 
-    __slots__ = ("name", "heap", "live", "counter")
+    __slots__ = ("counter", "heap", "live", "name")
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.heap: list = []
-        self.live: dict[tuple, int] = {}  # (ts, key, ns) -> key group
+        self.live: dict[tuple, tuple[int, int]] = {}  # (ts, key, ns) -> (key group, registration number)
         self.counter = itertools.count()
 
     def add(self, ts: int, key: Any, ns: Any, kg: int) -> None:
@@ -31,8 +32,9 @@ class KeyGroupedTimerQueue:
         slot = (ts, key, ns)
         if slot in self.live:
             return
-        self.live[slot] = kg
-        heapq.heappush(self.heap, (ts, next(self.counter), key, ns))
+        seq = next(self.counter)
+        self.live[slot] = (kg, seq)
+        heapq.heappush(self.heap, (ts, seq, key, ns))
 
     def delete(self, ts: int, key: Any, ns: Any) -> None:
         self.live.pop((ts, key, ns), None)
@@ -42,16 +44,23 @@ class KeyGroupedTimerQueue:
         timers added while iterating are yielded too if due."""
         heap, live = self.heap, self.live
         while heap and heap[0][0] <= until:
-            ts, _, key, ns = heapq.heappop(heap)
-            kg = live.pop((ts, key, ns), None)
-            if kg is not None:
-                yield ts, key, ns, kg
+            ts, seq, key, ns = heapq.heappop(heap)
+            slot = (ts, key, ns)
+            entry = live.get(slot)
+            if entry is not None and entry[1] == seq:  # else deleted, or registered again later
+                del live[slot]
+                yield ts, key, ns, entry[0]
 
-    def peek(self) -> Optional[int]:
+    def peek(self) -> int | None:
         """The timestamp of the next timer, if any."""
-        while self.heap and (self.heap[0][0], self.heap[0][2], self.heap[0][3]) not in self.live:
-            heapq.heappop(self.heap)
-        return self.heap[0][0] if self.heap else None
+        heap, live = self.heap, self.live
+        while heap:
+            ts, seq, key, ns = heap[0]
+            entry = live.get((ts, key, ns))
+            if entry is not None and entry[1] == seq:
+                return ts
+            heapq.heappop(heap)
+        return None
 
     def __len__(self) -> int:
         return len(self.live)
@@ -59,7 +68,7 @@ class KeyGroupedTimerQueue:
     def snapshot_key_groups(self) -> dict[int, list[tuple[int, Any, Any]]]:
         """``{key_group: [(ts, key, ns), ...]}`` in registration order."""
         out: dict[int, list] = {}
-        for (ts, key, ns), kg in self.live.items():
+        for (ts, key, ns), (kg, _) in self.live.items():
             out.setdefault(kg, []).append((ts, key, ns))
         return out
 

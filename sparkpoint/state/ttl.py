@@ -17,7 +17,8 @@ by a decorator that checks expiry. Lists and maps expire per element and per ent
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING, Any, Callable, Iterable, NamedTuple, Optional
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from sparkpoint.datastream.functions import AggregateFunction, ReduceFunction
 from sparkpoint.datastream.state import StateDescriptor, StateTtlConfig
@@ -47,9 +48,9 @@ class TtlValue(NamedTuple):
 class _Ttl:
     """One state's TTL settings and clock."""
 
-    __slots__ = ("backend", "ttl_ms", "update_on_read", "return_expired")
+    __slots__ = ("backend", "return_expired", "ttl_ms", "update_on_read")
 
-    def __init__(self, backend: "KeyedStateBackend", config: StateTtlConfig):
+    def __init__(self, backend: KeyedStateBackend, config: StateTtlConfig):
         self.backend = backend
         self.ttl_ms = config.ttl_ms
         self.update_on_read = config.get_update_type() == StateTtlConfig.UpdateType.OnReadAndWrite
@@ -65,13 +66,13 @@ class _Ttl:
     def expired(self, tv: TtlValue) -> bool:
         return tv.last_access + self.ttl_ms <= self.now()
 
-    def unexpired(self, tv: Optional[TtlValue]) -> Any:
+    def unexpired(self, tv: TtlValue | None) -> Any:
         """The user value if it may be used (not expired, or expired but visible), else ``None``."""
         if tv is None or (not self.return_expired and self.expired(tv)):
             return None
         return tv.value
 
-    def checked(self, tv: Optional[TtlValue], clear: Callable[[], None],
+    def checked(self, tv: TtlValue | None, clear: Callable[[], None],
                 rewrite: Callable[[TtlValue], None]) -> Any:
         """Flink's ``getWithTtlCheckAndUpdate``: the value to return for a read of ``tv``."""
         if tv is None:
@@ -277,7 +278,7 @@ _TTL_CLASSES: dict[str, type] = {
 }
 
 
-def create_ttl_state(backend: "KeyedStateBackend", descriptor: StateDescriptor) -> InternalKvState:
+def create_ttl_state(backend: KeyedStateBackend, descriptor: StateDescriptor) -> InternalKvState:
     """The TTL decorator of ``descriptor``'s kind around the backend's own state of :class:`TtlValue` s."""
     ttl = _Ttl(backend, descriptor.ttl_config)  # type: ignore[arg-type]
     inner = copy.copy(descriptor)

@@ -92,8 +92,8 @@ class SavepointWriter:
                 self.timers[uid] = snap.timers
                 self.watermarks[uid] = op.watermark
                 replaced = set(self.keyed.get(uid, {}))
-                for kg, states in snap.entries.items():
-                    for name, entries in states.items():
+                for by_state in snap.entries.values():
+                    for name, entries in by_state.items():
                         if name in replaced:
                             continue
                         self.keyed.setdefault(uid, {}).setdefault(name, (snap.state_kinds[name], {}))[1].update(entries)
@@ -105,11 +105,11 @@ class SavepointWriter:
                 for slot, value in entries.items():
                     kg = assign_to_key_group(slot[0], self.max_parallelism)
                     groups.setdefault(kg, {}).setdefault(name, {})[slot] = value
-            snap = {uid: KeyedStateSnapshot(
+            snapshot = {uid: KeyedStateSnapshot(
                 backend=CANONICAL_BACKEND, key_group_range=KeyGroupRange(0, self.max_parallelism - 1),
                 max_parallelism=self.max_parallelism, state_kinds={n: k for n, (k, _) in states.items()},
                 entries=groups, timers=self.timers.get(uid, {}), watermark=self.watermarks.get(uid))}
-            files, info = write_canonical(fs, location, snap, 0, 0, (0, self.max_parallelism - 1))
+            files, info = write_canonical(fs, location, snapshot, 0, 0, (0, self.max_parallelism - 1))
             op = operators.setdefault(uid, OperatorMetadata(uid, uid, 1))
             op.state_kinds.update(info[uid]["state_kinds"])
             op.watermark = self.watermarks.get(uid)

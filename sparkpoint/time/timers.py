@@ -9,9 +9,10 @@ timestamp order.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Optional, Protocol
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
-__all__ = ["InternalTimerService", "TimerQueue", "EVENT_TIME", "PROCESSING_TIME"]
+__all__ = ["EVENT_TIME", "PROCESSING_TIME", "InternalTimerService", "TimerQueue"]
 
 EVENT_TIME = "event"
 PROCESSING_TIME = "processing"
@@ -23,7 +24,7 @@ class TimerQueue(Protocol):
     def add(self, ts: int, key: Any, ns: Any, kg: int) -> None: ...
     def delete(self, ts: int, key: Any, ns: Any) -> None: ...
     def pop_due(self, until: int) -> Any: ...
-    def peek(self) -> Optional[int]: ...
+    def peek(self) -> int | None: ...
     def __len__(self) -> int: ...
 
 
@@ -54,5 +55,5 @@ class InternalTimerService:
     def count(self) -> int:
         return sum(len(q) for q in self.queues.values())
 
-    def next_timer(self, domain: str) -> Optional[int]:
+    def next_timer(self, domain: str) -> int | None:
         return self.queues[domain].peek()

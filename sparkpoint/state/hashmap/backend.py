@@ -7,7 +7,8 @@ subset of groups (rescaling) a dict update. Timers live in the backend's heap qu
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Iterator, Optional
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 from sparkpoint.datastream.state import StateDescriptor
 from sparkpoint.state.backend import KeyedStateBackend, StateBackend
@@ -16,7 +17,7 @@ from sparkpoint.state.internal import InternalKvState
 from sparkpoint.state.key_groups import KeyGroupRange
 from sparkpoint.state.snapshot import KeyedStateSnapshot
 
-__all__ = ["HashMapStateBackend", "HashMapKeyedStateBackend"]
+__all__ = ["HashMapKeyedStateBackend", "HashMapStateBackend"]
 
 # list and map entries are mutated in place: a snapshot takes its own containers
 _CONTAINER_COPY: dict[str, Any] = {"list": list, "map": dict}
@@ -28,7 +29,7 @@ class HashMapStateBackend(StateBackend):
     name = "hashmap"
 
     def create_keyed_backend(self, key_group_range: KeyGroupRange, max_parallelism: int,
-                             **options: Any) -> "HashMapKeyedStateBackend":
+                             **options: Any) -> HashMapKeyedStateBackend:
         return HashMapKeyedStateBackend(key_group_range, max_parallelism)
 
 
@@ -55,7 +56,7 @@ class HashMapKeyedStateBackend(KeyedStateBackend):
         for entries in list(self.tables.get(state_name, {}).values()):
             yield from list(entries)
 
-    def clear_namespace(self, namespace: Any, state_names: Optional[Iterable[str]] = None) -> None:
+    def clear_namespace(self, namespace: Any, state_names: Iterable[str] | None = None) -> None:
         kg = self.current_key_group
         slot = (self.current_key, namespace)
         for name in (list(self.tables) if state_names is None else state_names):
@@ -66,7 +67,7 @@ class HashMapKeyedStateBackend(KeyedStateBackend):
     def entry_count(self) -> int:
         return sum(len(e) for t in self.tables.values() for e in t.values())
 
-    def snapshot(self, watermark: Optional[int] = None) -> KeyedStateSnapshot:
+    def snapshot(self, watermark: int | None = None) -> KeyedStateSnapshot:
         entries: dict[int, dict[str, dict]] = {}
         for name, by_group in self.tables.items():
             copy = _CONTAINER_COPY.get(self.state_kinds.get(name, ""))

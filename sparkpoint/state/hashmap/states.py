@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable, Optional
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
-from sparkpoint.datastream.state import AggregatingStateDescriptor, ReducingStateDescriptor, StateDescriptor
+from sparkpoint.datastream.state import (
+    AggregatingStateDescriptor,
+    ReducingStateDescriptor,
+    StateDescriptor,
+)
 from sparkpoint.errors import StateError
 from sparkpoint.state.internal import (
     InternalAggregatingState,
@@ -17,16 +22,22 @@ from sparkpoint.state.internal import (
 if TYPE_CHECKING:
     from sparkpoint.state.hashmap.backend import HashMapKeyedStateBackend
 
-__all__ = ["HeapValueState", "HeapListState", "HeapMapState", "HeapReducingState", "HeapAggregatingState",
-           "HEAP_STATE_CLASSES"]
+__all__ = [
+    "HEAP_STATE_CLASSES",
+    "HeapAggregatingState",
+    "HeapListState",
+    "HeapMapState",
+    "HeapReducingState",
+    "HeapValueState",
+]
 
 
 class _HeapState:
     """The entry of the backend's current key in this object's namespace, in one state's table."""
 
-    __slots__ = ("backend", "table", "descriptor", "namespace")
+    __slots__ = ("backend", "descriptor", "namespace", "table")
 
-    def __init__(self, backend: "HashMapKeyedStateBackend", table: dict, descriptor: StateDescriptor):
+    def __init__(self, backend: HashMapKeyedStateBackend, table: dict, descriptor: StateDescriptor):
         self.backend = backend
         self.table = table
         self.descriptor = descriptor
@@ -125,7 +136,7 @@ class HeapListState(_HeapState, InternalListState):
 class HeapMapState(_HeapState, InternalMapState):
     __slots__ = ()
 
-    def _map(self, create: bool = False) -> Optional[dict]:
+    def _map(self, create: bool = False) -> dict | None:
         entries = self._entries()
         slot = self._slot()
         m = entries.get(slot)
