@@ -1,8 +1,8 @@
-"""One conformance suite for every keyed state backend.
+"""One conformance suite for every keyed state backend: state kinds, namespaces, timers, snapshots.
 
-Each test runs once per backend in ``SUPPORTED_BACKENDS`` and compares the backend with a
-plain-dict model written here (``{(state, key, namespace): value}``), never with the
-backend's own earlier output. A new backend passes by adding its name to the list.
+Each test runs once per backend in ``SUPPORTED_BACKENDS`` (``backend_suite.py``) and compares
+the backend with a plain-dict model written here (``{(state, key, namespace): value}``), never
+with the backend's own earlier output. TTL is in ``test_backend_conformance_ttl.py``.
 """
 
 from __future__ import annotations
@@ -10,21 +10,17 @@ from __future__ import annotations
 import dataclasses
 import pickle
 import random
-from collections import defaultdict
 
 import pytest
+from backend_suite import KEYS, MAXP, NAMESPACES, descriptors, keyed
 
-from sparkpoint.datastream.functions import AggregateFunction
 from sparkpoint.datastream.state import (
-    AggregatingStateDescriptor,
     ListStateDescriptor,
     MapStateDescriptor,
-    ReducingStateDescriptor,
     ValueStateDescriptor,
 )
 from sparkpoint.datastream.window import TimeWindow
 from sparkpoint.errors import StateError
-from sparkpoint.state.backend_loader import load_state_backend
 from sparkpoint.state.key_groups import (
     KeyGroupRange,
     assign_to_key_group,
@@ -32,51 +28,6 @@ from sparkpoint.state.key_groups import (
 )
 from sparkpoint.state.snapshot import SNAPSHOT_FORMAT_VERSION, KeyedStateSnapshot
 from sparkpoint.time.timers import EVENT_TIME, PROCESSING_TIME, InternalTimerService
-
-SUPPORTED_BACKENDS = ["hashmap"]
-
-MAXP = 128
-KEYS = [f"k{i}" for i in range(40)] + [("tuple", 1), 7]
-NAMESPACES = [None, TimeWindow(0, 10), TimeWindow(10, 20), "ns"]
-
-
-class SumCount(AggregateFunction):
-    """Accumulator (sum, count), result sum / count."""
-
-    def create_accumulator(self):
-        return (0, 0)
-
-    def add(self, value, acc):
-        return (acc[0] + value, acc[1] + 1)
-
-    def get_result(self, acc):
-        return acc[0] / acc[1]
-
-    def merge(self, a, b):
-        return (a[0] + b[0], a[1] + b[1])
-
-
-def descriptors():
-    return {
-        "value": ValueStateDescriptor("value"),
-        "list": ListStateDescriptor("list"),
-        "map": MapStateDescriptor("map"),
-        "reducing": ReducingStateDescriptor("reducing", lambda a, b: a + b),
-        "aggregating": AggregatingStateDescriptor("aggregating", SumCount()),
-    }
-
-
-@pytest.fixture(params=SUPPORTED_BACKENDS)
-def state_backend(request):
-    return load_state_backend(request.param)
-
-
-EVERY_KEY_GROUP = KeyGroupRange(0, MAXP - 1)
-
-
-def keyed(state_backend, key_groups=EVERY_KEY_GROUP):
-    return state_backend.create_keyed_backend(key_groups, MAXP)
-
 
 # -- every state kind, against the model ---------------------------------------------------------
 
@@ -298,138 +249,6 @@ def test_merge_namespaces(state_backend, kind, sources, expected):
     backend.set_current_key("other")
     state.set_current_namespace("s1")
     assert read() == sources["s1"]
-
-
-# -- TTL --------------------------------------------------------------------------------------------
-
-def _ttl(update="OnCreateAndWrite", visibility="NeverReturnExpired", ms=100):
-    from sparkpoint.common import Time
-    from sparkpoint.datastream.state import StateTtlConfig
-
-    return (StateTtlConfig.new_builder(Time.milliseconds(ms))
-            .set_update_type(getattr(StateTtlConfig.UpdateType, update))
-            .set_state_visibility(getattr(StateTtlConfig.StateVisibility, visibility)).build())
-
-
-class TtlModel:
-    """The documented TTL semantics for one entry: (value, last access); expired when
-    last access + ttl <= now; a read of an expired, stored value removes it and returns it
-    only when expired values are visible; OnReadAndWrite refreshes on unexpired reads."""
-
-    def __init__(self, ttl_ms, update, visibility):
-        self.ttl, self.on_read = ttl_ms, update == "OnReadAndWrite"
-        self.visible = visibility == "ReturnExpiredIfNotCleanedUp"
-        self.stored = None
-
-    def write(self, value, now):
-        self.stored = (value, now)
-
-    def read(self, now):
-        if self.stored is None:
-            return None
-        value, ts = self.stored
-        if ts + self.ttl <= now:
-            self.stored = None
-            return value if self.visible else None
-        if self.on_read:
-            self.stored = (value, now)
-        return value
-
-
-@pytest.mark.parametrize("visibility", ["NeverReturnExpired", "ReturnExpiredIfNotCleanedUp"])
-@pytest.mark.parametrize("update", ["OnCreateAndWrite", "OnReadAndWrite"])
-def test_ttl_value_state_matches_the_documented_semantics(state_backend, update, visibility):
-    backend = keyed(state_backend)
-    d = ValueStateDescriptor("v")
-    d.enable_time_to_live(_ttl(update, visibility))
-    state = backend.get_partitioned_state(None, d)
-    models = defaultdict(lambda: TtlModel(100, update, visibility))
-    rnd = random.Random(update + visibility)
-    now = 0
-    expired_reads = 0
-    for _ in range(2000):
-        now += rnd.randrange(0, 40)
-        backend.set_current_processing_time(now)
-        key = rnd.choice(KEYS[:5])
-        backend.set_current_key(key)
-        if rnd.random() < 0.3:
-            v = rnd.randrange(1000)
-            state.update(v)
-            models[key].write(v, now)
-        else:
-            before = models[key].stored
-            expected = models[key].read(now)
-            expired_reads += before is not None and before[1] + 100 <= now
-            assert state.value() == expected, (key, now)
-    assert expired_reads > 20
-
-
-@pytest.mark.parametrize("visibility", ["NeverReturnExpired", "ReturnExpiredIfNotCleanedUp"])
-def test_ttl_scenarios_spelled_out(state_backend, visibility):
-    visible = visibility == "ReturnExpiredIfNotCleanedUp"
-    backend = keyed(state_backend)
-    backend.set_current_key("k")
-
-    def state(desc, update="OnCreateAndWrite"):
-        desc.enable_time_to_live(_ttl(update, visibility))
-        return backend.get_partitioned_state(None, desc)
-
-    value = state(ValueStateDescriptor("value"))
-    refreshed = state(ValueStateDescriptor("refreshed"), "OnReadAndWrite")
-    lst = state(ListStateDescriptor("list"))
-    mp = state(MapStateDescriptor("map"))
-    red = state(ReducingStateDescriptor("reducing", lambda a, b: a + b))
-    agg = state(AggregatingStateDescriptor("aggregating", SumCount()))
-    disabled = ValueStateDescriptor("disabled")
-    disabled.enable_time_to_live(_ttl("Disabled", visibility))
-    never = backend.get_partitioned_state(None, disabled)
-
-    backend.set_current_processing_time(0)
-    value.update("v")
-    refreshed.update("r")
-    lst.add_all([1, 2])
-    mp.put("a", 1)
-    red.add(10)
-    agg.add(10)
-    never.update("forever")
-    backend.set_current_processing_time(60)
-    lst.add(3)                                   # list elements expire one by one
-    mp.put("b", 2)                               # and so do map entries
-    assert refreshed.value() == "r"              # read at 60: lives until 160
-    backend.set_current_processing_time(99)
-    assert value.value() == "v"
-    backend.set_current_processing_time(100)    # written at 0, ttl 100: expired now
-    assert list(lst.get()) == ([1, 2, 3] if visible else [3])
-    assert list(lst.get()) == [3]                # the expired elements were cleaned up by the read
-    assert mp.get("a") == (1 if visible else None) and mp.get("a") is None
-    assert sorted(mp.items()) == [("b", 2)]
-    red.add(5)                                   # folds into the expired 10 only if that is visible
-    assert red.get() == (15 if visible else 5)
-    agg.add(20)
-    assert agg.get() == (15 if visible else 20)
-    assert value.value() == ("v" if visible else None)
-    assert value.value() is None                 # returned once at most, then gone
-    assert refreshed.value() == "r"
-    backend.set_current_processing_time(10**9)
-    assert never.value() == "forever"            # UpdateType.Disabled: no TTL
-    assert refreshed.value() == ("r" if visible else None)
-
-
-def test_ttl_timestamps_survive_snapshot_and_restore(state_backend):
-    backend = keyed(state_backend)
-    d = ValueStateDescriptor("v")
-    d.enable_time_to_live(_ttl())
-    backend.set_current_key("k")
-    backend.set_current_processing_time(1_000)
-    backend.get_partitioned_state(None, d).update(1)
-    restored = keyed(state_backend)
-    restored.restore([pickle.loads(pickle.dumps(backend.snapshot()))])
-    restored.set_current_key("k")
-    state = restored.get_partitioned_state(None, d)
-    restored.set_current_processing_time(1_099)
-    assert state.value() == 1
-    restored.set_current_processing_time(1_100)
-    assert state.value() is None
 
 
 # -- timers ------------------------------------------------------------------------------------------
