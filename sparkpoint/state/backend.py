@@ -20,6 +20,7 @@ from sparkpoint.state.internal import STATE_KINDS, InternalKvState
 from sparkpoint.state.key_groups import KeyGroupAssigner, KeyGroupRange
 from sparkpoint.state.snapshot import KeyedStateSnapshot, check_snapshot
 from sparkpoint.state.timer_queue import KeyGroupedTimerQueue
+from sparkpoint.state.ttl import create_ttl_state
 
 __all__ = ["KeyedStateBackend", "StateBackend"]
 
@@ -92,8 +93,6 @@ class KeyedStateBackend(abc.ABC):
         self.register_state(descriptor.name, descriptor.kind)
         ttl = descriptor.ttl_config
         if ttl is not None and ttl.is_enabled():
-            from sparkpoint.state.ttl import create_ttl_state
-
             return create_ttl_state(self, descriptor)
         return self._create_internal_state(descriptor)
 

@@ -48,10 +48,11 @@ class TtlValue(NamedTuple):
 class _Ttl:
     """One state's TTL settings and clock."""
 
-    __slots__ = ("backend", "return_expired", "ttl_ms", "update_on_read")
+    __slots__ = ("backend", "name", "return_expired", "ttl_ms", "update_on_read")
 
-    def __init__(self, backend: KeyedStateBackend, config: StateTtlConfig):
+    def __init__(self, backend: KeyedStateBackend, name: str, config: StateTtlConfig):
         self.backend = backend
+        self.name = name
         self.ttl_ms = config.ttl_ms
         self.update_on_read = config.get_update_type() == StateTtlConfig.UpdateType.OnReadAndWrite
         self.return_expired = (config.get_state_visibility()
@@ -64,11 +65,15 @@ class _Ttl:
         return TtlValue(value, self.now())
 
     def expired(self, tv: TtlValue) -> bool:
+        if type(tv) is not TtlValue:
+            raise StateError(
+                f"state {self.name!r} has time-to-live but holds a value written without it ({tv!r}); as in "
+                f"Flink, state cannot switch TTL on or off: give the descriptor a new name, or migrate the state")
         return tv.last_access + self.ttl_ms <= self.now()
 
     def unexpired(self, tv: TtlValue | None) -> Any:
         """The user value if it may be used (not expired, or expired but visible), else ``None``."""
-        if tv is None or (not self.return_expired and self.expired(tv)):
+        if tv is None or (self.expired(tv) and not self.return_expired):
             return None
         return tv.value
 
@@ -280,7 +285,7 @@ _TTL_CLASSES: dict[str, type] = {
 
 def create_ttl_state(backend: KeyedStateBackend, descriptor: StateDescriptor) -> InternalKvState:
     """The TTL decorator of ``descriptor``'s kind around the backend's own state of :class:`TtlValue` s."""
-    ttl = _Ttl(backend, descriptor.ttl_config)  # type: ignore[arg-type]
+    ttl = _Ttl(backend, descriptor.name, descriptor.ttl_config)  # type: ignore[arg-type]
     inner = copy.copy(descriptor)
     inner.ttl_config = None
     if descriptor.kind == "reducing":

@@ -23,6 +23,7 @@ from sparkpoint.datastream.state import (
     StateTtlConfig,
     ValueStateDescriptor,
 )
+from sparkpoint.errors import StateError
 
 
 def _ttl(update="OnCreateAndWrite", visibility="NeverReturnExpired", ms=100):
@@ -150,3 +151,16 @@ def test_ttl_timestamps_survive_snapshot_and_restore(state_backend):
     assert state.value() == 1
     restored.set_current_processing_time(1_100)
     assert state.value() is None
+
+
+def test_state_cannot_switch_ttl_on(state_backend):
+    plain = keyed(state_backend)
+    plain.set_current_key("k")
+    plain.get_partitioned_state(None, ValueStateDescriptor("v")).update(1)
+    with_ttl = keyed(state_backend)
+    with_ttl.restore([plain.snapshot()])
+    with_ttl.set_current_key("k")
+    d = ValueStateDescriptor("v")
+    d.enable_time_to_live(_ttl())
+    with pytest.raises(StateError, match="'v' has time-to-live but holds a value written without it"):
+        with_ttl.get_partitioned_state(None, d).value()
