@@ -16,7 +16,7 @@ from typing import Any
 
 from sparkpoint.datastream.state import StateDescriptor
 from sparkpoint.errors import StateError
-from sparkpoint.state.internal import STATE_KINDS, InternalKvState
+from sparkpoint.state.internal import STATE_KINDS, InternalKvState, UserFacingListState
 from sparkpoint.state.key_groups import KeyGroupAssigner, KeyGroupRange
 from sparkpoint.state.snapshot import KeyedStateSnapshot, check_snapshot
 from sparkpoint.state.timer_queue import KeyGroupedTimerQueue
@@ -97,10 +97,14 @@ class KeyedStateBackend(abc.ABC):
         return self._create_internal_state(descriptor)
 
     def get_partitioned_state(self, namespace: Any, descriptor: StateDescriptor) -> Any:
-        """A state object for ``descriptor`` bound to ``namespace``."""
+        """A state object for user functions, for ``descriptor`` and bound to ``namespace``.
+
+        As Flink's ``UserFacingListState``, list state refuses ``None`` elements here; the
+        internal state of :meth:`create_internal_state` stores what an operator gives it.
+        """
         state = self.create_internal_state(descriptor)
         state.set_current_namespace(namespace)
-        return state
+        return UserFacingListState(state) if descriptor.kind == "list" else state
 
     def register_state(self, name: str, kind: str) -> None:
         known = self.state_kinds.get(name)

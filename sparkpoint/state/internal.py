@@ -21,6 +21,7 @@ from sparkpoint.datastream.state import (
     StateDescriptor,
     ValueState,
 )
+from sparkpoint.errors import StateError
 
 __all__ = [
     "STATE_KINDS",
@@ -90,3 +91,45 @@ class InternalAggregatingState(InternalKvState, AggregatingState):
 
     @abc.abstractmethod
     def set_accumulator(self, acc: Any) -> None: ...
+
+
+class UserFacingListState(InternalListState):
+    """List state as user functions see it: ``None`` elements are refused (Flink's null check)."""
+
+    __slots__ = ("state",)
+
+    def __init__(self, state: InternalListState):
+        self.state = state
+        self.descriptor = state.descriptor
+
+    def _checked(self, values: Iterable[Any]) -> list:
+        values = list(values or [])
+        if None in values:
+            raise StateError(f"list state {self.descriptor.name!r}: cannot add None")
+        return values
+
+    def set_current_namespace(self, namespace: Any) -> None:
+        self.state.set_current_namespace(namespace)
+
+    def get_current_namespace(self) -> Any:
+        return self.state.get_current_namespace()
+
+    def clear(self) -> None:
+        self.state.clear()
+
+    def merge_namespaces(self, target: Any, sources: Iterable[Any]) -> None:
+        self.state.merge_namespaces(target, sources)
+
+    def get(self) -> Iterable:
+        return self.state.get()
+
+    def add(self, value: Any) -> None:
+        if value is None:
+            raise StateError(f"list state {self.descriptor.name!r}: cannot add None")
+        self.state.add(value)
+
+    def add_all(self, values: list) -> None:
+        self.state.add_all(self._checked(values))
+
+    def update(self, values: list) -> None:
+        self.state.update(self._checked(values))

@@ -151,12 +151,6 @@ class _TtlState:
     def merge_namespaces(self, target: Any, sources: Iterable[Any]) -> None:
         self.original.merge_namespaces(target, sources)
 
-    def _no_none(self, values: Iterable[Any]) -> list:
-        values = list(values)
-        if None in values:
-            raise StateError(f"list state {self.descriptor.name!r}: cannot add None")
-        return values
-
 
 class TtlValueState(_TtlState, InternalValueState):
     def value(self) -> Any:
@@ -185,17 +179,15 @@ class TtlListState(_TtlState, InternalListState):
         return result
 
     def add(self, value: Any) -> None:
-        if value is None:
-            raise StateError(f"list state {self.descriptor.name!r}: cannot add None")
         self.original.add(self.ttl.wrap(value))
 
     def add_all(self, values: list) -> None:
         now = self.ttl.now()
-        self.original.add_all([TtlValue(v, now) for v in self._no_none(values)])
+        self.original.add_all([TtlValue(v, now) for v in values])
 
     def update(self, values: list) -> None:
         now = self.ttl.now()
-        self.original.update([TtlValue(v, now) for v in self._no_none(values or [])])
+        self.original.update([TtlValue(v, now) for v in values or []])
 
 
 class TtlMapState(_TtlState, InternalMapState):

@@ -10,7 +10,6 @@ from sparkpoint.datastream.state import (
     ReducingStateDescriptor,
     StateDescriptor,
 )
-from sparkpoint.errors import StateError
 from sparkpoint.state.internal import (
     InternalAggregatingState,
     InternalListState,
@@ -96,8 +95,6 @@ class HeapListState(_HeapState, InternalListState):
         return self._entries().get(self._slot(), [])
 
     def add(self, value: Any) -> None:
-        if value is None:
-            raise StateError(f"list state {self.descriptor.name!r}: cannot add None")
         entries = self._entries()
         slot = self._slot()
         lst = entries.get(slot)
@@ -109,8 +106,6 @@ class HeapListState(_HeapState, InternalListState):
     def add_all(self, values: list) -> None:
         if not values:
             return
-        if None in values:
-            raise StateError(f"list state {self.descriptor.name!r}: cannot add None")
         entries = self._entries()
         slot = self._slot()
         lst = entries.get(slot)
@@ -121,8 +116,6 @@ class HeapListState(_HeapState, InternalListState):
 
     def update(self, values: list) -> None:
         values = list(values or [])
-        if None in values:
-            raise StateError(f"list state {self.descriptor.name!r}: cannot add None")
         if values:
             self._entries()[self._slot()] = values
         else:
