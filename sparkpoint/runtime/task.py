@@ -210,6 +210,8 @@ def run_task(plan: JobPlan, stage_id: int, subtask: int, dep: TaskDeployment,
         keyed_snapshot = {op.uid: op.snapshot_keyed_state() for op in keyed_ops.values()}
         report.keyed_state_bytes = store.save(dep.epoch, keyed_snapshot)
         report.snapshot_sync_ms = (time.perf_counter() - t0) * 1000
+        for op in keyed_ops.values():
+            op.keyed_backend.dispose()
     if uploader is not None:
         report.checkpoint_acks, report.checkpoint_declines = uploader.join()
     report.metrics = task.metrics
