@@ -20,7 +20,7 @@ from sparkpoint.state.key_groups import KeyGroupRange
 
 
 @pytest.mark.parametrize("spec", [None, "hashmap", " HashMap ", "filesystem", "jobmanager", HashMapStateBackend(),
-                                  MemoryStateBackend(), FsStateBackend("file:///tmp/x")])
+                                  MemoryStateBackend(), FsStateBackend("file:///checkpoints")])
 def test_hashmap_and_its_flink_names(spec):
     backend = load_state_backend(spec)
     assert isinstance(backend, StateBackend) and backend.name == "hashmap"
