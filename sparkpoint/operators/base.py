@@ -136,7 +136,7 @@ class OperatorRuntimeContext(RuntimeContext):
                 f"operator {self._op.name!r} (uid {self._op.uid!r}) asked for keyed state {descriptor.name!r} "
                 f"but is not on a keyed stream; use key_by(...) first, or operator state (CheckpointedFunction)"
             )
-        return backend.create_state(descriptor, self._op.current_namespace)
+        return backend.get_partitioned_state(self._op.current_namespace(), descriptor)
 
     get_state = _keyed
     get_list_state = _keyed

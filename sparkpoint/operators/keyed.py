@@ -1,6 +1,7 @@
 """Keyed runtime operators: keyed state, timers, and the keyed process/reduce operators.
 
-A keyed operator owns a key-group range. Its keyed state (including timers) is
+A keyed operator owns a key-group range and a keyed backend for it, built by the job's
+:class:`~sparkpoint.state.backend.StateBackend`. Its keyed state (including timers) is
 snapshotted per key group at the end of every task and restored at the start of the
 next, from the executor's local disk (see :mod:`sparkpoint.state.local_store`).
 """
@@ -14,8 +15,10 @@ from sparkpoint.datastream.state import ValueStateDescriptor
 from sparkpoint.datastream.time_domain import TimeDomain
 from sparkpoint.errors import StateError
 from sparkpoint.operators.base import IDLE, Output, StreamOperator, TaskContext, first_failing
-from sparkpoint.state.heap import HashMapKeyedStateBackend
+from sparkpoint.state.backend import KeyedStateBackend, StateBackend
+from sparkpoint.state.backend_loader import load_state_backend
 from sparkpoint.state.key_groups import KeyGroupRange
+from sparkpoint.state.snapshot import KeyedStateSnapshot
 from sparkpoint.time.timers import EVENT_TIME, PROCESSING_TIME, InternalTimerService
 
 __all__ = ["TimeDomain", "KeyedOperator", "KeyedProcessOperator", "StreamGroupedReduceOperator"]
@@ -29,30 +32,30 @@ class KeyedOperator(StreamOperator):
     def __init__(self, uid: str, name: str, function: Any, key_selector: KeySelector):
         super().__init__(uid, name, function)
         self.key_selector = key_selector
-        self.keyed_backend: HashMapKeyedStateBackend = None  # type: ignore[assignment]
-        self.timers = InternalTimerService()
+        self.keyed_backend: KeyedStateBackend = None  # type: ignore[assignment]
+        self.timers: InternalTimerService = None  # type: ignore[assignment]
 
-    def create_keyed_backend(self, key_group_range: KeyGroupRange, max_parallelism: int) -> None:
-        self.keyed_backend = HashMapKeyedStateBackend(key_group_range, max_parallelism)
+    def create_keyed_backend(self, key_group_range: KeyGroupRange, max_parallelism: int,
+                             state_backend: Optional[StateBackend] = None) -> None:
+        """Build this operator's keyed backend (``state_backend``, default hashmap) and timer service."""
+        backend = state_backend if state_backend is not None else load_state_backend(None)
+        self.keyed_backend = backend.create_keyed_backend(key_group_range, max_parallelism)
+        self.timers = InternalTimerService({domain: self.keyed_backend.get_timer_queue(domain)
+                                            for domain in (EVENT_TIME, PROCESSING_TIME)})
 
     def setup(self, task: TaskContext, operator_state: Optional[dict]) -> None:
         super().setup(task, operator_state)
         self.timers.current_processing_time = task.processing_time
-        self.keyed_backend.now = task.processing_time
+        self.keyed_backend.set_current_processing_time(task.processing_time)
 
     # keyed snapshot ---------------------------------------------------------------------
-    def snapshot_keyed_state(self) -> dict:
-        return {
-            "kinds": dict(self.keyed_backend.kinds),
-            "groups": self.keyed_backend.snapshot_key_groups(),
-            "timers": self.timers.snapshot_key_groups(),
-            "watermark": self.watermark,
-        }
+    def snapshot_keyed_state(self) -> KeyedStateSnapshot:
+        return self.keyed_backend.snapshot(watermark=self.watermark)
 
-    def restore_keyed_state(self, snap: dict) -> None:
-        self.keyed_backend.restore_key_groups(snap.get("groups", {}), snap.get("kinds", {}))
-        self.timers.restore_key_groups(snap.get("timers", {}), self.keyed_backend.key_group_range.__contains__)
-        self.watermark = max(self.watermark, snap.get("watermark", self.watermark))
+    def restore_keyed_state(self, snapshot: KeyedStateSnapshot) -> None:
+        self.keyed_backend.restore([snapshot])
+        if snapshot.watermark is not None:
+            self.watermark = max(self.watermark, snapshot.watermark)
         self.timers.current_watermark = self.watermark
 
     # keys -------------------------------------------------------------------------------
@@ -170,7 +173,7 @@ class StreamGroupedReduceOperator(KeyedOperator):
 
     def open(self) -> None:
         super().open()
-        self.state = self.keyed_backend.create_state(self.STATE)
+        self.state = self.keyed_backend.get_partitioned_state(None, self.STATE)
 
     def process_batch(self, values: list, timestamps: list, out: Output) -> None:
         reduce = self.function.reduce  # type: ignore[union-attr]

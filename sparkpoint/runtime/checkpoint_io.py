@@ -26,7 +26,9 @@ from sparkpoint.checkpoint.messages import (
 )
 from sparkpoint.checkpoint.properties import CheckpointOptions, SnapshotFormat
 from sparkpoint.testing.faults import upload_delay_s, upload_fails
+from sparkpoint.errors import StateError
 from sparkpoint.state.key_groups import KeyGroupRange
+from sparkpoint.state.snapshot import KeyedStateSnapshot, check_snapshot
 from sparkpoint.state.savepoint_format import read_canonical_file, write_canonical
 from sparkpoint.storage.checkpoint_storage import StreamStateHandle, read_verified, write_file
 
@@ -89,22 +91,24 @@ class CheckpointUploader:
         return self.acks, self.declines
 
 
-def read_restored_keyed_state(entry: dict, key_groups: Optional[KeyGroupRange] = None) -> Any:
+def read_restored_keyed_state(entry: dict, key_groups: Optional[KeyGroupRange],
+                              max_parallelism: int) -> dict[str, KeyedStateSnapshot]:
     """Read one keyed-state file of a checkpoint or savepoint, verifying size and checksum.
 
-    Returns ``{uid: operator snapshot}``; canonical (savepoint) files are converted to the
-    hashmap backend's snapshot form, keeping only ``key_groups``.
+    Returns ``{uid: KeyedStateSnapshot}``, checked against ``max_parallelism``; canonical
+    (savepoint) files keep only ``key_groups`` (all key groups if ``None``).
     """
     fs, base = fsspec.core.url_to_fs(entry["location"])
     handle: StreamStateHandle = entry["handle"]
-    data = read_verified(fs, posixpath.join(base, handle.path), handle,
-                         f"checkpoint {entry.get('checkpoint_id')} keyed state of {entry.get('uids')}")
+    what = f"checkpoint {entry.get('checkpoint_id')} keyed state of {entry.get('uids')}"
+    data = read_verified(fs, posixpath.join(base, handle.path), handle, what)
     if entry.get("state") is None:
-        return pickle.loads(data)
+        snapshots = pickle.loads(data)
+        if not isinstance(snapshots, dict):
+            raise StateError(f"{what}: not a keyed-state file of this version of sparkpoint")
+        return {uid: check_snapshot(snap, max_parallelism, f"{what}, operator {uid!r}")
+                for uid, snap in snapshots.items()}
     uid = entry["uids"][0]
-    snap: dict = {"kinds": {}, "groups": {}, "timers": {}, "watermark": entry.get("watermark")}
-    in_range = (lambda kg: True) if key_groups is None else key_groups.__contains__
-    read_canonical_file(data, entry["state"], entry.get("state_kinds", {}), snap, in_range, uid)
-    if snap["watermark"] is None:
-        snap.pop("watermark")
-    return {uid: snap}
+    key_groups = KeyGroupRange(0, max_parallelism - 1) if key_groups is None else key_groups
+    return {uid: read_canonical_file(data, entry["state"], entry.get("state_kinds", {}), key_groups,
+                                     max_parallelism, entry.get("watermark"), uid)}

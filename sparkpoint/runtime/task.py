@@ -31,6 +31,7 @@ from sparkpoint.operators.keyed import KeyedOperator
 from sparkpoint.operators.base import IDLE, Output, StreamOperator, TaskContext
 from sparkpoint.operators.sinks import PrintOperator, SinkOperator
 from sparkpoint.operators.source import SourceOperator
+from sparkpoint.state.backend_loader import load_state_backend
 from sparkpoint.state.key_groups import KeyGroupAssigner, KeyGroupRange, compute_key_group_range_for_operator_index
 from sparkpoint.state.local_store import LocalStateStore
 
@@ -99,7 +100,7 @@ def run_task(plan: JobPlan, stage_id: int, subtask: int, dep: TaskDeployment,
     # Step 1. Operators and their state.
     kg_range = compute_key_group_range_for_operator_index(plan.max_parallelism, stage.parallelism, subtask)
     ops = _build_operators(plan, stage, kg_range, task, dep)
-    keyed = _restore_keyed_state(ops, dep, stage_id, subtask, kg_range)
+    keyed = _restore_keyed_state(ops, dep, stage_id, subtask, kg_range, plan.max_parallelism)
     _open_operators(ops, dep)
     # Step 2. Inputs.
     inputs = _read_inputs(stage, input_blobs, report)
@@ -139,18 +140,19 @@ def _build_operators(plan: JobPlan, stage: StagePlan, kg_range: KeyGroupRange, t
                      dep: TaskDeployment) -> dict[int, StreamOperator]:
     """Create the stage's runtime operators and give them their operator state (Step 1)."""
     ops: dict[int, StreamOperator] = {}
+    state_backend = load_state_backend(plan.state_backend)
     for nid in stage.nodes:
         op = plan.nodes[nid].factory()
         op.uid = plan.uid(nid)
         if isinstance(op, KeyedOperator):
-            op.create_keyed_backend(kg_range, plan.max_parallelism)
+            op.create_keyed_backend(kg_range, plan.max_parallelism, state_backend)
         op.setup(task, dep.operator_states.get(nid))
         ops[nid] = op
     return ops
 
 
 def _restore_keyed_state(ops: dict[int, StreamOperator], dep: TaskDeployment, stage_id: int, subtask: int,
-                         kg_range: KeyGroupRange) -> _KeyedState:
+                         kg_range: KeyGroupRange, max_parallelism: int) -> _KeyedState:
     """Load the keyed operators' state: the previous epoch's local snapshot, or a checkpoint's files.
 
     While the previous epoch was a checkpoint's barrier, its snapshot is also uploaded to that
@@ -169,7 +171,8 @@ def _restore_keyed_state(ops: dict[int, StreamOperator], dep: TaskDeployment, st
                 uploader = CheckpointUploader(body, dep.checkpoint_uploads, stage_id, subtask, kg_range, uids)
             snapshots = [pickle.loads(body)]
         else:
-            snapshots = [read_restored_keyed_state(entry, kg_range) for entry in dep.restored_keyed]
+            snapshots = [read_restored_keyed_state(entry, kg_range, max_parallelism)
+                         for entry in dep.restored_keyed]
         for snapshot in snapshots:
             for op in keyed_ops.values():
                 if op.uid in snapshot:
@@ -275,6 +278,8 @@ def _snapshot_keyed_state(keyed: _KeyedState, dep: TaskDeployment, report: TaskR
         keyed_snapshot = {op.uid: op.snapshot_keyed_state() for op in keyed_ops.values()}
         report.keyed_state_bytes = store.save(dep.epoch, keyed_snapshot)
         report.snapshot_sync_ms = (time.perf_counter() - t0) * 1000
+        for op in keyed_ops.values():
+            op.keyed_backend.dispose()
     if uploader is not None:
         report.checkpoint_acks, report.checkpoint_declines = uploader.join()
 

@@ -7,8 +7,8 @@ URL-quoted), with the columns ``key_group`` (int32), ``key``, ``namespace`` and 
 ``timestamp`` columns instead of ``value``. Every file's path in ``_metadata`` is
 relative to the savepoint directory, so the directory can be moved or copied.
 
-Any backend can write this from its key-group snapshot and read it back into its own
-structures; the hashmap backend does so here.
+Every backend snapshots into a :class:`~sparkpoint.state.snapshot.KeyedStateSnapshot`,
+which is written here and read back as one, so any backend restores it.
 
 Schema evolution: values are pickled, importable classes by reference, so a savepoint
 restores into a newer version of the value's class. Adding a field with a default (a
@@ -24,7 +24,7 @@ import hashlib
 import io
 import pickle
 import posixpath
-from typing import Any
+from typing import Any, Optional
 from urllib.parse import quote
 
 import cloudpickle
@@ -32,11 +32,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sparkpoint.errors import StateError
+from sparkpoint.state.key_groups import KeyGroupRange
+from sparkpoint.state.snapshot import KeyedStateSnapshot
 from sparkpoint.storage.checkpoint_storage import StreamStateHandle, write_file
 
-__all__ = ["write_canonical", "read_canonical_file", "TIMERS"]
+__all__ = ["write_canonical", "read_canonical_file", "TIMERS", "CANONICAL_BACKEND"]
 
 TIMERS = "_timers"
+#: The ``backend`` of snapshots read from the canonical format.
+CANONICAL_BACKEND = "canonical"
 
 
 def _dump(obj: Any) -> bytes:
@@ -49,9 +53,9 @@ def _parquet(table: pa.Table) -> bytes:
     return buf.getvalue()
 
 
-def write_canonical(fs: Any, location: str, snapshot: dict, stage_id: int, subtask: int,
+def write_canonical(fs: Any, location: str, snapshot: dict[str, KeyedStateSnapshot], stage_id: int, subtask: int,
                     key_groups: tuple[int, int]) -> tuple[list[dict], dict]:
-    """Write a task's keyed snapshot ``{uid: op_snapshot}`` canonically.
+    """Write a task's keyed snapshots ``{uid: KeyedStateSnapshot}`` canonically.
 
     Returns the file entries for ``_metadata`` and ``{uid: {"state_kinds", "watermark"}}``.
     """
@@ -59,9 +63,9 @@ def write_canonical(fs: Any, location: str, snapshot: dict, stage_id: int, subta
     operators: dict = {}
     part = f"part-s{stage_id}-t{subtask}.parquet"
     for uid, snap in snapshot.items():
-        operators[uid] = {"state_kinds": dict(snap["kinds"]), "watermark": snap.get("watermark")}
-        by_state: dict[str, tuple[list, list, list, list]] = {name: ([], [], [], []) for name in snap["kinds"]}
-        for kg, states in snap["groups"].items():
+        operators[uid] = {"state_kinds": dict(snap.state_kinds), "watermark": snap.watermark}
+        by_state: dict[str, tuple[list, list, list, list]] = {name: ([], [], [], []) for name in snap.state_kinds}
+        for kg, states in snap.entries.items():
             for name, entries in states.items():
                 cols = by_state.setdefault(name, ([], [], [], []))
                 for (key, ns), value in entries.items():
@@ -75,7 +79,7 @@ def write_canonical(fs: Any, location: str, snapshot: dict, stage_id: int, subta
             for name, c in by_state.items()
         }
         t_kg, t_domain, t_ts, t_key, t_ns = [], [], [], [], []
-        for kg, domains in snap.get("timers", {}).items():
+        for kg, domains in snap.timers.items():
             for domain, timers in domains.items():
                 for ts, key, ns in timers:
                     t_kg.append(kg)
@@ -107,28 +111,32 @@ def _loads(data: bytes, uid: str, state: str) -> Any:
             f"--allowNonRestoredState and a new uid.") from None
 
 
-def read_canonical_file(data: bytes, state: str, kinds: dict[str, str], into: dict, in_range: Any,
-                        uid: str = "?") -> None:
-    """Add one canonical file's entries to an operator snapshot ``into`` (groups/timers)."""
+def read_canonical_file(data: bytes, state: str, kinds: dict[str, str], key_groups: KeyGroupRange,
+                        max_parallelism: int, watermark: Optional[int] = None, uid: str = "?") -> KeyedStateSnapshot:
+    """One canonical file (state ``state`` of operator ``uid``) as a snapshot of ``key_groups``:
+    entries of other key groups are left out."""
     # one small file per subtask: Arrow's thread pool buys nothing here, and a process that
     # read with it can abort at exit ("terminate called without an active exception")
     table = pq.read_table(io.BytesIO(data), use_threads=False)
     kgs = table.column("key_group").to_pylist()
     keys = table.column("key").to_pylist()
     nss = table.column("namespace").to_pylist()
+    in_range = key_groups.__contains__
+    timers: dict[int, dict[str, list]] = {}
+    entries: dict[int, dict[str, dict]] = {}
     if state == TIMERS:
         domains = table.column("domain").to_pylist()
         stamps = table.column("timestamp").to_pylist()
-        timers = into.setdefault("timers", {})
         for kg, domain, ts, key, ns in zip(kgs, domains, stamps, keys, nss):
             if in_range(kg):
                 timers.setdefault(kg, {}).setdefault(domain, []).append(
                     (ts, _loads(key, uid, state), _loads(ns, uid, state)))
-        return
-    values = table.column("value").to_pylist()
-    groups = into.setdefault("groups", {})
-    for kg, key, ns, value in zip(kgs, keys, nss, values):
-        if in_range(kg):
-            groups.setdefault(kg, {}).setdefault(state, {})[(_loads(key, uid, state), _loads(ns, uid, state))] = \
-                _loads(value, uid, state)
-    into.setdefault("kinds", {}).update(kinds)
+    else:
+        values = table.column("value").to_pylist()
+        for kg, key, ns, value in zip(kgs, keys, nss, values):
+            if in_range(kg):
+                entries.setdefault(kg, {}).setdefault(state, {})[
+                    (_loads(key, uid, state), _loads(ns, uid, state))] = _loads(value, uid, state)
+    return KeyedStateSnapshot(backend=CANONICAL_BACKEND, key_group_range=key_groups,
+                              max_parallelism=max_parallelism, state_kinds=dict(kinds), entries=entries,
+                              timers=timers, watermark=watermark)

@@ -8,26 +8,21 @@ import pandas as pd
 
 from sparkpoint.runtime.checkpoint_io import read_restored_keyed_state
 from sparkpoint.checkpoint.loader import RestoredCheckpoint, keyed_entries, load_checkpoint
+from sparkpoint.state.key_groups import KeyGroupRange
+from sparkpoint.state.snapshot import KeyedStateSnapshot, merge_snapshots
 
 __all__ = ["SavepointReader", "keyed_state_summary", "flatten"]
 
 _PRIMITIVE = (str, int, float, bool, bytes)
 
 
-def _operator_snapshot(restored: RestoredCheckpoint, uid: str) -> dict:
-    merged: dict = {"kinds": {}, "groups": {}, "timers": {}}
-    for entry in keyed_entries(restored, [uid], 0, restored.metadata.max_parallelism - 1):
-        snap = read_restored_keyed_state(entry).get(uid)
-        if snap is None:
-            continue
-        merged["kinds"].update(snap.get("kinds", {}))
-        for kg, states in snap.get("groups", {}).items():
-            for name, entries in states.items():
-                merged["groups"].setdefault(kg, {}).setdefault(name, {}).update(entries)
-        for kg, domains in snap.get("timers", {}).items():
-            for domain, timers in domains.items():
-                merged["timers"].setdefault(kg, {}).setdefault(domain, []).extend(timers)
-    return merged
+def _operator_snapshot(restored: RestoredCheckpoint, uid: str) -> KeyedStateSnapshot:
+    """All keyed state of operator ``uid``, over every key group."""
+    maxp = restored.metadata.max_parallelism
+    everything = KeyGroupRange(0, maxp - 1)
+    parts = [read_restored_keyed_state(entry, everything, maxp).get(uid)
+             for entry in keyed_entries(restored, [uid], 0, maxp - 1)]
+    return merge_snapshots([p for p in parts if p is not None], everything, maxp)
 
 
 def keyed_state_summary(restored: RestoredCheckpoint) -> dict[str, dict[str, tuple[int, int]]]:
@@ -38,12 +33,12 @@ def keyed_state_summary(restored: RestoredCheckpoint) -> dict[str, dict[str, tup
             continue
         snap = _operator_snapshot(restored, uid)
         per_state: dict[str, tuple[set, int]] = {}
-        for states in snap["groups"].values():
+        for states in snap.entries.values():
             for name, entries in states.items():
                 keys, n = per_state.get(name, (set(), 0))
                 keys.update(_hashable(k) for k, _ in entries)
                 per_state[name] = (keys, n + len(entries))
-        timers = [t for domains in snap["timers"].values() for ts in domains.values() for t in ts]
+        timers = [t for domains in snap.timers.values() for ts in domains.values() for t in ts]
         out[uid] = {name: (n, len(keys)) for name, (keys, n) in per_state.items()}
         out[uid]["_timers"] = (len(timers), len({_hashable(k) for _, k, _ in timers}))
     return out
@@ -100,16 +95,16 @@ class SavepointReader:
             raise KeyError(f"no operator with uid {uid!r} in {self.restored.location}; uids: {self.uids()}")
         snap = _operator_snapshot(self.restored, uid)
         if state_name == "_timers":
-            rows = [(kg, domain, ts, key, ns) for kg, domains in snap["timers"].items()
+            rows = [(kg, domain, ts, key, ns) for kg, domains in snap.timers.items()
                     for domain, timers in domains.items() for ts, key, ns in timers]
             cols = {"key_group": [r[0] for r in rows], "domain": [r[1] for r in rows],
                     "timestamp": [r[2] for r in rows]}
             cols.update(flatten("key", [r[3] for r in rows]))
             cols.update(flatten("namespace", [r[4] for r in rows]))
             return pd.DataFrame(cols)
-        if state_name not in snap["kinds"]:
-            raise KeyError(f"operator {uid!r} has no keyed state {state_name!r}; it has {sorted(snap['kinds'])}")
-        rows = [(kg, key, ns, value) for kg, states in snap["groups"].items()
+        if state_name not in snap.state_kinds:
+            raise KeyError(f"operator {uid!r} has no keyed state {state_name!r}; it has {sorted(snap.state_kinds)}")
+        rows = [(kg, key, ns, value) for kg, states in snap.entries.items()
                 for (key, ns), value in states.get(state_name, {}).items()]
         cols = {"key_group": [r[0] for r in rows]}
         cols.update(flatten("key", [r[1] for r in rows]))

@@ -13,8 +13,9 @@ import fsspec
 
 from sparkpoint.checkpoint.metadata import CheckpointMetadata, MetadataV1Serializer, OperatorMetadata, KeyedStateFile
 from sparkpoint.checkpoint.loader import load_checkpoint
-from sparkpoint.state.key_groups import DEFAULT_MAX_PARALLELISM, assign_to_key_group
-from sparkpoint.state.savepoint_format import write_canonical
+from sparkpoint.state.key_groups import DEFAULT_MAX_PARALLELISM, KeyGroupRange, assign_to_key_group
+from sparkpoint.state.savepoint_format import CANONICAL_BACKEND, write_canonical
+from sparkpoint.state.snapshot import KeyedStateSnapshot
 from sparkpoint.storage.checkpoint_storage import METADATA_FILE_NAME, StreamStateHandle, write_file
 
 __all__ = ["SavepointWriter"]
@@ -88,14 +89,14 @@ class SavepointWriter:
                 if uid in self.removed or not op.keyed_state:
                     continue
                 snap = _operator_snapshot(self.base, uid)
-                self.timers[uid] = snap["timers"]
+                self.timers[uid] = snap.timers
                 self.watermarks[uid] = op.watermark
                 replaced = set(self.keyed.get(uid, {}))
-                for kg, states in snap["groups"].items():
-                    for name, entries in states.items():
+                for by_state in snap.entries.values():
+                    for name, entries in by_state.items():
                         if name in replaced:
                             continue
-                        self.keyed.setdefault(uid, {}).setdefault(name, (snap["kinds"][name], {}))[1].update(entries)
+                        self.keyed.setdefault(uid, {}).setdefault(name, (snap.state_kinds[name], {}))[1].update(entries)
             for key in ("operator_states", "sources", "committables"):
                 driver_state[key] = {u: v for u, v in self.base.driver_state.get(key, {}).items() if u not in self.removed}
         for uid, states in self.keyed.items():
@@ -104,9 +105,11 @@ class SavepointWriter:
                 for slot, value in entries.items():
                     kg = assign_to_key_group(slot[0], self.max_parallelism)
                     groups.setdefault(kg, {}).setdefault(name, {})[slot] = value
-            snap = {uid: {"kinds": {n: k for n, (k, _) in states.items()}, "groups": groups,
-                          "timers": self.timers.get(uid, {})}}
-            files, info = write_canonical(fs, location, snap, 0, 0, (0, self.max_parallelism - 1))
+            snapshot = {uid: KeyedStateSnapshot(
+                backend=CANONICAL_BACKEND, key_group_range=KeyGroupRange(0, self.max_parallelism - 1),
+                max_parallelism=self.max_parallelism, state_kinds={n: k for n, (k, _) in states.items()},
+                entries=groups, timers=self.timers.get(uid, {}), watermark=self.watermarks.get(uid))}
+            files, info = write_canonical(fs, location, snapshot, 0, 0, (0, self.max_parallelism - 1))
             op = operators.setdefault(uid, OperatorMetadata(uid, uid, 1))
             op.state_kinds.update(info[uid]["state_kinds"])
             op.watermark = self.watermarks.get(uid)

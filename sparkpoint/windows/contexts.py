@@ -2,13 +2,14 @@
 
 All are bound to the operator's current key; the trigger context is moved from window to
 window with ``at(window)``, and keeps trigger state in its own name space
-(``trigger:<name>``), merged when windows merge.
+(``trigger:<name>``, namespace = the window), merged with ``merge_namespaces`` when windows
+merge. Per-window state of window functions is named ``window:<name>``.
 """
 
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from sparkpoint.datastream.state import StateDescriptor
 from sparkpoint.time.timers import EVENT_TIME, PROCESSING_TIME
@@ -16,7 +17,10 @@ from sparkpoint.time.timers import EVENT_TIME, PROCESSING_TIME
 if TYPE_CHECKING:
     from sparkpoint.windows.operator import WindowOperator
 
-__all__ = ["AssignerContext", "TriggerContext", "WindowContext"]
+__all__ = ["AssignerContext", "TriggerContext", "WindowContext", "TRIGGER_STATE_PREFIX", "WINDOW_STATE_PREFIX"]
+
+TRIGGER_STATE_PREFIX = "trigger:"
+WINDOW_STATE_PREFIX = "window:"
 
 
 class AssignerContext:
@@ -71,37 +75,22 @@ class TriggerContext:
         self._timer(PROCESSING_TIME, time, delete=True)
 
     def get_partitioned_state(self, state_descriptor: StateDescriptor) -> Any:
-        window = self.window
-        return self.op.keyed_backend.create_state(_trigger_descriptor(state_descriptor), lambda: window)
+        return self.op.keyed_backend.get_partitioned_state(self.window, _prefixed(state_descriptor,
+                                                                                 TRIGGER_STATE_PREFIX))
 
     def merge_partitioned_state(self, state_descriptor: StateDescriptor) -> None:
-        d = _trigger_descriptor(state_descriptor)
-        table = self.op.keyed_backend.table(d.name, d.kind)
-        entries = table.setdefault(self.op.keyed_backend.current_key_group, {})
-        key = self.op.keyed_backend.current_key
-        for w in self.merged_windows:
-            val = entries.pop((key, w), None)
-            if val is None:
-                continue
-            cur = entries.get((key, self.window))
-            if cur is None:
-                entries[(key, self.window)] = val
-            elif d.kind == "reducing":
-                entries[(key, self.window)] = d.reduce_function.reduce(cur, val)  # type: ignore[attr-defined]
-            elif d.kind == "list":
-                cur.extend(val)
-            elif d.kind == "aggregating":
-                entries[(key, self.window)] = d.agg_function.merge(cur, val)  # type: ignore[attr-defined]
-            else:
-                entries[(key, self.window)] = val
+        """Merge the state of the merged windows into the window of this context (``OnMergeContext``)."""
+        if self.merged_windows:
+            state = self.op.keyed_backend.create_internal_state(_prefixed(state_descriptor, TRIGGER_STATE_PREFIX))
+            state.merge_namespaces(self.window, self.merged_windows)
 
 
-def _trigger_descriptor(d: StateDescriptor) -> StateDescriptor:
-    """Trigger state lives in its own namespace of names (``trigger:<name>``)."""
-    if d.name.startswith("trigger:"):
+def _prefixed(d: StateDescriptor, prefix: str) -> StateDescriptor:
+    """``d`` under the name ``<prefix><name>``: window and trigger state live in their own names."""
+    if d.name.startswith(prefix):
         return d
     c = copy.copy(d)
-    c.name = "trigger:" + d.name
+    c.name = prefix + d.name
     return c
 
 
@@ -122,24 +111,25 @@ class WindowContext:
         return self.op.watermark
 
     def window_state(self) -> "_StateStore":
-        window = self.window_
-        return _StateStore(self.op, lambda: window, "window:")
+        return _StateStore(self.op, self.window_, WINDOW_STATE_PREFIX)
 
     def global_state(self) -> "_StateStore":
-        return _StateStore(self.op, lambda: None, "")
+        return _StateStore(self.op, None, "")
 
     def output(self, output_tag: Any, value: Any) -> None:
         raise NotImplementedError("use `yield output_tag, value` for side outputs")
 
 
 class _StateStore:
-    def __init__(self, op: WindowOperator, namespace_of: Callable[[], Any], prefix: str):
-        self.op, self.namespace_of, self.prefix = op, namespace_of, prefix
+    """Keyed state of the current key in one namespace (a window, or ``None`` for per-key state)."""
+
+    def __init__(self, op: WindowOperator, namespace: Any, prefix: str):
+        self.op, self.namespace, self.prefix = op, namespace, prefix
 
     def _state(self, descriptor: StateDescriptor) -> Any:
         d = copy.copy(descriptor)
         d.name = self.prefix + descriptor.name
-        return self.op.keyed_backend.create_state(d, self.namespace_of)
+        return self.op.keyed_backend.get_partitioned_state(self.namespace, d)
 
     get_state = get_list_state = get_map_state = get_reducing_state = get_aggregating_state = _state
 

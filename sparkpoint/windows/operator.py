@@ -15,6 +15,11 @@ It follows Flink's ``WindowOperator`` and ``MergingWindowSet`` step for step:
   under which its state is stored, and merge contents and trigger state when windows
   merge.
 
+State goes through the keyed backend's API only: the contents are internal list,
+reducing or aggregating state with the window as namespace, the merging window set is
+value state, trigger state is merged with ``merge_namespaces``, and a window's own state
+is dropped with ``clear_namespace``.
+
 The watermark used for lateness is the operator's watermark when the element is
 processed; in sparkpoint that is the watermark in force at the start of the epoch.
 """
@@ -23,7 +28,13 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
-from sparkpoint.datastream.state import ValueStateDescriptor
+from sparkpoint.datastream.state import (
+    AggregatingStateDescriptor,
+    ListStateDescriptor,
+    ReducingStateDescriptor,
+    StateDescriptor,
+    ValueStateDescriptor,
+)
 from sparkpoint.datastream.window import (
     EventTimeTrigger,
     Evictor,
@@ -38,7 +49,7 @@ from sparkpoint.datastream.window import (
 from sparkpoint.operators.keyed import KeyedOperator
 from sparkpoint.operators.base import IDLE, Output
 from sparkpoint.time.timers import EVENT_TIME, PROCESSING_TIME
-from sparkpoint.windows.contexts import AssignerContext, TriggerContext, WindowContext
+from sparkpoint.windows.contexts import WINDOW_STATE_PREFIX, AssignerContext, TriggerContext, WindowContext
 from sparkpoint.windows.functions import InternalWindowFunction
 
 __all__ = ["WindowOperator", "CONTENTS_STATE", "MERGING_SET_STATE"]
@@ -77,12 +88,19 @@ class WindowOperator(KeyedOperator):
         from sparkpoint.operators.base import OperatorRuntimeContext
 
         self.window_function.open(OperatorRuntimeContext(self))
-        self.contents = self.keyed_backend.table(CONTENTS_STATE, self.contents_kind)
+        self.contents: Any = self.keyed_backend.create_internal_state(self._contents_descriptor())
         self.trigger_ctx = TriggerContext(self)
         self.window_ctx = WindowContext(self)
         self.assigner_ctx = AssignerContext(self)
         if self.merging:
-            self.merging_sets = self.keyed_backend.create_state(ValueStateDescriptor(MERGING_SET_STATE))
+            self.merging_sets = self.keyed_backend.get_partitioned_state(None, ValueStateDescriptor(MERGING_SET_STATE))
+
+    def _contents_descriptor(self) -> StateDescriptor:
+        if self.contents_kind == "list":
+            return ListStateDescriptor(CONTENTS_STATE)
+        if self.contents_kind == "reducing":
+            return ReducingStateDescriptor(CONTENTS_STATE, self.reduce_function)
+        return AggregatingStateDescriptor(CONTENTS_STATE, self.aggregate_function)
 
     def close(self) -> None:
         self.window_function.close()
@@ -93,45 +111,21 @@ class WindowOperator(KeyedOperator):
         return None
 
     # -- contents -----------------------------------------------------------------------
-    def _entries(self) -> dict:
-        kg = self.keyed_backend.current_key_group
-        e = self.contents.get(kg)
-        if e is None:
-            e = self.contents[kg] = {}
-        return e
+    def _add(self, state_window: Any, value: Any, ts: Optional[int]) -> None:
+        """Add one element to the contents of ``state_window`` (current key)."""
+        self.contents.set_current_namespace(state_window)
+        self.contents.add((value, ts) if self.evictor is not None else value)
 
-    def _add(self, entries: dict, slot: tuple, value: Any, ts: Optional[int]) -> None:
-        kind = self.contents_kind
-        if kind == "list":
-            item = (value, ts) if self.evictor is not None else value
-            lst = entries.get(slot)
-            if lst is None:
-                entries[slot] = [item]
-            else:
-                lst.append(item)
-        elif kind == "reducing":
-            cur = entries.get(slot)
-            entries[slot] = value if cur is None else self.reduce_function.reduce(cur, value)
-        else:
-            agg = self.aggregate_function
-            acc = entries.get(slot)
-            entries[slot] = agg.add(value, agg.create_accumulator() if acc is None else acc)
-
-    def _merge_contents(self, entries: dict, target: tuple, sources: list) -> None:
-        kind = self.contents_kind
-        for src in sources:
-            val = entries.pop(src, None)
-            if val is None:
-                continue
-            cur = entries.get(target)
-            if cur is None:
-                entries[target] = val
-            elif kind == "list":
-                cur.extend(val)
-            elif kind == "reducing":
-                entries[target] = self.reduce_function.reduce(cur, val)
-            else:
-                entries[target] = self.aggregate_function.merge(cur, val)
+    def _get_contents(self, state_window: Any) -> Any:
+        """The contents of ``state_window`` (current key): the elements, the reduced value or the
+        accumulator; ``None`` if the window holds nothing."""
+        contents = self.contents
+        contents.set_current_namespace(state_window)
+        if self.contents_kind == "list":
+            return contents.get() or None
+        if self.contents_kind == "reducing":
+            return contents.get()
+        return contents.get_accumulator()
 
     # -- time helpers ---------------------------------------------------------------------
     def _cleanup_time(self, window: Any) -> int:
@@ -235,24 +229,16 @@ class WindowOperator(KeyedOperator):
 
     def _add_buckets(self, buckets: dict) -> None:
         """Add the fast path's ``{(key, window): (values, timestamps)}`` to the windows."""
-        set_key = self.keyed_backend.set_current_key
+        backend = self.keyed_backend
+        set_key = backend.set_current_key
         domain = EVENT_TIME if self.event_time else PROCESSING_TIME
         register = self.timers.register
-        backend = self.keyed_backend
-        kind = self.contents_kind
-        for (k, w), (vs, ts) in buckets.items():
+        set_namespace = self.contents.set_current_namespace
+        add_all = self.contents.add_all
+        for (k, w), (vs, _) in buckets.items():
             set_key(k)
-            entries = self._entries()
-            slot = (k, w)
-            if kind == "list":
-                lst = entries.get(slot)
-                if lst is None:
-                    entries[slot] = list(vs)
-                else:
-                    lst.extend(vs)
-            else:
-                for v, t in zip(vs, ts):
-                    self._add(entries, slot, v, t)
+            set_namespace(w)
+            add_all(vs)
             register(domain, w.end - 1, k, w, backend.current_key_group)  # trigger timer == cleanup timer
             if self.allowed_lateness > 0 and self.event_time:
                 self._register_cleanup_timer(w)
@@ -261,20 +247,19 @@ class WindowOperator(KeyedOperator):
         self.keyed_backend.set_current_key(key)
         windows = self.assigner.assign_windows(value, ts, self.assigner_ctx)
         skipped = True
-        entries = self._entries()
         if self.merging:
             mapping = dict(self.merging_sets.value() or {})
             for window in windows:
-                actual = self._add_merging_window(mapping, window, entries)
+                actual = self._add_merging_window(mapping, window)
                 if self._is_window_late(actual):
                     mapping.pop(actual, None)
                     continue
                 skipped = False
                 state_window = mapping[actual]
-                self._add(entries, (key, state_window), value, ts)
+                self._add(state_window, value, ts)
                 self._trigger_and_emit(
                     self.trigger.on_element(value, ts, actual, self.trigger_ctx.at(actual)),
-                    key, actual, state_window, entries, out)
+                    key, actual, state_window, out)
                 self._register_cleanup_timer(actual)
             self.merging_sets.update(mapping or None)
         else:
@@ -282,22 +267,21 @@ class WindowOperator(KeyedOperator):
                 if self._is_window_late(window):
                     continue
                 skipped = False
-                self._add(entries, (key, window), value, ts)
+                self._add(window, value, ts)
                 self._trigger_and_emit(
                     self.trigger.on_element(value, ts, window, self.trigger_ctx.at(window)),
-                    key, window, window, entries, out)
+                    key, window, window, out)
                 self._register_cleanup_timer(window)
         if skipped and self._is_element_late(ts):
             self._late(value, ts, out)
 
-    def _add_merging_window(self, mapping: dict, new_window: Any, entries: dict) -> Any:
+    def _add_merging_window(self, mapping: dict, new_window: Any) -> Any:
         """Flink's ``MergingWindowSet.addWindow``: returns the window ``new_window`` ends up in."""
         merge_results: list[tuple[Any, list]] = []
         self.assigner.merge_windows(list(mapping) + [new_window],  # type: ignore[attr-defined]
                                     lambda ws, result: merge_results.append((result, list(ws))))
         result_window = new_window
         merged_new_window = False
-        key = self.keyed_backend.current_key
         for merge_result, merged_windows in merge_results:
             if new_window in merged_windows:
                 merged_windows.remove(new_window)
@@ -316,22 +300,23 @@ class WindowOperator(KeyedOperator):
                 for w in merged_windows:
                     self.trigger.clear(w, self.trigger_ctx.at(w))
                     self._delete_cleanup_timer(w)
-                self._merge_contents(entries, (key, merged_state_window), [(key, w) for w in merged_state_windows])
+                self.contents.merge_namespaces(merged_state_window, merged_state_windows)
         if not merge_results or (result_window == new_window and not merged_new_window):
             mapping[result_window] = result_window
         return result_window
 
     # -- firing -----------------------------------------------------------------------------
     def _trigger_and_emit(self, result: TriggerResult, key: Any, window: Any, state_window: Any,
-                          entries: dict, out: Output) -> None:
+                          out: Output) -> None:
         if result.is_fire():
-            contents = entries.get((key, state_window))
+            contents = self._get_contents(state_window)
             if contents is not None:
-                self._emit(key, window, contents, entries, state_window, out)
+                self._emit(key, window, contents, state_window, out)
         if result.is_purge():
-            entries.pop((key, state_window), None)
+            self.contents.set_current_namespace(state_window)
+            self.contents.clear()
 
-    def _emit(self, key: Any, window: Any, contents: Any, entries: dict, state_window: Any, out: Output) -> None:
+    def _emit(self, key: Any, window: Any, contents: Any, state_window: Any, out: Output) -> None:
         kind = self.contents_kind
         self.window_ctx.window_ = window
         if kind == "list":
@@ -347,12 +332,12 @@ class WindowOperator(KeyedOperator):
         out.emit_all(results, window.max_timestamp())
         if kind == "list" and self.evictor is not None:
             kept = self.evictor.evict_after(items, len(items), window, self.window_ctx)
-            entries[(key, state_window)] = list(kept)
+            self.contents.set_current_namespace(state_window)
+            self.contents.update(list(kept))
         self.task.counter(self.uid, "numWindowsFired")
 
     def _on_timer(self, domain: str, out: Output) -> Callable[[int, Any, Any], None]:
         def fire(ts: int, key: Any, window: Any) -> None:
-            entries = self._entries()
             ctx = self.trigger_ctx.at(window)
             if self.merging:
                 mapping = dict(self.merging_sets.value() or {})
@@ -366,28 +351,28 @@ class WindowOperator(KeyedOperator):
             else:
                 result = self.trigger.on_processing_time(ts, window, ctx)
             try:
-                self._trigger_and_emit(result, key, window, state_window, entries, out)
+                self._trigger_and_emit(result, key, window, state_window, out)
             except Exception as e:
                 raise self.fail(f"<window {window!r} of key {key!r}>", e) from e
             if ts == self._cleanup_time(window) and (domain == EVENT_TIME) == self.event_time:
                 # Step: the window can no longer receive elements; drop all of its state.
-                entries.pop((key, state_window), None)
+                self.contents.set_current_namespace(state_window)
+                self.contents.clear()
                 if mapping is not None:
                     mapping.pop(window, None)
                     self.merging_sets.update(mapping or None)
                 self.trigger.clear(window, ctx)
                 self.window_ctx.window_ = window
                 self.window_function.clear(self.window_ctx)
-                self.keyed_backend_clear_window_state(key, window)
+                self._clear_window_state(window)
 
         return fire
 
-    def keyed_backend_clear_window_state(self, key: Any, window: Any) -> None:
-        """Drop per-window state declared by the window function (``context.window_state()``)."""
-        for name, by_group in self.keyed_backend.tables.items():
-            if name in (CONTENTS_STATE, MERGING_SET_STATE) or not name.startswith("window:"):
-                continue
-            by_group.get(self.keyed_backend.current_key_group, {}).pop((key, window), None)
+    def _clear_window_state(self, window: Any) -> None:
+        """Drop the current key's per-window state declared by the window function (``context.window_state()``)."""
+        names = [n for n in self.keyed_backend.registered_states() if n.startswith(WINDOW_STATE_PREFIX)]
+        if names:
+            self.keyed_backend.clear_namespace(window, names)
 
     def process_watermark(self, watermark: Optional[int], out: Output) -> Optional[int]:
         if watermark is not IDLE and watermark > self.watermark:

@@ -50,7 +50,7 @@ def test_added_field_with_default_and_removed_class(tmp_path, monkeypatch):
     module_file.write_text(V2)          # a new version of the class: one more field, with a default
     importlib.reload(mod)
     snap = _operator_snapshot(load_checkpoint(path), "profiles")
-    values = {k: v for states in snap["groups"].values() for (k, _), v in states["profile"].items()}
+    values = {k: v for states in snap.entries.values() for (k, _), v in states["profile"].items()}
     assert isinstance(values["ann"], mod.Profile)
     assert (values["ann"].visits, values["ann"].country, values["bob"].greeting()) == (3, "unknown", "bob from unknown")
 

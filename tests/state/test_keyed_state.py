@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 import random
 from collections import defaultdict
 
@@ -18,7 +19,7 @@ from sparkpoint.datastream.state import (
     ValueStateDescriptor,
 )
 from sparkpoint.errors import JobExecutionError, StateError, StateMissingError, UserFunctionError
-from sparkpoint.state.heap import HashMapKeyedStateBackend
+from sparkpoint.state.hashmap import HashMapStateBackend
 from sparkpoint.state.key_groups import (
     KeyGroupRange,
     assign_to_key_group,
@@ -109,10 +110,10 @@ def test_every_state_kind_on_spark(spark_env):
 
 def test_hashmap_snapshot_restore_round_trip():
     maxp = 128
-    full = HashMapKeyedStateBackend(KeyGroupRange(0, maxp - 1), maxp)
-    value = full.create_state(ValueStateDescriptor("v"))
-    lst = full.create_state(ListStateDescriptor("l"))
-    mp = full.create_state(MapStateDescriptor("m"))
+    full = HashMapStateBackend().create_keyed_backend(KeyGroupRange(0, maxp - 1), maxp)
+    value = full.get_partitioned_state(None, ValueStateDescriptor("v"))
+    lst = full.get_partitioned_state(None, ListStateDescriptor("l"))
+    mp = full.get_partitioned_state(None, MapStateDescriptor("m"))
     expected = {}
     for i in range(500):
         key = f"user-{i}"
@@ -121,28 +122,29 @@ def test_hashmap_snapshot_restore_round_trip():
         lst.add_all([i, i + 1])
         mp.put("x", i * 2)
         expected[key] = (i, [i, i + 1], {"x": i * 2})
-    data = full.snapshot()
+    data = pickle.loads(pickle.dumps(full.snapshot()))
 
     # restore into two halves (as after rescaling to parallelism 2): each sees exactly its keys
     for index in range(2):
         rng = compute_key_group_range_for_operator_index(maxp, 2, index)
-        part = HashMapKeyedStateBackend(rng, maxp)
-        part.restore(data)
-        v2, l2, m2 = (part.create_state(ValueStateDescriptor("v")), part.create_state(ListStateDescriptor("l")),
-                      part.create_state(MapStateDescriptor("m")))
+        part = HashMapStateBackend().create_keyed_backend(rng, maxp)
+        part.restore([data])
+        v2, l2, m2 = (part.get_partitioned_state(None, ValueStateDescriptor("v")),
+                      part.get_partitioned_state(None, ListStateDescriptor("l")),
+                      part.get_partitioned_state(None, MapStateDescriptor("m")))
         mine = {k: e for k, e in expected.items() if assign_to_key_group(k, maxp) in rng}
         assert mine, "each half should own some keys"
         for key, (v, l, m) in mine.items():
             part.set_current_key(key)
             assert (v2.value(), list(l2.get()), dict(m2.items())) == (v, l, m)
-        assert sum(len(e) for e in part.tables["v"].values()) == len(mine)
+        assert sorted(k for k, _ in part.get_keys_and_namespaces("v")) == sorted(mine)
 
 
 def test_restore_with_other_max_parallelism_fails():
-    a = HashMapKeyedStateBackend(KeyGroupRange(0, 127), 128)
-    b = HashMapKeyedStateBackend(KeyGroupRange(0, 63), 64)
+    a = HashMapStateBackend().create_keyed_backend(KeyGroupRange(0, 127), 128)
+    b = HashMapStateBackend().create_keyed_backend(KeyGroupRange(0, 63), 64)
     with pytest.raises(StateError, match="max parallelism 128"):
-        b.restore(a.snapshot())
+        b.restore([a.snapshot()])
 
 
 def test_key_group_ranges_cover_and_match_operator_index():

@@ -245,8 +245,7 @@ def _epoch(op, events, watermark):
 
 
 def _live_state(op):
-    return {name: {kg: dict(e) for kg, e in groups.items() if e}
-            for name, groups in op.keyed_backend.tables.items() if any(groups.values())}
+    return op.keyed_backend.snapshot().entries
 
 
 @pytest.mark.parametrize("lateness", [0, 5_000])

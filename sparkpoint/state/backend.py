@@ -1,0 +1,185 @@
+"""The state-backend seam: ``StateBackend`` builds a ``KeyedStateBackend`` per keyed operator and task.
+
+As in Flink, a :class:`StateBackend` is a light factory (what the user configures, by
+name); the :class:`KeyedStateBackend` it creates for a key-group range holds that
+operator's working keyed state and timers, and snapshots and restores them per key group
+as a :class:`~sparkpoint.state.snapshot.KeyedStateSnapshot`. Operators (windows
+included) use only this API, so every backend runs every operator, and one conformance
+suite (``tests/state/test_backend_conformance.py``) runs over every backend.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from sparkpoint.datastream.state import StateDescriptor
+from sparkpoint.errors import StateError
+from sparkpoint.state.internal import STATE_KINDS, InternalKvState, UserFacingListState
+from sparkpoint.state.key_groups import KeyGroupAssigner, KeyGroupRange
+from sparkpoint.state.snapshot import KeyedStateSnapshot, check_snapshot
+from sparkpoint.state.timer_queue import KeyGroupedTimerQueue
+from sparkpoint.state.ttl import create_ttl_state
+
+__all__ = ["KeyedStateBackend", "StateBackend"]
+
+
+class StateBackend(abc.ABC):
+    """Where working keyed state lives while a job runs: a factory of keyed backends."""
+
+    #: The name in configuration (``state.backend.type``).
+    name: str = ""
+
+    @abc.abstractmethod
+    def create_keyed_backend(self, key_group_range: KeyGroupRange, max_parallelism: int,
+                             **options: Any) -> KeyedStateBackend:
+        """A keyed backend for one operator in one task, owning ``key_group_range``."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r})"
+
+
+class KeyedStateBackend(abc.ABC):
+    """Keyed state and timers of one operator in one task's key-group range.
+
+    The operator sets the current key before touching state; state objects
+    (:meth:`get_partitioned_state`, :meth:`create_internal_state`) read and write that
+    key's entry in their namespace. ``current_key`` and ``current_key_group`` may be read
+    directly on hot paths.
+    """
+
+    backend_name = ""
+
+    def __init__(self, key_group_range: KeyGroupRange, max_parallelism: int):
+        self.key_group_range = key_group_range
+        self.max_parallelism = max_parallelism
+        self.assign_key_group = KeyGroupAssigner(max_parallelism)
+        self.state_kinds: dict[str, str] = {}
+        self.timer_queues: dict[str, KeyGroupedTimerQueue] = {}
+        self.current_key: Any = None
+        self.current_key_group: int = -1
+        self.current_processing_time = 0  # ms; the clock of state time-to-live
+
+    # -- current key and time ---------------------------------------------------------------
+
+    def set_current_key(self, key: Any, key_group: int | None = None) -> None:
+        """Make ``key`` current; ``key_group`` saves hashing it when the caller knows it."""
+        kg = self.assign_key_group(key) if key_group is None else key_group
+        if kg not in self.key_group_range:
+            raise StateError(
+                f"key {key!r} belongs to key group {kg}, outside this task's range {self.key_group_range}")
+        self.current_key = key
+        self.current_key_group = kg
+
+    def get_current_key(self) -> Any:
+        return self.current_key
+
+    def get_current_key_group_index(self) -> int:
+        return self.current_key_group
+
+    def set_current_processing_time(self, now_ms: int) -> None:
+        """The processing time state time-to-live is measured against."""
+        self.current_processing_time = now_ms
+
+    # -- state ------------------------------------------------------------------------------
+
+    def create_internal_state(self, descriptor: StateDescriptor) -> Any:
+        """A new state object for ``descriptor`` (namespace ``None`` until set), with its TTL if enabled:
+        an :class:`InternalKvState` of the descriptor's kind (``InternalValueState``, ...).
+
+        Raises :class:`StateError` if the name was registered with another kind.
+        """
+        self.register_state(descriptor.name, descriptor.kind)
+        ttl = descriptor.ttl_config
+        if ttl is not None and ttl.is_enabled():
+            return create_ttl_state(self, descriptor)
+        return self._create_internal_state(descriptor)
+
+    def get_partitioned_state(self, namespace: Any, descriptor: StateDescriptor) -> Any:
+        """A state object for user functions, for ``descriptor`` and bound to ``namespace``.
+
+        As Flink's ``UserFacingListState``, list state refuses ``None`` elements here; the
+        internal state of :meth:`create_internal_state` stores what an operator gives it.
+        """
+        state = self.create_internal_state(descriptor)
+        state.set_current_namespace(namespace)
+        return UserFacingListState(state) if descriptor.kind == "list" else state
+
+    def register_state(self, name: str, kind: str) -> None:
+        known = self.state_kinds.get(name)
+        if known is None:
+            if kind not in STATE_KINDS:
+                raise StateError(f"state {name!r}: unknown state kind {kind!r}; known: {', '.join(STATE_KINDS)}")
+            self.state_kinds[name] = kind
+        elif known != kind:
+            raise StateError(f"state {name!r} was registered as {known} state, now requested as {kind} state")
+
+    def registered_states(self) -> dict[str, str]:
+        """``{state name: kind}`` of every state registered or restored."""
+        return dict(self.state_kinds)
+
+    @abc.abstractmethod
+    def _create_internal_state(self, descriptor: StateDescriptor) -> InternalKvState:
+        """The backend's own state object for ``descriptor`` (already registered, TTL handled)."""
+
+    @abc.abstractmethod
+    def get_keys(self, state_name: str, namespace: Any) -> Iterator[Any]:
+        """The keys with an entry of ``state_name`` in ``namespace``."""
+
+    @abc.abstractmethod
+    def get_keys_and_namespaces(self, state_name: str) -> Iterator[tuple[Any, Any]]:
+        """Every ``(key, namespace)`` with an entry of ``state_name``."""
+
+    @abc.abstractmethod
+    def clear_namespace(self, namespace: Any, state_names: Iterable[str] | None = None) -> None:
+        """Remove the current key's entries in ``namespace`` of ``state_names`` (default: every state)."""
+
+    @abc.abstractmethod
+    def entry_count(self) -> int:
+        """The number of ``(key, namespace)`` entries over all states."""
+
+    # -- timers -----------------------------------------------------------------------------
+
+    def get_timer_queue(self, name: str) -> KeyGroupedTimerQueue:
+        """The timer queue ``name`` (created on first use), snapshotted with the state."""
+        queue = self.timer_queues.get(name)
+        if queue is None:
+            queue = self.timer_queues[name] = KeyGroupedTimerQueue(name)
+        return queue
+
+    def _snapshot_timers(self) -> dict[int, dict[str, list]]:
+        out: dict[int, dict[str, list]] = {}
+        for name, queue in self.timer_queues.items():
+            for kg, timers in queue.snapshot_key_groups().items():
+                out.setdefault(kg, {})[name] = timers
+        return out
+
+    def _restore_timers(self, timers: dict[int, dict[str, list]]) -> None:
+        in_range = self.key_group_range.__contains__
+        for kg, queues in timers.items():
+            for name, entries in queues.items():
+                self.get_timer_queue(name).restore_key_group(kg, entries, in_range)
+
+    # -- snapshot and restore ---------------------------------------------------------------
+
+    @abc.abstractmethod
+    def snapshot(self, watermark: int | None = None) -> KeyedStateSnapshot:
+        """Every entry and timer of this backend's key groups; later changes do not affect it."""
+
+    def restore(self, snapshots: Iterable[KeyedStateSnapshot]) -> None:
+        """Add the entries and timers of ``snapshots`` (of any key-group ranges) that fall in this
+        backend's own range. Raises :class:`StateError` for another format version or max parallelism."""
+        for snap in snapshots:
+            check_snapshot(snap, self.max_parallelism, f"restore into key groups {self.key_group_range}")
+            for name, kind in snap.state_kinds.items():
+                self.register_state(name, kind)
+            self._restore_entries(snap.entries)
+            self._restore_timers(snap.timers)
+
+    @abc.abstractmethod
+    def _restore_entries(self, entries: dict[int, dict[str, dict]]) -> None:
+        """Add ``{key_group: {state: {(key, ns): value}}}``, skipping key groups outside the range."""
+
+    def dispose(self) -> None:
+        """Release what the backend holds (files, handles); the default holds nothing."""

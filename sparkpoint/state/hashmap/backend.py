@@ -1,0 +1,88 @@
+"""The ``hashmap`` state backend: working keyed state in Python dicts, per key group.
+
+Layout: ``tables[state_name][key_group][(key, namespace)] = value``. Keeping the key
+group as the second level makes a snapshot a cheap walk over the groups, and restoring a
+subset of groups (rescaling) a dict update. Timers live in the backend's heap queues.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from sparkpoint.datastream.state import StateDescriptor
+from sparkpoint.state.backend import KeyedStateBackend, StateBackend
+from sparkpoint.state.hashmap.states import HEAP_STATE_CLASSES
+from sparkpoint.state.internal import InternalKvState
+from sparkpoint.state.key_groups import KeyGroupRange
+from sparkpoint.state.snapshot import KeyedStateSnapshot
+
+__all__ = ["HashMapKeyedStateBackend", "HashMapStateBackend"]
+
+# list and map entries are mutated in place: a snapshot takes its own containers
+_CONTAINER_COPY: dict[str, Any] = {"list": list, "map": dict}
+
+
+class HashMapStateBackend(StateBackend):
+    """Keyed state on the heap (Python objects), snapshotted whole."""
+
+    name = "hashmap"
+
+    def create_keyed_backend(self, key_group_range: KeyGroupRange, max_parallelism: int,
+                             **options: Any) -> HashMapKeyedStateBackend:
+        return HashMapKeyedStateBackend(key_group_range, max_parallelism)
+
+
+class HashMapKeyedStateBackend(KeyedStateBackend):
+    """Keyed state of one operator in one task's key-group range, held in memory."""
+
+    backend_name = "hashmap"
+
+    def __init__(self, key_group_range: KeyGroupRange, max_parallelism: int):
+        super().__init__(key_group_range, max_parallelism)
+        self.tables: dict[str, dict[int, dict]] = {}
+
+    def _create_internal_state(self, descriptor: StateDescriptor) -> InternalKvState:
+        table = self.tables.setdefault(descriptor.name, {})
+        return HEAP_STATE_CLASSES[descriptor.kind](self, table, descriptor)
+
+    def get_keys(self, state_name: str, namespace: Any) -> Iterator[Any]:
+        for entries in list(self.tables.get(state_name, {}).values()):
+            for key, ns in list(entries):
+                if ns == namespace:
+                    yield key
+
+    def get_keys_and_namespaces(self, state_name: str) -> Iterator[tuple[Any, Any]]:
+        for entries in list(self.tables.get(state_name, {}).values()):
+            yield from list(entries)
+
+    def clear_namespace(self, namespace: Any, state_names: Iterable[str] | None = None) -> None:
+        kg = self.current_key_group
+        slot = (self.current_key, namespace)
+        for name in (list(self.tables) if state_names is None else state_names):
+            entries = self.tables.get(name, {}).get(kg)
+            if entries:
+                entries.pop(slot, None)
+
+    def entry_count(self) -> int:
+        return sum(len(e) for t in self.tables.values() for e in t.values())
+
+    def snapshot(self, watermark: int | None = None) -> KeyedStateSnapshot:
+        entries: dict[int, dict[str, dict]] = {}
+        for name, by_group in self.tables.items():
+            copy = _CONTAINER_COPY.get(self.state_kinds.get(name, ""))
+            for kg, group in by_group.items():
+                if group:
+                    entries.setdefault(kg, {})[name] = (
+                        dict(group) if copy is None else {slot: copy(v) for slot, v in group.items()})
+        return KeyedStateSnapshot(backend=self.backend_name, key_group_range=self.key_group_range,
+                                  max_parallelism=self.max_parallelism, state_kinds=dict(self.state_kinds),
+                                  entries=entries, timers=self._snapshot_timers(), watermark=watermark)
+
+    def _restore_entries(self, entries: dict[int, dict[str, dict]]) -> None:
+        in_range = self.key_group_range.__contains__
+        for kg, states in entries.items():
+            if not in_range(kg):
+                continue  # belongs to another subtask after rescaling
+            for name, group in states.items():
+                self.tables.setdefault(name, {}).setdefault(kg, {}).update(group)

@@ -1,0 +1,78 @@
+"""``KeyGroupedTimerQueue``: a keyed backend's priority queue of timers (Flink's ``HeapPriorityQueueSet``).
+
+A timer is ``(timestamp, key, namespace)``, held at most once, and belongs to its key's
+key group, in which it is snapshotted and restored. The queue hands out due timers in
+timestamp order (ties in registration order: a timer deleted and registered again counts
+from its new registration); deleting a timer is lazy (it is skipped when it comes up).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Callable, Iterator
+from typing import Any
+
+__all__ = ["KeyGroupedTimerQueue"]
+
+
+class KeyGroupedTimerQueue:
+    """Timers of one kind (event or processing time) of one operator in one task."""
+
+    __slots__ = ("counter", "heap", "live", "name")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.heap: list = []
+        self.live: dict[tuple, tuple[int, int]] = {}  # (ts, key, ns) -> (key group, registration number)
+        self.counter = itertools.count()
+
+    def add(self, ts: int, key: Any, ns: Any, kg: int) -> None:
+        """Register a timer (a no-op if it is registered already)."""
+        slot = (ts, key, ns)
+        if slot in self.live:
+            return
+        seq = next(self.counter)
+        self.live[slot] = (kg, seq)
+        heapq.heappush(self.heap, (ts, seq, key, ns))
+
+    def delete(self, ts: int, key: Any, ns: Any) -> None:
+        self.live.pop((ts, key, ns), None)
+
+    def pop_due(self, until: int) -> Iterator[tuple[int, Any, Any, int]]:
+        """Remove and yield ``(ts, key, ns, key_group)`` of every timer with ``ts <= until``, in order;
+        timers added while iterating are yielded too if due."""
+        heap, live = self.heap, self.live
+        while heap and heap[0][0] <= until:
+            ts, seq, key, ns = heapq.heappop(heap)
+            slot = (ts, key, ns)
+            entry = live.get(slot)
+            if entry is not None and entry[1] == seq:  # else deleted, or registered again later
+                del live[slot]
+                yield ts, key, ns, entry[0]
+
+    def peek(self) -> int | None:
+        """The timestamp of the next timer, if any."""
+        heap, live = self.heap, self.live
+        while heap:
+            ts, seq, key, ns = heap[0]
+            entry = live.get((ts, key, ns))
+            if entry is not None and entry[1] == seq:
+                return ts
+            heapq.heappop(heap)
+        return None
+
+    def __len__(self) -> int:
+        return len(self.live)
+
+    def snapshot_key_groups(self) -> dict[int, list[tuple[int, Any, Any]]]:
+        """``{key_group: [(ts, key, ns), ...]}`` in registration order."""
+        out: dict[int, list] = {}
+        for (ts, key, ns), (kg, _) in self.live.items():
+            out.setdefault(kg, []).append((ts, key, ns))
+        return out
+
+    def restore_key_group(self, kg: int, timers: list, in_range: Callable[[int], bool]) -> None:
+        if in_range(kg):
+            for ts, key, ns in timers:
+                self.add(ts, key, ns, kg)
