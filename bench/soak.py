@@ -161,7 +161,7 @@ def _time_to_first_commit(conf: dict, restore: Optional[str], args: list[str], t
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
-        raise RuntimeError("calibration run did not end in time:\n" + "".join(lines[-30:]))
+        raise RuntimeError("calibration run did not end in time:\n" + "".join(lines[-30:])) from None
     ended = time.time()
     reader.join(timeout=10)
     if proc.returncode != -signal.SIGKILL:
@@ -325,7 +325,7 @@ def compare(out: Path, expected: Counter, rounds: list[dict], limit: int = 20) -
         examples.append({"type": "extra", "line": line, "times": n, "expected": line in expected,
                          "in_files": origin(where.get(line, [])), "fires_in_epoch~": fe,
                          "rounds_that_ran_that_epoch": rounds_running(fe)})
-    for line, n in sorted(missing.items())[:limit]:
+    for line, _n in sorted(missing.items())[:limit]:
         fe = firing_epoch(int(line.split("\t")[0]))
         present = [{"line": g, "times": got[g], "in_files": origin(where.get(g, []))}
                    for g in got if _key(g) == _key(line)]

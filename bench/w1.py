@@ -206,7 +206,8 @@ def spark_epoch_probe(sink: list[dict[str, Any]]) -> Iterator[None]:
         for r in reports:
             tasks[(r.stage_id, r.subtask)] = (r.duration_ms / 1000, r.records_in)
         sink.append({"epoch": epoch, "spark_job_s": spark_s,
-                     "tasks": {f"{s}/{i}": {"run_task_s": d, "records_in": n} for (s, i), (d, n) in sorted(tasks.items())}})
+                     "tasks": {f"{s}/{i}": {"run_task_s": d, "records_in": n}
+                               for (s, i), (d, n) in sorted(tasks.items())}})
         return reports
 
     def start(self: Any, plan: Any, job_id: str) -> None:
@@ -337,7 +338,7 @@ def run_cprofile(input_dir: Path, work: Path, max_records: int, top: int = 30) -
     by_cumtime = buf.getvalue()
     st.dump_stats(str(work / "w1-local.prof"))
     rows = []
-    for (file, line, func), (cc, nc, tt, ct, _callers) in st.stats.items():  # type: ignore[attr-defined]
+    for (file, line, func), (_cc, nc, tt, ct, _callers) in st.stats.items():  # type: ignore[attr-defined]
         rows.append({"function": f"{Path(file).name}:{line}({func})", "ncalls": nc, "tottime_s": tt, "cumtime_s": ct})
     rows.sort(key=lambda r: -r["tottime_s"])
     return {"seconds": res["seconds"], "events": res["events"], "top_tottime": rows[:top],

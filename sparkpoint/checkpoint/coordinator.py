@@ -50,7 +50,12 @@ from sparkpoint.checkpoint.metadata import (
     OperatorMetadata,
 )
 from sparkpoint.checkpoint.location import CheckpointStorageLocation
-from sparkpoint.checkpoint.messages import AcknowledgeCheckpoint, DeclineCheckpoint, ExecutionVertexId, OperatorSubtaskId
+from sparkpoint.checkpoint.messages import (
+    AcknowledgeCheckpoint,
+    DeclineCheckpoint,
+    ExecutionVertexId,
+    OperatorSubtaskId,
+)
 from sparkpoint.checkpoint.pending import PendingCheckpoint, TaskAcknowledgeResult
 from sparkpoint.checkpoint.properties import CheckpointOptions, CheckpointProperties
 from sparkpoint.checkpoint.stats import CheckpointStats, CheckpointStatsTracker

@@ -7,6 +7,8 @@ the same.
 
 from __future__ import annotations
 
+import builtins
+
 from typing import Any, Iterator, Mapping, Optional
 
 import re
@@ -115,8 +117,8 @@ class Configuration:
             self._data[(prefix or "") + k] = v
         return self
 
-    def key_set(self) -> set:
-        return set(self._data)
+    def key_set(self) -> "builtins.set[str]":
+        return builtins.set(self._data)
 
     def to_dict(self) -> dict:
         return dict(self._data)

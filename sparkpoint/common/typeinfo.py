@@ -60,6 +60,7 @@ def conform_to_type(value: Any, type_info: Optional[TypeInformation]) -> Any:
         from sparkpoint.common.types import Row, _make_named_row
 
         names = tuple(type_info.get_field_names() or ())
+        value_fields: Any
         if isinstance(value, Row) and value._fields is not None and list(value._fields) != list(names):
             value_fields = value.get_fields_by_names(list(names))  # PyFlink picks named fields by name
         else:

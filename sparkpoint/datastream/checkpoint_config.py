@@ -102,7 +102,8 @@ class CheckpointConfig:
             "execution.checkpointing.externalized-checkpoint-retention", "NO_EXTERNALIZED_CHECKPOINTS")).upper()]
 
     def is_externalized_checkpoints_enabled(self) -> bool:
-        return self.get_externalized_checkpoint_retention() != ExternalizedCheckpointRetention.NO_EXTERNALIZED_CHECKPOINTS
+        retention = self.get_externalized_checkpoint_retention()
+        return retention != ExternalizedCheckpointRetention.NO_EXTERNALIZED_CHECKPOINTS
 
     def set_checkpoint_storage_dir(self, checkpoint_path: str) -> "CheckpointConfig":
         self._conf.set("state.checkpoints.dir", checkpoint_path)

@@ -351,18 +351,18 @@ class _FieldAggregator(ReduceFunction):
 
         if isinstance(v, Row):
             vals = list(v)
-            idx = v._fields.index(self.position) if isinstance(self.position, str) else self.position
-            vals[idx] = field
+            idx = v._fields.index(self.position) if isinstance(self.position, str) and v._fields else self.position
+            vals[int(idx)] = field
             r = Row(*vals)
             r._fields = v._fields
             return r
         if isinstance(v, tuple):
             vals = list(v)
-            vals[self.position] = field
+            vals[int(self.position)] = field
             return tuple(vals)
         if isinstance(v, list):
             vals = list(v)
-            vals[self.position] = field
+            vals[int(self.position)] = field
             return vals
         if isinstance(v, dict):
             d = dict(v)

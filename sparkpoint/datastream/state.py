@@ -206,7 +206,8 @@ class StateTtlConfig:
                 StateTtlConfig.CleanupStrategies.EMPTY_STRATEGY
             return self
 
-        def cleanup_incrementally(self, cleanup_size: int, run_cleanup_for_every_record: bool) -> "StateTtlConfig.Builder":
+        def cleanup_incrementally(self, cleanup_size: int,
+                                  run_cleanup_for_every_record: bool) -> "StateTtlConfig.Builder":
             self._strategies[StateTtlConfig.CleanupStrategies.Strategies.INCREMENTAL_CLEANUP] = \
                 StateTtlConfig.CleanupStrategies.IncrementalCleanupStrategy(cleanup_size, run_cleanup_for_every_record)
             return self
@@ -281,7 +282,8 @@ class StateTtlConfig:
         def in_full_snapshot(self) -> bool:
             return StateTtlConfig.CleanupStrategies.Strategies.FULL_STATE_SCAN_SNAPSHOT in self._strategies
 
-        def get_incremental_cleanup_strategy(self) -> "Optional[StateTtlConfig.CleanupStrategies.IncrementalCleanupStrategy]":
+        def get_incremental_cleanup_strategy(
+                self) -> "Optional[StateTtlConfig.CleanupStrategies.IncrementalCleanupStrategy]":
             return self._strategies.get(StateTtlConfig.CleanupStrategies.Strategies.INCREMENTAL_CLEANUP)
 
         def get_rocksdb_compact_filter_cleanup_strategy(

@@ -138,11 +138,20 @@ class OperatorRuntimeContext(RuntimeContext):
             )
         return backend.get_partitioned_state(self._op.current_namespace(), descriptor)
 
-    get_state = _keyed
-    get_list_state = _keyed
-    get_map_state = _keyed
-    get_reducing_state = _keyed
-    get_aggregating_state = _keyed
+    def get_state(self, state_descriptor: Any) -> Any:
+        return self._keyed(state_descriptor)
+
+    def get_list_state(self, state_descriptor: Any) -> Any:
+        return self._keyed(state_descriptor)
+
+    def get_map_state(self, state_descriptor: Any) -> Any:
+        return self._keyed(state_descriptor)
+
+    def get_reducing_state(self, state_descriptor: Any) -> Any:
+        return self._keyed(state_descriptor)
+
+    def get_aggregating_state(self, state_descriptor: Any) -> Any:
+        return self._keyed(state_descriptor)
 
     def get_metrics_group(self) -> Any:
         return _MetricGroup(self._op)

@@ -13,7 +13,7 @@ import pickle
 import posixpath
 import threading
 import time
-from typing import Any, Optional
+from typing import Optional
 
 import fsspec
 

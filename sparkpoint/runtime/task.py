@@ -162,7 +162,7 @@ def _restore_keyed_state(ops: dict[int, StreamOperator], dep: TaskDeployment, st
     namespace = dep.local_state_namespace or dep.job_id
     store = LocalStateStore(dep.local_state_dir, namespace, stage_id, subtask) if keyed_ops else None
     uploader: Optional[CheckpointUploader] = None
-    if keyed_ops:
+    if store is not None:
         uids = [op.uid for op in keyed_ops.values()]
         if dep.keyed_state_epoch is not None:
             body = store.load_bytes(dep.keyed_state_epoch, f"operators {uids}")
@@ -273,7 +273,7 @@ def _close_operators(ops: dict[int, StreamOperator], report: TaskReport) -> None
 def _snapshot_keyed_state(keyed: _KeyedState, dep: TaskDeployment, report: TaskReport) -> None:
     """Write this epoch's keyed snapshot to local disk; collect the checkpoint upload's outcome."""
     keyed_ops, store, uploader = keyed.ops, keyed.store, keyed.uploader
-    if keyed_ops:
+    if store is not None:
         t0 = time.perf_counter()
         keyed_snapshot = {op.uid: op.snapshot_keyed_state() for op in keyed_ops.values()}
         report.keyed_state_bytes = store.save(dep.epoch, keyed_snapshot)

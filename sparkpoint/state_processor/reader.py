@@ -104,12 +104,12 @@ class SavepointReader:
             return pd.DataFrame(cols)
         if state_name not in snap.state_kinds:
             raise KeyError(f"operator {uid!r} has no keyed state {state_name!r}; it has {sorted(snap.state_kinds)}")
-        rows = [(kg, key, ns, value) for kg, states in snap.entries.items()
+        entries = [(kg, key, ns, value) for kg, states in snap.entries.items()
                 for (key, ns), value in states.get(state_name, {}).items()]
-        cols = {"key_group": [r[0] for r in rows]}
-        cols.update(flatten("key", [r[1] for r in rows]))
-        cols.update(flatten("namespace", [r[2] for r in rows]))
-        cols.update(flatten("value", [r[3] for r in rows]))
+        cols = {"key_group": [r[0] for r in entries]}
+        cols.update(flatten("key", [r[1] for r in entries]))
+        cols.update(flatten("namespace", [r[2] for r in entries]))
+        cols.update(flatten("value", [r[3] for r in entries]))
         return pd.DataFrame(cols)
 
     def read_keyed_state(self, uid: str, state_name: str) -> Any:

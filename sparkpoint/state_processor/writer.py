@@ -98,10 +98,11 @@ class SavepointWriter:
                             continue
                         self.keyed.setdefault(uid, {}).setdefault(name, (snap.state_kinds[name], {}))[1].update(entries)
             for key in ("operator_states", "sources", "committables"):
-                driver_state[key] = {u: v for u, v in self.base.driver_state.get(key, {}).items() if u not in self.removed}
+                driver_state[key] = {u: v for u, v in self.base.driver_state.get(key, {}).items()
+                                     if u not in self.removed}
         for uid, states in self.keyed.items():
             groups: dict = {}
-            for name, (kind, entries) in states.items():
+            for name, (_kind, entries) in states.items():
                 for slot, value in entries.items():
                     kg = assign_to_key_group(slot[0], self.max_parallelism)
                     groups.setdefault(kg, {}).setdefault(name, {})[slot] = value
@@ -114,7 +115,8 @@ class SavepointWriter:
             op.state_kinds.update(info[uid]["state_kinds"])
             op.watermark = self.watermarks.get(uid)
             for f in files:
-                op.keyed_state.append(KeyedStateFile(0, f["key_groups"][0], f["key_groups"][1], f["handle"], f["state"]))
+                start, end = f["key_groups"]
+                op.keyed_state.append(KeyedStateFile(0, start, end, f["handle"], f["state"]))
         data = cloudpickle.dumps(driver_state)
         write_file(fs, posixpath.join(location, "driver-state"), data)
         now = int(time.time() * 1000)

@@ -132,7 +132,8 @@ class FsCheckpointStorage:
             return
         for sub in ("shared", "taskowned"):
             try:
-                if self.fs.exists(posixpath.join(self.job_path, sub)) and self.fs.ls(posixpath.join(self.job_path, sub)):
+                path = posixpath.join(self.job_path, sub)
+                if self.fs.exists(path) and self.fs.ls(path):
                     return
             except OSError:
                 return

@@ -83,7 +83,8 @@ class KillLoop:
             lines: list[str] = []
             submitted = threading.Event()
 
-            def pump() -> None:
+            def pump(proc: subprocess.Popen = proc, lines: list[str] = lines,
+                     submitted: threading.Event = submitted) -> None:
                 for line in proc.stdout:  # type: ignore[union-attr]
                     lines.append(line)
                     if self.start_marker in line:
@@ -104,7 +105,7 @@ class KillLoop:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 raise AssertionError(f"round {result.rounds} did not finish in {self.timeout_per_round} s:\n"
-                                     + "".join(lines))
+                                     + "".join(lines)) from None
             reader.join(timeout=10)
             out = "".join(lines)
             result.log.append(out)

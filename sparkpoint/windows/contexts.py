@@ -12,6 +12,7 @@ import copy
 from typing import TYPE_CHECKING, Any, Optional
 
 from sparkpoint.datastream.state import StateDescriptor
+from sparkpoint.datastream.triggers import Trigger
 from sparkpoint.time.timers import EVENT_TIME, PROCESSING_TIME
 
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ class AssignerContext:
         return OperatorRuntimeContext(self.op)
 
 
-class TriggerContext:
+class TriggerContext(Trigger.OnMergeContext):
     """Trigger.TriggerContext / OnMergeContext bound to the current key and a window."""
 
     def __init__(self, op: WindowOperator):

@@ -182,7 +182,7 @@ class WindowOperator(KeyedOperator):
         """Non-merging windows with the default trigger: contents grouped per (key, window)."""
         assign = self.assigner.assign_windows
         ctx = self.assigner_ctx
-        buckets: dict[tuple, list] = {}
+        buckets: dict[tuple, tuple[list, list]] = {}
         late: list = []
         wm = self.watermark if self.event_time else -(2**63)
         if type(self.assigner) is TumblingEventTimeWindows:
@@ -191,10 +191,10 @@ class WindowOperator(KeyedOperator):
             if None in timestamps:  # a record without a timestamp: the assigner says what is wrong
                 v = values[timestamps.index(None)]
                 try:
-                    assign(v, None, ctx)
+                    assign(v, None, ctx)  # type: ignore[arg-type]  # a record without a timestamp
                 except Exception as e:
                     raise self.fail(v, e) from e
-            by_start: dict[tuple, list] = {}
+            by_start: dict[tuple, tuple[list, list]] = {}
             for v, t, k in zip(values, timestamps, keys):
                 start = t - (t - offset) % size
                 if start + size - 1 <= wm:
@@ -209,7 +209,7 @@ class WindowOperator(KeyedOperator):
         else:
             for v, t, k in zip(values, timestamps, keys):
                 windows = assign(v, t, ctx)
-                if any(w.end - 1 <= wm for w in windows):
+                if any(w.max_timestamp() <= wm for w in windows):
                     # late or within allowed lateness: Flink's per-element path, at once, after
                     # the records bucketed before it (they may share its other windows, whose
                     # contents must keep arrival order)
@@ -245,7 +245,7 @@ class WindowOperator(KeyedOperator):
 
     def _process_element(self, value: Any, ts: Optional[int], key: Any, out: Output) -> None:
         self.keyed_backend.set_current_key(key)
-        windows = self.assigner.assign_windows(value, ts, self.assigner_ctx)
+        windows = self.assigner.assign_windows(value, ts, self.assigner_ctx)  # type: ignore[arg-type]
         skipped = True
         if self.merging:
             mapping = dict(self.merging_sets.value() or {})
@@ -258,7 +258,7 @@ class WindowOperator(KeyedOperator):
                 state_window = mapping[actual]
                 self._add(state_window, value, ts)
                 self._trigger_and_emit(
-                    self.trigger.on_element(value, ts, actual, self.trigger_ctx.at(actual)),
+                    self.trigger.on_element(value, ts, actual, self.trigger_ctx.at(actual)),  # type: ignore[arg-type]
                     key, actual, state_window, out)
                 self._register_cleanup_timer(actual)
             self.merging_sets.update(mapping or None)
@@ -269,7 +269,7 @@ class WindowOperator(KeyedOperator):
                 skipped = False
                 self._add(window, value, ts)
                 self._trigger_and_emit(
-                    self.trigger.on_element(value, ts, window, self.trigger_ctx.at(window)),
+                    self.trigger.on_element(value, ts, window, self.trigger_ctx.at(window)),  # type: ignore[arg-type]
                     key, window, window, out)
                 self._register_cleanup_timer(window)
         if skipped and self._is_element_late(ts):

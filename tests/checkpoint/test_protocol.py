@@ -107,7 +107,8 @@ def test_failure_manager_tolerates_then_fails():
 def _meta() -> CheckpointMetadata:
     h = StreamStateHandle("keyed-s1-t0", 123, "ab" * 32)
     return CheckpointMetadata(
-        job_id="f" * 32, job_name="j", checkpoint_id=860, kind="checkpoint", trigger_timestamp=1, completion_timestamp=2,
+        job_id="f" * 32, job_name="j", checkpoint_id=860, kind="checkpoint", trigger_timestamp=1,
+        completion_timestamp=2,
         barrier_epoch=5, max_parallelism=128,
         operators={"window": OperatorMetadata("window", "Window", 2, [KeyedStateFile(0, 0, 63, h)])},
         driver_state=StreamStateHandle("driver-state", 10, "cd" * 32), config={"a": 1}, stats={})

@@ -79,7 +79,7 @@ def test_legacy_backends_take_their_directories_by_keyword(make_env, tmp_path):
 
 def test_every_builtin_target_names_an_executor():
     for name, path in BUILTIN_EXECUTORS.items():
-        assert callable(getattr(load_object(path), "execute")), name
+        assert callable(load_object(path).execute), name
     assert {"local", "spark", "remote", "yarn", "kubernetes", "local-spark"} <= set(BUILTIN_EXECUTORS)
 
 

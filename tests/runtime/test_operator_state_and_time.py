@@ -66,7 +66,8 @@ def _seed_oracle(n: int, spec: EventSpec, size_ms: int = 60_000) -> Counter:
     df = pd.DataFrame([line.split("\t") for line in lines], columns=["ts", "channel", "id", "behavior"])
     ts = df["ts"].astype("int64")
     df["start"] = ts - ts % size_ms
-    return Counter({(int(s), c, b): int(n) for (s, c, b), n in df.groupby(["start", "channel", "behavior"]).size().items()})
+    sizes = df.groupby(["start", "channel", "behavior"]).size()
+    return Counter({(int(s), c, b): int(n) for (s, c, b), n in sizes.items()})
 
 
 def test_source_emitted_timestamps_and_watermarks(make_env):
@@ -127,7 +128,11 @@ def test_late_side_output_with_allowed_lateness_zero(make_env, capsys):
 
 
 def test_idle_split_does_not_hold_back_the_watermark():
-    from sparkpoint.common.watermark_strategy import WatermarkOutput, WatermarksWithIdleness, BoundedOutOfOrdernessWatermarks
+    from sparkpoint.common.watermark_strategy import (
+        BoundedOutOfOrdernessWatermarks,
+        WatermarkOutput,
+        WatermarksWithIdleness,
+    )
 
     gen = WatermarksWithIdleness(BoundedOutOfOrdernessWatermarks(0), idle_ms=1_000)
     out = WatermarkOutput()

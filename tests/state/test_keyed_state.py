@@ -134,9 +134,9 @@ def test_hashmap_snapshot_restore_round_trip():
                       part.get_partitioned_state(None, MapStateDescriptor("m")))
         mine = {k: e for k, e in expected.items() if assign_to_key_group(k, maxp) in rng}
         assert mine, "each half should own some keys"
-        for key, (v, l, m) in mine.items():
+        for key, (v, lst, m) in mine.items():
             part.set_current_key(key)
-            assert (v2.value(), list(l2.get()), dict(m2.items())) == (v, l, m)
+            assert (v2.value(), list(l2.get()), dict(m2.items())) == (v, lst, m)
         assert sorted(k for k, _ in part.get_keys_and_namespaces("v")) == sorted(mine)
 
 
