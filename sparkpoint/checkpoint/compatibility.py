@@ -18,6 +18,7 @@ from typing import Iterable
 
 from sparkpoint.checkpoint.loader import RestoredCheckpoint
 from sparkpoint.errors import JobGraphError
+from sparkpoint.state.key_groups import KEY_SERIALIZER_VERSION
 
 __all__ = ["OperatorDescriptor", "CompatibilityReport", "check_compatibility"]
 
@@ -47,6 +48,7 @@ class CompatibilityReport:
     dropped: list[str] = field(default_factory=list)                    # state without operator
     empty: list[str] = field(default_factory=list)                      # stateful operators without state
     max_parallelism_conflicts: list[str] = field(default_factory=list)  # keyed uids that cannot be mapped
+    key_serializer_conflicts: list[str] = field(default_factory=list)   # keyed uids grouped by an older hash
 
     @property
     def matched_uids(self) -> set[str]:
@@ -56,10 +58,13 @@ class CompatibilityReport:
     def problems(self) -> list[str]:
         return [f"{uid}: max parallelism {self.checkpoint_max_parallelism} in the checkpoint, "
                 f"{self.job_max_parallelism} in the job; key groups cannot be remapped"
-                for uid in self.max_parallelism_conflicts]
+                for uid in self.max_parallelism_conflicts] + [
+                f"{uid}: keyed state assigned to key groups before keys had a deterministic serializer"
+                for uid in self.key_serializer_conflicts]
 
     def restorable(self, allow_non_restored: bool) -> bool:
-        return not self.max_parallelism_conflicts and (allow_non_restored or not self.dropped)
+        return (not self.max_parallelism_conflicts and not self.key_serializer_conflicts
+                and (allow_non_restored or not self.dropped))
 
     def check(self, allow_non_restored: bool) -> None:
         """Raise what a restore of this checkpoint into the job would fail with, if anything.
@@ -82,6 +87,13 @@ class CompatibilityReport:
                 f"the job has {self.job_max_parallelism}; keyed state of {self.max_parallelism_conflicts} is "
                 f"partitioned into key groups by max parallelism, which cannot change. "
                 f"Set env.set_max_parallelism({self.checkpoint_max_parallelism}).")
+        if self.key_serializer_conflicts:
+            raise JobGraphError(
+                f"cannot restore {what}: its keyed state of {self.key_serializer_conflicts} was assigned to key "
+                f"groups before sparkpoint gave keys a deterministic serializer (key_bytes), so keys other than str "
+                f"and int would be looked up in the wrong key groups and their state lost. Restore it with the "
+                f"sparkpoint version that wrote it, or start those operators empty under new uids with "
+                f"--allowNonRestoredState.")
 
     def lines(self, allow_non_restored: bool) -> list[str]:
         out = [f"  MATCH    {uid}: {what}" for uid, what in self.matched]
@@ -111,6 +123,8 @@ def check_compatibility(restored: RestoredCheckpoint, operators: Iterable[Operat
         report.matched.append((uid, _what_happens(restored, uid, op.parallelism)))
         if uid in restored.keyed_uids() and meta.max_parallelism != max_parallelism:
             report.max_parallelism_conflicts.append(uid)
+        if uid in restored.keyed_uids() and meta.key_serializer != KEY_SERIALIZER_VERSION:
+            report.key_serializer_conflicts.append(uid)
     report.empty = [uid for uid, op in by_uid.items() if op.stateful and uid not in state_uids]
     return report
 

@@ -15,6 +15,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 
+from sparkpoint.state.key_groups import KEY_SERIALIZER_VERSION
 from sparkpoint.storage.checkpoint_storage import StreamStateHandle
 from sparkpoint.storage.exceptions import CorruptCheckpointError
 
@@ -63,6 +64,7 @@ class CheckpointMetadata:
     driver_state: StreamStateHandle
     config: dict = field(default_factory=dict)
     stats: dict = field(default_factory=dict)
+    key_serializer: "int | None" = KEY_SERIALIZER_VERSION   # None: taken before keys had canonical bytes
 
     def state_files(self) -> list[StreamStateHandle]:
         files = [self.driver_state]
@@ -97,6 +99,7 @@ class MetadataV1Serializer:
             "config": {k: (v if isinstance(v, (str, int, float, bool)) or v is None else str(v))
                        for k, v in sorted(meta.config.items())},
             "stats": meta.stats,
+            "key_serializer": meta.key_serializer,
         }
         canonical = json.dumps(body, sort_keys=True, separators=(",", ":"))
         doc = {"format": FORMAT_NAME, "version": MetadataV1Serializer.VERSION, "body": body,
@@ -139,7 +142,7 @@ class MetadataV1Serializer:
             completion_timestamp=body["completion_timestamp"], barrier_epoch=body["barrier_epoch"],
             max_parallelism=body["max_parallelism"], operators=ops,
             driver_state=StreamStateHandle.from_json(body["driver_state"]), config=body.get("config", {}),
-            stats=body.get("stats", {}),
+            stats=body.get("stats", {}), key_serializer=body.get("key_serializer"),
         )
 
 

@@ -31,7 +31,11 @@ __all__ = [
     "stable_key_hash",
     "key_bytes",
     "KeyTypeError",
+    "KEY_SERIALIZER_VERSION",
 ]
+
+KEY_SERIALIZER_VERSION = 1
+"""The version of :func:`key_bytes` that assigned keys to key groups; recorded in ``_metadata``."""
 
 
 class KeyTypeError(StateError, TypeError):
