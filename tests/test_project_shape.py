@@ -36,3 +36,36 @@ def test_no_function_over_80_lines():
                 if lines > MAX_FUNCTION_LINES:
                     long[f"{path.relative_to(PACKAGE)}:{node.lineno} {node.name}"] = lines
     assert not long, f"functions over {MAX_FUNCTION_LINES} lines: {long}"
+
+
+def test_no_import_cycle_between_packages_at_any_depth():
+    """import-linter's layers cover the top-level packages; this covers sub-packages too
+    (``state`` and ``state.hashmap``, ``datastream`` and ``datastream.connectors``, ...)."""
+    import grimp
+
+    graph = grimp.build_graph("sparkpoint")
+
+    def package(module: str) -> str:
+        return module if graph.find_children(module) or module.count(".") == 1 else module.rsplit(".", 1)[0]
+
+    edges: dict[str, set[str]] = {}
+    for module in graph.modules:
+        for imported in graph.find_modules_directly_imported_by(module):
+            a, b = package(module), package(imported)
+            if a != b and "sparkpoint" not in (a, b):
+                edges.setdefault(a, set()).add(b)
+
+    def reaches(start: str, goal: str) -> bool:
+        seen, todo = set(), [start]
+        while todo:
+            node = todo.pop()
+            if node == goal:
+                return True
+            if node not in seen:
+                seen.add(node)
+                todo.extend(edges.get(node, ()))
+        return False
+
+    assert len(edges) > 10, sorted(edges)
+    cycles = sorted((a, b) for a in edges for b in edges[a] if reaches(b, a))
+    assert not cycles, f"packages that import each other (directly or through others): {cycles}"

@@ -10,12 +10,12 @@ runtime backend here, never the reverse. A new backend registers itself with
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Union
 
 from sparkpoint.errors import ConfigurationError
 from sparkpoint.state.backend import StateBackend
-from sparkpoint.state.hashmap import HashMapStateBackend
 
 __all__ = [
     "STATE_BACKEND_KEYS",
@@ -27,25 +27,39 @@ __all__ = [
 #: Configuration keys naming the state backend, newest first.
 STATE_BACKEND_KEYS = ("state.backend.type", "state.backend")
 
-_FACTORIES: dict[str, Callable[[], StateBackend]] = {}
+Factory = Union[Callable[[], StateBackend], str]
+_FACTORIES: dict[str, Factory] = {}
 _ALIASES: dict[str, str] = {}
 
 
-def register_state_backend(name: str, factory: Callable[[], StateBackend], aliases: tuple[str, ...] = ()) -> None:
-    """Make ``name`` (and ``aliases``) configurable; ``factory()`` builds the backend."""
+def register_state_backend(name: str, factory: Factory, aliases: tuple[str, ...] = ()) -> None:
+    """Make ``name`` (and ``aliases``) configurable; ``factory()`` builds the backend.
+
+    ``factory`` may be a ``"module:attribute"`` path, imported on first use: a backend's
+    module (and what it needs, such as RocksDB) is loaded only by jobs that use it.
+    """
     _FACTORIES[name] = factory
     for alias in (name, *aliases):
         _ALIASES[alias] = name
 
 
-register_state_backend("hashmap", HashMapStateBackend, aliases=("heap", "memory", "filesystem", "jobmanager"))
+def _build(name: str) -> StateBackend:
+    factory = _FACTORIES[name]
+    if isinstance(factory, str):
+        module, _, attribute = factory.partition(":")
+        factory = _FACTORIES[name] = getattr(importlib.import_module(module), attribute)
+    return factory()
+
+
+register_state_backend("hashmap", "sparkpoint.state.hashmap:HashMapStateBackend",
+                       aliases=("heap", "memory", "filesystem", "jobmanager"))
 
 
 def load_state_backend(spec: Any = None) -> StateBackend:
     """The runtime backend for ``spec``: ``None`` (hashmap), a name, an API state backend object
     (anything with a ``name``) or a runtime :class:`StateBackend` (returned as it is)."""
     if spec is None:
-        return _FACTORIES["hashmap"]()
+        return _build("hashmap")
     if isinstance(spec, StateBackend):
         return spec
     name = spec if isinstance(spec, str) else getattr(spec, "name", None)
@@ -55,7 +69,7 @@ def load_state_backend(spec: Any = None) -> StateBackend:
     if canonical is None:
         raise ConfigurationError(
             f"unknown state backend {name!r} (state.backend.type); known: {', '.join(sorted(_FACTORIES))}")
-    return _FACTORIES[canonical]()
+    return _build(canonical)
 
 
 def load_state_backend_from_config(config: Mapping[str, Any], default: str | None = "hashmap") -> StateBackend:
