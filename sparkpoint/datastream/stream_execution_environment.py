@@ -115,13 +115,15 @@ class JobClient:
         return self._job_id
 
     def get_job_status(self) -> "Future":
+        """The job's status as its JobMaster has it (RUNNING, RESTARTING, CANCELLING, FINISHED, ...)."""
         f: Future = Future()
-        if not self._result.done():
-            f.set_result(JobStatus.CANCELLING if self._job.is_cancelled() else JobStatus.RUNNING)
-        elif self._result.exception() is not None:
-            f.set_result(JobStatus.FAILED)
-        else:
-            f.set_result(JobStatus.CANCELED if self._job.is_cancelled() else JobStatus.FINISHED)
+        status = self._job.status()
+        if not isinstance(status, JobStatus):  # a handle that does not track status: judge by the result
+            if not self._result.done():
+                status = JobStatus.CANCELLING if self._job.is_cancelled() else JobStatus.RUNNING
+            else:
+                status = JobStatus.FAILED if self._result.exception() is not None else JobStatus.FINISHED
+        f.set_result(status)
         return f
 
     def cancel(self) -> "Future":
@@ -250,7 +252,12 @@ class StreamExecutionEnvironment:
             return self._state_backend
         from sparkpoint.datastream.state_backend import state_backend_from_name
 
-        return state_backend_from_name(str(self._config.get("state.backend.type", "hashmap")))
+        return state_backend_from_name(self._configured_state_backend())
+
+    def _configured_state_backend(self) -> str:
+        """``state.backend.type``, else Flink 1.x's ``state.backend``, else ``hashmap``."""
+        return (self._config.get_string("state.backend.type") or self._config.get_string("state.backend")
+                or "hashmap")
 
     def set_restart_strategy(self, restart_strategy_configuration: Any) -> "StreamExecutionEnvironment":
         self._config.set("restart-strategy", restart_strategy_configuration)
@@ -334,7 +341,7 @@ class StreamExecutionEnvironment:
             parallelism=self.get_parallelism(), max_parallelism=self.get_max_parallelism(),
             runtime_mode=str(self._config.get_string("execution.runtime-mode", "STREAMING")).upper(),
             job_parameters=dict(self._job_parameters),
-            state_backend=self._state_backend or self._config.get_string("state.backend.type", "hashmap"),
+            state_backend=self._state_backend or self._configured_state_backend(),
             python_files=tuple(self._python_files))
 
     def get_execution_plan(self) -> str:

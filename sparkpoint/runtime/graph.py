@@ -88,7 +88,7 @@ class JobPlan:
     max_parallelism: int
     stage_of: dict[int, int]
     job_parameters: dict = field(default_factory=dict)
-    state_backend: Any = None            # a name, an API or runtime StateBackend; None means hashmap
+    state_backend: Any = None            # the runtime StateBackend (resolved at translation); None means hashmap
 
     def stage(self, stage_id: int) -> StagePlan:
         return self.stages[stage_id]

@@ -31,11 +31,14 @@ REST_LISTENER_FACTORY = "sparkpoint.rest.listener:RestJobListener"
 class JobListener:
     """Callbacks of a job's life; every method does nothing unless overridden.
 
-    Callbacks run on the JobMaster's thread, between epochs: keep them short.
+    Callbacks run on the JobMaster's thread, between epochs: keep them short. An exception
+    from ``on_job_started`` fails the job before it runs (a listener it cannot do without,
+    such as the REST endpoint, could not start); exceptions from every other callback are
+    logged and never break the job.
     """
 
     def on_job_started(self, job: Any) -> None:
-        """The job is about to run its first epoch (``job`` is the JobMaster)."""
+        """The job is about to run its first epoch (``job`` is the JobMaster); raising fails the job."""
 
     def on_status_change(self, job_id: str, old: JobStatus, new: JobStatus, error: Optional[BaseException]) -> None:
         """The job's status changed (``error`` is the cause of a failure)."""

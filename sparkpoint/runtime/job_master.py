@@ -158,7 +158,7 @@ class JobMaster:
         started = time.time()
         try:
             for listener in list(self.listeners):
-                listener.on_job_started(self)
+                listener.on_job_started(self)  # may refuse the job (a REST port that cannot be bound)
             self.executor.start(self.plan, self.job_id)
             self._start_checkpointing()
             logger.info("job %s (%s) started: %d stages, parallelism %s", self.job_id, self.plan.job_name,
@@ -367,8 +367,7 @@ class JobMaster:
         stats = self.output.epoch_stats(epoch, reports, epoch_metrics, time.time() - t0, finished)
         logger.debug("epoch %d: %d records in %.3fs, watermark %s", epoch, stats.records_in, stats.duration_s,
                      stats.watermark)
-        for listener in list(self.listeners):
-            listener.on_epoch_completed(stats)
+        self._notify("on_epoch_completed", stats)
         if not finished and stats.records_in == 0 and self.idle_pause_ms and not sources_done:
             time.sleep(self.idle_pause_ms / 1000)
         return finished

@@ -140,7 +140,7 @@ def _build_operators(plan: JobPlan, stage: StagePlan, kg_range: KeyGroupRange, t
                      dep: TaskDeployment) -> dict[int, StreamOperator]:
     """Create the stage's runtime operators and give them their operator state (Step 1)."""
     ops: dict[int, StreamOperator] = {}
-    state_backend = load_state_backend(plan.state_backend)
+    state_backend = load_state_backend(plan.state_backend) if stage.keyed else None
     for nid in stage.nodes:
         op = plan.nodes[nid].factory()
         op.uid = plan.uid(nid)

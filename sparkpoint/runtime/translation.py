@@ -45,6 +45,7 @@ from sparkpoint.operators.sinks import CollectOperator, PrintOperator, SideOutpu
 from sparkpoint.operators.source import SourceOperator
 from sparkpoint.runtime.graph import JobPlan, StreamEdge, StreamNode, build_job_plan
 from sparkpoint.runtime.keyed_functions import BatchReduceFunction, KeyedFunctionAdapter
+from sparkpoint.state.backend_loader import load_state_backend
 from sparkpoint.windows.functions import (
     AggregateResultAdapter,
     ApplyAllWindowAdapter,
@@ -90,8 +91,9 @@ class StreamGraphGenerator:
     def translate(self) -> JobPlan:
         """The job plan: the stream graph cut into stages."""
         p = self.pipeline
+        # the backend is resolved here, at submission: an unknown name fails before anything runs
         return build_job_plan(self.generate(), p.job_name, p.parallelism, p.max_parallelism, p.job_parameters,
-                              state_backend=p.state_backend)
+                              state_backend=load_state_backend(p.state_backend))
 
     def get_execution_plan(self) -> str:
         """The plan as JSON (Flink's ``getExecutionPlan``): operators, uids, parallelism, inputs."""

@@ -163,3 +163,31 @@ def test_sink_committer_commits_exactly_the_epochs_a_completed_checkpoint_covers
     at_least_once = SinkCommitter(plan, exactly_once=False)  # type: ignore[arg-type]
     at_least_once.add_epoch(4, {7: ["e4"]})
     assert sink.committed[-1] == "e4" and at_least_once.pending_committables() == {}
+
+
+def test_job_client_reports_the_job_masters_status(make_env):
+    """JobClient.get_job_status() follows the JobMaster's status machine, not a guess from the future."""
+    import time as _time
+
+    from sparkpoint.common import WatermarkStrategy
+    from sparkpoint.datastream import JobStatus
+    from sparkpoint.datastream.connectors.generator import DataGeneratorSource
+
+    env = make_env("local", **{"execution.epoch.max-records": 10})
+    env.from_source(DataGeneratorSource(lambda i: i, 1_000_000, num_splits=1, records_per_second=200),
+                    WatermarkStrategy.no_watermarks(), "gen").print()
+    client = env.execute_async("status")
+    deadline = _time.time() + 30
+    while client.get_job_status().result() is not JobStatus.RUNNING and _time.time() < deadline:
+        _time.sleep(0.05)
+    assert client.get_job_status().result() is JobStatus.RUNNING
+    client.cancel()
+    client.wait(60)
+    assert client.get_job_status().result() is JobStatus.CANCELED
+
+    done = make_env("local")
+    done.from_collection([1, 2, 3]).print()
+    finished = done.execute_async("done")
+    finished.wait(60)
+    finished.cancel()  # too late: the job had already finished
+    assert finished.get_job_status().result() is JobStatus.FINISHED

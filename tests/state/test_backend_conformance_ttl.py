@@ -164,3 +164,22 @@ def test_state_cannot_switch_ttl_on(state_backend):
     d.enable_time_to_live(_ttl())
     with pytest.raises(StateError, match="'v' has time-to-live but holds a value written without it"):
         with_ttl.get_partitioned_state(None, d).value()
+
+
+def test_merging_only_expired_namespaces_leaves_nothing_behind(state_backend):
+    """Windows merge their trigger state with TTL: when every merged value expired, no entry remains."""
+    backend = keyed(state_backend)
+    d = ReducingStateDescriptor("r", lambda a, b: a + b)
+    d.enable_time_to_live(_ttl())
+    state = backend.create_internal_state(d)
+    backend.set_current_key("k")
+    backend.set_current_processing_time(0)
+    for ns in ("w1", "w2"):
+        state.set_current_namespace(ns)
+        state.add(1)
+    backend.set_current_processing_time(500)               # both expired
+    state.merge_namespaces("w3", ["w1", "w2"])
+    state.set_current_namespace("w3")
+    assert state.get() is None
+    snap = backend.snapshot()
+    assert not any(states.get("r") for states in snap.entries.values()), snap.entries

@@ -69,7 +69,11 @@ class _HeapState:
             if value is None:
                 continue
             current = entries.get((key, target))
-            entries[(key, target)] = value if current is None else self._merged(current, value)
+            merged = value if current is None else self._merged(current, value)
+            if merged is None:  # everything merged had expired (TTL): nothing is left to keep
+                entries.pop((key, target), None)
+            else:
+                entries[(key, target)] = merged
 
     def _merged(self, current: Any, value: Any) -> Any:
         return value
