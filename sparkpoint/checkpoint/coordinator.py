@@ -59,7 +59,7 @@ from sparkpoint.checkpoint.messages import (
 from sparkpoint.checkpoint.pending import PendingCheckpoint, TaskAcknowledgeResult
 from sparkpoint.checkpoint.properties import CheckpointOptions, CheckpointProperties
 from sparkpoint.checkpoint.stats import CheckpointStats, CheckpointStatsTracker
-from sparkpoint.testing.faults import fault_point
+from sparkpoint.testing.faults import fault_point, fault_point_armed
 from sparkpoint.storage.checkpoint_storage import METADATA_FILE_NAME, FsCheckpointStorage, StreamStateHandle
 from sparkpoint.storage.exceptions import CheckpointStorageError
 
@@ -325,15 +325,10 @@ def _operator_metadata(operators: Any, acks: Any) -> dict[str, OperatorMetadata]
 
 
 def _write_metadata(location: CheckpointStorageLocation, data: bytes) -> None:
-    if fault_point_active("metadata-write"):
+    if fault_point_armed("metadata-write"):
         tmp = posixpath.join(location.path, f".{METADATA_FILE_NAME}.inprogress")
         with location.fs.open(tmp, "wb") as f:
             f.write(data[: len(data) // 2])
         fault_point("metadata-write")
     location.write(METADATA_FILE_NAME, data)
 
-
-def fault_point_active(name: str) -> bool:
-    import os
-
-    return os.environ.get("SPARKPOINT_KILL_AT", "").partition("@")[0] == name

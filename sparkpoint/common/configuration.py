@@ -13,7 +13,10 @@ from typing import Any, Iterator, Mapping, Optional
 
 import re
 
-__all__ = ["Configuration", "parse_duration_ms", "parse_memory_bytes"]
+__all__ = ["Configuration", "DEFAULT_MAX_PARALLELISM", "parse_duration_ms", "parse_memory_bytes"]
+
+DEFAULT_MAX_PARALLELISM = 128
+"""Flink's default max parallelism (``pipeline.max-parallelism``): the number of key groups."""
 
 _DURATION_UNITS = {
     "ms": 1, "milli": 1, "millis": 1, "millisecond": 1, "milliseconds": 1,

@@ -13,15 +13,14 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Optional
 
+from sparkpoint.common.configuration import DEFAULT_MAX_PARALLELISM
+
 __all__ = [
     "DEFAULT_MAX_PARALLELISM", "Partitioning", "TransformationInput", "Transformation", "SourceTransformation",
     "OneInputTransformation", "KeyedTransformation", "WindowTransformation", "UnionTransformation",
     "PartitionTransformation", "SideOutputTransformation", "SinkTransformation", "PrintTransformation",
     "CollectTransformation", "Pipeline",
 ]
-
-DEFAULT_MAX_PARALLELISM = 128
-"""Flink's default max parallelism: the number of key groups when none is configured."""
 
 
 class Partitioning(str, Enum):

@@ -11,6 +11,7 @@ stages.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 from functools import partial
@@ -86,6 +87,7 @@ class StreamGraphGenerator:
 
     def generate(self) -> dict[int, StreamNode]:
         """The stream graph: one node per transformation, with its operator factory."""
+        self._edge_ids = itertools.count()  # edges numbered in the transformations' order
         return {t.id: self._node(t) for t in self.pipeline.transformations}
 
     def translate(self) -> JobPlan:
@@ -106,9 +108,9 @@ class StreamGraphGenerator:
 
     # -- one node per transformation ------------------------------------------------------
     def _node(self, t: Transformation) -> StreamNode:
-        edges = [StreamEdge(id=t.id * 16 + i, source=inp.id, target=t.id, partitioning=inp.partitioning,
+        edges = [StreamEdge(id=next(self._edge_ids), source=inp.id, target=t.id, partitioning=inp.partitioning,
                             key_selector=inp.key_selector, side_tag=inp.side_tag)
-                 for i, inp in enumerate(t.inputs)]
+                 for inp in t.inputs]
         node = StreamNode(id=t.id, kind=t.kind, name=t.name, factory=self._factory(t), uid=t.uid,
                           parallelism=t.parallelism, max_parallelism=t.max_parallelism, inputs=edges,
                           keyed=t.keyed)

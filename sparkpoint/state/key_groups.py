@@ -19,7 +19,7 @@ from decimal import Decimal
 from enum import Enum
 from typing import Any, Iterator
 
-from sparkpoint.datastream.transformations import DEFAULT_MAX_PARALLELISM
+from sparkpoint.common.configuration import DEFAULT_MAX_PARALLELISM
 from sparkpoint.errors import StateError
 
 __all__ = [
@@ -108,7 +108,8 @@ def _encode(key: Any, whole: Any) -> bytes:
         return b"\x00d" + type(key).__name__.encode() + key.isoformat().encode()
     if isinstance(key, datetime.timedelta):
         return b"\x00T" + _number(key // datetime.timedelta(microseconds=1), False)
-    if dataclasses.is_dataclass(key) and not isinstance(key, type) and key.__dataclass_params__.frozen:  # type: ignore[attr-defined]
+    params = getattr(key, "__dataclass_params__", None)
+    if params is not None and not isinstance(key, type) and params.frozen and params.eq:
         name = f"{type(key).__module__}.{type(key).__qualname__}".encode()
         fields = tuple(getattr(key, f.name) for f in dataclasses.fields(key) if f.compare)
         return b"\x00c" + _sized(name) + _encode(fields, whole)

@@ -10,6 +10,7 @@ from sparkpoint.runtime.checkpoint_io import read_restored_keyed_state
 from sparkpoint.checkpoint.loader import RestoredCheckpoint, keyed_entries, load_checkpoint
 from sparkpoint.state.key_groups import KeyGroupRange
 from sparkpoint.state.snapshot import KeyedStateSnapshot, merge_snapshots
+from sparkpoint.state.ttl import TtlValue
 
 __all__ = ["SavepointReader", "keyed_state_summary", "flatten"]
 
@@ -50,6 +51,18 @@ def _hashable(v: Any) -> Any:
         return v
     except TypeError:
         return repr(v)
+
+
+def user_value(value: Any) -> Any:
+    """The value as the user wrote it: state with a TTL keeps ``TtlValue(value, timestamp)``
+    per value (and per list element and map entry); the timestamps are left out here."""
+    if isinstance(value, TtlValue):
+        return value.value
+    if isinstance(value, list) and value and isinstance(value[0], TtlValue):
+        return [user_value(v) for v in value]
+    if isinstance(value, dict) and value and isinstance(next(iter(value.values())), TtlValue):
+        return {k: user_value(v) for k, v in value.items()}
+    return value
 
 
 def flatten(name: str, values: list) -> dict[str, list]:
@@ -109,7 +122,7 @@ class SavepointReader:
         cols = {"key_group": [r[0] for r in entries]}
         cols.update(flatten("key", [r[1] for r in entries]))
         cols.update(flatten("namespace", [r[2] for r in entries]))
-        cols.update(flatten("value", [r[3] for r in entries]))
+        cols.update(flatten("value", [user_value(r[3]) for r in entries]))
         return pd.DataFrame(cols)
 
     def read_keyed_state(self, uid: str, state_name: str) -> Any:

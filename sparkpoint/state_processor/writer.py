@@ -13,7 +13,13 @@ import fsspec
 
 from sparkpoint.checkpoint.metadata import CheckpointMetadata, MetadataV1Serializer, OperatorMetadata, KeyedStateFile
 from sparkpoint.checkpoint.loader import load_checkpoint
-from sparkpoint.state.key_groups import DEFAULT_MAX_PARALLELISM, KeyGroupRange, assign_to_key_group
+from sparkpoint.errors import StateError
+from sparkpoint.state.key_groups import (
+    DEFAULT_MAX_PARALLELISM,
+    KEY_SERIALIZER_VERSION,
+    KeyGroupRange,
+    assign_to_key_group,
+)
 from sparkpoint.state.savepoint_format import CANONICAL_BACKEND, write_canonical
 from sparkpoint.state.snapshot import KeyedStateSnapshot
 from sparkpoint.storage.checkpoint_storage import METADATA_FILE_NAME, StreamStateHandle, write_file
@@ -74,6 +80,17 @@ class SavepointWriter:
         self.keyed.setdefault(uid, {})[state_name] = (kind, entries)
         return self
 
+    def _check_key_serializer(self) -> None:
+        """Keyed state grouped by an older key hash cannot be carried over into a new savepoint."""
+        base = self.base
+        assert base is not None
+        keyed = sorted(uid for uid, op in base.metadata.operators.items() if op.keyed_state and uid not in self.removed)
+        if keyed and base.metadata.key_serializer != KEY_SERIALIZER_VERSION:
+            raise StateError(
+                f"cannot modify {base.location}: keyed state of {keyed} was assigned to key groups before sparkpoint "
+                f"gave keys a deterministic serializer; its timers would land in the wrong key groups. Bootstrap "
+                f"the state anew with SavepointWriter.new_savepoint(), or remove those operators.")
+
     def write(self, path: str) -> str:
         """Write the savepoint into directory ``path`` (created); returns its URI."""
         fs, location = fsspec.core.url_to_fs(path)
@@ -82,6 +99,7 @@ class SavepointWriter:
         driver_state: dict = {"operator_states": {}, "sources": {}, "committables": {}, "epoch": -1}
         job_id = uuid.uuid4().hex
         if self.base is not None:
+            self._check_key_serializer()
             # carry over what is not replaced: keyed state (re-encoded canonically) and driver-held state
             from sparkpoint.state_processor.reader import _operator_snapshot
 

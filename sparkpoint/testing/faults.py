@@ -14,18 +14,21 @@ import os
 import signal
 import time
 
-__all__ = ["fault_point", "upload_delay_s", "upload_fails"]
+__all__ = ["fault_point", "fault_point_armed", "upload_delay_s", "upload_fails"]
 
 _hits: dict[str, int] = {}
 
 
+def fault_point_armed(name: str) -> bool:
+    """Whether ``SPARKPOINT_KILL_AT`` names ``name`` (a caller may prepare the crash's scene first)."""
+    return os.environ.get("SPARKPOINT_KILL_AT", "").partition("@")[0] == name
+
+
 def fault_point(name: str) -> None:
-    spec = os.environ.get("SPARKPOINT_KILL_AT")
-    if not spec:
+    """SIGKILL this process the n-th time it passes ``name``, if ``SPARKPOINT_KILL_AT`` asks so."""
+    if not fault_point_armed(name):
         return
-    point, _, nth = spec.partition("@")
-    if point != name:
-        return
+    nth = os.environ["SPARKPOINT_KILL_AT"].partition("@")[2]
     _hits[name] = _hits.get(name, 0) + 1
     if _hits[name] >= int(nth or 1):
         os.kill(os.getpid(), signal.SIGKILL)

@@ -12,6 +12,7 @@ from sparkpoint.datastream import HashMapStateBackend, RuntimeExecutionMode, Str
 from sparkpoint.datastream.stream_execution_environment import set_cli_defaults
 from sparkpoint.datastream.transformations import Partitioning
 from sparkpoint.datastream.window import CountEvictor, CountTrigger, GlobalWindows, TumblingEventTimeWindows
+from sparkpoint.errors import ConfigurationError
 from sparkpoint.operators.basic import MapOperator
 from sparkpoint.operators.keyed import KeyedProcessOperator, StreamGroupedReduceOperator
 from sparkpoint.runtime.graph import JobPlan
@@ -88,10 +89,13 @@ def test_an_evictor_turns_window_reduce_into_reduce_at_fire_time(make_env):
 def test_state_backend_reaches_the_job_plan():
     env = StreamExecutionEnvironment.get_execution_environment()
     env.from_collection([1]).print()
-    assert _plan(env).state_backend == "hashmap"
-    backend = HashMapStateBackend()
-    env.set_state_backend(backend)
-    assert _plan(env).state_backend is backend
+    assert _plan(env).state_backend.name == "hashmap"      # the runtime backend, resolved at translation
+    env.set_state_backend(HashMapStateBackend())
+    assert _plan(env).state_backend.name == "hashmap"
+    env.get_configuration().set("state.backend.type", "nosuch")
+    env._state_backend = None
+    with pytest.raises(ConfigurationError, match="unknown state backend 'nosuch'"):
+        _plan(env)
 
 
 def _uids(env) -> dict[str, str]:

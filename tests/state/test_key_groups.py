@@ -72,8 +72,13 @@ def test_distinct_keys_spread_over_key_groups():
     assert min(counts) > 40 and max(counts) < 120  # 78 expected per group
 
 
-@pytest.mark.parametrize("key", [[1, 2], {"a": 1}, {1, 2}, float("nan"), object(), (1, [2])],
-                         ids=["list", "dict", "set", "nan", "object", "tuple-with-list"])
+@dataclasses.dataclass(frozen=True, eq=False)
+class ByIdentity:
+    x: int
+
+
+@pytest.mark.parametrize("key", [[1, 2], {"a": 1}, {1, 2}, float("nan"), object(), (1, [2]), ByIdentity(1)],
+                         ids=["list", "dict", "set", "nan", "object", "tuple-with-list", "dataclass-eq-false"])
 def test_keys_without_a_deterministic_form_are_refused_clearly(key):
     with pytest.raises(KeyTypeError) as e:
         KeyGroupAssigner(128)(key)
