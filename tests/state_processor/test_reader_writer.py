@@ -18,7 +18,7 @@ from sparkpoint.datastream.connectors.generator import DataGeneratorSource
 from sparkpoint.runtime.restore import load_checkpoint
 from sparkpoint.state_processor import SavepointReader, SavepointWriter
 from tests.checkpoint.test_checkpointing import Count, key_of, oracle_totals
-from tests.savepoint.test_savepoints import _wait_for_progress, seed_job
+from tests.checkpoint.test_savepoints import _wait_for_progress, seed_job
 
 ROOT = Path(__file__).resolve().parents[2]
 
