@@ -59,7 +59,7 @@ class CompatibilityReport:
         return [f"{uid}: max parallelism {self.checkpoint_max_parallelism} in the checkpoint, "
                 f"{self.job_max_parallelism} in the job; key groups cannot be remapped"
                 for uid in self.max_parallelism_conflicts] + [
-                f"{uid}: keyed state assigned to key groups before keys had a deterministic serializer"
+                f"{uid}: raw keyed state assigned to key groups before keys had a deterministic serializer"
                 for uid in self.key_serializer_conflicts]
 
     def restorable(self, allow_non_restored: bool) -> bool:
@@ -90,10 +90,10 @@ class CompatibilityReport:
         if self.key_serializer_conflicts:
             raise JobGraphError(
                 f"cannot restore {what}: its keyed state of {self.key_serializer_conflicts} was assigned to key "
-                f"groups before sparkpoint gave keys a deterministic serializer (key_bytes), so keys other than str "
-                f"and int would be looked up in the wrong key groups and their state lost. Restore it with the "
-                f"sparkpoint version that wrote it, or start those operators empty under new uids with "
-                f"--allowNonRestoredState.")
+                f"groups before sparkpoint gave keys a deterministic serializer (key_bytes), in raw snapshots that "
+                f"cannot be regrouped: keys other than str and int would be looked up in the wrong key groups. Take "
+                f"a savepoint with the sparkpoint version that wrote it (savepoints are regrouped by key on "
+                f"restore), or start those operators empty under new uids with --allowNonRestoredState.")
 
     def lines(self, allow_non_restored: bool) -> list[str]:
         out = [f"  MATCH    {uid}: {what}" for uid, what in self.matched]
@@ -123,7 +123,9 @@ def check_compatibility(restored: RestoredCheckpoint, operators: Iterable[Operat
         report.matched.append((uid, _what_happens(restored, uid, op.parallelism)))
         if uid in restored.keyed_uids() and meta.max_parallelism != max_parallelism:
             report.max_parallelism_conflicts.append(uid)
-        if uid in restored.keyed_uids() and meta.key_serializer != KEY_SERIALIZER_VERSION:
+        if meta.key_serializer != KEY_SERIALIZER_VERSION and any(
+                f.state is None for f in meta.operators[uid].keyed_state):
+            # raw snapshots of the older key hash; canonical (savepoint) files are regrouped by key
             report.key_serializer_conflicts.append(uid)
     report.empty = [uid for uid, op in by_uid.items() if op.stateful and uid not in state_uids]
     return report

@@ -20,6 +20,7 @@ from typing import Any
 import cloudpickle
 
 from sparkpoint.checkpoint.metadata import CheckpointMetadata, MetadataV1Serializer
+from sparkpoint.state.key_groups import KEY_SERIALIZER_VERSION
 from sparkpoint.storage.checkpoint_storage import METADATA_FILE_NAME, read_verified, resolve_checkpoint_pointer
 from sparkpoint.storage.exceptions import CorruptCheckpointError
 
@@ -100,18 +101,24 @@ def keyed_entries(restored: RestoredCheckpoint, uids: list[str], start: int, end
     Each entry tells a task (or the state processor) how to read one file: the
     checkpoint's location, the file's handle, the uids it holds, and for canonical
     files the state name, state kinds and watermark.
+
+    Canonical files written before keys had a deterministic serializer recorded key groups of
+    the older hash: every task reads all of them and regroups each entry by its key
+    (``"regroup"``), so their state lands where today's key groups look for it.
     """
     out: dict[str, dict[str, Any]] = {}
+    old_hash = restored.metadata.key_serializer != KEY_SERIALIZER_VERSION
     for uid in uids:
         op = restored.metadata.operators.get(uid)
         if op is None:
             continue
         for f in op.keyed_state:
-            if f.key_group_end < start or f.key_group_start > end:
+            regroup = old_hash and f.state is not None
+            if not regroup and (f.key_group_end < start or f.key_group_start > end):
                 continue
             entry = out.setdefault(f.handle.path, {"location": restored.location, "handle": f.handle,
                                                    "uids": [], "checkpoint_id": restored.checkpoint_id,
                                                    "state": f.state, "state_kinds": op.state_kinds,
-                                                   "watermark": op.watermark})
+                                                   "watermark": op.watermark, "regroup": regroup})
             entry["uids"].append(uid)
     return list(out.values())

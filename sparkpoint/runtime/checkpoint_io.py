@@ -111,4 +111,4 @@ def read_restored_keyed_state(entry: dict, key_groups: Optional[KeyGroupRange],
     uid = entry["uids"][0]
     key_groups = KeyGroupRange(0, max_parallelism - 1) if key_groups is None else key_groups
     return {uid: read_canonical_file(data, entry["state"], entry.get("state_kinds", {}), key_groups,
-                                     max_parallelism, entry.get("watermark"), uid)}
+                                     max_parallelism, entry.get("watermark"), uid, entry.get("regroup", False))}

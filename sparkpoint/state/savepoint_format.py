@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sparkpoint.errors import StateError
-from sparkpoint.state.key_groups import KeyGroupRange
+from sparkpoint.state.key_groups import KeyGroupRange, assign_to_key_group
 from sparkpoint.state.snapshot import KeyedStateSnapshot
 from sparkpoint.storage.checkpoint_storage import StreamStateHandle, write_file
 
@@ -112,9 +112,11 @@ def _loads(data: bytes, uid: str, state: str) -> Any:
 
 
 def read_canonical_file(data: bytes, state: str, kinds: dict[str, str], key_groups: KeyGroupRange,
-                        max_parallelism: int, watermark: Optional[int] = None, uid: str = "?") -> KeyedStateSnapshot:
+                        max_parallelism: int, watermark: Optional[int] = None, uid: str = "?",
+                        regroup: bool = False) -> KeyedStateSnapshot:
     """One canonical file (state ``state`` of operator ``uid``) as a snapshot of ``key_groups``:
-    entries of other key groups are left out."""
+    entries of other key groups are left out. With ``regroup`` the recorded key groups are
+    ignored and each entry's group is computed from its key (files of an older key hash)."""
     # one small file per subtask: Arrow's thread pool buys nothing here, and a process that
     # read with it can abort at exit ("terminate called without an active exception")
     table = pq.read_table(io.BytesIO(data), use_threads=False)
@@ -124,19 +126,21 @@ def read_canonical_file(data: bytes, state: str, kinds: dict[str, str], key_grou
     in_range = key_groups.__contains__
     timers: dict[int, dict[str, list]] = {}
     entries: dict[int, dict[str, dict]] = {}
+    loaded = [_loads(k, uid, state) for k in keys]
+    if regroup:
+        kgs = [assign_to_key_group(k, max_parallelism) for k in loaded]
     if state == TIMERS:
         domains = table.column("domain").to_pylist()
         stamps = table.column("timestamp").to_pylist()
-        for kg, domain, ts, key, ns in zip(kgs, domains, stamps, keys, nss):
+        for kg, domain, ts, key, ns in zip(kgs, domains, stamps, loaded, nss):
             if in_range(kg):
-                timers.setdefault(kg, {}).setdefault(domain, []).append(
-                    (ts, _loads(key, uid, state), _loads(ns, uid, state)))
+                timers.setdefault(kg, {}).setdefault(domain, []).append((ts, key, _loads(ns, uid, state)))
     else:
         values = table.column("value").to_pylist()
-        for kg, key, ns, value in zip(kgs, keys, nss, values):
+        for kg, key, ns, value in zip(kgs, loaded, nss, values):
             if in_range(kg):
-                entries.setdefault(kg, {}).setdefault(state, {})[
-                    (_loads(key, uid, state), _loads(ns, uid, state))] = _loads(value, uid, state)
+                entries.setdefault(kg, {}).setdefault(state, {})[(key, _loads(ns, uid, state))] = \
+                    _loads(value, uid, state)
     return KeyedStateSnapshot(backend=CANONICAL_BACKEND, key_group_range=key_groups,
                               max_parallelism=max_parallelism, state_kinds=dict(kinds), entries=entries,
                               timers=timers, watermark=watermark)

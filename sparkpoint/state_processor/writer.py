@@ -84,12 +84,13 @@ class SavepointWriter:
         """Keyed state grouped by an older key hash cannot be carried over into a new savepoint."""
         base = self.base
         assert base is not None
-        keyed = sorted(uid for uid, op in base.metadata.operators.items() if op.keyed_state and uid not in self.removed)
+        keyed = sorted(uid for uid, op in base.metadata.operators.items() if uid not in self.removed
+                       and any(f.state is None for f in op.keyed_state))  # canonical files are regrouped by key
         if keyed and base.metadata.key_serializer != KEY_SERIALIZER_VERSION:
             raise StateError(
                 f"cannot modify {base.location}: keyed state of {keyed} was assigned to key groups before sparkpoint "
-                f"gave keys a deterministic serializer; its timers would land in the wrong key groups. Bootstrap "
-                f"the state anew with SavepointWriter.new_savepoint(), or remove those operators.")
+                f"gave keys a deterministic serializer, in raw snapshots that cannot be regrouped. Start from a "
+                f"savepoint of it instead (savepoints are regrouped by key), or remove those operators.")
 
     def write(self, path: str) -> str:
         """Write the savepoint into directory ``path`` (created); returns its URI."""

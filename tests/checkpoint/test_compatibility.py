@@ -142,24 +142,3 @@ def test_unchanged_uids_match_and_the_restore_continues_every_count(make_env, jo
     for i in range(COUNT):
         oracle[key_of(i)] = oracle.get(key_of(i), 0) + 1
     assert last == oracle
-
-
-def test_keyed_state_grouped_by_an_older_key_hash_is_refused_by_inspect_and_restore(make_env, job_file, tmp_path):
-    from sparkpoint.checkpoint.metadata import MetadataV1Serializer
-
-    path = _savepoint(make_env, job_file, tmp_path)
-    meta_file = Path(path.removeprefix("file://")) / "_metadata"
-    meta = MetadataV1Serializer.deserialize(meta_file.read_bytes(), str(meta_file))
-    assert meta.key_serializer == 1
-    meta.key_serializer = None  # as written before keys had a deterministic serializer
-    meta_file.write_bytes(MetadataV1Serializer.serialize(meta))
-
-    r = CliRunner().invoke(main, ["inspect", path, "--against", str(job_file), "count"])
-    assert r.exit_code == 1, r.output
-    assert any(line.startswith("  PROBLEM  count:") and "deterministic serializer" in line
-               for line in r.output.splitlines()), r.output
-    build = runpy.run_path(str(job_file))["build"]
-    env = make_env("local", **{"execution.savepoint.path": path})
-    build(env, "count").print()
-    with pytest.raises(JobGraphError, match=r"before sparkpoint gave keys a deterministic serializer"):
-        env.execute()
