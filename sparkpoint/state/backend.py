@@ -11,7 +11,7 @@ suite (``tests/state/test_backend_conformance.py``) runs over every backend.
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from sparkpoint.datastream.state import StateDescriptor
@@ -60,6 +60,7 @@ class KeyedStateBackend(abc.ABC):
         self.current_key: Any = None
         self.current_key_group: int = -1
         self.current_processing_time = 0  # ms; the clock of state time-to-live
+        self.ttl_cleanups: dict[str, Callable[[str, Any], Any]] = {}  # state name -> drops expired values
 
     # -- current key and time ---------------------------------------------------------------
 

@@ -48,7 +48,7 @@ class TtlValue(NamedTuple):
 class _Ttl:
     """One state's TTL settings and clock."""
 
-    __slots__ = ("backend", "name", "return_expired", "ttl_ms", "update_on_read")
+    __slots__ = ("backend", "cleanup_on_snapshot", "name", "return_expired", "ttl_ms", "update_on_read")
 
     def __init__(self, backend: KeyedStateBackend, name: str, config: StateTtlConfig):
         self.backend = backend
@@ -57,6 +57,10 @@ class _Ttl:
         self.update_on_read = config.get_update_type() == StateTtlConfig.UpdateType.OnReadAndWrite
         self.return_expired = (config.get_state_visibility()
                                == StateTtlConfig.StateVisibility.ReturnExpiredIfNotCleanedUp)
+        cleanups = config.get_cleanup_strategies()
+        # background cleanup (on by default, as in Flink) and full-snapshot cleanup both drop expired
+        # values when a snapshot is written: for the hashmap backend, at every epoch's end
+        self.cleanup_on_snapshot = cleanups.is_cleanup_in_background() or cleanups.in_full_snapshot()
 
     def now(self) -> int:
         return self.backend.current_processing_time
@@ -70,6 +74,14 @@ class _Ttl:
                 f"state {self.name!r} has time-to-live but holds a value written without it ({tv!r}); as in "
                 f"Flink, state cannot switch TTL on or off: give the descriptor a new name, or migrate the state")
         return tv.last_access + self.ttl_ms <= self.now()
+
+    def without_expired(self, kind: str, stored: Any) -> Any:
+        """``stored`` (one entry of a state of ``kind``) without its expired values; ``None`` if none is left."""
+        if kind == "list":
+            return [tv for tv in stored if not self.expired(tv)] or None
+        if kind == "map":
+            return {k: tv for k, tv in stored.items() if not self.expired(tv)} or None
+        return None if self.expired(stored) else stored
 
     def unexpired(self, tv: TtlValue | None) -> Any:
         """The user value if it may be used (not expired, or expired but visible), else ``None``."""
@@ -285,4 +297,6 @@ def create_ttl_state(backend: KeyedStateBackend, descriptor: StateDescriptor) ->
     elif descriptor.kind == "aggregating":
         inner.agg_function = TtlAggregateFunction(descriptor.agg_function, ttl)  # type: ignore[attr-defined]
     original = backend._create_internal_state(inner)
+    if ttl.cleanup_on_snapshot:
+        backend.ttl_cleanups[descriptor.name] = ttl.without_expired
     return _TTL_CLASSES[descriptor.kind](original, descriptor, ttl)

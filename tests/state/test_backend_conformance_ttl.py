@@ -183,3 +183,36 @@ def test_merging_only_expired_namespaces_leaves_nothing_behind(state_backend):
     assert state.get() is None
     snap = backend.snapshot()
     assert not any(states.get("r") for states in snap.entries.values()), snap.entries
+
+
+@pytest.mark.parametrize("background", [True, False])
+def test_snapshots_drop_expired_values_unless_cleanup_is_off(state_backend, background):
+    """Keys never read again must not keep their expired state forever: background cleanup (on by
+    default, as in Flink) drops expired values from every snapshot; with it off, they stay until read."""
+    builder = StateTtlConfig.new_builder(Time.milliseconds(100)).set_state_visibility(
+        StateTtlConfig.StateVisibility.ReturnExpiredIfNotCleanedUp)
+    ttl = (builder if background else builder.disable_cleanup_in_background()).build()
+    backend = keyed(state_backend)
+    descriptors = {"v": ValueStateDescriptor("v"), "l": ListStateDescriptor("l"),
+                   "m": MapStateDescriptor("m"), "r": ReducingStateDescriptor("r", lambda a, b: a + b)}
+    states = {}
+    for name, d in descriptors.items():
+        d.enable_time_to_live(ttl)
+        states[name] = backend.get_partitioned_state(None, d)
+    for key, written_at in (("stale", 0), ("fresh", 450)):
+        backend.set_current_key(key)
+        backend.set_current_processing_time(written_at)
+        states["v"].update(1)
+        states["l"].add_all([1, 2])
+        states["m"].put("a", 1)
+        states["r"].add(5)
+    backend.set_current_processing_time(500)                 # "stale" expired at 100, "fresh" lives to 550
+    keys = {name: {k for states_ in backend.snapshot().entries.values() for (k, _) in states_.get(name, {})}
+            for name in descriptors}
+    assert keys == {name: ({"stale", "fresh"} if not background else {"fresh"}) for name in descriptors}
+    restored = keyed(state_backend)
+    restored.restore([backend.snapshot()])
+    restored.set_current_key("stale")
+    restored.set_current_processing_time(500)
+    value = restored.get_partitioned_state(None, descriptors["v"]).value()
+    assert value == (None if background else 1)              # cleaned up, or expired but still stored

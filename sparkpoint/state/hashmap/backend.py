@@ -70,8 +70,13 @@ class HashMapKeyedStateBackend(KeyedStateBackend):
     def snapshot(self, watermark: int | None = None) -> KeyedStateSnapshot:
         entries: dict[int, dict[str, dict]] = {}
         for name, by_group in self.tables.items():
-            copy = _CONTAINER_COPY.get(self.state_kinds.get(name, ""))
+            kind = self.state_kinds.get(name, "")
+            copy = _CONTAINER_COPY.get(kind)
+            cleanup = self.ttl_cleanups.get(name)
             for kg, group in by_group.items():
+                if cleanup is not None:  # state time-to-live: expired values are not written
+                    group = {slot: v for slot, v in ((s, cleanup(kind, v)) for s, v in group.items())
+                             if v is not None}
                 if group:
                     entries.setdefault(kg, {})[name] = (
                         dict(group) if copy is None else {slot: copy(v) for slot, v in group.items()})
