@@ -38,7 +38,12 @@ class CompletedCheckpoint:
 
 
 class SharedStateRegistry:
-    """Reference counts of files shared between checkpoints (incremental state)."""
+    """Reference counts of files shared between checkpoints (incremental state).
+
+    Full snapshots (the hashmap backend) share no files, so today nothing registers here;
+    incremental RocksDB checkpoints will register the SST files they upload to ``shared/``,
+    and subsumption deletes only files no retained checkpoint still references.
+    """
 
     def __init__(self) -> None:
         self._refs: dict[str, set[int]] = {}
