@@ -43,8 +43,9 @@ class CheckpointUploader:
     """
 
     def __init__(self, body: bytes, uploads: dict[int, CheckpointOptions], stage_id: int, subtask: int,
-                 key_groups: KeyGroupRange, uids: list[str]):
+                 key_groups: KeyGroupRange, uids: list[str], sync_duration_ms: float = 0.0):
         self.task = ExecutionVertexId(stage_id, subtask)
+        self.sync_duration_ms = sync_duration_ms  # the barrier epoch's snapshot, taken by the previous task
         self.acks: list[AcknowledgeCheckpoint] = []
         self.declines: list[DeclineCheckpoint] = []
         self._thread = threading.Thread(target=self._run, args=(body, uploads, key_groups, uids),
@@ -65,7 +66,7 @@ class CheckpointUploader:
                 files, operators, size = self._write(body, digest, options, key_groups, uids)
                 self.acks.append(AcknowledgeCheckpoint(
                     cid, self.task, state_handles=tuple(files), operators=operators, state_size=size,
-                    async_duration_ms=(time.perf_counter() - t0) * 1000))
+                    sync_duration_ms=self.sync_duration_ms, async_duration_ms=(time.perf_counter() - t0) * 1000))
             except Exception as e:  # noqa: BLE001 - any failure declines the checkpoint
                 self.declines.append(DeclineCheckpoint(cid, self.task, f"{type(e).__name__}: {e}"))
 

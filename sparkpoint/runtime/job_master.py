@@ -101,6 +101,7 @@ class JobMaster:
         plan = self.plan
         self.operator_states: dict[tuple[int, int], Any] = {}   # (node, subtask) -> snapshot
         self.keyed_state_epoch: dict[int, Optional[int]] = {s.id: None for s in plan.stages}
+        self.snapshot_sync_ms: dict[tuple[int, int], float] = {}  # (stage, subtask) -> last keyed snapshot
         self.restored_keyed: dict[tuple[int, int], list] = {}
         self.input_done_epoch: Optional[int] = None
         self.notify_next: list[int] = []
@@ -331,6 +332,7 @@ class JobMaster:
                     max_bytes=self.max_bytes, restored_keyed=self.restored_keyed.get((stage.id, i), []),
                     local_state_namespace=f"{self.job_id}-{self.attempt}",
                     checkpoint_uploads=uploads if stage.keyed else {},
+                    barrier_sync_ms=self.snapshot_sync_ms.get((stage.id, i), 0.0),
                     notify_checkpoints=list(self.notify_next),
                 )
                 for nid in stage.nodes:
@@ -380,6 +382,7 @@ class JobMaster:
         if got != expected:
             raise JobExecutionError(f"epoch {epoch}: reports missing from tasks {sorted(expected - got)}")
         for r in reports:
+            self.snapshot_sync_ms[(r.stage_id, r.subtask)] = r.snapshot_sync_ms
             for nid, snap in r.operator_states.items():
                 self.operator_states[(nid, r.subtask)] = snap
             for nid, splits in r.splits.items():

@@ -53,6 +53,7 @@ class TaskDeployment:
     restored_keyed: list = field(default_factory=list)                 # checkpoint files to start from
     local_state_namespace: str = ""                                    # job id + attempt
     checkpoint_uploads: dict[int, CheckpointOptions] = field(default_factory=dict)  # checkpoint id -> where, how
+    barrier_sync_ms: float = 0.0                                       # the uploaded snapshot's synchronous part
     notify_checkpoints: list[int] = field(default_factory=list)        # completed since the last epoch
     max_records: int = 100_000
     max_bytes: int = 32 * 1024 * 1024
@@ -168,7 +169,8 @@ def _restore_keyed_state(ops: dict[int, StreamOperator], dep: TaskDeployment, st
             body = store.load_bytes(dep.keyed_state_epoch, f"operators {uids}")
             if dep.checkpoint_uploads:
                 # the asynchronous part of the barrier epoch's checkpoint(s), overlapping this task
-                uploader = CheckpointUploader(body, dep.checkpoint_uploads, stage_id, subtask, kg_range, uids)
+                uploader = CheckpointUploader(body, dep.checkpoint_uploads, stage_id, subtask, kg_range, uids,
+                                              dep.barrier_sync_ms)
             snapshots = [pickle.loads(body)]
         else:
             snapshots = [read_restored_keyed_state(entry, kg_range, max_parallelism)

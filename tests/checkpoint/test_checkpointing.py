@@ -296,3 +296,24 @@ def test_checkpoints_on_another_fsspec_file_system(make_env, tmp_path):
     got = counting_job(env2, 2_000, tmp_path / "ck2").execute_and_collect()
     assert got  # restored from the in-memory checkpoint and ran to the end
     fs.rm(root, recursive=True)
+
+
+def test_stateful_tasks_acknowledge_with_both_snapshot_durations(make_env, tmp_path, monkeypatch):
+    """A keyed task's ack carries the synchronous part (its barrier-epoch snapshot) and the asynchronous
+    part (the upload), as Flink's AcknowledgeCheckpoint does."""
+    from sparkpoint.checkpoint.coordinator import CheckpointCoordinator
+    from sparkpoint.checkpoint.messages import ExecutionVertexId
+
+    acks = []
+    original = CheckpointCoordinator.receive_acknowledge_message
+
+    def recording(self, ack):
+        acks.append(ack)
+        return original(self, ack)
+
+    monkeypatch.setattr(CheckpointCoordinator, "receive_acknowledge_message", recording)
+    env = make_env("local", **{"execution.epoch.max-records": 50})
+    run_until_checkpoints(env, counting_job(env, 20_000, tmp_path / "ck", rate=5_000), tmp_path / "ck", 2)
+    task_acks = [a for a in acks if isinstance(a.task, ExecutionVertexId)]
+    assert task_acks, "no stateful task acknowledged"
+    assert all(a.sync_duration_ms > 0 and a.async_duration_ms > 0 for a in task_acks), task_acks
