@@ -55,11 +55,6 @@ class CheckpointProperties:
     def snapshot_format(self) -> SnapshotFormat:
         return SnapshotFormat.CANONICAL if self.is_savepoint else SnapshotFormat.RAW
 
-    @property
-    def discard_on_subsumed(self) -> bool:
-        """Savepoints belong to the user: the job never deletes them."""
-        return not self.is_savepoint
-
 
 @dataclass(frozen=True)
 class CheckpointOptions:

@@ -15,7 +15,7 @@ from typing import Any, Optional
 from sparkpoint.errors import ConfigurationError
 
 __all__ = ["StateBackend", "HashMapStateBackend", "MemoryStateBackend", "FsStateBackend",
-           "EmbeddedRocksDBStateBackend", "state_backend_from_name"]
+           "EmbeddedRocksDBStateBackend", "state_backend_from_name", "HASHMAP_NAMES"]
 
 
 class StateBackend:
@@ -85,8 +85,12 @@ class EmbeddedRocksDBStateBackend(StateBackend):
         raise ConfigurationError("the rocksdb state backend is not available yet; use HashMapStateBackend()")
 
 
+HASHMAP_NAMES = ("hashmap", "heap", "memory", "filesystem", "jobmanager")
+"""Configured names of heap state: ``hashmap`` and Flink 1.x's names of heap state with checkpoints elsewhere."""
+
+
 def state_backend_from_name(name: str) -> StateBackend:
     n = name.strip().lower()
-    if n in ("hashmap", "heap", "memory", "filesystem", "jobmanager"):
+    if n in HASHMAP_NAMES:
         return HashMapStateBackend()
     raise ConfigurationError(f"unknown state backend {name!r} (state.backend.type): use 'hashmap'")

@@ -61,10 +61,6 @@ class JobStatusMachine:
     def is_terminal(self) -> bool:
         return self.status.is_globally_terminal_state()
 
-    def can_transition(self, new: JobStatus) -> bool:
-        with self._lock:
-            return new in _TRANSITIONS[self._status]
-
     def transition(self, new: JobStatus, error: Optional[BaseException] = None) -> JobStatus:
         """Move to ``new``; returns the previous status.
 

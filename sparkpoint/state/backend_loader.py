@@ -14,6 +14,7 @@ import importlib
 from collections.abc import Callable, Mapping
 from typing import Any, Union
 
+from sparkpoint.datastream.state_backend import HASHMAP_NAMES
 from sparkpoint.errors import ConfigurationError
 from sparkpoint.state.backend import StateBackend
 
@@ -51,8 +52,7 @@ def _build(name: str) -> StateBackend:
     return factory()
 
 
-register_state_backend("hashmap", "sparkpoint.state.hashmap:HashMapStateBackend",
-                       aliases=("heap", "memory", "filesystem", "jobmanager"))
+register_state_backend("hashmap", "sparkpoint.state.hashmap:HashMapStateBackend", aliases=HASHMAP_NAMES)
 
 
 def load_state_backend(spec: Any = None) -> StateBackend:

@@ -42,6 +42,19 @@ class Count(KeyedProcessFunction):
         yield (value, self.n.value())
 
 
+class FailOnce(Count):
+    """Count, failing once (the first time key k3 reaches 40); ``flag`` records that it failed."""
+
+    def __init__(self, flag: Path):
+        self.flag = flag
+
+    def process_element(self, value, ctx):
+        if self.n.value() == 40 and value == "k3" and not self.flag.exists():
+            self.flag.write_text("x")
+            raise RuntimeError("transient failure")
+        yield from super().process_element(value, ctx)
+
+
 def counting_job(env, count: int, ckpt_dir: Path, interval_ms: int = 1, retained: int = 3,
                  retention: str = "RETAIN_ON_CANCELLATION", rate=None):
     env.enable_checkpointing(interval_ms)
@@ -235,14 +248,6 @@ def test_failure_restores_latest_checkpoint_in_the_same_run(make_env, tmp_path):
     """A user function fails once mid-job: the job restores chk-N and still counts exactly."""
     count = 2_000
     flag = tmp_path / "failed-once"
-
-    class FailOnce(Count):
-        def process_element(self, value, ctx):
-            if self.n.value() == 40 and value == "k3" and not flag.exists():
-                flag.write_text("x")
-                raise RuntimeError("transient failure")
-            yield from super().process_element(value, ctx)
-
     env = make_env("local", **{"execution.epoch.max-records": 20, "restart-strategy.type": "fixed-delay",
                                "restart-strategy.fixed-delay.attempts": 3,
                                "restart-strategy.fixed-delay.delay": "0 ms"})
@@ -251,7 +256,7 @@ def test_failure_restores_latest_checkpoint_in_the_same_run(make_env, tmp_path):
     env.set_parallelism(2)
     src = DataGeneratorSource(key_of, count, num_splits=2)
     got = (env.from_source(src, WatermarkStrategy.no_watermarks(), "gen").uid("gen")
-           .key_by(lambda k: k).process(FailOnce()).uid("count").execute_and_collect())
+           .key_by(lambda k: k).process(FailOnce(flag)).uid("count").execute_and_collect())
     assert flag.exists()
     last = {}
     for key, n in got:

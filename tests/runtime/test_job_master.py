@@ -13,7 +13,7 @@ from sparkpoint.common import WatermarkStrategy
 from sparkpoint.datastream.connectors.generator import DataGeneratorSource
 from sparkpoint.errors import UserFunctionError
 from sparkpoint.runtime.job_status import IllegalJobStatusTransition, JobStatus, JobStatusMachine
-from tests.checkpoint.test_checkpointing import Count, key_of, oracle_totals
+from tests.checkpoint.test_checkpointing import Count, FailOnce, key_of, oracle_totals
 from tests.runtime.recording_listener import RecordingJobListener
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -66,20 +66,12 @@ def test_listener_from_config_hears_a_finished_job(make_env, tmp_path):
 def test_listener_hears_failover_and_restart(make_env, tmp_path):
     flag = tmp_path / "failed-once"
     count = 2_000
-
-    class FailOnce(Count):
-        def process_element(self, value, ctx):
-            if self.n.value() == 40 and value == "k3" and not flag.exists():
-                flag.write_text("x")
-                raise RuntimeError("transient failure")
-            yield from super().process_element(value, ctx)
-
     env = make_env("local", **{"execution.epoch.max-records": 20, "restart-strategy.type": "fixed-delay",
                                "restart-strategy.fixed-delay.attempts": 3, "restart-strategy.fixed-delay.delay": "0 ms",
                                "execution.job-listeners": [RECORDER]})
     env.enable_checkpointing(1)
     env.get_checkpoint_config().set_checkpoint_storage_dir((tmp_path / "ck").as_uri())
-    got = _counting(env, count, FailOnce()).execute_and_collect()
+    got = _counting(env, count, FailOnce(flag)).execute_and_collect()
     last: dict = {}
     for key, n in got:
         last[key] = max(last.get(key, 0), n)

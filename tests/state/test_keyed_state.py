@@ -8,9 +8,10 @@ from collections import defaultdict
 
 import pytest
 
+from backend_suite import SumCount
+
 from sparkpoint.common import Types
 from sparkpoint.datastream import KeyedProcessFunction, RuntimeContext
-from sparkpoint.datastream.functions import AggregateFunction
 from sparkpoint.datastream.state import (
     AggregatingStateDescriptor,
     ListStateDescriptor,
@@ -28,20 +29,6 @@ from sparkpoint.state.key_groups import (
 )
 
 
-class SumAndCount(AggregateFunction):
-    def create_accumulator(self):
-        return (0, 0)
-
-    def add(self, value, acc):
-        return (acc[0] + value, acc[1] + 1)
-
-    def get_result(self, acc):
-        return acc[0] / acc[1]
-
-    def merge(self, a, b):
-        return (a[0] + b[0], a[1] + b[1])
-
-
 class EveryState(KeyedProcessFunction):
     """Keeps one of each state kind per key and emits a snapshot of all of them per record."""
 
@@ -50,7 +37,7 @@ class EveryState(KeyedProcessFunction):
         self.seen = ctx.get_list_state(ListStateDescriptor("seen", Types.INT()))
         self.by_parity = ctx.get_map_state(MapStateDescriptor("by-parity", Types.STRING(), Types.LONG()))
         self.total = ctx.get_reducing_state(ReducingStateDescriptor("total", lambda a, b: a + b, Types.LONG()))
-        self.mean = ctx.get_aggregating_state(AggregatingStateDescriptor("mean", SumAndCount(), Types.TUPLE([])))
+        self.mean = ctx.get_aggregating_state(AggregatingStateDescriptor("mean", SumCount(), Types.TUPLE([])))
 
     def process_element(self, value, ctx):
         key, v = value
