@@ -11,7 +11,7 @@ suite (``tests/state/test_backend_conformance.py``) runs over every backend.
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from sparkpoint.datastream.state import StateDescriptor
@@ -30,6 +30,15 @@ class StateBackend(abc.ABC):
 
     #: The name in configuration (``state.backend.type``).
     name: str = ""
+    #: True when keyed backends keep their working state between epochs themselves (a local
+    #: database the next epoch opens again); False when the task saves a snapshot after each epoch.
+    keeps_working_state: bool = False
+    #: True when checkpoints upload only what changed since the last one (shared files).
+    incremental: bool = False
+
+    def configure(self, config: Mapping[str, Any]) -> StateBackend:
+        """This backend with the options of the job's ``config`` applied (a copy when they change it)."""
+        return self
 
     @abc.abstractmethod
     def create_keyed_backend(self, key_group_range: KeyGroupRange, max_parallelism: int,
@@ -50,6 +59,7 @@ class KeyedStateBackend(abc.ABC):
     """
 
     backend_name = ""
+    keeps_working_state = False
 
     def __init__(self, key_group_range: KeyGroupRange, max_parallelism: int):
         self.key_group_range = key_group_range
@@ -181,6 +191,20 @@ class KeyedStateBackend(abc.ABC):
     @abc.abstractmethod
     def _restore_entries(self, entries: dict[int, dict[str, dict]]) -> None:
         """Add ``{key_group: {state: {(key, ns): value}}}``, skipping key groups outside the range."""
+
+    # -- working state kept between epochs (backends with ``keeps_working_state``) -----------
+
+    def resume(self, epoch: int) -> None:
+        """Continue from the working state committed at the end of ``epoch``."""
+        raise StateError(f"the {self.backend_name} backend keeps no working state between epochs")
+
+    def commit(self, epoch: int) -> int:
+        """Make this epoch's changes the working state of the end of ``epoch``; returns how many changed."""
+        raise StateError(f"the {self.backend_name} backend keeps no working state between epochs")
+
+    def checkpoint_locally(self, checkpoint_id: int) -> str:
+        """The synchronous part of a checkpoint: a local, consistent copy of the committed state."""
+        raise StateError(f"the {self.backend_name} backend keeps no working state between epochs")
 
     def dispose(self) -> None:
         """Release what the backend holds (files, handles); the default holds nothing."""

@@ -53,6 +53,8 @@ def _build(name: str) -> StateBackend:
 
 
 register_state_backend("hashmap", "sparkpoint.state.hashmap:HashMapStateBackend", aliases=HASHMAP_NAMES)
+register_state_backend("rocksdb", "sparkpoint.state.rocksdb:EmbeddedRocksDBStateBackend",
+                       aliases=("embeddedrocksdb", "embedded-rocksdb"))
 
 
 def load_state_backend(spec: Any = None) -> StateBackend:

@@ -18,7 +18,7 @@ from sparkpoint.datastream.state import (
 from sparkpoint.datastream.window import TimeWindow
 from sparkpoint.state.key_groups import KeyGroupRange
 
-SUPPORTED_BACKENDS = ["hashmap"]
+SUPPORTED_BACKENDS = ["hashmap", "rocksdb"]
 
 MAXP = 128
 KEYS = [f"k{i}" for i in range(40)] + [("tuple", 1), 7]

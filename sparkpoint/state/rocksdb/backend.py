@@ -1,0 +1,238 @@
+"""The ``rocksdb`` state backend: keyed state in an embedded RocksDB that stays where the task runs.
+
+Flink's ``EmbeddedRocksDBStateBackend``. Each keyed operator of each subtask has its own
+database in the executor's local directory (``<working dir>/db``), kept between epochs:
+an epoch reads and writes only the keys it touches, and commits them atomically with the
+epoch number (:mod:`sparkpoint.state.rocksdb.store`). State kinds, TTL and window
+contents are the heap states' logic over RocksDB entries; timers are stored ordered by
+timestamp. A checkpoint's synchronous part is a RocksDB checkpoint (hard links,
+:meth:`RocksDBKeyedStateBackend.checkpoint_locally`); its asynchronous part uploads
+either the SST files the checkpoint storage lacks (incremental) or a full snapshot.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import pickle
+import shutil
+import tempfile
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, Optional
+
+from sparkpoint.common.configuration import parse_memory_bytes
+from sparkpoint.datastream.state import StateDescriptor
+from sparkpoint.state.backend import KeyedStateBackend, StateBackend
+from sparkpoint.state.internal import InternalKvState
+from sparkpoint.state.key_groups import KeyGroupRange
+from sparkpoint.state.rocksdb.states import ROCKSDB_STATE_CLASSES
+from sparkpoint.state.rocksdb.store import RocksDBOptions, StateStore, encode_key, encode_namespace, group_prefix
+from sparkpoint.state.rocksdb.timers import RocksDBTimerQueue
+from sparkpoint.state.snapshot import KeyedStateSnapshot
+
+__all__ = ["EmbeddedRocksDBStateBackend", "RocksDBKeyedStateBackend", "MEMORY_KEYS"]
+
+#: Flink's RocksDB memory options that map onto ours: per database block cache and write buffers.
+MEMORY_KEYS = {
+    "state.backend.rocksdb.block.cache-size": "block_cache_bytes",
+    "state.backend.rocksdb.memory.fixed-per-slot": "block_cache_bytes",
+    "state.backend.rocksdb.writebuffer.size": "write_buffer_bytes",
+    "state.backend.rocksdb.writebuffer.count": "max_write_buffers",
+    "state.backend.rocksdb.files.open": "max_open_files",
+}
+INCREMENTAL_KEYS = ("execution.checkpointing.incremental", "state.backend.incremental")
+
+
+class EmbeddedRocksDBStateBackend(StateBackend):
+    """Keyed state in embedded RocksDB databases on the executors' local disks."""
+
+    name = "rocksdb"
+    keeps_working_state = True
+
+    def __init__(self, options: RocksDBOptions = RocksDBOptions(), incremental: bool = False):
+        self.options = options
+        self.incremental = incremental
+
+    def configure(self, config: Mapping[str, Any]) -> EmbeddedRocksDBStateBackend:
+        """A copy with the memory options and the incremental flag of ``config`` (Flink's key names)."""
+        fields: dict[str, int] = {}
+        for key, field_name in MEMORY_KEYS.items():
+            value = config.get(key)
+            if value not in (None, ""):
+                fields[field_name] = int(value) if field_name in ("max_write_buffers", "max_open_files") \
+                    else parse_memory_bytes(value)
+        incremental = self.incremental
+        for key in INCREMENTAL_KEYS:
+            value = config.get(key)
+            if value not in (None, ""):
+                incremental = str(value).strip().lower() == "true"
+                break
+        return EmbeddedRocksDBStateBackend(RocksDBOptions(**{**self.options.__dict__, **fields}), incremental)
+
+    def create_keyed_backend(self, key_group_range: KeyGroupRange, max_parallelism: int,
+                             working_dir: Optional[str] = None, **options: Any) -> RocksDBKeyedStateBackend:
+        return RocksDBKeyedStateBackend(key_group_range, max_parallelism, working_dir, self.options,
+                                        what=options.get("what", "keyed state"))
+
+    def __repr__(self) -> str:
+        return f"EmbeddedRocksDBStateBackend(incremental={self.incremental}, {self.options})"
+
+
+class RocksDBKeyedStateBackend(KeyedStateBackend):
+    """Keyed state of one operator in one task's key-group range, in a RocksDB database."""
+
+    backend_name = "rocksdb"
+    keeps_working_state = True
+
+    def __init__(self, key_group_range: KeyGroupRange, max_parallelism: int, working_dir: Optional[str] = None,
+                 options: RocksDBOptions = RocksDBOptions(), what: str = "keyed state", read_only_path: str = ""):
+        super().__init__(key_group_range, max_parallelism)
+        self._temporary = working_dir is None and not read_only_path
+        self.working_dir = tempfile.mkdtemp(prefix="sparkpoint-rocksdb-") if working_dir is None else working_dir
+        path = read_only_path or os.path.join(self.working_dir, "db")
+        self.store = StateStore(path, options, what, read_only=bool(read_only_path))
+        self.tables: dict[str, dict[int, Any]] = {}
+        self._enc_key: Any = object()
+        self._enc_key_bytes = b""
+        self._load_state_kinds()
+
+    def _load_state_kinds(self) -> None:
+        for name in self.store.names:
+            if name.startswith("s:"):
+                kind, _, state = name[2:].partition(":")
+                self.state_kinds.setdefault(state, kind)
+
+    @classmethod
+    def open_checkpoint(cls, path: str, key_group_range: KeyGroupRange, max_parallelism: int
+                        ) -> RocksDBKeyedStateBackend:
+        """A read-only backend over a local RocksDB checkpoint (to snapshot it, or to restore from it)."""
+        return cls(key_group_range, max_parallelism, read_only_path=path)
+
+    # -- keys -------------------------------------------------------------------------------
+    def slot_bytes(self, slot: tuple[Any, Any]) -> bytes:
+        key, namespace = slot
+        if key is not self._enc_key:
+            self._enc_key_bytes = encode_key(key)
+            self._enc_key = key
+        return self._enc_key_bytes if namespace is None else self._enc_key_bytes + encode_namespace(namespace)
+
+    def state_id(self, name: str, create: bool = False) -> Optional[int]:
+        kind = self.state_kinds.get(name)
+        full = f"s:{kind}:{name}"
+        if kind is None or (not create and full not in self.store.names):
+            return None
+        return self.store.name_id(full)
+
+    def _create_internal_state(self, descriptor: StateDescriptor) -> InternalKvState:
+        self.state_id(descriptor.name, create=True)
+        table = self.tables.setdefault(descriptor.name, {})
+        return ROCKSDB_STATE_CLASSES[descriptor.kind](self, table, descriptor)
+
+    def _scan(self, state_name: str) -> Iterator[tuple[int, Any, Any, Any]]:
+        """``(key group, key, namespace, value)`` of every entry of ``state_name`` in this range."""
+        sid = self.state_id(state_name)
+        if sid is None:
+            return
+        for kg in self.key_group_range:
+            for key, namespace, value in self.store.scan(group_prefix(kg, sid)):
+                yield kg, key, namespace, value
+
+    def get_keys(self, state_name: str, namespace: Any) -> Iterator[Any]:
+        for _, key, ns, _ in list(self._scan(state_name)):
+            if ns == namespace:
+                yield key
+
+    def get_keys_and_namespaces(self, state_name: str) -> Iterator[tuple[Any, Any]]:
+        for _, key, ns, _ in list(self._scan(state_name)):
+            yield key, ns
+
+    def clear_namespace(self, namespace: Any, state_names: Iterable[str] | None = None) -> None:
+        prefix_slot = self.slot_bytes((self.current_key, namespace))
+        for name in (list(self.state_kinds) if state_names is None else state_names):
+            sid = self.state_id(name)
+            if sid is not None:
+                dbkey = group_prefix(self.current_key_group, sid) + prefix_slot
+                if self.store.get(dbkey) is not None:
+                    self.store.delete(dbkey)
+
+    def entry_count(self) -> int:
+        return sum(1 for name in self.state_kinds for _ in self._scan(name))
+
+    def get_timer_queue(self, name: str) -> Any:
+        queue = self.timer_queues.get(name)
+        if queue is None:
+            queue = self.timer_queues[name] = RocksDBTimerQueue(name, self.store)  # type: ignore[assignment]
+        return queue
+
+    # -- snapshot and restore ---------------------------------------------------------------
+    def snapshot(self, watermark: int | None = None) -> KeyedStateSnapshot:
+        entries: dict[int, dict[str, dict]] = {}
+        for name, kind in self.state_kinds.items():
+            cleanup = self.ttl_cleanups.get(name)
+            for kg, key, ns, value in self._scan(name):
+                if cleanup is not None:
+                    value = cleanup(kind, value)
+                    if value is None:
+                        continue
+                entries.setdefault(kg, {}).setdefault(name, {})[(key, ns)] = copy.copy(value)
+        for qname in self.store.names:
+            if qname.startswith("t:"):
+                self.get_timer_queue(qname[2:])
+        return KeyedStateSnapshot(backend=self.backend_name, key_group_range=self.key_group_range,
+                                  max_parallelism=self.max_parallelism, state_kinds=dict(self.state_kinds),
+                                  entries=entries, timers=self._snapshot_timers(), watermark=watermark)
+
+    def _restore_entries(self, entries: dict[int, dict[str, dict]]) -> None:
+        in_range = self.key_group_range.__contains__
+        fresh = self.store.committed_epoch() is None and not self.store.cache
+        direct: list[tuple[bytes, bytes]] = []
+        for kg, states in entries.items():
+            if not in_range(kg):
+                continue  # belongs to another subtask after rescaling
+            for name, group in states.items():
+                prefix = group_prefix(kg, self.state_id(name, create=True))  # type: ignore[arg-type]
+                for slot, value in group.items():
+                    dbkey = prefix + self.slot_bytes(slot)
+                    if fresh:  # an empty database: straight in, no cache and no undo
+                        direct.append((dbkey, pickle.dumps((slot[0], slot[1], value), pickle.HIGHEST_PROTOCOL)))
+                    else:
+                        self.store.put(dbkey, slot, value)
+        if direct:
+            self.store.write_committed(iter(direct))
+
+    # -- working state between epochs -------------------------------------------------------
+    def resume(self, epoch: int) -> None:
+        """Continue from the committed end of ``epoch`` (rolling back a later epoch run before)."""
+        self.store.resume(epoch)
+        self._load_state_kinds()
+
+    def commit(self, epoch: int) -> int:
+        """Write this epoch's changes atomically; returns how many entries and timers changed."""
+        for queue in self.timer_queues.values():
+            queue.flush_to(self.store.timer_writes)  # type: ignore[attr-defined]
+        changed = self.store.commit(epoch)
+        self.timer_queues.clear()
+        self.tables.clear()
+        return changed
+
+    def checkpoint_locally(self, checkpoint_id: int) -> str:
+        """The synchronous part of a checkpoint: a hard-linked RocksDB checkpoint of the committed state."""
+        path = os.path.join(self.working_dir, "checkpoints", f"chk-{checkpoint_id}")
+        self.store.create_checkpoint(path)
+        return path
+
+    def dispose(self) -> None:
+        self.store.close()
+        if self._temporary:
+            shutil.rmtree(self.working_dir, ignore_errors=True)
+
+
+def snapshot_local_checkpoint(path: str, key_group_range: KeyGroupRange, max_parallelism: int,
+                              watermark: Optional[int] = None) -> KeyedStateSnapshot:
+    """A full :class:`KeyedStateSnapshot` of a local RocksDB checkpoint (full checkpoints and savepoints)."""
+    backend = RocksDBKeyedStateBackend.open_checkpoint(path, key_group_range, max_parallelism)
+    try:
+        return backend.snapshot(watermark)
+    finally:
+        backend.dispose()
+

@@ -1,0 +1,102 @@
+"""The ``rocksdb`` backend's state objects: the heap states' logic over entries in RocksDB.
+
+Each state kind behaves exactly as its ``hashmap`` counterpart (one implementation of
+the semantics, lists and maps included); only where an entry lives differs. The heap
+states read and write ``{(key, namespace): value}`` of one key group; here that mapping
+is a :class:`RocksDBEntries` view of the database under ``key group | state id``,
+through the epoch's cache, so an entry is read once per epoch, changed in place, and
+written at the epoch's commit only if its bytes changed.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from sparkpoint.datastream.state import StateDescriptor
+from sparkpoint.state.hashmap.states import (
+    HeapAggregatingState,
+    HeapListState,
+    HeapMapState,
+    HeapReducingState,
+    HeapValueState,
+)
+from sparkpoint.state.rocksdb.store import StateStore, group_prefix
+
+if TYPE_CHECKING:
+    from sparkpoint.state.rocksdb.backend import RocksDBKeyedStateBackend
+
+__all__ = ["ROCKSDB_STATE_CLASSES", "RocksDBEntries"]
+
+
+class RocksDBEntries:
+    """``{(key, namespace): value}`` of one state in one key group, as the heap states use a dict."""
+
+    __slots__ = ("backend", "prefix", "store")
+
+    def __init__(self, backend: RocksDBKeyedStateBackend, store: StateStore, prefix: bytes):
+        self.backend = backend
+        self.store = store
+        self.prefix = prefix
+
+    def get(self, slot: tuple[Any, Any], default: Any = None) -> Any:
+        value = self.store.get(self.prefix + self.backend.slot_bytes(slot))
+        return default if value is None else value
+
+    def __setitem__(self, slot: tuple[Any, Any], value: Any) -> None:
+        self.store.put(self.prefix + self.backend.slot_bytes(slot), slot, value)
+
+    def pop(self, slot: tuple[Any, Any], default: Any = None) -> Any:
+        dbkey = self.prefix + self.backend.slot_bytes(slot)
+        value = self.store.get(dbkey)
+        if value is None:
+            return default
+        self.store.delete(dbkey)
+        return value
+
+
+class _RocksDBState:
+    """Points the heap logic at the database's entries of the current key group."""
+
+    __slots__ = ()
+
+    def __init__(self, backend: RocksDBKeyedStateBackend, table: dict, descriptor: StateDescriptor):
+        super().__init__(backend, table, descriptor)  # type: ignore[call-arg]
+        self.state_id = backend.state_id(descriptor.name, create=True)  # type: ignore[attr-defined]
+
+    def _entries(self) -> Any:
+        backend = self.backend  # type: ignore[attr-defined]
+        kg = backend.current_key_group
+        view = self.table.get(kg)  # type: ignore[attr-defined]
+        if view is None:
+            view = self.table[kg] = RocksDBEntries(  # type: ignore[attr-defined]
+                backend, backend.store, group_prefix(kg, self.state_id))  # type: ignore[attr-defined]
+        return view
+
+
+class RocksDBValueState(_RocksDBState, HeapValueState):
+    __slots__ = ("state_id",)
+
+
+class RocksDBListState(_RocksDBState, HeapListState):
+    __slots__ = ("state_id",)
+
+
+class RocksDBMapState(_RocksDBState, HeapMapState):
+    __slots__ = ("state_id",)
+
+
+class RocksDBReducingState(_RocksDBState, HeapReducingState):
+    __slots__ = ("state_id",)
+
+
+class RocksDBAggregatingState(_RocksDBState, HeapAggregatingState):
+    __slots__ = ("state_id",)
+
+
+ROCKSDB_STATE_CLASSES: dict[str, type] = {
+    "value": RocksDBValueState,
+    "list": RocksDBListState,
+    "map": RocksDBMapState,
+    "reducing": RocksDBReducingState,
+    "aggregating": RocksDBAggregatingState,
+}

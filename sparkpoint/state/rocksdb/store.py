@@ -1,0 +1,315 @@
+"""``StateStore``: one RocksDB database of one operator in one subtask, kept between epochs.
+
+The database lives in the executor's local directory and outlives the task: the task of
+the next epoch opens it again and reads only the keys it touches. Within an epoch, reads
+and writes go through a cache of the entries touched so far (decoded Python objects);
+:meth:`StateStore.commit` writes the entries that changed in **one** atomic write batch,
+together with the epoch number and an undo log (the previous bytes of every changed
+entry). A task that runs an epoch again (Spark re-runs a task whose output was lost) first
+rolls the database back to the end of the previous epoch with that undo log, so working
+state is always exactly "the end of epoch e", as the per-epoch snapshot files were.
+
+Layout of the keys (all big-endian, so RocksDB's order is key group, then state):
+
+* state entries: ``key group (2) | state id (2) | len(key) (4) | key bytes | namespace bytes``,
+  value ``pickle((key, namespace, value))``: a key-group range is one contiguous key range;
+* timers: ``0xFFFE | queue id (2) | timestamp + 2^63 (8) | len(key) (4) | key | namespace``,
+  value ``pickle((key, namespace, key group))``, so timers come out in timestamp order;
+* the undo log: ``0xFFFD | key``; metadata: ``0xFFFF | name``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import shutil
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import rocksdict
+
+from sparkpoint.errors import StateMissingError
+from sparkpoint.state.key_groups import KeyTypeError, key_bytes
+
+__all__ = ["RocksDBOptions", "StateStore", "encode_key", "encode_namespace"]
+
+TIMER_PREFIX = b"\xff\xfe"
+UNDO_PREFIX = b"\xff\xfd"
+META_PREFIX = b"\xff\xff"
+_META_EPOCH = META_PREFIX + b"epoch"
+_META_NAMES = META_PREFIX + b"names"
+_META_TIMER_COUNTS = META_PREFIX + b"timer-counts"
+_META_UNDO_EPOCH = META_PREFIX + b"undo-epoch"   # the epoch whose changes the undo log takes back
+_ABSENT = object()
+_PICKLE = pickle.HIGHEST_PROTOCOL
+_TS_OFFSET = 1 << 63
+
+
+def encode_key(key: Any) -> bytes:
+    """A key's canonical bytes with their length, so a namespace can follow."""
+    kb = key_bytes(key)
+    return struct.pack(">I", len(kb)) + kb
+
+
+def encode_namespace(namespace: Any) -> bytes:
+    """A namespace's bytes: ``b""`` for none, the key serializer's bytes for windows and the like."""
+    if namespace is None:
+        return b""
+    try:
+        return b"K" + key_bytes(namespace)
+    except KeyTypeError:
+        return b"P" + pickle.dumps(namespace, _PICKLE)
+
+
+def timer_key(queue_id: int, ts: int, key: Any, namespace: Any) -> bytes:
+    return TIMER_PREFIX + struct.pack(">HQ", queue_id, ts + _TS_OFFSET) + encode_key(key) + encode_namespace(namespace)
+
+
+def group_prefix(key_group: int, state_id: int) -> bytes:
+    return struct.pack(">HH", key_group, state_id)
+
+
+@dataclass(frozen=True)
+class RocksDBOptions:
+    """Memory of one database: its share of the block cache and its write buffers (bytes)."""
+
+    block_cache_bytes: int = 16 * 1024 * 1024
+    write_buffer_bytes: int = 8 * 1024 * 1024
+    max_write_buffers: int = 2
+    max_open_files: int = -1
+
+    def to_rocksdb(self) -> rocksdict.Options:
+        opts = rocksdict.Options(raw_mode=True)
+        opts.create_if_missing(True)
+        table = rocksdict.BlockBasedOptions()
+        cache = _shared_cache(self.block_cache_bytes)
+        table.set_block_cache(cache)
+        table.set_cache_index_and_filter_blocks(True)
+        table.set_bloom_filter(10, False)
+        opts.set_block_based_table_factory(table)
+        opts.set_write_buffer_size(self.write_buffer_bytes)
+        opts.set_max_write_buffer_number(self.max_write_buffers)
+        # write buffers are charged to the block cache, so one number bounds both (Flink's managed memory)
+        opts.set_write_buffer_manager(rocksdict.WriteBufferManager.new_write_buffer_manager_with_cache(
+            self.write_buffer_bytes * self.max_write_buffers, False, cache))
+        opts.set_max_open_files(self.max_open_files)
+        opts.set_keep_log_file_num(2)
+        opts.set_max_background_jobs(2)
+        return opts
+
+
+_CACHES: dict[int, rocksdict.Cache] = {}
+
+
+def _shared_cache(capacity: int) -> rocksdict.Cache:
+    """One LRU block cache per size and process, shared by every database a worker opens."""
+    cache = _CACHES.get(capacity)
+    if cache is None:
+        cache = _CACHES[capacity] = rocksdict.Cache(capacity)
+    return cache
+
+
+class StateStore:
+    """A RocksDB database plus the cache of the entries the current epoch touched."""
+
+    def __init__(self, path: str, options: RocksDBOptions = RocksDBOptions(), what: str = "keyed state",
+                 read_only: bool = False):
+        self.path = path
+        self.what = what
+        if read_only:
+            self.db = rocksdict.Rdict(path, options.to_rocksdb(), access_type=rocksdict.AccessType.read_only())
+        else:
+            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+            self.db = rocksdict.Rdict(path, options.to_rocksdb())
+        self.cache: dict[bytes, Any] = {}            # db key -> value (None: deleted) touched this epoch
+        self.original: dict[bytes, Optional[bytes]] = {}  # db key -> its bytes at the start of the epoch
+        self.slots: dict[bytes, tuple[Any, Any]] = {}     # db key -> (key, namespace)
+        self.timer_writes: dict[bytes, Optional[bytes]] = {}
+        self.names: dict[str, int] = self._load_json(_META_NAMES, {})
+        self.timer_counts: dict[str, int] = self._load_json(_META_TIMER_COUNTS, {})
+
+    # -- metadata ---------------------------------------------------------------------------
+    def _load_json(self, key: bytes, default: Any) -> Any:
+        raw = self.db.get(key)
+        return default if raw is None else json.loads(raw)
+
+    def name_id(self, name: str) -> int:
+        """The 2-byte id of a state (``s:<name>``) or timer queue (``t:<name>``) in this database."""
+        i = self.names.get(name)
+        if i is None:
+            i = self.names[name] = len(self.names) + 1
+        return i
+
+    def committed_epoch(self) -> Optional[int]:
+        raw = self.db.get(_META_EPOCH)
+        return None if raw is None else int(raw)
+
+    # -- entries, through the epoch's cache -------------------------------------------------
+    def get(self, dbkey: bytes) -> Any:
+        value = self.cache.get(dbkey, _ABSENT)
+        if value is _ABSENT:
+            raw = self.db.get(dbkey)
+            self.original[dbkey] = raw
+            value = None if raw is None else pickle.loads(raw)[2]
+            self.cache[dbkey] = value
+        return value
+
+    def put(self, dbkey: bytes, slot: tuple[Any, Any], value: Any) -> None:
+        if dbkey not in self.original:
+            self.original[dbkey] = self.db.get(dbkey)
+        self.cache[dbkey] = value
+        self.slots[dbkey] = slot
+
+    def delete(self, dbkey: bytes) -> None:
+        if dbkey not in self.original:
+            self.original[dbkey] = self.db.get(dbkey)
+        self.cache[dbkey] = None
+
+    def scan(self, prefix: bytes) -> Iterator[tuple[Any, Any, Any]]:
+        """Every ``(key, namespace, value)`` under ``prefix``, this epoch's changes included."""
+        cache = self.cache
+        for dbkey, raw in self.iterate(prefix):
+            if dbkey not in cache:
+                yield pickle.loads(raw)
+        for dbkey, value in list(cache.items()):
+            if value is not None and dbkey.startswith(prefix):
+                slot = self.slots.get(dbkey)
+                if slot is None:
+                    raw = self.original[dbkey]
+                    slot = self.slots[dbkey] = pickle.loads(raw)[:2]  # type: ignore[arg-type]
+                yield slot[0], slot[1], value
+
+    def iterate(self, prefix: bytes, db: Any = None) -> Iterator[tuple[bytes, bytes]]:
+        """Raw committed ``(db key, bytes)`` under ``prefix``, in key order."""
+        opts = rocksdict.ReadOptions()
+        opts.set_iterate_upper_bound(_prefix_end(prefix))
+        opts.fill_cache(False)
+        yield from (db or self.db).items(from_key=prefix, read_opt=opts)
+
+    # -- epochs -----------------------------------------------------------------------------
+    def resume(self, epoch: int) -> None:
+        """Make the database hold the state of the end of ``epoch``: it does, or it is one epoch ahead
+        (this epoch runs again) and is rolled back with the undo log. Anything else is an error."""
+        committed = self.committed_epoch()
+        if committed == epoch:
+            return
+        if committed == epoch + 1 and self.db.get(_META_UNDO_EPOCH) == str(committed).encode():
+            self._roll_back(epoch)
+            return
+        raise StateMissingError(
+            f"local RocksDB state of {self.what} at {self.path} holds epoch {committed}, expected {epoch}: "
+            f"the task ran on an executor that does not hold its state, or the state directory was wiped; "
+            f"the job restores from its latest checkpoint")
+
+    def _roll_back(self, epoch: int) -> None:
+        batch = rocksdict.WriteBatch(raw_mode=True)
+        for dbkey, raw in self.iterate(UNDO_PREFIX):
+            target = dbkey[len(UNDO_PREFIX):]
+            if raw[:1] == b"\x01":
+                batch.put(target, raw[1:])
+            else:
+                batch.delete(target)
+        batch.delete_range(UNDO_PREFIX, _prefix_end(UNDO_PREFIX))
+        batch.delete(_META_UNDO_EPOCH)
+        batch.put(_META_EPOCH, str(epoch).encode())
+        self.db.write(batch)
+        self.cache.clear()
+        self.original.clear()
+        self.slots.clear()
+        self.timer_writes.clear()
+        self.names = self._load_json(_META_NAMES, {})
+        self.timer_counts = self._load_json(_META_TIMER_COUNTS, {})
+
+    def commit(self, epoch: int) -> int:
+        """Write this epoch's changes, its undo log and its number in one batch; returns the changed entries."""
+        batch = rocksdict.WriteBatch(raw_mode=True)
+        batch.delete_range(UNDO_PREFIX, _prefix_end(UNDO_PREFIX))
+        changed = 0
+        for dbkey, value in self.cache.items():
+            old = self.original.get(dbkey)
+            if value is None:
+                if old is None:
+                    continue
+                new = None
+            else:
+                slot = self.slots.get(dbkey)
+                if slot is None:  # read, maybe mutated in place, never put
+                    slot = pickle.loads(old)[:2]  # type: ignore[arg-type]
+                new = pickle.dumps((slot[0], slot[1], value), _PICKLE)
+                if new == old:
+                    continue
+            self._write(batch, dbkey, old, new)
+            changed += 1
+        for dbkey, new in self.timer_writes.items():
+            self._write(batch, dbkey, self.db.get(dbkey), new)
+            changed += 1
+        batch.put(_META_UNDO_EPOCH, str(epoch).encode())
+        batch.put(UNDO_PREFIX + _META_NAMES, b"\x01" + json.dumps(self._load_json(_META_NAMES, {})).encode())
+        batch.put(UNDO_PREFIX + _META_TIMER_COUNTS,
+                  b"\x01" + json.dumps(self._load_json(_META_TIMER_COUNTS, {})).encode())
+        batch.put(_META_NAMES, json.dumps(self.names).encode())
+        batch.put(_META_TIMER_COUNTS, json.dumps(self.timer_counts).encode())
+        batch.put(_META_EPOCH, str(epoch).encode())
+        self.db.write(batch)
+        self.cache.clear()
+        self.original.clear()
+        self.slots.clear()
+        self.timer_writes.clear()
+        return changed
+
+    @staticmethod
+    def _write(batch: rocksdict.WriteBatch, dbkey: bytes, old: Optional[bytes], new: Optional[bytes]) -> None:
+        batch.put(UNDO_PREFIX + dbkey, b"\x00" if old is None else b"\x01" + old)
+        if new is None:
+            batch.delete(dbkey)
+        else:
+            batch.put(dbkey, new)
+
+    def write_committed(self, items: Iterator[tuple[bytes, bytes]], epoch: Optional[int] = None,
+                        chunk: int = 100_000) -> int:
+        """Write ``items`` straight to the database (restoring into an empty one); returns how many."""
+        n = 0
+        batch = rocksdict.WriteBatch(raw_mode=True)
+        for dbkey, raw in items:
+            batch.put(dbkey, raw)
+            n += 1
+            if n % chunk == 0:
+                self.db.write(batch)
+                batch = rocksdict.WriteBatch(raw_mode=True)
+        batch.put(_META_NAMES, json.dumps(self.names).encode())
+        batch.put(_META_TIMER_COUNTS, json.dumps(self.timer_counts).encode())
+        if epoch is not None:
+            batch.put(_META_EPOCH, str(epoch).encode())
+        self.db.write(batch)
+        return n
+
+    # -- local checkpoints ------------------------------------------------------------------
+    def create_checkpoint(self, path: str) -> None:
+        """A consistent copy of the committed database at ``path``: memtables flushed, SST files hard-linked."""
+        if os.path.exists(path):
+            shutil.rmtree(path)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        self.db.flush(True)
+        rocksdict.Checkpoint(self.db).create_checkpoint(path)
+
+    def close(self) -> None:
+        self.db.close()
+
+    @staticmethod
+    def destroy(path: str) -> None:
+        if os.path.exists(path):
+            shutil.rmtree(path)
+
+
+def _prefix_end(prefix: bytes) -> bytes:
+    """The smallest key greater than every key starting with ``prefix``."""
+    p = bytearray(prefix)
+    while p and p[-1] == 0xFF:
+        p.pop()
+    if not p:
+        return b"\xff" * (len(prefix) + 1)
+    p[-1] += 1
+    return bytes(p)
