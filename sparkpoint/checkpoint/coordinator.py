@@ -87,6 +87,9 @@ class CheckpointSettings:
         self.retention = cc.get_externalized_checkpoint_retention().name
         self.directory = cc.get_checkpoint_storage_dir()
         self.num_retained = int(conf.get("state.checkpoints.num-retained", 1))
+        # only backends that keep working state (rocksdb) checkpoint incrementally; others write it all
+        self.incremental = any(str(conf.get(k, "")).strip().lower() == "true"
+                               for k in ("execution.checkpointing.incremental", "state.backend.incremental"))
 
     @property
     def exactly_once(self) -> bool:
@@ -117,6 +120,8 @@ class CheckpointCoordinator:
         self.last_completion_ms: Optional[int] = None
 
     def _delete_file(self, path: str) -> None:
+        if not path.startswith(self.storage.shared_path() + "/"):
+            return  # referenced from another job's checkpoints (a restore): never ours to delete
         try:
             self.storage.fs.rm(path)
         except OSError:
@@ -137,10 +142,11 @@ class CheckpointCoordinator:
 
     def trigger(self, now_ms: int, barrier_epoch: int, driver_state: dict, stateful_tasks: set[ExecutionVertexId],
                 driver_tasks: set[OperatorSubtaskId], operators: dict[str, tuple[str, int]],
-                savepoint_dir: Optional[str] = None) -> Optional[PendingCheckpoint]:
+                savepoint_dir: Optional[str] = None, full: bool = False) -> Optional[PendingCheckpoint]:
         """Start a checkpoint (or, with ``savepoint_dir``, a savepoint) whose barrier is the end
         of ``barrier_epoch`` (Steps 1 and 2).
 
+        With ``full`` a checkpoint of an incremental job writes all of its state again.
         ``stateful_tasks`` acknowledge later, with their uploaded keyed state; ``driver_tasks``
         (sources and sinks, whose state the driver holds) are acknowledged here with the
         ``driver-state`` file.
@@ -149,7 +155,7 @@ class CheckpointCoordinator:
         checkpoint_id = self.id_counter.get_and_increment()
         if savepoint_dir is None:
             self.last_trigger_ms = now_ms
-            properties = CheckpointProperties.for_checkpoint()
+            properties = CheckpointProperties.for_checkpoint(self.settings.incremental and not full)
             location = CheckpointStorageLocation(self.storage.fs, self.storage.checkpoint_path(checkpoint_id))
         else:
             properties = CheckpointProperties.for_savepoint()
@@ -186,7 +192,8 @@ class CheckpointCoordinator:
     # -- Step 3: acknowledgements -------------------------------------------------------------
     def options_for_epoch(self, epoch: int) -> dict[int, CheckpointOptions]:
         """What the stateful tasks of ``epoch`` must upload: the checkpoints whose barrier preceded it."""
-        return {cid: CheckpointOptions(p.location.uri, p.properties.snapshot_format)
+        shared = self.storage.fs.unstrip_protocol(self.storage.shared_path())
+        return {cid: CheckpointOptions(p.location.uri, p.properties.snapshot_format, p.properties.incremental, shared)
                 for cid, p in self.pending.items() if p.barrier_epoch == epoch - 1}
 
     def receive_acknowledge_message(self, ack: AcknowledgeCheckpoint) -> TaskAcknowledgeResult:
@@ -272,10 +279,14 @@ class CheckpointCoordinator:
         pending.mark_completed()
         self.pending.pop(cid, None)
         uri = pending.location.uri
+        shared = [posixpath.normpath(posixpath.join(pending.location.path, h.path)) for h in meta.shared_files()]
         completed = CompletedCheckpoint(self.job_id, cid, pending.trigger_timestamp, now_ms, uri,
-                                        meta.total_size(), is_savepoint=pending.is_savepoint, metadata=meta)
+                                        meta.total_size(), is_savepoint=pending.is_savepoint, shared_files=shared,
+                                        metadata=meta)
         if not pending.is_savepoint:
-            # Step 4b: retain it; subsume and clean the oldest beyond num-retained.
+            # Step 4b: retain it; subsume and clean the oldest beyond num-retained (a shared file is
+            # deleted only when no retained checkpoint references it any more).
+            self.registry.register(cid, shared)
             for old in self.store.add_checkpoint_and_subsume_oldest(completed):
                 self.cleaner.clean_subsumed(old, self.registry)
             self.last_completion_ms = now_ms
@@ -302,6 +313,8 @@ class CheckpointCoordinator:
             return
         for cp in self.store.get_all_checkpoints():
             self.storage.discard_checkpoint(cp.checkpoint_id)
+            for f in self.registry.unregister(cp.checkpoint_id):
+                self._delete_file(f)
             self.store.remove(cp.checkpoint_id)
         self.storage.discard_job_directory_if_empty()
 
@@ -315,7 +328,8 @@ def _operator_metadata(operators: Any, acks: Any) -> dict[str, OperatorMetadata]
         for f in ack.state_handles:
             for uid in f.uids:
                 out.setdefault(uid, OperatorMetadata(uid, uid, 0)).keyed_state.append(
-                    KeyedStateFile(ack.task.subtask, f.key_group_start, f.key_group_end, f.handle, f.state))
+                    KeyedStateFile(ack.task.subtask, f.key_group_start, f.key_group_end, f.handle, f.state,
+                                   f.format, f.shared))
         for uid, info in ack.operators.items():
             op = out.setdefault(uid, OperatorMetadata(uid, uid, 0))
             op.state_kinds.update(info.state_kinds)

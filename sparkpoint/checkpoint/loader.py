@@ -91,6 +91,12 @@ def load_checkpoint(pointer: str, verify_files: bool = True) -> RestoredCheckpoi
                 seen.add(f.handle.path)
                 read_verified(fs, posixpath.join(path, f.handle.path), f.handle,
                               f"checkpoint {meta.checkpoint_id} ({where}) keyed state of operator {op.uid!r}")
+                for h in f.shared:
+                    if h.path not in seen:
+                        seen.add(h.path)
+                        read_verified(fs, posixpath.normpath(posixpath.join(path, h.path)), h,
+                                      f"checkpoint {meta.checkpoint_id} ({where}) shared file {h.path} of "
+                                      f"operator {op.uid!r} (subtask {f.subtask})")
     logger.debug("loaded %s %d from %s", meta.kind, meta.checkpoint_id, where)
     return RestoredCheckpoint(where, meta, driver)
 
@@ -119,6 +125,8 @@ def keyed_entries(restored: RestoredCheckpoint, uids: list[str], start: int, end
             entry = out.setdefault(f.handle.path, {"location": restored.location, "handle": f.handle,
                                                    "uids": [], "checkpoint_id": restored.checkpoint_id,
                                                    "state": f.state, "state_kinds": op.state_kinds,
-                                                   "watermark": op.watermark, "regroup": regroup})
+                                                   "watermark": op.watermark, "regroup": regroup,
+                                                   "format": f.format, "shared": f.shared,
+                                                   "key_groups": (f.key_group_start, f.key_group_end)})
             entry["uids"].append(uid)
     return list(out.values())

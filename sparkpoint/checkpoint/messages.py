@@ -55,7 +55,9 @@ class KeyedStateFileHandle:
     """A file of keyed state a task wrote: which operators, which key groups, where.
 
     ``state`` is ``None`` for a raw snapshot of all keyed state of ``uids`` (checkpoints), or
-    the state name of a canonical file (savepoints).
+    the state name of a canonical file (savepoints). ``format`` ``"rocksdb"`` marks the
+    manifest of an incremental RocksDB checkpoint, whose SST files ``shared`` references
+    (paths relative to the checkpoint directory, usually ``../shared/<sha256>.sst``).
     """
 
     uids: tuple[str, ...]
@@ -63,6 +65,8 @@ class KeyedStateFileHandle:
     key_group_end: int
     handle: StreamStateHandle
     state: Optional[str] = None
+    format: Optional[str] = None
+    shared: tuple[StreamStateHandle, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,8 @@ class KeyedStateFile:
     key_group_end: int
     handle: StreamStateHandle
     state: "str | None" = None
+    format: "str | None" = None                 # "rocksdb": the manifest of an incremental checkpoint
+    shared: "tuple[StreamStateHandle, ...]" = ()  # the files it references, relative to chk-N
 
 
 @dataclass
@@ -77,6 +79,15 @@ class CheckpointMetadata:
     def total_size(self) -> int:
         return sum(h.size for h in self.state_files())
 
+    def shared_files(self) -> list[StreamStateHandle]:
+        """The shared files (incremental state) the checkpoint references, each once."""
+        files: dict[str, StreamStateHandle] = {}
+        for op in self.operators.values():
+            for f in op.keyed_state:
+                for h in f.shared:
+                    files.setdefault(h.path, h)
+        return list(files.values())
+
 
 class MetadataV1Serializer:
     VERSION = 1
@@ -90,8 +101,7 @@ class MetadataV1Serializer:
             "max_parallelism": meta.max_parallelism,
             "operators": {
                 uid: {"name": op.name, "parallelism": op.parallelism,
-                      "keyed_state": [{"subtask": f.subtask, "key_groups": [f.key_group_start, f.key_group_end],
-                                       "state": f.state, **f.handle.to_json()} for f in op.keyed_state],
+                      "keyed_state": [_keyed_file_json(f) for f in op.keyed_state],
                       "state_kinds": op.state_kinds, "watermark": op.watermark}
                 for uid, op in sorted(meta.operators.items())
             },
@@ -132,7 +142,8 @@ class MetadataV1Serializer:
         ops = {}
         for uid, op in body["operators"].items():
             files = [KeyedStateFile(f["subtask"], f["key_groups"][0], f["key_groups"][1],
-                                    StreamStateHandle(f["path"], f["size"], f["sha256"]), f.get("state"))
+                                    StreamStateHandle(f["path"], f["size"], f["sha256"]), f.get("state"),
+                                    f.get("format"), tuple(StreamStateHandle.from_json(h) for h in f.get("shared", ())))
                      for f in op["keyed_state"]]
             ops[uid] = OperatorMetadata(uid, op["name"], op["parallelism"], files, op.get("state_kinds", {}),
                                         op.get("watermark"))
@@ -146,3 +157,10 @@ class MetadataV1Serializer:
         )
 
 
+def _keyed_file_json(f: KeyedStateFile) -> dict:
+    out = {"subtask": f.subtask, "key_groups": [f.key_group_start, f.key_group_end], "state": f.state,
+           **f.handle.to_json()}
+    if f.format is not None:
+        out["format"] = f.format
+        out["shared"] = [h.to_json() for h in f.shared]
+    return out

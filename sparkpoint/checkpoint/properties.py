@@ -62,3 +62,5 @@ class CheckpointOptions:
 
     location: str                      # the checkpoint's directory URI
     snapshot_format: SnapshotFormat = SnapshotFormat.RAW
+    incremental: bool = False          # upload only files ``shared`` lacks (backends that can)
+    shared: str = ""                   # the job's shared-state directory URI

@@ -1,9 +1,10 @@
 """State backends, as in ``pyflink.datastream.state_backend``.
 
-A state backend decides where working state lives while the job runs. This release
-has ``hashmap`` (Python dicts per key group, kept on the executor's local disk
-between epochs); ``EmbeddedRocksDBStateBackend`` is accepted by name and is the next
-backend to come. Flink's legacy backends (``MemoryStateBackend``, ``FsStateBackend``)
+A state backend decides where working state lives while the job runs: ``hashmap``
+(Python dicts per key group, saved whole to the executor's local disk after every
+epoch; for small state) or ``rocksdb`` (an embedded RocksDB database per operator and
+subtask on the executor's local disk, kept between epochs so an epoch costs what it
+changes; for large state, with incremental checkpoints). Flink's legacy backends (``MemoryStateBackend``, ``FsStateBackend``)
 are heap state plus a checkpoint location: given a directory, they set
 ``state.checkpoints.dir`` (and ``state.savepoints.dir``) as Flink does.
 """
@@ -15,7 +16,7 @@ from typing import Any, Optional
 from sparkpoint.errors import ConfigurationError
 
 __all__ = ["StateBackend", "HashMapStateBackend", "MemoryStateBackend", "FsStateBackend",
-           "EmbeddedRocksDBStateBackend", "state_backend_from_name", "HASHMAP_NAMES"]
+           "EmbeddedRocksDBStateBackend", "state_backend_from_name", "HASHMAP_NAMES", "ROCKSDB_NAMES"]
 
 
 class StateBackend:
@@ -79,13 +80,30 @@ class FsStateBackend(_LegacyHeapStateBackend):
 
 
 class EmbeddedRocksDBStateBackend(StateBackend):
+    """Keyed state in embedded RocksDB databases (``state.backend.type: rocksdb``).
+
+    Args:
+        enable_incremental_checkpointing: checkpoints upload only the RocksDB files the
+            checkpoint storage does not have yet (``execution.checkpointing.incremental``);
+            ``None`` leaves the configured value.
+    """
+
     name = "rocksdb"
 
-    def __init__(self, enable_incremental_checkpointing: bool = False):
-        raise ConfigurationError("the rocksdb state backend is not available yet; use HashMapStateBackend()")
+    def __init__(self, enable_incremental_checkpointing: Optional[bool] = None):
+        self._incremental = enable_incremental_checkpointing
+
+    def is_incremental_checkpoints_enabled(self) -> bool:
+        return bool(self._incremental)
+
+    def configuration(self) -> dict[str, Any]:
+        if self._incremental is None:
+            return {}
+        return {"execution.checkpointing.incremental": "true" if self._incremental else "false"}
 
 
 HASHMAP_NAMES = ("hashmap", "heap", "memory", "filesystem", "jobmanager")
+ROCKSDB_NAMES = ("rocksdb", "embeddedrocksdb", "embedded-rocksdb")
 """Configured names of heap state: ``hashmap`` and Flink 1.x's names of heap state with checkpoints elsewhere."""
 
 
@@ -93,4 +111,6 @@ def state_backend_from_name(name: str) -> StateBackend:
     n = name.strip().lower()
     if n in HASHMAP_NAMES:
         return HashMapStateBackend()
-    raise ConfigurationError(f"unknown state backend {name!r} (state.backend.type): use 'hashmap'")
+    if n in ROCKSDB_NAMES:
+        return EmbeddedRocksDBStateBackend()
+    raise ConfigurationError(f"unknown state backend {name!r} (state.backend.type): use 'hashmap' or 'rocksdb'")

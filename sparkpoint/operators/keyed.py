@@ -36,10 +36,11 @@ class KeyedOperator(StreamOperator):
         self.timers: InternalTimerService = None  # type: ignore[assignment]
 
     def create_keyed_backend(self, key_group_range: KeyGroupRange, max_parallelism: int,
-                             state_backend: Optional[StateBackend] = None) -> None:
-        """Build this operator's keyed backend (``state_backend``, default hashmap) and timer service."""
+                             state_backend: Optional[StateBackend] = None, **options: Any) -> None:
+        """Build this operator's keyed backend (``state_backend``, default hashmap) and timer service;
+        ``options`` go to the backend (``working_dir`` of backends that keep working state)."""
         backend = state_backend if state_backend is not None else load_state_backend(None)
-        self.keyed_backend = backend.create_keyed_backend(key_group_range, max_parallelism)
+        self.keyed_backend = backend.create_keyed_backend(key_group_range, max_parallelism, **options)
         self.timers = InternalTimerService({domain: self.keyed_backend.get_timer_queue(domain)
                                             for domain in (EVENT_TIME, PROCESSING_TIME)})
 
@@ -52,11 +53,23 @@ class KeyedOperator(StreamOperator):
     def snapshot_keyed_state(self) -> KeyedStateSnapshot:
         return self.keyed_backend.snapshot(watermark=self.watermark)
 
+    def resume_keyed_state(self, epoch: int) -> None:
+        """Continue from the working state the backend committed at the end of ``epoch``."""
+        self.keyed_backend.resume(epoch)
+        self._advance_watermark(self.keyed_backend.committed_watermark())
+
+    def commit_keyed_state(self, epoch: int) -> int:
+        """Make this epoch's state changes (and watermark) the backend's working state."""
+        return self.keyed_backend.commit(epoch, self.watermark)
+
+    def _advance_watermark(self, watermark: Optional[int]) -> None:
+        if watermark is not None:
+            self.watermark = max(self.watermark, watermark)
+        self.timers.current_watermark = self.watermark
+
     def restore_keyed_state(self, snapshot: KeyedStateSnapshot) -> None:
         self.keyed_backend.restore([snapshot])
-        if snapshot.watermark is not None:
-            self.watermark = max(self.watermark, snapshot.watermark)
-        self.timers.current_watermark = self.watermark
+        self._advance_watermark(snapshot.watermark)
 
     # keys -------------------------------------------------------------------------------
     def keys_of(self, values: list) -> list:

@@ -3,17 +3,24 @@
 The upload is the asynchronous part of a checkpoint: it runs in a thread while the
 task processes the next epoch, writes the barrier epoch's keyed snapshot to the
 checkpoint directory and acknowledges with the handle (size, SHA-256), or declines
-with the reason if it failed.
+with the reason if it failed. What it uploads comes from a :class:`SnapshotSource`:
+the pickled snapshot the previous task saved (backends without working state), or the
+local RocksDB checkpoints taken at the barrier (:class:`LocalCheckpoints`), which an
+incremental checkpoint uploads as new SST files plus a manifest and a full one as a
+snapshot read from them.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import pickle
 import posixpath
+import shutil
+import tempfile
 import threading
 import time
-from typing import Optional
+from typing import Any, Optional
 
 import fsspec
 
@@ -32,7 +39,74 @@ from sparkpoint.state.snapshot import KeyedStateSnapshot, check_snapshot
 from sparkpoint.state.savepoint_format import read_canonical_file, write_canonical
 from sparkpoint.storage.checkpoint_storage import StreamStateHandle, read_verified, write_file
 
-__all__ = ["CheckpointUploader", "read_restored_keyed_state"]
+__all__ = ["CheckpointUploader", "LocalCheckpoints", "PickledSnapshots", "SnapshotSource",
+           "read_restored_keyed_state"]
+
+
+class SnapshotSource:
+    """The barrier epoch's keyed state of one task, as the upload reads it."""
+
+    def body(self) -> bytes:
+        """The pickled ``{uid: KeyedStateSnapshot}``."""
+        raise NotImplementedError
+
+    def incremental(self, checkpoint_id: int, options: CheckpointOptions, task: ExecutionVertexId
+                    ) -> Optional[tuple[list[KeyedStateFileHandle], int]]:
+        """The handles of an incremental upload and its new bytes, or ``None`` if this source cannot."""
+        return None
+
+    def release(self) -> None:
+        """Drop local copies once every upload is done."""
+
+
+class PickledSnapshots(SnapshotSource):
+    """The snapshot file the previous task saved to local disk."""
+
+    def __init__(self, body: bytes):
+        self._body = body
+
+    def body(self) -> bytes:
+        return self._body
+
+
+class LocalCheckpoints(SnapshotSource):
+    """Local RocksDB checkpoints of a task's keyed operators, per checkpoint id and uid."""
+
+    def __init__(self, paths: dict[int, dict[str, str]], working_dirs: dict[str, str], watermarks: dict[str, Any],
+                 key_groups: KeyGroupRange, max_parallelism: int):
+        self.paths, self.working_dirs, self.watermarks = paths, working_dirs, watermarks
+        self.key_groups, self.max_parallelism = key_groups, max_parallelism
+        self._body: Optional[bytes] = None
+
+    def body(self) -> bytes:
+        if self._body is None:
+            from sparkpoint.state.rocksdb.backend import snapshot_local_checkpoint
+
+            any_checkpoint = next(iter(self.paths.values()))
+            self._body = pickle.dumps(
+                {uid: snapshot_local_checkpoint(path, self.key_groups, self.max_parallelism, self.watermarks.get(uid))
+                 for uid, path in any_checkpoint.items()}, pickle.HIGHEST_PROTOCOL)
+        return self._body
+
+    def incremental(self, checkpoint_id: int, options: CheckpointOptions, task: ExecutionVertexId
+                    ) -> Optional[tuple[list[KeyedStateFileHandle], int]]:
+        from sparkpoint.state.rocksdb.transfer import upload_incremental
+
+        handles, new_bytes = [], 0
+        for n, (uid, path) in enumerate(sorted(self.paths[checkpoint_id].items())):
+            info = {"uid": uid, "key_groups": [self.key_groups.start, self.key_groups.end],
+                    "max_parallelism": self.max_parallelism, "watermark": self.watermarks.get(uid)}
+            up = upload_incremental(path, self.working_dirs[uid], options.location, options.shared,
+                                    f"keyed-s{task.stage_id}-t{task.subtask}-{n}.rocksdb", info)
+            handles.append(KeyedStateFileHandle((uid,), self.key_groups.start, self.key_groups.end, up.manifest,
+                                                None, "rocksdb", up.shared))
+            new_bytes += up.uploaded_bytes
+        return handles, new_bytes
+
+    def release(self) -> None:
+        for by_uid in self.paths.values():
+            for path in by_uid.values():
+                shutil.rmtree(path, ignore_errors=True)
 
 
 class CheckpointUploader:
@@ -42,33 +116,47 @@ class CheckpointUploader:
     :class:`DeclineCheckpoint` per checkpoint.
     """
 
-    def __init__(self, body: bytes, uploads: dict[int, CheckpointOptions], stage_id: int, subtask: int,
-                 key_groups: KeyGroupRange, uids: list[str], sync_duration_ms: float = 0.0):
+    def __init__(self, source: SnapshotSource, uploads: dict[int, CheckpointOptions], stage_id: int,
+                 subtask: int, key_groups: KeyGroupRange, uids: list[str], sync_duration_ms: float = 0.0):
         self.task = ExecutionVertexId(stage_id, subtask)
         self.sync_duration_ms = sync_duration_ms  # the barrier epoch's snapshot, taken by the previous task
         self.acks: list[AcknowledgeCheckpoint] = []
         self.declines: list[DeclineCheckpoint] = []
-        self._thread = threading.Thread(target=self._run, args=(body, uploads, key_groups, uids),
+        self._thread = threading.Thread(target=self._run, args=(source, uploads, key_groups, uids),
                                         name="checkpoint-upload", daemon=True)
         self._thread.start()
 
-    def _run(self, body: bytes, uploads: dict[int, CheckpointOptions], key_groups: KeyGroupRange,
+    def _run(self, source: SnapshotSource, uploads: dict[int, CheckpointOptions], key_groups: KeyGroupRange,
              uids: list[str]) -> None:
-        digest = hashlib.sha256(body).hexdigest()
-        for cid, options in uploads.items():
-            t0 = time.perf_counter()
-            try:
-                delay = upload_delay_s()
-                if delay:
-                    time.sleep(delay)
-                if upload_fails():
-                    raise OSError("upload failure injected (SPARKPOINT_FAIL_UPLOAD)")
-                files, operators, size = self._write(body, digest, options, key_groups, uids)
-                self.acks.append(AcknowledgeCheckpoint(
-                    cid, self.task, state_handles=tuple(files), operators=operators, state_size=size,
-                    sync_duration_ms=self.sync_duration_ms, async_duration_ms=(time.perf_counter() - t0) * 1000))
-            except Exception as e:  # noqa: BLE001 - any failure declines the checkpoint
-                self.declines.append(DeclineCheckpoint(cid, self.task, f"{type(e).__name__}: {e}"))
+        try:
+            for cid, options in uploads.items():
+                self._upload(source, cid, options, key_groups, uids)
+        finally:
+            source.release()
+
+    def _upload(self, source: SnapshotSource, cid: int, options: CheckpointOptions, key_groups: KeyGroupRange,
+                uids: list[str]) -> None:
+        t0 = time.perf_counter()
+        try:
+            delay = upload_delay_s()
+            if delay:
+                time.sleep(delay)
+            if upload_fails():
+                raise OSError("upload failure injected (SPARKPOINT_FAIL_UPLOAD)")
+            done = source.incremental(cid, options, self.task) \
+                if options.incremental and options.snapshot_format is SnapshotFormat.RAW else None
+            if done is not None:
+                files, size = done
+                operators: dict[str, OperatorSnapshotInfo] = {}
+            else:
+                body = source.body()
+                files, operators, size = self._write(body, hashlib.sha256(body).hexdigest(), options, key_groups,
+                                                     uids)
+            self.acks.append(AcknowledgeCheckpoint(
+                cid, self.task, state_handles=tuple(files), operators=operators, state_size=size,
+                sync_duration_ms=self.sync_duration_ms, async_duration_ms=(time.perf_counter() - t0) * 1000))
+        except Exception as e:  # noqa: BLE001 - any failure declines the checkpoint
+            self.declines.append(DeclineCheckpoint(cid, self.task, f"{type(e).__name__}: {e}"))
 
     def _write(self, body: bytes, digest: str, options: CheckpointOptions, key_groups: KeyGroupRange,
                uids: list[str]) -> tuple[list[KeyedStateFileHandle], dict[str, OperatorSnapshotInfo], int]:
@@ -103,6 +191,8 @@ def read_restored_keyed_state(entry: dict, key_groups: Optional[KeyGroupRange],
     handle: StreamStateHandle = entry["handle"]
     what = f"checkpoint {entry.get('checkpoint_id')} keyed state of {entry.get('uids')}"
     data = read_verified(fs, posixpath.join(base, handle.path), handle, what)
+    if entry.get("format") == "rocksdb":
+        return _read_rocksdb_checkpoint(entry, data, key_groups, max_parallelism, what)
     if entry.get("state") is None:
         snapshots = pickle.loads(data)
         if not isinstance(snapshots, dict):
@@ -113,3 +203,37 @@ def read_restored_keyed_state(entry: dict, key_groups: Optional[KeyGroupRange],
     key_groups = KeyGroupRange(0, max_parallelism - 1) if key_groups is None else key_groups
     return {uid: read_canonical_file(data, entry["state"], entry.get("state_kinds", {}), key_groups,
                                      max_parallelism, entry.get("watermark"), uid, entry.get("regroup", False))}
+
+
+def _read_rocksdb_checkpoint(entry: dict, data: bytes, key_groups: Optional[KeyGroupRange], max_parallelism: int,
+                             what: str) -> dict[str, KeyedStateSnapshot]:
+    """An incremental RocksDB checkpoint as a snapshot of ``key_groups`` (any backend restores it)."""
+    from sparkpoint.state.rocksdb.backend import snapshot_local_checkpoint
+    from sparkpoint.state.rocksdb.transfer import download_checkpoint, read_manifest
+
+    manifest = read_manifest(data, what)
+    if manifest.get("max_parallelism") != max_parallelism:
+        raise StateError(f"{what}: taken with max parallelism {manifest.get('max_parallelism')}, this job uses "
+                         f"{max_parallelism}; key groups cannot be remapped")
+    start, end = manifest["key_groups"]
+    wanted = KeyGroupRange(max(start, key_groups.start), min(end, key_groups.end)) if key_groups is not None \
+        else KeyGroupRange(start, end)
+    tmp = tempfile.mkdtemp(prefix="sparkpoint-restore-")
+    try:
+        download_checkpoint(manifest, entry["location"], os.path.join(tmp, "db"), what)
+        return {manifest["uid"]: snapshot_local_checkpoint(os.path.join(tmp, "db"), wanted, max_parallelism,
+                                                           manifest.get("watermark"))}
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def restore_rocksdb_in_place(entry: dict, working_dir: str, db_path: str) -> Optional[int]:
+    """Download an incremental RocksDB checkpoint as the database at ``db_path``; returns its watermark."""
+    from sparkpoint.state.rocksdb.transfer import download_checkpoint, read_manifest
+
+    fs, base = fsspec.core.url_to_fs(entry["location"])
+    handle: StreamStateHandle = entry["handle"]
+    what = f"checkpoint {entry.get('checkpoint_id')} keyed state of {entry.get('uids')}"
+    manifest = read_manifest(read_verified(fs, posixpath.join(base, handle.path), handle, what), what)
+    download_checkpoint(manifest, entry["location"], db_path, what, working_dir)
+    return manifest.get("watermark")

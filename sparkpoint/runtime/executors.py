@@ -64,7 +64,7 @@ class EpochPipelineExecutor:
     def execute(self, pipeline: Pipeline, configuration: Configuration,
                 context: ExecutionContext) -> JobMasterHandle:
         # Step 1. Translate.
-        plan = StreamGraphGenerator(pipeline).translate()
+        plan = StreamGraphGenerator(pipeline, configuration).translate()
         if context.capture_plan is not None:
             context.capture_plan(plan)
         # Step 2. Where epochs run.

@@ -82,6 +82,7 @@ class JobMaster:
         self.max_records = config.get_integer("execution.epoch.max-records", 100_000)
         self.max_bytes = parse_memory_bytes(config.get("execution.epoch.max-bytes", "16 mb"))
         self.idle_pause_ms = config.get_duration_ms("execution.epoch.idle-pause", 200)
+        self.executor_local_state = not config.get_string("sparkpoint.local-state-dir")
         self.local_state_dir = config.get_string("sparkpoint.local-state-dir") or _default_local_dir()
         self.checkpointing = CheckpointSettings(config)
         self.coordinator: Optional[CheckpointCoordinator] = None
@@ -331,6 +332,7 @@ class JobMaster:
                     keyed_state_epoch=self.keyed_state_epoch[stage.id], max_records=self.max_records,
                     max_bytes=self.max_bytes, restored_keyed=self.restored_keyed.get((stage.id, i), []),
                     local_state_namespace=f"{self.job_id}-{self.attempt}",
+                    executor_local_state=self.executor_local_state,
                     checkpoint_uploads=uploads if stage.keyed else {},
                     barrier_sync_ms=self.snapshot_sync_ms.get((stage.id, i), 0.0),
                     notify_checkpoints=list(self.notify_next),

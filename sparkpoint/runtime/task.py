@@ -15,8 +15,12 @@ The same code runs in-process (the local executor) and inside Spark tasks. Steps
 
 from __future__ import annotations
 
+import os
 import pickle
+import shutil
+import tempfile
 import time
+import zlib
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -24,7 +28,13 @@ from sparkpoint.checkpoint.messages import AcknowledgeCheckpoint, DeclineCheckpo
 from sparkpoint.checkpoint.properties import CheckpointOptions
 from sparkpoint.common.watermark_strategy import MAX_WATERMARK
 from sparkpoint.datastream.functions import CheckpointListener, bound_call
-from sparkpoint.runtime.checkpoint_io import CheckpointUploader, read_restored_keyed_state
+from sparkpoint.runtime.checkpoint_io import (
+    CheckpointUploader,
+    LocalCheckpoints,
+    PickledSnapshots,
+    read_restored_keyed_state,
+    restore_rocksdb_in_place,
+)
 from sparkpoint.runtime.exchange import decode_blob, encode_blob
 from sparkpoint.runtime.graph import BROADCAST, GLOBAL, HASH, JobPlan, StagePlan, StreamEdge
 from sparkpoint.operators.keyed import KeyedOperator
@@ -52,6 +62,7 @@ class TaskDeployment:
     keyed_state_epoch: Optional[int] = None                            # local state to load, if any
     restored_keyed: list = field(default_factory=list)                 # checkpoint files to start from
     local_state_namespace: str = ""                                    # job id + attempt
+    executor_local_state: bool = True      # keep databases in the executor's own local dirs (not configured)
     checkpoint_uploads: dict[int, CheckpointOptions] = field(default_factory=dict)  # checkpoint id -> where, how
     barrier_sync_ms: float = 0.0                                       # the uploaded snapshot's synchronous part
     notify_checkpoints: list[int] = field(default_factory=list)        # completed since the last epoch
@@ -101,17 +112,21 @@ def run_task(plan: JobPlan, stage_id: int, subtask: int, dep: TaskDeployment,
     # Step 1. Operators and their state.
     kg_range = compute_key_group_range_for_operator_index(plan.max_parallelism, stage.parallelism, subtask)
     ops = _build_operators(plan, stage, kg_range, task, dep)
-    keyed = _restore_keyed_state(ops, dep, stage_id, subtask, kg_range, plan.max_parallelism)
-    _open_operators(ops, dep)
-    # Step 2. Inputs.
-    inputs = _read_inputs(stage, input_blobs, report)
-    # Step 3. Run the operators in topological order.
-    outputs, out_watermarks = _run_operators(stage, ops, dep, inputs, report)
-    # Step 4. Route outputs to downstream partitions.
-    routed = _route(plan, stage_id, subtask, outputs, out_watermarks)
-    # Step 5. Sinks, state and the report.
-    _close_operators(ops, report)
-    _snapshot_keyed_state(keyed, dep, report)
+    try:
+        keyed = _restore_keyed_state(ops, dep, stage_id, subtask, kg_range, plan.max_parallelism)
+        _open_operators(ops, dep)
+        # Step 2. Inputs.
+        inputs = _read_inputs(stage, input_blobs, report)
+        # Step 3. Run the operators in topological order.
+        outputs, out_watermarks = _run_operators(stage, ops, dep, inputs, report)
+        # Step 4. Route outputs to downstream partitions.
+        routed = _route(plan, stage_id, subtask, outputs, out_watermarks)
+        # Step 5. Sinks, state and the report.
+        _close_operators(ops, report)
+        _snapshot_keyed_state(keyed, dep, report)
+    except BaseException:
+        _dispose_keyed_backends(ops)  # a retry in this worker must be able to open the databases again
+        raise
     report.metrics = task.metrics
     report.records_out = sum(len(o.values) for o in outputs.values())
     report.duration_ms = (time.perf_counter() - started) * 1000  # updated after encoding, below
@@ -146,10 +161,28 @@ def _build_operators(plan: JobPlan, stage: StagePlan, kg_range: KeyGroupRange, t
         op = plan.nodes[nid].factory()
         op.uid = plan.uid(nid)
         if isinstance(op, KeyedOperator):
-            op.create_keyed_backend(kg_range, plan.max_parallelism, state_backend)
+            options = {}
+            if state_backend is not None and state_backend.keeps_working_state:
+                options["working_dir"] = working_dir(dep, stage.id, task.subtask_index, op.uid)
+                options["what"] = f"operator {op.uid!r} (stage {stage.id}, subtask {task.subtask_index})"
+                if dep.keyed_state_epoch is None:  # a fresh start or a restore: nothing local carries over
+                    shutil.rmtree(options["working_dir"], ignore_errors=True)
+            op.create_keyed_backend(kg_range, plan.max_parallelism, state_backend, **options)
         op.setup(task, dep.operator_states.get(nid))
         ops[nid] = op
     return ops
+
+
+def working_dir(dep: TaskDeployment, stage_id: int, subtask: int, uid: str) -> str:
+    """Where a keyed operator's database lives: Spark's local dirs of this executor, unless
+    ``sparkpoint.local-state-dir`` names a local directory."""
+    root = dep.local_state_dir
+    spark_dirs = os.environ.get("SPARK_LOCAL_DIRS", "")
+    if (dep.executor_local_state and spark_dirs) or "://" in root.replace("file://", ""):
+        root = os.path.join(spark_dirs.split(",")[0] or tempfile.gettempdir(), "sparkpoint-state")
+    namespace = dep.local_state_namespace or dep.job_id
+    return os.path.join(root.replace("file://", ""), namespace, f"stage-{stage_id}", f"task-{subtask}",
+                        f"op-{zlib.crc32(uid.encode()):08x}")
 
 
 def _restore_keyed_state(ops: dict[int, StreamOperator], dep: TaskDeployment, stage_id: int, subtask: int,
@@ -160,6 +193,8 @@ def _restore_keyed_state(ops: dict[int, StreamOperator], dep: TaskDeployment, st
     checkpoint in a thread (the asynchronous part), overlapping this task.
     """
     keyed_ops = {nid: op for nid, op in ops.items() if isinstance(op, KeyedOperator)}
+    if keyed_ops and next(iter(keyed_ops.values())).keyed_backend.keeps_working_state:
+        return _resume_working_state(keyed_ops, dep, stage_id, subtask, kg_range, max_parallelism)
     namespace = dep.local_state_namespace or dep.job_id
     store = LocalStateStore(dep.local_state_dir, namespace, stage_id, subtask) if keyed_ops else None
     uploader: Optional[CheckpointUploader] = None
@@ -169,7 +204,7 @@ def _restore_keyed_state(ops: dict[int, StreamOperator], dep: TaskDeployment, st
             body = store.load_bytes(dep.keyed_state_epoch, f"operators {uids}")
             if dep.checkpoint_uploads:
                 # the asynchronous part of the barrier epoch's checkpoint(s), overlapping this task
-                uploader = CheckpointUploader(body, dep.checkpoint_uploads, stage_id, subtask, kg_range, uids,
+                uploader = CheckpointUploader(PickledSnapshots(body), dep.checkpoint_uploads, stage_id, subtask, kg_range, uids,
                                               dep.barrier_sync_ms)
             snapshots = [pickle.loads(body)]
         else:
@@ -180,6 +215,64 @@ def _restore_keyed_state(ops: dict[int, StreamOperator], dep: TaskDeployment, st
                 if op.uid in snapshot:
                     op.restore_keyed_state(snapshot[op.uid])
     return _KeyedState(keyed_ops, store, uploader)
+
+
+def _resume_working_state(keyed_ops: dict[int, KeyedOperator], dep: TaskDeployment, stage_id: int, subtask: int,
+                          kg_range: KeyGroupRange, max_parallelism: int) -> _KeyedState:
+    """Backends that keep working state: resume the previous epoch's, or restore a checkpoint's.
+
+    After a barrier epoch, the synchronous part of its checkpoints is taken here, before any
+    record of this epoch touches the state: a local RocksDB checkpoint per operator, uploaded
+    in a thread while the task runs.
+    """
+    uploader: Optional[CheckpointUploader] = None
+    if dep.keyed_state_epoch is None:
+        restore_from_checkpoint(keyed_ops, dep.restored_keyed, kg_range, max_parallelism)
+        return _KeyedState(keyed_ops, None, None)
+    for op in keyed_ops.values():
+        op.resume_keyed_state(dep.keyed_state_epoch)
+    if dep.checkpoint_uploads:
+        t0 = time.perf_counter()
+        paths = {cid: {op.uid: op.keyed_backend.checkpoint_locally(cid) for op in keyed_ops.values()}
+                 for cid in dep.checkpoint_uploads}
+        sync_ms = (time.perf_counter() - t0) * 1000
+        source = LocalCheckpoints(paths, {op.uid: op.keyed_backend.working_dir for op in keyed_ops.values()},
+                                  {op.uid: op.watermark for op in keyed_ops.values()}, kg_range, max_parallelism)
+        uploader = CheckpointUploader(source, dep.checkpoint_uploads, stage_id, subtask, kg_range,
+                                      [op.uid for op in keyed_ops.values()], sync_ms)
+    return _KeyedState(keyed_ops, None, uploader)
+
+
+def restore_from_checkpoint(keyed_ops: dict[int, KeyedOperator], entries: list[dict], kg_range: KeyGroupRange,
+                            max_parallelism: int) -> None:
+    """Give keyed operators the state of a checkpoint's files. An incremental RocksDB checkpoint of exactly
+    this key-group range becomes the operator's database as it is (its SST files downloaded); anything
+    else (other ranges after rescaling, full and canonical files) is read as snapshots."""
+    rest = list(entries)
+    for op in keyed_ops.values():
+        mine = [e for e in entries if op.uid in e["uids"]]
+        if (len(mine) == 1 and mine[0].get("format") == "rocksdb" and op.keyed_backend.backend_name == "rocksdb"
+                and tuple(mine[0]["key_groups"]) == (kg_range.start, kg_range.end)):
+            backend = op.keyed_backend
+            watermark = backend.restore_in_place(  # type: ignore[attr-defined]
+                lambda path, e=mine[0], b=backend: restore_rocksdb_in_place(e, b.working_dir, path))
+            op._advance_watermark(watermark)
+            rest.remove(mine[0])
+    for entry in rest:
+        snapshot = read_restored_keyed_state(entry, kg_range, max_parallelism)
+        for op in keyed_ops.values():
+            if op.uid in snapshot:
+                op.restore_keyed_state(snapshot[op.uid])
+
+
+def _dispose_keyed_backends(ops: dict[int, StreamOperator]) -> None:
+    for op in ops.values():
+        backend = getattr(op, "keyed_backend", None)
+        if backend is not None:
+            try:
+                backend.dispose()
+            except Exception:  # noqa: BLE001 - disposing after a failure must not hide it
+                pass
 
 
 def _open_operators(ops: dict[int, StreamOperator], dep: TaskDeployment) -> None:
@@ -275,6 +368,12 @@ def _close_operators(ops: dict[int, StreamOperator], report: TaskReport) -> None
 def _snapshot_keyed_state(keyed: _KeyedState, dep: TaskDeployment, report: TaskReport) -> None:
     """Write this epoch's keyed snapshot to local disk; collect the checkpoint upload's outcome."""
     keyed_ops, store, uploader = keyed.ops, keyed.store, keyed.uploader
+    if keyed_ops and store is None:  # backends that keep working state: commit this epoch's changes
+        t0 = time.perf_counter()
+        for op in keyed_ops.values():
+            op.commit_keyed_state(dep.epoch)
+            op.keyed_backend.dispose()
+        report.snapshot_sync_ms = (time.perf_counter() - t0) * 1000
     if store is not None:
         t0 = time.perf_counter()
         keyed_snapshot = {op.uid: op.snapshot_keyed_state() for op in keyed_ops.values()}

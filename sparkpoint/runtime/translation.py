@@ -81,8 +81,9 @@ class ConstantKeySelector(KeySelector):
 class StreamGraphGenerator:
     """Turns a pipeline's transformations into the stream graph and the job plan."""
 
-    def __init__(self, pipeline: Pipeline):
+    def __init__(self, pipeline: Pipeline, configuration: Any = None):
         self.pipeline = pipeline
+        self.configuration = configuration
         self.batch = pipeline.runtime_mode.upper() == "BATCH"
 
     def generate(self) -> dict[int, StreamNode]:
@@ -94,8 +95,9 @@ class StreamGraphGenerator:
         """The job plan: the stream graph cut into stages."""
         p = self.pipeline
         # the backend is resolved here, at submission: an unknown name fails before anything runs
+        config = self.configuration.to_dict() if self.configuration is not None else {}
         return build_job_plan(self.generate(), p.job_name, p.parallelism, p.max_parallelism, p.job_parameters,
-                              state_backend=load_state_backend(p.state_backend))
+                              state_backend=load_state_backend(p.state_backend).configure(config))
 
     def get_execution_plan(self) -> str:
         """The plan as JSON (Flink's ``getExecutionPlan``): operators, uids, parallelism, inputs."""

@@ -198,9 +198,14 @@ class KeyedStateBackend(abc.ABC):
         """Continue from the working state committed at the end of ``epoch``."""
         raise StateError(f"the {self.backend_name} backend keeps no working state between epochs")
 
-    def commit(self, epoch: int) -> int:
-        """Make this epoch's changes the working state of the end of ``epoch``; returns how many changed."""
+    def commit(self, epoch: int, watermark: int | None = None) -> int:
+        """Make this epoch's changes (and the operator's ``watermark``) the working state of the end of
+        ``epoch``; returns how many entries changed."""
         raise StateError(f"the {self.backend_name} backend keeps no working state between epochs")
+
+    def committed_watermark(self) -> int | None:
+        """The watermark committed with the working state."""
+        return None
 
     def checkpoint_locally(self, checkpoint_id: int) -> str:
         """The synchronous part of a checkpoint: a local, consistent copy of the committed state."""

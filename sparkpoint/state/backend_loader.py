@@ -14,7 +14,7 @@ import importlib
 from collections.abc import Callable, Mapping
 from typing import Any, Union
 
-from sparkpoint.datastream.state_backend import HASHMAP_NAMES
+from sparkpoint.datastream.state_backend import HASHMAP_NAMES, ROCKSDB_NAMES
 from sparkpoint.errors import ConfigurationError
 from sparkpoint.state.backend import StateBackend
 
@@ -53,8 +53,7 @@ def _build(name: str) -> StateBackend:
 
 
 register_state_backend("hashmap", "sparkpoint.state.hashmap:HashMapStateBackend", aliases=HASHMAP_NAMES)
-register_state_backend("rocksdb", "sparkpoint.state.rocksdb:EmbeddedRocksDBStateBackend",
-                       aliases=("embeddedrocksdb", "embedded-rocksdb"))
+register_state_backend("rocksdb", "sparkpoint.state.rocksdb:EmbeddedRocksDBStateBackend", aliases=ROCKSDB_NAMES)
 
 
 def load_state_backend(spec: Any = None) -> StateBackend:

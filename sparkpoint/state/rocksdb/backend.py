@@ -206,14 +206,29 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         self.store.resume(epoch)
         self._load_state_kinds()
 
-    def commit(self, epoch: int) -> int:
+    def commit(self, epoch: int, watermark: int | None = None) -> int:
         """Write this epoch's changes atomically; returns how many entries and timers changed."""
         for queue in self.timer_queues.values():
             queue.flush_to(self.store.timer_writes)  # type: ignore[attr-defined]
-        changed = self.store.commit(epoch)
+        changed = self.store.commit(epoch, watermark)
         self.timer_queues.clear()
         self.tables.clear()
         return changed
+
+    def committed_watermark(self) -> int | None:
+        return self.store.watermark
+
+    def restore_in_place(self, materialize: Any) -> Any:
+        """Replace the (empty) database with one ``materialize(db_path)`` writes; returns what it returns."""
+        path, options, what = self.store.path, self.store.options, self.store.what
+        self.store.close()
+        StateStore.destroy(path)
+        result = materialize(path)
+        self.store = StateStore(path, options, what)
+        self.tables.clear()
+        self.timer_queues.clear()
+        self._load_state_kinds()
+        return result
 
     def checkpoint_locally(self, checkpoint_id: int) -> str:
         """The synchronous part of a checkpoint: a hard-linked RocksDB checkpoint of the committed state."""

@@ -42,6 +42,7 @@ META_PREFIX = b"\xff\xff"
 _META_EPOCH = META_PREFIX + b"epoch"
 _META_NAMES = META_PREFIX + b"names"
 _META_TIMER_COUNTS = META_PREFIX + b"timer-counts"
+_META_WATERMARK = META_PREFIX + b"watermark"
 _META_UNDO_EPOCH = META_PREFIX + b"undo-epoch"   # the epoch whose changes the undo log takes back
 _ABSENT = object()
 _PICKLE = pickle.HIGHEST_PROTOCOL
@@ -119,6 +120,7 @@ class StateStore:
                  read_only: bool = False):
         self.path = path
         self.what = what
+        self.options = options
         if read_only:
             self.db = rocksdict.Rdict(path, options.to_rocksdb(), access_type=rocksdict.AccessType.read_only())
         else:
@@ -130,6 +132,7 @@ class StateStore:
         self.timer_writes: dict[bytes, Optional[bytes]] = {}
         self.names: dict[str, int] = self._load_json(_META_NAMES, {})
         self.timer_counts: dict[str, int] = self._load_json(_META_TIMER_COUNTS, {})
+        self.watermark: Optional[int] = self._load_json(_META_WATERMARK, None)
 
     # -- metadata ---------------------------------------------------------------------------
     def _load_json(self, key: bytes, default: Any) -> Any:
@@ -222,8 +225,9 @@ class StateStore:
         self.timer_writes.clear()
         self.names = self._load_json(_META_NAMES, {})
         self.timer_counts = self._load_json(_META_TIMER_COUNTS, {})
+        self.watermark = self._load_json(_META_WATERMARK, None)
 
-    def commit(self, epoch: int) -> int:
+    def commit(self, epoch: int, watermark: Optional[int] = None) -> int:
         """Write this epoch's changes, its undo log and its number in one batch; returns the changed entries."""
         batch = rocksdict.WriteBatch(raw_mode=True)
         batch.delete_range(UNDO_PREFIX, _prefix_end(UNDO_PREFIX))
@@ -248,8 +252,11 @@ class StateStore:
             changed += 1
         batch.put(_META_UNDO_EPOCH, str(epoch).encode())
         batch.put(UNDO_PREFIX + _META_NAMES, b"\x01" + json.dumps(self._load_json(_META_NAMES, {})).encode())
-        batch.put(UNDO_PREFIX + _META_TIMER_COUNTS,
-                  b"\x01" + json.dumps(self._load_json(_META_TIMER_COUNTS, {})).encode())
+        for meta, default in ((_META_TIMER_COUNTS, {}), (_META_WATERMARK, None)):
+            batch.put(UNDO_PREFIX + meta, b"\x01" + json.dumps(self._load_json(meta, default)).encode())
+        if watermark is not None:
+            self.watermark = watermark
+        batch.put(_META_WATERMARK, json.dumps(self.watermark).encode())
         batch.put(_META_NAMES, json.dumps(self.names).encode())
         batch.put(_META_TIMER_COUNTS, json.dumps(self.timer_counts).encode())
         batch.put(_META_EPOCH, str(epoch).encode())

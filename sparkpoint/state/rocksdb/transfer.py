@@ -1,0 +1,147 @@
+"""Incremental checkpoints of a RocksDB database: upload what storage lacks, download to restore.
+
+The asynchronous part of an incremental checkpoint takes the local RocksDB checkpoint
+(hard links, made at the barrier) and:
+
+* uploads each SST file the job's ``shared/`` directory does not have yet, named by its
+  SHA-256 (``shared/<sha256>.sst``), so a file is uploaded once however many checkpoints
+  reference it; which local SST files are already uploaded is remembered next to the
+  database (``uploaded.json``), so unchanged files are neither read nor hashed again;
+* writes a small manifest into ``chk-N/`` with the database's other files (``MANIFEST``,
+  ``CURRENT``, ``OPTIONS``) inline and a reference (path relative to ``chk-N``, size,
+  SHA-256) to every SST file.
+
+Restoring downloads the referenced files (verifying size and SHA-256) into a directory
+that RocksDB opens as it was.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import posixpath
+import shutil
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import fsspec
+
+from sparkpoint.errors import StateError
+from sparkpoint.storage.checkpoint_storage import StreamStateHandle, read_verified, write_file
+
+__all__ = ["MANIFEST_FORMAT", "IncrementalUpload", "download_checkpoint", "read_manifest", "resolve_shared",
+           "upload_incremental"]
+
+MANIFEST_FORMAT = "sparkpoint-rocksdb-incremental"
+_RECORD = "uploaded.json"
+
+
+@dataclass(frozen=True)
+class IncrementalUpload:
+    """What one incremental upload wrote: the manifest's handle, every SST it references, the new bytes."""
+
+    manifest: StreamStateHandle
+    shared: tuple[StreamStateHandle, ...]   # paths relative to the checkpoint directory
+    uploaded_bytes: int
+
+
+def resolve_shared(location_path: str, relative: str) -> str:
+    """The file-system path of a shared file referenced from a checkpoint directory."""
+    return posixpath.normpath(posixpath.join(location_path, relative))
+
+
+def upload_incremental(local_checkpoint: str, working_dir: str, location_uri: str, shared_uri: str, name: str,
+                       info: dict[str, Any]) -> IncrementalUpload:
+    """Upload the local RocksDB checkpoint ``local_checkpoint`` as the manifest ``name`` of the checkpoint at
+    ``location_uri``, its SST files into ``shared_uri`` unless already there."""
+    fs, location = fsspec.core.url_to_fs(location_uri)
+    _, shared_dir = fsspec.core.url_to_fs(shared_uri)
+    record = _load_record(working_dir)
+    files, shared, uploaded = [], [], 0
+    for fname in sorted(os.listdir(local_checkpoint)):
+        local = os.path.join(local_checkpoint, fname)
+        if not fname.endswith(".sst"):
+            with open(local, "rb") as f:
+                data = f.read()
+            files.append({"name": fname, "inline": base64.b64encode(data).decode()})
+            continue
+        size = os.path.getsize(local)
+        known = record.get(fname)
+        if known is None or known["size"] != size or not fs.exists(known["path"]):
+            digest = _sha256_file(local)
+            target = posixpath.join(shared_dir, f"{digest}.sst")
+            if not fs.exists(target):
+                fs.makedirs(shared_dir, exist_ok=True)
+                fs.put_file(local, target + ".tmp")
+                fs.mv(target + ".tmp", target)
+                uploaded += size
+            known = record[fname] = {"path": target, "size": size, "sha256": digest}
+        handle = StreamStateHandle(posixpath.relpath(known["path"], location), size, known["sha256"])
+        shared.append(handle)
+        files.append({"name": fname, **handle.to_json()})
+    live = {f["name"] for f in files}
+    _save_record(working_dir, {k: v for k, v in record.items() if k in live})
+    body = json.dumps({"format": MANIFEST_FORMAT, "version": 1, **info, "files": files}).encode()
+    write_file(fs, posixpath.join(location, name), body)
+    manifest = StreamStateHandle(name, len(body), hashlib.sha256(body).hexdigest())
+    return IncrementalUpload(manifest, tuple(shared), uploaded + len(body))
+
+
+def read_manifest(data: bytes, what: str) -> dict[str, Any]:
+    try:
+        manifest = json.loads(data)
+    except ValueError:
+        manifest = None
+    if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT:
+        raise StateError(f"{what}: not a RocksDB incremental checkpoint manifest")
+    return manifest
+
+
+def download_checkpoint(manifest: dict[str, Any], location_uri: str, target: str, what: str,
+                        working_dir: Optional[str] = None) -> None:
+    """Materialize the database of ``manifest`` (of the checkpoint at ``location_uri``) in ``target``,
+    verifying every SST file; with ``working_dir``, remember the SST files as uploaded there."""
+    fs, location = fsspec.core.url_to_fs(location_uri)
+    if os.path.exists(target):
+        shutil.rmtree(target)
+    os.makedirs(target)
+    record = {}
+    for f in manifest["files"]:
+        local = os.path.join(target, f["name"])
+        if "inline" in f:
+            data = base64.b64decode(f["inline"])
+        else:
+            handle = StreamStateHandle.from_json(f)
+            path = resolve_shared(location, handle.path)
+            data = read_verified(fs, path, handle, f"{what}: shared file {handle.path}")
+            record[f["name"]] = {"path": path, "size": handle.size, "sha256": handle.sha256}
+        with open(local, "wb") as out:
+            out.write(data)
+    if working_dir is not None:
+        _save_record(working_dir, record)
+
+
+def _sha256_file(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _load_record(working_dir: str) -> dict[str, dict]:
+    try:
+        with open(os.path.join(working_dir, _RECORD)) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+def _save_record(working_dir: str, record: dict[str, dict]) -> None:
+    os.makedirs(working_dir, exist_ok=True)
+    tmp = os.path.join(working_dir, _RECORD + ".tmp")
+    with open(tmp, "w") as f:
+        json.dump(record, f)
+    os.replace(tmp, os.path.join(working_dir, _RECORD))
