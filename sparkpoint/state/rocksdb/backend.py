@@ -211,9 +211,13 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         for queue in self.timer_queues.values():
             queue.flush_to(self.store.timer_writes)  # type: ignore[attr-defined]
         changed = self.store.commit(epoch, watermark)
-        self.timer_queues.clear()
-        self.tables.clear()
+        self._rebind_timer_queues()
         return changed
+
+    def _rebind_timer_queues(self) -> None:
+        """Point the timer queues (the timer service holds them) at the committed database, nothing pending."""
+        for name, queue in self.timer_queues.items():
+            queue.__init__(name, self.store)  # type: ignore[misc]
 
     def committed_watermark(self) -> int | None:
         return self.store.watermark
@@ -225,8 +229,9 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         StateStore.destroy(path)
         result = materialize(path)
         self.store = StateStore(path, options, what)
-        self.tables.clear()
-        self.timer_queues.clear()
+        for table in self.tables.values():
+            table.clear()  # state objects keep their table; its views are made again over the new database
+        self._rebind_timer_queues()
         self._load_state_kinds()
         return result
 
