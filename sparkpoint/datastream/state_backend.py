@@ -4,8 +4,8 @@ A state backend decides where working state lives while the job runs: ``hashmap`
 (Python dicts per key group, saved whole to the executor's local disk after every
 epoch; for small state) or ``rocksdb`` (an embedded RocksDB database per operator and
 subtask on the executor's local disk, kept between epochs so an epoch costs what it
-changes; for large state, with incremental checkpoints). Flink's legacy backends (``MemoryStateBackend``, ``FsStateBackend``)
-are heap state plus a checkpoint location: given a directory, they set
+changes; for large state, with incremental checkpoints). Flink's legacy backends
+(``MemoryStateBackend``, ``FsStateBackend``) are heap state plus a checkpoint location: given a directory, they set
 ``state.checkpoints.dir`` (and ``state.savepoints.dir``) as Flink does.
 """
 

@@ -204,8 +204,8 @@ def _restore_keyed_state(ops: dict[int, StreamOperator], dep: TaskDeployment, st
             body = store.load_bytes(dep.keyed_state_epoch, f"operators {uids}")
             if dep.checkpoint_uploads:
                 # the asynchronous part of the barrier epoch's checkpoint(s), overlapping this task
-                uploader = CheckpointUploader(PickledSnapshots(body), dep.checkpoint_uploads, stage_id, subtask, kg_range, uids,
-                                              dep.barrier_sync_ms)
+                uploader = CheckpointUploader(PickledSnapshots(body), dep.checkpoint_uploads, stage_id, subtask,
+                                              kg_range, uids, dep.barrier_sync_ms)
             snapshots = [pickle.loads(body)]
         else:
             snapshots = [read_restored_keyed_state(entry, kg_range, max_parallelism)

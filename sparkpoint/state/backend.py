@@ -60,6 +60,7 @@ class KeyedStateBackend(abc.ABC):
 
     backend_name = ""
     keeps_working_state = False
+    working_dir = ""   # where a backend that keeps working state keeps it
 
     def __init__(self, key_group_range: KeyGroupRange, max_parallelism: int):
         self.key_group_range = key_group_range

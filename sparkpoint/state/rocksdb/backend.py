@@ -18,7 +18,7 @@ import pickle
 import shutil
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, Optional
+from typing import Any, Literal, Optional, overload
 
 from sparkpoint.common.configuration import parse_memory_bytes
 from sparkpoint.datastream.state import StateDescriptor
@@ -49,8 +49,8 @@ class EmbeddedRocksDBStateBackend(StateBackend):
     name = "rocksdb"
     keeps_working_state = True
 
-    def __init__(self, options: RocksDBOptions = RocksDBOptions(), incremental: bool = False):
-        self.options = options
+    def __init__(self, options: Optional[RocksDBOptions] = None, incremental: bool = False):
+        self.options = options or RocksDBOptions()
         self.incremental = incremental
 
     def configure(self, config: Mapping[str, Any]) -> EmbeddedRocksDBStateBackend:
@@ -85,12 +85,12 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
     keeps_working_state = True
 
     def __init__(self, key_group_range: KeyGroupRange, max_parallelism: int, working_dir: Optional[str] = None,
-                 options: RocksDBOptions = RocksDBOptions(), what: str = "keyed state", read_only_path: str = ""):
+                 options: Optional[RocksDBOptions] = None, what: str = "keyed state", read_only_path: str = ""):
         super().__init__(key_group_range, max_parallelism)
         self._temporary = working_dir is None and not read_only_path
         self.working_dir = tempfile.mkdtemp(prefix="sparkpoint-rocksdb-") if working_dir is None else working_dir
         path = read_only_path or os.path.join(self.working_dir, "db")
-        self.store = StateStore(path, options, what, read_only=bool(read_only_path))
+        self.store = StateStore(path, options or RocksDBOptions(), what, read_only=bool(read_only_path))
         self.tables: dict[str, dict[int, Any]] = {}
         self._enc_key: Any = object()
         self._enc_key_bytes = b""
@@ -115,6 +115,12 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             self._enc_key_bytes = encode_key(key)
             self._enc_key = key
         return self._enc_key_bytes if namespace is None else self._enc_key_bytes + encode_namespace(namespace)
+
+    @overload
+    def state_id(self, name: str, create: Literal[True]) -> int: ...
+
+    @overload
+    def state_id(self, name: str, create: bool = False) -> Optional[int]: ...
 
     def state_id(self, name: str, create: bool = False) -> Optional[int]:
         kind = self.state_kinds.get(name)

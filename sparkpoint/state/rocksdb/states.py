@@ -58,10 +58,11 @@ class _RocksDBState:
     """Points the heap logic at the database's entries of the current key group."""
 
     __slots__ = ()
+    state_id: int
 
     def __init__(self, backend: RocksDBKeyedStateBackend, table: dict, descriptor: StateDescriptor):
         super().__init__(backend, table, descriptor)  # type: ignore[call-arg]
-        self.state_id = backend.state_id(descriptor.name, create=True)  # type: ignore[attr-defined]
+        self.state_id = backend.state_id(descriptor.name, create=True)  # type: ignore[misc]
 
     def _entries(self) -> Any:
         backend = self.backend  # type: ignore[attr-defined]

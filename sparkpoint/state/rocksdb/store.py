@@ -180,16 +180,15 @@ class StateStore:
         for dbkey, value in list(cache.items()):
             if value is not None and dbkey.startswith(prefix):
                 slot = self.slots.get(dbkey)
-                if slot is None:
-                    raw = self.original[dbkey]
-                    slot = self.slots[dbkey] = pickle.loads(raw)[:2]  # type: ignore[arg-type]
+                if slot is None:  # read (maybe changed in place), never put: its key is in the stored bytes
+                    slot = self.slots[dbkey] = pickle.loads(self.original[dbkey] or b"")[:2]
                 yield slot[0], slot[1], value
 
     def iterate(self, prefix: bytes, db: Any = None) -> Iterator[tuple[bytes, bytes]]:
         """Raw committed ``(db key, bytes)`` under ``prefix``, in key order."""
         opts = rocksdict.ReadOptions()
         opts.set_iterate_upper_bound(_prefix_end(prefix))
-        opts.fill_cache(False)
+        opts.fill_cache(False)  # type: ignore[call-arg]  # the stub omits the flag
         yield from (db or self.db).items(from_key=prefix, read_opt=opts)
 
     # -- epochs -----------------------------------------------------------------------------
