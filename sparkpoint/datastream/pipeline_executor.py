@@ -81,6 +81,9 @@ class JobHandle(Protocol):
     def request_savepoint(self, directory: Optional[str], stop: bool = False) -> "Future":
         """A savepoint at the next epoch boundary; the future's result is its path."""
 
+    def request_checkpoint(self, full: bool = False) -> "Future":
+        """A checkpoint at the next epoch boundary (``full``: all state); the future's result is its id."""
+
     def add_listener(self, listener: Any) -> None:
         """Tell ``listener`` (a runtime ``JobListener``) what happens to the job."""
 

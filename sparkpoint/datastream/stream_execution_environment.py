@@ -139,6 +139,15 @@ class JobClient:
         """A savepoint at the next epoch boundary; the future's result is its path."""
         return self._job.request_savepoint(savepoint_directory)
 
+    def trigger_checkpoint(self, checkpoint_type: str = "CONFIGURED") -> "Future":
+        """A checkpoint at the next epoch boundary, as Flink's ``JobClient.triggerCheckpoint``:
+        ``"FULL"`` writes all state even when checkpoints are incremental, ``"INCREMENTAL"`` and
+        ``"CONFIGURED"`` follow the configuration. The future's result is the checkpoint id."""
+        kind = str(getattr(checkpoint_type, "name", checkpoint_type)).upper()
+        if kind not in ("FULL", "INCREMENTAL", "CONFIGURED"):
+            raise ValueError(f"checkpoint type {checkpoint_type!r}: use FULL, INCREMENTAL or CONFIGURED")
+        return self._job.request_checkpoint(full=kind == "FULL")
+
     def stop_with_savepoint(self, advance_to_end_of_event_time: bool = False,
                             savepoint_directory: Optional[str] = None, formatType: Any = None) -> "Future":
         """Take a savepoint, commit the sinks and stop the job; the future's result is the path."""

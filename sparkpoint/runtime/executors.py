@@ -46,6 +46,9 @@ class JobMasterHandle:
     def request_savepoint(self, directory: Optional[str], stop: bool = False) -> Future:
         return self.master.request_savepoint(directory, stop=stop).future
 
+    def request_checkpoint(self, full: bool = False) -> Future:
+        return self.master.request_checkpoint(full).future
+
     def add_listener(self, listener: Any) -> None:
         self.master.add_listener(listener)
 

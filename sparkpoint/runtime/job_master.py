@@ -155,6 +155,10 @@ class JobMaster:
         """Ask for a savepoint at the next epoch boundary (and, with ``stop``, to end the job after it)."""
         return self.savepoints.request(target_dir, stop)
 
+    def request_checkpoint(self, full: bool = False) -> SavepointRequest:
+        """Ask for a checkpoint at the next epoch boundary (``full``: all state, even when incremental)."""
+        return self.savepoints.request(None, kind="full-checkpoint" if full else "checkpoint")
+
     # -- the loop -------------------------------------------------------------------------
     def run(self) -> JobExecutionResult:
         started = time.time()
@@ -267,14 +271,14 @@ class JobMaster:
         self.status_machine.transition(JobStatus.RUNNING)
 
     # -- checkpoints and savepoints ---------------------------------------------------------
-    def _trigger(self, barrier_epoch: int, savepoint_dir: Optional[str] = None) -> Optional[int]:
+    def _trigger(self, barrier_epoch: int, savepoint_dir: Optional[str] = None, full: bool = False) -> Optional[int]:
         """Trigger a checkpoint (or savepoint) at the barrier just reached; returns its id."""
         assert self.coordinator is not None
         cp = calculate_checkpoint_plan(self.plan, self.operator_states, self.sources,
                                        self.sink_committer.pending_committables(), barrier_epoch)
         pending = self.coordinator.trigger(int(time.time() * 1000), barrier_epoch, dict(cp.driver_state),
                                            set(cp.stateful_tasks), set(cp.driver_tasks), dict(cp.operators),
-                                           savepoint_dir=savepoint_dir)
+                                           savepoint_dir=savepoint_dir, full=full)
         if pending is None:
             return None
         self.sink_committer.on_checkpoint_triggered(pending.checkpoint_id)
@@ -365,7 +369,8 @@ class JobMaster:
         if self.coordinator is not None:
             self.coordinator.receive_acknowledgements(reports)
             self._complete_checkpoints()
-            self.savepoints.trigger_queued(lambda directory: self._trigger(epoch, savepoint_dir=directory))
+            self.savepoints.trigger_queued(lambda r: self._trigger(
+                epoch, savepoint_dir=r.directory if r.is_savepoint else None, full=r.kind == "full-checkpoint"))
             self._maybe_checkpoint(epoch, force=sources_done and self._awaiting_final_checkpoint())
         finished = sources_done and not self._awaiting_final_checkpoint() and not self.savepoints.has_in_flight()
         stats = self.output.epoch_stats(epoch, reports, epoch_metrics, time.time() - t0, finished)

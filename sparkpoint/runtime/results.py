@@ -52,21 +52,31 @@ class JobExecutionResult:
 
 
 class SavepointRequest:
-    """A savepoint asked for by the CLI, the REST API or a JobClient, and its outcome."""
+    """A savepoint (or a checkpoint) asked for by the CLI, the REST API or a JobClient, and its outcome.
 
-    def __init__(self, request_id: str, directory: Optional[str], stop: bool):
+    ``kind`` is ``"savepoint"`` (the future's result is its path), ``"checkpoint"`` or
+    ``"full-checkpoint"`` (a checkpoint that writes all state even when checkpoints are
+    incremental; the result is its id).
+    """
+
+    def __init__(self, request_id: str, directory: Optional[str], stop: bool, kind: str = "savepoint"):
         from concurrent.futures import Future
 
-        self.request_id, self.directory, self.stop = request_id, directory, stop
+        self.request_id, self.directory, self.stop, self.kind = request_id, directory, stop, kind
         self.future: Future = Future()
 
-    def complete(self, location: str) -> None:
+    @property
+    def is_savepoint(self) -> bool:
+        return self.kind == "savepoint"
+
+    def complete(self, location: str, checkpoint_id: Optional[int] = None) -> None:
         if not self.future.done():
-            self.future.set_result(location)
+            self.future.set_result(location if self.is_savepoint else checkpoint_id)
 
     def fail(self, reason: str) -> None:
         if not self.future.done():
-            self.future.set_exception(CheckpointException(f"savepoint failed: {reason}"))
+            what = "savepoint" if self.is_savepoint else "checkpoint"
+            self.future.set_exception(CheckpointException(f"{what} failed: {reason}"))
 
     def status(self) -> dict:
         if not self.future.done():

@@ -30,27 +30,28 @@ class SavepointRequests:
         self._lock = threading.Lock()
         self.stop_requested = False
 
-    def request(self, target_dir: Optional[str], stop: bool = False) -> SavepointRequest:
-        """Ask for a savepoint at the next epoch boundary (with ``stop``, then end the job)."""
+    def request(self, target_dir: Optional[str], stop: bool = False, kind: str = "savepoint") -> SavepointRequest:
+        """Ask for a savepoint (or, by ``kind``, a checkpoint) at the next epoch boundary (with ``stop``,
+        then end the job)."""
         directory = target_dir or self.default_directory
-        request = SavepointRequest(uuid.uuid4().hex, directory, stop)
-        if not directory:
+        request = SavepointRequest(uuid.uuid4().hex, directory, stop, kind)
+        if not directory and request.is_savepoint:
             request.fail("no savepoint directory: pass one, or set state.savepoints.dir")
             return request
         with self._lock:
             self._queued.append(request)
         return request
 
-    def trigger_queued(self, trigger: Callable[[str], Optional[int]]) -> None:
-        """Trigger every queued request; ``trigger(directory)`` returns the checkpoint id or None."""
+    def trigger_queued(self, trigger: Callable[[SavepointRequest], Optional[int]]) -> None:
+        """Trigger every queued request; ``trigger(request)`` returns the checkpoint id or None."""
         while True:
             with self._lock:
                 if not self._queued:
                     return
                 request = self._queued.pop(0)
-            checkpoint_id = trigger(request.directory or "")
+            checkpoint_id = trigger(request)
             if checkpoint_id is None:
-                request.fail("the savepoint could not be written (see the log)")
+                request.fail("it could not be written (see the log)")
             else:
                 with self._lock:
                     self._in_flight[checkpoint_id] = request
@@ -59,7 +60,7 @@ class SavepointRequests:
         with self._lock:
             request = self._in_flight.pop(checkpoint_id, None)
         if request is not None:
-            request.complete(location)
+            request.complete(location, checkpoint_id)
             if request.stop:
                 self.stop_requested = True
 

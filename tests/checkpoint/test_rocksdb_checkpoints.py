@@ -123,3 +123,25 @@ def test_a_savepoint_switches_the_state_backend(make_env, tmp_path, first, secon
     seed_job(env2, n, out, parallelism=3)
     env2.execute("resumed")
     assert Counter(read_committed_lines(out)) == window_oracle(n)
+
+
+def test_a_full_checkpoint_on_request_writes_all_state_and_restores(make_env, tmp_path):
+    count = 20_000
+    ck = tmp_path / "ck"
+    env = make_env("local", **{"execution.epoch.max-records": 20, **ROCKSDB})
+    stream = counting_job(env, count, ck, interval_ms=3_600_000, rate=1_500)   # no periodic checkpoint
+    stream.print()
+    client = env.execute_async("counting")
+    time.sleep(0.5)
+    incremental_id = client.trigger_checkpoint("CONFIGURED").result(timeout=60)
+    full_id = client.trigger_checkpoint("FULL").result(timeout=60)
+    client.cancel()
+    client.wait(30)
+    assert full_id == incremental_id + 1
+    incremental, full = (str(next(ck.glob(f"*/chk-{i}"))) for i in (incremental_id, full_id))
+    assert list(Path(incremental).glob("keyed-*.rocksdb")) and _referenced_shared(incremental)
+    assert not list(Path(full).glob("keyed-*.rocksdb")) and not _referenced_shared(full)
+    assert sorted(p.name for p in Path(full).glob("keyed-*")) == ["keyed-s1-t0", "keyed-s1-t1"]
+    assert _restored_counts(make_env, tmp_path, full, count, **ROCKSDB) == dict(oracle_totals(count))
+    with pytest.raises(ValueError):
+        client.trigger_checkpoint("SOMETIMES")
