@@ -178,9 +178,11 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         for qname in self.store.names:
             if qname.startswith("t:"):
                 self.get_timer_queue(qname[2:])
+        # a checkpoint may be opened for part of its key groups (rescaling): its other timers stay out
+        timers = {kg: queues for kg, queues in self._snapshot_timers().items() if kg in self.key_group_range}
         return KeyedStateSnapshot(backend=self.backend_name, key_group_range=self.key_group_range,
                                   max_parallelism=self.max_parallelism, state_kinds=dict(self.state_kinds),
-                                  entries=entries, timers=self._snapshot_timers(), watermark=watermark)
+                                  entries=entries, timers=timers, watermark=watermark)
 
     def _restore_entries(self, entries: dict[int, dict[str, dict]]) -> None:
         in_range = self.key_group_range.__contains__
@@ -203,7 +205,10 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
     # -- working state between epochs -------------------------------------------------------
     def resume(self, epoch: int) -> None:
         """Continue from the committed end of ``epoch`` (rolling back a later epoch run before)."""
+        rolled_back = self.store.committed_epoch() != epoch
         self.store.resume(epoch)
+        if rolled_back:  # states first registered by the rolled-back attempt are gone with it
+            self.state_kinds.clear()
         self._load_state_kinds()
 
     def commit(self, epoch: int) -> int:
@@ -211,7 +216,6 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         for queue in self.timer_queues.values():
             queue.flush_to(self.store.timer_writes)  # type: ignore[attr-defined]
         changed = self.store.commit(epoch)
-        self.timer_queues.clear()
         self.tables.clear()
         return changed
 
@@ -222,6 +226,9 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         return path
 
     def dispose(self) -> None:
+        for queue in self.timer_queues.values():
+            queue.close()  # type: ignore[attr-defined]
+        self.timer_queues.clear()
         self.store.close()
         if self._temporary:
             shutil.rmtree(self.working_dir, ignore_errors=True)
