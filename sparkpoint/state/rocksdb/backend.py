@@ -26,7 +26,14 @@ from sparkpoint.state.backend import KeyedStateBackend, StateBackend
 from sparkpoint.state.internal import InternalKvState
 from sparkpoint.state.key_groups import KeyGroupRange
 from sparkpoint.state.rocksdb.states import ROCKSDB_STATE_CLASSES
-from sparkpoint.state.rocksdb.store import RocksDBOptions, StateStore, encode_key, encode_namespace, group_prefix
+from sparkpoint.state.rocksdb.store import (
+    RocksDBOptions,
+    StateStore,
+    encode_key,
+    encode_namespace,
+    group_prefix,
+    timer_key,
+)
 from sparkpoint.state.rocksdb.timers import RocksDBTimerQueue
 from sparkpoint.state.snapshot import KeyedStateSnapshot
 
@@ -184,9 +191,11 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         for qname in self.store.names:
             if qname.startswith("t:"):
                 self.get_timer_queue(qname[2:])
+        # a checkpoint may be opened for part of its key groups (rescaling): its other timers stay out
+        timers = {kg: queues for kg, queues in self._snapshot_timers().items() if kg in self.key_group_range}
         return KeyedStateSnapshot(backend=self.backend_name, key_group_range=self.key_group_range,
                                   max_parallelism=self.max_parallelism, state_kinds=dict(self.state_kinds),
-                                  entries=entries, timers=self._snapshot_timers(), watermark=watermark)
+                                  entries=entries, timers=timers, watermark=watermark)
 
     def _restore_entries(self, entries: dict[int, dict[str, dict]]) -> None:
         in_range = self.key_group_range.__contains__
@@ -209,16 +218,33 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
     # -- working state between epochs -------------------------------------------------------
     def resume(self, epoch: int) -> None:
         """Continue from the committed end of ``epoch`` (rolling back a later epoch run before)."""
+        rolled_back = self.store.committed_epoch() != epoch
         self.store.resume(epoch)
+        if rolled_back:  # states first registered by the rolled-back attempt are gone with it
+            self.state_kinds.clear()
         self._load_state_kinds()
+
+    def _restore_timers(self, timers: dict[int, dict[str, list]]) -> None:
+        """Into an empty database timers go straight in, as the entries do (a retried first epoch after the
+        restore then rolls back to all of the restore); otherwise through the epoch's cache."""
+        if self.store.committed_epoch() is not None or self.store.cache or self.store.timer_writes:
+            super()._restore_timers(timers)
+            return
+        direct: list[tuple[bytes, bytes]] = []
+        for kg, queues in timers.items():
+            if kg in self.key_group_range:
+                for name, entries in queues.items():
+                    queue_id = self.store.name_id(f"t:{name}")
+                    direct.extend((timer_key(queue_id, ts, key, ns),
+                                   pickle.dumps((key, ns, kg), pickle.HIGHEST_PROTOCOL)) for ts, key, ns in entries)
+                    self.store.timer_counts[name] = self.store.timer_counts.get(name, 0) + len(entries)
+        self.store.write_committed(iter(direct))
 
     def commit(self, epoch: int, watermark: int | None = None) -> int:
         """Write this epoch's changes atomically; returns how many entries and timers changed."""
         for queue in self.timer_queues.values():
             queue.flush_to(self.store.timer_writes)  # type: ignore[attr-defined]
-        changed = self.store.commit(epoch, watermark)
-        self._rebind_timer_queues()
-        return changed
+        return self.store.commit(epoch, watermark)
 
     def _rebind_timer_queues(self) -> None:
         """Point the timer queues (the timer service holds them) at the committed database, nothing pending."""
@@ -248,6 +274,9 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         return path
 
     def dispose(self) -> None:
+        for queue in self.timer_queues.values():
+            queue.close()  # type: ignore[attr-defined]
+        self.timer_queues.clear()
         self.store.close()
         if self._temporary:
             shutil.rmtree(self.working_dir, ignore_errors=True)

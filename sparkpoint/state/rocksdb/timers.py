@@ -113,6 +113,15 @@ class RocksDBTimerQueue:
         for dbkey, (_, kg, key, ns) in self.added.items():
             writes[dbkey] = pickle.dumps((key, ns, kg), pickle.HIGHEST_PROTOCOL)
         self.store.timer_counts[self.name] = len(self)
+        # the changes now belong to the store's commit: the queue goes on from the committed timers
+        self.added.clear()
+        self.heap.clear()
+        self.removed.clear()
+        self.close()
+
+    def close(self) -> None:
+        """Drop the open iterator over the committed timers: it keeps the database (and its lock) open."""
+        self._cursor = self._head = None
 
     # -- snapshot and restore ---------------------------------------------------------------
     def snapshot_key_groups(self) -> dict[int, list[tuple[int, Any, Any]]]:
