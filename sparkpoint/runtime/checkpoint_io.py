@@ -73,8 +73,9 @@ class LocalCheckpoints(SnapshotSource):
     """Local RocksDB checkpoints of a task's keyed operators, per checkpoint id and uid."""
 
     def __init__(self, paths: dict[int, dict[str, str]], working_dirs: dict[str, str], watermarks: dict[str, Any],
-                 key_groups: KeyGroupRange, max_parallelism: int):
+                 key_groups: KeyGroupRange, max_parallelism: int, ttl_cleanups: Optional[dict[str, Any]] = None):
         self.paths, self.working_dirs, self.watermarks = paths, working_dirs, watermarks
+        self.ttl_cleanups = ttl_cleanups or {}   # per uid: the live backend's (filled when its states open)
         self.key_groups, self.max_parallelism = key_groups, max_parallelism
         self._body: Optional[bytes] = None
 
@@ -84,7 +85,8 @@ class LocalCheckpoints(SnapshotSource):
 
             any_checkpoint = next(iter(self.paths.values()))
             self._body = pickle.dumps(
-                {uid: snapshot_local_checkpoint(path, self.key_groups, self.max_parallelism, self.watermarks.get(uid))
+                {uid: snapshot_local_checkpoint(path, self.key_groups, self.max_parallelism, self.watermarks.get(uid),
+                                                self.ttl_cleanups.get(uid))
                  for uid, path in any_checkpoint.items()}, pickle.HIGHEST_PROTOCOL)
         return self._body
 
@@ -124,6 +126,9 @@ class CheckpointUploader:
         self.declines: list[DeclineCheckpoint] = []
         self._thread = threading.Thread(target=self._run, args=(source, uploads, key_groups, uids),
                                         name="checkpoint-upload", daemon=True)
+
+    def start(self) -> None:
+        """Start uploading (once the task's operators are open: TTL settings are known then)."""
         self._thread.start()
 
     def _run(self, source: SnapshotSource, uploads: dict[int, CheckpointOptions], key_groups: KeyGroupRange,

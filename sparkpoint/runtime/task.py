@@ -115,6 +115,8 @@ def run_task(plan: JobPlan, stage_id: int, subtask: int, dep: TaskDeployment,
     try:
         keyed = _restore_keyed_state(ops, dep, stage_id, subtask, kg_range, plan.max_parallelism)
         _open_operators(ops, dep)
+        if keyed.uploader is not None:
+            keyed.uploader.start()  # the asynchronous part, overlapping this task
         # Step 2. Inputs.
         inputs = _read_inputs(stage, input_blobs, report)
         # Step 3. Run the operators in topological order.
@@ -237,7 +239,8 @@ def _resume_working_state(keyed_ops: dict[int, KeyedOperator], dep: TaskDeployme
                  for cid in dep.checkpoint_uploads}
         sync_ms = (time.perf_counter() - t0) * 1000
         source = LocalCheckpoints(paths, {op.uid: op.keyed_backend.working_dir for op in keyed_ops.values()},
-                                  {op.uid: op.watermark for op in keyed_ops.values()}, kg_range, max_parallelism)
+                                  {op.uid: op.watermark for op in keyed_ops.values()}, kg_range, max_parallelism,
+                                  {op.uid: op.keyed_backend.ttl_cleanups for op in keyed_ops.values()})
         uploader = CheckpointUploader(source, dep.checkpoint_uploads, stage_id, subtask, kg_range,
                                       [op.uid for op in keyed_ops.values()], sync_ms)
     return _KeyedState(keyed_ops, None, uploader)

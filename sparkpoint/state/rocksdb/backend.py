@@ -283,9 +283,12 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
 
 
 def snapshot_local_checkpoint(path: str, key_group_range: KeyGroupRange, max_parallelism: int,
-                              watermark: Optional[int] = None) -> KeyedStateSnapshot:
-    """A full :class:`KeyedStateSnapshot` of a local RocksDB checkpoint (full checkpoints and savepoints)."""
+                              watermark: Optional[int] = None,
+                              ttl_cleanups: Optional[Mapping[str, Any]] = None) -> KeyedStateSnapshot:
+    """A full :class:`KeyedStateSnapshot` of a local RocksDB checkpoint (full checkpoints and savepoints);
+    ``ttl_cleanups`` (the live backend's) leave expired values out, as the hashmap backend's snapshots do."""
     backend = RocksDBKeyedStateBackend.open_checkpoint(path, key_group_range, max_parallelism)
+    backend.ttl_cleanups = dict(ttl_cleanups or {})
     try:
         return backend.snapshot(watermark)
     finally:
