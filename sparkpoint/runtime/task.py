@@ -15,12 +15,9 @@ The same code runs in-process (the local executor) and inside Spark tasks. Steps
 
 from __future__ import annotations
 
-import os
 import pickle
 import shutil
-import tempfile
 import time
-import zlib
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -36,6 +33,7 @@ from sparkpoint.runtime.checkpoint_io import (
     restore_rocksdb_in_place,
 )
 from sparkpoint.runtime.exchange import decode_blob, encode_blob
+from sparkpoint.runtime.working_state import drop_older_attempts, working_dir
 from sparkpoint.runtime.graph import BROADCAST, GLOBAL, HASH, JobPlan, StagePlan, StreamEdge
 from sparkpoint.operators.keyed import KeyedOperator
 from sparkpoint.operators.base import IDLE, Output, StreamOperator, TaskContext
@@ -163,28 +161,24 @@ def _build_operators(plan: JobPlan, stage: StagePlan, kg_range: KeyGroupRange, t
         op = plan.nodes[nid].factory()
         op.uid = plan.uid(nid)
         if isinstance(op, KeyedOperator):
-            options = {}
-            if state_backend is not None and state_backend.keeps_working_state:
-                options["working_dir"] = working_dir(dep, stage.id, task.subtask_index, op.uid)
-                options["what"] = f"operator {op.uid!r} (stage {stage.id}, subtask {task.subtask_index})"
-                if dep.keyed_state_epoch is None:  # a fresh start or a restore: nothing local carries over
-                    shutil.rmtree(options["working_dir"], ignore_errors=True)
-            op.create_keyed_backend(kg_range, plan.max_parallelism, state_backend, **options)
+            op.create_keyed_backend(kg_range, plan.max_parallelism, state_backend,
+                                    **_working_state_options(state_backend, dep, stage.id, task.subtask_index, op.uid))
         op.setup(task, dep.operator_states.get(nid))
         ops[nid] = op
     return ops
 
 
-def working_dir(dep: TaskDeployment, stage_id: int, subtask: int, uid: str) -> str:
-    """Where a keyed operator's database lives: Spark's local dirs of this executor, unless
-    ``sparkpoint.local-state-dir`` names a local directory."""
-    root = dep.local_state_dir
-    spark_dirs = os.environ.get("SPARK_LOCAL_DIRS", "")
-    if (dep.executor_local_state and spark_dirs) or "://" in root.replace("file://", ""):
-        root = os.path.join(spark_dirs.split(",")[0] or tempfile.gettempdir(), "sparkpoint-state")
+def _working_state_options(state_backend: Any, dep: TaskDeployment, stage_id: int, subtask: int,
+                           uid: str) -> dict[str, str]:
+    """The working directory of a backend that keeps working state (empty on a fresh start or restore)."""
+    if state_backend is None or not state_backend.keeps_working_state:
+        return {}
     namespace = dep.local_state_namespace or dep.job_id
-    return os.path.join(root.replace("file://", ""), namespace, f"stage-{stage_id}", f"task-{subtask}",
-                        f"op-{zlib.crc32(uid.encode()):08x}")
+    path = working_dir(dep.local_state_dir, dep.executor_local_state, namespace, stage_id, subtask, uid)
+    if dep.keyed_state_epoch is None:  # a fresh start or a restore: nothing local carries over
+        shutil.rmtree(path, ignore_errors=True)
+        drop_older_attempts(dep.local_state_dir, dep.executor_local_state, dep.job_id, namespace)
+    return {"working_dir": path, "what": f"operator {uid!r} (stage {stage_id}, subtask {subtask})"}
 
 
 def _restore_keyed_state(ops: dict[int, StreamOperator], dep: TaskDeployment, stage_id: int, subtask: int,

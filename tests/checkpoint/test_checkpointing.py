@@ -244,13 +244,16 @@ def test_read_only_storage_fails_checkpoints_then_the_job(make_env, tmp_path):
     assert any(os.path.exists(d + "/_metadata") for d in chk_dirs(ck))
 
 
-def test_failure_restores_latest_checkpoint_in_the_same_run(make_env, tmp_path):
-    """A user function fails once mid-job: the job restores chk-N and still counts exactly."""
+@pytest.mark.parametrize("backend", ["hashmap", "rocksdb"])
+def test_failure_restores_latest_checkpoint_in_the_same_run(make_env, tmp_path, backend):
+    """A user function fails once mid-job: the job restores chk-N and still counts exactly (with rocksdb,
+    the failed attempt's databases are left behind and the new attempt's are restored from chk-N)."""
     count = 2_000
     flag = tmp_path / "failed-once"
     env = make_env("local", **{"execution.epoch.max-records": 20, "restart-strategy.type": "fixed-delay",
                                "restart-strategy.fixed-delay.attempts": 3,
-                               "restart-strategy.fixed-delay.delay": "0 ms"})
+                               "restart-strategy.fixed-delay.delay": "0 ms", "state.backend.type": backend,
+                               "execution.checkpointing.incremental": "true"})
     env.enable_checkpointing(1)
     env.get_checkpoint_config().set_checkpoint_storage_dir((tmp_path / "ck").as_uri())
     env.set_parallelism(2)
