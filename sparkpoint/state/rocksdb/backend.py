@@ -46,7 +46,9 @@ MEMORY_KEYS = {
     "state.backend.rocksdb.writebuffer.size": "write_buffer_bytes",
     "state.backend.rocksdb.writebuffer.count": "max_write_buffers",
     "state.backend.rocksdb.files.open": "max_open_files",
+    "sparkpoint.rocksdb.epoch-cache.entries": "max_cached_entries",   # ours: decoded entries per epoch
 }
+_COUNTS = ("max_write_buffers", "max_open_files", "max_cached_entries")
 INCREMENTAL_KEYS = ("execution.checkpointing.incremental", "state.backend.incremental")
 
 
@@ -66,8 +68,7 @@ class EmbeddedRocksDBStateBackend(StateBackend):
         for key, field_name in MEMORY_KEYS.items():
             value = config.get(key)
             if value not in (None, ""):
-                fields[field_name] = int(value) if field_name in ("max_write_buffers", "max_open_files") \
-                    else parse_memory_bytes(value)
+                fields[field_name] = int(value) if field_name in _COUNTS else parse_memory_bytes(value)
         incremental = self.incremental
         for key in INCREMENTAL_KEYS:
             value = config.get(key)

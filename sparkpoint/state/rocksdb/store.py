@@ -44,6 +44,7 @@ _META_NAMES = META_PREFIX + b"names"
 _META_TIMER_COUNTS = META_PREFIX + b"timer-counts"
 _META_WATERMARK = META_PREFIX + b"watermark"
 _META_UNDO_EPOCH = META_PREFIX + b"undo-epoch"   # the epoch whose changes the undo log takes back
+_META_IN_PROGRESS = META_PREFIX + b"in-progress"  # an unfinished epoch spilled changes (the undo log has them)
 _ABSENT = object()
 _PICKLE = pickle.HIGHEST_PROTOCOL
 _TS_OFFSET = 1 << 63
@@ -81,6 +82,7 @@ class RocksDBOptions:
     write_buffer_bytes: int = 8 * 1024 * 1024
     max_write_buffers: int = 2
     max_open_files: int = -1
+    max_cached_entries: int = 100_000   # entries an epoch keeps decoded before it spills changes to the DB
 
     def to_rocksdb(self) -> rocksdict.Options:
         opts = rocksdict.Options(raw_mode=True)
@@ -130,6 +132,10 @@ class StateStore:
         self.original: dict[bytes, Optional[bytes]] = {}  # db key -> its bytes at the start of the epoch
         self.slots: dict[bytes, tuple[Any, Any]] = {}     # db key -> (key, namespace)
         self.timer_writes: dict[bytes, Optional[bytes]] = {}
+        self.max_cached = options.max_cached_entries
+        self.spilled: set[bytes] = set()   # keys whose pre-epoch bytes are in the undo log already
+        self.spilled_changes = 0
+        self.in_progress = False
         self.names: dict[str, int] = self._load_json(_META_NAMES, {})
         self.timer_counts: dict[str, int] = self._load_json(_META_TIMER_COUNTS, {})
         self.watermark: Optional[int] = self._load_json(_META_WATERMARK, None)
@@ -154,6 +160,8 @@ class StateStore:
     def get(self, dbkey: bytes) -> Any:
         value = self.cache.get(dbkey, _ABSENT)
         if value is _ABSENT:
+            if len(self.cache) >= self.max_cached:
+                self._spill()
             raw = self.db.get(dbkey)
             self.original[dbkey] = raw
             value = None if raw is None else pickle.loads(raw)[2]
@@ -162,12 +170,16 @@ class StateStore:
 
     def put(self, dbkey: bytes, slot: tuple[Any, Any], value: Any) -> None:
         if dbkey not in self.original:
+            if len(self.cache) >= self.max_cached:
+                self._spill()
             self.original[dbkey] = self.db.get(dbkey)
         self.cache[dbkey] = value
         self.slots[dbkey] = slot
 
     def delete(self, dbkey: bytes) -> None:
         if dbkey not in self.original:
+            if len(self.cache) >= self.max_cached:
+                self._spill()
             self.original[dbkey] = self.db.get(dbkey)
         self.cache[dbkey] = None
 
@@ -195,6 +207,8 @@ class StateStore:
     def resume(self, epoch: int) -> None:
         """Make the database hold the state of the end of ``epoch``: it does, or it is one epoch ahead
         (this epoch runs again) and is rolled back with the undo log. Anything else is an error."""
+        if self.db.get(_META_IN_PROGRESS) is not None:  # an attempt of the next epoch died after spilling
+            self._apply_undo(self.committed_epoch())
         committed = self.committed_epoch()
         if committed == epoch:
             return
@@ -207,6 +221,10 @@ class StateStore:
             f"the job restores from its latest checkpoint")
 
     def _roll_back(self, epoch: int) -> None:
+        self._apply_undo(epoch)
+
+    def _apply_undo(self, epoch: Optional[int]) -> None:
+        """Put back every entry the undo log holds and mark the database as of ``epoch``."""
         batch = rocksdict.WriteBatch(raw_mode=True)
         for dbkey, raw in self.iterate(UNDO_PREFIX):
             target = dbkey[len(UNDO_PREFIX):]
@@ -216,21 +234,66 @@ class StateStore:
                 batch.delete(target)
         batch.delete_range(UNDO_PREFIX, _prefix_end(UNDO_PREFIX))
         batch.delete(_META_UNDO_EPOCH)
-        batch.put(_META_EPOCH, str(epoch).encode())
+        batch.delete(_META_IN_PROGRESS)
+        if epoch is None:
+            batch.delete(_META_EPOCH)
+        else:
+            batch.put(_META_EPOCH, str(epoch).encode())
         self.db.write(batch)
-        self.cache.clear()
-        self.original.clear()
-        self.slots.clear()
-        self.timer_writes.clear()
+        self._clear_epoch()
         self.names = self._load_json(_META_NAMES, {})
         self.timer_counts = self._load_json(_META_TIMER_COUNTS, {})
         self.watermark = self._load_json(_META_WATERMARK, None)
 
+    def _clear_epoch(self) -> None:
+        self.cache.clear()
+        self.original.clear()
+        self.slots.clear()
+        self.timer_writes.clear()
+        self.spilled.clear()
+        self.spilled_changes = 0
+        self.in_progress = False
+
+    def _spill(self) -> None:
+        """Write the cached changes so far (with their undo entries) and forget the cache: an epoch keeps at
+        most ``max_cached_entries`` decoded. A crash before the commit leaves them undone by :meth:`resume`."""
+        changes = self._changes()
+        if changes:
+            batch = rocksdict.WriteBatch(raw_mode=True)
+            if not self.in_progress:  # the previous epoch can no longer run again: its undo log goes
+                batch.delete_range(UNDO_PREFIX, _prefix_end(UNDO_PREFIX))
+                batch.delete(_META_UNDO_EPOCH)
+                batch.put(_META_IN_PROGRESS, b"1")
+                self.in_progress = True
+            for dbkey, old, new in changes:
+                self._write(batch, dbkey, old, new, undo=dbkey not in self.spilled)
+                self.spilled.add(dbkey)
+            self.db.write(batch)
+            self.spilled_changes += len(changes)
+        self.cache.clear()
+        self.original.clear()
+        self.slots.clear()
+
     def commit(self, epoch: int, watermark: Optional[int] = None) -> int:
         """Write this epoch's changes, its undo log and its number in one batch; returns the changed entries."""
         batch = rocksdict.WriteBatch(raw_mode=True)
-        batch.delete_range(UNDO_PREFIX, _prefix_end(UNDO_PREFIX))
-        changed = 0
+        if not self.in_progress:
+            batch.delete_range(UNDO_PREFIX, _prefix_end(UNDO_PREFIX))
+        changes = self._changes()
+        for dbkey, old, new in changes:
+            self._write(batch, dbkey, old, new, undo=dbkey not in self.spilled)
+        changed = len(changes) + self.spilled_changes
+        for dbkey, new in self.timer_writes.items():
+            self._write(batch, dbkey, self.db.get(dbkey), new)
+            changed += 1
+        self._commit_meta(batch, epoch, watermark)
+        self.db.write(batch)
+        self._clear_epoch()
+        return changed
+
+    def _changes(self) -> list[tuple[bytes, Optional[bytes], Optional[bytes]]]:
+        """``(db key, old bytes, new bytes)`` of the cached entries whose bytes changed (``None``: absent)."""
+        changes = []
         for dbkey, value in self.cache.items():
             old = self.original.get(dbkey)
             if value is None:
@@ -244,11 +307,11 @@ class StateStore:
                 new = pickle.dumps((slot[0], slot[1], value), _PICKLE)
                 if new == old:
                     continue
-            self._write(batch, dbkey, old, new)
-            changed += 1
-        for dbkey, new in self.timer_writes.items():
-            self._write(batch, dbkey, self.db.get(dbkey), new)
-            changed += 1
+            changes.append((dbkey, old, new))
+        return changes
+
+    def _commit_meta(self, batch: rocksdict.WriteBatch, epoch: int, watermark: Optional[int]) -> None:
+        batch.delete(_META_IN_PROGRESS)
         batch.put(_META_UNDO_EPOCH, str(epoch).encode())
         batch.put(UNDO_PREFIX + _META_NAMES, b"\x01" + json.dumps(self._load_json(_META_NAMES, {})).encode())
         for meta, default in ((_META_TIMER_COUNTS, {}), (_META_WATERMARK, None)):
@@ -259,16 +322,12 @@ class StateStore:
         batch.put(_META_NAMES, json.dumps(self.names).encode())
         batch.put(_META_TIMER_COUNTS, json.dumps(self.timer_counts).encode())
         batch.put(_META_EPOCH, str(epoch).encode())
-        self.db.write(batch)
-        self.cache.clear()
-        self.original.clear()
-        self.slots.clear()
-        self.timer_writes.clear()
-        return changed
 
     @staticmethod
-    def _write(batch: rocksdict.WriteBatch, dbkey: bytes, old: Optional[bytes], new: Optional[bytes]) -> None:
-        batch.put(UNDO_PREFIX + dbkey, b"\x00" if old is None else b"\x01" + old)
+    def _write(batch: rocksdict.WriteBatch, dbkey: bytes, old: Optional[bytes], new: Optional[bytes],
+               undo: bool = True) -> None:
+        if undo:
+            batch.put(UNDO_PREFIX + dbkey, b"\x00" if old is None else b"\x01" + old)
         if new is None:
             batch.delete(dbkey)
         else:

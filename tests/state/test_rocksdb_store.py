@@ -1,0 +1,94 @@
+"""The rocksdb store's bounds: an epoch's cache spills to the database, expired values stay out of snapshots."""
+
+from __future__ import annotations
+
+import random
+
+from backend_suite import EVERY_KEY_GROUP
+from test_backend_conformance import _contents, _fill
+
+from sparkpoint.common import Time
+from sparkpoint.datastream.state import StateTtlConfig, ValueStateDescriptor
+from sparkpoint.state.key_groups import KeyGroupRange
+from sparkpoint.state.rocksdb.backend import EmbeddedRocksDBStateBackend, snapshot_local_checkpoint
+from sparkpoint.state.rocksdb.store import RocksDBOptions
+
+MAXP = 128
+RANGE = KeyGroupRange(0, MAXP - 1)
+
+
+def _ttl_descriptor() -> ValueStateDescriptor:
+    descriptor = ValueStateDescriptor("v")
+    descriptor.enable_time_to_live(StateTtlConfig.new_builder(Time.milliseconds(100)).build())
+    return descriptor
+
+
+def test_snapshot_of_a_local_checkpoint_leaves_out_expired_values(tmp_path):
+    backend = EmbeddedRocksDBStateBackend().create_keyed_backend(RANGE, MAXP, working_dir=str(tmp_path / "w"))
+    backend.set_current_processing_time(0)
+    state = backend.get_partitioned_state(None, _ttl_descriptor())
+    for key, written_at in (("old", 0), ("new", 150)):
+        backend.set_current_processing_time(written_at)
+        backend.set_current_key(key)
+        state.update(key.upper())
+    backend.commit(1)
+    path = backend.checkpoint_locally(1)
+    backend.set_current_processing_time(200)   # "old" expired at 100, "new" lives until 250
+    kept = snapshot_local_checkpoint(path, RANGE, MAXP, ttl_cleanups=backend.ttl_cleanups)
+    everything = snapshot_local_checkpoint(path, RANGE, MAXP)
+    backend.dispose()
+
+    def keys(snapshot):
+        return sorted(k for states in snapshot.entries.values() for (k, _ns) in states.get("v", {}))
+
+    assert keys(kept) == ["new"]
+    assert keys(everything) == ["new", "old"]   # without the live backend's TTL settings nothing is dropped
+
+
+SPILLING = EmbeddedRocksDBStateBackend(RocksDBOptions(max_cached_entries=16))
+
+
+def _open(working_dir, resume=None):
+    backend = SPILLING.create_keyed_backend(EVERY_KEY_GROUP, MAXP, working_dir=str(working_dir))
+    if resume is not None:
+        backend.resume(resume)
+    return backend
+
+
+def _epoch(working_dir, epoch, seed, commit=True):
+    """One epoch of random writes (far more entries than the cache holds); returns the model after it."""
+    backend = _open(working_dir, None if epoch == 1 else epoch - 1)
+    _fill(backend, random.Random(seed))
+    assert backend.store.in_progress, "the epoch did not spill"
+    if commit:
+        backend.commit(epoch)
+    got = _contents(backend)
+    backend.dispose()
+    return got
+
+
+def _state_at(working_dir, epoch):
+    backend = _open(working_dir, epoch)
+    try:
+        return _contents(backend)
+    finally:
+        backend.dispose()
+
+
+def test_an_epoch_larger_than_the_cache_spills_and_commits_exactly(tmp_path):
+    after_1 = _epoch(tmp_path, 1, seed=1)
+    assert after_1[0] and _state_at(tmp_path, 1) == after_1
+    after_2 = _epoch(tmp_path, 2, seed=2)
+    assert after_2 != after_1 and _state_at(tmp_path, 2) == after_2
+
+
+def test_a_crash_after_spilling_leaves_the_previous_epoch(tmp_path):
+    after_1 = _epoch(tmp_path, 1, seed=1)
+    _epoch(tmp_path, 2, seed=2, commit=False)      # died mid-epoch: spilled changes are in the database
+    assert _state_at(tmp_path, 1) == after_1
+
+
+def test_a_committed_epoch_that_spilled_rolls_back_completely(tmp_path):
+    after_1 = _epoch(tmp_path, 1, seed=1)
+    _epoch(tmp_path, 2, seed=2)
+    assert _state_at(tmp_path, 1) == after_1      # epoch 2 runs again: back to the end of epoch 1
