@@ -181,7 +181,8 @@ class CheckpointUploader:
         return [handle], {}, len(body)
 
     def join(self) -> tuple[list[AcknowledgeCheckpoint], list[DeclineCheckpoint]]:
-        self._thread.join()
+        if self._thread.is_alive() or self._thread.ident is not None:
+            self._thread.join()
         return self.acks, self.declines
 
 

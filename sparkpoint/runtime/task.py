@@ -109,8 +109,10 @@ def run_task(plan: JobPlan, stage_id: int, subtask: int, dep: TaskDeployment,
     report = TaskReport(stage_id=stage_id, subtask=subtask, epoch=dep.epoch)
     # Step 1. Operators and their state.
     kg_range = compute_key_group_range_for_operator_index(plan.max_parallelism, stage.parallelism, subtask)
-    ops = _build_operators(plan, stage, kg_range, task, dep)
+    ops: dict[int, StreamOperator] = {}
+    keyed: Optional[_KeyedState] = None
     try:
+        _build_operators(plan, stage, kg_range, task, dep, ops)
         keyed = _restore_keyed_state(ops, dep, stage_id, subtask, kg_range, plan.max_parallelism)
         _open_operators(ops, dep)
         if keyed.uploader is not None:
@@ -125,6 +127,8 @@ def run_task(plan: JobPlan, stage_id: int, subtask: int, dep: TaskDeployment,
         _close_operators(ops, report)
         _snapshot_keyed_state(keyed, dep, report)
     except BaseException:
+        if keyed is not None and keyed.uploader is not None:
+            keyed.uploader.join()  # a late upload must not touch what a retry of this task makes
         _dispose_keyed_backends(ops)  # a retry in this worker must be able to open the databases again
         raise
     report.metrics = task.metrics
@@ -153,9 +157,8 @@ class _Inputs:
 
 
 def _build_operators(plan: JobPlan, stage: StagePlan, kg_range: KeyGroupRange, task: TaskContext,
-                     dep: TaskDeployment) -> dict[int, StreamOperator]:
-    """Create the stage's runtime operators and give them their operator state (Step 1)."""
-    ops: dict[int, StreamOperator] = {}
+                     dep: TaskDeployment, ops: dict[int, StreamOperator]) -> None:
+    """Create the stage's runtime operators into ``ops`` and give them their operator state (Step 1)."""
     state_backend = load_state_backend(plan.state_backend) if stage.keyed else None
     for nid in stage.nodes:
         op = plan.nodes[nid].factory()
@@ -163,9 +166,8 @@ def _build_operators(plan: JobPlan, stage: StagePlan, kg_range: KeyGroupRange, t
         if isinstance(op, KeyedOperator):
             op.create_keyed_backend(kg_range, plan.max_parallelism, state_backend,
                                     **_working_state_options(state_backend, dep, stage.id, task.subtask_index, op.uid))
-        op.setup(task, dep.operator_states.get(nid))
         ops[nid] = op
-    return ops
+        op.setup(task, dep.operator_states.get(nid))
 
 
 def _working_state_options(state_backend: Any, dep: TaskDeployment, stage_id: int, subtask: int,

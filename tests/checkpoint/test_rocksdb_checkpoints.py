@@ -145,3 +145,18 @@ def test_a_full_checkpoint_on_request_writes_all_state_and_restores(make_env, tm
     assert _restored_counts(make_env, tmp_path, full, count, **ROCKSDB) == dict(oracle_totals(count))
     with pytest.raises(ValueError):
         client.trigger_checkpoint("SOMETIMES")
+
+
+def test_a_restored_job_does_not_depend_on_the_shared_files_of_the_job_it_came_from(make_env, tmp_path):
+    """NO_CLAIM, as Flink: once the restored job checkpoints, its checkpoints reference only its own
+    shared files, so the first job may delete its checkpoints (or the user its directory)."""
+    ck_a, ck_b = tmp_path / "ck-a", tmp_path / "ck-b"
+    env = make_env("local", **{"execution.epoch.max-records": 20, **ROCKSDB})
+    first = _run_until_checkpoint_id(env, counting_job(env, 40_000, ck_a, rate=1_500), ck_a, 3)[-1]
+    env2 = make_env("local", **{"execution.epoch.max-records": 20, "execution.savepoint.path": first, **ROCKSDB})
+    restored = _run_until_checkpoint_id(env2, counting_job(env2, 40_000, ck_b, rate=1_500), ck_b, 6)
+    assert restored
+    own_shared = str(Path(restored[-1]).parent / "shared")
+    for chk in restored:
+        files = _referenced_shared(chk)
+        assert files and all(f.startswith(own_shared + os.sep) for f in files), (chk, sorted(files))

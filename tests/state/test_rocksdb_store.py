@@ -92,3 +92,26 @@ def test_a_committed_epoch_that_spilled_rolls_back_completely(tmp_path):
     after_1 = _epoch(tmp_path, 1, seed=1)
     _epoch(tmp_path, 2, seed=2)
     assert _state_at(tmp_path, 1) == after_1      # epoch 2 runs again: back to the end of epoch 1
+
+
+def test_expired_ttl_values_are_swept_from_the_database(tmp_path):
+    """New keys every epoch, each living 100 ms: the database holds the live ones, not all ever written."""
+    live_per_epoch = 100
+    epochs = 8
+    for epoch in range(1, epochs + 1):
+        backend = EmbeddedRocksDBStateBackend(RocksDBOptions(ttl_sweep_entries=150)).create_keyed_backend(
+            RANGE, MAXP, working_dir=str(tmp_path / "w"))
+        if epoch > 1:
+            backend.resume(epoch - 1)
+        now = epoch * 1_000                           # every epoch 1 s later: older values have expired
+        backend.set_current_processing_time(now)
+        state = backend.get_partitioned_state(None, _ttl_descriptor())
+        for i in range(live_per_epoch):
+            backend.set_current_key(f"e{epoch}-k{i}")
+            state.update(i)
+        backend.commit(epoch)
+        stored = sum(1 for _ in backend.store.iterate_range(b"\x00\x00", b"\xff\xfd"))
+        backend.dispose()
+        # a sweep of 150 entries per epoch keeps up with 100 new values per epoch
+        assert stored <= 2 * live_per_epoch + 50, (epoch, stored)
+    assert epochs * live_per_epoch > 2 * live_per_epoch + 50   # without the sweep the bound would not hold

@@ -16,6 +16,7 @@ import copy
 import os
 import pickle
 import shutil
+import struct
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Literal, Optional, overload
@@ -47,8 +48,9 @@ MEMORY_KEYS = {
     "state.backend.rocksdb.writebuffer.count": "max_write_buffers",
     "state.backend.rocksdb.files.open": "max_open_files",
     "sparkpoint.rocksdb.epoch-cache.entries": "max_cached_entries",   # ours: decoded entries per epoch
+    "sparkpoint.rocksdb.ttl-sweep.entries": "ttl_sweep_entries",      # ours: entries checked for expiry
 }
-_COUNTS = ("max_write_buffers", "max_open_files", "max_cached_entries")
+_COUNTS = ("max_write_buffers", "max_open_files", "max_cached_entries", "ttl_sweep_entries")
 INCREMENTAL_KEYS = ("execution.checkpointing.incremental", "state.backend.incremental")
 
 
@@ -96,7 +98,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
                  options: Optional[RocksDBOptions] = None, what: str = "keyed state", read_only_path: str = ""):
         super().__init__(key_group_range, max_parallelism)
         self._temporary = working_dir is None and not read_only_path
-        self.working_dir = tempfile.mkdtemp(prefix="sparkpoint-rocksdb-") if working_dir is None else working_dir
+        self.working_dir = tempfile.mkdtemp(prefix="sparkpoint-rocksdb-") if self._temporary else (working_dir or "")
         path = read_only_path or os.path.join(self.working_dir, "db")
         self.store = StateStore(path, options or RocksDBOptions(), what, read_only=bool(read_only_path))
         self.tables: dict[str, dict[int, Any]] = {}
@@ -241,8 +243,40 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
                     self.store.timer_counts[name] = self.store.timer_counts.get(name, 0) + len(entries)
         self.store.write_committed(iter(direct))
 
+    def sweep_expired(self, budget: int) -> int:
+        """Drop expired values of TTL states: check ``budget`` stored entries from where the last epoch's
+        sweep stopped, wrapping around (Flink's incremental cleanup; what RocksDB's compaction filter does
+        there). Returns how many entries were removed. Changes go through the epoch, so they commit with it."""
+        ttl_states = {}
+        for name in self.ttl_cleanups:
+            sid = self.state_id(name)
+            if sid is not None:
+                ttl_states[sid] = name
+        if not ttl_states or budget <= 0:
+            return 0
+        start = self.store.sweep_cursor or group_prefix(self.key_group_range.start, 0)
+        end = group_prefix(self.key_group_range.end + 1, 0)
+        removed, next_cursor = 0, None
+        for n, (dbkey, raw) in enumerate(self.store.iterate_range(start, end)):
+            if n >= budget:
+                next_cursor = dbkey
+                break
+            name = ttl_states.get(struct.unpack(">H", dbkey[2:4])[0])
+            if name is None or dbkey in self.store.cache:
+                continue
+            key, ns, value = pickle.loads(raw)
+            kept = self.ttl_cleanups[name](self.state_kinds[name], value)
+            if kept is None:
+                self.store.delete(dbkey)
+                removed += 1
+            elif kept != value:
+                self.store.put(dbkey, (key, ns), kept)
+        self.store.set_sweep_cursor(next_cursor)
+        return removed
+
     def commit(self, epoch: int, watermark: int | None = None) -> int:
-        """Write this epoch's changes atomically; returns how many entries and timers changed."""
+        """Write this epoch's changes atomically (after a TTL sweep); returns how many entries and timers changed."""
+        self.sweep_expired(self.store.options.ttl_sweep_entries)
         for queue in self.timer_queues.values():
             queue.flush_to(self.store.timer_writes)  # type: ignore[attr-defined]
         return self.store.commit(epoch, watermark)

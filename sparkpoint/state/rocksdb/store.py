@@ -44,6 +44,7 @@ _META_NAMES = META_PREFIX + b"names"
 _META_TIMER_COUNTS = META_PREFIX + b"timer-counts"
 _META_WATERMARK = META_PREFIX + b"watermark"
 _META_UNDO_EPOCH = META_PREFIX + b"undo-epoch"   # the epoch whose changes the undo log takes back
+_META_SWEEP = META_PREFIX + b"ttl-sweep-cursor"   # where the next TTL sweep starts (a hint: no undo)
 _META_IN_PROGRESS = META_PREFIX + b"in-progress"  # an unfinished epoch spilled changes (the undo log has them)
 _ABSENT = object()
 _PICKLE = pickle.HIGHEST_PROTOCOL
@@ -83,6 +84,7 @@ class RocksDBOptions:
     max_write_buffers: int = 2
     max_open_files: int = -1
     max_cached_entries: int = 100_000   # entries an epoch keeps decoded before it spills changes to the DB
+    ttl_sweep_entries: int = 10_000     # stored entries an epoch checks for expired TTL values
 
     def to_rocksdb(self) -> rocksdict.Options:
         opts = rocksdict.Options(raw_mode=True)
@@ -136,6 +138,7 @@ class StateStore:
         self.spilled: set[bytes] = set()   # keys whose pre-epoch bytes are in the undo log already
         self.spilled_changes = 0
         self.in_progress = False
+        self.next_sweep_cursor: Any = _ABSENT
         self.names: dict[str, int] = self._load_json(_META_NAMES, {})
         self.timer_counts: dict[str, int] = self._load_json(_META_TIMER_COUNTS, {})
         self.watermark: Optional[int] = self._load_json(_META_WATERMARK, None)
@@ -198,10 +201,21 @@ class StateStore:
 
     def iterate(self, prefix: bytes, db: Any = None) -> Iterator[tuple[bytes, bytes]]:
         """Raw committed ``(db key, bytes)`` under ``prefix``, in key order."""
+        return self.iterate_range(prefix, _prefix_end(prefix), db)
+
+    def iterate_range(self, start: bytes, end: bytes, db: Any = None) -> Iterator[tuple[bytes, bytes]]:
+        """Raw committed ``(db key, bytes)`` from ``start`` (inclusive) to ``end`` (exclusive)."""
         opts = rocksdict.ReadOptions()
-        opts.set_iterate_upper_bound(_prefix_end(prefix))
+        opts.set_iterate_upper_bound(end)
         opts.fill_cache(False)  # type: ignore[call-arg]  # the stub omits the flag
-        yield from (db or self.db).items(from_key=prefix, read_opt=opts)
+        yield from (db or self.db).items(from_key=start, read_opt=opts)
+
+    @property
+    def sweep_cursor(self) -> Optional[bytes]:
+        return self.db.get(_META_SWEEP)
+
+    def set_sweep_cursor(self, cursor: Optional[bytes]) -> None:
+        self.next_sweep_cursor = cursor  # written with the commit
 
     # -- epochs -----------------------------------------------------------------------------
     def resume(self, epoch: int) -> None:
@@ -253,6 +267,7 @@ class StateStore:
         self.spilled.clear()
         self.spilled_changes = 0
         self.in_progress = False
+        self.next_sweep_cursor = _ABSENT
 
     def _spill(self) -> None:
         """Write the cached changes so far (with their undo entries) and forget the cache: an epoch keeps at
@@ -312,6 +327,11 @@ class StateStore:
 
     def _commit_meta(self, batch: rocksdict.WriteBatch, epoch: int, watermark: Optional[int]) -> None:
         batch.delete(_META_IN_PROGRESS)
+        if self.next_sweep_cursor is not _ABSENT:
+            if self.next_sweep_cursor is None:
+                batch.delete(_META_SWEEP)
+            else:
+                batch.put(_META_SWEEP, self.next_sweep_cursor)
         batch.put(_META_UNDO_EPOCH, str(epoch).encode())
         batch.put(UNDO_PREFIX + _META_NAMES, b"\x01" + json.dumps(self._load_json(_META_NAMES, {})).encode())
         for meta, default in ((_META_TIMER_COUNTS, {}), (_META_WATERMARK, None)):

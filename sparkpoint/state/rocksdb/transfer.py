@@ -69,7 +69,10 @@ def upload_incremental(local_checkpoint: str, working_dir: str, location_uri: st
             continue
         size = os.path.getsize(local)
         known = record.get(fname)
-        if known is None or known["size"] != size or not fs.exists(known["path"]):
+        # a file of another job's shared/ (this database was restored from its checkpoint) is copied into ours:
+        # that job may delete it (NO_CLAIM, as Flink restores a checkpoint it does not own)
+        if (known is None or known["size"] != size or not known["path"].startswith(shared_dir.rstrip("/") + "/")
+                or not fs.exists(known["path"])):
             digest = _sha256_file(local)
             target = posixpath.join(shared_dir, f"{digest}.sst")
             if not fs.exists(target):
