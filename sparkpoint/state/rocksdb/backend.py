@@ -247,7 +247,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         """Drop expired values of TTL states: check ``budget`` stored entries from where the last epoch's
         sweep stopped, wrapping around (Flink's incremental cleanup; what RocksDB's compaction filter does
         there). Returns how many entries were removed. Changes go through the epoch, so they commit with it."""
-        ttl_states = {}
+        ttl_states: dict[int, str] = {}
         for name in self.ttl_cleanups:
             sid = self.state_id(name)
             if sid is not None:
@@ -261,11 +261,11 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             if n >= budget:
                 next_cursor = dbkey
                 break
-            name = ttl_states.get(struct.unpack(">H", dbkey[2:4])[0])
-            if name is None or dbkey in self.store.cache:
+            state = ttl_states.get(struct.unpack(">H", dbkey[2:4])[0])
+            if state is None or dbkey in self.store.cache:
                 continue
             key, ns, value = pickle.loads(raw)
-            kept = self.ttl_cleanups[name](self.state_kinds[name], value)
+            kept = self.ttl_cleanups[state](self.state_kinds[state], value)
             if kept is None:
                 self.store.delete(dbkey)
                 removed += 1
