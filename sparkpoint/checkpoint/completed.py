@@ -40,9 +40,9 @@ class CompletedCheckpoint:
 class SharedStateRegistry:
     """Reference counts of files shared between checkpoints (incremental state).
 
-    Full snapshots (the hashmap backend) share no files, so today nothing registers here;
-    incremental RocksDB checkpoints will register the SST files they upload to ``shared/``,
-    and subsumption deletes only files no retained checkpoint still references.
+    Incremental RocksDB checkpoints register the SST files they reference in ``shared/`` when
+    they complete (full snapshots share no files); subsuming or discarding a checkpoint deletes
+    only files no retained checkpoint still references.
     """
 
     def __init__(self) -> None:

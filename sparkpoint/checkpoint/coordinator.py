@@ -87,9 +87,8 @@ class CheckpointSettings:
         self.retention = cc.get_externalized_checkpoint_retention().name
         self.directory = cc.get_checkpoint_storage_dir()
         self.num_retained = int(conf.get("state.checkpoints.num-retained", 1))
-        # only backends that keep working state (rocksdb) checkpoint incrementally; others write it all
-        self.incremental = any(str(conf.get(k, "")).strip().lower() == "true"
-                               for k in ("execution.checkpointing.incremental", "state.backend.incremental"))
+        # set from the job's state backend: only rocksdb checkpoints incrementally; others write it all
+        self.incremental = False
 
     @property
     def exactly_once(self) -> bool:

@@ -85,6 +85,7 @@ class JobMaster:
         self.executor_local_state = not config.get_string("sparkpoint.local-state-dir")
         self.local_state_dir = config.get_string("sparkpoint.local-state-dir") or _default_local_dir()
         self.checkpointing = CheckpointSettings(config)
+        self.checkpointing.incremental = bool(getattr(plan.state_backend, "incremental", False))
         self.coordinator: Optional[CheckpointCoordinator] = None
         self.listeners: list[JobListener] = []
         self.status_machine = JobStatusMachine(self.job_id, self._status_changed)

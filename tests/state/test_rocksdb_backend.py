@@ -468,13 +468,15 @@ def test_snapshots_of_two_subtasks_rescale_every_entry_exactly_once(tmp_path, pa
 # -- configuration ---------------------------------------------------------------------------------
 
 def test_configure_reads_flinks_keys_into_a_copy():
-    configured = ROCKSDB.configure({"state.backend.rocksdb.block.cache-size": "64mb",
+    configured = ROCKSDB.configure({"state.backend.rocksdb.memory.fixed-per-slot": "128mb",
+                                    "state.backend.rocksdb.memory.write-buffer-ratio": "0.25",
                                     "state.backend.rocksdb.writebuffer.size": "4 mb",
                                     "execution.checkpointing.incremental": "true",
                                     "state.backend.incremental": "false"})
-    assert (configured.options.block_cache_bytes, configured.options.write_buffer_bytes) == (64 << 20, 4 << 20)
+    options = configured.options
+    assert (options.memory_bytes, options.write_buffer_ratio, options.write_buffer_bytes) == (128 << 20, 0.25, 4 << 20)
     assert configured.incremental is True and ROCKSDB.incremental is False
-    assert ROCKSDB.options.block_cache_bytes == 16 << 20
+    assert ROCKSDB.options.memory_bytes == 64 << 20
     assert configured.configure({"state.backend.incremental": "false"}).incremental is False
     assert configured.configure({}).options == configured.options
     backend = configured.create_keyed_backend(EVERY_KEY_GROUP, MAXP)

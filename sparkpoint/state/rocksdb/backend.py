@@ -40,10 +40,12 @@ from sparkpoint.state.snapshot import KeyedStateSnapshot
 
 __all__ = ["EmbeddedRocksDBStateBackend", "RocksDBKeyedStateBackend", "MEMORY_KEYS"]
 
-#: Flink's RocksDB memory options that map onto ours: per database block cache and write buffers.
+#: Flink's RocksDB options that map onto ours: the memory of a worker's databases, buffers, limits.
 MEMORY_KEYS = {
-    "state.backend.rocksdb.block.cache-size": "block_cache_bytes",
-    "state.backend.rocksdb.memory.fixed-per-slot": "block_cache_bytes",
+    "state.backend.rocksdb.memory.fixed-per-slot": "memory_bytes",
+    "state.backend.rocksdb.memory.fixed-per-tm": "memory_bytes",
+    "state.backend.rocksdb.block.cache-size": "memory_bytes",
+    "state.backend.rocksdb.memory.write-buffer-ratio": "write_buffer_ratio",
     "state.backend.rocksdb.writebuffer.size": "write_buffer_bytes",
     "state.backend.rocksdb.writebuffer.count": "max_write_buffers",
     "state.backend.rocksdb.files.open": "max_open_files",
@@ -66,11 +68,12 @@ class EmbeddedRocksDBStateBackend(StateBackend):
 
     def configure(self, config: Mapping[str, Any]) -> EmbeddedRocksDBStateBackend:
         """A copy with the memory options and the incremental flag of ``config`` (Flink's key names)."""
-        fields: dict[str, int] = {}
+        fields: dict[str, Any] = {}
         for key, field_name in MEMORY_KEYS.items():
             value = config.get(key)
             if value not in (None, ""):
-                fields[field_name] = int(value) if field_name in _COUNTS else parse_memory_bytes(value)
+                fields[field_name] = (int(value) if field_name in _COUNTS else float(value)
+                                      if field_name == "write_buffer_ratio" else parse_memory_bytes(value))
         incremental = self.incremental
         for key in INCREMENTAL_KEYS:
             value = config.get(key)

@@ -77,10 +77,16 @@ def group_prefix(key_group: int, state_id: int) -> bytes:
 
 @dataclass(frozen=True)
 class RocksDBOptions:
-    """Memory of one database: its share of the block cache and its write buffers (bytes)."""
+    """Memory of the databases of one worker process, and per-epoch limits.
 
-    block_cache_bytes: int = 16 * 1024 * 1024
-    write_buffer_bytes: int = 8 * 1024 * 1024
+    As Flink's fixed managed memory per slot: ``memory_bytes`` bounds the block cache *and*
+    the write buffers of every database the worker opens (one LRU cache and one write-buffer
+    manager per process, ``write_buffer_ratio`` of it for write buffers, charged to the cache).
+    """
+
+    memory_bytes: int = 64 * 1024 * 1024
+    write_buffer_ratio: float = 0.5
+    write_buffer_bytes: int = 8 * 1024 * 1024       # one memtable
     max_write_buffers: int = 2
     max_open_files: int = -1
     max_cached_entries: int = 100_000   # entries an epoch keeps decoded before it spills changes to the DB
@@ -90,31 +96,34 @@ class RocksDBOptions:
         opts = rocksdict.Options(raw_mode=True)
         opts.create_if_missing(True)
         table = rocksdict.BlockBasedOptions()
-        cache = _shared_cache(self.block_cache_bytes)
+        cache, write_buffers = _shared_memory(self.memory_bytes, self.write_buffer_ratio)
         table.set_block_cache(cache)
         table.set_cache_index_and_filter_blocks(True)
         table.set_bloom_filter(10, False)
         opts.set_block_based_table_factory(table)
-        opts.set_write_buffer_size(self.write_buffer_bytes)
+        opts.set_write_buffer_size(min(self.write_buffer_bytes, max(1 << 20, int(self.memory_bytes
+                                                                               * self.write_buffer_ratio / 2))))
         opts.set_max_write_buffer_number(self.max_write_buffers)
-        # write buffers are charged to the block cache, so one number bounds both (Flink's managed memory)
-        opts.set_write_buffer_manager(rocksdict.WriteBufferManager.new_write_buffer_manager_with_cache(
-            self.write_buffer_bytes * self.max_write_buffers, False, cache))
+        opts.set_write_buffer_manager(write_buffers)
         opts.set_max_open_files(self.max_open_files)
         opts.set_keep_log_file_num(2)
         opts.set_max_background_jobs(2)
         return opts
 
 
-_CACHES: dict[int, rocksdict.Cache] = {}
+_MEMORY: dict[tuple[int, float], tuple[rocksdict.Cache, rocksdict.WriteBufferManager]] = {}
 
 
-def _shared_cache(capacity: int) -> rocksdict.Cache:
-    """One LRU block cache per size and process, shared by every database a worker opens."""
-    cache = _CACHES.get(capacity)
-    if cache is None:
-        cache = _CACHES[capacity] = rocksdict.Cache(capacity)
-    return cache
+def _shared_memory(capacity: int, write_buffer_ratio: float) -> tuple[rocksdict.Cache, rocksdict.WriteBufferManager]:
+    """One LRU block cache and one write-buffer manager (charging the cache) per process, shared by every
+    database a worker opens: their memory together stays within ``capacity``."""
+    shared = _MEMORY.get((capacity, write_buffer_ratio))
+    if shared is None:
+        cache = rocksdict.Cache(capacity)
+        manager = rocksdict.WriteBufferManager.new_write_buffer_manager_with_cache(
+            int(capacity * write_buffer_ratio), False, cache)
+        shared = _MEMORY[(capacity, write_buffer_ratio)] = (cache, manager)
+    return shared
 
 
 class StateStore:
