@@ -126,6 +126,25 @@ class CheckpointCoordinator:
         except OSError:
             pass
 
+    def _delete_unreferenced_shared_files(self) -> None:
+        """At the job's end: shared files of this job no retained checkpoint references (uploaded for
+        checkpoints that were declined, expired or aborted) are deleted. Job ids are unique, so every
+        file in the job's ``shared/`` was uploaded by this job."""
+        shared = self.storage.shared_path()
+        try:
+            names = self.storage.fs.ls(shared, detail=False) if self.storage.fs.exists(shared) else []
+        except OSError:
+            return
+        for path in names:
+            path = posixpath.normpath(path)
+            if not self.registry.references(path):
+                self._delete_file(path)
+        try:
+            if self.storage.fs.exists(shared) and not self.storage.fs.ls(shared, detail=False):
+                self.storage.fs.rmdir(shared)
+        except OSError:
+            pass
+
     # -- Step 1: trigger --------------------------------------------------------------------
     def should_trigger(self, now_ms: int) -> bool:
         s = self.settings
@@ -309,12 +328,14 @@ class CheckpointCoordinator:
         if keep:
             logger.info("retaining %d checkpoint(s) of job %s under %s (%s)",
                         self.store.get_number_of_retained_checkpoints(), self.job_id, self.storage.job_path, retain)
+            self._delete_unreferenced_shared_files()
             return
         for cp in self.store.get_all_checkpoints():
             self.storage.discard_checkpoint(cp.checkpoint_id)
             for f in self.registry.unregister(cp.checkpoint_id):
                 self._delete_file(f)
             self.store.remove(cp.checkpoint_id)
+        self._delete_unreferenced_shared_files()
         self.storage.discard_job_directory_if_empty()
 
 

@@ -160,3 +160,25 @@ def test_a_restored_job_does_not_depend_on_the_shared_files_of_the_job_it_came_f
     for chk in restored:
         files = _referenced_shared(chk)
         assert files and all(f.startswith(own_shared + os.sep) for f in files), (chk, sorted(files))
+
+
+def test_shared_files_of_checkpoints_that_never_completed_are_deleted_at_the_end(make_env, tmp_path, monkeypatch):
+    """Uploads slower than the checkpoint timeout: every checkpoint expires after its SST files were
+    uploaded. Nothing references them, so the job's end deletes them (and the empty job directory)."""
+    monkeypatch.setenv("SPARKPOINT_SLOW_UPLOAD_MS", "150")
+    ck = tmp_path / "ck"
+    env = make_env("local", **{"execution.epoch.max-records": 20, **ROCKSDB})
+    stream = counting_job(env, 10**9, ck, rate=1_500)
+    cc = env.get_checkpoint_config()
+    cc.set_checkpoint_timeout(100)
+    cc.set_tolerable_checkpoint_failure_number(10**6)
+    stream.print()
+    client = env.execute_async("expiring")
+    deadline = time.time() + 30
+    while time.time() < deadline and not list(ck.glob("*/shared/*.sst")):
+        time.sleep(0.05)
+    assert list(ck.glob("*/shared/*.sst")), "no upload happened"
+    client.cancel()
+    client.wait(30)
+    assert chk_dirs(ck) == [] or not any(os.path.exists(d + "/_metadata") for d in chk_dirs(ck))
+    assert list(ck.rglob("*.sst")) == []
