@@ -79,14 +79,16 @@ def test_incremental_checkpoints_share_files_and_the_oldest_retained_still_resto
     assert _restored_counts(make_env, tmp_path, dirs[0], count) == dict(oracle_totals(count))   # hashmap
 
 
-@pytest.mark.parametrize("parallelism", [1, 3])
-def test_incremental_checkpoint_restores_at_another_parallelism(make_env, tmp_path, parallelism):
+@pytest.mark.parametrize("before,after", [(2, 1), (1, 3), (2, 3)])
+def test_incremental_checkpoint_restores_at_another_parallelism(make_env, tmp_path, before, after):
     count = 20_000
     ck = tmp_path / "ck"
     env = make_env("local", **{"execution.epoch.max-records": 20, **ROCKSDB})
     stream = counting_job(env, count, ck, rate=1_500)
+    env.set_parallelism(before)
     latest = _run_until_checkpoint_id(env, stream, ck, 4)[-1]
-    got = _restored_counts(make_env, tmp_path, latest, count, parallelism=parallelism, **ROCKSDB)
+    assert len(list(Path(latest).glob("keyed-*.rocksdb"))) == before
+    got = _restored_counts(make_env, tmp_path, latest, count, parallelism=after, **ROCKSDB)
     assert got == dict(oracle_totals(count))
 
 
