@@ -98,8 +98,16 @@ class RocksDBOptions:
         table = rocksdict.BlockBasedOptions()
         cache, write_buffers = _shared_memory(self.memory_bytes, self.write_buffer_ratio)
         table.set_block_cache(cache)
-        table.set_cache_index_and_filter_blocks(True)
+        # index and filters in the bounded cache, partitioned so that a lookup loads small pieces (a whole
+        # filter of a large SST file would not fit a cache shard and be read again for every lookup);
+        # the top level stays pinned (Flink's partitioned-index-filters)
         table.set_bloom_filter(10, False)
+        table.set_index_type(rocksdict.BlockBasedIndexType.two_level_index_search())
+        table.set_partition_filters(True)
+        table.set_metadata_block_size(4096)
+        table.set_cache_index_and_filter_blocks(True)
+        table.set_pin_top_level_index_and_filter(True)
+        table.set_pin_l0_filter_and_index_blocks_in_cache(True)
         opts.set_block_based_table_factory(table)
         opts.set_write_buffer_size(min(self.write_buffer_bytes, max(1 << 20, int(self.memory_bytes
                                                                                * self.write_buffer_ratio / 2))))
