@@ -48,7 +48,9 @@ def summarize_epochs(run: dict[str, Any], inp: W2Input) -> dict[str, Any]:
 
 
 def _mb(n: float) -> str:
-    return f"{n / MB:,.1f} MB"
+    if n != n:  # nan
+        return "-"
+    return f"{n / MB:,.1f} MB" if abs(n) >= MB else f"{n / 1e3:,.1f} kB"
 
 
 def print_backend(label: str, big: dict[str, Any], small: dict[str, Any]) -> dict[str, Any]:

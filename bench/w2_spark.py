@@ -96,6 +96,7 @@ def run_spark_count(spark: Any, input_dir: Path, checkpoint_dir: Path) -> dict[s
             "rocksdb_checkpoint_ms": custom.get("rocksdbCommitCheckpointLatency"),
             "rocksdb_commit_ms": custom.get("rocksdbCommitFileSyncLatencyMs"),
             "state_dir_bytes": state_sizes.get(p["batchId"]),
+            "custom_metrics": custom,
         })
     return {"seconds": seconds, "batches": batches, "sample": sample, "emitted": emitted,
             "state_dir_bytes_end": du(checkpoint_dir / "state"),
