@@ -186,9 +186,10 @@ def _cmdline(pid: str) -> bytes:
 
 
 class RssSampler:
-    """Peak memory of PySpark's Python daemon/workers, the JVM and this driver, sampled from
-    ``/proc/*/status`` every ``interval_s`` in a background thread (VmHWM of each process
-    seen, so peaks between samples are not missed for processes alive at a sample)."""
+    """Peak memory of PySpark's Python daemon/workers, the JVM and this driver (processes
+    below this one), sampled from ``/proc/*/status`` every ``interval_s`` in a background
+    thread: VmHWM of each process seen (reset at the start through ``clear_refs``, so
+    peaks between samples are not missed) and the largest sum of the workers' VmRSS."""
 
     def __init__(self, interval_s: float = 0.25):
         self.interval_s = interval_s
@@ -201,10 +202,13 @@ class RssSampler:
         self.workers_seen: set[str] = set()
 
     def __enter__(self) -> "RssSampler":
-        try:  # reset this process's VmHWM so the driver peak is this run's
-            Path("/proc/self/clear_refs").write_text("5")
-        except OSError:
-            pass
+        # reset the peak RSS (VmHWM) of this driver, the JVM and the reused Python workers, so
+        # that the peaks are this run's
+        for pid in [str(os.getpid()), *_descendants(str(os.getpid()))]:
+            try:
+                Path(f"/proc/{pid}/clear_refs").write_text("5")
+            except OSError:
+                pass
         self._thread = threading.Thread(target=self._loop, name="w2-rss", daemon=True)
         self._thread.start()
         return self

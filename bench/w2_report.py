@@ -61,8 +61,6 @@ def print_backend(label: str, big: dict[str, Any], small: dict[str, Any]) -> dic
     print(f"  {'':<34} {big['keys']:>14,} keys {small['keys']:>14,} keys")
     rows = [
         ("hot epoch, median", f"{bm['hot_epoch_median_s']:.2f} s", f"{sm['hot_epoch_median_s']:.2f} s"),
-        ("hot epochs", " ".join(f"{x:.1f}" for x in bm["hot_epoch_s"]),
-         " ".join(f"{x:.1f}" for x in sm["hot_epoch_s"])),
         ("load epochs (total)", f"{len(bm['load_epoch_s'])} ({bm['load_s']:.1f} s)",
          f"{len(sm['load_epoch_s'])} ({sm['load_s']:.1f} s)"),
         ("idle epoch (no input), median", f"{bm['idle_epoch_median_s']:.2f} s", f"{sm['idle_epoch_median_s']:.2f} s"),
@@ -94,6 +92,8 @@ def print_backend(label: str, big: dict[str, Any], small: dict[str, Any]) -> dic
     ]
     for name, a, b in rows:
         print(f"  {name:<34} {a:>19} {b:>19}")
+    print(f"  hot epochs at {big['keys']:,} keys (s): {' '.join(f'{x:.1f}' for x in bm['hot_epoch_s'])}")
+    print(f"  hot epochs at {small['keys']:,} keys (s): {' '.join(f'{x:.1f}' for x in sm['hot_epoch_s'])}")
     print(f"  hot-epoch ratio {big['keys']:,} / {small['keys']:,} keys: {ratio:.2f}x (target <= 1.5x); "
           f"restore at {big['keys']:,} keys: {br.get('first_epoch_s') or float('nan'):.1f} s (target <= 20 s)",
           flush=True)
@@ -132,7 +132,6 @@ def print_spark(big: dict[str, Any], small: dict[str, Any]) -> float:
     print(f"  {'':<34} {big['keys']:>14,} keys {small['keys']:>14,} keys")
     rows = [
         ("hot micro-batch, median", f"{big['hot_batch_median_ms']:,.0f} ms", f"{small['hot_batch_median_ms']:,.0f} ms"),
-        ("hot micro-batches (ms)", " ".join(map(str, big["hot_batch_ms"])), " ".join(map(str, small["hot_batch_ms"]))),
         ("load micro-batches (total)", f"{len(big['load_batch_ms'])} ({sum(big['load_batch_ms']) / 1000:.1f} s)",
          f"{len(small['load_batch_ms'])} ({sum(small['load_batch_ms']) / 1000:.1f} s)"),
         ("state rows at the end", f"{big['state_rows_end']:,}", f"{small['state_rows_end']:,}"),
@@ -141,12 +140,14 @@ def print_spark(big: dict[str, Any], small: dict[str, Any]) -> float:
         ("state dir growth / hot batch", _mb(big["hot_state_dir_growth_median"] or 0),
          _mb(small["hot_state_dir_growth_median"] or 0)),
         ("state dir at the end", _mb(big["state_dir_bytes_end"]), _mb(small["state_dir_bytes_end"])),
-        ("peak RSS, Python workers (sum)", _mb(big["rss"]["workers_sum_peak_bytes"]),
+        ("peak RSS, Python workers (sum, idle)", _mb(big["rss"]["workers_sum_peak_bytes"]),
          _mb(small["rss"]["workers_sum_peak_bytes"])),
         ("peak RSS, JVM", _mb(big["rss"]["jvm_peak_bytes"]), _mb(small["rss"]["jvm_peak_bytes"])),
         ("sample counts", "OK" if big["ok"] else "WRONG", "OK" if small["ok"] else "WRONG"),
     ]
     for name, a, b in rows:
         print(f"  {name:<34} {a:>19} {b:>19}")
+    print(f"  hot micro-batches at {big['keys']:,} keys (ms): {' '.join(map(str, big['hot_batch_ms']))}")
+    print(f"  hot micro-batches at {small['keys']:,} keys (ms): {' '.join(map(str, small['hot_batch_ms']))}")
     print(f"  hot micro-batch ratio {big['keys']:,} / {small['keys']:,} keys: {ratio:.2f}x", flush=True)
     return ratio
