@@ -310,7 +310,8 @@ class CheckpointCoordinator:
             self.last_completion_ms = now_ms
         self.failure_manager.on_success(cid)
         self.stats.update(cid, status="COMPLETED", end_to_end_duration=now_ms - pending.trigger_timestamp,
-                          state_size=meta.total_size(), num_acknowledged=len(acks),
+                          state_size=meta.total_size(), checkpointed_size=pending.state_size(),
+                          num_acknowledged=len(acks),
                           sync_duration_ms=sync_ms, async_duration_ms=async_ms,
                           external_path=uri)
         logger.info("%s %d completed: %d bytes, %d ms (sync %.0f ms, async %.0f ms) at %s", meta.kind, cid,

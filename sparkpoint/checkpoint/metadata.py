@@ -77,7 +77,8 @@ class CheckpointMetadata:
         return files
 
     def total_size(self) -> int:
-        return sum(h.size for h in self.state_files())
+        """The size of all the state the checkpoint references, shared files included (Flink's state size)."""
+        return sum(h.size for h in self.state_files()) + sum(h.size for h in self.shared_files())
 
     def shared_files(self) -> list[StreamStateHandle]:
         """The shared files (incremental state) the checkpoint references, each once."""

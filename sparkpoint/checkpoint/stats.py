@@ -18,7 +18,8 @@ class CheckpointStats:
     barrier_epoch: int
     latest_ack_timestamp: Optional[int] = None
     end_to_end_duration: Optional[int] = None
-    state_size: int = 0
+    state_size: int = 0              # all the state the checkpoint references (shared files included)
+    checkpointed_size: int = 0       # what this checkpoint wrote (for incremental ones, the new files)
     num_acknowledged: int = 0
     num_expected: int = 0
     sync_duration_ms: float = 0.0

@@ -38,10 +38,10 @@ from sparkpoint.state.rocksdb.store import (
 from sparkpoint.state.rocksdb.timers import RocksDBTimerQueue
 from sparkpoint.state.snapshot import KeyedStateSnapshot
 
-__all__ = ["EmbeddedRocksDBStateBackend", "RocksDBKeyedStateBackend", "MEMORY_KEYS"]
+__all__ = ["EmbeddedRocksDBStateBackend", "RocksDBKeyedStateBackend", "OPTION_KEYS"]
 
 #: Flink's RocksDB options that map onto ours: the memory of a worker's databases, buffers, limits.
-MEMORY_KEYS = {
+OPTION_KEYS = {
     "state.backend.rocksdb.memory.fixed-per-slot": "memory_bytes",
     "state.backend.rocksdb.memory.fixed-per-tm": "memory_bytes",
     "state.backend.rocksdb.block.cache-size": "memory_bytes",
@@ -69,7 +69,7 @@ class EmbeddedRocksDBStateBackend(StateBackend):
     def configure(self, config: Mapping[str, Any]) -> EmbeddedRocksDBStateBackend:
         """A copy with the memory options and the incremental flag of ``config`` (Flink's key names)."""
         fields: dict[str, Any] = {}
-        for key, field_name in MEMORY_KEYS.items():
+        for key, field_name in OPTION_KEYS.items():
             value = config.get(key)
             if value not in (None, ""):
                 fields[field_name] = (int(value) if field_name in _COUNTS else float(value)
