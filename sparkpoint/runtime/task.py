@@ -3,14 +3,16 @@
 The same code runs in-process (the local executor) and inside Spark tasks. Steps:
 
 1. build the stage's runtime operators and give them their state: operator state from
-   the driver, keyed state from the executor's local disk (written by the same subtask
-   at the end of the previous epoch);
+   the driver, keyed state from the executor's local disk (the snapshot the same subtask
+   saved at the end of the previous epoch, or, for backends that keep working state,
+   their database resumed at that epoch), or from a checkpoint's files on restore;
 2. read the inputs: source splits (source stage) or blobs from upstream tasks;
 3. run the operators in topological order: each takes its input records, then advances
    its watermark to the minimum over its inputs, which fires timers and windows;
 4. route outputs to downstream partitions (Arrow batches, one blob per partition);
-5. stage sink output and snapshot state: keyed state to local disk, everything else
-   into the report that goes back to the driver.
+5. stage sink output and save state: keyed state to local disk (a snapshot file, or the
+   database's atomic commit of this epoch), everything else into the report that goes
+   back to the driver.
 """
 
 from __future__ import annotations
