@@ -30,6 +30,7 @@ __all__ = [
     "compute_operator_index_for_key_group",
     "stable_key_hash",
     "key_bytes",
+    "key_group_of_bytes",
     "KeyTypeError",
     "KEY_SERIALIZER_VERSION",
 ]
@@ -146,6 +147,11 @@ def _sized(data: bytes) -> bytes:
 def assign_to_key_group(key: Any, max_parallelism: int) -> int:
     """The key group of ``key``."""
     return _murmur_mix(stable_key_hash(key)) % max_parallelism
+
+
+def key_group_of_bytes(canonical: bytes, max_parallelism: int) -> int:
+    """The key group of a key whose :func:`key_bytes` are ``canonical`` (saves serializing it twice)."""
+    return _murmur_mix(zlib.crc32(canonical)) % max_parallelism
 
 
 def compute_operator_index_for_key_group(max_parallelism: int, parallelism: int, key_group: int) -> int:

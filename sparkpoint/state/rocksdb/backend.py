@@ -25,7 +25,8 @@ from sparkpoint.common.configuration import parse_memory_bytes
 from sparkpoint.datastream.state import StateDescriptor
 from sparkpoint.state.backend import KeyedStateBackend, StateBackend
 from sparkpoint.state.internal import InternalKvState
-from sparkpoint.state.key_groups import KeyGroupRange
+from sparkpoint.errors import StateError
+from sparkpoint.state.key_groups import KeyGroupRange, key_bytes, key_group_of_bytes
 from sparkpoint.state.rocksdb.states import ROCKSDB_STATE_CLASSES
 from sparkpoint.state.rocksdb.store import (
     RocksDBOptions,
@@ -105,8 +106,9 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         path = read_only_path or os.path.join(self.working_dir, "db")
         self.store = StateStore(path, options or RocksDBOptions(), what, read_only=bool(read_only_path))
         self.tables: dict[str, dict[int, Any]] = {}
-        self._enc_key: Any = object()
+        self._enc_key: Any = object()   # the last key serialized, its database bytes and key group
         self._enc_key_bytes = b""
+        self._enc_key_group = -1
         self._load_state_kinds()
 
     def _load_state_kinds(self) -> None:
@@ -122,11 +124,26 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         return cls(key_group_range, max_parallelism, read_only_path=path)
 
     # -- keys -------------------------------------------------------------------------------
+    def set_current_key(self, key: Any, key_group: int | None = None) -> None:
+        """As the base class, serializing the key once: for its key group and for the database key."""
+        if key is not self._enc_key:
+            canonical = key_bytes(key)
+            self._enc_key_bytes = struct.pack(">I", len(canonical)) + canonical
+            self._enc_key = key
+            self._enc_key_group = key_group_of_bytes(canonical, self.max_parallelism)
+        kg = self._enc_key_group if key_group is None else key_group
+        if kg not in self.key_group_range:
+            raise StateError(
+                f"key {key!r} belongs to key group {kg}, outside this task's range {self.key_group_range}")
+        self.current_key = key
+        self.current_key_group = kg
+
     def slot_bytes(self, slot: tuple[Any, Any]) -> bytes:
         key, namespace = slot
         if key is not self._enc_key:
             self._enc_key_bytes = encode_key(key)
             self._enc_key = key
+            self._enc_key_group = -1
         return self._enc_key_bytes if namespace is None else self._enc_key_bytes + encode_namespace(namespace)
 
     @overload
