@@ -115,3 +115,16 @@ def test_expired_ttl_values_are_swept_from_the_database(tmp_path):
         # a sweep of 150 entries per epoch keeps up with 100 new values per epoch
         assert stored <= 2 * live_per_epoch + 50, (epoch, stored)
     assert epochs * live_per_epoch > 2 * live_per_epoch + 50   # without the sweep the bound would not hold
+
+
+def test_the_backend_assigns_the_key_groups_every_other_part_assigns():
+    """The backend serializes a key once for its key group and its database key: same groups as routing."""
+    from sparkpoint.state.key_groups import assign_to_key_group
+
+    backend = EmbeddedRocksDBStateBackend().create_keyed_backend(RANGE, MAXP)
+    try:
+        for key in ["a", "k17", 7, 1.0, ("t", 2), None, b"raw"]:
+            backend.set_current_key(key)
+            assert backend.get_current_key_group_index() == assign_to_key_group(key, MAXP), key
+    finally:
+        backend.dispose()

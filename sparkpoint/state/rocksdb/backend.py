@@ -31,7 +31,6 @@ from sparkpoint.state.rocksdb.states import ROCKSDB_STATE_CLASSES
 from sparkpoint.state.rocksdb.store import (
     RocksDBOptions,
     StateStore,
-    encode_key,
     encode_namespace,
     group_prefix,
     timer_key,
@@ -127,10 +126,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
     def set_current_key(self, key: Any, key_group: int | None = None) -> None:
         """As the base class, serializing the key once: for its key group and for the database key."""
         if key is not self._enc_key:
-            canonical = key_bytes(key)
-            self._enc_key_bytes = struct.pack(">I", len(canonical)) + canonical
-            self._enc_key = key
-            self._enc_key_group = key_group_of_bytes(canonical, self.max_parallelism)
+            self._encode(key)
         kg = self._enc_key_group if key_group is None else key_group
         if kg not in self.key_group_range:
             raise StateError(
@@ -138,12 +134,16 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         self.current_key = key
         self.current_key_group = kg
 
+    def _encode(self, key: Any) -> None:
+        canonical = key_bytes(key)
+        self._enc_key_bytes = struct.pack(">I", len(canonical)) + canonical
+        self._enc_key_group = key_group_of_bytes(canonical, self.max_parallelism)
+        self._enc_key = key
+
     def slot_bytes(self, slot: tuple[Any, Any]) -> bytes:
         key, namespace = slot
         if key is not self._enc_key:
-            self._enc_key_bytes = encode_key(key)
-            self._enc_key = key
-            self._enc_key_group = -1
+            self._encode(key)
         return self._enc_key_bytes if namespace is None else self._enc_key_bytes + encode_namespace(namespace)
 
     @overload
