@@ -145,6 +145,7 @@ class KeyedProcessOperator(KeyedOperator):
         fn = self.function.process_element  # type: ignore[union-attr]
         ctx = _KeyedContext(self)
         keys = self.keys_of(values)
+        self.keyed_backend.prefetch(keys)
         set_key = self.keyed_backend.set_current_key
         v = None
         try:
@@ -191,6 +192,7 @@ class StreamGroupedReduceOperator(KeyedOperator):
     def process_batch(self, values: list, timestamps: list, out: Output) -> None:
         reduce = self.function.reduce  # type: ignore[union-attr]
         keys = self.keys_of(values)
+        self.keyed_backend.prefetch(keys)
         set_key = self.keyed_backend.set_current_key
         state = self.state
         v = None

@@ -84,6 +84,10 @@ class KeyedStateBackend(abc.ABC):
         self.current_key = key
         self.current_key_group = kg
 
+    def prefetch(self, keys: list) -> None:
+        """A hint: the per-key state (namespace ``None``) of ``keys`` is about to be read. Backends that
+        read from storage load it in one batch; the default does nothing."""
+
     def get_current_key(self) -> Any:
         return self.current_key
 

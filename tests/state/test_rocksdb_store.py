@@ -128,3 +128,29 @@ def test_the_backend_assigns_the_key_groups_every_other_part_assigns():
             assert backend.get_current_key_group_index() == assign_to_key_group(key, MAXP), key
     finally:
         backend.dispose()
+
+
+def test_prefetch_loads_per_key_state_in_one_batch_and_reads_stay_exact(tmp_path):
+    """A batch's per-key entries come from one multi-get; what the state then reads and writes is the same."""
+    backend = EmbeddedRocksDBStateBackend().create_keyed_backend(RANGE, MAXP, working_dir=str(tmp_path / "w"))
+    state = backend.get_partitioned_state(None, ValueStateDescriptor("count"))
+    for i in range(50):
+        backend.set_current_key(f"k{i}")
+        state.update(i)
+    backend.commit(1)
+    backend.dispose()
+    backend = EmbeddedRocksDBStateBackend().create_keyed_backend(RANGE, MAXP, working_dir=str(tmp_path / "w"))
+    backend.resume(1)
+    state = backend.get_partitioned_state(None, ValueStateDescriptor("count"))
+    batch = [f"k{i}" for i in range(0, 60, 3)] * 2               # repeated keys, and ten that were never written
+    backend.prefetch(batch)
+    assert len(backend.store.cache) == 20                        # each distinct key once, misses included
+    for key in batch:
+        backend.set_current_key(key)
+        state.update((state.value() or 0) + 1000)
+    backend.commit(2)
+    expected = {f"k{i}": (i if i < 50 else 0) + 2000 for i in range(0, 60, 3)}
+    for key, value in expected.items():
+        backend.set_current_key(key)
+        assert state.value() == value, key
+    backend.dispose()

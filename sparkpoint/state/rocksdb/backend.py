@@ -140,6 +140,19 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         self._enc_key_group = key_group_of_bytes(canonical, self.max_parallelism)
         self._enc_key = key
 
+    def prefetch(self, keys: list) -> None:
+        """Load the per-key entries (namespace ``None``) of ``keys`` of every state in one multi-get."""
+        sids = [sid for sid in (self.state_id(name) for name in self.state_kinds) if sid is not None]
+        if not sids:
+            return
+        dbkeys: list[bytes] = []
+        for key in dict.fromkeys(keys):
+            canonical = key_bytes(key)
+            encoded = struct.pack(">I", len(canonical)) + canonical
+            kg = key_group_of_bytes(canonical, self.max_parallelism)
+            dbkeys.extend(group_prefix(kg, sid) + encoded for sid in sids)
+        self.store.prefetch(dbkeys)
+
     def slot_bytes(self, slot: tuple[Any, Any]) -> bytes:
         key, namespace = slot
         if key is not self._enc_key:
