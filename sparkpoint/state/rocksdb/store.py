@@ -88,6 +88,9 @@ class RocksDBOptions:
     write_buffer_ratio: float = 0.5
     write_buffer_bytes: int = 8 * 1024 * 1024       # one memtable
     max_write_buffers: int = 2
+    # every checkpoint flushes a small L0 file; with random keys each L0 -> L1 compaction rewrites
+    # the whole level, which an incremental checkpoint then uploads again: compact less often
+    level0_compaction_trigger: int = 10
     max_open_files: int = -1
     max_cached_entries: int = 100_000   # entries an epoch keeps decoded before it spills changes to the DB
     ttl_sweep_entries: int = 10_000     # stored entries an epoch checks for expired TTL values
@@ -112,6 +115,9 @@ class RocksDBOptions:
         opts.set_write_buffer_size(min(self.write_buffer_bytes, max(1 << 20, int(self.memory_bytes
                                                                                * self.write_buffer_ratio / 2))))
         opts.set_max_write_buffer_number(self.max_write_buffers)
+        opts.set_level_zero_file_num_compaction_trigger(self.level0_compaction_trigger)
+        opts.set_level_zero_slowdown_writes_trigger(max(20, 2 * self.level0_compaction_trigger))
+        opts.set_level_zero_stop_writes_trigger(max(36, 4 * self.level0_compaction_trigger))
         opts.set_write_buffer_manager(write_buffers)
         opts.set_max_open_files(self.max_open_files)
         opts.set_keep_log_file_num(2)
