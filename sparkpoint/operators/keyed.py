@@ -56,20 +56,21 @@ class KeyedOperator(StreamOperator):
     def resume_keyed_state(self, epoch: int) -> None:
         """Continue from the working state the backend committed at the end of ``epoch``."""
         self.keyed_backend.resume(epoch)
-        self._advance_watermark(self.keyed_backend.committed_watermark())
+        self.advance_watermark(self.keyed_backend.committed_watermark())
 
     def commit_keyed_state(self, epoch: int) -> int:
         """Make this epoch's state changes (and watermark) the backend's working state."""
         return self.keyed_backend.commit(epoch, self.watermark)
 
-    def _advance_watermark(self, watermark: Optional[int]) -> None:
+    def advance_watermark(self, watermark: Optional[int]) -> None:
+        """Take the watermark restored state was saved at (its timers are judged against it)."""
         if watermark is not None:
             self.watermark = max(self.watermark, watermark)
         self.timers.current_watermark = self.watermark
 
     def restore_keyed_state(self, snapshot: KeyedStateSnapshot) -> None:
         self.keyed_backend.restore([snapshot])
-        self._advance_watermark(snapshot.watermark)
+        self.advance_watermark(snapshot.watermark)
 
     # keys -------------------------------------------------------------------------------
     def keys_of(self, values: list) -> list:

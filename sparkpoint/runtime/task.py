@@ -257,7 +257,7 @@ def restore_from_checkpoint(keyed_ops: dict[int, KeyedOperator], entries: list[d
             backend = op.keyed_backend
             watermark = backend.restore_in_place(  # type: ignore[attr-defined]
                 lambda path, e=mine[0], b=backend: restore_rocksdb_in_place(e, b.working_dir, path))
-            op._advance_watermark(watermark)
+            op.advance_watermark(watermark)
             rest.remove(mine[0])
     for entry in rest:
         snapshot = read_restored_keyed_state(entry, kg_range, max_parallelism)
