@@ -286,7 +286,8 @@ def test_checkpoints_on_another_fsspec_file_system(make_env, tmp_path):
 
     base = f"memory://ck-{os.getpid()}-{int(time.time() * 1000)}"
     env = make_env("local", **{"execution.epoch.max-records": 50})
-    stream = counting_job(env, 10**9, tmp_path / "unused", rate=20_000)
+    # slow enough that the checkpoint restored below is well before record 2,000 even on a busy machine
+    stream = counting_job(env, 10**9, tmp_path / "unused", rate=1_000)
     env.get_checkpoint_config().set_checkpoint_storage_dir(base)
     stream.print()
     client = env.execute_async("memory-fs")
