@@ -92,7 +92,7 @@ class LocalCheckpoints(SnapshotSource):
 
     def incremental(self, checkpoint_id: int, options: CheckpointOptions, task: ExecutionVertexId
                     ) -> Optional[tuple[list[KeyedStateFileHandle], int]]:
-        from sparkpoint.state.rocksdb.transfer import upload_incremental
+        from sparkpoint.state.rocksdb.transfer import HANDLE_FORMAT, upload_incremental
 
         handles, new_bytes = [], 0
         for n, (uid, path) in enumerate(sorted(self.paths[checkpoint_id].items())):
@@ -101,7 +101,7 @@ class LocalCheckpoints(SnapshotSource):
             up = upload_incremental(path, self.working_dirs[uid], options.location, options.shared,
                                     f"keyed-s{task.stage_id}-t{task.subtask}-{n}.rocksdb", info)
             handles.append(KeyedStateFileHandle((uid,), self.key_groups.start, self.key_groups.end, up.manifest,
-                                                None, "rocksdb", up.shared))
+                                                None, HANDLE_FORMAT, up.shared))
             new_bytes += up.uploaded_bytes
         return handles, new_bytes
 
@@ -193,11 +193,8 @@ def read_restored_keyed_state(entry: dict, key_groups: Optional[KeyGroupRange],
     Returns ``{uid: KeyedStateSnapshot}``, checked against ``max_parallelism``; canonical
     (savepoint) files keep only ``key_groups`` (all key groups if ``None``).
     """
-    fs, base = fsspec.core.url_to_fs(entry["location"])
-    handle: StreamStateHandle = entry["handle"]
-    what = f"checkpoint {entry.get('checkpoint_id')} keyed state of {entry.get('uids')}"
-    data = read_verified(fs, posixpath.join(base, handle.path), handle, what)
-    if entry.get("format") == "rocksdb":
+    data, what = _read_entry(entry)
+    if entry.get("format") is not None:  # the manifest of an incremental RocksDB checkpoint
         return _read_rocksdb_checkpoint(entry, data, key_groups, max_parallelism, what)
     if entry.get("state") is None:
         snapshots = pickle.loads(data)
@@ -209,6 +206,14 @@ def read_restored_keyed_state(entry: dict, key_groups: Optional[KeyGroupRange],
     key_groups = KeyGroupRange(0, max_parallelism - 1) if key_groups is None else key_groups
     return {uid: read_canonical_file(data, entry["state"], entry.get("state_kinds", {}), key_groups,
                                      max_parallelism, entry.get("watermark"), uid, entry.get("regroup", False))}
+
+
+def _read_entry(entry: dict) -> tuple[bytes, str]:
+    """The verified bytes of a keyed-state file of a checkpoint, and how to name it in errors."""
+    fs, base = fsspec.core.url_to_fs(entry["location"])
+    handle: StreamStateHandle = entry["handle"]
+    what = f"checkpoint {entry.get('checkpoint_id')} keyed state of {entry.get('uids')}"
+    return read_verified(fs, posixpath.join(base, handle.path), handle, what), what
 
 
 def _read_rocksdb_checkpoint(entry: dict, data: bytes, key_groups: Optional[KeyGroupRange], max_parallelism: int,
@@ -237,9 +242,7 @@ def restore_rocksdb_in_place(entry: dict, working_dir: str, db_path: str) -> Opt
     """Download an incremental RocksDB checkpoint as the database at ``db_path``; returns its watermark."""
     from sparkpoint.state.rocksdb.transfer import download_checkpoint, read_manifest
 
-    fs, base = fsspec.core.url_to_fs(entry["location"])
-    handle: StreamStateHandle = entry["handle"]
-    what = f"checkpoint {entry.get('checkpoint_id')} keyed state of {entry.get('uids')}"
-    manifest = read_manifest(read_verified(fs, posixpath.join(base, handle.path), handle, what), what)
+    data, what = _read_entry(entry)
+    manifest = read_manifest(data, what)
     download_checkpoint(manifest, entry["location"], db_path, what, working_dir)
     return manifest.get("watermark")

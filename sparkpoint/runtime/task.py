@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import pickle
 import shutil
+from functools import partial
 import time
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -252,11 +253,10 @@ def restore_from_checkpoint(keyed_ops: dict[int, KeyedOperator], entries: list[d
     rest = list(entries)
     for op in keyed_ops.values():
         mine = [e for e in entries if op.uid in e["uids"]]
-        if (len(mine) == 1 and mine[0].get("format") == "rocksdb" and op.keyed_backend.backend_name == "rocksdb"
+        backend = op.keyed_backend
+        if (len(mine) == 1 and backend.native_format is not None and mine[0].get("format") == backend.native_format
                 and tuple(mine[0]["key_groups"]) == (kg_range.start, kg_range.end)):
-            backend = op.keyed_backend
-            watermark = backend.restore_in_place(  # type: ignore[attr-defined]
-                lambda path, e=mine[0], b=backend: restore_rocksdb_in_place(e, b.working_dir, path))
+            watermark = backend.restore_in_place(partial(restore_rocksdb_in_place, mine[0], backend.working_dir))
             op.advance_watermark(watermark)
             rest.remove(mine[0])
     for entry in rest:

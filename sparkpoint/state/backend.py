@@ -61,6 +61,8 @@ class KeyedStateBackend(abc.ABC):
     backend_name = ""
     keeps_working_state = False
     working_dir = ""   # where a backend that keeps working state keeps it
+    #: The ``format`` of checkpoint files this backend opens as they are (:meth:`restore_in_place`).
+    native_format: str | None = None
 
     def __init__(self, key_group_range: KeyGroupRange, max_parallelism: int):
         self.key_group_range = key_group_range
@@ -211,6 +213,11 @@ class KeyedStateBackend(abc.ABC):
     def committed_watermark(self) -> int | None:
         """The watermark committed with the working state."""
         return None
+
+    def restore_in_place(self, materialize: Callable[[str], Any]) -> Any:
+        """Replace the (empty) working state with the files ``materialize(path)`` writes (of
+        :attr:`native_format`); returns what ``materialize`` returns."""
+        raise StateError(f"the {self.backend_name} backend cannot open checkpoint files as they are")
 
     def checkpoint_locally(self, checkpoint_id: int) -> str:
         """The synchronous part of a checkpoint: a local, consistent copy of the committed state."""

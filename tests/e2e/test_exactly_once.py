@@ -43,6 +43,7 @@ def checkpoint_conf(ckpt: Path, target: str) -> dict:
         "execution.epoch.max-records": 20_000,
         "parallelism.default": 2,
         "restart-strategy.type": "none",
+        **({"spark.master": "local[2]", "spark.ui.enabled": "false"} if target == "spark" else {}),
     }
 
 
@@ -71,8 +72,6 @@ def test_kill_loop_on_spark(tmp_path):
     out = tmp_path / "out"
     ckpt = tmp_path / "ckpt"
     conf = checkpoint_conf(ckpt, "spark")
-    conf["spark.master"] = "local[2]"
-    conf["spark.ui.enabled"] = "false"
     conf["sparkpoint.local-state-dir"] = str(tmp_path / "local")
     loop = KillLoop(JOB, ["--events", str(n), "--output", str(out)], ckpt, conf, kills=3, seed=5,
                     min_delay=0.5, max_delay=2.5, fault_share=0.34, cwd=str(ROOT), start_marker="epoch ")
@@ -138,8 +137,6 @@ def test_kill_loop_rocksdb_incremental_on_spark(tmp_path):
     n = 1_000_000
     out, ckpt = tmp_path / "out", tmp_path / "ckpt"
     conf = _rocksdb_conf(ckpt, "spark")
-    conf["spark.master"] = "local[2]"
-    conf["spark.ui.enabled"] = "false"
     loop = KillLoop(JOB, ["--events", str(n), "--output", str(out)], ckpt, conf, kills=3, seed=7,
                     min_delay=0.5, max_delay=2.5, fault_share=0.34, cwd=str(ROOT), start_marker="epoch ")
     result = loop.run()

@@ -26,16 +26,18 @@ from sparkpoint.datastream.state import StateDescriptor
 from sparkpoint.state.backend import KeyedStateBackend, StateBackend
 from sparkpoint.state.internal import InternalKvState
 from sparkpoint.errors import StateError
-from sparkpoint.state.key_groups import KeyGroupRange, key_bytes, key_group_of_bytes
+from sparkpoint.state.key_groups import KeyGroupRange
 from sparkpoint.state.rocksdb.states import ROCKSDB_STATE_CLASSES
 from sparkpoint.state.rocksdb.store import (
     RocksDBOptions,
     StateStore,
+    encode_key_and_group,
     encode_namespace,
     group_prefix,
     timer_key,
 )
 from sparkpoint.state.rocksdb.timers import RocksDBTimerQueue
+from sparkpoint.state.rocksdb.transfer import HANDLE_FORMAT
 from sparkpoint.state.snapshot import KeyedStateSnapshot
 
 __all__ = ["EmbeddedRocksDBStateBackend", "RocksDBKeyedStateBackend", "OPTION_KEYS"]
@@ -96,6 +98,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
 
     backend_name = "rocksdb"
     keeps_working_state = True
+    native_format = HANDLE_FORMAT
 
     def __init__(self, key_group_range: KeyGroupRange, max_parallelism: int, working_dir: Optional[str] = None,
                  options: Optional[RocksDBOptions] = None, what: str = "keyed state", read_only_path: str = ""):
@@ -135,9 +138,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         self.current_key_group = kg
 
     def _encode(self, key: Any) -> None:
-        canonical = key_bytes(key)
-        self._enc_key_bytes = struct.pack(">I", len(canonical)) + canonical
-        self._enc_key_group = key_group_of_bytes(canonical, self.max_parallelism)
+        self._enc_key_bytes, self._enc_key_group = encode_key_and_group(key, self.max_parallelism)
         self._enc_key = key
 
     def prefetch(self, keys: list) -> None:
@@ -147,9 +148,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             return
         dbkeys: list[bytes] = []
         for key in dict.fromkeys(keys):
-            canonical = key_bytes(key)
-            encoded = struct.pack(">I", len(canonical)) + canonical
-            kg = key_group_of_bytes(canonical, self.max_parallelism)
+            encoded, kg = encode_key_and_group(key, self.max_parallelism)
             dbkeys.extend(group_prefix(kg, sid) + encoded for sid in sids)
         self.store.prefetch(dbkeys)
 
@@ -182,9 +181,9 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         sid = self.state_id(state_name)
         if sid is None:
             return
-        for kg in self.key_group_range:
-            for key, namespace, value in self.store.scan(group_prefix(kg, sid)):
-                yield kg, key, namespace, value
+        prefixes = [group_prefix(kg, sid) for kg in self.key_group_range]
+        for dbkey, key, namespace, value in self.store.scan(prefixes):
+            yield struct.unpack_from(">H", dbkey)[0], key, namespace, value
 
     def get_keys(self, state_name: str, namespace: Any) -> Iterator[Any]:
         for _, key, ns, _ in list(self._scan(state_name)):
@@ -314,10 +313,6 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             queue.flush_to(self.store.timer_writes)  # type: ignore[attr-defined]
         return self.store.commit(epoch, watermark)
 
-    def _rebind_timer_queues(self) -> None:
-        """Point the timer queues (the timer service holds them) at the committed database, nothing pending."""
-        for name, queue in self.timer_queues.items():
-            queue.__init__(name, self.store)  # type: ignore[misc]
 
     def committed_watermark(self) -> int | None:
         return self.store.watermark
@@ -331,7 +326,8 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         self.store = StateStore(path, options, what)
         for table in self.tables.values():
             table.clear()  # state objects keep their table; its views are made again over the new database
-        self._rebind_timer_queues()
+        for queue in self.timer_queues.values():  # the timer service holds them: same objects, new database
+            queue.rebind(self.store)  # type: ignore[attr-defined]
         self._load_state_kinds()
         return result
 

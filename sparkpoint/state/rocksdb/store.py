@@ -32,7 +32,7 @@ from typing import Any, Optional
 import rocksdict
 
 from sparkpoint.errors import StateMissingError
-from sparkpoint.state.key_groups import KeyTypeError, key_bytes
+from sparkpoint.state.key_groups import KeyTypeError, key_bytes, key_group_of_bytes
 
 __all__ = ["RocksDBOptions", "StateStore", "encode_key", "encode_namespace"]
 
@@ -57,6 +57,12 @@ def encode_key(key: Any) -> bytes:
     return struct.pack(">I", len(kb)) + kb
 
 
+def encode_key_and_group(key: Any, max_parallelism: int) -> tuple[bytes, int]:
+    """:func:`encode_key` and the key's group, from one serialization of the key."""
+    kb = key_bytes(key)
+    return struct.pack(">I", len(kb)) + kb, key_group_of_bytes(kb, max_parallelism)
+
+
 def encode_namespace(namespace: Any) -> bytes:
     """A namespace's bytes: ``b""`` for none, the key serializer's bytes for windows and the like."""
     if namespace is None:
@@ -69,6 +75,11 @@ def encode_namespace(namespace: Any) -> bytes:
 
 def timer_key(queue_id: int, ts: int, key: Any, namespace: Any) -> bytes:
     return TIMER_PREFIX + struct.pack(">HQ", queue_id, ts + _TS_OFFSET) + encode_key(key) + encode_namespace(namespace)
+
+
+def timer_timestamp(dbkey: bytes) -> int:
+    """The timestamp of a timer's database key (see :func:`timer_key`)."""
+    return struct.unpack_from(">Q", dbkey, len(TIMER_PREFIX) + 2)[0] - _TS_OFFSET
 
 
 def group_prefix(key_group: int, state_id: int) -> bytes:
@@ -222,18 +233,22 @@ class StateStore:
             self.original[dbkey] = self.db.get(dbkey)
         self.cache[dbkey] = None
 
-    def scan(self, prefix: bytes) -> Iterator[tuple[Any, Any, Any]]:
-        """Every ``(key, namespace, value)`` under ``prefix``, this epoch's changes included."""
+    def scan(self, prefixes: list[bytes]) -> Iterator[tuple[bytes, Any, Any, Any]]:
+        """Every ``(db key, key, namespace, value)`` under the same-length ``prefixes``, this epoch's
+        changes included (the cache is read once, whatever the number of prefixes)."""
         cache = self.cache
-        for dbkey, raw in self.iterate(prefix):
-            if dbkey not in cache:
-                yield pickle.loads(raw)
+        for prefix in prefixes:
+            for dbkey, raw in self.iterate(prefix):
+                if dbkey not in cache:
+                    yield (dbkey, *pickle.loads(raw))
+        wanted = set(prefixes)
+        size = len(prefixes[0]) if prefixes else 0
         for dbkey, value in list(cache.items()):
-            if value is not None and dbkey.startswith(prefix):
+            if value is not None and dbkey[:size] in wanted:
                 slot = self.slots.get(dbkey)
                 if slot is None:  # read (maybe changed in place), never put: its key is in the stored bytes
                     slot = self.slots[dbkey] = pickle.loads(self.original[dbkey] or b"")[:2]
-                yield slot[0], slot[1], value
+                yield dbkey, slot[0], slot[1], value
 
     def iterate(self, prefix: bytes, db: Any = None) -> Iterator[tuple[bytes, bytes]]:
         """Raw committed ``(db key, bytes)`` under ``prefix``, in key order."""
@@ -263,15 +278,12 @@ class StateStore:
         if committed == epoch:
             return
         if committed == epoch + 1 and self.db.get(_META_UNDO_EPOCH) == str(committed).encode():
-            self._roll_back(epoch)
+            self._apply_undo(epoch)
             return
         raise StateMissingError(
             f"local RocksDB state of {self.what} at {self.path} holds epoch {committed}, expected {epoch}: "
             f"the task ran on an executor that does not hold its state, or the state directory was wiped; "
             f"the job restores from its latest checkpoint")
-
-    def _roll_back(self, epoch: int) -> None:
-        self._apply_undo(epoch)
 
     def _apply_undo(self, epoch: Optional[int]) -> None:
         """Put back every entry the undo log holds and mark the database as of ``epoch``."""

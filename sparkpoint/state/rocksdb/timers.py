@@ -17,11 +17,9 @@ import struct
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from sparkpoint.state.rocksdb.store import TIMER_PREFIX, StateStore, timer_key
+from sparkpoint.state.rocksdb.store import TIMER_PREFIX, StateStore, timer_key, timer_timestamp
 
 __all__ = ["RocksDBTimerQueue"]
-
-_TS_OFFSET = 1 << 63
 
 
 class RocksDBTimerQueue:
@@ -29,8 +27,12 @@ class RocksDBTimerQueue:
 
     def __init__(self, name: str, store: StateStore) -> None:
         self.name = name
+        self.rebind(store)
+
+    def rebind(self, store: StateStore) -> None:
+        """Work on ``store`` from its committed timers, with nothing pending (a database restored in place)."""
         self.store = store
-        self.queue_id = store.name_id(f"t:{name}")
+        self.queue_id = store.name_id(f"t:{self.name}")
         self.prefix = TIMER_PREFIX + struct.pack(">H", self.queue_id)
         self.added: dict[bytes, tuple[int, int, Any, Any]] = {}  # db key -> (registration number, kg, key, ns)
         self.heap: list = []                              # (ts, seq, db key, key, ns)
@@ -60,8 +62,7 @@ class RocksDBTimerQueue:
             heapq.heappop(heap)
         return None
 
-    def _ts(self, dbkey: bytes) -> int:
-        return struct.unpack(">Q", dbkey[len(self.prefix):len(self.prefix) + 8])[0] - _TS_OFFSET
+    _ts = staticmethod(timer_timestamp)
 
     # -- the queue --------------------------------------------------------------------------
     def add(self, ts: int, key: Any, ns: Any, kg: int) -> None:
@@ -113,11 +114,7 @@ class RocksDBTimerQueue:
         for dbkey, (_, kg, key, ns) in self.added.items():
             writes[dbkey] = pickle.dumps((key, ns, kg), pickle.HIGHEST_PROTOCOL)
         self.store.timer_counts[self.name] = len(self)
-        # the changes now belong to the store's commit: the queue goes on from the committed timers
-        self.added.clear()
-        self.heap.clear()
-        self.removed.clear()
-        self.close()
+        self.rebind(self.store)  # the changes now belong to the store's commit: go on from the committed timers
 
     def close(self) -> None:
         """Drop the open iterator over the committed timers: it keeps the database (and its lock) open."""

@@ -31,10 +31,11 @@ import fsspec
 from sparkpoint.errors import StateError
 from sparkpoint.storage.checkpoint_storage import StreamStateHandle, read_verified, write_file
 
-__all__ = ["MANIFEST_FORMAT", "IncrementalUpload", "download_checkpoint", "read_manifest", "resolve_shared",
-           "upload_incremental"]
+__all__ = ["HANDLE_FORMAT", "MANIFEST_FORMAT", "IncrementalUpload", "download_checkpoint", "read_manifest",
+           "resolve_shared", "upload_incremental"]
 
 MANIFEST_FORMAT = "sparkpoint-rocksdb-incremental"
+HANDLE_FORMAT = "rocksdb"   # the ``format`` of a manifest's keyed-state handle in ``_metadata``
 _RECORD = "uploaded.json"
 
 
