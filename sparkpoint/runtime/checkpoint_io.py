@@ -20,6 +20,7 @@ import shutil
 import tempfile
 import threading
 import time
+from functools import partial
 from typing import Any, Optional
 
 import fsspec
@@ -34,13 +35,14 @@ from sparkpoint.checkpoint.messages import (
 from sparkpoint.checkpoint.properties import CheckpointOptions, SnapshotFormat
 from sparkpoint.testing.faults import upload_delay_s, upload_fails
 from sparkpoint.errors import StateError
+from sparkpoint.operators.keyed import KeyedOperator
 from sparkpoint.state.key_groups import KeyGroupRange
 from sparkpoint.state.snapshot import KeyedStateSnapshot, check_snapshot
 from sparkpoint.state.savepoint_format import read_canonical_file, write_canonical
 from sparkpoint.storage.checkpoint_storage import StreamStateHandle, read_verified, write_file
 
 __all__ = ["CheckpointUploader", "LocalCheckpoints", "PickledSnapshots", "SnapshotSource",
-           "read_restored_keyed_state"]
+           "read_restored_keyed_state", "restore_from_checkpoint"]
 
 
 class SnapshotSource:
@@ -246,3 +248,24 @@ def restore_rocksdb_in_place(entry: dict, working_dir: str, db_path: str) -> Opt
     manifest = read_manifest(data, what)
     download_checkpoint(manifest, entry["location"], db_path, what, working_dir)
     return manifest.get("watermark")
+
+
+def restore_from_checkpoint(keyed_ops: dict[int, KeyedOperator], entries: list[dict], kg_range: KeyGroupRange,
+                            max_parallelism: int) -> None:
+    """Give keyed operators the state of a checkpoint's files. An incremental RocksDB checkpoint of exactly
+    this key-group range becomes the operator's database as it is (its SST files downloaded); anything
+    else (other ranges after rescaling, full and canonical files) is read as snapshots."""
+    rest = list(entries)
+    for op in keyed_ops.values():
+        mine = [e for e in entries if op.uid in e["uids"]]
+        backend = op.keyed_backend
+        if (len(mine) == 1 and backend.native_format is not None and mine[0].get("format") == backend.native_format
+                and tuple(mine[0]["key_groups"]) == (kg_range.start, kg_range.end)):
+            watermark = backend.restore_in_place(partial(restore_rocksdb_in_place, mine[0], backend.working_dir))
+            op.advance_watermark(watermark)
+            rest.remove(mine[0])
+    for entry in rest:
+        snapshot = read_restored_keyed_state(entry, kg_range, max_parallelism)
+        for op in keyed_ops.values():
+            if op.uid in snapshot:
+                op.restore_keyed_state(snapshot[op.uid])

@@ -42,12 +42,14 @@ from sparkpoint.runtime.graph import JobPlan
 from sparkpoint.runtime.job_listener import CallbackEpochListener, JobListener, listeners_from_config
 from sparkpoint.runtime.job_output import JobOutput
 from sparkpoint.runtime.job_status import JobStatus, JobStatusMachine
-from sparkpoint.runtime.restore import assign_state
+from sparkpoint.runtime.changelog import StateChangelog, changelog_from_config
+from sparkpoint.runtime.restore import assign_keyed_state, assign_state
 from sparkpoint.runtime.results import EpochStats, JobExecutionResult, SavepointRequest
 from sparkpoint.runtime.savepoints import SavepointRequests
 from sparkpoint.runtime.sink_committer import SinkCommitter
 from sparkpoint.runtime.source_coordinator import SourceCoordinator
 from sparkpoint.runtime.task import TaskDeployment, TaskReport
+from sparkpoint.state.backend_loader import load_state_backend
 from sparkpoint.storage.checkpoint_storage import FsCheckpointStorage
 from sparkpoint.testing.faults import fault_point
 
@@ -87,6 +89,8 @@ class JobMaster:
         self.checkpointing = CheckpointSettings(config)
         self.checkpointing.incremental = bool(getattr(plan.state_backend, "incremental", False))
         self.coordinator: Optional[CheckpointCoordinator] = None
+        self.changelog: Optional[StateChangelog] = None
+        self.state_rebuilds = 0   # keyed tasks that ran away from their working state and rebuilt it
         self.listeners: list[JobListener] = []
         self.status_machine = JobStatusMachine(self.job_id, self._status_changed)
         self.output = JobOutput(plan, out)
@@ -167,6 +171,7 @@ class JobMaster:
             for listener in list(self.listeners):
                 listener.on_job_started(self)  # may refuse the job (a REST port that cannot be bound)
             self.executor.start(self.plan, self.job_id)
+            self._start_changelog()
             self._start_checkpointing()
             logger.info("job %s (%s) started: %d stages, parallelism %s", self.job_id, self.plan.job_name,
                         len(self.plan.stages), [s.parallelism for s in self.plan.stages])
@@ -179,7 +184,8 @@ class JobMaster:
             self._shutdown()
         return JobExecutionResult(self.job_id, self.plan.job_name, int((time.time() - started) * 1000),
                                   self.epoch, self.metrics, self.collected,
-                                  self.coordinator.stats.to_json() if self.coordinator is not None else None)
+                                  self.coordinator.stats.to_json() if self.coordinator is not None else None,
+                                  restarts=self.restarts, state_rebuilds=self.state_rebuilds)
 
     def _run_loop(self) -> None:
         while True:
@@ -210,9 +216,12 @@ class JobMaster:
         status = self.status
         if self.coordinator is not None:
             self.coordinator.shutdown(status.name)
-        logger.info("job %s %s after %d epochs", self.job_id, status.name.lower(), self.epoch)
+        logger.info("job %s %s after %d epochs (%d failovers, %d keyed tasks rebuilt their state elsewhere)",
+                    self.job_id, status.name.lower(), self.epoch, self.restarts, self.state_rebuilds)
         self.executor.stop()
         self._drop_working_state()
+        if self.changelog is not None:
+            self.changelog.drop()
         self._notify("on_job_ended", self)
 
     def _drop_working_state(self) -> None:
@@ -229,6 +238,15 @@ class JobMaster:
             logger.warning("could not remove the working state of job %s: %s", self.job_id, e)
 
     # -- restore and failover ---------------------------------------------------------------
+    def _start_changelog(self) -> None:
+        backend = load_state_backend(self.plan.state_backend)
+        self.changelog = changelog_from_config(self.config, backend.keeps_working_state, backend.name,
+                                               bool(getattr(self.executor, "distributed", False)),
+                                               self.checkpointing.directory, self.job_id)
+        if self.changelog is not None:
+            self.changelog.start_attempt(f"{self.job_id}-{self.attempt}", self.epoch - 1, {})
+            logger.info("state changelog at %s", self.changelog.root)
+
     def _start_checkpointing(self) -> None:
         restore_path = self.config.get_string("execution.savepoint.path")
         restored = load_checkpoint(restore_path) if restore_path else None
@@ -254,6 +272,8 @@ class JobMaster:
         self.restored_keyed = dict(state.keyed)
         self.sink_committer.recommit(state.committables)
         self.epoch = state.next_epoch
+        if self.changelog is not None:
+            self.changelog.start_attempt(f"{self.job_id}-{self.attempt}", self.epoch - 1, self.restored_keyed)
         if self.coordinator is not None:
             self.coordinator.stats.report_restored(restored.checkpoint_id, restored.location, int(time.time() * 1000))
         logger.info("job %s restored from checkpoint %d (%s); next checkpoint id %d", self.job_id,
@@ -302,6 +322,9 @@ class JobMaster:
             fault_point("after-metadata")
             self.sink_committer.on_checkpoint_completed(completed.checkpoint_id)  # the commit of 2PC
             fault_point("after-commit")
+            if self.changelog is not None and not completed.is_savepoint:  # tasks rebuild from it from now on
+                self.changelog.on_checkpoint_completed(completed.metadata.barrier_epoch, assign_keyed_state(
+                    RestoredCheckpoint(completed.location, completed.metadata, {}), self.plan))
             self.notify_next.append(completed.checkpoint_id)
             self.savepoints.on_completed(completed.checkpoint_id, completed.location)
             self._notify("on_checkpoint_completed", completed)
@@ -341,6 +364,7 @@ class JobMaster:
                     checkpoint_uploads=uploads if stage.keyed else {},
                     barrier_sync_ms=self.snapshot_sync_ms.get((stage.id, i), 0.0),
                     notify_checkpoints=list(self.notify_next),
+                    changelog=self.changelog.base_for(stage.id, i) if self.changelog and stage.keyed else None,
                 )
                 for nid in stage.nodes:
                     if (nid, i) in self.operator_states:
@@ -391,6 +415,11 @@ class JobMaster:
             raise JobExecutionError(f"epoch {epoch}: reports missing from tasks {sorted(expected - got)}")
         for r in reports:
             self.snapshot_sync_ms[(r.stage_id, r.subtask)] = r.snapshot_sync_ms
+            if r.state_rebuild_ms is not None:
+                self.state_rebuilds += 1
+                logger.info("epoch %d: stage %d subtask %d ran away from its working state (on %s) and rebuilt "
+                            "it in %.0f ms", epoch, r.stage_id, r.subtask, r.location or "an executor",
+                            r.state_rebuild_ms)
             for nid, snap in r.operator_states.items():
                 self.operator_states[(nid, r.subtask)] = snap
             for nid, splits in r.splits.items():

@@ -81,19 +81,26 @@ def assign_state(restored: RestoredCheckpoint, plan: JobPlan, source_parallelism
         splits = [s for i in sorted(src["splits"]) for s in src["splits"][i]]
         out.sources[nid] = (src["enumerator"], {i: splits[i::par] for i in range(par)})
     # Step 3. Keyed state: each subtask reads the files covering its key groups.
-    for stage in plan.stages:
-        uids = [plan.uid(nid) for nid in stage.nodes if plan.nodes[nid].keyed]
-        if not uids:
-            continue
-        for i in range(stage.parallelism):
-            r = compute_key_group_range_for_operator_index(plan.max_parallelism, stage.parallelism, i)
-            out.keyed[(stage.id, i)] = keyed_entries(restored, uids, r.start, r.end)
+    out.keyed = assign_keyed_state(restored, plan)
     # Step 4. The sinks' pre-committed transactions.
     for uid, committables in d.get("committables", {}).items():
         nid = uid_to_node.get(uid)
         if nid is not None:
             out.committables[nid] = committables
     return out
+
+
+def assign_keyed_state(restored: RestoredCheckpoint, plan: JobPlan) -> dict[tuple[int, int], list]:
+    """``{(stage, subtask): entries}``: the keyed-state files covering each keyed subtask's key groups."""
+    keyed: dict[tuple[int, int], list] = {}
+    for stage in plan.stages:
+        uids = [plan.uid(nid) for nid in stage.nodes if plan.nodes[nid].keyed]
+        if not uids:
+            continue
+        for i in range(stage.parallelism):
+            r = compute_key_group_range_for_operator_index(plan.max_parallelism, stage.parallelism, i)
+            keyed[(stage.id, i)] = keyed_entries(restored, uids, r.start, r.end)
+    return keyed
 
 
 def _redistribute(old: list, new_parallelism: int) -> list:

@@ -34,6 +34,8 @@ class JobExecutionResult:
     metrics: dict[str, dict[str, int]] = field(default_factory=dict)
     collected: list = field(default_factory=list)
     checkpoints: Optional[dict] = None   # counts, latest and history, as the REST API shows them
+    restarts: int = 0                    # job failovers (restores from a checkpoint after a failure)
+    state_rebuilds: int = 0              # keyed tasks Spark ran away from their working state, rebuilt there
 
     def get_job_id(self) -> str:
         return self.job_id

@@ -17,9 +17,9 @@ The same code runs in-process (the local executor) and inside Spark tasks. Steps
 
 from __future__ import annotations
 
+import logging
 import pickle
 import shutil
-from functools import partial
 import time
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -33,8 +33,9 @@ from sparkpoint.runtime.checkpoint_io import (
     LocalCheckpoints,
     PickledSnapshots,
     read_restored_keyed_state,
-    restore_rocksdb_in_place,
+    restore_from_checkpoint,
 )
+from sparkpoint.runtime.changelog import ChangelogBase, describe, rebuild_working_state, write_changes
 from sparkpoint.runtime.exchange import decode_blob, encode_blob
 from sparkpoint.runtime.working_state import drop_older_attempts, working_dir
 from sparkpoint.runtime.graph import BROADCAST, GLOBAL, HASH, JobPlan, StagePlan, StreamEdge
@@ -44,9 +45,12 @@ from sparkpoint.operators.sinks import PrintOperator, SinkOperator
 from sparkpoint.operators.source import SourceOperator
 from sparkpoint.state.backend_loader import load_state_backend
 from sparkpoint.state.key_groups import KeyGroupAssigner, KeyGroupRange, compute_key_group_range_for_operator_index
+from sparkpoint.errors import StateMissingError
 from sparkpoint.state.local_store import LocalStateStore
 
 __all__ = ["TaskDeployment", "TaskReport", "run_task"]
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -67,6 +71,7 @@ class TaskDeployment:
     checkpoint_uploads: dict[int, CheckpointOptions] = field(default_factory=dict)  # checkpoint id -> where, how
     barrier_sync_ms: float = 0.0                                       # the uploaded snapshot's synchronous part
     notify_checkpoints: list[int] = field(default_factory=list)        # completed since the last epoch
+    changelog: Optional[ChangelogBase] = None                          # durable epoch changes, for a task that moved
     max_records: int = 100_000
     max_bytes: int = 32 * 1024 * 1024
 
@@ -91,6 +96,9 @@ class TaskReport:
     records_in: int = 0
     records_out: int = 0
     duration_ms: float = 0.0
+    location: Optional[str] = None           # the executor the task ran on (Spark's task location), if known
+    state_rebuild_ms: Optional[float] = None  # the working state was not where the task ran: rebuilt, in ms
+    changelog_bytes: int = 0
 
 
 def _min_watermark(values: list) -> Optional[int]:
@@ -117,6 +125,7 @@ def run_task(plan: JobPlan, stage_id: int, subtask: int, dep: TaskDeployment,
     try:
         _build_operators(plan, stage, kg_range, task, dep, ops)
         keyed = _restore_keyed_state(ops, dep, stage_id, subtask, kg_range, plan.max_parallelism)
+        report.state_rebuild_ms = keyed.rebuild_ms
         _open_operators(ops, dep)
         if keyed.uploader is not None:
             keyed.uploader.start()  # the asynchronous part, overlapping this task
@@ -148,6 +157,7 @@ class _KeyedState:
     ops: dict[int, KeyedOperator]
     store: Optional[LocalStateStore]
     uploader: Optional[CheckpointUploader]
+    rebuild_ms: Optional[float] = None
 
 
 @dataclass
@@ -230,8 +240,7 @@ def _resume_working_state(keyed_ops: dict[int, KeyedOperator], dep: TaskDeployme
     if dep.keyed_state_epoch is None:
         restore_from_checkpoint(keyed_ops, dep.restored_keyed, kg_range, max_parallelism)
         return _KeyedState(keyed_ops, None, None)
-    for op in keyed_ops.values():
-        op.resume_keyed_state(dep.keyed_state_epoch)
+    rebuild_ms = _resume_or_rebuild(keyed_ops, dep, stage_id, subtask, kg_range, max_parallelism)
     if dep.checkpoint_uploads:
         t0 = time.perf_counter()
         paths = {cid: {op.uid: op.keyed_backend.checkpoint_locally(cid) for op in keyed_ops.values()}
@@ -242,28 +251,29 @@ def _resume_working_state(keyed_ops: dict[int, KeyedOperator], dep: TaskDeployme
                                   {op.uid: op.keyed_backend.ttl_cleanups for op in keyed_ops.values()})
         uploader = CheckpointUploader(source, dep.checkpoint_uploads, stage_id, subtask, kg_range,
                                       [op.uid for op in keyed_ops.values()], sync_ms)
-    return _KeyedState(keyed_ops, None, uploader)
+    return _KeyedState(keyed_ops, None, uploader, rebuild_ms)
 
 
-def restore_from_checkpoint(keyed_ops: dict[int, KeyedOperator], entries: list[dict], kg_range: KeyGroupRange,
-                            max_parallelism: int) -> None:
-    """Give keyed operators the state of a checkpoint's files. An incremental RocksDB checkpoint of exactly
-    this key-group range becomes the operator's database as it is (its SST files downloaded); anything
-    else (other ranges after rescaling, full and canonical files) is read as snapshots."""
-    rest = list(entries)
-    for op in keyed_ops.values():
-        mine = [e for e in entries if op.uid in e["uids"]]
-        backend = op.keyed_backend
-        if (len(mine) == 1 and backend.native_format is not None and mine[0].get("format") == backend.native_format
-                and tuple(mine[0]["key_groups"]) == (kg_range.start, kg_range.end)):
-            watermark = backend.restore_in_place(partial(restore_rocksdb_in_place, mine[0], backend.working_dir))
-            op.advance_watermark(watermark)
-            rest.remove(mine[0])
-    for entry in rest:
-        snapshot = read_restored_keyed_state(entry, kg_range, max_parallelism)
+def _resume_or_rebuild(keyed_ops: dict[int, KeyedOperator], dep: TaskDeployment, stage_id: int, subtask: int,
+                       kg_range: KeyGroupRange, max_parallelism: int) -> Optional[float]:
+    """Resume the working state of the previous epoch where it is; where it is not (Spark ran the task on
+    another executor), rebuild it from the changelog. Returns the rebuild's milliseconds, if one ran."""
+    epoch = dep.keyed_state_epoch
+    assert epoch is not None
+    try:
         for op in keyed_ops.values():
-            if op.uid in snapshot:
-                op.restore_keyed_state(snapshot[op.uid])
+            op.resume_keyed_state(epoch)
+        return None
+    except StateMissingError as missing:
+        if dep.changelog is None:
+            raise
+        logger.info("stage %d subtask %d: %s; rebuilding it from %s", stage_id, subtask, missing,
+                    describe(dep.changelog))
+    t0 = time.perf_counter()
+    rebuild_working_state(keyed_ops, dep.changelog, epoch, stage_id, subtask, kg_range, max_parallelism)
+    for op in keyed_ops.values():
+        op.resume_keyed_state(epoch)
+    return (time.perf_counter() - t0) * 1000
 
 
 def _dispose_keyed_backends(ops: dict[int, StreamOperator]) -> None:
@@ -373,6 +383,11 @@ def _snapshot_keyed_state(keyed: _KeyedState, dep: TaskDeployment, report: TaskR
         t0 = time.perf_counter()
         for op in keyed_ops.values():
             op.commit_keyed_state(dep.epoch)
+            if dep.changelog is not None:  # durable before the task reports success
+                changes = op.keyed_backend.epoch_changes()
+                if changes is not None:
+                    report.changelog_bytes += write_changes(dep.changelog.root, dep.epoch, report.stage_id,
+                                                            report.subtask, op.uid, changes)
             op.keyed_backend.dispose()
         report.snapshot_sync_ms = (time.perf_counter() - t0) * 1000
     if store is not None:

@@ -214,6 +214,16 @@ class KeyedStateBackend(abc.ABC):
         """The watermark committed with the working state."""
         return None
 
+    def epoch_changes(self) -> list[tuple[bytes, bytes | None]] | None:
+        """After :meth:`commit`: every entry the epoch changed, as ``(key, new bytes or None)`` in the
+        backend's own encoding (its state changelog, FLIP-158); ``None`` if the backend keeps none."""
+        return None
+
+    def apply_changes(self, changes: list[tuple[bytes, bytes | None]], epoch: int) -> None:
+        """Replay one epoch's :meth:`epoch_changes` onto the committed state of the epoch before; the
+        working state is then that of the end of ``epoch``."""
+        raise StateError(f"the {self.backend_name} backend keeps no state changelog")
+
     def restore_in_place(self, materialize: Callable[[str], Any]) -> Any:
         """Replace the (empty) working state with the files ``materialize(path)`` writes (of
         :attr:`native_format`); returns what ``materialize`` returns."""

@@ -313,9 +313,18 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             queue.flush_to(self.store.timer_writes)  # type: ignore[attr-defined]
         return self.store.commit(epoch, watermark)
 
-
     def committed_watermark(self) -> int | None:
         return self.store.watermark
+
+    def epoch_changes(self) -> list[tuple[bytes, bytes | None]]:
+        return self.store.epoch_changes()
+
+    def apply_changes(self, changes: list[tuple[bytes, bytes | None]], epoch: int) -> None:
+        self.store.apply_changes(changes, epoch)
+        for queue in self.timer_queues.values():  # timer queues read their state again from the database
+            queue.rebind(self.store)  # type: ignore[attr-defined]
+        self.state_kinds.clear()
+        self._load_state_kinds()
 
     def restore_in_place(self, materialize: Any) -> Any:
         """Replace the (empty) database with one ``materialize(db_path)`` writes; returns what it returns."""

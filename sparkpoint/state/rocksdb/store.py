@@ -354,6 +354,33 @@ class StateStore:
         self._clear_epoch()
         return changed
 
+    def epoch_changes(self) -> list[tuple[bytes, Optional[bytes]]]:
+        """After :meth:`commit`: ``(db key, new bytes or None)`` of every entry the epoch changed (spilled
+        ones, timers and the metadata included) -- the keys its undo log holds, read back."""
+        keys = [dbkey[len(UNDO_PREFIX):] for dbkey, _ in self.iterate(UNDO_PREFIX)]
+        if not keys:
+            return []
+        values: list = self.db.get(keys)  # type: ignore[arg-type, assignment]  # a list in, a list out
+        return list(zip(keys, values))
+
+    def apply_changes(self, changes: list[tuple[bytes, Optional[bytes]]], epoch: int) -> None:
+        """Replay one epoch's :meth:`epoch_changes` onto the state of the epoch before, in one batch."""
+        batch = rocksdict.WriteBatch(raw_mode=True)
+        batch.delete_range(UNDO_PREFIX, _prefix_end(UNDO_PREFIX))
+        batch.delete(_META_UNDO_EPOCH)
+        batch.delete(_META_IN_PROGRESS)
+        for dbkey, new in changes:
+            if new is None:
+                batch.delete(dbkey)
+            else:
+                batch.put(dbkey, new)
+        batch.put(_META_EPOCH, str(epoch).encode())
+        self.db.write(batch)
+        self._clear_epoch()
+        self.names = self._load_json(_META_NAMES, {})
+        self.timer_counts = self._load_json(_META_TIMER_COUNTS, {})
+        self.watermark = self._load_json(_META_WATERMARK, None)
+
     def _changes(self) -> list[tuple[bytes, Optional[bytes], Optional[bytes]]]:
         """``(db key, old bytes, new bytes)`` of the cached entries whose bytes changed (``None``: absent)."""
         changes = []

@@ -1,0 +1,189 @@
+"""The state changelog: each epoch's keyed-state changes made durable, so a task can run anywhere.
+
+Working state lives where a task ran (:mod:`sparkpoint.runtime.working_state`). On a cluster
+Spark may run a subtask's next epoch on another executor (the preferred one was busy, or it
+was lost). Like Flink's changelog state backend (FLIP-158) and Spark Structured Streaming's
+state store (a delta file per partition and micro-batch), every task of a backend that keeps
+working state writes what its epoch changed to durable storage before it reports success, and
+a task whose executor does not hold its state rebuilds it: the state of the latest completed
+checkpoint (or of the job attempt's start), then every epoch's changes since, in order. An
+epoch therefore costs one write proportional to what it changed, and a task that moved pays
+one restore plus the epochs since the last checkpoint.
+
+Layout: ``<root>/<job>-<attempt>/<epoch>/s<stage>-t<subtask>-<crc32(uid)>.log``, each file
+``magic | CRC32 | pickled [(key, new bytes or None)]`` in the backend's own encoding. The
+driver (:class:`StateChangelog`) tells each task its :class:`ChangelogBase` and deletes the
+epochs a completed checkpoint covers.
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+import posixpath
+import struct
+import time
+import zlib
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import fsspec
+
+from sparkpoint.errors import ConfigurationError, StateMissingError
+from sparkpoint.operators.keyed import KeyedOperator
+from sparkpoint.runtime.checkpoint_io import restore_from_checkpoint
+from sparkpoint.state.key_groups import KeyGroupRange
+
+__all__ = ["ChangelogBase", "StateChangelog", "changelog_from_config", "read_changes", "rebuild_working_state",
+           "write_changes"]
+
+ENABLED_KEYS = ("state.changelog.enabled", "state.backend.changelog.enabled")   # Flink 2.x, 1.x
+BASE_PATH_KEYS = ("state.changelog.dstl.dfs.base-path", "dstl.dfs.base-path")
+
+logger = logging.getLogger(__name__)
+
+_MAGIC = b"SPCL1"
+
+
+@dataclass(frozen=True)
+class ChangelogBase:
+    """What one keyed task needs to rebuild its working state: where the epochs' changes are, and the
+    state they start from (the keyed-state files of a checkpoint for this task, or none: empty)."""
+
+    root: str                       # URL of this job attempt's changelog
+    base_epoch: int                 # the epoch whose end ``base_entries`` hold
+    base_entries: tuple = ()        # checkpoint files covering the task's key groups (restore entries)
+
+
+def _path(root: str, epoch: int, stage_id: int, subtask: int, uid: str) -> str:
+    return posixpath.join(root, f"{epoch:010d}", f"s{stage_id}-t{subtask}-{zlib.crc32(uid.encode()):08x}.log")
+
+
+def write_changes(root: str, epoch: int, stage_id: int, subtask: int, uid: str,
+                  changes: list[tuple[bytes, Optional[bytes]]]) -> int:
+    """Make one operator's changes of ``epoch`` durable (one write); returns the bytes written."""
+    body = pickle.dumps(changes, pickle.HIGHEST_PROTOCOL)
+    data = _MAGIC + struct.pack(">I", zlib.crc32(body)) + body
+    fs, path = fsspec.core.url_to_fs(_path(root, epoch, stage_id, subtask, uid))
+    fs.makedirs(posixpath.dirname(path), exist_ok=True)
+    fs.pipe_file(path, data)
+    return len(data)
+
+
+def read_changes(root: str, epoch: int, stage_id: int, subtask: int, uid: str
+                 ) -> list[tuple[bytes, Optional[bytes]]]:
+    """One operator's changes of ``epoch``; a missing or damaged file is a :class:`StateMissingError`."""
+    url = _path(root, epoch, stage_id, subtask, uid)
+    fs, path = fsspec.core.url_to_fs(url)
+    try:
+        data = fs.cat_file(path)
+    except FileNotFoundError:
+        raise StateMissingError(f"the state changelog of operator {uid!r} (stage {stage_id}, subtask {subtask}) "
+                                f"for epoch {epoch} is missing ({url})") from None
+    body = data[len(_MAGIC) + 4:]
+    if data[:len(_MAGIC)] != _MAGIC or struct.unpack(">I", data[len(_MAGIC):len(_MAGIC) + 4])[0] != zlib.crc32(body):
+        raise StateMissingError(f"the state changelog of operator {uid!r} (stage {stage_id}, subtask {subtask}) "
+                                f"for epoch {epoch} is damaged (checksum mismatch: {url})")
+    changes: list[tuple[bytes, Optional[bytes]]] = pickle.loads(body)
+    return changes
+
+
+def rebuild_working_state(keyed_ops: dict[int, KeyedOperator], base: ChangelogBase, epoch: int, stage_id: int,
+                          subtask: int, kg_range: KeyGroupRange, max_parallelism: int) -> None:
+    """Make the keyed operators' working state that of the end of ``epoch`` on an executor that does not
+    hold it: the base's state, then each later epoch's changes in order."""
+    for op in keyed_ops.values():
+        op.keyed_backend.restore_in_place(lambda path: None)  # start from an empty database
+    restore_from_checkpoint(keyed_ops, list(base.base_entries), kg_range, max_parallelism)
+    for op in keyed_ops.values():
+        backend = op.keyed_backend
+        for e in range(base.base_epoch + 1, epoch + 1):
+            backend.apply_changes(read_changes(base.root, e, stage_id, subtask, op.uid), e)
+        if base.base_epoch >= epoch:
+            backend.apply_changes([], epoch)
+
+
+def changelog_from_config(config: Any, keeps_working_state: bool, backend_name: str, distributed: bool,
+                          checkpoint_dir: Optional[str], job_id: str) -> Optional[StateChangelog]:
+    """The job's changelog, if it keeps one. ``state.changelog.enabled`` is ``true``, ``false`` or, by
+    default, ``auto``: on when the executors may not share a disk (a Spark cluster) and the state backend
+    keeps working state. It lives under ``state.changelog.dstl.dfs.base-path`` or else the checkpoint
+    directory (``<dir>/<job>/changelog``), which every executor must reach."""
+    setting = next((str(config.get(k)).lower() for k in ENABLED_KEYS if config.get(k) is not None), "auto")
+    if setting not in ("true", "false", "auto"):
+        raise ConfigurationError(f"{ENABLED_KEYS[0]} must be true, false or auto, not {setting!r}")
+    if setting == "false" or (setting == "auto" and not distributed):
+        return None
+    if not keeps_working_state:
+        logger.warning("the %s state backend keeps no state changelog: a keyed task that Spark runs away from its "
+                       "state makes the job restore from its latest checkpoint (state.backend.type: rocksdb keeps "
+                       "one)", backend_name)
+        return None
+    base = next((config.get(k) for k in BASE_PATH_KEYS if config.get(k)), None)
+    if base:
+        return StateChangelog(f"{str(base).rstrip('/')}/{job_id}")
+    if checkpoint_dir:
+        return StateChangelog(f"{checkpoint_dir.rstrip('/')}/{job_id}/changelog")
+    logger.warning("no state changelog: it needs a directory every executor reaches (state.checkpoints.dir or %s); "
+                   "a keyed task that Spark runs away from its state makes the job restore from a checkpoint",
+                   BASE_PATH_KEYS[0])
+    return None
+
+
+class StateChangelog:
+    """The driver's side of the changelog: each keyed task's base, and deleting what checkpoints cover.
+
+    A job attempt starts from empty state or a restored checkpoint (:meth:`start_attempt`); when
+    a later checkpoint completes, it becomes every task's base and the epochs it covers are
+    deleted (:meth:`on_checkpoint_completed`).
+    """
+
+    def __init__(self, root: str):
+        self.root = root.rstrip("/")
+        self.fs, self._root_path = fsspec.core.url_to_fs(self.root)
+        self.attempt_root = ""
+        self.base_epoch = -1
+        self.entries: dict[tuple[int, int], list] = {}
+
+    def start_attempt(self, namespace: str, base_epoch: int, entries: dict[tuple[int, int], list]) -> None:
+        """A new job attempt (first start, restore or failover): drop the previous attempt's changelog."""
+        if self.attempt_root:
+            self._remove(self.attempt_root)
+        self.attempt_root = posixpath.join(self.root, namespace)
+        self.base_epoch = base_epoch
+        self.entries = {k: list(v) for k, v in entries.items()}
+
+    def base_for(self, stage_id: int, subtask: int) -> ChangelogBase:
+        return ChangelogBase(self.attempt_root, self.base_epoch, tuple(self.entries.get((stage_id, subtask), ())))
+
+    def on_checkpoint_completed(self, barrier_epoch: int, entries: dict[tuple[int, int], list]) -> None:
+        """A checkpoint of the end of ``barrier_epoch`` completed: tasks rebuild from it from now on, and the
+        changes of the epochs it covers are no longer needed."""
+        if barrier_epoch <= self.base_epoch:
+            return
+        t0 = time.perf_counter()
+        previous, self.base_epoch = self.base_epoch, barrier_epoch
+        self.entries = {k: list(v) for k, v in entries.items()}
+        for epoch in range(previous + 1, barrier_epoch + 1):
+            self._remove(posixpath.join(self.attempt_root, f"{epoch:010d}"))
+        logger.debug("state changelog up to epoch %d deleted in %.1f ms", barrier_epoch,
+                     (time.perf_counter() - t0) * 1000)
+
+    def drop(self) -> None:
+        """The job is over: its changelog is no longer needed."""
+        self._remove(self.root)
+
+    def _remove(self, url: str) -> None:
+        _, path = fsspec.core.url_to_fs(url)
+        try:
+            if self.fs.exists(path):
+                self.fs.rm(path, recursive=True)
+        except OSError as e:
+            logger.warning("could not remove the state changelog at %s: %s", url, e)
+
+
+def describe(base: ChangelogBase) -> str:
+    """A short account of where a task's state is rebuilt from, for logs and errors."""
+    if base.base_entries:
+        return f"checkpoint {base.base_entries[0].get('checkpoint_id')} (epoch {base.base_epoch}) and the changelog"
+    return f"the changelog since epoch {base.base_epoch + 1}"

@@ -1,0 +1,102 @@
+"""The state changelog: a keyed task whose executor does not hold its working state rebuilds it.
+
+In-process executor, real RocksDB. Removing a subtask's database between epochs is what a task
+sees when Spark runs it on another executor: the next epoch must rebuild the state from the
+latest checkpoint (or empty state) plus the changes of every epoch since, with no job failover,
+and the counts must equal a hand count.
+"""
+
+from __future__ import annotations
+
+import glob
+import shutil
+from pathlib import Path
+
+import pytest
+
+from sparkpoint.common import WatermarkStrategy
+from sparkpoint.datastream.connectors.generator import DataGeneratorSource
+from sparkpoint.datastream.transformations import CollectTransformation, TransformationInput
+from sparkpoint.errors import ConfigurationError
+from sparkpoint.runtime.changelog import read_changes, write_changes
+from sparkpoint.errors import StateMissingError
+from tests.checkpoint.test_checkpointing import Count, key_of, oracle_totals
+
+ROCKSDB = {"state.backend.type": "rocksdb", "state.changelog.enabled": "true"}
+
+
+def _run(env, tmp_path: Path, count: int, wipe_at: set[int], checkpoints: bool):
+    """Run the keyed count; remove subtask 1's database after each epoch in ``wipe_at``."""
+    if checkpoints:
+        env.enable_checkpointing(150)
+        env.get_checkpoint_config().set_checkpoint_storage_dir((tmp_path / "ck").as_uri())
+    env.set_parallelism(2)
+    src = DataGeneratorSource(key_of, count, num_splits=2)
+    stream = (env.from_source(src, WatermarkStrategy.no_watermarks(), "gen").uid("gen")
+              .key_by(lambda k: k).process(Count()).uid("count"))
+    wiped: list[int] = []
+
+    def on_epoch(stats):
+        if stats.epoch in wipe_at and stats.epoch not in wiped:  # once: a restored job runs epochs again
+            dirs = glob.glob(str(tmp_path / "local-state" / "*" / "stage-1" / "task-1"))
+            assert dirs, "no working state to remove"
+            for d in dirs:
+                shutil.rmtree(d)
+            wiped.append(stats.epoch)
+
+    env._on_epoch = on_epoch
+    tid = env._add_transformation(CollectTransformation, "Collect", [TransformationInput(stream._id)])
+    result = env.execute("changelog")
+    env._remove_transformation(tid)
+    last: dict = {}
+    for key, n in result.collected:
+        last[key] = max(last.get(key, 0), n)
+    return result, last, wiped
+
+
+@pytest.mark.parametrize("checkpoints", [True, False], ids=["from-checkpoint", "from-empty-state"])
+def test_a_task_away_from_its_state_rebuilds_it_without_a_failover(make_env, tmp_path, checkpoints):
+    count = 4_000
+    conf = {"execution.epoch.max-records": 40, **ROCKSDB}
+    if not checkpoints:
+        conf["state.changelog.dstl.dfs.base-path"] = (tmp_path / "changelog").as_uri()
+    env = make_env("local", **conf)
+    result, counts, wiped = _run(env, tmp_path, count, {6, 20, 21, 35}, checkpoints)
+    assert wiped == [6, 20, 21, 35]
+    assert counts == dict(oracle_totals(count))
+    assert result.restarts == 0
+    assert result.state_rebuilds == len(wiped)
+    if checkpoints:  # later rebuilds start from a checkpoint, not from the first epoch
+        assert result.checkpoints["counts"]["completed"] >= 2
+    assert not glob.glob(str(tmp_path / "ck" / "*" / "changelog" / "*")), "the changelog outlived the job"
+
+
+def test_without_a_changelog_a_lost_state_fails_over_to_the_checkpoint(make_env, tmp_path):
+    count = 3_000
+    env = make_env("local", **{"execution.epoch.max-records": 40, "state.backend.type": "rocksdb",
+                               "state.changelog.enabled": "false", "restart-strategy.type": "fixed-delay",
+                               "restart-strategy.fixed-delay.delay": "0 ms"})
+    result, counts, wiped = _run(env, tmp_path, count, {15}, checkpoints=True)
+    assert wiped == [15]
+    assert counts == dict(oracle_totals(count))
+    assert result.restarts == 1 and result.state_rebuilds == 0
+
+
+def test_a_damaged_changelog_is_named_and_never_read_as_state(tmp_path):
+    root = (tmp_path / "cl").as_uri()
+    changes = [(b"k1", b"v1"), (b"k2", None)]
+    write_changes(root, 7, 1, 0, "count", changes)
+    assert read_changes(root, 7, 1, 0, "count") == changes
+    path = next((tmp_path / "cl").rglob("*.log"))
+    path.write_bytes(path.read_bytes()[:-1] + b"\x00")
+    with pytest.raises(StateMissingError, match=r"'count'.*epoch 7 is damaged"):
+        read_changes(root, 7, 1, 0, "count")
+    with pytest.raises(StateMissingError, match=r"epoch 8 is missing"):
+        read_changes(root, 8, 1, 0, "count")
+
+
+def test_the_changelog_setting_is_checked(make_env, tmp_path):
+    env = make_env("local", **{"state.backend.type": "rocksdb", "state.changelog.enabled": "sometimes"})
+    env.from_collection([1, 2, 3]).key_by(lambda v: v).process(Count()).uid("count").print()
+    with pytest.raises(ConfigurationError, match="state.changelog.enabled"):
+        env.execute()
