@@ -107,8 +107,9 @@ def _min_watermark(values: list) -> Optional[int]:
 
 
 def run_task(plan: JobPlan, stage_id: int, subtask: int, dep: TaskDeployment,
-             input_blobs: list[bytes]) -> tuple[list, list[TaskReport]]:
-    """Run one task; returns ``([(consumer_stage, partition, blob)], reports)``.
+             input_blobs: list[bytes], location: Optional[str] = None) -> tuple[list, list[TaskReport]]:
+    """Run one task (on the executor ``location``, if known); returns ``([(consumer_stage, partition, blob)],
+    reports)``.
 
     ``reports`` holds this task's report and the upstream reports it forwards.
     """
@@ -117,7 +118,7 @@ def run_task(plan: JobPlan, stage_id: int, subtask: int, dep: TaskDeployment,
     task = TaskContext(job_id=dep.job_id, job_name=plan.job_name, stage_id=stage_id, subtask_index=subtask,
                        parallelism=stage.parallelism, max_parallelism=plan.max_parallelism, epoch=dep.epoch,
                        processing_time=dep.processing_time, job_parameters=plan.job_parameters)
-    report = TaskReport(stage_id=stage_id, subtask=subtask, epoch=dep.epoch)
+    report = TaskReport(stage_id=stage_id, subtask=subtask, epoch=dep.epoch, location=location)
     # Step 1. Operators and their state.
     kg_range = compute_key_group_range_for_operator_index(plan.max_parallelism, stage.parallelism, subtask)
     ops: dict[int, StreamOperator] = {}

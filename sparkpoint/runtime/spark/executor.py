@@ -10,6 +10,12 @@ of all tasks come back through the terminal stages' ``collect``.
 Records cross stages as Arrow batches inside one blob per (upstream task, downstream
 partition); Spark only moves the blobs. The job plan (with the user's functions) is
 broadcast once per job.
+
+Keyed stages ask Spark to run each subtask on the executor that ran it last, where its working
+state is (:mod:`sparkpoint.runtime.spark.jvm`'s ``LocatedRDD``, as Structured Streaming's
+state-store RDD does); Spark's delay scheduling stays in charge, and a task it runs elsewhere
+rebuilds its state (:mod:`sparkpoint.runtime.changelog`). Each task reports the executor it
+ran on; the executor counts the keyed tasks that ran away from their preferred one.
 """
 
 from __future__ import annotations
@@ -88,6 +94,16 @@ class SparkEpochExecutor:
         self.spark: Any = None
         self.plan: JobPlan = None  # type: ignore[assignment]
         self.bc: Any = None
+        self.located: Any = None                          # LocatedRDD's factory, when it could be built
+        self.locations: dict[tuple[int, int], str] = {}   # keyed (stage, subtask) -> the executor it last ran on
+        self.placed = 0   # keyed tasks that had a preferred executor ...
+        self.moved = 0    # ... and ran on another one
+
+    @property
+    def distributed(self) -> bool:
+        """True unless Spark runs in this process (``local``/``local[n]``): executors may not share a disk."""
+        master = self.spark.sparkContext.master if self.spark is not None else ""
+        return not (master == "local" or master.startswith("local["))
 
     def start(self, plan: JobPlan, job_id: str) -> None:
         from sparkpoint.runtime.spark.python_files import ship_python_files
@@ -99,8 +115,15 @@ class SparkEpochExecutor:
         self.job_id = job_id
         _register_user_modules()
         self.bc = self.spark.sparkContext.broadcast(cloudpickle.dumps(plan))
+        if self.config.get_boolean("sparkpoint.spark.task-locality", True) and any(s.keyed for s in plan.stages):
+            from sparkpoint.runtime.spark.jvm import located_rdd_factory
+
+            self.located = located_rdd_factory(self.spark.sparkContext)
 
     def stop(self) -> None:
+        if self.placed:
+            logger.info("keyed tasks ran away from the executor holding their state %d times in %d (%.1f%%)",
+                        self.moved, self.placed, 100.0 * self.moved / self.placed)
         if self.bc is not None:
             try:
                 self.bc.destroy()
@@ -133,6 +156,8 @@ class SparkEpochExecutor:
                           for u in stage.upstream_stages]
                 merged = inputs[0] if len(inputs) == 1 else sc.union(inputs)
                 shuffled = merged.partitionBy(stage.parallelism, _identity)
+                if stage.keyed and self.located is not None:  # run where the working state is
+                    shuffled = self.located(shuffled, [self.locations.get((sid, i)) for i in range(stage.parallelism)])
 
                 def run_stage(idx: int, it: Iterator, _sid: int = sid, _deps: dict = deps,
                               _terminal: bool = is_terminal) -> Iterator:
@@ -157,12 +182,30 @@ class SparkEpochExecutor:
         reports: list[TaskReport] = []
         for blob in blobs:
             reports.extend(cloudpickle.loads(blob))
+        self._note_locations(reports)
         return reports
+
+    def _note_locations(self, reports: list[TaskReport]) -> None:
+        """Remember where each keyed task ran (its state is there now) and count those that moved."""
+        keyed = {s.id for s in self.plan.stages if s.keyed}
+        for r in reports:
+            if r.stage_id in keyed and r.location:
+                before = self.locations.get((r.stage_id, r.subtask))
+                if before is not None:
+                    self.placed += 1
+                    self.moved += before != r.location
+                self.locations[(r.stage_id, r.subtask)] = r.location
 
 
 def _run(bc: Any, stage_id: int, subtask: int, dep: TaskDeployment, blobs: list, terminal: bool) -> Iterator:
+    from pyspark import TaskContext
+
+    from sparkpoint.runtime.spark.jvm import TASK_LOCATION_PROPERTY
+
     plan = _plan(dep.job_id, bc)
-    outputs, reports = run_task(plan, stage_id, subtask, dep, blobs)
+    context = TaskContext.get()
+    location = context.getLocalProperty(TASK_LOCATION_PROPERTY) if context is not None else None
+    outputs, reports = run_task(plan, stage_id, subtask, dep, blobs, location)
     for consumer, partition, blob in outputs:
         yield (consumer, partition, blob)
     if terminal:
