@@ -104,7 +104,8 @@ def rebuild_working_state(keyed_ops: dict[int, KeyedOperator], base: ChangelogBa
 
 
 def changelog_from_config(config: Any, keeps_working_state: bool, backend_name: str, distributed: bool,
-                          checkpoint_dir: Optional[str], job_id: str) -> Optional[StateChangelog]:
+                          checkpointing: bool, checkpoint_dir: Optional[str], job_id: str
+                          ) -> Optional[StateChangelog]:
     """The job's changelog, if it keeps one. ``state.changelog.enabled`` is ``true``, ``false`` or, by
     default, ``auto``: on when the executors may not share a disk (a Spark cluster) and the state backend
     keeps working state. It lives under ``state.changelog.dstl.dfs.base-path`` or else the checkpoint
@@ -119,6 +120,9 @@ def changelog_from_config(config: Any, keeps_working_state: bool, backend_name: 
                        "state makes the job restore from its latest checkpoint (state.backend.type: rocksdb keeps "
                        "one)", backend_name)
         return None
+    if not checkpointing:
+        logger.warning("the state changelog without checkpoints is never truncated: a keyed task that moves "
+                       "replays every epoch since the job started")
     base = next((config.get(k) for k in BASE_PATH_KEYS if config.get(k)), None)
     if base:
         return StateChangelog(f"{str(base).rstrip('/')}/{job_id}")

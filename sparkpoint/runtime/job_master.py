@@ -242,7 +242,7 @@ class JobMaster:
         backend = load_state_backend(self.plan.state_backend)
         self.changelog = changelog_from_config(self.config, backend.keeps_working_state, backend.name,
                                                bool(getattr(self.executor, "distributed", False)),
-                                               self.checkpointing.directory, self.job_id)
+                                               self.checkpointing.enabled, self.checkpointing.directory, self.job_id)
         if self.changelog is not None:
             self.changelog.start_attempt(f"{self.job_id}-{self.attempt}", self.epoch - 1, {})
             logger.info("state changelog at %s", self.changelog.root)

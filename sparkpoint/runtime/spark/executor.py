@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import re
 import sys
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Optional
 
 import cloudpickle
 
@@ -157,7 +157,7 @@ class SparkEpochExecutor:
                 merged = inputs[0] if len(inputs) == 1 else sc.union(inputs)
                 shuffled = merged.partitionBy(stage.parallelism, _identity)
                 if stage.keyed and self.located is not None:  # run where the working state is
-                    shuffled = self.located(shuffled, [self.locations.get((sid, i)) for i in range(stage.parallelism)])
+                    shuffled = self.located(shuffled, self._preferred(sid, stage.parallelism))
 
                 def run_stage(idx: int, it: Iterator, _sid: int = sid, _deps: dict = deps,
                               _terminal: bool = is_terminal) -> Iterator:
@@ -185,6 +185,40 @@ class SparkEpochExecutor:
         self._note_locations(reports)
         return reports
 
+    def _preferred(self, stage_id: int, parallelism: int) -> list[Optional[str]]:
+        """Each subtask's preferred executor: where it ran last, but no executor preferred by more than its
+        share of the stage (tasks that first ran while executors were still registering would otherwise
+        stay crowded on one); a subtask without a preference goes where Spark puts it, and stays there."""
+        alive = set(filter(None, self.spark.sparkContext._jsc.sc().getExecutorIds().mkString(",").split(",")))
+        self._forget_lost_executors(alive)
+        share = -(-parallelism // len(alive)) if alive else parallelism
+        taken: dict[str, int] = {}
+        preferred: list[Optional[str]] = []
+        for i in range(parallelism):
+            where = self.locations.get((stage_id, i))
+            if where is not None:
+                taken[where] = taken.get(where, 0) + 1
+                if taken[where] > share:
+                    where = None
+            preferred.append(where)
+        return preferred
+
+    def _forget_lost_executors(self, alive: set[str]) -> None:
+        """Name the executors that held working state and are gone; their tasks rebuild it elsewhere."""
+        if not alive:  # in-process Spark (local mode): the driver is the only executor
+            return
+        lost: dict[str, list[tuple[int, int]]] = {}
+        for task, where in self.locations.items():
+            if where.rsplit("_", 1)[-1] not in alive:
+                lost.setdefault(where, []).append(task)
+        for where, tasks in lost.items():
+            logger.warning("executor %s is lost with the working state of %s; those tasks rebuild it on another "
+                           "executor (from the latest checkpoint and the state changelog, or by a job failover)",
+                           where.removeprefix("executor_"),
+                           ", ".join(f"stage {s} subtask {i}" for s, i in sorted(tasks)))
+            for task in tasks:
+                del self.locations[task]
+
     def _note_locations(self, reports: list[TaskReport]) -> None:
         """Remember where each keyed task ran (its state is there now) and count those that moved."""
         keyed = {s.id for s in self.plan.stages if s.keyed}
@@ -194,6 +228,9 @@ class SparkEpochExecutor:
                 if before is not None:
                     self.placed += 1
                     self.moved += before != r.location
+                if before != r.location:
+                    logger.debug("epoch %d: stage %d subtask %d ran on %s (before: %s)", r.epoch, r.stage_id,
+                                 r.subtask, r.location, before)
                 self.locations[(r.stage_id, r.subtask)] = r.location
 
 
