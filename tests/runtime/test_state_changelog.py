@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import glob
 import shutil
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -17,10 +18,12 @@ import pytest
 from sparkpoint.common import WatermarkStrategy
 from sparkpoint.datastream.connectors.generator import DataGeneratorSource
 from sparkpoint.datastream.transformations import CollectTransformation, TransformationInput
-from sparkpoint.errors import ConfigurationError
+from sparkpoint.errors import ConfigurationError, StateMissingError
 from sparkpoint.runtime.changelog import read_changes, write_changes
-from sparkpoint.errors import StateMissingError
+from sparkpoint.testing.kill_loop import read_committed_lines
 from tests.checkpoint.test_checkpointing import Count, key_of, oracle_totals
+from tests.checkpoint.test_savepoints import seed_job
+from tests.e2e.test_exactly_once import oracle as window_oracle
 
 ROCKSDB = {"state.backend.type": "rocksdb", "state.changelog.enabled": "true"}
 
@@ -100,3 +103,25 @@ def test_the_changelog_setting_is_checked(make_env, tmp_path):
     env.from_collection([1, 2, 3]).key_by(lambda v: v).process(Count()).uid("count").print()
     with pytest.raises(ConfigurationError, match="state.changelog.enabled"):
         env.execute()
+
+
+def test_windows_and_their_timers_are_rebuilt_from_the_changelog(make_env, tmp_path):
+    """The seed job: window contents and event-time timers come back with the replayed epochs."""
+    n = 6_000
+    env = make_env("local", **{"execution.epoch.max-records": 200, **ROCKSDB})
+    env.get_checkpoint_config().set_checkpoint_storage_dir((tmp_path / "ck").as_uri())
+    out = tmp_path / "out"
+    seed_job(env, n, out)
+    wiped: list[int] = []
+
+    def on_epoch(stats):
+        if stats.epoch in (3, 9, 10) and stats.epoch not in wiped:
+            for d in glob.glob(str(tmp_path / "local-state" / "*" / "stage-1" / "task-*")):
+                shutil.rmtree(d)
+            wiped.append(stats.epoch)
+
+    env._on_epoch = on_epoch
+    result = env.execute("seed")
+    assert wiped == [3, 9, 10]
+    assert result.restarts == 0 and result.state_rebuilds == 2 * len(wiped)
+    assert Counter(read_committed_lines(out)) == window_oracle(n)
