@@ -86,9 +86,9 @@ def test_submitted_job_checkpoints_where_the_confs_say_and_restores_from_the_sav
              "--conf", "spark.sparkpoint.state.checkpoints.num-retained=100",
              "--conf", "spark.sparkpoint.execution.epoch.max-records=1000",
              "--conf", "spark.sparkpoint.parallelism.default=2"]
-    job_args = [JOB, "--events", "40000", "--output", str(out)]
+    job_args = [JOB, "--events", "16000", "--output", str(out)]
     # 1. Submitted with a paced source; SIGKILLed (spark-submit, its JVM and Pythons) once it has checkpoints.
-    first = subprocess.Popen(submit_command(*confs, *job_args, "--events-per-second", "4000"), cwd=tmp_path,
+    first = subprocess.Popen(submit_command(*confs, *job_args, "--events-per-second", "2000"), cwd=tmp_path,
                              env=submit_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                              start_new_session=True)
     try:
@@ -111,7 +111,7 @@ def test_submitted_job_checkpoints_where_the_confs_say_and_restores_from_the_sav
     restored = {job: ids for job, ids in seen.items() if job != job_dir.name and ids}
     assert len(restored) == 1, f"checkpoints seen per job while the restored job ran: {seen}"
     assert min(next(iter(restored.values()))) == n + 1
-    assert Counter(read_committed_lines(out)) == oracle(40_000)
+    assert Counter(read_committed_lines(out)) == oracle(16_000)
 
 
 def test_a_config_file_shipped_with_files_configures_the_job_and_single_confs_win(tmp_path):
@@ -127,14 +127,14 @@ def test_a_config_file_shipped_with_files_configures_the_job_and_single_confs_wi
     proc = subprocess.Popen(
         submit_command("--files", str(shipped / "config.yaml"), "--conf", "spark.sparkpoint.conf-file=config.yaml",
                        "--conf", f"spark.sparkpoint.state.checkpoints.dir={storage.as_uri()}",
-                       JOB, "--events", "30000", "--events-per-second", "10000", "--output", str(out)),
+                       JOB, "--events", "12000", "--output", str(out)),
         cwd=workdir, env=submit_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     seen = watch_checkpoints(proc, storage)
     assert proc.wait(timeout=240) == 0, proc.stderr.read()[-4000:]
     # checkpoints at all: the file's interval; in the conf's directory, not the file's
     assert any(seen.values()), f"no checkpoint seen under {storage}"
     assert not (tmp_path / "from-file").exists()
-    assert Counter(read_committed_lines(out)) == oracle(30_000)
+    assert Counter(read_committed_lines(out)) == oracle(12_000)
 
 
 PROBE_JOB = '''
