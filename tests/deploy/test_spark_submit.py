@@ -174,7 +174,7 @@ def test_what_spark_submit_configured_is_not_overridden(tmp_path):
     python.chmod(0o755)
     report_path = tmp_path / "report.json"
     run_submit("--name", "submitted-name", "--conf", "spark.sql.shuffle.partitions=3",
-               "--conf", "spark.sparkpoint.parallelism.default=2", "--conf", "spark.sparkpoint.execution.target=spark",
+               "--conf", "spark.sparkpoint.parallelism.default=2",
                "--conf", "spark.sparkpoint.execution.epoch.max-records=7",
                str(job), str(report_path), cwd=tmp_path, python=str(python))
     report = json.loads(report_path.read_text())

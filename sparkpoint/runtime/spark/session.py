@@ -45,7 +45,7 @@ def launched_by_spark() -> bool:
 
 def get_or_create_session(config: Configuration, given: Any = None) -> Any:
     """The given session, else the active one, else one on an existing SparkContext, else a new one."""
-    from pyspark.core.context import SparkContext
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
     if given is not None:
@@ -73,8 +73,7 @@ def session_defaults(config: Configuration, submitted: bool) -> dict[str, str]:
 
 
 def _create_session(config: Configuration) -> Any:
-    from pyspark import SparkConf
-    from pyspark.core.context import SparkContext
+    from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 
     submitted = launched_by_spark()
