@@ -86,7 +86,7 @@ def test_submitted_job_checkpoints_where_the_confs_say_and_restores_from_the_sav
              "--conf", "spark.sparkpoint.state.checkpoints.num-retained=100",
              "--conf", "spark.sparkpoint.execution.epoch.max-records=1000",
              "--conf", "spark.sparkpoint.parallelism.default=2"]
-    job_args = [JOB, "--events", "16000", "--output", str(out)]
+    job_args = [JOB, "--events", "10000", "--output", str(out)]
     # 1. Submitted with a paced source; SIGKILLed (spark-submit, its JVM and Pythons) once it has checkpoints.
     first = subprocess.Popen(submit_command(*confs, *job_args, "--events-per-second", "2000"), cwd=tmp_path,
                              env=submit_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
@@ -111,7 +111,7 @@ def test_submitted_job_checkpoints_where_the_confs_say_and_restores_from_the_sav
     restored = {job: ids for job, ids in seen.items() if job != job_dir.name and ids}
     assert len(restored) == 1, f"checkpoints seen per job while the restored job ran: {seen}"
     assert min(next(iter(restored.values()))) == n + 1
-    assert Counter(read_committed_lines(out)) == oracle(16_000)
+    assert Counter(read_committed_lines(out)) == oracle(10_000)
 
 
 def test_a_config_file_shipped_with_files_configures_the_job_and_single_confs_win(tmp_path):
