@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any, Optional
 
 import click
-import yaml
 
+from sparkpoint.common.config_file import load_config_file
 from sparkpoint.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
-from sparkpoint.errors import SparkpointError
+from sparkpoint.errors import ConfigurationError, SparkpointError
 from sparkpoint.runtime.job_listener import JobListener
 
 __all__ = ["main"]
@@ -41,23 +41,9 @@ def _load_conf(path: Optional[str]) -> dict[str, Any]:
     if not path:
         return {}
     try:
-        data = yaml.safe_load(Path(path).read_text()) or {}
-    except (OSError, yaml.YAMLError) as e:
-        raise click.BadParameter(f"cannot read {path}: {e}", param_hint="--conf") from e
-    if not isinstance(data, dict):
-        raise click.BadParameter(f"{path} must hold a mapping of flink-conf keys", param_hint="--conf")
-    return _flatten(data)
-
-
-def _flatten(d: dict, prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict):
-            out.update(_flatten(v, key + "."))
-        else:
-            out[key] = v
-    return out
+        return load_config_file(path)
+    except ConfigurationError as e:
+        raise click.BadParameter(str(e), param_hint="--conf") from e
 
 
 def _fmt_wm(wm: Optional[int]) -> str:

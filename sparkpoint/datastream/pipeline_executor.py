@@ -92,7 +92,13 @@ class JobHandle(Protocol):
 
 
 class PipelineExecutor(Protocol):
-    """Creates jobs from pipelines for one execution target."""
+    """Creates jobs from pipelines for one execution target.
+
+    An executor may also have ``deployment_configuration(configuration, context)``, returning
+    keys that the place it deploys to gives the job (the ``spark`` target: the session's
+    ``spark.sparkpoint.<key>`` confs); the environment applies them, before it builds the
+    pipeline, to every key not already set.
+    """
 
     def execute(self, pipeline: Pipeline, configuration: Configuration, context: ExecutionContext) -> JobHandle:
         """Translate the pipeline and create its job, ready to ``run()``."""

@@ -4,8 +4,10 @@ The environment collects the job's transformations and hands them, as a
 :class:`~sparkpoint.datastream.transformations.Pipeline`, to the executor registered for
 ``execution.target`` (:mod:`sparkpoint.datastream.pipeline_executor`). By default that
 is Spark: an active SparkSession is used if there is one, else one is created with
-``spark.master`` (``local[*]`` unless configured, e.g. ``--master`` on the CLI).
-``execution.target: local`` runs the same tasks in this process without Spark.
+``spark.master`` (``local[*]`` unless configured, e.g. ``--master`` on the CLI; under
+``spark-submit``, the application spark-submit configured). An executor may add keys from
+where the job is deployed (Spark's: ``spark.sparkpoint.<key>`` confs) under the keys set
+here. ``execution.target: local`` runs the same tasks in this process without Spark.
 """
 
 from __future__ import annotations
@@ -363,15 +365,29 @@ class StreamExecutionEnvironment:
         if not any(tid >= self._first_unexecuted for tid in self._transformations):
             raise JobGraphError("no operators defined in the job; add a source and a sink before execute() "
                                 "(operators of a job already executed are not run again)")
-        pipeline = self._pipeline(job_name or self._config.get_string("pipeline.name") or "Flink Streaming Job")
         target = str(self._config.get("execution.target", "spark"))
         executor = PipelineExecutorServiceLoader().get_executor(target)
         context = ExecutionContext(job_id=self._job_id, spark_session=self._spark_session, on_epoch=self._on_epoch,
                                    on_job_created=_cli_defaults.get("on_job_created"),
                                    capture_plan=_cli_defaults.get("capture_plan"))
+        self._apply_deployment_configuration(executor, context)
+        pipeline = self._pipeline(job_name or self._config.get_string("pipeline.name") or "Flink Streaming Job")
         job = executor.execute(pipeline, self._config, context)
         self._first_unexecuted = self._next_id
         return job
+
+    def _apply_deployment_configuration(self, executor: Any, context: ExecutionContext) -> None:
+        """Keys the place the job is deployed to gives (Spark confs under spark-submit), under every key set here.
+
+        So code (and ``sparkpoint run``'s -D/--conf/-s) wins over ``spark.sparkpoint.*`` confs,
+        which win over ``spark.sparkpoint.conf-file``, which wins over defaults.
+        """
+        provide = getattr(executor, "deployment_configuration", None)
+        if provide is None:
+            return
+        for key, value in provide(Configuration(self._config), context).items():
+            if not self._config.contains_key(key):
+                self._config.set(key, value)
 
     def execute(self, job_name: Optional[str] = None) -> Any:
         """Run the job; returns when bounded input is exhausted (or the job is cancelled)."""

@@ -1,4 +1,22 @@
-"""Getting a SparkSession: the one given, the active one, or a new one."""
+"""Getting a SparkSession: the one given, the active one, or a new one that keeps what Spark was told.
+
+A Spark application is often configured before sparkpoint runs: ``spark-submit`` starts the
+JVM with ``--master``, ``--conf`` and ``spark-defaults.conf`` and then starts this Python; a
+notebook or the job script may already hold a session. sparkpoint never changes a session
+that exists. For a new one, its own choices are defaults that fill only what nothing else
+configured:
+
+- ``spark.master`` ``local[*]``, ``spark.app.name`` the pipeline's name, no console progress
+  bar, ``spark.sql.shuffle.partitions`` 8;
+- when sparkpoint starts Spark itself (``python job.py``, ``sparkpoint run``): log level WARN,
+  and this interpreter for the Python workers (``PYSPARK_PYTHON``) unless one is set;
+- under ``spark-submit`` the Python environment variables, the log configuration and every
+  conf it was given are left as they are (``spark.pyspark.python`` included).
+
+``spark.*`` keys of sparkpoint's configuration (``sparkpoint run --master`` or ``-D spark.x=y``,
+or set in code) are explicit, and applied to a new session over everything else, as
+``SparkSession.builder.config`` would.
+"""
 
 from __future__ import annotations
 
@@ -9,12 +27,25 @@ from typing import Any
 
 from sparkpoint.common.configuration import Configuration
 
-__all__ = ["get_or_create_session"]
+__all__ = ["get_or_create_session", "launched_by_spark", "session_defaults"]
 
 logger = logging.getLogger(__name__)
 
+GATEWAY_PORT_ENV = "PYSPARK_GATEWAY_PORT"
+"""Set by a JVM that starts a Python driver (spark-submit's PythonRunner) for it to connect back."""
+
+_LAUNCHER_PLACEHOLDERS = {"spark.app.name": "pyspark-shell", "spark.ui.showConsoleProgress": "true"}
+"""What PySpark's own JVM launcher puts in the conf when this process starts Spark: not the user's choice."""
+
+
+def launched_by_spark() -> bool:
+    """Whether a Spark JVM started this Python process (``spark-submit job.py``) and holds its configuration."""
+    return GATEWAY_PORT_ENV in os.environ
+
 
 def get_or_create_session(config: Configuration, given: Any = None) -> Any:
+    """The given session, else the active one, else one on an existing SparkContext, else a new one."""
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
     if given is not None:
@@ -22,19 +53,43 @@ def get_or_create_session(config: Configuration, given: Any = None) -> Any:
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    master = config.get_string("spark.master") or "local[*]"
-    builder = (SparkSession.builder.master(master)
-               .appName(config.get_string("pipeline.name") or "sparkpoint")
-               .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.shuffle.partitions", "8"))
-    for key, value in config.to_dict().items():
-        if key.startswith("spark.") and key != "spark.master":
-            builder = builder.config(key, str(value))
-    logger.info("starting a SparkSession on %s", master)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel(config.get_string("spark.log.level") or "WARN")
-    return spark
+    if SparkContext._active_spark_context is not None:
+        # a context made elsewhere (another thread): a session on it, its settings untouched
+        return SparkSession.builder.getOrCreate()
+    return _create_session(config)
 
 
+def session_defaults(config: Configuration, submitted: bool) -> dict[str, str]:
+    """sparkpoint's choices for a new session, applied only to keys nothing else set."""
+    defaults = {
+        "spark.master": "local[*]",
+        "spark.app.name": config.get_string("pipeline.name") or "sparkpoint",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.shuffle.partitions": "8",
+    }
+    if not submitted:
+        defaults["spark.log.level"] = "WARN"
+    return defaults
+
+
+def _create_session(config: Configuration) -> Any:
+    from pyspark import SparkConf, SparkContext
+    from pyspark.sql import SparkSession
+
+    submitted = launched_by_spark()
+    explicit = {k: str(v) for k, v in config.to_dict().items() if k.startswith("spark.")}
+    if not submitted:
+        os.environ.setdefault("PYSPARK_PYTHON", explicit.get("spark.pyspark.python") or sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    # Connect to the JVM that started this process, or start one with the explicit keys (some,
+    # like spark.driver.memory, count only at launch). Either way a SparkConf() made after this
+    # reads the JVM's spark.* properties: spark-submit's --master/--conf and spark-defaults.conf.
+    SparkContext._ensure_initialized(conf=SparkConf(loadDefaults=False).setAll(list(explicit.items())))
+    conf = SparkConf()
+    configured = {k for k, v in conf.getAll() if submitted or _LAUNCHER_PLACEHOLDERS.get(k) != v}
+    settings = {k: v for k, v in session_defaults(config, submitted).items() if k not in configured}
+    settings.update(explicit)
+    conf.setAll(list(settings.items()))
+    logger.info("starting a SparkSession on %s (%s); sparkpoint set %s", conf.get("spark.master"),
+                "spark-submit's configuration" if submitted else "started here", sorted(settings))
+    return SparkSession.builder.config(conf=conf).getOrCreate()

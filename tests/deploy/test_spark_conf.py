@@ -1,0 +1,68 @@
+"""sparkpoint's settings given as Spark confs and a config file: how keys map and which wins (no Spark)."""
+
+from __future__ import annotations
+
+import pytest
+
+from sparkpoint.common import Configuration
+from sparkpoint.errors import ConfigurationError
+from sparkpoint.runtime.spark.session import session_defaults
+from sparkpoint.runtime.spark.spark_conf import CONF_FILE_KEY, resolve_conf_file, settings_from_spark_conf
+
+
+def test_prefixed_confs_set_their_keys_and_other_confs_are_not_sparkpoints():
+    settings = settings_from_spark_conf({
+        "spark.sparkpoint.execution.checkpointing.interval": "10s",
+        "spark.sparkpoint.execution.savepoint.path": "file:///ck/job/chk-7/_metadata",
+        "spark.sparkpoint.sparkpoint.local-state-dir": "/data/state",
+        "spark.sql.shuffle.partitions": "3",
+        "spark.master": "local[2]",
+        "spark.sparkpoint.": "nothing after the prefix",
+    })
+    assert settings == {"execution.checkpointing.interval": "10s",
+                        "execution.savepoint.path": "file:///ck/job/chk-7/_metadata",
+                        "sparkpoint.local-state-dir": "/data/state"}
+    assert Configuration(settings).get_duration_ms("execution.checkpointing.interval") == 10_000
+
+
+def test_a_conf_file_gives_keys_and_single_confs_win_over_it(tmp_path):
+    conf_file = tmp_path / "config.yaml"
+    conf_file.write_text("execution:\n  checkpointing:\n    interval: 5 s\nparallelism.default: 1\n"
+                         "state.checkpoints.dir: file:///from/file\n")
+    settings = settings_from_spark_conf({CONF_FILE_KEY: str(conf_file),
+                                         "spark.sparkpoint.state.checkpoints.dir": "file:///from/conf"})
+    assert settings == {"execution.checkpointing.interval": "5 s", "parallelism.default": 1,
+                        "state.checkpoints.dir": "file:///from/conf"}
+
+
+def test_a_shipped_conf_file_is_found_by_its_name_in_the_spark_files_directory(tmp_path, monkeypatch):
+    shipped = tmp_path / "userFiles"
+    shipped.mkdir()
+    (shipped / "flink-conf.yaml").write_text("parallelism.default: 3\n")
+    elsewhere = tmp_path / "cwd"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert resolve_conf_file("flink-conf.yaml", str(shipped)) == str(shipped / "flink-conf.yaml")
+    assert settings_from_spark_conf({CONF_FILE_KEY: "flink-conf.yaml"}, str(shipped)) == {"parallelism.default": 3}
+    # a path on the driver (the working directory of a YARN container holds --files) comes first
+    (elsewhere / "flink-conf.yaml").write_text("parallelism.default: 4\n")
+    assert settings_from_spark_conf({CONF_FILE_KEY: "flink-conf.yaml"}, str(shipped)) == {"parallelism.default": 4}
+
+
+def test_a_missing_conf_file_names_where_it_was_looked_for(tmp_path):
+    with pytest.raises(ConfigurationError, match=r"spark\.sparkpoint\.conf-file=nope\.yaml: no such file.*--files"):
+        settings_from_spark_conf({CONF_FILE_KEY: "nope.yaml"}, str(tmp_path))
+
+
+def test_a_conf_file_that_is_not_a_mapping_is_refused(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("- a\n- b\n")
+    with pytest.raises(ConfigurationError, match="must hold a mapping"):
+        settings_from_spark_conf({CONF_FILE_KEY: str(bad)})
+
+
+def test_session_defaults_leave_logging_to_spark_submit():
+    started_here = session_defaults(Configuration({"pipeline.name": "counts"}), submitted=False)
+    submitted = session_defaults(Configuration(), submitted=True)
+    assert started_here["spark.app.name"] == "counts" and started_here["spark.log.level"] == "WARN"
+    assert "spark.log.level" not in submitted and submitted["spark.master"] == "local[*]"
