@@ -94,10 +94,11 @@ class ClusterDriver:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-            raise AssertionError(f"the driver did not finish within {timeout:.0f} s:\n{tail(log)}\n"
-                                 f"{self.summary()}") from None
+            raise AssertionError(f"the driver did not finish within {timeout:.0f} s\n{self.summary()}\n"
+                                 f"driver log (tail):\n{tail(log)}") from None
         out = log.read_text(errors="replace")
-        assert proc.returncode == 0, (f"the driver exited with {proc.returncode}:\n{tail(log)}\n{self.summary()}")
+        assert proc.returncode == 0, (f"the driver exited with {proc.returncode}\n{self.summary()}\n"
+                                      f"driver log (tail):\n{tail(log)}")
         return out
 
     def run(self, job: str, args: list[str], conf: dict, timeout: float = 240) -> str:
