@@ -30,7 +30,8 @@ LISTENER = "sparkpoint.testing.job_report:JobReportListener"
 
 
 class JobReport(dict):
-    """One job's report: ``job_id``, ``status``, ``failovers``, ``failures``, ``epochs``, ``records_in``."""
+    """One job's report: ``job_id``, ``status``, ``failovers``, ``failures``, ``checkpoints`` (completed),
+    ``epochs``, ``records_in``."""
 
     @property
     def failovers(self) -> int:
@@ -51,7 +52,7 @@ class JobReportListener:
         self.directory = Path(directory)
         self.job = job
         self.report = JobReport(job_id=job.job_id, pid=os.getpid(), status="CREATED", failovers=0, failures=[],
-                                epochs=0, records_in=0, started=time.time(), ended=None)
+                                checkpoints=0, epochs=0, records_in=0, started=time.time(), ended=None)
 
     def on_job_started(self, job: Any) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -71,7 +72,7 @@ class JobReportListener:
         self.report["records_in"] = int(getattr(stats, "total_records_in", 0))
 
     def on_checkpoint_completed(self, checkpoint: Any) -> None:
-        pass
+        self.report["checkpoints"] += 1
 
     def on_checkpoint_failed(self, checkpoint_id: int, reason: str) -> None:
         pass

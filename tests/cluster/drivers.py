@@ -108,6 +108,9 @@ class ClusterDriver:
     def job_reports(self) -> list[JobReport]:
         return read_job_reports(self.reports)
 
+    def checkpoints_completed(self) -> int:
+        return sum(int(r.get("checkpoints", 0)) for r in self.job_reports())
+
     def failovers(self) -> int:
         """Job failovers (transitions to RESTARTING) of every driver run so far."""
         return sum(r.failovers for r in self.job_reports())
@@ -116,8 +119,9 @@ class ClusterDriver:
         return latest_completed(self.checkpoints.as_uri()) if self.checkpoints.exists() else None
 
     def summary(self) -> str:
-        lines = [f"job {r['job_id']}: {r['status']}, {r.failovers} failovers, {r.get('epochs')} epochs, "
-                 f"{r.get('records_in')} records in; failures: {r.failures}" for r in self.job_reports()]
+        lines = [f"job {r['job_id']}: {r['status']}, {r.failovers} failovers, {r.get('checkpoints')} checkpoints, "
+                 f"{r.get('epochs')} epochs, {r.get('records_in')} records in; failures: {r.failures}"
+                 for r in self.job_reports()]
         return "\n".join(lines) or "no job report (the job never started)"
 
 
