@@ -2,8 +2,8 @@
 
 A test that runs a job in a child process (``sparkpoint run``) cannot ask the JobMaster
 how often the job failed over. Named in the job's configuration, this listener writes
-``<dir>/<job-id>.json`` at every status change and when the job ends, so even a driver
-killed mid-run leaves the failovers it had so far::
+``<dir>/<job-id>.json`` at every status change, after every epoch and when the job ends,
+so even a driver killed mid-run leaves what it did so far::
 
     sparkpoint run -D execution.job-listeners=sparkpoint.testing.job_report:JobReportListener \\
                    -D sparkpoint.testing.job-report-dir=/shared/reports job.py
@@ -70,6 +70,7 @@ class JobReportListener:
     def on_epoch_completed(self, stats: Any) -> None:
         self.report["epochs"] += 1
         self.report["records_in"] = int(getattr(stats, "total_records_in", 0))
+        self._write()
 
     def on_checkpoint_completed(self, checkpoint: Any) -> None:
         self.report["checkpoints"] += 1
