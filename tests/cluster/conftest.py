@@ -53,7 +53,7 @@ def cluster(shared_dir):
 
 
 @pytest.fixture
-def driver(cluster, shared_dir, request) -> ClusterDriver:
+def driver(cluster, shared_dir, request):
     """Both workers running, the cluster idle, and a fresh work directory for this test's jobs."""
     for index, worker in enumerate(cluster.workers):
         if worker.proc is None or worker.proc.poll() is not None:
@@ -64,7 +64,9 @@ def driver(cluster, shared_dir, request) -> ClusterDriver:
     except ClusterError as e:
         pytest.fail(f"the cluster is still busy with an earlier application: {e}")
     work = Path(tempfile.mkdtemp(prefix=f"{request.node.name[:40]}-", dir=shared_dir))
-    return ClusterDriver(cluster, work)
+    started = ClusterDriver(cluster, work)
+    yield started
+    started.close()
 
 
 @pytest.hookimpl(hookwrapper=True)

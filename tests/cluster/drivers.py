@@ -40,6 +40,7 @@ class ClusterDriver:
         self.output = work / "output"
         self.reports = work / "reports"
         self.runs = 0
+        self.started: list[subprocess.Popen] = []
 
     def conf(self, **extra: object) -> dict:
         """The cluster's driver confs, exactly-once checkpoints every second, a bounded restart strategy."""
@@ -79,7 +80,15 @@ class ClusterDriver:
         with open(log, "w") as out:
             proc = subprocess.Popen(self.command(job, args, conf), stdout=out, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, cwd=str(ROOT), env=self.env())
+        self.started.append(proc)
         return proc, log
+
+    def close(self) -> None:
+        """Kill the drivers a failed test left running (their JVMs end with them)."""
+        for proc in self.started:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=30)
 
     def env(self) -> dict:
         env = dict(os.environ)
