@@ -1,0 +1,49 @@
+"""A worker dies mid-run (SIGKILL of the worker, its executor and its Python workers) and
+comes back: the job goes on or recovers by itself, with at most one failover, and its
+committed output is exactly-once equal to the pandas oracle."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from .drivers import SEED_JOB, compare, read_output, seed_oracle, tail, wait_for_line
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
+
+def _gone(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat[stat.rfind(")") + 2] == "Z"
+
+
+def test_worker_killed_mid_run_and_started_again(driver, cluster):
+    events = 400_000   # 10 epochs of 40,000 events (2 splits of 20,000)
+    proc, log = driver.start(SEED_JOB, ["--events", str(events), "--output", str(driver.output)], driver.conf())
+    # Step 1. Mid-run: a few epochs done and a checkpoint completed to recover from.
+    wait_for_line(proc, log, "epoch ", 3, timeout=180)
+    deadline = time.monotonic() + 60
+    while driver.latest_checkpoint() is None:
+        assert proc.poll() is None and time.monotonic() < deadline, f"no checkpoint completed:\n{tail(log)}"
+        time.sleep(0.1)
+    epochs_before = log.read_text().count("epoch ")
+    # Step 2. Kill worker 1 with everything it runs; all of it was alive, none of it is now.
+    assert proc.poll() is None, f"the job ended before the kill:\n{tail(log)}"
+    killed = cluster.kill_worker(1)
+    assert {"worker", "executor", "python"} <= killed.kinds(), killed
+    assert all(_gone(p.pid) for p in killed.processes), killed
+    assert proc.poll() is None, f"the driver died with the worker:\n{tail(log)}"
+    # Step 3. The worker comes back; the job finishes by itself.
+    time.sleep(2)
+    cluster.start_worker(1)
+    out = driver.finish(proc, log, timeout=300)
+    assert out.count("epoch ") > epochs_before, "the job did not run after the kill"
+    print(driver.summary())
+    assert driver.failovers() <= 1, f"more than one failover for one lost worker:\n{driver.summary()}"
+    got, expected = read_output(driver.output), seed_oracle(events)
+    assert got == expected, compare(got, expected)
