@@ -3,8 +3,9 @@
 The restart strategy decides whether the job goes on; if it does, pending checkpoints
 are aborted, the restart backoff is waited out, and the latest retained checkpoint that
 still loads is chosen to restore from (falling back to older retained ones when the
-newest is corrupt or gone). Without a strategy that allows it, or without any completed
-checkpoint, the failure is the job's.
+newest is corrupt or gone) and, before the job completed one of its own, the checkpoint or
+savepoint it was started from (``-s``), as Flink restarts from the snapshot it restored.
+Without a strategy that allows it, or with nothing to restore, the failure is the job's.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ class Failover:
         self.job_id = job_id
         self.restart_strategy: RestartStrategy = restart_strategy_from_config(config, checkpointing_enabled)
         self.restarts = 0
+        self.started_from: Optional[RestoredCheckpoint] = None   # the snapshot given with -s, if any
 
     def recover(self, error: BaseException, epoch: int,
                 coordinator: Optional[CheckpointCoordinator]) -> Optional[RestoredCheckpoint]:
@@ -41,7 +43,9 @@ class Failover:
             return None
         # Step 2. Abort what was pending; it cannot complete now.
         coordinator.abort_all(CheckpointFailureReason.JOB_FAILOVER_REGION, f"job failover: {error}")
-        candidates = list(reversed(coordinator.store.get_all_checkpoints()))
+        candidates = [(cp.checkpoint_id, cp.location) for cp in reversed(coordinator.store.get_all_checkpoints())]
+        if self.started_from is not None:
+            candidates.append((self.started_from.checkpoint_id, self.started_from.location))
         if not candidates:
             return None
         self.restarts += 1
@@ -50,11 +54,11 @@ class Failover:
         # Step 3. Back off.
         time.sleep(self.restart_strategy.backoff_ms() / 1000)
         # Step 4. The newest retained checkpoint that loads.
-        for cp in candidates:
+        for checkpoint_id, location in candidates:
             try:
-                return load_checkpoint(cp.location)
+                return load_checkpoint(location)
             except (CorruptCheckpointError, CheckpointStorageError) as e:
                 logger.error("cannot recover from checkpoint %d: %s; trying the previous retained one",
-                             cp.checkpoint_id, e)
-                coordinator.store.remove(cp.checkpoint_id)
+                             checkpoint_id, e)
+                coordinator.store.remove(checkpoint_id)
         return None

@@ -260,6 +260,7 @@ class JobMaster:
                         self.checkpointing.mode, storage.fs.unstrip_protocol(storage.job_path))
         if restored is not None:
             self.restore(restored, self.config.get_boolean("execution.savepoint.ignore-unclaimed-state"))
+            self.failover.started_from = restored  # a failure before the first checkpoint restarts from it
 
     def restore(self, restored: RestoredCheckpoint, allow_non_restored: bool = False) -> None:
         """Put the job back in the state of a completed checkpoint."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import glob
 import shutil
+import time
 from pathlib import Path
 
 from sparkpoint.common import WatermarkStrategy
@@ -93,3 +94,36 @@ def test_checkpoint_listeners_are_notified(make_env, tmp_path):
     notified = {int(p.name.split("-")[1]) for p in tmp_path.glob("notified-*")}
     assert notified and notified <= completed
     assert len(notified) >= len(completed) - 1  # the last one completes as the job ends
+
+
+def test_a_job_restored_with_s_fails_over_to_that_checkpoint_before_its_own_first(make_env, tmp_path):
+    """Started from a retained checkpoint, the job loses its working state before any checkpoint of its own
+    completed: it restarts from the checkpoint it was started from (as Flink does), not fail."""
+    count = 3_000
+    first = make_env("local", **{"execution.epoch.max-records": 25})
+    stream = _job(first, tmp_path, count)
+    first.get_checkpoint_config().set_externalized_checkpoint_retention("RETAIN_ON_CANCELLATION")
+    stream.print()
+    client = first.execute_async("first")
+    deadline = time.time() + 60
+    while time.time() < deadline and not glob.glob(str(tmp_path / "ck" / "*" / "chk-*" / "_metadata")):
+        time.sleep(0.05)
+    client.cancel()
+    client.wait(30)
+    chk = sorted(glob.glob(str(tmp_path / "ck" / "*" / "chk-*")), key=lambda p: int(p.rsplit("-", 1)[1]))[-1]
+    env = make_env("local", **{"execution.epoch.max-records": 25, "execution.savepoint.path": chk,
+                               "restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.delay": "0 ms"})
+    wiped: list[int] = []
+
+    def on_epoch(stats):
+        if not wiped:
+            shutil.rmtree(tmp_path / "local-state")
+            wiped.append(stats.epoch)
+
+    env._on_epoch = on_epoch
+    restored = (tmp_path / "restored-ck").as_uri()
+    got = _job(env, tmp_path, count)
+    env.enable_checkpointing(3_600_000)   # none of its own completes before the failure
+    env.get_checkpoint_config().set_checkpoint_storage_dir(restored)
+    assert _last_counts(got.execute_and_collect()) == dict(oracle_totals(count))
+    assert wiped
