@@ -38,6 +38,11 @@ class JobReport(dict):
         return int(self.get("failovers", 0))
 
     @property
+    def state_rebuilds(self) -> int:
+        """Keyed tasks that ran away from their working state and rebuilt it from the changelog."""
+        return int(self.get("state_rebuilds", 0))
+
+    @property
     def failures(self) -> list[str]:
         return list(self.get("failures", []))
 
@@ -69,6 +74,7 @@ class JobReportListener:
 
     def on_epoch_completed(self, stats: Any) -> None:
         self.report["epochs"] += 1
+        self.report["state_rebuilds"] = int(getattr(self.job, "state_rebuilds", 0))
         self.report["records_in"] = int(getattr(stats, "total_records_in", 0))
         self._write()
 

@@ -124,11 +124,16 @@ class ClusterDriver:
         """Job failovers (transitions to RESTARTING) of every driver run so far."""
         return sum(r.failovers for r in self.job_reports())
 
+    def state_rebuilds(self) -> int:
+        """Keyed tasks that rebuilt their working state on another executor, over every driver run."""
+        return sum(r.state_rebuilds for r in self.job_reports())
+
     def latest_checkpoint(self) -> Optional[str]:
         return latest_completed(self.checkpoints.as_uri()) if self.checkpoints.exists() else None
 
     def summary(self) -> str:
-        lines = [f"job {r['job_id']}: {r['status']}, {r.failovers} failovers, {r.get('checkpoints')} checkpoints, "
+        lines = [f"job {r['job_id']}: {r['status']}, {r.failovers} failovers, {r.state_rebuilds} state rebuilds, "
+                 f"{r.get('checkpoints')} checkpoints, "
                  f"{r.get('epochs')} epochs, {r.get('records_in')} records in; failures: {r.failures}"
                  for r in self.job_reports()]
         return "\n".join(lines) or "no job report (the job never started)"

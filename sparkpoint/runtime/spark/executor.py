@@ -157,7 +157,7 @@ class SparkEpochExecutor:
                 merged = inputs[0] if len(inputs) == 1 else sc.union(inputs)
                 shuffled = merged.partitionBy(stage.parallelism, _identity)
                 if stage.keyed and self.located is not None:  # run where the working state is
-                    shuffled = self.located(shuffled, self._preferred(sid, stage.parallelism))
+                    shuffled = self.located(shuffled, self._preferred(sid, deps))
 
                 def run_stage(idx: int, it: Iterator, _sid: int = sid, _deps: dict = deps,
                               _terminal: bool = is_terminal) -> Iterator:
@@ -185,16 +185,22 @@ class SparkEpochExecutor:
         self._note_locations(reports)
         return reports
 
-    def _preferred(self, stage_id: int, parallelism: int) -> list[Optional[str]]:
-        """Each subtask's preferred executor: where it ran last, but no executor preferred by more than its
-        share of the stage (tasks that first ran while executors were still registering would otherwise
-        stay crowded on one); a subtask without a preference goes where Spark puts it, and stays there."""
+    def _preferred(self, stage_id: int, deps: dict[int, TaskDeployment]) -> list[Optional[str]]:
+        """Each subtask's preferred executor: where it ran last (none when the state comes from a checkpoint:
+        a fresh start or a restore). Tasks that can rebuild their state anywhere (a state changelog) also
+        spread out: no executor is preferred by more than its share of the stage, so tasks crowded on one
+        executor (while others registered, or after one was lost) move to a new one once."""
+        if any(d.keyed_state_epoch is None for d in deps.values()):
+            for i in deps:
+                self.locations.pop((stage_id, i), None)
+            return [None] * len(deps)
         alive = set(filter(None, self.spark.sparkContext._jsc.sc().getExecutorIds().mkString(",").split(",")))
         self._forget_lost_executors(alive)
-        share = -(-parallelism // len(alive)) if alive else parallelism
+        movable = all(d.changelog is not None for d in deps.values())
+        share = -(-len(deps) // len(alive)) if alive and movable else len(deps)
         taken: dict[str, int] = {}
         preferred: list[Optional[str]] = []
-        for i in range(parallelism):
+        for i in range(len(deps)):
             where = self.locations.get((stage_id, i))
             if where is not None:
                 taken[where] = taken.get(where, 0) + 1
