@@ -40,6 +40,7 @@ from sparkpoint.testing.spark_cluster import StandaloneCluster  # noqa: E402
 JOB = Path(__file__).with_name("placement_job.py")
 _PLACED = re.compile(r"ran away from the executor holding their state (\d+) times in (\d+)")
 _REBUILT = re.compile(r"rebuilt it in (\d+) ms")
+_SUMMARY = re.compile(r'\{"restarts": \d+, "state_rebuilds": \d+, "epochs": \d+\}')
 _EPOCH = re.compile(r"^epoch (\d+): [\d,]+ records in, [\d,]+ out \(([\d.]+)s\)", re.MULTILINE)
 
 
@@ -50,7 +51,7 @@ def run_scenario(cluster: StandaloneCluster, work: Path, name: str, args: argpar
             "state.checkpoints.dir": (work / name / "checkpoints").as_uri()}
     if name == "no-locality":
         conf["sparkpoint.spark.task-locality"] = "false"
-    cmd = [sys.executable, "-m", "sparkpoint.cli", "-vv", "run"]
+    cmd = [sys.executable, "-m", "sparkpoint.cli", "-v", "run"]
     for key, value in conf.items():
         cmd += ["-D", f"{key}={value}"]
     cmd += [str(JOB), str(args.records), str(args.keys)]
@@ -70,7 +71,9 @@ def run_scenario(cluster: StandaloneCluster, work: Path, name: str, args: argpar
 
     reader = threading.Thread(target=read_err, daemon=True)
     reader.start()
-    out, _ = proc.communicate()
+    assert proc.stdout is not None
+    out = proc.stdout.read()   # stderr is the reader's
+    proc.wait()
     reader.join()
     log = "".join(err_lines)
     if proc.returncode != 0:
@@ -80,7 +83,7 @@ def run_scenario(cluster: StandaloneCluster, work: Path, name: str, args: argpar
 
 def _kill_and_restart(cluster: StandaloneCluster) -> None:
     killed = cluster.kill_worker(1)
-    print(f"  killed worker 1: {sorted(killed.kinds)}", file=sys.stderr)
+    print(f"  killed worker 1: {sorted(killed.kinds())}", file=sys.stderr)
     cluster.start_worker(1)
 
 
@@ -90,7 +93,10 @@ def _summary(name: str, out: str, log: str, args: argparse.Namespace, seconds: f
     moved, placed = (int(placement[-1][0]), int(placement[-1][1])) if placement else (0, 0)
     rebuild_ms = [int(ms) for ms in _REBUILT.findall(log)]
     epochs = [float(s) for _, s in _EPOCH.findall(log)]
-    summary = json.loads(log.strip().splitlines()[-1])
+    summaries = _SUMMARY.findall(log)   # the JVM may write into the same line
+    if not summaries:
+        raise SystemExit(f"scenario {name}: no summary from the job:\n{log[-3000:]}")
+    summary = json.loads(summaries[-1])
     keys = sorted(line.split("> ", 1)[-1] for line in out.splitlines() if "> " in line)
     expected = sorted(f"k{k}" for k in range(args.keys))
     return {
