@@ -51,6 +51,7 @@ from sparkpoint.runtime.source_coordinator import SourceCoordinator
 from sparkpoint.runtime.task import TaskDeployment, TaskReport
 from sparkpoint.state.backend_loader import load_state_backend
 from sparkpoint.storage.checkpoint_storage import FsCheckpointStorage
+from sparkpoint.storage.file_systems import configure_file_systems
 from sparkpoint.testing.faults import fault_point
 
 __all__ = ["JobMaster", "EpochExecutor", "EpochStats", "JobExecutionResult", "new_job_id"]
@@ -248,6 +249,7 @@ class JobMaster:
             logger.info("state changelog at %s", self.changelog.root)
 
     def _start_checkpointing(self) -> None:
+        configure_file_systems(self.config)   # s3.* keys: the endpoint and credentials of checkpoint storage
         restore_path = self.config.get_string("execution.savepoint.path")
         restored = load_checkpoint(restore_path) if restore_path else None
         # the coordinator also serves savepoints when periodic checkpoints are off
