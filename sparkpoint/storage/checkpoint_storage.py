@@ -63,8 +63,8 @@ def write_file(fs: fsspec.AbstractFileSystem, path: str, data: bytes) -> None:
     if is_object_store(fs):
         try:
             fs.pipe_file(path, data)
-        except OSError as e:
-            raise CheckpointStorageError(f"cannot write {display_path(fs, path)}: {e}") from e
+        except Exception as e:  # noqa: BLE001 - the store's client raises its own errors (no credentials ...)
+            raise CheckpointStorageError(f"cannot write {display_path(fs, path)}: {type(e).__name__}: {e}") from e
         return
     parent = posixpath.dirname(path)
     tmp = posixpath.join(parent, f".{posixpath.basename(path)}.{uuid.uuid4().hex[:8]}.tmp")
@@ -119,8 +119,8 @@ def read_verified(fs: fsspec.AbstractFileSystem, path: str, handle: StreamStateH
         data = fs.cat_file(path)
     except FileNotFoundError:
         raise CorruptCheckpointError(f"{what}: file {name} is missing") from None
-    except OSError as e:
-        raise CheckpointStorageError(f"{what}: cannot read {name}: {e}") from e
+    except Exception as e:  # noqa: BLE001 - OSError, or the store's client's own errors (no credentials ...)
+        raise CheckpointStorageError(f"{what}: cannot read {name}: {type(e).__name__}: {e}") from e
     if len(data) != handle.size:
         raise CorruptCheckpointError(f"{what}: file {name} has {len(data)} bytes, expected {handle.size} (truncated?)")
     if hashlib.sha256(data).hexdigest() != handle.sha256:
@@ -216,12 +216,16 @@ def resolve_checkpoint_pointer(pointer: str, storage_options: Optional[Mapping[s
     fs, path = open_file_system(pointer, storage_options)
     if posixpath.basename(path) == METADATA_FILE_NAME:
         path = posixpath.dirname(path)
-    if not fs.exists(path):
+    metadata = posixpath.join(path, METADATA_FILE_NAME)
+    try:
+        if fs.exists(metadata):
+            return fs, path
+        exists = fs.exists(path)
+    except Exception as e:  # noqa: BLE001 - OSError, or the store's client's own errors (no credentials ...)
+        raise CheckpointStorageError(f"cannot read the checkpoint at {pointer}: {type(e).__name__}: {e}") from e
+    if not exists:
         raise CheckpointStorageError(f"no checkpoint at {pointer}: {path} does not exist")
-    if not fs.exists(posixpath.join(path, METADATA_FILE_NAME)):
-        raise CorruptCheckpointError(
-            f"{pointer} is not a completed checkpoint: {posixpath.join(path, METADATA_FILE_NAME)} is missing")
-    return fs, path
+    raise CorruptCheckpointError(f"{pointer} is not a completed checkpoint: {metadata} is missing")
 
 
 def latest_completed(base_uri: str, job_id: Optional[str] = None,
