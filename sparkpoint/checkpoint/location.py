@@ -41,8 +41,9 @@ class CheckpointStorageLocation:
     def discard(self) -> None:
         """Delete the directory and everything in it (an aborted checkpoint or savepoint)."""
         try:
-            if self.fs.exists(self.path):
-                self.fs.rm(self.path, recursive=True)
+            self.fs.rm(self.path, recursive=True)
+        except FileNotFoundError:
+            pass
         except OSError as e:
             logger.warning("could not delete %s: %s", self.uri, e)
 

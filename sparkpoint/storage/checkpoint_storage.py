@@ -169,11 +169,9 @@ class FsCheckpointStorage:
         return StreamStateHandle(name, len(data), hashlib.sha256(data).hexdigest())
 
     def discard_checkpoint(self, checkpoint_id: int) -> None:
-        path = self.checkpoint_path(checkpoint_id)
         try:
-            if self.fs.exists(path):
-                self.fs.rm(path, recursive=True)
-        except OSError:
+            self.fs.rm(self.checkpoint_path(checkpoint_id), recursive=True)
+        except OSError:   # FileNotFoundError: already gone
             pass
 
     def discard_job_directory_if_empty(self) -> None:

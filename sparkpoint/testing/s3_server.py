@@ -19,6 +19,7 @@ import base64
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -75,10 +76,14 @@ class S3Server:
         env.pop("MOTO_ENABLE_RECORDING", None)
         for _ in range(3):   # a free port can be taken between choosing it and binding it
             self.port = _free_port(self.host)
-            log = open(os.path.join(self._dir, "server.log"), "ab")
-            self._proc = subprocess.Popen([*_server_command(), "-H", self.host, "-p", str(self.port)],
-                                          stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
-            log.close()
+            with open(os.path.join(self._dir, "server.log"), "ab") as log:
+                try:
+                    self._proc = subprocess.Popen([*_server_command(), "-H", self.host, "-p", str(self.port)],
+                                                  stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                                  env=env, preexec_fn=_die_with_parent)
+                except OSError as e:
+                    raise S3ServerError(f"cannot start moto_server ({e}); install it: pip install 'moto[server]'"
+                                        ) from e
             if self._wait_until_answering():
                 atexit.register(self.stop)
                 return self
@@ -190,6 +195,17 @@ def _server_command() -> list[str]:
         return [str(local)]
     found = shutil.which("moto_server")
     return [found] if found else [sys.executable, "-m", "moto.server"]
+
+
+def _die_with_parent() -> None:
+    """In the server's process before it starts: on Linux, end it when the process that started it dies
+    (a test run killed with SIGKILL leaves no server behind). Linux ties this to the starting thread:
+    start the server from a thread that outlives it."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
 
 
 def _free_port(host: str) -> int:
