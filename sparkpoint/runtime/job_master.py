@@ -77,6 +77,7 @@ class JobMaster:
                  on_epoch: Optional[Callable[[EpochStats], None]] = None, out: Any = None):
         self.plan = plan
         self.config = config
+        configure_file_systems(config)   # s3.* keys: endpoint and credentials of checkpoint storage, changelog
         self.executor = executor
         self.job_id = job_id or new_job_id()
         self.cancelled = threading.Event()
@@ -249,7 +250,6 @@ class JobMaster:
             logger.info("state changelog at %s", self.changelog.root)
 
     def _start_checkpointing(self) -> None:
-        configure_file_systems(self.config)   # s3.* keys: the endpoint and credentials of checkpoint storage
         restore_path = self.config.get_string("execution.savepoint.path")
         restored = load_checkpoint(restore_path) if restore_path else None
         # the coordinator also serves savepoints when periodic checkpoints are off
