@@ -20,7 +20,9 @@ from sparkpoint.storage.exceptions import CorruptCheckpointError
 from sparkpoint.storage.file_systems import configure_file_systems, storage_options_for
 from sparkpoint.testing.kill_loop import read_committed_lines
 from sparkpoint.testing.s3_server import SECRET_KEY
-from tests.checkpoint.test_checkpointing import counting_job, oracle_totals
+from sparkpoint.common import WatermarkStrategy
+from sparkpoint.datastream.connectors.generator import DataGeneratorSource
+from tests.checkpoint.test_checkpointing import FailOnce, counting_job, key_of, oracle_totals
 from tests.checkpoint.test_savepoints import seed_job
 from tests.e2e.test_exactly_once import oracle as window_oracle
 
@@ -50,8 +52,10 @@ def test_exactly_once_into_a_bucket_equals_the_oracle_and_each_metadata_is_one_p
     requests = [r for r in s3_server.requests() if r.path.startswith(f"/{bucket}/")]
     job_dir = f"/{bucket}/checkpoints/{result.job_id}"
     for cid in completed:
-        touching = [r for r in requests if r.path == f"{job_dir}/chk-{cid}/_metadata" and r.method != "HEAD"]
-        assert [r.method for r in touching[:1]] == ["PUT"], f"checkpoint {cid}: {[r.method for r in touching]}"
+        # every write (or read) of the object; HEADs ask whether it exists, a DELETE is the finished job's cleanup
+        touching = [r for r in requests if r.path == f"{job_dir}/chk-{cid}/_metadata"
+                    and r.method not in ("HEAD", "DELETE")]
+        assert [r.method for r in touching] == ["PUT"], f"checkpoint {cid}: {[r.method for r in touching]}"
         meta = MetadataV1Serializer.deserialize(touching[0].body, "the one PUT")   # the whole, valid _metadata
         assert meta.checkpoint_id == cid and SECRET_KEY.encode() not in touching[0].body
     metadata_puts = [r for r in requests if r.method == "PUT" and r.path.endswith("/_metadata")]
@@ -149,3 +153,23 @@ def test_a_damaged_object_in_the_bucket_is_detected_and_named(make_env, bucket, 
         else:   # the damage breaks its JSON or its own checksum
             assert latest in message and "_metadata" in message, message
     load_checkpoint(latest)   # whole again
+
+
+def test_a_failed_task_restores_the_latest_checkpoint_from_the_bucket_in_the_same_run(make_env, tmp_path, bucket,
+                                                                                      s3_conf):
+    count = 2_000
+    flag = tmp_path / "failed-once"
+    env = make_env("local", **{"execution.epoch.max-records": 20, "restart-strategy.type": "fixed-delay",
+                               "restart-strategy.fixed-delay.attempts": 3, "restart-strategy.fixed-delay.delay": "0 ms",
+                               **ROCKSDB, **s3_conf})
+    env.enable_checkpointing(1)
+    env.get_checkpoint_config().set_checkpoint_storage_dir(f"s3://{bucket}/checkpoints")
+    env.set_parallelism(2)
+    src = DataGeneratorSource(key_of, count, num_splits=2)
+    got = (env.from_source(src, WatermarkStrategy.no_watermarks(), "gen").uid("gen")
+           .key_by(lambda k: k).process(FailOnce(flag)).uid("count").execute_and_collect())
+    last: dict = {}
+    for key, n in got:
+        last[key] = max(last.get(key, 0), n)
+    assert flag.exists(), "the task never failed"
+    assert last == dict(oracle_totals(count))

@@ -13,12 +13,14 @@ import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
 from sparkpoint.storage.checkpoint_storage import FsCheckpointStorage, latest_completed
 from sparkpoint.storage.file_systems import storage_options_for
 from sparkpoint.testing.kill_loop import KillLoop, read_committed_lines
+from sparkpoint.testing.s3_server import ACCESS_KEY, SECRET_KEY
 from tests.e2e.test_exactly_once import JOB, ROOT, checkpoint_conf, oracle
 
 pytestmark = pytest.mark.s3
@@ -31,8 +33,9 @@ def _conf(uri: str, tmp_path: Path, s3_conf: dict, **extra: object) -> dict:
     return conf
 
 
-def _sparkpoint(*args: str, kill_at: str = "", timeout: float = 120) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
+def _sparkpoint(*args: str, kill_at: str = "", timeout: float = 120, env_vars: Optional[dict] = None
+                ) -> subprocess.CompletedProcess:
+    env = {**os.environ, **(env_vars or {})}
     env.pop("SPARKPOINT_KILL_AT", None)
     if kill_at:
         env["SPARKPOINT_KILL_AT"] = kill_at
@@ -51,9 +54,10 @@ def _jobs(uri: str, s3) -> set[str]:
     return {p.rsplit("/", 1)[1] for p in s3.ls(uri.removeprefix("s3://"), detail=False)}
 
 
-def test_restore_from_a_retained_checkpoint_in_the_bucket_through_the_cli(tmp_path, bucket, s3_conf, s3):
-    """Killed right after checkpoint 3 completed; ``inspect`` and ``run -s .../chk-3/_metadata`` read it
-    from the bucket; the restored job's first checkpoint is 4; a third run finishes exactly."""
+def test_restore_from_a_retained_checkpoint_in_the_bucket_through_the_cli(tmp_path, s3_server, bucket, s3_conf, s3):
+    """Killed right after checkpoint 3 completed; ``inspect`` (given the s3.* keys, or botocore's AWS_*
+    variables) and ``run -s .../chk-3/_metadata`` read it from the bucket; the restored job's first
+    checkpoint is 4; a third run finishes exactly."""
     n, last = 200_000, 3
     uri, out = f"s3://{bucket}/checkpoints", tmp_path / "out"
     conf = _conf(uri, tmp_path, s3_conf)
@@ -66,6 +70,9 @@ def test_restore_from_a_retained_checkpoint_in_the_bucket_through_the_cli(tmp_pa
     shown = _sparkpoint("inspect", chk, *[a for k, v in s3_conf.items() for a in ("-D", f"{k}={v}")])
     assert shown.returncode == 0, shown.stdout + shown.stderr
     assert f"checkpoint {last} of job" in shown.stdout and "all checksums verified" in shown.stdout
+    shown = _sparkpoint("inspect", chk, env_vars={"AWS_ENDPOINT_URL": s3_server.endpoint_url,
+                                                  "AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY})
+    assert shown.returncode == 0 and f"checkpoint {last} of job" in shown.stdout, shown.stdout + shown.stderr
     before = _jobs(uri, s3)
     second = _sparkpoint(*_run_args(conf, chk + "/_metadata"), *job, kill_at="after-metadata@1")
     assert second.returncode == -signal.SIGKILL, second.stdout + second.stderr
