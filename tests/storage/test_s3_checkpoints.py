@@ -159,7 +159,7 @@ def test_a_failed_task_restores_the_latest_checkpoint_from_the_bucket_in_the_sam
                                                                                       s3_conf):
     count = 2_000
     flag = tmp_path / "failed-once"
-    env = make_env("local", **{"execution.epoch.max-records": 20, "restart-strategy.type": "fixed-delay",
+    env = make_env("local", **{"execution.epoch.max-records": 50, "restart-strategy.type": "fixed-delay",
                                "restart-strategy.fixed-delay.attempts": 3, "restart-strategy.fixed-delay.delay": "0 ms",
                                **ROCKSDB, **s3_conf})
     env.enable_checkpointing(1)
