@@ -41,7 +41,7 @@ def test_exactly_once_into_a_bucket_equals_the_oracle_and_each_metadata_is_one_p
     out = tmp_path / "out"
     env = make_env("local", **{"execution.epoch.max-records": 2_000, **s3_conf})
     seed_job(env, n, out)
-    env.enable_checkpointing(200)
+    env.enable_checkpointing(50)
     env.get_checkpoint_config().set_checkpoint_storage_dir(f"s3://{bucket}/checkpoints")
     s3_server.start_recording()
     result = env.execute("seed")
