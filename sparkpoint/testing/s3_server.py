@@ -88,9 +88,9 @@ class S3Server:
                 atexit.register(self.stop)
                 return self
             self._terminate()
-        log = self.server_log()[-2000:]
+        tail = self.server_log()[-2000:]
         self.stop()
-        raise S3ServerError(f"moto_server did not answer on {self.host}:{self.port}: {log}")
+        raise S3ServerError(f"moto_server did not answer on {self.host}:{self.port}: {tail}")
 
     def _wait_until_answering(self) -> bool:
         deadline = time.monotonic() + self.startup_timeout
