@@ -304,13 +304,16 @@ def checkpoints(job_id: str, as_json: bool) -> None:
               help="A job script: tell, without running it, whether and how PATH would restore into it.")
 @click.option("-n", "--allowNonRestoredState", "allow_non_restored", is_flag=True,
               help="With --against: state without an operator may be skipped.")
-@click.option("-D", "dynamic", multiple=True, metavar="KEY=VALUE", help="Configuration for the --against job.")
+@click.option("-D", "dynamic", multiple=True, metavar="KEY=VALUE",
+              help="Configuration: s3.* keys of the store PATH is on, and the --against job's keys.")
 @click.argument("job_args", nargs=-1, type=click.UNPROCESSED)
 def inspect(path: str, against: Optional[str], allow_non_restored: bool, dynamic: tuple[str, ...],
             job_args: tuple[str, ...]) -> None:
     """What a checkpoint or savepoint holds (it is verified file by file first)."""
     from sparkpoint.checkpoint.loader import load_checkpoint
+    from sparkpoint.storage.file_systems import configure_file_systems
 
+    configure_file_systems(_parse_dynamic(dynamic))
     try:
         restored = load_checkpoint(path)
     except SparkpointError as e:

@@ -14,10 +14,10 @@ It triggers checkpoints and collects acknowledgements, on epochs:
    snapshot of the barrier epoch to ``chk-N/`` while it processes new records, and
    acknowledges with the handle (or declines with a reason).
 4. **Complete**: once every acknowledgement is in, ``_metadata`` is written atomically
-   (temp file + rename), the checkpoint becomes a :class:`CompletedCheckpoint` in the
-   :class:`CompletedCheckpointStore` (subsuming older ones beyond num-retained, whose
-   files the cleaner deletes), and the caller is told so it can notify sinks and
-   functions (the commit of two-phase commit).
+   (one PUT on an object store, temp file + rename elsewhere), the checkpoint becomes a
+   :class:`CompletedCheckpoint` in the :class:`CompletedCheckpointStore` (subsuming
+   older ones beyond num-retained, whose files the cleaner deletes), and the caller is
+   told so it can notify sinks and functions (the commit of two-phase commit).
 
 Declined and expired checkpoints are aborted with a reason, never disturb completed
 ones, and count against ``tolerable-failed-checkpoints``.
@@ -33,7 +33,6 @@ import uuid
 from typing import Any, Optional
 
 import cloudpickle
-import fsspec
 
 from sparkpoint.checkpoint.completed import (
     CheckpointsCleaner,
@@ -60,8 +59,14 @@ from sparkpoint.checkpoint.pending import PendingCheckpoint, TaskAcknowledgeResu
 from sparkpoint.checkpoint.properties import CheckpointOptions, CheckpointProperties
 from sparkpoint.checkpoint.stats import CheckpointStats, CheckpointStatsTracker
 from sparkpoint.testing.faults import fault_point, fault_point_armed
-from sparkpoint.storage.checkpoint_storage import METADATA_FILE_NAME, FsCheckpointStorage, StreamStateHandle
+from sparkpoint.storage.checkpoint_storage import (
+    METADATA_FILE_NAME,
+    FsCheckpointStorage,
+    StreamStateHandle,
+    list_dir,
+)
 from sparkpoint.storage.exceptions import CheckpointStorageError
+from sparkpoint.storage.file_systems import open_file_system, storage_options_for
 
 __all__ = ["CheckpointCoordinator", "CheckpointSettings", "DRIVER_STATE_FILE_NAME"]
 
@@ -132,15 +137,15 @@ class CheckpointCoordinator:
         file in the job's ``shared/`` was uploaded by this job."""
         shared = self.storage.shared_path()
         try:
-            names = self.storage.fs.ls(shared, detail=False) if self.storage.fs.exists(shared) else []
-        except OSError:
+            names = list_dir(self.storage.fs, shared)
+        except OSError:   # FileNotFoundError: nothing was shared
             return
         for path in names:
             path = posixpath.normpath(path)
             if not self.registry.references(path):
                 self._delete_file(path)
         try:
-            if self.storage.fs.exists(shared) and not self.storage.fs.ls(shared, detail=False):
+            if self.storage.fs.exists(shared) and not list_dir(self.storage.fs, shared):
                 self.storage.fs.rmdir(shared)
         except OSError:
             pass
@@ -174,12 +179,14 @@ class CheckpointCoordinator:
         if savepoint_dir is None:
             self.last_trigger_ms = now_ms
             properties = CheckpointProperties.for_checkpoint(self.settings.incremental and not full)
-            location = CheckpointStorageLocation(self.storage.fs, self.storage.checkpoint_path(checkpoint_id))
+            location = CheckpointStorageLocation(self.storage.fs, self.storage.checkpoint_path(checkpoint_id),
+                                                 self.storage.storage_options)
         else:
             properties = CheckpointProperties.for_savepoint()
-            fs, base = fsspec.core.url_to_fs(savepoint_dir)
+            options = storage_options_for(savepoint_dir)
+            fs, base = open_file_system(savepoint_dir, options)
             location = CheckpointStorageLocation(
-                fs, posixpath.join(base.rstrip("/"), f"savepoint-{self.job_id[:6]}-{uuid.uuid4().hex[:12]}"))
+                fs, posixpath.join(base, f"savepoint-{self.job_id[:6]}-{uuid.uuid4().hex[:12]}"), options)
         pending = PendingCheckpoint(checkpoint_id, now_ms, barrier_epoch, location, properties,
                                     expected=set(stateful_tasks) | set(driver_tasks), operators=operators)
         self.pending[checkpoint_id] = pending
@@ -211,7 +218,8 @@ class CheckpointCoordinator:
     def options_for_epoch(self, epoch: int) -> dict[int, CheckpointOptions]:
         """What the stateful tasks of ``epoch`` must upload: the checkpoints whose barrier preceded it."""
         shared = self.storage.fs.unstrip_protocol(self.storage.shared_path())
-        return {cid: CheckpointOptions(p.location.uri, p.properties.snapshot_format, p.properties.incremental, shared)
+        return {cid: CheckpointOptions(p.location.uri, p.properties.snapshot_format, p.properties.incremental, shared,
+                                       p.location.storage_options)
                 for cid, p in self.pending.items() if p.barrier_epoch == epoch - 1}
 
     def receive_acknowledge_message(self, ack: AcknowledgeCheckpoint) -> TaskAcknowledgeResult:

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import logging
 import posixpath
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional
 
 import cloudpickle
 
@@ -23,6 +23,7 @@ from sparkpoint.checkpoint.metadata import CheckpointMetadata, MetadataV1Seriali
 from sparkpoint.state.key_groups import KEY_SERIALIZER_VERSION
 from sparkpoint.storage.checkpoint_storage import METADATA_FILE_NAME, read_verified, resolve_checkpoint_pointer
 from sparkpoint.storage.exceptions import CorruptCheckpointError
+from sparkpoint.storage.file_systems import storage_options_for
 
 __all__ = ["RestoredCheckpoint", "load_checkpoint", "keyed_entries"]
 
@@ -36,6 +37,8 @@ class RestoredCheckpoint:
     location: str                 # URI of the chk-N / savepoint directory
     metadata: CheckpointMetadata
     driver_state: dict
+    # how to open the storage of ``location`` (fsspec options: endpoint, credentials), for tasks that read it
+    storage_options: dict = field(default_factory=dict, repr=False)
 
     @property
     def checkpoint_id(self) -> int:
@@ -62,15 +65,20 @@ class RestoredCheckpoint:
         return self.operator_state_uids() | self.source_uids() | self.committable_uids() | self.keyed_uids()
 
 
-def load_checkpoint(pointer: str, verify_files: bool = True) -> RestoredCheckpoint:
+def load_checkpoint(pointer: str, verify_files: bool = True,
+                    storage_options: Optional[Mapping[str, Any]] = None) -> RestoredCheckpoint:
     """Read and verify the checkpoint at ``pointer`` (a ``chk-N`` directory or its ``_metadata``).
+
+    ``storage_options`` open its file system (default: those configured for the process,
+    :func:`~sparkpoint.storage.file_systems.configure_file_systems`).
 
     Raises:
         CorruptCheckpointError: ``_metadata`` is missing or damaged, or a file it references
             is missing, truncated or fails its checksum.
     """
     # Step 1. Resolve the pointer.
-    fs, path = resolve_checkpoint_pointer(pointer)
+    options = dict(storage_options_for(pointer) if storage_options is None else storage_options)
+    fs, path = resolve_checkpoint_pointer(pointer, options)
     where = fs.unstrip_protocol(path)
     # Step 2. _metadata.
     try:
@@ -98,15 +106,15 @@ def load_checkpoint(pointer: str, verify_files: bool = True) -> RestoredCheckpoi
                                       f"checkpoint {meta.checkpoint_id} ({where}) shared file {h.path} of "
                                       f"operator {op.uid!r} (subtask {f.subtask})")
     logger.debug("loaded %s %d from %s", meta.kind, meta.checkpoint_id, where)
-    return RestoredCheckpoint(where, meta, driver)
+    return RestoredCheckpoint(where, meta, driver, options)
 
 
 def keyed_entries(restored: RestoredCheckpoint, uids: list[str], start: int, end: int) -> list[dict[str, Any]]:
     """The keyed-state files of ``uids`` whose key groups intersect ``[start, end]``.
 
     Each entry tells a task (or the state processor) how to read one file: the
-    checkpoint's location, the file's handle, the uids it holds, and for canonical
-    files the state name, state kinds and watermark.
+    checkpoint's location and the options to open its storage, the file's handle, the
+    uids it holds, and for canonical files the state name, state kinds and watermark.
 
     Canonical files written before keys had a deterministic serializer recorded key groups of
     the older hash: every task reads all of them and regroups each entry by its key
@@ -127,6 +135,7 @@ def keyed_entries(restored: RestoredCheckpoint, uids: list[str], start: int, end
                                                    "state": f.state, "state_kinds": op.state_kinds,
                                                    "watermark": op.watermark, "regroup": regroup,
                                                    "format": f.format, "shared": f.shared,
-                                                   "key_groups": (f.key_group_start, f.key_group_end)})
+                                                   "key_groups": (f.key_group_start, f.key_group_end),
+                                                   "storage_options": restored.storage_options})
             entry["uids"].append(uid)
     return list(out.values())

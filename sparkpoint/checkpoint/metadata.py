@@ -6,7 +6,8 @@ parallelism and the keyed-state files of each subtask (key-group range, relative
 path, size, SHA-256). State that only Python can read (operator state, source
 splits with their watermark generators, pending sink transactions) sits in one
 ``driver-state`` file referenced the same way. A SHA-256 over the JSON body guards
-``_metadata`` itself.
+``_metadata`` itself. The job's configuration is recorded with secrets (keys naming a
+secret, password or token, as Flink's ``GlobalConfiguration.isSensitive`` decides) masked.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
+from typing import Any
 
 from sparkpoint.state.key_groups import KEY_SERIALIZER_VERSION
 from sparkpoint.storage.checkpoint_storage import StreamStateHandle
@@ -22,6 +24,10 @@ from sparkpoint.storage.exceptions import CorruptCheckpointError
 __all__ = ["KeyedStateFile", "OperatorMetadata", "CheckpointMetadata", "MetadataV1Serializer", "FORMAT_NAME"]
 
 FORMAT_NAME = "sparkpoint-checkpoint-metadata"
+
+_SENSITIVE = ("password", "secret", "token", "apikey", "api-key", "account.key", "auth-params", "service-key",
+              "basic-auth", "jaas.config", "http-headers")
+HIDDEN_VALUE = "******"
 
 
 @dataclass
@@ -107,8 +113,7 @@ class MetadataV1Serializer:
                 for uid, op in sorted(meta.operators.items())
             },
             "driver_state": meta.driver_state.to_json(),
-            "config": {k: (v if isinstance(v, (str, int, float, bool)) or v is None else str(v))
-                       for k, v in sorted(meta.config.items())},
+            "config": _public_config(meta.config),
             "stats": meta.stats,
             "key_serializer": meta.key_serializer,
         }
@@ -156,6 +161,17 @@ class MetadataV1Serializer:
             driver_state=StreamStateHandle.from_json(body["driver_state"]), config=body.get("config", {}),
             stats=body.get("stats", {}), key_serializer=body.get("key_serializer"),
         )
+
+
+def _public_config(config: dict) -> dict:
+    """The configuration as ``_metadata`` records it: plain values, secrets masked."""
+    out: dict[str, Any] = {}
+    for k, v in sorted(config.items()):
+        if any(word in k.lower() for word in _SENSITIVE):
+            out[k] = HIDDEN_VALUE
+        else:
+            out[k] = v if isinstance(v, (str, int, float, bool)) or v is None else str(v)
+    return out
 
 
 def _keyed_file_json(f: KeyedStateFile) -> dict:

@@ -9,8 +9,9 @@ full (every file its own) or incremental (files shared with earlier checkpoints 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
+from typing import Any
 
 __all__ = ["CheckpointType", "SnapshotFormat", "CheckpointProperties", "CheckpointOptions"]
 
@@ -64,3 +65,5 @@ class CheckpointOptions:
     snapshot_format: SnapshotFormat = SnapshotFormat.RAW
     incremental: bool = False          # upload only files ``shared`` lacks (backends that can)
     shared: str = ""                   # the job's shared-state directory URI
+    # how to open the storage of ``location`` and ``shared`` (fsspec options: endpoint, credentials)
+    storage_options: dict[str, Any] = field(default_factory=dict, hash=False, repr=False)

@@ -24,15 +24,14 @@ import posixpath
 import struct
 import time
 import zlib
-from dataclasses import dataclass
-from typing import Any, Optional
-
-import fsspec
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional
 
 from sparkpoint.errors import ConfigurationError, StateMissingError
 from sparkpoint.operators.keyed import KeyedOperator
 from sparkpoint.runtime.checkpoint_io import restore_from_checkpoint
 from sparkpoint.state.key_groups import KeyGroupRange
+from sparkpoint.storage.file_systems import is_object_store, open_file_system, storage_options_for
 
 __all__ = ["ChangelogBase", "StateChangelog", "changelog_from_config", "read_changes", "rebuild_working_state",
            "write_changes"]
@@ -53,6 +52,8 @@ class ChangelogBase:
     root: str                       # URL of this job attempt's changelog
     base_epoch: int                 # the epoch whose end ``base_entries`` hold
     base_entries: tuple = ()        # checkpoint files covering the task's key groups (restore entries)
+    # how a task on any executor opens ``root`` (fsspec options of an object store: endpoint, credentials)
+    storage_options: dict = field(default_factory=dict, hash=False, repr=False)
 
 
 def _path(root: str, epoch: int, stage_id: int, subtask: int, uid: str) -> str:
@@ -60,21 +61,23 @@ def _path(root: str, epoch: int, stage_id: int, subtask: int, uid: str) -> str:
 
 
 def write_changes(root: str, epoch: int, stage_id: int, subtask: int, uid: str,
-                  changes: list[tuple[bytes, Optional[bytes]]]) -> int:
+                  changes: list[tuple[bytes, Optional[bytes]]], storage_options: Optional[Mapping[str, Any]] = None
+                  ) -> int:
     """Make one operator's changes of ``epoch`` durable (one write); returns the bytes written."""
     body = pickle.dumps(changes, pickle.HIGHEST_PROTOCOL)
     data = _MAGIC + struct.pack(">I", zlib.crc32(body)) + body
-    fs, path = fsspec.core.url_to_fs(_path(root, epoch, stage_id, subtask, uid))
-    fs.makedirs(posixpath.dirname(path), exist_ok=True)
+    fs, path = open_file_system(_path(root, epoch, stage_id, subtask, uid), storage_options)
+    if not is_object_store(fs):   # no directories there (and s3fs's makedirs may create a bucket)
+        fs.makedirs(posixpath.dirname(path), exist_ok=True)
     fs.pipe_file(path, data)
     return len(data)
 
 
-def read_changes(root: str, epoch: int, stage_id: int, subtask: int, uid: str
-                 ) -> list[tuple[bytes, Optional[bytes]]]:
+def read_changes(root: str, epoch: int, stage_id: int, subtask: int, uid: str,
+                 storage_options: Optional[Mapping[str, Any]] = None) -> list[tuple[bytes, Optional[bytes]]]:
     """One operator's changes of ``epoch``; a missing or damaged file is a :class:`StateMissingError`."""
     url = _path(root, epoch, stage_id, subtask, uid)
-    fs, path = fsspec.core.url_to_fs(url)
+    fs, path = open_file_system(url, storage_options)
     try:
         data = fs.cat_file(path)
     except FileNotFoundError:
@@ -98,7 +101,7 @@ def rebuild_working_state(keyed_ops: dict[int, KeyedOperator], base: ChangelogBa
     for op in keyed_ops.values():
         backend = op.keyed_backend
         for e in range(base.base_epoch + 1, epoch + 1):
-            backend.apply_changes(read_changes(base.root, e, stage_id, subtask, op.uid), e)
+            backend.apply_changes(read_changes(base.root, e, stage_id, subtask, op.uid, base.storage_options), e)
         if base.base_epoch >= epoch:
             backend.apply_changes([], epoch)
 
@@ -144,7 +147,8 @@ class StateChangelog:
 
     def __init__(self, root: str):
         self.root = root.rstrip("/")
-        self.fs, self._root_path = fsspec.core.url_to_fs(self.root)
+        self.storage_options = storage_options_for(self.root)   # the driver's configured options, sent to tasks
+        self.fs, self._root_path = open_file_system(self.root, self.storage_options)
         self.attempt_root = ""
         self.base_epoch = -1
         self.entries: dict[tuple[int, int], list] = {}
@@ -158,7 +162,8 @@ class StateChangelog:
         self.entries = {k: list(v) for k, v in entries.items()}
 
     def base_for(self, stage_id: int, subtask: int) -> ChangelogBase:
-        return ChangelogBase(self.attempt_root, self.base_epoch, tuple(self.entries.get((stage_id, subtask), ())))
+        return ChangelogBase(self.attempt_root, self.base_epoch, tuple(self.entries.get((stage_id, subtask), ())),
+                             self.storage_options)
 
     def on_checkpoint_completed(self, barrier_epoch: int, entries: dict[tuple[int, int], list]) -> None:
         """A checkpoint of the end of ``barrier_epoch`` completed: tasks rebuild from it from now on, and the
@@ -178,7 +183,7 @@ class StateChangelog:
         self._remove(self.root)
 
     def _remove(self, url: str) -> None:
-        _, path = fsspec.core.url_to_fs(url)
+        _, path = open_file_system(url, self.storage_options)
         try:
             if self.fs.exists(path):
                 self.fs.rm(path, recursive=True)

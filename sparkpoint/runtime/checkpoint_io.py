@@ -23,8 +23,6 @@ import time
 from functools import partial
 from typing import Any, Optional
 
-import fsspec
-
 from sparkpoint.checkpoint.messages import (
     AcknowledgeCheckpoint,
     DeclineCheckpoint,
@@ -40,6 +38,7 @@ from sparkpoint.state.key_groups import KeyGroupRange
 from sparkpoint.state.snapshot import KeyedStateSnapshot, check_snapshot
 from sparkpoint.state.savepoint_format import read_canonical_file, write_canonical
 from sparkpoint.storage.checkpoint_storage import StreamStateHandle, read_verified, write_file
+from sparkpoint.storage.file_systems import open_file_system
 
 __all__ = ["CheckpointUploader", "LocalCheckpoints", "PickledSnapshots", "SnapshotSource",
            "read_restored_keyed_state", "restore_from_checkpoint"]
@@ -101,7 +100,8 @@ class LocalCheckpoints(SnapshotSource):
             info = {"uid": uid, "key_groups": [self.key_groups.start, self.key_groups.end],
                     "max_parallelism": self.max_parallelism, "watermark": self.watermarks.get(uid)}
             up = upload_incremental(path, self.working_dirs[uid], options.location, options.shared,
-                                    f"keyed-s{task.stage_id}-t{task.subtask}-{n}.rocksdb", info)
+                                    f"keyed-s{task.stage_id}-t{task.subtask}-{n}.rocksdb", info,
+                                    options.storage_options)
             handles.append(KeyedStateFileHandle((uid,), self.key_groups.start, self.key_groups.end, up.manifest,
                                                 None, HANDLE_FORMAT, up.shared))
             new_bytes += up.uploaded_bytes
@@ -167,7 +167,7 @@ class CheckpointUploader:
 
     def _write(self, body: bytes, digest: str, options: CheckpointOptions, key_groups: KeyGroupRange,
                uids: list[str]) -> tuple[list[KeyedStateFileHandle], dict[str, OperatorSnapshotInfo], int]:
-        fs, path = fsspec.core.url_to_fs(options.location)
+        fs, path = open_file_system(options.location, options.storage_options)
         if options.snapshot_format is SnapshotFormat.CANONICAL:
             written, operators = write_canonical(fs, path, pickle.loads(body), self.task.stage_id,
                                                  self.task.subtask, (key_groups.start, key_groups.end))
@@ -212,7 +212,7 @@ def read_restored_keyed_state(entry: dict, key_groups: Optional[KeyGroupRange],
 
 def _read_entry(entry: dict) -> tuple[bytes, str]:
     """The verified bytes of a keyed-state file of a checkpoint, and how to name it in errors."""
-    fs, base = fsspec.core.url_to_fs(entry["location"])
+    fs, base = open_file_system(entry["location"], entry.get("storage_options"))
     handle: StreamStateHandle = entry["handle"]
     what = f"checkpoint {entry.get('checkpoint_id')} keyed state of {entry.get('uids')}"
     return read_verified(fs, posixpath.join(base, handle.path), handle, what), what
@@ -233,7 +233,8 @@ def _read_rocksdb_checkpoint(entry: dict, data: bytes, key_groups: Optional[KeyG
         else KeyGroupRange(start, end)
     tmp = tempfile.mkdtemp(prefix="sparkpoint-restore-")
     try:
-        download_checkpoint(manifest, entry["location"], os.path.join(tmp, "db"), what)
+        download_checkpoint(manifest, entry["location"], os.path.join(tmp, "db"), what,
+                            storage_options=entry.get("storage_options"))
         return {manifest["uid"]: snapshot_local_checkpoint(os.path.join(tmp, "db"), wanted, max_parallelism,
                                                            manifest.get("watermark"))}
     finally:
@@ -246,7 +247,7 @@ def restore_rocksdb_in_place(entry: dict, working_dir: str, db_path: str) -> Opt
 
     data, what = _read_entry(entry)
     manifest = read_manifest(data, what)
-    download_checkpoint(manifest, entry["location"], db_path, what, working_dir)
+    download_checkpoint(manifest, entry["location"], db_path, what, working_dir, entry.get("storage_options"))
     return manifest.get("watermark")
 
 

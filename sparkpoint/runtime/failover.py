@@ -43,9 +43,11 @@ class Failover:
             return None
         # Step 2. Abort what was pending; it cannot complete now.
         coordinator.abort_all(CheckpointFailureReason.JOB_FAILOVER_REGION, f"job failover: {error}")
-        candidates = [(cp.checkpoint_id, cp.location) for cp in reversed(coordinator.store.get_all_checkpoints())]
+        candidates = [(cp.checkpoint_id, cp.location, coordinator.storage.storage_options)
+                      for cp in reversed(coordinator.store.get_all_checkpoints())]
         if self.started_from is not None:
-            candidates.append((self.started_from.checkpoint_id, self.started_from.location))
+            candidates.append((self.started_from.checkpoint_id, self.started_from.location,
+                               self.started_from.storage_options))
         if not candidates:
             return None
         self.restarts += 1
@@ -54,9 +56,9 @@ class Failover:
         # Step 3. Back off.
         time.sleep(self.restart_strategy.backoff_ms() / 1000)
         # Step 4. The newest retained checkpoint that loads.
-        for checkpoint_id, location in candidates:
+        for checkpoint_id, location, options in candidates:
             try:
-                return load_checkpoint(location)
+                return load_checkpoint(location, storage_options=options)
             except (CorruptCheckpointError, CheckpointStorageError) as e:
                 logger.error("cannot recover from checkpoint %d: %s; trying the previous retained one",
                              checkpoint_id, e)

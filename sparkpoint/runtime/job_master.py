@@ -51,6 +51,7 @@ from sparkpoint.runtime.source_coordinator import SourceCoordinator
 from sparkpoint.runtime.task import TaskDeployment, TaskReport
 from sparkpoint.state.backend_loader import load_state_backend
 from sparkpoint.storage.checkpoint_storage import FsCheckpointStorage
+from sparkpoint.storage.file_systems import configure_file_systems
 from sparkpoint.testing.faults import fault_point
 
 __all__ = ["JobMaster", "EpochExecutor", "EpochStats", "JobExecutionResult", "new_job_id"]
@@ -76,6 +77,7 @@ class JobMaster:
                  on_epoch: Optional[Callable[[EpochStats], None]] = None, out: Any = None):
         self.plan = plan
         self.config = config
+        configure_file_systems(config)   # s3.* keys: endpoint and credentials of checkpoint storage, changelog
         self.executor = executor
         self.job_id = job_id or new_job_id()
         self.cancelled = threading.Event()

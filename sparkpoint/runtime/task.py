@@ -388,7 +388,8 @@ def _snapshot_keyed_state(keyed: _KeyedState, dep: TaskDeployment, report: TaskR
                 changes = op.keyed_backend.epoch_changes()
                 if changes is not None:
                     report.changelog_bytes += write_changes(dep.changelog.root, dep.epoch, report.stage_id,
-                                                            report.subtask, op.uid, changes)
+                                                            report.subtask, op.uid, changes,
+                                                            dep.changelog.storage_options)
             op.keyed_backend.dispose()
         report.snapshot_sync_ms = (time.perf_counter() - t0) * 1000
     if store is not None:

@@ -7,10 +7,15 @@
     <state.checkpoints.dir>/<job-id>/shared/<files>        state shared by several checkpoints
     <state.checkpoints.dir>/<job-id>/taskowned/<files>
 
-Every file is written to a temporary name and renamed into place where the file
-system allows it, and carries a SHA-256 recorded by whoever references it, so a
+A reader sees a file whole or not at all: on a file system it is written to a temporary
+name and renamed into place; on an object store (``s3://``, ``gs://`` ...), where a rename
+is a copy and a delete, it is written with one PUT, which makes an object appear whole
+or not at all. Every file carries a SHA-256 recorded by whoever references it, so a
 truncated or altered file is caught on read. Any fsspec URL works (``file://`` by
-default; ``s3://``, ``hdfs://``, ``memory://`` ...).
+default; ``s3://``, ``hdfs://``, ``memory://`` ...); the options of object stores come
+from the configuration (:mod:`sparkpoint.storage.file_systems`).
+
+Listings skip fsspec's listing cache: other processes (tasks on executors) write here too.
 """
 
 from __future__ import annotations
@@ -19,13 +24,16 @@ import hashlib
 import posixpath
 import uuid
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Mapping, Optional
 
 import fsspec
 
 from sparkpoint.storage.exceptions import CheckpointStorageError, CorruptCheckpointError
+from sparkpoint.storage.file_systems import is_object_store, open_file_system, storage_options_for
 
-__all__ = ["FsCheckpointStorage", "StreamStateHandle", "METADATA_FILE_NAME", "resolve_checkpoint_pointer"]
+__all__ = ["FsCheckpointStorage", "StreamStateHandle", "METADATA_FILE_NAME", "display_path", "latest_completed",
+           "list_dir", "modification_time", "put_local_file", "read_verified", "resolve_checkpoint_pointer",
+           "write_file"]
 
 METADATA_FILE_NAME = "_metadata"
 
@@ -46,13 +54,18 @@ class StreamStateHandle:
         return StreamStateHandle(d["path"], int(d["size"]), d["sha256"])
 
 
-def _fs(uri: str) -> tuple[fsspec.AbstractFileSystem, str]:
-    fs, path = fsspec.core.url_to_fs(uri)
-    return fs, path.rstrip("/") or "/"
-
-
 def write_file(fs: fsspec.AbstractFileSystem, path: str, data: bytes) -> None:
-    """Write ``data`` atomically where the file system can rename (temp file + rename)."""
+    """Write ``data`` so that readers see all of it or nothing.
+
+    On an object store: one PUT, nothing before or after it (no temporary object, no copy).
+    Elsewhere: a temporary file in the same directory, renamed into place.
+    """
+    if is_object_store(fs):
+        try:
+            fs.pipe_file(path, data)
+        except Exception as e:  # noqa: BLE001 - the store's client raises its own errors (no credentials ...)
+            raise CheckpointStorageError(f"cannot write {display_path(fs, path)}: {type(e).__name__}: {e}") from e
+        return
     parent = posixpath.dirname(path)
     tmp = posixpath.join(parent, f".{posixpath.basename(path)}.{uuid.uuid4().hex[:8]}.tmp")
     try:
@@ -69,28 +82,67 @@ def write_file(fs: fsspec.AbstractFileSystem, path: str, data: bytes) -> None:
         raise CheckpointStorageError(f"cannot write {path}: {e}") from e
 
 
-def read_verified(fs: fsspec.AbstractFileSystem, path: str, handle: StreamStateHandle, what: str) -> bytes:
+def put_local_file(fs: fsspec.AbstractFileSystem, local: str, path: str) -> None:
+    """Upload the local file ``local`` to ``path``, as :func:`write_file` writes bytes (one object, or
+    temporary file + rename)."""
+    if is_object_store(fs):
+        fs.put_file(local, path)
+        return
+    tmp = f"{path}.{uuid.uuid4().hex[:8]}.tmp"
+    fs.makedirs(posixpath.dirname(path), exist_ok=True)
+    fs.put_file(local, tmp)
+    fs.mv(tmp, path)
+
+
+def list_dir(fs: fsspec.AbstractFileSystem, path: str) -> list[str]:
+    """The entries of ``path`` as the store has them now (not fsspec's listing cache); raises if it is missing."""
+    fs.invalidate_cache(path)
+    return list(fs.ls(path, detail=False))
+
+
+def modification_time(fs: fsspec.AbstractFileSystem, path: str) -> float:
+    """When ``path`` was last written, in seconds since the epoch (0 if the store does not say)."""
+    info = fs.info(path)
+    value: Any = info.get("mtime") or info.get("LastModified") or info.get("created") or 0
+    if hasattr(value, "timestamp"):
+        return float(value.timestamp())
     try:
-        with fs.open(path, "rb") as f:
-            data = f.read()
+        return float(value)
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def read_verified(fs: fsspec.AbstractFileSystem, path: str, handle: StreamStateHandle, what: str) -> bytes:
+    """The bytes of ``path`` (one GET on an object store), checked against the size and SHA-256 of ``handle``."""
+    name = display_path(fs, path)
+    try:
+        data = fs.cat_file(path)
     except FileNotFoundError:
-        raise CorruptCheckpointError(f"{what}: file {path} is missing") from None
-    except OSError as e:
-        raise CheckpointStorageError(f"{what}: cannot read {path}: {e}") from e
+        raise CorruptCheckpointError(f"{what}: file {name} is missing") from None
+    except Exception as e:  # noqa: BLE001 - OSError, or the store's client's own errors (no credentials ...)
+        raise CheckpointStorageError(f"{what}: cannot read {name}: {type(e).__name__}: {e}") from e
     if len(data) != handle.size:
-        raise CorruptCheckpointError(f"{what}: file {path} has {len(data)} bytes, expected {handle.size} (truncated?)")
+        raise CorruptCheckpointError(f"{what}: file {name} has {len(data)} bytes, expected {handle.size} (truncated?)")
     if hashlib.sha256(data).hexdigest() != handle.sha256:
-        raise CorruptCheckpointError(f"{what}: file {path} fails its SHA-256 checksum")
+        raise CorruptCheckpointError(f"{what}: file {name} fails its SHA-256 checksum")
     return data
+
+
+def display_path(fs: fsspec.AbstractFileSystem, path: str) -> str:
+    """How messages name a file: its local path, or its URL on any other store (``s3://bucket/key``)."""
+    protocols = (fs.protocol,) if isinstance(fs.protocol, str) else tuple(fs.protocol)
+    return path if "file" in protocols else str(fs.unstrip_protocol(path))
 
 
 class FsCheckpointStorage:
     """Checkpoint storage of one job under ``<base>/<job-id>/``."""
 
-    def __init__(self, base_uri: str, job_id: str):
+    def __init__(self, base_uri: str, job_id: str, storage_options: Optional[Mapping[str, Any]] = None):
         self.base_uri = base_uri.rstrip("/")
         self.job_id = job_id
-        self.fs, self.base_path = _fs(self.base_uri)
+        # what a task needs to open this storage (the process's configured options by default)
+        self.storage_options = dict(storage_options_for(self.base_uri) if storage_options is None else storage_options)
+        self.fs, self.base_path = open_file_system(self.base_uri, self.storage_options)
         self.job_path = posixpath.join(self.base_path, job_id)
 
     def checkpoint_path(self, checkpoint_id: int) -> str:
@@ -101,6 +153,8 @@ class FsCheckpointStorage:
 
     def initialize_location_for_checkpoint(self, checkpoint_id: int) -> str:
         path = self.checkpoint_path(checkpoint_id)
+        if is_object_store(self.fs):
+            return path   # no directories: a "directory" is the prefix of the objects written into it
         try:
             self.fs.makedirs(path, exist_ok=True)
             self.fs.makedirs(self.shared_path(), exist_ok=True)
@@ -115,17 +169,15 @@ class FsCheckpointStorage:
         return StreamStateHandle(name, len(data), hashlib.sha256(data).hexdigest())
 
     def discard_checkpoint(self, checkpoint_id: int) -> None:
-        path = self.checkpoint_path(checkpoint_id)
         try:
-            if self.fs.exists(path):
-                self.fs.rm(path, recursive=True)
-        except OSError:
+            self.fs.rm(self.checkpoint_path(checkpoint_id), recursive=True)
+        except OSError:   # FileNotFoundError: already gone
             pass
 
     def discard_job_directory_if_empty(self) -> None:
         """Remove ``<job-id>/`` when no checkpoint is left in it (only the skeleton and id counter)."""
         try:
-            entries = [posixpath.basename(e.rstrip("/")) for e in self.fs.ls(self.job_path, detail=False)]
+            entries = [posixpath.basename(e.rstrip("/")) for e in list_dir(self.fs, self.job_path)]
         except (FileNotFoundError, OSError):
             return
         if any(e.startswith("chk-") for e in entries):
@@ -133,7 +185,7 @@ class FsCheckpointStorage:
         for sub in ("shared", "taskowned"):
             try:
                 path = posixpath.join(self.job_path, sub)
-                if self.fs.exists(path) and self.fs.ls(path):
+                if self.fs.exists(path) and list_dir(self.fs, path):
                     return
             except OSError:
                 return
@@ -145,7 +197,7 @@ class FsCheckpointStorage:
     def list_completed(self) -> list[int]:
         """Ids of checkpoints of this job whose ``_metadata`` exists, ascending."""
         try:
-            entries = self.fs.ls(self.job_path, detail=False)
+            entries = list_dir(self.fs, self.job_path)
         except (FileNotFoundError, OSError):
             return []
         ids = []
@@ -156,31 +208,38 @@ class FsCheckpointStorage:
         return sorted(ids)
 
 
-def resolve_checkpoint_pointer(pointer: str) -> tuple[fsspec.AbstractFileSystem, str]:
+def resolve_checkpoint_pointer(pointer: str, storage_options: Optional[Mapping[str, Any]] = None
+                               ) -> tuple[fsspec.AbstractFileSystem, str]:
     """``(fs, checkpoint directory)`` for a ``chk-N`` / savepoint directory or its ``_metadata``."""
-    fs, path = _fs(pointer)
+    fs, path = open_file_system(pointer, storage_options)
     if posixpath.basename(path) == METADATA_FILE_NAME:
         path = posixpath.dirname(path)
-    if not fs.exists(path):
+    metadata = posixpath.join(path, METADATA_FILE_NAME)
+    try:
+        if fs.exists(metadata):
+            return fs, path
+        exists = fs.exists(path)
+    except Exception as e:  # noqa: BLE001 - OSError, or the store's client's own errors (no credentials ...)
+        raise CheckpointStorageError(f"cannot read the checkpoint at {pointer}: {type(e).__name__}: {e}") from e
+    if not exists:
         raise CheckpointStorageError(f"no checkpoint at {pointer}: {path} does not exist")
-    if not fs.exists(posixpath.join(path, METADATA_FILE_NAME)):
-        raise CorruptCheckpointError(
-            f"{pointer} is not a completed checkpoint: {posixpath.join(path, METADATA_FILE_NAME)} is missing")
-    return fs, path
+    raise CorruptCheckpointError(f"{pointer} is not a completed checkpoint: {metadata} is missing")
 
 
-def latest_completed(base_uri: str, job_id: Optional[str] = None) -> Optional[str]:
+def latest_completed(base_uri: str, job_id: Optional[str] = None,
+                     storage_options: Optional[Mapping[str, Any]] = None) -> Optional[str]:
     """The directory of the newest completed checkpoint under ``base_uri`` (optionally of one job)."""
-    fs, base = _fs(base_uri)
+    fs, base = open_file_system(base_uri, storage_options)
     best: tuple[float, int, str] | None = None
-    jobs = [job_id] if job_id else [posixpath.basename(p.rstrip("/")) for p in fs.ls(base, detail=False)] \
-        if fs.exists(base) else []
+    try:
+        jobs = [job_id] if job_id else [posixpath.basename(p.rstrip("/")) for p in list_dir(fs, base)]
+    except FileNotFoundError:
+        jobs = []
     for job in jobs:
-        storage = FsCheckpointStorage(base_uri, job)
+        storage = FsCheckpointStorage(base_uri, job, storage_options)
         for cid in storage.list_completed():
             meta = posixpath.join(storage.checkpoint_path(cid), METADATA_FILE_NAME)
-            mtime = fs.info(meta).get("mtime") or fs.info(meta).get("created") or 0
-            cand = (float(mtime or 0), cid, storage.checkpoint_path(cid))
+            cand = (modification_time(fs, meta), cid, storage.checkpoint_path(cid))
             if best is None or cand[:2] > best[:2]:
                 best = cand
     if best is None:

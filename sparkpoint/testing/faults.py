@@ -2,10 +2,11 @@
 
 ``SPARKPOINT_KILL_AT=<point>[@<n>]`` SIGKILLs this process the ``n``-th time (default
 1st) execution passes ``fault_point(<point>)``. Points in the checkpoint path:
-``barrier``, ``metadata-write`` (inside the ``_metadata`` write: temp file written,
-not yet renamed), ``after-metadata`` (checkpoint complete, sinks not yet committed),
-``after-commit``. ``SPARKPOINT_SLOW_UPLOAD_MS`` delays every keyed-state upload;
-``SPARKPOINT_FAIL_UPLOAD=1`` makes uploads fail (the task declines).
+``barrier``, ``metadata-write`` (inside the ``_metadata`` write: half of it written under
+a temporary name, as a crashed writer leaves it; ``_metadata`` itself not yet there),
+``after-metadata`` (checkpoint complete, sinks not yet committed), ``after-commit``.
+``SPARKPOINT_SLOW_UPLOAD_MS`` delays every keyed-state upload; ``SPARKPOINT_FAIL_UPLOAD=1``
+makes uploads fail (the task declines).
 """
 
 from __future__ import annotations

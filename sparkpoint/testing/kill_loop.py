@@ -3,7 +3,9 @@
 Used by the end-to-end exactly-once tests and the soak benchmark. Each round starts
 ``sparkpoint run`` (restoring from the newest completed checkpoint after the first),
 kills the process either after a random delay or at a fault-injection point
-(``SPARKPOINT_KILL_AT``), and goes on until a round finishes by itself.
+(``SPARKPOINT_KILL_AT``), and goes on until a round finishes by itself. The checkpoint
+directory is a local path or any URL checkpoint storage takes (``s3://bucket/prefix``: the
+``s3.*`` keys of ``conf`` reach the store, here as in the job).
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Union
 
 from sparkpoint.storage.checkpoint_storage import latest_completed
+from sparkpoint.storage.file_systems import storage_options_for
 
 __all__ = ["KillLoop", "KillLoopResult", "read_committed_lines"]
 
@@ -39,11 +42,12 @@ class KillLoopResult:
 class KillLoop:
     """Runs ``sparkpoint run [conf] job [job_args]`` until it finishes, killing it ``kills`` times."""
 
-    def __init__(self, job: str, job_args: Sequence[str], checkpoint_dir: Path, conf: dict,
+    def __init__(self, job: str, job_args: Sequence[str], checkpoint_dir: Union[Path, str], conf: dict,
                  kills: int, seed: int = 7, min_delay: float = 0.5, max_delay: float = 4.0,
                  fault_share: float = 0.4, cwd: Optional[str] = None, timeout_per_round: float = 600,
                  start_marker: str = "Job has been submitted"):
         self.job, self.job_args, self.checkpoint_dir = job, list(job_args), checkpoint_dir
+        self.checkpoint_uri = checkpoint_dir.as_uri() if isinstance(checkpoint_dir, Path) else checkpoint_dir
         self.conf = dict(conf)
         self.kills = kills
         self.rnd = random.Random(seed)
@@ -65,7 +69,8 @@ class KillLoop:
         started = time.time()
         kills_left = self.kills
         while True:
-            restore = latest_completed(self.checkpoint_dir.as_uri()) if result.rounds else None
+            restore = latest_completed(self.checkpoint_uri, storage_options=storage_options_for(
+                self.checkpoint_uri, self.conf)) if result.rounds else None
             env = dict(os.environ)
             env.pop("SPARKPOINT_KILL_AT", None)
             delay = None

@@ -55,11 +55,12 @@ class FailOnce(Count):
         yield from super().process_element(value, ctx)
 
 
-def counting_job(env, count: int, ckpt_dir: Path, interval_ms: int = 1, retained: int = 3,
+def counting_job(env, count: int, ckpt_dir: "Path | str", interval_ms: int = 1, retained: int = 3,
                  retention: str = "RETAIN_ON_CANCELLATION", rate=None):
+    """Running counts per key; checkpoints into ``ckpt_dir`` (a local directory or a URL)."""
     env.enable_checkpointing(interval_ms)
     cc = env.get_checkpoint_config()
-    cc.set_checkpoint_storage_dir(ckpt_dir.as_uri())
+    cc.set_checkpoint_storage_dir(ckpt_dir.as_uri() if isinstance(ckpt_dir, Path) else ckpt_dir)
     cc.set_externalized_checkpoint_retention(retention)
     env.get_configuration().set("state.checkpoints.num-retained", retained)
     env.set_parallelism(2)

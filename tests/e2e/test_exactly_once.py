@@ -33,11 +33,12 @@ def oracle(n: int) -> Counter:
     return Counter({f"{s}\t{s + 60_000}\t{c}\t{b}\t{k}": 1 for (s, c, b), k in counts.items()})
 
 
-def checkpoint_conf(ckpt: Path, target: str) -> dict:
+def checkpoint_conf(ckpt: "Path | str", target: str) -> dict:
+    """The seed job's configuration, checkpoints into ``ckpt`` (a local directory or a URL)."""
     return {
         "execution.target": target,
         "execution.checkpointing.interval": "1 s",
-        "state.checkpoints.dir": ckpt.as_uri(),
+        "state.checkpoints.dir": ckpt.as_uri() if isinstance(ckpt, Path) else ckpt,
         "state.checkpoints.num-retained": 3,
         "execution.checkpointing.externalized-checkpoint-retention": "RETAIN_ON_CANCELLATION",
         "execution.epoch.max-records": 20_000,

@@ -4,7 +4,8 @@ The asynchronous part of an incremental checkpoint takes the local RocksDB check
 (hard links, made at the barrier) and:
 
 * uploads each SST file the job's ``shared/`` directory does not have yet, named by its
-  SHA-256 (``shared/<sha256>.sst``), so a file is uploaded once however many checkpoints
+  SHA-256 (``shared/<sha256>.sst``; one object on an object store, else a temporary file
+  renamed into place), so a file is uploaded once however many checkpoints
   reference it; which local SST files are already uploaded is remembered next to the
   database (``uploaded.json``), so unchanged files are neither read nor hashed again;
 * writes a small manifest into ``chk-N/`` with the database's other files (``MANIFEST``,
@@ -24,12 +25,11 @@ import os
 import posixpath
 import shutil
 from dataclasses import dataclass
-from typing import Any, Optional
-
-import fsspec
+from typing import Any, Mapping, Optional
 
 from sparkpoint.errors import StateError
-from sparkpoint.storage.checkpoint_storage import StreamStateHandle, read_verified, write_file
+from sparkpoint.storage.checkpoint_storage import StreamStateHandle, put_local_file, read_verified, write_file
+from sparkpoint.storage.file_systems import open_file_system
 
 __all__ = ["HANDLE_FORMAT", "MANIFEST_FORMAT", "IncrementalUpload", "download_checkpoint", "read_manifest",
            "resolve_shared", "upload_incremental"]
@@ -54,11 +54,12 @@ def resolve_shared(location_path: str, relative: str) -> str:
 
 
 def upload_incremental(local_checkpoint: str, working_dir: str, location_uri: str, shared_uri: str, name: str,
-                       info: dict[str, Any]) -> IncrementalUpload:
+                       info: dict[str, Any], storage_options: Optional[Mapping[str, Any]] = None
+                       ) -> IncrementalUpload:
     """Upload the local RocksDB checkpoint ``local_checkpoint`` as the manifest ``name`` of the checkpoint at
-    ``location_uri``, its SST files into ``shared_uri`` unless already there."""
-    fs, location = fsspec.core.url_to_fs(location_uri)
-    _, shared_dir = fsspec.core.url_to_fs(shared_uri)
+    ``location_uri``, its SST files into ``shared_uri`` unless already there (``storage_options`` open both)."""
+    fs, location = open_file_system(location_uri, storage_options)
+    _, shared_dir = open_file_system(shared_uri, storage_options)
     record = _load_record(working_dir)
     files, shared, uploaded = [], [], 0
     for fname in sorted(os.listdir(local_checkpoint)):
@@ -77,9 +78,7 @@ def upload_incremental(local_checkpoint: str, working_dir: str, location_uri: st
             digest = _sha256_file(local)
             target = posixpath.join(shared_dir, f"{digest}.sst")
             if not fs.exists(target):
-                fs.makedirs(shared_dir, exist_ok=True)
-                fs.put_file(local, target + ".tmp")
-                fs.mv(target + ".tmp", target)
+                put_local_file(fs, local, target)
                 uploaded += size
             known = record[fname] = {"path": target, "size": size, "sha256": digest}
         handle = StreamStateHandle(posixpath.relpath(known["path"], location), size, known["sha256"])
@@ -104,10 +103,11 @@ def read_manifest(data: bytes, what: str) -> dict[str, Any]:
 
 
 def download_checkpoint(manifest: dict[str, Any], location_uri: str, target: str, what: str,
-                        working_dir: Optional[str] = None) -> None:
+                        working_dir: Optional[str] = None, storage_options: Optional[Mapping[str, Any]] = None
+                        ) -> None:
     """Materialize the database of ``manifest`` (of the checkpoint at ``location_uri``) in ``target``,
     verifying every SST file; with ``working_dir``, remember the SST files as uploaded there."""
-    fs, location = fsspec.core.url_to_fs(location_uri)
+    fs, location = open_file_system(location_uri, storage_options)
     if os.path.exists(target):
         shutil.rmtree(target)
     os.makedirs(target)
