@@ -111,8 +111,9 @@ def changelog_from_config(config: Any, keeps_working_state: bool, backend_name: 
                           ) -> Optional[StateChangelog]:
     """The job's changelog, if it keeps one. ``state.changelog.enabled`` is ``true``, ``false`` or, by
     default, ``auto``: on when the executors may not share a disk (a Spark cluster) and the state backend
-    keeps working state. It lives under ``state.changelog.dstl.dfs.base-path`` or else the checkpoint
-    directory (``<dir>/<job>/changelog``), which every executor must reach."""
+    keeps working state. It lives in ``<base>/<job>/changelog`` with ``<base>`` the setting
+    ``state.changelog.dstl.dfs.base-path`` or else the checkpoint directory, which every executor must reach
+    (never the job's directory itself: the job's end removes the changelog, not retained checkpoints)."""
     setting = next((str(config.get(k)).lower() for k in ENABLED_KEYS if config.get(k) is not None), "auto")
     if setting not in ("true", "false", "auto"):
         raise ConfigurationError(f"{ENABLED_KEYS[0]} must be true, false or auto, not {setting!r}")
@@ -128,7 +129,7 @@ def changelog_from_config(config: Any, keeps_working_state: bool, backend_name: 
                        "replays every epoch since the job started")
     base = next((config.get(k) for k in BASE_PATH_KEYS if config.get(k)), None)
     if base:
-        return StateChangelog(f"{str(base).rstrip('/')}/{job_id}")
+        return StateChangelog(f"{str(base).rstrip('/')}/{job_id}/changelog")
     if checkpoint_dir:
         return StateChangelog(f"{checkpoint_dir.rstrip('/')}/{job_id}/changelog")
     logger.warning("no state changelog: it needs a directory every executor reaches (state.checkpoints.dir or %s); "
@@ -185,8 +186,9 @@ class StateChangelog:
     def _remove(self, url: str) -> None:
         _, path = open_file_system(url, self.storage_options)
         try:
-            if self.fs.exists(path):
-                self.fs.rm(path, recursive=True)
+            self.fs.rm(path, recursive=True)   # no exists() first: a stale listing could skip the delete
+        except FileNotFoundError:
+            pass
         except OSError as e:
             logger.warning("could not remove the state changelog at %s: %s", url, e)
 

@@ -45,7 +45,7 @@ class Failover:
         coordinator.abort_all(CheckpointFailureReason.JOB_FAILOVER_REGION, f"job failover: {error}")
         candidates = [(cp.checkpoint_id, cp.location, coordinator.storage.storage_options)
                       for cp in reversed(coordinator.store.get_all_checkpoints())]
-        if self.started_from is not None:
+        if self.started_from is not None and not candidates:  # never back to it once the job has its own
             candidates.append((self.started_from.checkpoint_id, self.started_from.location,
                                self.started_from.storage_options))
         if not candidates:
@@ -60,7 +60,7 @@ class Failover:
             try:
                 return load_checkpoint(location, storage_options=options)
             except (CorruptCheckpointError, CheckpointStorageError) as e:
-                logger.error("cannot recover from checkpoint %d: %s; trying the previous retained one",
+                logger.error("cannot recover from checkpoint %d: %s; trying the previous one, if any",
                              checkpoint_id, e)
                 coordinator.store.remove(checkpoint_id)
         return None

@@ -93,6 +93,7 @@ class JobMaster:
         self.coordinator: Optional[CheckpointCoordinator] = None
         self.changelog: Optional[StateChangelog] = None
         self.state_rebuilds = 0   # keyed tasks that ran away from their working state and rebuilt it
+        self.changelog_bytes = 0  # written to the state changelog
         self.listeners: list[JobListener] = []
         self.status_machine = JobStatusMachine(self.job_id, self._status_changed)
         self.output = JobOutput(plan, out)
@@ -218,8 +219,9 @@ class JobMaster:
         status = self.status
         if self.coordinator is not None:
             self.coordinator.shutdown(status.name)
-        logger.info("job %s %s after %d epochs (%d failovers, %d keyed tasks rebuilt their state elsewhere)",
-                    self.job_id, status.name.lower(), self.epoch, self.restarts, self.state_rebuilds)
+        logger.info("job %s %s after %d epochs (%d failovers, %d keyed tasks rebuilt their state elsewhere, "
+                    "%d bytes of state changelog)", self.job_id, status.name.lower(), self.epoch, self.restarts,
+                    self.state_rebuilds, self.changelog_bytes)
         self.executor.stop()
         self._drop_working_state()
         if self.changelog is not None:
@@ -327,7 +329,8 @@ class JobMaster:
             fault_point("after-commit")
             if self.changelog is not None and not completed.is_savepoint:  # tasks rebuild from it from now on
                 self.changelog.on_checkpoint_completed(completed.metadata.barrier_epoch, assign_keyed_state(
-                    RestoredCheckpoint(completed.location, completed.metadata, {}), self.plan))
+                    RestoredCheckpoint(completed.location, completed.metadata, {},
+                                       coordinator.storage.storage_options), self.plan))
             self.notify_next.append(completed.checkpoint_id)
             self.savepoints.on_completed(completed.checkpoint_id, completed.location)
             self._notify("on_checkpoint_completed", completed)
@@ -418,6 +421,7 @@ class JobMaster:
             raise JobExecutionError(f"epoch {epoch}: reports missing from tasks {sorted(expected - got)}")
         for r in reports:
             self.snapshot_sync_ms[(r.stage_id, r.subtask)] = r.snapshot_sync_ms
+            self.changelog_bytes += r.changelog_bytes
             if r.state_rebuild_ms is not None:
                 self.state_rebuilds += 1
                 logger.info("epoch %d: stage %d subtask %d ran away from its working state (on %s) and rebuilt "

@@ -174,7 +174,10 @@ class StandaloneCluster:
         """SIGKILL every worker's processes and the master; nothing of the cluster stays behind."""
         for worker in self.workers:
             if worker.proc is not None:
-                self._kill_session(worker)
+                try:
+                    self._kill_session(worker)
+                except ClusterError as e:  # go on: the master and the other workers must go too
+                    print(f"stopping worker {worker.index}: {e}", file=sys.stderr)
         if self._master is not None:
             _kill_and_reap(self._master)
             left = session_processes(self._master.pid)

@@ -154,3 +154,34 @@ def test_prefetch_loads_per_key_state_in_one_batch_and_reads_stay_exact(tmp_path
         backend.set_current_key(key)
         assert state.value() == value, key
     backend.dispose()
+
+
+def test_replayed_changes_find_their_states_by_name_in_a_database_that_numbered_them_otherwise(tmp_path):
+    """A rebuilt database (restored from a snapshot) may number states and timer queues in another order than
+    the one whose changelog it replays: the changes land in the states and queues of the same names."""
+    a, b = ValueStateDescriptor("a"), ValueStateDescriptor("b")
+
+    def open_backend(name, order):
+        backend = EmbeddedRocksDBStateBackend().create_keyed_backend(RANGE, MAXP, working_dir=str(tmp_path / name))
+        states = {d.name: backend.get_partitioned_state(None, d) for d in order}
+        return backend, states
+
+    source, states = open_backend("source", [a, b])
+    source.get_timer_queue("event")   # a timer queue numbered after both states here
+    for key in range(50):
+        source.set_current_key(key)
+        states["a"].update(f"a{key}")
+        states["b"].update(key)
+    source.commit(1)
+    changes = source.epoch_changes()
+    source.dispose()
+
+    target, _ = open_backend("target", [b])   # "b" first: ids differ from the source's
+    target.commit(0)
+    target.apply_changes(changes, 1)
+    target.resume(1)
+    got_a, got_b = target.get_partitioned_state(None, a), target.get_partitioned_state(None, b)
+    for key in range(50):
+        target.set_current_key(key)
+        assert (got_a.value(), got_b.value()) == (f"a{key}", key)
+    target.dispose()

@@ -62,7 +62,8 @@ def helper_jar() -> Optional[Path]:
     jars = Path(pyspark.__file__).parent / "jars"
     jar.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=jar.parent) as build:
-        result = subprocess.run([javac, "-nowarn", "-cp", f"{jars}{os.sep}*", "-d", build, str(_SOURCE)],
+        result = subprocess.run([javac, "-nowarn", "--release", "17", "-cp", f"{jars}{os.sep}*", "-d", build,
+                                 str(_SOURCE)],
                                 capture_output=True, text=True)
         if result.returncode != 0:
             logger.warning("compiling %s failed, tasks run without locality preferences:\n%s", _SOURCE.name,
@@ -87,11 +88,15 @@ def located_rdd_factory(sc: Any) -> Optional[Callable[[Any, list], Any]]:
     if jar is None:
         return None
     jvm, gateway = sc._jvm, sc._gateway
-    sc._jsc.sc().addJar(str(jar))  # the executors load the class from the jar Spark ships them
-    urls = gateway.new_array(jvm.java.net.URL, 1)
-    urls[0] = jvm.java.io.File(str(jar)).toURI().toURL()
-    loader = jvm.java.net.URLClassLoader(urls, jvm.java.lang.Thread.currentThread().getContextClassLoader())
-    constructor = loader.loadClass(_CLASS).getConstructors()[0]
+    try:
+        urls = gateway.new_array(jvm.java.net.URL, 1)
+        urls[0] = jvm.java.io.File(str(jar)).toURI().toURL()
+        loader = jvm.java.net.URLClassLoader(urls, jvm.java.lang.Thread.currentThread().getContextClassLoader())
+        constructor = loader.loadClass(_CLASS).getConstructors()[0]
+        sc._jsc.sc().addJar(str(jar))  # the executors load the class from the jar Spark ships them
+    except Exception as e:  # noqa: BLE001 - py4j errors of any kind: run without preferences
+        logger.warning("the Spark helper %s does not load (%s): tasks run without locality preferences", jar, e)
+        return None
 
     def located(rdd: Any, locations: list) -> Any:
         prefs = gateway.new_array(jvm.java.lang.String, len(locations), 1 if any(locations) else 0)

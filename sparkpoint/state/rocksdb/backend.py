@@ -37,7 +37,7 @@ from sparkpoint.state.rocksdb.store import (
     timer_key,
 )
 from sparkpoint.state.rocksdb.timers import RocksDBTimerQueue
-from sparkpoint.state.rocksdb.transfer import HANDLE_FORMAT
+from sparkpoint.state.rocksdb.transfer import HANDLE_FORMAT, forget_uploads
 from sparkpoint.state.snapshot import KeyedStateSnapshot
 
 __all__ = ["EmbeddedRocksDBStateBackend", "RocksDBKeyedStateBackend", "OPTION_KEYS"]
@@ -331,6 +331,8 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         path, options, what = self.store.path, self.store.options, self.store.what
         self.store.close()
         StateStore.destroy(path)
+        if self.working_dir:
+            forget_uploads(self.working_dir)  # new files may reuse the old ones' names and sizes
         result = materialize(path)
         self.store = StateStore(path, options, what)
         for table in self.tables.values():

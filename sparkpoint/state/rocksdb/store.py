@@ -302,6 +302,10 @@ class StateStore:
         else:
             batch.put(_META_EPOCH, str(epoch).encode())
         self.db.write(batch)
+        self._reload()
+
+    def _reload(self) -> None:
+        """Forget the epoch's cache and read the metadata again (after the database changed under it)."""
         self._clear_epoch()
         self.names = self._load_json(_META_NAMES, {})
         self.timer_counts = self._load_json(_META_TIMER_COUNTS, {})
@@ -356,30 +360,41 @@ class StateStore:
 
     def epoch_changes(self) -> list[tuple[bytes, Optional[bytes]]]:
         """After :meth:`commit`: ``(db key, new bytes or None)`` of every entry the epoch changed (spilled
-        ones, timers and the metadata included) -- the keys its undo log holds, read back."""
-        keys = [dbkey[len(UNDO_PREFIX):] for dbkey, _ in self.iterate(UNDO_PREFIX)]
-        if not keys:
-            return []
+        ones, timers and the metadata included) -- the keys its undo log holds, read back -- and the TTL
+        sweep's cursor, so a rebuilt database sweeps on where this one would."""
+        keys = [dbkey[len(UNDO_PREFIX):] for dbkey, _ in self.iterate(UNDO_PREFIX)] + [_META_SWEEP]
         values: list = self.db.get(keys)  # type: ignore[arg-type, assignment]  # a list in, a list out
         return list(zip(keys, values))
 
     def apply_changes(self, changes: list[tuple[bytes, Optional[bytes]]], epoch: int) -> None:
-        """Replay one epoch's :meth:`epoch_changes` onto the state of the epoch before, in one batch."""
+        """Replay one epoch's :meth:`epoch_changes` (of any database of the same operator) onto the state of
+        the epoch before, in one batch. State and timer ids are mapped by name to this database's ids: a
+        database restored from a snapshot may have numbered its states in another order."""
+        remap = self._id_map(dict(changes).get(_META_NAMES))
         batch = rocksdict.WriteBatch(raw_mode=True)
         batch.delete_range(UNDO_PREFIX, _prefix_end(UNDO_PREFIX))
         batch.delete(_META_UNDO_EPOCH)
         batch.delete(_META_IN_PROGRESS)
         for dbkey, new in changes:
+            if dbkey == _META_NAMES:
+                continue
+            if dbkey == _META_SWEEP and new is not None:
+                new = _with_id(new, remap)
+            dbkey = _with_id(dbkey, remap)
             if new is None:
                 batch.delete(dbkey)
             else:
                 batch.put(dbkey, new)
+        batch.put(_META_NAMES, json.dumps(self.names).encode())
         batch.put(_META_EPOCH, str(epoch).encode())
         self.db.write(batch)
-        self._clear_epoch()
-        self.names = self._load_json(_META_NAMES, {})
-        self.timer_counts = self._load_json(_META_TIMER_COUNTS, {})
-        self.watermark = self._load_json(_META_WATERMARK, None)
+        self._reload()
+
+    def _id_map(self, names_json: Optional[bytes]) -> dict[int, int]:
+        """``{id in the changes' database: id here}`` for every state and timer queue the changes name."""
+        if names_json is None:
+            return {}
+        return {i: j for name, i in json.loads(names_json).items() if (j := self.name_id(name)) != i}
 
     def _changes(self) -> list[tuple[bytes, Optional[bytes], Optional[bytes]]]:
         """``(db key, old bytes, new bytes)`` of the cached entries whose bytes changed (``None``: absent)."""
@@ -462,6 +477,14 @@ class StateStore:
     def destroy(path: str) -> None:
         if os.path.exists(path):
             shutil.rmtree(path)
+
+
+def _with_id(dbkey: bytes, remap: dict[int, int]) -> bytes:
+    """``dbkey`` with its state id (after the key group) or timer-queue id (after the prefix) mapped."""
+    if not remap or dbkey.startswith((META_PREFIX, UNDO_PREFIX)) or len(dbkey) < 4:
+        return dbkey
+    new = remap.get(struct.unpack_from(">H", dbkey, 2)[0])
+    return dbkey if new is None else dbkey[:2] + struct.pack(">H", new) + dbkey[4:]
 
 
 def _prefix_end(prefix: bytes) -> bytes:

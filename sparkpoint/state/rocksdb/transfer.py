@@ -53,6 +53,14 @@ def resolve_shared(location_path: str, relative: str) -> str:
     return posixpath.normpath(posixpath.join(location_path, relative))
 
 
+def forget_uploads(working_dir: str) -> None:
+    """The database in ``working_dir`` is replaced: its SST file names no longer say what was uploaded."""
+    try:
+        os.remove(os.path.join(working_dir, _RECORD))
+    except FileNotFoundError:
+        pass
+
+
 def upload_incremental(local_checkpoint: str, working_dir: str, location_uri: str, shared_uri: str, name: str,
                        info: dict[str, Any], storage_options: Optional[Mapping[str, Any]] = None
                        ) -> IncrementalUpload:
