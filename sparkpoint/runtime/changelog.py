@@ -41,7 +41,7 @@ BASE_PATH_KEYS = ("state.changelog.dstl.dfs.base-path", "dstl.dfs.base-path")
 
 logger = logging.getLogger(__name__)
 
-_MAGIC = b"SPCL1"
+_MAGIC = b"SPCL2"
 
 
 @dataclass(frozen=True)
@@ -61,10 +61,11 @@ def _path(root: str, epoch: int, stage_id: int, subtask: int, uid: str) -> str:
 
 
 def write_changes(root: str, epoch: int, stage_id: int, subtask: int, uid: str,
-                  changes: list[tuple[bytes, Optional[bytes]]], storage_options: Optional[Mapping[str, Any]] = None
-                  ) -> int:
-    """Make one operator's changes of ``epoch`` durable (one write); returns the bytes written."""
-    body = pickle.dumps(changes, pickle.HIGHEST_PROTOCOL)
+                  changes: list[tuple[bytes, Optional[bytes]]], watermark: Optional[int] = None,
+                  storage_options: Optional[Mapping[str, Any]] = None) -> int:
+    """Make one operator's changes of ``epoch`` and its watermark at the epoch's end durable (one write);
+    returns the bytes written."""
+    body = pickle.dumps((changes, watermark), pickle.HIGHEST_PROTOCOL)
     data = _MAGIC + struct.pack(">I", zlib.crc32(body)) + body
     fs, path = open_file_system(_path(root, epoch, stage_id, subtask, uid), storage_options)
     if not is_object_store(fs):   # no directories there (and s3fs's makedirs may create a bucket)
@@ -74,8 +75,10 @@ def write_changes(root: str, epoch: int, stage_id: int, subtask: int, uid: str,
 
 
 def read_changes(root: str, epoch: int, stage_id: int, subtask: int, uid: str,
-                 storage_options: Optional[Mapping[str, Any]] = None) -> list[tuple[bytes, Optional[bytes]]]:
-    """One operator's changes of ``epoch``; a missing or damaged file is a :class:`StateMissingError`."""
+                 storage_options: Optional[Mapping[str, Any]] = None
+                 ) -> tuple[list[tuple[bytes, Optional[bytes]]], Optional[int]]:
+    """One operator's changes of ``epoch`` and its watermark; a missing or damaged file is a
+    :class:`StateMissingError`."""
     url = _path(root, epoch, stage_id, subtask, uid)
     fs, path = open_file_system(url, storage_options)
     try:
@@ -87,8 +90,8 @@ def read_changes(root: str, epoch: int, stage_id: int, subtask: int, uid: str,
     if data[:len(_MAGIC)] != _MAGIC or struct.unpack(">I", data[len(_MAGIC):len(_MAGIC) + 4])[0] != zlib.crc32(body):
         raise StateMissingError(f"the state changelog of operator {uid!r} (stage {stage_id}, subtask {subtask}) "
                                 f"for epoch {epoch} is damaged (checksum mismatch: {url})")
-    changes: list[tuple[bytes, Optional[bytes]]] = pickle.loads(body)
-    return changes
+    changes, watermark = pickle.loads(body)
+    return changes, watermark
 
 
 def rebuild_working_state(keyed_ops: dict[int, KeyedOperator], base: ChangelogBase, epoch: int, stage_id: int,
@@ -96,33 +99,30 @@ def rebuild_working_state(keyed_ops: dict[int, KeyedOperator], base: ChangelogBa
     """Make the keyed operators' working state that of the end of ``epoch`` on an executor that does not
     hold it: the base's state, then each later epoch's changes in order."""
     for op in keyed_ops.values():
-        op.keyed_backend.restore_in_place(lambda path: None)  # start from an empty database
+        if op.keyed_backend.keeps_working_state:
+            op.keyed_backend.restore_in_place(lambda path: None)  # start from an empty database
     restore_from_checkpoint(keyed_ops, list(base.base_entries), kg_range, max_parallelism)
     for op in keyed_ops.values():
         backend = op.keyed_backend
         for e in range(base.base_epoch + 1, epoch + 1):
-            backend.apply_changes(read_changes(base.root, e, stage_id, subtask, op.uid, base.storage_options), e)
-        if base.base_epoch >= epoch:
+            changes, watermark = read_changes(base.root, e, stage_id, subtask, op.uid, base.storage_options)
+            backend.apply_changes(changes, e)
+            op.advance_watermark(watermark)
+        if base.base_epoch >= epoch and backend.keeps_working_state:
             backend.apply_changes([], epoch)
 
 
-def changelog_from_config(config: Any, keeps_working_state: bool, backend_name: str, distributed: bool,
-                          checkpointing: bool, checkpoint_dir: Optional[str], job_id: str
-                          ) -> Optional[StateChangelog]:
+def changelog_from_config(config: Any, distributed: bool, checkpointing: bool, checkpoint_dir: Optional[str],
+                          job_id: str) -> Optional[StateChangelog]:
     """The job's changelog, if it keeps one. ``state.changelog.enabled`` is ``true``, ``false`` or, by
-    default, ``auto``: on when the executors may not share a disk (a Spark cluster) and the state backend
-    keeps working state. It lives in ``<base>/<job>/changelog`` with ``<base>`` the setting
-    ``state.changelog.dstl.dfs.base-path`` or else the checkpoint directory, which every executor must reach
-    (never the job's directory itself: the job's end removes the changelog, not retained checkpoints)."""
+    default, ``auto``: on when the executors may not share a disk (a Spark cluster). It lives in
+    ``<base>/<job>/changelog`` with ``<base>`` the setting ``state.changelog.dstl.dfs.base-path`` or else
+    the checkpoint directory, which every executor must reach (never the job's directory itself: the job's
+    end removes the changelog, not retained checkpoints)."""
     setting = next((str(config.get(k)).lower() for k in ENABLED_KEYS if config.get(k) is not None), "auto")
     if setting not in ("true", "false", "auto"):
         raise ConfigurationError(f"{ENABLED_KEYS[0]} must be true, false or auto, not {setting!r}")
     if setting == "false" or (setting == "auto" and not distributed):
-        return None
-    if not keeps_working_state:
-        logger.warning("the %s state backend keeps no state changelog: a keyed task that Spark runs away from its "
-                       "state makes the job restore from its latest checkpoint (state.backend.type: rocksdb keeps "
-                       "one)", backend_name)
         return None
     if not checkpointing:
         logger.warning("the state changelog without checkpoints is never truncated: a keyed task that moves "

@@ -49,7 +49,6 @@ from sparkpoint.runtime.savepoints import SavepointRequests
 from sparkpoint.runtime.sink_committer import SinkCommitter
 from sparkpoint.runtime.source_coordinator import SourceCoordinator
 from sparkpoint.runtime.task import TaskDeployment, TaskReport
-from sparkpoint.state.backend_loader import load_state_backend
 from sparkpoint.storage.checkpoint_storage import FsCheckpointStorage
 from sparkpoint.storage.file_systems import configure_file_systems
 from sparkpoint.testing.faults import fault_point
@@ -243,9 +242,7 @@ class JobMaster:
 
     # -- restore and failover ---------------------------------------------------------------
     def _start_changelog(self) -> None:
-        backend = load_state_backend(self.plan.state_backend)
-        self.changelog = changelog_from_config(self.config, backend.keeps_working_state, backend.name,
-                                               bool(getattr(self.executor, "distributed", False)),
+        self.changelog = changelog_from_config(self.config, bool(getattr(self.executor, "distributed", False)),
                                                self.checkpointing.enabled, self.checkpointing.directory, self.job_id)
         if self.changelog is not None:
             self.changelog.start_attempt(f"{self.job_id}-{self.attempt}", self.epoch - 1, {})

@@ -210,15 +210,16 @@ def _restore_keyed_state(ops: dict[int, StreamOperator], dep: TaskDeployment, st
     namespace = dep.local_state_namespace or dep.job_id
     store = LocalStateStore(dep.local_state_dir, namespace, stage_id, subtask) if keyed_ops else None
     uploader: Optional[CheckpointUploader] = None
+    rebuild_ms: Optional[float] = None
     if store is not None:
         uids = [op.uid for op in keyed_ops.values()]
         if dep.keyed_state_epoch is not None:
-            body = store.load_bytes(dep.keyed_state_epoch, f"operators {uids}")
+            body, rebuild_ms = _load_or_rebuild(store, keyed_ops, dep, stage_id, subtask, kg_range, max_parallelism)
             if dep.checkpoint_uploads:
                 # the asynchronous part of the barrier epoch's checkpoint(s), overlapping this task
                 uploader = CheckpointUploader(PickledSnapshots(body), dep.checkpoint_uploads, stage_id, subtask,
                                               kg_range, uids, dep.barrier_sync_ms)
-            snapshots = [pickle.loads(body)]
+            snapshots = [] if rebuild_ms is not None else [pickle.loads(body)]
         else:
             snapshots = [read_restored_keyed_state(entry, kg_range, max_parallelism)
                          for entry in dep.restored_keyed]
@@ -226,7 +227,31 @@ def _restore_keyed_state(ops: dict[int, StreamOperator], dep: TaskDeployment, st
             for op in keyed_ops.values():
                 if op.uid in snapshot:
                     op.restore_keyed_state(snapshot[op.uid])
-    return _KeyedState(keyed_ops, store, uploader)
+        if dep.changelog is not None:
+            for op in keyed_ops.values():
+                op.keyed_backend.track_changes()
+    return _KeyedState(keyed_ops, store, uploader, rebuild_ms)
+
+
+def _load_or_rebuild(store: LocalStateStore, keyed_ops: dict[int, KeyedOperator], dep: TaskDeployment,
+                     stage_id: int, subtask: int, kg_range: KeyGroupRange, max_parallelism: int
+                     ) -> tuple[bytes, Optional[float]]:
+    """The previous epoch's snapshot file; where it is missing (Spark ran the task on another executor), the
+    state rebuilt from the changelog into the operators, and its snapshot. Returns (pickled snapshot, the
+    rebuild's milliseconds or None)."""
+    epoch = dep.keyed_state_epoch
+    assert epoch is not None
+    try:
+        return store.load_bytes(epoch, f"operators {[op.uid for op in keyed_ops.values()]}"), None
+    except StateMissingError as missing:
+        if dep.changelog is None:
+            raise
+        logger.info("stage %d subtask %d: %s; rebuilding it from %s", stage_id, subtask, missing,
+                    describe(dep.changelog))
+    t0 = time.perf_counter()
+    rebuild_working_state(keyed_ops, dep.changelog, epoch, stage_id, subtask, kg_range, max_parallelism)
+    body = pickle.dumps({op.uid: op.snapshot_keyed_state() for op in keyed_ops.values()}, pickle.HIGHEST_PROTOCOL)
+    return body, (time.perf_counter() - t0) * 1000
 
 
 def _resume_working_state(keyed_ops: dict[int, KeyedOperator], dep: TaskDeployment, stage_id: int, subtask: int,
@@ -384,23 +409,27 @@ def _snapshot_keyed_state(keyed: _KeyedState, dep: TaskDeployment, report: TaskR
         t0 = time.perf_counter()
         for op in keyed_ops.values():
             op.commit_keyed_state(dep.epoch)
-            if dep.changelog is not None:  # durable before the task reports success
-                changes = op.keyed_backend.epoch_changes()
-                if changes is not None:
-                    report.changelog_bytes += write_changes(dep.changelog.root, dep.epoch, report.stage_id,
-                                                            report.subtask, op.uid, changes,
-                                                            dep.changelog.storage_options)
+            _write_changelog(op, dep, report)
             op.keyed_backend.dispose()
         report.snapshot_sync_ms = (time.perf_counter() - t0) * 1000
     if store is not None:
         t0 = time.perf_counter()
         keyed_snapshot = {op.uid: op.snapshot_keyed_state() for op in keyed_ops.values()}
         report.keyed_state_bytes = store.save(dep.epoch, keyed_snapshot)
-        report.snapshot_sync_ms = (time.perf_counter() - t0) * 1000
         for op in keyed_ops.values():
+            _write_changelog(op, dep, report)
             op.keyed_backend.dispose()
+        report.snapshot_sync_ms = (time.perf_counter() - t0) * 1000
     if uploader is not None:
         report.checkpoint_acks, report.checkpoint_declines = uploader.join()
+
+
+def _write_changelog(op: KeyedOperator, dep: TaskDeployment, report: TaskReport) -> None:
+    """Make the epoch's state changes durable before the task reports success (with a changelog)."""
+    changes = op.keyed_backend.epoch_changes() if dep.changelog is not None else None
+    if dep.changelog is not None and changes is not None:
+        report.changelog_bytes += write_changes(dep.changelog.root, dep.epoch, report.stage_id, report.subtask,
+                                                op.uid, changes, op.watermark, dep.changelog.storage_options)
 
 
 def _route(plan: JobPlan, stage_id: int, subtask: int, outputs: dict[int, Output],

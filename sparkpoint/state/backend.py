@@ -214,9 +214,13 @@ class KeyedStateBackend(abc.ABC):
         """The watermark committed with the working state."""
         return None
 
+    def track_changes(self) -> None:
+        """Record, from now on, what the epoch changes, for :meth:`epoch_changes` (backends that need to)."""
+
     def epoch_changes(self) -> list[tuple[bytes, bytes | None]] | None:
-        """After :meth:`commit`: every entry the epoch changed, as ``(key, new bytes or None)`` in the
-        backend's own encoding (its state changelog, FLIP-158); ``None`` if the backend keeps none."""
+        """At the epoch's end (after :meth:`commit`, for backends that commit): every entry the epoch changed,
+        as ``(key, new bytes or None)`` in the backend's own encoding (its state changelog, FLIP-158);
+        ``None`` if the backend records none."""
         return None
 
     def apply_changes(self, changes: list[tuple[bytes, bytes | None]], epoch: int) -> None:

@@ -1,6 +1,6 @@
 """A worker dies mid-run (SIGKILL of the worker, its executor and its Python workers) and
-comes back: the job goes on or recovers by itself, with at most one failover, and its
-committed output is exactly-once equal to the pandas oracle."""
+comes back: the job goes on by itself, without a failover (the lost tasks rebuild their state
+elsewhere), and its committed output is exactly-once equal to the pandas oracle."""
 
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ BACKENDS = {"hashmap": {}, "rocksdb": {"state.backend.type": "rocksdb", "executi
 
 @pytest.mark.parametrize("backend", sorted(BACKENDS))
 def test_worker_killed_mid_run_and_started_again(driver, cluster, backend):
-    """hashmap: the lost tasks' state comes back by one failover to the latest checkpoint; rocksdb: they
-    rebuild it on the other executor from the checkpoint and the state changelog, without a failover."""
+    """The lost tasks rebuild their state on the other executor from the latest checkpoint and the state
+    changelog (on by itself on a cluster), with either backend: no failover."""
     events = 400_000   # 10 epochs of 40,000 events (2 splits of 20,000)
     proc, log = driver.start(SEED_JOB, ["--events", str(events), "--output", str(driver.output)],
                              driver.conf(**BACKENDS[backend]))
@@ -51,9 +51,6 @@ def test_worker_killed_mid_run_and_started_again(driver, cluster, backend):
     out = driver.finish(proc, log, timeout=300)
     assert out.count("epoch ") > epochs_before, "the job did not run after the kill"
     print(driver.summary())
-    if backend == "rocksdb":
-        assert driver.failovers() == 0 and driver.state_rebuilds() >= 1, driver.summary()
-    else:
-        assert driver.failovers() <= 1, f"more than one failover for one lost worker:\n{driver.summary()}"
+    assert driver.failovers() == 0 and driver.state_rebuilds() >= 1, driver.summary()
     got, expected = read_output(driver.output), seed_oracle(events)
     assert got == expected, compare(got, expected)

@@ -1,6 +1,6 @@
 """The state changelog: a keyed task whose executor does not hold its working state rebuilds it.
 
-In-process executor, real RocksDB. Removing a subtask's database between epochs is what a task
+In-process executor, both backends (real RocksDB). Removing a subtask's database between epochs is what a task
 sees when Spark runs it on another executor: the next epoch must rebuild the state from the
 latest checkpoint (or empty state) plus the changes of every epoch since, with no job failover,
 and the counts must equal a hand count.
@@ -25,7 +25,8 @@ from tests.checkpoint.test_checkpointing import Count, key_of, oracle_totals
 from tests.checkpoint.test_savepoints import seed_job
 from tests.e2e.test_exactly_once import oracle as window_oracle
 
-ROCKSDB = {"state.backend.type": "rocksdb", "state.changelog.enabled": "true"}
+BACKENDS = {"hashmap": {"state.backend.type": "hashmap", "state.changelog.enabled": "true"},
+            "rocksdb": {"state.backend.type": "rocksdb", "state.changelog.enabled": "true"}}
 
 
 def _run(env, tmp_path: Path, count: int, wipe_at: set[int], checkpoints: bool):
@@ -57,10 +58,11 @@ def _run(env, tmp_path: Path, count: int, wipe_at: set[int], checkpoints: bool):
     return result, last, wiped
 
 
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
 @pytest.mark.parametrize("checkpoints", [True, False], ids=["from-checkpoint", "from-empty-state"])
-def test_a_task_away_from_its_state_rebuilds_it_without_a_failover(make_env, tmp_path, checkpoints):
+def test_a_task_away_from_its_state_rebuilds_it_without_a_failover(make_env, tmp_path, checkpoints, backend):
     count = 4_000
-    conf = {"execution.epoch.max-records": 40, **ROCKSDB}
+    conf = {"execution.epoch.max-records": 40, **BACKENDS[backend]}
     if not checkpoints:
         conf["state.changelog.dstl.dfs.base-path"] = (tmp_path / "changelog").as_uri()
     env = make_env("local", **conf)
@@ -74,9 +76,10 @@ def test_a_task_away_from_its_state_rebuilds_it_without_a_failover(make_env, tmp
     assert not glob.glob(str(tmp_path / "ck" / "*" / "changelog" / "*")), "the changelog outlived the job"
 
 
-def test_without_a_changelog_a_lost_state_fails_over_to_the_checkpoint(make_env, tmp_path):
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
+def test_without_a_changelog_a_lost_state_fails_over_to_the_checkpoint(make_env, tmp_path, backend):
     count = 3_000
-    env = make_env("local", **{"execution.epoch.max-records": 40, "state.backend.type": "rocksdb",
+    env = make_env("local", **{"execution.epoch.max-records": 40, "state.backend.type": backend,
                                "state.changelog.enabled": "false", "restart-strategy.type": "fixed-delay",
                                "restart-strategy.fixed-delay.delay": "0 ms"})
     result, counts, wiped = _run(env, tmp_path, count, {15}, checkpoints=True)
@@ -88,8 +91,8 @@ def test_without_a_changelog_a_lost_state_fails_over_to_the_checkpoint(make_env,
 def test_a_damaged_changelog_is_named_and_never_read_as_state(tmp_path):
     root = (tmp_path / "cl").as_uri()
     changes = [(b"k1", b"v1"), (b"k2", None)]
-    write_changes(root, 7, 1, 0, "count", changes)
-    assert read_changes(root, 7, 1, 0, "count") == changes
+    write_changes(root, 7, 1, 0, "count", changes, watermark=1234)
+    assert read_changes(root, 7, 1, 0, "count") == (changes, 1234)
     path = next((tmp_path / "cl").rglob("*.log"))
     path.write_bytes(path.read_bytes()[:-1] + b"\x00")
     with pytest.raises(StateMissingError, match=r"'count'.*epoch 7 is damaged"):
@@ -99,16 +102,17 @@ def test_a_damaged_changelog_is_named_and_never_read_as_state(tmp_path):
 
 
 def test_the_changelog_setting_is_checked(make_env, tmp_path):
-    env = make_env("local", **{"state.backend.type": "rocksdb", "state.changelog.enabled": "sometimes"})
+    env = make_env("local", **{"state.changelog.enabled": "sometimes"})
     env.from_collection([1, 2, 3]).key_by(lambda v: v).process(Count()).uid("count").print()
     with pytest.raises(ConfigurationError, match="state.changelog.enabled"):
         env.execute()
 
 
-def test_windows_and_their_timers_are_rebuilt_from_the_changelog(make_env, tmp_path):
-    """The seed job: window contents and event-time timers come back with the replayed epochs."""
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
+def test_windows_and_their_timers_are_rebuilt_from_the_changelog(make_env, tmp_path, backend):
+    """The seed job: window contents, event-time timers and the watermark come back with the replayed epochs."""
     n = 6_000
-    env = make_env("local", **{"execution.epoch.max-records": 200, **ROCKSDB})
+    env = make_env("local", **{"execution.epoch.max-records": 200, **BACKENDS[backend]})
     env.get_checkpoint_config().set_checkpoint_storage_dir((tmp_path / "ck").as_uri())
     out = tmp_path / "out"
     seed_job(env, n, out)

@@ -8,10 +8,11 @@ subset of groups (rescaling) a dict update. Timers live in the backend's heap qu
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, Optional
 
 from sparkpoint.datastream.state import StateDescriptor
 from sparkpoint.state.backend import KeyedStateBackend, StateBackend
+from sparkpoint.state.hashmap.changes import ChangeTracker, TrackedTimerQueue, apply_changes
 from sparkpoint.state.hashmap.states import HEAP_STATE_CLASSES
 from sparkpoint.state.internal import InternalKvState
 from sparkpoint.state.key_groups import KeyGroupRange
@@ -41,6 +42,29 @@ class HashMapKeyedStateBackend(KeyedStateBackend):
     def __init__(self, key_group_range: KeyGroupRange, max_parallelism: int):
         super().__init__(key_group_range, max_parallelism)
         self.tables: dict[str, dict[int, dict]] = {}
+        self.tracker: Optional[ChangeTracker] = None   # set while the state changelog records an epoch
+
+    def track_changes(self) -> None:
+        """Record what the epoch touches from now on (entries and timers), for :meth:`epoch_changes`."""
+        self.tracker = ChangeTracker()
+        for queue in self.timer_queues.values():
+            queue.recording = True  # type: ignore[attr-defined]
+            queue.touched.clear()  # type: ignore[attr-defined]
+
+    def get_timer_queue(self, name: str) -> Any:
+        queue = self.timer_queues.get(name)
+        if queue is None:
+            queue = self.timer_queues[name] = TrackedTimerQueue(name)
+            queue.recording = self.tracker is not None
+        return queue
+
+    def epoch_changes(self) -> list[tuple[bytes, bytes | None]] | None:
+        if self.tracker is None:
+            return None
+        return self.tracker.changes(self.tables, self.state_kinds, self.timer_queues)
+
+    def apply_changes(self, changes: list[tuple[bytes, bytes | None]], epoch: int) -> None:
+        apply_changes(changes, self.tables, self.state_kinds, self.get_timer_queue)
 
     def _create_internal_state(self, descriptor: StateDescriptor) -> InternalKvState:
         table = self.tables.setdefault(descriptor.name, {})
@@ -60,6 +84,8 @@ class HashMapKeyedStateBackend(KeyedStateBackend):
         kg = self.current_key_group
         slot = (self.current_key, namespace)
         for name in (list(self.tables) if state_names is None else state_names):
+            if self.tracker is not None:
+                self.tracker.entries.add((name, kg, slot))
             entries = self.tables.get(name, {}).get(kg)
             if entries:
                 entries.pop(slot, None)

@@ -56,7 +56,11 @@ class _HeapState:
         return entries
 
     def _slot(self) -> tuple:
-        return (self.backend.current_key, self.namespace)
+        slot = (self.backend.current_key, self.namespace)
+        tracker = self.backend.tracker
+        if tracker is not None:  # the state changelog records what this epoch touched
+            tracker.entries.add((self.descriptor.name, self.backend.current_key_group, slot))
+        return slot
 
     def clear(self) -> None:
         self._entries().pop(self._slot(), None)
@@ -64,6 +68,10 @@ class _HeapState:
     def merge_namespaces(self, target: Any, sources: Iterable[Any]) -> None:
         entries = self._entries()
         key = self.backend.current_key
+        tracker = getattr(self.backend, "tracker", None)   # the hashmap backend's changelog, if recording
+        if tracker is not None:
+            kg = self.backend.current_key_group
+            tracker.entries.update((self.descriptor.name, kg, (key, ns)) for ns in (target, *sources))
         for source in sources:
             value = entries.pop((key, source), None)
             if value is None:

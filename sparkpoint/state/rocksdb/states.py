@@ -64,6 +64,9 @@ class _RocksDBState:
         super().__init__(backend, table, descriptor)  # type: ignore[call-arg]
         self.state_id = backend.state_id(descriptor.name, create=True)  # type: ignore[misc]
 
+    def _slot(self) -> tuple:
+        return (self.backend.current_key, self.namespace)  # type: ignore[attr-defined]
+
     def _entries(self) -> Any:
         backend = self.backend  # type: ignore[attr-defined]
         kg = backend.current_key_group
