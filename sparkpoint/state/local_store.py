@@ -60,8 +60,8 @@ class LocalStateStore:
                 f"{epoch} is missing on host {socket.gethostname()} (expected {self.fs.unstrip_protocol(path)}). "
                 f"The task ran on an executor that does not hold its state, or the state directory was wiped. "
                 f"With a checkpoint and a restart strategy the job restores from its latest checkpoint. On a "
-                f"cluster, the rocksdb state backend's state changelog lets a task rebuild its state on any "
-                f"executor instead, or sparkpoint.local-state-dir may name a file system all executors share."
+                f"cluster, the state changelog (state.changelog.enabled) lets a task rebuild its state on any "
+                f"executor instead."
             ) from None
         if len(data) < len(_MAGIC) + 4 or not data.startswith(_MAGIC):
             raise StateMissingError(f"local working state file {path} of {what} is damaged (bad header)")
