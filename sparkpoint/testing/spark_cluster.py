@@ -317,12 +317,28 @@ class StandaloneCluster:
                "--cores", str(self.cores), "--memory", self.memory, "--work-dir", str(work_dir), self.master_url]
         if self.private_tmp:
             # its own mount namespace, a tmpfs on /tmp: SPARK_LOCAL_DIRS of its executors is its alone
-            script = "mount -t tmpfs -o mode=1777 tmpfs /tmp && exec " + shlex.join(cmd)
-            cmd = ["unshare", "--mount", "--propagation", "private", "sh", "-c", script]
+            cmd = ["unshare", "--mount", "--propagation", "private", "sh", "-c", self._private_tmp_script(cmd)]
         env = self._spark_env()
         env["SPARK_LOCAL_DIRS"] = "/tmp"
         worker.proc = subprocess.Popen(cmd, stdout=worker.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                        env=env, start_new_session=True)
+
+    def _private_tmp_script(self, cmd: list[str]) -> str:
+        """A tmpfs on /tmp, with what the worker must still see of the host's /tmp (this package, its Python,
+        the cluster's directories, when they live there) bound back in: the host's /tmp is reached through a
+        bind mount on /mnt, which exists in the worker's mount namespace only."""
+        needed = [Path(__file__).resolve().parents[2], Path(sys.prefix), Path(self.python).parent, self.home,
+                  self.log_dir.resolve().parent]
+        tops = sorted({p.relative_to("/tmp").parts[0] for p in needed
+                       if p.is_relative_to("/tmp") and p != Path("/tmp")})
+        steps = ["set -e"]
+        if tops:
+            steps.append("mount --bind /tmp /mnt")
+        steps.append("mount -t tmpfs -o mode=1777 tmpfs /tmp")
+        for top in tops:
+            steps.append(f"mkdir -p {shlex.quote('/tmp/' + top)} && mount --bind {shlex.quote('/mnt/' + top)} "
+                         f"{shlex.quote('/tmp/' + top)}")
+        return "; ".join(steps) + "; exec " + shlex.join(cmd)
 
     def _registered(self, worker: _Worker, check_exit: bool = False) -> bool:
         """Whether the master lists this start of the worker (its RPC port) as alive."""
