@@ -194,7 +194,7 @@ class SparkEpochExecutor:
             for i in deps:
                 self.locations.pop((stage_id, i), None)
             return [None] * len(deps)
-        alive = set(filter(None, self.spark.sparkContext._jsc.sc().getExecutorIds().mkString(",").split(",")))
+        alive = self._alive_executors()
         self._forget_lost_executors(alive)
         movable = all(d.changelog is not None for d in deps.values())
         share = -(-len(deps) // len(alive)) if alive and movable else len(deps)
@@ -208,6 +208,12 @@ class SparkEpochExecutor:
                     where = None
             preferred.append(where)
         return preferred
+
+    def _alive_executors(self) -> set[str]:
+        """The ids of the executors alive now (none in local mode: the driver runs every task)."""
+        if not self.distributed:  # SparkContext.getExecutorIds would only warn there
+            return set()
+        return set(filter(None, self.spark.sparkContext._jsc.sc().getExecutorIds().mkString(",").split(",")))
 
     def _forget_lost_executors(self, alive: set[str]) -> None:
         """Name the executors that held working state and are gone; their tasks rebuild it elsewhere."""
