@@ -155,10 +155,12 @@ class StateChangelog:
         self.entries: dict[tuple[int, int], list] = {}
 
     def start_attempt(self, namespace: str, base_epoch: int, entries: dict[tuple[int, int], list]) -> None:
-        """A new job attempt (first start, restore or failover): drop the previous attempt's changelog."""
-        if self.attempt_root:
+        """A new job attempt (first start, restore or failover): drop the previous attempt's changelog. The
+        same attempt may start again with another base (a job started with ``-s`` learns it after starting)."""
+        root = posixpath.join(self.root, namespace)
+        if self.attempt_root and self.attempt_root != root:
             self._remove(self.attempt_root)
-        self.attempt_root = posixpath.join(self.root, namespace)
+        self.attempt_root = root
         self.base_epoch = base_epoch
         self.entries = {k: list(v) for k, v in entries.items()}
 
