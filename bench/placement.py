@@ -35,6 +35,7 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from sparkpoint.testing.kill_loop import run_command  # noqa: E402
 from sparkpoint.testing.spark_cluster import StandaloneCluster  # noqa: E402
 
 JOB = Path(__file__).with_name("placement_job.py")
@@ -51,10 +52,7 @@ def run_scenario(cluster: StandaloneCluster, work: Path, name: str, args: argpar
             "state.checkpoints.dir": (work / name / "checkpoints").as_uri()}
     if name == "no-locality":
         conf["sparkpoint.spark.task-locality"] = "false"
-    cmd = [sys.executable, "-m", "sparkpoint.cli", "-v", "run"]
-    for key, value in conf.items():
-        cmd += ["-D", f"{key}={value}"]
-    cmd += [str(JOB), str(args.records), str(args.keys)]
+    cmd = run_command(str(JOB), [str(args.records), str(args.keys)], conf, cli_options=["-v"])
     started = time.time()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     err_lines: list[str] = []

@@ -84,7 +84,7 @@ import pandas as pd  # noqa: E402
 from sparkpoint.connectors.events import EventSpec, generate_events  # noqa: E402
 from sparkpoint.runtime.restore import load_checkpoint  # noqa: E402
 from sparkpoint.storage.checkpoint_storage import latest_completed  # noqa: E402
-from sparkpoint.testing.kill_loop import FAULT_POINTS, KillLoop, read_committed_lines  # noqa: E402
+from sparkpoint.testing.kill_loop import FAULT_POINTS, KillLoop, read_committed_lines, run_command  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 JOB = str(ROOT / "examples" / "behavior_counts.py")
@@ -127,23 +127,13 @@ def job_args(events: int, out: Path) -> list[str]:
     return ["--events", str(events), "--output", str(out)]
 
 
-def run_command(conf: dict, restore: Optional[str], args: list[str]) -> list[str]:
-    """The command KillLoop runs (``KillLoop._command``)."""
-    cmd = [sys.executable, "-m", "sparkpoint.cli", "run"]
-    for k, v in conf.items():
-        cmd += ["-D", f"{k}={v}"]
-    if restore:
-        cmd += ["-s", restore]
-    return cmd + [JOB, *args]
-
-
 # -- calibration ------------------------------------------------------------------------------
 def _time_to_first_commit(conf: dict, restore: Optional[str], args: list[str], timeout: float,
                           marker: str) -> Optional[float]:
     """Seconds from the first line with ``marker`` until ``after-commit@1`` kills the run (None: not killed)."""
     env = dict(os.environ)
     env["SPARKPOINT_KILL_AT"] = "after-commit@1"
-    proc = subprocess.Popen(run_command(conf, restore, args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    proc = subprocess.Popen(run_command(JOB, args, conf, restore), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             env=env, cwd=str(ROOT), text=True)
     submitted_at: list[float] = []
     lines: list[str] = []

@@ -244,14 +244,9 @@ def _load_or_rebuild(store: LocalStateStore, keyed_ops: dict[int, KeyedOperator]
     try:
         return store.load_bytes(epoch, f"operators {[op.uid for op in keyed_ops.values()]}"), None
     except StateMissingError as missing:
-        if dep.changelog is None:
-            raise
-        logger.info("stage %d subtask %d: %s; rebuilding it from %s", stage_id, subtask, missing,
-                    describe(dep.changelog))
-    t0 = time.perf_counter()
-    rebuild_working_state(keyed_ops, dep.changelog, epoch, stage_id, subtask, kg_range, max_parallelism)
+        rebuild_ms = _rebuild(missing, keyed_ops, dep, stage_id, subtask, kg_range, max_parallelism)
     body = pickle.dumps({op.uid: op.snapshot_keyed_state() for op in keyed_ops.values()}, pickle.HIGHEST_PROTOCOL)
-    return body, (time.perf_counter() - t0) * 1000
+    return body, rebuild_ms
 
 
 def _resume_working_state(keyed_ops: dict[int, KeyedOperator], dep: TaskDeployment, stage_id: int, subtask: int,
@@ -291,14 +286,22 @@ def _resume_or_rebuild(keyed_ops: dict[int, KeyedOperator], dep: TaskDeployment,
             op.resume_keyed_state(epoch)
         return None
     except StateMissingError as missing:
-        if dep.changelog is None:
-            raise
-        logger.info("stage %d subtask %d: %s; rebuilding it from %s", stage_id, subtask, missing,
-                    describe(dep.changelog))
-    t0 = time.perf_counter()
-    rebuild_working_state(keyed_ops, dep.changelog, epoch, stage_id, subtask, kg_range, max_parallelism)
+        rebuild_ms = _rebuild(missing, keyed_ops, dep, stage_id, subtask, kg_range, max_parallelism)
     for op in keyed_ops.values():
         op.resume_keyed_state(epoch)
+    return rebuild_ms
+
+
+def _rebuild(missing: StateMissingError, keyed_ops: dict[int, KeyedOperator], dep: TaskDeployment, stage_id: int,
+             subtask: int, kg_range: KeyGroupRange, max_parallelism: int) -> float:
+    """The previous epoch's working state is ``missing`` here: rebuild it from the changelog (or re-raise
+    without one, and the job fails over). Returns the rebuild's milliseconds."""
+    if dep.changelog is None or dep.keyed_state_epoch is None:
+        raise missing
+    logger.info("stage %d subtask %d: %s; rebuilding it from %s", stage_id, subtask, missing, describe(dep.changelog))
+    t0 = time.perf_counter()
+    rebuild_working_state(keyed_ops, dep.changelog, dep.keyed_state_epoch, stage_id, subtask, kg_range,
+                          max_parallelism)
     return (time.perf_counter() - t0) * 1000
 
 

@@ -24,7 +24,7 @@ from typing import Optional, Sequence, Union
 from sparkpoint.storage.checkpoint_storage import latest_completed
 from sparkpoint.storage.file_systems import storage_options_for
 
-__all__ = ["KillLoop", "KillLoopResult", "read_committed_lines"]
+__all__ = ["KillLoop", "KillLoopResult", "read_committed_lines", "run_command"]
 
 FAULT_POINTS = ("barrier", "metadata-write", "after-metadata", "after-commit")
 
@@ -37,6 +37,17 @@ class KillLoopResult:
     restores: list = field(default_factory=list)
     seconds: float = 0.0
     log: list = field(default_factory=list)
+
+
+def run_command(job: str, job_args: Sequence[str], conf: dict, restore: Optional[str] = None,
+                cli_options: Sequence[str] = ()) -> list[str]:
+    """``sparkpoint [cli_options] run -D k=v ... [-s restore] job job_args`` with this Python."""
+    cmd = [sys.executable, "-m", "sparkpoint.cli", *cli_options, "run"]
+    for k, v in conf.items():
+        cmd += ["-D", f"{k}={v}"]
+    if restore:
+        cmd += ["-s", restore]
+    return cmd + [job, *job_args]
 
 
 class KillLoop:
@@ -57,12 +68,7 @@ class KillLoop:
         self.start_marker = start_marker  # random kill delays count from the first output line with it
 
     def _command(self, restore: Optional[str]) -> list[str]:
-        cmd = [sys.executable, "-m", "sparkpoint.cli", "run"]
-        for k, v in self.conf.items():
-            cmd += ["-D", f"{k}={v}"]
-        if restore:
-            cmd += ["-s", restore]
-        return cmd + [self.job, *self.job_args]
+        return run_command(self.job, self.job_args, self.conf, restore)
 
     def run(self) -> KillLoopResult:
         result = KillLoopResult()

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -20,10 +19,11 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
-from sparkpoint.connectors.events import EventSpec, generate_events
 from sparkpoint.storage.checkpoint_storage import latest_completed
 from sparkpoint.testing.job_report import LISTENER, REPORT_DIR_KEY, JobReport, read_job_reports
+from sparkpoint.testing.kill_loop import run_command
 from sparkpoint.testing.spark_cluster import StandaloneCluster
+from tests.e2e.test_exactly_once import oracle as seed_oracle  # noqa: F401 - the seed job's pandas oracle
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED_JOB = str(ROOT / "examples" / "behavior_counts.py")
@@ -66,12 +66,7 @@ class ClusterDriver:
         return conf
 
     def command(self, job: str, args: list[str], conf: dict, restore: Optional[str] = None) -> list[str]:
-        cmd = [sys.executable, "-m", "sparkpoint.cli", "run"]
-        for key, value in conf.items():
-            cmd += ["-D", f"{key}={value}"]
-        if restore:
-            cmd += ["-s", restore]
-        return cmd + [job, *args]
+        return run_command(job, args, conf, restore)
 
     def start(self, job: str, args: list[str], conf: dict) -> tuple[subprocess.Popen, Path]:
         """Start a driver; its stdout and stderr go to a log file in the work directory."""
@@ -157,16 +152,6 @@ def read_output(directory: Path) -> Counter:
     from sparkpoint.testing.kill_loop import read_committed_lines
 
     return Counter(read_committed_lines(directory)) if directory.exists() else Counter()
-
-
-def seed_oracle(events: int) -> Counter:
-    """The seed job's window counts over ``events`` generated events, computed by pandas."""
-    lines, _ = generate_events(0, events, EventSpec())
-    df = pd.DataFrame([line.split("\t") for line in lines], columns=["ts", "channel", "id", "behavior"])
-    ts = df["ts"].astype("int64")
-    df["start"] = ts - ts % 60_000
-    counts = df.groupby(["start", "channel", "behavior"]).size()
-    return Counter({f"{s}\t{s + 60_000}\t{c}\t{b}\t{n}": 1 for (s, c, b), n in counts.items()})
 
 
 def large_state_oracle(events: int, keys: int, stride: int) -> Counter:

@@ -52,5 +52,7 @@ def test_worker_killed_mid_run_and_started_again(driver, cluster, backend):
     assert out.count("epoch ") > epochs_before, "the job did not run after the kill"
     print(driver.summary())
     assert driver.failovers() == 0 and driver.state_rebuilds() >= 1, driver.summary()
+    # the driver names the executor the moved task left, and that it was lost
+    assert "which held its working state (that executor is lost)" in out, tail(log)
     got, expected = read_output(driver.output), seed_oracle(events)
     assert got == expected, compare(got, expected)

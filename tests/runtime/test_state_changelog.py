@@ -29,8 +29,9 @@ BACKENDS = {"hashmap": {"state.backend.type": "hashmap", "state.changelog.enable
             "rocksdb": {"state.backend.type": "rocksdb", "state.changelog.enabled": "true"}}
 
 
-def _run(env, tmp_path: Path, count: int, wipe_at: set[int], checkpoints: bool):
-    """Run the keyed count; remove subtask 1's database after each epoch in ``wipe_at``."""
+def _run(env, tmp_path: Path, count: int, wipe_at: set[int], checkpoints: bool, damage_changelog: bool = False):
+    """Run the keyed count; remove subtask 1's working state after each epoch in ``wipe_at`` (and truncate
+    that epoch's changelog file of subtask 1 if ``damage_changelog``)."""
     if checkpoints:
         env.enable_checkpointing(150)
         env.get_checkpoint_config().set_checkpoint_storage_dir((tmp_path / "ck").as_uri())
@@ -42,6 +43,10 @@ def _run(env, tmp_path: Path, count: int, wipe_at: set[int], checkpoints: bool):
 
     def on_epoch(stats):
         if stats.epoch in wipe_at and stats.epoch not in wiped:  # once: a restored job runs epochs again
+            if damage_changelog:
+                logs = glob.glob(str(tmp_path / "ck" / "*" / "changelog" / "*" / f"{stats.epoch:010d}" / "s1-t1-*"))
+                assert logs, "no changelog of the epoch"
+                Path(logs[0]).write_bytes(Path(logs[0]).read_bytes()[:-2])
             dirs = glob.glob(str(tmp_path / "local-state" / "*" / "stage-1" / "task-1"))
             assert dirs, "no working state to remove"
             for d in dirs:
@@ -137,31 +142,8 @@ def test_a_damaged_changelog_makes_the_job_fail_over_and_lose_nothing(make_env, 
     count = 3_000
     env = make_env("local", **{"execution.epoch.max-records": 40, **BACKENDS["rocksdb"],
                                "restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.delay": "0 ms"})
-    env.enable_checkpointing(150)
-    env.get_checkpoint_config().set_checkpoint_storage_dir((tmp_path / "ck").as_uri())
-    env.set_parallelism(2)
-    src = DataGeneratorSource(key_of, count, num_splits=2)
-    stream = (env.from_source(src, WatermarkStrategy.no_watermarks(), "gen").uid("gen")
-              .key_by(lambda k: k).process(Count()).uid("count"))
-    damaged: list[str] = []
-
-    def on_epoch(stats):
-        if stats.epoch == 12 and not damaged:
-            logs = sorted(glob.glob(str(tmp_path / "ck" / "*" / "changelog" / "*" / f"{stats.epoch:010d}" / "s1-t1-*")))
-            assert logs, "no changelog of the epoch"
-            Path(logs[0]).write_bytes(Path(logs[0]).read_bytes()[:-2])
-            for d in glob.glob(str(tmp_path / "local-state" / "*" / "stage-1" / "task-1")):
-                shutil.rmtree(d)
-            damaged.append(logs[0])
-
-    env._on_epoch = on_epoch
-    tid = env._add_transformation(CollectTransformation, "Collect", [TransformationInput(stream._id)])
-    result = env.execute("damaged")
-    env._remove_transformation(tid)
-    last: dict = {}
-    for key, n in result.collected:
-        last[key] = max(last.get(key, 0), n)
-    assert damaged and last == dict(oracle_totals(count))
+    result, last, damaged = _run(env, tmp_path, count, {12}, checkpoints=True, damage_changelog=True)
+    assert damaged == [12] and last == dict(oracle_totals(count))
     assert result.restarts == 1 and result.state_rebuilds == 0
     assert any("'count'" in r.message and "epoch 12 is damaged" in r.message for r in caplog.records), \
         [r.message for r in caplog.records]

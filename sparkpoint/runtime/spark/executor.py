@@ -216,35 +216,30 @@ class SparkEpochExecutor:
         return set(filter(None, self.spark.sparkContext._jsc.sc().getExecutorIds().mkString(",").split(",")))
 
     def _forget_lost_executors(self, alive: set[str]) -> None:
-        """Name the executors that held working state and are gone; their tasks rebuild it elsewhere."""
-        if not alive:  # in-process Spark (local mode): the driver is the only executor
-            return
-        lost: dict[str, list[tuple[int, int]]] = {}
-        for task, where in self.locations.items():
-            if where.rsplit("_", 1)[-1] not in alive:
-                lost.setdefault(where, []).append(task)
-        for where, tasks in lost.items():
-            logger.warning("executor %s is lost with the working state of %s; those tasks rebuild it on another "
-                           "executor (from the latest checkpoint and the state changelog, or by a job failover)",
-                           where.removeprefix("executor_"),
-                           ", ".join(f"stage {s} subtask {i}" for s, i in sorted(tasks)))
-            for task in tasks:
-                del self.locations[task]
+        """Prefer no executor that is gone (the task that moves away names it, see :meth:`_note_locations`)."""
+        if alive:  # none in-process (local mode): the driver is the only executor
+            for task, where in list(self.locations.items()):
+                if where.rsplit("_", 1)[-1] not in alive:
+                    del self.locations[task]
 
     def _note_locations(self, reports: list[TaskReport]) -> None:
-        """Remember where each keyed task ran (its state is there now) and count those that moved."""
+        """Remember where each keyed task ran (its state is there now), count those that moved and name the
+        executor each left, and whether that executor is lost."""
         keyed = {s.id for s in self.plan.stages if s.keyed}
-        for r in reports:
-            if r.stage_id in keyed and r.location:
-                before = self.locations.get((r.stage_id, r.subtask))
-                if before is not None:
-                    self.placed += 1
-                    self.moved += before != r.location
-                if before != r.location:
-                    logger.debug("epoch %d: stage %d subtask %d ran on %s (before: %s)", r.epoch, r.stage_id,
-                                 r.subtask, r.location, before)
-                self.locations[(r.stage_id, r.subtask)] = r.location
-
+        moves = [(r, self.locations.get((r.stage_id, r.subtask)))
+                 for r in reports if r.stage_id in keyed and r.location]
+        alive = self._alive_executors() if any(b is not None and b != r.location for r, b in moves) else set()
+        for r, before in moves:
+            where = r.location or ""
+            if before is not None:
+                self.placed += 1
+                self.moved += before != where
+                if before != where:
+                    lost = " (that executor is lost)" if alive and before.rsplit("_", 1)[-1] not in alive else ""
+                    logger.warning("epoch %d: stage %d subtask %d ran on executor %s, not on %s which held its "
+                                   "working state%s", r.epoch, r.stage_id, r.subtask,
+                                   where.removeprefix("executor_"), before.removeprefix("executor_"), lost)
+            self.locations[(r.stage_id, r.subtask)] = where
 
 def _run(bc: Any, stage_id: int, subtask: int, dep: TaskDeployment, blobs: list, terminal: bool) -> Iterator:
     from pyspark import TaskContext
