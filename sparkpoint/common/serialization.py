@@ -1,11 +1,17 @@
-"""Encoders for row-format file sinks, as in ``pyflink.common.serialization``."""
+"""Encoders for row-format file sinks and serialization schemas, as in ``pyflink.common.serialization``.
+
+A :class:`SerializationSchema` turns a record into the bytes of a message (a Kafka key or
+value), a :class:`DeserializationSchema` a message's bytes into a record. They are plain
+Python objects, pickled into the tasks that use them.
+"""
 
 from __future__ import annotations
 
+import abc
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Encoder", "SimpleStringSchema", "SimpleStringEncoder"]
+__all__ = ["Encoder", "SimpleStringSchema", "SimpleStringEncoder", "SerializationSchema", "DeserializationSchema"]
 
 
 @dataclass(frozen=True)
@@ -28,8 +34,28 @@ class Encoder:
 SimpleStringEncoder = Encoder
 
 
+class SerializationSchema(abc.ABC):
+    """Record → message bytes."""
+
+    @abc.abstractmethod
+    def serialize(self, value: Any) -> bytes: ...
+
+
+class DeserializationSchema(abc.ABC):
+    """Message bytes → record. A message that does not decode raises (``ValueError`` or its kind)."""
+
+    @abc.abstractmethod
+    def deserialize(self, message: bytes) -> Any: ...
+
+
 @dataclass(frozen=True)
-class SimpleStringSchema:
-    """Strings as UTF-8 bytes (accepted where PyFlink takes a serialization schema)."""
+class SimpleStringSchema(SerializationSchema, DeserializationSchema):
+    """Strings as bytes in a charset (UTF-8 by default), both ways."""
 
     charset: str = "UTF-8"
+
+    def serialize(self, value: Any) -> bytes:
+        return str(value).encode(self.charset)
+
+    def deserialize(self, message: bytes) -> str:
+        return message.decode(self.charset)

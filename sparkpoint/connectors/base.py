@@ -73,6 +73,16 @@ class SplitEnumerator(abc.ABC):
     def no_more_splits(self) -> bool:
         """True once every split has been handed out and none can appear (bounded)."""
 
+    def assign(self, assigned: dict[int, list[SourceSplit]]) -> dict[int, list[SourceSplit]]:
+        """Every subtask's splits for the next epoch, given what each holds now.
+
+        By default a subtask reads one split at a time and gets the next, in the
+        source's order, once it finished the one it has (files). Sources whose splits
+        never finish (a topic's partitions) hand each new split to its owner at once.
+        """
+        return {i: splits if any(not s.finished for s in splits) else self.next_splits(1)
+                for i, splits in assigned.items()}
+
     def snapshot(self) -> Any:
         return None
 
@@ -126,3 +136,13 @@ class Sink(abc.ABC):
 
     def create_committer(self) -> Optional[Committer]:
         return None
+
+    def recover(self, committables: list, writer_states: dict[int, Any]) -> None:
+        """Restore: clear away what an aborted attempt left behind.
+
+        Called on the driver after the restored checkpoint's ``committables`` were
+        committed again, with the sink writers' states of that checkpoint by the subtask
+        that wrote them (at the checkpoint's parallelism, before any redistribution).
+        Staged output that no committable refers to belongs to epochs after the
+        checkpoint's barrier and must never become visible.
+        """

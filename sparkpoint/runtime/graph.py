@@ -105,6 +105,10 @@ class JobPlan:
     def source_nodes(self) -> list[StreamNode]:
         return [n for n in self.nodes.values() if n.kind == "source"]
 
+    def sink_nodes(self) -> list[int]:
+        """The nodes that run a sink (a :class:`~sparkpoint.connectors.base.Sink`; not print or collect)."""
+        return [n.id for n in self.nodes.values() if n.sink is not None]
+
 
 def _topological(nodes: dict[int, StreamNode]) -> list[int]:
     order: list[int] = []

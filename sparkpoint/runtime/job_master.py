@@ -272,7 +272,7 @@ class JobMaster:
         for nid, (enumerator_state, splits) in state.sources.items():
             self.sources[nid].restore(enumerator_state, splits)
         self.restored_keyed = dict(state.keyed)
-        self.sink_committer.recommit(state.committables)
+        self.sink_committer.recommit(state.committables, state.sink_writer_states)
         self.epoch = state.next_epoch
         if self.changelog is not None:
             self.changelog.start_attempt(f"{self.job_id}-{self.attempt}", self.epoch - 1, self.restored_keyed)

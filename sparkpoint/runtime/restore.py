@@ -38,6 +38,7 @@ class RestoredJobState:
     sources: dict[int, tuple[Any, dict[int, list]]] = field(default_factory=dict)  # node -> (enumerator, splits)
     keyed: dict[tuple[int, int], list] = field(default_factory=dict)            # (stage, subtask) -> files
     committables: dict[int, list] = field(default_factory=dict)                 # sink node -> committables
+    sink_writer_states: dict[int, dict[int, Any]] = field(default_factory=dict)  # sink node -> {old subtask: state}
     next_epoch: int = 0
 
 
@@ -69,6 +70,8 @@ def assign_state(restored: RestoredCheckpoint, plan: JobPlan, source_parallelism
             continue
         par = plan.stage(plan.stage_of[nid]).parallelism
         old = [per_subtask.get(i) for i in range(max(per_subtask, default=-1) + 1)]
+        if plan.nodes[nid].sink is not None:  # as written, for the sink's recovery
+            out.sink_writer_states[nid] = {i: s.get("writer") for i, s in per_subtask.items() if isinstance(s, dict)}
         for i, snap in enumerate(_redistribute(old, par)):
             if snap is not None:
                 out.operator_states[(nid, i)] = snap

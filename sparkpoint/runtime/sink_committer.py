@@ -69,16 +69,19 @@ class SinkCommitter:
     def covering(self) -> set[int]:
         return set(self._covered)
 
-    def recommit(self, committables_by_node: dict[int, list]) -> None:
-        """Restore: commit what the restored checkpoint pre-committed, then drop leftovers."""
-        for nid, committables in committables_by_node.items():
+    def recommit(self, committables_by_node: dict[int, list], writer_states: dict[int, dict[int, Any]]) -> None:
+        """Restore: commit what the restored checkpoint pre-committed, then drop leftovers.
+
+        Every sink of the job recovers, with or without committables: an aborted attempt
+        may have staged output after the checkpoint's barrier.
+        """
+        for nid in self.plan.sink_nodes():
             sink = self.plan.nodes[nid].sink
+            committables = committables_by_node.get(nid, [])
             committer = sink.create_committer()
             if committer is not None and committables:
                 committer.commit(committables)
-            cleanup = getattr(sink, "cleanup_leftovers", None)
-            if cleanup is not None:
-                cleanup(committables)
+            sink.recover(committables, writer_states.get(nid, {}))
 
     def _commit(self, by_node: dict[int, Any]) -> None:
         for nid, committables in by_node.items():

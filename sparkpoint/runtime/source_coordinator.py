@@ -18,9 +18,7 @@ class SourceCoordinator:
 
     def assign(self) -> dict[int, list]:
         self.enumerator.discover()
-        for i in range(self.parallelism):
-            if not any(not s.finished for s in self.assigned[i]):
-                self.assigned[i] = self.enumerator.next_splits(1)
+        self.assigned = self.enumerator.assign(self.assigned)
         return {i: list(s) for i, s in self.assigned.items()}
 
     def no_more_splits(self) -> bool:

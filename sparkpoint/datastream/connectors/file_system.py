@@ -306,7 +306,7 @@ class FileSink(Sink):
     def create_writer(self, subtask: int, parallelism: int, job_id: str, epoch: int, state: Any) -> SinkWriter:
         return FileSinkWriter(self._config(), subtask, job_id, state)
 
-    def cleanup_leftovers(self, committables: list) -> None:
+    def recover(self, committables: list, writer_states: dict[int, Any]) -> None:
         """Remove staged files of an aborted attempt (called on restore, after re-committing)."""
         from sparkpoint.connectors.files import cleanup_leftovers
 
