@@ -4,22 +4,31 @@ Events are lines ``ts\\tchannel\\tid\\tbehavior``. Timestamps come from the firs
 field; the watermark trails the highest timestamp by 50 s (bounded out-of-orderness);
 records are mapped to ``((channel, behavior), 1)``, keyed, counted in 60 s tumbling
 event-time windows aligned to the epoch, and written as
-``windowStart\\twindowEnd\\tchannel\\tbehavior\\tcount`` lines by a FileSink.
+``windowStart\\twindowEnd\\tchannel\\tbehavior\\tcount`` lines by a FileSink — or, as in the
+seeds, read from a Kafka topic and written to another with exactly-once transactions.
 
     sparkpoint run examples/behavior_counts.py --output out/counts              # generated events
     sparkpoint run examples/behavior_counts.py --input events/ --output out/counts
+    sparkpoint run examples/behavior_counts.py --kafka broker:9092 --input-topic events --output-topic counts
 """
 
 from __future__ import annotations
 
 import argparse
 
-from sparkpoint.common import Duration, Encoder, WatermarkStrategy
+from sparkpoint.common import Duration, Encoder, SimpleStringSchema, WatermarkStrategy
 from sparkpoint.common.time import Time
 from sparkpoint.common.watermark_strategy import TimestampAssigner
 from sparkpoint.datastream import ProcessWindowFunction, StreamExecutionEnvironment
 from sparkpoint.datastream.connectors.file_system import BucketAssigner, FileSink, FileSource, StreamFormat
 from sparkpoint.datastream.connectors.generator import StringLineEventSource
+from sparkpoint.datastream.connectors.kafka import (
+    DeliveryGuarantee,
+    KafkaOffsetsInitializer,
+    KafkaRecordSerializationSchema,
+    KafkaSink,
+    KafkaSource,
+)
 from sparkpoint.datastream.window import TumblingEventTimeWindows
 
 
@@ -40,8 +49,28 @@ def to_pair(line: str):
     return (fields[1], fields[3]), 1
 
 
+def kafka_source(args: argparse.Namespace) -> KafkaSource:
+    builder = (KafkaSource.builder().set_bootstrap_servers(args.kafka).set_topics(args.input_topic)
+               .set_group_id("behavior-counts").set_starting_offsets(KafkaOffsetsInitializer.earliest())
+               .set_value_only_deserializer(SimpleStringSchema()))
+    if args.bounded:   # read what the topic holds when the job starts, then finish
+        builder.set_bounded(KafkaOffsetsInitializer.latest())
+    return builder.build()
+
+
+def kafka_sink(args: argparse.Namespace) -> KafkaSink:
+    return (KafkaSink.builder().set_bootstrap_servers(args.kafka)
+            .set_record_serializer(KafkaRecordSerializationSchema.builder().set_topic(args.output_topic)
+                                   .set_value_serialization_schema(SimpleStringSchema()).build())
+            .set_delivery_guarantee(DeliveryGuarantee.EXACTLY_ONCE)
+            .set_transactional_id_prefix(f"behavior-counts-{args.output_topic}")
+            .build())
+
+
 def build(env: StreamExecutionEnvironment, args: argparse.Namespace) -> None:
-    if args.input:
+    if args.kafka:
+        source = kafka_source(args)
+    elif args.input:
         source = FileSource.for_record_stream_format(StreamFormat.text_line_format(), args.input).build()
     else:
         source = StringLineEventSource(args.events, lateness_millis=args.source_lateness_millis,
@@ -49,9 +78,12 @@ def build(env: StreamExecutionEnvironment, args: argparse.Namespace) -> None:
                                        records_per_second=args.events_per_second)
     watermarks = (WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(args.window_lagged_millis))
                   .with_timestamp_assigner(EventTimestamp()))
-    sink = (FileSink.for_row_format(args.output, Encoder.simple_string_encoder())
-            .with_bucket_assigner(BucketAssigner.base_path_bucket_assigner())
-            .build())
+    if args.kafka:
+        sink = kafka_sink(args)
+    else:
+        sink = (FileSink.for_row_format(args.output, Encoder.simple_string_encoder())
+                .with_bucket_assigner(BucketAssigner.base_path_bucket_assigner())
+                .build())
     (env.from_source(source, WatermarkStrategy.no_watermarks(), "events").uid("source")
         .assign_timestamps_and_watermarks(watermarks).uid("timestamps")
         .map(to_pair).uid("to-pairs")
@@ -75,6 +107,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--window-lagged-millis", type=int, default=50_000)
     parser.add_argument("--source-lateness-millis", type=int, default=0)
     parser.add_argument("--parallelism", type=int, default=None)
+    parser.add_argument("--kafka", help="bootstrap servers: read --input-topic, write --output-topic (exactly-once)")
+    parser.add_argument("--input-topic", default="events")
+    parser.add_argument("--output-topic", default="behavior-counts")
+    parser.add_argument("--bounded", action="store_true", help="with --kafka: stop at the input's end offsets")
     args = parser.parse_args(argv)
     env = StreamExecutionEnvironment.get_execution_environment()
     if args.parallelism:

@@ -7,6 +7,8 @@ and, where it can, what to do about it.
 
 from __future__ import annotations
 
+from typing import Optional
+
 __all__ = [
     "SparkpointError",
     "ConfigurationError",
@@ -57,11 +59,12 @@ class UserFunctionError(SparkpointError):
 
 
 class MalformedRecordError(SparkpointError):
-    """A source could not parse its input; names the file and line."""
+    """A source could not parse its input; names the file and line (or topic, partition and offset)."""
 
-    def __init__(self, path: str, line: int, text: str, reason: str):
+    def __init__(self, path: str, line: Optional[int], text: str, reason: str):
         self.path, self.line, self.text, self.reason = path, line, text, reason
-        super().__init__(f"malformed record at {path}:{line}: {reason} (line: {_short(text)})")
+        super().__init__(f"malformed record at {record_location(path, line)}: {reason} "
+                         f"({'line' if line is not None else 'message'}: {_short(text)})")
 
     def __reduce__(self):
         return (MalformedRecordError, (self.path, self.line, self.text, self.reason))
@@ -69,6 +72,11 @@ class MalformedRecordError(SparkpointError):
 
 class StateMissingError(SparkpointError):
     """A stateful task found no local working state where it must exist."""
+
+
+def record_location(path: str, line: Optional[int]) -> str:
+    """``path:line`` for a line of a file; ``path`` alone where it already names the place."""
+    return path if line is None else f"{path}:{line}"
 
 
 def _short(value: object, limit: int = 200) -> str:

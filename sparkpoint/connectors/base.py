@@ -86,6 +86,9 @@ class SplitEnumerator(abc.ABC):
     def snapshot(self) -> Any:
         return None
 
+    def notify_checkpoint_complete(self, checkpoint_id: int, splits: list[SourceSplit]) -> None:
+        """Checkpoint ``checkpoint_id`` completed with the sources at ``splits`` (Kafka commits offsets here)."""
+
     def restore(self, snapshot: Any) -> None:
         pass
 
@@ -136,6 +139,10 @@ class Sink(abc.ABC):
 
     def create_committer(self) -> Optional[Committer]:
         return None
+
+    def check_checkpointing(self, interval_ms: Optional[int], exactly_once: bool) -> None:
+        """On the driver before the first epoch: warn of settings that do not fit the job's checkpoints
+        (``interval_ms`` None: checkpointing is off)."""
 
     def recover(self, committables: list, writer_states: dict[int, Any]) -> None:
         """Restore: clear away what an aborted attempt left behind.

@@ -15,7 +15,7 @@ import cloudpickle
 
 from sparkpoint.common.watermark_strategy import MAX_WATERMARK, WatermarkOutput, WatermarkStrategy
 from sparkpoint.connectors.base import SourceSplit
-from sparkpoint.errors import MalformedRecordError
+from sparkpoint.errors import MalformedRecordError, record_location
 from sparkpoint.operators.base import IDLE, Output, StreamOperator, extract_timestamps
 
 __all__ = ["SourceOperator"]
@@ -99,7 +99,7 @@ class SourceOperator(StreamOperator):
             path, line, text, reason = malformed[0]
             raise MalformedRecordError(path, line, text, reason)
         for path, line, text, reason in malformed:
-            out.collect_side(tag, f"{path}:{line}: {reason}: {text}", None)
+            out.collect_side(tag, f"{record_location(path, line)}: {reason}: {text}", None)
         self.task.counter(self.uid, "numMalformedRecords", len(malformed))
 
     def process_batch(self, values: list, timestamps: list, out: Output) -> None:  # pragma: no cover

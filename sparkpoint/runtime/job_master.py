@@ -97,6 +97,9 @@ class JobMaster:
         self.status_machine = JobStatusMachine(self.job_id, self._status_changed)
         self.output = JobOutput(plan, out)
         self.sink_committer = SinkCommitter(plan, self.checkpointing.enabled and self.checkpointing.exactly_once)
+        for nid in plan.sink_nodes():
+            plan.nodes[nid].sink.check_checkpointing(
+                self.checkpointing.interval_ms if self.checkpointing.enabled else None, self.checkpointing.exactly_once)
         self.savepoints = SavepointRequests(config.get_string("state.savepoints.dir"))
         self.failover = Failover(self.job_id, config, self.checkpointing.enabled)
         if on_epoch is not None:
@@ -305,6 +308,8 @@ class JobMaster:
         if pending is None:
             return None
         self.sink_committer.on_checkpoint_triggered(pending.checkpoint_id)
+        for sc in self.sources.values():
+            sc.on_checkpoint_triggered(pending.checkpoint_id)
         return pending.checkpoint_id
 
     def _maybe_checkpoint(self, barrier_epoch: int, force: bool) -> None:
@@ -324,6 +329,8 @@ class JobMaster:
             fault_point("after-metadata")
             self.sink_committer.on_checkpoint_completed(completed.checkpoint_id)  # the commit of 2PC
             fault_point("after-commit")
+            for sc in self.sources.values():
+                sc.on_checkpoint_completed(completed.checkpoint_id, coordinator.pending)
             if self.changelog is not None and not completed.is_savepoint:  # tasks rebuild from it from now on
                 self.changelog.on_checkpoint_completed(completed.metadata.barrier_epoch, assign_keyed_state(
                     RestoredCheckpoint(completed.location, completed.metadata, {},

@@ -15,6 +15,7 @@ class SourceCoordinator:
         self.enumerator = source.create_enumerator()
         self.assigned: dict[int, list] = {i: [] for i in range(parallelism)}
         self.finished_splits = 0
+        self._at_checkpoint: dict[int, list] = {}   # pending checkpoint -> the splits at its barrier
 
     def assign(self) -> dict[int, list]:
         self.enumerator.discover()
@@ -31,6 +32,16 @@ class SourceCoordinator:
     def snapshot(self) -> dict[str, Any]:
         """Split positions per subtask and the enumerator's state, as a checkpoint keeps them."""
         return {"splits": {i: list(s) for i, s in self.assigned.items()}, "enumerator": self.enumerator.snapshot()}
+
+    def on_checkpoint_triggered(self, checkpoint_id: int) -> None:
+        self._at_checkpoint[checkpoint_id] = [s for splits in self.assigned.values() for s in splits]
+
+    def on_checkpoint_completed(self, checkpoint_id: int, pending: Any) -> None:
+        """Tell the enumerator, and forget checkpoints that will never complete (older, or aborted)."""
+        splits = self._at_checkpoint.pop(checkpoint_id, None)
+        self._at_checkpoint = {c: s for c, s in self._at_checkpoint.items() if c > checkpoint_id and c in pending}
+        if splits is not None:
+            self.enumerator.notify_checkpoint_complete(checkpoint_id, splits)
 
     def restore(self, enumerator_state: Any, splits: dict[int, list]) -> None:
         """Resume from a checkpoint: the enumerator's state and each subtask's open splits."""

@@ -1,0 +1,59 @@
+"""Kafka clients: configuration from Flink's property names, and clients kept per process.
+
+Flink passes Kafka client properties through (``set_property``); librdkafka takes the
+same names for nearly all of them. Properties only Flink or the Java client know are
+dropped here, so a PyFlink job's properties work unchanged.
+
+Consumers are kept open in the process between epochs (keyed by their configuration),
+so a task that runs again on the same Python worker reuses its connections.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Optional
+
+from sparkpoint.errors import SparkpointError
+
+__all__ = ["KafkaConnectorError", "client_config", "cached_consumer", "where"]
+
+# Flink's own keys, and Java-client keys librdkafka does not know.
+_NOT_FOR_LIBRDKAFKA = {
+    "partition.discovery.interval.ms", "commit.offsets.on.checkpoint", "client.id.prefix",
+    "register.consumer.metrics", "flink.partition-discovery.interval-millis",
+    "key.deserializer", "value.deserializer", "key.serializer", "value.serializer",
+    "transaction.timeout.ms.check", "sparkpoint.kafka.poll-timeout-ms",
+}
+
+_lock = threading.Lock()
+_consumers: dict[tuple, Any] = {}
+
+
+class KafkaConnectorError(SparkpointError):
+    """A Kafka source or sink failed; names the topic, partition, offset or transaction."""
+
+
+def where(topic: str, partition: int, offset: Optional[int] = None) -> str:
+    """How errors name a place in Kafka."""
+    at = f"topic '{topic}', partition {partition}"
+    return at if offset is None else f"{at}, offset {offset}"
+
+
+def client_config(bootstrap_servers: str, properties: dict[str, Any], **overrides: Any) -> dict[str, Any]:
+    """A librdkafka configuration: the user's properties, then ``overrides``."""
+    conf = {k: v for k, v in properties.items() if k not in _NOT_FOR_LIBRDKAFKA}
+    conf["bootstrap.servers"] = bootstrap_servers
+    conf.update(overrides)
+    return conf
+
+
+def cached_consumer(conf: dict[str, Any]) -> Any:
+    """A consumer with ``conf``, opened once per process and reused by later tasks."""
+    from confluent_kafka import Consumer
+
+    key = (threading.get_ident(), *sorted((k, str(v)) for k, v in conf.items()))  # a consumer is not shared
+    with _lock:
+        consumer = _consumers.get(key)
+        if consumer is None:
+            consumer = _consumers[key] = Consumer(conf)
+        return consumer

@@ -1,0 +1,210 @@
+"""The Kafka sink at run time: delivery guarantees, and exactly-once with Kafka transactions.
+
+- ``NONE``: records are handed to a producer kept open in the process; nothing waits.
+- ``AT_LEAST_ONCE``: the same producer is flushed at every epoch's end (the barrier), and
+  a record the broker did not acknowledge fails the task.
+- ``EXACTLY_ONCE``: every epoch task that has records writes them in its own transaction,
+  ``<prefix>-<subtask>-<n>`` (``n`` counts the subtask's transactions and is writer
+  state, so it restores with the checkpoint), flushes it at the barrier and leaves it
+  open: the pre-commit. The committable is the transaction's id, producer id and epoch;
+  the driver commits it when the checkpoint covering the epoch completes
+  (:mod:`~sparkpoint.connectors.kafka.transactions`). A Spark task run again for the same
+  epoch uses the same id, which fences the first run's transaction. On restore, the
+  checkpoint's transactions are committed again (a no-op if they were) and every id an
+  aborted attempt may have opened after them is fenced, which aborts it; a subtask that
+  starts without state fences its ids from 0, so a crash before the first checkpoint
+  leaves nothing open either.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from sparkpoint.connectors.base import Committer, SinkWriter
+from sparkpoint.connectors.kafka.clients import KafkaConnectorError, client_config, where
+from sparkpoint.connectors.kafka.transactions import CommitOutcome, TransactionClient, TransactionRef
+
+__all__ = ["KafkaSinkConfig", "KafkaSinkWriter", "KafkaCommitter", "abort_lingering", "DEFAULT_TRANSACTION_TIMEOUT_MS"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_TRANSACTION_TIMEOUT_MS = 900_000   # the broker's default transaction.max.timeout.ms
+_FLUSH_TIMEOUT_S = 120.0
+
+_lock = threading.Lock()
+_producers: dict[tuple, Any] = {}
+
+
+@dataclass(frozen=True)
+class KafkaSinkConfig:
+    bootstrap_servers: str
+    serializer: Any                      # .serialize(value) -> (topic, key, value, partition)
+    guarantee: str = "AT_LEAST_ONCE"
+    transactional_id_prefix: Optional[str] = None
+    properties: dict = field(default_factory=dict)
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.guarantee == "EXACTLY_ONCE"
+
+    @property
+    def transaction_timeout_ms(self) -> int:
+        return int(self.properties.get("transaction.timeout.ms", DEFAULT_TRANSACTION_TIMEOUT_MS))
+
+    def transactional_id(self, subtask: int, n: int) -> str:
+        return f"{self.transactional_id_prefix}-{subtask}-{n}"
+
+
+class KafkaSinkWriter(SinkWriter):
+    """One epoch task's records, under the sink's delivery guarantee."""
+
+    def __init__(self, config: KafkaSinkConfig, subtask: int, state: Optional[dict]):
+        self.config, self.subtask = config, subtask
+        self.next_transaction: Optional[int] = None if state is None else int(state.get("next_transaction", 0))
+        self.producer: Any = None
+        self.transactional_id: Optional[str] = None
+        self.records = 0
+        self.failed: list[tuple[str, str]] = []
+        self._stats: dict = {}
+
+    def write(self, values: list, timestamps: list) -> None:
+        if not values:
+            return
+        producer = self.producer if self.producer is not None else self._open()
+        serialize = self.config.serializer.serialize
+        delivered = self._delivered
+        for value, ts in zip(values, timestamps):
+            topic, key, payload, partition = serialize(value)
+            kwargs: dict[str, Any] = {"key": key, "on_delivery": delivered}
+            if partition is not None:
+                kwargs["partition"] = partition
+            if ts is not None:
+                kwargs["timestamp"] = int(ts)
+            while True:
+                try:
+                    producer.produce(topic, payload, **kwargs)
+                    break
+                except BufferError:   # the local queue is full: let librdkafka send
+                    producer.poll(0.05)
+        self.records += len(values)
+        producer.poll(0)
+
+    def _delivered(self, err: Any, message: Any) -> None:
+        if err is not None:
+            self.failed.append((where(message.topic(), message.partition()), str(err)))
+
+    def _open(self) -> Any:
+        if not self.config.exactly_once:
+            self.producer = _shared_producer(client_config(self.config.bootstrap_servers, self.config.properties))
+            return self.producer
+        from confluent_kafka import KafkaException, Producer
+
+        if self.next_transaction is None:   # no state: nothing is known about earlier attempts
+            abort_lingering(self.config, {self.subtask: None})
+            self.next_transaction = 0
+        self.transactional_id = self.config.transactional_id(self.subtask, self.next_transaction)
+        conf = client_config(self.config.bootstrap_servers, self.config.properties, **{
+            "transactional.id": self.transactional_id,
+            "transaction.timeout.ms": self.config.transaction_timeout_ms,
+            "statistics.interval.ms": 50, "stats_cb": self._on_stats})
+        self.producer = Producer(conf)
+        try:
+            self.producer.init_transactions(60)
+            self.producer.begin_transaction()
+        except KafkaException as e:
+            raise KafkaConnectorError(f"cannot open Kafka transaction '{self.transactional_id}' on "
+                                      f"{self.config.bootstrap_servers}: {e}") from e
+        return self.producer
+
+    def _on_stats(self, text: str) -> None:
+        eos = json.loads(text).get("eos") or {}
+        if eos.get("producer_id", -1) >= 0:
+            self._stats = eos
+
+    def prepare_commit(self) -> list:
+        producer = self.producer
+        if producer is None or self.config.guarantee == "NONE":
+            return []
+        left = producer.flush(_FLUSH_TIMEOUT_S)
+        if left:
+            raise KafkaConnectorError(f"{left} record(s) were not acknowledged by {self.config.bootstrap_servers} "
+                                      f"within {_FLUSH_TIMEOUT_S:.0f} s")
+        if self.failed:
+            at, reason = self.failed[0]
+            raise KafkaConnectorError(f"{len(self.failed)} record(s) could not be written; the first to {at}: "
+                                      f"{reason}")
+        if not self.config.exactly_once:
+            return []
+        ref = self._pre_commit()
+        self.producer = None   # gone without ending the transaction: the driver commits it
+        assert self.next_transaction is not None
+        self.next_transaction += 1
+        return [ref]
+
+    def _pre_commit(self) -> TransactionRef:
+        deadline = time.monotonic() + 10
+        while not self._stats and time.monotonic() < deadline:
+            self.producer.poll(0.02)
+        if not self._stats:
+            raise KafkaConnectorError(f"the producer of Kafka transaction '{self.transactional_id}' did not report "
+                                      "its producer id")
+        assert self.transactional_id is not None
+        return TransactionRef(self.transactional_id, int(self._stats["producer_id"]),
+                              int(self._stats["producer_epoch"]), self.records)
+
+    def snapshot_state(self) -> dict:
+        return {"next_transaction": self.next_transaction or 0}
+
+
+def _shared_producer(conf: dict) -> Any:
+    """A non-transactional producer per process and configuration, kept between epochs."""
+    from confluent_kafka import Producer
+
+    key = tuple(sorted((k, str(v)) for k, v in conf.items()))
+    with _lock:
+        producer = _producers.get(key)
+        if producer is None:
+            producer = _producers[key] = Producer(conf)
+        return producer
+
+
+class KafkaCommitter(Committer):
+    """The driver's commit of pre-committed transactions."""
+
+    def __init__(self, config: KafkaSinkConfig):
+        self.config = config
+
+    def commit(self, committables: list) -> None:
+        with TransactionClient(self.config.bootstrap_servers) as client:
+            for ref in committables:
+                ref = TransactionRef(*ref)
+                if client.commit(ref) == CommitOutcome.LOST:
+                    logger.error(
+                        "Kafka transaction '%s' (%d records) was aborted before its checkpoint completed: its records "
+                        "are lost. Most likely it ran longer than transaction.timeout.ms (%d ms); raise it (and the "
+                        "broker's transaction.max.timeout.ms) above the checkpoint interval plus recovery time.",
+                        ref.transactional_id, ref.records, self.config.transaction_timeout_ms)
+
+
+def abort_lingering(config: KafkaSinkConfig, next_by_subtask: dict[int, Optional[int]]) -> int:
+    """Fence every transactional id from each subtask's next one up to the first never used; returns how many.
+
+    An aborted attempt opens ids in order without gaps, so the first id the broker has
+    never seen ends the subtask's range.
+    """
+    fenced = 0
+    with TransactionClient(config.bootstrap_servers) as client:
+        for subtask, start in sorted(next_by_subtask.items()):
+            n = start or 0
+            while client.fence(config.transactional_id(subtask, n), config.transaction_timeout_ms) > 0:
+                fenced += 1
+                n += 1
+    if fenced:
+        logger.info("fenced %d Kafka transactional id(s) with prefix '%s' an earlier attempt may have left open",
+                    fenced, config.transactional_id_prefix)
+    return fenced

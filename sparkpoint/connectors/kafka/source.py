@@ -1,0 +1,299 @@
+"""The Kafka source at run time: topic partitions as splits, offsets as their positions.
+
+Driver side (:class:`KafkaSplitEnumerator`): lists the topics' partitions (again every
+``partition.discovery.interval.ms`` when unbounded), resolves where each new partition
+starts (and, bounded, stops) and hands it to its owner subtask, as Flink's
+``KafkaSourceEnumerator`` does; when a checkpoint completes it commits the checkpoint's
+offsets to the consumer group (for monitoring; the checkpoint is what a restore uses).
+
+Task side (:class:`KafkaSourceReader`): reads one epoch's batch of a partition from its
+offset with a consumer kept open in the process, stamps each record with its Kafka
+timestamp and returns the next offset as the split's new position. A message the
+deserializer rejects is a malformed record named by topic, partition and offset.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from sparkpoint.connectors.base import ReadResult, SourceReader, SourceSplit, SplitEnumerator
+from sparkpoint.connectors.kafka.clients import KafkaConnectorError, cached_consumer, client_config, where
+
+__all__ = ["OffsetSpec", "KafkaSourceConfig", "KafkaSplitEnumerator", "KafkaSourceReader", "split_owner"]
+
+
+@dataclass(frozen=True)
+class OffsetSpec:
+    """Where partitions start or stop: ``earliest``, ``latest``, ``committed``, ``timestamp`` or ``offsets``.
+
+    ``reset`` (``earliest``, ``latest`` or ``none``) applies where ``committed`` or
+    ``offsets`` has no offset for a partition.
+    """
+
+    kind: str
+    timestamp: Optional[int] = None
+    offsets: tuple = ()              # ((topic, partition, offset), ...)
+    reset: str = "earliest"
+
+
+@dataclass(frozen=True)
+class KafkaSourceConfig:
+    bootstrap_servers: str
+    topics: tuple = ()
+    topic_pattern: Optional[str] = None
+    partitions: tuple = ()           # ((topic, partition), ...): a fixed set
+    group_id: Optional[str] = None
+    starting: OffsetSpec = OffsetSpec("earliest")
+    stopping: Optional[OffsetSpec] = None    # bounded when set
+    deserializer: Any = None
+    properties: dict = field(default_factory=dict)
+
+    @property
+    def bounded(self) -> bool:
+        return self.stopping is not None
+
+    @property
+    def discovery_interval_ms(self) -> int:
+        if self.bounded or self.partitions:
+            return -1
+        return int(self.properties.get("partition.discovery.interval.ms", 300_000))
+
+    def consumer_config(self, **overrides: Any) -> dict[str, Any]:
+        group = self.group_id or "sparkpoint-kafka-source"
+        return client_config(self.bootstrap_servers, self.properties, **{
+            "group.id": group, "enable.auto.commit": False, "auto.offset.reset": "earliest", **overrides})
+
+
+def java_string_hash(text: str) -> int:
+    h = 0
+    for ch in text:
+        h = (31 * h + ord(ch)) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def split_owner(topic: str, partition: int, parallelism: int) -> int:
+    """The subtask that reads a partition: Flink's ``KafkaSourceEnumerator.getSplitOwner``."""
+    start = ((java_string_hash(topic) * 31) & 0x7FFFFFFF) % parallelism
+    return (start + partition) % parallelism
+
+
+class KafkaSplitEnumerator(SplitEnumerator):
+    """Driver side: discovers partitions and assigns each to its owner subtask."""
+
+    def __init__(self, config: KafkaSourceConfig, ends: bool = False):
+        self.config, self.ends = config, ends
+        self.known: set[str] = set()
+        self.pending: list[SourceSplit] = []
+        self.discovered_once = False
+        self._last_discovery = 0.0
+        self._admin: Any = None
+
+    # -- discovery ----------------------------------------------------------------------------
+    def discover(self) -> None:
+        interval = self.config.discovery_interval_ms
+        now = time.monotonic()
+        if self.discovered_once and (interval < 0 or (now - self._last_discovery) * 1000 < interval):
+            return
+        self._last_discovery = now
+        new = [tp for tp in self._partitions() if f"{tp[0]}-{tp[1]}" not in self.known]
+        if new:
+            # partitions found at the start begin where asked; later ones from their earliest offset (as Flink)
+            spec = self.config.starting if not self.discovered_once else OffsetSpec("earliest")
+            starts = self._resolve(new, spec)
+            stops = self._resolve(new, self.config.stopping) if self.config.stopping else {}
+            for t, p in new:
+                split_id = f"{t}-{p}"
+                self.known.add(split_id)
+                self.pending.append(SourceSplit(split_id, starts[(t, p)],
+                                                info={"topic": t, "partition": p, "stop": stops.get((t, p))}))
+        self.discovered_once = True
+
+    def _partitions(self) -> list[tuple[str, int]]:
+        if self.config.partitions:
+            return [tuple(tp) for tp in self.config.partitions]  # type: ignore[misc]
+        metadata = self._client().list_topics(timeout=30)
+        pattern = re.compile(self.config.topic_pattern) if self.config.topic_pattern else None
+        out = []
+        for name in self.config.topics:
+            topic = metadata.topics.get(name)
+            if topic is None or topic.error is not None or not topic.partitions:
+                raise KafkaConnectorError(f"topic '{name}' does not exist on {self.config.bootstrap_servers}"
+                                          + (f" ({topic.error})" if topic is not None and topic.error else ""))
+            out += [(name, p) for p in sorted(topic.partitions)]
+        if pattern is not None:
+            for name in sorted(metadata.topics):
+                if not name.startswith("__") and pattern.fullmatch(name):
+                    out += [(name, p) for p in sorted(metadata.topics[name].partitions)]
+        return out
+
+    def _client(self) -> Any:
+        if self._admin is None:
+            from confluent_kafka import Consumer
+
+            self._admin = Consumer(self.config.consumer_config())
+        return self._admin
+
+    def _resolve(self, partitions: list[tuple[str, int]], spec: OffsetSpec) -> dict[tuple[str, int], int]:
+        """Each partition's offset under ``spec``, read from the broker."""
+        from confluent_kafka import TopicPartition
+
+        client = self._client()
+        given: dict[tuple[str, int], int] = {}
+        if spec.kind == "committed":
+            for tp in client.committed([TopicPartition(t, p) for t, p in partitions], timeout=30):
+                if tp.offset >= 0:
+                    given[(tp.topic, tp.partition)] = tp.offset
+        elif spec.kind == "offsets":
+            given = {(t, p): o for t, p, o in spec.offsets}
+        elif spec.kind == "timestamp":
+            asked = [TopicPartition(t, p, int(spec.timestamp or 0)) for t, p in partitions]
+            for tp in client.offsets_for_times(asked, timeout=30):   # none at or after it: the partition's end
+                given[(tp.topic, tp.partition)] = tp.offset if tp.offset >= 0 else self._bound(tp.topic, tp.partition,
+                                                                                               "latest")
+        out = {}
+        for t, p in partitions:
+            if (t, p) in given:
+                out[(t, p)] = given[(t, p)]
+                continue
+            kind = spec.kind if spec.kind in ("earliest", "latest") else spec.reset
+            if kind == "none":
+                raise KafkaConnectorError(f"no {spec.kind} offset for {where(t, p)} (group "
+                                          f"'{self.config.group_id}') and the reset strategy is NONE")
+            out[(t, p)] = self._bound(t, p, kind)
+        return out
+
+    def _bound(self, topic: str, partition: int, kind: str) -> int:
+        from confluent_kafka import TopicPartition
+
+        low, high = self._client().get_watermark_offsets(TopicPartition(topic, partition), timeout=30)
+        return int(low if kind == "earliest" else high)
+
+    # -- assignment ---------------------------------------------------------------------------
+    def next_splits(self, count: int) -> list[SourceSplit]:
+        taken, self.pending = self.pending[:count], self.pending[count:]
+        return taken
+
+    def assign(self, assigned: dict[int, list[SourceSplit]]) -> dict[int, list[SourceSplit]]:
+        out = {i: list(splits) for i, splits in assigned.items()}
+        for split in self.pending:
+            out[split_owner(split.info["topic"], split.info["partition"], len(out))].append(split)
+        self.pending = []
+        return out
+
+    def no_more_splits(self) -> bool:
+        return self.ends and self.discovered_once and not self.pending
+
+    def snapshot(self) -> dict:
+        return {"known": sorted(self.known), "discovered": self.discovered_once, "pending": list(self.pending)}
+
+    def restore(self, snapshot: Any) -> None:
+        if snapshot:
+            self.known = set(snapshot["known"])
+            self.discovered_once = bool(snapshot["discovered"])
+            self.pending = list(snapshot.get("pending", []))
+
+    # -- offsets back to Kafka ----------------------------------------------------------------
+    def notify_checkpoint_complete(self, checkpoint_id: int, splits: list[SourceSplit]) -> None:
+        """Commit the checkpoint's offsets to the group, as Flink does (``commit.offsets.on.checkpoint``)."""
+        if not self.config.group_id or str(self.config.properties.get("commit.offsets.on.checkpoint",
+                                                                          "true")).lower() == "false":
+            return
+        from confluent_kafka import KafkaException, TopicPartition
+
+        offsets = [TopicPartition(s.info["topic"], s.info["partition"], int(s.position)) for s in splits]
+        if offsets:
+            try:
+                self._client().commit(offsets=offsets, asynchronous=False)
+            except KafkaException as e:   # monitoring only: the job goes on
+                import logging
+
+                logging.getLogger(__name__).warning("could not commit the offsets of checkpoint %d to group '%s': %s",
+                                                    checkpoint_id, self.config.group_id, e)
+
+
+
+class KafkaSourceReader(SourceReader):
+    """Task side: one epoch's batch of one partition."""
+
+    def __init__(self, config: KafkaSourceConfig):
+        self.config = config
+        self.poll_s = int(config.properties.get("sparkpoint.kafka.poll-timeout-ms", 10)) / 1000
+
+    def read(self, split: SourceSplit, max_records: int, max_bytes: int) -> ReadResult:
+        from confluent_kafka import TopicPartition
+
+        topic, partition, stop = split.info["topic"], split.info["partition"], split.info.get("stop")
+        position = int(split.position)
+        if stop is not None and position >= stop:
+            return ReadResult([], [], split.with_(finished=True))
+        consumer = cached_consumer(self.config.consumer_config(**{"enable.partition.eof": True}))
+        consumer.assign([TopicPartition(topic, partition, position)])
+        batch = _Batch(self.config.deserializer, topic, partition, stop)
+        while len(batch.values) < max_records and batch.size < max_bytes and not batch.done:
+            messages = consumer.consume(min(max_records - len(batch.values), 10_000), self.poll_s)
+            if not messages and batch.idle_since is not None and time.monotonic() - batch.idle_since > 1.0:
+                break   # no end-of-partition event either: the broker is slow; the next epoch goes on
+            batch.take(messages)
+        if batch.at_end is not None:   # past control records (transaction markers) at the end
+            batch.position = max(batch.position or position, batch.at_end)
+        new_position = batch.position if batch.position is not None else position
+        finished = stop is not None and new_position >= stop
+        return ReadResult(batch.values, batch.timestamps, split.with_(position=new_position, finished=finished),
+                          malformed=batch.malformed)
+
+
+class _Batch:
+    """Messages of one partition taken into an epoch's batch."""
+
+    def __init__(self, deserializer: Any, topic: str, partition: int, stop: Optional[int]):
+        self.deserialize = deserializer.deserialize if deserializer is not None else (lambda b: b)
+        self.topic, self.partition, self.stop = topic, partition, stop
+        self.values: list = []
+        self.timestamps: list = []
+        self.malformed: list = []
+        self.size = 0
+        self.position: Optional[int] = None
+        self.at_end: Optional[int] = None
+        self.done = False
+        self.idle_since: Optional[float] = time.monotonic()
+
+    def take(self, messages: list) -> None:
+        from confluent_kafka import KafkaError
+
+        if messages:
+            self.idle_since = None
+        for m in messages:
+            error = m.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    self.at_end, self.done = m.offset(), True
+                    continue
+                raise KafkaConnectorError(f"cannot read {where(self.topic, self.partition)}: {error.str()}")
+            offset = m.offset()
+            if self.stop is not None and offset >= self.stop:
+                self.done = True
+                break
+            raw = m.value()
+            self.position = offset + 1
+            self.size += len(raw) if raw is not None else 0
+            try:
+                value = self.deserialize(raw)
+            except Exception as e:
+                self.malformed.append((where(self.topic, self.partition, offset), None, _text(raw),
+                                       f"{type(e).__name__}: {e}"))
+                continue
+            if value is None:   # a schema that ignores parse errors skips the message
+                continue
+            kind, ts = m.timestamp()
+            self.values.append(value)
+            self.timestamps.append(ts if kind != 0 else None)
+
+
+def _text(raw: Optional[bytes]) -> str:
+    if raw is None:
+        return "<null>"
+    return raw[:200].decode("utf-8", errors="backslashreplace")
+

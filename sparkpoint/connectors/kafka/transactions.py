@@ -1,0 +1,110 @@
+"""Finishing Kafka transactions another process opened: the commit half of two-phase commit.
+
+A sink task writes its epoch in a transaction, flushes it and exits without ending it;
+the transaction stays open on the broker, identified by its transactional id, producer
+id and producer epoch. This client, on the driver, ends it when the checkpoint covering
+the epoch completes (``EndTxn``, as Flink's committer does by resuming the producer), and
+fences ids an aborted attempt may have left open (``InitProducerId``: the broker aborts
+the open transaction and bumps the epoch). It speaks the two requests through
+kafka-python's protocol classes; the data itself is written with librdkafka.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, NamedTuple
+
+from sparkpoint.connectors.kafka.clients import KafkaConnectorError
+
+__all__ = ["TransactionRef", "TransactionClient", "CommitOutcome"]
+
+logger = logging.getLogger(__name__)
+
+# COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, CONCURRENT_TRANSACTIONS
+_RETRIABLE = {14, 15, 16, 51}
+_FENCED = {47, 90}              # INVALID_PRODUCER_EPOCH, PRODUCER_FENCED
+_INVALID_STATE = 48             # INVALID_TXN_STATE
+
+
+class TransactionRef(NamedTuple):
+    """A pre-committed transaction: what the committer needs to end it."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    records: int
+
+
+class CommitOutcome:
+    COMMITTED = "committed"
+    LOST = "lost"                # aborted before its commit (timed out, fenced): its records are gone
+
+
+class TransactionClient:
+    """Transaction-coordinator requests to a cluster, over one kafka-python connection set."""
+
+    def __init__(self, bootstrap_servers: str, timeout_s: float = 30.0):
+        from kafka.net.compat import KafkaNetClient
+
+        self.bootstrap_servers = bootstrap_servers
+        self.timeout_ms = int(timeout_s * 1000)
+        self._client = KafkaNetClient(bootstrap_servers=bootstrap_servers)
+        try:
+            self._client.get_broker_version(self.timeout_ms)
+        except Exception as e:
+            self._client.close()
+            raise KafkaConnectorError(f"cannot reach the Kafka cluster at {bootstrap_servers}: {e}") from e
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> "TransactionClient":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def commit(self, ref: TransactionRef) -> str:
+        """End ``ref`` with commit; committing a committed transaction again is a no-op."""
+        from kafka.protocol.producer.transaction import EndTxnRequest
+
+        response = self._to_coordinator(ref.transactional_id, lambda: EndTxnRequest(
+            transactional_id=ref.transactional_id, producer_id=ref.producer_id,
+            producer_epoch=ref.producer_epoch, committed=True))
+        if response.error_code == 0:
+            return CommitOutcome.COMMITTED
+        if response.error_code in _FENCED or response.error_code == _INVALID_STATE:
+            return CommitOutcome.LOST
+        raise KafkaConnectorError(f"cannot commit Kafka transaction '{ref.transactional_id}' on "
+                                  f"{self.bootstrap_servers}: error code {response.error_code}")
+
+    def fence(self, transactional_id: str, timeout_ms: int) -> int:
+        """Abort whatever ``transactional_id`` has open; returns the new producer epoch (0: the id was unused)."""
+        from kafka.protocol.producer.transaction import InitProducerIdRequest
+
+        response = self._to_coordinator(transactional_id, lambda: InitProducerIdRequest(
+            transactional_id=transactional_id, transaction_timeout_ms=timeout_ms))
+        if response.error_code != 0:
+            raise KafkaConnectorError(f"cannot fence Kafka transactional id '{transactional_id}' on "
+                                      f"{self.bootstrap_servers}: error code {response.error_code}")
+        return int(response.producer_epoch)
+
+    def _to_coordinator(self, transactional_id: str, request: Any) -> Any:
+        from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
+
+        deadline = time.monotonic() + self.timeout_ms / 1000
+        while True:
+            node = self._client.least_loaded_node(bootstrap_fallback=True)
+            found = self._client.send_and_receive(node, FindCoordinatorRequest(
+                key=transactional_id, key_type=1, max_version=3), timeout_ms=self.timeout_ms)
+            response = None
+            if found.error_code == 0:
+                response = self._client.send_and_receive(found.node_id, request(), timeout_ms=self.timeout_ms)
+                if response.error_code not in _RETRIABLE:
+                    return response
+            if time.monotonic() > deadline:
+                code = found.error_code if response is None else response.error_code
+                raise KafkaConnectorError(f"the transaction coordinator for '{transactional_id}' on "
+                                          f"{self.bootstrap_servers} did not answer in time (error code {code})")
+            time.sleep(0.1)

@@ -1,0 +1,28 @@
+"""One Kafka-protocol broker (noida-db) on 127.0.0.1 for the Kafka tests; each test uses its own topics."""
+
+from __future__ import annotations
+
+import itertools
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from sparkpoint.testing.kafka_server import KafkaServer
+
+_names = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def kafka():
+    if not (Path(sys.executable).parent / "noida-db").exists() and shutil.which("noida-db") is None:
+        pytest.skip("noida-db is not installed (pip install noida-db)")
+    with KafkaServer() as server:
+        yield server
+
+
+@pytest.fixture
+def topic_name():
+    """A fresh topic name per call: ``topic_name("events")`` -> ``events-7``."""
+    return lambda stem: f"{stem}-{next(_names)}"
