@@ -15,6 +15,7 @@ class SourceCoordinator:
         self.enumerator = source.create_enumerator()
         self.assigned: dict[int, list] = {i: [] for i in range(parallelism)}
         self.finished_splits = 0
+        self.read_to: dict[str, Any] = {}           # split id -> the split as last read (finished ones too)
         self._at_checkpoint: dict[int, list] = {}   # pending checkpoint -> the splits at its barrier
 
     def assign(self) -> dict[int, list]:
@@ -27,6 +28,7 @@ class SourceCoordinator:
 
     def update(self, subtask: int, splits: list) -> None:
         self.finished_splits += sum(1 for s in splits if s.finished)
+        self.read_to.update((s.split_id, s) for s in splits)
         self.assigned[subtask] = [s for s in splits if not s.finished]
 
     def snapshot(self) -> dict[str, Any]:
@@ -34,7 +36,7 @@ class SourceCoordinator:
         return {"splits": {i: list(s) for i, s in self.assigned.items()}, "enumerator": self.enumerator.snapshot()}
 
     def on_checkpoint_triggered(self, checkpoint_id: int) -> None:
-        self._at_checkpoint[checkpoint_id] = [s for splits in self.assigned.values() for s in splits]
+        self._at_checkpoint[checkpoint_id] = list(self.read_to.values())
 
     def on_checkpoint_completed(self, checkpoint_id: int, pending: Any) -> None:
         """Tell the enumerator, and forget checkpoints that will never complete (older, or aborted)."""
@@ -46,5 +48,7 @@ class SourceCoordinator:
     def restore(self, enumerator_state: Any, splits: dict[int, list]) -> None:
         """Resume from a checkpoint: the enumerator's state and each subtask's open splits."""
         self.enumerator.restore(enumerator_state)
+        self.read_to = {s.split_id: s for subtask_splits in splits.values() for s in subtask_splits}
+        self._at_checkpoint.clear()
         for i in range(self.parallelism):
             self.assigned[i] = list(splits.get(i, []))

@@ -47,13 +47,35 @@ def client_config(bootstrap_servers: str, properties: dict[str, Any], **override
     return conf
 
 
-def cached_consumer(conf: dict[str, Any]) -> Any:
-    """A consumer with ``conf``, opened once per process and reused by later tasks."""
-    from confluent_kafka import Consumer
+class PartitionConsumer:
+    """A consumer assigned to one partition, and the offset its next message will have."""
 
-    key = (threading.get_ident(), *sorted((k, str(v)) for k, v in conf.items()))  # a consumer is not shared
+    def __init__(self, conf: dict[str, Any], topic: str, partition: int):
+        from confluent_kafka import Consumer
+
+        self.consumer = Consumer(conf)
+        self.topic, self.partition = topic, partition
+        self.next_offset: Optional[int] = None
+
+    def position_at(self, offset: int) -> Any:
+        """The consumer, reading from ``offset`` (what it fetched ahead is kept when it already is there)."""
+        if self.next_offset != offset:
+            from confluent_kafka import TopicPartition
+
+            self.consumer.assign([TopicPartition(self.topic, self.partition, offset)])
+            self.next_offset = offset
+        return self.consumer
+
+
+def cached_consumer(conf: dict[str, Any], topic: str, partition: int) -> PartitionConsumer:
+    """A consumer of one partition with ``conf``, opened once per process and reused by later tasks.
+
+    One consumer per partition keeps its prefetched messages valid from one epoch to the
+    next; switching one consumer between partitions would drop them every time.
+    """
+    key = (threading.get_ident(), topic, partition, *sorted((k, str(v)) for k, v in conf.items()))
     with _lock:
         consumer = _consumers.get(key)
         if consumer is None:
-            consumer = _consumers[key] = Consumer(conf)
+            consumer = _consumers[key] = PartitionConsumer(conf, topic, partition)
         return consumer

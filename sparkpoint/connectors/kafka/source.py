@@ -223,14 +223,12 @@ class KafkaSourceReader(SourceReader):
         self.poll_s = int(config.properties.get("sparkpoint.kafka.poll-timeout-ms", 10)) / 1000
 
     def read(self, split: SourceSplit, max_records: int, max_bytes: int) -> ReadResult:
-        from confluent_kafka import TopicPartition
-
         topic, partition, stop = split.info["topic"], split.info["partition"], split.info.get("stop")
         position = int(split.position)
         if stop is not None and position >= stop:
             return ReadResult([], [], split.with_(finished=True))
-        consumer = cached_consumer(self.config.consumer_config(**{"enable.partition.eof": True}))
-        consumer.assign([TopicPartition(topic, partition, position)])
+        cached = cached_consumer(self.config.consumer_config(**{"enable.partition.eof": True}), topic, partition)
+        consumer = cached.position_at(position)
         batch = _Batch(self.config.deserializer, topic, partition, stop)
         while len(batch.values) < max_records and batch.size < max_bytes and not batch.done:
             messages = consumer.consume(min(max_records - len(batch.values), 10_000), self.poll_s)
@@ -240,6 +238,8 @@ class KafkaSourceReader(SourceReader):
         if batch.at_end is not None:   # past control records (transaction markers) at the end
             batch.position = max(batch.position or position, batch.at_end)
         new_position = batch.position if batch.position is not None else position
+        # messages taken past the stop offset are not consumed: read from the position again next time
+        cached.next_offset = new_position if not batch.overshot else None
         finished = stop is not None and new_position >= stop
         return ReadResult(batch.values, batch.timestamps, split.with_(position=new_position, finished=finished),
                           malformed=batch.malformed)
@@ -258,6 +258,7 @@ class _Batch:
         self.position: Optional[int] = None
         self.at_end: Optional[int] = None
         self.done = False
+        self.overshot = False
         self.idle_since: Optional[float] = time.monotonic()
 
     def take(self, messages: list) -> None:
@@ -266,6 +267,8 @@ class _Batch:
         if messages:
             self.idle_since = None
         for m in messages:
+            if m.partition() != self.partition or m.topic() != self.topic:
+                continue   # fetched for the consumer's previous assignment
             error = m.error()
             if error is not None:
                 if error.code() == KafkaError._PARTITION_EOF:
@@ -274,7 +277,7 @@ class _Batch:
                 raise KafkaConnectorError(f"cannot read {where(self.topic, self.partition)}: {error.str()}")
             offset = m.offset()
             if self.stop is not None and offset >= self.stop:
-                self.done = True
+                self.done = self.overshot = True
                 break
             raw = m.value()
             self.position = offset + 1

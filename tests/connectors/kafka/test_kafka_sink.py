@@ -1,0 +1,128 @@
+"""KafkaSink against a real broker: delivery guarantees, pre-committed transactions, recovery."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+
+import pytest
+
+from sparkpoint.common import SimpleStringSchema
+from sparkpoint.datastream.connectors.kafka import DeliveryGuarantee, KafkaRecordSerializationSchema, KafkaSink
+from sparkpoint.errors import ConfigurationError
+from sparkpoint.runtime.sink_committer import SinkCommitter
+from sparkpoint.testing.kafka_server import read_topic
+
+pytestmark = pytest.mark.kafka
+
+
+def _sink(kafka, topic, guarantee=DeliveryGuarantee.EXACTLY_ONCE, prefix="sink-test", **props):
+    builder = (KafkaSink.builder().set_bootstrap_servers(kafka.bootstrap_servers)
+               .set_record_serializer(KafkaRecordSerializationSchema.builder().set_topic(topic)
+                                      .set_key_serialization_schema(SimpleStringSchema())
+                                      .set_value_serialization_schema(SimpleStringSchema()).build())
+               .set_delivery_guarantee(guarantee))
+    if prefix:
+        builder.set_transactional_id_prefix(prefix)
+    for k, v in props.items():
+        builder.set_property(k, v)
+    return builder.build()
+
+
+def _values(kafka, topic, isolation="read_committed"):
+    return Counter(v.decode() for _, _, _, v in read_topic(kafka.bootstrap_servers, topic, isolation, idle_seconds=1))
+
+
+def _write(sink, subtask, state, values):
+    writer = sink.create_writer(subtask, 2, "job", 0, state)
+    writer.write(values, [1_700_000_000_000] * len(values))
+    return writer.prepare_commit(), writer.snapshot_state()
+
+
+def test_at_least_once_writes_every_record_with_key_and_timestamp(kafka, topic_name, make_env):
+    topic = topic_name("alo")
+    kafka.create_topic(topic, partitions=3)
+    env = make_env()
+    env.set_parallelism(2)
+    values = [f"v{i}" for i in range(5000)]
+    env.from_collection(values).sink_to(_sink(kafka, topic, DeliveryGuarantee.AT_LEAST_ONCE, prefix=None))
+    env.execute("alo")
+    records = read_topic(kafka.bootstrap_servers, topic, "read_uncommitted")
+    assert Counter(v.decode() for *_, v in records) == Counter(values)
+    assert all(k == v for _, _, k, v in records)
+
+
+def test_exactly_once_records_are_invisible_until_the_commit(kafka, topic_name):
+    topic = topic_name("eo")
+    kafka.create_topic(topic, partitions=2)
+    sink = _sink(kafka, topic, prefix=topic)
+    committables, state = _write(sink, 0, None, ["a", "b", "c"])
+    assert len(committables) == 1 and state == {"next_transaction": 1}
+    assert _values(kafka, topic) == Counter()                                    # pre-committed only
+    assert _values(kafka, topic, "read_uncommitted") == Counter("abc")
+    committer = sink.create_committer()
+    committer.commit(committables)
+    assert _values(kafka, topic) == Counter("abc")
+    committer.commit(committables)   # a restore commits the checkpoint's transactions again: no duplicates
+    assert _values(kafka, topic) == Counter("abc")
+
+
+def test_an_epoch_without_records_opens_no_transaction(kafka, topic_name):
+    topic = topic_name("empty")
+    kafka.create_topic(topic)
+    committables, state = _write(_sink(kafka, topic, prefix=topic), 0, {"next_transaction": 4}, [])
+    assert committables == [] and state == {"next_transaction": 4}
+
+
+def test_restore_commits_the_checkpoint_and_aborts_what_came_after(kafka, topic_name):
+    """Checkpoint at ``next_transaction=1``: transaction 0 is in it; 1 and 2 were opened by the attempt that died."""
+    topic = topic_name("restore")
+    kafka.create_topic(topic)   # one partition: a transaction left open would hide everything after it
+    sink = _sink(kafka, topic, prefix=topic)
+    in_checkpoint, state = _write(sink, 0, None, ["kept-1", "kept-2"])
+    _write(sink, 0, state, ["lost-1"])                     # pre-committed after the barrier
+    _write(sink, 1, {"next_transaction": 0}, ["lost-2"])   # the other subtask, likewise
+    _write(sink, 0, {"next_transaction": 2}, ["lost-3"])
+    committer = SinkCommitter(_Plan(sink), exactly_once=True)
+    committer.recommit({7: in_checkpoint}, {7: {0: {"next_transaction": 1}, 1: {"next_transaction": 0}}})
+    after, _ = _write(sink, 0, {"next_transaction": 1}, ["after"])   # the restored job goes on
+    sink.create_committer().commit(after)
+    # nothing stays open (else "after" would be hidden) and only committed records are there
+    assert _values(kafka, topic) == Counter(["kept-1", "kept-2", "after"])
+    assert _values(kafka, topic, "read_uncommitted") == Counter(["kept-1", "kept-2", "lost-1", "lost-2", "lost-3",
+                                                                 "after"])
+
+
+def test_a_subtask_without_state_fences_what_an_earlier_run_left_open(kafka, topic_name):
+    topic = topic_name("fresh")
+    kafka.create_topic(topic)
+    sink = _sink(kafka, topic, prefix=topic)
+    _write(sink, 0, None, ["from-a-run-that-crashed"])
+    _write(sink, 0, {"next_transaction": 1}, ["also-crashed"])
+    committables, _ = _write(sink, 0, None, ["new"])   # a fresh start: no checkpoint, no state
+    sink.create_committer().commit(committables)
+    assert _values(kafka, topic) == Counter(["new"])
+
+
+def test_exactly_once_needs_a_transactional_id_prefix(kafka):
+    with pytest.raises(ConfigurationError, match="set_transactional_id_prefix"):
+        _sink(kafka, "t", prefix=None)
+
+
+def test_a_transaction_timeout_close_to_the_checkpoint_interval_is_warned_about(kafka, caplog):
+    sink = _sink(kafka, "t", **{"transaction.timeout.ms": "60000"})
+    with caplog.at_level(logging.WARNING):
+        sink.check_checkpointing(60_000, True)
+        sink.check_checkpointing(1_000, True)
+    warnings = [r.getMessage() for r in caplog.records if "transaction.timeout.ms" in r.getMessage()]
+    assert len(warnings) == 1 and "60000" in warnings[0]
+
+
+class _Plan:
+    """A job plan with one sink node (id 7), as the SinkCommitter sees it."""
+
+    def __init__(self, sink):
+        self.nodes = {7: type("Node", (), {"sink": sink})()}
+
+    def sink_nodes(self):
+        return [7]
