@@ -14,6 +14,15 @@ from typing import Any
 __all__ = ["Encoder", "SimpleStringSchema", "SimpleStringEncoder", "SerializationSchema", "DeserializationSchema"]
 
 
+def __getattr__(name: str) -> Any:
+    """PyFlink's deprecated aliases of :mod:`sparkpoint.datastream.formats.json`'s JSON row schemas."""
+    if name in ("JsonRowSerializationSchema", "JsonRowDeserializationSchema"):
+        from sparkpoint.common import json_row
+
+        return getattr(json_row, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 @dataclass(frozen=True)
 class Encoder:
     """Turns a record into the bytes of one line of a row-format file."""
@@ -42,7 +51,12 @@ class SerializationSchema(abc.ABC):
 
 
 class DeserializationSchema(abc.ABC):
-    """Message bytes → record. A message that does not decode raises (``ValueError`` or its kind)."""
+    """Message bytes → record. A message that does not decode raises (``ValueError`` or its kind).
+
+    A result of ``None`` means the message holds no record (for instance a JSON schema
+    told to ignore parse errors): sources skip it, as Flink's ``deserialize(message,
+    collector)`` drops a ``null``.
+    """
 
     @abc.abstractmethod
     def deserialize(self, message: bytes) -> Any: ...

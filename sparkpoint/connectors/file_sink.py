@@ -6,10 +6,17 @@ it passes ``part_size`` or is older than ``rollover_interval``); ``prepare_commi
 closes them and returns :class:`FileCommittable` entries, and the driver's
 :class:`FileCommitter` renames each to its final, visible name. The part counter is
 writer state, so names never repeat within a job and a retried task reuses its names.
+
+What goes into a part file is up to its :class:`PartWriter`: lines of an encoder (row
+formats, :class:`LinePartWriter`) or a columnar file written in batches (bulk formats: a
+:class:`BulkWriterFactory` makes the writer, e.g. Parquet in
+:mod:`sparkpoint.connectors.parquet`). Naming, buckets, staging, commit and the cleanup on
+restore are the same for both.
 """
 
 from __future__ import annotations
 
+import abc
 import time
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Optional
@@ -20,8 +27,8 @@ from fsspec.implementations.local import LocalFileSystem
 from sparkpoint.connectors.base import Committer, SinkWriter
 from sparkpoint.errors import SparkpointError
 
-__all__ = ["FileSystemError", "FileCommittable", "PartFileConfig", "FileSinkWriter", "FileCommitter",
-           "cleanup_leftovers"]
+__all__ = ["FileSystemError", "FileCommittable", "PartFileConfig", "PartWriter", "LinePartWriter",
+           "BulkWriterFactory", "FileSinkWriter", "FileCommitter", "cleanup_leftovers"]
 
 
 class FileSystemError(SparkpointError):
@@ -40,9 +47,65 @@ class FileCommittable(NamedTuple):
     final_path: str
 
 
+class PartWriter(abc.ABC):
+    """Writes the records of one part file into its open (staged) file.
+
+    ``add`` takes one record and returns how many bytes it adds to the file as far as
+    known (for rolling on size; a bulk writer may return 0); ``flush`` writes what was
+    added (called at the end of every batch of records the sink receives); ``close``
+    flushes, finishes the file and closes the handle.
+    """
+
+    @abc.abstractmethod
+    def add(self, value: Any) -> int: ...
+
+    @abc.abstractmethod
+    def flush(self) -> None: ...
+
+    @abc.abstractmethod
+    def close(self) -> None: ...
+
+
+class LinePartWriter(PartWriter):
+    """A row format's part: each record is encoded (``encoder.encode``) and appended."""
+
+    def __init__(self, handle: Any, encoder: Any):
+        self.handle, self.encode = handle, encoder.encode
+        self.pending: list[bytes] = []
+
+    def add(self, value: Any) -> int:
+        data = self.encode(value)
+        self.pending.append(data)
+        return len(data)
+
+    def flush(self) -> None:
+        if self.pending:
+            self.handle.write(b"".join(self.pending))
+            self.pending.clear()
+
+    def close(self) -> None:
+        self.flush()
+        self.handle.close()
+
+
+class BulkWriterFactory(abc.ABC):
+    """Makes the writer of one part file of a bulk format (Flink's ``BulkWriter.Factory``).
+
+    Bulk formats roll only at checkpoints: one file per bucket and epoch task.
+    """
+
+    @abc.abstractmethod
+    def create(self, handle: Any, path: str, sink_path: str) -> PartWriter:
+        """A writer into the open file ``handle`` (staged at ``path``) of the sink writing to ``sink_path``."""
+
+
 @dataclass(frozen=True)
 class PartFileConfig:
-    """What a :class:`FileSinkWriter` needs: where, how to encode, how to name and roll."""
+    """What a :class:`FileSinkWriter` needs: where, how to encode, how to name and roll.
+
+    ``encoder`` is a row format's encoder (``encode(value) -> bytes``) or a
+    :class:`BulkWriterFactory`.
+    """
 
     base_path: str
     encoder: Any
@@ -54,10 +117,13 @@ class PartFileConfig:
 
 
 class _PartFile:
-    def __init__(self, fs: Any, staged: str, final: str, opened_ms: int):
+    def __init__(self, fs: Any, staged: str, final: str, opened_ms: int, config: PartFileConfig):
         fs.makedirs(staged.rsplit("/", 1)[0], exist_ok=True)
         self.handle = fs.open(staged, "wb")
         self.staged, self.final, self.opened_ms, self.size = staged, final, opened_ms, 0
+        factory = config.encoder
+        self.writer = (factory.create(self.handle, _display(fs, staged), config.base_path)
+                       if isinstance(factory, BulkWriterFactory) else LinePartWriter(self.handle, factory))
 
 
 class FileSinkWriter(SinkWriter):
@@ -78,46 +144,36 @@ class FileSinkWriter(SinkWriter):
     def write(self, values: list, timestamps: list) -> None:
         now_ms = self.now_ms if self.now_ms is not None else int(time.time() * 1000)
         assign = self.config.bucket_assigner.get_bucket_id
-        encode = self.config.encoder.encode
         part_size = self.config.part_size
         interval = self.config.rollover_interval_ms
         part: Optional[_PartFile] = None
         bucket: Optional[str] = None
-        pending: list[bytes] = []
         for value in values:
             b = assign(value, now_ms)
             if b != bucket or part is None:
-                self._flush(part, pending)
                 bucket, part = b, self.open_parts.get(b)
             if part is not None and ((part_size is not None and part.size > part_size) or
                                      (interval is not None and now_ms - part.opened_ms >= interval)):
-                self._flush(part, pending)
                 self._roll(b)
                 part = None
             if part is None:
                 part = self._new_part(b, now_ms)
-            data = encode(value)
-            pending.append(data)
-            part.size += len(data)
-        self._flush(part, pending)
-
-    def _flush(self, part: Optional[_PartFile], pending: list[bytes]) -> None:
-        if part is not None and pending:
-            part.handle.write(b"".join(pending))
-        pending.clear()
+            part.size += part.writer.add(value)
+        for open_part in self.open_parts.values():
+            open_part.writer.flush()
 
     def _new_part(self, bucket: str, now_ms: int) -> _PartFile:
         name = f"{self.config.part_prefix}-{self.uid}-{self.subtask}-{self.counter}{self.config.part_suffix}"
         self.counter += 1
         directory = f"{self.root}/{bucket}".rstrip("/") if bucket else self.root
         directory = directory.replace("//", "/")
-        part = _PartFile(self.fs, f"{directory}/.{name}.inprogress", f"{directory}/{name}", now_ms)
+        part = _PartFile(self.fs, f"{directory}/.{name}.inprogress", f"{directory}/{name}", now_ms, self.config)
         self.open_parts[bucket] = part
         return part
 
     def _roll(self, bucket: str) -> None:
         part = self.open_parts.pop(bucket)
-        part.handle.close()
+        part.writer.close()
         self.closed.append(FileCommittable(_display(self.fs, part.staged), _display(self.fs, part.final)))
 
     def prepare_commit(self) -> list:

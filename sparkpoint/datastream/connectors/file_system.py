@@ -9,12 +9,15 @@
             .with_output_file_config(OutputFileConfig.builder().with_part_prefix("counts").build())
             .with_rolling_policy(RollingPolicy.default_rolling_policy(part_size=64 * 1024 * 1024))
             .build())
+    parquet = FileSink.for_bulk_format("out/", ParquetBulkWriters.for_row_type(row_type)).build()
 
 Paths are local paths or fsspec URLs. The source reads files in modification-time order
 (ties: path) and skips names starting with ``.`` or ``_``. The sink writes hidden
 in-progress files (``.part-<uid>-<subtask>-<n>.inprogress``) and renames them to
 ``part-<uid>-<subtask>-<n>`` when the epoch (with checkpointing: the checkpoint) that
-wrote them completes, so readers of the output only ever see committed data.
+wrote them completes, so readers of the output only ever see committed data. Bulk formats
+(Parquet, :mod:`sparkpoint.datastream.formats.parquet`) write one file per bucket and
+epoch task: they roll on checkpoints only.
 
 sparkpoint extensions: :meth:`StreamFormat.csv_format`, :meth:`StreamFormat.json_lines_format`
 and :meth:`FileSourceBuilder.set_malformed_record_output`.
@@ -30,6 +33,7 @@ from zoneinfo import ZoneInfo
 
 from sparkpoint.common.time import Duration
 from sparkpoint.connectors.base import Boundedness, Committer, Sink, SinkWriter, Source, SourceReader, SplitEnumerator
+from sparkpoint.connectors.file_sink import BulkWriterFactory
 from sparkpoint.connectors.files import (
     CsvFormat,
     FileCommitter,
@@ -298,6 +302,15 @@ class FileSink(Sink):
         ``Encoder.simple_string_encoder()``: one line per record)."""
         return FileSink.RowFormatBuilder(base_path, encoder)
 
+    @staticmethod
+    def for_bulk_format(base_path: str, writer_factory: BulkWriterFactory) -> "FileSink.BulkFormatBuilder":
+        """A builder for a sink writing files of a bulk format with ``writer_factory`` (e.g.
+        ``ParquetBulkWriters.for_row_type(row_type)``); such files roll on checkpoints only."""
+        if not isinstance(writer_factory, BulkWriterFactory):
+            raise TypeError(f"for_bulk_format needs a bulk writer factory (ParquetBulkWriters.for_row_type(...)), "
+                            f"got {writer_factory!r}")
+        return FileSink.BulkFormatBuilder(base_path, writer_factory)
+
     def _config(self) -> PartFileConfig:
         return PartFileConfig(self.base_path, self.encoder, self.bucket_assigner,
                               self.output_file_config.get_part_prefix(), self.output_file_config.get_part_suffix(),
@@ -345,3 +358,18 @@ class FileSink(Sink):
         def build(self) -> "FileSink":
             return FileSink(self._base_path, self._encoder, self._bucket_assigner, self._output_file_config,
                             self._rolling_policy)
+
+    class BulkFormatBuilder(RowFormatBuilder):
+        """Configures a bulk-format :class:`FileSink`: as a row format, but rolling on checkpoints only."""
+
+        def __init__(self, base_path: str, writer_factory: BulkWriterFactory):
+            super().__init__(base_path, writer_factory)
+            self._rolling_policy = OnCheckpointRollingPolicy()
+
+        def with_rolling_policy(self, rolling_policy: RollingPolicy) -> "FileSink.BulkFormatBuilder":
+            """Only ``RollingPolicy.on_checkpoint_rolling_policy()``: bulk files roll on checkpoints."""
+            if not isinstance(rolling_policy, OnCheckpointRollingPolicy):
+                raise ValueError(f"bulk formats roll on checkpoints only: use "
+                                 f"RollingPolicy.on_checkpoint_rolling_policy(), not {type(rolling_policy).__name__}")
+            self._rolling_policy = rolling_policy
+            return self

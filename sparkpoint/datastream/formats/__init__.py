@@ -1,0 +1,1 @@
+"""PyFlink's ``pyflink.datastream.formats``: record formats of connectors (``json``, ``parquet``)."""
