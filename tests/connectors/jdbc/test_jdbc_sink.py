@@ -1,0 +1,194 @@
+"""The JDBC sink on a real PostgreSQL: at-least-once and exactly-once (prepared transactions), bad input.
+
+Expected rows are counted by hand (a range of numbers), never taken from an earlier
+run of the sink.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sparkpoint.common import Row, Types, WatermarkStrategy
+from sparkpoint.connectors.jdbc import (
+    JdbcCommitter,
+    JdbcError,
+    JdbcSinkConfig,
+    JdbcSinkWriter,
+    parse_gid,
+    parse_jdbc_url,
+    to_psycopg_sql,
+)
+from sparkpoint.datastream.connectors.generator import NumberSequenceSource
+from sparkpoint.datastream.connectors.jdbc import (
+    JdbcConnectionOptions,
+    JdbcExactlyOnceOptions,
+    JdbcExecutionOptions,
+    JdbcSink,
+)
+from sparkpoint.errors import UserFunctionError
+
+ROW = Types.ROW_NAMED(["id", "label"], [Types.LONG(), Types.STRING()])
+INSERT = "INSERT INTO items (id, label) VALUES (?, ?)"
+
+
+def _options(url: str) -> JdbcConnectionOptions:
+    return (JdbcConnectionOptions.JdbcConnectionOptionsBuilder().with_url(url)
+            .with_driver_name("org.postgresql.Driver").with_user_name("postgres").with_password("not-used")
+            .build())
+
+
+def _create_items(db) -> None:
+    with db.connect() as conn:
+        conn.execute("CREATE TABLE items (id bigint NOT NULL, label text)")
+
+
+def _ids(db) -> list[int]:
+    return [i for (i,) in db.query("SELECT id FROM items ORDER BY id")]
+
+
+# -- translation of JDBC's URL and SQL (no server) ----------------------------------------------------
+def test_placeholders_outside_quotes_become_psycopg_parameters():
+    sql, n = to_psycopg_sql("INSERT INTO t VALUES (?, '?%', \"a?\", $$?$$, E'it\\'s ?', ?) -- ?\n/* ? */ ?? ?")
+    assert n == 3
+    assert sql == "INSERT INTO t VALUES (%s, '?%%', \"a?\", $$?$$, E'it\\'s ?', %s) -- ?\n/* ? */ ? %s"
+    with pytest.raises(JdbcError, match="unterminated"):
+        to_psycopg_sql("INSERT INTO t VALUES ('?)")
+
+
+def test_jdbc_urls_become_connection_keywords_and_other_databases_are_refused():
+    assert parse_jdbc_url("jdbc:postgresql://db.example:6543/shop?user=w&ssl=true&currentSchema=s1") == {
+        "host": "db.example", "port": "6543", "dbname": "shop", "user": "w", "sslmode": "require",
+        "options": "-c search_path=s1"}
+    assert parse_jdbc_url("jdbc:postgresql:shop") == {"host": "localhost", "port": "5432", "dbname": "shop"}
+    with pytest.raises(JdbcError, match=r"only PostgreSQL.*jdbc:mysql:"):
+        JdbcSink.sink(INSERT, ROW, _options("jdbc:mysql://db/shop"))
+
+
+def test_the_password_is_never_shown():
+    url = "jdbc:postgresql://db/shop?user=w&password=s3cret"
+    options = (JdbcConnectionOptions.JdbcConnectionOptionsBuilder().with_url(url).with_password("hunter2").build())
+    sink = JdbcSink.exactly_once_sink(INSERT, ROW, options)
+    for text in (repr(sink), repr(sink.config), repr(options)):
+        assert "s3cret" not in text and "hunter2" not in text, text
+
+
+# -- at-least-once ---------------------------------------------------------------------------------
+def test_at_least_once_sink_writes_every_row(make_env, db):
+    _create_items(db)
+    env = make_env("local", **{"execution.epoch.max-records": 300})
+    env.set_parallelism(2)
+    (env.from_source(NumberSequenceSource(0, 2_499), WatermarkStrategy.no_watermarks(), "numbers")
+     .map(lambda v: Row(v, f"item-{v}"), output_type=ROW)
+     .add_sink(JdbcSink.sink(INSERT, ROW, _options(db.url),
+                             JdbcExecutionOptions.builder().with_batch_size(128).with_batch_interval_ms(0)
+                             .with_max_retries(1).build())))
+    env.execute("jdbc-at-least-once")
+    assert _ids(db) == list(range(2_500))
+    assert db.query("SELECT label FROM items WHERE id = 1234") == [("item-1234",)]
+    assert db.prepared_gids() == set()
+
+
+# -- exactly-once: prepared until the checkpoint completes --------------------------------------------
+def _config(db, prefix: str) -> JdbcSinkConfig:
+    return JdbcSinkConfig(INSERT, db.url, exactly_once=True, batch_size=100, transaction_id_prefix=prefix)
+
+
+def test_an_epochs_rows_are_prepared_and_invisible_until_committed(db):
+    _create_items(db)
+    config = _config(db, "items")
+    writer = JdbcSinkWriter(config, subtask=1, parallelism=2, epoch=7, state=None)
+    writer.write([Row(i, f"x{i}") for i in range(250)], [0] * 250)   # three batches, one transaction
+    committables = writer.prepare_commit()
+    assert [c.gid for c in committables] == ["items-1-7"]
+    assert _ids(db) == []                                  # prepared, not committed
+    assert db.prepared_gids() == {"items-1-7"}
+    JdbcCommitter(config).commit(committables)
+    assert _ids(db) == list(range(250))
+    assert db.prepared_gids() == set()
+    JdbcCommitter(config).commit(committables)             # again (a restore commits again): nothing changes
+    assert _ids(db) == list(range(250))
+
+
+def test_a_retried_task_leaves_one_prepared_transaction(db):
+    _create_items(db)
+    config = _config(db, "items")
+    for _attempt in range(2):                              # the same epoch task, run twice
+        writer = JdbcSinkWriter(config, subtask=0, parallelism=1, epoch=3, state={"clean": True})
+        writer.write([Row(i, "a") for i in range(10)], [0] * 10)
+        committables = writer.prepare_commit()
+    assert db.prepared_gids() == {"items-0-3"}
+    JdbcCommitter(config).commit(committables)
+    assert _ids(db) == list(range(10))
+
+
+def _probe(url: str, path: str, at: int):
+    """A map function that, at record ``at``, writes what a reader of the database sees to ``path``."""
+
+    def probe(v: int) -> Row:
+        if v == at:
+            import psycopg
+
+            with psycopg.connect(**parse_jdbc_url(url), autocommit=True) as conn:
+                visible = conn.execute("SELECT count(*) FROM items").fetchone()[0]
+                gids = [g for (g,) in conn.execute(
+                    "SELECT gid FROM pg_prepared_xacts WHERE database = current_database()").fetchall()]
+            with open(path, "w") as f:
+                json.dump({"visible": visible, "gids": gids}, f)
+        return Row(v, "p")
+
+    return probe
+
+
+@pytest.mark.parametrize("exactly_once", [True, False])
+def test_rows_of_epochs_after_the_last_completed_checkpoint_are_invisible(make_env, db, tmp_path, exactly_once):
+    """Checkpoint 1 completes right after the first epoch and the next only at the end of input:
+    with exactly-once, a reader in epoch 5 sees epoch 0's 100 rows, the other 400 are prepared
+    transactions of this sink; with at-least-once it sees all 500."""
+    _create_items(db)
+    probe_file = tmp_path / "probe.json"
+    env = make_env("local", **{"execution.epoch.max-records": 100, "execution.checkpointing.interval": "1 h",
+                               "state.checkpoints.dir": (tmp_path / "ckpt").as_uri()})
+    env.set_parallelism(1)
+    eo = JdbcExactlyOnceOptions.builder().with_transaction_id_prefix("probed").build()
+    sink = (JdbcSink.exactly_once_sink(INSERT, ROW, _options(db.url), None, eo) if exactly_once
+            else JdbcSink.sink(INSERT, ROW, _options(db.url)))
+    (env.from_source(NumberSequenceSource(0, 999), WatermarkStrategy.no_watermarks(), "numbers")
+     .map(_probe(db.url, str(probe_file), at=500), output_type=ROW)
+     .add_sink(sink))
+    env.execute("jdbc-visibility")
+    seen = json.loads(probe_file.read_text())
+    if exactly_once:
+        epochs = sorted(parse_gid("probed", g)[1] for g in seen["gids"])   # type: ignore[index]
+        assert seen["visible"] == 100 and len(epochs) == 4, seen
+        assert epochs == list(range(epochs[0], epochs[0] + 4)), seen
+    else:
+        assert seen == {"visible": 500, "gids": []}
+    assert _ids(db) == list(range(1000))                  # the final checkpoint committed everything
+    assert db.prepared_gids() == set()
+
+
+# -- bad input -----------------------------------------------------------------------------------------
+def test_a_bad_record_is_named_with_table_sql_and_error_and_earlier_epochs_stay(make_env, db):
+    _create_items(db)
+    env = make_env("local", **{"execution.epoch.max-records": 100})
+    env.set_parallelism(1)
+    (env.from_source(NumberSequenceSource(0, 999), WatermarkStrategy.no_watermarks(), "numbers")
+     .map(lambda v: Row("seven-fifty" if v == 750 else v, "x"))
+     .add_sink(JdbcSink.sink(INSERT, ROW, _options(db.url), JdbcExecutionOptions.builder().with_batch_size(40)
+                             .build())).uid("items-sink"))
+    with pytest.raises(UserFunctionError) as info:
+        env.execute("jdbc-bad-record")
+    message = str(info.value)
+    assert "uid 'items-sink'" in message and "table items" in message and INSERT in message, message
+    assert "'seven-fifty'" in message and "invalid input syntax for type bigint" in message, message
+    assert info.value.record == Row("seven-fifty", "x")
+    assert _ids(db) == list(range(700))                   # epochs 0-6 committed; the failing one left nothing
+
+
+def test_a_record_with_the_wrong_field_count_is_named(db):
+    _create_items(db)
+    writer = JdbcSinkWriter(_config(db, "items"), subtask=0, parallelism=1, epoch=1, state=None)
+    with pytest.raises(JdbcError, match=r"table items.*record \(1, 'a', 'extra'\) has 3 field\(s\) for 2"):
+        writer.write([(0, "a"), (1, "a", "extra")], [0, 0])
