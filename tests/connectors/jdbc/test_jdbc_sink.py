@@ -18,7 +18,6 @@ from sparkpoint.connectors.jdbc import (
     JdbcSinkWriter,
     parse_gid,
     parse_jdbc_url,
-    to_psycopg_sql,
 )
 from sparkpoint.datastream.connectors.generator import NumberSequenceSource
 from sparkpoint.datastream.connectors.jdbc import (
@@ -28,6 +27,8 @@ from sparkpoint.datastream.connectors.jdbc import (
     JdbcSink,
 )
 from sparkpoint.errors import UserFunctionError
+
+pytestmark = pytest.mark.postgres
 
 ROW = Types.ROW_NAMED(["id", "label"], [Types.LONG(), Types.STRING()])
 INSERT = "INSERT INTO items (id, label) VALUES (?, ?)"
@@ -46,32 +47,6 @@ def _create_items(db) -> None:
 
 def _ids(db) -> list[int]:
     return [i for (i,) in db.query("SELECT id FROM items ORDER BY id")]
-
-
-# -- translation of JDBC's URL and SQL (no server) ----------------------------------------------------
-def test_placeholders_outside_quotes_become_psycopg_parameters():
-    sql, n = to_psycopg_sql("INSERT INTO t VALUES (?, '?%', \"a?\", $$?$$, E'it\\'s ?', ?) -- ?\n/* ? */ ?? ?")
-    assert n == 3
-    assert sql == "INSERT INTO t VALUES (%s, '?%%', \"a?\", $$?$$, E'it\\'s ?', %s) -- ?\n/* ? */ ? %s"
-    with pytest.raises(JdbcError, match="unterminated"):
-        to_psycopg_sql("INSERT INTO t VALUES ('?)")
-
-
-def test_jdbc_urls_become_connection_keywords_and_other_databases_are_refused():
-    assert parse_jdbc_url("jdbc:postgresql://db.example:6543/shop?user=w&ssl=true&currentSchema=s1") == {
-        "host": "db.example", "port": "6543", "dbname": "shop", "user": "w", "sslmode": "require",
-        "options": "-c search_path=s1"}
-    assert parse_jdbc_url("jdbc:postgresql:shop") == {"host": "localhost", "port": "5432", "dbname": "shop"}
-    with pytest.raises(JdbcError, match=r"only PostgreSQL.*jdbc:mysql:"):
-        JdbcSink.sink(INSERT, ROW, _options("jdbc:mysql://db/shop"))
-
-
-def test_the_password_is_never_shown():
-    url = "jdbc:postgresql://db/shop?user=w&password=s3cret"
-    options = (JdbcConnectionOptions.JdbcConnectionOptionsBuilder().with_url(url).with_password("hunter2").build())
-    sink = JdbcSink.exactly_once_sink(INSERT, ROW, options)
-    for text in (repr(sink), repr(sink.config), repr(options)):
-        assert "s3cret" not in text and "hunter2" not in text, text
 
 
 # -- at-least-once ---------------------------------------------------------------------------------
