@@ -72,12 +72,12 @@ def redact_url(url: str) -> str:
     return re.sub(r"(?i)([?&]password=)[^&]*", r"\1***", url)
 
 
-def parse_jdbc_url(url: str) -> dict[str, Any]:
+def parse_jdbc_url(url: str, warn: bool = True) -> dict[str, Any]:
     """psycopg connection keywords for a ``jdbc:postgresql://host[:port][,host2...]/database?props`` URL.
 
     The JDBC driver's properties ``user``, ``password``, ``ssl``, ``sslmode``,
     ``ApplicationName``, ``connectTimeout``, ``currentSchema``, ``options`` and the SSL file
-    properties are translated; others are ignored with a warning.
+    properties are translated; others are ignored (with a warning if ``warn``).
     """
     if not url.startswith(_URL_PREFIX):
         scheme = url.split("//", 1)[0] if "//" in url else url.split(":", 2)[:2]
@@ -105,7 +105,7 @@ def parse_jdbc_url(url: str) -> dict[str, Any]:
             out["options"] = f"{out.get('options', '')} -c search_path={value}".strip()
         else:
             ignored.append(key)
-    if ignored:
+    if ignored and warn:
         logger.warning("JDBC URL properties %s are not understood by the PostgreSQL sink and are ignored",
                        ", ".join(sorted(ignored)))
     return out
@@ -198,7 +198,7 @@ class JdbcSinkConfig:
         return f"JdbcSinkConfig({mode}, sql={self.sql!r}, url={redact_url(self.url)!r}, user={self.user!r})"
 
     def conninfo(self) -> dict[str, Any]:
-        kw = parse_jdbc_url(self.url)
+        kw = parse_jdbc_url(self.url, warn=False)
         if self.user is not None:
             kw["user"] = self.user
         if self.password is not None:
@@ -210,7 +210,7 @@ class JdbcSinkConfig:
         """The gid prefix: the configured one, else derived from the database and the SQL."""
         if self.transaction_id_prefix:
             return self.transaction_id_prefix
-        kw = parse_jdbc_url(self.url)
+        kw = parse_jdbc_url(self.url, warn=False)
         where = f"{kw['host']}|{kw['port']}|{kw.get('dbname', '')}|{self.sql}"
         return "sparkpoint-" + hashlib.sha256(where.encode()).hexdigest()[:16]
 
