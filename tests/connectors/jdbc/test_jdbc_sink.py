@@ -167,3 +167,19 @@ def test_a_record_with_the_wrong_field_count_is_named(db):
     writer = JdbcSinkWriter(_config(db, "items"), subtask=0, parallelism=1, epoch=1, state=None)
     with pytest.raises(JdbcError, match=r"table items.*record \(1, 'a', 'extra'\) has 3 field\(s\) for 2"):
         writer.write([(0, "a"), (1, "a", "extra")], [0, 0])
+
+
+# -- on Spark: writers in Spark's Python workers, the committer on the driver ---------------------------
+@pytest.mark.spark
+def test_exactly_once_on_spark_writes_every_row_once(spark, make_env, db, tmp_path):
+    _create_items(db)
+    env = make_env("spark", **{"execution.epoch.max-records": 400, "execution.checkpointing.interval": "100 ms",
+                               "state.checkpoints.dir": (tmp_path / "ckpt").as_uri()})
+    env.set_parallelism(2)
+    eo = JdbcExactlyOnceOptions.builder().with_transaction_id_prefix("on-spark").build()
+    (env.from_source(NumberSequenceSource(0, 2_999), WatermarkStrategy.no_watermarks(), "numbers")
+     .map(lambda v: Row(v, "s"), output_type=ROW)
+     .sink_to(JdbcSink.exactly_once_sink(INSERT, ROW, _options(db.url), None, eo)))
+    env.execute("jdbc-on-spark")
+    assert _ids(db) == list(range(3_000))
+    assert db.prepared_gids() == set()
