@@ -98,6 +98,44 @@ def test_a_retried_task_leaves_one_prepared_transaction(db):
     assert _ids(db) == list(range(10))
 
 
+def test_committing_a_gone_gid_tells_committed_from_rolled_back(db, caplog):
+    _create_items(db)
+    config = _config(db, "items")
+    done, lost = (JdbcSinkWriter(config, subtask=0, parallelism=1, epoch=e, state={"clean": True}) for e in (1, 2))
+    done.write([Row(1, "a")], [0])
+    lost.write([Row(2, "b")], [0])
+    done_c, lost_c = done.prepare_commit(), lost.prepare_commit()
+    JdbcCommitter(config).commit(done_c)
+    with db.connect() as conn:
+        conn.execute("ROLLBACK PREPARED 'items-0-2'")      # an administrator's doing
+    with caplog.at_level("INFO", logger="sparkpoint.connectors.jdbc"):
+        JdbcCommitter(config).commit(done_c + lost_c)
+    assert "items-0-1 was committed already" in caplog.text
+    assert "items-0-2 was ROLLED BACK" in caplog.text and "lost" in caplog.text
+    assert [r.levelname for r in caplog.records if "items-0-2" in r.getMessage()] == ["ERROR"]
+    assert _ids(db) == [1]
+
+
+def test_a_subtasks_first_writer_rolls_back_only_its_own_leftovers(db):
+    """A fresh start (no writer state): leftovers of this subtask and of subtasks beyond the
+    parallelism go; another live subtask's, another prefix's stay."""
+    _create_items(db)
+    for prefix, subtask, epoch in [("items", 0, 1), ("items", 0, 9), ("items", 1, 1), ("items", 5, 2),
+                                   ("items-b", 0, 1)]:
+        writer = JdbcSinkWriter(_config(db, prefix), subtask=subtask, parallelism=9, epoch=epoch, state={"clean": 1})
+        writer.write([Row(epoch, "old")], [0])
+        writer.prepare_commit()
+    writer = JdbcSinkWriter(_config(db, "items"), subtask=0, parallelism=2, epoch=4, state=None)
+    writer.write([Row(4, "new")], [0])
+    assert writer.prepare_commit()[0].gid == "items-0-4"
+    assert db.prepared_gids() == {"items-0-4", "items-1-1", "items-b-0-1"}
+    assert writer.snapshot_state() == {"clean": True}
+    later = JdbcSinkWriter(_config(db, "items"), subtask=1, parallelism=2, epoch=5, state={"clean": True})
+    later.write([Row(5, "new")], [0])
+    later.prepare_commit()                                # a writer with state keeps earlier epochs
+    assert db.prepared_gids() == {"items-0-4", "items-1-1", "items-1-5", "items-b-0-1"}
+
+
 def _probe(url: str, path: str, at: int):
     """A map function that, at record ``at``, writes what a reader of the database sees to ``path``."""
 
