@@ -73,21 +73,24 @@ class PostgresServer:
             os.chmod(self._dir, 0o700)
             os.chown(self._dir, user.pw_uid, user.pw_gid)
         data = os.path.join(self._dir, "data")
-        init = subprocess.run([initdb, "-D", data, "-U", SUPERUSER, "-A", "trust", "-E", "UTF8", "--no-sync",
-                               "--locale=C"], capture_output=True, text=True, **_as_user(user))
-        if init.returncode != 0:
+        try:
+            init = subprocess.run([initdb, "-D", data, "-U", SUPERUSER, "-A", "trust", "-E", "UTF8", "--no-sync",
+                                   "--locale=C"], capture_output=True, text=True, **_as_user(user))
+            failure = f"({init.returncode}): {init.stderr[-2000:]}" if init.returncode != 0 else ""
+        except (OSError, subprocess.SubprocessError) as e:
+            failure = f": {e}"
+        if failure:
             self.stop()
-            raise PostgresServerError(f"initdb failed ({init.returncode}): {init.stderr[-2000:]}")
+            raise PostgresServerError(f"initdb failed {failure}")
         for _ in range(3):   # a free port can be taken between choosing it and binding it
             self.port = _free_port(self.host)
             with open(os.path.join(self._dir, "server.log"), "ab") as log:
-                self._proc = subprocess.Popen(
+                self._proc = self._popen(
                     [str(bindir / "postgres"), "-D", data, "-p", str(self.port), "-k", self._dir,
                      "-c", f"listen_addresses={self.host}", "-c", f"max_prepared_transactions="
                      f"{self.max_prepared_transactions}", "-c", "fsync=off", "-c", "synchronous_commit=off",
                      "-c", "full_page_writes=off", "-c", "max_connections=200"],
-                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent_hook(),
-                    **_as_user(user))
+                    log, user)
             if self._wait_until_answering():
                 atexit.register(self.stop)
                 return self
@@ -95,6 +98,14 @@ class PostgresServer:
         tail = self.server_log()[-2000:]
         self.stop()
         raise PostgresServerError(f"PostgreSQL did not accept connections on {self.host}:{self.port}: {tail}")
+
+    def _popen(self, command: list[str], log: Any, user: Optional[pwd.struct_passwd]) -> subprocess.Popen:
+        try:
+            return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    preexec_fn=_die_with_parent_hook(), **_as_user(user))
+        except (OSError, subprocess.SubprocessError) as e:
+            self.stop()
+            raise PostgresServerError(f"cannot start PostgreSQL ({command[0]}): {e}") from e
 
     def _wait_until_answering(self) -> bool:
         import psycopg
