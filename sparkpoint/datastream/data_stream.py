@@ -206,9 +206,11 @@ class DataStream:
         return DataStreamSink(DataStream(self._env, tid))
 
     def add_sink(self, sink_func: SinkFunction) -> "DataStreamSink":
+        """A legacy sink function, or a connector's sink built for ``add_sink`` in PyFlink (``JdbcSink``)."""
+        from sparkpoint.connectors.base import Sink
         from sparkpoint.connectors.function_sink import FunctionSink
 
-        return self.sink_to(FunctionSink(sink_func))
+        return self.sink_to(sink_func if isinstance(sink_func, Sink) else FunctionSink(sink_func))
 
     def print(self, sink_identifier: Optional[str] = None) -> "DataStreamSink":
         tid = self._env._add_transformation(PrintTransformation, "Print to Std. Out",

@@ -1,0 +1,454 @@
+"""The JDBC sink at run time, on PostgreSQL (psycopg 3).
+
+Every epoch task writes its records in one database transaction, in batches of
+``batch_size`` (``executemany``, pipelined). At the end of the epoch
+(``prepare_commit``):
+
+* **at-least-once** — the writer commits its transaction and returns no committables;
+* **exactly-once** — the writer issues ``PREPARE TRANSACTION '<gid>'`` and returns a
+  :class:`JdbcCommittable` (the gid and the transaction's id); the driver's
+  :class:`JdbcCommitter` runs ``COMMIT PREPARED '<gid>'`` once a checkpoint covering the
+  epoch completes.
+
+A gid is ``<prefix>-<subtask>-<epoch>``: deterministic, so a task retried within its
+epoch prepares under the same gid (it first rolls back the one an earlier attempt may
+have left). Committing a gid that is no longer prepared is a no-op, told apart from a
+transaction that was rolled back by the transaction's status (``pg_xact_status``).
+:func:`roll_back_strays` (the sink's restore hook) rolls back this sink's prepared
+transactions (its prefix, in its database) that the restored checkpoint does not refer
+to; a writer whose subtask has written nothing yet in this attempt (a fresh start)
+rolls back its subtask's leftovers the same way. Other prefixes are never touched.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, Optional
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from sparkpoint.connectors.base import Committer, SinkWriter
+from sparkpoint.errors import SparkpointError
+
+__all__ = ["JdbcError", "JdbcWriteError", "JdbcSinkConfig", "JdbcCommittable", "JdbcSinkWriter", "JdbcCommitter",
+           "roll_back_strays", "parse_jdbc_url", "redact_url", "to_psycopg_sql", "make_gid", "parse_gid"]
+
+logger = logging.getLogger(__name__)
+
+_URL_PREFIX = "jdbc:postgresql:"
+_PREFIX_CHARS = re.compile(r"[A-Za-z0-9_.:-]{1,150}")
+_TABLE = re.compile(r"^\s*insert\s+into\s+((?:\"[^\"]+\"|[\w$]+)(?:\s*\.\s*(?:\"[^\"]+\"|[\w$]+))?)", re.I)
+_PROPERTIES = {"user": "user", "password": "password", "sslmode": "sslmode", "ApplicationName": "application_name",
+               "connectTimeout": "connect_timeout", "options": "options", "sslrootcert": "sslrootcert",
+               "sslcert": "sslcert", "sslkey": "sslkey"}
+
+
+class JdbcError(SparkpointError):
+    """The JDBC sink is misconfigured or cannot reach or write its database."""
+
+
+class JdbcWriteError(JdbcError):
+    """A record could not be written; names the table, the SQL, the record and the database's error."""
+
+    def __init__(self, message: str, record: Any = None):
+        super().__init__(message)
+        self.record = record
+
+    def __reduce__(self) -> Any:
+        return (JdbcWriteError, (str(self), self.record))
+
+
+def _short(value: Any, limit: int = 200) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# -- configuration ----------------------------------------------------------------------------
+def redact_url(url: str) -> str:
+    """``url`` with the value of a ``password`` property masked."""
+    return re.sub(r"(?i)([?&]password=)[^&]*", r"\1***", url)
+
+
+def parse_jdbc_url(url: str, warn: bool = True) -> dict[str, Any]:
+    """psycopg connection keywords for a ``jdbc:postgresql://host[:port][,host2...]/database?props`` URL.
+
+    The JDBC driver's properties ``user``, ``password``, ``ssl``, ``sslmode``,
+    ``ApplicationName``, ``connectTimeout``, ``currentSchema``, ``options`` and the SSL file
+    properties are translated; others are ignored (with a warning if ``warn``).
+    """
+    if not url.startswith(_URL_PREFIX):
+        scheme = url.split("//", 1)[0] if "//" in url else url.split(":", 2)[:2]
+        raise JdbcError(f"the JDBC sink supports only PostgreSQL: URL scheme {scheme!r} is not "
+                        f"'jdbc:postgresql:' (expected jdbc:postgresql://host:port/database)")
+    rest = url[len(_URL_PREFIX):]
+    if not rest.startswith("//"):           # jdbc:postgresql:database
+        rest = "//localhost/" + rest.lstrip("/")
+    parts = urlsplit("postgresql:" + rest)
+    hosts, ports = [], []
+    for hp in (parts.netloc or "localhost").split(","):
+        host, _, port = hp.rpartition(":") if re.search(r":\d+$", hp) else (hp, "", "")
+        hosts.append(host.strip("[]") or "localhost")
+        ports.append(port or "5432")
+    out: dict[str, Any] = {"host": ",".join(hosts), "port": ",".join(ports)}
+    if unquote(parts.path.lstrip("/")):
+        out["dbname"] = unquote(parts.path.lstrip("/"))
+    ignored = []
+    for key, value in parse_qsl(parts.query, keep_blank_values=True):
+        if key in _PROPERTIES:
+            out[_PROPERTIES[key]] = value
+        elif key == "ssl" and value.lower() in ("true", ""):
+            out.setdefault("sslmode", "require")
+        elif key == "currentSchema":
+            out["options"] = f"{out.get('options', '')} -c search_path={value}".strip()
+        else:
+            ignored.append(key)
+    if ignored and warn:
+        logger.warning("JDBC URL properties %s are not understood by the PostgreSQL sink and are ignored",
+                       ", ".join(sorted(ignored)))
+    return out
+
+
+def to_psycopg_sql(sql: str) -> tuple[str, int]:
+    """JDBC's ``?`` placeholders as psycopg's ``%s``; returns the statement and its placeholder count.
+
+    ``?`` inside string literals, quoted identifiers, dollar quotes and comments is left
+    alone; ``??`` is a literal ``?`` (as the PostgreSQL JDBC driver reads it); every ``%``
+    is doubled.
+    """
+    out: list[str] = []
+    count, i, n = 0, 0, len(sql)
+    while i < n:
+        j = _skip_quoted(sql, i)
+        if j > i:
+            out.append(sql[i:j].replace("%", "%%"))
+            i = j
+        elif sql.startswith("??", i):
+            out.append("?")
+            i += 2
+        elif sql[i] == "?":
+            out.append("%s")
+            count += 1
+            i += 1
+        else:
+            out.append("%%" if sql[i] == "%" else sql[i])
+            i += 1
+    return "".join(out), count
+
+
+def _skip_quoted(sql: str, i: int) -> int:
+    """The end of the literal, quoted identifier, dollar quote or comment starting at ``i`` (``i``: none)."""
+    c = sql[i]
+    if c in "'\"":
+        escapes = c == "'" and i > 0 and sql[i - 1] in "eE" and (i < 2 or not (sql[i - 2].isalnum() or
+                                                                              sql[i - 2] == "_"))
+        j = i + 1
+        while j < len(sql):
+            if escapes and sql[j] == "\\":
+                j += 2
+            elif sql[j] == c and sql.startswith(c + c, j):
+                j += 2
+            elif sql[j] == c:
+                return j + 1
+            else:
+                j += 1
+        raise JdbcError(f"unterminated quoted text in the JDBC sink's SQL: {sql!r}")
+    if sql.startswith("--", i):
+        j = sql.find("\n", i)
+        return len(sql) if j < 0 else j
+    if sql.startswith("/*", i):
+        j = sql.find("*/", i + 2)
+        return len(sql) if j < 0 else j + 2
+    m = re.match(r"\$(?:[A-Za-z_][A-Za-z0-9_]*)?\$", sql[i:]) if c == "$" else None
+    if m and not (i > 0 and (sql[i - 1].isalnum() or sql[i - 1] == "_")):
+        j = sql.find(m.group(0), i + len(m.group(0)))
+        if j < 0:
+            raise JdbcError(f"unterminated dollar quote {m.group(0)} in the JDBC sink's SQL: {sql!r}")
+        return j + len(m.group(0))
+    return i
+
+
+@dataclass(frozen=True)
+class JdbcSinkConfig:
+    """Everything a writer and the committer need (pickled into tasks; the password is never shown)."""
+
+    sql: str
+    url: str
+    user: Optional[str] = None
+    password: Optional[str] = field(default=None, repr=False)
+    batch_size: int = 5000
+    batch_interval_ms: int = 0
+    max_retries: int = 3
+    exactly_once: bool = False
+    transaction_id_prefix: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        to_psycopg_sql(self.sql)   # fail early on unterminated quotes
+        parse_jdbc_url(self.url)
+        if self.batch_size < 1:
+            raise JdbcError(f"JDBC batch size must be at least 1, got {self.batch_size}")
+        if self.transaction_id_prefix is not None and not _PREFIX_CHARS.fullmatch(self.transaction_id_prefix):
+            raise JdbcError(f"transaction id prefix {self.transaction_id_prefix!r} must be 1-150 characters of "
+                            "letters, digits, '_', '.', ':' and '-'")
+
+    def __repr__(self) -> str:
+        mode = "exactly-once" if self.exactly_once else "at-least-once"
+        return f"JdbcSinkConfig({mode}, sql={self.sql!r}, url={redact_url(self.url)!r}, user={self.user!r})"
+
+    def conninfo(self) -> dict[str, Any]:
+        kw = parse_jdbc_url(self.url, warn=False)
+        if self.user is not None:
+            kw["user"] = self.user
+        if self.password is not None:
+            kw["password"] = self.password
+        return kw
+
+    @property
+    def prefix(self) -> str:
+        """The gid prefix: the configured one, else derived from the database and the SQL."""
+        if self.transaction_id_prefix:
+            return self.transaction_id_prefix
+        kw = parse_jdbc_url(self.url, warn=False)
+        where = f"{kw['host']}|{kw['port']}|{kw.get('dbname', '')}|{self.sql}"
+        return "sparkpoint-" + hashlib.sha256(where.encode()).hexdigest()[:16]
+
+    @property
+    def table(self) -> str:
+        m = _TABLE.match(self.sql)
+        return m.group(1) if m else "?"
+
+    def describe(self) -> str:
+        return f"JDBC sink into table {self.table} (SQL: {self.sql})"
+
+
+def make_gid(prefix: str, subtask: int, epoch: int) -> str:
+    return f"{prefix}-{subtask}-{epoch}"
+
+
+def parse_gid(prefix: str, gid: str) -> Optional[tuple[int, int]]:
+    """(subtask, epoch) of a gid made with ``prefix``; None for any other gid."""
+    m = re.fullmatch(re.escape(prefix) + r"-(\d+)-(\d+)", gid)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def _connect(config: JdbcSinkConfig, autocommit: bool) -> Any:
+    """A connection, retried ``max_retries`` times with growing pauses while the server cannot be reached."""
+    import psycopg
+
+    for attempt in range(config.max_retries + 1):
+        try:
+            return psycopg.connect(**config.conninfo(), autocommit=autocommit)
+        except psycopg.OperationalError as e:
+            if attempt >= config.max_retries:
+                raise JdbcError(f"{config.describe()}: cannot connect to the database after {attempt + 1} "
+                                f"attempt(s): {e}") from None
+            time.sleep(min(0.1 * 2 ** attempt, 5.0))
+    raise AssertionError("unreachable")
+
+
+def _finish_prepared(conn: Any, verb: str, gid: str) -> bool:
+    """``COMMIT PREPARED`` / ``ROLLBACK PREPARED`` ``gid``; False if no such transaction is prepared."""
+    import psycopg
+    from psycopg import sql
+
+    try:
+        conn.execute(sql.SQL(verb + " PREPARED {}").format(sql.Literal(gid)))
+        return True
+    except psycopg.errors.UndefinedObject:
+        return False
+
+
+def _prepared_gids(conn: Any, prefix: str) -> list[str]:
+    rows = conn.execute("SELECT gid FROM pg_prepared_xacts WHERE database = current_database() "
+                        "AND starts_with(gid, %s) ORDER BY gid", (prefix + "-",)).fetchall()
+    return [gid for (gid,) in rows if parse_gid(prefix, gid) is not None]
+
+
+class JdbcCommittable(NamedTuple):
+    """A prepared transaction: its gid and the id of the transaction (to tell commit from rollback)."""
+
+    gid: str
+    xid: str
+
+
+# -- the writer -------------------------------------------------------------------------------
+class JdbcSinkWriter(SinkWriter):
+    """One epoch task's records in one transaction: committed, or prepared for the driver to commit."""
+
+    def __init__(self, config: JdbcSinkConfig, subtask: int, parallelism: int, epoch: int, state: Any):
+        self.config = config
+        self.subtask, self.parallelism, self.epoch = subtask, parallelism, epoch
+        self.sql, self.placeholders = to_psycopg_sql(config.sql)
+        self.clean = isinstance(state, dict) and bool(state.get("clean"))
+        self.conn: Any = None
+        self.xid = ""
+        self.batch: list[tuple[Any, tuple]] = []
+        self.last_flush = time.monotonic()
+
+    def write(self, values: list, timestamps: list) -> None:
+        for value in values:
+            self.batch.append((value, self._params(value)))
+            if len(self.batch) >= self.config.batch_size:
+                self._flush()
+        interval = self.config.batch_interval_ms
+        if interval and (time.monotonic() - self.last_flush) * 1000 >= interval:
+            self._flush()
+
+    def _params(self, value: Any) -> tuple:
+        params = tuple(value) if isinstance(value, (tuple, list)) else (value,)
+        if len(params) != self.placeholders:
+            self._abort()
+            raise JdbcWriteError(f"{self.config.describe()}: record {_short(value)} has {len(params)} field(s) "
+                                 f"for {self.placeholders} placeholder(s)", value)
+        return params
+
+    def _open(self) -> None:
+        self.conn = _connect(self.config, autocommit=True)
+        if self.config.exactly_once:
+            self._roll_back_leftovers()
+        self.conn.autocommit = False
+        if self.config.exactly_once:
+            self.xid = self.conn.execute("SELECT pg_current_xact_id()::text").fetchone()[0]
+
+    def _roll_back_leftovers(self) -> None:
+        """Roll back this subtask's prepared transactions that no pending commit can refer to.
+
+        Those of this epoch and later ones (an earlier attempt of this task, or a run
+        that was not restored), and, before the subtask's first write in this attempt,
+        all of its own; subtask 0 also takes subtasks beyond the parallelism.
+        """
+        prefix = self.config.prefix
+        for gid in _prepared_gids(self.conn, prefix):
+            subtask, epoch = parse_gid(prefix, gid) or (-1, -1)
+            mine = subtask == self.subtask or (self.subtask == 0 and subtask >= self.parallelism)
+            if mine and (not self.clean or epoch >= self.epoch) and _finish_prepared(self.conn, "ROLLBACK", gid):
+                logger.info("%s: rolled back prepared transaction %s left by an earlier attempt",
+                            self.config.describe(), gid)
+        self.clean = True
+
+    def _flush(self) -> None:
+        self.last_flush = time.monotonic()
+        if not self.batch:
+            return
+        import psycopg
+
+        if self.conn is None:
+            self._open()
+        batch, self.batch = self.batch, []
+        try:
+            with self.conn.cursor() as cur:
+                cur.executemany(self.sql, [p for _, p in batch])
+        except psycopg.Error as e:
+            self._abort()
+            raise self._name_bad_record(batch, e) from None
+
+    def _name_bad_record(self, batch: list[tuple[Any, tuple]], error: Exception) -> JdbcError:
+        """The error naming the first record of ``batch`` that fails alone (replayed, then rolled back)."""
+        import psycopg
+
+        if isinstance(error, psycopg.OperationalError):
+            return JdbcError(f"{self.config.describe()}: lost the database connection: {error}")
+        try:
+            conn = _connect(self.config, autocommit=False)
+        except JdbcError:
+            conn = None
+        if conn is not None:
+            try:
+                for record, params in batch:
+                    try:
+                        conn.execute(self.sql, params)
+                    except psycopg.Error as e:
+                        return JdbcWriteError(f"{self.config.describe()}: cannot write record {_short(record)}: "
+                                              f"{_pg_error(e)}", record)
+            finally:
+                conn.rollback()
+                conn.close()
+        return JdbcWriteError(f"{self.config.describe()}: a batch of {len(batch)} record(s) starting with "
+                              f"{_short(batch[0][0])} failed: {_pg_error(error)}", batch[0][0])
+
+    def _abort(self) -> None:
+        conn, self.conn = self.conn, None
+        if conn is not None:
+            conn.close()   # the open transaction is rolled back
+
+    def prepare_commit(self) -> list:
+        self._flush()
+        if self.conn is None:
+            return []
+        from psycopg import sql
+
+        try:
+            if not self.config.exactly_once:
+                self.conn.commit()
+                return []
+            gid = make_gid(self.config.prefix, self.subtask, self.epoch)
+            self.conn.execute(sql.SQL("PREPARE TRANSACTION {}").format(sql.Literal(gid)))
+            return [JdbcCommittable(gid, self.xid)]
+        except Exception as e:
+            raise JdbcError(f"{self.config.describe()}: cannot end the transaction of epoch {self.epoch}, "
+                            f"subtask {self.subtask}: {_pg_error(e)}") from None
+        finally:
+            self._abort()
+
+    def snapshot_state(self) -> Any:
+        return {"clean": True} if self.clean else None
+
+
+def _pg_error(e: Exception) -> str:
+    state = getattr(e, "sqlstate", None)
+    text = str(e).strip()
+    return f"PostgreSQL error {state}: {text}" if state else f"{type(e).__name__}: {text}"
+
+
+# -- the driver's half --------------------------------------------------------------------------
+class JdbcCommitter(Committer):
+    """``COMMIT PREPARED`` for every committable; committing twice is a no-op."""
+
+    def __init__(self, config: JdbcSinkConfig):
+        self.config = config
+
+    def commit(self, committables: list) -> None:
+        import psycopg
+
+        try:
+            with _connect(self.config, autocommit=True) as conn:
+                for gid, xid in committables:
+                    if not _finish_prepared(conn, "COMMIT", gid):
+                        self._report_finished(conn, gid, xid)
+        except psycopg.Error as e:
+            raise JdbcError(f"{self.config.describe()}: cannot commit prepared transactions: {_pg_error(e)}"
+                            ) from None
+
+    def _report_finished(self, conn: Any, gid: str, xid: str) -> None:
+        """A gid that is no longer prepared: committed before (a restore commits again), or rolled back."""
+        import psycopg
+
+        try:
+            status = conn.execute("SELECT pg_xact_status(%s::xid8)", (xid,)).fetchone()[0]
+        except psycopg.Error:
+            status = None
+        if status == "committed":
+            logger.info("%s: prepared transaction %s was committed already", self.config.describe(), gid)
+        elif status == "aborted":
+            logger.error("%s: prepared transaction %s was ROLLED BACK before it could be committed (by an "
+                         "administrator, or by another job using the same transaction id prefix %r): the rows "
+                         "it held are lost", self.config.describe(), gid, self.config.prefix)
+        else:
+            logger.warning("%s: prepared transaction %s is gone and the database no longer knows whether it "
+                           "committed (transaction %s: %s)", self.config.describe(), gid, xid, status)
+
+
+def roll_back_strays(config: JdbcSinkConfig, committables: list) -> list[str]:
+    """Restore: roll back this sink's prepared transactions not in ``committables``; returns their gids."""
+    keep = {c[0] for c in committables}
+    rolled_back = []
+    with _connect(config, autocommit=True) as conn:
+        for gid in _prepared_gids(conn, config.prefix):
+            if gid not in keep and _finish_prepared(conn, "ROLLBACK", gid):
+                rolled_back.append(gid)
+    if rolled_back:
+        logger.info("%s: rolled back %d prepared transaction(s) of an aborted attempt: %s", config.describe(),
+                    len(rolled_back), ", ".join(rolled_back))
+    return rolled_back
