@@ -107,7 +107,7 @@ class JobPlan:
 
     def sink_nodes(self) -> list[int]:
         """The nodes that run a sink (a :class:`~sparkpoint.connectors.base.Sink`; not print or collect)."""
-        return [n.id for n in self.nodes.values() if n.sink is not None]
+        return [n.id for n in self.nodes.values() if n.kind == "sink"]
 
 
 def _topological(nodes: dict[int, StreamNode]) -> list[int]:

@@ -70,7 +70,7 @@ def assign_state(restored: RestoredCheckpoint, plan: JobPlan, source_parallelism
             continue
         par = plan.stage(plan.stage_of[nid]).parallelism
         old = [per_subtask.get(i) for i in range(max(per_subtask, default=-1) + 1)]
-        if plan.nodes[nid].sink is not None:  # as written, for the sink's recovery
+        if plan.nodes[nid].kind == "sink":  # as written, for the sink's recovery
             out.sink_writer_states[nid] = {i: s.get("writer") for i, s in per_subtask.items() if isinstance(s, dict)}
         for i, snap in enumerate(_redistribute(old, par)):
             if snap is not None:
