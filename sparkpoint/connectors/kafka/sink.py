@@ -56,6 +56,10 @@ class KafkaSinkConfig:
     def transaction_timeout_ms(self) -> int:
         return int(self.properties.get("transaction.timeout.ms", DEFAULT_TRANSACTION_TIMEOUT_MS))
 
+    def producer_config(self, **overrides: Any) -> dict[str, Any]:
+        """librdkafka's settings; keyed records go to the partition Java's producer would pick (murmur2)."""
+        return client_config(self.bootstrap_servers, {"partitioner": "murmur2_random", **self.properties}, **overrides)
+
     def transactional_id(self, subtask: int, n: int) -> str:
         return f"{self.transactional_id_prefix}-{subtask}-{n}"
 
@@ -100,7 +104,7 @@ class KafkaSinkWriter(SinkWriter):
 
     def _open(self) -> Any:
         if not self.config.exactly_once:
-            self.producer = _shared_producer(client_config(self.config.bootstrap_servers, self.config.properties))
+            self.producer = _shared_producer(self.config.producer_config())
             return self.producer
         from confluent_kafka import KafkaException, Producer
 
@@ -108,7 +112,7 @@ class KafkaSinkWriter(SinkWriter):
             abort_lingering(self.config, {self.subtask: None})
             self.next_transaction = 0
         self.transactional_id = self.config.transactional_id(self.subtask, self.next_transaction)
-        conf = client_config(self.config.bootstrap_servers, self.config.properties, **{
+        conf = self.config.producer_config(**{
             "transactional.id": self.transactional_id,
             "transaction.timeout.ms": self.config.transaction_timeout_ms,
             "statistics.interval.ms": 50, "stats_cb": self._on_stats})

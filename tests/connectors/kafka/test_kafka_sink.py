@@ -6,6 +6,7 @@ import logging
 from collections import Counter
 
 import pytest
+from kafka.partitioner.default import murmur2
 
 from sparkpoint.common import SimpleStringSchema
 from sparkpoint.datastream.connectors.kafka import DeliveryGuarantee, KafkaRecordSerializationSchema, KafkaSink
@@ -39,7 +40,7 @@ def _write(sink, subtask, state, values):
     return writer.prepare_commit(), writer.snapshot_state()
 
 
-def test_at_least_once_writes_every_record_with_key_and_timestamp(kafka, topic_name, make_env):
+def test_at_least_once_writes_every_record_with_its_key_where_java_would_put_it(kafka, topic_name, make_env):
     topic = topic_name("alo")
     kafka.create_topic(topic, partitions=3)
     env = make_env()
@@ -50,6 +51,8 @@ def test_at_least_once_writes_every_record_with_key_and_timestamp(kafka, topic_n
     records = read_topic(kafka.bootstrap_servers, topic, "read_uncommitted")
     assert Counter(v.decode() for *_, v in records) == Counter(values)
     assert all(k == v for _, _, k, v in records)
+    # Java's default partitioner: murmur2 of the key bytes, made positive, modulo the partitions
+    assert all(p == (murmur2(k) & 0x7FFFFFFF) % 3 for p, _, k, _ in records)
 
 
 def test_exactly_once_records_are_invisible_until_the_commit(kafka, topic_name):
