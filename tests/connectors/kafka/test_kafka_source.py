@@ -175,3 +175,15 @@ def test_watermarks_are_per_partition_and_an_idle_partition_does_not_hold_them_b
     idle = _epochs_of_watermarks(kafka, topic, bounded.with_idleness(Duration.of_millis(100)))
     # Flink's bounded out-of-orderness: max - delay - 1, once partition 1 is idle (after 100 ms without records)
     assert idle[1:] == [11_000 - 500 - 1, 12_000 - 500 - 1], idle
+
+
+def test_a_topic_pattern_reads_every_matching_topic(kafka, topic_name, make_env):
+    stem = topic_name("pattern")
+    for suffix, partitions in (("a", 1), ("b", 3), ("other", 1)):
+        kafka.create_topic(f"{stem}.{suffix}", partitions=partitions)
+        kafka.produce(f"{stem}.{suffix}", [f"{suffix}{i}" for i in range(5)])
+    source = (KafkaSource.builder().set_bootstrap_servers(kafka.bootstrap_servers)
+              .set_topic_pattern(stem.replace(".", r"\.") + r"\.[ab]")
+              .set_value_only_deserializer(SimpleStringSchema())
+              .set_bounded(KafkaOffsetsInitializer.latest()).build())
+    assert sorted(v for v, _ in _run(make_env, source)) == sorted(f"{s}{i}" for s in "ab" for i in range(5))
