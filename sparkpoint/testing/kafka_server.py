@@ -14,10 +14,10 @@ directory removed by :meth:`KafkaServer.stop`. Needs ``noida-db`` (a test depend
 from __future__ import annotations
 
 import atexit
+import os
 import shutil
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -198,10 +198,22 @@ def read_topic(bootstrap_servers: str, topic: str, isolation_level: str = "read_
 
 
 def _server_command() -> list[str]:
-    """``noida-db`` of this Python environment (next to the interpreter, else on PATH)."""
-    local = Path(sys.executable).parent / "noida-db"
-    if local.exists():
-        return [str(local)]
+    """noida-db's server binary itself.
+
+    The ``noida-db`` script on PATH is a Python wrapper that runs the binary as its child;
+    stopping (or outliving) the wrapper would leave the broker running, so the binary the
+    package ships is started directly.
+    """
+    try:
+        from importlib.resources import files
+
+        binary = files("noida_db").joinpath("noida-db")
+        if binary.is_file():
+            path = str(binary)
+            os.chmod(path, 0o755)
+            return [path]
+    except ImportError:
+        pass
     found = shutil.which("noida-db")
     if found is None:
         raise KafkaServerError("noida-db is not installed; install it: pip install noida-db")

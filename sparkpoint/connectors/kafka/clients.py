@@ -15,7 +15,8 @@ from typing import Any, Optional
 
 from sparkpoint.errors import SparkpointError
 
-__all__ = ["KafkaConnectorError", "client_config", "cached_consumer", "where"]
+__all__ = ["KafkaConnectorError", "client_config", "cached_consumer", "cached_producer", "close_cached_clients",
+           "where"]
 
 # Flink's own keys, and Java-client keys librdkafka does not know.
 _NOT_FOR_LIBRDKAFKA = {
@@ -27,6 +28,7 @@ _NOT_FOR_LIBRDKAFKA = {
 
 _lock = threading.Lock()
 _consumers: dict[tuple, Any] = {}
+_producers: dict[tuple, Any] = {}
 
 
 class KafkaConnectorError(SparkpointError):
@@ -79,3 +81,27 @@ def cached_consumer(conf: dict[str, Any], topic: str, partition: int) -> Partiti
         if consumer is None:
             consumer = _consumers[key] = PartitionConsumer(conf, topic, partition)
         return consumer
+
+
+def cached_producer(conf: dict[str, Any]) -> Any:
+    """A non-transactional producer per process and configuration, kept between epochs."""
+    from confluent_kafka import Producer
+
+    key = tuple(sorted((k, str(v)) for k, v in conf.items()))
+    with _lock:
+        producer = _producers.get(key)
+        if producer is None:
+            producer = _producers[key] = Producer(conf)
+        return producer
+
+
+def close_cached_clients() -> None:
+    """Close the consumers and producers this process keeps (producers are flushed first)."""
+    with _lock:
+        consumers, producers = list(_consumers.values()), list(_producers.values())
+        _consumers.clear()
+        _producers.clear()
+    for consumer in consumers:
+        consumer.consumer.close()
+    for producer in producers:
+        producer.flush(10)

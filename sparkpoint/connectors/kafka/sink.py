@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from sparkpoint.connectors.base import Committer, SinkWriter
-from sparkpoint.connectors.kafka.clients import KafkaConnectorError, client_config, where
+from sparkpoint.connectors.kafka.clients import KafkaConnectorError, cached_producer, client_config, where
 from sparkpoint.connectors.kafka.transactions import CommitOutcome, TransactionClient, TransactionRef
 
 __all__ = ["KafkaSinkConfig", "KafkaSinkWriter", "KafkaCommitter", "abort_lingering", "DEFAULT_TRANSACTION_TIMEOUT_MS"]
@@ -35,9 +34,6 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_TRANSACTION_TIMEOUT_MS = 900_000   # the broker's default transaction.max.timeout.ms
 _FLUSH_TIMEOUT_S = 120.0
-
-_lock = threading.Lock()
-_producers: dict[tuple, Any] = {}
 
 
 @dataclass(frozen=True)
@@ -104,7 +100,7 @@ class KafkaSinkWriter(SinkWriter):
 
     def _open(self) -> Any:
         if not self.config.exactly_once:
-            self.producer = _shared_producer(self.config.producer_config())
+            self.producer = cached_producer(self.config.producer_config())
             return self.producer
         from confluent_kafka import KafkaException, Producer
 
@@ -163,18 +159,6 @@ class KafkaSinkWriter(SinkWriter):
 
     def snapshot_state(self) -> dict:
         return {"next_transaction": self.next_transaction or 0}
-
-
-def _shared_producer(conf: dict) -> Any:
-    """A non-transactional producer per process and configuration, kept between epochs."""
-    from confluent_kafka import Producer
-
-    key = tuple(sorted((k, str(v)) for k, v in conf.items()))
-    with _lock:
-        producer = _producers.get(key)
-        if producer is None:
-            producer = _producers[key] = Producer(conf)
-        return producer
 
 
 class KafkaCommitter(Committer):

@@ -221,6 +221,16 @@ class KafkaSourceReader(SourceReader):
     def __init__(self, config: KafkaSourceConfig):
         self.config = config
         self.poll_s = int(config.properties.get("sparkpoint.kafka.poll-timeout-ms", 10)) / 1000
+        self.fetch_timeout_s = int(config.properties.get("sparkpoint.kafka.fetch-timeout-ms", 30_000)) / 1000
+
+    def _end_offset(self, consumer: Any, topic: str, partition: int) -> int:
+        from confluent_kafka import KafkaException, TopicPartition
+
+        try:
+            return int(consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=self.fetch_timeout_s,
+                                                      cached=False)[1])
+        except KafkaException as e:
+            raise KafkaConnectorError(f"cannot read the end offset of {where(topic, partition)}: {e}") from e
 
     def read(self, split: SourceSplit, max_records: int, max_bytes: int) -> ReadResult:
         topic, partition, stop = split.info["topic"], split.info["partition"], split.info.get("stop")
@@ -229,11 +239,20 @@ class KafkaSourceReader(SourceReader):
             return ReadResult([], [], split.with_(finished=True))
         cached = cached_consumer(self.config.consumer_config(**{"enable.partition.eof": True}), topic, partition)
         consumer = cached.position_at(position)
+        # what the partition holds now (read_committed: up to its last stable offset); not more, so an epoch
+        # never waits for records that do not exist yet
+        end = self._end_offset(consumer, topic, partition)
         batch = _Batch(self.config.deserializer, topic, partition, stop)
-        while len(batch.values) < max_records and batch.size < max_bytes and not batch.done:
+        waited_since = time.monotonic()
+        while batch.next(position) < end and len(batch.values) < max_records and batch.size < max_bytes \
+                and not batch.done:
             messages = consumer.consume(min(max_records - len(batch.values), 10_000), self.poll_s)
-            if not messages and batch.idle_since is not None and time.monotonic() - batch.idle_since > 1.0:
-                break   # no end-of-partition event either: the broker is slow; the next epoch goes on
+            if messages:
+                waited_since = time.monotonic()
+            elif time.monotonic() - waited_since > self.fetch_timeout_s:
+                raise KafkaConnectorError(f"no record of {where(topic, partition, batch.position or position)} "
+                                          f"arrived within {self.fetch_timeout_s:.0f} s, though the partition ends at "
+                                          f"offset {end}")
             batch.take(messages)
         if batch.at_end is not None:   # past control records (transaction markers) at the end
             batch.position = max(batch.position or position, batch.at_end)
@@ -259,13 +278,14 @@ class _Batch:
         self.at_end: Optional[int] = None
         self.done = False
         self.overshot = False
-        self.idle_since: Optional[float] = time.monotonic()
+
+    def next(self, position: int) -> int:
+        """The offset the batch reads next (``position`` until it took a message)."""
+        return self.position if self.position is not None else position
 
     def take(self, messages: list) -> None:
         from confluent_kafka import KafkaError
 
-        if messages:
-            self.idle_since = None
         for m in messages:
             if m.partition() != self.partition or m.topic() != self.topic:
                 continue   # fetched for the consumer's previous assignment

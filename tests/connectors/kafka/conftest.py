@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import shutil
-import sys
-from pathlib import Path
 
 import pytest
 
+from sparkpoint.connectors.kafka.clients import close_cached_clients
 from sparkpoint.testing.kafka_server import KafkaServer
 
 _names = itertools.count()
@@ -16,10 +16,11 @@ _names = itertools.count()
 
 @pytest.fixture(scope="session")
 def kafka():
-    if not (Path(sys.executable).parent / "noida-db").exists() and shutil.which("noida-db") is None:
+    if importlib.util.find_spec("noida_db") is None and shutil.which("noida-db") is None:
         pytest.skip("noida-db is not installed (pip install noida-db)")
     with KafkaServer() as server:
         yield server
+        close_cached_clients()   # before the broker goes: they would retry connecting until the process ends
 
 
 @pytest.fixture
