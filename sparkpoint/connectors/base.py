@@ -86,6 +86,9 @@ class SplitEnumerator(abc.ABC):
     def snapshot(self) -> Any:
         return None
 
+    def close(self) -> None:
+        """The job ended: release what the enumerator holds (connections)."""
+
     def notify_checkpoint_complete(self, checkpoint_id: int, splits: list[SourceSplit]) -> None:
         """Checkpoint ``checkpoint_id`` completed with the sources at ``splits`` (Kafka commits offsets here)."""
 

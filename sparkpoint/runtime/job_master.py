@@ -118,6 +118,8 @@ class JobMaster:
         self.notify_next: list[int] = []
         self.sink_committer.reset()
         src_stage = plan.stage(0)
+        for sc in getattr(self, "sources", {}).values():   # a restore starts the sources afresh
+            sc.enumerator.close()
         self.sources = {
             n.id: SourceCoordinator(n.id, n.effective_uid(), n.source,
                                      src_stage.parallelism if n.parallelism is None else n.parallelism)
@@ -225,6 +227,8 @@ class JobMaster:
                     "%d bytes of state changelog)", self.job_id, status.name.lower(), self.epoch, self.restarts,
                     self.state_rebuilds, self.changelog_bytes)
         self.executor.stop()
+        for sc in self.sources.values():
+            sc.enumerator.close()
         self._drop_working_state()
         if self.changelog is not None:
             self.changelog.drop()

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -34,6 +35,7 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_TRANSACTION_TIMEOUT_MS = 900_000   # the broker's default transaction.max.timeout.ms
 _FLUSH_TIMEOUT_S = 120.0
+_OPENER = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kafka-transaction-open")
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,8 @@ class KafkaSinkWriter(SinkWriter):
         self.records = 0
         self.failed: list[tuple[str, str]] = []
         self._stats: dict = {}
+        # the transactional producer opens while the task's upstream operators run (a round trip or two)
+        self._opening: Optional[Future] = _OPENER.submit(self._init_transactional) if config.exactly_once else None
 
     def write(self, values: list, timestamps: list) -> None:
         if not values:
@@ -99,27 +103,34 @@ class KafkaSinkWriter(SinkWriter):
             self.failed.append((where(message.topic(), message.partition()), str(err)))
 
     def _open(self) -> Any:
-        if not self.config.exactly_once:
+        if self._opening is None:
             self.producer = cached_producer(self.config.producer_config())
             return self.producer
-        from confluent_kafka import KafkaException, Producer
+        from confluent_kafka import KafkaException
+
+        try:
+            producer = self._opening.result()
+            producer.begin_transaction()
+        except KafkaException as e:
+            raise KafkaConnectorError(f"cannot open Kafka transaction '{self.transactional_id}' on "
+                                      f"{self.config.bootstrap_servers}: {e}") from e
+        self.producer = producer
+        return producer
+
+    def _init_transactional(self) -> Any:
+        """The epoch's transactional producer, its id fenced and initialized (in a thread)."""
+        from confluent_kafka import Producer
 
         if self.next_transaction is None:   # no state: nothing is known about earlier attempts
             abort_lingering(self.config, {self.subtask: None})
             self.next_transaction = 0
         self.transactional_id = self.config.transactional_id(self.subtask, self.next_transaction)
-        conf = self.config.producer_config(**{
+        producer = Producer(self.config.producer_config(**{
             "transactional.id": self.transactional_id,
             "transaction.timeout.ms": self.config.transaction_timeout_ms,
-            "statistics.interval.ms": 50, "stats_cb": self._on_stats})
-        self.producer = Producer(conf)
-        try:
-            self.producer.init_transactions(60)
-            self.producer.begin_transaction()
-        except KafkaException as e:
-            raise KafkaConnectorError(f"cannot open Kafka transaction '{self.transactional_id}' on "
-                                      f"{self.config.bootstrap_servers}: {e}") from e
-        return self.producer
+            "statistics.interval.ms": 50, "stats_cb": self._on_stats}))
+        producer.init_transactions(60)
+        return producer
 
     def _on_stats(self, text: str) -> None:
         eos = json.loads(text).get("eos") or {}
@@ -128,6 +139,8 @@ class KafkaSinkWriter(SinkWriter):
 
     def prepare_commit(self) -> list:
         producer = self.producer
+        if producer is None and self._opening is not None:   # no records: the transaction is never begun
+            self._opening.exception()   # (a failure to open it does not matter then)
         if producer is None or self.config.guarantee == "NONE":
             return []
         left = producer.flush(_FLUSH_TIMEOUT_S)

@@ -129,6 +129,11 @@ class KafkaSplitEnumerator(SplitEnumerator):
                     out += [(name, p) for p in sorted(metadata.topics[name].partitions)]
         return out
 
+    def close(self) -> None:
+        client, self._admin = self._admin, None
+        if client is not None:
+            client.close()
+
     def _client(self) -> Any:
         if self._admin is None:
             from confluent_kafka import Consumer
