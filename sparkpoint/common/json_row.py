@@ -83,7 +83,8 @@ def _read_int(value: Any, name: str, path: str) -> int:
         raise _FieldError(path, f"expected an integer for {name}, got {_excerpt(value)}")
     if isinstance(value, int):
         result = value
-    elif isinstance(value, Decimal) and value == value.to_integral_value():
+    elif isinstance(value, Decimal) and value.is_finite() and value.adjusted() <= 40 \
+            and value == value.to_integral_value():   # (an exponent like 1e2000000 would take minutes)
         result = int(value)
     elif isinstance(value, str) and value.strip().lstrip("+-").isdigit():
         result = int(value.strip())
@@ -264,6 +265,10 @@ class JsonRowDeserializationSchema(DeserializationSchema):
             return None
         try:
             return self._deserialize(message)
+        except RecursionError:
+            if self.ignore_parse_errors:
+                return None
+            raise ValueError(f"message nests too deeply: {_excerpt(bytes(message))}") from None
         except ValueError:
             if self.ignore_parse_errors:
                 return None

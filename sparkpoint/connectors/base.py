@@ -143,6 +143,12 @@ class Sink(abc.ABC):
     def create_committer(self) -> Optional[Committer]:
         return None
 
+    def transaction_prefix(self) -> Optional[str]:
+        """What names this sink's transactions in the system it writes to, if it writes exactly once
+        with transactions there (Kafka transactional ids, PostgreSQL gids); two sinks of a job must
+        not share it."""
+        return None
+
     def check_checkpointing(self, interval_ms: Optional[int], exactly_once: bool) -> None:
         """On the driver before the first epoch: warn of settings that do not fit the job's checkpoints
         (``interval_ms`` None: checkpointing is off)."""

@@ -46,7 +46,7 @@ from sparkpoint.runtime.changelog import StateChangelog, changelog_from_config
 from sparkpoint.runtime.restore import assign_keyed_state, assign_state
 from sparkpoint.runtime.results import EpochStats, JobExecutionResult, SavepointRequest
 from sparkpoint.runtime.savepoints import SavepointRequests
-from sparkpoint.runtime.sink_committer import SinkCommitter
+from sparkpoint.runtime.sink_committer import SinkCommitter, check_sinks
 from sparkpoint.runtime.source_coordinator import SourceCoordinator
 from sparkpoint.runtime.task import TaskDeployment, TaskReport
 from sparkpoint.storage.checkpoint_storage import FsCheckpointStorage
@@ -97,9 +97,8 @@ class JobMaster:
         self.status_machine = JobStatusMachine(self.job_id, self._status_changed)
         self.output = JobOutput(plan, out)
         self.sink_committer = SinkCommitter(plan, self.checkpointing.enabled and self.checkpointing.exactly_once)
-        for nid in plan.sink_nodes():
-            plan.nodes[nid].sink.check_checkpointing(
-                self.checkpointing.interval_ms if self.checkpointing.enabled else None, self.checkpointing.exactly_once)
+        check_sinks(plan, self.checkpointing.interval_ms if self.checkpointing.enabled else None,
+                    self.checkpointing.exactly_once)
         self.savepoints = SavepointRequests(config.get_string("state.savepoints.dir"))
         self.failover = Failover(self.job_id, config, self.checkpointing.enabled)
         if on_epoch is not None:

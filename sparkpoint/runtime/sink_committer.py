@@ -11,11 +11,13 @@ files of the aborted attempt are deleted.
 from __future__ import annotations
 
 import logging
-from typing import Any, Iterable
+from typing import Any, Iterable, Optional
 
+from sparkpoint.connectors.base import Sink
+from sparkpoint.errors import ConfigurationError
 from sparkpoint.runtime.graph import JobPlan
 
-__all__ = ["SinkCommitter"]
+__all__ = ["SinkCommitter", "check_sinks"]
 
 logger = logging.getLogger(__name__)
 
@@ -81,10 +83,34 @@ class SinkCommitter:
             committer = sink.create_committer()
             if committer is not None and committables:
                 committer.commit(committables)
-            sink.recover(committables, writer_states.get(nid, {}))
+            if isinstance(sink, Sink):   # (a sink given to sink_to may be any object with the writer methods)
+                sink.recover(committables, writer_states.get(nid, {}))
 
     def _commit(self, by_node: dict[int, Any]) -> None:
         for nid, committables in by_node.items():
             committer = self.plan.nodes[nid].sink.create_committer()
             if committer is not None and committables:
                 committer.commit(committables)
+
+
+def check_sinks(plan: JobPlan, interval_ms: Optional[int], exactly_once: bool) -> None:
+    """Before the first epoch: sinks that would take each other's transactions fail the job; settings
+    that cannot keep a transactional sink's promise are warned about."""
+    by_prefix: dict[str, list[str]] = {}
+    for nid in plan.sink_nodes():
+        sink = plan.nodes[nid].sink
+        prefix = sink.transaction_prefix() if isinstance(sink, Sink) else None
+        if prefix is not None:
+            by_prefix.setdefault(prefix, []).append(plan.uid(nid))
+            if interval_ms is None or not exactly_once:
+                logger.warning("sink '%s' writes exactly once with transactions, but checkpoints are %s: its output "
+                               "is committed every epoch and a failure can write records again", plan.uid(nid),
+                               "off" if interval_ms is None else "AT_LEAST_ONCE")
+        if isinstance(sink, Sink):
+            sink.check_checkpointing(interval_ms, exactly_once)
+    shared = {p: uids for p, uids in by_prefix.items() if len(uids) > 1}
+    if shared:
+        prefix, uids = next(iter(shared.items()))
+        raise ConfigurationError(f"sinks {', '.join(repr(u) for u in uids)} name their transactions alike "
+                                 f"({prefix}): each would abort the other's; give each its own transactional "
+                                 f"id prefix")

@@ -1,6 +1,7 @@
 """The Kafka sink at run time: delivery guarantees, and exactly-once with Kafka transactions.
 
-- ``NONE``: records are handed to a producer kept open in the process; nothing waits.
+- ``NONE``: records go to a producer kept open in the process, flushed at the epoch's end;
+  records the broker refused are logged, not retried.
 - ``AT_LEAST_ONCE``: the same producer is flushed at every epoch's end (the barrier), and
   a record the broker did not acknowledge fails the task.
 - ``EXACTLY_ONCE``: every epoch task that has records writes them in its own transaction,
@@ -141,9 +142,13 @@ class KafkaSinkWriter(SinkWriter):
         producer = self.producer
         if producer is None and self._opening is not None:   # no records: the transaction is never begun
             self._opening.exception()   # (a failure to open it does not matter then)
-        if producer is None or self.config.guarantee == "NONE":
+        if producer is None:
             return []
         left = producer.flush(_FLUSH_TIMEOUT_S)
+        if self.config.guarantee == "NONE":   # sent before the task ends (its process may go), failures only logged
+            if left or self.failed:
+                logger.warning("%d record(s) to Kafka were lost (delivery guarantee NONE)", left + len(self.failed))
+            return []
         if left:
             raise KafkaConnectorError(f"{left} record(s) were not acknowledged by {self.config.bootstrap_servers} "
                                       f"within {_FLUSH_TIMEOUT_S:.0f} s")
@@ -181,10 +186,15 @@ class KafkaCommitter(Committer):
         self.config = config
 
     def commit(self, committables: list) -> None:
-        with TransactionClient(self.config.bootstrap_servers) as client:
+        with TransactionClient(self.config.bootstrap_servers, self.config.properties) as client:
             for ref in committables:
                 ref = TransactionRef(*ref)
-                if client.commit(ref) == CommitOutcome.LOST:
+                outcome = client.commit(ref)
+                if outcome == CommitOutcome.EXPIRED:
+                    logger.warning("Kafka transaction '%s' (%d records) is no longer known to the broker (its id "
+                                   "expired); it was committed or aborted long ago", ref.transactional_id,
+                                   ref.records)
+                if outcome == CommitOutcome.LOST:
                     logger.error(
                         "Kafka transaction '%s' (%d records) was aborted before its checkpoint completed: its records "
                         "are lost. Most likely it ran longer than transaction.timeout.ms (%d ms); raise it (and the "
@@ -199,7 +209,7 @@ def abort_lingering(config: KafkaSinkConfig, next_by_subtask: dict[int, Optional
     never seen ends the subtask's range.
     """
     fenced = 0
-    with TransactionClient(config.bootstrap_servers) as client:
+    with TransactionClient(config.bootstrap_servers, config.properties) as client:
         for subtask, start in sorted(next_by_subtask.items()):
             n = start or 0
             while client.fence(config.transactional_id(subtask, n), config.transaction_timeout_ms) > 0:

@@ -52,12 +52,8 @@ class KafkaSourceConfig:
     properties: dict = field(default_factory=dict)
 
     @property
-    def bounded(self) -> bool:
-        return self.stopping is not None
-
-    @property
     def discovery_interval_ms(self) -> int:
-        if self.bounded or self.partitions:
+        if self.partitions:
             return -1
         return int(self.properties.get("partition.discovery.interval.ms", 300_000))
 
@@ -95,7 +91,7 @@ class KafkaSplitEnumerator(SplitEnumerator):
     def discover(self) -> None:
         interval = self.config.discovery_interval_ms
         now = time.monotonic()
-        if self.discovered_once and (interval < 0 or (now - self._last_discovery) * 1000 < interval):
+        if self.discovered_once and (self.ends or interval < 0 or (now - self._last_discovery) * 1000 < interval):
             return
         self._last_discovery = now
         new = [tp for tp in self._partitions() if f"{tp[0]}-{tp[1]}" not in self.known]
@@ -182,10 +178,32 @@ class KafkaSplitEnumerator(SplitEnumerator):
         return taken
 
     def assign(self, assigned: dict[int, list[SourceSplit]]) -> dict[int, list[SourceSplit]]:
+        """New partitions to their owners, and every partition the end offset this epoch reads up to.
+
+        The driver fixes the end, so a task Spark runs again for the same epoch reads
+        exactly the same records (the reader never reads past it).
+        """
         out = {i: list(splits) for i, splits in assigned.items()}
         for split in self.pending:
             out[split_owner(split.info["topic"], split.info["partition"], len(out))].append(split)
         self.pending = []
+        ends = self._end_offsets([s for splits in out.values() for s in splits if not s.finished])
+        return {i: [s.with_(info={**s.info, "end": ends[s.split_id]}) if s.split_id in ends else s for s in splits]
+                for i, splits in out.items()}
+
+    def _end_offsets(self, splits: list[SourceSplit]) -> dict[str, int]:
+        """Each partition's end now (under ``read_committed``, its last stable offset)."""
+        from confluent_kafka import KafkaException, TopicPartition
+
+        out = {}
+        for s in splits:
+            try:
+                _, high = self._client().get_watermark_offsets(TopicPartition(s.info["topic"], s.info["partition"]),
+                                                               timeout=30, cached=False)
+            except KafkaException as e:
+                raise KafkaConnectorError(f"cannot read the end offset of {where(s.info['topic'], s.info['partition'])}"
+                                          f" on {self.config.bootstrap_servers}: {e}") from e
+            out[s.split_id] = int(high)
         return out
 
     def no_more_splits(self) -> bool:
@@ -244,10 +262,13 @@ class KafkaSourceReader(SourceReader):
             return ReadResult([], [], split.with_(finished=True))
         cached = cached_consumer(self.config.consumer_config(**{"enable.partition.eof": True}), topic, partition)
         consumer = cached.position_at(position)
-        # what the partition holds now (read_committed: up to its last stable offset); not more, so an epoch
-        # never waits for records that do not exist yet
-        end = self._end_offset(consumer, topic, partition)
-        batch = _Batch(self.config.deserializer, topic, partition, stop)
+        # where the driver fixed this epoch's end (else what the partition holds now); never further, so a task
+        # run again reads the same records and an epoch never waits for records that do not exist yet
+        end = split.info.get("end")
+        if end is None:
+            end = self._end_offset(consumer, topic, partition)
+        batch = _Batch(self.config.deserializer, topic, partition, min(stop, end) if stop is not None else end)
+        cached.next_offset = None   # until this read succeeds: a retry after a failure seeks again
         waited_since = time.monotonic()
         while batch.next(position) < end and len(batch.values) < max_records and batch.size < max_bytes \
                 and not batch.done:
@@ -260,7 +281,7 @@ class KafkaSourceReader(SourceReader):
                                           f"offset {end}")
             batch.take(messages)
         if batch.at_end is not None:   # past control records (transaction markers) at the end
-            batch.position = max(batch.position or position, batch.at_end)
+            batch.position = max(batch.next(position), min(batch.at_end, batch.limit))
         new_position = batch.position if batch.position is not None else position
         # messages taken past the stop offset are not consumed: read from the position again next time
         cached.next_offset = new_position if not batch.overshot else None
@@ -272,9 +293,9 @@ class KafkaSourceReader(SourceReader):
 class _Batch:
     """Messages of one partition taken into an epoch's batch."""
 
-    def __init__(self, deserializer: Any, topic: str, partition: int, stop: Optional[int]):
+    def __init__(self, deserializer: Any, topic: str, partition: int, limit: int):
         self.deserialize = deserializer.deserialize if deserializer is not None else (lambda b: b)
-        self.topic, self.partition, self.stop = topic, partition, stop
+        self.topic, self.partition, self.limit = topic, partition, limit
         self.values: list = []
         self.timestamps: list = []
         self.malformed: list = []
@@ -301,8 +322,10 @@ class _Batch:
                     continue
                 raise KafkaConnectorError(f"cannot read {where(self.topic, self.partition)}: {error.str()}")
             offset = m.offset()
-            if self.stop is not None and offset >= self.stop:
+            if offset >= self.limit:
+                # past this read's limit (the offsets before it may be markers or aborted records): stop there
                 self.done = self.overshot = True
+                self.position = self.limit
                 break
             raw = m.value()
             self.position = offset + 1

@@ -47,6 +47,7 @@ from sparkpoint.connectors.jdbc import (
     JdbcSinkConfig,
     JdbcSinkWriter,
     redact_url,
+    parse_jdbc_url,
     roll_back_strays,
 )
 
@@ -266,6 +267,12 @@ class JdbcSink(Sink):
 
     def create_committer(self) -> Optional[Committer]:
         return JdbcCommitter(self.config) if self.config.exactly_once else None
+
+    def transaction_prefix(self) -> Optional[str]:
+        if not self.config.exactly_once:
+            return None
+        server = parse_jdbc_url(self.config.url, warn=False)   # gids are unique per server, not per database
+        return f"postgresql:{server['host']}:{server['port']}:{self.config.prefix}"
 
     def recover(self, committables: list, writer_states: dict[int, Any]) -> None:
         """Roll back this sink's prepared transactions the restored checkpoint does not refer to."""

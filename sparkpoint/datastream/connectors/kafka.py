@@ -46,7 +46,7 @@ from sparkpoint.errors import ConfigurationError
 
 __all__ = ["KafkaSource", "KafkaSourceBuilder", "KafkaTopicPartition", "KafkaOffsetResetStrategy",
            "KafkaOffsetsInitializer", "KafkaSink", "KafkaSinkBuilder", "KafkaRecordSerializationSchema",
-           "KafkaRecordSerializationSchemaBuilder", "DeliveryGuarantee"]
+           "KafkaRecordSerializationSchemaBuilder", "KafkaTopicSelector", "DeliveryGuarantee"]
 
 logger = logging.getLogger(__name__)
 
@@ -66,9 +66,15 @@ class KafkaTopicPartition:
 
 
 class KafkaOffsetResetStrategy(Enum):
-    LATEST = "latest"
-    EARLIEST = "earliest"
-    NONE = "none"
+    """Where to start a partition without a committed (or given) offset."""
+
+    LATEST = 0
+    EARLIEST = 1
+    NONE = 2
+
+    @property
+    def spec_name(self) -> str:
+        return self.name.lower()
 
 
 class KafkaOffsetsInitializer:
@@ -81,7 +87,7 @@ class KafkaOffsetsInitializer:
     def committed_offsets(offset_reset_strategy: KafkaOffsetResetStrategy = KafkaOffsetResetStrategy.NONE
                           ) -> "KafkaOffsetsInitializer":
         """The consumer group's committed offsets; ``offset_reset_strategy`` where there is none."""
-        return KafkaOffsetsInitializer(OffsetSpec("committed", reset=offset_reset_strategy.value))
+        return KafkaOffsetsInitializer(OffsetSpec("committed", reset=offset_reset_strategy.spec_name))
 
     @staticmethod
     def timestamp(timestamp: int) -> "KafkaOffsetsInitializer":
@@ -101,7 +107,7 @@ class KafkaOffsetsInitializer:
                 ) -> "KafkaOffsetsInitializer":
         """Given offsets per :class:`KafkaTopicPartition`; ``offset_reset_strategy`` for the others."""
         given = tuple((tp.topic, tp.partition, int(o)) for tp, o in offsets.items())
-        return KafkaOffsetsInitializer(OffsetSpec("offsets", offsets=given, reset=offset_reset_strategy.value))
+        return KafkaOffsetsInitializer(OffsetSpec("offsets", offsets=given, reset=offset_reset_strategy.spec_name))
 
 
 class KafkaSource(Source):
@@ -200,10 +206,19 @@ class KafkaSourceBuilder:
         if self._deserializer is None:
             raise ConfigurationError("KafkaSource needs a deserializer: set_value_only_deserializer(...)")
         group = self._group or self._properties.get("group.id")
+        if group is None and self._starting.spec.kind == "committed":
+            raise ConfigurationError("KafkaSource starting from committed offsets needs a group: set_group_id(...)")
         config = KafkaSourceConfig(servers, self._topics, self._pattern, self._partitions, group,
                                    self._starting.spec, self._stopping.spec if self._stopping else None,
                                    self._deserializer, dict(self._properties))
         return KafkaSource(config, self._ends)
+
+
+class KafkaTopicSelector:
+    """Picks each record's topic (PyFlink's ``KafkaTopicSelector``); a plain function works too."""
+
+    def apply(self, data: Any) -> str:
+        raise NotImplementedError
 
 
 class KafkaRecordSerializationSchema:
@@ -233,7 +248,7 @@ class KafkaRecordSerializationSchema:
 class KafkaRecordSerializationSchemaBuilder:
     def __init__(self) -> None:
         self._topic: Optional[str] = None
-        self._selector: Optional[Callable[[Any], str]] = None
+        self._selector: Any = None
         self._key: Any = None
         self._value: Any = None
 
@@ -241,7 +256,8 @@ class KafkaRecordSerializationSchemaBuilder:
         self._topic, self._selector = topic, None
         return self
 
-    def set_topic_selector(self, topic_selector: Callable[[Any], str]) -> "KafkaRecordSerializationSchemaBuilder":
+    def set_topic_selector(self, topic_selector: "KafkaTopicSelector | Callable[[Any], str]"
+                           ) -> "KafkaRecordSerializationSchemaBuilder":
         self._topic, self._selector = None, topic_selector
         return self
 
@@ -283,6 +299,10 @@ class KafkaSink(Sink):
         if self.config.exactly_once:
             abort_lingering(self.config, {s: (st or {}).get("next_transaction") for s, st in writer_states.items()})
 
+    def transaction_prefix(self) -> Optional[str]:
+        return f"kafka:{self.config.bootstrap_servers}:{self.config.transactional_id_prefix}" \
+            if self.config.exactly_once else None
+
     def check_checkpointing(self, interval_ms: Optional[int], exactly_once: bool) -> None:
         timeout = self.config.transaction_timeout_ms
         if self.config.exactly_once and interval_ms is not None and timeout <= 2 * interval_ms:
@@ -290,9 +310,6 @@ class KafkaSink(Sink):
                            "interval (%d ms): a transaction still open when it times out is aborted by the broker "
                            "and its records are lost; give it several intervals plus the time a recovery takes",
                            timeout, interval_ms)
-        if self.config.exactly_once and interval_ms is None:
-            logger.warning("the Kafka sink is EXACTLY_ONCE but checkpointing is off: each epoch commits its own "
-                           "transactions, and a failure can write records again")
 
 
 class KafkaSinkBuilder:

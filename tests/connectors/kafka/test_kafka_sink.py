@@ -129,3 +129,15 @@ class _Plan:
 
     def sink_nodes(self):
         return [7]
+
+
+def test_two_sinks_with_one_transactional_id_prefix_are_refused(kafka, make_env, caplog):
+    from sparkpoint.errors import ConfigurationError as Refused
+
+    env = make_env(**{"execution.checkpointing.interval": "1 s", "execution.checkpointing.mode": "AT_LEAST_ONCE"})
+    stream = env.from_collection(["x"])
+    stream.sink_to(_sink(kafka, "t1", prefix="same")).uid("first")
+    stream.sink_to(_sink(kafka, "t2", prefix="same")).uid("second")
+    with caplog.at_level(logging.WARNING), pytest.raises(Refused, match="'first', 'second'"):
+        env.execute("two sinks")
+    assert any("AT_LEAST_ONCE" in r.getMessage() and "'first'" in r.getMessage() for r in caplog.records)

@@ -150,10 +150,11 @@ def _epochs_of_watermarks(kafka, topic, strategy, epochs=3, step_ms=200):
               .set_value_only_deserializer(SimpleStringSchema()).build())
     enumerator = source.create_enumerator()
     enumerator.discover()
-    splits = enumerator.assign({0: []})[0]
+    splits: list = []
     marks = []
     for epoch in range(epochs):
         kafka.produce(topic, ["x"], partition=0, timestamps=[10_000 + 1000 * epoch])
+        splits = enumerator.assign({0: splits})[0]   # as the driver does before every epoch
         op = SourceOperator("kafka", "kafka", source, strategy)
         op.setup(TaskContext(job_id="j", job_name="j", stage_id=0, subtask_index=0, parallelism=1, max_parallelism=128,
                              epoch=epoch, processing_time=1_000_000 + epoch * step_ms, job_parameters={}), None)
@@ -187,3 +188,22 @@ def test_a_topic_pattern_reads_every_matching_topic(kafka, topic_name, make_env)
               .set_value_only_deserializer(SimpleStringSchema())
               .set_bounded(KafkaOffsetsInitializer.latest()).build())
     assert sorted(v for v, _ in _run(make_env, source)) == sorted(f"{s}{i}" for s in "ab" for i in range(5))
+
+
+def test_a_task_run_again_reads_exactly_what_its_first_run_read(kafka, topic_name):
+    """The driver fixes each partition's end for the epoch: records that arrive later wait for the next one."""
+    topic = topic_name("rerun")
+    kafka.create_topic(topic)
+    kafka.produce(topic, [f"a{i}" for i in range(30)])
+    source = (KafkaSource.builder().set_bootstrap_servers(kafka.bootstrap_servers).set_topics(topic)
+              .set_value_only_deserializer(SimpleStringSchema()).build())
+    enumerator = source.create_enumerator()
+    enumerator.discover()
+    [split] = enumerator.assign({0: []})[0]
+    first = source.create_reader().read(split, 1000, 1 << 30)
+    kafka.produce(topic, [f"b{i}" for i in range(5)])   # arrives between the two runs
+    again = source.create_reader().read(split, 1000, 1 << 30)
+    assert first.values == again.values == [f"a{i}" for i in range(30)]
+    assert first.split.position == again.split.position == 30
+    [split] = enumerator.assign({0: [again.split]})[0]
+    assert source.create_reader().read(split, 1000, 1 << 30).values == [f"b{i}" for i in range(5)]
