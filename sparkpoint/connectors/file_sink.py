@@ -183,7 +183,7 @@ class FileSinkWriter(SinkWriter):
         return committables
 
     def snapshot_state(self) -> dict:
-        return {"part_counter": self.counter}
+        return {"part_counter": self.counter, "job": self.uid}
 
 
 class FileCommitter(Committer):
@@ -201,21 +201,23 @@ class FileCommitter(Committer):
                     f"(was the output directory cleaned while the job ran?)")
 
 
-def cleanup_leftovers(root_url: str, part_prefix: str, keep: list) -> list[str]:
-    """Delete staged part files under ``root_url`` that no pending commit refers to.
+def cleanup_leftovers(root_url: str, part_prefix: str, keep: list, jobs: set[str]) -> list[str]:
+    """Delete staged part files under ``root_url`` of the part-name ``jobs`` that no pending commit refers to.
 
     After a restore, staged files written by epochs after the restored checkpoint's
-    barrier (an aborted attempt) would otherwise stay behind, hidden but wasting space.
-    Returns the deleted paths.
+    barrier (an aborted attempt of the job that took it) would otherwise stay behind,
+    hidden but wasting space. Staged files of other jobs (their names carry their job)
+    are never touched. Returns the deleted paths.
     """
     fs, root = url_to_fs(root_url)
-    if not fs.exists(root):
+    if not fs.exists(root) or not jobs:
         return []
     keep_paths = {url_to_fs(staged)[1] for staged, _ in keep}
+    starts = tuple(f".{part_prefix}-{job}-" for job in jobs)
     deleted = []
     for path in fs.find(root):
         name = path.rsplit("/", 1)[-1]
-        if name.startswith(f".{part_prefix}-") and name.endswith(".inprogress") and path not in keep_paths:
+        if name.startswith(starts) and name.endswith(".inprogress") and path not in keep_paths:
             try:
                 fs.rm(path)
                 deleted.append(path)

@@ -134,7 +134,7 @@ def test_staged_files_are_hidden_until_committed_and_commit_is_idempotent(tmp_pa
     writer = FileSinkWriter(config, 3, "0123456789abcdef" * 2, {"part_counter": 7})
     writer.write([f"line{i}" for i in range(5)], [None] * 5)
     committables = writer.prepare_commit()
-    assert writer.snapshot_state() == {"part_counter": 7 + len(committables)}
+    assert writer.snapshot_state() == {"part_counter": 7 + len(committables), "job": "0123456789ab"}
     assert [os.path.basename(c.final_path) for c in committables] == [
         f"part-0123456789ab-3-{n}" for n in range(7, 7 + len(committables))]
     assert all(os.path.basename(c.staged_path) == "." + os.path.basename(c.final_path) + ".inprogress"

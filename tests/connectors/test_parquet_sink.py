@@ -195,9 +195,13 @@ def test_recover_removes_staged_files_no_checkpoint_refers_to(tmp_path):
     unclosed = sink.create_writer(0, 2, "feedfacefeedface", 2, {"part_counter": 9})
     unclosed.write([to_order(4)], [None])                            # a task that died before prepare_commit
     assert len(staged_files(out)) == 3 and visible_files(out) == []
+    other_job = sink.create_writer(0, 1, "0ther0ther0ther", 0, None)
+    other_job.write([to_order(5)], [None])
+    others = other_job.prepare_commit()                              # staged by another job writing there
     FileCommitter().commit(keep)
-    sink.recover(keep, {0: {"part_counter": 1}})
-    assert staged_files(out) == [] and [os.path.basename(p) for p in visible_files(out)] == ["part-feedfacefeed-0-0"]
+    sink.recover(keep, {0: {"part_counter": 1, "job": "feedfacefeed"}})
+    assert staged_files(out) == [others[0].staged_path]              # only the restored job's leftovers go
+    assert [os.path.basename(p) for p in visible_files(out)] == ["part-feedfacefeed-0-0"]
     assert pq.read_table(visible_files(out)[0]).column("id").to_pylist() == [1]
     assert not any(os.path.exists(c.staged_path) for c in leftovers)
 

@@ -323,7 +323,8 @@ class FileSink(Sink):
         """Remove staged files of an aborted attempt (called on restore, after re-committing)."""
         from sparkpoint.connectors.files import cleanup_leftovers
 
-        deleted = cleanup_leftovers(self.base_path, self.output_file_config.get_part_prefix(), committables)
+        jobs = {st["job"] for st in writer_states.values() if isinstance(st, dict) and "job" in st}
+        deleted = cleanup_leftovers(self.base_path, self.output_file_config.get_part_prefix(), committables, jobs)
         if deleted:
             logger.info("removed %d staged part file(s) of an aborted attempt under %s", len(deleted), self.base_path)
 
