@@ -50,31 +50,29 @@ def client_config(bootstrap_servers: str, properties: dict[str, Any], **override
 
 
 class PartitionConsumer:
-    """A consumer assigned to one partition, and the offset its next message will have."""
+    """A consumer of one partition, kept open (connected) between the epochs that read it."""
 
     def __init__(self, conf: dict[str, Any], topic: str, partition: int):
         from confluent_kafka import Consumer
 
         self.consumer = Consumer(conf)
         self.topic, self.partition = topic, partition
-        self.next_offset: Optional[int] = None
 
     def position_at(self, offset: int) -> Any:
-        """The consumer, reading from ``offset`` (what it fetched ahead is kept when it already is there)."""
-        if self.next_offset != offset:
-            from confluent_kafka import TopicPartition
+        """The consumer, reading from ``offset``."""
+        from confluent_kafka import TopicPartition
 
-            self.consumer.assign([TopicPartition(self.topic, self.partition, offset)])
-            self.next_offset = offset
+        self.consumer.assign([TopicPartition(self.topic, self.partition, offset)])
         return self.consumer
+
+    def release(self) -> None:
+        """Between epochs nothing is assigned: an idle consumer would poll the broker all the time, and
+        what it fetched ahead might not be where the next epoch starts (another worker may read it)."""
+        self.consumer.unassign()
 
 
 def cached_consumer(conf: dict[str, Any], topic: str, partition: int) -> PartitionConsumer:
-    """A consumer of one partition with ``conf``, opened once per process and reused by later tasks.
-
-    One consumer per partition keeps its prefetched messages valid from one epoch to the
-    next; switching one consumer between partitions would drop them every time.
-    """
+    """A consumer of one partition with ``conf``, opened once per process and reused by later tasks."""
     key = (threading.get_ident(), topic, partition, *sorted((k, str(v)) for k, v in conf.items()))
     with _lock:
         consumer = _consumers.get(key)

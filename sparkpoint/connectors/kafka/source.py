@@ -255,20 +255,8 @@ class KafkaSourceReader(SourceReader):
         except KafkaException as e:
             raise KafkaConnectorError(f"cannot read the end offset of {where(topic, partition)}: {e}") from e
 
-    def read(self, split: SourceSplit, max_records: int, max_bytes: int) -> ReadResult:
-        topic, partition, stop = split.info["topic"], split.info["partition"], split.info.get("stop")
-        position = int(split.position)
-        if stop is not None and position >= stop:
-            return ReadResult([], [], split.with_(finished=True))
-        cached = cached_consumer(self.config.consumer_config(**{"enable.partition.eof": True}), topic, partition)
-        consumer = cached.position_at(position)
-        # where the driver fixed this epoch's end (else what the partition holds now); never further, so a task
-        # run again reads the same records and an epoch never waits for records that do not exist yet
-        end = split.info.get("end")
-        if end is None:
-            end = self._end_offset(consumer, topic, partition)
-        batch = _Batch(self.config.deserializer, topic, partition, min(stop, end) if stop is not None else end)
-        cached.next_offset = None   # until this read succeeds: a retry after a failure seeks again
+    def _fill(self, consumer: Any, batch: "_Batch", position: int, end: int, max_records: int,
+              max_bytes: int) -> None:
         waited_since = time.monotonic()
         while batch.next(position) < end and len(batch.values) < max_records and batch.size < max_bytes \
                 and not batch.done:
@@ -276,15 +264,31 @@ class KafkaSourceReader(SourceReader):
             if messages:
                 waited_since = time.monotonic()
             elif time.monotonic() - waited_since > self.fetch_timeout_s:
-                raise KafkaConnectorError(f"no record of {where(topic, partition, batch.position or position)} "
-                                          f"arrived within {self.fetch_timeout_s:.0f} s, though the partition ends at "
-                                          f"offset {end}")
+                raise KafkaConnectorError(f"no record of {where(batch.topic, batch.partition, batch.next(position))} "
+                                          f"arrived within {self.fetch_timeout_s:.0f} s, though the partition ends "
+                                          f"at offset {end}")
             batch.take(messages)
+
+    def read(self, split: SourceSplit, max_records: int, max_bytes: int) -> ReadResult:
+        topic, partition, stop = split.info["topic"], split.info["partition"], split.info.get("stop")
+        position = int(split.position)
+        if stop is not None and position >= stop:
+            return ReadResult([], [], split.with_(finished=True))
+        cached = cached_consumer(self.config.consumer_config(**{"enable.partition.eof": True}), topic, partition)
+        consumer = cached.position_at(position)
+        try:
+            # where the driver fixed this epoch's end (else what the partition holds now); never further, so a
+            # task run again reads the same records and an epoch never waits for records that do not exist yet
+            end = split.info.get("end")
+            if end is None:
+                end = self._end_offset(consumer, topic, partition)
+            batch = _Batch(self.config.deserializer, topic, partition, min(stop, end) if stop is not None else end)
+            self._fill(consumer, batch, position, end, max_records, max_bytes)
+        finally:
+            cached.release()
         if batch.at_end is not None:   # past control records (transaction markers) at the end
             batch.position = max(batch.next(position), min(batch.at_end, batch.limit))
         new_position = batch.position if batch.position is not None else position
-        # messages taken past the stop offset are not consumed: read from the position again next time
-        cached.next_offset = new_position if not batch.overshot else None
         finished = stop is not None and new_position >= stop
         return ReadResult(batch.values, batch.timestamps, split.with_(position=new_position, finished=finished),
                           malformed=batch.malformed)
@@ -303,7 +307,6 @@ class _Batch:
         self.position: Optional[int] = None
         self.at_end: Optional[int] = None
         self.done = False
-        self.overshot = False
 
     def next(self, position: int) -> int:
         """The offset the batch reads next (``position`` until it took a message)."""
@@ -324,7 +327,7 @@ class _Batch:
             offset = m.offset()
             if offset >= self.limit:
                 # past this read's limit (the offsets before it may be markers or aborted records): stop there
-                self.done = self.overshot = True
+                self.done = True
                 self.position = self.limit
                 break
             raw = m.value()

@@ -23,6 +23,13 @@ def kafka():
         close_cached_clients()   # before the broker goes: they would retry connecting until the process ends
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _close_clients_after_each_module():
+    """Jobs run in this process leave consumers and producers cached: close them between modules."""
+    yield
+    close_cached_clients()
+
+
 @pytest.fixture
 def topic_name():
     """A fresh topic name per call: ``topic_name("events")`` -> ``events-7``."""
