@@ -13,17 +13,15 @@ directory removed by :meth:`KafkaServer.stop`. Needs ``noida-db`` (a test depend
 
 from __future__ import annotations
 
-import atexit
 import os
 import shutil
 import socket
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-from sparkpoint.testing.s3_server import _die_with_parent, _free_port
+from sparkpoint.testing.local_server import LocalServer, die_with_parent
 
 __all__ = ["KafkaServer", "KafkaServerError", "read_topic"]
 
@@ -32,82 +30,28 @@ class KafkaServerError(RuntimeError):
     """The broker could not be started or did not answer."""
 
 
-class KafkaServer:
+class KafkaServer(LocalServer):
     """``noida-db start --only kafka`` on a free port of 127.0.0.1; :meth:`stop` ends it."""
 
-    def __init__(self, host: str = "127.0.0.1", startup_timeout: float = 30.0):
-        self.host = host
-        self.port = 0
-        self.startup_timeout = startup_timeout
-        self._proc: Optional[subprocess.Popen] = None
-        self._dir = ""
+    name = "kafka"
+    error = KafkaServerError
 
-    def start(self) -> "KafkaServer":
-        self._dir = tempfile.mkdtemp(prefix="sparkpoint-kafka-")
-        for _ in range(3):   # a free port can be taken between choosing it and binding it
-            self.port = _free_port(self.host)
-            with open(Path(self._dir, "server.log"), "ab") as log:
-                try:
-                    self._proc = subprocess.Popen(
-                        [*_server_command(), "start", "--data-dir", str(Path(self._dir, "data")), "--host", self.host,
-                         "--only", "kafka", "--kafka-port", str(self.port)],
-                        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
-                except OSError as e:
-                    raise KafkaServerError(f"cannot start noida-db ({e}); install it: pip install noida-db") from e
-            if self._wait_until_answering():
-                atexit.register(self.stop)
-                return self
-            self._terminate()
-        tail = self.server_log()[-2000:]
-        self.stop()
-        raise KafkaServerError(f"noida-db's Kafka service did not answer on {self.bootstrap_servers}: {tail}")
+    def _launch(self, log: Any) -> subprocess.Popen:
+        try:
+            return subprocess.Popen(
+                [*_server_command(), "start", "--data-dir", str(Path(self._dir, "data")), "--host", self.host,
+                 "--only", "kafka", "--kafka-port", str(self.port)],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent())
+        except OSError as e:
+            raise KafkaServerError(f"cannot start noida-db ({e}); install it: pip install noida-db") from e
 
-    def _wait_until_answering(self) -> bool:
+    def _answers(self) -> bool:
         from confluent_kafka.admin import AdminClient
 
-        deadline = time.monotonic() + self.startup_timeout
-        while time.monotonic() < deadline:
-            assert self._proc is not None
-            if self._proc.poll() is not None:
-                return False
-            try:
-                with socket.create_connection((self.host, self.port), timeout=1):
-                    pass
-                AdminClient({"bootstrap.servers": self.bootstrap_servers}).list_topics(timeout=5)
-                return True
-            except Exception:
-                time.sleep(0.2)
-        return False
-
-    def stop(self) -> None:
-        self._terminate()
-        atexit.unregister(self.stop)
-        if self._dir:
-            shutil.rmtree(self._dir, ignore_errors=True)
-            self._dir = ""
-
-    def _terminate(self) -> None:
-        proc, self._proc = self._proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
-
-    def __enter__(self) -> "KafkaServer":
-        return self.start()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
-
-    def server_log(self) -> str:
-        try:
-            return Path(self._dir, "server.log").read_text(errors="replace")
-        except OSError:
-            return ""
+        with socket.create_connection((self.host, self.port), timeout=1):
+            pass
+        AdminClient({"bootstrap.servers": self.bootstrap_servers}).list_topics(timeout=5)
+        return True
 
     @property
     def bootstrap_servers(self) -> str:

@@ -17,19 +17,16 @@ psycopg.
 
 from __future__ import annotations
 
-import atexit
 import glob
 import os
 import pwd
 import shutil
 import signal
-import socket
 import subprocess
-import sys
-import tempfile
-import time
 from pathlib import Path
 from typing import Any, Optional
+
+from sparkpoint.testing.local_server import LocalServer, die_with_parent
 
 __all__ = ["PostgresServer", "PostgresServerError", "find_initdb"]
 
@@ -49,103 +46,62 @@ def find_initdb() -> Optional[str]:
     return versions[-1] if versions else None
 
 
-class PostgresServer:
+class PostgresServer(LocalServer):
     """A throw-away PostgreSQL cluster on a free port of 127.0.0.1; :meth:`stop` ends it and deletes it."""
 
-    def __init__(self, host: str = "127.0.0.1", startup_timeout: float = 60.0, max_prepared_transactions: int = 64):
-        self.host = host
-        self.port = 0
-        self.startup_timeout = startup_timeout
-        self.max_prepared_transactions = max_prepared_transactions
-        self._proc: Optional[subprocess.Popen] = None
-        self._dir = ""
+    name = "pg"
+    error = PostgresServerError
+    stop_signal = signal.SIGINT   # PostgreSQL's fast shutdown: sessions are ended
+    stop_timeout = 30.0
 
-    # -- life cycle ---------------------------------------------------------------------------
-    def start(self) -> "PostgresServer":
-        """Create the cluster, start the server and wait until it accepts connections."""
+    def __init__(self, host: str = "127.0.0.1", startup_timeout: float = 60.0, max_prepared_transactions: int = 64):
+        super().__init__(host, startup_timeout)
+        self.max_prepared_transactions = max_prepared_transactions
+        self._user: Optional[pwd.struct_passwd] = None
+        self._bindir = Path()
+
+    def _prepare(self) -> None:
+        """Create the cluster (``initdb``), owned by the user the server runs as."""
         initdb = find_initdb()
         if initdb is None:
+            self.stop()
             raise PostgresServerError("PostgreSQL's initdb was not found; install the PostgreSQL server package")
-        bindir = Path(os.path.realpath(initdb)).parent
-        self._dir = tempfile.mkdtemp(prefix="sparkpoint-pg-")
-        user = _server_user()
-        if user is not None:
+        self._bindir = Path(os.path.realpath(initdb)).parent
+        self._user = _server_user()
+        if self._user is not None:
             os.chmod(self._dir, 0o700)
-            os.chown(self._dir, user.pw_uid, user.pw_gid)
-        data = os.path.join(self._dir, "data")
+            os.chown(self._dir, self._user.pw_uid, self._user.pw_gid)
         try:
-            init = subprocess.run([initdb, "-D", data, "-U", SUPERUSER, "-A", "trust", "-E", "UTF8", "--no-sync",
-                                   "--locale=C"], capture_output=True, text=True, **_as_user(user))
+            init = subprocess.run([initdb, "-D", self._data, "-U", SUPERUSER, "-A", "trust", "-E", "UTF8",
+                                   "--no-sync", "--locale=C"], capture_output=True, text=True, **_as_user(self._user))
             failure = f"({init.returncode}): {init.stderr[-2000:]}" if init.returncode != 0 else ""
         except (OSError, subprocess.SubprocessError) as e:
             failure = f": {e}"
         if failure:
             self.stop()
             raise PostgresServerError(f"initdb failed {failure}")
-        for _ in range(3):   # a free port can be taken between choosing it and binding it
-            self.port = _free_port(self.host)
-            with open(os.path.join(self._dir, "server.log"), "ab") as log:
-                self._proc = self._popen(
-                    [str(bindir / "postgres"), "-D", data, "-p", str(self.port), "-k", self._dir,
-                     "-c", f"listen_addresses={self.host}", "-c", f"max_prepared_transactions="
-                     f"{self.max_prepared_transactions}", "-c", "fsync=off", "-c", "synchronous_commit=off",
-                     "-c", "full_page_writes=off", "-c", "max_connections=200"],
-                    log, user)
-            if self._wait_until_answering():
-                atexit.register(self.stop)
-                return self
-            self._terminate()
-        tail = self.server_log()[-2000:]
-        self.stop()
-        raise PostgresServerError(f"PostgreSQL did not accept connections on {self.host}:{self.port}: {tail}")
 
-    def _popen(self, command: list[str], log: Any, user: Optional[pwd.struct_passwd]) -> subprocess.Popen:
+    @property
+    def _data(self) -> str:
+        return os.path.join(self._dir, "data")
+
+    def _launch(self, log: Any) -> subprocess.Popen:
+        command = [str(self._bindir / "postgres"), "-D", self._data, "-p", str(self.port), "-k", self._dir,
+                   "-c", f"listen_addresses={self.host}",
+                   "-c", f"max_prepared_transactions={self.max_prepared_transactions}", "-c", "fsync=off",
+                   "-c", "synchronous_commit=off", "-c", "full_page_writes=off", "-c", "max_connections=200"]
         try:
             return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    preexec_fn=_die_with_parent_hook(), **_as_user(user))
+                                    preexec_fn=die_with_parent(signal.SIGINT), **_as_user(self._user))
         except (OSError, subprocess.SubprocessError) as e:
             self.stop()
             raise PostgresServerError(f"cannot start PostgreSQL ({command[0]}): {e}") from e
 
-    def _wait_until_answering(self) -> bool:
+    def _answers(self) -> bool:
         import psycopg
 
-        deadline = time.monotonic() + self.startup_timeout
-        while time.monotonic() < deadline:
-            assert self._proc is not None
-            if self._proc.poll() is not None:
-                return False
-            try:
-                psycopg.connect(**self.conninfo(), connect_timeout=2).close()
-                return True
-            except psycopg.OperationalError:
-                time.sleep(0.1)
-        return False
-
-    def stop(self) -> None:
-        """Stop the server (a fast shutdown: sessions are ended) and delete the cluster."""
-        self._terminate()
-        atexit.unregister(self.stop)
-        if self._dir:
-            shutil.rmtree(self._dir, ignore_errors=True)
-            self._dir = ""
-
-    def _terminate(self) -> None:
-        proc, self._proc = self._proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGINT)   # PostgreSQL's fast shutdown
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
-
-    def __enter__(self) -> "PostgresServer":
-        return self.start()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
+        psycopg.connect(**self.conninfo(), connect_timeout=2).close()
+        return True
 
     # -- how clients reach it -----------------------------------------------------------------
     def conninfo(self, dbname: str = "postgres") -> dict[str, Any]:
@@ -167,12 +123,6 @@ class PostgresServer:
         with self.connect() as conn:
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
 
-    def server_log(self) -> str:
-        try:
-            return Path(self._dir, "server.log").read_text(errors="replace")
-        except OSError:
-            return ""
-
 
 def _server_user() -> Optional[pwd.struct_passwd]:
     """The user the server runs as: ``postgres`` when running as root (PostgreSQL refuses root), else None."""
@@ -191,26 +141,3 @@ def _as_user(user: Optional[pwd.struct_passwd]) -> dict[str, Any]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
     env["HOME"] = user.pw_dir
     return {"user": user.pw_uid, "group": user.pw_gid, "extra_groups": [], "env": env, "cwd": "/"}
-
-
-def _die_with_parent_hook() -> Any:
-    """A function to run in the server's process before it starts: on Linux, it ends the server (fast
-    shutdown) when the process that started it dies, so a test run killed with SIGKILL leaves no server
-    behind. It is made here, before the switch to the server's user, who may not read this Python's files."""
-    if not sys.platform.startswith("linux"):
-        return None
-    import ctypes
-
-    prctl = ctypes.CDLL(None, use_errno=True).prctl
-    pr_set_pdeathsig = 1
-
-    def hook() -> None:
-        prctl(pr_set_pdeathsig, signal.SIGINT)
-
-    return hook
-
-
-def _free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])

@@ -14,23 +14,19 @@ so a test can tell what a client really sent. Needs ``moto[server]`` (a test dep
 
 from __future__ import annotations
 
-import atexit
 import base64
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
-import tempfile
-import time
-import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 from urllib.parse import unquote, urlsplit
+
+from sparkpoint.testing.local_server import LocalServer, die_with_parent
 
 __all__ = ["RecordedRequest", "S3Server", "S3ServerError"]
 
@@ -58,81 +54,25 @@ class RecordedRequest:
         return any(h.lower() == "x-amz-copy-source" for h in self.headers)
 
 
-class S3Server:
+class S3Server(LocalServer):
     """``moto_server`` on a free port of 127.0.0.1; :meth:`stop` (or leaving the ``with``) ends it."""
 
-    def __init__(self, host: str = "127.0.0.1", startup_timeout: float = 30.0):
-        self.host = host
-        self.port = 0
-        self.startup_timeout = startup_timeout
-        self._proc: Optional[subprocess.Popen] = None
-        self._dir = ""
+    name = "s3"
+    error = S3ServerError
 
-    # -- life cycle ---------------------------------------------------------------------------
-    def start(self) -> "S3Server":
-        """Start the server and wait until it answers."""
-        self._dir = tempfile.mkdtemp(prefix="sparkpoint-s3-")
+    def _launch(self, log: Any) -> subprocess.Popen:
         env = dict(os.environ, MOTO_RECORDER_FILEPATH=os.path.join(self._dir, "requests.jsonl"))
         env.pop("MOTO_ENABLE_RECORDING", None)
-        for _ in range(3):   # a free port can be taken between choosing it and binding it
-            self.port = _free_port(self.host)
-            with open(os.path.join(self._dir, "server.log"), "ab") as log:
-                try:
-                    self._proc = subprocess.Popen([*_server_command(), "-H", self.host, "-p", str(self.port)],
-                                                  stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                                  env=env, preexec_fn=_die_with_parent)
-                except OSError as e:
-                    raise S3ServerError(f"cannot start moto_server ({e}); install it: pip install 'moto[server]'"
-                                        ) from e
-            if self._wait_until_answering():
-                atexit.register(self.stop)
-                return self
-            self._terminate()
-        tail = self.server_log()[-2000:]
-        self.stop()
-        raise S3ServerError(f"moto_server did not answer on {self.host}:{self.port}: {tail}")
-
-    def _wait_until_answering(self) -> bool:
-        deadline = time.monotonic() + self.startup_timeout
-        while time.monotonic() < deadline:
-            assert self._proc is not None
-            if self._proc.poll() is not None:
-                return False
-            try:
-                self._call("GET", "/moto-api/data.json", timeout=2)
-                return True
-            except (OSError, urllib.error.URLError):
-                time.sleep(0.1)
-        return False
-
-    def stop(self) -> None:
-        """Stop the server (no process is left behind) and remove its files."""
-        self._terminate()
-        atexit.unregister(self.stop)
-        if self._dir:
-            shutil.rmtree(self._dir, ignore_errors=True)
-            self._dir = ""
-
-    def _terminate(self) -> None:
-        proc, self._proc = self._proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.terminate()
         try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+            return subprocess.Popen([*_server_command(), "-H", self.host, "-p", str(self.port)], stdout=log,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                                    preexec_fn=die_with_parent())
+        except OSError as e:
+            raise S3ServerError(f"cannot start moto_server ({e}); install it: pip install 'moto[server]'") from e
 
-    def __enter__(self) -> "S3Server":
-        return self.start()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
-
-    @property
-    def pid(self) -> Optional[int]:
-        return self._proc.pid if self._proc is not None else None
+    def _answers(self) -> bool:
+        self._call("GET", "/moto-api/data.json", timeout=2)
+        return True
 
     # -- how clients reach it -----------------------------------------------------------------
     @property
@@ -178,12 +118,6 @@ class S3Server:
             out.append(RecordedRequest(entry["method"], unquote(url.path), url.query, dict(entry["headers"]), raw))
         return out
 
-    def server_log(self) -> str:
-        try:
-            return Path(self._dir, "server.log").read_text(errors="replace")
-        except OSError:
-            return ""
-
     def _call(self, method: str, path: str, timeout: float = 10) -> bytes:
         req = urllib.request.Request(f"{self.endpoint_url}{path}", method=method, data=b"" if method != "GET" else None)
         with urllib.request.urlopen(req, timeout=timeout) as resp:
@@ -197,20 +131,3 @@ def _server_command() -> list[str]:
         return [str(local)]
     found = shutil.which("moto_server")
     return [found] if found else [sys.executable, "-m", "moto.server"]
-
-
-def _die_with_parent() -> None:
-    """In the server's process before it starts: on Linux, end it when the process that started it dies
-    (a test run killed with SIGKILL leaves no server behind). Linux ties this to the starting thread:
-    start the server from a thread that outlives it."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        pr_set_pdeathsig = 1
-        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
-
-
-def _free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])

@@ -12,12 +12,11 @@ import subprocess
 from collections import Counter
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
-from sparkpoint.connectors.events import EventSpec, generate_events
 from sparkpoint.storage.checkpoint_storage import latest_completed
 from sparkpoint.testing.kill_loop import KillLoop, run_command
+from tests.e2e.test_exactly_once import oracle as window_lines
 
 pytestmark = pytest.mark.postgres
 
@@ -27,12 +26,9 @@ TABLE = "CREATE TABLE window_counts (window_start bigint, window_end bigint, cha
 
 
 def oracle(n: int) -> Counter:
-    lines, _ = generate_events(0, n, EventSpec())
-    df = pd.DataFrame([line.split("\t") for line in lines], columns=["ts", "channel", "id", "behavior"])
-    ts = df["ts"].astype("int64")
-    df["start"] = ts - ts % 60_000
-    counts = df.groupby(["start", "channel", "behavior"]).size()
-    return Counter({(int(s), int(s) + 60_000, c, b, int(k)): 1 for (s, c, b), k in counts.items()})
+    """The seed job's pandas oracle, as table rows."""
+    rows = (line.split("\t") for line in window_lines(n))
+    return Counter({(int(s), int(e), c, b, int(k)): 1 for s, e, c, b, k in rows})
 
 
 def _table(db) -> Counter:
