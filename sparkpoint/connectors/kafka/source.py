@@ -237,7 +237,6 @@ class KafkaSplitEnumerator(SplitEnumerator):
                                                     checkpoint_id, self.config.group_id, e)
 
 
-
 class KafkaSourceReader(SourceReader):
     """Task side: one epoch's batch of one partition."""
 
@@ -257,8 +256,10 @@ class KafkaSourceReader(SourceReader):
 
     def _fill(self, consumer: Any, batch: "_Batch", position: int, end: int, max_records: int,
               max_bytes: int) -> None:
+        """Take messages until the batch's limit (the end offset, or the stop before it), ``max_records`` or
+        ``max_bytes``."""
         waited_since = time.monotonic()
-        while batch.next(position) < end and len(batch.values) < max_records and batch.size < max_bytes \
+        while batch.next(position) < batch.limit and len(batch.values) < max_records and batch.size < max_bytes \
                 and not batch.done:
             messages = consumer.consume(min(max_records - len(batch.values), 10_000), self.poll_s)
             if messages:
