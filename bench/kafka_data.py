@@ -21,6 +21,7 @@ from typing import Any
 import pandas as pd
 
 from sparkpoint.connectors.events import EventSpec, generate_events
+from sparkpoint.testing.kill_loop import read_committed_lines
 
 __all__ = ["CHUNK", "fill_topic", "oracle_lines", "committed_lines", "file_lines", "client_ceiling"]
 
@@ -62,17 +63,8 @@ def committed_lines(bootstrap: str, topic: str) -> Counter:
 
 def file_lines(directory: Path) -> tuple[Counter, list[str]]:
     """Lines of the finished part files under ``directory`` and the names of left-over hidden files."""
-    got: Counter = Counter()
-    hidden = []
-    for path in sorted(directory.rglob("*")):
-        if not path.is_file():
-            continue
-        if path.name.startswith((".", "_")):
-            hidden.append(path.name)
-            continue
-        with open(path, encoding="utf-8") as fh:
-            got.update(line.rstrip("\n") for line in fh)
-    return got, hidden
+    hidden = [p.name for p in sorted(directory.rglob(".*")) if p.is_file()]
+    return Counter(read_committed_lines(directory)), hidden
 
 
 def compare(got: Counter, expected: Counter) -> str:

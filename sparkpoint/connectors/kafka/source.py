@@ -245,15 +245,6 @@ class KafkaSourceReader(SourceReader):
         self.poll_s = int(config.properties.get("sparkpoint.kafka.poll-timeout-ms", 10)) / 1000
         self.fetch_timeout_s = int(config.properties.get("sparkpoint.kafka.fetch-timeout-ms", 30_000)) / 1000
 
-    def _end_offset(self, consumer: Any, topic: str, partition: int) -> int:
-        from confluent_kafka import KafkaException, TopicPartition
-
-        try:
-            return int(consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=self.fetch_timeout_s,
-                                                      cached=False)[1])
-        except KafkaException as e:
-            raise KafkaConnectorError(f"cannot read the end offset of {where(topic, partition)}: {e}") from e
-
     def _fill(self, consumer: Any, batch: "_Batch", position: int, end: int, max_records: int,
               max_bytes: int) -> None:
         """Take messages until the batch's limit (the end offset, or the stop before it), ``max_records`` or
@@ -278,11 +269,9 @@ class KafkaSourceReader(SourceReader):
         cached = cached_consumer(self.config.consumer_config(**{"enable.partition.eof": True}), topic, partition)
         consumer = cached.position_at(position)
         try:
-            # where the driver fixed this epoch's end (else what the partition holds now); never further, so a
-            # task run again reads the same records and an epoch never waits for records that do not exist yet
-            end = split.info.get("end")
-            if end is None:
-                end = self._end_offset(consumer, topic, partition)
+            # the end the driver fixed for this epoch (KafkaSplitEnumerator.assign); never further, so a task run
+            # again reads the same records and an epoch never waits for records that do not exist yet
+            end = int(split.info["end"])
             batch = _Batch(self.config.deserializer, topic, partition, min(stop, end) if stop is not None else end)
             self._fill(consumer, batch, position, end, max_records, max_bytes)
         finally:

@@ -207,3 +207,19 @@ def test_a_task_run_again_reads_exactly_what_its_first_run_read(kafka, topic_nam
     assert first.split.position == again.split.position == 30
     [split] = enumerator.assign({0: [again.split]})[0]
     assert source.create_reader().read(split, 1000, 1 << 30).values == [f"b{i}" for i in range(5)]
+
+
+def test_a_message_that_does_not_parse_is_named_by_topic_partition_and_offset(kafka, topic_name, make_env):
+    from sparkpoint.common import Types
+    from sparkpoint.datastream.formats.json import JsonRowDeserializationSchema
+
+    topic = topic_name("json")
+    kafka.create_topic(topic)
+    kafka.produce(topic, ['{"id": 1}', '{"id": 2', '{"id": 3}'])
+    source = (KafkaSource.builder().set_bootstrap_servers(kafka.bootstrap_servers).set_topics(topic)
+              .set_value_only_deserializer(JsonRowDeserializationSchema.builder()
+                                           .type_info(Types.ROW_NAMED(["id"], [Types.INT()])).build())
+              .set_bounded(KafkaOffsetsInitializer.latest()).build())
+    with pytest.raises(MalformedRecordError) as info:
+        _run(make_env, source)
+    assert f"topic '{topic}', partition 0, offset 1" in str(info.value), str(info.value)
