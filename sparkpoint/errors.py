@@ -7,6 +7,7 @@ and, where it can, what to do about it.
 
 from __future__ import annotations
 
+import traceback
 from typing import Optional
 
 __all__ = [
@@ -52,6 +53,7 @@ class UserFunctionError(SparkpointError):
         self.cause_repr = f"{type(cause).__name__}: {cause}"
         self.origin: Optional[str] = None
         self.epoch: Optional[int] = None
+        self.cause_trace = ""   # the function's traceback, as text, once the error left the task
         super().__init__(self._message())
 
     @property
@@ -61,14 +63,22 @@ class UserFunctionError(SparkpointError):
 
     def located(self, origin: Optional[str], epoch: Optional[int]) -> "UserFunctionError":
         """This error with the record's origin and the epoch it failed in."""
-        err = _rebuild_user_error(self.uid, self.operator_name, self.record, self.cause_repr, origin, epoch)
+        err = _rebuild_user_error(self.uid, self.operator_name, self.record, self.cause_repr, origin, epoch,
+                                  self.cause_trace)
         err.__cause__ = self.__cause__
         return err
+
+    def traceback_text(self) -> str:
+        """The user function's traceback (kept as text when the error crossed processes)."""
+        if self.cause_trace:
+            return self.cause_trace
+        cause = self.__cause__
+        return "".join(traceback.format_exception(cause)) if cause is not None else ""
 
     def with_record_text(self) -> "UserFunctionError":
         """This error with the record replaced by its text (for a record that cannot be pickled)."""
         return _rebuild_user_error(self.uid, self.operator_name, _Shown(self.record_text), self.cause_repr,
-                                   self.origin, self.epoch)
+                                   self.origin, self.epoch, self.traceback_text())
 
     def _message(self) -> str:
         where = f" from {self.origin}" if self.origin else ""
@@ -78,7 +88,7 @@ class UserFunctionError(SparkpointError):
 
     def __reduce__(self):  # keep the fields across pickling between processes
         return (_rebuild_user_error, (self.uid, self.operator_name, self.record, self.cause_repr, self.origin,
-                                      self.epoch))
+                                      self.epoch, self.traceback_text()))
 
 
 class _Shown(str):
@@ -112,9 +122,9 @@ def _short(value: object, limit: int = 200) -> str:
 
 
 def _rebuild_user_error(uid: str, name: str, record: object, cause_repr: str, origin: Optional[str] = None,
-                        epoch: Optional[int] = None) -> UserFunctionError:
+                        epoch: Optional[int] = None, cause_trace: str = "") -> UserFunctionError:
     err = UserFunctionError.__new__(UserFunctionError)
     err.uid, err.operator_name, err.record, err.cause_repr = uid, name, record, cause_repr
-    err.origin, err.epoch = origin, epoch
+    err.origin, err.epoch, err.cause_trace = origin, epoch, cause_trace
     Exception.__init__(err, err._message())
     return err

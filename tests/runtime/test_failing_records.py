@@ -166,3 +166,38 @@ def test_failed_records_go_to_their_side_output_and_the_job_goes_on(make_env, tm
         user, value = line.strip("()").replace("'", "").split(", ")
         last[user] = max(last.get(user, 0), int(value))
     assert last == totals
+
+
+JOB = '''
+import sys
+from sparkpoint.common import WatermarkStrategy
+from sparkpoint.datastream import StreamExecutionEnvironment
+from sparkpoint.datastream.connectors.file_system import FileSource, StreamFormat
+
+def to_number(line):
+    return int(line.split("\\t")[2])
+
+env = StreamExecutionEnvironment.get_execution_environment()
+src = FileSource.for_record_stream_format(StreamFormat.text_line_format(), sys.argv[1]).build()
+env.from_source(src, WatermarkStrategy.no_watermarks(), "lines").uid("lines").map(to_number).uid("to-number").print()
+env.execute("failing")
+'''
+
+
+def test_the_cli_ends_with_the_functions_traceback_and_one_line_naming_the_record(tmp_path):
+    import subprocess
+    import sys
+
+    base = tmp_path / "in"
+    write_input(base)
+    job = tmp_path / "job.py"
+    job.write_text(JOB)
+    proc = subprocess.run([sys.executable, "-m", "sparkpoint.cli", "run", "-p", "2", "-D", "execution.target=local",
+                           "-D", "execution.epoch.max-records=100", str(job), str(base)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert lines[-1] == (f"The job failed: user function of operator 'Map' (uid 'to-number') failed in epoch 1 on "
+                         f"record '173000\\tu5\\toops' from {first_bad(base)}: ValueError: invalid literal for "
+                         f"int() with base 10: 'oops'"), lines[-1]
+    assert f'File "{job}", line 8, in to_number' in proc.stderr, proc.stderr

@@ -253,7 +253,7 @@ def _run(bc: Any, stage_id: int, subtask: int, dep: TaskDeployment, blobs: list,
     try:
         outputs, reports = run_task(plan, stage_id, subtask, dep, blobs, location)
     except UserFunctionError as e:  # the driver gets the error itself, not only its text in Spark's trace
-        raise RuntimeError(_FAILED_RECORD_MARK + _encode_error(e)) from e
+        raise RuntimeError(_FAILED_RECORD_MARK + _encode_error(e)) from None  # the error carries its trace
     for consumer, partition, blob in outputs:
         yield (consumer, partition, blob)
     if terminal:
