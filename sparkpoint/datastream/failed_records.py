@@ -16,7 +16,7 @@ emitted for the failing record before it raised is dropped; keyed state it chang
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 from sparkpoint.datastream.output_tag import OutputTag
 
@@ -34,8 +34,6 @@ class FailedRecord:
     operator_name: str
     error: str                       # "ValueError: ..."
     epoch: int
-    origin: Optional[str] = None     # where the record came from, when the operator reads it from a source
 
     def __str__(self) -> str:
-        where = f" from {self.origin}" if self.origin else ""
-        return f"{self.operator_uid}: {self.error}: {self.record!r}{where}"
+        return f"{self.operator_uid}: {self.error}: {self.record!r}"
