@@ -164,7 +164,10 @@ def _client(job_id: str) -> tuple[Any, str, dict]:
         raise click.ClickException(f"no running job {job_id!r} on this machine (see `sparkpoint list`)")
     headers = {"Authorization": f"Bearer {entry['token']}"} if entry.get("token") else {}
     host = entry["address"] if ":" not in entry["address"] else f"[{entry['address']}]"
-    return httpx.Client(base_url=f"http://{host}:{entry['port']}", headers=headers, timeout=10), entry["job_id"], entry
+    scheme = entry.get("scheme", "http")
+    verify: Any = entry.get("certificate") or True   # a self-signed endpoint: trust its own certificate
+    return httpx.Client(base_url=f"{scheme}://{host}:{entry['port']}", headers=headers, timeout=10,
+                        verify=verify), entry["job_id"], entry
 
 
 @main.command(name="list")
@@ -181,8 +184,10 @@ def list_jobs() -> None:
         try:
             client, jid, _ = _client(entry["job_id"])
             info = client.get(f"/jobs/{jid}").json()
-            click.echo(f"{jid} : {info['name']} ({info['state']}) epoch {info['epoch']}, "
-                       f"{info['records-in']:,} records in, REST http://{entry['address']}:{entry['port']}")
+            sources = {n["id"] for n in info["plan"]["nodes"] if n["operator"] == "source"}
+            records_in = sum(v["metrics"]["write-records"] for v in info["vertices"] if v["id"] in sources)
+            click.echo(f"{jid} : {info['name']} ({info['state']}) {records_in:,} records in, "
+                       f"REST {entry.get('scheme', 'http')}://{entry['address']}:{entry['port']}")
         except Exception as e:  # noqa: BLE001 - a job may end while we ask
             click.echo(f"{entry['job_id']} : {entry['name']} (not answering: {e})")
 
@@ -202,10 +207,12 @@ def _await_savepoint(client: Any, jid: str, request_id: str, timeout: float) -> 
     deadline = time.time() + timeout
     while time.time() < deadline:
         status = client.get(f"/jobs/{jid}/savepoints/{request_id}").json()
+        if "errors" in status:
+            raise click.ClickException("; ".join(status["errors"]))
         if status["status"]["id"] == "COMPLETED":
             op = status["operation"]
             if "failure-cause" in op:
-                raise click.ClickException(op["failure-cause"])
+                raise click.ClickException(op["failure-cause"]["stack-trace"])
             return op["location"]
         time.sleep(0.2)
     raise click.ClickException(f"no answer within {timeout:.0f} s; the savepoint may still complete")
@@ -227,6 +234,8 @@ def savepoint(job_id: Optional[str], target_directory: Optional[str], dispose_pa
     client, jid, _ = _client(job_id)
     click.echo(f"Triggering savepoint for job {jid}.")
     r = client.post(f"/jobs/{jid}/savepoints", json={"target-directory": target_directory, "cancel-job": False})
+    if r.status_code != 202:
+        raise click.ClickException(f"triggering a savepoint of {jid} failed: {'; '.join(r.json()['errors'])}")
     path = _await_savepoint(client, jid, r.json()["request-id"], timeout)
     click.echo(f"Savepoint completed. Path: {path}")
     click.echo("You can resume your program from this savepoint with the run command.")
@@ -235,35 +244,27 @@ def savepoint(job_id: Optional[str], target_directory: Optional[str], dispose_pa
 @main.command()
 @click.argument("job_id")
 @click.option("-p", "--savepoint-path", "savepoint_path", default=None, help="Where to write the savepoint.")
+@click.option("-d", "--drain", is_flag=True, help="End event time first: every event-time timer fires.")
 @click.option("--timeout", default=600.0, show_default=True, help="Seconds to wait for the savepoint.")
-def stop(job_id: str, savepoint_path: Optional[str], timeout: float) -> None:
+def stop(job_id: str, savepoint_path: Optional[str], drain: bool, timeout: float) -> None:
     """Stop JOB_ID with a final savepoint (sinks are committed first)."""
     client, jid, _ = _client(job_id)
     click.echo(f"Suspending job {jid}.")
-    client.timeout = timeout + 10
-    r = client.post(f"/jobs/{jid}/stop", json={"targetDirectory": savepoint_path, "timeout": timeout}).json()
-    op = r.get("operation")
-    if op is None:
-        raise click.ClickException(f"no answer within {timeout:.0f} s; the savepoint may still complete")
-    if "failure-cause" in op:
-        raise click.ClickException(op["failure-cause"])
-    click.echo(f"Savepoint completed. Path: {op['location']}")
+    r = client.post(f"/jobs/{jid}/stop", json={"targetDirectory": savepoint_path, "drain": drain})
+    if r.status_code != 202:
+        raise click.ClickException(f"stopping {jid} failed: {'; '.join(r.json()['errors'])}")
+    path = _await_savepoint(client, jid, r.json()["request-id"], timeout)
+    click.echo(f"Savepoint completed. Path: {path}")
 
 
 def _dispose(path: str) -> None:
-    import fsspec
-
-    from sparkpoint.checkpoint.loader import load_checkpoint
+    from sparkpoint.runtime.savepoints import dispose_savepoint
 
     try:
-        restored = load_checkpoint(path, verify_files=False)
+        location = dispose_savepoint(path)
     except SparkpointError as e:
         raise click.ClickException(str(e)) from None
-    if restored.metadata.kind != "savepoint":
-        raise click.ClickException(f"{path} is a {restored.metadata.kind}, not a savepoint; not disposing it")
-    fs, p = fsspec.core.url_to_fs(restored.location)
-    fs.rm(p, recursive=True)
-    click.echo(f"Savepoint '{restored.location}' disposed.")
+    click.echo(f"Savepoint '{location}' disposed.")
 
 
 def _ts(ms: Any) -> str:
@@ -295,14 +296,15 @@ def checkpoints(job_id: str, as_json: bool) -> None:
         click.echo(_json.dumps(data, indent=2))
         return
     c = data["counts"]
-    click.echo(f"Job {jid}: {c.get('completed', 0)} completed, {c.get('failed', 0)} failed, "
-               f"{c.get('in_progress', 0)} in progress; restored: {(data['latest'] or {}).get('restored') or 'no'}")
-    table = Table("id", "status", "trigger time", "duration", "size", "acks", "sync / async", "failure reason")
+    restored = data["latest"]["restored"]
+    click.echo(f"Job {jid}: {c['completed']} completed, {c['failed']} failed, {c['in_progress']} in progress; "
+               f"restored: {restored['external_path'] if restored else 'no'}")
+    table = Table("id", "status", "trigger time", "duration", "size", "written", "acks", "failure reason")
     for h in data["history"]:
         table.add_row(str(h["id"]), h["status"], _ts(h["trigger_timestamp"]),
-                      f"{h['end_to_end_duration']} ms" if h["end_to_end_duration"] is not None else "-",
-                      _size(h["state_size"]), f"{h['num_acknowledged']}/{h['num_expected']}",
-                      f"{h['sync_duration_ms']:.0f} / {h['async_duration_ms']:.0f} ms", h["failure_reason"] or "")
+                      f"{h['end_to_end_duration']} ms" if h["end_to_end_duration"] >= 0 else "-",
+                      _size(h["state_size"]), _size(h["checkpointed_size"]),
+                      f"{h['num_acknowledged_subtasks']}/{h['num_subtasks']}", h.get("failure_message") or "")
     Console(width=160).print(table)
 
 

@@ -57,7 +57,7 @@ from sparkpoint.checkpoint.messages import (
 )
 from sparkpoint.checkpoint.pending import PendingCheckpoint, TaskAcknowledgeResult
 from sparkpoint.checkpoint.properties import CheckpointOptions, CheckpointProperties
-from sparkpoint.checkpoint.stats import CheckpointStats, CheckpointStatsTracker
+from sparkpoint.checkpoint.stats import CheckpointStats, CheckpointStatsTracker, SubtaskStats
 from sparkpoint.testing.faults import fault_point, fault_point_armed
 from sparkpoint.storage.checkpoint_storage import (
     METADATA_FILE_NAME,
@@ -191,7 +191,8 @@ class CheckpointCoordinator:
                                     expected=set(stateful_tasks) | set(driver_tasks), operators=operators)
         self.pending[checkpoint_id] = pending
         self.stats.report_pending(CheckpointStats(checkpoint_id, "IN_PROGRESS", pending.is_savepoint, now_ms,
-                                                  barrier_epoch, num_expected=len(pending.expected)))
+                                                  barrier_epoch, num_expected=len(pending.expected),
+                                                  expected_tasks=tuple(sorted(pending.expected, key=str))))
         logger.info("%s %d triggered at the end of epoch %d", properties.kind, checkpoint_id, barrier_epoch)
         fault_point("barrier")
         # Step 2. The synchronous part: the driver-held state at the barrier.
@@ -209,8 +210,10 @@ class CheckpointCoordinator:
             self.abort(pending, CheckpointFailureReason.IO_EXCEPTION, str(e))
             return None
         sync_ms = (time.perf_counter() - t0) * 1000
+        acked_ms = int(time.time() * 1000)
         for task in driver_tasks:
             pending.acknowledge_task(AcknowledgeCheckpoint(checkpoint_id, task, sync_duration_ms=sync_ms))
+            self.stats.report_subtask(checkpoint_id, task, SubtaskStats(acked_ms, sync_ms))
         self.stats.update(checkpoint_id, sync_duration_ms=sync_ms, state_size=len(data))
         return pending
 
@@ -230,8 +233,11 @@ class CheckpointCoordinator:
         result = pending.acknowledge_task(ack)
         if result is not TaskAcknowledgeResult.SUCCESS:
             logger.debug("checkpoint %d: acknowledgement of %s was %s", ack.checkpoint_id, ack.task, result.name)
-        self.stats.update(ack.checkpoint_id, num_acknowledged=len(pending.acks),
-                          latest_ack_timestamp=int(time.time() * 1000))
+        if result is TaskAcknowledgeResult.SUCCESS:
+            full = sum(h.handle.size + sum(s.size for s in h.shared) for h in ack.state_handles)
+            self.stats.report_subtask(ack.checkpoint_id, ack.task, SubtaskStats(
+                int(time.time() * 1000), ack.sync_duration_ms, ack.async_duration_ms, max(full, ack.state_size),
+                ack.state_size))
         return result
 
     def receive_decline_message(self, decline: DeclineCheckpoint) -> None:
@@ -261,7 +267,7 @@ class CheckpointCoordinator:
         self.pending.pop(pending.checkpoint_id, None)
         pending.location.discard()
         self.stats.update(pending.checkpoint_id, status="FAILED", failure_reason=f"{reason.name}: {detail}",
-                          end_to_end_duration=pending.age_ms())
+                          end_to_end_duration=pending.age_ms(), failure_timestamp=int(time.time() * 1000))
         logger.warning("checkpoint %d aborted: %s: %s", pending.checkpoint_id, reason.name, detail)
         if count:
             self.failure_manager.on_failure(pending.checkpoint_id, reason, detail)

@@ -21,7 +21,8 @@ from sparkpoint.state.key_groups import KEY_SERIALIZER_VERSION
 from sparkpoint.storage.checkpoint_storage import StreamStateHandle
 from sparkpoint.storage.exceptions import CorruptCheckpointError
 
-__all__ = ["KeyedStateFile", "OperatorMetadata", "CheckpointMetadata", "MetadataV1Serializer", "FORMAT_NAME"]
+__all__ = ["KeyedStateFile", "OperatorMetadata", "CheckpointMetadata", "MetadataV1Serializer", "FORMAT_NAME",
+           "public_config"]
 
 FORMAT_NAME = "sparkpoint-checkpoint-metadata"
 
@@ -113,7 +114,7 @@ class MetadataV1Serializer:
                 for uid, op in sorted(meta.operators.items())
             },
             "driver_state": meta.driver_state.to_json(),
-            "config": _public_config(meta.config),
+            "config": public_config(meta.config),
             "stats": meta.stats,
             "key_serializer": meta.key_serializer,
         }
@@ -163,7 +164,7 @@ class MetadataV1Serializer:
         )
 
 
-def _public_config(config: dict) -> dict:
+def public_config(config: dict) -> dict:
     """The configuration as ``_metadata`` records it: plain values, secrets masked."""
     out: dict[str, Any] = {}
     for k, v in sorted(config.items()):

@@ -2,7 +2,10 @@
 
 The runtime loads it by name when ``rest.enabled`` is set (see
 :mod:`sparkpoint.runtime.job_listener`): the endpoint starts with the job, registers it
-in the local job registry, and stops and unregisters when the job ends.
+in the local job registry, records the job's status changes and failures (Flink's
+``timestamps`` and exception history), and stops and unregisters when the job ends —
+after a client that asked for a stop-with-savepoint has read its outcome, or
+``sparkpoint.rest.shutdown-grace`` (default 30 s) has passed.
 """
 
 from __future__ import annotations
@@ -10,7 +13,9 @@ from __future__ import annotations
 import logging
 from typing import Any, Optional
 
+from sparkpoint.rest.job_json import JobView, exception_entry, now_ms
 from sparkpoint.rest.registry import JobRegistry
+from sparkpoint.rest.security import RestSecurity
 from sparkpoint.rest.server import RestServer
 from sparkpoint.runtime.job_listener import JobListener
 
@@ -18,25 +23,40 @@ __all__ = ["RestJobListener"]
 
 logger = logging.getLogger(__name__)
 
+_MAX_EXCEPTIONS = 16
+
 
 class RestJobListener(JobListener):
     """Starts the REST endpoint of ``job`` when it starts, and stops it when it ends."""
 
     def __init__(self, job: Any):
         self.job = job
+        self.view = JobView(job, {job.status.name: now_ms()})
         self.server: Optional[RestServer] = None
+        self._last_error: Optional[BaseException] = None
 
     def on_job_started(self, job: Any) -> None:
         config = job.config
-        server = RestServer(job, config.get_string("rest.address") or "127.0.0.1", config.get_integer("rest.port", 0),
-                            config.get_string("rest.token"))
+        security = RestSecurity.from_config(config)
+        server = RestServer(self.view, security, config.get_integer("rest.port", 0))
         server.start()
-        JobRegistry().register(job.job_id, job.plan.job_name, server.address, server.port, server.token)
+        bind = security.bind_address
+        address = config.get_string("rest.address") or ("127.0.0.1" if bind in ("0.0.0.0", "::") else bind)
+        JobRegistry().register(job.job_id, job.plan.job_name, address, server.port, security.token,
+                               scheme=security.scheme, certificate=security.certificate)
         self.server = server
+
+    def on_status_change(self, job_id: str, old: Any, new: Any, error: Optional[BaseException]) -> None:
+        ts = now_ms()
+        self.view.status_times[new.name] = ts
+        if error is not None and new.name in ("FAILING", "FAILED") and error is not self._last_error:
+            self._last_error = error   # FAILING and FAILED (or RESTARTING) carry the same failure
+            self.view.exceptions.append(exception_entry(error, ts))
+            del self.view.exceptions[:-_MAX_EXCEPTIONS]
 
     def on_job_ended(self, job: Any) -> None:
         if self.server is None:
             return
-        self.server.stop()
+        self.server.stop(grace_s=job.config.get_duration_ms("sparkpoint.rest.shutdown-grace", 30_000) / 1000)
         JobRegistry().unregister(job.job_id)
         self.server = None

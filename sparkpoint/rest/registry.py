@@ -1,8 +1,10 @@
 """Where running jobs announce themselves, so ``sparkpoint list`` and ``cancel`` find them.
 
 Each running job with a REST endpoint writes ``<home>/jobs/<job-id>.json`` (its pid,
-address and port) and removes it when it ends; ``<home>`` is ``$SPARKPOINT_HOME`` or
-``~/.sparkpoint``. Entries of processes that died without cleaning up are ignored and
+address, port, scheme, and its token when it has one) and removes it when it ends;
+``<home>`` is ``$SPARKPOINT_HOME`` or ``~/.sparkpoint``. The directory is the owner's
+only (0700) and every entry is readable by the owner only (0600): an entry may hold the
+endpoint's token. Entries of processes that died without cleaning up are ignored and
 removed.
 """
 
@@ -34,13 +36,21 @@ class JobRegistry:
     def __init__(self, home: Optional[Path] = None):
         self.dir = (home or _home()) / "jobs"
 
-    def register(self, job_id: str, name: str, address: str, port: int, token: Optional[str] = None) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        entry = {"job_id": job_id, "name": name, "pid": os.getpid(), "address": address, "port": port}
+    def register(self, job_id: str, name: str, address: str, port: int, token: Optional[str] = None,
+                 scheme: str = "http", certificate: Optional[str] = None) -> None:
+        self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(self.dir, 0o700)
+        entry: dict = {"job_id": job_id, "name": name, "pid": os.getpid(), "address": address, "port": port,
+                       "scheme": scheme}
         if token:
             entry["token"] = token
+        if certificate:
+            entry["certificate"] = os.path.abspath(certificate)
         tmp = self.dir / f".{job_id}.tmp"
-        tmp.write_text(json.dumps(entry))
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            os.fchmod(f.fileno(), 0o600)
+            f.write(json.dumps(entry))
         os.replace(tmp, self.dir / f"{job_id}.json")
 
     def unregister(self, job_id: str) -> None:

@@ -1,181 +1,224 @@
-"""A running job's REST endpoint, mirroring Flink's ``/jobs`` API (the parts sparkpoint has).
+"""A running job's REST endpoint: Flink's REST API (paths, JSON field names, status codes).
 
-``GET /jobs``, ``GET /jobs/{id}``, ``GET /jobs/{id}/checkpoints``,
-``GET /jobs/{id}/checkpoints/config``, ``PATCH /jobs/{id}?mode=cancel``,
-``POST /jobs/{id}/savepoints`` (``{"target-directory", "cancel-job"}``), ``POST /jobs/{id}/stop``
-and ``GET /jobs/{id}/savepoints/{request-id}``.
-It listens on 127.0.0.1 by default (``rest.address``, ``rest.port``; port 0 picks a free
-one). Bound to another address it requires a bearer token (``rest.token``, or one is
-generated and written to the job registry).
+The HTTP wiring only: routes, the token check, the request-size bound, Flink's
+``{"errors": [...]}`` answers, TLS. The responses are built by :mod:`job_json`,
+:mod:`checkpoint_json` and :mod:`operations`, which know nothing of HTTP. The paths are
+listed by :data:`ROUTES` and described by ``GET /openapi.json`` (:mod:`openapi`).
+
+It listens on ``rest.bind-address`` / ``rest.address`` (default 127.0.0.1) and
+``rest.port`` (0 picks a free port); see :mod:`security` for the token, TLS and the
+directories a savepoint may be written to or disposed from.
 """
 
 from __future__ import annotations
 
+import json
 import logging
-import secrets
+import re
 import socket
 import threading
 import time
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
-__all__ = ["RestServer"]
+from sparkpoint.rest import checkpoint_json as cj
+from sparkpoint.rest import job_json as jj
+from sparkpoint.rest.job_json import JobView, RestError
+from sparkpoint.rest.operations import Operations
+from sparkpoint.rest.security import RestSecurity
+
+__all__ = ["RestServer", "ROUTES"]
 
 logger = logging.getLogger(__name__)
+
+_HEX32 = re.compile(r"^[0-9a-fA-F]{32}$")
+
+# (method, path, handler(server, params, query, body) -> (status, JSON)); first match wins
+Handler = Callable[["RestServer", dict, dict, dict], Any]
+
+
+def _get(fn: Callable[..., Any]) -> Handler:
+    return lambda s, p, q, b: (200, fn(s.view))
+
+
+ROUTES: list[tuple[str, str, Handler]] = [
+    ("GET", "/overview", _get(jj.overview)),
+    ("GET", "/config", lambda s, p, q, b: (200, jj.dashboard_config())),
+    ("GET", "/jobs", _get(jj.jobs)),
+    ("GET", "/jobs/overview", _get(jj.jobs_overview)),
+    ("GET", "/jobs/{jobid}", _get(jj.job_details)),
+    ("PATCH", "/jobs/{jobid}", lambda s, p, q, b: s.cancel(q)),
+    ("GET", "/jobs/{jobid}/plan", _get(jj.job_plan)),
+    ("GET", "/jobs/{jobid}/config", _get(jj.job_config)),
+    ("GET", "/jobs/{jobid}/exceptions", _get(jj.job_exceptions)),
+    ("GET", "/jobs/{jobid}/metrics", lambda s, p, q, b: (200, jj.job_metrics(s.view, q.get("get")))),
+    ("GET", "/jobs/{jobid}/checkpoints", _get(cj.checkpointing_statistics)),
+    ("POST", "/jobs/{jobid}/checkpoints", lambda s, p, q, b: (202, s.operations.checkpoint(b))),
+    ("GET", "/jobs/{jobid}/checkpoints/config", _get(cj.checkpoint_config)),
+    ("GET", "/jobs/{jobid}/checkpoints/details/{checkpointid}",
+     lambda s, p, q, b: (200, cj.checkpoint_details(s.view, _int(p["checkpointid"])))),
+    ("GET", "/jobs/{jobid}/checkpoints/details/{checkpointid}/subtasks/{vertexid}",
+     lambda s, p, q, b: (200, cj.checkpoint_subtasks(s.view, _int(p["checkpointid"]), _hex(p["vertexid"])))),
+    ("GET", "/jobs/{jobid}/checkpoints/{triggerid}",
+     lambda s, p, q, b: (200, s.operations.status("checkpoint", _hex(p["triggerid"])))),
+    ("POST", "/jobs/{jobid}/savepoints", lambda s, p, q, b: (202, s.operations.savepoint(b, stop=False))),
+    ("GET", "/jobs/{jobid}/savepoints/{triggerid}",
+     lambda s, p, q, b: (200, s.operations.status("savepoint", _hex(p["triggerid"])))),
+    ("POST", "/jobs/{jobid}/stop", lambda s, p, q, b: (202, s.operations.savepoint(b, stop=True))),
+    ("GET", "/jobs/{jobid}/vertices/{vertexid}/watermarks",
+     lambda s, p, q, b: (200, jj.vertex_watermarks(s.view, _hex(p["vertexid"])))),
+    ("GET", "/jobs/{jobid}/vertices/{vertexid}/metrics",
+     lambda s, p, q, b: (200, jj.vertex_metrics(s.view, _hex(p["vertexid"]), q.get("get")))),
+    ("GET", "/jobs/{jobid}/vertices/{vertexid}/subtasks/metrics",
+     lambda s, p, q, b: (200, jj.subtask_metrics(s.view, _hex(p["vertexid"]), q.get("get"), q.get("agg")))),
+    ("POST", "/savepoint-disposal", lambda s, p, q, b: (202, s.operations.dispose(b))),
+    ("GET", "/savepoint-disposal/{triggerid}",
+     lambda s, p, q, b: (200, s.operations.status("disposal", _hex(p["triggerid"])))),
+    ("GET", "/openapi.json", lambda s, p, q, b: (200, _openapi())),
+]
+
+
+def _openapi() -> dict:
+    from sparkpoint.rest.openapi import openapi_spec
+
+    return openapi_spec()
+
+
+def _int(value: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise RestError(400, f"bad request: {value!r} is not a checkpoint id") from None
+
+
+def _hex(value: str) -> str:
+    if not _HEX32.match(value):
+        raise RestError(400, f"bad request: {value!r} is not an id of 32 hex characters")
+    return value.lower()
+
+
+def _errors(status: int, message: str) -> Any:
+    from starlette.responses import JSONResponse
+
+    return JSONResponse({"errors": [message]}, status_code=status)
 
 
 class RestServer:
     """Serves one job's REST endpoint from a background thread."""
 
-    def __init__(self, master: Any, address: str = "127.0.0.1", port: int = 0, token: Optional[str] = None):
-        self.master = master
-        self.address = address
-        self.token = token or (None if address in ("127.0.0.1", "localhost", "::1") else secrets.token_hex(16))
-        self.port = port or _free_port(address)
-        self.started = int(time.time() * 1000)
+    view: JobView
+    operations: Operations
+
+    def __init__(self, view: JobView, security: RestSecurity, port: int = 0):
+        self.view = view
+        self.master = view.master
+        self.security = security
+        self.address = security.bind_address
+        self.port = port or _free_port(self.address)
+        self.operations = Operations(self.master, security)
         self._server: Any = None
         self._thread: Optional[threading.Thread] = None
-        self.requests: dict[str, Any] = {}
+
+    @property
+    def token(self) -> Optional[str]:
+        return self.security.token
+
+    def cancel(self, query: dict) -> tuple[int, dict]:
+        mode = query.get("mode", "cancel")
+        if mode != "cancel":
+            raise RestError(400, f"mode {mode!r}: only 'cancel' is supported (stop with POST /jobs/:jid/stop)")
+        self.master.cancel()
+        return 202, {}
+
+    # -- HTTP -------------------------------------------------------------------------------
+    async def _body(self, request: Any) -> dict:
+        limit = self.security.max_content_length
+        length = request.headers.get("content-length")
+        if length is not None and (not length.isdigit() or int(length) > limit):
+            raise RestError(413, f"request body of {length} bytes exceeds rest.server.max-content-length ({limit})")
+        data = bytearray()
+        async for chunk in request.stream():
+            data += chunk
+            if len(data) > limit:
+                raise RestError(413, f"request body exceeds rest.server.max-content-length ({limit} bytes)")
+        if not data.strip():
+            return {}
+        try:
+            body = json.loads(bytes(data))
+        except (ValueError, UnicodeDecodeError) as e:
+            raise RestError(400, f"request body is not JSON: {e}") from None
+        if not isinstance(body, dict):
+            raise RestError(400, "request body must be a JSON object")
+        return body
+
+    def _endpoint(self, handler: Handler) -> Callable[[Any], Any]:
+        async def endpoint(request: Any) -> Any:
+            from starlette.responses import JSONResponse
+
+            try:
+                params = dict(request.path_params)
+                if "jobid" in params and _hex(params["jobid"]) != self.master.job_id:
+                    raise RestError(404, f"job {params['jobid']} not found")
+                body = await self._body(request) if request.method in ("POST", "PATCH") else {}
+                status, payload = handler(self, params, dict(request.query_params), body)
+            except RestError as e:
+                return _errors(e.status, str(e))
+            except Exception as e:  # noqa: BLE001 - answered as Flink's internal server error
+                logger.exception("REST %s %s failed", request.method, request.url.path)
+                return _errors(500, f"internal server error: {type(e).__name__}: {e}")
+            return JSONResponse(payload, status_code=status)
+        return endpoint
 
     def _app(self) -> Any:
         from starlette.applications import Starlette
+        from starlette.exceptions import HTTPException
+        from starlette.middleware import Middleware
+        from starlette.middleware.base import BaseHTTPMiddleware
         from starlette.routing import Route
 
-        h = _Handlers(self)
-        return Starlette(routes=[
-            Route("/jobs/{job_id}/savepoints", h.savepoints, methods=["POST"]),
-            Route("/jobs/{job_id}/stop", h.savepoints, methods=["POST"]),
-            Route("/jobs/{job_id}/savepoints/{request_id}", h.savepoint_status),
-            Route("/jobs", h.jobs),
-            Route("/jobs/{job_id}", h.job, methods=["GET"]),
-            Route("/jobs/{job_id}", h.cancel, methods=["PATCH"]),
-            Route("/jobs/{job_id}/checkpoints", h.checkpoints),
-            Route("/jobs/{job_id}/checkpoints/config", h.checkpoint_config),
-        ])
+        security = self.security
+
+        async def authenticate(request: Any, call_next: Any) -> Any:
+            if not security.authorized(request.headers.get("authorization")):
+                return _errors(401, "unauthorized: a bearer token (rest.token) is required")
+            return await call_next(request)
+
+        async def http_error(request: Any, exc: Any) -> Any:
+            return _errors(exc.status_code, f"{exc.detail}: {request.method} {request.url.path}")
+
+        routes = [Route(path, self._endpoint(handler), methods=[method]) for method, path, handler in ROUTES]
+        return Starlette(routes=routes, middleware=[Middleware(BaseHTTPMiddleware, dispatch=authenticate)],
+                         exception_handlers={HTTPException: http_error})
 
     def start(self) -> None:
         import uvicorn
 
+        ssl: dict[str, Any] = {}
+        if self.security.certificate:
+            ssl = {"ssl_certfile": self.security.certificate, "ssl_keyfile": self.security.private_key,
+                   "ssl_keyfile_password": self.security.key_password}
         config = uvicorn.Config(self._app(), host=self.address, port=self.port, log_level="warning",
-                                lifespan="off", access_log=False)
+                                lifespan="off", access_log=False, **ssl)
         self._server = uvicorn.Server(config)
         self._server.install_signal_handlers = lambda: None  # the job's process owns its signals
         self._thread = threading.Thread(target=self._server.run, name="sparkpoint-rest", daemon=True)
         self._thread.start()
         deadline = time.time() + 10
         while not getattr(self._server, "started", False) and time.time() < deadline:
+            if not self._thread.is_alive():
+                raise OSError(f"the REST endpoint could not listen on {self.address}:{self.port}")
             time.sleep(0.01)
-        logger.info("REST endpoint of job %s on http://%s:%d", self.master.job_id, self.address, self.port)
+        logger.info("REST endpoint of job %s on %s://%s:%d", self.master.job_id, self.security.scheme,
+                    self.address, self.port)
 
-    def stop(self) -> None:
+    def stop(self, grace_s: float = 0.0) -> None:
+        """Stop serving; first wait up to ``grace_s`` for clients to read the outcome of a stop they asked for."""
+        deadline = time.time() + grace_s
+        while self.operations.unread_stops() and time.time() < deadline:
+            time.sleep(0.05)
         if self._server is not None:
             self._server.should_exit = True
         if self._thread is not None:
             self._thread.join(timeout=5)
-
-
-class _Handlers:
-    """The endpoint's request handlers, over the job (the JobMaster) the server serves."""
-
-    def __init__(self, server: RestServer):
-        self.server = server
-        self.master = server.master
-
-    def _refuse(self, request: Any, with_job: bool = True) -> Optional[Any]:
-        """An error response if the token is wrong or the path names another job, else None."""
-        from starlette.responses import JSONResponse
-
-        token = self.server.token
-        if token and request.headers.get("authorization") != f"Bearer {token}":
-            return JSONResponse({"errors": ["unauthorized"]}, status_code=401)
-        if with_job and not self.master.job_id.startswith(request.path_params["job_id"]):
-            return JSONResponse({"errors": [f"job {request.path_params['job_id']} not found"]}, status_code=404)
-        return None
-
-    async def jobs(self, request: Any) -> Any:
-        from starlette.responses import JSONResponse
-
-        master = self.master
-        return self._refuse(request, with_job=False) or JSONResponse(
-            {"jobs": [{"id": master.job_id, "status": master.status.name}]})
-
-    async def job(self, request: Any) -> Any:
-        from starlette.responses import JSONResponse
-
-        master = self.master
-        return self._refuse(request) or JSONResponse({
-            "jid": master.job_id, "name": master.plan.job_name, "state": master.status.name,
-            "start-time": self.server.started, "epoch": master.epoch, "restarts": master.restarts,
-            "records-in": master.total_in, "metrics": master.metrics,
-            "vertices": [{"id": n.effective_uid(), "name": n.name,
-                          "parallelism": master.plan.stage(master.plan.stage_of[n.id]).parallelism}
-                         for n in master.plan.nodes.values()],
-        })
-
-    async def cancel(self, request: Any) -> Any:
-        from starlette.responses import JSONResponse
-
-        err = self._refuse(request)
-        if err:
-            return err
-        mode = request.query_params.get("mode", "cancel")
-        if mode != "cancel":
-            return JSONResponse({"errors": [f"unsupported mode {mode!r}"]}, status_code=400)
-        self.master.cancel()
-        return JSONResponse({}, status_code=202)
-
-    async def checkpoints(self, request: Any) -> Any:
-        from starlette.responses import JSONResponse
-
-        err = self._refuse(request)
-        if err:
-            return err
-        if self.master.coordinator is None:
-            return JSONResponse({"counts": {"total": 0}, "latest": {}, "history": [], "enabled": False})
-        return JSONResponse({**self.master.coordinator.stats.to_json(), "enabled": True})
-
-    async def checkpoint_config(self, request: Any) -> Any:
-        from starlette.responses import JSONResponse
-
-        s = self.master.checkpointing
-        return self._refuse(request) or JSONResponse({
-            "mode": s.mode.lower(), "interval": s.interval_ms, "timeout": s.timeout_ms,
-            "min_pause": s.min_pause_ms, "max_concurrent": s.max_concurrent,
-            "tolerable_failed_checkpoints": s.tolerable_failures, "externalization": s.retention,
-            "num_retained": s.num_retained, "checkpoint_storage": s.directory,
-        })
-
-    async def savepoints(self, request: Any) -> Any:
-        import asyncio
-
-        from starlette.responses import JSONResponse
-
-        err = self._refuse(request)
-        if err:
-            return err
-        body = await request.json() if (await request.body()) else {}
-        stop = request.url.path.endswith("/stop") or bool(body.get("cancel-job"))
-        target = body.get("target-directory") or body.get("targetDirectory")
-        req = self.master.request_savepoint(target, stop=stop)
-        self.server.requests[req.request_id] = req
-        if not stop:
-            return JSONResponse({"request-id": req.request_id}, status_code=202)
-        # the job ends with this savepoint, and this endpoint with it: answer when it is done
-        try:
-            await asyncio.to_thread(req.future.exception, float(body.get("timeout", 600)))
-        except TimeoutError:
-            pass
-        return JSONResponse({"request-id": req.request_id, **req.status()}, status_code=202)
-
-    async def savepoint_status(self, request: Any) -> Any:
-        from starlette.responses import JSONResponse
-
-        err = self._refuse(request)
-        if err:
-            return err
-        req = self.server.requests.get(request.path_params["request_id"])
-        if req is None:
-            return JSONResponse({"errors": ["unknown savepoint request"]}, status_code=404)
-        return JSONResponse(req.status())
 
 
 def _free_port(address: str) -> int:

@@ -163,9 +163,10 @@ class JobMaster:
     def cancel(self) -> None:
         self.cancelled.set()
 
-    def request_savepoint(self, target_dir: Optional[str], stop: bool = False) -> SavepointRequest:
-        """Ask for a savepoint at the next epoch boundary (and, with ``stop``, to end the job after it)."""
-        return self.savepoints.request(target_dir, stop)
+    def request_savepoint(self, target_dir: Optional[str], stop: bool = False, drain: bool = False) -> SavepointRequest:
+        """Ask for a savepoint at the next epoch boundary (with ``stop``, to end the job after it; with
+        ``drain``, to end event time first, so every event-time timer fires before the savepoint)."""
+        return self.savepoints.request(target_dir, stop, drain=drain)
 
     def request_checkpoint(self, full: bool = False) -> SavepointRequest:
         """Ask for a checkpoint at the next epoch boundary (``full``: all state, even when incremental)."""
@@ -284,7 +285,8 @@ class JobMaster:
         if self.changelog is not None:
             self.changelog.start_attempt(f"{self.job_id}-{self.attempt}", self.epoch - 1, self.restored_keyed)
         if self.coordinator is not None:
-            self.coordinator.stats.report_restored(restored.checkpoint_id, restored.location, int(time.time() * 1000))
+            self.coordinator.stats.report_restored(restored.checkpoint_id, restored.location, int(time.time() * 1000),
+                                                   restored.kind == "savepoint")
         logger.info("job %s restored from checkpoint %d (%s); next checkpoint id %d", self.job_id,
                     restored.checkpoint_id, restored.location,
                     self.coordinator.id_counter.get() if self.coordinator else restored.checkpoint_id + 1)
@@ -366,6 +368,7 @@ class JobMaster:
         # Step 1. Fix each source subtask's input for the epoch.
         assignments = {nid: sc.assign() for nid, sc in self.sources.items()}
         uploads = self.coordinator.options_for_epoch(epoch) if self.coordinator is not None else {}
+        drain = self.savepoints.drain_epoch()
         deps: dict[tuple[int, int], TaskDeployment] = {}
         for stage in self.plan.stages:
             for i in range(stage.parallelism):
@@ -379,6 +382,7 @@ class JobMaster:
                     barrier_sync_ms=self.snapshot_sync_ms.get((stage.id, i), 0.0),
                     notify_checkpoints=list(self.notify_next),
                     changelog=self.changelog.base_for(stage.id, i) if self.changelog and stage.keyed else None,
+                    drain=drain,
                 )
                 for nid in stage.nodes:
                     if (nid, i) in self.operator_states:

@@ -1,7 +1,7 @@
 """``JobOutput``: what a job gives back to its client.
 
 Printed records (``print()``, PyFlink's ``ident:subtask> value`` prefixes), collected
-records (``execute_and_collect``), metrics summed over tasks and epochs, watermarks per
+records (``execute_and_collect``), metrics summed over epochs (per operator, and per subtask), watermarks per
 operator subtask, and per-epoch statistics for progress displays.
 """
 
@@ -36,6 +36,7 @@ class JobOutput:
         self.plan = plan
         self.out = out or sys.stdout
         self.metrics: dict[str, dict[str, int]] = {}
+        self.subtask_metrics: dict[tuple[str, int], dict[str, int]] = {}   # (uid, subtask) -> counters
         self.collected: list = []
         self.total_in = 0
         self.watermarks: dict[tuple[int, int], Optional[int]] = {}
@@ -50,6 +51,10 @@ class JobOutput:
             for k, v in counters.items():
                 d[k] = d.get(k, 0) + v
         for r in reports:
+            for uid, counters in r.metrics.items():
+                d = self.subtask_metrics.setdefault((uid, r.subtask), {})
+                for k, v in counters.items():
+                    d[k] = d.get(k, 0) + v
             for nid, wm in r.watermarks.items():
                 prev = self.watermarks.get((nid, r.subtask))
                 self.watermarks[(nid, r.subtask)] = wm if wm is not None else prev

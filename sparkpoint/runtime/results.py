@@ -65,6 +65,7 @@ class SavepointRequest:
         from concurrent.futures import Future
 
         self.request_id, self.directory, self.stop, self.kind = request_id, directory, stop, kind
+        self.drain = False   # stop --drain: taken only after an epoch that ended event time
         self.future: Future = Future()
 
     @property

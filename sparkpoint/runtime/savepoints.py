@@ -15,7 +15,7 @@ from typing import Callable, Iterable, Optional
 
 from sparkpoint.runtime.results import SavepointRequest
 
-__all__ = ["SavepointRequests"]
+__all__ = ["SavepointRequests", "dispose_savepoint"]
 
 logger = logging.getLogger(__name__)
 
@@ -29,26 +29,40 @@ class SavepointRequests:
         self._in_flight: dict[int, SavepointRequest] = {}
         self._lock = threading.Lock()
         self.stop_requested = False
+        self.draining = False   # stop --drain was asked for: sources read no more and emit +inf
+        self._drain_deployed = False
 
-    def request(self, target_dir: Optional[str], stop: bool = False, kind: str = "savepoint") -> SavepointRequest:
+    def request(self, target_dir: Optional[str], stop: bool = False, kind: str = "savepoint",
+                drain: bool = False) -> SavepointRequest:
         """Ask for a savepoint (or, by ``kind``, a checkpoint) at the next epoch boundary (with ``stop``,
-        then end the job)."""
+        then end the job; with ``drain``, the epochs from now on read no input and end event time, so
+        the savepoint is taken after every event-time timer has fired)."""
         directory = target_dir or self.default_directory
         request = SavepointRequest(uuid.uuid4().hex, directory, stop, kind)
+        request.drain = drain and stop
         if not directory and request.is_savepoint:
             request.fail("no savepoint directory: pass one, or set state.savepoints.dir")
             return request
         with self._lock:
             self._queued.append(request)
+            self.draining = self.draining or (drain and stop)
         return request
+
+    def drain_epoch(self) -> bool:
+        """Whether the epoch about to be deployed drains (a drained stop's savepoint waits for one)."""
+        with self._lock:
+            self._drain_deployed = self.draining
+            return self.draining
 
     def trigger_queued(self, trigger: Callable[[SavepointRequest], Optional[int]]) -> None:
         """Trigger every queued request; ``trigger(request)`` returns the checkpoint id or None."""
         while True:
             with self._lock:
-                if not self._queued:
+                ready = [r for r in self._queued if not r.drain or self._drain_deployed]
+                if not ready:
                     return
-                request = self._queued.pop(0)
+                request = ready[0]
+                self._queued.remove(request)
             checkpoint_id = trigger(request)
             if checkpoint_id is None:
                 request.fail("it could not be written (see the log)")
@@ -84,3 +98,22 @@ class SavepointRequests:
     def has_in_flight(self) -> bool:
         with self._lock:
             return bool(self._in_flight)
+
+
+def dispose_savepoint(path: str) -> str:
+    """Delete the savepoint at ``path`` (its directory or ``_metadata``); returns its location.
+
+    Refuses a checkpoint: those belong to their job's retention.
+    """
+    import fsspec
+
+    from sparkpoint.checkpoint.exceptions import CheckpointException
+    from sparkpoint.checkpoint.loader import load_checkpoint
+
+    restored = load_checkpoint(path, verify_files=False)
+    if restored.metadata.kind != "savepoint":
+        raise CheckpointException(f"{path} is a {restored.metadata.kind}, not a savepoint; not disposing it")
+    fs, p = fsspec.core.url_to_fs(restored.location)
+    fs.rm(p, recursive=True)
+    logger.info("savepoint %s disposed", restored.location)
+    return restored.location

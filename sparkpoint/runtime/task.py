@@ -74,6 +74,7 @@ class TaskDeployment:
     changelog: Optional[ChangelogBase] = None                          # durable epoch changes, for a task that moved
     max_records: int = 100_000
     max_bytes: int = 32 * 1024 * 1024
+    drain: bool = False                    # stop --drain: sources read no more and end event time (+inf)
 
 
 @dataclass
@@ -373,6 +374,9 @@ def _run_operator(nid: int, op: StreamOperator, dep: TaskDeployment, inputs: _In
     """One operator: a source reads its splits; any other takes its records, then its watermark and
     processing time. Returns the operator's output watermark."""
     if isinstance(op, SourceOperator):
+        if dep.drain:
+            report.splits[nid] = dep.splits.get(nid, [])
+            return MAX_WATERMARK
         new_splits, wm = op.read(dep.splits.get(nid, []), dep.no_more_splits.get(nid, False),
                                  dep.max_records, dep.max_bytes, out)
         report.splits[nid] = new_splits

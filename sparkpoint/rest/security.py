@@ -1,0 +1,104 @@
+"""The endpoint's protections: bind address and token, TLS, allowed state roots, request size.
+
+Keys (Flink's where one maps, documented in ``docs/deploy.md``):
+
+- ``rest.bind-address`` (else ``rest.address``; default ``127.0.0.1``): a loopback
+  address serves without a token unless ``rest.token`` is set; any other address requires
+  one: ``rest.token``, or one is generated and written, readable by the owner only, to
+  the job registry. Tokens are compared with :func:`secrets.compare_digest`.
+- ``security.ssl.rest.enabled`` (or ``rest.ssl.enabled``): HTTPS, with the PEM files
+  ``security.ssl.rest.certificate`` and ``security.ssl.rest.private-key`` (and
+  ``security.ssl.rest.key-password``): Flink's keystore, in Python's form.
+- ``state.savepoints.dir``, ``state.checkpoints.dir`` (and their Flink 2.x names) and
+  ``sparkpoint.rest.allowed-dirs`` (a comma-separated list): the only roots a savepoint
+  target or a disposal requested over REST may lie under.
+- ``rest.server.max-content-length``: the largest request body accepted (default 1 MiB).
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import secrets
+from dataclasses import dataclass
+from typing import Any, Optional
+from urllib.parse import urlsplit
+
+from sparkpoint.errors import ConfigurationError
+from sparkpoint.rest.job_json import RestError
+
+__all__ = ["RestSecurity", "LOOPBACK", "check_target", "normalize_target"]
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+DEFAULT_MAX_CONTENT = 1024 * 1024
+_ROOT_KEYS = ("state.savepoints.dir", "state.checkpoints.dir", "execution.checkpointing.savepoint-dir",
+              "execution.checkpointing.dir")
+
+
+def _ssl_key(config: Any, name: str) -> Optional[str]:
+    return config.get_string(f"security.ssl.rest.{name}") or config.get_string(f"rest.ssl.{name}")
+
+
+@dataclass
+class RestSecurity:
+    """How one endpoint is protected, read once from the job's configuration."""
+
+    bind_address: str
+    token: Optional[str]
+    certificate: Optional[str]
+    private_key: Optional[str]
+    key_password: Optional[str]
+    roots: list[str]
+    max_content_length: int
+
+    @classmethod
+    def from_config(cls, config: Any) -> "RestSecurity":
+        bind = config.get_string("rest.bind-address") or config.get_string("rest.address") or "127.0.0.1"
+        token = config.get_string("rest.token") or (None if bind in LOOPBACK else secrets.token_hex(32))
+        enabled = str(_ssl_key(config, "enabled") or "false").lower() == "true"
+        cert, key = _ssl_key(config, "certificate"), _ssl_key(config, "private-key")
+        if enabled and not (cert and key):
+            raise ConfigurationError("security.ssl.rest.enabled needs security.ssl.rest.certificate and "
+                                     "security.ssl.rest.private-key (PEM files)")
+        roots = [config.get_string(k) for k in _ROOT_KEYS if config.get_string(k)]
+        roots += [r.strip() for r in (config.get_string("sparkpoint.rest.allowed-dirs") or "").split(",") if r.strip()]
+        limit = int(config.get("rest.server.max-content-length", DEFAULT_MAX_CONTENT))
+        return cls(bind, token, cert if enabled else None, key if enabled else None,
+                   _ssl_key(config, "key-password"), [normalize_target(r) for r in roots], limit)
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self.certificate else "http"
+
+    def authorized(self, header: Optional[str]) -> bool:
+        """Whether an ``Authorization`` header carries the token (always, without one)."""
+        if not self.token:
+            return True
+        given = header[len("Bearer "):] if header and header.startswith("Bearer ") else ""
+        return secrets.compare_digest(given.encode(), self.token.encode())
+
+    def check_target(self, path: Optional[str], what: str) -> Optional[str]:
+        return check_target(path, self.roots, what)
+
+
+def normalize_target(path: str) -> str:
+    """``scheme://netloc/normalized/path`` of a URL or local path (``file://`` for local ones)."""
+    parts = urlsplit(path)
+    if parts.scheme in ("", "file") or len(parts.scheme) == 1:   # a local path (a drive letter is a path too)
+        local = parts.path if parts.scheme == "file" else path
+        return "file://" + os.path.normpath(os.path.abspath(local))
+    return f"{parts.scheme}://{parts.netloc}{posixpath.normpath('/' + parts.path)}"
+
+
+def check_target(path: Optional[str], roots: list[str], what: str) -> Optional[str]:
+    """``path`` if it lies under one of ``roots``; otherwise a 400 naming the path and the roots."""
+    if path is None:
+        return None
+    if not isinstance(path, str) or not path or "\x00" in path:
+        raise RestError(400, f"{what}: expected a path, got {path!r}")
+    target = normalize_target(path)
+    for root in roots:
+        if target == root or target.startswith(root.rstrip("/") + "/"):
+            return path
+    allowed = ", ".join(roots) or "none (set state.savepoints.dir or sparkpoint.rest.allowed-dirs)"
+    raise RestError(400, f"{what} {path!r} is outside the allowed directories: {allowed}")
