@@ -165,7 +165,11 @@ def _client(job_id: str) -> tuple[Any, str, dict]:
     headers = {"Authorization": f"Bearer {entry['token']}"} if entry.get("token") else {}
     host = entry["address"] if ":" not in entry["address"] else f"[{entry['address']}]"
     scheme = entry.get("scheme", "http")
-    verify: Any = entry.get("certificate") or True   # a self-signed endpoint: trust its own certificate
+    verify: Any = True
+    if entry.get("certificate"):   # a self-signed endpoint: trust its own certificate
+        import ssl
+
+        verify = ssl.create_default_context(cafile=entry["certificate"])
     return httpx.Client(base_url=f"{scheme}://{host}:{entry['port']}", headers=headers, timeout=10,
                         verify=verify), entry["job_id"], entry
 
