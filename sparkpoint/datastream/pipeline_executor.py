@@ -78,8 +78,9 @@ class JobHandle(Protocol):
     def is_cancelled(self) -> bool:
         """Whether cancel() was called."""
 
-    def request_savepoint(self, directory: Optional[str], stop: bool = False) -> "Future":
-        """A savepoint at the next epoch boundary; the future's result is its path."""
+    def request_savepoint(self, directory: Optional[str], stop: bool = False, drain: bool = False) -> "Future":
+        """A savepoint at the next epoch boundary (``drain``: a stop's, after event time ended); the future's
+        result is its path."""
 
     def request_checkpoint(self, full: bool = False) -> "Future":
         """A checkpoint at the next epoch boundary (``full``: all state); the future's result is its id."""

@@ -152,8 +152,10 @@ class JobClient:
 
     def stop_with_savepoint(self, advance_to_end_of_event_time: bool = False,
                             savepoint_directory: Optional[str] = None, formatType: Any = None) -> "Future":
-        """Take a savepoint, commit the sinks and stop the job; the future's result is the path."""
-        return self._job.request_savepoint(savepoint_directory, stop=True)
+        """Take a savepoint, commit the sinks and stop the job; the future's result is the path.
+        ``advance_to_end_of_event_time``: the sources read no more and emit the final watermark first, so
+        every event-time timer fires before the savepoint (``stop --drain``)."""
+        return self._job.request_savepoint(savepoint_directory, stop=True, drain=advance_to_end_of_event_time)
 
     def wait(self, timeout: Optional[float] = None) -> Any:
         return self._result.result(timeout)

@@ -43,8 +43,8 @@ class JobMasterHandle:
     def is_cancelled(self) -> bool:
         return bool(self.master.cancelled.is_set())
 
-    def request_savepoint(self, directory: Optional[str], stop: bool = False) -> Future:
-        return self.master.request_savepoint(directory, stop=stop).future
+    def request_savepoint(self, directory: Optional[str], stop: bool = False, drain: bool = False) -> Future:
+        return self.master.request_savepoint(directory, stop=stop, drain=drain).future
 
     def request_checkpoint(self, full: bool = False) -> Future:
         return self.master.request_checkpoint(full).future

@@ -119,6 +119,7 @@ def test_savepoint_stop_dispose_and_resume(tmp_path, cli_env):
     out, sp_dir = tmp_path / "out", tmp_path / "savepoints"
     args = ["-D", "execution.target=local", "-D", "execution.checkpointing.interval=1h",
             "-D", f"state.savepoints.dir={sp_dir.as_uri()}", "-D", f"sparkpoint.local-state-dir={tmp_path / 'ls'}",
+            "-D", f"sparkpoint.rest.allowed-dirs={(tmp_path / 'final').as_uri()}",   # a stop's target, allowed too
             "-D", "execution.epoch.max-records=2000"]
     proc = subprocess.Popen([sys.executable, "-m", "sparkpoint.cli", "run", *args, JOB, "--events", "400000",
                              "--events-per-second", "20000", "--output", str(out)],

@@ -54,4 +54,4 @@ def start_job(make_env, tmp_path, monkeypatch) -> Callable[..., RunningJob]:
             job.client.wait(30)
         except Exception:  # noqa: BLE001 - a test may have made it fail on purpose
             pass
-        wait_for(lambda: job.client.get_job_execution_result().done(), 30, "the job's end")
+        wait_for(job.client.get_job_execution_result().done, 30, "the job's end")
