@@ -124,7 +124,7 @@ def jobs_overview(view: JobView) -> dict:
     tasks["total"] = sum(p for _, _, p in vertices)
     return {"jobs": [{"jid": view.master.job_id, "name": view.master.plan.job_name, "start-time": view.start_time(),
                       "end-time": view.end_time(), "duration": view.duration(), "state": view.status,
-                      "last-modification": max(view.status_times.values(), default=view.start_time()),
+                      "last-modification": max(view.status_times.copy().values(), default=view.start_time()),
                       "tasks": tasks}]}
 
 

@@ -86,7 +86,7 @@ def normalize_target(path: str) -> str:
     parts = urlsplit(path)
     if parts.scheme in ("", "file") or len(parts.scheme) == 1:   # a local path (a drive letter is a path too)
         local = parts.path if parts.scheme == "file" else path
-        return "file://" + os.path.normpath(os.path.abspath(local))
+        return "file://" + os.path.realpath(local)   # symbolic links resolved: no way out of a root through one
     return f"{parts.scheme}://{parts.netloc}{posixpath.normpath('/' + parts.path)}"
 
 

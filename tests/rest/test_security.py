@@ -124,3 +124,12 @@ def test_request_bodies_are_bounded_and_errors_are_flinks(start_job):
         assert wrong_method.status_code == 405 and set(wrong_method.json()) == {"errors"}
         assert c.patch(f"/jobs/{jid}", params={"mode": "stop"}).status_code == 400
         assert job.client.get_job_status().result().name == "RUNNING"
+
+
+def test_a_symbolic_link_out_of_a_root_is_refused(start_job, tmp_path):
+    (tmp_path / "savepoints").mkdir()
+    (tmp_path / "savepoints" / "link").symlink_to(tmp_path / "outside", target_is_directory=True)
+    job = start_job(50)
+    with rest_client(job.job_id) as c:
+        r = c.post(f"/jobs/{job.job_id}/savepoints", json={"target-directory": str(tmp_path / "savepoints" / "link")})
+        assert r.status_code == 400 and "outside the allowed directories" in r.json()["errors"][0]
