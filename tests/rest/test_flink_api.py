@@ -188,3 +188,31 @@ def test_savepoint_disposal_and_stop_with_drain(start_job, tmp_path):
         start, channel, count = line.split("\t")
         written[(int(start), channel)] += int(count)
     assert written == oracle
+
+
+def test_a_failed_checkpoint_in_counts_latest_history_and_metrics(start_job, monkeypatch):
+    job = start_job(200, **{"execution.checkpointing.tolerable-failed-checkpoints": 5})
+    jid = job.job_id
+    with rest_client(jid) as c:
+        details = _read_everything(c, job)
+        window_id = next(v["id"] for v in details["vertices"] if v["name"].startswith("Window"))
+        before = set(_completed_on_disk(job))
+        monkeypatch.setenv("SPARKPOINT_FAIL_UPLOAD", "1")    # every keyed upload fails: the tasks decline
+        r = c.post(f"/jobs/{jid}/checkpoints", json={"checkpointType": "FULL"})
+        op = await_operation(c, f"/jobs/{jid}/checkpoints/{r.json()['request-id']}")
+        monkeypatch.delenv("SPARKPOINT_FAIL_UPLOAD")
+        assert set(op["operation"]) == {"failure-cause"} and "upload failure injected" in \
+            op["operation"]["failure-cause"]["stack-trace"]
+        assert set(_completed_on_disk(job)) == before            # nothing new completed on disk
+        stats = c.get(f"/jobs/{jid}/checkpoints").json()
+        failed = stats["latest"]["failed"]
+        assert stats["counts"]["failed"] == 1 and set(failed) == F.FAILED_CHECKPOINT
+        assert failed["status"] == "FAILED" and "upload failure injected" in failed["failure_message"]
+        assert failed["failure_timestamp"] >= failed["trigger_timestamp"]
+        assert [h["id"] for h in stats["history"] if h["status"] == "FAILED"] == [failed["id"]]
+        [metric] = c.get(f"/jobs/{jid}/metrics", params={"get": "numberOfFailedCheckpoints"}).json()
+        assert metric == {"id": "numberOfFailedCheckpoints", "value": "1"}
+        detail = c.get(f"/jobs/{jid}/checkpoints/details/{failed['id']}").json()
+        window = detail["tasks"][window_id]     # its subtasks declined: none acknowledged
+        assert (window["status"], window["num_acknowledged_subtasks"], window["num_subtasks"]) == ("FAILED", 0, 2)
+        assert job.client.get_job_status().result().name == "RUNNING"    # tolerated
