@@ -222,6 +222,7 @@ class JobMaster:
 
     def _shutdown(self) -> None:
         status = self.status
+        self.savepoints.fail_all(f"the job is {status.name}")   # requests still open can no longer complete
         if self.coordinator is not None:
             self.coordinator.shutdown(status.name)
         logger.info("job %s %s after %d epochs (%d failovers, %d keyed tasks rebuilt their state elsewhere, "
