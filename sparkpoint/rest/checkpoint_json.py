@@ -105,9 +105,10 @@ def checkpoint_subtasks(view: JobView, cid: int, vid: str) -> dict:
     subtasks = []
     for i, a in enumerate(acks):
         if a is None:
-            subtasks.append({"index": i, "status": "pending_or_failed"})
+            subtasks.append({"className": "pending_or_failed", "index": i, "status": "pending_or_failed"})
             continue
-        subtasks.append({"index": i, "status": "completed", "ack_timestamp": a.ack_timestamp,
+        subtasks.append({"className": "completed", "index": i, "status": "completed",
+                         "ack_timestamp": a.ack_timestamp,
                          "end_to_end_duration": max(a.ack_timestamp - stats.trigger_timestamp, 0),
                          "state_size": a.state_size, "checkpointed_size": a.checkpointed_size,
                          "checkpoint": {"sync": int(a.sync_duration_ms), "async": int(a.async_duration_ms)},

@@ -57,8 +57,8 @@ CHECKPOINT_CONFIG = _obj(mode=STR, interval=INT, timeout=INT, min_pause=INT, max
                          state_changelog_enabled=BOOL, changelog_periodic_materialization_interval=INT,
                          changelog_storage=STR)
 _ALIGN = dict(buffered=INT, processed=INT, persisted=INT, duration=INT)
-SUBTASK = {"type": "object", "required": ["index", "status"], "properties": {
-    "index": INT, "status": STR, "ack_timestamp": INT, "end_to_end_duration": INT, "state_size": INT,
+SUBTASK = {"type": "object", "required": ["className", "index", "status"], "properties": {
+    "className": STR, "index": INT, "status": STR, "ack_timestamp": INT, "end_to_end_duration": INT, "state_size": INT,
     "checkpointed_size": INT, "checkpoint": _obj(sync=INT, **{"async": INT}), "alignment": _obj(**_ALIGN),
     "start_delay": INT, "unaligned_checkpoint": BOOL, "aborted": BOOL}}
 SUBTASK_DETAILS = _obj(

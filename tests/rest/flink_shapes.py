@@ -45,8 +45,8 @@ TASK_CHECKPOINT = {"id", "status", "latest_ack_timestamp", "checkpointed_size", 
 TASK_CHECKPOINT_WITH_SUBTASKS = TASK_CHECKPOINT | {"summary", "subtasks"}
 TASK_SUMMARY = {"checkpointed_size", "state_size", "end_to_end_duration", "checkpoint_duration", "alignment",
                 "start_delay"}
-COMPLETED_SUBTASK = {"index", "status", "ack_timestamp", "end_to_end_duration", "state_size", "checkpointed_size",
-                     "checkpoint", "alignment", "start_delay", "unaligned_checkpoint", "aborted"}
+COMPLETED_SUBTASK = {"className", "index", "status", "ack_timestamp", "end_to_end_duration", "state_size",
+                     "checkpointed_size", "checkpoint", "alignment", "start_delay", "unaligned_checkpoint", "aborted"}
 CHECKPOINT_CONFIG = {"mode", "interval", "timeout", "min_pause", "max_concurrent", "externalization",
                      "state_backend", "checkpoint_storage", "unaligned_checkpoints", "tolerable_failed_checkpoints",
                      "aligned_checkpoint_timeout", "checkpoints_after_tasks_finish", "state_changelog_enabled",
