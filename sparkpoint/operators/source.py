@@ -81,7 +81,10 @@ class SourceOperator(StreamOperator):
             n += len(values)
         self.task.counter(self.uid, "numRecordsOut", n)
         unfinished = [s for s in new_splits if not s.finished]
-        if not unfinished:
+        ended = [s.watermark for s in new_splits if s.finished and s.watermark > self.watermark]
+        if not unfinished and ended and not no_more_splits:
+            wm = min(ended)   # the splits that ended this epoch still pass on their last watermark
+        elif not unfinished:
             wm = MAX_WATERMARK if no_more_splits else IDLE
         elif not watermarks:
             wm = IDLE

@@ -342,3 +342,27 @@ def test_continuous_monitoring_picks_up_new_files(make_env, tmp_path):
         client.cancel()
     client.wait(10)
     assert sorted(_committed_lines(out)) == sorted(first + second)
+
+
+def test_a_continuous_source_passes_on_the_watermark_of_a_file_it_finished(make_env, tmp_path):
+    """The last batch of a file moves event time on, though no further file has appeared yet."""
+    d, out = tmp_path / "watch", tmp_path / "watch-out"
+    _write(d / "1.txt", ("\n".join(str(ts) for ts in range(0, 300_000, 1_000)) + "\n").encode())
+    env = make_env("local", **{"execution.epoch.idle-pause": "20 ms", "execution.epoch.max-records": 100})
+    env.set_parallelism(1)
+    source = (FileSource.for_record_stream_format(StreamFormat.text_line_format(), str(d))
+              .monitor_continuously(Duration.of_millis(100)).build())
+    strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda line, _: int(line))
+    (env.from_source(source, strategy, "watch").uid("watch")
+     .window_all(TumblingEventTimeWindows.of(Time.minutes(1)))
+     .reduce(lambda a, b: a).uid("firsts")
+     .sink_to(_file_sink(out)))
+    client = env.execute_async("watch-windows")
+    try:
+        # the watermark reaches 298,999 (the file's last timestamp, less 1 ms): the windows before 4:00 fire;
+        # without the finished file's watermark it would stay at its last batch but one (198,999)
+        assert _wait_for(lambda: sorted(map(int, _committed_lines(out))) == [0, 60_000, 120_000, 180_000],
+                         timeout=15), _committed_lines(out)
+    finally:
+        client.cancel()
+    client.wait(10)
