@@ -1,0 +1,141 @@
+"""Restoring an older retained checkpoint: file sinks roll back what it did not see, or it is warned about.
+
+Jobs write the numbers 0..N-1 through a file sink with a checkpoint every epoch and are
+cancelled after a few; a later job restores an older checkpoint of theirs. The oracle is
+the hand count ``range(N)``: with a rollback the final output holds every number once.
+"""
+
+from __future__ import annotations
+
+import glob
+import logging
+import os
+import re
+import time
+from collections import Counter
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from sparkpoint.checkpoint.loader import load_checkpoint
+from sparkpoint.common import Encoder, Types, WatermarkStrategy
+from sparkpoint.datastream.connectors.file_system import BucketAssigner, FileSink
+from sparkpoint.datastream.connectors.generator import DataGeneratorSource
+from sparkpoint.datastream.formats.parquet import ParquetBulkWriters
+from sparkpoint.testing.kill_loop import read_committed_lines
+
+N = 3_000
+ROW = Types.ROW_NAMED(["n"], [Types.LONG()])
+
+
+def identity(i: int) -> int:
+    return i
+
+
+def completed(ck: Path, job: str = "*") -> list[str]:
+    dirs = [d for d in glob.glob(str(ck / job / "chk-*")) if os.path.exists(d + "/_metadata")]
+    return sorted(dirs, key=lambda p: int(p.rsplit("-", 1)[1]))
+
+
+def start(make_env, tmp_path: Path, out: Path, restore: str | None = None, rate: float | None = 2_000,
+          parquet: bool = False, **conf: object):
+    """The numbers job writing to ``out``, checkpointing into ``tmp_path/ck``; returns (env, client)."""
+    config = {"execution.epoch.max-records": 50, **conf}
+    if restore is not None:
+        config["execution.savepoint.path"] = restore
+    env = make_env("local", **config)
+    env.enable_checkpointing(1)
+    env.get_checkpoint_config().set_checkpoint_storage_dir((tmp_path / "ck").as_uri())
+    env.get_checkpoint_config().set_externalized_checkpoint_retention("RETAIN_ON_CANCELLATION")
+    env.get_configuration().set("state.checkpoints.num-retained", 1_000)
+    env.set_parallelism(2)
+    stream = env.from_source(DataGeneratorSource(identity, N, num_splits=2, records_per_second=rate),
+                             WatermarkStrategy.no_watermarks(), "numbers").uid("numbers")
+    if parquet:
+        sink = FileSink.for_bulk_format(str(out), ParquetBulkWriters.for_row_type(ROW))
+        stream = stream.map(lambda i: (i,), output_type=ROW).uid("rows")
+    else:
+        sink = FileSink.for_row_format(str(out), Encoder.simple_string_encoder())
+        stream = stream.map(str).uid("text")
+    stream.sink_to(sink.with_bucket_assigner(BucketAssigner.base_path_bucket_assigner()).build()).uid("sink")
+    return env.execute_async("numbers")
+
+
+def cancel_after(client, ck: Path, checkpoints: int, timeout: float = 30) -> str:
+    """Cancel the job once it completed ``checkpoints`` checkpoints; its job directory."""
+    job_dir = ck / client.get_job_id()
+    deadline = time.time() + timeout
+    while time.time() < deadline and len(completed(ck, client.get_job_id())) < checkpoints:
+        time.sleep(0.02)
+    client.cancel()
+    client.wait(30)
+    assert len(completed(ck, client.get_job_id())) >= checkpoints, "the job did not checkpoint in time"
+    return str(job_dir)
+
+
+def numbers(out: Path, parquet: bool = False) -> Counter:
+    if not parquet:
+        return Counter(int(line) for line in read_committed_lines(out))
+    files = [p for p in out.rglob("*") if p.is_file()
+             and not any(part.startswith((".", "_")) for part in p.relative_to(out).parts)]
+    return Counter(n for f in files for n in pq.read_table(f).column("n").to_pylist())
+
+
+def barrier(chk: str) -> int:
+    return load_checkpoint(chk, verify_files=False).metadata.barrier_epoch
+
+
+def test_rollback_moves_aside_what_the_older_checkpoint_did_not_see_across_restored_jobs(make_env, tmp_path):
+    out, ck = tmp_path / "out", tmp_path / "ck"
+    first = start(make_env, tmp_path, out)
+    cancel_after(first, ck, 8)
+    chks = completed(ck, first.get_job_id())
+    older = chks[-5]
+    assert sum(numbers(out).values()) > 0
+    # a second job restored from an older checkpoint of the first, rolled back, then cancelled in its turn
+    second = start(make_env, tmp_path, out, restore=older, **{"sparkpoint.restore.rollback": "move"})
+    cancel_after(second, ck, 6)
+    moved = glob.glob(str(out / ".rolled-back" / f"chk-{older.rsplit('-', 1)[1]}-job-*" / "part-*"))
+    assert moved, "nothing was moved aside"
+    assert max(numbers(out).values()) == 1   # no duplicates so far
+    # a third job restores an older checkpoint of the second: the lineage spans both job ids
+    third_from = completed(ck, second.get_job_id())[-4]
+    third = start(make_env, tmp_path, out, restore=third_from, rate=None,
+                  **{"sparkpoint.restore.rollback": "move"})
+    third.wait(60)
+    assert numbers(out) == Counter(range(N))
+    moved_lines = Counter(int(line) for f in glob.glob(str(out / ".rolled-back" / "*" / "part-*"))
+                          for line in Path(f).read_text().splitlines())
+    assert moved_lines and set(moved_lines) <= set(range(N))
+
+
+def test_without_rollback_the_restore_warns_with_the_replayed_epochs(make_env, tmp_path, caplog):
+    out, ck = tmp_path / "out", tmp_path / "ck"
+    first = start(make_env, tmp_path, out)
+    cancel_after(first, ck, 6)
+    chks = completed(ck, first.get_job_id())
+    older = chks[-4]
+    epochs = barrier(chks[-1]) - barrier(older)
+    with caplog.at_level(logging.WARNING):
+        start(make_env, tmp_path, out, restore=older, rate=None).wait(60)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    replay = [w for w in warnings if "committed after checkpoint" in w]
+    assert len(replay) == 1, warnings
+    assert re.search(rf"\b{epochs} epoch\(s\) \({barrier(older) + 1} to {barrier(chks[-1])}\)", replay[0]), replay
+    assert "3 newer checkpoint(s)" in replay[0]
+    assert not [w for w in warnings if "files of other jobs" in w], warnings   # its own lineage is not foreign
+    got = numbers(out)
+    assert set(got) == set(range(N)) and sum(got.values()) > N    # the replayed epochs' output is there twice
+
+
+def test_parquet_rollback_deletes_what_the_older_checkpoint_did_not_see(make_env, tmp_path):
+    out, ck = tmp_path / "out", tmp_path / "ck"
+    first = start(make_env, tmp_path, out, parquet=True)
+    cancel_after(first, ck, 6)
+    older = completed(ck, first.get_job_id())[-4]
+    before = sum(numbers(out, parquet=True).values())
+    start(make_env, tmp_path, out, restore=older, rate=None, parquet=True,
+          **{"sparkpoint.restore.rollback": "delete"}).wait(60)
+    assert before > 0
+    assert numbers(out, parquet=True) == Counter(range(N))
+    assert not (out / ".rolled-back").exists()
