@@ -38,8 +38,8 @@ def completed(ck: Path, job: str = "*") -> list[str]:
 
 
 def start(make_env, tmp_path: Path, out: Path, restore: str | None = None, rate: float | None = 2_000,
-          parquet: bool = False, **conf: object):
-    """The numbers job writing to ``out``, checkpointing into ``tmp_path/ck``; returns (env, client)."""
+          parquet: bool = False, sink=None, **conf: object):
+    """The numbers job writing to ``out`` (or to ``sink``), checkpointing into ``tmp_path/ck``; its client."""
     config = {"execution.epoch.max-records": 50, **conf}
     if restore is not None:
         config["execution.savepoint.path"] = restore
@@ -51,6 +51,9 @@ def start(make_env, tmp_path: Path, out: Path, restore: str | None = None, rate:
     env.set_parallelism(2)
     stream = env.from_source(DataGeneratorSource(identity, N, num_splits=2, records_per_second=rate),
                              WatermarkStrategy.no_watermarks(), "numbers").uid("numbers")
+    if sink is not None:
+        stream.map(str).uid("text").sink_to(sink).uid("sink")
+        return env.execute_async("numbers")
     if parquet:
         sink = FileSink.for_bulk_format(str(out), ParquetBulkWriters.for_row_type(ROW))
         stream = stream.map(lambda i: (i,), output_type=ROW).uid("rows")
@@ -123,7 +126,7 @@ def test_without_rollback_the_restore_warns_with_the_replayed_epochs(make_env, t
     assert len(replay) == 1, warnings
     assert re.search(rf"\b{epochs} epoch\(s\) \({barrier(older) + 1} to {barrier(chks[-1])}\)", replay[0]), replay
     assert "3 newer checkpoint(s)" in replay[0]
-    assert not [w for w in warnings if "files of other jobs" in w], warnings   # its own lineage is not foreign
+    assert not [w for w in warnings if "committed file(s) of other jobs" in w], warnings   # its own lineage
     got = numbers(out)
     assert set(got) == set(range(N)) and sum(got.values()) > N    # the replayed epochs' output is there twice
 
