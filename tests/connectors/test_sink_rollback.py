@@ -142,3 +142,43 @@ def test_parquet_rollback_deletes_what_the_older_checkpoint_did_not_see(make_env
     assert before > 0
     assert numbers(out, parquet=True) == Counter(range(N))
     assert not (out / ".rolled-back").exists()
+
+
+def test_the_seed_job_restored_from_an_older_checkpoint_with_rollback_writes_the_oracle(tmp_path):
+    """`sparkpoint run -s <older chk> --rollback move` after the seed job was killed: the pandas oracle, once."""
+    import signal
+    import subprocess
+    import sys
+
+    from tests.cli.test_cli import JOB, ROOT
+    from tests.e2e.test_exactly_once import oracle
+
+    ck, out, events = tmp_path / "ck", tmp_path / "out", 120_000
+    args = ["-D", "execution.target=local", "-D", "execution.checkpointing.interval=100 ms",
+            "-D", f"state.checkpoints.dir={ck.as_uri()}", "-D", "state.checkpoints.num-retained=100",
+            "-D", f"sparkpoint.local-state-dir={tmp_path / 'ls'}", "-D", "execution.epoch.max-records=2000",
+            "-D", "rest.enabled=false"]
+    command = [sys.executable, "-m", "sparkpoint.cli", "run", *args]
+    env = {**os.environ, "SPARKPOINT_HOME": str(tmp_path / "home")}
+    proc = subprocess.Popen([*command, JOB, "--events", str(events), "--events-per-second", "40000",
+                             "--output", str(out)], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline and (len(completed(ck)) < 12 or not numbers_of(out)):
+            time.sleep(0.05)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+    assert proc.wait(30) == -signal.SIGKILL, "the job ended before it was killed"
+    older = completed(ck)[-6]
+    restored = subprocess.run([*command, "-s", older, "--rollback", "move", JOB, "--events", str(events),
+                               "--output", str(out)], cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=300)
+    assert restored.returncode == 0, restored.stderr
+    assert Counter(read_committed_lines(out)) == oracle(events)
+    assert glob.glob(str(out / ".rolled-back" / f"chk-{older.rsplit('-', 1)[1]}-job-*" / "part-*"))
+    assert "committed after checkpoint" in restored.stderr
+
+
+def numbers_of(out: Path) -> list[str]:
+    return read_committed_lines(out) if out.exists() else []
