@@ -148,10 +148,11 @@ class OutputStart:
     """What a sink learns on the driver before a job's first epoch about the output the job starts from.
 
     ``checkpoint_id`` is the checkpoint or savepoint the job was started from (``None``: a fresh
-    start), ``barrier_epoch`` the last epoch it covers and ``writer_states`` the sink writers'
-    states in it by subtask (at its parallelism). ``newer_checkpoints`` are the ``(id, barrier
-    epoch)`` of the completed checkpoints retained after it in its job directory: output of
-    their epochs may already be committed. ``rollback`` (``sparkpoint.restore.rollback``) says
+    start), ``checkpoint_job_id`` the job that took it, ``barrier_epoch`` the last epoch it
+    covers and ``writer_states`` the sink writers' states in it by subtask (at its
+    parallelism). ``newer_checkpoints`` are the ``(id, barrier epoch)`` of the completed
+    checkpoints retained after it in its job directory: output of their epochs may already be
+    committed. ``rollback`` (``sparkpoint.restore.rollback``) says
     what to do with output committed after the checkpoint: ``off`` (warn), ``move`` it into
     ``rollback_dir`` (``None``: the sink's default) or ``delete`` it; ``if_not_empty``
     (``sparkpoint.sink.if-output-not-empty``) what to do with output of other jobs already
@@ -161,6 +162,7 @@ class OutputStart:
     sink_uid: str
     job_id: str
     checkpoint_id: Optional[int] = None
+    checkpoint_job_id: Optional[str] = None
     barrier_epoch: Optional[int] = None
     writer_states: dict = field(default_factory=dict)
     newer_checkpoints: tuple = ()

@@ -56,6 +56,7 @@ def prepare_sink_outputs(plan: JobPlan, job_id: str, config: Configuration,
         start = OutputStart(
             sink_uid=uid, job_id=job_id,
             checkpoint_id=restored.checkpoint_id if restored is not None else None,
+            checkpoint_job_id=restored.metadata.job_id if restored is not None else None,
             barrier_epoch=restored.metadata.barrier_epoch if restored is not None else None,
             writer_states={i: s.get("writer") for i, s in per_subtask.items() if isinstance(s, dict)},
             newer_checkpoints=newer, rollback=rollback, rollback_dir=config.get_string(ROLLBACK_DIR_KEY),
