@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Any
+from typing import Any, Optional
 
 from sparkpoint.connectors.base import OutputStart
 
-__all__ = ["insert_only", "ledger_sql", "prepare_jdbc_output", "COMMITS_TABLE", "LINEAGE_TABLE"]
+__all__ = ["insert_only", "ledger_sql", "ledger_exists", "prepare_jdbc_output", "COMMITS_TABLE", "LINEAGE_TABLE"]
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +44,11 @@ def ledger_sql() -> str:
             f"VALUES (%s, %s, %s, %s, pg_current_xact_id()::text::bigint)")
 
 
+def ledger_exists(conn: Any) -> bool:
+    """Whether the ledger table exists (the driver creates it before the first epoch, where it may)."""
+    return bool(conn.execute("SELECT to_regclass(%s) IS NOT NULL", (COMMITS_TABLE,)).fetchone()[0])
+
+
 def _create_tables(conn: Any) -> None:
     conn.execute(f"CREATE TABLE IF NOT EXISTS {COMMITS_TABLE} (prefix text NOT NULL, job text NOT NULL, "
                  f"epoch bigint NOT NULL, gid text NOT NULL, xid bigint NOT NULL)")
@@ -51,8 +56,11 @@ def _create_tables(conn: Any) -> None:
                  f"parent text NOT NULL, epoch bigint NOT NULL)")
 
 
-def _after(conn: Any, prefix: str, parent: str, barrier: int) -> list[tuple[str, int, str, int]]:
-    """The ledger rows ``(job, epoch, gid, xid)`` of the lineage committed after ``parent``'s epoch ``barrier``."""
+def _after(conn: Any, prefix: str, parent: str, barrier: int) -> Optional[list[tuple[str, int, str, int]]]:
+    """The ledger rows ``(job, epoch, gid, xid)`` of the lineage committed after ``parent``'s epoch ``barrier``.
+
+    ``None`` if the ledger knows no transaction of the lineage (written before there was a ledger).
+    """
     links = {job: (up, int(epoch)) for job, up, epoch in conn.execute(
         f"SELECT job, parent, epoch FROM {LINEAGE_TABLE} WHERE prefix = %s", (prefix,)).fetchall()}
 
@@ -70,7 +78,8 @@ def _after(conn: Any, prefix: str, parent: str, barrier: int) -> list[tuple[str,
         saw[job] = epoch
     family = root(parent)
     rows = conn.execute(f"SELECT job, epoch, gid, xid FROM {COMMITS_TABLE} WHERE prefix = %s", (prefix,)).fetchall()
-    return [r for r in rows if root(r[0]) == family and not (r[0] in saw and r[1] <= saw[r[0]])]
+    mine = [r for r in rows if root(r[0]) == family]
+    return [r for r in mine if not (r[0] in saw and r[1] <= saw[r[0]])] if mine else None
 
 
 def _aside(table: str) -> str:
@@ -78,28 +87,37 @@ def _aside(table: str) -> str:
     return table[:-1] + '__rolled_back"' if table.endswith('"') else table + "__rolled_back"
 
 
-def prepare_jdbc_output(start: OutputStart, conninfo: dict, prefix: str, table: str, describe: str) -> None:
-    """Before the first epoch: the ledger tables exist; a restore records its lineage and rolls back (or warns)."""
+def prepare_jdbc_output(start: OutputStart, conninfo: dict, prefix: str, table: str, describe: str) -> bool:
+    """Before the first epoch: the ledger tables exist; a restore records its lineage and rolls back (or warns).
+
+    False when the ledger cannot tell what was committed after the restored checkpoint (the caller warns).
+    """
     import psycopg
 
     with psycopg.connect(**conninfo, autocommit=True) as conn:
-        _create_tables(conn)
+        try:
+            _create_tables(conn)
+        except psycopg.Error as e:
+            logger.warning("sink '%s' (%s): cannot create the ledger tables %s and %s (%s): what it commits cannot "
+                           "be rolled back by a later restore", start.sink_uid, describe, COMMITS_TABLE,
+                           LINEAGE_TABLE, str(e).strip())
+            return False
         parent = start.checkpoint_job_id
         if start.checkpoint_id is None or parent is None or start.barrier_epoch is None:
-            return
+            return True
         if parent != start.job_id:
             conn.execute(f"INSERT INTO {LINEAGE_TABLE} (prefix, job, parent, epoch) VALUES (%s, %s, %s, %s)",
                          (prefix, start.job_id, parent, start.barrier_epoch))
         after = _after(conn, prefix, parent, start.barrier_epoch)
         if not after:
-            return
+            return after is not None
         what = (f"sink '{start.sink_uid}' ({describe}): {len(after)} transaction(s) were committed after "
                 f"checkpoint {start.checkpoint_id} ({start.replay_text()})")
         if start.rollback == "off":
             logger.warning("%s; the restored job writes their rows again, so the table will hold them twice. "
                            "Restore with --rollback move (sparkpoint.restore.rollback: move) to move them into "
                            "%s, or --rollback delete", what, _aside(table))
-            return
+            return True
         xids = [int(xid) % 2**32 for *_, xid in after]   # xmin is the 32-bit part of the transaction id
         with conn.transaction():
             if start.rollback == "move":
@@ -111,3 +129,4 @@ def prepare_jdbc_output(start: OutputStart, conninfo: dict, prefix: str, table: 
                          (prefix, [r[2] for r in after], [r[3] for r in after]))
         where = f"moved them into {_aside(table)}" if start.rollback == "move" else "deleted them"
         logger.warning("%s; %s: %d row(s) (sparkpoint.restore.rollback: %s)", what, where, rows, start.rollback)
+    return True

@@ -286,11 +286,9 @@ class JdbcSink(Sink):
         Other statements (upserts, updates) and at-least-once sinks cannot take their rows back:
         restoring an older checkpoint is warned about.
         """
-        if not (self.config.exactly_once and insert_only(self.config.sql)):
+        if not (self.config.exactly_once and insert_only(self.config.sql)) or not prepare_jdbc_output(
+                start, self.config.conninfo(), self.config.prefix, self.config.table, self.config.describe()):
             super().prepare_output(start)
-            return
-        prepare_jdbc_output(start, self.config.conninfo(), self.config.prefix, self.config.table,
-                            self.config.describe())
 
     def __repr__(self) -> str:
         mode = "exactly-once" if self.config.exactly_once else "at-least-once"
