@@ -105,8 +105,9 @@ def main(verbose: int) -> None:
 @click.option("-n", "--allowNonRestoredState", "allow_non_restored", is_flag=True,
               help="Skip state that cannot be mapped to the job.")
 @click.option("--rollback", type=click.Choice(["move", "delete"]), default=None,
-              help="With -s: output that file sinks committed after the checkpoint is moved aside (into "
-                   ".rolled-back/ of the output directory, or sparkpoint.restore.rollback-dir) or deleted.")
+              help="With -s: output that sinks committed after the checkpoint is moved aside (file sinks: "
+                   "into .rolled-back/ of the output directory, or sparkpoint.restore.rollback-dir; insert-only "
+                   "exactly-once JDBC sinks: into <table>__rolled_back) or deleted.")
 @click.argument("job", type=click.Path(exists=True, dir_okay=False))
 @click.argument("job_args", nargs=-1, type=click.UNPROCESSED)
 def run(master: Optional[str], dynamic: tuple[str, ...], conf_file: Optional[str], parallelism: Optional[int],
