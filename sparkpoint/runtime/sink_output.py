@@ -16,11 +16,13 @@ import posixpath
 import re
 from typing import Optional
 
-from sparkpoint.checkpoint.loader import RestoredCheckpoint, load_checkpoint
+from sparkpoint.checkpoint.loader import RestoredCheckpoint
+from sparkpoint.checkpoint.metadata import MetadataV1Serializer
 from sparkpoint.common.configuration import Configuration
 from sparkpoint.connectors.base import ROLLBACK_MODES, OutputStart, Sink
 from sparkpoint.errors import ConfigurationError, SparkpointError
 from sparkpoint.runtime.graph import JobPlan
+from sparkpoint.storage.checkpoint_storage import METADATA_FILE_NAME
 from sparkpoint.storage.file_systems import open_file_system
 
 __all__ = ["prepare_sink_outputs", "newer_checkpoints"]
@@ -85,11 +87,11 @@ def newer_checkpoints(restored: RestoredCheckpoint) -> tuple[tuple[int, int], ..
         m = _CHK.match(posixpath.basename(str(entry).rstrip("/")))
         if m is None or int(m.group(1)) <= restored.checkpoint_id:
             continue
-        location = restored.location.rstrip("/").rsplit("/", 1)[0] + "/" + m.group(0)
+        metadata = posixpath.join(job_dir, m.group(0), METADATA_FILE_NAME)
         try:
-            newer = load_checkpoint(location, verify_files=False, storage_options=restored.storage_options)
-        except (SparkpointError, OSError) as e:
-            logger.debug("newer checkpoint %s not counted: %s", location, e)
+            newer = MetadataV1Serializer.deserialize(fs.cat_file(metadata), fs.unstrip_protocol(metadata))
+        except (SparkpointError, OSError) as e:   # incomplete (no _metadata) or damaged
+            logger.debug("newer checkpoint %s not counted: %s", metadata, e)
             continue
-        out.append((newer.checkpoint_id, newer.metadata.barrier_epoch))
+        out.append((newer.checkpoint_id, newer.barrier_epoch))
     return tuple(sorted(out))
