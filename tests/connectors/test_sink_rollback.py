@@ -133,15 +133,20 @@ def test_without_rollback_the_restore_warns_with_the_replayed_epochs(make_env, t
     assert set(got) == set(range(N)) and sum(got.values()) > N    # the replayed epochs' output is there twice
 
 
-def test_parquet_rollback_deletes_what_the_older_checkpoint_did_not_see(make_env, tmp_path):
+def test_parquet_restored_twice_from_one_checkpoint_warns_then_deletes(make_env, tmp_path, caplog):
     out, ck = tmp_path / "out", tmp_path / "ck"
     first = start(make_env, tmp_path, out, parquet=True)
     cancel_after(first, ck, 6)
-    older = completed(ck, first.get_job_id())[-4]
-    before = sum(numbers(out, parquet=True).values())
+    chks = completed(ck, first.get_job_id())
+    older = chks[-4]
+    with caplog.at_level(logging.WARNING):   # without rollback: warned, and the replayed epochs are there twice
+        start(make_env, tmp_path, out, restore=older, rate=None, parquet=True).wait(60)
+    replay = [r.getMessage() for r in caplog.records if "committed after checkpoint" in r.getMessage()]
+    assert len(replay) == 1 and f"{barrier(chks[-1]) - barrier(older)} epoch(s)" in replay[0], replay
+    assert sum(numbers(out, parquet=True).values()) > N
+    # the same checkpoint again, with delete: the first job's later files and all of the second job's go
     start(make_env, tmp_path, out, restore=older, rate=None, parquet=True,
           **{"sparkpoint.restore.rollback": "delete"}).wait(60)
-    assert before > 0
     assert numbers(out, parquet=True) == Counter(range(N))
     assert not (out / ".rolled-back").exists()
 
