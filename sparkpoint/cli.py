@@ -19,7 +19,7 @@ import click
 
 from sparkpoint.common.config_file import load_config_file
 from sparkpoint.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
-from sparkpoint.errors import ConfigurationError, SparkpointError
+from sparkpoint.errors import ConfigurationError, SparkpointError, UserFunctionError
 from sparkpoint.runtime.job_listener import JobListener
 
 __all__ = ["main"]
@@ -145,12 +145,20 @@ def run(master: Optional[str], dynamic: tuple[str, ...], conf_file: Optional[str
         runpy.run_path(str(job_path), run_name="__main__")
     except SparkpointError as e:
         progress.close()
-        click.echo(f"\nThe job failed: {e}", err=True)
+        _report_failure(e)
         sys.exit(1)
     finally:
         sys.argv = old_argv
         set_cli_defaults({})
     progress.close()
+
+
+def _report_failure(error: SparkpointError) -> None:
+    """The job's failure: for a user function, its traceback (the function's frames) first, then one line."""
+    user_error = error if isinstance(error, UserFunctionError) else error.__cause__
+    if isinstance(user_error, UserFunctionError) and user_error.traceback_text():
+        click.echo("\n" + user_error.traceback_text().rstrip(), err=True)
+    click.echo(f"\nThe job failed: {error}", err=True)
 
 
 def _client(job_id: str) -> tuple[Any, str, dict]:

@@ -7,6 +7,7 @@ and, where it can, what to do about it.
 
 from __future__ import annotations
 
+import traceback
 from typing import Optional
 
 __all__ = [
@@ -42,20 +43,56 @@ class StateError(SparkpointError):
 
 
 class UserFunctionError(SparkpointError):
-    """A user function raised; names the operator uid and the offending record."""
+    """A user function raised; names the operator uid, the offending record and, once found, where that
+    record came from (``origin``: ``file:line``, a Kafka topic, partition and offset, an element's index)."""
 
     def __init__(self, uid: str, name: str, record: object, cause: BaseException):
         self.uid = uid
         self.operator_name = name
         self.record = record
         self.cause_repr = f"{type(cause).__name__}: {cause}"
-        super().__init__(
-            f"user function of operator {name!r} (uid {uid!r}) failed on record "
-            f"{_short(record)}: {self.cause_repr}"
-        )
+        self.origin: Optional[str] = None
+        self.epoch: Optional[int] = None
+        self.cause_trace = ""   # the function's traceback, as text, once the error left the task
+        super().__init__(self._message())
+
+    @property
+    def record_text(self) -> str:
+        """The record as the message shows it (what a replay compares records with)."""
+        return self.record if isinstance(self.record, _Shown) else _short(self.record)
+
+    def located(self, origin: Optional[str], epoch: Optional[int]) -> "UserFunctionError":
+        """This error with the record's origin and the epoch it failed in."""
+        err = _rebuild_user_error(self.uid, self.operator_name, self.record, self.cause_repr, origin, epoch,
+                                  self.cause_trace)
+        err.__cause__ = self.__cause__
+        return err
+
+    def traceback_text(self) -> str:
+        """The user function's traceback (kept as text when the error crossed processes)."""
+        if self.cause_trace:
+            return self.cause_trace
+        cause = self.__cause__
+        return "".join(traceback.format_exception(cause)) if cause is not None else ""
+
+    def with_record_text(self) -> "UserFunctionError":
+        """This error with the record replaced by its text (for a record that cannot be pickled)."""
+        return _rebuild_user_error(self.uid, self.operator_name, _Shown(self.record_text), self.cause_repr,
+                                   self.origin, self.epoch, self.traceback_text())
+
+    def _message(self) -> str:
+        where = f" from {self.origin}" if self.origin else ""
+        epoch = f" in epoch {self.epoch}" if self.epoch is not None else ""
+        return (f"user function of operator {self.operator_name!r} (uid {self.uid!r}) failed{epoch} on record "
+                f"{self.record_text}{where}: {self.cause_repr}")
 
     def __reduce__(self):  # keep the fields across pickling between processes
-        return (_rebuild_user_error, (self.uid, self.operator_name, self.record, self.cause_repr))
+        return (_rebuild_user_error, (self.uid, self.operator_name, self.record, self.cause_repr, self.origin,
+                                      self.epoch, self.traceback_text()))
+
+
+class _Shown(str):
+    """A record that crossed a process boundary as its text only (it could not be pickled)."""
 
 
 class MalformedRecordError(SparkpointError):
@@ -84,10 +121,10 @@ def _short(value: object, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _rebuild_user_error(uid: str, name: str, record: object, cause_repr: str) -> UserFunctionError:
+def _rebuild_user_error(uid: str, name: str, record: object, cause_repr: str, origin: Optional[str] = None,
+                        epoch: Optional[int] = None, cause_trace: str = "") -> UserFunctionError:
     err = UserFunctionError.__new__(UserFunctionError)
     err.uid, err.operator_name, err.record, err.cause_repr = uid, name, record, cause_repr
-    Exception.__init__(
-        err, f"user function of operator {name!r} (uid {uid!r}) failed on record {_short(record)}: {cause_repr}"
-    )
+    err.origin, err.epoch, err.cause_trace = origin, epoch, cause_trace
+    Exception.__init__(err, err._message())
     return err

@@ -109,6 +109,13 @@ class SourceReader(abc.ABC):
     @abc.abstractmethod
     def read(self, split: SourceSplit, max_records: int, max_bytes: int) -> ReadResult: ...
 
+    def locate(self, split: SourceSplit, index: int, max_bytes: int) -> str:
+        """Where the ``index``-th record that :meth:`read` returns from ``split`` (at its position) comes from.
+
+        Only failures ask (records carry no origin otherwise): readers name the place in their own
+        terms (``file:line``, topic, partition and offset, sequence number)."""
+        return f"split {split.split_id!r}, record {index} after position {split.position!r}"
+
 
 class Source(abc.ABC):
     """A frozen description of a source."""

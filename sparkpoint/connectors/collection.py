@@ -56,3 +56,6 @@ class _CollectionReader(SourceReader):
         start = split.position
         end = min(len(self.elements), start + max_records)
         return ReadResult(self.elements[start:end], None, split.with_(position=end, finished=end >= len(self.elements)))
+
+    def locate(self, split: SourceSplit, index: int, max_bytes: int) -> str:
+        return f"element {split.position + index} of the collection"

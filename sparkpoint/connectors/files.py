@@ -27,6 +27,7 @@ from typing import Any, Callable, Optional, Sequence
 from fsspec.core import url_to_fs
 
 from sparkpoint.connectors.base import ReadResult, SourceReader, SourceSplit, SplitEnumerator
+from sparkpoint.errors import record_location
 from sparkpoint.connectors.file_sink import (  # the sink side; re-exported for existing imports
     FileCommittable,
     FileCommitter,
@@ -259,6 +260,25 @@ class FileSourceReader(SourceReader):
         values, malformed = self._parse(raw, lines_read, split.split_id)
         new_split = split.with_(position=(offset + consumed, lines_read + len(raw)), finished=at_end)
         return ReadResult(values, None, new_split, malformed=malformed)
+
+    def locate(self, split: SourceSplit, index: int, max_bytes: int) -> str:
+        """``path:line`` of the ``index``-th record read from ``split``."""
+        offset, lines_read = split.position or (0, 0)
+        fs, path = url_to_fs(split.split_id)
+        want = index + 1
+        while True:  # lines until index + 1 records (blank, header and malformed lines give none)
+            with fs.open(path, "rb") as f:
+                f.seek(offset)
+                raw, _, at_end = _read_lines(f, want, max(1, max_bytes))
+            if at_end or len(raw) < want or len(self._parse(raw, lines_read, split.split_id)[0]) > index:
+                break
+            want *= 2
+        while raw:  # the fewest lines that still give index + 1 records: the last one is the record's
+            values, _ = self._parse(raw[:-1], lines_read, split.split_id)
+            if len(values) <= index:
+                break
+            raw.pop()
+        return record_location(split.split_id, lines_read + len(raw))
 
     def _parse(self, raw: list[bytes], lines_read: int, path: str) -> tuple[list, list]:
         fmt = self.fmt

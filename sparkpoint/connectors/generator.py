@@ -97,6 +97,10 @@ class _SequenceReader(SourceReader):
         finished = src.count is not None and new_pos >= split_length(src.count, splits, k)
         return ReadResult(values, timestamps, split.with_(position=new_pos, finished=finished), watermark)
 
+    def locate(self, split: SourceSplit, index: int, max_bytes: int) -> str:
+        k, splits = split.info["k"], split.info.get("n", self.source.num_splits)
+        return f"sequence number {k + (split.position + index) * splits}"
+
 
 class NumberSequence(SequenceSource):
     def __init__(self, start: int, end: int, num_splits: int = 1):

@@ -31,6 +31,7 @@ from sparkpoint.datastream.functions import (
     WindowFunction,
 )
 from sparkpoint.datastream.output_tag import OutputTag
+from sparkpoint.datastream.failed_records import FAILED_RECORDS, FailedRecord
 from sparkpoint.datastream.state_backend import (
     EmbeddedRocksDBStateBackend,
     FsStateBackend,
@@ -66,7 +67,8 @@ from sparkpoint.datastream.window import (
 
 __all__ = [
     "StreamExecutionEnvironment", "DataStream", "KeyedStream", "WindowedStream", "AllWindowedStream",
-    "DataStreamSink", "OutputTag", "CheckpointConfig", "CheckpointingMode", "CheckpointStorage",
+    "DataStreamSink", "OutputTag", "FAILED_RECORDS", "FailedRecord", "CheckpointConfig", "CheckpointingMode",
+    "CheckpointStorage",
     "ExternalizedCheckpointCleanup", "ExternalizedCheckpointRetention", "RuntimeExecutionMode",
     "TimeCharacteristic", "TimeDomain", "JobClient", "JobStatus", "ExecutionConfig",
     "StateBackend", "HashMapStateBackend", "MemoryStateBackend", "FsStateBackend", "EmbeddedRocksDBStateBackend",

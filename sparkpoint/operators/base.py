@@ -17,6 +17,7 @@ from typing import Any, Iterable, Optional
 from sparkpoint.common.watermark_strategy import MIN_WATERMARK
 from sparkpoint.datastream.functions import CheckpointedFunction, Function, RuntimeContext
 from sparkpoint.datastream.output_tag import OutputTag
+from sparkpoint.datastream.failed_records import FAILED_RECORDS, FailedRecord
 from sparkpoint.errors import StateError, UserFunctionError
 from sparkpoint.state.operator_state import DefaultOperatorStateStore
 
@@ -208,6 +209,7 @@ class StreamOperator:
     """Base of runtime operators."""
 
     keyed = False
+    routes_failures = False   # records its function raises on go to the FAILED_RECORDS side output
 
     def __init__(self, uid: str, name: str, function: Optional[Function] = None):
         self.uid = uid
@@ -260,3 +262,21 @@ class StreamOperator:
 
     def fail(self, record: Any, cause: BaseException) -> UserFunctionError:
         return UserFunctionError(self.uid, self.name, record, cause)
+
+    def process_each(self, values: list, timestamps: list, out: Output) -> None:
+        """:meth:`process_batch` record by record: a record the function raises on goes to the
+        ``FAILED_RECORDS`` side output (with what it emitted dropped) and the next one goes on."""
+        for v, t in zip(values, timestamps):
+            one = Output()
+            try:
+                self.process_batch([v], [t], one)
+            except UserFunctionError as e:
+                self.task.counter(self.uid, "numFailedRecords", 1)
+                out.collect_side(FAILED_RECORDS, FailedRecord(v, self.uid, self.name, e.cause_repr, self.task.epoch), t)
+                continue
+            out.values.extend(one.values)
+            out.timestamps.extend(one.timestamps)
+            for tag, (side_values, side_ts) in one.side.items():
+                vs, ts = out.side.setdefault(tag, ([], []))
+                vs.extend(side_values)
+                ts.extend(side_ts)

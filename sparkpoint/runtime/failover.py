@@ -17,6 +17,7 @@ from typing import Any, Optional
 from sparkpoint.checkpoint.coordinator import CheckpointCoordinator
 from sparkpoint.checkpoint.failure import CheckpointFailureReason
 from sparkpoint.checkpoint.loader import RestoredCheckpoint, load_checkpoint
+from sparkpoint.errors import JobExecutionError, UserFunctionError
 from sparkpoint.runtime.restart import RestartStrategy, restart_strategy_from_config
 from sparkpoint.storage.exceptions import CheckpointStorageError, CorruptCheckpointError
 
@@ -33,11 +34,31 @@ class Failover:
         self.restart_strategy: RestartStrategy = restart_strategy_from_config(config, checkpointing_enabled)
         self.restarts = 0
         self.started_from: Optional[RestoredCheckpoint] = None   # the snapshot given with -s, if any
+        self.same_record_attempts = int(config.get_integer("sparkpoint.failure.same-record-attempts", 2))
+        self.record_failures: list[tuple[str, str, Optional[str]]] = []  # the latest failures on one record
+
+    def _check_same_record(self, error: BaseException) -> None:
+        """A record that fails again after a restore fails every time: fail the job, naming it, rather than
+        restoring forever."""
+        if not isinstance(error, UserFunctionError):
+            self.record_failures.clear()
+            return
+        failure = (error.uid, error.record_text, error.origin)
+        if self.record_failures and self.record_failures[-1] != failure:
+            self.record_failures.clear()
+        self.record_failures.append(failure)
+        if len(self.record_failures) >= self.same_record_attempts > 0:
+            raise JobExecutionError(
+                f"{error}. The same record failed {len(self.record_failures)} times in a row, after restoring "
+                f"each time; the job fails instead of restoring again. Fix the function or the input, or route "
+                f"failing records to the side output FAILED_RECORDS (sparkpoint.datastream) and go on "
+                f"(sparkpoint.failure.same-record-attempts sets how many attempts a record gets)") from error
 
     def recover(self, error: BaseException, epoch: int,
                 coordinator: Optional[CheckpointCoordinator]) -> Optional[RestoredCheckpoint]:
         """The checkpoint to restore after ``error``, or None when the job must fail."""
-        # Step 1. May the job restart at all?
+        # Step 1. May the job restart at all? Not for a record that fails every time.
+        self._check_same_record(error)
         self.restart_strategy.notify_failure()
         if coordinator is None or not self.restart_strategy.can_restart():
             return None

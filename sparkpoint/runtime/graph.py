@@ -16,6 +16,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
+from sparkpoint.datastream.failed_records import FAILED_RECORDS
 from sparkpoint.datastream.transformations import Partitioning
 from sparkpoint.errors import JobGraphError
 
@@ -76,6 +77,11 @@ class StagePlan:
     upstream_stages: list[int]
     is_source_stage: bool = False
     keyed: bool = False
+
+    def routes_failed_records(self, node_id: int) -> bool:
+        """Whether node ``node_id`` sends records its function fails on to its ``FAILED_RECORDS`` side output."""
+        return any(e.source == node_id and e.side_tag == FAILED_RECORDS.tag_id
+                   for e in self.internal_edges + self.output_edges)
 
 
 @dataclass

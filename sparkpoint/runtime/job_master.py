@@ -35,13 +35,14 @@ from sparkpoint.checkpoint.coordinator import CheckpointCoordinator, CheckpointS
 from sparkpoint.checkpoint.loader import RestoredCheckpoint, load_checkpoint
 from sparkpoint.common.configuration import Configuration, parse_memory_bytes
 from sparkpoint.common.watermark_strategy import MAX_WATERMARK
-from sparkpoint.errors import JobExecutionError, SparkpointError
+from sparkpoint.errors import JobExecutionError, SparkpointError, UserFunctionError
 from sparkpoint.runtime.checkpoint_plan import calculate_checkpoint_plan
 from sparkpoint.runtime.failover import Failover
 from sparkpoint.runtime.graph import JobPlan
 from sparkpoint.runtime.job_listener import CallbackEpochListener, JobListener, listeners_from_config
 from sparkpoint.runtime.job_output import JobOutput
 from sparkpoint.runtime.job_status import JobStatus, JobStatusMachine
+from sparkpoint.runtime.record_origin import locate_failed_record
 from sparkpoint.runtime.changelog import StateChangelog, changelog_from_config
 from sparkpoint.runtime.restore import assign_keyed_state, assign_state
 from sparkpoint.runtime.results import EpochStats, JobExecutionResult, SavepointRequest
@@ -396,7 +397,10 @@ class JobMaster:
         t0 = time.time()
         deps = self.deployments(epoch, int(t0 * 1000))
         # Step 2. Run every task of every stage.
-        reports = self.executor.run_epoch(epoch, deps)
+        try:
+            reports = self.executor.run_epoch(epoch, deps)
+        except UserFunctionError as e:  # say where the record came from
+            raise locate_failed_record(self.plan, e, epoch, deps) from e.__cause__
         self.notify_next.clear()
         # Step 3. Take in the reports.
         sources_done, epoch_metrics = self.apply_reports(epoch, reports)

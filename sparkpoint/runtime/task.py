@@ -181,6 +181,7 @@ def _build_operators(plan: JobPlan, stage: StagePlan, kg_range: KeyGroupRange, t
             op.create_keyed_backend(kg_range, plan.max_parallelism, state_backend,
                                     **_working_state_options(state_backend, dep, stage.id, task.subtask_index, op.uid))
         ops[nid] = op
+        op.routes_failures = stage.routes_failed_records(nid)
         op.setup(task, dep.operator_states.get(nid))
 
 
@@ -385,7 +386,7 @@ def _run_operator(nid: int, op: StreamOperator, dep: TaskDeployment, inputs: _In
             values.extend(v)
             timestamps.extend(t)
     if values:
-        op.process_batch(values, timestamps, out)
+        (op.process_each if op.routes_failures else op.process_batch)(values, timestamps, out)
     wm = op.process_watermark(_min_watermark(inputs.watermarks[nid]), out)
     # at end of input (+inf) processing-time timers fire too, so no window is lost
     op.process_processing_time(MAX_WATERMARK if wm == MAX_WATERMARK else dep.processing_time, out)

@@ -19,7 +19,7 @@ from sparkpoint.datastream.state import (
     ReducingStateDescriptor,
     ValueStateDescriptor,
 )
-from sparkpoint.errors import JobExecutionError, StateError, StateMissingError, UserFunctionError
+from sparkpoint.errors import StateError, StateMissingError, UserFunctionError
 from sparkpoint.state.hashmap import HashMapStateBackend
 from sparkpoint.state.key_groups import (
     KeyGroupRange,
@@ -191,7 +191,8 @@ def test_user_exception_names_uid_and_record(local_env):
 
 def test_user_exception_on_spark_names_uid_and_record(spark_env):
     spark_env.from_collection([1, 2, 3, 4]).key_by(lambda v: v % 2).process(FailOn(3)).uid("failing-op").print()
-    with pytest.raises(JobExecutionError, match=r"uid 'failing-op'.*record 3.*ValueError: boom"):
+    with pytest.raises(UserFunctionError, match=r"uid 'failing-op'.*record 3 from element 2 of the collection: "
+                                                r"ValueError: boom"):
         spark_env.execute()
 
 

@@ -284,6 +284,12 @@ class KafkaSourceReader(SourceReader):
                           malformed=batch.malformed)
 
 
+    def locate(self, split: SourceSplit, index: int, max_bytes: int) -> str:
+        """Topic, partition and offset of the ``index``-th record read from ``split``."""
+        ahead = self.read(split, index + 1, max_bytes)
+        return where(split.info["topic"], split.info["partition"], int(ahead.split.position) - 1)
+
+
 class _Batch:
     """Messages of one partition taken into an epoch's batch."""
 

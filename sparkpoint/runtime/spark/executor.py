@@ -20,6 +20,7 @@ ran on; the executor counts the keyed tasks that ran away from their preferred o
 
 from __future__ import annotations
 
+import base64
 import logging
 import re
 import sys
@@ -28,7 +29,7 @@ from typing import Any, Iterable, Iterator, Optional
 import cloudpickle
 
 from sparkpoint.common.configuration import Configuration
-from sparkpoint.errors import JobExecutionError, SparkpointError
+from sparkpoint.errors import JobExecutionError, SparkpointError, UserFunctionError
 from sparkpoint.runtime.graph import JobPlan
 from sparkpoint.runtime.task import TaskDeployment, TaskReport, run_task
 
@@ -249,7 +250,10 @@ def _run(bc: Any, stage_id: int, subtask: int, dep: TaskDeployment, blobs: list,
     plan = _plan(dep.job_id, bc)
     context = TaskContext.get()
     location = context.getLocalProperty(TASK_LOCATION_PROPERTY) if context is not None else None
-    outputs, reports = run_task(plan, stage_id, subtask, dep, blobs, location)
+    try:
+        outputs, reports = run_task(plan, stage_id, subtask, dep, blobs, location)
+    except UserFunctionError as e:  # the driver gets the error itself, not only its text in Spark's trace
+        raise RuntimeError(_FAILED_RECORD_MARK + _encode_error(e)) from None  # the error carries its trace
     for consumer, partition, blob in outputs:
         yield (consumer, partition, blob)
     if terminal:
@@ -257,10 +261,25 @@ def _run(bc: Any, stage_id: int, subtask: int, dep: TaskDeployment, blobs: list,
 
 
 _ERROR_LINE = re.compile(r"^(sparkpoint\.errors\.\w+): (.*)$", re.MULTILINE)
+_FAILED_RECORD_MARK = "sparkpoint-failed-record:"
+_FAILED_RECORD_LINE = re.compile("^RuntimeError: " + _FAILED_RECORD_MARK + r"([A-Za-z0-9+/=]+)$", re.MULTILINE)
+
+
+def _encode_error(e: UserFunctionError) -> str:
+    try:
+        body = cloudpickle.dumps(e)
+    except Exception:  # noqa: BLE001 - a record that does not pickle travels as its text
+        body = cloudpickle.dumps(e.with_record_text())
+    return base64.b64encode(body).decode("ascii")
 
 
 def _task_failure(epoch: int, e: Exception) -> SparkpointError:
     text = str(e)
+    failed_record = _FAILED_RECORD_LINE.findall(text)
+    if failed_record:
+        error = cloudpickle.loads(base64.b64decode(failed_record[-1]))
+        if isinstance(error, UserFunctionError):
+            return error.located(error.origin, epoch)
     matches = _ERROR_LINE.findall(text)
     if matches:
         kind, message = matches[-1]

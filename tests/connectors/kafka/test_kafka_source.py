@@ -223,3 +223,21 @@ def test_a_message_that_does_not_parse_is_named_by_topic_partition_and_offset(ka
     with pytest.raises(MalformedRecordError) as info:
         _run(make_env, source)
     assert f"topic '{topic}', partition 0, offset 1" in str(info.value), str(info.value)
+
+
+def test_a_user_function_failing_on_a_message_names_its_topic_partition_and_offset(kafka, topic_name, make_env):
+    from sparkpoint.errors import UserFunctionError
+
+    topic = topic_name("numbers")
+    kafka.create_topic(topic, partitions=3)
+    for p in range(3):
+        kafka.produce(topic, [str(i) for i in range(40)], partition=p)
+    kafka.produce(topic, ["forty", "41"], partition=2)          # offsets 40 and 41 of partition 2
+    env = make_env(**{"execution.epoch.max-records": 15})
+    env.set_parallelism(2)
+    env.from_source(_source(kafka, topic), WatermarkStrategy.no_watermarks(), "kafka").uid("kafka") \
+        .map(int).uid("to-int").print()
+    with pytest.raises(UserFunctionError) as info:
+        env.execute()
+    assert info.value.record == "forty" and info.value.origin == f"topic '{topic}', partition 2, offset 40", \
+        str(info.value)
