@@ -104,10 +104,15 @@ def main(verbose: int) -> None:
               help="Restore from this checkpoint or savepoint.")
 @click.option("-n", "--allowNonRestoredState", "allow_non_restored", is_flag=True,
               help="Skip state that cannot be mapped to the job.")
+@click.option("--rollback", type=click.Choice(["move", "delete"]), default=None,
+              help="With -s: output that sinks committed after the checkpoint is moved aside (file sinks: "
+                   "into .rolled-back/ of the output directory, or sparkpoint.restore.rollback-dir; insert-only "
+                   "exactly-once JDBC sinks: into <table>__rolled_back) or deleted.")
 @click.argument("job", type=click.Path(exists=True, dir_okay=False))
 @click.argument("job_args", nargs=-1, type=click.UNPROCESSED)
 def run(master: Optional[str], dynamic: tuple[str, ...], conf_file: Optional[str], parallelism: Optional[int],
-        restore_path: Optional[str], allow_non_restored: bool, job: str, job_args: tuple[str, ...]) -> None:
+        restore_path: Optional[str], allow_non_restored: bool, rollback: Optional[str], job: str,
+        job_args: tuple[str, ...]) -> None:
     """Run JOB (a Python file) as __main__ with JOB_ARGS, like `flink run`."""
     from sparkpoint.datastream.stream_execution_environment import set_cli_defaults
 
@@ -122,6 +127,8 @@ def run(master: Optional[str], dynamic: tuple[str, ...], conf_file: Optional[str
         config["execution.savepoint.path"] = restore_path
     if allow_non_restored:
         config["execution.savepoint.ignore-unclaimed-state"] = True
+    if rollback:
+        config["sparkpoint.restore.rollback"] = rollback
     progress = _Progress(sys.stderr)
 
     def on_job_created(master_: Any) -> None:

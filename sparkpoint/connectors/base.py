@@ -9,17 +9,24 @@ state.
 A **sink** is a frozen description whose :class:`SinkWriter` runs in tasks and
 stages records (pre-commit); the committables it returns are committed by the
 driver's :class:`Committer` once the epoch (or, with checkpointing, the checkpoint)
-is complete. Committing is idempotent.
+is complete. Committing is idempotent. Before a job's first epoch every sink sees the
+output it starts from (:meth:`Sink.prepare_output`): what a restored older checkpoint
+did not see is rolled back where the sink can, and warned about where it cannot.
 """
 
 from __future__ import annotations
 
 import abc
+import logging
 from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
 __all__ = ["Boundedness", "SourceSplit", "ReadResult", "Source", "SplitEnumerator", "SourceReader",
-           "Sink", "SinkWriter", "Committer"]
+           "Sink", "SinkWriter", "Committer", "OutputStart", "ROLLBACK_MODES"]
+
+logger = logging.getLogger(__name__)
+
+ROLLBACK_MODES = ("off", "move", "delete")
 
 
 class Boundedness:
@@ -143,6 +150,51 @@ class Committer(abc.ABC):
         """Make the staged output visible; must be idempotent."""
 
 
+@dataclass(frozen=True)
+class OutputStart:
+    """What a sink learns on the driver before a job's first epoch about the output the job starts from.
+
+    ``checkpoint_id`` is the checkpoint or savepoint the job was started from (``None``: a fresh
+    start), ``checkpoint_job_id`` the job that took it, ``barrier_epoch`` the last epoch it
+    covers and ``writer_states`` the sink writers' states in it by subtask (at its
+    parallelism). ``newer_checkpoints`` are the ``(id, barrier epoch)`` of the completed
+    checkpoints retained after it in its job directory: output of their epochs may already be
+    committed. ``rollback`` (``sparkpoint.restore.rollback``) says
+    what to do with output committed after the checkpoint: ``off`` (warn), ``move`` it into
+    ``rollback_dir`` (``None``: the sink's default) or ``delete`` it; ``if_not_empty``
+    (``sparkpoint.sink.if-output-not-empty``) what to do with output of other jobs already
+    there: ``append`` (warn) or ``fail``.
+    """
+
+    sink_uid: str
+    job_id: str
+    checkpoint_id: Optional[int] = None
+    checkpoint_job_id: Optional[str] = None
+    barrier_epoch: Optional[int] = None
+    writer_states: dict = field(default_factory=dict)
+    newer_checkpoints: tuple = ()
+    rollback: str = "off"
+    rollback_dir: Optional[str] = None
+    if_not_empty: str = "append"
+
+    @property
+    def replayed_epochs(self) -> int:
+        """How many epochs after the checkpoint newer retained checkpoints covered: they run again."""
+        if self.barrier_epoch is None or not self.newer_checkpoints:
+            return 0
+        return max(epoch for _, epoch in self.newer_checkpoints) - self.barrier_epoch
+
+    def replay_text(self) -> str:
+        """The epochs and checkpoints that will be replayed, for messages."""
+        if not self.replayed_epochs:
+            return f"epochs after {self.barrier_epoch} will be replayed"
+        assert self.barrier_epoch is not None
+        ids = ", ".join(f"chk-{i}" for i, _ in sorted(self.newer_checkpoints))
+        return (f"{self.replayed_epochs} epoch(s) ({self.barrier_epoch + 1} to "
+                f"{self.barrier_epoch + self.replayed_epochs}) covered by {len(self.newer_checkpoints)} newer "
+                f"checkpoint(s) ({ids}) will be replayed")
+
+
 class Sink(abc.ABC):
     @abc.abstractmethod
     def create_writer(self, subtask: int, parallelism: int, job_id: str, epoch: int, state: Any) -> SinkWriter: ...
@@ -169,3 +221,16 @@ class Sink(abc.ABC):
         Staged output that no committable refers to belongs to epochs after the
         checkpoint's barrier and must never become visible.
         """
+
+    def prepare_output(self, start: OutputStart) -> None:
+        """On the driver before the first epoch (after :meth:`recover`): check the output the job starts from.
+
+        A sink that can take back what it committed after ``start.checkpoint_id`` does so when
+        ``start.rollback`` asks for it. By default a sink cannot: restoring a checkpoint older than
+        the newest retained one is warned about, with the epochs that will be replayed.
+        """
+        if start.checkpoint_id is not None and start.replayed_epochs:
+            why = "" if start.rollback == "off" else f" (rollback '{start.rollback}' is not possible for this sink)"
+            logger.warning("sink '%s' (%s): restoring checkpoint %d, %s; the output this sink already committed "
+                           "for them will appear twice%s", start.sink_uid, type(self).__name__, start.checkpoint_id,
+                           start.replay_text(), why)

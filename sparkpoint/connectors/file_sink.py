@@ -25,6 +25,7 @@ from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
 from sparkpoint.connectors.base import Committer, SinkWriter
+from sparkpoint.connectors.file_output import part_job
 from sparkpoint.errors import SparkpointError
 
 __all__ = ["FileSystemError", "FileCommittable", "PartFileConfig", "PartWriter", "LinePartWriter",
@@ -132,7 +133,7 @@ class FileSinkWriter(SinkWriter):
     def __init__(self, config: PartFileConfig, subtask: int, job_id: str, state: Optional[dict]):
         self.config = config
         self.subtask = subtask
-        self.uid = job_id.replace("-", "")[:12]
+        self.uid = part_job(job_id)
         self.counter = int((state or {}).get("part_counter", 0))
         self.fs, root = url_to_fs(config.base_path)
         self.root = root.rstrip("/") or "/"

@@ -31,6 +31,7 @@ from typing import Any, NamedTuple, Optional
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from sparkpoint.connectors.base import Committer, SinkWriter
+from sparkpoint.connectors.jdbc_rollback import insert_only, ledger_exists, ledger_sql
 from sparkpoint.errors import SparkpointError
 
 __all__ = ["JdbcError", "JdbcWriteError", "JdbcSinkConfig", "JdbcCommittable", "JdbcSinkWriter", "JdbcCommitter",
@@ -277,8 +278,11 @@ class JdbcCommittable(NamedTuple):
 class JdbcSinkWriter(SinkWriter):
     """One epoch task's records in one transaction: committed, or prepared for the driver to commit."""
 
-    def __init__(self, config: JdbcSinkConfig, subtask: int, parallelism: int, epoch: int, state: Any):
+    def __init__(self, config: JdbcSinkConfig, subtask: int, parallelism: int, epoch: int, state: Any,
+                 job: str = ""):
         self.config = config
+        self.job = job   # with a job, an insert-only exactly-once writer records its transaction in the ledger
+        self.ledger = False
         self.subtask, self.parallelism, self.epoch = subtask, parallelism, epoch
         self.sql, self.placeholders = to_psycopg_sql(config.sql)
         self.clean = isinstance(state, dict) and bool(state.get("clean"))
@@ -311,6 +315,7 @@ class JdbcSinkWriter(SinkWriter):
         self.conn.autocommit = False
         if self.config.exactly_once:
             self.xid = self.conn.execute("SELECT pg_current_xact_id()::text").fetchone()[0]
+            self.ledger = bool(self.job) and insert_only(self.config.sql) and ledger_exists(self.conn)
 
     def _roll_back_leftovers(self) -> None:
         """Roll back this subtask's prepared transactions that no pending commit can refer to.
@@ -384,6 +389,8 @@ class JdbcSinkWriter(SinkWriter):
                 self.conn.commit()
                 return []
             gid = make_gid(self.config.prefix, self.subtask, self.epoch)
+            if self.ledger:
+                self.conn.execute(ledger_sql(), (self.config.prefix, self.job, self.epoch, gid))
             self.conn.execute(sql.SQL("PREPARE TRANSACTION {}").format(sql.Literal(gid)))
             return [JdbcCommittable(gid, self.xid)]
         except Exception as e:

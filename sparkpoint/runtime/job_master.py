@@ -48,6 +48,7 @@ from sparkpoint.runtime.restore import assign_keyed_state, assign_state
 from sparkpoint.runtime.results import EpochStats, JobExecutionResult, SavepointRequest
 from sparkpoint.runtime.savepoints import SavepointRequests
 from sparkpoint.runtime.sink_committer import SinkCommitter, check_sinks
+from sparkpoint.runtime.sink_output import prepare_sink_outputs
 from sparkpoint.runtime.source_coordinator import SourceCoordinator
 from sparkpoint.runtime.task import TaskDeployment, TaskReport
 from sparkpoint.storage.checkpoint_storage import FsCheckpointStorage
@@ -271,6 +272,7 @@ class JobMaster:
         if restored is not None:
             self.restore(restored, self.config.get_boolean("execution.savepoint.ignore-unclaimed-state"))
             self.failover.started_from = restored  # a failure before the first checkpoint restarts from it
+        prepare_sink_outputs(self.plan, self.job_id, self.config, restored)
 
     def restore(self, restored: RestoredCheckpoint, allow_non_restored: bool = False) -> None:
         """Put the job back in the state of a completed checkpoint."""

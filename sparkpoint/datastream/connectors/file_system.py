@@ -32,7 +32,17 @@ from typing import Any, Callable, Optional, Sequence
 from zoneinfo import ZoneInfo
 
 from sparkpoint.common.time import Duration
-from sparkpoint.connectors.base import Boundedness, Committer, Sink, SinkWriter, Source, SourceReader, SplitEnumerator
+from sparkpoint.connectors.base import (
+    Boundedness,
+    Committer,
+    OutputStart,
+    Sink,
+    SinkWriter,
+    Source,
+    SourceReader,
+    SplitEnumerator,
+)
+from sparkpoint.connectors.file_output import prepare_file_output
 from sparkpoint.connectors.file_sink import BulkWriterFactory
 from sparkpoint.connectors.files import (
     CsvFormat,
@@ -327,6 +337,11 @@ class FileSink(Sink):
         deleted = cleanup_leftovers(self.base_path, self.output_file_config.get_part_prefix(), committables, jobs)
         if deleted:
             logger.info("removed %d staged part file(s) of an aborted attempt under %s", len(deleted), self.base_path)
+
+    def prepare_output(self, start: OutputStart) -> None:
+        """Roll back (or warn of) part files committed after a restored checkpoint; warn of other jobs' files."""
+        prepare_file_output(start, self.base_path, self.output_file_config.get_part_prefix(),
+                            self.output_file_config.get_part_suffix())
 
     def create_committer(self) -> Optional[Committer]:
         return FileCommitter()

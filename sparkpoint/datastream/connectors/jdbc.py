@@ -40,7 +40,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Optional
 
-from sparkpoint.connectors.base import Committer, Sink, SinkWriter
+from sparkpoint.connectors.base import Committer, OutputStart, Sink, SinkWriter
 from sparkpoint.connectors.jdbc import (
     JdbcCommitter,
     JdbcError,
@@ -50,6 +50,7 @@ from sparkpoint.connectors.jdbc import (
     parse_jdbc_url,
     roll_back_strays,
 )
+from sparkpoint.connectors.jdbc_rollback import insert_only, prepare_jdbc_output
 
 __all__ = ["JdbcSink", "JdbcConnectionOptions", "JdbcExecutionOptions", "JdbcExactlyOnceOptions", "JdbcError"]
 
@@ -263,7 +264,7 @@ class JdbcSink(Sink):
                         opts.recovered_and_rollback)
 
     def create_writer(self, subtask: int, parallelism: int, job_id: str, epoch: int, state: Any) -> SinkWriter:
-        return JdbcSinkWriter(self.config, subtask, parallelism, epoch, state)
+        return JdbcSinkWriter(self.config, subtask, parallelism, epoch, state, job=job_id)
 
     def create_committer(self) -> Optional[Committer]:
         return JdbcCommitter(self.config) if self.config.exactly_once else None
@@ -278,6 +279,16 @@ class JdbcSink(Sink):
         """Roll back this sink's prepared transactions the restored checkpoint does not refer to."""
         if self.config.exactly_once and self.recovered_and_rollback:
             roll_back_strays(self.config, committables)
+
+    def prepare_output(self, start: OutputStart) -> None:
+        """Exactly-once with an insert-only statement: roll back rows committed after a restored checkpoint.
+
+        Other statements (upserts, updates) and at-least-once sinks cannot take their rows back:
+        restoring an older checkpoint is warned about.
+        """
+        if not (self.config.exactly_once and insert_only(self.config.sql)) or not prepare_jdbc_output(
+                start, self.config.conninfo(), self.config.prefix, self.config.table, self.config.describe()):
+            super().prepare_output(start)
 
     def __repr__(self) -> str:
         mode = "exactly-once" if self.config.exactly_once else "at-least-once"

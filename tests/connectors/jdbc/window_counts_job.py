@@ -50,6 +50,7 @@ def main() -> None:
     parser.add_argument("--table", default="window_counts")
     parser.add_argument("--prefix", default="window-counts", help="the sink's transaction id prefix")
     parser.add_argument("--events", type=int, default=200_000)
+    parser.add_argument("--events-per-second", type=float, default=None, help="pace the events")
     args = parser.parse_args()
     env = StreamExecutionEnvironment.get_execution_environment()
     sink = JdbcSink.exactly_once_sink(
@@ -61,8 +62,8 @@ def main() -> None:
         JdbcExactlyOnceOptions.builder().with_transaction_id_prefix(args.prefix).build())
     watermarks = (WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(50_000))
                   .with_timestamp_assigner(EventTimestamp()))
-    (env.from_source(StringLineEventSource(args.events, seed=42, num_splits=2), WatermarkStrategy.no_watermarks(),
-                     "events").uid("source")
+    events = StringLineEventSource(args.events, seed=42, num_splits=2, records_per_second=args.events_per_second)
+    (env.from_source(events, WatermarkStrategy.no_watermarks(), "events").uid("source")
         .assign_timestamps_and_watermarks(watermarks).uid("timestamps")
         .map(to_pair).uid("to-pairs")
         .key_by(lambda pair: pair[0])
