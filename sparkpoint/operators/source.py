@@ -82,6 +82,7 @@ class SourceOperator(StreamOperator):
         self.task.counter(self.uid, "numRecordsOut", n)
         unfinished = [s for s in new_splits if not s.finished]
         ended = [s.watermark for s in new_splits if s.finished and s.watermark > self.watermark]
+        wm: Optional[int]
         if not unfinished and ended and not no_more_splits:
             wm = min(ended)   # the splits that ended this epoch still pass on their last watermark
         elif not unfinished:
