@@ -8,8 +8,11 @@ configured:
 
 - ``spark.master`` ``local[*]``, ``spark.app.name`` the pipeline's name, no console progress
   bar, ``spark.sql.shuffle.partitions`` 8;
-- when sparkpoint starts Spark itself (``python job.py``, ``sparkpoint run``): log level WARN,
-  and this interpreter for the Python workers (``PYSPARK_PYTHON``) unless one is set;
+- when sparkpoint starts Spark itself (``python job.py``, ``sparkpoint run``): log level WARN
+  (and Spark's per-task failure traces only for fatal errors: the job's own error names the
+  record), and this interpreter for the Python workers (``PYSPARK_PYTHON``) unless one is set;
+  on a local master also every port on 127.0.0.1 (driver, block manager, ``SPARK_LOCAL_IP``
+  for the web UI) and the web UI off (``spark.ui.enabled=true`` turns it on, kill links off);
 - under ``spark-submit`` the Python environment variables, the log configuration and every
   conf it was given are left as they are (``spark.pyspark.python`` included).
 
@@ -69,7 +72,27 @@ def session_defaults(config: Configuration, submitted: bool) -> dict[str, str]:
     }
     if not submitted:
         defaults["spark.log.level"] = "WARN"
+    if not submitted and _local(config):
+        # an embedded Spark serves nobody else: every port on loopback, no web UI unless asked for
+        defaults.update(_LOOPBACK)
     return defaults
+
+
+_LOOPBACK = {"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1", "spark.ui.enabled": "false",
+             "spark.ui.killEnabled": "false"}
+_TASK_FAILURE_LOGGERS = ("org.apache.spark.executor.Executor", "org.apache.spark.scheduler.TaskSetManager")
+
+
+def _local(config: Configuration) -> bool:
+    return str(config.get_string("spark.master") or "local[*]").startswith("local")
+
+
+def _quiet_task_failures(session: Any) -> None:
+    """Spark logs a failed task's whole trace twice; the job's own failure names it in one line (and the CLI
+    prints the user function's traceback), so an embedded Spark keeps those two loggers for fatal errors."""
+    jvm = session.sparkContext._jvm
+    for name in _TASK_FAILURE_LOGGERS:
+        jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(name, jvm.org.apache.logging.log4j.Level.FATAL)
 
 
 def _create_session(config: Configuration) -> Any:
@@ -81,6 +104,8 @@ def _create_session(config: Configuration) -> Any:
     if not submitted:
         os.environ.setdefault("PYSPARK_PYTHON", explicit.get("spark.pyspark.python") or sys.executable)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+        if _local(config):
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")   # where Spark's web UI binds, if it is on
     # Connect to the JVM that started this process, or start one with the explicit keys (some,
     # like spark.driver.memory, count only at launch). Either way a SparkConf() made after this
     # reads the JVM's spark.* properties: spark-submit's --master/--conf and spark-defaults.conf.
@@ -92,4 +117,7 @@ def _create_session(config: Configuration) -> Any:
     conf.setAll(list(settings.items()))
     logger.info("starting a SparkSession on %s (%s); sparkpoint set %s", conf.get("spark.master"),
                 "spark-submit's configuration" if submitted else "started here", sorted(settings))
-    return SparkSession.builder.config(conf=conf).getOrCreate()
+    session = SparkSession.builder.config(conf=conf).getOrCreate()
+    if not submitted:
+        _quiet_task_failures(session)
+    return session
