@@ -15,17 +15,22 @@ from __future__ import annotations
 import logging
 import posixpath
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 import cloudpickle
 
 from sparkpoint.checkpoint.metadata import CheckpointMetadata, MetadataV1Serializer
 from sparkpoint.state.key_groups import KEY_SERIALIZER_VERSION
-from sparkpoint.storage.checkpoint_storage import METADATA_FILE_NAME, read_verified, resolve_checkpoint_pointer
-from sparkpoint.storage.exceptions import CorruptCheckpointError
-from sparkpoint.storage.file_systems import storage_options_for
+from sparkpoint.storage.checkpoint_storage import (
+    METADATA_FILE_NAME,
+    FsCheckpointStorage,
+    read_verified,
+    resolve_checkpoint_pointer,
+)
+from sparkpoint.storage.exceptions import CheckpointStorageError, CorruptCheckpointError
+from sparkpoint.storage.file_systems import open_file_system, storage_options_for
 
-__all__ = ["RestoredCheckpoint", "load_checkpoint", "keyed_entries"]
+__all__ = ["RestoredCheckpoint", "load_checkpoint", "load_first_loadable", "load_latest_checkpoint", "keyed_entries"]
 
 logger = logging.getLogger(__name__)
 
@@ -107,6 +112,45 @@ def load_checkpoint(pointer: str, verify_files: bool = True,
                                       f"operator {op.uid!r} (subtask {f.subtask})")
     logger.debug("loaded %s %d from %s", meta.kind, meta.checkpoint_id, where)
     return RestoredCheckpoint(where, meta, driver, options)
+
+
+def load_first_loadable(candidates: Sequence[tuple[int, str, Optional[Mapping[str, Any]]]],
+                        skipped: Optional[Callable[[int, BaseException], None]] = None) -> Optional[RestoredCheckpoint]:
+    """The first of ``candidates`` (checkpoint id, location, storage options; newest first) that loads;
+    each one passed over (damaged or gone) is logged, and told to ``skipped``."""
+    for checkpoint_id, location, options in candidates:
+        try:
+            return load_checkpoint(location, storage_options=options)
+        except (CorruptCheckpointError, CheckpointStorageError) as e:
+            logger.error("cannot recover from checkpoint %d: %s; trying the previous one, if any", checkpoint_id, e)
+            if skipped is not None:
+                skipped(checkpoint_id, e)
+    return None
+
+
+def load_latest_checkpoint(pointer: str, storage_options: Optional[Mapping[str, Any]] = None) -> RestoredCheckpoint:
+    """The checkpoint ``pointer`` names (as :func:`load_checkpoint`), or, for a job's checkpoint directory
+    (``<checkpoints>/<job id>``, holding ``chk-N``), its newest retained checkpoint that loads, falling back
+    past damaged ones as a failover does."""
+    options = dict(storage_options_for(pointer) if storage_options is None else storage_options)
+    fs, path = open_file_system(pointer, options)
+    path = path.rstrip("/")
+    if posixpath.basename(path) == METADATA_FILE_NAME or fs.exists(posixpath.join(path, METADATA_FILE_NAME)):
+        return load_checkpoint(pointer, storage_options=options)
+    storage = FsCheckpointStorage(fs.unstrip_protocol(posixpath.dirname(path)), posixpath.basename(path), options)
+    completed = storage.list_completed()
+    if not completed:
+        return load_checkpoint(pointer, storage_options=options)  # says what is wrong with it
+    candidates = [(cid, fs.unstrip_protocol(storage.checkpoint_path(cid)), options) for cid in reversed(completed)]
+    skipped: list[int] = []
+    restored = load_first_loadable(candidates, lambda checkpoint_id, _: skipped.append(checkpoint_id))
+    if restored is None:
+        raise CorruptCheckpointError(f"{pointer}: none of its retained checkpoints {completed} can be restored "
+                                     f"(see the log for each)")
+    logger.log(logging.WARNING if skipped else logging.INFO,
+               "restoring checkpoint %d, the newest of %s that loads in the job directory %s%s", restored.checkpoint_id,
+               completed, pointer, f" (passed over: {skipped})" if skipped else "")
+    return restored
 
 
 def keyed_entries(restored: RestoredCheckpoint, uids: list[str], start: int, end: int) -> list[dict[str, Any]]:

@@ -16,10 +16,9 @@ from typing import Any, Optional
 
 from sparkpoint.checkpoint.coordinator import CheckpointCoordinator
 from sparkpoint.checkpoint.failure import CheckpointFailureReason
-from sparkpoint.checkpoint.loader import RestoredCheckpoint, load_checkpoint
+from sparkpoint.checkpoint.loader import RestoredCheckpoint, load_first_loadable
 from sparkpoint.errors import JobExecutionError, UserFunctionError
 from sparkpoint.runtime.restart import RestartStrategy, restart_strategy_from_config
-from sparkpoint.storage.exceptions import CheckpointStorageError, CorruptCheckpointError
 
 __all__ = ["Failover"]
 
@@ -77,11 +76,4 @@ class Failover:
         # Step 3. Back off.
         time.sleep(self.restart_strategy.backoff_ms() / 1000)
         # Step 4. The newest retained checkpoint that loads.
-        for checkpoint_id, location, options in candidates:
-            try:
-                return load_checkpoint(location, storage_options=options)
-            except (CorruptCheckpointError, CheckpointStorageError) as e:
-                logger.error("cannot recover from checkpoint %d: %s; trying the previous one, if any",
-                             checkpoint_id, e)
-                coordinator.store.remove(checkpoint_id)
-        return None
+        return load_first_loadable(candidates, lambda checkpoint_id, _: coordinator.store.remove(checkpoint_id))

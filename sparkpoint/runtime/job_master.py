@@ -32,7 +32,7 @@ import uuid
 from typing import Any, Callable, Optional, Protocol
 
 from sparkpoint.checkpoint.coordinator import CheckpointCoordinator, CheckpointSettings
-from sparkpoint.checkpoint.loader import RestoredCheckpoint, load_checkpoint
+from sparkpoint.checkpoint.loader import RestoredCheckpoint, load_latest_checkpoint
 from sparkpoint.common.configuration import Configuration, parse_memory_bytes
 from sparkpoint.common.watermark_strategy import MAX_WATERMARK
 from sparkpoint.errors import JobExecutionError, SparkpointError, UserFunctionError
@@ -260,7 +260,7 @@ class JobMaster:
 
     def _start_checkpointing(self) -> None:
         restore_path = self.config.get_string("execution.savepoint.path")
-        restored = load_checkpoint(restore_path) if restore_path else None
+        restored = load_latest_checkpoint(restore_path) if restore_path else None
         # the coordinator also serves savepoints when periodic checkpoints are off
         storage = FsCheckpointStorage(self.checkpointing.directory or _default_checkpoint_dir(), self.job_id)
         self.coordinator = CheckpointCoordinator(

@@ -127,3 +127,32 @@ def test_a_job_restored_with_s_fails_over_to_that_checkpoint_before_its_own_firs
     env.get_checkpoint_config().set_checkpoint_storage_dir(restored)
     assert _last_counts(got.execute_and_collect()) == dict(oracle_totals(count))
     assert wiped
+
+
+def test_run_s_with_a_job_directory_restores_its_newest_checkpoint_that_loads(make_env, tmp_path, caplog):
+    """``-s <checkpoints>/<job id>``: the newest retained checkpoint, past a damaged one, named in the log."""
+    count = 3_000
+    first = make_env("local", **{"execution.epoch.max-records": 25})
+    stream = _job(first, tmp_path, count)
+    first.get_checkpoint_config().set_externalized_checkpoint_retention("RETAIN_ON_CANCELLATION")
+    stream.print()
+    client = first.execute_async("first")
+    deadline = time.time() + 60
+    while time.time() < deadline and len(glob.glob(str(tmp_path / "ck" / "*" / "chk-*" / "_metadata"))) < 2:
+        time.sleep(0.05)
+    client.cancel()
+    client.wait(30)
+    [job_dir] = glob.glob(str(tmp_path / "ck" / "*"))
+    chks = sorted((p for p in glob.glob(job_dir + "/chk-*") if Path(p, "_metadata").exists()),
+                  key=lambda p: int(p.rsplit("-", 1)[1]))
+    newest, previous = chks[-1], chks[-2]
+    keyed = sorted(glob.glob(newest + "/keyed-*"))
+    Path(keyed[0]).write_bytes(Path(keyed[0]).read_bytes()[:-3])   # truncated
+    env = make_env("local", **{"execution.epoch.max-records": 25, "execution.savepoint.path": job_dir})
+    got = _job(env, tmp_path / "second", count).execute_and_collect()
+    assert _last_counts(got) == dict(oracle_totals(count))
+    previous_id = int(previous.rsplit("-", 1)[1])
+    messages = [r.getMessage() for r in caplog.records]
+    assert any(f"cannot recover from checkpoint {int(newest.rsplit('-', 1)[1])}" in m and "truncated" in m
+               for m in messages), messages
+    assert any(f"restoring checkpoint {previous_id}, the newest of" in m for m in messages), messages
