@@ -51,6 +51,7 @@ from sparkpoint.runtime.sink_committer import SinkCommitter, check_sinks
 from sparkpoint.runtime.sink_output import prepare_sink_outputs
 from sparkpoint.runtime.source_coordinator import SourceCoordinator
 from sparkpoint.runtime.task import TaskDeployment, TaskReport
+from sparkpoint.runtime.working_state import JobWorkingDirs
 from sparkpoint.storage.checkpoint_storage import FsCheckpointStorage
 from sparkpoint.storage.file_systems import configure_file_systems
 from sparkpoint.testing.faults import fault_point
@@ -89,6 +90,7 @@ class JobMaster:
         self.idle_pause_ms = config.get_duration_ms("execution.epoch.idle-pause", 200)
         self.executor_local_state = not config.get_string("sparkpoint.local-state-dir")
         self.local_state_dir = config.get_string("sparkpoint.local-state-dir") or _default_local_dir()
+        self.working_dirs = JobWorkingDirs(self.local_state_dir, self.job_id)
         self.checkpointing = CheckpointSettings(config)
         self.checkpointing.incremental = bool(getattr(plan.state_backend, "incremental", False))
         self.coordinator: Optional[CheckpointCoordinator] = None
@@ -180,6 +182,9 @@ class JobMaster:
             for listener in list(self.listeners):
                 listener.on_job_started(self)  # may refuse the job (a REST port that cannot be bound)
             self.executor.start(self.plan, self.job_id)
+            removed = self.working_dirs.claim()
+            if removed:
+                logger.info("removed the working state of jobs that are gone: %s", removed)
             self._start_changelog()
             self._start_checkpointing()
             logger.info("job %s (%s) started: %d stages, parallelism %s", self.job_id, self.plan.job_name,
@@ -232,23 +237,10 @@ class JobMaster:
         self.executor.stop()
         for sc in self.sources.values():
             sc.enumerator.close()
-        self._drop_working_state()
+        self.working_dirs.drop(self.attempt)
         if self.changelog is not None:
             self.changelog.drop()
         self._notify("on_job_ended", self)
-
-    def _drop_working_state(self) -> None:
-        """The job is over: its working state (every attempt's) is no longer needed."""
-        import fsspec
-
-        try:
-            fs, root = fsspec.core.url_to_fs(self.local_state_dir)
-            for attempt in range(self.attempt + 1):
-                path = f"{root.rstrip('/')}/{self.job_id}-{attempt}"
-                if fs.exists(path):
-                    fs.rm(path, recursive=True)
-        except OSError as e:
-            logger.warning("could not remove the working state of job %s: %s", self.job_id, e)
 
     # -- restore and failover ---------------------------------------------------------------
     def _start_changelog(self) -> None:
@@ -302,6 +294,7 @@ class JobMaster:
             raise error
         self.status_machine.transition(JobStatus.RESTARTING, error)
         self.attempt += 1
+        self.working_dirs.start_attempt(self.attempt)
         self.restore(restored, allow_non_restored=True)
         self.status_machine.transition(JobStatus.RUNNING)
 

@@ -3,13 +3,15 @@
 Flink's keys: ``restart-strategy.type`` = ``fixed-delay`` (``attempts``, ``delay``),
 ``failure-rate`` (``max-failures-per-interval``, ``failure-rate-interval``, ``delay``),
 ``exponential-delay`` (``initial-backoff``, ``max-backoff``, ``backoff-multiplier``,
-``attempts-before-reset-backoff``), or ``none``. With checkpointing on and no type set,
-the default is fixed-delay with effectively unlimited attempts and a 1 s delay, as in
-Flink; without checkpointing, none.
+``attempts-before-reset-backoff``, ``reset-backoff-threshold``, ``jitter-factor``), or ``none``.
+With checkpointing on and no type set, the default is exponential-delay with Flink's (≥ 1.19)
+defaults: 1 s initial backoff growing 1.5× per failure up to 1 min, ±10 % jitter, reset after
+1 h without failure, unlimited attempts; without checkpointing, none.
 """
 
 from __future__ import annotations
 
+import random
 import time
 from collections import deque
 from typing import Any, Optional
@@ -83,29 +85,44 @@ class FailureRateRestart(RestartStrategy):
 
 
 class ExponentialDelayRestart(RestartStrategy):
+    """Flink's exponential-delay: the backoff grows by ``multiplier`` per failure up to ``max_ms``, varies by
+    ``jitter`` (a share of it, either way), and starts over once the job ran ``reset_ms`` without failing;
+    the job fails after ``attempts`` failures without such a reset."""
+
     name = "exponential-delay"
 
-    def __init__(self, initial_ms: int, max_ms: int, multiplier: float, attempts: int):
+    def __init__(self, initial_ms: int, max_ms: int, multiplier: float, attempts: int, reset_ms: int = 3_600_000,
+                 jitter: float = 0.1):
         self.initial_ms, self.max_ms, self.multiplier, self.attempts = initial_ms, max_ms, multiplier, attempts
+        self.reset_ms, self.jitter = reset_ms, jitter
         self.failures = 0
+        self.last_failure: Optional[float] = None
 
     def notify_failure(self) -> None:
+        now = time.monotonic()
+        if self.last_failure is not None and (now - self.last_failure) * 1000 >= self.reset_ms + self._base():
+            self.failures = 0   # ran long enough without failing: the backoff starts over
+        self.last_failure = now
         self.failures += 1
 
     def can_restart(self) -> bool:
         return self.failures <= self.attempts
 
+    def _base(self) -> float:
+        return min(self.max_ms, self.initial_ms * self.multiplier ** max(0, self.failures - 1))
+
     def backoff_ms(self) -> int:
-        return int(min(self.max_ms, self.initial_ms * self.multiplier ** max(0, self.failures - 1)))
+        base = self._base()
+        return int(min(self.max_ms, base * (1 + random.uniform(-self.jitter, self.jitter))))
 
     def describe(self) -> str:
-        return f"exponential-delay ({self.failures}/{self.attempts} attempts, next backoff {self.backoff_ms()} ms)"
+        return f"exponential-delay ({self.failures}/{self.attempts} attempts, backoff about {int(self._base())} ms)"
 
 
 def restart_strategy_from_config(conf: Any, checkpointing: bool) -> RestartStrategy:
     kind: Optional[str] = conf.get_string("restart-strategy.type") or conf.get_string("restart-strategy")
-    if kind is None:
-        return FixedDelayRestart(2**31 - 1, 1000) if checkpointing else NoRestart()
+    if kind is None:   # Flink >= 1.19: exponential-delay when checkpointing is on
+        kind = "exponential-delay" if checkpointing else "none"
     kind = kind.strip().lower().replace("_", "-")
     if kind in ("none", "off", "disable"):
         return NoRestart()
@@ -121,7 +138,9 @@ def restart_strategy_from_config(conf: Any, checkpointing: bool) -> RestartStrat
         p = "restart-strategy.exponential-delay."
         return ExponentialDelayRestart(parse_duration_ms(conf.get(p + "initial-backoff", "1 s")),
                                        parse_duration_ms(conf.get(p + "max-backoff", "1 min")),
-                                       float(conf.get(p + "backoff-multiplier", 2.0)),
-                                       int(conf.get(p + "attempts-before-reset-backoff", 2**31 - 1)))
+                                       float(conf.get(p + "backoff-multiplier", 1.5)),
+                                       int(conf.get(p + "attempts-before-reset-backoff", 2**31 - 1)),
+                                       parse_duration_ms(conf.get(p + "reset-backoff-threshold", "1 h")),
+                                       float(conf.get(p + "jitter-factor", 0.1)))
     raise ConfigurationError(f"unknown restart-strategy.type {kind!r}: use none, fixed-delay, failure-rate "
                              f"or exponential-delay")

@@ -12,13 +12,20 @@ there.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import glob
+import logging
 import os
+import re
 import shutil
 import tempfile
 import zlib
+from typing import Optional
 
-__all__ = ["drop_older_attempts", "working_dir"]
+__all__ = ["JobWorkingDirs", "drop_older_attempts", "working_dir"]
+
+logger = logging.getLogger(__name__)
 
 
 def _root(local_state_dir: str, executor_local: bool) -> str:
@@ -43,3 +50,89 @@ def drop_older_attempts(local_state_dir: str, executor_local: bool, job_id: str,
         suffix = os.path.basename(path)[len(job_id) + 1:]
         if suffix.isdigit() and os.path.basename(path) != namespace:
             shutil.rmtree(path, ignore_errors=True)
+
+
+class JobWorkingDirs:
+    """The driver's housekeeping of a job's working directories under ``sparkpoint.local-state-dir``.
+
+    Each attempt of a job works in ``<root>/<job>-<attempt>``. While the job runs, its driver holds
+    an exclusive lock on ``<root>/.owners/<job>.lock``; a lock nobody holds belongs to a job that
+    is gone (ended, or SIGKILLed: the kernel releases the lock). So at its start a job removes the
+    directories of gone jobs (a killed run's state, which ``run -s`` never reads: it restores from a
+    checkpoint), on every failover those of its own earlier attempts, and at its end its own. The
+    directories of a job that is alive, or of one that never took a lock there, are never touched.
+    On a shared file system (an fsspec URL) locks do not reach other hosts: there only a job's own
+    attempts are removed.
+    """
+
+    def __init__(self, local_state_dir: str, job_id: str):
+        self.job_id = job_id
+        self.url = local_state_dir
+        self.local = "://" not in local_state_dir or local_state_dir.startswith("file://")
+        self.root = local_state_dir.removeprefix("file://")
+        self._lock: Optional[int] = None
+
+    def claim(self) -> list[str]:
+        """Lock this job's claim and remove gone jobs' directories; returns those removed."""
+        if not self.local:
+            return []
+        owners = os.path.join(self.root, ".owners")
+        os.makedirs(owners, exist_ok=True)
+        self._lock = os.open(os.path.join(owners, f"{self.job_id}.lock"), os.O_CREAT | os.O_RDWR, 0o600)
+        fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        removed = []
+        for lock in sorted(os.listdir(owners)):   # a job that never took a lock here is not judged
+            job = lock.removesuffix(".lock")
+            if job == self.job_id or not lock.endswith(".lock") or _alive(owners, job):
+                continue
+            for name in os.listdir(self.root):
+                m = _ATTEMPT_DIR.match(name)
+                if m is not None and m.group(1) == job:
+                    shutil.rmtree(os.path.join(self.root, name), ignore_errors=True)
+                    removed.append(name)
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(owners, lock))
+        return removed
+
+    def start_attempt(self, attempt: int) -> None:
+        """A failover started ``attempt``: the earlier attempts' directories are dead."""
+        self._remove(range(attempt))
+
+    def drop(self, last_attempt: int) -> None:
+        """The job ended: every attempt's directory, and its claim."""
+        self._remove(range(last_attempt + 1))
+        if self._lock is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(self.root, ".owners", f"{self.job_id}.lock"))
+            os.close(self._lock)
+            self._lock = None
+
+    def _remove(self, attempts: range) -> None:
+        import fsspec
+
+        try:
+            fs, root = fsspec.core.url_to_fs(self.url)
+            for attempt in attempts:
+                path = f"{root.rstrip('/')}/{self.job_id}-{attempt}"
+                if fs.exists(path):
+                    fs.rm(path, recursive=True)
+        except OSError as e:
+            logger.warning("could not remove the working state of job %s: %s", self.job_id, e)
+
+
+_ATTEMPT_DIR = re.compile(r"^(.+)-(\d+)$")
+
+
+def _alive(owners: str, job_id: str) -> bool:
+    """Whether a driver holds job ``job_id``'s lock (a job without a lock file is gone)."""
+    try:
+        fd = os.open(os.path.join(owners, f"{job_id}.lock"), os.O_RDWR)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)   # closing releases a lock taken here
+    return False

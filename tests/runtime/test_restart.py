@@ -30,7 +30,7 @@ def test_restart_strategies():
     rate.notify_failure()
     assert not rate.can_restart()
 
-    exp = ExponentialDelayRestart(100, 1_000, 2.0, 10)
+    exp = ExponentialDelayRestart(100, 1_000, 2.0, 10, jitter=0.0)
     backoffs = []
     for _ in range(6):
         exp.notify_failure()
@@ -48,7 +48,13 @@ def test_restart_strategy_configuration():
         return c
 
     assert isinstance(restart_strategy_from_config(Configuration(), checkpointing=False), NoRestart)
-    assert isinstance(restart_strategy_from_config(Configuration(), checkpointing=True), FixedDelayRestart)
+    default = restart_strategy_from_config(Configuration(), checkpointing=True)
+    # Flink >= 1.19's default with checkpointing: exponential-delay, 1 s growing 1.5x up to 1 min, jitter 0.1
+    assert isinstance(default, ExponentialDelayRestart)
+    assert (default.initial_ms, default.max_ms, default.multiplier, default.jitter, default.reset_ms) == \
+        (1_000, 60_000, 1.5, 0.1, 3_600_000)
+    fixed = restart_strategy_from_config(conf(**{"restart-strategy.type": "fixed-delay"}), True)
+    assert isinstance(fixed, FixedDelayRestart)
     s = restart_strategy_from_config(conf(**{"restart-strategy.type": "failure-rate"}), True)
     assert isinstance(s, FailureRateRestart)
     c = Configuration()
@@ -58,3 +64,16 @@ def test_restart_strategy_configuration():
     c.set("restart-strategy.type", "sometimes")
     with pytest.raises(ConfigurationError, match="sometimes"):
         restart_strategy_from_config(c, True)
+
+
+def test_exponential_delay_jitters_within_its_factor_and_starts_over_after_a_quiet_period():
+    exp = ExponentialDelayRestart(1_000, 60_000, 1.5, 2**31 - 1, reset_ms=50, jitter=0.1)
+    for expected in (1_000, 1_500, 2_250):
+        exp.last_failure = None if expected == 1_000 else exp.last_failure
+        exp.notify_failure()
+        samples = [exp.backoff_ms() for _ in range(200)]
+        assert expected * 0.9 - 1 <= min(samples) and max(samples) <= expected * 1.1
+        assert max(samples) - min(samples) > expected * 0.1   # it does vary
+    exp.last_failure -= 3   # quiet for longer than the threshold plus the last backoff (0.05 s + 2.25 s)
+    exp.notify_failure()
+    assert exp.failures == 1 and 900 <= exp.backoff_ms() <= 1_100
