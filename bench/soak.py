@@ -7,10 +7,21 @@ configuration of ``checkpoint_conf`` in ``tests/e2e/test_exactly_once.py``; for
 Each round restores from the newest completed checkpoint on disk and is SIGKILLed
 either after a random delay (counted from a start line, see below) or at a
 fault-injection point of the checkpoint protocol (``barrier``, ``metadata-write``,
-``after-metadata``, ``after-commit``, at the 1st..3rd pass), until ``--kills`` kills
-have happened; the last round runs to the end. The committed output, read as a plain
-reader sees it (hidden staged files excluded), is then compared with the pandas
-oracle exactly: every window once, with its exact count.
+``after-metadata``, ``after-commit``, and inside it ``upload``, during the asynchronous
+upload of the keyed state, and ``sink-commit``, between two committables of a sink's
+commit; see ``sparkpoint/testing/faults.py``; at the 1st..3rd pass), until ``--kills``
+kills have happened; the last round runs to the end. The committed output, read as the
+sink's reader sees it, is then compared with the pandas oracle exactly: every window
+once, with its exact count.
+
+Sinks (``--sink``, see ``bench/soak_sinks.py``): ``file`` (text part files, committed
+parts only), ``parquet`` (Parquet part files read with pyarrow), ``kafka`` (the seed's
+Kafka mode, events produced into a topic first; the output read ``read_committed``) and
+``jdbc`` (a PostgreSQL table, read with ``SELECT``), the Kafka broker and PostgreSQL
+server of the test suite started on 127.0.0.1; ``all`` runs each in turn. The summary
+counts kills per fault point and pass, and how many fault kills came before the
+round's first epoch line (inside the restore: a restore commits the restored
+checkpoint's committables again and so passes ``sink-commit``).
 
 Kill delays. A random kill makes progress only if it lands after the run's first
 checkpoint has completed: the first checkpoint is triggered at the end of the run's
@@ -41,6 +52,7 @@ actually happened, and warns when the job ran out of work first.
 Run::
 
     .venv/bin/python bench/soak.py --kills 100 --json soak.json
+    .venv/bin/python bench/soak.py --sink kafka --kills 30 --json soak-kafka.json
     .venv/bin/python bench/soak.py --target spark --kills 10 --json soak-spark.json
 
 Exit status: 0 on PASS, 1 on FAIL (output differs from the oracle, or a round
