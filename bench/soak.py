@@ -533,7 +533,8 @@ def print_summary(s: dict) -> None:
         if s["kills"] < s["kills_requested"]:
             print("  WARNING         the job ran out of work before all kills happened (raise --events)")
         print("  by pass         " + "; ".join(f"{pt} {d}" for pt, d in s["fault_kills_by_pass"].items()))
-        print(f"  in the restore  {s['fault_kills_before_first_epoch'] or 'none'} (killed before the first epoch line)")
+        print(f"  before epoch 1  {s['fault_kills_before_first_epoch'] or 'none'} (fault kills before the round's "
+              f"first epoch line: in the restore, or at the first barrier)")
         print(f"  no progress     {s['rounds_without_progress'] or 'none'}")
         print(f"seconds           {s['seconds']} in the kill loop (+ {s['oracle_s']} s oracle)")
         print(f"lines             {s['lines_committed']:,} committed, {s['lines_expected']:,} expected")
