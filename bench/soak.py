@@ -7,10 +7,21 @@ configuration of ``checkpoint_conf`` in ``tests/e2e/test_exactly_once.py``; for
 Each round restores from the newest completed checkpoint on disk and is SIGKILLed
 either after a random delay (counted from a start line, see below) or at a
 fault-injection point of the checkpoint protocol (``barrier``, ``metadata-write``,
-``after-metadata``, ``after-commit``, at the 1st..3rd pass), until ``--kills`` kills
-have happened; the last round runs to the end. The committed output, read as a plain
-reader sees it (hidden staged files excluded), is then compared with the pandas
-oracle exactly: every window once, with its exact count.
+``after-metadata``, ``after-commit``, and inside it ``upload``, during the asynchronous
+upload of the keyed state, and ``sink-commit``, between two committables of a sink's
+commit; see ``sparkpoint/testing/faults.py``; at the 1st..3rd pass), until ``--kills``
+kills have happened; the last round runs to the end. The committed output, read as the
+sink's reader sees it, is then compared with the pandas oracle exactly: every window
+once, with its exact count.
+
+Sinks (``--sink``, see ``bench/soak_sinks.py``): ``file`` (text part files, committed
+parts only), ``parquet`` (Parquet part files read with pyarrow), ``kafka`` (the seed's
+Kafka mode, events produced into a topic first; the output read ``read_committed``) and
+``jdbc`` (a PostgreSQL table, read with ``SELECT``), the Kafka broker and PostgreSQL
+server of the test suite started on 127.0.0.1; ``all`` runs each in turn. The summary
+counts kills per fault point and pass, and how many fault kills came before the
+round's first epoch line (inside the restore: a restore commits the restored
+checkpoint's committables again and so passes ``sink-commit``).
 
 Kill delays. A random kill makes progress only if it lands after the run's first
 checkpoint has completed: the first checkpoint is triggered at the end of the run's
@@ -41,6 +52,7 @@ actually happened, and warns when the job ran out of work first.
 Run::
 
     .venv/bin/python bench/soak.py --kills 100 --json soak.json
+    .venv/bin/python bench/soak.py --sink kafka --kills 30 --json soak-kafka.json
     .venv/bin/python bench/soak.py --target spark --kills 10 --json soak-spark.json
 
 Exit status: 0 on PASS, 1 on FAIL (output differs from the oracle, or a round
@@ -84,7 +96,9 @@ import pandas as pd  # noqa: E402
 from sparkpoint.connectors.events import EventSpec, generate_events  # noqa: E402
 from sparkpoint.runtime.restore import load_checkpoint  # noqa: E402
 from sparkpoint.storage.checkpoint_storage import latest_completed  # noqa: E402
-from sparkpoint.testing.kill_loop import FAULT_POINTS, KillLoop, read_committed_lines, run_command  # noqa: E402
+from sparkpoint.testing.kill_loop import ALL_FAULT_POINTS, KillLoop, run_command  # noqa: E402
+
+from bench.soak_sinks import SINKS, SoakSink, after_calibration, make_sink  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 JOB = str(ROOT / "examples" / "behavior_counts.py")
@@ -123,10 +137,6 @@ def checkpoint_conf(ckpt: Path, local_state: Path, target: str) -> dict:
     return conf
 
 
-def job_args(events: int, out: Path) -> list[str]:
-    return ["--events", str(events), "--output", str(out)]
-
-
 # -- calibration ------------------------------------------------------------------------------
 def _time_to_first_commit(conf: dict, restore: Optional[str], args: list[str], timeout: float,
                           marker: str) -> Optional[float]:
@@ -161,7 +171,7 @@ def _time_to_first_commit(conf: dict, restore: Optional[str], args: list[str], t
     return ended - submitted_at[0] if submitted_at else None
 
 
-def calibrate(workdir: Path, target: str, events: int, timeout: float, marker: str) -> list[float]:
+def calibrate(workdir: Path, target: str, events: int, timeout: float, marker: str, sink: SoakSink) -> list[float]:
     """Time to the first completed and committed checkpoint, of a fresh and of a restored run."""
     base = workdir / "calibration"
     ckpt, out, local = base / "ckpt", base / "out", base / "local"
@@ -169,10 +179,11 @@ def calibrate(workdir: Path, target: str, events: int, timeout: float, marker: s
     times = []
     for _ in range(2):
         restore = latest_completed(ckpt.as_uri()) if ckpt.exists() else None
-        t = _time_to_first_commit(conf, restore, job_args(events, out), timeout, marker)
+        t = _time_to_first_commit(conf, restore, sink.job_args(events, out, "calibration"), timeout, marker)
         if t is not None:
             times.append(t)
     shutil.rmtree(base, ignore_errors=True)
+    after_calibration(sink)
     return times
 
 
@@ -204,7 +215,7 @@ def replay_plan(seed: int, kills: int, fault_share: float, min_delay: float, max
     for r in range(rounds):
         if kills_left > 0:
             if rnd.random() < fault_share:
-                plan.append(("fault", f"{rnd.choice(FAULT_POINTS)}@{rnd.randint(1, 3)}"))
+                plan.append(("fault", f"{rnd.choice(ALL_FAULT_POINTS)}@{rnd.randint(1, 3)}"))
             else:
                 plan.append(("random", rnd.uniform(min_delay, max_delay)))
         else:
@@ -263,8 +274,8 @@ def firing_epoch(window_start: int) -> int:
     return max(0, seq) // EPOCH_RECORDS
 
 
-def compare(out: Path, expected: Counter, rounds: list[dict], limit: int = 20) -> dict:
-    got = Counter(read_committed_lines(out))
+def compare(got: Counter, expected: Counter, rounds: list[dict], out: Optional[Path], limit: int = 20) -> dict:
+    """``got`` against the oracle; ``out``: the directory of text part files the lines come from, if any."""
     missing, extra = expected - got, got - expected
     report: dict[str, Any] = {
         "lines_committed": sum(got.values()),
@@ -287,7 +298,7 @@ def compare(out: Path, expected: Counter, rounds: list[dict], limit: int = 20) -
     where: dict[str, list[str]] = {}
     missing_keys = {_key(m) for m in missing}
     offending = set(extra) | {line for line in got if _key(line) in missing_keys}
-    for path in sorted(out.rglob("*")):
+    for path in sorted(out.rglob("*")) if out is not None else []:
         rel = path.relative_to(out)
         if path.is_file() and not any(p.startswith((".", "_")) for p in rel.parts):
             for line in path.read_text().splitlines():
@@ -326,7 +337,7 @@ def compare(out: Path, expected: Counter, rounds: list[dict], limit: int = 20) -
 
 
 # -- main -------------------------------------------------------------------------------------
-def main(argv: Optional[list[str]] = None) -> int:
+def parse_args(argv: Optional[list[str]]) -> tuple[argparse.ArgumentParser, argparse.Namespace]:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--kills", type=int, default=100, help="SIGKILLs before the job may finish (default 100)")
@@ -334,6 +345,8 @@ def main(argv: Optional[list[str]] = None) -> int:
                    help="generated events (default: enough work for the kills: 200,000 a kill locally, "
                         "350,000 on Spark, at least 3M / 0.6M)")
     p.add_argument("--target", choices=("local", "spark"), default="local", help="execution.target")
+    p.add_argument("--sink", choices=(*SINKS, "all"), default="file",
+                   help="the seed job's sink (default file; all: each in turn, one workdir and JSON each)")
     p.add_argument("--seed", type=int, default=1, help="KillLoop's random seed (default 1)")
     p.add_argument("--workdir", type=Path, default=None,
                    help="where output, checkpoints and round logs go (must be empty or absent; "
@@ -345,47 +358,84 @@ def main(argv: Optional[list[str]] = None) -> int:
                    help="random kill delay upper bound, s (default: calibrated)")
     p.add_argument("--fault-share", type=float, default=0.4, help="share of kills at fault points (default 0.4)")
     p.add_argument("--round-timeout", type=float, default=900, help="seconds one round may take (default 900)")
-    args = p.parse_args(argv)
+    return p, p.parse_args(argv)
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    p, args = parse_args(argv)
     events = args.events if args.events is not None else \
         max(MIN_EVENTS[args.target], EVENTS_PER_KILL[args.target] * args.kills)
-
     if args.workdir is not None:
-        workdir = args.workdir.resolve()
-        if workdir.exists() and any(workdir.iterdir()):
-            p.error(f"--workdir {workdir} is not empty")
-        workdir.mkdir(parents=True, exist_ok=True)
+        root = args.workdir.resolve()
+        if root.exists() and any(root.iterdir()):
+            p.error(f"--workdir {root} is not empty")
+        root.mkdir(parents=True, exist_ok=True)
         temporary = False
     else:
-        workdir = Path(tempfile.mkdtemp(prefix="sparkpoint-soak-"))
+        root = Path(tempfile.mkdtemp(prefix="sparkpoint-soak-"))
         temporary = True
+    sinks = SINKS if args.sink == "all" else (args.sink,)
+    verdicts = {}
+    for name in sinks:
+        workdir = root / name if len(sinks) > 1 else root
+        workdir.mkdir(exist_ok=True)
+        json_path = args.json
+        if json_path is not None and len(sinks) > 1:
+            json_path = json_path.with_name(f"{json_path.stem}-{name}{json_path.suffix}")
+        sink = make_sink(name)
+        try:
+            sink.start(workdir, events)
+            summary = soak(args, argv, sink, events, workdir)
+        finally:
+            sink.close()
+        summary["verdict"] = "PASS" if summary.get("equal") else "FAIL"
+        if json_path:
+            json_path.write_text(json.dumps(summary, indent=2, default=str) + "\n")
+        print_summary(summary)
+        verdicts[name] = summary["verdict"]
+    if len(sinks) > 1:
+        print("verdicts          " + ", ".join(f"{k} {v}" for k, v in verdicts.items()))
+    passed = all(v == "PASS" for v in verdicts.values())
+    if passed and temporary:
+        shutil.rmtree(root, ignore_errors=True)
+    elif not passed:
+        print(f"soak: workdir kept for inspection: {root} (round logs under rounds/)")
+    return 0 if passed else 1
+
+
+def kill_delays(args: argparse.Namespace, workdir: Path, events: int, marker: str, sink: SoakSink
+                ) -> tuple[float, float, list[float]]:
+    """Random kill delays: as given, or calibrated (see the module docstring)."""
+    if args.min_delay is not None and args.max_delay is not None:
+        return args.min_delay, args.max_delay, []
+    margin, span = DELAY_SHAPE[args.target]
+    calibration = calibrate(workdir, args.target, events, args.round_timeout, marker, sink)
+    if not calibration:
+        print("soak: calibration runs were not killed (too few events?); using fixed delays", flush=True)
+        calibration = [1.6 if args.target == "local" or marker != SUBMITTED else 25.0]
+    lo = max(calibration) + margin
+    min_delay = args.min_delay if args.min_delay is not None else round(lo, 2)
+    max_delay = args.max_delay if args.max_delay is not None else round(min_delay + span, 2)
+    print(f"soak: first checkpoint committed {', '.join(f'{t:.2f}' for t in calibration)} s after the "
+          f"first {marker.strip()!r} line (fresh, restored); random kill delays uniform in "
+          f"[{min_delay}, {max_delay}] s", flush=True)
+    return min_delay, max_delay, calibration
+
+
+def soak(args: argparse.Namespace, argv: Optional[list[str]], sink: SoakSink, events: int, workdir: Path) -> dict:
+    """One soak of the seed job writing to ``sink``: the summary (``equal``: output == oracle)."""
     out, ckpt, local = workdir / "out", workdir / "ckpt", workdir / "local"
     conf = checkpoint_conf(ckpt, local, args.target)
     # Every run registers its REST endpoint under $SPARKPOINT_HOME/jobs; SIGKILLed runs leave their
     # entries behind (pruned lazily by `sparkpoint list`), so keep them out of the user's ~/.sparkpoint.
     os.environ["SPARKPOINT_HOME"] = str(workdir / "home")
     started_at = _dt.datetime.now().astimezone()
-    print(f"soak: target {args.target}, {events:,} events, {args.kills} kills, seed {args.seed}, workdir {workdir}",
-          flush=True)
-
-    # Kill delays.
+    print(f"soak: target {args.target}, sink {sink.name}, {events:,} events, {args.kills} kills, seed {args.seed}, "
+          f"workdir {workdir}", flush=True)
     marker = START_MARKER[args.target] if KILL_LOOP_HAS_MARKER else SUBMITTED
-    calibration: list[float] = []
-    if args.min_delay is None or args.max_delay is None:
-        margin, span = DELAY_SHAPE[args.target]
-        calibration = calibrate(workdir, args.target, events, args.round_timeout, marker)
-        if not calibration:
-            print("soak: calibration runs were not killed (too few events?); using fixed delays", flush=True)
-            calibration = [1.6 if args.target == "local" or marker != SUBMITTED else 25.0]
-        lo = max(calibration) + margin
-        min_delay = args.min_delay if args.min_delay is not None else round(lo, 2)
-        max_delay = args.max_delay if args.max_delay is not None else round(min_delay + span, 2)
-        print(f"soak: first checkpoint committed {', '.join(f'{t:.2f}' for t in calibration)} s after the "
-              f"first {marker.strip()!r} line (fresh, restored); random kill delays uniform in "
-              f"[{min_delay}, {max_delay}] s", flush=True)
-    else:
-        min_delay, max_delay = args.min_delay, args.max_delay
+    min_delay, max_delay, calibration = kill_delays(args, workdir, events, marker, sink)
     if not 0 < min_delay <= max_delay:
-        p.error(f"bad delays [{min_delay}, {max_delay}]")
+        raise SystemExit(f"soak: bad delays [{min_delay}, {max_delay}]")
 
     # The oracle first: cheap compared with the loop, and it fails early if something is off.
     t0 = time.time()
@@ -394,9 +444,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     print(f"soak: oracle: {len(expected):,} window lines ({oracle_s:.1f} s)", flush=True)
 
     extra_kw = {"start_marker": marker} if KILL_LOOP_HAS_MARKER else {}
-    loop = KillLoop(JOB, job_args(events, out), ckpt, conf, kills=args.kills, seed=args.seed,
+    loop = KillLoop(JOB, sink.job_args(events, out, "soak"), ckpt, conf, kills=args.kills, seed=args.seed,
                     min_delay=min_delay, max_delay=max_delay, fault_share=args.fault_share, cwd=str(ROOT),
-                    timeout_per_round=args.round_timeout, **extra_kw)
+                    timeout_per_round=args.round_timeout, fault_points=ALL_FAULT_POINTS, **extra_kw)
     t0 = time.time()
     error: Optional[str] = None
     result = None
@@ -410,69 +460,68 @@ def main(argv: Optional[list[str]] = None) -> int:
         "command": " ".join([Path(sys.executable).name, *sys.argv]) if argv is None else " ".join(argv),
         "date": started_at.isoformat(timespec="seconds"),
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
-        "target": args.target, "events": events, "kills_requested": args.kills, "seed": args.seed,
+        "target": args.target, "sink": sink.name, "read_as": sink.describe(), "events": events,
+        "kills_requested": args.kills, "seed": args.seed,
         "fault_share": args.fault_share, "delay_s": [min_delay, max_delay], "delay_from": marker.strip(),
         "calibration_s": calibration,
         "conf": {k: v for k, v in conf.items() if k not in ("state.checkpoints.dir", "sparkpoint.local-state-dir")},
         "workdir": str(workdir), "oracle_s": round(oracle_s, 1), "loop_s": round(loop_s, 1),
     }
-    verdict = "FAIL"
     if error is not None:
         summary["error"] = error
         print(f"soak: KillLoop stopped with an error:\n{error[-6000:]}", file=sys.stderr)
-    else:
-        assert result is not None
-        plan = replay_plan(args.seed, args.kills, args.fault_share, min_delay, max_delay, result.rounds)
-        replayed_faults = Counter(w.split("@")[0] for k, w in plan if k == "fault")
-        if dict(replayed_faults) != result.fault_kills:
-            print(f"soak: warning: replayed plan {dict(replayed_faults)} != KillLoop's {result.fault_kills}",
-                  file=sys.stderr)
-        rounds = describe_rounds(result, plan)
-        logs = workdir / "rounds"
-        logs.mkdir(exist_ok=True)
-        for r, text in zip(rounds, result.log):
-            (logs / f"round-{r['round']:03d}.log").write_text(
-                f"# round {r['round']}: {r['kind']} {r['fault'] or r['delay_s'] or ''}; "
-                f"restored from {r['restored_from']}\n{text}")
-        killed = [r for r in rounds if r["killed"]]
-        random_kills = sum(1 for r in killed if r["kind"] == "random")
-        fault_dist = {pt: Counter(r["fault"] for r in killed
-                                  if r["kind"] == "fault" and r["fault"].startswith(pt + "@"))
-                      for pt in FAULT_POINTS}
-        no_progress = Counter(r["fault"].split("@")[0] if r["kind"] == "fault" else "random"
-                              for r in killed if r["progress_epochs"] == 0)
-        cmp = compare(out, expected, rounds)
-        leftovers = [str(q.relative_to(out)) for q in out.rglob(".*inprogress")] if out.exists() else []
-        verdict = "PASS" if cmp["equal"] else "FAIL"
-        summary.update({
-            "rounds": result.rounds, "kills": result.kills, "random_kills": random_kills,
-            "fault_kills": {pt: sum(c.values()) for pt, c in fault_dist.items()},
-            "fault_kills_by_pass": {pt: dict(sorted(c.items())) for pt, c in fault_dist.items()},
-            "last_round": {"none": "no kill planned", "fault": f"{rounds[-1]['fault']} never reached",
-                           "random": f"random delay {rounds[-1]['delay_s']} s, finished first"}[rounds[-1]["kind"]],
-            "rounds_without_progress": dict(no_progress),
-            "epochs_total": (rounds[-1]["last_epoch_printed"] or 0) + 1,
-            "epochs_run_in_last_round": (rounds[-1]["last_epoch_printed"] or 0) - (rounds[-1]["first_epoch"] or 0) + 1,
-            "seconds": round(result.seconds, 1),
-            "staged_leftovers": len(leftovers),
-            **cmp,
-            "per_round": rounds,
-        })
+        return summary
+    assert result is not None
+    summary.update(round_figures(args, result, min_delay, max_delay, workdir))
+    cmp = compare(sink.read(out), expected, summary["per_round"], out if sink.name == "file" else None)
+    summary.update({"leftovers": sink.leftovers(out), **cmp})
+    return summary
 
-    summary["verdict"] = verdict
-    if args.json:
-        args.json.write_text(json.dumps(summary, indent=2, default=str) + "\n")
-    print_summary(summary)
-    if verdict == "PASS" and temporary:
-        shutil.rmtree(workdir, ignore_errors=True)
-    elif verdict != "PASS":
-        print(f"soak: workdir kept for inspection: {workdir} (round logs under rounds/)")
-    return 0 if verdict == "PASS" else 1
+
+def round_figures(args: argparse.Namespace, result: Any, min_delay: float, max_delay: float, workdir: Path) -> dict:
+    """Which round was killed how and where, from KillLoop's result and its replayed plan; round logs to disk."""
+    plan = replay_plan(args.seed, args.kills, args.fault_share, min_delay, max_delay, result.rounds)
+    replayed_faults = Counter(w.split("@")[0] for k, w in plan if k == "fault")
+    if dict(replayed_faults) != result.fault_kills:
+        print(f"soak: warning: replayed plan {dict(replayed_faults)} != KillLoop's {result.fault_kills}",
+              file=sys.stderr)
+    rounds = describe_rounds(result, plan)
+    logs = workdir / "rounds"
+    logs.mkdir(exist_ok=True)
+    for r, text in zip(rounds, result.log):
+        (logs / f"round-{r['round']:03d}.log").write_text(
+            f"# round {r['round']}: {r['kind']} {r['fault'] or r['delay_s'] or ''}; "
+            f"restored from {r['restored_from']}\n{text}")
+    killed = [r for r in rounds if r["killed"]]
+    fault_dist = {pt: Counter(r["fault"] for r in killed
+                              if r["kind"] == "fault" and r["fault"].startswith(pt + "@"))
+                  for pt in ALL_FAULT_POINTS}
+    # A round killed before it printed its first epoch line died in the restore itself (a restore commits the
+    # restored checkpoint's committables again and so passes `sink-commit`).
+    in_restore = Counter(r["fault"].split("@")[0] for r in killed
+                         if r["kind"] == "fault" and r["last_epoch_printed"] is None)
+    no_progress = Counter(r["fault"].split("@")[0] if r["kind"] == "fault" else "random"
+                          for r in killed if r["progress_epochs"] == 0)
+    return {
+        "rounds": result.rounds, "kills": result.kills,
+        "random_kills": sum(1 for r in killed if r["kind"] == "random"),
+        "fault_kills": {pt: sum(c.values()) for pt, c in fault_dist.items()},
+        "fault_kills_by_pass": {pt: dict(sorted(c.items())) for pt, c in fault_dist.items()},
+        "fault_kills_before_first_epoch": dict(in_restore),
+        "last_round": {"none": "no kill planned", "fault": f"{rounds[-1]['fault']} never reached",
+                       "random": f"random delay {rounds[-1]['delay_s']} s, finished first"}[rounds[-1]["kind"]],
+        "rounds_without_progress": dict(no_progress),
+        "epochs_total": (rounds[-1]["last_epoch_printed"] or 0) + 1,
+        "epochs_run_in_last_round": (rounds[-1]["last_epoch_printed"] or 0) - (rounds[-1]["first_epoch"] or 0) + 1,
+        "seconds": round(result.seconds, 1),
+        "per_round": rounds,
+    }
 
 
 def print_summary(s: dict) -> None:
     print()
     print(f"target            {s['target']} ({s['machine']['cpus']} CPUs), {s['events']:,} events, seed {s['seed']}")
+    print(f"sink              {s['sink']}: {s['read_as']}")
     print(f"kill delays       uniform [{s['delay_s'][0]}, {s['delay_s'][1]}] s after the first "
           f"{s['delay_from']!r} line, "
           f"fault share {s['fault_share']}")
@@ -484,13 +533,15 @@ def print_summary(s: dict) -> None:
         if s["kills"] < s["kills_requested"]:
             print("  WARNING         the job ran out of work before all kills happened (raise --events)")
         print("  by pass         " + "; ".join(f"{pt} {d}" for pt, d in s["fault_kills_by_pass"].items()))
+        print(f"  before epoch 1  {s['fault_kills_before_first_epoch'] or 'none'} (fault kills before the round's "
+              f"first epoch line: in the restore, or at the first barrier)")
         print(f"  no progress     {s['rounds_without_progress'] or 'none'}")
         print(f"seconds           {s['seconds']} in the kill loop (+ {s['oracle_s']} s oracle)")
         print(f"lines             {s['lines_committed']:,} committed, {s['lines_expected']:,} expected")
         print(f"missing / extra   {s['missing']} / {s['extra']} (extra: {s['extra_duplicates']} duplicates, "
               f"{s['extra_wrong_count']} wrong counts, {s['extra_unknown_window']} unknown windows; missing: "
               f"{s['missing_window_absent']} windows absent, {s['missing_count_differs']} with another count)")
-        print(f"staged leftovers  {s['staged_leftovers']}")
+        print(f"leftovers         {s['leftovers'] or 'not checked'}")
         for ex in s.get("examples", [])[:10]:
             print(f"  {json.dumps(ex, default=str)}")
     else:

@@ -5,23 +5,33 @@ field; the watermark trails the highest timestamp by 50 s (bounded out-of-ordern
 records are mapped to ``((channel, behavior), 1)``, keyed, counted in 60 s tumbling
 event-time windows aligned to the epoch, and written as
 ``windowStart\\twindowEnd\\tchannel\\tbehavior\\tcount`` lines by a FileSink — or, as in the
-seeds, read from a Kafka topic and written to another with exactly-once transactions.
+seeds, read from a Kafka topic and written to another with exactly-once transactions. The
+same windows can go to Parquet part files or, with exactly-once prepared transactions, to
+a PostgreSQL table ``(window_start, window_end, channel, behavior, cnt)`` (it must exist).
 
     sparkpoint run examples/behavior_counts.py --output out/counts              # generated events
     sparkpoint run examples/behavior_counts.py --input events/ --output out/counts
     sparkpoint run examples/behavior_counts.py --kafka broker:9092 --input-topic events --output-topic counts
+    sparkpoint run examples/behavior_counts.py --parquet --output out/counts-parquet
+    sparkpoint run examples/behavior_counts.py --jdbc-url jdbc:postgresql://host:5432/db?user=u --table counts
 """
 
 from __future__ import annotations
 
 import argparse
 
-from sparkpoint.common import Duration, Encoder, SimpleStringSchema, WatermarkStrategy
+from sparkpoint.common import Duration, Encoder, Row, SimpleStringSchema, Types, WatermarkStrategy
 from sparkpoint.common.time import Time
 from sparkpoint.common.watermark_strategy import TimestampAssigner
 from sparkpoint.datastream import ProcessWindowFunction, StreamExecutionEnvironment
 from sparkpoint.datastream.connectors.file_system import BucketAssigner, FileSink, FileSource, StreamFormat
 from sparkpoint.datastream.connectors.generator import StringLineEventSource
+from sparkpoint.datastream.connectors.jdbc import (
+    JdbcConnectionOptions,
+    JdbcExactlyOnceOptions,
+    JdbcExecutionOptions,
+    JdbcSink,
+)
 from sparkpoint.datastream.connectors.kafka import (
     DeliveryGuarantee,
     KafkaOffsetsInitializer,
@@ -29,7 +39,11 @@ from sparkpoint.datastream.connectors.kafka import (
     KafkaSink,
     KafkaSource,
 )
+from sparkpoint.datastream.formats.parquet import ParquetBulkWriters
 from sparkpoint.datastream.window import TumblingEventTimeWindows
+
+ROW_TYPE = Types.ROW_NAMED(["window_start", "window_end", "channel", "behavior", "cnt"],
+                           [Types.LONG(), Types.LONG(), Types.STRING(), Types.STRING(), Types.LONG()])
 
 
 class EventTimestamp(TimestampAssigner):
@@ -47,6 +61,11 @@ class CountPerWindow(ProcessWindowFunction):
 def to_pair(line: str):
     fields = line.split("\t")
     return (fields[1], fields[3]), 1
+
+
+def to_row(line: str) -> Row:
+    start, end, channel, behavior, count = line.split("\t")
+    return Row(int(start), int(end), channel, behavior, int(count))
 
 
 def kafka_source(args: argparse.Namespace) -> KafkaSource:
@@ -67,6 +86,16 @@ def kafka_sink(args: argparse.Namespace) -> KafkaSink:
             .build())
 
 
+def jdbc_sink(args: argparse.Namespace):
+    return JdbcSink.exactly_once_sink(
+        f"INSERT INTO {args.table} (window_start, window_end, channel, behavior, cnt) VALUES (?, ?, ?, ?, ?)",
+        ROW_TYPE,
+        JdbcConnectionOptions.JdbcConnectionOptionsBuilder().with_url(args.jdbc_url)
+        .with_driver_name("org.postgresql.Driver").build(),
+        JdbcExecutionOptions.builder().with_batch_size(500).build(),
+        JdbcExactlyOnceOptions.builder().with_transaction_id_prefix(f"behavior-counts-{args.table}").build())
+
+
 def build(env: StreamExecutionEnvironment, args: argparse.Namespace) -> None:
     if args.kafka:
         source = kafka_source(args)
@@ -78,19 +107,24 @@ def build(env: StreamExecutionEnvironment, args: argparse.Namespace) -> None:
                                        records_per_second=args.events_per_second)
     watermarks = (WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(args.window_lagged_millis))
                   .with_timestamp_assigner(EventTimestamp()))
+    counts = (env.from_source(source, WatermarkStrategy.no_watermarks(), "events").uid("source")
+              .assign_timestamps_and_watermarks(watermarks).uid("timestamps")
+              .map(to_pair).uid("to-pairs")
+              .key_by(lambda pair: pair[0])
+              .window(TumblingEventTimeWindows.of(Time.milliseconds(args.window_size_millis)))
+              .process(CountPerWindow()).uid("window-counts"))
     if args.kafka:
-        sink = kafka_sink(args)
+        counts.sink_to(kafka_sink(args)).uid("sink")
+    elif args.jdbc_url:
+        counts.map(to_row, output_type=ROW_TYPE).uid("to-rows").add_sink(jdbc_sink(args)).uid("sink")
+    elif args.parquet:
+        counts.map(to_row, output_type=ROW_TYPE).uid("to-rows").sink_to(
+            FileSink.for_bulk_format(args.output, ParquetBulkWriters.for_row_type(ROW_TYPE))
+            .with_bucket_assigner(BucketAssigner.base_path_bucket_assigner()).build()).uid("sink")
     else:
-        sink = (FileSink.for_row_format(args.output, Encoder.simple_string_encoder())
-                .with_bucket_assigner(BucketAssigner.base_path_bucket_assigner())
-                .build())
-    (env.from_source(source, WatermarkStrategy.no_watermarks(), "events").uid("source")
-        .assign_timestamps_and_watermarks(watermarks).uid("timestamps")
-        .map(to_pair).uid("to-pairs")
-        .key_by(lambda pair: pair[0])
-        .window(TumblingEventTimeWindows.of(Time.milliseconds(args.window_size_millis)))
-        .process(CountPerWindow()).uid("window-counts")
-        .sink_to(sink).uid("sink"))
+        counts.sink_to(FileSink.for_row_format(args.output, Encoder.simple_string_encoder())
+                       .with_bucket_assigner(BucketAssigner.base_path_bucket_assigner())
+                       .build()).uid("sink")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -111,6 +145,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--input-topic", default="events")
     parser.add_argument("--output-topic", default="behavior-counts")
     parser.add_argument("--bounded", action="store_true", help="with --kafka: stop at the input's end offsets")
+    parser.add_argument("--parquet", action="store_true", help="write Parquet part files instead of text lines")
+    parser.add_argument("--jdbc-url", help="write to a PostgreSQL table instead (exactly-once, prepared transactions)")
+    parser.add_argument("--table", default="behavior_counts", help="with --jdbc-url: the table")
     args = parser.parse_args(argv)
     env = StreamExecutionEnvironment.get_execution_environment()
     if args.parallelism:

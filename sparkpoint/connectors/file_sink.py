@@ -27,6 +27,7 @@ from fsspec.implementations.local import LocalFileSystem
 from sparkpoint.connectors.base import Committer, SinkWriter
 from sparkpoint.connectors.file_output import part_job
 from sparkpoint.errors import SparkpointError
+from sparkpoint.testing.faults import fault_point
 
 __all__ = ["FileSystemError", "FileCommittable", "PartFileConfig", "PartWriter", "LinePartWriter",
            "BulkWriterFactory", "FileSinkWriter", "FileCommitter", "cleanup_leftovers"]
@@ -196,6 +197,7 @@ class FileCommitter(Committer):
             _, final = url_to_fs(final_url)
             if fs.exists(staged):
                 fs.mv(staged, final)
+                fault_point("sink-commit")
             elif not fs.exists(final):
                 raise FileSystemError(
                     f"cannot commit part file {final_url}: neither it nor its staged file {staged_url} exists "

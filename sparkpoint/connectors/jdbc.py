@@ -33,6 +33,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from sparkpoint.connectors.base import Committer, SinkWriter
 from sparkpoint.connectors.jdbc_rollback import insert_only, ledger_exists, ledger_sql
 from sparkpoint.errors import SparkpointError
+from sparkpoint.testing.faults import fault_point
 
 __all__ = ["JdbcError", "JdbcWriteError", "JdbcSinkConfig", "JdbcCommittable", "JdbcSinkWriter", "JdbcCommitter",
            "roll_back_strays", "parse_jdbc_url", "redact_url", "to_psycopg_sql", "make_gid", "parse_gid"]
@@ -422,7 +423,9 @@ class JdbcCommitter(Committer):
         try:
             with _connect(self.config, autocommit=True) as conn:
                 for gid, xid in committables:
-                    if not _finish_prepared(conn, "COMMIT", gid):
+                    if _finish_prepared(conn, "COMMIT", gid):
+                        fault_point("sink-commit")
+                    else:
                         self._report_finished(conn, gid, xid)
         except psycopg.Error as e:
             raise JdbcError(f"{self.config.describe()}: cannot commit prepared transactions: {_pg_error(e)}"

@@ -31,7 +31,7 @@ from sparkpoint.checkpoint.messages import (
     OperatorSnapshotInfo,
 )
 from sparkpoint.checkpoint.properties import CheckpointOptions, SnapshotFormat
-from sparkpoint.testing.faults import upload_delay_s, upload_fails
+from sparkpoint.testing.faults import fault_point, upload_delay_s, upload_fails
 from sparkpoint.errors import StateError
 from sparkpoint.operators.keyed import KeyedOperator
 from sparkpoint.state.key_groups import KeyGroupRange
@@ -159,6 +159,7 @@ class CheckpointUploader:
                 body = source.body()
                 files, operators, size = self._write(body, hashlib.sha256(body).hexdigest(), options, key_groups,
                                                      uids)
+            fault_point("upload")   # this task's files are written, its acknowledgement not yet sent
             self.acks.append(AcknowledgeCheckpoint(
                 cid, self.task, state_handles=tuple(files), operators=operators, state_size=size,
                 sync_duration_ms=self.sync_duration_ms, async_duration_ms=(time.perf_counter() - t0) * 1000))

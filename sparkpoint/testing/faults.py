@@ -5,6 +5,21 @@
 ``barrier``, ``metadata-write`` (inside the ``_metadata`` write: half of it written under
 a temporary name, as a crashed writer leaves it; ``_metadata`` itself not yet there),
 ``after-metadata`` (checkpoint complete, sinks not yet committed), ``after-commit``.
+Inside the protocol:
+
+- ``upload``: in the asynchronous upload of a task's keyed snapshot, once that task's
+  files are written and before its acknowledgement; with several stateful tasks, part of
+  the checkpoint's files are written and the rest not (``@1`` on the local executor: the
+  first task's).
+- ``sink-commit``: inside a sink's commit, after each committable it commits: a file
+  sink's rename of a staged part file, a Kafka sink's EndTxn of one transaction, a JDBC
+  sink's ``COMMIT PREPARED`` of one gid. A kill there leaves part of an epoch's output
+  committed. A restore commits the restored checkpoint's committables again and passes
+  the point too, for files and JDBC only when it commits one that was still staged or
+  prepared; for Kafka at every transaction (a repeated EndTxn cannot tell).
+
+Fault points may sit in any layer (pyproject.toml lets the connectors import this
+module, which needs only the standard library).
 ``SPARKPOINT_SLOW_UPLOAD_MS`` delays every keyed-state upload; ``SPARKPOINT_FAIL_UPLOAD=1``
 makes uploads fail (the task declines).
 """

@@ -24,9 +24,11 @@ from typing import Optional, Sequence, Union
 from sparkpoint.storage.checkpoint_storage import latest_completed
 from sparkpoint.storage.file_systems import storage_options_for
 
-__all__ = ["KillLoop", "KillLoopResult", "read_committed_lines", "run_command"]
+__all__ = ["ALL_FAULT_POINTS", "FAULT_POINTS", "KillLoop", "KillLoopResult", "read_committed_lines", "run_command"]
 
 FAULT_POINTS = ("barrier", "metadata-write", "after-metadata", "after-commit")
+# and the points inside the protocol: the asynchronous upload, the middle of a sink's commit
+ALL_FAULT_POINTS = (*FAULT_POINTS, "upload", "sink-commit")
 
 
 @dataclass
@@ -56,7 +58,7 @@ class KillLoop:
     def __init__(self, job: str, job_args: Sequence[str], checkpoint_dir: Union[Path, str], conf: dict,
                  kills: int, seed: int = 7, min_delay: float = 0.5, max_delay: float = 4.0,
                  fault_share: float = 0.4, cwd: Optional[str] = None, timeout_per_round: float = 600,
-                 start_marker: str = "Job has been submitted"):
+                 start_marker: str = "Job has been submitted", fault_points: Sequence[str] = FAULT_POINTS):
         self.job, self.job_args, self.checkpoint_dir = job, list(job_args), checkpoint_dir
         self.checkpoint_uri = checkpoint_dir.as_uri() if isinstance(checkpoint_dir, Path) else checkpoint_dir
         self.conf = dict(conf)
@@ -66,6 +68,7 @@ class KillLoop:
         self.cwd = cwd
         self.timeout_per_round = timeout_per_round
         self.start_marker = start_marker  # random kill delays count from the first output line with it
+        self.fault_points = tuple(fault_points)   # a fault round kills at one of these (see testing/faults.py)
 
     def _command(self, restore: Optional[str]) -> list[str]:
         return run_command(self.job, self.job_args, self.conf, restore)
@@ -82,7 +85,7 @@ class KillLoop:
             delay = None
             if kills_left > 0:
                 if self.rnd.random() < self.fault_share:
-                    point = self.rnd.choice(FAULT_POINTS)
+                    point = self.rnd.choice(self.fault_points)
                     env["SPARKPOINT_KILL_AT"] = f"{point}@{self.rnd.randint(1, 3)}"
                     result.fault_kills[point] = result.fault_kills.get(point, 0) + 1
                 else:

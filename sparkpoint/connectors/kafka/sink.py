@@ -29,6 +29,7 @@ from typing import Any, Optional
 from sparkpoint.connectors.base import Committer, SinkWriter
 from sparkpoint.connectors.kafka.clients import KafkaConnectorError, cached_producer, client_config, where
 from sparkpoint.connectors.kafka.transactions import CommitOutcome, TransactionClient, TransactionRef
+from sparkpoint.testing.faults import fault_point
 
 __all__ = ["KafkaSinkConfig", "KafkaSinkWriter", "KafkaCommitter", "abort_lingering", "DEFAULT_TRANSACTION_TIMEOUT_MS"]
 
@@ -190,6 +191,7 @@ class KafkaCommitter(Committer):
             for ref in committables:
                 ref = TransactionRef(*ref)
                 outcome = client.commit(ref)
+                fault_point("sink-commit")
                 if outcome == CommitOutcome.EXPIRED:
                     logger.warning("Kafka transaction '%s' (%d records) is no longer known to the broker (its id "
                                    "expired); it was committed or aborted long ago", ref.transactional_id,

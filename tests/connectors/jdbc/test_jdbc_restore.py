@@ -107,3 +107,25 @@ def test_kill_loop_exactly_once_into_postgres(db, tmp_path):
     assert got == expected, (f"{sum(got.values())} rows, {len(expected)} expected; missing {len(expected - got)}, "
                              f"extra {len(got - expected)}")
     assert db.prepared_gids() == set()
+
+
+@pytest.mark.slow
+def test_kill_between_two_commit_prepared_of_a_checkpoint_recovers_exactly(db, tmp_path):
+    """Killed after the first COMMIT PREPARED of a checkpoint (fault point ``sink-commit``), before the next."""
+    n = 400_000
+    with db.connect() as conn:
+        conn.execute(TABLE)
+    args = ["--url", db.url, "--events", str(n), "--prefix", "wc"]
+    conf = _conf(tmp_path, "200 ms")
+    crashed = subprocess.run(run_command(JOB, args, conf), cwd=ROOT, capture_output=True, text=True, timeout=120,
+                             env={**_env(), "SPARKPOINT_KILL_AT": "sink-commit@1"})
+    assert crashed.returncode == -9, crashed.stdout + crashed.stderr
+    assert _table(db), "the first COMMIT PREPARED did not happen before the kill"
+    assert db.prepared_gids(), "no prepared transaction left: the kill did not land inside the commit"
+    restore = latest_completed((tmp_path / "ckpt").as_uri())
+    assert restore is not None
+    restored = subprocess.run(run_command(JOB, args, conf, restore=restore), cwd=ROOT, capture_output=True,
+                              text=True, timeout=120, env=_env())
+    assert restored.returncode == 0, restored.stdout + restored.stderr
+    assert _table(db) == oracle(n)
+    assert db.prepared_gids() == set()

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from sparkpoint.connectors.events import EventSpec, generate_events
+from sparkpoint.storage.checkpoint_storage import latest_completed
 from sparkpoint.testing.kafka_server import read_topic
-from sparkpoint.testing.kill_loop import KillLoop
+from sparkpoint.testing.kill_loop import KillLoop, run_command
 from tests.e2e.test_exactly_once import JOB, ROOT, checkpoint_conf, oracle
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
@@ -67,3 +68,28 @@ def test_kafka_to_kafka_kill_loop_on_spark(kafka, topic_name, tmp_path):
                         min_delay=1.0, max_delay=3.0, fault_share=0.5).run()
     assert result.kills >= 1, result
     assert _committed(kafka, counts) == oracle(n)
+
+
+def test_kill_between_two_end_txn_of_a_checkpoint_recovers_exactly(kafka, topic_name, tmp_path):
+    """Killed after the first transaction of a checkpoint is committed (fault point ``sink-commit``), before the
+    next; the restore commits the rest."""
+    import os
+    import subprocess
+
+    n = 400_000
+    events, counts = _topics(kafka, topic_name, n)
+    conf = {**checkpoint_conf(tmp_path / "ckpt", "local"), "sparkpoint.local-state-dir": str(tmp_path / "local")}
+    args = ["--kafka", kafka.bootstrap_servers, "--input-topic", events, "--output-topic", counts, "--bounded"]
+    env = {k: v for k, v in os.environ.items() if k != "SPARKPOINT_KILL_AT"}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
+    crashed = subprocess.run(run_command(JOB, args, conf), cwd=str(ROOT), env={**env, "SPARKPOINT_KILL_AT":
+                             "sink-commit@1"}, capture_output=True, text=True, timeout=120)
+    assert crashed.returncode == -9, crashed.stdout + crashed.stderr
+    expected = oracle(n)
+    assert 0 < sum(_committed(kafka, counts).values()) < len(expected)
+    restore = latest_completed((tmp_path / "ckpt").as_uri())
+    assert restore is not None
+    done = subprocess.run(run_command(JOB, args, conf, restore), cwd=str(ROOT), env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _committed(kafka, counts) == expected
