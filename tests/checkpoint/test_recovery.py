@@ -96,20 +96,25 @@ def test_checkpoint_listeners_are_notified(make_env, tmp_path):
     assert len(notified) >= len(completed) - 1  # the last one completes as the job ends
 
 
-def test_a_job_restored_with_s_fails_over_to_that_checkpoint_before_its_own_first(make_env, tmp_path):
-    """Started from a retained checkpoint, the job loses its working state before any checkpoint of its own
-    completed: it restarts from the checkpoint it was started from (as Flink does), not fail."""
-    count = 3_000
+def _retained_checkpoints(make_env, tmp_path: Path, count: int, at_least: int) -> None:
+    """Run the job until ``at_least`` checkpoints are retained under ``tmp_path/ck``, then cancel it."""
     first = make_env("local", **{"execution.epoch.max-records": 25})
     stream = _job(first, tmp_path, count)
     first.get_checkpoint_config().set_externalized_checkpoint_retention("RETAIN_ON_CANCELLATION")
     stream.print()
     client = first.execute_async("first")
     deadline = time.time() + 60
-    while time.time() < deadline and not glob.glob(str(tmp_path / "ck" / "*" / "chk-*" / "_metadata")):
+    while time.time() < deadline and len(glob.glob(str(tmp_path / "ck" / "*" / "chk-*" / "_metadata"))) < at_least:
         time.sleep(0.05)
     client.cancel()
     client.wait(30)
+
+
+def test_a_job_restored_with_s_fails_over_to_that_checkpoint_before_its_own_first(make_env, tmp_path):
+    """Started from a retained checkpoint, the job loses its working state before any checkpoint of its own
+    completed: it restarts from the checkpoint it was started from (as Flink does), not fail."""
+    count = 3_000
+    _retained_checkpoints(make_env, tmp_path, count, 1)
     chk = sorted(glob.glob(str(tmp_path / "ck" / "*" / "chk-*")), key=lambda p: int(p.rsplit("-", 1)[1]))[-1]
     env = make_env("local", **{"execution.epoch.max-records": 25, "execution.savepoint.path": chk,
                                "restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.delay": "0 ms"})
@@ -132,16 +137,7 @@ def test_a_job_restored_with_s_fails_over_to_that_checkpoint_before_its_own_firs
 def test_run_s_with_a_job_directory_restores_its_newest_checkpoint_that_loads(make_env, tmp_path, caplog):
     """``-s <checkpoints>/<job id>``: the newest retained checkpoint, past a damaged one, named in the log."""
     count = 3_000
-    first = make_env("local", **{"execution.epoch.max-records": 25})
-    stream = _job(first, tmp_path, count)
-    first.get_checkpoint_config().set_externalized_checkpoint_retention("RETAIN_ON_CANCELLATION")
-    stream.print()
-    client = first.execute_async("first")
-    deadline = time.time() + 60
-    while time.time() < deadline and len(glob.glob(str(tmp_path / "ck" / "*" / "chk-*" / "_metadata"))) < 2:
-        time.sleep(0.05)
-    client.cancel()
-    client.wait(30)
+    _retained_checkpoints(make_env, tmp_path, count, 2)
     [job_dir] = glob.glob(str(tmp_path / "ck" / "*"))
     chks = sorted((p for p in glob.glob(job_dir + "/chk-*") if Path(p, "_metadata").exists()),
                   key=lambda p: int(p.rsplit("-", 1)[1]))
