@@ -14,14 +14,31 @@ tuples of those become Arrow columns; anything else is pickled as one cell per b
 from __future__ import annotations
 
 import pickle
-from typing import Optional
+from typing import Any, Callable, Optional
 
 import cloudpickle
 import pyarrow as pa
 
-__all__ = ["encode_batch", "decode_batch", "encode_blob", "decode_blob"]
+from sparkpoint.state.key_groups import KeyGroupAssigner
+
+__all__ = ["encode_batch", "decode_batch", "encode_blob", "decode_blob", "hash_partition"]
 
 _PRIMITIVE = {str: pa.string(), int: pa.int64(), float: pa.float64(), bool: pa.bool_(), bytes: pa.binary()}
+
+
+def hash_partition(values: list, timestamps: list, get_key: Callable[[Any], Any], n: int,
+                   assign: KeyGroupAssigner) -> list[tuple[list, list]]:
+    """Split records over ``n`` partitions by their key's group (Flink's ``KeyGroupRangeAssignment``):
+    each distinct key is hashed once, all new keys of the batch together."""
+    keys = [get_key(v) for v in values]
+    maxp = assign.max_parallelism
+    target = {k: kg * n // maxp for k, kg in assign.assign_all(keys).items()}
+    parts: list[tuple[list, list]] = [([], []) for _ in range(n)]
+    for v, t, k in zip(values, timestamps, keys):
+        part = parts[target[k]]
+        part[0].append(v)
+        part[1].append(t)
+    return parts
 
 
 def _column(values: list) -> Optional[pa.Array]:

@@ -36,7 +36,7 @@ from sparkpoint.runtime.checkpoint_io import (
     restore_from_checkpoint,
 )
 from sparkpoint.runtime.changelog import ChangelogBase, describe, rebuild_working_state, write_changes
-from sparkpoint.runtime.exchange import decode_blob, encode_blob
+from sparkpoint.runtime.exchange import hash_partition, decode_blob, encode_blob
 from sparkpoint.runtime.working_state import drop_older_attempts, working_dir
 from sparkpoint.runtime.graph import BROADCAST, GLOBAL, HASH, JobPlan, StagePlan, StreamEdge
 from sparkpoint.operators.keyed import KeyedOperator
@@ -453,18 +453,8 @@ def _route(plan: JobPlan, stage_id: int, subtask: int, outputs: dict[int, Output
         parts: list[tuple[list, list]] = [([], []) for _ in range(n)]
         if values:
             if e.partitioning == HASH:
-                assign = KeyGroupAssigner(plan.max_parallelism)
-                get_key = bound_call(e.key_selector, "get_key")
-                maxp = plan.max_parallelism
-                targets: dict = {}   # key -> partition: keys repeat, hashing is per distinct key
-                lookup = targets.get
-                for v, t in zip(values, timestamps):
-                    k = get_key(v)
-                    p = lookup(k)
-                    if p is None:
-                        p = targets[k] = assign(k) * n // maxp
-                    parts[p][0].append(v)
-                    parts[p][1].append(t)
+                parts = hash_partition(values, timestamps, bound_call(e.key_selector, "get_key"), n,
+                                       KeyGroupAssigner(plan.max_parallelism))
             elif e.partitioning == GLOBAL or n == 1:
                 parts[0] = (list(values), list(timestamps))
             elif e.partitioning == BROADCAST:

@@ -17,7 +17,9 @@ import zlib
 from dataclasses import dataclass
 from decimal import Decimal
 from enum import Enum
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
+
+import numpy as np
 
 from sparkpoint.common.configuration import DEFAULT_MAX_PARALLELISM
 from sparkpoint.errors import StateError
@@ -31,6 +33,7 @@ __all__ = [
     "stable_key_hash",
     "key_bytes",
     "key_group_of_bytes",
+    "key_groups_of_bytes",
     "KeyTypeError",
     "KEY_SERIALIZER_VERSION",
 ]
@@ -154,6 +157,32 @@ def key_group_of_bytes(canonical: bytes, max_parallelism: int) -> int:
     return _murmur_mix(zlib.crc32(canonical)) % max_parallelism
 
 
+def key_groups_of_bytes(canonicals: Sequence[bytes], max_parallelism: int) -> list[int]:
+    """:func:`key_group_of_bytes` of many keys: one C call per key (CRC32), the murmur mix over them all."""
+    if len(canonicals) < 32:
+        return [_murmur_mix(zlib.crc32(c)) % max_parallelism for c in canonicals]
+    codes = np.fromiter(map(zlib.crc32, canonicals), dtype=np.uint32, count=len(canonicals))
+    return (_murmur_mix_array(codes) % max_parallelism).tolist()
+
+
+def _murmur_mix_array(code: np.ndarray) -> np.ndarray:
+    """:func:`_murmur_mix` of every element of a ``uint32`` array (arithmetic wraps at 32 bits)."""
+    c = code * np.uint32(0xCC9E2D51)
+    c = (c << np.uint32(15)) | (c >> np.uint32(17))
+    c = c * np.uint32(0x1B873593)
+    c = (c << np.uint32(13)) | (c >> np.uint32(19))
+    c = c * np.uint32(5) + np.uint32(0xE6546B64)
+    c ^= np.uint32(4)
+    c ^= c >> np.uint32(16)
+    c = c * np.uint32(0x85EBCA6B)
+    c ^= c >> np.uint32(13)
+    c = c * np.uint32(0xC2B2AE35)
+    c ^= c >> np.uint32(16)
+    signed = np.abs(c.view(np.int32).astype(np.int64))   # as a Java int, made non-negative ...
+    signed[signed == 0x80000000] = 0                     # ... and Integer.MIN_VALUE is 0
+    return signed
+
+
 def compute_operator_index_for_key_group(max_parallelism: int, parallelism: int, key_group: int) -> int:
     return key_group * parallelism // max_parallelism
 
@@ -208,3 +237,27 @@ class KeyGroupAssigner:
         except TypeError:  # unhashable: key_bytes says why and what to use instead
             key_bytes(key)
             raise
+
+    def assign_all(self, keys: Sequence[Any]) -> dict[Any, int]:
+        """``{key: key group}`` of the distinct ``keys``, the new ones hashed together."""
+        cache = self._cache
+        found: dict = {}
+        new: list = []
+        try:
+            for k in dict.fromkeys(keys):
+                kg = cache.get(k)
+                if kg is None:
+                    new.append(k)
+                else:
+                    found[k] = kg
+        except TypeError:  # unhashable: key_bytes says why and what to use instead
+            for k in keys:
+                key_bytes(k)
+            raise
+        if new:
+            groups = key_groups_of_bytes([key_bytes(k) for k in new], self.max_parallelism)
+            found.update(zip(new, groups))
+            room = 1_000_000 - len(cache)
+            if room > 0:
+                cache.update(zip(new[:room], groups[:room]))
+        return found

@@ -6,6 +6,7 @@ import dataclasses
 import datetime
 import enum
 import os
+import random
 import subprocess
 import sys
 from decimal import Decimal
@@ -117,3 +118,23 @@ def test_equal_keys_are_one_key_in_a_job(local_env):
     for k, n in out:
         finals[k] = max(finals.get(k, 0), n)
     assert finals == {1: 15, "a": 5, 2: 10}  # hand count: 1/1.0/True are one key, 2/2.0 another
+
+
+@pytest.mark.parametrize("max_parallelism", [128, 4096, 32768])
+def test_groups_of_many_keys_at_once_equal_one_key_at_a_time(max_parallelism):
+    """The array form of the murmur mix (used for whole batches) against the scalar form, key by key."""
+    rnd = random.Random(7)
+    keys = ([rnd.getrandbits(64) for _ in range(3000)] + [f"user-{i}" for i in range(3000)]
+            + [(i, str(i)) for i in range(500)] + [-i for i in range(500)] + [1.5, None, b"x", Row(1, "a")])
+    assigner = KeyGroupAssigner(max_parallelism)
+    assigner(keys[0])   # one key already cached, the rest new
+    groups = assigner.assign_all(keys + keys[:100])
+    assert len(groups) == len(keys)
+    mismatched = [k for k in keys if groups[k] != assign_to_key_group(k, max_parallelism)]
+    assert mismatched == []
+    assert assigner.assign_all(keys[:10]) == {k: groups[k] for k in keys[:10]}   # now from the cache
+
+
+def test_a_batch_with_an_unhashable_key_names_it():
+    with pytest.raises(KeyTypeError, match="list"):
+        KeyGroupAssigner(128).assign_all(["a", ["not", "hashable"]] + [str(i) for i in range(50)])

@@ -498,3 +498,44 @@ def test_a_retried_first_epoch_after_a_restore_sees_all_of_the_restore_or_none(t
     except StateMissingError:
         return                                        # refusing is fine: the job restores again
     assert _model_of(_contents(backend)) == (model, sorted(map(repr, timers)))
+
+
+def _sorted_runs_after_checkpointed_epochs(tmp_path, backend_factory, epochs=24):
+    """Epochs as tasks run them (open, write, commit, local checkpoint = flush, close); then the L0 files."""
+    rnd = random.Random(5)
+    for epoch in range(1, epochs + 1):
+        backend = backend_factory.create_keyed_backend(EVERY_KEY_GROUP, MAXP, working_dir=str(tmp_path))
+        if epoch > 1:
+            backend.resume(epoch - 1)
+        state = backend.get_partitioned_state(None, ValueStateDescriptor("v"))
+        for _ in range(300):
+            backend.set_current_key(rnd.randrange(100_000))
+            state.update(epoch)
+        backend.commit(epoch)
+        backend.checkpoint_locally(epoch)
+        backend.dispose()
+    backend = backend_factory.create_keyed_backend(EVERY_KEY_GROUP, MAXP, working_dir=str(tmp_path))
+    backend.resume(epochs)
+    files = backend.store.db.property_int_value("rocksdb.num-files-at-level0")
+    backend.dispose()
+    return files
+
+
+def test_checkpointed_short_epochs_do_not_pile_up_l0_files(tmp_path):
+    """Every checkpoint flushes an L0 file and every epoch closes the database; point lookups read every L0
+    file, so the default (universal) compaction must keep their number near its trigger (4)."""
+    assert ROCKSDB.options.compaction_style == "UNIVERSAL"
+    files = _sorted_runs_after_checkpointed_epochs(tmp_path, ROCKSDB)
+    assert 1 <= files <= 6, files
+
+
+def test_compaction_style_is_read_from_flinks_key_and_fifo_is_refused(tmp_path):
+    assert ROCKSDB.configure({"state.backend.rocksdb.compaction.style": "Level"}).options.compaction_style == "LEVEL"
+    with pytest.raises(ValueError, match="compaction.style: 'FIFO'.*would delete state"):
+        ROCKSDB.configure({"state.backend.rocksdb.compaction.style": "FIFO"})
+    # a database written with level compaction opens with universal (a job upgraded through a checkpoint)
+    _sorted_runs_after_checkpointed_epochs(tmp_path, ROCKSDB.configure({"state.backend.rocksdb.compaction.style":
+                                                                        "LEVEL"}), epochs=3)
+    backend = _open(tmp_path, 3)
+    assert backend.entry_count() > 0
+    backend.dispose()

@@ -11,7 +11,7 @@ from sparkpoint.common import Time
 from sparkpoint.datastream.state import StateTtlConfig, ValueStateDescriptor
 from sparkpoint.state.key_groups import KeyGroupRange
 from sparkpoint.state.rocksdb.backend import EmbeddedRocksDBStateBackend, snapshot_local_checkpoint
-from sparkpoint.state.rocksdb.store import RocksDBOptions
+from sparkpoint.state.rocksdb.options import RocksDBOptions
 
 MAXP = 128
 RANGE = KeyGroupRange(0, MAXP - 1)

@@ -21,15 +21,14 @@ import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Literal, Optional, overload
 
-from sparkpoint.common.configuration import parse_memory_bytes
 from sparkpoint.datastream.state import StateDescriptor
 from sparkpoint.state.backend import KeyedStateBackend, StateBackend
 from sparkpoint.state.internal import InternalKvState
 from sparkpoint.errors import StateError
-from sparkpoint.state.key_groups import KeyGroupRange
+from sparkpoint.state.key_groups import KeyGroupRange, key_bytes, key_groups_of_bytes
 from sparkpoint.state.rocksdb.states import ROCKSDB_STATE_CLASSES
+from sparkpoint.state.rocksdb.options import OPTION_KEYS, RocksDBOptions, options_from_config
 from sparkpoint.state.rocksdb.store import (
-    RocksDBOptions,
     StateStore,
     encode_key_and_group,
     encode_namespace,
@@ -42,19 +41,6 @@ from sparkpoint.state.snapshot import KeyedStateSnapshot
 
 __all__ = ["EmbeddedRocksDBStateBackend", "RocksDBKeyedStateBackend", "OPTION_KEYS"]
 
-#: Flink's RocksDB options that map onto ours: the memory of a worker's databases, buffers, limits.
-OPTION_KEYS = {
-    "state.backend.rocksdb.memory.fixed-per-slot": "memory_bytes",
-    "state.backend.rocksdb.memory.fixed-per-tm": "memory_bytes",
-    "state.backend.rocksdb.block.cache-size": "memory_bytes",
-    "state.backend.rocksdb.memory.write-buffer-ratio": "write_buffer_ratio",
-    "state.backend.rocksdb.writebuffer.size": "write_buffer_bytes",
-    "state.backend.rocksdb.writebuffer.count": "max_write_buffers",
-    "state.backend.rocksdb.files.open": "max_open_files",
-    "sparkpoint.rocksdb.epoch-cache.entries": "max_cached_entries",   # ours: decoded entries per epoch
-    "sparkpoint.rocksdb.ttl-sweep.entries": "ttl_sweep_entries",      # ours: entries checked for expiry
-}
-_COUNTS = ("max_write_buffers", "max_open_files", "max_cached_entries", "ttl_sweep_entries")
 INCREMENTAL_KEYS = ("execution.checkpointing.incremental", "state.backend.incremental")
 
 
@@ -70,19 +56,13 @@ class EmbeddedRocksDBStateBackend(StateBackend):
 
     def configure(self, config: Mapping[str, Any]) -> EmbeddedRocksDBStateBackend:
         """A copy with the memory options and the incremental flag of ``config`` (Flink's key names)."""
-        fields: dict[str, Any] = {}
-        for key, field_name in OPTION_KEYS.items():
-            value = config.get(key)
-            if value not in (None, ""):
-                fields[field_name] = (int(value) if field_name in _COUNTS else float(value)
-                                      if field_name == "write_buffer_ratio" else parse_memory_bytes(value))
         incremental = self.incremental
         for key in INCREMENTAL_KEYS:
             value = config.get(key)
             if value not in (None, ""):
                 incremental = str(value).strip().lower() == "true"
                 break
-        return EmbeddedRocksDBStateBackend(RocksDBOptions(**{**self.options.__dict__, **fields}), incremental)
+        return EmbeddedRocksDBStateBackend(options_from_config(self.options, config), incremental)
 
     def create_keyed_backend(self, key_group_range: KeyGroupRange, max_parallelism: int,
                              working_dir: Optional[str] = None, **options: Any) -> RocksDBKeyedStateBackend:
@@ -111,6 +91,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         self._enc_key: Any = object()   # the last key serialized, its database bytes and key group
         self._enc_key_bytes = b""
         self._enc_key_group = -1
+        self._encoded: dict[Any, tuple[bytes, int]] = {}   # key -> (database bytes, key group), from prefetch
         self._load_state_kinds()
 
     def _load_state_kinds(self) -> None:
@@ -138,19 +119,28 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         self.current_key_group = kg
 
     def _encode(self, key: Any) -> None:
-        self._enc_key_bytes, self._enc_key_group = encode_key_and_group(key, self.max_parallelism)
+        try:
+            self._enc_key_bytes, self._enc_key_group = self._encoded[key]
+        except (KeyError, TypeError):
+            self._enc_key_bytes, self._enc_key_group = encode_key_and_group(key, self.max_parallelism)
         self._enc_key = key
 
     def prefetch(self, keys: list) -> None:
-        """Load the per-key entries (namespace ``None``) of ``keys`` of every state in one multi-get."""
-        sids = [sid for sid in (self.state_id(name) for name in self.state_kinds) if sid is not None]
-        if not sids:
+        """Encode the distinct ``keys`` together (kept for :meth:`set_current_key` until the commit) and load
+        their per-key entries (namespace ``None``) of every state in one multi-get."""
+        try:
+            distinct = [k for k in dict.fromkeys(keys) if k not in self._encoded]
+        except TypeError:  # an unhashable key: encoding it one by one names it
             return
-        dbkeys: list[bytes] = []
-        for key in dict.fromkeys(keys):
-            encoded, kg = encode_key_and_group(key, self.max_parallelism)
-            dbkeys.extend(group_prefix(kg, sid) + encoded for sid in sids)
-        self.store.prefetch(dbkeys)
+        if len(self._encoded) + len(distinct) > self.store.max_cached:
+            self._encoded.clear()
+        raw = [key_bytes(k) for k in distinct]
+        encoded = [struct.pack(">I", len(kb)) + kb for kb in raw]
+        groups = key_groups_of_bytes(raw, self.max_parallelism)
+        self._encoded.update(zip(distinct, zip(encoded, groups)))
+        sids = [sid for sid in (self.state_id(name) for name in self.state_kinds) if sid is not None]
+        if sids:
+            self.store.prefetch([group_prefix(kg, sid) + enc for enc, kg in zip(encoded, groups) for sid in sids])
 
     def slot_bytes(self, slot: tuple[Any, Any]) -> bytes:
         key, namespace = slot
@@ -309,6 +299,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
     def commit(self, epoch: int, watermark: int | None = None) -> int:
         """Write this epoch's changes atomically (after a TTL sweep); returns how many entries and timers changed."""
         self.sweep_expired(self.store.options.ttl_sweep_entries)
+        self._encoded.clear()
         for queue in self.timer_queues.values():
             queue.flush_to(self.store.timer_writes)  # type: ignore[attr-defined]
         return self.store.commit(epoch, watermark)

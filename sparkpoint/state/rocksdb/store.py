@@ -26,13 +26,13 @@ import pickle
 import shutil
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any, Optional
 
 import rocksdict
 
 from sparkpoint.errors import StateMissingError
 from sparkpoint.state.key_groups import KeyTypeError, key_bytes, key_group_of_bytes
+from sparkpoint.state.rocksdb.options import RocksDBOptions
 
 __all__ = ["RocksDBOptions", "StateStore", "encode_key", "encode_namespace"]
 
@@ -86,79 +86,14 @@ def group_prefix(key_group: int, state_id: int) -> bytes:
     return struct.pack(">HH", key_group, state_id)
 
 
-@dataclass(frozen=True)
-class RocksDBOptions:
-    """Memory of the databases of one worker process, and per-epoch limits.
-
-    As Flink's fixed managed memory per slot: ``memory_bytes`` bounds the block cache *and*
-    the write buffers of every database the worker opens (one LRU cache and one write-buffer
-    manager per process, ``write_buffer_ratio`` of it for write buffers, charged to the cache).
-    """
-
-    memory_bytes: int = 64 * 1024 * 1024
-    write_buffer_ratio: float = 0.5
-    write_buffer_bytes: int = 8 * 1024 * 1024       # one memtable
-    max_write_buffers: int = 2
-    # every checkpoint flushes a small L0 file; with random keys each L0 -> L1 compaction rewrites
-    # the whole level, which an incremental checkpoint then uploads again: compact less often
-    level0_compaction_trigger: int = 10
-    max_open_files: int = -1
-    max_cached_entries: int = 100_000   # entries an epoch keeps decoded before it spills changes to the DB
-    ttl_sweep_entries: int = 10_000     # stored entries an epoch checks for expired TTL values
-
-    def to_rocksdb(self) -> rocksdict.Options:
-        opts = rocksdict.Options(raw_mode=True)
-        opts.create_if_missing(True)
-        table = rocksdict.BlockBasedOptions()
-        cache, write_buffers = _shared_memory(self.memory_bytes, self.write_buffer_ratio)
-        table.set_block_cache(cache)
-        # index and filters in the bounded cache, partitioned so that a lookup loads small pieces (a whole
-        # filter of a large SST file would not fit a cache shard and be read again for every lookup);
-        # the top level stays pinned (Flink's partitioned-index-filters)
-        table.set_bloom_filter(10, False)
-        table.set_index_type(rocksdict.BlockBasedIndexType.two_level_index_search())
-        table.set_partition_filters(True)
-        table.set_metadata_block_size(4096)
-        table.set_cache_index_and_filter_blocks(True)
-        table.set_pin_top_level_index_and_filter(True)
-        table.set_pin_l0_filter_and_index_blocks_in_cache(True)
-        opts.set_block_based_table_factory(table)
-        opts.set_write_buffer_size(min(self.write_buffer_bytes, max(1 << 20, int(self.memory_bytes
-                                                                               * self.write_buffer_ratio / 2))))
-        opts.set_max_write_buffer_number(self.max_write_buffers)
-        opts.set_level_zero_file_num_compaction_trigger(self.level0_compaction_trigger)
-        opts.set_level_zero_slowdown_writes_trigger(max(20, 2 * self.level0_compaction_trigger))
-        opts.set_level_zero_stop_writes_trigger(max(36, 4 * self.level0_compaction_trigger))
-        opts.set_write_buffer_manager(write_buffers)
-        opts.set_max_open_files(self.max_open_files)
-        opts.set_keep_log_file_num(2)
-        opts.set_max_background_jobs(2)
-        return opts
-
-
-_MEMORY: dict[tuple[int, float], tuple[rocksdict.Cache, rocksdict.WriteBufferManager]] = {}
-
-
-def _shared_memory(capacity: int, write_buffer_ratio: float) -> tuple[rocksdict.Cache, rocksdict.WriteBufferManager]:
-    """One LRU block cache and one write-buffer manager (charging the cache) per process, shared by every
-    database a worker opens: their memory together stays within ``capacity``."""
-    shared = _MEMORY.get((capacity, write_buffer_ratio))
-    if shared is None:
-        cache = rocksdict.Cache(capacity)
-        manager = rocksdict.WriteBufferManager.new_write_buffer_manager_with_cache(
-            int(capacity * write_buffer_ratio), False, cache)
-        shared = _MEMORY[(capacity, write_buffer_ratio)] = (cache, manager)
-    return shared
-
-
 class StateStore:
     """A RocksDB database plus the cache of the entries the current epoch touched."""
 
-    def __init__(self, path: str, options: RocksDBOptions = RocksDBOptions(), what: str = "keyed state",
+    def __init__(self, path: str, options: Optional[RocksDBOptions] = None, what: str = "keyed state",
                  read_only: bool = False):
         self.path = path
         self.what = what
-        self.options = options
+        self.options = options = options or RocksDBOptions()
         if read_only:
             self.db = rocksdict.Rdict(path, options.to_rocksdb(), access_type=rocksdict.AccessType.read_only())
         else:
