@@ -137,6 +137,9 @@ def _listener_factory(job: Any) -> Probe:
 
 # -- one sparkpoint job ---------------------------------------------------------------------------
 
+EXTRA_CONF: dict[str, str] = {}   # -D key=value: more configuration of every sparkpoint job
+
+
 def make_env(spark: Any, work: Path, tag: str, backend: str, incremental: bool, max_records: int,
              restore_from: str | None) -> StreamExecutionEnvironment:
     conf = Configuration()
@@ -152,6 +155,8 @@ def make_env(spark: Any, work: Path, tag: str, backend: str, incremental: bool, 
     conf.set("execution.job-listeners", LISTENER)
     if restore_from:
         conf.set("execution.savepoint.path", restore_from)
+    for key, value in EXTRA_CONF.items():
+        conf.set(key, value)
     env = StreamExecutionEnvironment.get_execution_environment(conf)
     env.set_parallelism(PARALLELISM)
     env.set_spark_session(spark)
@@ -256,7 +261,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--no-spark", action="store_true", help="skip the Spark Structured Streaming peer")
     p.add_argument("--workdir", type=Path, default=None, help="default: a temp dir, removed afterwards")
     p.add_argument("--json", type=Path, default=None, help="also write the results as JSON here")
-    return p.parse_args(argv)
+    p.add_argument("-D", dest="defines", action="append", default=[], metavar="KEY=VALUE",
+                   help="configuration of every sparkpoint job, e.g. -D state.backend.rocksdb.compaction.style=LEVEL")
+    args = p.parse_args(argv)
+    for define in args.defines:
+        key, sep, value = define.partition("=")
+        if not sep:
+            p.error(f"-D {define}: expected KEY=VALUE")
+        EXTRA_CONF[key.strip()] = value.strip()
+    return args
 
 
 def run_spark_peer(spark: Any, inp: W2Input, work: Path) -> dict[str, Any]:

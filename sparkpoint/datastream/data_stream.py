@@ -53,7 +53,8 @@ if TYPE_CHECKING:
         StreamExecutionEnvironment,
     )
 
-__all__ = ["DataStream", "KeyedStream", "WindowedStream", "AllWindowedStream", "DataStreamSink"]
+__all__ = ["DataStream", "KeyedStream", "WindowedStream", "AllWindowedStream", "DataStreamSink", "ConnectedStreams",
+           "BroadcastStream", "BroadcastConnectedStream"]
 
 
 class DataStream:
@@ -178,10 +179,21 @@ class DataStream:
     def forward(self) -> "DataStream":
         return self
 
-    def broadcast(self, *args: Any) -> "DataStream":
-        if args:
-            raise JobGraphError("broadcast state (broadcast(descriptor)) is not supported yet")
+    def broadcast(self, *broadcast_state_descriptors: Any) -> Any:
+        """Every record to every subtask of the next operator; with ``MapStateDescriptor``s, a
+        :class:`BroadcastStream` to ``connect`` a stream to (the broadcast state pattern)."""
+        if broadcast_state_descriptors:
+            return BroadcastStream(self, tuple(d for d in broadcast_state_descriptors if d is not None))
         return self._partition(Partitioning.BROADCAST, "Broadcast")
+
+    def connect(self, ds: Any) -> Any:
+        """:class:`ConnectedStreams` of this stream and ``ds``, or a :class:`BroadcastConnectedStream` if ``ds``
+        is a :class:`BroadcastStream`."""
+        if isinstance(ds, BroadcastStream):
+            return BroadcastConnectedStream(self, ds)
+        if not isinstance(ds, DataStream):
+            raise TypeError(f"connect() takes a DataStream or a BroadcastStream, got {type(ds).__name__}")
+        return ConnectedStreams(self, ds)
 
     def global_(self) -> "DataStream":
         return self._partition(Partitioning.GLOBAL, "Global")
@@ -384,3 +396,8 @@ class _FieldAggregator(ReduceFunction):
 
 # the windowed streams live in their own module; imported here, where PyFlink has them
 from sparkpoint.datastream.windowed_stream import AllWindowedStream, WindowedStream  # noqa: E402
+from sparkpoint.datastream.connected_streams import (  # noqa: E402
+    BroadcastConnectedStream,
+    BroadcastStream,
+    ConnectedStreams,
+)

@@ -18,7 +18,8 @@ __all__ = [
     "KeyedProcessFunction", "ProcessWindowFunction", "ProcessAllWindowFunction",
     "WindowFunction", "AllWindowFunction", "TimerService", "CheckpointedFunction",
     "CheckpointListener", "FunctionContext", "SinkFunction", "SourceFunction",
-    "CoMapFunction", "CoFlatMapFunction",
+    "CoMapFunction", "CoFlatMapFunction", "CoProcessFunction", "KeyedCoProcessFunction",
+    "BaseBroadcastProcessFunction", "BroadcastProcessFunction", "KeyedBroadcastProcessFunction",
 ]
 
 # Type variables of the generic function classes, as PyFlink declares them, so that
@@ -305,3 +306,13 @@ def as_function(value: Any, base: type, wrapper: type) -> Any:
     if callable(value):
         return wrapper(value)
     raise TypeError(f"expected a {base.__name__} or a callable, got {type(value).__name__}")
+
+
+# the two-input functions live in their own module; PyFlink has them here
+from sparkpoint.datastream.co_functions import (  # noqa: E402
+    BaseBroadcastProcessFunction,
+    BroadcastProcessFunction,
+    CoProcessFunction,
+    KeyedBroadcastProcessFunction,
+    KeyedCoProcessFunction,
+)

@@ -26,6 +26,7 @@ __all__ = [
     "State", "ValueState", "ListState", "MapState", "ReducingState", "AggregatingState",
     "StateDescriptor", "ValueStateDescriptor", "ListStateDescriptor", "MapStateDescriptor",
     "ReducingStateDescriptor", "AggregatingStateDescriptor", "StateTtlConfig", "OperatorStateStore",
+    "ReadOnlyBroadcastState", "BroadcastState",
 ]
 
 
@@ -92,6 +93,52 @@ class MapState(State, Generic[K, V]):
 
     def __iter__(self):
         return iter(self.keys())
+
+
+class ReadOnlyBroadcastState(State, Generic[K, V]):
+    """Broadcast state as the non-broadcast side sees it: every subtask holds the same map; reads only."""
+
+    @abc.abstractmethod
+    def get(self, key: Any) -> Any: ...
+    @abc.abstractmethod
+    def contains(self, key: Any) -> bool: ...
+    @abc.abstractmethod
+    def items(self) -> Iterable: ...
+    @abc.abstractmethod
+    def keys(self) -> Iterable: ...
+    @abc.abstractmethod
+    def values(self) -> Iterable: ...
+    @abc.abstractmethod
+    def is_empty(self) -> bool: ...
+
+    def __getitem__(self, key: Any) -> Any:
+        return self.get(key)
+
+    def __contains__(self, key: Any) -> bool:
+        return self.contains(key)
+
+    def __iter__(self):
+        return iter(self.keys())
+
+
+class BroadcastState(ReadOnlyBroadcastState[K, V]):
+    """Broadcast state as the broadcast side sees it: a map it may change (the same way on every subtask)."""
+
+    @abc.abstractmethod
+    def put(self, key: Any, value: Any) -> None: ...
+    @abc.abstractmethod
+    def put_all(self, dict_value: dict) -> None: ...
+    @abc.abstractmethod
+    def remove(self, key: Any) -> None: ...
+
+    def iterator(self):
+        return iter(self.items())
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self.put(key, value)
+
+    def __delitem__(self, key: Any) -> None:
+        self.remove(key)
 
 
 class ReducingState(AppendingState):

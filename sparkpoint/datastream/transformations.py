@@ -19,7 +19,7 @@ __all__ = [
     "DEFAULT_MAX_PARALLELISM", "Partitioning", "TransformationInput", "Transformation", "SourceTransformation",
     "OneInputTransformation", "KeyedTransformation", "WindowTransformation", "UnionTransformation",
     "PartitionTransformation", "SideOutputTransformation", "SinkTransformation", "PrintTransformation",
-    "CollectTransformation", "Pipeline",
+    "CollectTransformation", "TwoInputTransformation", "Pipeline",
 ]
 
 
@@ -38,12 +38,16 @@ class Partitioning(str, Enum):
 
 @dataclass(frozen=True)
 class TransformationInput:
-    """One input of a transformation: which one, how partitioned, and which side output of it."""
+    """One input of a transformation: which one, how partitioned, and which side output of it.
+
+    ``input_index`` is 1 or 2 for the inputs of a two-input transformation, 0 otherwise.
+    """
 
     id: int
     partitioning: Partitioning = Partitioning.FORWARD
     key_selector: Any = None
     side_tag: Optional[str] = None
+    input_index: int = 0
 
 
 @dataclass(frozen=True)
@@ -100,6 +104,26 @@ class KeyedTransformation(Transformation):
     @property
     def kind(self) -> str:  # type: ignore[override]
         return self.operation
+
+
+@dataclass(frozen=True)
+class TwoInputTransformation(Transformation):
+    """A step on two inputs (``connect``): ``operation`` is co_process, keyed_co_process, broadcast_process or
+    keyed_broadcast_process. Input 1 is the first (or non-broadcast) stream, input 2 the second (or broadcast)
+    one; keyed operations carry each input's key selector on its input. ``broadcast_state_descriptors`` are the
+    ``MapStateDescriptor``s of the broadcast state."""
+
+    operation: str = "co_process"
+    function: Any = None
+    broadcast_state_descriptors: tuple = ()
+
+    @property
+    def kind(self) -> str:  # type: ignore[override]
+        return self.operation
+
+    @property
+    def keyed(self) -> bool:  # type: ignore[override]
+        return self.operation.startswith("keyed_")
 
 
 @dataclass(frozen=True)

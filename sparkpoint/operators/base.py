@@ -12,7 +12,7 @@ record has no event timestamp).
 from __future__ import annotations
 
 
-from typing import Any, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 from sparkpoint.common.watermark_strategy import MIN_WATERMARK
 from sparkpoint.datastream.functions import CheckpointedFunction, Function, RuntimeContext
@@ -263,13 +263,15 @@ class StreamOperator:
     def fail(self, record: Any, cause: BaseException) -> UserFunctionError:
         return UserFunctionError(self.uid, self.name, record, cause)
 
-    def process_each(self, values: list, timestamps: list, out: Output) -> None:
-        """:meth:`process_batch` record by record: a record the function raises on goes to the
-        ``FAILED_RECORDS`` side output (with what it emitted dropped) and the next one goes on."""
+    def process_each(self, values: list, timestamps: list, out: Output,
+                     process: Optional[Callable[[list, list, Output], None]] = None) -> None:
+        """:meth:`process_batch` (or ``process``, e.g. a second input's) record by record: a record the function
+        raises on goes to the ``FAILED_RECORDS`` side output (with what it emitted dropped) and the next goes on."""
+        process = process or self.process_batch
         for v, t in zip(values, timestamps):
             one = Output()
             try:
-                self.process_batch([v], [t], one)
+                process([v], [t], one)
             except UserFunctionError as e:
                 self.task.counter(self.uid, "numFailedRecords", 1)
                 out.collect_side(FAILED_RECORDS, FailedRecord(v, self.uid, self.name, e.cause_repr, self.task.epoch), t)

@@ -73,8 +73,8 @@ class KeyedOperator(StreamOperator):
         self.advance_watermark(snapshot.watermark)
 
     # keys -------------------------------------------------------------------------------
-    def keys_of(self, values: list) -> list:
-        get_key = bound_call(self.key_selector, "get_key")
+    def keys_of(self, values: list, key_selector: Optional[KeySelector] = None) -> list:
+        get_key = bound_call(key_selector or self.key_selector, "get_key")
         try:
             return [get_key(v) for v in values]
         except Exception as e:
@@ -157,8 +157,11 @@ class KeyedProcessOperator(KeyedOperator):
         except Exception as e:
             raise self.fail(v, e) from e
 
+    def _context(self) -> _KeyedContext:
+        return _KeyedContext(self)
+
     def _on_timer(self, domain: TimeDomain, out: Output) -> Callable[[int, Any, Any], None]:
-        ctx = _KeyedContext(self)
+        ctx = self._context()
         ctx.domain = domain
         on_timer = self.function.on_timer  # type: ignore[union-attr]
 

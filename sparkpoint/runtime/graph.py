@@ -31,7 +31,8 @@ FORWARD, HASH, GLOBAL, REBALANCE, BROADCAST = (Partitioning.FORWARD, Partitionin
 
 @dataclass
 class StreamEdge:
-    """``source`` → ``target``; ``side_tag`` selects a side output of the source."""
+    """``source`` → ``target``; ``side_tag`` selects a side output of the source; ``type_number`` is the
+    target's input (1 or 2) for a two-input operator, else 0 (Flink's ``StreamEdge.typeNumber``)."""
 
     id: int
     source: int
@@ -39,6 +40,7 @@ class StreamEdge:
     partitioning: Partitioning = FORWARD
     key_selector: Any = None
     side_tag: Optional[str] = None
+    type_number: int = 0
 
 
 @dataclass
@@ -158,7 +160,7 @@ def _generate_uids(nodes: dict[int, StreamNode], order: list[int]) -> None:
         hashes[nid] = h.hexdigest()[:32]
         n.generated_uid = hashes[nid]
         if n.uid is None and n.kind not in ("sink", "print", "collect", "side_output", "union") and (
-            n.kind == "source" or n.keyed or n.kind == "assign_timestamps"
+            n.kind in ("source", "assign_timestamps", "broadcast_process") or n.keyed
         ):
             logger.warning(
                 "operator %r has no uid(); using generated uid %s. Set uid() on stateful operators so "

@@ -45,7 +45,7 @@ class RestoredJobState:
 def job_operators(plan: JobPlan) -> list[OperatorDescriptor]:
     """The job's operators as restore matching sees them."""
     return [OperatorDescriptor(plan.uid(nid), plan.stage(plan.stage_of[nid]).parallelism, keyed=bool(n.keyed),
-                               stateful=bool(n.keyed) or n.kind == "source")
+                               stateful=bool(n.keyed) or n.kind in ("source", "broadcast_process"))
             for nid, n in plan.nodes.items()]
 
 

@@ -26,7 +26,6 @@ from typing import Any, Optional
 
 from sparkpoint.checkpoint.messages import AcknowledgeCheckpoint, DeclineCheckpoint
 from sparkpoint.checkpoint.properties import CheckpointOptions
-from sparkpoint.common.watermark_strategy import MAX_WATERMARK
 from sparkpoint.datastream.functions import CheckpointListener, bound_call
 from sparkpoint.runtime.checkpoint_io import (
     CheckpointUploader,
@@ -36,13 +35,13 @@ from sparkpoint.runtime.checkpoint_io import (
     restore_from_checkpoint,
 )
 from sparkpoint.runtime.changelog import ChangelogBase, describe, rebuild_working_state, write_changes
-from sparkpoint.runtime.exchange import hash_partition, decode_blob, encode_blob
+from sparkpoint.runtime.chain import read_inputs, run_operators
+from sparkpoint.runtime.exchange import encode_blob, hash_partition
 from sparkpoint.runtime.working_state import drop_older_attempts, working_dir
-from sparkpoint.runtime.graph import BROADCAST, GLOBAL, HASH, JobPlan, StagePlan, StreamEdge
+from sparkpoint.runtime.graph import BROADCAST, GLOBAL, HASH, JobPlan, StagePlan
 from sparkpoint.operators.keyed import KeyedOperator
-from sparkpoint.operators.base import IDLE, Output, StreamOperator, TaskContext
+from sparkpoint.operators.base import Output, StreamOperator, TaskContext
 from sparkpoint.operators.sinks import PrintOperator, SinkOperator
-from sparkpoint.operators.source import SourceOperator
 from sparkpoint.state.backend_loader import load_state_backend
 from sparkpoint.state.key_groups import KeyGroupAssigner, KeyGroupRange, compute_key_group_range_for_operator_index
 from sparkpoint.errors import StateMissingError
@@ -102,11 +101,6 @@ class TaskReport:
     changelog_bytes: int = 0
 
 
-def _min_watermark(values: list) -> Optional[int]:
-    active = [w for w in values if w is not IDLE]
-    return min(active) if active else IDLE
-
-
 def run_task(plan: JobPlan, stage_id: int, subtask: int, dep: TaskDeployment,
              input_blobs: list[bytes], location: Optional[str] = None) -> tuple[list, list[TaskReport]]:
     """Run one task (on the executor ``location``, if known); returns ``([(consumer_stage, partition, blob)],
@@ -132,9 +126,9 @@ def run_task(plan: JobPlan, stage_id: int, subtask: int, dep: TaskDeployment,
         if keyed.uploader is not None:
             keyed.uploader.start()  # the asynchronous part, overlapping this task
         # Step 2. Inputs.
-        inputs = _read_inputs(stage, input_blobs, report)
+        inputs = read_inputs(stage, input_blobs, report)
         # Step 3. Run the operators in topological order.
-        outputs, out_watermarks = _run_operators(stage, ops, dep, inputs, report)
+        outputs, out_watermarks = run_operators(stage, ops, dep, inputs, report)
         # Step 4. Route outputs to downstream partitions.
         routed = _route(plan, stage_id, subtask, outputs, out_watermarks)
         # Step 5. Sinks, state and the report.
@@ -160,15 +154,6 @@ class _KeyedState:
     store: Optional[LocalStateStore]
     uploader: Optional[CheckpointUploader]
     rebuild_ms: Optional[float] = None
-
-
-@dataclass
-class _Inputs:
-    """A task's decoded input: record batches and watermarks per operator, forwarded reports."""
-
-    pending: dict[int, list[tuple[list, list]]]
-    watermarks: dict[int, list]
-    forwarded: list[TaskReport]
 
 
 def _build_operators(plan: JobPlan, stage: StagePlan, kg_range: KeyGroupRange, task: TaskContext,
@@ -325,76 +310,6 @@ def _open_operators(ops: dict[int, StreamOperator], dep: TaskDeployment) -> None
         for op in ops.values():
             if isinstance(op.function, CheckpointListener):
                 op.function.notify_checkpoint_complete(cid)
-
-
-def _read_inputs(stage: StagePlan, input_blobs: list[bytes], report: TaskReport) -> _Inputs:
-    """Decode upstream blobs into record batches and watermarks per operator (Step 2)."""
-    inputs = _Inputs({nid: [] for nid in stage.nodes}, {nid: [] for nid in stage.nodes}, [])
-    edges_by_id = {e.id: e for e in stage.input_edges}
-    decoded = sorted((decode_blob(b) for b in input_blobs), key=lambda hb: (hb[0]["stage"], hb[0]["subtask"]))
-    for header, batches in decoded:
-        inputs.forwarded.extend(header.get("reports", []))
-        for edge_id, wm in header["watermarks"].items():
-            e = edges_by_id.get(edge_id)
-            if e is not None:
-                inputs.watermarks[e.target].append(wm)
-        for edge_id, batch in batches.items():
-            e = edges_by_id.get(edge_id)
-            if e is not None:
-                inputs.pending[e.target].append(batch)
-                report.records_in += len(batch[0])
-    return inputs
-
-
-def _run_operators(stage: StagePlan, ops: dict[int, StreamOperator], dep: TaskDeployment, inputs: _Inputs,
-                   report: TaskReport) -> tuple[dict[int, Output], dict[int, Optional[int]]]:
-    """Run the operators in topological order, feeding chained successors (Step 3)."""
-    out_watermarks: dict[int, Optional[int]] = {}
-    outputs: dict[int, Output] = {}
-    children: dict[int, list[StreamEdge]] = {}
-    for e in stage.internal_edges:
-        children.setdefault(e.source, []).append(e)
-    for nid in stage.nodes:
-        out = Output()
-        wm = _run_operator(nid, ops[nid], dep, inputs, out, report)
-        out_watermarks[nid] = wm
-        report.watermarks[nid] = wm
-        outputs[nid] = out
-        for e in children.get(nid, []):
-            if e.side_tag is None:
-                inputs.pending[e.target].append((out.values, out.timestamps))
-            elif e.side_tag in out.side:
-                inputs.pending[e.target].append(out.side[e.side_tag])
-            inputs.watermarks[e.target].append(wm)
-    return outputs, out_watermarks
-
-
-def _run_operator(nid: int, op: StreamOperator, dep: TaskDeployment, inputs: _Inputs, out: Output,
-                  report: TaskReport) -> Optional[int]:
-    """One operator: a source reads its splits; any other takes its records, then its watermark and
-    processing time. Returns the operator's output watermark."""
-    if isinstance(op, SourceOperator):
-        if dep.drain:
-            report.splits[nid] = dep.splits.get(nid, [])
-            return MAX_WATERMARK
-        new_splits, wm = op.read(dep.splits.get(nid, []), dep.no_more_splits.get(nid, False),
-                                 dep.max_records, dep.max_bytes, out)
-        report.splits[nid] = new_splits
-        return wm
-    batches = inputs.pending[nid]
-    if len(batches) == 1:
-        values, timestamps = batches[0]
-    else:
-        values, timestamps = [], []
-        for v, t in batches:
-            values.extend(v)
-            timestamps.extend(t)
-    if values:
-        (op.process_each if op.routes_failures else op.process_batch)(values, timestamps, out)
-    wm = op.process_watermark(_min_watermark(inputs.watermarks[nid]), out)
-    # at end of input (+inf) processing-time timers fire too, so no window is lost
-    op.process_processing_time(MAX_WATERMARK if wm == MAX_WATERMARK else dep.processing_time, out)
-    return wm
 
 
 def _close_operators(ops: dict[int, StreamOperator], report: TaskReport) -> None:

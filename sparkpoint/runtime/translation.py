@@ -29,6 +29,7 @@ from sparkpoint.datastream.transformations import (
     SinkTransformation,
     SourceTransformation,
     Transformation,
+    TwoInputTransformation,
     UnionTransformation,
     WindowTransformation,
 )
@@ -40,6 +41,12 @@ from sparkpoint.operators.basic import (
     ProcessOperator,
     TimestampsAndWatermarksOperator,
     UnionOperator,
+)
+from sparkpoint.operators.co import (
+    BroadcastProcessOperator,
+    CoProcessOperator,
+    KeyedBroadcastProcessOperator,
+    KeyedCoProcessOperator,
 )
 from sparkpoint.operators.keyed import KeyedProcessOperator, StreamGroupedReduceOperator
 from sparkpoint.operators.sinks import CollectOperator, PrintOperator, SideOutputOperator, SinkOperator
@@ -111,7 +118,7 @@ class StreamGraphGenerator:
     # -- one node per transformation ------------------------------------------------------
     def _node(self, t: Transformation) -> StreamNode:
         edges = [StreamEdge(id=next(self._edge_ids), source=inp.id, target=t.id, partitioning=inp.partitioning,
-                            key_selector=inp.key_selector, side_tag=inp.side_tag)
+                            key_selector=inp.key_selector, side_tag=inp.side_tag, type_number=inp.input_index)
                  for inp in t.inputs]
         node = StreamNode(id=t.id, kind=t.kind, name=t.name, factory=self._factory(t), uid=t.uid,
                           parallelism=t.parallelism, max_parallelism=t.max_parallelism, inputs=edges,
@@ -133,6 +140,8 @@ class StreamGraphGenerator:
             return self._keyed_factory(t)
         if isinstance(t, WindowTransformation):
             return _window_factory(t)
+        if isinstance(t, TwoInputTransformation):
+            return _two_input_factory(t)
         if isinstance(t, UnionTransformation):
             return partial(UnionOperator, "", t.name)
         if isinstance(t, (PartitionTransformation, SideOutputTransformation)):
@@ -187,6 +196,20 @@ def _window_factory(t: WindowTransformation) -> Callable[[], Any]:
                    aggregate_function=aggregate_function, window_function=window_function,
                    allowed_lateness=t.allowed_lateness, late_tag=t.late_tag, evictor=t.evictor,
                    keyed_function=t.keyed_stream)
+
+
+def _two_input_factory(t: TwoInputTransformation) -> Callable[[], Any]:
+    first, second = sorted(t.inputs, key=lambda i: i.input_index)
+    if t.operation == "co_process":
+        return partial(CoProcessOperator, "", t.name, t.function)
+    if t.operation == "keyed_co_process":
+        return partial(KeyedCoProcessOperator, "", t.name, t.function, first.key_selector, second.key_selector)
+    if t.operation == "broadcast_process":
+        return partial(BroadcastProcessOperator, "", t.name, t.function, t.broadcast_state_descriptors)
+    if t.operation == "keyed_broadcast_process":
+        return partial(KeyedBroadcastProcessOperator, "", t.name, t.function, first.key_selector,
+                       t.broadcast_state_descriptors)
+    raise JobGraphError(f"cannot translate the two-input operation {t.operation!r} of {t.name!r}")
 
 
 def translate(pipeline: Pipeline) -> JobPlan:

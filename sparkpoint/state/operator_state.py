@@ -60,7 +60,8 @@ class DefaultOperatorStateStore(OperatorStateStore):
 def redistribute_operator_state(
     per_subtask: list["dict[str, tuple[str, list]] | None"], new_parallelism: int
 ) -> list[dict[str, tuple[str, list]]]:
-    """Flink's round-robin (even-split) and union redistribution of operator list state."""
+    """Flink's round-robin (even-split) and union redistribution of operator list state; broadcast state
+    (mode ``"broadcast"``, the same map on every subtask) is copied to every new subtask."""
     if len(per_subtask) == new_parallelism:
         return [dict(s or {}) for s in per_subtask]
     out: list[dict[str, tuple[str, list]]] = [{} for _ in range(new_parallelism)]
@@ -73,5 +74,9 @@ def redistribute_operator_state(
     for name, mode in names.items():
         values = merged[name]
         for i in range(new_parallelism):
-            out[i][name] = (mode, list(values) if mode == "union" else values[i::new_parallelism])
+            if mode == "broadcast":  # every old subtask has the same map: new subtask i takes old i % n's
+                old = per_subtask[i % len(per_subtask)] or next(s for s in per_subtask if s and name in s)
+                out[i][name] = (mode, list(old.get(name, (mode, []))[1]))
+            else:
+                out[i][name] = (mode, list(values) if mode == "union" else values[i::new_parallelism])
     return out

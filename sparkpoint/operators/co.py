@@ -1,0 +1,192 @@
+"""Two-input runtime operators (Flink's ``CoProcessOperator``, ``KeyedCoProcessOperator``,
+``CoBroadcastWithNonKeyedOperator``, ``CoBroadcastWithKeyedOperator``).
+
+A two-input operator takes the records of input 1 in :meth:`process_batch` and those of
+input 2 in :meth:`process_batch2`. Within an epoch the task hands it input 1's records,
+then input 2's, except for the broadcast operators, which take the broadcast side (input 2)
+first, so that rules arriving in an epoch apply to that epoch's events. Flink leaves the
+interleaving of two inputs open; both orders are ones a Flink job can see. The watermark is
+the minimum of both inputs', as for any operator with several inputs.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable, Optional
+
+from sparkpoint.datastream.functions import KeySelector
+from sparkpoint.datastream.state import MapStateDescriptor, StateDescriptor
+from sparkpoint.operators.base import Output, StreamOperator, TaskContext
+from sparkpoint.operators.basic import _NonKeyedTimerService
+from sparkpoint.operators.keyed import KeyedProcessOperator, _KeyedContext
+from sparkpoint.state.broadcast_state import BroadcastStateStore
+
+__all__ = ["CoProcessOperator", "KeyedCoProcessOperator", "BroadcastProcessOperator",
+           "KeyedBroadcastProcessOperator"]
+
+
+class _Context:
+    """The context of a non-keyed two-input function: the record's timestamp, clocks, broadcast state."""
+
+    def __init__(self, op: StreamOperator, read_only: bool = True):
+        self.op = op
+        self.ts: Optional[int] = None
+        self.read_only = read_only
+
+    def timestamp(self) -> Optional[int]:
+        return self.ts
+
+    def timer_service(self) -> _NonKeyedTimerService:
+        return _NonKeyedTimerService(self.op)
+
+    def current_processing_time(self) -> int:
+        return self.op.task.processing_time
+
+    def current_watermark(self) -> int:
+        return self.op.watermark
+
+    def get_broadcast_state(self, state_descriptor: MapStateDescriptor) -> Any:
+        return self.op.broadcast_states.get(state_descriptor, self.read_only)  # type: ignore[attr-defined]
+
+
+def _run(op: StreamOperator, method: Callable[[Any, Any], Optional[Iterable]], ctx: Any, values: list,
+         timestamps: list, out: Output) -> None:
+    v = None
+    try:
+        for v, t in zip(values, timestamps):
+            ctx.ts = t
+            out.emit_all(method(v, ctx), t)
+    except Exception as e:
+        raise op.fail(v, e) from e
+
+
+class CoProcessOperator(StreamOperator):
+    """A ``CoProcessFunction`` (and ``CoMapFunction``/``CoFlatMapFunction``) on two non-keyed streams."""
+
+    broadcast_first = False
+
+    def process_batch(self, values: list, timestamps: list, out: Output) -> None:
+        _run(self, self.function.process_element1, _Context(self), values, timestamps, out)  # type: ignore[union-attr]
+
+    def process_batch2(self, values: list, timestamps: list, out: Output) -> None:
+        _run(self, self.function.process_element2, _Context(self), values, timestamps, out)  # type: ignore[union-attr]
+
+
+class KeyedCoProcessOperator(KeyedProcessOperator):
+    """A ``KeyedCoProcessFunction`` on two keyed streams: keyed state and timers per key, shared by both."""
+
+    broadcast_first = False
+
+    def __init__(self, uid: str, name: str, function: Any, key_selector: KeySelector, key_selector2: KeySelector):
+        super().__init__(uid, name, function, key_selector)
+        self.key_selector2 = key_selector2
+
+    def process_batch(self, values: list, timestamps: list, out: Output) -> None:
+        self._process_keyed(self.function.process_element1, self.keys_of(values), values, timestamps, out)  # type: ignore[union-attr]
+
+    def process_batch2(self, values: list, timestamps: list, out: Output) -> None:
+        self._process_keyed(self.function.process_element2, self.keys_of(values, self.key_selector2), values,  # type: ignore[union-attr]
+                            timestamps, out)  # type: ignore[union-attr]
+
+    def _process_keyed(self, method: Callable, keys: list, values: list, timestamps: list, out: Output) -> None:
+        ctx = self._context()
+        self.keyed_backend.prefetch(keys)
+        set_key = self.keyed_backend.set_current_key
+        v = None
+        try:
+            for v, t, k in zip(values, timestamps, keys):
+                set_key(k)
+                ctx.ts = t
+                out.emit_all(method(v, ctx), t)
+        except Exception as e:
+            raise self.fail(v, e) from e
+
+class _BroadcastStateMixin:
+    """Broadcast state kept as operator state of the subtask (see :mod:`sparkpoint.state.broadcast_state`)."""
+
+    broadcast_first = True
+    descriptors: tuple = ()
+    broadcast_states: BroadcastStateStore
+
+    def _setup_broadcast_state(self, operator_state: Optional[dict]) -> None:
+        what = f"operator {self.name!r} (uid {self.uid!r})"  # type: ignore[attr-defined]
+        self.broadcast_states = BroadcastStateStore(self.descriptors, operator_state, what)
+
+    def _with_broadcast_state(self, snapshot: Optional[dict]) -> dict:
+        return {**(snapshot or {}), **self.broadcast_states.snapshot()}
+
+
+class BroadcastProcessOperator(_BroadcastStateMixin, StreamOperator):
+    """A ``BroadcastProcessFunction``: a non-keyed stream (input 1) and a broadcast stream (input 2)."""
+
+    def __init__(self, uid: str, name: str, function: Any, descriptors: tuple):
+        super().__init__(uid, name, function)
+        self.descriptors = descriptors
+
+    def setup(self, task: TaskContext, operator_state: Optional[dict]) -> None:
+        super().setup(task, operator_state)
+        self._setup_broadcast_state(operator_state)
+
+    def snapshot_operator_state(self) -> Optional[dict]:
+        return self._with_broadcast_state(super().snapshot_operator_state())
+
+    def process_batch(self, values: list, timestamps: list, out: Output) -> None:
+        _run(self, self.function.process_element, _Context(self), values, timestamps, out)  # type: ignore[union-attr]
+
+    def process_batch2(self, values: list, timestamps: list, out: Output) -> None:
+        _run(self, self.function.process_broadcast_element, _Context(self, read_only=False),  # type: ignore[union-attr]
+             values, timestamps, out)
+
+
+class _KeyedBroadcastContext(_KeyedContext):
+    """``ReadOnlyContext`` / ``OnTimerContext`` of a ``KeyedBroadcastProcessFunction``."""
+
+    def current_processing_time(self) -> int:
+        return self.op.task.processing_time
+
+    def current_watermark(self) -> int:
+        return self.op.watermark
+
+    def get_broadcast_state(self, state_descriptor: MapStateDescriptor) -> Any:
+        return self.op.broadcast_states.get(state_descriptor, True)  # type: ignore[attr-defined]
+
+
+class _KeyedBroadcastSideContext(_Context):
+    """The ``Context`` of ``process_broadcast_element`` on a keyed stream: writable state, every key's state."""
+
+    def apply_to_keyed_state(self, state_descriptor: StateDescriptor, function: Callable[[Any, Any], None]) -> None:
+        """``function(key, state)`` for every key of this subtask with an entry of ``state_descriptor``."""
+        backend = self.op.keyed_backend  # type: ignore[attr-defined]
+        previous = backend.current_key
+        state = backend.get_partitioned_state(None, state_descriptor)
+        try:
+            for key in list(backend.get_keys(state_descriptor.name, None)):
+                backend.set_current_key(key)
+                function(key, state)
+        finally:
+            if previous is not None:
+                backend.set_current_key(previous)
+
+
+class KeyedBroadcastProcessOperator(_BroadcastStateMixin, KeyedCoProcessOperator):
+    """A ``KeyedBroadcastProcessFunction``: a keyed stream (input 1) and a broadcast stream (input 2)."""
+
+    def __init__(self, uid: str, name: str, function: Any, key_selector: KeySelector, descriptors: tuple):
+        super().__init__(uid, name, function, key_selector, None)  # type: ignore[arg-type]
+        self.descriptors = descriptors
+
+    def setup(self, task: TaskContext, operator_state: Optional[dict]) -> None:
+        super().setup(task, operator_state)
+        self._setup_broadcast_state(operator_state)
+
+    def snapshot_operator_state(self) -> Optional[dict]:
+        return self._with_broadcast_state(super().snapshot_operator_state())
+
+    def process_batch(self, values: list, timestamps: list, out: Output) -> None:
+        self._process_keyed(self.function.process_element, self.keys_of(values), values, timestamps, out)  # type: ignore[union-attr]
+
+    def process_batch2(self, values: list, timestamps: list, out: Output) -> None:
+        _run(self, self.function.process_broadcast_element, _KeyedBroadcastSideContext(self, read_only=False),  # type: ignore[union-attr]
+             values, timestamps, out)
+
+    def _context(self) -> _KeyedContext:
+        return _KeyedBroadcastContext(self)
