@@ -102,7 +102,7 @@ class Probe(JobListener):
         if self.first_epoch_s is None:
             self.first_epoch_s = t
         self.epochs.append({"epoch": stats.epoch, "records_in": stats.records_in, "duration_s": stats.duration_s,
-                            "t_s": t})
+                            "t_s": t, "phase_ms": dict(getattr(stats, "phase_ms", {}))})
         if self.last_data_epoch is None and stats.total_records_in >= self.expected:
             self.last_data_epoch = stats.epoch
             if self.mode == "first":

@@ -30,6 +30,8 @@ def summarize_epochs(run: dict[str, Any], inp: W2Input) -> dict[str, Any]:
         "load_epoch_s": [round(e["duration_s"], 3) for e in load],
         "hot_epoch_s": [round(e["duration_s"], 3) for e in hot],
         "hot_epoch_median_s": _median([e["duration_s"] for e in hot]),
+        "hot_phase_ms_median": {phase: _median([e.get("phase_ms", {}).get(phase, 0.0) for e in hot])
+                                for phase in sorted({p for e in hot for p in e.get("phase_ms", {})})},
         "idle_epochs": len(idle),
         "idle_epoch_median_s": _median([e["duration_s"] for e in idle]),
         "load_s": sum(e["duration_s"] for e in load),
@@ -94,6 +96,10 @@ def print_backend(label: str, big: dict[str, Any], small: dict[str, Any]) -> dic
         print(f"  {name:<34} {a:>19} {b:>19}")
     print(f"  hot epochs at {big['keys']:,} keys (s): {' '.join(f'{x:.1f}' for x in bm['hot_epoch_s'])}")
     print(f"  hot epochs at {small['keys']:,} keys (s): {' '.join(f'{x:.1f}' for x in sm['hot_epoch_s'])}")
+    for keys, run in ((big["keys"], bm), (small["keys"], sm)):
+        phases = run.get("hot_phase_ms_median", {})
+        print(f"  task time per hot epoch at {keys:,} keys, all tasks, median ms: "
+              + " ".join(f"{phase} {ms:,.0f}" for phase, ms in phases.items()))
     print(f"  hot-epoch ratio {big['keys']:,} / {small['keys']:,} keys: {ratio:.2f}x (target <= 1.5x); "
           f"restore at {big['keys']:,} keys: {br.get('first_epoch_s') or float('nan'):.1f} s (target <= 20 s)",
           flush=True)

@@ -82,7 +82,12 @@ class JobOutput:
         self.total_in += src_records
         out_records = sum(len(v) for r in reports for v in r.printed.values()) + sum(
             m.get("numRecordsIn", 0) for uid, m in epoch_metrics.items() if uid in self._sink_uids)
-        return EpochStats(epoch, src_records, out_records, duration_s, self.sink_watermark(), self.total_in, finished)
+        phases: dict[str, float] = {}
+        for r in reports:
+            for phase, ms in r.phase_ms.items():
+                phases[phase] = phases.get(phase, 0.0) + ms
+        return EpochStats(epoch, src_records, out_records, duration_s, self.sink_watermark(), self.total_in, finished,
+                          phases)
 
     def sink_watermark(self) -> Optional[int]:
         """The watermark that has reached the job's ends (the minimum over its last operators)."""

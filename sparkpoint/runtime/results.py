@@ -21,6 +21,7 @@ class EpochStats:
     watermark: Optional[int]
     total_records_in: int
     finished: bool
+    phase_ms: dict[str, float] = field(default_factory=dict)   # task time per phase, summed over the epoch's tasks
 
 
 @dataclass

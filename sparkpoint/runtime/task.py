@@ -47,7 +47,7 @@ from sparkpoint.state.key_groups import KeyGroupAssigner, KeyGroupRange, compute
 from sparkpoint.errors import StateMissingError
 from sparkpoint.state.local_store import LocalStateStore
 
-__all__ = ["TaskDeployment", "TaskReport", "run_task"]
+__all__ = ["TaskDeployment", "TaskReport", "PHASES", "run_task"]
 
 logger = logging.getLogger(__name__)
 
@@ -99,6 +99,13 @@ class TaskReport:
     location: Optional[str] = None           # the executor the task ran on (Spark's task location), if known
     state_rebuild_ms: Optional[float] = None  # the working state was not where the task ran: rebuilt, in ms
     changelog_bytes: int = 0
+    phase_ms: dict[str, float] = field(default_factory=dict)  # where the task's time went (see PHASES)
+
+
+#: The phases of a task's time in ``TaskReport.phase_ms``: operators built, state restored and opened; upstream
+#: blobs decoded; operators run; outputs routed; operators closed and keyed state committed or snapshotted;
+#: waiting at the end for the previous checkpoint's asynchronous upload.
+PHASES = ("setup", "input", "run", "route", "state", "upload_wait")
 
 
 def run_task(plan: JobPlan, stage_id: int, subtask: int, dep: TaskDeployment,
@@ -118,6 +125,7 @@ def run_task(plan: JobPlan, stage_id: int, subtask: int, dep: TaskDeployment,
     kg_range = compute_key_group_range_for_operator_index(plan.max_parallelism, stage.parallelism, subtask)
     ops: dict[int, StreamOperator] = {}
     keyed: Optional[_KeyedState] = None
+    lap = _Lap(report.phase_ms, started)
     try:
         _build_operators(plan, stage, kg_range, task, dep, ops)
         keyed = _restore_keyed_state(ops, dep, stage_id, subtask, kg_range, plan.max_parallelism)
@@ -125,15 +133,21 @@ def run_task(plan: JobPlan, stage_id: int, subtask: int, dep: TaskDeployment,
         _open_operators(ops, dep)
         if keyed.uploader is not None:
             keyed.uploader.start()  # the asynchronous part, overlapping this task
+        lap("setup")
         # Step 2. Inputs.
         inputs = read_inputs(stage, input_blobs, report)
+        lap("input")
         # Step 3. Run the operators in topological order.
         outputs, out_watermarks = run_operators(stage, ops, dep, inputs, report)
+        lap("run")
         # Step 4. Route outputs to downstream partitions.
         routed = _route(plan, stage_id, subtask, outputs, out_watermarks)
+        lap("route")
         # Step 5. Sinks, state and the report.
         _close_operators(ops, report)
         _snapshot_keyed_state(keyed, dep, report)
+        lap("state")
+        report.phase_ms["state"] -= report.phase_ms.get("upload_wait", 0.0)
     except BaseException:
         if keyed is not None and keyed.uploader is not None:
             keyed.uploader.join()  # a late upload must not touch what a retry of this task makes
@@ -144,6 +158,19 @@ def run_task(plan: JobPlan, stage_id: int, subtask: int, dep: TaskDeployment,
     report.duration_ms = (time.perf_counter() - started) * 1000  # updated after encoding, below
     reports = [report] + inputs.forwarded
     return _blobs(plan, stage_id, subtask, routed, out_watermarks, reports, started), reports
+
+
+class _Lap:
+    """Adds the milliseconds since the previous lap to a phase of ``TaskReport.phase_ms``."""
+
+    def __init__(self, phases: dict[str, float], started: float):
+        self.phases = phases
+        self.last = started
+
+    def __call__(self, phase: str) -> None:
+        now = time.perf_counter()
+        self.phases[phase] = self.phases.get(phase, 0.0) + (now - self.last) * 1000
+        self.last = now
 
 
 @dataclass
@@ -344,7 +371,9 @@ def _snapshot_keyed_state(keyed: _KeyedState, dep: TaskDeployment, report: TaskR
             op.keyed_backend.dispose()
         report.snapshot_sync_ms = (time.perf_counter() - t0) * 1000
     if uploader is not None:
+        t0 = time.perf_counter()
         report.checkpoint_acks, report.checkpoint_declines = uploader.join()
+        report.phase_ms["upload_wait"] = (time.perf_counter() - t0) * 1000
 
 
 def _write_changelog(op: KeyedOperator, dep: TaskDeployment, report: TaskReport) -> None:
