@@ -134,6 +134,18 @@ class SavepointReader:
     def read_timers(self, uid: str) -> Any:
         return self.read_keyed_state(uid, "_timers")
 
+    def read_broadcast_state(self, uid: str, state_name: str) -> Any:
+        """Broadcast state ``state_name`` of operator ``uid`` as a Spark DataFrame of ``key, value`` (every
+        subtask holds the same map; this is the first subtask's, as Flink's ``readBroadcastState``)."""
+        per_subtask = self.restored.driver_state.get("operator_states", {}).get(uid, {})
+        snaps = [snap for _, snap in sorted(per_subtask.items()) if snap and state_name in snap]
+        if not snaps or snaps[0][state_name][0] != "broadcast":
+            raise KeyError(f"operator {uid!r} has no broadcast state {state_name!r} in {self.restored.location}")
+        items = snaps[0][state_name][1]
+        cols = flatten("key", [k for k, _ in items])
+        cols.update(flatten("value", [v for _, v in items]))
+        return self.spark.createDataFrame(pd.DataFrame(cols))
+
     def read_list_state(self, uid: str, state_name: str, subtask: Optional[int] = None) -> Any:
         """Operator list state (``CheckpointedFunction``) as a Spark DataFrame of ``subtask, value``."""
         per_subtask = self.restored.driver_state.get("operator_states", {}).get(uid, {})

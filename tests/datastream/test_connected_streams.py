@@ -23,6 +23,7 @@ from sparkpoint.datastream import (
 from sparkpoint.datastream.connectors.generator import NumberSequenceSource
 from sparkpoint.datastream.state import ListStateDescriptor, MapStateDescriptor, ValueStateDescriptor
 from sparkpoint.errors import UserFunctionError
+from sparkpoint.runtime.restore import load_checkpoint
 
 ORDERS = [(i, f"u{i % 7}", (i * 37) % 100) for i in range(60)]           # (order id, user, amount)
 USERS = [(f"u{u}", ["DE", "FR", "JP"][u % 3]) for u in range(7)]          # (user, country)
@@ -285,6 +286,8 @@ def test_broadcast_state_restores_on_every_subtask_at_another_parallelism(make_e
     time.sleep(1.0)
     path = client.stop_with_savepoint(False, (tmp_path / "sp").as_uri()).result(timeout=60)
     client.wait(60)
+    saved = load_checkpoint(path).driver_state["operator_states"]["remember"]
+    assert sorted(saved) == [0, 1] and all(sorted(s["rules"][1]) == sorted(RULES) for s in saved.values())
 
     # no rule arrives after the restore: every one of the three subtasks must know them all from the savepoint
     env3 = make_env("local", **{"execution.savepoint.path": path, "execution.savepoint.ignore-unclaimed-state": True})
@@ -295,3 +298,19 @@ def test_broadcast_state_restores_on_every_subtask_at_another_parallelism(make_e
     rules_and_unused = dict(RULES) | {"unused": 10**9}
     assert sorted((n, c) for n, c, _ in out) == sorted((n, _classify(rules_and_unused, n % 100)) for n in range(1, 61))
     assert {s for *_, s in out} == {0, 1, 2}
+
+
+@pytest.mark.spark
+def test_the_state_processor_reads_broadcast_state(spark, make_env, tmp_path):
+    env = make_env("local", **{"execution.epoch.max-records": 5})
+    rules = env.from_collection(RULES).uid("rules").broadcast(RULES_STATE)
+    numbers = env.from_source(NumberSequenceSource(1, 10**6), WatermarkStrategy.no_watermarks(), "n")
+    numbers.uid("n").connect(rules).process(Remember()).uid("remember").print()
+    client = env.execute_async("remember")
+    time.sleep(1.0)
+    path = client.stop_with_savepoint(False, (tmp_path / "sp").as_uri()).result(timeout=60)
+    client.wait(60)
+    from sparkpoint.state_processor import SavepointReader
+
+    rows = SavepointReader.read(spark, path).read_broadcast_state("remember", "rules").collect()
+    assert sorted((r["key"], int(r["value"])) for r in rows) == sorted(RULES)
