@@ -1,7 +1,8 @@
 """PyFlink-compatible common classes: time, watermark strategies, types, configuration."""
 
 from sparkpoint.common.configuration import Configuration
-from sparkpoint.common.serialization import Encoder, SimpleStringSchema
+from sparkpoint.common.serialization import DeserializationSchema, Encoder, SerializationSchema, SimpleStringSchema
+from sparkpoint.common.serializer import TypeSerializer
 from sparkpoint.common.time import Duration, Instant, Time
 from sparkpoint.common.typeinfo import TypeInformation, Types
 from sparkpoint.common.types import Row, RowKind
@@ -16,5 +17,6 @@ from sparkpoint.common.watermark_strategy import (
 __all__ = [
     "Configuration", "Encoder", "SimpleStringSchema", "Duration", "Instant", "Time",
     "TypeInformation", "Types", "Row", "RowKind", "TimestampAssigner", "Watermark",
-    "WatermarkGenerator", "WatermarkOutput", "WatermarkStrategy",
+    "WatermarkGenerator", "WatermarkOutput", "WatermarkStrategy", "SerializationSchema", "DeserializationSchema",
+    "TypeSerializer",
 ]

@@ -8,8 +8,10 @@ Python objects, pickled into the tasks that use them.
 from __future__ import annotations
 
 import abc
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
+
+from sparkpoint.common.printing import format_record
 
 __all__ = ["Encoder", "SimpleStringSchema", "SimpleStringEncoder", "SerializationSchema", "DeserializationSchema"]
 
@@ -25,19 +27,34 @@ def __getattr__(name: str) -> Any:
 
 @dataclass(frozen=True)
 class Encoder:
-    """Turns a record into the bytes of one line of a row-format file."""
+    """Turns a record into the bytes of one line of a row-format file.
+
+    As PyFlink's ``SimpleStringEncoder`` writes the Java object's ``toString()``, a record of a declared
+    type is written as ``print()`` shows it (``(0,1)`` for a ``Types.TUPLE``; see
+    :mod:`sparkpoint.common.printing`); ``FileSink`` learns the type from the stream it is attached to.
+    Without a type, ``str(record)``.
+    """
 
     charset: str = "utf-8"
+    record_type: Any = None
 
     @staticmethod
     def simple_string_encoder(charset_name: str = "UTF-8") -> "Encoder":
         return Encoder(charset_name.lower())
 
+    def with_record_type(self, record_type: Any) -> "Encoder":
+        return replace(self, record_type=record_type)
+
     def encode(self, value: Any) -> bytes:
-        return (str(value) + "\n").encode(self.charset)
+        return (self._text(value) + "\n").encode(self.charset)
 
     def encode_batch(self, values: list) -> bytes:
-        return "".join([f"{v}\n" for v in values]).encode(self.charset)
+        if self.record_type is None:
+            return "".join([f"{v}\n" for v in values]).encode(self.charset)
+        return "".join([self._text(v) + "\n" for v in values]).encode(self.charset)
+
+    def _text(self, value: Any) -> str:
+        return str(value) if self.record_type is None else format_record(value, self.record_type)
 
 
 SimpleStringEncoder = Encoder

@@ -27,8 +27,15 @@ class Row(tuple):
     ``repr``/``str`` are PyFlink's: ``Row(id=1, name='a')`` for named rows and
     ``<Row(1, 'a')>`` for positional ones. As in PyFlink, a row of names can be
     called to make rows: ``Person = Row("name", "age"); Person("Alice", 11)``.
-    Unlike PyFlink's, a sparkpoint Row is an immutable tuple.
+
+    As PyFlink's, a row's fields can be set (``row[0] = x``, ``row["name"] = x``; not as
+    attributes), and it hashes and compares by its current values. It is a tuple subclass
+    (so tuple code reads it); a row that was changed keeps its values in ``_mut``, which
+    every accessor here reads, so C code that reads a tuple's storage directly (not through
+    iteration or indexing) would see the values it was created with.
     """
+
+    _INTERNAL = frozenset({"_fields", "_row_kind", "_mut", "_from_dict"})
 
     _fields: "tuple[str, ...] | None"
 
@@ -54,6 +61,54 @@ class Row(tuple):
     def _values(self) -> list:
         """The field values as a list (PyFlink's attribute of the same name)."""
         return list(self)
+
+    def _current(self) -> tuple:
+        mut = self.__dict__.get("_mut")
+        return tuple(tuple.__iter__(self)) if mut is None else tuple(mut)
+
+    def __iter__(self) -> Any:
+        mut = self.__dict__.get("_mut")
+        return tuple.__iter__(self) if mut is None else iter(mut)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        mut = self.__dict__.get("_mut")
+        if mut is None:
+            mut = self.__dict__["_mut"] = list(tuple.__iter__(self))
+        if isinstance(key, str):
+            if self._fields is None or key not in self._fields:
+                raise KeyError(key)
+            key = self._fields.index(key)
+        if isinstance(key, slice):
+            value = list(value)
+            if len(mut[key]) != len(value):
+                raise ValueError("a Row's number of fields cannot change")
+        mut[key] = value
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        if key not in Row._INTERNAL:  # as PyFlink: fields are set by index or name, row[...] = value
+            raise AttributeError(f"{key!r}: set a Row's fields with row[...] = value")
+        self.__dict__[key] = value
+
+    def __eq__(self, other: Any) -> bool:
+        return tuple(self) == (tuple(other) if isinstance(other, tuple) else other)
+
+    def __ne__(self, other: Any) -> bool:
+        return not self.__eq__(other)
+
+    def __lt__(self, other: Any) -> bool:
+        return tuple(self) < tuple(other)
+
+    def __le__(self, other: Any) -> bool:
+        return tuple(self) <= tuple(other)
+
+    def __gt__(self, other: Any) -> bool:
+        return tuple(self) > tuple(other)
+
+    def __ge__(self, other: Any) -> bool:
+        return tuple(self) >= tuple(other)
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
 
     def as_dict(self, recursive: bool = False) -> dict:
         if self._fields is None:
@@ -88,7 +143,7 @@ class Row(tuple):
     def __contains__(self, item: Any) -> bool:
         if self._fields is not None:
             return item in self._fields
-        return tuple.__contains__(self, item)
+        return any(v is item or v == item for v in self)
 
     def get_row_kind(self) -> RowKind:
         return self._row_kind
@@ -100,18 +155,19 @@ class Row(tuple):
         self._fields = tuple(field_names)
 
     def __getitem__(self, item: Any) -> Any:
+        mut = self.__dict__.get("_mut")
         if isinstance(item, str):
             if self._fields is None or item not in self._fields:
                 raise KeyError(item)
-            return tuple.__getitem__(self, self._fields.index(item))
-        return tuple.__getitem__(self, item)
+            item = self._fields.index(item)
+        return tuple.__getitem__(self, item) if mut is None else mut[item]
 
     def __getattr__(self, item: str) -> Any:
         if item.startswith("_"):
             raise AttributeError(item)
         fields = self.__dict__.get("_fields")
         if fields and item in fields:
-            return tuple.__getitem__(self, fields.index(item))
+            return self[fields.index(item)]
         raise AttributeError(item)
 
     def __reduce__(self):

@@ -6,6 +6,8 @@ from sparkpoint.datastream.checkpoint_config import (
     CheckpointStorage,
     ExternalizedCheckpointCleanup,
     ExternalizedCheckpointRetention,
+    FileSystemCheckpointStorage,
+    JobManagerCheckpointStorage,
 )
 from sparkpoint.datastream.data_stream import (
     AllWindowedStream,
@@ -33,6 +35,7 @@ from sparkpoint.datastream.functions import (
     KeyedProcessFunction,
     KeySelector,
     MapFunction,
+    Partitioner,
     ProcessAllWindowFunction,
     ProcessFunction,
     ProcessWindowFunction,
@@ -66,7 +69,9 @@ from sparkpoint.datastream.window import (
     CountTumblingWindowAssigner,
     CountWindow,
     EventTimeSessionWindows,
+    GlobalWindow,
     GlobalWindows,
+    MergingWindowAssigner,
     ProcessingTimeSessionWindows,
     SlidingEventTimeWindows,
     SlidingProcessingTimeWindows,
@@ -75,6 +80,7 @@ from sparkpoint.datastream.window import (
     TriggerResult,
     TumblingEventTimeWindows,
     TumblingProcessingTimeWindows,
+    Window,
     WindowAssigner,
 )
 
@@ -90,7 +96,8 @@ __all__ = [
     "WindowFunction", "AllWindowFunction", "RuntimeContext", "TimerService", "CheckpointedFunction",
     "CheckpointListener", "SinkFunction", "SourceFunction", "CoMapFunction", "CoFlatMapFunction",
     "CoProcessFunction", "KeyedCoProcessFunction", "BroadcastProcessFunction", "KeyedBroadcastProcessFunction",
-    "ConnectedStreams", "BroadcastStream", "BroadcastConnectedStream",
+    "ConnectedStreams", "BroadcastStream", "BroadcastConnectedStream", "Partitioner", "Window", "GlobalWindow",
+    "MergingWindowAssigner", "FileSystemCheckpointStorage", "JobManagerCheckpointStorage",
     "TumblingEventTimeWindows", "TumblingProcessingTimeWindows", "SlidingEventTimeWindows",
     "SlidingProcessingTimeWindows", "EventTimeSessionWindows", "ProcessingTimeSessionWindows", "GlobalWindows",
     "CountTumblingWindowAssigner", "CountSlidingWindowAssigner", "TimeWindow", "CountWindow", "Trigger",

@@ -13,7 +13,7 @@ from sparkpoint.common.configuration import Configuration, parse_duration_ms
 from sparkpoint.common.time import to_millis
 
 __all__ = ["CheckpointingMode", "ExternalizedCheckpointRetention", "ExternalizedCheckpointCleanup",
-           "CheckpointConfig", "CheckpointStorage"]
+           "CheckpointConfig", "CheckpointStorage", "FileSystemCheckpointStorage", "JobManagerCheckpointStorage"]
 
 
 class CheckpointingMode(Enum):
@@ -35,6 +35,20 @@ class CheckpointStorage:
 
     def __init__(self, checkpoint_path: str):
         self.checkpoint_path = checkpoint_path
+
+
+class FileSystemCheckpointStorage(CheckpointStorage):
+    """PyFlink's name for checkpoint storage on a file system (any fsspec URI here)."""
+
+
+class JobManagerCheckpointStorage(CheckpointStorage):
+    """PyFlink's in-memory checkpoint storage. sparkpoint's checkpoints always go to a file system: this one
+    writes to ``checkpoint_path`` if given, else to the default checkpoint directory (``state.checkpoints.dir``
+    or the job's temporary one)."""
+
+    def __init__(self, checkpoint_path: "str | None" = None, max_state_size: "int | None" = None):
+        super().__init__(checkpoint_path or "")
+        self.max_state_size = max_state_size
 
 
 class CheckpointConfig:
@@ -110,6 +124,8 @@ class CheckpointConfig:
         return self
 
     def set_checkpoint_storage(self, storage: CheckpointStorage) -> "CheckpointConfig":
+        if not storage.checkpoint_path:  # JobManagerCheckpointStorage() without a path: the default directory
+            return self
         return self.set_checkpoint_storage_dir(storage.checkpoint_path)
 
     def get_checkpoint_storage_dir(self) -> Optional[str]:

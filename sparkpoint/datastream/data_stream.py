@@ -8,6 +8,7 @@ PyFlink accepts them.
 
 from __future__ import annotations
 
+import pickle
 from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from sparkpoint.datastream.functions import (
@@ -20,12 +21,15 @@ from sparkpoint.datastream.functions import (
     KeySelectorWrapper,
     MapFunction,
     MapFunctionWrapper,
+    Partitioner,
+    PartitionerWrapper,
     ProcessFunction,
     ReduceFunction,
     ReduceFunctionWrapper,
     SinkFunction,
     as_function,
 )
+from sparkpoint.common.typeinfo import Types
 from sparkpoint.datastream.output_tag import OutputTag
 from sparkpoint.datastream.transformations import (
     CollectTransformation,
@@ -54,7 +58,7 @@ if TYPE_CHECKING:
     )
 
 __all__ = ["DataStream", "KeyedStream", "WindowedStream", "AllWindowedStream", "DataStreamSink", "ConnectedStreams",
-           "BroadcastStream", "BroadcastConnectedStream"]
+           "BroadcastStream", "BroadcastConnectedStream", "CloseableIterator"]
 
 
 class DataStream:
@@ -195,6 +199,28 @@ class DataStream:
             raise TypeError(f"connect() takes a DataStream or a BroadcastStream, got {type(ds).__name__}")
         return ConnectedStreams(self, ds)
 
+    def partition_custom(self, partitioner: Union[Callable, Partitioner],
+                         key_selector: Union[Callable, KeySelector]) -> "DataStream":
+        """Each record to the subtask ``partitioner.partition(key, number of subtasks)`` picks for its key."""
+        route = CustomPartitioning(as_function(partitioner, Partitioner, PartitionerWrapper),
+                                   as_function(key_selector, KeySelector, KeySelectorWrapper))
+        tid = self._env._add_transformation(PartitionTransformation, "Custom Partition",
+                                            [TransformationInput(self._id, Partitioning.CUSTOM, route)],
+                                            output_type=self._type_info)
+        return DataStream(self._env, tid, self._type_info)
+
+    def project(self, *field_indexes: int) -> "DataStream":
+        """The fields ``field_indexes`` of each tuple, in that order (only on a stream declared ``Types.TUPLE``)."""
+        t = self._type_info
+        if t is None or getattr(t, "name", None) != "TUPLE":
+            raise TypeError("Only Tuple DataStreams can be projected (declare the stream's type with Types.TUPLE)")
+        kids = t.get_field_types()
+        bad = [i for i in field_indexes if not 0 <= i < len(kids)]
+        if bad or not field_indexes:
+            raise ValueError(f"project{field_indexes}: field indexes must be between 0 and {len(kids) - 1}")
+        picked = Types.TUPLE([kids[i] for i in field_indexes])
+        return self.map(_Project(tuple(field_indexes)), output_type=picked).name("Projection")
+
     def global_(self) -> "DataStream":
         return self._partition(Partitioning.GLOBAL, "Global")
 
@@ -214,6 +240,8 @@ class DataStream:
     # -- sinks -------------------------------------------------------------------------------
     def sink_to(self, sink: Any) -> "DataStreamSink":
         name = getattr(sink, "name", None) or "Sink"
+        if self._type_info is not None and hasattr(sink, "with_record_type"):
+            sink = sink.with_record_type(self._type_info)  # encoders write records as PyFlink's do
         tid = self._env._add_transformation(SinkTransformation, name, [TransformationInput(self._id)], sink=sink)
         return DataStreamSink(DataStream(self._env, tid))
 
@@ -241,6 +269,41 @@ class DataStream:
         return _CollectIterator(out[:limit] if limit is not None else out)
 
 
+class CustomPartitioning:
+    """A ``partition_custom`` edge's routing: the user's key selector, then their partitioner."""
+
+    def __init__(self, partitioner: Partitioner, key_selector: KeySelector):
+        self.partitioner = partitioner
+        self.key_selector = key_selector
+
+    def target(self, value: Any, num_partitions: int) -> int:
+        p = self.partitioner.partition(self.key_selector.get_key(value), num_partitions)
+        if not isinstance(p, int) or not 0 <= p < num_partitions:
+            raise ValueError(f"partition_custom: the partitioner returned {p!r} for record {value!r}; "
+                             f"expected a subtask index from 0 to {num_partitions - 1}")
+        return p
+
+
+class _KeyedRecordRow(MapFunction):
+    def __init__(self, key_selector: KeySelector, key_typed: bool, record_typed: bool):
+        self.key_selector, self.key_typed, self.record_typed = key_selector, key_typed, record_typed
+
+    def map(self, value: Any) -> Any:
+        from sparkpoint.common.types import Row
+
+        key = self.key_selector.get_key(value)
+        return Row(f0=key if self.key_typed else bytearray(pickle.dumps(key, 5)),
+                   f1=value if self.record_typed else bytearray(pickle.dumps(value, 5)))
+
+
+class _Project(MapFunction):
+    def __init__(self, indexes: tuple[int, ...]):
+        self.indexes = indexes
+
+    def map(self, value: Any) -> tuple:
+        return tuple(value[i] for i in self.indexes)
+
+
 class _CollectIterator(list):
     """A list that also behaves like PyFlink's closeable iterator."""
 
@@ -252,6 +315,9 @@ class _CollectIterator(list):
 
     def __exit__(self, *exc: Any) -> None:
         pass
+
+
+CloseableIterator = _CollectIterator   # PyFlink's name of what execute_and_collect() returns
 
 
 class DataStreamSink:
@@ -345,6 +411,13 @@ class KeyedStream(DataStream):
 
     def union(self, *streams: DataStream) -> DataStream:
         raise JobGraphError("union() is not defined on a KeyedStream; union before key_by()")
+
+    def execute_and_collect(self, job_execution_name: Optional[str] = None, limit: Optional[int] = None) -> Any:
+        """As PyFlink, where a keyed stream is internally ``Row(key, record)``: each record comes back as
+        ``Row(f0=key, f1=record)``, the key (and the record) as pickled bytes when no type was declared."""
+        rows = DataStream(self._env, self._id, self._type_info).map(
+            _KeyedRecordRow(self._key_selector, self._key_type is not None, self._type_info is not None))
+        return rows.execute_and_collect(job_execution_name, limit)
 
 
 class _FieldAggregator(ReduceFunction):

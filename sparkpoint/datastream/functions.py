@@ -19,7 +19,7 @@ __all__ = [
     "WindowFunction", "AllWindowFunction", "TimerService", "CheckpointedFunction",
     "CheckpointListener", "FunctionContext", "SinkFunction", "SourceFunction",
     "CoMapFunction", "CoFlatMapFunction", "CoProcessFunction", "KeyedCoProcessFunction",
-    "BaseBroadcastProcessFunction", "BroadcastProcessFunction", "KeyedBroadcastProcessFunction",
+    "BaseBroadcastProcessFunction", "BroadcastProcessFunction", "KeyedBroadcastProcessFunction", "Partitioner",
 ]
 
 # Type variables of the generic function classes, as PyFlink declares them, so that
@@ -231,6 +231,13 @@ class CheckpointListener(abc.ABC):
         pass
 
 
+class Partitioner(Function):
+    """Picks the downstream subtask of a record from its key (``DataStream.partition_custom``)."""
+
+    @abc.abstractmethod
+    def partition(self, key: Any, num_partitions: int) -> int: ...
+
+
 class SinkFunction(Function):
     """A legacy sink function: ``invoke(value, context)`` for every record."""
 
@@ -289,6 +296,11 @@ class KeySelectorWrapper(_CallableFunction, KeySelector):
 class ReduceFunctionWrapper(_CallableFunction, ReduceFunction):
     def reduce(self, value1: Any, value2: Any) -> Any:
         return self.fn(value1, value2)
+
+
+class PartitionerWrapper(_CallableFunction, Partitioner):
+    def partition(self, key: Any, num_partitions: int) -> int:
+        return self.fn(key, num_partitions)
 
 
 def bound_call(function: Any, method: str) -> Callable:

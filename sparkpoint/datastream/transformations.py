@@ -31,6 +31,7 @@ class Partitioning(str, Enum):
     GLOBAL = "global"          # everything to subtask 0 (window_all, global())
     REBALANCE = "rebalance"    # round robin (rebalance, shuffle, rescale)
     BROADCAST = "broadcast"    # to every subtask
+    CUSTOM = "custom"          # to the subtask a user's Partitioner picks for the record's key (partition_custom)
 
     def __str__(self) -> str:
         return self.value

@@ -7,15 +7,19 @@ from __future__ import annotations
 
 import abc
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, Optional, TypeVar
 
+from sparkpoint.common.time import to_millis
 from sparkpoint.datastream.state import ReducingStateDescriptor
 
 if TYPE_CHECKING:
     from sparkpoint.datastream.window import Window
 
 __all__ = ["Trigger", "TriggerResult", "EventTimeTrigger", "ProcessingTimeTrigger", "CountTrigger",
-           "PurgingTrigger", "NeverTrigger"]
+           "PurgingTrigger", "NeverTrigger", "ContinuousEventTimeTrigger", "ContinuousProcessingTimeTrigger"]
+
+T = TypeVar("T")
+W = TypeVar("W")
 
 
 class TriggerResult(Enum):
@@ -31,8 +35,8 @@ class TriggerResult(Enum):
         return self.value[1]
 
 
-class Trigger(abc.ABC):
-    """Decides when a window fires (PyFlink's ``Trigger``)."""
+class Trigger(abc.ABC, Generic[T, W]):
+    """Decides when a window fires (PyFlink's ``Trigger``; ``Trigger[T, W]`` as PyFlink declares it)."""
 
     class TriggerContext(abc.ABC):
         @abc.abstractmethod
@@ -216,3 +220,104 @@ class NeverTrigger(Trigger):
 
     def clear(self, window: Window, ctx: Trigger.TriggerContext) -> None:
         pass
+
+
+def _min(a: int, b: int) -> int:
+    return min(a, b)
+
+
+class _ContinuousTrigger(Trigger):
+    """Fires a window every ``interval`` ms of its clock, and (event time) at its end: the next firing time is
+    kept in reducing state (the minimum, so merged windows keep the earliest)."""
+
+    event_time = True
+
+    def __init__(self, interval: int):
+        if interval <= 0:
+            raise ValueError(f"{type(self).__name__}: the interval must be positive, got {interval}")
+        self.interval = interval
+        self.state_desc = ReducingStateDescriptor("fire-time", _min)
+
+    def _register(self, ctx: Trigger.TriggerContext, time: int) -> None:
+        if self.event_time:
+            ctx.register_event_time_timer(time)
+        else:
+            ctx.register_processing_time_timer(time)
+
+    def _schedule_next(self, time: int, window: Window, ctx: Trigger.TriggerContext) -> None:
+        next_fire = min(time + self.interval, window.max_timestamp())
+        ctx.get_partitioned_state(self.state_desc).add(next_fire)
+        self._register(ctx, next_fire)
+
+    def _on_timer(self, time: int, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
+        state = ctx.get_partitioned_state(self.state_desc)
+        if state.get() == time:
+            state.clear()
+            self._schedule_next(time, window, ctx)
+            return TriggerResult.FIRE
+        return TriggerResult.CONTINUE
+
+    def can_merge(self) -> bool:
+        return True
+
+    def on_merge(self, window: Window, ctx: Trigger.OnMergeContext) -> None:
+        ctx.merge_partitioned_state(self.state_desc)
+        next_fire: Optional[int] = ctx.get_partitioned_state(self.state_desc).get()
+        if next_fire is not None:
+            self._register(ctx, next_fire)
+
+    def clear(self, window: Window, ctx: Trigger.TriggerContext) -> None:
+        state = ctx.get_partitioned_state(self.state_desc)
+        fire = state.get()
+        if fire is not None:
+            (ctx.delete_event_time_timer if self.event_time else ctx.delete_processing_time_timer)(fire)
+            state.clear()
+
+
+class ContinuousEventTimeTrigger(_ContinuousTrigger):
+    """Fires every ``interval`` ms of event time within a window (aligned to multiples of the interval), and
+    when the watermark passes the window's end."""
+
+    @staticmethod
+    def of(interval: Any) -> "ContinuousEventTimeTrigger":
+        return ContinuousEventTimeTrigger(to_millis(interval))
+
+    def on_element(self, element: Any, timestamp: int, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
+        if window.max_timestamp() <= ctx.get_current_watermark():
+            return TriggerResult.FIRE  # the watermark is already past the window
+        ctx.register_event_time_timer(window.max_timestamp())
+        if ctx.get_partitioned_state(self.state_desc).get() is None:
+            self._schedule_next(timestamp - timestamp % self.interval, window, ctx)
+        return TriggerResult.CONTINUE
+
+    def on_event_time(self, time: int, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
+        if time == window.max_timestamp():
+            return TriggerResult.FIRE
+        return self._on_timer(time, window, ctx)
+
+    def on_processing_time(self, time: int, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
+        return TriggerResult.CONTINUE
+
+
+class ContinuousProcessingTimeTrigger(_ContinuousTrigger):
+    """Fires every ``interval`` ms of processing time within a window (aligned to multiples of the interval)."""
+
+    event_time = False
+
+    @staticmethod
+    def of(interval: Any) -> "ContinuousProcessingTimeTrigger":
+        return ContinuousProcessingTimeTrigger(to_millis(interval))
+
+    def on_element(self, element: Any, timestamp: int, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
+        if ctx.get_partitioned_state(self.state_desc).get() is None:
+            now = ctx.get_current_processing_time()
+            self._schedule_next(now - now % self.interval, window, ctx)
+        return TriggerResult.CONTINUE
+
+    def on_event_time(self, time: int, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
+        return TriggerResult.CONTINUE
+
+    def on_processing_time(self, time: int, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
+        return self._on_timer(time, window, ctx)
+
+

@@ -12,11 +12,17 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
-from typing import Any, Callable, Collection, Iterable, NamedTuple, Optional
+import struct
+from io import BytesIO
+from typing import Any, Callable, Collection, Generic, Iterable, NamedTuple, Optional, TypeVar
 
+from sparkpoint.common.serializer import TypeSerializer
 from sparkpoint.common.time import Time, to_millis
 from sparkpoint.datastream.evictors import CountEvictor, Evictor, TimeEvictor
+from sparkpoint.datastream.state import ValueStateDescriptor
 from sparkpoint.datastream.triggers import (
+    ContinuousEventTimeTrigger,
+    ContinuousProcessingTimeTrigger,
     CountTrigger,
     EventTimeTrigger,
     NeverTrigger,
@@ -36,8 +42,12 @@ __all__ = [
     "CountTumblingWindowAssigner", "CountSlidingWindowAssigner",
     "Trigger", "TriggerResult", "EventTimeTrigger", "ProcessingTimeTrigger", "CountTrigger",
     "PurgingTrigger", "NeverTrigger", "Evictor", "CountEvictor", "TimeEvictor",
-    "TimeWindowSerializer", "CountWindowSerializer",
+    "TimeWindowSerializer", "CountWindowSerializer", "GlobalWindowSerializer", "DynamicProcessingTimeSessionWindows",
+    "ContinuousEventTimeTrigger", "ContinuousProcessingTimeTrigger",
 ]
+
+T = TypeVar("T")
+W = TypeVar("W")
 
 MAX_TS = 2**63 - 1
 
@@ -115,18 +125,41 @@ class GlobalWindow(Window):
         return GlobalWindow()
 
 
-class TimeWindowSerializer:  # accepted for PyFlink compatibility
-    pass
+class TimeWindowSerializer(TypeSerializer[TimeWindow]):
+    """A ``TimeWindow`` as Flink writes it: start and end, big-endian longs."""
+
+    def serialize(self, element: TimeWindow, stream: BytesIO) -> None:
+        stream.write(struct.pack(">qq", element.start, element.end))
+
+    def deserialize(self, stream: BytesIO) -> TimeWindow:
+        return TimeWindow(*struct.unpack(">qq", stream.read(16)))
 
 
-class CountWindowSerializer:
-    pass
+class CountWindowSerializer(TypeSerializer[CountWindow]):
+    """A ``CountWindow`` as Flink writes it: its id, a big-endian long."""
+
+    def serialize(self, element: CountWindow, stream: BytesIO) -> None:
+        stream.write(struct.pack(">q", element.id))
+
+    def deserialize(self, stream: BytesIO) -> CountWindow:
+        return CountWindow(struct.unpack(">q", stream.read(8))[0])
+
+
+class GlobalWindowSerializer(TypeSerializer[GlobalWindow]):
+    """The one ``GlobalWindow``: a zero byte, as Flink writes it."""
+
+    def serialize(self, element: GlobalWindow, stream: BytesIO) -> None:
+        stream.write(b"\x00")
+
+    def deserialize(self, stream: BytesIO) -> GlobalWindow:
+        stream.read(1)
+        return GlobalWindow.get()
 
 
 # -- assigners ---------------------------------------------------------------------------
 
-class WindowAssigner(abc.ABC):
-    """Assigns each element to zero or more windows."""
+class WindowAssigner(abc.ABC, Generic[T, W]):
+    """Assigns each element to zero or more windows (``WindowAssigner[T, W]`` as PyFlink declares it)."""
 
     class WindowAssignerContext(abc.ABC):
         @abc.abstractmethod
@@ -145,7 +178,7 @@ class WindowAssigner(abc.ABC):
         return None
 
 
-class MergingWindowAssigner(WindowAssigner):
+class MergingWindowAssigner(WindowAssigner[T, W]):
     """An assigner whose windows merge (sessions)."""
 
     @abc.abstractmethod
@@ -337,6 +370,9 @@ class ProcessingTimeSessionWindows(EventTimeSessionWindows):
         return False
 
 
+DynamicProcessingTimeSessionWindows = ProcessingTimeSessionWindows
+
+
 class GlobalWindows(WindowAssigner):
     """One window for everything; fires only by a custom trigger (default: never)."""
 
@@ -377,25 +413,39 @@ class CountTumblingWindowAssigner(WindowAssigner):
 
 
 class CountSlidingWindowAssigner(WindowAssigner):
-    """The last ``window_size`` elements, every ``window_slide`` elements (``count_window(size, slide)``)."""
+    """Windows of ``window_size`` elements of a key, one starting every ``window_slide`` elements
+    (``count_window(size, slide)``), as PyFlink's Python assigner: the key's n-th element (from 0) belongs to
+    the windows ``CountWindow(i)`` with ``i * slide <= n <= i * slide + size - 1``, and a window fires once, when
+    it holds ``size`` elements. For the values 1..7 of one key, ``count_window(3, 2)`` fires [1, 2, 3],
+    [3, 4, 5] and [5, 6, 7] (Java's ``countWindow(3, 2)`` is another thing: the last 3 elements every 2).
+    A window that fired gets no more elements, so it is purged (PyFlink keeps it in state forever)."""
 
     def __init__(self, window_size: int, window_slide: int):
         if window_size <= 0 or window_slide <= 0:
             raise ValueError("count window size and slide must be positive")
         self.window_size, self.window_slide = window_size, window_slide
+        self._count_descriptor = ValueStateDescriptor("slide-count-assigner")
 
     @staticmethod
     def of(window_size: int, window_slide: int) -> "CountSlidingWindowAssigner":
         return CountSlidingWindowAssigner(window_size, window_slide)
 
     def assign_windows(self, element: Any, timestamp: int, context: Any) -> list:
-        return [GlobalWindow()]
+        count_state = context.get_runtime_context().get_state(self._count_descriptor)
+        n = count_state.value() or 0
+        count_state.update(n + 1)
+        first = max(0, (n - self.window_size + 1 + self.window_slide - 1) // self.window_slide)
+        return [CountWindow(i) for i in range(n // self.window_slide, first - 1, -1)
+                if i * self.window_slide <= n <= i * self.window_slide + self.window_size - 1]
 
     def get_default_trigger(self, env: Any = None) -> "Trigger":
-        return CountTrigger.of(self.window_slide)
+        return PurgingTrigger.of(CountTrigger.of(self.window_size))
+
+    def get_window_serializer(self) -> Any:
+        return CountWindowSerializer()
 
     def is_event_time(self) -> bool:
         return False
 
-    def default_evictor(self) -> "Evictor":
-        return CountEvictor.of(self.window_size)
+    def __repr__(self) -> str:
+        return f"CountSlidingWindowAssigner({self.window_size}, {self.window_slide})"

@@ -44,6 +44,9 @@ class _WindowedBase:
         self._allowed_lateness = 0
         self._late_tag: Optional[OutputTag] = None
 
+    def get_input_type(self) -> Any:
+        return self._stream.get_type()
+
     def trigger(self, trigger: Trigger) -> Any:
         self._trigger = trigger
         return self
@@ -87,6 +90,8 @@ class _WindowedBase:
     def reduce(self, reduce_function: Union[Callable, ReduceFunction], window_function: Any = None,
                output_type: Any = None) -> DataStream:
         fn = as_function(reduce_function, ReduceFunction, ReduceFunctionWrapper)
+        if window_function is None and output_type is None:
+            output_type = self.get_input_type()  # as PyFlink: a plain reduce keeps its input's type
         return self._build("Window(Reduce)", "reduce", window_function, reduce_function=fn, output_type=output_type)
 
     def aggregate(self, aggregate_function: AggregateFunction, window_function: Any = None,

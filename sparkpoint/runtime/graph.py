@@ -21,12 +21,13 @@ from sparkpoint.datastream.transformations import Partitioning
 from sparkpoint.errors import JobGraphError
 
 __all__ = ["StreamNode", "StreamEdge", "StagePlan", "JobPlan", "build_job_plan",
-           "FORWARD", "HASH", "GLOBAL", "REBALANCE", "BROADCAST"]
+           "FORWARD", "HASH", "GLOBAL", "REBALANCE", "BROADCAST", "CUSTOM"]
 
 logger = logging.getLogger(__name__)
 
-FORWARD, HASH, GLOBAL, REBALANCE, BROADCAST = (Partitioning.FORWARD, Partitioning.HASH, Partitioning.GLOBAL,
-                                              Partitioning.REBALANCE, Partitioning.BROADCAST)
+FORWARD, HASH, GLOBAL, REBALANCE, BROADCAST, CUSTOM = (
+    Partitioning.FORWARD, Partitioning.HASH, Partitioning.GLOBAL, Partitioning.REBALANCE, Partitioning.BROADCAST,
+    Partitioning.CUSTOM)
 
 
 @dataclass

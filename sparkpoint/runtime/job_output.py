@@ -11,7 +11,7 @@ import sys
 from typing import Any, Optional
 
 from sparkpoint.runtime.graph import JobPlan
-from sparkpoint.runtime.printing import format_record
+from sparkpoint.common.printing import format_record
 from sparkpoint.runtime.results import EpochStats
 from sparkpoint.runtime.task import TaskReport
 
@@ -70,7 +70,7 @@ class JobOutput:
                     continue
                 par = self.plan.stage(self.plan.stage_of[nid]).parallelism
                 ident, type_info = node.sink
-                prefix = (f"{ident}:" if ident else "") + (f"{r.subtask + 1}> " if par > 1 else ("> " if ident else ""))
+                prefix = print_prefix(ident, r.subtask, par)
                 for v in lines:
                     print(f"{prefix}{format_record(v, type_info)}", file=self.out)
         self.out.flush()
@@ -96,3 +96,13 @@ class JobOutput:
         inputs_of_ends = {e.source for nid in ends for e in self.plan.nodes[nid].inputs} or ends
         vals = [w for (nid, _), w in self.watermarks.items() if nid in inputs_of_ends and w is not None]
         return min(vals) if vals else None
+
+
+def print_prefix(sink_identifier: Optional[str], subtask: int, parallelism: int) -> str:
+    """What Flink's ``PrintSinkOutputWriter`` writes before a record: ``name:2> `` / ``2> `` at parallelism
+    above 1, ``name> `` or nothing at parallelism 1."""
+    if parallelism > 1:
+        prefix = f"{sink_identifier}:{subtask + 1}" if sink_identifier else str(subtask + 1)
+    else:
+        prefix = sink_identifier or ""
+    return f"{prefix}> " if prefix else ""

@@ -38,7 +38,7 @@ from sparkpoint.runtime.changelog import ChangelogBase, describe, rebuild_workin
 from sparkpoint.runtime.chain import read_inputs, run_operators
 from sparkpoint.runtime.exchange import encode_blob, hash_partition
 from sparkpoint.runtime.working_state import drop_older_attempts, working_dir
-from sparkpoint.runtime.graph import BROADCAST, GLOBAL, HASH, JobPlan, StagePlan
+from sparkpoint.runtime.graph import BROADCAST, CUSTOM, GLOBAL, HASH, JobPlan, StagePlan
 from sparkpoint.operators.keyed import KeyedOperator
 from sparkpoint.operators.base import Output, StreamOperator, TaskContext
 from sparkpoint.operators.sinks import PrintOperator, SinkOperator
@@ -403,6 +403,11 @@ def _route(plan: JobPlan, stage_id: int, subtask: int, outputs: dict[int, Output
                 parts[0] = (list(values), list(timestamps))
             elif e.partitioning == BROADCAST:
                 parts = [(list(values), list(timestamps)) for _ in range(n)]
+            elif e.partitioning == CUSTOM:
+                for v, t in zip(values, timestamps):
+                    part = parts[e.key_selector.target(v, n)]
+                    part[0].append(v)
+                    part[1].append(t)
             else:  # rebalance / forward across a parallelism change: round robin
                 for j in range(n):
                     p = (subtask + j) % n

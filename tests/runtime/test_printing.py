@@ -3,7 +3,7 @@
 import pytest
 
 from sparkpoint.common import Row, RowKind, Types
-from sparkpoint.runtime.printing import format_record
+from sparkpoint.common.printing import format_record
 
 
 @pytest.mark.parametrize("value,type_info,printed", [

