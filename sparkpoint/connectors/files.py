@@ -193,7 +193,14 @@ class JsonLinesFormat(LineFormat):
 
 class FileSplitEnumerator(SplitEnumerator):
     """Lists the paths (once, or every ``discovery_interval_ms`` when continuous) and hands
-    out each new file once, in (modification time, path) order."""
+    out each new file once, in (modification time, path) order.
+
+    A restored enumerator (checkpoint or savepoint) lists its paths again before it hands out
+    anything, bounded or continuous, and adds every file it has not seen: files that appeared
+    after the snapshot are read, files it had handed out (read, or being read, at the
+    snapshot) are not read again. A file is known by its path; a file whose content changes
+    after it was listed is not read again (files must be complete when they appear, as in
+    Flink). Flink's static enumerator does not list again after a restore."""
 
     def __init__(self, paths: Sequence[str], discovery_interval_ms: Optional[int] = None):
         self.paths = list(paths)
@@ -202,6 +209,7 @@ class FileSplitEnumerator(SplitEnumerator):
         self.pending: list[FileEntry] = []
         self.listed = False
         self._last_listing: Optional[float] = None
+        self._restored = False
 
     def discover(self) -> None:
         now = time.monotonic()
@@ -213,7 +221,11 @@ class FileSplitEnumerator(SplitEnumerator):
             return
         self._last_listing = now
         new = [e for e in list_files(self.paths) if e.path not in self.seen]
-        if new:
+        if self._restored:
+            logger.info("file source restored with %d file(s) seen; listing %s again found %d new file(s)",
+                        len(self.seen), self.paths, len(new))
+            self._restored = False
+        elif new:
             logger.info("file source found %d new file(s) under %s", len(new), self.paths)
         self.seen.update(e.path for e in new)
         self.pending = sorted(self.pending + new)
@@ -237,8 +249,9 @@ class FileSplitEnumerator(SplitEnumerator):
             return
         self.seen = set(snapshot["seen"])
         self.pending = [FileEntry(*e) for e in snapshot["pending"]]
-        self.listed = bool(snapshot["listed"])
+        self.listed = False          # list again on the first request: files added since the snapshot count
         self._last_listing = None
+        self._restored = True
 
 
 class FileSourceReader(SourceReader):

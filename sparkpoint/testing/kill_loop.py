@@ -19,7 +19,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Sequence, Union
+from typing import Callable, Optional, Sequence, Union
 
 from sparkpoint.storage.checkpoint_storage import latest_completed
 from sparkpoint.storage.file_systems import storage_options_for
@@ -58,7 +58,8 @@ class KillLoop:
     def __init__(self, job: str, job_args: Sequence[str], checkpoint_dir: Union[Path, str], conf: dict,
                  kills: int, seed: int = 7, min_delay: float = 0.5, max_delay: float = 4.0,
                  fault_share: float = 0.4, cwd: Optional[str] = None, timeout_per_round: float = 600,
-                 start_marker: str = "Job has been submitted", fault_points: Sequence[str] = FAULT_POINTS):
+                 start_marker: str = "Job has been submitted", fault_points: Sequence[str] = FAULT_POINTS,
+                 before_restart: Optional[Callable[[int], None]] = None):
         self.job, self.job_args, self.checkpoint_dir = job, list(job_args), checkpoint_dir
         self.checkpoint_uri = checkpoint_dir.as_uri() if isinstance(checkpoint_dir, Path) else checkpoint_dir
         self.conf = dict(conf)
@@ -69,6 +70,7 @@ class KillLoop:
         self.timeout_per_round = timeout_per_round
         self.start_marker = start_marker  # random kill delays count from the first output line with it
         self.fault_points = tuple(fault_points)   # a fault round kills at one of these (see testing/faults.py)
+        self.before_restart = before_restart      # called with the round number before every round after the first
 
     def _command(self, restore: Optional[str]) -> list[str]:
         return run_command(self.job, self.job_args, self.conf, restore)
@@ -80,6 +82,8 @@ class KillLoop:
         while True:
             restore = latest_completed(self.checkpoint_uri, storage_options=storage_options_for(
                 self.checkpoint_uri, self.conf)) if result.rounds else None
+            if result.rounds and self.before_restart is not None:
+                self.before_restart(result.rounds + 1)
             env = dict(os.environ)
             env.pop("SPARKPOINT_KILL_AT", None)
             delay = None

@@ -1,0 +1,52 @@
+"""The FileSource's re-listing under a kill loop: files keep arriving between crashes.
+
+``tests/e2e/relist_job.py`` (a bounded FileSource, an exactly-once FileSink) runs through ``sparkpoint
+run`` and is SIGKILLed at random moments and at fault points of the checkpoint protocol; before each
+restart from the newest completed checkpoint, new files are added to its input directory. Every line of
+every file ever added must be committed exactly once: the restored source lists the directory again,
+reads what it had not seen, and reads nothing twice.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from sparkpoint.testing.kill_loop import KillLoop, read_committed_lines
+from tests.connectors.test_file_source_relist import write_files
+
+ROOT = Path(__file__).resolve().parents[2]
+JOB = str(ROOT / "tests" / "e2e" / "relist_job.py")
+
+
+def test_files_added_between_kills_are_read_exactly_once(tmp_path):
+    written = write_files(tmp_path / "in", 0, 40, lines=150)   # 6,000 lines at 2 ms: 12 s of work
+    added_after_restores: list[str] = []
+
+    def add_files(round_number: int) -> None:
+        new = write_files(tmp_path / "in", 100 * round_number, 3, lines=150)
+        written.extend(new)
+        added_after_restores.extend(new)
+
+    conf = {
+        "execution.target": "local",
+        "execution.checkpointing.interval": "500 ms",
+        "state.checkpoints.dir": (tmp_path / "ck").as_uri(),
+        "state.checkpoints.num-retained": 2,
+        "execution.checkpointing.externalized-checkpoint-retention": "RETAIN_ON_CANCELLATION",
+        "execution.epoch.max-records": 20,
+        "parallelism.default": 2,
+        "restart-strategy.type": "none",
+        "sparkpoint.local-state-dir": str(tmp_path / "local"),
+    }
+    loop = KillLoop(JOB, ["--input", str(tmp_path / "in"), "--output", str(tmp_path / "out"), "--delay-ms", "2"],
+                    tmp_path / "ck", conf, kills=5, seed=17, min_delay=1.0, max_delay=3.0, fault_share=0.3,
+                    cwd=str(ROOT), start_marker="epoch ", before_restart=add_files)
+    result = loop.run()
+    assert result.kills >= 4, result                                   # the kills really happened
+    assert any(r is not None for r in result.restores[1:]), result.restores   # and rounds restored
+    assert added_after_restores
+    got = Counter(read_committed_lines(tmp_path / "out"))
+    expected = Counter(line.upper() for line in written)
+    assert got == expected, (f"{sum(got.values())} lines committed, {sum(expected.values())} expected; "
+                             f"missing {sum((expected - got).values())}, extra {sum((got - expected).values())}")
