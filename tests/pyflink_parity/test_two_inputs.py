@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 
-from test_parity import recorded, run_job, subtask_and_body
+import pytest
+from test_parity import RECORDED_PARALLELISM, recorded, run_job, subtask_and_body
 
 
 def _per_key(lines: list[str]) -> dict[str, list[str]]:
@@ -24,8 +25,18 @@ def _per_key(lines: list[str]) -> dict[str, list[str]]:
     return dict(keys)
 
 
-def test_two_inputs(monkeypatch, capsys, tmp_path):
-    lines, job = run_job("two_inputs", monkeypatch, capsys, tmp_path)
+def _spark_configuration(tmp_path) -> dict:
+    """The default target (Spark, on the session the ``spark`` fixture started), as ``sparkpoint run``."""
+    return {"parallelism.default": RECORDED_PARALLELISM, "sparkpoint.local-state-dir": str(tmp_path / "local-state")}
+
+
+@pytest.mark.parametrize("target", ["local", pytest.param("spark", marks=pytest.mark.spark)])
+def test_two_inputs(request, monkeypatch, capsys, tmp_path, target):
+    configuration = None
+    if target == "spark":
+        request.getfixturevalue("spark")
+        configuration = _spark_configuration(tmp_path)
+    lines, job = run_job("two_inputs", monkeypatch, capsys, tmp_path, configuration)
     assert Counter(lines) == Counter(recorded("two_inputs"))
     by_hand = ([f"n{n}" for n in job["NUMBERS"]] + [f"w{w}" for w in job["WORDS"]]
                + [str(n) for n in job["NUMBERS"] for _ in range(n)] + [c for w in job["WORDS"] for c in w])
@@ -37,9 +48,14 @@ def test_two_inputs(monkeypatch, capsys, tmp_path):
     assert Counter(lines) == Counter(by_hand)
 
 
-def test_broadcast_rules(monkeypatch, capsys, tmp_path):
+@pytest.mark.parametrize("target", ["local", pytest.param("spark", marks=pytest.mark.spark)])
+def test_broadcast_rules(request, monkeypatch, capsys, tmp_path, target):
     parallelism = 2   # the job's own set_parallelism
-    lines, job = run_job("broadcast_rules", monkeypatch, capsys, tmp_path)
+    configuration = None
+    if target == "spark":
+        request.getfixturevalue("spark")
+        configuration = _spark_configuration(tmp_path)
+    lines, job = run_job("broadcast_rules", monkeypatch, capsys, tmp_path, configuration)
     expected = recorded("broadcast_rules")
     rule_lines = [line for line in lines if "rule " in line]
     assert Counter(rule_lines) == Counter(line for line in expected if "rule " in line)
