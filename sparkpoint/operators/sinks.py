@@ -30,7 +30,6 @@ class SinkOperator(StreamOperator):
                 self.writer.write(values, timestamps)
             except Exception as e:   # a writer's error may name the record it failed on
                 raise self.fail(getattr(e, "record", values[0]), e) from e
-            self.task.counter(self.uid, "numRecordsIn", len(values))
 
     def prepare_commit(self) -> list:
         return self.writer.prepare_commit()

@@ -203,7 +203,12 @@ def exception_entry(error: BaseException, timestamp: int) -> dict:
 # -- metrics: Flink's metric names, values as strings ---------------------------------------
 def _job_metric_values(view: JobView) -> dict[str, str]:
     coordinator = view.master.coordinator
-    values = {"uptime": str(view.duration()), "numRestarts": str(view.master.restarts)}
+    uptime_ms = view.duration()
+    epochs = view.master.output.epochs_run
+    values = {"uptime": str(uptime_ms), "numRestarts": str(view.master.restarts),
+              # sparkpoint's own: epochs completed by this run, and their rate over the job's uptime
+              "numberOfEpochs": str(epochs), "epochsPerSecond": f"{epochs * 1000 / max(uptime_ms, 1):.2f}",
+              "currentEpoch": str(view.master.epoch)}
     if coordinator is not None:
         stats = coordinator.stats
         counts = stats.counts()

@@ -70,12 +70,15 @@ class RestSecurity:
     def scheme(self) -> str:
         return "https" if self.certificate else "http"
 
-    def authorized(self, header: Optional[str]) -> bool:
-        """Whether an ``Authorization`` header carries the token (always, without one)."""
+    def authorized(self, header: Optional[str], cookie: Optional[str] = None) -> bool:
+        """Whether an ``Authorization`` header (or the web UI's cookie) carries the token (always, without one)."""
         if not self.token:
             return True
         given = header[len("Bearer "):] if header and header.startswith("Bearer ") else ""
-        return secrets.compare_digest(given.encode(), self.token.encode())
+        return self.matches(given) or self.matches(cookie)
+
+    def matches(self, token: Optional[str]) -> bool:
+        return bool(self.token) and secrets.compare_digest((token or "").encode(), self.token.encode())  # type: ignore[union-attr]
 
     def check_target(self, path: Optional[str], what: str) -> Optional[str]:
         return check_target(path, self.roots, what)

@@ -178,14 +178,21 @@ class RestServer:
         security = self.security
 
         async def authenticate(request: Any, call_next: Any) -> Any:
-            if not security.authorized(request.headers.get("authorization")):
+            from sparkpoint.rest.web import TOKEN_COOKIE
+
+            ui_login = request.url.path == "/" and "token" in request.query_params   # checked by the page itself
+            if not ui_login and not security.authorized(request.headers.get("authorization"),
+                                                        request.cookies.get(TOKEN_COOKIE)):
                 return _errors(401, "unauthorized: a bearer token (rest.token) is required")
             return await call_next(request)
 
         async def http_error(request: Any, exc: Any) -> Any:
             return _errors(exc.status_code, f"{exc.detail}: {request.method} {request.url.path}")
 
+        from sparkpoint.rest.web import ui_routes
+
         routes = [Route(path, self._endpoint(handler), methods=[method]) for method, path, handler in ROUTES]
+        routes += ui_routes(security)
         return Starlette(routes=routes, middleware=[Middleware(BaseHTTPMiddleware, dispatch=authenticate)],
                          exception_handlers={HTTPException: http_error})
 

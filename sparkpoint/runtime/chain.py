@@ -98,8 +98,10 @@ def _run_operator(nid: int, op: StreamOperator, dep: "TaskDeployment", inputs: I
         return wm
     second = getattr(op, "process_batch2", None)
     order = (2, 1) if getattr(op, "broadcast_first", False) else (1, 2)
+    records_in = 0
     for i in order:
         values, timestamps = _concat(inputs.pending[(nid, i)])
+        records_in += len(values)
         if values:
             process = op.process_batch if i == 1 else second
             if op.routes_failures:
@@ -109,6 +111,11 @@ def _run_operator(nid: int, op: StreamOperator, dep: "TaskDeployment", inputs: I
     wm = op.process_watermark(min_watermark(inputs.watermarks[nid]), out)
     # at end of input (+inf) processing-time timers fire too, so no window is lost
     op.process_processing_time(MAX_WATERMARK if wm == MAX_WATERMARK else dep.processing_time, out)
+    # Flink's operator I/O metrics, for chained operators too (a source counts what it reads itself)
+    if records_in:
+        op.task.counter(op.uid, "numRecordsIn", records_in)
+    if out.values:
+        op.task.counter(op.uid, "numRecordsOut", len(out.values))
     return wm
 
 

@@ -39,6 +39,7 @@ class JobOutput:
         self.subtask_metrics: dict[tuple[str, int], dict[str, int]] = {}   # (uid, subtask) -> counters
         self.collected: list = []
         self.total_in = 0
+        self.epochs_run = 0      # epochs this run of the job completed (epoch numbers go on across restores)
         self.watermarks: dict[tuple[int, int], Optional[int]] = {}
         self._source_uids = {n.effective_uid() for n in plan.source_nodes()}
         self._sink_uids = {plan.uid(nid) for nid, n in plan.nodes.items() if n.kind == "sink"}
@@ -82,6 +83,7 @@ class JobOutput:
         self.total_in += src_records
         out_records = sum(len(v) for r in reports for v in r.printed.values()) + sum(
             m.get("numRecordsIn", 0) for uid, m in epoch_metrics.items() if uid in self._sink_uids)
+        self.epochs_run += 1
         phases: dict[str, float] = {}
         for r in reports:
             for phase, ms in r.phase_ms.items():

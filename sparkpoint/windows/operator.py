@@ -165,7 +165,6 @@ class WindowOperator(KeyedOperator):
         if not values:
             return
         keys = self.keys_of(values)
-        self.task.counter(self.uid, "numRecordsIn", len(values))
         v = None
         try:
             if self.fast_path:

@@ -1,0 +1,221 @@
+"""The web UI in a real browser: headless Chromium loads the pages of a running job's endpoint.
+
+Chromium renders each page (``--dump-dom`` after a virtual-time budget, so the page's requests to the REST
+API complete) and the figures in the DOM, found by their ``data-field`` attributes, must equal the job's own
+declaration (uids, parallelism), a hand count of its input (records in and out), and what the REST API
+answers in the same test (checkpoint counts, history, details per subtask, configuration). Screenshots
+go to ``$SPARKPOINT_TEST_ARTIFACTS/ui`` (default ``test-artifacts/ui`` in the repository).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Optional
+
+import httpx
+import pytest
+
+from tests.rest.job import await_operation, registry_entry, rest_client, wait_for
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parents[2]
+UIDS = ["lines", "pairs", "window-counts", "counts-sink"]   # what tests/rest/job.py declares, in order
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """Debian's chromium, installed with apt-get when missing (the tests run as root)."""
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found is None:
+        done = subprocess.run(["apt-get", "install", "-y", "chromium"], capture_output=True, text=True,
+                              env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"}, timeout=900)
+        found = shutil.which("chromium")
+        assert found, f"chromium is missing and apt-get install -y chromium failed:\n{done.stdout}\n{done.stderr}"
+    return found
+
+
+@pytest.fixture(scope="session")
+def artifacts() -> Path:
+    path = Path(os.environ.get("SPARKPOINT_TEST_ARTIFACTS", ROOT / "test-artifacts")) / "ui"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _chromium(binary: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([binary, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                           "--no-first-run", *args], capture_output=True, text=True, timeout=120)
+
+
+def dump(binary: str, url: str, budget_ms: int = 4000) -> "Page":
+    done = _chromium(binary, f"--virtual-time-budget={budget_ms}", "--dump-dom", url)
+    assert done.returncode == 0 and "<html" in done.stdout, done.stderr[-2000:]
+    page = Page()
+    page.feed(done.stdout)
+    assert page.body.get("data-state") == "ready", f"{url} did not render:\n{done.stdout[:3000]}"
+    return page
+
+
+def screenshot(binary: str, url: str, path: Path) -> None:
+    done = _chromium(binary, "--virtual-time-budget=4000", "--window-size=1400,1000", f"--screenshot={path}", url)
+    assert done.returncode == 0, done.stderr[-2000:]
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000, (path, len(data))
+
+
+class Page(HTMLParser):
+    """The rendered DOM as (attributes of the nearest data-* scope, data-field, text) triples."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.body: dict = {}
+        self.stack: list[dict] = []
+        self.fields: list[tuple[dict, str, str]] = []
+        self._open: list[list] = []
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        a = {k: v or "" for k, v in attrs}
+        if tag == "body":
+            self.body = a
+        scope = dict(self.stack[-1]) if self.stack else {}
+        scope.update({k: v for k, v in a.items() if k.startswith("data-") and k != "data-field"})
+        self.stack.append(scope)
+        self._open.append([a.get("data-field"), ""])
+
+    def handle_endtag(self, tag: str) -> None:
+        if not self.stack:
+            return
+        scope = self.stack.pop()
+        field, text = self._open.pop()
+        if field:
+            self.fields.append((scope, field, text.strip()))
+        if self._open:
+            self._open[-1][1] += text
+
+    def handle_data(self, data: str) -> None:
+        if self._open:
+            self._open[-1][1] += data
+
+    def values(self, field: str, **scope: str) -> list[str]:
+        return [text for s, f, text in self.fields
+                if f == field and all(s.get(f"data-{k}") == v for k, v in scope.items())]
+
+    def value(self, field: str, **scope: str) -> Optional[str]:
+        found = self.values(field, **scope)
+        assert len(found) == 1, (field, scope, found)
+        return found[0]
+
+
+def _base(job_id: str) -> str:
+    entry = registry_entry(job_id)
+    return f"{entry['scheme']}://{entry['address']}:{entry['port']}/"
+
+
+def _everything_read(c: httpx.Client, job) -> dict:
+    def done() -> Optional[dict]:
+        d = c.get(f"/jobs/{job.job_id}").json()
+        lines = next(v for v in d["vertices"] if v["name"] == "lines")
+        return d if lines["metrics"]["write-records"] == len(job.lines) else None
+    return wait_for(done, 60, "every input line read")
+
+
+def test_pages_show_the_jobs_figures(start_job, chromium, artifacts, tmp_path):
+    job = start_job(600, **{"execution.checkpointing.externalized-checkpoint-retention": "RETAIN_ON_CANCELLATION"})
+    jid, base = job.job_id, _base(job.job_id)
+    with rest_client(jid) as c:
+        details = _everything_read(c, job)
+        ids = []
+        for kind in ("FULL", "INCREMENTAL"):
+            r = c.post(f"/jobs/{jid}/checkpoints", json={"checkpointType": kind})
+            ids.append(await_operation(c, f"/jobs/{jid}/checkpoints/{r.json()['request-id']}")
+                       ["operation"]["checkpointId"])
+        r = c.post(f"/jobs/{jid}/savepoints", json={"target-directory": (tmp_path / "savepoints").as_uri()})
+        await_operation(c, f"/jobs/{jid}/savepoints/{r.json()['request-id']}")
+        stats = c.get(f"/jobs/{jid}/checkpoints").json()
+        config = c.get(f"/jobs/{jid}/checkpoints/config").json()
+        vertices = {v["id"]: v for v in details["vertices"]}
+        subtasks = {vid: c.get(f"/jobs/{jid}/checkpoints/details/{ids[-1]}/subtasks/{vid}").json()
+                    for vid in vertices}
+
+    jobs = dump(chromium, base + "#/")
+    assert jobs.value("job-state", job=jid) == "RUNNING" and jobs.value("job-id", job=jid) == jid
+
+    overview = dump(chromium, base + f"#/jobs/{jid}")
+    by_uid = {overview.value("op-uid", vertex=vid): vid for vid in vertices}
+    assert sorted(by_uid) == sorted(UIDS)                                     # the job's own declaration
+    assert sorted(overview.values("graph-uid")) == sorted(f"uid {u}" for u in UIDS)
+    for vid in by_uid.values():
+        assert overview.value("op-parallelism", vertex=vid) == "2" == str(vertices[vid]["parallelism"])
+    n = len(job.lines)                                                        # by hand: every line once
+    assert overview.value("op-records-out", vertex=by_uid["lines"]) == str(n)
+    assert overview.value("op-records-in", vertex=by_uid["pairs"]) == str(n)
+    assert overview.value("op-records-out", vertex=by_uid["pairs"]) == str(n)
+    assert overview.value("op-late-records", vertex=by_uid["window-counts"]).rstrip(".0") in ("", "0")
+    assert float(overview.value("epochs-per-second")) > 0
+
+    history = dump(chromium, base + f"#/jobs/{jid}/checkpoints")
+    counts = stats["counts"]
+    for key, field in (("completed", "count-completed"), ("failed", "count-failed"), ("total", "count-total")):
+        assert history.value(field) == str(counts[key])
+    assert {int(x) for x in history.values("cp-id")} == {h["id"] for h in stats["history"]}
+    for h in stats["history"]:
+        row = {"checkpoint": str(h["id"])}
+        assert history.value("cp-status", **row) == h["status"]
+        assert history.value("cp-state-size", **row) == str(h["state_size"])
+        assert history.value("cp-savepoint", **row) == ("savepoint" if h["is_savepoint"] else "checkpoint")
+    assert history.value("latest-savepoint-path") == stats["latest"]["savepoint"]["external_path"]
+    assert history.value("latest-completed-id") == str(stats["latest"]["completed"]["id"])
+
+    detail = dump(chromium, base + f"#/jobs/{jid}/checkpoints/{ids[-1]}")
+    for vid, sub in subtasks.items():
+        assert detail.value("vx-acks", vertex=vid) == f"{sub['num_acknowledged_subtasks']}/{sub['num_subtasks']}"
+        for s in sub["subtasks"]:
+            assert detail.value("st-state-size", vertex=vid, subtask=str(s["index"])) == str(s["state_size"])
+            assert detail.value("st-sync", vertex=vid, subtask=str(s["index"])) == str(s["checkpoint"]["sync"])
+
+    settings = dump(chromium, base + f"#/jobs/{jid}/config")
+    assert settings.value("cfg-interval") == str(config["interval"]) and settings.value("cfg-mode") == config["mode"]
+    assert settings.value("cfg-delete_on_cancellation") == "false"
+
+    for name, route in (("jobs", "#/"), ("overview", f"#/jobs/{jid}"), ("checkpoints", f"#/jobs/{jid}/checkpoints"),
+                        ("checkpoint", f"#/jobs/{jid}/checkpoints/{ids[-1]}")):
+        screenshot(chromium, base + route, artifacts / f"{name}.png")
+
+
+def test_a_running_job_refreshes_and_a_new_load_shows_new_figures(start_job, chromium):
+    job = start_job(200)
+    jid, base = job.job_id, _base(job.job_id)
+    with rest_client(jid) as c:
+        details = _everything_read(c, job)
+    lines = next(v["id"] for v in details["vertices"] if v["name"] == "lines")
+    first = dump(chromium, base + f"#/jobs/{jid}", budget_ms=7000)
+    assert int(first.body["data-renders"]) >= 3             # polled every 2 s while the job runs
+    assert first.value("op-records-out", vertex=lines) == "200"
+    (job.root / "in" / "part-1.txt").write_text("".join(f"{200_000 + i}\tch-{i % 5}\n" for i in range(50)))
+    with rest_client(jid) as c:
+        wait_for(lambda: next(v for v in c.get(f"/jobs/{jid}").json()["vertices"]
+                              if v["id"] == lines)["metrics"]["write-records"] == 250, 60, "the new file read")
+    assert dump(chromium, base + f"#/jobs/{jid}").value("op-records-out", vertex=lines) == "250"
+
+
+def test_with_a_token_the_page_is_opened_once_with_it_then_runs_on_a_cookie(start_job, chromium):
+    token = "t" * 40
+    job = start_job(50, **{"rest.token": token})
+    jid, base = job.job_id, _base(job.job_id)
+    with httpx.Client(base_url=base, timeout=30) as anonymous:
+        assert anonymous.get("/").status_code == 401
+        assert anonymous.get("/web/app.js").status_code == 401
+        assert anonymous.get("/?token=wrong").status_code == 401
+        login = anonymous.get(f"/?token={token}", follow_redirects=False)
+        assert login.status_code == 303 and login.headers["location"] == "/"
+        cookie = login.headers["set-cookie"].lower()
+        assert "httponly" in cookie and "samesite=strict" in cookie and token in cookie
+        assert anonymous.get("/jobs/overview").status_code == 200       # the cookie now travels
+        assert anonymous.get("/web/app.css").status_code == 200 and anonymous.get("/web/x.js").status_code == 404
+    page = dump(chromium, base + f"?token={token}#/")                  # the browser follows the redirect
+    assert page.value("job-id", job=jid) == jid
+    assert page.values("error") == []
