@@ -100,6 +100,8 @@ class TaskContext:
         self.job_parameters = job_parameters
         self.attempt = attempt
         self.metrics: dict[str, dict[str, int]] = {}
+        self.user_metrics: dict[str, dict[str, Any]] = {}        # uid -> metric id -> metric (metric_group.py)
+        self.metric_totals: dict[str, dict[str, int]] = {}       # uid -> metric id -> total so far (from the driver)
 
     def counter(self, uid: str, name: str, n: int = 1) -> None:
         m = self.metrics.setdefault(uid, {})
@@ -155,29 +157,9 @@ class OperatorRuntimeContext(RuntimeContext):
         return self._keyed(state_descriptor)
 
     def get_metrics_group(self) -> Any:
-        return _MetricGroup(self._op)
+        from sparkpoint.operators.metric_group import OperatorMetricGroup
 
-
-class _MetricGroup:
-    def __init__(self, op: "StreamOperator"):
-        self._op = op
-
-    def counter(self, name: str) -> "_Counter":
-        return _Counter(self._op, name)
-
-    def add_group(self, name: str, extra: Optional[str] = None) -> "_MetricGroup":
-        return self
-
-
-class _Counter:
-    def __init__(self, op: "StreamOperator", name: str):
-        self._op, self._name = op, name
-
-    def inc(self, n: int = 1) -> None:
-        self._op.task.counter(self._op.uid, self._name, n)
-
-    def dec(self, n: int = 1) -> None:
-        self._op.task.counter(self._op.uid, self._name, -n)
+        return OperatorMetricGroup(self._op)
 
 
 class _InitContext:

@@ -201,7 +201,7 @@ def exception_entry(error: BaseException, timestamp: int) -> dict:
 
 
 # -- metrics: Flink's metric names, values as strings ---------------------------------------
-def _job_metric_values(view: JobView) -> dict[str, str]:
+def job_metric_values(view: JobView) -> dict[str, str]:
     coordinator = view.master.coordinator
     uptime_ms = view.duration()
     epochs = view.master.output.epochs_run
@@ -236,10 +236,10 @@ def _pick(values: dict[str, str], get: Optional[str]) -> list[dict]:
 
 def job_metrics(view: JobView, get: Optional[str]) -> list[dict]:
     """``GET /jobs/:jid/metrics``."""
-    return _pick(_job_metric_values(view), get)
+    return _pick(job_metric_values(view), get)
 
 
-def _subtask_values(view: JobView, vid: str) -> dict[int, dict[str, float]]:
+def subtask_values(view: JobView, vid: str) -> dict[int, dict[str, float]]:
     _, node, par = find_vertex(view, vid)
     output = view.master.output
     out: dict[int, dict[str, float]] = {}
@@ -249,25 +249,35 @@ def _subtask_values(view: JobView, vid: str) -> dict[int, dict[str, float]]:
         out[i] = {"numRecordsIn": counters.get("numRecordsIn", 0), "numRecordsOut": counters.get("numRecordsOut", 0),
                   "numLateRecordsDropped": counters.get("numLateRecordsDropped", 0),
                   "currentInputWatermark": wm if wm is not None else MIN_WATERMARK}
+        # user metrics under Flink's operator scope: <operator name>.<group>.<name>
+        for mid, value in output.user_metrics.figures(node.effective_uid(), i).items():
+            out[i][f"{node.name}.{mid}"] = value
     return out
+
+
+def _metric_text(value: Any) -> str:
+    """A metric value as Flink's REST API writes it: a string, integral numbers without a fraction."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
+        return str(int(value))
+    return str(value)
 
 
 def vertex_metrics(view: JobView, vid: str, get: Optional[str]) -> list[dict]:
     """``GET /jobs/:jid/vertices/:vid/metrics``: ``<subtask>.<metric>`` ids."""
-    values = {f"{i}.{k}": str(int(v)) for i, m in _subtask_values(view, vid).items() for k, v in m.items()}
+    values = {f"{i}.{k}": _metric_text(v) for i, m in subtask_values(view, vid).items() for k, v in m.items()}
     return _pick(values, get)
 
 
 def vertex_watermarks(view: JobView, vid: str) -> list[dict]:
     """``GET /jobs/:jid/vertices/:vid/watermarks``."""
-    return [{"id": f"{i}.currentInputWatermark", "value": str(int(m["currentInputWatermark"]))}
-            for i, m in _subtask_values(view, vid).items()]
+    return [{"id": f"{i}.currentInputWatermark", "value": _metric_text(m["currentInputWatermark"])}
+            for i, m in subtask_values(view, vid).items()]
 
 
 def subtask_metrics(view: JobView, vid: str, get: Optional[str], agg: Optional[str]) -> list[dict]:
     """``GET /jobs/:jid/vertices/:vid/subtasks/metrics``: min, max, avg, sum over the subtasks."""
-    per = list(_subtask_values(view, vid).values())
-    names = sorted(per[0]) if per else []
+    per = list(subtask_values(view, vid).values())
+    names = sorted({k for m in per for k in m})
     if not get:
         return [{"id": k} for k in names]
     kinds = [a.strip() for a in (agg or "min,max,avg,sum").split(",") if a.strip() in ("min", "max", "avg", "sum")]
@@ -275,7 +285,9 @@ def subtask_metrics(view: JobView, vid: str, get: Optional[str], agg: Optional[s
     for k in (g.strip() for g in get.split(",")):
         if k not in names:
             continue
-        vals = [m[k] for m in per]
+        vals = [m[k] for m in per if isinstance(m.get(k), (int, float))]
+        if not vals:
+            continue
         figures = {"min": min(vals), "max": max(vals), "avg": sum(vals) / len(vals), "sum": sum(vals)}
         out.append({"id": k, **{a: float(figures[a]) for a in kinds}})
     return out

@@ -26,6 +26,8 @@ __all__ = ["JobListener", "CallbackEpochListener", "listeners_from_config", "RES
 logger = logging.getLogger(__name__)
 
 REST_LISTENER_FACTORY = "sparkpoint.rest.listener:RestJobListener"
+PROMETHEUS_REPORTER_FACTORY = "sparkpoint.rest.prometheus:PrometheusReporter"
+_PROMETHEUS_FACTORY_CLASS = "org.apache.flink.metrics.prometheus.PrometheusReporterFactory"
 
 
 class JobListener:
@@ -74,6 +76,11 @@ def listeners_from_config(config: Any, job: Any) -> list[JobListener]:
     names = list(names)
     if config.get_boolean("rest.enabled", False) and REST_LISTENER_FACTORY not in names:
         names.insert(0, REST_LISTENER_FACTORY)
+    # metrics.reporter.prom.port (or Flink's reporter factory class) adds the Prometheus reporter
+    prometheus = (config.get("metrics.reporter.prom.port") not in (None, "")
+                  or str(config.get("metrics.reporter.prom.factory.class") or "") == _PROMETHEUS_FACTORY_CLASS)
+    if prometheus and PROMETHEUS_REPORTER_FACTORY not in names:
+        names.append(PROMETHEUS_REPORTER_FACTORY)
     return [_load(name)(job) for name in names]
 
 

@@ -381,6 +381,9 @@ class JobMaster:
                     drain=drain,
                 )
                 for nid in stage.nodes:
+                    totals = self.output.metric_totals(self.plan.uid(nid), i)
+                    if totals:
+                        dep.metric_totals[self.plan.uid(nid)] = totals
                     if (nid, i) in self.operator_states:
                         dep.operator_states[nid] = self.operator_states[(nid, i)]
                     if nid in assignments:

@@ -14,6 +14,7 @@ from sparkpoint.runtime.graph import JobPlan
 from sparkpoint.common.printing import format_record
 from sparkpoint.runtime.results import EpochStats
 from sparkpoint.runtime.task import TaskReport
+from sparkpoint.runtime.user_metrics import UserMetrics
 
 __all__ = ["JobOutput", "sum_metrics"]
 
@@ -40,6 +41,7 @@ class JobOutput:
         self.collected: list = []
         self.total_in = 0
         self.epochs_run = 0      # epochs this run of the job completed (epoch numbers go on across restores)
+        self.user_metrics = UserMetrics()
         self.watermarks: dict[tuple[int, int], Optional[int]] = {}
         self._source_uids = {n.effective_uid() for n in plan.source_nodes()}
         self._sink_uids = {plan.uid(nid) for nid, n in plan.nodes.items() if n.kind == "sink"}
@@ -59,8 +61,13 @@ class JobOutput:
             for nid, wm in r.watermarks.items():
                 prev = self.watermarks.get((nid, r.subtask))
                 self.watermarks[(nid, r.subtask)] = wm if wm is not None else prev
+        self.user_metrics.take(reports)
         self.emit_printed(reports)
         return epoch_metrics
+
+    def metric_totals(self, uid: str, subtask: int) -> dict[str, int]:
+        """The user counters' and meters' counts of one operator subtask, for its next task."""
+        return self.user_metrics.totals(uid, subtask)
 
     def emit_printed(self, reports: list[TaskReport]) -> None:
         for r in sorted(reports, key=lambda r: (r.stage_id, r.subtask)):

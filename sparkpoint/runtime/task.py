@@ -40,6 +40,7 @@ from sparkpoint.runtime.exchange import encode_blob, hash_partition
 from sparkpoint.runtime.working_state import drop_older_attempts, working_dir
 from sparkpoint.runtime.graph import BROADCAST, CUSTOM, GLOBAL, HASH, JobPlan, StagePlan
 from sparkpoint.operators.keyed import KeyedOperator
+from sparkpoint.operators.metric_group import report_user_metrics
 from sparkpoint.operators.base import Output, StreamOperator, TaskContext
 from sparkpoint.operators.sinks import PrintOperator, SinkOperator
 from sparkpoint.state.backend_loader import load_state_backend
@@ -74,6 +75,7 @@ class TaskDeployment:
     max_records: int = 100_000
     max_bytes: int = 32 * 1024 * 1024
     drain: bool = False                    # stop --drain: sources read no more and end event time (+inf)
+    metric_totals: dict[str, dict[str, int]] = field(default_factory=dict)  # uid -> user counter/meter totals
 
 
 @dataclass
@@ -100,6 +102,7 @@ class TaskReport:
     state_rebuild_ms: Optional[float] = None  # the working state was not where the task ran: rebuilt, in ms
     changelog_bytes: int = 0
     phase_ms: dict[str, float] = field(default_factory=dict)  # where the task's time went (see PHASES)
+    user_metrics: dict[str, dict[str, tuple]] = field(default_factory=dict)  # uid -> id -> (kind, value)
 
 
 #: The phases of a task's time in ``TaskReport.phase_ms``: operators built, state restored and opened; upstream
@@ -120,6 +123,7 @@ def run_task(plan: JobPlan, stage_id: int, subtask: int, dep: TaskDeployment,
     task = TaskContext(job_id=dep.job_id, job_name=plan.job_name, stage_id=stage_id, subtask_index=subtask,
                        parallelism=stage.parallelism, max_parallelism=plan.max_parallelism, epoch=dep.epoch,
                        processing_time=dep.processing_time, job_parameters=plan.job_parameters)
+    task.metric_totals = dep.metric_totals
     report = TaskReport(stage_id=stage_id, subtask=subtask, epoch=dep.epoch, location=location)
     # Step 1. Operators and their state.
     kg_range = compute_key_group_range_for_operator_index(plan.max_parallelism, stage.parallelism, subtask)
@@ -154,6 +158,7 @@ def run_task(plan: JobPlan, stage_id: int, subtask: int, dep: TaskDeployment,
         _dispose_keyed_backends(ops)  # a retry in this worker must be able to open the databases again
         raise
     report.metrics = task.metrics
+    report.user_metrics = report_user_metrics(task.user_metrics)
     report.records_out = sum(len(o.values) for o in outputs.values())
     report.duration_ms = (time.perf_counter() - started) * 1000  # updated after encoding, below
     reports = [report] + inputs.forwarded

@@ -1,0 +1,126 @@
+"""User metrics of a running operator: PyFlink's ``MetricGroup`` for one operator in one task.
+
+A metric is identified by its group path and name (``mygroup.mycounter``; a key/value group
+``add_group("k", "v")`` adds both, ``k.v``). During a task its values live here; the task's
+report carries them to the driver (:func:`report_user_metrics`), which combines them over
+epochs and subtasks (:class:`~sparkpoint.runtime.job_output.JobOutput`): counters and meter
+counts add up, a gauge keeps its latest value, distributions merge their count, sum, min and
+max. ``get_count()`` answers the total so far: the driver hands each task the totals of its
+subtask (``TaskContext.metric_totals``). Metrics are not part of checkpoints, as in Flink.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+from sparkpoint.metrics import Counter, Distribution, Meter, MetricGroup
+
+if TYPE_CHECKING:
+    from sparkpoint.operators.base import StreamOperator
+
+__all__ = ["OperatorMetricGroup", "report_user_metrics"]
+
+
+class _Counter(Counter):
+    kind = "counter"
+
+    def __init__(self, base: int):
+        self.base, self.delta = base, 0
+
+    def inc(self, n: int = 1) -> None:
+        self.delta += n
+
+    def dec(self, n: int = 1) -> None:
+        self.delta -= n
+
+    def get_count(self) -> int:
+        return self.base + self.delta
+
+    def report(self) -> Any:
+        return self.delta
+
+
+class _Meter(Meter):
+    kind = "meter"
+
+    def __init__(self, base: int, time_span_in_seconds: int):
+        self.base, self.delta, self.span = base, 0, time_span_in_seconds
+
+    def mark_event(self, value: int = 1) -> None:
+        self.delta += value
+
+    def get_count(self) -> int:
+        return self.base + self.delta
+
+    def report(self) -> Any:
+        return (self.delta, self.span)
+
+
+class _Distribution(Distribution):
+    kind = "distribution"
+
+    def __init__(self) -> None:
+        self.count, self.sum = 0, 0
+        self.min: Optional[int] = None
+        self.max: Optional[int] = None
+
+    def update(self, value: int) -> None:
+        self.count += 1
+        self.sum += value
+        self.min = value if self.min is None else min(self.min, value)
+        self.max = value if self.max is None else max(self.max, value)
+
+    def report(self) -> Any:
+        return (self.count, self.sum, self.min, self.max)
+
+
+class _Gauge:
+    kind = "gauge"
+
+    def __init__(self, obj: Callable[[], Any], what: str):
+        self.obj, self.what = obj, what
+
+    def report(self) -> Any:
+        try:
+            return self.obj()
+        except Exception as e:  # noqa: BLE001 - a failing gauge must not fail the task
+            return f"<gauge {self.what} failed: {type(e).__name__}: {e}>"
+
+
+class OperatorMetricGroup(MetricGroup):
+    """The metric group of one operator in one task (``scope``: the group path)."""
+
+    def __init__(self, op: "StreamOperator", scope: tuple[str, ...] = ()):
+        self._op = op
+        self._scope = scope
+
+    def add_group(self, name: str, extra: Optional[str] = None) -> "OperatorMetricGroup":
+        return OperatorMetricGroup(self._op, self._scope + ((str(name),) if extra is None else (str(name), str(extra))))
+
+    def _register(self, name: str, make: Callable[[str], Any]) -> Any:
+        metric_id = ".".join(self._scope + (str(name),))
+        registry = self._op.task.user_metrics.setdefault(self._op.uid, {})
+        metric = registry.get(metric_id)
+        if metric is None:
+            metric = registry[metric_id] = make(metric_id)
+        return metric
+
+    def _base(self, metric_id: str) -> int:
+        return int(self._op.task.metric_totals.get(self._op.uid, {}).get(metric_id, 0))
+
+    def counter(self, name: str) -> Counter:
+        return self._register(name, lambda mid: _Counter(self._base(mid)))
+
+    def gauge(self, name: str, obj: Callable[[], int]) -> None:
+        self._register(name, lambda mid: _Gauge(obj, mid))
+
+    def meter(self, name: str, time_span_in_seconds: int = 60) -> Meter:
+        return self._register(name, lambda mid: _Meter(self._base(mid), time_span_in_seconds))
+
+    def distribution(self, name: str) -> Distribution:
+        return self._register(name, lambda mid: _Distribution())
+
+
+def report_user_metrics(user_metrics: dict[str, dict[str, Any]]) -> dict[str, dict[str, tuple[str, Any]]]:
+    """``{uid: {metric id: (kind, value)}}`` of a task's user metrics, for its report."""
+    return {uid: {mid: (m.kind, m.report()) for mid, m in metrics.items()} for uid, metrics in user_metrics.items()}

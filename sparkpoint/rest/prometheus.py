@@ -1,0 +1,125 @@
+"""A Prometheus endpoint for a running job (Flink's ``PrometheusReporter``), on prometheus_client.
+
+Started with the job when ``metrics.reporter.prom.port`` is set (a port, or a range
+``9250-9260``: the first free one), or when ``metrics.reporter.prom.factory.class`` names
+Flink's ``org.apache.flink.metrics.prometheus.PrometheusReporterFactory``. It listens on
+``metrics.reporter.prom.host`` (default ``127.0.0.1``) and serves ``/metrics``, computed at
+each scrape, with Flink's names and labels:
+
+- job scope: ``flink_jobmanager_job_<metric>{job_id, job_name}`` for ``uptime``,
+  ``numRestarts``, ``numberOfCompletedCheckpoints``, ``numberOfFailedCheckpoints``,
+  ``numberOfInProgressCheckpoints``, ``totalNumberOfCheckpoints``, ``lastCheckpointDuration``,
+  ``lastCheckpointSize``, ``lastCheckpointFullSize``, ``lastCheckpointRestoreTimestamp``
+  (and sparkpoint's ``numberOfEpochs``, ``epochsPerSecond``);
+- operator scope: ``flink_taskmanager_job_task_operator_<metric>{job_id, job_name, task_name,
+  operator_name, operator_id, subtask_index}`` for ``numRecordsIn``, ``numRecordsOut``,
+  ``numLateRecordsDropped``, ``currentInputWatermark`` and every user metric, its group path
+  joined with ``_`` (``mygroup.mycounter`` -> ``..._operator_mygroup_mycounter``).
+
+The reporter stops with the job.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any, Iterator, Optional
+
+from sparkpoint.errors import ConfigurationError
+from sparkpoint.rest.job_json import JobView, job_metric_values, now_ms, subtask_values
+from sparkpoint.runtime.job_listener import JobListener
+
+__all__ = ["PrometheusReporter", "PROMETHEUS_FACTORY_CLASS", "port_candidates"]
+
+logger = logging.getLogger(__name__)
+
+PROMETHEUS_FACTORY_CLASS = "org.apache.flink.metrics.prometheus.PrometheusReporterFactory"
+_JOB_NUMERIC = ("uptime", "numRestarts", "numberOfCompletedCheckpoints", "numberOfFailedCheckpoints",
+                "numberOfInProgressCheckpoints", "totalNumberOfCheckpoints", "lastCheckpointDuration",
+                "lastCheckpointSize", "lastCheckpointFullSize", "lastCheckpointRestoreTimestamp", "numberOfEpochs",
+                "epochsPerSecond")
+_UNSAFE = re.compile(r"[^a-zA-Z0-9_:]")
+
+
+def port_candidates(value: Any) -> list[int]:
+    """The ports of ``metrics.reporter.prom.port``: ``9249``, or a range ``9250-9260`` (Flink's forms)."""
+    text = str(value).strip()
+    low, sep, high = text.partition("-")
+    try:
+        first, last = int(low), int(high) if sep else int(low)
+    except ValueError:
+        raise ConfigurationError(
+            f"metrics.reporter.prom.port: {text!r} is not a port or a range like 9250-9260") from None
+    if not 0 <= first <= last <= 65535:
+        raise ConfigurationError(f"metrics.reporter.prom.port: {text!r} is not a port range within 0-65535")
+    return list(range(first, last + 1))
+
+
+class _Collector:
+    """Builds the metric families from the job at scrape time."""
+
+    def __init__(self, view: JobView):
+        self.view = view
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import GaugeMetricFamily
+
+        master = self.view.master
+        labels = {"job_id": master.job_id, "job_name": master.plan.job_name}
+        for name, value in job_metric_values(self.view).items():
+            if name in _JOB_NUMERIC:
+                job_family = GaugeMetricFamily(f"flink_jobmanager_job_{name}", f"Flink's job metric {name}",
+                                               labels=list(labels))
+                job_family.add_metric(list(labels.values()), float(value))
+                yield job_family
+        families: dict[str, Any] = {}
+        names = ["job_id", "job_name", "task_name", "operator_name", "operator_id", "subtask_index"]
+        for vid, node, _ in self.view.vertices():
+            for subtask, values in subtask_values(self.view, vid).items():
+                for key, figure in values.items():
+                    metric = key[len(node.name) + 1:] if key.startswith(node.name + ".") else key
+                    if not isinstance(figure, (int, float)) or isinstance(figure, bool):
+                        continue
+                    full = "flink_taskmanager_job_task_operator_" + _UNSAFE.sub("_", metric.replace(".", "_"))
+                    family = families.get(full)
+                    if family is None:
+                        family = families[full] = GaugeMetricFamily(full, f"operator metric {metric}", labels=names)
+                    family.add_metric([master.job_id, master.plan.job_name, node.name, node.name, vid, str(subtask)],
+                                      float(figure))
+        yield from families.values()
+
+
+class PrometheusReporter(JobListener):
+    """Serves the job's metrics to Prometheus while it runs."""
+
+    def __init__(self, job: Any):
+        self.job = job
+        self.view = JobView(job, {job.status.name: now_ms()})
+        self.server: Any = None
+        self.port: Optional[int] = None
+
+    def on_job_started(self, job: Any) -> None:
+        from prometheus_client import CollectorRegistry, start_http_server
+
+        config = job.config
+        host = config.get_string("metrics.reporter.prom.host") or "127.0.0.1"
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(_Collector(self.view))  # type: ignore[arg-type]
+        errors = []
+        for port in port_candidates(config.get("metrics.reporter.prom.port") or 9249):
+            try:
+                self.server, _ = start_http_server(port, addr=host, registry=registry)
+                self.port = self.server.server_port
+                break
+            except OSError as e:
+                errors.append(f"{port}: {e}")
+        if self.server is None:
+            raise ConfigurationError(f"the Prometheus reporter could not listen on {host} ({'; '.join(errors)})")
+        logger.info("Prometheus metrics of job %s on http://%s:%d/metrics", job.job_id, host, self.port)
+
+    def on_job_ended(self, job: Any) -> None:
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
+            self.server = None
+

@@ -1,0 +1,89 @@
+"""The driver's side of user metrics: every operator subtask's metrics, combined over epochs.
+
+Tasks report ``{uid: {metric id: (kind, value)}}`` (:mod:`sparkpoint.operators.metric_group`).
+Per operator subtask: a counter and a meter's count add up; a gauge keeps its latest value; a
+distribution merges count, sum, min and max; a meter's rate is events per second over its time
+span (Flink's ``MeterView``), from the counts at the ends of the epochs in that span.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from typing import Any, Optional
+
+__all__ = ["UserMetrics"]
+
+
+class UserMetrics:
+    """User metrics of one job's operators, by ``(uid, subtask)`` and metric id."""
+
+    def __init__(self) -> None:
+        self.kinds: dict[tuple[str, str], str] = {}                 # (uid, id) -> kind
+        self.values: dict[tuple[str, int], dict[str, Any]] = {}     # (uid, subtask) -> id -> combined value
+        self._meters: dict[tuple[str, int, str], deque] = {}        # -> (time, count) at epoch ends
+
+    def take(self, reports: list, now_s: Optional[float] = None) -> None:
+        now_s = time.time() if now_s is None else now_s
+        for r in reports:
+            for uid, metrics in getattr(r, "user_metrics", {}).items():
+                current = self.values.setdefault((uid, r.subtask), {})
+                for mid, (kind, value) in metrics.items():
+                    self.kinds[(uid, mid)] = kind
+                    current[mid] = _combine(kind, current.get(mid), value)
+                    if kind == "meter":
+                        history = self._meters.setdefault((uid, r.subtask, mid), deque())
+                        history.append((now_s, current[mid][0]))
+                        while len(history) > 2 and history[1][0] <= now_s - current[mid][1]:
+                            history.popleft()
+
+    def totals(self, uid: str, subtask: int) -> dict[str, int]:
+        """The counts so far of the counters and meters of one operator subtask (for ``get_count()``)."""
+        out = {}
+        for mid, value in self.values.get((uid, subtask), {}).items():
+            kind = self.kinds[(uid, mid)]
+            if kind == "counter":
+                out[mid] = value
+            elif kind == "meter":
+                out[mid] = value[0]
+        return out
+
+    def figures(self, uid: str, subtask: int) -> dict[str, Any]:
+        """``{metric id: number}`` of one operator subtask as reported: a meter as its rate per second (and
+        ``<id>_count``), a distribution as ``<id>_count``, ``_sum``, ``_min``, ``_max`` and ``_mean``."""
+        out: dict[str, Any] = {}
+        for mid, value in self.values.get((uid, subtask), {}).items():
+            kind = self.kinds[(uid, mid)]
+            if kind == "meter":
+                out[mid] = self.rate(uid, subtask, mid)
+                out[f"{mid}_count"] = value[0]
+            elif kind == "distribution":
+                count, total, low, high = value
+                out.update({f"{mid}_count": count, f"{mid}_sum": total, f"{mid}_min": low, f"{mid}_max": high,
+                            f"{mid}_mean": total / count if count else None})
+            else:
+                out[mid] = value
+        return out
+
+    def rate(self, uid: str, subtask: int, mid: str) -> float:
+        history = self._meters.get((uid, subtask, mid))
+        if not history or len(history) < 2:
+            return 0.0
+        (t0, c0), (t1, c1) = history[0], history[-1]
+        return (c1 - c0) / (t1 - t0) if t1 > t0 else 0.0
+
+
+def _combine(kind: str, old: Any, new: Any) -> Any:
+    if kind == "counter":
+        return (old or 0) + new
+    if kind == "meter":
+        return ((old[0] if old else 0) + new[0], new[1])
+    if kind == "distribution":
+        if not old or not old[0]:
+            return tuple(new)
+        if not new[0]:
+            return old
+        return (old[0] + new[0], old[1] + new[1], min(old[2], new[2]), max(old[3], new[3]))
+    # a gauge: the latest value; None (a function opened again in a new epoch that has seen nothing yet: function
+    # objects live for one task) keeps the last one reported
+    return old if new is None else new
