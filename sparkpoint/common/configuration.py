@@ -1,19 +1,23 @@
 """``Configuration``: flink-conf keys and values, as in ``pyflink.common.Configuration``.
 
 Values are kept as given (strings from YAML or ``-D`` are parsed on read by the typed
-getters), so a key set from code, from ``--conf FILE.yaml`` or ``-D key=value`` reads
-the same.
+getters), so a key set from code, from a config file or ``-D key=value`` reads the same.
+Flink 2.x and 1.x spellings of one setting are one key (:mod:`sparkpoint.common.config_keys`).
 """
 
 from __future__ import annotations
 
 import builtins
 
+import logging
+import re
 from typing import Any, Iterator, Mapping, Optional
 
-import re
+from sparkpoint.common.config_keys import ALIASES, PREFERRED
 
 __all__ = ["Configuration", "DEFAULT_MAX_PARALLELISM", "parse_duration_ms", "parse_memory_bytes"]
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_PARALLELISM = 128
 """Flink's default max parallelism (``pipeline.max-parallelism``): the number of key groups."""
@@ -54,50 +58,56 @@ class Configuration:
 
     def __init__(self, other: "Optional[Configuration | Mapping[str, Any]]" = None, j_configuration: Any = None):
         self._data: dict[str, Any] = {}
+        self._preferred: set[str] = set()   # keys whose value came from the Flink 2.x spelling
         if other is not None:
-            self._data.update(other.to_dict() if isinstance(other, Configuration) else dict(other))
+            for k, v in (other.to_dict() if isinstance(other, Configuration) else dict(other)).items():
+                self.set(k, v)
 
     def set_string(self, key: str, value: str) -> "Configuration":
-        self._data[key] = value
-        return self
+        return self.set(key, value)
 
     def set(self, key: str, value: Any) -> "Configuration":
-        self._data[key] = value
+        read = ALIASES.get(key, key)
+        if read != key or key in PREFERRED:
+            if key in PREFERRED:
+                self._preferred.add(read)
+            elif read in self._preferred and self._data.get(read) != value:
+                logger.warning("configuration: %r = %r is ignored: the Flink 2.x spelling of the setting was "
+                               "given too, and wins (%r)", key, value, self._data.get(read))
+                return self
+        self._data[read] = value
         return self
 
     def set_integer(self, key: str, value: int) -> "Configuration":
-        self._data[key] = int(value)
-        return self
+        return self.set(key, int(value))
 
     set_long = set_integer
 
     def set_boolean(self, key: str, value: bool) -> "Configuration":
-        self._data[key] = bool(value)
-        return self
+        return self.set(key, bool(value))
 
     def set_float(self, key: str, value: float) -> "Configuration":
-        self._data[key] = float(value)
-        return self
+        return self.set(key, float(value))
 
     def get_string(self, key: str, default_value: Optional[str] = None) -> Optional[str]:
-        v = self._data.get(key, default_value)
+        v = self._data.get(ALIASES.get(key, key), default_value)
         return None if v is None else str(v)
 
     def get(self, key: str, default: Any = None) -> Any:
-        return self._data.get(key, default)
+        return self._data.get(ALIASES.get(key, key), default)
 
     def get_integer(self, key: str, default_value: int = 0) -> int:
-        v = self._data.get(key)
+        v = self.get(key)
         return default_value if v is None else int(v)
 
     get_long = get_integer
 
     def get_float(self, key: str, default_value: float = 0.0) -> float:
-        v = self._data.get(key)
+        v = self.get(key)
         return default_value if v is None else float(v)
 
     def get_boolean(self, key: str, default_value: bool = False) -> bool:
-        v = self._data.get(key)
+        v = self.get(key)
         if v is None:
             return default_value
         if isinstance(v, str):
@@ -105,19 +115,19 @@ class Configuration:
         return bool(v)
 
     def get_duration_ms(self, key: str, default_ms: Optional[int] = None) -> Optional[int]:
-        v = self._data.get(key)
+        v = self.get(key)
         return default_ms if v is None else parse_duration_ms(v)
 
     def contains_key(self, key: str) -> bool:
-        return key in self._data
+        return ALIASES.get(key, key) in self._data
 
     def remove_config(self, key: str) -> bool:
-        return self._data.pop(key, None) is not None
+        return self._data.pop(ALIASES.get(key, key), None) is not None
 
     def add_all(self, other: "Configuration | Mapping[str, Any]", prefix: Optional[str] = None) -> "Configuration":
         items = other.to_dict() if isinstance(other, Configuration) else dict(other)
         for k, v in items.items():
-            self._data[(prefix or "") + k] = v
+            self.set((prefix or "") + k, v)
         return self
 
     def key_set(self) -> "builtins.set[str]":
@@ -130,7 +140,7 @@ class Configuration:
         return iter(self._data)
 
     def __contains__(self, key: str) -> bool:
-        return key in self._data
+        return ALIASES.get(key, key) in self._data
 
     def __repr__(self) -> str:
         return f"Configuration({self._data!r})"

@@ -43,6 +43,7 @@ from sparkpoint.runtime.job_listener import CallbackEpochListener, JobListener, 
 from sparkpoint.runtime.job_output import JobOutput
 from sparkpoint.runtime.job_status import JobStatus, JobStatusMachine
 from sparkpoint.runtime.record_origin import locate_failed_record
+from sparkpoint.common.config_keys import warn_unknown_keys
 from sparkpoint.runtime.changelog import StateChangelog, changelog_from_config
 from sparkpoint.runtime.restore import assign_keyed_state, assign_state
 from sparkpoint.runtime.results import EpochStats, JobExecutionResult, SavepointRequest
@@ -79,6 +80,7 @@ class JobMaster:
                  on_epoch: Optional[Callable[[EpochStats], None]] = None, out: Any = None):
         self.plan = plan
         self.config = config
+        warn_unknown_keys(config.key_set())   # a misspelt key would otherwise be ignored silently
         configure_file_systems(config)   # s3.* keys: endpoint and credentials of checkpoint storage, changelog
         self.executor = executor
         self.job_id = job_id or new_job_id()
