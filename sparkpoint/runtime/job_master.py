@@ -47,7 +47,7 @@ from sparkpoint.common.config_keys import warn_unknown_keys
 from sparkpoint.runtime.changelog import StateChangelog, changelog_from_config
 from sparkpoint.runtime.restore import assign_keyed_state, assign_state
 from sparkpoint.runtime.results import EpochStats, JobExecutionResult, SavepointRequest
-from sparkpoint.runtime.savepoints import SavepointRequests
+from sparkpoint.runtime.savepoints import SavepointRequests, dispose_claimed, restore_mode
 from sparkpoint.runtime.sink_committer import SinkCommitter, check_sinks
 from sparkpoint.runtime.sink_output import prepare_sink_outputs
 from sparkpoint.runtime.source_coordinator import SourceCoordinator
@@ -106,6 +106,7 @@ class JobMaster:
         check_sinks(plan, self.checkpointing.interval_ms if self.checkpointing.enabled else None,
                     self.checkpointing.exactly_once)
         self.savepoints = SavepointRequests(config.get_string("state.savepoints.dir"))
+        self.claimed: Optional[str] = None   # restore mode CLAIM: the restored snapshot, until subsumed
         self.failover = Failover(self.job_id, config, self.checkpointing.enabled)
         if on_epoch is not None:
             self.add_listener(CallbackEpochListener(on_epoch))
@@ -266,6 +267,7 @@ class JobMaster:
         if restored is not None:
             self.restore(restored, self.config.get_boolean("execution.savepoint.ignore-unclaimed-state"))
             self.failover.started_from = restored  # a failure before the first checkpoint restarts from it
+            self.claimed = restored.location if restore_mode(self.config) == "CLAIM" else None
         prepare_sink_outputs(self.plan, self.job_id, self.config, restored)
 
     def restore(self, restored: RestoredCheckpoint, allow_non_restored: bool = False) -> None:
@@ -340,6 +342,9 @@ class JobMaster:
                     RestoredCheckpoint(completed.location, completed.metadata, {},
                                        coordinator.storage.storage_options), self.plan))
             self.notify_next.append(completed.checkpoint_id)
+            if self.claimed and not completed.is_savepoint:   # CLAIM: the job's own checkpoint subsumes it
+                dispose_claimed(self.claimed)
+                self.claimed = None
             self.savepoints.on_completed(completed.checkpoint_id, completed.location)
             self._notify("on_checkpoint_completed", completed)
         aborted = sorted(self.sink_committer.covering() - set(coordinator.pending))

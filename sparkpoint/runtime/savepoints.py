@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
-from typing import Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 from sparkpoint.runtime.results import SavepointRequest
 
@@ -98,6 +98,31 @@ class SavepointRequests:
     def has_in_flight(self) -> bool:
         with self._lock:
             return bool(self._in_flight)
+
+
+RESTORE_MODES = ("CLAIM", "NO_CLAIM", "LEGACY")
+
+
+def restore_mode(config: Any) -> str:
+    """``execution.state-recovery.claim-mode`` (1.x ``execution.savepoint-restore-mode``); Flink's default NO_CLAIM."""
+    mode = str(config.get("execution.savepoint-restore-mode") or "NO_CLAIM").strip().upper()
+    if mode not in RESTORE_MODES:
+        from sparkpoint.errors import ConfigurationError
+
+        raise ConfigurationError(f"execution.state-recovery.claim-mode: {mode!r} is not one of "
+                                 f"{', '.join(RESTORE_MODES)}")
+    return mode
+
+
+def dispose_claimed(location: str) -> None:
+    """CLAIM: the restored snapshot's own directory goes once the job has a checkpoint of its own (its files were
+    copied into the job's directory by then; another job's shared files stay, other checkpoints may use them)."""
+    import fsspec
+
+    fs, p = fsspec.core.url_to_fs(location)
+    if fs.exists(p):
+        fs.rm(p, recursive=True)
+        logger.info("restore mode CLAIM: the restored snapshot %s is subsumed and deleted", location)
 
 
 def dispose_savepoint(path: str) -> str:

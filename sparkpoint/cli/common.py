@@ -1,0 +1,104 @@
+"""What the ``sparkpoint`` commands share: ``-D`` and config-file parsing, the progress display, failure output."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+import click
+
+from sparkpoint.common.config_file import load_config_file
+from sparkpoint.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
+from sparkpoint.errors import ConfigurationError, SparkpointError, UserFunctionError
+from sparkpoint.runtime.job_listener import JobListener
+
+__all__ = ["parse_dynamic", "load_conf", "conf_dir_file", "Progress", "report_failure", "fmt_wm"]
+
+CONF_DIR_VARIABLES = ("SPARKPOINT_CONF_DIR", "FLINK_CONF_DIR")
+CONF_FILE_NAMES = ("config.yaml", "flink-conf.yaml")
+
+
+def parse_dynamic(values: tuple[str, ...]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in values:
+        if "=" not in item:
+            raise click.BadParameter(f"expected key=value, got {item!r}", param_hint="-D")
+        k, v = item.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def load_conf(path: Optional[str], option: str = "--config-file") -> dict[str, Any]:
+    if not path:
+        return {}
+    try:
+        return load_config_file(path)
+    except ConfigurationError as e:
+        raise click.BadParameter(str(e), param_hint=option) from e
+
+
+def conf_dir_file() -> Optional[str]:
+    """``config.yaml`` (Flink 2) or ``flink-conf.yaml`` in ``$SPARKPOINT_CONF_DIR`` or ``$FLINK_CONF_DIR``."""
+    for variable in CONF_DIR_VARIABLES:
+        directory = os.environ.get(variable)
+        if directory:
+            for name in CONF_FILE_NAMES:
+                if (Path(directory) / name).is_file():
+                    return str(Path(directory) / name)
+    return None
+
+
+def fmt_wm(wm: Optional[int]) -> str:
+    if wm is None or wm <= MIN_WATERMARK:
+        return "-"
+    if wm >= MAX_WATERMARK:
+        return "+inf (end of input)"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(wm / 1000)) + f".{wm % 1000:03d}Z"
+
+
+class Progress(JobListener):
+    """Live progress on a terminal, plain lines in a pipe: a listener of the running job."""
+
+    def __init__(self, stream: Any):
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.started = time.time()
+        self.busy_s = 0.0
+        self.live: Any = None
+        if self.tty:
+            from rich.console import Console
+            from rich.live import Live
+
+            self.live = Live(console=Console(file=stream), refresh_per_second=4, transient=False)
+            self.live.start()
+
+    def on_epoch_completed(self, stats: Any) -> None:
+        self.busy_s += stats.duration_s
+        rate = stats.total_records_in / max(self.busy_s, 1e-9)
+        line = (f"epoch {stats.epoch}: {stats.records_in:,} records in, {stats.records_out:,} out "
+                f"({stats.duration_s:.2f}s); total {stats.total_records_in:,} at {rate:,.0f} records/s; "
+                f"watermark {fmt_wm(stats.watermark)}")
+        if self.live is not None:
+            self.live.update(line)
+        else:
+            print(line, file=self.stream, flush=True)
+
+    def close(self) -> None:
+        if self.live is not None:
+            self.live.stop()
+
+
+def report_failure(error: SparkpointError) -> None:
+    """The job's failure: for a user function, its traceback (the function's frames) first, then one line."""
+    user_error = error if isinstance(error, UserFunctionError) else error.__cause__
+    if isinstance(user_error, UserFunctionError) and user_error.traceback_text():
+        click.echo("\n" + user_error.traceback_text().rstrip(), err=True)
+    click.echo(f"\nThe job failed: {error}", err=True)
+
+
+def ensure_sys_path(path: Path) -> None:
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))

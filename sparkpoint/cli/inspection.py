@@ -1,0 +1,83 @@
+"""``sparkpoint inspect``: what a checkpoint or savepoint holds, and whether it restores into a job."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Optional
+
+import click
+
+from sparkpoint.cli.common import parse_dynamic
+from sparkpoint.cli.control import size, ts
+from sparkpoint.cli.group import main
+from sparkpoint.cli.jobs import capture_plan
+from sparkpoint.errors import SparkpointError
+
+__all__ = ["inspect"]
+
+
+@main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": True})
+@click.argument("path")
+@click.option("--against", "against", default=None, type=click.Path(exists=True, dir_okay=False),
+              help="A job script: tell, without running it, whether and how PATH would restore into it.")
+@click.option("-n", "--allowNonRestoredState", "allow_non_restored", is_flag=True,
+              help="With --against: state without an operator may be skipped.")
+@click.option("-D", "dynamic", multiple=True, metavar="KEY=VALUE",
+              help="Configuration: s3.* keys of the store PATH is on, and the --against job's keys.")
+@click.argument("job_args", nargs=-1, type=click.UNPROCESSED)
+def inspect(path: str, against: Optional[str], allow_non_restored: bool, dynamic: tuple[str, ...],
+            job_args: tuple[str, ...]) -> None:
+    """What a checkpoint or savepoint holds (it is verified file by file first)."""
+    from sparkpoint.checkpoint.loader import load_checkpoint
+    from sparkpoint.storage.file_systems import configure_file_systems
+
+    configure_file_systems(parse_dynamic(dynamic))
+    try:
+        restored = load_checkpoint(path)
+    except SparkpointError as e:
+        raise click.ClickException(str(e)) from None
+    if against:
+        _inspect_against(restored, against, job_args, parse_dynamic(dynamic), allow_non_restored)
+        return
+    m = restored.metadata
+    d = restored.driver_state
+    click.echo(f"{m.kind} {m.checkpoint_id} of job {m.job_id} ({m.job_name}) at {restored.location}")
+    click.echo(f"  taken at the end of epoch {m.barrier_epoch}, triggered {ts(m.trigger_timestamp)}, "
+               f"completed {ts(m.completion_timestamp)}; max parallelism {m.max_parallelism}")
+    click.echo(f"  {len(m.state_files())} state files, {size(m.total_size())}, all checksums verified")
+    click.echo("  operators:")
+    from sparkpoint.state_processor.reader import keyed_state_summary
+
+    summary = keyed_state_summary(restored)
+    for uid, op in sorted(m.operators.items()):
+        keyed = sum(f.handle.size for f in op.keyed_state)
+        has_op_state = uid in d.get("operator_states", {})
+        parts = [f"parallelism {op.parallelism}"]
+        if op.keyed_state:
+            ranges = len({(f.key_group_start, f.key_group_end) for f in op.keyed_state})
+            parts.append(f"keyed state {size(keyed)} in {ranges} key-group ranges")
+        if has_op_state:
+            parts.append("operator state")
+        click.echo(f"    {uid} ({op.name}): {', '.join(parts)}")
+        for name, (entries, keys) in sorted(summary.get(uid, {}).items()):
+            click.echo(f"      {name}: {entries:,} entries, {keys:,} keys")
+    for uid, src in d.get("sources", {}).items():
+        splits = [s for ss in src["splits"].values() for s in ss]
+        click.echo(f"  source {uid}: {len(splits)} open split(s): " +
+                   ", ".join(f"{s.split_id}@{s.position}" for s in splits[:6]) + (" ..." if len(splits) > 6 else ""))
+    for uid, c in d.get("committables", {}).items():
+        click.echo(f"  sink {uid}: {len(c)} pre-committed file(s) to commit on restore")
+
+
+def _inspect_against(restored: Any, job: str, job_args: tuple[str, ...], conf: dict, allow_non_restored: bool) -> None:
+    from sparkpoint.checkpoint.compatibility import check_compatibility
+    from sparkpoint.runtime.restore import job_operators
+
+    plan = capture_plan(job, None, job_args, conf)
+    report = check_compatibility(restored, job_operators(plan), plan.max_parallelism)
+    m = restored.metadata
+    click.echo(f"{m.kind} {m.checkpoint_id} ({restored.location}) against {job}:")
+    for line in report.lines(allow_non_restored):
+        click.echo(line)
+    if not report.restorable(allow_non_restored):
+        sys.exit(1)

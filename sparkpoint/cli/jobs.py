@@ -1,0 +1,245 @@
+"""``sparkpoint run`` and ``sparkpoint info``: a job script (``-py FILE``, or a module with ``-pym``) run as
+``__main__``, as ``flink run`` does, or only planned.
+
+``run`` applies ``--master``, ``-p``, ``-D key=value``, ``--config-file FILE`` (or ``config.yaml`` /
+``flink-conf.yaml`` in ``$SPARKPOINT_CONF_DIR`` / ``$FLINK_CONF_DIR``), ``-s``, ``-n`` and
+``--restoreMode`` to every environment the script creates; ``-d`` starts it in the background.
+``info`` prints the plan the script would run, without running it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import runpy
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import click
+
+from sparkpoint.cli.common import Progress, conf_dir_file, ensure_sys_path, load_conf, parse_dynamic, report_failure
+from sparkpoint.cli.group import main
+from sparkpoint.errors import SparkpointError
+
+__all__ = ["run", "info", "run_script", "capture_plan"]
+
+_SUBMITTED = "Job has been submitted with JobID "
+
+
+def run_script(job: Optional[str], module: Optional[str], args: tuple[str, ...]) -> None:
+    """Run a job file or module as ``__main__`` with ``args`` as its ``sys.argv[1:]``."""
+    old_argv = sys.argv
+    try:
+        if module:
+            ensure_sys_path(Path.cwd())
+            sys.argv = [module, *args]
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
+        else:
+            path = Path(job or "").resolve()
+            ensure_sys_path(path.parent)
+            sys.argv = [str(path), *args]
+            runpy.run_path(str(path), run_name="__main__")
+    finally:
+        sys.argv = old_argv
+
+
+class _Planned(Exception):
+    pass
+
+
+def capture_plan(job: Optional[str], module: Optional[str], args: tuple[str, ...], conf: dict) -> Any:
+    """The job plan the script's first ``execute()`` would run (nothing runs)."""
+    from sparkpoint.datastream.stream_execution_environment import set_cli_defaults
+
+    plans: list = []
+
+    def capture(plan: Any) -> None:
+        plans.append(plan)
+        raise _Planned()
+
+    set_cli_defaults({"configuration": {"execution.target": "local", **conf}, "capture_plan": capture})
+    try:
+        run_script(job, module, args)
+    except _Planned:
+        pass
+    finally:
+        set_cli_defaults({})
+    if not plans:
+        raise click.ClickException(f"{module or job} never called execute(); there is no plan")
+    return plans[0]
+
+
+def _job_source(job: Optional[str], python: Optional[str],
+                module: Optional[str]) -> tuple[Optional[str], Optional[str]]:
+    given = [x for x in (job, python, module) if x]
+    if len(given) != 1:
+        raise click.UsageError("give the job as one of: JOB (a file), -py/--python FILE, -pym/--pyModule MODULE")
+    path = python or job
+    if path and not Path(path).is_file():
+        raise click.BadParameter(f"{path} is not a file", param_hint="-py/--python")
+    return path, module
+
+
+def _configuration(dynamic: tuple[str, ...], conf_file: Optional[str], legacy_conf: Optional[str]) -> dict[str, Any]:
+    if legacy_conf is not None and "=" in legacy_conf:
+        raise click.BadParameter(f"{legacy_conf!r}: --conf takes a config file here; give a key as "
+                                 f"-D {legacy_conf} (or use --config-file FILE)", param_hint="--conf")
+    config: dict[str, Any] = {"rest.enabled": True}
+    config.update(load_conf(conf_file or legacy_conf or conf_dir_file()))
+    config.update(parse_dynamic(dynamic))
+    return config
+
+
+def _job_options(f: Callable) -> Callable:
+    for decorator in reversed([
+        click.option("--master", "-m", default=None, help="Spark master URL (default local[*])."),
+        click.option("-D", "dynamic", multiple=True, metavar="KEY=VALUE", help="A configuration key (flink-conf)."),
+        click.option("--config-file", "conf_file", default=None, type=click.Path(exists=True, dir_okay=False),
+                     help="A YAML file of configuration keys (Flink's config.yaml / flink-conf.yaml); default: "
+                          "one in $SPARKPOINT_CONF_DIR or $FLINK_CONF_DIR."),
+        click.option("--conf", "legacy_conf", default=None, hidden=True),
+        click.option("-py", "--python", "python", default=None, help="The job's Python file."),
+        click.option("-pym", "--pyModule", "module", default=None, help="The job's Python module (on sys.path)."),
+        click.option("-p", "--parallelism", type=int, default=None, help="Default parallelism of the job."),
+    ]):
+        f = decorator(f)
+    return f
+
+
+@main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@_job_options
+@click.option("-s", "--fromSavepoint", "restore_path", default=None,
+              help="Restore from this checkpoint or savepoint.")
+@click.option("-n", "--allowNonRestoredState", "allow_non_restored", is_flag=True,
+              help="Skip state that cannot be mapped to the job.")
+@click.option("--restoreMode", "restore_mode", type=click.Choice(["claim", "no_claim", "legacy"], case_sensitive=False),
+              default=None, help="CLAIM: the restored snapshot is deleted once the job has a checkpoint of its own; "
+                                 "NO_CLAIM (default) and LEGACY: it is never deleted.")
+@click.option("--rollback", type=click.Choice(["move", "delete"]), default=None,
+              help="With -s: output that sinks committed after the checkpoint is moved aside (file sinks: "
+                   "into .rolled-back/ of the output directory, or sparkpoint.restore.rollback-dir; insert-only "
+                   "exactly-once JDBC sinks: into <table>__rolled_back) or deleted.")
+@click.option("-d", "--detached", is_flag=True, help="Start the job in the background; print its id and return.")
+@click.argument("job", required=False)
+@click.argument("job_args", nargs=-1, type=click.UNPROCESSED)
+def run(master: Optional[str], dynamic: tuple[str, ...], conf_file: Optional[str], legacy_conf: Optional[str],
+        python: Optional[str], module: Optional[str], parallelism: Optional[int], restore_path: Optional[str],
+        allow_non_restored: bool, restore_mode: Optional[str], rollback: Optional[str], detached: bool,
+        job: Optional[str], job_args: tuple[str, ...]) -> None:
+    """Run a job (JOB or -py FILE or -pym MODULE) as __main__ with JOB_ARGS, like `flink run`."""
+    if (module or python) and job:   # with -py / -pym the first word after the options is the job's argument
+        job_args, job = (job, *job_args), None
+    path, module = _job_source(job, python, module)
+    if detached:
+        _detach()
+        return
+    config = _configuration(dynamic, conf_file, legacy_conf)
+    for key, value in (("spark.master", master), ("parallelism.default", parallelism),
+                       ("execution.savepoint.path", restore_path), ("sparkpoint.restore.rollback", rollback),
+                       ("execution.savepoint-restore-mode", restore_mode and restore_mode.upper())):
+        if value:
+            config[key] = value
+    if allow_non_restored:
+        config["execution.savepoint.ignore-unclaimed-state"] = True
+    _run_attached(config, path, module, job_args)
+
+
+def _run_attached(config: dict, path: Optional[str], module: Optional[str], job_args: tuple[str, ...]) -> None:
+    from sparkpoint.datastream.stream_execution_environment import set_cli_defaults
+
+    progress = Progress(sys.stderr)
+
+    def on_job_created(master_: Any) -> None:
+        master_.add_listener(progress)
+        click.echo(f"{_SUBMITTED}{master_.job_id}", err=False)
+        sys.stdout.flush()
+
+    set_cli_defaults({"configuration": config, "on_job_created": on_job_created})
+    try:
+        run_script(path, module, job_args)
+    except SparkpointError as e:
+        progress.close()
+        report_failure(e)
+        sys.exit(1)
+    finally:
+        set_cli_defaults({})
+    progress.close()
+
+
+def _detach() -> None:
+    """Start this very command without -d in a new session, its output in a log file; wait for the job id."""
+    argv = [a for a in sys.argv[1:] if a not in ("-d", "--detached")]
+    log_dir = Path(os.environ.get("SPARKPOINT_HOME", Path.home() / ".sparkpoint")) / "log"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log = Path(tempfile.mkstemp(prefix=time.strftime("run-%Y%m%d-%H%M%S-"), suffix=".log", dir=log_dir)[1])
+    with open(log, "w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "sparkpoint.cli", *argv], stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        text = log.read_text()
+        if _SUBMITTED in text:
+            job_id = text.split(_SUBMITTED, 1)[1].split()[0]
+            click.echo(f"{_SUBMITTED}{job_id}")
+            _echo_rest_address(job_id)
+            click.echo(f"The job runs in the background (process {proc.pid}); its log: {log}")
+            return
+        if proc.poll() is not None:
+            raise click.ClickException(f"the job ended before it was submitted (exit code {proc.returncode}); "
+                                       f"its log {log}:\n{text[-3000:]}")
+        time.sleep(0.1)
+    raise click.ClickException(f"no job id after 300 s; the job may still start: see {log}")
+
+
+def _echo_rest_address(job_id: str) -> None:
+    from sparkpoint.rest.registry import JobRegistry
+
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        entry = JobRegistry().find(job_id)
+        if entry is not None:
+            click.echo(f"REST endpoint: {entry.get('scheme', 'http')}://{entry['address']}:{entry['port']}")
+            return
+        time.sleep(0.1)
+
+
+def plan_json(plan: Any) -> dict:
+    """Flink's execution plan (``flink info``): every operator with its uid, parallelism and inputs."""
+    kinds = {"source": "Data Source", "sink": "Data Sink", "print": "Data Sink", "collect": "Data Sink"}
+    nodes = []
+    for nid, n in sorted(plan.nodes.items()):
+        node: dict[str, Any] = {"id": nid, "type": n.kind, "pact": kinds.get(n.kind, "Operator"), "contents": n.name,
+                                "uid": n.effective_uid(), "parallelism": plan.stage(plan.stage_of[nid]).parallelism}
+        if n.inputs:
+            node["predecessors"] = [{"id": e.source, "ship_strategy": str(e.partitioning).upper(),
+                                     "side": "second" if e.type_number == 2 else "first"} for e in n.inputs]
+        nodes.append(node)
+    return {"nodes": nodes}
+
+
+@main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@_job_options
+@click.argument("job", required=False)
+@click.argument("job_args", nargs=-1, type=click.UNPROCESSED)
+def info(master: Optional[str], dynamic: tuple[str, ...], conf_file: Optional[str], legacy_conf: Optional[str],
+         python: Optional[str], module: Optional[str], parallelism: Optional[int], job: Optional[str],
+         job_args: tuple[str, ...]) -> None:
+    """Print the plan of a job (operators, uids, parallelism) without running it, like `flink info`."""
+    if (module or python) and job:
+        job_args, job = (job, *job_args), None
+    path, module = _job_source(job, python, module)
+    config = _configuration(dynamic, conf_file, legacy_conf)
+    config.pop("rest.enabled", None)
+    if parallelism:
+        config["parallelism.default"] = parallelism
+    from sparkpoint.common.config_keys import warn_unknown_keys
+
+    warn_unknown_keys(config)
+    plan = capture_plan(path, module, job_args, config)
+    click.echo("----------------------- Execution Plan -----------------------")
+    click.echo(json.dumps(plan_json(plan), indent=2))
+    click.echo("--------------------------------------------------------------")

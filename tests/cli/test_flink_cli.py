@@ -1,0 +1,162 @@
+"""Flink's command line: --version, info, run -py/-pym/-d/--restoreMode, list -r/-s/-a, checkpoint [--full],
+control over -m HOST:PORT, and the config-file option, as a user types them (real `sparkpoint` processes)."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from importlib import metadata
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.cli.test_cli import sparkpoint
+
+JOB_TEXT = '''
+import sys
+from sparkpoint.common import Duration, WatermarkStrategy
+from sparkpoint.datastream import StreamExecutionEnvironment
+from sparkpoint.datastream.connectors.file_system import FileSource, StreamFormat
+
+env = StreamExecutionEnvironment.get_execution_environment()
+source = (FileSource.for_record_stream_format(StreamFormat.text_line_format(), sys.argv[1])
+          .monitor_continuously(Duration.of_millis(100)).build())
+lines = env.from_source(source, WatermarkStrategy.no_watermarks(), "lines").uid("lines").set_parallelism(1)
+counts = lines.map(lambda s: (s, 1)).uid("pairs").set_parallelism(3).key_by(lambda p: p[0]).sum(1).uid("counts")
+counts.set_parallelism(2).print()
+env.execute("cli-job")
+'''
+DECLARED = {"lines": 1, "pairs": 3, "counts": 2}   # uid -> parallelism, as JOB_TEXT declares them
+
+
+@pytest.fixture
+def job_files(tmp_path, monkeypatch):
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.txt").write_text("x\ny\nx\n")
+    (tmp_path / "jobpkg").mkdir()
+    (tmp_path / "jobpkg" / "cli_job.py").write_text(JOB_TEXT)
+    return tmp_path
+
+
+def _env(tmp_path: Path, home: str = "home", **extra: str) -> dict:
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k not in ("FLINK_CONF_DIR", "SPARKPOINT_CONF_DIR")}
+    return dict(env, SPARKPOINT_HOME=str(tmp_path / home), **extra)
+
+
+def test_version_is_the_packages():
+    out = sparkpoint("--version")
+    assert out.returncode == 0 and out.stdout.startswith(f"Version: {metadata.version('sparkpoint')}, Commit ID:")
+
+
+def test_info_prints_the_plan_without_running_it(job_files):
+    out = sparkpoint("info", "-py", str(job_files / "jobpkg" / "cli_job.py"), str(job_files / "in"),
+                     env=_env(job_files))
+    assert out.returncode == 0, out.stderr
+    assert "Job has been submitted" not in out.stdout                 # nothing ran
+    plan = json.loads(out.stdout.split("-" * 23 + " Execution Plan " + "-" * 23)[1].rsplit("-" * 62, 1)[0])
+    by_uid = {n["uid"]: n for n in plan["nodes"]}
+    assert {u: by_uid[u]["parallelism"] for u in DECLARED} == DECLARED
+    assert [p["ship_strategy"] for p in by_uid["counts"]["predecessors"]] == ["HASH"]
+    assert by_uid["lines"]["pact"] == "Data Source"
+    by_module = sparkpoint("info", "-pym", "cli_job", str(job_files / "in"),
+                           env=_env(job_files, PYTHONPATH=str(job_files / "jobpkg")))
+    assert by_module.returncode == 0, by_module.stderr
+    assert json.loads(by_module.stdout.split("Execution Plan")[1].split("\n", 1)[1].rsplit("-" * 62, 1)[0]) == plan
+
+
+def test_a_key_value_given_to_conf_is_refused_with_the_right_option(job_files):
+    out = sparkpoint("run", "--conf", "execution.checkpointing.interval=1s", "-py",
+                     str(job_files / "jobpkg" / "cli_job.py"), env=_env(job_files))
+    assert out.returncode != 0 and "-D execution.checkpointing.interval=1s" in out.stderr
+    conf = job_files / "conf"
+    conf.mkdir()
+    (conf / "config.yaml").write_text("execution:\n  checkpointing:\n    intervall: 5 s\n")
+    info = sparkpoint("-v", "info", "-py", str(job_files / "jobpkg" / "cli_job.py"), str(job_files / "in"),
+                      env=_env(job_files, FLINK_CONF_DIR=str(conf)))
+    assert info.returncode == 0
+    assert "did you mean 'execution.checkpointing.interval'" in info.stderr   # the file in $FLINK_CONF_DIR was read
+
+
+def _detached(job_files: Path, *extra: str, env: dict) -> str:
+    out = sparkpoint("run", "-d", "-D", "execution.target=local", "-D", "execution.checkpointing.interval=1h",
+                     "-D", f"state.checkpoints.dir={(job_files / 'ck').as_uri()}", "-D",
+                     "execution.checkpointing.externalized-checkpoint-retention=RETAIN_ON_CANCELLATION",
+                     "-D", "execution.epoch.idle-pause=20 ms", *extra,
+                     "-py", str(job_files / "jobpkg" / "cli_job.py"), str(job_files / "in"), env=env, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "REST endpoint: http://127.0.0.1:" in out.stdout and "its log: " in out.stdout
+    return re.search(r"JobID ([0-9a-f]{32})", out.stdout).group(1)
+
+
+def _address(job_id: str, env: dict) -> str:
+    from sparkpoint.rest.registry import JobRegistry
+    import os
+
+    old = os.environ.get("SPARKPOINT_HOME")
+    os.environ["SPARKPOINT_HOME"] = env["SPARKPOINT_HOME"]
+    try:
+        entry = JobRegistry().find(job_id)
+    finally:
+        os.environ.pop("SPARKPOINT_HOME") if old is None else os.environ.__setitem__("SPARKPOINT_HOME", old)
+    assert entry is not None
+    return f"{entry['address']}:{entry['port']}"
+
+
+def _wait_for(predicate, timeout: float = 60, what: str = "condition"):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"{what} not reached in {timeout} s")
+
+
+def test_detached_run_list_checkpoint_and_control_from_another_host(job_files):
+    env = _env(job_files)
+    jid = _detached(job_files, env=env)                               # the command returned; the job runs on
+    address = _address(jid, env)
+    try:
+        listed = sparkpoint("list", "-r", env=env)
+        assert f"{jid} : cli-job (RUNNING)" in listed.stdout, listed.stdout + listed.stderr
+        assert "No scheduled jobs." in sparkpoint("list", "-s", env=env).stdout
+        full = sparkpoint("checkpoint", jid[:10], "--full", env=env)
+        assert full.returncode == 0, full.stderr
+        cid, path = re.search(r"Checkpoint\(FULL\) (\d+) for job \w+ completed\. Path: (\S+)", full.stdout).groups()
+        assert Path(path.replace("file://", "")).joinpath("_metadata").is_file()
+        # the same job from "another host": a registry that does not know it, the REST address given with -m
+        elsewhere = _env(job_files, home="other-home")
+        assert "No running jobs." in sparkpoint("list", env=elsewhere).stdout
+        assert "no running job" in sparkpoint("checkpoints", jid, env=elsewhere).stderr
+        history = json.loads(sparkpoint("checkpoints", jid[:6], "--json", "-m", address, env=elsewhere).stdout)
+        assert int(cid) in {h["id"] for h in history["history"]}
+        assert f"{jid} : cli-job (RUNNING)" in sparkpoint("list", "-m", address, env=elsewhere).stdout
+        second = sparkpoint("checkpoint", jid, "-m", f"http://{address}", env=elsewhere)
+        assert second.returncode == 0 and re.search(r"Checkpoint\(CONFIGURED\) \d+ ", second.stdout), second.stderr
+    finally:
+        cancelled = sparkpoint("cancel", jid, "-m", address, env=_env(job_files, home="other-home"))
+    assert cancelled.returncode == 0 and f"Cancelled job {jid}" in cancelled.stdout
+    _wait_for(lambda: jid not in sparkpoint("list", "-a", env=env).stdout, 60, "the job's end")
+
+
+@pytest.mark.parametrize("mode,kept", [("no_claim", True), ("claim", False)])
+def test_restore_mode_decides_whether_the_restored_checkpoint_stays(job_files, mode, kept):
+    env = _env(job_files)
+    jid = _detached(job_files, env=env)
+    assert sparkpoint("checkpoint", jid, env=env).returncode == 0
+    assert sparkpoint("cancel", jid, env=env).returncode == 0
+    restored = _wait_for(lambda: sorted((job_files / "ck" / jid).glob("chk-*/_metadata")), 60, "a retained checkpoint")
+    restored_dir = restored[-1].parent
+    _wait_for(lambda: jid not in sparkpoint("list", env=env).stdout, 60, "the first job's end")
+    second = _detached(job_files, "-s", str(restored_dir), "--restoreMode", mode, env=env)
+    try:
+        own = sparkpoint("checkpoint", second, env=env)                # the new job's first checkpoint of its own
+        assert own.returncode == 0, own.stderr
+        assert restored_dir.exists() == kept
+        assert httpx.get(f"http://{_address(second, env)}/jobs/{second}/checkpoints").json()["latest"]["restored"]
+    finally:
+        sparkpoint("cancel", second, env=env)
