@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pickle
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import cloudpickle
 
@@ -85,15 +85,19 @@ class ProcessOperator(StreamOperator):
     """A ``ProcessFunction`` on a non-keyed stream."""
 
     def process_batch(self, values: list, timestamps: list, out: Output) -> None:
-        f = self.function.process_element  # type: ignore[union-attr]
-        ctx = _ProcessContext(self)
-        v = None
-        try:
-            for v, t in zip(values, timestamps):
-                ctx.ts = t
-                out.emit_all(f(v, ctx), t)
-        except Exception as e:
-            raise self.fail(v, e) from e
+        process_each_with(self, self.function.process_element, _ProcessContext(self), values, timestamps, out)  # type: ignore[union-attr]
+
+
+def process_each_with(op: StreamOperator, method: Callable[[Any, Any], Any], ctx: Any, values: list, timestamps: list,
+                      out: Output) -> None:
+    """``method(record, ctx)`` for every record (``ctx.ts`` its timestamp), what it returns or yields emitted."""
+    v = None
+    try:
+        for v, t in zip(values, timestamps):
+            ctx.ts = t
+            out.emit_all(method(v, ctx), t)
+    except Exception as e:
+        raise op.fail(v, e) from e
 
 
 class UnionOperator(StreamOperator):

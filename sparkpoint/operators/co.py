@@ -11,12 +11,12 @@ the minimum of both inputs', as for any operator with several inputs.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Optional
 
 from sparkpoint.datastream.functions import KeySelector
 from sparkpoint.datastream.state import MapStateDescriptor, StateDescriptor
 from sparkpoint.operators.base import Output, StreamOperator, TaskContext
-from sparkpoint.operators.basic import _NonKeyedTimerService
+from sparkpoint.operators.basic import _NonKeyedTimerService, process_each_with
 from sparkpoint.operators.keyed import KeyedProcessOperator, _KeyedContext
 from sparkpoint.state.broadcast_state import BroadcastStateStore
 
@@ -48,27 +48,16 @@ class _Context:
         return self.op.broadcast_states.get(state_descriptor, self.read_only)  # type: ignore[attr-defined]
 
 
-def _run(op: StreamOperator, method: Callable[[Any, Any], Optional[Iterable]], ctx: Any, values: list,
-         timestamps: list, out: Output) -> None:
-    v = None
-    try:
-        for v, t in zip(values, timestamps):
-            ctx.ts = t
-            out.emit_all(method(v, ctx), t)
-    except Exception as e:
-        raise op.fail(v, e) from e
-
-
 class CoProcessOperator(StreamOperator):
     """A ``CoProcessFunction`` (and ``CoMapFunction``/``CoFlatMapFunction``) on two non-keyed streams."""
 
     broadcast_first = False
 
     def process_batch(self, values: list, timestamps: list, out: Output) -> None:
-        _run(self, self.function.process_element1, _Context(self), values, timestamps, out)  # type: ignore[union-attr]
+        process_each_with(self, self.function.process_element1, _Context(self), values, timestamps, out)  # type: ignore[union-attr]
 
     def process_batch2(self, values: list, timestamps: list, out: Output) -> None:
-        _run(self, self.function.process_element2, _Context(self), values, timestamps, out)  # type: ignore[union-attr]
+        process_each_with(self, self.function.process_element2, _Context(self), values, timestamps, out)  # type: ignore[union-attr]
 
 
 class KeyedCoProcessOperator(KeyedProcessOperator):
@@ -81,24 +70,12 @@ class KeyedCoProcessOperator(KeyedProcessOperator):
         self.key_selector2 = key_selector2
 
     def process_batch(self, values: list, timestamps: list, out: Output) -> None:
-        self._process_keyed(self.function.process_element1, self.keys_of(values), values, timestamps, out)  # type: ignore[union-attr]
+        self.process_keyed(self.function.process_element1, self.keys_of(values), values, timestamps, out)  # type: ignore[union-attr]
 
     def process_batch2(self, values: list, timestamps: list, out: Output) -> None:
-        self._process_keyed(self.function.process_element2, self.keys_of(values, self.key_selector2), values,  # type: ignore[union-attr]
-                            timestamps, out)  # type: ignore[union-attr]
+        keys = self.keys_of(values, self.key_selector2)
+        self.process_keyed(self.function.process_element2, keys, values, timestamps, out)  # type: ignore[union-attr]
 
-    def _process_keyed(self, method: Callable, keys: list, values: list, timestamps: list, out: Output) -> None:
-        ctx = self._context()
-        self.keyed_backend.prefetch(keys)
-        set_key = self.keyed_backend.set_current_key
-        v = None
-        try:
-            for v, t, k in zip(values, timestamps, keys):
-                set_key(k)
-                ctx.ts = t
-                out.emit_all(method(v, ctx), t)
-        except Exception as e:
-            raise self.fail(v, e) from e
 
 class _BroadcastStateMixin:
     """Broadcast state kept as operator state of the subtask (see :mod:`sparkpoint.state.broadcast_state`)."""
@@ -107,12 +84,13 @@ class _BroadcastStateMixin:
     descriptors: tuple = ()
     broadcast_states: BroadcastStateStore
 
-    def _setup_broadcast_state(self, operator_state: Optional[dict]) -> None:
+    def setup(self, task: TaskContext, operator_state: Optional[dict]) -> None:
+        super().setup(task, operator_state)  # type: ignore[misc]
         what = f"operator {self.name!r} (uid {self.uid!r})"  # type: ignore[attr-defined]
         self.broadcast_states = BroadcastStateStore(self.descriptors, operator_state, what)
 
-    def _with_broadcast_state(self, snapshot: Optional[dict]) -> dict:
-        return {**(snapshot or {}), **self.broadcast_states.snapshot()}
+    def snapshot_operator_state(self) -> Optional[dict]:
+        return {**(super().snapshot_operator_state() or {}), **self.broadcast_states.snapshot()}  # type: ignore[misc]
 
 
 class BroadcastProcessOperator(_BroadcastStateMixin, StreamOperator):
@@ -122,19 +100,12 @@ class BroadcastProcessOperator(_BroadcastStateMixin, StreamOperator):
         super().__init__(uid, name, function)
         self.descriptors = descriptors
 
-    def setup(self, task: TaskContext, operator_state: Optional[dict]) -> None:
-        super().setup(task, operator_state)
-        self._setup_broadcast_state(operator_state)
-
-    def snapshot_operator_state(self) -> Optional[dict]:
-        return self._with_broadcast_state(super().snapshot_operator_state())
-
     def process_batch(self, values: list, timestamps: list, out: Output) -> None:
-        _run(self, self.function.process_element, _Context(self), values, timestamps, out)  # type: ignore[union-attr]
+        process_each_with(self, self.function.process_element, _Context(self), values, timestamps, out)  # type: ignore[union-attr]
 
     def process_batch2(self, values: list, timestamps: list, out: Output) -> None:
-        _run(self, self.function.process_broadcast_element, _Context(self, read_only=False),  # type: ignore[union-attr]
-             values, timestamps, out)
+        ctx = _Context(self, read_only=False)
+        process_each_with(self, self.function.process_broadcast_element, ctx, values, timestamps, out)  # type: ignore[union-attr]
 
 
 class _KeyedBroadcastContext(_KeyedContext):
@@ -174,19 +145,12 @@ class KeyedBroadcastProcessOperator(_BroadcastStateMixin, KeyedCoProcessOperator
         super().__init__(uid, name, function, key_selector, None)  # type: ignore[arg-type]
         self.descriptors = descriptors
 
-    def setup(self, task: TaskContext, operator_state: Optional[dict]) -> None:
-        super().setup(task, operator_state)
-        self._setup_broadcast_state(operator_state)
-
-    def snapshot_operator_state(self) -> Optional[dict]:
-        return self._with_broadcast_state(super().snapshot_operator_state())
-
     def process_batch(self, values: list, timestamps: list, out: Output) -> None:
-        self._process_keyed(self.function.process_element, self.keys_of(values), values, timestamps, out)  # type: ignore[union-attr]
+        self.process_keyed(self.function.process_element, self.keys_of(values), values, timestamps, out)  # type: ignore[union-attr]
 
     def process_batch2(self, values: list, timestamps: list, out: Output) -> None:
-        _run(self, self.function.process_broadcast_element, _KeyedBroadcastSideContext(self, read_only=False),  # type: ignore[union-attr]
-             values, timestamps, out)
+        ctx = _KeyedBroadcastSideContext(self, read_only=False)
+        process_each_with(self, self.function.process_broadcast_element, ctx, values, timestamps, out)  # type: ignore[union-attr]
 
     def _context(self) -> _KeyedContext:
         return _KeyedBroadcastContext(self)

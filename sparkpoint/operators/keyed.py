@@ -143,9 +143,11 @@ class KeyedProcessOperator(KeyedOperator):
     """A ``KeyedProcessFunction``: per-record processing with keyed state and timers."""
 
     def process_batch(self, values: list, timestamps: list, out: Output) -> None:
-        fn = self.function.process_element  # type: ignore[union-attr]
-        ctx = _KeyedContext(self)
-        keys = self.keys_of(values)
+        self.process_keyed(self.function.process_element, self.keys_of(values), values, timestamps, out)  # type: ignore[union-attr]
+
+    def process_keyed(self, method: Callable, keys: list, values: list, timestamps: list, out: Output) -> None:
+        """``method(record, context)`` for every record, its key current (the keys' entries read together)."""
+        ctx = self._context()
         self.keyed_backend.prefetch(keys)
         set_key = self.keyed_backend.set_current_key
         v = None
@@ -153,7 +155,7 @@ class KeyedProcessOperator(KeyedOperator):
             for v, t, k in zip(values, timestamps, keys):
                 set_key(k)
                 ctx.ts = t
-                out.emit_all(fn(v, ctx), t)
+                out.emit_all(method(v, ctx), t)
         except Exception as e:
             raise self.fail(v, e) from e
 

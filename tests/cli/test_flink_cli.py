@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from importlib import metadata
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import httpx
 import pytest
 
 from tests.cli.test_cli import sparkpoint
+from tests.rest.job import wait_for
 
 JOB_TEXT = '''
 import sys
@@ -106,16 +106,6 @@ def _address(job_id: str, env: dict) -> str:
     return f"{entry['address']}:{entry['port']}"
 
 
-def _wait_for(predicate, timeout: float = 60, what: str = "condition"):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"{what} not reached in {timeout} s")
-
-
 def test_detached_run_list_checkpoint_and_control_from_another_host(job_files):
     env = _env(job_files)
     jid = _detached(job_files, env=env)                               # the command returned; the job runs on
@@ -140,7 +130,7 @@ def test_detached_run_list_checkpoint_and_control_from_another_host(job_files):
     finally:
         cancelled = sparkpoint("cancel", jid, "-m", address, env=_env(job_files, home="other-home"))
     assert cancelled.returncode == 0 and f"Cancelled job {jid}" in cancelled.stdout
-    _wait_for(lambda: jid not in sparkpoint("list", "-a", env=env).stdout, 60, "the job's end")
+    wait_for(lambda: jid not in sparkpoint("list", "-a", env=env).stdout, 60, "the job's end")
 
 
 @pytest.mark.parametrize("mode,kept", [("no_claim", True), ("claim", False)])
@@ -149,9 +139,9 @@ def test_restore_mode_decides_whether_the_restored_checkpoint_stays(job_files, m
     jid = _detached(job_files, env=env)
     assert sparkpoint("checkpoint", jid, env=env).returncode == 0
     assert sparkpoint("cancel", jid, env=env).returncode == 0
-    restored = _wait_for(lambda: sorted((job_files / "ck" / jid).glob("chk-*/_metadata")), 60, "a retained checkpoint")
+    restored = wait_for(lambda: sorted((job_files / "ck" / jid).glob("chk-*/_metadata")), 60, "a retained checkpoint")
     restored_dir = restored[-1].parent
-    _wait_for(lambda: jid not in sparkpoint("list", env=env).stdout, 60, "the first job's end")
+    wait_for(lambda: jid not in sparkpoint("list", env=env).stdout, 60, "the first job's end")
     second = _detached(job_files, "-s", str(restored_dir), "--restoreMode", mode, env=env)
     try:
         own = sparkpoint("checkpoint", second, env=env)                # the new job's first checkpoint of its own
