@@ -85,15 +85,15 @@ def test_at_least_once_loses_nothing_but_may_repeat(tmp_path):
     """AT_LEAST_ONCE commits sink output every epoch instead of at checkpoints: after a
     crash the epochs since the last checkpoint are replayed, so output may repeat, but
     nothing is lost."""
-    n = 400_000
-    out = tmp_path / "out"
+    n = 1_000_000   # 50 epochs, several seconds of work: the kills land while it runs (their delay counts from
+    out = tmp_path / "out"   # its first epoch)
     ckpt = tmp_path / "ckpt"
     conf = checkpoint_conf(ckpt, "local")
     conf["execution.checkpointing.mode"] = "AT_LEAST_ONCE"
     conf["execution.checkpointing.interval"] = "2 s"
     conf["sparkpoint.local-state-dir"] = str(tmp_path / "local")
     loop = KillLoop(JOB, ["--events", str(n), "--output", str(out)], ckpt, conf, kills=5, seed=3,
-                    min_delay=0.5, max_delay=2.0, fault_share=0.0, cwd=str(ROOT))
+                    min_delay=0.5, max_delay=2.0, fault_share=0.0, cwd=str(ROOT), start_marker="epoch ")
     result = loop.run()
     assert result.kills >= 3
     got = Counter(read_committed_lines(out))

@@ -1,0 +1,170 @@
+"""Benchmark W3: keyed state with many keys, sparkpoint against Spark Structured Streaming, in one run.
+
+A ``KeyedProcessFunction`` with a ``ValueState`` count per key (the first 5 hex digits of the event
+id: about a million keys) emits a key when its 5th event arrives, over the seed's event files
+(``bench/w1_data``), exactly-once checkpoints every 10 s into a FileSink. The same events go to
+Spark's native ``groupBy(key).count()`` on the RocksDB state store and, on a smaller input (it is
+slow), to ``transformWithStateInPandas`` doing exactly what sparkpoint's job does
+(``bench/w3_spark.py``). Every engine's output is checked against a hand count (pandas): the keys
+that reach 5 events, each once. Prints events/s and the ratios, and sparkpoint's task time per phase.
+
+    PYTHONPATH=. .venv/bin/python bench/w3.py --events 2000000 --json w3.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any, Optional
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.w1_data import write_event_files  # noqa: E402
+from bench.w3_spark import NTH, run_native, run_tws  # noqa: E402
+from sparkpoint.common import Configuration, Encoder, WatermarkStrategy  # noqa: E402
+from sparkpoint.connectors.events import EventSpec, generate_events  # noqa: E402
+from sparkpoint.datastream import KeyedProcessFunction, StreamExecutionEnvironment  # noqa: E402
+from sparkpoint.datastream.connectors.file_system import FileSink, FileSource, StreamFormat  # noqa: E402
+from sparkpoint.datastream.state import ValueStateDescriptor  # noqa: E402
+from sparkpoint.runtime.job_listener import JobListener  # noqa: E402
+from sparkpoint.testing.kill_loop import read_committed_lines  # noqa: E402
+
+
+class FifthEvent(KeyedProcessFunction):
+    def open(self, runtime_context: Any) -> None:
+        self.count = runtime_context.get_state(ValueStateDescriptor("count"))
+
+    def process_element(self, key: str, ctx: Any) -> Any:
+        n = (self.count.value() or 0) + 1
+        self.count.update(n)
+        if n == NTH:
+            yield key
+
+
+def key_of(line: str) -> str:
+    return line.split("\t", 3)[2][:5]
+
+
+class Phases(JobListener):
+    """Sums the tasks' time per phase (``EpochStats.phase_ms``) over the run."""
+
+    def __init__(self, job: Any = None):
+        self.phase_ms: Counter = Counter()
+        self.epochs = 0
+
+    def on_epoch_completed(self, stats: Any) -> None:
+        self.epochs += 1
+        self.phase_ms.update(getattr(stats, "phase_ms", {}))
+
+
+PHASES = Phases()
+
+
+def _phases(job: Any) -> Phases:
+    return PHASES
+
+
+def oracle(n_events: int) -> set[str]:
+    """The keys that reach ``NTH`` events, by hand."""
+    counts: Counter = Counter()
+    for lo in range(0, n_events, 500_000):
+        lines, _ = generate_events(lo, min(n_events, lo + 500_000), EventSpec())
+        counts.update(key_of(line) for line in lines)
+    return {k for k, c in counts.items() if c >= NTH}
+
+
+def run_sparkpoint(spark: Any, input_dir: Path, work: Path, backend: str, max_records: int) -> dict[str, Any]:
+    conf = Configuration()
+    for key, value in {"execution.checkpointing.interval": "10 s", "execution.checkpointing.mode": "EXACTLY_ONCE",
+                       "state.checkpoints.dir": (work / f"ck-{backend}").as_uri(), "state.backend.type": backend,
+                       "execution.checkpointing.incremental": backend == "rocksdb",
+                       "execution.epoch.max-records": max_records, "execution.epoch.max-bytes": "256 mb",
+                       "sparkpoint.local-state-dir": str(work / f"ls-{backend}"),
+                       "execution.job-listeners": "bench.w3:_phases"}.items():
+        conf.set(key, value)
+    env = StreamExecutionEnvironment.get_execution_environment(conf)
+    env.set_parallelism(2)
+    env.set_spark_session(spark)
+    out = work / f"out-{backend}"
+    source = FileSource.for_record_stream_format(StreamFormat.text_line_format(), str(input_dir)).build()
+    (env.from_source(source, WatermarkStrategy.no_watermarks(), "events").uid("events")
+     .map(key_of).uid("keys").key_by(lambda k: k).process(FifthEvent()).uid("fifth")
+     .sink_to(FileSink.for_row_format(str(out), Encoder.simple_string_encoder()).build()).uid("sink"))
+    PHASES.phase_ms.clear()
+    PHASES.epochs = 0
+    t0 = time.perf_counter()
+    env.execute(f"w3-{backend}")
+    return {"seconds": time.perf_counter() - t0, "lines": read_committed_lines(out), "epochs": PHASES.epochs,
+            "phase_ms": dict(PHASES.phase_ms)}
+
+
+def _check(name: str, got: list[str], expected: set[str]) -> bool:
+    ok = Counter(got) == Counter(expected)
+    extra, missing = len(set(got) - expected), len(expected - set(got))
+    print(f"  {name}: {len(got):,} keys emitted, {len(expected):,} expected: "
+          f"{'OK' if ok else f'WRONG ({missing} missing, {extra} extra, {len(got) - len(set(got))} twice)'}")
+    return ok
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--events", type=int, default=2_000_000)
+    p.add_argument("--files", type=int, default=8)
+    p.add_argument("--tws-events", type=int, default=100_000, help="transformWithStateInPandas's input (0 skips)")
+    p.add_argument("--backends", default="rocksdb", help="sparkpoint state backends to run (rocksdb,hashmap)")
+    p.add_argument("--max-records", type=int, default=250_000, help="execution.epoch.max-records")
+    p.add_argument("--json", type=Path, default=None)
+    args = p.parse_args(argv)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from bench.w1_spark import make_spark_session
+
+    work = Path(tempfile.mkdtemp(prefix="w3-bench-"))
+    results: dict[str, Any] = {"command": " ".join(["bench/w3.py"] + (argv or sys.argv[1:])),
+                               "loadavg_start": os.getloadavg(), "events": args.events}
+    try:
+        write_event_files(work / "input", args.events, args.files)
+        expected = oracle(args.events)
+        print(f"{args.events:,} events in {args.files} files; {len(expected):,} keys reach {NTH} events")
+        spark = make_spark_session("sparkpoint-bench-w3")
+        native = run_native(spark, work / "input", work / "native-ck")
+        rate = args.events / native["seconds"]
+        print(f"Spark native groupBy(key).count(), RocksDB state store: {native['seconds']:.1f} s, {rate:,.0f} ev/s")
+        ok = _check("native (keys with count >= 5)", sorted(native["keys"]), expected)
+        results["native"] = {"seconds": native["seconds"], "events_per_s": rate, "ok": ok}
+        for backend in [b.strip() for b in args.backends.split(",") if b.strip()]:
+            run = run_sparkpoint(spark, work / "input", work, backend, args.max_records)
+            sp_rate = args.events / run["seconds"]
+            print(f"sparkpoint, {backend}: {run['seconds']:.1f} s, {sp_rate:,.0f} ev/s ({run['epochs']} epochs), "
+                  f"{sp_rate / rate:.2f}x Spark native")
+            print("  task time per phase, all tasks (s): "
+                  + " ".join(f"{k} {v / 1000:.1f}" for k, v in sorted(run["phase_ms"].items())))
+            ok = _check(f"sparkpoint {backend}", run["lines"], expected) and ok
+            results[f"sparkpoint_{backend}"] = {"seconds": run["seconds"], "events_per_s": sp_rate,
+                                                "ratio_to_native": sp_rate / rate, "phase_ms": run["phase_ms"]}
+        if args.tws_events:
+            write_event_files(work / "tws-input", args.tws_events, 2)
+            tws = run_tws(spark, work / "tws-input", work / "tws-ck")
+            tws_rate = args.tws_events / tws["seconds"]
+            print(f"Spark transformWithStateInPandas ({args.tws_events:,} events): {tws['seconds']:.1f} s, "
+                  f"{tws_rate:,.0f} ev/s")
+            ok = _check("transformWithStateInPandas", tws["emitted"], oracle(args.tws_events)) and ok
+            results["tws"] = {"seconds": tws["seconds"], "events_per_s": tws_rate, "events": args.tws_events}
+        results["ok"] = ok
+        print("ALL CHECKS OK" if ok else "CHECKS FAILED")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2, default=str))
+    return 0 if results.get("ok") else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

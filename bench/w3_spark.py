@@ -1,0 +1,94 @@
+"""W3's peers on Spark Structured Streaming, over the same event files as sparkpoint's job.
+
+* ``run_native``: the JVM engine's ``groupBy(key).count()`` on the RocksDB state store (update
+  mode, one file per micro-batch); the keys whose count reached 5 are collected per batch;
+* ``run_tws``: Spark's Python stateful API, ``transformWithStateInPandas`` with a ``ValueState``
+  count per key that emits a key when its 5th event arrives: exactly what sparkpoint's job does.
+
+Both read ``ts<TAB>channel<TAB>id<TAB>behavior`` lines; the key is the first 5 hex digits of the id.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import pandas as pd
+
+ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+NTH = 5
+
+__all__ = ["run_native", "run_tws", "NTH"]
+
+
+def _keys(spark: Any, input_dir: Path) -> Any:
+    from pyspark.sql import functions as F
+
+    return (spark.readStream.option("maxFilesPerTrigger", 1).text(str(input_dir))
+            .select(F.substring(F.split("value", "\t").getItem(2), 1, 5).alias("key")))
+
+
+def _finish(query: Any, t0: float, what: str) -> float:
+    query.awaitTermination()
+    seconds = time.perf_counter() - t0
+    if query.exception() is not None:
+        raise RuntimeError(f"W3 {what} query failed: {query.exception()}")
+    return seconds
+
+
+def run_native(spark: Any, input_dir: Path, checkpoint_dir: Path) -> dict[str, Any]:
+    """``groupBy(key).count()``, RocksDB state store; returns seconds and the keys that reached ``NTH``."""
+    from pyspark.sql import functions as F
+
+    spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
+    reached: set[str] = set()
+
+    def on_batch(df: Any, batch_id: int) -> None:
+        reached.update(r["key"] for r in df.filter(F.col("count") >= NTH).select("key").collect())
+
+    counts = _keys(spark, input_dir).groupBy("key").count()
+    t0 = time.perf_counter()
+    query = (counts.writeStream.outputMode("update").foreachBatch(on_batch)
+             .option("checkpointLocation", str(checkpoint_dir)).trigger(availableNow=True).start())
+    return {"seconds": _finish(query, t0, "native"), "keys": reached, "batches": len(query.recentProgress)}
+
+
+def _processor() -> Any:
+    from pyspark.sql.streaming import StatefulProcessor
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    class FifthEvent(StatefulProcessor):
+        def init(self, handle: Any) -> None:
+            self.count = handle.getValueState("count", StructType([StructField("n", LongType(), True)]))
+
+        def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any) -> Iterator[pd.DataFrame]:
+            n = self.count.get()[0] if self.count.exists() else 0
+            before = n
+            for pdf in rows:
+                n += len(pdf)
+            self.count.update((n,))
+            if before < NTH <= n:
+                yield pd.DataFrame({"key": [key[0]]})
+
+        def close(self) -> None:
+            pass
+
+    return FifthEvent()
+
+
+def run_tws(spark: Any, input_dir: Path, checkpoint_dir: Path) -> dict[str, Any]:
+    """``transformWithStateInPandas`` doing what sparkpoint's job does; seconds and the keys emitted."""
+    spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
+    emitted: list[str] = []
+
+    def on_batch(df: Any, batch_id: int) -> None:
+        emitted.extend(r["key"] for r in df.collect())
+
+    out = _keys(spark, input_dir).groupBy("key").transformWithStateInPandas(
+        statefulProcessor=_processor(), outputStructType="key string", outputMode="Append", timeMode="None")
+    t0 = time.perf_counter()
+    query = (out.writeStream.outputMode("append").foreachBatch(on_batch)
+             .option("checkpointLocation", str(checkpoint_dir)).trigger(availableNow=True).start())
+    return {"seconds": _finish(query, t0, "transformWithStateInPandas"), "emitted": emitted,
+            "batches": len(query.recentProgress)}
