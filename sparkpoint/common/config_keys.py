@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import difflib
 import logging
-from typing import Iterable, Optional
+from typing import Any, Iterable, Mapping, Optional
 
 __all__ = ["ALIASES", "PREFERRED", "KNOWN_KEYS", "KNOWN_PREFIXES", "canonical_key", "warn_unknown_keys",
-           "nearest_key"]
+           "nearest_key", "override"]
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +79,19 @@ _warned: set[str] = set()
 def canonical_key(key: str) -> str:
     """The spelling sparkpoint reads for ``key`` (``key`` itself unless it is another spelling of a setting)."""
     return ALIASES.get(key, key)
+
+
+def override(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with the settings of ``over`` in place of its own, whichever spelling either source used.
+
+    Where settings from several sources are put together (a config file, then ``-D``, then the
+    command's options), a later source replaces a setting of an earlier one: ``-D state.checkpoints.dir=B``
+    over a file's ``execution.checkpointing.dir: A`` gives B. Within one source the Flink 2.x spelling wins.
+    """
+    replaced = {canonical_key(k) for k in over}
+    merged = {k: v for k, v in base.items() if canonical_key(k) not in replaced}
+    merged.update(over)
+    return merged
 
 
 def nearest_key(key: str) -> Optional[str]:

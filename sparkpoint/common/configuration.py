@@ -68,13 +68,12 @@ class Configuration:
 
     def set(self, key: str, value: Any) -> "Configuration":
         read = ALIASES.get(key, key)
-        if read != key or key in PREFERRED:
-            if key in PREFERRED:
-                self._preferred.add(read)
-            elif read in self._preferred and self._data.get(read) != value:
-                logger.warning("configuration: %r = %r is ignored: the Flink 2.x spelling of the setting was "
-                               "given too, and wins (%r)", key, value, self._data.get(read))
-                return self
+        if key in PREFERRED:
+            self._preferred.add(read)
+        elif read in self._preferred and self._data.get(read) != value:
+            logger.warning("configuration: %r = %r is ignored: the Flink 2.x spelling of the setting was "
+                           "given too, and wins (%r)", key, value, self._data.get(read))
+            return self
         self._data[read] = value
         return self
 

@@ -27,6 +27,20 @@ def test_the_flink_2_spelling_wins_a_conflict_whatever_the_order(caplog):
             for k, v in order:
                 conf.set(k, v)
         assert conf.get("state.backend") == "rocksdb" == conf.get("state.backend.type")
+    for order in ((("state.checkpoints.dir", "file:///old"), ("execution.checkpointing.dir", "file:///new")),
+                  (("execution.checkpointing.dir", "file:///new"), ("state.checkpoints.dir", "file:///old"))):
+        conf = Configuration(dict(order))
+        assert conf.get("state.checkpoints.dir") == "file:///new" == conf.get("execution.checkpointing.dir")
+    assert "'state.checkpoints.dir' = 'file:///old' is ignored" in caplog.text
+
+
+def test_a_later_source_replaces_a_setting_whatever_its_spelling():
+    from sparkpoint.common.config_keys import override
+
+    from_file = {"execution.checkpointing.dir": "file:///file", "execution.checkpointing.interval": "1 s"}
+    merged = override(from_file, {"state.checkpoints.dir": "file:///dynamic"})
+    assert merged == {"execution.checkpointing.interval": "1 s", "state.checkpoints.dir": "file:///dynamic"}
+    assert Configuration(merged).get("execution.checkpointing.dir") == "file:///dynamic"
 
 
 def test_a_typo_is_warned_of_with_the_nearest_key(caplog):

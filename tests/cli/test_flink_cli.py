@@ -81,14 +81,14 @@ def test_a_key_value_given_to_conf_is_refused_with_the_right_option(job_files):
     assert "did you mean 'execution.checkpointing.interval'" in info.stderr   # the file in $FLINK_CONF_DIR was read
 
 
-def _detached(job_files: Path, *extra: str, env: dict) -> str:
+def _detached(job_files: Path, *extra: str, env: dict, scheme: str = "http") -> str:
     out = sparkpoint("run", "-d", "-D", "execution.target=local", "-D", "execution.checkpointing.interval=1h",
                      "-D", f"state.checkpoints.dir={(job_files / 'ck').as_uri()}", "-D",
                      "execution.checkpointing.externalized-checkpoint-retention=RETAIN_ON_CANCELLATION",
                      "-D", "execution.epoch.idle-pause=20 ms", *extra,
                      "-py", str(job_files / "jobpkg" / "cli_job.py"), str(job_files / "in"), env=env, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "REST endpoint: http://127.0.0.1:" in out.stdout and "its log: " in out.stdout
+    assert f"REST endpoint: {scheme}://127.0.0.1:" in out.stdout and "its log: " in out.stdout
     return re.search(r"JobID ([0-9a-f]{32})", out.stdout).group(1)
 
 
@@ -142,11 +142,48 @@ def test_restore_mode_decides_whether_the_restored_checkpoint_stays(job_files, m
     restored = wait_for(lambda: sorted((job_files / "ck" / jid).glob("chk-*/_metadata")), 60, "a retained checkpoint")
     restored_dir = restored[-1].parent
     wait_for(lambda: jid not in sparkpoint("list", env=env).stdout, 60, "the first job's end")
-    second = _detached(job_files, "-s", str(restored_dir), "--restoreMode", mode, env=env)
+    # the config file's settings, in their Flink 2.x spelling, are replaced by -D and -s in any spelling
+    conf = job_files / "conf"
+    conf.mkdir()
+    (conf / "config.yaml").write_text(f"execution:\n  checkpointing:\n    dir: {(job_files / 'not-here').as_uri()}\n"
+                                      f"  state-recovery:\n    path: {job_files / 'no-such-checkpoint'}\n")
+    second = _detached(job_files, "-s", str(restored_dir), "--restoreMode", mode,
+                       env=dict(env, FLINK_CONF_DIR=str(conf)))
     try:
         own = sparkpoint("checkpoint", second, env=env)                # the new job's first checkpoint of its own
         assert own.returncode == 0, own.stderr
+        assert f"{(job_files / 'ck' / second).as_uri()}/chk-" in own.stdout   # -D state.checkpoints.dir won
         assert restored_dir.exists() == kept
         assert httpx.get(f"http://{_address(second, env)}/jobs/{second}/checkpoints").json()["latest"]["restored"]
     finally:
         sparkpoint("cancel", second, env=env)
+
+
+def test_stop_over_tls_with_a_token_at_the_rest_address_from_the_configuration(job_files):
+    from tests.rest.test_security import _self_signed
+
+    cert, key = _self_signed(job_files)
+    env = _env(job_files)
+    jid = _detached(job_files, "-D", "rest.token=s3cret", "-D", "security.ssl.rest.enabled=true",
+                    "-D", f"security.ssl.rest.certificate={cert}", "-D", f"security.ssl.rest.private-key={key}",
+                    "-D", f"state.savepoints.dir={(job_files / 'sp').as_uri()}", env=env, scheme="https")
+    host, port = _address(jid, env).rsplit(":", 1)
+    elsewhere = _env(job_files, home="other-home")              # a registry that does not know the job
+    address = ("-D", f"rest.address={host}", "-D", f"rest.port={port}", "-D", "security.ssl.rest.enabled=true")
+    try:
+        refused = sparkpoint("list", *address, "--ca-cert", cert, env=elsewhere)
+        assert refused.returncode != 0 and "401" in refused.stderr, refused.stdout + refused.stderr
+        client_conf = job_files / "client.yaml"
+        client_conf.write_text(f"rest:\n  token: s3cret\nsecurity:\n  ssl:\n    rest:\n      certificate: {cert}\n")
+        listed = sparkpoint("list", *address, "--config-file", str(client_conf), env=elsewhere)
+        assert f"{jid} : cli-job (RUNNING)" in listed.stdout and "https://" in listed.stdout, listed.stderr
+        target = job_files / "sp" / "final"
+        stopped = sparkpoint("stop", jid[:8], *address, "--config-file", str(client_conf), "--savepointPath",
+                             str(target), "--drain", env=elsewhere)
+        assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+        location = re.search(r"Savepoint completed\. Path: (\S+)", stopped.stdout).group(1)
+        assert Path(location.replace("file://", "")).joinpath("_metadata").is_file()
+        assert str(target) in location
+    finally:
+        sparkpoint("cancel", jid, env=env)
+    wait_for(lambda: jid not in sparkpoint("list", "-a", env=env).stdout, 60, "the job's end")
