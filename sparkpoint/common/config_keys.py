@@ -33,7 +33,19 @@ _PAIRS = [
     ("state.backend.type", "state.backend", "state.backend.type"),
     ("restart-strategy.type", "restart-strategy", "restart-strategy.type"),
     ("state.changelog.enabled", "state.backend.changelog.enabled", "state.changelog.enabled"),
+    ("execution.checkpointing.storage", "state.checkpoint-storage", "execution.checkpointing.storage"),
+    ("execution.checkpointing.create-subdir", "state.checkpoints.create-subdir",
+     "execution.checkpointing.create-subdir"),
+    ("execution.checkpointing.unaligned.enabled", "execution.checkpointing.unaligned",
+     "execution.checkpointing.unaligned.enabled"),
+    ("execution.checkpointing.cleaner.parallel-mode", "state.checkpoint.cleaner.parallel-mode",
+     "execution.checkpointing.cleaner.parallel-mode"),
+    ("execution.checkpointing.data-inline-threshold", "state.storage.fs.memory-threshold",
+     "execution.checkpointing.data-inline-threshold"),
+    ("execution.checkpointing.write-buffer-size", "state.storage.fs.write-buffer-size",
+     "execution.checkpointing.write-buffer-size"),
 ]
+# execution.checkpointing.externalized-checkpoint-retention has the same name in Flink 1.x and 2.x
 ALIASES: dict[str, str] = {spelling: read for new, old, read in _PAIRS for spelling in (new, old) if spelling != read}
 PREFERRED: frozenset[str] = frozenset(new for new, _, _ in _PAIRS)   # wins over the other spelling
 

@@ -133,15 +133,34 @@ def test_detached_run_list_checkpoint_and_control_from_another_host(job_files):
     wait_for(lambda: jid not in sparkpoint("list", "-a", env=env).stdout, 60, "the job's end")
 
 
-@pytest.mark.parametrize("mode,kept", [("no_claim", True), ("claim", False)])
-def test_restore_mode_decides_whether_the_restored_checkpoint_stays(job_files, mode, kept):
-    env = _env(job_files)
+def _retained_checkpoint(job_files: Path, env: dict) -> Path:
+    """A checkpoint of a cancelled job, retained: its chk-N directory."""
     jid = _detached(job_files, env=env)
     assert sparkpoint("checkpoint", jid, env=env).returncode == 0
     assert sparkpoint("cancel", jid, env=env).returncode == 0
     restored = wait_for(lambda: sorted((job_files / "ck" / jid).glob("chk-*/_metadata")), 60, "a retained checkpoint")
-    restored_dir = restored[-1].parent
     wait_for(lambda: jid not in sparkpoint("list", env=env).stdout, 60, "the first job's end")
+    return restored[-1].parent
+
+
+def test_state_of_a_removed_operator_needs_allow_non_restored_state(job_files):
+    env = _env(job_files)
+    restored_dir = _retained_checkpoint(job_files, env)
+    bounded = (JOB_TEXT.replace(".monitor_continuously(Duration.of_millis(100))", "")
+               .replace('uid("counts")', 'uid("renamed-counts")'))
+    (job_files / "jobpkg" / "renamed.py").write_text(bounded)
+    args = ("run", "-D", "execution.target=local", "-s", str(restored_dir), "-py",
+            str(job_files / "jobpkg" / "renamed.py"), str(job_files / "in"))
+    refused = sparkpoint(*args, env=env)
+    assert refused.returncode != 0 and "--allowNonRestoredState (-n)" in refused.stderr, refused.stdout + refused.stderr
+    allowed = sparkpoint(*args[:1], "-n", *args[1:], env=env)
+    assert allowed.returncode == 0, allowed.stdout + allowed.stderr
+
+
+@pytest.mark.parametrize("mode,kept", [("no_claim", True), ("claim", False), ("legacy", True)])
+def test_restore_mode_decides_whether_the_restored_checkpoint_stays(job_files, mode, kept):
+    env = _env(job_files)
+    restored_dir = _retained_checkpoint(job_files, env)
     # the config file's settings, in their Flink 2.x spelling, are replaced by -D and -s in any spelling
     conf = job_files / "conf"
     conf.mkdir()
