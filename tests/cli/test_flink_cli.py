@@ -20,6 +20,7 @@ from sparkpoint.common import Duration, WatermarkStrategy
 from sparkpoint.datastream import StreamExecutionEnvironment
 from sparkpoint.datastream.connectors.file_system import FileSource, StreamFormat
 
+print("job arguments:", sys.argv[1:], flush=True)
 env = StreamExecutionEnvironment.get_execution_environment()
 source = (FileSource.for_record_stream_format(StreamFormat.text_line_format(), sys.argv[1])
           .monitor_continuously(Duration.of_millis(100)).build())
@@ -81,14 +82,17 @@ def test_a_key_value_given_to_conf_is_refused_with_the_right_option(job_files):
     assert "did you mean 'execution.checkpointing.interval'" in info.stderr   # the file in $FLINK_CONF_DIR was read
 
 
-def _detached(job_files: Path, *extra: str, env: dict, scheme: str = "http") -> str:
+def _detached(job_files: Path, *extra: str, env: dict, scheme: str = "http", job_args: tuple = ()) -> str:
     out = sparkpoint("run", "-d", "-D", "execution.target=local", "-D", "execution.checkpointing.interval=1h",
                      "-D", f"state.checkpoints.dir={(job_files / 'ck').as_uri()}", "-D",
                      "execution.checkpointing.externalized-checkpoint-retention=RETAIN_ON_CANCELLATION",
                      "-D", "execution.epoch.idle-pause=20 ms", *extra,
-                     "-py", str(job_files / "jobpkg" / "cli_job.py"), str(job_files / "in"), env=env, timeout=120)
+                     "-py", str(job_files / "jobpkg" / "cli_job.py"), str(job_files / "in"), *job_args, env=env,
+                     timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
     assert f"REST endpoint: {scheme}://127.0.0.1:" in out.stdout and "its log: " in out.stdout
+    log = Path(re.search(r"its log: (\S+)", out.stdout).group(1))
+    assert f"job arguments: {[str(job_files / 'in'), *job_args]}" in log.read_text()   # its own -d kept
     return re.search(r"JobID ([0-9a-f]{32})", out.stdout).group(1)
 
 
@@ -108,7 +112,7 @@ def _address(job_id: str, env: dict) -> str:
 
 def test_detached_run_list_checkpoint_and_control_from_another_host(job_files):
     env = _env(job_files)
-    jid = _detached(job_files, env=env)                               # the command returned; the job runs on
+    jid = _detached(job_files, env=env, job_args=("-d",))             # the command returned; the job runs on
     address = _address(jid, env)
     try:
         listed = sparkpoint("list", "-r", env=env)
@@ -196,6 +200,14 @@ def test_stop_over_tls_with_a_token_at_the_rest_address_from_the_configuration(j
         client_conf.write_text(f"rest:\n  token: s3cret\nsecurity:\n  ssl:\n    rest:\n      certificate: {cert}\n")
         listed = sparkpoint("list", *address, "--config-file", str(client_conf), env=elsewhere)
         assert f"{jid} : cli-job (RUNNING)" in listed.stdout and "https://" in listed.stdout, listed.stderr
+        taken = sparkpoint("savepoint", jid, str(job_files / "sp" / "taken"), *address, "--config-file",
+                           str(client_conf), env=elsewhere)
+        assert taken.returncode == 0, taken.stdout + taken.stderr
+        taken_path = re.search(r"Savepoint completed\. Path: (\S+)", taken.stdout).group(1)
+        assert str(job_files / "sp" / "taken") in taken_path
+        assert Path(taken_path.replace("file://", "")).joinpath("_metadata").is_file()
+        assert sparkpoint("savepoint", "-d", taken_path, env=elsewhere).returncode == 0      # Flink's -d: dispose
+        assert not Path(taken_path.replace("file://", "")).exists()
         target = job_files / "sp" / "final"
         stopped = sparkpoint("stop", jid[:8], *address, "--config-file", str(client_conf), "--savepointPath",
                              str(target), "--drain", env=elsewhere)
