@@ -15,7 +15,7 @@ import difflib
 import logging
 from typing import Any, Iterable, Mapping, Optional
 
-__all__ = ["ALIASES", "PREFERRED", "KNOWN_KEYS", "KNOWN_PREFIXES", "canonical_key", "warn_unknown_keys",
+__all__ = ["ALIASES", "PREFERRED", "FLINK2_NAME", "KNOWN_KEYS", "KNOWN_PREFIXES", "canonical_key", "warn_unknown_keys",
            "nearest_key", "override"]
 
 logger = logging.getLogger(__name__)
@@ -48,6 +48,7 @@ _PAIRS = [
 # execution.checkpointing.externalized-checkpoint-retention has the same name in Flink 1.x and 2.x
 ALIASES: dict[str, str] = {spelling: read for new, old, read in _PAIRS for spelling in (new, old) if spelling != read}
 PREFERRED: frozenset[str] = frozenset(new for new, _, _ in _PAIRS)   # wins over the other spelling
+FLINK2_NAME: dict[str, str] = {read: new for new, _, read in _PAIRS}   # the key read -> its Flink 2.x spelling
 
 KNOWN_KEYS: frozenset[str] = frozenset({
     *(k for pair in _PAIRS for k in pair[:2]),

@@ -90,3 +90,12 @@ def test_a_job_configured_with_flink_2_keys_only_checkpoints_where_they_say(make
     client.wait(60)
     retained = sorted((tmp_path / "ck2").glob("*/chk-*/_metadata"))
     assert newest() >= 4 and 1 <= len(retained) <= 2, retained   # num-retained read from its Flink 2.x spelling
+
+
+def test_a_flink_2_setting_copied_from_another_configuration_still_replaces_one():
+    cli = Configuration({"execution.checkpointing.dir": "file:///from-cli"})
+    code = Configuration({"execution.checkpointing.dir": "file:///from-code"})
+    merged = Configuration(cli).add_all(code)
+    assert merged.get("state.checkpoints.dir") == "file:///from-code"
+    assert Configuration(merged).add_all({"state.checkpoints.dir": "file:///old"}).get(
+        "execution.checkpointing.dir") == "file:///from-code"                       # 2.x still wins over 1.x
