@@ -2,20 +2,24 @@
 ``checkpoint``, ``checkpoints``.
 
 A job on this machine is found in the local job registry (by id or id prefix). A job anywhere else is
-reached with ``-m/--jobmanager HOST:PORT`` (or a URL, ``https://...``), as Flink's client does, with
+reached with ``-m/--jobmanager HOST:PORT`` (or a URL, ``https://...``), or ``-D rest.address=HOST -D
+rest.port=PORT`` (or those keys in ``--config-file FILE``), as Flink's client does, with
 ``--token`` (or ``$SPARKPOINT_REST_TOKEN``) when the endpoint requires one and ``--ca-cert`` (or
 ``$SPARKPOINT_REST_CA_CERT``) to trust its TLS certificate.
 """
 
 from __future__ import annotations
 
+import functools
 import json as _json
 import time
 from typing import Any, Callable, Optional
 
 import click
 
+from sparkpoint.cli.common import load_conf, parse_dynamic
 from sparkpoint.cli.group import main
+from sparkpoint.common.config_keys import override
 from sparkpoint.errors import SparkpointError
 
 __all__ = ["connect", "list_jobs", "cancel", "savepoint", "stop", "checkpoint", "checkpoints"]
@@ -24,13 +28,37 @@ RUNNING_STATES = ("RUNNING", "RESTARTING", "FAILING", "CANCELLING")
 SCHEDULED_STATES = ("CREATED", "INITIALIZING", "RECONCILING", "SUSPENDED")
 
 
-def _remote(f: Callable) -> Callable:
+def _from_configuration(kwargs: dict) -> None:
+    """``-m``, ``--token`` and ``--ca-cert`` not given: ``rest.address``/``rest.port``, ``rest.token`` and
+    ``security.ssl.rest.certificate`` from ``-D`` and ``--config-file``, as Flink's client reads them."""
+    config = override(load_conf(kwargs.pop("conf_file")), parse_dynamic(kwargs.pop("dynamic")))
+    if kwargs["jobmanager"] is None and config.get("rest.address"):
+        tls = str(config.get("security.ssl.rest.enabled", config.get("rest.ssl.enabled", ""))).lower() == "true"
+        scheme = "https" if tls else "http"
+        kwargs["jobmanager"] = f"{scheme}://{config['rest.address']}:{config.get('rest.port', 8081)}"
+    if kwargs["token"] is None and config.get("rest.token"):
+        kwargs["token"] = str(config["rest.token"])
+    certificate = config.get("security.ssl.rest.certificate") or config.get("rest.ssl.certificate")
+    if kwargs["ca_cert"] is None and certificate:
+        kwargs["ca_cert"] = str(certificate)
+
+
+def _remote(command: Callable) -> Callable:
+    @functools.wraps(command)
+    def f(**kwargs: Any) -> Any:
+        _from_configuration(kwargs)
+        return command(**kwargs)
+
     for decorator in reversed([
         click.option("-m", "--jobmanager", default=None, metavar="HOST:PORT",
                      help="The REST address of the job (host:port or a URL); default: this machine's registry."),
         click.option("--token", default=None, envvar="SPARKPOINT_REST_TOKEN", help="The endpoint's bearer token."),
         click.option("--ca-cert", "ca_cert", default=None, envvar="SPARKPOINT_REST_CA_CERT",
                      type=click.Path(exists=True, dir_okay=False), help="Trust this PEM certificate (TLS)."),
+        click.option("-D", "dynamic", multiple=True, metavar="KEY=VALUE",
+                     help="A key: rest.address and rest.port (the endpoint), rest.token, security.ssl.rest.*."),
+        click.option("--config-file", "conf_file", default=None, type=click.Path(exists=True, dir_okay=False),
+                     help="A config file with those keys."),
     ]):
         f = decorator(f)
     return f
@@ -123,8 +151,9 @@ def list_jobs(running: bool, scheduled: bool, all_jobs: bool, jobmanager: Option
                            "Scheduled Jobs" if state in SCHEDULED_STATES else "Terminated Jobs")
                 sections[section].append(_line(client, job))
         except Exception as e:  # noqa: BLE001 - a job may end while we ask
-            if entry is not None:
-                click.echo(f"{entry['job_id']} : {entry['name']} (not answering: {e})")
+            if entry is None:   # the address given: its answer is the whole answer
+                raise click.ClickException(f"{client.base_url}: {e}") from None
+            click.echo(f"{entry['job_id']} : {entry['name']} (not answering: {e})")
     shown = {"Running/Restarting Jobs": running or all_jobs, "Scheduled Jobs": scheduled or all_jobs,
              "Terminated Jobs": all_jobs}
     for title, lines in sections.items():

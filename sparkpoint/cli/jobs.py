@@ -23,6 +23,7 @@ import click
 
 from sparkpoint.cli.common import Progress, conf_dir_file, ensure_sys_path, load_conf, parse_dynamic, report_failure
 from sparkpoint.cli.group import main
+from sparkpoint.common.config_keys import override, warn_unknown_keys
 from sparkpoint.errors import SparkpointError
 
 __all__ = ["run", "info", "run_script", "capture_plan"]
@@ -90,8 +91,7 @@ def _configuration(dynamic: tuple[str, ...], conf_file: Optional[str], legacy_co
                                  f"-D {legacy_conf} (or use --config-file FILE)", param_hint="--conf")
     config: dict[str, Any] = {"rest.enabled": True}
     config.update(load_conf(conf_file or legacy_conf or conf_dir_file()))
-    config.update(parse_dynamic(dynamic))
-    return config
+    return override(config, parse_dynamic(dynamic))   # -D replaces a file's setting, whichever its spelling
 
 
 def _job_options(f: Callable) -> Callable:
@@ -135,17 +135,14 @@ def run(master: Optional[str], dynamic: tuple[str, ...], conf_file: Optional[str
         job_args, job = (job, *job_args), None
     path, module = _job_source(job, python, module)
     if detached:
-        _detach()
+        _detach(len(job_args))
         return
-    config = _configuration(dynamic, conf_file, legacy_conf)
-    for key, value in (("spark.master", master), ("parallelism.default", parallelism),
-                       ("execution.savepoint.path", restore_path), ("sparkpoint.restore.rollback", rollback),
-                       ("execution.savepoint-restore-mode", restore_mode and restore_mode.upper())):
-        if value:
-            config[key] = value
-    if allow_non_restored:
-        config["execution.savepoint.ignore-unclaimed-state"] = True
-    _run_attached(config, path, module, job_args)
+    options = {key: value for key, value in (
+        ("spark.master", master), ("parallelism.default", parallelism),
+        ("execution.state-recovery.path", restore_path), ("sparkpoint.restore.rollback", rollback),
+        ("execution.state-recovery.claim-mode", restore_mode and restore_mode.upper()),
+        ("execution.state-recovery.ignore-unclaimed-state", allow_non_restored or None)) if value}
+    _run_attached(override(_configuration(dynamic, conf_file, legacy_conf), options), path, module, job_args)
 
 
 def _run_attached(config: dict, path: Optional[str], module: Optional[str], job_args: tuple[str, ...]) -> None:
@@ -170,9 +167,11 @@ def _run_attached(config: dict, path: Optional[str], module: Optional[str], job_
     progress.close()
 
 
-def _detach() -> None:
-    """Start this very command without -d in a new session, its output in a log file; wait for the job id."""
-    argv = [a for a in sys.argv[1:] if a not in ("-d", "--detached")]
+def _detach(n_job_args: int) -> None:
+    """Start this very command without -d in a new session, its output in a log file; wait for the job id.
+    The job's own arguments (the last ``n_job_args`` words) are passed on as they are, a ``-d`` among them too."""
+    split = len(sys.argv) - n_job_args
+    argv = [a for a in sys.argv[1:split] if a not in ("-d", "--detached")] + sys.argv[split:]
     log_dir = Path(os.environ.get("SPARKPOINT_HOME", Path.home() / ".sparkpoint")) / "log"
     log_dir.mkdir(parents=True, exist_ok=True)
     log = Path(tempfile.mkstemp(prefix=time.strftime("run-%Y%m%d-%H%M%S-"), suffix=".log", dir=log_dir)[1])
@@ -236,7 +235,6 @@ def info(master: Optional[str], dynamic: tuple[str, ...], conf_file: Optional[st
     config.pop("rest.enabled", None)
     if parallelism:
         config["parallelism.default"] = parallelism
-    from sparkpoint.common.config_keys import warn_unknown_keys
 
     warn_unknown_keys(config)
     plan = capture_plan(path, module, job_args, config)

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import difflib
 import logging
-from typing import Iterable, Optional
+from typing import Any, Iterable, Mapping, Optional
 
-__all__ = ["ALIASES", "PREFERRED", "KNOWN_KEYS", "KNOWN_PREFIXES", "canonical_key", "warn_unknown_keys",
-           "nearest_key"]
+__all__ = ["ALIASES", "PREFERRED", "FLINK2_NAME", "KNOWN_KEYS", "KNOWN_PREFIXES", "canonical_key", "warn_unknown_keys",
+           "nearest_key", "override"]
 
 logger = logging.getLogger(__name__)
 
@@ -33,9 +33,22 @@ _PAIRS = [
     ("state.backend.type", "state.backend", "state.backend.type"),
     ("restart-strategy.type", "restart-strategy", "restart-strategy.type"),
     ("state.changelog.enabled", "state.backend.changelog.enabled", "state.changelog.enabled"),
+    ("execution.checkpointing.storage", "state.checkpoint-storage", "execution.checkpointing.storage"),
+    ("execution.checkpointing.create-subdir", "state.checkpoints.create-subdir",
+     "execution.checkpointing.create-subdir"),
+    ("execution.checkpointing.unaligned.enabled", "execution.checkpointing.unaligned",
+     "execution.checkpointing.unaligned.enabled"),
+    ("execution.checkpointing.cleaner.parallel-mode", "state.checkpoint.cleaner.parallel-mode",
+     "execution.checkpointing.cleaner.parallel-mode"),
+    ("execution.checkpointing.data-inline-threshold", "state.storage.fs.memory-threshold",
+     "execution.checkpointing.data-inline-threshold"),
+    ("execution.checkpointing.write-buffer-size", "state.storage.fs.write-buffer-size",
+     "execution.checkpointing.write-buffer-size"),
 ]
+# execution.checkpointing.externalized-checkpoint-retention has the same name in Flink 1.x and 2.x
 ALIASES: dict[str, str] = {spelling: read for new, old, read in _PAIRS for spelling in (new, old) if spelling != read}
 PREFERRED: frozenset[str] = frozenset(new for new, _, _ in _PAIRS)   # wins over the other spelling
+FLINK2_NAME: dict[str, str] = {read: new for new, _, read in _PAIRS}   # the key read -> its Flink 2.x spelling
 
 KNOWN_KEYS: frozenset[str] = frozenset({
     *(k for pair in _PAIRS for k in pair[:2]),
@@ -79,6 +92,19 @@ _warned: set[str] = set()
 def canonical_key(key: str) -> str:
     """The spelling sparkpoint reads for ``key`` (``key`` itself unless it is another spelling of a setting)."""
     return ALIASES.get(key, key)
+
+
+def override(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with the settings of ``over`` in place of its own, whichever spelling either source used.
+
+    Where settings from several sources are put together (a config file, then ``-D``, then the
+    command's options), a later source replaces a setting of an earlier one: ``-D state.checkpoints.dir=B``
+    over a file's ``execution.checkpointing.dir: A`` gives B. Within one source the Flink 2.x spelling wins.
+    """
+    replaced = {canonical_key(k) for k in over}
+    merged = {k: v for k, v in base.items() if canonical_key(k) not in replaced}
+    merged.update(over)
+    return merged
 
 
 def nearest_key(key: str) -> Optional[str]:

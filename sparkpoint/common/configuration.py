@@ -13,7 +13,7 @@ import logging
 import re
 from typing import Any, Iterator, Mapping, Optional
 
-from sparkpoint.common.config_keys import ALIASES, PREFERRED
+from sparkpoint.common.config_keys import ALIASES, FLINK2_NAME, PREFERRED
 
 __all__ = ["Configuration", "DEFAULT_MAX_PARALLELISM", "parse_duration_ms", "parse_memory_bytes"]
 
@@ -60,21 +60,19 @@ class Configuration:
         self._data: dict[str, Any] = {}
         self._preferred: set[str] = set()   # keys whose value came from the Flink 2.x spelling
         if other is not None:
-            for k, v in (other.to_dict() if isinstance(other, Configuration) else dict(other)).items():
-                self.set(k, v)
+            self.add_all(other)
 
     def set_string(self, key: str, value: str) -> "Configuration":
         return self.set(key, value)
 
     def set(self, key: str, value: Any) -> "Configuration":
         read = ALIASES.get(key, key)
-        if read != key or key in PREFERRED:
-            if key in PREFERRED:
-                self._preferred.add(read)
-            elif read in self._preferred and self._data.get(read) != value:
-                logger.warning("configuration: %r = %r is ignored: the Flink 2.x spelling of the setting was "
-                               "given too, and wins (%r)", key, value, self._data.get(read))
-                return self
+        if key in PREFERRED:
+            self._preferred.add(read)
+        elif read in self._preferred and self._data.get(read) != value:
+            logger.warning("configuration: %r = %r is ignored: the Flink 2.x spelling of the setting was "
+                           "given too, and wins (%r)", key, value, self._data.get(read))
+            return self
         self._data[read] = value
         return self
 
@@ -125,10 +123,14 @@ class Configuration:
         return self._data.pop(ALIASES.get(key, key), None) is not None
 
     def add_all(self, other: "Configuration | Mapping[str, Any]", prefix: Optional[str] = None) -> "Configuration":
-        items = other.to_dict() if isinstance(other, Configuration) else dict(other)
+        items = other._as_given() if isinstance(other, Configuration) else dict(other)
         for k, v in items.items():
             self.set((prefix or "") + k, v)
         return self
+
+    def _as_given(self) -> dict[str, Any]:
+        """The settings under the spelling they were given in where that was Flink 2.x's (so it keeps winning)."""
+        return {FLINK2_NAME[k] if k in self._preferred else k: v for k, v in self._data.items()}
 
     def key_set(self) -> "builtins.set[str]":
         return builtins.set(self._data)

@@ -120,7 +120,7 @@ class CheckpointConfig:
         return retention != ExternalizedCheckpointRetention.NO_EXTERNALIZED_CHECKPOINTS
 
     def set_checkpoint_storage_dir(self, checkpoint_path: str) -> "CheckpointConfig":
-        self._conf.set("state.checkpoints.dir", checkpoint_path)
+        self._conf.set("execution.checkpointing.dir", checkpoint_path)
         return self
 
     def set_checkpoint_storage(self, storage: CheckpointStorage) -> "CheckpointConfig":
@@ -141,7 +141,7 @@ class CheckpointConfig:
         return False
 
     def set_num_retained(self, n: int) -> "CheckpointConfig":
-        self._conf.set("state.checkpoints.num-retained", int(n))
+        self._conf.set("execution.checkpointing.num-retained", int(n))
         return self
 
 

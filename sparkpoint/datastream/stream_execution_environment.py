@@ -273,7 +273,7 @@ class StreamExecutionEnvironment:
                 or "hashmap")
 
     def set_restart_strategy(self, restart_strategy_configuration: Any) -> "StreamExecutionEnvironment":
-        self._config.set("restart-strategy", restart_strategy_configuration)
+        self._config.set("restart-strategy.type", restart_strategy_configuration)
         return self
 
     def add_python_file(self, file_path: str) -> None:

@@ -60,7 +60,7 @@ class RestSecurity:
         if enabled and not (cert and key):
             raise ConfigurationError("security.ssl.rest.enabled needs security.ssl.rest.certificate and "
                                      "security.ssl.rest.private-key (PEM files)")
-        roots = [config.get_string(k) for k in _ROOT_KEYS if config.get_string(k)]
+        roots = list(dict.fromkeys(config.get_string(k) for k in _ROOT_KEYS if config.get_string(k)))
         roots += [r.strip() for r in (config.get_string("sparkpoint.rest.allowed-dirs") or "").split(",") if r.strip()]
         limit = int(config.get("rest.server.max-content-length", DEFAULT_MAX_CONTENT))
         return cls(bind, token, cert if enabled else None, key if enabled else None,

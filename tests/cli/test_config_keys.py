@@ -27,6 +27,20 @@ def test_the_flink_2_spelling_wins_a_conflict_whatever_the_order(caplog):
             for k, v in order:
                 conf.set(k, v)
         assert conf.get("state.backend") == "rocksdb" == conf.get("state.backend.type")
+    for order in ((("state.checkpoints.dir", "file:///old"), ("execution.checkpointing.dir", "file:///new")),
+                  (("execution.checkpointing.dir", "file:///new"), ("state.checkpoints.dir", "file:///old"))):
+        conf = Configuration(dict(order))
+        assert conf.get("state.checkpoints.dir") == "file:///new" == conf.get("execution.checkpointing.dir")
+    assert "'state.checkpoints.dir' = 'file:///old' is ignored" in caplog.text
+
+
+def test_a_later_source_replaces_a_setting_whatever_its_spelling():
+    from sparkpoint.common.config_keys import override
+
+    from_file = {"execution.checkpointing.dir": "file:///file", "execution.checkpointing.interval": "1 s"}
+    merged = override(from_file, {"state.checkpoints.dir": "file:///dynamic"})
+    assert merged == {"execution.checkpointing.interval": "1 s", "state.checkpoints.dir": "file:///dynamic"}
+    assert Configuration(merged).get("execution.checkpointing.dir") == "file:///dynamic"
 
 
 def test_a_typo_is_warned_of_with_the_nearest_key(caplog):
@@ -76,3 +90,12 @@ def test_a_job_configured_with_flink_2_keys_only_checkpoints_where_they_say(make
     client.wait(60)
     retained = sorted((tmp_path / "ck2").glob("*/chk-*/_metadata"))
     assert newest() >= 4 and 1 <= len(retained) <= 2, retained   # num-retained read from its Flink 2.x spelling
+
+
+def test_a_flink_2_setting_copied_from_another_configuration_still_replaces_one():
+    cli = Configuration({"execution.checkpointing.dir": "file:///from-cli"})
+    code = Configuration({"execution.checkpointing.dir": "file:///from-code"})
+    merged = Configuration(cli).add_all(code)
+    assert merged.get("state.checkpoints.dir") == "file:///from-code"
+    assert Configuration(merged).add_all({"state.checkpoints.dir": "file:///old"}).get(
+        "execution.checkpointing.dir") == "file:///from-code"                       # 2.x still wins over 1.x

@@ -20,6 +20,7 @@ from sparkpoint.common import Duration, WatermarkStrategy
 from sparkpoint.datastream import StreamExecutionEnvironment
 from sparkpoint.datastream.connectors.file_system import FileSource, StreamFormat
 
+print("job arguments:", sys.argv[1:], flush=True)
 env = StreamExecutionEnvironment.get_execution_environment()
 source = (FileSource.for_record_stream_format(StreamFormat.text_line_format(), sys.argv[1])
           .monitor_continuously(Duration.of_millis(100)).build())
@@ -81,14 +82,17 @@ def test_a_key_value_given_to_conf_is_refused_with_the_right_option(job_files):
     assert "did you mean 'execution.checkpointing.interval'" in info.stderr   # the file in $FLINK_CONF_DIR was read
 
 
-def _detached(job_files: Path, *extra: str, env: dict) -> str:
+def _detached(job_files: Path, *extra: str, env: dict, scheme: str = "http", job_args: tuple = ()) -> str:
     out = sparkpoint("run", "-d", "-D", "execution.target=local", "-D", "execution.checkpointing.interval=1h",
                      "-D", f"state.checkpoints.dir={(job_files / 'ck').as_uri()}", "-D",
                      "execution.checkpointing.externalized-checkpoint-retention=RETAIN_ON_CANCELLATION",
                      "-D", "execution.epoch.idle-pause=20 ms", *extra,
-                     "-py", str(job_files / "jobpkg" / "cli_job.py"), str(job_files / "in"), env=env, timeout=120)
+                     "-py", str(job_files / "jobpkg" / "cli_job.py"), str(job_files / "in"), *job_args, env=env,
+                     timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "REST endpoint: http://127.0.0.1:" in out.stdout and "its log: " in out.stdout
+    assert f"REST endpoint: {scheme}://127.0.0.1:" in out.stdout and "its log: " in out.stdout
+    log = Path(re.search(r"its log: (\S+)", out.stdout).group(1))
+    assert f"job arguments: {[str(job_files / 'in'), *job_args]}" in log.read_text()   # its own -d kept
     return re.search(r"JobID ([0-9a-f]{32})", out.stdout).group(1)
 
 
@@ -108,7 +112,7 @@ def _address(job_id: str, env: dict) -> str:
 
 def test_detached_run_list_checkpoint_and_control_from_another_host(job_files):
     env = _env(job_files)
-    jid = _detached(job_files, env=env)                               # the command returned; the job runs on
+    jid = _detached(job_files, env=env, job_args=("-d",))             # the command returned; the job runs on
     address = _address(jid, env)
     try:
         listed = sparkpoint("list", "-r", env=env)
@@ -133,20 +137,84 @@ def test_detached_run_list_checkpoint_and_control_from_another_host(job_files):
     wait_for(lambda: jid not in sparkpoint("list", "-a", env=env).stdout, 60, "the job's end")
 
 
-@pytest.mark.parametrize("mode,kept", [("no_claim", True), ("claim", False)])
-def test_restore_mode_decides_whether_the_restored_checkpoint_stays(job_files, mode, kept):
-    env = _env(job_files)
+def _retained_checkpoint(job_files: Path, env: dict) -> Path:
+    """A checkpoint of a cancelled job, retained: its chk-N directory."""
     jid = _detached(job_files, env=env)
     assert sparkpoint("checkpoint", jid, env=env).returncode == 0
     assert sparkpoint("cancel", jid, env=env).returncode == 0
     restored = wait_for(lambda: sorted((job_files / "ck" / jid).glob("chk-*/_metadata")), 60, "a retained checkpoint")
-    restored_dir = restored[-1].parent
     wait_for(lambda: jid not in sparkpoint("list", env=env).stdout, 60, "the first job's end")
-    second = _detached(job_files, "-s", str(restored_dir), "--restoreMode", mode, env=env)
+    return restored[-1].parent
+
+
+def test_state_of_a_removed_operator_needs_allow_non_restored_state(job_files):
+    env = _env(job_files)
+    restored_dir = _retained_checkpoint(job_files, env)
+    bounded = (JOB_TEXT.replace(".monitor_continuously(Duration.of_millis(100))", "")
+               .replace('uid("counts")', 'uid("renamed-counts")'))
+    (job_files / "jobpkg" / "renamed.py").write_text(bounded)
+    args = ("run", "-D", "execution.target=local", "-s", str(restored_dir), "-py",
+            str(job_files / "jobpkg" / "renamed.py"), str(job_files / "in"))
+    refused = sparkpoint(*args, env=env)
+    assert refused.returncode != 0 and "--allowNonRestoredState (-n)" in refused.stderr, refused.stdout + refused.stderr
+    allowed = sparkpoint(*args[:1], "-n", *args[1:], env=env)
+    assert allowed.returncode == 0, allowed.stdout + allowed.stderr
+
+
+@pytest.mark.parametrize("mode,kept", [("no_claim", True), ("claim", False), ("legacy", True)])
+def test_restore_mode_decides_whether_the_restored_checkpoint_stays(job_files, mode, kept):
+    env = _env(job_files)
+    restored_dir = _retained_checkpoint(job_files, env)
+    # the config file's settings, in their Flink 2.x spelling, are replaced by -D and -s in any spelling
+    conf = job_files / "conf"
+    conf.mkdir()
+    (conf / "config.yaml").write_text(f"execution:\n  checkpointing:\n    dir: {(job_files / 'not-here').as_uri()}\n"
+                                      f"  state-recovery:\n    path: {job_files / 'no-such-checkpoint'}\n")
+    second = _detached(job_files, "-s", str(restored_dir), "--restoreMode", mode,
+                       env=dict(env, FLINK_CONF_DIR=str(conf)))
     try:
         own = sparkpoint("checkpoint", second, env=env)                # the new job's first checkpoint of its own
         assert own.returncode == 0, own.stderr
+        assert f"{(job_files / 'ck' / second).as_uri()}/chk-" in own.stdout   # -D state.checkpoints.dir won
         assert restored_dir.exists() == kept
         assert httpx.get(f"http://{_address(second, env)}/jobs/{second}/checkpoints").json()["latest"]["restored"]
     finally:
         sparkpoint("cancel", second, env=env)
+
+
+def test_stop_over_tls_with_a_token_at_the_rest_address_from_the_configuration(job_files):
+    from tests.rest.test_security import _self_signed
+
+    cert, key = _self_signed(job_files)
+    env = _env(job_files)
+    jid = _detached(job_files, "-D", "rest.token=s3cret", "-D", "security.ssl.rest.enabled=true",
+                    "-D", f"security.ssl.rest.certificate={cert}", "-D", f"security.ssl.rest.private-key={key}",
+                    "-D", f"state.savepoints.dir={(job_files / 'sp').as_uri()}", env=env, scheme="https")
+    host, port = _address(jid, env).rsplit(":", 1)
+    elsewhere = _env(job_files, home="other-home")              # a registry that does not know the job
+    address = ("-D", f"rest.address={host}", "-D", f"rest.port={port}", "-D", "security.ssl.rest.enabled=true")
+    try:
+        refused = sparkpoint("list", *address, "--ca-cert", cert, env=elsewhere)
+        assert refused.returncode != 0 and "401" in refused.stderr, refused.stdout + refused.stderr
+        client_conf = job_files / "client.yaml"
+        client_conf.write_text(f"rest:\n  token: s3cret\nsecurity:\n  ssl:\n    rest:\n      certificate: {cert}\n")
+        listed = sparkpoint("list", *address, "--config-file", str(client_conf), env=elsewhere)
+        assert f"{jid} : cli-job (RUNNING)" in listed.stdout and "https://" in listed.stdout, listed.stderr
+        taken = sparkpoint("savepoint", jid, str(job_files / "sp" / "taken"), *address, "--config-file",
+                           str(client_conf), env=elsewhere)
+        assert taken.returncode == 0, taken.stdout + taken.stderr
+        taken_path = re.search(r"Savepoint completed\. Path: (\S+)", taken.stdout).group(1)
+        assert str(job_files / "sp" / "taken") in taken_path
+        assert Path(taken_path.replace("file://", "")).joinpath("_metadata").is_file()
+        assert sparkpoint("savepoint", "-d", taken_path, env=elsewhere).returncode == 0      # Flink's -d: dispose
+        assert not Path(taken_path.replace("file://", "")).exists()
+        target = job_files / "sp" / "final"
+        stopped = sparkpoint("stop", jid[:8], *address, "--config-file", str(client_conf), "--savepointPath",
+                             str(target), "--drain", env=elsewhere)
+        assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+        location = re.search(r"Savepoint completed\. Path: (\S+)", stopped.stdout).group(1)
+        assert Path(location.replace("file://", "")).joinpath("_metadata").is_file()
+        assert str(target) in location
+    finally:
+        sparkpoint("cancel", jid, env=env)
+    wait_for(lambda: jid not in sparkpoint("list", "-a", env=env).stdout, 60, "the job's end")

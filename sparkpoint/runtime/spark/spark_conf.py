@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Mapping, Optional
 
 from sparkpoint.common.config_file import load_config_file
+from sparkpoint.common.config_keys import override
 from sparkpoint.errors import ConfigurationError
 
 __all__ = ["SPARK_CONF_PREFIX", "CONF_FILE_KEY", "settings_from_spark_conf", "resolve_conf_file"]
@@ -51,10 +52,9 @@ def settings_from_spark_conf(spark_conf: Mapping[str, str], spark_files_dir: Opt
                            "is read; give them to spark-submit (--conf) instead", too_late, path)
         settings.update(from_file)
         logger.info("%d keys from the configuration file %s", len(from_file), path)
-    for key, value in spark_conf.items():
-        if key.startswith(SPARK_CONF_PREFIX) and key != CONF_FILE_KEY and len(key) > len(SPARK_CONF_PREFIX):
-            settings[key[len(SPARK_CONF_PREFIX):]] = value
-    return settings
+    from_confs = {key[len(SPARK_CONF_PREFIX):]: value for key, value in spark_conf.items()
+                  if key.startswith(SPARK_CONF_PREFIX) and key != CONF_FILE_KEY and len(key) > len(SPARK_CONF_PREFIX)}
+    return override(settings, from_confs)
 
 
 def resolve_conf_file(name: str, spark_files_dir: Optional[str] = None) -> str:
