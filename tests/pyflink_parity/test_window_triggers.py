@@ -7,7 +7,8 @@ difference 9). The continuous firings are also checked against a hand computatio
 
 from __future__ import annotations
 
-from test_parity import recorded, run_job
+import pytest
+from test_parity import RECORDED_PARALLELISM, recorded, run_job
 
 # The one deliberate difference: sparkpoint purges a sliding count window once it fired (it never gets
 # another element); PyFlink's default trigger keeps its contents in state forever.
@@ -48,8 +49,14 @@ def sessions(events, gap):
     return lambda key, ts: [tuple(s) for s in merged[key] if s[0] <= ts < s[1]]
 
 
-def test_window_triggers(monkeypatch, capsys, tmp_path):
-    lines, job = run_job("window_triggers", monkeypatch, capsys, tmp_path)
+@pytest.mark.parametrize("target", ["local", pytest.param("spark", marks=pytest.mark.spark)])
+def test_window_triggers(request, monkeypatch, capsys, tmp_path, target):
+    configuration = None
+    if target == "spark":   # the default target, on the session the fixture started
+        request.getfixturevalue("spark")
+        configuration = {"parallelism.default": RECORDED_PARALLELISM,
+                         "sparkpoint.local-state-dir": str(tmp_path / "local-state")}
+    lines, job = run_job("window_triggers", monkeypatch, capsys, tmp_path, configuration)
     expected = recorded("window_triggers")
     assert expected.count(PYFLINK_COUNT_DEFAULT) == 1 and lines.count(OURS_COUNT_DEFAULT) == 1
     assert lines == [OURS_COUNT_DEFAULT if line == PYFLINK_COUNT_DEFAULT else line for line in expected]
