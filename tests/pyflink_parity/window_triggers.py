@@ -4,7 +4,8 @@
   at every multiple of 3 ms inside it (counted from its first element) and at its end.
 * The same trigger on event-time sessions with a 4 ms gap, where windows merge.
 * ``window(CountSlidingWindowAssigner.of(3, 2))`` with a window function that prints each
-  window's id and contents, and ``get_default_trigger(env)`` of the assigners used here.
+  window's id and contents, ``count_window(2)`` with a process window function that also counts
+  its window's firings in per-window state, and ``get_default_trigger(env)`` of the assigners.
 
 Every source is bounded with ascending timestamps; the watermark reaches the end of time
 after the last record, so each window's timers fire with all its records in.
@@ -19,9 +20,11 @@ from job_parts import SecondFieldTimestamp
 
 from sparkpoint.common import Time, Types, WatermarkStrategy
 from sparkpoint.datastream import ProcessWindowFunction, StreamExecutionEnvironment, WindowFunction
+from sparkpoint.datastream.state import ValueStateDescriptor
 from sparkpoint.datastream.window import (
     ContinuousEventTimeTrigger,
     CountSlidingWindowAssigner,
+    CountTumblingWindowAssigner,
     CountWindow,
     EventTimeSessionWindows,
     TumblingEventTimeWindows,
@@ -44,6 +47,16 @@ class SumPerFiring(ProcessWindowFunction):
 class CountWindowContents(WindowFunction):
     def apply(self, key: str, window: CountWindow, inputs: Iterable[Any]) -> Iterable[str]:
         yield f"{key} window {window.id}: {[v for _, v in inputs]}"
+
+
+class FiringsPerWindow(ProcessWindowFunction):
+    """The window's type and id, its contents, and how often this window fired (per-window state)."""
+
+    def process(self, key: str, context: ProcessWindowFunction.Context, elements: Iterable[Any]) -> Iterable[str]:
+        fired = context.window_state().get_state(ValueStateDescriptor("fired", Types.INT()))
+        fired.update((fired.value() or 0) + 1)
+        window = context.window()
+        yield f"{key} {type(window).__name__} {window.id}: {[v for _, v in elements]}, fired {fired.value()}"
 
 
 def continuous(env: StreamExecutionEnvironment, assigner: Any, name: str) -> None:
@@ -70,7 +83,12 @@ def main() -> None:
      .apply(CountWindowContents(), Types.STRING())
      .print("count"))
     env.execute("sliding count assigner")
-    for assigner in (TumblingEventTimeWindows.of(Time.milliseconds(10)),
+    (numbers.key_by(lambda p: p[0], key_type=Types.STRING())
+     .count_window(2)
+     .process(FiringsPerWindow(), Types.STRING())
+     .print("tumbling count"))
+    env.execute("tumbling count window")
+    for assigner in (TumblingEventTimeWindows.of(Time.milliseconds(10)), CountTumblingWindowAssigner.of(2),
                      EventTimeSessionWindows.with_gap(Time.milliseconds(4)), CountSlidingWindowAssigner.of(3, 2)):
         print("default trigger", type(assigner.get_default_trigger(env)).__name__)
 
