@@ -115,3 +115,11 @@ def test_a_missing_row_field_is_named_and_caught_as_pyflink_and_dict_code_expect
             attempt()
     with pytest.raises(KeyError, match="have no names"):
         Row(1, 2)["name"]
+
+
+def test_collect_at_parallelism_one_keeps_the_input_order_across_epochs_and_a_key_by(make_env):
+    env = make_env("local", **{"execution.epoch.max-records": 7})
+    env.set_parallelism(1)
+    out = env.from_collection(list(range(50))).map(lambda x: x * 2).key_by(lambda x: x % 3).map(lambda x: x) \
+        .execute_and_collect()
+    assert list(out) == [x * 2 for x in range(50)]
