@@ -222,6 +222,9 @@ class NeverTrigger(Trigger):
         pass
 
 
+_END_OF_TIME = 2**63 - 1  # the watermark at the end of input (Long.MAX_VALUE)
+
+
 def _min(a: int, b: int) -> int:
     return min(a, b)
 
@@ -257,8 +260,9 @@ class _ContinuousTrigger(Trigger):
         ctx.get_partitioned_state(self.state_desc).add(next_fire)
         watermark = ctx.get_current_watermark() if self.event_time else None
         if in_timer and watermark is not None and next_fire <= watermark and next_fire != window.max_timestamp():
-            ctx.get_partitioned_state(self.deferred_desc).add(watermark + 1)  # fires at the next watermark
-            self._register(ctx, watermark + 1)
+            if watermark < _END_OF_TIME:  # else there is no next watermark: the firing never comes, as in PyFlink
+                ctx.get_partitioned_state(self.deferred_desc).add(watermark + 1)  # fires at the next watermark
+                self._register(ctx, watermark + 1)
         else:
             self._register(ctx, next_fire)
 
