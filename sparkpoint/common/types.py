@@ -5,7 +5,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any
 
-__all__ = ["Row", "RowKind"]
+__all__ = ["Row", "RowFieldError", "RowKind"]
 
 
 class RowKind(Enum):
@@ -19,6 +19,16 @@ class RowKind(Enum):
 
     def __str__(self) -> str:
         return self.short_string()  # as PyFlink: str(RowKind.INSERT) == "+I"
+
+
+class RowFieldError(KeyError, ValueError):
+    """A field name a row does not have: a ``KeyError`` (as a dict's) and a ``ValueError`` (as PyFlink raises)."""
+
+
+def _no_field(row: "Row", name: str) -> RowFieldError:
+    fields = row._fields
+    return RowFieldError(f"Row has no field {name!r}" + (f"; its fields are {list(fields)}" if fields
+                                                          else "; its fields have no names"))
 
 
 class Row(tuple):
@@ -76,7 +86,7 @@ class Row(tuple):
             mut = self.__dict__["_mut"] = list(tuple.__iter__(self))
         if isinstance(key, str):
             if self._fields is None or key not in self._fields:
-                raise KeyError(key)
+                raise _no_field(self, key)
             key = self._fields.index(key)
         if isinstance(key, slice):
             value = list(value)
@@ -158,7 +168,7 @@ class Row(tuple):
         mut = self.__dict__.get("_mut")
         if isinstance(item, str):
             if self._fields is None or item not in self._fields:
-                raise KeyError(item)
+                raise _no_field(self, item)
             item = self._fields.index(item)
         return tuple.__getitem__(self, item) if mut is None else mut[item]
 

@@ -222,13 +222,23 @@ class NeverTrigger(Trigger):
         pass
 
 
+_END_OF_TIME = 2**63 - 1  # the watermark at the end of input (Long.MAX_VALUE)
+
+
 def _min(a: int, b: int) -> int:
     return min(a, b)
 
 
 class _ContinuousTrigger(Trigger):
     """Fires a window every ``interval`` ms of its clock, and (event time) at its end: the next firing time is
-    kept in reducing state (the minimum, so merged windows keep the earliest)."""
+    kept in reducing state (the minimum, so merged windows keep the earliest).
+
+    As in PyFlink, whose triggers run in Python and hand their timers to the JVM after a watermark has been
+    processed, a firing time that a watermark has already passed when it is scheduled (the watermark jumped
+    several intervals) fires at the next watermark, not in the same one: at most one interval firing per
+    window and watermark. Such a firing is kept in ``deferred`` state with a timer at ``watermark + 1``;
+    at the end of input (no next watermark) it never fires, as in PyFlink.
+    """
 
     event_time = True
 
@@ -237,6 +247,7 @@ class _ContinuousTrigger(Trigger):
             raise ValueError(f"{type(self).__name__}: the interval must be positive, got {interval}")
         self.interval = interval
         self.state_desc = ReducingStateDescriptor("fire-time", _min)
+        self.deferred_desc = ReducingStateDescriptor("deferred-fire-timer", _min)
 
     def _register(self, ctx: Trigger.TriggerContext, time: int) -> None:
         if self.event_time:
@@ -244,16 +255,28 @@ class _ContinuousTrigger(Trigger):
         else:
             ctx.register_processing_time_timer(time)
 
-    def _schedule_next(self, time: int, window: Window, ctx: Trigger.TriggerContext) -> None:
+    def _schedule_next(self, time: int, window: Window, ctx: Trigger.TriggerContext, in_timer: bool = False) -> None:
         next_fire = min(time + self.interval, window.max_timestamp())
         ctx.get_partitioned_state(self.state_desc).add(next_fire)
-        self._register(ctx, next_fire)
+        watermark = ctx.get_current_watermark() if self.event_time else None
+        if in_timer and watermark is not None and next_fire <= watermark and next_fire != window.max_timestamp():
+            if watermark < _END_OF_TIME:  # else there is no next watermark: the firing never comes, as in PyFlink
+                ctx.get_partitioned_state(self.deferred_desc).add(watermark + 1)  # fires at the next watermark
+                self._register(ctx, watermark + 1)
+        else:
+            self._register(ctx, next_fire)
 
     def _on_timer(self, time: int, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
         state = ctx.get_partitioned_state(self.state_desc)
-        if state.get() == time:
+        fire = state.get()
+        if self.event_time:
+            deferred = ctx.get_partitioned_state(self.deferred_desc)
+            if deferred.get() == time:
+                deferred.clear()
+                time = fire if fire is not None else time  # the firing time that was put off
+        if fire is not None and fire == time:
             state.clear()
-            self._schedule_next(time, window, ctx)
+            self._schedule_next(time, window, ctx, in_timer=True)
             return TriggerResult.FIRE
         return TriggerResult.CONTINUE
 
@@ -265,13 +288,20 @@ class _ContinuousTrigger(Trigger):
         next_fire: Optional[int] = ctx.get_partitioned_state(self.state_desc).get()
         if next_fire is not None:
             self._register(ctx, next_fire)
+        if self.event_time:
+            ctx.merge_partitioned_state(self.deferred_desc)
+            deferred: Optional[int] = ctx.get_partitioned_state(self.deferred_desc).get()
+            if deferred is not None:
+                self._register(ctx, deferred)
 
     def clear(self, window: Window, ctx: Trigger.TriggerContext) -> None:
-        state = ctx.get_partitioned_state(self.state_desc)
-        fire = state.get()
-        if fire is not None:
-            (ctx.delete_event_time_timer if self.event_time else ctx.delete_processing_time_timer)(fire)
-            state.clear()
+        delete = ctx.delete_event_time_timer if self.event_time else ctx.delete_processing_time_timer
+        for desc in (self.state_desc, self.deferred_desc) if self.event_time else (self.state_desc,):
+            state = ctx.get_partitioned_state(desc)
+            fire = state.get()
+            if fire is not None:
+                delete(fire)
+                state.clear()
 
 
 class ContinuousEventTimeTrigger(_ContinuousTrigger):

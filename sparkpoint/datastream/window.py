@@ -391,19 +391,28 @@ class GlobalWindows(WindowAssigner):
 
 
 class CountTumblingWindowAssigner(WindowAssigner):
-    """Every ``window_size`` elements of a key form one window (``count_window(size)``)."""
+    """Every ``window_size`` elements of a key form one window (``count_window(size)``), as PyFlink's Python
+    assigner: the key's n-th element (from 0) belongs to ``CountWindow(n // window_size)``, so each window has
+    its own id and its own per-window state. A window that fired gets no more elements, so it is purged."""
 
     def __init__(self, window_size: int):
         if window_size <= 0:
             raise ValueError(f"count window size must be positive, got {window_size}")
         self.window_size = window_size
+        self._count_descriptor = ValueStateDescriptor("tumble-count-assigner")
 
     @staticmethod
     def of(window_size: int) -> "CountTumblingWindowAssigner":
         return CountTumblingWindowAssigner(window_size)
 
     def assign_windows(self, element: Any, timestamp: int, context: Any) -> list:
-        return [GlobalWindow()]
+        count_state = context.get_runtime_context().get_state(self._count_descriptor)
+        n = count_state.value() or 0
+        count_state.update(n + 1)
+        return [CountWindow(n // self.window_size)]
+
+    def get_window_serializer(self) -> Any:
+        return CountWindowSerializer()
 
     def get_default_trigger(self, env: Any = None) -> "Trigger":
         return PurgingTrigger.of(CountTrigger.of(self.window_size))

@@ -104,3 +104,22 @@ def test_generic_window_classes_are_subscriptable():
     ("name", 0, 1, "name> "), (None, 0, 1, ""), ("name", 1, 2, "name:2> "), (None, 1, 3, "2> ")])
 def test_print_prefix_is_flinks(identifier, subtask, parallelism, prefix):
     assert print_prefix(identifier, subtask, parallelism) == prefix
+
+
+def test_a_missing_row_field_is_named_and_caught_as_pyflink_and_dict_code_expect():
+    row = Row(name="Ada", age=37)
+    for attempt in (lambda: row["height"], lambda: row.__setitem__("height", 1)):
+        with pytest.raises(ValueError, match="no field 'height'; its fields are \\['name', 'age'\\]"):
+            attempt()   # PyFlink raises ValueError
+        with pytest.raises(KeyError):
+            attempt()
+    with pytest.raises(KeyError, match="have no names"):
+        Row(1, 2)["name"]
+
+
+def test_collect_at_parallelism_one_keeps_the_input_order_across_epochs_and_a_key_by(make_env):
+    env = make_env("local", **{"execution.epoch.max-records": 7})
+    env.set_parallelism(1)
+    out = env.from_collection(list(range(50))).map(lambda x: x * 2).key_by(lambda x: x % 3).map(lambda x: x) \
+        .execute_and_collect()
+    assert list(out) == [x * 2 for x in range(50)]

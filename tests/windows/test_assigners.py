@@ -25,9 +25,9 @@ from sparkpoint.datastream.window import (
     CountSlidingWindowAssigner,
     CountTrigger,
     CountTumblingWindowAssigner,
+    CountWindow,
     EventTimeSessionWindows,
     EventTimeTrigger,
-    GlobalWindow,
     GlobalWindows,
     NeverTrigger,
     ProcessingTimeSessionWindows,
@@ -367,7 +367,6 @@ def test_default_triggers_and_evictors_of_assigners():
     assert isinstance(tumbling, PurgingTrigger) and tumbling.nested.count == 5
     sliding = CountSlidingWindowAssigner.of(5, 2).get_default_trigger()
     assert isinstance(sliding, PurgingTrigger) and sliding.nested.count == 5   # a full window fires once
-    assert CountTumblingWindowAssigner.of(5).assign_windows("x", None, None) == [GlobalWindow()]
 
 
 # -- evictors -------------------------------------------------------------------------------------
@@ -441,3 +440,19 @@ def test_idleness_before_any_event_counts_from_the_first_clock_reading():
     gen.set_current_processing_time(1_100)
     gen.on_periodic_emit(out)
     assert out.idle
+
+
+def test_count_tumbling_windows_have_pyflinks_ids_per_key(local_env):
+    """The key's n-th element (from 0) goes to CountWindow(n // 3); ids count per key."""
+    from sparkpoint.datastream import WindowFunction  # noqa: PLC0415
+
+    class Ids(WindowFunction):
+        def apply(self, key, window, inputs):
+            yield key, window, [v for _, v in inputs]
+
+    events = [("a", 1), ("b", 10), ("a", 2), ("a", 3), ("a", 4), ("b", 20), ("a", 5), ("b", 30), ("a", 6)]
+    local_env.set_parallelism(1)
+    out = list(local_env.from_collection(events).key_by(lambda e: e[0]).count_window(3).apply(Ids())
+               .execute_and_collect())
+    assert out == [("a", CountWindow(0), [1, 2, 3]), ("b", CountWindow(0), [10, 20, 30]),
+                   ("a", CountWindow(1), [4, 5, 6])]

@@ -3,7 +3,9 @@
 One record per epoch (``execution.epoch.max-records: 1``), so the watermark after each epoch is known
 (monotonous timestamps: the record's timestamp - 1) and the firings follow by hand from Flink's
 definition: the first element schedules a firing at the next multiple of the interval; a firing at t
-schedules the next at min(t + interval, window end - 1); the window end fires as ever.
+schedules the next at min(t + interval, window end - 1); the window end fires as ever. As in PyFlink
+(tests/pyflink_parity/window_triggers.py), a firing scheduled at or below the watermark being processed
+waits for the next watermark: at the end of input it never fires.
 """
 
 from __future__ import annotations
@@ -53,8 +55,7 @@ def test_continuous_event_time_trigger_fires_every_interval_and_at_the_window_en
         (0, first[:4]),      # 6099 passes 6000
         (0, first[:5]),      # 9899 passes 9000; the next firing is the window's end, 9999
         (0, first),          # 11999 passes 9999: the end of the window (once, although two timers say so)
-        (10000, [12000]),    # end of input: 15000, then 18000 and the end, 19999
-        (10000, [12000]),
+        (10000, [12000]),    # end of input: 15000 (18000 waits for a next watermark: none), the end, 19999
         (10000, [12000]),
     ]
 
@@ -64,14 +65,33 @@ def test_continuous_event_time_trigger_on_merging_session_windows(make_env):
     and 6100 each merge into the session, which keeps the scheduled firing (reducing state, min): it fires
     at 2000, 4000 and 6000 (watermarks 2499, 4199, 6099), then at 8000 and at its end 9099 (watermark 9899,
     the next firing registered while the watermark is past it fires at once, as in Flink). 9900 and 12000
-    form [9900, 15000): firings 10000 (watermark 11999), then 12000, 14000 and the end 14999 at the end."""
+    form [9900, 15000); 12000 comes in the last epoch, whose watermark is the end of input: 10000 fires, then
+    12000 (scheduled while that watermark is processed) waits for a next watermark, as in PyFlink, and there is
+    none; the end, 14999, fires."""
     out = _run(make_env, EventTimeSessionWindows.with_gap(Time.seconds(3)),
                ContinuousEventTimeTrigger.of(Time.seconds(2)))
     session = [1000, 2500, 4200, 6100]
     assert out == ([(1000, session[:2]), (1000, session[:3])] + [(1000, session)] * 3
-                   + [(9900, [9900, 12000])] * 4)
+                   + [(9900, [9900, 12000])] * 2)
 
 
 def test_an_interval_must_be_positive():
     with pytest.raises(ValueError, match="positive"):
         ContinuousProcessingTimeTrigger.of(Time.milliseconds(0))
+
+
+@pytest.mark.parametrize("backend", ["hashmap", "rocksdb"])
+def test_a_firing_the_watermark_passed_waits_for_the_next_watermark(make_env, backend):
+    """One record per epoch, 1 s firings in 10 s windows. 500 schedules 1000. The watermark 5499 fires 1000; the
+    next firing, 2000, is already passed, so it waits for the next watermark (7499), which fires it and puts
+    off 3000 in turn; the last epoch's watermark (the end of input) fires 3000 and the window's end, 9999.
+    Flink's Java trigger would instead catch up at once (1000 ... 5000 at 5499). [20000, 30000) fires at
+    21000 and at its end. (The firing put off at the end of input gets no timer: end of input + 1 fits no
+    timer key.)"""
+    env = make_env("local", **{"execution.epoch.max-records": 1, "state.backend.type": backend})
+    env.set_parallelism(1)
+    stamped = env.from_collection([("k", ts) for ts in (500, 5500, 7500, 20000)]).assign_timestamps_and_watermarks(
+        WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(Second()))
+    out = list(stamped.key_by(lambda r: r[0]).window(TumblingEventTimeWindows.of(Time.seconds(10)))
+               .trigger(ContinuousEventTimeTrigger.of(Time.seconds(1))).process(Contents()).execute_and_collect())
+    assert out == [(0, [500, 5500])] + [(0, [500, 5500, 7500])] * 3 + [(20000, [20000])] * 2

@@ -1,9 +1,9 @@
 """Count windows, global windows, custom triggers, evictors and processing-time windows.
 
 Expected results come from oracles in ``window_oracles`` or from plain Python in the
-test, written from Flink's definitions (``count_window(n)`` is ``GlobalWindows`` with
-``PurgingTrigger(CountTrigger(n))``; ``count_window(size, slide)`` is PyFlink's Python assigner: a
-window of ``size`` events starts every ``slide`` events of a key and fires when full).
+test, written from PyFlink's definitions (``count_window(n)`` puts a key's n-th event in
+``CountWindow(n // size)``, which fires when full; ``count_window(size, slide)`` is PyFlink's Python
+assigner: a window of ``size`` events starts every ``slide`` events of a key and fires when full).
 """
 
 from __future__ import annotations
