@@ -41,6 +41,37 @@ def test_a_restored_bounded_enumerator_lists_again(tmp_path):
     assert restored.next_splits(10) == [] and restored.no_more_splits()
 
 
+
+def test_a_restored_continuous_enumerator_lists_at_once_and_keeps_pending_files(tmp_path, caplog):
+    write_files(tmp_path / "in", 0, 3, lines=1)
+    enum = FileSplitEnumerator([str(tmp_path / "in")], discovery_interval_ms=3_600_000)
+    assert [os.path.basename(s.split_id) for s in enum.next_splits(1)] == ["f0000.txt"]
+    snap = enum.snapshot()                              # f0001, f0002 still pending at the snapshot
+    write_files(tmp_path / "in", 3, 2, lines=1)
+    restored = FileSplitEnumerator([str(tmp_path / "in")], discovery_interval_ms=3_600_000)
+    restored.restore(snap)
+    with caplog.at_level("INFO", logger="sparkpoint.connectors.files"):
+        handed = [os.path.basename(s.split_id) for s in restored.next_splits(10)]
+    assert handed == ["f0001.txt", "f0002.txt", "f0003.txt", "f0004.txt"]   # no wait for the interval
+    assert not restored.no_more_splits()                # continuous: never finished
+    assert any("found 2 new file(s)" in r.getMessage() for r in caplog.records), caplog.text
+
+
+def test_a_file_is_known_by_its_path(tmp_path):
+    write_files(tmp_path / "in", 0, 1, lines=1)
+    enum = FileSplitEnumerator([str(tmp_path / "in")])
+    enum.next_splits(10)
+    snap = enum.snapshot()
+    with open(tmp_path / "in" / "f0000.txt", "a") as f:    # changed after it was read: a user error
+        f.write("appended\n")
+    os.rename(tmp_path / "in" / "f0000.txt", tmp_path / "in" / "moved.txt")
+    write_files(tmp_path / "in", 0, 1, lines=1)         # same path again after the rename
+    restored = FileSplitEnumerator([str(tmp_path / "in")])
+    restored.restore(snap)
+    assert [os.path.basename(s.split_id) for s in restored.next_splits(10)] == ["moved.txt"]
+    assert restored.no_more_splits()
+
+
 def _run_then_stop(make_env, tmp_path: Path, stop: str) -> str:
     env = make_env("local", **{"execution.epoch.max-records": 10, "execution.checkpointing.interval": "200 ms",
                                "state.checkpoints.dir": (tmp_path / "ck").as_uri(),

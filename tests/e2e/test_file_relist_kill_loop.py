@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from sparkpoint.testing.kill_loop import KillLoop, read_committed_lines
 from tests.connectors.test_file_source_relist import write_files
 
@@ -19,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 JOB = str(ROOT / "tests" / "e2e" / "relist_job.py")
 
 
+@pytest.mark.slow
 def test_files_added_between_kills_are_read_exactly_once(tmp_path):
     written = write_files(tmp_path / "in", 0, 40, lines=150)   # 6,000 lines at 2 ms: 12 s of work
     added_after_restores: list[str] = []
