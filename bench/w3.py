@@ -28,13 +28,13 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.w1_data import write_event_files  # noqa: E402
+from bench.w3_probe import PHASES  # noqa: E402
 from bench.w3_spark import NTH, run_native, run_tws  # noqa: E402
 from sparkpoint.common import Configuration, Encoder, WatermarkStrategy  # noqa: E402
 from sparkpoint.connectors.events import EventSpec, generate_events  # noqa: E402
 from sparkpoint.datastream import KeyedProcessFunction, StreamExecutionEnvironment  # noqa: E402
 from sparkpoint.datastream.connectors.file_system import FileSink, FileSource, StreamFormat  # noqa: E402
 from sparkpoint.datastream.state import ValueStateDescriptor  # noqa: E402
-from sparkpoint.runtime.job_listener import JobListener  # noqa: E402
 from sparkpoint.testing.kill_loop import read_committed_lines  # noqa: E402
 
 
@@ -53,25 +53,6 @@ def key_of(line: str) -> str:
     return line.split("\t", 3)[2][:5]
 
 
-class Phases(JobListener):
-    """Sums the tasks' time per phase (``EpochStats.phase_ms``) over the run."""
-
-    def __init__(self, job: Any = None):
-        self.phase_ms: Counter = Counter()
-        self.epochs = 0
-
-    def on_epoch_completed(self, stats: Any) -> None:
-        self.epochs += 1
-        self.phase_ms.update(getattr(stats, "phase_ms", {}))
-
-
-PHASES = Phases()
-
-
-def _phases(job: Any) -> Phases:
-    return PHASES
-
-
 def oracle(n_events: int) -> set[str]:
     """The keys that reach ``NTH`` events, by hand."""
     counts: Counter = Counter()
@@ -88,7 +69,7 @@ def run_sparkpoint(spark: Any, input_dir: Path, work: Path, backend: str, max_re
                        "execution.checkpointing.incremental": backend == "rocksdb",
                        "execution.epoch.max-records": max_records, "execution.epoch.max-bytes": "256 mb",
                        "sparkpoint.local-state-dir": str(work / f"ls-{backend}"),
-                       "execution.job-listeners": "bench.w3:_phases"}.items():
+                       "execution.job-listeners": "bench.w3_probe:listener"}.items():
         conf.set(key, value)
     env = StreamExecutionEnvironment.get_execution_environment(conf)
     env.set_parallelism(2)
@@ -98,8 +79,7 @@ def run_sparkpoint(spark: Any, input_dir: Path, work: Path, backend: str, max_re
     (env.from_source(source, WatermarkStrategy.no_watermarks(), "events").uid("events")
      .map(key_of).uid("keys").key_by(lambda k: k).process(FifthEvent()).uid("fifth")
      .sink_to(FileSink.for_row_format(str(out), Encoder.simple_string_encoder()).build()).uid("sink"))
-    PHASES.phase_ms.clear()
-    PHASES.epochs = 0
+    PHASES.reset()
     t0 = time.perf_counter()
     env.execute(f"w3-{backend}")
     return {"seconds": time.perf_counter() - t0, "lines": read_committed_lines(out), "epochs": PHASES.epochs,
