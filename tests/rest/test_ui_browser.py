@@ -75,6 +75,7 @@ class Page(HTMLParser):
         self.body: dict = {}
         self.stack: list[dict] = []
         self.fields: list[tuple[dict, str, str]] = []
+        self.elements: list[tuple[dict, dict]] = []     # (data-* scope above it, its own attributes)
         self._open: list[list] = []
 
     def handle_starttag(self, tag: str, attrs: list) -> None:
@@ -82,6 +83,7 @@ class Page(HTMLParser):
         if tag == "body":
             self.body = a
         scope = dict(self.stack[-1]) if self.stack else {}
+        self.elements.append((dict(scope), a))
         scope.update({k: v for k, v in a.items() if k.startswith("data-") and k != "data-field"})
         self.stack.append(scope)
         self._open.append([a.get("data-field"), ""])
@@ -103,6 +105,11 @@ class Page(HTMLParser):
     def values(self, field: str, **scope: str) -> list[str]:
         return [text for s, f, text in self.fields
                 if f == field and all(s.get(f"data-{k}") == v for k, v in scope.items())]
+
+    def bars(self, chart: str) -> dict[int, str]:
+        """checkpoint id -> the value a bar of chart ``chart`` stands for."""
+        return {int(a["data-bar"]): a["data-value"] for s, a in self.elements
+                if "data-bar" in a and s.get("data-chart") == chart}
 
     def value(self, field: str, **scope: str) -> Optional[str]:
         found = self.values(field, **scope)
@@ -137,6 +144,8 @@ def test_pages_show_the_jobs_figures(start_job, chromium, artifacts, tmp_path):
         await_operation(c, f"/jobs/{jid}/savepoints/{r.json()['request-id']}")
         stats = c.get(f"/jobs/{jid}/checkpoints").json()
         config = c.get(f"/jobs/{jid}/checkpoints/config").json()
+        job_config = c.get(f"/jobs/{jid}/config").json()["execution-config"]["user-config"]
+        errors = c.get(f"/jobs/{jid}/exceptions").json()
         vertices = {v["id"]: v for v in details["vertices"]}
         subtasks = {vid: c.get(f"/jobs/{jid}/checkpoints/details/{ids[-1]}/subtasks/{vid}").json()
                     for vid in vertices}
@@ -154,36 +163,68 @@ def test_pages_show_the_jobs_figures(start_job, chromium, artifacts, tmp_path):
     assert overview.value("op-records-out", vertex=by_uid["lines"]) == str(n)
     assert overview.value("op-records-in", vertex=by_uid["pairs"]) == str(n)
     assert overview.value("op-records-out", vertex=by_uid["pairs"]) == str(n)
-    assert overview.value("op-late-records", vertex=by_uid["window-counts"]).rstrip(".0") in ("", "0")
+    assert overview.value("op-records-in", vertex=by_uid["window-counts"]) == str(n)
+    assert overview.value("op-late-records", vertex=by_uid["window-counts"]) == "0"   # the input is in order
     assert float(overview.value("epochs-per-second")) > 0
 
-    history = dump(chromium, base + f"#/jobs/{jid}/checkpoints")
-    counts = stats["counts"]
-    for key, field in (("completed", "count-completed"), ("failed", "count-failed"), ("total", "count-total")):
-        assert history.value(field) == str(counts[key])
-    assert {int(x) for x in history.values("cp-id")} == {h["id"] for h in stats["history"]}
-    for h in stats["history"]:
-        row = {"checkpoint": str(h["id"])}
-        assert history.value("cp-status", **row) == h["status"]
-        assert history.value("cp-state-size", **row) == str(h["state_size"])
-        assert history.value("cp-savepoint", **row) == ("savepoint" if h["is_savepoint"] else "checkpoint")
-    assert history.value("latest-savepoint-path") == stats["latest"]["savepoint"]["external_path"]
-    assert history.value("latest-completed-id") == str(stats["latest"]["completed"]["id"])
-
-    detail = dump(chromium, base + f"#/jobs/{jid}/checkpoints/{ids[-1]}")
-    for vid, sub in subtasks.items():
-        assert detail.value("vx-acks", vertex=vid) == f"{sub['num_acknowledged_subtasks']}/{sub['num_subtasks']}"
-        for s in sub["subtasks"]:
-            assert detail.value("st-state-size", vertex=vid, subtask=str(s["index"])) == str(s["state_size"])
-            assert detail.value("st-sync", vertex=vid, subtask=str(s["index"])) == str(s["checkpoint"]["sync"])
-
-    settings = dump(chromium, base + f"#/jobs/{jid}/config")
-    assert settings.value("cfg-interval") == str(config["interval"]) and settings.value("cfg-mode") == config["mode"]
-    assert settings.value("cfg-delete_on_cancellation") == "false"
+    check_checkpoints_page(dump(chromium, base + f"#/jobs/{jid}/checkpoints"), stats)
+    check_details_page(dump(chromium, base + f"#/jobs/{jid}/checkpoints/{ids[-1]}"), subtasks)
+    check_config_page(dump(chromium, base + f"#/jobs/{jid}/config"), config, job_config)
+    exceptions = dump(chromium, base + f"#/jobs/{jid}/exceptions")
+    assert exceptions.value("exception-count") == f"{len(errors['exceptionHistory']['entries'])} exception(s)"
 
     for name, route in (("jobs", "#/"), ("overview", f"#/jobs/{jid}"), ("checkpoints", f"#/jobs/{jid}/checkpoints"),
-                        ("checkpoint", f"#/jobs/{jid}/checkpoints/{ids[-1]}")):
+                        ("checkpoint", f"#/jobs/{jid}/checkpoints/{ids[-1]}"), ("config", f"#/jobs/{jid}/config"),
+                        ("exceptions", f"#/jobs/{jid}/exceptions")):
         screenshot(chromium, base + route, artifacts / f"{name}.png")
+
+
+def check_checkpoints_page(page: Page, stats: dict) -> None:
+    """Counts, latest, every history row and both charts equal ``GET /jobs/:jid/checkpoints``."""
+    counts = stats["counts"]
+    for key in ("completed", "failed", "total", "in_progress", "restored"):
+        assert page.value("count-" + key.replace("_", "-")) == str(counts[key]), key
+    history = stats["history"]
+    assert sorted(int(x) for x in page.values("cp-id")) == sorted(h["id"] for h in history)
+    assert any(h["is_savepoint"] for h in history) and any(not h["is_savepoint"] for h in history)
+    for h in history:
+        row = {"checkpoint": str(h["id"])}
+        assert page.value("cp-status", **row) == h["status"]
+        assert page.value("cp-savepoint", **row) == ("savepoint" if h["is_savepoint"] else "checkpoint")
+        assert page.value("cp-duration", **row) == str(h["end_to_end_duration"])
+        assert page.value("cp-state-size", **row) == str(h["state_size"])
+        assert page.value("cp-checkpointed-size", **row) == str(h["checkpointed_size"])
+        assert page.value("cp-acks", **row) == f"{h['num_acknowledged_subtasks']}/{h['num_subtasks']}"
+    assert page.bars("chart-duration") == {h["id"]: str(max(0, h["end_to_end_duration"])) for h in history}
+    assert page.bars("chart-size") == {h["id"]: str(h["state_size"]) for h in history}
+    latest = stats["latest"]
+    assert page.value("latest-savepoint-path") == latest["savepoint"]["external_path"]
+    assert page.value("latest-savepoint-id") == str(latest["savepoint"]["id"])
+    assert page.value("latest-completed-id") == str(latest["completed"]["id"])
+    assert page.value("latest-completed-path") == latest["completed"]["external_path"]
+
+
+def check_details_page(page: Page, subtasks: dict) -> None:
+    """Each operator's acks and every subtask's figures equal ``.../details/:cid/subtasks/:vid``."""
+    for vid, sub in subtasks.items():
+        assert page.value("vx-acks", vertex=vid) == f"{sub['num_acknowledged_subtasks']}/{sub['num_subtasks']}"
+        assert page.value("vx-status", vertex=vid) == sub["status"]
+        assert len(page.values("st-status", vertex=vid)) == sub["num_subtasks"] == len(sub["subtasks"])
+        for s in sub["subtasks"]:
+            at = {"vertex": vid, "subtask": str(s["index"])}
+            assert page.value("st-state-size", **at) == str(s["state_size"])
+            assert page.value("st-checkpointed-size", **at) == str(s["checkpointed_size"])
+            assert page.value("st-sync", **at) == str(s["checkpoint"]["sync"])
+            assert page.value("st-async", **at) == str(s["checkpoint"]["async"])
+
+
+def check_config_page(page: Page, config: dict, job_config: dict) -> None:
+    """Checkpoint settings equal ``/checkpoints/config``; job settings equal ``/config``'s user-config."""
+    assert page.value("cfg-interval") == str(config["interval"]) and page.value("cfg-mode") == config["mode"]
+    assert page.value("cfg-timeout") == str(config["timeout"])
+    assert page.value("cfg-delete_on_cancellation") == "false"                 # RETAIN_ON_CANCELLATION
+    assert job_config and {k: page.value("job-config-value", key=k) for k in job_config} == \
+        {k: str(v) for k, v in job_config.items()}
 
 
 def test_a_running_job_refreshes_and_a_new_load_shows_new_figures(start_job, chromium):
