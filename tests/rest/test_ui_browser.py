@@ -243,6 +243,27 @@ def test_a_running_job_refreshes_and_a_new_load_shows_new_figures(start_job, chr
     assert dump(chromium, base + f"#/jobs/{jid}").value("op-records-out", vertex=lines) == "250"
 
 
+def test_a_finished_job_is_rendered_once_and_no_longer_polled(start_job, chromium, tmp_path):
+    job = start_job(50, **{"sparkpoint.rest.shutdown-grace": "60 s"})   # serves on until the stop is read
+    jid, base = job.job_id, _base(job.job_id)
+    with rest_client(jid) as c:
+        _everything_read(c, job)
+        target = (tmp_path / "savepoints" / "final").as_uri()
+        r = c.post(f"/jobs/{jid}/stop", json={"targetDirectory": target, "drain": False})
+        assert r.status_code == 202, r.text
+        wait_for(lambda: c.get(f"/jobs/{jid}").json()["state"] == "FINISHED", 30, "the stopped job finished")
+        stats = c.get(f"/jobs/{jid}/checkpoints").json()
+        try:
+            page = dump(chromium, base + f"#/jobs/{jid}/checkpoints", budget_ms=7000)
+            assert page.body["data-renders"] == "1"                    # no poll once the job is over
+            assert page.value("latest-savepoint-path") == stats["latest"]["savepoint"]["external_path"]
+            assert stats["latest"]["savepoint"]["external_path"].startswith(target)
+            jobs = dump(chromium, base + "#/", budget_ms=5000)
+            assert jobs.value("job-state", job=jid) == "FINISHED" and jobs.body["data-renders"] == "1"
+        finally:
+            await_operation(c, f"/jobs/{jid}/savepoints/{r.json()['request-id']}")   # lets the endpoint close
+
+
 def test_with_a_token_the_page_is_opened_once_with_it_then_runs_on_a_cookie(start_job, chromium):
     token = "t" * 40
     job = start_job(50, **{"rest.token": token})
