@@ -147,6 +147,8 @@ def test_pages_show_the_jobs_figures(start_job, chromium, artifacts, tmp_path):
         job_config = c.get(f"/jobs/{jid}/config").json()["execution-config"]["user-config"]
         errors = c.get(f"/jobs/{jid}/exceptions").json()
         vertices = {v["id"]: v for v in details["vertices"]}
+        watermarks = {vid: min(int(float(w["value"])) for w in c.get(f"/jobs/{jid}/vertices/{vid}/watermarks").json())
+                      for vid in vertices}
         subtasks = {vid: c.get(f"/jobs/{jid}/checkpoints/details/{ids[-1]}/subtasks/{vid}").json()
                     for vid in vertices}
 
@@ -165,6 +167,8 @@ def test_pages_show_the_jobs_figures(start_job, chromium, artifacts, tmp_path):
     assert overview.value("op-records-out", vertex=by_uid["pairs"]) == str(n)
     assert overview.value("op-records-in", vertex=by_uid["window-counts"]) == str(n)
     assert overview.value("op-late-records", vertex=by_uid["window-counts"]) == "0"   # the input is in order
+    for uid in ("window-counts", "counts-sink"):                              # downstream of the timestamps
+        assert overview.value("op-watermark", vertex=by_uid[uid]) == str(watermarks[by_uid[uid]]) != "0"
     assert float(overview.value("epochs-per-second")) > 0
 
     check_checkpoints_page(dump(chromium, base + f"#/jobs/{jid}/checkpoints"), stats)
