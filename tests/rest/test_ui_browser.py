@@ -31,11 +31,20 @@ UIDS = ["lines", "pairs", "window-counts", "counts-sink"]   # what tests/rest/jo
 def chromium() -> str:
     """Debian's chromium, installed with apt-get when missing (the tests run as root)."""
     found = shutil.which("chromium") or shutil.which("chromium-browser")
-    if found is None:
-        done = subprocess.run(["apt-get", "install", "-y", "chromium"], capture_output=True, text=True,
-                              env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"}, timeout=900)
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    log = ""
+    for command in (["apt-get", "install", "-y", "chromium"], ["apt-get", "update"],   # stale lists: update, retry
+                    ["apt-get", "install", "-y", "chromium"]):
+        if found:
+            break
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            log += f"$ {' '.join(command)}: {e}\n"
+            continue
+        log += f"$ {' '.join(command)} (exit {done.returncode})\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}\n"
         found = shutil.which("chromium")
-        assert found, f"chromium is missing and apt-get install -y chromium failed:\n{done.stdout}\n{done.stderr}"
+    assert found, f"chromium is missing and could not be installed with apt-get:\n{log}"
     return found
 
 
