@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from datetime import datetime, timezone
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Optional
@@ -152,6 +153,7 @@ def test_pages_show_the_jobs_figures(start_job, chromium, artifacts, tmp_path):
         r = c.post(f"/jobs/{jid}/savepoints", json={"target-directory": (tmp_path / "savepoints").as_uri()})
         await_operation(c, f"/jobs/{jid}/savepoints/{r.json()['request-id']}")
         stats = c.get(f"/jobs/{jid}/checkpoints").json()
+        listed = next(j for j in c.get("/jobs/overview").json()["jobs"] if j["jid"] == jid)
         config = c.get(f"/jobs/{jid}/checkpoints/config").json()
         job_config = c.get(f"/jobs/{jid}/config").json()["execution-config"]["user-config"]
         errors = c.get(f"/jobs/{jid}/exceptions").json()
@@ -163,6 +165,9 @@ def test_pages_show_the_jobs_figures(start_job, chromium, artifacts, tmp_path):
 
     jobs = dump(chromium, base + "#/")
     assert jobs.value("job-state", job=jid) == "RUNNING" and jobs.value("job-id", job=jid) == jid
+    assert jobs.value("job-name", job=jid) == listed["name"] == "rest-counts"
+    started = datetime.fromtimestamp(listed["start-time"] / 1000, timezone.utc)
+    assert jobs.value("job-start", job=jid) == started.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
 
     overview = dump(chromium, base + f"#/jobs/{jid}")
     by_uid = {overview.value("op-uid", vertex=vid): vid for vid in vertices}
