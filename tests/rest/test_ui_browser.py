@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from datetime import datetime, timezone
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Optional
@@ -31,11 +32,20 @@ UIDS = ["lines", "pairs", "window-counts", "counts-sink"]   # what tests/rest/jo
 def chromium() -> str:
     """Debian's chromium, installed with apt-get when missing (the tests run as root)."""
     found = shutil.which("chromium") or shutil.which("chromium-browser")
-    if found is None:
-        done = subprocess.run(["apt-get", "install", "-y", "chromium"], capture_output=True, text=True,
-                              env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"}, timeout=900)
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    log = ""
+    for command in (["apt-get", "install", "-y", "chromium"], ["apt-get", "update"],   # stale lists: update, retry
+                    ["apt-get", "install", "-y", "chromium"]):
+        if found:
+            break
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            log += f"$ {' '.join(command)}: {e}\n"
+            continue
+        log += f"$ {' '.join(command)} (exit {done.returncode})\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}\n"
         found = shutil.which("chromium")
-        assert found, f"chromium is missing and apt-get install -y chromium failed:\n{done.stdout}\n{done.stderr}"
+    assert found, f"chromium is missing and could not be installed with apt-get:\n{log}"
     return found
 
 
@@ -75,6 +85,7 @@ class Page(HTMLParser):
         self.body: dict = {}
         self.stack: list[dict] = []
         self.fields: list[tuple[dict, str, str]] = []
+        self.elements: list[tuple[dict, dict]] = []     # (data-* scope above it, its own attributes)
         self._open: list[list] = []
 
     def handle_starttag(self, tag: str, attrs: list) -> None:
@@ -82,6 +93,7 @@ class Page(HTMLParser):
         if tag == "body":
             self.body = a
         scope = dict(self.stack[-1]) if self.stack else {}
+        self.elements.append((dict(scope), a))
         scope.update({k: v for k, v in a.items() if k.startswith("data-") and k != "data-field"})
         self.stack.append(scope)
         self._open.append([a.get("data-field"), ""])
@@ -103,6 +115,11 @@ class Page(HTMLParser):
     def values(self, field: str, **scope: str) -> list[str]:
         return [text for s, f, text in self.fields
                 if f == field and all(s.get(f"data-{k}") == v for k, v in scope.items())]
+
+    def bars(self, chart: str) -> dict[int, str]:
+        """checkpoint id -> the value a bar of chart ``chart`` stands for."""
+        return {int(a["data-bar"]): a["data-value"] for s, a in self.elements
+                if "data-bar" in a and s.get("data-chart") == chart}
 
     def value(self, field: str, **scope: str) -> Optional[str]:
         found = self.values(field, **scope)
@@ -136,13 +153,21 @@ def test_pages_show_the_jobs_figures(start_job, chromium, artifacts, tmp_path):
         r = c.post(f"/jobs/{jid}/savepoints", json={"target-directory": (tmp_path / "savepoints").as_uri()})
         await_operation(c, f"/jobs/{jid}/savepoints/{r.json()['request-id']}")
         stats = c.get(f"/jobs/{jid}/checkpoints").json()
+        listed = next(j for j in c.get("/jobs/overview").json()["jobs"] if j["jid"] == jid)
         config = c.get(f"/jobs/{jid}/checkpoints/config").json()
+        job_config = c.get(f"/jobs/{jid}/config").json()["execution-config"]["user-config"]
+        errors = c.get(f"/jobs/{jid}/exceptions").json()
         vertices = {v["id"]: v for v in details["vertices"]}
+        watermarks = {vid: min(int(float(w["value"])) for w in c.get(f"/jobs/{jid}/vertices/{vid}/watermarks").json())
+                      for vid in vertices}
         subtasks = {vid: c.get(f"/jobs/{jid}/checkpoints/details/{ids[-1]}/subtasks/{vid}").json()
                     for vid in vertices}
 
     jobs = dump(chromium, base + "#/")
     assert jobs.value("job-state", job=jid) == "RUNNING" and jobs.value("job-id", job=jid) == jid
+    assert jobs.value("job-name", job=jid) == listed["name"] == "rest-counts"
+    started = datetime.fromtimestamp(listed["start-time"] / 1000, timezone.utc)
+    assert jobs.value("job-start", job=jid) == started.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
 
     overview = dump(chromium, base + f"#/jobs/{jid}")
     by_uid = {overview.value("op-uid", vertex=vid): vid for vid in vertices}
@@ -154,36 +179,70 @@ def test_pages_show_the_jobs_figures(start_job, chromium, artifacts, tmp_path):
     assert overview.value("op-records-out", vertex=by_uid["lines"]) == str(n)
     assert overview.value("op-records-in", vertex=by_uid["pairs"]) == str(n)
     assert overview.value("op-records-out", vertex=by_uid["pairs"]) == str(n)
-    assert overview.value("op-late-records", vertex=by_uid["window-counts"]).rstrip(".0") in ("", "0")
+    assert overview.value("op-records-in", vertex=by_uid["window-counts"]) == str(n)
+    assert overview.value("op-late-records", vertex=by_uid["window-counts"]) == "0"   # the input is in order
+    for uid in ("window-counts", "counts-sink"):                              # downstream of the timestamps
+        assert overview.value("op-watermark", vertex=by_uid[uid]) == str(watermarks[by_uid[uid]]) != "0"
     assert float(overview.value("epochs-per-second")) > 0
 
-    history = dump(chromium, base + f"#/jobs/{jid}/checkpoints")
-    counts = stats["counts"]
-    for key, field in (("completed", "count-completed"), ("failed", "count-failed"), ("total", "count-total")):
-        assert history.value(field) == str(counts[key])
-    assert {int(x) for x in history.values("cp-id")} == {h["id"] for h in stats["history"]}
-    for h in stats["history"]:
-        row = {"checkpoint": str(h["id"])}
-        assert history.value("cp-status", **row) == h["status"]
-        assert history.value("cp-state-size", **row) == str(h["state_size"])
-        assert history.value("cp-savepoint", **row) == ("savepoint" if h["is_savepoint"] else "checkpoint")
-    assert history.value("latest-savepoint-path") == stats["latest"]["savepoint"]["external_path"]
-    assert history.value("latest-completed-id") == str(stats["latest"]["completed"]["id"])
-
-    detail = dump(chromium, base + f"#/jobs/{jid}/checkpoints/{ids[-1]}")
-    for vid, sub in subtasks.items():
-        assert detail.value("vx-acks", vertex=vid) == f"{sub['num_acknowledged_subtasks']}/{sub['num_subtasks']}"
-        for s in sub["subtasks"]:
-            assert detail.value("st-state-size", vertex=vid, subtask=str(s["index"])) == str(s["state_size"])
-            assert detail.value("st-sync", vertex=vid, subtask=str(s["index"])) == str(s["checkpoint"]["sync"])
-
-    settings = dump(chromium, base + f"#/jobs/{jid}/config")
-    assert settings.value("cfg-interval") == str(config["interval"]) and settings.value("cfg-mode") == config["mode"]
-    assert settings.value("cfg-delete_on_cancellation") == "false"
+    check_checkpoints_page(dump(chromium, base + f"#/jobs/{jid}/checkpoints"), stats)
+    check_details_page(dump(chromium, base + f"#/jobs/{jid}/checkpoints/{ids[-1]}"), subtasks)
+    check_config_page(dump(chromium, base + f"#/jobs/{jid}/config"), config, job_config)
+    exceptions = dump(chromium, base + f"#/jobs/{jid}/exceptions")
+    assert exceptions.value("exception-count") == f"{len(errors['exceptionHistory']['entries'])} exception(s)"
 
     for name, route in (("jobs", "#/"), ("overview", f"#/jobs/{jid}"), ("checkpoints", f"#/jobs/{jid}/checkpoints"),
-                        ("checkpoint", f"#/jobs/{jid}/checkpoints/{ids[-1]}")):
+                        ("checkpoint", f"#/jobs/{jid}/checkpoints/{ids[-1]}"), ("config", f"#/jobs/{jid}/config"),
+                        ("exceptions", f"#/jobs/{jid}/exceptions")):
         screenshot(chromium, base + route, artifacts / f"{name}.png")
+
+
+def check_checkpoints_page(page: Page, stats: dict) -> None:
+    """Counts, latest, every history row and both charts equal ``GET /jobs/:jid/checkpoints``."""
+    counts = stats["counts"]
+    for key in ("completed", "failed", "total", "in_progress", "restored"):
+        assert page.value("count-" + key.replace("_", "-")) == str(counts[key]), key
+    history = stats["history"]
+    assert sorted(int(x) for x in page.values("cp-id")) == sorted(h["id"] for h in history)
+    assert any(h["is_savepoint"] for h in history) and any(not h["is_savepoint"] for h in history)
+    for h in history:
+        row = {"checkpoint": str(h["id"])}
+        assert page.value("cp-status", **row) == h["status"]
+        assert page.value("cp-savepoint", **row) == ("savepoint" if h["is_savepoint"] else "checkpoint")
+        assert page.value("cp-duration", **row) == str(h["end_to_end_duration"])
+        assert page.value("cp-state-size", **row) == str(h["state_size"])
+        assert page.value("cp-checkpointed-size", **row) == str(h["checkpointed_size"])
+        assert page.value("cp-acks", **row) == f"{h['num_acknowledged_subtasks']}/{h['num_subtasks']}"
+    assert page.bars("chart-duration") == {h["id"]: str(max(0, h["end_to_end_duration"])) for h in history}
+    assert page.bars("chart-size") == {h["id"]: str(h["state_size"]) for h in history}
+    latest = stats["latest"]
+    assert page.value("latest-savepoint-path") == latest["savepoint"]["external_path"]
+    assert page.value("latest-savepoint-id") == str(latest["savepoint"]["id"])
+    assert page.value("latest-completed-id") == str(latest["completed"]["id"])
+    assert page.value("latest-completed-path") == latest["completed"]["external_path"]
+
+
+def check_details_page(page: Page, subtasks: dict) -> None:
+    """Each operator's acks and every subtask's figures equal ``.../details/:cid/subtasks/:vid``."""
+    for vid, sub in subtasks.items():
+        assert page.value("vx-acks", vertex=vid) == f"{sub['num_acknowledged_subtasks']}/{sub['num_subtasks']}"
+        assert page.value("vx-status", vertex=vid) == sub["status"]
+        assert len(page.values("st-status", vertex=vid)) == sub["num_subtasks"] == len(sub["subtasks"])
+        for s in sub["subtasks"]:
+            at = {"vertex": vid, "subtask": str(s["index"])}
+            assert page.value("st-state-size", **at) == str(s["state_size"])
+            assert page.value("st-checkpointed-size", **at) == str(s["checkpointed_size"])
+            assert page.value("st-sync", **at) == str(s["checkpoint"]["sync"])
+            assert page.value("st-async", **at) == str(s["checkpoint"]["async"])
+
+
+def check_config_page(page: Page, config: dict, job_config: dict) -> None:
+    """Checkpoint settings equal ``/checkpoints/config``; job settings equal ``/config``'s user-config."""
+    assert page.value("cfg-interval") == str(config["interval"]) and page.value("cfg-mode") == config["mode"]
+    assert page.value("cfg-timeout") == str(config["timeout"])
+    assert page.value("cfg-delete_on_cancellation") == "false"                 # RETAIN_ON_CANCELLATION
+    assert job_config and {k: page.value("job-config-value", key=k) for k in job_config} == \
+        {k: str(v) for k, v in job_config.items()}
 
 
 def test_a_running_job_refreshes_and_a_new_load_shows_new_figures(start_job, chromium):
@@ -200,6 +259,27 @@ def test_a_running_job_refreshes_and_a_new_load_shows_new_figures(start_job, chr
         wait_for(lambda: next(v for v in c.get(f"/jobs/{jid}").json()["vertices"]
                               if v["id"] == lines)["metrics"]["write-records"] == 250, 60, "the new file read")
     assert dump(chromium, base + f"#/jobs/{jid}").value("op-records-out", vertex=lines) == "250"
+
+
+def test_a_finished_job_is_rendered_once_and_no_longer_polled(start_job, chromium, tmp_path):
+    job = start_job(50, **{"sparkpoint.rest.shutdown-grace": "60 s"})   # serves on until the stop is read
+    jid, base = job.job_id, _base(job.job_id)
+    with rest_client(jid) as c:
+        _everything_read(c, job)
+        target = (tmp_path / "savepoints" / "final").as_uri()
+        r = c.post(f"/jobs/{jid}/stop", json={"targetDirectory": target, "drain": False})
+        assert r.status_code == 202, r.text
+        wait_for(lambda: c.get(f"/jobs/{jid}").json()["state"] == "FINISHED", 30, "the stopped job finished")
+        stats = c.get(f"/jobs/{jid}/checkpoints").json()
+        try:
+            page = dump(chromium, base + f"#/jobs/{jid}/checkpoints", budget_ms=7000)
+            assert page.body["data-renders"] == "1"                    # no poll once the job is over
+            assert page.value("latest-savepoint-path") == stats["latest"]["savepoint"]["external_path"]
+            assert stats["latest"]["savepoint"]["external_path"].startswith(target)
+            jobs = dump(chromium, base + "#/", budget_ms=5000)
+            assert jobs.value("job-state", job=jid) == "FINISHED" and jobs.body["data-renders"] == "1"
+        finally:
+            await_operation(c, f"/jobs/{jid}/savepoints/{r.json()['request-id']}")   # lets the endpoint close
 
 
 def test_with_a_token_the_page_is_opened_once_with_it_then_runs_on_a_cookie(start_job, chromium):

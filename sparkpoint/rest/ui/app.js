@@ -7,6 +7,7 @@
 const REFRESH_MS = 2000;
 const FINAL_STATES = ["FINISHED", "CANCELED", "FAILED"];
 let refreshTimer = null;
+let renderCount = 0;        // a render that a newer one has overtaken (hash changed meanwhile) is dropped
 
 async function api(path) {
   const response = await fetch(path, { credentials: "same-origin", cache: "no-store" });
@@ -91,6 +92,7 @@ function navigation(r) {
 
 async function render() {
   clearTimeout(refreshTimer);
+  const mine = ++renderCount;
   const r = route();
   navigation(r);
   const app = document.getElementById("app");
@@ -99,9 +101,11 @@ async function render() {
     const views = { jobs: jobsView, overview: overviewView, checkpoints: checkpointsView, config: configView,
                     exceptions: exceptionsView };
     const result = await (views[r.view] || jobsView)(r);
+    if (mine !== renderCount) return;
     app.replaceChildren(result.element);
     live = result.live;
   } catch (error) {
+    if (mine !== renderCount) return;
     app.replaceChildren(h("p", { class: "error", "data-field": "error" }, String(error.message || error)));
     live = true;
   }
