@@ -22,11 +22,11 @@ NTH = 5
 __all__ = ["run_native", "run_tws", "NTH"]
 
 
-def _keys(spark: Any, input_dir: Path) -> Any:
+def _keys(spark: Any, input_dir: Path, digits: int = 5) -> Any:
     from pyspark.sql import functions as F
 
     return (spark.readStream.option("maxFilesPerTrigger", 1).text(str(input_dir))
-            .select(F.substring(F.split("value", "\t").getItem(2), 1, 5).alias("key")))
+            .select(F.substring(F.split("value", "\t").getItem(2), 1, digits).alias("key")))
 
 
 def _finish(query: Any, t0: float, what: str) -> float:
@@ -77,15 +77,16 @@ def _processor() -> Any:
     return FifthEvent()
 
 
-def run_tws(spark: Any, input_dir: Path, checkpoint_dir: Path) -> dict[str, Any]:
-    """``transformWithStateInPandas`` doing what sparkpoint's job does; seconds and the keys emitted."""
+def run_tws(spark: Any, input_dir: Path, checkpoint_dir: Path, digits: int = 5) -> dict[str, Any]:
+    """``transformWithStateInPandas`` doing what sparkpoint's job does (keys of ``digits`` hex digits);
+    seconds and the keys emitted."""
     spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
     emitted: list[str] = []
 
     def on_batch(df: Any, batch_id: int) -> None:
         emitted.extend(r["key"] for r in df.collect())
 
-    out = _keys(spark, input_dir).groupBy("key").transformWithStateInPandas(
+    out = _keys(spark, input_dir, digits).groupBy("key").transformWithStateInPandas(
         statefulProcessor=_processor(), outputStructType="key string", outputMode="Append", timeMode="None")
     t0 = time.perf_counter()
     query = (out.writeStream.outputMode("append").foreachBatch(on_batch)
