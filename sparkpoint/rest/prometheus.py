@@ -13,7 +13,8 @@ each scrape, with Flink's names and labels:
   (and sparkpoint's ``numberOfEpochs``, ``epochsPerSecond``);
 - operator scope: ``flink_taskmanager_job_task_operator_<metric>{job_id, job_name, task_name,
   operator_name, operator_id, subtask_index}`` for ``numRecordsIn``, ``numRecordsOut``,
-  ``numLateRecordsDropped``, ``currentInputWatermark`` and every user metric, its group path
+  ``numRecordsInPerSecond``, ``numRecordsOutPerSecond``, ``numLateRecordsDropped``,
+  ``currentInputWatermark``, ``currentOutputWatermark`` and every user metric, its group path
   joined with ``_`` (``mygroup.mycounter`` -> ``..._operator_mygroup_mycounter``).
 
 The reporter stops with the job.
