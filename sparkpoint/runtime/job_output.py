@@ -20,6 +20,7 @@ from sparkpoint.runtime.user_metrics import UserMetrics
 
 __all__ = ["JobOutput", "sum_metrics"]
 
+KEPT_METRIC_SNAPSHOTS = 32   # metric snapshots kept for the latest checkpoints a failover may go back to
 RATE_SPAN_S = 60.0     # Flink's MeterView time span for numRecordsInPerSecond / numRecordsOutPerSecond
 
 
@@ -47,6 +48,7 @@ class JobOutput:
         self.epochs_run = 0      # epochs this run of the job completed (epoch numbers go on across restores)
         self.user_metrics = UserMetrics()
         self._io_history: dict[tuple[str, int], deque] = {}   # (uid, subtask) -> (time, in, out) at epoch ends
+        self._snapshots: dict[int, tuple] = {}   # checkpoint barrier epoch -> the metrics after that epoch
         self.watermarks: dict[tuple[int, int], Optional[int]] = {}
         self._source_uids = {n.effective_uid() for n in plan.source_nodes()}
         self._sink_uids = {plan.uid(nid) for nid, n in plan.nodes.items() if n.kind == "sink"}
@@ -71,6 +73,30 @@ class JobOutput:
         self.user_metrics.take(reports)
         self.emit_printed(reports)
         return epoch_metrics
+
+    def snapshot_metrics(self, barrier_epoch: int) -> None:
+        """Keep the metrics as a checkpoint at ``barrier_epoch`` sees them (every epoch up to it counted)."""
+        self._snapshots[barrier_epoch] = ({u: dict(c) for u, c in self.metrics.items()},
+                                          {k: dict(c) for k, c in self.subtask_metrics.items()},
+                                          self.user_metrics.snapshot())
+        for old in sorted(self._snapshots)[:-KEPT_METRIC_SNAPSHOTS]:
+            del self._snapshots[old]
+
+    def rewind_metrics(self, barrier_epoch: int) -> bool:
+        """A failover restored the checkpoint at ``barrier_epoch``: go back to the metrics it saw, so the epochs
+        run again count once (counters, meter counts, distributions, records in and out). False (nothing changed)
+        when this run took no such checkpoint (a restore with ``-s`` starts the metrics at 0, as Flink)."""
+        snapshot = self._snapshots.get(barrier_epoch)
+        if snapshot is None:
+            return False
+        metrics, subtask_metrics, user = snapshot
+        self.metrics = {u: dict(c) for u, c in metrics.items()}
+        self.subtask_metrics = {k: dict(c) for k, c in subtask_metrics.items()}
+        self.user_metrics.rewind(user)
+        self._io_history.clear()
+        for later in [e for e in self._snapshots if e > barrier_epoch]:
+            del self._snapshots[later]
+        return True
 
     def _remember_io(self, key: tuple[str, int], counters: dict[str, int], now_s: float) -> None:
         history = self._io_history.setdefault(key, deque())

@@ -37,6 +37,15 @@ class UserMetrics:
                         while len(history) > 2 and history[1][0] <= now_s - current[mid][1]:
                             history.popleft()
 
+    def snapshot(self) -> dict[tuple[str, int], dict[str, Any]]:
+        """The combined values as they are now (values are numbers and tuples: a shallow copy per subtask)."""
+        return {key: dict(values) for key, values in self.values.items()}
+
+    def rewind(self, snapshot: dict[tuple[str, int], dict[str, Any]]) -> None:
+        """Go back to ``snapshot``; meter rates start again from there."""
+        self.values = {key: dict(values) for key, values in snapshot.items()}
+        self._meters.clear()
+
     def totals(self, uid: str, subtask: int) -> dict[str, int]:
         """The counts so far of the counters and meters of one operator subtask (for ``get_count()``)."""
         out = {}
