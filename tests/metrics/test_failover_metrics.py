@@ -97,3 +97,59 @@ def test_counters_count_each_record_once_across_a_failover(make_env, tmp_path, m
                    "count.failover.odd": str(sum(1 for v in everything if v % 2)),
                    "count.failover.value_count": str(len(everything)), "count.failover.value_sum": str(sum(everything)),
                    "count.failover.value_min": "-1"}
+
+
+def _start(make_env, tmp_path, flag: str, **extra):
+    env = make_env("local", **{"rest.enabled": True, "execution.epoch.max-records": 20,
+                               "execution.epoch.idle-pause": "20 ms", "execution.checkpointing.interval": "1h",
+                               "state.checkpoints.dir": (tmp_path / "ck").as_uri(),
+                               "execution.checkpointing.externalized-checkpoint-retention": "RETAIN_ON_CANCELLATION",
+                               "restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.attempts": 3,
+                               "restart-strategy.fixed-delay.delay": "100 ms", **extra})
+    env.set_parallelism(1)
+    source = (FileSource.for_record_stream_format(StreamFormat.text_line_format(), str(tmp_path / "in"))
+              .monitor_continuously(Duration.of_millis(50)).build())
+    (env.from_source(source, WatermarkStrategy.no_watermarks(), "values").uid("values")
+     .map(CountOrFail(flag)).name("count").uid("count").print())
+    client = env.execute_async("failover-metrics")
+    return client, client.get_job_id()
+
+
+def _metric(c: httpx.Client, jid: str, mid: str) -> str:
+    path = f"/jobs/{jid}/vertices/{_vertex(c, jid, 'count')['id']}/metrics"
+    return {m["id"]: m["value"] for m in c.get(path, params={"get": mid}).json()}.get(mid, "")
+
+
+def test_a_job_started_from_a_checkpoint_counts_from_0_and_once_across_its_failover(make_env, tmp_path, monkeypatch):
+    monkeypatch.setenv("SPARKPOINT_HOME", str(tmp_path / "home"))
+    (tmp_path / "in").mkdir()
+    _write(tmp_path / "in" / "1.txt", BEFORE)
+    (tmp_path / "done").write_text("no failure in the first job")
+    first, jid = _start(make_env, tmp_path, str(tmp_path / "done"))
+    try:
+        with rest_client(jid) as c:
+            wait_for(lambda: _metric(c, jid, "0.numRecordsIn") == str(len(BEFORE)), 60, "the first file read")
+            await_operation(c, f"/jobs/{jid}/checkpoints/"
+                            + c.post(f"/jobs/{jid}/checkpoints", json={}).json()["request-id"])
+            location = c.get(f"/jobs/{jid}/checkpoints").json()["latest"]["completed"]["external_path"]
+    finally:
+        first.cancel()
+        first.wait(60)
+    # the second job starts from that checkpoint (its metrics at 0, as in Flink), reads the second file and fails
+    _write(tmp_path / "in" / "2.txt", AFTER)
+    second, jid = _start(make_env, tmp_path, str(tmp_path / "flag"), **{"execution.savepoint.path": location})
+    try:
+        with rest_client(jid) as c:
+            wait_for(lambda: _metric(c, jid, "0.count.failover.seen") == str(len(AFTER)), 60, "the second file")
+            _write(tmp_path / "in" / "3.txt", TRIGGER)
+            wait_for(lambda: (tmp_path / "flag").exists(), 60, "the failure")
+            wait_for(lambda: int(_metric(c, jid, "0.numRecordsIn") or 0) >= len(AFTER) + 1, 60, "the replay")
+            got = [_metric(c, jid, f"0.{m}") for m in ("numRecordsIn", "count.failover.seen", "count.failover.odd")]
+            restarts = {m["id"]: m["value"] for m in c.get(f"/jobs/{jid}/metrics", params={"get": "numRestarts"})
+                        .json()}
+    finally:
+        second.cancel()
+        second.wait(60)
+    assert restarts == {"numRestarts": "1"}
+    again = AFTER + TRIGGER                     # by hand: what the second job read, each record once
+    assert got == [str(len(again)), str(len(again)), str(sum(1 for v in again if v % 2))]
