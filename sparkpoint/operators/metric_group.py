@@ -90,12 +90,19 @@ class _Gauge:
 class OperatorMetricGroup(MetricGroup):
     """The metric group of one operator in one task (``scope``: the group path)."""
 
-    def __init__(self, op: "StreamOperator", scope: tuple[str, ...] = ()):
+    def __init__(self, op: "StreamOperator", scope: tuple[str, ...] = (), logical: tuple[str, ...] = (),
+                 variables: tuple[tuple[str, str], ...] = ()):
         self._op = op
-        self._scope = scope
+        self._scope = scope            # the identifier's path: a key/value group adds key and value
+        self._logical = logical        # Flink's logical scope: a key/value group adds its key only
+        self._variables = variables    # the key/value groups' (key, value): labels for Prometheus
 
     def add_group(self, name: str, extra: Optional[str] = None) -> "OperatorMetricGroup":
-        return OperatorMetricGroup(self._op, self._scope + ((str(name),) if extra is None else (str(name), str(extra))))
+        if extra is None:
+            return OperatorMetricGroup(self._op, self._scope + (str(name),), self._logical + (str(name),),
+                                       self._variables)
+        return OperatorMetricGroup(self._op, self._scope + (str(name), str(extra)), self._logical + (str(name),),
+                                   self._variables + ((str(name), str(extra)),))
 
     def _register(self, name: str, make: Callable[[str], Any]) -> Any:
         metric_id = ".".join(self._scope + (str(name),))
@@ -103,6 +110,8 @@ class OperatorMetricGroup(MetricGroup):
         metric = registry.get(metric_id)
         if metric is None:
             metric = registry[metric_id] = make(metric_id)
+            metric.logical = ".".join(self._logical + (str(name),))
+            metric.variables = self._variables
         return metric
 
     def _base(self, metric_id: str) -> int:
@@ -121,6 +130,8 @@ class OperatorMetricGroup(MetricGroup):
         return self._register(name, lambda mid: _Distribution())
 
 
-def report_user_metrics(user_metrics: dict[str, dict[str, Any]]) -> dict[str, dict[str, tuple[str, Any]]]:
-    """``{uid: {metric id: (kind, value)}}`` of a task's user metrics, for its report."""
-    return {uid: {mid: (m.kind, m.report()) for mid, m in metrics.items()} for uid, metrics in user_metrics.items()}
+def report_user_metrics(user_metrics: dict[str, dict[str, Any]]) -> dict[str, dict[str, tuple]]:
+    """``{uid: {metric id: (kind, value)}}`` of a task's user metrics, for its report; a metric under key/value
+    groups adds its logical id and the groups' ``(key, value)`` pairs: ``(kind, value, logical, pairs)``."""
+    return {uid: {mid: (m.kind, m.report(), m.logical, m.variables) if m.variables else (m.kind, m.report())
+                  for mid, m in metrics.items()} for uid, metrics in user_metrics.items()}

@@ -248,7 +248,12 @@ def subtask_values(view: JobView, vid: str) -> dict[int, dict[str, float]]:
         wm = output.watermarks.get((node.id, i))
         out[i] = {"numRecordsIn": counters.get("numRecordsIn", 0), "numRecordsOut": counters.get("numRecordsOut", 0),
                   "numLateRecordsDropped": counters.get("numLateRecordsDropped", 0),
-                  "currentInputWatermark": wm if wm is not None else MIN_WATERMARK}
+                  "currentInputWatermark": wm if wm is not None else MIN_WATERMARK,
+                  # the watermark the operator passed on at the end of its last epoch (an operator forwards the
+                  # watermark of its inputs, so both figures are that one; sources and assigners make their own)
+                  "currentOutputWatermark": wm if wm is not None else MIN_WATERMARK}
+        rate_in, rate_out = output.io_rates(node.effective_uid(), i)
+        out[i].update(numRecordsInPerSecond=rate_in, numRecordsOutPerSecond=rate_out)
         # user metrics under Flink's operator scope: <operator name>.<group>.<name>
         for mid, value in output.user_metrics.figures(node.effective_uid(), i).items():
             out[i][f"{node.name}.{mid}"] = value

@@ -13,8 +13,11 @@ each scrape, with Flink's names and labels:
   (and sparkpoint's ``numberOfEpochs``, ``epochsPerSecond``);
 - operator scope: ``flink_taskmanager_job_task_operator_<metric>{job_id, job_name, task_name,
   operator_name, operator_id, subtask_index}`` for ``numRecordsIn``, ``numRecordsOut``,
-  ``numLateRecordsDropped``, ``currentInputWatermark`` and every user metric, its group path
-  joined with ``_`` (``mygroup.mycounter`` -> ``..._operator_mygroup_mycounter``).
+  ``numRecordsInPerSecond``, ``numRecordsOutPerSecond``, ``numLateRecordsDropped``,
+  ``currentInputWatermark``, ``currentOutputWatermark`` and every user metric, its group path
+  joined with ``_`` (``mygroup.mycounter`` -> ``..._operator_mygroup_mycounter``); a key/value
+  group ``add_group("channel", "all")`` keeps its key in the name and adds the label
+  ``channel="all"``, as Flink's reporter does with a group's variables.
 
 The reporter stops with the job.
 """
@@ -38,6 +41,7 @@ _JOB_NUMERIC = ("uptime", "numRestarts", "numberOfCompletedCheckpoints", "number
                 "numberOfInProgressCheckpoints", "totalNumberOfCheckpoints", "lastCheckpointDuration",
                 "lastCheckpointSize", "lastCheckpointFullSize", "lastCheckpointRestoreTimestamp", "numberOfEpochs",
                 "epochsPerSecond")
+_LABELS = ["job_id", "job_name", "task_name", "operator_name", "operator_id", "subtask_index"]
 _UNSAFE = re.compile(r"[^a-zA-Z0-9_:]")
 
 
@@ -72,20 +76,24 @@ class _Collector:
                                                labels=list(labels))
                 job_family.add_metric(list(labels.values()), float(value))
                 yield job_family
-        families: dict[str, Any] = {}
-        names = ["job_id", "job_name", "task_name", "operator_name", "operator_id", "subtask_index"]
+        families: dict[tuple[str, tuple[str, ...]], Any] = {}
         for vid, node, _ in self.view.vertices():
             for subtask, values in subtask_values(self.view, vid).items():
-                for key, figure in values.items():
-                    metric = key[len(node.name) + 1:] if key.startswith(node.name + ".") else key
+                base = [master.job_id, master.plan.job_name, node.name, node.name, vid, str(subtask)]
+                figures: list[tuple[str, dict[str, str], Any]] = [
+                    (key, {}, figure) for key, figure in values.items() if not key.startswith(node.name + ".")]
+                figures += master.output.user_metrics.labelled(node.effective_uid(), subtask)
+                for metric, labels, figure in figures:
                     if not isinstance(figure, (int, float)) or isinstance(figure, bool):
                         continue
                     full = "flink_taskmanager_job_task_operator_" + _UNSAFE.sub("_", metric.replace(".", "_"))
-                    family = families.get(full)
+                    extra = {_UNSAFE.sub("_", k): v for k, v in labels.items() if _UNSAFE.sub("_", k) not in _LABELS}
+                    keys = tuple(sorted(extra))
+                    family = families.get((full, keys))
                     if family is None:
-                        family = families[full] = GaugeMetricFamily(full, f"operator metric {metric}", labels=names)
-                    family.add_metric([master.job_id, master.plan.job_name, node.name, node.name, vid, str(subtask)],
-                                      float(figure))
+                        family = families[(full, keys)] = GaugeMetricFamily(full, f"operator metric {metric}",
+                                                                            labels=_LABELS + list(keys))
+                    family.add_metric(base + [extra[k] for k in keys], float(figure))
         yield from families.values()
 
 

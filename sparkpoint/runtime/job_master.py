@@ -300,6 +300,7 @@ class JobMaster:
         self.attempt += 1
         self.working_dirs.start_attempt(self.attempt)
         self.restore(restored, allow_non_restored=True)
+        self.output.rewind_metrics(restored.metadata.barrier_epoch)   # the epochs run again count once
         self.status_machine.transition(JobStatus.RUNNING)
 
     # -- checkpoints and savepoints ---------------------------------------------------------
@@ -313,6 +314,7 @@ class JobMaster:
                                            savepoint_dir=savepoint_dir, full=full)
         if pending is None:
             return None
+        self.output.snapshot_metrics(barrier_epoch)
         self.sink_committer.on_checkpoint_triggered(pending.checkpoint_id)
         for sc in self.sources.values():
             sc.on_checkpoint_triggered(pending.checkpoint_id)

@@ -8,6 +8,8 @@ operator subtask, and per-epoch statistics for progress displays.
 from __future__ import annotations
 
 import sys
+import time
+from collections import deque
 from typing import Any, Optional
 
 from sparkpoint.runtime.graph import JobPlan
@@ -17,6 +19,9 @@ from sparkpoint.runtime.task import TaskReport
 from sparkpoint.runtime.user_metrics import UserMetrics
 
 __all__ = ["JobOutput", "sum_metrics"]
+
+KEPT_METRIC_SNAPSHOTS = 32   # metric snapshots kept for the latest checkpoints a failover may go back to
+RATE_SPAN_S = 60.0     # Flink's MeterView time span for numRecordsInPerSecond / numRecordsOutPerSecond
 
 
 def sum_metrics(reports: list[TaskReport]) -> dict[str, dict[str, int]]:
@@ -42,6 +47,8 @@ class JobOutput:
         self.total_in = 0
         self.epochs_run = 0      # epochs this run of the job completed (epoch numbers go on across restores)
         self.user_metrics = UserMetrics()
+        self._io_history: dict[tuple[str, int], deque] = {}   # (uid, subtask) -> (time, in, out) at epoch ends
+        self._snapshots: dict[int, tuple] = {}   # checkpoint barrier epoch -> the metrics after that epoch
         self.watermarks: dict[tuple[int, int], Optional[int]] = {}
         self._source_uids = {n.effective_uid() for n in plan.source_nodes()}
         self._sink_uids = {plan.uid(nid) for nid, n in plan.nodes.items() if n.kind == "sink"}
@@ -49,6 +56,7 @@ class JobOutput:
     def take_reports(self, reports: list[TaskReport]) -> dict[str, dict[str, int]]:
         """Add an epoch's metrics and watermarks, print and collect its records; returns its metrics."""
         epoch_metrics = sum_metrics(reports)
+        now_s = time.time()
         for uid, counters in epoch_metrics.items():
             d = self.metrics.setdefault(uid, {})
             for k, v in counters.items():
@@ -58,12 +66,54 @@ class JobOutput:
                 d = self.subtask_metrics.setdefault((uid, r.subtask), {})
                 for k, v in counters.items():
                     d[k] = d.get(k, 0) + v
+                self._remember_io((uid, r.subtask), d, now_s)
             for nid, wm in r.watermarks.items():
                 prev = self.watermarks.get((nid, r.subtask))
                 self.watermarks[(nid, r.subtask)] = wm if wm is not None else prev
         self.user_metrics.take(reports)
         self.emit_printed(reports)
         return epoch_metrics
+
+    def snapshot_metrics(self, barrier_epoch: int) -> None:
+        """Keep the metrics as a checkpoint at ``barrier_epoch`` sees them (every epoch up to it counted)."""
+        self._snapshots[barrier_epoch] = ({u: dict(c) for u, c in self.metrics.items()},
+                                          {k: dict(c) for k, c in self.subtask_metrics.items()},
+                                          self.user_metrics.snapshot())
+        for old in sorted(self._snapshots)[:-KEPT_METRIC_SNAPSHOTS]:
+            del self._snapshots[old]
+
+    def rewind_metrics(self, barrier_epoch: int) -> bool:
+        """A failover restored the checkpoint at ``barrier_epoch``: go back to the metrics it saw, so the epochs
+        run again count once (counters, meter counts, distributions, records in and out). False (nothing changed)
+        when this run took no such checkpoint (a restore with ``-s`` starts the metrics at 0, as Flink)."""
+        snapshot = self._snapshots.get(barrier_epoch)
+        if snapshot is None:
+            return False
+        metrics, subtask_metrics, user = snapshot
+        self.metrics = {u: dict(c) for u, c in metrics.items()}
+        self.subtask_metrics = {k: dict(c) for k, c in subtask_metrics.items()}
+        self.user_metrics.rewind(user)
+        self._io_history.clear()
+        for later in [e for e in self._snapshots if e > barrier_epoch]:
+            del self._snapshots[later]
+        return True
+
+    def _remember_io(self, key: tuple[str, int], counters: dict[str, int], now_s: float) -> None:
+        history = self._io_history.setdefault(key, deque())
+        history.append((now_s, counters.get("numRecordsIn", 0), counters.get("numRecordsOut", 0)))
+        while len(history) > 2 and history[1][0] <= now_s - RATE_SPAN_S:
+            history.popleft()
+
+    def io_rates(self, uid: str, subtask: int) -> tuple[float, float]:
+        """``numRecordsInPerSecond`` and ``numRecordsOutPerSecond`` of one operator subtask: records per second over
+        the last minute of epochs (Flink's ``MeterView`` over 60 s); 0 before two epochs have ended."""
+        history = self._io_history.get((uid, subtask))
+        if not history or len(history) < 2:
+            return 0.0, 0.0
+        (t0, in0, out0), (t1, in1, out1) = history[0], history[-1]
+        if t1 <= t0:
+            return 0.0, 0.0
+        return (in1 - in0) / (t1 - t0), (out1 - out0) / (t1 - t0)
 
     def metric_totals(self, uid: str, subtask: int) -> dict[str, int]:
         """The user counters' and meters' counts of one operator subtask, for its next task."""

@@ -22,20 +22,33 @@ class UserMetrics:
         self.kinds: dict[tuple[str, str], str] = {}                 # (uid, id) -> kind
         self.values: dict[tuple[str, int], dict[str, Any]] = {}     # (uid, subtask) -> id -> combined value
         self._meters: dict[tuple[str, int, str], deque] = {}        # -> (time, count) at epoch ends
+        self.variables: dict[tuple[str, str], tuple[str, tuple]] = {}  # (uid, id) -> (logical id, key/value pairs)
 
     def take(self, reports: list, now_s: Optional[float] = None) -> None:
         now_s = time.time() if now_s is None else now_s
         for r in reports:
             for uid, metrics in getattr(r, "user_metrics", {}).items():
                 current = self.values.setdefault((uid, r.subtask), {})
-                for mid, (kind, value) in metrics.items():
+                for mid, entry in metrics.items():
+                    kind, value = entry[0], entry[1]
                     self.kinds[(uid, mid)] = kind
+                    if len(entry) > 2:
+                        self.variables[(uid, mid)] = (entry[2], tuple((str(k), str(v)) for k, v in entry[3]))
                     current[mid] = _combine(kind, current.get(mid), value)
                     if kind == "meter":
                         history = self._meters.setdefault((uid, r.subtask, mid), deque())
                         history.append((now_s, current[mid][0]))
                         while len(history) > 2 and history[1][0] <= now_s - current[mid][1]:
                             history.popleft()
+
+    def snapshot(self) -> dict[tuple[str, int], dict[str, Any]]:
+        """The combined values as they are now (values are numbers and tuples: a shallow copy per subtask)."""
+        return {key: dict(values) for key, values in self.values.items()}
+
+    def rewind(self, snapshot: dict[tuple[str, int], dict[str, Any]]) -> None:
+        """Go back to ``snapshot``; meter rates start again from there."""
+        self.values = {key: dict(values) for key, values in snapshot.items()}
+        self._meters.clear()
 
     def totals(self, uid: str, subtask: int) -> dict[str, int]:
         """The counts so far of the counters and meters of one operator subtask (for ``get_count()``)."""
@@ -51,18 +64,30 @@ class UserMetrics:
     def figures(self, uid: str, subtask: int) -> dict[str, Any]:
         """``{metric id: number}`` of one operator subtask as reported: a meter as its rate per second (and
         ``<id>_count``), a distribution as ``<id>_count``, ``_sum``, ``_min``, ``_max`` and ``_mean``."""
-        out: dict[str, Any] = {}
+        return {mid + suffix: figure for mid, parts in self._parts(uid, subtask) for suffix, figure in parts.items()}
+
+    def labelled(self, uid: str, subtask: int) -> list[tuple[str, dict[str, str], Any]]:
+        """``(logical id, labels, number)`` of one operator subtask's figures, as Flink's Prometheus reporter
+        names them: a key/value group's key stays in the name and its value becomes the label ``key=value``."""
+        out: list[tuple[str, dict[str, str], Any]] = []
+        for mid, parts in self._parts(uid, subtask):
+            logical, pairs = self.variables.get((uid, mid), (mid, ()))
+            out.extend((logical + suffix, dict(pairs), figure) for suffix, figure in parts.items())
+        return out
+
+    def _parts(self, uid: str, subtask: int) -> list[tuple[str, dict[str, Any]]]:
+        out: list[tuple[str, dict[str, Any]]] = []
         for mid, value in self.values.get((uid, subtask), {}).items():
             kind = self.kinds[(uid, mid)]
             if kind == "meter":
-                out[mid] = self.rate(uid, subtask, mid)
-                out[f"{mid}_count"] = value[0]
+                parts = {"": self.rate(uid, subtask, mid), "_count": value[0]}
             elif kind == "distribution":
                 count, total, low, high = value
-                out.update({f"{mid}_count": count, f"{mid}_sum": total, f"{mid}_min": low, f"{mid}_max": high,
-                            f"{mid}_mean": total / count if count else None})
+                parts = {"_count": count, "_sum": total, "_min": low, "_max": high,
+                         "_mean": total / count if count else None}
             else:
-                out[mid] = value
+                parts = {"": value}
+            out.append((mid, parts))
         return out
 
     def rate(self, uid: str, subtask: int, mid: str) -> float:

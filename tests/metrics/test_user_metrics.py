@@ -109,8 +109,13 @@ def test_user_metrics_and_flinks_names_over_rest_and_prometheus(metrics_job, cap
 
     text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=30).text
     families = {f.name: f for f in text_string_to_metric_families(text)}
-    samples = families[f"flink_taskmanager_job_task_operator_{SCOPE.replace('.', '_')}_big"].samples
-    assert sum(s.value for s in samples) == big
+    # Flink's reporter: the key/value group's key stays in the name, its value is the label channel="all"
+    assert not any(name.startswith("flink_taskmanager_job_task_operator_quality_channel_all") for name in families)
+    samples = families["flink_taskmanager_job_task_operator_quality_channel_big"].samples
+    assert sum(s.value for s in samples) == big and all(s.labels["channel"] == "all" for s in samples)
+    [value_max] = {max(s.value for s in families["flink_taskmanager_job_task_operator_quality_channel_value_max"]
+                       .samples)}
+    assert value_max == max(VALUES)
     assert {s.labels["subtask_index"] for s in samples} == {"0", "1"}
     assert all(s.labels["job_id"] == jid and s.labels["operator_name"] == "Map" for s in samples)
     records_in = [s for s in families["flink_taskmanager_job_task_operator_numRecordsIn"].samples
