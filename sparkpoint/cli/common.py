@@ -18,6 +18,7 @@ from sparkpoint.runtime.job_listener import JobListener
 __all__ = ["parse_dynamic", "load_conf", "conf_dir_file", "Progress", "report_failure", "fmt_wm"]
 
 CONF_DIR_VARIABLES = ("SPARKPOINT_CONF_DIR", "FLINK_CONF_DIR")
+FINISHED_LINE = "Job with JobID %s has finished."
 CONF_FILE_NAMES = ("config.yaml", "flink-conf.yaml")
 
 
@@ -85,6 +86,10 @@ class Progress(JobListener):
             self.live.update(line)
         else:
             print(line, file=self.stream, flush=True)
+
+    def on_status_change(self, job_id: str, old: Any, new: Any, error: Any) -> None:
+        if new.name == "FINISHED":   # Flink's CLI line; said before the job removes its checkpoints
+            print(f"{FINISHED_LINE % job_id}", file=self.stream, flush=True)
 
     def close(self) -> None:
         if self.live is not None:

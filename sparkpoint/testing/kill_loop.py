@@ -127,10 +127,15 @@ class KillLoop:
             reader.join(timeout=10)
             out = "".join(lines)
             result.log.append(out)
-            if proc.returncode == -signal.SIGKILL:
+            if proc.returncode == -signal.SIGKILL and not _finished(out):
                 result.kills += 1
                 kills_left -= 1
                 continue
+            if proc.returncode == -signal.SIGKILL:
+                # killed after the job had finished (its output committed, its checkpoints removed): not a kill of
+                # a running job; restoring an older checkpoint now would write the output a second time
+                result.log.append("(killed after the job had finished)")
+                break
             if proc.returncode != 0:
                 raise AssertionError(f"round {result.rounds} failed with exit code {proc.returncode}:\n{out}")
             if "SPARKPOINT_KILL_AT" in env:
@@ -140,6 +145,12 @@ class KillLoop:
             break
         result.seconds = time.time() - started
         return result
+
+
+def _finished(output: str) -> bool:
+    """Whether a ``sparkpoint run``'s output says its job reached FINISHED (the CLI's ``Job with JobID ... has
+    finished.`` line, printed before the job removes its checkpoints)."""
+    return " has finished." in output and "Job with JobID " in output
 
 
 def read_committed_lines(directory: Path) -> list[str]:
