@@ -50,7 +50,7 @@ def checkpoint_conf(ckpt: "Path | str", target: str) -> dict:
 
 def test_kill_loop_local_executor(tmp_path):
     """At least 20 kills, in-process executor (the driver process is the whole job)."""
-    n = 4_000_000   # 100 epochs: enough work that 22 kills land before the job can finish, even on a fast machine
+    n = 5_000_000   # 125 epochs: enough work that 22 kills land before the job can finish, even on a fast machine
     out = tmp_path / "out"
     ckpt = tmp_path / "ckpt"
     conf = checkpoint_conf(ckpt, "local")

@@ -95,7 +95,7 @@ def _env() -> dict:
 
 def test_kill_loop_exactly_once_into_postgres(db, tmp_path):
     """SIGKILLs at random moments and inside the checkpoint protocol; the table equals the oracle."""
-    n = 1_000_000   # 25 epochs
+    n = 2_000_000   # 50 epochs: the job must still be running when the 8th kill comes
     with db.connect() as conn:
         conn.execute(TABLE)
     loop = KillLoop(JOB, ["--url", db.url, "--events", str(n), "--prefix", "wc"], tmp_path / "ckpt",
