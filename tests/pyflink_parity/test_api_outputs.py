@@ -8,16 +8,12 @@ checked against a hand computation of PyFlink's definition.
 from __future__ import annotations
 
 import pytest
-from test_parity import RECORDED_PARALLELISM, recorded, run_job
+from test_parity import TARGETS, recorded, run_job, target_configuration
 
 
-@pytest.mark.parametrize("target", ["local", pytest.param("spark", marks=pytest.mark.spark)])
+@pytest.mark.parametrize("target", TARGETS)
 def test_api_outputs(request, monkeypatch, capsys, tmp_path, target):
-    configuration = None
-    if target == "spark":   # the default target, on the session the fixture started
-        request.getfixturevalue("spark")
-        configuration = {"parallelism.default": RECORDED_PARALLELISM,
-                         "sparkpoint.local-state-dir": str(tmp_path / "local-state")}
+    configuration = target_configuration(request, target, tmp_path)
     lines, _ = run_job("api_outputs", monkeypatch, capsys, tmp_path, configuration)
     assert lines == recorded("api_outputs")
     # count_window(3, 2) over 1..7: windows start at every 2nd element and fire when 3 are in

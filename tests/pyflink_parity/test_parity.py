@@ -74,6 +74,18 @@ def run_job(job: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFix
     return capsys.readouterr().out.splitlines(), job_globals
 
 
+#: run a parity job in-process, and on the default target (Spark, on the session the ``spark`` fixture starts)
+TARGETS = ["local", pytest.param("spark", marks=pytest.mark.spark)]
+
+
+def target_configuration(request: pytest.FixtureRequest, target: str, tmp_path: Path) -> dict | None:
+    """``run_job``'s configuration for ``target``: None (in-process) or the default target's, on Spark."""
+    if target != "spark":
+        return None
+    request.getfixturevalue("spark")
+    return {"parallelism.default": RECORDED_PARALLELISM, "sparkpoint.local-state-dir": str(tmp_path / "local-state")}
+
+
 def recorded(job: str) -> list[str]:
     """What PyFlink 2.3.0 printed for the job, less its runtime's start-up lines."""
     lines = (JOBS_DIR / "expected" / f"{job}.txt").read_text().splitlines()

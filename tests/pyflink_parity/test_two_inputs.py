@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 
 import pytest
-from test_parity import RECORDED_PARALLELISM, recorded, run_job, subtask_and_body
+from test_parity import TARGETS, recorded, run_job, subtask_and_body, target_configuration
 
 
 def _per_key(lines: list[str]) -> dict[str, list[str]]:
@@ -25,17 +25,9 @@ def _per_key(lines: list[str]) -> dict[str, list[str]]:
     return dict(keys)
 
 
-def _spark_configuration(tmp_path) -> dict:
-    """The default target (Spark, on the session the ``spark`` fixture started), as ``sparkpoint run``."""
-    return {"parallelism.default": RECORDED_PARALLELISM, "sparkpoint.local-state-dir": str(tmp_path / "local-state")}
-
-
-@pytest.mark.parametrize("target", ["local", pytest.param("spark", marks=pytest.mark.spark)])
+@pytest.mark.parametrize("target", TARGETS)
 def test_two_inputs(request, monkeypatch, capsys, tmp_path, target):
-    configuration = None
-    if target == "spark":
-        request.getfixturevalue("spark")
-        configuration = _spark_configuration(tmp_path)
+    configuration = target_configuration(request, target, tmp_path)
     lines, job = run_job("two_inputs", monkeypatch, capsys, tmp_path, configuration)
     assert Counter(lines) == Counter(recorded("two_inputs"))
     by_hand = ([f"n{n}" for n in job["NUMBERS"]] + [f"w{w}" for w in job["WORDS"]]
@@ -48,13 +40,10 @@ def test_two_inputs(request, monkeypatch, capsys, tmp_path, target):
     assert Counter(lines) == Counter(by_hand)
 
 
-@pytest.mark.parametrize("target", ["local", pytest.param("spark", marks=pytest.mark.spark)])
+@pytest.mark.parametrize("target", TARGETS)
 def test_broadcast_rules(request, monkeypatch, capsys, tmp_path, target):
     parallelism = 2   # the job's own set_parallelism
-    configuration = None
-    if target == "spark":
-        request.getfixturevalue("spark")
-        configuration = _spark_configuration(tmp_path)
+    configuration = target_configuration(request, target, tmp_path)
     lines, job = run_job("broadcast_rules", monkeypatch, capsys, tmp_path, configuration)
     expected = recorded("broadcast_rules")
     rule_lines = [line for line in lines if "rule " in line]

@@ -8,7 +8,7 @@ difference 9). The continuous firings are also checked against a hand computatio
 from __future__ import annotations
 
 import pytest
-from test_parity import RECORDED_PARALLELISM, recorded, run_job
+from test_parity import TARGETS, recorded, run_job, target_configuration
 
 # The one deliberate difference: sparkpoint purges a count window (tumbling or sliding) once it fired (it never
 # gets another element); PyFlink's default trigger keeps its contents in state forever.
@@ -49,13 +49,9 @@ def sessions(events, gap):
     return lambda key, ts: [tuple(s) for s in merged[key] if s[0] <= ts < s[1]]
 
 
-@pytest.mark.parametrize("target", ["local", pytest.param("spark", marks=pytest.mark.spark)])
+@pytest.mark.parametrize("target", TARGETS)
 def test_window_triggers(request, monkeypatch, capsys, tmp_path, target):
-    configuration = None
-    if target == "spark":   # the default target, on the session the fixture started
-        request.getfixturevalue("spark")
-        configuration = {"parallelism.default": RECORDED_PARALLELISM,
-                         "sparkpoint.local-state-dir": str(tmp_path / "local-state")}
+    configuration = target_configuration(request, target, tmp_path)
     lines, job = run_job("window_triggers", monkeypatch, capsys, tmp_path, configuration)
     expected = recorded("window_triggers")
     assert expected.count(PYFLINK_COUNT_DEFAULT) == 2 and lines.count(OURS_COUNT_DEFAULT) == 2
