@@ -97,6 +97,7 @@ class SparkEpochExecutor:
         self.bc: Any = None
         self.located: Any = None                          # LocatedRDD's factory, when it could be built
         self.locations: dict[tuple[int, int], str] = {}   # keyed (stage, subtask) -> the executor it last ran on
+        self.lost_homes: dict[tuple[int, int], str] = {}  # ... when that executor is lost, until the task runs again
         self.placed = 0   # keyed tasks that had a preferred executor ...
         self.moved = 0    # ... and ran on another one
 
@@ -221,13 +222,13 @@ class SparkEpochExecutor:
         if alive:  # none in-process (local mode): the driver is the only executor
             for task, where in list(self.locations.items()):
                 if where.rsplit("_", 1)[-1] not in alive:
-                    del self.locations[task]
+                    self.lost_homes[task] = self.locations.pop(task)
 
     def _note_locations(self, reports: list[TaskReport]) -> None:
         """Remember where each keyed task ran (its state is there now), count those that moved and name the
         executor each left, and whether that executor is lost."""
         keyed = {s.id for s in self.plan.stages if s.keyed}
-        moves = [(r, self.locations.get((r.stage_id, r.subtask)))
+        moves = [(r, self.locations.get((r.stage_id, r.subtask)) or self.lost_homes.pop((r.stage_id, r.subtask), None))
                  for r in reports if r.stage_id in keyed and r.location]
         alive = self._alive_executors() if any(b is not None and b != r.location for r, b in moves) else set()
         for r, before in moves:
