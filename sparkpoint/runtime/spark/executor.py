@@ -23,7 +23,6 @@ from __future__ import annotations
 import base64
 import logging
 import re
-import sys
 from typing import Any, Iterable, Iterator, Optional
 
 import cloudpickle
@@ -31,6 +30,7 @@ import cloudpickle
 from sparkpoint.common.configuration import Configuration
 from sparkpoint.errors import JobExecutionError, SparkpointError, UserFunctionError
 from sparkpoint.runtime.graph import JobPlan
+from sparkpoint.runtime.spark.plan_pickle import dumps_plan
 from sparkpoint.runtime.task import TaskDeployment, TaskReport, run_task
 
 __all__ = ["SparkEpochExecutor"]
@@ -53,36 +53,6 @@ def _identity(k: int) -> int:
     return k
 
 
-def _register_user_modules() -> None:
-    """Ship the job's own modules by value: executors need not be able to import them.
-
-    Functions and classes of installed packages are pickled by reference (executors
-    import them); those of modules that live outside the Python installation (the job
-    script's helpers, a test module) are pickled with their code.
-    """
-    import sysconfig
-    from pathlib import Path
-
-    installed = {Path(p).resolve() for key in ("stdlib", "platstdlib", "purelib", "platlib")
-                 if (p := sysconfig.get_paths().get(key))}
-    own = Path(__file__).resolve().parents[2]
-    for name, module in list(sys.modules.items()):
-        path = getattr(module, "__file__", None)
-        if not path or name == "__main__" or name in _BY_VALUE:
-            continue
-        resolved = Path(path).resolve()
-        if resolved.is_relative_to(own) or any(resolved.is_relative_to(p) for p in installed):
-            continue
-        if "site-packages" in resolved.parts or "dist-packages" in resolved.parts:
-            continue
-        try:
-            cloudpickle.register_pickle_by_value(module)
-            _BY_VALUE.add(name)
-        except (ValueError, TypeError):
-            pass
-
-
-_BY_VALUE: set[str] = set()
 
 
 class SparkEpochExecutor:
@@ -115,8 +85,7 @@ class SparkEpochExecutor:
         ship_python_files(self.spark.sparkContext, self.python_files)
         self.plan = plan
         self.job_id = job_id
-        _register_user_modules()
-        self.bc = self.spark.sparkContext.broadcast(cloudpickle.dumps(plan))
+        self.bc = self.spark.sparkContext.broadcast(dumps_plan(plan))
         if self.config.get_boolean("sparkpoint.spark.task-locality", True) and any(s.keyed for s in plan.stages):
             from sparkpoint.runtime.spark.jvm import located_rdd_factory
 
