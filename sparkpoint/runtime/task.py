@@ -17,6 +17,7 @@ The same code runs in-process (the local executor) and inside Spark tasks. Steps
 
 from __future__ import annotations
 
+import gc
 import logging
 import pickle
 import shutil
@@ -107,8 +108,9 @@ class TaskReport:
 
 #: The phases of a task's time in ``TaskReport.phase_ms``: operators built, state restored and opened; upstream
 #: blobs decoded; operators run; outputs routed; operators closed and keyed state committed or snapshotted;
-#: waiting at the end for the previous checkpoint's asynchronous upload.
-PHASES = ("setup", "input", "run", "route", "state", "upload_wait")
+#: waiting at the end for the previous checkpoint's asynchronous upload. ``gc`` is the part of them spent in
+#: Python's cycle collector.
+PHASES = ("setup", "input", "run", "route", "state", "upload_wait", "gc")
 
 
 def run_task(plan: JobPlan, stage_id: int, subtask: int, dep: TaskDeployment,
@@ -130,6 +132,8 @@ def run_task(plan: JobPlan, stage_id: int, subtask: int, dep: TaskDeployment,
     ops: dict[int, StreamOperator] = {}
     keyed: Optional[_KeyedState] = None
     lap = _Lap(report.phase_ms, started)
+    gc_timer = _GcTimer()
+    gc.callbacks.append(gc_timer)
     try:
         _build_operators(plan, stage, kg_range, task, dep, ops)
         keyed = _restore_keyed_state(ops, dep, stage_id, subtask, kg_range, plan.max_parallelism)
@@ -157,6 +161,9 @@ def run_task(plan: JobPlan, stage_id: int, subtask: int, dep: TaskDeployment,
             keyed.uploader.join()  # a late upload must not touch what a retry of this task makes
         _dispose_keyed_backends(ops)  # a retry in this worker must be able to open the databases again
         raise
+    finally:
+        gc.callbacks.remove(gc_timer)
+    report.phase_ms["gc"] = gc_timer.ms
     report.metrics = task.metrics
     report.user_metrics = report_user_metrics(task.user_metrics)
     report.records_out = sum(len(o.values) for o in outputs.values())
@@ -176,6 +183,20 @@ class _Lap:
         now = time.perf_counter()
         self.phases[phase] = self.phases.get(phase, 0.0) + (now - self.last) * 1000
         self.last = now
+
+
+class _GcTimer:
+    """Milliseconds spent in Python's cycle collector (a ``gc.callbacks`` entry)."""
+
+    def __init__(self) -> None:
+        self.ms = 0.0
+        self.since = 0.0
+
+    def __call__(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self.since = time.perf_counter()
+        else:
+            self.ms += (time.perf_counter() - self.since) * 1000
 
 
 @dataclass

@@ -31,27 +31,40 @@ __all__ = ["ROCKSDB_STATE_CLASSES", "RocksDBEntries"]
 class RocksDBEntries:
     """``{(key, namespace): value}`` of one state in one key group, as the heap states use a dict."""
 
-    __slots__ = ("backend", "prefix", "store")
+    __slots__ = ("backend", "prefix", "store", "_key", "_namespace", "_dbkey")
 
     def __init__(self, backend: RocksDBKeyedStateBackend, store: StateStore, prefix: bytes):
         self.backend = backend
         self.store = store
         self.prefix = prefix
+        self._key: Any = _NONE         # the last slot's key and namespace (by identity) and its db key:
+        self._namespace: Any = _NONE   # a record's read and write of its state build the db key once
+        self._dbkey = b""
+
+    def _db_key(self, slot: tuple[Any, Any]) -> bytes:
+        key, namespace = slot
+        if key is not self._key or namespace is not self._namespace:
+            self._dbkey = self.prefix + self.backend.slot_bytes(slot)
+            self._key, self._namespace = key, namespace
+        return self._dbkey
 
     def get(self, slot: tuple[Any, Any], default: Any = None) -> Any:
-        value = self.store.get(self.prefix + self.backend.slot_bytes(slot))
+        value = self.store.get(self._db_key(slot))
         return default if value is None else value
 
     def __setitem__(self, slot: tuple[Any, Any], value: Any) -> None:
-        self.store.put(self.prefix + self.backend.slot_bytes(slot), slot, value)
+        self.store.put(self._db_key(slot), slot, value)
 
     def pop(self, slot: tuple[Any, Any], default: Any = None) -> Any:
-        dbkey = self.prefix + self.backend.slot_bytes(slot)
+        dbkey = self._db_key(slot)
         value = self.store.get(dbkey)
         if value is None:
             return default
         self.store.delete(dbkey)
         return value
+
+
+_NONE = object()
 
 
 class _RocksDBState:

@@ -15,7 +15,9 @@ Layout of the keys (all big-endian, so RocksDB's order is key group, then state)
   value ``pickle((key, namespace, value))``: a key-group range is one contiguous key range;
 * timers: ``0xFFFE | queue id (2) | timestamp + 2^63 (8) | len(key) (4) | key | namespace``,
   value ``pickle((key, namespace, key group))``, so timers come out in timestamp order;
-* the undo log: ``0xFFFD | key``; metadata: ``0xFFFF | name``.
+* the undo log: ``0xFFFC | chunk number (4)``, value ``pickle([(key, previous bytes or None)])``, one
+  chunk per spill and one for the commit (a value each, not an entry per changed key: the log is
+  written every epoch and thrown away by the next one); metadata: ``0xFFFF | name``.
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ from sparkpoint.state.rocksdb.options import RocksDBOptions
 __all__ = ["RocksDBOptions", "StateStore", "encode_key", "encode_namespace"]
 
 TIMER_PREFIX = b"\xff\xfe"
-UNDO_PREFIX = b"\xff\xfd"
+UNDO_PREFIX = b"\xff\xfc"
+_LEGACY_UNDO_PREFIX = b"\xff\xfd"   # an entry per key, in databases written before the chunks
 META_PREFIX = b"\xff\xff"
 _META_EPOCH = META_PREFIX + b"epoch"
 _META_NAMES = META_PREFIX + b"names"
@@ -106,6 +109,7 @@ class StateStore:
         self.max_cached = options.max_cached_entries
         self.spilled: set[bytes] = set()   # keys whose pre-epoch bytes are in the undo log already
         self.spilled_changes = 0
+        self.undo_chunks = 0               # undo chunks written by this epoch's spills
         self.in_progress = False
         self.next_sweep_cursor: Any = _ABSENT
         self.names: dict[str, int] = self._load_json(_META_NAMES, {})
@@ -149,9 +153,10 @@ class StateStore:
             return
         missing.sort()  # RocksDB's multi-get is fastest in key order
         raws: list = self.db.get(missing)  # type: ignore[arg-type, assignment]  # a list in, a list out
+        original, loads = self.original, pickle.loads
         for dbkey, raw in zip(missing, raws):
-            self.original[dbkey] = raw
-            cache[dbkey] = None if raw is None else pickle.loads(raw)[2]
+            original[dbkey] = raw
+            cache[dbkey] = None if raw is None else loads(raw)[2]
 
     def put(self, dbkey: bytes, slot: tuple[Any, Any], value: Any) -> None:
         if dbkey not in self.original:
@@ -223,13 +228,12 @@ class StateStore:
     def _apply_undo(self, epoch: Optional[int]) -> None:
         """Put back every entry the undo log holds and mark the database as of ``epoch``."""
         batch = rocksdict.WriteBatch(raw_mode=True)
-        for dbkey, raw in self.iterate(UNDO_PREFIX):
-            target = dbkey[len(UNDO_PREFIX):]
-            if raw[:1] == b"\x01":
-                batch.put(target, raw[1:])
-            else:
+        for target, previous in self._undo_entries():
+            if previous is None:
                 batch.delete(target)
-        batch.delete_range(UNDO_PREFIX, _prefix_end(UNDO_PREFIX))
+            else:
+                batch.put(target, previous)
+        _drop_undo_log(batch)
         batch.delete(_META_UNDO_EPOCH)
         batch.delete(_META_IN_PROGRESS)
         if epoch is None:
@@ -253,6 +257,7 @@ class StateStore:
         self.timer_writes.clear()
         self.spilled.clear()
         self.spilled_changes = 0
+        self.undo_chunks = 0
         self.in_progress = False
         self.next_sweep_cursor = _ABSENT
 
@@ -263,13 +268,14 @@ class StateStore:
         if changes:
             batch = rocksdict.WriteBatch(raw_mode=True)
             if not self.in_progress:  # the previous epoch can no longer run again: its undo log goes
-                batch.delete_range(UNDO_PREFIX, _prefix_end(UNDO_PREFIX))
+                _drop_undo_log(batch)
                 batch.delete(_META_UNDO_EPOCH)
                 batch.put(_META_IN_PROGRESS, b"1")
                 self.in_progress = True
-            for dbkey, old, new in changes:
-                self._write(batch, dbkey, old, new, undo=dbkey not in self.spilled)
-                self.spilled.add(dbkey)
+            undo = [(dbkey, old) for dbkey, old, _ in changes if dbkey not in self.spilled]
+            self._write_undo_chunk(batch, undo)
+            self._write_changes(batch, changes)
+            self.spilled.update(dbkey for dbkey, _, _ in changes)
             self.db.write(batch)
             self.spilled_changes += len(changes)
         self.cache.clear()
@@ -280,16 +286,18 @@ class StateStore:
         """Write this epoch's changes, its undo log and its number in one batch; returns the changed entries."""
         batch = rocksdict.WriteBatch(raw_mode=True)
         if not self.in_progress:
-            batch.delete_range(UNDO_PREFIX, _prefix_end(UNDO_PREFIX))
+            _drop_undo_log(batch)
         changes = self._changes()
-        for dbkey, old, new in changes:
-            self._write(batch, dbkey, old, new, undo=dbkey not in self.spilled)
-        changed = len(changes) + self.spilled_changes
-        for dbkey, new in self.timer_writes.items():
-            self._write(batch, dbkey, self.db.get(dbkey), new)
-            changed += 1
-        self._commit_meta(batch, epoch, watermark)
+        timers = list(self.timer_writes.items())
+        if timers:
+            previous: list = self.db.get([dbkey for dbkey, _ in timers])  # type: ignore[arg-type, assignment]
+            changes += [(dbkey, old, new) for (dbkey, new), old in zip(timers, previous)]
+        undo = [(dbkey, old) for dbkey, old, _ in changes if dbkey not in self.spilled]
+        self._write_changes(batch, changes)
+        self._commit_meta(batch, epoch, watermark, undo)
+        self._write_undo_chunk(batch, undo)
         self.db.write(batch)
+        changed = len(changes) + self.spilled_changes
         self._clear_epoch()
         return changed
 
@@ -297,7 +305,7 @@ class StateStore:
         """After :meth:`commit`: ``(db key, new bytes or None)`` of every entry the epoch changed (spilled
         ones, timers and the metadata included) -- the keys its undo log holds, read back -- and the TTL
         sweep's cursor, so a rebuilt database sweeps on where this one would."""
-        keys = [dbkey[len(UNDO_PREFIX):] for dbkey, _ in self.iterate(UNDO_PREFIX)] + [_META_SWEEP]
+        keys = [dbkey for dbkey, _ in self._undo_entries()] + [_META_SWEEP]
         values: list = self.db.get(keys)  # type: ignore[arg-type, assignment]  # a list in, a list out
         return list(zip(keys, values))
 
@@ -307,7 +315,7 @@ class StateStore:
         database restored from a snapshot may have numbered its states in another order."""
         remap = self._id_map(dict(changes).get(_META_NAMES))
         batch = rocksdict.WriteBatch(raw_mode=True)
-        batch.delete_range(UNDO_PREFIX, _prefix_end(UNDO_PREFIX))
+        _drop_undo_log(batch)
         batch.delete(_META_UNDO_EPOCH)
         batch.delete(_META_IN_PROGRESS)
         for dbkey, new in changes:
@@ -334,23 +342,26 @@ class StateStore:
     def _changes(self) -> list[tuple[bytes, Optional[bytes], Optional[bytes]]]:
         """``(db key, old bytes, new bytes)`` of the cached entries whose bytes changed (``None``: absent)."""
         changes = []
+        dumps, original, slots = pickle.dumps, self.original, self.slots
         for dbkey, value in self.cache.items():
-            old = self.original.get(dbkey)
+            old = original.get(dbkey)
             if value is None:
                 if old is None:
                     continue
                 new = None
             else:
-                slot = self.slots.get(dbkey)
+                slot = slots.get(dbkey)
                 if slot is None:  # read, maybe mutated in place, never put
-                    slot = pickle.loads(old)[:2]  # type: ignore[arg-type]
-                new = pickle.dumps((slot[0], slot[1], value), _PICKLE)
+                    slot = pickle.loads(old or b"")[:2]
+                new = dumps((slot[0], slot[1], value), _PICKLE)
                 if new == old:
                     continue
             changes.append((dbkey, old, new))
         return changes
 
-    def _commit_meta(self, batch: rocksdict.WriteBatch, epoch: int, watermark: Optional[int]) -> None:
+    def _commit_meta(self, batch: rocksdict.WriteBatch, epoch: int, watermark: Optional[int],
+                     undo: list[tuple[bytes, Optional[bytes]]]) -> None:
+        """The epoch's metadata into ``batch``; their previous values into ``undo``."""
         batch.delete(_META_IN_PROGRESS)
         if self.next_sweep_cursor is not _ABSENT:
             if self.next_sweep_cursor is None:
@@ -358,9 +369,8 @@ class StateStore:
             else:
                 batch.put(_META_SWEEP, self.next_sweep_cursor)
         batch.put(_META_UNDO_EPOCH, str(epoch).encode())
-        batch.put(UNDO_PREFIX + _META_NAMES, b"\x01" + json.dumps(self._load_json(_META_NAMES, {})).encode())
-        for meta, default in ((_META_TIMER_COUNTS, {}), (_META_WATERMARK, None)):
-            batch.put(UNDO_PREFIX + meta, b"\x01" + json.dumps(self._load_json(meta, default)).encode())
+        for meta, default in ((_META_NAMES, {}), (_META_TIMER_COUNTS, {}), (_META_WATERMARK, None)):
+            undo.append((meta, json.dumps(self._load_json(meta, default)).encode()))
         if watermark is not None:
             self.watermark = watermark
         batch.put(_META_WATERMARK, json.dumps(self.watermark).encode())
@@ -369,14 +379,23 @@ class StateStore:
         batch.put(_META_EPOCH, str(epoch).encode())
 
     @staticmethod
-    def _write(batch: rocksdict.WriteBatch, dbkey: bytes, old: Optional[bytes], new: Optional[bytes],
-               undo: bool = True) -> None:
-        if undo:
-            batch.put(UNDO_PREFIX + dbkey, b"\x00" if old is None else b"\x01" + old)
-        if new is None:
-            batch.delete(dbkey)
-        else:
-            batch.put(dbkey, new)
+    def _write_changes(batch: rocksdict.WriteBatch, changes: list[tuple[bytes, Optional[bytes], Optional[bytes]]]
+                       ) -> None:
+        for dbkey, _, new in changes:
+            if new is None:
+                batch.delete(dbkey)
+            else:
+                batch.put(dbkey, new)
+
+    def _write_undo_chunk(self, batch: rocksdict.WriteBatch, undo: list[tuple[bytes, Optional[bytes]]]) -> None:
+        """One chunk of the undo log: the previous bytes (``None``: absent) of entries changed for the first
+        time this epoch; spills write chunks 0, 1, ... and the commit the last."""
+        batch.put(UNDO_PREFIX + struct.pack(">I", self.undo_chunks), pickle.dumps(undo, _PICKLE))
+        self.undo_chunks += 1
+
+    def _undo_entries(self) -> list[tuple[bytes, Optional[bytes]]]:
+        """``(key, previous bytes or None)`` of every entry the undo log holds, in the order written."""
+        return [entry for _, chunk in self.iterate(UNDO_PREFIX) for entry in pickle.loads(chunk)]
 
     def write_committed(self, items: Iterator[tuple[bytes, bytes]], epoch: Optional[int] = None,
                         chunk: int = 100_000) -> int:
@@ -420,6 +439,11 @@ def _with_id(dbkey: bytes, remap: dict[int, int]) -> bytes:
         return dbkey
     new = remap.get(struct.unpack_from(">H", dbkey, 2)[0])
     return dbkey if new is None else dbkey[:2] + struct.pack(">H", new) + dbkey[4:]
+
+
+def _drop_undo_log(batch: rocksdict.WriteBatch) -> None:
+    for prefix in (UNDO_PREFIX, _LEGACY_UNDO_PREFIX):
+        batch.delete_range(prefix, _prefix_end(prefix))
 
 
 def _prefix_end(prefix: bytes) -> bytes:
