@@ -15,9 +15,9 @@ Layout of the keys (all big-endian, so RocksDB's order is key group, then state)
   value ``pickle((key, namespace, value))``: a key-group range is one contiguous key range;
 * timers: ``0xFFFE | queue id (2) | timestamp + 2^63 (8) | len(key) (4) | key | namespace``,
   value ``pickle((key, namespace, key group))``, so timers come out in timestamp order;
-* the undo log: ``0xFFFC | chunk number (4)``, value ``pickle([(key, previous bytes or None)])``, one
-  chunk per spill and one for the commit (a value each, not an entry per changed key: the log is
-  written every epoch and thrown away by the next one); metadata: ``0xFFFF | name``.
+* the undo log: ``0xFFFC | chunk number (4)``, value ``pickle([(key, previous bytes or None)])`` of up
+  to 1,000 changed entries (not an entry per changed key: the log is written every epoch and thrown
+  away by the next one); metadata: ``0xFFFF | name``.
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ _META_IN_PROGRESS = META_PREFIX + b"in-progress"  # an unfinished epoch spilled 
 _ABSENT = object()
 _PICKLE = pickle.HIGHEST_PROTOCOL
 _TS_OFFSET = 1 << 63
+_UNDO_CHUNK = 1000   # entries per value of the undo log: large values slow every read of the database down
 
 
 def encode_key(key: Any) -> bytes:
@@ -388,10 +389,12 @@ class StateStore:
                 batch.put(dbkey, new)
 
     def _write_undo_chunk(self, batch: rocksdict.WriteBatch, undo: list[tuple[bytes, Optional[bytes]]]) -> None:
-        """One chunk of the undo log: the previous bytes (``None``: absent) of entries changed for the first
-        time this epoch; spills write chunks 0, 1, ... and the commit the last."""
-        batch.put(UNDO_PREFIX + struct.pack(">I", self.undo_chunks), pickle.dumps(undo, _PICKLE))
-        self.undo_chunks += 1
+        """The undo log of some changes: the previous bytes (``None``: absent) of entries changed for the first
+        time this epoch, in values of at most ``_UNDO_CHUNK`` entries (spills write chunks 0, 1, ...)."""
+        for start in range(0, max(len(undo), 1), _UNDO_CHUNK):
+            batch.put(UNDO_PREFIX + struct.pack(">I", self.undo_chunks),
+                      pickle.dumps(undo[start:start + _UNDO_CHUNK], _PICKLE))
+            self.undo_chunks += 1
 
     def _undo_entries(self) -> list[tuple[bytes, Optional[bytes]]]:
         """``(key, previous bytes or None)`` of every entry the undo log holds, in the order written."""
