@@ -22,11 +22,24 @@ __all__ = ["checkpointing_statistics", "checkpoint_config", "checkpoint_details"
 
 
 def checkpointing_statistics(view: JobView) -> dict:
-    """``GET /jobs/:jid/checkpoints``."""
+    """``GET /jobs/:jid/checkpoints``; every checkpoint's subtasks counted as in its details."""
     coordinator = view.master.coordinator
     if coordinator is None:
         raise RestError(404, f"job {view.master.job_id} has no checkpoint coordinator yet")
-    return coordinator.stats.to_json()
+    out = coordinator.stats.to_json()
+    for entry in [*out["history"], *(e for e in out["latest"].values() if e and "num_subtasks" in e)]:
+        stats = coordinator.stats.get(entry["id"])
+        if stats is not None:
+            acks = [a for _, node, par in view.vertices() for a in _vertex_subtasks(view, node, par, stats)]
+            entry["num_subtasks"], entry["num_acknowledged_subtasks"] = _counts(acks)
+    return out
+
+
+def _counts(acks: list[Optional[SubtaskStats]]) -> tuple[int, int]:
+    """Flink's ``num_subtasks`` and ``num_acknowledged_subtasks``: every subtask of every vertex, and those
+    acknowledged (the coordinator's own count is of what acknowledges: a keyed stage's subtask for all its
+    operators, a source or sink for itself)."""
+    return len(acks), sum(a is not None for a in acks)
 
 
 def checkpoint_config(view: JobView) -> dict:
@@ -94,7 +107,10 @@ def checkpoint_details(view: JobView, cid: int) -> dict:
     stats = _checkpoint(view, cid)
     tasks = {vid: _task_statistics(stats, _vertex_subtasks(view, node, par, stats))
              for vid, node, par in view.vertices()}
-    return stats.to_json(tasks)
+    out = stats.to_json(tasks)
+    out["num_subtasks"] = sum(t["num_subtasks"] for t in tasks.values())
+    out["num_acknowledged_subtasks"] = sum(t["num_acknowledged_subtasks"] for t in tasks.values())
+    return out
 
 
 def checkpoint_subtasks(view: JobView, cid: int, vid: str) -> dict:

@@ -116,6 +116,11 @@ def test_checkpoints_manual_triggers_details_and_subtasks(start_job):
         completed = [h for h in stats["history"] if h["status"] == "COMPLETED"]
         assert sorted(h["id"] for h in completed) == sorted(on_disk)
         assert all(set(h) == F.COMPLETED_CHECKPOINT and h["tasks"] == {} for h in completed)
+        # Flink counts every subtask of every vertex: the same figure for every checkpoint of the job
+        all_subtasks = sum(v["parallelism"] for v in details["vertices"])
+        assert all_subtasks == 2 * len(details["vertices"]) > 2
+        assert {(h["num_subtasks"], h["num_acknowledged_subtasks"]) for h in completed} == {(all_subtasks,) * 2}
+        assert stats["latest"]["completed"]["num_subtasks"] == all_subtasks
         durations = [h["end_to_end_duration"] for h in completed]
         assert stats["summary"]["end_to_end_duration"]["max"] == max(durations)
         assert stats["summary"]["end_to_end_duration"]["min"] == min(durations)
@@ -140,6 +145,7 @@ def test_checkpoints_manual_triggers_details_and_subtasks(start_job):
         assert set(detail["tasks"]) == {v["id"] for v in details["vertices"]}
         assert all(set(t) == F.TASK_CHECKPOINT and t["num_acknowledged_subtasks"] == t["num_subtasks"] == 2
                    for t in detail["tasks"].values())
+        assert detail["num_subtasks"] == detail["num_acknowledged_subtasks"] == all_subtasks
         window = next(v for v in details["vertices"] if v["name"].startswith("Window"))
         keyed_files = {int(p.name.rsplit("-t", 1)[1]): p.stat().st_size for p in chk.glob("keyed-s*-t*")}
         assert detail["tasks"][window["id"]]["state_size"] == sum(keyed_files.values()) > 0
@@ -215,4 +221,9 @@ def test_a_failed_checkpoint_in_counts_latest_history_and_metrics(start_job, mon
         detail = c.get(f"/jobs/{jid}/checkpoints/details/{failed['id']}").json()
         window = detail["tasks"][window_id]     # its subtasks declined: none acknowledged
         assert (window["status"], window["num_acknowledged_subtasks"], window["num_subtasks"]) == ("FAILED", 0, 2)
+        assert detail["num_subtasks"] == sum(t["num_subtasks"] for t in detail["tasks"].values())
+        assert detail["num_acknowledged_subtasks"] == sum(t["num_acknowledged_subtasks"]
+                                                          for t in detail["tasks"].values()) < detail["num_subtasks"]
+        assert (failed["num_subtasks"], failed["num_acknowledged_subtasks"]) == (
+            detail["num_subtasks"], detail["num_acknowledged_subtasks"])
         assert job.client.get_job_status().result().name == "RUNNING"    # tolerated
