@@ -123,9 +123,9 @@ def run_sparkpoint(input_dir: Path, output_dir: Path, state_dir: Path, *, spark:
     stats: list[dict[str, Any]] = []
     env._on_epoch = lambda s: stats.append(
         {"epoch": s.epoch, "records_in": s.records_in, "duration_s": s.duration_s})
-    args = argparse.Namespace(input=str(input_dir), output=str(output_dir), events=events, seed=EventSpec().seed,
-                              window_size_millis=WINDOW_MS, window_lagged_millis=WATERMARK_DELAY_MS,
-                              source_lateness_millis=0)
+    args = example.parse_args(["--input", str(input_dir), "--output", str(output_dir), "--events", str(events),
+                               "--seed", str(EventSpec().seed), "--window-size-millis", str(WINDOW_MS),
+                               "--window-lagged-millis", str(WATERMARK_DELAY_MS)])
     example.build(env, args)
     with prototype_fixes(fix):
         t0 = time.perf_counter()
@@ -259,6 +259,7 @@ class PhaseTimer:
 def instrument_local(timer: PhaseTimer) -> None:
     """Wrap the hot spots of the task code for an in-process (``local``) run."""
     from sparkpoint.connectors.files import FileSinkWriter, FileSourceReader
+    from sparkpoint.runtime import chain as chain_mod
     from sparkpoint.runtime import task as task_mod
     from sparkpoint.runtime.job_master import JobMaster
     from sparkpoint.operators.keyed import KeyedOperator
@@ -280,7 +281,7 @@ def instrument_local(timer: PhaseTimer) -> None:
     timer.wrap(MapOperator, "process_batch", "map")
     timer.wrap(task_mod, "_route", "route")
     timer.wrap(task_mod, "encode_blob", "encode", count_bytes="result")
-    timer.wrap(task_mod, "decode_blob", "decode", count_bytes="arg")
+    timer.wrap(chain_mod, "decode_blob", "decode", count_bytes="arg")
     timer.wrap(WindowOperator, "process_batch", "window.add")
     timer.wrap(KeyedOperator, "keys_of", "window.keys")
     timer.wrap(WindowOperator, "process_watermark", "window.fire")

@@ -45,9 +45,8 @@ def run(spark: Any, input_dir: Path, work: Path, tag: str, checkpoint_ms: int | 
     env = StreamExecutionEnvironment.get_execution_environment(conf)
     env.set_parallelism(2)
     env.set_spark_session(spark)
-    args = argparse.Namespace(input=str(input_dir), output=str(out), events=0, seed=EventSpec().seed,
-                              window_size_millis=60_000, window_lagged_millis=50_000, source_lateness_millis=0,
-                              events_per_second=None, parallelism=None, splits=2)
+    args = example.parse_args(["--input", str(input_dir), "--output", str(out), "--seed", str(EventSpec().seed),
+                               "--window-size-millis", "60000", "--window-lagged-millis", "50000"])
     example.build(env, args)
     t0 = time.perf_counter()
     result = env.execute(f"w1-{tag}")

@@ -69,7 +69,9 @@ def _child(args: argparse.Namespace) -> None:
         env.set_parallelism(2)
         env.set_spark_session(spark)
         job_args = argparse.Namespace(input=input_dir, output=str(out), window_size_millis=60_000,
-                                      window_lagged_millis=50_000)
+                                      window_lagged_millis=50_000, kafka=None, jdbc_url=None, parquet=False)
+        if hasattr(behavior_counts, "parse_args"):  # a revision that has it: every option with its default
+            job_args = behavior_counts.parse_args(["--input", input_dir, "--output", str(out)])
         behavior_counts.build(env, job_args)
         t0 = time.perf_counter()
         env.execute("w1")

@@ -127,7 +127,8 @@ def build(env: StreamExecutionEnvironment, args: argparse.Namespace) -> None:
                        .build()).uid("sink")
 
 
-def main(argv: list[str] | None = None) -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The job's options (benchmarks build the job from ``parse_args([...])``, so new options get defaults)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--input", help="a file or directory of event lines (default: generated events)")
     parser.add_argument("--output", default="out/behavior-counts", help="output directory")
@@ -148,7 +149,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--parquet", action="store_true", help="write Parquet part files instead of text lines")
     parser.add_argument("--jdbc-url", help="write to a PostgreSQL table instead (exactly-once, prepared transactions)")
     parser.add_argument("--table", default="behavior_counts", help="with --jdbc-url: the table")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
     env = StreamExecutionEnvironment.get_execution_environment()
     if args.parallelism:
         env.set_parallelism(args.parallelism)
