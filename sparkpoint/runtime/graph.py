@@ -42,6 +42,7 @@ class StreamEdge:
     key_selector: Any = None
     side_tag: Optional[str] = None
     type_number: int = 0
+    combiner: Any = None   # combines the source's records before the exchange (windows' local aggregation)
 
 
 @dataclass

@@ -421,10 +421,14 @@ def _route(plan: JobPlan, stage_id: int, subtask: int, outputs: dict[int, Output
         target_stage = plan.stage(plan.stage_of[e.target])
         n = target_stage.parallelism
         parts: list[tuple[list, list]] = [([], []) for _ in range(n)]
+        if values and e.combiner is not None:
+            values, timestamps = e.combiner.combine(values, timestamps)
         if values:
             if e.partitioning == HASH:
-                parts = hash_partition(values, timestamps, bound_call(e.key_selector, "get_key"), n,
-                                       KeyGroupAssigner(plan.max_parallelism))
+                get_key = bound_call(e.key_selector, "get_key")
+                if e.combiner is not None:
+                    get_key = e.combiner.routing_key(get_key)
+                parts = hash_partition(values, timestamps, get_key, n, KeyGroupAssigner(plan.max_parallelism))
             elif e.partitioning == GLOBAL or n == 1:
                 parts[0] = (list(values), list(timestamps))
             elif e.partitioning == BROADCAST:

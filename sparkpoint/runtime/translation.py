@@ -15,7 +15,7 @@ import itertools
 import json
 import logging
 from functools import partial
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from sparkpoint.datastream.functions import KeySelector, ProcessAllWindowFunction, ProcessWindowFunction
 from sparkpoint.datastream.transformations import (
@@ -64,6 +64,7 @@ from sparkpoint.windows.functions import (
     ProcessAllWindowAdapter,
     ProcessWindowAdapter,
 )
+from sparkpoint.windows.local_aggregation import LOCAL_AGGREGATION_KEY, WindowCombiner, local_combiner
 from sparkpoint.windows.operator import WindowOperator
 
 __all__ = ["StreamGraphGenerator", "translate", "internal_window_function"]
@@ -117,8 +118,10 @@ class StreamGraphGenerator:
 
     # -- one node per transformation ------------------------------------------------------
     def _node(self, t: Transformation) -> StreamNode:
+        combiner = self._window_combiner(t) if isinstance(t, WindowTransformation) else None
         edges = [StreamEdge(id=next(self._edge_ids), source=inp.id, target=t.id, partitioning=inp.partitioning,
-                            key_selector=inp.key_selector, side_tag=inp.side_tag, type_number=inp.input_index)
+                            key_selector=inp.key_selector, side_tag=inp.side_tag, type_number=inp.input_index,
+                            combiner=combiner)
                  for inp in t.inputs]
         node = StreamNode(id=t.id, kind=t.kind, name=t.name, factory=self._factory(t), uid=t.uid,
                           parallelism=t.parallelism, max_parallelism=t.max_parallelism, inputs=edges,
@@ -131,6 +134,11 @@ class StreamGraphGenerator:
             node.sink = (t.sink_identifier, t.type_info)
         return node
 
+    def _window_combiner(self, t: WindowTransformation) -> Optional[WindowCombiner]:
+        enabled = self.configuration is None or self.configuration.get_boolean(LOCAL_AGGREGATION_KEY, True)
+        return local_combiner(t, t.key_selector if t.keyed_stream else ConstantKeySelector(),
+                              t.trigger or t.assigner.get_default_trigger(), enabled)
+
     def _factory(self, t: Transformation) -> Callable[[], Any]:
         if isinstance(t, SourceTransformation):
             return partial(SourceOperator, "", t.name, t.source, t.watermark_strategy)
@@ -139,7 +147,7 @@ class StreamGraphGenerator:
         if isinstance(t, KeyedTransformation):
             return self._keyed_factory(t)
         if isinstance(t, WindowTransformation):
-            return _window_factory(t)
+            return _window_factory(t, self._window_combiner(t) is not None)
         if isinstance(t, TwoInputTransformation):
             return _two_input_factory(t)
         if isinstance(t, UnionTransformation):
@@ -181,7 +189,7 @@ def internal_window_function(t: WindowTransformation) -> InternalWindowFunction:
     return inner
 
 
-def _window_factory(t: WindowTransformation) -> Callable[[], Any]:
+def _window_factory(t: WindowTransformation, pre_aggregated: bool = False) -> Callable[[], Any]:
     contents_kind = _CONTENTS_KIND[t.function_kind]
     window_function = internal_window_function(t)
     reduce_function, aggregate_function = t.reduce_function, t.aggregate_function
@@ -195,7 +203,7 @@ def _window_factory(t: WindowTransformation) -> Callable[[], Any]:
                    contents_kind=contents_kind, reduce_function=reduce_function,
                    aggregate_function=aggregate_function, window_function=window_function,
                    allowed_lateness=t.allowed_lateness, late_tag=t.late_tag, evictor=t.evictor,
-                   keyed_function=t.keyed_stream)
+                   keyed_function=t.keyed_stream, pre_aggregated=pre_aggregated)
 
 
 def _two_input_factory(t: TwoInputTransformation) -> Callable[[], Any]:

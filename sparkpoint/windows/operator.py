@@ -51,6 +51,7 @@ from sparkpoint.operators.base import IDLE, Output
 from sparkpoint.time.timers import EVENT_TIME, PROCESSING_TIME
 from sparkpoint.windows.contexts import WINDOW_STATE_PREFIX, AssignerContext, TriggerContext, WindowContext
 from sparkpoint.windows.functions import InternalWindowFunction
+from sparkpoint.windows.local_aggregation import LOCAL_AGGREGATES_IN, WindowPartial
 
 __all__ = ["WindowOperator", "CONTENTS_STATE", "MERGING_SET_STATE"]
 
@@ -65,7 +66,8 @@ class WindowOperator(KeyedOperator):
     def __init__(self, uid: str, name: str, key_selector: Any, *, assigner: WindowAssigner, trigger: Trigger,
                  contents_kind: str, reduce_function: Any = None, aggregate_function: Any = None,
                  window_function: InternalWindowFunction, allowed_lateness: int = 0,
-                 late_tag: Any = None, evictor: Optional[Evictor] = None, keyed_function: bool = True):
+                 late_tag: Any = None, evictor: Optional[Evictor] = None, keyed_function: bool = True,
+                 pre_aggregated: bool = False):
         super().__init__(uid, name, window_function.function, key_selector)
         self.assigner = assigner
         self.trigger = trigger
@@ -77,6 +79,7 @@ class WindowOperator(KeyedOperator):
         self.late_tag = late_tag
         self.evictor = evictor
         self.keyed_function = keyed_function
+        self.pre_aggregated = pre_aggregated   # upstream tasks send WindowPartial values (local aggregation)
         self.merging = isinstance(assigner, MergingWindowAssigner)
         self.event_time = assigner.is_event_time()
         # the fast path registers the default trigger's timer in the assigner's time domain
@@ -162,6 +165,8 @@ class WindowOperator(KeyedOperator):
 
     # -- elements -------------------------------------------------------------------------
     def process_batch(self, values: list, timestamps: list, out: Output) -> None:
+        if self.pre_aggregated and values:
+            values, timestamps = self._add_partials(values, timestamps)
         if not values:
             return
         keys = self.keys_of(values)
@@ -225,6 +230,44 @@ class WindowOperator(KeyedOperator):
         self._add_buckets(buckets)
         for v, t, k in late:
             self._process_element(v, t, k, out)
+
+    def _add_partials(self, values: list, timestamps: list) -> tuple[list, list]:
+        """Merge the :class:`WindowPartial` values into their windows; returns the other records (those the
+        upstream task could not combine), for the usual path."""
+        backend = self.keyed_backend
+        set_key, contents, wm = backend.set_current_key, self.contents, self.watermark
+        merge = None if self.contents_kind == "reducing" else self.aggregate_function.merge
+        register = self.timers.register
+        rest: tuple[list, list] = ([], [])
+        p = None
+        partials = records = 0
+        try:
+            for p, t in zip(values, timestamps):
+                if type(p) is not WindowPartial:
+                    rest[0].append(p)
+                    rest[1].append(t)
+                    continue
+                partials += 1
+                records += p.last_of
+                w = p.window
+                if w.end - 1 <= wm:  # late: every record whose last window this is was late in all of them
+                    if p.last_of:
+                        self.task.counter(self.uid, "numLateRecordsDropped", p.last_of)
+                    continue
+                set_key(p.key)
+                contents.set_current_namespace(w)
+                if merge is None:
+                    contents.add(p.value)
+                else:
+                    acc = contents.get_accumulator()
+                    contents.set_accumulator(p.value if acc is None else merge(acc, p.value))
+                register(EVENT_TIME, w.end - 1, p.key, w, backend.current_key_group)
+        except Exception as e:
+            raise self.fail(p, e) from e
+        if partials:  # numRecordsIn counts the records the partials hold, as without local aggregation
+            self.task.counter(self.uid, "numRecordsIn", records - partials)
+            self.task.counter(self.uid, LOCAL_AGGREGATES_IN, partials)
+        return rest
 
     def _add_buckets(self, buckets: dict) -> None:
         """Add the fast path's ``{(key, window): (values, timestamps)}`` to the windows."""

@@ -1,0 +1,148 @@
+"""Local aggregation of windows before the exchange (local-global aggregation).
+
+A window ``reduce`` or ``aggregate`` over event-time tumbling or sliding windows with the
+default trigger needs of each window only its reduced value or accumulator. The upstream task
+combines an epoch's records per (key, window) into one :class:`WindowPartial`; only the
+partials cross the exchange, and the window operator merges each into the window's state:
+``reduce(state, partial)`` or the aggregate function's ``merge(state, partial)``. Records of
+one upstream subtask are combined in their order, and subtasks' partials arrive in subtask
+order, as their records would: the result is the same as without local aggregation for an
+associative reduce function (as Flink requires of functions that merge windows).
+
+Lateness is unchanged: the window operator's watermark does not move while it takes an epoch's
+input, so the records a partial holds are all on time or all late for its window. A partial
+counts the records for which its window is the last one they belong to; when it is dropped as
+late, those are the records Flink drops (every window of theirs is late) and counts in
+``numLateRecordsDropped``.
+
+``sparkpoint.window.local-aggregation: false`` turns it off. It is not used with allowed
+lateness (a late record re-fires its window: the number of firings would change), a late-data
+side output (it needs the records), an evictor, a custom trigger, merging or processing-time
+windows, or an ``aggregate`` whose function has no ``merge``. The window operator's
+``numRecordsIn`` counts the records the partials hold (as without local aggregation), and
+``numLocalAggregatesIn`` the partials.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+from sparkpoint.datastream.functions import AggregateFunction, bound_call
+from sparkpoint.datastream.window import (
+    EventTimeTrigger,
+    SlidingEventTimeWindows,
+    TimeWindow,
+    TumblingEventTimeWindows,
+)
+
+__all__ = ["LOCAL_AGGREGATES_IN", "LOCAL_AGGREGATION_KEY", "WindowCombiner", "WindowPartial", "local_combiner"]
+
+LOCAL_AGGREGATION_KEY = "sparkpoint.window.local-aggregation"
+LOCAL_AGGREGATES_IN = "numLocalAggregatesIn"   # the window operator's counter of partials merged
+
+
+class WindowPartial:
+    """The combined records of one (key, window) from one upstream task and epoch."""
+
+    __slots__ = ("key", "window", "value", "last_of")
+
+    def __init__(self, key: Any, window: TimeWindow, value: Any, last_of: int):
+        self.key = key
+        self.window = window
+        self.value = value        # the reduced value, or the accumulator
+        self.last_of = last_of    # records whose last window this is
+
+    def __reduce__(self) -> tuple:
+        return WindowPartial, (self.key, self.window, self.value, self.last_of)
+
+    def __repr__(self) -> str:
+        return f"WindowPartial({self.key!r}, {self.window!r}, {self.value!r}, {self.last_of})"
+
+
+def local_combiner(transformation: Any, key_selector: Any, trigger: Any, enabled: bool) -> Optional[WindowCombiner]:
+    """The combiner for the input of a window transformation, or None where it would change results."""
+    t = transformation
+    if not enabled or t.function_kind not in ("reduce", "aggregate") or t.evictor is not None:
+        return None
+    if t.allowed_lateness or t.late_tag is not None or type(trigger) is not EventTimeTrigger:
+        return None
+    if type(t.assigner) not in (TumblingEventTimeWindows, SlidingEventTimeWindows):
+        return None
+    if t.function_kind == "aggregate" and type(t.aggregate_function).merge is AggregateFunction.merge:
+        return None   # no merge: accumulators of two tasks cannot be combined
+    return WindowCombiner(key_selector, t.assigner, t.reduce_function, t.aggregate_function)
+
+
+class WindowCombiner:
+    """Combines a batch of records into :class:`WindowPartial` values (in the upstream task)."""
+
+    def __init__(self, key_selector: Any, assigner: Any, reduce_function: Any = None, aggregate_function: Any = None):
+        self.key_selector = key_selector
+        self.assigner = assigner
+        self.reduce_function = reduce_function
+        self.aggregate_function = aggregate_function
+
+    def routing_key(self, get_key: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        """``get_key`` for the exchange: a partial's key as it is, a record's from ``get_key``."""
+        def key(v: Any) -> Any:
+            return v.key if type(v) is WindowPartial else get_key(v)
+        return key
+
+    def combine(self, values: list, timestamps: list) -> tuple[list, list]:
+        """The partials of ``values`` (their timestamp: their records' latest). Records without a
+        timestamp, and every record if a user function fails here, go on as they are: the window
+        operator reports them as it would without local aggregation. So do the records of a batch that
+        would give as many partials as records."""
+        if None in timestamps:
+            return values, timestamps
+        try:
+            groups = self._groups(values, timestamps)
+        except Exception:  # noqa: BLE001 - the window operator fails on the same record, naming it
+            return values, timestamps
+        if len(groups) >= len(values):  # sparse records in sliding windows: partials would be more
+            return values, timestamps
+        partials = [WindowPartial(k, w, g[0], g[2]) for (k, w), g in groups.items()]
+        return partials, [g[1] for g in groups.values()]
+
+    def _groups(self, values: list, timestamps: list) -> dict[tuple, list]:
+        """``{(key, window): [value or accumulator, latest timestamp, records whose last window it is]}``."""
+        key_of = bound_call(self.key_selector, "get_key")
+        if self.reduce_function is not None:
+            reduce = bound_call(self.reduce_function, "reduce")
+
+            def first(v: Any) -> Any:
+                return v
+        else:
+            agg = self.aggregate_function
+            reduce, create = (lambda acc, v: agg.add(v, acc)), agg.create_accumulator
+
+            def first(v: Any) -> Any:
+                return agg.add(v, create())
+        groups: dict[tuple, list] = {}
+        if type(self.assigner) is TumblingEventTimeWindows:
+            size, offset = self.assigner.size, self.assigner.offset
+            by_start: dict[tuple, list] = {}
+            for v, t in zip(values, timestamps):
+                slot = (key_of(v), t - (t - offset) % size)
+                g = by_start.get(slot)
+                if g is None:
+                    by_start[slot] = [first(v), t, 1]
+                else:
+                    g[0] = reduce(g[0], v)
+                    g[1] = max(g[1], t)
+                    g[2] += 1
+            return {(k, TimeWindow(start, start + size)): g for (k, start), g in by_start.items()}
+        assign = self.assigner.assign_windows
+        for v, t in zip(values, timestamps):
+            k = key_of(v)
+            windows = assign(v, t, None)
+            last = max(w.end for w in windows)
+            for w in windows:
+                g = groups.get((k, w))
+                if g is None:
+                    groups[(k, w)] = g = [first(v), t, 0]
+                else:
+                    g[0] = reduce(g[0], v)
+                    g[1] = max(g[1], t)
+                g[2] += w.end == last
+        return groups
