@@ -102,6 +102,10 @@ def _load_example() -> Any:
     return module
 
 
+JOB_OPTIONS: list[str] = []   # options of the seed job (examples/behavior_counts.py), from --incremental-count
+JOB_CONFIG: dict[str, str] = {}   # configuration of every sparkpoint run, from -D key=value
+
+
 def run_sparkpoint(input_dir: Path, output_dir: Path, state_dir: Path, *, spark: Any, max_records: int,
                    target: str = "spark", events: int = 0, fix: str | None = None) -> dict[str, Any]:
     """Run the seed job (FileSource over ``input_dir``, FileSink to ``output_dir``).
@@ -116,6 +120,8 @@ def run_sparkpoint(input_dir: Path, output_dir: Path, state_dir: Path, *, spark:
     conf.set("execution.epoch.max-records", int(max_records))
     conf.set("execution.epoch.max-bytes", MAX_BYTES)
     conf.set("sparkpoint.local-state-dir", str(state_dir))
+    for key, value in JOB_CONFIG.items():
+        conf.set(key, value)
     env = StreamExecutionEnvironment.get_execution_environment(conf)
     env.set_parallelism(PARALLELISM)
     if target == "spark":
@@ -125,7 +131,7 @@ def run_sparkpoint(input_dir: Path, output_dir: Path, state_dir: Path, *, spark:
         {"epoch": s.epoch, "records_in": s.records_in, "duration_s": s.duration_s})
     args = example.parse_args(["--input", str(input_dir), "--output", str(output_dir), "--events", str(events),
                                "--seed", str(EventSpec().seed), "--window-size-millis", str(WINDOW_MS),
-                               "--window-lagged-millis", str(WATERMARK_DELAY_MS)])
+                               "--window-lagged-millis", str(WATERMARK_DELAY_MS), *JOB_OPTIONS])
     example.build(env, args)
     with prototype_fixes(fix):
         t0 = time.perf_counter()
@@ -573,12 +579,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=1,
                         help="timed rounds (each: Spark, then every sparkpoint configuration); the summary gives "
                              "the median and best of the rounds (default 1)")
+    parser.add_argument("--incremental-count", action="store_true",
+                        help="the seed job counting with an AggregateFunction (combined before the exchange) "
+                             "instead of its ProcessWindowFunction over every event")
+    parser.add_argument("-D", dest="config", action="append", default=[], metavar="KEY=VALUE",
+                        help="a configuration key of every sparkpoint run (repeatable)")
     parser.add_argument("--no-experiments", action="store_true",
                         help="skip the runs with prototype fixes (worker reuse, exchange encode)")
     parser.add_argument("--workdir", type=Path, default=None,
                         help="directory for input/output/state (default: a temp dir, removed afterwards)")
     parser.add_argument("--json", type=Path, default=None, help="also write the results as JSON here")
     args = parser.parse_args(argv)
+    if args.incremental_count:
+        JOB_OPTIONS.append("--incremental-count")
+    for item in args.config:
+        key, sep, value = item.partition("=")
+        if not sep:
+            parser.error(f"-D {item}: expected KEY=VALUE")
+        JOB_CONFIG[key.strip()] = value.strip()
     if args.events < 1 or args.files < 1 or args.repeat < 1:
         parser.error("--events, --files and --repeat must be positive")
 
@@ -596,6 +614,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
                     "loadavg_start": [round(x, 2) for x in os.getloadavg()]},
         "args": {"events": args.events, "files": args.files, "max_records": args.max_records,
+                 "incremental_count": args.incremental_count, "config": dict(JOB_CONFIG),
                  "warmup_events": args.warmup_events, "profile_events": args.profile_events,
                  "repeat": args.repeat, "no_experiments": args.no_experiments,
                  "parallelism": PARALLELISM, "max_bytes": MAX_BYTES},

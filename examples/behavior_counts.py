@@ -23,7 +23,7 @@ import argparse
 from sparkpoint.common import Duration, Encoder, Row, SimpleStringSchema, Types, WatermarkStrategy
 from sparkpoint.common.time import Time
 from sparkpoint.common.watermark_strategy import TimestampAssigner
-from sparkpoint.datastream import ProcessWindowFunction, StreamExecutionEnvironment
+from sparkpoint.datastream import AggregateFunction, ProcessWindowFunction, StreamExecutionEnvironment
 from sparkpoint.datastream.connectors.file_system import BucketAssigner, FileSink, FileSource, StreamFormat
 from sparkpoint.datastream.connectors.generator import StringLineEventSource
 from sparkpoint.datastream.connectors.jdbc import (
@@ -56,6 +56,30 @@ class CountPerWindow(ProcessWindowFunction):
         window = context.window()
         channel, behavior = key
         yield f"{window.start}\t{window.end}\t{channel}\t{behavior}\t{sum(c for _, c in elements)}"
+
+
+class CountPairs(AggregateFunction):
+    """The same count, kept as one number per window (and combined before the exchange)."""
+
+    def create_accumulator(self):
+        return 0
+
+    def add(self, value, accumulator):
+        return accumulator + value[1]
+
+    def get_result(self, accumulator):
+        return accumulator
+
+    def merge(self, acc_a, acc_b):
+        return acc_a + acc_b
+
+
+class FormatCount(ProcessWindowFunction):
+    def process(self, key, context, counts):
+        window = context.window()
+        channel, behavior = key
+        for count in counts:
+            yield f"{window.start}\t{window.end}\t{channel}\t{behavior}\t{count}"
 
 
 def to_pair(line: str):
@@ -111,8 +135,11 @@ def build(env: StreamExecutionEnvironment, args: argparse.Namespace) -> None:
               .assign_timestamps_and_watermarks(watermarks).uid("timestamps")
               .map(to_pair).uid("to-pairs")
               .key_by(lambda pair: pair[0])
-              .window(TumblingEventTimeWindows.of(Time.milliseconds(args.window_size_millis)))
-              .process(CountPerWindow()).uid("window-counts"))
+              .window(TumblingEventTimeWindows.of(Time.milliseconds(args.window_size_millis))))
+    if args.incremental_count:
+        counts = counts.aggregate(CountPairs(), window_function=FormatCount()).uid("window-counts")
+    else:
+        counts = counts.process(CountPerWindow()).uid("window-counts")
     if args.kafka:
         counts.sink_to(kafka_sink(args)).uid("sink")
     elif args.jdbc_url:
@@ -142,6 +169,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--window-lagged-millis", type=int, default=50_000)
     parser.add_argument("--source-lateness-millis", type=int, default=0)
     parser.add_argument("--parallelism", type=int, default=None)
+    parser.add_argument("--incremental-count", action="store_true",
+                        help="count with an AggregateFunction (one number per window, combined before the exchange) "
+                             "instead of a ProcessWindowFunction over every event")
     parser.add_argument("--kafka", help="bootstrap servers: read --input-topic, write --output-topic (exactly-once)")
     parser.add_argument("--input-topic", default="events")
     parser.add_argument("--output-topic", default="behavior-counts")
