@@ -50,6 +50,16 @@ def test_run_prints_job_id_and_progress_and_writes_the_oracle(tmp_path, cli_env)
     assert Counter(read_committed_lines(out)) == _oracle(30_000)
 
 
+def test_the_incremental_count_writes_the_same_oracle(tmp_path, cli_env):
+    """``--incremental-count``: an AggregateFunction, aggregated before the exchange, gives the seed's lines."""
+    out = tmp_path / "out"
+    r = sparkpoint("run", "-D", "execution.target=local", "-D", "execution.epoch.max-records=5000", "-p", "2",
+                   "-D", f"sparkpoint.local-state-dir={tmp_path / 'ls'}",
+                   JOB, "--events", "30000", "--incremental-count", "--output", str(out), env=cli_env)
+    assert r.returncode == 0, r.stderr
+    assert Counter(read_committed_lines(out)) == _oracle(30_000)
+
+
 def test_run_reports_a_failing_job_and_exits_non_zero(tmp_path, cli_env):
     job = tmp_path / "bad.py"
     job.write_text(
