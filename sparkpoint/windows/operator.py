@@ -26,6 +26,7 @@ processed; in sparkpoint that is the watermark in force at the start of the epoc
 
 from __future__ import annotations
 
+import itertools
 from typing import Any, Callable, Optional
 
 from sparkpoint.datastream.state import (
@@ -165,8 +166,17 @@ class WindowOperator(KeyedOperator):
 
     # -- elements -------------------------------------------------------------------------
     def process_batch(self, values: list, timestamps: list, out: Output) -> None:
-        if self.pre_aggregated and values:
-            values, timestamps = self._add_partials(values, timestamps)
+        if self.pre_aggregated:  # partials, and records an upstream task sent as they are: in arrival order
+            for is_partial, run in itertools.groupby(zip(values, timestamps), lambda vt: type(vt[0]) is WindowPartial):
+                run_values, run_timestamps = map(list, zip(*run))
+                if is_partial:
+                    self._add_partials(run_values)
+                else:
+                    self._process_records(run_values, run_timestamps, out)
+        else:
+            self._process_records(values, timestamps, out)
+
+    def _process_records(self, values: list, timestamps: list, out: Output) -> None:
         if not values:
             return
         keys = self.keys_of(values)
@@ -231,23 +241,16 @@ class WindowOperator(KeyedOperator):
         for v, t, k in late:
             self._process_element(v, t, k, out)
 
-    def _add_partials(self, values: list, timestamps: list) -> tuple[list, list]:
-        """Merge the :class:`WindowPartial` values into their windows; returns the other records (those the
-        upstream task could not combine), for the usual path."""
+    def _add_partials(self, partials: list) -> None:
+        """Merge :class:`WindowPartial` values into their windows."""
         backend = self.keyed_backend
         set_key, contents, wm = backend.set_current_key, self.contents, self.watermark
         merge = None if self.contents_kind == "reducing" else self.aggregate_function.merge
         register = self.timers.register
-        rest: tuple[list, list] = ([], [])
         p = None
-        partials = records = 0
+        records = 0
         try:
-            for p, t in zip(values, timestamps):
-                if type(p) is not WindowPartial:
-                    rest[0].append(p)
-                    rest[1].append(t)
-                    continue
-                partials += 1
+            for p in partials:
                 records += p.last_of
                 w = p.window
                 if w.end - 1 <= wm:  # late: every record whose last window this is was late in all of them
@@ -264,10 +267,9 @@ class WindowOperator(KeyedOperator):
                 register(EVENT_TIME, w.end - 1, p.key, w, backend.current_key_group)
         except Exception as e:
             raise self.fail(p, e) from e
-        if partials:  # numRecordsIn counts the records the partials hold, as without local aggregation
-            self.task.counter(self.uid, "numRecordsIn", records - partials)
-            self.task.counter(self.uid, LOCAL_AGGREGATES_IN, partials)
-        return rest
+        # numRecordsIn counts the records the partials hold, as without local aggregation
+        self.task.counter(self.uid, "numRecordsIn", records - len(partials))
+        self.task.counter(self.uid, LOCAL_AGGREGATES_IN, len(partials))
 
     def _add_buckets(self, buckets: dict) -> None:
         """Add the fast path's ``{(key, window): (values, timestamps)}`` to the windows."""

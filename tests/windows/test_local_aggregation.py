@@ -167,3 +167,22 @@ def test_a_partial_for_a_window_that_ends_at_the_watermark_is_late(make_env):
     assert out == expected and metrics["numLateRecordsDropped"] == 4 and metrics["numRecordsIn"] == len(events)
     # epoch 1 gives each task two records of two windows: sent as records; epoch 2 one partial per task
     assert metrics["numLocalAggregatesIn"] == 2
+
+
+class Concat(ReduceFunction):
+    """Associative, not commutative: the order the window takes its records in shows."""
+
+    def reduce(self, a, b):
+        return a[0], max(a[1], b[1]), a[2] + b[2]
+
+
+def test_records_sent_as_they_are_and_partials_keep_the_upstream_order(make_env):
+    """Task 0 gets a and c (two windows: sent as records), task 1 gets b and d (one window: a partial).
+    The window takes task 0's input before task 1's, as without local aggregation: a, then b + d."""
+    events = [("k", 1_000, "a"), ("k", 2_000, "b"), ("k", 15_000, "c"), ("k", 3_000, "d")]
+    window = TumblingEventTimeWindows.of(Time.milliseconds(SIZE))
+    runs = [_run(make_env, events, window, Concat(), **{"execution.epoch.max-records": 4} | config)
+            for config in ({}, OFF)]
+    (on, on_metrics), (off, _) = runs
+    assert on == off == [("k", 0, 10_000, "abd"), ("k", 10_000, 20_000, "c")]
+    assert on_metrics["numLocalAggregatesIn"] == 1
