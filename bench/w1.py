@@ -107,12 +107,16 @@ JOB_CONFIG: dict[str, str] = {}   # configuration of every sparkpoint run, from 
 
 
 def run_sparkpoint(input_dir: Path, output_dir: Path, state_dir: Path, *, spark: Any, max_records: int,
-                   target: str = "spark", events: int = 0, fix: str | None = None) -> dict[str, Any]:
+                   target: str = "spark", events: int = 0, fix: str | None = None,
+                   options: list[str] | None = None, config: dict[str, Any] | None = None) -> dict[str, Any]:
     """Run the seed job (FileSource over ``input_dir``, FileSink to ``output_dir``).
 
+    ``options``: the seed job's options (default :data:`JOB_OPTIONS`); ``config``: configuration
+    of this run, set after :data:`JOB_CONFIG` (the ``-D`` keys), so the caller's experiment wins.
+
     Returns ``seconds`` (wall time of ``execute()``), ``events`` (records read by the
-    source), ``events_per_s``, ``epochs`` and ``epoch_stats`` (one dict per epoch:
-    ``epoch``, ``records_in``, ``duration_s``).
+    source), ``events_per_s``, ``epochs``, ``epoch_stats`` (one dict per epoch:
+    ``epoch``, ``records_in``, ``duration_s``) and ``checkpoints`` (the job result's).
     """
     example = _load_example()
     conf = Configuration()
@@ -120,7 +124,7 @@ def run_sparkpoint(input_dir: Path, output_dir: Path, state_dir: Path, *, spark:
     conf.set("execution.epoch.max-records", int(max_records))
     conf.set("execution.epoch.max-bytes", MAX_BYTES)
     conf.set("sparkpoint.local-state-dir", str(state_dir))
-    for key, value in JOB_CONFIG.items():
+    for key, value in {**JOB_CONFIG, **(config or {})}.items():
         conf.set(key, value)
     env = StreamExecutionEnvironment.get_execution_environment(conf)
     env.set_parallelism(PARALLELISM)
@@ -131,7 +135,8 @@ def run_sparkpoint(input_dir: Path, output_dir: Path, state_dir: Path, *, spark:
         {"epoch": s.epoch, "records_in": s.records_in, "duration_s": s.duration_s})
     args = example.parse_args(["--input", str(input_dir), "--output", str(output_dir), "--events", str(events),
                                "--seed", str(EventSpec().seed), "--window-size-millis", str(WINDOW_MS),
-                               "--window-lagged-millis", str(WATERMARK_DELAY_MS), *JOB_OPTIONS])
+                               "--window-lagged-millis", str(WATERMARK_DELAY_MS),
+                               *(JOB_OPTIONS if options is None else options)])
     example.build(env, args)
     with prototype_fixes(fix):
         t0 = time.perf_counter()
@@ -139,7 +144,36 @@ def run_sparkpoint(input_dir: Path, output_dir: Path, state_dir: Path, *, spark:
         seconds = time.perf_counter() - t0
     n = sum(s["records_in"] for s in stats)
     return {"seconds": seconds, "events": n, "events_per_s": n / seconds if seconds > 0 else float("nan"),
-            "epochs": result.epochs, "epoch_stats": stats}
+            "epochs": result.epochs, "epoch_stats": stats, "checkpoints": result.checkpoints}
+
+
+def check_output_dir(output_dir: Path, expected: pd.DataFrame) -> dict[str, Any]:
+    """:func:`check_exact` of a run's committed output; ``ok`` also needs no left-over hidden files."""
+    got, hidden = read_sparkpoint_output(output_dir)
+    check = check_exact(got, expected)
+    check["hidden_files_left"] = len(hidden)
+    check["ok"] = check["ok"] and not hidden
+    return check
+
+
+def parse_config(items: list[str], parser: argparse.ArgumentParser) -> dict[str, str]:
+    """``-D KEY=VALUE`` arguments as a dict (a parser error if one has no ``=``)."""
+    config = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            parser.error(f"-D {item}: expected KEY=VALUE")
+        config[key.strip()] = value.strip()
+    return config
+
+
+def warm_up(spark: Any, warm: Path, events: int, files: int, max_records: int) -> None:
+    """Run both engines once, untimed, on ``events`` other events (JVM start, code generation, Python workers)."""
+    write_event_files(warm / "input", events, min(files, 4), EventSpec(seed=EventSpec().seed + 1))
+    w = run_spark_streaming(warm / "input", warm / "spark-output", spark)
+    print(f"warm-up spark: {w['events']:,} events in {w['seconds']:.2f} s (not counted)", flush=True)
+    w = run_sparkpoint(warm / "input", warm / "sp-output", warm / "sp-state", spark=spark, max_records=max_records)
+    print(f"warm-up sparkpoint: {w['events']:,} events in {w['seconds']:.2f} s (not counted)", flush=True)
 
 
 def read_sparkpoint_output(output_dir: Path) -> tuple[pd.DataFrame, list[str]]:
@@ -540,10 +574,8 @@ def timed_sparkpoint(spark: Any, input_dir: Path, work: Path, expected: pd.DataF
     probe: list[dict[str, Any]] = []
     with spark_epoch_probe(probe):
         res = run_sparkpoint(input_dir, out_dir, state_dir, spark=spark, max_records=max_records, fix=fix)
-    got, hidden = read_sparkpoint_output(out_dir)
-    check = check_exact(got, expected)
-    check["hidden_files_left"] = len(hidden)
-    ok = check["ok"] and res["events"] == n_events and not hidden
+    check = check_output_dir(out_dir, expected)
+    ok = check["ok"] and res["events"] == n_events
     epochs = summarise_spark_epochs(probe, res.pop("epoch_stats"))
     ratio = res["events_per_s"] / spark_eps
     label = f"max-records {max_records:,}/split/epoch" + (f", PROTOTYPE FIX {fix}" if fix else "")
@@ -592,11 +624,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.incremental_count:
         JOB_OPTIONS.append("--incremental-count")
-    for item in args.config:
-        key, sep, value = item.partition("=")
-        if not sep:
-            parser.error(f"-D {item}: expected KEY=VALUE")
-        JOB_CONFIG[key.strip()] = value.strip()
+    JOB_CONFIG.update(parse_config(args.config, parser))
     if args.events < 1 or args.files < 1 or args.repeat < 1:
         parser.error("--events, --files and --repeat must be positive")
 
@@ -635,14 +663,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             # -- warm-up ------------------------------------------------------------------------
             if args.warmup_events > 0:
-                warm = work / "warmup"
-                write_event_files(warm / "input", args.warmup_events, min(args.files, 4),
-                                  EventSpec(seed=spec.seed + 1))
-                w = run_spark_streaming(warm / "input", warm / "spark-output", spark)
-                print(f"warm-up spark: {w['events']:,} events in {w['seconds']:.2f} s (not counted)", flush=True)
-                w = run_sparkpoint(warm / "input", warm / "sp-output", warm / "sp-state", spark=spark,
-                                   max_records=args.max_records[0])
-                print(f"warm-up sparkpoint: {w['events']:,} events in {w['seconds']:.2f} s (not counted)", flush=True)
+                warm_up(spark, work / "warmup", args.warmup_events, args.files, args.max_records[0])
 
             # -- timed runs, --repeat rounds, configurations interleaved --------------------------
             configs: list[tuple[int, str | None]] = [(mr, None) for mr in args.max_records]

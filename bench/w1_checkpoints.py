@@ -30,6 +30,35 @@ from sparkpoint.connectors.events import EventSpec  # noqa: E402
 from sparkpoint.datastream import StreamExecutionEnvironment  # noqa: E402
 
 
+def checkpoint_config(checkpoint_dir: Path, interval_ms: int) -> dict[str, str]:
+    """The configuration of W1's exactly-once checkpoints every ``interval_ms`` into ``checkpoint_dir``."""
+    return {"execution.checkpointing.interval": f"{interval_ms} ms",
+            "execution.checkpointing.mode": "EXACTLY_ONCE",
+            "state.checkpoints.dir": checkpoint_dir.as_uri(),
+            "execution.checkpointing.externalized-checkpoint-retention": "RETAIN_ON_CANCELLATION"}
+
+
+def checkpoint_summary(checkpoints: dict | None) -> dict[str, Any]:
+    """Completed and failed checkpoints of a job result's ``checkpoints``, with the completed ones' durations.
+
+    The history entries are in Flink's ``CheckpointStatistics`` shape, which has no synchronous and asynchronous
+    durations (Flink gives them per task only): ``sync_ms``/``async_ms`` are None where an entry lacks them.
+    """
+    history = (checkpoints or {}).get("history", [])
+    done = [c for c in history if c["status"] == "COMPLETED"]
+
+    def ms(c: dict, key: str) -> float | None:
+        return None if c.get(key) is None else round(c[key], 1)
+
+    return {"checkpoints_completed": len(done),
+            "checkpoints_failed": sum(c["status"] == "FAILED" for c in history),
+            "checkpoint_durations_ms": [c["end_to_end_duration"] for c in done],
+            "sync_ms": [ms(c, "sync_duration_ms") for c in done],
+            "async_ms": [ms(c, "async_duration_ms") for c in done],
+            "sizes": [c["state_size"] for c in done],
+            "checkpointed_sizes": [c.get("checkpointed_size") for c in done]}
+
+
 def run(spark: Any, input_dir: Path, work: Path, tag: str, checkpoint_ms: int | None, max_records: int) -> dict:
     example = _load_example()
     out = work / f"out-{tag}"
@@ -38,10 +67,8 @@ def run(spark: Any, input_dir: Path, work: Path, tag: str, checkpoint_ms: int | 
     conf.set("execution.epoch.max-bytes", "256 mb")
     conf.set("sparkpoint.local-state-dir", str(work / f"ls-{tag}"))
     if checkpoint_ms:
-        conf.set("execution.checkpointing.interval", f"{checkpoint_ms} ms")
-        conf.set("execution.checkpointing.mode", "EXACTLY_ONCE")
-        conf.set("state.checkpoints.dir", (work / f"ck-{tag}").as_uri())
-        conf.set("execution.checkpointing.externalized-checkpoint-retention", "RETAIN_ON_CANCELLATION")
+        for key, value in checkpoint_config(work / f"ck-{tag}", checkpoint_ms).items():
+            conf.set(key, value)
     env = StreamExecutionEnvironment.get_execution_environment(conf)
     env.set_parallelism(2)
     env.set_spark_session(spark)
@@ -51,15 +78,8 @@ def run(spark: Any, input_dir: Path, work: Path, tag: str, checkpoint_ms: int | 
     t0 = time.perf_counter()
     result = env.execute(f"w1-{tag}")
     seconds = time.perf_counter() - t0
-    history = (result.checkpoints or {}).get("history", [])
-    done = [c for c in history if c["status"] == "COMPLETED"]
     return {"tag": tag, "seconds": seconds, "epochs": result.epochs, "output": out,
-            "checkpoints_completed": len(done),
-            "checkpoints_failed": sum(c["status"] == "FAILED" for c in history),
-            "checkpoint_durations_ms": [c["end_to_end_duration"] for c in done],
-            "sync_ms": [round(c["sync_duration_ms"], 1) for c in done],
-            "async_ms": [round(c["async_duration_ms"], 1) for c in done],
-            "sizes": [c["state_size"] for c in done]}
+            **checkpoint_summary(result.checkpoints)}
 
 
 def main(argv: list[str] | None = None) -> int:

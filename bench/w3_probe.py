@@ -11,7 +11,10 @@ from typing import Any
 
 from sparkpoint.runtime.job_listener import JobListener
 
-__all__ = ["PHASES", "listener"]
+__all__ = ["PHASES", "LISTENER", "listener", "with_probe"]
+
+#: ``execution.job-listeners`` entry of this listener.
+LISTENER = "bench.w3_probe:listener"
 
 
 class Phases(JobListener):
@@ -33,3 +36,9 @@ PHASES = Phases()
 
 def listener(job: Any) -> Phases:
     return PHASES
+
+
+def with_probe(listeners: Any = None) -> str:
+    """``execution.job-listeners`` with :data:`LISTENER` added to the listeners already named (if any)."""
+    names = [n.strip() for n in str(listeners or "").replace(";", ",").split(",") if n.strip()]
+    return ",".join(names if LISTENER in names else [*names, LISTENER])

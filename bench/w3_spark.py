@@ -10,6 +10,7 @@ Both read ``ts<TAB>channel<TAB>id<TAB>behavior`` lines; the key is the first 5 h
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 from typing import Any, Iterator
@@ -29,6 +30,22 @@ def _keys(spark: Any, input_dir: Path, digits: int = 5) -> Any:
             .select(F.substring(F.split("value", "\t").getItem(2), 1, digits).alias("key")))
 
 
+@contextlib.contextmanager
+def _rocksdb_state_store(spark: Any) -> Iterator[None]:
+    """The session's queries started inside use the RocksDB state store; the previous provider is put back after
+    (so that later queries in the same session, such as W1's, keep the default one)."""
+    key = "spark.sql.streaming.stateStore.providerClass"
+    previous = spark.conf.get(key, None)
+    spark.conf.set(key, ROCKSDB_PROVIDER)
+    try:
+        yield
+    finally:
+        if previous is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, previous)
+
+
 def _finish(query: Any, t0: float, what: str) -> float:
     query.awaitTermination()
     seconds = time.perf_counter() - t0
@@ -41,17 +58,18 @@ def run_native(spark: Any, input_dir: Path, checkpoint_dir: Path) -> dict[str, A
     """``groupBy(key).count()``, RocksDB state store; returns seconds and the keys that reached ``NTH``."""
     from pyspark.sql import functions as F
 
-    spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
     reached: set[str] = set()
 
     def on_batch(df: Any, batch_id: int) -> None:
         reached.update(r["key"] for r in df.filter(F.col("count") >= NTH).select("key").collect())
 
     counts = _keys(spark, input_dir).groupBy("key").count()
-    t0 = time.perf_counter()
-    query = (counts.writeStream.outputMode("update").foreachBatch(on_batch)
-             .option("checkpointLocation", str(checkpoint_dir)).trigger(availableNow=True).start())
-    return {"seconds": _finish(query, t0, "native"), "keys": reached, "batches": len(query.recentProgress)}
+    with _rocksdb_state_store(spark):
+        t0 = time.perf_counter()
+        query = (counts.writeStream.outputMode("update").foreachBatch(on_batch)
+                 .option("checkpointLocation", str(checkpoint_dir)).trigger(availableNow=True).start())
+        seconds = _finish(query, t0, "native")
+    return {"seconds": seconds, "keys": reached, "batches": len(query.recentProgress)}
 
 
 def _processor() -> Any:
@@ -80,7 +98,6 @@ def _processor() -> Any:
 def run_tws(spark: Any, input_dir: Path, checkpoint_dir: Path, digits: int = 5) -> dict[str, Any]:
     """``transformWithStateInPandas`` doing what sparkpoint's job does (keys of ``digits`` hex digits);
     seconds and the keys emitted."""
-    spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
     emitted: list[str] = []
 
     def on_batch(df: Any, batch_id: int) -> None:
@@ -88,8 +105,9 @@ def run_tws(spark: Any, input_dir: Path, checkpoint_dir: Path, digits: int = 5) 
 
     out = _keys(spark, input_dir, digits).groupBy("key").transformWithStateInPandas(
         statefulProcessor=_processor(), outputStructType="key string", outputMode="Append", timeMode="None")
-    t0 = time.perf_counter()
-    query = (out.writeStream.outputMode("append").foreachBatch(on_batch)
-             .option("checkpointLocation", str(checkpoint_dir)).trigger(availableNow=True).start())
-    return {"seconds": _finish(query, t0, "transformWithStateInPandas"), "emitted": emitted,
-            "batches": len(query.recentProgress)}
+    with _rocksdb_state_store(spark):
+        t0 = time.perf_counter()
+        query = (out.writeStream.outputMode("append").foreachBatch(on_batch)
+                 .option("checkpointLocation", str(checkpoint_dir)).trigger(availableNow=True).start())
+        seconds = _finish(query, t0, "transformWithStateInPandas")
+    return {"seconds": seconds, "emitted": emitted, "batches": len(query.recentProgress)}
