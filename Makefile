@@ -5,6 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+BENCH_STAMP := $(VENV)/.installed-bench
 
 .PHONY: demo test lint bench clean
 
@@ -13,6 +14,12 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $(STAMP)
+
+# The benchmarks also need the `bench` extra (protobuf, for Spark's transformWithStateInPandas
+# in bench/w3_spark.py); `make test` and `make demo` do not install it.
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/pip install --quiet -e '.[bench]'
+	touch $(BENCH_STAMP)
 
 demo: $(STAMP)
 	rm -rf out/behavior-counts
@@ -31,7 +38,7 @@ lint: $(STAMP)
 test: lint
 	$(BIN)/python -m pytest -q
 
-bench: $(STAMP)
+bench: $(BENCH_STAMP)
 	$(BIN)/python bench/w1.py --events 5000000
 
 clean:

@@ -22,13 +22,10 @@ One invocation, one SparkSession (``local[2]``, UI off, 8 shuffle partitions, se
 4. check both outputs against the oracle: sparkpoint's exactly (all windows: it fires
    every window at end of input), Spark's on the windows it emitted (append mode holds
    back the windows ending after its final watermark);
-5. run two prototypes of suggested fixes (``--no-experiments`` skips them; sparkpoint's
-   code is not changed, see "prototypes" below): Python-worker reuse, and a faster
-   exchange encode;
-6. profile sparkpoint (``--profile-events``; 0 skips): per-epoch times of the Spark runs
+5. profile sparkpoint (``--profile-events``; 0 skips): per-epoch times of the Spark runs
    with the time spent inside the tasks, a phase breakdown and a cProfile of the same
-   job on the in-process executor (``execution.target: local``), the cost of an empty
-   Spark job of an epoch's shape, and a probe of Python-worker reuse.
+   job on the in-process executor (``execution.target: local``), and the cost of an empty
+   Spark job of an epoch's shape.
 
 ``--repeat N`` runs the timed part N times (configurations interleaved) and summarises
 median and best, which helps on a shared machine. See ``bench/README.md``.
@@ -57,7 +54,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 if __package__ in (None, ""):
     # Run as a script: make the repository root importable.
@@ -107,7 +104,7 @@ JOB_CONFIG: dict[str, str] = {}   # configuration of every sparkpoint run, from 
 
 
 def run_sparkpoint(input_dir: Path, output_dir: Path, state_dir: Path, *, spark: Any, max_records: int,
-                   target: str = "spark", events: int = 0, fix: str | None = None,
+                   target: str = "spark", events: int = 0,
                    options: list[str] | None = None, config: dict[str, Any] | None = None) -> dict[str, Any]:
     """Run the seed job (FileSource over ``input_dir``, FileSink to ``output_dir``).
 
@@ -138,10 +135,9 @@ def run_sparkpoint(input_dir: Path, output_dir: Path, state_dir: Path, *, spark:
                                "--window-lagged-millis", str(WATERMARK_DELAY_MS),
                                *(JOB_OPTIONS if options is None else options)])
     example.build(env, args)
-    with prototype_fixes(fix):
-        t0 = time.perf_counter()
-        result = env.execute("w1-behavior-counts")
-        seconds = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    result = env.execute("w1-behavior-counts")
+    seconds = time.perf_counter() - t0
     n = sum(s["records_in"] for s in stats)
     return {"seconds": seconds, "events": n, "events_per_s": n / seconds if seconds > 0 else float("nan"),
             "epochs": result.epochs, "epoch_stats": stats, "checkpoints": result.checkpoints}
@@ -343,8 +339,8 @@ def phase_breakdown(timer: PhaseTimer, events: int, wall_s: float) -> list[dict[
         ("timestamps: EventTimestamp.extract_timestamp per record + generator", g("timestamps")),
         ("map: to_pair per record (MapOperator)", g("map")),
         ("exchange route: key selector + key group per record (_route)", g("route")),
-        ("exchange encode: Arrow columns + cloudpickle (encode_blob)", g("encode")),
-        ("exchange decode: Arrow to Python lists + zip (decode_blob)", g("decode")),
+        ("exchange encode (encode_blob)", g("encode")),
+        ("exchange decode (decode_blob)", g("decode")),
         ("window: key selector again (keys_of)", g("window.keys")),
         ("window: assign + group + add to list state (process_batch - keys)", g("window.add") - g("window.keys")),
         ("window: fire timers + CountPerWindow (process_watermark)", g("window.fire")),
@@ -374,8 +370,7 @@ def run_cprofile(input_dir: Path, work: Path, max_records: int, top: int = 30) -
     st.sort_stats("tottime").print_stats(top)
     by_tottime = buf.getvalue()
     buf = io.StringIO()
-    st.stream = buf
-    st.sort_stats("cumulative").print_stats(top)
+    pstats.Stats(prof, stream=buf).sort_stats("cumulative").print_stats(top)
     by_cumtime = buf.getvalue()
     st.dump_stats(str(work / "w1-local.prof"))
     rows = []
@@ -417,123 +412,6 @@ def spark_job_floor(spark: Any, blob_bytes: int, reps: int = 8) -> dict[str, flo
     return {"blob_bytes": blob_bytes, "median_s": statistics.median(times), "min_s": min(times)}
 
 
-# -- prototypes of suggested fixes (experiments; sparkpoint's code is not changed) --------------------
-#
-# (A) Python-worker reuse. The executor's source-stage function ignores its input iterator
-#     (the ``parallelize`` seed element), and a PySpark worker that has not read all of its
-#     input is not reused (worker.py: no finish signal -> the JVM destroys it). So every
-#     epoch forks fresh Python workers, which import sparkpoint + pyarrow and unpickle the
-#     plan again. The prototype wraps the functions of the epoch's plain RDDs (the seed and
-#     the shuffled input) so they read their whole input first, as the fix in
-#     ``run_source`` would (``for _ in it: pass``).
-# (B) Exchange encode. ``exchange._flatten`` splits tuple fields with ``zip(*values)``,
-#     which builds one iterator per record (~1.9 us/record); per-field list comprehensions
-#     do the same in ~0.05 us. The prototype installs that version in every worker.
-
-def _fast_flatten(values: list, prefix: str, cols: list, names: list) -> Any:
-    """``sparkpoint.runtime.exchange._flatten`` with per-field extraction instead of ``zip(*values)``."""
-    from operator import itemgetter
-
-    from sparkpoint.runtime import exchange as ex
-
-    first = values[0]
-    t = type(first)
-    if t in ex._PRIMITIVE:
-        col = ex._column(values)
-        if col is None:
-            return None
-        cols.append(col)
-        names.append(prefix)
-        return "p"
-    if t is tuple and first and ex._uniform_tuples(values, len(first)):
-        specs = []
-        for i in range(len(first)):
-            spec = _fast_flatten(list(map(itemgetter(i), values)), f"{prefix}.{i}", cols, names)
-            if spec is None:
-                return None
-            specs.append(spec)
-        return "(" + ",".join(specs) + ")"
-    return None
-
-
-def _install_fast_encode() -> None:
-    from sparkpoint.runtime import exchange as ex
-
-    if ex._flatten is not _fast_flatten:
-        ex._flatten = _fast_flatten
-
-
-def _draining(f: Callable, fast_encode: bool) -> Callable:
-    def g(idx: int, it: Any) -> Any:
-        items = list(it)          # read the whole input, so the worker can be reused
-        if fast_encode:
-            _install_fast_encode()
-        return f(idx, iter(items))
-    return g
-
-
-@contextlib.contextmanager
-def prototype_fixes(fix: str | None) -> Iterator[None]:
-    """``fix``: None, ``"reuse"`` (A) or ``"reuse+encode"`` (A and B); see above."""
-    if not fix:
-        yield
-        return
-    from pyspark.core.rdd import RDD, PipelinedRDD
-
-    original = RDD.mapPartitionsWithIndex
-    fast = "encode" in fix
-
-    def mapPartitionsWithIndex(self: Any, f: Callable, preservesPartitioning: bool = False) -> Any:
-        if type(self) is RDD and not isinstance(self, PipelinedRDD):   # the seed and shuffled RDDs
-            f = _draining(f, fast)
-        return original(self, f, preservesPartitioning)
-
-    patches = _Patches()
-    patches.set(RDD, "mapPartitionsWithIndex", mapPartitionsWithIndex)
-    try:
-        yield
-    finally:
-        patches.restore()
-
-
-def python_worker_probe(spark: Any, consume_input: bool, jobs: int = 4) -> dict[str, Any]:
-    """Run empty jobs shaped like an epoch (seed -> 2 tasks -> partitionBy -> 2 tasks), whose
-    tasks import sparkpoint's task modules, and count the Python worker processes used: with
-    ``consume_input=False`` the source tasks ignore their input, as sparkpoint's do."""
-    sc = spark.sparkContext
-    n = PARALLELISM
-
-    def source(idx: int, it: Any, _consume: bool = consume_input) -> Any:
-        if _consume:
-            for _ in it:
-                pass
-        t0 = time.perf_counter()
-        import sparkpoint.runtime.task  # noqa: F401
-        import sparkpoint.windows.operator  # noqa: F401
-        yield (idx, (os.getpid(), time.perf_counter() - t0))
-
-    def stage(idx: int, it: Any) -> Any:
-        got = [v for _, v in it]
-        t0 = time.perf_counter()
-        import sparkpoint.runtime.task  # noqa: F401
-        import sparkpoint.windows.operator  # noqa: F401
-        yield got + [(os.getpid(), time.perf_counter() - t0)]
-
-    pids: list[int] = []
-    times, imports = [], []
-    for _ in range(jobs):
-        t0 = time.perf_counter()
-        out = sc.parallelize(list(range(n)), n).mapPartitionsWithIndex(source).partitionBy(n, lambda k: k) \
-            .mapPartitionsWithIndex(stage).collect()
-        times.append(time.perf_counter() - t0)
-        for lst in out:
-            for pid, imp in lst:
-                pids.append(pid)
-                imports.append(imp)
-    return {"consume_input": consume_input, "jobs": jobs, "tasks": len(pids), "distinct_workers": len(set(pids)),
-            "job_s": times, "max_import_s": max(imports), "slow_imports": sum(1 for i in imports if i > 0.05)}
-
-
 # -- reporting ----------------------------------------------------------------------------------------
 
 def _fmt_rate(x: float) -> str:
@@ -567,21 +445,20 @@ def summarise_spark_epochs(probe: list[dict[str, Any]], stats: list[dict[str, An
 
 
 def timed_sparkpoint(spark: Any, input_dir: Path, work: Path, expected: pd.DataFrame, n_events: int,
-                     max_records: int, spark_eps: float, fix: str | None = None, rep: int = 0) -> dict[str, Any]:
+                     max_records: int, spark_eps: float, rep: int = 0) -> dict[str, Any]:
     """One timed sparkpoint run on Spark, checked exactly against the oracle, with per-epoch figures."""
-    tag = f"{max_records}" + (f"-{fix.replace('+', '-')}" if fix else "") + f"-{rep}"
+    tag = f"{max_records}-{rep}"
     out_dir, state_dir = work / "sp" / f"output-{tag}", work / "sp-state" / tag
     probe: list[dict[str, Any]] = []
     with spark_epoch_probe(probe):
-        res = run_sparkpoint(input_dir, out_dir, state_dir, spark=spark, max_records=max_records, fix=fix)
+        res = run_sparkpoint(input_dir, out_dir, state_dir, spark=spark, max_records=max_records)
     check = check_output_dir(out_dir, expected)
     ok = check["ok"] and res["events"] == n_events
     epochs = summarise_spark_epochs(probe, res.pop("epoch_stats"))
     ratio = res["events_per_s"] / spark_eps
-    label = f"max-records {max_records:,}/split/epoch" + (f", PROTOTYPE FIX {fix}" if fix else "")
-    print(f"\n(b) sparkpoint, {label}: {res['events']:,} events in {res['seconds']:.2f} s = "
-          f"{_fmt_rate(res['events_per_s'])} events/s, {res['epochs']} epochs; ratio sparkpoint/spark = "
-          f"{ratio:.3f}", flush=True)
+    print(f"\n(b) sparkpoint, max-records {max_records:,}/split/epoch: {res['events']:,} events in "
+          f"{res['seconds']:.2f} s = {_fmt_rate(res['events_per_s'])} events/s, {res['epochs']} epochs; "
+          f"ratio sparkpoint/spark = {ratio:.3f}", flush=True)
     print(f"    output: {check['emitted_rows']:,}/{check['expected_rows']:,} oracle rows (all windows), wrong "
           f"{check['wrong_count_rows']}, missing {check['missing_rows']}, extra {check['extra_rows']}, duplicates "
           f"{check['duplicate_rows']} -> {'CORRECT (exact)' if ok else 'MISMATCH'}", flush=True)
@@ -591,7 +468,7 @@ def timed_sparkpoint(spark: Any, input_dir: Path, work: Path, expected: pd.DataF
         print(f"      {r['epoch']:3d} {r['records_in'] or 0:>9,} | {r['epoch_s'] or 0:6.2f} = "
               f"{r['spark_job_s']:6.2f} + {r['driver_s'] or 0:5.2f} | {max(r['source_tasks_s'], default=0):5.2f} + "
               f"{max(r['window_tasks_s'], default=0):5.2f} | {r['spark_overhead_s']:5.2f}", flush=True)
-    return {"max_records": max_records, "fix": fix, "result": res, "check": check, "ok": ok,
+    return {"max_records": max_records, "result": res, "check": check, "ok": ok,
             "ratio_vs_spark": ratio, "spark_epochs": epochs}
 
 
@@ -617,7 +494,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-D", dest="config", action="append", default=[], metavar="KEY=VALUE",
                         help="a configuration key of every sparkpoint run (repeatable)")
     parser.add_argument("--no-experiments", action="store_true",
-                        help="skip the runs with prototype fixes (worker reuse, exchange encode)")
+                        help="no effect; kept so that older command lines in bench/README.md still run")
     parser.add_argument("--workdir", type=Path, default=None,
                         help="directory for input/output/state (default: a temp dir, removed afterwards)")
     parser.add_argument("--json", type=Path, default=None, help="also write the results as JSON here")
@@ -644,7 +521,7 @@ def main(argv: list[str] | None = None) -> int:
         "args": {"events": args.events, "files": args.files, "max_records": args.max_records,
                  "incremental_count": args.incremental_count, "config": dict(JOB_CONFIG),
                  "warmup_events": args.warmup_events, "profile_events": args.profile_events,
-                 "repeat": args.repeat, "no_experiments": args.no_experiments,
+                 "repeat": args.repeat,
                  "parallelism": PARALLELISM, "max_bytes": MAX_BYTES},
     }
     t_all = time.perf_counter()
@@ -666,11 +543,8 @@ def main(argv: list[str] | None = None) -> int:
                 warm_up(spark, work / "warmup", args.warmup_events, args.files, args.max_records[0])
 
             # -- timed runs, --repeat rounds, configurations interleaved --------------------------
-            configs: list[tuple[int, str | None]] = [(mr, None) for mr in args.max_records]
-            if not args.no_experiments:
-                configs += [(args.max_records[0], fix) for fix in ("reuse", "reuse+encode")]
             spark_runs: list[dict[str, Any]] = []
-            sp_runs: dict[tuple[int, str | None], list[dict[str, Any]]] = {c: [] for c in configs}
+            sp_runs: dict[int, list[dict[str, Any]]] = {mr: [] for mr in args.max_records}
             for rep in range(args.repeat):
                 if args.repeat > 1:
                     print(f"\n== round {rep + 1} of {args.repeat} ==", flush=True)
@@ -688,18 +562,18 @@ def main(argv: list[str] | None = None) -> int:
                       f"{s_check['held_back_rows']} rows ({s_check['held_back_events']:,} events) in windows "
                       f"{s_check['held_back_windows']} (explained by the final watermark: "
                       f"{s_check['held_back_explained']}) -> {'CORRECT' if s_ok else 'MISMATCH'}", flush=True)
-                # (b) sparkpoint on Spark, then the prototypes of the suggested fixes
-                for mr, fix in configs:
-                    sp_runs[(mr, fix)].append(timed_sparkpoint(spark, input_dir, work, expected, args.events, mr,
-                                                               s_res["events_per_s"], fix, rep))
+                # (b) sparkpoint on Spark, once per --max-records value
+                for mr, mr_runs in sp_runs.items():
+                    mr_runs.append(timed_sparkpoint(spark, input_dir, work, expected, args.events, mr,
+                                                    s_res["events_per_s"], rep))
             s_eps = [r["result"]["events_per_s"] for r in spark_runs]
             results["spark"] = {"runs": spark_runs, "ok": all(r["ok"] for r in spark_runs),
                                 "median_events_per_s": statistics.median(s_eps), "best_events_per_s": max(s_eps)}
             results["sparkpoint"] = []
-            for (mr, fix), runs in sp_runs.items():
+            for mr, runs in sp_runs.items():
                 eps = [r["result"]["events_per_s"] for r in runs]
                 results["sparkpoint"].append({
-                    "max_records": mr, "fix": fix, "runs": runs, "ok": all(r["ok"] for r in runs),
+                    "max_records": mr, "runs": runs, "ok": all(r["ok"] for r in runs),
                     "epochs": runs[0]["result"]["epochs"],
                     "median_events_per_s": statistics.median(eps), "best_events_per_s": max(eps),
                     "ratio_median": statistics.median(eps) / statistics.median(s_eps),
@@ -726,7 +600,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  {'spark structured streaming':<58} {_fmt_rate(sp['median_events_per_s']):>9} "
           f"[{_fmt_rate(sp['best_events_per_s'])}]")
     for r in runs:
-        label = f"sparkpoint max-records {r['max_records']:,}" + (f" + prototype fix {r['fix']}" if r["fix"] else "")
+        label = f"sparkpoint max-records {r['max_records']:,}"
         print(f"  {label:<58} {_fmt_rate(r['median_events_per_s']):>9} [{_fmt_rate(r['best_events_per_s'])}]  "
               f"ratio to spark {r['ratio_median']:.3f} [{r['ratio_best']:.3f}], {r['epochs']} epochs")
     print("ALL CORRECT" if ok else "MISMATCH")
@@ -748,25 +622,16 @@ def profile(args: argparse.Namespace, spark: Any, work: Path) -> dict[str, Any]:
     print(f"\nprofile: seed job on the in-process executor (execution.target: local), {n:,} events in "
           f"{n_files} files, max-records {mr:,}", flush=True)
 
-    def local_run(tag: str, fast_encode: bool = False) -> tuple[dict[str, Any], PhaseTimer, bool]:
-        timer = PhaseTimer()
-        instrument_local(timer)
-        from sparkpoint.runtime import exchange as ex
-
-        saved = ex._flatten
-        if fast_encode:
-            ex._flatten = _fast_flatten
-        out, state = work / f"prof-output-{tag}", work / f"prof-state-{tag}"
-        try:
-            res = run_sparkpoint(prof_in, out, state, spark=None, max_records=mr, target="local")
-        finally:
-            timer.restore()
-            ex._flatten = saved
-        got, _ = read_sparkpoint_output(out)
-        return res, timer, check_exact(got, expected)["ok"]
-
     # (i) phases, low-overhead timers
-    res, timer, local_ok = local_run("base")
+    timer = PhaseTimer()
+    instrument_local(timer)
+    out, state = work / "prof-output-phases", work / "prof-state-phases"
+    try:
+        res = run_sparkpoint(prof_in, out, state, spark=None, max_records=mr, target="local")
+    finally:
+        timer.restore()
+    got, _ = read_sparkpoint_output(out)
+    local_ok = check_exact(got, expected)["ok"]
     phases = phase_breakdown(timer, res["events"], res["seconds"])
     local_epochs = res.pop("epoch_stats")
     print(f"  local run: {res['events']:,} events in {res['seconds']:.2f} s = {_fmt_rate(res['events_per_s'])} "
@@ -775,15 +640,10 @@ def profile(args: argparse.Namespace, spark: Any, work: Path) -> dict[str, Any]:
     for p in sorted(phases, key=lambda p: -p["seconds"]):
         print(f"  {p['phase']:<76} {p['seconds']:6.2f} {p['percent']:5.1f} {p['us_per_event']:6.2f}")
     enc_calls, enc_bytes = timer.calls.get("encode", 0), timer.bytes.get("encode", 0)
-    print(f"  exchange: {enc_calls} blobs, {enc_bytes / 1e6:.1f} MB encoded ({enc_bytes / max(1, res['events']):.1f} "
-          f"bytes/event)", flush=True)
-    res_fast, timer_fast, fast_ok = local_run("fast-encode", fast_encode=True)
-    res_fast.pop("epoch_stats")
     enc_us = 1e6 * timer.seconds["encode"] / max(1, res["events"])
-    enc_fast_us = 1e6 * timer_fast.seconds["encode"] / max(1, res_fast["events"])
-    print(f"  prototype fix (B), exchange encode without zip(*values): encode {enc_us:.2f} -> {enc_fast_us:.2f} "
-          f"us/event; local run {res['seconds']:.2f} -> {res_fast['seconds']:.2f} s "
-          f"({_fmt_rate(res_fast['events_per_s'])} events/s), output exact: {fast_ok}", flush=True)
+    dec_us = 1e6 * timer.seconds["decode"] / max(1, res["events"])
+    print(f"  exchange: {enc_calls} blobs, {enc_bytes / 1e6:.1f} MB encoded ({enc_bytes / max(1, res['events']):.1f} "
+          f"bytes/event); encode {enc_us:.2f} us/event, decode {dec_us:.2f} us/event", flush=True)
 
     # (ii) cProfile, same job
     cp = run_cprofile(prof_in, work, mr)
@@ -798,27 +658,17 @@ def profile(args: argparse.Namespace, spark: Any, work: Path) -> dict[str, Any]:
     blob = int(enc_bytes / max(1, enc_calls))
     floor0 = spark_job_floor(spark, 0)
     floorb = spark_job_floor(spark, blob)
-    probe_now = python_worker_probe(spark, consume_input=False)
-    probe_fix = python_worker_probe(spark, consume_input=True)
     print(f"  per epoch of {PARALLELISM * mr:,} events on the local executor (4 tasks in sequence, one process): "
           f"{local_epoch_s:.2f} s", flush=True)
     print(f"  empty Spark job of an epoch's shape: {floor0['median_s'] * 1000:.0f} ms; shipping {blob / 1e6:.1f} MB "
           f"blobs like W1's: {floorb['median_s'] * 1000:.0f} ms", flush=True)
-    print(f"  Python workers, {probe_now['jobs']} epoch-shaped jobs ({probe_now['tasks']} tasks) importing "
-          f"sparkpoint: source ignores its input (as sparkpoint's) -> {probe_now['distinct_workers']} distinct "
-          f"workers, {probe_now['slow_imports']} fresh imports (max {probe_now['max_import_s']:.2f} s), job "
-          f"{statistics.median(probe_now['job_s']):.2f} s; source reads its input -> "
-          f"{probe_fix['distinct_workers']} workers, {probe_fix['slow_imports']} fresh imports, job "
-          f"{statistics.median(probe_fix['job_s']):.2f} s", flush=True)
     return {"events": n, "files": n_files, "max_records": mr, "local": res, "local_output_exact": local_ok,
             "local_epochs": local_epochs, "local_epoch_median_s": local_epoch_s, "phases": phases,
             "exchange": {"blobs": enc_calls, "bytes": enc_bytes, "encode_us_per_event": enc_us,
-                         "encode_fast_us_per_event": enc_fast_us},
-            "local_fast_encode": res_fast, "local_fast_encode_exact": fast_ok,
+                         "decode_us_per_event": dec_us},
             "cprofile": {k: v for k, v in cp.items() if not k.startswith("text")},
             "cprofile_text_tottime": cp["text_tottime"], "cprofile_text_cumtime": cp["text_cumtime"],
-            "spark_empty_job": floor0, "spark_empty_job_with_blobs": floorb,
-            "python_worker_probe": {"as_sparkpoint": probe_now, "reading_input": probe_fix}}
+            "spark_empty_job": floor0, "spark_empty_job_with_blobs": floorb}
 
 
 if __name__ == "__main__":
