@@ -1,29 +1,41 @@
-"""How records cross task boundaries: Arrow record batches, one per edge, in one blob.
+"""How records cross task boundaries: one blob per (upstream task, downstream partition).
 
-A blob goes from one upstream task to one downstream partition and carries, for each
-exchange edge, the records routed there (an Arrow IPC stream with an int64 ``ts``
-column and a value column) and the upstream task's watermark on that edge. Every
-upstream task sends a blob to every downstream partition, even with no records, so
-that each downstream task sees every input's watermark (Flink's min-over-channels).
+A blob carries, for each exchange edge, the records routed there (values and event
+timestamps) and the upstream task's watermark on that edge. Every upstream task sends a
+blob to every downstream partition, even with no records, so that each downstream task
+sees every input's watermark (Flink's min-over-channels).
 
-Values are encoded column-wise when they are uniform: strings, ints, floats, and
-tuples of those become Arrow columns; anything else is pickled as one cell per batch
-(never per row).
+A batch of values is encoded whole, never per row, in the cheapest form that gives back
+values of exactly the types that went in (measured in ``bench/README.md``):
+
+* **uniform builtins** (every value the same nesting of tuples over one exact builtin type
+  per position: ``str``, ``int``, ``bool``, ``bytes``, ``float``, ``None``), checked column by
+  column at C speed, go as ``marshal`` of the list; when few distinct values repeat (a keyed
+  count's ``(key, 1)``), as the distinct values plus an index per record (**dictionary**);
+* anything else is **pickled** as one list (cloudpickle where pickle cannot).
+
+Timestamps go as an int64 array when every record has one, else as a marshalled list.
 """
 
 from __future__ import annotations
 
+import array
+import marshal
 import pickle
+from itertools import compress
+from operator import itemgetter
 from typing import Any, Callable, Optional
 
 import cloudpickle
-import pyarrow as pa
 
 from sparkpoint.state.key_groups import KeyGroupAssigner
 
 __all__ = ["encode_batch", "decode_batch", "encode_blob", "decode_blob", "hash_partition"]
 
-_PRIMITIVE = {str: pa.string(), int: pa.int64(), float: pa.float64(), bool: pa.bool_(), bytes: pa.binary()}
+_LEAVES = frozenset({str, int, bool, bytes, float, type(None)})   # marshal gives back exactly these types
+_MARSHAL_VERSION = 4
+_SAMPLE = 1024         # values looked at to decide on a dictionary
+_PICKLE = pickle.HIGHEST_PROTOCOL
 
 
 def hash_partition(values: list, timestamps: list, get_key: Callable[[Any], Any], n: int,
@@ -33,116 +45,89 @@ def hash_partition(values: list, timestamps: list, get_key: Callable[[Any], Any]
     keys = [get_key(v) for v in values]
     maxp = assign.max_parallelism
     target = {k: kg * n // maxp for k, kg in assign.assign_all(keys).items()}
-    parts: list[tuple[list, list]] = [([], []) for _ in range(n)]
-    for v, t, k in zip(values, timestamps, keys):
-        part = parts[target[k]]
-        part[0].append(v)
-        part[1].append(t)
-    return parts
+    if len(set(target.values())) == 1:   # every record goes to one partition
+        parts: list[tuple[list, list]] = [([], []) for _ in range(n)]
+        parts[next(iter(target.values()))] = (list(values), list(timestamps))
+        return parts
+    where = list(map(target.__getitem__, keys))
+    return [(list(compress(values, mask)), list(compress(timestamps, mask)))
+            for mask in ([w == p for w in where] for p in range(n))]
 
 
-def _column(values: list) -> Optional[pa.Array]:
-    t = type(values[0])
-    arrow_type = _PRIMITIVE.get(t)
-    if arrow_type is None:
+def _uniform(values: list) -> Optional[bool]:
+    """Whether ``values`` share one nesting of tuples over one exact leaf type per position (None if not);
+    True if a float is among the leaves (equal floats may differ: ``0.0`` and ``-0.0``). Each check is one
+    pass at C speed; only a column of tuples is built as a list, to look inside it."""
+    types = set(map(type, values))
+    if len(types) != 1:
         return None
-    try:
-        arr = pa.array(values, type=arrow_type)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError):
+    t = types.pop()
+    if t in _LEAVES:
+        return t is float
+    if t is not tuple:
         return None
-    if arr.null_count:
+    lengths = set(map(len, values))
+    if len(lengths) != 1:
         return None
-    # pa.array silently accepts e.g. bools or floats among ints; insist on one exact type
-    if t in (int, float) and set(map(type, values)) != {t}:
-        return None
-    return arr
-
-
-def _flatten(values: list, prefix: str, cols: list, names: list) -> Optional[str]:
-    """Append Arrow columns for ``values``; returns a structure spec, or None if not encodable.
-
-    Specs: ``"p"`` a primitive column, ``"(s1,s2,...)"`` a tuple of sub-specs.
-    """
-    first = values[0]
-    t = type(first)
-    if t in _PRIMITIVE:
-        col = _column(values)
-        if col is None:
-            return None
-        cols.append(col)
-        names.append(prefix)
-        return "p"
-    if t is tuple and first and _uniform_tuples(values, len(first)):
-        specs = []
-        for i in range(len(first)):
-            spec = _flatten([v[i] for v in values], f"{prefix}.{i}", cols, names)
-            if spec is None:
-                return None
-            specs.append(spec)
-        return "(" + ",".join(specs) + ")"
-    return None
-
-
-def _split_spec(spec: str) -> list[str]:
-    inner, parts, depth, cur = spec[1:-1], [], 0, ""
-    for ch in inner:
-        if ch == "," and depth == 0:
-            parts.append(cur)
-            cur = ""
+    has_float = False
+    for i in range(lengths.pop()):
+        column_types = set(map(type, map(itemgetter(i), values)))
+        leaf = column_types.pop() if len(column_types) == 1 else None
+        if leaf in _LEAVES:
+            has_float |= leaf is float
             continue
-        depth += ch == "("
-        depth -= ch == ")"
-        cur += ch
-    parts.append(cur)
-    return parts
+        sub = _uniform(list(map(itemgetter(i), values))) if leaf is tuple else None
+        if sub is None:
+            return None
+        has_float |= sub
+    return has_float
 
 
-def _rebuild(spec: str, columns: list, pos: list) -> list:
-    if spec == "p":
-        col = columns[pos[0]]
-        pos[0] += 1
-        return col
-    return list(zip(*[_rebuild(sub, columns, pos) for sub in _split_spec(spec)]))
+def _encode_values(values: list) -> tuple[bytes, bytes]:
+    """``(encoding, body)`` of a non-empty list of values (see the module's docstring)."""
+    has_float = _uniform(values)
+    if has_float is None:
+        try:
+            return b"pickle", pickle.dumps(values, _PICKLE)
+        except (pickle.PicklingError, AttributeError, TypeError):
+            return b"pickle", cloudpickle.dumps(values, _PICKLE)
+    if not has_float and len(values) > _SAMPLE and len(set(values[:_SAMPLE])) * 4 <= _SAMPLE:
+        distinct: dict = {}
+        codes = array.array("I", [distinct.setdefault(v, len(distinct)) for v in values])
+        return b"dict", marshal.dumps((list(distinct), codes.tobytes()), _MARSHAL_VERSION)
+    return b"marshal", marshal.dumps(values, _MARSHAL_VERSION)
+
+
+def _decode_values(encoding: bytes, body: bytes) -> list:
+    if encoding == b"marshal":
+        return marshal.loads(body)
+    if encoding == b"dict":
+        distinct, raw = marshal.loads(body)
+        codes = array.array("I")
+        codes.frombytes(raw)
+        return list(map(distinct.__getitem__, codes))
+    return pickle.loads(body)
 
 
 def encode_batch(values: list, timestamps: list) -> bytes:
-    """An Arrow IPC stream holding the records."""
-    cols: list[pa.Array] = [pa.array(timestamps, type=pa.int64())]
-    names = ["ts"]
-    meta = {b"enc": b"empty"}
-    if values:
-        spec = _flatten(values, "v", cols, names)
-        if spec is not None:
-            meta = {b"enc": b"columns", b"spec": spec.encode()}
-        else:
-            del cols[1:], names[1:]
-            meta = {b"enc": b"pickle"}
-            cols.append(pa.array([cloudpickle.dumps(values, protocol=pickle.HIGHEST_PROTOCOL)] +
-                                 [None] * (len(values) - 1), type=pa.binary()))
-            names.append("p")
-    batch = pa.RecordBatch.from_arrays(cols, names=names).replace_schema_metadata(meta)
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, batch.schema) as writer:
-        writer.write_batch(batch)
-    return sink.getvalue().to_pybytes()
-
-
-def _uniform_tuples(values: list, arity: int) -> bool:
-    return set(map(type, values)) == {tuple} and set(map(len, values)) == {arity}
+    """One batch of records as bytes: ``(value encoding, values, timestamps)``."""
+    try:
+        ts: Any = array.array("q", timestamps).tobytes()
+    except (TypeError, OverflowError):   # a record without a timestamp, or one beyond int64
+        ts = list(timestamps)
+    encoding, body = _encode_values(values) if values else (b"empty", b"")
+    return marshal.dumps((encoding, body, ts, len(timestamps)), _MARSHAL_VERSION)
 
 
 def decode_batch(data: bytes) -> tuple[list, list]:
-    reader = pa.ipc.open_stream(data)
-    table = reader.read_all()
-    meta = table.schema.metadata or {}
-    enc = meta.get(b"enc", b"empty")
-    timestamps = table.column(0).to_pylist()
-    if enc == b"empty" or table.num_rows == 0:
-        return [], timestamps
-    if enc == b"columns":
-        columns = [table.column(i).to_pylist() for i in range(1, table.num_columns)]
-        return _rebuild(meta[b"spec"].decode(), columns, [0]), timestamps
-    return pickle.loads(table.column("p")[0].as_py()), timestamps
+    encoding, body, ts, n = marshal.loads(data)
+    if type(ts) is bytes:
+        stamps = array.array("q")
+        stamps.frombytes(ts)
+        timestamps = stamps.tolist()
+    else:
+        timestamps = ts
+    return ([] if encoding == b"empty" else _decode_values(encoding, body)), timestamps
 
 
 def encode_blob(header: dict, batches: dict[int, tuple[list, list]]) -> bytes:
@@ -157,4 +142,3 @@ def encode_blob(header: dict, batches: dict[int, tuple[list, list]]) -> bytes:
 def decode_blob(blob: bytes) -> tuple[dict, dict[int, tuple[list, list]]]:
     d = pickle.loads(blob)
     return d["h"], {edge: decode_batch(data) for edge, data in d["b"].items()}
-
