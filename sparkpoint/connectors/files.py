@@ -301,7 +301,9 @@ class FileSourceReader(SourceReader):
             try:
                 text = b"\n".join(raw).decode(fmt.charset)
                 if raw:
-                    values = [s[:-1] if s.endswith("\r") else s for s in text.split("\n")]
+                    values = text.split("\n")
+                    if "\r" in text:
+                        values = [s[:-1] if s.endswith("\r") else s for s in values]
                 return values, malformed
             except UnicodeDecodeError:
                 pass
@@ -356,7 +358,7 @@ def _read_lines(f: Any, max_records: int, max_bytes: int) -> tuple[list[bytes], 
         lines.pop()
     if len(lines) > max_records:
         lines = lines[:max_records]
-        return lines, sum(len(line) + 1 for line in lines), False
+        return lines, sum(map(len, lines)) + len(lines), False
     if not eof and len(body) >= len(buf):  # every byte read was consumed: does the file end here?
         eof = f.read(1) == b""
     return lines, len(body), eof

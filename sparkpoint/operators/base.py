@@ -45,11 +45,21 @@ def first_failing(fn: Any, *columns: list) -> Any:
 def extract_timestamps(op: "StreamOperator", assigner: Any, values: list, timestamps: list) -> list:
     """Event timestamps of ``values`` from a timestamp assigner; failures name the record."""
     extract = getattr(assigner, "_fn", None) or assigner.extract_timestamp  # a plain function: call it directly
-    previous = [t if t is not None else MIN_WATERMARK for t in timestamps]
+    if None in timestamps:
+        previous = [MIN_WATERMARK] * len(timestamps) if timestamps.count(None) == len(timestamps) else \
+            [t if t is not None else MIN_WATERMARK for t in timestamps]
+    else:
+        previous = timestamps
+    extracted: list = []
     try:
-        return [int(extract(v, t)) for v, t in zip(values, previous)]
+        extracted.extend(map(extract, values, previous))   # on a failure, holds those of the records before it
+        if len(set(map(type, extracted))) > 1 or (extracted and type(extracted[0]) is not int):
+            extracted = [int(t) for t in extracted]
     except Exception as e:
-        raise op.fail(first_failing(extract, values, previous), e) from e
+        failed = values[len(extracted)] if len(extracted) < len(values) else first_failing(
+            lambda v, t: int(extract(v, t)), values, previous)
+        raise op.fail(failed, e) from e
+    return extracted
 
 
 class Output:

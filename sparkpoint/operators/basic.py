@@ -19,13 +19,12 @@ __all__ = ["MapOperator", "FlatMapOperator", "FilterOperator", "ProcessOperator"
 class MapOperator(StreamOperator):
     def process_batch(self, values: list, timestamps: list, out: Output) -> None:
         f = bound_call(self.function, "map")
-        append = out.values.append
-        v = None
+        mapped: list = []
         try:
-            for v in values:
-                append(f(v))
+            mapped.extend(map(f, values))   # on a failure, holds the results of the records before it
         except Exception as e:
-            raise self.fail(v, e) from e
+            raise self.fail(values[len(mapped)], e) from e
+        out.values.extend(mapped)
         out.timestamps.extend(timestamps)
 
 

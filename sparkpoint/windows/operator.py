@@ -196,7 +196,7 @@ class WindowOperator(KeyedOperator):
         """Non-merging windows with the default trigger: contents grouped per (key, window)."""
         assign = self.assigner.assign_windows
         ctx = self.assigner_ctx
-        buckets: dict[tuple, tuple[list, list]] = {}
+        buckets: dict[tuple, list] = {}   # (key, window) -> values, in arrival order
         late: list = []
         wm = self.watermark if self.event_time else -(2**63)
         if type(self.assigner) is TumblingEventTimeWindows:
@@ -208,18 +208,7 @@ class WindowOperator(KeyedOperator):
                     assign(v, None, ctx)  # type: ignore[arg-type]  # a record without a timestamp
                 except Exception as e:
                     raise self.fail(v, e) from e
-            by_start: dict[tuple, tuple[list, list]] = {}
-            for v, t, k in zip(values, timestamps, keys):
-                start = t - (t - offset) % size
-                if start + size - 1 <= wm:
-                    late.append((v, t, k))
-                    continue
-                b = by_start.get((k, start))
-                if b is None:
-                    by_start[(k, start)] = b = ([], [])
-                b[0].append(v)
-                b[1].append(t)
-            buckets = {(k, TimeWindow(start, start + size)): b for (k, start), b in by_start.items()}
+            buckets = self._tumbling_buckets(values, timestamps, keys, size, offset, wm, late)
         else:
             for v, t, k in zip(values, timestamps, keys):
                 windows = assign(v, t, ctx)
@@ -234,12 +223,34 @@ class WindowOperator(KeyedOperator):
                 for w in windows:
                     b = buckets.get((k, w))
                     if b is None:
-                        buckets[(k, w)] = b = ([], [])
-                    b[0].append(v)
-                    b[1].append(t)
+                        buckets[(k, w)] = b = []
+                    b.append(v)
         self._add_buckets(buckets)
         for v, t, k in late:
             self._process_element(v, t, k, out)
+
+    @staticmethod
+    def _tumbling_buckets(values: list, timestamps: list, keys: list, size: int, offset: int, wm: int,
+                          late: list) -> dict[tuple, list]:
+        """``{(key, window): values}`` of tumbling windows; late records go to ``late`` instead."""
+        starts = [t - (t - offset) % size for t in timestamps]
+        by_start: dict[tuple, list] = {}
+        if starts and min(starts) + size - 1 > wm:   # none is late: group by (key, start) alone
+            for v, key_start in zip(values, zip(keys, starts)):
+                b = by_start.get(key_start)
+                if b is None:
+                    by_start[key_start] = b = []
+                b.append(v)
+        else:
+            for v, t, k, start in zip(values, timestamps, keys, starts):
+                if start + size - 1 <= wm:
+                    late.append((v, t, k))
+                    continue
+                b = by_start.get((k, start))
+                if b is None:
+                    by_start[(k, start)] = b = []
+                b.append(v)
+        return {(k, TimeWindow(start, start + size)): b for (k, start), b in by_start.items()}
 
     def _add_partials(self, partials: list) -> None:
         """Merge :class:`WindowPartial` values into their windows."""
@@ -272,14 +283,14 @@ class WindowOperator(KeyedOperator):
         self.task.counter(self.uid, LOCAL_AGGREGATES_IN, len(partials))
 
     def _add_buckets(self, buckets: dict) -> None:
-        """Add the fast path's ``{(key, window): (values, timestamps)}`` to the windows."""
+        """Add the fast path's ``{(key, window): values}`` to the windows."""
         backend = self.keyed_backend
         set_key = backend.set_current_key
         domain = EVENT_TIME if self.event_time else PROCESSING_TIME
         register = self.timers.register
         set_namespace = self.contents.set_current_namespace
         add_all = self.contents.add_all
-        for (k, w), (vs, _) in buckets.items():
+        for (k, w), vs in buckets.items():
             set_key(k)
             set_namespace(w)
             add_all(vs)
