@@ -1,6 +1,6 @@
 """Runs epochs in this process, stage after stage: no Spark needed.
 
-It runs exactly the task code the Spark executor runs (including the Arrow exchange
+It runs exactly the task code the Spark executor runs (including the exchange
 and the local-disk keyed state), so job logic can be tested in milliseconds.
 """
 

@@ -9,7 +9,7 @@ The same code runs in-process (the local executor) and inside Spark tasks. Steps
 2. read the inputs: source splits (source stage) or blobs from upstream tasks;
 3. run the operators in topological order: each takes its input records, then advances
    its watermark to the minimum over its inputs, which fires timers and windows;
-4. route outputs to downstream partitions (Arrow batches, one blob per partition);
+4. route outputs to downstream partitions (one blob per partition, see :mod:`sparkpoint.runtime.exchange`);
 5. stage sink output and save state: keyed state to local disk (a snapshot file, or the
    database's atomic commit of this epoch), everything else into the report that goes
    back to the driver.

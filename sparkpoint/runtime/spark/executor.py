@@ -7,7 +7,7 @@ stages' blobs on the target partition (the key-group range for keyed stages) and
 partition of every stage runs every epoch, so timers fire without input. The reports
 of all tasks come back through the terminal stages' ``collect``.
 
-Records cross stages as Arrow batches inside one blob per (upstream task, downstream
+Records cross stages as encoded batches inside one blob per (upstream task, downstream
 partition); Spark only moves the blobs. The job plan (with the user's functions) is
 broadcast once per job.
 
