@@ -30,7 +30,7 @@ import cloudpickle
 
 from sparkpoint.state.key_groups import KeyGroupAssigner
 
-__all__ = ["encode_batch", "decode_batch", "encode_blob", "decode_blob", "hash_partition"]
+__all__ = ["Coded", "coded", "encode_batch", "decode_batch", "encode_blob", "decode_blob", "hash_partition"]
 
 _LEAVES = frozenset({str, int, bool, bytes, float, type(None)})   # marshal gives back exactly these types
 _MARSHAL_VERSION = 4
@@ -38,20 +38,69 @@ _SAMPLE = 1024         # values looked at to decide on a dictionary
 _PICKLE = pickle.HIGHEST_PROTOCOL
 
 
+class Coded:
+    """Records' values as their distinct values (exact builtins, see :func:`_uniform`) and one index per
+    record: what routing and encoding share, so that each looks at a record's value once."""
+
+    __slots__ = ("distinct", "codes")
+
+    def __init__(self, distinct: list, codes: list):
+        self.distinct = distinct
+        self.codes = codes
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def values(self) -> list:
+        return list(map(self.distinct.__getitem__, self.codes))
+
+
+def coded(values: list) -> Optional[Coded]:
+    """``values`` as a :class:`Coded` batch when few distinct values repeat in them and they are uniform
+    builtins without floats; else None."""
+    return _code(values) if _repeats(values) and _uniform(values) is False else None
+
+
+def _repeats(values: list) -> bool:
+    """Whether a sample of the first ``_SAMPLE`` values holds few distinct ones (at most a quarter)."""
+    sample = values[:_SAMPLE]
+    try:
+        return len(values) > 1 and len(set(sample)) * 4 <= len(sample)
+    except TypeError:   # unhashable values
+        return False
+
+
+def _code(values: list) -> Coded:
+    distinct: dict = {}
+    codes = [distinct.setdefault(v, len(distinct)) for v in values]
+    return Coded(list(distinct), codes)
+
+
 def hash_partition(values: list, timestamps: list, get_key: Callable[[Any], Any], n: int,
-                   assign: KeyGroupAssigner) -> list[tuple[list, list]]:
+                   assign: KeyGroupAssigner) -> list[tuple[Any, list]]:
     """Split records over ``n`` partitions by their key's group (Flink's ``KeyGroupRangeAssignment``):
-    each distinct key is hashed once, all new keys of the batch together."""
-    keys = [get_key(v) for v in values]
+    each distinct key is hashed once, all new keys of the batch together. Values that repeat are
+    coded first (:func:`coded`): the key selector then runs once per distinct value, and each partition
+    gets a :class:`Coded` batch."""
     maxp = assign.max_parallelism
-    target = {k: kg * n // maxp for k, kg in assign.assign_all(keys).items()}
-    if len(set(target.values())) == 1:   # every record goes to one partition
-        parts: list[tuple[list, list]] = [([], []) for _ in range(n)]
-        parts[next(iter(target.values()))] = (list(values), list(timestamps))
-        return parts
-    where = list(map(target.__getitem__, keys))
-    return [(list(compress(values, mask)), list(compress(timestamps, mask)))
-            for mask in ([w == p for w in where] for p in range(n))]
+    batch = coded(values)
+    if batch is not None:
+        keys = [get_key(v) for v in batch.distinct]
+        groups = assign.assign_all(keys)
+        part_of = [groups[k] * n // maxp for k in keys]
+        where = list(map(part_of.__getitem__, batch.codes))
+        items: list = batch.codes
+    else:
+        keys = [get_key(v) for v in values]
+        target = {k: kg * n // maxp for k, kg in assign.assign_all(keys).items()}
+        where = list(map(target.__getitem__, keys))
+        items = values
+    parts: list[tuple[Any, list]] = [([], []) for _ in range(n)]
+    for p in set(where):
+        mask = [w == p for w in where]
+        chosen = list(compress(items, mask))
+        parts[p] = (Coded(batch.distinct, chosen) if batch is not None else chosen, list(compress(timestamps, mask)))
+    return parts
 
 
 def _uniform(values: list) -> Optional[bool]:
@@ -83,19 +132,20 @@ def _uniform(values: list) -> Optional[bool]:
     return has_float
 
 
-def _encode_values(values: list) -> tuple[bytes, bytes]:
-    """``(encoding, body)`` of a non-empty list of values (see the module's docstring)."""
-    has_float = _uniform(values)
-    if has_float is None:
-        try:
-            return b"pickle", pickle.dumps(values, _PICKLE)
-        except (pickle.PicklingError, AttributeError, TypeError):
-            return b"pickle", cloudpickle.dumps(values, _PICKLE)
-    if not has_float and len(values) > _SAMPLE and len(set(values[:_SAMPLE])) * 4 <= _SAMPLE:
-        distinct: dict = {}
-        codes = array.array("I", [distinct.setdefault(v, len(distinct)) for v in values])
-        return b"dict", marshal.dumps((list(distinct), codes.tobytes()), _MARSHAL_VERSION)
-    return b"marshal", marshal.dumps(values, _MARSHAL_VERSION)
+def _encode_values(values: Any) -> tuple[bytes, bytes]:
+    """``(encoding, body)`` of a non-empty list of values, or of a :class:`Coded` batch (see the module's
+    docstring)."""
+    if type(values) is not Coded:
+        has_float = _uniform(values)
+        if has_float is None:
+            try:
+                return b"pickle", pickle.dumps(values, _PICKLE)
+            except (pickle.PicklingError, AttributeError, TypeError):
+                return b"pickle", cloudpickle.dumps(values, _PICKLE)
+        if has_float or len(values) <= _SAMPLE or not _repeats(values):
+            return b"marshal", marshal.dumps(values, _MARSHAL_VERSION)
+        values = _code(values)
+    return b"dict", marshal.dumps((values.distinct, array.array("I", values.codes).tobytes()), _MARSHAL_VERSION)
 
 
 def _decode_values(encoding: bytes, body: bytes) -> list:

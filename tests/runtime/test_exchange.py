@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sparkpoint.common import Row
-from sparkpoint.runtime.exchange import decode_batch, decode_blob, encode_batch, encode_blob, hash_partition
+from sparkpoint.runtime.exchange import Coded, decode_batch, decode_blob, encode_batch, encode_blob, hash_partition
 from sparkpoint.state.key_groups import KeyGroupAssigner
 
 Point = namedtuple("Point", "x y")
@@ -95,17 +95,31 @@ def test_blob_carries_header_and_every_edge() -> None:
     assert got_header == header and batches == {7: (["a", "b"], [1, 2])}
 
 
-@settings(max_examples=100, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["a", "b", "c", "d", "e", 1, 2, (3, "x")]), st.integers()), max_size=60),
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["a", "b", "c", "d", "e", 1, 2, (3, "x")]), st.integers(0, 3)),
+                max_size=60),
        st.integers(1, 5))
 def test_hash_partition_matches_a_record_by_record_reference(records: list, n: int) -> None:
+    """Repeating values go coded (the key selector once per distinct value), others as lists; either way
+    each partition gets its records in order, and they survive the blob."""
     assign = KeyGroupAssigner(128)
-    vals = [r for r in records]
-    stamps = [r[1] for r in records]
-    parts = hash_partition(vals, stamps, lambda v: v[0], n, assign)
+    stamps = list(range(len(records)))
+    parts = hash_partition(records, stamps, lambda v: v[0], n, assign)
     expected: list[tuple[list, list]] = [([], []) for _ in range(n)]
-    for v, t in zip(vals, stamps):
+    for v, t in zip(records, stamps):
         p = assign(v[0]) * n // 128
         expected[p][0].append(v)
         expected[p][1].append(t)
-    assert parts == expected
+    got = [(v.values() if isinstance(v, Coded) else v, t) for v, t in parts]
+    assert got == expected
+    for (v, t), want in zip(parts, expected):
+        _, batches = decode_blob(encode_blob({}, {1: (v, t)}))
+        assert batches.get(1, ([], [])) == want
+
+
+def test_a_repeating_batch_calls_the_key_selector_once_per_distinct_value() -> None:
+    calls: list = []
+    records = [("k%d" % (i % 5), 1) for i in range(10_000)]
+    parts = hash_partition(records, [0] * len(records), lambda v: calls.append(v) or v[0], 3, KeyGroupAssigner(128))
+    assert len(calls) == 5 and sum(len(v) for v, _ in parts) == len(records)
+    assert all(isinstance(v, Coded) for v, _ in parts if len(v))
