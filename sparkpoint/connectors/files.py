@@ -15,6 +15,7 @@ assumed immutable once listed: move complete files into a monitored directory.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import csv
 import json
@@ -263,15 +264,25 @@ class FileSourceReader(SourceReader):
     def read(self, split: SourceSplit, max_records: int, max_bytes: int) -> ReadResult:
         offset, lines_read = split.position or (0, 0)
         fs, path = url_to_fs(split.split_id)
+        text: Optional[tuple[list[str], int, bool]] = None
         try:
             with fs.open(path, "rb") as f:
                 f.seek(offset)
-                raw, consumed, at_end = _read_lines(f, max(1, max_records), max(1, max_bytes))
+                if type(self.fmt) is TextLineFormat and _byte_exact(self.fmt.charset):  # decode the read at once
+                    text = _read_text_lines(f, max(1, max_records), max(1, max_bytes), self.fmt.charset)
+                if text is None:
+                    raw, consumed, at_end = _read_lines(f, max(1, max_records), max(1, max_bytes))
         except FileNotFoundError as e:
             raise FileSystemError(f"file {split.split_id} disappeared while being read (at byte {offset}); "
                                   f"files must not be removed before they are fully read") from e
-        values, malformed = self._parse(raw, lines_read, split.split_id)
-        new_split = split.with_(position=(offset + consumed, lines_read + len(raw)), finished=at_end)
+        if text is not None:
+            values, consumed, at_end = text
+            malformed: list = []
+            lines = len(values)
+        else:
+            values, malformed = self._parse(raw, lines_read, split.split_id)
+            lines = len(raw)
+        new_split = split.with_(position=(offset + consumed, lines_read + lines), finished=at_end)
         return ReadResult(values, None, new_split, malformed=malformed)
 
     def locate(self, split: SourceSplit, index: int, max_bytes: int) -> str:
@@ -331,6 +342,51 @@ def _read_lines(f: Any, max_records: int, max_bytes: int) -> tuple[list[bytes], 
 
     Returns the lines (without ``\\n``), the bytes consumed and whether the file ended.
     """
+    body, eof = _read_body(f, max_records, max_bytes)
+    lines = body.split(b"\n") if body else []
+    if body.endswith(b"\n"):
+        lines.pop()
+    if len(lines) > max_records:
+        lines = lines[:max_records]
+        return lines, sum(map(len, lines)) + len(lines), False
+    return lines, len(body), eof
+
+
+def _read_text_lines(f: Any, max_records: int, max_bytes: int, charset: str) -> Optional[tuple[list[str], int, bool]]:
+    """:func:`_read_lines` decoded, the body at once (no bytes object per line); None if it does not decode
+    (``f`` is then back where it was)."""
+    start = f.tell()
+    body, eof = _read_body(f, max_records, max_bytes)
+    try:
+        text = body.decode(charset)
+    except UnicodeDecodeError:
+        f.seek(start)
+        return None
+    lines = text.split("\n", max_records) if text else []
+    consumed = len(body)
+    if len(lines) > max_records:   # more lines than wanted: the rest stays for the next read
+        rest = lines.pop()
+        if rest:
+            consumed -= len(rest.encode(charset))
+            eof = False
+    elif body.endswith(b"\n"):
+        lines.pop()
+    if "\r" in text:
+        lines = [line[:-1] if line.endswith("\r") else line for line in lines]
+    return lines, consumed, eof
+
+
+def _byte_exact(charset: str) -> bool:
+    """Whether text in ``charset`` encodes back to the bytes it came from, wherever it is cut at a newline."""
+    try:
+        return codecs.lookup(charset).name in ("utf-8", "ascii", "iso8859-1")
+    except LookupError:
+        return False
+
+
+def _read_body(f: Any, max_records: int, max_bytes: int) -> tuple[bytes, bool]:
+    """The bytes of whole lines from ``f``'s position, at least ``max_records`` lines where the file and
+    ``max_bytes`` allow (one line longer than ``max_bytes`` whole), and whether the file ended there."""
     buf = b""
     block = min(_FIRST_BLOCK, max_bytes)
     newlines = 0
@@ -353,13 +409,6 @@ def _read_lines(f: Any, max_records: int, max_bytes: int) -> tuple[list[bytes], 
         eof = not body.endswith(b"\n")
     else:
         body = buf[:buf.rfind(b"\n") + 1]
-    lines = body.split(b"\n") if body else []
-    if body.endswith(b"\n"):
-        lines.pop()
-    if len(lines) > max_records:
-        lines = lines[:max_records]
-        return lines, sum(map(len, lines)) + len(lines), False
-    if not eof and len(body) >= len(buf):  # every byte read was consumed: does the file end here?
+    if not eof and len(body) >= len(buf) and newlines <= max_records:  # every byte read was consumed
         eof = f.read(1) == b""
-    return lines, len(body), eof
-
+    return body, eof
