@@ -90,6 +90,7 @@ class JobMaster:
         self.max_records = config.get_integer("execution.epoch.max-records", 100_000)
         self.max_bytes = parse_memory_bytes(config.get("execution.epoch.max-bytes", "16 mb"))
         self.idle_pause_ms = config.get_duration_ms("execution.epoch.idle-pause", 200)
+        self.cyclic_gc = config.get_boolean("sparkpoint.task.cyclic-gc", False)
         self.executor_local_state = not config.get_string("sparkpoint.local-state-dir")
         self.local_state_dir = config.get_string("sparkpoint.local-state-dir") or _default_local_dir()
         self.working_dirs = JobWorkingDirs(self.local_state_dir, self.job_id)
@@ -387,7 +388,7 @@ class JobMaster:
                     barrier_sync_ms=self.snapshot_sync_ms.get((stage.id, i), 0.0),
                     notify_checkpoints=list(self.notify_next),
                     changelog=self.changelog.base_for(stage.id, i) if self.changelog and stage.keyed else None,
-                    drain=drain,
+                    drain=drain, cyclic_gc=self.cyclic_gc,
                 )
                 for nid in stage.nodes:
                     totals = self.output.metric_totals(self.plan.uid(nid), i)

@@ -77,6 +77,7 @@ class TaskDeployment:
     max_bytes: int = 32 * 1024 * 1024
     drain: bool = False                    # stop --drain: sources read no more and end event time (+inf)
     metric_totals: dict[str, dict[str, int]] = field(default_factory=dict)  # uid -> user counter/meter totals
+    cyclic_gc: bool = False                # Python's cycle collector runs during the task (else after it)
 
 
 @dataclass
@@ -134,6 +135,9 @@ def run_task(plan: JobPlan, stage_id: int, subtask: int, dep: TaskDeployment,
     lap = _Lap(report.phase_ms, started)
     gc_timer = _GcTimer()
     gc.callbacks.append(gc_timer)
+    collecting = gc.isenabled()
+    if not dep.cyclic_gc:   # an epoch's records survive until its end: collecting them on the way is wasted work
+        gc.disable()
     try:
         _build_operators(plan, stage, kg_range, task, dep, ops)
         keyed = _restore_keyed_state(ops, dep, stage_id, subtask, kg_range, plan.max_parallelism)
@@ -162,6 +166,8 @@ def run_task(plan: JobPlan, stage_id: int, subtask: int, dep: TaskDeployment,
         _dispose_keyed_backends(ops)  # a retry in this worker must be able to open the databases again
         raise
     finally:
+        if collecting:
+            gc.enable()
         gc.callbacks.remove(gc_timer)
     report.phase_ms["gc"] = gc_timer.ms
     report.metrics = task.metrics
