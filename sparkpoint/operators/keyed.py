@@ -148,14 +148,18 @@ class KeyedProcessOperator(KeyedOperator):
     def process_keyed(self, method: Callable, keys: list, values: list, timestamps: list, out: Output) -> None:
         """``method(record, context)`` for every record, its key current (the keys' entries read together)."""
         ctx = self._context()
-        self.keyed_backend.prefetch(keys)
-        set_key = self.keyed_backend.set_current_key
+        backend = self.keyed_backend
+        set_key = backend.set_current_key
+        step = backend.prefetch_limit()
         v = None
         try:
-            for v, t, k in zip(values, timestamps, keys):
-                set_key(k)
-                ctx.ts = t
-                out.emit_all(method(v, ctx), t)
+            for lo in range(0, len(values), step):
+                hi = lo + step
+                backend.prefetch(keys[lo:hi])
+                for v, t, k in zip(values[lo:hi], timestamps[lo:hi], keys[lo:hi]):
+                    set_key(k)
+                    ctx.ts = t
+                    out.emit_all(method(v, ctx), t)
         except Exception as e:
             raise self.fail(v, e) from e
 
@@ -198,16 +202,20 @@ class StreamGroupedReduceOperator(KeyedOperator):
     def process_batch(self, values: list, timestamps: list, out: Output) -> None:
         reduce = self.function.reduce  # type: ignore[union-attr]
         keys = self.keys_of(values)
-        self.keyed_backend.prefetch(keys)
-        set_key = self.keyed_backend.set_current_key
+        backend = self.keyed_backend
+        set_key = backend.set_current_key
         state = self.state
+        step = backend.prefetch_limit()
         v = None
         try:
-            for v, t, k in zip(values, timestamps, keys):
-                set_key(k)
-                cur = state.value()
-                new = v if cur is None else reduce(cur, v)
-                state.update(new)
-                out.collect(new, t)
+            for lo in range(0, len(values), step):
+                hi = lo + step
+                backend.prefetch(keys[lo:hi])
+                for v, t, k in zip(values[lo:hi], timestamps[lo:hi], keys[lo:hi]):
+                    set_key(k)
+                    cur = state.value()
+                    new = v if cur is None else reduce(cur, v)
+                    state.update(new)
+                    out.collect(new, t)
         except Exception as e:
             raise self.fail(v, e) from e

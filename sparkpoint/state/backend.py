@@ -10,6 +10,8 @@ suite (``tests/state/test_backend_conformance.py``) runs over every backend.
 
 from __future__ import annotations
 
+import sys
+
 import abc
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
@@ -89,6 +91,11 @@ class KeyedStateBackend(abc.ABC):
     def prefetch(self, keys: list) -> None:
         """A hint: the per-key state (namespace ``None``) of ``keys`` is about to be read. Backends that
         read from storage load it in one batch; the default does nothing."""
+
+    def prefetch_limit(self) -> int:
+        """How many records' keys one :meth:`prefetch` should cover: operators prefetch a batch in slices of
+        this many (backends that hold every entry in memory: no limit)."""
+        return sys.maxsize
 
     def get_current_key(self) -> Any:
         return self.current_key

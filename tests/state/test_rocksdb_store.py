@@ -185,3 +185,50 @@ def test_replayed_changes_find_their_states_by_name_in_a_database_that_numbered_
         target.set_current_key(key)
         assert (got_a.value(), got_b.value()) == (f"a{key}", key)
     target.dispose()
+
+
+class _CountingDb:
+    """The database, counting reads of one key (a multi-get is one list)."""
+
+    def __init__(self, db):
+        self.db = db
+        self.single_gets = 0
+
+    def get(self, key, *args, **kwargs):
+        if not isinstance(key, list):
+            self.single_gets += 1
+        return self.db.get(key, *args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.db, name)
+
+
+def test_a_prefetch_beyond_the_cache_room_spills_first_and_then_reads_no_key_alone(tmp_path):
+    backend = _open(tmp_path)
+    state = backend.get_partitioned_state(None, ValueStateDescriptor("count"))
+    for i in range(40):
+        backend.set_current_key(f"k{i}")
+        state.update(i)
+    backend.commit(1)
+    backend.dispose()
+    backend = _open(tmp_path, resume=1)
+    state = backend.get_partitioned_state(None, ValueStateDescriptor("count"))
+    backend.prefetch([f"k{i}" for i in range(12)])
+    for i in range(12):                       # 12 of the cache's 16 entries taken, 4 changed
+        backend.set_current_key(f"k{i}")
+        if i < 4:
+            state.update(state.value() + 100)
+    counting = backend.store.db = _CountingDb(backend.store.db)
+    wanted = [f"k{i}" for i in range(20, 34)]   # 14 keys: more than the 4 entries of room left
+    assert len(wanted) <= backend.prefetch_limit()
+    backend.prefetch(wanted)
+    assert [(backend.set_current_key(k), state.value())[1] for k in wanted] == list(range(20, 34))
+    assert counting.single_gets == 0
+    backend.store.db = counting.db
+    backend.commit(2)
+    backend.dispose()
+    backend = _open(tmp_path, resume=2)
+    state = backend.get_partitioned_state(None, ValueStateDescriptor("count"))
+    got = [(backend.set_current_key(f"k{i}"), state.value())[1] for i in range(40)]
+    backend.dispose()
+    assert got == [i + 100 if i < 4 else i for i in range(40)]   # the spilled changes were committed

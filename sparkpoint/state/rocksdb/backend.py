@@ -142,6 +142,11 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         if sids:
             self.store.prefetch([group_prefix(kg, sid) + enc for enc, kg in zip(encoded, groups) for sid in sids])
 
+    def prefetch_limit(self) -> int:
+        """Keys whose entries of every state fit the epoch's cache at once (a prefetch beyond it would be
+        cut short, and the rest read one by one)."""
+        return max(1, self.store.max_cached // max(1, len(self.state_kinds)))
+
     def slot_bytes(self, slot: tuple[Any, Any]) -> bytes:
         key, namespace = slot
         if key is not self._enc_key:
