@@ -232,3 +232,27 @@ def test_a_prefetch_beyond_the_cache_room_spills_first_and_then_reads_no_key_alo
     got = [(backend.set_current_key(f"k{i}"), state.value())[1] for i in range(40)]
     backend.dispose()
     assert got == [i + 100 if i < 4 else i for i in range(40)]   # the spilled changes were committed
+
+
+def test_keys_prefetched_before_a_spill_are_read_together_again(tmp_path):
+    backend = _open(tmp_path)
+    state = backend.get_partitioned_state(None, ValueStateDescriptor("count"))
+    for i in range(30):
+        backend.set_current_key(f"k{i}")
+        state.update(i)
+    backend.commit(1)
+    backend.dispose()
+    backend = _open(tmp_path, resume=1)
+    state = backend.get_partitioned_state(None, ValueStateDescriptor("count"))
+    first = [f"k{i}" for i in range(4)]
+    backend.prefetch(first)
+    for i in range(4, 14):                      # read one by one: the cache fills, the prefetched keys stay few
+        backend.set_current_key(f"k{i}")
+        state.value()
+    backend.prefetch([f"k{i}" for i in range(20, 24)])   # no room left: the cache spills
+    counting = backend.store.db = _CountingDb(backend.store.db)
+    backend.prefetch(first)
+    assert [(backend.set_current_key(k), state.value())[1] for k in first] == [0, 1, 2, 3]
+    assert counting.single_gets == 0
+    backend.store.db = counting.db
+    backend.dispose()

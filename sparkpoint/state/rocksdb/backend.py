@@ -129,18 +129,21 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         """Encode the distinct ``keys`` together (kept for :meth:`set_current_key` until the commit) and load
         their per-key entries (namespace ``None``) of every state in one multi-get."""
         try:
-            distinct = [k for k in dict.fromkeys(keys) if k not in self._encoded]
+            distinct = list(dict.fromkeys(keys))
         except TypeError:  # an unhashable key: encoding it one by one names it
             return
-        if len(self._encoded) + len(distinct) > self.store.max_cached:
-            self._encoded.clear()
-        raw = [key_bytes(k) for k in distinct]
-        encoded = [struct.pack(">I", len(kb)) + kb for kb in raw]
-        groups = key_groups_of_bytes(raw, self.max_parallelism)
-        self._encoded.update(zip(distinct, zip(encoded, groups)))
+        known = self._encoded
+        new = [k for k in distinct if k not in known]
+        if len(known) + len(new) > self.store.max_cached:
+            known.clear()
+            new = distinct
+        raw = [key_bytes(k) for k in new]
+        known.update(zip(new, zip([struct.pack(">I", len(kb)) + kb for kb in raw],
+                                  key_groups_of_bytes(raw, self.max_parallelism))))
         sids = [sid for sid in (self.state_id(name) for name in self.state_kinds) if sid is not None]
-        if sids:
-            self.store.prefetch([group_prefix(kg, sid) + enc for enc, kg in zip(encoded, groups) for sid in sids])
+        if sids:   # every key's entries: those of keys encoded before may have been spilled from the cache
+            self.store.prefetch([group_prefix(kg, sid) + enc for enc, kg in map(known.__getitem__, distinct)
+                                 for sid in sids])
 
     def prefetch_limit(self) -> int:
         """Keys whose entries of every state fit the epoch's cache at once (a prefetch beyond it would be
