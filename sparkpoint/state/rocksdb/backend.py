@@ -150,6 +150,12 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         cut short, and the rest read one by one)."""
         return max(1, self.store.max_cached // max(1, len(self.state_kinds)))
 
+    def current_key_bytes(self) -> bytes:
+        """The current key's database bytes (with their length)."""
+        if self.current_key is not self._enc_key:
+            self._encode(self.current_key)
+        return self._enc_key_bytes
+
     def slot_bytes(self, slot: tuple[Any, Any]) -> bytes:
         key, namespace = slot
         if key is not self._enc_key:

@@ -91,7 +91,25 @@ class _RocksDBState:
 
 
 class RocksDBValueState(_RocksDBState, HeapValueState):
+    """Per-key values (no namespace) go straight to the store under the current key's bytes, which the
+    backend serialized when the key became current: the one state a keyed function reads and writes on
+    every record. With a namespace, the heap logic as for the other kinds."""
+
     __slots__ = ("state_id",)
+
+    def value(self) -> Any:
+        if self.namespace is not None:
+            return super().value()
+        view = self._entries()
+        return view.store.get(view.prefix + self.backend.current_key_bytes())
+
+    def update(self, value: Any) -> None:
+        if self.namespace is not None or value is None:
+            super().update(value)
+            return
+        view = self._entries()
+        backend = self.backend
+        view.store.put(view.prefix + backend.current_key_bytes(), (backend.current_key, None), value)
 
 
 class RocksDBListState(_RocksDBState, HeapListState):
