@@ -101,14 +101,15 @@ class RocksDBValueState(_RocksDBState, HeapValueState):
         if self.namespace is not None:
             return super().value()
         view = self._entries()
-        return view.store.get(view.prefix + self.backend.current_key_bytes())
+        backend: RocksDBKeyedStateBackend = self.backend  # type: ignore[assignment]
+        return view.store.get(view.prefix + backend.current_key_bytes())
 
     def update(self, value: Any) -> None:
         if self.namespace is not None or value is None:
             super().update(value)
             return
         view = self._entries()
-        backend = self.backend
+        backend: RocksDBKeyedStateBackend = self.backend  # type: ignore[assignment]
         view.store.put(view.prefix + backend.current_key_bytes(), (backend.current_key, None), value)
 
 
