@@ -64,12 +64,19 @@ def run_native(spark: Any, input_dir: Path, checkpoint_dir: Path) -> dict[str, A
         reached.update(r["key"] for r in df.filter(F.col("count") >= NTH).select("key").collect())
 
     counts = _keys(spark, input_dir).groupBy("key").count()
+    seconds, batches = _run_available_now(spark, counts, "update", on_batch, checkpoint_dir, "native")
+    return {"seconds": seconds, "keys": reached, "batches": batches}
+
+
+def _run_available_now(spark: Any, frame: Any, mode: str, on_batch: Any, checkpoint_dir: Path,
+                       what: str) -> tuple[float, int]:
+    """Run ``frame`` to the end of its input on the RocksDB state store; seconds and micro-batches."""
     with _rocksdb_state_store(spark):
         t0 = time.perf_counter()
-        query = (counts.writeStream.outputMode("update").foreachBatch(on_batch)
+        query = (frame.writeStream.outputMode(mode).foreachBatch(on_batch)
                  .option("checkpointLocation", str(checkpoint_dir)).trigger(availableNow=True).start())
-        seconds = _finish(query, t0, "native")
-    return {"seconds": seconds, "keys": reached, "batches": len(query.recentProgress)}
+        seconds = _finish(query, t0, what)
+    return seconds, len(query.recentProgress)
 
 
 def _processor() -> Any:
@@ -105,9 +112,5 @@ def run_tws(spark: Any, input_dir: Path, checkpoint_dir: Path, digits: int = 5) 
 
     out = _keys(spark, input_dir, digits).groupBy("key").transformWithStateInPandas(
         statefulProcessor=_processor(), outputStructType="key string", outputMode="Append", timeMode="None")
-    with _rocksdb_state_store(spark):
-        t0 = time.perf_counter()
-        query = (out.writeStream.outputMode("append").foreachBatch(on_batch)
-                 .option("checkpointLocation", str(checkpoint_dir)).trigger(availableNow=True).start())
-        seconds = _finish(query, t0, "transformWithStateInPandas")
-    return {"seconds": seconds, "emitted": emitted, "batches": len(query.recentProgress)}
+    seconds, batches = _run_available_now(spark, out, "append", on_batch, checkpoint_dir, "transformWithStateInPandas")
+    return {"seconds": seconds, "emitted": emitted, "batches": batches}

@@ -203,16 +203,21 @@ class _CountingDb:
         return getattr(self.db, name)
 
 
-def test_a_prefetch_beyond_the_cache_room_spills_first_and_then_reads_no_key_alone(tmp_path):
-    backend = _open(tmp_path)
+def _counts_after_epoch_1(working_dir, n):
+    """A spilling backend resumed after an epoch that stored ``k<i>`` -> ``i`` for ``i < n``, and its state."""
+    backend = _open(working_dir)
     state = backend.get_partitioned_state(None, ValueStateDescriptor("count"))
-    for i in range(40):
+    for i in range(n):
         backend.set_current_key(f"k{i}")
         state.update(i)
     backend.commit(1)
     backend.dispose()
-    backend = _open(tmp_path, resume=1)
-    state = backend.get_partitioned_state(None, ValueStateDescriptor("count"))
+    backend = _open(working_dir, resume=1)
+    return backend, backend.get_partitioned_state(None, ValueStateDescriptor("count"))
+
+
+def test_a_prefetch_beyond_the_cache_room_spills_first_and_then_reads_no_key_alone(tmp_path):
+    backend, state = _counts_after_epoch_1(tmp_path, 40)
     backend.prefetch([f"k{i}" for i in range(12)])
     for i in range(12):                       # 12 of the cache's 16 entries taken, 4 changed
         backend.set_current_key(f"k{i}")
@@ -235,15 +240,7 @@ def test_a_prefetch_beyond_the_cache_room_spills_first_and_then_reads_no_key_alo
 
 
 def test_keys_prefetched_before_a_spill_are_read_together_again(tmp_path):
-    backend = _open(tmp_path)
-    state = backend.get_partitioned_state(None, ValueStateDescriptor("count"))
-    for i in range(30):
-        backend.set_current_key(f"k{i}")
-        state.update(i)
-    backend.commit(1)
-    backend.dispose()
-    backend = _open(tmp_path, resume=1)
-    state = backend.get_partitioned_state(None, ValueStateDescriptor("count"))
+    backend, state = _counts_after_epoch_1(tmp_path, 30)
     first = [f"k{i}" for i in range(4)]
     backend.prefetch(first)
     for i in range(4, 14):                      # read one by one: the cache fills, the prefetched keys stay few
