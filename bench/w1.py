@@ -388,6 +388,8 @@ def spark_job_floor(spark: Any, blob_bytes: int, reps: int = 8) -> dict[str, flo
     n = PARALLELISM
 
     def source(idx: int, it: Any, _b: int = blob_bytes) -> Any:
+        for _ in it:   # read the input, as sparkpoint's source tasks do: only then is a Python worker reused
+            pass
         payload = b"x" * _b
         for p in range(n):
             yield (1, p, payload)
