@@ -53,6 +53,8 @@ def extract_timestamps(op: "StreamOperator", assigner: Any, values: list, timest
     extracted: list = []
     try:
         extracted.extend(map(extract, values, previous))   # on a failure, holds those of the records before it
+        if len(extracted) < len(values):   # the assigner raised StopIteration: map() took it for the end
+            raise RuntimeError("the timestamp assigner raised StopIteration")
         if len(set(map(type, extracted))) > 1 or (extracted and type(extracted[0]) is not int):
             extracted = [int(t) for t in extracted]
     except Exception as e:

@@ -22,6 +22,8 @@ class MapOperator(StreamOperator):
         mapped: list = []
         try:
             mapped.extend(map(f, values))   # on a failure, holds the results of the records before it
+            if len(mapped) < len(values):   # the function raised StopIteration: map() took it for the end
+                raise RuntimeError("the function raised StopIteration")
         except Exception as e:
             raise self.fail(values[len(mapped)], e) from e
         out.values.extend(mapped)
