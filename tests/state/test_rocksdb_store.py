@@ -253,3 +253,35 @@ def test_keys_prefetched_before_a_spill_are_read_together_again(tmp_path):
     assert counting.single_gets == 0
     backend.store.db = counting.db
     backend.dispose()
+
+
+def test_sorted_runs_do_not_pile_up_when_every_epoch_reopens_the_database(tmp_path):
+    """Each task opens its database for one epoch; a checkpoint flushes a new sorted run. Closing lets a running
+    compaction finish, so the runs stay few (cut short at every close, they grew to 15 in 20 epochs)."""
+    import pickle
+
+    import rocksdict
+
+    from sparkpoint.state.rocksdb.store import StateStore
+
+    path = str(tmp_path / "db")
+    store = StateStore(path, RocksDBOptions())
+    for lo in range(0, 300_000, 100_000):
+        batch = rocksdict.WriteBatch(raw_mode=True)
+        for i in range(lo, lo + 100_000):
+            batch.put(b"\x00\x01\x00\x01%012d" % i, pickle.dumps((f"k{i}", None, 1)))
+        store.db.write(batch)
+    store.db.flush(True)
+    store.close()
+    rnd = random.Random(1)
+    runs = []
+    for epoch in range(20):
+        store = StateStore(path, RocksDBOptions())
+        batch = rocksdict.WriteBatch(raw_mode=True)
+        for _ in range(20_000):
+            batch.put(b"\x00\x01\x00\x01%012d" % rnd.randrange(300_000), b"v%d" % epoch)
+        store.db.write(batch)
+        store.db.flush(True)
+        runs.append(int(store.db.property_value("rocksdb.num-files-at-level0")))
+        store.close()
+    assert max(runs[-8:]) <= RocksDBOptions().compaction_trigger + 1, runs

@@ -29,9 +29,10 @@ OPTION_KEYS = {
     "state.backend.rocksdb.compaction.level0-file-num-compaction-trigger": "level0_compaction_trigger",
     "sparkpoint.rocksdb.epoch-cache.entries": "max_cached_entries",   # ours: decoded entries per epoch
     "sparkpoint.rocksdb.ttl-sweep.entries": "ttl_sweep_entries",      # ours: entries checked for expiry
+    "sparkpoint.rocksdb.close.compaction-wait-ms": "close_compaction_wait_ms",   # ours: see StateStore.close
 }
 _COUNTS = ("max_write_buffers", "max_open_files", "max_cached_entries", "ttl_sweep_entries",
-           "level0_compaction_trigger")
+           "level0_compaction_trigger", "close_compaction_wait_ms")
 #: Flink's ``state.backend.rocksdb.compaction.style`` values; FIFO drops old files, i.e. state, so it is refused.
 COMPACTION_STYLES = ("LEVEL", "UNIVERSAL")
 
@@ -64,6 +65,7 @@ class RocksDBOptions:
     max_open_files: int = -1
     max_cached_entries: int = 100_000   # entries an epoch keeps decoded before it spills changes to the DB
     ttl_sweep_entries: int = 10_000     # stored entries an epoch checks for expiry
+    close_compaction_wait_ms: int = 1_000   # how long a closing database lets a running compaction finish
 
     def __post_init__(self) -> None:
         style = self.compaction_style.strip().upper()

@@ -27,6 +27,7 @@ import os
 import pickle
 import shutil
 import struct
+import time
 from collections.abc import Iterator
 from typing import Any, Optional
 
@@ -431,6 +432,13 @@ class StateStore:
         rocksdict.Checkpoint(self.db).create_checkpoint(path)
 
     def close(self) -> None:
+        """Close the database, letting a compaction that is running finish first (for at most
+        ``close_compaction_wait_ms``): a task's database is open only during its epoch, and closing it cuts a
+        running compaction short, so sorted runs piled up between epochs and every lookup read them all (a
+        multi-get of 25,000 keys on 2.5M took 92 ms with 5 L0 files and 226 ms with 15)."""
+        deadline = time.monotonic() + self.options.close_compaction_wait_ms / 1000
+        while time.monotonic() < deadline and self.db.property_int_value("rocksdb.num-running-compactions"):
+            time.sleep(0.005)
         self.db.close()
 
     @staticmethod
