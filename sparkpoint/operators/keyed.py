@@ -151,17 +151,17 @@ class KeyedProcessOperator(KeyedOperator):
         backend = self.keyed_backend
         set_key = backend.set_current_key
         step = backend.prefetch_limit()
-        v = None
-        try:
-            for lo in range(0, len(values), step):
-                hi = lo + step
-                backend.prefetch(keys[lo:hi])
+        for lo in range(0, len(values), step):
+            hi = lo + step
+            backend.prefetch(keys[lo:hi])   # not the user's code: its errors name no record
+            v = None
+            try:
                 for v, t, k in zip(values[lo:hi], timestamps[lo:hi], keys[lo:hi]):
                     set_key(k)
                     ctx.ts = t
                     out.emit_all(method(v, ctx), t)
-        except Exception as e:
-            raise self.fail(v, e) from e
+            except Exception as e:
+                raise self.fail(v, e) from e
 
     def _context(self) -> _KeyedContext:
         return _KeyedContext(self)
@@ -206,16 +206,16 @@ class StreamGroupedReduceOperator(KeyedOperator):
         set_key = backend.set_current_key
         state = self.state
         step = backend.prefetch_limit()
-        v = None
-        try:
-            for lo in range(0, len(values), step):
-                hi = lo + step
-                backend.prefetch(keys[lo:hi])
+        for lo in range(0, len(values), step):
+            hi = lo + step
+            backend.prefetch(keys[lo:hi])   # not the user's code: its errors name no record
+            v = None
+            try:
                 for v, t, k in zip(values[lo:hi], timestamps[lo:hi], keys[lo:hi]):
                     set_key(k)
                     cur = state.value()
                     new = v if cur is None else reduce(cur, v)
                     state.update(new)
                     out.collect(new, t)
-        except Exception as e:
-            raise self.fail(v, e) from e
+            except Exception as e:
+                raise self.fail(v, e) from e

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import array
 import marshal
+import operator
 import pickle
 from itertools import compress
 from operator import itemgetter
@@ -66,7 +67,7 @@ def _repeats(values: list) -> bool:
     sample = values[:_SAMPLE]
     try:
         return len(values) > 1 and len(set(sample)) * 4 <= len(sample)
-    except TypeError:   # unhashable values
+    except Exception:  # noqa: BLE001 - unhashable values, or a user class whose __eq__ fails: not coded
         return False
 
 
@@ -161,12 +162,26 @@ def _decode_values(encoding: bytes, body: bytes) -> list:
 
 def encode_batch(values: list, timestamps: list) -> bytes:
     """One batch of records as bytes: ``(value encoding, values, timestamps)``."""
-    try:
-        ts: Any = array.array("q", timestamps).tobytes()
-    except (TypeError, OverflowError):   # a record without a timestamp, or one beyond int64
-        ts = list(timestamps)
+    ts = _encode_timestamps(timestamps)
     encoding, body = _encode_values(values) if values else (b"empty", b"")
     return marshal.dumps((encoding, body, ts, len(timestamps)), _MARSHAL_VERSION)
+
+
+def _encode_timestamps(timestamps: list) -> Any:
+    """An int64 array, or where a record has none (or one beyond int64) a list of exact ints and Nones (a
+    numpy integer becomes an int: marshal would write its memory as bytes)."""
+    try:
+        return array.array("q", timestamps).tobytes()
+    except (TypeError, OverflowError):
+        pass
+    stamps: list = []
+    for t in timestamps:
+        try:
+            stamps.append(t if t is None or type(t) is int else operator.index(t))
+        except TypeError:
+            raise TypeError(f"a record's timestamp must be an int (milliseconds since the epoch) or None, "
+                            f"not {type(t).__name__} {t!r}") from None
+    return stamps
 
 
 def decode_batch(data: bytes) -> tuple[list, list]:

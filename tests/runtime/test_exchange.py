@@ -9,6 +9,7 @@ import math
 import random
 from collections import namedtuple
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -123,3 +124,29 @@ def test_a_repeating_batch_calls_the_key_selector_once_per_distinct_value() -> N
     parts = hash_partition(records, [0] * len(records), lambda v: calls.append(v) or v[0], 3, KeyGroupAssigner(128))
     assert len(calls) == 5 and sum(len(v) for v, _ in parts) == len(records)
     assert all(isinstance(v, Coded) for v, _ in parts if len(v))
+
+
+def test_timestamps_of_other_integer_types_come_back_as_ints_and_others_are_refused() -> None:
+    import numpy as np
+
+    got = round_trip(["a", "b", "c"], [np.int64(5), None, 7])[1]
+    assert got == [5, None, 7] and [type(t) for t in got] == [int, type(None), int]
+    assert round_trip(["a"], [2**70])[1] == [2**70]
+    with pytest.raises(TypeError, match="timestamp must be an int"):
+        encode_batch(["a"], [1500.5])
+
+
+def test_values_whose_equality_fails_are_routed_without_coding() -> None:
+    class Touchy:
+        def __init__(self, k: str) -> None:
+            self.k = k
+
+        def __hash__(self) -> int:
+            return 1   # every value collides
+
+        def __eq__(self, other: object) -> bool:
+            raise ValueError("no comparing")
+
+    records = [Touchy("a"), Touchy("b")] * 3
+    parts = hash_partition(records, [0] * len(records), lambda v: v.k, 2, KeyGroupAssigner(128))
+    assert sorted(v.k for vs, _ in parts for v in vs) == ["a"] * 3 + ["b"] * 3
