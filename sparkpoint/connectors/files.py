@@ -312,9 +312,7 @@ class FileSourceReader(SourceReader):
             try:
                 text = b"\n".join(raw).decode(fmt.charset)
                 if raw:
-                    values = text.split("\n")
-                    if "\r" in text:
-                        values = [s[:-1] if s.endswith("\r") else s for s in values]
+                    values = _without_carriage_returns(text.split("\n"), text)
                 return values, malformed
             except UnicodeDecodeError:
                 pass
@@ -371,9 +369,12 @@ def _read_text_lines(f: Any, max_records: int, max_bytes: int, charset: str) -> 
             eof = False
     elif body.endswith(b"\n"):
         lines.pop()
-    if "\r" in text:
-        lines = [line[:-1] if line.endswith("\r") else line for line in lines]
-    return lines, consumed, eof
+    return _without_carriage_returns(lines, text), consumed, eof
+
+
+def _without_carriage_returns(lines: list[str], text: str) -> list[str]:
+    """``lines`` of ``text`` without the ``\\r`` of a ``\\r\\n`` line end (``text`` is looked at once)."""
+    return [line[:-1] if line.endswith("\r") else line for line in lines] if "\r" in text else lines
 
 
 def _byte_exact(charset: str) -> bool:

@@ -45,21 +45,17 @@ def first_failing(fn: Any, *columns: list) -> Any:
 def extract_timestamps(op: "StreamOperator", assigner: Any, values: list, timestamps: list) -> list:
     """Event timestamps of ``values`` from a timestamp assigner; failures name the record."""
     extract = getattr(assigner, "_fn", None) or assigner.extract_timestamp  # a plain function: call it directly
-    if None in timestamps:
-        previous = [MIN_WATERMARK] * len(timestamps) if timestamps.count(None) == len(timestamps) else \
-            [t if t is not None else MIN_WATERMARK for t in timestamps]
-    else:
-        previous = timestamps
+    previous = [t if t is not None else MIN_WATERMARK for t in timestamps] if None in timestamps else timestamps
     extracted: list = []
     try:
         extracted.extend(map(extract, values, previous))   # on a failure, holds those of the records before it
         if len(extracted) < len(values):   # the assigner raised StopIteration: map() took it for the end
             raise RuntimeError("the timestamp assigner raised StopIteration")
-        if len(set(map(type, extracted))) > 1 or (extracted and type(extracted[0]) is not int):
+        if extracted and set(map(type, extracted)) != {int}:
             extracted = [int(t) for t in extracted]
-    except Exception as e:
+    except Exception as e:   # the assigner failed on the next record, or int() on one of its results
         failed = values[len(extracted)] if len(extracted) < len(values) else first_failing(
-            lambda v, t: int(extract(v, t)), values, previous)
+            lambda v, t: int(t), values, extracted)
         raise op.fail(failed, e) from e
     return extracted
 

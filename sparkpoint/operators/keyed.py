@@ -8,7 +8,7 @@ next, from the executor's local disk (see :mod:`sparkpoint.state.local_store`).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 from sparkpoint.datastream.functions import KeySelector, bound_call
 from sparkpoint.datastream.state import ValueStateDescriptor
@@ -81,6 +81,15 @@ class KeyedOperator(StreamOperator):
             raise StateError(f"key selector of operator {self.name!r} (uid {self.uid!r}) failed on record "
                              f"{first_failing(get_key, values)!r}: {type(e).__name__}: {e}") from e
 
+    def prefetched(self, keys: list, values: list, timestamps: list) -> Iterator[Iterator[tuple]]:
+        """The records as ``(value, timestamp, key)`` in slices whose keys' state the backend read together
+        (:meth:`KeyedStateBackend.prefetch`, at most ``prefetch_limit()`` records a slice)."""
+        step = self.keyed_backend.prefetch_limit()
+        for lo in range(0, len(values), step):
+            hi = lo + step
+            self.keyed_backend.prefetch(keys[lo:hi])
+            yield zip(values[lo:hi], timestamps[lo:hi], keys[lo:hi])
+
     def set_key(self, key: Any, kg: Optional[int] = None) -> None:
         self.keyed_backend.set_current_key(key, kg)
 
@@ -148,15 +157,11 @@ class KeyedProcessOperator(KeyedOperator):
     def process_keyed(self, method: Callable, keys: list, values: list, timestamps: list, out: Output) -> None:
         """``method(record, context)`` for every record, its key current (the keys' entries read together)."""
         ctx = self._context()
-        backend = self.keyed_backend
-        set_key = backend.set_current_key
-        step = backend.prefetch_limit()
-        for lo in range(0, len(values), step):
-            hi = lo + step
-            backend.prefetch(keys[lo:hi])   # not the user's code: its errors name no record
+        set_key = self.keyed_backend.set_current_key
+        for records in self.prefetched(keys, values, timestamps):   # the prefetch's errors name no record
             v = None
             try:
-                for v, t, k in zip(values[lo:hi], timestamps[lo:hi], keys[lo:hi]):
+                for v, t, k in records:
                     set_key(k)
                     ctx.ts = t
                     out.emit_all(method(v, ctx), t)
@@ -201,17 +206,12 @@ class StreamGroupedReduceOperator(KeyedOperator):
 
     def process_batch(self, values: list, timestamps: list, out: Output) -> None:
         reduce = self.function.reduce  # type: ignore[union-attr]
-        keys = self.keys_of(values)
-        backend = self.keyed_backend
-        set_key = backend.set_current_key
+        set_key = self.keyed_backend.set_current_key
         state = self.state
-        step = backend.prefetch_limit()
-        for lo in range(0, len(values), step):
-            hi = lo + step
-            backend.prefetch(keys[lo:hi])   # not the user's code: its errors name no record
+        for records in self.prefetched(self.keys_of(values), values, timestamps):
             v = None
             try:
-                for v, t, k in zip(values[lo:hi], timestamps[lo:hi], keys[lo:hi]):
+                for v, t, k in records:
                     set_key(k)
                     cur = state.value()
                     new = v if cur is None else reduce(cur, v)

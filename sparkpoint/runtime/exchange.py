@@ -31,7 +31,7 @@ import cloudpickle
 
 from sparkpoint.state.key_groups import KeyGroupAssigner
 
-__all__ = ["Coded", "coded", "encode_batch", "decode_batch", "encode_blob", "decode_blob", "hash_partition"]
+__all__ = ["Coded", "encode_batch", "decode_batch", "encode_blob", "decode_blob", "hash_partition"]
 
 _LEAVES = frozenset({str, int, bool, bytes, float, type(None)})   # marshal gives back exactly these types
 _MARSHAL_VERSION = 4
@@ -56,10 +56,12 @@ class Coded:
         return list(map(self.distinct.__getitem__, self.codes))
 
 
-def coded(values: list) -> Optional[Coded]:
+def _coded(values: list, has_float: Optional[bool] = None) -> Optional[Coded]:
     """``values`` as a :class:`Coded` batch when few distinct values repeat in them and they are uniform
-    builtins without floats; else None."""
-    return _code(values) if _repeats(values) and _uniform(values) is False else None
+    builtins without floats (``has_float``: what :func:`_uniform` said, if asked already); else None."""
+    if not _repeats(values):
+        return None
+    return _code(values) if (_uniform(values) if has_float is None else has_float) is False else None
 
 
 def _repeats(values: list) -> bool:
@@ -81,10 +83,10 @@ def hash_partition(values: list, timestamps: list, get_key: Callable[[Any], Any]
                    assign: KeyGroupAssigner) -> list[tuple[Any, list]]:
     """Split records over ``n`` partitions by their key's group (Flink's ``KeyGroupRangeAssignment``):
     each distinct key is hashed once, all new keys of the batch together. Values that repeat are
-    coded first (:func:`coded`): the key selector then runs once per distinct value, and each partition
+    coded first (:func:`_coded`): the key selector then runs once per distinct value, and each partition
     gets a :class:`Coded` batch."""
     maxp = assign.max_parallelism
-    batch = coded(values)
+    batch = _coded(values)
     if batch is not None:
         keys = [get_key(v) for v in batch.distinct]
         groups = assign.assign_all(keys)
@@ -143,9 +145,10 @@ def _encode_values(values: Any) -> tuple[bytes, bytes]:
                 return b"pickle", pickle.dumps(values, _PICKLE)
             except (pickle.PicklingError, AttributeError, TypeError):
                 return b"pickle", cloudpickle.dumps(values, _PICKLE)
-        if has_float or len(values) <= _SAMPLE or not _repeats(values):
+        batch = _coded(values, has_float)
+        if batch is None:
             return b"marshal", marshal.dumps(values, _MARSHAL_VERSION)
-        values = _code(values)
+        values = batch
     return b"dict", marshal.dumps((values.distinct, array.array("I", values.codes).tobytes()), _MARSHAL_VERSION)
 
 
@@ -164,7 +167,7 @@ def encode_batch(values: list, timestamps: list) -> bytes:
     """One batch of records as bytes: ``(value encoding, values, timestamps)``."""
     ts = _encode_timestamps(timestamps)
     encoding, body = _encode_values(values) if values else (b"empty", b"")
-    return marshal.dumps((encoding, body, ts, len(timestamps)), _MARSHAL_VERSION)
+    return marshal.dumps((encoding, body, ts), _MARSHAL_VERSION)
 
 
 def _encode_timestamps(timestamps: list) -> Any:
@@ -174,6 +177,8 @@ def _encode_timestamps(timestamps: list) -> Any:
         return array.array("q", timestamps).tobytes()
     except (TypeError, OverflowError):
         pass
+    if set(map(type, timestamps)) <= {int, type(None)}:   # records without timestamps: the list as it is
+        return list(timestamps)
     stamps: list = []
     for t in timestamps:
         try:
@@ -185,7 +190,7 @@ def _encode_timestamps(timestamps: list) -> Any:
 
 
 def decode_batch(data: bytes) -> tuple[list, list]:
-    encoding, body, ts, n = marshal.loads(data)
+    encoding, body, ts = marshal.loads(data)
     if type(ts) is bytes:
         stamps = array.array("q")
         stamps.frombytes(ts)

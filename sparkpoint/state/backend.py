@@ -10,9 +10,8 @@ suite (``tests/state/test_backend_conformance.py``) runs over every backend.
 
 from __future__ import annotations
 
-import sys
-
 import abc
+import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 

@@ -234,22 +234,16 @@ class WindowOperator(KeyedOperator):
                           late: list) -> dict[tuple, list]:
         """``{(key, window): values}`` of tumbling windows; late records go to ``late`` instead."""
         starts = [t - (t - offset) % size for t in timestamps]
+        if starts and min(starts) + size - 1 <= wm:   # some records are late: they go their own way
+            on_time = [start + size - 1 > wm for start in starts]
+            late.extend(r for r, keep in zip(zip(values, timestamps, keys), on_time) if not keep)
+            values, keys, starts = (list(itertools.compress(column, on_time)) for column in (values, keys, starts))
         by_start: dict[tuple, list] = {}
-        if starts and min(starts) + size - 1 > wm:   # none is late: group by (key, start) alone
-            for v, key_start in zip(values, zip(keys, starts)):
-                b = by_start.get(key_start)
-                if b is None:
-                    by_start[key_start] = b = []
-                b.append(v)
-        else:
-            for v, t, k, start in zip(values, timestamps, keys, starts):
-                if start + size - 1 <= wm:
-                    late.append((v, t, k))
-                    continue
-                b = by_start.get((k, start))
-                if b is None:
-                    by_start[(k, start)] = b = []
-                b.append(v)
+        for v, key_start in zip(values, zip(keys, starts)):
+            b = by_start.get(key_start)
+            if b is None:
+                by_start[key_start] = b = []
+            b.append(v)
         return {(k, TimeWindow(start, start + size)): b for (k, start), b in by_start.items()}
 
     def _add_partials(self, partials: list) -> None:

@@ -149,10 +149,11 @@ class StateStore:
     def prefetch(self, dbkeys: list[bytes]) -> None:
         """Read the entries of ``dbkeys`` not cached yet in one multi-get (as far as the cache has room)."""
         cache = self.cache
-        missing = [k for k in dict.fromkeys(dbkeys) if k not in cache]
+        wanted = list(dict.fromkeys(dbkeys))
+        missing = [k for k in wanted if k not in cache]
         if len(cache) + len(missing) > self.max_cached and cache:   # make room: write the changes so far
             self._spill()
-            missing = list(dict.fromkeys(dbkeys))
+            missing = wanted
         del missing[max(0, self.max_cached - len(cache)):]
         if not missing:
             return
