@@ -87,6 +87,9 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
                    help="warm both engines up on this many other events first (default 200,000; 0 skips)")
     p.add_argument("--skip-w1", action="store_true", help="skip W1 and the checkpoint overhead")
     p.add_argument("--skip-w3", action="store_true", help="skip W3")
+    p.add_argument("--compare-overlap", action="store_true",
+                   help="also run every checkpointed W1 configuration without epoch overlap "
+                        "(sparkpoint.epoch.sources-ahead: false) and report the gain")
     p.add_argument("-D", dest="config", action="append", default=[], metavar="KEY=VALUE",
                    help="a configuration key of every sparkpoint run (repeatable); it does not override what a "
                         "run compares: W1's checkpoint keys (on/off) and W3's state.backend.type")
@@ -127,10 +130,13 @@ class W1Input:
 
 
 def sparkpoint_w1(spark: Any, inp: W1Input, formulation: str, max_records: int, checkpoints: bool,
-                  rep: int) -> dict[str, Any]:
-    """One sparkpoint W1 run, checkpoints every 10 s or off, checked exactly against the oracle."""
-    tag = f"{formulation.strip('()')}-{max_records}-{'ck' if checkpoints else 'off'}-{rep}"
+                  rep: int, ahead: bool = True) -> dict[str, Any]:
+    """One sparkpoint W1 run, checkpoints every 10 s or off, checked exactly against the oracle (``ahead``
+    False: without epoch overlap, ``sparkpoint.epoch.sources-ahead: false``)."""
+    tag = f"{formulation.strip('()')}-{max_records}-{'ck' if checkpoints else 'off'}{'' if ahead else '-seq'}-{rep}"
     config = {"execution.job-listeners": with_probe(w1.JOB_CONFIG.get("execution.job-listeners"))}
+    if not ahead:
+        config["sparkpoint.epoch.sources-ahead"] = "false"
     if checkpoints:
         config.update(checkpoint_config(inp.work / "ck" / tag, CHECKPOINT_INTERVAL_MS))
     out = inp.work / "out" / tag
@@ -141,13 +147,15 @@ def sparkpoint_w1(spark: Any, inp: W1Input, formulation: str, max_records: int, 
     ok = bool(check["ok"] and res["events"] == inp.events)
     ck = checkpoint_summary(res["checkpoints"])
     mode = "10 s" if checkpoints else "off"
-    print(f"  sparkpoint {formulation:<17} max-records {max_records:>9,} checkpoints {mode:<4}: "
-          f"{res['seconds']:6.2f} s {res['events_per_s']:>10,.0f} ev/s, {res['epochs']} epochs, "
+    print(f"  sparkpoint {formulation:<17} max-records {max_records:>9,} checkpoints {mode:<4}"
+          f"{'' if ahead else ', no overlap'}: {res['seconds']:6.2f} s {res['events_per_s']:>10,.0f} ev/s, "
+          f"{res['epochs']} epochs, {res['sources_ahead']} epochs' sources ahead, "
           f"{ck['checkpoints_completed']} checkpoints ({ck['checkpoints_failed']} failed), output "
           f"{'exact' if ok else 'WRONG'} ({check['emitted_rows']:,}/{check['expected_rows']:,} rows, wrong "
           f"{check['wrong_count_rows']}, missing {check['missing_rows']}, extra {check['extra_rows']}, duplicates "
           f"{check['duplicate_rows']}, hidden files {check['hidden_files_left']})", flush=True)
     return {"formulation": formulation, "max_records": max_records, "checkpoints": checkpoints, "round": rep,
+            "ahead": ahead, "sources_ahead": res["sources_ahead"],
             "seconds": res["seconds"], "events": res["events"], "events_per_s": res["events_per_s"],
             "epochs": res["epochs"], "checkpoint": ck, "check": check, "ok": ok, "phase_ms": dict(PHASES.phase_ms)}
 
@@ -186,6 +194,8 @@ def run_w1(spark: Any, args: argparse.Namespace, work: Path) -> dict[str, Any]:
                     modes = [False, True] if rep % 2 == 0 else [True, False]
                 for checkpoints in modes:
                     runs.append(sparkpoint_w1(spark, inp, formulation, mr, checkpoints, rep))
+                if args.compare_overlap:
+                    runs.append(sparkpoint_w1(spark, inp, formulation, mr, True, rep, ahead=False))
     return {"spark": spark_runs, "sparkpoint": runs}
 
 
@@ -195,15 +205,22 @@ def summarise_w1(res: dict[str, Any], max_records: list[int]) -> tuple[list[dict
     rows, profile = [], {}
     for formulation in FORMULATIONS:
         for mr in max_records:
-            on = [r for r in res["sparkpoint"] if (r["formulation"], r["max_records"], r["checkpoints"])
-                  == (formulation, mr, True)]
+            on = [r for r in res["sparkpoint"] if (r["formulation"], r["max_records"], r["checkpoints"], r["ahead"])
+                  == (formulation, mr, True, True)]
             eps = _median_eps(on)
             rows.append(_row(f"W1 {formulation}, max-records {mr:,}, checkpoints 10 s / Spark SS native", eps,
                              spark_eps, eps / spark_eps, f"{eps / spark_eps:.2f}x", f">= {RATIO_TARGET}x",
                              eps / spark_eps >= RATIO_TARGET, spark_ok and all(r["ok"] for r in on)))
             profile[f"W1 {formulation}, max-records {mr:,}, checkpoints"] = _mean_phases(on)
+            seq = [r for r in res["sparkpoint"] if (r["formulation"], r["max_records"], r["ahead"])
+                   == (formulation, mr, False)]
+            if seq:
+                gain = _median_eps(on) / _median_eps(seq)
+                rows.append(_row(f"W1 {formulation}, max-records {mr:,}: epoch overlap on / off", _median_eps(on),
+                                 _median_eps(seq), gain, f"{gain:.2f}x", "-", None, all(r["ok"] for r in on + seq)))
     for formulation in FORMULATIONS:
-        pair = [r for r in res["sparkpoint"] if (r["formulation"], r["max_records"]) == (formulation, max_records[0])]
+        pair = [r for r in res["sparkpoint"] if (r["formulation"], r["max_records"], r["ahead"])
+                == (formulation, max_records[0], True)]
         on = [r for r in pair if r["checkpoints"]]
         off = [r for r in pair if not r["checkpoints"]]
         s_on, s_off = (statistics.median(r["seconds"] for r in rs) for rs in (on, off))

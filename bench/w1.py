@@ -140,7 +140,8 @@ def run_sparkpoint(input_dir: Path, output_dir: Path, state_dir: Path, *, spark:
     seconds = time.perf_counter() - t0
     n = sum(s["records_in"] for s in stats)
     return {"seconds": seconds, "events": n, "events_per_s": n / seconds if seconds > 0 else float("nan"),
-            "epochs": result.epochs, "epoch_stats": stats, "checkpoints": result.checkpoints}
+            "epochs": result.epochs, "epoch_stats": stats, "checkpoints": result.checkpoints,
+            "sources_ahead": result.sources_ahead}
 
 
 def check_output_dir(output_dir: Path, expected: pd.DataFrame) -> dict[str, Any]:

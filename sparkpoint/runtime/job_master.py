@@ -51,6 +51,8 @@ from sparkpoint.runtime.savepoints import SavepointRequests, dispose_claimed, re
 from sparkpoint.runtime.sink_committer import SinkCommitter, check_sinks
 from sparkpoint.runtime.sink_output import prepare_sink_outputs
 from sparkpoint.runtime.source_coordinator import SourceCoordinator
+from sparkpoint.runtime.sources_ahead import RanAhead, SourcesAhead
+from sparkpoint.runtime.deployments import deploy_stages
 from sparkpoint.runtime.task import TaskDeployment, TaskReport
 from sparkpoint.runtime.working_state import JobWorkingDirs
 from sparkpoint.storage.checkpoint_storage import FsCheckpointStorage
@@ -109,6 +111,7 @@ class JobMaster:
         self.savepoints = SavepointRequests(config.get_string("state.savepoints.dir"))
         self.claimed: Optional[str] = None   # restore mode CLAIM: the restored snapshot, until subsumed
         self.failover = Failover(self.job_id, config, self.checkpointing.enabled)
+        self.ahead = SourcesAhead(plan, config, executor)   # the next epoch's sources during this epoch's job
         if on_epoch is not None:
             self.add_listener(CallbackEpochListener(on_epoch))
         for listener in listeners_from_config(config, self):
@@ -203,7 +206,8 @@ class JobMaster:
         return JobExecutionResult(self.job_id, self.plan.job_name, int((time.time() - started) * 1000),
                                   self.epoch, self.metrics, self.collected,
                                   self.coordinator.stats.to_json() if self.coordinator is not None else None,
-                                  restarts=self.restarts, state_rebuilds=self.state_rebuilds)
+                                  restarts=self.restarts, state_rebuilds=self.state_rebuilds,
+                                  sources_ahead=self.ahead.epochs_ahead)
 
     def _run_loop(self) -> None:
         while True:
@@ -236,8 +240,8 @@ class JobMaster:
         if self.coordinator is not None:
             self.coordinator.shutdown(status.name)
         logger.info("job %s %s after %d epochs (%d failovers, %d keyed tasks rebuilt their state elsewhere, "
-                    "%d bytes of state changelog)", self.job_id, status.name.lower(), self.epoch, self.restarts,
-                    self.state_rebuilds, self.changelog_bytes)
+                    "%d bytes of state changelog, %d epochs' sources ran ahead)", self.job_id, status.name.lower(),
+                    self.epoch, self.restarts, self.state_rebuilds, self.changelog_bytes, self.ahead.epochs_ahead)
         self.executor.stop()
         for sc in self.sources.values():
             sc.enumerator.close()
@@ -273,6 +277,7 @@ class JobMaster:
 
     def restore(self, restored: RestoredCheckpoint, allow_non_restored: bool = False) -> None:
         """Put the job back in the state of a completed checkpoint."""
+        self.ahead.drop()   # what ran ahead started from the state given up now
         source_parallelism = {nid: sc.parallelism for nid, sc in self.sources.items()}
         state = assign_state(restored, self.plan, source_parallelism, allow_non_restored)
         self._reset_runtime_state()
@@ -370,51 +375,42 @@ class JobMaster:
         return latest is None or latest.metadata.barrier_epoch < self.input_done_epoch
 
     # -- one epoch ---------------------------------------------------------------------------
-    def deployments(self, epoch: int, now_ms: int) -> dict[tuple[int, int], TaskDeployment]:
-        # Step 1. Fix each source subtask's input for the epoch.
-        assignments = {nid: sc.assign() for nid, sc in self.sources.items()}
-        uploads = self.coordinator.options_for_epoch(epoch) if self.coordinator is not None else {}
-        drain = self.savepoints.drain_epoch()
-        deps: dict[tuple[int, int], TaskDeployment] = {}
-        for stage in self.plan.stages:
-            for i in range(stage.parallelism):
-                dep = TaskDeployment(
-                    job_id=self.job_id, epoch=epoch, processing_time=now_ms, local_state_dir=self.local_state_dir,
-                    keyed_state_epoch=self.keyed_state_epoch[stage.id], max_records=self.max_records,
-                    max_bytes=self.max_bytes, restored_keyed=self.restored_keyed.get((stage.id, i), []),
-                    local_state_namespace=f"{self.job_id}-{self.attempt}",
-                    executor_local_state=self.executor_local_state,
-                    checkpoint_uploads=uploads if stage.keyed else {},
-                    barrier_sync_ms=self.snapshot_sync_ms.get((stage.id, i), 0.0),
-                    notify_checkpoints=list(self.notify_next),
-                    changelog=self.changelog.base_for(stage.id, i) if self.changelog and stage.keyed else None,
-                    drain=drain, cyclic_gc=self.cyclic_gc,
-                )
-                for nid in stage.nodes:
-                    totals = self.output.metric_totals(self.plan.uid(nid), i)
-                    if totals:
-                        dep.metric_totals[self.plan.uid(nid)] = totals
-                    if (nid, i) in self.operator_states:
-                        dep.operator_states[nid] = self.operator_states[(nid, i)]
-                    if nid in assignments:
-                        dep.splits[nid] = assignments[nid].get(i, [])
-                        dep.no_more_splits[nid] = self.sources[nid].no_more_splits()
-                deps[(stage.id, i)] = dep
-        return deps
+    def deployments(self, epoch: int, now_ms: int, ran: Optional[RanAhead] = None
+                    ) -> dict[tuple[int, int], TaskDeployment]:
+        """Every task's deployment for ``epoch`` (the source stage's as it ran ahead, if it did)."""
+        stages = [s for s in self.plan.stages if ran is None or not s.is_source_stage]
+        deps = deploy_stages(self, stages, epoch, now_ms, self.savepoints.drain_epoch(), ran.reports if ran else [])
+        return {**ran.deployments, **deps} if ran is not None else deps
+
+    def source_deployments(self, epoch: int, now_ms: int, pending: list[TaskReport]
+                           ) -> dict[tuple[int, int], TaskDeployment]:
+        """The source stage's deployments of ``epoch``, to run ahead (``pending``: the reports not taken yet)."""
+        return deploy_stages(self, [self.plan.stage(0)], epoch, now_ms, False, pending)
 
     def run_epoch(self) -> bool:
         """Run one epoch; returns True when the job has finished."""
         epoch = self.epoch
         t0 = time.time()
-        deps = self.deployments(epoch, int(t0 * 1000))
+        if self.savepoints.draining:
+            self.ahead.drop()   # a drained epoch's sources emit +inf instead of reading
+        ran = self.ahead.take(epoch)   # this epoch's source tasks, if they ran during the last epoch
+        if ran is not None:
+            self._take_positions(ran.reports)
+        deps = self.deployments(epoch, int(t0 * 1000), ran)
+        next_sources = None
+        if ran is not None and self._may_run_ahead(ran.reports):
+            next_sources = self.ahead.start(epoch + 1, self.source_deployments(epoch + 1, int(t0 * 1000), ran.reports),
+                                            overlap=True)
         # Step 2. Run every task of every stage.
         try:
-            reports = self.executor.run_epoch(epoch, deps)
+            reports = (self.executor.run_epoch(epoch, deps) if next_sources is None else
+                       self.executor.run_epoch(epoch, deps, next_sources))  # type: ignore[call-arg]
         except UserFunctionError as e:  # say where the record came from
             raise locate_failed_record(self.plan, e, epoch, deps) from e.__cause__
         self.notify_next.clear()
         # Step 3. Take in the reports.
-        sources_done, epoch_metrics = self.apply_reports(epoch, reports)
+        reports = (ran.reports + reports) if ran is not None else reports
+        sources_done, epoch_metrics = self.apply_reports(epoch, reports, positions_taken=ran is not None)
         for stage in self.plan.stages:
             if stage.keyed:
                 self.keyed_state_epoch[stage.id] = epoch
@@ -428,6 +424,8 @@ class JobMaster:
                 epoch, savepoint_dir=r.directory if r.is_savepoint else None, full=r.kind == "full-checkpoint"))
             self._maybe_checkpoint(epoch, force=sources_done and self._awaiting_final_checkpoint())
         finished = sources_done and not self._awaiting_final_checkpoint() and not self.savepoints.has_in_flight()
+        if next_sources is None and not finished and self._may_run_ahead(reports):
+            self.ahead.start(epoch + 1, self.source_deployments(epoch + 1, int(time.time() * 1000), []))
         stats = self.output.epoch_stats(epoch, reports, epoch_metrics, time.time() - t0, finished)
         logger.debug("epoch %d: %d records in %.3fs, watermark %s", epoch, stats.records_in, stats.duration_s,
                      stats.watermark)
@@ -436,8 +434,23 @@ class JobMaster:
             time.sleep(self.idle_pause_ms / 1000)
         return finished
 
-    def apply_reports(self, epoch: int, reports: list[TaskReport]) -> tuple[bool, dict[str, dict[str, int]]]:
-        """Take in an epoch's reports; returns (every source emitted +inf, the epoch's metrics)."""
+    def _may_run_ahead(self, reports: list[TaskReport]) -> bool:
+        """Whether the next epoch's sources may run ahead, after an epoch with these (source) reports."""
+        stopping = self.savepoints.stop_requested or self.cancelled.is_set()
+        return not stopping and self.ahead.possible(reports, self.savepoints.draining)
+
+    def _take_positions(self, reports: list[TaskReport]) -> None:
+        """Where each source subtask stopped reading, and every operator's state (of tasks that reported)."""
+        for r in reports:
+            for nid, snap in r.operator_states.items():
+                self.operator_states[(nid, r.subtask)] = snap
+            for nid, splits in r.splits.items():
+                self.sources[nid].update(r.subtask, splits)
+
+    def apply_reports(self, epoch: int, reports: list[TaskReport], positions_taken: bool = False
+                      ) -> tuple[bool, dict[str, dict[str, int]]]:
+        """Take in an epoch's reports (``positions_taken``: the source stage's positions and operator state were
+        taken already, when its tasks ran ahead); returns (every source emitted +inf, the epoch's metrics)."""
         reports = _dedupe(reports)
         expected = {(s.id, i) for s in self.plan.stages for i in range(s.parallelism)}
         got = {(r.stage_id, r.subtask) for r in reports}
@@ -451,10 +464,7 @@ class JobMaster:
                 logger.info("epoch %d: stage %d subtask %d ran away from its working state (on %s) and rebuilt "
                             "it in %.0f ms", epoch, r.stage_id, r.subtask, r.location or "an executor",
                             r.state_rebuild_ms)
-            for nid, snap in r.operator_states.items():
-                self.operator_states[(nid, r.subtask)] = snap
-            for nid, splits in r.splits.items():
-                self.sources[nid].update(r.subtask, splits)
+        self._take_positions([r for r in reports if not (positions_taken and r.stage_id == 0)])
         by_node: dict[int, list] = {}
         for r in sorted(reports, key=lambda r: (r.stage_id, r.subtask)):
             for nid, committables in r.committables.items():

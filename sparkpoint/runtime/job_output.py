@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 import time
 from collections import deque
-from typing import Any, Optional
+from typing import Any, Iterable, Optional
 
 from sparkpoint.runtime.graph import JobPlan
 from sparkpoint.common.printing import format_record
@@ -115,9 +115,10 @@ class JobOutput:
             return 0.0, 0.0
         return (in1 - in0) / (t1 - t0), (out1 - out0) / (t1 - t0)
 
-    def metric_totals(self, uid: str, subtask: int) -> dict[str, int]:
-        """The user counters' and meters' counts of one operator subtask, for its next task."""
-        return self.user_metrics.totals(uid, subtask)
+    def metric_totals(self, uid: str, subtask: int, pending: Iterable[TaskReport] = ()) -> dict[str, int]:
+        """The user counters' and meters' counts of one operator subtask, for its next task (with what ``pending``,
+        reports not taken yet, add to them)."""
+        return self.user_metrics.totals(uid, subtask, pending)
 
     def emit_printed(self, reports: list[TaskReport]) -> None:
         for r in sorted(reports, key=lambda r: (r.stage_id, r.subtask)):

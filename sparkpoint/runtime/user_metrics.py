@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from typing import Any, Optional
+from typing import Any, Iterable, Optional
 
 __all__ = ["UserMetrics"]
 
@@ -50,8 +50,9 @@ class UserMetrics:
         self.values = {key: dict(values) for key, values in snapshot.items()}
         self._meters.clear()
 
-    def totals(self, uid: str, subtask: int) -> dict[str, int]:
-        """The counts so far of the counters and meters of one operator subtask (for ``get_count()``)."""
+    def totals(self, uid: str, subtask: int, pending: Iterable[Any] = ()) -> dict[str, int]:
+        """The counts so far of the counters and meters of one operator subtask (for ``get_count()``), with those
+        of ``pending``: reports not taken yet."""
         out = {}
         for mid, value in self.values.get((uid, subtask), {}).items():
             kind = self.kinds[(uid, mid)]
@@ -59,6 +60,12 @@ class UserMetrics:
                 out[mid] = value
             elif kind == "meter":
                 out[mid] = value[0]
+        for r in pending:
+            if r.subtask != subtask:
+                continue
+            for mid, entry in getattr(r, "user_metrics", {}).get(uid, {}).items():
+                if entry[0] in ("counter", "meter"):
+                    out[mid] = out.get(mid, 0) + (entry[1] if entry[0] == "counter" else entry[1][0])
         return out
 
     def figures(self, uid: str, subtask: int) -> dict[str, Any]:

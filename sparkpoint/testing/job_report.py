@@ -31,7 +31,7 @@ LISTENER = "sparkpoint.testing.job_report:JobReportListener"
 
 class JobReport(dict):
     """One job's report: ``job_id``, ``status``, ``failovers``, ``failures``, ``checkpoints`` (completed),
-    ``epochs``, ``records_in``."""
+    ``epochs``, ``records_in``, ``state_rebuilds``, ``sources_ahead``."""
 
     @property
     def failovers(self) -> int:
@@ -41,6 +41,11 @@ class JobReport(dict):
     def state_rebuilds(self) -> int:
         """Keyed tasks that ran away from their working state and rebuilt it from the changelog."""
         return int(self.get("state_rebuilds", 0))
+
+    @property
+    def sources_ahead(self) -> int:
+        """Epochs whose source tasks ran during the epoch before (epoch overlap)."""
+        return int(self.get("sources_ahead", 0))
 
     @property
     def failures(self) -> list[str]:
@@ -75,6 +80,7 @@ class JobReportListener:
     def on_epoch_completed(self, stats: Any) -> None:
         self.report["epochs"] += 1
         self.report["state_rebuilds"] = int(getattr(self.job, "state_rebuilds", 0))
+        self.report["sources_ahead"] = int(getattr(getattr(self.job, "ahead", None), "epochs_ahead", 0))
         self.report["records_in"] = int(getattr(stats, "total_records_in", 0))
         self._write()
 

@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 
 from sparkpoint.connectors.events import EventSpec, generate_events
+from sparkpoint.testing.job_report import LISTENER, REPORT_DIR_KEY, read_job_reports
 from sparkpoint.testing.kill_loop import KillLoop, read_committed_lines
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,6 +49,18 @@ def checkpoint_conf(ckpt: "Path | str", target: str) -> dict:
     }
 
 
+def reporting(directory: Path) -> dict:
+    """Keys that make every run of the job write its report (failovers, epochs whose sources ran ahead)."""
+    return {"execution.job-listeners": LISTENER, REPORT_DIR_KEY: str(directory)}
+
+
+def assert_sources_ran_ahead(directory: Path) -> None:
+    """On Spark, the seed job's epochs overlap: the next epoch's sources run during the current one's job (so
+    the kills above also land while sources run ahead)."""
+    reports = read_job_reports(directory)
+    assert sum(r.sources_ahead for r in reports) >= 3, [(r.get("epochs"), r.sources_ahead) for r in reports]
+
+
 def test_kill_loop_local_executor(tmp_path):
     """At least 20 kills, in-process executor (the driver process is the whole job)."""
     n = 5_000_000   # 125 epochs: enough work that 22 kills land before the job can finish, even on a fast machine
@@ -72,12 +85,13 @@ def test_kill_loop_on_spark(tmp_path):
     n = 1_000_000   # ~25 epochs: on a fast machine too, the kills land before the job can finish
     out = tmp_path / "out"
     ckpt = tmp_path / "ckpt"
-    conf = checkpoint_conf(ckpt, "spark")
+    conf = {**checkpoint_conf(ckpt, "spark"), **reporting(tmp_path / "reports")}
     conf["sparkpoint.local-state-dir"] = str(tmp_path / "local")
     loop = KillLoop(JOB, ["--events", str(n), "--output", str(out)], ckpt, conf, kills=3, seed=5,
                     min_delay=0.5, max_delay=2.5, fault_share=0.34, cwd=str(ROOT), start_marker="epoch ")
     result = loop.run()
     assert result.kills >= 2, result
+    assert_sources_ran_ahead(tmp_path / "reports")
     assert Counter(read_committed_lines(out)) == oracle(n)
 
 
@@ -137,10 +151,11 @@ def test_kill_loop_rocksdb_incremental_on_spark(tmp_path):
     """The same on a real local Spark, databases in the executor's own local dirs (no state dir set)."""
     n = 1_000_000
     out, ckpt = tmp_path / "out", tmp_path / "ckpt"
-    conf = _rocksdb_conf(ckpt, "spark")
+    conf = {**_rocksdb_conf(ckpt, "spark"), **reporting(tmp_path / "reports")}
     loop = KillLoop(JOB, ["--events", str(n), "--output", str(out)], ckpt, conf, kills=3, seed=7,
                     min_delay=0.5, max_delay=2.5, fault_share=0.34, cwd=str(ROOT), start_marker="epoch ")
     result = loop.run()
     assert result.kills >= 2, result
+    assert_sources_ran_ahead(tmp_path / "reports")
     _assert_incremental_checkpoints_were_restored(ckpt, result)
     assert Counter(read_committed_lines(out)) == oracle(n)

@@ -23,13 +23,14 @@ from __future__ import annotations
 import base64
 import logging
 import re
-from typing import Any, Iterable, Iterator, Optional
+from typing import Any, Callable, Iterable, Iterator, Optional
 
 import cloudpickle
 
 from sparkpoint.common.configuration import Configuration
 from sparkpoint.errors import JobExecutionError, SparkpointError, UserFunctionError
 from sparkpoint.runtime.graph import JobPlan
+from sparkpoint.runtime.spark.ahead import ReportsParam, RunningAhead, after_job_started, shuffle_dependency
 from sparkpoint.runtime.spark.plan_pickle import dumps_plan
 from sparkpoint.runtime.task import TaskDeployment, TaskReport, run_task
 
@@ -70,6 +71,10 @@ class SparkEpochExecutor:
         self.lost_homes: dict[tuple[int, int], str] = {}  # ... when that executor is lost, until the task runs again
         self.placed = 0   # keyed tasks that had a preferred executor ...
         self.moved = 0    # ... and ran on another one
+        self._ahead: Optional[RunningAhead] = None   # the next epoch's source tasks, started ahead
+        self._ahead_tag = 0
+        self._ahead_ok = True
+        self._reports: Any = None   # the accumulator their reports come back through
 
     @property
     def distributed(self) -> bool:
@@ -92,6 +97,7 @@ class SparkEpochExecutor:
             self.located = located_rdd_factory(self.spark.sparkContext)
 
     def stop(self) -> None:
+        self.drop_sources_ahead()
         if self.placed:
             logger.info("keyed tasks ran away from the executor holding their state %d times in %d (%.1f%%)",
                         self.moved, self.placed, 100.0 * self.moved / self.placed)
@@ -102,49 +108,51 @@ class SparkEpochExecutor:
                 pass
             self.bc = None
 
-    def run_epoch(self, epoch: int, deployments: dict[tuple[int, int], TaskDeployment]) -> list[TaskReport]:
+    def run_epoch(self, epoch: int, deployments: dict[tuple[int, int], TaskDeployment],
+                  next_sources: Optional[dict[tuple[int, int], TaskDeployment]] = None) -> list[TaskReport]:
+        """Run every task of the epoch; the source stage's output comes from :meth:`run_sources_ahead` if its
+        tasks ran ahead (its reports too: the driver has them). ``next_sources``: the next epoch's source
+        deployments, started ahead once this epoch's job is submitted."""
         sc = self.spark.sparkContext
-        plan, bc = self.plan, self.bc
+        plan = self.plan
+        ran = self._ahead if self._ahead is not None and self._ahead.epoch == epoch else None
+        self._ahead = None
         terminal = set(plan.terminal_stages())
         rdds: dict[int, Any] = {}
         persisted = []
         for stage in plan.stages:
             sid = stage.id
             deps = {i: deployments[(sid, i)] for i in range(stage.parallelism)}
-            is_terminal = sid in terminal
             if stage.is_source_stage:
-                seed = sc.parallelize(list(range(stage.parallelism)), stage.parallelism)
-
-                def run_source(idx: int, it: Iterator, _sid: int = sid, _deps: dict = deps,
-                               _terminal: bool = is_terminal) -> Iterator:
-                    for _ in it:  # drain the input: PySpark reuses a worker only if its input was read
-                        pass
-                    return _run(bc, _sid, idx, _deps[idx], [], _terminal)
-
-                rdd = seed.mapPartitionsWithIndex(run_source, preservesPartitioning=False)
+                if ran is not None:
+                    continue
+                rdd = self._source_rdd(sid, deps, sid in terminal)
             else:
-                inputs = [rdds[u].filter(lambda item, _s=sid: item[0] == _s).map(lambda item: (item[1], item[2]))
-                          for u in stage.upstream_stages]
-                merged = inputs[0] if len(inputs) == 1 else sc.union(inputs)
-                shuffled = merged.partitionBy(stage.parallelism, _identity)
-                if stage.keyed and self.located is not None:  # run where the working state is
-                    shuffled = self.located(shuffled, self._preferred(sid, deps))
-
-                def run_stage(idx: int, it: Iterator, _sid: int = sid, _deps: dict = deps,
-                              _terminal: bool = is_terminal) -> Iterator:
-                    blobs = [blob for _, blob in it]
-                    return _run(bc, _sid, idx, _deps[idx], blobs, _terminal)
-
-                rdd = shuffled.mapPartitionsWithIndex(run_stage)
+                if ran is not None and stage.upstream_stages == [0]:
+                    shuffled = ran.shuffled
+                else:
+                    inputs = [rdds[u].filter(lambda item, _s=sid: item[0] == _s).map(lambda item: (item[1], item[2]))
+                              for u in stage.upstream_stages]
+                    merged = inputs[0] if len(inputs) == 1 else sc.union(inputs)
+                    shuffled = merged.partitionBy(stage.parallelism, _identity)
+                rdd = self._stage_rdd(sid, shuffled, deps, sid in terminal)
             if len(plan.consumers(sid)) > 1:
                 rdd = rdd.persist()
                 persisted.append(rdd)
             rdds[sid] = rdd
         finals = [rdds[s].filter(lambda item: item[0] == "R").map(lambda item: item[1]) for s in sorted(terminal)]
         final = finals[0] if len(finals) == 1 else sc.union(finals)
-        sc.setJobGroup(f"sparkpoint-{self.job_id}", f"{plan.job_name}: epoch {epoch}", interruptOnCancel=True)
+        group, description = f"sparkpoint-{self.job_id}", f"{plan.job_name}: epoch {epoch}"
+
+        def collect() -> list:
+            sc.setJobGroup(group, description, interruptOnCancel=True)
+            return final.collect()
+
         try:
-            blobs = final.collect()
+            if next_sources is None:
+                blobs = collect()
+            else:
+                blobs = after_job_started(sc, group, collect, lambda: self._start_ahead(epoch + 1, next_sources))
         except Exception as e:  # Py4JJavaError: unwrap the Python error raised in the task
             raise _task_failure(epoch, e) from None
         finally:
@@ -153,8 +161,93 @@ class SparkEpochExecutor:
         reports: list[TaskReport] = []
         for blob in blobs:
             reports.extend(cloudpickle.loads(blob))
+        if ran is not None:   # the source reports forwarded downstream: the driver took them from the accumulator
+            reports = [r for r in reports if r.stage_id != 0]
         self._note_locations(reports)
         return reports
+
+    def _source_rdd(self, sid: int, deps: dict[int, TaskDeployment], terminal: bool,
+                    ahead_tag: Optional[int] = None) -> Any:
+        """The source stage's tasks (reports sent through the accumulator when they run ahead, as ``ahead_tag``)."""
+        sc, bc = self.spark.sparkContext, self.bc
+        acc = self._reports if ahead_tag is not None else None
+
+        def run_source(idx: int, it: Iterator, _sid: int = sid, _deps: dict = deps, _terminal: bool = terminal,
+                       _tag: Optional[int] = ahead_tag) -> Iterator:
+            for _ in it:  # drain the input: PySpark reuses a worker only if its input was read
+                pass
+            send = None if acc is None else (lambda blob: acc.add([(_tag, idx, blob)]))
+            return _run(bc, _sid, idx, _deps[idx], [], _terminal, send)
+
+        n = self.plan.stage(sid).parallelism
+        return sc.parallelize(list(range(n)), n).mapPartitionsWithIndex(run_source, preservesPartitioning=False)
+
+    def _stage_rdd(self, sid: int, shuffled: Any, deps: dict[int, TaskDeployment], terminal: bool) -> Any:
+        bc = self.bc
+        if self.plan.stage(sid).keyed and self.located is not None:  # run where the working state is
+            shuffled = self.located(shuffled, self._preferred(sid, deps))
+
+        def run_stage(idx: int, it: Iterator, _sid: int = sid, _deps: dict = deps, _terminal: bool = terminal
+                      ) -> Iterator:
+            blobs = [blob for _, blob in it]
+            return _run(bc, _sid, idx, _deps[idx], blobs, _terminal)
+
+        return shuffled.mapPartitionsWithIndex(run_stage)
+
+    # -- source tasks ahead of their epoch (see sparkpoint.runtime.spark.ahead) ------------------------------
+    @property
+    def can_run_sources_ahead(self) -> bool:
+        return self._ahead_ok
+
+    def run_sources_ahead(self, epoch: int, deployments: dict[tuple[int, int], TaskDeployment]) -> None:
+        """Start the source tasks of ``epoch`` now; :meth:`sources_ahead` waits for their reports."""
+        self._start_ahead(epoch, deployments)
+
+    def sources_ahead(self, epoch: int) -> Optional[list[TaskReport]]:
+        """The reports of ``epoch``'s source tasks started ahead, once they finished; None when none were (a
+        task failure raises, as the epoch's)."""
+        ahead = self._ahead
+        if ahead is None or ahead.epoch != epoch:
+            self.drop_sources_ahead()
+            return None
+        if ahead.reports is None:
+            try:
+                ahead.future.get()
+            except Exception as e:  # Py4JJavaError
+                self._ahead = None
+                raise _task_failure(epoch, e) from None
+            entries = {idx: blob for tag, idx, blob in self._reports.value if tag == ahead.tag}
+            self._reports.value = []   # entries of earlier, cancelled runs go too
+            ahead.reports = [r for idx in sorted(entries) for r in cloudpickle.loads(entries[idx])]
+        return ahead.reports
+
+    def drop_sources_ahead(self) -> None:
+        """Cancel source tasks started ahead (a failover, a stop, or an epoch that must run them anew)."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None and ahead.reports is None:
+            try:
+                ahead.future.cancel()
+            except Exception:  # noqa: BLE001 - the job may be over already
+                pass
+
+    def _start_ahead(self, epoch: int, deployments: dict[tuple[int, int], TaskDeployment]) -> None:
+        plan = self.plan
+        (consumer,) = plan.consumers(0)
+        try:
+            if self._reports is None:
+                self._reports = self.spark.sparkContext.accumulator([], ReportsParam())
+            self._ahead_tag += 1
+            deps = {i: deployments[(0, i)] for i in range(plan.stage(0).parallelism)}
+            shuffled = (self._source_rdd(0, deps, False, self._ahead_tag)
+                        .filter(lambda item: item[0] == consumer).map(lambda item: (item[1], item[2]))
+                        .partitionBy(plan.stage(consumer).parallelism, _identity))
+            future = self.spark.sparkContext._jsc.sc().submitMapStage(shuffle_dependency(shuffled))
+            self._ahead = RunningAhead(epoch, self._ahead_tag, shuffled, future)
+        except Exception as e:  # noqa: BLE001 - e.g. a Spark without submitMapStage: epochs run one by one
+            logger.warning("source tasks cannot run ahead of their epoch on this Spark (%s: %s); epochs run one "
+                           "after the other", type(e).__name__, e)
+            self._ahead_ok = False
+            self._ahead = None
 
     def _preferred(self, stage_id: int, deps: dict[int, TaskDeployment]) -> list[Optional[str]]:
         """Each subtask's preferred executor: where it ran last (none when the state comes from a checkpoint:
@@ -212,7 +305,8 @@ class SparkEpochExecutor:
                                    where.removeprefix("executor_"), before.removeprefix("executor_"), lost)
             self.locations[(r.stage_id, r.subtask)] = where
 
-def _run(bc: Any, stage_id: int, subtask: int, dep: TaskDeployment, blobs: list, terminal: bool) -> Iterator:
+def _run(bc: Any, stage_id: int, subtask: int, dep: TaskDeployment, blobs: list, terminal: bool,
+         send_reports: Optional[Callable[[bytes], None]] = None) -> Iterator:
     from pyspark import TaskContext
 
     from sparkpoint.runtime.spark.jvm import TASK_LOCATION_PROPERTY
@@ -224,6 +318,8 @@ def _run(bc: Any, stage_id: int, subtask: int, dep: TaskDeployment, blobs: list,
         outputs, reports = run_task(plan, stage_id, subtask, dep, blobs, location)
     except UserFunctionError as e:  # the driver gets the error itself, not only its text in Spark's trace
         raise RuntimeError(_FAILED_RECORD_MARK + _encode_error(e)) from None  # the error carries its trace
+    if send_reports is not None:   # a task ahead of its epoch: the driver takes its reports before its epoch's job
+        send_reports(cloudpickle.dumps(reports))
     for consumer, partition, blob in outputs:
         yield (consumer, partition, blob)
     if terminal:

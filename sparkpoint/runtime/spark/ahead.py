@@ -1,0 +1,90 @@
+"""The next epoch's source tasks, started while this epoch's later stages run (epoch overlap).
+
+An epoch is one Spark job whose stages run one after the other, so while the keyed stage of
+epoch e runs, one core may idle and the driver's work between jobs leaves both idle. When the
+JobMaster already knows where every source subtask of epoch e+1 starts (epoch e's source
+reports), it deploys epoch e+1's source stage alongside epoch e's job: the source tasks run as a
+Spark *shuffle map stage* of their own (``SparkContext.submitMapStage``, the call adaptive query
+execution uses), submitted just after epoch e's job, so Spark's FIFO scheduler runs e's tasks
+first and the source tasks on the cores they leave. Their output waits in Spark's shuffle; the
+job of epoch e+1 reads it (Spark skips a map stage whose output is there), and their reports reach
+the driver through an accumulator, because a map stage returns nothing else.
+
+Nothing of epoch e+1 is committed before epoch e is: a source task reads and stages, it has no side
+effect outside Spark's shuffle (the JobMaster runs sources ahead only when the source stage holds
+no sink), so a failover, a stop or a drain just cancels it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+__all__ = ["ReportsParam", "RunningAhead", "shuffle_dependency", "after_job_started"]
+
+logger = logging.getLogger(__name__)
+
+
+class ReportsParam:
+    """The accumulator of source reports: a list of ``(ahead tag, subtask, pickled reports)``."""
+
+    def zero(self, value: Any) -> list:
+        return []
+
+    def addInPlace(self, value1: list, value2: list) -> list:   # noqa: N802 - PySpark's AccumulatorParam
+        value1.extend(value2)
+        return value1
+
+
+@dataclass
+class RunningAhead:
+    """Source tasks of ``epoch`` started ahead: their map stage, and its output as the consumer's input."""
+
+    epoch: int
+    tag: int                  # tells their accumulator entries from those of earlier, cancelled ones
+    shuffled: Any             # the consumer stage's input (a PySpark RDD over the map stage's shuffle)
+    future: Any               # the map stage (a JVM SimpleFutureAction)
+    reports: Optional[list] = None
+
+
+def shuffle_dependency(rdd: Any) -> Any:
+    """The JVM ``ShuffleDependency`` under a PySpark ``partitionBy`` result (through its narrow views)."""
+    jrdd = rdd._jrdd.rdd()
+    for _ in range(8):
+        dep = jrdd.dependencies().head()
+        if dep.getClass().getSimpleName() == "ShuffleDependency":
+            return dep
+        jrdd = dep.rdd()
+    raise RuntimeError(f"no shuffle dependency under {rdd!r}")
+
+
+def after_job_started(sc: Any, group: str, run: Callable[[], Any], then: Callable[[], None],
+                      timeout_s: float = 1.0) -> Any:
+    """``run()`` (which submits one Spark job in job group ``group`` and waits for it) in a thread; once that
+    job is submitted (or ``timeout_s`` passed), ``then()`` in this thread. Returns what ``run()`` returned,
+    or raises what it raised."""
+    tracker = sc.statusTracker()
+    known = set(tracker.getJobIdsForGroup(group))
+    outcome: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            outcome["value"] = run()
+        except BaseException as e:  # noqa: BLE001 - handed to the calling thread
+            outcome["error"] = e
+
+    thread = threading.Thread(target=target, name="sparkpoint-epoch-job", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + timeout_s
+    while thread.is_alive() and time.monotonic() < deadline and set(tracker.getJobIdsForGroup(group)) <= known:
+        time.sleep(0.002)
+    try:
+        then()
+    finally:
+        thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]

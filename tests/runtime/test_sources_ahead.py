@@ -1,0 +1,183 @@
+"""Epoch overlap on Spark: the next epoch's source tasks run during the current epoch's later stages.
+
+Each test checks that source tasks did run ahead (the job's count of such epochs, compared with the
+epochs that read input) and that the output is exactly a hand count of the input: every key's count
+once, with sources ahead and without, after a failure in a task run ahead and the failover that
+drops it, and user counters of the source stage counting each record once.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from sparkpoint.common import Encoder, Types, WatermarkStrategy
+from sparkpoint.datastream import MapFunction
+from sparkpoint.datastream.connectors.file_system import FileSink, FileSource, StreamFormat
+from sparkpoint.errors import UserFunctionError
+from sparkpoint.runtime.sources_ahead import plan_allows_sources_ahead
+from sparkpoint.testing.kill_loop import read_committed_lines
+
+pytestmark = pytest.mark.spark
+
+FILES, LINES = 6, 400   # one file per source subtask and epoch: 6 files of 400 lines, max-records 400
+
+
+def write_input(base: Path, bad: tuple[int, int] | None = None) -> Counter:
+    """``FILES`` files of ``<user>\\t<amount>`` lines (``bad``: (file, line) of a line that does not parse);
+    returns the oracle, the sum of amounts per user."""
+    base.mkdir()
+    totals: Counter = Counter()
+    for f in range(FILES):
+        lines = []
+        for i in range(1, LINES + 1):
+            user, amount = f"u{(f * 7 + i * 13) % 23}", (f * 31 + i * 17) % 101
+            lines.append(f"{user}\toops" if (f, i) == bad else f"{user}\t{amount}")
+            if (f, i) != bad:
+                totals[user] += amount
+        path = base / f"{f}.tsv"
+        path.write_text("\n".join(lines) + "\n")
+        os.utime(path, (1_700_000_000 + f,) * 2)   # files are read in modification-time order
+    return totals
+
+
+def parse(line: str) -> tuple[str, int]:
+    user, amount = line.split("\t")
+    return user, int(amount)
+
+
+class FailOnce(MapFunction):
+    """Fails on its first record of the 5th file while a flag file is missing, then parses as ``parse``."""
+
+    def __init__(self, flag: str):
+        self.flag = flag
+
+    def map(self, line):
+        user, amount = parse(line)
+        if line == FAIL_LINE and not Path(self.flag).exists():
+            Path(self.flag).write_text("failed once")
+            raise RuntimeError("a transient failure")
+        return user, amount
+
+
+FAIL_LINE = "u20\t21"   # the first line of file 4 (see write_input): (4 * 7 + 13) % 23, (4 * 31 + 17) % 101
+
+
+def build(env, base: Path, out: Path, parser=parse) -> None:
+    (env.from_source(FileSource.for_record_stream_format(StreamFormat.text_line_format(), str(base)).build(),
+                     WatermarkStrategy.no_watermarks(), "lines").uid("lines")
+     .map(parser, output_type=Types.TUPLE([Types.STRING(), Types.INT()])).uid("parse")
+     .key_by(lambda r: r[0])
+     .reduce(lambda a, b: (a[0], a[1] + b[1])).uid("sum")
+     .map(lambda r: f"{r[0]}\t{r[1]}").uid("format")
+     .sink_to(FileSink.for_row_format(str(out), Encoder.simple_string_encoder()).build()).uid("sink"))
+
+
+def final_sums(out: Path) -> Counter:
+    """The last running sum of every user (the sums only grow: the largest is the last)."""
+    sums: Counter = Counter()
+    for line in read_committed_lines(out):
+        user, total = line.split("\t")
+        sums[user] = max(sums[user], int(total))
+    return sums
+
+
+def conf(tmp_path: Path, **extra: object) -> dict:
+    return {"execution.epoch.max-records": LINES, "execution.checkpointing.interval": "1 ms",
+            "state.checkpoints.dir": (tmp_path / "ckpt").as_uri(), **extra}
+
+
+@pytest.mark.parametrize("ahead", [True, False])
+def test_sources_run_ahead_and_the_output_is_the_hand_count(spark, make_env, tmp_path, ahead):
+    expected = write_input(tmp_path / "in")
+    env = make_env("spark", **conf(tmp_path, **{"sparkpoint.epoch.sources-ahead": ahead}))
+    env.set_parallelism(2)
+    build(env, tmp_path / "in", tmp_path / "out")
+    result = env.execute()
+    assert final_sums(tmp_path / "out") == expected
+    reading_epochs = FILES // 2   # two subtasks, one file each per epoch
+    if ahead:   # the first epoch starts them; every later epoch that reads input ran its sources ahead
+        assert result.sources_ahead == reading_epochs - 1, (result.sources_ahead, result.epochs)
+    else:
+        assert result.sources_ahead == 0
+
+
+def test_a_failure_in_a_source_task_run_ahead_names_its_record(spark, make_env, tmp_path):
+    write_input(tmp_path / "in", bad=(4, 200))   # read in epoch 2, whose sources run ahead
+    env = make_env("spark", **conf(tmp_path, **{"restart-strategy.type": "none"}))
+    env.set_parallelism(2)
+    build(env, tmp_path / "in", tmp_path / "out")
+    with pytest.raises(UserFunctionError) as info:
+        env.execute()
+    assert info.value.uid == "parse" and info.value.origin == f"{tmp_path / 'in' / '4.tsv'}:200", str(info.value)
+    assert "in epoch 2" in str(info.value), str(info.value)
+
+
+def test_a_failover_drops_the_sources_run_ahead_and_counts_every_record_once(spark, make_env, tmp_path):
+    expected = write_input(tmp_path / "in")
+    env = make_env("spark", **conf(tmp_path, **{
+        "restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.attempts": 2,
+        "restart-strategy.fixed-delay.delay": "10 ms"}))
+    env.set_parallelism(2)
+    flag = tmp_path / "failed"
+    build(env, tmp_path / "in", tmp_path / "out", FailOnce(str(flag)))
+    result = env.execute()
+    assert flag.exists() and result.restarts == 1
+    assert result.sources_ahead >= 1
+    assert final_sums(tmp_path / "out") == expected
+
+
+class CountSeen(MapFunction):
+    """Emits, with each record, how many records its subtask has seen so far (a user counter's count)."""
+
+    def open(self, runtime_context):
+        self.seen = runtime_context.get_metrics_group().counter("seen")
+        self.subtask = runtime_context.get_index_of_this_subtask()
+
+    def map(self, line):
+        self.seen.inc()
+        return f"{self.subtask}", self.seen.get_count()
+
+
+def test_user_counters_of_sources_run_ahead_count_every_record_once(spark, make_env, tmp_path):
+    write_input(tmp_path / "in")
+    env = make_env("spark", **conf(tmp_path))
+    env.set_parallelism(2)
+    out = tmp_path / "out"
+    (env.from_source(FileSource.for_record_stream_format(StreamFormat.text_line_format(),
+                                                         str(tmp_path / "in")).build(),
+                     WatermarkStrategy.no_watermarks(), "lines").uid("lines")
+     .map(CountSeen(), output_type=Types.TUPLE([Types.STRING(), Types.LONG()])).uid("count")
+     .key_by(lambda r: r[0])
+     .map(lambda r: f"{r[0]}\t{r[1]}").uid("format")
+     .sink_to(FileSink.for_row_format(str(out), Encoder.simple_string_encoder()).build()).uid("sink"))
+    result = env.execute()
+    assert result.sources_ahead >= 1
+    counts: dict[str, list[int]] = {}
+    for line in read_committed_lines(out):
+        subtask, count = line.split("\t")
+        counts.setdefault(subtask, []).append(int(count))
+    assert sorted(counts) == ["0", "1"]
+    for subtask, seen in counts.items():   # 1, 2, ... n: no count repeated, none skipped
+        assert sorted(seen) == list(range(1, len(seen) + 1)), subtask
+    assert sum(len(s) for s in counts.values()) == FILES * LINES
+
+
+def test_which_plans_can_run_their_sources_ahead(make_env, tmp_path):
+    from sparkpoint.runtime.translation import StreamGraphGenerator
+
+    def plan(add_sink_in_source_stage: bool):
+        env = make_env("local")
+        env.set_parallelism(2)
+        source = FileSource.for_record_stream_format(StreamFormat.text_line_format(), str(tmp_path)).build()
+        lines = env.from_source(source, WatermarkStrategy.no_watermarks(), "lines").map(parse)
+        if add_sink_in_source_stage:
+            lines.print()
+        lines.key_by(lambda r: r[0]).reduce(lambda a, b: a).print()
+        return StreamGraphGenerator(env._pipeline("job")).translate()
+
+    assert plan_allows_sources_ahead(plan(False))
+    assert not plan_allows_sources_ahead(plan(True))
