@@ -18,8 +18,8 @@ no sink), so a failover, a stop or a drain just cancels it.
 from __future__ import annotations
 
 import logging
-import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
@@ -46,7 +46,8 @@ class RunningAhead:
     epoch: int
     tag: int                  # tells their accumulator entries from those of earlier, cancelled ones
     shuffled: Any             # the consumer stage's input (a PySpark RDD over the map stage's shuffle)
-    future: Any               # the map stage (a JVM SimpleFutureAction)
+    dependency: Any           # its JVM ShuffleDependency: the map stage to submit
+    future: Any = None        # the map stage once submitted (a JVM SimpleFutureAction)
     reports: Optional[list] = None
 
 
@@ -61,30 +62,20 @@ def shuffle_dependency(rdd: Any) -> Any:
     raise RuntimeError(f"no shuffle dependency under {rdd!r}")
 
 
-def after_job_started(sc: Any, group: str, run: Callable[[], Any], then: Callable[[], None],
-                      timeout_s: float = 1.0) -> Any:
-    """``run()`` (which submits one Spark job in job group ``group`` and waits for it) in a thread; once that
-    job is submitted (or ``timeout_s`` passed), ``then()`` in this thread. Returns what ``run()`` returned,
-    or raises what it raised."""
+def after_job_started(sc: Any, group: str, collector: ThreadPoolExecutor, run: Callable[[], Any],
+                      then: Callable[[], None], timeout_s: float = 1.0) -> Any:
+    """``run()`` (which submits one Spark job in job group ``group`` and waits for it) on the ``collector``
+    thread; once that job is submitted (or ``timeout_s`` passed), ``then()`` on this thread. Returns what
+    ``run()`` returned, or raises what it raised.
+
+    One long-lived collector thread, not a thread per epoch: in PySpark's pinned-thread mode every Python
+    thread that calls the JVM gets a JVM thread and a connection of its own, which a finished plain thread
+    does not give back."""
     tracker = sc.statusTracker()
     known = set(tracker.getJobIdsForGroup(group))
-    outcome: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            outcome["value"] = run()
-        except BaseException as e:  # noqa: BLE001 - handed to the calling thread
-            outcome["error"] = e
-
-    thread = threading.Thread(target=target, name="sparkpoint-epoch-job", daemon=True)
-    thread.start()
+    future = collector.submit(run)
     deadline = time.monotonic() + timeout_s
-    while thread.is_alive() and time.monotonic() < deadline and set(tracker.getJobIdsForGroup(group)) <= known:
+    while not future.done() and time.monotonic() < deadline and set(tracker.getJobIdsForGroup(group)) <= known:
         time.sleep(0.002)
-    try:
-        then()
-    finally:
-        thread.join()
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["value"]
+    then()
+    return future.result()

@@ -23,6 +23,7 @@ from __future__ import annotations
 import base64
 import logging
 import re
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterable, Iterator, Optional
 
 import cloudpickle
@@ -75,6 +76,7 @@ class SparkEpochExecutor:
         self._ahead_tag = 0
         self._ahead_ok = True
         self._reports: Any = None   # the accumulator their reports come back through
+        self._collector_thread: Optional[ThreadPoolExecutor] = None
 
     @property
     def distributed(self) -> bool:
@@ -98,6 +100,9 @@ class SparkEpochExecutor:
 
     def stop(self) -> None:
         self.drop_sources_ahead()
+        if self._collector_thread is not None:
+            self._collector_thread.shutdown(wait=False)
+            self._collector_thread = None
         if self.placed:
             logger.info("keyed tasks ran away from the executor holding their state %d times in %d (%.1f%%)",
                         self.moved, self.placed, 100.0 * self.moved / self.placed)
@@ -148,11 +153,12 @@ class SparkEpochExecutor:
             sc.setJobGroup(group, description, interruptOnCancel=True)
             return final.collect()
 
+        prepared = self._prepare_ahead(epoch + 1, next_sources) if next_sources is not None else None
         try:
-            if next_sources is None:
+            if prepared is None:
                 blobs = collect()
-            else:
-                blobs = after_job_started(sc, group, collect, lambda: self._start_ahead(epoch + 1, next_sources))
+            else:   # the next epoch's sources once this job is submitted: FIFO runs this job's tasks first
+                blobs = after_job_started(sc, group, self._collector(), collect, lambda: self._submit_ahead(prepared))
         except Exception as e:  # Py4JJavaError: unwrap the Python error raised in the task
             raise _task_failure(epoch, e) from None
         finally:
@@ -201,7 +207,9 @@ class SparkEpochExecutor:
 
     def run_sources_ahead(self, epoch: int, deployments: dict[tuple[int, int], TaskDeployment]) -> None:
         """Start the source tasks of ``epoch`` now; :meth:`sources_ahead` waits for their reports."""
-        self._start_ahead(epoch, deployments)
+        prepared = self._prepare_ahead(epoch, deployments)
+        if prepared is not None:
+            self._submit_ahead(prepared)
 
     def sources_ahead(self, epoch: int) -> Optional[list[TaskReport]]:
         """The reports of ``epoch``'s source tasks started ahead, once they finished; None when none were (a
@@ -224,13 +232,16 @@ class SparkEpochExecutor:
     def drop_sources_ahead(self) -> None:
         """Cancel source tasks started ahead (a failover, a stop, or an epoch that must run them anew)."""
         ahead, self._ahead = self._ahead, None
-        if ahead is not None and ahead.reports is None:
+        if ahead is not None and ahead.reports is None and ahead.future is not None:
             try:
                 ahead.future.cancel()
             except Exception:  # noqa: BLE001 - the job may be over already
                 pass
 
-    def _start_ahead(self, epoch: int, deployments: dict[tuple[int, int], TaskDeployment]) -> None:
+    def _prepare_ahead(self, epoch: int, deployments: dict[tuple[int, int], TaskDeployment]
+                       ) -> Optional[RunningAhead]:
+        """The source tasks of ``epoch`` as a map stage ready to submit (the PySpark side built, its closure
+        pickled); None when this Spark cannot run them ahead."""
         plan = self.plan
         (consumer,) = plan.consumers(0)
         try:
@@ -241,13 +252,30 @@ class SparkEpochExecutor:
             shuffled = (self._source_rdd(0, deps, False, self._ahead_tag)
                         .filter(lambda item: item[0] == consumer).map(lambda item: (item[1], item[2]))
                         .partitionBy(plan.stage(consumer).parallelism, _identity))
-            future = self.spark.sparkContext._jsc.sc().submitMapStage(shuffle_dependency(shuffled))
-            self._ahead = RunningAhead(epoch, self._ahead_tag, shuffled, future)
-        except Exception as e:  # noqa: BLE001 - e.g. a Spark without submitMapStage: epochs run one by one
-            logger.warning("source tasks cannot run ahead of their epoch on this Spark (%s: %s); epochs run one "
-                           "after the other", type(e).__name__, e)
-            self._ahead_ok = False
-            self._ahead = None
+            return RunningAhead(epoch, self._ahead_tag, shuffled, shuffle_dependency(shuffled))
+        except Exception as e:  # noqa: BLE001 - whatever this Spark lacks, epochs still run one by one
+            self._cannot_run_ahead(e)
+            return None
+
+    def _submit_ahead(self, ahead: RunningAhead) -> None:
+        try:
+            ahead.future = self.spark.sparkContext._jsc.sc().submitMapStage(ahead.dependency)
+            self._ahead = ahead
+        except Exception as e:  # noqa: BLE001 - e.g. a Spark without submitMapStage
+            self._cannot_run_ahead(e)
+
+    def _cannot_run_ahead(self, error: Exception) -> None:
+        logger.warning("source tasks cannot run ahead of their epoch on this Spark (%s: %s); epochs run one after "
+                       "the other", type(error).__name__, error)
+        self._ahead_ok = False
+        self._ahead = None
+
+    def _collector(self) -> ThreadPoolExecutor:
+        """The thread that waits for an epoch's job while this one starts the next epoch's sources."""
+        if self._collector_thread is None:
+            self._collector_thread = ThreadPoolExecutor(1, thread_name_prefix="sparkpoint-epoch-job")
+        return self._collector_thread
+
 
     def _preferred(self, stage_id: int, deps: dict[int, TaskDeployment]) -> list[Optional[str]]:
         """Each subtask's preferred executor: where it ran last (none when the state comes from a checkpoint:
