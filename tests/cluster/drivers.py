@@ -123,12 +123,16 @@ class ClusterDriver:
         """Keyed tasks that rebuilt their working state on another executor, over every driver run."""
         return sum(r.state_rebuilds for r in self.job_reports())
 
+    def sources_ahead(self) -> int:
+        """Epochs whose source tasks ran during the epoch before (epoch overlap), over every driver run."""
+        return sum(r.sources_ahead for r in self.job_reports())
+
     def latest_checkpoint(self) -> Optional[str]:
         return latest_completed(self.checkpoints.as_uri()) if self.checkpoints.exists() else None
 
     def summary(self) -> str:
         lines = [f"job {r['job_id']}: {r['status']}, {r.failovers} failovers, {r.state_rebuilds} state rebuilds, "
-                 f"{r.get('checkpoints')} checkpoints, "
+                 f"{r.get('checkpoints')} checkpoints, {r.sources_ahead} epochs' sources ahead, "
                  f"{r.get('epochs')} epochs, {r.get('records_in')} records in; failures: {r.failures}"
                  for r in self.job_reports()]
         return "\n".join(lines) or "no job report (the job never started)"

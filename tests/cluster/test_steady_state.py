@@ -22,6 +22,7 @@ def test_seed_job_on_the_cluster_is_exact_without_failover(driver):
     print(driver.summary())
     assert driver.failovers() == 0, f"failovers in steady state:\n{driver.summary()}\n{out[-4000:]}"
     assert driver.checkpoints_completed() >= 1, driver.summary()
+    assert driver.sources_ahead() >= 1, driver.summary()   # the executors ran sources ahead of their epoch
     got, expected = read_output(driver.output), seed_oracle(events)
     assert got == expected, compare(got, expected)
 
