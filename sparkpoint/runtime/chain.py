@@ -92,6 +92,9 @@ def _run_operator(nid: int, op: StreamOperator, dep: "TaskDeployment", inputs: I
         if dep.drain:
             report.splits[nid] = dep.splits.get(nid, [])
             return MAX_WATERMARK
+        if dep.pause:   # the epoch only completes a stop's savepoint: nothing after its barrier may be emitted
+            report.splits[nid] = dep.splits.get(nid, [])
+            return IDLE
         new_splits, wm = op.read(dep.splits.get(nid, []), dep.no_more_splits.get(nid, False),
                                  dep.max_records, dep.max_bytes, out)
         report.splits[nid] = new_splits
@@ -109,8 +112,10 @@ def _run_operator(nid: int, op: StreamOperator, dep: "TaskDeployment", inputs: I
             else:
                 process(values, timestamps, out)  # type: ignore[misc]
     wm = op.process_watermark(min_watermark(inputs.watermarks[nid]), out)
-    # at end of input (+inf) processing-time timers fire too, so no window is lost
-    op.process_processing_time(MAX_WATERMARK if wm == MAX_WATERMARK else dep.processing_time, out)
+    # at end of input (+inf) processing-time timers fire too, so no window is lost; while a stop's savepoint
+    # completes, processing time stands still
+    if wm == MAX_WATERMARK or not dep.pause:
+        op.process_processing_time(MAX_WATERMARK if wm == MAX_WATERMARK else dep.processing_time, out)
     # Flink's operator I/O metrics, for chained operators too (a source counts what it reads itself)
     if records_in:
         op.task.counter(op.uid, "numRecordsIn", records_in)

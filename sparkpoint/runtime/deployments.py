@@ -14,9 +14,10 @@ __all__ = ["deploy_stages"]
 
 
 def deploy_stages(master: "JobMaster", stages: list[StagePlan], epoch: int, now_ms: int, drain: bool,
-                  pending: list[TaskReport]) -> dict[tuple[int, int], TaskDeployment]:
+                  pending: list[TaskReport], pause: bool = False) -> dict[tuple[int, int], TaskDeployment]:
     """The deployments of the tasks of ``stages`` in ``epoch`` (``pending``: reports the driver has not taken
-    yet, whose user metric counts the tasks' totals include)."""
+    yet, whose user metric counts the tasks' totals include; ``pause``: the epoch only completes a stop's
+    savepoint)."""
     # Step 1. Fix each source subtask's input for the epoch.
     has_sources = any(s.is_source_stage for s in stages)
     assignments = {nid: sc.assign() for nid, sc in master.sources.items()} if has_sources else {}
@@ -35,7 +36,7 @@ def deploy_stages(master: "JobMaster", stages: list[StagePlan], epoch: int, now_
                 barrier_sync_ms=master.snapshot_sync_ms.get((stage.id, i), 0.0),
                 notify_checkpoints=list(master.notify_next),
                 changelog=master.changelog.base_for(stage.id, i) if master.changelog and stage.keyed else None,
-                drain=drain, cyclic_gc=master.cyclic_gc,
+                drain=drain, pause=pause, cyclic_gc=master.cyclic_gc,
             )
             for nid in stage.nodes:
                 totals = master.output.metric_totals(master.plan.uid(nid), i, pending)

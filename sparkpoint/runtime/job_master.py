@@ -379,7 +379,8 @@ class JobMaster:
                     ) -> dict[tuple[int, int], TaskDeployment]:
         """Every task's deployment for ``epoch`` (the source stage's as it ran ahead, if it did)."""
         stages = [s for s in self.plan.stages if ran is None or not s.is_source_stage]
-        deps = deploy_stages(self, stages, epoch, now_ms, self.savepoints.drain_epoch(), ran.reports if ran else [])
+        deps = deploy_stages(self, stages, epoch, now_ms, self.savepoints.drain_epoch(), ran.reports if ran else [],
+                             pause=self.savepoints.stop_in_flight())
         return {**ran.deployments, **deps} if ran is not None else deps
 
     def source_deployments(self, epoch: int, now_ms: int, pending: list[TaskReport]
@@ -391,8 +392,8 @@ class JobMaster:
         """Run one epoch; returns True when the job has finished."""
         epoch = self.epoch
         t0 = time.time()
-        if self.savepoints.draining:
-            self.ahead.drop()   # a drained epoch's sources emit +inf instead of reading
+        if self.savepoints.draining or self.savepoints.stop_in_flight():
+            self.ahead.drop()   # a drained epoch's sources emit +inf, a stopping one's read nothing
         ran = self.ahead.take(epoch)   # this epoch's source tasks, if they ran during the last epoch
         if ran is not None:
             self._take_positions(ran.reports)
@@ -436,7 +437,7 @@ class JobMaster:
 
     def _may_run_ahead(self, reports: list[TaskReport]) -> bool:
         """Whether the next epoch's sources may run ahead, after an epoch with these (source) reports."""
-        stopping = self.savepoints.stop_requested or self.cancelled.is_set()
+        stopping = self.savepoints.stop_requested or self.savepoints.stop_in_flight() or self.cancelled.is_set()
         return not stopping and self.ahead.possible(reports, self.savepoints.draining)
 
     def _take_positions(self, reports: list[TaskReport]) -> None:

@@ -95,6 +95,12 @@ class SavepointRequests:
         for request in requests:
             request.fail(reason)
 
+    def stop_in_flight(self) -> bool:
+        """Whether a stop's savepoint was triggered and has not completed: the epochs until it does only complete
+        it (Flink's synchronous savepoint: nothing after the barrier is emitted)."""
+        with self._lock:
+            return any(r.stop for r in self._in_flight.values())
+
     def has_in_flight(self) -> bool:
         with self._lock:
             return bool(self._in_flight)

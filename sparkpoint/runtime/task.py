@@ -76,6 +76,7 @@ class TaskDeployment:
     max_records: int = 100_000
     max_bytes: int = 32 * 1024 * 1024
     drain: bool = False                    # stop --drain: sources read no more and end event time (+inf)
+    pause: bool = False                    # a stop's savepoint is in flight: sources read nothing, time stands still
     metric_totals: dict[str, dict[str, int]] = field(default_factory=dict)  # uid -> user counter/meter totals
     cyclic_gc: bool = False                # Python's cycle collector runs during the task (else after it)
 

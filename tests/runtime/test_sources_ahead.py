@@ -20,9 +20,9 @@ from sparkpoint.datastream import MapFunction
 from sparkpoint.datastream.connectors.file_system import FileSink, FileSource, StreamFormat
 from sparkpoint.datastream.connectors.generator import DataGeneratorSource
 from sparkpoint.errors import UserFunctionError
-from sparkpoint.runtime.job_status import JobStatus
 from sparkpoint.runtime.sources_ahead import plan_allows_sources_ahead
 from sparkpoint.testing.kill_loop import read_committed_lines
+from tests.runtime.recording_listener import RecordingJobListener
 
 pytestmark = pytest.mark.spark
 
@@ -199,34 +199,41 @@ def _generated_sums(env, out: Path) -> None:
      .sink_to(FileSink.for_row_format(str(out), Encoder.simple_string_encoder()).build()).uid("sink"))
 
 
-def exactly_once(tmp_path: Path, **extra: object) -> dict:
-    """Exactly-once checkpoints (every hour: only the savepoint completes), so the sink commits with them."""
-    return {"execution.checkpointing.interval": "1 h", "state.checkpoints.dir": (tmp_path / "ckpt").as_uri(), **extra}
+def epochs_done(job_id: str) -> int:
+    return sum(1 for e in RecordingJobListener.events.get(job_id, []) if e[0] == "epoch")
 
 
-@pytest.mark.parametrize("drain", [False, True])
-def test_stop_with_savepoint_while_sources_run_ahead_then_restore(spark, make_env, tmp_path, drain):
-    """The savepoint covers what the epochs before it read, not what ran ahead: the stopped job and the one
-    restored from its savepoint together emit one running sum per record, and the final sums of the hand
-    count."""
+def sink_mode(tmp_path: Path, exactly_once: bool, **extra: object) -> dict:
+    """Exactly-once checkpoints (every hour: only the savepoint completes; the sink commits with checkpoints),
+    or none (the sink commits every epoch's output at its end)."""
+    checkpoints = {"execution.checkpointing.interval": "1 h", "state.checkpoints.dir": (tmp_path / "ckpt").as_uri()}
+    return {**(checkpoints if exactly_once else {}), **extra}
+
+
+@pytest.mark.parametrize("exactly_once,drain", [(True, False), (True, True), (False, False)])
+def test_stop_with_savepoint_while_sources_run_ahead_then_restore(spark, make_env, tmp_path, exactly_once, drain):
+    """The savepoint covers what the epochs before it read, not what ran ahead, and nothing after its barrier is
+    emitted (the epoch that completes it reads nothing), so even a sink that commits every epoch repeats
+    nothing: the stopped job and the one restored from its savepoint together emit one running sum per
+    record, and the final sums of the hand count."""
     out = tmp_path / "out"
-    first = make_env("spark", **exactly_once(tmp_path, **{"execution.epoch.max-records": 100,
-                                                          "state.savepoints.dir": (tmp_path / "sp").as_uri()}))
+    first = make_env("spark", **sink_mode(tmp_path, exactly_once, **{
+        "execution.epoch.max-records": 100, "state.savepoints.dir": (tmp_path / "sp").as_uri(),
+        "execution.job-listeners": "tests.runtime.recording_listener:RecordingJobListener"}))
     first.set_parallelism(2)
     _generated_sums(first, out)
     client = first.execute_async("stopped")
     deadline = time.time() + 60
-    while client.get_job_status().result() is not JobStatus.RUNNING and time.time() < deadline:
-        time.sleep(0.05)
-    time.sleep(2.0)   # a few epochs (the generator takes 4 s or more for all its records)
+    while epochs_done(client.get_job_id()) < 4 and time.time() < deadline:   # sources ran ahead from epoch 1 on
+        time.sleep(0.02)
     savepoint = client.stop_with_savepoint(advance_to_end_of_event_time=drain).result(60)
     stopped = client.wait(60)
     assert stopped.sources_ahead >= 1, stopped.sources_ahead
     emitted = len(read_committed_lines(out))
     assert 0 < emitted < N_GENERATED, emitted   # stopped part way
 
-    second = make_env("spark", **exactly_once(tmp_path, **{"execution.epoch.max-records": 1_000,
-                                                           "execution.savepoint.path": savepoint}))
+    second = make_env("spark", **sink_mode(tmp_path, exactly_once, **{
+        "execution.epoch.max-records": 1_000, "execution.savepoint.path": savepoint}))
     second.set_parallelism(2)
     _generated_sums(second, out)
     second.execute("restored")
