@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 from typing import TYPE_CHECKING
 
 from sparkpoint.runtime.graph import StagePlan
@@ -10,7 +12,7 @@ from sparkpoint.runtime.task import TaskDeployment, TaskReport
 if TYPE_CHECKING:
     from sparkpoint.runtime.job_master import JobMaster
 
-__all__ = ["deploy_stages"]
+__all__ = ["deploy_stages", "latest_reports", "default_checkpoint_dir", "default_local_state_dir"]
 
 
 def deploy_stages(master: "JobMaster", stages: list[StagePlan], epoch: int, now_ms: int, drain: bool,
@@ -34,7 +36,7 @@ def deploy_stages(master: "JobMaster", stages: list[StagePlan], epoch: int, now_
                 executor_local_state=master.executor_local_state,
                 checkpoint_uploads=uploads if stage.keyed else {},
                 barrier_sync_ms=master.snapshot_sync_ms.get((stage.id, i), 0.0),
-                notify_checkpoints=list(master.notify_next),
+                notify_checkpoints=list(master.notify_sources if stage.is_source_stage else master.notify_next),
                 changelog=master.changelog.base_for(stage.id, i) if master.changelog and stage.keyed else None,
                 drain=drain, pause=pause, cyclic_gc=master.cyclic_gc,
             )
@@ -50,3 +52,21 @@ def deploy_stages(master: "JobMaster", stages: list[StagePlan], epoch: int, now_
             deps[(stage.id, i)] = dep
     return deps
 
+
+
+def latest_reports(reports: list[TaskReport]) -> list[TaskReport]:
+    """One report per task: the last one of a task that reported twice (a task Spark ran again)."""
+    seen: dict[tuple[int, int], TaskReport] = {}
+    for r in reports:
+        seen[(r.stage_id, r.subtask)] = r
+    return list(seen.values())
+
+
+def default_checkpoint_dir() -> str:
+    """Where checkpoints go when no directory is configured."""
+    return "file://" + os.path.join(tempfile.gettempdir(), "sparkpoint-checkpoints")
+
+
+def default_local_state_dir() -> str:
+    """Where tasks keep working state when ``sparkpoint.local-state-dir`` is not set."""
+    return os.path.join(tempfile.gettempdir(), "sparkpoint-local-state")

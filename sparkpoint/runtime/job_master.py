@@ -52,7 +52,8 @@ from sparkpoint.runtime.sink_committer import SinkCommitter, check_sinks
 from sparkpoint.runtime.sink_output import prepare_sink_outputs
 from sparkpoint.runtime.source_coordinator import SourceCoordinator
 from sparkpoint.runtime.sources_ahead import RanAhead, SourcesAhead
-from sparkpoint.runtime.deployments import deploy_stages
+from sparkpoint.runtime.deployments import (default_checkpoint_dir, default_local_state_dir, deploy_stages,
+                                            latest_reports)
 from sparkpoint.runtime.task import TaskDeployment, TaskReport
 from sparkpoint.runtime.working_state import JobWorkingDirs
 from sparkpoint.storage.checkpoint_storage import FsCheckpointStorage
@@ -94,7 +95,7 @@ class JobMaster:
         self.idle_pause_ms = config.get_duration_ms("execution.epoch.idle-pause", 200)
         self.cyclic_gc = config.get_boolean("sparkpoint.task.cyclic-gc", False)
         self.executor_local_state = not config.get_string("sparkpoint.local-state-dir")
-        self.local_state_dir = config.get_string("sparkpoint.local-state-dir") or _default_local_dir()
+        self.local_state_dir = config.get_string("sparkpoint.local-state-dir") or default_local_state_dir()
         self.working_dirs = JobWorkingDirs(self.local_state_dir, self.job_id)
         self.checkpointing = CheckpointSettings(config)
         self.checkpointing.incremental = bool(getattr(plan.state_backend, "incremental", False))
@@ -126,6 +127,7 @@ class JobMaster:
         self.restored_keyed: dict[tuple[int, int], list] = {}
         self.input_done_epoch: Optional[int] = None
         self.notify_next: list[int] = []
+        self.notify_sources: list[int] = []   # notices not yet given to a source stage that ran (it may run ahead)
         self.sink_committer.reset()
         src_stage = plan.stage(0)
         for sc in getattr(self, "sources", {}).values():   # a restore starts the sources afresh
@@ -262,7 +264,7 @@ class JobMaster:
         restore_path = self.config.get_string("execution.savepoint.path")
         restored = load_latest_checkpoint(restore_path) if restore_path else None
         # the coordinator also serves savepoints when periodic checkpoints are off
-        storage = FsCheckpointStorage(self.checkpointing.directory or _default_checkpoint_dir(), self.job_id)
+        storage = FsCheckpointStorage(self.checkpointing.directory or default_checkpoint_dir(), self.job_id)
         self.coordinator = CheckpointCoordinator(
             self.checkpointing, storage, self.job_id, self.plan.job_name, self.plan.max_parallelism,
             self.config.to_dict(), start_id=(restored.checkpoint_id + 1) if restored else 1)
@@ -350,6 +352,7 @@ class JobMaster:
                     RestoredCheckpoint(completed.location, completed.metadata, {},
                                        coordinator.storage.storage_options), self.plan))
             self.notify_next.append(completed.checkpoint_id)
+            self.notify_sources.append(completed.checkpoint_id)
             if self.claimed and not completed.is_savepoint:   # CLAIM: the job's own checkpoint subsumes it
                 dispose_claimed(self.claimed)
                 self.claimed = None
@@ -375,11 +378,12 @@ class JobMaster:
         return latest is None or latest.metadata.barrier_epoch < self.input_done_epoch
 
     # -- one epoch ---------------------------------------------------------------------------
-    def deployments(self, epoch: int, now_ms: int, ran: Optional[RanAhead] = None
+    def deployments(self, epoch: int, now_ms: int, ran: Optional[RanAhead] = None, drain: Optional[bool] = None
                     ) -> dict[tuple[int, int], TaskDeployment]:
         """Every task's deployment for ``epoch`` (the source stage's as it ran ahead, if it did)."""
         stages = [s for s in self.plan.stages if ran is None or not s.is_source_stage]
-        deps = deploy_stages(self, stages, epoch, now_ms, self.savepoints.drain_epoch(), ran.reports if ran else [],
+        drain = self.savepoints.drain_epoch() if drain is None else drain
+        deps = deploy_stages(self, stages, epoch, now_ms, drain, ran.reports if ran else [],
                              pause=self.savepoints.stop_in_flight())
         return {**ran.deployments, **deps} if ran is not None else deps
 
@@ -392,12 +396,16 @@ class JobMaster:
         """Run one epoch; returns True when the job has finished."""
         epoch = self.epoch
         t0 = time.time()
-        if self.savepoints.draining or self.savepoints.stop_in_flight():
+        drain = self.savepoints.drain_epoch()   # once: a drain asked for from now on applies to the next epoch
+        if drain or self.savepoints.stop_in_flight():
             self.ahead.drop()   # a drained epoch's sources emit +inf, a stopping one's read nothing
         ran = self.ahead.take(epoch)   # this epoch's source tasks, if they ran during the last epoch
         if ran is not None:
             self._take_positions(ran.reports)
-        deps = self.deployments(epoch, int(t0 * 1000), ran)
+        deps = self.deployments(epoch, int(t0 * 1000), ran, drain)
+        if self.plan.stages[0].is_source_stage:   # given to the source stage that runs now (or ran ahead)
+            given = set(deps[(0, 0)].notify_checkpoints)
+            self.notify_sources = [c for c in self.notify_sources if c not in given]
         next_sources = None
         if ran is not None and self._may_run_ahead(ran.reports):
             next_sources = self.ahead.start(epoch + 1, self.source_deployments(epoch + 1, int(t0 * 1000), ran.reports),
@@ -452,7 +460,7 @@ class JobMaster:
                       ) -> tuple[bool, dict[str, dict[str, int]]]:
         """Take in an epoch's reports (``positions_taken``: the source stage's positions and operator state were
         taken already, when its tasks ran ahead); returns (every source emitted +inf, the epoch's metrics)."""
-        reports = _dedupe(reports)
+        reports = latest_reports(reports)
         expected = {(s.id, i) for s in self.plan.stages for i in range(s.parallelism)}
         got = {(r.stage_id, r.subtask) for r in reports}
         if got != expected:
@@ -476,24 +484,3 @@ class JobMaster:
         source_wms = [r.watermarks.get(nid) for r in reports if r.stage_id == 0 for nid in self.sources
                       if nid in r.watermarks]
         return bool(source_wms) and all(w == MAX_WATERMARK for w in source_wms), epoch_metrics
-
-
-def _default_checkpoint_dir() -> str:
-    import os
-    import tempfile
-
-    return "file://" + os.path.join(tempfile.gettempdir(), "sparkpoint-checkpoints")
-
-
-def _dedupe(reports: list[TaskReport]) -> list[TaskReport]:
-    seen: dict[tuple[int, int], TaskReport] = {}
-    for r in reports:
-        seen[(r.stage_id, r.subtask)] = r
-    return list(seen.values())
-
-
-def _default_local_dir() -> str:
-    import os
-    import tempfile
-
-    return os.path.join(tempfile.gettempdir(), "sparkpoint-local-state")

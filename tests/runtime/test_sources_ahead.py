@@ -247,3 +247,19 @@ def test_stop_with_savepoint_while_sources_run_ahead_then_restore(spark, make_en
         sums.setdefault(key, []).append(int(total))
     assert {k: max(v) for k, v in sums.items()} == dict(expected)
     assert len(lines) == N_GENERATED and all(len(set(v)) == len(v) for v in sums.values())
+
+
+def test_a_source_task_run_again_must_read_what_its_first_run_reported():
+    """Spark runs a map task again when its output is lost; the driver took the first run's positions, so a
+    rerun that read otherwise (a source that does not replay) must fail the epoch over, not pass silently."""
+    from sparkpoint.connectors.base import SourceSplit
+    from sparkpoint.errors import JobExecutionError
+    from sparkpoint.runtime.spark.executor import _check_same_reads
+    from sparkpoint.runtime.task import TaskReport
+
+    def report(subtask: int, position: int) -> TaskReport:
+        return TaskReport(stage_id=0, subtask=subtask, epoch=3, splits={0: [SourceSplit(f"s{subtask}", position)]})
+
+    _check_same_reads(3, [report(0, 10), report(1, 20)], [report(1, 20), report(0, 10)])
+    with pytest.raises(JobExecutionError, match="epoch 3: source subtask 1 ran again"):
+        _check_same_reads(3, [report(0, 10), report(1, 20)], [report(0, 10), report(1, 25)])

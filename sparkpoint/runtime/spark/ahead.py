@@ -64,18 +64,20 @@ def shuffle_dependency(rdd: Any) -> Any:
 
 def after_job_started(sc: Any, group: str, collector: ThreadPoolExecutor, run: Callable[[], Any],
                       then: Callable[[], None], timeout_s: float = 1.0) -> Any:
-    """``run()`` (which submits one Spark job in job group ``group`` and waits for it) on the ``collector``
-    thread; once that job is submitted (or ``timeout_s`` passed), ``then()`` on this thread. Returns what
-    ``run()`` returned, or raises what it raised.
+    """``run()`` (which submits one Spark job in job group ``group``, a group of its own, and waits for it) on
+    the ``collector`` thread; once that job is submitted (or ``timeout_s`` passed), ``then()`` on this thread.
+    Returns what ``run()`` returned, or raises what it raised.
 
     One long-lived collector thread, not a thread per epoch: in PySpark's pinned-thread mode every Python
     thread that calls the JVM gets a JVM thread and a connection of its own, which a finished plain thread
     does not give back."""
     tracker = sc.statusTracker()
-    known = set(tracker.getJobIdsForGroup(group))
     future = collector.submit(run)
     deadline = time.monotonic() + timeout_s
-    while not future.done() and time.monotonic() < deadline and set(tracker.getJobIdsForGroup(group)) <= known:
-        time.sleep(0.002)
+    try:
+        while not future.done() and time.monotonic() < deadline and not tracker.getJobIdsForGroup(group):
+            time.sleep(0.002)
+    except Exception:  # noqa: BLE001 - the tracker failed: start them now (the job waits on the thread anyway)
+        logger.debug("could not see whether job group %s started", group, exc_info=True)
     then()
     return future.result()

@@ -147,7 +147,7 @@ class SparkEpochExecutor:
             rdds[sid] = rdd
         finals = [rdds[s].filter(lambda item: item[0] == "R").map(lambda item: item[1]) for s in sorted(terminal)]
         final = finals[0] if len(finals) == 1 else sc.union(finals)
-        group, description = f"sparkpoint-{self.job_id}", f"{plan.job_name}: epoch {epoch}"
+        group, description = f"sparkpoint-{self.job_id}-{epoch}", f"{plan.job_name}: epoch {epoch}"
 
         def collect() -> list:
             sc.setJobGroup(group, description, interruptOnCancel=True)
@@ -168,6 +168,7 @@ class SparkEpochExecutor:
         for blob in blobs:
             reports.extend(cloudpickle.loads(blob))
         if ran is not None:   # the source reports forwarded downstream: the driver took them from the accumulator
+            _check_same_reads(epoch, ran.reports or [], [r for r in reports if r.stage_id == 0])
             reports = [r for r in reports if r.stage_id != 0]
         self._note_locations(reports)
         return reports
@@ -352,6 +353,20 @@ def _run(bc: Any, stage_id: int, subtask: int, dep: TaskDeployment, blobs: list,
         yield (consumer, partition, blob)
     if terminal:
         yield ("R", cloudpickle.dumps(reports))
+
+
+def _check_same_reads(epoch: int, taken: list[TaskReport], forwarded: list[TaskReport]) -> None:
+    """The driver took a source task's positions from its first run; if Spark ran it again (its output was lost)
+    and that run read otherwise (a source that is not replayable), the epoch's data and positions disagree."""
+    def positions(r: TaskReport) -> dict:
+        return {nid: [(s.split_id, s.position, s.finished) for s in splits] for nid, splits in r.splits.items()}
+
+    first = {r.subtask: positions(r) for r in taken}
+    for r in forwarded:
+        if r.subtask in first and positions(r) != first[r.subtask]:
+            raise JobExecutionError(f"epoch {epoch}: source subtask {r.subtask} ran again after its output was lost "
+                                    f"and read other records than its first run reported (a source that does not "
+                                    f"replay): the job fails over to its last checkpoint")
 
 
 _ERROR_LINE = re.compile(r"^(sparkpoint\.errors\.\w+): (.*)$", re.MULTILINE)
