@@ -263,3 +263,39 @@ def test_a_source_task_run_again_must_read_what_its_first_run_reported():
     _check_same_reads(3, [report(0, 10), report(1, 20)], [report(1, 20), report(0, 10)])
     with pytest.raises(JobExecutionError, match="epoch 3: source subtask 1 ran again"):
         _check_same_reads(3, [report(0, 10), report(1, 20)], [report(0, 10), report(1, 25)])
+
+
+class FailOnceInTheKeyedStage:
+    """A reduce that fails once, while a flag file is missing, on the first record of user u20 past a total of
+    4,000: in epoch 2 (u20's total is 3,435 after files 0-3, 5,229 at the end), after a checkpoint completed."""
+
+    def __init__(self, flag: str):
+        self.flag = flag
+
+    def __call__(self, a, b):
+        total = a[1] + b[1]
+        if a[0] == "u20" and total > 4_000 and not Path(self.flag).exists():
+            Path(self.flag).write_text("failed once")
+            raise RuntimeError("a transient failure in the keyed stage")
+        return a[0], total
+
+
+def test_a_keyed_stage_failure_drops_the_sources_run_ahead_and_counts_every_record_once(spark, make_env, tmp_path):
+    expected = write_input(tmp_path / "in")
+    env = make_env("spark", **conf(tmp_path, **{
+        "restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.attempts": 2,
+        "restart-strategy.fixed-delay.delay": "10 ms"}))
+    env.set_parallelism(2)
+    flag = tmp_path / "failed"
+    (env.from_source(FileSource.for_record_stream_format(StreamFormat.text_line_format(),
+                                                         str(tmp_path / "in")).build(),
+                     WatermarkStrategy.no_watermarks(), "lines").uid("lines")
+     .map(parse, output_type=Types.TUPLE([Types.STRING(), Types.INT()])).uid("parse")
+     .key_by(lambda r: r[0])
+     .reduce(FailOnceInTheKeyedStage(str(flag))).uid("sum")
+     .map(lambda r: f"{r[0]}\t{r[1]}").uid("format")
+     .sink_to(FileSink.for_row_format(str(tmp_path / "out"), Encoder.simple_string_encoder()).build()).uid("sink"))
+    result = env.execute()
+    assert flag.exists() and result.restarts == 1
+    assert result.sources_ahead >= 1
+    assert final_sums(tmp_path / "out") == expected
