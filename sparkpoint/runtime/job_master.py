@@ -72,7 +72,8 @@ def new_job_id() -> str:
 
 class EpochExecutor(Protocol):
     def start(self, plan: JobPlan, job_id: str) -> None: ...
-    def run_epoch(self, epoch: int, deployments: dict[tuple[int, int], TaskDeployment]) -> list[TaskReport]: ...
+    def run_epoch(self, epoch: int, deployments: dict[tuple[int, int], TaskDeployment],
+                  next_sources: Optional[dict[tuple[int, int], TaskDeployment]] = None) -> list[TaskReport]: ...
     def stop(self) -> None: ...
 
 
@@ -408,12 +409,11 @@ class JobMaster:
             self.notify_sources = [c for c in self.notify_sources if c not in given]
         next_sources = None
         if ran is not None and self._may_run_ahead(ran.reports):
-            next_sources = self.ahead.start(epoch + 1, self.source_deployments(epoch + 1, int(t0 * 1000), ran.reports),
-                                            overlap=True)
+            next_sources = self.source_deployments(epoch + 1, int(t0 * 1000), ran.reports)
+            self.ahead.expect(epoch + 1, next_sources)   # the executor starts them with this epoch's job
         # Step 2. Run every task of every stage.
         try:
-            reports = (self.executor.run_epoch(epoch, deps) if next_sources is None else
-                       self.executor.run_epoch(epoch, deps, next_sources))  # type: ignore[call-arg]
+            reports = self.executor.run_epoch(epoch, deps, next_sources)
         except UserFunctionError as e:  # say where the record came from
             raise locate_failed_record(self.plan, e, epoch, deps) from e.__cause__
         self.notify_next.clear()

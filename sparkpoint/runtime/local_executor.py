@@ -6,6 +6,8 @@ and the local-disk keyed state), so job logic can be tested in milliseconds.
 
 from __future__ import annotations
 
+from typing import Optional
+
 from sparkpoint.common.configuration import Configuration
 from sparkpoint.datastream.pipeline_executor import ExecutionContext
 from sparkpoint.datastream.transformations import Pipeline
@@ -37,7 +39,10 @@ class LocalEpochExecutor:
     def start(self, plan: JobPlan, job_id: str) -> None:
         self.plan = plan
 
-    def run_epoch(self, epoch: int, deployments: dict[tuple[int, int], TaskDeployment]) -> list[TaskReport]:
+    def run_epoch(self, epoch: int, deployments: dict[tuple[int, int], TaskDeployment],
+                  next_sources: Optional[dict[tuple[int, int], TaskDeployment]] = None) -> list[TaskReport]:
+        """Every task of the epoch, stage after stage (``next_sources`` is never given: sources do not run ahead
+        in-process)."""
         inboxes: dict[tuple[int, int], list[bytes]] = {}
         reports: list[TaskReport] = []
         terminal = set(self.plan.terminal_stages())

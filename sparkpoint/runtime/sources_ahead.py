@@ -88,15 +88,16 @@ class SourcesAhead:
         read = sum(r.records_out for r in source)
         return read > 0 and not all(w == MAX_WATERMARK for w in watermarks)
 
-    def start(self, epoch: int, deployments: Deployments, overlap: bool = False) -> Optional[Deployments]:
-        """Note that ``epoch``'s sources run ahead with ``deployments``; unless ``overlap`` (the executor starts
-        them with the current epoch's job: the deployments returned go to it), start them now."""
-        assert self.executor is not None
+    def expect(self, epoch: int, deployments: Deployments) -> None:
+        """Note that ``epoch``'s sources run ahead with ``deployments`` (the executor starts them with the current
+        epoch's job)."""
         self._epoch, self._deployments = epoch, deployments
-        if overlap:
-            return deployments
+
+    def start(self, epoch: int, deployments: Deployments) -> None:
+        """Start ``epoch``'s sources now, ahead of their epoch."""
+        assert self.executor is not None
+        self.expect(epoch, deployments)
         self.executor.run_sources_ahead(epoch, deployments)
-        return None
 
     def take(self, epoch: int) -> Optional[RanAhead]:
         """``epoch``'s source tasks and reports if they ran ahead (waits for them), else None. A failure of one

@@ -69,12 +69,12 @@ class FailOnce(MapFunction):
 FAIL_LINE = "u20\t21"   # the first line of file 4 (see write_input): (4 * 7 + 13) % 23, (4 * 31 + 17) % 101
 
 
-def build(env, base: Path, out: Path, parser=parse) -> None:
+def build(env, base: Path, out: Path, parser=parse, reducer=lambda a, b: (a[0], a[1] + b[1])) -> None:
     (env.from_source(FileSource.for_record_stream_format(StreamFormat.text_line_format(), str(base)).build(),
                      WatermarkStrategy.no_watermarks(), "lines").uid("lines")
      .map(parser, output_type=Types.TUPLE([Types.STRING(), Types.INT()])).uid("parse")
      .key_by(lambda r: r[0])
-     .reduce(lambda a, b: (a[0], a[1] + b[1])).uid("sum")
+     .reduce(reducer).uid("sum")
      .map(lambda r: f"{r[0]}\t{r[1]}").uid("format")
      .sink_to(FileSink.for_row_format(str(out), Encoder.simple_string_encoder()).build()).uid("sink"))
 
@@ -117,20 +117,6 @@ def test_a_failure_in_a_source_task_run_ahead_names_its_record(spark, make_env, 
         env.execute()
     assert info.value.uid == "parse" and info.value.origin == f"{tmp_path / 'in' / '4.tsv'}:200", str(info.value)
     assert "in epoch 2" in str(info.value), str(info.value)
-
-
-def test_a_failover_drops_the_sources_run_ahead_and_counts_every_record_once(spark, make_env, tmp_path):
-    expected = write_input(tmp_path / "in")
-    env = make_env("spark", **conf(tmp_path, **{
-        "restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.attempts": 2,
-        "restart-strategy.fixed-delay.delay": "10 ms"}))
-    env.set_parallelism(2)
-    flag = tmp_path / "failed"
-    build(env, tmp_path / "in", tmp_path / "out", FailOnce(str(flag)))
-    result = env.execute()
-    assert flag.exists() and result.restarts == 1
-    assert result.sources_ahead >= 1
-    assert final_sums(tmp_path / "out") == expected
 
 
 class CountSeen(MapFunction):
@@ -280,21 +266,18 @@ class FailOnceInTheKeyedStage:
         return a[0], total
 
 
-def test_a_keyed_stage_failure_drops_the_sources_run_ahead_and_counts_every_record_once(spark, make_env, tmp_path):
+@pytest.mark.parametrize("where", ["source stage (a task run ahead)", "keyed stage (sources run ahead meanwhile)"])
+def test_a_failover_drops_the_sources_run_ahead_and_counts_every_record_once(spark, make_env, tmp_path, where):
     expected = write_input(tmp_path / "in")
     env = make_env("spark", **conf(tmp_path, **{
         "restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.attempts": 2,
         "restart-strategy.fixed-delay.delay": "10 ms"}))
     env.set_parallelism(2)
     flag = tmp_path / "failed"
-    (env.from_source(FileSource.for_record_stream_format(StreamFormat.text_line_format(),
-                                                         str(tmp_path / "in")).build(),
-                     WatermarkStrategy.no_watermarks(), "lines").uid("lines")
-     .map(parse, output_type=Types.TUPLE([Types.STRING(), Types.INT()])).uid("parse")
-     .key_by(lambda r: r[0])
-     .reduce(FailOnceInTheKeyedStage(str(flag))).uid("sum")
-     .map(lambda r: f"{r[0]}\t{r[1]}").uid("format")
-     .sink_to(FileSink.for_row_format(str(tmp_path / "out"), Encoder.simple_string_encoder()).build()).uid("sink"))
+    if where.startswith("source"):
+        build(env, tmp_path / "in", tmp_path / "out", parser=FailOnce(str(flag)))
+    else:
+        build(env, tmp_path / "in", tmp_path / "out", reducer=FailOnceInTheKeyedStage(str(flag)))
     result = env.execute()
     assert flag.exists() and result.restarts == 1
     assert result.sources_ahead >= 1
