@@ -285,3 +285,24 @@ def test_sorted_runs_do_not_pile_up_when_every_epoch_reopens_the_database(tmp_pa
         runs.append(int(store.db.property_value("rocksdb.num-files-at-level0")))
         store.close()
     assert max(runs[-8:]) <= RocksDBOptions().compaction_trigger + 1, runs
+
+
+def test_a_reopened_database_reads_through_the_configured_shared_block_cache(tmp_path):
+    """Every epoch's task reopens its database. Opened without its column families, rocksdict gave an existing
+    database the options of its OPTIONS file and a private 8 MB block cache: the configured memory applied only
+    to the first epoch, and random reads of a large state missed the cache almost always."""
+    from sparkpoint.state.rocksdb.store import StateStore
+
+    path = str(tmp_path / "db")
+    first = StateStore(path, RocksDBOptions(memory_bytes=24 << 20))
+    first.db[b"\x00\x01k"] = b"v"
+    first.close()
+    for memory in (40 << 20, 56 << 20):
+        options = RocksDBOptions(memory_bytes=memory)
+        store = StateStore(path, options)
+        assert store.db.get(b"\x00\x01k") == b"v"
+        assert store.db.property_int_value("rocksdb.block-cache-capacity") == memory
+        store.close()
+        reader = StateStore(path, options, read_only=True)
+        assert reader.db.property_int_value("rocksdb.block-cache-capacity") == memory
+        reader.close()

@@ -99,11 +99,7 @@ class StateStore:
         self.path = path
         self.what = what
         self.options = options = options or RocksDBOptions()
-        if read_only:
-            self.db = rocksdict.Rdict(path, options.to_rocksdb(), access_type=rocksdict.AccessType.read_only())
-        else:
-            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-            self.db = rocksdict.Rdict(path, options.to_rocksdb())
+        self.db = _open(path, options, read_only)
         self.cache: dict[bytes, Any] = {}            # db key -> value (None: deleted) touched this epoch
         self.original: dict[bytes, Optional[bytes]] = {}  # db key -> its bytes at the start of the epoch
         self.slots: dict[bytes, tuple[Any, Any]] = {}     # db key -> (key, namespace)
@@ -446,6 +442,19 @@ class StateStore:
     def destroy(path: str) -> None:
         if os.path.exists(path):
             shutil.rmtree(path)
+
+
+def _open(path: str, options: RocksDBOptions, read_only: bool) -> rocksdict.Rdict:
+    """Open (or create) the database at ``path`` with ``options`` for its column family too: given no column
+    families, rocksdict reopens an existing database with the column-family options of its OPTIONS file and a
+    fresh 8 MB block cache of its own, so the shared cache, the filters and the write buffers configured here
+    would apply only to a database's first epoch."""
+    opts = options.to_rocksdb()
+    families = {"default": opts}
+    if read_only:
+        return rocksdict.Rdict(path, opts, column_families=families, access_type=rocksdict.AccessType.read_only())
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    return rocksdict.Rdict(path, opts, column_families=families)
 
 
 def _with_id(dbkey: bytes, remap: dict[int, int]) -> bytes:
