@@ -476,7 +476,7 @@ def test_configure_reads_flinks_keys_into_a_copy():
     options = configured.options
     assert (options.memory_bytes, options.write_buffer_ratio, options.write_buffer_bytes) == (128 << 20, 0.25, 4 << 20)
     assert configured.incremental is True and ROCKSDB.incremental is False
-    assert ROCKSDB.options.memory_bytes == 64 << 20
+    assert ROCKSDB.options.memory_bytes == 256 << 20
     assert configured.configure({"state.backend.incremental": "false"}).incremental is False
     assert configured.configure({}).options == configured.options
     backend = configured.create_keyed_backend(EVERY_KEY_GROUP, MAXP)

@@ -144,7 +144,7 @@ def test_prefetch_loads_per_key_state_in_one_batch_and_reads_stay_exact(tmp_path
     state = backend.get_partitioned_state(None, ValueStateDescriptor("count"))
     batch = [f"k{i}" for i in range(0, 60, 3)] * 2               # repeated keys, and ten that were never written
     backend.prefetch(batch)
-    assert len(backend.store.cache) == 20                        # each distinct key once, misses included
+    assert len(backend.store.cells) == 20                        # each distinct key once, misses included
     for key in batch:
         backend.set_current_key(key)
         state.update((state.value() or 0) + 1000)
@@ -154,6 +154,37 @@ def test_prefetch_loads_per_key_state_in_one_batch_and_reads_stay_exact(tmp_path
         backend.set_current_key(key)
         assert state.value() == value, key
     backend.dispose()
+
+
+def test_a_value_written_after_a_spill_between_its_read_and_write_is_kept(tmp_path):
+    """A ValueState's write goes to the cell its read found; another state's read in between may fill the
+    epoch's cache, which spills and forgets every cell. The write must then reach the store, not a cell it
+    forgot (oracle: a dict of the same updates)."""
+    options = RocksDBOptions(max_cached_entries=3)
+    backend = EmbeddedRocksDBStateBackend(options).create_keyed_backend(RANGE, MAXP, working_dir=str(tmp_path / "w"))
+    count = backend.get_partitioned_state(None, ValueStateDescriptor("count"))
+    other = backend.get_partitioned_state(None, ValueStateDescriptor("other"))
+    oracle: dict[str, int] = {}
+    rnd = random.Random(4)
+    for _ in range(200):
+        key = f"k{rnd.randrange(12)}"
+        backend.set_current_key(key)
+        n = (count.value() or 0) + 1
+        other.update((other.value() or 0) + 1)   # a cell of its own: at 3 entries, a spill
+        count.update(n)
+        oracle[key] = n
+    assert backend.store.spilled_changes > 0
+    backend.commit(1)
+    backend.dispose()
+    backend = EmbeddedRocksDBStateBackend(options).create_keyed_backend(RANGE, MAXP, working_dir=str(tmp_path / "w"))
+    backend.resume(1)
+    count = backend.get_partitioned_state(None, ValueStateDescriptor("count"))
+    got = {}
+    for key in oracle:
+        backend.set_current_key(key)
+        got[key] = count.value()
+    backend.dispose()
+    assert got == oracle
 
 
 def test_replayed_changes_find_their_states_by_name_in_a_database_that_numbered_them_otherwise(tmp_path):

@@ -92,6 +92,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         self._enc_key_bytes = b""
         self._enc_key_group = -1
         self._encoded: dict[Any, tuple[bytes, int]] = {}   # key -> (database bytes, key group), from prefetch
+        self._first_group, self._last_group = key_group_range.start, key_group_range.end
         self._load_state_kinds()
 
     def _load_state_kinds(self) -> None:
@@ -112,7 +113,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         if key is not self._enc_key:
             self._encode(key)
         kg = self._enc_key_group if key_group is None else key_group
-        if kg not in self.key_group_range:
+        if not self._first_group <= kg <= self._last_group:
             raise StateError(
                 f"key {key!r} belongs to key group {kg}, outside this task's range {self.key_group_range}")
         self.current_key = key
@@ -238,7 +239,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
 
     def _restore_entries(self, entries: dict[int, dict[str, dict]]) -> None:
         in_range = self.key_group_range.__contains__
-        fresh = self.store.committed_epoch() is None and not self.store.cache
+        fresh = self.store.committed_epoch() is None and not self.store.cells
         direct: list[tuple[bytes, bytes]] = []
         for kg, states in entries.items():
             if not in_range(kg):
@@ -266,7 +267,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
     def _restore_timers(self, timers: dict[int, dict[str, list]]) -> None:
         """Into an empty database timers go straight in, as the entries do (a retried first epoch after the
         restore then rolls back to all of the restore); otherwise through the epoch's cache."""
-        if self.store.committed_epoch() is not None or self.store.cache or self.store.timer_writes:
+        if self.store.committed_epoch() is not None or self.store.cells or self.store.timer_writes:
             super()._restore_timers(timers)
             return
         direct: list[tuple[bytes, bytes]] = []
@@ -298,7 +299,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
                 next_cursor = dbkey
                 break
             state = ttl_states.get(struct.unpack(">H", dbkey[2:4])[0])
-            if state is None or dbkey in self.store.cache:
+            if state is None or dbkey in self.store.cells:
                 continue
             key, ns, value = pickle.loads(raw)
             kept = self.ttl_cleanups[state](self.state_kinds[state], value)

@@ -44,6 +44,9 @@ class RocksDBOptions:
     As Flink's fixed managed memory per slot: ``memory_bytes`` bounds the block cache *and*
     the write buffers of every database the worker opens (one LRU cache and one write-buffer
     manager per process, ``write_buffer_ratio`` of it for write buffers, charged to the cache).
+    256 MB by default: an epoch's point lookups of keys spread over a large state miss a small
+    cache, and a miss reads and decompresses a block (a task's multi-get of 25,000 keys in 2.5M
+    took 230-290 ms through 64 MB and 140-185 ms through 256 MB, measured alternately).
 
     Compaction is **universal** by default (Flink's default is level). A task opens its
     database for an epoch and closes it at the end, and every checkpoint flushes the memtable:
@@ -56,7 +59,7 @@ class RocksDBOptions:
     runs reach its size, so lookups stay flat and checkpoints stay small.
     """
 
-    memory_bytes: int = 64 * 1024 * 1024
+    memory_bytes: int = 256 * 1024 * 1024   # Flink's default managed memory of a slot is ~512 MB
     write_buffer_ratio: float = 0.5
     write_buffer_bytes: int = 8 * 1024 * 1024       # one memtable
     max_write_buffers: int = 2

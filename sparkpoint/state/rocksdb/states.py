@@ -91,26 +91,40 @@ class _RocksDBState:
 
 
 class RocksDBValueState(_RocksDBState, HeapValueState):
-    """Per-key values (no namespace) go straight to the store under the current key's bytes, which the
-    backend serialized when the key became current: the one state a keyed function reads and writes on
-    every record. With a namespace, the heap logic as for the other kinds."""
+    """Per-key values (no namespace) go straight to the store's cell of the current key, found from the key's
+    bytes the backend serialized when the key became current, and kept for the record's write after its read:
+    the one state a keyed function reads and writes on every record. With a namespace, the heap logic as for
+    the other kinds."""
 
-    __slots__ = ("state_id",)
+    __slots__ = ("state_id", "_cell_key", "_cell_generation", "_cell")
+
+    def __init__(self, backend: RocksDBKeyedStateBackend, table: dict, descriptor: StateDescriptor):
+        super().__init__(backend, table, descriptor)
+        self._cell_key: Any = _NONE
+        self._cell_generation = 0
+        self._cell: list = []
+
+    def _current_cell(self) -> list:
+        backend: RocksDBKeyedStateBackend = self.backend  # type: ignore[assignment]
+        key, store = backend.current_key, backend.store
+        if key is not self._cell_key or self._cell_generation != store.generation:
+            self._cell = store.cell(self._entries().prefix + backend.current_key_bytes())
+            self._cell_key, self._cell_generation = key, store.generation
+        return self._cell
 
     def value(self) -> Any:
         if self.namespace is not None:
             return super().value()
-        view = self._entries()
-        backend: RocksDBKeyedStateBackend = self.backend  # type: ignore[assignment]
-        return view.store.get(view.prefix + backend.current_key_bytes())
+        return self._current_cell()[0]
 
     def update(self, value: Any) -> None:
         if self.namespace is not None or value is None:
             super().update(value)
             return
-        view = self._entries()
-        backend: RocksDBKeyedStateBackend = self.backend  # type: ignore[assignment]
-        view.store.put(view.prefix + backend.current_key_bytes(), (backend.current_key, None), value)
+        cell = self._current_cell()
+        cell[0] = value
+        if cell[2] is None:
+            cell[2] = (self.backend.current_key, None)  # type: ignore[attr-defined]
 
 
 class RocksDBListState(_RocksDBState, HeapListState):

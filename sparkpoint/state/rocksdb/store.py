@@ -2,7 +2,9 @@
 
 The database lives in the executor's local directory and outlives the task: the task of
 the next epoch opens it again and reads only the keys it touches. Within an epoch, reads
-and writes go through a cache of the entries touched so far (decoded Python objects);
+and writes go through a cache of the entries touched so far: one *cell* per entry, a list
+``[value (decoded; None: absent), its bytes at the start of the epoch, (key, namespace) or None]``
+that a state may hold on to for the record it serves, until the store's ``generation`` changes;
 :meth:`StateStore.commit` writes the entries that changed in **one** atomic write batch,
 together with the epoch number and an undo log (the previous bytes of every changed
 entry). A task that runs an epoch again (Spark re-runs a task whose output was lost) first
@@ -22,6 +24,7 @@ Layout of the keys (all big-endian, so RocksDB's order is key group, then state)
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import pickle
@@ -54,6 +57,7 @@ _ABSENT = object()
 _PICKLE = pickle.HIGHEST_PROTOCOL
 _TS_OFFSET = 1 << 63
 _UNDO_CHUNK = 1000   # entries per value of the undo log: large values slow every read of the database down
+_GENERATIONS = itertools.count(1)   # of every store's cells, process-wide: a cell held past a change is stale
 
 
 def encode_key(key: Any) -> bytes:
@@ -100,9 +104,8 @@ class StateStore:
         self.what = what
         self.options = options = options or RocksDBOptions()
         self.db = _open(path, options, read_only)
-        self.cache: dict[bytes, Any] = {}            # db key -> value (None: deleted) touched this epoch
-        self.original: dict[bytes, Optional[bytes]] = {}  # db key -> its bytes at the start of the epoch
-        self.slots: dict[bytes, tuple[Any, Any]] = {}     # db key -> (key, namespace)
+        self.cells: dict[bytes, list] = {}   # db key -> [value, bytes at the start of the epoch, slot or None]
+        self.generation = next(_GENERATIONS)  # changes whenever the cells are forgotten
         self.timer_writes: dict[bytes, Optional[bytes]] = {}
         self.max_cached = options.max_cached_entries
         self.spilled: set[bytes] = set()   # keys whose pre-epoch bytes are in the undo log already
@@ -131,66 +134,70 @@ class StateStore:
         return None if raw is None else int(raw)
 
     # -- entries, through the epoch's cache -------------------------------------------------
-    def get(self, dbkey: bytes) -> Any:
-        value = self.cache.get(dbkey, _ABSENT)
-        if value is _ABSENT:
-            if len(self.cache) >= self.max_cached:
+    def cell(self, dbkey: bytes) -> list:
+        """The entry's cell, read from the database the first time this epoch (see the module's docstring)."""
+        cell = self.cells.get(dbkey)
+        if cell is None:
+            if len(self.cells) >= self.max_cached:
                 self._spill()
             raw = self.db.get(dbkey)
-            self.original[dbkey] = raw
-            value = None if raw is None else pickle.loads(raw)[2]
-            self.cache[dbkey] = value
-        return value
+            cell = self.cells[dbkey] = [None if raw is None else pickle.loads(raw)[2], raw, None]
+        return cell
+
+    def get(self, dbkey: bytes) -> Any:
+        return self.cell(dbkey)[0]
 
     def prefetch(self, dbkeys: list[bytes]) -> None:
         """Read the entries of ``dbkeys`` not cached yet in one multi-get (as far as the cache has room)."""
-        cache = self.cache
+        cells = self.cells
         wanted = list(dict.fromkeys(dbkeys))
-        missing = [k for k in wanted if k not in cache]
-        if len(cache) + len(missing) > self.max_cached and cache:   # make room: write the changes so far
+        missing = [k for k in wanted if k not in cells]
+        if len(cells) + len(missing) > self.max_cached and cells:   # make room: write the changes so far
             self._spill()
             missing = wanted
-        del missing[max(0, self.max_cached - len(cache)):]
+        del missing[max(0, self.max_cached - len(cells)):]
         if not missing:
             return
         missing.sort()  # RocksDB's multi-get is fastest in key order
         raws: list = self.db.get(missing)  # type: ignore[arg-type, assignment]  # a list in, a list out
-        original, loads = self.original, pickle.loads
+        loads = pickle.loads
         for dbkey, raw in zip(missing, raws):
-            original[dbkey] = raw
-            cache[dbkey] = None if raw is None else loads(raw)[2]
+            cells[dbkey] = [None if raw is None else loads(raw)[2], raw, None]
 
     def put(self, dbkey: bytes, slot: tuple[Any, Any], value: Any) -> None:
-        if dbkey not in self.original:
-            if len(self.cache) >= self.max_cached:
+        cell = self.cells.get(dbkey)
+        if cell is None:   # its bytes are kept for the undo log, not decoded: the value is replaced
+            if len(self.cells) >= self.max_cached:
                 self._spill()
-            self.original[dbkey] = self.db.get(dbkey)
-        self.cache[dbkey] = value
-        self.slots[dbkey] = slot
+            self.cells[dbkey] = [value, self.db.get(dbkey), slot]
+        else:
+            cell[0] = value
+            cell[2] = slot
 
     def delete(self, dbkey: bytes) -> None:
-        if dbkey not in self.original:
-            if len(self.cache) >= self.max_cached:
+        cell = self.cells.get(dbkey)
+        if cell is None:
+            if len(self.cells) >= self.max_cached:
                 self._spill()
-            self.original[dbkey] = self.db.get(dbkey)
-        self.cache[dbkey] = None
+            self.cells[dbkey] = [None, self.db.get(dbkey), None]
+        else:
+            cell[0] = None
 
     def scan(self, prefixes: list[bytes]) -> Iterator[tuple[bytes, Any, Any, Any]]:
         """Every ``(db key, key, namespace, value)`` under the same-length ``prefixes``, this epoch's
         changes included (the cache is read once, whatever the number of prefixes)."""
-        cache = self.cache
+        cells = self.cells
         for prefix in prefixes:
             for dbkey, raw in self.iterate(prefix):
-                if dbkey not in cache:
+                if dbkey not in cells:
                     yield (dbkey, *pickle.loads(raw))
         wanted = set(prefixes)
         size = len(prefixes[0]) if prefixes else 0
-        for dbkey, value in list(cache.items()):
-            if value is not None and dbkey[:size] in wanted:
-                slot = self.slots.get(dbkey)
-                if slot is None:  # read (maybe changed in place), never put: its key is in the stored bytes
-                    slot = self.slots[dbkey] = pickle.loads(self.original[dbkey] or b"")[:2]
-                yield dbkey, slot[0], slot[1], value
+        for dbkey, cell in list(cells.items()):
+            if cell[0] is not None and dbkey[:size] in wanted:
+                if cell[2] is None:  # read (maybe changed in place), never put: its key is in the stored bytes
+                    cell[2] = pickle.loads(cell[1] or b"")[:2]
+                yield dbkey, cell[2][0], cell[2][1], cell[0]
 
     def iterate(self, prefix: bytes, db: Any = None) -> Iterator[tuple[bytes, bytes]]:
         """Raw committed ``(db key, bytes)`` under ``prefix``, in key order."""
@@ -253,9 +260,7 @@ class StateStore:
         self.watermark = self._load_json(_META_WATERMARK, None)
 
     def _clear_epoch(self) -> None:
-        self.cache.clear()
-        self.original.clear()
-        self.slots.clear()
+        self._forget_cells()
         self.timer_writes.clear()
         self.spilled.clear()
         self.spilled_changes = 0
@@ -280,9 +285,11 @@ class StateStore:
             self.spilled.update(dbkey for dbkey, _, _ in changes)
             self.db.write(batch)
             self.spilled_changes += len(changes)
-        self.cache.clear()
-        self.original.clear()
-        self.slots.clear()
+        self._forget_cells()
+
+    def _forget_cells(self) -> None:
+        self.cells.clear()
+        self.generation = next(_GENERATIONS)
 
     def commit(self, epoch: int, watermark: Optional[int] = None) -> int:
         """Write this epoch's changes, its undo log and its number in one batch; returns the changed entries."""
@@ -344,15 +351,13 @@ class StateStore:
     def _changes(self) -> list[tuple[bytes, Optional[bytes], Optional[bytes]]]:
         """``(db key, old bytes, new bytes)`` of the cached entries whose bytes changed (``None``: absent)."""
         changes = []
-        dumps, original, slots = pickle.dumps, self.original, self.slots
-        for dbkey, value in self.cache.items():
-            old = original.get(dbkey)
+        dumps = pickle.dumps
+        for dbkey, (value, old, slot) in self.cells.items():
             if value is None:
                 if old is None:
                     continue
                 new = None
             else:
-                slot = slots.get(dbkey)
                 if slot is None:  # read, maybe mutated in place, never put
                     slot = pickle.loads(old or b"")[:2]
                 new = dumps((slot[0], slot[1], value), _PICKLE)
