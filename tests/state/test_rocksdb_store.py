@@ -337,3 +337,30 @@ def test_a_reopened_database_reads_through_the_configured_shared_block_cache(tmp
         reader = StateStore(path, options, read_only=True)
         assert reader.db.property_int_value("rocksdb.block-cache-capacity") == memory
         reader.close()
+
+
+class _Gone:
+    """A value class that a later version of the job no longer has."""
+
+
+def test_a_value_state_update_without_a_read_replaces_the_stored_value_without_decoding_it(tmp_path, monkeypatch):
+    import sys
+
+    def open_backend():
+        backend = EmbeddedRocksDBStateBackend().create_keyed_backend(RANGE, MAXP, working_dir=str(tmp_path / "w"))
+        return backend, backend.get_partitioned_state(None, ValueStateDescriptor("v"))
+
+    backend, state = open_backend()
+    backend.set_current_key("k")
+    state.update(_Gone())
+    backend.commit(1)
+    backend.dispose()
+    monkeypatch.delattr(sys.modules[__name__], "_Gone")   # unpickling the stored value would now fail
+    backend, state = open_backend()
+    backend.resume(1)
+    backend.set_current_key("k")
+    state.update(5)
+    backend.commit(2)
+    backend.set_current_key("k")
+    assert state.value() == 5
+    backend.dispose()

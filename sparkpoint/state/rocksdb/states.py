@@ -121,10 +121,15 @@ class RocksDBValueState(_RocksDBState, HeapValueState):
         if self.namespace is not None or value is None:
             super().update(value)
             return
-        cell = self._current_cell()
-        cell[0] = value
-        if cell[2] is None:
-            cell[2] = (self.backend.current_key, None)  # type: ignore[attr-defined]
+        backend: RocksDBKeyedStateBackend = self.backend  # type: ignore[assignment]
+        key, store = backend.current_key, backend.store
+        if key is self._cell_key and self._cell_generation == store.generation:   # read just before
+            cell = self._cell
+            cell[0] = value
+            if cell[2] is None:
+                cell[2] = (key, None)
+        else:   # a blind write: the stored value is replaced, not decoded (its class may be gone)
+            store.put(self._entries().prefix + backend.current_key_bytes(), (key, None), value)
 
 
 class RocksDBListState(_RocksDBState, HeapListState):
