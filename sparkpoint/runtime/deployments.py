@@ -53,7 +53,6 @@ def deploy_stages(master: "JobMaster", stages: list[StagePlan], epoch: int, now_
     return deps
 
 
-
 def latest_reports(reports: list[TaskReport]) -> list[TaskReport]:
     """One report per task: the last one of a task that reported twice (a task Spark ran again)."""
     seen: dict[tuple[int, int], TaskReport] = {}

@@ -92,6 +92,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         self._enc_key_bytes = b""
         self._enc_key_group = -1
         self._encoded: dict[Any, tuple[bytes, int]] = {}   # key -> (database bytes, key group), from prefetch
+        # the range's bounds, compared inline on every record (KeyGroupRange.__contains__ is a call per record)
         self._first_group, self._last_group = key_group_range.start, key_group_range.end
         self._load_state_kinds()
 

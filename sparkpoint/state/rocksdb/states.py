@@ -10,7 +10,7 @@ written at the epoch's commit only if its bytes changed.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Optional
 
 from sparkpoint.datastream.state import StateDescriptor
 from sparkpoint.state.hashmap.states import (
@@ -104,13 +104,20 @@ class RocksDBValueState(_RocksDBState, HeapValueState):
         self._cell_generation = 0
         self._cell: list = []
 
-    def _current_cell(self) -> list:
+    def _held_cell(self) -> Optional[list]:
+        """The cell this state found for the current key, if the key and the store's cells are still the same."""
         backend: RocksDBKeyedStateBackend = self.backend  # type: ignore[assignment]
-        key, store = backend.current_key, backend.store
-        if key is not self._cell_key or self._cell_generation != store.generation:
-            self._cell = store.cell(self._entries().prefix + backend.current_key_bytes())
-            self._cell_key, self._cell_generation = key, store.generation
-        return self._cell
+        if backend.current_key is self._cell_key and self._cell_generation == backend.store.generation:
+            return self._cell
+        return None
+
+    def _current_cell(self) -> list:
+        cell = self._held_cell()
+        if cell is None:
+            backend: RocksDBKeyedStateBackend = self.backend  # type: ignore[assignment]
+            cell = self._cell = backend.store.cell(self._entries().prefix + backend.current_key_bytes())
+            self._cell_key, self._cell_generation = backend.current_key, backend.store.generation
+        return cell
 
     def value(self) -> Any:
         if self.namespace is not None:
@@ -122,14 +129,13 @@ class RocksDBValueState(_RocksDBState, HeapValueState):
             super().update(value)
             return
         backend: RocksDBKeyedStateBackend = self.backend  # type: ignore[assignment]
-        key, store = backend.current_key, backend.store
-        if key is self._cell_key and self._cell_generation == store.generation:   # read just before
-            cell = self._cell
-            cell[0] = value
-            if cell[2] is None:
-                cell[2] = (key, None)
-        else:   # a blind write: the stored value is replaced, not decoded (its class may be gone)
-            store.put(self._entries().prefix + backend.current_key_bytes(), (key, None), value)
+        cell = self._held_cell()   # the record read its value just before
+        if cell is None:   # a blind write: the stored value is replaced, not decoded (its class may be gone)
+            backend.store.put(self._entries().prefix + backend.current_key_bytes(), (backend.current_key, None), value)
+            return
+        cell[0] = value
+        if cell[2] is None:
+            cell[2] = (backend.current_key, None)
 
 
 class RocksDBListState(_RocksDBState, HeapListState):
