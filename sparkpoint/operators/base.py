@@ -200,6 +200,7 @@ class StreamOperator:
 
     keyed = False
     routes_failures = False   # records its function raises on go to the FAILED_RECORDS side output
+    takes_coded = False       # process_batch takes a Coded batch of values from an exchange (else a list)
 
     def __init__(self, uid: str, name: str, function: Optional[Function] = None):
         self.uid = uid

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from sparkpoint.common.watermark_strategy import MAX_WATERMARK
 from sparkpoint.operators.base import IDLE, Output, StreamOperator
+from sparkpoint.operators.coded import Coded
 from sparkpoint.operators.source import SourceOperator
 from sparkpoint.runtime.exchange import decode_blob
 from sparkpoint.runtime.graph import StagePlan, StreamEdge
@@ -46,7 +47,8 @@ def read_inputs(stage: StagePlan, input_blobs: list[bytes], report: "TaskReport"
     """Decode upstream blobs into record batches and watermarks per operator (Step 2)."""
     inputs = Inputs.of(stage)
     edges_by_id = {e.id: e for e in stage.input_edges}
-    decoded = sorted((decode_blob(b) for b in input_blobs), key=lambda hb: (hb[0]["stage"], hb[0]["subtask"]))
+    decoded = sorted((decode_blob(b, keep_coded=True) for b in input_blobs),
+                     key=lambda hb: (hb[0]["stage"], hb[0]["subtask"]))
     for header, batches in decoded:
         inputs.forwarded.extend(header.get("reports", []))
         for edge_id, wm in header["watermarks"].items():
@@ -104,6 +106,8 @@ def _run_operator(nid: int, op: StreamOperator, dep: "TaskDeployment", inputs: I
     records_in = 0
     for i in order:
         values, timestamps = _concat(inputs.pending[(nid, i)])
+        if type(values) is Coded and not (i == 1 and op.takes_coded and not op.routes_failures):
+            values = values.values()
         records_in += len(values)
         if values:
             process = op.process_batch if i == 1 else second
@@ -124,15 +128,18 @@ def _run_operator(nid: int, op: StreamOperator, dep: "TaskDeployment", inputs: I
     return wm
 
 
-def _concat(batches: list[tuple[list, list]]) -> tuple[list, list]:
+def _concat(batches: list[tuple[Any, list]]) -> tuple[Any, list]:
+    """One input's batches one after the other: coded if every batch is (:meth:`Coded.concat`)."""
     if len(batches) == 1:
         return batches[0]
+    coded = bool(batches) and all(type(v) is Coded for v, _ in batches)
     values: list = []
     timestamps: list = []
     for v, t in batches:
-        values.extend(v)
+        if not coded:
+            values.extend(v.values() if type(v) is Coded else v)
         timestamps.extend(t)
-    return values, timestamps
+    return (Coded.concat([v for v, _ in batches]) if coded else values), timestamps
 
 
 def min_watermark(values: list) -> Optional[int]:

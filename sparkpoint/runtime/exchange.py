@@ -11,7 +11,9 @@ values of exactly the types that went in (measured in ``bench/README.md``):
 * **uniform builtins** (every value the same nesting of tuples over one exact builtin type
   per position: ``str``, ``int``, ``bool``, ``bytes``, ``float``, ``None``), checked column by
   column at C speed, go as ``marshal`` of the list; when few distinct values repeat (a keyed
-  count's ``(key, 1)``), as the distinct values plus an index per record (**dictionary**);
+  count's ``(key, 1)``), as the distinct values plus an index per record (**dictionary**:
+  coded first, the types checked after, on the distinct values and then position by position
+  against them; the receiving task may keep the batch coded, :class:`Coded`);
 * anything else is **pickled** as one list (cloudpickle where pickle cannot).
 
 Timestamps go as an int64 array when every record has one, else as a marshalled list.
@@ -25,13 +27,15 @@ import operator
 import pickle
 from itertools import compress
 from operator import itemgetter
+from collections.abc import Sequence
 from typing import Any, Callable, Optional
 
 import cloudpickle
 
+from sparkpoint.operators.coded import Coded
 from sparkpoint.state.key_groups import KeyGroupAssigner
 
-__all__ = ["Coded", "encode_batch", "decode_batch", "encode_blob", "decode_blob", "hash_partition"]
+__all__ = ["Coded", "coded", "encode_batch", "decode_batch", "encode_blob", "decode_blob", "hash_partition"]
 
 _LEAVES = frozenset({str, int, bool, bytes, float, type(None)})   # marshal gives back exactly these types
 _MARSHAL_VERSION = 4
@@ -39,36 +43,28 @@ _SAMPLE = 1024         # values looked at to decide on a dictionary
 _PICKLE = pickle.HIGHEST_PROTOCOL
 
 
-class Coded:
-    """Records' values as their distinct values (exact builtins, see :func:`_uniform`) and one index per
-    record: what routing and encoding share, so that each looks at a record's value once."""
-
-    __slots__ = ("distinct", "codes")
-
-    def __init__(self, distinct: list, codes: list):
-        self.distinct = distinct
-        self.codes = codes
-
-    def __len__(self) -> int:
-        return len(self.codes)
-
-    def values(self) -> list:
-        return list(map(self.distinct.__getitem__, self.codes))
-
-
-def _coded(values: list, has_float: Optional[bool] = None) -> Optional[Coded]:
-    """``values`` as a :class:`Coded` batch when few distinct values repeat in them and they are uniform
-    builtins without floats (``has_float``: what :func:`_uniform` said, if asked already); else None."""
-    if not _repeats(values):
-        return None
-    return _code(values) if (_uniform(values) if has_float is None else has_float) is False else None
-
-
-def _repeats(values: list) -> bool:
-    """Whether a sample of the first ``_SAMPLE`` values holds few distinct ones (at most a quarter)."""
+def coded(values: list) -> Optional[Coded]:
+    """``values`` as a :class:`Coded` batch when few distinct values repeat in them, and the distinct values
+    are uniform builtins without floats (:func:`_uniform`) and every value is of exactly its distinct
+    value's types (:func:`_typed_like`); else None. Coding first and checking the types after is cheaper
+    than checking them first: a dictionary collapses equal values, and the checks then walk each position
+    of the records once, knowing the types it must find there."""
     sample = values[:_SAMPLE]
+    if not _repeats(sample) or _uniform(sample) is not False:   # the rest is not looked at for nothing
+        return None
     try:
-        return len(values) > 1 and len(set(sample)) * 4 <= len(sample)
+        batch = _code(values)
+    except Exception:  # noqa: BLE001 - an unhashable value further on, or a user class whose __eq__ fails
+        return None
+    if _uniform(batch.distinct) is not False or not _typed_like(values, batch.distinct[0]):
+        return None
+    return batch
+
+
+def _repeats(sample: list) -> bool:
+    """Whether ``sample`` holds few distinct values (at most a quarter)."""
+    try:
+        return len(sample) > 1 and len(set(sample)) * 4 <= len(sample)
     except Exception:  # noqa: BLE001 - unhashable values, or a user class whose __eq__ fails: not coded
         return False
 
@@ -79,20 +75,37 @@ def _code(values: list) -> Coded:
     return Coded(list(distinct), codes)
 
 
+def _typed_like(values: list, model: Any) -> bool:
+    """Whether every value has exactly the types of ``model`` at every position, each value being equal to a
+    value of ``model``'s types (so an exact tuple among them has ``model``'s length there)."""
+    if set(map(type, values)) != {type(model)}:
+        return False
+    if type(model) is not tuple:
+        return True
+    for i, item in enumerate(model):
+        column = map(itemgetter(i), values)
+        if type(item) is tuple:
+            if not _typed_like(list(column), item):
+                return False
+        elif set(map(type, column)) != {type(item)}:
+            return False
+    return True
+
+
 def hash_partition(values: list, timestamps: list, get_key: Callable[[Any], Any], n: int,
                    assign: KeyGroupAssigner) -> list[tuple[Any, list]]:
     """Split records over ``n`` partitions by their key's group (Flink's ``KeyGroupRangeAssignment``):
     each distinct key is hashed once, all new keys of the batch together. Values that repeat are
-    coded first (:func:`_coded`): the key selector then runs once per distinct value, and each partition
+    coded first (:func:`coded`): the key selector then runs once per distinct value, and each partition
     gets a :class:`Coded` batch."""
     maxp = assign.max_parallelism
-    batch = _coded(values)
+    batch = coded(values)
     if batch is not None:
         keys = [get_key(v) for v in batch.distinct]
         groups = assign.assign_all(keys)
         part_of = [groups[k] * n // maxp for k in keys]
         where = list(map(part_of.__getitem__, batch.codes))
-        items: list = batch.codes
+        items: Sequence = batch.codes
     else:
         keys = [get_key(v) for v in values]
         target = {k: kg * n // maxp for k, kg in assign.assign_all(keys).items()}
@@ -100,7 +113,7 @@ def hash_partition(values: list, timestamps: list, get_key: Callable[[Any], Any]
         items = values
     parts: list[tuple[Any, list]] = [([], []) for _ in range(n)]
     for p in set(where):
-        mask = [w == p for w in where]
+        mask = list(map(p.__eq__, where))
         chosen = list(compress(items, mask))
         parts[p] = (Coded(batch.distinct, chosen) if batch is not None else chosen, list(compress(timestamps, mask)))
     return parts
@@ -139,27 +152,26 @@ def _encode_values(values: Any) -> tuple[bytes, bytes]:
     """``(encoding, body)`` of a non-empty list of values, or of a :class:`Coded` batch (see the module's
     docstring)."""
     if type(values) is not Coded:
-        has_float = _uniform(values)
-        if has_float is None:
-            try:
-                return b"pickle", pickle.dumps(values, _PICKLE)
-            except (pickle.PicklingError, AttributeError, TypeError):
-                return b"pickle", cloudpickle.dumps(values, _PICKLE)
-        batch = _coded(values, has_float)
+        batch = coded(values)
         if batch is None:
+            if _uniform(values) is None:
+                try:
+                    return b"pickle", pickle.dumps(values, _PICKLE)
+                except (pickle.PicklingError, AttributeError, TypeError):
+                    return b"pickle", cloudpickle.dumps(values, _PICKLE)
             return b"marshal", marshal.dumps(values, _MARSHAL_VERSION)
         values = batch
     return b"dict", marshal.dumps((values.distinct, array.array("I", values.codes).tobytes()), _MARSHAL_VERSION)
 
 
-def _decode_values(encoding: bytes, body: bytes) -> list:
+def _decode_values(encoding: bytes, body: bytes, keep_coded: bool) -> Any:
     if encoding == b"marshal":
         return marshal.loads(body)
     if encoding == b"dict":
         distinct, raw = marshal.loads(body)
         codes = array.array("I")
         codes.frombytes(raw)
-        return list(map(distinct.__getitem__, codes))
+        return Coded(distinct, codes) if keep_coded else list(map(distinct.__getitem__, codes))
     return pickle.loads(body)
 
 
@@ -189,7 +201,9 @@ def _encode_timestamps(timestamps: list) -> Any:
     return stamps
 
 
-def decode_batch(data: bytes) -> tuple[list, list]:
+def decode_batch(data: bytes, keep_coded: bool = False) -> tuple[Any, list]:
+    """The values and timestamps of :func:`encode_batch`; ``keep_coded``: a dictionary-coded batch of values
+    as a :class:`Coded` batch (for :func:`sparkpoint.runtime.chain.read_inputs`), not as a list."""
     encoding, body, ts = marshal.loads(data)
     if type(ts) is bytes:
         stamps = array.array("q")
@@ -197,7 +211,7 @@ def decode_batch(data: bytes) -> tuple[list, list]:
         timestamps = stamps.tolist()
     else:
         timestamps = ts
-    return ([] if encoding == b"empty" else _decode_values(encoding, body)), timestamps
+    return ([] if encoding == b"empty" else _decode_values(encoding, body, keep_coded)), timestamps
 
 
 def encode_blob(header: dict, batches: dict[int, tuple[list, list]]) -> bytes:
@@ -209,6 +223,6 @@ def encode_blob(header: dict, batches: dict[int, tuple[list, list]]) -> bytes:
         return cloudpickle.dumps(blob, protocol=pickle.HIGHEST_PROTOCOL)  # user classes in reports
 
 
-def decode_blob(blob: bytes) -> tuple[dict, dict[int, tuple[list, list]]]:
+def decode_blob(blob: bytes, keep_coded: bool = False) -> tuple[dict, dict[int, tuple[Any, list]]]:
     d = pickle.loads(blob)
-    return d["h"], {edge: decode_batch(data) for edge, data in d["b"].items()}
+    return d["h"], {edge: decode_batch(data, keep_coded) for edge, data in d["b"].items()}

@@ -49,7 +49,9 @@ from sparkpoint.datastream.window import (
 )
 from sparkpoint.operators.keyed import KeyedOperator
 from sparkpoint.operators.base import IDLE, Output
+from sparkpoint.operators.coded import Coded
 from sparkpoint.time.timers import EVENT_TIME, PROCESSING_TIME
+from sparkpoint.windows.coded_buckets import count_by_code_and_window
 from sparkpoint.windows.contexts import WINDOW_STATE_PREFIX, AssignerContext, TriggerContext, WindowContext
 from sparkpoint.windows.functions import InternalWindowFunction
 from sparkpoint.windows.local_aggregation import LOCAL_AGGREGATES_IN, WindowPartial
@@ -63,6 +65,8 @@ MAX_TS = 2**63 - 1
 
 class WindowOperator(KeyedOperator):
     """Windows of a keyed (or, with a constant key, non-keyed) stream."""
+
+    takes_coded = True
 
     def __init__(self, uid: str, name: str, key_selector: Any, *, assigner: WindowAssigner, trigger: Trigger,
                  contents_kind: str, reduce_function: Any = None, aggregate_function: Any = None,
@@ -165,7 +169,11 @@ class WindowOperator(KeyedOperator):
             self.task.counter(self.uid, "numLateRecordsDropped")
 
     # -- elements -------------------------------------------------------------------------
-    def process_batch(self, values: list, timestamps: list, out: Output) -> None:
+    def process_batch(self, values: Any, timestamps: list, out: Output) -> None:
+        if type(values) is Coded:
+            if self._process_coded(values, timestamps):
+                return
+            values = values.values()
         if self.pre_aggregated:  # partials, and records an upstream task sent as they are: in arrival order
             for is_partial, run in itertools.groupby(zip(values, timestamps), lambda vt: type(vt[0]) is WindowPartial):
                 run_values, run_timestamps = map(list, zip(*run))
@@ -228,6 +236,33 @@ class WindowOperator(KeyedOperator):
         self._add_buckets(buckets)
         for v, t, k in late:
             self._process_element(v, t, k, out)
+
+    def _process_coded(self, batch: Coded, timestamps: list) -> bool:
+        """The fast path for tumbling event-time windows over a coded batch whose keys each have one distinct
+        value (a keyed count's ``(key, 1)``): a window's contents are that value once per record, so records
+        are counted per (code, window start) (:func:`count_by_code_and_window`), and the key selector runs
+        once per distinct value. The buckets come in the order of their first records, as on the per-record
+        path. False (nothing done): not this case, or a record is late or has no timestamp."""
+        if not self.fast_path or type(self.assigner) is not TumblingEventTimeWindows or None in timestamps:
+            return False
+        keys = self.keys_of(batch.distinct)
+        try:
+            if len(set(keys)) != len(keys):   # a key with two values: their order in the window matters
+                return False
+        except TypeError:   # an unhashable key: the per-record path says so
+            return False
+        size = self.assigner.size
+        counts = count_by_code_and_window(batch.codes, timestamps, size, self.assigner.offset, len(keys))
+        if counts is None or min(s for _, s, _ in counts) + size - 1 <= self.watermark:
+            return False
+        distinct = batch.distinct
+        try:
+            self._add_buckets({(keys[c], TimeWindow(s, s + size)): [distinct[c]] * n for c, s, n in counts})
+        except Exception as e:   # a reduce or aggregate function failed: as on the per-record fast path
+            if getattr(e, "uid", None) is not None:
+                raise
+            raise self.fail(None, e) from e
+        return True
 
     @staticmethod
     def _tumbling_buckets(values: list, timestamps: list, keys: list, size: int, offset: int, wm: int,

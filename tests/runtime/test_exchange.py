@@ -150,3 +150,49 @@ def test_values_whose_equality_fails_are_routed_without_coding() -> None:
     records = [Touchy("a"), Touchy("b")] * 3
     parts = hash_partition(records, [0] * len(records), lambda v: v.k, 2, KeyGroupAssigner(128))
     assert sorted(v.k for vs, _ in parts for v in vs) == ["a"] * 3 + ["b"] * 3
+
+
+class Name(str):
+    """A str subclass: equal to, and hashing as, the plain string."""
+
+
+# (a value, another of its types, values equal to the first (and of its hash) but typed otherwise somewhere)
+EQUAL_BUT_TYPED_OTHERWISE = [
+    (("a", 1), ("b", 2), [("a", True), (Name("a"), 1), Row("a", 1)]),
+    ((("a", "b"), 1), (("c", "d"), 1), [(("a", Name("b")), 1), (("a", "b"), True), ((Name("a"), "b"), 1),
+                                        (Row("a", "b"), 1)]),
+    ((1, ("x", None)), (2, ("y", None)), [(True, ("x", None)), (1, Row("x", None))]),
+    ("k", "m", [Name("k")]),
+]
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.sampled_from(EQUAL_BUT_TYPED_OTHERWISE), st.randoms(use_true_random=False), st.integers(1100, 2500),
+       st.integers(0, 3))
+def test_a_repeating_batch_keeps_every_value_of_its_own_types(case: tuple, rnd: random.Random, n: int,
+                                                              odd: int) -> None:
+    """Coded or not, a value equal to others but typed otherwise at any depth comes back as it was, in
+    order: from a blob, routed, and from a batch kept coded on the receiving side."""
+    common, other, variants = case
+    vals = [common if i % 7 else other for i in range(n)]
+    for _ in range(odd):
+        vals[rnd.randrange(n)] = rnd.choice(variants)
+    stamps = list(range(n))
+    got, _ = round_trip(vals, stamps)
+    assert all(same(g, v) for g, v in zip(got, vals)) and len(got) == n
+    coded_side, got_stamps = decode_batch(encode_batch(vals, stamps), keep_coded=True)
+    expanded = coded_side.values() if isinstance(coded_side, Coded) else coded_side
+    assert all(same(g, v) for g, v in zip(expanded, vals)) and got_stamps == stamps
+    assert isinstance(coded_side, Coded) == (odd == 0)   # only a batch of one set of types goes coded
+    parts = hash_partition(vals, stamps, lambda v: v[0] if isinstance(v, tuple) else v, 3, KeyGroupAssigner(128))
+    routed = [v for part, _ in parts for v in (part.values() if isinstance(part, Coded) else part)]
+    assert sorted(map(repr, routed)) == sorted(map(repr, vals))
+
+
+def test_coded_batches_put_together_keep_equal_values_of_other_types_apart() -> None:
+    one = Coded([("a", 1), ("b", 1)], [0, 1, 0])
+    other = Coded([("b", 1), ("a", True)], [1, 0, 1])
+    both = Coded.concat([one, other])
+    assert len(both.distinct) == 3   # ("b", 1) shared, ("a", True) its own code
+    assert all(same(g, v) for g, v in zip(both.values(), one.values() + other.values()))
+    assert len(both) == 6
