@@ -3,21 +3,25 @@
 The exchange codes such a batch once (:mod:`sparkpoint.runtime.exchange`): the key selector
 then runs once per distinct value, routing and encoding look at a record's value once, and
 an operator that knows the form (the window operator's fast path) groups the records by
-their codes, never building the list of values. Every other operator gets
-:meth:`Coded.values`.
+their codes, never building the list of values; so does local window aggregation before
+the exchange. Every other operator gets :meth:`Coded.values`.
 
 The distinct values are *exact*: two records share a code only if their values are equal
 and of the same types all the way down (``("a", 1)`` and ``("a", True)`` are equal, hash
 alike, and are two codes), and every distinct value is a nesting of tuples over exact
-builtins, no floats among them (see :func:`sparkpoint.runtime.exchange.coded`).
+builtins, no floats among them (see :func:`coded`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from operator import itemgetter
+from typing import Any, Optional
 
-__all__ = ["Coded", "type_signature"]
+__all__ = ["Coded", "coded", "type_signature", "uniform"]
+
+_LEAVES = frozenset({str, int, bool, bytes, float, type(None)})   # marshal gives back exactly these types
+_SAMPLE = 1024         # values looked at to decide on coding
 
 
 class Coded:
@@ -61,3 +65,81 @@ def type_signature(value: Any) -> Any:
     if type(value) is tuple:
         return tuple(map(type_signature, value))
     return type(value)
+
+
+def coded(values: list) -> Optional[Coded]:
+    """``values`` as a :class:`Coded` batch when few distinct values repeat in them, and the distinct values
+    are uniform builtins without floats (:func:`uniform`) and every value is of exactly its distinct
+    value's types (:func:`_typed_like`); else None. Coding first and checking the types after is cheaper
+    than checking them first: a dictionary collapses equal values, and the checks then walk each position
+    of the records once, knowing the types it must find there."""
+    sample = values[:_SAMPLE]
+    if not _repeats(sample) or uniform(sample) is not False:   # the rest is not looked at for nothing
+        return None
+    try:
+        batch = _code(values)
+    except Exception:  # noqa: BLE001 - an unhashable value further on, or a user class whose __eq__ fails
+        return None
+    if uniform(batch.distinct) is not False or not _typed_like(values, batch.distinct[0]):
+        return None
+    return batch
+
+
+def _repeats(sample: list) -> bool:
+    """Whether ``sample`` holds few distinct values (at most a quarter)."""
+    try:
+        return len(sample) > 1 and len(set(sample)) * 4 <= len(sample)
+    except Exception:  # noqa: BLE001 - unhashable values, or a user class whose __eq__ fails: not coded
+        return False
+
+
+def _code(values: list) -> Coded:
+    distinct: dict = {}
+    codes = [distinct.setdefault(v, len(distinct)) for v in values]
+    return Coded(list(distinct), codes)
+
+
+def _typed_like(values: list, model: Any) -> bool:
+    """Whether every value has exactly the types of ``model`` at every position, each value being equal to a
+    value of ``model``'s types (so an exact tuple among them has ``model``'s length there)."""
+    if set(map(type, values)) != {type(model)}:
+        return False
+    if type(model) is not tuple:
+        return True
+    for i, item in enumerate(model):
+        column = map(itemgetter(i), values)
+        if type(item) is tuple:
+            if not _typed_like(list(column), item):
+                return False
+        elif set(map(type, column)) != {type(item)}:
+            return False
+    return True
+
+
+def uniform(values: list) -> Optional[bool]:
+    """Whether ``values`` share one nesting of tuples over one exact leaf type per position (None if not);
+    True if a float is among the leaves (equal floats may differ: ``0.0`` and ``-0.0``). Each check is one
+    pass at C speed; only a column of tuples is built as a list, to look inside it."""
+    types = set(map(type, values))
+    if len(types) != 1:
+        return None
+    t = types.pop()
+    if t in _LEAVES:
+        return t is float
+    if t is not tuple:
+        return None
+    lengths = set(map(len, values))
+    if len(lengths) != 1:
+        return None
+    has_float = False
+    for i in range(lengths.pop()):
+        column_types = set(map(type, map(itemgetter(i), values)))
+        leaf = column_types.pop() if len(column_types) == 1 else None
+        if leaf in _LEAVES:
+            has_float |= leaf is float
+            continue
+        sub = uniform(list(map(itemgetter(i), values))) if leaf is tuple else None
+        if sub is None:
+            return None
+        has_float |= sub
+    return has_float

@@ -26,70 +26,18 @@ import marshal
 import operator
 import pickle
 from itertools import compress
-from operator import itemgetter
 from collections.abc import Sequence
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 import cloudpickle
 
-from sparkpoint.operators.coded import Coded
+from sparkpoint.operators.coded import Coded, coded, uniform
 from sparkpoint.state.key_groups import KeyGroupAssigner
 
 __all__ = ["Coded", "coded", "encode_batch", "decode_batch", "encode_blob", "decode_blob", "hash_partition"]
 
-_LEAVES = frozenset({str, int, bool, bytes, float, type(None)})   # marshal gives back exactly these types
 _MARSHAL_VERSION = 4
-_SAMPLE = 1024         # values looked at to decide on a dictionary
 _PICKLE = pickle.HIGHEST_PROTOCOL
-
-
-def coded(values: list) -> Optional[Coded]:
-    """``values`` as a :class:`Coded` batch when few distinct values repeat in them, and the distinct values
-    are uniform builtins without floats (:func:`_uniform`) and every value is of exactly its distinct
-    value's types (:func:`_typed_like`); else None. Coding first and checking the types after is cheaper
-    than checking them first: a dictionary collapses equal values, and the checks then walk each position
-    of the records once, knowing the types it must find there."""
-    sample = values[:_SAMPLE]
-    if not _repeats(sample) or _uniform(sample) is not False:   # the rest is not looked at for nothing
-        return None
-    try:
-        batch = _code(values)
-    except Exception:  # noqa: BLE001 - an unhashable value further on, or a user class whose __eq__ fails
-        return None
-    if _uniform(batch.distinct) is not False or not _typed_like(values, batch.distinct[0]):
-        return None
-    return batch
-
-
-def _repeats(sample: list) -> bool:
-    """Whether ``sample`` holds few distinct values (at most a quarter)."""
-    try:
-        return len(sample) > 1 and len(set(sample)) * 4 <= len(sample)
-    except Exception:  # noqa: BLE001 - unhashable values, or a user class whose __eq__ fails: not coded
-        return False
-
-
-def _code(values: list) -> Coded:
-    distinct: dict = {}
-    codes = [distinct.setdefault(v, len(distinct)) for v in values]
-    return Coded(list(distinct), codes)
-
-
-def _typed_like(values: list, model: Any) -> bool:
-    """Whether every value has exactly the types of ``model`` at every position, each value being equal to a
-    value of ``model``'s types (so an exact tuple among them has ``model``'s length there)."""
-    if set(map(type, values)) != {type(model)}:
-        return False
-    if type(model) is not tuple:
-        return True
-    for i, item in enumerate(model):
-        column = map(itemgetter(i), values)
-        if type(item) is tuple:
-            if not _typed_like(list(column), item):
-                return False
-        elif set(map(type, column)) != {type(item)}:
-            return False
-    return True
 
 
 def hash_partition(values: list, timestamps: list, get_key: Callable[[Any], Any], n: int,
@@ -119,42 +67,13 @@ def hash_partition(values: list, timestamps: list, get_key: Callable[[Any], Any]
     return parts
 
 
-def _uniform(values: list) -> Optional[bool]:
-    """Whether ``values`` share one nesting of tuples over one exact leaf type per position (None if not);
-    True if a float is among the leaves (equal floats may differ: ``0.0`` and ``-0.0``). Each check is one
-    pass at C speed; only a column of tuples is built as a list, to look inside it."""
-    types = set(map(type, values))
-    if len(types) != 1:
-        return None
-    t = types.pop()
-    if t in _LEAVES:
-        return t is float
-    if t is not tuple:
-        return None
-    lengths = set(map(len, values))
-    if len(lengths) != 1:
-        return None
-    has_float = False
-    for i in range(lengths.pop()):
-        column_types = set(map(type, map(itemgetter(i), values)))
-        leaf = column_types.pop() if len(column_types) == 1 else None
-        if leaf in _LEAVES:
-            has_float |= leaf is float
-            continue
-        sub = _uniform(list(map(itemgetter(i), values))) if leaf is tuple else None
-        if sub is None:
-            return None
-        has_float |= sub
-    return has_float
-
-
 def _encode_values(values: Any) -> tuple[bytes, bytes]:
     """``(encoding, body)`` of a non-empty list of values, or of a :class:`Coded` batch (see the module's
     docstring)."""
     if type(values) is not Coded:
         batch = coded(values)
         if batch is None:
-            if _uniform(values) is None:
+            if uniform(values) is None:
                 try:
                     return b"pickle", pickle.dumps(values, _PICKLE)
                 except (pickle.PicklingError, AttributeError, TypeError):

@@ -1,14 +1,13 @@
-"""Records of a coded batch counted per (code, tumbling window), for the window operator's fast path.
+"""Records of a coded batch counted per (code, tumbling window), for the window paths that take one.
 
 When each key of a :class:`~sparkpoint.operators.coded.Coded` batch has one distinct value, a
-tumbling window's contents are that value once per record, so the records need only be
-counted per (code, window start). With few codes and windows (the usual case) the counting
-is a ``bincount`` over ``code * windows + window``; otherwise a ``Counter`` of pairs.
+tumbling window's records of a key are that value again and again, so they need only be
+counted per (code, window start): a ``bincount`` over ``code * windows + window``, with
+the latest timestamp of each pair (a partial's timestamp in local aggregation).
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any, Optional
 
 import numpy as np
@@ -20,9 +19,10 @@ _MAX_CELLS_PER_RECORD = 4   # the bincount's cells (codes x windows) at most thi
 
 
 def count_by_code_and_window(codes: Any, timestamps: list, size: int, offset: int, n_codes: int
-                             ) -> Optional[list[tuple[int, int, int]]]:
-    """``[(code, window start, records)]`` of the records (``timestamps`` all ints), in the order of each
-    pair's first record; None if a timestamp is too far from zero for int64 arithmetic."""
+                             ) -> Optional[list[tuple[int, int, int, int]]]:
+    """``[(code, window start, records, latest timestamp)]`` of the records (``timestamps`` all ints), in
+    the order of each pair's first record. None where counting this way does not pay or cannot be done:
+    codes and windows too many for the records (sparse), or a timestamp too far from zero for int64."""
     try:
         stamps = np.array(timestamps, dtype=np.int64)
     except OverflowError:
@@ -32,12 +32,15 @@ def count_by_code_and_window(codes: Any, timestamps: list, size: int, offset: in
     starts = stamps - (stamps - offset) % size
     low = int(starts.min())
     span = (int(starts.max()) - low) // size + 1
-    if n_codes * span > _MAX_CELLS_PER_RECORD * len(timestamps) + 1024:   # sparse: count pairs instead
-        return [(c, s, n) for (c, s), n in Counter(zip(codes, starts.tolist())).items()]
+    if n_codes * span > _MAX_CELLS_PER_RECORD * len(timestamps) + 1024:
+        return None
     cell = np.asarray(codes, dtype=np.int64) * span + (starts - low) // size
     counts = np.bincount(cell)
     first = np.full(len(counts), len(timestamps), dtype=np.int64)
     np.minimum.at(first, cell, np.arange(len(timestamps)))
+    latest = np.full(len(counts), np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(latest, cell, stamps)
     used = np.flatnonzero(counts)
     used = used[np.argsort(first[used], kind="stable")]
-    return [(c // span, low + (c % span) * size, n) for c, n in zip(used.tolist(), counts[used].tolist())]
+    return [(c // span, low + (c % span) * size, n, t)
+            for c, n, t in zip(used.tolist(), counts[used].tolist(), latest[used].tolist())]

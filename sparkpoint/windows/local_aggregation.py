@@ -25,6 +25,8 @@ windows, or an ``aggregate`` whose function has no ``merge``. The window operato
 
 from __future__ import annotations
 
+import functools
+import itertools
 from typing import Any, Callable, Optional
 
 from sparkpoint.datastream.functions import AggregateFunction, bound_call
@@ -34,6 +36,8 @@ from sparkpoint.datastream.window import (
     TimeWindow,
     TumblingEventTimeWindows,
 )
+from sparkpoint.operators.coded import coded
+from sparkpoint.windows.coded_buckets import count_by_code_and_window
 
 __all__ = ["LOCAL_AGGREGATES_IN", "LOCAL_AGGREGATION_KEY", "WindowCombiner", "WindowPartial", "local_combiner"]
 
@@ -104,6 +108,21 @@ class WindowCombiner:
         partials = [WindowPartial(k, w, g[0], g[2]) for (k, w), g in groups.items()]
         return partials, [g[1] for g in groups.values()]
 
+    def _fold(self, value: Any, n: int) -> Any:
+        """``value`` reduced with itself, or added to a new accumulator, ``n`` times (a user call a record)."""
+        if self.reduce_function is not None:
+            reduce = bound_call(self.reduce_function, "reduce")
+            acc = value
+            for _ in itertools.repeat(None, n - 1):
+                acc = reduce(acc, value)
+            return acc
+        agg = self.aggregate_function
+        add = functools.partial(agg.add, value)
+        acc = agg.create_accumulator()
+        for _ in itertools.repeat(None, n):
+            acc = add(acc)
+        return acc
+
     def _groups(self, values: list, timestamps: list) -> dict[tuple, list]:
         """``{(key, window): [value or accumulator, latest timestamp, records whose last window it is]}``."""
         key_of = bound_call(self.key_selector, "get_key")
@@ -121,6 +140,9 @@ class WindowCombiner:
         groups: dict[tuple, list] = {}
         if type(self.assigner) is TumblingEventTimeWindows:
             size, offset = self.assigner.size, self.assigner.offset
+            counted = _counted_groups(values, timestamps, key_of, self._fold, size, offset)
+            if counted is not None:
+                return counted
             by_start: dict[tuple, list] = {}
             for v, t in zip(values, timestamps):
                 slot = (key_of(v), t - (t - offset) % size)
@@ -146,3 +168,23 @@ class WindowCombiner:
                     g[1] = max(g[1], t)
                 g[2] += w.end == last
         return groups
+
+
+def _counted_groups(values: list, timestamps: list, key_of: Callable[[Any], Any], fold: Callable[[Any, int], Any],
+                    size: int, offset: int) -> Optional[dict[tuple, list]]:
+    """The tumbling windows' groups of a batch whose values repeat, each key with one value (a keyed count's
+    ``(key, 1)``): the records counted per (code, window) (:func:`count_by_code_and_window`), each group's
+    value folded over as many copies of its one value as it has records. None if the batch is not such."""
+    batch = coded(values)
+    if batch is None:
+        return None
+    keys = [key_of(v) for v in batch.distinct]
+    if len(set(keys)) != len(keys):   # a key with two values: the order of its records matters
+        return None
+    counts = count_by_code_and_window(batch.codes, timestamps, size, offset, len(keys))
+    if counts is None:
+        return None
+    groups: dict[tuple, list] = {}
+    for code, start, n, latest in counts:
+        groups[(keys[code], TimeWindow(start, start + size))] = [fold(batch.distinct[code], n), latest, n]
+    return groups

@@ -253,11 +253,11 @@ class WindowOperator(KeyedOperator):
             return False
         size = self.assigner.size
         counts = count_by_code_and_window(batch.codes, timestamps, size, self.assigner.offset, len(keys))
-        if counts is None or min(s for _, s, _ in counts) + size - 1 <= self.watermark:
+        if counts is None or min(s for _, s, _, _ in counts) + size - 1 <= self.watermark:
             return False
         distinct = batch.distinct
         try:
-            self._add_buckets({(keys[c], TimeWindow(s, s + size)): [distinct[c]] * n for c, s, n in counts})
+            self._add_buckets({(keys[c], TimeWindow(s, s + size)): [distinct[c]] * n for c, s, n, _ in counts})
         except Exception as e:   # a reduce or aggregate function failed: as on the per-record fast path
             if getattr(e, "uid", None) is not None:
                 raise

@@ -186,3 +186,51 @@ def test_records_sent_as_they_are_and_partials_keep_the_upstream_order(make_env)
     (on, on_metrics), (off, _) = runs
     assert on == off == [("k", 0, 10_000, "abd"), ("k", 10_000, 20_000, "c")]
     assert on_metrics["numLocalAggregatesIn"] == 1
+
+
+class Count(AggregateFunction):
+    def create_accumulator(self):
+        return 0
+
+    def add(self, value, acc):
+        return acc + value[1]
+
+    def get_result(self, acc):
+        return acc
+
+    def merge(self, a, b):
+        return a + b
+
+
+class SumPairs(ReduceFunction):
+    def reduce(self, a, b):
+        return a[0], a[1] + b[1]
+
+
+def pair_of(e):
+    return e[0], 1
+
+
+@pytest.mark.parametrize("function", [Count(), SumPairs()], ids=["aggregate", "reduce"])
+def test_a_keyed_counts_records_are_combined_by_counting_them(make_env, monkeypatch, function):
+    """``(key, 1)`` records repeat: an upstream task counts them per (code, window) instead of one by one, and
+    the windows are the oracle's counts, as without local aggregation."""
+    from sparkpoint.windows import local_aggregation
+
+    counted: list[bool] = []
+    original = local_aggregation._counted_groups
+    monkeypatch.setattr(local_aggregation, "_counted_groups",
+                        lambda *a: counted.append((got := original(*a)) is not None) or got)
+    events = _events()
+    expected, _late = _oracle(events, lambda ts: [tumbling_start(ts, SIZE)], len)
+    outputs = []
+    for config in ({}, OFF):
+        env = make_env("local", **{"execution.epoch.max-records": M} | config)
+        stream = stamped(env, events, bound=0).rebalance().map(pair_of).set_parallelism(2)
+        windowed = stream.key_by(key_of).window(TumblingEventTimeWindows.of(Time.milliseconds(SIZE)))
+        out = (windowed.aggregate(function, window_function=WithWindow()) if isinstance(function, Count)
+               else windowed.reduce(function, window_function=WithWindow()))
+        outputs.append(sorted(out.execute_and_collect()))
+    as_counts = [(k, s, e, v[1] if isinstance(v, tuple) else v) for k, s, e, v in outputs[0]]
+    assert as_counts == expected and outputs[0] == outputs[1]
+    assert counted.count(True) > 5   # the counting path combined most batches
