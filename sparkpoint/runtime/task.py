@@ -120,8 +120,26 @@ def run_task(plan: JobPlan, stage_id: int, subtask: int, dep: TaskDeployment,
     """Run one task (on the executor ``location``, if known); returns ``([(consumer_stage, partition, blob)],
     reports)``.
 
-    ``reports`` holds this task's report and the upstream reports it forwards.
+    ``reports`` holds this task's report and the upstream reports it forwards. Python's cycle collector is off
+    while the task runs (unless ``dep.cyclic_gc``): an epoch's records live until its end, so collecting them on
+    the way is wasted work. It is on again only once the task's records are gone: on while they still lived,
+    the first allocation would start a collection that walks every one of them (~9 % of a W1 worker's time).
     """
+    gc_timer = _GcTimer()
+    gc.callbacks.append(gc_timer)
+    collecting = gc.isenabled()
+    if not dep.cyclic_gc:
+        gc.disable()
+    try:
+        return _run_task(plan, stage_id, subtask, dep, input_blobs, location, gc_timer)
+    finally:   # the body's frame, and with it every record, is gone
+        if collecting:
+            gc.enable()
+        gc.callbacks.remove(gc_timer)
+
+
+def _run_task(plan: JobPlan, stage_id: int, subtask: int, dep: TaskDeployment, input_blobs: list[bytes],
+              location: Optional[str], gc_timer: _GcTimer) -> tuple[list, list[TaskReport]]:
     started = time.perf_counter()
     stage = plan.stage(stage_id)
     task = TaskContext(job_id=dep.job_id, job_name=plan.job_name, stage_id=stage_id, subtask_index=subtask,
@@ -134,11 +152,6 @@ def run_task(plan: JobPlan, stage_id: int, subtask: int, dep: TaskDeployment,
     ops: dict[int, StreamOperator] = {}
     keyed: Optional[_KeyedState] = None
     lap = _Lap(report.phase_ms, started)
-    gc_timer = _GcTimer()
-    gc.callbacks.append(gc_timer)
-    collecting = gc.isenabled()
-    if not dep.cyclic_gc:   # an epoch's records survive until its end: collecting them on the way is wasted work
-        gc.disable()
     try:
         _build_operators(plan, stage, kg_range, task, dep, ops)
         keyed = _restore_keyed_state(ops, dep, stage_id, subtask, kg_range, plan.max_parallelism)
@@ -166,10 +179,6 @@ def run_task(plan: JobPlan, stage_id: int, subtask: int, dep: TaskDeployment,
             keyed.uploader.join()  # a late upload must not touch what a retry of this task makes
         _dispose_keyed_backends(ops)  # a retry in this worker must be able to open the databases again
         raise
-    finally:
-        if collecting:
-            gc.enable()
-        gc.callbacks.remove(gc_timer)
     report.phase_ms["gc"] = gc_timer.ms
     report.metrics = task.metrics
     report.user_metrics = report_user_metrics(task.user_metrics)

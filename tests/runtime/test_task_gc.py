@@ -30,3 +30,29 @@ def test_a_failing_task_turns_the_collector_back_on(make_env):
     with pytest.raises(UserFunctionError, match="ZeroDivisionError"):
         env.from_collection([1, 0]).map(lambda x: 1 // x).execute_and_collect()
     assert gc.isenabled()
+
+
+def test_the_collector_comes_back_on_only_after_the_tasks_records_are_gone(make_env):
+    """On again while a task's records still lived, its first collection would walk every one of them."""
+    young_at_start: list[int] = []
+
+    def watch(phase: str, info: dict) -> None:
+        if phase == "start":
+            young_at_start.append(len(gc.get_objects(generation=0)))
+
+    env = make_env("local", **{"execution.epoch.max-records": 100_000})
+    records = env.from_collection(list(range(60_000))).map(lambda x: (str(x), (x, x + 1)))
+    gc.callbacks.append(watch)
+    try:   # nothing comes back: the records live in the task alone
+        assert records.filter(lambda r: r[1][0] < 0).execute_and_collect() == []
+    finally:
+        gc.callbacks.remove(watch)
+    assert young_at_start and max(young_at_start) < 30_000, max(young_at_start)
+
+
+def test_a_spark_worker_freezes_what_it_holds_at_its_first_task_and_a_local_driver_never(spark_env, make_env):
+    """PySpark collects all of a worker's objects after every task: what the worker held when its first task
+    started (modules, classes, the plan) is frozen out of those collections; the driver's heap is left alone."""
+    frozen = spark_env.from_collection(list(range(8))).map(lambda x: gc.get_freeze_count()).execute_and_collect()
+    assert len(frozen) == 8 and min(frozen) > 10_000, frozen
+    assert collector_states(make_env) and gc.get_freeze_count() == 0
