@@ -12,6 +12,7 @@ record has no event timestamp).
 from __future__ import annotations
 
 
+import itertools
 from typing import Any, Callable, Iterable, Optional
 
 from sparkpoint.common.watermark_strategy import MIN_WATERMARK
@@ -45,7 +46,10 @@ def first_failing(fn: Any, *columns: list) -> Any:
 def extract_timestamps(op: "StreamOperator", assigner: Any, values: list, timestamps: list) -> list:
     """Event timestamps of ``values`` from a timestamp assigner; failures name the record."""
     extract = getattr(assigner, "_fn", None) or assigner.extract_timestamp  # a plain function: call it directly
-    previous = [t if t is not None else MIN_WATERMARK for t in timestamps] if None in timestamps else timestamps
+    previous: Any = timestamps
+    if None in timestamps:   # a source's records have none: the assigner sees Long.MIN_VALUE, as in Flink
+        previous = (itertools.repeat(MIN_WATERMARK, len(timestamps)) if timestamps.count(None) == len(timestamps)
+                    else [t if t is not None else MIN_WATERMARK for t in timestamps])
     extracted: list = []
     try:
         extracted.extend(map(extract, values, previous))   # on a failure, holds those of the records before it

@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from operator import itemgetter
 from typing import Any, Optional
 
+import numpy as np
+
 __all__ = ["Coded", "coded", "type_signature", "uniform"]
 
 _LEAVES = frozenset({str, int, bool, bytes, float, type(None)})   # marshal gives back exactly these types
@@ -29,15 +31,16 @@ class Coded:
 
     __slots__ = ("distinct", "codes")
 
-    def __init__(self, distinct: list, codes: Sequence[int]):
+    def __init__(self, distinct: list, codes: Sequence[int] | np.ndarray):
         self.distinct = distinct
-        self.codes = codes   # a list, or an array of the exchange's unsigned ints
+        self.codes = codes   # a list; an array of the exchange's unsigned ints; a numpy array once put together
 
     def __len__(self) -> int:
         return len(self.codes)
 
     def values(self) -> list:
-        return list(map(self.distinct.__getitem__, self.codes))
+        codes = self.codes.tolist() if isinstance(self.codes, np.ndarray) else self.codes
+        return list(map(self.distinct.__getitem__, codes))
 
     @classmethod
     def concat(cls, batches: list[Coded]) -> Coded:
@@ -47,7 +50,7 @@ class Coded:
             return batches[0]
         index: dict[tuple, int] = {}
         distinct: list = []
-        codes: list[int] = []
+        parts = []
         for batch in batches:
             remap = []
             for value in batch.distinct:
@@ -55,8 +58,8 @@ class Coded:
                 if code == len(distinct):
                     distinct.append(value)
                 remap.append(code)
-            codes.extend(map(remap.__getitem__, batch.codes))
-        return cls(distinct, codes)
+            parts.append(np.asarray(remap, dtype=np.int64)[np.asarray(batch.codes, dtype=np.int64)])
+        return cls(distinct, np.concatenate(parts))
 
 
 def type_signature(value: Any) -> Any:

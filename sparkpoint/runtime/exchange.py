@@ -27,7 +27,7 @@ import operator
 import pickle
 from itertools import compress
 from collections.abc import Sequence
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 import cloudpickle
 
@@ -53,7 +53,7 @@ def hash_partition(values: list, timestamps: list, get_key: Callable[[Any], Any]
         groups = assign.assign_all(keys)
         part_of = [groups[k] * n // maxp for k in keys]
         where = list(map(part_of.__getitem__, batch.codes))
-        items: Sequence = batch.codes
+        items: Sequence = cast(list, batch.codes)   # coded() gives a list
     else:
         keys = [get_key(v) for v in values]
         target = {k: kg * n // maxp for k, kg in assign.assign_all(keys).items()}

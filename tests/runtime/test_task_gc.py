@@ -47,7 +47,8 @@ def test_the_collector_comes_back_on_only_after_the_tasks_records_are_gone(make_
         assert records.filter(lambda r: r[1][0] < 0).execute_and_collect() == []
     finally:
         gc.callbacks.remove(watch)
-    assert young_at_start and max(young_at_start) < 30_000, max(young_at_start)
+    # none may start at all; the first after the task would have walked every record (60,711 objects)
+    assert all(young < 30_000 for young in young_at_start), young_at_start
 
 
 def test_a_spark_worker_freezes_what_it_holds_at_its_first_task_and_a_local_driver_never(spark_env, make_env):
