@@ -20,7 +20,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-__all__ = ["Coded", "coded", "type_signature", "uniform"]
+__all__ = ["Coded", "coded", "uniform"]
 
 _LEAVES = frozenset({str, int, bool, bytes, float, type(None)})   # marshal gives back exactly these types
 _SAMPLE = 1024         # values looked at to decide on coding
@@ -54,7 +54,7 @@ class Coded:
         for batch in batches:
             remap = []
             for value in batch.distinct:
-                code = index.setdefault((type_signature(value), value), len(distinct))
+                code = index.setdefault((_type_signature(value), value), len(distinct))
                 if code == len(distinct):
                     distinct.append(value)
                 remap.append(code)
@@ -62,11 +62,11 @@ class Coded:
         return cls(distinct, np.concatenate(parts))
 
 
-def type_signature(value: Any) -> Any:
+def _type_signature(value: Any) -> Any:
     """The type of ``value``, or of a tuple the tuple of its items' signatures: equal values of the same
     signature are the same value."""
     if type(value) is tuple:
-        return tuple(map(type_signature, value))
+        return tuple(map(_type_signature, value))
     return type(value)
 
 

@@ -34,7 +34,7 @@ import cloudpickle
 from sparkpoint.operators.coded import Coded, coded, uniform
 from sparkpoint.state.key_groups import KeyGroupAssigner
 
-__all__ = ["Coded", "coded", "encode_batch", "decode_batch", "encode_blob", "decode_blob", "hash_partition"]
+__all__ = ["encode_batch", "decode_batch", "encode_blob", "decode_blob", "hash_partition"]
 
 _MARSHAL_VERSION = 4
 _PICKLE = pickle.HIGHEST_PROTOCOL

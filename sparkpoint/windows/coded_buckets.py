@@ -1,9 +1,10 @@
-"""Records of a coded batch counted per (code, tumbling window), for the window paths that take one.
+"""Records of a coded batch counted per (key, tumbling window), for the window paths that take one.
 
 When each key of a :class:`~sparkpoint.operators.coded.Coded` batch has one distinct value, a
 tumbling window's records of a key are that value again and again, so they need only be
 counted per (code, window start): a ``bincount`` over ``code * windows + window``, with
-the latest timestamp of each pair (a partial's timestamp in local aggregation).
+the latest timestamp of each pair (a partial's timestamp in local aggregation). The window
+operator and local window aggregation both count this way.
 """
 
 from __future__ import annotations
@@ -12,17 +13,24 @@ from typing import Any, Optional
 
 import numpy as np
 
-__all__ = ["count_by_code_and_window"]
+__all__ = ["count_by_key_and_window"]
 
 _SAFE = 1 << 61   # timestamps and offsets within this: no int64 overflow on the way
 _MAX_CELLS_PER_RECORD = 4   # the bincount's cells (codes x windows) at most this many per record (plus 1,024)
 
 
-def count_by_code_and_window(codes: Any, timestamps: list, size: int, offset: int, n_codes: int
-                             ) -> Optional[list[tuple[int, int, int, int]]]:
-    """``[(code, window start, records, latest timestamp)]`` of the records (``timestamps`` all ints), in
-    the order of each pair's first record. None where counting this way does not pay or cannot be done:
-    codes and windows too many for the records (sparse), or a timestamp too far from zero for int64."""
+def count_by_key_and_window(codes: Any, keys: list, timestamps: list, size: int, offset: int
+                            ) -> Optional[list[tuple[int, int, int, int]]]:
+    """``[(code, window start, records, latest timestamp)]`` of the records (``codes`` index ``keys``, the key of
+    each distinct value; ``timestamps`` all ints), in the order of each pair's first record. None where
+    counting is not exact or does not pay: a key with two distinct values (the order of its records matters)
+    or one that is unhashable, codes and windows too many for the records (sparse), or a timestamp too far
+    from zero for int64."""
+    try:
+        if len(set(keys)) != len(keys):
+            return None
+    except TypeError:   # an unhashable key: the per-record path says so
+        return None
     try:
         stamps = np.array(timestamps, dtype=np.int64)
     except OverflowError:
@@ -32,7 +40,7 @@ def count_by_code_and_window(codes: Any, timestamps: list, size: int, offset: in
     starts = stamps - (stamps - offset) % size
     low = int(starts.min())
     span = (int(starts.max()) - low) // size + 1
-    if n_codes * span > _MAX_CELLS_PER_RECORD * len(timestamps) + 1024:
+    if len(keys) * span > _MAX_CELLS_PER_RECORD * len(timestamps) + 1024:
         return None
     cell = np.asarray(codes, dtype=np.int64) * span + (starts - low) // size
     counts = np.bincount(cell)

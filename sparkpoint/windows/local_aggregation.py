@@ -37,7 +37,7 @@ from sparkpoint.datastream.window import (
     TumblingEventTimeWindows,
 )
 from sparkpoint.operators.coded import coded
-from sparkpoint.windows.coded_buckets import count_by_code_and_window
+from sparkpoint.windows.coded_buckets import count_by_key_and_window
 
 __all__ = ["LOCAL_AGGREGATES_IN", "LOCAL_AGGREGATION_KEY", "WindowCombiner", "WindowPartial", "local_combiner"]
 
@@ -108,21 +108,6 @@ class WindowCombiner:
         partials = [WindowPartial(k, w, g[0], g[2]) for (k, w), g in groups.items()]
         return partials, [g[1] for g in groups.values()]
 
-    def _fold(self, value: Any, n: int) -> Any:
-        """``value`` reduced with itself, or added to a new accumulator, ``n`` times (a user call a record)."""
-        if self.reduce_function is not None:
-            reduce = bound_call(self.reduce_function, "reduce")
-            acc = value
-            for _ in itertools.repeat(None, n - 1):
-                acc = reduce(acc, value)
-            return acc
-        agg = self.aggregate_function
-        add = functools.partial(agg.add, value)
-        acc = agg.create_accumulator()
-        for _ in itertools.repeat(None, n):
-            acc = add(acc)
-        return acc
-
     def _groups(self, values: list, timestamps: list) -> dict[tuple, list]:
         """``{(key, window): [value or accumulator, latest timestamp, records whose last window it is]}``."""
         key_of = bound_call(self.key_selector, "get_key")
@@ -140,7 +125,11 @@ class WindowCombiner:
         groups: dict[tuple, list] = {}
         if type(self.assigner) is TumblingEventTimeWindows:
             size, offset = self.assigner.size, self.assigner.offset
-            counted = _counted_groups(values, timestamps, key_of, self._fold, size, offset)
+
+            def fold(v: Any, n: int) -> Any:   # n records of one value, as the loop below would take them
+                return functools.reduce(reduce, itertools.repeat(v, n - 1), first(v))
+
+            counted = _counted_groups(values, timestamps, key_of, fold, size, offset)
             if counted is not None:
                 return counted
             by_start: dict[tuple, list] = {}
@@ -173,15 +162,13 @@ class WindowCombiner:
 def _counted_groups(values: list, timestamps: list, key_of: Callable[[Any], Any], fold: Callable[[Any, int], Any],
                     size: int, offset: int) -> Optional[dict[tuple, list]]:
     """The tumbling windows' groups of a batch whose values repeat, each key with one value (a keyed count's
-    ``(key, 1)``): the records counted per (code, window) (:func:`count_by_code_and_window`), each group's
+    ``(key, 1)``): the records counted per (key, window) (:func:`count_by_key_and_window`), each group's
     value folded over as many copies of its one value as it has records. None if the batch is not such."""
     batch = coded(values)
     if batch is None:
         return None
     keys = [key_of(v) for v in batch.distinct]
-    if len(set(keys)) != len(keys):   # a key with two values: the order of its records matters
-        return None
-    counts = count_by_code_and_window(batch.codes, timestamps, size, offset, len(keys))
+    counts = count_by_key_and_window(batch.codes, keys, timestamps, size, offset)
     if counts is None:
         return None
     groups: dict[tuple, list] = {}

@@ -51,7 +51,7 @@ from sparkpoint.operators.keyed import KeyedOperator
 from sparkpoint.operators.base import IDLE, Output
 from sparkpoint.operators.coded import Coded
 from sparkpoint.time.timers import EVENT_TIME, PROCESSING_TIME
-from sparkpoint.windows.coded_buckets import count_by_code_and_window
+from sparkpoint.windows.coded_buckets import count_by_key_and_window
 from sparkpoint.windows.contexts import WINDOW_STATE_PREFIX, AssignerContext, TriggerContext, WindowContext
 from sparkpoint.windows.functions import InternalWindowFunction
 from sparkpoint.windows.local_aggregation import LOCAL_AGGREGATES_IN, WindowPartial
@@ -240,19 +240,14 @@ class WindowOperator(KeyedOperator):
     def _process_coded(self, batch: Coded, timestamps: list) -> bool:
         """The fast path for tumbling event-time windows over a coded batch whose keys each have one distinct
         value (a keyed count's ``(key, 1)``): a window's contents are that value once per record, so records
-        are counted per (code, window start) (:func:`count_by_code_and_window`), and the key selector runs
+        are counted per (key, window start) (:func:`count_by_key_and_window`), and the key selector runs
         once per distinct value. The buckets come in the order of their first records, as on the per-record
         path. False (nothing done): not this case, or a record is late or has no timestamp."""
         if not self.fast_path or type(self.assigner) is not TumblingEventTimeWindows or None in timestamps:
             return False
         keys = self.keys_of(batch.distinct)
-        try:
-            if len(set(keys)) != len(keys):   # a key with two values: their order in the window matters
-                return False
-        except TypeError:   # an unhashable key: the per-record path says so
-            return False
         size = self.assigner.size
-        counts = count_by_code_and_window(batch.codes, timestamps, size, self.assigner.offset, len(keys))
+        counts = count_by_key_and_window(batch.codes, keys, timestamps, size, self.assigner.offset)
         if counts is None or min(s for _, s, _, _ in counts) + size - 1 <= self.watermark:
             return False
         distinct = batch.distinct

@@ -14,7 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sparkpoint.common import Row
-from sparkpoint.runtime.exchange import Coded, decode_batch, decode_blob, encode_batch, encode_blob, hash_partition
+from sparkpoint.operators.coded import Coded
+from sparkpoint.runtime.exchange import decode_batch, decode_blob, encode_batch, encode_blob, hash_partition
 from sparkpoint.state.key_groups import KeyGroupAssigner
 
 Point = namedtuple("Point", "x y")

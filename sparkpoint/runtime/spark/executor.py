@@ -58,14 +58,9 @@ def _freeze_long_lived() -> None:
     every task, which otherwise walks all of it again (~20 ms a task here; 9 % of a W1 worker's samples).
     Frozen objects are still freed when their last reference goes; only cycles among them stay, and those
     are of the first task alone. Never in the driver (a ``local`` job runs its tasks there)."""
-    global _FROZEN
-    if not _FROZEN:
-        _FROZEN = True
+    if not gc.get_freeze_count():
         gc.collect()
         gc.freeze()
-
-
-_FROZEN = False
 
 
 def _identity(k: int) -> int:
