@@ -190,8 +190,10 @@ def run_job(spark: Any, inp: W2Input, work: Path, tag: str, backend: str, increm
             "job_epochs": result.epochs}
 
 
-def run_size(spark: Any, inp: W2Input, work: Path, backend: str, incremental: bool) -> dict[str, Any]:
-    """Main run (load + hot epochs, checked), then the restore run from its last checkpoint (checked)."""
+def run_size(spark: Any, inp: W2Input, work: Path, backend: str, incremental: bool,
+             restore: bool = True) -> dict[str, Any]:
+    """Main run (load + hot epochs, checked), then (``restore``) the restore run from its last checkpoint
+    (checked)."""
     kind = "incremental" if incremental else "full"
     tag = f"{backend}-{kind}-{inp.keys}"
     main = run_job(spark, inp, work, tag, backend, incremental)
@@ -202,6 +204,10 @@ def run_size(spark: Any, inp: W2Input, work: Path, backend: str, incremental: bo
           f"{main['hot_epoch_median_s']:.2f} s, sample check {'OK' if main['check']['ok'] else 'WRONG'}",
           flush=True)
     out: dict[str, Any] = {"keys": inp.keys, "backend": backend, "incremental": incremental, "main": main}
+    if not restore:
+        for d in work.glob(f"*-{tag}*"):
+            shutil.rmtree(d, ignore_errors=True)
+        return out
     if not main["checkpoints"]:
         out["restore"] = {"error": "no completed checkpoint"}
         return out
@@ -304,10 +310,13 @@ def run_backends(args: argparse.Namespace, spark: Any, inputs: Any, work: Path, 
             print(f"\n== sparkpoint, {label} ==", flush=True)
             small = run_size(spark, inputs(args.small_keys), work, backend, inc)
             big = run_size(spark, inputs(big_keys), work, backend, inc)
+            # the small reference again: the machine's speed drifts between runs, so the big run is
+            # compared with the mean of the small runs before and after it
+            after = run_size(spark, inputs(args.small_keys), work, backend, inc, restore=False)
             ratios = print_backend(label + (f" (N = {big_keys:,}, --hashmap-keys)" if big_keys != args.keys else ""),
-                                   big, small)
+                                   big, small, after)
             results["backends"].setdefault(backend, {"available": True, "runs": []})["runs"].append(
-                {"incremental": inc, "big": big, "small": small, **ratios})
+                {"incremental": inc, "big": big, "small": small, "small_after": after, **ratios})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -380,6 +389,7 @@ def _all_ok(results: dict[str, Any]) -> bool:
             for side in ("big", "small"):
                 oks += [r[side]["main"]["check"]["ok"], r[side]["main"]["epoch_shape_ok"],
                         r[side].get("restore", {}).get("check", {}).get("ok", False)]
+            oks += [r["small_after"]["main"]["check"]["ok"], r["small_after"]["main"]["epoch_shape_ok"]]
     return all(oks)
 
 
