@@ -191,8 +191,8 @@ def run_job(spark: Any, inp: W2Input, work: Path, tag: str, backend: str, increm
 
 
 def run_size(spark: Any, inp: W2Input, work: Path, backend: str, incremental: bool,
-             restore: bool = True) -> dict[str, Any]:
-    """Main run (load + hot epochs, checked), then (``restore``) the restore run from its last checkpoint
+             with_restore: bool = True) -> dict[str, Any]:
+    """Main run (load + hot epochs, checked), then (``with_restore``) the restore run from its last checkpoint
     (checked)."""
     kind = "incremental" if incremental else "full"
     tag = f"{backend}-{kind}-{inp.keys}"
@@ -204,7 +204,7 @@ def run_size(spark: Any, inp: W2Input, work: Path, backend: str, incremental: bo
           f"{main['hot_epoch_median_s']:.2f} s, sample check {'OK' if main['check']['ok'] else 'WRONG'}",
           flush=True)
     out: dict[str, Any] = {"keys": inp.keys, "backend": backend, "incremental": incremental, "main": main}
-    if not restore:
+    if not with_restore:
         for d in work.glob(f"*-{tag}*"):
             shutil.rmtree(d, ignore_errors=True)
         return out
@@ -312,7 +312,7 @@ def run_backends(args: argparse.Namespace, spark: Any, inputs: Any, work: Path, 
             big = run_size(spark, inputs(big_keys), work, backend, inc)
             # the small reference again: the machine's speed drifts between runs, so the big run is
             # compared with the mean of the small runs before and after it
-            after = run_size(spark, inputs(args.small_keys), work, backend, inc, restore=False)
+            after = run_size(spark, inputs(args.small_keys), work, backend, inc, with_restore=False)
             ratios = print_backend(label + (f" (N = {big_keys:,}, --hashmap-keys)" if big_keys != args.keys else ""),
                                    big, small, after)
             results["backends"].setdefault(backend, {"available": True, "runs": []})["runs"].append(
