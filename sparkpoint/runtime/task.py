@@ -48,6 +48,7 @@ from sparkpoint.state.backend_loader import load_state_backend
 from sparkpoint.state.key_groups import KeyGroupAssigner, KeyGroupRange, compute_key_group_range_for_operator_index
 from sparkpoint.errors import StateMissingError
 from sparkpoint.state.local_store import LocalStateStore
+from sparkpoint.state.worker import let_go_under
 
 __all__ = ["TaskDeployment", "TaskReport", "PHASES", "run_task"]
 
@@ -248,6 +249,7 @@ def _working_state_options(state_backend: Any, dep: TaskDeployment, stage_id: in
     namespace = dep.local_state_namespace or dep.job_id
     path = working_dir(dep.local_state_dir, dep.executor_local_state, namespace, stage_id, subtask, uid)
     if dep.keyed_state_epoch is None:  # a fresh start or a restore: nothing local carries over
+        let_go_under(path)
         shutil.rmtree(path, ignore_errors=True)
         drop_older_attempts(dep.local_state_dir, dep.executor_local_state, dep.job_id, namespace)
     return {"working_dir": path, "what": f"operator {uid!r} (stage {stage_id}, subtask {subtask})"}

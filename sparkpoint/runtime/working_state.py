@@ -23,6 +23,8 @@ import tempfile
 import zlib
 from typing import Optional
 
+from sparkpoint.state.worker import let_go_under
+
 __all__ = ["JobWorkingDirs", "drop_older_attempts", "working_dir"]
 
 logger = logging.getLogger(__name__)
@@ -49,6 +51,7 @@ def drop_older_attempts(local_state_dir: str, executor_local: bool, job_id: str,
     for path in glob.glob(os.path.join(glob.escape(root), glob.escape(job_id) + "-*")):
         suffix = os.path.basename(path)[len(job_id) + 1:]
         if suffix.isdigit() and os.path.basename(path) != namespace:
+            let_go_under(path)
             shutil.rmtree(path, ignore_errors=True)
 
 

@@ -282,3 +282,23 @@ def test_a_failover_drops_the_sources_run_ahead_and_counts_every_record_once(spa
     assert flag.exists() and result.restarts == 1
     assert result.sources_ahead >= 1
     assert final_sums(tmp_path / "out") == expected
+
+
+def test_a_cancelled_job_leaves_no_spark_job_behind(spark, make_env, tmp_path):
+    """Cancelling a job whose next epoch's sources were submitted ahead ends their Spark job before the job's
+    plan broadcast is destroyed: Spark's scheduler, still submitting that stage, would otherwise read the
+    destroyed broadcast ("Attempted to use Broadcast(..) after it was destroyed")."""
+    env = make_env("spark", **sink_mode(tmp_path, False, **{
+        "execution.epoch.max-records": 100,
+        "execution.job-listeners": "tests.runtime.recording_listener:RecordingJobListener"}))
+    env.set_parallelism(2)
+    _generated_sums(env, tmp_path / "out")
+    client = env.execute_async("cancelled")
+    deadline = time.time() + 60
+    while epochs_done(client.get_job_id()) < 4 and time.time() < deadline:
+        time.sleep(0.02)
+    client.cancel()
+    result = client.wait(60)
+    assert result.sources_ahead >= 1, result.sources_ahead
+    tracker = spark.sparkContext.statusTracker()
+    assert tracker.getActiveJobsIds() == [] and tracker.getActiveStageIds() == []

@@ -24,6 +24,7 @@ import base64
 import gc
 import logging
 import re
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterable, Iterator, Optional
 
@@ -35,10 +36,13 @@ from sparkpoint.runtime.graph import JobPlan
 from sparkpoint.runtime.spark.ahead import ReportsParam, RunningAhead, after_job_started, shuffle_dependency
 from sparkpoint.runtime.spark.plan_pickle import dumps_plan
 from sparkpoint.runtime.task import TaskDeployment, TaskReport, run_task
+from sparkpoint.state.worker import mark_long_lived_worker
 
 __all__ = ["SparkEpochExecutor"]
 
 logger = logging.getLogger(__name__)
+
+STOP_WAIT_S = 5.0   # how long a stop waits for Spark to end the job of the source tasks run ahead
 
 _PLANS: dict[str, JobPlan] = {}   # per Python worker: job id -> unpickled plan
 
@@ -111,7 +115,7 @@ class SparkEpochExecutor:
             self.located = located_rdd_factory(self.spark.sparkContext)
 
     def stop(self) -> None:
-        self.drop_sources_ahead()
+        self._cancel_sources_ahead(STOP_WAIT_S)   # before the broadcast goes: their stage may still be submitted
         if self._collector_thread is not None:
             self._collector_thread.shutdown(wait=False)
             self._collector_thread = None
@@ -243,13 +247,23 @@ class SparkEpochExecutor:
         return ahead.reports
 
     def drop_sources_ahead(self) -> None:
-        """Cancel source tasks started ahead (a failover, a stop, or an epoch that must run them anew)."""
+        """Cancel source tasks started ahead (a failover, or an epoch that must run them anew)."""
+        self._cancel_sources_ahead(0.0)
+
+    def _cancel_sources_ahead(self, wait_s: float) -> None:
+        """Cancel the source tasks started ahead, waiting up to ``wait_s`` for Spark to have ended their job:
+        :meth:`stop` destroys the plan's broadcast next, and Spark's scheduler, if it had not submitted their
+        stage yet, would then fail to serialize it ("Attempted to use Broadcast(..) after it was destroyed")."""
         ahead, self._ahead = self._ahead, None
-        if ahead is not None and ahead.reports is None and ahead.future is not None:
-            try:
-                ahead.future.cancel()
-            except Exception:  # noqa: BLE001 - the job may be over already
-                pass
+        if ahead is None or ahead.reports is not None or ahead.future is None:
+            return
+        try:
+            ahead.future.cancel()
+            deadline = time.monotonic() + wait_s
+            while time.monotonic() < deadline and not ahead.future.isCompleted():
+                time.sleep(0.01)
+        except Exception:  # noqa: BLE001 - the job may be over already, or the session stopped
+            pass
 
     def _prepare_ahead(self, epoch: int, deployments: dict[tuple[int, int], TaskDeployment]
                        ) -> Optional[RunningAhead]:
@@ -354,6 +368,7 @@ def _run(bc: Any, stage_id: int, subtask: int, dep: TaskDeployment, blobs: list,
 
     plan = _plan(dep.job_id, bc)
     _freeze_long_lived()
+    mark_long_lived_worker()
     context = TaskContext.get()
     location = context.getLocalProperty(TASK_LOCATION_PROPERTY) if context is not None else None
     try:

@@ -359,9 +359,11 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         for queue in self.timer_queues.values():
             queue.close()  # type: ignore[attr-defined]
         self.timer_queues.clear()
-        self.store.close()
         if self._temporary:
+            self.store.close()
             shutil.rmtree(self.working_dir, ignore_errors=True)
+        else:   # kept for the next epoch's task: maybe open, in a long-lived worker
+            self.store.release()
 
 
 def snapshot_local_checkpoint(path: str, key_group_range: KeyGroupRange, max_parallelism: int,

@@ -38,6 +38,7 @@ import rocksdict
 
 from sparkpoint.errors import StateMissingError
 from sparkpoint.state.key_groups import KeyTypeError, key_bytes, key_group_of_bytes
+from sparkpoint.state.rocksdb import handles
 from sparkpoint.state.rocksdb.options import RocksDBOptions
 
 __all__ = ["RocksDBOptions", "StateStore", "encode_key", "encode_namespace"]
@@ -103,7 +104,8 @@ class StateStore:
         self.path = path
         self.what = what
         self.options = options = options or RocksDBOptions()
-        self.db = _open(path, options, read_only)
+        self.read_only = read_only
+        self.db = (None if read_only else handles.reclaim(path, options)) or _open(path, options, read_only)
         self.cells: dict[bytes, list] = {}   # db key -> [value, bytes at the start of the epoch, slot or None]
         self.generation = next(_GENERATIONS)  # changes whenever the cells are forgotten
         self.timer_writes: dict[bytes, Optional[bytes]] = {}
@@ -433,6 +435,12 @@ class StateStore:
         self.db.flush(True)
         rocksdict.Checkpoint(self.db).create_checkpoint(path)
 
+    def release(self) -> None:
+        """The task is done with the database: a long-lived worker keeps it open until its compactions are
+        done, for the next task (:mod:`sparkpoint.state.rocksdb.handles`); elsewhere it is closed now."""
+        if self.read_only or not handles.release(self.path, self.db, self.options):
+            self.close()
+
     def close(self) -> None:
         """Close the database, letting a compaction that is running finish first (for at most
         ``close_compaction_wait_ms``): a task's database is open only during its epoch, and closing it cuts a
@@ -445,6 +453,7 @@ class StateStore:
 
     @staticmethod
     def destroy(path: str) -> None:
+        handles.close_released(path)
         if os.path.exists(path):
             shutil.rmtree(path)
 
@@ -459,7 +468,7 @@ def _open(path: str, options: RocksDBOptions, read_only: bool) -> rocksdict.Rdic
     if read_only:
         return rocksdict.Rdict(path, opts, column_families=families, access_type=rocksdict.AccessType.read_only())
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    return rocksdict.Rdict(path, opts, column_families=families)
+    return handles.open_waiting_for_lock(lambda: rocksdict.Rdict(path, opts, column_families=families), path)
 
 
 def _with_id(dbkey: bytes, remap: dict[int, int]) -> bytes:
