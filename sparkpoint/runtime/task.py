@@ -249,7 +249,7 @@ def _working_state_options(state_backend: Any, dep: TaskDeployment, stage_id: in
     namespace = dep.local_state_namespace or dep.job_id
     path = working_dir(dep.local_state_dir, dep.executor_local_state, namespace, stage_id, subtask, uid)
     if dep.keyed_state_epoch is None:  # a fresh start or a restore: nothing local carries over
-        let_go_under(path)
+        let_go_under(path, wait=True)   # a database still open elsewhere must not write into the new one
         shutil.rmtree(path, ignore_errors=True)
         drop_older_attempts(dep.local_state_dir, dep.executor_local_state, dep.job_id, namespace)
     return {"working_dir": path, "what": f"operator {uid!r} (stage {stage_id}, subtask {subtask})"}

@@ -284,21 +284,25 @@ def test_a_failover_drops_the_sources_run_ahead_and_counts_every_record_once(spa
     assert final_sums(tmp_path / "out") == expected
 
 
-def test_a_cancelled_job_leaves_no_spark_job_behind(spark, make_env, tmp_path):
-    """Cancelling a job whose next epoch's sources were submitted ahead ends their Spark job before the job's
-    plan broadcast is destroyed: Spark's scheduler, still submitting that stage, would otherwise read the
-    destroyed broadcast ("Attempted to use Broadcast(..) after it was destroyed")."""
-    env = make_env("spark", **sink_mode(tmp_path, False, **{
-        "execution.epoch.max-records": 100,
-        "execution.job-listeners": "tests.runtime.recording_listener:RecordingJobListener"}))
-    env.set_parallelism(2)
-    _generated_sums(env, tmp_path / "out")
-    client = env.execute_async("cancelled")
-    deadline = time.time() + 60
-    while epochs_done(client.get_job_id()) < 4 and time.time() < deadline:
-        time.sleep(0.02)
-    client.cancel()
-    result = client.wait(60)
-    assert result.sources_ahead >= 1, result.sources_ahead
-    tracker = spark.sparkContext.statusTracker()
-    assert tracker.getActiveJobsIds() == [] and tracker.getActiveStageIds() == []
+def test_a_stop_ends_the_job_of_the_sources_run_ahead_before_destroying_the_plan_broadcast(spark):
+    """A stop cancels the source tasks started ahead and waits for Spark to end their job before it destroys
+    the plan's broadcast: Spark's scheduler, still submitting their stage, would otherwise read the destroyed
+    broadcast ("Attempted to use Broadcast(..) after it was destroyed")."""
+    from sparkpoint.common import Configuration
+    from sparkpoint.runtime.spark.ahead import RunningAhead, shuffle_dependency
+    from sparkpoint.runtime.spark.executor import SparkEpochExecutor
+
+    sc = spark.sparkContext
+    executor = SparkEpochExecutor(Configuration(), spark)
+    executor.spark = spark
+    executor.bc = sc.broadcast(b"plan")
+    slow = sc.parallelize(range(4), 2).map(lambda x: (time.sleep(5), (x, x))[1]).partitionBy(2)
+    dependency = shuffle_dependency(slow)
+    future = sc._jsc.sc().submitMapStage(dependency)
+    executor._ahead = RunningAhead(epoch=2, tag=1, shuffled=slow, dependency=dependency, future=future)
+    time.sleep(0.5)   # its tasks are running
+    t0 = time.monotonic()
+    executor.stop()
+    assert future.isCompleted(), "the stop returned before Spark ended the job"
+    assert time.monotonic() - t0 < 4.5   # cancelled, not waited out
+    assert executor.bc is None

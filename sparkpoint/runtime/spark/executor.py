@@ -23,6 +23,7 @@ from __future__ import annotations
 import base64
 import gc
 import logging
+import os
 import re
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -368,7 +369,8 @@ def _run(bc: Any, stage_id: int, subtask: int, dep: TaskDeployment, blobs: list,
 
     plan = _plan(dep.job_id, bc)
     _freeze_long_lived()
-    mark_long_lived_worker()
+    if os.environ.get("SPARK_REUSE_WORKER"):   # else PySpark ends the worker after the task (os._exit)
+        mark_long_lived_worker()
     context = TaskContext.get()
     location = context.getLocalProperty(TASK_LOCATION_PROPERTY) if context is not None else None
     try:
