@@ -295,14 +295,26 @@ def test_a_stop_ends_the_job_of_the_sources_run_ahead_before_destroying_the_plan
     sc = spark.sparkContext
     executor = SparkEpochExecutor(Configuration(), spark)
     executor.spark = spark
-    executor.bc = sc.broadcast(b"plan")
     slow = sc.parallelize(range(4), 2).map(lambda x: (time.sleep(5), (x, x))[1]).partitionBy(2)
     dependency = shuffle_dependency(slow)
     future = sc._jsc.sc().submitMapStage(dependency)
     executor._ahead = RunningAhead(epoch=2, tag=1, shuffled=slow, dependency=dependency, future=future)
+    executor.bc = plan = _Broadcast(sc.broadcast(b"plan"), future)
     time.sleep(0.5)   # its tasks are running
     t0 = time.monotonic()
     executor.stop()
-    assert future.isCompleted(), "the stop returned before Spark ended the job"
+    assert plan.job_over_when_destroyed is True, "the plan broadcast was destroyed while the job still ran"
     assert time.monotonic() - t0 < 4.5   # cancelled, not waited out
     assert executor.bc is None
+
+
+class _Broadcast:
+    """The plan's broadcast, noting whether the sources' job was over when the stop destroyed it."""
+
+    def __init__(self, broadcast, future):
+        self.broadcast, self.future = broadcast, future
+        self.job_over_when_destroyed = None
+
+    def destroy(self):
+        self.job_over_when_destroyed = bool(self.future.isCompleted())
+        self.broadcast.destroy()
