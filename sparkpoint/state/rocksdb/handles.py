@@ -189,8 +189,9 @@ def _busy(db: Any) -> bool:
 def _close(path: str, db: Any) -> None:
     try:
         db.close()
-    except Exception as e:  # noqa: BLE001 - e.g. its directory removed meanwhile
-        logger.warning("closing the released database %s failed: %s", path, e)
+    except Exception as e:  # noqa: BLE001 - e.g. its directory removed meanwhile (the job ended)
+        log = logger.warning if os.path.isdir(path) else logger.debug
+        log("closing the released database %s failed: %s", path, e)
 
 
 def _is_under(path: str, directory: str) -> bool:
