@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import posixpath
+import tempfile
 import time
 import uuid
 from typing import Any, Optional
@@ -98,6 +100,11 @@ class CheckpointSettings:
     @property
     def exactly_once(self) -> bool:
         return self.mode == "EXACTLY_ONCE"
+
+    @property
+    def storage_dir(self) -> str:
+        """The configured checkpoint directory, or ``sparkpoint-checkpoints`` in the temp directory."""
+        return self.directory or "file://" + os.path.join(tempfile.gettempdir(), "sparkpoint-checkpoints")
 
 
 class CheckpointCoordinator:

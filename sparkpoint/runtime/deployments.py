@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from typing import TYPE_CHECKING
 
 from sparkpoint.runtime.graph import StagePlan
@@ -12,7 +10,7 @@ from sparkpoint.runtime.task import TaskDeployment, TaskReport
 if TYPE_CHECKING:
     from sparkpoint.runtime.job_master import JobMaster
 
-__all__ = ["deploy_stages", "latest_reports", "default_checkpoint_dir", "default_local_state_dir"]
+__all__ = ["deploy_stages"]
 
 
 def deploy_stages(master: "JobMaster", stages: list[StagePlan], epoch: int, now_ms: int, drain: bool,
@@ -51,21 +49,3 @@ def deploy_stages(master: "JobMaster", stages: list[StagePlan], epoch: int, now_
                     dep.no_more_splits[nid] = master.sources[nid].no_more_splits()
             deps[(stage.id, i)] = dep
     return deps
-
-
-def latest_reports(reports: list[TaskReport]) -> list[TaskReport]:
-    """One report per task: the last one of a task that reported twice (a task Spark ran again)."""
-    seen: dict[tuple[int, int], TaskReport] = {}
-    for r in reports:
-        seen[(r.stage_id, r.subtask)] = r
-    return list(seen.values())
-
-
-def default_checkpoint_dir() -> str:
-    """Where checkpoints go when no directory is configured."""
-    return "file://" + os.path.join(tempfile.gettempdir(), "sparkpoint-checkpoints")
-
-
-def default_local_state_dir() -> str:
-    """Where tasks keep working state when ``sparkpoint.local-state-dir`` is not set."""
-    return os.path.join(tempfile.gettempdir(), "sparkpoint-local-state")

@@ -52,10 +52,9 @@ from sparkpoint.runtime.sink_committer import SinkCommitter, check_sinks
 from sparkpoint.runtime.sink_output import prepare_sink_outputs
 from sparkpoint.runtime.source_coordinator import SourceCoordinator
 from sparkpoint.runtime.sources_ahead import RanAhead, SourcesAhead
-from sparkpoint.runtime.deployments import (default_checkpoint_dir, default_local_state_dir, deploy_stages,
-                                            latest_reports)
-from sparkpoint.runtime.task import TaskDeployment, TaskReport
-from sparkpoint.runtime.working_state import JobWorkingDirs
+from sparkpoint.runtime.deployments import deploy_stages
+from sparkpoint.runtime.task import TaskDeployment, TaskReport, latest_reports
+from sparkpoint.runtime.working_state import JobWorkingDirs, default_local_state_dir
 from sparkpoint.storage.checkpoint_storage import FsCheckpointStorage
 from sparkpoint.storage.file_systems import configure_file_systems
 from sparkpoint.testing.faults import fault_point
@@ -265,7 +264,7 @@ class JobMaster:
         restore_path = self.config.get_string("execution.savepoint.path")
         restored = load_latest_checkpoint(restore_path) if restore_path else None
         # the coordinator also serves savepoints when periodic checkpoints are off
-        storage = FsCheckpointStorage(self.checkpointing.directory or default_checkpoint_dir(), self.job_id)
+        storage = FsCheckpointStorage(self.checkpointing.storage_dir, self.job_id)
         self.coordinator = CheckpointCoordinator(
             self.checkpointing, storage, self.job_id, self.plan.job_name, self.plan.max_parallelism,
             self.config.to_dict(), start_id=(restored.checkpoint_id + 1) if restored else 1)

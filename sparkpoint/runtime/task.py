@@ -50,7 +50,7 @@ from sparkpoint.errors import StateMissingError
 from sparkpoint.state.local_store import LocalStateStore
 from sparkpoint.state.worker import let_go_under
 
-__all__ = ["TaskDeployment", "TaskReport", "PHASES", "run_task"]
+__all__ = ["TaskDeployment", "TaskReport", "PHASES", "latest_reports", "run_task"]
 
 logger = logging.getLogger(__name__)
 
@@ -114,6 +114,14 @@ class TaskReport:
 #: waiting at the end for the previous checkpoint's asynchronous upload. ``gc`` is the part of them spent in
 #: Python's cycle collector.
 PHASES = ("setup", "input", "run", "route", "state", "upload_wait", "gc")
+
+
+def latest_reports(reports: list[TaskReport]) -> list[TaskReport]:
+    """One report per task: the last one of a task that reported twice (a task Spark ran again)."""
+    seen: dict[tuple[int, int], TaskReport] = {}
+    for r in reports:
+        seen[(r.stage_id, r.subtask)] = r
+    return list(seen.values())
 
 
 def run_task(plan: JobPlan, stage_id: int, subtask: int, dep: TaskDeployment,

@@ -25,9 +25,14 @@ from typing import Optional
 
 from sparkpoint.state.worker import let_go_under
 
-__all__ = ["JobWorkingDirs", "drop_older_attempts", "working_dir"]
+__all__ = ["JobWorkingDirs", "default_local_state_dir", "drop_older_attempts", "working_dir"]
 
 logger = logging.getLogger(__name__)
+
+
+def default_local_state_dir() -> str:
+    """Where tasks keep working state when ``sparkpoint.local-state-dir`` is not set."""
+    return os.path.join(tempfile.gettempdir(), "sparkpoint-local-state")
 
 
 def _root(local_state_dir: str, executor_local: bool) -> str:
