@@ -100,7 +100,7 @@ def _repeats(sample: list) -> bool:
 
 def _code(values: list) -> Coded:
     """Each value's code, in order of first appearance: a dictionary whose missing keys take the next number,
-    looked up at C speed (a third less than a comprehension calling ``setdefault`` per value)."""
+    looked up at C speed (10-20 % less than a comprehension calling ``setdefault`` per value)."""
     distinct: defaultdict = defaultdict(count().__next__)
     codes = list(map(distinct.__getitem__, values))
     return Coded(list(distinct), codes)
