@@ -205,8 +205,7 @@ def run_size(spark: Any, inp: W2Input, work: Path, backend: str, incremental: bo
           flush=True)
     out: dict[str, Any] = {"keys": inp.keys, "backend": backend, "incremental": incremental, "main": main}
     if not with_restore:
-        for d in work.glob(f"*-{tag}*"):
-            shutil.rmtree(d, ignore_errors=True)
+        _remove_run_dirs(work, tag)
         return out
     if not main["checkpoints"]:
         out["restore"] = {"error": "no completed checkpoint"}
@@ -228,9 +227,14 @@ def run_size(spark: Any, inp: W2Input, work: Path, backend: str, incremental: bo
         for path in added:
             path.unlink()
         inp.files -= len(added)
-        for d in work.glob(f"*-{tag}*"):
-            shutil.rmtree(d, ignore_errors=True)
+        _remove_run_dirs(work, tag)
     return out
+
+
+def _remove_run_dirs(work: Path, tag: str) -> None:
+    """The checkpoint and local-state directories of the runs tagged ``tag`` (main and restore)."""
+    for d in work.glob(f"*-{tag}*"):
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def backend_available(name: str) -> str | None:

@@ -47,8 +47,9 @@ def extract_timestamps(op: "StreamOperator", assigner: Any, values: list, timest
     """Event timestamps of ``values`` from a timestamp assigner; failures name the record."""
     extract = getattr(assigner, "_fn", None) or assigner.extract_timestamp  # a plain function: call it directly
     previous: Any = timestamps
-    if None in timestamps:   # a source's records have none: the assigner sees Long.MIN_VALUE, as in Flink
-        previous = (itertools.repeat(MIN_WATERMARK, len(timestamps)) if timestamps.count(None) == len(timestamps)
+    missing = timestamps.count(None)   # a source's records have none: the assigner sees Long.MIN_VALUE, as in Flink
+    if missing:
+        previous = (itertools.repeat(MIN_WATERMARK, missing) if missing == len(timestamps)
                     else [t if t is not None else MIN_WATERMARK for t in timestamps])
     extracted: list = []
     try:
