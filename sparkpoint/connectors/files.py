@@ -388,21 +388,25 @@ def _byte_exact(charset: str) -> bool:
 def _read_body(f: Any, max_records: int, max_bytes: int) -> tuple[bytes, bool]:
     """The bytes of whole lines from ``f``'s position, at least ``max_records`` lines where the file and
     ``max_bytes`` allow (one line longer than ``max_bytes`` whole), and whether the file ended there."""
-    buf = b""
-    block = min(_FIRST_BLOCK, max_bytes)
-    newlines = 0
+    pieces: list[bytes] = []
+    size = newlines = 0
+    want = min(_FIRST_BLOCK, max_bytes)
     eof = False
-    while True:  # grow the read until enough lines are in, the byte budget is spent or the file ends
-        want = min(block, max_bytes - len(buf))
+    while True:  # read on until enough lines are in, the byte budget is spent or the file ends
         piece = f.read(want)
-        buf += piece
+        pieces.append(piece)
+        size += len(piece)
         newlines += piece.count(b"\n")
         if len(piece) < want:
             eof = True
             break
-        if newlines >= max_records or len(buf) >= max_bytes:
+        if newlines >= max_records or size >= max_bytes:
             break
-        block *= 2
+        # the lines still wanted at the mean length so far, a little over (what is read beyond them is
+        # decoded for nothing); twice as much as so far while no line has ended
+        more = (max_records - newlines) * size * 21 // (20 * newlines) if newlines else size
+        want = min(max(more, _FIRST_BLOCK), max_bytes - size)
+    buf = pieces[0] if len(pieces) == 1 else b"".join(pieces)
     if eof:
         body = buf
     elif newlines == 0:  # one line longer than max_bytes: read the rest of it

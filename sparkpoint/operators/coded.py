@@ -22,7 +22,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-__all__ = ["Coded", "coded", "uniform"]
+__all__ = ["Coded", "all_timestamped", "coded", "timestamp_list", "uniform"]
 
 _LEAVES = frozenset({str, int, bool, bytes, float, type(None)})   # marshal gives back exactly these types
 _SAMPLE = 1024         # values looked at to decide on coding
@@ -62,6 +62,17 @@ class Coded:
                 remap.append(code)
             parts.append(np.asarray(remap, dtype=np.int64)[np.asarray(batch.codes, dtype=np.int64)])
         return cls(distinct, np.concatenate(parts))
+
+
+def timestamp_list(timestamps: Any) -> list:
+    """A coded batch's timestamps as a list: an exchange gives them as an int64 array when every record has
+    one (:func:`sparkpoint.runtime.exchange.decode_batch`)."""
+    return timestamps.tolist() if isinstance(timestamps, np.ndarray) else timestamps
+
+
+def all_timestamped(timestamps: Any) -> bool:
+    """Whether every record of a coded batch has a timestamp (an int64 array has one for each)."""
+    return isinstance(timestamps, np.ndarray) or None not in timestamps
 
 
 def _type_signature(value: Any) -> Any:

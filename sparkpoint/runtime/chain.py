@@ -13,9 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
 
+import numpy as np
+
 from sparkpoint.common.watermark_strategy import MAX_WATERMARK
 from sparkpoint.operators.base import IDLE, Output, StreamOperator
-from sparkpoint.operators.coded import Coded
+from sparkpoint.operators.coded import Coded, timestamp_list
 from sparkpoint.operators.source import SourceOperator
 from sparkpoint.runtime.exchange import decode_blob
 from sparkpoint.runtime.graph import StagePlan, StreamEdge
@@ -107,7 +109,7 @@ def _run_operator(nid: int, op: StreamOperator, dep: "TaskDeployment", inputs: I
     for i in order:
         values, timestamps = _concat(inputs.pending[(nid, i)])
         if type(values) is Coded and not (i == 1 and op.takes_coded and not op.routes_failures):
-            values = values.values()
+            values, timestamps = values.values(), timestamp_list(timestamps)
         records_in += len(values)
         if values:
             process = op.process_batch if i == 1 else second
@@ -128,18 +130,22 @@ def _run_operator(nid: int, op: StreamOperator, dep: "TaskDeployment", inputs: I
     return wm
 
 
-def _concat(batches: list[tuple[Any, list]]) -> tuple[Any, list]:
-    """One input's batches one after the other: coded if every batch is (:meth:`Coded.concat`)."""
+def _concat(batches: list[tuple[Any, Any]]) -> tuple[Any, Any]:
+    """One input's batches one after the other: coded if every batch is (:meth:`Coded.concat`), with the
+    timestamps as one array if every batch has them as one."""
     if len(batches) == 1:
         return batches[0]
-    coded = bool(batches) and all(type(v) is Coded for v, _ in batches)
+    if batches and all(type(v) is Coded for v, _ in batches):
+        stamps = [t for _, t in batches]
+        if all(isinstance(t, np.ndarray) for t in stamps):
+            return Coded.concat([v for v, _ in batches]), np.concatenate(stamps)
+        return Coded.concat([v for v, _ in batches]), [t for ts in stamps for t in timestamp_list(ts)]
     values: list = []
     timestamps: list = []
     for v, t in batches:
-        if not coded:
-            values.extend(v.values() if type(v) is Coded else v)
-        timestamps.extend(t)
-    return (Coded.concat([v for v, _ in batches]) if coded else values), timestamps
+        values.extend(v.values() if type(v) is Coded else v)
+        timestamps.extend(timestamp_list(t))
+    return values, timestamps
 
 
 def min_watermark(values: list) -> Optional[int]:

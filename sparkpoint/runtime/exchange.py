@@ -26,10 +26,10 @@ import marshal
 import operator
 import pickle
 from itertools import compress
-from collections.abc import Sequence
-from typing import Any, Callable, cast
+from typing import Any, Callable
 
 import cloudpickle
+import numpy as np
 
 from sparkpoint.operators.coded import Coded, coded, uniform
 from sparkpoint.state.key_groups import KeyGroupAssigner
@@ -41,30 +41,41 @@ _PICKLE = pickle.HIGHEST_PROTOCOL
 
 
 def hash_partition(values: list, timestamps: list, get_key: Callable[[Any], Any], n: int,
-                   assign: KeyGroupAssigner) -> list[tuple[Any, list]]:
+                   assign: KeyGroupAssigner) -> list[tuple[Any, Any]]:
     """Split records over ``n`` partitions by their key's group (Flink's ``KeyGroupRangeAssignment``):
     each distinct key is hashed once, all new keys of the batch together. Values that repeat are
     coded first (:func:`coded`): the key selector then runs once per distinct value, and each partition
-    gets a :class:`Coded` batch."""
+    gets a :class:`Coded` batch, split by its codes at C speed (with its timestamps as an int64 array when
+    every record has one that fits)."""
     maxp = assign.max_parallelism
     batch = coded(values)
     if batch is not None:
         keys = [get_key(v) for v in batch.distinct]
         groups = assign.assign_all(keys)
-        part_of = [groups[k] * n // maxp for k in keys]
-        where = list(map(part_of.__getitem__, batch.codes))
-        items: Sequence = cast(list, batch.codes)   # coded() gives a list
-    else:
-        keys = [get_key(v) for v in values]
-        target = {k: kg * n // maxp for k, kg in assign.assign_all(keys).items()}
-        where = list(map(target.__getitem__, keys))
-        items = values
-    parts: list[tuple[Any, list]] = [([], []) for _ in range(n)]
+        return _split_coded(batch, timestamps, [groups[k] * n // maxp for k in keys], n)
+    keys = [get_key(v) for v in values]
+    target = {k: kg * n // maxp for k, kg in assign.assign_all(keys).items()}
+    where = list(map(target.__getitem__, keys))
+    parts: list[tuple[Any, Any]] = [([], []) for _ in range(n)]
     for p in set(where):
         mask = list(map(p.__eq__, where))
-        chosen = list(compress(items, mask))
-        parts[p] = (Coded(batch.distinct, chosen) if batch is not None else chosen, list(compress(timestamps, mask)))
+        parts[p] = (list(compress(values, mask)), list(compress(timestamps, mask)))
     return parts
+
+
+def _split_coded(batch: Coded, timestamps: list, part_of: list[int], n: int) -> list[tuple[Any, Any]]:
+    """``batch`` over ``n`` partitions, its distinct value ``i`` to partition ``part_of[i]``: each partition's
+    codes as a numpy array, its timestamps too where they all fit int64 (else a list)."""
+    codes = np.frombuffer(array.array("I", batch.codes), dtype=np.uint32)
+    where = np.asarray(part_of, dtype=np.intp)[codes]
+    order = np.argsort(where, kind="stable")
+    bounds = np.searchsorted(where[order], np.arange(n + 1)).tolist()
+    try:
+        stamps: Any = np.frombuffer(array.array("q", timestamps), dtype=np.int64)[order]
+    except (TypeError, OverflowError):   # a record without a timestamp, or one beyond int64
+        stamps = list(map(timestamps.__getitem__, order.tolist()))
+    codes = codes[order]
+    return [(Coded(batch.distinct, codes[a:b]), stamps[a:b]) for a, b in zip(bounds, bounds[1:])]
 
 
 def _encode_values(values: Any) -> tuple[bytes, bytes]:
@@ -80,7 +91,9 @@ def _encode_values(values: Any) -> tuple[bytes, bytes]:
                     return b"pickle", cloudpickle.dumps(values, _PICKLE)
             return b"marshal", marshal.dumps(values, _MARSHAL_VERSION)
         values = batch
-    return b"dict", marshal.dumps((values.distinct, array.array("I", values.codes).tobytes()), _MARSHAL_VERSION)
+    codes = values.codes
+    raw = (codes.astype(np.uint32, copy=False) if isinstance(codes, np.ndarray) else array.array("I", codes)).tobytes()
+    return b"dict", marshal.dumps((values.distinct, raw), _MARSHAL_VERSION)
 
 
 def _decode_values(encoding: bytes, body: bytes, keep_coded: bool) -> Any:
@@ -101,9 +114,11 @@ def encode_batch(values: list, timestamps: list) -> bytes:
     return marshal.dumps((encoding, body, ts), _MARSHAL_VERSION)
 
 
-def _encode_timestamps(timestamps: list) -> Any:
+def _encode_timestamps(timestamps: Any) -> Any:
     """An int64 array, or where a record has none (or one beyond int64) a list of exact ints and Nones (a
     numpy integer becomes an int: marshal would write its memory as bytes)."""
+    if isinstance(timestamps, np.ndarray):
+        return timestamps.astype(np.int64, copy=False).tobytes()
     try:
         return array.array("q", timestamps).tobytes()
     except (TypeError, OverflowError):
@@ -120,11 +135,14 @@ def _encode_timestamps(timestamps: list) -> Any:
     return stamps
 
 
-def decode_batch(data: bytes, keep_coded: bool = False) -> tuple[Any, list]:
+def decode_batch(data: bytes, keep_coded: bool = False) -> tuple[Any, Any]:
     """The values and timestamps of :func:`encode_batch`; ``keep_coded``: a dictionary-coded batch of values
-    as a :class:`Coded` batch (for :func:`sparkpoint.runtime.chain.read_inputs`), not as a list."""
+    as a :class:`Coded` batch (for :func:`sparkpoint.runtime.chain.read_inputs`), not as a list, and its
+    timestamps, when every record has one, as an int64 array (:func:`timestamp_list` makes it a list)."""
     encoding, body, ts = marshal.loads(data)
-    if type(ts) is bytes:
+    if type(ts) is bytes and keep_coded and encoding == b"dict":
+        timestamps: Any = np.frombuffer(ts, dtype=np.int64)
+    elif type(ts) is bytes:
         stamps = array.array("q")
         stamps.frombytes(ts)
         timestamps = stamps.tolist()

@@ -19,7 +19,7 @@ _SAFE = 1 << 61   # timestamps and offsets within this: no int64 overflow on the
 _MAX_CELLS_PER_RECORD = 4   # the bincount's cells (codes x windows) at most this many per record (plus 1,024)
 
 
-def count_by_key_and_window(codes: Any, keys: list, timestamps: list, size: int, offset: int
+def count_by_key_and_window(codes: Any, keys: list, timestamps: Any, size: int, offset: int
                             ) -> Optional[list[tuple[int, int, int, int]]]:
     """``[(code, window start, records, latest timestamp)]`` of the records (``codes`` index ``keys``, the key of
     each distinct value; ``timestamps`` all ints), in the order of each pair's first record. None where
@@ -32,7 +32,7 @@ def count_by_key_and_window(codes: Any, keys: list, timestamps: list, size: int,
     except TypeError:   # an unhashable key: the per-record path says so
         return None
     try:
-        stamps = np.array(timestamps, dtype=np.int64)
+        stamps = np.asarray(timestamps, dtype=np.int64)
     except OverflowError:
         return None
     if abs(int(stamps.min())) > _SAFE or abs(int(stamps.max())) > _SAFE or abs(offset) > _SAFE:

@@ -49,7 +49,7 @@ from sparkpoint.datastream.window import (
 )
 from sparkpoint.operators.keyed import KeyedOperator
 from sparkpoint.operators.base import IDLE, Output
-from sparkpoint.operators.coded import Coded
+from sparkpoint.operators.coded import Coded, all_timestamped, timestamp_list
 from sparkpoint.time.timers import EVENT_TIME, PROCESSING_TIME
 from sparkpoint.windows.coded_buckets import count_by_key_and_window
 from sparkpoint.windows.contexts import WINDOW_STATE_PREFIX, AssignerContext, TriggerContext, WindowContext
@@ -169,11 +169,11 @@ class WindowOperator(KeyedOperator):
             self.task.counter(self.uid, "numLateRecordsDropped")
 
     # -- elements -------------------------------------------------------------------------
-    def process_batch(self, values: Any, timestamps: list, out: Output) -> None:
+    def process_batch(self, values: Any, timestamps: Any, out: Output) -> None:
         if type(values) is Coded:
             if self._process_coded(values, timestamps):
                 return
-            values = values.values()
+            values, timestamps = values.values(), timestamp_list(timestamps)
         if self.pre_aggregated:  # partials, and records an upstream task sent as they are: in arrival order
             for is_partial, run in itertools.groupby(zip(values, timestamps), lambda vt: type(vt[0]) is WindowPartial):
                 run_values, run_timestamps = map(list, zip(*run))
@@ -237,13 +237,13 @@ class WindowOperator(KeyedOperator):
         for v, t, k in late:
             self._process_element(v, t, k, out)
 
-    def _process_coded(self, batch: Coded, timestamps: list) -> bool:
+    def _process_coded(self, batch: Coded, timestamps: Any) -> bool:
         """The fast path for tumbling event-time windows over a coded batch whose keys each have one distinct
         value (a keyed count's ``(key, 1)``): a window's contents are that value once per record, so records
         are counted per (key, window start) (:func:`count_by_key_and_window`), and the key selector runs
         once per distinct value. The buckets come in the order of their first records, as on the per-record
         path. False (nothing done): not this case, or a record is late or has no timestamp."""
-        if not self.fast_path or type(self.assigner) is not TumblingEventTimeWindows or None in timestamps:
+        if not self.fast_path or type(self.assigner) is not TumblingEventTimeWindows or not all_timestamped(timestamps):
             return False
         keys = self.keys_of(batch.distinct)
         size = self.assigner.size
