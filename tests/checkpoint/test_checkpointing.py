@@ -77,11 +77,17 @@ def chk_dirs(ckpt_dir: Path) -> list[str]:
     return sorted(glob.glob(str(ckpt_dir / "*" / "chk-*")), key=lambda p: int(p.rsplit("-", 1)[1]))
 
 
+def completed_ids(ckpt_dir: Path) -> list[int]:
+    return [int(d.rsplit("-", 1)[1]) for d in chk_dirs(ckpt_dir) if os.path.exists(d + "/_metadata")]
+
+
 def run_until_checkpoints(env, stream, ckpt_dir: Path, n: int, timeout: float = 30):
+    """Run the (fresh) job until its checkpoint ``n`` has completed, then cancel it. Older ones may be gone by
+    then: only ``state.checkpoints.num-retained`` stay."""
     stream.print()
     client = env.execute_async("counting")
     deadline = time.time() + timeout
-    while time.time() < deadline and len([d for d in chk_dirs(ckpt_dir) if os.path.exists(d + "/_metadata")]) < n:
+    while time.time() < deadline and max(completed_ids(ckpt_dir), default=0) < n:
         time.sleep(0.05)
     client.cancel()
     client.wait(30)
