@@ -147,9 +147,9 @@ class WatermarksWithIdleness(WatermarkGenerator):
         self.inner.on_event(event, event_timestamp, output)
 
     def observe_max(self, timestamp: int) -> None:
+        """Only where the inner generator takes a batch's maximum (see :func:`observe_batch`)."""
         self.last_event_time = self.now
-        if hasattr(self.inner, "observe_max"):
-            self.inner.observe_max(timestamp)
+        self.inner.observe_max(timestamp)   # type: ignore[attr-defined]
 
     def on_periodic_emit(self, output: WatermarkOutput) -> None:
         last = self.last_event_time if self.last_event_time is not None else self.now
@@ -157,6 +157,19 @@ class WatermarksWithIdleness(WatermarkGenerator):
             output.mark_idle()
         else:
             self.inner.on_periodic_emit(output)
+
+
+def observe_batch(generator: WatermarkGenerator, values: list, timestamps: list, output: WatermarkOutput) -> None:
+    """Every record of a batch (every timestamp an int) to ``generator``: as the batch's maximum where the
+    generator takes that (``observe_max``, the same watermark as one ``on_event`` per record), else one
+    ``on_event`` per record -- also inside an idleness wrapper, whose inner generator decides."""
+    inner = generator.inner if isinstance(generator, WatermarksWithIdleness) else generator
+    if hasattr(inner, "observe_max"):
+        generator.observe_max(max(timestamps))   # type: ignore[attr-defined]
+        return
+    on_event = generator.on_event
+    for v, t in zip(values, timestamps):
+        on_event(v, t, output)
 
 
 @dataclass(frozen=True)

@@ -79,6 +79,16 @@ class Output:
         self.values.append(value)
         self.timestamps.append(timestamp)
 
+    def take(self, values: list, timestamps: list) -> None:
+        """Emit a batch whose lists nothing changes any more (an operator's input, a reader's fresh output):
+        the lists themselves while nothing was emitted yet (no copy of an epoch's references), else their
+        contents appended."""
+        if self.values or self.timestamps:
+            self.values.extend(values)
+            self.timestamps.extend(timestamps)
+        else:
+            self.values, self.timestamps = values, timestamps
+
     def collect_side(self, tag: OutputTag, value: Any, timestamp: Optional[int]) -> None:
         vs, ts = self.side.setdefault(tag.tag_id, ([], []))
         vs.append(value)

@@ -7,7 +7,7 @@ from typing import Any, Callable, Optional
 
 import cloudpickle
 
-from sparkpoint.common.watermark_strategy import MAX_WATERMARK, WatermarkOutput
+from sparkpoint.common.watermark_strategy import MAX_WATERMARK, WatermarkOutput, observe_batch
 from sparkpoint.datastream.functions import bound_call
 from sparkpoint.errors import StateError
 from sparkpoint.operators.base import IDLE, Output, StreamOperator, TaskContext, extract_timestamps, first_failing
@@ -140,14 +140,13 @@ class TimestampsAndWatermarksOperator(StreamOperator):
         else:
             new_ts = list(timestamps)
         if new_ts:
-            if hasattr(gen, "observe_max") and None not in new_ts:
-                gen.observe_max(max(new_ts))
+            if self.assigner is not None or None not in new_ts:   # an assigner's are all ints (extract_timestamps)
+                observe_batch(gen, values, new_ts, self.output)
             else:
                 on_event = gen.on_event
                 for v, t in zip(values, new_ts):
                     on_event(v, t, self.output)
-        out.values.extend(values)
-        out.timestamps.extend(new_ts)
+        out.take(values, new_ts)
 
     def process_watermark(self, watermark: Optional[int], out: Output) -> Optional[int]:
         if watermark == MAX_WATERMARK:

@@ -13,7 +13,7 @@ from typing import Any, Optional
 
 import cloudpickle
 
-from sparkpoint.common.watermark_strategy import MAX_WATERMARK, WatermarkOutput, WatermarkStrategy
+from sparkpoint.common.watermark_strategy import MAX_WATERMARK, WatermarkOutput, WatermarkStrategy, observe_batch
 from sparkpoint.connectors.base import SourceSplit
 from sparkpoint.errors import MalformedRecordError, record_location
 from sparkpoint.operators.base import IDLE, Output, StreamOperator, extract_timestamps
@@ -60,11 +60,7 @@ class SourceOperator(StreamOperator):
                 if hasattr(gen, "set_current_processing_time"):
                     gen.set_current_processing_time(self.task.processing_time)
                 if values and ts and ts[0] is not None:
-                    if hasattr(gen, "observe_max"):
-                        gen.observe_max(max(ts))
-                    else:
-                        for v, t in zip(values, ts):
-                            gen.on_event(v, t, output)
+                    observe_batch(gen, values, ts, output)
                 gen.on_periodic_emit(output)
             if result.watermark is not None:
                 output.emit_watermark(result.watermark)
@@ -76,8 +72,7 @@ class SourceOperator(StreamOperator):
             new_splits.append(new_split)
             if not new_split.finished and not new_split.idle:
                 watermarks.append(new_split.watermark)
-            out.values.extend(values)
-            out.timestamps.extend(ts)
+            out.take(values, ts)
             n += len(values)
         self.task.counter(self.uid, "numRecordsOut", n)
         unfinished = [s for s in new_splits if not s.finished]

@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 import pytest
 
 from sparkpoint.common import Duration, Time, WatermarkStrategy
-from sparkpoint.common.watermark_strategy import MAX_WATERMARK
+from sparkpoint.common.watermark_strategy import MAX_WATERMARK, WatermarkGenerator
 from sparkpoint.connectors.base import Boundedness, ReadResult, Source, SourceReader, SourceSplit, SplitEnumerator
 from sparkpoint.datastream import (
     AggregateFunction,
@@ -670,6 +670,44 @@ def test_an_idle_input_does_not_hold_back_the_watermark(make_env, idle):
     fired_at = {r[:3]: r[4] for r in out}
     for key, start, end, _ in expected:
         assert fired_at[(key, start, end)] == next(w for w in wms if w >= end - 1)
+    assert sum(1 for w in fired_at.values() if w != MAX_WATERMARK) > len(fired_at) // 2
+
+
+class MaxSeenWatermarks(WatermarkGenerator):
+    """A job's own generator (one ``on_event`` per record, no batch form): the watermark trails the highest
+    timestamp seen by 1 ms."""
+
+    def __init__(self):
+        self.max_ts = None
+
+    def on_event(self, event, event_timestamp, output):
+        self.max_ts = event_timestamp if self.max_ts is None else max(self.max_ts, event_timestamp)
+
+    def on_periodic_emit(self, output):
+        if self.max_ts is not None:
+            output.emit_watermark(self.max_ts - 1)
+
+
+@pytest.mark.parametrize("where", ["source", "assign_timestamps_and_watermarks"])
+def test_a_custom_generator_behind_an_idleness_timeout_sees_every_record(make_env, where):
+    """``with_idleness`` wraps the job's own generator, which still gets every record: windows fire as its
+    watermark passes them (the watermark after each epoch, by hand), not all at the end of input."""
+    events = out_of_order_events(120, seed=23, step_ms=(400, 600), max_delay_ms=0)
+    m = 10
+    env = make_env("local", **{"execution.epoch.max-records": m})
+    env.set_parallelism(1)
+    strategy = (WatermarkStrategy.for_generator(MaxSeenWatermarks).with_idleness(Duration.of_millis(3_600_000))
+                .with_timestamp_assigner(EventTimestamp()))
+    if where == "source":
+        stream = env.from_source(_CollectionAsSource(events), strategy, "events")
+    else:
+        stream = env.from_collection(events).assign_timestamps_and_watermarks(strategy)
+    out = collect(stream.key_by(key_of).window(TumblingEventTimeWindows.of(Time.seconds(5))).process(FireWatermark()))
+    expected = rows(tumbling_contents(events, 5_000), ["key", "start", "end", "count"])
+    assert [r[:4] for r in out] == expected
+    wms = bounded_watermarks(events, m, 0)
+    fired_at = {r[:3]: r[4] for r in out}
+    assert all(fired_at[(key, start, end)] == next(w for w in wms if w >= end - 1) for key, start, end, _ in expected)
     assert sum(1 for w in fired_at.values() if w != MAX_WATERMARK) > len(fired_at) // 2
 
 
