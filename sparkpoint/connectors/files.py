@@ -403,9 +403,10 @@ def _read_body(f: Any, max_records: int, max_bytes: int) -> tuple[bytes, bool]:
         if newlines >= max_records or size >= max_bytes:
             break
         # the lines still wanted at the mean length so far, a little over (what is read beyond them is
-        # decoded for nothing); twice as much as so far while no line has ended
+        # decoded for nothing), but at most doubling what is in (a long first line says little about the
+        # rest) and at least a quarter more (a long line further on is read in a few steps)
         more = (max_records - newlines) * size * 21 // (20 * newlines) if newlines else size
-        want = min(max(more, _FIRST_BLOCK), max_bytes - size)
+        want = min(max(more, size // 4, _FIRST_BLOCK), size, max_bytes - size)
     buf = pieces[0] if len(pieces) == 1 else b"".join(pieces)
     if eof:
         body = buf

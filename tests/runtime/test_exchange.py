@@ -123,6 +123,34 @@ def test_hash_partition_matches_a_record_by_record_reference(records: list, n: i
         assert batches.get(1, ([], [])) == want
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["a", "b", "c", "d", "e"]), st.integers(0, 2)), min_size=130, max_size=300),
+       st.integers(1, 5), st.sampled_from(["ints", "some none", "beyond int64"]))
+def test_a_coded_batch_is_split_with_its_timestamps_in_order(records: list, n: int, stamped: str) -> None:
+    """A repeating batch goes coded, split by its codes: every partition gets its records and their timestamps
+    in order (against a record-by-record reference), and the timestamps come out of a blob as ints."""
+    assign = KeyGroupAssigner(128)
+    stamps: list = [(i * 7919) % 1000 - 500 for i in range(len(records))]   # not in order
+    if stamped == "some none":
+        stamps[::3] = [None] * len(stamps[::3])
+    elif stamped == "beyond int64":
+        stamps[::5] = [-(2**70)] * len(stamps[::5])
+    parts = hash_partition(records, stamps, lambda v: v[0], n, assign)
+    expected: list[tuple[list, list]] = [([], []) for _ in range(n)]
+    for v, t in zip(records, stamps):
+        p = assign(v[0]) * n // 128
+        expected[p][0].append(v)
+        expected[p][1].append(t)
+    assert all(isinstance(v, Coded) for v, _ in parts)
+    assert [(v.values(), timestamp_list(t)) for v, t in parts] == expected
+    for (v, t), want in zip(parts, expected):
+        if want[0]:
+            _, batches = decode_blob(encode_blob({}, {1: (v, t)}), keep_coded=True)
+            values, got_stamps = batches[1]
+            assert (values.values(), timestamp_list(got_stamps)) == want
+            assert {type(t) for t in timestamp_list(got_stamps)} <= {int, type(None)}
+
+
 def test_a_repeating_batch_calls_the_key_selector_once_per_distinct_value() -> None:
     calls: list = []
     records = [("k%d" % (i % 5), 1) for i in range(10_000)]
