@@ -105,7 +105,7 @@ def test_retains_num_retained_and_keeps_them_on_cancel(make_env, tmp_path):
     assert all(os.path.exists(d + "/_metadata") for d in dirs)
     # files of subsumed checkpoints are gone, and nothing else is left in the job directory
     job_dir = Path(dirs[0]).parent
-    assert sorted(p.name for p in job_dir.iterdir() if p.name.startswith("chk-")) == [Path(d).name for d in dirs]
+    assert {p.name for p in job_dir.iterdir() if p.name.startswith("chk-")} == {Path(d).name for d in dirs}
 
 
 def test_delete_on_cancellation_removes_checkpoints(make_env, tmp_path):
