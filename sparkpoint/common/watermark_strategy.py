@@ -159,12 +159,14 @@ class WatermarksWithIdleness(WatermarkGenerator):
             self.inner.on_periodic_emit(output)
 
 
-def observe_batch(generator: WatermarkGenerator, values: list, timestamps: list, output: WatermarkOutput) -> None:
-    """Every record of a batch (every timestamp an int) to ``generator``: as the batch's maximum where the
-    generator takes that (``observe_max``, the same watermark as one ``on_event`` per record), else one
-    ``on_event`` per record -- also inside an idleness wrapper, whose inner generator decides."""
+def observe_batch(generator: WatermarkGenerator, values: list, timestamps: list, output: WatermarkOutput,
+                  all_ints: bool = True) -> None:
+    """Every record of a batch to ``generator``: as the batch's maximum where every timestamp is an int
+    (``all_ints``) and the generator takes that (``observe_max``, the same watermark as one ``on_event`` per
+    record), else one ``on_event`` per record -- also inside an idleness wrapper, whose inner generator
+    decides."""
     inner = generator.inner if isinstance(generator, WatermarksWithIdleness) else generator
-    if hasattr(inner, "observe_max"):
+    if all_ints and hasattr(inner, "observe_max"):
         generator.observe_max(max(timestamps))   # type: ignore[attr-defined]
         return
     on_event = generator.on_event

@@ -139,13 +139,8 @@ class TimestampsAndWatermarksOperator(StreamOperator):
             new_ts = extract_timestamps(self, self.assigner, values, timestamps)
         else:
             new_ts = list(timestamps)
-        if new_ts:
-            if self.assigner is not None or None not in new_ts:   # an assigner's are all ints (extract_timestamps)
-                observe_batch(gen, values, new_ts, self.output)
-            else:
-                on_event = gen.on_event
-                for v, t in zip(values, new_ts):
-                    on_event(v, t, self.output)
+        if new_ts:   # an assigner's timestamps are all ints (extract_timestamps)
+            observe_batch(gen, values, new_ts, self.output, self.assigner is not None or None not in new_ts)
         out.take(values, new_ts)
 
     def process_watermark(self, watermark: Optional[int], out: Output) -> Optional[int]:

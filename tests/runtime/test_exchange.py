@@ -97,6 +97,25 @@ def test_blob_carries_header_and_every_edge() -> None:
     assert got_header == header and batches == {7: (["a", "b"], [1, 2])}
 
 
+def _stamps(stamps: list, stamped: str) -> list:
+    """``stamps`` as they are ("ints"), every third None ("some none"), or every fifth beyond int64."""
+    if stamped == "some none":
+        stamps[::3] = [None] * len(stamps[::3])
+    elif stamped == "beyond int64":
+        stamps[::5] = [-(2**70)] * len(stamps[::5])
+    return stamps
+
+
+def _by_partition(records: list, stamps: list, n: int, assign: KeyGroupAssigner) -> list[tuple[list, list]]:
+    """The record-by-record reference: each record and its timestamp to its key's partition, in order."""
+    expected: list[tuple[list, list]] = [([], []) for _ in range(n)]
+    for v, t in zip(records, stamps):
+        p = assign(v[0]) * n // 128
+        expected[p][0].append(v)
+        expected[p][1].append(t)
+    return expected
+
+
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(["a", "b", "c", "d", "e", 1, 2, (3, "x")]), st.integers(0, 3)),
                 max_size=60),
@@ -105,17 +124,9 @@ def test_hash_partition_matches_a_record_by_record_reference(records: list, n: i
     """Repeating values go coded (the key selector once per distinct value), others as lists; either way
     each partition gets its records and their timestamps in order, and they survive the blob."""
     assign = KeyGroupAssigner(128)
-    stamps: list = list(range(len(records)))
-    if stamped == "some none":
-        stamps[::3] = [None] * len(stamps[::3])
-    elif stamped == "beyond int64":
-        stamps[::5] = [2**70] * len(stamps[::5])
+    stamps = _stamps(list(range(len(records))), stamped)
     parts = hash_partition(records, stamps, lambda v: v[0], n, assign)
-    expected: list[tuple[list, list]] = [([], []) for _ in range(n)]
-    for v, t in zip(records, stamps):
-        p = assign(v[0]) * n // 128
-        expected[p][0].append(v)
-        expected[p][1].append(t)
+    expected = _by_partition(records, stamps, n, assign)
     got = [(v.values() if isinstance(v, Coded) else v, timestamp_list(t)) for v, t in parts]
     assert got == expected
     for (v, t), want in zip(parts, expected):
@@ -130,17 +141,9 @@ def test_a_coded_batch_is_split_with_its_timestamps_in_order(records: list, n: i
     """A repeating batch goes coded, split by its codes: every partition gets its records and their timestamps
     in order (against a record-by-record reference), and the timestamps come out of a blob as ints."""
     assign = KeyGroupAssigner(128)
-    stamps: list = [(i * 7919) % 1000 - 500 for i in range(len(records))]   # not in order
-    if stamped == "some none":
-        stamps[::3] = [None] * len(stamps[::3])
-    elif stamped == "beyond int64":
-        stamps[::5] = [-(2**70)] * len(stamps[::5])
+    stamps = _stamps([(i * 7919) % 1000 - 500 for i in range(len(records))], stamped)   # not in order
     parts = hash_partition(records, stamps, lambda v: v[0], n, assign)
-    expected: list[tuple[list, list]] = [([], []) for _ in range(n)]
-    for v, t in zip(records, stamps):
-        p = assign(v[0]) * n // 128
-        expected[p][0].append(v)
-        expected[p][1].append(t)
+    expected = _by_partition(records, stamps, n, assign)
     assert all(isinstance(v, Coded) for v, _ in parts)
     assert [(v.values(), timestamp_list(t)) for v, t in parts] == expected
     for (v, t), want in zip(parts, expected):
