@@ -94,6 +94,44 @@ def test_a_committed_epoch_that_spilled_rolls_back_completely(tmp_path):
     assert _state_at(tmp_path, 1) == after_1      # epoch 2 runs again: back to the end of epoch 1
 
 
+def test_per_key_values_found_by_their_key_stay_the_database_s_through_prefetches_and_spills(tmp_path):
+    """A ValueState's cells are also found by the key itself (filled by the prefetch). Reads, read-modify-writes,
+    blind writes and clears, on keys prefetched (in slices larger than the cache of 16, so prefetches are cut
+    short and spill) and on keys not prefetched, over three epochs: every read and the committed state equal
+    a plain dict's."""
+    rng = random.Random(5)
+    model: dict[int, int] = {}
+    for epoch in (1, 2, 3):
+        backend = _open(tmp_path, None if epoch == 1 else epoch - 1)
+        state = backend.get_partitioned_state(None, ValueStateDescriptor("n"))
+        for _ in range(8):
+            keys = [rng.randrange(60) for _ in range(rng.randrange(1, 30))]
+            backend.prefetch(keys)
+            for key in keys + [rng.randrange(60, 80) for _ in range(3)]:   # and some never prefetched
+                backend.set_current_key(key)
+                op = rng.random()
+                if op < 0.45:
+                    model[key] = (state.value() or 0) + 1
+                    state.update(model[key])
+                elif op < 0.65:
+                    model[key] = key * 100 + epoch      # maybe a blind write
+                    state.update(model[key])
+                elif op < 0.75:
+                    model.pop(key, None)
+                    state.clear()
+                else:
+                    assert state.value() == model.get(key), (epoch, key)
+        assert backend.store.in_progress, "the epoch did not spill"
+        backend.commit(epoch)
+        backend.dispose()
+        check = _open(tmp_path, epoch)
+        stored = check.get_partitioned_state(None, ValueStateDescriptor("n"))
+        for key in range(80):
+            check.set_current_key(key)
+            assert stored.value() == model.get(key), (epoch, key)
+        check.dispose()
+
+
 def test_expired_ttl_values_are_swept_from_the_database(tmp_path):
     """New keys every epoch, each living 100 ms: the database holds the live ones, not all ever written."""
     live_per_epoch = 100

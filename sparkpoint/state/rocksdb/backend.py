@@ -92,6 +92,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         self._enc_key_bytes = b""
         self._enc_key_group = -1
         self._encoded: dict[Any, tuple[bytes, int]] = {}   # key -> (database bytes, key group), from prefetch
+        self._prefixes: dict[int, list[bytes]] = {}   # state id -> its group prefixes, by key group
         # the range's bounds, compared inline on every record (KeyGroupRange.__contains__ is a call per record)
         self._first_group, self._last_group = key_group_range.start, key_group_range.end
         self._load_state_kinds()
@@ -112,7 +113,11 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
     def set_current_key(self, key: Any, key_group: int | None = None) -> None:
         """As the base class, serializing the key once: for its key group and for the database key."""
         if key is not self._enc_key:
-            self._encode(key)
+            try:
+                self._enc_key_bytes, self._enc_key_group = self._encoded[key]
+                self._enc_key = key
+            except (KeyError, TypeError):
+                self._encode(key)
         kg = self._enc_key_group if key_group is None else key_group
         if not self._first_group <= kg <= self._last_group:
             raise StateError(
@@ -139,13 +144,28 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         if len(known) + len(new) > self.store.max_cached:
             known.clear()
             new = distinct
-        raw = [key_bytes(k) for k in new]
-        known.update(zip(new, zip([struct.pack(">I", len(kb)) + kb for kb in raw],
-                                  key_groups_of_bytes(raw, self.max_parallelism))))
+        if new:
+            raw = _keys_bytes(new)
+            known.update(zip(new, zip([struct.pack(">I", len(kb)) + kb for kb in raw],
+                                      key_groups_of_bytes(raw, self.max_parallelism))))
         sids = [sid for sid in (self.state_id(name) for name in self.state_kinds) if sid is not None]
-        if sids:   # every key's entries: those of keys encoded before may have been spilled from the cache
-            self.store.prefetch([group_prefix(kg, sid) + enc for enc, kg in map(known.__getitem__, distinct)
-                                 for sid in sids])
+        if not sids:
+            return
+        encoded = list(map(known.__getitem__, distinct))
+        per_state = [(sid, [prefix[kg] + enc for enc, kg in encoded])
+                     for sid, prefix in ((sid, self._group_prefixes(sid)) for sid in sids)]
+        store = self.store   # every key's entries: those of keys encoded before may have been spilled from the cache
+        store.prefetch([dbkey for _, dbkeys in per_state for dbkey in dbkeys], distinct=True)
+        found = store.cells.get
+        for sid, dbkeys in per_state:   # found by the key too (None where the multi-get was cut short)
+            store.key_cells_of(sid).update(zip(distinct, map(found, dbkeys)))
+
+    def _group_prefixes(self, state_id: int) -> list[bytes]:
+        """``group_prefix(kg, state_id)`` of every key group, by key group."""
+        prefixes = self._prefixes.get(state_id)
+        if prefixes is None:
+            prefixes = self._prefixes[state_id] = [group_prefix(kg, state_id) for kg in range(self.max_parallelism)]
+        return prefixes
 
     def prefetch_limit(self) -> int:
         """Keys whose entries of every state fit the epoch's cache at once (a prefetch beyond it would be
@@ -341,7 +361,10 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         if self.working_dir:
             forget_uploads(self.working_dir)  # new files may reuse the old ones' names and sizes
         result = materialize(path)
-        self.store = StateStore(path, options, what)
+        key_cells = self.store.key_cells   # the states keep their maps: emptied, then the new store's
+        for cells in key_cells.values():
+            cells.clear()
+        self.store = StateStore(path, options, what, key_cells=key_cells)
         for table in self.tables.values():
             table.clear()  # state objects keep their table; its views are made again over the new database
         for queue in self.timer_queues.values():  # the timer service holds them: same objects, new database
@@ -364,6 +387,14 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             shutil.rmtree(self.working_dir, ignore_errors=True)
         else:   # kept for the next epoch's task: maybe open, in a long-lived worker
             self.store.release()
+
+
+def _keys_bytes(keys: list) -> list[bytes]:
+    """:func:`key_bytes` of every key: the UTF-8 of ``str`` keys (and their subclasses) in one C call."""
+    try:
+        return list(map(str.encode, keys))
+    except TypeError:
+        return [key_bytes(k) for k in keys]
 
 
 def snapshot_local_checkpoint(path: str, key_group_range: KeyGroupRange, max_parallelism: int,

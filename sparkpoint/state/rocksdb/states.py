@@ -10,7 +10,7 @@ written at the epoch's commit only if its bytes changed.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from sparkpoint.datastream.state import StateDescriptor
 from sparkpoint.state.hashmap.states import (
@@ -91,51 +91,41 @@ class _RocksDBState:
 
 
 class RocksDBValueState(_RocksDBState, HeapValueState):
-    """Per-key values (no namespace) go straight to the store's cell of the current key, found from the key's
-    bytes the backend serialized when the key became current, and kept for the record's write after its read:
-    the one state a keyed function reads and writes on every record. With a namespace, the heap logic as for
-    the other kinds."""
+    """Per-key values (no namespace) go straight to the store's cell of the current key, found by the key itself
+    (:attr:`StateStore.key_cells`, filled by the prefetch): the one state a keyed function reads and writes on
+    every record builds no database key for it. With a namespace, the heap logic as for the other kinds."""
 
-    __slots__ = ("state_id", "_cell_key", "_cell_generation", "_cell")
+    __slots__ = ("state_id", "_key_cells")
 
     def __init__(self, backend: RocksDBKeyedStateBackend, table: dict, descriptor: StateDescriptor):
         super().__init__(backend, table, descriptor)
-        self._cell_key: Any = _NONE
-        self._cell_generation = 0
-        self._cell: list = []
-
-    def _held_cell(self) -> Optional[list]:
-        """The cell this state found for the current key, if the key and the store's cells are still the same."""
-        backend: RocksDBKeyedStateBackend = self.backend  # type: ignore[assignment]
-        if backend.current_key is self._cell_key and self._cell_generation == backend.store.generation:
-            return self._cell
-        return None
-
-    def _current_cell(self) -> list:
-        cell = self._held_cell()
-        if cell is None:
-            backend: RocksDBKeyedStateBackend = self.backend  # type: ignore[assignment]
-            cell = self._cell = backend.store.cell(self._entries().prefix + backend.current_key_bytes())
-            self._cell_key, self._cell_generation = backend.current_key, backend.store.generation
-        return cell
+        self._key_cells: dict = backend.store.key_cells_of(self.state_id)
 
     def value(self) -> Any:
         if self.namespace is not None:
             return super().value()
-        return self._current_cell()[0]
+        cell = self._key_cells.get(self.backend.current_key)  # type: ignore[attr-defined]
+        if cell is None:
+            backend: RocksDBKeyedStateBackend = self.backend  # type: ignore[assignment]
+            cell = self._key_cells[backend.current_key] = backend.store.cell(
+                self._entries().prefix + backend.current_key_bytes())
+        return cell[0]
 
     def update(self, value: Any) -> None:
         if self.namespace is not None or value is None:
             super().update(value)
             return
         backend: RocksDBKeyedStateBackend = self.backend  # type: ignore[assignment]
-        cell = self._held_cell()   # the record read its value just before
-        if cell is None:   # a blind write: the stored value is replaced, not decoded (its class may be gone)
-            backend.store.put(self._entries().prefix + backend.current_key_bytes(), (backend.current_key, None), value)
+        key = backend.current_key
+        cell = self._key_cells.get(key)
+        if cell is None:   # not read this epoch (or spilled since): a blind write, the stored value not decoded
+            dbkey = self._entries().prefix + backend.current_key_bytes()
+            backend.store.put(dbkey, (key, None), value)   # (its class may be gone)
+            self._key_cells[key] = backend.store.cells[dbkey]
             return
         cell[0] = value
         if cell[2] is None:
-            cell[2] = (backend.current_key, None)
+            cell[2] = (key, None)
 
 
 class RocksDBListState(_RocksDBState, HeapListState):

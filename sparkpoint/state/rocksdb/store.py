@@ -3,8 +3,10 @@
 The database lives in the executor's local directory and outlives the task: the task of
 the next epoch opens it again and reads only the keys it touches. Within an epoch, reads
 and writes go through a cache of the entries touched so far: one *cell* per entry, a list
-``[value (decoded; None: absent), its bytes at the start of the epoch, (key, namespace) or None]``
-that a state may hold on to for the record it serves, until the store's ``generation`` changes;
+``[value (decoded; None: absent), its bytes at the start of the epoch, (key, namespace) or None]``.
+The cells of per-key entries (namespace ``None``) are also found by the key itself, per state
+(:attr:`StateStore.key_cells`), so a record's read and write of a ``ValueState`` build no
+database key; the store empties those maps whenever it forgets its cells.
 :meth:`StateStore.commit` writes the entries that changed in **one** atomic write batch,
 together with the epoch number and an undo log (the previous bytes of every changed
 entry). A task that runs an epoch again (Spark re-runs a task whose output was lost) first
@@ -24,7 +26,6 @@ Layout of the keys (all big-endian, so RocksDB's order is key group, then state)
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import pickle
@@ -58,7 +59,6 @@ _ABSENT = object()
 _PICKLE = pickle.HIGHEST_PROTOCOL
 _TS_OFFSET = 1 << 63
 _UNDO_CHUNK = 1000   # entries per value of the undo log: large values slow every read of the database down
-_GENERATIONS = itertools.count(1)   # of every store's cells, process-wide: a cell held past a change is stale
 
 
 def encode_key(key: Any) -> bytes:
@@ -100,7 +100,7 @@ class StateStore:
     """A RocksDB database plus the cache of the entries the current epoch touched."""
 
     def __init__(self, path: str, options: Optional[RocksDBOptions] = None, what: str = "keyed state",
-                 read_only: bool = False):
+                 read_only: bool = False, key_cells: Optional[dict[int, dict]] = None):
         self.path = path
         self.what = what
         self.options = options = options or RocksDBOptions()
@@ -109,7 +109,9 @@ class StateStore:
         held = None if read_only else handles.reclaim(path, options)
         self.db = handles.open_database(path, options, read_only) if held is None else held
         self.cells: dict[bytes, list] = {}   # db key -> [value, bytes at the start of the epoch, slot or None]
-        self.generation = next(_GENERATIONS)  # changes whenever the cells are forgotten
+        # state id -> {key: its per-key cell (None: read it by its db key)}; the same cells as ``cells``, emptied
+        # with them (in place: states keep these maps, also across a new store of the same backend)
+        self.key_cells: dict[int, dict] = {} if key_cells is None else key_cells
         self.timer_writes: dict[bytes, Optional[bytes]] = {}
         self.max_cached = options.max_cached_entries
         self.spilled: set[bytes] = set()   # keys whose pre-epoch bytes are in the undo log already
@@ -151,10 +153,18 @@ class StateStore:
     def get(self, dbkey: bytes) -> Any:
         return self.cell(dbkey)[0]
 
-    def prefetch(self, dbkeys: list[bytes]) -> None:
-        """Read the entries of ``dbkeys`` not cached yet in one multi-get (as far as the cache has room)."""
+    def key_cells_of(self, state_id: int) -> dict:
+        """``{key: cell}`` of the per-key entries of state ``state_id`` this epoch found so far."""
+        cells = self.key_cells.get(state_id)
+        if cells is None:
+            cells = self.key_cells[state_id] = {}
+        return cells
+
+    def prefetch(self, dbkeys: list[bytes], distinct: bool = False) -> None:
+        """Read the entries of ``dbkeys`` (``distinct``: no key twice) not cached yet in one multi-get (as far
+        as the cache has room)."""
         cells = self.cells
-        wanted = list(dict.fromkeys(dbkeys))
+        wanted = dbkeys if distinct else list(dict.fromkeys(dbkeys))
         missing = [k for k in wanted if k not in cells]
         if len(cells) + len(missing) > self.max_cached and cells:   # make room: write the changes so far
             self._spill()
@@ -165,8 +175,7 @@ class StateStore:
         missing.sort()  # RocksDB's multi-get is fastest in key order
         raws: list = self.db.get(missing)  # type: ignore[arg-type, assignment]  # a list in, a list out
         loads = pickle.loads
-        for dbkey, raw in zip(missing, raws):
-            cells[dbkey] = [None if raw is None else loads(raw)[2], raw, None]
+        cells.update(zip(missing, [[None if raw is None else loads(raw)[2], raw, None] for raw in raws]))
 
     def put(self, dbkey: bytes, slot: tuple[Any, Any], value: Any) -> None:
         cell = self.cells.get(dbkey)
@@ -275,42 +284,48 @@ class StateStore:
     def _spill(self) -> None:
         """Write the cached changes so far (with their undo entries) and forget the cache: an epoch keeps at
         most ``max_cached_entries`` decoded. A crash before the commit leaves them undone by :meth:`resume`."""
-        changes = self._changes()
-        if changes:
-            batch = rocksdict.WriteBatch(raw_mode=True)
+        batch = rocksdict.WriteBatch(raw_mode=True)
+        undo: list[tuple[bytes, Optional[bytes]]] = []
+        changed = self._write_changes(batch, undo)
+        if changed:
             if not self.in_progress:  # the previous epoch can no longer run again: its undo log goes
                 _drop_undo_log(batch)
                 batch.delete(_META_UNDO_EPOCH)
                 batch.put(_META_IN_PROGRESS, b"1")
                 self.in_progress = True
-            undo = [(dbkey, old) for dbkey, old, _ in changes if dbkey not in self.spilled]
             self._write_undo_chunk(batch, undo)
-            self._write_changes(batch, changes)
-            self.spilled.update(dbkey for dbkey, _, _ in changes)
+            self.spilled.update(dbkey for dbkey, _ in undo)
             self.db.write(batch)
-            self.spilled_changes += len(changes)
+            self.spilled_changes += changed
         self._forget_cells()
 
     def _forget_cells(self) -> None:
         self.cells.clear()
-        self.generation = next(_GENERATIONS)
+        for cells in self.key_cells.values():
+            cells.clear()
 
     def commit(self, epoch: int, watermark: Optional[int] = None) -> int:
         """Write this epoch's changes, its undo log and its number in one batch; returns the changed entries."""
         batch = rocksdict.WriteBatch(raw_mode=True)
         if not self.in_progress:
             _drop_undo_log(batch)
-        changes = self._changes()
+        undo: list[tuple[bytes, Optional[bytes]]] = []
+        changed = self._write_changes(batch, undo)
         timers = list(self.timer_writes.items())
         if timers:
             previous: list = self.db.get([dbkey for dbkey, _ in timers])  # type: ignore[arg-type, assignment]
-            changes += [(dbkey, old, new) for (dbkey, new), old in zip(timers, previous)]
-        undo = [(dbkey, old) for dbkey, old, _ in changes if dbkey not in self.spilled]
-        self._write_changes(batch, changes)
+            for (dbkey, new), old in zip(timers, previous):
+                if new is None:
+                    batch.delete(dbkey)
+                else:
+                    batch.put(dbkey, new)
+                if dbkey not in self.spilled:
+                    undo.append((dbkey, old))
+            changed += len(timers)
         self._commit_meta(batch, epoch, watermark, undo)
         self._write_undo_chunk(batch, undo)
         self.db.write(batch)
-        changed = len(changes) + self.spilled_changes
+        changed += self.spilled_changes
         self._clear_epoch()
         return changed
 
@@ -352,23 +367,28 @@ class StateStore:
             return {}
         return {i: j for name, i in json.loads(names_json).items() if (j := self.name_id(name)) != i}
 
-    def _changes(self) -> list[tuple[bytes, Optional[bytes], Optional[bytes]]]:
-        """``(db key, old bytes, new bytes)`` of the cached entries whose bytes changed (``None``: absent)."""
-        changes = []
-        dumps = pickle.dumps
+    def _write_changes(self, batch: rocksdict.WriteBatch, undo: list[tuple[bytes, Optional[bytes]]]) -> int:
+        """Put the cached entries whose bytes changed into ``batch``, and ``(db key, old bytes)`` of those
+        changed for the first time this epoch into ``undo``; returns how many changed (``None``: absent)."""
+        dumps, spilled = pickle.dumps, self.spilled
+        put, delete, log = batch.put, batch.delete, undo.append
+        changed = 0
         for dbkey, (value, old, slot) in self.cells.items():
             if value is None:
                 if old is None:
                     continue
-                new = None
+                delete(dbkey)
             else:
                 if slot is None:  # read, maybe mutated in place, never put
                     slot = pickle.loads(old or b"")[:2]
                 new = dumps((slot[0], slot[1], value), _PICKLE)
                 if new == old:
                     continue
-            changes.append((dbkey, old, new))
-        return changes
+                put(dbkey, new)
+            changed += 1
+            if dbkey not in spilled:
+                log((dbkey, old))
+        return changed
 
     def _commit_meta(self, batch: rocksdict.WriteBatch, epoch: int, watermark: Optional[int],
                      undo: list[tuple[bytes, Optional[bytes]]]) -> None:
@@ -388,15 +408,6 @@ class StateStore:
         batch.put(_META_NAMES, json.dumps(self.names).encode())
         batch.put(_META_TIMER_COUNTS, json.dumps(self.timer_counts).encode())
         batch.put(_META_EPOCH, str(epoch).encode())
-
-    @staticmethod
-    def _write_changes(batch: rocksdict.WriteBatch, changes: list[tuple[bytes, Optional[bytes], Optional[bytes]]]
-                       ) -> None:
-        for dbkey, _, new in changes:
-            if new is None:
-                batch.delete(dbkey)
-            else:
-                batch.put(dbkey, new)
 
     def _write_undo_chunk(self, batch: rocksdict.WriteBatch, undo: list[tuple[bytes, Optional[bytes]]]) -> None:
         """The undo log of some changes: the previous bytes (``None``: absent) of entries changed for the first
