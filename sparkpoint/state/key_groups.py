@@ -32,6 +32,7 @@ __all__ = [
     "compute_operator_index_for_key_group",
     "stable_key_hash",
     "key_bytes",
+    "keys_bytes",
     "key_group_of_bytes",
     "key_groups_of_bytes",
     "KeyTypeError",
@@ -86,6 +87,14 @@ def key_bytes(key: Any) -> bytes:
     if t is int:
         return str(key).encode()
     return _encode(key, key)
+
+
+def keys_bytes(keys: Sequence[Any]) -> list[bytes]:
+    """:func:`key_bytes` of every key; ``str`` keys (the common case) in one C call."""
+    try:
+        return list(map(str.encode, keys))   # a subclass of str too: its bytes are its UTF-8 as well
+    except TypeError:
+        return [key_bytes(k) for k in keys]
 
 
 def _encode(key: Any, whole: Any) -> bytes:
@@ -255,7 +264,7 @@ class KeyGroupAssigner:
                 key_bytes(k)
             raise
         if new:
-            groups = key_groups_of_bytes([key_bytes(k) for k in new], self.max_parallelism)
+            groups = key_groups_of_bytes(keys_bytes(new), self.max_parallelism)
             found.update(zip(new, groups))
             room = 1_000_000 - len(cache)
             if room > 0:

@@ -19,6 +19,8 @@ from sparkpoint.state.key_groups import (
     KeyTypeError,
     assign_to_key_group,
     compute_key_group_range_for_operator_index,
+    key_bytes,
+    keys_bytes,
 )
 
 
@@ -133,6 +135,21 @@ def test_groups_of_many_keys_at_once_equal_one_key_at_a_time(max_parallelism):
     mismatched = [k for k in keys if groups[k] != assign_to_key_group(k, max_parallelism)]
     assert mismatched == []
     assert assigner.assign_all(keys[:10]) == {k: groups[k] for k in keys[:10]}   # now from the cache
+
+
+class Tag(str):
+    pass
+
+
+def test_the_bytes_of_many_keys_at_once_equal_one_key_at_a_time():
+    """All ``str`` keys (subclasses included) take one C call; any other key, the serializer key by key."""
+    strings = ["user-1", "", "ünïcode", Tag("tagged"), Color.RED.value]
+    assert keys_bytes(strings) == [key_bytes(k) for k in strings] == [k.encode() for k in strings]
+    mixed = strings + [7, 1.0, None, (1, "a"), Color.RED, Level.ONE]
+    assert keys_bytes(mixed) == [key_bytes(k) for k in mixed]
+    assert keys_bytes(mixed)[5] == b"7" and keys_bytes(mixed)[6] == b"1"   # not the text of a str
+    with pytest.raises(KeyTypeError, match="list"):
+        keys_bytes(["a", ["not", "a", "key"]])
 
 
 def test_a_batch_with_an_unhashable_key_names_it():

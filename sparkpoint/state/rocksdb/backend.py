@@ -25,7 +25,7 @@ from sparkpoint.datastream.state import StateDescriptor
 from sparkpoint.state.backend import KeyedStateBackend, StateBackend
 from sparkpoint.state.internal import InternalKvState
 from sparkpoint.errors import StateError
-from sparkpoint.state.key_groups import KeyGroupRange, key_bytes, key_groups_of_bytes
+from sparkpoint.state.key_groups import KeyGroupRange, key_groups_of_bytes, keys_bytes
 from sparkpoint.state.rocksdb.states import ROCKSDB_STATE_CLASSES
 from sparkpoint.state.rocksdb.options import OPTION_KEYS, RocksDBOptions, options_from_config
 from sparkpoint.state.rocksdb.store import (
@@ -145,7 +145,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             known.clear()
             new = distinct
         if new:
-            raw = _keys_bytes(new)
+            raw = keys_bytes(new)
             known.update(zip(new, zip([struct.pack(">I", len(kb)) + kb for kb in raw],
                                       key_groups_of_bytes(raw, self.max_parallelism))))
         sids = [sid for sid in (self.state_id(name) for name in self.state_kinds) if sid is not None]
@@ -387,14 +387,6 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             shutil.rmtree(self.working_dir, ignore_errors=True)
         else:   # kept for the next epoch's task: maybe open, in a long-lived worker
             self.store.release()
-
-
-def _keys_bytes(keys: list) -> list[bytes]:
-    """:func:`key_bytes` of every key: the UTF-8 of ``str`` keys (and their subclasses) in one C call."""
-    try:
-        return list(map(str.encode, keys))
-    except TypeError:
-        return [key_bytes(k) for k in keys]
 
 
 def snapshot_local_checkpoint(path: str, key_group_range: KeyGroupRange, max_parallelism: int,
