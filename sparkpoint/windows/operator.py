@@ -47,6 +47,7 @@ from sparkpoint.datastream.window import (
     TumblingEventTimeWindows,
     WindowAssigner,
 )
+from sparkpoint.errors import UserFunctionError
 from sparkpoint.operators.keyed import KeyedOperator
 from sparkpoint.operators.base import IDLE, Output
 from sparkpoint.operators.coded import Coded, all_timestamped, timestamp_list
@@ -195,9 +196,9 @@ class WindowOperator(KeyedOperator):
             else:
                 for v, t, k in zip(values, timestamps, keys):
                     self._process_element(v, t, k, out)
+        except UserFunctionError:   # a record that failed further in: it names itself
+            raise
         except Exception as e:
-            if getattr(e, "uid", None) is not None:
-                raise
             raise self.fail(v, e) from e
 
     def _process_fast(self, values: list, timestamps: list, keys: list, out: Output) -> None:
@@ -253,9 +254,9 @@ class WindowOperator(KeyedOperator):
         distinct = batch.distinct
         try:
             self._add_buckets({(keys[c], TimeWindow(s, s + size)): [distinct[c]] * n for c, s, n, _ in counts})
+        except UserFunctionError:
+            raise
         except Exception as e:   # a reduce or aggregate function failed: as on the per-record fast path
-            if getattr(e, "uid", None) is not None:
-                raise
             raise self.fail(None, e) from e
         return True
 

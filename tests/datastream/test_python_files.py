@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -62,3 +63,19 @@ def test_spark_target_ships_added_files(spark, make_env, tmp_path):
     env.add_python_file(str(module_file))
     env.add_python_file(str(deps))
     assert sorted(_job(env, "pyfiles_spark_module", "pyfiles_spark_pkg").execute_and_collect()) == EXPECTED
+
+
+def test_a_zipped_directory_goes_when_the_process_exits(tmp_path):
+    """A directory is zipped for Spark into a temporary directory of the process, not left in /tmp for good."""
+    import subprocess
+
+    _, deps = _write_helpers(tmp_path, "pyfiles_zip_module", "pyfiles_zip_pkg")
+    code = ("import sys, zipfile; from pathlib import Path\n"
+            "from sparkpoint.runtime.spark.python_files import _zip_directory\n"
+            f"path = _zip_directory(Path({str(deps / 'pyfiles_zip_pkg')!r}))\n"
+            "print(path); print(sorted(zipfile.ZipFile(path).namelist()))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
+    assert out[1] == "['__init__.py', 'square.py']"   # the package's contents at the archive's root
+    zipped = Path(out[0])
+    assert zipped.name == "pyfiles_zip_pkg.zip" and not zipped.exists()
+    assert not zipped.parent.parent.exists()   # the process's own directory went with it

@@ -1,27 +1,41 @@
 """``add_python_file`` on Spark: the files reach every executor through ``SparkContext.addPyFile``.
 
 A ``.py`` file, ``.zip`` or ``.egg`` is added as it is; a directory is zipped first (its
-contents at the archive's root, so its modules and packages import by their names).
+contents at the archive's root, so its modules and packages import by their names), into a
+temporary directory of this process that goes when it exits: Spark's file server reads an added
+file from where it was added for as long as the SparkContext lives.
 """
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import logging
 import os
+import shutil
 import tempfile
 import zipfile
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Optional
 
 __all__ = ["ship_python_files"]
 
 logger = logging.getLogger(__name__)
 
+_zips: Optional[Path] = None   # this process's zipped directories, removed when it exits
+
+
+def _zip_root() -> Path:
+    global _zips
+    if _zips is None:
+        _zips = Path(tempfile.mkdtemp(prefix="sparkpoint-pyfiles-"))
+        atexit.register(shutil.rmtree, _zips, True)
+    return _zips
+
 
 def _zip_directory(directory: Path) -> str:
-    digest = hashlib.sha1(str(directory).encode()).hexdigest()[:12]
-    target = Path(tempfile.gettempdir()) / f"sparkpoint-pyfiles-{digest}" / f"{directory.name}.zip"
+    digest = hashlib.sha1(str(directory).encode()).hexdigest()[:12]   # two directories of one name stay apart
+    target = _zip_root() / digest / f"{directory.name}.zip"
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_suffix(".zip.tmp")
     with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as zf:
