@@ -74,14 +74,23 @@ class KeyedStateBackend(abc.ABC):
         self.current_key: Any = None
         self.current_key_group: int = -1
         self.current_processing_time = 0  # ms; the clock of state time-to-live
+        self._known_groups: dict[Any, int] = {}   # key -> key group, of the keys of the last prefetch
+        # the range's bounds, compared inline on every record (KeyGroupRange.__contains__ is a call per record)
+        self._first_group, self._last_group = key_group_range.start, key_group_range.end
         self.ttl_cleanups: dict[str, Callable[[str, Any], Any]] = {}  # state name -> drops expired values
 
     # -- current key and time ---------------------------------------------------------------
 
     def set_current_key(self, key: Any, key_group: int | None = None) -> None:
         """Make ``key`` current; ``key_group`` saves hashing it when the caller knows it."""
-        kg = self.assign_key_group(key) if key_group is None else key_group
-        if kg not in self.key_group_range:
+        if key_group is not None:
+            kg = key_group
+        else:
+            try:
+                kg = self._known_groups[key]   # the prefetched batch's keys
+            except (KeyError, TypeError):
+                kg = self.assign_key_group(key)
+        if not self._first_group <= kg <= self._last_group:
             raise StateError(
                 f"key {key!r} belongs to key group {kg}, outside this task's range {self.key_group_range}")
         self.current_key = key
@@ -89,7 +98,12 @@ class KeyedStateBackend(abc.ABC):
 
     def prefetch(self, keys: list) -> None:
         """A hint: the per-key state (namespace ``None``) of ``keys`` is about to be read. Backends that
-        read from storage load it in one batch; the default does nothing."""
+        read from storage load it in one batch; the default computes the keys' groups together (kept for
+        :meth:`set_current_key` until the next prefetch)."""
+        try:
+            self._known_groups = self.assign_key_group.assign_all(keys)
+        except TypeError:   # a key without a deterministic form: set_current_key names it with its record
+            self._known_groups = {}
 
     def prefetch_limit(self) -> int:
         """How many records' keys one :meth:`prefetch` should cover: operators prefetch a batch in slices of

@@ -23,6 +23,7 @@ from sparkpoint.datastream.window import TimeWindow
 from sparkpoint.errors import StateError
 from sparkpoint.state.key_groups import (
     KeyGroupRange,
+    KeyTypeError,
     assign_to_key_group,
     compute_key_group_range_for_operator_index,
 )
@@ -170,6 +171,25 @@ def test_a_key_outside_the_range_is_refused(state_backend):
     foreign = next(k for k in KEYS if assign_to_key_group(k, MAXP) >= MAXP // 2)
     with pytest.raises(StateError, match="outside this task's range"):
         backend.set_current_key(foreign)
+
+
+def test_a_prefetched_batch_s_keys_take_the_groups_of_keys_taken_one_by_one(state_backend):
+    """The prefetch works out the batch's key groups together; a key made current then has the group of
+    ``assign_to_key_group``, equal keys of other types too (``1.0`` for ``1``), keys outside the batch as well;
+    a foreign key is still refused, and a key without a deterministic form fails where it is made current,
+    not in the prefetch."""
+    backend = keyed(state_backend, compute_key_group_range_for_operator_index(MAXP, 2, 0))
+    own = [k for k in KEYS + [1, (2, "b"), "é"] if assign_to_key_group(k, MAXP) < MAXP // 2]
+    foreign = next(k for k in KEYS if assign_to_key_group(k, MAXP) >= MAXP // 2)
+    backend.prefetch(own + [foreign, object()])
+    later = [k for k in (1.0, True, "not-prefetched") if assign_to_key_group(k, MAXP) < MAXP // 2]
+    for key in own + later:
+        backend.set_current_key(key)
+        assert backend.get_current_key_group_index() == assign_to_key_group(key, MAXP), key
+    with pytest.raises(StateError, match="outside this task's range"):
+        backend.set_current_key(foreign)
+    with pytest.raises(KeyTypeError, match="object"):
+        backend.set_current_key(object())
 
 
 # -- namespaces -------------------------------------------------------------------------------------

@@ -88,16 +88,29 @@ class _HeapState:
 
 
 class HeapValueState(_HeapState, InternalValueState):
+    """``_entries()`` and ``_slot()`` written out: the state a keyed function reads and writes on every record."""
+
     __slots__ = ()
 
     def value(self) -> Any:
-        return self._entries().get(self._slot())
+        backend = self.backend
+        if backend.tracker is not None:
+            return self._entries().get(self._slot())
+        entries = self.table.get(backend.current_key_group)
+        return None if entries is None else entries.get((backend.current_key, self.namespace))
 
     def update(self, value: Any) -> None:
-        if value is None:
-            self.clear()
-        else:
-            self._entries()[self._slot()] = value
+        backend = self.backend
+        if value is None or backend.tracker is not None:
+            if value is None:
+                self.clear()
+            else:
+                self._entries()[self._slot()] = value
+            return
+        entries = self.table.get(backend.current_key_group)
+        if entries is None:
+            entries = self.table[backend.current_key_group] = {}
+        entries[(backend.current_key, self.namespace)] = value
 
 
 class HeapListState(_HeapState, InternalListState):

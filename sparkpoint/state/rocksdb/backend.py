@@ -93,8 +93,6 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         self._enc_key_group = -1
         self._encoded: dict[Any, tuple[bytes, int]] = {}   # key -> (database bytes, key group), from prefetch
         self._prefixes: dict[int, list[bytes]] = {}   # state id -> its group prefixes, by key group
-        # the range's bounds, compared inline on every record (KeyGroupRange.__contains__ is a call per record)
-        self._first_group, self._last_group = key_group_range.start, key_group_range.end
         self._load_state_kinds()
 
     def _load_state_kinds(self) -> None:
@@ -145,7 +143,10 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             known.clear()
             new = distinct
         if new:
-            raw = keys_bytes(new)
+            try:
+                raw = keys_bytes(new)
+            except TypeError:   # a key without a deterministic form: set_current_key names it with its record
+                return
             known.update(zip(new, zip([struct.pack(">I", len(kb)) + kb for kb in raw],
                                       key_groups_of_bytes(raw, self.max_parallelism))))
         sids = [sid for sid in (self.state_id(name) for name in self.state_kinds) if sid is not None]

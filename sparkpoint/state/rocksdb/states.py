@@ -102,8 +102,8 @@ class RocksDBValueState(_RocksDBState, HeapValueState):
         self._key_cells: dict = backend.store.key_cells_of(self.state_id)
 
     def value(self) -> Any:
-        if self.namespace is not None:
-            return super().value()
+        if self.namespace is not None:   # the heap logic over this state's RocksDBEntries
+            return self._entries().get(self._slot())
         cell = self._key_cells.get(self.backend.current_key)  # type: ignore[attr-defined]
         if cell is None:
             backend: RocksDBKeyedStateBackend = self.backend  # type: ignore[assignment]
@@ -112,8 +112,11 @@ class RocksDBValueState(_RocksDBState, HeapValueState):
         return cell[0]
 
     def update(self, value: Any) -> None:
-        if self.namespace is not None or value is None:
-            super().update(value)
+        if value is None:
+            self.clear()
+            return
+        if self.namespace is not None:
+            self._entries()[self._slot()] = value
             return
         backend: RocksDBKeyedStateBackend = self.backend  # type: ignore[assignment]
         key = backend.current_key
