@@ -102,8 +102,8 @@ class KeyedStateBackend(abc.ABC):
         :meth:`set_current_key` until the next prefetch)."""
         try:
             self._known_groups = self.assign_key_group.assign_all(keys)
-        except TypeError:   # a key without a deterministic form: set_current_key names it with its record
-            self._known_groups = {}
+        except Exception:  # noqa: BLE001 - a key without a deterministic form (or whose hash fails): a hint only,
+            self._known_groups = {}   # set_current_key fails on it naming its record
 
     def prefetch_limit(self) -> int:
         """How many records' keys one :meth:`prefetch` should cover: operators prefetch a batch in slices of

@@ -101,16 +101,27 @@ def test_per_key_values_found_by_their_key_stay_the_database_s_through_prefetche
     a plain dict's."""
     rng = random.Random(5)
     model: dict[int, int] = {}
+    other: dict[int, int] = {}
     for epoch in (1, 2, 3):
         backend = _open(tmp_path, None if epoch == 1 else epoch - 1)
         state = backend.get_partitioned_state(None, ValueStateDescriptor("n"))
+        second = backend.get_partitioned_state(None, ValueStateDescriptor("m"))
         for _ in range(8):
             keys = [rng.randrange(60) for _ in range(rng.randrange(1, 30))]
             backend.prefetch(keys)
             for key in keys + [rng.randrange(60, 80) for _ in range(3)]:   # and some never prefetched
                 backend.set_current_key(key)
                 op = rng.random()
-                if op < 0.45:
+                if op < 0.3:   # between the read and the write, another state on another key (which may spill)
+                    n = (state.value() or 0) + 1
+                    elsewhere = rng.randrange(80)
+                    backend.set_current_key(elsewhere)
+                    other[elsewhere] = (second.value() or 0) + 1
+                    second.update(other[elsewhere])
+                    backend.set_current_key(key)
+                    model[key] = n
+                    state.update(n)
+                elif op < 0.45:
                     model[key] = (state.value() or 0) + 1
                     state.update(model[key])
                 elif op < 0.65:
@@ -126,9 +137,10 @@ def test_per_key_values_found_by_their_key_stay_the_database_s_through_prefetche
         backend.dispose()
         check = _open(tmp_path, epoch)
         stored = check.get_partitioned_state(None, ValueStateDescriptor("n"))
+        stored_other = check.get_partitioned_state(None, ValueStateDescriptor("m"))
         for key in range(80):
             check.set_current_key(key)
-            assert stored.value() == model.get(key), (epoch, key)
+            assert (stored.value(), stored_other.value()) == (model.get(key), other.get(key)), (epoch, key)
         check.dispose()
 
 

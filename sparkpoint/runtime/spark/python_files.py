@@ -29,8 +29,13 @@ def _zip_root() -> Path:
     global _zips
     if _zips is None:
         _zips = Path(tempfile.mkdtemp(prefix="sparkpoint-pyfiles-"))
-        atexit.register(shutil.rmtree, _zips, True)
+        atexit.register(_remove_zips, _zips, os.getpid())
     return _zips
+
+
+def _remove_zips(path: Path, owner: int) -> None:
+    if os.getpid() == owner:   # a forked child that exits runs the handlers it inherited: not its files
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def _zip_directory(directory: Path) -> str:

@@ -135,7 +135,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         their per-key entries (namespace ``None``) of every state in one multi-get."""
         try:
             distinct = list(dict.fromkeys(keys))
-        except TypeError:  # an unhashable key: encoding it one by one names it
+        except Exception:  # noqa: BLE001 - an unhashable key (or one whose hash fails): set_current_key names it
             return
         known = self._encoded
         new = [k for k in distinct if k not in known]
@@ -145,21 +145,23 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         if new:
             try:
                 raw = keys_bytes(new)
-            except TypeError:   # a key without a deterministic form: set_current_key names it with its record
-                return
+            except Exception:  # noqa: BLE001 - a key without a deterministic form (or a str that is not
+                return         # UTF-8): set_current_key fails on it naming its record
             known.update(zip(new, zip([struct.pack(">I", len(kb)) + kb for kb in raw],
                                       key_groups_of_bytes(raw, self.max_parallelism))))
-        sids = [sid for sid in (self.state_id(name) for name in self.state_kinds) if sid is not None]
-        if not sids:
+        states = [(sid, kind) for sid, kind in ((self.state_id(name), kind) for name, kind in self.state_kinds.items())
+                  if sid is not None]
+        if not states:
             return
         encoded = list(map(known.__getitem__, distinct))
-        per_state = [(sid, [prefix[kg] + enc for enc, kg in encoded])
-                     for sid, prefix in ((sid, self._group_prefixes(sid)) for sid in sids)]
+        per_state = [(sid, kind, [prefix[kg] + enc for enc, kg in encoded])
+                     for sid, kind, prefix in ((sid, kind, self._group_prefixes(sid)) for sid, kind in states)]
         store = self.store   # every key's entries: those of keys encoded before may have been spilled from the cache
-        store.prefetch([dbkey for _, dbkeys in per_state for dbkey in dbkeys], distinct=True)
+        store.prefetch([dbkey for _, _, dbkeys in per_state for dbkey in dbkeys], distinct=True)
         found = store.cells.get
-        for sid, dbkeys in per_state:   # found by the key too (None where the multi-get was cut short)
-            store.key_cells_of(sid).update(zip(distinct, map(found, dbkeys)))
+        for sid, kind, dbkeys in per_state:   # a value state's found by the key too (None: the multi-get was cut short)
+            if kind == "value":
+                store.key_cells_of(sid).update(zip(distinct, map(found, dbkeys)))
 
     def _group_prefixes(self, state_id: int) -> list[bytes]:
         """``group_prefix(kg, state_id)`` of every key group, by key group."""

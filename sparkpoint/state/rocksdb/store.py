@@ -168,7 +168,7 @@ class StateStore:
         missing = [k for k in wanted if k not in cells]
         if len(cells) + len(missing) > self.max_cached and cells:   # make room: write the changes so far
             self._spill()
-            missing = wanted
+            missing = list(wanted)   # cut and sorted below: not the caller's list
         del missing[max(0, self.max_cached - len(cells)):]
         if not missing:
             return
