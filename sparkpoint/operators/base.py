@@ -20,6 +20,7 @@ from sparkpoint.datastream.functions import CheckpointedFunction, Function, Runt
 from sparkpoint.datastream.output_tag import OutputTag
 from sparkpoint.datastream.failed_records import FAILED_RECORDS, FailedRecord
 from sparkpoint.errors import StateError, UserFunctionError
+from sparkpoint.operators.coded import all_of_type
 from sparkpoint.state.operator_state import DefaultOperatorStateStore
 
 __all__ = ["Output", "StreamOperator", "TaskContext", "OperatorRuntimeContext", "IDLE", "first_failing",
@@ -56,7 +57,7 @@ def extract_timestamps(op: "StreamOperator", assigner: Any, values: list, timest
         extracted.extend(map(extract, values, previous))   # on a failure, holds those of the records before it
         if len(extracted) < len(values):   # the assigner raised StopIteration: map() took it for the end
             raise RuntimeError("the timestamp assigner raised StopIteration")
-        if list(map(type, extracted)).count(int) != len(extracted):   # counted: cheaper than a set of them
+        if not all_of_type(extracted, int):
             extracted = [int(t) for t in extracted]
     except Exception as e:   # the assigner failed on the next record, or int() on one of its results
         failed = values[len(extracted)] if len(extracted) < len(values) else first_failing(

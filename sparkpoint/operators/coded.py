@@ -22,7 +22,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-__all__ = ["Coded", "all_timestamped", "coded", "timestamp_list", "uniform"]
+__all__ = ["Coded", "all_of_type", "all_timestamped", "coded", "timestamp_list", "uniform"]
 
 _LEAVES = frozenset({str, int, bool, bytes, float, type(None)})   # marshal gives back exactly these types
 _SAMPLE = 1024         # values looked at to decide on coding
@@ -120,7 +120,7 @@ def _code(values: list) -> Coded:
 def _typed_like(values: list, model: Any) -> bool:
     """Whether every value has exactly the types of ``model`` at every position, each value being equal to a
     value of ``model``'s types (so an exact tuple among them has ``model``'s length there)."""
-    if not _all_of_type(values, type(model)):
+    if not all_of_type(values, type(model)):
         return False
     if type(model) is not tuple:
         return True
@@ -129,12 +129,12 @@ def _typed_like(values: list, model: Any) -> bool:
         if type(item) is tuple:
             if not _typed_like(list(column), item):
                 return False
-        elif not _all_of_type(column, type(item)):
+        elif not all_of_type(column, type(item)):
             return False
     return True
 
 
-def _all_of_type(values: Iterable, t: type) -> bool:
+def all_of_type(values: Iterable, t: type) -> bool:
     """Whether every one of ``values`` (a list, or an iterator over one) is of exactly type ``t``: counting the
     types in a list is a quarter cheaper than collecting them in a set."""
     types = list(map(type, values))

@@ -74,7 +74,6 @@ class KeyedStateBackend(abc.ABC):
         self.current_key: Any = None
         self.current_key_group: int = -1
         self.current_processing_time = 0  # ms; the clock of state time-to-live
-        self._known_groups: dict[Any, int] = {}   # key -> key group, of the keys of the last prefetch
         # the range's bounds, compared inline on every record (KeyGroupRange.__contains__ is a call per record)
         self._first_group, self._last_group = key_group_range.start, key_group_range.end
         self.ttl_cleanups: dict[str, Callable[[str, Any], Any]] = {}  # state name -> drops expired values
@@ -87,7 +86,7 @@ class KeyedStateBackend(abc.ABC):
             kg = key_group
         else:
             try:
-                kg = self._known_groups[key]   # the prefetched batch's keys
+                kg = self.assign_key_group.cache[key]   # a key prefetched or seen before
             except (KeyError, TypeError):
                 kg = self.assign_key_group(key)
         if not self._first_group <= kg <= self._last_group:
@@ -98,12 +97,12 @@ class KeyedStateBackend(abc.ABC):
 
     def prefetch(self, keys: list) -> None:
         """A hint: the per-key state (namespace ``None``) of ``keys`` is about to be read. Backends that
-        read from storage load it in one batch; the default computes the keys' groups together (kept for
-        :meth:`set_current_key` until the next prefetch)."""
+        read from storage load it in one batch; the default hashes the keys' groups together into the
+        assigner's cache, where :meth:`set_current_key` finds them."""
         try:
-            self._known_groups = self.assign_key_group.assign_all(keys)
-        except Exception:  # noqa: BLE001 - a key without a deterministic form (or whose hash fails): a hint only,
-            self._known_groups = {}   # set_current_key fails on it naming its record
+            self.assign_key_group.learn(keys)
+        except Exception:  # noqa: BLE001 - a key without a deterministic form (or whose hash fails): a hint
+            pass           # only; set_current_key fails on it naming its record
 
     def prefetch_limit(self) -> int:
         """How many records' keys one :meth:`prefetch` should cover: operators prefetch a batch in slices of

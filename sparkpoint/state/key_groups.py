@@ -226,30 +226,46 @@ class KeyGroupRange:
         return f"[{self.start}, {self.end}]"
 
 
-class KeyGroupAssigner:
-    """Caches the key group of keys seen before (keys repeat: hashing is per new key)."""
+_MAX_CACHED = 1_000_000   # keys whose group an assigner keeps
 
-    __slots__ = ("max_parallelism", "_cache")
+
+class KeyGroupAssigner:
+    """Caches the key group of keys seen before (keys repeat: hashing is per new key). ``cache`` is
+    ``{key: key group}`` of at most a million keys, for callers that look keys up themselves."""
+
+    __slots__ = ("max_parallelism", "cache")
 
     def __init__(self, max_parallelism: int):
         self.max_parallelism = max_parallelism
-        self._cache: dict = {}
+        self.cache: dict = {}
 
     def __call__(self, key: Any) -> int:
         try:
-            return self._cache[key]
+            return self.cache[key]
         except KeyError:
             kg = assign_to_key_group(key, self.max_parallelism)
-            if len(self._cache) < 1_000_000:
-                self._cache[key] = kg
+            if len(self.cache) < _MAX_CACHED:
+                self.cache[key] = kg
             return kg
         except TypeError:  # unhashable: key_bytes says why and what to use instead
             key_bytes(key)
             raise
 
+    def learn(self, keys: Sequence[Any]) -> None:
+        """Cache the groups of the distinct ``keys`` not cached yet, hashed together (as far as there is room)."""
+        cache = self.cache
+        try:
+            new = [k for k in dict.fromkeys(keys) if k not in cache]
+        except TypeError:  # unhashable: key_bytes says why and what to use instead
+            for k in keys:
+                key_bytes(k)
+            raise
+        if new:
+            self._hash_new(new)
+
     def assign_all(self, keys: Sequence[Any]) -> dict[Any, int]:
         """``{key: key group}`` of the distinct ``keys``, the new ones hashed together."""
-        cache = self._cache
+        cache = self.cache
         found: dict = {}
         new: list = []
         try:
@@ -264,9 +280,13 @@ class KeyGroupAssigner:
                 key_bytes(k)
             raise
         if new:
-            groups = key_groups_of_bytes(keys_bytes(new), self.max_parallelism)
-            found.update(zip(new, groups))
-            room = 1_000_000 - len(cache)
-            if room > 0:
-                cache.update(zip(new[:room], groups[:room]))
+            found.update(zip(new, self._hash_new(new)))
         return found
+
+    def _hash_new(self, new: list) -> list[int]:
+        """The groups of keys not cached, hashed together; cached as far as there is room."""
+        groups = key_groups_of_bytes(keys_bytes(new), self.max_parallelism)
+        room = _MAX_CACHED - len(self.cache)
+        if room > 0:
+            self.cache.update(zip(new[:room], groups[:room]))
+        return groups

@@ -94,7 +94,7 @@ def test_a_committed_epoch_that_spilled_rolls_back_completely(tmp_path):
     assert _state_at(tmp_path, 1) == after_1      # epoch 2 runs again: back to the end of epoch 1
 
 
-def test_per_key_values_found_by_their_key_stay_the_database_s_through_prefetches_and_spills(tmp_path):
+def test_per_key_values_found_by_their_key_agree_with_the_database_through_prefetches_and_spills(tmp_path):
     """A ValueState's cells are also found by the key itself (filled by the prefetch). Reads, read-modify-writes,
     blind writes and clears, on keys prefetched (in slices larger than the cache of 16, so prefetches are cut
     short and spill) and on keys not prefetched, over three epochs: every read and the committed state equal

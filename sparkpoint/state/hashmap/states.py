@@ -100,12 +100,12 @@ class HeapValueState(_HeapState, InternalValueState):
         return None if entries is None else entries.get((backend.current_key, self.namespace))
 
     def update(self, value: Any) -> None:
+        if value is None:
+            self.clear()
+            return
         backend = self.backend
-        if value is None or backend.tracker is not None:
-            if value is None:
-                self.clear()
-            else:
-                self._entries()[self._slot()] = value
+        if backend.tracker is not None:
+            self._entries()[self._slot()] = value
             return
         entries = self.table.get(backend.current_key_group)
         if entries is None:

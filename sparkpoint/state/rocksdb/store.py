@@ -4,7 +4,7 @@ The database lives in the executor's local directory and outlives the task: the 
 the next epoch opens it again and reads only the keys it touches. Within an epoch, reads
 and writes go through a cache of the entries touched so far: one *cell* per entry, a list
 ``[value (decoded; None: absent), its bytes at the start of the epoch, (key, namespace) or None]``.
-The cells of per-key entries (namespace ``None``) are also found by the key itself, per state
+The cells of per-key entries (namespace ``None``) of value states are also found by the key itself
 (:attr:`StateStore.key_cells`), so a record's read and write of a ``ValueState`` build no
 database key; the store empties those maps whenever it forgets its cells.
 :meth:`StateStore.commit` writes the entries that changed in **one** atomic write batch,
