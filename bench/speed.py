@@ -10,7 +10,11 @@ On one SparkSession (:func:`bench.w1_spark.make_spark_session`: ``local[2]``, 8 
    Spark's on the windows it emitted (:func:`bench.w1_spark.verify_output`).
 2. **Checkpoint overhead**: the same sparkpoint W1 runs (both formulations, the first ``--max-records``) with
    checkpointing off, next to the checkpointed run of the same round (the order alternates between rounds);
-   overhead = median seconds on / median seconds off - 1 (target at most 10 %).
+   ``--overhead-pairs`` such pairs per formulation (the rounds' and, beyond ``--repeat``, pairs run after
+   them). Overhead = the median over the pairs of seconds on / seconds off - 1 (target at most 10 %): a pair
+   runs back to back, so the machine's drift over minutes cancels out. Printed beside it, the same median
+   of the CPU time the runs cost (this process and every one below it: :func:`bench.procs.cpu_seconds`),
+   which other load on the machine does not move.
 3. **W3** (:mod:`bench.w3`: a ``KeyedProcessFunction`` with a ``ValueState`` count on ~1M keys) on the rocksdb
    and hashmap backends against Spark's native ``groupBy(key).count()`` on the RocksDB state store and against
    ``transformWithStateInPandas`` (on ``--tws-events`` events, keys of 4 hex digits, as ``bench/w3.py``), each
@@ -58,6 +62,7 @@ import pandas as pd  # noqa: E402
 from bench import w1, w3  # noqa: E402
 from bench.w1_checkpoints import checkpoint_config, checkpoint_summary  # noqa: E402
 from bench.w1_data import oracle_counts, write_event_files  # noqa: E402
+from bench.procs import cpu_seconds  # noqa: E402
 from bench.w1_spark import make_spark_session, read_output, run_spark_streaming, verify_output  # noqa: E402
 from bench.w3_probe import PHASES, with_probe  # noqa: E402
 from bench.w3_spark import run_native, run_tws  # noqa: E402
@@ -83,6 +88,9 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
     p.add_argument("--tws-events", type=int, default=100_000,
                    help="transformWithStateInPandas's input (default 100,000; 0 skips it)")
     p.add_argument("--repeat", type=int, default=1, help="rounds of every configuration (default 1; medians)")
+    p.add_argument("--overhead-pairs", type=int, default=5,
+                   help="checkpoints on/off pairs per formulation for the checkpoint overhead (default 5; at least "
+                        "--repeat: the rounds' pairs, then more)")
     p.add_argument("--warmup-events", type=int, default=200_000,
                    help="warm both engines up on this many other events first (default 200,000; 0 skips)")
     p.add_argument("--skip-w1", action="store_true", help="skip W1 and the checkpoint overhead")
@@ -101,6 +109,7 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
     args.max_records = list(dict.fromkeys(args.max_records))
     if min(args.events, args.files, args.w3_events, args.repeat, *args.max_records) < 1 or args.tws_events < 0:
         p.error("--events, --files, --w3-events, --repeat and --max-records must be positive")
+    args.overhead_pairs = max(args.overhead_pairs, args.repeat)
     if args.skip_w1 and args.skip_w3:
         p.error("--skip-w1 and --skip-w3: nothing to run")
     return args
@@ -141,14 +150,17 @@ def sparkpoint_w1(spark: Any, inp: W1Input, formulation: str, max_records: int, 
         config.update(checkpoint_config(inp.work / "ck" / tag, CHECKPOINT_INTERVAL_MS))
     out = inp.work / "out" / tag
     PHASES.reset()
+    cpu = cpu_seconds()
     res = w1.run_sparkpoint(inp.input_dir, out, inp.work / "state" / tag, spark=spark, max_records=max_records,
                             options=FORMULATIONS[formulation], config=config)
+    cpu = cpu_seconds() - cpu
     check = w1.check_output_dir(out, inp.expected)
     ok = bool(check["ok"] and res["events"] == inp.events)
     ck = checkpoint_summary(res["checkpoints"])
     mode = "10 s" if checkpoints else "off"
     print(f"  sparkpoint {formulation:<17} max-records {max_records:>9,} checkpoints {mode:<4}"
           f"{'' if ahead else ', no overlap'}: {res['seconds']:6.2f} s {res['events_per_s']:>10,.0f} ev/s, "
+          f"CPU {cpu:5.1f} s, "
           f"{res['epochs']} epochs, {res['sources_ahead']} epochs' sources ahead, "
           f"{ck['checkpoints_completed']} checkpoints ({ck['checkpoints_failed']} failed), output "
           f"{'exact' if ok else 'WRONG'} ({check['emitted_rows']:,}/{check['expected_rows']:,} rows, wrong "
@@ -156,7 +168,7 @@ def sparkpoint_w1(spark: Any, inp: W1Input, formulation: str, max_records: int, 
           f"{check['duplicate_rows']}, hidden files {check['hidden_files_left']})", flush=True)
     return {"formulation": formulation, "max_records": max_records, "checkpoints": checkpoints, "round": rep,
             "ahead": ahead, "sources_ahead": res["sources_ahead"],
-            "seconds": res["seconds"], "events": res["events"], "events_per_s": res["events_per_s"],
+            "seconds": res["seconds"], "cpu_s": cpu, "events": res["events"], "events_per_s": res["events_per_s"],
             "epochs": res["epochs"], "checkpoint": ck, "check": check, "ok": ok, "phase_ms": dict(PHASES.phase_ms)}
 
 
@@ -189,14 +201,24 @@ def run_w1(spark: Any, args: argparse.Namespace, work: Path) -> dict[str, Any]:
         spark_runs.append(spark_w1(spark, inp, rep))
         for formulation in FORMULATIONS:
             for mr in args.max_records:
-                modes = [True]
                 if mr == args.max_records[0]:
-                    modes = [False, True] if rep % 2 == 0 else [True, False]
-                for checkpoints in modes:
-                    runs.append(sparkpoint_w1(spark, inp, formulation, mr, checkpoints, rep))
+                    runs += _overhead_pair(spark, inp, formulation, mr, rep)
+                else:
+                    runs.append(sparkpoint_w1(spark, inp, formulation, mr, True, rep))
                 if args.compare_overlap:
                     runs.append(sparkpoint_w1(spark, inp, formulation, mr, True, rep, ahead=False))
+    for rep in range(args.repeat, args.overhead_pairs):
+        print(f"W1 checkpoint overhead, pair {rep + 1} of {args.overhead_pairs}:", flush=True)
+        for formulation in FORMULATIONS:
+            runs += [{**r, "overhead_only": True}
+                     for r in _overhead_pair(spark, inp, formulation, args.max_records[0], rep)]
     return {"spark": spark_runs, "sparkpoint": runs}
+
+
+def _overhead_pair(spark: Any, inp: W1Input, formulation: str, max_records: int, rep: int) -> list[dict[str, Any]]:
+    """One run with checkpoints and one without, back to back (which first alternates with ``rep``)."""
+    modes = [False, True] if rep % 2 == 0 else [True, False]
+    return [sparkpoint_w1(spark, inp, formulation, max_records, checkpoints, rep) for checkpoints in modes]
 
 
 def summarise_w1(res: dict[str, Any], max_records: list[int]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -206,7 +228,7 @@ def summarise_w1(res: dict[str, Any], max_records: list[int]) -> tuple[list[dict
     for formulation in FORMULATIONS:
         for mr in max_records:
             on = [r for r in res["sparkpoint"] if (r["formulation"], r["max_records"], r["checkpoints"], r["ahead"])
-                  == (formulation, mr, True, True)]
+                  == (formulation, mr, True, True) and not r.get("overhead_only")]
             eps = _median_eps(on)
             rows.append(_row(f"W1 {formulation}, max-records {mr:,}, checkpoints 10 s / Spark SS native", eps,
                              spark_eps, eps / spark_eps, f"{eps / spark_eps:.2f}x", f">= {RATIO_TARGET}x",
@@ -219,17 +241,33 @@ def summarise_w1(res: dict[str, Any], max_records: list[int]) -> tuple[list[dict
                 rows.append(_row(f"W1 {formulation}, max-records {mr:,}: epoch overlap on / off", _median_eps(on),
                                  _median_eps(seq), gain, f"{gain:.2f}x", "-", None, all(r["ok"] for r in on + seq)))
     for formulation in FORMULATIONS:
-        pair = [r for r in res["sparkpoint"] if (r["formulation"], r["max_records"], r["ahead"])
+        runs = [r for r in res["sparkpoint"] if (r["formulation"], r["max_records"], r["ahead"])
                 == (formulation, max_records[0], True)]
-        on = [r for r in pair if r["checkpoints"]]
-        off = [r for r in pair if not r["checkpoints"]]
-        s_on, s_off = (statistics.median(r["seconds"] for r in rs) for rs in (on, off))
-        overhead = 100 * (s_on - s_off) / s_off
+        overhead, cpu_overhead = checkpoint_overhead(runs)
+        on = [r for r in runs if r["checkpoints"]]
+        off = [r for r in runs if not r["checkpoints"]]
         rows.append(_row(f"W1 {formulation} checkpoint overhead (10 s / off), max-records {max_records[0]:,}",
                          _median_eps(on), _median_eps(off), overhead, f"{overhead:+.1f} %",
                          f"<= {OVERHEAD_TARGET_PERCENT:.0f} %", overhead <= OVERHEAD_TARGET_PERCENT,
-                         all(r["ok"] for r in pair)))
+                         all(r["ok"] for r in runs)))
+        rows.append(_row(f"W1 {formulation} checkpoint overhead in CPU time (10 s / off)", _median_eps(on),
+                         _median_eps(off), cpu_overhead, f"{cpu_overhead:+.1f} %", "-", None,
+                         all(r["ok"] for r in runs)))
     return rows, profile
+
+
+def checkpoint_overhead(runs: list[dict[str, Any]]) -> tuple[float, float]:
+    """The checkpoint overhead in percent of wall time and of CPU time: the median over the rounds' pairs (a run
+    with checkpoints and one without, back to back) of on / off - 1. Prints every pair's."""
+    pairs: dict[int, dict[bool, dict[str, Any]]] = {}
+    for r in runs:
+        pairs.setdefault(r["round"], {})[r["checkpoints"]] = r
+    ratios = [(p[True]["seconds"] / p[False]["seconds"], p[True]["cpu_s"] / p[False]["cpu_s"])
+              for _, p in sorted(pairs.items()) if len(p) == 2]
+    wall, cpu = (100 * (statistics.median(x) - 1) for x in zip(*ratios))
+    print(f"checkpoint overhead of W1 {runs[0]['formulation']}, pair by pair (wall / CPU): "
+          + ", ".join(f"{100 * (w - 1):+.1f}/{100 * (c - 1):+.1f} %" for w, c in ratios), flush=True)
+    return wall, cpu
 
 
 # -- W3 ----------------------------------------------------------------------------------------------------------

@@ -49,7 +49,8 @@ if __name__ == "__main__":  # the JobMaster loads the listener factory as bench.
 os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 
-from bench.w2_data import SAMPLE_SUFFIX, RssSampler, W2Input, check_sample, du, now, write_input  # noqa: E402
+from bench.procs import RssSampler  # noqa: E402
+from bench.w2_data import SAMPLE_SUFFIX, W2Input, check_sample, du, now, write_input  # noqa: E402
 from bench.w2_report import print_backend, print_spark, summarize_epochs  # noqa: E402
 from bench.w2_spark import run_spark_count  # noqa: E402
 from sparkpoint.common import Configuration, Duration, WatermarkStrategy  # noqa: E402
