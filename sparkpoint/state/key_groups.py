@@ -33,6 +33,8 @@ __all__ = [
     "stable_key_hash",
     "key_bytes",
     "keys_bytes",
+    "keys_stored_bytes",
+    "stored_key_bytes",
     "key_group_of_bytes",
     "key_groups_of_bytes",
     "KeyTypeError",
@@ -95,6 +97,30 @@ def keys_bytes(keys: Sequence[Any]) -> list[bytes]:
         return list(map(str.encode, keys))   # a subclass of str too: its bytes are its UTF-8 as well
     except TypeError:
         return [key_bytes(k) for k in keys]
+
+
+def stored_key_bytes(key: Any, canonical: bytes) -> bytes:
+    """The bytes a key is stored under in a database (the rocksdb backend's key format 2), from its
+    :func:`key_bytes` ``canonical``: those bytes, tagged where keys of different types would meet. A
+    whole number's canonical bytes are its digits, the bytes of the ``str`` of those digits too, so they
+    get the tag ``\\x00I``; a ``str`` that starts with NUL, as every other type's bytes do, gets ``\\x00S``.
+    Equal keys (``1 == 1.0 == True``) still share their bytes; unequal ones (``"1"``, ``1``) never do."""
+    if isinstance(key, str):
+        return canonical if canonical[:1] != b"\x00" else b"\x00S" + canonical
+    return canonical if canonical[:1] == b"\x00" else b"\x00I" + canonical
+
+
+def keys_stored_bytes(keys: Sequence[Any]) -> tuple[list[bytes], list[bytes]]:
+    """``(canonical bytes, stored bytes)`` of ``keys`` (:func:`key_bytes`, :func:`stored_key_bytes`): for
+    ``str`` keys that do not start with NUL (the common case), one list, made in one C call."""
+    try:
+        canonical = list(map(str.encode, keys))   # as keys_bytes: a subclass of str too
+    except TypeError:                              # not all of them str
+        canonical = [key_bytes(k) for k in keys]
+        return canonical, list(map(stored_key_bytes, keys, canonical))
+    if canonical and min(canonical) < b"\x01":   # some start with NUL (or are empty): the least bytes do
+        return canonical, [c if c[:1] != b"\x00" else b"\x00S" + c for c in canonical]
+    return canonical, canonical
 
 
 def _encode(key: Any, whole: Any) -> bytes:

@@ -194,6 +194,42 @@ def test_a_prefetched_batch_s_keys_take_the_groups_of_keys_taken_one_by_one(stat
             backend.set_current_key(bad)
 
 
+#: Keys unequal in Python whose canonical bytes (``key_bytes``, which place them in key groups) are equal.
+MEETING_KEYS = ["1", 1, "\x00N", None, "\x00n\x00\x00\x00\x035/2", 2.5, "\x00S1", "\x00I1"]
+
+
+@pytest.mark.parametrize("prefetch", [False, True])
+def test_unequal_keys_whose_canonical_bytes_meet_keep_their_own_state(state_backend, prefetch):
+    """``"1"`` and ``1`` (and a str that spells another type's bytes) are different keys, as in a dict: each
+    keeps its own value, window state and timer, through a prefetch or not, and a snapshot restores them
+    apart; equal keys of other types (``1.0``, ``True`` for ``1``) still share ``1``'s state."""
+    backend = keyed(state_backend)
+    d = descriptors()
+    window = TimeWindow(0, 10)
+    timers = backend.get_timer_queue(EVENT_TIME)
+    service = InternalTimerService({EVENT_TIME: timers, PROCESSING_TIME: backend.get_timer_queue(PROCESSING_TIME)})
+    if prefetch:
+        backend.prefetch(list(MEETING_KEYS))
+    for i, key in enumerate(MEETING_KEYS):
+        backend.set_current_key(key)
+        backend.get_partitioned_state(None, d["value"]).update(i)
+        backend.get_partitioned_state(window, d["list"]).add(i)
+        service.register(EVENT_TIME, 5, key, None, assign_to_key_group(key, MAXP))
+    for twin, of in ((1.0, 1), (True, 1)):
+        backend.set_current_key(twin)
+        assert backend.get_partitioned_state(None, d["value"]).value() == MEETING_KEYS.index(of)
+    fired: list = []
+    service.advance(EVENT_TIME, 5, lambda ts, key, ns, kg: fired.append(key))
+    assert sorted(map(repr, fired)) == sorted(map(repr, MEETING_KEYS))
+    restored = keyed(state_backend)
+    restored.restore([backend.snapshot()])
+    for i, key in enumerate(MEETING_KEYS):
+        restored.set_current_key(key)
+        assert restored.get_partitioned_state(None, d["value"]).value() == i, key
+        assert list(restored.get_partitioned_state(window, d["list"]).get()) == [i], key
+    assert sorted(map(repr, restored.get_keys("value", None))) == sorted(map(repr, MEETING_KEYS))
+
+
 # -- namespaces -------------------------------------------------------------------------------------
 
 def test_namespaces_are_separate_and_clear_namespace_drops_one(state_backend):

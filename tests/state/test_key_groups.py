@@ -21,6 +21,8 @@ from sparkpoint.state.key_groups import (
     compute_key_group_range_for_operator_index,
     key_bytes,
     keys_bytes,
+    keys_stored_bytes,
+    stored_key_bytes,
 )
 
 
@@ -155,3 +157,18 @@ def test_the_bytes_of_many_keys_at_once_equal_one_key_at_a_time():
 def test_a_batch_with_an_unhashable_key_names_it():
     with pytest.raises(KeyTypeError, match="list"):
         KeyGroupAssigner(128).assign_all(["a", ["not", "hashable"]] + [str(i) for i in range(50)])
+
+
+def test_stored_bytes_keep_unequal_keys_apart_and_equal_keys_together():
+    """Canonical bytes meet for ``"1"`` and ``1`` (both place a key in a group); stored bytes do not, while
+    equal keys (``1 == 1.0 == True``) still share theirs. The batch form gives the same bytes, key by key."""
+    keys = ["1", 1, "\x00N", None, "\x00n\x00\x00\x00\x035/2", 2.5, "\x00S1", "\x00I1", "a", ("t", 1), b"x", "", "é"]
+    canonical = [key_bytes(k) for k in keys]
+    assert canonical[0] == canonical[1] and canonical[2] == canonical[3] and canonical[4] == canonical[5]
+    stored = [stored_key_bytes(k, c) for k, c in zip(keys, canonical)]
+    assert len(set(stored)) == len(keys)
+    assert stored_key_bytes(1.0, key_bytes(1.0)) == stored_key_bytes(True, key_bytes(True)) == stored[1]
+    assert stored[keys.index("a")] == b"a" and stored[keys.index(("t", 1))] == canonical[keys.index(("t", 1))]
+    for batch in (keys, ["a", "b", "é"], ["a", "\x00N", ""], []):
+        assert keys_stored_bytes(batch) == ([key_bytes(k) for k in batch],
+                                            [stored_key_bytes(k, key_bytes(k)) for k in batch])

@@ -188,6 +188,34 @@ def test_resuming_an_epoch_the_database_does_not_hold_fails(tmp_path, resume):
     backend.dispose()
 
 
+def test_a_new_database_is_marked_with_its_key_format_and_one_written_before_the_mark_keeps_its_own(tmp_path):
+    """A new database stores ``"1"`` and ``1`` apart (key format 2) and says so in its metadata, so it reopens
+    as format 2. A database written before the mark (format 1: a retained checkpoint of an older version)
+    reopens as format 1 and finds its entries where they were written, ``"1"`` and ``1`` one entry."""
+    value = descriptors()["value"]
+    for fmt, directory in ((2, tmp_path / "new"), (1, tmp_path / "old")):
+        backend = _open(directory)
+        assert backend.store.key_format == 2
+        backend.store.key_format = fmt          # as an older version wrote it
+        for key, v in (("1", "text"), (1, "number")):
+            backend.set_current_key(key)
+            backend.get_partitioned_state(None, value).update(v)
+        backend.commit(1)
+        backend.dispose()
+        backend = _open(directory, 1)
+        assert backend.store.key_format == fmt
+        got = {}
+        for key in ("1", 1):
+            backend.set_current_key(key)
+            got[key] = backend.get_partitioned_state(None, value).value()
+        assert got == ({"1": "text", 1: "number"} if fmt == 2 else {"1": "number", 1: "number"})
+        backend.commit(2)                       # a later commit keeps the format
+        backend.dispose()
+        backend = _open(directory, 2)
+        assert backend.store.key_format == fmt
+        backend.dispose()
+
+
 def test_a_fresh_directory_holds_no_epoch(tmp_path):
     with pytest.raises(StateMissingError):
         _open(tmp_path, 0)

@@ -25,7 +25,7 @@ from sparkpoint.datastream.state import StateDescriptor
 from sparkpoint.state.backend import KeyedStateBackend, StateBackend
 from sparkpoint.state.internal import InternalKvState
 from sparkpoint.errors import StateError
-from sparkpoint.state.key_groups import KeyGroupRange, key_groups_of_bytes, keys_bytes
+from sparkpoint.state.key_groups import KeyGroupRange, key_groups_of_bytes, keys_stored_bytes
 from sparkpoint.state.rocksdb.states import ROCKSDB_STATE_CLASSES
 from sparkpoint.state.rocksdb.options import OPTION_KEYS, RocksDBOptions, options_from_config
 from sparkpoint.state.rocksdb.store import (
@@ -127,7 +127,8 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         try:
             self._enc_key_bytes, self._enc_key_group = self._encoded[key]
         except (KeyError, TypeError):
-            self._enc_key_bytes, self._enc_key_group = encode_key_and_group(key, self.max_parallelism)
+            self._enc_key_bytes, self._enc_key_group = encode_key_and_group(key, self.max_parallelism,
+                                                                            self.store.key_format)
         self._enc_key = key
 
     def prefetch(self, keys: list) -> None:
@@ -144,11 +145,13 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             new = distinct
         if new:
             try:
-                raw = keys_bytes(new)
+                canonical, stored = keys_stored_bytes(new)
             except Exception:  # noqa: BLE001 - a key without a deterministic form (or a str that is not
                 return         # UTF-8): set_current_key fails on it naming its record
-            known.update(zip(new, zip([struct.pack(">I", len(kb)) + kb for kb in raw],
-                                      key_groups_of_bytes(raw, self.max_parallelism))))
+            if self.store.key_format < 2:
+                stored = canonical
+            known.update(zip(new, zip([struct.pack(">I", len(kb)) + kb for kb in stored],
+                                      key_groups_of_bytes(canonical, self.max_parallelism))))
         states = [(sid, kind) for sid, kind in ((self.state_id(name), kind) for name, kind in self.state_kinds.items())
                   if sid is not None]
         if not states:
@@ -185,7 +188,9 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         key, namespace = slot
         if key is not self._enc_key:
             self._encode(key)
-        return self._enc_key_bytes if namespace is None else self._enc_key_bytes + encode_namespace(namespace)
+        if namespace is None:
+            return self._enc_key_bytes
+        return self._enc_key_bytes + encode_namespace(namespace, self.store.key_format)
 
     @overload
     def state_id(self, name: str, create: Literal[True]) -> int: ...
@@ -299,7 +304,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             if kg in self.key_group_range:
                 for name, entries in queues.items():
                     queue_id = self.store.name_id(f"t:{name}")
-                    direct.extend((timer_key(queue_id, ts, key, ns),
+                    direct.extend((timer_key(queue_id, ts, key, ns, self.store.key_format),
                                    pickle.dumps((key, ns, kg), pickle.HIGHEST_PROTOCOL)) for ts, key, ns in entries)
                     self.store.timer_counts[name] = self.store.timer_counts.get(name, 0) + len(entries)
         self.store.write_committed(iter(direct))
@@ -368,6 +373,8 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         for cells in key_cells.values():
             cells.clear()
         self.store = StateStore(path, options, what, key_cells=key_cells)
+        self._encoded.clear()   # the new database may have another key format
+        self._enc_key = object()
         for table in self.tables.values():
             table.clear()  # state objects keep their table; its views are made again over the new database
         for queue in self.timer_queues.values():  # the timer service holds them: same objects, new database

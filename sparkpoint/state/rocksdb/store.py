@@ -16,7 +16,12 @@ state is always exactly "the end of epoch e", as the per-epoch snapshot files we
 Layout of the keys (all big-endian, so RocksDB's order is key group, then state):
 
 * state entries: ``key group (2) | state id (2) | len(key) (4) | key bytes | namespace bytes``,
-  value ``pickle((key, namespace, value))``: a key-group range is one contiguous key range;
+  value ``pickle((key, namespace, value))``: a key-group range is one contiguous key range. The key
+  bytes are the key's stored bytes (:func:`~sparkpoint.state.key_groups.stored_key_bytes`: its canonical
+  bytes, tagged where keys of different types would meet, so ``"1"`` and ``1`` are two entries) in a
+  database of **key format 2**, marked by its metadata; a database written before that mark (format 1:
+  the canonical bytes, under which ``"1"`` and ``1`` shared an entry) keeps its format, so a retained
+  checkpoint restores as it was written;
 * timers: ``0xFFFE | queue id (2) | timestamp + 2^63 (8) | len(key) (4) | key | namespace``,
   value ``pickle((key, namespace, key group))``, so timers come out in timestamp order;
 * the undo log: ``0xFFFC | chunk number (4)``, value ``pickle([(key, previous bytes or None)])`` of up
@@ -38,7 +43,7 @@ from typing import Any, Optional
 import rocksdict
 
 from sparkpoint.errors import StateMissingError
-from sparkpoint.state.key_groups import KeyTypeError, key_bytes, key_group_of_bytes
+from sparkpoint.state.key_groups import KeyTypeError, key_bytes, key_group_of_bytes, stored_key_bytes
 from sparkpoint.state.rocksdb import handles
 from sparkpoint.state.rocksdb.options import RocksDBOptions
 
@@ -55,36 +60,44 @@ _META_WATERMARK = META_PREFIX + b"watermark"
 _META_UNDO_EPOCH = META_PREFIX + b"undo-epoch"   # the epoch whose changes the undo log takes back
 _META_SWEEP = META_PREFIX + b"ttl-sweep-cursor"   # where the next TTL sweep starts (a hint: no undo)
 _META_IN_PROGRESS = META_PREFIX + b"in-progress"  # an unfinished epoch spilled changes (the undo log has them)
+_META_KEY_FORMAT = META_PREFIX + b"key-format"    # absent: format 1 (see the module's docstring)
+KEY_FORMAT = 2   # the key format of a new database
 _ABSENT = object()
 _PICKLE = pickle.HIGHEST_PROTOCOL
 _TS_OFFSET = 1 << 63
 _UNDO_CHUNK = 1000   # entries per value of the undo log: large values slow every read of the database down
 
 
-def encode_key(key: Any) -> bytes:
-    """A key's canonical bytes with their length, so a namespace can follow."""
+def encode_key(key: Any, key_format: int = KEY_FORMAT) -> bytes:
+    """A key's bytes in a database of ``key_format``, with their length, so a namespace can follow."""
+    return _sized_key(key, key_bytes(key), key_format)
+
+
+def encode_key_and_group(key: Any, max_parallelism: int, key_format: int = KEY_FORMAT) -> tuple[bytes, int]:
+    """:func:`encode_key` and the key's group (of its canonical bytes), from one serialization of the key."""
     kb = key_bytes(key)
+    return _sized_key(key, kb, key_format), key_group_of_bytes(kb, max_parallelism)
+
+
+def _sized_key(key: Any, canonical: bytes, key_format: int) -> bytes:
+    kb = stored_key_bytes(key, canonical) if key_format >= 2 else canonical
     return struct.pack(">I", len(kb)) + kb
 
 
-def encode_key_and_group(key: Any, max_parallelism: int) -> tuple[bytes, int]:
-    """:func:`encode_key` and the key's group, from one serialization of the key."""
-    kb = key_bytes(key)
-    return struct.pack(">I", len(kb)) + kb, key_group_of_bytes(kb, max_parallelism)
-
-
-def encode_namespace(namespace: Any) -> bytes:
+def encode_namespace(namespace: Any, key_format: int = KEY_FORMAT) -> bytes:
     """A namespace's bytes: ``b""`` for none, the key serializer's bytes for windows and the like."""
     if namespace is None:
         return b""
     try:
-        return b"K" + key_bytes(namespace)
+        kb = key_bytes(namespace)
     except KeyTypeError:
         return b"P" + pickle.dumps(namespace, _PICKLE)
+    return b"K" + (stored_key_bytes(namespace, kb) if key_format >= 2 else kb)
 
 
-def timer_key(queue_id: int, ts: int, key: Any, namespace: Any) -> bytes:
-    return TIMER_PREFIX + struct.pack(">HQ", queue_id, ts + _TS_OFFSET) + encode_key(key) + encode_namespace(namespace)
+def timer_key(queue_id: int, ts: int, key: Any, namespace: Any, key_format: int = KEY_FORMAT) -> bytes:
+    return (TIMER_PREFIX + struct.pack(">HQ", queue_id, ts + _TS_OFFSET) + encode_key(key, key_format)
+            + encode_namespace(namespace, key_format))
 
 
 def timer_timestamp(dbkey: bytes) -> int:
@@ -122,11 +135,25 @@ class StateStore:
         self.names: dict[str, int] = self._load_json(_META_NAMES, {})
         self.timer_counts: dict[str, int] = self._load_json(_META_TIMER_COUNTS, {})
         self.watermark: Optional[int] = self._load_json(_META_WATERMARK, None)
+        self.key_format = self._key_format()
 
     # -- metadata ---------------------------------------------------------------------------
     def _load_json(self, key: bytes, default: Any) -> Any:
         raw = self.db.get(key)
         return default if raw is None else json.loads(raw)
+
+    def _key_format(self) -> int:
+        """The database's key format: its mark; without one, :data:`KEY_FORMAT` for a new database (marked with
+        its first write) and 1 for one written before the mark."""
+        raw = self.db.get(_META_KEY_FORMAT)
+        if raw is not None:
+            return int(raw)
+        new = not self.names and self.committed_epoch() is None and self.db.get(_META_IN_PROGRESS) is None
+        return KEY_FORMAT if new else 1
+
+    def _mark_key_format(self, batch: rocksdict.WriteBatch) -> None:
+        if self.key_format >= 2:
+            batch.put(_META_KEY_FORMAT, str(self.key_format).encode())
 
     def name_id(self, name: str) -> int:
         """The 2-byte id of a state (``s:<name>``) or timer queue (``t:<name>``) in this database."""
@@ -292,6 +319,7 @@ class StateStore:
                 _drop_undo_log(batch)
                 batch.delete(_META_UNDO_EPOCH)
                 batch.put(_META_IN_PROGRESS, b"1")
+                self._mark_key_format(batch)
                 self.in_progress = True
             self._write_undo_chunk(batch, undo)
             self.spilled.update(dbkey for dbkey, _ in undo)
@@ -358,6 +386,7 @@ class StateStore:
                 batch.put(dbkey, new)
         batch.put(_META_NAMES, json.dumps(self.names).encode())
         batch.put(_META_EPOCH, str(epoch).encode())
+        self._mark_key_format(batch)
         self.db.write(batch)
         self._reload()
 
@@ -400,6 +429,7 @@ class StateStore:
             else:
                 batch.put(_META_SWEEP, self.next_sweep_cursor)
         batch.put(_META_UNDO_EPOCH, str(epoch).encode())
+        self._mark_key_format(batch)
         for meta, default in ((_META_NAMES, {}), (_META_TIMER_COUNTS, {}), (_META_WATERMARK, None)):
             undo.append((meta, json.dumps(self._load_json(meta, default)).encode()))
         if watermark is not None:
@@ -434,6 +464,7 @@ class StateStore:
                 batch = rocksdict.WriteBatch(raw_mode=True)
         batch.put(_META_NAMES, json.dumps(self.names).encode())
         batch.put(_META_TIMER_COUNTS, json.dumps(self.timer_counts).encode())
+        self._mark_key_format(batch)
         if epoch is not None:
             batch.put(_META_EPOCH, str(epoch).encode())
         self.db.write(batch)

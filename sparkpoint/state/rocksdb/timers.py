@@ -67,7 +67,7 @@ class RocksDBTimerQueue:
     # -- the queue --------------------------------------------------------------------------
     def add(self, ts: int, key: Any, ns: Any, kg: int) -> None:
         """Register a timer (a no-op if it is registered already)."""
-        dbkey = timer_key(self.queue_id, ts, key, ns)
+        dbkey = timer_key(self.queue_id, ts, key, ns, self.store.key_format)
         if dbkey in self.added or self._committed(dbkey):
             return
         seq = next(self.counter)
@@ -75,7 +75,7 @@ class RocksDBTimerQueue:
         heapq.heappush(self.heap, (ts, seq, dbkey, key, ns))
 
     def delete(self, ts: int, key: Any, ns: Any) -> None:
-        dbkey = timer_key(self.queue_id, ts, key, ns)
+        dbkey = timer_key(self.queue_id, ts, key, ns, self.store.key_format)
         if self.added.pop(dbkey, None) is None and self._committed(dbkey):
             self.removed.add(dbkey)
 
