@@ -22,6 +22,7 @@ the jobs emit ``(key, running count)`` only for the *sample* keys (keys ending i
 from __future__ import annotations
 
 import os
+import pickle
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +50,7 @@ class W2Input:
     hot_pairs: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
     restore_pair: tuple[np.ndarray, np.ndarray] | None = None
     files: int = 0
+    _changed: list[int] | None = None
 
     @property
     def main_records(self) -> int:
@@ -71,6 +73,25 @@ class W2Input:
         counts = self.counts_after(with_restore)
         keys = np.flatnonzero(counts) if only is None else np.unique(only)
         return {str(k): int(counts[k]) for k in keys.tolist() if is_sample(k)}
+
+    def changed_entry_bytes(self) -> list[int]:
+        """Per hot epoch, the bytes of the state entries it changed, counted from the input: each distinct key
+        of the epoch's pair is one entry, as the rocksdb backend stores a ``ValueState``'s (database key: key
+        group, state id, length and the key's text; value: ``pickle((key, None, count))`` with the count at
+        the end of the epoch). Issue 8's "bytes that changed" for the incremental checkpoints' target."""
+        if self._changed is None:
+            counts = np.zeros(self.keys, dtype=np.int64)
+            for a, b in self.load_pairs:
+                counts += np.bincount(a, minlength=self.keys) + np.bincount(b, minlength=self.keys)
+            self._changed = []
+            for a, b in self.hot_pairs:
+                arr = np.concatenate([a, b])
+                counts += np.bincount(arr, minlength=self.keys)
+                touched = np.unique(arr)
+                self._changed.append(sum(
+                    8 + len(text) + len(pickle.dumps((text, None, count), pickle.HIGHEST_PROTOCOL))
+                    for text, count in zip(map(str, touched.tolist()), counts[touched].tolist())))
+        return self._changed
 
     def write_restore_pair(self) -> list[Path]:
         """Write the restore pair (after the main run, which must not see it)."""

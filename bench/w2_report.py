@@ -24,7 +24,8 @@ def summarize_epochs(run: dict[str, Any], inp: W2Input) -> dict[str, Any]:
     shape_ok = [e["records_in"] for e in data] == sizes
     idle = [e for e in run["epochs"] if e["records_in"] == 0]
     first_hot = hot[0]["epoch"] if hot else float("inf")
-    steady = [c for c in run["checkpoints"] if c["barrier_epoch"] >= first_hot]
+    steady = sorted((c for c in run["checkpoints"] if c["barrier_epoch"] >= first_hot),
+                    key=lambda c: c["barrier_epoch"])
     return {
         "epoch_shape_ok": shape_ok,
         "load_epoch_s": [round(e["duration_s"], 3) for e in load],
@@ -45,8 +46,22 @@ def summarize_epochs(run: dict[str, Any], inp: W2Input) -> dict[str, Any]:
             "state_size_median": _median([c["state_size"] for c in steady]),
             "bytes_median": _median([c["chk_dir_bytes"] + c["new_shared_bytes"] for c in steady]),
             "bytes_max": max((c["chk_dir_bytes"] + c["new_shared_bytes"] for c in steady), default=0),
+            **_bytes_against_change(steady, [e["epoch"] for e in hot], inp),
         },
     }
+
+
+def _bytes_against_change(steady: list[dict[str, Any]], hot_epochs: list[int], inp: W2Input) -> dict[str, float]:
+    """Bytes the hot phase's checkpoints wrote against the bytes of the entries its epochs changed: every
+    checkpoint after the first hot one holds the epochs since the one before it (its barrier's included),
+    so both sums cover the same epochs, those after the first hot checkpoint's barrier up to the last one's."""
+    if len(steady) < 2:
+        return {"written_bytes": float("nan"), "changed_bytes": float("nan"), "written_per_changed": float("nan")}
+    changed_of = dict(zip(hot_epochs, inp.changed_entry_bytes()))
+    written = sum(c["chk_dir_bytes"] + c["new_shared_bytes"] for c in steady[1:])
+    changed = sum(changed_of.get(e, 0) for e in range(steady[0]["barrier_epoch"] + 1, steady[-1]["barrier_epoch"] + 1))
+    return {"written_bytes": written, "changed_bytes": changed,
+            "written_per_changed": written / changed if changed else float("nan")}
 
 
 def _mb(n: float) -> str:
@@ -80,6 +95,7 @@ def print_backend(label: str, big: dict[str, Any], small: dict[str, Any], after:
          f"{hs['async_ms_median']:,.0f} [{hs['async_ms_max']:,.0f}] ms"),
         ("checkpoint state_size, median", _mb(hb["state_size_median"]), _mb(hs["state_size_median"])),
         ("checkpoint bytes written, median", _mb(hb["bytes_median"]), _mb(hs["bytes_median"])),
+        ("written / changed bytes, hot phase", _per_changed(hb), _per_changed(hs)),
     ]
     br, sr = big.get("restore", {}), small.get("restore", {})
     rows.append(("restore: start -> first epoch done", f"{br.get('first_epoch_s') or float('nan'):.2f} s",
@@ -108,9 +124,17 @@ def print_backend(label: str, big: dict[str, Any], small: dict[str, Any], after:
     print(f"  hot-epoch ratio {big['keys']:,} / {small['keys']:,} keys: {ratio:.2f}x against the mean of the "
           f"small runs before and after ({bm['hot_epoch_median_s'] / sm['hot_epoch_median_s']:.2f}x / "
           f"{bm['hot_epoch_median_s'] / am['hot_epoch_median_s']:.2f}x against each; target <= 1.5x); "
-          f"restore at {big['keys']:,} keys: {br.get('first_epoch_s') or float('nan'):.1f} s (target <= 20 s)",
-          flush=True)
-    return {"hot_epoch_ratio": ratio, "hot_epoch_reference_s": reference, "restore_s": br.get("first_epoch_s")}
+          f"restore at {big['keys']:,} keys: {br.get('first_epoch_s') or float('nan'):.1f} s (target <= 20 s); "
+          f"checkpoint bytes written / entry bytes changed in the hot phase at {big['keys']:,} keys: "
+          f"{hb['written_per_changed']:.2f}x (target <= 2x)", flush=True)
+    return {"hot_epoch_ratio": ratio, "hot_epoch_reference_s": reference, "restore_s": br.get("first_epoch_s"),
+            "written_per_changed": hb["written_per_changed"]}
+
+
+def _per_changed(checkpoints: dict[str, Any]) -> str:
+    """``written / changed = ratio`` of :func:`_bytes_against_change` (target: at most 2x)."""
+    return (f"{_mb(checkpoints['written_bytes'])} / {_mb(checkpoints['changed_bytes'])} = "
+            f"{checkpoints['written_per_changed']:.2f}x")
 
 
 def _checks(run: dict[str, Any]) -> str:
