@@ -208,11 +208,15 @@ def test_unequal_keys_whose_canonical_bytes_meet_keep_their_own_state(state_back
     window = TimeWindow(0, 10)
     timers = backend.get_timer_queue(EVENT_TIME)
     service = InternalTimerService({EVENT_TIME: timers, PROCESSING_TIME: backend.get_timer_queue(PROCESSING_TIME)})
+    backend.set_current_key("k")
+    value = backend.get_partitioned_state(None, d["value"])   # registered first: a prefetch reads known states
+    for ns in ("1", 1):                                       # namespaces meet as keys do
+        backend.get_partitioned_state(ns, d["list"]).add(repr(ns))
     if prefetch:
         backend.prefetch(list(MEETING_KEYS))
     for i, key in enumerate(MEETING_KEYS):
         backend.set_current_key(key)
-        backend.get_partitioned_state(None, d["value"]).update(i)
+        value.update(i)
         backend.get_partitioned_state(window, d["list"]).add(i)
         service.register(EVENT_TIME, 5, key, None, assign_to_key_group(key, MAXP))
     for twin, of in ((1.0, 1), (True, 1)):
@@ -228,6 +232,8 @@ def test_unequal_keys_whose_canonical_bytes_meet_keep_their_own_state(state_back
         assert restored.get_partitioned_state(None, d["value"]).value() == i, key
         assert list(restored.get_partitioned_state(window, d["list"]).get()) == [i], key
     assert sorted(map(repr, restored.get_keys("value", None))) == sorted(map(repr, MEETING_KEYS))
+    restored.set_current_key("k")
+    assert [list(restored.get_partitioned_state(ns, d["list"]).get()) for ns in ("1", 1)] == [["'1'"], ["1"]]
 
 
 # -- namespaces -------------------------------------------------------------------------------------

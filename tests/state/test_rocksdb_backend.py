@@ -188,32 +188,76 @@ def test_resuming_an_epoch_the_database_does_not_hold_fails(tmp_path, resume):
     backend.dispose()
 
 
-def test_a_new_database_is_marked_with_its_key_format_and_one_written_before_the_mark_keeps_its_own(tmp_path):
-    """A new database stores ``"1"`` and ``1`` apart (key format 2) and says so in its metadata, so it reopens
-    as format 2. A database written before the mark (format 1: a retained checkpoint of an older version)
-    reopens as format 1 and finds its entries where they were written, ``"1"`` and ``1`` one entry."""
-    value = descriptors()["value"]
-    for fmt, directory in ((2, tmp_path / "new"), (1, tmp_path / "old")):
-        backend = _open(directory)
-        assert backend.store.key_format == 2
-        backend.store.key_format = fmt          # as an older version wrote it
-        for key, v in (("1", "text"), (1, "number")):
-            backend.set_current_key(key)
-            backend.get_partitioned_state(None, value).update(v)
-        backend.commit(1)
-        backend.dispose()
-        backend = _open(directory, 1)
-        assert backend.store.key_format == fmt
-        got = {}
-        for key in ("1", 1):
-            backend.set_current_key(key)
-            got[key] = backend.get_partitioned_state(None, value).value()
-        assert got == ({"1": "text", 1: "number"} if fmt == 2 else {"1": "number", 1: "number"})
-        backend.commit(2)                       # a later commit keeps the format
-        backend.dispose()
-        backend = _open(directory, 2)
-        assert backend.store.key_format == fmt
-        backend.dispose()
+def _meeting_keys_epoch(backend, timers_too=True):
+    """Write ``"1"`` and ``1`` (keys, and namespaces of one key) the way each epoch of the format test does."""
+    d = descriptors()
+    for key, v in (("1", "text"), (1, "number")):
+        backend.set_current_key(key)
+        backend.get_partitioned_state(None, d["value"]).update(v)
+        if timers_too:
+            backend.get_timer_queue(EVENT_TIME).add(5, key, None, assign_to_key_group(key, MAXP))
+    backend.set_current_key("k")
+    for ns, v in (("1", "text"), (1, "number")):
+        backend.get_partitioned_state(ns, d["list"]).add(v)
+
+
+@pytest.mark.parametrize("fmt", [2, 1])
+def test_a_new_database_is_marked_with_its_key_format_and_one_written_before_the_mark_keeps_its_own(tmp_path, fmt):
+    """A new database stores ``"1"`` and ``1`` apart (key format 2: keys, namespaces, timers) and says so in its
+    metadata, so it reopens as format 2. A database written before the mark (format 1: a retained checkpoint of
+    an older version) reopens as format 1 and finds its entries where they were written, ``"1"`` and ``1`` one
+    entry, one namespace, one timer -- through a prefetch too."""
+    d = descriptors()
+    backend = _open(tmp_path)
+    assert backend.store.key_format == 2
+    backend.store.key_format = fmt          # as an older version wrote it
+    _meeting_keys_epoch(backend)
+    backend.commit(1)
+    backend.dispose()
+    backend = _open(tmp_path, 1)
+    assert backend.store.key_format == fmt
+    states = {"value": backend.get_partitioned_state(None, d["value"]), "list": d["list"]}
+    backend.prefetch(["1", 1, "k"])
+    got = {}
+    for key in ("1", 1):
+        backend.set_current_key(key)
+        got[key] = states["value"].value()
+    backend.set_current_key("k")
+    lists = {ns: sorted(backend.get_partitioned_state(ns, d["list"]).get() or []) for ns in ("1", 1)}
+    fired = [(key, ns) for _, key, ns, _ in backend.get_timer_queue(EVENT_TIME).pop_due(5)]
+    if fmt == 2:
+        assert got == {"1": "text", 1: "number"} and lists == {"1": ["text"], 1: ["number"]}
+        assert sorted(map(repr, fired)) == sorted(map(repr, [("1", None), (1, None)]))
+    else:
+        assert got == {"1": "number", 1: "number"} and lists == {"1": ["number", "text"], 1: ["number", "text"]}
+        assert len(fired) == 1
+    backend.commit(2)                       # a later commit keeps the format
+    backend.dispose()
+    backend = _open(tmp_path, 2)
+    assert backend.store.key_format == fmt
+    backend.dispose()
+
+
+def test_changes_of_a_database_of_another_key_format_are_not_replayed(tmp_path):
+    """A database rebuilt from the changelog replays another database's keys as they are, so both must share
+    the key format: a format-1 database's changes (an older version's checkpoint restored) into a new, format-2
+    one fail with StateMissingError, which makes the job restore; changes of the same format replay."""
+    for fmt, directory in ((1, tmp_path / "old"), (2, tmp_path / "new")):
+        source = _open(directory)
+        source.store.key_format = fmt
+        _meeting_keys_epoch(source, timers_too=False)
+        source.commit(1)
+        changes = source.epoch_changes()
+        source.dispose()
+        rebuilt = _open(tmp_path / f"rebuilt-{fmt}")
+        if fmt == 1:
+            with pytest.raises(StateMissingError, match="key format 1.*format 2"):
+                rebuilt.apply_changes(changes, 1)
+        else:
+            rebuilt.apply_changes(changes, 1)
+            rebuilt.set_current_key(1)
+            assert rebuilt.get_partitioned_state(None, descriptors()["value"]).value() == "number"
+        rebuilt.dispose()
 
 
 def test_a_fresh_directory_holds_no_epoch(tmp_path):

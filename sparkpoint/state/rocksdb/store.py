@@ -68,12 +68,12 @@ _TS_OFFSET = 1 << 63
 _UNDO_CHUNK = 1000   # entries per value of the undo log: large values slow every read of the database down
 
 
-def encode_key(key: Any, key_format: int = KEY_FORMAT) -> bytes:
+def encode_key(key: Any, key_format: int) -> bytes:
     """A key's bytes in a database of ``key_format``, with their length, so a namespace can follow."""
     return _sized_key(key, key_bytes(key), key_format)
 
 
-def encode_key_and_group(key: Any, max_parallelism: int, key_format: int = KEY_FORMAT) -> tuple[bytes, int]:
+def encode_key_and_group(key: Any, max_parallelism: int, key_format: int) -> tuple[bytes, int]:
     """:func:`encode_key` and the key's group (of its canonical bytes), from one serialization of the key."""
     kb = key_bytes(key)
     return _sized_key(key, kb, key_format), key_group_of_bytes(kb, max_parallelism)
@@ -84,7 +84,7 @@ def _sized_key(key: Any, canonical: bytes, key_format: int) -> bytes:
     return struct.pack(">I", len(kb)) + kb
 
 
-def encode_namespace(namespace: Any, key_format: int = KEY_FORMAT) -> bytes:
+def encode_namespace(namespace: Any, key_format: int) -> bytes:
     """A namespace's bytes: ``b""`` for none, the key serializer's bytes for windows and the like."""
     if namespace is None:
         return b""
@@ -95,7 +95,7 @@ def encode_namespace(namespace: Any, key_format: int = KEY_FORMAT) -> bytes:
     return b"K" + (stored_key_bytes(namespace, kb) if key_format >= 2 else kb)
 
 
-def timer_key(queue_id: int, ts: int, key: Any, namespace: Any, key_format: int = KEY_FORMAT) -> bytes:
+def timer_key(queue_id: int, ts: int, key: Any, namespace: Any, key_format: int) -> bytes:
     return (TIMER_PREFIX + struct.pack(">HQ", queue_id, ts + _TS_OFFSET) + encode_key(key, key_format)
             + encode_namespace(namespace, key_format))
 
@@ -360,22 +360,32 @@ class StateStore:
     def epoch_changes(self) -> list[tuple[bytes, Optional[bytes]]]:
         """After :meth:`commit`: ``(db key, new bytes or None)`` of every entry the epoch changed (spilled
         ones, timers and the metadata included) -- the keys its undo log holds, read back -- and the TTL
-        sweep's cursor, so a rebuilt database sweeps on where this one would."""
+        sweep's cursor, so a rebuilt database sweeps on where this one would; and this database's key format,
+        which a database replaying them must share."""
         keys = [dbkey for dbkey, _ in self._undo_entries()] + [_META_SWEEP]
         values: list = self.db.get(keys)  # type: ignore[arg-type, assignment]  # a list in, a list out
-        return list(zip(keys, values))
+        return [*zip(keys, values), (_META_KEY_FORMAT, str(self.key_format).encode())]
 
     def apply_changes(self, changes: list[tuple[bytes, Optional[bytes]]], epoch: int) -> None:
         """Replay one epoch's :meth:`epoch_changes` (of any database of the same operator) onto the state of
         the epoch before, in one batch. State and timer ids are mapped by name to this database's ids: a
-        database restored from a snapshot may have numbered its states in another order."""
-        remap = self._id_map(dict(changes).get(_META_NAMES))
+        database restored from a snapshot may have numbered its states in another order. The changes' database
+        keys must be of this database's key format (a database of an older version's checkpoint writes format 1,
+        one rebuilt from a full checkpoint is format 2): else :class:`StateMissingError`, and the job restores."""
+        given = dict(changes)
+        theirs = given.get(_META_KEY_FORMAT)
+        if theirs is not None and int(theirs) != self.key_format:
+            raise StateMissingError(
+                f"{self.what}: the changes of epoch {epoch} come from a database of key format {int(theirs)}, the "
+                f"database rebuilt at {self.path} is of format {self.key_format}, so its keys cannot be replayed "
+                f"there; the job restores from its latest checkpoint")
+        remap = self._id_map(given.get(_META_NAMES))
         batch = rocksdict.WriteBatch(raw_mode=True)
         _drop_undo_log(batch)
         batch.delete(_META_UNDO_EPOCH)
         batch.delete(_META_IN_PROGRESS)
         for dbkey, new in changes:
-            if dbkey == _META_NAMES:
+            if dbkey in (_META_NAMES, _META_KEY_FORMAT):
                 continue
             if dbkey == _META_SWEEP and new is not None:
                 new = _with_id(new, remap)
