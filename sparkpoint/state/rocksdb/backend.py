@@ -28,13 +28,8 @@ from sparkpoint.errors import StateError
 from sparkpoint.state.key_groups import KeyGroupRange, key_groups_of_bytes, keys_stored_bytes
 from sparkpoint.state.rocksdb.states import ROCKSDB_STATE_CLASSES
 from sparkpoint.state.rocksdb.options import OPTION_KEYS, RocksDBOptions, options_from_config
-from sparkpoint.state.rocksdb.store import (
-    StateStore,
-    encode_key_and_group,
-    encode_namespace,
-    group_prefix,
-    timer_key,
-)
+from sparkpoint.state.rocksdb.layout import encode_key_and_group, encode_namespace, group_prefix, timer_key
+from sparkpoint.state.rocksdb.store import StateStore
 from sparkpoint.state.rocksdb.timers import RocksDBTimerQueue
 from sparkpoint.state.rocksdb.transfer import HANDLE_FORMAT, forget_uploads
 from sparkpoint.state.snapshot import KeyedStateSnapshot

@@ -20,7 +20,8 @@ from sparkpoint.state.hashmap.states import (
     HeapReducingState,
     HeapValueState,
 )
-from sparkpoint.state.rocksdb.store import StateStore, group_prefix
+from sparkpoint.state.rocksdb.layout import group_prefix
+from sparkpoint.state.rocksdb.store import StateStore
 
 if TYPE_CHECKING:
     from sparkpoint.state.rocksdb.backend import RocksDBKeyedStateBackend

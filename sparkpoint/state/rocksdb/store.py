@@ -13,20 +13,10 @@ entry). A task that runs an epoch again (Spark re-runs a task whose output was l
 rolls the database back to the end of the previous epoch with that undo log, so working
 state is always exactly "the end of epoch e", as the per-epoch snapshot files were.
 
-Layout of the keys (all big-endian, so RocksDB's order is key group, then state):
-
-* state entries: ``key group (2) | state id (2) | len(key) (4) | key bytes | namespace bytes``,
-  value ``pickle((key, namespace, value))``: a key-group range is one contiguous key range. The key
-  bytes are the key's stored bytes (:func:`~sparkpoint.state.key_groups.stored_key_bytes`: its canonical
-  bytes, tagged where keys of different types would meet, so ``"1"`` and ``1`` are two entries) in a
-  database of **key format 2**, marked by its metadata; a database written before that mark (format 1:
-  the canonical bytes, under which ``"1"`` and ``1`` shared an entry) keeps its format, so a retained
-  checkpoint restores as it was written;
-* timers: ``0xFFFE | queue id (2) | timestamp + 2^63 (8) | len(key) (4) | key | namespace``,
-  value ``pickle((key, namespace, key group))``, so timers come out in timestamp order;
-* the undo log: ``0xFFFC | chunk number (4)``, value ``pickle([(key, previous bytes or None)])`` of up
-  to 1,000 changed entries (not an entry per changed key: the log is written every epoch and thrown
-  away by the next one); metadata: ``0xFFFF | name``.
+The keys' layout is :mod:`sparkpoint.state.rocksdb.layout`'s (state entries, timers, key formats); here
+also the undo log, ``0xFFFC | chunk number (4)``, value ``pickle([(key, previous bytes or None)])`` of up
+to 1,000 changed entries (not an entry per changed key: the log is written every epoch and thrown
+away by the next one), and the metadata, ``0xFFFF | name``.
 """
 
 from __future__ import annotations
@@ -43,13 +33,12 @@ from typing import Any, Optional
 import rocksdict
 
 from sparkpoint.errors import StateMissingError
-from sparkpoint.state.key_groups import KeyTypeError, key_bytes, key_group_of_bytes, stored_key_bytes
 from sparkpoint.state.rocksdb import handles
+from sparkpoint.state.rocksdb.layout import KEY_FORMAT
 from sparkpoint.state.rocksdb.options import RocksDBOptions
 
-__all__ = ["RocksDBOptions", "StateStore", "encode_key", "encode_namespace"]
+__all__ = ["RocksDBOptions", "StateStore"]
 
-TIMER_PREFIX = b"\xff\xfe"
 UNDO_PREFIX = b"\xff\xfc"
 _LEGACY_UNDO_PREFIX = b"\xff\xfd"   # an entry per key, in databases written before the chunks
 META_PREFIX = b"\xff\xff"
@@ -60,53 +49,10 @@ _META_WATERMARK = META_PREFIX + b"watermark"
 _META_UNDO_EPOCH = META_PREFIX + b"undo-epoch"   # the epoch whose changes the undo log takes back
 _META_SWEEP = META_PREFIX + b"ttl-sweep-cursor"   # where the next TTL sweep starts (a hint: no undo)
 _META_IN_PROGRESS = META_PREFIX + b"in-progress"  # an unfinished epoch spilled changes (the undo log has them)
-_META_KEY_FORMAT = META_PREFIX + b"key-format"    # absent: format 1 (see the module's docstring)
-KEY_FORMAT = 2   # the key format of a new database
+_META_KEY_FORMAT = META_PREFIX + b"key-format"    # absent: format 1 (see layout.py)
 _ABSENT = object()
 _PICKLE = pickle.HIGHEST_PROTOCOL
-_TS_OFFSET = 1 << 63
 _UNDO_CHUNK = 1000   # entries per value of the undo log: large values slow every read of the database down
-
-
-def encode_key(key: Any, key_format: int) -> bytes:
-    """A key's bytes in a database of ``key_format``, with their length, so a namespace can follow."""
-    return _sized_key(key, key_bytes(key), key_format)
-
-
-def encode_key_and_group(key: Any, max_parallelism: int, key_format: int) -> tuple[bytes, int]:
-    """:func:`encode_key` and the key's group (of its canonical bytes), from one serialization of the key."""
-    kb = key_bytes(key)
-    return _sized_key(key, kb, key_format), key_group_of_bytes(kb, max_parallelism)
-
-
-def _sized_key(key: Any, canonical: bytes, key_format: int) -> bytes:
-    kb = stored_key_bytes(key, canonical) if key_format >= 2 else canonical
-    return struct.pack(">I", len(kb)) + kb
-
-
-def encode_namespace(namespace: Any, key_format: int) -> bytes:
-    """A namespace's bytes: ``b""`` for none, the key serializer's bytes for windows and the like."""
-    if namespace is None:
-        return b""
-    try:
-        kb = key_bytes(namespace)
-    except KeyTypeError:
-        return b"P" + pickle.dumps(namespace, _PICKLE)
-    return b"K" + (stored_key_bytes(namespace, kb) if key_format >= 2 else kb)
-
-
-def timer_key(queue_id: int, ts: int, key: Any, namespace: Any, key_format: int) -> bytes:
-    return (TIMER_PREFIX + struct.pack(">HQ", queue_id, ts + _TS_OFFSET) + encode_key(key, key_format)
-            + encode_namespace(namespace, key_format))
-
-
-def timer_timestamp(dbkey: bytes) -> int:
-    """The timestamp of a timer's database key (see :func:`timer_key`)."""
-    return struct.unpack_from(">Q", dbkey, len(TIMER_PREFIX) + 2)[0] - _TS_OFFSET
-
-
-def group_prefix(key_group: int, state_id: int) -> bytes:
-    return struct.pack(">HH", key_group, state_id)
 
 
 class StateStore:

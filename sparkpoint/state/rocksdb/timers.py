@@ -17,7 +17,8 @@ import struct
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from sparkpoint.state.rocksdb.store import TIMER_PREFIX, StateStore, timer_key, timer_timestamp
+from sparkpoint.state.rocksdb.layout import TIMER_PREFIX, timer_key, timer_timestamp
+from sparkpoint.state.rocksdb.store import StateStore
 
 __all__ = ["RocksDBTimerQueue"]
 

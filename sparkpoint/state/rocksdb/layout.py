@@ -1,0 +1,71 @@
+"""How the rocksdb backend lays out its database keys: state entries, timers, and the key formats.
+
+(All big-endian, so RocksDB's order is key group, then state.)
+
+* state entries: ``key group (2) | state id (2) | len(key) (4) | key bytes | namespace bytes``,
+  value ``pickle((key, namespace, value))``: a key-group range is one contiguous key range. The key
+  bytes are the key's stored bytes (:func:`~sparkpoint.state.key_groups.stored_key_bytes`: its canonical
+  bytes, tagged where keys of different types would meet, so ``"1"`` and ``1`` are two entries) in a
+  database of **key format 2**, marked by its metadata; a database written before that mark (format 1:
+  the canonical bytes, under which ``"1"`` and ``1`` shared an entry) keeps its format, so a retained
+  checkpoint restores as it was written;
+* timers: ``0xFFFE | queue id (2) | timestamp + 2^63 (8) | len(key) (4) | key | namespace``,
+  value ``pickle((key, namespace, key group))``, so timers come out in timestamp order.
+"""
+
+from __future__ import annotations
+
+import pickle
+import struct
+from typing import Any
+
+from sparkpoint.state.key_groups import KeyTypeError, key_bytes, key_group_of_bytes, stored_key_bytes
+
+__all__ = ["KEY_FORMAT", "TIMER_PREFIX", "encode_key", "encode_key_and_group", "encode_namespace", "group_prefix",
+           "timer_key", "timer_timestamp"]
+
+TIMER_PREFIX = b"\xff\xfe"
+KEY_FORMAT = 2   # the key format of a new database
+_TS_OFFSET = 1 << 63
+_PICKLE = pickle.HIGHEST_PROTOCOL
+
+
+def encode_key(key: Any, key_format: int) -> bytes:
+    """A key's bytes in a database of ``key_format``, with their length, so a namespace can follow."""
+    return _sized_key(key, key_bytes(key), key_format)
+
+
+def encode_key_and_group(key: Any, max_parallelism: int, key_format: int) -> tuple[bytes, int]:
+    """:func:`encode_key` and the key's group (of its canonical bytes), from one serialization of the key."""
+    kb = key_bytes(key)
+    return _sized_key(key, kb, key_format), key_group_of_bytes(kb, max_parallelism)
+
+
+def _sized_key(key: Any, canonical: bytes, key_format: int) -> bytes:
+    kb = stored_key_bytes(key, canonical) if key_format >= 2 else canonical
+    return struct.pack(">I", len(kb)) + kb
+
+
+def encode_namespace(namespace: Any, key_format: int) -> bytes:
+    """A namespace's bytes: ``b""`` for none, the key serializer's bytes for windows and the like."""
+    if namespace is None:
+        return b""
+    try:
+        kb = key_bytes(namespace)
+    except KeyTypeError:
+        return b"P" + pickle.dumps(namespace, _PICKLE)
+    return b"K" + (stored_key_bytes(namespace, kb) if key_format >= 2 else kb)
+
+
+def timer_key(queue_id: int, ts: int, key: Any, namespace: Any, key_format: int) -> bytes:
+    return (TIMER_PREFIX + struct.pack(">HQ", queue_id, ts + _TS_OFFSET) + encode_key(key, key_format)
+            + encode_namespace(namespace, key_format))
+
+
+def timer_timestamp(dbkey: bytes) -> int:
+    """The timestamp of a timer's database key (see :func:`timer_key`)."""
+    return struct.unpack_from(">Q", dbkey, len(TIMER_PREFIX) + 2)[0] - _TS_OFFSET
+
+
+def group_prefix(key_group: int, state_id: int) -> bytes:
+    return struct.pack(">HH", key_group, state_id)
