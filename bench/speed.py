@@ -14,7 +14,7 @@ On one SparkSession (:func:`bench.w1_spark.make_spark_session`: ``local[2]``, 8 
    them). Overhead = the median over the pairs of seconds on / seconds off - 1 (target at most 10 %): a pair
    runs back to back, so the machine's drift over minutes cancels out. Printed beside it, the same median
    of the CPU time the runs cost (this process and every one below it: :func:`bench.procs.cpu_seconds`),
-   which other load on the machine does not move.
+   which other load on the machine moves much less.
 3. **W3** (:mod:`bench.w3`: a ``KeyedProcessFunction`` with a ``ValueState`` count on ~1M keys) on the rocksdb
    and hashmap backends against Spark's native ``groupBy(key).count()`` on the RocksDB state store and against
    ``transformWithStateInPandas`` (on ``--tws-events`` events, keys of 4 hex digits, as ``bench/w3.py``), each
