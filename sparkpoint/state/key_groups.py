@@ -17,7 +17,7 @@ import zlib
 from dataclasses import dataclass
 from decimal import Decimal
 from enum import Enum
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Optional, Sequence
 
 import numpy as np
 
@@ -93,10 +93,17 @@ def key_bytes(key: Any) -> bytes:
 
 def keys_bytes(keys: Sequence[Any]) -> list[bytes]:
     """:func:`key_bytes` of every key; ``str`` keys (the common case) in one C call."""
+    raw = _str_keys_bytes(keys)
+    return [key_bytes(k) for k in keys] if raw is None else raw
+
+
+def _str_keys_bytes(keys: Sequence[Any]) -> Optional[list[bytes]]:
+    """The UTF-8 of ``keys`` if every one is a ``str`` (a subclass too: its bytes are its UTF-8 as well), in one
+    C call; None if one is not."""
     try:
-        return list(map(str.encode, keys))   # a subclass of str too: its bytes are its UTF-8 as well
+        return list(map(str.encode, keys))
     except TypeError:
-        return [key_bytes(k) for k in keys]
+        return None
 
 
 def stored_key_bytes(key: Any, canonical: bytes) -> bytes:
@@ -113,9 +120,8 @@ def stored_key_bytes(key: Any, canonical: bytes) -> bytes:
 def keys_stored_bytes(keys: Sequence[Any]) -> tuple[list[bytes], list[bytes]]:
     """``(canonical bytes, stored bytes)`` of ``keys`` (:func:`key_bytes`, :func:`stored_key_bytes`): for
     ``str`` keys that do not start with NUL (the common case), one list, made in one C call."""
-    try:
-        canonical = list(map(str.encode, keys))   # as keys_bytes: a subclass of str too
-    except TypeError:                              # not all of them str
+    canonical = _str_keys_bytes(keys)
+    if canonical is None:   # not all of them str
         canonical = [key_bytes(k) for k in keys]
         return canonical, list(map(stored_key_bytes, keys, canonical))
     if canonical and min(canonical) < b"\x01":   # some start with NUL (or are empty): the least bytes do

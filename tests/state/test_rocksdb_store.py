@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from backend_suite import EVERY_KEY_GROUP
 from test_backend_conformance import _contents, _fill
 
@@ -414,3 +416,14 @@ def test_a_value_state_update_without_a_read_replaces_the_stored_value_without_d
     backend.set_current_key("k")
     assert state.value() == 5
     backend.dispose()
+
+
+@pytest.mark.parametrize("key_format", [1, 2])
+def test_a_batch_of_keys_encodes_as_its_keys_one_by_one(key_format):
+    """The prefetch's batch encoding gives every key the database bytes and the group of the per-key encoding,
+    in both key formats, for str keys (the one-call path), a str starting with NUL, and mixed types."""
+    from sparkpoint.state.rocksdb.layout import encode_key_and_group, encode_keys_and_groups
+
+    for keys in (["a", "b", "é", ""], ["a", "\x00N", "1"], ["1", 1, 2.5, None, ("t", 1), b"x"]):
+        assert encode_keys_and_groups(keys, 128, key_format) == [encode_key_and_group(k, 128, key_format)
+                                                                 for k in keys]

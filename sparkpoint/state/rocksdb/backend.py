@@ -25,10 +25,16 @@ from sparkpoint.datastream.state import StateDescriptor
 from sparkpoint.state.backend import KeyedStateBackend, StateBackend
 from sparkpoint.state.internal import InternalKvState
 from sparkpoint.errors import StateError
-from sparkpoint.state.key_groups import KeyGroupRange, key_groups_of_bytes, keys_stored_bytes
+from sparkpoint.state.key_groups import KeyGroupRange
 from sparkpoint.state.rocksdb.states import ROCKSDB_STATE_CLASSES
 from sparkpoint.state.rocksdb.options import OPTION_KEYS, RocksDBOptions, options_from_config
-from sparkpoint.state.rocksdb.layout import encode_key_and_group, encode_namespace, group_prefix, timer_key
+from sparkpoint.state.rocksdb.layout import (
+    encode_key_and_group,
+    encode_keys_and_groups,
+    encode_namespace,
+    group_prefix,
+    timer_key,
+)
 from sparkpoint.state.rocksdb.store import StateStore
 from sparkpoint.state.rocksdb.timers import RocksDBTimerQueue
 from sparkpoint.state.rocksdb.transfer import HANDLE_FORMAT, forget_uploads
@@ -140,13 +146,9 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             new = distinct
         if new:
             try:
-                canonical, stored = keys_stored_bytes(new)
+                known.update(zip(new, encode_keys_and_groups(new, self.max_parallelism, self.store.key_format)))
             except Exception:  # noqa: BLE001 - a key without a deterministic form (or a str that is not
                 return         # UTF-8): set_current_key fails on it naming its record
-            if self.store.key_format < 2:
-                stored = canonical
-            known.update(zip(new, zip([struct.pack(">I", len(kb)) + kb for kb in stored],
-                                      key_groups_of_bytes(canonical, self.max_parallelism))))
         states = [(sid, kind) for sid, kind in ((self.state_id(name), kind) for name, kind in self.state_kinds.items())
                   if sid is not None]
         if not states:

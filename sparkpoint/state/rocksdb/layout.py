@@ -19,10 +19,18 @@ import pickle
 import struct
 from typing import Any
 
-from sparkpoint.state.key_groups import KeyTypeError, key_bytes, key_group_of_bytes, stored_key_bytes
+from sparkpoint.state.key_groups import (
+    KeyTypeError,
+    key_bytes,
+    key_group_of_bytes,
+    key_groups_of_bytes,
+    keys_bytes,
+    keys_stored_bytes,
+    stored_key_bytes,
+)
 
-__all__ = ["KEY_FORMAT", "TIMER_PREFIX", "encode_key", "encode_key_and_group", "encode_namespace", "group_prefix",
-           "timer_key", "timer_timestamp"]
+__all__ = ["KEY_FORMAT", "TIMER_PREFIX", "encode_key", "encode_key_and_group", "encode_keys_and_groups",
+           "encode_namespace", "group_prefix", "timer_key", "timer_timestamp"]
 
 TIMER_PREFIX = b"\xff\xfe"
 KEY_FORMAT = 2   # the key format of a new database
@@ -39,6 +47,17 @@ def encode_key_and_group(key: Any, max_parallelism: int, key_format: int) -> tup
     """:func:`encode_key` and the key's group (of its canonical bytes), from one serialization of the key."""
     kb = key_bytes(key)
     return _sized_key(key, kb, key_format), key_group_of_bytes(kb, max_parallelism)
+
+
+def encode_keys_and_groups(keys: list, max_parallelism: int, key_format: int) -> list[tuple[bytes, int]]:
+    """:func:`encode_key_and_group` of every key: ``str`` keys (the common case) encoded in one C call, the
+    groups of them all worked out together."""
+    if key_format >= 2:
+        canonical, stored = keys_stored_bytes(keys)
+    else:
+        canonical = stored = keys_bytes(keys)
+    sized = [struct.pack(">I", len(kb)) + kb for kb in stored]
+    return list(zip(sized, key_groups_of_bytes(canonical, max_parallelism)))
 
 
 def _sized_key(key: Any, canonical: bytes, key_format: int) -> bytes:
