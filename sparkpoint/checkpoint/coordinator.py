@@ -32,7 +32,7 @@ import posixpath
 import tempfile
 import time
 import uuid
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import cloudpickle
 
@@ -172,14 +172,18 @@ class CheckpointCoordinator:
 
     def trigger(self, now_ms: int, barrier_epoch: int, driver_state: dict, stateful_tasks: set[ExecutionVertexId],
                 driver_tasks: set[OperatorSubtaskId], operators: dict[str, tuple[str, int]],
-                savepoint_dir: Optional[str] = None, full: bool = False) -> Optional[PendingCheckpoint]:
+                savepoint_dir: Optional[str] = None, full: bool = False,
+                keyed_state: Optional[Callable[[CheckpointStorageLocation], dict]] = None
+                ) -> Optional[PendingCheckpoint]:
         """Start a checkpoint (or, with ``savepoint_dir``, a savepoint) whose barrier is the end
         of ``barrier_epoch`` (Steps 1 and 2).
 
         With ``full`` a checkpoint of an incremental job writes all of its state again.
         ``stateful_tasks`` acknowledge later, with their uploaded keyed state; ``driver_tasks``
         (sources and sinks, whose state the driver holds) are acknowledged here with the
-        ``driver-state`` file.
+        ``driver-state`` file. With ``keyed_state`` (a changelog checkpoint) the stateful tasks are
+        acknowledged here too, with the handles it writes into the location:
+        ``{task: (handles, new bytes)}``.
         """
         # Step 1. The id, the properties and the location.
         checkpoint_id = self.id_counter.get_and_increment()
@@ -213,6 +217,7 @@ class CheckpointCoordinator:
             location.write(DRIVER_STATE_FILE_NAME, data)
             pending.set_driver_state(StreamStateHandle(DRIVER_STATE_FILE_NAME, len(data),
                                                        hashlib.sha256(data).hexdigest()))
+            keyed = keyed_state(location) if keyed_state is not None else {}
         except (CheckpointStorageError, OSError) as e:
             self.abort(pending, CheckpointFailureReason.IO_EXCEPTION, str(e))
             return None
@@ -221,6 +226,9 @@ class CheckpointCoordinator:
         for task in driver_tasks:
             pending.acknowledge_task(AcknowledgeCheckpoint(checkpoint_id, task, sync_duration_ms=sync_ms))
             self.stats.report_subtask(checkpoint_id, task, SubtaskStats(acked_ms, sync_ms))
+        for vertex, (handles, new_bytes) in keyed.items():   # a changelog checkpoint: nothing for the tasks to do
+            self.receive_acknowledge_message(AcknowledgeCheckpoint(checkpoint_id, vertex, state_handles=tuple(handles),
+                                                                   state_size=new_bytes, sync_duration_ms=sync_ms))
         self.stats.update(checkpoint_id, sync_duration_ms=sync_ms, state_size=len(data))
         return pending
 
@@ -230,7 +238,7 @@ class CheckpointCoordinator:
         shared = self.storage.fs.unstrip_protocol(self.storage.shared_path())
         return {cid: CheckpointOptions(p.location.uri, p.properties.snapshot_format, p.properties.incremental, shared,
                                        p.location.storage_options)
-                for cid, p in self.pending.items() if p.barrier_epoch == epoch - 1}
+                for cid, p in self.pending.items() if p.barrier_epoch == epoch - 1 and not p.is_fully_acknowledged()}
 
     def receive_acknowledge_message(self, ack: AcknowledgeCheckpoint) -> TaskAcknowledgeResult:
         """A task wrote its part of a checkpoint."""
@@ -338,6 +346,11 @@ class CheckpointCoordinator:
         logger.info("%s %d completed: %d bytes, %d ms (sync %.0f ms, async %.0f ms) at %s", meta.kind, cid,
                     meta.total_size(), now_ms - pending.trigger_timestamp, sync_ms, async_ms, uri)
         return completed
+
+    def retained_files(self) -> frozenset[str]:
+        """The file-system paths of the shared files (SST files, changelog segments) retained checkpoints
+        reference."""
+        return frozenset(p for cp in self.store.get_all_checkpoints() for p in cp.shared_files)
 
     # -- shutdown -----------------------------------------------------------------------------
     def shutdown(self, job_status: str) -> None:

@@ -33,6 +33,8 @@ _PAIRS = [
     ("state.backend.type", "state.backend", "state.backend.type"),
     ("restart-strategy.type", "restart-strategy", "restart-strategy.type"),
     ("state.changelog.enabled", "state.backend.changelog.enabled", "state.changelog.enabled"),
+    ("state.changelog.periodic-materialize.interval", "state.backend.changelog.periodic-materialize.interval",
+     "state.changelog.periodic-materialize.interval"),
     ("execution.checkpointing.storage", "state.checkpoint-storage", "execution.checkpointing.storage"),
     ("execution.checkpointing.create-subdir", "state.checkpoints.create-subdir",
      "execution.checkpointing.create-subdir"),

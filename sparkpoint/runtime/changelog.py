@@ -19,19 +19,18 @@ epochs a completed checkpoint covers.
 from __future__ import annotations
 
 import logging
-import pickle
 import posixpath
-import struct
 import time
-import zlib
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
-from sparkpoint.errors import ConfigurationError, StateMissingError
+from sparkpoint.errors import ConfigurationError
 from sparkpoint.operators.keyed import KeyedOperator
+from sparkpoint.runtime.changelog_checkpoints import ChangelogCheckpoints, materialize_interval_ms
+from sparkpoint.runtime.changelog_files import read_changes, segment_path, write_changes
 from sparkpoint.runtime.checkpoint_io import restore_from_checkpoint
 from sparkpoint.state.key_groups import KeyGroupRange
-from sparkpoint.storage.file_systems import is_object_store, open_file_system, storage_options_for
+from sparkpoint.storage.file_systems import open_file_system, storage_options_for
 
 __all__ = ["ChangelogBase", "StateChangelog", "changelog_from_config", "read_changes", "rebuild_working_state",
            "write_changes"]
@@ -40,9 +39,6 @@ ENABLED_KEYS = ("state.changelog.enabled", "state.backend.changelog.enabled")   
 BASE_PATH_KEYS = ("state.changelog.dstl.dfs.base-path", "dstl.dfs.base-path")
 
 logger = logging.getLogger(__name__)
-
-_MAGIC = b"SPCL2"
-
 
 @dataclass(frozen=True)
 class ChangelogBase:
@@ -54,44 +50,6 @@ class ChangelogBase:
     base_entries: tuple = ()        # checkpoint files covering the task's key groups (restore entries)
     # how a task on any executor opens ``root`` (fsspec options of an object store: endpoint, credentials)
     storage_options: dict = field(default_factory=dict, hash=False, repr=False)
-
-
-def _path(root: str, epoch: int, stage_id: int, subtask: int, uid: str) -> str:
-    return posixpath.join(root, f"{epoch:010d}", f"s{stage_id}-t{subtask}-{zlib.crc32(uid.encode()):08x}.log")
-
-
-def write_changes(root: str, epoch: int, stage_id: int, subtask: int, uid: str,
-                  changes: list[tuple[bytes, Optional[bytes]]], watermark: Optional[int] = None,
-                  storage_options: Optional[Mapping[str, Any]] = None) -> int:
-    """Make one operator's changes of ``epoch`` and its watermark at the epoch's end durable (one write);
-    returns the bytes written."""
-    body = pickle.dumps((changes, watermark), pickle.HIGHEST_PROTOCOL)
-    data = _MAGIC + struct.pack(">I", zlib.crc32(body)) + body
-    fs, path = open_file_system(_path(root, epoch, stage_id, subtask, uid), storage_options)
-    if not is_object_store(fs):   # no directories there (and s3fs's makedirs may create a bucket)
-        fs.makedirs(posixpath.dirname(path), exist_ok=True)
-    fs.pipe_file(path, data)
-    return len(data)
-
-
-def read_changes(root: str, epoch: int, stage_id: int, subtask: int, uid: str,
-                 storage_options: Optional[Mapping[str, Any]] = None
-                 ) -> tuple[list[tuple[bytes, Optional[bytes]]], Optional[int]]:
-    """One operator's changes of ``epoch`` and its watermark; a missing or damaged file is a
-    :class:`StateMissingError`."""
-    url = _path(root, epoch, stage_id, subtask, uid)
-    fs, path = open_file_system(url, storage_options)
-    try:
-        data = fs.cat_file(path)
-    except FileNotFoundError:
-        raise StateMissingError(f"the state changelog of operator {uid!r} (stage {stage_id}, subtask {subtask}) "
-                                f"for epoch {epoch} is missing ({url})") from None
-    body = data[len(_MAGIC) + 4:]
-    if data[:len(_MAGIC)] != _MAGIC or struct.unpack(">I", data[len(_MAGIC):len(_MAGIC) + 4])[0] != zlib.crc32(body):
-        raise StateMissingError(f"the state changelog of operator {uid!r} (stage {stage_id}, subtask {subtask}) "
-                                f"for epoch {epoch} is damaged (checksum mismatch: {url})")
-    changes, watermark = pickle.loads(body)
-    return changes, watermark
 
 
 def rebuild_working_state(keyed_ops: dict[int, KeyedOperator], base: ChangelogBase, epoch: int, stage_id: int,
@@ -127,11 +85,10 @@ def changelog_from_config(config: Any, distributed: bool, checkpointing: bool, c
     if not checkpointing:
         logger.warning("the state changelog without checkpoints is never truncated: a keyed task that moves "
                        "replays every epoch since the job started")
-    base = next((config.get(k) for k in BASE_PATH_KEYS if config.get(k)), None)
-    if base:
-        return StateChangelog(f"{str(base).rstrip('/')}/{job_id}/changelog")
-    if checkpoint_dir:
-        return StateChangelog(f"{checkpoint_dir.rstrip('/')}/{job_id}/changelog")
+    base = next((config.get(k) for k in BASE_PATH_KEYS if config.get(k)), None) or checkpoint_dir
+    if base:   # with checkpoints, they reference the changelog between materializations
+        return StateChangelog(f"{str(base).rstrip('/')}/{job_id}/changelog",
+                              materialize_interval_ms(config) if checkpointing else None)
     logger.warning("no state changelog: it needs a directory every executor reaches (state.checkpoints.dir or %s); "
                    "a keyed task that Spark runs away from its state makes the job restore from a checkpoint",
                    BASE_PATH_KEYS[0])
@@ -139,51 +96,103 @@ def changelog_from_config(config: Any, distributed: bool, checkpointing: bool, c
 
 
 class StateChangelog:
-    """The driver's side of the changelog: each keyed task's base, and deleting what checkpoints cover.
+    """The driver's side of the changelog: each keyed task's base, the segments tasks wrote, and deleting
+    what no checkpoint needs.
 
     A job attempt starts from empty state or a restored checkpoint (:meth:`start_attempt`); when
     a later checkpoint completes, it becomes every task's base and the epochs it covers are
-    deleted (:meth:`on_checkpoint_completed`).
+    deleted (:meth:`on_checkpoint_completed`) -- except the segments a retained changelog checkpoint
+    (:attr:`checkpoints`) references, which go when the last such checkpoint is subsumed.
     """
 
-    def __init__(self, root: str):
+    def __init__(self, root: str, materialize_interval_ms: Optional[int] = None):
         self.root = root.rstrip("/")
         self.storage_options = storage_options_for(self.root)   # the driver's configured options, sent to tasks
         self.fs, self._root_path = open_file_system(self.root, self.storage_options)
         self.attempt_root = ""
         self.base_epoch = -1
         self.entries: dict[tuple[int, int], list] = {}
+        self.segments: dict[tuple[int, int, int, str], tuple[str, int, str]] = {}   # see :meth:`segment`
+        self._deleted_upto = -1       # epochs of this attempt up to here are deleted, but for ``_held``
+        self._held: set[int] = set()  # epochs a retained checkpoint references
+        self._old_roots: list[str] = []   # earlier attempts' changelogs a retained checkpoint references
+        self.checkpoints = None if materialize_interval_ms is None else \
+            ChangelogCheckpoints(self.segment, self.fs, materialize_interval_ms)
 
     def start_attempt(self, namespace: str, base_epoch: int, entries: dict[tuple[int, int], list]) -> None:
-        """A new job attempt (first start, restore or failover): drop the previous attempt's changelog. The
-        same attempt may start again with another base (a job started with ``-s`` learns it after starting)."""
+        """A new job attempt (first start, restore or failover): the previous attempt's changelog goes once no
+        retained checkpoint references it. The same attempt may start again with another base (a job started
+        with ``-s`` learns it after starting)."""
         root = posixpath.join(self.root, namespace)
         if self.attempt_root and self.attempt_root != root:
-            self._remove(self.attempt_root)
+            self._old_roots.append(self.attempt_root)
+            self.segments.clear()
         self.attempt_root = root
-        self.base_epoch = base_epoch
+        self.base_epoch = self._deleted_upto = base_epoch
+        self._held.clear()
         self.entries = {k: list(v) for k, v in entries.items()}
+        if self.checkpoints is not None:
+            self.checkpoints.start_attempt()
 
     def base_for(self, stage_id: int, subtask: int) -> ChangelogBase:
         return ChangelogBase(self.attempt_root, self.base_epoch, tuple(self.entries.get((stage_id, subtask), ())),
                              self.storage_options)
 
-    def on_checkpoint_completed(self, barrier_epoch: int, entries: dict[tuple[int, int], list]) -> None:
+    def record(self, epoch: int, stage_id: int, subtask: int, written: Mapping[str, tuple[int, str]]) -> None:
+        """The segments a task of ``epoch`` wrote: ``{uid: (size, SHA-256)}``."""
+        for uid, (size, digest) in written.items():
+            _, path = open_file_system(segment_path(self.attempt_root, epoch, stage_id, subtask, uid),
+                                       self.storage_options)
+            self.segments[(epoch, stage_id, subtask, uid)] = (path, size, digest)
+
+    def segment(self, epoch: int, stage_id: int, subtask: int, uid: str) -> Optional[tuple[str, int, str]]:
+        """The file-system path, size and SHA-256 of a segment this attempt wrote, if known."""
+        return self.segments.get((epoch, stage_id, subtask, uid))
+
+    def on_checkpoint_completed(self, barrier_epoch: int, entries: dict[tuple[int, int], list],
+                                keep: frozenset[str] = frozenset(), now_ms: int = 0) -> None:
         """A checkpoint of the end of ``barrier_epoch`` completed: tasks rebuild from it from now on, and the
-        changes of the epochs it covers are no longer needed."""
+        changes of the epochs it covers are no longer needed, but for those in ``keep`` (the file-system paths
+        retained checkpoints reference)."""
+        if self.checkpoints is not None:
+            self.checkpoints.on_completed(barrier_epoch, now_ms, entries)
         if barrier_epoch <= self.base_epoch:
             return
-        t0 = time.perf_counter()
-        previous, self.base_epoch = self.base_epoch, barrier_epoch
+        self.base_epoch = barrier_epoch
         self.entries = {k: list(v) for k, v in entries.items()}
-        for epoch in range(previous + 1, barrier_epoch + 1):
-            self._remove(posixpath.join(self.attempt_root, f"{epoch:010d}"))
-        logger.debug("state changelog up to epoch %d deleted in %.1f ms", barrier_epoch,
+        self.collect(keep)
+
+    def collect(self, keep: frozenset[str]) -> None:
+        """Delete the changelog no task rebuilds from and no retained checkpoint (``keep``) references."""
+        t0 = time.perf_counter()
+        kept_dirs = {posixpath.dirname(p) for p in keep}
+        for epoch in sorted(self._held | set(range(self._deleted_upto + 1, self.base_epoch + 1))):
+            url = posixpath.join(self.attempt_root, f"{epoch:010d}")
+            if open_file_system(url, self.storage_options)[1] in kept_dirs:
+                self._held.add(epoch)
+                continue
+            self._held.discard(epoch)
+            self._remove(url)
+            for key in [k for k in self.segments if k[0] == epoch]:
+                del self.segments[key]
+        self._deleted_upto = max(self._deleted_upto, self.base_epoch)
+        for root in list(self._old_roots):
+            prefix = open_file_system(root, self.storage_options)[1].rstrip("/") + "/"
+            if not any(d.startswith(prefix) for d in kept_dirs):
+                self._remove(root)
+                self._old_roots.remove(root)
+        logger.debug("state changelog up to epoch %d deleted in %.1f ms", self.base_epoch,
                      (time.perf_counter() - t0) * 1000)
 
-    def drop(self) -> None:
-        """The job is over: its changelog is no longer needed."""
-        self._remove(self.root)
+    def drop(self, keep: frozenset[str] = frozenset()) -> None:
+        """The job is over: its changelog is no longer needed, but for what retained checkpoints reference."""
+        keep = frozenset(p for p in keep if p.startswith(self._root_path.rstrip("/") + "/"))
+        if not keep:
+            self._remove(self.root)
+            return
+        self.base_epoch = max([self.base_epoch, *(e for e, *_ in self.segments)])   # the tail after the last one
+        self._old_roots.append(self.attempt_root)
+        self.collect(keep)
 
     def _remove(self, url: str) -> None:
         _, path = open_file_system(url, self.storage_options)

@@ -31,6 +31,10 @@ from sparkpoint.checkpoint.messages import (
     OperatorSnapshotInfo,
 )
 from sparkpoint.checkpoint.properties import CheckpointOptions, SnapshotFormat
+from sparkpoint.runtime.changelog_restore import BASE_FORMAT as CHANGELOG_BASE_FORMAT
+from sparkpoint.runtime.changelog_restore import HANDLE_FORMAT as CHANGELOG_FORMAT
+from sparkpoint.runtime.changelog_restore import read_changelog_checkpoint, restore_changelog_in_place
+from sparkpoint.runtime.changelog_restore import read_manifest as read_changelog_manifest
 from sparkpoint.testing.faults import fault_point, upload_delay_s, upload_fails
 from sparkpoint.errors import StateError
 from sparkpoint.operators.keyed import KeyedOperator
@@ -197,6 +201,8 @@ def read_restored_keyed_state(entry: dict, key_groups: Optional[KeyGroupRange],
     (savepoint) files keep only ``key_groups`` (all key groups if ``None``).
     """
     data, what = _read_entry(entry)
+    if entry.get("format") == CHANGELOG_FORMAT:   # a changelog checkpoint's manifest: base and segments
+        return read_changelog_checkpoint(entry, data, key_groups, max_parallelism, what)
     if entry.get("format") is not None:  # the manifest of an incremental RocksDB checkpoint
         return _read_rocksdb_checkpoint(entry, data, key_groups, max_parallelism, what)
     if entry.get("state") is None:
@@ -261,10 +267,16 @@ def restore_from_checkpoint(keyed_ops: dict[int, KeyedOperator], entries: list[d
     for op in keyed_ops.values():
         mine = [e for e in entries if op.uid in e["uids"]]
         backend = op.keyed_backend
-        if (len(mine) == 1 and backend.native_format is not None and mine[0].get("format") == backend.native_format
-                and tuple(mine[0]["key_groups"]) == (kg_range.start, kg_range.end)):
+        if (len(mine) != 1 or backend.native_format is None
+                or tuple(mine[0]["key_groups"]) != (kg_range.start, kg_range.end)):
+            continue
+        if mine[0].get("format") == backend.native_format:
             watermark = backend.restore_in_place(partial(restore_rocksdb_in_place, mine[0], backend.working_dir))
             op.advance_watermark(watermark)
+            rest.remove(mine[0])
+        elif mine[0].get("format") == CHANGELOG_FORMAT and backend.native_format == CHANGELOG_BASE_FORMAT:
+            data, what = _read_entry(mine[0])
+            restore_changelog_in_place(mine[0], read_changelog_manifest(data, what), op, what)
             rest.remove(mine[0])
     for entry in rest:
         snapshot = read_restored_keyed_state(entry, kg_range, max_parallelism)

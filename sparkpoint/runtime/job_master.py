@@ -249,7 +249,7 @@ class JobMaster:
             sc.enumerator.close()
         self.working_dirs.drop(self.attempt)
         if self.changelog is not None:
-            self.changelog.drop()
+            self.changelog.drop(self.coordinator.retained_files() if self.coordinator is not None else frozenset())
         self._notify("on_job_ended", self)
 
     # -- restore and failover ---------------------------------------------------------------
@@ -317,9 +317,13 @@ class JobMaster:
         assert self.coordinator is not None
         cp = calculate_checkpoint_plan(self.plan, self.operator_states, self.sources,
                                        self.sink_committer.pending_committables(), barrier_epoch)
-        pending = self.coordinator.trigger(int(time.time() * 1000), barrier_epoch, dict(cp.driver_state),
-                                           set(cp.stateful_tasks), set(cp.driver_tasks), dict(cp.operators),
-                                           savepoint_dir=savepoint_dir, full=full)
+        now = int(time.time() * 1000)
+        from_changelog = self.changelog.checkpoints if self.changelog is not None else None
+        writer = from_changelog.writer_for(now, barrier_epoch, cp.stateful_tasks, self.coordinator.storage.fs) \
+            if from_changelog is not None and savepoint_dir is None and not full else None
+        pending = self.coordinator.trigger(now, barrier_epoch, dict(cp.driver_state), set(cp.stateful_tasks),
+                                           set(cp.driver_tasks), dict(cp.operators), savepoint_dir=savepoint_dir,
+                                           full=full, keyed_state=writer)
         if pending is None:
             return None
         self.output.snapshot_metrics(barrier_epoch)
@@ -350,7 +354,8 @@ class JobMaster:
             if self.changelog is not None and not completed.is_savepoint:  # tasks rebuild from it from now on
                 self.changelog.on_checkpoint_completed(completed.metadata.barrier_epoch, assign_keyed_state(
                     RestoredCheckpoint(completed.location, completed.metadata, {},
-                                       coordinator.storage.storage_options), self.plan))
+                                       coordinator.storage.storage_options), self.plan), coordinator.retained_files(),
+                    now)
             self.notify_next.append(completed.checkpoint_id)
             self.notify_sources.append(completed.checkpoint_id)
             if self.claimed and not completed.is_savepoint:   # CLAIM: the job's own checkpoint subsumes it
@@ -467,6 +472,8 @@ class JobMaster:
         for r in reports:
             self.snapshot_sync_ms[(r.stage_id, r.subtask)] = r.snapshot_sync_ms
             self.changelog_bytes += r.changelog_bytes
+            if self.changelog is not None:
+                self.changelog.record(epoch, r.stage_id, r.subtask, r.changelog_segments)
             if r.state_rebuild_ms is not None:
                 self.state_rebuilds += 1
                 logger.info("epoch %d: stage %d subtask %d ran away from its working state (on %s) and rebuilt "

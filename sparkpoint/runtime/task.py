@@ -35,7 +35,8 @@ from sparkpoint.runtime.checkpoint_io import (
     read_restored_keyed_state,
     restore_from_checkpoint,
 )
-from sparkpoint.runtime.changelog import ChangelogBase, describe, rebuild_working_state, write_changes
+from sparkpoint.runtime.changelog import ChangelogBase, describe, rebuild_working_state
+from sparkpoint.runtime.changelog_files import write_changes
 from sparkpoint.runtime.chain import read_inputs, run_operators
 from sparkpoint.runtime.exchange import encode_blob, hash_partition
 from sparkpoint.runtime.working_state import drop_older_attempts, working_dir
@@ -105,6 +106,7 @@ class TaskReport:
     location: Optional[str] = None           # the executor the task ran on (Spark's task location), if known
     state_rebuild_ms: Optional[float] = None  # the working state was not where the task ran: rebuilt, in ms
     changelog_bytes: int = 0
+    changelog_segments: dict[str, tuple[int, str]] = field(default_factory=dict)  # uid -> (size, SHA-256)
     phase_ms: dict[str, float] = field(default_factory=dict)  # where the task's time went (see PHASES)
     user_metrics: dict[str, dict[str, tuple]] = field(default_factory=dict)  # uid -> id -> (kind, value)
 
@@ -432,8 +434,10 @@ def _write_changelog(op: KeyedOperator, dep: TaskDeployment, report: TaskReport)
     """Make the epoch's state changes durable before the task reports success (with a changelog)."""
     changes = op.keyed_backend.epoch_changes() if dep.changelog is not None else None
     if dep.changelog is not None and changes is not None:
-        report.changelog_bytes += write_changes(dep.changelog.root, dep.epoch, report.stage_id, report.subtask,
-                                                op.uid, changes, op.watermark, dep.changelog.storage_options)
+        size, digest = write_changes(dep.changelog.root, dep.epoch, report.stage_id, report.subtask, op.uid, changes,
+                                     op.watermark, dep.changelog.storage_options)
+        report.changelog_bytes += size
+        report.changelog_segments[op.uid] = (size, digest)
 
 
 def _route(plan: JobPlan, stage_id: int, subtask: int, outputs: dict[int, Output],

@@ -159,3 +159,23 @@ def test_kill_loop_rocksdb_incremental_on_spark(tmp_path):
     assert_sources_ran_ahead(tmp_path / "reports")
     _assert_incremental_checkpoints_were_restored(ckpt, result)
     assert Counter(read_committed_lines(out)) == oracle(n)
+
+
+@pytest.mark.slow
+def test_kill_loop_rocksdb_changelog_checkpoints_local_executor(tmp_path):
+    """SIGKILLs with changelog checkpoints (materialized every second, the changelog referenced between):
+    restores from both kinds, window contents and timers replayed from segments, exact output."""
+    n = 2_000_000
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
+    conf = _rocksdb_conf(ckpt, "local")
+    conf["state.changelog.enabled"] = "true"
+    conf["state.changelog.periodic-materialize.interval"] = "1 s"
+    conf["sparkpoint.local-state-dir"] = str(tmp_path / "local")
+    loop = KillLoop(JOB, ["--events", str(n), "--output", str(out)], ckpt, conf, kills=10, seed=29,
+                    min_delay=0.3, max_delay=1.5, cwd=str(ROOT), start_marker="epoch ")
+    result = loop.run()
+    assert result.kills >= 8, result
+    _assert_incremental_checkpoints_were_restored(ckpt, result)
+    from_changelog = [r for r in result.restores if r and list(Path(r.removeprefix("file://")).glob("changelog-*.json"))]
+    assert from_changelog, f"no restore from a changelog checkpoint: {result.restores}"
+    assert Counter(read_committed_lines(out)) == oracle(n)

@@ -1,0 +1,101 @@
+"""Changelog checkpoints: between materializations a checkpoint references the state changelog.
+
+In-process executor (the task code Spark runs), real RocksDB with incremental checkpoints and the
+changelog on. Oracles are hand counts (``oracle_totals``). The checks follow what a Flink engineer
+expects of the changelog state backend: the first checkpoint materializes, later ones write only a
+manifest per subtask and upload nothing, a retained one restores (in place, into hashmap, rescaled),
+and the changelog a retained checkpoint references outlives the job while the rest is deleted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from sparkpoint.checkpoint.loader import load_checkpoint
+from sparkpoint.storage.exceptions import CorruptCheckpointError
+from tests.checkpoint.test_checkpointing import counting_job, oracle_totals
+from tests.checkpoint.test_rocksdb_checkpoints import ROCKSDB, _referenced_shared, _restored_counts, \
+    _run_until_checkpoint_id
+
+CHANGELOG = {**ROCKSDB, "state.changelog.enabled": "true"}
+
+
+def _kinds(chk: str) -> set:
+    """The formats of a checkpoint's keyed-state files (``changelog`` or ``rocksdb``)."""
+    meta = load_checkpoint(chk, verify_files=False).metadata
+    return {f.format for op in meta.operators.values() for f in op.keyed_state}
+
+
+def _manifests(chk: str) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted(Path(chk).glob("changelog-*.json"))]
+
+
+def test_checkpoints_reference_the_changelog_and_the_oldest_retained_restores(make_env, tmp_path):
+    count = 40_000
+    ck = tmp_path / "ck"
+    env = make_env("local", **{"execution.epoch.max-records": 20, **CHANGELOG})
+    stream = counting_job(env, count, ck, retained=3, rate=1_500)
+    dirs = _run_until_checkpoint_id(env, stream, ck, 9)
+    assert len(dirs) == 3 and int(dirs[0].rsplit("-", 1)[1]) >= 7
+    for d in dirs:   # the first checkpoint materialized; these only reference it and the changelog
+        assert _kinds(d) == {"changelog"}, d
+        assert not list(Path(d).glob("keyed-*")), "a changelog checkpoint uploads no keyed state"
+    manifests = _manifests(dirs[-1])
+    assert len(manifests) == 2 and {m["uid"] for m in manifests} == {"count"}
+    for m in manifests:   # the base, then every epoch since it, in order
+        epochs = [s["epoch"] for s in m["segments"]]
+        assert epochs == list(range(m["base_epoch"] + 1, m["epoch"] + 1)) and epochs
+        assert m["base"]["format"] == "sparkpoint-rocksdb-incremental"
+    # what the retained checkpoints reference is on disk (load verifies sizes and SHA-256) ...
+    referenced = set().union(*(_referenced_shared(d) for d in dirs))
+    for d in dirs:
+        load_checkpoint(d)
+    job_dir = Path(dirs[0]).parent
+    segments = {os.path.normpath(str(p)) for p in (job_dir / "changelog").rglob("*.log")}
+    assert segments and {p for p in referenced if "/changelog/" in p} <= segments
+    # ... and after the job's end no epoch directory is left that no retained checkpoint references
+    kept_dirs = {os.path.dirname(p) for p in referenced}
+    assert {os.path.dirname(p) for p in segments} <= kept_dirs
+    sst = {os.path.normpath(str(p)) for p in (job_dir / "shared").glob("*.sst")}
+    assert sst == {p for p in referenced if "/shared/" in p}, "unreferenced SST files left"
+    # the oldest retained checkpoint restores exactly: in place, into hashmap, at another parallelism
+    expected = dict(oracle_totals(count))
+    assert _restored_counts(make_env, tmp_path, dirs[0], count, **ROCKSDB) == expected
+    assert _restored_counts(make_env, tmp_path, dirs[0], count) == expected   # hashmap
+    assert _restored_counts(make_env, tmp_path, dirs[-1], count, parallelism=3, **ROCKSDB) == expected
+    assert _restored_counts(make_env, tmp_path, dirs[-1], count, parallelism=1, **CHANGELOG) == expected
+
+
+def test_materialization_comes_back_after_its_interval(make_env, tmp_path):
+    count = 40_000
+    ck = tmp_path / "ck"
+    env = make_env("local", **{"execution.epoch.max-records": 20, **CHANGELOG,
+                               "state.changelog.periodic-materialize.interval": "60 ms"})
+    stream = counting_job(env, count, ck, retained=30, rate=1_500)
+    dirs = _run_until_checkpoint_id(env, stream, ck, 24)
+    kinds = [_kinds(d) for d in dirs]
+    assert kinds[0] == {"rocksdb"}, "the first checkpoint materializes"
+    assert {"changelog"} in kinds and kinds.count({"rocksdb"}) >= 2, kinds
+    bases = {m["base_epoch"] for d in dirs for m in _manifests(d)}
+    assert len(bases) >= 2, "later changelog checkpoints build on a later materialization"
+    latest_changelog = [d for d, k in zip(dirs, kinds) if k == {"changelog"}][-1]
+    assert _restored_counts(make_env, tmp_path, latest_changelog, count, **CHANGELOG) == dict(oracle_totals(count))
+
+
+def test_a_damaged_changelog_segment_is_named_when_the_checkpoint_loads(make_env, tmp_path):
+    ck = tmp_path / "ck"
+    env = make_env("local", **{"execution.epoch.max-records": 20, **CHANGELOG})
+    stream = counting_job(env, 10**9, ck, rate=1_500)
+    latest = _run_until_checkpoint_id(env, stream, ck, 3)[-1]
+    victim = sorted(p for p in _referenced_shared(latest) if p.endswith(".log"))[0]
+    data = bytearray(Path(victim).read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    Path(victim).write_bytes(bytes(data))
+    with pytest.raises(CorruptCheckpointError) as err:
+        load_checkpoint(latest)
+    message = str(err.value)
+    assert os.path.basename(victim) in message and "SHA-256" in message and "operator 'count'" in message
