@@ -111,10 +111,11 @@ class Probe(JobListener):
 
     def on_checkpoint_completed(self, checkpoint: Any) -> None:
         chk = Path(checkpoint.location.removeprefix("file://"))
-        shared = chk.parent / "shared"
         new_shared = 0
-        if shared.is_dir():
-            for f in shared.rglob("*"):
+        # shared state: SST files, and the state changelog's segments a changelog checkpoint references (they
+        # are written every epoch, before the checkpoint: counted by the first checkpoint after them)
+        for shared in (chk.parent / "shared", chk.parent / "changelog"):
+            for f in shared.rglob("*") if shared.is_dir() else ():
                 if f.is_file() and str(f) not in self._shared_seen:
                     self._shared_seen.add(str(f))
                     new_shared += f.stat().st_size
@@ -124,7 +125,8 @@ class Probe(JobListener):
             "id": checkpoint.checkpoint_id, "barrier_epoch": barrier, "location": str(chk),
             "end_to_end_ms": checkpoint.duration_ms(), "state_size": checkpoint.state_size,
             "sync_ms": getattr(st, "sync_duration_ms", None), "async_ms": getattr(st, "async_duration_ms", None),
-            "chk_dir_bytes": du(chk), "new_shared_bytes": new_shared})
+            "chk_dir_bytes": du(chk), "new_shared_bytes": new_shared,
+            "kind": "changelog" if any(chk.glob("changelog-*.json")) else "materialized"})
         if self.mode == "checkpointed" and self.last_data_epoch is not None and barrier >= self.last_data_epoch:
             self.job.cancel()
 

@@ -39,6 +39,7 @@ def summarize_epochs(run: dict[str, Any], inp: W2Input) -> dict[str, Any]:
         "checkpoints_completed": len(run["checkpoints"]),
         "hot_checkpoints": {
             "count": len(steady),
+            "changelog_count": sum(c.get("kind") == "changelog" for c in steady),
             "end_to_end_ms_median": _median([c["end_to_end_ms"] for c in steady]),
             "sync_ms_median": _median([c["sync_ms"] for c in steady]),
             "async_ms_median": _median([c["async_ms"] for c in steady]),
@@ -88,6 +89,8 @@ def print_backend(label: str, big: dict[str, Any], small: dict[str, Any], after:
     rows += [
         ("checkpoints (hot phase / all)", f"{hb['count']} / {bm['checkpoints_completed']}",
          f"{hs['count']} / {sm['checkpoints_completed']}"),
+        ("hot checkpoints from the changelog", f"{hb['changelog_count']} of {hb['count']}",
+         f"{hs['changelog_count']} of {hs['count']}"),
         ("checkpoint end-to-end, median", f"{hb['end_to_end_ms_median']:,.0f} ms",
          f"{hs['end_to_end_ms_median']:,.0f} ms"),
         ("checkpoint sync, median", f"{hb['sync_ms_median']:,.1f} ms", f"{hs['sync_ms_median']:,.1f} ms"),

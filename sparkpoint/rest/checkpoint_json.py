@@ -57,8 +57,15 @@ def checkpoint_config(view: JobView) -> dict:
         "unaligned_checkpoints": False, "tolerable_failed_checkpoints": s.tolerable_failures,
         "aligned_checkpoint_timeout": 0, "checkpoints_after_tasks_finish": True,
         "state_changelog_enabled": master.changelog is not None,
-        "changelog_periodic_materialization_interval": 0, "changelog_storage": "filesystem",
+        "changelog_periodic_materialization_interval": _materialization_interval(master),
+        "changelog_storage": "filesystem",
     }
+
+
+def _materialization_interval(master: Any) -> int:
+    """Milliseconds between materializations of changelog checkpoints (0: the job takes none)."""
+    checkpoints = master.changelog.checkpoints if master.changelog is not None else None
+    return max(checkpoints.interval_ms, 0) if checkpoints is not None else 0
 
 
 def _checkpoint(view: JobView, cid: int) -> CheckpointStats:
