@@ -349,8 +349,12 @@ class CheckpointCoordinator:
 
     def retained_files(self) -> frozenset[str]:
         """The file-system paths of the shared files (SST files, changelog segments) retained checkpoints
-        reference."""
-        return frozenset(p for cp in self.store.get_all_checkpoints() for p in cp.shared_files)
+        reference, and pending ones already acknowledged (a changelog checkpoint is, from its trigger)."""
+        retained = {p for cp in self.store.get_all_checkpoints() for p in cp.shared_files}
+        for pending in list(self.pending.values()):
+            retained.update(posixpath.normpath(posixpath.join(pending.location.path, h.path))
+                            for ack in pending.acks.values() for f in ack.state_handles for h in f.shared)
+        return frozenset(retained)
 
     # -- shutdown -----------------------------------------------------------------------------
     def shutdown(self, job_status: str) -> None:

@@ -167,6 +167,35 @@ def test_coordinator_completes_on_typed_acknowledgements(tmp_path):
     assert c.receive_acknowledge_message(ack_) is TaskAcknowledgeResult.UNKNOWN
 
 
+def test_keyed_state_written_at_the_trigger_acknowledges_the_tasks_and_its_files_are_kept(tmp_path):
+    """A changelog checkpoint: the driver writes the keyed tasks' manifests at the trigger and acknowledges them;
+    the tasks are told to upload nothing, and the files it references count as retained from the trigger on."""
+    import hashlib
+    import os
+
+    from sparkpoint.checkpoint.messages import KeyedStateFileHandle
+
+    c = _coordinator(tmp_path)
+    tasks = {ExecutionVertexId(1, 0), ExecutionVertexId(1, 1)}
+    segment = StreamStateHandle("../changelog/a/0000000004/s1-t0-0.log", 7, "0" * 64)
+
+    def write(location):
+        body = b"manifest"
+        location.write("changelog-s1-t0-0.json", body)
+        handle = StreamStateHandle("changelog-s1-t0-0.json", len(body), hashlib.sha256(body).hexdigest())
+        return {t: ([KeyedStateFileHandle(("count",), 64 * t.subtask, 64 * t.subtask + 63, handle, None,
+                                          "changelog", (segment,))], 7) for t in tasks}
+
+    pending = c.trigger(1000, 4, {"operator_states": {}}, tasks, set(), {"count": ("Count", 2)}, keyed_state=write)
+    assert pending is not None and pending.is_fully_acknowledged()
+    assert c.options_for_epoch(5) == {}, "the tasks have nothing to upload"
+    segment_path = os.path.normpath(os.path.join(pending.location.path, segment.path))
+    assert segment_path in c.retained_files(), "a pending checkpoint's changelog must not be deleted"
+    ((completed, _),) = c.complete_ready(2000)
+    assert segment_path in completed.shared_files and segment_path in c.retained_files()
+    assert pending.state_size() == 14
+
+
 def test_a_decline_aborts_and_discards_the_checkpoint(tmp_path):
     from sparkpoint.checkpoint.messages import DeclineCheckpoint
 
