@@ -78,6 +78,8 @@ class StateStore:
         self.undo_chunks = 0               # undo chunks written by this epoch's spills
         self.in_progress = False
         self.next_sweep_cursor: Any = _ABSENT
+        self.writes: dict[bytes, Optional[bytes]] = {}   # this epoch's entries and timers written: new bytes
+        self.committed_writes: Optional[dict[bytes, Optional[bytes]]] = None   # those of the epoch committed last
         self.names: dict[str, int] = self._load_json(_META_NAMES, {})
         self.timer_counts: dict[str, int] = self._load_json(_META_TIMER_COUNTS, {})
         self.watermark: Optional[int] = self._load_json(_META_WATERMARK, None)
@@ -253,6 +255,7 @@ class StateStore:
         self.undo_chunks = 0
         self.in_progress = False
         self.next_sweep_cursor = _ABSENT
+        self.writes = {}
 
     def _spill(self) -> None:
         """Write the cached changes so far (with their undo entries) and forget the cache: an epoch keeps at
@@ -295,22 +298,30 @@ class StateStore:
                     batch.put(dbkey, new)
                 if dbkey not in self.spilled:
                     undo.append((dbkey, old))
+            self.writes.update(timers)
             changed += len(timers)
         self._commit_meta(batch, epoch, watermark, undo)
         self._write_undo_chunk(batch, undo)
         self.db.write(batch)
         changed += self.spilled_changes
+        writes = self.writes
         self._clear_epoch()
+        self.committed_writes = writes
         return changed
 
     def epoch_changes(self) -> list[tuple[bytes, Optional[bytes]]]:
         """After :meth:`commit`: ``(db key, new bytes or None)`` of every entry the epoch changed (spilled
         ones, timers and the metadata included) -- the keys its undo log holds, read back -- and the TTL
         sweep's cursor, so a rebuilt database sweeps on where this one would; and this database's key format,
-        which a database replaying them must share."""
-        keys = [dbkey for dbkey, _ in self._undo_entries()] + [_META_SWEEP]
-        values: list = self.db.get(keys)  # type: ignore[arg-type, assignment]  # a list in, a list out
-        return [*zip(keys, values), (_META_KEY_FORMAT, str(self.key_format).encode())]
+        which a database replaying them must share. What the commit wrote is taken as it wrote it; the metadata
+        as it is now."""
+        meta = [(_META_NAMES, json.dumps(self.names).encode()),
+                (_META_TIMER_COUNTS, json.dumps(self.timer_counts).encode()),
+                (_META_WATERMARK, json.dumps(self.watermark).encode()), (_META_SWEEP, self.db.get(_META_SWEEP)),
+                (_META_KEY_FORMAT, str(self.key_format).encode())]
+        if self.committed_writes is None:
+            raise StateMissingError(f"{self.what}: an epoch's changes are known after its commit, none ran here")
+        return [*self.committed_writes.items(), *meta]
 
     def apply_changes(self, changes: list[tuple[bytes, Optional[bytes]]], epoch: int) -> None:
         """Replay one epoch's :meth:`epoch_changes` (of any database of the same operator) onto the state of
@@ -355,7 +366,7 @@ class StateStore:
     def _write_changes(self, batch: rocksdict.WriteBatch, undo: list[tuple[bytes, Optional[bytes]]]) -> int:
         """Put the cached entries whose bytes changed into ``batch``, and ``(db key, old bytes)`` of those
         changed for the first time this epoch into ``undo``; returns how many changed (``None``: absent)."""
-        dumps, spilled = pickle.dumps, self.spilled
+        dumps, spilled, writes = pickle.dumps, self.spilled, self.writes
         put, delete, log = batch.put, batch.delete, undo.append
         changed = 0
         for dbkey, (value, old, slot) in self.cells.items():
@@ -363,6 +374,7 @@ class StateStore:
                 if old is None:
                     continue
                 delete(dbkey)
+                writes[dbkey] = None
             else:
                 if slot is None:  # read, maybe mutated in place, never put
                     slot = pickle.loads(old or b"")[:2]
@@ -370,6 +382,7 @@ class StateStore:
                 if new == old:
                     continue
                 put(dbkey, new)
+                writes[dbkey] = new
             changed += 1
             if dbkey not in spilled:
                 log((dbkey, old))
