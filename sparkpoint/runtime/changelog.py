@@ -10,10 +10,11 @@ checkpoint (or of the job attempt's start), then every epoch's changes since, in
 epoch therefore costs one write proportional to what it changed, and a task that moved pays
 one restore plus the epochs since the last checkpoint.
 
-Layout: ``<root>/<job>-<attempt>/<epoch>/s<stage>-t<subtask>-<crc32(uid)>.log``, each file
-``magic | CRC32 | pickled [(key, new bytes or None)]`` in the backend's own encoding. The
-driver (:class:`StateChangelog`) tells each task its :class:`ChangelogBase` and deletes the
-epochs a completed checkpoint covers.
+Layout: ``<root>/<job>-<attempt>/<epoch>/s<stage>-t<subtask>-<crc32(uid)>.log``, one segment per
+operator and epoch (:mod:`sparkpoint.runtime.changelog_files`). The driver (:class:`StateChangelog`)
+tells each task its :class:`ChangelogBase`, records the segments tasks report, and deletes the epochs
+a completed checkpoint covers and no retained changelog checkpoint references
+(:mod:`sparkpoint.runtime.changelog_checkpoints`).
 """
 
 from __future__ import annotations
@@ -26,14 +27,13 @@ from typing import Any, Mapping, Optional
 
 from sparkpoint.errors import ConfigurationError
 from sparkpoint.operators.keyed import KeyedOperator
-from sparkpoint.runtime.changelog_checkpoints import ChangelogCheckpoints, materialize_interval_ms
-from sparkpoint.runtime.changelog_files import read_changes, segment_path, write_changes
+from sparkpoint.runtime.changelog_checkpoints import ChangelogCheckpoints, materialize_interval_ms, max_size_ratio
+from sparkpoint.runtime.changelog_files import read_changes, segment_path
 from sparkpoint.runtime.checkpoint_io import restore_from_checkpoint
 from sparkpoint.state.key_groups import KeyGroupRange
 from sparkpoint.storage.file_systems import open_file_system, storage_options_for
 
-__all__ = ["ChangelogBase", "StateChangelog", "changelog_from_config", "read_changes", "rebuild_working_state",
-           "write_changes"]
+__all__ = ["ChangelogBase", "StateChangelog", "changelog_from_config", "rebuild_working_state"]
 
 ENABLED_KEYS = ("state.changelog.enabled", "state.backend.changelog.enabled")   # Flink 2.x, 1.x
 BASE_PATH_KEYS = ("state.changelog.dstl.dfs.base-path", "dstl.dfs.base-path")
@@ -88,7 +88,7 @@ def changelog_from_config(config: Any, distributed: bool, checkpointing: bool, c
     base = next((config.get(k) for k in BASE_PATH_KEYS if config.get(k)), None) or checkpoint_dir
     if base:   # with checkpoints, they reference the changelog between materializations
         return StateChangelog(f"{str(base).rstrip('/')}/{job_id}/changelog",
-                              materialize_interval_ms(config) if checkpointing else None)
+                              materialize_interval_ms(config) if checkpointing else None, max_size_ratio(config))
     logger.warning("no state changelog: it needs a directory every executor reaches (state.checkpoints.dir or %s); "
                    "a keyed task that Spark runs away from its state makes the job restore from a checkpoint",
                    BASE_PATH_KEYS[0])
@@ -105,19 +105,19 @@ class StateChangelog:
     (:attr:`checkpoints`) references, which go when the last such checkpoint is subsumed.
     """
 
-    def __init__(self, root: str, materialize_interval_ms: Optional[int] = None):
+    def __init__(self, root: str, materialize_interval_ms: Optional[int] = None, size_ratio: float = 1.0):
         self.root = root.rstrip("/")
         self.storage_options = storage_options_for(self.root)   # the driver's configured options, sent to tasks
         self.fs, self._root_path = open_file_system(self.root, self.storage_options)
         self.attempt_root = ""
         self.base_epoch = -1
         self.entries: dict[tuple[int, int], list] = {}
-        self.segments: dict[tuple[int, int, int, str], tuple[str, int, str]] = {}   # see :meth:`segment`
+        self.segments: dict[int, dict[tuple[int, int, str], tuple[str, int, str]]] = {}   # see :meth:`segment`
         self._deleted_upto = -1       # epochs of this attempt up to here are deleted, but for ``_held``
         self._held: set[int] = set()  # epochs a retained checkpoint references
         self._old_roots: list[str] = []   # earlier attempts' changelogs a retained checkpoint references
         self.checkpoints = None if materialize_interval_ms is None else \
-            ChangelogCheckpoints(self.segment, self.fs, materialize_interval_ms)
+            ChangelogCheckpoints(self.segment, self.fs, materialize_interval_ms, size_ratio)
 
     def start_attempt(self, namespace: str, base_epoch: int, entries: dict[tuple[int, int], list]) -> None:
         """A new job attempt (first start, restore or failover): the previous attempt's changelog goes once no
@@ -143,11 +143,11 @@ class StateChangelog:
         for uid, (size, digest) in written.items():
             _, path = open_file_system(segment_path(self.attempt_root, epoch, stage_id, subtask, uid),
                                        self.storage_options)
-            self.segments[(epoch, stage_id, subtask, uid)] = (path, size, digest)
+            self.segments.setdefault(epoch, {})[(stage_id, subtask, uid)] = (path, size, digest)
 
     def segment(self, epoch: int, stage_id: int, subtask: int, uid: str) -> Optional[tuple[str, int, str]]:
         """The file-system path, size and SHA-256 of a segment this attempt wrote, if known."""
-        return self.segments.get((epoch, stage_id, subtask, uid))
+        return self.segments.get(epoch, {}).get((stage_id, subtask, uid))
 
     def on_checkpoint_completed(self, barrier_epoch: int, entries: dict[tuple[int, int], list],
                                 keep: frozenset[str] = frozenset(), now_ms: int = 0) -> None:
@@ -166,15 +166,14 @@ class StateChangelog:
         """Delete the changelog no task rebuilds from and no retained checkpoint (``keep``) references."""
         t0 = time.perf_counter()
         kept_dirs = {posixpath.dirname(p) for p in keep}
+        root_path = open_file_system(self.attempt_root, self.storage_options)[1]
         for epoch in sorted(self._held | set(range(self._deleted_upto + 1, self.base_epoch + 1))):
-            url = posixpath.join(self.attempt_root, f"{epoch:010d}")
-            if open_file_system(url, self.storage_options)[1] in kept_dirs:
+            if posixpath.join(root_path, f"{epoch:010d}") in kept_dirs:
                 self._held.add(epoch)
                 continue
             self._held.discard(epoch)
-            self._remove(url)
-            for key in [k for k in self.segments if k[0] == epoch]:
-                del self.segments[key]
+            self._remove(posixpath.join(self.attempt_root, f"{epoch:010d}"))
+            self.segments.pop(epoch, None)
         self._deleted_upto = max(self._deleted_upto, self.base_epoch)
         for root in list(self._old_roots):
             prefix = open_file_system(root, self.storage_options)[1].rstrip("/") + "/"
@@ -190,7 +189,7 @@ class StateChangelog:
         if not keep:
             self._remove(self.root)
             return
-        self.base_epoch = max([self.base_epoch, *(e for e, *_ in self.segments)])   # the tail after the last one
+        self.base_epoch = max([self.base_epoch, *self.segments])   # the tail after the last checkpoint too
         self._old_roots.append(self.attempt_root)
         self.collect(keep)
 

@@ -10,8 +10,11 @@ Here every keyed task already writes each epoch's changes to the changelog befor
 (:mod:`sparkpoint.runtime.changelog`), with the segment's size and SHA-256. With checkpoints that
 are incremental RocksDB ones, the driver therefore:
 
-* **materializes** with an ordinary incremental checkpoint: the first of every job attempt, and the
-  first after the interval; when it completes, its manifests become every subtask's base;
+* **materializes** with an ordinary incremental checkpoint: the first of every job attempt, the
+  first after the interval, and the first whose changelog since the base would be larger than the
+  base (``sparkpoint.changelog.max-size-ratio``, 1.0) and 8 MB, which bounds what a restore replays
+  (Spark's RocksDB state store uploads a snapshot every few deltas for the same reason); when it
+  completes, its manifests become every subtask's base;
 * otherwise takes a **changelog checkpoint**: at the barrier it writes, per operator and subtask,
   a small manifest into ``chk-N/`` (the base's manifest and the segments of every epoch since
   the base, each with its size and SHA-256) and acknowledges the keyed tasks itself. The tasks
@@ -35,14 +38,17 @@ from typing import Any, Callable, Iterable, Mapping, Optional
 from sparkpoint.checkpoint.location import CheckpointStorageLocation
 from sparkpoint.checkpoint.messages import ExecutionVertexId, KeyedStateFileHandle
 from sparkpoint.common.configuration import parse_duration_ms
+from sparkpoint.errors import ConfigurationError
 from sparkpoint.runtime.changelog_restore import BASE_FORMAT, HANDLE_FORMAT, MANIFEST_FORMAT
 from sparkpoint.storage.checkpoint_storage import StreamStateHandle, read_verified
 from sparkpoint.storage.file_systems import open_file_system
 
-__all__ = ["ChangelogCheckpoints", "INTERVAL_KEY", "KeyedStateWriter", "materialize_interval_ms"]
+__all__ = ["ChangelogCheckpoints", "INTERVAL_KEY", "KeyedStateWriter", "materialize_interval_ms", "max_size_ratio"]
 
 INTERVAL_KEY = "state.changelog.periodic-materialize.interval"   # Flink's key (1.x: state.backend.changelog...)
 DEFAULT_INTERVAL_MS = 10 * 60 * 1000
+RATIO_KEY = "sparkpoint.changelog.max-size-ratio"   # materialize when the changelog outgrows the base this much
+MIN_CHANGELOG_BYTES = 8 * 1024 * 1024               # ... and this: a small state is not materialized every epoch
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +57,15 @@ TaskHandles = dict[ExecutionVertexId, tuple[list[KeyedStateFileHandle], int]]
 KeyedStateWriter = Callable[[CheckpointStorageLocation], TaskHandles]
 #: (epoch, stage, subtask, uid) -> the segment's (file-system path, size, SHA-256), if the task wrote one
 SegmentLookup = Callable[[int, int, int, str], Optional[tuple[str, int, str]]]
+
+
+def max_size_ratio(config: Any) -> float:
+    """``sparkpoint.changelog.max-size-ratio`` (1.0): the changelog since the base at most this times the base."""
+    value = config.get(RATIO_KEY)
+    ratio = 1.0 if value is None else float(value)
+    if ratio <= 0:
+        raise ConfigurationError(f"{RATIO_KEY} must be a positive number, not {value!r}")
+    return ratio
 
 
 def materialize_interval_ms(config: Any) -> int:
@@ -74,8 +89,9 @@ class _Base:
 class ChangelogCheckpoints:
     """The driver's choice between materializing and referencing the changelog, and the manifests of the latter."""
 
-    def __init__(self, segments: SegmentLookup, changelog_fs: Any, interval_ms: int):
+    def __init__(self, segments: SegmentLookup, changelog_fs: Any, interval_ms: int, size_ratio: float = 1.0):
         self.segments, self.changelog_fs, self.interval_ms = segments, changelog_fs, interval_ms
+        self.size_ratio = size_ratio
         self.bases: dict[tuple[int, int, str], _Base] = {}   # (stage, subtask, uid) -> base
         self.base_epoch = -1
         self.materialized_ms: Optional[int] = None
@@ -111,6 +127,13 @@ class ChangelogCheckpoints:
                     return None
                 segments.append((epoch, *found))
             plan[(stage, subtask, uid)] = segments
+        changelog = sum(size for segments in plan.values() for _, _, size, _ in segments)
+        base = sum({h.path: h.size for b in self.bases.values() for h in b.shared}.values())
+        if changelog > max(self.size_ratio * base, MIN_CHANGELOG_BYTES):
+            logger.info("checkpoint at the end of epoch %d materializes: the changelog since epoch %d (%d bytes) "
+                        "outgrew the state materialized then (%d bytes)", barrier_epoch, self.base_epoch, changelog,
+                        base)
+            return None
         return lambda location: self._write(location, plan, barrier_epoch, since)
 
     def _write(self, location: CheckpointStorageLocation, plan: Mapping[tuple[int, int, str], list],

@@ -99,3 +99,25 @@ def test_a_damaged_changelog_segment_is_named_when_the_checkpoint_loads(make_env
         load_checkpoint(latest)
     message = str(err.value)
     assert os.path.basename(victim) in message and "SHA-256" in message and "operator 'count'" in message
+
+
+def test_a_changelog_larger_than_its_base_materializes_early(make_env, tmp_path, monkeypatch):
+    """No interval is over (10 min), but the changelog since the base outgrows the base: the next checkpoint
+    materializes, so a restore never replays more than about the state's size."""
+    from sparkpoint.runtime import changelog_checkpoints
+
+    monkeypatch.setattr(changelog_checkpoints, "MIN_CHANGELOG_BYTES", 0)   # the state here is a few kB
+    count = 40_000
+    ck = tmp_path / "ck"
+    env = make_env("local", **{"execution.epoch.max-records": 20, **CHANGELOG,
+                               "sparkpoint.changelog.max-size-ratio": "0.5"})
+    stream = counting_job(env, count, ck, retained=30, rate=1_500)
+    dirs = _run_until_checkpoint_id(env, stream, ck, 24)
+    kinds = [_kinds(d) for d in dirs]
+    assert kinds.count({"rocksdb"}) >= 3 and {"changelog"} in kinds, kinds
+    for d in dirs:   # no changelog checkpoint references more changelog than half its base (all subtasks)
+        manifests = _manifests(d)
+        base = sum({f["path"]: f["size"] for m in manifests for f in m["base"]["files"] if "size" in f}.values())
+        assert sum(s["size"] for m in manifests for s in m["segments"]) <= 0.5 * base, d
+    latest_changelog = [d for d, k in zip(dirs, kinds) if k == {"changelog"}][-1]
+    assert _restored_counts(make_env, tmp_path, latest_changelog, count, **CHANGELOG) == dict(oracle_totals(count))
