@@ -330,6 +330,8 @@ class JobMaster:
         self.sink_committer.on_checkpoint_triggered(pending.checkpoint_id)
         for sc in self.sources.values():
             sc.on_checkpoint_triggered(pending.checkpoint_id)
+        if writer is not None:   # a changelog checkpoint: the driver took it whole, it completes now
+            self._complete_checkpoints()
         return pending.checkpoint_id
 
     def _maybe_checkpoint(self, barrier_epoch: int, force: bool) -> None:

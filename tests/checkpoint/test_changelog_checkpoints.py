@@ -121,3 +121,46 @@ def test_a_changelog_larger_than_its_base_materializes_early(make_env, tmp_path,
         assert sum(s["size"] for m in manifests for s in m["segments"]) <= 0.5 * base, d
     latest_changelog = [d for d, k in zip(dirs, kinds) if k == {"changelog"}][-1]
     assert _restored_counts(make_env, tmp_path, latest_changelog, count, **CHANGELOG) == dict(oracle_totals(count))
+
+
+class EventOrder:
+    """A job listener noting epochs and checkpoints (with their barrier epoch) in the order they happen."""
+
+    events: list = []
+
+    def __init__(self, job):
+        EventOrder.events = []
+
+    def on_epoch_completed(self, stats):
+        EventOrder.events.append(("epoch", stats.epoch))
+
+    def on_checkpoint_completed(self, checkpoint):
+        EventOrder.events.append(("checkpoint", checkpoint.metadata.barrier_epoch, checkpoint.location))
+
+    def __getattr__(self, name):
+        if name.startswith("on_"):
+            return lambda *args: None
+        raise AttributeError(name)
+
+
+def test_a_changelog_checkpoint_completes_at_its_barrier_and_the_job_ends_without_an_extra_epoch(make_env, tmp_path):
+    """Nothing is left to upload at the barrier: the checkpoint completes (and commits) before the next epoch,
+    where an uploading one completes after it; so the final checkpoint of a bounded job needs no epoch of its own."""
+    count = 4_000
+    epochs = {}
+    for name, conf in (("changelog", CHANGELOG), ("uploading", ROCKSDB)):
+        env = make_env("local", **{"execution.epoch.max-records": 100, **conf,
+                                   "execution.job-listeners": f"{__name__}:EventOrder"})
+        stream = counting_job(env, count, tmp_path / name, retained=100)
+        last: dict = {}
+        for key, n in stream.execute_and_collect():
+            last[key] = max(last.get(key, 0), n)
+        assert last == dict(oracle_totals(count))
+        done_at = {e[1]: i for i, e in enumerate(EventOrder.events) if e[0] == "epoch"}
+        checkpoints = [(e[1], i) for i, e in enumerate(EventOrder.events) if e[0] == "checkpoint"]
+        assert len(checkpoints) >= 3
+        # the first checkpoint materializes (uploads) in both; after it, only the changelog's are done at once
+        at_barrier = [i < done_at[barrier] for barrier, i in checkpoints[1:]]
+        assert all(at_barrier) if name == "changelog" else not any(at_barrier), (name, EventOrder.events)
+        epochs[name] = max(done_at)
+    assert epochs["changelog"] == epochs["uploading"] - 1
