@@ -104,11 +104,12 @@ class ChangelogCheckpoints:
         self.base_epoch = self.last_barrier = -1
 
     def writer_for(self, now_ms: int, barrier_epoch: int, stateful_tasks: Iterable[ExecutionVertexId],
-                   location_fs: Any) -> Optional[KeyedStateWriter]:
+                   location_fs: Any, full: bool = False) -> Optional[KeyedStateWriter]:
         """How the checkpoint at the end of ``barrier_epoch`` writes its keyed state without the tasks, or
-        ``None``: it materializes (no base yet, the interval is over, or a segment is not known)."""
+        ``None``: it uploads (``full`` asked for, no base yet, the interval is over, the changelog outgrew the
+        base, or a segment is not known)."""
         since, self.last_barrier = self.last_barrier, barrier_epoch
-        if self.materialized_ms is None or type(location_fs) is not type(self.changelog_fs):
+        if full or self.materialized_ms is None or type(location_fs) is not type(self.changelog_fs):
             return None
         if 0 <= self.interval_ms <= now_ms - self.materialized_ms:
             return None

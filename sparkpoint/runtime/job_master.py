@@ -319,8 +319,8 @@ class JobMaster:
                                        self.sink_committer.pending_committables(), barrier_epoch)
         now = int(time.time() * 1000)
         from_changelog = self.changelog.checkpoints if self.changelog is not None else None
-        writer = from_changelog.writer_for(now, barrier_epoch, cp.stateful_tasks, self.coordinator.storage.fs) \
-            if from_changelog is not None and savepoint_dir is None and not full else None
+        writer = from_changelog.writer_for(now, barrier_epoch, cp.stateful_tasks, self.coordinator.storage.fs, full) \
+            if from_changelog is not None and savepoint_dir is None else None
         pending = self.coordinator.trigger(now, barrier_epoch, dict(cp.driver_state), set(cp.stateful_tasks),
                                            set(cp.driver_tasks), dict(cp.operators), savepoint_dir=savepoint_dir,
                                            full=full, keyed_state=writer)

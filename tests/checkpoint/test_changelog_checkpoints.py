@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from sparkpoint.checkpoint.loader import load_checkpoint
 from sparkpoint.storage.exceptions import CorruptCheckpointError
-from tests.checkpoint.test_checkpointing import counting_job, oracle_totals
+from tests.checkpoint.test_checkpointing import counting_job, key_of, oracle_totals
 from tests.checkpoint.test_rocksdb_checkpoints import ROCKSDB, _referenced_shared, _restored_counts, \
     _run_until_checkpoint_id
 
@@ -164,3 +165,35 @@ def test_a_changelog_checkpoint_completes_at_its_barrier_and_the_job_ends_withou
         assert all(at_barrier) if name == "changelog" else not any(at_barrier), (name, EventOrder.events)
         epochs[name] = max(done_at)
     assert epochs["changelog"] == epochs["uploading"] - 1
+
+
+def _records_before(chk: str, count: int) -> Counter:
+    """The keys a checkpoint's source positions say were read (split k reads k, k + 2, ... ; independent of the
+    job's state)."""
+    from sparkpoint.connectors.generator import split_length
+
+    restored = load_checkpoint(chk, verify_files=False)
+    splits = {s.split_id: s for ss in restored.driver_state["sources"]["gen"]["splits"].values() for s in ss}
+    seen: Counter = Counter()
+    for k in range(2):
+        split = splits.get(f"seq-{k}")
+        read = split_length(count, 2, k) if split is None else split.position   # gone: read to its end
+        seen.update(key_of(k + 2 * i) for i in range(read))
+    return seen
+
+
+def test_the_state_processor_reads_a_changelog_checkpoint(spark, make_env, tmp_path):
+    """A changelog checkpoint taken mid-way, read as a DataFrame (base and segments replayed by the reader):
+    each key's count is what the checkpoint's source positions say was read by then."""
+    from sparkpoint.state_processor import SavepointReader
+
+    count = 40_000
+    ck = tmp_path / "ck"
+    env = make_env("local", **{"execution.epoch.max-records": 20, **CHANGELOG})
+    stream = counting_job(env, count, ck, rate=1_500)
+    latest = _run_until_checkpoint_id(env, stream, ck, 6)[-1]
+    assert _kinds(latest) == {"changelog"}
+    got = SavepointReader.read(spark, latest).keyed_state_pandas("count", "n")
+    expected = _records_before(latest, count)
+    assert 0 < sum(expected.values()) < count
+    assert dict(zip(got.key, got.value)) == dict(expected)
