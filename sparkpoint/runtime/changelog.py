@@ -108,7 +108,8 @@ class StateChangelog:
     def __init__(self, root: str, materialize_interval_ms: Optional[int] = None, size_ratio: float = 1.0):
         self.root = root.rstrip("/")
         self.storage_options = storage_options_for(self.root)   # the driver's configured options, sent to tasks
-        self.fs, self._root_path = open_file_system(self.root, self.storage_options)
+        self.fs, root_path = open_file_system(self.root, self.storage_options)
+        self._root_path = posixpath.normpath(root_path)   # as retained checkpoints name their files
         self.attempt_root = ""
         self.base_epoch = -1
         self.entries: dict[tuple[int, int], list] = {}
@@ -117,7 +118,7 @@ class StateChangelog:
         self._held: set[int] = set()  # epochs a retained checkpoint references
         self._old_roots: list[str] = []   # earlier attempts' changelogs a retained checkpoint references
         self.checkpoints = None if materialize_interval_ms is None else \
-            ChangelogCheckpoints(self.segment, self.fs, materialize_interval_ms, size_ratio)
+            ChangelogCheckpoints(self.segment, self.fs, materialize_interval_ms, size_ratio, self.storage_options)
 
     def start_attempt(self, namespace: str, base_epoch: int, entries: dict[tuple[int, int], list]) -> None:
         """A new job attempt (first start, restore or failover): the previous attempt's changelog goes once no
@@ -139,10 +140,11 @@ class StateChangelog:
                              self.storage_options)
 
     def record(self, epoch: int, stage_id: int, subtask: int, written: Mapping[str, tuple[int, str]]) -> None:
-        """The segments a task of ``epoch`` wrote: ``{uid: (size, SHA-256)}``."""
+        """The segments a task of ``epoch`` wrote: ``{uid: (size, SHA-256)}`` (kept for changelog checkpoints)."""
+        if self.checkpoints is None:
+            return
         for uid, (size, digest) in written.items():
-            _, path = open_file_system(segment_path(self.attempt_root, epoch, stage_id, subtask, uid),
-                                       self.storage_options)
+            path = self._path(segment_path(self.attempt_root, epoch, stage_id, subtask, uid))
             self.segments.setdefault(epoch, {})[(stage_id, subtask, uid)] = (path, size, digest)
 
     def segment(self, epoch: int, stage_id: int, subtask: int, uid: str) -> Optional[tuple[str, int, str]]:
@@ -162,11 +164,12 @@ class StateChangelog:
         self.entries = {k: list(v) for k, v in entries.items()}
         self.collect(keep)
 
-    def collect(self, keep: frozenset[str]) -> None:
-        """Delete the changelog no task rebuilds from and no retained checkpoint (``keep``) references."""
+    def collect(self, keep: frozenset[str], final: bool = False) -> None:
+        """Delete the changelog no task rebuilds from and no retained checkpoint (``keep``) references (``final``:
+        the job is over, every epoch directory they do not reference goes)."""
         t0 = time.perf_counter()
         kept_dirs = {posixpath.dirname(p) for p in keep}
-        root_path = open_file_system(self.attempt_root, self.storage_options)[1]
+        root_path = self._path(self.attempt_root)
         for epoch in sorted(self._held | set(range(self._deleted_upto + 1, self.base_epoch + 1))):
             if posixpath.join(root_path, f"{epoch:010d}") in kept_dirs:
                 self._held.add(epoch)
@@ -176,10 +179,14 @@ class StateChangelog:
             self.segments.pop(epoch, None)
         self._deleted_upto = max(self._deleted_upto, self.base_epoch)
         for root in list(self._old_roots):
-            prefix = open_file_system(root, self.storage_options)[1].rstrip("/") + "/"
+            prefix = self._path(root) + "/"
             if not any(d.startswith(prefix) for d in kept_dirs):
                 self._remove(root)
                 self._old_roots.remove(root)
+            elif final:   # what no retained checkpoint references (a failed epoch's segments too)
+                for epoch_dir in self._list(root):
+                    if posixpath.normpath(epoch_dir) not in kept_dirs:
+                        self._remove(self.fs.unstrip_protocol(epoch_dir))
         logger.debug("state changelog up to epoch %d deleted in %.1f ms", self.base_epoch,
                      (time.perf_counter() - t0) * 1000)
 
@@ -191,7 +198,17 @@ class StateChangelog:
             return
         self.base_epoch = max([self.base_epoch, *self.segments])   # the tail after the last checkpoint too
         self._old_roots.append(self.attempt_root)
-        self.collect(keep)
+        self.collect(keep, final=True)
+
+    def _path(self, url: str) -> str:
+        """The normalized file-system path of ``url`` (retained checkpoints name their files so)."""
+        return posixpath.normpath(open_file_system(url, self.storage_options)[1])
+
+    def _list(self, url: str) -> list[str]:
+        try:
+            return list(self.fs.ls(self._path(url), detail=False))
+        except OSError:   # FileNotFoundError: nothing there
+            return []
 
     def _remove(self, url: str) -> None:
         _, path = open_file_system(url, self.storage_options)

@@ -41,6 +41,7 @@ from sparkpoint.common.configuration import parse_duration_ms
 from sparkpoint.errors import ConfigurationError
 from sparkpoint.runtime.changelog_restore import BASE_FORMAT, HANDLE_FORMAT, MANIFEST_FORMAT
 from sparkpoint.storage.checkpoint_storage import StreamStateHandle, read_verified
+from sparkpoint.storage.exceptions import CheckpointStorageError, CorruptCheckpointError
 from sparkpoint.storage.file_systems import open_file_system
 
 __all__ = ["ChangelogCheckpoints", "INTERVAL_KEY", "KeyedStateWriter", "materialize_interval_ms", "max_size_ratio"]
@@ -89,8 +90,10 @@ class _Base:
 class ChangelogCheckpoints:
     """The driver's choice between materializing and referencing the changelog, and the manifests of the latter."""
 
-    def __init__(self, segments: SegmentLookup, changelog_fs: Any, interval_ms: int, size_ratio: float = 1.0):
+    def __init__(self, segments: SegmentLookup, changelog_fs: Any, interval_ms: int, size_ratio: float = 1.0,
+                 changelog_options: Optional[Mapping[str, Any]] = None):
         self.segments, self.changelog_fs, self.interval_ms = segments, changelog_fs, interval_ms
+        self.changelog_options = dict(changelog_options or {})
         self.size_ratio = size_ratio
         self.bases: dict[tuple[int, int, str], _Base] = {}   # (stage, subtask, uid) -> base
         self.base_epoch = -1
@@ -104,12 +107,14 @@ class ChangelogCheckpoints:
         self.base_epoch = self.last_barrier = -1
 
     def writer_for(self, now_ms: int, barrier_epoch: int, stateful_tasks: Iterable[ExecutionVertexId],
-                   location_fs: Any, full: bool = False) -> Optional[KeyedStateWriter]:
+                   storage: Any, full: bool = False) -> Optional[KeyedStateWriter]:
         """How the checkpoint at the end of ``barrier_epoch`` writes its keyed state without the tasks, or
         ``None``: it uploads (``full`` asked for, no base yet, the interval is over, the changelog outgrew the
-        base, or a segment is not known)."""
+        base, or a segment is not known). ``storage`` (the checkpoint storage: ``fs``, ``storage_options``)
+        must open the changelog too: a restore reads the segments with the checkpoint's options."""
         since, self.last_barrier = self.last_barrier, barrier_epoch
-        if full or self.materialized_ms is None or type(location_fs) is not type(self.changelog_fs):
+        if full or self.materialized_ms is None or type(storage.fs) is not type(self.changelog_fs) \
+                or dict(storage.storage_options) != self.changelog_options:
             return None
         if 0 <= self.interval_ms <= now_ms - self.materialized_ms:
             return None
@@ -171,14 +176,21 @@ class ChangelogCheckpoints:
             self.bases.clear()
             self.materialized_ms = None
             return
+        self.bases.clear()   # until the new base is read: the next checkpoint materializes
+        self.materialized_ms = None
         bases = {}
-        for (stage, subtask), entry in flat:
-            fs, location = open_file_system(entry["location"], entry.get("storage_options"))
-            handle = entry["handle"]
-            what = f"checkpoint {entry.get('checkpoint_id')} keyed state of {entry['uids']}"
-            manifest = json.loads(read_verified(fs, posixpath.join(location, handle.path), handle, what))
-            for uid in entry["uids"]:
-                bases[(stage, subtask, uid)] = _Base(manifest, tuple(entry.get("shared", ())))
+        try:
+            for (stage, subtask), entry in flat:
+                fs, location = open_file_system(entry["location"], entry.get("storage_options"))
+                handle = entry["handle"]
+                what = f"checkpoint {entry.get('checkpoint_id')} keyed state of {entry['uids']}"
+                manifest = json.loads(read_verified(fs, posixpath.join(location, handle.path), handle, what))
+                for uid in entry["uids"]:
+                    bases[(stage, subtask, uid)] = _Base(manifest, tuple(entry.get("shared", ())))
+        except (CheckpointStorageError, CorruptCheckpointError, OSError, ValueError) as e:
+            logger.warning("checkpoint of epoch %d completed, but its manifests cannot be read back as the base of "
+                           "changelog checkpoints (%s): the next checkpoint materializes again", barrier_epoch, e)
+            return
         self.bases, self.base_epoch, self.materialized_ms = bases, barrier_epoch, now_ms
         logger.info("state materialized at the end of epoch %d: later checkpoints reference the changelog until "
                     "the next materialization", barrier_epoch)

@@ -103,6 +103,7 @@ class JobMaster:
         self.changelog: Optional[StateChangelog] = None
         self.state_rebuilds = 0   # keyed tasks that ran away from their working state and rebuilt it
         self.changelog_bytes = 0  # written to the state changelog
+        self.complete_at_barrier = False   # a checkpoint was triggered that completes at its barrier
         self.listeners: list[JobListener] = []
         self.status_machine = JobStatusMachine(self.job_id, self._status_changed)
         self.output = JobOutput(plan, out)
@@ -319,7 +320,7 @@ class JobMaster:
                                        self.sink_committer.pending_committables(), barrier_epoch)
         now = int(time.time() * 1000)
         from_changelog = self.changelog.checkpoints if self.changelog is not None else None
-        writer = from_changelog.writer_for(now, barrier_epoch, cp.stateful_tasks, self.coordinator.storage.fs, full) \
+        writer = from_changelog.writer_for(now, barrier_epoch, cp.stateful_tasks, self.coordinator.storage, full) \
             if from_changelog is not None and savepoint_dir is None else None
         pending = self.coordinator.trigger(now, barrier_epoch, dict(cp.driver_state), set(cp.stateful_tasks),
                                            set(cp.driver_tasks), dict(cp.operators), savepoint_dir=savepoint_dir,
@@ -330,8 +331,7 @@ class JobMaster:
         self.sink_committer.on_checkpoint_triggered(pending.checkpoint_id)
         for sc in self.sources.values():
             sc.on_checkpoint_triggered(pending.checkpoint_id)
-        if writer is not None:   # a changelog checkpoint: the driver took it whole, it completes now
-            self._complete_checkpoints()
+        self.complete_at_barrier |= writer is not None   # a changelog checkpoint: the driver wrote all of it
         return pending.checkpoint_id
 
     def _maybe_checkpoint(self, barrier_epoch: int, force: bool) -> None:
@@ -438,6 +438,9 @@ class JobMaster:
             self.savepoints.trigger_queued(lambda r: self._trigger(
                 epoch, savepoint_dir=r.directory if r.is_savepoint else None, full=r.kind == "full-checkpoint"))
             self._maybe_checkpoint(epoch, force=sources_done and self._awaiting_final_checkpoint())
+            if self.complete_at_barrier:   # (after the requests for them are in flight)
+                self.complete_at_barrier = False
+                self._complete_checkpoints()
         finished = sources_done and not self._awaiting_final_checkpoint() and not self.savepoints.has_in_flight()
         if next_sources is None and not finished and self._may_run_ahead(reports):
             self.ahead.start(epoch + 1, self.source_deployments(epoch + 1, int(time.time() * 1000), []))

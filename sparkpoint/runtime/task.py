@@ -326,6 +326,8 @@ def _resume_working_state(keyed_ops: dict[int, KeyedOperator], dep: TaskDeployme
     in a thread while the task runs.
     """
     uploader: Optional[CheckpointUploader] = None
+    for op in keyed_ops.values() if dep.changelog is not None else ():
+        op.keyed_backend.track_changes()   # what the epoch writes goes to the changelog
     if dep.keyed_state_epoch is None:
         restore_from_checkpoint(keyed_ops, dep.restored_keyed, kg_range, max_parallelism)
         return _KeyedState(keyed_ops, None, None)

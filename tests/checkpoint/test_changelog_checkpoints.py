@@ -197,3 +197,36 @@ def test_the_state_processor_reads_a_changelog_checkpoint(spark, make_env, tmp_p
     expected = _records_before(latest, count)
     assert 0 < sum(expected.values()) < count
     assert dict(zip(got.key, got.value)) == dict(expected)
+
+
+def test_checkpoints_on_request_come_back_also_when_they_reference_the_changelog(make_env, tmp_path):
+    """A checkpoint asked for (REST, client) that turns out to be a changelog checkpoint completes at its barrier,
+    before the request is in flight: the request still gets its id; a FULL one uploads everything and the next
+    one materializes first."""
+    import time
+
+    ck = tmp_path / "ck"
+    env = make_env("local", **{"execution.epoch.max-records": 20, **CHANGELOG})
+    stream = counting_job(env, 10**9, ck, interval_ms=3_600_000, retained=10, rate=1_500)   # none periodic
+    stream.print()
+    client = env.execute_async("counting")
+    time.sleep(0.5)
+    ids = [client.trigger_checkpoint(kind).result(timeout=60) for kind in ("CONFIGURED", "CONFIGURED", "FULL",
+                                                                         "CONFIGURED", "CONFIGURED")]
+    client.cancel()
+    client.wait(30)
+    assert ids == list(range(ids[0], ids[0] + 5))
+    kinds = [_kinds(str(next(ck.glob(f"*/chk-{i}")))) for i in ids]
+    first = {"rocksdb"} if ids[0] == 1 else {"changelog"}   # the job's first (periodic) checkpoint materialized
+    assert kinds == [first, {"changelog"}, {None}, {"rocksdb"}, {"changelog"}]
+
+
+def test_a_checkpoint_directory_named_with_a_double_slash_keeps_what_its_checkpoints_reference(make_env, tmp_path):
+    """Retained checkpoints name their files by normalized paths; the changelog compares its own by the same
+    form, or it would delete the segments they reference (a path with ``//`` or ``/./`` in it)."""
+    env = make_env("local", **{"execution.epoch.max-records": 20, **CHANGELOG})
+    stream = counting_job(env, 10**9, f"{(tmp_path / 'x').as_uri()}/..//ck/./", retained=2, rate=1_500)
+    dirs = _run_until_checkpoint_id(env, stream, tmp_path / "ck", 8)
+    assert len(dirs) == 2 and all(_kinds(d) == {"changelog"} for d in dirs)
+    for d in dirs:   # every file they reference is there, after the job's end
+        load_checkpoint(d)

@@ -245,6 +245,7 @@ def test_changes_of_a_database_of_another_key_format_are_not_replayed(tmp_path):
     for fmt, directory in ((1, tmp_path / "old"), (2, tmp_path / "new")):
         source = _open(directory)
         source.store.key_format = fmt
+        source.track_changes()
         _meeting_keys_epoch(source, timers_too=False)
         source.commit(1)
         changes = source.epoch_changes()

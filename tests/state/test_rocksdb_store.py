@@ -250,6 +250,7 @@ def test_replayed_changes_find_their_states_by_name_in_a_database_that_numbered_
         return backend, states
 
     source, states = open_backend("source", [a, b])
+    source.track_changes()
     source.get_timer_queue("event")   # a timer queue numbered after both states here
     for key in range(50):
         source.set_current_key(key)
@@ -440,6 +441,7 @@ def test_epoch_changes_of_spilling_epochs_rebuild_the_same_state(tmp_path):
     for epoch in (1, 2, 3):
         if epoch > 1:
             source = _open(tmp_path / "source", epoch - 1)
+        source.track_changes()
         _fill(source, rnd)
         assert source.store.in_progress, "the epoch did not spill"
         for key in rnd.sample(range(200), 60):   # deletions, some of keys never written

@@ -94,6 +94,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         self._enc_key_group = -1
         self._encoded: dict[Any, tuple[bytes, int]] = {}   # key -> (database bytes, key group), from prefetch
         self._prefixes: dict[int, list[bytes]] = {}   # state id -> its group prefixes, by key group
+        self._track_changes = False   # the epoch's writes are kept for its changelog
         self._load_state_kinds()
 
     def _load_state_kinds(self) -> None:
@@ -348,6 +349,10 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
     def committed_watermark(self) -> int | None:
         return self.store.watermark
 
+    def track_changes(self) -> None:
+        self._track_changes = True
+        self.store.record_writes()
+
     def epoch_changes(self) -> list[tuple[bytes, bytes | None]]:
         return self.store.epoch_changes()
 
@@ -370,6 +375,8 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         for cells in key_cells.values():
             cells.clear()
         self.store = StateStore(path, options, what, key_cells=key_cells)
+        if self._track_changes:
+            self.store.record_writes()
         self._encoded.clear()   # the new database may have another key format
         self._enc_key = object()
         for table in self.tables.values():

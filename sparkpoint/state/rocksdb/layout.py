@@ -29,7 +29,7 @@ from sparkpoint.state.key_groups import (
     stored_key_bytes,
 )
 
-__all__ = ["KEY_FORMAT", "TIMER_PREFIX", "encode_key", "encode_key_and_group", "encode_keys_and_groups",
+__all__ = ["KEY_FORMAT", "TIMER_PREFIX", "encode_key", "encode_key_and_group", "encode_keys_and_groups", "prefix_end",
            "encode_namespace", "group_prefix", "timer_key", "timer_timestamp"]
 
 TIMER_PREFIX = b"\xff\xfe"
@@ -88,3 +88,14 @@ def timer_timestamp(dbkey: bytes) -> int:
 
 def group_prefix(key_group: int, state_id: int) -> bytes:
     return struct.pack(">HH", key_group, state_id)
+
+
+def prefix_end(prefix: bytes) -> bytes:
+    """The smallest key greater than every key starting with ``prefix`` (the end of its range)."""
+    p = bytearray(prefix)
+    while p and p[-1] == 0xFF:
+        p.pop()
+    if not p:
+        return b"\xff" * (len(prefix) + 1)
+    p[-1] += 1
+    return bytes(p)

@@ -34,7 +34,7 @@ import rocksdict
 
 from sparkpoint.errors import StateMissingError
 from sparkpoint.state.rocksdb import handles
-from sparkpoint.state.rocksdb.layout import KEY_FORMAT
+from sparkpoint.state.rocksdb.layout import KEY_FORMAT, prefix_end
 from sparkpoint.state.rocksdb.options import RocksDBOptions
 
 __all__ = ["RocksDBOptions", "StateStore"]
@@ -78,8 +78,9 @@ class StateStore:
         self.undo_chunks = 0               # undo chunks written by this epoch's spills
         self.in_progress = False
         self.next_sweep_cursor: Any = _ABSENT
-        self.writes: dict[bytes, Optional[bytes]] = {}   # this epoch's entries and timers written: new bytes
-        self.committed_writes: Optional[dict[bytes, Optional[bytes]]] = None   # those of the epoch committed last
+        # the new bytes of the entries and timers this epoch wrote, once asked for (a changelog); the last commit's
+        self.writes: Optional[dict[bytes, Optional[bytes]]] = None
+        self.committed_writes: Optional[dict[bytes, Optional[bytes]]] = None
         self.names: dict[str, int] = self._load_json(_META_NAMES, {})
         self.timer_counts: dict[str, int] = self._load_json(_META_TIMER_COUNTS, {})
         self.watermark: Optional[int] = self._load_json(_META_WATERMARK, None)
@@ -189,7 +190,7 @@ class StateStore:
 
     def iterate(self, prefix: bytes, db: Any = None) -> Iterator[tuple[bytes, bytes]]:
         """Raw committed ``(db key, bytes)`` under ``prefix``, in key order."""
-        return self.iterate_range(prefix, _prefix_end(prefix), db)
+        return self.iterate_range(prefix, prefix_end(prefix), db)
 
     def iterate_range(self, start: bytes, end: bytes, db: Any = None) -> Iterator[tuple[bytes, bytes]]:
         """Raw committed ``(db key, bytes)`` from ``start`` (inclusive) to ``end`` (exclusive)."""
@@ -255,7 +256,8 @@ class StateStore:
         self.undo_chunks = 0
         self.in_progress = False
         self.next_sweep_cursor = _ABSENT
-        self.writes = {}
+        if self.writes is not None:
+            self.writes = {}
 
     def _spill(self) -> None:
         """Write the cached changes so far (with their undo entries) and forget the cache: an epoch keeps at
@@ -298,7 +300,8 @@ class StateStore:
                     batch.put(dbkey, new)
                 if dbkey not in self.spilled:
                     undo.append((dbkey, old))
-            self.writes.update(timers)
+            if self.writes is not None:
+                self.writes.update(timers)
             changed += len(timers)
         self._commit_meta(batch, epoch, watermark, undo)
         self._write_undo_chunk(batch, undo)
@@ -313,15 +316,18 @@ class StateStore:
         """After :meth:`commit`: ``(db key, new bytes or None)`` of every entry the epoch changed (spilled
         ones, timers and the metadata included) -- the keys its undo log holds, read back -- and the TTL
         sweep's cursor, so a rebuilt database sweeps on where this one would; and this database's key format,
-        which a database replaying them must share. What the commit wrote is taken as it wrote it; the metadata
-        as it is now."""
+        which a database replaying them must share (recorded as written, after :meth:`record_writes`)."""
         meta = [(_META_NAMES, json.dumps(self.names).encode()),
                 (_META_TIMER_COUNTS, json.dumps(self.timer_counts).encode()),
                 (_META_WATERMARK, json.dumps(self.watermark).encode()), (_META_SWEEP, self.db.get(_META_SWEEP)),
                 (_META_KEY_FORMAT, str(self.key_format).encode())]
         if self.committed_writes is None:
-            raise StateMissingError(f"{self.what}: an epoch's changes are known after its commit, none ran here")
+            raise StateMissingError(f"{self.what}: no epoch committed here recorded its changes")
         return [*self.committed_writes.items(), *meta]
+
+    def record_writes(self) -> None:
+        """From now on, keep what each epoch writes for :meth:`epoch_changes` (a changelog)."""
+        self.writes = {} if self.writes is None else self.writes
 
     def apply_changes(self, changes: list[tuple[bytes, Optional[bytes]]], epoch: int) -> None:
         """Replay one epoch's :meth:`epoch_changes` (of any database of the same operator) onto the state of
@@ -366,7 +372,7 @@ class StateStore:
     def _write_changes(self, batch: rocksdict.WriteBatch, undo: list[tuple[bytes, Optional[bytes]]]) -> int:
         """Put the cached entries whose bytes changed into ``batch``, and ``(db key, old bytes)`` of those
         changed for the first time this epoch into ``undo``; returns how many changed (``None``: absent)."""
-        dumps, spilled, writes = pickle.dumps, self.spilled, self.writes
+        dumps, spilled, writes = pickle.dumps, self.spilled, ({} if self.writes is None else self.writes)
         put, delete, log = batch.put, batch.delete, undo.append
         changed = 0
         for dbkey, (value, old, slot) in self.cells.items():
@@ -486,15 +492,4 @@ def _with_id(dbkey: bytes, remap: dict[int, int]) -> bytes:
 
 def _drop_undo_log(batch: rocksdict.WriteBatch) -> None:
     for prefix in (UNDO_PREFIX, _LEGACY_UNDO_PREFIX):
-        batch.delete_range(prefix, _prefix_end(prefix))
-
-
-def _prefix_end(prefix: bytes) -> bytes:
-    """The smallest key greater than every key starting with ``prefix``."""
-    p = bytearray(prefix)
-    while p and p[-1] == 0xFF:
-        p.pop()
-    if not p:
-        return b"\xff" * (len(prefix) + 1)
-    p[-1] += 1
-    return bytes(p)
+        batch.delete_range(prefix, prefix_end(prefix))
