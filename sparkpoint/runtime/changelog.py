@@ -141,11 +141,12 @@ class StateChangelog:
 
     def record(self, epoch: int, stage_id: int, subtask: int, written: Mapping[str, tuple[int, str]]) -> None:
         """The segments a task of ``epoch`` wrote: ``{uid: (size, SHA-256)}`` (kept for changelog checkpoints)."""
-        if self.checkpoints is None:
+        if self.checkpoints is None or not written:
             return
+        root = self._path(self.attempt_root)   # segment_path joins file-system paths as it joins URLs
         for uid, (size, digest) in written.items():
-            path = self._path(segment_path(self.attempt_root, epoch, stage_id, subtask, uid))
-            self.segments.setdefault(epoch, {})[(stage_id, subtask, uid)] = (path, size, digest)
+            self.segments.setdefault(epoch, {})[(stage_id, subtask, uid)] = \
+                (segment_path(root, epoch, stage_id, subtask, uid), size, digest)
 
     def segment(self, epoch: int, stage_id: int, subtask: int, uid: str) -> Optional[tuple[str, int, str]]:
         """The file-system path, size and SHA-256 of a segment this attempt wrote, if known."""

@@ -40,9 +40,9 @@ from sparkpoint.checkpoint.messages import ExecutionVertexId, KeyedStateFileHand
 from sparkpoint.common.configuration import parse_duration_ms
 from sparkpoint.errors import ConfigurationError
 from sparkpoint.runtime.changelog_restore import BASE_FORMAT, HANDLE_FORMAT, MANIFEST_FORMAT
-from sparkpoint.storage.checkpoint_storage import StreamStateHandle, read_verified
+from sparkpoint.runtime.checkpoint_io import read_entry
+from sparkpoint.storage.checkpoint_storage import StreamStateHandle
 from sparkpoint.storage.exceptions import CheckpointStorageError, CorruptCheckpointError
-from sparkpoint.storage.file_systems import open_file_system
 
 __all__ = ["ChangelogCheckpoints", "INTERVAL_KEY", "KeyedStateWriter", "materialize_interval_ms", "max_size_ratio"]
 
@@ -181,10 +181,7 @@ class ChangelogCheckpoints:
         bases = {}
         try:
             for (stage, subtask), entry in flat:
-                fs, location = open_file_system(entry["location"], entry.get("storage_options"))
-                handle = entry["handle"]
-                what = f"checkpoint {entry.get('checkpoint_id')} keyed state of {entry['uids']}"
-                manifest = json.loads(read_verified(fs, posixpath.join(location, handle.path), handle, what))
+                manifest = json.loads(read_entry(entry)[0])
                 for uid in entry["uids"]:
                     bases[(stage, subtask, uid)] = _Base(manifest, tuple(entry.get("shared", ())))
         except (CheckpointStorageError, CorruptCheckpointError, OSError, ValueError) as e:

@@ -11,12 +11,10 @@ processor) replays into a temporary database and reads the key groups it needs f
 
 from __future__ import annotations
 
-import json
 import posixpath
 from functools import partial
 from typing import Any, Optional
 
-from sparkpoint.errors import StateError
 from sparkpoint.runtime.changelog_files import decode_segment
 from sparkpoint.state.backend import KeyedStateBackend
 from sparkpoint.state.key_groups import KeyGroupRange
@@ -33,13 +31,9 @@ BASE_FORMAT = "rocksdb"       # its base: an incremental RocksDB checkpoint (``r
 
 
 def read_manifest(data: bytes, what: str) -> dict[str, Any]:
-    try:
-        manifest = json.loads(data)
-    except ValueError:
-        manifest = None
-    if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT:
-        raise StateError(f"{what}: not a changelog checkpoint manifest")
-    return manifest
+    from sparkpoint.state.rocksdb.transfer import read_manifest as read_json_manifest
+
+    return read_json_manifest(data, what, MANIFEST_FORMAT, "changelog checkpoint")
 
 
 def _replay(backend: KeyedStateBackend, manifest: dict[str, Any], entry: dict, what: str,
@@ -78,14 +72,10 @@ def read_changelog_checkpoint(entry: dict, data: bytes, key_groups: Optional[Key
                               what: str) -> dict[str, KeyedStateSnapshot]:
     """A changelog checkpoint's state of ``key_groups`` (all of the manifest's if ``None``) as a snapshot."""
     from sparkpoint.state.rocksdb.backend import RocksDBKeyedStateBackend
+    from sparkpoint.state.rocksdb.transfer import manifest_range
 
     manifest = read_manifest(data, what)
-    if manifest.get("max_parallelism") != max_parallelism:
-        raise StateError(f"{what}: taken with max parallelism {manifest.get('max_parallelism')}, this job uses "
-                         f"{max_parallelism}; key groups cannot be remapped")
-    start, end = manifest["key_groups"]
-    wanted = KeyGroupRange(max(start, key_groups.start), min(end, key_groups.end)) if key_groups is not None \
-        else KeyGroupRange(start, end)
+    wanted = manifest_range(manifest, key_groups, max_parallelism, what)
     backend = RocksDBKeyedStateBackend(wanted, max_parallelism, what=what)   # a temporary database
     try:
         watermarks = [backend.restore_in_place(partial(_download_base, manifest, entry, what, None))]

@@ -44,7 +44,7 @@ from sparkpoint.state.savepoint_format import read_canonical_file, write_canonic
 from sparkpoint.storage.checkpoint_storage import StreamStateHandle, read_verified, write_file
 from sparkpoint.storage.file_systems import open_file_system
 
-__all__ = ["CheckpointUploader", "LocalCheckpoints", "PickledSnapshots", "SnapshotSource",
+__all__ = ["CheckpointUploader", "LocalCheckpoints", "PickledSnapshots", "SnapshotSource", "read_entry",
            "read_restored_keyed_state", "restore_from_checkpoint"]
 
 
@@ -200,7 +200,7 @@ def read_restored_keyed_state(entry: dict, key_groups: Optional[KeyGroupRange],
     Returns ``{uid: KeyedStateSnapshot}``, checked against ``max_parallelism``; canonical
     (savepoint) files keep only ``key_groups`` (all key groups if ``None``).
     """
-    data, what = _read_entry(entry)
+    data, what = read_entry(entry)
     if entry.get("format") == CHANGELOG_FORMAT:   # a changelog checkpoint's manifest: base and segments
         return read_changelog_checkpoint(entry, data, key_groups, max_parallelism, what)
     if entry.get("format") is not None:  # the manifest of an incremental RocksDB checkpoint
@@ -217,7 +217,7 @@ def read_restored_keyed_state(entry: dict, key_groups: Optional[KeyGroupRange],
                                      max_parallelism, entry.get("watermark"), uid, entry.get("regroup", False))}
 
 
-def _read_entry(entry: dict) -> tuple[bytes, str]:
+def read_entry(entry: dict) -> tuple[bytes, str]:
     """The verified bytes of a keyed-state file of a checkpoint, and how to name it in errors."""
     fs, base = open_file_system(entry["location"], entry.get("storage_options"))
     handle: StreamStateHandle = entry["handle"]
@@ -229,15 +229,10 @@ def _read_rocksdb_checkpoint(entry: dict, data: bytes, key_groups: Optional[KeyG
                              what: str) -> dict[str, KeyedStateSnapshot]:
     """An incremental RocksDB checkpoint as a snapshot of ``key_groups`` (any backend restores it)."""
     from sparkpoint.state.rocksdb.backend import snapshot_local_checkpoint
-    from sparkpoint.state.rocksdb.transfer import download_checkpoint, read_manifest
+    from sparkpoint.state.rocksdb.transfer import download_checkpoint, manifest_range, read_manifest
 
     manifest = read_manifest(data, what)
-    if manifest.get("max_parallelism") != max_parallelism:
-        raise StateError(f"{what}: taken with max parallelism {manifest.get('max_parallelism')}, this job uses "
-                         f"{max_parallelism}; key groups cannot be remapped")
-    start, end = manifest["key_groups"]
-    wanted = KeyGroupRange(max(start, key_groups.start), min(end, key_groups.end)) if key_groups is not None \
-        else KeyGroupRange(start, end)
+    wanted = manifest_range(manifest, key_groups, max_parallelism, what)
     tmp = tempfile.mkdtemp(prefix="sparkpoint-restore-")
     try:
         download_checkpoint(manifest, entry["location"], os.path.join(tmp, "db"), what,
@@ -252,7 +247,7 @@ def restore_rocksdb_in_place(entry: dict, working_dir: str, db_path: str) -> Opt
     """Download an incremental RocksDB checkpoint as the database at ``db_path``; returns its watermark."""
     from sparkpoint.state.rocksdb.transfer import download_checkpoint, read_manifest
 
-    data, what = _read_entry(entry)
+    data, what = read_entry(entry)
     manifest = read_manifest(data, what)
     download_checkpoint(manifest, entry["location"], db_path, what, working_dir, entry.get("storage_options"))
     return manifest.get("watermark")
@@ -275,7 +270,7 @@ def restore_from_checkpoint(keyed_ops: dict[int, KeyedOperator], entries: list[d
             op.advance_watermark(watermark)
             rest.remove(mine[0])
         elif mine[0].get("format") == CHANGELOG_FORMAT and backend.native_format == CHANGELOG_BASE_FORMAT:
-            data, what = _read_entry(mine[0])
+            data, what = read_entry(mine[0])
             restore_changelog_in_place(mine[0], read_changelog_manifest(data, what), op, what)
             rest.remove(mine[0])
     for entry in rest:

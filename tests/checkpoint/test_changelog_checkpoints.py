@@ -71,14 +71,18 @@ def test_checkpoints_reference_the_changelog_and_the_oldest_retained_restores(ma
     assert _restored_counts(make_env, tmp_path, dirs[-1], count, parallelism=1, **CHANGELOG) == expected
 
 
-def test_materialization_comes_back_after_its_interval(make_env, tmp_path):
-    count = 40_000
+def _retained_24(make_env, tmp_path, count: int, **conf) -> tuple[list[str], list[set]]:
+    """Run the count with the changelog and ``conf`` until checkpoint 24, all retained: their dirs and kinds."""
     ck = tmp_path / "ck"
-    env = make_env("local", **{"execution.epoch.max-records": 20, **CHANGELOG,
-                               "state.changelog.periodic-materialize.interval": "60 ms"})
+    env = make_env("local", **{"execution.epoch.max-records": 20, **CHANGELOG, **conf})
     stream = counting_job(env, count, ck, retained=30, rate=1_500)
     dirs = _run_until_checkpoint_id(env, stream, ck, 24)
-    kinds = [_kinds(d) for d in dirs]
+    return dirs, [_kinds(d) for d in dirs]
+
+
+def test_materialization_comes_back_after_its_interval(make_env, tmp_path):
+    count = 40_000
+    dirs, kinds = _retained_24(make_env, tmp_path, count, **{"state.changelog.periodic-materialize.interval": "60 ms"})
     assert kinds[0] == {"rocksdb"}, "the first checkpoint materializes"
     assert {"changelog"} in kinds and kinds.count({"rocksdb"}) >= 2, kinds
     bases = {m["base_epoch"] for d in dirs for m in _manifests(d)}
@@ -109,12 +113,7 @@ def test_a_changelog_larger_than_its_base_materializes_early(make_env, tmp_path,
 
     monkeypatch.setattr(changelog_checkpoints, "MIN_CHANGELOG_BYTES", 0)   # the state here is a few kB
     count = 40_000
-    ck = tmp_path / "ck"
-    env = make_env("local", **{"execution.epoch.max-records": 20, **CHANGELOG,
-                               "sparkpoint.changelog.max-size-ratio": "0.5"})
-    stream = counting_job(env, count, ck, retained=30, rate=1_500)
-    dirs = _run_until_checkpoint_id(env, stream, ck, 24)
-    kinds = [_kinds(d) for d in dirs]
+    dirs, kinds = _retained_24(make_env, tmp_path, count, **{"sparkpoint.changelog.max-size-ratio": "0.5"})
     assert kinds.count({"rocksdb"}) >= 3 and {"changelog"} in kinds, kinds
     for d in dirs:   # no changelog checkpoint references more changelog than half its base (all subtasks)
         manifests = _manifests(d)

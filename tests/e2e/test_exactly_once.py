@@ -130,18 +130,28 @@ def _assert_incremental_checkpoints_were_restored(ckpt: Path, result) -> None:
     assert list(ckpt.glob("*/shared/*.sst")), "no shared SST file was uploaded"
 
 
+CHANGELOG_CHECKPOINTS = {"state.changelog.enabled": "true", "state.changelog.periodic-materialize.interval": "1 s"}
+
+
 @pytest.mark.slow
-def test_kill_loop_rocksdb_incremental_local_executor(tmp_path):
-    """SIGKILLs on the rocksdb backend with incremental checkpoints: restored databases, exact output."""
+@pytest.mark.parametrize("extra,seed", [({}, 23), (CHANGELOG_CHECKPOINTS, 29)], ids=["uploading", "changelog"])
+def test_kill_loop_rocksdb_incremental_local_executor(tmp_path, extra, seed):
+    """SIGKILLs on the rocksdb backend with incremental checkpoints: restored databases, exact output. With the
+    changelog, checkpoints are materialized every second and reference the changelog between: restores from
+    both kinds, window contents and timers replayed from segments."""
     n = 2_000_000
     out, ckpt = tmp_path / "out", tmp_path / "ckpt"
-    conf = _rocksdb_conf(ckpt, "local")
+    conf = {**_rocksdb_conf(ckpt, "local"), **extra}
     conf["sparkpoint.local-state-dir"] = str(tmp_path / "local")
-    loop = KillLoop(JOB, ["--events", str(n), "--output", str(out)], ckpt, conf, kills=10, seed=23,
+    loop = KillLoop(JOB, ["--events", str(n), "--output", str(out)], ckpt, conf, kills=10, seed=seed,
                     min_delay=0.3, max_delay=1.5, cwd=str(ROOT), start_marker="epoch ")
     result = loop.run()
     assert result.kills >= 8, result
     _assert_incremental_checkpoints_were_restored(ckpt, result)
+    if extra:
+        from_changelog = [r for r in result.restores
+                          if r and list(Path(r.removeprefix("file://")).glob("changelog-*.json"))]
+        assert from_changelog, f"no restore from a changelog checkpoint: {result.restores}"
     assert Counter(read_committed_lines(out)) == oracle(n)
 
 
@@ -160,22 +170,3 @@ def test_kill_loop_rocksdb_incremental_on_spark(tmp_path):
     _assert_incremental_checkpoints_were_restored(ckpt, result)
     assert Counter(read_committed_lines(out)) == oracle(n)
 
-
-@pytest.mark.slow
-def test_kill_loop_rocksdb_changelog_checkpoints_local_executor(tmp_path):
-    """SIGKILLs with changelog checkpoints (materialized every second, the changelog referenced between):
-    restores from both kinds, window contents and timers replayed from segments, exact output."""
-    n = 2_000_000
-    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
-    conf = _rocksdb_conf(ckpt, "local")
-    conf["state.changelog.enabled"] = "true"
-    conf["state.changelog.periodic-materialize.interval"] = "1 s"
-    conf["sparkpoint.local-state-dir"] = str(tmp_path / "local")
-    loop = KillLoop(JOB, ["--events", str(n), "--output", str(out)], ckpt, conf, kills=10, seed=29,
-                    min_delay=0.3, max_delay=1.5, cwd=str(ROOT), start_marker="epoch ")
-    result = loop.run()
-    assert result.kills >= 8, result
-    _assert_incremental_checkpoints_were_restored(ckpt, result)
-    from_changelog = [r for r in result.restores if r and list(Path(r.removeprefix("file://")).glob("changelog-*.json"))]
-    assert from_changelog, f"no restore from a changelog checkpoint: {result.restores}"
-    assert Counter(read_committed_lines(out)) == oracle(n)

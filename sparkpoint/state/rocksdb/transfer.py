@@ -28,10 +28,12 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
 from sparkpoint.errors import StateError
+from sparkpoint.state.key_groups import KeyGroupRange
 from sparkpoint.storage.checkpoint_storage import StreamStateHandle, put_local_file, read_verified, write_file
 from sparkpoint.storage.file_systems import open_file_system
 
-__all__ = ["HANDLE_FORMAT", "MANIFEST_FORMAT", "IncrementalUpload", "download_checkpoint", "read_manifest",
+__all__ = ["HANDLE_FORMAT", "MANIFEST_FORMAT", "IncrementalUpload", "download_checkpoint", "manifest_range",
+           "read_manifest",
            "resolve_shared", "upload_incremental"]
 
 MANIFEST_FORMAT = "sparkpoint-rocksdb-incremental"
@@ -100,14 +102,29 @@ def upload_incremental(local_checkpoint: str, working_dir: str, location_uri: st
     return IncrementalUpload(manifest, tuple(shared), uploaded + len(body))
 
 
-def read_manifest(data: bytes, what: str) -> dict[str, Any]:
+def read_manifest(data: bytes, what: str, expected: str = MANIFEST_FORMAT,
+                  kind: str = "RocksDB incremental checkpoint") -> dict[str, Any]:
+    """The JSON manifest in ``data``, of format ``expected`` (else a :class:`StateError` naming ``kind``)."""
     try:
         manifest = json.loads(data)
     except ValueError:
         manifest = None
-    if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT:
-        raise StateError(f"{what}: not a RocksDB incremental checkpoint manifest")
+    if not isinstance(manifest, dict) or manifest.get("format") != expected:
+        raise StateError(f"{what}: not a {kind} manifest")
     return manifest
+
+
+def manifest_range(manifest: dict[str, Any], key_groups: Optional[KeyGroupRange], max_parallelism: int,
+                   what: str) -> KeyGroupRange:
+    """The key groups of ``key_groups`` (all if ``None``) that the manifest's database holds; a manifest of
+    another max parallelism is a :class:`StateError` (its key groups cannot be remapped)."""
+    if manifest.get("max_parallelism") != max_parallelism:
+        raise StateError(f"{what}: taken with max parallelism {manifest.get('max_parallelism')}, this job uses "
+                         f"{max_parallelism}; key groups cannot be remapped")
+    start, end = manifest["key_groups"]
+    if key_groups is None:
+        return KeyGroupRange(start, end)
+    return KeyGroupRange(max(start, key_groups.start), min(end, key_groups.end))
 
 
 def download_checkpoint(manifest: dict[str, Any], location_uri: str, target: str, what: str,
