@@ -265,6 +265,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--hot-records", type=int, default=200_000, help="records per hot epoch (default 200,000)")
     p.add_argument("--touch-fraction", type=float, default=0.01,
                    help="fraction of the keys a hot epoch touches (default 0.01)")
+    p.add_argument("--touch-keys", type=int, default=None,
+                   help="keys a hot epoch touches at every size instead of a fraction (the same change, "
+                        "another state size: what the state's size alone costs)")
     p.add_argument("--load-records", type=int, default=1_000_000,
                    help="records per load epoch (default 1,000,000: 10 load epochs at 10M keys)")
     p.add_argument("--backends", default="hashmap,rocksdb", help="state.backend.type values (default hashmap,rocksdb)")
@@ -337,8 +340,9 @@ def main(argv: list[str] | None = None) -> int:
         if keys not in cache:
             t = now()
             shutil.rmtree(work / f"input-{keys}", ignore_errors=True)
+            fraction = args.touch_fraction if args.touch_keys is None else min(1.0, args.touch_keys / keys)
             cache[keys] = write_input(work / f"input-{keys}", keys, args.load_records, args.hot_epochs,
-                                      args.hot_records, args.touch_fraction)
+                                      args.hot_records, fraction)
             print(f"input {keys:,} keys: {cache[keys].main_records:,} records in {cache[keys].files} files "
                   f"({len(cache[keys].load_pairs)} load + {args.hot_epochs} hot epochs) in {now() - t:.1f} s",
                   flush=True)
