@@ -7,7 +7,12 @@ import pytest
 from sparkpoint.common import Configuration
 from sparkpoint.errors import ConfigurationError
 from sparkpoint.runtime.spark.session import session_defaults
-from sparkpoint.runtime.spark.spark_conf import CONF_FILE_KEY, resolve_conf_file, settings_from_spark_conf
+from sparkpoint.runtime.spark.spark_conf import (
+    CONF_FILE_KEY,
+    check_spark_conf,
+    resolve_conf_file,
+    settings_from_spark_conf,
+)
 
 
 def test_prefixed_confs_set_their_keys_and_other_confs_are_not_sparkpoints():
@@ -66,3 +71,16 @@ def test_session_defaults_leave_logging_to_spark_submit():
     submitted = session_defaults(Configuration(), submitted=True)
     assert started_here["spark.app.name"] == "counts" and started_here["spark.log.level"] == "WARN"
     assert "spark.log.level" not in submitted and submitted["spark.master"] == "local[*]"
+
+
+@pytest.mark.parametrize("value", ["true", "TRUE", " True "])
+def test_a_session_with_speculation_is_refused_naming_the_conf(value):
+    """A speculative copy of a slow task would write the task's keyed state and its sinks' staged output a second
+    time; each task of an epoch runs once, as a Flink streaming job's do."""
+    with pytest.raises(ConfigurationError, match=r"spark\.speculation=true.*second copy"):
+        check_spark_conf({"spark.speculation": value, "spark.master": "local[2]"})
+
+
+@pytest.mark.parametrize("conf", [{}, {"spark.speculation": "false"}, {"spark.master": "local[2]"}])
+def test_a_session_without_speculation_is_accepted(conf):
+    assert check_spark_conf(conf) is None

@@ -34,10 +34,11 @@ class SparkPipelineExecutor(EpochPipelineExecutor):
         from pyspark import SparkFiles
 
         from sparkpoint.runtime.spark.session import get_or_create_session
-        from sparkpoint.runtime.spark.spark_conf import settings_from_spark_conf
+        from sparkpoint.runtime.spark.spark_conf import check_spark_conf, settings_from_spark_conf
 
         self._session = get_or_create_session(configuration, context.spark_session)
         spark_conf = dict(self._session.sparkContext.getConf().getAll())
+        check_spark_conf(spark_conf)
         settings = settings_from_spark_conf(spark_conf, SparkFiles.getRootDirectory())
         if settings:
             logger.info("configuration from the Spark conf: %s", sorted(settings))

@@ -23,7 +23,7 @@ from sparkpoint.common.config_file import load_config_file
 from sparkpoint.common.config_keys import override
 from sparkpoint.errors import ConfigurationError
 
-__all__ = ["SPARK_CONF_PREFIX", "CONF_FILE_KEY", "settings_from_spark_conf", "resolve_conf_file"]
+__all__ = ["SPARK_CONF_PREFIX", "CONF_FILE_KEY", "check_spark_conf", "settings_from_spark_conf", "resolve_conf_file"]
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +55,22 @@ def settings_from_spark_conf(spark_conf: Mapping[str, str], spark_files_dir: Opt
     from_confs = {key[len(SPARK_CONF_PREFIX):]: value for key, value in spark_conf.items()
                   if key.startswith(SPARK_CONF_PREFIX) and key != CONF_FILE_KEY and len(key) > len(SPARK_CONF_PREFIX)}
     return override(settings, from_confs)
+
+
+def check_spark_conf(spark_conf: Mapping[str, str]) -> None:
+    """Refuse a session whose Spark conf breaks exactly-once: ``spark.speculation`` would run a second copy of
+    a slow task, and both copies would write the task's keyed state (its database, its changelog segment)
+    and its sinks' staged output. Each task of an epoch runs once, as a Flink streaming job's tasks do
+    (Flink's speculative execution is for batch jobs only).
+
+    Raises:
+        ConfigurationError: naming the conf.
+    """
+    if str(spark_conf.get("spark.speculation", "false")).strip().lower() == "true":
+        raise ConfigurationError(
+            "spark.speculation=true: Spark would start a second copy of a slow task, and both copies would write "
+            "its keyed state and its sinks' output, which exactly-once forbids; start the SparkSession without "
+            "spark.speculation (sparkpoint runs each task of an epoch once, as Flink runs a streaming job)")
 
 
 def resolve_conf_file(name: str, spark_files_dir: Optional[str] = None) -> str:
