@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 import pytest
+import rocksdict
 
 from backend_suite import EVERY_KEY_GROUP
 from test_backend_conformance import _contents, _fill
@@ -454,3 +455,38 @@ def test_epoch_changes_of_spilling_epochs_rebuild_the_same_state(tmp_path):
         source.dispose()
         assert _contents(replica) == expected and expected[0], f"epoch {epoch}"
     replica.dispose()
+
+
+@pytest.mark.parametrize("partitioned", [False, True])
+def test_index_and_filters_are_held_by_the_file_readers_unless_partitioned_into_the_cache(tmp_path, partitioned):
+    """By default every SST file's index and bloom filter stay with its open reader (a multi-get probes a
+    filter per sorted run without a cache lookup); Flink's partitioned-index-filters key puts them in the cache."""
+    from sparkpoint.state.rocksdb.options import options_from_config
+    from sparkpoint.state.rocksdb.store import StateStore
+
+    options = options_from_config(RocksDBOptions(), {
+        "state.backend.rocksdb.memory.partitioned-index-filters": str(partitioned).lower()})
+    assert options.partitioned_index_filters is partitioned
+    path = str(tmp_path / "db")
+    store = StateStore(path, options)
+    batch = rocksdict.WriteBatch(raw_mode=True)
+    for i in range(50_000):
+        batch.put(b"\x00\x01\x00\x01%012d" % i, b"v")
+    store.db.write(batch)
+    store.db.flush(True)
+    store.close()
+    store = StateStore(path, options)
+    assert store.db.get(b"\x00\x01\x00\x01%012d" % 7) == b"v"
+    held_by_readers = store.db.property_int_value("rocksdb.estimate-table-readers-mem")
+    store.close()
+    if partitioned:
+        assert held_by_readers < 10_000, held_by_readers
+    else:
+        assert held_by_readers > 50_000, held_by_readers   # ~10 bits a key of filter, and the index
+
+
+def test_a_partitioned_index_filters_value_that_is_not_a_boolean_is_refused_naming_the_key():
+    from sparkpoint.state.rocksdb.options import options_from_config
+
+    with pytest.raises(ValueError, match="partitioned-index-filters: 'sometimes'"):
+        options_from_config(RocksDBOptions(), {"state.backend.rocksdb.memory.partitioned-index-filters": "sometimes"})
