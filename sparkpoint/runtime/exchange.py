@@ -32,7 +32,7 @@ import cloudpickle
 import numpy as np
 
 from sparkpoint.operators.coded import Coded, coded, uniform
-from sparkpoint.state.key_groups import KeyGroupAssigner
+from sparkpoint.state.key_groups import KeyGroupAssigner, str_key_groups
 
 __all__ = ["encode_batch", "decode_batch", "encode_blob", "decode_blob", "hash_partition"]
 
@@ -42,11 +42,12 @@ _PICKLE = pickle.HIGHEST_PROTOCOL
 
 def hash_partition(values: list, timestamps: list, get_key: Callable[[Any], Any], n: int,
                    assign: KeyGroupAssigner) -> list[tuple[Any, Any]]:
-    """Split records over ``n`` partitions by their key's group (Flink's ``KeyGroupRangeAssignment``):
-    each distinct key is hashed once, all new keys of the batch together. Values that repeat are
-    coded first (:func:`coded`): the key selector then runs once per distinct value, and each partition
-    gets a :class:`Coded` batch, split by its codes at C speed (with its timestamps as an int64 array when
-    every record has one that fits)."""
+    """Split records over ``n`` partitions by their key's group (Flink's ``KeyGroupRangeAssignment``). Values
+    that repeat are coded first (:func:`coded`): the key selector then runs once per distinct value, each
+    distinct key is hashed once, and each partition gets a :class:`Coded` batch, split by its codes at C speed
+    (with its timestamps as an int64 array when every record has one that fits). Other values are split by
+    their keys' groups: ``str`` keys hashed record by record in one pass at C speed (cheaper than finding
+    the distinct ones first when most keys are new), keys of other types once per distinct key."""
     maxp = assign.max_parallelism
     batch = coded(values)
     if batch is not None:
@@ -54,8 +55,12 @@ def hash_partition(values: list, timestamps: list, get_key: Callable[[Any], Any]
         groups = assign.assign_all(keys)
         return _split_coded(batch, timestamps, [groups[k] * n // maxp for k in keys], n)
     keys = [get_key(v) for v in values]
-    target = {k: kg * n // maxp for k, kg in assign.assign_all(keys).items()}
-    where = list(map(target.__getitem__, keys))
+    groups = str_key_groups(keys, maxp)   # str keys (the common case): every record's hashed at C speed
+    if groups is not None:
+        where = (groups * n // maxp).tolist()
+    else:   # each distinct key hashed once, all new keys of the batch together
+        target = {k: kg * n // maxp for k, kg in assign.assign_all(keys).items()}
+        where = list(map(target.__getitem__, keys))
     parts: list[tuple[Any, Any]] = [([], []) for _ in range(n)]
     for p in set(where):
         mask = list(map(p.__eq__, where))

@@ -37,6 +37,7 @@ __all__ = [
     "stored_key_bytes",
     "key_group_of_bytes",
     "key_groups_of_bytes",
+    "str_key_groups",
     "KeyTypeError",
     "KEY_SERIALIZER_VERSION",
 ]
@@ -204,6 +205,16 @@ def key_groups_of_bytes(canonicals: Sequence[bytes], max_parallelism: int) -> li
         return [_murmur_mix(zlib.crc32(c)) % max_parallelism for c in canonicals]
     codes = np.fromiter(map(zlib.crc32, canonicals), dtype=np.uint32, count=len(canonicals))
     return (_murmur_mix_array(codes) % max_parallelism).tolist()
+
+
+def str_key_groups(keys: Sequence[Any], max_parallelism: int) -> Optional[np.ndarray]:
+    """The key group of every key as an array when every key is a ``str`` (its canonical bytes are its UTF-8):
+    each key hashed where it stands, repeated or not, at C speed; None if one is not a ``str``."""
+    canonical = _str_keys_bytes(keys)
+    if canonical is None:
+        return None
+    codes = np.fromiter(map(zlib.crc32, canonical), dtype=np.uint32, count=len(canonical))
+    return _murmur_mix_array(codes) % max_parallelism
 
 
 def _murmur_mix_array(code: np.ndarray) -> np.ndarray:

@@ -134,6 +134,20 @@ def test_hash_partition_matches_a_record_by_record_reference(records: list, n: i
         assert batches.get(1, ([], [])) == want
 
 
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.text(max_size=6), st.integers()), max_size=80, unique_by=lambda v: v[0]),
+       st.integers(1, 5), st.sampled_from(["ints", "some none"]))
+def test_str_keys_that_do_not_repeat_are_split_record_by_record_as_the_reference(records: list, n: int,
+                                                                              stamped: str) -> None:
+    """Values that do not repeat go as lists, their str keys hashed record by record in one pass (any text:
+    empty, NUL first, beyond the BMP): each record lands where the scalar key-group function puts its key."""
+    assign = KeyGroupAssigner(128)
+    stamps = _stamps(list(range(len(records))), stamped)
+    parts = hash_partition(records, stamps, lambda v: v[0], n, assign)
+    assert not any(isinstance(v, Coded) for v, _ in parts)
+    assert [(v, timestamp_list(t)) for v, t in parts] == _by_partition(records, stamps, n, KeyGroupAssigner(128))
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(["a", "b", "c", "d", "e"]), st.integers(0, 2)), min_size=130, max_size=300),
        st.integers(1, 5), st.sampled_from(["ints", "some none", "beyond int64"]))
