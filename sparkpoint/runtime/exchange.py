@@ -55,9 +55,9 @@ def hash_partition(values: list, timestamps: list, get_key: Callable[[Any], Any]
         groups = assign.assign_all(keys)
         return _split_coded(batch, timestamps, [groups[k] * n // maxp for k in keys], n)
     keys = [get_key(v) for v in values]
-    groups = str_key_groups(keys, maxp)   # str keys (the common case): every record's hashed at C speed
-    if groups is not None:
-        where = (groups * n // maxp).tolist()
+    hashed = str_key_groups(keys, maxp)   # str keys (the common case): every record's hashed at C speed
+    if hashed is not None:
+        where = (hashed * n // maxp).tolist()
     else:   # each distinct key hashed once, all new keys of the batch together
         target = {k: kg * n // maxp for k, kg in assign.assign_all(keys).items()}
         where = list(map(target.__getitem__, keys))
