@@ -203,17 +203,18 @@ def key_groups_of_bytes(canonicals: Sequence[bytes], max_parallelism: int) -> li
     """:func:`key_group_of_bytes` of many keys: one C call per key (CRC32), the murmur mix over them all."""
     if len(canonicals) < 32:
         return [_murmur_mix(zlib.crc32(c)) % max_parallelism for c in canonicals]
-    codes = np.fromiter(map(zlib.crc32, canonicals), dtype=np.uint32, count=len(canonicals))
-    return (_murmur_mix_array(codes) % max_parallelism).tolist()
+    return _groups_array(canonicals, max_parallelism).tolist()
 
 
 def str_key_groups(keys: Sequence[Any], max_parallelism: int) -> Optional[np.ndarray]:
     """The key group of every key as an array when every key is a ``str`` (its canonical bytes are its UTF-8):
     each key hashed where it stands, repeated or not, at C speed; None if one is not a ``str``."""
     canonical = _str_keys_bytes(keys)
-    if canonical is None:
-        return None
-    codes = np.fromiter(map(zlib.crc32, canonical), dtype=np.uint32, count=len(canonical))
+    return None if canonical is None else _groups_array(canonical, max_parallelism)
+
+
+def _groups_array(canonicals: Sequence[bytes], max_parallelism: int) -> np.ndarray:
+    codes = np.fromiter(map(zlib.crc32, canonicals), dtype=np.uint32, count=len(canonicals))
     return _murmur_mix_array(codes) % max_parallelism
 
 
