@@ -1,10 +1,12 @@
-"""sparkpoint's settings given as Spark confs and a config file: how keys map and which wins (no Spark)."""
+"""sparkpoint's settings given as Spark confs and a config file: how keys map and which wins; a session
+that speculates is refused."""
 
 from __future__ import annotations
 
 import pytest
 
-from sparkpoint.common import Configuration
+from sparkpoint.common import Configuration, Encoder
+from sparkpoint.datastream.connectors.file_system import FileSink
 from sparkpoint.errors import ConfigurationError
 from sparkpoint.runtime.spark.session import session_defaults
 from sparkpoint.runtime.spark.spark_conf import (
@@ -84,3 +86,22 @@ def test_a_session_with_speculation_is_refused_naming_the_conf(value):
 @pytest.mark.parametrize("conf", [{}, {"spark.speculation": "false"}, {"spark.master": "local[2]"}])
 def test_a_session_without_speculation_is_accepted(conf):
     assert check_spark_conf(conf) is None
+
+
+@pytest.mark.spark
+def test_a_job_on_a_session_with_speculation_is_refused_before_it_runs(spark, spark_env, tmp_path):
+    """The check runs where a job meets its session: the shared session's conf says speculation (the
+    scheduler read it at start, so nothing speculates; the check reads the conf), and the job fails
+    before any output is written."""
+    conf = spark.sparkContext._conf   # the running context's own SparkConf, not getConf()'s copy
+    conf.set("spark.speculation", "true")
+    try:
+        out = tmp_path / "out"
+        spark_env.from_collection(["a", "b"]).map(lambda v: v.upper()).sink_to(
+            FileSink.for_row_format(str(out), Encoder.simple_string_encoder()).build())
+        with pytest.raises(ConfigurationError, match=r"spark\.speculation=true"):
+            spark_env.execute("speculating")
+        assert not out.exists() or not any(p.is_file() for p in out.rglob("*"))
+    finally:
+        conf.set("spark.speculation", "false")
+    assert dict(spark.sparkContext.getConf().getAll())["spark.speculation"] == "false"

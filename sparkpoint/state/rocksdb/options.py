@@ -44,16 +44,19 @@ class RocksDBOptions:
 
     As Flink's fixed managed memory per slot: ``memory_bytes`` bounds the block cache *and*
     the write buffers of every database the worker opens (one LRU cache and one write-buffer
-    manager per process, ``write_buffer_ratio`` of it for write buffers, charged to the cache).
+    manager per process, ``write_buffer_ratio`` of it for write buffers, charged to the cache);
+    the files' indexes and filters are outside it unless partitioned into it (below).
     256 MB by default: an epoch's point lookups of keys spread over a large state miss a small
     cache, and a miss reads and decompresses a block (a task's multi-get of 25,000 keys in 2.5M
     took 230-290 ms through 64 MB and 140-185 ms through 256 MB, measured alternately).
 
-    The index and the bloom filter of every SST file are held by its open reader, outside the cache (about
-    2 bytes a stored key: 4.8 MB for a 2.5M-key database). An epoch's multi-get checks a key against the
-    filter of every sorted run, and a probe of a filter in the cache is a cache lookup of its own: with
-    partitioned index and filters in the cache, the multi-get of 25,000 keys in 2.5M over five sorted runs took
-    124-189 ms, with them held by the readers 93-134 ms (measured alternately). Flink's
+    The index and the bloom filter of every SST file are held by its open reader, outside the cache and
+    outside ``memory_bytes`` (about 2 bytes a stored key: 4.8 MB for a 2.5M-key database; every file
+    stays open unless ``state.backend.rocksdb.files.open`` limits them), as in Flink without managed
+    memory. An epoch's multi-get checks a key against the filter of every sorted run, and a probe of a
+    filter in the cache is a cache lookup of its own: with partitioned index and filters in the cache,
+    the multi-get of 25,000 keys in 2.5M over five sorted runs took 124-189 ms, with them held by the
+    readers 93-134 ms (measured alternately). Flink's
     ``state.backend.rocksdb.memory.partitioned-index-filters: true`` puts them, partitioned, in the cache
     instead, so the cache bounds them too (for a state whose filters would not fit beside it).
 
@@ -162,7 +165,8 @@ _MEMORY: dict[tuple[int, float], tuple[rocksdict.Cache, rocksdict.WriteBufferMan
 
 def _shared_memory(capacity: int, write_buffer_ratio: float) -> tuple[rocksdict.Cache, rocksdict.WriteBufferManager]:
     """One LRU block cache and one write-buffer manager (charging the cache) per process, shared by every
-    database a worker opens: their memory together stays within ``capacity``."""
+    database a worker opens: their memory together stays within ``capacity`` (the files' indexes and filters
+    too when they are partitioned into the cache)."""
     shared = _MEMORY.get((capacity, write_buffer_ratio))
     if shared is None:
         cache = rocksdict.Cache(capacity)
