@@ -85,11 +85,17 @@ def key_bytes(key: Any) -> bytes:
     supported keys. Anything else raises :class:`KeyTypeError`.
     """
     t = type(key)
-    if t is str:
-        return key.encode("utf-8")          # the common cases first, with the bytes they always had
-    if t is int:
-        return str(key).encode()
-    return _encode(key, key)
+    try:
+        if t is str:
+            return key.encode("utf-8")          # the common cases first, with the bytes they always had
+        if t is int:
+            return str(key).encode()
+        return _encode(key, key)
+    except UnicodeEncodeError as e:   # a lone surrogate (text decoded with errors="surrogateescape", say)
+        raise KeyTypeError(
+            f"key {key!r} holds text with no UTF-8 form ({e.reason} at position {e.start} of {e.object!r}), so it "
+            f"has no deterministic bytes to hash; decode its source with errors='replace', or key by bytes"
+        ) from None
 
 
 def keys_bytes(keys: Sequence[Any]) -> list[bytes]:
@@ -103,7 +109,7 @@ def _str_keys_bytes(keys: Sequence[Any]) -> Optional[list[bytes]]:
     C call; None if one is not."""
     try:
         return list(map(str.encode, keys))
-    except TypeError:
+    except (TypeError, UnicodeEncodeError):   # not all str; or one without UTF-8 form: key_bytes names it
         return None
 
 

@@ -7,6 +7,7 @@ import datetime
 import enum
 import os
 import random
+import re
 import subprocess
 import sys
 from decimal import Decimal
@@ -172,3 +173,17 @@ def test_stored_bytes_keep_unequal_keys_apart_and_equal_keys_together():
     for batch in (keys, ["a", "b", "é"], ["a", "\x00N", ""], []):
         assert keys_stored_bytes(batch) == ([key_bytes(k) for k in batch],
                                             [stored_key_bytes(k, key_bytes(k)) for k in batch])
+
+
+@pytest.mark.parametrize("key", ["b\udc80c", ("a", "\ud800"), frozenset({"\udfff"})])
+def test_text_without_a_utf8_form_is_refused_as_a_key_naming_it(key):
+    """A lone surrogate (text decoded with errors="surrogateescape") has no bytes to hash: a KeyTypeError that
+    names the key, alone, among str keys hashed together, and when records are routed by it."""
+    from sparkpoint.runtime.exchange import hash_partition
+
+    with pytest.raises(KeyTypeError, match="no UTF-8 form"):
+        key_bytes(key)
+    with pytest.raises(KeyTypeError, match=re.escape(repr(key)) if isinstance(key, str) else "no UTF-8 form"):
+        keys_bytes(["a", key, "b"])
+    with pytest.raises(KeyTypeError, match="no UTF-8 form"):
+        hash_partition([("a", 1), (key, 2)] * 3, [0] * 6, lambda v: v[0], 2, KeyGroupAssigner(128))
