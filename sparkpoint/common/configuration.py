@@ -15,7 +15,7 @@ from typing import Any, Iterator, Mapping, Optional
 
 from sparkpoint.common.config_keys import ALIASES, FLINK2_NAME, PREFERRED
 
-__all__ = ["Configuration", "DEFAULT_MAX_PARALLELISM", "parse_duration_ms", "parse_memory_bytes"]
+__all__ = ["Configuration", "DEFAULT_MAX_PARALLELISM", "parse_boolean", "parse_duration_ms", "parse_memory_bytes"]
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +51,16 @@ def parse_memory_bytes(value: Any) -> int:
     if not m or (m.group(2) and m.group(2).lower() not in _MEMORY_UNITS):
         raise ValueError(f"not a memory size: {value!r} (examples: '128 mb', '1 gb')")
     return int(m.group(1)) * _MEMORY_UNITS[m.group(2).lower() or "b"]
+
+
+def parse_boolean(value: Any) -> bool:
+    """Parse a Flink boolean (``true`` / ``false``, any case; a Python or YAML bool as it is)."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text not in ("true", "false"):
+        raise ValueError(f"not a boolean: {value!r} (true or false)")
+    return text == "true"
 
 
 class Configuration:

@@ -18,17 +18,12 @@ import pytest
 
 from sparkpoint.checkpoint.loader import load_checkpoint
 from sparkpoint.storage.exceptions import CorruptCheckpointError
+from tests.checkpoint.kinds import checkpoint_kinds
 from tests.checkpoint.test_checkpointing import counting_job, key_of, oracle_totals
 from tests.checkpoint.test_rocksdb_checkpoints import ROCKSDB, _referenced_shared, _restored_counts, \
     _run_until_checkpoint_id
 
 CHANGELOG = {**ROCKSDB, "state.changelog.enabled": "true"}
-
-
-def _kinds(chk: str) -> set:
-    """The formats of a checkpoint's keyed-state files (``changelog`` or ``rocksdb``)."""
-    meta = load_checkpoint(chk, verify_files=False).metadata
-    return {f.format for op in meta.operators.values() for f in op.keyed_state}
 
 
 def _manifests(chk: str) -> list[dict]:
@@ -43,7 +38,7 @@ def test_checkpoints_reference_the_changelog_and_the_oldest_retained_restores(ma
     dirs = _run_until_checkpoint_id(env, stream, ck, 9)
     assert len(dirs) == 3 and int(dirs[0].rsplit("-", 1)[1]) >= 7
     for d in dirs:   # the first checkpoint materialized; these only reference it and the changelog
-        assert _kinds(d) == {"changelog"}, d
+        assert checkpoint_kinds(d) == {"changelog"}, d
         assert not list(Path(d).glob("keyed-*")), "a changelog checkpoint uploads no keyed state"
     manifests = _manifests(dirs[-1])
     assert len(manifests) == 2 and {m["uid"] for m in manifests} == {"count"}
@@ -77,7 +72,7 @@ def _retained_24(make_env, tmp_path, count: int, **conf) -> tuple[list[str], lis
     env = make_env("local", **{"execution.epoch.max-records": 20, **CHANGELOG, **conf})
     stream = counting_job(env, count, ck, retained=30, rate=1_500)
     dirs = _run_until_checkpoint_id(env, stream, ck, 24)
-    return dirs, [_kinds(d) for d in dirs]
+    return dirs, [checkpoint_kinds(d) for d in dirs]
 
 
 def test_materialization_comes_back_after_its_interval(make_env, tmp_path):
@@ -191,7 +186,7 @@ def test_the_state_processor_reads_a_changelog_checkpoint(spark, make_env, tmp_p
     env = make_env("local", **{"execution.epoch.max-records": 20, **CHANGELOG})
     stream = counting_job(env, count, ck, rate=1_500)
     latest = _run_until_checkpoint_id(env, stream, ck, 6)[-1]
-    assert _kinds(latest) == {"changelog"}
+    assert checkpoint_kinds(latest) == {"changelog"}
     got = SavepointReader.read(spark, latest).keyed_state_pandas("count", "n")
     expected = _records_before(latest, count)
     assert 0 < sum(expected.values()) < count
@@ -215,7 +210,7 @@ def test_checkpoints_on_request_come_back_also_when_they_reference_the_changelog
     client.cancel()
     client.wait(30)
     assert ids == list(range(ids[0], ids[0] + 5))
-    kinds = [_kinds(str(next(ck.glob(f"*/chk-{i}")))) for i in ids]
+    kinds = [checkpoint_kinds(str(next(ck.glob(f"*/chk-{i}")))) for i in ids]
     first = {"rocksdb"} if ids[0] == 1 else {"changelog"}   # the job's first (periodic) checkpoint materialized
     assert kinds == [first, {"changelog"}, {None}, {"rocksdb"}, {"changelog"}]
 
@@ -226,6 +221,6 @@ def test_a_checkpoint_directory_named_with_a_double_slash_keeps_what_its_checkpo
     env = make_env("local", **{"execution.epoch.max-records": 20, **CHANGELOG})
     stream = counting_job(env, 10**9, f"{(tmp_path / 'x').as_uri()}/..//ck/./", retained=2, rate=1_500)
     dirs = _run_until_checkpoint_id(env, stream, tmp_path / "ck", 8)
-    assert len(dirs) == 2 and all(_kinds(d) == {"changelog"} for d in dirs)
+    assert len(dirs) == 2 and all(checkpoint_kinds(d) == {"changelog"} for d in dirs)
     for d in dirs:   # every file they reference is there, after the job's end
         load_checkpoint(d)

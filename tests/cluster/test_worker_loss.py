@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.checkpoint.kinds import checkpoint_kinds
+
 from .drivers import SEED_JOB, compare, read_output, seed_oracle, tail, wait_for_line
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -30,7 +32,7 @@ def _recoverable(latest, backend: str) -> bool:
     materializes): the lost tasks rebuild from a changelog checkpoint, base and segments, on the other executor."""
     if latest is None:
         return False
-    return backend != "rocksdb" or any(Path(latest.removeprefix("file://")).glob("changelog-*.json"))
+    return backend != "rocksdb" or "changelog" in checkpoint_kinds(latest)
 
 
 @pytest.mark.parametrize("backend", sorted(BACKENDS))

@@ -12,7 +12,7 @@ from typing import Any, Optional
 
 import rocksdict
 
-from sparkpoint.common.configuration import parse_memory_bytes
+from sparkpoint.common.configuration import parse_boolean, parse_memory_bytes
 
 __all__ = ["RocksDBOptions", "OPTION_KEYS", "COMPACTION_STYLES", "options_from_config"]
 
@@ -144,20 +144,11 @@ def options_from_config(options: RocksDBOptions, config: Mapping[str, Any]) -> R
         try:
             fields[field_name] = (int(value) if field_name in _COUNTS else float(value)
                                   if field_name == "write_buffer_ratio" else str(value)
-                                  if field_name == "compaction_style" else _boolean(value)
+                                  if field_name == "compaction_style" else parse_boolean(value)
                                   if field_name == "partitioned_index_filters" else parse_memory_bytes(value))
         except ValueError as e:
             raise ValueError(f"{key}: {value!r} is not valid ({e})") from None
     return replace(options, **fields)
-
-
-def _boolean(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text not in ("true", "false"):
-        raise ValueError("expected true or false")
-    return text == "true"
 
 
 _MEMORY: dict[tuple[int, float], tuple[rocksdict.Cache, rocksdict.WriteBufferManager]] = {}

@@ -33,8 +33,7 @@ from sparkpoint.storage.checkpoint_storage import StreamStateHandle, put_local_f
 from sparkpoint.storage.file_systems import open_file_system
 
 __all__ = ["HANDLE_FORMAT", "MANIFEST_FORMAT", "IncrementalUpload", "download_checkpoint", "manifest_range",
-           "read_manifest",
-           "resolve_shared", "upload_incremental"]
+           "read_manifest", "resolve_shared", "upload_incremental"]
 
 MANIFEST_FORMAT = "sparkpoint-rocksdb-incremental"
 HANDLE_FORMAT = "rocksdb"   # the ``format`` of a manifest's keyed-state handle in ``_metadata``
