@@ -19,6 +19,8 @@ __all__ = [
     "MalformedRecordError",
     "StateMissingError",
     "StateError",
+    "UnrecoverableError",
+    "StateMigrationError",
 ]
 
 
@@ -40,6 +42,16 @@ class JobExecutionError(SparkpointError):
 
 class StateError(SparkpointError):
     """State was used in a way its descriptor or context does not allow."""
+
+
+class UnrecoverableError(SparkpointError):
+    """A failure that no restart can fix (Flink's ``SuppressRestartsException``): the job fails at once,
+    whatever its restart strategy, instead of restoring and failing again."""
+
+
+class StateMigrationError(StateError, UnrecoverableError):
+    """The job's state does not fit the state a checkpoint holds (a changed state kind, state type or key
+    type); names the operator uid, the state, the old and the new type, and what to do."""
 
 
 class UserFunctionError(SparkpointError):
