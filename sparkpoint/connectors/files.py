@@ -28,7 +28,7 @@ from typing import Any, Callable, Optional, Sequence
 from fsspec.core import url_to_fs
 
 from sparkpoint.connectors.base import ReadResult, SourceReader, SourceSplit, SplitEnumerator
-from sparkpoint.errors import record_location
+from sparkpoint.errors import UnrecoverableError, record_location
 from sparkpoint.connectors.file_sink import (  # the sink side; re-exported for existing imports
     FileCommittable,
     FileCommitter,
@@ -40,7 +40,8 @@ from sparkpoint.connectors.file_sink import (  # the sink side; re-exported for 
 )
 
 __all__ = [
-    "FileSystemError", "FileEntry", "list_files", "LineFormat", "TextLineFormat", "CsvFormat", "JsonLinesFormat",
+    "FileSystemError", "FileVanishedError", "FileEntry", "list_files", "LineFormat", "TextLineFormat", "CsvFormat",
+    "JsonLinesFormat",
     "FileSplitEnumerator", "FileSourceReader", "FileCommittable", "PartFileConfig", "FileSinkWriter",
     "FileCommitter", "cleanup_leftovers",
 ]
@@ -50,6 +51,19 @@ logger = logging.getLogger(__name__)
 _FIRST_BLOCK = 64 * 1024
 
 
+class FileVanishedError(FileSystemError, UnrecoverableError):
+    """A file of a source's split disappeared before it was read to its end. No restart can read it again (a
+    restore would fail on it each time), so the job fails at once; names the file and the position."""
+
+    def __init__(self, path: str, offset: int, lines_read: int):
+        self.path, self.offset, self.lines_read = path, offset, lines_read
+        super().__init__(f"file {path} disappeared while being read (at byte {offset}, after line {lines_read}); "
+                         f"files must not be removed before they are fully read. No restart can read it again, so "
+                         f"the job fails: put the file back and restore the job from its latest checkpoint "
+                         f"(sparkpoint run -s <checkpoint directory>)")
+
+    def __reduce__(self):   # keep the fields across pickling between processes
+        return (FileVanishedError, (self.path, self.offset, self.lines_read))
 
 
 # -- listing ---------------------------------------------------------------------------------------
@@ -273,8 +287,7 @@ class FileSourceReader(SourceReader):
                 if text is None:
                     raw, consumed, at_end = _read_lines(f, max(1, max_records), max(1, max_bytes))
         except FileNotFoundError as e:
-            raise FileSystemError(f"file {split.split_id} disappeared while being read (at byte {offset}); "
-                                  f"files must not be removed before they are fully read") from e
+            raise FileVanishedError(split.split_id, offset, lines_read) from e
         if text is not None:
             values, consumed, at_end = text
             malformed: list = []

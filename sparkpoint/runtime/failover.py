@@ -5,7 +5,9 @@ are aborted, the restart backoff is waited out, and the latest retained checkpoi
 still loads is chosen to restore from (falling back to older retained ones when the
 newest is corrupt or gone) and, before the job completed one of its own, the checkpoint or
 savepoint it was started from (``-s``), as Flink restarts from the snapshot it restored.
-Without a strategy that allows it, or with nothing to restore, the failure is the job's.
+Without a strategy that allows it, or with nothing to restore, the failure is the job's. So is an
+:class:`~sparkpoint.errors.UnrecoverableError` (Flink's ``SuppressRestartsException``), or a failure
+caused by one, whatever the strategy: no restart can fix it.
 """
 
 from __future__ import annotations
@@ -17,12 +19,27 @@ from typing import Any, Optional
 from sparkpoint.checkpoint.coordinator import CheckpointCoordinator
 from sparkpoint.checkpoint.failure import CheckpointFailureReason
 from sparkpoint.checkpoint.loader import RestoredCheckpoint, load_first_loadable
-from sparkpoint.errors import JobExecutionError, UserFunctionError
+from sparkpoint.errors import JobExecutionError, UnrecoverableError, UserFunctionError
 from sparkpoint.runtime.restart import RestartStrategy, restart_strategy_from_config
 
-__all__ = ["Failover"]
+__all__ = ["Failover", "unrecoverable_cause"]
 
 logger = logging.getLogger(__name__)
+
+
+def unrecoverable_cause(error: BaseException) -> Optional[UnrecoverableError]:
+    """The :class:`UnrecoverableError` ``error`` is, or the first one among its causes and contexts."""
+    seen: set[int] = set()
+    todo: list[Optional[BaseException]] = [error]
+    while todo:
+        e = todo.pop(0)
+        if e is None or id(e) in seen:
+            continue
+        if isinstance(e, UnrecoverableError):
+            return e
+        seen.add(id(e))
+        todo.extend((e.__cause__, e.__context__))
+    return None
 
 
 class Failover:
@@ -56,7 +73,13 @@ class Failover:
     def recover(self, error: BaseException, epoch: int,
                 coordinator: Optional[CheckpointCoordinator]) -> Optional[RestoredCheckpoint]:
         """The checkpoint to restore after ``error``, or None when the job must fail."""
-        # Step 1. May the job restart at all? Not for a record that fails every time.
+        # Step 1. May the job restart at all? Not after an error no restart can fix, nor for a record that fails
+        # every time.
+        unrecoverable = unrecoverable_cause(error)
+        if unrecoverable is not None:
+            logger.error("job %s failed in epoch %d with an error no restart can fix; the job fails without "
+                         "restarting: %s", self.job_id, epoch, unrecoverable)
+            return None
         self._check_same_record(error)
         self.restart_strategy.notify_failure()
         if coordinator is None or not self.restart_strategy.can_restart():

@@ -32,7 +32,8 @@ from typing import Any, Callable, Iterable, Iterator, Optional
 import cloudpickle
 
 from sparkpoint.common.configuration import Configuration
-from sparkpoint.errors import JobExecutionError, SparkpointError, UserFunctionError
+from sparkpoint.errors import JobExecutionError, SparkpointError, UnrecoverableError, UserFunctionError
+from sparkpoint.runtime.failover import unrecoverable_cause
 from sparkpoint.runtime.graph import JobPlan
 from sparkpoint.runtime.spark.ahead import ReportsParam, RunningAhead, after_job_started, shuffle_dependency
 from sparkpoint.runtime.spark.plan_pickle import dumps_plan
@@ -183,7 +184,8 @@ class SparkEpochExecutor:
             else:   # the next epoch's sources once this job is submitted: FIFO runs this job's tasks first
                 blobs = after_job_started(sc, group, self._collector(), collect, lambda: self._submit_ahead(prepared))
         except Exception as e:  # Py4JJavaError: unwrap the Python error raised in the task
-            raise _task_failure(epoch, e) from None
+            failure = _task_failure(epoch, e)
+            raise failure from failure.__cause__   # Spark's trace left out, what the task sent kept
         finally:
             for rdd in persisted:
                 rdd.unpersist(blocking=False)
@@ -247,7 +249,8 @@ class SparkEpochExecutor:
                 ahead.future.get()
             except Exception as e:  # Py4JJavaError
                 self._ahead = None
-                raise _task_failure(epoch, e) from None
+                failure = _task_failure(epoch, e)
+            raise failure from failure.__cause__   # Spark's trace left out, what the task sent kept
             entries = {idx: blob for tag, idx, blob in self._reports.value if tag == ahead.tag}
             self._reports.value = []   # entries of earlier, cancelled runs go too
             ahead.reports = [r for idx in sorted(entries) for r in cloudpickle.loads(entries[idx])]
@@ -381,7 +384,9 @@ def _run(bc: Any, stage_id: int, subtask: int, dep: TaskDeployment, blobs: list,
     location = context.getLocalProperty(TASK_LOCATION_PROPERTY) if context is not None else None
     try:
         outputs, reports = run_task(plan, stage_id, subtask, dep, blobs, location)
-    except UserFunctionError as e:  # the driver gets the error itself, not only its text in Spark's trace
+    except Exception as e:  # the driver gets the error itself, not only its text in Spark's trace
+        if not isinstance(e, UserFunctionError) and unrecoverable_cause(e) is None:
+            raise
         raise RuntimeError(_FAILED_RECORD_MARK + _encode_error(e)) from None  # the error carries its trace
     if send_reports is not None:   # a task ahead of its epoch: the driver takes its reports before its epoch's job
         send_reports(cloudpickle.dumps(reports))
@@ -410,21 +415,50 @@ _FAILED_RECORD_MARK = "sparkpoint-failed-record:"
 _FAILED_RECORD_LINE = re.compile("^RuntimeError: " + _FAILED_RECORD_MARK + r"([A-Za-z0-9+/=]+)$", re.MULTILINE)
 
 
-def _encode_error(e: UserFunctionError) -> str:
-    try:
-        body = cloudpickle.dumps(e)
-    except Exception:  # noqa: BLE001 - a record that does not pickle travels as its text
-        body = cloudpickle.dumps(e.with_record_text())
-    return base64.b64encode(body).decode("ascii")
+def _encode_error(e: Exception) -> str:
+    """A user function's error and the unrecoverable error among ``e`` and its causes (either may be None), for
+    the driver to raise as the task did: the first as itself (its record as text where it does not pickle), the
+    second as its class, arguments and attributes (a class whose ``__init__`` takes other arguments than its
+    ``args`` is rebuilt without calling it), or as its text where those do not pickle."""
+    user = e if isinstance(e, UserFunctionError) else None
+    if user is not None:
+        try:
+            cloudpickle.dumps(user)
+        except Exception:  # noqa: BLE001 - a record that does not pickle travels as its text
+            user = user.with_record_text()
+    unrecoverable = unrecoverable_cause(e)
+    parts = None
+    if unrecoverable is not None:
+        try:
+            parts = cloudpickle.dumps((type(unrecoverable), unrecoverable.args, dict(vars(unrecoverable))))
+        except Exception:  # noqa: BLE001 - an error holding what does not pickle travels as its text
+            parts = cloudpickle.dumps((UnrecoverableError, (f"{type(unrecoverable).__name__}: {unrecoverable}",), {}))
+    return base64.b64encode(cloudpickle.dumps((user, parts))).decode("ascii")
+
+
+def _decode_error(text: str) -> tuple[Optional[UserFunctionError], Optional[UnrecoverableError]]:
+    user, parts = cloudpickle.loads(base64.b64decode(text))
+    if parts is None:
+        return user, None
+    cls, args, state = cloudpickle.loads(parts)
+    unrecoverable = cls.__new__(cls, *args)
+    unrecoverable.args = args
+    unrecoverable.__dict__.update(state)
+    return user, unrecoverable
 
 
 def _task_failure(epoch: int, e: Exception) -> SparkpointError:
     text = str(e)
     failed_record = _FAILED_RECORD_LINE.findall(text)
     if failed_record:
-        error = cloudpickle.loads(base64.b64decode(failed_record[-1]))
+        error, unrecoverable = _decode_error(failed_record[-1])
         if isinstance(error, UserFunctionError):
-            return error.located(error.origin, epoch)
+            located = error.located(error.origin, epoch)
+            if unrecoverable is not None:   # the failover sees what caused it
+                located.__cause__ = unrecoverable
+            return located
+        if unrecoverable is not None:
+            return unrecoverable
     matches = _ERROR_LINE.findall(text)
     if matches:
         kind, message = matches[-1]
