@@ -2,7 +2,8 @@
 
 Layout: ``<root>/<epoch>/s<stage>-t<subtask>-<crc32(uid)>.log`` under a job attempt's root, each
 file ``magic | CRC32 | pickled ([(key, new bytes or None)], watermark)`` in the backend's own
-encoding. The task that writes one reports its size and SHA-256, so a checkpoint that references
+encoding, written as every checkpoint file is (whole or not at all, and synced on a local disk). The task
+that writes one reports its size and SHA-256, so a checkpoint that references
 it (:mod:`sparkpoint.runtime.changelog_checkpoints`) can name and verify it like any shared file.
 """
 
@@ -16,7 +17,8 @@ import zlib
 from typing import Any, Mapping, Optional
 
 from sparkpoint.errors import StateMissingError
-from sparkpoint.storage.file_systems import is_object_store, open_file_system
+from sparkpoint.storage.checkpoint_storage import write_file
+from sparkpoint.storage.file_systems import open_file_system
 
 __all__ = ["decode_segment", "read_changes", "segment_path", "write_changes"]
 
@@ -38,9 +40,7 @@ def write_changes(root: str, epoch: int, stage_id: int, subtask: int, uid: str, 
     body = pickle.dumps((changes, watermark), pickle.HIGHEST_PROTOCOL)
     data = _MAGIC + struct.pack(">I", zlib.crc32(body)) + body
     fs, path = open_file_system(segment_path(root, epoch, stage_id, subtask, uid), storage_options)
-    if not is_object_store(fs):   # no directories there (and s3fs's makedirs may create a bucket)
-        fs.makedirs(posixpath.dirname(path), exist_ok=True)
-    fs.pipe_file(path, data)
+    write_file(fs, path, data)   # one PUT on an object store; on a local disk synced before a checkpoint names it
     return len(data), hashlib.sha256(data).hexdigest()
 
 

@@ -10,10 +10,12 @@
 A reader sees a file whole or not at all: on a file system it is written to a temporary
 name and renamed into place; on an object store (``s3://``, ``gs://`` ...), where a rename
 is a copy and a delete, it is written with one PUT, which makes an object appear whole
-or not at all. Every file carries a SHA-256 recorded by whoever references it, so a
-truncated or altered file is caught on read. Any fsspec URL works (``file://`` by
-default; ``s3://``, ``hdfs://``, ``memory://`` ...); the options of object stores come
-from the configuration (:mod:`sparkpoint.storage.file_systems`).
+or not at all. On a local file system every file is also durable once written (synced before
+its rename, its directory synced after: :mod:`sparkpoint.storage.durable`), so the
+``_metadata`` written last never names bytes a power loss can take. Every file carries a
+SHA-256 recorded by whoever references it, so a truncated or altered file is caught on read.
+Any fsspec URL works (``file://`` by default; ``s3://``, ``hdfs://``, ``memory://`` ...);
+the options of object stores come from the configuration (:mod:`sparkpoint.storage.file_systems`).
 
 Listings skip fsspec's listing cache: other processes (tasks on executors) write here too.
 """
@@ -24,16 +26,18 @@ import hashlib
 import posixpath
 import uuid
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Mapping, Optional
 
 import fsspec
 
+from sparkpoint.storage import durable
 from sparkpoint.storage.exceptions import CheckpointStorageError, CorruptCheckpointError
 from sparkpoint.storage.file_systems import is_object_store, open_file_system, storage_options_for
 
 __all__ = ["FsCheckpointStorage", "StreamStateHandle", "METADATA_FILE_NAME", "display_path", "latest_completed",
            "list_dir", "modification_time", "put_local_file", "read_verified", "resolve_checkpoint_pointer",
-           "write_file"]
+           "sync_file", "write_file"]
 
 METADATA_FILE_NAME = "_metadata"
 
@@ -58,13 +62,21 @@ def write_file(fs: fsspec.AbstractFileSystem, path: str, data: bytes) -> None:
     """Write ``data`` so that readers see all of it or nothing.
 
     On an object store: one PUT, nothing before or after it (no temporary object, no copy).
-    Elsewhere: a temporary file in the same directory, renamed into place.
+    On a local file system: durably (:func:`sparkpoint.storage.durable.write_bytes`: temporary file,
+    ``fsync``, rename, ``fsync`` of the directory). Elsewhere: a temporary file in the same directory,
+    renamed into place.
     """
     if is_object_store(fs):
         try:
             fs.pipe_file(path, data)
         except Exception as e:  # noqa: BLE001 - the store's client raises its own errors (no credentials ...)
             raise CheckpointStorageError(f"cannot write {display_path(fs, path)}: {type(e).__name__}: {e}") from e
+        return
+    if durable.is_local(fs):
+        try:
+            durable.write_bytes(path, data)
+        except OSError as e:
+            raise CheckpointStorageError(f"cannot write {path}: {e}") from e
         return
     parent = posixpath.dirname(path)
     tmp = posixpath.join(parent, f".{posixpath.basename(path)}.{uuid.uuid4().hex[:8]}.tmp")
@@ -88,10 +100,20 @@ def put_local_file(fs: fsspec.AbstractFileSystem, local: str, path: str) -> None
     if is_object_store(fs):
         fs.put_file(local, path)
         return
+    if durable.is_local(fs):
+        durable.copy_file(local, path)
+        return
     tmp = f"{path}.{uuid.uuid4().hex[:8]}.tmp"
     fs.makedirs(posixpath.dirname(path), exist_ok=True)
     fs.put_file(local, tmp)
     fs.mv(tmp, path)
+
+
+def sync_file(fs: fsspec.AbstractFileSystem, path: str) -> None:
+    """Make an existing file durable as :func:`write_file` makes the files it writes (a no-op but on a local file
+    system): for a file written by a process that may have died between its rename and its ``fsync``."""
+    if durable.is_local(fs):
+        durable.sync_existing_file(path)
 
 
 def list_dir(fs: fsspec.AbstractFileSystem, path: str) -> list[str]:
@@ -155,10 +177,10 @@ class FsCheckpointStorage:
         path = self.checkpoint_path(checkpoint_id)
         if is_object_store(self.fs):
             return path   # no directories: a "directory" is the prefix of the objects written into it
+        make_dirs = durable.make_dirs if durable.is_local(self.fs) else partial(self.fs.makedirs, exist_ok=True)
         try:
-            self.fs.makedirs(path, exist_ok=True)
-            self.fs.makedirs(self.shared_path(), exist_ok=True)
-            self.fs.makedirs(posixpath.join(self.job_path, "taskowned"), exist_ok=True)
+            for directory in (path, self.shared_path(), posixpath.join(self.job_path, "taskowned")):
+                make_dirs(directory)
         except OSError as e:
             raise CheckpointStorageError(f"cannot create checkpoint directory {path}: {e}") from e
         return path

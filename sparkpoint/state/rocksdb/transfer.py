@@ -5,7 +5,7 @@ The asynchronous part of an incremental checkpoint takes the local RocksDB check
 
 * uploads each SST file the job's ``shared/`` directory does not have yet, named by its
   SHA-256 (``shared/<sha256>.sst``; one object on an object store, else a temporary file
-  renamed into place), so a file is uploaded once however many checkpoints
+  renamed into place, synced on a local disk), so a file is uploaded once however many checkpoints
   reference it; which local SST files are already uploaded is remembered next to the
   database (``uploaded.json``), so unchanged files are neither read nor hashed again;
 * writes a small manifest into ``chk-N/`` with the database's other files (``MANIFEST``,
@@ -29,7 +29,13 @@ from typing import Any, Mapping, Optional
 
 from sparkpoint.errors import StateError
 from sparkpoint.state.key_groups import KeyGroupRange
-from sparkpoint.storage.checkpoint_storage import StreamStateHandle, put_local_file, read_verified, write_file
+from sparkpoint.storage.checkpoint_storage import (
+    StreamStateHandle,
+    put_local_file,
+    read_verified,
+    sync_file,
+    write_file,
+)
 from sparkpoint.storage.file_systems import open_file_system
 
 __all__ = ["HANDLE_FORMAT", "MANIFEST_FORMAT", "IncrementalUpload", "download_checkpoint", "manifest_range",
@@ -89,6 +95,8 @@ def upload_incremental(local_checkpoint: str, working_dir: str, location_uri: st
             if not fs.exists(target):
                 put_local_file(fs, local, target)
                 uploaded += size
+            else:   # uploaded by a run that may have died before syncing it
+                sync_file(fs, target)
             known = record[fname] = {"path": target, "size": size, "sha256": digest}
         handle = StreamStateHandle(posixpath.relpath(known["path"], location), size, known["sha256"])
         shared.append(handle)

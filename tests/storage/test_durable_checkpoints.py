@@ -1,0 +1,83 @@
+"""Checkpoints on a local disk are durable: every file ``_metadata`` names is synced before ``_metadata`` is renamed.
+
+Real jobs write real checkpoints; the ``fsync``, rename and ``mkdir`` calls are recorded as they happen
+(wrapping ``os`` in this process for the in-process executor, ``strace -f`` of ``sparkpoint run`` on Spark,
+whose tasks write from Python workers) and each retained checkpoint is checked against its own
+``_metadata`` (:func:`tests.storage.durability.assert_durable`).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sparkpoint.storage.checkpoint_storage import write_file
+from sparkpoint.storage.file_systems import open_file_system
+from tests.checkpoint.test_checkpointing import counting_job
+from tests.checkpoint.test_rocksdb_checkpoints import ROCKSDB, _run_until_checkpoint_id
+from tests.storage.durability import assert_durable, parse_strace, record_os_calls
+
+ROOT = Path(__file__).resolve().parents[2]
+JOB = Path(__file__).with_name("durable_job.py")
+
+
+def test_a_written_file_is_synced_then_renamed_then_its_directories_synced(tmp_path, monkeypatch):
+    events = record_os_calls(monkeypatch)
+    fs, base = open_file_system(tmp_path.as_uri())
+    target = f"{base}/job/chk-1/keyed-s1-t0"
+    write_file(fs, target, b"state")
+    log = events.log
+    (rename_at, tmp), = [(i, p) for i, (op, p, t) in enumerate(log) if op == "rename" and t == target]
+    assert ("fsync", tmp, None) in log[:rename_at]
+    assert ("fsync", f"{base}/job/chk-1", None) in log[rename_at:]
+    # the two new directories: each one's name is synced in its parent before the file is written
+    created = [p for op, p, _ in log if op == "mkdir"]
+    assert created == [f"{base}/job", f"{base}/job/chk-1"]
+    synced_dirs = [p for op, p, _ in log[:rename_at] if op == "fsync" and p != tmp]
+    assert set(synced_dirs) >= {base, f"{base}/job"}
+    assert Path(target).read_bytes() == b"state"
+
+
+@pytest.mark.parametrize("conf", [{}, ROCKSDB, {**ROCKSDB, "state.changelog.enabled": "true"}],
+                         ids=["hashmap", "rocksdb-incremental", "rocksdb-changelog"])
+def test_every_file_of_a_checkpoint_is_durable_before_its_metadata(make_env, tmp_path, monkeypatch, conf):
+    events = record_os_calls(monkeypatch)
+    ck = tmp_path / "ck"
+    env = make_env("local", **{"execution.epoch.max-records": 20, **conf})
+    stream = counting_job(env, 40_000, ck, retained=3, rate=1_500)
+    dirs = _run_until_checkpoint_id(env, stream, ck, 4)
+    assert len(dirs) == 3
+    checked = [assert_durable(events, d, str(ck)) for d in dirs]
+    assert min(checked) >= 2   # the driver's state and at least one keyed-state file each
+    if conf:   # shared SST files (and segments) were among them
+        assert any("/shared/" in p for op, p, t in events.log if op == "rename" and t and t.endswith(".sst"))
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace")
+def test_on_spark_python_workers_sync_what_they_upload(tmp_path):
+    """``sparkpoint run`` on a local Spark under ``strace -f``: the SST files and manifests the executors' Python
+    workers upload are synced before the driver renames ``_metadata`` into place."""
+    ck, log = tmp_path / "ck", tmp_path / "strace.log"
+    conf = {"execution.target": "spark", "spark.master": "local[2]", "spark.ui.enabled": "false",
+            "state.checkpoints.dir": ck.as_uri(), "execution.checkpointing.interval": "200 ms",
+            "state.checkpoints.num-retained": "2", "restart-strategy.type": "none",
+            "execution.epoch.max-records": "200", **ROCKSDB}
+    cmd = ["strace", "-f", "-y", "-qq", "-s", "4096", "-e", "signal=none", "-o", str(log),
+           "-e", "trace=fsync,fdatasync,rename,renameat,renameat2,mkdir,mkdirat",
+           sys.executable, "-m", "sparkpoint.cli", "run", *(f"-D{k}={v}" for k, v in conf.items()), str(JOB)]
+    run = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+    assert "fails on purpose" in run.stderr + run.stdout, run.stderr[-3000:]
+    events = parse_strace(log.read_text())
+    dirs = sorted((str(p.parent) for p in ck.glob("*/chk-*/_metadata")), key=lambda d: int(d.rsplit("-", 1)[1]))
+    assert dirs, "no checkpoint was retained"
+    for d in dirs:
+        assert assert_durable(events, d, str(ck)) >= 3
+    assert any("/shared/" in t for op, p, t in events.log if op == "rename" and t and t.endswith(".sst"))
