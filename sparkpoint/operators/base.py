@@ -15,7 +15,7 @@ from __future__ import annotations
 import itertools
 from typing import Any, Callable, Iterable, Optional
 
-from sparkpoint.common.watermark_strategy import MIN_WATERMARK
+from sparkpoint.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
 from sparkpoint.datastream.functions import CheckpointedFunction, Function, RuntimeContext
 from sparkpoint.datastream.output_tag import OutputTag
 from sparkpoint.datastream.failed_records import FAILED_RECORDS, FailedRecord
@@ -24,7 +24,7 @@ from sparkpoint.operators.coded import all_of_type
 from sparkpoint.state.operator_state import DefaultOperatorStateStore
 
 __all__ = ["Output", "StreamOperator", "TaskContext", "OperatorRuntimeContext", "IDLE", "first_failing",
-           "extract_timestamps"]
+           "extract_timestamps", "first_out_of_range", "out_of_range_error"]
 
 IDLE = None  # an idle input's watermark: excluded from the minimum
 
@@ -63,7 +63,29 @@ def extract_timestamps(op: "StreamOperator", assigner: Any, values: list, timest
         failed = values[len(extracted)] if len(extracted) < len(values) else first_failing(
             lambda v, t: int(t), values, extracted)
         raise op.fail(failed, e) from e
+    beyond = first_out_of_range(extracted)
+    if beyond is not None:
+        error = out_of_range_error(extracted[beyond], "the timestamp assigner returned")
+        raise op.fail(values[beyond], error) from error
     return extracted
+
+
+def first_out_of_range(timestamps: list) -> Optional[int]:
+    """The index of the first of ``timestamps`` outside Flink's range of timestamps, a Java long
+    (``Long.MIN_VALUE`` to ``Long.MAX_VALUE``); None if there is none (``None``, a record without one, is in)."""
+    try:
+        if not timestamps or (MIN_WATERMARK <= min(timestamps) and max(timestamps) <= MAX_WATERMARK):
+            return None
+    except TypeError:   # records without a timestamp among them
+        pass
+    return next((i for i, t in enumerate(timestamps)
+                 if isinstance(t, (int, float)) and not MIN_WATERMARK <= t <= MAX_WATERMARK), None)
+
+
+def out_of_range_error(timestamp: Any, what: str) -> ValueError:
+    """The error for a timestamp beyond a Java long, which no watermark could ever pass."""
+    return ValueError(f"{what} {timestamp}, outside the range of event timestamps: milliseconds since the epoch "
+                      f"as a Java long, from {MIN_WATERMARK} (Long.MIN_VALUE) to {MAX_WATERMARK} (Long.MAX_VALUE)")
 
 
 class Output:

@@ -14,7 +14,8 @@ from sparkpoint.datastream.functions import KeySelector, bound_call
 from sparkpoint.datastream.state import ValueStateDescriptor
 from sparkpoint.datastream.time_domain import TimeDomain
 from sparkpoint.errors import StateError
-from sparkpoint.operators.base import IDLE, Output, StreamOperator, TaskContext, first_failing
+from sparkpoint.operators.base import (IDLE, Output, StreamOperator, TaskContext, first_failing, first_out_of_range,
+                                      out_of_range_error)
 from sparkpoint.state.backend import KeyedStateBackend, StateBackend
 from sparkpoint.state.backend_loader import load_state_backend
 from sparkpoint.state.key_groups import KeyGroupRange
@@ -112,6 +113,8 @@ class _KeyedTimerService:
         return self.op.watermark
 
     def _reg(self, domain: str, ts: int) -> None:
+        if first_out_of_range([ts]) is not None:   # it would never fire: no watermark passes Long.MAX_VALUE
+            raise out_of_range_error(ts, "a timer was registered for")
         b = self.op.keyed_backend
         self.op.timers.register(domain, ts, b.current_key, None, b.current_key_group)
 

@@ -16,7 +16,8 @@ import cloudpickle
 from sparkpoint.common.watermark_strategy import MAX_WATERMARK, WatermarkOutput, WatermarkStrategy, observe_batch
 from sparkpoint.connectors.base import SourceSplit
 from sparkpoint.errors import MalformedRecordError, record_location
-from sparkpoint.operators.base import IDLE, Output, StreamOperator, extract_timestamps
+from sparkpoint.operators.base import (IDLE, Output, StreamOperator, extract_timestamps, first_out_of_range,
+                                      out_of_range_error)
 
 __all__ = ["SourceOperator"]
 
@@ -53,6 +54,8 @@ class SourceOperator(StreamOperator):
                 ts = extract_timestamps(self, self.assigner, values, ts if ts is not None else [None] * len(values))
             elif ts is None:
                 ts = [None] * len(values)
+            else:
+                self._check_timestamps(reader.locate, split, values, ts, max_bytes)
             gen = self._generator(split)
             output = WatermarkOutput()
             output.watermark = split.watermark
@@ -89,6 +92,17 @@ class SourceOperator(StreamOperator):
         if wm is not IDLE and wm > self.watermark:
             self.watermark = wm
         return new_splits, wm
+
+    @staticmethod
+    def _check_timestamps(locate: Any, split: SourceSplit, values: list, ts: list, max_bytes: int) -> None:
+        """The source's own timestamps (a Kafka message's, a generator's) fit a Java long, as Flink's do: one
+        beyond it fails the job as a malformed record, named by where the source read it."""
+        beyond = first_out_of_range(ts)
+        if beyond is not None:
+            value = values[beyond]
+            raise MalformedRecordError(locate(split, beyond, max_bytes), None,
+                                       value if isinstance(value, str) else repr(value),
+                                       str(out_of_range_error(ts[beyond], "the source gave it the timestamp")))
 
     def _malformed(self, malformed: list, out: Output) -> None:
         if not malformed:

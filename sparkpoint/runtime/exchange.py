@@ -16,7 +16,8 @@ values of exactly the types that went in (measured in ``bench/README.md``):
   against them; the receiving task may keep the batch coded, :class:`Coded`);
 * anything else is **pickled** as one list (cloudpickle where pickle cannot).
 
-Timestamps go as an int64 array when every record has one, else as a marshalled list.
+Timestamps go as an int64 array when every record has one, else as a marshalled list; one beyond
+int64 (a Java long) is refused.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from typing import Any, Callable
 import cloudpickle
 import numpy as np
 
+from sparkpoint.operators.base import first_out_of_range, out_of_range_error
 from sparkpoint.operators.coded import Coded, coded, uniform
 from sparkpoint.state.key_groups import KeyGroupAssigner, str_key_groups
 
@@ -77,7 +79,7 @@ def _split_coded(batch: Coded, timestamps: list, part_of: list[int], n: int) -> 
     bounds = np.searchsorted(where[order], np.arange(n + 1)).tolist()
     try:
         stamps: Any = np.frombuffer(array.array("q", timestamps), dtype=np.int64)[order]
-    except (TypeError, OverflowError):   # a record without a timestamp, or one beyond int64
+    except (TypeError, OverflowError):   # a record without a timestamp (one beyond int64: refused when encoded)
         stamps = list(map(timestamps.__getitem__, order.tolist()))
     codes = codes[order]
     return [(Coded(batch.distinct, codes[a:b]), stamps[a:b]) for a, b in zip(bounds, bounds[1:])]
@@ -120,15 +122,18 @@ def encode_batch(values: list, timestamps: list) -> bytes:
 
 
 def _encode_timestamps(timestamps: Any) -> Any:
-    """An int64 array, or where a record has none (or one beyond int64) a list of exact ints and Nones (a
-    numpy integer becomes an int: marshal would write its memory as bytes)."""
+    """An int64 array, or where a record has none a list of exact ints and Nones (a numpy integer becomes an
+    int: marshal would write its memory as bytes). A timestamp beyond int64 is refused: no watermark passes
+    Long.MAX_VALUE, so its record would wait for ever (sources, timestamp assigners and timers refuse one
+    first, naming the record)."""
     if isinstance(timestamps, np.ndarray):
         return timestamps.astype(np.int64, copy=False).tobytes()
     try:
         return array.array("q", timestamps).tobytes()
     except (TypeError, OverflowError):
         pass
-    if set(map(type, timestamps)) <= {int, type(None)}:   # records without timestamps: the list as it is
+    kinds = set(map(type, timestamps))
+    if kinds == {type(None)}:   # records without timestamps: the list as it is
         return list(timestamps)
     stamps: list = []
     for t in timestamps:
@@ -137,6 +142,9 @@ def _encode_timestamps(timestamps: Any) -> Any:
         except TypeError:
             raise TypeError(f"a record's timestamp must be an int (milliseconds since the epoch) or None, "
                             f"not {type(t).__name__} {t!r}") from None
+    beyond = first_out_of_range(stamps)
+    if beyond is not None:
+        raise out_of_range_error(stamps[beyond], "a record's timestamp is")
     return stamps
 
 
