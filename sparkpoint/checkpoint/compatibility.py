@@ -6,8 +6,10 @@ a job's operators, without running the job: which uids match (and how key groups
 operator state are redistributed when the parallelism changes), which state would be
 dropped (and so needs ``--allowNonRestoredState``), which stateful operators start
 empty, and whether keyed state can be mapped at all (the max parallelism must not
-change). A restore calls :meth:`CompatibilityReport.check` on the same report, so what
-``inspect --against`` says is what a restore does.
+change), and whether each state the job declares can read what the checkpoint recorded of it
+(its kind and type, Flink's serializer snapshots: as is, after migration, or not at all). A
+restore calls :meth:`CompatibilityReport.check` on the same report, so what ``inspect
+--against`` says is what a restore does.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from sparkpoint.checkpoint.loader import RestoredCheckpoint
-from sparkpoint.errors import JobGraphError
+from sparkpoint.errors import JobGraphError, StateMigrationError
 from sparkpoint.state.key_groups import KEY_SERIALIZER_VERSION
+from sparkpoint.state.schema import Compatibility, OperatorSchema, judge, refusal
 
 __all__ = ["OperatorDescriptor", "CompatibilityReport", "check_compatibility"]
 
@@ -33,6 +36,8 @@ class OperatorDescriptor:
     parallelism: int
     keyed: bool = False
     stateful: bool = False      # keyed, or a source: without state in the checkpoint it starts empty
+    name: str = ""
+    schema: "OperatorSchema | None" = None   # the states it declares on opening, if known before running
 
 
 @dataclass
@@ -49,6 +54,8 @@ class CompatibilityReport:
     empty: list[str] = field(default_factory=list)                      # stateful operators without state
     max_parallelism_conflicts: list[str] = field(default_factory=list)  # keyed uids that cannot be mapped
     key_serializer_conflicts: list[str] = field(default_factory=list)   # keyed uids grouped by an older hash
+    schema_conflicts: list[str] = field(default_factory=list)           # states whose type cannot be restored
+    migrations: list[tuple[str, str]] = field(default_factory=list)     # (uid, the states migrated and how)
 
     @property
     def matched_uids(self) -> set[str]:
@@ -60,11 +67,11 @@ class CompatibilityReport:
                 f"{self.job_max_parallelism} in the job; key groups cannot be remapped"
                 for uid in self.max_parallelism_conflicts] + [
                 f"{uid}: raw keyed state assigned to key groups before keys had a deterministic serializer"
-                for uid in self.key_serializer_conflicts]
+                for uid in self.key_serializer_conflicts] + self.schema_conflicts
 
     def restorable(self, allow_non_restored: bool) -> bool:
         return (not self.max_parallelism_conflicts and not self.key_serializer_conflicts
-                and (allow_non_restored or not self.dropped))
+                and not self.schema_conflicts and (allow_non_restored or not self.dropped))
 
     def check(self, allow_non_restored: bool) -> None:
         """Raise what a restore of this checkpoint into the job would fail with, if anything.
@@ -72,6 +79,7 @@ class CompatibilityReport:
         Raises:
             JobGraphError: state without an operator (unless ``allow_non_restored``), or keyed
                 state taken with another max parallelism.
+            StateMigrationError: a state the job declares cannot read what the checkpoint holds.
         """
         what = f"{self.kind} {self.checkpoint_id} ({self.location})"
         if self.dropped and not allow_non_restored:
@@ -81,6 +89,10 @@ class CompatibilityReport:
                 f"--allowNonRestoredState (-n) to skip that state.")
         if self.dropped:
             logger.warning("skipping state of operators %s: not in the job (allowNonRestoredState)", self.dropped)
+        if self.schema_conflicts:
+            raise StateMigrationError(f"{what}: " + " ".join(self.schema_conflicts))
+        for uid, how in self.migrations:
+            logger.info("%s: state of %s is migrated on restore: %s", what, uid, how)
         if self.max_parallelism_conflicts:
             raise JobGraphError(
                 f"cannot restore {what}: it was taken with max parallelism {self.checkpoint_max_parallelism}, "
@@ -102,6 +114,7 @@ class CompatibilityReport:
                 for uid in self.dropped]
         out += [f"  EMPTY    {uid}: stateful operator with no state in the checkpoint; starts empty"
                 for uid in self.empty]
+        out += [f"  MIGRATE  {uid}: {how}" for uid, how in self.migrations]
         out += [f"  PROBLEM  {p}" for p in self.problems]
         verdict = "can be restored" if self.restorable(allow_non_restored) else "CANNOT be restored"
         return out + [f"verdict: the job {verdict}"]
@@ -127,8 +140,31 @@ def check_compatibility(restored: RestoredCheckpoint, operators: Iterable[Operat
                 f.state is None for f in meta.operators[uid].keyed_state):
             # raw snapshots of the older key hash; canonical (savepoint) files are regrouped by key
             report.key_serializer_conflicts.append(uid)
+        _judge_schema(report, op, meta.operators[uid].schema if uid in meta.operators else None)
     report.empty = [uid for uid, op in by_uid.items() if op.stateful and uid not in state_uids]
     return report
+
+
+def _judge_schema(report: CompatibilityReport, op: OperatorDescriptor, old: "OperatorSchema | None") -> None:
+    """Each state ``op`` declares against what the checkpoint recorded of it (both known: else the task
+    judges when it declares the state)."""
+    if old is None or op.schema is None:
+        return
+    owner = f"operator {op.name or op.uid!r} (uid {op.uid!r})" if op.name else f"operator uid {op.uid!r}"
+    migrated = []
+    for name, new in sorted(op.schema.states.items()):
+        recorded = old.states.get(name)
+        if recorded is None:
+            continue
+        verdict, why = judge(recorded, new)
+        if verdict is Compatibility.INCOMPATIBLE:
+            report.schema_conflicts.append(refusal(owner, name, recorded, new, why))
+        elif verdict is Compatibility.COMPATIBLE_AFTER_MIGRATION:
+            migrated.append(f"state {name!r} {recorded.text()} -> {new.text()} ({why})")
+        elif why:   # untyped state that gets a type: the task samples its values
+            migrated.append(f"state {name!r} {recorded.text()} -> {new.text()} (stored values checked on restore)")
+    if migrated:
+        report.migrations.append((op.uid, "; ".join(migrated)))
 
 
 def _what_happens(restored: RestoredCheckpoint, uid: str, new_par: int) -> str:

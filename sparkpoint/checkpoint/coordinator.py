@@ -32,7 +32,7 @@ import posixpath
 import tempfile
 import time
 import uuid
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Mapping, Optional
 
 import cloudpickle
 
@@ -60,6 +60,7 @@ from sparkpoint.checkpoint.messages import (
 from sparkpoint.checkpoint.pending import PendingCheckpoint, TaskAcknowledgeResult
 from sparkpoint.checkpoint.properties import CheckpointOptions, CheckpointProperties
 from sparkpoint.checkpoint.stats import CheckpointStats, CheckpointStatsTracker, SubtaskStats
+from sparkpoint.state.schema import OperatorSchema
 from sparkpoint.testing.faults import fault_point, fault_point_armed
 from sparkpoint.storage.checkpoint_storage import (
     METADATA_FILE_NAME,
@@ -173,8 +174,8 @@ class CheckpointCoordinator:
     def trigger(self, now_ms: int, barrier_epoch: int, driver_state: dict, stateful_tasks: set[ExecutionVertexId],
                 driver_tasks: set[OperatorSubtaskId], operators: dict[str, tuple[str, int]],
                 savepoint_dir: Optional[str] = None, full: bool = False,
-                keyed_state: Optional[Callable[[CheckpointStorageLocation], dict]] = None
-                ) -> Optional[PendingCheckpoint]:
+                keyed_state: Optional[Callable[[CheckpointStorageLocation], dict]] = None,
+                schemas: Optional[Mapping[str, OperatorSchema]] = None) -> Optional[PendingCheckpoint]:
         """Start a checkpoint (or, with ``savepoint_dir``, a savepoint) whose barrier is the end
         of ``barrier_epoch`` (Steps 1 and 2).
 
@@ -183,7 +184,8 @@ class CheckpointCoordinator:
         (sources and sinks, whose state the driver holds) are acknowledged here with the
         ``driver-state`` file. With ``keyed_state`` (a changelog checkpoint) the stateful tasks are
         acknowledged here too, with the handles it writes into the location:
-        ``{task: (handles, new bytes)}``.
+        ``{task: (handles, new bytes)}``. ``schemas`` (keyed uid -> its states' kinds and types at the
+        barrier) goes into ``_metadata``.
         """
         # Step 1. The id, the properties and the location.
         checkpoint_id = self.id_counter.get_and_increment()
@@ -199,7 +201,8 @@ class CheckpointCoordinator:
             location = CheckpointStorageLocation(
                 fs, posixpath.join(base, f"savepoint-{self.job_id[:6]}-{uuid.uuid4().hex[:12]}"), options)
         pending = PendingCheckpoint(checkpoint_id, now_ms, barrier_epoch, location, properties,
-                                    expected=set(stateful_tasks) | set(driver_tasks), operators=operators)
+                                    expected=set(stateful_tasks) | set(driver_tasks), operators=operators,
+                                    schemas=schemas)
         self.pending[checkpoint_id] = pending
         self.stats.report_pending(CheckpointStats(checkpoint_id, "IN_PROGRESS", pending.is_savepoint, now_ms,
                                                   barrier_epoch, num_expected=len(pending.expected),
@@ -312,7 +315,7 @@ class CheckpointCoordinator:
             job_id=self.job_id, job_name=self.job_name, checkpoint_id=cid, kind=pending.properties.kind,
             trigger_timestamp=pending.trigger_timestamp, completion_timestamp=now_ms,
             barrier_epoch=pending.barrier_epoch, max_parallelism=self.max_parallelism,
-            operators=_operator_metadata(pending.operators, acks.values()),
+            operators=_operator_metadata(pending.operators, acks.values(), pending.schemas),
             driver_state=pending.driver_state, config=self.config,
             stats={"sync_duration_ms": sync_ms, "async_duration_ms": async_ms, "state_size": pending.state_size()},
         )
@@ -378,9 +381,10 @@ class CheckpointCoordinator:
         self.storage.discard_job_directory_if_empty()
 
 
-def _operator_metadata(operators: Any, acks: Any) -> dict[str, OperatorMetadata]:
-    """Per uid: name, parallelism, and the keyed-state files the stateful tasks acknowledged."""
-    out: dict[str, OperatorMetadata] = {uid: OperatorMetadata(uid, name, par) for uid, (name, par) in operators.items()}
+def _operator_metadata(operators: Any, acks: Any, schemas: Mapping[str, OperatorSchema]) -> dict[str, OperatorMetadata]:
+    """Per uid: name, parallelism, state schema, and the keyed-state files the stateful tasks acknowledged."""
+    out: dict[str, OperatorMetadata] = {uid: OperatorMetadata(uid, name, par, schema=schemas.get(uid))
+                                        for uid, (name, par) in operators.items()}
     for ack in acks:
         if not isinstance(ack.task, ExecutionVertexId):
             continue

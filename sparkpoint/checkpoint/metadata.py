@@ -2,11 +2,12 @@
 
 ``_metadata`` is JSON, readable by people and tools: format name and version, job id,
 checkpoint id, kind, timestamps, the barrier epoch, and per operator **uid** its name,
-parallelism and the keyed-state files of each subtask (key-group range, relative
-path, size, SHA-256). State that only Python can read (operator state, source
-splits with their watermark generators, pending sink transactions) sits in one
-``driver-state`` file referenced the same way. A SHA-256 over the JSON body guards
-``_metadata`` itself. The job's configuration is recorded with secrets (keys naming a
+parallelism, the keyed-state files of each subtask (key-group range, relative path,
+size, SHA-256) and, for keyed operators, the schema of their state (each state's kind
+and declared type, the keys' type: Flink's serializer snapshots). State that only Python
+can read (operator state, source splits with their watermark generators, pending sink
+transactions) sits in one ``driver-state`` file referenced the same way. A SHA-256 over
+the JSON body guards ``_metadata`` itself. The job's configuration is recorded with secrets (keys naming a
 secret, password or token, as Flink's ``GlobalConfiguration.isSensitive`` decides) masked.
 """
 
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparkpoint.state.key_groups import KEY_SERIALIZER_VERSION
+from sparkpoint.state.schema import OperatorSchema
 from sparkpoint.storage.checkpoint_storage import StreamStateHandle
 from sparkpoint.storage.exceptions import CorruptCheckpointError
 
@@ -57,6 +59,7 @@ class OperatorMetadata:
     keyed_state: list[KeyedStateFile] = field(default_factory=list)
     state_kinds: dict[str, str] = field(default_factory=dict)   # canonical format: state name -> kind
     watermark: "int | None" = None
+    schema: "OperatorSchema | None" = None   # keyed operators: each state's kind and type, the keys' type
 
 
 @dataclass
@@ -110,7 +113,8 @@ class MetadataV1Serializer:
             "operators": {
                 uid: {"name": op.name, "parallelism": op.parallelism,
                       "keyed_state": [_keyed_file_json(f) for f in op.keyed_state],
-                      "state_kinds": op.state_kinds, "watermark": op.watermark}
+                      "state_kinds": op.state_kinds, "watermark": op.watermark,
+                      **({"schema": op.schema.to_json()} if op.schema is not None else {})}
                 for uid, op in sorted(meta.operators.items())
             },
             "driver_state": meta.driver_state.to_json(),
@@ -152,8 +156,9 @@ class MetadataV1Serializer:
                                     StreamStateHandle(f["path"], f["size"], f["sha256"]), f.get("state"),
                                     f.get("format"), tuple(StreamStateHandle.from_json(h) for h in f.get("shared", ())))
                      for f in op["keyed_state"]]
+            schema = OperatorSchema.from_json(op["schema"]) if op.get("schema") is not None else None
             ops[uid] = OperatorMetadata(uid, op["name"], op["parallelism"], files, op.get("state_kinds", {}),
-                                        op.get("watermark"))
+                                        op.get("watermark"), schema)
         return CheckpointMetadata(
             job_id=body["job_id"], job_name=body["job_name"], checkpoint_id=body["checkpoint_id"],
             kind=body["kind"], trigger_timestamp=body["trigger_timestamp"],

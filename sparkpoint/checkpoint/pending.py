@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 import time
 from enum import Enum
-from typing import Hashable, Iterable, Mapping, Optional
+from typing import Any, Hashable, Iterable, Mapping, Optional
 
 from sparkpoint.checkpoint.exceptions import InvalidStateError
 from sparkpoint.checkpoint.failure import CheckpointFailureReason
@@ -47,17 +47,20 @@ class PendingCheckpoint:
 
     # nothing outside sets fields on a pending checkpoint: what it carries is given at trigger time
     __slots__ = ("checkpoint_id", "trigger_timestamp", "barrier_epoch", "location", "properties", "operators",
-                 "_expected", "_acks", "_driver_state", "_state", "_failure_reason", "_failure_detail", "_lock")
+                 "schemas", "_expected", "_acks", "_driver_state", "_state", "_failure_reason", "_failure_detail",
+                 "_lock")
 
     def __init__(self, checkpoint_id: int, trigger_timestamp: int, barrier_epoch: int,
                  location: CheckpointStorageLocation, properties: Optional[CheckpointProperties] = None,
-                 expected: Iterable[Hashable] = (), operators: Optional[Mapping[str, tuple[str, int]]] = None):
+                 expected: Iterable[Hashable] = (), operators: Optional[Mapping[str, tuple[str, int]]] = None,
+                 schemas: Optional[Mapping[str, Any]] = None):
         self.checkpoint_id = checkpoint_id
         self.trigger_timestamp = trigger_timestamp
         self.barrier_epoch = barrier_epoch
         self.location = location
         self.properties = properties or CheckpointProperties.for_checkpoint()
         self.operators: Mapping[str, tuple[str, int]] = dict(operators or {})   # uid -> (name, parallelism)
+        self.schemas: Mapping[str, Any] = dict(schemas or {})   # keyed uid -> its OperatorSchema at the barrier
         self._expected: frozenset = frozenset(expected)
         self._acks: dict[Hashable, AcknowledgeCheckpoint] = {}
         self._driver_state: Optional[StreamStateHandle] = None

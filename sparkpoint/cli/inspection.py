@@ -72,9 +72,10 @@ def inspect(path: str, against: Optional[str], allow_non_restored: bool, dynamic
 def _inspect_against(restored: Any, job: str, job_args: tuple[str, ...], conf: dict, allow_non_restored: bool) -> None:
     from sparkpoint.checkpoint.compatibility import check_compatibility
     from sparkpoint.runtime.restore import job_operators
+    from sparkpoint.runtime.state_probe import declared_schemas
 
     plan = capture_plan(job, None, job_args, conf)
-    report = check_compatibility(restored, job_operators(plan), plan.max_parallelism)
+    report = check_compatibility(restored, job_operators(plan, declared_schemas(plan)), plan.max_parallelism)
     m = restored.metadata
     click.echo(f"{m.kind} {m.checkpoint_id} ({restored.location}) against {job}:")
     for line in report.lines(allow_non_restored):

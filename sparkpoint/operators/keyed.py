@@ -13,12 +13,13 @@ from typing import Any, Callable, Iterator, Optional
 from sparkpoint.datastream.functions import KeySelector, bound_call
 from sparkpoint.datastream.state import ValueStateDescriptor
 from sparkpoint.datastream.time_domain import TimeDomain
-from sparkpoint.errors import StateError
+from sparkpoint.errors import StateError, StateMigrationError
 from sparkpoint.operators.base import (IDLE, Output, StreamOperator, TaskContext, first_failing, first_out_of_range,
                                       out_of_range_error)
 from sparkpoint.state.backend import KeyedStateBackend, StateBackend
 from sparkpoint.state.backend_loader import load_state_backend
 from sparkpoint.state.key_groups import KeyGroupRange
+from sparkpoint.state.schema import OperatorSchema
 from sparkpoint.state.snapshot import KeyedStateSnapshot
 from sparkpoint.time.timers import EVENT_TIME, PROCESSING_TIME, InternalTimerService
 
@@ -35,6 +36,8 @@ class KeyedOperator(StreamOperator):
         self.key_selector = key_selector
         self.keyed_backend: KeyedStateBackend = None  # type: ignore[assignment]
         self.timers: InternalTimerService = None  # type: ignore[assignment]
+        self.key_classes: Optional[frozenset] = None     # of the keys of this task's first keyed batch
+        self.expected_key_classes: tuple[str, ...] = ()  # the restored state's keys, checked on the first batch
 
     def create_keyed_backend(self, key_group_range: KeyGroupRange, max_parallelism: int,
                              state_backend: Optional[StateBackend] = None, **options: Any) -> None:
@@ -73,14 +76,42 @@ class KeyedOperator(StreamOperator):
         self.keyed_backend.restore([snapshot])
         self.advance_watermark(snapshot.watermark)
 
+    # state schema -----------------------------------------------------------------------
+    def expect_schema(self, schema: Optional[OperatorSchema], key_classes: tuple[str, ...] = ()) -> None:
+        """Check the states this operator declares against ``schema`` (what its restored state recorded), and
+        the keys of its first batch against ``key_classes``."""
+        if schema is not None:
+            self.keyed_backend.schema.expect(f"operator {self.name!r} (uid {self.uid!r})", dict(schema.states))
+        self.expected_key_classes = tuple(key_classes)
+
+    def state_schema(self) -> OperatorSchema:
+        """The states declared in this task and the classes of the keys it saw."""
+        return OperatorSchema(self.keyed_backend.declared_schema(), None, tuple(sorted(self.key_classes or ())))
+
+    def _sample_keys(self, keys: list) -> None:
+        """Step 1 of a restore's key check: keys of other classes than the checkpoint's cannot find their state
+        (their bytes, and so their key groups and entries, differ)."""
+        self.key_classes = frozenset(type(k).__name__ for k in keys[:1000]) - {"NoneType"}
+        old = set(self.expected_key_classes)
+        if old and self.key_classes and not old & self.key_classes:
+            raise StateMigrationError(
+                f"cannot restore operator {self.name!r} (uid {self.uid!r}): its keyed state was checkpointed with "
+                f"keys of type {' | '.join(sorted(old))}, the job's key selector now gives "
+                f"{' | '.join(sorted(self.key_classes))} (first key: {keys[0]!r}); no restored state would be "
+                f"found. Key the stream as before, or start the operator's state empty under a new uid() (with "
+                f"--allowNonRestoredState).")
+
     # keys -------------------------------------------------------------------------------
     def keys_of(self, values: list, key_selector: Optional[KeySelector] = None) -> list:
         get_key = bound_call(key_selector or self.key_selector, "get_key")
         try:
-            return [get_key(v) for v in values]
+            keys = [get_key(v) for v in values]
         except Exception as e:
             raise StateError(f"key selector of operator {self.name!r} (uid {self.uid!r}) failed on record "
                              f"{first_failing(get_key, values)!r}: {type(e).__name__}: {e}") from e
+        if self.key_classes is None and keys:
+            self._sample_keys(keys)
+        return keys
 
     def prefetched(self, keys: list, values: list, timestamps: list) -> Iterator[Iterator[tuple]]:
         """The records as ``(value, timestamp, key)`` in slices whose keys' state the backend read together

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from sparkpoint.runtime.graph import StagePlan
 from sparkpoint.runtime.task import TaskDeployment, TaskReport
+from sparkpoint.testing.faults import sources_held
 
 if TYPE_CHECKING:
     from sparkpoint.runtime.job_master import JobMaster
@@ -20,6 +21,7 @@ def deploy_stages(master: "JobMaster", stages: list[StagePlan], epoch: int, now_
     savepoint)."""
     # Step 1. Fix each source subtask's input for the epoch.
     has_sources = any(s.is_source_stage for s in stages)
+    held = has_sources and sources_held(epoch)   # a crash test's bound on how far this run may read
     assignments = {nid: sc.assign() for nid, sc in master.sources.items()} if has_sources else {}
     keyed = any(s.keyed for s in stages)
     uploads = master.coordinator.options_for_epoch(epoch) if master.coordinator is not None and keyed else {}
@@ -36,8 +38,10 @@ def deploy_stages(master: "JobMaster", stages: list[StagePlan], epoch: int, now_
                 barrier_sync_ms=master.snapshot_sync_ms.get((stage.id, i), 0.0),
                 notify_checkpoints=list(master.notify_sources if stage.is_source_stage else master.notify_next),
                 changelog=master.changelog.base_for(stage.id, i) if master.changelog and stage.keyed else None,
-                drain=drain, pause=pause, cyclic_gc=master.cyclic_gc,
+                drain=drain, pause=pause or (held and stage.is_source_stage), cyclic_gc=master.cyclic_gc,
             )
+            if stage.keyed:
+                dep.state_schemas, dep.key_checks = master.schemas.for_stage(stage.nodes)
             for nid in stage.nodes:
                 totals = master.output.metric_totals(master.plan.uid(nid), i, pending)
                 if totals:

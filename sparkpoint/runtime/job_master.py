@@ -14,19 +14,15 @@ Each epoch (one Spark job):
 A bounded job ends after the epoch in which every source emitted the final +inf
 watermark: by then every window has fired and every sink has staged its output.
 
-The JobMaster delegates to its parts: :class:`~sparkpoint.runtime.failover.Failover`
-(restart strategy and the checkpoint to recover from), :mod:`~sparkpoint.runtime.restore`
-(state assignment), :class:`~sparkpoint.runtime.savepoints.SavepointRequests`,
-:class:`~sparkpoint.runtime.sink_committer.SinkCommitter` (two-phase commit),
-:class:`~sparkpoint.runtime.job_output.JobOutput` (records, metrics, epoch statistics),
-and :class:`~sparkpoint.runtime.job_status.JobStatusMachine`. Whatever watches the job
-(the REST endpoint, progress output) is a :class:`~sparkpoint.runtime.job_listener.JobListener`.
+The JobMaster delegates to its parts: ``Failover`` (restart strategy, the checkpoint to recover
+from), ``restore`` (state assignment), ``StateSchemas`` (the states' declared types), ``SavepointRequests``,
+``SinkCommitter`` (two-phase commit), ``JobOutput`` (records, metrics, epoch statistics) and
+``JobStatusMachine``. Whatever watches the job (REST, progress output) is a ``JobListener``.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
 import uuid
 from typing import Any, Callable, Optional, Protocol
@@ -40,6 +36,7 @@ from sparkpoint.runtime.checkpoint_plan import calculate_checkpoint_plan
 from sparkpoint.runtime.failover import Failover
 from sparkpoint.runtime.graph import JobPlan
 from sparkpoint.runtime.job_listener import CallbackEpochListener, JobListener, listeners_from_config
+from sparkpoint.runtime.epoch_guard import EpochGuard
 from sparkpoint.runtime.job_output import JobOutput
 from sparkpoint.runtime.job_status import JobStatus, JobStatusMachine
 from sparkpoint.runtime.record_origin import locate_failed_record
@@ -52,6 +49,7 @@ from sparkpoint.runtime.sink_committer import SinkCommitter, check_sinks
 from sparkpoint.runtime.sink_output import prepare_sink_outputs
 from sparkpoint.runtime.source_coordinator import SourceCoordinator
 from sparkpoint.runtime.sources_ahead import RanAhead, SourcesAhead
+from sparkpoint.runtime.state_schemas import StateSchemas
 from sparkpoint.runtime.deployments import deploy_stages
 from sparkpoint.runtime.task import TaskDeployment, TaskReport, latest_reports
 from sparkpoint.runtime.working_state import JobWorkingDirs, default_local_state_dir
@@ -87,7 +85,8 @@ class JobMaster:
         configure_file_systems(config)   # s3.* keys: endpoint and credentials of checkpoint storage, changelog
         self.executor = executor
         self.job_id = job_id or new_job_id()
-        self.cancelled = threading.Event()
+        self.guard = EpochGuard(executor, config, plan)   # stops the running epoch: a cancel, its bound
+        self.cancelled = self.guard.cancelled
         self.epoch = 0
         self.attempt = 0
         self.max_records = config.get_integer("execution.epoch.max-records", 100_000)
@@ -114,6 +113,7 @@ class JobMaster:
         self.claimed: Optional[str] = None   # restore mode CLAIM: the restored snapshot, until subsumed
         self.failover = Failover(self.job_id, config, self.checkpointing.enabled)
         self.ahead = SourcesAhead(plan, config, executor)   # the next epoch's sources during this epoch's job
+        self.schemas = StateSchemas(plan)   # what the keyed operators declared; checked on restore
         if on_epoch is not None:
             self.add_listener(CallbackEpochListener(on_epoch))
         for listener in listeners_from_config(config, self):
@@ -174,7 +174,7 @@ class JobMaster:
         self._notify("on_status_change", self.job_id, old, new, error)
 
     def cancel(self) -> None:
-        self.cancelled.set()
+        self.guard.cancel()
 
     def request_savepoint(self, target_dir: Optional[str], stop: bool = False, drain: bool = False) -> SavepointRequest:
         """Ask for a savepoint at the next epoch boundary (with ``stop``, to end the job after it; with
@@ -210,7 +210,7 @@ class JobMaster:
                                   self.epoch, self.metrics, self.collected,
                                   self.coordinator.stats.to_json() if self.coordinator is not None else None,
                                   restarts=self.restarts, state_rebuilds=self.state_rebuilds,
-                                  sources_ahead=self.ahead.epochs_ahead)
+                                  sources_ahead=self.ahead.epochs_ahead, cancelled=self.status is JobStatus.CANCELED)
 
     def _run_loop(self) -> None:
         while True:
@@ -228,7 +228,8 @@ class JobMaster:
                     self.status_machine.transition(JobStatus.FINISHED)
                     return
             except SparkpointError as e:
-                self._recover_or_raise(e)
+                if not self.cancelled.is_set():   # a cancelled epoch's failure is the cancel's: CANCELED above
+                    self._recover_or_raise(e)
 
     def _fail(self, error: BaseException) -> None:
         if not self.status_machine.is_terminal():
@@ -282,12 +283,13 @@ class JobMaster:
         """Put the job back in the state of a completed checkpoint."""
         self.ahead.drop()   # what ran ahead started from the state given up now
         source_parallelism = {nid: sc.parallelism for nid, sc in self.sources.items()}
-        state = assign_state(restored, self.plan, source_parallelism, allow_non_restored)
+        state = assign_state(restored, self.plan, source_parallelism, allow_non_restored, self.schemas.declared())
         self._reset_runtime_state()
         self.operator_states.update(state.operator_states)
         for nid, (enumerator_state, splits) in state.sources.items():
             self.sources[nid].restore(enumerator_state, splits)
         self.restored_keyed = dict(state.keyed)
+        self.schemas.restored(restored)
         self.sink_committer.recommit(state.committables, state.sink_writer_states)
         self.epoch = state.next_epoch
         if self.changelog is not None:
@@ -324,7 +326,7 @@ class JobMaster:
             if from_changelog is not None and savepoint_dir is None else None
         pending = self.coordinator.trigger(now, barrier_epoch, dict(cp.driver_state), set(cp.stateful_tasks),
                                            set(cp.driver_tasks), dict(cp.operators), savepoint_dir=savepoint_dir,
-                                           full=full, keyed_state=writer)
+                                           full=full, keyed_state=writer, schemas=self.schemas.at_barrier())
         if pending is None:
             return None
         self.output.snapshot_metrics(barrier_epoch)
@@ -419,7 +421,7 @@ class JobMaster:
             self.ahead.expect(epoch + 1, next_sources)   # the executor starts them with this epoch's job
         # Step 2. Run every task of every stage.
         try:
-            reports = self.executor.run_epoch(epoch, deps, next_sources)
+            reports = self.guard.run_epoch(epoch, deps, next_sources, self.coordinator)   # cancel, bound
         except UserFunctionError as e:  # say where the record came from
             raise locate_failed_record(self.plan, e, epoch, deps) from e.__cause__
         self.notify_next.clear()
@@ -485,6 +487,7 @@ class JobMaster:
                             "it in %.0f ms", epoch, r.stage_id, r.subtask, r.location or "an executor",
                             r.state_rebuild_ms)
         self._take_positions([r for r in reports if not (positions_taken and r.stage_id == 0)])
+        self.schemas.take(reports)
         by_node: dict[int, list] = {}
         for r in sorted(reports, key=lambda r: (r.stage_id, r.subtask)):
             for nid, committables in r.committables.items():

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping, Optional
 
 from sparkpoint.checkpoint.compatibility import CompatibilityReport, OperatorDescriptor, check_compatibility
 from sparkpoint.checkpoint.loader import RestoredCheckpoint, keyed_entries, load_checkpoint
 from sparkpoint.runtime.graph import JobPlan
 from sparkpoint.state.key_groups import compute_key_group_range_for_operator_index
+from sparkpoint.state.schema import OperatorSchema
 
 __all__ = ["RestoredCheckpoint", "load_checkpoint", "keyed_entries", "RestoredJobState", "job_operators",
            "check_restore", "assign_state"]
@@ -42,24 +43,30 @@ class RestoredJobState:
     next_epoch: int = 0
 
 
-def job_operators(plan: JobPlan) -> list[OperatorDescriptor]:
-    """The job's operators as restore matching sees them."""
+def job_operators(plan: JobPlan, declared: Optional[Mapping[str, Optional[OperatorSchema]]] = None
+                  ) -> list[OperatorDescriptor]:
+    """The job's operators as restore matching sees them (with ``declared``: the states each declares)."""
+    declared = declared or {}
     return [OperatorDescriptor(plan.uid(nid), plan.stage(plan.stage_of[nid]).parallelism, keyed=bool(n.keyed),
-                               stateful=bool(n.keyed) or n.kind in ("source", "broadcast_process"))
+                               stateful=bool(n.keyed) or n.kind in ("source", "broadcast_process"), name=n.name,
+                               schema=declared.get(plan.uid(nid)))
             for nid, n in plan.nodes.items()]
 
 
-def check_restore(restored: RestoredCheckpoint, plan: JobPlan, allow_non_restored: bool) -> CompatibilityReport:
-    """Match ``restored`` to ``plan``; raises :class:`JobGraphError` if it cannot be restored."""
-    report = check_compatibility(restored, job_operators(plan), plan.max_parallelism)
+def check_restore(restored: RestoredCheckpoint, plan: JobPlan, allow_non_restored: bool,
+                  declared: Optional[Mapping[str, Optional[OperatorSchema]]] = None) -> CompatibilityReport:
+    """Match ``restored`` to ``plan``; raises :class:`JobGraphError` if it cannot be restored, and
+    :class:`StateMigrationError` if a state ``declared`` cannot read what the checkpoint holds."""
+    report = check_compatibility(restored, job_operators(plan, declared), plan.max_parallelism)
     report.check(allow_non_restored)
     return report
 
 
 def assign_state(restored: RestoredCheckpoint, plan: JobPlan, source_parallelism: dict[int, int],
-                 allow_non_restored: bool) -> RestoredJobState:
+                 allow_non_restored: bool, declared: Optional[Mapping[str, Optional[OperatorSchema]]] = None
+                 ) -> RestoredJobState:
     """Decide the state every operator, source, stateful subtask and sink starts from."""
-    report = check_restore(restored, plan, allow_non_restored)
+    report = check_restore(restored, plan, allow_non_restored, declared)
     uid_to_node = {plan.uid(nid): nid for nid in plan.nodes if plan.uid(nid) in report.matched_uids}
     d = restored.driver_state
     out = RestoredJobState(next_epoch=restored.metadata.barrier_epoch + 1)

@@ -22,11 +22,9 @@ import logging
 import pickle
 import shutil
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Optional
 
-from sparkpoint.checkpoint.messages import AcknowledgeCheckpoint, DeclineCheckpoint
-from sparkpoint.checkpoint.properties import CheckpointOptions
 from sparkpoint.datastream.functions import CheckpointListener, bound_call
 from sparkpoint.runtime.checkpoint_io import (
     CheckpointUploader,
@@ -35,10 +33,11 @@ from sparkpoint.runtime.checkpoint_io import (
     read_restored_keyed_state,
     restore_from_checkpoint,
 )
-from sparkpoint.runtime.changelog import ChangelogBase, describe, rebuild_working_state
+from sparkpoint.runtime.changelog import describe, rebuild_working_state
 from sparkpoint.runtime.changelog_files import write_changes
 from sparkpoint.runtime.chain import read_inputs, run_operators
 from sparkpoint.runtime.exchange import encode_blob, hash_partition
+from sparkpoint.runtime.task_messages import PHASES, TaskDeployment, TaskReport, latest_reports
 from sparkpoint.runtime.working_state import drop_older_attempts, working_dir
 from sparkpoint.runtime.graph import BROADCAST, CUSTOM, GLOBAL, HASH, JobPlan, StagePlan
 from sparkpoint.operators.keyed import KeyedOperator
@@ -47,83 +46,13 @@ from sparkpoint.operators.base import Output, StreamOperator, TaskContext
 from sparkpoint.operators.sinks import PrintOperator, SinkOperator
 from sparkpoint.state.backend_loader import load_state_backend
 from sparkpoint.state.key_groups import KeyGroupAssigner, KeyGroupRange, compute_key_group_range_for_operator_index
-from sparkpoint.errors import StateMissingError
+from sparkpoint.errors import StateMissingError, UnrecoverableError, UserFunctionError, UserFunctionOpenError
 from sparkpoint.state.local_store import LocalStateStore
 from sparkpoint.state.worker import let_go_under
 
 __all__ = ["TaskDeployment", "TaskReport", "PHASES", "latest_reports", "run_task"]
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class TaskDeployment:
-    """What the driver tells one task for one epoch."""
-
-    job_id: str
-    epoch: int
-    processing_time: int
-    local_state_dir: str
-    operator_states: dict[int, Any] = field(default_factory=dict)      # node id -> snapshot
-    splits: dict[int, list] = field(default_factory=dict)              # source node id -> splits
-    no_more_splits: dict[int, bool] = field(default_factory=dict)
-    keyed_state_epoch: Optional[int] = None                            # local state to load, if any
-    restored_keyed: list = field(default_factory=list)                 # checkpoint files to start from
-    local_state_namespace: str = ""                                    # job id + attempt
-    executor_local_state: bool = True      # keep databases in the executor's own local dirs (not configured)
-    checkpoint_uploads: dict[int, CheckpointOptions] = field(default_factory=dict)  # checkpoint id -> where, how
-    barrier_sync_ms: float = 0.0                                       # the uploaded snapshot's synchronous part
-    notify_checkpoints: list[int] = field(default_factory=list)        # completed since the last epoch
-    changelog: Optional[ChangelogBase] = None                          # durable epoch changes, for a task that moved
-    max_records: int = 100_000
-    max_bytes: int = 32 * 1024 * 1024
-    drain: bool = False                    # stop --drain: sources read no more and end event time (+inf)
-    pause: bool = False                    # a stop's savepoint is in flight: sources read nothing, time stands still
-    metric_totals: dict[str, dict[str, int]] = field(default_factory=dict)  # uid -> user counter/meter totals
-    cyclic_gc: bool = False                # Python's cycle collector runs during the task (else after it)
-
-
-@dataclass
-class TaskReport:
-    """What one task tells the driver at its end."""
-
-    stage_id: int
-    subtask: int
-    epoch: int
-    operator_states: dict[int, Any] = field(default_factory=dict)
-    splits: dict[int, list] = field(default_factory=dict)
-    committables: dict[int, list] = field(default_factory=dict)
-    printed: dict[int, list] = field(default_factory=dict)
-    watermarks: dict[int, Optional[int]] = field(default_factory=dict)
-    metrics: dict[str, dict[str, int]] = field(default_factory=dict)
-    keyed_state_bytes: int = 0
-    checkpoint_acks: list[AcknowledgeCheckpoint] = field(default_factory=list)
-    checkpoint_declines: list[DeclineCheckpoint] = field(default_factory=list)
-    snapshot_sync_ms: float = 0.0
-    records_in: int = 0
-    records_out: int = 0
-    duration_ms: float = 0.0
-    location: Optional[str] = None           # the executor the task ran on (Spark's task location), if known
-    state_rebuild_ms: Optional[float] = None  # the working state was not where the task ran: rebuilt, in ms
-    changelog_bytes: int = 0
-    changelog_segments: dict[str, tuple[int, str]] = field(default_factory=dict)  # uid -> (size, SHA-256)
-    phase_ms: dict[str, float] = field(default_factory=dict)  # where the task's time went (see PHASES)
-    user_metrics: dict[str, dict[str, tuple]] = field(default_factory=dict)  # uid -> id -> (kind, value)
-
-
-#: The phases of a task's time in ``TaskReport.phase_ms``: operators built, state restored and opened; upstream
-#: blobs decoded; operators run; outputs routed; operators closed and keyed state committed or snapshotted;
-#: waiting at the end for the previous checkpoint's asynchronous upload. ``gc`` is the part of them spent in
-#: Python's cycle collector.
-PHASES = ("setup", "input", "run", "route", "state", "upload_wait", "gc")
-
-
-def latest_reports(reports: list[TaskReport]) -> list[TaskReport]:
-    """One report per task: the last one of a task that reported twice (a task Spark ran again)."""
-    seen: dict[tuple[int, int], TaskReport] = {}
-    for r in reports:
-        seen[(r.stage_id, r.subtask)] = r
-    return list(seen.values())
 
 
 def run_task(plan: JobPlan, stage_id: int, subtask: int, dep: TaskDeployment,
@@ -246,6 +175,7 @@ def _build_operators(plan: JobPlan, stage: StagePlan, kg_range: KeyGroupRange, t
         if isinstance(op, KeyedOperator):
             op.create_keyed_backend(kg_range, plan.max_parallelism, state_backend,
                                     **_working_state_options(state_backend, dep, stage.id, task.subtask_index, op.uid))
+            op.expect_schema(dep.state_schemas.get(op.uid), dep.key_checks.get(op.uid, ()))
         ops[nid] = op
         op.routes_failures = stage.routes_failed_records(nid)
         op.setup(task, dep.operator_states.get(nid))
@@ -388,7 +318,12 @@ def _dispose_keyed_backends(ops: dict[int, StreamOperator]) -> None:
 def _open_operators(ops: dict[int, StreamOperator], dep: TaskDeployment) -> None:
     """``open()`` every operator, then tell listening functions of completed checkpoints."""
     for op in ops.values():
-        op.open()
+        try:
+            op.open()
+        except (UserFunctionError, UnrecoverableError):
+            raise
+        except Exception as e:  # name the operator; the function's traceback stays with the error
+            raise UserFunctionOpenError(op.uid, op.name, e) from e
     for cid in dep.notify_checkpoints:
         for op in ops.values():
             if isinstance(op.function, CheckpointListener):
@@ -405,6 +340,8 @@ def _close_operators(ops: dict[int, StreamOperator], report: TaskReport) -> None
         snap = op.snapshot_operator_state()
         if snap is not None:
             report.operator_states[nid] = snap
+        if isinstance(op, KeyedOperator):
+            report.state_schemas[op.uid] = op.state_schema()
         op.close()
 
 

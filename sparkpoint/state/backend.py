@@ -19,6 +19,8 @@ from sparkpoint.datastream.state import StateDescriptor
 from sparkpoint.errors import StateError
 from sparkpoint.state.internal import STATE_KINDS, InternalKvState, UserFacingListState
 from sparkpoint.state.key_groups import KeyGroupAssigner, KeyGroupRange
+from sparkpoint.state.migration import SchemaCheck
+from sparkpoint.state.schema import StateSchema
 from sparkpoint.state.snapshot import KeyedStateSnapshot, check_snapshot
 from sparkpoint.state.timer_queue import KeyGroupedTimerQueue
 from sparkpoint.state.ttl import create_ttl_state
@@ -77,6 +79,7 @@ class KeyedStateBackend(abc.ABC):
         # the range's bounds, compared inline on every record (KeyGroupRange.__contains__ is a call per record)
         self._first_group, self._last_group = key_group_range.start, key_group_range.end
         self.ttl_cleanups: dict[str, Callable[[str, Any], Any]] = {}  # state name -> drops expired values
+        self.schema = SchemaCheck()   # the states' declared types, checked against what a checkpoint recorded
 
     # -- current key and time ---------------------------------------------------------------
 
@@ -125,9 +128,16 @@ class KeyedStateBackend(abc.ABC):
         """A new state object for ``descriptor`` (namespace ``None`` until set), with its TTL if enabled:
         an :class:`InternalKvState` of the descriptor's kind (``InternalValueState``, ...).
 
-        Raises :class:`StateError` if the name was registered with another kind.
+        Raises :class:`StateError` if the name was registered with another kind, and
+        :class:`~sparkpoint.errors.StateMigrationError` if its declared type cannot read what a
+        checkpoint restored (state that can be migrated is migrated here, once per task).
         """
+        declared = descriptor.name in self.schema.declared
+        if not declared:
+            self.schema.declare(descriptor)
         self.register_state(descriptor.name, descriptor.kind)
+        if not declared:
+            self.schema.migrate(self, descriptor)
         ttl = descriptor.ttl_config
         if ttl is not None and ttl.is_enabled():
             return create_ttl_state(self, descriptor)
@@ -151,6 +161,10 @@ class KeyedStateBackend(abc.ABC):
             self.state_kinds[name] = kind
         elif known != kind:
             raise StateError(f"state {name!r} was registered as {known} state, now requested as {kind} state")
+
+    def declared_schema(self) -> dict[str, StateSchema]:
+        """``{state name: StateSchema}`` of every state this backend's operator declared (in this task)."""
+        return dict(self.schema.declared)
 
     def registered_states(self) -> dict[str, str]:
         """``{state name: kind}`` of every state registered or restored."""

@@ -1,0 +1,90 @@
+"""What the driver tells a task for an epoch (``TaskDeployment``) and what the task tells back (``TaskReport``).
+
+Flink's ``TaskDeploymentDescriptor`` and the task's acknowledgements and accumulators, in one
+message each way per task and epoch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from sparkpoint.checkpoint.messages import AcknowledgeCheckpoint, DeclineCheckpoint
+from sparkpoint.checkpoint.properties import CheckpointOptions
+from sparkpoint.runtime.changelog import ChangelogBase
+from sparkpoint.state.schema import OperatorSchema
+
+__all__ = ["TaskDeployment", "TaskReport", "PHASES", "latest_reports"]
+
+
+@dataclass
+class TaskDeployment:
+    """What the driver tells one task for one epoch."""
+
+    job_id: str
+    epoch: int
+    processing_time: int
+    local_state_dir: str
+    operator_states: dict[int, Any] = field(default_factory=dict)      # node id -> snapshot
+    splits: dict[int, list] = field(default_factory=dict)              # source node id -> splits
+    no_more_splits: dict[int, bool] = field(default_factory=dict)
+    keyed_state_epoch: Optional[int] = None                            # local state to load, if any
+    restored_keyed: list = field(default_factory=list)                 # checkpoint files to start from
+    local_state_namespace: str = ""                                    # job id + attempt
+    executor_local_state: bool = True      # keep databases in the executor's own local dirs (not configured)
+    checkpoint_uploads: dict[int, CheckpointOptions] = field(default_factory=dict)  # checkpoint id -> where, how
+    barrier_sync_ms: float = 0.0                                       # the uploaded snapshot's synchronous part
+    notify_checkpoints: list[int] = field(default_factory=list)        # completed since the last epoch
+    changelog: Optional[ChangelogBase] = None                          # durable epoch changes, for a task that moved
+    max_records: int = 100_000
+    max_bytes: int = 32 * 1024 * 1024
+    drain: bool = False                    # stop --drain: sources read no more and end event time (+inf)
+    pause: bool = False                    # a stop's savepoint is in flight: sources read nothing, time stands still
+    metric_totals: dict[str, dict[str, int]] = field(default_factory=dict)  # uid -> user counter/meter totals
+    cyclic_gc: bool = False                # Python's cycle collector runs during the task (else after it)
+    state_schemas: dict[str, OperatorSchema] = field(default_factory=dict)  # keyed uid -> the states it declared
+    key_checks: dict[str, tuple[str, ...]] = field(default_factory=dict)    # keyed uid -> restored keys' classes
+
+
+@dataclass
+class TaskReport:
+    """What one task tells the driver at its end."""
+
+    stage_id: int
+    subtask: int
+    epoch: int
+    operator_states: dict[int, Any] = field(default_factory=dict)
+    splits: dict[int, list] = field(default_factory=dict)
+    committables: dict[int, list] = field(default_factory=dict)
+    printed: dict[int, list] = field(default_factory=dict)
+    watermarks: dict[int, Optional[int]] = field(default_factory=dict)
+    metrics: dict[str, dict[str, int]] = field(default_factory=dict)
+    keyed_state_bytes: int = 0
+    checkpoint_acks: list[AcknowledgeCheckpoint] = field(default_factory=list)
+    checkpoint_declines: list[DeclineCheckpoint] = field(default_factory=list)
+    snapshot_sync_ms: float = 0.0
+    records_in: int = 0
+    records_out: int = 0
+    duration_ms: float = 0.0
+    location: Optional[str] = None           # the executor the task ran on (Spark's task location), if known
+    state_rebuild_ms: Optional[float] = None  # the working state was not where the task ran: rebuilt, in ms
+    changelog_bytes: int = 0
+    changelog_segments: dict[str, tuple[int, str]] = field(default_factory=dict)  # uid -> (size, SHA-256)
+    phase_ms: dict[str, float] = field(default_factory=dict)  # where the task's time went (see PHASES)
+    user_metrics: dict[str, dict[str, tuple]] = field(default_factory=dict)  # uid -> id -> (kind, value)
+    state_schemas: dict[str, OperatorSchema] = field(default_factory=dict)  # keyed uid -> declared in this task
+
+
+#: The phases of a task's time in ``TaskReport.phase_ms``: operators built, state restored and opened; upstream
+#: blobs decoded; operators run; outputs routed; operators closed and keyed state committed or snapshotted;
+#: waiting at the end for the previous checkpoint's asynchronous upload. ``gc`` is the part of them spent in
+#: Python's cycle collector.
+PHASES = ("setup", "input", "run", "route", "state", "upload_wait", "gc")
+
+
+def latest_reports(reports: list[TaskReport]) -> list[TaskReport]:
+    """One report per task: the last one of a task that reported twice (a task Spark ran again)."""
+    seen: dict[tuple[int, int], TaskReport] = {}
+    for r in reports:
+        seen[(r.stage_id, r.subtask)] = r
+    return list(seen.values())

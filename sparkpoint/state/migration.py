@@ -1,0 +1,131 @@
+"""State migration on restore: a declared state checked against what the checkpoint recorded of it.
+
+A keyed backend holds one :class:`SchemaCheck`. When an operator first declares a state in a task
+(``get_state``, ``create_internal_state``), the check compares the descriptor's kind and type with
+the :class:`~sparkpoint.state.schema.StateSchema` the restored checkpoint recorded (Flink's
+``RocksDBKeyedStateBackend.tryRegisterKvStateInformation`` asks the new serializer the same):
+
+1. another kind, or an incompatible type: :class:`~sparkpoint.errors.StateMigrationError`, naming
+   the operator, the state, both types and what to do;
+2. compatible after migration (a row with fields added or removed, ...): every stored value of the
+   task's key groups is rewritten in the new form, as Flink migrates state eagerly on restore;
+3. untyped state that gets a type: stored values are sampled, and one that cannot be of the
+   declared type refuses the restore as in 1.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from sparkpoint.errors import StateMigrationError
+from sparkpoint.state.schema import (
+    Compatibility,
+    StateSchema,
+    judge,
+    migration,
+    refusal,
+    state_type_json,
+    type_text,
+    value_fits,
+)
+
+__all__ = ["SchemaCheck", "SAMPLED_VALUES"]
+
+#: How many stored entries of untyped state are read to check a newly declared type.
+SAMPLED_VALUES = 100
+
+
+class SchemaCheck:
+    """The declared states of one keyed backend, checked against the ones a checkpoint recorded."""
+
+    def __init__(self) -> None:
+        self.owner = "keyed state"                        # "operator 'n' (uid 'u')", for messages
+        self.expected: dict[str, StateSchema] = {}        # what the restored checkpoint recorded
+        self.declared: dict[str, StateSchema] = {}        # what this task declared
+        self._pending: dict[str, tuple[StateSchema, StateSchema]] = {}   # name -> (old, new), to migrate
+
+    def expect(self, owner: str, states: dict[str, StateSchema]) -> None:
+        self.owner, self.expected = owner, dict(states)
+
+    def declare(self, descriptor: Any) -> None:
+        """Record ``descriptor``'s schema; raise if the recorded one cannot be read as it (Step 1)."""
+        name = descriptor.name
+        new = StateSchema(descriptor.kind, state_type_json(descriptor.kind, descriptor.type_info))
+        self.declared[name] = new
+        old = self.expected.get(name)
+        if old is None or old == new:
+            return
+        verdict, why = judge(old, new)
+        if verdict is Compatibility.INCOMPATIBLE:
+            self._refuse(name, old, new, why)
+        self._pending[name] = (old, new)
+
+    def migrate(self, backend: Any, descriptor: Any) -> None:
+        """Steps 2 and 3 for a state :meth:`declare` found to differ, once it is registered."""
+        pending = self._pending.pop(descriptor.name, None)
+        if pending is None:
+            return
+        old, new = pending
+        if old.type is None:
+            self._sample(backend, descriptor, old, new)
+            return
+        fn = migration(old.type, new.type)
+        if fn is not None:
+            _rewrite(backend, descriptor, fn)
+
+    def _sample(self, backend: Any, descriptor: Any, old: StateSchema, new: StateSchema) -> None:
+        for value in itertools.islice(_stored_values(backend, descriptor), SAMPLED_VALUES):
+            if not value_fits(value, new.type):   # a list state's type is its elements' type
+                self._refuse(descriptor.name, old, new, f"a stored value, {value!r} ({type(value).__name__}), is "
+                                                        f"not of the declared {type_text(new.type)}")
+
+    def _refuse(self, name: str, old: StateSchema, new: StateSchema, why: str) -> None:
+        raise StateMigrationError(refusal(self.owner, name, old, new, why))
+
+
+def _entries(backend: Any, descriptor: Any) -> Iterator[Any]:
+    """Each stored ``(key, namespace)`` of ``descriptor``'s state, made current, with a state object on it."""
+    state = backend.create_internal_state(descriptor)
+    saved = backend.current_key, backend.current_key_group
+    try:
+        for key, namespace in list(backend.get_keys_and_namespaces(descriptor.name)):
+            backend.set_current_key(key)
+            state.set_current_namespace(namespace)
+            yield state
+    finally:
+        backend.current_key, backend.current_key_group = saved
+
+
+def _stored_values(backend: Any, descriptor: Any) -> Iterator[Any]:
+    for state in _entries(backend, descriptor):
+        kind = descriptor.kind
+        if kind == "list":
+            yield from list(state.get() or [])
+        elif kind == "map":
+            yield dict(state.items())
+        elif kind == "aggregating":
+            yield state.get_accumulator()
+        else:
+            yield state.get() if kind == "reducing" else state.value()
+
+
+def _rewrite(backend: Any, descriptor: Any, fn: Callable[[Any], Any]) -> None:
+    """Every stored value of the state of ``descriptor`` (this backend's key groups) through ``fn``."""
+    kind = descriptor.kind
+    for state in _entries(backend, descriptor):
+        if kind == "value":
+            state.update(fn(state.value()))
+        elif kind == "list":
+            state.update([fn(v) for v in list(state.get() or [])])
+        elif kind == "map":
+            migrated = fn(dict(state.items()))
+            state.clear()
+            state.put_all(migrated)
+        elif kind == "aggregating":
+            state.set_accumulator(fn(state.get_accumulator()))
+        else:   # reducing: the one value, written back whole
+            value = state.get()
+            state.clear()
+            state.add(fn(value))
