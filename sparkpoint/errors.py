@@ -16,6 +16,7 @@ __all__ = [
     "JobGraphError",
     "JobExecutionError",
     "UserFunctionError",
+    "UserFunctionOpenError",
     "MalformedRecordError",
     "StateMissingError",
     "StateError",
@@ -101,6 +102,40 @@ class UserFunctionError(SparkpointError):
     def __reduce__(self):  # keep the fields across pickling between processes
         return (_rebuild_user_error, (self.uid, self.operator_name, self.record, self.cause_repr, self.origin,
                                       self.epoch, self.traceback_text()))
+
+
+class UserFunctionOpenError(UserFunctionError):
+    """A user function's ``open()`` raised: names the operator and uid, and keeps the function's traceback."""
+
+    def __init__(self, uid: str, name: str, cause: BaseException):
+        super().__init__(uid, name, None, cause)
+        self.origin = "open()"   # what failed: there is no record to look for
+
+    def located(self, origin: Optional[str], epoch: Optional[int]) -> "UserFunctionOpenError":
+        err = _rebuild_open_error(self.uid, self.operator_name, self.cause_repr, epoch, self.traceback_text())
+        err.__cause__ = self.__cause__
+        return err
+
+    def with_record_text(self) -> "UserFunctionOpenError":
+        return self
+
+    def _message(self) -> str:
+        epoch = f" in epoch {self.epoch}" if self.epoch is not None else ""
+        return (f"open() of the user function of operator {self.operator_name!r} (uid {self.uid!r}) failed{epoch}: "
+                f"{self.cause_repr}")
+
+    def __reduce__(self):
+        return (_rebuild_open_error, (self.uid, self.operator_name, self.cause_repr, self.epoch,
+                                      self.traceback_text()))
+
+
+def _rebuild_open_error(uid: str, name: str, cause_repr: str, epoch: Optional[int],
+                        cause_trace: str) -> UserFunctionOpenError:
+    err = UserFunctionOpenError.__new__(UserFunctionOpenError)
+    err.uid, err.operator_name, err.record, err.cause_repr = uid, name, None, cause_repr
+    err.origin, err.epoch, err.cause_trace = "open()", epoch, cause_trace
+    Exception.__init__(err, err._message())
+    return err
 
 
 class _Shown(str):

@@ -19,7 +19,7 @@ from typing import Any, Optional
 from sparkpoint.checkpoint.coordinator import CheckpointCoordinator
 from sparkpoint.checkpoint.failure import CheckpointFailureReason
 from sparkpoint.checkpoint.loader import RestoredCheckpoint, load_first_loadable
-from sparkpoint.errors import JobExecutionError, UnrecoverableError, UserFunctionError
+from sparkpoint.errors import JobExecutionError, UnrecoverableError, UserFunctionError, UserFunctionOpenError
 from sparkpoint.runtime.restart import RestartStrategy, restart_strategy_from_config
 
 __all__ = ["Failover", "unrecoverable_cause"]
@@ -63,6 +63,11 @@ class Failover:
         if self.record_failures and self.record_failures[-1] != failure:
             self.record_failures.clear()
         self.record_failures.append(failure)
+        if len(self.record_failures) >= self.same_record_attempts > 0 and isinstance(error, UserFunctionOpenError):
+            raise JobExecutionError(
+                f"{error}. It failed {len(self.record_failures)} times in a row, after restoring each time; the job "
+                f"fails instead of restoring again. Fix what the function's open() needs "
+                f"(sparkpoint.failure.same-record-attempts sets how many attempts it gets)") from error
         if len(self.record_failures) >= self.same_record_attempts > 0:
             raise JobExecutionError(
                 f"{error}. The same record failed {len(self.record_failures)} times in a row, after restoring "
