@@ -12,11 +12,13 @@ Keys (Flink's where one maps, documented in ``docs/deploy.md``):
 - ``state.savepoints.dir``, ``state.checkpoints.dir`` (and their Flink 2.x names) and
   ``sparkpoint.rest.allowed-dirs`` (a comma-separated list): the only roots a savepoint
   target or a disposal requested over REST may lie under.
-- ``rest.server.max-content-length``: the largest request body accepted (default 1 MiB).
+- ``rest.server.max-content-length``: the largest request body accepted (default 1 MiB); a body's
+  JSON may nest arrays and objects :data:`MAX_JSON_DEPTH` levels deep (Flink's bodies nest one).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import posixpath
 import secrets
@@ -27,10 +29,11 @@ from urllib.parse import urlsplit
 from sparkpoint.errors import ConfigurationError
 from sparkpoint.rest.job_json import RestError
 
-__all__ = ["RestSecurity", "LOOPBACK", "check_target", "normalize_target"]
+__all__ = ["RestSecurity", "LOOPBACK", "MAX_JSON_DEPTH", "check_target", "normalize_target", "parse_body"]
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 DEFAULT_MAX_CONTENT = 1024 * 1024
+MAX_JSON_DEPTH = 32
 _ROOT_KEYS = ("state.savepoints.dir", "state.checkpoints.dir", "execution.checkpointing.savepoint-dir",
               "execution.checkpointing.dir")
 
@@ -105,3 +108,23 @@ def check_target(path: Optional[str], roots: list[str], what: str) -> Optional[s
             return path
     allowed = ", ".join(roots) or "none (set state.savepoints.dir or sparkpoint.rest.allowed-dirs)"
     raise RestError(400, f"{what} {path!r} is outside the allowed directories: {allowed}")
+
+
+def parse_body(data: bytes) -> Any:
+    """A request body's JSON; a 400 if it is not JSON or nests deeper than :data:`MAX_JSON_DEPTH` (the parser
+    would otherwise run out of stack on a body of a few thousand ``[``)."""
+    too_deep = RestError(400, f"request body nests JSON arrays or objects deeper than {MAX_JSON_DEPTH} levels")
+    try:
+        body = json.loads(data)
+    except RecursionError:
+        raise too_deep from None
+    except (ValueError, UnicodeDecodeError) as e:
+        raise RestError(400, f"request body is not JSON: {e}") from None
+    containers = [(body, 1)] if isinstance(body, (dict, list)) else []
+    while containers:
+        value, depth = containers.pop()
+        if depth > MAX_JSON_DEPTH:
+            raise too_deep
+        children = value.values() if isinstance(value, dict) else value
+        containers.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return body

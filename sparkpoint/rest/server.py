@@ -12,7 +12,6 @@ directories a savepoint may be written to or disposed from.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import socket
@@ -24,7 +23,7 @@ from sparkpoint.rest import checkpoint_json as cj
 from sparkpoint.rest import job_json as jj
 from sparkpoint.rest.job_json import JobView, RestError
 from sparkpoint.rest.operations import Operations
-from sparkpoint.rest.security import RestSecurity
+from sparkpoint.rest.security import RestSecurity, parse_body
 
 __all__ = ["RestServer", "ROUTES"]
 
@@ -142,10 +141,7 @@ class RestServer:
                 raise RestError(413, f"request body exceeds rest.server.max-content-length ({limit} bytes)")
         if not data.strip():
             return {}
-        try:
-            body = json.loads(bytes(data))
-        except (ValueError, UnicodeDecodeError) as e:
-            raise RestError(400, f"request body is not JSON: {e}") from None
+        body = parse_body(bytes(data))
         if not isinstance(body, dict):
             raise RestError(400, "request body must be a JSON object")
         return body
