@@ -74,6 +74,7 @@ KNOWN_KEYS: frozenset[str] = frozenset({
     "restart-strategy.failure-rate.max-failures-per-interval", "restart-strategy.fixed-delay.attempts",
     "restart-strategy.fixed-delay.delay",
     "state.backend.type", "state.changelog.dstl.dfs.base-path", "state.checkpoint-storage",
+    "sparkpoint.checkpoints.fsync",
     "metrics.reporter.prom.factory.class", "metrics.reporter.prom.host", "metrics.reporter.prom.port",
     "security.protocol", "security.ssl.rest.enabled", "security.ssl.rest.certificate",
     "security.ssl.rest.private-key", "security.ssl.rest.key-password", "rest.ssl.enabled", "rest.ssl.certificate",

@@ -63,8 +63,8 @@ def write_file(fs: fsspec.AbstractFileSystem, path: str, data: bytes) -> None:
 
     On an object store: one PUT, nothing before or after it (no temporary object, no copy).
     On a local file system: durably (:func:`sparkpoint.storage.durable.write_bytes`: temporary file,
-    ``fsync``, rename, ``fsync`` of the directory). Elsewhere: a temporary file in the same directory,
-    renamed into place.
+    ``fsync``, rename, ``fsync`` of the directory) unless ``sparkpoint.checkpoints.fsync`` is false.
+    Elsewhere: a temporary file in the same directory, renamed into place.
     """
     if is_object_store(fs):
         try:
@@ -72,7 +72,7 @@ def write_file(fs: fsspec.AbstractFileSystem, path: str, data: bytes) -> None:
         except Exception as e:  # noqa: BLE001 - the store's client raises its own errors (no credentials ...)
             raise CheckpointStorageError(f"cannot write {display_path(fs, path)}: {type(e).__name__}: {e}") from e
         return
-    if durable.is_local(fs):
+    if durable.syncs(fs):
         try:
             durable.write_bytes(path, data)
         except OSError as e:
@@ -100,7 +100,7 @@ def put_local_file(fs: fsspec.AbstractFileSystem, local: str, path: str) -> None
     if is_object_store(fs):
         fs.put_file(local, path)
         return
-    if durable.is_local(fs):
+    if durable.syncs(fs):
         durable.copy_file(local, path)
         return
     tmp = f"{path}.{uuid.uuid4().hex[:8]}.tmp"
@@ -110,9 +110,9 @@ def put_local_file(fs: fsspec.AbstractFileSystem, local: str, path: str) -> None
 
 
 def sync_file(fs: fsspec.AbstractFileSystem, path: str) -> None:
-    """Make an existing file durable as :func:`write_file` makes the files it writes (a no-op but on a local file
-    system): for a file written by a process that may have died between its rename and its ``fsync``."""
-    if durable.is_local(fs):
+    """Make an existing file durable as :func:`write_file` makes the files it writes (a no-op where it syncs
+    nothing): for a file written by a process that may have died between its rename and its ``fsync``."""
+    if durable.syncs(fs):
         durable.sync_existing_file(path)
 
 
@@ -177,7 +177,7 @@ class FsCheckpointStorage:
         path = self.checkpoint_path(checkpoint_id)
         if is_object_store(self.fs):
             return path   # no directories: a "directory" is the prefix of the objects written into it
-        make_dirs = durable.make_dirs if durable.is_local(self.fs) else partial(self.fs.makedirs, exist_ok=True)
+        make_dirs = durable.make_dirs if durable.syncs(self.fs) else partial(self.fs.makedirs, exist_ok=True)
         try:
             for directory in (path, self.shared_path(), posixpath.join(self.job_path, "taskowned")):
                 make_dirs(directory)

@@ -13,7 +13,9 @@ restore finds never names bytes that a power loss can take.
 
 This applies to local file systems (fsspec's ``file://``, and any mount it reaches). An
 object store makes an object durable when its PUT returns, and other file systems
-(``hdfs://`` ...) sync as their clients do: nothing is added there.
+(``hdfs://`` ...) sync as their clients do: nothing is added there. ``sparkpoint.checkpoints.fsync:
+false`` turns the syncing off (files are still renamed into place): for a disk whose contents need not
+survive a power loss (a RAM disk, a test machine), where the ``fsync`` calls only cost time.
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ from typing import Any
 
 from fsspec.implementations.local import LocalFileSystem
 
-__all__ = ["copy_file", "is_local", "make_dirs", "sync_directory", "sync_existing_file", "write_bytes"]
+from sparkpoint.storage.file_systems import FSYNC_OPTION
+
+__all__ = ["copy_file", "make_dirs", "sync_directory", "sync_existing_file", "syncs", "write_bytes"]
 
 # errors of fsync on a directory that mean "this file system does not sync directories", not "the data is lost"
 _UNSUPPORTED = frozenset({errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EBADF, errno.EACCES, errno.EPERM,
@@ -37,9 +41,10 @@ _lock = threading.Lock()
 _durable_entries: set[tuple[str, int, int]] = set()   # (path, st_dev, st_ino) of directories whose entry is synced
 
 
-def is_local(fs: Any) -> bool:
-    """Whether ``fs`` is a local file system (paths are this machine's paths, ``fsync`` applies)."""
-    return isinstance(fs, LocalFileSystem)
+def syncs(fs: Any) -> bool:
+    """Whether files written to ``fs`` are synced: a local file system (its paths are this machine's), unless
+    ``sparkpoint.checkpoints.fsync: false`` opened it (the ``sparkpoint_fsync`` storage option)."""
+    return isinstance(fs, LocalFileSystem) and fs.storage_options.get(FSYNC_OPTION, True) is not False
 
 
 def write_bytes(path: str, data: bytes) -> None:

@@ -20,6 +20,11 @@ the options of that checkpoint's file system (:func:`storage_options_for`), so a
 any executor reaches the store without configuration of its own. Without these keys, s3fs
 finds endpoint and credentials as botocore does: ``AWS_ENDPOINT_URL``,
 ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``~/.aws/``, instance roles.
+
+Checkpoint files on a local file system are synced to the disk before a checkpoint completes
+(:mod:`sparkpoint.storage.durable`); ``sparkpoint.checkpoints.fsync: false`` turns that off, and
+travels the same way: as an option of the local file system (``sparkpoint_fsync``), which the
+driver sends to tasks with the checkpoint's other storage options.
 """
 
 from __future__ import annotations
@@ -29,14 +34,23 @@ from typing import Any, Mapping, Optional
 
 import fsspec
 
-__all__ = ["OBJECT_STORE_PROTOCOLS", "S3_CONFIG_KEYS", "configure_file_systems", "is_object_store",
-           "open_file_system", "storage_options_for", "storage_options_from_config"]
+from sparkpoint.common.configuration import parse_boolean
+from sparkpoint.errors import ConfigurationError
+
+__all__ = ["FSYNC_KEY", "FSYNC_OPTION", "OBJECT_STORE_PROTOCOLS", "S3_CONFIG_KEYS", "configure_file_systems",
+           "is_object_store", "open_file_system", "storage_options_for", "storage_options_from_config"]
 
 OBJECT_STORE_PROTOCOLS = frozenset({"s3", "s3a", "gs", "gcs", "abfs", "abfss", "az", "adl", "oss", "oci"})
 """Stores of objects, not files: no directories, no rename (a "move" is a copy and a delete),
 and an object written by one PUT appears whole or not at all."""
 
 _S3_PROTOCOLS = ("s3", "s3a")
+_LOCAL_PROTOCOLS = ("file", "local")
+
+FSYNC_KEY = "sparkpoint.checkpoints.fsync"
+"""``false`` turns off the ``fsync`` of checkpoint files on local file systems (:mod:`sparkpoint.storage.durable`)."""
+FSYNC_OPTION = "sparkpoint_fsync"
+"""The storage option of a local file system that carries :data:`FSYNC_KEY` to whoever writes checkpoint files."""
 
 S3_CONFIG_KEYS = ("s3.endpoint", "s3.access-key", "s3.secret-key", "s3.path.style.access", "s3.endpoint.region")
 
@@ -69,7 +83,10 @@ def storage_options_from_config(conf: Any) -> dict[str, dict[str, Any]]:
     if path_style is not None and str(path_style).strip() != "":
         path = str(path_style).strip().lower() in ("true", "1", "yes")
         options["config_kwargs"] = {"s3": {"addressing_style": "path" if path else "virtual"}}
-    return {protocol: dict(options) for protocol in _S3_PROTOCOLS} if options else {}
+    out = {protocol: dict(options) for protocol in _S3_PROTOCOLS} if options else {}
+    if not _fsync(values.get(FSYNC_KEY)):
+        out.update({protocol: {FSYNC_OPTION: False} for protocol in _LOCAL_PROTOCOLS})
+    return out
 
 
 def configure_file_systems(conf: Any) -> None:
@@ -119,6 +136,15 @@ def is_object_store(fs: fsspec.AbstractFileSystem) -> bool:
 def _protocol(uri: str) -> str:
     protocol, _, rest = uri.partition("://")
     return protocol.lower() if rest else "file"
+
+
+def _fsync(value: Any) -> bool:
+    if value is None or str(value).strip() == "":
+        return True
+    try:
+        return parse_boolean(value)
+    except ValueError:
+        raise ConfigurationError(f"{FSYNC_KEY}: {value!r} is not a boolean (true or false)") from None
 
 
 def _text(value: Any) -> str:

@@ -16,8 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from sparkpoint.checkpoint.loader import load_checkpoint
+from sparkpoint.errors import ConfigurationError
 from sparkpoint.storage.checkpoint_storage import write_file
-from sparkpoint.storage.file_systems import open_file_system
+from sparkpoint.storage.file_systems import configure_file_systems, open_file_system, storage_options_from_config
 from tests.checkpoint.test_checkpointing import counting_job
 from tests.checkpoint.test_rocksdb_checkpoints import ROCKSDB, _run_until_checkpoint_id
 from tests.storage.durability import assert_durable, parse_strace, record_os_calls
@@ -26,7 +28,8 @@ ROOT = Path(__file__).resolve().parents[2]
 JOB = Path(__file__).with_name("durable_job.py")
 
 
-def test_a_written_file_is_synced_then_renamed_then_its_directories_synced(tmp_path, monkeypatch):
+def test_a_written_file_is_synced_then_renamed_then_its_directories_synced(tmp_path, monkeypatch,
+                                                                         default_file_systems):
     events = record_os_calls(monkeypatch)
     fs, base = open_file_system(tmp_path.as_uri())
     target = f"{base}/job/chk-1/keyed-s1-t0"
@@ -56,6 +59,33 @@ def test_every_file_of_a_checkpoint_is_durable_before_its_metadata(make_env, tmp
     assert min(checked) >= 2   # the driver's state and at least one keyed-state file each
     if conf:   # shared SST files (and segments) were among them
         assert any("/shared/" in p for op, p, t in events.log if op == "rename" and t and t.endswith(".sst"))
+
+
+@pytest.fixture
+def default_file_systems():
+    """The process's file systems configured as no job configured them, after the test too."""
+    configure_file_systems({})
+    yield
+    configure_file_systems({})
+
+
+def test_fsync_off_syncs_nothing_and_checkpoints_still_complete_whole(make_env, tmp_path, monkeypatch,
+                                                                      default_file_systems):
+    events = record_os_calls(monkeypatch)
+    ck = tmp_path / "ck"
+    env = make_env("local", **{"execution.epoch.max-records": 20, "sparkpoint.checkpoints.fsync": "false", **ROCKSDB})
+    stream = counting_job(env, 40_000, ck, retained=3, rate=1_500)
+    dirs = _run_until_checkpoint_id(env, stream, ck, 4)
+    assert len(dirs) == 3
+    for d in dirs:
+        load_checkpoint(d)   # every file there, whole (sizes and SHA-256 verified)
+    assert [p for op, p, _ in events.log if op == "fsync" and p.startswith(str(ck))] == []
+    assert any(t.endswith("/_metadata") for op, _, t in events.log if op == "rename" and t)   # still renamed
+
+
+def test_a_bad_fsync_value_is_refused_naming_the_key():
+    with pytest.raises(ConfigurationError, match=r"sparkpoint\.checkpoints\.fsync: 'sometimes' is not a boolean"):
+        storage_options_from_config({"sparkpoint.checkpoints.fsync": "sometimes"})
 
 
 @pytest.mark.spark
