@@ -250,7 +250,7 @@ class SparkEpochExecutor:
             except Exception as e:  # Py4JJavaError
                 self._ahead = None
                 failure = _task_failure(epoch, e)
-            raise failure from failure.__cause__   # Spark's trace left out, what the task sent kept
+                raise failure from failure.__cause__
             entries = {idx: blob for tag, idx, blob in self._reports.value if tag == ahead.tag}
             self._reports.value = []   # entries of earlier, cancelled runs go too
             ahead.reports = [r for idx in sorted(entries) for r in cloudpickle.loads(entries[idx])]
