@@ -229,6 +229,12 @@ class KeyedProcessOperator(KeyedOperator):
         self.fire_timers(PROCESSING_TIME, now, self._on_timer(TimeDomain.PROCESSING_TIME, out))
 
 
+def null_reduce_result(op: StreamOperator, key: Any) -> str:
+    """What a reduce function that returned None is told (in Flink, a null result fails in its serializer)."""
+    return (f"the reduce function of operator {op.name!r} (uid {op.uid!r}) returned None for key {key!r}; a "
+            f"ReduceFunction must return the combined value")
+
+
 class StreamGroupedReduceOperator(KeyedOperator):
     """``KeyedStream.reduce`` / ``sum`` / ``min`` / ``max``: emits the running result per record."""
 
@@ -249,6 +255,8 @@ class StreamGroupedReduceOperator(KeyedOperator):
                     set_key(k)
                     cur = state.value()
                     new = v if cur is None else reduce(cur, v)
+                    if new is None:   # it would read as empty: the value would start over from the next record
+                        raise TypeError(null_reduce_result(self, k))
                     state.update(new)
                     out.collect(new, t)
             except Exception as e:

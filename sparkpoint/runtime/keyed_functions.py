@@ -55,7 +55,11 @@ class BatchReduceFunction(KeyedProcessFunction):
 
     def process_element(self, value: Any, ctx: Any) -> None:
         current = self.state.value()
-        self.state.update(value if current is None else self.reduce_function.reduce(current, value))
+        new = value if current is None else self.reduce_function.reduce(current, value)
+        if new is None:   # it would read as empty: the value would start over from the next record
+            raise TypeError(f"the reduce function returned None for key {ctx.get_current_key()!r}; a ReduceFunction "
+                            f"must return the combined value")
+        self.state.update(new)
         ctx.timer_service().register_event_time_timer(MAX_WATERMARK)
 
     def on_timer(self, timestamp: int, ctx: Any) -> Iterable:

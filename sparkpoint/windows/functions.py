@@ -117,6 +117,9 @@ class EvictingWindowFunction(InternalWindowFunction):
             acc = items[0]
             for v in items[1:]:
                 acc = self.reduce_function.reduce(acc, v)
+                if acc is None:
+                    raise TypeError(f"the reduce function returned None for key {key!r} in window {window!r}; a "
+                                    f"ReduceFunction must return the combined value")
             items = [acc]
         elif self.aggregate_function is not None:
             agg = self.aggregate_function

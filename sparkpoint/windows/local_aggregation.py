@@ -105,6 +105,8 @@ class WindowCombiner:
             return values, timestamps
         if len(groups) >= len(values):  # sparse records in sliding windows: partials would be more
             return values, timestamps
+        if self.reduce_function is not None and any(g[0] is None for g in groups.values()):
+            return values, timestamps   # a reduce returned None: the window operator fails, naming the key
         partials = [WindowPartial(k, w, g[0], g[2]) for (k, w), g in groups.items()]
         return partials, [g[1] for g in groups.values()]
 

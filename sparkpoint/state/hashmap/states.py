@@ -215,8 +215,15 @@ class HeapReducingState(_HeapState, InternalReducingState):
         slot = self._slot()
         current = entries.get(slot)
         reduce = self.descriptor.reduce_function.reduce  # type: ignore[attr-defined]
-        for v in values:
-            current = v if current is None else reduce(current, v)
+        rest = iter(values)
+        if current is None:
+            current = next(rest, None)   # the first value is the state's as it is
+        for v in rest:
+            current = reduce(current, v)
+            if current is None:   # it would read as empty: the value would start over from the next record
+                raise TypeError(f"the reduce function of reducing state {self.descriptor.name!r} returned None for "
+                                f"key {slot[0]!r}; a ReduceFunction must return the combined value (Flink fails on "
+                                f"a null result too)")
         if current is not None:
             entries[slot] = current
 
