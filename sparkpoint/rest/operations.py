@@ -7,7 +7,8 @@ with the savepoint's ``location``, the checkpoint's ``checkpointId``, or a
 with the same id returns the same operation, as in Flink.
 
 Targets (a savepoint's directory, a savepoint to dispose) must lie under the roots
-:class:`~sparkpoint.rest.security.RestSecurity` allows.
+:class:`~sparkpoint.rest.security.RestSecurity` allows; they are resolved once, when checked, and
+used resolved.
 """
 
 from __future__ import annotations
@@ -92,10 +93,12 @@ class Operations:
             return {"request-id": request_id}
         target = _body_field(body, "targetDirectory" if stop else "target-directory", "target-directory",
                              "targetDirectory")
-        self.security.check_target(target, "target directory")
+        target = self.security.check_target(target, "target directory")   # resolved: used as checked
         stop = stop or bool(_body_field(body, "cancel-job", kind=bool, default=False))
         drain = bool(_body_field(body, "drain", kind=bool, default=False))
         self._check_running()
+        if target is not None:
+            self.security.make_target_directory(target)
         request = self.master.request_savepoint(target, stop=stop, drain=drain)
         return self._add("savepoint", Operation(request_id, "savepoint", request.future, stop))
 
@@ -118,7 +121,8 @@ class Operations:
         path = _body_field(body, "savepoint-path")
         if path is None:
             raise RestError(400, "field 'savepoint-path' is missing")
-        self.security.check_target(path, "savepoint path")
+        resolved = self.security.check_target(path, "savepoint path")   # used as checked
+        assert resolved is not None
         request_id, known = self._new_id(body, "disposal")
         if known is not None:
             return {"request-id": request_id}
@@ -126,7 +130,7 @@ class Operations:
 
         def run() -> None:
             try:
-                future.set_result(dispose_savepoint(path))
+                future.set_result(dispose_savepoint(resolved, remove=self.security.remove_below_root))
             except Exception as e:  # noqa: BLE001 - the failure is the operation's outcome
                 future.set_exception(e)
 

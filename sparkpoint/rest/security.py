@@ -11,7 +11,11 @@ Keys (Flink's where one maps, documented in ``docs/deploy.md``):
   ``security.ssl.rest.key-password``): Flink's keystore, in Python's form.
 - ``state.savepoints.dir``, ``state.checkpoints.dir`` (and their Flink 2.x names) and
   ``sparkpoint.rest.allowed-dirs`` (a comma-separated list): the only roots a savepoint
-  target or a disposal requested over REST may lie under.
+  target or a disposal requested over REST may lie under. A target is resolved once, when it
+  is checked (symbolic links followed), and only the resolved path is used after; a local
+  target directory is made, and a disposed savepoint removed, by walking from the root one
+  name at a time without following a symbolic link, so a link planted in the path after
+  the check fails the request instead of leading out of the root.
 - ``rest.server.max-content-length``: the largest request body accepted (default 1 MiB); a body's
   JSON may nest arrays and objects :data:`MAX_JSON_DEPTH` levels deep (Flink's bodies nest one).
 """
@@ -22,6 +26,7 @@ import json
 import os
 import posixpath
 import secrets
+import shutil
 from dataclasses import dataclass
 from typing import Any, Optional
 from urllib.parse import urlsplit
@@ -84,7 +89,41 @@ class RestSecurity:
         return bool(self.token) and secrets.compare_digest((token or "").encode(), self.token.encode())  # type: ignore[union-attr]
 
     def check_target(self, path: Optional[str], what: str) -> Optional[str]:
+        """``path`` resolved (see :func:`check_target`): use what this returns, never ``path`` again."""
         return check_target(path, self.roots, what)
+
+    def make_target_directory(self, target: str) -> None:
+        """Create the checked local ``target`` directory, walking from its root without following links."""
+        root = self._local_root(target)
+        if root is not None:
+            os.makedirs(root, exist_ok=True)   # the root itself is configuration, trusted as it is
+            os.close(_open_below(root, _local(target), what=target, create=True))
+
+    def remove_below_root(self, location: str) -> None:
+        """Delete the directory ``location`` (under a root), reached from its root without following links."""
+        root = self._local_root(location)
+        if root is None:
+            import fsspec
+
+            fs, p = fsspec.core.url_to_fs(location)
+            fs.rm(p, recursive=True)
+            return
+        path = _local(location)
+        fd = _open_below(root, posixpath.dirname(path), what=location, create=False)
+        try:
+            shutil.rmtree(posixpath.basename(path), dir_fd=fd)   # refuses a link itself; never follows one inside
+        finally:
+            os.close(fd)
+
+    def _local_root(self, target: str) -> Optional[str]:
+        """The local root ``target`` (resolved) lies under; None for a target on another file system."""
+        target = normalize_target(target) if not target.startswith("file://") else target
+        for root in self.roots:
+            if root.startswith("file://") and (target == root or target.startswith(root.rstrip("/") + "/")):
+                return _local(root)
+        if target.startswith("file://"):
+            raise RestError(400, f"{target!r} is outside the allowed directories")
+        return None
 
 
 def normalize_target(path: str) -> str:
@@ -97,7 +136,9 @@ def normalize_target(path: str) -> str:
 
 
 def check_target(path: Optional[str], roots: list[str], what: str) -> Optional[str]:
-    """``path`` if it lies under one of ``roots``; otherwise a 400 naming the path and the roots."""
+    """``path`` resolved (:func:`normalize_target`: ``file://`` and its real path for a local one) if that lies
+    under one of ``roots``; otherwise a 400 naming the path and the roots. The resolved form is what was checked,
+    so it is what must be used: ``path`` itself may lead elsewhere by the time it is used."""
     if path is None:
         return None
     if not isinstance(path, str) or not path or "\x00" in path:
@@ -105,7 +146,7 @@ def check_target(path: Optional[str], roots: list[str], what: str) -> Optional[s
     target = normalize_target(path)
     for root in roots:
         if target == root or target.startswith(root.rstrip("/") + "/"):
-            return path
+            return target
     allowed = ", ".join(roots) or "none (set state.savepoints.dir or sparkpoint.rest.allowed-dirs)"
     raise RestError(400, f"{what} {path!r} is outside the allowed directories: {allowed}")
 
@@ -128,3 +169,32 @@ def parse_body(data: bytes) -> Any:
         children = value.values() if isinstance(value, dict) else value
         containers.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
     return body
+
+
+def _local(url: str) -> str:
+    return url[len("file://"):] if url.startswith("file://") else url
+
+
+def _open_below(root: str, path: str, what: str, create: bool) -> int:
+    """A descriptor of the local directory ``path`` (``root`` or below it, both real paths), reached from ``root``
+    one name at a time without following a symbolic link (``O_NOFOLLOW``); with ``create``, a missing directory
+    is made on the way. A link met on the way (planted since the path was checked) is a 400."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for name in [n for n in path[len(root):].split("/") if n]:
+            if create:
+                try:
+                    os.mkdir(name, 0o777, dir_fd=fd)
+                except FileExistsError:
+                    pass
+            try:
+                below = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            except OSError as e:
+                raise RestError(400, f"{what!r}: {name!r} is not a directory under {root!r} any more (a symbolic "
+                                     f"link, or removed, since the path was checked): {e.strerror}") from None
+            os.close(fd)
+            fd = below
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd

@@ -131,10 +131,11 @@ def dispose_claimed(location: str) -> None:
         logger.info("restore mode CLAIM: the restored snapshot %s is subsumed and deleted", location)
 
 
-def dispose_savepoint(path: str) -> str:
+def dispose_savepoint(path: str, remove: Optional[Callable[[str], None]] = None) -> str:
     """Delete the savepoint at ``path`` (its directory or ``_metadata``); returns its location.
 
-    Refuses a checkpoint: those belong to their job's retention.
+    Refuses a checkpoint: those belong to their job's retention. ``remove(location)`` deletes the directory
+    (the REST API's walks from its allowed root without following links); by default, the file system's rm.
     """
     import fsspec
 
@@ -144,7 +145,10 @@ def dispose_savepoint(path: str) -> str:
     restored = load_checkpoint(path, verify_files=False)
     if restored.metadata.kind != "savepoint":
         raise CheckpointException(f"{path} is a {restored.metadata.kind}, not a savepoint; not disposing it")
-    fs, p = fsspec.core.url_to_fs(restored.location)
-    fs.rm(p, recursive=True)
+    if remove is not None:
+        remove(restored.location)
+    else:
+        fs, p = fsspec.core.url_to_fs(restored.location)
+        fs.rm(p, recursive=True)
     logger.info("savepoint %s disposed", restored.location)
     return restored.location
