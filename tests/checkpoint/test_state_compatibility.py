@@ -224,3 +224,13 @@ def test_on_spark_a_changed_key_type_is_refused_in_the_task(spark, make_env, sav
     build(env, V1_TYPES, key=lambda k: int(k[1:])).print()
     with pytest.raises(StateMigrationError, match=r"uid 'count'.*keys of type str.*gives int"):
         env.execute("v2 on spark")
+
+
+def test_inspect_shows_each_state_type_and_the_key_type(savepoint):
+    r = CliRunner().invoke(main, ["inspect", savepoint[0]])
+    assert r.exit_code == 0, r.output
+    lines = [line.strip() for line in r.output.splitlines()]
+    assert "keys: str" in lines
+    assert any(line.startswith("n (value state of INT):") for line in lines), r.output
+    assert any(line.startswith("row (value state of ROW<count INT>):") for line in lines), r.output
+    assert any(line.startswith("raw (value state of PICKLED (untyped)):") for line in lines), r.output
