@@ -14,6 +14,7 @@ from sparkpoint.common.config_file import load_config_file
 from sparkpoint.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
 from sparkpoint.errors import ConfigurationError, SparkpointError, UserFunctionError
 from sparkpoint.runtime.job_listener import JobListener
+from sparkpoint.runtime.restore import restore_message
 
 __all__ = ["parse_dynamic", "load_conf", "conf_dir_file", "Progress", "report_failure", "fmt_wm"]
 
@@ -84,6 +85,13 @@ class Progress(JobListener):
                 f"watermark {fmt_wm(stats.watermark)}")
         if self.live is not None:
             self.live.update(line)
+        else:
+            print(line, file=self.stream, flush=True)
+
+    def on_restore(self, job_id: str, restored: Any) -> None:
+        line = restore_message(job_id, restored)
+        if self.live is not None:   # above the live progress line
+            self.live.console.print(line, markup=False, highlight=False, soft_wrap=True)
         else:
             print(line, file=self.stream, flush=True)
 

@@ -45,6 +45,10 @@ class JobListener:
     def on_status_change(self, job_id: str, old: JobStatus, new: JobStatus, error: Optional[BaseException]) -> None:
         """The job's status changed (``error`` is the cause of a failure)."""
 
+    def on_restore(self, job_id: str, restored: Any) -> None:
+        """The job is about to restore ``restored`` (a :class:`~sparkpoint.checkpoint.loader.RestoredCheckpoint`):
+        at its start (``-s``) or on a failover."""
+
     def on_epoch_completed(self, stats: EpochStats) -> None:
         """An epoch ended."""
 

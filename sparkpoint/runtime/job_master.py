@@ -42,7 +42,7 @@ from sparkpoint.runtime.job_status import JobStatus, JobStatusMachine
 from sparkpoint.runtime.record_origin import locate_failed_record
 from sparkpoint.common.config_keys import warn_unknown_keys
 from sparkpoint.runtime.changelog import StateChangelog, changelog_from_config
-from sparkpoint.runtime.restore import assign_keyed_state, assign_state
+from sparkpoint.runtime.restore import assign_keyed_state, assign_state, restore_message
 from sparkpoint.runtime.results import EpochStats, JobExecutionResult, SavepointRequest
 from sparkpoint.runtime.savepoints import SavepointRequests, dispose_claimed, restore_mode
 from sparkpoint.runtime.sink_committer import SinkCommitter, check_sinks
@@ -281,6 +281,8 @@ class JobMaster:
 
     def restore(self, restored: RestoredCheckpoint, allow_non_restored: bool = False) -> None:
         """Put the job back in the state of a completed checkpoint."""
+        logger.info("%s", restore_message(self.job_id, restored))
+        self._notify("on_restore", self.job_id, restored)
         self.ahead.drop()   # what ran ahead started from the state given up now
         source_parallelism = {nid: sc.parallelism for nid, sc in self.sources.items()}
         state = assign_state(restored, self.plan, source_parallelism, allow_non_restored, self.schemas.declared())
@@ -297,8 +299,7 @@ class JobMaster:
         if self.coordinator is not None:
             self.coordinator.stats.report_restored(restored.checkpoint_id, restored.location, int(time.time() * 1000),
                                                    restored.kind == "savepoint")
-        logger.info("job %s restored from checkpoint %d (%s); next checkpoint id %d", self.job_id,
-                    restored.checkpoint_id, restored.location,
+        logger.info("job %s restored from checkpoint %d; next checkpoint id %d", self.job_id, restored.checkpoint_id,
                     self.coordinator.id_counter.get() if self.coordinator else restored.checkpoint_id + 1)
 
     def _recover_or_raise(self, error: SparkpointError) -> None:

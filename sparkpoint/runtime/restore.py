@@ -26,9 +26,18 @@ from sparkpoint.state.key_groups import compute_key_group_range_for_operator_ind
 from sparkpoint.state.schema import OperatorSchema
 
 __all__ = ["RestoredCheckpoint", "load_checkpoint", "keyed_entries", "RestoredJobState", "job_operators",
-           "check_restore", "assign_state"]
+           "check_restore", "assign_state", "restore_message"]
 
 logger = logging.getLogger(__name__)
+
+
+def restore_message(job_id: str, restored: RestoredCheckpoint) -> str:
+    """Which snapshot job ``job_id`` restores, in the words of Flink's ``CheckpointCoordinator``: its kind and id,
+    when it was triggered (epoch milliseconds), the job that took it, and where it is."""
+    m = restored.metadata
+    kind = "Savepoint" if restored.kind == "savepoint" else "Checkpoint"
+    return (f"Restoring job {job_id} from {kind} {m.checkpoint_id} @ {m.trigger_timestamp} for {m.job_id} "
+            f"located at {restored.location}.")
 
 
 @dataclass
