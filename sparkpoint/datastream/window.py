@@ -67,7 +67,9 @@ class TimeWindow(NamedTuple):
     end: int
 
     def max_timestamp(self) -> int:
-        return self.end - 1
+        """``end - 1``, but never past the largest timestamp (a window of a record near it fires at the end
+        of input, when the watermark reaches it, instead of never)."""
+        return self.end - 1 if self.end <= MAX_TS else MAX_TS
 
     def intersects(self, other: "TimeWindow") -> bool:
         return self.start <= other.end and self.end >= other.start

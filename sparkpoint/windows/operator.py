@@ -289,7 +289,7 @@ class WindowOperator(KeyedOperator):
             for p in partials:
                 records += p.last_of
                 w = p.window
-                if w.end - 1 <= wm:  # late: every record whose last window this is was late in all of them
+                if w.max_timestamp() <= wm:  # late: every record whose last window this is was late in all of them
                     if p.last_of:
                         self.task.counter(self.uid, "numLateRecordsDropped", p.last_of)
                     continue
@@ -300,7 +300,7 @@ class WindowOperator(KeyedOperator):
                 else:
                     acc = contents.get_accumulator()
                     contents.set_accumulator(p.value if acc is None else merge(acc, p.value))
-                register(EVENT_TIME, w.end - 1, p.key, w, backend.current_key_group)
+                register(EVENT_TIME, w.max_timestamp(), p.key, w, backend.current_key_group)
         except Exception as e:
             raise self.fail(p, e) from e
         # numRecordsIn counts the records the partials hold, as without local aggregation
@@ -319,7 +319,7 @@ class WindowOperator(KeyedOperator):
             set_key(k)
             set_namespace(w)
             add_all(vs)
-            register(domain, w.end - 1, k, w, backend.current_key_group)  # trigger timer == cleanup timer
+            register(domain, w.max_timestamp(), k, w, backend.current_key_group)  # trigger timer == cleanup timer
             if self.allowed_lateness > 0 and self.event_time:
                 self._register_cleanup_timer(w)
 
