@@ -27,15 +27,19 @@ __all__ = ["inspect"]
 @click.argument("job_args", nargs=-1, type=click.UNPROCESSED)
 def inspect(path: str, against: Optional[str], allow_non_restored: bool, dynamic: tuple[str, ...],
             job_args: tuple[str, ...]) -> None:
-    """What a checkpoint or savepoint holds (it is verified file by file first)."""
-    from sparkpoint.checkpoint.loader import load_checkpoint
+    """What a checkpoint or savepoint holds (it is verified file by file first). PATH may also be a job's
+    checkpoint directory: then its newest retained checkpoint that loads, as ``run -s`` picks it."""
+    from sparkpoint.checkpoint.loader import load_latest_checkpoint
     from sparkpoint.storage.file_systems import configure_file_systems
 
     configure_file_systems(parse_dynamic(dynamic))
     try:
-        restored = load_checkpoint(path)
+        restored = load_latest_checkpoint(path)
     except SparkpointError as e:
         raise click.ClickException(str(e)) from None
+    if _name(restored.location) != _name(path):   # a job's directory: say which of its checkpoints it is
+        click.echo(f"{path} is a job's checkpoint directory: its newest retained checkpoint that loads is "
+                   f"{restored.kind} {restored.checkpoint_id} ({restored.location}), as run -s would restore")
     if against:
         _inspect_against(restored, against, job_args, parse_dynamic(dynamic), allow_non_restored)
         return
@@ -71,6 +75,12 @@ def inspect(path: str, against: Optional[str], allow_non_restored: bool, dynamic
                    ", ".join(f"{s.split_id}@{s.position}" for s in splits[:6]) + (" ..." if len(splits) > 6 else ""))
     for uid, c in d.get("committables", {}).items():
         click.echo(f"  sink {uid}: {len(c)} pre-committed file(s) to commit on restore")
+
+
+def _name(pointer: str) -> str:
+    """The checkpoint directory's name of a pointer (``.../chk-3``, ``.../chk-3/_metadata``: ``chk-3``)."""
+    parts = pointer.rstrip("/").split("/")
+    return parts[-2] if parts[-1] == "_metadata" and len(parts) > 1 else parts[-1]
 
 
 def _inspect_against(restored: Any, job: str, job_args: tuple[str, ...], conf: dict, allow_non_restored: bool) -> None:
