@@ -98,6 +98,7 @@ def test_on_spark_python_workers_sync_what_they_upload(tmp_path):
     conf = {"execution.target": "spark", "spark.master": "local[2]", "spark.ui.enabled": "false",
             "state.checkpoints.dir": ck.as_uri(), "execution.checkpointing.interval": "200 ms",
             "state.checkpoints.num-retained": "2", "restart-strategy.type": "none",
+            "execution.checkpointing.externalized-checkpoint-retention": "RETAIN_ON_CANCELLATION",
             "execution.epoch.max-records": "200", **ROCKSDB}
     cmd = ["strace", "-f", "-y", "-qq", "-s", "4096", "-e", "signal=none", "-o", str(log),
            "-e", "trace=fsync,fdatasync,rename,renameat,renameat2,mkdir,mkdirat",
@@ -107,7 +108,7 @@ def test_on_spark_python_workers_sync_what_they_upload(tmp_path):
     assert "fails on purpose" in run.stderr + run.stdout, run.stderr[-3000:]
     events = parse_strace(log.read_text())
     dirs = sorted((str(p.parent) for p in ck.glob("*/chk-*/_metadata")), key=lambda d: int(d.rsplit("-", 1)[1]))
-    assert dirs, "no checkpoint was retained"
+    assert dirs, f"no checkpoint was retained: {run.stderr[-2000:]}"
     for d in dirs:
         assert assert_durable(events, d, str(ck)) >= 3
     assert any("/shared/" in t for op, p, t in events.log if op == "rename" and t and t.endswith(".sst"))
