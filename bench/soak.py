@@ -5,14 +5,14 @@ Runs ``examples/behavior_counts.py`` through ``sparkpoint run`` under
 configuration of ``checkpoint_conf`` in ``tests/e2e/test_exactly_once.py``; for
 ``--target spark`` also ``spark.master=local[2]`` and ``spark.ui.enabled=false``).
 Each round restores from the newest completed checkpoint on disk and is SIGKILLed
-either after a random delay (counted from a start line, see below) or at a
-fault-injection point of the checkpoint protocol (``barrier``, ``metadata-write``,
-``after-metadata``, ``after-commit``, and inside it ``upload``, during the asynchronous
-upload of the keyed state, and ``sink-commit``, between two committables of a sink's
-commit; see ``sparkpoint/testing/faults.py``; at the 1st..3rd pass), until ``--kills``
-kills have happened; the last round runs to the end. The committed output, read as the
-sink's reader sees it, is then compared with the pandas oracle exactly: every window
-once, with its exact count.
+at a random progress point (after 0-2 of the round's checkpoints and 1..E of its epochs, plus
+a random fraction of an epoch) or at a fault-injection point of the checkpoint protocol
+(``barrier``, ``metadata-write``, ``after-metadata``, ``after-commit``, and inside it
+``upload``, during the asynchronous upload of the keyed state, and ``sink-commit``, between
+two committables of a sink's commit; see ``sparkpoint/testing/faults.py``; at the 1st..3rd
+pass), until ``--kills`` kills have happened; the last round runs to the end. The
+committed output, read as the sink's reader sees it, is then compared with the pandas
+oracle exactly: every window once, with its exact count.
 
 Sinks (``--sink``, see ``bench/soak_sinks.py``): ``file`` (text part files, committed
 parts only), ``parquet`` (Parquet part files read with pyarrow), ``kafka`` (the seed's
@@ -23,31 +23,11 @@ counts kills per fault point and pass, and how many fault kills came before the
 round's first epoch line (inside the restore: a restore commits the restored
 checkpoint's committables again and so passes ``sink-commit``).
 
-Kill delays. A random kill makes progress only if it lands after the run's first
-checkpoint has completed: the first checkpoint is triggered at the end of the run's
-first epoch and completes at the end of the second. Locally, delays count from the
-``Job has been submitted`` line, and the first commit comes 0.7-2 s after it on a
-2-core machine (depending on its load). On Spark the session start-up alone takes 10-25
-s and varies with the load, so delays count from the first ``epoch N:`` progress line
-when KillLoop supports ``start_marker`` (else from the submission line too), and the
-first commit comes ~1 s after it. Unless ``--min-delay``/``--max-delay`` are given, the
-script first *calibrates*: it runs the job twice in a scratch directory (fresh, then
-restored) with ``SPARKPOINT_KILL_AT=after-commit@1`` and measures from the start line
-to the kill; random delays are then uniform in ``[T + margin, T + margin + span]`` with
-T the larger of the two (local: margin 0.3 s, span 1 s; spark: margin 1 s, span 4 s).
-Fault kills at a 1st ``barrier`` or ``metadata-write`` make no progress by design (no
-checkpoint completes). No random kill lands during start-up or the restore itself.
-
-Work. KillLoop goes on until ``--kills`` kills happened *or* a round finishes by itself,
-so the job needs more work than all the killed rounds complete together (1 epoch = 2
-splits x 20,000 records). Measured on a 2-core machine, locally: a random round advances
-the job by 1-8 epochs (2.5 on average), a fault round by 0-13 (3.7; ``after-*@n`` keeps
-n checkpoints, a 1st ``barrier``/``metadata-write`` none); 100 kills consumed ~305
-epochs (12M events), so 3M events run out after ~25 kills. On Spark (epochs ~0.5-1 s) a
-random round advances 4-10 epochs, a fault round 1-4; 10 kills consumed ~52 epochs. The
-default is therefore per kill: 200,000 events a kill locally (20M for 100), 350,000 on
-Spark (3.5M for 10), at least 3M / 0.6M. The summary says how many kills
-actually happened, and warns when the job ran out of work first.
+Work. A killed round's sources read at most ``--epochs-per-round`` (E) epochs, then its
+epochs run empty (checkpoints and commits go on) until the kill, so no kill depends on the
+machine's speed and the job needs more than ``kills x (E + 1)`` epochs of input (1 epoch =
+2 splits x 20,000 records); KillLoop says so if a round finishes first. The default is
+200,000 events a kill locally (5 epochs), 350,000 on Spark, at least 3M / 0.6M.
 
 Run::
 
@@ -63,18 +43,13 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import inspect
 import json
 import os
 import platform
-import random
 import re
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -95,10 +70,9 @@ import pandas as pd  # noqa: E402
 
 from sparkpoint.connectors.events import EventSpec, generate_events  # noqa: E402
 from sparkpoint.runtime.restore import load_checkpoint  # noqa: E402
-from sparkpoint.storage.checkpoint_storage import latest_completed  # noqa: E402
-from sparkpoint.testing.kill_loop import ALL_FAULT_POINTS, KillLoop, run_command  # noqa: E402
+from sparkpoint.testing.kill_loop import ALL_FAULT_POINTS, KillLoop  # noqa: E402
 
-from bench.soak_sinks import SINKS, SoakSink, after_calibration, make_sink  # noqa: E402
+from bench.soak_sinks import SINKS, SoakSink, make_sink  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 JOB = str(ROOT / "examples" / "behavior_counts.py")
@@ -108,11 +82,6 @@ PARALLELISM = 2            # parallelism.default (= number of generator splits)
 EPOCH_RECORDS = MAX_RECORDS * PARALLELISM
 EVENTS_PER_KILL = {"local": 200_000, "spark": 350_000}
 MIN_EVENTS = {"local": 3_000_000, "spark": 600_000}
-DELAY_SHAPE = {"local": (0.3, 1.0), "spark": (1.0, 4.0)}   # (margin after calibration, span)
-SUBMITTED = "Job has been submitted"
-# Random kill delays count from the first output line holding this (see the module docstring).
-START_MARKER = {"local": SUBMITTED, "spark": "epoch "}
-KILL_LOOP_HAS_MARKER = "start_marker" in inspect.signature(KillLoop.__init__).parameters
 JOB_ID_RE = re.compile(r"Job has been submitted with JobID ([0-9a-f]+)")
 EPOCH_RE = re.compile(r"^epoch (\d+): ", re.M)
 
@@ -137,56 +106,6 @@ def checkpoint_conf(ckpt: Path, local_state: Path, target: str) -> dict:
     return conf
 
 
-# -- calibration ------------------------------------------------------------------------------
-def _time_to_first_commit(conf: dict, restore: Optional[str], args: list[str], timeout: float,
-                          marker: str) -> Optional[float]:
-    """Seconds from the first line with ``marker`` until ``after-commit@1`` kills the run (None: not killed)."""
-    env = dict(os.environ)
-    env["SPARKPOINT_KILL_AT"] = "after-commit@1"
-    proc = subprocess.Popen(run_command(JOB, args, conf, restore), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            env=env, cwd=str(ROOT), text=True)
-    submitted_at: list[float] = []
-    lines: list[str] = []
-
-    def pump() -> None:
-        for line in proc.stdout:  # type: ignore[union-attr]
-            lines.append(line)
-            if not submitted_at and marker in line:
-                submitted_at.append(time.time())
-
-    reader = threading.Thread(target=pump, daemon=True)
-    reader.start()
-    try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-        raise RuntimeError("calibration run did not end in time:\n" + "".join(lines[-30:])) from None
-    ended = time.time()
-    reader.join(timeout=10)
-    if proc.returncode != -signal.SIGKILL:
-        if proc.returncode != 0:
-            raise RuntimeError(f"calibration run failed with exit code {proc.returncode}:\n" + "".join(lines[-30:]))
-        return None
-    return ended - submitted_at[0] if submitted_at else None
-
-
-def calibrate(workdir: Path, target: str, events: int, timeout: float, marker: str, sink: SoakSink) -> list[float]:
-    """Time to the first completed and committed checkpoint, of a fresh and of a restored run."""
-    base = workdir / "calibration"
-    ckpt, out, local = base / "ckpt", base / "out", base / "local"
-    conf = checkpoint_conf(ckpt, local, target)
-    times = []
-    for _ in range(2):
-        restore = latest_completed(ckpt.as_uri()) if ckpt.exists() else None
-        t = _time_to_first_commit(conf, restore, sink.job_args(events, out, "calibration"), timeout, marker)
-        if t is not None:
-            times.append(t)
-    shutil.rmtree(base, ignore_errors=True)
-    after_calibration(sink)
-    return times
-
-
 # -- the oracle -------------------------------------------------------------------------------
 def oracle(n: int, chunk: int = 1_000_000) -> Counter:
     """The pandas oracle of tests/e2e/test_exactly_once.py, computed in chunks of events."""
@@ -203,26 +122,11 @@ def oracle(n: int, chunk: int = 1_000_000) -> Counter:
 
 
 # -- what each round did ----------------------------------------------------------------------
-def replay_plan(seed: int, kills: int, fault_share: float, min_delay: float, max_delay: float,
-                rounds: int) -> list[tuple[str, Any]]:
-    """KillLoop's per-round decisions, replayed from its seed (it keeps only totals).
-
-    Every round before the last ended in a kill; a round draws a decision while kills are left.
-    """
-    rnd = random.Random(seed)
-    plan: list[tuple[str, Any]] = []
-    kills_left = kills
-    for r in range(rounds):
-        if kills_left > 0:
-            if rnd.random() < fault_share:
-                plan.append(("fault", f"{rnd.choice(ALL_FAULT_POINTS)}@{rnd.randint(1, 3)}"))
-            else:
-                plan.append(("random", rnd.uniform(min_delay, max_delay)))
-        else:
-            plan.append(("none", None))
-        if r < rounds - 1:
-            kills_left -= 1
-    return plan
+def plan_of(described: str) -> tuple[str, Optional[str]]:
+    """A round's kind (fault, random, none) and its fault point, from KillLoop's words for its plan."""
+    if described.startswith("fault "):
+        return "fault", described.removeprefix("fault ")
+    return ("random", None) if described.startswith("random") else ("none", None)
 
 
 def barrier_epoch(location: Optional[str], cache: dict) -> int:
@@ -237,7 +141,7 @@ def barrier_epoch(location: Optional[str], cache: dict) -> int:
     return cache[location]
 
 
-def describe_rounds(result: Any, plan: list[tuple[str, Any]]) -> list[dict]:
+def describe_rounds(result: Any) -> list[dict]:
     cache: dict = {}
     rows = []
     for i in range(result.rounds):
@@ -246,12 +150,12 @@ def describe_rounds(result: Any, plan: list[tuple[str, Any]]) -> list[dict]:
         epochs = [int(e) for e in EPOCH_RE.findall(log)]
         start = barrier_epoch(result.restores[i], cache)
         nxt = barrier_epoch(result.restores[i + 1], cache) if i + 1 < result.rounds else None
-        kind, what = plan[i]
+        kind, fault = plan_of(result.plans[i])
         rows.append({
             "round": i + 1,
             "kind": kind,
-            "fault": what if kind == "fault" else None,
-            "delay_s": round(what, 3) if kind == "random" else None,
+            "fault": fault,
+            "plan": result.plans[i],
             "job_id": m.group(1) if m else None,
             "restored_from": result.restores[i],
             "first_epoch": (start + 1) if start is not None else None,
@@ -312,7 +216,7 @@ def compare(got: Counter, expected: Counter, rounds: list[dict], out: Optional[P
             r = by_uid.get(uid or "")
             desc = None
             if r is not None:
-                desc = f"random {r['delay_s']} s" if r["kind"] == "random" else (r["fault"] or r["kind"])
+                desc = r["plan"]
             res.append({"file": f, "round": r["round"] if r else None, "round_kind": desc})
         return res
 
@@ -352,10 +256,8 @@ def parse_args(argv: Optional[list[str]]) -> tuple[argparse.ArgumentParser, argp
                    help="where output, checkpoints and round logs go (must be empty or absent; "
                         "default: a new temporary directory, kept on FAIL)")
     p.add_argument("--json", type=Path, default=None, help="write the figures (and every round) as JSON here")
-    p.add_argument("--min-delay", type=float, default=None,
-                   help="random kill delay lower bound, s (default: calibrated)")
-    p.add_argument("--max-delay", type=float, default=None,
-                   help="random kill delay upper bound, s (default: calibrated)")
+    p.add_argument("--epochs-per-round", type=int, default=3,
+                   help="epochs a killed round's sources may read (default 3)")
     p.add_argument("--fault-share", type=float, default=0.4, help="share of kills at fault points (default 0.4)")
     p.add_argument("--round-timeout", type=float, default=900, help="seconds one round may take (default 900)")
     return p, p.parse_args(argv)
@@ -403,25 +305,6 @@ def main(argv: Optional[list[str]] = None) -> int:
     return 0 if passed else 1
 
 
-def kill_delays(args: argparse.Namespace, workdir: Path, events: int, marker: str, sink: SoakSink
-                ) -> tuple[float, float, list[float]]:
-    """Random kill delays: as given, or calibrated (see the module docstring)."""
-    if args.min_delay is not None and args.max_delay is not None:
-        return args.min_delay, args.max_delay, []
-    margin, span = DELAY_SHAPE[args.target]
-    calibration = calibrate(workdir, args.target, events, args.round_timeout, marker, sink)
-    if not calibration:
-        print("soak: calibration runs were not killed (too few events?); using fixed delays", flush=True)
-        calibration = [1.6 if args.target == "local" or marker != SUBMITTED else 25.0]
-    lo = max(calibration) + margin
-    min_delay = args.min_delay if args.min_delay is not None else round(lo, 2)
-    max_delay = args.max_delay if args.max_delay is not None else round(min_delay + span, 2)
-    print(f"soak: first checkpoint committed {', '.join(f'{t:.2f}' for t in calibration)} s after the "
-          f"first {marker.strip()!r} line (fresh, restored); random kill delays uniform in "
-          f"[{min_delay}, {max_delay}] s", flush=True)
-    return min_delay, max_delay, calibration
-
-
 def soak(args: argparse.Namespace, argv: Optional[list[str]], sink: SoakSink, events: int, workdir: Path) -> dict:
     """One soak of the seed job writing to ``sink``: the summary (``equal``: output == oracle)."""
     out, ckpt, local = workdir / "out", workdir / "ckpt", workdir / "local"
@@ -432,21 +315,15 @@ def soak(args: argparse.Namespace, argv: Optional[list[str]], sink: SoakSink, ev
     started_at = _dt.datetime.now().astimezone()
     print(f"soak: target {args.target}, sink {sink.name}, {events:,} events, {args.kills} kills, seed {args.seed}, "
           f"workdir {workdir}", flush=True)
-    marker = START_MARKER[args.target] if KILL_LOOP_HAS_MARKER else SUBMITTED
-    min_delay, max_delay, calibration = kill_delays(args, workdir, events, marker, sink)
-    if not 0 < min_delay <= max_delay:
-        raise SystemExit(f"soak: bad delays [{min_delay}, {max_delay}]")
-
     # The oracle first: cheap compared with the loop, and it fails early if something is off.
     t0 = time.time()
     expected = oracle(events)
     oracle_s = time.time() - t0
     print(f"soak: oracle: {len(expected):,} window lines ({oracle_s:.1f} s)", flush=True)
 
-    extra_kw = {"start_marker": marker} if KILL_LOOP_HAS_MARKER else {}
     loop = KillLoop(JOB, sink.job_args(events, out, "soak"), ckpt, conf, kills=args.kills, seed=args.seed,
-                    min_delay=min_delay, max_delay=max_delay, fault_share=args.fault_share, cwd=str(ROOT),
-                    timeout_per_round=args.round_timeout, fault_points=ALL_FAULT_POINTS, **extra_kw)
+                    fault_share=args.fault_share, epochs_per_round=args.epochs_per_round, cwd=str(ROOT),
+                    timeout_per_round=args.round_timeout, fault_points=ALL_FAULT_POINTS)
     t0 = time.time()
     error: Optional[str] = None
     result = None
@@ -462,8 +339,7 @@ def soak(args: argparse.Namespace, argv: Optional[list[str]], sink: SoakSink, ev
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
         "target": args.target, "sink": sink.name, "read_as": sink.describe(), "events": events,
         "kills_requested": args.kills, "seed": args.seed,
-        "fault_share": args.fault_share, "delay_s": [min_delay, max_delay], "delay_from": marker.strip(),
-        "calibration_s": calibration,
+        "fault_share": args.fault_share, "epochs_per_round": args.epochs_per_round,
         "conf": {k: v for k, v in conf.items() if k not in ("state.checkpoints.dir", "sparkpoint.local-state-dir")},
         "workdir": str(workdir), "oracle_s": round(oracle_s, 1), "loop_s": round(loop_s, 1),
     }
@@ -472,25 +348,20 @@ def soak(args: argparse.Namespace, argv: Optional[list[str]], sink: SoakSink, ev
         print(f"soak: KillLoop stopped with an error:\n{error[-6000:]}", file=sys.stderr)
         return summary
     assert result is not None
-    summary.update(round_figures(args, result, min_delay, max_delay, workdir))
+    summary.update(round_figures(result, workdir))
     cmp = compare(sink.read(out), expected, summary["per_round"], out if sink.name == "file" else None)
     summary.update({"leftovers": sink.leftovers(out), **cmp})
     return summary
 
 
-def round_figures(args: argparse.Namespace, result: Any, min_delay: float, max_delay: float, workdir: Path) -> dict:
-    """Which round was killed how and where, from KillLoop's result and its replayed plan; round logs to disk."""
-    plan = replay_plan(args.seed, args.kills, args.fault_share, min_delay, max_delay, result.rounds)
-    replayed_faults = Counter(w.split("@")[0] for k, w in plan if k == "fault")
-    if dict(replayed_faults) != result.fault_kills:
-        print(f"soak: warning: replayed plan {dict(replayed_faults)} != KillLoop's {result.fault_kills}",
-              file=sys.stderr)
-    rounds = describe_rounds(result, plan)
+def round_figures(result: Any, workdir: Path) -> dict:
+    """Which round was killed how and where, from KillLoop's result; round logs to disk."""
+    rounds = describe_rounds(result)
     logs = workdir / "rounds"
     logs.mkdir(exist_ok=True)
     for r, text in zip(rounds, result.log):
         (logs / f"round-{r['round']:03d}.log").write_text(
-            f"# round {r['round']}: {r['kind']} {r['fault'] or r['delay_s'] or ''}; "
+            f"# round {r['round']}: {r['plan']}; "
             f"restored from {r['restored_from']}\n{text}")
     killed = [r for r in rounds if r["killed"]]
     fault_dist = {pt: Counter(r["fault"] for r in killed
@@ -508,8 +379,7 @@ def round_figures(args: argparse.Namespace, result: Any, min_delay: float, max_d
         "fault_kills": {pt: sum(c.values()) for pt, c in fault_dist.items()},
         "fault_kills_by_pass": {pt: dict(sorted(c.items())) for pt, c in fault_dist.items()},
         "fault_kills_before_first_epoch": dict(in_restore),
-        "last_round": {"none": "no kill planned", "fault": f"{rounds[-1]['fault']} never reached",
-                       "random": f"random delay {rounds[-1]['delay_s']} s, finished first"}[rounds[-1]["kind"]],
+        "fallback_kills": result.fallback_kills,
         "rounds_without_progress": dict(no_progress),
         "epochs_total": (rounds[-1]["last_epoch_printed"] or 0) + 1,
         "epochs_run_in_last_round": (rounds[-1]["last_epoch_printed"] or 0) - (rounds[-1]["first_epoch"] or 0) + 1,
@@ -522,16 +392,14 @@ def print_summary(s: dict) -> None:
     print()
     print(f"target            {s['target']} ({s['machine']['cpus']} CPUs), {s['events']:,} events, seed {s['seed']}")
     print(f"sink              {s['sink']}: {s['read_as']}")
-    print(f"kill delays       uniform [{s['delay_s'][0]}, {s['delay_s'][1]}] s after the first "
-          f"{s['delay_from']!r} line, "
+    print(f"kills at          progress points, sources held after {s['epochs_per_round']} epochs of a killed round, "
           f"fault share {s['fault_share']}")
     if "rounds" in s:
-        print(f"rounds            {s['rounds']} (last: {s['last_round']}, ran "
+        print(f"rounds            {s['rounds']} (the last ran "
               f"{s['epochs_run_in_last_round']} of {s['epochs_total']} epochs)")
         print(f"kills             {s['kills']} of {s['kills_requested']} requested: {s['random_kills']} random, "
               + ", ".join(f"{pt} {n}" for pt, n in s["fault_kills"].items()))
-        if s["kills"] < s["kills_requested"]:
-            print("  WARNING         the job ran out of work before all kills happened (raise --events)")
+        print(f"  fallback        {s['fallback_kills']} fault round(s) the driver ended (point not passed again)")
         print("  by pass         " + "; ".join(f"{pt} {d}" for pt, d in s["fault_kills_by_pass"].items()))
         print(f"  before epoch 1  {s['fault_kills_before_first_epoch'] or 'none'} (fault kills before the round's "
               f"first epoch line: in the restore, or at the first barrier)")

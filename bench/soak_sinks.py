@@ -9,9 +9,6 @@
   (``sparkpoint.testing.kafka_server``).
 - ``jdbc``: rows of a PostgreSQL table written with prepared transactions (``--jdbc-url``),
   read with ``SELECT``; the server is the test suite's (``sparkpoint.testing.postgres_server``).
-
-Every sink gives the calibration runs their own output (directory, topic or table), so
-they never touch the soak's.
 """
 
 from __future__ import annotations
@@ -29,7 +26,7 @@ TABLE = "(window_start bigint, window_end bigint, channel text, behavior text, c
 
 
 class SoakSink:
-    """Where the seed job writes (``tag``: ``soak`` or ``calibration``) and how its output reads back."""
+    """Where the seed job writes (``tag``: ``soak``) and how its output reads back."""
 
     name = "file"
     file_based = True   # the output is part files under the output directory
@@ -90,8 +87,7 @@ class KafkaSoakSink(SoakSink):
 
         self.server = self._stack.enter_context(KafkaServer())
         self.server.create_topic("events", partitions=4)
-        for topic in ("counts-soak", "counts-calibration"):
-            self.server.create_topic(topic, partitions=2)
+        self.server.create_topic("counts-soak", partitions=2)
         chunk = 1_000_000
         for start in range(0, events, chunk):   # each partition in timestamp order, as in the Kafka tests
             lines, _ = generate_events(start, min(events, start + chunk), EventSpec())
@@ -135,8 +131,7 @@ class JdbcSoakSink(SoakSink):
         self.server = self._stack.enter_context(PostgresServer())
         self.server.create_database("soak")
         with self.server.connect("soak") as conn:
-            for tag in ("soak", "calibration"):
-                conn.execute(f"CREATE TABLE counts_{tag} {TABLE}")
+            conn.execute(f"CREATE TABLE counts_soak {TABLE}")
 
     def job_args(self, events: int, out: Path, tag: str) -> list[str]:
         return ["--events", str(events), "--jdbc-url", self.server.jdbc_url("soak") + "?user=postgres",
@@ -153,12 +148,6 @@ class JdbcSoakSink(SoakSink):
                 "SELECT gid FROM pg_prepared_xacts WHERE database = current_database()").fetchall()]
         return [g for g in gids if prefix is None or g.startswith(prefix)]
 
-    def roll_back(self, prefix: str) -> None:
-        """The calibration runs' prepared transactions (killed runs leave them; the server allows 64)."""
-        with self.server.connect("soak") as conn:
-            for gid in self.prepared(prefix):
-                conn.execute(f"ROLLBACK PREPARED '{gid}'")
-
     def leftovers(self, out: Path) -> dict[str, int]:
         return {"prepared transactions": len(self.prepared())}
 
@@ -171,8 +160,3 @@ class JdbcSoakSink(SoakSink):
 
 def make_sink(name: str) -> SoakSink:
     return {"file": SoakSink, "parquet": ParquetSink, "kafka": KafkaSoakSink, "jdbc": JdbcSoakSink}[name]()
-
-
-def after_calibration(sink: SoakSink) -> None:
-    if isinstance(sink, JdbcSoakSink):
-        sink.roll_back("behavior-counts-counts_calibration-")

@@ -1,4 +1,4 @@
-"""The driver of a cluster job is SIGKILLed at random moments and at fault-injection points
+"""The driver of a cluster job is SIGKILLed at random progress points and at fault-injection points
 of the checkpoint protocol, and restarted each time from the newest completed checkpoint
 (``sparkpoint run -s``): the committed output equals the pandas oracle, and no round of
 the job needed a failover of its own."""
@@ -15,13 +15,13 @@ pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 
 def test_kill_loop_of_the_driver_on_the_cluster(driver, monkeypatch):
-    events = 300_000
+    events = 600_000   # 15 epochs of 40,000: more than 3 kills x (2 + 1)
     monkeypatch.setenv("SPARKPOINT_HOME", str(driver.work / "home"))
     loop = KillLoop(SEED_JOB, ["--events", str(events), "--output", str(driver.output)], driver.checkpoints,
-                    driver.conf(), kills=3, seed=7, min_delay=0.5, max_delay=3.0, fault_share=0.34,
-                    cwd=str(ROOT), timeout_per_round=240, start_marker="epoch ")
+                    driver.conf(), kills=3, seed=7, fault_share=0.34, epochs_per_round=2,
+                    cwd=str(ROOT), timeout_per_round=240)
     result = loop.run()
-    assert result.kills >= 2, result
+    assert result.kills == 3, result
     assert any(result.restores), "no round restored from a checkpoint"
     print(f"{result.rounds} rounds, {result.kills} kills ({result.fault_kills} at fault points), "
           f"{result.seconds:.0f} s\n{driver.summary()}")

@@ -1,10 +1,12 @@
 """Exactly-once, proven by killing for real.
 
 The seed job runs through ``sparkpoint run`` in a child process with checkpoints
-every second; the process is SIGKILLed at random moments and at fault-injection
+every second; the process is SIGKILLed at random progress points and at fault-injection
 points inside the checkpoint protocol (at the barrier, inside the ``_metadata``
 write, between ``_metadata`` and the sink commit, after the commit), and restored
-each time from the newest completed checkpoint on disk. The committed output, read
+each time from the newest completed checkpoint on disk. Each killed round reads at most
+``epochs_per_round`` epochs (see ``sparkpoint/testing/kill_loop.py``), so every kill lands
+on a fast machine and on a slow one. The committed output, read
 as any reader would (hidden staged files excluded), must equal the pandas oracle:
 every window once, with the exact count.
 """
@@ -64,15 +66,15 @@ def assert_sources_ran_ahead(directory: Path) -> None:
 
 def test_kill_loop_local_executor(tmp_path):
     """At least 20 kills, in-process executor (the driver process is the whole job)."""
-    n = 5_000_000   # 125 epochs: enough work that 22 kills land before the job can finish, even on a fast machine
+    n = 5_000_000   # 125 epochs of 40,000: more than 22 kills x (4 + 1) epochs, the most the killed rounds can read
     out = tmp_path / "out"
     ckpt = tmp_path / "ckpt"
     conf = checkpoint_conf(ckpt, "local")
     conf["sparkpoint.local-state-dir"] = str(tmp_path / "local")
     loop = KillLoop(JOB, ["--events", str(n), "--output", str(out)], ckpt, conf, kills=22, seed=11,
-                    min_delay=0.2, max_delay=1.0, cwd=str(ROOT), start_marker="epoch ")
+                    epochs_per_round=4, cwd=str(ROOT))
     result = loop.run()
-    assert result.kills >= 20, result
+    assert result.kills == 22, result
     got = Counter(read_committed_lines(out))
     expected = oracle(n)
     assert got == expected, (f"{sum(got.values())} lines committed, {len(expected)} expected; "
@@ -83,15 +85,15 @@ def test_kill_loop_local_executor(tmp_path):
 @pytest.mark.slow
 def test_kill_loop_on_spark(tmp_path):
     """Fewer kills, on a real local Spark: the driver and its JVM die together."""
-    n = 1_000_000   # ~25 epochs: on a fast machine too, the kills land before the job can finish
+    n = 1_000_000   # 25 epochs: more than 3 kills x (4 + 1) (a source may run an epoch ahead)
     out = tmp_path / "out"
     ckpt = tmp_path / "ckpt"
     conf = {**checkpoint_conf(ckpt, "spark"), **reporting(tmp_path / "reports")}
     conf["sparkpoint.local-state-dir"] = str(tmp_path / "local")
     loop = KillLoop(JOB, ["--events", str(n), "--output", str(out)], ckpt, conf, kills=3, seed=5,
-                    min_delay=0.5, max_delay=2.5, fault_share=0.34, cwd=str(ROOT), start_marker="epoch ")
+                    fault_share=0.34, epochs_per_round=4, cwd=str(ROOT))
     result = loop.run()
-    assert result.kills >= 2, result
+    assert result.kills == 3, result
     assert_sources_ran_ahead(tmp_path / "reports")
     assert Counter(read_committed_lines(out)) == oracle(n)
 
@@ -100,17 +102,17 @@ def test_at_least_once_loses_nothing_but_may_repeat(tmp_path):
     """AT_LEAST_ONCE commits sink output every epoch instead of at checkpoints: after a
     crash the epochs since the last checkpoint are replayed, so output may repeat, but
     nothing is lost."""
-    n = 1_000_000   # 50 epochs, several seconds of work: the kills land while it runs (their delay counts from
-    out = tmp_path / "out"   # its first epoch)
+    n = 1_000_000   # 25 epochs: more than 5 kills x (3 + 1)
+    out = tmp_path / "out"
     ckpt = tmp_path / "ckpt"
     conf = checkpoint_conf(ckpt, "local")
     conf["execution.checkpointing.mode"] = "AT_LEAST_ONCE"
     conf["execution.checkpointing.interval"] = "2 s"
     conf["sparkpoint.local-state-dir"] = str(tmp_path / "local")
     loop = KillLoop(JOB, ["--events", str(n), "--output", str(out)], ckpt, conf, kills=5, seed=3,
-                    min_delay=0.5, max_delay=2.0, fault_share=0.0, cwd=str(ROOT), start_marker="epoch ")
+                    fault_share=0.0, epochs_per_round=3, cwd=str(ROOT))
     result = loop.run()
-    assert result.kills >= 3
+    assert result.kills == 5, result
     got = Counter(read_committed_lines(out))
     expected = oracle(n)
     assert set(got) == set(expected)
@@ -140,14 +142,14 @@ def test_kill_loop_rocksdb_incremental_local_executor(tmp_path, extra, seed):
     """SIGKILLs on the rocksdb backend with incremental checkpoints: restored databases, exact output. With the
     changelog, checkpoints are materialized every second and reference the changelog between: restores from
     both kinds, window contents and timers replayed from segments."""
-    n = 2_000_000
+    n = 2_000_000   # 50 epochs: more than 10 kills x (3 + 1)
     out, ckpt = tmp_path / "out", tmp_path / "ckpt"
     conf = {**_rocksdb_conf(ckpt, "local"), **extra}
     conf["sparkpoint.local-state-dir"] = str(tmp_path / "local")
     loop = KillLoop(JOB, ["--events", str(n), "--output", str(out)], ckpt, conf, kills=10, seed=seed,
-                    min_delay=0.3, max_delay=1.5, cwd=str(ROOT), start_marker="epoch ")
+                    epochs_per_round=3, cwd=str(ROOT))
     result = loop.run()
-    assert result.kills >= 8, result
+    assert result.kills == 10, result
     _assert_incremental_checkpoints_were_restored(ckpt, result)
     if extra:
         from_changelog = [r for r in result.restores if r and "changelog" in checkpoint_kinds(r)]
@@ -159,13 +161,13 @@ def test_kill_loop_rocksdb_incremental_local_executor(tmp_path, extra, seed):
 @pytest.mark.slow
 def test_kill_loop_rocksdb_incremental_on_spark(tmp_path):
     """The same on a real local Spark, databases in the executor's own local dirs (no state dir set)."""
-    n = 1_000_000
+    n = 1_000_000   # 25 epochs: more than 3 kills x (4 + 1)
     out, ckpt = tmp_path / "out", tmp_path / "ckpt"
     conf = {**_rocksdb_conf(ckpt, "spark"), **reporting(tmp_path / "reports")}
     loop = KillLoop(JOB, ["--events", str(n), "--output", str(out)], ckpt, conf, kills=3, seed=7,
-                    min_delay=0.5, max_delay=2.5, fault_share=0.34, cwd=str(ROOT), start_marker="epoch ")
+                    fault_share=0.34, epochs_per_round=4, cwd=str(ROOT))
     result = loop.run()
-    assert result.kills >= 2, result
+    assert result.kills == 3, result
     assert_sources_ran_ahead(tmp_path / "reports")
     _assert_incremental_checkpoints_were_restored(ckpt, result)
     assert Counter(read_committed_lines(out)) == oracle(n)

@@ -1,7 +1,7 @@
 """The FileSource's re-listing under a kill loop: files keep arriving between crashes.
 
 ``tests/e2e/relist_job.py`` (a bounded FileSource, an exactly-once FileSink) runs through ``sparkpoint
-run`` and is SIGKILLed at random moments and at fault points of the checkpoint protocol; before each
+run`` and is SIGKILLed at random progress points and at fault points of the checkpoint protocol; before each
 restart from the newest completed checkpoint, new files are added to its input directory. Every line of
 every file ever added must be committed exactly once: the restored source lists the directory again,
 reads what it had not seen, and reads nothing twice.
@@ -23,7 +23,7 @@ JOB = str(ROOT / "tests" / "e2e" / "relist_job.py")
 
 @pytest.mark.slow
 def test_files_added_between_kills_are_read_exactly_once(tmp_path):
-    written = write_files(tmp_path / "in", 0, 40, lines=150)   # 6,000 lines at 2 ms: 12 s of work
+    written = write_files(tmp_path / "in", 0, 40, lines=150)   # 6,000 lines, 40 a (2-subtask) epoch: 150 epochs
     added_after_restores: list[str] = []
 
     def add_files(round_number: int) -> None:
@@ -43,10 +43,10 @@ def test_files_added_between_kills_are_read_exactly_once(tmp_path):
         "sparkpoint.local-state-dir": str(tmp_path / "local"),
     }
     loop = KillLoop(JOB, ["--input", str(tmp_path / "in"), "--output", str(tmp_path / "out"), "--delay-ms", "2"],
-                    tmp_path / "ck", conf, kills=5, seed=17, min_delay=1.0, max_delay=3.0, fault_share=0.3,
-                    cwd=str(ROOT), start_marker="epoch ", before_restart=add_files)
+                    tmp_path / "ck", conf, kills=5, seed=17, fault_share=0.3, epochs_per_round=4,
+                    cwd=str(ROOT), before_restart=add_files)
     result = loop.run()
-    assert result.kills >= 4, result                                   # the kills really happened
+    assert result.kills == 5, result                                   # the kills really happened
     assert any(r is not None for r in result.restores[1:]), result.restores   # and rounds restored
     assert added_after_restores
     got = Counter(read_committed_lines(tmp_path / "out"))

@@ -94,15 +94,14 @@ def _env() -> dict:
 
 
 def test_kill_loop_exactly_once_into_postgres(db, tmp_path):
-    """SIGKILLs at random moments and inside the checkpoint protocol; the table equals the oracle."""
-    n = 2_000_000   # 50 epochs: the job must still be running when the 8th kill comes
+    """SIGKILLs at random progress points and inside the checkpoint protocol; the table equals the oracle."""
+    n = 2_000_000   # 50 epochs of 40,000: more than 8 kills x (4 + 1)
     with db.connect() as conn:
         conn.execute(TABLE)
     loop = KillLoop(JOB, ["--url", db.url, "--events", str(n), "--prefix", "wc"], tmp_path / "ckpt",
-                    _conf(tmp_path, "300 ms"), kills=8, seed=13, min_delay=0.3, max_delay=1.5, cwd=ROOT,
-                    start_marker="epoch ")
+                    _conf(tmp_path, "300 ms"), kills=8, seed=13, epochs_per_round=4, cwd=ROOT)
     result = loop.run()
-    assert result.kills >= 6, result
+    assert result.kills == 8, result
     got, expected = _table(db), oracle(n)
     assert got == expected, (f"{sum(got.values())} rows, {len(expected)} expected; missing {len(expected - got)}, "
                              f"extra {len(got - expected)}")

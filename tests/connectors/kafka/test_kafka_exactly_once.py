@@ -2,7 +2,7 @@
 
 The seed job reads a 4-partition topic and writes its window counts to another topic
 with EXACTLY_ONCE transactions, through ``sparkpoint run`` in a child process that is
-SIGKILLed at random moments and at fault-injection points of the checkpoint protocol
+SIGKILLed at random progress points and at fault-injection points of the checkpoint protocol
 (between ``_metadata`` and the commit among them), then restored from the newest
 completed checkpoint. A ``read_committed`` consumer of the output must see exactly the
 pandas oracle's windows: none lost, none twice, no transaction left open.
@@ -36,7 +36,7 @@ def _topics(kafka, topic_name, n: int) -> tuple[str, str]:
 
 def _kill_loop(kafka, events: str, counts: str, ckpt: Path, conf: dict, **options) -> KillLoop:
     args = ["--kafka", kafka.bootstrap_servers, "--input-topic", events, "--output-topic", counts, "--bounded"]
-    return KillLoop(JOB, args, ckpt, conf, cwd=str(ROOT), start_marker="epoch ", **options)
+    return KillLoop(JOB, args, ckpt, conf, cwd=str(ROOT), **options)
 
 
 def _committed(kafka, topic: str) -> Counter:
@@ -49,8 +49,8 @@ def test_kafka_to_kafka_kill_loop_local_executor(kafka, topic_name, tmp_path):
     conf = checkpoint_conf(tmp_path / "ckpt", "local")
     conf["sparkpoint.local-state-dir"] = str(tmp_path / "local")
     result = _kill_loop(kafka, events, counts, tmp_path / "ckpt", conf, kills=10, seed=17,
-                        min_delay=0.3, max_delay=1.5).run()
-    assert result.kills >= 8, result
+                        epochs_per_round=1).run()
+    assert result.kills == 10, result
     assert any(r is not None for r in result.restores)
     got, expected = _committed(kafka, counts), oracle(n)
     assert got == expected, (f"{sum(got.values())} records committed, {len(expected)} expected; "
@@ -64,9 +64,9 @@ def test_kafka_to_kafka_kill_loop_on_spark(kafka, topic_name, tmp_path):
     events, counts = _topics(kafka, topic_name, n)
     conf = checkpoint_conf(tmp_path / "ckpt", "spark")
     conf["sparkpoint.local-state-dir"] = str(tmp_path / "local")
-    result = _kill_loop(kafka, events, counts, tmp_path / "ckpt", conf, kills=2, seed=5,
-                        min_delay=1.0, max_delay=3.0, fault_share=0.5).run()
-    assert result.kills >= 1, result
+    result = _kill_loop(kafka, events, counts, tmp_path / "ckpt", conf, kills=2, seed=5, fault_share=0.5,
+                        epochs_per_round=2).run()
+    assert result.kills == 2, result
     assert _committed(kafka, counts) == oracle(n)
 
 
