@@ -38,7 +38,7 @@ from sparkpoint.runtime.changelog_files import write_changes
 from sparkpoint.runtime.chain import read_inputs, run_operators
 from sparkpoint.runtime.exchange import encode_blob, hash_partition
 from sparkpoint.runtime.task_messages import PHASES, TaskDeployment, TaskReport, latest_reports
-from sparkpoint.runtime.working_state import drop_older_attempts, working_dir
+from sparkpoint.runtime.working_state import claim_in_spark_dirs, drop_older_attempts, working_dir
 from sparkpoint.runtime.graph import BROADCAST, CUSTOM, GLOBAL, HASH, JobPlan, StagePlan
 from sparkpoint.operators.keyed import KeyedOperator
 from sparkpoint.operators.metric_group import report_user_metrics
@@ -192,6 +192,7 @@ def _working_state_options(state_backend: Any, dep: TaskDeployment, stage_id: in
         let_go_under(path, wait=True)   # a database still open elsewhere must not write into the new one
         shutil.rmtree(path, ignore_errors=True)
         drop_older_attempts(dep.local_state_dir, dep.executor_local_state, dep.job_id, namespace)
+        claim_in_spark_dirs(dep.local_state_dir, dep.executor_local_state, namespace)
     return {"working_dir": path, "what": f"operator {uid!r} (stage {stage_id}, subtask {subtask})"}
 
 

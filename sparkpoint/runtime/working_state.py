@@ -7,7 +7,10 @@ directory or the driver's default). The path is
 ``<root>/<job>-<attempt>/stage-<s>/task-<i>/op-<crc32(uid)>``: one database per job attempt,
 operator and subtask. A new attempt (after a failover) starts from a checkpoint, so the
 first task of an attempt on an executor removes what older attempts of the same job left
-there.
+there. Spark's local dirs are a new directory per application, which Spark removes when the
+application ends but not when it is killed: there the first task of a job's attempt marks its
+directory with its executor's owner (:func:`claim_in_spark_dirs`) and removes those of the
+host's other applications whose owner is gone.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from typing import Optional
 
 from sparkpoint.state.worker import let_go_under
 
-__all__ = ["JobWorkingDirs", "default_local_state_dir", "drop_older_attempts", "working_dir"]
+__all__ = ["JobWorkingDirs", "claim_in_spark_dirs", "default_local_state_dir", "drop_older_attempts", "working_dir"]
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +61,62 @@ def drop_older_attempts(local_state_dir: str, executor_local: bool, job_id: str,
         if suffix.isdigit() and os.path.basename(path) != namespace:
             let_go_under(path)
             shutil.rmtree(path, ignore_errors=True)
+
+
+def claim_in_spark_dirs(local_state_dir: str, executor_local: bool, namespace: str) -> list[str]:
+    """In a Spark worker keeping working state in Spark's local dirs: mark ``namespace`` as owned by this
+    executor's Python daemon (its pid and start time, in ``<namespace>/.owner``), and remove the namespaces
+    of every application on this host (``<spark.local.dir>/*/sparkpoint-state/*``) whose owner is gone: a
+    killed application's directory is never removed by Spark, and a new one gets a new directory. A
+    namespace without an owner file, or whose owner lives, is not touched. Returns those removed."""
+    spark_dirs = os.environ.get("SPARK_LOCAL_DIRS", "")
+    root = _root(local_state_dir, executor_local)
+    if not (executor_local and spark_dirs) or root != os.path.join(spark_dirs.split(",")[0], "sparkpoint-state"):
+        return []
+    owner = f"{os.getppid()} {_start_time(os.getppid())}"   # the daemon (or executor) that forked this worker
+    mine = os.path.join(root, namespace)
+    os.makedirs(mine, exist_ok=True)
+    marker = os.path.join(mine, ".owner")
+    if not os.path.exists(marker):
+        with open(marker + f".{os.getpid()}", "w") as f:
+            f.write(owner)
+        os.replace(marker + f".{os.getpid()}", marker)
+    removed = []
+    parent = os.path.dirname(os.path.dirname(root))   # spark.local.dir, shared by the host's applications
+    for other in glob.glob(os.path.join(glob.escape(parent), "*", "sparkpoint-state", "*", ".owner")):
+        try:
+            with open(other) as f:
+                pid, started = f.read().split()
+        except (OSError, ValueError):
+            continue
+        if not _owner_alive(int(pid), started):
+            path = os.path.dirname(other)
+            let_go_under(path)
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    if removed:
+        logger.info("removed the working state of applications that are gone: %s", removed)
+    return removed
+
+
+def _start_time(pid: int) -> str:
+    """The start time of process ``pid`` (clock ticks since boot; ``-`` where /proc does not tell)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return "-"
+
+
+def _owner_alive(pid: int, started: str) -> bool:
+    """Whether process ``pid`` runs and is the one that started at ``started`` (not a reuse of its pid)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return started == "-" or _start_time(pid) in (started, "-")
 
 
 class JobWorkingDirs:

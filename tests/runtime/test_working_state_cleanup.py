@@ -128,3 +128,52 @@ def test_a_failed_attempts_directory_goes_when_the_next_attempt_starts(make_env,
     assert {"0"} in attempts and {"2"} in attempts, attempts   # two failovers happened
     assert all(len(a) == 1 for a in attempts), attempts         # never an earlier attempt's directory beside
     assert not [p for p in local_state.iterdir() if not p.name.startswith(".")]   # and none after the end
+
+
+def _start_on_spark(job: Path, spark_dir: Path, records: int, backend: str = "rocksdb") -> subprocess.Popen:
+    """A run on a local Spark whose local dirs are under ``spark_dir`` (as spark.local.dir on a host)."""
+    return subprocess.Popen([sys.executable, "-m", "sparkpoint.cli", "run", "-p", "1", "-D", "execution.target=spark",
+                             "-D", "spark.master=local[1]", "-D", f"spark.local.dir={spark_dir}",
+                             "-D", f"state.backend.type={backend}", "-D", "execution.epoch.max-records=10",
+                             str(job), str(records)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)   # its JVM and Python daemon in its process group
+
+
+def _spark_state(spark_dir: Path, job_id: str) -> list[Path]:
+    """The job's working-state directories in the host's Spark local dirs (any application's)."""
+    return list(spark_dir.glob(f"*/sparkpoint-state/{job_id}-*"))
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_a_killed_spark_runs_rocksdb_state_goes_when_the_next_job_starts_and_a_live_jobs_stays(tmp_path):
+    """In Spark's local dirs, a new directory per application: the killed application's RocksDB databases
+    stay there (Spark removes them only at a clean end) until the next job's first keyed task on the host."""
+    job = tmp_path / "keyed.py"
+    job.write_text(KEYED_JOB)
+    spark_dir = tmp_path / "spark-local"
+    spark_dir.mkdir()
+    killed = _start_on_spark(job, spark_dir, 100_000)
+    live = _start_on_spark(job, spark_dir, 100_000)
+    killed_id, live_id = _job_id(killed), _job_id(live)
+    try:
+        assert _wait_for(lambda: _spark_state(spark_dir, killed_id) and _spark_state(spark_dir, live_id), 120)
+        [left] = _spark_state(spark_dir, killed_id)
+        marker = left / ".owner"
+        owner = int(marker.read_text().split()[0]) if marker.exists() else None   # the application's Python daemon
+        os.killpg(killed.pid, signal.SIGKILL)   # the driver, its JVM and daemon at once: no shutdown hook runs
+        assert killed.wait(30) == -signal.SIGKILL
+        assert _wait_for(lambda: owner is not None and not Path(f"/proc/{owner}").exists(), 30) or owner is None
+        assert any(left.rglob("CURRENT")), "a RocksDB database was left behind"
+        after = _start_on_spark(job, spark_dir, 50)
+        after.wait(180)
+        assert after.returncode == 0, after.stdout.read() if after.stdout else ""
+        assert _spark_state(spark_dir, killed_id) == []          # the killed run's state is gone
+        assert len(_spark_state(spark_dir, live_id)) == 1         # the live job's is untouched
+        assert live.poll() is None
+    finally:
+        for proc in (killed, live):
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(30)
+
