@@ -299,8 +299,6 @@ class JobMaster:
         if self.coordinator is not None:
             self.coordinator.stats.report_restored(restored.checkpoint_id, restored.location, int(time.time() * 1000),
                                                    restored.kind == "savepoint")
-        logger.info("job %s restored from checkpoint %d; next checkpoint id %d", self.job_id, restored.checkpoint_id,
-                    self.coordinator.id_counter.get() if self.coordinator else restored.checkpoint_id + 1)
 
     def _recover_or_raise(self, error: SparkpointError) -> None:
         """A task failed: restore the latest completed checkpoint and go on, if the strategy allows."""
