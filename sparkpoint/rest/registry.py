@@ -1,11 +1,14 @@
 """Where running jobs announce themselves, so ``sparkpoint list`` and ``cancel`` find them.
 
-Each running job with a REST endpoint writes ``<home>/jobs/<job-id>.json`` (its pid,
-address, port, scheme, and its token when it has one) and removes it when it ends;
-``<home>`` is ``$SPARKPOINT_HOME`` or ``~/.sparkpoint``. The directory is the owner's
-only (0700) and every entry is readable by the owner only (0600): an entry may hold the
-endpoint's token. Entries of processes that died without cleaning up are ignored and
-removed.
+Each running job with a REST endpoint writes ``<home>/jobs/<job-id>.json`` (its process:
+pid, start time and host; address, port, scheme, and its token when it has one) and removes
+it when it ends; ``<home>`` is ``$SPARKPOINT_HOME`` or ``~/.sparkpoint``. The directory is
+the owner's only (0700) and every entry is readable by the owner only (0600): an entry may
+hold the endpoint's token. Entries of processes that died without cleaning up are ignored
+and removed: a pid that is free, or that names a process started at another time than the
+entry's (the kernel reused the pid of a killed job), or one from before the host last
+booted. An entry written on another host (a home directory shared between hosts) is not
+listed and left to that host.
 """
 
 from __future__ import annotations
@@ -15,21 +18,13 @@ import os
 from pathlib import Path
 from typing import Optional
 
+from sparkpoint.common.processes import ProcessIdentity
+
 __all__ = ["JobRegistry"]
 
 
 def _home() -> Path:
     return Path(os.environ.get("SPARKPOINT_HOME") or Path.home() / ".sparkpoint")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class JobRegistry:
@@ -40,8 +35,8 @@ class JobRegistry:
                  scheme: str = "http", certificate: Optional[str] = None) -> None:
         self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         os.chmod(self.dir, 0o700)
-        entry: dict = {"job_id": job_id, "name": name, "pid": os.getpid(), "address": address, "port": port,
-                       "scheme": scheme}
+        entry: dict = {"job_id": job_id, "name": name, **ProcessIdentity.current().to_json(), "address": address,
+                       "port": port, "scheme": scheme}
         if token:
             entry["token"] = token
         if certificate:
@@ -66,10 +61,14 @@ class JobRegistry:
         for path in sorted(self.dir.glob("*.json")):
             try:
                 entry = json.loads(path.read_text())
-            except (OSError, json.JSONDecodeError):
+                process = ProcessIdentity.from_json(entry)
+            except (OSError, ValueError, TypeError, AttributeError):   # being written, or not an entry
                 continue
-            if not _alive(int(entry.get("pid", -1))):
+            gone = process.gone()   # dead, or its pid reused by another process
+            if gone or process.host_rebooted():
                 path.unlink(missing_ok=True)
+                continue
+            if gone is None:   # another host's (a shared home directory): not this machine's job
                 continue
             out.append(entry)
         return out
