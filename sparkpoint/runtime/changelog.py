@@ -14,7 +14,8 @@ Layout: ``<root>/<job>-<attempt>/<epoch>/s<stage>-t<subtask>-<crc32(uid)>.log``,
 operator and epoch (:mod:`sparkpoint.runtime.changelog_files`). The driver (:class:`StateChangelog`)
 tells each task its :class:`ChangelogBase`, records the segments tasks report, and deletes the epochs
 a completed checkpoint covers and no retained changelog checkpoint references
-(:mod:`sparkpoint.runtime.changelog_checkpoints`).
+(:mod:`sparkpoint.runtime.changelog_checkpoints`). A job's changelog names its owner, so that a job
+starting reclaims those of killed runs (:mod:`sparkpoint.runtime.changelog_reclaim`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from sparkpoint.errors import ConfigurationError
 from sparkpoint.operators.keyed import KeyedOperator
 from sparkpoint.runtime.changelog_checkpoints import ChangelogCheckpoints, materialize_interval_ms, max_size_ratio
 from sparkpoint.runtime.changelog_files import read_changes, segment_path
+from sparkpoint.runtime.changelog_reclaim import ChangelogOwner, reclaim_changelogs
 from sparkpoint.runtime.checkpoint_io import restore_from_checkpoint
 from sparkpoint.state.key_groups import KeyGroupRange
 from sparkpoint.storage.file_systems import open_file_system, storage_options_for
@@ -76,19 +78,26 @@ def changelog_from_config(config: Any, distributed: bool, checkpointing: bool, c
     default, ``auto``: on when the executors may not share a disk (a Spark cluster). It lives in
     ``<base>/<job>/changelog`` with ``<base>`` the setting ``state.changelog.dstl.dfs.base-path`` or else
     the checkpoint directory, which every executor must reach (never the job's directory itself: the job's
-    end removes the changelog, not retained checkpoints)."""
+    end removes the changelog, not retained checkpoints). First the changelogs of killed jobs in that base and
+    of the job whose checkpoint this one restores are reclaimed."""
+    from sparkpoint.checkpoint.coordinator import CheckpointSettings
+
     setting = next((str(config.get(k)).lower() for k in ENABLED_KEYS if config.get(k) is not None), "auto")
     if setting not in ("true", "false", "auto"):
         raise ConfigurationError(f"{ENABLED_KEYS[0]} must be true, false or auto, not {setting!r}")
-    if setting == "false" or (setting == "auto" and not distributed):
+    enabled = setting == "true" or (setting == "auto" and distributed)
+    base = next((config.get(k) for k in BASE_PATH_KEYS if config.get(k)), None) or checkpoint_dir
+    reclaim_changelogs(config, str(base).rstrip("/") if base and enabled else None, job_id)
+    if not enabled:
         return None
     if not checkpointing:
         logger.warning("the state changelog without checkpoints is never truncated: a keyed task that moves "
                        "replays every epoch since the job started")
-    base = next((config.get(k) for k in BASE_PATH_KEYS if config.get(k)), None) or checkpoint_dir
     if base:   # with checkpoints, they reference the changelog between materializations
-        return StateChangelog(f"{str(base).rstrip('/')}/{job_id}/changelog",
-                              materialize_interval_ms(config) if checkpointing else None, max_size_ratio(config))
+        root = f"{str(base).rstrip('/')}/{job_id}/changelog"
+        owner = ChangelogOwner(root, job_id, f"{CheckpointSettings(config).storage_dir.rstrip('/')}/{job_id}")
+        return StateChangelog(root, materialize_interval_ms(config) if checkpointing else None,
+                              max_size_ratio(config), owner)
     logger.warning("no state changelog: it needs a directory every executor reaches (state.checkpoints.dir or %s); "
                    "a keyed task that Spark runs away from its state makes the job restore from a checkpoint",
                    BASE_PATH_KEYS[0])
@@ -105,8 +114,10 @@ class StateChangelog:
     (:attr:`checkpoints`) references, which go when the last such checkpoint is subsumed.
     """
 
-    def __init__(self, root: str, materialize_interval_ms: Optional[int] = None, size_ratio: float = 1.0):
+    def __init__(self, root: str, materialize_interval_ms: Optional[int] = None, size_ratio: float = 1.0,
+                 owner: Optional[ChangelogOwner] = None):
         self.root = root.rstrip("/")
+        self.owner = owner   # marks the changelog as this job's while it runs
         self.storage_options = storage_options_for(self.root)   # the driver's configured options, sent to tasks
         self.fs, root_path = open_file_system(self.root, self.storage_options)
         self._root_path = posixpath.normpath(root_path)   # as retained checkpoints name their files
@@ -124,6 +135,8 @@ class StateChangelog:
         """A new job attempt (first start, restore or failover): the previous attempt's changelog goes once no
         retained checkpoint references it. The same attempt may start again with another base (a job started
         with ``-s`` learns it after starting)."""
+        if self.owner is not None:
+            self.owner.claim()   # before any task writes into it
         root = posixpath.join(self.root, namespace)
         if self.attempt_root and self.attempt_root != root:
             self._old_roots.append(self.attempt_root)
@@ -194,12 +207,16 @@ class StateChangelog:
     def drop(self, keep: frozenset[str] = frozenset()) -> None:
         """The job is over: its changelog is no longer needed, but for what retained checkpoints reference."""
         keep = frozenset(p for p in keep if p.startswith(self._root_path.rstrip("/") + "/"))
+        if self.owner is not None:
+            self.owner.release()
         if not keep:
             self._remove(self.root)
             return
         self.base_epoch = max([self.base_epoch, *self.segments])   # the tail after the last checkpoint too
         self._old_roots.append(self.attempt_root)
         self.collect(keep, final=True)
+        if self.owner is not None:
+            self.owner.mark_ended()
 
     def _path(self, url: str) -> str:
         """The normalized file-system path of ``url`` (retained checkpoints name their files so)."""
