@@ -89,7 +89,8 @@ def _inspect_against(restored: Any, job: str, job_args: tuple[str, ...], conf: d
     from sparkpoint.runtime.state_probe import declared_schemas
 
     plan = capture_plan(job, None, job_args, conf)
-    report = check_compatibility(restored, job_operators(plan, declared_schemas(plan)), plan.max_parallelism)
+    recorded = {uid for uid, op in restored.metadata.operators.items() if op.schema is not None}
+    report = check_compatibility(restored, job_operators(plan, declared_schemas(plan, recorded)), plan.max_parallelism)
     m = restored.metadata
     click.echo(f"{m.kind} {m.checkpoint_id} ({restored.location}) against {job}:")
     for line in report.lines(allow_non_restored):

@@ -112,7 +112,7 @@ class JobMaster:
         self.savepoints = SavepointRequests(config.get_string("state.savepoints.dir"))
         self.claimed: Optional[str] = None   # restore mode CLAIM: the restored snapshot, until subsumed
         self.failover = Failover(self.job_id, config, self.checkpointing.enabled)
-        self.ahead = SourcesAhead(plan, config, executor)   # the next epoch's sources during this epoch's job
+        self.ahead = SourcesAhead(plan, config, self.guard.sources_of(executor))   # during the epoch before
         self.schemas = StateSchemas(plan)   # what the keyed operators declared; checked on restore
         if on_epoch is not None:
             self.add_listener(CallbackEpochListener(on_epoch))
@@ -285,7 +285,8 @@ class JobMaster:
         self._notify("on_restore", self.job_id, restored)
         self.ahead.drop()   # what ran ahead started from the state given up now
         source_parallelism = {nid: sc.parallelism for nid, sc in self.sources.items()}
-        state = assign_state(restored, self.plan, source_parallelism, allow_non_restored, self.schemas.declared())
+        declared = self.schemas.declared(restored, self.job_id)
+        state = assign_state(restored, self.plan, source_parallelism, allow_non_restored, declared)
         self._reset_runtime_state()
         self.operator_states.update(state.operator_states)
         for nid, (enumerator_state, splits) in state.sources.items():

@@ -12,7 +12,7 @@ declared (:class:`~sparkpoint.state.migration.SchemaCheck`).
 from __future__ import annotations
 
 import logging
-from typing import Optional
+from typing import Collection, Optional
 
 from sparkpoint.operators.base import TaskContext
 from sparkpoint.operators.keyed import KeyedOperator
@@ -26,11 +26,12 @@ __all__ = ["declared_schemas"]
 logger = logging.getLogger(__name__)
 
 
-def declared_schemas(plan: JobPlan) -> dict[str, Optional[OperatorSchema]]:
-    """Per keyed uid, the states its operator declares on opening (``None``: its ``open()`` failed here)."""
+def declared_schemas(plan: JobPlan, uids: Optional[Collection[str]] = None) -> dict[str, Optional[OperatorSchema]]:
+    """Per keyed uid (of ``uids``, default all), the states its operator declares on opening (``None``: its
+    ``open()`` failed here)."""
     out: dict[str, Optional[OperatorSchema]] = {}
     for nid, node in plan.nodes.items():
-        if node.keyed:
+        if node.keyed and (uids is None or plan.uid(nid) in uids):
             out[plan.uid(nid)] = _probe(plan, nid)
     return out
 

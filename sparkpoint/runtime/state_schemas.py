@@ -29,10 +29,15 @@ class StateSchemas:
         self.key_checks: dict[str, tuple[str, ...]] = {}   # restored keys' classes, until tasks saw keys
         self._declared: Optional[dict[str, Optional[OperatorSchema]]] = None
 
-    def declared(self) -> dict[str, Optional[OperatorSchema]]:
-        """What the keyed operators declare on opening (probed on the driver once, at the first restore)."""
+    def declared(self, restored: RestoredCheckpoint, job_id: str) -> dict[str, Optional[OperatorSchema]]:
+        """What the keyed operators declare on opening, for a restore of ``restored``: probed on the driver once
+        (each user ``open()`` runs there once), only for uids whose state recorded a schema, and not for a
+        checkpoint of this job itself (a failover: what its tasks declared is what it recorded)."""
+        if restored.metadata.job_id == job_id:
+            return {}
         if self._declared is None:
-            self._declared = declared_schemas(self.plan)
+            recorded = {uid for uid, op in restored.metadata.operators.items() if op.schema is not None}
+            self._declared = declared_schemas(self.plan, recorded)
         return self._declared
 
     def restored(self, restored: RestoredCheckpoint) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import glob
+import json
 import logging
 import os
 import re
@@ -26,6 +27,7 @@ import tempfile
 import zlib
 from typing import Optional
 
+from sparkpoint.common.processes import ProcessIdentity
 from sparkpoint.state.worker import let_go_under
 
 __all__ = ["JobWorkingDirs", "claim_in_spark_dirs", "default_local_state_dir", "drop_older_attempts", "working_dir"]
@@ -73,7 +75,7 @@ def claim_in_spark_dirs(local_state_dir: str, executor_local: bool, namespace: s
     root = _root(local_state_dir, executor_local)
     if not (executor_local and spark_dirs) or root != os.path.join(spark_dirs.split(",")[0], "sparkpoint-state"):
         return []
-    owner = f"{os.getppid()} {_start_time(os.getppid())}"   # the daemon (or executor) that forked this worker
+    owner = json.dumps(ProcessIdentity.of(os.getppid()).to_json())   # the daemon (or executor) that forked us
     mine = os.path.join(root, namespace)
     os.makedirs(mine, exist_ok=True)
     marker = os.path.join(mine, ".owner")
@@ -86,10 +88,10 @@ def claim_in_spark_dirs(local_state_dir: str, executor_local: bool, namespace: s
     for other in glob.glob(os.path.join(glob.escape(parent), "*", "sparkpoint-state", "*", ".owner")):
         try:
             with open(other) as f:
-                pid, started = f.read().split()
-        except (OSError, ValueError):
+                gone = ProcessIdentity.from_json(json.load(f)).gone()
+        except (OSError, ValueError, AttributeError):
             continue
-        if not _owner_alive(int(pid), started):
+        if gone:
             path = os.path.dirname(other)
             let_go_under(path)
             shutil.rmtree(path, ignore_errors=True)
@@ -97,26 +99,6 @@ def claim_in_spark_dirs(local_state_dir: str, executor_local: bool, namespace: s
     if removed:
         logger.info("removed the working state of applications that are gone: %s", removed)
     return removed
-
-
-def _start_time(pid: int) -> str:
-    """The start time of process ``pid`` (clock ticks since boot; ``-`` where /proc does not tell)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return "-"
-
-
-def _owner_alive(pid: int, started: str) -> bool:
-    """Whether process ``pid`` runs and is the one that started at ``started`` (not a reuse of its pid)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    return started == "-" or _start_time(pid) in (started, "-")
 
 
 class JobWorkingDirs:

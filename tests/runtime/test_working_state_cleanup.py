@@ -3,6 +3,7 @@ attempt's when the next attempt starts; a live job's are never touched."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -160,7 +161,7 @@ def test_a_killed_spark_runs_rocksdb_state_goes_when_the_next_job_starts_and_a_l
         assert _wait_for(lambda: _spark_state(spark_dir, killed_id) and _spark_state(spark_dir, live_id), 120)
         [left] = _spark_state(spark_dir, killed_id)
         marker = left / ".owner"
-        owner = int(marker.read_text().split()[0]) if marker.exists() else None   # the application's Python daemon
+        owner = json.loads(marker.read_text())["pid"] if marker.exists() else None   # the application's Python daemon
         os.killpg(killed.pid, signal.SIGKILL)   # the driver, its JVM and daemon at once: no shutdown hook runs
         assert killed.wait(30) == -signal.SIGKILL
         assert _wait_for(lambda: owner is not None and not Path(f"/proc/{owner}").exists(), 30) or owner is None
