@@ -22,6 +22,8 @@ __all__ = [
     "StateError",
     "UnrecoverableError",
     "StateMigrationError",
+    "JobCancellationException",
+    "EpochTimeoutError",
 ]
 
 
@@ -39,6 +41,22 @@ class JobGraphError(SparkpointError):
 
 class JobExecutionError(SparkpointError):
     """A running job failed; the message names the epoch and the cause."""
+
+
+class JobCancellationException(JobExecutionError):
+    """The job was cancelled (Flink's ``JobCancellationException``): what ``execute()`` raises for it."""
+
+    def __init__(self, job_id: str):
+        self.job_id = job_id
+        super().__init__(f"Job {job_id} was cancelled.")
+
+    def __reduce__(self):
+        return (JobCancellationException, (self.job_id,))
+
+
+class EpochTimeoutError(JobExecutionError):
+    """An epoch did not end within its bound (``execution.checkpointing.timeout`` of the checkpoint it
+    carries, or ``sparkpoint.epoch.timeout``); names the operator that was still running."""
 
 
 class StateError(SparkpointError):

@@ -170,14 +170,38 @@ def list_jobs(running: bool, scheduled: bool, all_jobs: bool, jobmanager: Option
 
 @main.command()
 @click.argument("job_id")
+@click.option("--timeout", default=30.0, show_default=True, help="Seconds to wait for the job to be CANCELED.")
 @_remote
-def cancel(job_id: str, jobmanager: Optional[str], token: Optional[str], ca_cert: Optional[str]) -> None:
-    """Cancel a running job (externalized checkpoints are kept or deleted as configured)."""
+def cancel(job_id: str, timeout: float, jobmanager: Optional[str], token: Optional[str],
+           ca_cert: Optional[str]) -> None:
+    """Cancel a running job and wait until it is CANCELED: its running epoch's tasks are interrupted
+    (externalized checkpoints are kept or deleted as configured)."""
     client, jid = connect(job_id, jobmanager, token, ca_cert)
     r = client.patch(f"/jobs/{jid}", params={"mode": "cancel"})
     if r.status_code != 202:
         raise click.ClickException(f"cancelling {jid} failed: {_errors(r)}")
+    click.echo(f"Cancelling job {jid}.")
+    state = _await_end(client, jid, timeout)
+    if state != "CANCELED":
+        raise click.ClickException(f"job {jid} was not cancelled: it ended {state}" if state in ("FINISHED", "FAILED")
+                                   else f"job {jid} did not reach CANCELED within {timeout:.0f} s (it is {state}); "
+                                        f"it may still end so (see `sparkpoint list -a`)")
     click.echo(f"Cancelled job {jid}.")
+
+
+def _await_end(client: Any, jid: str, timeout: float) -> str:
+    """The job's state once it ended, or its state when ``timeout`` passed."""
+    deadline = time.time() + timeout
+    state = "unknown"
+    while True:
+        try:
+            state = client.get(f"/jobs/{jid}").json()["state"]
+        except Exception as e:  # noqa: BLE001 - the endpoint stopped without a client having read the end
+            raise click.ClickException(f"job {jid}: its endpoint stopped answering before it said the job was "
+                                       f"CANCELED (last seen {state}): {e}") from None
+        if state in ("CANCELED", "FINISHED", "FAILED") or time.time() >= deadline:
+            return state
+        time.sleep(0.2)
 
 
 def _await(client: Any, path: str, timeout: float) -> dict:

@@ -24,7 +24,7 @@ import click
 from sparkpoint.cli.common import Progress, conf_dir_file, ensure_sys_path, load_conf, parse_dynamic, report_failure
 from sparkpoint.cli.group import main
 from sparkpoint.common.config_keys import override, warn_unknown_keys
-from sparkpoint.errors import SparkpointError
+from sparkpoint.errors import JobCancellationException, SparkpointError
 
 __all__ = ["run", "info", "run_script", "capture_plan"]
 
@@ -158,6 +158,10 @@ def _run_attached(config: dict, path: Optional[str], module: Optional[str], job_
     set_cli_defaults({"configuration": config, "on_job_created": on_job_created})
     try:
         run_script(path, module, job_args)
+    except JobCancellationException as e:   # Flink's client: the job was cancelled, the program failed
+        progress.close()
+        click.echo(f"\n{e}", err=True)
+        sys.exit(1)
     except SparkpointError as e:
         progress.close()
         report_failure(e)

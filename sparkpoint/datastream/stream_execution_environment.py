@@ -36,7 +36,7 @@ from sparkpoint.datastream.transformations import (
     SourceTransformation,
     Transformation,
 )
-from sparkpoint.errors import JobGraphError
+from sparkpoint.errors import JobCancellationException, JobGraphError
 
 __all__ = ["StreamExecutionEnvironment", "RuntimeExecutionMode", "TimeCharacteristic", "JobClient", "JobStatus",
            "ExecutionConfig"]
@@ -392,8 +392,13 @@ class StreamExecutionEnvironment:
                 self._config.set(key, value)
 
     def execute(self, job_name: Optional[str] = None) -> Any:
-        """Run the job; returns when bounded input is exhausted (or the job is cancelled)."""
-        return self._create_job(job_name).run()
+        """Run the job; returns when bounded input is exhausted. A cancelled job raises
+        :class:`~sparkpoint.errors.JobCancellationException`, as Flink's client does
+        (``execute_async()``'s result is the cancelled job's, with ``cancelled`` set)."""
+        result = self._create_job(job_name).run()
+        if getattr(result, "cancelled", False):
+            raise JobCancellationException(result.job_id)
+        return result
 
     def execute_async(self, job_name: Optional[str] = None) -> JobClient:
         job = self._create_job(job_name)

@@ -44,7 +44,7 @@ ROUTES: list[tuple[str, str, Handler]] = [
     ("GET", "/config", lambda s, p, q, b: (200, jj.dashboard_config())),
     ("GET", "/jobs", _get(jj.jobs)),
     ("GET", "/jobs/overview", _get(jj.jobs_overview)),
-    ("GET", "/jobs/{jobid}", _get(jj.job_details)),
+    ("GET", "/jobs/{jobid}", lambda s, p, q, b: (200, s.job_details())),
     ("PATCH", "/jobs/{jobid}", lambda s, p, q, b: s.cancel(q)),
     ("GET", "/jobs/{jobid}/plan", _get(jj.job_plan)),
     ("GET", "/jobs/{jobid}/config", _get(jj.job_config)),
@@ -114,6 +114,7 @@ class RestServer:
         self.address = security.bind_address
         self.port = port or _free_port(self.address)
         self.operations = Operations(self.master, security)
+        self.cancel_unread = False   # a cancel was asked for and no client has read the job's end since
         self._server: Any = None
         self._thread: Optional[threading.Thread] = None
 
@@ -125,8 +126,16 @@ class RestServer:
         mode = query.get("mode", "cancel")
         if mode != "cancel":
             raise RestError(400, f"mode {mode!r}: only 'cancel' is supported (stop with POST /jobs/:jid/stop)")
+        if not self.master.status.is_globally_terminal_state():
+            self.cancel_unread = True   # the endpoint outlives the job until a client read it CANCELED
         self.master.cancel()
         return 202, {}
+
+    def job_details(self) -> dict:
+        details = jj.job_details(self.view)
+        if details["state"] in ("CANCELED", "FAILED", "FINISHED"):
+            self.cancel_unread = False
+        return details
 
     # -- HTTP -------------------------------------------------------------------------------
     async def _body(self, request: Any) -> dict:
@@ -214,9 +223,10 @@ class RestServer:
                     self.address, self.port)
 
     def stop(self, grace_s: float = 0.0) -> None:
-        """Stop serving; first wait up to ``grace_s`` for clients to read the outcome of a stop they asked for."""
+        """Stop serving; first wait up to ``grace_s`` for clients to read the outcome of a stop or a cancel they
+        asked for."""
         deadline = time.time() + grace_s
-        while self.operations.unread_stops() and time.time() < deadline:
+        while (self.operations.unread_stops() or self.cancel_unread) and time.time() < deadline:
             time.sleep(0.05)
         if self._server is not None:
             self._server.should_exit = True

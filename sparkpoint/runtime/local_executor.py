@@ -2,11 +2,17 @@
 
 It runs exactly the task code the Spark executor runs (including the exchange
 and the local-disk keyed state), so job logic can be tested in milliseconds.
+
+A cancel, or the epoch's bound, stops the running task where it is
+(:class:`~sparkpoint.runtime.task_interrupt.TaskInterrupter`): on the main thread also in a
+blocking call; on another thread (``execute_async``) in Python code only, so a function blocked
+in a call that does not return is stopped when the call returns.
 """
 
 from __future__ import annotations
 
-from typing import Optional
+import time
+from typing import Any, Optional
 
 from sparkpoint.common.configuration import Configuration
 from sparkpoint.datastream.pipeline_executor import ExecutionContext
@@ -14,6 +20,7 @@ from sparkpoint.datastream.transformations import Pipeline
 from sparkpoint.runtime.executors import EpochPipelineExecutor, add_to_sys_path
 from sparkpoint.runtime.graph import JobPlan
 from sparkpoint.runtime.task import TaskDeployment, TaskReport, run_task
+from sparkpoint.runtime.task_interrupt import EpochInterrupted, TaskInterrupter
 
 __all__ = ["LocalEpochExecutor", "LocalPipelineExecutor"]
 
@@ -35,26 +42,46 @@ class LocalEpochExecutor:
 
     def __init__(self) -> None:
         self.plan: JobPlan = None  # type: ignore[assignment]
+        self.interrupter = TaskInterrupter()
+        self._epoch: Optional[int] = None
+        self._stop: Optional[str] = None   # why the running epoch must stop (a cancel, its bound)
 
     def start(self, plan: JobPlan, job_id: str) -> None:
         self.plan = plan
 
     def run_epoch(self, epoch: int, deployments: dict[tuple[int, int], TaskDeployment],
-                  next_sources: Optional[dict[tuple[int, int], TaskDeployment]] = None) -> list[TaskReport]:
+                  next_sources: Optional[dict[tuple[int, int], TaskDeployment]] = None,
+                  bound: Any = None) -> list[TaskReport]:
         """Every task of the epoch, stage after stage (``next_sources`` is never given: sources do not run ahead
-        in-process)."""
+        in-process); ``bound``: the epoch's :class:`~sparkpoint.runtime.epoch_guard.EpochBound`."""
+        self._epoch, self._stop = epoch, None
+        deadline, reason = (bound.deadline_ms, bound.describe()) if bound is not None else (None, "")
         inboxes: dict[tuple[int, int], list[bytes]] = {}
         reports: list[TaskReport] = []
         terminal = set(self.plan.terminal_stages())
         for stage in self.plan.stages:
             for i in range(stage.parallelism):
-                blobs, task_reports = run_task(self.plan, stage.id, i, deployments[(stage.id, i)],
-                                               inboxes.pop((stage.id, i), []))
+                task = f"stage {stage.id} subtask {i}"
+                try:
+                    if self._stop is not None or (deadline is not None and time.time() * 1000 >= deadline):
+                        raise EpochInterrupted(self._stop or reason, "before it started")
+                    with self.interrupter.running(deadline, reason):
+                        blobs, task_reports = run_task(self.plan, stage.id, i, deployments[(stage.id, i)],
+                                                       inboxes.pop((stage.id, i), []))
+                except EpochInterrupted as e:
+                    raise self.interrupter.explain(e, task) from None
                 for sid, p, blob in blobs:
                     inboxes.setdefault((sid, p), []).append(blob)
                 if stage.id in terminal:
                     reports.extend(task_reports)
+        self._epoch = None
         return reports
+
+    def cancel_epoch(self, epoch: Optional[int], reason: str) -> None:
+        """Stop ``epoch`` (None: whichever runs) now, from another thread."""
+        if epoch is None or epoch == self._epoch:
+            self._stop = reason
+            self.interrupter.interrupt(reason)
 
     def stop(self) -> None:
         pass

@@ -38,6 +38,7 @@ class JobExecutionResult:
     restarts: int = 0                    # job failovers (restores from a checkpoint after a failure)
     state_rebuilds: int = 0              # keyed tasks Spark ran away from their working state, rebuilt there
     sources_ahead: int = 0               # epochs whose source tasks ran during the epoch before (epoch overlap)
+    cancelled: bool = False              # the job was cancelled: ``execute()`` raises JobCancellationException
 
     def get_job_id(self) -> str:
         return self.job_id

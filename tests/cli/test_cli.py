@@ -99,7 +99,7 @@ def test_list_checkpoints_cancel_inspect_and_restore(tmp_path, cli_env):
         assert "COMPLETED" in cps.stdout and "trigger time" in cps.stdout, cps.stdout + cps.stderr
         cancelled = sparkpoint("cancel", job_id, env=cli_env)
         assert cancelled.returncode == 0 and f"Cancelled job {job_id}" in cancelled.stdout
-        assert proc.wait(timeout=60) == 0
+        assert proc.wait(timeout=60) == 1 and f"Job {job_id} was cancelled." in proc.stderr.read()
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -16,6 +16,9 @@ state is (:mod:`sparkpoint.runtime.spark.jvm`'s ``LocatedRDD``, as Structured St
 state-store RDD does); Spark's delay scheduling stays in charge, and a task it runs elsewhere
 rebuilds its state (:mod:`sparkpoint.runtime.changelog`). Each task reports the executor it
 ran on; the executor counts the keyed tasks that ran away from their preferred one.
+
+A cancel cancels the epoch's job group (``interruptOnCancel``); a bounded epoch's tasks stop
+themselves at its deadline, naming the operator still running (:mod:`.task_bound`).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from sparkpoint.runtime.graph import JobPlan
 from sparkpoint.runtime.spark.ahead import ReportsParam, RunningAhead, after_job_started, shuffle_dependency
 from sparkpoint.runtime.spark.plan_pickle import dumps_plan
 from sparkpoint.runtime.task import TaskDeployment, TaskReport, run_task
+from sparkpoint.runtime.spark.task_bound import bounded_task, interrupted_task
 from sparkpoint.state.worker import mark_long_lived_worker
 
 __all__ = ["SparkEpochExecutor"]
@@ -45,6 +49,7 @@ __all__ = ["SparkEpochExecutor"]
 logger = logging.getLogger(__name__)
 
 STOP_WAIT_S = 5.0   # how long a stop waits for Spark to end the job of the source tasks run ahead
+INTERRUPT_GRACE_S = 5.0   # past an epoch's deadline, how long its tasks have to stop by themselves
 
 _PLANS: dict[str, JobPlan] = {}   # per Python worker: job id -> unpickled plan
 
@@ -101,6 +106,7 @@ class SparkEpochExecutor:
         self._ahead_ok = True
         self._reports: Any = None   # the accumulator their reports come back through
         self._collector_thread: Optional[ThreadPoolExecutor] = None
+        self._bound: Any = None   # the latest epoch's bound: source tasks started ahead get its timeout
 
     @property
     def distributed(self) -> bool:
@@ -137,11 +143,23 @@ class SparkEpochExecutor:
                 pass
             self.bc = None
 
+    interrupt_grace_s = INTERRUPT_GRACE_S
+    def cancel_epoch(self, epoch: Optional[int], reason: str) -> None:
+        """Cancel ``epoch``'s Spark job group, tasks interrupted (None: the sources run ahead); any thread."""
+        if epoch is not None:
+            self.spark.sparkContext.cancelJobGroup(f"sparkpoint-{self.job_id}-{epoch}")
+        ahead = self._ahead
+        if ahead is not None and ahead.future is not None and epoch in (None, ahead.epoch):
+            ahead.future.cancel()
+
     def run_epoch(self, epoch: int, deployments: dict[tuple[int, int], TaskDeployment],
-                  next_sources: Optional[dict[tuple[int, int], TaskDeployment]] = None) -> list[TaskReport]:
+                  next_sources: Optional[dict[tuple[int, int], TaskDeployment]] = None,
+                  bound: Any = None) -> list[TaskReport]:
         """Run every task of the epoch; the source stage's output comes from :meth:`run_sources_ahead` if its
         tasks ran ahead (its reports too: the driver has them). ``next_sources``: the next epoch's source
-        deployments, started ahead once this epoch's job is submitted."""
+        deployments, started ahead once this epoch's job is submitted. ``bound``: the epoch's
+        :class:`~sparkpoint.runtime.epoch_guard.EpochBound`, each task's deadline."""
+        self._bound = bound
         sc = self.spark.sparkContext
         plan = self.plan
         ran = self._ahead if self._ahead is not None and self._ahead.epoch == epoch else None
@@ -155,7 +173,7 @@ class SparkEpochExecutor:
             if stage.is_source_stage:
                 if ran is not None:
                     continue
-                rdd = self._source_rdd(sid, deps, sid in terminal)
+                rdd = self._source_rdd(sid, deps, sid in terminal, bound=bound)
             else:
                 if ran is not None and stage.upstream_stages == [0]:
                     shuffled = ran.shuffled
@@ -164,7 +182,7 @@ class SparkEpochExecutor:
                               for u in stage.upstream_stages]
                     merged = inputs[0] if len(inputs) == 1 else sc.union(inputs)
                     shuffled = merged.partitionBy(stage.parallelism, _identity)
-                rdd = self._stage_rdd(sid, shuffled, deps, sid in terminal)
+                rdd = self._stage_rdd(sid, shuffled, deps, sid in terminal, bound)
             if len(plan.consumers(sid)) > 1:
                 rdd = rdd.persist()
                 persisted.append(rdd)
@@ -184,6 +202,9 @@ class SparkEpochExecutor:
             else:   # the next epoch's sources once this job is submitted: FIFO runs this job's tasks first
                 blobs = after_job_started(sc, group, self._collector(), collect, lambda: self._submit_ahead(prepared))
         except Exception as e:  # Py4JJavaError: unwrap the Python error raised in the task
+            interrupted = interrupted_task(e)
+            if interrupted is not None:   # a task stopped at its deadline, saying where it was
+                raise interrupted from None
             failure = _task_failure(epoch, e)
             raise failure from failure.__cause__   # Spark's trace left out, what the task sent kept
         finally:
@@ -199,30 +220,31 @@ class SparkEpochExecutor:
         return reports
 
     def _source_rdd(self, sid: int, deps: dict[int, TaskDeployment], terminal: bool,
-                    ahead_tag: Optional[int] = None) -> Any:
+                    ahead_tag: Optional[int] = None, bound: Any = None) -> Any:
         """The source stage's tasks (reports sent through the accumulator when they run ahead, as ``ahead_tag``)."""
         sc, bc = self.spark.sparkContext, self.bc
         acc = self._reports if ahead_tag is not None else None
 
         def run_source(idx: int, it: Iterator, _sid: int = sid, _deps: dict = deps, _terminal: bool = terminal,
-                       _tag: Optional[int] = ahead_tag) -> Iterator:
+                       _tag: Optional[int] = ahead_tag, _bound: Any = bound) -> Iterator:
             for _ in it:  # drain the input: PySpark reuses a worker only if its input was read
                 pass
             send = None if acc is None else (lambda blob: acc.add([(_tag, idx, blob)]))
-            return _run(bc, _sid, idx, _deps[idx], [], _terminal, send)
+            return bounded_task(_bound, _sid, idx, _run(bc, _sid, idx, _deps[idx], [], _terminal, send))
 
         n = self.plan.stage(sid).parallelism
         return sc.parallelize(list(range(n)), n).mapPartitionsWithIndex(run_source, preservesPartitioning=False)
 
-    def _stage_rdd(self, sid: int, shuffled: Any, deps: dict[int, TaskDeployment], terminal: bool) -> Any:
+    def _stage_rdd(self, sid: int, shuffled: Any, deps: dict[int, TaskDeployment], terminal: bool,
+                   bound: Any = None) -> Any:
         bc = self.bc
         if self.plan.stage(sid).keyed and self.located is not None:  # run where the working state is
             shuffled = self.located(shuffled, self._preferred(sid, deps))
 
-        def run_stage(idx: int, it: Iterator, _sid: int = sid, _deps: dict = deps, _terminal: bool = terminal
-                      ) -> Iterator:
+        def run_stage(idx: int, it: Iterator, _sid: int = sid, _deps: dict = deps, _terminal: bool = terminal,
+                      _bound: Any = bound) -> Iterator:
             blobs = [blob for _, blob in it]
-            return _run(bc, _sid, idx, _deps[idx], blobs, _terminal)
+            return bounded_task(_bound, _sid, idx, _run(bc, _sid, idx, _deps[idx], blobs, _terminal))
 
         return shuffled.mapPartitionsWithIndex(run_stage)
 
@@ -249,6 +271,9 @@ class SparkEpochExecutor:
                 ahead.future.get()
             except Exception as e:  # Py4JJavaError
                 self._ahead = None
+                interrupted = interrupted_task(e)
+                if interrupted is not None:   # a source task stopped at its deadline, saying where it was
+                    raise interrupted from None
                 failure = _task_failure(epoch, e)
                 raise failure from failure.__cause__
             entries = {idx: blob for tag, idx, blob in self._reports.value if tag == ahead.tag}
@@ -286,7 +311,7 @@ class SparkEpochExecutor:
                 self._reports = self.spark.sparkContext.accumulator([], ReportsParam())
             self._ahead_tag += 1
             deps = {i: deployments[(0, i)] for i in range(plan.stage(0).parallelism)}
-            shuffled = (self._source_rdd(0, deps, False, self._ahead_tag)
+            shuffled = (self._source_rdd(0, deps, False, self._ahead_tag, self._bound)   # from their start
                         .filter(lambda item: item[0] == consumer).map(lambda item: (item[1], item[2]))
                         .partitionBy(plan.stage(consumer).parallelism, _identity))
             return RunningAhead(epoch, self._ahead_tag, shuffled, shuffle_dependency(shuffled))
@@ -295,7 +320,9 @@ class SparkEpochExecutor:
             return None
 
     def _submit_ahead(self, ahead: RunningAhead) -> None:
-        try:
+        try:   # in its epoch's job group: a cancel of the epoch cancels it too
+            self.spark.sparkContext.setJobGroup(f"sparkpoint-{self.job_id}-{ahead.epoch}", f"{self.plan.job_name}: "
+                                                f"epoch {ahead.epoch}, sources", interruptOnCancel=True)
             ahead.future = self.spark.sparkContext._jsc.sc().submitMapStage(ahead.dependency)
             self._ahead = ahead
         except Exception as e:  # noqa: BLE001 - e.g. a Spark without submitMapStage

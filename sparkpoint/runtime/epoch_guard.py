@@ -1,0 +1,234 @@
+"""``EpochGuard``: the running epoch is stopped when the job is cancelled or when the epoch passes its bound.
+
+An epoch's bound (an :class:`EpochBound`) is, for an epoch that carries a pending checkpoint,
+``execution.checkpointing.timeout`` counted from the checkpoint's trigger (Flink's
+``CHECKPOINT_EXPIRED``), and for every epoch ``sparkpoint.epoch.timeout`` counted from its start
+(0, the default: none); the earlier one applies. Each task gets the bound's deadline and stops
+itself there, saying which operator was still running
+(:class:`~sparkpoint.runtime.task_interrupt.TaskInterrupter`); the guard's watcher thread also
+asks the executor to stop the epoch (``cancel_epoch``: Spark cancels the epoch's job group and
+interrupts its tasks) when the job is cancelled, or when the deadline passed and the epoch's tasks
+did not stop by themselves (after the executor's ``interrupt_grace_s``). It asks again every
+second until the epoch ended: a job submitted just after a cancel is cancelled too.
+
+A bound that passed fails the attempt with an :class:`~sparkpoint.errors.EpochTimeoutError`
+naming the operator still running (and expires the pending checkpoint first); the failure goes
+through the restart strategy as any other. A cancelled epoch's failure is the cancel's: the
+JobMaster ends the job CANCELED.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from sparkpoint.errors import EpochTimeoutError, JobExecutionError, SparkpointError
+from sparkpoint.runtime.task_interrupt import CANCELLED, EpochInterrupted
+
+__all__ = ["EpochBound", "EpochGuard", "EPOCH_TIMEOUT_KEY", "CHECKPOINT_TIMEOUT_KEY"]
+
+logger = logging.getLogger(__name__)
+
+EPOCH_TIMEOUT_KEY = "sparkpoint.epoch.timeout"
+CHECKPOINT_TIMEOUT_KEY = "execution.checkpointing.timeout"
+_AGAIN_S = 1.0   # how often a cancel of the running epoch is asked again, until the epoch ended
+_IDLE_S = 2.0    # the watcher thread ends after this long without an epoch to watch
+
+
+@dataclass(frozen=True)
+class EpochBound:
+    """When an epoch must have ended: ``deadline_ms`` (wall clock), from ``key`` = ``timeout_ms``."""
+
+    deadline_ms: int
+    key: str
+    timeout_ms: int
+    checkpoint_id: Optional[int] = None
+
+    def describe(self) -> str:
+        of = f", counted from the trigger of checkpoint {self.checkpoint_id}" if self.checkpoint_id else ""
+        return f"epoch bound {self.key} = {self.timeout_ms} ms{of}"
+
+
+class EpochGuard:
+    """Runs each epoch on the executor, stopped by a cancel or by its bound."""
+
+    def __init__(self, executor: Any, config: Any, plan: Any):
+        self.executor = executor
+        self.plan = plan
+        self.epoch_timeout_ms = int(config.get_duration_ms(EPOCH_TIMEOUT_KEY, 0) or 0)
+        self.grace_s = float(getattr(executor, "interrupt_grace_s", 0.0))
+        self.cancelled = threading.Event()
+        self._cond = threading.Condition()
+        self._epoch: Optional[int] = None          # the epoch running, its deadline (s, wall clock)
+        self._deadline_s: Optional[float] = None
+        self._fired: Optional[str] = None          # "bound" when the watcher stopped the epoch for its bound
+        self._thread: Optional[threading.Thread] = None
+        self._coordinator: Any = None   # the job's, as of the latest epoch
+
+    # -- from other threads ----------------------------------------------------------------
+    def cancel(self) -> None:
+        """Cancel the job: its running epoch (and any later one) is stopped, and what runs ahead of it."""
+        self.cancelled.set()
+        self._stop_epoch(None, CANCELLED)
+        with self._cond:
+            if self._epoch is not None:
+                self._watch_on()
+            self._cond.notify_all()
+
+    # -- the epoch, on the job's thread ------------------------------------------------------
+    def bound(self, coordinator: Any) -> Optional[EpochBound]:
+        """The epoch's bound: the oldest pending checkpoint's timeout, or ``sparkpoint.epoch.timeout``."""
+        bounds = []
+        now_ms = int(time.time() * 1000)
+        timeout = int(coordinator.settings.timeout_ms) if coordinator is not None else 0
+        # a checkpoint already past its timeout expires after the epoch (as before), it does not bound the epoch
+        pending = [p for p in (coordinator.pending.values() if coordinator is not None else ())
+                   if p.trigger_timestamp + timeout > now_ms]
+        if pending:
+            oldest = min(pending, key=lambda p: p.trigger_timestamp)
+            bounds.append(EpochBound(oldest.trigger_timestamp + timeout, CHECKPOINT_TIMEOUT_KEY, timeout,
+                                     oldest.checkpoint_id))
+        if self.epoch_timeout_ms > 0:
+            bounds.append(EpochBound(int(time.time() * 1000) + self.epoch_timeout_ms, EPOCH_TIMEOUT_KEY,
+                                     self.epoch_timeout_ms))
+        return min(bounds, key=lambda b: b.deadline_ms) if bounds else None
+
+    def run_epoch(self, epoch: int, deployments: dict, next_sources: Optional[dict], coordinator: Any) -> list:
+        """The executor's ``run_epoch``, stopped by a cancel or by the epoch's bound (see the module)."""
+        self._coordinator = coordinator
+
+        def run(bound: Optional[EpochBound]) -> list:
+            if bound is None:
+                return self.executor.run_epoch(epoch, deployments, next_sources)
+            return self.executor.run_epoch(epoch, deployments, next_sources, bound=bound)
+
+        return self._guarded(epoch, run, coordinator)
+
+    def sources_of(self, executor: Any) -> Any:
+        """``executor`` as the sources run ahead see it: waiting for their reports is guarded as an epoch is."""
+        return _GuardedSourcesAhead(self, executor) if hasattr(executor, "sources_ahead") else executor
+
+    def _guarded(self, epoch: int, run: Any, coordinator: Any) -> Any:
+        bound = self.bound(coordinator)
+        with self._cond:
+            self._epoch, self._fired = epoch, None
+            self._deadline_s = bound.deadline_ms / 1000 if bound is not None else None
+            if bound is not None or self.cancelled.is_set():
+                self._watch_on()
+            self._cond.notify_all()
+        try:
+            try:
+                if self.cancelled.is_set():
+                    raise EpochInterrupted(CANCELLED, "before the epoch started")
+                return run(bound)
+            finally:
+                fired = self._end()
+        except EpochInterrupted as e:
+            self._end()
+            if self.cancelled.is_set() or e.reason == CANCELLED:
+                raise JobExecutionError(f"epoch {epoch} was cancelled ({e.where})") from None
+            raise self._timeout(epoch, bound, e.where, coordinator, e.reason) from None
+        except SparkpointError as e:
+            if fired == "bound" and bound is not None and not self.cancelled.is_set():
+                where = ("no task said where it was (a task blocked outside Python code cannot); the epoch's "
+                         f"operators: {self._operators()}")
+                raise self._timeout(epoch, bound, where, coordinator) from e
+            raise
+
+    def _end(self) -> Optional[str]:
+        with self._cond:
+            fired, self._epoch, self._deadline_s = self._fired, None, None
+            self._cond.notify_all()
+        return fired
+
+    def _timeout(self, epoch: int, bound: Optional[EpochBound], where: str, coordinator: Any,
+                 reason: str = "") -> SparkpointError:
+        """The attempt's failure: the bound that passed (as the task that stopped says it, else the epoch's) and
+        what was still running; a checkpoint past its timeout expires."""
+        text = reason or (bound.describe() if bound is not None else "bound")
+        error = EpochTimeoutError(f"epoch {epoch} did not end within its {text}: {where}. Its tasks were stopped "
+                                  f"and the job fails over as its restart strategy says")
+        logger.error("%s", error)
+        if coordinator is not None:
+            now = int(time.time() * 1000)
+            try:   # Flink's CHECKPOINT_EXPIRED
+                coordinator.check_expired(max(now, bound.deadline_ms + 1) if bound and bound.checkpoint_id else now)
+            except SparkpointError as e:   # more failed checkpoints than tolerated: the job's failure too
+                error.__cause__ = e
+        return error
+
+    def _operators(self) -> str:
+        nodes = getattr(self.plan, "nodes", {})
+        return ", ".join(f"{n.name!r} (uid {n.effective_uid()!r})" for _, n in sorted(nodes.items()))
+
+    # -- the watcher thread ------------------------------------------------------------------
+    def _watch_on(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._watch, name="sparkpoint-epoch-guard", daemon=True)
+            self._thread.start()
+
+    def _due(self, now: float) -> Optional[str]:
+        if self.cancelled.is_set():
+            return CANCELLED
+        if self._epoch is not None and self._deadline_s is not None and now >= self._deadline_s + self.grace_s:
+            return "bound"
+        return None
+
+    def _watch(self) -> None:
+        asked: tuple[Optional[int], float] = (None, 0.0)   # the epoch last asked to stop, and when
+        with self._cond:
+            try:
+                self._watch_epochs(asked)
+            finally:
+                self._thread = None
+
+    def _watch_epochs(self, asked: tuple[Optional[int], float]) -> None:
+        """(Holding the lock.) Stop each epoch when due, until none ran for ``_IDLE_S``."""
+        while True:
+            now = time.time()
+            if self._epoch is None:
+                self._cond.wait(_IDLE_S)
+                if self._epoch is None and time.time() - now >= _IDLE_S:
+                    return
+                continue
+            due = self._due(now)
+            if due is not None and (asked[0] != self._epoch or now - asked[1] >= _AGAIN_S):
+                epoch = self._epoch
+                if due == "bound":
+                    self._fired = "bound"
+                asked = (epoch, now)
+                self._cond.release()
+                try:
+                    self._stop_epoch(epoch, due)
+                finally:
+                    self._cond.acquire()
+                continue
+            wait = _AGAIN_S if due is not None else (
+                self._deadline_s + self.grace_s - now if self._deadline_s is not None else None)
+            self._cond.wait(wait)
+
+    def _stop_epoch(self, epoch: Optional[int], due: str) -> None:
+        stop = getattr(self.executor, "cancel_epoch", None)
+        if stop is None:
+            return
+        try:
+            stop(epoch, CANCELLED if due == CANCELLED else "the epoch's bound passed")
+        except Exception:  # noqa: BLE001 - the session may be stopping; asked again in a second
+            logger.debug("stopping epoch %s failed", epoch, exc_info=True)
+
+
+class _GuardedSourcesAhead:
+    """An executor whose ``sources_ahead`` (the wait for the source tasks run ahead of an epoch) is guarded."""
+
+    def __init__(self, guard: EpochGuard, executor: Any):
+        self._guard = guard
+        self._executor = executor
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._executor, name)
+
+    def sources_ahead(self, epoch: int) -> Any:
+        return self._guard._guarded(epoch, lambda bound: self._executor.sources_ahead(epoch), self._guard._coordinator)

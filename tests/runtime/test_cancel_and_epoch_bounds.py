@@ -1,0 +1,174 @@
+"""A cancel stops the running epoch (Spark's job group cancelled, tasks interrupted) and the job ends CANCELED;
+an epoch past its bound (``execution.checkpointing.timeout``, ``sparkpoint.epoch.timeout``) fails the attempt
+naming the operator that was still running, and the restart strategy decides what follows."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+import pytest
+
+from sparkpoint.common import WatermarkStrategy
+from sparkpoint.datastream import JobStatus, MapFunction
+from sparkpoint.datastream.connectors.generator import DataGeneratorSource
+from sparkpoint.datastream.stream_execution_environment import set_cli_defaults
+from sparkpoint.errors import EpochTimeoutError, JobCancellationException
+from sparkpoint.runtime.job_listener import JobListener
+from tests.checkpoint.test_checkpointing import Count, key_of, oracle_totals
+
+
+class HangAfter(MapFunction):
+    """Passes records on; at its first record ``after_s`` seconds after it was made (the job has run epochs by
+    then: tasks are made anew every epoch, so a count of records would restart) it writes ``started`` and
+    hangs: in one blocking call (``time.sleep``) or in a loop of short sleeps, for ``hang_s``; with ``once``,
+    only if ``started`` was not written yet."""
+
+    def __init__(self, after_s: float, started: Path, hang_s: float = 3600, blocking: bool = True,
+                 once: bool = False):
+        self.at, self.started, self.hang_s, self.blocking, self.once = time.time() + after_s, str(started), \
+            hang_s, blocking, once
+
+    def map(self, value: Any) -> Any:
+        if time.time() >= self.at and not (self.once and Path(self.started).exists()):
+            Path(self.started).write_text("hanging")
+            if self.blocking:
+                time.sleep(self.hang_s)
+            else:
+                until = time.time() + self.hang_s
+                while time.time() < until:
+                    time.sleep(0.02)
+        return value
+
+
+class Failures(JobListener):
+    """The errors the job's status changes carried."""
+
+    def __init__(self) -> None:
+        self.errors: list[BaseException] = []
+
+    def on_status_change(self, job_id: str, old: Any, new: Any, error: Optional[BaseException]) -> None:
+        if error is not None:
+            self.errors.append(error)
+
+
+def _job(env: Any, count: int, hang: HangAfter, rate: Optional[int] = None, keyed: bool = False) -> Any:
+    """gen -> slow map -> count by key (``keyed``: gen -> count by key -> slow map, in the keyed stage)."""
+    env.set_parallelism(2)
+    src = DataGeneratorSource(key_of, count, num_splits=2, records_per_second=rate)
+    stream = env.from_source(src, WatermarkStrategy.no_watermarks(), "gen").uid("gen")
+    if keyed:
+        return stream.key_by(lambda k: k).process(Count()).uid("count").map(hang).name("slow map").uid("slow-map")
+    return stream.map(hang).name("slow map").uid("slow-map").key_by(lambda k: k).process(Count()).uid("count")
+
+
+def _wait_for(path: Path, timeout: float = 120) -> None:
+    deadline = time.time() + timeout
+    while not path.exists():
+        assert time.time() < deadline, f"{path} never appeared"
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def handles():
+    """The handles of the jobs created while the test runs (to reach their JobMaster)."""
+    created: list = []
+    set_cli_defaults({"on_job_created": created.append})
+    yield created
+    set_cli_defaults({})
+
+
+@pytest.mark.spark
+def test_cancel_of_a_hung_spark_job_cancels_its_job_group_and_ends_canceled(spark, make_env, tmp_path):
+    started = tmp_path / "started"
+    env = make_env("spark", **{"execution.epoch.max-records": 100})
+    _job(env, 10**6, HangAfter(3, started)).filter(lambda v: False).print()
+    client = env.execute_async("hung")
+    _wait_for(started)
+    t0 = time.time()
+    client.cancel()
+    result = client.wait(30)   # before: the task slept on, and so did the job
+    took = time.time() - t0
+    jid = client.get_job_id()
+    assert result.cancelled and client.get_job_status().result() is JobStatus.CANCELED
+    assert took < 15, took
+    tracker = spark.sparkContext.statusTracker()   # the epoch that was running (or its sources, run ahead)
+    hung = tracker.getJobIdsForGroup(f"sparkpoint-{jid}-{result.epochs}")
+    assert hung and "FAILED" in [tracker.getJobInfo(j).status for j in hung]   # cancelled: Spark says FAILED
+    jobs = {j for e in range(result.epochs + 2) for j in tracker.getJobIdsForGroup(f"sparkpoint-{jid}-{e}")}
+    assert not set(tracker.getActiveJobsIds()) & jobs
+
+
+def test_execute_of_a_cancelled_job_raises_and_a_blocking_call_on_the_main_thread_is_interrupted(
+        make_env, tmp_path, handles):
+    started = tmp_path / "started"
+    env = make_env("local", **{"execution.epoch.max-records": 50})
+    _job(env, 10**6, HangAfter(1, started, hang_s=60)).filter(lambda v: False).print()
+
+    def cancel_when_hung() -> None:
+        _wait_for(started)
+        handles[0].cancel()
+
+    threading.Thread(target=cancel_when_hung, daemon=True).start()
+    t0 = time.time()
+    with pytest.raises(JobCancellationException, match=r"Job [0-9a-f]{32} was cancelled"):
+        env.execute("cancelled")   # on this (the main) thread: the sleep is ended by a signal
+    assert time.time() - t0 < 30
+    assert handles[0].status() is JobStatus.CANCELED
+
+
+def test_cancel_stops_a_looping_function_on_another_thread(make_env, tmp_path):
+    started = tmp_path / "started"
+    env = make_env("local", **{"execution.epoch.max-records": 50})
+    _job(env, 10**6, HangAfter(1, started, hang_s=120, blocking=False)).filter(lambda v: False).print()
+    client = env.execute_async("cancelled")
+    _wait_for(started)
+    t0 = time.time()
+    client.cancel()
+    assert client.wait(30).cancelled and time.time() - t0 < 10
+    assert client.get_job_status().result() is JobStatus.CANCELED
+
+
+@pytest.mark.spark
+def test_an_epoch_past_the_checkpoint_timeout_fails_naming_the_operator_and_expires_the_checkpoint(
+        spark, make_env, tmp_path, handles):
+    started = tmp_path / "started"
+    env = make_env("spark", **{"execution.epoch.max-records": 100, "restart-strategy.type": "none",
+                               "execution.checkpointing.timeout": "3 s"})
+    env.enable_checkpointing(1)
+    env.get_checkpoint_config().set_checkpoint_storage_dir((tmp_path / "ck").as_uri())
+    _job(env, 10**6, HangAfter(3, started), keyed=True).filter(lambda v: False).print()
+    t0 = time.time()
+    with pytest.raises(EpochTimeoutError) as info:
+        env.execute("hung")
+    message = str(info.value)
+    assert "uid 'slow-map'" in message and "'slow map'" in message, message
+    assert "execution.checkpointing.timeout = 3000 ms" in message, message
+    assert "in map at " in message and "test_cancel_and_epoch_bounds.py" in message, message
+    assert time.time() - t0 < 60
+    history = handles[0].master.coordinator.stats.to_json()["history"]
+    assert any("CHECKPOINT_EXPIRED" in (h.get("failure_message") or "") for h in history), history
+
+
+def test_an_epoch_past_sparkpoint_epoch_timeout_fails_over_and_the_job_completes_exactly(
+        make_env, tmp_path, handles):
+    started, count = tmp_path / "started", 2_000
+    env = make_env("local", **{"execution.epoch.max-records": 100, "sparkpoint.epoch.timeout": "1 s",
+                               "restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.attempts": 2,
+                               "restart-strategy.fixed-delay.delay": "0 ms"})
+    env.enable_checkpointing(1)
+    env.get_checkpoint_config().set_checkpoint_storage_dir((tmp_path / "ck").as_uri())
+    failures = Failures()
+    stream = _job(env, count, HangAfter(1, started, hang_s=120, blocking=False, once=True), rate=1000)
+    set_cli_defaults({"on_job_created": lambda h: (handles.append(h), h.add_listener(failures))})
+    got = stream.execute_and_collect()
+    last: dict = {}
+    for key, n in got:
+        last[key] = max(last.get(key, 0), n)
+    assert started.exists() and last == dict(oracle_totals(count))
+    timeouts = [e for e in failures.errors if isinstance(e, EpochTimeoutError)]
+    assert timeouts and "uid 'slow-map'" in str(timeouts[0]) and "sparkpoint.epoch.timeout = 1000 ms" in str(
+        timeouts[0]), failures.errors
+    assert handles[0].master.restarts == 1
