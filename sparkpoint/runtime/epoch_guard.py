@@ -12,8 +12,11 @@ did not stop by themselves (after the executor's ``interrupt_grace_s``). It asks
 second until the epoch ended: a job submitted just after a cancel is cancelled too.
 
 A bound that passed fails the attempt with an :class:`~sparkpoint.errors.EpochTimeoutError`
-naming the operator still running (and expires the pending checkpoint first); the failure goes
-through the restart strategy as any other. A cancelled epoch's failure is the cancel's: the
+naming the operator still running, and expires the pending checkpoint (a checkpoint bounds an
+epoch only when its expiry is beyond ``execution.checkpointing.tolerable-failed-checkpoints``, 0 by
+default: the failure is then Flink's ``CheckpointException`` "exceeded the tolerable number of
+failed checkpoints", naming the operator too). The failure goes through the restart strategy as
+any other. A cancelled epoch's failure is the cancel's: the
 JobMaster ends the job CANCELED.
 """
 
@@ -25,6 +28,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from sparkpoint.checkpoint.exceptions import CheckpointException
 from sparkpoint.errors import EpochTimeoutError, JobExecutionError, SparkpointError
 from sparkpoint.runtime.task_interrupt import CANCELLED, EpochInterrupted
 
@@ -67,6 +71,7 @@ class EpochGuard:
         self._fired: Optional[str] = None          # "bound" when the watcher stopped the epoch for its bound
         self._thread: Optional[threading.Thread] = None
         self._coordinator: Any = None   # the job's, as of the latest epoch
+        self._bound_text = ""           # the running epoch's bound, as the watcher's interrupt says it
 
     # -- from other threads ----------------------------------------------------------------
     def cancel(self) -> None:
@@ -84,8 +89,11 @@ class EpochGuard:
         bounds = []
         now_ms = int(time.time() * 1000)
         timeout = int(coordinator.settings.timeout_ms) if coordinator is not None else 0
-        # a checkpoint already past its timeout expires after the epoch (as before), it does not bound the epoch
-        pending = [p for p in (coordinator.pending.values() if coordinator is not None else ())
+        # a checkpoint already past its timeout expires after the epoch (as before), it does not bound the epoch;
+        # nor does one whose expiry the job would tolerate (execution.checkpointing.tolerable-failed-checkpoints)
+        failures = getattr(coordinator, "failure_manager", None)
+        fatal = failures is None or failures.continuous_failures >= failures.tolerable
+        pending = [p for p in (coordinator.pending.values() if coordinator is not None and fatal else ())
                    if p.trigger_timestamp + timeout > now_ms]
         if pending:
             oldest = min(pending, key=lambda p: p.trigger_timestamp)
@@ -116,6 +124,7 @@ class EpochGuard:
         with self._cond:
             self._epoch, self._fired = epoch, None
             self._deadline_s = bound.deadline_ms / 1000 if bound is not None else None
+            self._bound_text = bound.describe() if bound is not None else ""
             if bound is not None or self.cancelled.is_set():
                 self._watch_on()
             self._cond.notify_all()
@@ -156,8 +165,10 @@ class EpochGuard:
             now = int(time.time() * 1000)
             try:   # Flink's CHECKPOINT_EXPIRED
                 coordinator.check_expired(max(now, bound.deadline_ms + 1) if bound and bound.checkpoint_id else now)
-            except SparkpointError as e:   # more failed checkpoints than tolerated: the job's failure too
-                error.__cause__ = e
+            except CheckpointException as e:   # more failed checkpoints than tolerated: Flink's failure, naming more
+                failure = CheckpointException(f"{e}. {error}", e.reason)
+                failure.__cause__ = error
+                return failure
         return error
 
     def _operators(self) -> str:
@@ -215,7 +226,7 @@ class EpochGuard:
         if stop is None:
             return
         try:
-            stop(epoch, CANCELLED if due == CANCELLED else "the epoch's bound passed")
+            stop(epoch, CANCELLED if due == CANCELLED else self._bound_text)
         except Exception:  # noqa: BLE001 - the session may be stopping; asked again in a second
             logger.debug("stopping epoch %s failed", epoch, exc_info=True)
 
