@@ -41,7 +41,7 @@ def deploy_stages(master: "JobMaster", stages: list[StagePlan], epoch: int, now_
                 drain=drain, pause=pause or (held and stage.is_source_stage), cyclic_gc=master.cyclic_gc,
             )
             if stage.keyed:
-                dep.state_schemas, dep.key_checks = master.schemas.for_stage(stage.nodes)
+                dep.state_schemas, dep.key_checks = master.schemas.for_subtask(stage.nodes, i)
             for nid in stage.nodes:
                 totals = master.output.metric_totals(master.plan.uid(nid), i, pending)
                 if totals:

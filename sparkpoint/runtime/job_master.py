@@ -292,7 +292,7 @@ class JobMaster:
         for nid, (enumerator_state, splits) in state.sources.items():
             self.sources[nid].restore(enumerator_state, splits)
         self.restored_keyed = dict(state.keyed)
-        self.schemas.restored(restored)
+        self.schemas.restored(restored, self.job_id)
         self.sink_committer.recommit(state.committables, state.sink_writer_states)
         self.epoch = state.next_epoch
         if self.changelog is not None:

@@ -4,8 +4,14 @@ Flink keeps a serializer snapshot per registered state in every checkpoint. Here
 the states their keyed operators declared (kind and type) and the classes of the keys they saw;
 :class:`StateSchemas` gathers them over successful epochs, hands each task the schema to check its
 declarations against (:class:`~sparkpoint.state.migration.SchemaCheck`), and gives every checkpoint
-the schema at its barrier for ``_metadata``. After a restore it starts from the checkpoint's schema,
-and the restored keys' classes are checked on the tasks' first keyed records.
+the schema at its barrier for ``_metadata``.
+
+A state's stored form is per subtask: a subtask migrates its key groups when it declares a state of a
+changed type, and one that has no record for that state yet does not declare it. So the driver keeps,
+per subtask, what it declared since the restore, and each subtask checks against its own view (the
+restored schema, then its own declarations). A checkpoint records a state's new type once every
+subtask declared it; until then, the restored type (migrations are idempotent: a value already in the
+new form is kept as it is, so a later restore may migrate it again).
 """
 
 from __future__ import annotations
@@ -15,17 +21,20 @@ from typing import Any, Iterable, Optional
 from sparkpoint.checkpoint.loader import RestoredCheckpoint
 from sparkpoint.runtime.graph import JobPlan
 from sparkpoint.runtime.state_probe import declared_schemas
-from sparkpoint.state.schema import OperatorSchema
+from sparkpoint.state.schema import OperatorSchema, StateSchema
 
 __all__ = ["StateSchemas"]
 
 
 class StateSchemas:
-    """Per keyed uid, the states its operator declared and the classes of its keys."""
+    """Per keyed uid, what the restored checkpoint recorded and what each subtask declared since."""
 
     def __init__(self, plan: JobPlan):
         self.plan = plan
-        self.schemas: dict[str, OperatorSchema] = {}
+        self.keyed = {plan.uid(nid): plan.stage(plan.stage_of[nid]).parallelism
+                      for nid, n in plan.nodes.items() if n.keyed}
+        self.restored_schemas: dict[str, OperatorSchema] = {}
+        self.by_subtask: dict[tuple[str, int], OperatorSchema] = {}
         self.key_checks: dict[str, tuple[str, ...]] = {}   # restored keys' classes, until tasks saw keys
         self._declared: Optional[dict[str, Optional[OperatorSchema]]] = None
 
@@ -40,26 +49,58 @@ class StateSchemas:
             self._declared = declared_schemas(self.plan, recorded)
         return self._declared
 
-    def restored(self, restored: RestoredCheckpoint) -> None:
-        """Start from what ``restored`` recorded (a checkpoint without schemas: nothing to check)."""
-        keyed = {self.plan.uid(nid) for nid, n in self.plan.nodes.items() if n.keyed}
+    def restored(self, restored: RestoredCheckpoint, job_id: str) -> None:
+        """Start from what ``restored`` recorded (a checkpoint without schemas: nothing to check). Its keys'
+        classes are checked only when it is another job's (a failover restores keys this job made)."""
         ops = restored.metadata.operators
-        self.schemas = {uid: op.schema for uid, op in ops.items() if uid in keyed and op.schema is not None}
-        self.key_checks = {uid: s.key_classes for uid, s in self.schemas.items() if s.key_classes}
+        self.restored_schemas = {uid: op.schema for uid, op in ops.items()
+                                 if uid in self.keyed and op.schema is not None}
+        self.by_subtask.clear()
+        self.key_checks = {} if restored.metadata.job_id == job_id else \
+            {uid: s.key_classes for uid, s in self.restored_schemas.items() if s.key_classes}
 
     def take(self, reports: Iterable[Any]) -> None:
         """Add what a successful epoch's tasks declared."""
         for report in reports:
             for uid, schema in getattr(report, "state_schemas", {}).items():
-                self.schemas[uid] = self.schemas.get(uid, OperatorSchema()).updated(schema)
+                key = (uid, report.subtask)
+                self.by_subtask[key] = self.by_subtask.get(key, OperatorSchema()).updated(schema)
                 if schema.key_classes:
                     self.key_checks.pop(uid, None)
 
-    def for_stage(self, stage_nodes: Iterable[int]) -> tuple[dict[str, OperatorSchema], dict[str, tuple]]:
-        """The schemas and key checks a task of the stage of ``stage_nodes`` checks against."""
-        uids = [self.plan.uid(nid) for nid in stage_nodes if self.plan.nodes[nid].keyed]
-        return ({u: self.schemas[u] for u in uids if u in self.schemas},
-                {u: self.key_checks[u] for u in uids if u in self.key_checks})
+    def for_subtask(self, stage_nodes: Iterable[int], subtask: int
+                    ) -> tuple[dict[str, OperatorSchema], dict[str, tuple]]:
+        """The schemas and key checks subtask ``subtask`` of the stage of ``stage_nodes`` checks against."""
+        schemas, checks = {}, {}
+        for nid in stage_nodes:
+            uid = self.plan.uid(nid)
+            if uid not in self.keyed:
+                continue
+            view = self.restored_schemas.get(uid, OperatorSchema()).updated(
+                self.by_subtask.get((uid, subtask), OperatorSchema()))
+            if view.states or view.key_classes:
+                schemas[uid] = view
+            if uid in self.key_checks:
+                checks[uid] = self.key_checks[uid]
+        return schemas, checks
 
     def at_barrier(self) -> dict[str, OperatorSchema]:
-        return dict(self.schemas)
+        """Per keyed uid, the schema a checkpoint records: a state's newly declared type once every subtask
+        declared it, the restored type until then."""
+        out = {}
+        for uid, parallelism in self.keyed.items():
+            base = self.restored_schemas.get(uid, OperatorSchema())
+            views = [self.by_subtask.get((uid, i), OperatorSchema()) for i in range(parallelism)]
+            names = set(base.states).union(*(v.states for v in views))
+            states = {name: _recorded(name, base, views) for name in names}
+            classes = tuple(sorted(set(base.key_classes).union(*(v.key_classes for v in views))))
+            if states or classes:
+                out[uid] = OperatorSchema(states, base.key_type, classes)
+        return out
+
+
+def _recorded(name: str, base: OperatorSchema, views: list[OperatorSchema]) -> StateSchema:
+    declared = [v.states.get(name) for v in views]
+    if name in base.states and any(d != declared[0] for d in declared):
+        return base.states[name]   # some key groups may hold the restored form still
+    return next(s for s in declared if s is not None)

@@ -85,12 +85,14 @@ class SchemaCheck:
         raise StateMigrationError(refusal(self.owner, name, old, new, why))
 
 
-def _entries(backend: Any, descriptor: Any) -> Iterator[Any]:
-    """Each stored ``(key, namespace)`` of ``descriptor``'s state, made current, with a state object on it."""
+def _entries(backend: Any, descriptor: Any, writes: bool) -> Iterator[Any]:
+    """Each stored ``(key, namespace)`` of ``descriptor``'s state, made current, with a state object on it
+    (``writes``: the caller changes entries, so they are listed first, not read as they are iterated)."""
     state = backend.create_internal_state(descriptor)
     saved = backend.current_key, backend.current_key_group
+    slots = backend.get_keys_and_namespaces(descriptor.name)
     try:
-        for key, namespace in list(backend.get_keys_and_namespaces(descriptor.name)):
+        for key, namespace in list(slots) if writes else slots:
             backend.set_current_key(key)
             state.set_current_namespace(namespace)
             yield state
@@ -99,7 +101,7 @@ def _entries(backend: Any, descriptor: Any) -> Iterator[Any]:
 
 
 def _stored_values(backend: Any, descriptor: Any) -> Iterator[Any]:
-    for state in _entries(backend, descriptor):
+    for state in _entries(backend, descriptor, writes=False):
         kind = descriptor.kind
         if kind == "list":
             yield from list(state.get() or [])
@@ -114,7 +116,7 @@ def _stored_values(backend: Any, descriptor: Any) -> Iterator[Any]:
 def _rewrite(backend: Any, descriptor: Any, fn: Callable[[Any], Any]) -> None:
     """Every stored value of the state of ``descriptor`` (this backend's key groups) through ``fn``."""
     kind = descriptor.kind
-    for state in _entries(backend, descriptor):
+    for state in _entries(backend, descriptor, writes=True):
         if kind == "value":
             state.update(fn(state.value()))
         elif kind == "list":

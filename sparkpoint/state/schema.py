@@ -140,7 +140,8 @@ def _worst(verdicts: list[tuple[Compatibility, str]], old: dict, new: dict) -> t
 
 def migration(old: Optional[dict], new: Optional[dict]) -> Optional[Callable[[Any], Any]]:
     """How a stored value of type ``old`` becomes one of type ``new`` (``None``: it stays as it is).
-    Only for types :func:`compare_types` finds compatible."""
+    Only for types :func:`compare_types` finds compatible. Idempotent: a value in the new form already
+    (a row with the added fields) comes out as it went in."""
     if old is None or new is None or old == new or old["name"] != new["name"]:
         return None   # untyped on either side, or a widened number: the Python value is the same
     if old["name"] == "ROW":
@@ -174,10 +175,11 @@ def _row_migration(old: dict, new: dict) -> Callable[[Any], Any]:
         if row is None:
             return None
         named = isinstance(row, Row) and row._fields is not None
+        present = set(row._fields) if named else set()
         values: list[Any] = []
         for i, f in enumerate(names):
-            if f not in otypes:
-                values.append(None)
+            if f not in otypes:   # an added field: None, or its value where the row has it (migrated before)
+                values.append(row[f] if f in present else None)
                 continue
             v = row[f] if named else row[ofields.index(f)]
             fn = fns[i]
