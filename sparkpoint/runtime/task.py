@@ -46,7 +46,7 @@ from sparkpoint.operators.base import Output, StreamOperator, TaskContext
 from sparkpoint.operators.sinks import PrintOperator, SinkOperator
 from sparkpoint.state.backend_loader import load_state_backend
 from sparkpoint.state.key_groups import KeyGroupAssigner, KeyGroupRange, compute_key_group_range_for_operator_index
-from sparkpoint.errors import StateMissingError, UnrecoverableError, UserFunctionError, UserFunctionOpenError
+from sparkpoint.errors import SparkpointError, StateMissingError, UserFunctionOpenError
 from sparkpoint.state.local_store import LocalStateStore
 from sparkpoint.state.worker import let_go_under
 
@@ -321,7 +321,7 @@ def _open_operators(ops: dict[int, StreamOperator], dep: TaskDeployment) -> None
     for op in ops.values():
         try:
             op.open()
-        except (UserFunctionError, UnrecoverableError):
+        except SparkpointError:   # sparkpoint's own errors (a state misused, a state type refused) name it already
             raise
         except Exception as e:  # name the operator; the function's traceback stays with the error
             raise UserFunctionOpenError(op.uid, op.name, e) from e
