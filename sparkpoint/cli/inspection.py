@@ -67,8 +67,8 @@ def inspect(path: str, against: Optional[str], allow_non_restored: bool, dynamic
         if op.schema is not None and op.schema.key_classes:
             click.echo(f"      keys: {op.schema.key_text()}")
         for name, (entries, keys) in sorted(summary.get(uid, {}).items()):
-            declared = f" ({states[name].text()})" if name in states else ""
-            click.echo(f"      {name}{declared}: {entries:,} entries, {keys:,} keys")
+            declared = f"; {states[name].text()}" if name in states else ""
+            click.echo(f"      {name}: {entries:,} entries, {keys:,} keys{declared}")
     for uid, src in d.get("sources", {}).items():
         splits = [s for ss in src["splits"].values() for s in ss]
         click.echo(f"  source {uid}: {len(splits)} open split(s): " +
