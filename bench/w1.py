@@ -235,9 +235,9 @@ def spark_epoch_probe(sink: list[dict[str, Any]]) -> Iterator[None]:
     original = SparkEpochExecutor.run_epoch
     original_start = SparkEpochExecutor.start
 
-    def run_epoch(self: Any, epoch: int, deployments: dict, next_sources: Any = None) -> list:
+    def run_epoch(self: Any, epoch: int, deployments: dict, next_sources: Any = None, bound: Any = None) -> list:
         t0 = time.perf_counter()   # the reports of source tasks that ran ahead are not among this job's
-        reports = original(self, epoch, deployments, next_sources)
+        reports = original(self, epoch, deployments, next_sources, bound)
         spark_s = time.perf_counter() - t0
         tasks = {}
         for r in reports:
