@@ -32,6 +32,7 @@ __all__ = ["EpochInterrupted", "TaskInterrupter", "where_running", "CANCELLED"]
 CANCELLED = "the job was cancelled"   # the reason of an interrupt that a cancel asked for
 OUTSIDE_OPERATOR_GRACE_S = 2.0   # a task at its deadline in no operator's code (just started: it may have waited
 # for a core that hung tasks held) goes on this long, so the hung ones fail first and are the ones named
+LOCK_RETRY_S = 0.01   # a signal that found the lock held comes back after this long
 
 
 class EpochInterrupted(BaseException):
@@ -115,7 +116,12 @@ class TaskInterrupter:
                 _raise_in_thread(thread, None)   # not raised yet: it must not land after the task
 
     def _on_signal(self, signum: int, frame: Optional[FrameType]) -> None:
-        with self._lock:
+        # A handler runs between two bytecodes of the main thread, which may hold the lock itself (in running()):
+        # never wait for it here, come back a moment later instead.
+        if not self._lock.acquire(blocking=False):
+            signal.setitimer(signal.ITIMER_REAL, LOCK_RETRY_S)
+            return
+        try:
             if self._thread is None or self._raised:
                 return
             if self._pending is None and not self._extended and _operator_on_stack(frame) is None:
@@ -124,6 +130,8 @@ class TaskInterrupter:
                 return
             self._raised = True
             error = self._pending or EpochInterrupted(self._deadline_reason)
+        finally:
+            self._lock.release()
         error.where = where_running(frame)
         self.last = error
         raise error
