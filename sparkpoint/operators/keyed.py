@@ -86,7 +86,7 @@ class KeyedOperator(StreamOperator):
 
     def state_schema(self) -> OperatorSchema:
         """The states declared in this task and the classes of the keys it saw."""
-        return OperatorSchema(self.keyed_backend.declared_schema(), None, tuple(sorted(self.key_classes or ())))
+        return OperatorSchema(self.keyed_backend.declared_schema(), tuple(sorted(self.key_classes or ())))
 
     def _sample_keys(self, keys: list) -> None:
         """Step 1 of a restore's key check: keys of other classes than the checkpoint's cannot find their state

@@ -95,7 +95,7 @@ class StateSchemas:
             states = {name: _recorded(name, base, views) for name in names}
             classes = tuple(sorted(set(base.key_classes).union(*(v.key_classes for v in views))))
             if states or classes:
-                out[uid] = OperatorSchema(states, base.key_type, classes)
+                out[uid] = OperatorSchema(states, classes)
         return out
 
 

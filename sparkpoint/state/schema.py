@@ -8,8 +8,9 @@ declared type information, as a plain description:
 
 * :class:`StateSchema`: a state's kind (``value``, ``list``, ...) and declared type (``None``:
   untyped, pickled);
-* :class:`OperatorSchema`: a keyed operator's states by name, its declared key type and the
-  Python classes its keys were seen to have (sampled: keys without a declared type);
+* :class:`OperatorSchema`: a keyed operator's states by name and the Python classes its keys
+  were seen to have (sampled from each task's first keyed batch: the key selector's type is not
+  declared to the operator);
 * :func:`compare_types`: the verdict for an old and a new type, with the migration of a stored
   value where one is needed (:func:`migration`); :func:`value_fits` checks sampled values of
   untyped state against a newly declared type.
@@ -235,30 +236,27 @@ class StateSchema:
 
 @dataclass(frozen=True)
 class OperatorSchema:
-    """A keyed operator's registered states, declared key type and the sampled classes of its keys."""
+    """A keyed operator's registered states and the sampled classes of its keys."""
 
     states: Mapping[str, StateSchema] = field(default_factory=dict)
-    key_type: Optional[dict] = None
     key_classes: tuple[str, ...] = ()
 
     def to_json(self) -> dict:
-        return {"states": {n: s.to_json() for n, s in sorted(self.states.items())}, "key_type": self.key_type,
+        return {"states": {n: s.to_json() for n, s in sorted(self.states.items())},
                 "key_classes": list(self.key_classes)}
 
     @staticmethod
     def from_json(doc: Mapping[str, Any]) -> "OperatorSchema":
         return OperatorSchema({n: StateSchema.from_json(s) for n, s in doc.get("states", {}).items()},
-                              doc.get("key_type"), tuple(doc.get("key_classes", ())))
+                              tuple(doc.get("key_classes", ())))
 
     def updated(self, newer: "OperatorSchema") -> "OperatorSchema":
         """This schema with ``newer``'s states (re)declared and key classes added."""
         states = {**self.states, **newer.states}
         classes = tuple(sorted(set(self.key_classes) | set(newer.key_classes)))
-        return OperatorSchema(states, newer.key_type if newer.key_type is not None else self.key_type, classes)
+        return OperatorSchema(states, classes)
 
     def key_text(self) -> str:
-        if self.key_type is not None:
-            return type_text(self.key_type)
         return " | ".join(self.key_classes) or "unknown"
 
 

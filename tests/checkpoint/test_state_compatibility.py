@@ -102,7 +102,7 @@ def _env(make_env, savepoint, **conf):
     return env
 
 
-def test_the_savepoint_records_each_state_kind_and_type_and_the_key_type(savepoint):
+def test_the_savepoint_records_each_state_kind_and_type_and_the_keys_classes(savepoint):
     meta = json.loads(Path(savepoint[0].removeprefix("file://"), "_metadata").read_text())
     schema = meta["body"]["operators"]["count"]["schema"]
     assert schema["states"] == {"n": {"kind": "value", "type": {"name": "INT"}},
@@ -235,7 +235,7 @@ def test_on_spark_a_changed_key_type_is_refused_in_the_task(spark, make_env, sav
         env.execute("v2 on spark")
 
 
-def test_inspect_shows_each_state_type_and_the_key_type(savepoint):
+def test_inspect_shows_each_state_type_and_the_keys_classes(savepoint):
     r = CliRunner().invoke(main, ["inspect", savepoint[0]])
     assert r.exit_code == 0, r.output
     lines = [line.strip() for line in r.output.splitlines()]
