@@ -24,6 +24,7 @@ import errno
 import os
 import shutil
 import threading
+from collections import OrderedDict
 import uuid
 from typing import Any
 
@@ -38,7 +39,10 @@ _UNSUPPORTED = frozenset({errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP, errno.E
                           errno.EISDIR})
 
 _lock = threading.Lock()
-_durable_entries: set[tuple[str, int, int]] = set()   # (path, st_dev, st_ino) of directories whose entry is synced
+# (path, st_dev, st_ino) of directories whose entry is synced, the most recent last; bounded, as every checkpoint
+# and changelog epoch adds a directory (one forgotten is synced again: a cost, never a loss)
+_durable_entries: OrderedDict[tuple[str, int, int], None] = OrderedDict()
+MAX_REMEMBERED = 4096
 
 
 def syncs(fs: Any) -> bool:
@@ -135,7 +139,11 @@ def _sync_entry(directory: str) -> None:
     for key in chain:   # innermost first: each fsync makes the name of the directory below it durable
         sync_directory(os.path.dirname(key[0]))
     with _lock:
-        _durable_entries.update(chain)
+        for key in chain:
+            _durable_entries[key] = None
+            _durable_entries.move_to_end(key)
+        while len(_durable_entries) > MAX_REMEMBERED:
+            _durable_entries.popitem(last=False)
 
 
 def _remove_quietly(path: str) -> None:

@@ -112,3 +112,18 @@ def test_on_spark_python_workers_sync_what_they_upload(tmp_path):
     for d in dirs:
         assert assert_durable(events, d, str(ck)) >= 3
     assert any("/shared/" in t for op, p, t in events.log if op == "rename" and t and t.endswith(".sst"))
+
+
+def test_the_directories_known_durable_are_bounded_and_a_forgotten_one_is_synced_again(tmp_path, monkeypatch):
+    from sparkpoint.storage import durable
+
+    synced: list[str] = []
+    real = durable.sync_directory
+    monkeypatch.setattr(durable, "sync_directory", lambda d: (synced.append(d), real(d)))
+    monkeypatch.setattr(durable, "MAX_REMEMBERED", 50)
+    for i in range(200):   # a directory per checkpoint, as a long-running job makes them
+        write_file(open_file_system(str(tmp_path))[0], str(tmp_path / f"chk-{i}" / "_metadata"), b"x")
+    assert len(durable._durable_entries) <= 50
+    synced.clear()
+    write_file(open_file_system(str(tmp_path))[0], str(tmp_path / "chk-0" / "again"), b"x")
+    assert str(tmp_path) in synced   # chk-0 was forgotten: its entry in the parent is synced once more
