@@ -158,8 +158,8 @@ def test_an_epoch_past_the_checkpoint_timeout_fails_naming_the_operator_and_expi
 def test_an_epoch_past_sparkpoint_epoch_timeout_fails_over_and_the_job_completes_exactly(
         make_env, tmp_path, handles):
     started, count = tmp_path / "started", 2_000
-    env = make_env("local", **{"execution.epoch.max-records": 100, "sparkpoint.epoch.timeout": "1 s",
-                               "restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.attempts": 2,
+    env = make_env("local", **{"execution.epoch.max-records": 100, "sparkpoint.epoch.timeout": "3 s",
+                               "restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.attempts": 3,
                                "restart-strategy.fixed-delay.delay": "0 ms"})
     env.enable_checkpointing(1)
     env.get_checkpoint_config().set_checkpoint_storage_dir((tmp_path / "ck").as_uri())
@@ -172,6 +172,6 @@ def test_an_epoch_past_sparkpoint_epoch_timeout_fails_over_and_the_job_completes
         last[key] = max(last.get(key, 0), n)
     assert started.exists() and last == dict(oracle_totals(count))
     timeouts = [e for e in failures.errors if isinstance(e, EpochTimeoutError)]
-    assert timeouts and "uid 'slow-map'" in str(timeouts[0]) and "sparkpoint.epoch.timeout = 1000 ms" in str(
-        timeouts[0]), failures.errors
-    assert handles[0].master.restarts == 1
+    assert any("uid 'slow-map'" in str(t) and "sparkpoint.epoch.timeout = 3000 ms" in str(t) for t in timeouts), \
+        failures.errors
+    assert handles[0].master.restarts >= 1   # the hang's; a loaded machine may add a slow epoch's (3 allowed)
