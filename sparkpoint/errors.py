@@ -24,6 +24,7 @@ __all__ = [
     "StateMigrationError",
     "JobCancellationException",
     "EpochTimeoutError",
+    "null_reduce_message",
 ]
 
 
@@ -174,6 +175,13 @@ class MalformedRecordError(SparkpointError):
 
 class StateMissingError(SparkpointError):
     """A stateful task found no local working state where it must exist."""
+
+
+def null_reduce_message(what: str, key: object) -> str:
+    """What a reduce function that returned ``None`` is told: it would read as empty and the value would start
+    over (Flink's ReduceFunction must not return null; its serializer fails on it)."""
+    return (f"the reduce function of {what} returned None for key {_short(key)}; a ReduceFunction must return "
+            f"the combined value")
 
 
 def record_location(path: str, line: Optional[int]) -> str:

@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterator, Optional
 from sparkpoint.datastream.functions import KeySelector, bound_call
 from sparkpoint.datastream.state import ValueStateDescriptor
 from sparkpoint.datastream.time_domain import TimeDomain
-from sparkpoint.errors import StateError, StateMigrationError
+from sparkpoint.errors import StateError, StateMigrationError, null_reduce_message
 from sparkpoint.operators.base import (IDLE, Output, StreamOperator, TaskContext, first_failing, first_out_of_range,
                                       out_of_range_error)
 from sparkpoint.state.backend import KeyedStateBackend, StateBackend
@@ -231,8 +231,7 @@ class KeyedProcessOperator(KeyedOperator):
 
 def null_reduce_result(op: StreamOperator, key: Any) -> str:
     """What a reduce function that returned None is told (in Flink, a null result fails in its serializer)."""
-    return (f"the reduce function of operator {op.name!r} (uid {op.uid!r}) returned None for key {key!r}; a "
-            f"ReduceFunction must return the combined value")
+    return null_reduce_message(f"operator {op.name!r} (uid {op.uid!r})", key)
 
 
 class StreamGroupedReduceOperator(KeyedOperator):

@@ -12,6 +12,7 @@ from typing import Any, Iterable
 from sparkpoint.common.watermark_strategy import MAX_WATERMARK
 from sparkpoint.datastream.functions import KeyedProcessFunction, ReduceFunction
 from sparkpoint.datastream.state import ValueStateDescriptor
+from sparkpoint.errors import null_reduce_message
 
 __all__ = ["KeyedFunctionAdapter", "BatchReduceFunction"]
 
@@ -57,8 +58,7 @@ class BatchReduceFunction(KeyedProcessFunction):
         current = self.state.value()
         new = value if current is None else self.reduce_function.reduce(current, value)
         if new is None:   # it would read as empty: the value would start over from the next record
-            raise TypeError(f"the reduce function returned None for key {ctx.get_current_key()!r}; a ReduceFunction "
-                            f"must return the combined value")
+            raise TypeError(null_reduce_message("the keyed reduce", ctx.get_current_key()))
         self.state.update(new)
         ctx.timer_service().register_event_time_timer(MAX_WATERMARK)
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+from sparkpoint.errors import null_reduce_message
+
 __all__ = [
     "InternalWindowFunction", "PassThroughWindowFunction", "ProcessWindowAdapter",
     "ProcessAllWindowAdapter", "ApplyWindowAdapter", "ApplyAllWindowAdapter", "AggregateResultAdapter",
@@ -118,8 +120,7 @@ class EvictingWindowFunction(InternalWindowFunction):
             for v in items[1:]:
                 acc = self.reduce_function.reduce(acc, v)
                 if acc is None:
-                    raise TypeError(f"the reduce function returned None for key {key!r} in window {window!r}; a "
-                                    f"ReduceFunction must return the combined value")
+                    raise TypeError(null_reduce_message(f"the window reduce (window {window!r})", key))
             items = [acc]
         elif self.aggregate_function is not None:
             agg = self.aggregate_function

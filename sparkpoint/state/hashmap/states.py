@@ -10,6 +10,7 @@ from sparkpoint.datastream.state import (
     ReducingStateDescriptor,
     StateDescriptor,
 )
+from sparkpoint.errors import null_reduce_message
 from sparkpoint.state.internal import (
     InternalAggregatingState,
     InternalListState,
@@ -221,9 +222,7 @@ class HeapReducingState(_HeapState, InternalReducingState):
         for v in rest:
             current = reduce(current, v)
             if current is None:   # it would read as empty: the value would start over from the next record
-                raise TypeError(f"the reduce function of reducing state {self.descriptor.name!r} returned None for "
-                                f"key {slot[0]!r}; a ReduceFunction must return the combined value (Flink fails on "
-                                f"a null result too)")
+                raise TypeError(null_reduce_message(f"reducing state {self.descriptor.name!r}", slot[0]))
         if current is not None:
             entries[slot] = current
 
