@@ -25,6 +25,7 @@ __all__ = [
     "JobCancellationException",
     "EpochTimeoutError",
     "null_reduce_message",
+    "unrecoverable_cause",
 ]
 
 
@@ -67,6 +68,21 @@ class StateError(SparkpointError):
 class UnrecoverableError(SparkpointError):
     """A failure that no restart can fix (Flink's ``SuppressRestartsException``): the job fails at once,
     whatever its restart strategy, instead of restoring and failing again."""
+
+
+def unrecoverable_cause(error: BaseException) -> Optional[UnrecoverableError]:
+    """The :class:`UnrecoverableError` ``error`` is, or the first one among its causes and contexts."""
+    seen: set[int] = set()
+    todo: list[Optional[BaseException]] = [error]
+    while todo:
+        e = todo.pop(0)
+        if e is None or id(e) in seen:
+            continue
+        if isinstance(e, UnrecoverableError):
+            return e
+        seen.add(id(e))
+        todo.extend((e.__cause__, e.__context__))
+    return None
 
 
 class StateMigrationError(StateError, UnrecoverableError):

@@ -19,27 +19,12 @@ from typing import Any, Optional
 from sparkpoint.checkpoint.coordinator import CheckpointCoordinator
 from sparkpoint.checkpoint.failure import CheckpointFailureReason
 from sparkpoint.checkpoint.loader import RestoredCheckpoint, load_first_loadable
-from sparkpoint.errors import JobExecutionError, UnrecoverableError, UserFunctionError, UserFunctionOpenError
+from sparkpoint.errors import JobExecutionError, UserFunctionError, UserFunctionOpenError, unrecoverable_cause
 from sparkpoint.runtime.restart import RestartStrategy, restart_strategy_from_config
 
-__all__ = ["Failover", "unrecoverable_cause"]
+__all__ = ["Failover"]
 
 logger = logging.getLogger(__name__)
-
-
-def unrecoverable_cause(error: BaseException) -> Optional[UnrecoverableError]:
-    """The :class:`UnrecoverableError` ``error`` is, or the first one among its causes and contexts."""
-    seen: set[int] = set()
-    todo: list[Optional[BaseException]] = [error]
-    while todo:
-        e = todo.pop(0)
-        if e is None or id(e) in seen:
-            continue
-        if isinstance(e, UnrecoverableError):
-            return e
-        seen.add(id(e))
-        todo.extend((e.__cause__, e.__context__))
-    return None
 
 
 class Failover:
@@ -63,17 +48,14 @@ class Failover:
         if self.record_failures and self.record_failures[-1] != failure:
             self.record_failures.clear()
         self.record_failures.append(failure)
-        if len(self.record_failures) >= self.same_record_attempts > 0 and isinstance(error, UserFunctionOpenError):
-            raise JobExecutionError(
-                f"{error}. It failed {len(self.record_failures)} times in a row, after restoring each time; the job "
-                f"fails instead of restoring again. Fix what the function's open() needs "
-                f"(sparkpoint.failure.same-record-attempts sets how many attempts it gets)") from error
         if len(self.record_failures) >= self.same_record_attempts > 0:
+            what, fix = ("It", "Fix what the function's open() needs") if isinstance(error, UserFunctionOpenError) \
+                else ("The same record", "Fix the function or the input, or route failing records to the side "
+                                         "output FAILED_RECORDS (sparkpoint.datastream) and go on")
             raise JobExecutionError(
-                f"{error}. The same record failed {len(self.record_failures)} times in a row, after restoring "
-                f"each time; the job fails instead of restoring again. Fix the function or the input, or route "
-                f"failing records to the side output FAILED_RECORDS (sparkpoint.datastream) and go on "
-                f"(sparkpoint.failure.same-record-attempts sets how many attempts a record gets)") from error
+                f"{error}. {what} failed {len(self.record_failures)} times in a row, after restoring each time; the "
+                f"job fails instead of restoring again. {fix} (sparkpoint.failure.same-record-attempts sets how "
+                f"many attempts it gets)") from error
 
     def recover(self, error: BaseException, epoch: int,
                 coordinator: Optional[CheckpointCoordinator]) -> Optional[RestoredCheckpoint]:

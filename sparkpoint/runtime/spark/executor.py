@@ -36,7 +36,7 @@ import cloudpickle
 
 from sparkpoint.common.configuration import Configuration
 from sparkpoint.errors import JobExecutionError, SparkpointError, UnrecoverableError, UserFunctionError
-from sparkpoint.runtime.failover import unrecoverable_cause
+from sparkpoint.errors import unrecoverable_cause
 from sparkpoint.runtime.graph import JobPlan
 from sparkpoint.runtime.spark.ahead import ReportsParam, RunningAhead, after_job_started, shuffle_dependency
 from sparkpoint.runtime.spark.plan_pickle import dumps_plan
