@@ -12,6 +12,7 @@ declared (:class:`~sparkpoint.state.migration.SchemaCheck`).
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Collection, Optional
 
 from sparkpoint.operators.base import TaskContext
@@ -25,6 +26,9 @@ __all__ = ["declared_schemas"]
 
 logger = logging.getLogger(__name__)
 
+#: How long the driver waits for one operator's ``open()``.
+PROBE_TIMEOUT_S = 30.0
+
 
 def declared_schemas(plan: JobPlan, uids: Optional[Collection[str]] = None) -> dict[str, Optional[OperatorSchema]]:
     """Per keyed uid (of ``uids``, default all), the states its operator declares on opening (``None``: its
@@ -37,6 +41,21 @@ def declared_schemas(plan: JobPlan, uids: Optional[Collection[str]] = None) -> d
 
 
 def _probe(plan: JobPlan, nid: int) -> Optional[OperatorSchema]:
+    """The operator's declared states, or ``None`` if its ``open()`` fails or does not return within
+    :data:`PROBE_TIMEOUT_S` (a function waiting for what only its executor has must not hang the restore)."""
+    result: list[Optional[OperatorSchema]] = []
+    thread = threading.Thread(target=lambda: result.append(_open_once(plan, nid)), daemon=True,
+                              name=f"sparkpoint-state-probe-{plan.uid(nid)}")
+    thread.start()
+    thread.join(PROBE_TIMEOUT_S)
+    if thread.is_alive():
+        logger.warning("operator uid %r: its open() did not return within %.0f s on the driver; the states it "
+                       "declares are checked when a task declares them", plan.uid(nid), PROBE_TIMEOUT_S)
+        return None
+    return result[0] if result else None
+
+
+def _open_once(plan: JobPlan, nid: int) -> Optional[OperatorSchema]:
     op = plan.nodes[nid].factory()
     op.uid = plan.uid(nid)
     if not isinstance(op, KeyedOperator):
@@ -50,12 +69,14 @@ def _probe(plan: JobPlan, nid: int) -> Optional[OperatorSchema]:
     try:
         op.setup(task, None)
         op.open()
-        schema = op.state_schema()
-        op.close()
+        return op.state_schema()
     except Exception as e:  # noqa: BLE001 - a user open() that needs its executor: the task checks instead
-        logger.info("operator %r (uid %r): state declared in open() not known before the job runs (%s: %s); "
-                    "it is checked when a task declares it", op.name, op.uid, type(e).__name__, e)
+        logger.warning("operator %r (uid %r): the states it declares in open() are not known before the job runs "
+                       "(%s: %s); they are checked when a task declares them", op.name, op.uid, type(e).__name__, e)
         return None
     finally:
+        try:
+            op.close()
+        except Exception:  # noqa: BLE001 - closing after a failed open() must not hide why it failed
+            pass
         op.keyed_backend.dispose()
-    return schema

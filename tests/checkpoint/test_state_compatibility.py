@@ -282,3 +282,34 @@ def test_state_declared_lazily_is_migrated_in_every_subtask_even_one_idle_at_fir
     assert set(first) == {key_of(i) for i in range(KEYS)}
     for key, (n, row) in first.items():
         assert n > 1 and row is not None and row.last is None and row["count"] == n - 1, (key, n, row)
+
+
+_OPENED: list = []
+
+
+class WaitsAtFirstOpen(Counts):
+    """An open() that waits for what only a task has: its first call in the process, the driver's probe on a
+    restore, would wait an hour."""
+
+    def open(self, ctx):
+        if not _OPENED:
+            _OPENED.append(ctx)
+            time.sleep(3600)
+        super().open(ctx)
+
+
+def test_an_open_that_hangs_on_the_driver_does_not_hang_the_restore(make_env, savepoint, monkeypatch):
+    from sparkpoint.runtime import state_probe
+
+    monkeypatch.setattr(state_probe, "PROBE_TIMEOUT_S", 1.0)
+    _OPENED.clear()
+    env = _env(make_env, savepoint)
+    src = DataGeneratorSource(key_of, COUNT, num_splits=2)
+    t0 = time.monotonic()
+    got = (env.from_source(src, WatermarkStrategy.no_watermarks(), "gen").uid("gen").key_by(lambda k: k)
+           .process(WaitsAtFirstOpen(V1_TYPES)).uid("count").execute_and_collect())
+    assert time.monotonic() - t0 < 60 and _OPENED   # the first open() waited, and the restore went on
+    last: dict = {}
+    for key, n, _ in got:
+        last[key] = max(last.get(key, 0), n)
+    assert last == {k: sum(1 for i in range(COUNT) if key_of(i) == k) for k in last} and len(last) == KEYS
