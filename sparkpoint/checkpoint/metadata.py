@@ -4,7 +4,7 @@
 checkpoint id, kind, timestamps, the barrier epoch, and per operator **uid** its name,
 parallelism, the keyed-state files of each subtask (key-group range, relative path,
 size, SHA-256) and, for keyed operators, the schema of their state (each state's kind
-and declared type, the keys' classes: Flink's serializer snapshots). State that only Python
+and declared type, the keys' kinds: Flink's serializer snapshots). State that only Python
 can read (operator state, source splits with their watermark generators, pending sink
 transactions) sits in one ``driver-state`` file referenced the same way. A SHA-256 over
 the JSON body guards ``_metadata`` itself. The job's configuration is recorded with secrets (keys naming a
@@ -59,7 +59,7 @@ class OperatorMetadata:
     keyed_state: list[KeyedStateFile] = field(default_factory=list)
     state_kinds: dict[str, str] = field(default_factory=dict)   # canonical format: state name -> kind
     watermark: "int | None" = None
-    schema: "OperatorSchema | None" = None   # keyed operators: each state's kind and type, the keys' classes
+    schema: "OperatorSchema | None" = None   # keyed operators: each state's kind and type, the keys' kinds
 
 
 @dataclass

@@ -64,7 +64,7 @@ def inspect(path: str, against: Optional[str], allow_non_restored: bool, dynamic
             parts.append("operator state")
         click.echo(f"    {uid} ({op.name}): {', '.join(parts)}")
         states = op.schema.states if op.schema is not None else {}
-        if op.schema is not None and op.schema.key_classes:
+        if op.schema is not None and op.schema.key_kinds:
             click.echo(f"      keys: {op.schema.key_text()}")
         for name, (entries, keys) in sorted(summary.get(uid, {}).items()):
             declared = f"; {states[name].text()}" if name in states else ""

@@ -18,7 +18,7 @@ from sparkpoint.operators.base import (IDLE, Output, StreamOperator, TaskContext
                                       out_of_range_error)
 from sparkpoint.state.backend import KeyedStateBackend, StateBackend
 from sparkpoint.state.backend_loader import load_state_backend
-from sparkpoint.state.key_groups import KeyGroupRange
+from sparkpoint.state.key_groups import KeyGroupRange, key_kind
 from sparkpoint.state.schema import OperatorSchema
 from sparkpoint.state.snapshot import KeyedStateSnapshot
 from sparkpoint.time.timers import EVENT_TIME, PROCESSING_TIME, InternalTimerService
@@ -36,8 +36,8 @@ class KeyedOperator(StreamOperator):
         self.key_selector = key_selector
         self.keyed_backend: KeyedStateBackend = None  # type: ignore[assignment]
         self.timers: InternalTimerService = None  # type: ignore[assignment]
-        self.key_classes: Optional[frozenset] = None     # of the keys of this task's first keyed batch
-        self.expected_key_classes: tuple[str, ...] = ()  # the restored state's keys, checked on the first batch
+        self.key_kinds: Optional[frozenset] = None     # of the keys of this task's first keyed batch
+        self.expected_key_kinds: tuple[str, ...] = ()  # the restored state's keys, checked on the first batch
 
     def create_keyed_backend(self, key_group_range: KeyGroupRange, max_parallelism: int,
                              state_backend: Optional[StateBackend] = None, **options: Any) -> None:
@@ -77,27 +77,27 @@ class KeyedOperator(StreamOperator):
         self.advance_watermark(snapshot.watermark)
 
     # state schema -----------------------------------------------------------------------
-    def expect_schema(self, schema: Optional[OperatorSchema], key_classes: tuple[str, ...] = ()) -> None:
+    def expect_schema(self, schema: Optional[OperatorSchema], key_kinds: tuple[str, ...] = ()) -> None:
         """Check the states this operator declares against ``schema`` (what its restored state recorded), and
-        the keys of its first batch against ``key_classes``."""
+        the keys of its first batch against ``key_kinds``."""
         if schema is not None:
             self.keyed_backend.schema.expect(f"operator {self.name!r} (uid {self.uid!r})", dict(schema.states))
-        self.expected_key_classes = tuple(key_classes)
+        self.expected_key_kinds = tuple(key_kinds)
 
     def state_schema(self) -> OperatorSchema:
-        """The states declared in this task and the classes of the keys it saw."""
-        return OperatorSchema(self.keyed_backend.declared_schema(), tuple(sorted(self.key_classes or ())))
+        """The states declared in this task and the kinds of the keys it saw."""
+        return OperatorSchema(self.keyed_backend.declared_schema(), tuple(sorted(self.key_kinds or ())))
 
     def _sample_keys(self, keys: list) -> None:
-        """Step 1 of a restore's key check: keys of other classes than the checkpoint's cannot find their state
+        """Step 1 of a restore's key check: keys of other kinds than the checkpoint's cannot find their state
         (their bytes, and so their key groups and entries, differ)."""
-        self.key_classes = frozenset(type(k).__name__ for k in keys[:1000]) - {"NoneType"}
-        old = set(self.expected_key_classes)
-        if old and self.key_classes and not old & self.key_classes:
+        self.key_kinds = frozenset(map(key_kind, keys[:1000])) - {"None"}
+        old = set(self.expected_key_kinds)
+        if old and self.key_kinds and not old & self.key_kinds:
             raise StateMigrationError(
                 f"cannot restore operator {self.name!r} (uid {self.uid!r}): its keyed state was checkpointed with "
-                f"keys of type {' | '.join(sorted(old))}, the job's key selector now gives "
-                f"{' | '.join(sorted(self.key_classes))} (first key: {keys[0]!r}); no restored state would be "
+                f"keys of kind {' | '.join(sorted(old))}, the job's key selector now gives keys of kind "
+                f"{' | '.join(sorted(self.key_kinds))} (first key: {keys[0]!r}); no restored state would be "
                 f"found. Key the stream as before, or start the operator's state empty under a new uid() (with "
                 f"--allowNonRestoredState).")
 
@@ -109,7 +109,7 @@ class KeyedOperator(StreamOperator):
         except Exception as e:
             raise StateError(f"key selector of operator {self.name!r} (uid {self.uid!r}) failed on record "
                              f"{first_failing(get_key, values)!r}: {type(e).__name__}: {e}") from e
-        if self.key_classes is None and keys:
+        if self.key_kinds is None and keys:
             self._sample_keys(keys)
         return keys
 

@@ -1,7 +1,7 @@
 """The job's state schemas, as the driver knows them: what its keyed operators declared.
 
 Flink keeps a serializer snapshot per registered state in every checkpoint. Here the tasks report
-the states their keyed operators declared (kind and type) and the classes of the keys they saw;
+the states their keyed operators declared (kind and type) and the kinds of the keys they saw;
 :class:`StateSchemas` gathers them over successful epochs, hands each task the schema to check its
 declarations against (:class:`~sparkpoint.state.migration.SchemaCheck`), and gives every checkpoint
 the schema at its barrier for ``_metadata``.
@@ -35,7 +35,7 @@ class StateSchemas:
                       for nid, n in plan.nodes.items() if n.keyed}
         self.restored_schemas: dict[str, OperatorSchema] = {}
         self.by_subtask: dict[tuple[str, int], OperatorSchema] = {}
-        self.key_checks: dict[str, tuple[str, ...]] = {}   # restored keys' classes, until tasks saw keys
+        self.key_checks: dict[str, tuple[str, ...]] = {}   # restored keys' kinds, until tasks saw keys
         self._declared: Optional[dict[str, Optional[OperatorSchema]]] = None
 
     def declared(self, restored: RestoredCheckpoint, job_id: str) -> dict[str, Optional[OperatorSchema]]:
@@ -57,7 +57,7 @@ class StateSchemas:
                                  if uid in self.keyed and op.schema is not None}
         self.by_subtask.clear()
         self.key_checks = {} if restored.metadata.job_id == job_id else \
-            {uid: s.key_classes for uid, s in self.restored_schemas.items() if s.key_classes}
+            {uid: s.key_kinds for uid, s in self.restored_schemas.items() if s.key_kinds}
 
     def take(self, reports: Iterable[Any]) -> None:
         """Add what a successful epoch's tasks declared."""
@@ -65,7 +65,7 @@ class StateSchemas:
             for uid, schema in getattr(report, "state_schemas", {}).items():
                 key = (uid, report.subtask)
                 self.by_subtask[key] = self.by_subtask.get(key, OperatorSchema()).updated(schema)
-                if schema.key_classes:
+                if schema.key_kinds:
                     self.key_checks.pop(uid, None)
 
     def for_subtask(self, stage_nodes: Iterable[int], subtask: int
@@ -78,7 +78,7 @@ class StateSchemas:
                 continue
             view = self.restored_schemas.get(uid, OperatorSchema()).updated(
                 self.by_subtask.get((uid, subtask), OperatorSchema()))
-            if view.states or view.key_classes:
+            if view.states or view.key_kinds:
                 schemas[uid] = view
             if uid in self.key_checks:
                 checks[uid] = self.key_checks[uid]
@@ -93,7 +93,7 @@ class StateSchemas:
             views = [self.by_subtask.get((uid, i), OperatorSchema()) for i in range(parallelism)]
             names = set(base.states).union(*(v.states for v in views))
             states = {name: _recorded(name, base, views) for name in names}
-            classes = tuple(sorted(set(base.key_classes).union(*(v.key_classes for v in views))))
+            classes = tuple(sorted(set(base.key_kinds).union(*(v.key_kinds for v in views))))
             if states or classes:
                 out[uid] = OperatorSchema(states, classes)
         return out

@@ -43,7 +43,7 @@ class TaskDeployment:
     metric_totals: dict[str, dict[str, int]] = field(default_factory=dict)  # uid -> user counter/meter totals
     cyclic_gc: bool = False                # Python's cycle collector runs during the task (else after it)
     state_schemas: dict[str, OperatorSchema] = field(default_factory=dict)  # keyed uid -> the states it declared
-    key_checks: dict[str, tuple[str, ...]] = field(default_factory=dict)    # keyed uid -> restored keys' classes
+    key_checks: dict[str, tuple[str, ...]] = field(default_factory=dict)    # keyed uid -> restored keys' kinds
 
 
 @dataclass

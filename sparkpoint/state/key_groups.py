@@ -26,6 +26,7 @@ from sparkpoint.errors import StateError
 
 __all__ = [
     "DEFAULT_MAX_PARALLELISM",
+    "key_kind",
     "KeyGroupRange",
     "assign_to_key_group",
     "compute_key_group_range_for_operator_index",
@@ -96,6 +97,21 @@ def key_bytes(key: Any) -> bytes:
             f"key {key!r} holds text with no UTF-8 form ({e.reason} at position {e.start} of {e.object!r}), so it "
             f"has no deterministic bytes to hash; decode its source with errors='replace', or key by bytes"
         ) from None
+
+
+def key_kind(key: Any) -> str:
+    """The family of a key as :func:`key_bytes` sees it: keys of one family can equal each other, keys of two
+    never do (``1``, ``1.0`` and ``True`` are all ``number``; ``"1"`` is ``str``). Tuples (rows) name their
+    elements' families."""
+    if isinstance(key, str):
+        return "str"
+    if isinstance(key, (int, float, Decimal)):
+        return "number"
+    if isinstance(key, tuple):
+        return "tuple<" + ", ".join(key_kind(k) for k in key) + ">"
+    if isinstance(key, Enum):
+        return f"{type(key).__qualname__} (Enum)"
+    return "None" if key is None else type(key).__qualname__
 
 
 def keys_bytes(keys: Sequence[Any]) -> list[bytes]:

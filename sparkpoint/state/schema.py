@@ -8,9 +8,9 @@ declared type information, as a plain description:
 
 * :class:`StateSchema`: a state's kind (``value``, ``list``, ...) and declared type (``None``:
   untyped, pickled);
-* :class:`OperatorSchema`: a keyed operator's states by name and the Python classes its keys
-  were seen to have (sampled from each task's first keyed batch: the key selector's type is not
-  declared to the operator);
+* :class:`OperatorSchema`: a keyed operator's states by name and the kinds its keys were seen
+  to have (``str``, ``number``, ``tuple<str, number>``: keys of one kind can be equal), sampled
+  from each task's first keyed batch (the key selector's type is not declared to the operator);
 * :func:`compare_types`: the verdict for an old and a new type, with the migration of a stored
   value where one is needed (:func:`migration`); :func:`value_fits` checks sampled values of
   untyped state against a newly declared type.
@@ -236,28 +236,28 @@ class StateSchema:
 
 @dataclass(frozen=True)
 class OperatorSchema:
-    """A keyed operator's registered states and the sampled classes of its keys."""
+    """A keyed operator's registered states and the sampled kinds of its keys (key_groups.key_kind)."""
 
     states: Mapping[str, StateSchema] = field(default_factory=dict)
-    key_classes: tuple[str, ...] = ()
+    key_kinds: tuple[str, ...] = ()
 
     def to_json(self) -> dict:
         return {"states": {n: s.to_json() for n, s in sorted(self.states.items())},
-                "key_classes": list(self.key_classes)}
+                "key_kinds": list(self.key_kinds)}
 
     @staticmethod
     def from_json(doc: Mapping[str, Any]) -> "OperatorSchema":
         return OperatorSchema({n: StateSchema.from_json(s) for n, s in doc.get("states", {}).items()},
-                              tuple(doc.get("key_classes", ())))
+                              tuple(doc.get("key_kinds", ())))
 
     def updated(self, newer: "OperatorSchema") -> "OperatorSchema":
-        """This schema with ``newer``'s states (re)declared and key classes added."""
+        """This schema with ``newer``'s states (re)declared and key kinds added."""
         states = {**self.states, **newer.states}
-        classes = tuple(sorted(set(self.key_classes) | set(newer.key_classes)))
+        classes = tuple(sorted(set(self.key_kinds) | set(newer.key_kinds)))
         return OperatorSchema(states, classes)
 
     def key_text(self) -> str:
-        return " | ".join(self.key_classes) or "unknown"
+        return " | ".join(self.key_kinds) or "unknown"
 
 
 def judge(old: StateSchema, new: StateSchema) -> tuple[Compatibility, str]:

@@ -109,7 +109,7 @@ def test_the_savepoint_records_each_state_kind_and_type_and_the_keys_classes(sav
                                 "row": {"kind": "value", "type": {"name": "ROW", "children": [{"name": "INT"}],
                                                                   "fields": ["count"]}},
                                 "raw": {"kind": "value", "type": None}}
-    assert schema["key_classes"] == ["str"]
+    assert schema["key_kinds"] == ["str"]
 
 
 def test_a_changed_state_type_is_refused_before_any_record_is_read(make_env, savepoint, tmp_path):
@@ -164,7 +164,7 @@ def test_a_changed_key_type_fails_the_first_epoch_without_restarts(make_env, sav
     t0 = time.monotonic()
     with pytest.raises(StateMigrationError) as err:
         env.execute("v2")
-    assert "uid 'count'" in str(err.value) and "keys of type str" in str(err.value) and "gives int" in str(err.value)
+    assert "uid 'count'" in str(err.value) and "keys of kind str" in str(err.value) and "kind number" in str(err.value)
     assert time.monotonic() - t0 < 20   # no restart: each would wait 5 s, restore and fail again
     written = [p for p in out.rglob("*") if p.is_file() and not p.name.startswith(".")] if out.exists() else []
     assert written == []
@@ -231,7 +231,7 @@ def test_on_spark_a_changed_key_type_is_refused_in_the_task(spark, make_env, sav
     env = make_env("spark", **{"execution.savepoint.path": path, "state.backend.type": backend})
     env.set_parallelism(2)
     build(env, V1_TYPES, key=lambda k: int(k[1:])).print()
-    with pytest.raises(StateMigrationError, match=r"uid 'count'.*keys of type str.*gives int"):
+    with pytest.raises(StateMigrationError, match=r"uid 'count'.*keys of kind str.*kind number"):
         env.execute("v2 on spark")
 
 
@@ -313,3 +313,11 @@ def test_an_open_that_hangs_on_the_driver_does_not_hang_the_restore(make_env, sa
     for key, n, _ in got:
         last[key] = max(last.get(key, 0), n)
     assert last == {k: sum(1 for i in range(COUNT) if key_of(i) == k) for k in last} and len(last) == KEYS
+
+
+def test_key_kinds_tell_keys_that_can_find_each_others_state():
+    from sparkpoint.state.key_groups import key_bytes, key_kind
+
+    assert key_kind(1) == key_kind(1.0) == key_kind(True) == "number" and key_bytes(1) == key_bytes(1.0)
+    assert key_kind("1") == "str" != key_kind(1)
+    assert key_kind(("a", 2)) == key_kind(Row("b", 3.5)) == "tuple<str, number>" != key_kind(("a", "2"))
