@@ -21,7 +21,7 @@ from typing import Iterable
 from sparkpoint.checkpoint.loader import RestoredCheckpoint
 from sparkpoint.errors import JobGraphError, StateMigrationError
 from sparkpoint.state.key_groups import KEY_SERIALIZER_VERSION
-from sparkpoint.state.schema import Compatibility, OperatorSchema, judge, refusal
+from sparkpoint.state.schema import Compatibility, OperatorSchema, judge, key_refusal, refusal
 
 __all__ = ["OperatorDescriptor", "CompatibilityReport", "check_compatibility"]
 
@@ -38,6 +38,7 @@ class OperatorDescriptor:
     stateful: bool = False      # keyed, or a source: without state in the checkpoint it starts empty
     name: str = ""
     schema: "OperatorSchema | None" = None   # the states it declares on opening, if known before running
+    key_kind: "str | None" = None            # the kind of its keys, where key_by declared their type
 
 
 @dataclass
@@ -148,9 +149,14 @@ def check_compatibility(restored: RestoredCheckpoint, operators: Iterable[Operat
 def _judge_schema(report: CompatibilityReport, op: OperatorDescriptor, old: "OperatorSchema | None") -> None:
     """Each state ``op`` declares against what the checkpoint recorded of it (both known: else the task
     judges when it declares the state)."""
-    if old is None or op.schema is None:
+    if old is None:
         return
-    owner = f"operator {op.name or op.uid!r} (uid {op.uid!r})" if op.name else f"operator uid {op.uid!r}"
+    owner = f"operator {op.name!r} (uid {op.uid!r})" if op.name else f"operator uid {op.uid!r}"
+    if op.key_kind is not None and old.key_kinds and op.key_kind not in old.key_kinds:
+        report.schema_conflicts.append(
+            key_refusal(owner, old.key_kinds, [op.key_kind], "as key_by's key_type declares"))
+    if op.schema is None:
+        return
     migrated = []
     for name, new in sorted(op.schema.states.items()):
         recorded = old.states.get(name)

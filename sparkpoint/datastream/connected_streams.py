@@ -33,7 +33,8 @@ __all__ = ["ConnectedStreams", "BroadcastStream", "BroadcastConnectedStream"]
 def _input(stream: DataStream, index: int, partitioning: Optional[Partitioning] = None) -> TransformationInput:
     """Input ``index`` of a two-input step: keyed streams are hash-partitioned by their key selector."""
     if isinstance(stream, KeyedStream):
-        return TransformationInput(stream._id, Partitioning.HASH, stream._key_selector, input_index=index)
+        return TransformationInput(stream._id, Partitioning.HASH, stream._key_selector, input_index=index,
+                                   key_type=stream._key_type)
     return TransformationInput(stream._id, partitioning or Partitioning.FORWARD, input_index=index)
 
 

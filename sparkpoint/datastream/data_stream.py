@@ -358,7 +358,8 @@ class KeyedStream(DataStream):
 
     def _keyed(self, operation: str, name: str, function: Any, output_type: Any = None) -> DataStream:
         tid = self._env._add_transformation(
-            KeyedTransformation, name, [TransformationInput(self._id, Partitioning.HASH, self._key_selector)],
+            KeyedTransformation, name,
+            [TransformationInput(self._id, Partitioning.HASH, self._key_selector, key_type=self._key_type)],
             operation=operation, function=function, key_selector=self._key_selector, output_type=output_type)
         return DataStream(self._env, tid, output_type)
 

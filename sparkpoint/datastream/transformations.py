@@ -49,6 +49,7 @@ class TransformationInput:
     key_selector: Any = None
     side_tag: Optional[str] = None
     input_index: int = 0
+    key_type: Any = None       # the key type given to key_by(key_selector, key_type), if any
 
 
 @dataclass(frozen=True)

@@ -74,7 +74,8 @@ class _WindowedBase:
         partitioning = Partitioning.HASH if keyed else Partitioning.GLOBAL
         env = self._stream._env
         tid = env._add_transformation(
-            WindowTransformation, name, [TransformationInput(self._stream._id, partitioning, self._key_selector)],
+            WindowTransformation, name, [TransformationInput(self._stream._id, partitioning, self._key_selector,
+                                                             key_type=getattr(self._stream, "_key_type", None))],
             parallelism=None if keyed else 1, output_type=output_type, assigner=self._assigner,
             trigger=self._trigger, evictor=self._evictor, allowed_lateness=self._allowed_lateness,
             late_tag=self._late_tag, function_kind=function_kind, window_function=window_function,

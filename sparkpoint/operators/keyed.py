@@ -19,7 +19,7 @@ from sparkpoint.operators.base import (IDLE, Output, StreamOperator, TaskContext
 from sparkpoint.state.backend import KeyedStateBackend, StateBackend
 from sparkpoint.state.backend_loader import load_state_backend
 from sparkpoint.state.key_groups import KeyGroupRange, key_kind
-from sparkpoint.state.schema import OperatorSchema
+from sparkpoint.state.schema import OperatorSchema, key_refusal
 from sparkpoint.state.snapshot import KeyedStateSnapshot
 from sparkpoint.time.timers import EVENT_TIME, PROCESSING_TIME, InternalTimerService
 
@@ -94,12 +94,8 @@ class KeyedOperator(StreamOperator):
         self.key_kinds = frozenset(map(key_kind, keys[:1000])) - {"None"}
         old = set(self.expected_key_kinds)
         if old and self.key_kinds and not old & self.key_kinds:
-            raise StateMigrationError(
-                f"cannot restore operator {self.name!r} (uid {self.uid!r}): its keyed state was checkpointed with "
-                f"keys of kind {' | '.join(sorted(old))}, the job's key selector now gives keys of kind "
-                f"{' | '.join(sorted(self.key_kinds))} (first key: {keys[0]!r}); no restored state would be "
-                f"found. Key the stream as before, or start the operator's state empty under a new uid() (with "
-                f"--allowNonRestoredState).")
+            raise StateMigrationError(key_refusal(f"operator {self.name!r} (uid {self.uid!r})", old, self.key_kinds,
+                                                  f"the key selector's, first key {keys[0]!r}"))
 
     # keys -------------------------------------------------------------------------------
     def keys_of(self, values: list, key_selector: Optional[KeySelector] = None) -> list:

@@ -43,6 +43,7 @@ class StreamEdge:
     side_tag: Optional[str] = None
     type_number: int = 0
     combiner: Any = None   # combines the source's records before the exchange (windows' local aggregation)
+    key_type: Any = None   # the key type key_by declared (a hash edge), if any
 
 
 @dataclass

@@ -23,7 +23,7 @@ from sparkpoint.checkpoint.compatibility import CompatibilityReport, OperatorDes
 from sparkpoint.checkpoint.loader import RestoredCheckpoint, keyed_entries, load_checkpoint
 from sparkpoint.runtime.graph import JobPlan
 from sparkpoint.state.key_groups import compute_key_group_range_for_operator_index
-from sparkpoint.state.schema import OperatorSchema
+from sparkpoint.state.schema import OperatorSchema, declared_key_kind
 
 __all__ = ["RestoredCheckpoint", "load_checkpoint", "keyed_entries", "RestoredJobState", "job_operators",
            "check_restore", "assign_state", "restore_message"]
@@ -58,7 +58,9 @@ def job_operators(plan: JobPlan, declared: Optional[Mapping[str, Optional[Operat
     declared = declared or {}
     return [OperatorDescriptor(plan.uid(nid), plan.stage(plan.stage_of[nid]).parallelism, keyed=bool(n.keyed),
                                stateful=bool(n.keyed) or n.kind in ("source", "broadcast_process"), name=n.name,
-                               schema=declared.get(plan.uid(nid)))
+                               schema=declared.get(plan.uid(nid)),
+                               key_kind=next((k for k in map(declared_key_kind, (e.key_type for e in n.inputs)) if k),
+                                             None))
             for nid, n in plan.nodes.items()]
 
 

@@ -121,7 +121,7 @@ class StreamGraphGenerator:
         combiner = self._window_combiner(t) if isinstance(t, WindowTransformation) else None
         edges = [StreamEdge(id=next(self._edge_ids), source=inp.id, target=t.id, partitioning=inp.partitioning,
                             key_selector=inp.key_selector, side_tag=inp.side_tag, type_number=inp.input_index,
-                            combiner=combiner)
+                            combiner=combiner, key_type=inp.key_type)
                  for inp in t.inputs]
         node = StreamNode(id=t.id, kind=t.kind, name=t.name, factory=self._factory(t), uid=t.uid,
                           parallelism=t.parallelism, max_parallelism=t.max_parallelism, inputs=edges,

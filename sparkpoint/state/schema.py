@@ -23,12 +23,14 @@ number (``INT`` to ``LONG``, ``FLOAT`` to ``DOUBLE``), and those inside lists, m
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 __all__ = ["Compatibility", "StateSchema", "OperatorSchema", "type_json", "type_text", "compare_types",
-           "migration", "value_fits", "state_type_json", "judge", "refusal", "UNTYPED", "WHAT_TO_DO"]
+           "migration", "value_fits", "state_type_json", "judge", "refusal", "declared_key_kind", "key_refusal",
+           "UNTYPED",
+           "WHAT_TO_DO"]
 
 #: What an untyped (pickled) state or key records as its type.
 UNTYPED = None
@@ -79,6 +81,23 @@ def state_type_json(kind: str, type_info: Any) -> Optional[dict]:
             return None
         return {"name": "MAP", "children": [type_json(key), type_json(value)]}
     return type_json(type_info)
+
+
+_KEY_KINDS = {**{n: "number" for n in (*_INTS, *_FLOATS, "BIG_DEC", "BOOLEAN")}, "STRING": "str", "CHAR": "str"}
+
+
+def declared_key_kind(type_info: Any) -> Optional[str]:
+    """The kind (:func:`~sparkpoint.state.key_groups.key_kind`) of the keys of a declared key type, if it tells."""
+    return _kind_of(type_json(type_info))
+
+
+def _kind_of(t: Optional[dict]) -> Optional[str]:
+    if t is None:
+        return None
+    if t["name"] in ("ROW", "TUPLE"):
+        kinds = [_kind_of(k) for k in t.get("children") or []]
+        return None if None in kinds else "tuple<" + ", ".join(k for k in kinds if k) + ">"
+    return _KEY_KINDS.get(t["name"])
 
 
 def type_text(t: Optional[dict]) -> str:
@@ -273,3 +292,12 @@ def refusal(owner: str, name: str, old: StateSchema, new: StateSchema, why: str)
     """The message of a refused restore of state ``name`` of ``owner`` ("operator 'n' (uid 'u')")."""
     return (f"cannot restore {owner}: state {name!r} was checkpointed as {old.text()}, the job declares "
             f"{new.text()}: {why}. {WHAT_TO_DO}")
+
+
+def key_refusal(owner: str, old_kinds: Iterable[str], new_kinds: Iterable[str], how: str) -> str:
+    """The message of a restore refused because the job's keys (``how``: how that is known) are of other kinds
+    than the checkpoint's."""
+    return (f"cannot restore {owner}: its keyed state was checkpointed with keys of kind "
+            f"{' | '.join(sorted(old_kinds))}, the job's keys are of kind {' | '.join(sorted(new_kinds))} ({how}); "
+            f"no restored state would be found. Key the stream as before, or start the operator's state empty under "
+            f"a new uid() (with --allowNonRestoredState).")

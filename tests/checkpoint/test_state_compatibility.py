@@ -63,10 +63,10 @@ class Counts(KeyedProcessFunction):
         yield value, count, row
 
 
-def build(env, types: dict, rate=None, key=None, marker: str = ""):
+def build(env, types: dict, rate=None, key=None, marker: str = "", key_type=None):
     src = DataGeneratorSource(key_of, COUNT, num_splits=2, records_per_second=rate)
     stream = env.from_source(src, WatermarkStrategy.no_watermarks(), "gen").uid("gen")
-    return stream.key_by(key or (lambda k: k)).process(Counts(types, marker)).uid("count")
+    return stream.key_by(key or (lambda k: k), key_type).process(Counts(types, marker)).uid("count")
 
 
 @pytest.fixture(scope="module", params=["hashmap", "rocksdb"])
@@ -164,7 +164,8 @@ def test_a_changed_key_type_fails_the_first_epoch_without_restarts(make_env, sav
     t0 = time.monotonic()
     with pytest.raises(StateMigrationError) as err:
         env.execute("v2")
-    assert "uid 'count'" in str(err.value) and "keys of kind str" in str(err.value) and "kind number" in str(err.value)
+    message = str(err.value)
+    assert "uid 'count'" in message and "keys of kind str" in message and "keys are of kind number" in message
     assert time.monotonic() - t0 < 20   # no restart: each would wait 5 s, restore and fail again
     written = [p for p in out.rglob("*") if p.is_file() and not p.name.startswith(".")] if out.exists() else []
     assert written == []
@@ -231,7 +232,7 @@ def test_on_spark_a_changed_key_type_is_refused_in_the_task(spark, make_env, sav
     env = make_env("spark", **{"execution.savepoint.path": path, "state.backend.type": backend})
     env.set_parallelism(2)
     build(env, V1_TYPES, key=lambda k: int(k[1:])).print()
-    with pytest.raises(StateMigrationError, match=r"uid 'count'.*keys of kind str.*kind number"):
+    with pytest.raises(StateMigrationError, match=r"uid 'count'.*keys of kind str.*keys are of kind number"):
         env.execute("v2 on spark")
 
 
@@ -321,3 +322,17 @@ def test_key_kinds_tell_keys_that_can_find_each_others_state():
     assert key_kind(1) == key_kind(1.0) == key_kind(True) == "number" and key_bytes(1) == key_bytes(1.0)
     assert key_kind("1") == "str" != key_kind(1)
     assert key_kind(("a", 2)) == key_kind(Row("b", 3.5)) == "tuple<str, number>" != key_kind(("a", "2"))
+
+
+def test_a_declared_key_type_of_another_kind_is_refused_before_any_record_is_read(make_env, savepoint, tmp_path):
+    marker = tmp_path / "a-record-was-processed"
+    env = _env(make_env, savepoint)
+    build(env, V1_TYPES, key=lambda k: int(k[1:]), key_type=Types.INT(), marker=str(marker)).print()
+    with pytest.raises(StateMigrationError, match=r"uid 'count'.*keys of kind str.*keys are of kind number \(as "
+                                                  r"key_by's key_type declares\)"):
+        env.execute("v2")
+    assert not marker.exists()
+    same = _env(make_env, savepoint)   # the same kind declared: restored, every count goes on
+    got = build(same, V1_TYPES, key_type=Types.STRING()).execute_and_collect()
+    assert {k: max(n for kk, n, _ in got if kk == k) for k, _, _ in got} == \
+        {k: sum(1 for i in range(COUNT) if key_of(i) == k) for k in (key_of(i) for i in range(KEYS))}
