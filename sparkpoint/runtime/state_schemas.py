@@ -51,7 +51,7 @@ class StateSchemas:
 
     def restored(self, restored: RestoredCheckpoint, job_id: str) -> None:
         """Start from what ``restored`` recorded (a checkpoint without schemas: nothing to check). Its keys'
-        classes are checked only when it is another job's (a failover restores keys this job made)."""
+        kinds are checked only when it is another job's (a failover restores keys this job made)."""
         ops = restored.metadata.operators
         self.restored_schemas = {uid: op.schema for uid, op in ops.items()
                                  if uid in self.keyed and op.schema is not None}
@@ -93,9 +93,9 @@ class StateSchemas:
             views = [self.by_subtask.get((uid, i), OperatorSchema()) for i in range(parallelism)]
             names = set(base.states).union(*(v.states for v in views))
             states = {name: _recorded(name, base, views) for name in names}
-            classes = tuple(sorted(set(base.key_kinds).union(*(v.key_kinds for v in views))))
-            if states or classes:
-                out[uid] = OperatorSchema(states, classes)
+            kinds = tuple(sorted(set(base.key_kinds).union(*(v.key_kinds for v in views))))
+            if states or kinds:
+                out[uid] = OperatorSchema(states, kinds)
         return out
 
 

@@ -272,8 +272,8 @@ class OperatorSchema:
     def updated(self, newer: "OperatorSchema") -> "OperatorSchema":
         """This schema with ``newer``'s states (re)declared and key kinds added."""
         states = {**self.states, **newer.states}
-        classes = tuple(sorted(set(self.key_kinds) | set(newer.key_kinds)))
-        return OperatorSchema(states, classes)
+        kinds = tuple(sorted(set(self.key_kinds) | set(newer.key_kinds)))
+        return OperatorSchema(states, kinds)
 
     def key_text(self) -> str:
         return " | ".join(self.key_kinds) or "unknown"
