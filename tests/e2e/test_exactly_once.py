@@ -133,15 +133,18 @@ def _assert_incremental_checkpoints_were_restored(ckpt: Path, result) -> None:
     assert list(ckpt.glob("*/shared/*.sst")), "no shared SST file was uploaded"
 
 
-CHANGELOG_CHECKPOINTS = {"state.changelog.enabled": "true", "state.changelog.periodic-materialize.interval": "1 s"}
+# A round materializes its first checkpoint (every job attempt does) and references the changelog in the ones after,
+# until the interval passes: longer than a round, so that a restore from a round's second checkpoint is a changelog one
+# however fast the machine checkpoints (at 1 s, the second was as likely a materialization as not).
+CHANGELOG_CHECKPOINTS = {"state.changelog.enabled": "true", "state.changelog.periodic-materialize.interval": "30 s"}
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("extra,seed", [({}, 23), (CHANGELOG_CHECKPOINTS, 29)], ids=["uploading", "changelog"])
 def test_kill_loop_rocksdb_incremental_local_executor(tmp_path, extra, seed):
     """SIGKILLs on the rocksdb backend with incremental checkpoints: restored databases, exact output. With the
-    changelog, checkpoints are materialized every second and reference the changelog between: restores from
-    both kinds, window contents and timers replayed from segments."""
+    changelog, each round's first checkpoint is materialized and the later ones reference the changelog: restores
+    from both kinds, window contents and timers replayed from segments."""
     n = 2_000_000   # 50 epochs: more than 10 kills x (3 + 1)
     out, ckpt = tmp_path / "out", tmp_path / "ckpt"
     conf = {**_rocksdb_conf(ckpt, "local"), **extra}
