@@ -26,7 +26,7 @@ import shutil
 import threading
 from collections import OrderedDict
 import uuid
-from typing import Any
+from typing import Any, Callable
 
 from fsspec.implementations.local import LocalFileSystem
 
@@ -53,31 +53,28 @@ def syncs(fs: Any) -> bool:
 
 def write_bytes(path: str, data: bytes) -> None:
     """Write ``data`` to the local ``path`` durably: temporary file, ``fsync``, rename, ``fsync`` of the directory."""
+    _write_durably(path, lambda f: f.write(data))
+
+
+def copy_file(source: str, path: str) -> None:
+    """Copy the local file ``source`` to the local ``path`` durably, as :func:`write_bytes` writes bytes."""
+    def copy(dst: Any) -> None:
+        with open(source, "rb") as src:
+            shutil.copyfileobj(src, dst, 1 << 20)
+
+    _write_durably(path, copy)
+
+
+def _write_durably(path: str, fill: Callable[[Any], Any]) -> None:
+    """``fill`` a temporary file beside ``path``, ``fsync`` it, rename it to ``path``, ``fsync`` the directory."""
     parent = os.path.dirname(path)
     make_dirs(parent)
     tmp = os.path.join(parent, f".{os.path.basename(path)}.{uuid.uuid4().hex[:8]}.tmp")
     try:
         with open(tmp, "wb") as f:
-            f.write(data)
+            fill(f)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        _remove_quietly(tmp)
-        raise
-    sync_directory(parent)
-
-
-def copy_file(source: str, path: str) -> None:
-    """Copy the local file ``source`` to the local ``path`` durably, as :func:`write_bytes` writes bytes."""
-    parent = os.path.dirname(path)
-    make_dirs(parent)
-    tmp = os.path.join(parent, f".{os.path.basename(path)}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        with open(source, "rb") as src, open(tmp, "wb") as dst:
-            shutil.copyfileobj(src, dst, 1 << 20)
-            dst.flush()
-            os.fsync(dst.fileno())
         os.replace(tmp, path)
     except BaseException:
         _remove_quietly(tmp)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from sparkpoint.errors import JobExecutionError
+from tests.runtime.test_restore_message import AlwaysFailsAt
 
 ROOT = Path(__file__).resolve().parents[2]
 JOB = """\
@@ -19,16 +20,6 @@ env = StreamExecutionEnvironment.get_execution_environment()
 env.from_collection(list(range(100))).uid("numbers").map(lambda v: v).uid("m").print()
 env.execute("numbers")
 """
-
-
-class FailsAt:
-    def __init__(self, at: int):
-        self.at = at
-
-    def __call__(self, v: int) -> int:
-        if v == self.at:
-            raise ValueError(f"record {v}")
-        return v
 
 
 def _inspect(*args: str) -> subprocess.CompletedProcess:
@@ -41,7 +32,7 @@ def test_inspect_takes_the_newest_loadable_checkpoint_of_a_job_directory(make_en
                                "state.checkpoints.dir": (tmp_path / "ckpt").as_uri(),
                                "state.checkpoints.num-retained": 3,
                                "execution.checkpointing.externalized-checkpoint-retention": "RETAIN_ON_CANCELLATION"})
-    env.from_collection(list(range(100))).uid("numbers").map(FailsAt(65)).uid("m").print()
+    env.from_collection(list(range(100))).uid("numbers").map(AlwaysFailsAt(65)).uid("m").print()
     with pytest.raises(JobExecutionError):   # the record fails again after a restore: the job fails, keeping them
         env.execute()
     [job_dir] = (tmp_path / "ckpt").iterdir()
