@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from sparkpoint.datastream.functions import CheckpointListener, bound_call
+from sparkpoint.datastream.functions import CheckpointListener
 from sparkpoint.runtime.checkpoint_io import (
     CheckpointUploader,
     LocalCheckpoints,
@@ -36,16 +36,16 @@ from sparkpoint.runtime.checkpoint_io import (
 from sparkpoint.runtime.changelog import describe, rebuild_working_state
 from sparkpoint.runtime.changelog_files import write_changes
 from sparkpoint.runtime.chain import read_inputs, run_operators
-from sparkpoint.runtime.exchange import encode_blob, hash_partition
+from sparkpoint.runtime.task_output import blobs, route
 from sparkpoint.runtime.task_messages import PHASES, TaskDeployment, TaskReport, latest_reports
 from sparkpoint.runtime.working_state import claim_in_spark_dirs, drop_older_attempts, working_dir
-from sparkpoint.runtime.graph import BROADCAST, CUSTOM, GLOBAL, HASH, JobPlan, StagePlan
+from sparkpoint.runtime.graph import JobPlan, StagePlan
 from sparkpoint.operators.keyed import KeyedOperator
 from sparkpoint.operators.metric_group import report_user_metrics
-from sparkpoint.operators.base import Output, StreamOperator, TaskContext
+from sparkpoint.operators.base import StreamOperator, TaskContext
 from sparkpoint.operators.sinks import PrintOperator, SinkOperator
 from sparkpoint.state.backend_loader import load_state_backend
-from sparkpoint.state.key_groups import KeyGroupAssigner, KeyGroupRange, compute_key_group_range_for_operator_index
+from sparkpoint.state.key_groups import KeyGroupRange, compute_key_group_range_for_operator_index
 from sparkpoint.errors import SparkpointError, StateMissingError, UserFunctionOpenError
 from sparkpoint.state.local_store import LocalStateStore
 from sparkpoint.state.worker import let_go_under
@@ -107,7 +107,7 @@ def _run_task(plan: JobPlan, stage_id: int, subtask: int, dep: TaskDeployment, i
         outputs, out_watermarks = run_operators(stage, ops, dep, inputs, report)
         lap("run")
         # Step 4. Route outputs to downstream partitions.
-        routed = _route(plan, stage_id, subtask, outputs, out_watermarks)
+        routed = route(plan, stage_id, subtask, outputs, out_watermarks)
         lap("route")
         # Step 5. Sinks, state and the report.
         _close_operators(ops, report)
@@ -125,7 +125,7 @@ def _run_task(plan: JobPlan, stage_id: int, subtask: int, dep: TaskDeployment, i
     report.records_out = sum(len(o.values) for o in outputs.values())
     report.duration_ms = (time.perf_counter() - started) * 1000  # updated after encoding, below
     reports = [report] + inputs.forwarded
-    return _blobs(plan, stage_id, subtask, routed, out_watermarks, reports, started), reports
+    return blobs(plan, stage_id, subtask, routed, out_watermarks, reports, started), reports
 
 
 class _Lap:
@@ -378,57 +378,3 @@ def _write_changelog(op: KeyedOperator, dep: TaskDeployment, report: TaskReport)
                                      op.watermark, dep.changelog.storage_options)
         report.changelog_bytes += size
         report.changelog_segments[op.uid] = (size, digest)
-
-
-def _route(plan: JobPlan, stage_id: int, subtask: int, outputs: dict[int, Output],
-           out_watermarks: dict[int, Optional[int]]) -> dict[tuple[int, int], dict[int, tuple[list, list]]]:
-    """``{(consumer stage, partition): {edge id: (values, timestamps)}}``."""
-    stage = plan.stage(stage_id)
-    routed: dict[tuple[int, int], dict[int, tuple[list, list]]] = {}
-    for e in stage.output_edges:
-        out = outputs[e.source]
-        values, timestamps = (out.values, out.timestamps) if e.side_tag is None else out.side.get(e.side_tag, ([], []))
-        target_stage = plan.stage(plan.stage_of[e.target])
-        n = target_stage.parallelism
-        parts: list[tuple[list, list]] = [([], []) for _ in range(n)]
-        if values and e.combiner is not None:
-            values, timestamps = e.combiner.combine(values, timestamps)
-        if values:
-            if e.partitioning == HASH:
-                get_key = bound_call(e.key_selector, "get_key")
-                if e.combiner is not None:
-                    get_key = e.combiner.routing_key(get_key)
-                parts = hash_partition(values, timestamps, get_key, n, KeyGroupAssigner(plan.max_parallelism))
-            elif e.partitioning == GLOBAL or n == 1:
-                parts[0] = (list(values), list(timestamps))
-            elif e.partitioning == BROADCAST:
-                parts = [(list(values), list(timestamps)) for _ in range(n)]
-            elif e.partitioning == CUSTOM:
-                for v, t in zip(values, timestamps):
-                    part = parts[e.key_selector.target(v, n)]
-                    part[0].append(v)
-                    part[1].append(t)
-            else:  # rebalance / forward across a parallelism change: round robin
-                for j in range(n):
-                    p = (subtask + j) % n
-                    parts[p] = (values[j::n], timestamps[j::n])
-        for p in range(n):
-            routed.setdefault((target_stage.id, p), {})[e.id] = parts[p]
-    return routed
-
-
-def _blobs(plan: JobPlan, stage_id: int, subtask: int, routed: dict, out_watermarks: dict,
-           reports: list[TaskReport], started: float) -> list[tuple[int, int, bytes]]:
-    stage = plan.stage(stage_id)
-    consumers = sorted({sid for sid, _ in routed})
-    blobs = []
-    for (sid, p), batches in sorted(routed.items()):
-        wms = {e.id: out_watermarks[e.source] for e in stage.output_edges if plan.stage_of[e.target] == sid}
-        n = plan.stage(sid).parallelism
-        # upstream reports travel with the first consumer, spread over its partitions
-        carry = reports if (sid == consumers[0] and p == subtask % n) else []
-        if carry:
-            carry[0].duration_ms = (time.perf_counter() - started) * 1000  # including the encoding so far
-        header = {"stage": stage_id, "subtask": subtask, "watermarks": wms, "reports": carry}
-        blobs.append((sid, p, encode_blob(header, batches)))
-    return blobs

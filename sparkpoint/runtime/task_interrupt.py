@@ -19,6 +19,7 @@ the stack) and the innermost line.
 from __future__ import annotations
 
 import ctypes
+import gc
 import signal
 import sys
 import threading
@@ -92,7 +93,11 @@ class TaskInterrupter:
     @contextmanager
     def running(self, deadline_ms: Optional[int] = None, reason: str = "") -> Iterator[None]:
         """Run a task in this thread: interruptible, and (on the main thread) stopped at ``deadline_ms``
-        (wall clock) for ``reason``; another thread's deadline is its caller's to keep (:meth:`interrupt`)."""
+        (wall clock) for ``reason``; another thread's deadline is its caller's to keep (:meth:`interrupt`).
+
+        The process's cycle collector is on again afterwards if it was on before: an interrupt that lands while
+        the task turns it back on (after turning it off for its records) must not leave it off in this process."""
+        collecting = gc.isenabled()
         main = threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer")
         with self._lock:
             self._thread, self._main, self._raised, self._posted = threading.get_ident(), main, False, False
@@ -114,6 +119,8 @@ class TaskInterrupter:
                 signal.signal(signal.SIGALRM, previous if previous is not None else signal.SIG_DFL)
             elif posted and thread is not None:
                 _raise_in_thread(thread, None)   # not raised yet: it must not land after the task
+            if collecting:
+                gc.enable()
 
     def _on_signal(self, signum: int, frame: Optional[FrameType]) -> None:
         # A handler runs between two bytecodes of the main thread, which may hold the lock itself (in running()):

@@ -57,3 +57,33 @@ def test_a_spark_worker_freezes_what_it_holds_at_its_first_task_and_a_local_driv
     frozen = spark_env.from_collection(list(range(8))).map(lambda x: gc.get_freeze_count()).execute_and_collect()
     assert len(frozen) == 8 and min(frozen) > 10_000, frozen
     assert collector_states(make_env) and gc.get_freeze_count() == 0
+
+
+def test_an_interrupt_that_lands_while_the_collector_is_off_leaves_it_on():
+    """An interrupt may land in a task's own clean-up, before it turns the collector back on; the interrupter's
+    ``running()`` turns it on again as it found it, or the process (a reused Spark worker, a driver) would
+    never collect again."""
+    import threading
+
+    from sparkpoint.runtime.task_interrupt import EpochInterrupted, TaskInterrupter
+
+    interrupter, inside, caught = TaskInterrupter(), threading.Event(), []
+
+    def task() -> None:
+        try:
+            with interrupter.running():
+                gc.disable()   # as run_task does; the interrupt comes before it turns it on again
+                inside.set()
+                while True:
+                    sum(range(100))
+        except EpochInterrupted as e:
+            caught.append(e)
+
+    assert gc.isenabled()
+    worker = threading.Thread(target=task)
+    worker.start()
+    assert inside.wait(10)
+    assert interrupter.interrupt("stop")
+    worker.join(10)
+    assert caught and not worker.is_alive()
+    assert gc.isenabled()

@@ -1,0 +1,73 @@
+"""What a task sends downstream: its outputs routed to the consumers' partitions, one blob per partition.
+
+Records go to a partition by the edge's partitioning (hash by key group, global, broadcast, custom,
+round robin); each blob carries the task's output watermarks (see :mod:`sparkpoint.runtime.exchange`).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Optional
+
+from sparkpoint.datastream.functions import bound_call
+from sparkpoint.operators.base import Output
+from sparkpoint.runtime.exchange import encode_blob, hash_partition
+from sparkpoint.runtime.graph import BROADCAST, CUSTOM, GLOBAL, HASH, JobPlan
+from sparkpoint.runtime.task_messages import TaskReport
+from sparkpoint.state.key_groups import KeyGroupAssigner
+
+__all__ = ["route", "blobs"]
+
+
+def route(plan: JobPlan, stage_id: int, subtask: int, outputs: dict[int, Output],
+           out_watermarks: dict[int, Optional[int]]) -> dict[tuple[int, int], dict[int, tuple[list, list]]]:
+    """``{(consumer stage, partition): {edge id: (values, timestamps)}}``."""
+    stage = plan.stage(stage_id)
+    routed: dict[tuple[int, int], dict[int, tuple[list, list]]] = {}
+    for e in stage.output_edges:
+        out = outputs[e.source]
+        values, timestamps = (out.values, out.timestamps) if e.side_tag is None else out.side.get(e.side_tag, ([], []))
+        target_stage = plan.stage(plan.stage_of[e.target])
+        n = target_stage.parallelism
+        parts: list[tuple[list, list]] = [([], []) for _ in range(n)]
+        if values and e.combiner is not None:
+            values, timestamps = e.combiner.combine(values, timestamps)
+        if values:
+            if e.partitioning == HASH:
+                get_key = bound_call(e.key_selector, "get_key")
+                if e.combiner is not None:
+                    get_key = e.combiner.routing_key(get_key)
+                parts = hash_partition(values, timestamps, get_key, n, KeyGroupAssigner(plan.max_parallelism))
+            elif e.partitioning == GLOBAL or n == 1:
+                parts[0] = (list(values), list(timestamps))
+            elif e.partitioning == BROADCAST:
+                parts = [(list(values), list(timestamps)) for _ in range(n)]
+            elif e.partitioning == CUSTOM:
+                for v, t in zip(values, timestamps):
+                    part = parts[e.key_selector.target(v, n)]
+                    part[0].append(v)
+                    part[1].append(t)
+            else:  # rebalance / forward across a parallelism change: round robin
+                for j in range(n):
+                    p = (subtask + j) % n
+                    parts[p] = (values[j::n], timestamps[j::n])
+        for p in range(n):
+            routed.setdefault((target_stage.id, p), {})[e.id] = parts[p]
+    return routed
+
+
+def blobs(plan: JobPlan, stage_id: int, subtask: int, routed: dict, out_watermarks: dict,
+           reports: list[TaskReport], started: float) -> list[tuple[int, int, bytes]]:
+    stage = plan.stage(stage_id)
+    consumers = sorted({sid for sid, _ in routed})
+    blobs = []
+    for (sid, p), batches in sorted(routed.items()):
+        wms = {e.id: out_watermarks[e.source] for e in stage.output_edges if plan.stage_of[e.target] == sid}
+        n = plan.stage(sid).parallelism
+        # upstream reports travel with the first consumer, spread over its partitions
+        carry = reports if (sid == consumers[0] and p == subtask % n) else []
+        if carry:
+            carry[0].duration_ms = (time.perf_counter() - started) * 1000  # including the encoding so far
+        header = {"stage": stage_id, "subtask": subtask, "watermarks": wms, "reports": carry}
+        blobs.append((sid, p, encode_blob(header, batches)))
+    return blobs
