@@ -8,7 +8,6 @@ PyFlink accepts them.
 
 from __future__ import annotations
 
-import pickle
 from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from sparkpoint.datastream.functions import (
@@ -16,7 +15,6 @@ from sparkpoint.datastream.functions import (
     FilterFunctionWrapper,
     FlatMapFunction,
     FlatMapFunctionWrapper,
-    KeyedProcessFunction,
     KeySelector,
     KeySelectorWrapper,
     MapFunction,
@@ -24,16 +22,14 @@ from sparkpoint.datastream.functions import (
     Partitioner,
     PartitionerWrapper,
     ProcessFunction,
-    ReduceFunction,
-    ReduceFunctionWrapper,
     SinkFunction,
     as_function,
 )
 from sparkpoint.common.typeinfo import Types
+from sparkpoint.datastream.data_stream_sink import DataStreamSink
 from sparkpoint.datastream.output_tag import OutputTag
 from sparkpoint.datastream.transformations import (
     CollectTransformation,
-    KeyedTransformation,
     OneInputTransformation,
     Partitioning,
     PartitionTransformation,
@@ -85,19 +81,40 @@ class DataStream:
         return self
 
     def set_uid_hash(self, uid_hash: str) -> "DataStream":
+        """Sets the operator's uid (PyFlink: a user-provided hash).
+
+        Note:
+            sparkpoint has no separate operator hashes: the hash is used as the uid.
+        """
         return self.uid(uid_hash)
 
     def name(self, name: str) -> "DataStream":
+        """Sets the operator's name, shown in logs, metrics and the web UI.
+
+        Args:
+            name: Any string; it need not be unique.
+        """
         self._set(name=name)
         return self
 
     def get_name(self) -> str:
+        """Returns the operator's name."""
         return self._transformation.name
 
     def get_type(self) -> Any:
+        """Returns the type information declared for this stream's records, or ``None``."""
         return self._type_info
 
     def set_parallelism(self, parallelism: int) -> "DataStream":
+        """Sets how many parallel subtasks run this operator.
+
+        Args:
+            parallelism: At least 1. A non-keyed window (``window_all``) only accepts 1.
+
+        Raises:
+            ValueError: If ``parallelism`` is below 1.
+            JobGraphError: If the operator is a non-keyed window and ``parallelism`` is not 1.
+        """
         if parallelism < 1:
             raise ValueError(f"parallelism must be at least 1, got {parallelism}")
         t = self._transformation
@@ -107,25 +124,52 @@ class DataStream:
         return self
 
     def get_parallelism(self) -> int:
+        """Returns the operator's parallelism, or the environment's default if none was set."""
         return self._transformation.parallelism or self._env.get_parallelism()
 
     def set_max_parallelism(self, max_parallelism: int) -> "DataStream":
+        """Sets the operator's maximum parallelism: the number of key groups its keyed state is split into.
+
+        Args:
+            max_parallelism: The number of key groups; a restore needs the checkpoint's value.
+        """
         self._set(max_parallelism=max_parallelism)
         return self
 
     def slot_sharing_group(self, slot_sharing_group: Any) -> "DataStream":
+        """Accepted for PyFlink compatibility; has no effect.
+
+        Note:
+            Spark schedules tasks itself; there are no task slots to share.
+        """
         return self
 
     def set_buffer_timeout(self, timeout_millis: int) -> "DataStream":
+        """Accepted for PyFlink compatibility; has no effect.
+
+        Note:
+            Records move between operators once per epoch, not in network buffers.
+        """
         return self
 
     def disable_chaining(self) -> "DataStream":
+        """Accepted for PyFlink compatibility; has no effect.
+
+        Note:
+            Operators are chained into one stage whenever their parallelisms are equal.
+        """
         return self
 
     def start_new_chain(self) -> "DataStream":
+        """Accepted for PyFlink compatibility; has no effect.
+
+        Note:
+            Operators are chained into one stage whenever their parallelisms are equal.
+        """
         return self
 
     def force_non_parallel(self) -> "DataStream":
+        """Runs this operator with parallelism 1 (the same as ``set_parallelism(1)``)."""
         return self.set_parallelism(1)
 
     # -- transformations -------------------------------------------------------------------
@@ -135,25 +179,82 @@ class DataStream:
         return DataStream(self._env, tid, output_type)
 
     def map(self, func: Union[Callable, MapFunction], output_type: Any = None) -> "DataStream":
+        """Applies a function to every record, one output record per input record.
+
+        Args:
+            func: A ``MapFunction`` or a plain callable taking the record.
+            output_type: The type information of the results (``Types...``), or ``None`` for any Python object.
+
+        Returns:
+            The stream of results.
+        """
         return self._one_input("map", "Map", as_function(func, MapFunction, MapFunctionWrapper), output_type)
 
     def flat_map(self, func: Union[Callable, FlatMapFunction], output_type: Any = None) -> "DataStream":
+        """Applies a function to every record that yields zero or more output records.
+
+        Args:
+            func: A ``FlatMapFunction`` or a plain callable returning an iterable (a generator works).
+            output_type: The type information of the results, or ``None``.
+
+        Returns:
+            The stream of results.
+        """
         return self._one_input("flat_map", "FlatMap", as_function(func, FlatMapFunction, FlatMapFunctionWrapper),
                                output_type)
 
     def filter(self, func: Union[Callable, FilterFunction]) -> "DataStream":
+        """Keeps the records for which a predicate is true.
+
+        Args:
+            func: A ``FilterFunction`` or a plain callable returning a truth value.
+
+        Returns:
+            The stream of kept records, of this stream's type.
+        """
         return self._one_input("filter", "Filter", as_function(func, FilterFunction, FilterFunctionWrapper),
                                self._type_info)
 
     def process(self, func: ProcessFunction, output_type: Any = None) -> "DataStream":
+        """Applies a ``ProcessFunction``: per record, with access to timestamps, side outputs and the timer service.
+
+        Args:
+            func: The ``ProcessFunction`` (a plain callable is not accepted).
+            output_type: The type information of the results, or ``None``.
+
+        Raises:
+            TypeError: If ``func`` is not a ``ProcessFunction``.
+        """
         if not isinstance(func, ProcessFunction):
             raise TypeError(f"process() takes a ProcessFunction, got {type(func).__name__}")
         return self._one_input("process", "Process", func, output_type)
 
     def assign_timestamps_and_watermarks(self, watermark_strategy: Any) -> "DataStream":
+        """Gives the records event-time timestamps and generates watermarks.
+
+        Args:
+            watermark_strategy: A ``WatermarkStrategy`` (with a timestamp assigner unless the source stamps the
+                records).
+
+        Returns:
+            The same records with timestamps, followed by the strategy's watermarks.
+        """
         return self._one_input("assign_timestamps", "Timestamps/Watermarks", watermark_strategy, self._type_info)
 
     def key_by(self, key_selector: Union[Callable, KeySelector, int], key_type: Any = None) -> "KeyedStream":
+        """Partitions the stream by key: records of one key go to one subtask, where keyed state and timers live.
+
+        Args:
+            key_selector: A ``KeySelector``, a plain callable, or an ``int`` field position (as Java's ``keyBy(0)``).
+            key_type: The key's type information (``Types...``). A restore checks the checkpoint's keys against it.
+
+        Returns:
+            A ``KeyedStream``.
+
+        Note:
+            Keys must have a deterministic form (numbers, strings, bytes, ``None``, date/time values, enums,
+            frozen dataclasses, and tuples or ``Row``s of these); any other key fails when the job runs.
+        """
         if isinstance(key_selector, int):
             pos = key_selector
             key_selector = lambda v, _p=pos: v[_p]  # noqa: E731  (Java's positional keyBy(0))
@@ -161,6 +262,11 @@ class DataStream:
         return KeyedStream(self, selector, key_type)
 
     def union(self, *streams: "DataStream") -> "DataStream":
+        """Merges this stream with others of the same type into one stream.
+
+        Args:
+            *streams: The other streams.
+        """
         inputs = [TransformationInput(s._id) for s in (self, *streams)]
         tid = self._env._add_transformation(UnionTransformation, "Union", inputs, output_type=self._type_info)
         return DataStream(self._env, tid, self._type_info)
@@ -172,15 +278,27 @@ class DataStream:
         return DataStream(self._env, tid, self._type_info)
 
     def rebalance(self) -> "DataStream":
+        """Distributes the records round-robin over the next operator's subtasks."""
         return self._partition(Partitioning.REBALANCE, "Rebalance")
 
     def shuffle(self) -> "DataStream":
+        """Distributes the records over the next operator's subtasks.
+
+        Note:
+            As ``rebalance()``: records are spread round-robin, not at random.
+        """
         return self._partition(Partitioning.REBALANCE, "Shuffle")
 
     def rescale(self) -> "DataStream":
+        """Distributes the records over the next operator's subtasks.
+
+        Note:
+            As ``rebalance()``: there is no local round-robin, every subtask may receive from every other.
+        """
         return self._partition(Partitioning.REBALANCE, "Rescale")
 
     def forward(self) -> "DataStream":
+        """Returns this stream: records stay in their subtask, which is the default for equal parallelisms."""
         return self
 
     def broadcast(self, *broadcast_state_descriptors: Any) -> Any:
@@ -222,23 +340,51 @@ class DataStream:
         return self.map(_Project(tuple(field_indexes)), output_type=picked).name("Projection")
 
     def global_(self) -> "DataStream":
+        """Sends every record to the first subtask of the next operator."""
         return self._partition(Partitioning.GLOBAL, "Global")
 
     def get_side_output(self, output_tag: OutputTag) -> "DataStream":
+        """The records a process function emitted to a side output.
+
+        Args:
+            output_tag: The ``OutputTag`` the function wrote to (its type information is the stream's).
+        """
         tid = self._env._add_transformation(SideOutputTransformation, f"SideOutput({output_tag.tag_id})",
                                             [TransformationInput(self._id, side_tag=output_tag.tag_id)],
                                             output_type=output_tag.type_info)
         return DataStream(self._env, tid, output_tag.type_info)
 
     def window_all(self, window_assigner: WindowAssigner) -> "AllWindowedStream":
+        """Windows the whole stream, not per key; the window operator runs with parallelism 1.
+
+        Args:
+            window_assigner: The ``WindowAssigner`` (tumbling, sliding, session, global or count windows).
+        """
         return AllWindowedStream(self, window_assigner)
 
     def count_window_all(self, size: int, slide: int = 0) -> "AllWindowedStream":
+        """Windows the whole stream into windows of ``size`` records.
+
+        Args:
+            size: The number of records per window.
+            slide: If not 0, a window of ``size`` records starts every ``slide`` records.
+
+        Note:
+            As PyFlink's Python count assigners; a window is purged once it fired (PyFlink keeps it).
+        """
         assigner = CountSlidingWindowAssigner.of(size, slide) if slide else CountTumblingWindowAssigner.of(size)
         return AllWindowedStream(self, assigner)
 
     # -- sinks -------------------------------------------------------------------------------
     def sink_to(self, sink: Any) -> "DataStreamSink":
+        """Writes the stream to a sink (``FileSink``, ``KafkaSink``, ...).
+
+        Args:
+            sink: The sink. A sink that encodes records as text gets this stream's declared type.
+
+        Returns:
+            A ``DataStreamSink`` to set the sink's uid, name and parallelism.
+        """
         name = getattr(sink, "name", None) or "Sink"
         if self._type_info is not None and hasattr(sink, "with_record_type"):
             sink = sink.with_record_type(self._type_info)  # encoders write records as PyFlink's do
@@ -253,6 +399,15 @@ class DataStream:
         return self.sink_to(sink_func if isinstance(sink_func, Sink) else FunctionSink(sink_func))
 
     def print(self, sink_identifier: Optional[str] = None) -> "DataStreamSink":
+        """Prints every record to standard output, formatted by the stream's declared type as PyFlink does.
+
+        Args:
+            sink_identifier: A prefix for each line (``name> record``, or ``name:N> record`` at parallelism above 1).
+
+        Note:
+            At parallelism above 1 a line starts with its subtask's number (``N> ``). The output appears in the
+            driver's standard output once per epoch, in order per subtask.
+        """
         tid = self._env._add_transformation(PrintTransformation, "Print to Std. Out",
                                             [TransformationInput(self._id)], sink_identifier=sink_identifier,
                                             type_info=self._type_info)
@@ -277,23 +432,20 @@ class CustomPartitioning:
         self.key_selector = key_selector
 
     def target(self, value: Any, num_partitions: int) -> int:
+        """Returns the subtask a record goes to.
+
+        Args:
+            value: The record.
+            num_partitions: The number of subtasks of the receiving operator.
+
+        Raises:
+            ValueError: If the partitioner returns anything but a subtask index.
+        """
         p = self.partitioner.partition(self.key_selector.get_key(value), num_partitions)
         if not isinstance(p, int) or not 0 <= p < num_partitions:
             raise ValueError(f"partition_custom: the partitioner returned {p!r} for record {value!r}; "
                              f"expected a subtask index from 0 to {num_partitions - 1}")
         return p
-
-
-class _KeyedRecordRow(MapFunction):
-    def __init__(self, key_selector: KeySelector, key_typed: bool, record_typed: bool):
-        self.key_selector, self.key_typed, self.record_typed = key_selector, key_typed, record_typed
-
-    def map(self, value: Any) -> Any:
-        from sparkpoint.common.types import Row
-
-        key = self.key_selector.get_key(value)
-        return Row(f0=key if self.key_typed else bytearray(pickle.dumps(key, 5)),
-                   f1=value if self.record_typed else bytearray(pickle.dumps(value, 5)))
 
 
 class _Project(MapFunction):
@@ -320,155 +472,8 @@ class _CollectIterator(list):
 CloseableIterator = _CollectIterator   # PyFlink's name of what execute_and_collect() returns
 
 
-class DataStreamSink:
-    """The end of a stream: a sink node (uid, name and parallelism can be set)."""
-
-    def __init__(self, stream: DataStream):
-        self._stream = stream
-
-    def uid(self, uid: str) -> "DataStreamSink":
-        self._stream.uid(uid)
-        return self
-
-    def name(self, name: str) -> "DataStreamSink":
-        self._stream.name(name)
-        return self
-
-    def set_parallelism(self, parallelism: int) -> "DataStreamSink":
-        self._stream.set_parallelism(parallelism)
-        return self
-
-    def set_uid_hash(self, uid_hash: str) -> "DataStreamSink":
-        return self.uid(uid_hash)
-
-    def disable_chaining(self) -> "DataStreamSink":
-        return self
-
-    def slot_sharing_group(self, slot_sharing_group: Any) -> "DataStreamSink":
-        return self
-
-
-class KeyedStream(DataStream):
-    """A stream partitioned by key: state and timers are per key."""
-
-    def __init__(self, stream: DataStream, key_selector: KeySelector, key_type: Any = None):
-        super().__init__(stream._env, stream._id, stream._type_info)
-        self._key_selector = key_selector
-        self._key_type = key_type
-
-    def _keyed(self, operation: str, name: str, function: Any, output_type: Any = None) -> DataStream:
-        tid = self._env._add_transformation(
-            KeyedTransformation, name,
-            [TransformationInput(self._id, Partitioning.HASH, self._key_selector, key_type=self._key_type)],
-            operation=operation, function=function, key_selector=self._key_selector, output_type=output_type)
-        return DataStream(self._env, tid, output_type)
-
-    def process(self, func: Union[KeyedProcessFunction, ProcessFunction], output_type: Any = None) -> DataStream:
-        return self._keyed("keyed_process", "KeyedProcess", func, output_type)
-
-    def map(self, func: Union[Callable, MapFunction], output_type: Any = None) -> DataStream:
-        return self._keyed("map", "Map", as_function(func, MapFunction, MapFunctionWrapper), output_type)
-
-    def flat_map(self, func: Union[Callable, FlatMapFunction], output_type: Any = None) -> DataStream:
-        return self._keyed("flat_map", "FlatMap", as_function(func, FlatMapFunction, FlatMapFunctionWrapper),
-                           output_type)
-
-    def filter(self, func: Union[Callable, FilterFunction]) -> DataStream:
-        return self._keyed("filter", "Filter", as_function(func, FilterFunction, FilterFunctionWrapper),
-                           self._type_info)
-
-    def reduce(self, func: Union[Callable, ReduceFunction]) -> DataStream:
-        """A rolling reduce per key (in ``RuntimeExecutionMode.BATCH``: only the final value per key)."""
-        fn = as_function(func, ReduceFunction, ReduceFunctionWrapper)
-        return self._keyed("reduce", "Keyed Reduce", fn, self._type_info)
-
-    def _aggregate(self, name: str, position: Union[int, str], how: str, by: bool = False) -> DataStream:
-        return self.reduce(_FieldAggregator(position, how, by)).name(name)
-
-    def sum(self, position_to_sum: Union[int, str] = 0) -> DataStream:
-        return self._aggregate("Keyed Sum", position_to_sum, "sum")
-
-    def min(self, position_to_min: Union[int, str] = 0) -> DataStream:
-        return self._aggregate("Keyed Min", position_to_min, "min")
-
-    def max(self, position_to_max: Union[int, str] = 0) -> DataStream:
-        return self._aggregate("Keyed Max", position_to_max, "max")
-
-    def min_by(self, position_to_min_by: Union[int, str] = 0) -> DataStream:
-        return self._aggregate("Keyed MinBy", position_to_min_by, "min", by=True)
-
-    def max_by(self, position_to_max_by: Union[int, str] = 0) -> DataStream:
-        return self._aggregate("Keyed MaxBy", position_to_max_by, "max", by=True)
-
-    def window(self, window_assigner: WindowAssigner) -> "WindowedStream":
-        return WindowedStream(self, window_assigner)
-
-    def count_window(self, size: int, slide: int = 0) -> "WindowedStream":
-        assigner = CountSlidingWindowAssigner.of(size, slide) if slide else CountTumblingWindowAssigner.of(size)
-        return WindowedStream(self, assigner)
-
-    def key_by(self, key_selector: Any, key_type: Any = None) -> "KeyedStream":
-        return DataStream(self._env, self._id, self._type_info).key_by(key_selector, key_type)
-
-    def union(self, *streams: DataStream) -> DataStream:
-        raise JobGraphError("union() is not defined on a KeyedStream; union before key_by()")
-
-    def execute_and_collect(self, job_execution_name: Optional[str] = None, limit: Optional[int] = None) -> Any:
-        """As PyFlink, where a keyed stream is internally ``Row(key, record)``: each record comes back as
-        ``Row(f0=key, f1=record)``, the key (and the record) as pickled bytes when no type was declared."""
-        rows = DataStream(self._env, self._id, self._type_info).map(
-            _KeyedRecordRow(self._key_selector, self._key_type is not None, self._type_info is not None))
-        return rows.execute_and_collect(job_execution_name, limit)
-
-
-class _FieldAggregator(ReduceFunction):
-    """Flink's SumAggregator / ComparableAggregator over a field of tuples, Rows, lists or scalars."""
-
-    def __init__(self, position: Union[int, str], how: str, by: bool):
-        self.position, self.how, self.by = position, how, by
-
-    def _get(self, v: Any) -> Any:
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
-            return v
-        return v[self.position]
-
-    def _with(self, v: Any, field: Any) -> Any:
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
-            return field
-        from sparkpoint.common.types import Row
-
-        if isinstance(v, Row):
-            vals = list(v)
-            idx = v._fields.index(self.position) if isinstance(self.position, str) and v._fields else self.position
-            vals[int(idx)] = field
-            r = Row(*vals)
-            r._fields = v._fields
-            return r
-        if isinstance(v, tuple):
-            vals = list(v)
-            vals[int(self.position)] = field
-            return tuple(vals)
-        if isinstance(v, list):
-            vals = list(v)
-            vals[int(self.position)] = field
-            return vals
-        if isinstance(v, dict):
-            d = dict(v)
-            d[self.position] = field
-            return d
-        raise TypeError(f"cannot aggregate field {self.position!r} of {type(v).__name__}")
-
-    def reduce(self, value1: Any, value2: Any) -> Any:
-        a, b = self._get(value1), self._get(value2)
-        if self.how == "sum":
-            return self._with(value1, a + b)
-        better = (b < a) if self.how == "min" else (b > a)
-        if self.by:
-            return value2 if better else value1
-        return self._with(value1, b if better else a)
-
-
-# the windowed streams live in their own module; imported here, where PyFlink has them
+# the keyed, windowed and connected streams live in their own modules; imported here, where PyFlink has them
+from sparkpoint.datastream.keyed_stream import KeyedStream  # noqa: E402
 from sparkpoint.datastream.windowed_stream import AllWindowedStream, WindowedStream  # noqa: E402
 from sparkpoint.datastream.connected_streams import (  # noqa: E402
     BroadcastConnectedStream,

@@ -10,7 +10,9 @@ Side outputs work as in PyFlink: ``yield output_tag, value`` from a process func
 from __future__ import annotations
 
 import abc
-from typing import Any, Callable, Generic, Iterable, Optional, TypeVar
+from typing import Any, Callable, Iterable, Optional
+
+from sparkpoint.datastream.runtime_context import RuntimeContext, TimerService
 
 __all__ = [
     "Function", "RuntimeContext", "MapFunction", "FlatMapFunction", "FilterFunction",
@@ -22,51 +24,19 @@ __all__ = [
     "BaseBroadcastProcessFunction", "BroadcastProcessFunction", "KeyedBroadcastProcessFunction", "Partitioner",
 ]
 
-# Type variables of the generic function classes, as PyFlink declares them, so that
-# ``class F(ProcessWindowFunction[tuple, tuple, str, TimeWindow])`` works unchanged.
-W = TypeVar("W")
-W2 = TypeVar("W2")
-IN = TypeVar("IN")
-OUT = TypeVar("OUT")
-KEY = TypeVar("KEY")
-
-
-class RuntimeContext(abc.ABC):
-    """What a running function can ask of its task (state, subtask index, ...)."""
-
-    @abc.abstractmethod
-    def get_task_name(self) -> str: ...
-    @abc.abstractmethod
-    def get_number_of_parallel_subtasks(self) -> int: ...
-    @abc.abstractmethod
-    def get_max_number_of_parallel_subtasks(self) -> int: ...
-    @abc.abstractmethod
-    def get_index_of_this_subtask(self) -> int: ...
-    @abc.abstractmethod
-    def get_attempt_number(self) -> int: ...
-    @abc.abstractmethod
-    def get_job_parameter(self, key: str, default_value: str) -> str: ...
-    @abc.abstractmethod
-    def get_state(self, state_descriptor: Any) -> Any: ...
-    @abc.abstractmethod
-    def get_list_state(self, state_descriptor: Any) -> Any: ...
-    @abc.abstractmethod
-    def get_map_state(self, state_descriptor: Any) -> Any: ...
-    @abc.abstractmethod
-    def get_reducing_state(self, state_descriptor: Any) -> Any: ...
-    @abc.abstractmethod
-    def get_aggregating_state(self, state_descriptor: Any) -> Any: ...
-    @abc.abstractmethod
-    def get_metrics_group(self) -> Any: ...
-
-
 class Function:
     """Base of all user functions: ``open`` before the first record, ``close`` at the end."""
 
     def open(self, runtime_context: RuntimeContext) -> None:
+        """Called once per subtask before the first record (and again after a restore).
+
+        Args:
+            runtime_context: The ``RuntimeContext``: keyed state, subtask index, metrics.
+        """
         pass
 
     def close(self) -> None:
+        """Called once per subtask after the last record."""
         pass
 
 
@@ -74,136 +44,155 @@ FunctionContext = RuntimeContext
 
 
 class MapFunction(Function):
+    """A function that turns each record into exactly one record (``DataStream.map``)."""
     @abc.abstractmethod
-    def map(self, value: Any) -> Any: ...
+    def map(self, value: Any) -> Any:
+        """Returns the result for one record.
+
+        Args:
+            value: The input record.
+        """
 
 
 class FlatMapFunction(Function):
+    """A function that turns each record into zero or more records (``DataStream.flat_map``)."""
     @abc.abstractmethod
-    def flat_map(self, value: Any) -> Iterable: ...
+    def flat_map(self, value: Any) -> Iterable:
+        """Returns (or yields) the results for one record.
+
+        Args:
+            value: The input record.
+        """
 
 
 class FilterFunction(Function):
+    """A predicate that keeps or drops each record (``DataStream.filter``)."""
     @abc.abstractmethod
-    def filter(self, value: Any) -> bool: ...
+    def filter(self, value: Any) -> bool:
+        """Returns true to keep the record.
+
+        Args:
+            value: The input record.
+        """
 
 
 class KeySelector(Function):
+    """Extracts the key of a record (``DataStream.key_by``)."""
     @abc.abstractmethod
-    def get_key(self, value: Any) -> Any: ...
+    def get_key(self, value: Any) -> Any:
+        """Returns the record's key; it must be deterministic (see ``DataStream.key_by``).
+
+        Args:
+            value: The record.
+        """
 
 
 class ReduceFunction(Function):
+    """Combines two values of one type into one (``KeyedStream.reduce``, window ``reduce``)."""
     @abc.abstractmethod
-    def reduce(self, value1: Any, value2: Any) -> Any: ...
+    def reduce(self, value1: Any, value2: Any) -> Any:
+        """Returns the combination of two values.
+
+        Args:
+            value1: The value so far.
+            value2: The new value.
+        """
 
 
 class AggregateFunction(Function):
+    """An incremental aggregation with an accumulator (window ``aggregate``, ``AggregatingState``)."""
     @abc.abstractmethod
-    def create_accumulator(self) -> Any: ...
+    def create_accumulator(self) -> Any:
+        """Returns a new, empty accumulator."""
     @abc.abstractmethod
-    def add(self, value: Any, accumulator: Any) -> Any: ...
+    def add(self, value: Any, accumulator: Any) -> Any:
+        """Adds a value to an accumulator and returns the accumulator (the same object or a new one).
+
+        Args:
+            value: The value to add.
+            accumulator: The accumulator so far.
+        """
     @abc.abstractmethod
-    def get_result(self, accumulator: Any) -> Any: ...
+    def get_result(self, accumulator: Any) -> Any:
+        """Returns the aggregation's result from an accumulator.
+
+        Args:
+            accumulator: The accumulator.
+        """
 
     def merge(self, acc_a: Any, acc_b: Any) -> Any:
+        """Merges two accumulators into one; needed only by merging (session) windows.
+
+        Args:
+            acc_a: One accumulator.
+            acc_b: The other.
+
+        Raises:
+            NotImplementedError: Unless overridden, when a session window merges.
+        """
         raise NotImplementedError(f"{type(self).__name__}.merge is needed for merging (session) windows")
-
-
-class TimerService(abc.ABC):
-    """Timers and clocks of a keyed operator (PyFlink's ``TimerService``)."""
-
-    @abc.abstractmethod
-    def current_processing_time(self) -> int: ...
-    @abc.abstractmethod
-    def current_watermark(self) -> int: ...
-    @abc.abstractmethod
-    def register_processing_time_timer(self, timestamp: int) -> None: ...
-    @abc.abstractmethod
-    def register_event_time_timer(self, timestamp: int) -> None: ...
-    @abc.abstractmethod
-    def delete_processing_time_timer(self, timestamp: int) -> None: ...
-    @abc.abstractmethod
-    def delete_event_time_timer(self, timestamp: int) -> None: ...
 
 
 class ProcessFunction(Function):
     """Processes each element; ``yield`` results, ``yield tag, value`` for side outputs."""
 
     class Context(abc.ABC):
+        """What ``process_element`` can ask about the current record."""
         @abc.abstractmethod
-        def timer_service(self) -> TimerService: ...
+        def timer_service(self) -> TimerService:
+            """Returns the timer service (clocks; timers need a keyed stream)."""
         @abc.abstractmethod
-        def timestamp(self) -> Optional[int]: ...
+        def timestamp(self) -> Optional[int]:
+            """Returns the current record's event-time timestamp, or ``None`` if it has none."""
 
     @abc.abstractmethod
-    def process_element(self, value: Any, ctx: "ProcessFunction.Context") -> Optional[Iterable]: ...
+    def process_element(self, value: Any, ctx: "ProcessFunction.Context") -> Optional[Iterable]:
+        """Processes one record: ``yield`` results, and ``yield output_tag, value`` for a side output.
+
+        Args:
+            value: The input record.
+            ctx: The context: timestamp and timer service.
+        """
 
 
 class KeyedProcessFunction(Function):
     """Processes each element of a keyed stream, with keyed state and timers."""
 
     class Context(abc.ABC):
+        """What ``process_element`` can ask about the current record and key."""
         @abc.abstractmethod
-        def get_current_key(self) -> Any: ...
+        def get_current_key(self) -> Any:
+            """Returns the key of the current record (or of the firing timer)."""
         @abc.abstractmethod
-        def timer_service(self) -> TimerService: ...
+        def timer_service(self) -> TimerService:
+            """Returns the timer service: the clocks, and timers of the current key."""
         @abc.abstractmethod
-        def timestamp(self) -> Optional[int]: ...
+        def timestamp(self) -> Optional[int]:
+            """Returns the current record's event-time timestamp, or ``None`` if it has none."""
 
     class OnTimerContext(Context):
+        """The context of ``on_timer``: the firing timer's key and time domain."""
         @abc.abstractmethod
-        def time_domain(self) -> Any: ...
+        def time_domain(self) -> Any:
+            """Returns the ``TimeDomain`` of the firing timer: event time or processing time."""
 
     @abc.abstractmethod
-    def process_element(self, value: Any, ctx: "KeyedProcessFunction.Context") -> Optional[Iterable]: ...
+    def process_element(self, value: Any, ctx: "KeyedProcessFunction.Context") -> Optional[Iterable]:
+        """Processes one record with the state of its key: ``yield`` results (``yield tag, value`` for side outputs).
+
+        Args:
+            value: The input record.
+            ctx: The context: key, timestamp and timer service.
+        """
 
     def on_timer(self, timestamp: int, ctx: "KeyedProcessFunction.OnTimerContext") -> Optional[Iterable]:
+        """Called when a timer of a key fires; ``yield`` results as in ``process_element``.
+
+        Args:
+            timestamp: The timer's time in epoch milliseconds.
+            ctx: The context: the timer's key and time domain; keyed state is the key's.
+        """
         return None
-
-
-class ProcessWindowFunction(Function, Generic[IN, OUT, KEY, W]):
-    """Evaluates a whole window: ``process(key, context, elements)``."""
-
-    class Context(abc.ABC, Generic[W2]):
-        @abc.abstractmethod
-        def window(self) -> Any: ...
-        @abc.abstractmethod
-        def current_processing_time(self) -> int: ...
-        @abc.abstractmethod
-        def current_watermark(self) -> int: ...
-        @abc.abstractmethod
-        def window_state(self) -> Any: ...
-        @abc.abstractmethod
-        def global_state(self) -> Any: ...
-
-    @abc.abstractmethod
-    def process(self, key: Any, context: "ProcessWindowFunction.Context", elements: Iterable) -> Iterable: ...
-
-    def clear(self, context: "ProcessWindowFunction.Context") -> None:
-        pass
-
-
-class ProcessAllWindowFunction(Function, Generic[IN, OUT, W]):
-    """Evaluates a whole window of a non-keyed stream: ``process(context, elements)``."""
-
-    Context = ProcessWindowFunction.Context
-
-    @abc.abstractmethod
-    def process(self, context: "ProcessWindowFunction.Context", elements: Iterable) -> Iterable: ...
-
-    def clear(self, context: "ProcessWindowFunction.Context") -> None:
-        pass
-
-
-class WindowFunction(Function, Generic[IN, OUT, KEY, W]):
-    @abc.abstractmethod
-    def apply(self, key: Any, window: Any, inputs: Iterable) -> Iterable: ...
-
-
-class AllWindowFunction(Function, Generic[IN, OUT, W]):
-    @abc.abstractmethod
-    def apply(self, window: Any, inputs: Iterable) -> Iterable: ...
 
 
 class CheckpointedFunction(abc.ABC):
@@ -216,18 +205,38 @@ class CheckpointedFunction(abc.ABC):
     """
 
     @abc.abstractmethod
-    def snapshot_state(self, context: Any) -> None: ...
+    def snapshot_state(self, context: Any) -> None:
+        """Called at every snapshot: write the function's current values into its operator state.
+
+        Args:
+            context: The snapshot's context (``get_checkpoint_id()``).
+        """
     @abc.abstractmethod
-    def initialize_state(self, context: Any) -> None: ...
+    def initialize_state(self, context: Any) -> None:
+        """Called before ``open``, on a fresh start and on a restore: get the operator state here.
+
+        Args:
+            context: The context: ``get_operator_state_store()`` and ``is_restored()``.
+        """
 
 
 class CheckpointListener(abc.ABC):
     """Told when a checkpoint completes (the commit phase of two-phase commit)."""
 
     @abc.abstractmethod
-    def notify_checkpoint_complete(self, checkpoint_id: int) -> None: ...
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        """Called once a checkpoint is complete on every task: commit what that checkpoint covers.
+
+        Args:
+            checkpoint_id: The completed checkpoint's id.
+        """
 
     def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
+        """Called when a checkpoint is given up; the next one covers its data.
+
+        Args:
+            checkpoint_id: The aborted checkpoint's id.
+        """
         pass
 
 
@@ -235,13 +244,25 @@ class Partitioner(Function):
     """Picks the downstream subtask of a record from its key (``DataStream.partition_custom``)."""
 
     @abc.abstractmethod
-    def partition(self, key: Any, num_partitions: int) -> int: ...
+    def partition(self, key: Any, num_partitions: int) -> int:
+        """Returns the subtask index for a key.
+
+        Args:
+            key: The record's key, from the key selector.
+            num_partitions: The number of subtasks of the receiving operator.
+        """
 
 
 class SinkFunction(Function):
     """A legacy sink function: ``invoke(value, context)`` for every record."""
 
     def invoke(self, value: Any, context: Any) -> None:
+        """Called for every record.
+
+        Args:
+            value: The record.
+            context: The sink's context.
+        """
         raise NotImplementedError
 
 
@@ -250,17 +271,39 @@ class SourceFunction(Function):
 
 
 class CoMapFunction(Function):
+    """Maps the records of two connected streams, one method per input."""
     @abc.abstractmethod
-    def map1(self, value: Any) -> Any: ...
+    def map1(self, value: Any) -> Any:
+        """Returns the result for a record of the first input.
+
+        Args:
+            value: The record.
+        """
     @abc.abstractmethod
-    def map2(self, value: Any) -> Any: ...
+    def map2(self, value: Any) -> Any:
+        """Returns the result for a record of the second input.
+
+        Args:
+            value: The record.
+        """
 
 
 class CoFlatMapFunction(Function):
+    """Turns the records of two connected streams into zero or more records each, one method per input."""
     @abc.abstractmethod
-    def flat_map1(self, value: Any) -> Iterable: ...
+    def flat_map1(self, value: Any) -> Iterable:
+        """Returns (or yields) the results for a record of the first input.
+
+        Args:
+            value: The record.
+        """
     @abc.abstractmethod
-    def flat_map2(self, value: Any) -> Iterable: ...
+    def flat_map2(self, value: Any) -> Iterable:
+        """Returns (or yields) the results for a record of the second input.
+
+        Args:
+            value: The record.
+        """
 
 
 # -- adapters from callables ---------------------------------------------------------
@@ -274,32 +317,44 @@ class _CallableFunction(Function):
 
 
 class MapFunctionWrapper(_CallableFunction, MapFunction):
+    """A ``MapFunction`` around a plain callable."""
     def map(self, value: Any) -> Any:
+        """Calls the wrapped callable with the record."""
         return self.fn(value)
 
 
 class FlatMapFunctionWrapper(_CallableFunction, FlatMapFunction):
+    """A ``FlatMapFunction`` around a plain callable."""
     def flat_map(self, value: Any) -> Iterable:
+        """Calls the wrapped callable with the record."""
         return self.fn(value)
 
 
 class FilterFunctionWrapper(_CallableFunction, FilterFunction):
+    """A ``FilterFunction`` around a plain callable."""
     def filter(self, value: Any) -> bool:
+        """Calls the wrapped callable with the record."""
         return self.fn(value)
 
 
 class KeySelectorWrapper(_CallableFunction, KeySelector):
+    """A ``KeySelector`` around a plain callable."""
     def get_key(self, value: Any) -> Any:
+        """Calls the wrapped callable with the record."""
         return self.fn(value)
 
 
 class ReduceFunctionWrapper(_CallableFunction, ReduceFunction):
+    """A ``ReduceFunction`` around a plain callable of two values."""
     def reduce(self, value1: Any, value2: Any) -> Any:
+        """Calls the wrapped callable with the two values."""
         return self.fn(value1, value2)
 
 
 class PartitionerWrapper(_CallableFunction, Partitioner):
+    """A ``Partitioner`` around a plain callable of the key and the number of partitions."""
     def partition(self, key: Any, num_partitions: int) -> int:
+        """Calls the wrapped callable with the key and the number of partitions."""
         return self.fn(key, num_partitions)
 
 
@@ -320,7 +375,13 @@ def as_function(value: Any, base: type, wrapper: type) -> Any:
     raise TypeError(f"expected a {base.__name__} or a callable, got {type(value).__name__}")
 
 
-# the two-input functions live in their own module; PyFlink has them here
+# the window and two-input functions live in their own modules; PyFlink has them here
+from sparkpoint.datastream.window_functions import (  # noqa: E402
+    AllWindowFunction,
+    ProcessAllWindowFunction,
+    ProcessWindowFunction,
+    WindowFunction,
+)
 from sparkpoint.datastream.co_functions import (  # noqa: E402
     BaseBroadcastProcessFunction,
     BroadcastProcessFunction,
