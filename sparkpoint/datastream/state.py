@@ -11,10 +11,9 @@ current window); implementations live in :mod:`sparkpoint.state`.
 from __future__ import annotations
 
 import abc
-from enum import Enum
-from typing import Any, Dict, Generic, Iterable, Optional, TypeVar
+from typing import Any, Generic, Iterable, Optional, TypeVar
 
-from sparkpoint.common.time import Time, to_millis
+from sparkpoint.datastream.state_ttl_config import StateTtlConfig
 
 T = TypeVar("T")
 K = TypeVar("K")
@@ -31,53 +30,111 @@ __all__ = [
 
 
 class State(abc.ABC):
+    """Base of every state object: a value scoped to the current key (and window, in a window function)."""
     @abc.abstractmethod
-    def clear(self) -> None: ...
+    def clear(self) -> None:
+        """Removes the state's value for the current key (and window)."""
 
 
 class ValueState(State, Generic[T]):
+    """A single value per key."""
     @abc.abstractmethod
-    def value(self) -> Any: ...
+    def value(self) -> Any:
+        """Returns the current key's value, or ``None`` if it has none (or it expired)."""
     @abc.abstractmethod
-    def update(self, value: Any) -> None: ...
+    def update(self, value: Any) -> None:
+        """Sets the current key's value.
+
+        Args:
+            value: The new value; ``None`` clears it.
+        """
 
 
 class AppendingState(State, Generic[IN, OUT]):
+    """State that values are added to and read as one result (list, reducing, aggregating)."""
     @abc.abstractmethod
-    def get(self) -> Any: ...
+    def get(self) -> Any:
+        """Returns the current key's result: the list, the reduced value or the aggregate's result."""
     @abc.abstractmethod
-    def add(self, value: Any) -> None: ...
+    def add(self, value: Any) -> None:
+        """Adds a value to the current key's state.
+
+        Args:
+            value: The value to append, reduce or aggregate.
+        """
 
 
 class ListState(AppendingState):
+    """A list of values per key; iterating it iterates the current key's list."""
     @abc.abstractmethod
-    def update(self, values: list) -> None: ...
+    def update(self, values: list) -> None:
+        """Replaces the current key's list.
+
+        Args:
+            values: The new list; empty clears it.
+        """
     @abc.abstractmethod
-    def add_all(self, values: list) -> None: ...
+    def add_all(self, values: list) -> None:
+        """Appends several values to the current key's list.
+
+        Args:
+            values: The values to append.
+        """
 
     def __iter__(self):
         return iter(self.get() or [])
 
 
 class MapState(State, Generic[K, V]):
+    """A map of user keys to values per key; it also works with ``[]``, ``in``, ``del`` and iteration over its keys."""
     @abc.abstractmethod
-    def get(self, key: Any) -> Any: ...
+    def get(self, key: Any) -> Any:
+        """Returns the value under a user key, or ``None`` if there is none.
+
+        Args:
+            key: The map's key.
+        """
     @abc.abstractmethod
-    def put(self, key: Any, value: Any) -> None: ...
+    def put(self, key: Any, value: Any) -> None:
+        """Sets the value under a user key.
+
+        Args:
+            key: The map's key.
+            value: The value.
+        """
     @abc.abstractmethod
-    def put_all(self, dict_value: dict) -> None: ...
+    def put_all(self, dict_value: dict) -> None:
+        """Sets every entry of a dict.
+
+        Args:
+            dict_value: The entries to set.
+        """
     @abc.abstractmethod
-    def remove(self, key: Any) -> None: ...
+    def remove(self, key: Any) -> None:
+        """Removes the entry under a user key, if there is one.
+
+        Args:
+            key: The map's key.
+        """
     @abc.abstractmethod
-    def contains(self, key: Any) -> bool: ...
+    def contains(self, key: Any) -> bool:
+        """Returns whether the map has an entry under a user key.
+
+        Args:
+            key: The map's key.
+        """
     @abc.abstractmethod
-    def items(self) -> Iterable: ...
+    def items(self) -> Iterable:
+        """Returns the current key's entries as ``(key, value)`` pairs."""
     @abc.abstractmethod
-    def keys(self) -> Iterable: ...
+    def keys(self) -> Iterable:
+        """Returns the current key's user keys."""
     @abc.abstractmethod
-    def values(self) -> Iterable: ...
+    def values(self) -> Iterable:
+        """Returns the current key's values."""
     @abc.abstractmethod
-    def is_empty(self) -> bool: ...
+    def is_empty(self) -> bool:
+        """Returns whether the current key's map has no entries."""
 
     def __getitem__(self, key: Any) -> Any:
         return self.get(key)
@@ -99,17 +156,31 @@ class ReadOnlyBroadcastState(State, Generic[K, V]):
     """Broadcast state as the non-broadcast side sees it: every subtask holds the same map; reads only."""
 
     @abc.abstractmethod
-    def get(self, key: Any) -> Any: ...
+    def get(self, key: Any) -> Any:
+        """Returns the value under a user key, or ``None`` if there is none.
+
+        Args:
+            key: The map's key.
+        """
     @abc.abstractmethod
-    def contains(self, key: Any) -> bool: ...
+    def contains(self, key: Any) -> bool:
+        """Returns whether the map has an entry under a user key.
+
+        Args:
+            key: The map's key.
+        """
     @abc.abstractmethod
-    def items(self) -> Iterable: ...
+    def items(self) -> Iterable:
+        """Returns the entries as ``(key, value)`` pairs."""
     @abc.abstractmethod
-    def keys(self) -> Iterable: ...
+    def keys(self) -> Iterable:
+        """Returns the keys."""
     @abc.abstractmethod
-    def values(self) -> Iterable: ...
+    def values(self) -> Iterable:
+        """Returns the values."""
     @abc.abstractmethod
-    def is_empty(self) -> bool: ...
+    def is_empty(self) -> bool:
+        """Returns whether the map has no entries."""
 
     def __getitem__(self, key: Any) -> Any:
         return self.get(key)
@@ -125,13 +196,30 @@ class BroadcastState(ReadOnlyBroadcastState[K, V]):
     """Broadcast state as the broadcast side sees it: a map it may change (the same way on every subtask)."""
 
     @abc.abstractmethod
-    def put(self, key: Any, value: Any) -> None: ...
+    def put(self, key: Any, value: Any) -> None:
+        """Sets the value under a user key.
+
+        Args:
+            key: The map's key.
+            value: The value.
+        """
     @abc.abstractmethod
-    def put_all(self, dict_value: dict) -> None: ...
+    def put_all(self, dict_value: dict) -> None:
+        """Sets every entry of a dict.
+
+        Args:
+            dict_value: The entries to set.
+        """
     @abc.abstractmethod
-    def remove(self, key: Any) -> None: ...
+    def remove(self, key: Any) -> None:
+        """Removes the entry under a user key, if there is one.
+
+        Args:
+            key: The map's key.
+        """
 
     def iterator(self):
+        """Returns an iterator over the entries as ``(key, value)`` pairs."""
         return iter(self.items())
 
     def __setitem__(self, key: Any, value: Any) -> None:
@@ -142,203 +230,13 @@ class BroadcastState(ReadOnlyBroadcastState[K, V]):
 
 
 class ReducingState(AppendingState):
+    """State that reduces the values added to it into one, with the descriptor's ``ReduceFunction``."""
     pass
 
 
 class AggregatingState(AppendingState):
+    """State that aggregates the values added to it with the descriptor's ``AggregateFunction``."""
     pass
-
-
-class StateTtlConfig:
-    """Time-to-live of keyed state, with PyFlink's builder and getters.
-
-    Build with ``StateTtlConfig.new_builder(Time.seconds(1))...build()`` and attach with
-    ``StateDescriptor.enable_time_to_live``. Whether a state backend honours it is up to
-    the backend (the ``hashmap`` backend refuses TTL it cannot enforce).
-    """
-
-    class UpdateType(Enum):
-        Disabled = 0
-        OnCreateAndWrite = 1
-        OnReadAndWrite = 2
-
-    class StateVisibility(Enum):
-        ReturnExpiredIfNotCleanedUp = 0
-        NeverReturnExpired = 1
-
-    class TtlTimeCharacteristic(Enum):
-        ProcessingTime = 0
-
-    def __init__(self, update_type: "StateTtlConfig.UpdateType", state_visibility: "StateTtlConfig.StateVisibility",
-                 ttl_time_characteristic: "StateTtlConfig.TtlTimeCharacteristic", ttl: Time,
-                 cleanup_strategies: "StateTtlConfig.CleanupStrategies"):
-        self._update_type = update_type
-        self._state_visibility = state_visibility
-        self._ttl_time_characteristic = ttl_time_characteristic
-        self._ttl = ttl
-        self._cleanup_strategies = cleanup_strategies
-
-    @staticmethod
-    def new_builder(ttl: Time) -> "StateTtlConfig.Builder":
-        return StateTtlConfig.Builder(ttl)
-
-    def get_update_type(self) -> "StateTtlConfig.UpdateType":
-        return self._update_type
-
-    def get_state_visibility(self) -> "StateTtlConfig.StateVisibility":
-        return self._state_visibility
-
-    def get_ttl(self) -> Time:
-        return self._ttl
-
-    def get_ttl_time_characteristic(self) -> "StateTtlConfig.TtlTimeCharacteristic":
-        return self._ttl_time_characteristic
-
-    def is_enabled(self) -> bool:
-        return self._update_type != StateTtlConfig.UpdateType.Disabled
-
-    def get_cleanup_strategies(self) -> "StateTtlConfig.CleanupStrategies":
-        return self._cleanup_strategies
-
-    @property
-    def ttl_ms(self) -> int:
-        """The time-to-live in milliseconds."""
-        return to_millis(self._ttl)
-
-    def __repr__(self) -> str:
-        return (f"StateTtlConfig<update_type={self._update_type}, state_visibility={self._state_visibility},"
-                f"ttl_time_characteristic ={self._ttl_time_characteristic},ttl={self._ttl}>")
-
-    class Builder:
-        """Builds a :class:`StateTtlConfig` (defaults as Flink's: on create and write, never return expired)."""
-
-        def __init__(self, ttl: Time):
-            self._ttl = ttl
-            self._update_type = StateTtlConfig.UpdateType.OnCreateAndWrite
-            self._state_visibility = StateTtlConfig.StateVisibility.NeverReturnExpired
-            self._ttl_time_characteristic = StateTtlConfig.TtlTimeCharacteristic.ProcessingTime
-            self._is_cleanup_in_background = True
-            self._strategies: Dict = {}
-
-        def set_update_type(self, update_type: "StateTtlConfig.UpdateType") -> "StateTtlConfig.Builder":
-            self._update_type = update_type
-            return self
-
-        def update_ttl_on_create_and_write(self) -> "StateTtlConfig.Builder":
-            return self.set_update_type(StateTtlConfig.UpdateType.OnCreateAndWrite)
-
-        def update_ttl_on_read_and_write(self) -> "StateTtlConfig.Builder":
-            return self.set_update_type(StateTtlConfig.UpdateType.OnReadAndWrite)
-
-        def set_state_visibility(self, state_visibility: "StateTtlConfig.StateVisibility") -> "StateTtlConfig.Builder":
-            self._state_visibility = state_visibility
-            return self
-
-        def return_expired_if_not_cleaned_up(self) -> "StateTtlConfig.Builder":
-            return self.set_state_visibility(StateTtlConfig.StateVisibility.ReturnExpiredIfNotCleanedUp)
-
-        def never_return_expired(self) -> "StateTtlConfig.Builder":
-            return self.set_state_visibility(StateTtlConfig.StateVisibility.NeverReturnExpired)
-
-        def set_ttl_time_characteristic(
-                self, ttl_time_characteristic: "StateTtlConfig.TtlTimeCharacteristic") -> "StateTtlConfig.Builder":
-            self._ttl_time_characteristic = ttl_time_characteristic
-            return self
-
-        def use_processing_time(self) -> "StateTtlConfig.Builder":
-            return self.set_ttl_time_characteristic(StateTtlConfig.TtlTimeCharacteristic.ProcessingTime)
-
-        def cleanup_full_snapshot(self) -> "StateTtlConfig.Builder":
-            self._strategies[StateTtlConfig.CleanupStrategies.Strategies.FULL_STATE_SCAN_SNAPSHOT] = \
-                StateTtlConfig.CleanupStrategies.EMPTY_STRATEGY
-            return self
-
-        def cleanup_incrementally(self, cleanup_size: int,
-                                  run_cleanup_for_every_record: bool) -> "StateTtlConfig.Builder":
-            self._strategies[StateTtlConfig.CleanupStrategies.Strategies.INCREMENTAL_CLEANUP] = \
-                StateTtlConfig.CleanupStrategies.IncrementalCleanupStrategy(cleanup_size, run_cleanup_for_every_record)
-            return self
-
-        def cleanup_in_rocksdb_compact_filter(self, query_time_after_num_entries: int,
-                                              periodic_compaction_time: Any = None) -> "StateTtlConfig.Builder":
-            self._strategies[StateTtlConfig.CleanupStrategies.Strategies.ROCKSDB_COMPACTION_FILTER] = \
-                StateTtlConfig.CleanupStrategies.RocksdbCompactFilterCleanupStrategy(
-                    query_time_after_num_entries, periodic_compaction_time)
-            return self
-
-        def disable_cleanup_in_background(self) -> "StateTtlConfig.Builder":
-            self._is_cleanup_in_background = False
-            return self
-
-        def set_ttl(self, ttl: Time) -> "StateTtlConfig.Builder":
-            self._ttl = ttl
-            return self
-
-        def build(self) -> "StateTtlConfig":
-            return StateTtlConfig(self._update_type, self._state_visibility, self._ttl_time_characteristic, self._ttl,
-                                  StateTtlConfig.CleanupStrategies(dict(self._strategies),
-                                                                   self._is_cleanup_in_background))
-
-    class CleanupStrategies:
-        """Which cleanups of expired state are configured (expired state is always dropped on read)."""
-
-        class Strategies(Enum):
-            FULL_STATE_SCAN_SNAPSHOT = 0
-            INCREMENTAL_CLEANUP = 1
-            ROCKSDB_COMPACTION_FILTER = 2
-
-        class CleanupStrategy(abc.ABC):
-            pass
-
-        class EmptyCleanupStrategy(CleanupStrategy):
-            pass
-
-        class IncrementalCleanupStrategy(CleanupStrategy):
-            def __init__(self, cleanup_size: int, run_cleanup_for_every_record: bool):
-                self._cleanup_size = cleanup_size
-                self._run_cleanup_for_every_record = run_cleanup_for_every_record
-
-            def get_cleanup_size(self) -> int:
-                return self._cleanup_size
-
-            def run_cleanup_for_every_record(self) -> bool:
-                return self._run_cleanup_for_every_record
-
-        class RocksdbCompactFilterCleanupStrategy(CleanupStrategy):
-            def __init__(self, query_time_after_num_entries: int, periodic_compaction_time: Any = None):
-                from sparkpoint.common.time import Duration
-
-                self._query_time_after_num_entries = query_time_after_num_entries
-                self._periodic_compaction_time = periodic_compaction_time or Duration.of_days(30)
-
-            def get_query_time_after_num_entries(self) -> int:
-                return self._query_time_after_num_entries
-
-            def get_periodic_compaction_time(self) -> Any:
-                return self._periodic_compaction_time
-
-        EMPTY_STRATEGY: "StateTtlConfig.CleanupStrategies.CleanupStrategy"
-
-        def __init__(self, strategies: Dict, is_cleanup_in_background: bool):
-            self._strategies = strategies
-            self._is_cleanup_in_background = is_cleanup_in_background
-
-        def is_cleanup_in_background(self) -> bool:
-            return self._is_cleanup_in_background
-
-        def in_full_snapshot(self) -> bool:
-            return StateTtlConfig.CleanupStrategies.Strategies.FULL_STATE_SCAN_SNAPSHOT in self._strategies
-
-        def get_incremental_cleanup_strategy(
-                self) -> "Optional[StateTtlConfig.CleanupStrategies.IncrementalCleanupStrategy]":
-            return self._strategies.get(StateTtlConfig.CleanupStrategies.Strategies.INCREMENTAL_CLEANUP)
-
-        def get_rocksdb_compact_filter_cleanup_strategy(
-                self) -> "Optional[StateTtlConfig.CleanupStrategies.RocksdbCompactFilterCleanupStrategy]":
-            return self._strategies.get(StateTtlConfig.CleanupStrategies.Strategies.ROCKSDB_COMPACTION_FILTER)
-
-
-StateTtlConfig.CleanupStrategies.EMPTY_STRATEGY = StateTtlConfig.CleanupStrategies.EmptyCleanupStrategy()
 
 
 class StateDescriptor:
@@ -354,9 +252,18 @@ class StateDescriptor:
         self.ttl_config: Optional[StateTtlConfig] = None
 
     def get_name(self) -> str:
+        """Returns the state's name (unique within its operator)."""
         return self.name
 
     def enable_time_to_live(self, ttl_config: StateTtlConfig) -> None:
+        """Gives the state a time-to-live: values expire a while after they were written (or read).
+
+        Args:
+            ttl_config: The ``StateTtlConfig``.
+
+        Note:
+            As in Flink, a state cannot switch TTL on or off across a restore; give it a new name instead.
+        """
         self.ttl_config = ttl_config
 
     def __repr__(self) -> str:
@@ -364,6 +271,12 @@ class StateDescriptor:
 
 
 class ValueStateDescriptor(StateDescriptor):
+    """Describes a ``ValueState``.
+
+    Args:
+        name: The state's name, unique within the operator.
+        value_type_info: The value's type information (``Types...``), or ``None`` for any Python object.
+    """
     kind = "value"
 
     def __init__(self, name: str, value_type_info: Any = None):
@@ -371,6 +284,12 @@ class ValueStateDescriptor(StateDescriptor):
 
 
 class ListStateDescriptor(StateDescriptor):
+    """Describes a ``ListState`` (also operator list state).
+
+    Args:
+        name: The state's name, unique within the operator.
+        elem_type_info: The elements' type information, or ``None``.
+    """
     kind = "list"
 
     def __init__(self, name: str, elem_type_info: Any = None):
@@ -378,6 +297,13 @@ class ListStateDescriptor(StateDescriptor):
 
 
 class MapStateDescriptor(StateDescriptor):
+    """Describes a ``MapState``, or broadcast state (``DataStream.broadcast``).
+
+    Args:
+        name: The state's name, unique within the operator.
+        key_type_info: The user keys' type information, or ``None``.
+        value_type_info: The values' type information, or ``None``.
+    """
     kind = "map"
 
     def __init__(self, name: str, key_type_info: Any = None, value_type_info: Any = None):
@@ -385,6 +311,13 @@ class MapStateDescriptor(StateDescriptor):
 
 
 class ReducingStateDescriptor(StateDescriptor):
+    """Describes a ``ReducingState``.
+
+    Args:
+        name: The state's name, unique within the operator.
+        reduce_function: A ``ReduceFunction`` or a plain callable of two values.
+        type_info: The value's type information, or ``None``.
+    """
     kind = "reducing"
 
     def __init__(self, name: str, reduce_function: Any, type_info: Any = None):
@@ -395,6 +328,13 @@ class ReducingStateDescriptor(StateDescriptor):
 
 
 class AggregatingStateDescriptor(StateDescriptor):
+    """Describes an ``AggregatingState``.
+
+    Args:
+        name: The state's name, unique within the operator.
+        agg_function: The ``AggregateFunction``.
+        state_type_info: The accumulator's type information, or ``None``.
+    """
     kind = "aggregating"
 
     def __init__(self, name: str, agg_function: Any, state_type_info: Any = None):
@@ -406,7 +346,17 @@ class OperatorStateStore(abc.ABC):
     """Non-keyed (operator) state of one subtask: list state, redistributed on rescale."""
 
     @abc.abstractmethod
-    def get_list_state(self, state_descriptor: ListStateDescriptor) -> ListState: ...
+    def get_list_state(self, state_descriptor: ListStateDescriptor) -> ListState:
+        """Returns this subtask's list state; on rescale its elements are split over the new subtasks.
+
+        Args:
+            state_descriptor: A ``ListStateDescriptor``.
+        """
 
     @abc.abstractmethod
-    def get_union_list_state(self, state_descriptor: ListStateDescriptor) -> ListState: ...
+    def get_union_list_state(self, state_descriptor: ListStateDescriptor) -> ListState:
+        """Returns list state that every subtask gets whole (the union of all subtasks' lists) on restore.
+
+        Args:
+            state_descriptor: A ``ListStateDescriptor``.
+        """
