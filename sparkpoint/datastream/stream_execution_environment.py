@@ -16,13 +16,14 @@ import dataclasses
 import logging
 import threading
 from concurrent.futures import Future
-from enum import Enum
 from typing import Any, Callable, Optional
 
 from sparkpoint.common.configuration import Configuration
 from sparkpoint.common.time import to_millis
 from sparkpoint.datastream.checkpoint_config import CheckpointConfig, CheckpointingMode
 from sparkpoint.datastream.data_stream import DataStream
+from sparkpoint.datastream.execution_config import ExecutionConfig, RuntimeExecutionMode, TimeCharacteristic
+from sparkpoint.datastream.job_client import JobClient, JobStatus
 from sparkpoint.datastream.pipeline_executor import (
     TRANSLATOR,
     ExecutionContext,
@@ -49,116 +50,13 @@ _cli_defaults: dict[str, Any] = {}
 
 
 def set_cli_defaults(values: dict[str, Any]) -> None:
+    """Sets the configuration that ``sparkpoint run`` applies to every environment a job script creates.
+
+    Args:
+        values: ``configuration`` (a dict of keys from -D, --conf and --master) and the run's hooks.
+    """
     _cli_defaults.clear()
     _cli_defaults.update(values)
-
-
-class RuntimeExecutionMode(Enum):
-    STREAMING = 0
-    BATCH = 1
-    AUTOMATIC = 2
-
-
-class TimeCharacteristic(Enum):
-    ProcessingTime = 0
-    IngestionTime = 1
-    EventTime = 2
-
-
-class JobStatus(Enum):
-    CREATED = 0
-    RUNNING = 1
-    FAILING = 2
-    FAILED = 3
-    CANCELLING = 4
-    CANCELED = 5
-    FINISHED = 6
-    RESTARTING = 7
-
-    def is_globally_terminal_state(self) -> bool:
-        return self in (JobStatus.FAILED, JobStatus.CANCELED, JobStatus.FINISHED)
-
-
-class ExecutionConfig:
-    def __init__(self, env: "StreamExecutionEnvironment"):
-        self._env = env
-
-    def set_global_job_parameters(self, params: Any) -> "ExecutionConfig":
-        self._env._job_parameters = dict(params.to_dict() if hasattr(params, "to_dict") else params)
-        return self
-
-    def get_global_job_parameters(self) -> dict:
-        return dict(self._env._job_parameters)
-
-    def set_auto_watermark_interval(self, interval: int) -> "ExecutionConfig":
-        return self  # watermarks are emitted at every epoch boundary
-
-    def get_auto_watermark_interval(self) -> int:
-        return 0
-
-    def set_parallelism(self, parallelism: int) -> "ExecutionConfig":
-        self._env.set_parallelism(parallelism)
-        return self
-
-    def get_parallelism(self) -> int:
-        return self._env.get_parallelism()
-
-
-class JobClient:
-    """A handle on a job started with ``execute_async()``."""
-
-    def __init__(self, job_id: str, job: JobHandle, thread: threading.Thread, result: "Future"):
-        self._job_id = job_id
-        self._job = job
-        self._thread = thread
-        self._result = result
-
-    def get_job_id(self) -> str:
-        return self._job_id
-
-    def get_job_status(self) -> "Future":
-        """The job's status as its JobMaster has it (RUNNING, RESTARTING, CANCELLING, FINISHED, ...)."""
-        f: Future = Future()
-        status = self._job.status()
-        if not isinstance(status, JobStatus):  # a handle that does not track status: judge by the result
-            if not self._result.done():
-                status = JobStatus.CANCELLING if self._job.is_cancelled() else JobStatus.RUNNING
-            else:
-                status = JobStatus.FAILED if self._result.exception() is not None else JobStatus.FINISHED
-        f.set_result(status)
-        return f
-
-    def cancel(self) -> "Future":
-        self._job.cancel()
-        f: Future = Future()
-        f.set_result(None)
-        return f
-
-    def get_job_execution_result(self) -> "Future":
-        return self._result
-
-    def trigger_savepoint(self, savepoint_directory: Optional[str] = None, formatType: Any = None) -> "Future":
-        """A savepoint at the next epoch boundary; the future's result is its path."""
-        return self._job.request_savepoint(savepoint_directory)
-
-    def trigger_checkpoint(self, checkpoint_type: str = "CONFIGURED") -> "Future":
-        """A checkpoint at the next epoch boundary, as Flink's ``JobClient.triggerCheckpoint``:
-        ``"FULL"`` writes all state even when checkpoints are incremental, ``"INCREMENTAL"`` and
-        ``"CONFIGURED"`` follow the configuration. The future's result is the checkpoint id."""
-        kind = str(getattr(checkpoint_type, "name", checkpoint_type)).upper()
-        if kind not in ("FULL", "INCREMENTAL", "CONFIGURED"):
-            raise ValueError(f"checkpoint type {checkpoint_type!r}: use FULL, INCREMENTAL or CONFIGURED")
-        return self._job.request_checkpoint(full=kind == "FULL")
-
-    def stop_with_savepoint(self, advance_to_end_of_event_time: bool = False,
-                            savepoint_directory: Optional[str] = None, formatType: Any = None) -> "Future":
-        """Take a savepoint, commit the sinks and stop the job; the future's result is the path.
-        ``advance_to_end_of_event_time``: the sources read no more and emit the final watermark first, so
-        every event-time timer fires before the savepoint (``stop --drain``)."""
-        return self._job.request_savepoint(savepoint_directory, stop=True, drain=advance_to_end_of_event_time)
-
-    def wait(self, timeout: Optional[float] = None) -> Any:
-        return self._result.result(timeout)
 
 
 class StreamExecutionEnvironment:
@@ -183,26 +81,47 @@ class StreamExecutionEnvironment:
 
     @staticmethod
     def get_execution_environment(configuration: Optional[Configuration] = None) -> "StreamExecutionEnvironment":
+        """Returns a new environment.
+
+        Args:
+            configuration: Configuration to start from (on top of what ``sparkpoint run`` set).
+        """
         return StreamExecutionEnvironment(configuration)
 
     # -- configuration ------------------------------------------------------------------------
     def get_config(self) -> ExecutionConfig:
+        """Returns the ``ExecutionConfig``: job parameters and the default parallelism."""
         return ExecutionConfig(self)
 
     def get_configuration(self) -> Configuration:
+        """Returns the environment's ``Configuration`` (changes to it apply)."""
         return self._config
 
     def configure(self, configuration: Configuration) -> "StreamExecutionEnvironment":
+        """Adds every key of a configuration to the environment's.
+
+        Args:
+            configuration: The keys to set.
+        """
         self._config.add_all(configuration)
         return self
 
     def set_parallelism(self, parallelism: int) -> "StreamExecutionEnvironment":
+        """Sets the default parallelism of operators (``parallelism.default``).
+
+        Args:
+            parallelism: At least 1.
+
+        Raises:
+            ValueError: If ``parallelism`` is below 1.
+        """
         if parallelism < 1:
             raise ValueError(f"parallelism must be at least 1, got {parallelism}")
         self._config.set("parallelism.default", int(parallelism))
         return self
 
     def get_parallelism(self) -> int:
+        """Returns the default parallelism: as set, else the machine's cores (at most 4)."""
         p = self._config.get("parallelism.default")
         if p is not None:
             return int(p)
@@ -214,29 +133,63 @@ class StreamExecutionEnvironment:
         return max(1, min(os.cpu_count() or 1, 4))
 
     def set_max_parallelism(self, max_parallelism: int) -> "StreamExecutionEnvironment":
+        """Sets the default maximum parallelism: the number of key groups (``pipeline.max-parallelism``).
+
+        Args:
+            max_parallelism: From 1 to 32768; a restore needs the checkpoint's value.
+
+        Raises:
+            ValueError: If out of range.
+        """
         if not 0 < max_parallelism <= 32768:
             raise ValueError(f"max parallelism must be in 1..32768, got {max_parallelism}")
         self._config.set("pipeline.max-parallelism", int(max_parallelism))
         return self
 
     def get_max_parallelism(self) -> int:
+        """Returns the default maximum parallelism (128 unless set)."""
         return int(self._config.get("pipeline.max-parallelism", DEFAULT_MAX_PARALLELISM))
 
     def set_runtime_mode(self, execution_mode: RuntimeExecutionMode) -> "StreamExecutionEnvironment":
+        """Sets the runtime mode (``execution.runtime-mode``).
+
+        Args:
+            execution_mode: A ``RuntimeExecutionMode``; ``BATCH`` changes only the keyed ``reduce`` (see there).
+        """
         self._config.set("execution.runtime-mode", execution_mode.name)
         return self
 
     def set_stream_time_characteristic(self, characteristic: TimeCharacteristic) -> "StreamExecutionEnvironment":
+        """Accepted for PyFlink compatibility; has no effect.
+
+        Note:
+            Event time and processing time are always both available.
+        """
         return self  # event time and processing time are always available
 
     def get_stream_time_characteristic(self) -> TimeCharacteristic:
+        """Returns ``TimeCharacteristic.EventTime``."""
         return TimeCharacteristic.EventTime
 
     def set_buffer_timeout(self, timeout_millis: int) -> "StreamExecutionEnvironment":
+        """Accepted for PyFlink compatibility; has no effect.
+
+        Note:
+            Records move between operators once per epoch.
+        """
         return self
 
     def enable_checkpointing(self, interval: int,
                              mode: Optional[CheckpointingMode] = None) -> "StreamExecutionEnvironment":
+        """Turns checkpoints on.
+
+        Args:
+            interval: The interval between checkpoints (milliseconds, ``Duration`` or ``Time``).
+            mode: A ``CheckpointingMode``; both modes give exactly-once state.
+
+        Note:
+            A checkpoint is taken at the first epoch boundary after the interval has passed.
+        """
         cfg = self.get_checkpoint_config()
         cfg.set_checkpoint_interval(to_millis(interval))
         if mode is not None:
@@ -244,12 +197,15 @@ class StreamExecutionEnvironment:
         return self
 
     def get_checkpoint_config(self) -> CheckpointConfig:
+        """Returns the ``CheckpointConfig``, which reads and writes this environment's configuration."""
         return CheckpointConfig(self._config)
 
     def get_checkpoint_interval(self) -> int:
+        """Returns the checkpoint interval in milliseconds (-1 if checkpointing is off)."""
         return self.get_checkpoint_config().get_checkpoint_interval()
 
     def get_checkpointing_mode(self) -> CheckpointingMode:
+        """Returns the ``CheckpointingMode``."""
         return self.get_checkpoint_config().get_checkpointing_mode()
 
     def set_state_backend(self, state_backend: Any) -> "StreamExecutionEnvironment":
@@ -261,6 +217,7 @@ class StreamExecutionEnvironment:
         return self
 
     def get_state_backend(self) -> Any:
+        """Returns the state backend: the one set, else the configured one (``state.backend.type``, ``hashmap``)."""
         if self._state_backend is not None:
             return self._state_backend
         from sparkpoint.datastream.state_backend import state_backend_from_name
@@ -273,6 +230,12 @@ class StreamExecutionEnvironment:
                 or "hashmap")
 
     def set_restart_strategy(self, restart_strategy_configuration: Any) -> "StreamExecutionEnvironment":
+        """Sets the restart strategy (``restart-strategy.type``).
+
+        Args:
+            restart_strategy_configuration: The strategy's name: ``fixed-delay``, ``exponential-delay``,
+                ``failure-rate`` or ``none``.
+        """
         self._config.set("restart-strategy.type", restart_strategy_configuration)
         return self
 
@@ -286,9 +249,19 @@ class StreamExecutionEnvironment:
         self._config.set("python.files", ",".join(self._python_files))
 
     def add_jars(self, *jars_path: str) -> None:
+        """Accepted for PyFlink compatibility; has no effect.
+
+        Note:
+            Jobs run in Python on Spark; there are no connector jars to add.
+        """
         pass
 
     def add_classpaths(self, *classpaths: str) -> None:
+        """Accepted for PyFlink compatibility; has no effect.
+
+        Note:
+            Jobs run in Python on Spark; there are no classpaths to add.
+        """
         pass
 
     def set_spark_session(self, spark: Any) -> "StreamExecutionEnvironment":
@@ -298,6 +271,13 @@ class StreamExecutionEnvironment:
 
     # -- sources --------------------------------------------------------------------------------
     def from_collection(self, collection: list, type_info: Any = None) -> DataStream:
+        """A bounded stream of the given records, from a source of parallelism 1.
+
+        Args:
+            collection: The records.
+            type_info: Their type information; as in PyFlink it shapes the records (``Types.ROW_NAMED`` gives
+                ``Row``s with names, ``Types.FLOAT()`` single precision).
+        """
         from sparkpoint.common.typeinfo import conform_to_type
         from sparkpoint.connectors.collection import CollectionSource
 
@@ -309,12 +289,31 @@ class StreamExecutionEnvironment:
         return DataStream(self, tid, type_info)
 
     def from_source(self, source: Any, watermark_strategy: Any, source_name: str, type_info: Any = None) -> DataStream:
+        """A stream read from a source (``FileSource``, ``KafkaSource``, ``NumberSequenceSource``, ...).
+
+        Args:
+            source: The source.
+            watermark_strategy: How records get timestamps and watermarks (``WatermarkStrategy.no_watermarks()`` for
+                none).
+            source_name: The source operator's name.
+            type_info: The records' type information, or ``None``.
+        """
         tid = self._add_transformation(SourceTransformation, source_name, [], source=source,
                                        watermark_strategy=watermark_strategy,
                                        parallelism=getattr(source, "parallelism", None), output_type=type_info)
         return DataStream(self, tid, type_info)
 
     def add_source(self, source_func: Any, source_name: str = "Custom Source", type_info: Any = None) -> DataStream:
+        """A stream read from a source given the legacy way.
+
+        Args:
+            source_func: A ``Source`` (``from_source`` with no watermarks is used).
+            source_name: The source operator's name.
+            type_info: The records' type information, or ``None``.
+
+        Raises:
+            JobGraphError: For a legacy ``SourceFunction``, which is not supported.
+        """
         if hasattr(source_func, "create_enumerator"):
             from sparkpoint.common.watermark_strategy import WatermarkStrategy
 
@@ -401,6 +400,14 @@ class StreamExecutionEnvironment:
         return result
 
     def execute_async(self, job_name: Optional[str] = None) -> JobClient:
+        """Starts the job in a background thread and returns at once.
+
+        Args:
+            job_name: The job's name, or ``None`` for ``pipeline.name`` or a default.
+
+        Returns:
+            A ``JobClient`` to watch, savepoint, stop or cancel the job.
+        """
         job = self._create_job(job_name)
         result: Future = Future()
 
@@ -415,4 +422,5 @@ class StreamExecutionEnvironment:
         return JobClient(job.job_id, job, thread, result)
 
     def close(self) -> None:
+        """Accepted for PyFlink compatibility; has no effect."""
         pass
