@@ -54,16 +54,47 @@ class ConnectedStreams:
                                 _unkeyed(self.stream2).key_by(key_selector2, key_type))
 
     def map(self, func: CoMapFunction, output_type: Any = None) -> DataStream:
+        """Maps both inputs with a ``CoMapFunction``: ``map1`` for the first, ``map2`` for the second.
+
+        Args:
+            func: The ``CoMapFunction``.
+            output_type: The results' type information, or ``None``.
+
+        Raises:
+            TypeError: If ``func`` is not a ``CoMapFunction``.
+        """
         if not isinstance(func, CoMapFunction):
             raise TypeError(f"ConnectedStreams.map() takes a CoMapFunction, got {type(func).__name__}")
         return self.process(_CoMapAdapter(func, self._is_keyed_stream()), output_type).name("Co-Map")
 
     def flat_map(self, func: CoFlatMapFunction, output_type: Any = None) -> DataStream:
+        """Applies a ``CoFlatMapFunction`` to both inputs: ``flat_map1`` for the first, ``flat_map2`` for the second.
+
+        Args:
+            func: The ``CoFlatMapFunction``.
+            output_type: The results' type information, or ``None``.
+
+        Raises:
+            TypeError: If ``func`` is not a ``CoFlatMapFunction``.
+        """
         if not isinstance(func, CoFlatMapFunction):
             raise TypeError(f"ConnectedStreams.flat_map() takes a CoFlatMapFunction, got {type(func).__name__}")
         return self.process(_CoFlatMapAdapter(func, self._is_keyed_stream()), output_type).name("Co-Flat Map")
 
     def process(self, func: Union[CoProcessFunction, KeyedCoProcessFunction], output_type: Any = None) -> DataStream:
+        """Processes both inputs with one function.
+
+        Args:
+            func: A ``CoProcessFunction``, or a ``KeyedCoProcessFunction`` when both streams are keyed.
+            output_type: The results' type information, or ``None``.
+
+        Raises:
+            TypeError: If the function does not fit the streams (keyed or not).
+
+        Note:
+            Within an epoch the operator gets its first input's records, then its second's; Flink
+            interleaves them as they arrive. Either order is a valid Flink execution.
+        """
         keyed = self._is_keyed_stream()
         if keyed and not isinstance(func, (KeyedCoProcessFunction, _CoAdapter)):
             raise TypeError(f"process() on keyed ConnectedStreams takes a KeyedCoProcessFunction, "
@@ -112,6 +143,19 @@ class BroadcastConnectedStream:
 
     def process(self, func: Union[BroadcastProcessFunction, KeyedBroadcastProcessFunction],
                 output_type: Any = None) -> DataStream:
+        """Processes both sides with one function.
+
+        Args:
+            func: A ``BroadcastProcessFunction``, or a ``KeyedBroadcastProcessFunction`` if the non-broadcast stream
+                is keyed.
+            output_type: The results' type information, or ``None``.
+
+        Raises:
+            TypeError: If the function does not fit the stream (keyed or not).
+
+        Note:
+            Within an epoch the broadcast side's records are processed first.
+        """
         keyed = isinstance(self.non_broadcast_stream, KeyedStream)
         expected = KeyedBroadcastProcessFunction if keyed else BroadcastProcessFunction
         if not isinstance(func, expected):

@@ -25,10 +25,15 @@ class StateBackend:
     name = "hashmap"
 
     def configuration(self) -> dict[str, Any]:
+        """Returns the configuration keys this backend sets on the job (none for the plain backends)."""
         return {}
 
 
 class HashMapStateBackend(StateBackend):
+    """Keyed state in Python dicts per key group (``state.backend.type: hashmap``), the default.
+
+    The whole state of a subtask is saved to the executor's local disk after every epoch: for small state.
+    """
     name = "hashmap"
 
 
@@ -73,9 +78,11 @@ class FsStateBackend(_LegacyHeapStateBackend):
 
     @property
     def checkpoint_directory_uri(self) -> Optional[str]:
+        """The checkpoint directory given, or ``None``."""
         return self.checkpoint_directory
 
     def get_checkpoint_path(self) -> Optional[str]:
+        """Returns the checkpoint directory given, or ``None``."""
         return self.checkpoint_directory
 
 
@@ -94,9 +101,11 @@ class EmbeddedRocksDBStateBackend(StateBackend):
         self._incremental = enable_incremental_checkpointing
 
     def is_incremental_checkpoints_enabled(self) -> bool:
+        """Returns whether incremental checkpoints were turned on here (false if left to the configuration)."""
         return bool(self._incremental)
 
     def configuration(self) -> dict[str, Any]:
+        """Returns ``execution.checkpointing.incremental`` if incremental checkpoints were set here."""
         if self._incremental is None:
             return {}
         return {"execution.checkpointing.incremental": "true" if self._incremental else "false"}
@@ -108,6 +117,14 @@ ROCKSDB_NAMES = ("rocksdb", "embeddedrocksdb", "embedded-rocksdb")
 
 
 def state_backend_from_name(name: str) -> StateBackend:
+    """Returns the state backend of a configured name.
+
+    Args:
+        name: ``hashmap`` (or Flink 1.x's ``heap``, ``memory``, ``filesystem``, ``jobmanager``) or ``rocksdb``.
+
+    Raises:
+        ConfigurationError: For any other name.
+    """
     n = name.strip().lower()
     if n in HASHMAP_NAMES:
         return HashMapStateBackend()

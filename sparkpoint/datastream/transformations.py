@@ -90,6 +90,7 @@ class OneInputTransformation(Transformation):
 
     @property
     def kind(self) -> str:  # type: ignore[override]
+        """The operation's name (map, flat_map, filter, process, assign_timestamps)."""
         return self.operation
 
 
@@ -105,6 +106,7 @@ class KeyedTransformation(Transformation):
 
     @property
     def kind(self) -> str:  # type: ignore[override]
+        """The operation's name (keyed_process, map, flat_map, filter, reduce)."""
         return self.operation
 
 
@@ -121,10 +123,12 @@ class TwoInputTransformation(Transformation):
 
     @property
     def kind(self) -> str:  # type: ignore[override]
+        """The operation's name (co_process, keyed_co_process, broadcast_process, keyed_broadcast_process)."""
         return self.operation
 
     @property
     def keyed(self) -> bool:  # type: ignore[override]
+        """Whether the operation is keyed: its inputs are partitioned by key."""
         return self.operation.startswith("keyed_")
 
 
