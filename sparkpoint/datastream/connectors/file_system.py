@@ -117,12 +117,15 @@ class FileSource(Source):
         return FileSourceBuilder(stream_format, paths)
 
     def get_boundedness(self) -> str:
+        """Returns ``BOUNDED`` for a static file set, ``CONTINUOUS_UNBOUNDED`` when monitoring continuously."""
         return Boundedness.BOUNDED if self.discovery_interval_ms is None else Boundedness.CONTINUOUS_UNBOUNDED
 
     def create_enumerator(self) -> SplitEnumerator:
+        """Returns the enumerator that lists the paths and hands out files (on the driver)."""
         return FileSplitEnumerator(self.paths, self.discovery_interval_ms)
 
     def create_reader(self) -> SourceReader:
+        """Returns the reader of a subtask's files."""
         return FileSourceReader(self.stream_format.line_format)
 
 
@@ -164,6 +167,7 @@ class FileSourceBuilder:
         return self
 
     def build(self) -> FileSource:
+        """Returns the ``FileSource``."""
         return FileSource(self._format, self._paths, self._interval_ms, self._malformed_tag)
 
 
@@ -177,12 +181,15 @@ class OutputFileConfig:
 
     @staticmethod
     def builder() -> "OutputFileConfig.OutputFileConfigBuilder":
+        """Returns a builder of ``OutputFileConfig``."""
         return OutputFileConfig.OutputFileConfigBuilder()
 
     def get_part_prefix(self) -> str:
+        """Returns the part file name prefix (``part`` unless set)."""
         return self._prefix
 
     def get_part_suffix(self) -> str:
+        """Returns the part file name suffix (empty unless set)."""
         return self._suffix
 
     class OutputFileConfigBuilder:
@@ -192,14 +199,29 @@ class OutputFileConfig:
             self._prefix, self._suffix = "part", ""
 
         def with_part_prefix(self, prefix: str) -> "OutputFileConfig.OutputFileConfigBuilder":
+            """Sets the part file name prefix.
+
+            Args:
+                prefix: The prefix; it may not contain ``/``.
+            """
             self._prefix = prefix
             return self
 
         def with_part_suffix(self, suffix: str) -> "OutputFileConfig.OutputFileConfigBuilder":
+            """Sets the part file name suffix.
+
+            Args:
+                suffix: The suffix, such as ``.txt``; it may not contain ``/``.
+            """
             self._suffix = suffix
             return self
 
         def build(self) -> "OutputFileConfig":
+            """Returns the ``OutputFileConfig``.
+
+            Raises:
+                ValueError: If the prefix or suffix contains ``/``.
+            """
             return OutputFileConfig(self._prefix, self._suffix)
 
 
@@ -335,6 +357,15 @@ class FileSink(Sink):
                               self.rolling_policy.part_size, self.rolling_policy.rollover_interval)
 
     def create_writer(self, subtask: int, parallelism: int, job_id: str, epoch: int, state: Any) -> SinkWriter:
+        """Returns a subtask's writer, which stages hidden in-progress part files.
+
+        Args:
+            subtask: The subtask's index.
+            parallelism: The sink's parallelism.
+            job_id: The job's id.
+            epoch: The first epoch it writes.
+            state: The writer's state from the checkpoint restored, or ``None``.
+        """
         return FileSinkWriter(self._config(), subtask, job_id, state)
 
     def recover(self, committables: list, writer_states: dict[int, Any]) -> None:
@@ -352,6 +383,7 @@ class FileSink(Sink):
                             self.output_file_config.get_part_suffix())
 
     def create_committer(self) -> Optional[Committer]:
+        """Returns the committer that makes staged part files visible when a checkpoint completes."""
         return FileCommitter()
 
     class RowFormatBuilder:
@@ -364,6 +396,11 @@ class FileSink(Sink):
             self._rolling_policy: RollingPolicy = RollingPolicy.default_rolling_policy()
 
         def with_bucket_assigner(self, bucket_assigner: BucketAssigner) -> "FileSink.RowFormatBuilder":
+            """Sets how records are put into bucket directories (hourly date-time buckets unless set).
+
+            Args:
+                bucket_assigner: A ``BucketAssigner``.
+            """
             self._bucket_assigner = bucket_assigner
             return self
 
@@ -372,14 +409,25 @@ class FileSink(Sink):
             return self
 
         def with_output_file_config(self, output_file_config: OutputFileConfig) -> "FileSink.RowFormatBuilder":
+            """Sets the part files' name prefix and suffix.
+
+            Args:
+                output_file_config: An ``OutputFileConfig``.
+            """
             self._output_file_config = output_file_config
             return self
 
         def with_rolling_policy(self, rolling_policy: RollingPolicy) -> "FileSink.RowFormatBuilder":
+            """Sets when part files roll within an epoch (files also roll at every epoch's end).
+
+            Args:
+                rolling_policy: A ``RollingPolicy``.
+            """
             self._rolling_policy = rolling_policy
             return self
 
         def build(self) -> "FileSink":
+            """Returns the ``FileSink``."""
             return FileSink(self._base_path, self._encoder, self._bucket_assigner, self._output_file_config,
                             self._rolling_policy)
 

@@ -27,6 +27,15 @@ class NumberSequenceSource(NumberSequence):
 
 
 class DataGeneratorSource(FunctionSequence):
+    """Records made by a function of their index, as Flink's ``DataGeneratorSource``.
+
+    Args:
+        generator_function: Called with each index from 0 to ``count - 1``; returns the record.
+        count: How many records, or ``None`` for an unbounded source.
+        num_splits: Interleaved splits, read in parallel.
+        records_per_second: Paces the source, or ``None`` for as fast as possible.
+        type_info: Accepted as Flink's; the stream's type is declared with ``from_source``.
+    """
     def __init__(self, generator_function: Callable[[int], Any], count: Optional[int], num_splits: int = 1,
                  records_per_second: Optional[float] = None, type_info: Any = None):
         super().__init__(generator_function, count, num_splits, records_per_second)
@@ -59,4 +68,5 @@ class StringLineEventSource(BehaviorEvents):
                          _EventOptions(with_timestamps_and_watermarks, max_lagged_time_millis), records_per_second)
 
     def assigns_timestamps(self) -> bool:
+        """Returns whether the source stamps records and emits watermarks itself."""
         return self.options.with_timestamps_and_watermarks

@@ -67,18 +67,23 @@ class JdbcConnectionOptions:
         self._check_timeout = connection_check_timeout_seconds
 
     def get_db_url(self) -> str:
+        """Returns the JDBC URL (``jdbc:postgresql://host:port/db``)."""
         return self._url
 
     def get_driver_name(self) -> Optional[str]:
+        """Returns the driver name given (accepted as PyFlink's; psycopg is the client)."""
         return self._driver_name
 
     def get_user_name(self) -> Optional[str]:
+        """Returns the user name, or ``None``."""
         return self._user_name
 
     def get_password(self) -> Optional[str]:
+        """Returns the password, or ``None``."""
         return self._password
 
     def get_connection_check_timeout_seconds(self) -> int:
+        """Returns the connection check timeout in seconds."""
         return self._check_timeout
 
     def __repr__(self) -> str:
@@ -95,27 +100,57 @@ class JdbcConnectionOptions:
             self._check_timeout = 60
 
         def with_url(self, url: str) -> "JdbcConnectionOptions.JdbcConnectionOptionsBuilder":
+            """Sets the JDBC URL.
+
+            Args:
+                url: ``jdbc:postgresql://host:port/db``; only PostgreSQL URLs are supported.
+            """
             self._url = url
             return self
 
         def with_driver_name(self, driver_name: str) -> "JdbcConnectionOptions.JdbcConnectionOptionsBuilder":
+            """Sets the driver name (accepted as PyFlink's; not used).
+
+            Args:
+                driver_name: The JDBC driver's class name.
+            """
             self._driver_name = driver_name
             return self
 
         def with_user_name(self, user_name: str) -> "JdbcConnectionOptions.JdbcConnectionOptionsBuilder":
+            """Sets the user to connect as.
+
+            Args:
+                user_name: The user name.
+            """
             self._user_name = user_name
             return self
 
         def with_password(self, password: str) -> "JdbcConnectionOptions.JdbcConnectionOptionsBuilder":
+            """Sets the password.
+
+            Args:
+                password: The password; it is never shown in logs or ``repr``.
+            """
             self._password = password
             return self
 
         def with_connection_check_timeout_seconds(
                 self, timeout_seconds: int) -> "JdbcConnectionOptions.JdbcConnectionOptionsBuilder":
+            """Sets the connection check timeout.
+
+            Args:
+                timeout_seconds: Seconds.
+            """
             self._check_timeout = int(timeout_seconds)
             return self
 
         def build(self) -> "JdbcConnectionOptions":
+            """Returns the ``JdbcConnectionOptions``.
+
+            Raises:
+                JdbcError: If no URL was given.
+            """
             if not self._url:
                 raise JdbcError("JdbcConnectionOptions need a URL (with_url('jdbc:postgresql://host:port/db'))")
             return JdbcConnectionOptions(self._url, self._driver_name, self._user_name, self._password,
@@ -134,20 +169,25 @@ class JdbcExecutionOptions:
         self._batch_interval_ms, self._batch_size, self._max_retries = batch_interval_ms, batch_size, max_retries
 
     def get_batch_interval_ms(self) -> int:
+        """Returns the batch interval in milliseconds (0: no interval)."""
         return self._batch_interval_ms
 
     def get_batch_size(self) -> int:
+        """Returns how many records are sent in one batch."""
         return self._batch_size
 
     def get_max_retries(self) -> int:
+        """Returns how often a connection is tried again while the database cannot be reached."""
         return self._max_retries
 
     @staticmethod
     def defaults() -> "JdbcExecutionOptions":
+        """Returns the default options: batches of 5000, no interval, 3 retries."""
         return JdbcExecutionOptions()
 
     @staticmethod
     def builder() -> "JdbcExecutionOptions.Builder":
+        """Returns a builder of ``JdbcExecutionOptions``."""
         return JdbcExecutionOptions.Builder()
 
     class Builder:
@@ -157,22 +197,44 @@ class JdbcExecutionOptions:
             self._options = JdbcExecutionOptions()
 
         def with_batch_size(self, size: int) -> "JdbcExecutionOptions.Builder":
+            """Sets how many records are sent in one batch.
+
+            Args:
+                size: At least 1.
+
+            Raises:
+                JdbcError: If ``size`` is below 1.
+            """
             if int(size) < 1:
                 raise JdbcError(f"JDBC batch size must be at least 1, got {size}")
             self._options._batch_size = int(size)
             return self
 
         def with_batch_interval_ms(self, interval_ms: int) -> "JdbcExecutionOptions.Builder":
+            """Sets the batch interval.
+
+            Args:
+                interval_ms: Milliseconds; every epoch's records are written when the epoch ends in any case.
+            """
             self._options._batch_interval_ms = int(interval_ms)
             return self
 
         def with_max_retries(self, max_retries: int) -> "JdbcExecutionOptions.Builder":
+            """Sets how often a connection is tried again while the database cannot be reached.
+
+            Args:
+                max_retries: Not negative; a failed statement is never retried.
+
+            Raises:
+                JdbcError: If ``max_retries`` is negative.
+            """
             if int(max_retries) < 0:
                 raise JdbcError(f"JDBC max retries must not be negative, got {max_retries}")
             self._options._max_retries = int(max_retries)
             return self
 
         def build(self) -> "JdbcExecutionOptions":
+            """Returns the ``JdbcExecutionOptions``."""
             opts = self._options
             return JdbcExecutionOptions(opts._batch_interval_ms, opts._batch_size, opts._max_retries)
 
@@ -198,10 +260,12 @@ class JdbcExactlyOnceOptions:
 
     @staticmethod
     def defaults() -> "JdbcExactlyOnceOptions":
+        """Returns the default options (a prefix derived from the database and the SQL; roll back on restore)."""
         return JdbcExactlyOnceOptions()
 
     @staticmethod
     def builder() -> "JdbcExactlyOnceOptions.Builder":
+        """Returns a builder of ``JdbcExactlyOnceOptions``."""
         return JdbcExactlyOnceOptions.Builder()
 
     class Builder:
@@ -211,30 +275,61 @@ class JdbcExactlyOnceOptions:
             self._kw: dict[str, Any] = {}
 
         def with_transaction_id_prefix(self, prefix: str) -> "JdbcExactlyOnceOptions.Builder":
+            """Sets the prefix of the sink's prepared transactions' names (sparkpoint extension).
+
+            Args:
+                prefix: Stable across restores, and unique to the sink in the database.
+            """
             self._kw["transaction_id_prefix"] = prefix
             return self
 
         def with_recovered_and_rollback(self, recovered_and_rollback: bool) -> "JdbcExactlyOnceOptions.Builder":
+            """Sets whether a restore rolls back this sink's prepared transactions the checkpoint does not commit.
+
+            Args:
+                recovered_and_rollback: True by default.
+            """
             self._kw["recovered_and_rollback"] = bool(recovered_and_rollback)
             return self
 
         def with_max_commit_attempts(self, max_commit_attempts: int) -> "JdbcExactlyOnceOptions.Builder":
+            """Sets Java's maximum commit attempts.
+
+            Note:
+                Accepted as Java's; has no effect here.
+            """
             self._kw["max_commit_attempts"] = int(max_commit_attempts)
             return self
 
         def with_allow_out_of_order_commits(self, allow: bool) -> "JdbcExactlyOnceOptions.Builder":
+            """Sets Java's out-of-order commits option.
+
+            Note:
+                Accepted as Java's; has no effect here.
+            """
             self._kw["allow_out_of_order_commits"] = bool(allow)
             return self
 
         def with_timeout_sec(self, timeout_sec: int) -> "JdbcExactlyOnceOptions.Builder":
+            """Sets Java's transaction timeout.
+
+            Note:
+                Accepted as Java's; has no effect here.
+            """
             self._kw["timeout_sec"] = int(timeout_sec)
             return self
 
         def with_transaction_per_connection(self, per_connection: bool) -> "JdbcExactlyOnceOptions.Builder":
+            """Sets Java's transaction-per-connection option.
+
+            Note:
+                Accepted as Java's; has no effect here.
+            """
             self._kw["transaction_per_connection"] = bool(per_connection)
             return self
 
         def build(self) -> "JdbcExactlyOnceOptions":
+            """Returns the ``JdbcExactlyOnceOptions``."""
             return JdbcExactlyOnceOptions(**self._kw)
 
 
@@ -264,12 +359,23 @@ class JdbcSink(Sink):
                         opts.recovered_and_rollback)
 
     def create_writer(self, subtask: int, parallelism: int, job_id: str, epoch: int, state: Any) -> SinkWriter:
+        """Returns a subtask's writer: one transaction per epoch.
+
+        Args:
+            subtask: The subtask's index.
+            parallelism: The sink's parallelism.
+            job_id: The job's id.
+            epoch: The first epoch it writes.
+            state: The writer's state from the checkpoint restored, or ``None``.
+        """
         return JdbcSinkWriter(self.config, subtask, parallelism, epoch, state, job=job_id)
 
     def create_committer(self) -> Optional[Committer]:
+        """Returns the committer of prepared transactions if the sink is exactly-once, else ``None``."""
         return JdbcCommitter(self.config) if self.config.exactly_once else None
 
     def transaction_prefix(self) -> Optional[str]:
+        """Returns what names this sink's prepared transactions on its server, or ``None`` if it is at-least-once."""
         if not self.config.exactly_once:
             return None
         server = parse_jdbc_url(self.config.url, warn=False)   # gids are unique per server, not per database
