@@ -111,6 +111,11 @@ def override(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]
 
 
 def nearest_key(key: str) -> Optional[str]:
+    """Returns the known configuration key nearest to a misspelt one, or ``None``.
+
+    Args:
+        key: The unknown key.
+    """
     found = difflib.get_close_matches(key, sorted(KNOWN_KEYS), n=1, cutoff=0.75)
     return found[0] if found else None
 

@@ -45,6 +45,14 @@ def parse_duration_ms(value: Any) -> int:
 
 
 def parse_memory_bytes(value: Any) -> int:
+    """Parses Flink memory-size text (``"128 mb"``, ``"1g"``, ``"512"`` = bytes) into bytes.
+
+    Args:
+        value: An int (bytes) or the text.
+
+    Raises:
+        ValueError: If the text is not a memory size.
+    """
     if isinstance(value, int):
         return value
     m = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", str(value))
@@ -73,9 +81,23 @@ class Configuration:
             self.add_all(other)
 
     def set_string(self, key: str, value: str) -> "Configuration":
+        """Sets a key to a string.
+
+        Args:
+            key: The key, in its Flink 2.x or 1.x spelling.
+            value: The value.
+        """
         return self.set(key, value)
 
     def set(self, key: str, value: Any) -> "Configuration":
+        """Sets a key to a value, kept as given (typed getters parse it on read).
+
+        If the Flink 2.x spelling of the setting was given, a later Flink 1.x spelling is ignored with a warning.
+
+        Args:
+            key: The key, in its Flink 2.x or 1.x spelling.
+            value: The value.
+        """
         read = ALIASES.get(key, key)
         if key in PREFERRED:
             self._preferred.add(read)
@@ -87,34 +109,82 @@ class Configuration:
         return self
 
     def set_integer(self, key: str, value: int) -> "Configuration":
+        """Sets a key to an integer.
+
+        Args:
+            key: The key, in its Flink 2.x or 1.x spelling.
+            value: The value.
+        """
         return self.set(key, int(value))
 
     set_long = set_integer
 
     def set_boolean(self, key: str, value: bool) -> "Configuration":
+        """Sets a key to a boolean.
+
+        Args:
+            key: The key, in its Flink 2.x or 1.x spelling.
+            value: The value.
+        """
         return self.set(key, bool(value))
 
     def set_float(self, key: str, value: float) -> "Configuration":
+        """Sets a key to a float.
+
+        Args:
+            key: The key, in its Flink 2.x or 1.x spelling.
+            value: The value.
+        """
         return self.set(key, float(value))
 
     def get_string(self, key: str, default_value: Optional[str] = None) -> Optional[str]:
+        """Returns a key's value as a string.
+
+        Args:
+            key: The key, in its Flink 2.x or 1.x spelling.
+            default_value: What to return if the key is not set.
+        """
         v = self._data.get(ALIASES.get(key, key), default_value)
         return None if v is None else str(v)
 
     def get(self, key: str, default: Any = None) -> Any:
+        """Returns a key's value as it was given.
+
+        Args:
+            key: The key, in its Flink 2.x or 1.x spelling.
+            default: What to return if the key is not set.
+        """
         return self._data.get(ALIASES.get(key, key), default)
 
     def get_integer(self, key: str, default_value: int = 0) -> int:
+        """Returns a key's value as an integer.
+
+        Args:
+            key: The key, in its Flink 2.x or 1.x spelling.
+            default_value: What to return if the key is not set.
+        """
         v = self.get(key)
         return default_value if v is None else int(v)
 
     get_long = get_integer
 
     def get_float(self, key: str, default_value: float = 0.0) -> float:
+        """Returns a key's value as a float.
+
+        Args:
+            key: The key, in its Flink 2.x or 1.x spelling.
+            default_value: What to return if the key is not set.
+        """
         v = self.get(key)
         return default_value if v is None else float(v)
 
     def get_boolean(self, key: str, default_value: bool = False) -> bool:
+        """Returns a key's value as a boolean (text ``true``, ``1``, ``yes`` and ``on`` are true).
+
+        Args:
+            key: The key, in its Flink 2.x or 1.x spelling.
+            default_value: What to return if the key is not set.
+        """
         v = self.get(key)
         if v is None:
             return default_value
@@ -123,16 +193,41 @@ class Configuration:
         return bool(v)
 
     def get_duration_ms(self, key: str, default_ms: Optional[int] = None) -> Optional[int]:
+        """Returns a key's duration in milliseconds (``"10 s"``, ``"1 min"``, a bare number is ms).
+
+        Args:
+            key: The key, in its Flink 2.x or 1.x spelling.
+            default_ms: What to return if the key is not set.
+
+        Raises:
+            ValueError: If the value is not a duration.
+        """
         v = self.get(key)
         return default_ms if v is None else parse_duration_ms(v)
 
     def contains_key(self, key: str) -> bool:
+        """Returns whether a key is set (under either spelling).
+
+        Args:
+            key: The key, in its Flink 2.x or 1.x spelling.
+        """
         return ALIASES.get(key, key) in self._data
 
     def remove_config(self, key: str) -> bool:
+        """Removes a key; returns whether it was set.
+
+        Args:
+            key: The key, in its Flink 2.x or 1.x spelling.
+        """
         return self._data.pop(ALIASES.get(key, key), None) is not None
 
     def add_all(self, other: "Configuration | Mapping[str, Any]", prefix: Optional[str] = None) -> "Configuration":
+        """Sets every key of another configuration or mapping.
+
+        Args:
+            other: A ``Configuration`` or a mapping of keys to values.
+            prefix: Put before every key, or ``None``.
+        """
         items = other._as_given() if isinstance(other, Configuration) else dict(other)
         for k, v in items.items():
             self.set((prefix or "") + k, v)
@@ -143,9 +238,11 @@ class Configuration:
         return {FLINK2_NAME[k] if k in self._preferred else k: v for k, v in self._data.items()}
 
     def key_set(self) -> "builtins.set[str]":
+        """Returns the keys that are set."""
         return builtins.set(self._data)
 
     def to_dict(self) -> dict:
+        """Returns the settings as a dict."""
         return dict(self._data)
 
     def __iter__(self) -> Iterator[str]:

@@ -66,6 +66,7 @@ class ProcessIdentity:
 
     @staticmethod
     def current() -> "ProcessIdentity":
+        """Returns this process's identity."""
         return ProcessIdentity(os.getpid(), process_start_time(os.getpid()), _host())
 
     @staticmethod
@@ -74,6 +75,7 @@ class ProcessIdentity:
         return ProcessIdentity(pid, process_start_time(pid), _host())
 
     def to_json(self) -> dict[str, Any]:
+        """Returns the identity as a JSON-ready dict."""
         return {"pid": self.pid, "started": self.started, "host": self.host}
 
     @staticmethod

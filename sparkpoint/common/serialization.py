@@ -40,15 +40,35 @@ class Encoder:
 
     @staticmethod
     def simple_string_encoder(charset_name: str = "UTF-8") -> "Encoder":
+        """Returns an encoder writing each record as a line of text.
+
+        Args:
+            charset_name: The text's charset.
+        """
         return Encoder(charset_name.lower())
 
     def with_record_type(self, record_type: Any) -> "Encoder":
+        """Returns this encoder for records of a declared type, written as ``print()`` shows them.
+
+        Args:
+            record_type: The stream's type information.
+        """
         return replace(self, record_type=record_type)
 
     def encode(self, value: Any) -> bytes:
+        """Returns one record as a line of bytes, with its newline.
+
+        Args:
+            value: The record.
+        """
         return (self._text(value) + "\n").encode(self.charset)
 
     def encode_batch(self, values: list) -> bytes:
+        """Returns several records as lines of bytes.
+
+        Args:
+            values: The records.
+        """
         if self.record_type is None:
             return "".join([f"{v}\n" for v in values]).encode(self.charset)
         return "".join([self._text(v) + "\n" for v in values]).encode(self.charset)
@@ -64,7 +84,12 @@ class SerializationSchema(abc.ABC):
     """Record → message bytes."""
 
     @abc.abstractmethod
-    def serialize(self, value: Any) -> bytes: ...
+    def serialize(self, value: Any) -> bytes:
+        """Returns the bytes of a record's message.
+
+        Args:
+            value: The record.
+        """
 
 
 class DeserializationSchema(abc.ABC):
@@ -76,7 +101,12 @@ class DeserializationSchema(abc.ABC):
     """
 
     @abc.abstractmethod
-    def deserialize(self, message: bytes) -> Any: ...
+    def deserialize(self, message: bytes) -> Any:
+        """Returns the record of a message, or ``None`` if the message holds none.
+
+        Args:
+            message: The message's bytes.
+        """
 
 
 @dataclass(frozen=True)
@@ -86,7 +116,17 @@ class SimpleStringSchema(SerializationSchema, DeserializationSchema):
     charset: str = "UTF-8"
 
     def serialize(self, value: Any) -> bytes:
+        """Returns ``str(value)`` encoded in the charset.
+
+        Args:
+            value: The record.
+        """
         return str(value).encode(self.charset)
 
     def deserialize(self, message: bytes) -> str:
+        """Returns the message decoded in the charset.
+
+        Args:
+            message: The message's bytes.
+        """
         return message.decode(self.charset)

@@ -33,17 +33,30 @@ class TypeSerializer(abc.ABC, Generic[T]):
         return hash(str(self))
 
     @abc.abstractmethod
-    def serialize(self, element: T, stream: BytesIO) -> None: ...
+    def serialize(self, element: T, stream: BytesIO) -> None:
+        """Writes an element.
+
+        Args:
+            element: The element.
+            stream: The binary stream to write to.
+        """
 
     @abc.abstractmethod
-    def deserialize(self, stream: BytesIO) -> T: ...
+    def deserialize(self, stream: BytesIO) -> T:
+        """Reads an element written by ``serialize``.
+
+        Args:
+            stream: The binary stream to read from.
+        """
 
 
 class VoidNamespaceSerializer(TypeSerializer[bytes]):
     """The namespace of state outside windows: nothing to write."""
 
     def serialize(self, element: bytes, stream: BytesIO) -> None:
+        """Writes nothing."""
         pass
 
     def deserialize(self, stream: BytesIO) -> bytes:
+        """Reads nothing; returns empty bytes."""
         return b""

@@ -20,29 +20,63 @@ class Duration:
 
     @staticmethod
     def of_millis(millis: int) -> "Duration":
+        """Returns a duration of a number of milliseconds.
+
+        Args:
+            millis: The number of milliseconds.
+        """
         return Duration(int(millis))
 
     @staticmethod
     def of_seconds(seconds: int) -> "Duration":
+        """Returns a duration of a number of seconds.
+
+        Args:
+            seconds: The number of seconds.
+        """
         return Duration(int(seconds * 1000))
 
     @staticmethod
     def of_minutes(minutes: int) -> "Duration":
+        """Returns a duration of a number of minutes.
+
+        Args:
+            minutes: The number of minutes.
+        """
         return Duration(int(minutes * 60_000))
 
     @staticmethod
     def of_hours(hours: int) -> "Duration":
+        """Returns a duration of a number of hours.
+
+        Args:
+            hours: The number of hours.
+        """
         return Duration(int(hours * 3_600_000))
 
     @staticmethod
     def of_days(days: int) -> "Duration":
+        """Returns a duration of a number of days.
+
+        Args:
+            days: The number of days.
+        """
         return Duration(int(days * 86_400_000))
 
     @staticmethod
     def of_nanos(nanos: int) -> "Duration":
+        """Returns a duration of a number of nanoseconds.
+
+        Args:
+            nanos: The number of nanoseconds.
+
+        Note:
+            Rounded down to whole milliseconds.
+        """
         return Duration(int(nanos // 1_000_000))
 
     def to_milliseconds(self) -> int:
+        """Returns the duration in milliseconds."""
         return self._millis
 
     def __repr__(self) -> str:
@@ -57,25 +91,51 @@ class Time:
 
     @staticmethod
     def milliseconds(millis: int) -> "Time":
+        """Returns a time span of a number of milliseconds.
+
+        Args:
+            millis: The number of milliseconds.
+        """
         return Time(int(millis))
 
     @staticmethod
     def seconds(seconds: int) -> "Time":
+        """Returns a time span of a number of seconds.
+
+        Args:
+            seconds: The number of seconds.
+        """
         return Time(int(seconds * 1000))
 
     @staticmethod
     def minutes(minutes: int) -> "Time":
+        """Returns a time span of a number of minutes.
+
+        Args:
+            minutes: The number of minutes.
+        """
         return Time(int(minutes * 60_000))
 
     @staticmethod
     def hours(hours: int) -> "Time":
+        """Returns a time span of a number of hours.
+
+        Args:
+            hours: The number of hours.
+        """
         return Time(int(hours * 3_600_000))
 
     @staticmethod
     def days(days: int) -> "Time":
+        """Returns a time span of a number of days.
+
+        Args:
+            days: The number of days.
+        """
         return Time(int(days * 86_400_000))
 
     def to_milliseconds(self) -> int:
+        """Returns the time span in milliseconds."""
         return self._millis
 
     def __repr__(self) -> str:
@@ -90,9 +150,15 @@ class Instant:
 
     @staticmethod
     def of_epoch_milli(millis: int) -> "Instant":
+        """Returns the instant a number of milliseconds after 1970-01-01T00:00:00Z.
+
+        Args:
+            millis: Epoch milliseconds.
+        """
         return Instant(int(millis))
 
     def to_epoch_milli(self) -> int:
+        """Returns the instant in epoch milliseconds."""
         return self.epoch_milli
 
 

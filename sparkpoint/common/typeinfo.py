@@ -1,8 +1,9 @@
 """Type information, as in ``pyflink.common.typeinfo``.
 
 Types are optional everywhere in sparkpoint: records are Python objects. A type,
-where given, is kept on the stream and used as a hint (for instance to pick an
-Arrow column type in exchanges); it never changes results.
+where given, is kept on the stream; as in PyFlink it shapes the records functions
+receive (:func:`conform_to_type`: rows with field names, single-precision floats) and
+how ``print()`` and the string encoder render them.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ class TypeInformation:
         return list(self.field_names) if self.field_names else [f"f{i}" for i in range(len(self.children))]
 
     def get_field_types(self) -> list:
+        """Returns the field types of a row or tuple type (the element types of a collection type)."""
         return list(self.children)
 
 
@@ -96,69 +98,148 @@ class Types:
     """Factories for :class:`TypeInformation` with PyFlink's names."""
 
     @staticmethod
-    def STRING() -> TypeInformation: return TypeInformation("STRING")  # noqa: E704,N802
+    def STRING() -> TypeInformation:  # noqa: N802
+        """Returns the type of strings."""
+        return TypeInformation("STRING")
     @staticmethod
-    def BYTE() -> TypeInformation: return TypeInformation("BYTE")  # noqa: E704,N802
+    def BYTE() -> TypeInformation:  # noqa: N802
+        """Returns the type of bytes (8-bit integers)."""
+        return TypeInformation("BYTE")
     @staticmethod
-    def BOOLEAN() -> TypeInformation: return TypeInformation("BOOLEAN")  # noqa: E704,N802
+    def BOOLEAN() -> TypeInformation:  # noqa: N802
+        """Returns the type of booleans."""
+        return TypeInformation("BOOLEAN")
     @staticmethod
-    def SHORT() -> TypeInformation: return TypeInformation("SHORT")  # noqa: E704,N802
+    def SHORT() -> TypeInformation:  # noqa: N802
+        """Returns the type of 16-bit integers."""
+        return TypeInformation("SHORT")
     @staticmethod
-    def INT() -> TypeInformation: return TypeInformation("INT")  # noqa: E704,N802
+    def INT() -> TypeInformation:  # noqa: N802
+        """Returns the type of 32-bit integers."""
+        return TypeInformation("INT")
     @staticmethod
-    def LONG() -> TypeInformation: return TypeInformation("LONG")  # noqa: E704,N802
+    def LONG() -> TypeInformation:  # noqa: N802
+        """Returns the type of 64-bit integers."""
+        return TypeInformation("LONG")
     @staticmethod
-    def FLOAT() -> TypeInformation: return TypeInformation("FLOAT")  # noqa: E704,N802
+    def FLOAT() -> TypeInformation:  # noqa: N802
+        """Returns the type of single-precision floats; as in PyFlink, values are rounded to single precision."""
+        return TypeInformation("FLOAT")
     @staticmethod
-    def DOUBLE() -> TypeInformation: return TypeInformation("DOUBLE")  # noqa: E704,N802
+    def DOUBLE() -> TypeInformation:  # noqa: N802
+        """Returns the type of double-precision floats."""
+        return TypeInformation("DOUBLE")
     @staticmethod
-    def CHAR() -> TypeInformation: return TypeInformation("CHAR")  # noqa: E704,N802
+    def CHAR() -> TypeInformation:  # noqa: N802
+        """Returns the type of single characters."""
+        return TypeInformation("CHAR")
     @staticmethod
-    def BIG_INT() -> TypeInformation: return TypeInformation("BIG_INT")  # noqa: E704,N802
+    def BIG_INT() -> TypeInformation:  # noqa: N802
+        """Returns the type of integers of any size."""
+        return TypeInformation("BIG_INT")
     @staticmethod
-    def BIG_DEC() -> TypeInformation: return TypeInformation("BIG_DEC")  # noqa: E704,N802
+    def BIG_DEC() -> TypeInformation:  # noqa: N802
+        """Returns the type of decimals (``decimal.Decimal``)."""
+        return TypeInformation("BIG_DEC")
     @staticmethod
-    def SQL_DATE() -> TypeInformation: return TypeInformation("SQL_DATE")  # noqa: E704,N802
+    def SQL_DATE() -> TypeInformation:  # noqa: N802
+        """Returns the type of dates (``datetime.date``)."""
+        return TypeInformation("SQL_DATE")
     @staticmethod
-    def SQL_TIME() -> TypeInformation: return TypeInformation("SQL_TIME")  # noqa: E704,N802
+    def SQL_TIME() -> TypeInformation:  # noqa: N802
+        """Returns the type of times of day (``datetime.time``)."""
+        return TypeInformation("SQL_TIME")
     @staticmethod
-    def SQL_TIMESTAMP() -> TypeInformation: return TypeInformation("SQL_TIMESTAMP")  # noqa: E704,N802
+    def SQL_TIMESTAMP() -> TypeInformation:  # noqa: N802
+        """Returns the type of timestamps (``datetime.datetime``)."""
+        return TypeInformation("SQL_TIMESTAMP")
     @staticmethod
-    def INSTANT() -> TypeInformation: return TypeInformation("INSTANT")  # noqa: E704,N802
+    def INSTANT() -> TypeInformation:  # noqa: N802
+        """Returns the type of instants."""
+        return TypeInformation("INSTANT")
     @staticmethod
-    def PICKLED_BYTE_ARRAY() -> TypeInformation: return TypeInformation("PICKLED_BYTE_ARRAY")  # noqa: E704,N802
+    def PICKLED_BYTE_ARRAY() -> TypeInformation:  # noqa: N802
+        """Returns the type of any picklable Python object (PyFlink's default)."""
+        return TypeInformation("PICKLED_BYTE_ARRAY")
     @staticmethod
     def PRIMITIVE_ARRAY(element_type: TypeInformation) -> TypeInformation:  # noqa: N802
+        """Returns the type of arrays of a primitive type (records are lists).
+
+        Args:
+            element_type: The elements' type.
+        """
         return TypeInformation("PRIMITIVE_ARRAY", (element_type,))
 
     @staticmethod
     def BASIC_ARRAY(element_type: TypeInformation) -> TypeInformation:  # noqa: N802
+        """Returns the type of arrays of a basic type (records are lists).
+
+        Args:
+            element_type: The elements' type.
+        """
         return TypeInformation("BASIC_ARRAY", (element_type,))
 
     @staticmethod
     def OBJECT_ARRAY(element_type: TypeInformation) -> TypeInformation:  # noqa: N802
+        """Returns the type of arrays of objects (records are lists).
+
+        Args:
+            element_type: The elements' type.
+        """
         return TypeInformation("OBJECT_ARRAY", (element_type,))
 
     @staticmethod
     def LIST(element_type: TypeInformation) -> TypeInformation:  # noqa: N802
+        """Returns the type of lists.
+
+        Args:
+            element_type: The elements' type.
+        """
         return TypeInformation("LIST", (element_type,))
 
     @staticmethod
     def MAP(key_type: TypeInformation, value_type: TypeInformation) -> TypeInformation:  # noqa: N802
+        """Returns the type of dicts.
+
+        Args:
+            key_type: The keys' type.
+            value_type: The values' type.
+        """
         return TypeInformation("MAP", (key_type, value_type))
 
     @staticmethod
     def TUPLE(types: Sequence[TypeInformation]) -> TypeInformation:  # noqa: N802
+        """Returns the type of tuples with one type per position.
+
+        Args:
+            types: The fields' types.
+        """
         return TypeInformation("TUPLE", tuple(types))
 
     @staticmethod
     def ROW(types: Sequence[TypeInformation]) -> TypeInformation:  # noqa: N802
+        """Returns the type of ``Row``s with one type per field; the fields are named ``f0``, ``f1``, ...
+
+        Args:
+            types: The fields' types.
+        """
         return TypeInformation("ROW", tuple(types))
 
     @staticmethod
     def ROW_NAMED(names: Sequence[str], types: Sequence[TypeInformation]) -> TypeInformation:  # noqa: N802
+        """Returns the type of ``Row``s with named fields.
+
+        Args:
+            names: The fields' names.
+            types: The fields' types.
+        """
         return TypeInformation("ROW", tuple(types), tuple(names))
 
     @staticmethod
     def GENERIC(cls: Any) -> TypeInformation:  # noqa: N802
+        """Returns the type of instances of a class.
+
+        Args:
+            cls: The class.
+        """
         return TypeInformation(f"GENERIC<{getattr(cls, '__name__', cls)}>")

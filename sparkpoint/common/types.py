@@ -9,12 +9,16 @@ __all__ = ["Row", "RowFieldError", "RowKind"]
 
 
 class RowKind(Enum):
+    """The kind of change a row stands for in a changelog; ``str()`` gives its short form (``+I``, ``-U``, ``+U``,
+        ``-D``).
+    """
     INSERT = 0
     UPDATE_BEFORE = 1
     UPDATE_AFTER = 2
     DELETE = 3
 
     def short_string(self) -> str:
+        """Returns the short form: ``+I``, ``-U``, ``+U`` or ``-D``."""
         return {0: "+I", 1: "-U", 2: "+U", 3: "-D"}[self.value]
 
     def __str__(self) -> str:
@@ -63,6 +67,13 @@ class Row(tuple):
 
     @staticmethod
     def of_kind(row_kind: RowKind, *args: Any, **kwargs: Any) -> "Row":
+        """Returns a row of a given kind.
+
+        Args:
+            row_kind: The ``RowKind``.
+            *args: Positional field values.
+            **kwargs: Named field values (not with ``args``).
+        """
         row = Row(*args, **kwargs)
         row.set_row_kind(row_kind)
         return row
@@ -121,6 +132,14 @@ class Row(tuple):
         return hash(tuple(self))
 
     def as_dict(self, recursive: bool = False) -> dict:
+        """Returns the row as a dict of field names to values.
+
+        Args:
+            recursive: Also turn nested rows (in lists and dicts too) into dicts.
+
+        Raises:
+            TypeError: If the row has no field names.
+        """
         if self._fields is None:
             raise TypeError("Cannot convert a Row without field names to a dict")
         if recursive:
@@ -137,6 +156,14 @@ class Row(tuple):
         return dict(zip(self._fields, self))
 
     def get_fields_by_names(self, names: list) -> list:
+        """Returns the values of named fields, in the order of ``names``.
+
+        Args:
+            names: Field names.
+
+        Raises:
+            KeyError: If the row lacks one of the names.
+        """
         if self._fields is None or list(names) == list(self._fields):
             return list(self)
         missing = [n for n in names if n not in self._fields]
@@ -156,12 +183,23 @@ class Row(tuple):
         return any(v is item or v == item for v in self)
 
     def get_row_kind(self) -> RowKind:
+        """Returns the row's ``RowKind`` (``INSERT`` unless set)."""
         return self._row_kind
 
     def set_row_kind(self, row_kind: RowKind) -> None:
+        """Sets the row's ``RowKind``.
+
+        Args:
+            row_kind: The kind.
+        """
         self._row_kind = row_kind
 
     def set_field_names(self, field_names: list) -> None:
+        """Names the row's fields.
+
+        Args:
+            field_names: One name per field.
+        """
         self._fields = tuple(field_names)
 
     def __getitem__(self, item: Any) -> Any:

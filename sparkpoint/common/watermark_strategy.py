@@ -41,6 +41,7 @@ class Watermark:
     timestamp: int
 
     def get_timestamp(self) -> int:
+        """Returns the watermark's timestamp in epoch milliseconds."""
         return self.timestamp
 
 
@@ -52,15 +53,22 @@ class WatermarkOutput:
         self.idle = False
 
     def emit_watermark(self, watermark: "Watermark | int") -> None:
+        """Emits a watermark; only a higher one than before counts. The output becomes active.
+
+        Args:
+            watermark: A ``Watermark`` or a timestamp in epoch milliseconds.
+        """
         ts = watermark.timestamp if isinstance(watermark, Watermark) else int(watermark)
         if ts > self.watermark:
             self.watermark = ts
         self.idle = False
 
     def mark_idle(self) -> None:
+        """Marks the output idle: it holds no other input's watermark back until it emits again."""
         self.idle = True
 
     def mark_active(self) -> None:
+        """Marks the output active again."""
         self.idle = False
 
 
@@ -81,6 +89,12 @@ class TimestampAssigner(abc.ABC):
 
     @abc.abstractmethod
     def extract_timestamp(self, value: Any, record_timestamp: int) -> int:
+        """Returns a record's event timestamp in epoch milliseconds.
+
+        Args:
+            value: The record.
+            record_timestamp: The timestamp the record already has, or the smallest long if it has none (as in Flink).
+        """
         ...
 
 
@@ -102,6 +116,13 @@ class BoundedOutOfOrdernessWatermarks(WatermarkGenerator):
         self.max_timestamp = MIN_WATERMARK + self.bound + 1
 
     def on_event(self, event: Any, event_timestamp: int, output: WatermarkOutput) -> None:
+        """Takes an event's timestamp into account.
+
+        Args:
+            event: The record.
+            event_timestamp: Its timestamp in epoch milliseconds.
+            output: Where watermarks go.
+        """
         if event_timestamp > self.max_timestamp:
             self.max_timestamp = event_timestamp
 
@@ -111,6 +132,11 @@ class BoundedOutOfOrdernessWatermarks(WatermarkGenerator):
             self.max_timestamp = timestamp
 
     def on_periodic_emit(self, output: WatermarkOutput) -> None:
+        """Emits the highest timestamp seen minus the bound minus 1.
+
+        Args:
+            output: Where the watermark goes.
+        """
         output.emit_watermark(self.max_timestamp - self.bound - 1)
 
 
@@ -118,9 +144,11 @@ class NoWatermarksGenerator(WatermarkGenerator):
     """Emits no watermarks (event time never advances, except at end of input)."""
 
     def on_event(self, event: Any, event_timestamp: int, output: WatermarkOutput) -> None:
+        """Does nothing."""
         pass
 
     def on_periodic_emit(self, output: WatermarkOutput) -> None:
+        """Does nothing."""
         pass
 
 
@@ -138,11 +166,23 @@ class WatermarksWithIdleness(WatermarkGenerator):
         self.last_event_time: Optional[int] = None
 
     def set_current_processing_time(self, now_ms: int) -> None:
+        """Sets the processing time idleness is measured against (the runtime calls it every epoch).
+
+        Args:
+            now_ms: The processing time in epoch milliseconds.
+        """
         self.now = now_ms
         if self.last_event_time is None:
             self.last_event_time = now_ms
 
     def on_event(self, event: Any, event_timestamp: int, output: WatermarkOutput) -> None:
+        """Takes an event's timestamp into account.
+
+        Args:
+            event: The record.
+            event_timestamp: Its timestamp in epoch milliseconds.
+            output: Where watermarks go.
+        """
         self.last_event_time = self.now
         self.inner.on_event(event, event_timestamp, output)
 
@@ -152,6 +192,11 @@ class WatermarksWithIdleness(WatermarkGenerator):
         self.inner.observe_max(timestamp)   # type: ignore[attr-defined]
 
     def on_periodic_emit(self, output: WatermarkOutput) -> None:
+        """Marks the output idle if no event came for the idle timeout, else lets the wrapped generator emit.
+
+        Args:
+            output: Where the watermark goes.
+        """
         last = self.last_event_time if self.last_event_time is not None else self.now
         if self.now - last >= self.idle_ms:
             output.mark_idle()
@@ -189,15 +234,23 @@ class WatermarkStrategy:
 
     @staticmethod
     def for_monotonous_timestamps() -> "WatermarkStrategy":
+        """Returns a strategy for ascending timestamps: the watermark is the highest timestamp seen minus 1."""
         return WatermarkStrategy(_BoundedFactory(0), _description="monotonous")
 
     @staticmethod
     def for_bounded_out_of_orderness(max_out_of_orderness: "Duration | int") -> "WatermarkStrategy":
+        """Returns a strategy for records out of order by at most a bound.
+
+        Args:
+            max_out_of_orderness: The bound (``Duration`` or milliseconds); the watermark is the highest timestamp
+                seen minus it, minus 1.
+        """
         bound = to_millis(max_out_of_orderness)
         return WatermarkStrategy(_BoundedFactory(bound), _description=f"bounded-out-of-orderness({bound} ms)")
 
     @staticmethod
     def no_watermarks() -> "WatermarkStrategy":
+        """Returns a strategy that emits no watermarks (event time advances only at the end of input)."""
         return WatermarkStrategy(NoWatermarksGenerator, _description="no-watermarks")
 
     @staticmethod
@@ -206,11 +259,21 @@ class WatermarkStrategy:
         return WatermarkStrategy(_SupplierFactory(generator_supplier), _description="custom")
 
     def with_timestamp_assigner(self, timestamp_assigner: "TimestampAssigner | Callable") -> "WatermarkStrategy":
+        """Returns this strategy with a timestamp assigner.
+
+        Args:
+            timestamp_assigner: A ``TimestampAssigner`` or a plain callable ``(value, record_timestamp) -> int``.
+        """
         if not isinstance(timestamp_assigner, TimestampAssigner):
             timestamp_assigner = _FunctionTimestampAssigner(timestamp_assigner)
         return WatermarkStrategy(self._generator_factory, timestamp_assigner, self._idle_timeout_ms, self._description)
 
     def with_idleness(self, idle_timeout: "Duration | int") -> "WatermarkStrategy":
+        """Returns this strategy that marks an input idle after a time without records.
+
+        Args:
+            idle_timeout: Processing time without records (``Duration`` or milliseconds).
+        """
         return WatermarkStrategy(
             self._generator_factory, self._timestamp_assigner, to_millis(idle_timeout), self._description
         )
@@ -222,15 +285,18 @@ class WatermarkStrategy:
     # -- runtime side -------------------------------------------------------------
 
     def create_watermark_generator(self) -> WatermarkGenerator:
+        """Returns a new watermark generator (one per source split or subtask)."""
         gen = self._generator_factory()
         if self._idle_timeout_ms is not None:
             gen = WatermarksWithIdleness(gen, self._idle_timeout_ms)
         return gen
 
     def create_timestamp_assigner(self) -> Optional[TimestampAssigner]:
+        """Returns the timestamp assigner, or ``None`` if records keep the source's timestamps."""
         return self._timestamp_assigner
 
     def emits_watermarks(self) -> bool:
+        """Returns whether the strategy emits watermarks (false for ``no_watermarks()``)."""
         return self._description != "no-watermarks"
 
     def __repr__(self) -> str:
