@@ -262,7 +262,7 @@ class JsonRowDeserializationSchema(DeserializationSchema):
 
     def deserialize(self, message: bytes) -> Optional[Row]:
         """Returns the row of a JSON message, or ``None`` for a message without a value (or that does not parse, with
-            ``ignore_parse_errors``).
+        ``ignore_parse_errors``).
 
         Args:
             message: The message's bytes, UTF-8.

@@ -10,7 +10,7 @@ __all__ = ["Row", "RowFieldError", "RowKind"]
 
 class RowKind(Enum):
     """The kind of change a row stands for in a changelog; ``str()`` gives its short form (``+I``, ``-U``, ``+U``,
-        ``-D``).
+    ``-D``).
     """
     INSERT = 0
     UPDATE_BEFORE = 1

@@ -221,7 +221,7 @@ class CheckpointConfig:
 
     def set_num_retained(self, n: int) -> "CheckpointConfig":
         """Sets how many completed checkpoints are kept (``execution.checkpointing.num-retained``); sparkpoint
-            extension.
+        extension.
 
         Args:
             n: The number of checkpoints.

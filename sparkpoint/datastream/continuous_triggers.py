@@ -119,7 +119,7 @@ class ContinuousEventTimeTrigger(_ContinuousTrigger):
 
     def on_element(self, element: Any, timestamp: int, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
         """Sets the timers of the window's end and of its next interval; fires at once if the watermark has passed the
-            window.
+        window.
         """
         if window.max_timestamp() <= ctx.get_current_watermark():
             return TriggerResult.FIRE  # the watermark is already past the window

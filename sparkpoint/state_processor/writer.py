@@ -42,14 +42,30 @@ class SavepointWriter:
 
     @staticmethod
     def new_savepoint(max_parallelism: int = DEFAULT_MAX_PARALLELISM, state_backend: Any = None) -> "SavepointWriter":
+        """Returns a writer of a new, empty savepoint (bootstrapping state).
+
+        Args:
+            max_parallelism: The savepoint's number of key groups; jobs restoring it need the same.
+            state_backend: Accepted as Flink's; savepoints are canonical, any backend restores them.
+        """
         return SavepointWriter(max_parallelism)
 
     @staticmethod
     def from_existing_savepoint(path: str) -> "SavepointWriter":
+        """Returns a writer that starts from an existing savepoint or checkpoint, to change its state.
+
+        Args:
+            path: The savepoint's or checkpoint's directory.
+        """
         restored = load_checkpoint(path)
         return SavepointWriter(restored.metadata.max_parallelism, restored)
 
     def remove_operator(self, uid: str) -> "SavepointWriter":
+        """Leaves operator ``uid``'s state out of the new savepoint.
+
+        Args:
+            uid: The operator's uid.
+        """
         self.removed.add(uid)
         return self
 

@@ -175,7 +175,7 @@ class KafkaSourceBuilder:
 
     def set_starting_offsets(self, starting_offsets_initializer: KafkaOffsetsInitializer) -> "KafkaSourceBuilder":
         """Sets where partitions start on a fresh start (earliest unless set); a restore starts at the checkpoint's
-            offsets.
+        offsets.
 
         Args:
             starting_offsets_initializer: A ``KafkaOffsetsInitializer``.
