@@ -97,9 +97,17 @@ class SavepointReader:
 
     @staticmethod
     def read(spark: Any, path: str, state_backend: Any = None) -> "SavepointReader":
+        """Returns a reader of a savepoint or retained checkpoint.
+
+        Args:
+            spark: The SparkSession the reader's DataFrames are made in.
+            path: The savepoint's or checkpoint's directory (any fsspec URI).
+            state_backend: Accepted as Flink's; any backend's savepoint or checkpoint is read.
+        """
         return SavepointReader(spark, load_checkpoint(path))
 
     def uids(self) -> list[str]:
+        """Returns the uids of the operators that have state in the savepoint, sorted."""
         return sorted(self.restored.state_uids())
 
     def keyed_state_pandas(self, uid: str, state_name: str) -> pd.DataFrame:
@@ -132,6 +140,12 @@ class SavepointReader:
             pdf, schema=", ".join(f"`{c}` string" for c in pdf.columns) or "key_group int")
 
     def read_timers(self, uid: str) -> Any:
+        """Returns operator ``uid``'s timers as a Spark DataFrame: key group, time domain, timestamp, key and
+        namespace.
+
+        Args:
+            uid: The operator's uid.
+        """
         return self.read_keyed_state(uid, "_timers")
 
     def read_broadcast_state(self, uid: str, state_name: str) -> Any:
