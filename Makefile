@@ -29,11 +29,13 @@ demo: $(STAMP)
 	    examples/behavior_counts.py --events 1000000 --output out/behavior-counts
 	@echo "window counts written under out/behavior-counts/ ($$(cat out/behavior-counts/part-* | wc -l) windows)"
 
-# The project checks its own shape first: layering (import-linter), lint (ruff), types (mypy).
+# The project checks its own shape first: layering (import-linter), lint (ruff), types (mypy),
+# a docstring on every public API object (tests/test_public_docstrings.py).
 lint: $(STAMP)
 	$(BIN)/lint-imports
 	$(BIN)/ruff check sparkpoint tests bench examples
 	$(BIN)/mypy
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_public_docstrings.py
 
 test: lint
 	$(BIN)/python -m pytest -q
