@@ -1,6 +1,6 @@
 """Benchmark: Kafka -> seed job -> Kafka with exactly-once, against files and the client library.
 
-In one run, on a broker it starts itself (``sparkpoint.testing.kafka_server``):
+In one run, on a broker it starts itself (``tests.servers.kafka_server``):
 
 1. fills a 4-partition input topic with ``--events`` seed events (and writes the same
    events to 4 text files for the file peer);
@@ -52,8 +52,8 @@ from bench.kafka_data import (  # noqa: E402
     oracle_lines,
 )
 from bench.w1_data import write_event_files  # noqa: E402
-from sparkpoint.testing.kafka_server import KafkaServer  # noqa: E402
 from sparkpoint.testing.kill_loop import run_command  # noqa: E402
+from tests.servers.kafka_server import KafkaServer  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 JOB = str(REPO / "examples" / "behavior_counts.py")

@@ -56,7 +56,7 @@ def oracle_lines(n: int, window_ms: int = 60_000) -> Counter:
 
 def committed_lines(bootstrap: str, topic: str) -> Counter:
     """Every record a ``read_committed`` consumer sees in ``topic``, as a multiset of strings."""
-    from sparkpoint.testing.kafka_server import read_topic
+    from tests.servers.kafka_server import read_topic
 
     return Counter(v.decode() for *_, v in read_topic(bootstrap, topic, "read_committed"))
 

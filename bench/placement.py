@@ -1,7 +1,7 @@
 """Where keyed tasks run on a cluster without a shared disk, and what a move costs.
 
 A Spark standalone master and two workers on 127.0.0.1, each with a private ``/tmp``
-(:class:`sparkpoint.testing.spark_cluster.StandaloneCluster`; needs root for ``unshare -m``).
+(:class:`tests.servers.spark_cluster.StandaloneCluster`; needs root for ``unshare -m``).
 The job (:mod:`bench.placement_job`) counts ``--records`` records over ``--keys`` keys in
 RocksDB with incremental checkpoints on a directory all processes see. Scenarios:
 
@@ -36,7 +36,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sparkpoint.testing.kill_loop import run_command  # noqa: E402
-from sparkpoint.testing.spark_cluster import StandaloneCluster  # noqa: E402
+from tests.servers.spark_cluster import StandaloneCluster  # noqa: E402
 
 JOB = Path(__file__).with_name("placement_job.py")
 _PLACED = re.compile(r"ran away from the executor holding their state (\d+) times in (\d+)")

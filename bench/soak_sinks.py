@@ -6,9 +6,9 @@
 - ``kafka``: the seed's Kafka mode: events produced into a 4-partition topic first, the
   window counts written to a 2-partition topic with EXACTLY_ONCE transactions and read
   by a ``read_committed`` consumer. The broker is the test suite's
-  (``sparkpoint.testing.kafka_server``).
+  (``tests.servers.kafka_server``).
 - ``jdbc``: rows of a PostgreSQL table written with prepared transactions (``--jdbc-url``),
-  read with ``SELECT``; the server is the test suite's (``sparkpoint.testing.postgres_server``).
+  read with ``SELECT``; the server is the test suite's (``tests.servers.postgres_server``).
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ class KafkaSoakSink(SoakSink):
         self.server: Any = None
 
     def start(self, workdir: Path, events: int) -> None:
-        from sparkpoint.testing.kafka_server import KafkaServer
+        from tests.servers.kafka_server import KafkaServer
 
         self.server = self._stack.enter_context(KafkaServer())
         self.server.create_topic("events", partitions=4)
@@ -99,7 +99,7 @@ class KafkaSoakSink(SoakSink):
                 "--output-topic", f"counts-{tag}", "--bounded"]
 
     def read(self, out: Path) -> Counter:
-        from sparkpoint.testing.kafka_server import read_topic
+        from tests.servers.kafka_server import read_topic
 
         return Counter(v.decode() for *_, v in read_topic(self.server.bootstrap_servers, "counts-soak",
                                                          "read_committed", idle_seconds=5.0))
@@ -126,7 +126,7 @@ class JdbcSoakSink(SoakSink):
         self.server: Any = None
 
     def start(self, workdir: Path, events: int) -> None:
-        from sparkpoint.testing.postgres_server import PostgresServer
+        from tests.servers.postgres_server import PostgresServer
 
         self.server = self._stack.enter_context(PostgresServer())
         self.server.create_database("soak")

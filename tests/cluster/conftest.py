@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkpoint.testing.spark_cluster import ClusterError, StandaloneCluster
+from tests.servers.spark_cluster import ClusterError, StandaloneCluster
 
 from .drivers import ROOT, ClusterDriver
 

@@ -22,8 +22,8 @@ import pandas as pd
 from sparkpoint.storage.checkpoint_storage import latest_completed
 from sparkpoint.testing.job_report import LISTENER, REPORT_DIR_KEY, JobReport, read_job_reports
 from sparkpoint.testing.kill_loop import run_command
-from sparkpoint.testing.spark_cluster import StandaloneCluster
 from tests.e2e.test_exactly_once import oracle as seed_oracle  # noqa: F401 - the seed job's pandas oracle
+from tests.servers.spark_cluster import StandaloneCluster
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED_JOB = str(ROOT / "examples" / "behavior_counts.py")

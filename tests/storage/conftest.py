@@ -14,7 +14,7 @@ from typing import Any, Iterator
 import pytest
 
 from sparkpoint.storage.file_systems import configure_file_systems
-from sparkpoint.testing.s3_server import S3Server
+from tests.servers.s3_server import S3Server
 
 
 @pytest.fixture(scope="session")

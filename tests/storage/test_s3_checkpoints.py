@@ -15,16 +15,16 @@ import pytest
 
 from sparkpoint.checkpoint.loader import load_checkpoint
 from sparkpoint.checkpoint.metadata import MetadataV1Serializer
+from sparkpoint.common import WatermarkStrategy
+from sparkpoint.datastream.connectors.generator import DataGeneratorSource
 from sparkpoint.storage.checkpoint_storage import FsCheckpointStorage
 from sparkpoint.storage.exceptions import CorruptCheckpointError
 from sparkpoint.storage.file_systems import configure_file_systems, storage_options_for
 from sparkpoint.testing.kill_loop import read_committed_lines
-from sparkpoint.testing.s3_server import SECRET_KEY
-from sparkpoint.common import WatermarkStrategy
-from sparkpoint.datastream.connectors.generator import DataGeneratorSource
 from tests.checkpoint.test_checkpointing import FailOnce, counting_job, key_of, oracle_totals
 from tests.checkpoint.test_savepoints import seed_job
 from tests.e2e.test_exactly_once import oracle as window_oracle
+from tests.servers.s3_server import SECRET_KEY
 
 pytestmark = pytest.mark.s3
 

@@ -20,8 +20,8 @@ import pytest
 from sparkpoint.storage.checkpoint_storage import FsCheckpointStorage, latest_completed
 from sparkpoint.storage.file_systems import storage_options_for
 from sparkpoint.testing.kill_loop import KillLoop, read_committed_lines
-from sparkpoint.testing.s3_server import ACCESS_KEY, SECRET_KEY
 from tests.e2e.test_exactly_once import JOB, ROOT, checkpoint_conf, oracle
+from tests.servers.s3_server import ACCESS_KEY, SECRET_KEY
 
 pytestmark = pytest.mark.s3
 

@@ -13,7 +13,7 @@ from typing import Iterator, NamedTuple
 
 import pytest
 
-from sparkpoint.testing.postgres_server import PostgresServer, find_initdb
+from tests.servers.postgres_server import PostgresServer, find_initdb
 
 
 def _unavailable() -> str:

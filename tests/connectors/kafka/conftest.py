@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from sparkpoint.connectors.kafka.clients import close_cached_clients
-from sparkpoint.testing.kafka_server import KafkaServer
+from tests.servers.kafka_server import KafkaServer
 
 _names = itertools.count()
 

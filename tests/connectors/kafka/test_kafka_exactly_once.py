@@ -17,9 +17,9 @@ import pytest
 
 from sparkpoint.connectors.events import EventSpec, generate_events
 from sparkpoint.storage.checkpoint_storage import latest_completed
-from sparkpoint.testing.kafka_server import read_topic
 from sparkpoint.testing.kill_loop import KillLoop, run_command
 from tests.e2e.test_exactly_once import JOB, ROOT, checkpoint_conf, oracle
+from tests.servers.kafka_server import read_topic
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 

@@ -12,7 +12,7 @@ from sparkpoint.common import SimpleStringSchema
 from sparkpoint.datastream.connectors.kafka import DeliveryGuarantee, KafkaRecordSerializationSchema, KafkaSink
 from sparkpoint.errors import ConfigurationError
 from sparkpoint.runtime.sink_committer import SinkCommitter
-from sparkpoint.testing.kafka_server import read_topic
+from tests.servers.kafka_server import read_topic
 
 pytestmark = pytest.mark.kafka
 

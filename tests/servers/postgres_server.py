@@ -26,7 +26,7 @@ import subprocess
 from pathlib import Path
 from typing import Any, Optional
 
-from sparkpoint.testing.local_server import LocalServer, die_with_parent
+from tests.servers.local_server import LocalServer, die_with_parent
 
 __all__ = ["PostgresServer", "PostgresServerError", "find_initdb"]
 

@@ -60,6 +60,15 @@ def spark_home() -> Path:
     raise ClusterError("no Spark installation found: install pyspark or set SPARK_HOME")
 
 
+def sparkpoint_root() -> Path:
+    """The directory that holds the ``sparkpoint`` package under test (found, not imported): executors and
+    workers must see the same package as the driver."""
+    spec = importlib.util.find_spec("sparkpoint")
+    if spec is None or spec.origin is None:
+        raise ClusterError("the sparkpoint package cannot be found on this Python's path")
+    return Path(spec.origin).resolve().parents[1]
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -204,7 +213,7 @@ class StandaloneCluster:
         would look into the other worker's private ``/tmp``), and its executors run this
         cluster's Python with the ``sparkpoint`` package the caller imports.
         """
-        package_root = str(Path(__file__).resolve().parents[2])  # the sparkpoint under test
+        package_root = str(sparkpoint_root())
         python_path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH", "")) if p)
         return {
             "spark.master": self.master_url,
@@ -327,7 +336,7 @@ class StandaloneCluster:
         """A tmpfs on /tmp, with what the worker must still see of the host's /tmp (this package, its Python,
         the cluster's directories, when they live there) bound back in: the host's /tmp is reached through a
         bind mount on /mnt, which exists in the worker's mount namespace only."""
-        needed = [Path(__file__).resolve().parents[2], Path(sys.prefix), Path(self.python).parent, self.home,
+        needed = [sparkpoint_root(), Path(sys.prefix), Path(self.python).parent, self.home,
                   self.log_dir.resolve().parent]
         tops = sorted({p.relative_to("/tmp").parts[0] for p in needed
                        if p.is_relative_to("/tmp") and p != Path("/tmp")})

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from sparkpoint.testing.local_server import LocalServer, die_with_parent
+from tests.servers.local_server import LocalServer, die_with_parent
 
 __all__ = ["RecordedRequest", "S3Server", "S3ServerError"]
 

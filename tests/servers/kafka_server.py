@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-from sparkpoint.testing.local_server import LocalServer, die_with_parent
+from tests.servers.local_server import LocalServer, die_with_parent
 
 __all__ = ["KafkaServer", "KafkaServerError", "read_topic"]
 
