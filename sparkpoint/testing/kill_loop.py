@@ -1,6 +1,7 @@
 """Crash-and-restore driver: run a job, SIGKILL it at random progress points, restore, repeat.
 
-Used by the end-to-end exactly-once tests and the soak benchmark. Each round starts
+For a user's own job as for the end-to-end exactly-once tests and the soak benchmark
+(``docs/testing.md`` shows a test of a job's exactly-once with it). Each round starts
 ``sparkpoint run`` (restoring from the newest completed checkpoint after the first) and,
 while kills are left, ends it with a SIGKILL; the round after the last kill runs to the
 end. The checkpoint directory is a local path or any URL checkpoint storage takes
@@ -59,6 +60,9 @@ _CHECKPOINT_DONE = "after-commit"   # every completed checkpoint passes it, afte
 
 @dataclass
 class KillLoopResult:
+    """What a :meth:`KillLoop.run` did: its rounds, the kills (by the driver, or by the job at a fault
+    point), the checkpoint each round restored, and each round's output (``log``)."""
+
     rounds: int = 0
     kills: int = 0
     fault_kills: dict = field(default_factory=dict)   # kills by the child at a fault point, per point
@@ -143,7 +147,31 @@ class _Round:
 
 
 class KillLoop:
-    """Runs ``sparkpoint run [conf] job [job_args]`` until it finishes, killing it exactly ``kills`` times."""
+    """Runs ``sparkpoint run [conf] job [job_args]`` until it finishes, killing it exactly ``kills`` times.
+
+    Args:
+        job: the job file (a Python program that builds and executes a job, as ``sparkpoint run`` takes).
+        job_args: the job's own arguments.
+        checkpoint_dir: where the job's checkpoints go (a local ``Path`` or a URL such as
+            ``s3://bucket/prefix``); ``conf`` must name the same place as ``state.checkpoints.dir``.
+        conf: configuration keys passed as ``-D key=value``: checkpointing must be on, and
+            ``restart-strategy.type: none`` makes a failure end the round instead of being restarted.
+        kills: how many rounds are killed; the round after the last kill runs to the end and must exit 0.
+        seed: seeds the choice of every kill, so a failing run can be repeated.
+        fault_share: the share of kills made by the job itself at a fault point of the checkpoint
+            protocol (one of ``fault_points``), the rest by this driver at a random moment.
+        cwd: the child's working directory.
+        timeout_per_round: seconds a round may take before the loop fails.
+        fault_points: the points of :mod:`sparkpoint.testing.faults` a fault kill chooses from.
+        before_restart: called with the round's number before each round after the first.
+        epochs_per_round: a killed round's sources read at most this many epochs; the job's input must
+            last more than ``kills * (epochs_per_round + 1)`` epochs.
+        checkpoints_per_round: a random kill waits for 0 to this many completed checkpoints of its round.
+
+    :meth:`run` raises ``AssertionError`` naming the round when a kill did not land as planned, a
+    restored round did not continue from its checkpoint, or the last round failed; compare the
+    job's output with an oracle afterwards.
+    """
 
     def __init__(self, job: str, job_args: Sequence[str], checkpoint_dir: Union[Path, str], conf: dict,
                  kills: int, seed: int = 7, fault_share: float = 0.4, cwd: Optional[str] = None,
@@ -173,6 +201,7 @@ class KillLoop:
                      epochs=self.rnd.randint(1, self.epochs_per_round), fraction=self.rnd.random())
 
     def run(self) -> KillLoopResult:
+        """Run the rounds until one ends without a kill planned; what happened in each."""
         result = KillLoopResult()
         started = time.time()
         with tempfile.TemporaryDirectory(prefix="kill-loop-") as scratch:
