@@ -30,8 +30,9 @@ __all__ = ["Inputs", "read_inputs", "run_operators"]
 
 @dataclass
 class Inputs:
-    """A task's decoded input: record batches per operator and input (1, or 2 of a two-input operator),
-    watermarks per operator, and the upstream reports it forwards."""
+    """A task's decoded input: record batches per operator and input (1, or 2 of a two-input operator) and
+    watermarks per operator. ``forwarded`` stays empty: upstream reports no longer travel with the records
+    (the task channel carries each task's own)."""
 
     pending: dict[tuple[int, int], list[tuple[list, list]]]
     watermarks: dict[int, list]
@@ -52,7 +53,6 @@ def read_inputs(stage: StagePlan, input_blobs: list[bytes], report: "TaskReport"
     decoded = sorted((decode_blob(b, keep_coded=True) for b in input_blobs),
                      key=lambda hb: (hb[0]["stage"], hb[0]["subtask"]))
     for header, batches in decoded:
-        inputs.forwarded.extend(header.get("reports", []))
         for edge_id, wm in header["watermarks"].items():
             e = edges_by_id.get(edge_id)
             if e is not None:

@@ -1,7 +1,10 @@
 """Runs epochs in this process, stage after stage: no Spark needed.
 
 It runs exactly the task code the Spark executor runs (including the exchange
-and the local-disk keyed state), so job logic can be tested in milliseconds.
+and the local-disk keyed state), so job logic can be tested in milliseconds. Each
+task's report goes through an in-process task channel
+(:class:`~sparkpoint.runtime.task_channel.InProcessChannel`); a task's error is raised
+as it is.
 
 A cancel, or the epoch's bound, stops the running task where it is
 (:class:`~sparkpoint.runtime.task_interrupt.TaskInterrupter`): on the main thread also in a
@@ -20,6 +23,7 @@ from sparkpoint.datastream.transformations import Pipeline
 from sparkpoint.runtime.executors import EpochPipelineExecutor, add_to_sys_path
 from sparkpoint.runtime.graph import JobPlan
 from sparkpoint.runtime.task import TaskDeployment, TaskReport, run_task
+from sparkpoint.runtime.task_channel import InProcessChannel, TaskSender
 from sparkpoint.runtime.task_interrupt import EpochInterrupted, TaskInterrupter
 
 __all__ = ["LocalEpochExecutor", "LocalPipelineExecutor"]
@@ -45,6 +49,7 @@ class LocalEpochExecutor:
         self.interrupter = TaskInterrupter()
         self._epoch: Optional[int] = None
         self._stop: Optional[str] = None   # why the running epoch must stop (a cancel, its bound)
+        self.channel = InProcessChannel()   # the tasks' reports, handed over in this process
 
     def start(self, plan: JobPlan, job_id: str) -> None:
         self.plan = plan
@@ -57,8 +62,17 @@ class LocalEpochExecutor:
         self._epoch, self._stop = epoch, None
         deadline, reason = (bound.deadline_ms, bound.describe()) if bound is not None else (None, "")
         inboxes: dict[tuple[int, int], list[bytes]] = {}
-        reports: list[TaskReport] = []
-        terminal = set(self.plan.terminal_stages())
+        sender = self.channel.sender(epoch)
+        try:
+            self._run_stages(deployments, inboxes, sender, deadline, reason)
+            reports = self.channel.receive(epoch)
+        finally:
+            self.channel.close(epoch)
+        self._epoch = None
+        return reports
+
+    def _run_stages(self, deployments: dict[tuple[int, int], TaskDeployment], inboxes: dict, sender: TaskSender,
+                    deadline: Optional[int], reason: str) -> None:
         for stage in self.plan.stages:
             for i in range(stage.parallelism):
                 task = f"stage {stage.id} subtask {i}"
@@ -66,16 +80,13 @@ class LocalEpochExecutor:
                     if self._stop is not None or (deadline is not None and time.time() * 1000 >= deadline):
                         raise EpochInterrupted(self._stop or reason, "before it started")
                     with self.interrupter.running(deadline, reason):
-                        blobs, task_reports = run_task(self.plan, stage.id, i, deployments[(stage.id, i)],
-                                                       inboxes.pop((stage.id, i), []))
+                        blobs, reports = run_task(self.plan, stage.id, i, deployments[(stage.id, i)],
+                                                  inboxes.pop((stage.id, i), []))
                 except EpochInterrupted as e:
                     raise self.interrupter.explain(e, task) from None
+                sender.send(reports)
                 for sid, p, blob in blobs:
                     inboxes.setdefault((sid, p), []).append(blob)
-                if stage.id in terminal:
-                    reports.extend(task_reports)
-        self._epoch = None
-        return reports
 
     def cancel_epoch(self, epoch: Optional[int], reason: str) -> None:
         """Stop ``epoch`` (None: whichever runs) now, from another thread."""

@@ -1,20 +1,25 @@
-"""What the driver tells a task for an epoch (``TaskDeployment``) and what the task tells back (``TaskReport``).
+"""What the driver tells a task for an epoch (``TaskDeployment``) and what the task tells back.
 
-Flink's ``TaskDeploymentDescriptor`` and the task's acknowledgements and accumulators, in one
-message each way per task and epoch.
+Flink's ``TaskDeploymentDescriptor`` one way; the other way, the task → driver messages, all typed:
+a task that ends reports once (:class:`TaskReport`, which carries its checkpoint acknowledgements and
+declines, :class:`~sparkpoint.checkpoint.messages.AcknowledgeCheckpoint` and
+:class:`~sparkpoint.checkpoint.messages.DeclineCheckpoint`, as Flink's task sends them alongside its
+execution state); a task that fails sends its error (:class:`TaskFailure`). They travel through a
+:class:`~sparkpoint.runtime.task_channel.TaskChannel`, never with the records.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 from sparkpoint.checkpoint.messages import AcknowledgeCheckpoint, DeclineCheckpoint
 from sparkpoint.checkpoint.properties import CheckpointOptions
 from sparkpoint.runtime.changelog import ChangelogBase
 from sparkpoint.state.schema import OperatorSchema
 
-__all__ = ["TaskDeployment", "TaskReport", "PHASES", "latest_reports"]
+__all__ = ["TaskDeployment", "TaskReport", "TaskFailure", "TaskMessage", "AcknowledgeCheckpoint", "DeclineCheckpoint",
+           "PHASES", "latest_reports"]
 
 
 @dataclass
@@ -73,6 +78,21 @@ class TaskReport:
     phase_ms: dict[str, float] = field(default_factory=dict)  # where the task's time went (see PHASES)
     user_metrics: dict[str, dict[str, tuple]] = field(default_factory=dict)  # uid -> id -> (kind, value)
     state_schemas: dict[str, OperatorSchema] = field(default_factory=dict)  # keyed uid -> declared in this task
+
+
+@dataclass(frozen=True)
+class TaskFailure:
+    """A task failed: which one, and its error pickled (the transport's failure codec writes and reads
+    ``error``; see :mod:`sparkpoint.runtime.spark.task_failures`)."""
+
+    stage_id: int
+    subtask: int
+    epoch: int
+    error: bytes
+
+
+#: A task → driver message.
+TaskMessage = Union[TaskReport, TaskFailure]
 
 
 #: The phases of a task's time in ``TaskReport.phase_ms``: operators built, state restored and opened; upstream

@@ -1,7 +1,8 @@
 """What a task sends downstream: its outputs routed to the consumers' partitions, one blob per partition.
 
 Records go to a partition by the edge's partitioning (hash by key group, global, broadcast, custom,
-round robin); each blob carries the task's output watermarks (see :mod:`sparkpoint.runtime.exchange`).
+round robin); each blob carries the task's output watermarks (see :mod:`sparkpoint.runtime.exchange`),
+never its report (see :mod:`sparkpoint.runtime.task_channel`).
 """
 
 from __future__ import annotations
@@ -57,17 +58,16 @@ def route(plan: JobPlan, stage_id: int, subtask: int, outputs: dict[int, Output]
 
 
 def blobs(plan: JobPlan, stage_id: int, subtask: int, routed: dict, out_watermarks: dict,
-           reports: list[TaskReport], started: float) -> list[tuple[int, int, bytes]]:
+          reports: list[TaskReport], started: float) -> list[tuple[int, int, bytes]]:
+    """``[(consumer stage, partition, blob)]``: each blob's header names this task and its watermarks on the
+    edges to that consumer. Reports do not travel here (the task channel carries them): ``reports[0]``, this
+    task's, gets its duration including the encoding."""
     stage = plan.stage(stage_id)
-    consumers = sorted({sid for sid, _ in routed})
     blobs = []
     for (sid, p), batches in sorted(routed.items()):
         wms = {e.id: out_watermarks[e.source] for e in stage.output_edges if plan.stage_of[e.target] == sid}
-        n = plan.stage(sid).parallelism
-        # upstream reports travel with the first consumer, spread over its partitions
-        carry = reports if (sid == consumers[0] and p == subtask % n) else []
-        if carry:
-            carry[0].duration_ms = (time.perf_counter() - started) * 1000  # including the encoding so far
-        header = {"stage": stage_id, "subtask": subtask, "watermarks": wms, "reports": carry}
+        header = {"stage": stage_id, "subtask": subtask, "watermarks": wms}
         blobs.append((sid, p, encode_blob(header, batches)))
+    if reports:
+        reports[0].duration_ms = (time.perf_counter() - started) * 1000
     return blobs

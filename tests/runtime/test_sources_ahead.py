@@ -93,10 +93,13 @@ def conf(tmp_path: Path, **extra: object) -> dict:
             "state.checkpoints.dir": (tmp_path / "ckpt").as_uri(), **extra}
 
 
-@pytest.mark.parametrize("ahead", [True, False])
-def test_sources_run_ahead_and_the_output_is_the_hand_count(spark, make_env, tmp_path, ahead):
+@pytest.mark.parametrize("ahead,map_stage_api", [(True, True), (True, False), (False, True)],
+                         ids=["ahead", "ahead through a plain action", "not ahead"])
+def test_sources_run_ahead_and_the_output_is_the_hand_count(spark, make_env, tmp_path, ahead, map_stage_api):
+    """Also with Spark's submitMapStage refused: the source tasks' map stage runs ahead through a plain action."""
     expected = write_input(tmp_path / "in")
-    env = make_env("spark", **conf(tmp_path, **{"sparkpoint.epoch.sources-ahead": ahead}))
+    env = make_env("spark", **conf(tmp_path, **{"sparkpoint.epoch.sources-ahead": ahead,
+                                                "sparkpoint.spark.submit-map-stage": map_stage_api}))
     env.set_parallelism(2)
     build(env, tmp_path / "in", tmp_path / "out")
     result = env.execute()
@@ -240,15 +243,17 @@ def test_a_source_task_run_again_must_read_what_its_first_run_reported():
     rerun that read otherwise (a source that does not replay) must fail the epoch over, not pass silently."""
     from sparkpoint.connectors.base import SourceSplit
     from sparkpoint.errors import JobExecutionError
-    from sparkpoint.runtime.spark.executor import _check_same_reads
     from sparkpoint.runtime.task import TaskReport
+    from sparkpoint.runtime.task_channel import one_report_per_task
 
     def report(subtask: int, position: int) -> TaskReport:
         return TaskReport(stage_id=0, subtask=subtask, epoch=3, splits={0: [SourceSplit(f"s{subtask}", position)]})
 
-    _check_same_reads(3, [report(0, 10), report(1, 20)], [report(1, 20), report(0, 10)])
+    one_report_per_task([report(1, 20), report(0, 10)], taken=[report(0, 10), report(1, 20)])
     with pytest.raises(JobExecutionError, match="epoch 3: source subtask 1 ran again"):
-        _check_same_reads(3, [report(0, 10), report(1, 20)], [report(0, 10), report(1, 25)])
+        one_report_per_task([report(0, 10), report(1, 25)], taken=[report(0, 10), report(1, 20)])
+    with pytest.raises(JobExecutionError, match="epoch 3: source subtask 0 ran again"):   # both runs in one job
+        one_report_per_task([report(0, 10), report(1, 20), report(0, 11)])
 
 
 class FailOnceInTheKeyedStage:
@@ -289,17 +294,19 @@ def test_a_stop_ends_the_job_of_the_sources_run_ahead_before_destroying_the_plan
     the plan's broadcast: Spark's scheduler, still submitting their stage, would otherwise read the destroyed
     broadcast ("Attempted to use Broadcast(..) after it was destroyed")."""
     from sparkpoint.common import Configuration
-    from sparkpoint.runtime.spark.ahead import RunningAhead, shuffle_dependency
+    from concurrent.futures import ThreadPoolExecutor
+
+    from sparkpoint.runtime.spark.ahead import RunningAhead
     from sparkpoint.runtime.spark.executor import SparkEpochExecutor
+    from sparkpoint.runtime.spark.map_stage import submit_map_stage
 
     sc = spark.sparkContext
     executor = SparkEpochExecutor(Configuration(), spark)
     executor.spark = spark
     slow = sc.parallelize(range(4), 2).map(lambda x: (time.sleep(5), (x, x))[1]).partitionBy(2)
-    dependency = shuffle_dependency(slow)
-    future = sc._jsc.sc().submitMapStage(dependency)
-    executor._ahead = RunningAhead(epoch=2, tag=1, shuffled=slow, dependency=dependency, future=future)
-    executor.bc = plan = _Broadcast(sc.broadcast(b"plan"), future)
+    stage = submit_map_stage(sc, slow, "test-stop", "a slow map stage", ThreadPoolExecutor(1))
+    executor._ahead = RunningAhead(epoch=2, run=1, shuffled=slow, stage=stage)
+    executor.bc = plan = _Broadcast(sc.broadcast(b"plan"), stage)
     time.sleep(0.5)   # its tasks are running
     t0 = time.monotonic()
     executor.stop()
@@ -311,10 +318,10 @@ def test_a_stop_ends_the_job_of_the_sources_run_ahead_before_destroying_the_plan
 class _Broadcast:
     """The plan's broadcast, noting whether the sources' job was over when the stop destroyed it."""
 
-    def __init__(self, broadcast, future):
-        self.broadcast, self.future = broadcast, future
+    def __init__(self, broadcast, stage):
+        self.broadcast, self.stage = broadcast, stage
         self.job_over_when_destroyed = None
 
     def destroy(self):
-        self.job_over_when_destroyed = bool(self.future.isCompleted())
+        self.job_over_when_destroyed = self.stage.done()
         self.broadcast.destroy()

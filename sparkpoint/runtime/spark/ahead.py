@@ -6,9 +6,9 @@ JobMaster already knows where every source subtask of epoch e+1 starts (epoch e'
 reports), it deploys epoch e+1's source stage alongside epoch e's job: the source tasks run as a
 Spark *shuffle map stage* of their own (``SparkContext.submitMapStage``, the call adaptive query
 execution uses), submitted just after epoch e's job, so Spark's FIFO scheduler runs e's tasks
-first and the source tasks on the cores they leave. Their output waits in Spark's shuffle; the
-job of epoch e+1 reads it (Spark skips a map stage whose output is there), and their reports reach
-the driver through an accumulator, because a map stage returns nothing else.
+first and the source tasks on the cores they leave (:mod:`.map_stage`). Their output waits in Spark's
+shuffle; the job of epoch e+1 reads it (Spark skips a map stage whose output is there), and their
+reports reach the driver through the task channel, as every task's do (:mod:`.report_channel`).
 
 Nothing of epoch e+1 is committed before epoch e is: a source task reads and stages, it has no side
 effect outside Spark's shuffle (the JobMaster runs sources ahead only when the source stage holds
@@ -23,20 +23,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-__all__ = ["ReportsParam", "RunningAhead", "shuffle_dependency", "after_job_started"]
+from sparkpoint.runtime.spark.map_stage import MapStageRun
+
+__all__ = ["RunningAhead", "after_job_started"]
 
 logger = logging.getLogger(__name__)
-
-
-class ReportsParam:
-    """The accumulator of source reports: a list of ``(ahead tag, subtask, pickled reports)``."""
-
-    def zero(self, value: Any) -> list:
-        return []
-
-    def addInPlace(self, value1: list, value2: list) -> list:   # noqa: N802 - PySpark's AccumulatorParam
-        value1.extend(value2)
-        return value1
 
 
 @dataclass
@@ -44,22 +35,10 @@ class RunningAhead:
     """Source tasks of ``epoch`` started ahead: their map stage, and its output as the consumer's input."""
 
     epoch: int
-    tag: int                  # tells their accumulator entries from those of earlier, cancelled ones
+    run: int                  # their run on the task channel
     shuffled: Any             # the consumer stage's input (a PySpark RDD over the map stage's shuffle)
-    dependency: Any           # its JVM ShuffleDependency: the map stage to submit
-    future: Any = None        # the map stage once submitted (a JVM SimpleFutureAction)
+    stage: Optional[MapStageRun] = None   # the map stage once submitted
     reports: Optional[list] = None
-
-
-def shuffle_dependency(rdd: Any) -> Any:
-    """The JVM ``ShuffleDependency`` under a PySpark ``partitionBy`` result (through its narrow views)."""
-    jrdd = rdd._jrdd.rdd()
-    for _ in range(8):
-        dep = jrdd.dependencies().head()
-        if dep.getClass().getSimpleName() == "ShuffleDependency":
-            return dep
-        jrdd = dep.rdd()
-    raise RuntimeError(f"no shuffle dependency under {rdd!r}")
 
 
 def after_job_started(sc: Any, group: str, collector: ThreadPoolExecutor, run: Callable[[], Any],
