@@ -10,7 +10,7 @@ written at the epoch's commit only if its bytes changed.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Optional
 
 from sparkpoint.datastream.state import StateDescriptor
 from sparkpoint.state.hashmap.states import (
@@ -20,6 +20,7 @@ from sparkpoint.state.hashmap.states import (
     HeapReducingState,
     HeapValueState,
 )
+from sparkpoint.state.rocksdb.cell import Cell
 from sparkpoint.state.rocksdb.layout import group_prefix
 from sparkpoint.state.rocksdb.store import StateStore
 
@@ -100,7 +101,7 @@ class RocksDBValueState(_RocksDBState, HeapValueState):
 
     def __init__(self, backend: RocksDBKeyedStateBackend, table: dict, descriptor: StateDescriptor):
         super().__init__(backend, table, descriptor)
-        self._key_cells: dict = backend.store.key_cells_of(self.state_id)
+        self._key_cells: dict[Any, Optional[Cell]] = backend.store.key_cells_of(self.state_id)
 
     def value(self) -> Any:
         if self.namespace is not None:   # the heap logic over this state's RocksDBEntries
@@ -110,7 +111,7 @@ class RocksDBValueState(_RocksDBState, HeapValueState):
             backend: RocksDBKeyedStateBackend = self.backend  # type: ignore[assignment]
             cell = self._key_cells[backend.current_key] = backend.store.cell(
                 self._entries().prefix + backend.current_key_bytes())
-        return cell[0]
+        return cell.value
 
     def update(self, value: Any) -> None:
         if value is None:
@@ -127,9 +128,9 @@ class RocksDBValueState(_RocksDBState, HeapValueState):
             backend.store.put(dbkey, (key, None), value)   # (its class may be gone)
             self._key_cells[key] = backend.store.cells[dbkey]
             return
-        cell[0] = value
-        if cell[2] is None:
-            cell[2] = (key, None)
+        cell.value = value
+        if cell.slot is None:
+            cell.slot = (key, None)
 
 
 class RocksDBListState(_RocksDBState, HeapListState):

@@ -2,8 +2,8 @@
 
 The database lives in the executor's local directory and outlives the task: the task of
 the next epoch opens it again and reads only the keys it touches. Within an epoch, reads
-and writes go through a cache of the entries touched so far: one *cell* per entry, a list
-``[value (decoded; None: absent), its bytes at the start of the epoch, (key, namespace) or None]``.
+and writes go through a cache of the entries touched so far: one :class:`Cell` per entry (its decoded value,
+its bytes at the start of the epoch, and its ``(key, namespace)`` once known).
 The cells of per-key entries (namespace ``None``) of value states are also found by the key itself
 (:attr:`StateStore.key_cells`), so a record's read and write of a ``ValueState`` build no
 database key; the store empties those maps whenever it forgets its cells.
@@ -34,10 +34,11 @@ import rocksdict
 
 from sparkpoint.errors import StateMissingError
 from sparkpoint.state.rocksdb import handles
+from sparkpoint.state.rocksdb.cell import Cell
 from sparkpoint.state.rocksdb.layout import KEY_FORMAT, prefix_end
 from sparkpoint.state.rocksdb.options import RocksDBOptions
 
-__all__ = ["RocksDBOptions", "StateStore"]
+__all__ = ["Cell", "RocksDBOptions", "StateStore"]
 
 UNDO_PREFIX = b"\xff\xfc"
 _LEGACY_UNDO_PREFIX = b"\xff\xfd"   # an entry per key, in databases written before the chunks
@@ -67,10 +68,10 @@ class StateStore:
         self.open = True   # until released or closed
         held = None if read_only else handles.reclaim(path, options)
         self.db = handles.open_database(path, options, read_only) if held is None else held
-        self.cells: dict[bytes, list] = {}   # db key -> [value, bytes at the start of the epoch, slot or None]
+        self.cells: dict[bytes, Cell] = {}   # db key -> its cell
         # state id -> {key: its per-key cell (None: read it by its db key)}; the same cells as ``cells``, emptied
         # with them (in place: states keep these maps, also across a new store of the same backend)
-        self.key_cells: dict[int, dict] = {} if key_cells is None else key_cells
+        self.key_cells: dict[int, dict[Any, Optional[Cell]]] = {} if key_cells is None else key_cells
         self.timer_writes: dict[bytes, Optional[bytes]] = {}
         self.max_cached = options.max_cached_entries
         self.spilled: set[bytes] = set()   # keys whose pre-epoch bytes are in the undo log already
@@ -116,20 +117,20 @@ class StateStore:
         return None if raw is None else int(raw)
 
     # -- entries, through the epoch's cache -------------------------------------------------
-    def cell(self, dbkey: bytes) -> list:
+    def cell(self, dbkey: bytes) -> Cell:
         """The entry's cell, read from the database the first time this epoch (see the module's docstring)."""
         cell = self.cells.get(dbkey)
         if cell is None:
             if len(self.cells) >= self.max_cached:
                 self._spill()
             raw = self.db.get(dbkey)
-            cell = self.cells[dbkey] = [None if raw is None else pickle.loads(raw)[2], raw, None]
+            cell = self.cells[dbkey] = Cell(None if raw is None else pickle.loads(raw)[2], raw)
         return cell
 
     def get(self, dbkey: bytes) -> Any:
-        return self.cell(dbkey)[0]
+        return self.cell(dbkey).value
 
-    def key_cells_of(self, state_id: int) -> dict:
+    def key_cells_of(self, state_id: int) -> dict[Any, Optional[Cell]]:
         """``{key: cell}`` of the per-key entries of state ``state_id`` this epoch found so far."""
         cells = self.key_cells.get(state_id)
         if cells is None:
@@ -151,26 +152,26 @@ class StateStore:
         missing.sort()  # RocksDB's multi-get is fastest in key order
         raws: list = self.db.get(missing)  # type: ignore[arg-type, assignment]  # a list in, a list out
         loads = pickle.loads
-        cells.update(zip(missing, [[None if raw is None else loads(raw)[2], raw, None] for raw in raws]))
+        cells.update(zip(missing, [Cell(None if raw is None else loads(raw)[2], raw) for raw in raws]))
 
     def put(self, dbkey: bytes, slot: tuple[Any, Any], value: Any) -> None:
         cell = self.cells.get(dbkey)
         if cell is None:   # its bytes are kept for the undo log, not decoded: the value is replaced
             if len(self.cells) >= self.max_cached:
                 self._spill()
-            self.cells[dbkey] = [value, self.db.get(dbkey), slot]
+            self.cells[dbkey] = Cell(value, self.db.get(dbkey), slot)
         else:
-            cell[0] = value
-            cell[2] = slot
+            cell.value = value
+            cell.slot = slot
 
     def delete(self, dbkey: bytes) -> None:
         cell = self.cells.get(dbkey)
         if cell is None:
             if len(self.cells) >= self.max_cached:
                 self._spill()
-            self.cells[dbkey] = [None, self.db.get(dbkey), None]
+            self.cells[dbkey] = Cell(None, self.db.get(dbkey))
         else:
-            cell[0] = None
+            cell.value = None
 
     def scan(self, prefixes: list[bytes]) -> Iterator[tuple[bytes, Any, Any, Any]]:
         """Every ``(db key, key, namespace, value)`` under the same-length ``prefixes``, this epoch's
@@ -183,10 +184,11 @@ class StateStore:
         wanted = set(prefixes)
         size = len(prefixes[0]) if prefixes else 0
         for dbkey, cell in list(cells.items()):
-            if cell[0] is not None and dbkey[:size] in wanted:
-                if cell[2] is None:  # read (maybe changed in place), never put: its key is in the stored bytes
-                    cell[2] = pickle.loads(cell[1] or b"")[:2]
-                yield dbkey, cell[2][0], cell[2][1], cell[0]
+            if cell.value is not None and dbkey[:size] in wanted:
+                slot = cell.slot
+                if slot is None:  # read (maybe changed in place), never put: its key is in the stored bytes
+                    slot = cell.slot = pickle.loads(cell.stored or b"")[:2]
+                yield dbkey, slot[0], slot[1], cell.value
 
     def iterate(self, prefix: bytes, db: Any = None) -> Iterator[tuple[bytes, bytes]]:
         """Raw committed ``(db key, bytes)`` under ``prefix``, in key order."""
@@ -375,7 +377,8 @@ class StateStore:
         dumps, spilled, writes = pickle.dumps, self.spilled, ({} if self.writes is None else self.writes)
         put, delete, log = batch.put, batch.delete, undo.append
         changed = 0
-        for dbkey, (value, old, slot) in self.cells.items():
+        for dbkey, cell in self.cells.items():
+            value, old, slot = cell.value, cell.stored, cell.slot
             if value is None:
                 if old is None:
                     continue
