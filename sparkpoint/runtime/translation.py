@@ -54,6 +54,13 @@ from sparkpoint.operators.source import SourceOperator
 from sparkpoint.runtime.graph import JobPlan, StreamEdge, StreamNode, build_job_plan
 from sparkpoint.runtime.keyed_functions import BatchReduceFunction, KeyedFunctionAdapter
 from sparkpoint.state.backend_loader import load_state_backend
+from sparkpoint.windows.contents import (
+    AggregatedContents,
+    ElementContents,
+    EvictingContents,
+    ReducedContents,
+    WindowContents,
+)
 from sparkpoint.windows.functions import (
     AggregateResultAdapter,
     ApplyAllWindowAdapter,
@@ -75,8 +82,6 @@ _ONE_INPUT_OPERATORS: dict[str, Callable[..., Any]] = {
     "map": MapOperator, "flat_map": FlatMapOperator, "filter": FilterOperator, "process": ProcessOperator,
     "assign_timestamps": TimestampsAndWatermarksOperator,
 }
-
-_CONTENTS_KIND = {"reduce": "reducing", "aggregate": "aggregating", "process": "list", "apply": "list"}
 
 
 class ConstantKeySelector(KeySelector):
@@ -189,21 +194,28 @@ def internal_window_function(t: WindowTransformation) -> InternalWindowFunction:
     return inner
 
 
+def window_contents(t: WindowTransformation) -> WindowContents:
+    """What the windows of ``t`` hold between firings: the elements, the reduced value or the accumulator;
+    with an evictor the elements with their timestamps (a reduce or aggregate then runs at firing time)."""
+    if t.evictor is not None:
+        return EvictingContents(t.evictor)
+    if t.function_kind == "reduce":
+        return ReducedContents(t.reduce_function)
+    if t.function_kind == "aggregate":
+        return AggregatedContents(t.aggregate_function)
+    return ElementContents()
+
+
 def _window_factory(t: WindowTransformation, pre_aggregated: bool = False) -> Callable[[], Any]:
-    contents_kind = _CONTENTS_KIND[t.function_kind]
     window_function = internal_window_function(t)
-    reduce_function, aggregate_function = t.reduce_function, t.aggregate_function
-    if t.evictor is not None and contents_kind != "list":
-        contents_kind = "list"  # evictors need the elements: reduce/aggregate run at fire time
-        window_function = EvictingWindowFunction(window_function, reduce_function, aggregate_function)
-        reduce_function = aggregate_function = None
+    if t.evictor is not None and t.function_kind in ("reduce", "aggregate"):
+        window_function = EvictingWindowFunction(window_function, t.reduce_function, t.aggregate_function)
     key_selector = t.key_selector if t.keyed_stream else ConstantKeySelector()
     trigger = t.trigger or t.assigner.get_default_trigger()
     return partial(WindowOperator, "", t.name, key_selector, assigner=t.assigner, trigger=trigger,
-                   contents_kind=contents_kind, reduce_function=reduce_function,
-                   aggregate_function=aggregate_function, window_function=window_function,
-                   allowed_lateness=t.allowed_lateness, late_tag=t.late_tag, evictor=t.evictor,
-                   keyed_function=t.keyed_stream, pre_aggregated=pre_aggregated)
+                   contents=window_contents(t), window_function=window_function,
+                   allowed_lateness=t.allowed_lateness, late_tag=t.late_tag, keyed_function=t.keyed_stream,
+                   pre_aggregated=pre_aggregated)
 
 
 def _two_input_factory(t: TwoInputTransformation) -> Callable[[], Any]:

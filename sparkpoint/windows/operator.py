@@ -3,7 +3,7 @@
 It follows Flink's ``WindowOperator`` and ``MergingWindowSet`` step for step:
 
 * an element is assigned to windows; a window whose cleanup time (end - 1 + allowed
-  lateness, for event time) is at or below the current watermark is *late* and the
+  lateness, for event time, at most Long.MAX_VALUE) is at or below the current watermark is *late* and the
   element is skipped for it; a skipped element whose ``timestamp + allowed_lateness``
   is at or below the watermark goes to the late side output if one is set, else it is
   dropped and counted in the ``numLateRecordsDropped`` metric;
@@ -16,9 +16,13 @@ It follows Flink's ``WindowOperator`` and ``MergingWindowSet`` step for step:
   merge.
 
 State goes through the keyed backend's API only: the contents are internal list,
-reducing or aggregating state with the window as namespace, the merging window set is
-value state, trigger state is merged with ``merge_namespaces``, and a window's own state
-is dropped with ``clear_namespace``.
+reducing or aggregating state with the window as namespace (what they are is a
+:class:`~sparkpoint.windows.contents.WindowContents`), the merging window set
+(:mod:`sparkpoint.windows.merging`) is value state, trigger state is merged with
+``merge_namespaces``, and a window's own state is dropped with ``clear_namespace``. Whether a
+window or an element is late is decided in one place, :class:`~sparkpoint.windows.lateness.WindowLateness`;
+the batched paths (:mod:`sparkpoint.windows.batched`) hand every record whose window the
+watermark passed to the per-element path here.
 
 The watermark used for lateness is the operator's watermark when the element is
 processed; in sparkpoint that is the watermark in force at the start of the epoch.
@@ -29,87 +33,74 @@ from __future__ import annotations
 import itertools
 from typing import Any, Callable, Optional
 
-from sparkpoint.datastream.state import (
-    AggregatingStateDescriptor,
-    ListStateDescriptor,
-    ReducingStateDescriptor,
-    StateDescriptor,
-    ValueStateDescriptor,
-)
+from sparkpoint.datastream.state import ValueStateDescriptor
 from sparkpoint.datastream.window import (
     EventTimeTrigger,
     Evictor,
     MergingWindowAssigner,
     ProcessingTimeTrigger,
-    TimeWindow,
     Trigger,
     TriggerResult,
-    TumblingEventTimeWindows,
     WindowAssigner,
 )
 from sparkpoint.errors import UserFunctionError
-from sparkpoint.operators.keyed import KeyedOperator
 from sparkpoint.operators.base import IDLE, Output
-from sparkpoint.operators.coded import Coded, all_timestamped, timestamp_list
+from sparkpoint.operators.coded import Coded, timestamp_list
 from sparkpoint.time.timers import EVENT_TIME, PROCESSING_TIME
-from sparkpoint.windows.coded_buckets import count_by_key_and_window
+from sparkpoint.windows import merging
+from sparkpoint.windows.batched import BatchedWindowPaths
+from sparkpoint.windows.contents import CONTENTS_STATE, EvictingContents, WindowContents
 from sparkpoint.windows.contexts import WINDOW_STATE_PREFIX, AssignerContext, TriggerContext, WindowContext
 from sparkpoint.windows.functions import InternalWindowFunction
-from sparkpoint.windows.local_aggregation import LOCAL_AGGREGATES_IN, WindowPartial
+from sparkpoint.windows.lateness import MAX_TIMESTAMP, WindowLateness
+from sparkpoint.windows.local_aggregation import WindowPartial
 
 __all__ = ["WindowOperator", "CONTENTS_STATE", "MERGING_SET_STATE"]
 
-CONTENTS_STATE = "window-contents"
 MERGING_SET_STATE = "merging-window-set"
-MAX_TS = 2**63 - 1
 
 
-class WindowOperator(KeyedOperator):
+class WindowOperator(BatchedWindowPaths):
     """Windows of a keyed (or, with a constant key, non-keyed) stream."""
 
     takes_coded = True
 
     def __init__(self, uid: str, name: str, key_selector: Any, *, assigner: WindowAssigner, trigger: Trigger,
-                 contents_kind: str, reduce_function: Any = None, aggregate_function: Any = None,
-                 window_function: InternalWindowFunction, allowed_lateness: int = 0,
-                 late_tag: Any = None, evictor: Optional[Evictor] = None, keyed_function: bool = True,
-                 pre_aggregated: bool = False):
+                 contents: WindowContents, window_function: InternalWindowFunction, allowed_lateness: int = 0,
+                 late_tag: Any = None, keyed_function: bool = True, pre_aggregated: bool = False):
         super().__init__(uid, name, window_function.function, key_selector)
         self.assigner = assigner
         self.trigger = trigger
-        self.contents_kind = contents_kind  # "list" | "reducing" | "aggregating"
-        self.reduce_function = reduce_function
-        self.aggregate_function = aggregate_function
+        self.window_contents = contents
         self.window_function = window_function
         self.allowed_lateness = allowed_lateness
         self.late_tag = late_tag
-        self.evictor = evictor
         self.keyed_function = keyed_function
         self.pre_aggregated = pre_aggregated   # upstream tasks send WindowPartial values (local aggregation)
         self.merging = isinstance(assigner, MergingWindowAssigner)
         self.event_time = assigner.is_event_time()
+        self.lateness = WindowLateness(allowed_lateness, self.event_time)
+        self.passed = self.lateness.passed()
         # the fast path registers the default trigger's timer in the assigner's time domain
-        self.fast_path = (not self.merging and evictor is None
+        self.fast_path = (not self.merging and not isinstance(contents, EvictingContents)
                           and type(trigger) is (EventTimeTrigger if self.event_time else ProcessingTimeTrigger))
+
+    @property
+    def evictor(self) -> Optional[Evictor]:
+        """The evictor of the window's elements, if any."""
+        return self.window_contents.evictor if isinstance(self.window_contents, EvictingContents) else None
 
     # -- lifecycle ----------------------------------------------------------------------
     def open(self) -> None:
         from sparkpoint.operators.base import OperatorRuntimeContext
 
         self.window_function.open(OperatorRuntimeContext(self))
-        self.contents: Any = self.keyed_backend.create_internal_state(self._contents_descriptor())
+        self.contents: Any = self.keyed_backend.create_internal_state(self.window_contents.descriptor())
         self.trigger_ctx = TriggerContext(self)
         self.window_ctx = WindowContext(self)
         self.assigner_ctx = AssignerContext(self)
         if self.merging:
             self.merging_sets = self.keyed_backend.get_partitioned_state(None, ValueStateDescriptor(MERGING_SET_STATE))
-
-    def _contents_descriptor(self) -> StateDescriptor:
-        if self.contents_kind == "list":
-            return ListStateDescriptor(CONTENTS_STATE)
-        if self.contents_kind == "reducing":
-            return ReducingStateDescriptor(CONTENTS_STATE, self.reduce_function)
-        return AggregatingStateDescriptor(CONTENTS_STATE, self.aggregate_function)
 
     def close(self) -> None:
         self.window_function.close()
@@ -119,47 +110,18 @@ class WindowOperator(KeyedOperator):
         ``context.global_state()``; per-window state is ``context.window_state()``."""
         return None
 
-    # -- contents -----------------------------------------------------------------------
-    def _add(self, state_window: Any, value: Any, ts: Optional[int]) -> None:
-        """Add one element to the contents of ``state_window`` (current key)."""
-        self.contents.set_current_namespace(state_window)
-        self.contents.add((value, ts) if self.evictor is not None else value)
-
-    def _get_contents(self, state_window: Any) -> Any:
-        """The contents of ``state_window`` (current key): the elements, the reduced value or the
-        accumulator; ``None`` if the window holds nothing."""
-        contents = self.contents
-        contents.set_current_namespace(state_window)
-        if self.contents_kind == "list":
-            return contents.get() or None
-        if self.contents_kind == "reducing":
-            return contents.get()
-        return contents.get_accumulator()
-
-    # -- time helpers ---------------------------------------------------------------------
-    def _cleanup_time(self, window: Any) -> int:
-        if self.event_time:
-            t = window.max_timestamp() + self.allowed_lateness
-            return t if t >= window.max_timestamp() else MAX_TS
-        return window.max_timestamp()
-
-    def _is_window_late(self, window: Any) -> bool:
-        return self.event_time and self._cleanup_time(window) <= self.watermark
-
-    def _is_element_late(self, ts: Optional[int]) -> bool:
-        return self.event_time and ts is not None and ts + self.allowed_lateness <= self.watermark
-
+    # -- timers -------------------------------------------------------------------------------
     def _register_cleanup_timer(self, window: Any) -> None:
-        t = self._cleanup_time(window)
-        if t == MAX_TS:
+        t = self.lateness.cleanup_time(window.max_timestamp())
+        if t == MAX_TIMESTAMP:
             return
         b = self.keyed_backend
         self.timers.register(EVENT_TIME if self.event_time else PROCESSING_TIME, t, b.current_key, window,
                              b.current_key_group)
 
     def _delete_cleanup_timer(self, window: Any) -> None:
-        t = self._cleanup_time(window)
-        if t != MAX_TS:
+        t = self.lateness.cleanup_time(window.max_timestamp())
+        if t != MAX_TIMESTAMP:
             self.timers.delete(EVENT_TIME if self.event_time else PROCESSING_TIME, t,
                                self.keyed_backend.current_key, window)
 
@@ -201,195 +163,52 @@ class WindowOperator(KeyedOperator):
         except Exception as e:
             raise self.fail(v, e) from e
 
-    def _process_fast(self, values: list, timestamps: list, keys: list, out: Output) -> None:
-        """Non-merging windows with the default trigger: contents grouped per (key, window)."""
-        assign = self.assigner.assign_windows
-        ctx = self.assigner_ctx
-        buckets: dict[tuple, list] = {}   # (key, window) -> values, in arrival order
-        late: list = []
-        wm = self.watermark if self.event_time else -(2**63)
-        if type(self.assigner) is TumblingEventTimeWindows:
-            # the common case, inlined: one window per record, start = t - (t - offset) % size
-            size, offset = self.assigner.size, self.assigner.offset
-            if None in timestamps:  # a record without a timestamp: the assigner says what is wrong
-                v = values[timestamps.index(None)]
-                try:
-                    assign(v, None, ctx)  # type: ignore[arg-type]  # a record without a timestamp
-                except Exception as e:
-                    raise self.fail(v, e) from e
-            buckets = self._tumbling_buckets(values, timestamps, keys, size, offset, wm, late)
-        else:
-            for v, t, k in zip(values, timestamps, keys):
-                windows = assign(v, t, ctx)
-                if any(w.max_timestamp() <= wm for w in windows):
-                    # late or within allowed lateness: Flink's per-element path, at once, after
-                    # the records bucketed before it (they may share its other windows, whose
-                    # contents must keep arrival order)
-                    self._add_buckets(buckets)
-                    buckets = {}
-                    self._process_element(v, t, k, out)
-                    continue
-                for w in windows:
-                    b = buckets.get((k, w))
-                    if b is None:
-                        buckets[(k, w)] = b = []
-                    b.append(v)
-        self._add_buckets(buckets)
-        for v, t, k in late:
-            self._process_element(v, t, k, out)
-
-    def _process_coded(self, batch: Coded, timestamps: Any) -> bool:
-        """The fast path for tumbling event-time windows over a coded batch whose keys each have one distinct
-        value (a keyed count's ``(key, 1)``): a window's contents are that value once per record, so records
-        are counted per (key, window start) (:func:`count_by_key_and_window`), and the key selector runs
-        once per distinct value. The buckets come in the order of their first records, as on the per-record
-        path. False (nothing done): not this case, or a record is late or has no timestamp."""
-        if not self.fast_path or type(self.assigner) is not TumblingEventTimeWindows or not all_timestamped(timestamps):
-            return False
-        keys = self.keys_of(batch.distinct)
-        size = self.assigner.size
-        counts = count_by_key_and_window(batch.codes, keys, timestamps, size, self.assigner.offset)
-        if counts is None or min(s for _, s, _, _ in counts) + size - 1 <= self.watermark:
-            return False
-        distinct = batch.distinct
-        try:
-            self._add_buckets({(keys[c], TimeWindow(s, s + size)): [distinct[c]] * n for c, s, n, _ in counts})
-        except UserFunctionError:
-            raise
-        except Exception as e:   # a reduce or aggregate function failed: as on the per-record fast path
-            raise self.fail(None, e) from e
-        return True
-
-    @staticmethod
-    def _tumbling_buckets(values: list, timestamps: list, keys: list, size: int, offset: int, wm: int,
-                          late: list) -> dict[tuple, list]:
-        """``{(key, window): values}`` of tumbling windows; late records go to ``late`` instead."""
-        starts = [t - (t - offset) % size for t in timestamps]
-        if starts and min(starts) + size - 1 <= wm:   # some records are late: they go their own way
-            on_time = [start + size - 1 > wm for start in starts]
-            late.extend(r for r, keep in zip(zip(values, timestamps, keys), on_time) if not keep)
-            values, keys, starts = (list(itertools.compress(column, on_time)) for column in (values, keys, starts))
-        by_start: dict[tuple, list] = {}
-        for v, key_start in zip(values, zip(keys, starts)):
-            b = by_start.get(key_start)
-            if b is None:
-                by_start[key_start] = b = []
-            b.append(v)
-        return {(k, TimeWindow(start, start + size)): b for (k, start), b in by_start.items()}
-
-    def _add_partials(self, partials: list) -> None:
-        """Merge :class:`WindowPartial` values into their windows."""
-        backend = self.keyed_backend
-        set_key, contents, wm = backend.set_current_key, self.contents, self.watermark
-        merge = None if self.contents_kind == "reducing" else self.aggregate_function.merge
-        register = self.timers.register
-        p = None
-        records = 0
-        try:
-            for p in partials:
-                records += p.last_of
-                w = p.window
-                if w.max_timestamp() <= wm:  # late: every record whose last window this is was late in all of them
-                    if p.last_of:
-                        self.task.counter(self.uid, "numLateRecordsDropped", p.last_of)
-                    continue
-                set_key(p.key)
-                contents.set_current_namespace(w)
-                if merge is None:
-                    contents.add(p.value)
-                else:
-                    acc = contents.get_accumulator()
-                    contents.set_accumulator(p.value if acc is None else merge(acc, p.value))
-                register(EVENT_TIME, w.max_timestamp(), p.key, w, backend.current_key_group)
-        except Exception as e:
-            raise self.fail(p, e) from e
-        # numRecordsIn counts the records the partials hold, as without local aggregation
-        self.task.counter(self.uid, "numRecordsIn", records - len(partials))
-        self.task.counter(self.uid, LOCAL_AGGREGATES_IN, len(partials))
-
-    def _add_buckets(self, buckets: dict) -> None:
-        """Add the fast path's ``{(key, window): values}`` to the windows."""
-        backend = self.keyed_backend
-        set_key = backend.set_current_key
-        domain = EVENT_TIME if self.event_time else PROCESSING_TIME
-        register = self.timers.register
-        set_namespace = self.contents.set_current_namespace
-        add_all = self.contents.add_all
-        for (k, w), vs in buckets.items():
-            set_key(k)
-            set_namespace(w)
-            add_all(vs)
-            register(domain, w.max_timestamp(), k, w, backend.current_key_group)  # trigger timer == cleanup timer
-            if self.allowed_lateness > 0 and self.event_time:
-                self._register_cleanup_timer(w)
-
     def _process_element(self, value: Any, ts: Optional[int], key: Any, out: Output) -> None:
+        """Flink's ``processElement``: the element into each of its windows that is not late, the trigger
+        asked; an element whose every window is late, and late itself, is a late record."""
         self.keyed_backend.set_current_key(key)
         windows = self.assigner.assign_windows(value, ts, self.assigner_ctx)  # type: ignore[arg-type]
+        is_late, wm = self.lateness.is_window_late, self.watermark
         skipped = True
-        if self.merging:
-            mapping = dict(self.merging_sets.value() or {})
-            for window in windows:
-                actual = self._add_merging_window(mapping, window)
-                if self._is_window_late(actual):
-                    mapping.pop(actual, None)
+        mapping = dict(self.merging_sets.value() or {}) if self.merging else None
+        for window in windows:
+            if mapping is not None:
+                window = merging.add_window(self.assigner, mapping, window, self._merge)
+                if is_late(window.max_timestamp(), wm):
+                    mapping.pop(window, None)
                     continue
-                skipped = False
-                state_window = mapping[actual]
-                self._add(state_window, value, ts)
-                self._trigger_and_emit(
-                    self.trigger.on_element(value, ts, actual, self.trigger_ctx.at(actual)),  # type: ignore[arg-type]
-                    key, actual, state_window, out)
-                self._register_cleanup_timer(actual)
+                state_window = mapping[window]
+            else:
+                if is_late(window.max_timestamp(), wm):
+                    continue
+                state_window = window
+            skipped = False
+            self.contents.set_current_namespace(state_window)
+            self.window_contents.add(self.contents, value, ts)
+            self._trigger_and_emit(
+                self.trigger.on_element(value, ts, window, self.trigger_ctx.at(window)),  # type: ignore[arg-type]
+                key, window, state_window, out)
+            self._register_cleanup_timer(window)
+        if mapping is not None:
             self.merging_sets.update(mapping or None)
-        else:
-            for window in windows:
-                if self._is_window_late(window):
-                    continue
-                skipped = False
-                self._add(window, value, ts)
-                self._trigger_and_emit(
-                    self.trigger.on_element(value, ts, window, self.trigger_ctx.at(window)),  # type: ignore[arg-type]
-                    key, window, window, out)
-                self._register_cleanup_timer(window)
-        if skipped and self._is_element_late(ts):
+        if skipped and self.lateness.is_element_late(ts, wm):
             self._late(value, ts, out)
 
-    def _add_merging_window(self, mapping: dict, new_window: Any) -> Any:
-        """Flink's ``MergingWindowSet.addWindow``: returns the window ``new_window`` ends up in."""
-        merge_results: list[tuple[Any, list]] = []
-        self.assigner.merge_windows(list(mapping) + [new_window],  # type: ignore[attr-defined]
-                                    lambda ws, result: merge_results.append((result, list(ws))))
-        result_window = new_window
-        merged_new_window = False
-        for merge_result, merged_windows in merge_results:
-            if new_window in merged_windows:
-                merged_windows.remove(new_window)
-                merged_new_window = True
-                result_window = merge_result
-            if not merged_windows:
-                continue
-            merged_state_window = mapping[merged_windows[0]]
-            merged_state_windows = [mapping.pop(w) for w in merged_windows if w in mapping]
-            mapping[merge_result] = merged_state_window
-            merged_state_windows = [w for w in merged_state_windows if w != merged_state_window]
-            if not (merge_result in merged_windows and len(merged_windows) == 1):
-                # Step: trigger on_merge, clear the merged windows' triggers and cleanup timers,
-                # and merge their contents into the surviving state window.
-                self.trigger.on_merge(merge_result, self.trigger_ctx.at(merge_result, merged_windows))
-                for w in merged_windows:
-                    self.trigger.clear(w, self.trigger_ctx.at(w))
-                    self._delete_cleanup_timer(w)
-                self.contents.merge_namespaces(merged_state_window, merged_state_windows)
-        if not merge_results or (result_window == new_window and not merged_new_window):
-            mapping[result_window] = result_window
-        return result_window
+    def _merge(self, merge_result: Any, merged_windows: list, state_window: Any, merged_state_windows: list) -> None:
+        """Windows merged (the merging window set's merge function): trigger ``on_merge``, the merged windows'
+        triggers and cleanup timers cleared, their contents merged into the surviving state window."""
+        self.trigger.on_merge(merge_result, self.trigger_ctx.at(merge_result, merged_windows))
+        for w in merged_windows:
+            self.trigger.clear(w, self.trigger_ctx.at(w))
+            self._delete_cleanup_timer(w)
+        self.contents.merge_namespaces(state_window, merged_state_windows)
 
     # -- firing -----------------------------------------------------------------------------
     def _trigger_and_emit(self, result: TriggerResult, key: Any, window: Any, state_window: Any,
                           out: Output) -> None:
         if result.is_fire():
-            contents = self._get_contents(state_window)
+            self.contents.set_current_namespace(state_window)
+            contents = self.window_contents.read(self.contents)
             if contents is not None:
                 self._emit(key, window, contents, state_window, out)
         if result.is_purge():
@@ -397,23 +216,14 @@ class WindowOperator(KeyedOperator):
             self.contents.clear()
 
     def _emit(self, key: Any, window: Any, contents: Any, state_window: Any, out: Output) -> None:
-        kind = self.contents_kind
-        self.window_ctx.window_ = window
-        if kind == "list":
-            items = list(contents)
-            if self.evictor is not None:
-                items = self.evictor.evict_before(items, len(items), window, self.window_ctx)
-                values = [v for v, _ in items]
-            else:
-                values = items
-        else:
-            values = [contents]
-        results = self.window_function.process(key if self.keyed_function else None, window, self.window_ctx, values)
-        out.emit_all(results, window.max_timestamp())
-        if kind == "list" and self.evictor is not None:
-            kept = self.evictor.evict_after(items, len(items), window, self.window_ctx)
-            self.contents.set_current_namespace(state_window)
-            self.contents.update(list(kept))
+        ctx = self.window_ctx
+        ctx.window_ = window
+        function_key = key if self.keyed_function else None
+
+        def function(values: list) -> None:
+            out.emit_all(self.window_function.process(function_key, window, ctx, values), window.max_timestamp())
+
+        self.window_contents.fire(self.contents, state_window, contents, window, ctx, function)
         self.task.counter(self.uid, "numWindowsFired")
 
     def _on_timer(self, domain: str, out: Output) -> Callable[[int, Any, Any], None]:
@@ -434,7 +244,7 @@ class WindowOperator(KeyedOperator):
                 self._trigger_and_emit(result, key, window, state_window, out)
             except Exception as e:
                 raise self.fail(f"<window {window!r} of key {key!r}>", e) from e
-            if ts == self._cleanup_time(window) and (domain == EVENT_TIME) == self.event_time:
+            if ts == self.lateness.cleanup_time(window.max_timestamp()) and (domain == EVENT_TIME) == self.event_time:
                 # Step: the window can no longer receive elements; drop all of its state.
                 self.contents.set_current_namespace(state_window)
                 self.contents.clear()

@@ -18,6 +18,7 @@ from sparkpoint.operators.keyed import KeyedProcessOperator, StreamGroupedReduce
 from sparkpoint.runtime.graph import JobPlan
 from sparkpoint.runtime.keyed_functions import BatchReduceFunction
 from sparkpoint.runtime.translation import StreamGraphGenerator
+from sparkpoint.windows.contents import EvictingContents
 from sparkpoint.windows.functions import EvictingWindowFunction
 from sparkpoint.windows.operator import WindowOperator
 
@@ -81,7 +82,7 @@ def test_an_evictor_turns_window_reduce_into_reduce_at_fire_time(make_env):
            .reduce(lambda a, b: (a[0], a[1] + b[1])))
     [w] = _by_kind(_plan(env), "window")
     op = w.factory()
-    assert op.contents_kind == "list" and isinstance(op.window_function, EvictingWindowFunction)
+    assert isinstance(op.window_contents, EvictingContents) and isinstance(op.window_function, EvictingWindowFunction)
     # the evictor keeps the window's last two elements at each firing: (2, 3), then (5, 6)
     assert out.execute_and_collect() == [("k", 5), ("k", 11)]
 

@@ -45,6 +45,7 @@ from sparkpoint.datastream.window import (
 )
 from sparkpoint.operators.base import Output, TaskContext
 from sparkpoint.state.key_groups import KeyGroupRange
+from sparkpoint.windows.contents import ElementContents
 from sparkpoint.windows.functions import ProcessWindowAdapter
 from sparkpoint.windows.operator import WindowOperator
 
@@ -225,7 +226,7 @@ class _Collect(ProcessWindowFunction):
 
 def _window_operator(assigner, *, trigger=None, lateness=0, late_tag=None):
     op = WindowOperator("w", "Window", KeySelectorWrapper(lambda v: v[0]), assigner=assigner,
-                        trigger=trigger or assigner.get_default_trigger(), contents_kind="list",
+                        trigger=trigger or assigner.get_default_trigger(), contents=ElementContents(),
                         window_function=ProcessWindowAdapter(_Collect()), allowed_lateness=lateness,
                         late_tag=late_tag)
     op.create_keyed_backend(KeyGroupRange(0, 127), 128)
