@@ -20,6 +20,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 import cloudpickle
 
 from sparkpoint.checkpoint.metadata import CheckpointMetadata, MetadataV1Serializer
+from sparkpoint.state.handles import KeyedStateHandle, OperatorSnapshotInfo, StateFile, restore_handle
 from sparkpoint.state.key_groups import KEY_SERIALIZER_VERSION
 from sparkpoint.storage.checkpoint_storage import (
     METADATA_FILE_NAME,
@@ -153,18 +154,18 @@ def load_latest_checkpoint(pointer: str, storage_options: Optional[Mapping[str, 
     return restored
 
 
-def keyed_entries(restored: RestoredCheckpoint, uids: list[str], start: int, end: int) -> list[dict[str, Any]]:
-    """The keyed-state files of ``uids`` whose key groups intersect ``[start, end]``.
+def keyed_entries(restored: RestoredCheckpoint, uids: list[str], start: int, end: int) -> list[KeyedStateHandle]:
+    """The restore handles of the keyed-state files of ``uids`` whose key groups intersect ``[start, end]``.
 
-    Each entry tells a task (or the state processor) how to read one file: the
-    checkpoint's location and the options to open its storage, the file's handle, the
-    uids it holds, and for canonical files the state name, state kinds and watermark.
+    Each tells a task (or the state processor) how to read one file: the checkpoint's location
+    and the options to open its storage, the file's handle, the uids it holds, its format, and
+    for canonical files the state name, state kinds and watermark.
 
     Canonical files written before keys had a deterministic serializer recorded key groups of
     the older hash: every task reads all of them and regroups each entry by its key
-    (``"regroup"``), so their state lands where today's key groups look for it.
+    (``regroup``), so their state lands where today's key groups look for it.
     """
-    out: dict[str, dict[str, Any]] = {}
+    files: dict[str, tuple[StateFile, list[str], OperatorSnapshotInfo, bool]] = {}
     old_hash = restored.metadata.key_serializer != KEY_SERIALIZER_VERSION
     for uid in uids:
         op = restored.metadata.operators.get(uid)
@@ -174,12 +175,7 @@ def keyed_entries(restored: RestoredCheckpoint, uids: list[str], start: int, end
             regroup = old_hash and f.state is not None
             if not regroup and (f.key_group_end < start or f.key_group_start > end):
                 continue
-            entry = out.setdefault(f.handle.path, {"location": restored.location, "handle": f.handle,
-                                                   "uids": [], "checkpoint_id": restored.checkpoint_id,
-                                                   "state": f.state, "state_kinds": op.state_kinds,
-                                                   "watermark": op.watermark, "regroup": regroup,
-                                                   "format": f.format, "shared": f.shared,
-                                                   "key_groups": (f.key_group_start, f.key_group_end),
-                                                   "storage_options": restored.storage_options})
-            entry["uids"].append(uid)
-    return list(out.values())
+            info = OperatorSnapshotInfo(dict(op.state_kinds), op.watermark)
+            files.setdefault(f.handle.path, (f, [], info, regroup))[1].append(uid)
+    return [restore_handle(f, tuple(file_uids), restored.location, restored.checkpoint_id, restored.storage_options,
+                           info, regroup) for f, file_uids, info, regroup in files.values()]

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Union
 
-from sparkpoint.storage.checkpoint_storage import StreamStateHandle
+from sparkpoint.state.handles import KeyedStateFileHandle, OperatorSnapshotInfo
 
 __all__ = ["ExecutionVertexId", "OperatorSubtaskId", "TaskId", "KeyedStateFileHandle", "OperatorSnapshotInfo",
            "AcknowledgeCheckpoint", "DeclineCheckpoint"]
@@ -48,33 +48,6 @@ class OperatorSubtaskId:
 
 
 TaskId = Union[ExecutionVertexId, OperatorSubtaskId]
-
-
-@dataclass(frozen=True)
-class KeyedStateFileHandle:
-    """A file of keyed state a task wrote: which operators, which key groups, where.
-
-    ``state`` is ``None`` for a raw snapshot of all keyed state of ``uids`` (checkpoints), or
-    the state name of a canonical file (savepoints). ``format`` ``"rocksdb"`` marks the
-    manifest of an incremental RocksDB checkpoint, whose SST files ``shared`` references
-    (paths relative to the checkpoint directory, usually ``../shared/<sha256>.sst``).
-    """
-
-    uids: tuple[str, ...]
-    key_group_start: int
-    key_group_end: int
-    handle: StreamStateHandle
-    state: Optional[str] = None
-    format: Optional[str] = None
-    shared: tuple[StreamStateHandle, ...] = ()
-
-
-@dataclass(frozen=True)
-class OperatorSnapshotInfo:
-    """What a canonical snapshot says about one operator: its state kinds and watermark."""
-
-    state_kinds: Mapping[str, str] = field(default_factory=dict)
-    watermark: Optional[int] = None
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,8 @@ epoch therefore costs one write proportional to what it changed, and a task that
 one restore plus the epochs since the last checkpoint.
 
 Layout: ``<root>/<job>-<attempt>/<epoch>/s<stage>-t<subtask>-<crc32(uid)>.log``, one segment per
-operator and epoch (:mod:`sparkpoint.runtime.changelog_files`). The driver (:class:`StateChangelog`)
+operator and epoch (:mod:`sparkpoint.state.changelog_segments`); a task rebuilds from them
+(:meth:`sparkpoint.state.task_keyed_state.TaskKeyedState.rebuild`). The driver (:class:`StateChangelog`)
 tells each task its :class:`ChangelogBase`, records the segments tasks report, and deletes the epochs
 a completed checkpoint covers and no retained changelog checkpoint references
 (:mod:`sparkpoint.runtime.changelog_checkpoints`). A job's changelog names its owner, so that a job
@@ -23,54 +24,20 @@ from __future__ import annotations
 import logging
 import posixpath
 import time
-from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
 from sparkpoint.errors import ConfigurationError
-from sparkpoint.operators.keyed import KeyedOperator
 from sparkpoint.runtime.changelog_checkpoints import ChangelogCheckpoints, materialize_interval_ms, max_size_ratio
-from sparkpoint.runtime.changelog_files import read_changes, segment_path
 from sparkpoint.runtime.changelog_reclaim import ChangelogOwner, reclaim_changelogs
-from sparkpoint.runtime.checkpoint_io import restore_from_checkpoint
-from sparkpoint.state.key_groups import KeyGroupRange
+from sparkpoint.state.changelog_segments import ChangelogBase, segment_path
 from sparkpoint.storage.file_systems import open_file_system, storage_options_for
 
-__all__ = ["ChangelogBase", "StateChangelog", "changelog_from_config", "rebuild_working_state"]
+__all__ = ["ChangelogBase", "StateChangelog", "changelog_from_config", "describe"]
 
 ENABLED_KEYS = ("state.changelog.enabled", "state.backend.changelog.enabled")   # Flink 2.x, 1.x
 BASE_PATH_KEYS = ("state.changelog.dstl.dfs.base-path", "dstl.dfs.base-path")
 
 logger = logging.getLogger(__name__)
-
-@dataclass(frozen=True)
-class ChangelogBase:
-    """What one keyed task needs to rebuild its working state: where the epochs' changes are, and the
-    state they start from (the keyed-state files of a checkpoint for this task, or none: empty)."""
-
-    root: str                       # URL of this job attempt's changelog
-    base_epoch: int                 # the epoch whose end ``base_entries`` hold
-    base_entries: tuple = ()        # checkpoint files covering the task's key groups (restore entries)
-    # how a task on any executor opens ``root`` (fsspec options of an object store: endpoint, credentials)
-    storage_options: dict = field(default_factory=dict, hash=False, repr=False)
-
-
-def rebuild_working_state(keyed_ops: dict[int, KeyedOperator], base: ChangelogBase, epoch: int, stage_id: int,
-                          subtask: int, kg_range: KeyGroupRange, max_parallelism: int) -> None:
-    """Make the keyed operators' working state that of the end of ``epoch`` on an executor that does not
-    hold it: the base's state, then each later epoch's changes in order."""
-    for op in keyed_ops.values():
-        if op.keyed_backend.keeps_working_state:
-            op.keyed_backend.restore_in_place(lambda path: None)  # start from an empty database
-    restore_from_checkpoint(keyed_ops, list(base.base_entries), kg_range, max_parallelism)
-    for op in keyed_ops.values():
-        backend = op.keyed_backend
-        for e in range(base.base_epoch + 1, epoch + 1):
-            changes, watermark = read_changes(base.root, e, stage_id, subtask, op.uid, base.storage_options)
-            backend.apply_changes(changes, e)
-            op.advance_watermark(watermark)
-        if base.base_epoch >= epoch and backend.keeps_working_state:
-            backend.apply_changes([], epoch)
-
 
 def changelog_from_config(config: Any, distributed: bool, checkpointing: bool, checkpoint_dir: Optional[str],
                           job_id: str) -> Optional[StateChangelog]:
@@ -241,5 +208,5 @@ class StateChangelog:
 def describe(base: ChangelogBase) -> str:
     """A short account of where a task's state is rebuilt from, for logs and errors."""
     if base.base_entries:
-        return f"checkpoint {base.base_entries[0].get('checkpoint_id')} (epoch {base.base_epoch}) and the changelog"
+        return f"checkpoint {base.base_entries[0].checkpoint_id} (epoch {base.base_epoch}) and the changelog"
     return f"the changelog since epoch {base.base_epoch + 1}"

@@ -23,7 +23,8 @@ are incremental RocksDB ones, the driver therefore:
 
 A changelog checkpoint's files are shared state: the base's SST files (in ``shared/``, counted by the
 :class:`~sparkpoint.checkpoint.completed.SharedStateRegistry`) and the segments (kept by the changelog
-while a retained checkpoint references them). Restoring one is :mod:`sparkpoint.runtime.changelog_restore`.
+while a retained checkpoint references them). Restoring one is the RocksDB backend's
+(:mod:`sparkpoint.state.rocksdb.changelog_restore`).
 """
 
 from __future__ import annotations
@@ -36,11 +37,11 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Optional
 
 from sparkpoint.checkpoint.location import CheckpointStorageLocation
-from sparkpoint.checkpoint.messages import ExecutionVertexId, KeyedStateFileHandle
+from sparkpoint.checkpoint.messages import ExecutionVertexId
 from sparkpoint.common.configuration import parse_duration_ms
 from sparkpoint.errors import ConfigurationError
-from sparkpoint.runtime.changelog_restore import BASE_FORMAT, HANDLE_FORMAT, MANIFEST_FORMAT
-from sparkpoint.runtime.checkpoint_io import read_entry
+from sparkpoint.state.changelog_segments import changelog_manifest
+from sparkpoint.state.handles import CHANGELOG_FORMAT, INCREMENTAL_FORMAT, KeyedStateFileHandle, KeyedStateHandle
 from sparkpoint.storage.checkpoint_storage import StreamStateHandle
 from sparkpoint.storage.exceptions import CheckpointStorageError, CorruptCheckpointError
 
@@ -149,30 +150,28 @@ class ChangelogCheckpoints:
             base = self.bases[(stage, subtask, uid)]
             seg_handles = [StreamStateHandle(posixpath.relpath(path, location.path), size, digest)
                            for _, path, size, digest in segments]
-            body = json.dumps({
-                "format": MANIFEST_FORMAT, "version": 1, "uid": uid, "key_groups": base.manifest["key_groups"],
-                "max_parallelism": base.manifest["max_parallelism"], "base_epoch": self.base_epoch,
-                "epoch": barrier_epoch, "base": base.manifest,
-                "segments": [{"epoch": e, **h.to_json()} for (e, *_), h in zip(segments, seg_handles)]}).encode()
+            body = changelog_manifest(uid, base.manifest, self.base_epoch, barrier_epoch,
+                                      [(e, h) for (e, *_), h in zip(segments, seg_handles)])
             name = f"changelog-s{stage}-t{subtask}-{n_key}.json"
             location.write(name, body)
             a = base.manifest["key_groups"]
             handle = KeyedStateFileHandle((uid,), a[0], a[1], StreamStateHandle(name, len(body),
-                                          hashlib.sha256(body).hexdigest()), None, HANDLE_FORMAT,
+                                          hashlib.sha256(body).hexdigest()), None, CHANGELOG_FORMAT,
                                           base.shared + tuple(seg_handles))
             new = len(body) + sum(size for e, _, size, _ in segments if e > since)
             handles, size = out.get(ExecutionVertexId(stage, subtask), ([], 0))
             out[ExecutionVertexId(stage, subtask)] = (handles + [handle], size + new)
         return out
 
-    def on_completed(self, barrier_epoch: int, now_ms: int, entries: Mapping[tuple[int, int], list]) -> None:
+    def on_completed(self, barrier_epoch: int, now_ms: int,
+                     entries: Mapping[tuple[int, int], list[KeyedStateHandle]]) -> None:
         """A checkpoint completed: one that uploaded incremental RocksDB state is the new base of every subtask
         (a full one ends changelog checkpoints until the next incremental one; a changelog one changes nothing)."""
         flat = [(key, e) for key, es in entries.items() for e in es]
-        formats = {e.get("format") for _, e in flat}
-        if formats == {HANDLE_FORMAT} or not flat:
+        formats = {e.format for _, e in flat}
+        if formats == {CHANGELOG_FORMAT} or not flat:
             return
-        if formats != {BASE_FORMAT}:
+        if formats != {INCREMENTAL_FORMAT}:
             self.bases.clear()
             self.materialized_ms = None
             return
@@ -181,9 +180,9 @@ class ChangelogCheckpoints:
         bases = {}
         try:
             for (stage, subtask), entry in flat:
-                manifest = json.loads(read_entry(entry)[0])
-                for uid in entry["uids"]:
-                    bases[(stage, subtask, uid)] = _Base(manifest, tuple(entry.get("shared", ())))
+                manifest = json.loads(entry.read_bytes())
+                for uid in entry.uids:
+                    bases[(stage, subtask, uid)] = _Base(manifest, entry.shared)
         except (CheckpointStorageError, CorruptCheckpointError, OSError, ValueError) as e:
             logger.warning("checkpoint of epoch %d completed, but its manifests cannot be read back as the base of "
                            "changelog checkpoints (%s): the next checkpoint materializes again", barrier_epoch, e)

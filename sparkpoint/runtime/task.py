@@ -19,22 +19,14 @@ from __future__ import annotations
 
 import gc
 import logging
-import pickle
 import shutil
 import time
 from dataclasses import dataclass
 from typing import Any, Optional
 
 from sparkpoint.datastream.functions import CheckpointListener
-from sparkpoint.runtime.checkpoint_io import (
-    CheckpointUploader,
-    LocalCheckpoints,
-    PickledSnapshots,
-    read_restored_keyed_state,
-    restore_from_checkpoint,
-)
-from sparkpoint.runtime.changelog import describe, rebuild_working_state
-from sparkpoint.runtime.changelog_files import write_changes
+from sparkpoint.runtime.checkpoint_io import CheckpointUploader
+from sparkpoint.runtime.changelog import describe
 from sparkpoint.runtime.chain import read_inputs, run_operators
 from sparkpoint.runtime.task_output import blobs, route
 from sparkpoint.runtime.task_messages import PHASES, TaskDeployment, TaskReport, latest_reports
@@ -47,7 +39,8 @@ from sparkpoint.operators.sinks import PrintOperator, SinkOperator
 from sparkpoint.state.backend_loader import load_state_backend
 from sparkpoint.state.key_groups import KeyGroupRange, compute_key_group_range_for_operator_index
 from sparkpoint.errors import SparkpointError, StateMissingError, UserFunctionOpenError
-from sparkpoint.state.local_store import LocalStateStore
+from sparkpoint.state.changelog_segments import write_changes
+from sparkpoint.state.task_keyed_state import TaskKeyedState, task_keyed_state
 from sparkpoint.state.worker import let_go_under
 
 __all__ = ["TaskDeployment", "TaskReport", "PHASES", "latest_reports", "run_task"]
@@ -157,11 +150,10 @@ class _GcTimer:
 
 @dataclass
 class _KeyedState:
-    """The stage's keyed operators, their local working-state store and a running checkpoint upload."""
+    """The task's keyed state, its running checkpoint upload and how long a rebuild from the changelog took."""
 
-    ops: dict[int, KeyedOperator]
-    store: Optional[LocalStateStore]
-    uploader: Optional[CheckpointUploader]
+    state: TaskKeyedState
+    uploader: Optional[CheckpointUploader] = None
     rebuild_ms: Optional[float] = None
 
 
@@ -198,120 +190,49 @@ def _working_state_options(state_backend: Any, dep: TaskDeployment, stage_id: in
 
 def _restore_keyed_state(ops: dict[int, StreamOperator], dep: TaskDeployment, stage_id: int, subtask: int,
                          kg_range: KeyGroupRange, max_parallelism: int) -> _KeyedState:
-    """Load the keyed operators' state: the previous epoch's local snapshot, or a checkpoint's files.
+    """The keyed operators' state at the epoch's start: a checkpoint's (a fresh start or a restore), or the
+    previous epoch's, rebuilt from the changelog where this executor does not hold it.
 
-    While the previous epoch was a checkpoint's barrier, its snapshot is also uploaded to that
-    checkpoint in a thread (the asynchronous part), overlapping this task.
+    After a barrier epoch the synchronous part of its checkpoints is taken here, before any record of this
+    epoch touches the state; the asynchronous part uploads it in a thread, overlapping this task.
     """
-    keyed_ops = {nid: op for nid, op in ops.items() if isinstance(op, KeyedOperator)}
-    if keyed_ops and next(iter(keyed_ops.values())).keyed_backend.keeps_working_state:
-        return _resume_working_state(keyed_ops, dep, stage_id, subtask, kg_range, max_parallelism)
-    namespace = dep.local_state_namespace or dep.job_id
-    store = LocalStateStore(dep.local_state_dir, namespace, stage_id, subtask) if keyed_ops else None
-    uploader: Optional[CheckpointUploader] = None
-    rebuild_ms: Optional[float] = None
-    if store is not None:
-        uids = [op.uid for op in keyed_ops.values()]
-        if dep.keyed_state_epoch is not None:
-            body, rebuild_ms = _load_or_rebuild(store, keyed_ops, dep, stage_id, subtask, kg_range, max_parallelism)
-            if dep.checkpoint_uploads:
-                # the asynchronous part of the barrier epoch's checkpoint(s), overlapping this task
-                uploader = CheckpointUploader(PickledSnapshots(body), dep.checkpoint_uploads, stage_id, subtask,
-                                              kg_range, uids, dep.barrier_sync_ms)
-            snapshots = [] if rebuild_ms is not None else [pickle.loads(body)]
-        else:
-            snapshots = [read_restored_keyed_state(entry, kg_range, max_parallelism)
-                         for entry in dep.restored_keyed]
-        for snapshot in snapshots:
-            for op in keyed_ops.values():
-                if op.uid in snapshot:
-                    op.restore_keyed_state(snapshot[op.uid])
-        if dep.changelog is not None:
-            for op in keyed_ops.values():
-                op.keyed_backend.track_changes()
-    return _KeyedState(keyed_ops, store, uploader, rebuild_ms)
-
-
-def _load_or_rebuild(store: LocalStateStore, keyed_ops: dict[int, KeyedOperator], dep: TaskDeployment,
-                     stage_id: int, subtask: int, kg_range: KeyGroupRange, max_parallelism: int
-                     ) -> tuple[bytes, Optional[float]]:
-    """The previous epoch's snapshot file; where it is missing (Spark ran the task on another executor), the
-    state rebuilt from the changelog into the operators, and its snapshot. Returns (pickled snapshot, the
-    rebuild's milliseconds or None)."""
-    epoch = dep.keyed_state_epoch
-    assert epoch is not None
-    try:
-        return store.load_bytes(epoch, f"operators {[op.uid for op in keyed_ops.values()]}"), None
-    except StateMissingError as missing:
-        rebuild_ms = _rebuild(missing, keyed_ops, dep, stage_id, subtask, kg_range, max_parallelism)
-    body = pickle.dumps({op.uid: op.snapshot_keyed_state() for op in keyed_ops.values()}, pickle.HIGHEST_PROTOCOL)
-    return body, rebuild_ms
-
-
-def _resume_working_state(keyed_ops: dict[int, KeyedOperator], dep: TaskDeployment, stage_id: int, subtask: int,
-                          kg_range: KeyGroupRange, max_parallelism: int) -> _KeyedState:
-    """Backends that keep working state: resume the previous epoch's, or restore a checkpoint's.
-
-    After a barrier epoch, the synchronous part of its checkpoints is taken here, before any
-    record of this epoch touches the state: a local RocksDB checkpoint per operator, uploaded
-    in a thread while the task runs.
-    """
-    uploader: Optional[CheckpointUploader] = None
-    for op in keyed_ops.values() if dep.changelog is not None else ():
-        op.keyed_backend.track_changes()   # what the epoch writes goes to the changelog
+    owners = [op for op in ops.values() if isinstance(op, KeyedOperator)]
+    state = task_keyed_state(owners, kg_range, max_parallelism, stage_id, subtask, dep.local_state_dir,
+                             dep.local_state_namespace or dep.job_id, dep.changelog is not None)
+    keyed = _KeyedState(state)
+    if not owners:
+        return keyed
     if dep.keyed_state_epoch is None:
-        restore_from_checkpoint(keyed_ops, dep.restored_keyed, kg_range, max_parallelism)
-        return _KeyedState(keyed_ops, None, None)
-    rebuild_ms = _resume_or_rebuild(keyed_ops, dep, stage_id, subtask, kg_range, max_parallelism)
-    if dep.checkpoint_uploads:
-        t0 = time.perf_counter()
-        paths = {cid: {op.uid: op.keyed_backend.checkpoint_locally(cid) for op in keyed_ops.values()}
-                 for cid in dep.checkpoint_uploads}
-        sync_ms = (time.perf_counter() - t0) * 1000
-        source = LocalCheckpoints(paths, {op.uid: op.keyed_backend.working_dir for op in keyed_ops.values()},
-                                  {op.uid: op.watermark for op in keyed_ops.values()}, kg_range, max_parallelism,
-                                  {op.uid: op.keyed_backend.ttl_cleanups for op in keyed_ops.values()})
-        uploader = CheckpointUploader(source, dep.checkpoint_uploads, stage_id, subtask, kg_range,
-                                      [op.uid for op in keyed_ops.values()], sync_ms)
-    return _KeyedState(keyed_ops, None, uploader, rebuild_ms)
-
-
-def _resume_or_rebuild(keyed_ops: dict[int, KeyedOperator], dep: TaskDeployment, stage_id: int, subtask: int,
-                       kg_range: KeyGroupRange, max_parallelism: int) -> Optional[float]:
-    """Resume the working state of the previous epoch where it is; where it is not (Spark ran the task on
-    another executor), rebuild it from the changelog. Returns the rebuild's milliseconds, if one ran."""
-    epoch = dep.keyed_state_epoch
-    assert epoch is not None
+        state.restore(list(dep.restored_keyed))
+        return keyed
     try:
-        for op in keyed_ops.values():
-            op.resume_keyed_state(epoch)
-        return None
+        state.resume(dep.keyed_state_epoch)
     except StateMissingError as missing:
-        rebuild_ms = _rebuild(missing, keyed_ops, dep, stage_id, subtask, kg_range, max_parallelism)
-    for op in keyed_ops.values():
-        op.resume_keyed_state(epoch)
-    return rebuild_ms
+        keyed.rebuild_ms = _rebuild(missing, state, dep, stage_id, subtask)
+    if dep.checkpoint_uploads:
+        resources, sync_ms = state.snapshot_sync(list(dep.checkpoint_uploads), dep.barrier_sync_ms)
+        keyed.uploader = CheckpointUploader(resources, dep.checkpoint_uploads, stage_id, subtask, sync_ms)
+    return keyed
 
 
-def _rebuild(missing: StateMissingError, keyed_ops: dict[int, KeyedOperator], dep: TaskDeployment, stage_id: int,
-             subtask: int, kg_range: KeyGroupRange, max_parallelism: int) -> float:
-    """The previous epoch's working state is ``missing`` here: rebuild it from the changelog (or re-raise
-    without one, and the job fails over). Returns the rebuild's milliseconds."""
+def _rebuild(missing: StateMissingError, state: TaskKeyedState, dep: TaskDeployment, stage_id: int,
+             subtask: int) -> float:
+    """The previous epoch's state is ``missing`` here: rebuild it from the changelog (or re-raise without
+    one, and the job fails over). Returns the rebuild's milliseconds."""
     if dep.changelog is None or dep.keyed_state_epoch is None:
         raise missing
     logger.info("stage %d subtask %d: %s; rebuilding it from %s", stage_id, subtask, missing, describe(dep.changelog))
     t0 = time.perf_counter()
-    rebuild_working_state(keyed_ops, dep.changelog, dep.keyed_state_epoch, stage_id, subtask, kg_range,
-                          max_parallelism)
+    state.rebuild(dep.changelog, dep.keyed_state_epoch)
     return (time.perf_counter() - t0) * 1000
 
 
 def _dispose_keyed_backends(ops: dict[int, StreamOperator]) -> None:
+    """After a failure: release every keyed backend built so far, quietly (the failure is what the task reports)."""
     for op in ops.values():
-        backend = getattr(op, "keyed_backend", None)
-        if backend is not None:
+        if isinstance(op, KeyedOperator):
             try:
-                backend.dispose()
+                op.keyed_backend.dispose()
             except Exception:  # noqa: BLE001 - disposing after a failure must not hide it
                 pass
 
@@ -347,26 +268,18 @@ def _close_operators(ops: dict[int, StreamOperator], report: TaskReport) -> None
 
 
 def _snapshot_keyed_state(keyed: _KeyedState, dep: TaskDeployment, report: TaskReport) -> None:
-    """Write this epoch's keyed snapshot to local disk; collect the checkpoint upload's outcome."""
-    keyed_ops, store, uploader = keyed.ops, keyed.store, keyed.uploader
-    if keyed_ops and store is None:  # backends that keep working state: commit this epoch's changes
+    """Keep the epoch's keyed state for the next epoch (and its changes in the changelog); collect the
+    checkpoint upload's outcome."""
+    if keyed.state.owners:
         t0 = time.perf_counter()
-        for op in keyed_ops.values():
-            op.commit_keyed_state(dep.epoch)
+        report.keyed_state_bytes = keyed.state.end_epoch(dep.epoch)
+        for op in keyed.state.owners:
             _write_changelog(op, dep, report)
-            op.keyed_backend.dispose()
+        keyed.state.dispose()
         report.snapshot_sync_ms = (time.perf_counter() - t0) * 1000
-    if store is not None:
+    if keyed.uploader is not None:
         t0 = time.perf_counter()
-        keyed_snapshot = {op.uid: op.snapshot_keyed_state() for op in keyed_ops.values()}
-        report.keyed_state_bytes = store.save(dep.epoch, keyed_snapshot)
-        for op in keyed_ops.values():
-            _write_changelog(op, dep, report)
-            op.keyed_backend.dispose()
-        report.snapshot_sync_ms = (time.perf_counter() - t0) * 1000
-    if uploader is not None:
-        t0 = time.perf_counter()
-        report.checkpoint_acks, report.checkpoint_declines = uploader.join()
+        report.checkpoint_acks, report.checkpoint_declines = keyed.uploader.join()
         report.phase_ms["upload_wait"] = (time.perf_counter() - t0) * 1000
 
 

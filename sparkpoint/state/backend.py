@@ -17,12 +17,13 @@ from typing import Any
 
 from sparkpoint.datastream.state import StateDescriptor
 from sparkpoint.errors import StateError
+from sparkpoint.state.handles import KeyedStateHandle
 from sparkpoint.state.internal import STATE_KINDS, InternalKvState, UserFacingListState
 from sparkpoint.state.key_groups import KeyGroupAssigner, KeyGroupRange
 from sparkpoint.state.migration import SchemaCheck
 from sparkpoint.state.schema import StateSchema
 from sparkpoint.state.snapshot import KeyedStateSnapshot, check_snapshot
-from sparkpoint.state.timer_queue import KeyGroupedTimerQueue
+from sparkpoint.state.timer_queue import KeyGroupedTimerQueue, SnapshottedTimerQueue
 from sparkpoint.state.ttl import create_ttl_state
 
 __all__ = ["KeyedStateBackend", "StateBackend"]
@@ -64,15 +65,13 @@ class KeyedStateBackend(abc.ABC):
     backend_name = ""
     keeps_working_state = False
     working_dir = ""   # where a backend that keeps working state keeps it
-    #: The ``format`` of checkpoint files this backend opens as they are (:meth:`restore_in_place`).
-    native_format: str | None = None
 
     def __init__(self, key_group_range: KeyGroupRange, max_parallelism: int):
         self.key_group_range = key_group_range
         self.max_parallelism = max_parallelism
         self.assign_key_group = KeyGroupAssigner(max_parallelism)
         self.state_kinds: dict[str, str] = {}
-        self.timer_queues: dict[str, KeyGroupedTimerQueue] = {}
+        self.timer_queues: dict[str, SnapshottedTimerQueue] = {}
         self.current_key: Any = None
         self.current_key_group: int = -1
         self.current_processing_time = 0  # ms; the clock of state time-to-live
@@ -192,7 +191,7 @@ class KeyedStateBackend(abc.ABC):
 
     # -- timers -----------------------------------------------------------------------------
 
-    def get_timer_queue(self, name: str) -> KeyGroupedTimerQueue:
+    def get_timer_queue(self, name: str) -> SnapshottedTimerQueue:
         """The timer queue ``name`` (created on first use), snapshotted with the state."""
         queue = self.timer_queues.get(name)
         if queue is None:
@@ -262,9 +261,15 @@ class KeyedStateBackend(abc.ABC):
         raise StateError(f"the {self.backend_name} backend keeps no state changelog")
 
     def restore_in_place(self, materialize: Callable[[str], Any]) -> Any:
-        """Replace the (empty) working state with the files ``materialize(path)`` writes (of
-        :attr:`native_format`); returns what ``materialize`` returns."""
+        """Replace the (empty) working state with the files ``materialize(path)`` writes; returns what
+        ``materialize`` returns."""
         raise StateError(f"the {self.backend_name} backend cannot open checkpoint files as they are")
+
+    def restore_handle_in_place(self, handle: KeyedStateHandle, on_watermark: Callable[[int | None], None]) -> bool:
+        """Make a checkpoint's ``handle`` of exactly this backend's key groups its working state as it is, telling
+        ``on_watermark`` the watermarks it was saved at; False if this backend cannot (the handle is then read as
+        snapshots, :meth:`restore`)."""
+        return False
 
     def checkpoint_locally(self, checkpoint_id: int) -> str:
         """The synchronous part of a checkpoint: a local, consistent copy of the committed state."""

@@ -11,9 +11,22 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Protocol
 
-__all__ = ["KeyGroupedTimerQueue"]
+__all__ = ["KeyGroupedTimerQueue", "SnapshottedTimerQueue"]
+
+
+class SnapshottedTimerQueue(Protocol):
+    """What a keyed backend's timer queue offers, whichever backend holds it: the timer service's operations,
+    and snapshots and restores per key group."""
+
+    def add(self, ts: int, key: Any, ns: Any, kg: int) -> None: ...
+    def delete(self, ts: int, key: Any, ns: Any) -> None: ...
+    def pop_due(self, until: int) -> Iterator[tuple[int, Any, Any, int]]: ...
+    def peek(self) -> int | None: ...
+    def __len__(self) -> int: ...
+    def snapshot_key_groups(self) -> dict[int, list[tuple[int, Any, Any]]]: ...
+    def restore_key_group(self, kg: int, timers: list, in_range: Callable[[int], bool]) -> None: ...
 
 
 class KeyGroupedTimerQueue:

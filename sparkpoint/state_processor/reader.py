@@ -6,7 +6,6 @@ from typing import Any, Optional
 
 import pandas as pd
 
-from sparkpoint.runtime.checkpoint_io import read_restored_keyed_state
 from sparkpoint.checkpoint.loader import RestoredCheckpoint, keyed_entries, load_checkpoint
 from sparkpoint.state.key_groups import KeyGroupRange
 from sparkpoint.state.snapshot import KeyedStateSnapshot, merge_snapshots
@@ -21,8 +20,8 @@ def _operator_snapshot(restored: RestoredCheckpoint, uid: str) -> KeyedStateSnap
     """All keyed state of operator ``uid``, over every key group."""
     maxp = restored.metadata.max_parallelism
     everything = KeyGroupRange(0, maxp - 1)
-    parts = [read_restored_keyed_state(entry, everything, maxp).get(uid)
-             for entry in keyed_entries(restored, [uid], 0, maxp - 1)]
+    parts = [handle.read(everything, maxp).get(uid)
+             for handle in keyed_entries(restored, [uid], 0, maxp - 1)]
     return merge_snapshots([p for p in parts if p is not None], everything, maxp)
 
 

@@ -19,7 +19,7 @@ from sparkpoint.common import WatermarkStrategy
 from sparkpoint.datastream.connectors.generator import DataGeneratorSource
 from sparkpoint.datastream.transformations import CollectTransformation, TransformationInput
 from sparkpoint.errors import ConfigurationError, StateMissingError
-from sparkpoint.runtime.changelog_files import read_changes, write_changes
+from sparkpoint.state.changelog_segments import read_changes, write_changes
 from sparkpoint.testing.kill_loop import read_committed_lines
 from tests.checkpoint.test_checkpointing import Count, key_of, oracle_totals
 from tests.checkpoint.test_savepoints import seed_job

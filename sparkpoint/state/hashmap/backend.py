@@ -43,25 +43,26 @@ class HashMapKeyedStateBackend(KeyedStateBackend):
         super().__init__(key_group_range, max_parallelism)
         self.tables: dict[str, dict[int, dict]] = {}
         self.tracker: Optional[ChangeTracker] = None   # set while the state changelog records an epoch
+        self._timers: dict[str, TrackedTimerQueue] = {}   # = timer_queues, typed as this backend's
 
     def track_changes(self) -> None:
         """Record what the epoch touches from now on (entries and timers), for :meth:`epoch_changes`."""
         self.tracker = ChangeTracker()
-        for queue in self.timer_queues.values():
-            queue.recording = True  # type: ignore[attr-defined]
-            queue.touched.clear()  # type: ignore[attr-defined]
+        for queue in self._timers.values():
+            queue.recording = True
+            queue.touched.clear()
 
     def get_timer_queue(self, name: str) -> Any:
         queue = self.timer_queues.get(name)
         if queue is None:
-            queue = self.timer_queues[name] = TrackedTimerQueue(name)
+            queue = self.timer_queues[name] = self._timers[name] = TrackedTimerQueue(name)
             queue.recording = self.tracker is not None
         return queue
 
     def epoch_changes(self) -> list[tuple[bytes, bytes | None]] | None:
         if self.tracker is None:
             return None
-        return self.tracker.changes(self.tables, self.state_kinds, self.timer_queues)
+        return self.tracker.changes(self.tables, self.state_kinds, self._timers)
 
     def apply_changes(self, changes: list[tuple[bytes, bytes | None]], epoch: int) -> None:
         apply_changes(changes, self.tables, self.state_kinds, self.get_timer_queue)

@@ -18,11 +18,13 @@ import pickle
 import shutil
 import struct
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from functools import partial
 from typing import Any, Literal, Optional, overload
 
 from sparkpoint.datastream.state import StateDescriptor
 from sparkpoint.state.backend import KeyedStateBackend, StateBackend
+from sparkpoint.state.handles import ChangelogHandle, IncrementalHandle, KeyedStateHandle
 from sparkpoint.state.internal import InternalKvState
 from sparkpoint.errors import StateError
 from sparkpoint.state.key_groups import KeyGroupRange
@@ -35,9 +37,11 @@ from sparkpoint.state.rocksdb.layout import (
     group_prefix,
     timer_key,
 )
+from sparkpoint.state.rocksdb.changelog_restore import restore_changelog_in_place
+from sparkpoint.state.rocksdb.checkpoints import download_incremental
 from sparkpoint.state.rocksdb.store import StateStore
 from sparkpoint.state.rocksdb.timers import RocksDBTimerQueue
-from sparkpoint.state.rocksdb.transfer import HANDLE_FORMAT, forget_uploads
+from sparkpoint.state.rocksdb.transfer import forget_uploads
 from sparkpoint.state.snapshot import KeyedStateSnapshot
 
 __all__ = ["EmbeddedRocksDBStateBackend", "RocksDBKeyedStateBackend", "OPTION_KEYS"]
@@ -79,7 +83,6 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
 
     backend_name = "rocksdb"
     keeps_working_state = True
-    native_format = HANDLE_FORMAT
 
     def __init__(self, key_group_range: KeyGroupRange, max_parallelism: int, working_dir: Optional[str] = None,
                  options: Optional[RocksDBOptions] = None, what: str = "keyed state", read_only_path: str = ""):
@@ -89,6 +92,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         path = read_only_path or os.path.join(self.working_dir, "db")
         self.store = StateStore(path, options or RocksDBOptions(), what, read_only=bool(read_only_path))
         self.tables: dict[str, dict[int, Any]] = {}
+        self._timers: dict[str, RocksDBTimerQueue] = {}   # = timer_queues, typed as this backend's
         self._enc_key: Any = object()   # the last key serialized, its database bytes and key group
         self._enc_key_bytes = b""
         self._enc_key_group = -1
@@ -241,7 +245,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
     def get_timer_queue(self, name: str) -> Any:
         queue = self.timer_queues.get(name)
         if queue is None:
-            queue = self.timer_queues[name] = RocksDBTimerQueue(name, self.store)  # type: ignore[assignment]
+            queue = self.timer_queues[name] = self._timers[name] = RocksDBTimerQueue(name, self.store)
         return queue
 
     # -- snapshot and restore ---------------------------------------------------------------
@@ -342,8 +346,8 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         """Write this epoch's changes atomically (after a TTL sweep); returns how many entries and timers changed."""
         self.sweep_expired(self.store.options.ttl_sweep_entries)
         self._encoded.clear()
-        for queue in self.timer_queues.values():
-            queue.flush_to(self.store.timer_writes)  # type: ignore[attr-defined]
+        for queue in self._timers.values():
+            queue.flush_to(self.store.timer_writes)
         return self.store.commit(epoch, watermark)
 
     def committed_watermark(self) -> int | None:
@@ -358,8 +362,8 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
 
     def apply_changes(self, changes: list[tuple[bytes, bytes | None]], epoch: int) -> None:
         self.store.apply_changes(changes, epoch)
-        for queue in self.timer_queues.values():  # timer queues read their state again from the database
-            queue.rebind(self.store)  # type: ignore[attr-defined]
+        for queue in self._timers.values():  # timer queues read their state again from the database
+            queue.rebind(self.store)
         self.state_kinds.clear()
         self._load_state_kinds()
 
@@ -381,10 +385,21 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         self._enc_key = object()
         for table in self.tables.values():
             table.clear()  # state objects keep their table; its views are made again over the new database
-        for queue in self.timer_queues.values():  # the timer service holds them: same objects, new database
-            queue.rebind(self.store)  # type: ignore[attr-defined]
+        for queue in self._timers.values():  # the timer service holds them: same objects, new database
+            queue.rebind(self.store)
         self._load_state_kinds()
         return result
+
+    def restore_handle_in_place(self, handle: KeyedStateHandle, on_watermark: Callable[[Optional[int]], None]) -> bool:
+        """An incremental or changelog checkpoint of this backend's key groups becomes its database as it is
+        (its SST files downloaded, a changelog's segments replayed)."""
+        if isinstance(handle, IncrementalHandle):
+            on_watermark(self.restore_in_place(partial(download_incremental, handle, self.working_dir)))
+            return True
+        if isinstance(handle, ChangelogHandle):
+            restore_changelog_in_place(self, handle, on_watermark)
+            return True
+        return False
 
     def checkpoint_locally(self, checkpoint_id: int) -> str:
         """The synchronous part of a checkpoint: a hard-linked RocksDB checkpoint of the committed state."""
@@ -393,9 +408,10 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         return path
 
     def dispose(self) -> None:
-        for queue in self.timer_queues.values():
-            queue.close()  # type: ignore[attr-defined]
+        for queue in self._timers.values():
+            queue.close()
         self.timer_queues.clear()
+        self._timers.clear()
         if self._temporary:
             self.store.close()
             shutil.rmtree(self.working_dir, ignore_errors=True)

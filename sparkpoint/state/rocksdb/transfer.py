@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
 from sparkpoint.errors import StateError
+from sparkpoint.state.handles import INCREMENTAL_FORMAT
 from sparkpoint.state.key_groups import KeyGroupRange
 from sparkpoint.storage.checkpoint_storage import (
     StreamStateHandle,
@@ -42,7 +43,7 @@ __all__ = ["HANDLE_FORMAT", "MANIFEST_FORMAT", "IncrementalUpload", "download_ch
            "read_manifest", "resolve_shared", "upload_incremental"]
 
 MANIFEST_FORMAT = "sparkpoint-rocksdb-incremental"
-HANDLE_FORMAT = "rocksdb"   # the ``format`` of a manifest's keyed-state handle in ``_metadata``
+HANDLE_FORMAT = INCREMENTAL_FORMAT   # the ``format`` of a manifest's keyed-state handle in ``_metadata``
 _RECORD = "uploaded.json"
 
 

@@ -4,27 +4,45 @@ Layout: ``<root>/<epoch>/s<stage>-t<subtask>-<crc32(uid)>.log`` under a job atte
 file ``magic | CRC32 | pickled ([(key, new bytes or None)], watermark)`` in the backend's own
 encoding, written as every checkpoint file is (whole or not at all, and synced on a local disk). The task
 that writes one reports its size and SHA-256, so a checkpoint that references
-it (:mod:`sparkpoint.runtime.changelog_checkpoints`) can name and verify it like any shared file.
+it (the driver's :mod:`sparkpoint.runtime.changelog_checkpoints`) can name and verify it like any shared file.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import pickle
 import posixpath
 import struct
 import zlib
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
 from sparkpoint.errors import StateMissingError
-from sparkpoint.storage.checkpoint_storage import write_file
+from sparkpoint.state.handles import KeyedStateHandle
+from sparkpoint.storage.checkpoint_storage import StreamStateHandle, write_file
 from sparkpoint.storage.file_systems import open_file_system
 
-__all__ = ["decode_segment", "read_changes", "segment_path", "write_changes"]
+__all__ = ["CHANGELOG_MANIFEST_FORMAT", "ChangelogBase", "changelog_manifest", "decode_segment", "read_changes",
+           "segment_path", "write_changes"]
 
 _MAGIC = b"SPCL2"
 
+CHANGELOG_MANIFEST_FORMAT = "sparkpoint-changelog-checkpoint"   # a changelog checkpoint's manifest (JSON)
+
 Changes = list[tuple[bytes, Optional[bytes]]]
+
+
+@dataclass(frozen=True)
+class ChangelogBase:
+    """What one keyed task needs to rebuild its working state: where the epochs' changes are, and the
+    state they start from (the restore handles of a checkpoint for this task, or none: empty)."""
+
+    root: str                                   # URL of this job attempt's changelog
+    base_epoch: int                             # the epoch whose end ``base_entries`` hold
+    base_entries: tuple[KeyedStateHandle, ...] = ()   # checkpoint files covering the task's key groups
+    # how a task on any executor opens ``root`` (fsspec options of an object store: endpoint, credentials)
+    storage_options: dict = field(default_factory=dict, hash=False, repr=False)
 
 
 def segment_path(root: str, epoch: int, stage_id: int, subtask: int, uid: str) -> str:
@@ -65,3 +83,14 @@ def read_changes(root: str, epoch: int, stage_id: int, subtask: int, uid: str,
     except FileNotFoundError:
         raise StateMissingError(f"{what} is missing ({url})") from None
     return decode_segment(data, what, url)
+
+
+def changelog_manifest(uid: str, base: Mapping[str, Any], base_epoch: int, epoch: int,
+                       segments: list[tuple[int, StreamStateHandle]]) -> bytes:
+    """The manifest of a changelog checkpoint of one operator's subtask at the end of ``epoch``: its
+    materialized ``base`` (an incremental RocksDB checkpoint's manifest, of the end of ``base_epoch``) and
+    the ``(epoch, segment)`` of every epoch since (paths relative to the checkpoint's directory)."""
+    return json.dumps({
+        "format": CHANGELOG_MANIFEST_FORMAT, "version": 1, "uid": uid, "key_groups": base["key_groups"],
+        "max_parallelism": base["max_parallelism"], "base_epoch": base_epoch, "epoch": epoch, "base": dict(base),
+        "segments": [{"epoch": e, **h.to_json()} for e, h in segments]}).encode()
