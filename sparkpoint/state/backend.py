@@ -271,9 +271,13 @@ class KeyedStateBackend(abc.ABC):
         snapshots, :meth:`restore`)."""
         return False
 
-    def checkpoint_locally(self, checkpoint_id: int) -> str:
-        """The synchronous part of a checkpoint: a local, consistent copy of the committed state."""
-        raise StateError(f"the {self.backend_name} backend keeps no working state between epochs")
+    @classmethod
+    def checkpoint_locally_all(cls, owners: list[Any], checkpoint_ids: list[int], key_groups: KeyGroupRange,
+                               max_parallelism: int) -> Any:
+        """The synchronous part of checkpoints ``checkpoint_ids`` for one task's keyed operators (``owners``, each
+        with a backend of this class and a ``watermark``) whose backends keep working state: a local, consistent
+        copy of their committed state, as :class:`~sparkpoint.state.checkpointing.SnapshotResources`."""
+        raise StateError(f"the {cls.backend_name} backend keeps no working state between epochs")
 
     def dispose(self) -> None:
         """Release what the backend holds (files, handles); the default holds nothing."""

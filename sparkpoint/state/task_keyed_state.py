@@ -144,16 +144,11 @@ class WorkingDatabaseState(TaskKeyedState):
             owner.resume_keyed_state(epoch)
 
     def snapshot_sync(self, checkpoint_ids: list[int], previous_sync_ms: float) -> tuple[SnapshotResources, float]:
-        from sparkpoint.state.rocksdb.checkpoints import LocalCheckpoints
-
         t0 = time.perf_counter()
-        paths = {cid: {owner.uid: owner.keyed_backend.checkpoint_locally(cid) for owner in self.owners}
-                 for cid in checkpoint_ids}
-        sync_ms = (time.perf_counter() - t0) * 1000
-        backends = {owner.uid: owner.keyed_backend for owner in self.owners}
-        return LocalCheckpoints(paths, {uid: b.working_dir for uid, b in backends.items()},
-                                {owner.uid: owner.watermark for owner in self.owners}, self.key_groups,
-                                self.max_parallelism, {uid: b.ttl_cleanups for uid, b in backends.items()}), sync_ms
+        backend_type = type(self.owners[0].keyed_backend)
+        resources = backend_type.checkpoint_locally_all(self.owners, checkpoint_ids, self.key_groups,
+                                                        self.max_parallelism)
+        return resources, (time.perf_counter() - t0) * 1000
 
     def end_epoch(self, epoch: int) -> int:
         for owner in self.owners:

@@ -38,7 +38,7 @@ from sparkpoint.state.rocksdb.layout import (
     timer_key,
 )
 from sparkpoint.state.rocksdb.changelog_restore import restore_changelog_in_place
-from sparkpoint.state.rocksdb.checkpoints import download_incremental
+from sparkpoint.state.rocksdb.checkpoints import LocalCheckpoints, download_incremental
 from sparkpoint.state.rocksdb.store import StateStore
 from sparkpoint.state.rocksdb.timers import RocksDBTimerQueue
 from sparkpoint.state.rocksdb.transfer import forget_uploads
@@ -402,10 +402,22 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         return False
 
     def checkpoint_locally(self, checkpoint_id: int) -> str:
-        """The synchronous part of a checkpoint: a hard-linked RocksDB checkpoint of the committed state."""
+        """A hard-linked RocksDB checkpoint of the committed state, for checkpoint ``checkpoint_id``."""
         path = os.path.join(self.working_dir, "checkpoints", f"chk-{checkpoint_id}")
         self.store.create_checkpoint(path)
         return path
+
+    @classmethod
+    def checkpoint_locally_all(cls, owners: list[Any], checkpoint_ids: list[int], key_groups: KeyGroupRange,
+                               max_parallelism: int) -> LocalCheckpoints:
+        """A local RocksDB checkpoint of each operator's database per checkpoint, uploaded by the asynchronous
+        part (incrementally, or as a full snapshot read from it)."""
+        paths = {cid: {owner.uid: owner.keyed_backend.checkpoint_locally(cid) for owner in owners}
+                 for cid in checkpoint_ids}
+        backends = {owner.uid: owner.keyed_backend for owner in owners}
+        return LocalCheckpoints(paths, {uid: b.working_dir for uid, b in backends.items()},
+                                {owner.uid: owner.watermark for owner in owners}, key_groups, max_parallelism,
+                                {uid: b.ttl_cleanups for uid, b in backends.items()})
 
     def dispose(self) -> None:
         for queue in self._timers.values():
