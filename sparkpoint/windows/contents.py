@@ -26,11 +26,11 @@ CONTENTS_STATE = "window-contents"
 
 
 class WindowContents:
-    """The elements of a window as a list (``process``, ``apply``): the base of the other contents."""
+    """What a window holds between firings (one of the kinds below)."""
 
     def descriptor(self) -> StateDescriptor:
         """The state the contents live in (one per operator; the namespace is the window)."""
-        return ListStateDescriptor(CONTENTS_STATE)
+        raise NotImplementedError
 
     def add(self, state: Any, value: Any, timestamp: Optional[int]) -> None:
         """Add one element to the contents of ``state``'s current window."""
@@ -46,17 +46,27 @@ class WindowContents:
 
     def read(self, state: Any) -> Any:
         """The contents of ``state``'s current window; ``None`` if it holds nothing (nothing to fire)."""
-        return state.get() or None
+        raise NotImplementedError
 
     def fire(self, state: Any, state_window: Any, contents: Any, window: Any, ctx: Any,
              function: Callable[[list], None]) -> None:
         """Hand the window function (``function``) its input of a firing of ``window``, whose ``contents`` are
         kept in ``state`` under ``state_window``."""
-        function(list(contents))
+        raise NotImplementedError
 
 
 class ElementContents(WindowContents):
-    """The elements of the window, in arrival order (Flink's ``ListState`` contents)."""
+    """The elements of the window, in arrival order (``process``, ``apply``; a ``ListState``)."""
+
+    def descriptor(self) -> StateDescriptor:
+        return ListStateDescriptor(CONTENTS_STATE)
+
+    def read(self, state: Any) -> Any:
+        return state.get() or None
+
+    def fire(self, state: Any, state_window: Any, contents: Any, window: Any, ctx: Any,
+             function: Callable[[list], None]) -> None:
+        function(list(contents))
 
 
 class ReducedContents(WindowContents):
@@ -101,7 +111,7 @@ class AggregatedContents(WindowContents):
         function([contents])
 
 
-class EvictingContents(WindowContents):
+class EvictingContents(ElementContents):
     """The elements with their timestamps, for an evictor (Flink's ``EvictingWindowOperator``): at a firing the
     evictor removes elements before and after the window function, and the window keeps what it left; a
     ``reduce`` or ``aggregate`` runs over the elements at firing time (``EvictingWindowFunction``)."""

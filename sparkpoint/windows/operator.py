@@ -36,7 +36,6 @@ from typing import Any, Callable, Optional
 from sparkpoint.datastream.state import ValueStateDescriptor
 from sparkpoint.datastream.window import (
     EventTimeTrigger,
-    Evictor,
     MergingWindowAssigner,
     ProcessingTimeTrigger,
     Trigger,
@@ -84,11 +83,6 @@ class WindowOperator(BatchedWindowPaths):
         # the fast path registers the default trigger's timer in the assigner's time domain
         self.fast_path = (not self.merging and not isinstance(contents, EvictingContents)
                           and type(trigger) is (EventTimeTrigger if self.event_time else ProcessingTimeTrigger))
-
-    @property
-    def evictor(self) -> Optional[Evictor]:
-        """The evictor of the window's elements, if any."""
-        return self.window_contents.evictor if isinstance(self.window_contents, EvictingContents) else None
 
     # -- lifecycle ----------------------------------------------------------------------
     def open(self) -> None:
