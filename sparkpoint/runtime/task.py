@@ -3,16 +3,17 @@
 The same code runs in-process (the local executor) and inside Spark tasks. Steps:
 
 1. build the stage's runtime operators and give them their state: operator state from
-   the driver, keyed state from the executor's local disk (the snapshot the same subtask
-   saved at the end of the previous epoch, or, for backends that keep working state,
-   their database resumed at that epoch), or from a checkpoint's files on restore;
+   the driver, keyed state through the task's keyed state
+   (:class:`~sparkpoint.state.task_keyed_state.TaskKeyedState`: the previous epoch's, or a
+   checkpoint's restore handles); after a barrier epoch, take the synchronous part of its
+   checkpoints, whose asynchronous part uploads in a thread while the task runs;
 2. read the inputs: source splits (source stage) or blobs from upstream tasks;
 3. run the operators in topological order: each takes its input records, then advances
    its watermark to the minimum over its inputs, which fires timers and windows;
 4. route outputs to downstream partitions (one blob per partition, see :mod:`sparkpoint.runtime.exchange`);
-5. stage sink output and save state: keyed state to local disk (a snapshot file, or the
-   database's atomic commit of this epoch), everything else into the report that goes
-   back to the driver.
+5. stage sink output and end the epoch's keyed state (kept for the next epoch by the
+   task's keyed state, its changes written to the changelog if one is kept); everything
+   else goes into the report that goes back to the driver.
 """
 
 from __future__ import annotations
@@ -89,6 +90,7 @@ def _run_task(plan: JobPlan, stage_id: int, subtask: int, dep: TaskDeployment, i
         _build_operators(plan, stage, kg_range, task, dep, ops)
         keyed = _restore_keyed_state(ops, dep, stage_id, subtask, kg_range, plan.max_parallelism)
         report.state_rebuild_ms = keyed.rebuild_ms
+        _snapshot_sync(keyed, dep, stage_id, subtask)
         _open_operators(ops, dep)
         if keyed.uploader is not None:
             keyed.uploader.start()  # the asynchronous part, overlapping this task
@@ -191,11 +193,7 @@ def _working_state_options(state_backend: Any, dep: TaskDeployment, stage_id: in
 def _restore_keyed_state(ops: dict[int, StreamOperator], dep: TaskDeployment, stage_id: int, subtask: int,
                          kg_range: KeyGroupRange, max_parallelism: int) -> _KeyedState:
     """The keyed operators' state at the epoch's start: a checkpoint's (a fresh start or a restore), or the
-    previous epoch's, rebuilt from the changelog where this executor does not hold it.
-
-    After a barrier epoch the synchronous part of its checkpoints is taken here, before any record of this
-    epoch touches the state; the asynchronous part uploads it in a thread, overlapping this task.
-    """
+    previous epoch's, rebuilt from the changelog where this executor does not hold it."""
     owners = [op for op in ops.values() if isinstance(op, KeyedOperator)]
     state = task_keyed_state(owners, kg_range, max_parallelism, stage_id, subtask, dep.local_state_dir,
                              dep.local_state_namespace or dep.job_id, dep.changelog is not None)
@@ -209,10 +207,15 @@ def _restore_keyed_state(ops: dict[int, StreamOperator], dep: TaskDeployment, st
         state.resume(dep.keyed_state_epoch)
     except StateMissingError as missing:
         keyed.rebuild_ms = _rebuild(missing, state, dep, stage_id, subtask)
-    if dep.checkpoint_uploads:
-        resources, sync_ms = state.snapshot_sync(list(dep.checkpoint_uploads), dep.barrier_sync_ms)
-        keyed.uploader = CheckpointUploader(resources, dep.checkpoint_uploads, stage_id, subtask, sync_ms)
     return keyed
+
+
+def _snapshot_sync(keyed: _KeyedState, dep: TaskDeployment, stage_id: int, subtask: int) -> None:
+    """After a barrier epoch: the synchronous part of its checkpoints, taken before any record of this epoch
+    (or an operator's ``open()``) touches the state; its asynchronous part is ``keyed.uploader``."""
+    if keyed.state.owners and dep.checkpoint_uploads and dep.keyed_state_epoch is not None:
+        resources, sync_ms = keyed.state.snapshot_sync(list(dep.checkpoint_uploads), dep.barrier_sync_ms)
+        keyed.uploader = CheckpointUploader(resources, dep.checkpoint_uploads, stage_id, subtask, sync_ms)
 
 
 def _rebuild(missing: StateMissingError, state: TaskKeyedState, dep: TaskDeployment, stage_id: int,

@@ -276,7 +276,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             if not in_range(kg):
                 continue  # belongs to another subtask after rescaling
             for name, group in states.items():
-                prefix = group_prefix(kg, self.state_id(name, create=True))  # type: ignore[arg-type]
+                prefix = group_prefix(kg, self.state_id(name, create=True))
                 for slot, value in group.items():
                     dbkey = prefix + self.slot_bytes(slot)
                     if fresh:  # an empty database: straight in, no cache and no undo
