@@ -6,7 +6,8 @@ driver's environment) import the same ``sparkpoint``. The workload itself (``ben
 ``examples/``) and its oracle always come from this checkout, so both sides run the same
 job and are checked the same way; only ``sparkpoint`` differs. For a tree other than this
 checkout the path is a small directory of links: ``sparkpoint`` to the tree's package,
-``bench`` and ``examples`` to this checkout's.
+``bench``, ``examples`` and ``tests`` (the test suite's servers, which some benchmarks use) to
+this checkout's.
 
 The parent side: :func:`revision_tree` (a temporary ``git worktree``, or an existing
 checkout), :func:`import_root` and :func:`run_child`. The child side: :func:`enter_tree`
@@ -28,7 +29,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 #: What a tree's import root takes from this checkout rather than from the tree.
-FROM_THIS_CHECKOUT = ("bench", "examples")
+FROM_THIS_CHECKOUT = ("bench", "examples", "tests")
 
 
 def git(*args: str, cwd: Path = REPO) -> str:
