@@ -49,6 +49,12 @@ class StateBackend(abc.ABC):
                              **options: Any) -> KeyedStateBackend:
         """A keyed backend for one operator in one task, owning ``key_group_range``."""
 
+    def read_handle(self, handle: KeyedStateHandle, key_groups: KeyGroupRange | None,
+                    max_parallelism: int) -> dict[str, KeyedStateSnapshot]:
+        """A checkpoint's ``handle`` in this backend's own format as snapshots of ``key_groups`` (all its key
+        groups if ``None``), for any backend to restore."""
+        raise StateError(f"{handle.what}: the {self.name} backend reads no files of format {handle.format!r}")
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"
 

@@ -31,9 +31,9 @@ from sparkpoint.state.snapshot import KeyedStateSnapshot, check_snapshot
 from sparkpoint.storage.checkpoint_storage import StreamStateHandle, read_verified
 from sparkpoint.storage.file_systems import open_file_system
 
-__all__ = ["CHANGELOG_FORMAT", "INCREMENTAL_FORMAT", "CanonicalFileHandle", "ChangelogHandle", "IncrementalHandle",
-           "KeyedStateFileHandle", "KeyedStateHandle", "OperatorSnapshotInfo", "SnapshotFileHandle",
-           "StateFile", "restore_handle"]
+__all__ = ["CHANGELOG_FORMAT", "INCREMENTAL_FORMAT", "BackendFileHandle", "CanonicalFileHandle", "ChangelogHandle",
+           "IncrementalHandle", "KeyedStateFileHandle", "KeyedStateHandle", "OperatorSnapshotInfo",
+           "SnapshotFileHandle", "StateFile", "restore_handle"]
 
 INCREMENTAL_FORMAT = "rocksdb"      # the ``format`` of an incremental RocksDB checkpoint's manifest in ``_metadata``
 CHANGELOG_FORMAT = "changelog"      # the ``format`` of a changelog checkpoint's manifest
@@ -127,27 +127,31 @@ class CanonicalFileHandle(KeyedStateHandle):
 
 
 @dataclass(frozen=True)
-class IncrementalHandle(KeyedStateHandle):
-    """The manifest of an incremental RocksDB checkpoint; its SST files are ``shared``."""
+class BackendFileHandle(KeyedStateHandle):
+    """Files in a backend's own format: the backend that wrote them (by name, :attr:`backend`) reads them."""
 
-    format: ClassVar[Optional[str]] = INCREMENTAL_FORMAT
+    backend: ClassVar[str] = ""
 
     def read(self, key_groups: Optional[KeyGroupRange], max_parallelism: int) -> dict[str, KeyedStateSnapshot]:
-        from sparkpoint.state.rocksdb.checkpoints import read_incremental
+        from sparkpoint.state.backend_loader import load_state_backend
 
-        return read_incremental(self, key_groups, max_parallelism)
+        return load_state_backend(self.backend).read_handle(self, key_groups, max_parallelism)
 
 
 @dataclass(frozen=True)
-class ChangelogHandle(KeyedStateHandle):
+class IncrementalHandle(BackendFileHandle):
+    """The manifest of an incremental RocksDB checkpoint; its SST files are ``shared``."""
+
+    format: ClassVar[Optional[str]] = INCREMENTAL_FORMAT
+    backend: ClassVar[str] = "rocksdb"
+
+
+@dataclass(frozen=True)
+class ChangelogHandle(BackendFileHandle):
     """A changelog checkpoint's manifest: an incremental RocksDB base and the changelog segments since."""
 
     format: ClassVar[Optional[str]] = CHANGELOG_FORMAT
-
-    def read(self, key_groups: Optional[KeyGroupRange], max_parallelism: int) -> dict[str, KeyedStateSnapshot]:
-        from sparkpoint.state.rocksdb.changelog_restore import read_changelog_checkpoint
-
-        return read_changelog_checkpoint(self, key_groups, max_parallelism)
+    backend: ClassVar[str] = "rocksdb"
 
 
 class StateFile(Protocol):

@@ -37,8 +37,8 @@ from sparkpoint.state.rocksdb.layout import (
     group_prefix,
     timer_key,
 )
-from sparkpoint.state.rocksdb.changelog_restore import restore_changelog_in_place
-from sparkpoint.state.rocksdb.checkpoints import LocalCheckpoints, download_incremental
+from sparkpoint.state.rocksdb.changelog_restore import read_changelog_checkpoint, restore_changelog_in_place
+from sparkpoint.state.rocksdb.checkpoints import LocalCheckpoints, download_incremental, read_incremental
 from sparkpoint.state.rocksdb.store import StateStore
 from sparkpoint.state.rocksdb.timers import RocksDBTimerQueue
 from sparkpoint.state.rocksdb.transfer import forget_uploads
@@ -73,6 +73,16 @@ class EmbeddedRocksDBStateBackend(StateBackend):
                              working_dir: Optional[str] = None, **options: Any) -> RocksDBKeyedStateBackend:
         return RocksDBKeyedStateBackend(key_group_range, max_parallelism, working_dir, self.options,
                                         what=options.get("what", "keyed state"))
+
+    def read_handle(self, handle: KeyedStateHandle, key_groups: Optional[KeyGroupRange],
+                    max_parallelism: int) -> dict[str, KeyedStateSnapshot]:
+        """An incremental checkpoint (downloaded) or a changelog checkpoint (its base downloaded, its segments
+        replayed) as snapshots, read from a temporary database."""
+        if isinstance(handle, IncrementalHandle):
+            return read_incremental(handle, key_groups, max_parallelism)
+        if isinstance(handle, ChangelogHandle):
+            return read_changelog_checkpoint(handle, key_groups, max_parallelism)
+        return super().read_handle(handle, key_groups, max_parallelism)
 
     def __repr__(self) -> str:
         return f"EmbeddedRocksDBStateBackend(incremental={self.incremental}, {self.options})"
