@@ -31,16 +31,14 @@ __all__ = ["Inputs", "read_inputs", "run_operators"]
 @dataclass
 class Inputs:
     """A task's decoded input: record batches per operator and input (1, or 2 of a two-input operator) and
-    watermarks per operator. ``forwarded`` stays empty: upstream reports no longer travel with the records
-    (the task channel carries each task's own)."""
+    watermarks per operator (reports do not travel with the records: the task channel carries each task's own)."""
 
     pending: dict[tuple[int, int], list[tuple[list, list]]]
     watermarks: dict[int, list]
-    forwarded: list[Any]
 
     @classmethod
     def of(cls, stage: StagePlan) -> "Inputs":
-        return cls({(nid, i): [] for nid in stage.nodes for i in (1, 2)}, {nid: [] for nid in stage.nodes}, [])
+        return cls({(nid, i): [] for nid in stage.nodes for i in (1, 2)}, {nid: [] for nid in stage.nodes})
 
     def add(self, edge: StreamEdge, batch: tuple[list, list]) -> None:
         self.pending[(edge.target, 2 if edge.type_number == 2 else 1)].append(batch)

@@ -54,7 +54,7 @@ def run_task(plan: JobPlan, stage_id: int, subtask: int, dep: TaskDeployment,
     """Run one task (on the executor ``location``, if known); returns ``([(consumer_stage, partition, blob)],
     reports)``.
 
-    ``reports`` holds this task's report and the upstream reports it forwards. Python's cycle collector is off
+    ``reports`` holds this task's report (the executor hands it to the task channel). Python's cycle collector is off
     while the task runs (unless ``dep.cyclic_gc``): an epoch's records live until its end, so collecting them on
     the way is wasted work. It is on again only once the task's records are gone: on while they still lived,
     the first allocation would start a collection that walks every one of them (~9 % of a W1 worker's time).
@@ -119,7 +119,7 @@ def _run_task(plan: JobPlan, stage_id: int, subtask: int, dep: TaskDeployment, i
     report.user_metrics = report_user_metrics(task.user_metrics)
     report.records_out = sum(len(o.values) for o in outputs.values())
     report.duration_ms = (time.perf_counter() - started) * 1000  # updated after encoding, below
-    reports = [report] + inputs.forwarded
+    reports = [report]
     return blobs(plan, stage_id, subtask, routed, out_watermarks, reports, started), reports
 
 
