@@ -42,7 +42,21 @@ def inspect(path: str, against: Optional[str], allow_non_restored: bool, dynamic
                    f"{restored.kind} {restored.checkpoint_id} ({restored.location}), as run -s would restore")
     if against:
         _inspect_against(restored, against, job_args, parse_dynamic(dynamic), allow_non_restored)
-        return
+    else:
+        _describe(restored)
+
+
+def _name(pointer: str) -> str:
+    """The checkpoint directory's name of a pointer (``.../chk-3``, ``.../chk-3/_metadata``: ``chk-3``)."""
+    parts = pointer.rstrip("/").split("/")
+    return parts[-2] if parts[-1] == "_metadata" and len(parts) > 1 else parts[-1]
+
+
+def _describe(restored: Any) -> None:
+    """What a loaded checkpoint holds: when it was taken, its operators and their state, the sources' open
+    splits and the sinks' pre-committed files."""
+    from sparkpoint.state_processor.reader import keyed_state_summary
+
     m = restored.metadata
     d = restored.driver_state
     click.echo(f"{m.kind} {m.checkpoint_id} of job {m.job_id} ({m.job_name}) at {restored.location}")
@@ -50,8 +64,6 @@ def inspect(path: str, against: Optional[str], allow_non_restored: bool, dynamic
                f"completed {ts(m.completion_timestamp)}; max parallelism {m.max_parallelism}")
     click.echo(f"  {len(m.state_files())} state files, {size(m.total_size())}, all checksums verified")
     click.echo("  operators:")
-    from sparkpoint.state_processor.reader import keyed_state_summary
-
     summary = keyed_state_summary(restored)
     for uid, op in sorted(m.operators.items()):
         keyed = sum(f.handle.size for f in op.keyed_state)
@@ -75,12 +87,6 @@ def inspect(path: str, against: Optional[str], allow_non_restored: bool, dynamic
                    ", ".join(f"{s.split_id}@{s.position}" for s in splits[:6]) + (" ..." if len(splits) > 6 else ""))
     for uid, c in d.get("committables", {}).items():
         click.echo(f"  sink {uid}: {len(c)} pre-committed file(s) to commit on restore")
-
-
-def _name(pointer: str) -> str:
-    """The checkpoint directory's name of a pointer (``.../chk-3``, ``.../chk-3/_metadata``: ``chk-3``)."""
-    parts = pointer.rstrip("/").split("/")
-    return parts[-2] if parts[-1] == "_metadata" and len(parts) > 1 else parts[-1]
 
 
 def _inspect_against(restored: Any, job: str, job_args: tuple[str, ...], conf: dict, allow_non_restored: bool) -> None:
