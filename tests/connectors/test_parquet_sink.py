@@ -174,7 +174,7 @@ def test_a_failover_restores_exactly_once_and_drops_the_aborted_attempts_files(m
                                "restart-strategy.fixed-delay.delay": "0 ms"})
     env.enable_checkpointing(1)
     env.get_checkpoint_config().set_checkpoint_storage_dir((tmp_path / "ck").as_uri())
-    with caplog.at_level(logging.INFO, logger="sparkpoint.datastream.connectors.file_system"):
+    with caplog.at_level(logging.INFO, logger="sparkpoint.datastream.connectors.file_sink"):
         order_job(env, out, count, fragile).execute()
     assert flag.exists()
     assert re.search(rf"removed [1-9]\d* staged part file\(s\) of an aborted attempt under {re.escape(str(out))}",
