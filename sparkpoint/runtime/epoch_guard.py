@@ -26,10 +26,15 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Callable, Optional, TypeVar
 
+from sparkpoint.checkpoint.coordinator import CheckpointCoordinator
 from sparkpoint.checkpoint.exceptions import CheckpointException
+from sparkpoint.common.configuration import Configuration
 from sparkpoint.errors import EpochTimeoutError, JobExecutionError, SparkpointError
+from sparkpoint.runtime.clock import SYSTEM_CLOCK, Clock
+from sparkpoint.runtime.graph import JobPlan
+from sparkpoint.runtime.scheduler import EpochExecutor
 from sparkpoint.runtime.task_interrupt import CANCELLED, EpochInterrupted
 
 __all__ = ["EpochBound", "EpochGuard", "EPOCH_TIMEOUT_KEY", "CHECKPOINT_TIMEOUT_KEY"]
@@ -41,15 +46,19 @@ CHECKPOINT_TIMEOUT_KEY = "execution.checkpointing.timeout"
 _AGAIN_S = 1.0   # how often a cancel of the running epoch is asked again, until the epoch ended
 _IDLE_S = 2.0    # the watcher thread ends after this long without an epoch to watch
 
+T = TypeVar("T")
+
 
 @dataclass(frozen=True)
 class EpochBound:
-    """When an epoch must have ended: ``deadline_ms`` (wall clock), from ``key`` = ``timeout_ms``."""
+    """When an epoch must have ended: ``deadline_ms`` (the real wall clock, which tasks read), from ``key`` =
+    ``timeout_ms``; for a checkpoint's timeout, ``expires_ms``: when the checkpoint expires on the job's clock."""
 
     deadline_ms: int
     key: str
     timeout_ms: int
     checkpoint_id: Optional[int] = None
+    expires_ms: Optional[int] = None
 
     def describe(self) -> str:
         of = f", counted from the trigger of checkpoint {self.checkpoint_id}" if self.checkpoint_id else ""
@@ -57,20 +66,26 @@ class EpochBound:
 
 
 class EpochGuard:
-    """Runs each epoch on the executor, stopped by a cancel or by its bound."""
+    """Runs each epoch on the executor, stopped by a cancel or by its bound.
 
-    def __init__(self, executor: Any, config: Any, plan: Any):
+    The bound is computed on the job's ``clock`` (the deadline each task gets); the watcher thread waits
+    on the real clock, as the tasks do (``grace_s``: how long the tasks get to stop by themselves at their
+    deadline before the executor is asked to stop them)."""
+
+    def __init__(self, executor: EpochExecutor, config: Configuration, plan: JobPlan, clock: Clock = SYSTEM_CLOCK,
+                 grace_s: float = 0.0):
         self.executor = executor
         self.plan = plan
+        self.clock = clock
         self.epoch_timeout_ms = int(config.get_duration_ms(EPOCH_TIMEOUT_KEY, 0) or 0)
-        self.grace_s = float(getattr(executor, "interrupt_grace_s", 0.0))
+        self.grace_s = grace_s
         self.cancelled = threading.Event()
         self._cond = threading.Condition()
         self._epoch: Optional[int] = None          # the epoch running, its deadline (s, wall clock)
         self._deadline_s: Optional[float] = None
         self._fired: Optional[str] = None          # "bound" when the watcher stopped the epoch for its bound
         self._thread: Optional[threading.Thread] = None
-        self._coordinator: Any = None   # the job's, as of the latest epoch
+        self._coordinator: Optional[CheckpointCoordinator] = None   # the job's, as of the latest epoch
         self._bound_text = ""           # the running epoch's bound, as the watcher's interrupt says it
 
     # -- from other threads ----------------------------------------------------------------
@@ -84,27 +99,32 @@ class EpochGuard:
             self._cond.notify_all()
 
     # -- the epoch, on the job's thread ------------------------------------------------------
-    def bound(self, coordinator: Any) -> Optional[EpochBound]:
-        """The epoch's bound: the oldest pending checkpoint's timeout, or ``sparkpoint.epoch.timeout``."""
+    def bound(self, coordinator: Optional[CheckpointCoordinator]) -> Optional[EpochBound]:
+        """The epoch's bound: the oldest pending checkpoint's timeout, or ``sparkpoint.epoch.timeout``. Times are
+        read on the job's clock; the deadline the tasks get is as far ahead on the real clock."""
         bounds = []
-        now_ms = int(time.time() * 1000)
-        timeout = int(coordinator.settings.timeout_ms) if coordinator is not None else 0
-        # a checkpoint already past its timeout expires after the epoch (as before), it does not bound the epoch;
-        # nor does one whose expiry the job would tolerate (execution.checkpointing.tolerable-failed-checkpoints)
-        failures = getattr(coordinator, "failure_manager", None)
-        fatal = failures is None or failures.continuous_failures >= failures.tolerable
-        pending = [p for p in (coordinator.pending.values() if coordinator is not None and fatal else ())
-                   if p.trigger_timestamp + timeout > now_ms]
-        if pending:
-            oldest = min(pending, key=lambda p: p.trigger_timestamp)
-            bounds.append(EpochBound(oldest.trigger_timestamp + timeout, CHECKPOINT_TIMEOUT_KEY, timeout,
-                                     oldest.checkpoint_id))
+        now_ms = self.clock.wall_ms()
+        real_ms = int(time.time() * 1000)
+        if coordinator is not None:
+            timeout = int(coordinator.settings.timeout_ms)
+            # a checkpoint already past its timeout expires after the epoch (as before), it does not bound the
+            # epoch; nor does one whose expiry the job would tolerate
+            # (execution.checkpointing.tolerable-failed-checkpoints)
+            failures = coordinator.failure_manager
+            fatal = failures.continuous_failures >= failures.tolerable
+            pending = [p for p in (coordinator.pending.values() if fatal else ())
+                       if p.trigger_timestamp + timeout > now_ms]
+            if pending:
+                oldest = min(pending, key=lambda p: p.trigger_timestamp)
+                expires = oldest.trigger_timestamp + timeout
+                bounds.append(EpochBound(real_ms + expires - now_ms, CHECKPOINT_TIMEOUT_KEY, timeout,
+                                         oldest.checkpoint_id, expires))
         if self.epoch_timeout_ms > 0:
-            bounds.append(EpochBound(int(time.time() * 1000) + self.epoch_timeout_ms, EPOCH_TIMEOUT_KEY,
-                                     self.epoch_timeout_ms))
+            bounds.append(EpochBound(real_ms + self.epoch_timeout_ms, EPOCH_TIMEOUT_KEY, self.epoch_timeout_ms))
         return min(bounds, key=lambda b: b.deadline_ms) if bounds else None
 
-    def run_epoch(self, epoch: int, deployments: dict, next_sources: Optional[dict], coordinator: Any) -> list:
+    def run_epoch(self, epoch: int, deployments: dict, next_sources: Optional[dict],
+                  coordinator: Optional[CheckpointCoordinator]) -> list:
         """The executor's ``run_epoch``, stopped by a cancel or by the epoch's bound (see the module)."""
         self._coordinator = coordinator
 
@@ -115,11 +135,12 @@ class EpochGuard:
 
         return self._guarded(epoch, run, coordinator)
 
-    def sources_of(self, executor: Any) -> Any:
-        """``executor`` as the sources run ahead see it: waiting for their reports is guarded as an epoch is."""
-        return _GuardedSourcesAhead(self, executor) if hasattr(executor, "sources_ahead") else executor
+    def wait_for(self, epoch: int, fetch: Callable[[], T]) -> T:
+        """``fetch()`` (the wait for the source tasks run ahead of ``epoch``), guarded as an epoch is."""
+        return self._guarded(epoch, lambda bound: fetch(), self._coordinator)
 
-    def _guarded(self, epoch: int, run: Any, coordinator: Any) -> Any:
+    def _guarded(self, epoch: int, run: Callable[[Optional[EpochBound]], T],
+                 coordinator: Optional[CheckpointCoordinator]) -> T:
         bound = self.bound(coordinator)
         with self._cond:
             self._epoch, self._fired = epoch, None
@@ -153,8 +174,8 @@ class EpochGuard:
             self._cond.notify_all()
         return fired
 
-    def _timeout(self, epoch: int, bound: Optional[EpochBound], where: str, coordinator: Any,
-                 reason: str = "") -> SparkpointError:
+    def _timeout(self, epoch: int, bound: Optional[EpochBound], where: str,
+                 coordinator: Optional[CheckpointCoordinator], reason: str = "") -> SparkpointError:
         """The attempt's failure: the bound that passed (as the task that stopped says it, else the epoch's) and
         what was still running; a checkpoint past its timeout expires."""
         text = reason or (bound.describe() if bound is not None else "bound")
@@ -162,9 +183,9 @@ class EpochGuard:
                                   f"and the job fails over as its restart strategy says")
         logger.error("%s", error)
         if coordinator is not None:
-            now = int(time.time() * 1000)
+            now = self.clock.wall_ms()
             try:   # Flink's CHECKPOINT_EXPIRED
-                coordinator.check_expired(max(now, bound.deadline_ms + 1) if bound and bound.checkpoint_id else now)
+                coordinator.check_expired(max(now, bound.expires_ms + 1) if bound and bound.expires_ms else now)
             except CheckpointException as e:   # more failed checkpoints than tolerated: Flink's failure, naming more
                 failure = CheckpointException(f"{e}. {error}", e.reason)
                 failure.__cause__ = error
@@ -172,8 +193,7 @@ class EpochGuard:
         return error
 
     def _operators(self) -> str:
-        nodes = getattr(self.plan, "nodes", {})
-        return ", ".join(f"{n.name!r} (uid {n.effective_uid()!r})" for _, n in sorted(nodes.items()))
+        return ", ".join(f"{n.name!r} (uid {n.effective_uid()!r})" for _, n in sorted(self.plan.nodes.items()))
 
     # -- the watcher thread ------------------------------------------------------------------
     def _watch_on(self) -> None:
@@ -222,24 +242,8 @@ class EpochGuard:
             self._cond.wait(wait)
 
     def _stop_epoch(self, epoch: Optional[int], due: str) -> None:
-        stop = getattr(self.executor, "cancel_epoch", None)
-        if stop is None:
-            return
         try:
-            stop(epoch, CANCELLED if due == CANCELLED else self._bound_text)
+            self.executor.cancel_epoch(epoch, CANCELLED if due == CANCELLED else self._bound_text)
         except Exception:  # noqa: BLE001 - the session may be stopping; asked again in a second
             logger.debug("stopping epoch %s failed", epoch, exc_info=True)
 
-
-class _GuardedSourcesAhead:
-    """An executor whose ``sources_ahead`` (the wait for the source tasks run ahead of an epoch) is guarded."""
-
-    def __init__(self, guard: EpochGuard, executor: Any):
-        self._guard = guard
-        self._executor = executor
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._executor, name)
-
-    def sources_ahead(self, epoch: int) -> Any:
-        return self._guard._guarded(epoch, lambda bound: self._executor.sources_ahead(epoch), self._guard._coordinator)

@@ -3,7 +3,7 @@
 An executor registered for an ``execution.target`` (see
 :mod:`sparkpoint.datastream.pipeline_executor`) receives the pipeline the API built. The
 epoch executors here share the steps; a subclass says where epochs run (this process,
-Spark) by giving the :class:`~sparkpoint.runtime.job_master.EpochExecutor`.
+Spark) by giving the :class:`~sparkpoint.runtime.scheduler.EpochExecutor`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from sparkpoint.common.configuration import Configuration
 from sparkpoint.datastream.pipeline_executor import ExecutionContext
 from sparkpoint.datastream.transformations import Pipeline
 from sparkpoint.runtime.graph import JobPlan
-from sparkpoint.runtime.job_master import JobMaster
+from sparkpoint.runtime.job_assembly import create_job_master
 from sparkpoint.runtime.translation import StreamGraphGenerator
 
 __all__ = ["EpochPipelineExecutor", "JobMasterHandle", "python_path_entries", "add_to_sys_path"]
@@ -73,7 +73,8 @@ class EpochPipelineExecutor:
         # Step 2. Where epochs run.
         epoch_executor = self.create_epoch_executor(plan, pipeline, configuration, context)
         # Step 3. The job.
-        master = JobMaster(plan, configuration, epoch_executor, job_id=context.job_id, on_epoch=context.on_epoch)
+        master = create_job_master(plan, configuration, epoch_executor, job_id=context.job_id,
+                                   on_epoch=context.on_epoch)
         handle = JobMasterHandle(master)
         if context.on_job_created is not None:
             context.on_job_created(handle)

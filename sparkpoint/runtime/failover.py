@@ -13,13 +13,14 @@ caused by one, whatever the strategy: no restart can fix it.
 from __future__ import annotations
 
 import logging
-import time
-from typing import Any, Optional
+from typing import Optional
 
 from sparkpoint.checkpoint.coordinator import CheckpointCoordinator
 from sparkpoint.checkpoint.failure import CheckpointFailureReason
 from sparkpoint.checkpoint.loader import RestoredCheckpoint, load_first_loadable
+from sparkpoint.common.configuration import Configuration
 from sparkpoint.errors import JobExecutionError, UserFunctionError, UserFunctionOpenError, unrecoverable_cause
+from sparkpoint.runtime.clock import SYSTEM_CLOCK, Clock
 from sparkpoint.runtime.restart import RestartStrategy, restart_strategy_from_config
 
 __all__ = ["Failover"]
@@ -30,9 +31,10 @@ logger = logging.getLogger(__name__)
 class Failover:
     """Restarts a failed job from its latest loadable checkpoint, as the restart strategy allows."""
 
-    def __init__(self, job_id: str, config: Any, checkpointing_enabled: bool):
+    def __init__(self, job_id: str, config: Configuration, checkpointing_enabled: bool, clock: Clock = SYSTEM_CLOCK):
         self.job_id = job_id
-        self.restart_strategy: RestartStrategy = restart_strategy_from_config(config, checkpointing_enabled)
+        self.clock = clock   # waits out the restart backoff
+        self.restart_strategy: RestartStrategy = restart_strategy_from_config(config, checkpointing_enabled, clock)
         self.restarts = 0
         self.started_from: Optional[RestoredCheckpoint] = None   # the snapshot given with -s, if any
         self.same_record_attempts = int(config.get_integer("sparkpoint.failure.same-record-attempts", 2))
@@ -84,6 +86,6 @@ class Failover:
         logger.warning("job %s failed in epoch %d: %s; restart %d (%s)", self.job_id, epoch, error,
                        self.restarts, self.restart_strategy.describe())
         # Step 3. Back off.
-        time.sleep(self.restart_strategy.backoff_ms() / 1000)
+        self.clock.sleep(self.restart_strategy.backoff_ms() / 1000)
         # Step 4. The newest retained checkpoint that loads.
         return load_first_loadable(candidates, lambda checkpoint_id, _: coordinator.store.remove(checkpoint_id))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import importlib
 import logging
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from sparkpoint.errors import ConfigurationError
 from sparkpoint.runtime.job_status import JobStatus
@@ -21,7 +21,7 @@ from sparkpoint.runtime.results import EpochStats
 if TYPE_CHECKING:  # pragma: no cover
     from sparkpoint.checkpoint.completed import CompletedCheckpoint
 
-__all__ = ["JobListener", "CallbackEpochListener", "listeners_from_config", "REST_LISTENER_FACTORY"]
+__all__ = ["JobListener", "JobListeners", "CallbackEpochListener", "listeners_from_config", "REST_LISTENER_FACTORY"]
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +70,52 @@ class CallbackEpochListener(JobListener):
 
     def on_epoch_completed(self, stats: EpochStats) -> None:
         self.on_epoch(stats)
+
+
+class JobListeners:
+    """The listeners of one job, told in the order they were added; one that fails is logged and passed over
+    (except in :meth:`job_started`, where its failure fails the job)."""
+
+    def __init__(self) -> None:
+        self._listeners: list[JobListener] = []
+
+    def add(self, listener: JobListener) -> None:
+        self._listeners.append(listener)
+
+    def __iter__(self) -> Any:
+        return iter(list(self._listeners))
+
+    def __len__(self) -> int:
+        return len(self._listeners)
+
+    def job_started(self, job: Any) -> None:
+        for listener in list(self._listeners):
+            listener.on_job_started(job)   # may refuse the job (a REST port that cannot be bound)
+
+    def status_changed(self, job_id: str, old: JobStatus, new: JobStatus, error: Optional[BaseException]) -> None:
+        self._each("on_status_change", lambda listener: listener.on_status_change(job_id, old, new, error))
+
+    def restoring(self, job_id: str, restored: Any) -> None:
+        self._each("on_restore", lambda listener: listener.on_restore(job_id, restored))
+
+    def epoch_completed(self, stats: EpochStats) -> None:
+        self._each("on_epoch_completed", lambda listener: listener.on_epoch_completed(stats))
+
+    def checkpoint_completed(self, checkpoint: "CompletedCheckpoint") -> None:
+        self._each("on_checkpoint_completed", lambda listener: listener.on_checkpoint_completed(checkpoint))
+
+    def checkpoint_failed(self, checkpoint_id: int, reason: str) -> None:
+        self._each("on_checkpoint_failed", lambda listener: listener.on_checkpoint_failed(checkpoint_id, reason))
+
+    def job_ended(self, job: Any) -> None:
+        self._each("on_job_ended", lambda listener: listener.on_job_ended(job))
+
+    def _each(self, method: str, call: Callable[[JobListener], None]) -> None:
+        for listener in list(self._listeners):
+            try:
+                call(listener)
+            except Exception:  # noqa: BLE001 - a listener never breaks the job
+                logger.exception("job listener %r failed in %s", listener, method)
 
 
 def listeners_from_config(config: Any, job: Any) -> list[JobListener]:

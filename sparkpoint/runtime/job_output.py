@@ -8,12 +8,12 @@ operator subtask, and per-epoch statistics for progress displays.
 from __future__ import annotations
 
 import sys
-import time
 from collections import deque
 from typing import Any, Iterable, Optional
 
-from sparkpoint.runtime.graph import JobPlan
 from sparkpoint.common.printing import format_record
+from sparkpoint.runtime.clock import SYSTEM_CLOCK, Clock
+from sparkpoint.runtime.graph import JobPlan
 from sparkpoint.runtime.results import EpochStats
 from sparkpoint.runtime.task import TaskReport
 from sparkpoint.runtime.user_metrics import UserMetrics
@@ -38,9 +38,10 @@ def sum_metrics(reports: list[TaskReport]) -> dict[str, dict[str, int]]:
 class JobOutput:
     """Printed and collected records, metrics, watermarks and epoch statistics of one job."""
 
-    def __init__(self, plan: JobPlan, out: Any = None):
+    def __init__(self, plan: JobPlan, out: Any = None, clock: Clock = SYSTEM_CLOCK):
         self.plan = plan
         self.out = out or sys.stdout
+        self.clock = clock   # the record rates are per second of it
         self.metrics: dict[str, dict[str, int]] = {}
         self.subtask_metrics: dict[tuple[str, int], dict[str, int]] = {}   # (uid, subtask) -> counters
         self.collected: list = []
@@ -56,7 +57,7 @@ class JobOutput:
     def take_reports(self, reports: list[TaskReport]) -> dict[str, dict[str, int]]:
         """Add an epoch's metrics and watermarks, print and collect its records; returns its metrics."""
         epoch_metrics = sum_metrics(reports)
-        now_s = time.time()
+        now_s = self.clock.monotonic_s()
         for uid, counters in epoch_metrics.items():
             d = self.metrics.setdefault(uid, {})
             for k, v in counters.items():

@@ -12,12 +12,12 @@ defaults: 1 s initial backoff growing 1.5× per failure up to 1 min, ±10 % jitt
 from __future__ import annotations
 
 import random
-import time
 from collections import deque
 from typing import Any, Optional
 
 from sparkpoint.common.configuration import parse_duration_ms
 from sparkpoint.errors import ConfigurationError
+from sparkpoint.runtime.clock import SYSTEM_CLOCK, Clock
 
 __all__ = ["RestartStrategy", "restart_strategy_from_config"]
 
@@ -64,12 +64,13 @@ class FixedDelayRestart(RestartStrategy):
 class FailureRateRestart(RestartStrategy):
     name = "failure-rate"
 
-    def __init__(self, max_failures: int, interval_ms: int, delay_ms: int):
+    def __init__(self, max_failures: int, interval_ms: int, delay_ms: int, clock: Clock = SYSTEM_CLOCK):
         self.max_failures, self.interval_ms, self.delay_ms = max_failures, interval_ms, delay_ms
+        self.clock = clock
         self.times: deque[float] = deque()
 
     def notify_failure(self) -> None:
-        now = time.time() * 1000
+        now = self.clock.monotonic_s() * 1000
         self.times.append(now)
         while self.times and now - self.times[0] > self.interval_ms:
             self.times.popleft()
@@ -92,14 +93,14 @@ class ExponentialDelayRestart(RestartStrategy):
     name = "exponential-delay"
 
     def __init__(self, initial_ms: int, max_ms: int, multiplier: float, attempts: int, reset_ms: int = 3_600_000,
-                 jitter: float = 0.1):
+                 jitter: float = 0.1, clock: Clock = SYSTEM_CLOCK):
         self.initial_ms, self.max_ms, self.multiplier, self.attempts = initial_ms, max_ms, multiplier, attempts
-        self.reset_ms, self.jitter = reset_ms, jitter
+        self.reset_ms, self.jitter, self.clock = reset_ms, jitter, clock
         self.failures = 0
         self.last_failure: Optional[float] = None
 
     def notify_failure(self) -> None:
-        now = time.monotonic()
+        now = self.clock.monotonic_s()
         if self.last_failure is not None and (now - self.last_failure) * 1000 >= self.reset_ms + self._base():
             self.failures = 0   # ran long enough without failing: the backoff starts over
         self.last_failure = now
@@ -119,7 +120,8 @@ class ExponentialDelayRestart(RestartStrategy):
         return f"exponential-delay ({self.failures}/{self.attempts} attempts, backoff about {int(self._base())} ms)"
 
 
-def restart_strategy_from_config(conf: Any, checkpointing: bool) -> RestartStrategy:
+def restart_strategy_from_config(conf: Any, checkpointing: bool, clock: Clock = SYSTEM_CLOCK) -> RestartStrategy:
+    """The restart strategy the configuration names (see the module); its failure times are read on ``clock``."""
     kind: Optional[str] = conf.get_string("restart-strategy.type") or conf.get_string("restart-strategy")
     if kind is None:   # Flink >= 1.19: exponential-delay when checkpointing is on
         kind = "exponential-delay" if checkpointing else "none"
@@ -133,7 +135,7 @@ def restart_strategy_from_config(conf: Any, checkpointing: bool) -> RestartStrat
         return FailureRateRestart(int(conf.get("restart-strategy.failure-rate.max-failures-per-interval", 1)),
                                   parse_duration_ms(conf.get("restart-strategy.failure-rate.failure-rate-interval",
                                                              "1 min")),
-                                  parse_duration_ms(conf.get("restart-strategy.failure-rate.delay", "1 s")))
+                                  parse_duration_ms(conf.get("restart-strategy.failure-rate.delay", "1 s")), clock)
     if kind in ("exponential-delay", "exponentialdelay"):
         p = "restart-strategy.exponential-delay."
         return ExponentialDelayRestart(parse_duration_ms(conf.get(p + "initial-backoff", "1 s")),
@@ -141,6 +143,6 @@ def restart_strategy_from_config(conf: Any, checkpointing: bool) -> RestartStrat
                                        float(conf.get(p + "backoff-multiplier", 1.5)),
                                        int(conf.get(p + "attempts-before-reset-backoff", 2**31 - 1)),
                                        parse_duration_ms(conf.get(p + "reset-backoff-threshold", "1 h")),
-                                       float(conf.get(p + "jitter-factor", 0.1)))
+                                       float(conf.get(p + "jitter-factor", 0.1)), clock)
     raise ConfigurationError(f"unknown restart-strategy.type {kind!r}: use none, fixed-delay, failure-rate "
                              f"or exponential-delay")

@@ -24,7 +24,7 @@ cancelled (:meth:`SourcesAhead.drop`); their only output is in Spark's shuffle.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional, Protocol, runtime_checkable
+from typing import Callable, Optional, Protocol, runtime_checkable
 
 from sparkpoint.common.configuration import Configuration
 from sparkpoint.common.watermark_strategy import MAX_WATERMARK
@@ -36,6 +36,9 @@ from sparkpoint.runtime.task import TaskDeployment, TaskReport
 __all__ = ["AheadExecutor", "RanAhead", "SourcesAhead", "plan_allows_sources_ahead"]
 
 Deployments = dict[tuple[int, int], TaskDeployment]
+#: How the wait for the reports of source tasks run ahead of an epoch is made: ``wait(epoch, fetch)`` returns
+#: ``fetch()`` (the epoch guard's: stopped by a cancel or by the epoch's bound).
+Waiter = Callable[[int, Callable[[], Optional[list[TaskReport]]]], Optional[list[TaskReport]]]
 
 
 @runtime_checkable
@@ -70,9 +73,10 @@ def plan_allows_sources_ahead(plan: JobPlan) -> bool:
 class SourcesAhead:
     """Which epoch's source tasks run ahead, with what deployments; asks the executor for their reports."""
 
-    def __init__(self, plan: JobPlan, config: Configuration, executor: Any):
+    def __init__(self, plan: JobPlan, config: Configuration, executor: object, wait: Optional[Waiter] = None):
         self.plan = plan
         self.executor: Optional[AheadExecutor] = executor if isinstance(executor, AheadExecutor) else None
+        self._wait: Waiter = wait or (lambda epoch, fetch: fetch())
         self.enabled = (self.executor is not None and config.get_boolean("sparkpoint.epoch.sources-ahead", True)
                         and plan_allows_sources_ahead(plan))
         self._epoch: Optional[int] = None
@@ -108,7 +112,8 @@ class SourcesAhead:
         deployments = self._deployments
         self._epoch, self._deployments = None, {}
         try:
-            reports = self.executor.sources_ahead(epoch)
+            executor = self.executor
+            reports = self._wait(epoch, lambda: executor.sources_ahead(epoch))
         except UserFunctionError as e:  # say where the record came from
             raise locate_failed_record(self.plan, e, epoch, deployments) from e.__cause__
         if reports is None:

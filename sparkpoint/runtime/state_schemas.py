@@ -16,11 +16,12 @@ new form is kept as it is, so a later restore may migrate it again).
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Optional
+from typing import Iterable, Optional
 
 from sparkpoint.checkpoint.loader import RestoredCheckpoint
 from sparkpoint.runtime.graph import JobPlan
 from sparkpoint.runtime.state_probe import declared_schemas
+from sparkpoint.runtime.task import TaskReport
 from sparkpoint.state.schema import OperatorSchema, StateSchema
 
 __all__ = ["StateSchemas"]
@@ -59,10 +60,10 @@ class StateSchemas:
         self.key_checks = {} if restored.metadata.job_id == job_id else \
             {uid: s.key_kinds for uid, s in self.restored_schemas.items() if s.key_kinds}
 
-    def take(self, reports: Iterable[Any]) -> None:
+    def take(self, reports: Iterable[TaskReport]) -> None:
         """Add what a successful epoch's tasks declared."""
         for report in reports:
-            for uid, schema in getattr(report, "state_schemas", {}).items():
+            for uid, schema in report.state_schemas.items():
                 key = (uid, report.subtask)
                 self.by_subtask[key] = self.by_subtask.get(key, OperatorSchema()).updated(schema)
                 if schema.key_kinds:

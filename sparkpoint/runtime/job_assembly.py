@@ -1,0 +1,98 @@
+"""How a job is put together: its parts from its plan and configuration, an epoch scheduler over an
+executor, and the :class:`~sparkpoint.runtime.job_master.JobMaster` over both.
+
+:class:`JobParts` are the core's collaborators that exist before the job starts (the checkpoint
+coordinator and the state changelog are made when it starts: they depend on the snapshot it starts
+from). :func:`create_job_master` is what the pipeline executors call.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+from sparkpoint.checkpoint.coordinator import CheckpointSettings
+from sparkpoint.common.config_keys import warn_unknown_keys
+from sparkpoint.common.configuration import Configuration
+from sparkpoint.runtime.clock import SYSTEM_CLOCK, Clock
+from sparkpoint.runtime.deployments import TaskSettings
+from sparkpoint.runtime.epoch_scheduler import EpochScheduler
+from sparkpoint.runtime.failover import Failover
+from sparkpoint.runtime.graph import JobPlan
+from sparkpoint.runtime.job_listener import CallbackEpochListener, JobListeners
+from sparkpoint.runtime.job_master import JobMaster
+from sparkpoint.runtime.job_output import JobOutput
+from sparkpoint.runtime.job_progress import JobProgress
+from sparkpoint.runtime.report_intake import ReportIntake
+from sparkpoint.runtime.results import EpochStats
+from sparkpoint.runtime.savepoints import SavepointRequests
+from sparkpoint.runtime.scheduler import EpochExecutor
+from sparkpoint.runtime.sink_committer import SinkCommitter, check_sinks
+from sparkpoint.runtime.state_schemas import StateSchemas
+from sparkpoint.runtime.working_state import JobWorkingDirs
+from sparkpoint.storage.file_systems import configure_file_systems
+
+__all__ = ["JobParts", "create_job_master", "new_job_id"]
+
+
+def new_job_id() -> str:
+    """A Flink-style job id: 32 hex characters."""
+    return uuid.uuid4().hex
+
+
+@dataclass(frozen=True)
+class JobParts:
+    """The parts of one job's core, made from its plan and configuration."""
+
+    job_id: str
+    checkpointing: CheckpointSettings
+    tasks: TaskSettings
+    progress: JobProgress
+    output: JobOutput
+    sink_committer: SinkCommitter
+    savepoints: SavepointRequests
+    failover: Failover
+    schemas: StateSchemas
+    intake: ReportIntake
+    listeners: JobListeners
+    working_dirs: JobWorkingDirs
+    idle_pause_ms: int
+
+    @classmethod
+    def create(cls, plan: JobPlan, config: Configuration, job_id: Optional[str] = None, out: Any = None,
+               clock: Clock = SYSTEM_CLOCK) -> "JobParts":
+        """The parts, after checking the configuration (unknown keys are warned about; sinks that would take
+        each other's transactions fail the job)."""
+        warn_unknown_keys(config.key_set())   # a misspelt key would otherwise be ignored silently
+        configure_file_systems(config)   # s3.* keys: endpoint and credentials of checkpoint storage, changelog
+        job_id = job_id or new_job_id()
+        tasks = TaskSettings.from_config(config, job_id)
+        checkpointing = CheckpointSettings(config)
+        checkpointing.incremental = plan.state_backend is not None and plan.state_backend.incremental
+        progress = JobProgress(plan)
+        output = JobOutput(plan, out, clock)
+        sink_committer = SinkCommitter(plan, checkpointing.enabled and checkpointing.exactly_once)
+        check_sinks(plan, checkpointing.interval_ms if checkpointing.enabled else None, checkpointing.exactly_once)
+        schemas = StateSchemas(plan)   # what the keyed operators declared; checked on restore
+        savepoints = SavepointRequests(config.get_string("state.savepoints.dir"))
+        return cls(job_id=job_id, checkpointing=checkpointing, tasks=tasks, progress=progress, output=output,
+                   sink_committer=sink_committer, savepoints=savepoints,
+                   failover=Failover(job_id, config, checkpointing.enabled, clock), schemas=schemas,
+                   intake=ReportIntake(plan, progress=progress, schemas=schemas, sink_committer=sink_committer,
+                                       output=output),
+                   listeners=JobListeners(), working_dirs=JobWorkingDirs(tasks.local_state_dir, job_id),
+                   idle_pause_ms=int(config.get_duration_ms("execution.epoch.idle-pause", 200) or 0))
+
+
+def create_job_master(plan: JobPlan, config: Configuration, executor: EpochExecutor, job_id: Optional[str] = None,
+                      on_epoch: Optional[Callable[[EpochStats], None]] = None, out: Any = None,
+                      clock: Clock = SYSTEM_CLOCK) -> JobMaster:
+    """A job whose epochs run on ``executor`` (``on_epoch``: told every epoch's statistics; ``out``: where
+    ``print()`` writes, stdout by default; ``clock``: where the job reads time)."""
+    parts = JobParts.create(plan, config, job_id, out, clock)
+    scheduler = EpochScheduler(plan, config, executor, tasks=parts.tasks, progress=parts.progress,
+                               schemas=parts.schemas, output=parts.output, savepoints=parts.savepoints, clock=clock)
+    if on_epoch is not None:
+        parts.listeners.add(CallbackEpochListener(on_epoch))
+    return JobMaster(plan, config, parts, scheduler, clock)

@@ -1,0 +1,74 @@
+"""``JobProgress``: where the job's tasks are, as the driver knows it between two epochs.
+
+Per operator subtask its latest operator state, per source node its split assignment
+(:class:`~sparkpoint.runtime.source_coordinator.SourceCoordinator`), per keyed stage the epoch its
+working state is at, the keyed state a restore hands each keyed task, how long each task's last
+keyed snapshot took, and the checkpoint-complete notices the next tasks are to be given. The core
+changes it (reports, restores, completed checkpoints); the scheduler deploys tasks from it; a
+checkpoint takes the driver-held state from it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Optional
+
+from sparkpoint.runtime.graph import JobPlan
+from sparkpoint.runtime.source_coordinator import SourceCoordinator
+from sparkpoint.runtime.task import TaskReport
+
+__all__ = ["JobProgress"]
+
+
+class JobProgress:
+    """The driver's view of the job's tasks (see the module)."""
+
+    def __init__(self, plan: JobPlan):
+        self.plan = plan
+        self.sources: dict[int, SourceCoordinator] = {}
+        self.reset()
+
+    def reset(self) -> None:
+        """Start afresh (a restore then puts the checkpoint's state in): the sources' enumerators too."""
+        plan = self.plan
+        self.operator_states: dict[tuple[int, int], Any] = {}   # (node, subtask) -> snapshot
+        self.keyed_state_epoch: dict[int, Optional[int]] = {s.id: None for s in plan.stages}
+        self.snapshot_sync_ms: dict[tuple[int, int], float] = {}  # (stage, subtask) -> last keyed snapshot
+        self.restored_keyed: dict[tuple[int, int], list] = {}
+        self.notify_next: list[int] = []
+        self.notify_sources: list[int] = []   # notices not yet given to a source stage that ran (it may run ahead)
+        self.close_sources()
+        src_stage = plan.stage(0)
+        self.sources = {
+            n.id: SourceCoordinator(n.id, n.effective_uid(), n.source,
+                                    src_stage.parallelism if n.parallelism is None else n.parallelism)
+            for n in plan.source_nodes()
+        }
+
+    def close_sources(self) -> None:
+        for sc in self.sources.values():
+            sc.enumerator.close()
+
+    def take_positions(self, reports: Iterable[TaskReport]) -> None:
+        """Where each source subtask stopped reading, and every operator's state (of tasks that reported)."""
+        for r in reports:
+            for nid, snap in r.operator_states.items():
+                self.operator_states[(nid, r.subtask)] = snap
+            for nid, splits in r.splits.items():
+                self.sources[nid].update(r.subtask, splits)
+
+    def epoch_ran(self, epoch: int) -> None:
+        """Every task of ``epoch`` reported: keyed working state is at ``epoch``, nothing is restored any more."""
+        for stage in self.plan.stages:
+            if stage.keyed:
+                self.keyed_state_epoch[stage.id] = epoch
+        self.restored_keyed.clear()
+
+    def checkpoint_completed(self, checkpoint_id: int) -> None:
+        """The next tasks (and the next source tasks that run) are told ``checkpoint_id`` completed."""
+        self.notify_next.append(checkpoint_id)
+        self.notify_sources.append(checkpoint_id)
+
+    def source_notices_given(self, given: Iterable[int]) -> None:
+        """The source stage deployed now (or run ahead) was given these notices."""
+        given = set(given)
+        self.notify_sources = [c for c in self.notify_sources if c not in given]
