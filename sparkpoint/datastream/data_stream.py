@@ -26,6 +26,8 @@ from sparkpoint.datastream.functions import (
     as_function,
 )
 from sparkpoint.common.typeinfo import Types
+from sparkpoint.datastream.closeable_iterator import CloseableIterator
+from sparkpoint.datastream.custom_partitioning import CustomPartitioning
 from sparkpoint.datastream.data_stream_sink import DataStreamSink
 from sparkpoint.datastream.output_tag import OutputTag
 from sparkpoint.datastream.transformations import (
@@ -421,31 +423,7 @@ class DataStream:
         finally:
             self._env._remove_transformation(tid)
         out = result.collected
-        return _CollectIterator(out[:limit] if limit is not None else out)
-
-
-class CustomPartitioning:
-    """A ``partition_custom`` edge's routing: the user's key selector, then their partitioner."""
-
-    def __init__(self, partitioner: Partitioner, key_selector: KeySelector):
-        self.partitioner = partitioner
-        self.key_selector = key_selector
-
-    def target(self, value: Any, num_partitions: int) -> int:
-        """Returns the subtask a record goes to.
-
-        Args:
-            value: The record.
-            num_partitions: The number of subtasks of the receiving operator.
-
-        Raises:
-            ValueError: If the partitioner returns anything but a subtask index.
-        """
-        p = self.partitioner.partition(self.key_selector.get_key(value), num_partitions)
-        if not isinstance(p, int) or not 0 <= p < num_partitions:
-            raise ValueError(f"partition_custom: the partitioner returned {p!r} for record {value!r}; "
-                             f"expected a subtask index from 0 to {num_partitions - 1}")
-        return p
+        return CloseableIterator(out[:limit] if limit is not None else out)
 
 
 class _Project(MapFunction):
@@ -454,22 +432,6 @@ class _Project(MapFunction):
 
     def map(self, value: Any) -> tuple:
         return tuple(value[i] for i in self.indexes)
-
-
-class _CollectIterator(list):
-    """A list that also behaves like PyFlink's closeable iterator."""
-
-    def close(self) -> None:
-        pass
-
-    def __enter__(self) -> "_CollectIterator":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        pass
-
-
-CloseableIterator = _CollectIterator   # PyFlink's name of what execute_and_collect() returns
 
 
 # the keyed, windowed and connected streams live in their own modules; imported here, where PyFlink has them
