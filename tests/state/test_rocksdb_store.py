@@ -13,7 +13,8 @@ from test_backend_conformance import _contents, _fill
 from sparkpoint.common import Time
 from sparkpoint.datastream.state import StateTtlConfig, ValueStateDescriptor
 from sparkpoint.state.key_groups import KeyGroupRange
-from sparkpoint.state.rocksdb.backend import EmbeddedRocksDBStateBackend, snapshot_local_checkpoint
+from sparkpoint.state.rocksdb import EmbeddedRocksDBStateBackend
+from sparkpoint.state.rocksdb.backend import snapshot_local_checkpoint
 from sparkpoint.state.rocksdb.options import RocksDBOptions
 
 MAXP = 128

@@ -23,13 +23,13 @@ from functools import partial
 from typing import Any, Literal, Optional, overload
 
 from sparkpoint.datastream.state import StateDescriptor
-from sparkpoint.state.backend import KeyedStateBackend, StateBackend
+from sparkpoint.state.backend import KeyedStateBackend
 from sparkpoint.state.handles import ChangelogHandle, IncrementalHandle, KeyedStateHandle
 from sparkpoint.state.internal import InternalKvState
 from sparkpoint.errors import StateError
 from sparkpoint.state.key_groups import KeyGroupRange
 from sparkpoint.state.rocksdb.states import ROCKSDB_STATE_CLASSES
-from sparkpoint.state.rocksdb.options import OPTION_KEYS, RocksDBOptions, options_from_config
+from sparkpoint.state.rocksdb.options import RocksDBOptions
 from sparkpoint.state.rocksdb.layout import (
     encode_key_and_group,
     encode_keys_and_groups,
@@ -37,56 +37,14 @@ from sparkpoint.state.rocksdb.layout import (
     group_prefix,
     timer_key,
 )
-from sparkpoint.state.rocksdb.changelog_restore import read_changelog_checkpoint, restore_changelog_in_place
-from sparkpoint.state.rocksdb.checkpoints import LocalCheckpoints, download_incremental, read_incremental
+from sparkpoint.state.rocksdb.changelog_restore import restore_changelog_in_place
+from sparkpoint.state.rocksdb.checkpoints import LocalCheckpoints, download_incremental
 from sparkpoint.state.rocksdb.store import StateStore
 from sparkpoint.state.rocksdb.timers import RocksDBTimerQueue
 from sparkpoint.state.rocksdb.transfer import forget_uploads
 from sparkpoint.state.snapshot import KeyedStateSnapshot
 
-__all__ = ["EmbeddedRocksDBStateBackend", "RocksDBKeyedStateBackend", "OPTION_KEYS"]
-
-INCREMENTAL_KEYS = ("execution.checkpointing.incremental", "state.backend.incremental")
-
-
-class EmbeddedRocksDBStateBackend(StateBackend):
-    """Keyed state in embedded RocksDB databases on the executors' local disks."""
-
-    name = "rocksdb"
-    keeps_working_state = True
-
-    def __init__(self, options: Optional[RocksDBOptions] = None, incremental: bool = False):
-        self.options = options or RocksDBOptions()
-        self.incremental = incremental
-
-    def configure(self, config: Mapping[str, Any]) -> EmbeddedRocksDBStateBackend:
-        """A copy with the memory options and the incremental flag of ``config`` (Flink's key names)."""
-        incremental = self.incremental
-        for key in INCREMENTAL_KEYS:
-            value = config.get(key)
-            if value not in (None, ""):
-                incremental = str(value).strip().lower() == "true"
-                break
-        return EmbeddedRocksDBStateBackend(options_from_config(self.options, config), incremental)
-
-    def create_keyed_backend(self, key_group_range: KeyGroupRange, max_parallelism: int,
-                             working_dir: Optional[str] = None, **options: Any) -> RocksDBKeyedStateBackend:
-        return RocksDBKeyedStateBackend(key_group_range, max_parallelism, working_dir, self.options,
-                                        what=options.get("what", "keyed state"))
-
-    def read_handle(self, handle: KeyedStateHandle, key_groups: Optional[KeyGroupRange],
-                    max_parallelism: int) -> dict[str, KeyedStateSnapshot]:
-        """An incremental checkpoint (downloaded) or a changelog checkpoint (its base downloaded, its segments
-        replayed) as snapshots, read from a temporary database."""
-        if isinstance(handle, IncrementalHandle):
-            return read_incremental(handle, key_groups, max_parallelism)
-        if isinstance(handle, ChangelogHandle):
-            return read_changelog_checkpoint(handle, key_groups, max_parallelism)
-        return super().read_handle(handle, key_groups, max_parallelism)
-
-    def __repr__(self) -> str:
-        return f"EmbeddedRocksDBStateBackend(incremental={self.incremental}, {self.options})"
-
+__all__ = ["RocksDBKeyedStateBackend", "snapshot_local_checkpoint"]
 
 class RocksDBKeyedStateBackend(KeyedStateBackend):
     """Keyed state of one operator in one task's key-group range, in a RocksDB database."""
