@@ -1,22 +1,19 @@
-"""``CompletedCheckpoint``, the ``CompletedCheckpointStore`` that retains them, and cleaning.
+"""``CompletedCheckpoint``, the ``CompletedCheckpointStore`` that retains them, and the shared files' counts.
 
 The store is a bounded LIFO queue: adding checkpoint N subsumes the oldest ones beyond
-``state.checkpoints.num-retained``; the :class:`CheckpointsCleaner` then deletes the
+``state.checkpoints.num-retained``; the :class:`~sparkpoint.checkpoint.cleaner.CheckpointsCleaner` then deletes the
 subsumed checkpoints' exclusive files and any shared file that no retained checkpoint
 references any more (counted by the :class:`SharedStateRegistry`).
 """
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
-__all__ = ["CompletedCheckpoint", "CompletedCheckpointStore", "SharedStateRegistry", "CheckpointsCleaner"]
-
-logger = logging.getLogger(__name__)
+__all__ = ["CompletedCheckpoint", "CompletedCheckpointStore", "SharedStateRegistry"]
 
 
 @dataclass
@@ -68,22 +65,6 @@ class SharedStateRegistry:
     def references(self, path: str) -> set[int]:
         with self._lock:
             return set(self._refs.get(path, ()))
-
-
-class CheckpointsCleaner:
-    """Deletes what subsumed or aborted checkpoints leave behind."""
-
-    def __init__(self, discard_checkpoint: Callable[[int], None], delete_file: Callable[[str], None]):
-        self.discard_checkpoint = discard_checkpoint
-        self.delete_file = delete_file
-
-    def clean_subsumed(self, checkpoint: CompletedCheckpoint, registry: SharedStateRegistry) -> None:
-        if checkpoint.is_savepoint:
-            return  # savepoints belong to the user
-        self.discard_checkpoint(checkpoint.checkpoint_id)
-        for f in registry.unregister(checkpoint.checkpoint_id):
-            self.delete_file(f)
-        logger.info("checkpoint %d subsumed and deleted", checkpoint.checkpoint_id)
 
 
 class CompletedCheckpointStore:

@@ -14,10 +14,10 @@ It triggers checkpoints and collects acknowledgements, on epochs:
    snapshot of the barrier epoch to ``chk-N/`` while it processes new records, and
    acknowledges with the handle (or declines with a reason).
 4. **Complete**: once every acknowledgement is in, ``_metadata`` is written atomically
-   (one PUT on an object store, temp file + rename elsewhere), the checkpoint becomes a
-   :class:`CompletedCheckpoint` in the :class:`CompletedCheckpointStore` (subsuming
-   older ones beyond num-retained, whose files the cleaner deletes), and the caller is
-   told so it can notify sinks and functions (the commit of two-phase commit).
+   (one PUT on an object store, temp file + rename elsewhere; :mod:`sparkpoint.checkpoint.finalize`),
+   the checkpoint becomes a :class:`CompletedCheckpoint` in the :class:`CompletedCheckpointStore`
+   (subsuming older ones beyond num-retained, whose files the :class:`CheckpointsCleaner` deletes),
+   and the caller is told so it can notify sinks and functions (the commit of two-phase commit).
 
 Declined and expired checkpoints are aborted with a reason, never disturb completed
 ones, and count against ``tolerable-failed-checkpoints``.
@@ -36,20 +36,11 @@ from typing import Any, Callable, Mapping, Optional
 
 import cloudpickle
 
-from sparkpoint.checkpoint.completed import (
-    CheckpointsCleaner,
-    CompletedCheckpoint,
-    CompletedCheckpointStore,
-    SharedStateRegistry,
-)
+from sparkpoint.checkpoint.cleaner import CheckpointsCleaner
+from sparkpoint.checkpoint.completed import CompletedCheckpoint, CompletedCheckpointStore, SharedStateRegistry
 from sparkpoint.checkpoint.failure import CheckpointFailureManager, CheckpointFailureReason
+from sparkpoint.checkpoint.finalize import checkpoint_metadata, store_checkpoint_metadata
 from sparkpoint.checkpoint.id_counter import CheckpointIDCounter
-from sparkpoint.checkpoint.metadata import (
-    CheckpointMetadata,
-    KeyedStateFile,
-    MetadataV1Serializer,
-    OperatorMetadata,
-)
 from sparkpoint.checkpoint.location import CheckpointStorageLocation
 from sparkpoint.checkpoint.messages import (
     AcknowledgeCheckpoint,
@@ -61,13 +52,8 @@ from sparkpoint.checkpoint.pending import PendingCheckpoint, TaskAcknowledgeResu
 from sparkpoint.checkpoint.properties import CheckpointOptions, CheckpointProperties
 from sparkpoint.checkpoint.stats import CheckpointStats, CheckpointStatsTracker, SubtaskStats
 from sparkpoint.state.schema import OperatorSchema
-from sparkpoint.testing.faults import fault_point, fault_point_armed
-from sparkpoint.storage.checkpoint_storage import (
-    METADATA_FILE_NAME,
-    FsCheckpointStorage,
-    StreamStateHandle,
-    list_dir,
-)
+from sparkpoint.testing.faults import fault_point
+from sparkpoint.storage.checkpoint_storage import FsCheckpointStorage, StreamStateHandle
 from sparkpoint.storage.exceptions import CheckpointStorageError
 from sparkpoint.storage.file_systems import open_file_system, storage_options_for
 
@@ -124,39 +110,12 @@ class CheckpointCoordinator:
                                               posixpath.join(storage.job_path, "checkpoint-id-counter"))
         self.store = CompletedCheckpointStore(settings.num_retained)
         self.registry = SharedStateRegistry()
-        self.cleaner = CheckpointsCleaner(storage.discard_checkpoint, self._delete_file)
+        self.cleaner = CheckpointsCleaner(storage, self.registry)
         self.failure_manager = CheckpointFailureManager(settings.tolerable_failures)
         self.stats = CheckpointStatsTracker()
         self.pending: dict[int, PendingCheckpoint] = {}
         self.last_trigger_ms: Optional[int] = None
         self.last_completion_ms: Optional[int] = None
-
-    def _delete_file(self, path: str) -> None:
-        if not path.startswith(self.storage.shared_path() + "/"):
-            return  # referenced from another job's checkpoints (a restore): never ours to delete
-        try:
-            self.storage.fs.rm(path)
-        except OSError:
-            pass
-
-    def _delete_unreferenced_shared_files(self) -> None:
-        """At the job's end: shared files of this job no retained checkpoint references (uploaded for
-        checkpoints that were declined, expired or aborted) are deleted. Job ids are unique, so every
-        file in the job's ``shared/`` was uploaded by this job."""
-        shared = self.storage.shared_path()
-        try:
-            names = list_dir(self.storage.fs, shared)
-        except OSError:   # FileNotFoundError: nothing was shared
-            return
-        for path in names:
-            path = posixpath.normpath(path)
-            if not self.registry.references(path):
-                self._delete_file(path)
-        try:
-            if self.storage.fs.exists(shared) and not list_dir(self.storage.fs, shared):
-                self.storage.fs.rmdir(shared)
-        except OSError:
-            pass
 
     # -- Step 1: trigger --------------------------------------------------------------------
     def should_trigger(self, now_ms: int) -> bool:
@@ -191,15 +150,7 @@ class CheckpointCoordinator:
         checkpoint_id = self.id_counter.get_and_increment()
         if savepoint_dir is None:
             self.last_trigger_ms = now_ms
-            properties = CheckpointProperties.for_checkpoint(self.settings.incremental and not full)
-            location = CheckpointStorageLocation(self.storage.fs, self.storage.checkpoint_path(checkpoint_id),
-                                                 self.storage.storage_options)
-        else:
-            properties = CheckpointProperties.for_savepoint()
-            options = storage_options_for(savepoint_dir)
-            fs, base = open_file_system(savepoint_dir, options)
-            location = CheckpointStorageLocation(
-                fs, posixpath.join(base, f"savepoint-{self.job_id[:6]}-{uuid.uuid4().hex[:12]}"), options)
+        properties, location = self._properties_and_location(checkpoint_id, savepoint_dir, full)
         pending = PendingCheckpoint(checkpoint_id, now_ms, barrier_epoch, location, properties,
                                     expected=set(stateful_tasks) | set(driver_tasks), operators=operators,
                                     schemas=schemas)
@@ -212,28 +163,53 @@ class CheckpointCoordinator:
         # Step 2. The synchronous part: the driver-held state at the barrier.
         t0 = time.perf_counter()
         try:
-            if pending.is_savepoint:
-                location.initialize()
-            else:
-                self.storage.initialize_location_for_checkpoint(checkpoint_id)
-            data = cloudpickle.dumps(driver_state)
-            location.write(DRIVER_STATE_FILE_NAME, data)
-            pending.set_driver_state(StreamStateHandle(DRIVER_STATE_FILE_NAME, len(data),
-                                                       hashlib.sha256(data).hexdigest()))
+            driver_state_size = self._write_driver_state(pending, driver_state)
             keyed = keyed_state(location) if keyed_state is not None else {}
         except (CheckpointStorageError, OSError) as e:
             self.abort(pending, CheckpointFailureReason.IO_EXCEPTION, str(e))
             return None
         sync_ms = (time.perf_counter() - t0) * 1000
+        self._acknowledge_at_trigger(pending, driver_tasks, keyed, sync_ms)
+        self.stats.update(checkpoint_id, sync_duration_ms=sync_ms, state_size=driver_state_size)
+        return pending
+
+    def _properties_and_location(self, checkpoint_id: int, savepoint_dir: Optional[str],
+                                 full: bool) -> tuple[CheckpointProperties, CheckpointStorageLocation]:
+        """A checkpoint's properties and its ``chk-N`` under the job's directory, or a savepoint's and a new
+        ``savepoint-<job>-<random>`` under ``savepoint_dir``."""
+        if savepoint_dir is None:
+            return (CheckpointProperties.for_checkpoint(self.settings.incremental and not full),
+                    CheckpointStorageLocation(self.storage.fs, self.storage.checkpoint_path(checkpoint_id),
+                                              self.storage.storage_options))
+        options = storage_options_for(savepoint_dir)
+        fs, base = open_file_system(savepoint_dir, options)
+        return CheckpointProperties.for_savepoint(), CheckpointStorageLocation(
+            fs, posixpath.join(base, f"savepoint-{self.job_id[:6]}-{uuid.uuid4().hex[:12]}"), options)
+
+    def _write_driver_state(self, pending: PendingCheckpoint, driver_state: dict) -> int:
+        """Create the checkpoint's (or savepoint's) directory and write ``driver-state`` into it; returns its
+        size in bytes."""
+        if pending.is_savepoint:
+            pending.location.initialize()
+        else:
+            self.storage.initialize_location_for_checkpoint(pending.checkpoint_id)
+        data = cloudpickle.dumps(driver_state)
+        pending.location.write(DRIVER_STATE_FILE_NAME, data)
+        pending.set_driver_state(StreamStateHandle(DRIVER_STATE_FILE_NAME, len(data), hashlib.sha256(data).hexdigest()))
+        return len(data)
+
+    def _acknowledge_at_trigger(self, pending: PendingCheckpoint, driver_tasks: set[OperatorSubtaskId],
+                                keyed: dict, sync_ms: float) -> None:
+        """The tasks whose part the trigger wrote: the driver's (sources and sinks) and, for a changelog
+        checkpoint, the stateful tasks with the handles ``keyed`` holds (nothing for them to do)."""
+        checkpoint_id = pending.checkpoint_id
         acked_ms = int(time.time() * 1000)
         for task in driver_tasks:
             pending.acknowledge_task(AcknowledgeCheckpoint(checkpoint_id, task, sync_duration_ms=sync_ms))
             self.stats.report_subtask(checkpoint_id, task, SubtaskStats(acked_ms, sync_ms))
-        for vertex, (handles, new_bytes) in keyed.items():   # a changelog checkpoint: nothing for the tasks to do
+        for vertex, (handles, new_bytes) in keyed.items():
             self.receive_acknowledge_message(AcknowledgeCheckpoint(checkpoint_id, vertex, state_handles=tuple(handles),
                                                                    state_size=new_bytes, sync_duration_ms=sync_ms))
-        self.stats.update(checkpoint_id, sync_duration_ms=sync_ms, state_size=len(data))
-        return pending
 
     # -- Step 3: acknowledgements -------------------------------------------------------------
     def options_for_epoch(self, epoch: int) -> dict[int, CheckpointOptions]:
@@ -307,22 +283,11 @@ class CheckpointCoordinator:
 
     def _complete(self, pending: PendingCheckpoint, now_ms: int) -> Optional[CompletedCheckpoint]:
         cid = pending.checkpoint_id
-        acks = pending.acks
-        sync_ms = max((a.sync_duration_ms for a in acks.values()), default=0.0)
-        async_ms = max((a.async_duration_ms for a in acks.values()), default=0.0)
-        assert pending.driver_state is not None, "a pending checkpoint without driver state is never fully acknowledged"
-        meta = CheckpointMetadata(
-            job_id=self.job_id, job_name=self.job_name, checkpoint_id=cid, kind=pending.properties.kind,
-            trigger_timestamp=pending.trigger_timestamp, completion_timestamp=now_ms,
-            barrier_epoch=pending.barrier_epoch, max_parallelism=self.max_parallelism,
-            operators=_operator_metadata(pending.operators, acks.values(), pending.schemas),
-            driver_state=pending.driver_state, config=self.config,
-            stats={"sync_duration_ms": sync_ms, "async_duration_ms": async_ms, "state_size": pending.state_size()},
-        )
+        meta = checkpoint_metadata(pending, self.job_id, self.job_name, self.max_parallelism, self.config, now_ms)
+        sync_ms, async_ms = meta.stats["sync_duration_ms"], meta.stats["async_duration_ms"]
         try:
             # Step 4a: _metadata, atomically; its presence marks the checkpoint complete.
-            data = MetadataV1Serializer.serialize(meta)
-            _write_metadata(pending.location, data)
+            store_checkpoint_metadata(pending.location, meta)
         except (CheckpointStorageError, OSError) as e:
             self.abort(pending, CheckpointFailureReason.IO_EXCEPTION, f"writing _metadata: {e}")
             return None
@@ -338,12 +303,12 @@ class CheckpointCoordinator:
             # deleted only when no retained checkpoint references it any more).
             self.registry.register(cid, shared)
             for old in self.store.add_checkpoint_and_subsume_oldest(completed):
-                self.cleaner.clean_subsumed(old, self.registry)
+                self.cleaner.clean_subsumed(old)
             self.last_completion_ms = now_ms
         self.failure_manager.on_success(cid)
         self.stats.update(cid, status="COMPLETED", end_to_end_duration=now_ms - pending.trigger_timestamp,
                           state_size=meta.total_size(), checkpointed_size=pending.state_size(),
-                          num_acknowledged=len(acks),
+                          num_acknowledged=len(pending.acks),
                           sync_duration_ms=sync_ms, async_duration_ms=async_ms,
                           external_path=uri)
         logger.info("%s %d completed: %d bytes, %d ms (sync %.0f ms, async %.0f ms) at %s", meta.kind, cid,
@@ -370,42 +335,11 @@ class CheckpointCoordinator:
         if keep:
             logger.info("retaining %d checkpoint(s) of job %s under %s (%s)",
                         self.store.get_number_of_retained_checkpoints(), self.job_id, self.storage.job_path, retain)
-            self._delete_unreferenced_shared_files()
+            self.cleaner.delete_unreferenced_shared_files()
             return
         for cp in self.store.get_all_checkpoints():
-            self.storage.discard_checkpoint(cp.checkpoint_id)
-            for f in self.registry.unregister(cp.checkpoint_id):
-                self._delete_file(f)
+            self.cleaner.discard(cp.checkpoint_id)
             self.store.remove(cp.checkpoint_id)
-        self._delete_unreferenced_shared_files()
+        self.cleaner.delete_unreferenced_shared_files()
         self.storage.discard_job_directory_if_empty()
-
-
-def _operator_metadata(operators: Any, acks: Any, schemas: Mapping[str, OperatorSchema]) -> dict[str, OperatorMetadata]:
-    """Per uid: name, parallelism, state schema, and the keyed-state files the stateful tasks acknowledged."""
-    out: dict[str, OperatorMetadata] = {uid: OperatorMetadata(uid, name, par, schema=schemas.get(uid))
-                                        for uid, (name, par) in operators.items()}
-    for ack in acks:
-        if not isinstance(ack.task, ExecutionVertexId):
-            continue
-        for f in ack.state_handles:
-            for uid in f.uids:
-                out.setdefault(uid, OperatorMetadata(uid, uid, 0)).keyed_state.append(
-                    KeyedStateFile(ack.task.subtask, f.key_group_start, f.key_group_end, f.handle, f.state,
-                                   f.format, f.shared))
-        for uid, info in ack.operators.items():
-            op = out.setdefault(uid, OperatorMetadata(uid, uid, 0))
-            op.state_kinds.update(info.state_kinds)
-            if info.watermark is not None:
-                op.watermark = info.watermark if op.watermark is None else max(op.watermark, info.watermark)
-    return out
-
-
-def _write_metadata(location: CheckpointStorageLocation, data: bytes) -> None:
-    if fault_point_armed("metadata-write"):
-        tmp = posixpath.join(location.path, f".{METADATA_FILE_NAME}.inprogress")
-        with location.fs.open(tmp, "wb") as f:
-            f.write(data[: len(data) // 2])
-        fault_point("metadata-write")
-    location.write(METADATA_FILE_NAME, data)
 
