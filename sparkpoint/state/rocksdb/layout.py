@@ -1,4 +1,5 @@
-"""How the rocksdb backend lays out its database keys: state entries, timers, and the key formats.
+"""How the rocksdb backend lays out its database keys: state entries, timers, the key formats, the undo log and
+the metadata.
 
 (All big-endian, so RocksDB's order is key group, then state.)
 
@@ -10,7 +11,11 @@
   the canonical bytes, under which ``"1"`` and ``1`` shared an entry) keeps its format, so a retained
   checkpoint restores as it was written;
 * timers: ``0xFFFE | queue id (2) | timestamp + 2^63 (8) | len(key) (4) | key | namespace``,
-  value ``pickle((key, namespace, key group))``, so timers come out in timestamp order.
+  value ``pickle((key, namespace, key group))``, so timers come out in timestamp order;
+* the undo log of the last epoch (:mod:`sparkpoint.state.rocksdb.store`): ``0xFFFC | chunk number (4)``,
+  value ``pickle([(key, previous bytes or None)])`` of up to 1,000 changed entries (not an entry per changed
+  key: the log is written every epoch and thrown away by the next one);
+* the metadata: ``0xFFFF | name``.
 """
 
 from __future__ import annotations
@@ -29,10 +34,22 @@ from sparkpoint.state.key_groups import (
     stored_key_bytes,
 )
 
-__all__ = ["KEY_FORMAT", "TIMER_PREFIX", "encode_key", "encode_key_and_group", "encode_keys_and_groups", "prefix_end",
-           "encode_namespace", "group_prefix", "timer_key", "timer_timestamp"]
+__all__ = ["KEY_FORMAT", "TIMER_PREFIX", "UNDO_PREFIX", "META_PREFIX", "drop_undo_log", "encode_key",
+           "encode_key_and_group", "encode_keys_and_groups", "prefix_end", "encode_namespace", "group_prefix",
+           "timer_key", "timer_timestamp"]
 
 TIMER_PREFIX = b"\xff\xfe"
+UNDO_PREFIX = b"\xff\xfc"
+LEGACY_UNDO_PREFIX = b"\xff\xfd"   # an entry per key, in databases written before the chunks
+META_PREFIX = b"\xff\xff"
+META_EPOCH = META_PREFIX + b"epoch"
+META_NAMES = META_PREFIX + b"names"
+META_TIMER_COUNTS = META_PREFIX + b"timer-counts"
+META_WATERMARK = META_PREFIX + b"watermark"
+META_UNDO_EPOCH = META_PREFIX + b"undo-epoch"   # the epoch whose changes the undo log takes back
+META_SWEEP = META_PREFIX + b"ttl-sweep-cursor"   # where the next TTL sweep starts (a hint: no undo)
+META_IN_PROGRESS = META_PREFIX + b"in-progress"  # an unfinished epoch spilled changes (the undo log has them)
+META_KEY_FORMAT = META_PREFIX + b"key-format"    # absent: format 1 (see above)
 KEY_FORMAT = 2   # the key format of a new database
 _TS_OFFSET = 1 << 63
 _PICKLE = pickle.HIGHEST_PROTOCOL
@@ -99,3 +116,9 @@ def prefix_end(prefix: bytes) -> bytes:
         return b"\xff" * (len(prefix) + 1)
     p[-1] += 1
     return bytes(p)
+
+
+def drop_undo_log(batch: Any) -> None:
+    """Delete the undo log (both of its layouts) in a write batch."""
+    for prefix in (UNDO_PREFIX, LEGACY_UNDO_PREFIX):
+        batch.delete_range(prefix, prefix_end(prefix))

@@ -13,10 +13,9 @@ entry). A task that runs an epoch again (Spark re-runs a task whose output was l
 rolls the database back to the end of the previous epoch with that undo log, so working
 state is always exactly "the end of epoch e", as the per-epoch snapshot files were.
 
-The keys' layout is :mod:`sparkpoint.state.rocksdb.layout`'s (state entries, timers, key formats); here
-also the undo log, ``0xFFFC | chunk number (4)``, value ``pickle([(key, previous bytes or None)])`` of up
-to 1,000 changed entries (not an entry per changed key: the log is written every epoch and thrown
-away by the next one), and the metadata, ``0xFFFF | name``.
+The keys' layout is :mod:`sparkpoint.state.rocksdb.layout`'s (state entries, timers, key formats, the undo
+log, the metadata). What an epoch changed, for the state changelog, is read back and replayed by
+:mod:`sparkpoint.state.rocksdb.changes`.
 """
 
 from __future__ import annotations
@@ -35,22 +34,25 @@ import rocksdict
 from sparkpoint.errors import StateMissingError
 from sparkpoint.state.rocksdb import handles
 from sparkpoint.state.rocksdb.cell import Cell
-from sparkpoint.state.rocksdb.layout import KEY_FORMAT, prefix_end
+from sparkpoint.state.rocksdb.changes import committed_changes, replay_batch
+from sparkpoint.state.rocksdb.layout import (
+    KEY_FORMAT,
+    META_EPOCH,
+    META_IN_PROGRESS,
+    META_KEY_FORMAT,
+    META_NAMES,
+    META_SWEEP,
+    META_TIMER_COUNTS,
+    META_UNDO_EPOCH,
+    META_WATERMARK,
+    UNDO_PREFIX,
+    drop_undo_log,
+    prefix_end,
+)
 from sparkpoint.state.rocksdb.options import RocksDBOptions
 
 __all__ = ["Cell", "RocksDBOptions", "StateStore"]
 
-UNDO_PREFIX = b"\xff\xfc"
-_LEGACY_UNDO_PREFIX = b"\xff\xfd"   # an entry per key, in databases written before the chunks
-META_PREFIX = b"\xff\xff"
-_META_EPOCH = META_PREFIX + b"epoch"
-_META_NAMES = META_PREFIX + b"names"
-_META_TIMER_COUNTS = META_PREFIX + b"timer-counts"
-_META_WATERMARK = META_PREFIX + b"watermark"
-_META_UNDO_EPOCH = META_PREFIX + b"undo-epoch"   # the epoch whose changes the undo log takes back
-_META_SWEEP = META_PREFIX + b"ttl-sweep-cursor"   # where the next TTL sweep starts (a hint: no undo)
-_META_IN_PROGRESS = META_PREFIX + b"in-progress"  # an unfinished epoch spilled changes (the undo log has them)
-_META_KEY_FORMAT = META_PREFIX + b"key-format"    # absent: format 1 (see layout.py)
 _ABSENT = object()
 _PICKLE = pickle.HIGHEST_PROTOCOL
 _UNDO_CHUNK = 1000   # entries per value of the undo log: large values slow every read of the database down
@@ -82,9 +84,9 @@ class StateStore:
         # the new bytes of the entries and timers this epoch wrote, once asked for (a changelog); the last commit's
         self.writes: Optional[dict[bytes, Optional[bytes]]] = None
         self.committed_writes: Optional[dict[bytes, Optional[bytes]]] = None
-        self.names: dict[str, int] = self._load_json(_META_NAMES, {})
-        self.timer_counts: dict[str, int] = self._load_json(_META_TIMER_COUNTS, {})
-        self.watermark: Optional[int] = self._load_json(_META_WATERMARK, None)
+        self.names: dict[str, int] = self._load_json(META_NAMES, {})
+        self.timer_counts: dict[str, int] = self._load_json(META_TIMER_COUNTS, {})
+        self.watermark: Optional[int] = self._load_json(META_WATERMARK, None)
         self.key_format = self._key_format()
 
     # -- metadata ---------------------------------------------------------------------------
@@ -95,15 +97,15 @@ class StateStore:
     def _key_format(self) -> int:
         """The database's key format: its mark; without one, :data:`KEY_FORMAT` for a new database (marked with
         its first write) and 1 for one written before the mark."""
-        raw = self.db.get(_META_KEY_FORMAT)
+        raw = self.db.get(META_KEY_FORMAT)
         if raw is not None:
             return int(raw)
-        new = not self.names and self.committed_epoch() is None and self.db.get(_META_IN_PROGRESS) is None
+        new = not self.names and self.committed_epoch() is None and self.db.get(META_IN_PROGRESS) is None
         return KEY_FORMAT if new else 1
 
     def _mark_key_format(self, batch: rocksdict.WriteBatch) -> None:
         if self.key_format >= 2:
-            batch.put(_META_KEY_FORMAT, str(self.key_format).encode())
+            batch.put(META_KEY_FORMAT, str(self.key_format).encode())
 
     def name_id(self, name: str) -> int:
         """The 2-byte id of a state (``s:<name>``) or timer queue (``t:<name>``) in this database."""
@@ -113,7 +115,7 @@ class StateStore:
         return i
 
     def committed_epoch(self) -> Optional[int]:
-        raw = self.db.get(_META_EPOCH)
+        raw = self.db.get(META_EPOCH)
         return None if raw is None else int(raw)
 
     # -- entries, through the epoch's cache -------------------------------------------------
@@ -203,7 +205,7 @@ class StateStore:
 
     @property
     def sweep_cursor(self) -> Optional[bytes]:
-        return self.db.get(_META_SWEEP)
+        return self.db.get(META_SWEEP)
 
     def set_sweep_cursor(self, cursor: Optional[bytes]) -> None:
         self.next_sweep_cursor = cursor  # written with the commit
@@ -212,12 +214,12 @@ class StateStore:
     def resume(self, epoch: int) -> None:
         """Make the database hold the state of the end of ``epoch``: it does, or it is one epoch ahead
         (this epoch runs again) and is rolled back with the undo log. Anything else is an error."""
-        if self.db.get(_META_IN_PROGRESS) is not None:  # an attempt of the next epoch died after spilling
+        if self.db.get(META_IN_PROGRESS) is not None:  # an attempt of the next epoch died after spilling
             self._apply_undo(self.committed_epoch())
         committed = self.committed_epoch()
         if committed == epoch:
             return
-        if committed == epoch + 1 and self.db.get(_META_UNDO_EPOCH) == str(committed).encode():
+        if committed == epoch + 1 and self.db.get(META_UNDO_EPOCH) == str(committed).encode():
             self._apply_undo(epoch)
             return
         raise StateMissingError(
@@ -233,22 +235,22 @@ class StateStore:
                 batch.delete(target)
             else:
                 batch.put(target, previous)
-        _drop_undo_log(batch)
-        batch.delete(_META_UNDO_EPOCH)
-        batch.delete(_META_IN_PROGRESS)
+        drop_undo_log(batch)
+        batch.delete(META_UNDO_EPOCH)
+        batch.delete(META_IN_PROGRESS)
         if epoch is None:
-            batch.delete(_META_EPOCH)
+            batch.delete(META_EPOCH)
         else:
-            batch.put(_META_EPOCH, str(epoch).encode())
+            batch.put(META_EPOCH, str(epoch).encode())
         self.db.write(batch)
         self._reload()
 
     def _reload(self) -> None:
         """Forget the epoch's cache and read the metadata again (after the database changed under it)."""
         self._clear_epoch()
-        self.names = self._load_json(_META_NAMES, {})
-        self.timer_counts = self._load_json(_META_TIMER_COUNTS, {})
-        self.watermark = self._load_json(_META_WATERMARK, None)
+        self.names = self._load_json(META_NAMES, {})
+        self.timer_counts = self._load_json(META_TIMER_COUNTS, {})
+        self.watermark = self._load_json(META_WATERMARK, None)
 
     def _clear_epoch(self) -> None:
         self._forget_cells()
@@ -269,9 +271,9 @@ class StateStore:
         changed = self._write_changes(batch, undo)
         if changed:
             if not self.in_progress:  # the previous epoch can no longer run again: its undo log goes
-                _drop_undo_log(batch)
-                batch.delete(_META_UNDO_EPOCH)
-                batch.put(_META_IN_PROGRESS, b"1")
+                drop_undo_log(batch)
+                batch.delete(META_UNDO_EPOCH)
+                batch.put(META_IN_PROGRESS, b"1")
                 self._mark_key_format(batch)
                 self.in_progress = True
             self._write_undo_chunk(batch, undo)
@@ -289,7 +291,7 @@ class StateStore:
         """Write this epoch's changes, its undo log and its number in one batch; returns the changed entries."""
         batch = rocksdict.WriteBatch(raw_mode=True)
         if not self.in_progress:
-            _drop_undo_log(batch)
+            drop_undo_log(batch)
         undo: list[tuple[bytes, Optional[bytes]]] = []
         changed = self._write_changes(batch, undo)
         timers = list(self.timer_writes.items())
@@ -315,17 +317,9 @@ class StateStore:
         return changed
 
     def epoch_changes(self) -> list[tuple[bytes, Optional[bytes]]]:
-        """After :meth:`commit`: ``(db key, new bytes or None)`` of every entry the epoch changed (spilled
-        ones, timers and the metadata included) -- the keys its undo log holds, read back -- and the TTL
-        sweep's cursor, so a rebuilt database sweeps on where this one would; and this database's key format,
-        which a database replaying them must share (recorded as written, after :meth:`record_writes`)."""
-        meta = [(_META_NAMES, json.dumps(self.names).encode()),
-                (_META_TIMER_COUNTS, json.dumps(self.timer_counts).encode()),
-                (_META_WATERMARK, json.dumps(self.watermark).encode()), (_META_SWEEP, self.db.get(_META_SWEEP)),
-                (_META_KEY_FORMAT, str(self.key_format).encode())]
-        if self.committed_writes is None:
-            raise StateMissingError(f"{self.what}: no epoch committed here recorded its changes")
-        return [*self.committed_writes.items(), *meta]
+        """After :meth:`commit`: what the epoch changed (:func:`~sparkpoint.state.rocksdb.changes.committed_changes`),
+        once :meth:`record_writes` was called."""
+        return committed_changes(self)
 
     def record_writes(self) -> None:
         """From now on, keep what each epoch writes for :meth:`epoch_changes` (a changelog)."""
@@ -333,43 +327,11 @@ class StateStore:
 
     def apply_changes(self, changes: list[tuple[bytes, Optional[bytes]]], epoch: int) -> None:
         """Replay one epoch's :meth:`epoch_changes` (of any database of the same operator) onto the state of
-        the epoch before, in one batch. State and timer ids are mapped by name to this database's ids: a
-        database restored from a snapshot may have numbered its states in another order. The changes' database
-        keys must be of this database's key format (a database of an older version's checkpoint writes format 1,
-        one rebuilt from a full checkpoint is format 2): else :class:`StateMissingError`, and the job restores."""
-        given = dict(changes)
-        theirs = given.get(_META_KEY_FORMAT)
-        if theirs is not None and int(theirs) != self.key_format:
-            raise StateMissingError(
-                f"{self.what}: the changes of epoch {epoch} come from a database of key format {int(theirs)}, the "
-                f"database rebuilt at {self.path} is of format {self.key_format}, so its keys cannot be replayed "
-                f"there; the job restores from its latest checkpoint")
-        remap = self._id_map(given.get(_META_NAMES))
-        batch = rocksdict.WriteBatch(raw_mode=True)
-        _drop_undo_log(batch)
-        batch.delete(_META_UNDO_EPOCH)
-        batch.delete(_META_IN_PROGRESS)
-        for dbkey, new in changes:
-            if dbkey in (_META_NAMES, _META_KEY_FORMAT):
-                continue
-            if dbkey == _META_SWEEP and new is not None:
-                new = _with_id(new, remap)
-            dbkey = _with_id(dbkey, remap)
-            if new is None:
-                batch.delete(dbkey)
-            else:
-                batch.put(dbkey, new)
-        batch.put(_META_NAMES, json.dumps(self.names).encode())
-        batch.put(_META_EPOCH, str(epoch).encode())
+        the epoch before, in one batch (:func:`~sparkpoint.state.rocksdb.changes.replay_batch`)."""
+        batch = replay_batch(self, changes, epoch)
         self._mark_key_format(batch)
         self.db.write(batch)
         self._reload()
-
-    def _id_map(self, names_json: Optional[bytes]) -> dict[int, int]:
-        """``{id in the changes' database: id here}`` for every state and timer queue the changes name."""
-        if names_json is None:
-            return {}
-        return {i: j for name, i in json.loads(names_json).items() if (j := self.name_id(name)) != i}
 
     def _write_changes(self, batch: rocksdict.WriteBatch, undo: list[tuple[bytes, Optional[bytes]]]) -> int:
         """Put the cached entries whose bytes changed into ``batch``, and ``(db key, old bytes)`` of those
@@ -400,22 +362,22 @@ class StateStore:
     def _commit_meta(self, batch: rocksdict.WriteBatch, epoch: int, watermark: Optional[int],
                      undo: list[tuple[bytes, Optional[bytes]]]) -> None:
         """The epoch's metadata into ``batch``; their previous values into ``undo``."""
-        batch.delete(_META_IN_PROGRESS)
+        batch.delete(META_IN_PROGRESS)
         if self.next_sweep_cursor is not _ABSENT:
             if self.next_sweep_cursor is None:
-                batch.delete(_META_SWEEP)
+                batch.delete(META_SWEEP)
             else:
-                batch.put(_META_SWEEP, self.next_sweep_cursor)
-        batch.put(_META_UNDO_EPOCH, str(epoch).encode())
+                batch.put(META_SWEEP, self.next_sweep_cursor)
+        batch.put(META_UNDO_EPOCH, str(epoch).encode())
         self._mark_key_format(batch)
-        for meta, default in ((_META_NAMES, {}), (_META_TIMER_COUNTS, {}), (_META_WATERMARK, None)):
+        for meta, default in ((META_NAMES, {}), (META_TIMER_COUNTS, {}), (META_WATERMARK, None)):
             undo.append((meta, json.dumps(self._load_json(meta, default)).encode()))
         if watermark is not None:
             self.watermark = watermark
-        batch.put(_META_WATERMARK, json.dumps(self.watermark).encode())
-        batch.put(_META_NAMES, json.dumps(self.names).encode())
-        batch.put(_META_TIMER_COUNTS, json.dumps(self.timer_counts).encode())
-        batch.put(_META_EPOCH, str(epoch).encode())
+        batch.put(META_WATERMARK, json.dumps(self.watermark).encode())
+        batch.put(META_NAMES, json.dumps(self.names).encode())
+        batch.put(META_TIMER_COUNTS, json.dumps(self.timer_counts).encode())
+        batch.put(META_EPOCH, str(epoch).encode())
 
     def _write_undo_chunk(self, batch: rocksdict.WriteBatch, undo: list[tuple[bytes, Optional[bytes]]]) -> None:
         """The undo log of some changes: the previous bytes (``None``: absent) of entries changed for the first
@@ -440,11 +402,11 @@ class StateStore:
             if n % chunk == 0:
                 self.db.write(batch)
                 batch = rocksdict.WriteBatch(raw_mode=True)
-        batch.put(_META_NAMES, json.dumps(self.names).encode())
-        batch.put(_META_TIMER_COUNTS, json.dumps(self.timer_counts).encode())
+        batch.put(META_NAMES, json.dumps(self.names).encode())
+        batch.put(META_TIMER_COUNTS, json.dumps(self.timer_counts).encode())
         self._mark_key_format(batch)
         if epoch is not None:
-            batch.put(_META_EPOCH, str(epoch).encode())
+            batch.put(META_EPOCH, str(epoch).encode())
         self.db.write(batch)
         return n
 
@@ -484,15 +446,3 @@ class StateStore:
         if os.path.exists(path):
             shutil.rmtree(path)
 
-
-def _with_id(dbkey: bytes, remap: dict[int, int]) -> bytes:
-    """``dbkey`` with its state id (after the key group) or timer-queue id (after the prefix) mapped."""
-    if not remap or dbkey.startswith((META_PREFIX, UNDO_PREFIX)) or len(dbkey) < 4:
-        return dbkey
-    new = remap.get(struct.unpack_from(">H", dbkey, 2)[0])
-    return dbkey if new is None else dbkey[:2] + struct.pack(">H", new) + dbkey[4:]
-
-
-def _drop_undo_log(batch: rocksdict.WriteBatch) -> None:
-    for prefix in (UNDO_PREFIX, _LEGACY_UNDO_PREFIX):
-        batch.delete_range(prefix, prefix_end(prefix))
