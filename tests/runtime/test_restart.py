@@ -6,6 +6,7 @@ import pytest
 
 from sparkpoint.common import Configuration
 from sparkpoint.errors import ConfigurationError
+from sparkpoint.runtime.clock import ManualClock
 from sparkpoint.runtime.restart import (
     ExponentialDelayRestart,
     FailureRateRestart,
@@ -77,3 +78,28 @@ def test_exponential_delay_jitters_within_its_factor_and_starts_over_after_a_qui
     exp.last_failure -= 3   # quiet for longer than the threshold plus the last backoff (0.05 s + 2.25 s)
     exp.notify_failure()
     assert exp.failures == 1 and 900 <= exp.backoff_ms() <= 1_100
+
+
+def test_restart_strategies_read_failure_times_on_the_job_clock():
+    """Driven, not slept: failure-rate forgets failures older than its interval, exponential-delay starts over
+    after a quiet period (hand counts: 3 failures in 60 s with 2 allowed, then one alone 90 s in)."""
+    clock = ManualClock(start_ms=0)
+    rate = FailureRateRestart(2, 60_000, 0, clock)
+    for _ in range(3):
+        rate.notify_failure()
+        clock.advance(10_000)
+    assert not rate.can_restart()
+    clock.advance(60_000)
+    rate.notify_failure()
+    assert rate.can_restart() and len(rate.times) == 1
+
+    exp = ExponentialDelayRestart(100, 10_000, 2.0, 10, reset_ms=60_000, jitter=0.0, clock=clock)
+    for expected in (100, 200, 400):
+        exp.notify_failure()
+        assert exp.backoff_ms() == expected
+    clock.advance(60_000)   # less than the threshold plus the last backoff (60.4 s)
+    exp.notify_failure()
+    assert exp.backoff_ms() == 800
+    clock.advance(61_000)   # more than 60.8 s
+    exp.notify_failure()
+    assert exp.failures == 1 and exp.backoff_ms() == 100
