@@ -10,7 +10,7 @@ from sparkpoint.runtime.job_output import JobOutput
 from sparkpoint.runtime.job_progress import JobProgress
 from sparkpoint.runtime.scheduler import BarrierContext
 from sparkpoint.runtime.state_schemas import StateSchemas
-from sparkpoint.runtime.task import TaskDeployment, TaskReport
+from sparkpoint.runtime.task_messages import TaskDeployment, TaskReport
 from sparkpoint.runtime.working_state import default_local_state_dir
 from sparkpoint.testing.faults import sources_held
 

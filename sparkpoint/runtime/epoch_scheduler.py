@@ -33,7 +33,7 @@ from sparkpoint.runtime.savepoints import SavepointRequests
 from sparkpoint.runtime.scheduler import Barrier, BarrierContext, EpochExecutor, ExecutorTraits, SchedulerReport
 from sparkpoint.runtime.sources_ahead import RanAhead, SourcesAhead
 from sparkpoint.runtime.state_schemas import StateSchemas
-from sparkpoint.runtime.task import TaskDeployment, TaskReport
+from sparkpoint.runtime.task_messages import TaskDeployment, TaskReport
 
 __all__ = ["EpochScheduler"]
 

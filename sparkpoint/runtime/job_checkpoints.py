@@ -29,7 +29,7 @@ from sparkpoint.runtime.restore import assign_keyed_state
 from sparkpoint.runtime.savepoints import SavepointRequests, dispose_claimed
 from sparkpoint.runtime.sink_committer import SinkCommitter
 from sparkpoint.runtime.state_schemas import StateSchemas
-from sparkpoint.runtime.task import TaskReport
+from sparkpoint.runtime.task_messages import TaskReport
 from sparkpoint.testing.faults import fault_point
 
 __all__ = ["JobCheckpoints"]

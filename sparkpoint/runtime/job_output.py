@@ -15,7 +15,7 @@ from sparkpoint.common.printing import format_record
 from sparkpoint.runtime.clock import SYSTEM_CLOCK, Clock
 from sparkpoint.runtime.graph import JobPlan
 from sparkpoint.runtime.results import EpochStats
-from sparkpoint.runtime.task import TaskReport
+from sparkpoint.runtime.task_messages import TaskReport
 from sparkpoint.runtime.user_metrics import UserMetrics
 
 __all__ = ["JobOutput", "sum_metrics"]

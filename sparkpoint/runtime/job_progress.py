@@ -14,7 +14,7 @@ from typing import Any, Iterable, Optional
 
 from sparkpoint.runtime.graph import JobPlan
 from sparkpoint.runtime.source_coordinator import SourceCoordinator
-from sparkpoint.runtime.task import TaskReport
+from sparkpoint.runtime.task_messages import TaskReport
 
 __all__ = ["JobProgress"]
 

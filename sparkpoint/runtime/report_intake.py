@@ -22,7 +22,7 @@ from sparkpoint.runtime.job_output import JobOutput
 from sparkpoint.runtime.job_progress import JobProgress
 from sparkpoint.runtime.sink_committer import SinkCommitter
 from sparkpoint.runtime.state_schemas import StateSchemas
-from sparkpoint.runtime.task import TaskReport, latest_reports
+from sparkpoint.runtime.task_messages import TaskReport, latest_reports
 
 __all__ = ["ReportIntake"]
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional, Protocol, runtime_checkable
 
 from sparkpoint.runtime.graph import JobPlan
-from sparkpoint.runtime.task import TaskDeployment, TaskReport
+from sparkpoint.runtime.task_messages import TaskDeployment, TaskReport
 
 if TYPE_CHECKING:  # pragma: no cover
     from sparkpoint.checkpoint.coordinator import CheckpointCoordinator

@@ -31,7 +31,7 @@ from sparkpoint.common.watermark_strategy import MAX_WATERMARK
 from sparkpoint.errors import UserFunctionError
 from sparkpoint.runtime.graph import JobPlan
 from sparkpoint.runtime.record_origin import locate_failed_record
-from sparkpoint.runtime.task import TaskDeployment, TaskReport
+from sparkpoint.runtime.task_messages import TaskDeployment, TaskReport
 
 __all__ = ["AheadExecutor", "RanAhead", "SourcesAhead", "plan_allows_sources_ahead"]
 

@@ -21,7 +21,7 @@ from typing import Iterable, Optional
 from sparkpoint.checkpoint.loader import RestoredCheckpoint
 from sparkpoint.runtime.graph import JobPlan
 from sparkpoint.runtime.state_probe import declared_schemas
-from sparkpoint.runtime.task import TaskReport
+from sparkpoint.runtime.task_messages import TaskReport
 from sparkpoint.state.schema import OperatorSchema, StateSchema
 
 __all__ = ["StateSchemas"]
