@@ -284,6 +284,7 @@ class JobMaster:
         self.scheduler.barrier_passed(barrier, finished, context)
         stats = self.output.epoch_stats(epoch, barrier.reports, epoch_metrics, self.clock.monotonic_s() - t0,
                                         finished)
+        stats.state_rebuilds, stats.sources_ahead = self.intake.state_rebuilds, self.scheduler.report().sources_ahead
         logger.debug("epoch %d: %d records in %.3fs, watermark %s", epoch, stats.records_in, stats.duration_s,
                      stats.watermark)
         self.listeners.epoch_completed(stats)

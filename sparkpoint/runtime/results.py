@@ -22,6 +22,8 @@ class EpochStats:
     total_records_in: int
     finished: bool
     phase_ms: dict[str, float] = field(default_factory=dict)   # task time per phase, summed over the epoch's tasks
+    state_rebuilds: int = 0     # so far in the job: keyed tasks Spark ran away from their working state
+    sources_ahead: int = 0      # so far in the job: epochs whose source tasks ran during the epoch before
 
 
 @dataclass

@@ -79,8 +79,8 @@ class JobReportListener:
 
     def on_epoch_completed(self, stats: Any) -> None:
         self.report["epochs"] += 1
-        self.report["state_rebuilds"] = int(getattr(self.job, "state_rebuilds", 0))
-        self.report["sources_ahead"] = int(getattr(getattr(self.job, "ahead", None), "epochs_ahead", 0))
+        self.report["state_rebuilds"] = int(getattr(stats, "state_rebuilds", 0))
+        self.report["sources_ahead"] = int(getattr(stats, "sources_ahead", 0))
         self.report["records_in"] = int(getattr(stats, "total_records_in", 0))
         self._write()
 
