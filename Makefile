@@ -34,6 +34,7 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/lint-imports
 	$(BIN)/ruff check sparkpoint tests bench examples
+	$(BIN)/ruff format --check sparkpoint tests bench examples
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_public_docstrings.py
 

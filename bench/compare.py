@@ -74,8 +74,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--w2-hot-records", type=int, default=200_000)
     p.add_argument("--w2-load-records", type=int, default=1_000_000)
     p.add_argument("--w2-touch-fraction", type=float, default=0.01)
-    p.add_argument("--w2-runs", default="rocksdb-incremental",
-                   help=f"backend-checkpoints of sparkpoint's W2 runs, of {','.join(W2_RUNS)}")
+    p.add_argument(
+        "--w2-runs",
+        default="rocksdb-incremental",
+        help=f"backend-checkpoints of sparkpoint's W2 runs, of {','.join(W2_RUNS)}",
+    )
     p.add_argument("--w2-no-restore", action="store_true", help="skip W2's restore run (from the last checkpoint)")
     p.add_argument("--w3-events", type=int, default=1_000_000)
     p.add_argument("--w3-files", type=int, default=4)
@@ -90,17 +93,22 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     w2_runs = [r.strip() for r in args.w2_runs.split(",") if r.strip()]
     if set(w2_runs) - set(W2_RUNS):
         p.error(f"--w2-runs {args.w2_runs}: expected some of {','.join(W2_RUNS)}")
-    args.variants = {"w1": [f"max-records-{n}" for n in args.w1_max_records], "w2": w2_runs,
-                     "w3": [b.strip() for b in args.w3_backends.split(",") if b.strip()]}
+    args.variants = {
+        "w1": [f"max-records-{n}" for n in args.w1_max_records],
+        "w2": w2_runs,
+        "w3": [b.strip() for b in args.w3_backends.split(",") if b.strip()],
+    }
     return args
 
 
 def _sizes(args: argparse.Namespace) -> dict[str, Any]:
     return {k: v for k, v in vars(args).items() if k.startswith(("w1_", "w2_", "w3_"))} | {
-        "w2_restore": not args.w2_no_restore}
+        "w2_restore": not args.w2_no_restore
+    }
 
 
 # -- a child: one measurement ---------------------------------------------------------------------
+
 
 def child(spec: dict[str, Any]) -> None:
     """One measurement in this process; prints its result as JSON on the last line."""
@@ -112,8 +120,14 @@ def child(spec: dict[str, Any]) -> None:
     try:
         check_workers(spark, package)
         t1 = time.perf_counter()
-        result = measure(spark, spec["workload"], "spark" if spec["side"] == "spark" else "sparkpoint",
-                         spec["variant"], spec["data"], Path(spec["work"]))
+        result = measure(
+            spark,
+            spec["workload"],
+            "spark" if spec["side"] == "spark" else "sparkpoint",
+            spec["variant"],
+            spec["data"],
+            Path(spec["work"]),
+        )
         t2 = time.perf_counter()
     finally:
         spark.sparkContext.setLogLevel("ERROR")
@@ -124,6 +138,7 @@ def child(spec: dict[str, Any]) -> None:
 
 
 # -- the parent: rounds, figures, summary ----------------------------------------------------------
+
 
 def _measure(spec: dict[str, Any], timeout_s: float) -> dict[str, Any]:
     work = Path(spec["work"])
@@ -146,9 +161,12 @@ def _print_run(run: dict[str, Any], rounds: int) -> None:
         return
     detail = ", ".join(f"{k} {_fmt(v)}" for k, v in run.get("detail", {}).items())
     phases = run.get("phases_s", {})
-    print(f"{head}: {run['rate']:>12,.0f} {UNITS[run['workload']]} (timed {run['seconds']:.2f} s; process "
-          f"{run['process_s']:.0f} s: start {phases.get('start')}, warm-up + run + check {phases.get('measure')}), "
-          f"output {'exact' if run['ok'] else 'WRONG'}; {detail}", flush=True)
+    print(
+        f"{head}: {run['rate']:>12,.0f} {UNITS[run['workload']]} (timed {run['seconds']:.2f} s; process "
+        f"{run['process_s']:.0f} s: start {phases.get('start')}, warm-up + run + check {phases.get('measure')}), "
+        f"output {'exact' if run['ok'] else 'WRONG'}; {detail}",
+        flush=True,
+    )
 
 
 def _fmt(value: Any) -> str:
@@ -159,8 +177,9 @@ def _fmt(value: Any) -> str:
     return f"{value:,}" if isinstance(value, int) else str(value)
 
 
-def run_rounds(args: argparse.Namespace, data: dict[str, Any], paths: dict[str, Path], root: Path
-            ) -> list[dict[str, Any]]:
+def run_rounds(
+    args: argparse.Namespace, data: dict[str, Any], paths: dict[str, Path], root: Path
+) -> list[dict[str, Any]]:
     runs: list[dict[str, Any]] = []
     for rnd in range(args.repeat):
         order = ("before", "after") if rnd % 2 == 0 else ("after", "before")
@@ -168,9 +187,15 @@ def run_rounds(args: argparse.Namespace, data: dict[str, Any], paths: dict[str, 
             plan = [("spark", "spark")] if not args.no_spark else []
             plan += [(side, variant) for variant in args.variants[workload] for side in order]
             for side, variant in plan:
-                spec = {"round": rnd, "workload": workload, "variant": variant, "side": side,
-                        "path": str(paths["after" if side == "spark" else side]), "data": data[workload],
-                        "work": str(root / "runs" / f"{rnd}-{workload}-{variant}-{side}")}
+                spec = {
+                    "round": rnd,
+                    "workload": workload,
+                    "variant": variant,
+                    "side": side,
+                    "path": str(paths["after" if side == "spark" else side]),
+                    "data": data[workload],
+                    "work": str(root / "runs" / f"{rnd}-{workload}-{variant}-{side}"),
+                }
                 run = _measure(spec, args.timeout)
                 _print_run(run, args.repeat)
                 runs.append(run)
@@ -184,41 +209,73 @@ def summarize(runs: list[dict[str, Any]], args: argparse.Namespace) -> list[dict
         spark = [r for r in runs if r["workload"] == workload and r["side"] == "spark"]
         for variant in args.variants[workload]:
             case = [r for r in runs if r["workload"] == workload and r["variant"] == variant]
-            med = {side: median([r["rate"] for r in case if r["side"] == side and "error" not in r])
-                   for side in ("before", "after")}
+            med = {
+                side: median([r["rate"] for r in case if r["side"] == side and "error" not in r])
+                for side in ("before", "after")
+            }
             med["spark"] = median([r["rate"] for r in spark if "error" not in r])
             by_round = {(r["round"], r["side"]): r["rate"] for r in case if "error" not in r}
-            per_round = [by_round[(i, "after")] / by_round[(i, "before")] for i in range(args.repeat)
-                         if (i, "after") in by_round and (i, "before") in by_round]
-            details = {side: {k: median([r["detail"][k] for r in case if r["side"] == side
-                                         and isinstance(r.get("detail", {}).get(k), (int, float))])
-                              for k in ("hot_median_s", "checkpoint_ms", "restore_first_epoch_s")
-                              if any(k in r.get("detail", {}) for r in case)}
-                       for side in ("before", "after")}
-            rows.append({"workload": workload, "variant": variant, "unit": UNITS[workload], "median": med,
-                         "after_before": med["after"] / med["before"], "before_spark": med["before"] / med["spark"],
-                         "after_spark": med["after"] / med["spark"], "after_before_per_round": per_round,
-                         "median_details": details,
-                         "ok": all(r["ok"] for r in case + spark), "runs": len(case) + len(spark)})
+            per_round = [
+                by_round[(i, "after")] / by_round[(i, "before")]
+                for i in range(args.repeat)
+                if (i, "after") in by_round and (i, "before") in by_round
+            ]
+            details = {
+                side: {
+                    k: median(
+                        [
+                            r["detail"][k]
+                            for r in case
+                            if r["side"] == side and isinstance(r.get("detail", {}).get(k), (int, float))
+                        ]
+                    )
+                    for k in ("hot_median_s", "checkpoint_ms", "restore_first_epoch_s")
+                    if any(k in r.get("detail", {}) for r in case)
+                }
+                for side in ("before", "after")
+            }
+            rows.append(
+                {
+                    "workload": workload,
+                    "variant": variant,
+                    "unit": UNITS[workload],
+                    "median": med,
+                    "after_before": med["after"] / med["before"],
+                    "before_spark": med["before"] / med["spark"],
+                    "after_spark": med["after"] / med["spark"],
+                    "after_before_per_round": per_round,
+                    "median_details": details,
+                    "ok": all(r["ok"] for r in case + spark),
+                    "runs": len(case) + len(spark),
+                }
+            )
     return rows
 
 
 def print_summary(rows: list[dict[str, Any]], args: argparse.Namespace, before: str) -> None:
     print(f"\nmedians over {args.repeat} round(s), higher is faster; before = {before}, after = this checkout")
-    print(f"{'case':<26} {'unit':<20} {'spark':>11} {'before':>11} {'after':>11} {'after/before':>12} "
-          f"{'before/spark':>12} {'after/spark':>11}  outputs")
+    print(
+        f"{'case':<26} {'unit':<20} {'spark':>11} {'before':>11} {'after':>11} {'after/before':>12} "
+        f"{'before/spark':>12} {'after/spark':>11}  outputs"
+    )
     for row in rows:
         med = row["median"]
-        print(f"{row['workload'] + ' ' + row['variant']:<26} {row['unit']:<20} {med['spark']:>11,.0f} "
-              f"{med['before']:>11,.0f} {med['after']:>11,.0f} {row['after_before']:>11.3f}x "
-              f"{row['before_spark']:>11.2f}x {row['after_spark']:>10.2f}x  "
-              f"{'all exact' if row['ok'] else 'WRONG OR FAILED'}")
+        print(
+            f"{row['workload'] + ' ' + row['variant']:<26} {row['unit']:<20} {med['spark']:>11,.0f} "
+            f"{med['before']:>11,.0f} {med['after']:>11,.0f} {row['after_before']:>11.3f}x "
+            f"{row['before_spark']:>11.2f}x {row['after_spark']:>10.2f}x  "
+            f"{'all exact' if row['ok'] else 'WRONG OR FAILED'}"
+        )
     for row in rows:
-        extra = "; ".join(f"{k} before {_fmt(v)} after {_fmt(row['median_details']['after'].get(k))}"
-                          for k, v in row["median_details"]["before"].items())
+        extra = "; ".join(
+            f"{k} before {_fmt(v)} after {_fmt(row['median_details']['after'].get(k))}"
+            for k, v in row["median_details"]["before"].items()
+        )
         per_round = _fmt([round(x, 3) for x in row["after_before_per_round"]])
-        print(f"  {row['workload']} {row['variant']}: after/before per round {per_round}"
-              + (f"; medians: {extra}" if extra else ""))
+        print(
+            f"  {row['workload']} {row['variant']}: after/before per round {per_round}"
+            + (f"; medians: {extra}" if extra else "")
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -231,9 +288,12 @@ def main(argv: list[str] | None = None) -> int:
     root.mkdir(parents=True, exist_ok=True)
     t_all = time.perf_counter()
     report: dict[str, Any] = {
-        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "command": " ".join(["bench/compare.py"] + (argv if argv is not None else sys.argv[1:])),
-        "cpus": os.cpu_count(), "loadavg_start": [round(x, 2) for x in os.getloadavg()], "sizes": _sizes(args)}
+        "cpus": os.cpu_count(),
+        "loadavg_start": [round(x, 2) for x in os.getloadavg()],
+        "sizes": _sizes(args),
+    }
     try:
         with revision_tree(args.before, args.before_tree, root) as before_tree:
             report["before"], report["after"] = describe_tree(before_tree), describe_tree(REPO)
@@ -246,18 +306,27 @@ def main(argv: list[str] | None = None) -> int:
                 data[workload] = prepare(workload, root / "data", report["sizes"])
                 print(f"{workload} input and oracle in {time.perf_counter() - t0:.1f} s: {data[workload]}", flush=True)
                 if data[workload].get("expected_keys") == 0:
-                    print(f"  note: no key reaches {workload.upper()}'s 5 events in {data[workload]['events']:,} "
-                          "events, so its check compares empty sets (some keys do from about 500,000 events)")
+                    print(
+                        f"  note: no key reaches {workload.upper()}'s 5 events in {data[workload]['events']:,} "
+                        "events, so its check compares empty sets (some keys do from about 500,000 events)"
+                    )
             runs = run_rounds(args, data, paths, root)
     finally:
         if own_root:
             shutil.rmtree(root, ignore_errors=True)
     rows = summarize(runs, args)
     print_summary(rows, args, before)
-    report.update(runs=runs, summary=rows, total_s=time.perf_counter() - t_all,
-                  loadavg_end=[round(x, 2) for x in os.getloadavg()], ok=all(r["ok"] for r in rows))
-    print(f"\n{report['total_s']:.0f} s in all, load average {report['loadavg_start']} -> {report['loadavg_end']}: "
-          f"{'ALL OUTPUTS EXACT' if report['ok'] else 'A RUN FAILED OR ITS OUTPUT WAS WRONG'}")
+    report.update(
+        runs=runs,
+        summary=rows,
+        total_s=time.perf_counter() - t_all,
+        loadavg_end=[round(x, 2) for x in os.getloadavg()],
+        ok=all(r["ok"] for r in rows),
+    )
+    print(
+        f"\n{report['total_s']:.0f} s in all, load average {report['loadavg_start']} -> {report['loadavg_end']}: "
+        f"{'ALL OUTPUTS EXACT' if report['ok'] else 'A RUN FAILED OR ITS OUTPUT WAS WRONG'}"
+    )
     if args.json is not None:
         args.json.write_text(json.dumps(report, indent=2, default=str))
         print(f"results written to {args.json}")

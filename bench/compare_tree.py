@@ -129,8 +129,9 @@ def check_workers(spark: Any, driver_package: str) -> None:
 
     seen = set(spark.sparkContext.parallelize(range(2), 2).flatMap(where).collect())
     if seen != {driver_package}:
-        raise RuntimeError(f"Spark's Python workers import sparkpoint from {sorted(seen)}, the driver from "
-                           f"{driver_package}")
+        raise RuntimeError(
+            f"Spark's Python workers import sparkpoint from {sorted(seen)}, the driver from {driver_package}"
+        )
 
 
 def median(values: list[float]) -> float:

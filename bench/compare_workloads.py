@@ -32,6 +32,7 @@ W2_WARMUP_KEYS = 20_000
 
 # -- in the parent ------------------------------------------------------------------------------
 
+
 def prepare(workload: str, data: Path, sizes: dict[str, Any]) -> dict[str, Any]:
     """Write ``workload``'s input, warm-up input and oracle under ``data``; what the children need."""
     from sparkpoint.connectors.events import EventSpec
@@ -44,20 +45,35 @@ def prepare(workload: str, data: Path, sizes: dict[str, Any]) -> dict[str, Any]:
         write_event_files(data / "w1-input", sizes["w1_events"], sizes["w1_files"])
         write_event_files(data / "w1-warmup", W1_WARMUP_EVENTS, 2, warm_spec)
         oracle_counts(sizes["w1_events"]).to_pickle(data / "w1-oracle.pkl")
-        return {"input": str(data / "w1-input"), "warmup": str(data / "w1-warmup"),
-                "oracle": str(data / "w1-oracle.pkl"), "events": sizes["w1_events"]}
+        return {
+            "input": str(data / "w1-input"),
+            "warmup": str(data / "w1-warmup"),
+            "oracle": str(data / "w1-oracle.pkl"),
+            "events": sizes["w1_events"],
+        }
     if workload == "w2":
         from bench.w2_data import write_input
 
         shape = (sizes["w2_load_records"], sizes["w2_hot_epochs"], sizes["w2_hot_records"], sizes["w2_touch_fraction"])
         inp = write_input(data / "w2-input", sizes["w2_keys"], *shape)
         warm_keys = min(W2_WARMUP_KEYS, sizes["w2_keys"])
-        warm = write_input(data / "w2-warmup", warm_keys, sizes["w2_load_records"], 2, min(20_000, warm_keys),
-                           sizes["w2_touch_fraction"], seed=99)
+        warm = write_input(
+            data / "w2-warmup",
+            warm_keys,
+            sizes["w2_load_records"],
+            2,
+            min(20_000, warm_keys),
+            sizes["w2_touch_fraction"],
+            seed=99,
+        )
         for name, value in (("w2-input.pkl", inp), ("w2-warmup.pkl", warm)):
             (data / name).write_bytes(pickle.dumps(value))
-        return {"input": str(data / "w2-input.pkl"), "warmup": str(data / "w2-warmup.pkl"),
-                "keys": sizes["w2_keys"], "restore": sizes["w2_restore"]}
+        return {
+            "input": str(data / "w2-input.pkl"),
+            "warmup": str(data / "w2-warmup.pkl"),
+            "keys": sizes["w2_keys"],
+            "restore": sizes["w2_restore"],
+        }
     if workload == "w3":
         from bench.w1_data import write_event_files
         from bench.w3 import oracle
@@ -66,20 +82,30 @@ def prepare(workload: str, data: Path, sizes: dict[str, Any]) -> dict[str, Any]:
         write_event_files(data / "w3-warmup", W3_WARMUP_EVENTS, 2, warm_spec)
         expected = sorted(oracle(sizes["w3_events"]))
         (data / "w3-oracle.json").write_text(json.dumps(expected))
-        return {"input": str(data / "w3-input"), "warmup": str(data / "w3-warmup"),
-                "oracle": str(data / "w3-oracle.json"), "events": sizes["w3_events"], "expected_keys": len(expected)}
+        return {
+            "input": str(data / "w3-input"),
+            "warmup": str(data / "w3-warmup"),
+            "oracle": str(data / "w3-oracle.json"),
+            "events": sizes["w3_events"],
+            "expected_keys": len(expected),
+        }
     raise ValueError(f"unknown workload {workload!r}; expected one of {WORKLOADS}")
 
 
 # -- in a child ---------------------------------------------------------------------------------
 
-def measure(spark: Any, workload: str, engine: str, variant: str, data: dict[str, Any], work: Path
-            ) -> dict[str, Any]:
+
+def measure(spark: Any, workload: str, engine: str, variant: str, data: dict[str, Any], work: Path) -> dict[str, Any]:
     """One warm-up and one timed, checked run of ``workload`` on ``engine`` (``spark`` or ``sparkpoint``,
     ``variant`` naming its configuration) in ``work``."""
-    runs = {("w1", "spark"): _w1_spark, ("w1", "sparkpoint"): _w1_sparkpoint,
-            ("w2", "spark"): _w2_spark, ("w2", "sparkpoint"): _w2_sparkpoint,
-            ("w3", "spark"): _w3_spark, ("w3", "sparkpoint"): _w3_sparkpoint}
+    runs = {
+        ("w1", "spark"): _w1_spark,
+        ("w1", "sparkpoint"): _w1_sparkpoint,
+        ("w2", "spark"): _w2_spark,
+        ("w2", "sparkpoint"): _w2_sparkpoint,
+        ("w3", "spark"): _w3_spark,
+        ("w3", "sparkpoint"): _w3_sparkpoint,
+    }
     return runs[(workload, engine)](spark, variant, data, work)
 
 
@@ -93,9 +119,12 @@ def _w1_spark(spark: Any, variant: str, data: dict[str, Any], work: Path) -> dic
     # append mode holds back the windows the final watermark has not passed: checked as w1.py checks them
     check = verify_output(read_output(work / "out", spark), pd.read_pickle(data["oracle"]), res["final_watermark_ms"])
     ok = bool(check["ok"]) and res["events"] == data["events"]
-    return {"rate": data["events"] / res["seconds"], "seconds": res["seconds"], "ok": ok,
-            "detail": {"rows": check["emitted_rows"], "held_back_rows": check["held_back_rows"],
-                       "batches": res["batches"]}}
+    return {
+        "rate": data["events"] / res["seconds"],
+        "seconds": res["seconds"],
+        "ok": ok,
+        "detail": {"rows": check["emitted_rows"], "held_back_rows": check["held_back_rows"], "batches": res["batches"]},
+    }
 
 
 def _w1_sparkpoint(spark: Any, variant: str, data: dict[str, Any], work: Path) -> dict[str, Any]:
@@ -106,17 +135,21 @@ def _w1_sparkpoint(spark: Any, variant: str, data: dict[str, Any], work: Path) -
     max_records = int(variant.removeprefix("max-records-"))
     run_sparkpoint(Path(data["warmup"]), work / "warm-out", work / "warm-state", spark=spark, max_records=max_records)
     res = run_sparkpoint(Path(data["input"]), work / "out", work / "state", spark=spark, max_records=max_records)
-    check = check_output_dir(work / "out", pd.read_pickle(data["oracle"]))   # exact: every window, no left-overs
+    check = check_output_dir(work / "out", pd.read_pickle(data["oracle"]))  # exact: every window, no left-overs
     ok = bool(check["ok"]) and res["events"] == data["events"]
-    return {"rate": data["events"] / res["seconds"], "seconds": res["seconds"], "ok": ok,
-            "detail": {"rows": check["emitted_rows"], "epochs": res["epochs"]}}
+    return {
+        "rate": data["events"] / res["seconds"],
+        "seconds": res["seconds"],
+        "ok": ok,
+        "detail": {"rows": check["emitted_rows"], "epochs": res["epochs"]},
+    }
 
 
 def _w2_input(path: str, work: Path, name: str) -> Any:
     """The pickled W2 input, its files copied into ``work`` (a restore run adds and removes files there)."""
     inp = pickle.loads(Path(path).read_bytes())
     copy = work / name
-    shutil.copytree(inp.directory, copy)   # copy2: modification times (the files' order) kept
+    shutil.copytree(inp.directory, copy)  # copy2: modification times (the files' order) kept
     inp.directory = copy
     return inp
 
@@ -133,9 +166,16 @@ def _w2_spark(spark: Any, variant: str, data: dict[str, Any], work: Path) -> dic
     inp = _w2_input(data["input"], work, "input")
     out = run_spark_peer(spark, inp, work)
     hot_s = out["hot_batch_median_ms"] / 1000
-    return {"rate": _hot_records(inp) / hot_s, "seconds": out["seconds"], "ok": bool(out["ok"]),
-            "detail": {"hot_s": [ms / 1000 for ms in out["hot_batch_ms"]], "hot_median_s": hot_s,
-                       "load_s": sum(out["load_batch_ms"]) / 1000}}
+    return {
+        "rate": _hot_records(inp) / hot_s,
+        "seconds": out["seconds"],
+        "ok": bool(out["ok"]),
+        "detail": {
+            "hot_s": [ms / 1000 for ms in out["hot_batch_ms"]],
+            "hot_median_s": hot_s,
+            "load_s": sum(out["load_batch_ms"]) / 1000,
+        },
+    }
 
 
 def _w2_sparkpoint(spark: Any, variant: str, data: dict[str, Any], work: Path) -> dict[str, Any]:
@@ -144,20 +184,29 @@ def _w2_sparkpoint(spark: Any, variant: str, data: dict[str, Any], work: Path) -
     backend, _, kind = variant.partition("-")
     incremental = kind == "incremental"
     (work / "warm").mkdir()
-    run_size(spark, _w2_input(data["warmup"], work, "warm-input"), work / "warm", backend, incremental,
-             with_restore=False)
+    run_size(
+        spark, _w2_input(data["warmup"], work, "warm-input"), work / "warm", backend, incremental, with_restore=False
+    )
     inp = _w2_input(data["input"], work, "input")
     out = run_size(spark, inp, work, backend, incremental, with_restore=bool(data["restore"]))
     main = out["main"]
     ok = bool(main["check"]["ok"] and main["epoch_shape_ok"])
-    detail = {"hot_s": main["hot_epoch_s"], "hot_median_s": main["hot_epoch_median_s"], "load_s": main["load_s"],
-              "checkpoint_ms": main["hot_checkpoints"]["end_to_end_ms_median"]}
+    detail = {
+        "hot_s": main["hot_epoch_s"],
+        "hot_median_s": main["hot_epoch_median_s"],
+        "load_s": main["load_s"],
+        "checkpoint_ms": main["hot_checkpoints"]["end_to_end_ms_median"],
+    }
     if data["restore"]:
         restore = out.get("restore", {})
         ok = ok and bool(restore.get("check", {}).get("ok"))
         detail["restore_first_epoch_s"] = restore.get("first_epoch_s")
-    return {"rate": _hot_records(inp) / main["hot_epoch_median_s"], "seconds": main["seconds"], "ok": ok,
-            "detail": detail}
+    return {
+        "rate": _hot_records(inp) / main["hot_epoch_median_s"],
+        "seconds": main["seconds"],
+        "ok": ok,
+        "detail": detail,
+    }
 
 
 def _w3_spark(spark: Any, variant: str, data: dict[str, Any], work: Path) -> dict[str, Any]:
@@ -166,8 +215,12 @@ def _w3_spark(spark: Any, variant: str, data: dict[str, Any], work: Path) -> dic
     run_native(spark, Path(data["warmup"]), work / "warm-ck")
     res = run_native(spark, Path(data["input"]), work / "ck")
     expected = set(json.loads(Path(data["oracle"]).read_text()))
-    return {"rate": data["events"] / res["seconds"], "seconds": res["seconds"], "ok": res["keys"] == expected,
-            "detail": {"keys": len(res["keys"]), "expected_keys": len(expected), "batches": res["batches"]}}
+    return {
+        "rate": data["events"] / res["seconds"],
+        "seconds": res["seconds"],
+        "ok": res["keys"] == expected,
+        "detail": {"keys": len(res["keys"]), "expected_keys": len(expected), "batches": res["batches"]},
+    }
 
 
 def _w3_sparkpoint(spark: Any, variant: str, data: dict[str, Any], work: Path) -> dict[str, Any]:
@@ -177,6 +230,10 @@ def _w3_sparkpoint(spark: Any, variant: str, data: dict[str, Any], work: Path) -
     run_sparkpoint(spark, Path(data["warmup"]), work / "warm", variant, MAX_RECORDS)
     res = run_sparkpoint(spark, Path(data["input"]), work, variant, MAX_RECORDS)
     expected = json.loads(Path(data["oracle"]).read_text())
-    ok = Counter(res["lines"]) == Counter(expected)   # every key that reaches 5 events, each once
-    return {"rate": data["events"] / res["seconds"], "seconds": res["seconds"], "ok": ok,
-            "detail": {"keys": len(res["lines"]), "expected_keys": len(expected), "epochs": res["epochs"]}}
+    ok = Counter(res["lines"]) == Counter(expected)  # every key that reaches 5 events, each once
+    return {
+        "rate": data["events"] / res["seconds"],
+        "seconds": res["seconds"],
+        "ok": ok,
+        "detail": {"keys": len(res["lines"]), "expected_keys": len(expected), "epochs": res["epochs"]},
+    }

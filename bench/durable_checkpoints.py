@@ -41,8 +41,11 @@ from sparkpoint.datastream.state import ValueStateDescriptor  # noqa: E402
 
 KEYS = 50
 ROCKSDB = {"state.backend.type": "rocksdb", "execution.checkpointing.incremental": "true"}
-CASES = {"hashmap": {}, "rocksdb-incremental": ROCKSDB,
-         "rocksdb-changelog": {**ROCKSDB, "state.changelog.enabled": "true"}}
+CASES = {
+    "hashmap": {},
+    "rocksdb-incremental": ROCKSDB,
+    "rocksdb-changelog": {**ROCKSDB, "state.changelog.enabled": "true"},
+}
 
 
 def key_of(i: int) -> str:
@@ -78,28 +81,39 @@ class FsyncMeter:
 
     def renaming(self, rename: Any) -> Any:
         """``rename`` (``os.replace`` or ``os.rename``: a write without ``fsync`` moves with the latter), counting."""
+
         def counted(src: Any, dst: Any, **kwargs: Any) -> None:
             rename(src, dst, **kwargs)
             self.checkpoints += os.path.basename(os.fspath(dst)) == "_metadata"
+
         return counted
 
 
 def run(spark: Any, work: Path, tag: str, conf_keys: dict, records: int, max_records: int) -> tuple[float, Counter]:
     """Seconds of the job's run (on ``spark`` if given), the final count per key."""
     conf = Configuration()
-    for key, value in {"execution.target": "spark" if spark else "local", "execution.epoch.max-records": max_records,
-                       "execution.epoch.idle-pause": "0 ms", "sparkpoint.local-state-dir": str(work / f"ls-{tag}"),
-                       "execution.checkpointing.interval": "1 ms",
-                       "state.checkpoints.dir": (work / f"ck-{tag}").as_uri(),
-                       **conf_keys}.items():
+    for key, value in {
+        "execution.target": "spark" if spark else "local",
+        "execution.epoch.max-records": max_records,
+        "execution.epoch.idle-pause": "0 ms",
+        "sparkpoint.local-state-dir": str(work / f"ls-{tag}"),
+        "execution.checkpointing.interval": "1 ms",
+        "state.checkpoints.dir": (work / f"ck-{tag}").as_uri(),
+        **conf_keys,
+    }.items():
         conf.set(key, value)
     env = StreamExecutionEnvironment.get_execution_environment(conf)
     env.set_parallelism(2)
     if spark is not None:
         env.set_spark_session(spark)
     src = DataGeneratorSource(key_of, records, num_splits=2)
-    counts = (env.from_source(src, WatermarkStrategy.no_watermarks(), "gen").uid("gen")
-              .key_by(lambda k: k).process(Count()).uid("count"))
+    counts = (
+        env.from_source(src, WatermarkStrategy.no_watermarks(), "gen")
+        .uid("gen")
+        .key_by(lambda k: k)
+        .process(Count())
+        .uid("count")
+    )
     t0 = time.perf_counter()
     out = list(counts.execute_and_collect(f"durable-{tag}"))
     seconds = time.perf_counter() - t0
@@ -116,21 +130,27 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--cases", default=",".join(CASES))
     p.add_argument("--target", choices=("local", "spark"), default="local")
-    p.add_argument("--dir", default=None, help="where the checkpoints go: a directory on the disk to measure "
-                                               "(default: the system's temporary directory)")
+    p.add_argument(
+        "--dir",
+        default=None,
+        help="where the checkpoints go: a directory on the disk to measure (default: the system's temporary directory)",
+    )
     args = p.parse_args(argv)
     spark = None
     if args.target == "spark":
         from bench.w1_spark import make_spark_session
 
-        os.environ["PYSPARK_PYTHON"] = sys.executable   # the workers import sparkpoint from this environment
+        os.environ["PYSPARK_PYTHON"] = sys.executable  # the workers import sparkpoint from this environment
         spark = make_spark_session("sparkpoint-bench-durable-checkpoints")
     meter = FsyncMeter()
     os.fsync, os.replace, os.rename = meter.fsync, meter.renaming(os.replace), meter.renaming(os.rename)
     work = Path(tempfile.mkdtemp(prefix="durable-ck-", dir=args.dir))
     oracle = Counter(key_of(i) for i in range(args.records))
-    print(f"{args.records:,} records, epochs of {args.max_records:,} records per split, a checkpoint per epoch, "
-          f"under {work}", flush=True)
+    print(
+        f"{args.records:,} records, epochs of {args.max_records:,} records per split, a checkpoint per epoch, "
+        f"under {work}",
+        flush=True,
+    )
     run(spark, work, "warmup", {}, 2_000, 500)
     ok = True
     for case in args.cases.split(","):
@@ -142,16 +162,22 @@ def main(argv: list[str] | None = None) -> int:
                 seconds, last = run(spark, work, f"{case}-{mode}-{i}", keys, args.records, args.max_records)
                 ok &= last == oracle
                 rows[mode].append((seconds, meter.checkpoints, meter.calls, meter.seconds))
-                print(f"  {case:>20} {mode:>8} #{i}: {seconds:6.2f} s, {meter.checkpoints} checkpoints, "
-                      f"{meter.calls} fsync calls ({meter.seconds * 1000:.0f} ms in them), "
-                      f"counts {'exact' if last == oracle else 'WRONG'}", flush=True)
+                print(
+                    f"  {case:>20} {mode:>8} #{i}: {seconds:6.2f} s, {meter.checkpoints} checkpoints, "
+                    f"{meter.calls} fsync calls ({meter.seconds * 1000:.0f} ms in them), "
+                    f"counts {'exact' if last == oracle else 'WRONG'}",
+                    flush=True,
+                )
         on, off = (statistics.median(r[0] for r in rows[m]) for m in ("fsync", "no-fsync"))
         ck = statistics.median(r[1] for r in rows["fsync"]) or 1
         calls = statistics.median(r[2] for r in rows["fsync"])
         in_fsync = statistics.median(r[3] for r in rows["fsync"])
-        print(f"{case}: fsync {on:.2f} s, no-fsync {off:.2f} s (medians): ratio {on / off:.3f}, "
-              f"{(on - off) / ck * 1000:+.1f} ms per checkpoint; {calls / ck:.1f} fsync calls per checkpoint, "
-              f"{in_fsync / max(calls, 1) * 1000:.2f} ms each", flush=True)
+        print(
+            f"{case}: fsync {on:.2f} s, no-fsync {off:.2f} s (medians): ratio {on / off:.3f}, "
+            f"{(on - off) / ck * 1000:+.1f} ms per checkpoint; {calls / ck:.1f} fsync calls per checkpoint, "
+            f"{in_fsync / max(calls, 1) * 1000:.2f} ms each",
+            flush=True,
+        )
     if spark is not None:
         spark.stop()
     shutil.rmtree(work, ignore_errors=True)

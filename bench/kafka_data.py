@@ -74,9 +74,12 @@ def compare(got: Counter, expected: Counter) -> str:
 
     def events(lines: Counter) -> int:
         return sum(int(line.rsplit("\t", 1)[1]) * k for line, k in lines.items())
-    return (f"MISMATCH: {sum(got.values())} lines, {len(expected)} expected; "
-            f"missing {sum((expected - got).values())}, extra {sum((got - expected).values())}; "
-            f"counts sum to {events(got):,}, {events(expected):,} expected")
+
+    return (
+        f"MISMATCH: {sum(got.values())} lines, {len(expected)} expected; "
+        f"missing {sum((expected - got).values())}, extra {sum((got - expected).values())}; "
+        f"counts sum to {events(got):,}, {events(expected):,} expected"
+    )
 
 
 def client_ceiling(bootstrap: str, source: str, scratch: str, n: int, batch: int = 100_000) -> dict[str, Any]:
@@ -86,11 +89,23 @@ def client_ceiling(bootstrap: str, source: str, scratch: str, n: int, batch: int
     """
     from confluent_kafka import Consumer, Producer
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"ceiling-{uuid.uuid4().hex}",
-                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                         "isolation.level": "read_committed"})
-    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"ceiling-{uuid.uuid4().hex}",
-                         "linger.ms": 5, "enable.idempotence": True})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"ceiling-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+        }
+    )
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "transactional.id": f"ceiling-{uuid.uuid4().hex}",
+            "linger.ms": 5,
+            "enable.idempotence": True,
+        }
+    )
     producer.init_transactions(30)
     consumer.subscribe([source])
     done = in_txn = commits = 0

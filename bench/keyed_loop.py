@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -34,7 +34,7 @@ from sparkpoint.operators.base import Output  # noqa: E402
 from sparkpoint.state.backend_loader import load_state_backend  # noqa: E402
 from sparkpoint.state.key_groups import KeyGroupRange  # noqa: E402
 
-SHAPES = {   # key space, records per epoch, distinct keys per epoch (None: drawn at random), epochs left out
+SHAPES = {  # key space, records per epoch, distinct keys per epoch (None: drawn at random), epochs left out
     "w3": (1 << 20, 250_000, None, 4),
     "w2": (2_500_000, 100_000, 25_000, 0),
     "w2-small": (25_000, 100_000, 250, 2),
@@ -42,12 +42,12 @@ SHAPES = {   # key space, records per epoch, distinct keys per epoch (None: draw
 
 
 class _Context:
-    ts: Optional[int] = None
+    ts: int | None = None
 
 
-def _epoch_keys(rng: random.Random, space: int, records: int, distinct: Optional[int]) -> list[str]:
+def _epoch_keys(rng: random.Random, space: int, records: int, distinct: int | None) -> list[str]:
     if distinct is None:
-        return ["%05x" % rng.randrange(space) for _ in range(records)]
+        return [f"{rng.randrange(space):05x}" for _ in range(records)]
     chosen = [str(k) for k in rng.sample(range(space), distinct)]
     keys = chosen + [rng.choice(chosen) for _ in range(records - distinct)]
     rng.shuffle(keys)
@@ -74,25 +74,25 @@ def run(backend_name: str, shape: str, epochs: int, seed: int = 7) -> dict[str, 
         step = backend.prefetch_limit()
         for lo in range(0, len(keys), step):
             t = time.thread_time()
-            backend.prefetch(keys[lo:lo + step])
+            backend.prefetch(keys[lo : lo + step])
             prefetch += time.thread_time() - t
-            for key in keys[lo:lo + step]:
+            for key in keys[lo : lo + step]:
                 backend.set_current_key(key)
                 out.emit_all(process(key, ctx), None)
         looped = time.thread_time()
-        if backend.keeps_working_state:   # hashmap: nothing to commit (its state stays on the heap)
+        if backend.keeps_working_state:  # hashmap: nothing to commit (its state stays on the heap)
             backend.commit(number)
         return prefetch, looped - start - prefetch, time.thread_time() - looped
 
     gc.disable()
     try:
         number = 0
-        if distinct is not None:   # load every key once, in epochs of 250,000
+        if distinct is not None:  # load every key once, in epochs of 250,000
             everything = [str(k) for k in range(space)]
             rng.shuffle(everything)
             for lo in range(0, space, 250_000):
                 number += 1
-                epoch(number, everything[lo:lo + 250_000])
+                epoch(number, everything[lo : lo + 250_000])
         times: dict[str, list[float]] = {"prefetch": [], "loop": [], "commit": []}
         for i in range(epochs + skipped):
             number += 1
@@ -107,7 +107,7 @@ def run(backend_name: str, shape: str, epochs: int, seed: int = 7) -> dict[str, 
         shutil.rmtree(work, ignore_errors=True)
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--backend", default="rocksdb", help="hashmap or rocksdb")
     p.add_argument("--shape", default="w3", choices=sorted(SHAPES))

@@ -46,10 +46,14 @@ _EPOCH = re.compile(r"^epoch (\d+): [\d,]+ records in, [\d,]+ out \(([\d.]+)s\)"
 
 
 def run_scenario(cluster: StandaloneCluster, work: Path, name: str, args: argparse.Namespace) -> dict[str, Any]:
-    conf = {**cluster.driver_conf(), "state.backend.type": "rocksdb", "execution.checkpointing.incremental": "true",
-            "execution.checkpointing.interval": args.checkpoint_interval,
-            "execution.epoch.max-records": str(args.epoch_records),
-            "state.checkpoints.dir": (work / name / "checkpoints").as_uri()}
+    conf = {
+        **cluster.driver_conf(),
+        "state.backend.type": "rocksdb",
+        "execution.checkpointing.incremental": "true",
+        "execution.checkpointing.interval": args.checkpoint_interval,
+        "execution.epoch.max-records": str(args.epoch_records),
+        "state.checkpoints.dir": (work / name / "checkpoints").as_uri(),
+    }
     if name == "no-locality":
         conf["sparkpoint.spark.task-locality"] = "false"
     cmd = run_command(str(JOB), [str(args.records), str(args.keys)], conf, cli_options=["-v"])
@@ -70,7 +74,7 @@ def run_scenario(cluster: StandaloneCluster, work: Path, name: str, args: argpar
     reader = threading.Thread(target=read_err, daemon=True)
     reader.start()
     assert proc.stdout is not None
-    out = proc.stdout.read()   # stderr is the reader's
+    out = proc.stdout.read()  # stderr is the reader's
     proc.wait()
     reader.join()
     log = "".join(err_lines)
@@ -85,22 +89,26 @@ def _kill_and_restart(cluster: StandaloneCluster) -> None:
     cluster.start_worker(1)
 
 
-def _summary(name: str, out: str, log: str, args: argparse.Namespace, seconds: float, killed: bool
-             ) -> dict[str, Any]:
+def _summary(name: str, out: str, log: str, args: argparse.Namespace, seconds: float, killed: bool) -> dict[str, Any]:
     placement = _PLACED.findall(log)
     moved, placed = (int(placement[-1][0]), int(placement[-1][1])) if placement else (0, 0)
     rebuild_ms = [int(ms) for ms in _REBUILT.findall(log)]
     epochs = [float(s) for _, s in _EPOCH.findall(log)]
-    summaries = _SUMMARY.findall(log)   # the JVM may write into the same line
+    summaries = _SUMMARY.findall(log)  # the JVM may write into the same line
     if not summaries:
         raise SystemExit(f"scenario {name}: no summary from the job:\n{log[-3000:]}")
     summary = json.loads(summaries[-1])
     keys = sorted(line.split("> ", 1)[-1] for line in out.splitlines() if "> " in line)
     expected = sorted(f"k{k}" for k in range(args.keys))
     return {
-        "scenario": name, "seconds": round(seconds, 1), "worker_killed": killed,
-        "keyed_runs_with_a_preferred_executor": placed, "ran_elsewhere": moved,
-        "state_rebuilds": summary["state_rebuilds"], "failovers": summary["restarts"], "rebuild_ms": rebuild_ms,
+        "scenario": name,
+        "seconds": round(seconds, 1),
+        "worker_killed": killed,
+        "keyed_runs_with_a_preferred_executor": placed,
+        "ran_elsewhere": moved,
+        "state_rebuilds": summary["state_rebuilds"],
+        "failovers": summary["restarts"],
+        "rebuild_ms": rebuild_ms,
         "median_epoch_s": round(statistics.median(epochs[1:]), 2) if len(epochs) > 1 else None,
         "output_equals_hand_count": keys == expected,
     }

@@ -37,8 +37,16 @@ def key_of(i: int, keys: int = KEYS) -> str:
 env = StreamExecutionEnvironment.get_execution_environment()
 env.set_parallelism(2)
 source = DataGeneratorSource(key_of, RECORDS, num_splits=2)
-(env.from_source(source, WatermarkStrategy.no_watermarks(), "keys").uid("keys")
-    .key_by(lambda k: k).process(Count()).uid("count").print())
+(
+    env.from_source(source, WatermarkStrategy.no_watermarks(), "keys")
+    .uid("keys")
+    .key_by(lambda k: k)
+    .process(Count())
+    .uid("count")
+    .print()
+)
 result = env.execute("placement")
-print(json.dumps({"restarts": result.restarts, "state_rebuilds": result.state_rebuilds, "epochs": result.epochs}),
-      file=sys.stderr)
+print(
+    json.dumps({"restarts": result.restarts, "state_rebuilds": result.state_rebuilds, "epochs": result.epochs}),
+    file=sys.stderr,
+)

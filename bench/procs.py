@@ -3,6 +3,7 @@ their peak memory (:class:`RssSampler`) and the CPU time they used (:func:`cpu_s
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from pathlib import Path
@@ -21,8 +22,8 @@ def cpu_seconds() -> float:
             with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
                 fields = fh.read().rsplit(")", 1)[1].split()
         except (OSError, IndexError):
-            continue   # gone meanwhile: its time is in its parent's cutime once reaped
-        total += sum(int(f) for f in fields[11:15])   # utime, stime, cutime, cstime
+            continue  # gone meanwhile: its time is in its parent's cutime once reaped
+        total += sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
     return total / _TICKS
 
 
@@ -76,20 +77,18 @@ class RssSampler:
         self.interval_s = interval_s
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.worker_peak = 0        # largest single Python worker/daemon (VmHWM)
-        self.workers_sum_peak = 0   # largest sum of VmRSS over all of them at one sample
+        self.worker_peak = 0  # largest single Python worker/daemon (VmHWM)
+        self.workers_sum_peak = 0  # largest sum of VmRSS over all of them at one sample
         self.jvm_peak = 0
         self.driver_peak = 0
         self.workers_seen: set[str] = set()
 
-    def __enter__(self) -> "RssSampler":
+    def __enter__(self) -> RssSampler:
         # reset the peak RSS (VmHWM) of this driver, the JVM and the reused Python workers, so
         # that the peaks are this run's
         for pid in [str(os.getpid()), *_descendants(str(os.getpid()))]:
-            try:
+            with contextlib.suppress(OSError):
                 Path(f"/proc/{pid}/clear_refs").write_text("5")
-            except OSError:
-                pass
         self._thread = threading.Thread(target=self._loop, name="w2-rss", daemon=True)
         self._thread.start()
         return self
@@ -121,6 +120,10 @@ class RssSampler:
         self.workers_sum_peak = max(self.workers_sum_peak, total)
 
     def to_json(self) -> dict[str, int]:
-        return {"worker_peak_bytes": self.worker_peak, "workers_sum_peak_bytes": self.workers_sum_peak,
-                "jvm_peak_bytes": self.jvm_peak, "driver_peak_bytes": self.driver_peak,
-                "python_processes_seen": len(self.workers_seen)}
+        return {
+            "worker_peak_bytes": self.worker_peak,
+            "workers_sum_peak_bytes": self.workers_sum_peak,
+            "jvm_peak_bytes": self.jvm_peak,
+            "driver_peak_bytes": self.driver_peak,
+            "python_processes_seen": len(self.workers_seen),
+        }

@@ -53,7 +53,7 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 if __package__ in (None, ""):
     # Run as a script: make the repository root importable.
@@ -64,21 +64,21 @@ if __package__ in (None, ""):
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 os.environ["PYTHONPATH"] = os.pathsep.join(
-    [str(Path(__file__).resolve().parent.parent), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))])
+    [str(Path(__file__).resolve().parent.parent), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+)
 
 import pandas as pd  # noqa: E402
 
+from bench.soak_sinks import SINKS, SoakSink, make_sink  # noqa: E402
 from sparkpoint.connectors.events import EventSpec, generate_events  # noqa: E402
 from sparkpoint.runtime.restore import load_checkpoint  # noqa: E402
 from sparkpoint.testing.kill_loop import ALL_FAULT_POINTS, KillLoop  # noqa: E402
 
-from bench.soak_sinks import SINKS, SoakSink, make_sink  # noqa: E402
-
 ROOT = Path(__file__).resolve().parent.parent
 JOB = str(ROOT / "examples" / "behavior_counts.py")
 WINDOW_MS = 60_000
-MAX_RECORDS = 20_000       # execution.epoch.max-records (per source split per epoch)
-PARALLELISM = 2            # parallelism.default (= number of generator splits)
+MAX_RECORDS = 20_000  # execution.epoch.max-records (per source split per epoch)
+PARALLELISM = 2  # parallelism.default (= number of generator splits)
 EPOCH_RECORDS = MAX_RECORDS * PARALLELISM
 EVENTS_PER_KILL = {"local": 200_000, "spark": 350_000}
 MIN_EVENTS = {"local": 3_000_000, "spark": 600_000}
@@ -109,7 +109,7 @@ def checkpoint_conf(ckpt: Path, local_state: Path, target: str) -> dict:
 # -- the oracle -------------------------------------------------------------------------------
 def oracle(n: int, chunk: int = 1_000_000) -> Counter:
     """The pandas oracle of tests/e2e/test_exactly_once.py, computed in chunks of events."""
-    total: Optional[pd.Series] = None
+    total: pd.Series | None = None
     for start in range(0, n, chunk):
         lines, _ = generate_events(start, min(n, start + chunk), EventSpec())
         df = pd.DataFrame([line.split("\t") for line in lines], columns=["ts", "channel", "id", "behavior"])
@@ -122,14 +122,14 @@ def oracle(n: int, chunk: int = 1_000_000) -> Counter:
 
 
 # -- what each round did ----------------------------------------------------------------------
-def plan_of(described: str) -> tuple[str, Optional[str]]:
+def plan_of(described: str) -> tuple[str, str | None]:
     """A round's kind (fault, random, none) and its fault point, from KillLoop's words for its plan."""
     if described.startswith("fault "):
         return "fault", described.removeprefix("fault ")
     return ("random", None) if described.startswith("random") else ("none", None)
 
 
-def barrier_epoch(location: Optional[str], cache: dict) -> int:
+def barrier_epoch(location: str | None, cache: dict) -> int:
     """The barrier epoch of a completed checkpoint (-1: no checkpoint, the job starts at epoch 0)."""
     if location is None:
         return -1
@@ -151,18 +151,20 @@ def describe_rounds(result: Any) -> list[dict]:
         start = barrier_epoch(result.restores[i], cache)
         nxt = barrier_epoch(result.restores[i + 1], cache) if i + 1 < result.rounds else None
         kind, fault = plan_of(result.plans[i])
-        rows.append({
-            "round": i + 1,
-            "kind": kind,
-            "fault": fault,
-            "plan": result.plans[i],
-            "job_id": m.group(1) if m else None,
-            "restored_from": result.restores[i],
-            "first_epoch": (start + 1) if start is not None else None,
-            "last_epoch_printed": max(epochs) if epochs else None,
-            "killed": i < result.rounds - 1,
-            "progress_epochs": (nxt - start) if (nxt is not None and start is not None) else None,
-        })
+        rows.append(
+            {
+                "round": i + 1,
+                "kind": kind,
+                "fault": fault,
+                "plan": result.plans[i],
+                "job_id": m.group(1) if m else None,
+                "restored_from": result.restores[i],
+                "first_epoch": (start + 1) if start is not None else None,
+                "last_epoch_printed": max(epochs) if epochs else None,
+                "killed": i < result.rounds - 1,
+                "progress_epochs": (nxt - start) if (nxt is not None and start is not None) else None,
+            }
+        )
     return rows
 
 
@@ -178,7 +180,7 @@ def firing_epoch(window_start: int) -> int:
     return max(0, seq) // EPOCH_RECORDS
 
 
-def compare(got: Counter, expected: Counter, rounds: list[dict], out: Optional[Path], limit: int = 20) -> dict:
+def compare(got: Counter, expected: Counter, rounds: list[dict], out: Path | None, limit: int = 20) -> dict:
     """``got`` against the oracle; ``out``: the directory of text part files the lines come from, if any."""
     missing, extra = expected - got, got - expected
     report: dict[str, Any] = {
@@ -221,52 +223,90 @@ def compare(got: Counter, expected: Counter, rounds: list[dict], out: Optional[P
         return res
 
     def rounds_running(epoch: int) -> list[int]:
-        return [r["round"] for r in rounds if r["first_epoch"] is not None and r["last_epoch_printed"] is not None
-                and r["first_epoch"] <= epoch <= r["last_epoch_printed"]]
+        return [
+            r["round"]
+            for r in rounds
+            if r["first_epoch"] is not None
+            and r["last_epoch_printed"] is not None
+            and r["first_epoch"] <= epoch <= r["last_epoch_printed"]
+        ]
 
     examples = []
     for line, n in sorted(extra.items())[:limit]:
         fe = firing_epoch(int(line.split("\t")[0]))
-        examples.append({"type": "extra", "line": line, "times": n, "expected": line in expected,
-                         "in_files": origin(where.get(line, [])), "fires_in_epoch~": fe,
-                         "rounds_that_ran_that_epoch": rounds_running(fe)})
+        examples.append(
+            {
+                "type": "extra",
+                "line": line,
+                "times": n,
+                "expected": line in expected,
+                "in_files": origin(where.get(line, [])),
+                "fires_in_epoch~": fe,
+                "rounds_that_ran_that_epoch": rounds_running(fe),
+            }
+        )
     for line, _n in sorted(missing.items())[:limit]:
         fe = firing_epoch(int(line.split("\t")[0]))
-        present = [{"line": g, "times": got[g], "in_files": origin(where.get(g, []))}
-                   for g in got if _key(g) == _key(line)]
-        examples.append({"type": "missing", "line": line, "committed_instead": present,
-                         "fires_in_epoch~": fe, "rounds_that_ran_that_epoch": rounds_running(fe)})
+        present = [
+            {"line": g, "times": got[g], "in_files": origin(where.get(g, []))} for g in got if _key(g) == _key(line)
+        ]
+        examples.append(
+            {
+                "type": "missing",
+                "line": line,
+                "committed_instead": present,
+                "fires_in_epoch~": fe,
+                "rounds_that_ran_that_epoch": rounds_running(fe),
+            }
+        )
     report["examples"] = examples
     return report
 
 
 # -- main -------------------------------------------------------------------------------------
-def parse_args(argv: Optional[list[str]]) -> tuple[argparse.ArgumentParser, argparse.Namespace]:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+def parse_args(argv: list[str] | None) -> tuple[argparse.ArgumentParser, argparse.Namespace]:
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--kills", type=int, default=100, help="SIGKILLs before the job may finish (default 100)")
-    p.add_argument("--events", type=int, default=None,
-                   help="generated events (default: enough work for the kills: 200,000 a kill locally, "
-                        "350,000 on Spark, at least 3M / 0.6M)")
+    p.add_argument(
+        "--events",
+        type=int,
+        default=None,
+        help="generated events (default: enough work for the kills: 200,000 a kill locally, "
+        "350,000 on Spark, at least 3M / 0.6M)",
+    )
     p.add_argument("--target", choices=("local", "spark"), default="local", help="execution.target")
-    p.add_argument("--sink", choices=(*SINKS, "all"), default="file",
-                   help="the seed job's sink (default file; all: each in turn, one workdir and JSON each)")
+    p.add_argument(
+        "--sink",
+        choices=(*SINKS, "all"),
+        default="file",
+        help="the seed job's sink (default file; all: each in turn, one workdir and JSON each)",
+    )
     p.add_argument("--seed", type=int, default=1, help="KillLoop's random seed (default 1)")
-    p.add_argument("--workdir", type=Path, default=None,
-                   help="where output, checkpoints and round logs go (must be empty or absent; "
-                        "default: a new temporary directory, kept on FAIL)")
+    p.add_argument(
+        "--workdir",
+        type=Path,
+        default=None,
+        help="where output, checkpoints and round logs go (must be empty or absent; "
+        "default: a new temporary directory, kept on FAIL)",
+    )
     p.add_argument("--json", type=Path, default=None, help="write the figures (and every round) as JSON here")
-    p.add_argument("--epochs-per-round", type=int, default=3,
-                   help="epochs a killed round's sources may read (default 3)")
+    p.add_argument(
+        "--epochs-per-round", type=int, default=3, help="epochs a killed round's sources may read (default 3)"
+    )
     p.add_argument("--fault-share", type=float, default=0.4, help="share of kills at fault points (default 0.4)")
     p.add_argument("--round-timeout", type=float, default=900, help="seconds one round may take (default 900)")
     return p, p.parse_args(argv)
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     p, args = parse_args(argv)
-    events = args.events if args.events is not None else \
-        max(MIN_EVENTS[args.target], EVENTS_PER_KILL[args.target] * args.kills)
+    events = (
+        args.events
+        if args.events is not None
+        else max(MIN_EVENTS[args.target], EVENTS_PER_KILL[args.target] * args.kills)
+    )
     if args.workdir is not None:
         root = args.workdir.resolve()
         if root.exists() and any(root.iterdir()):
@@ -305,7 +345,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     return 0 if passed else 1
 
 
-def soak(args: argparse.Namespace, argv: Optional[list[str]], sink: SoakSink, events: int, workdir: Path) -> dict:
+def soak(args: argparse.Namespace, argv: list[str] | None, sink: SoakSink, events: int, workdir: Path) -> dict:
     """One soak of the seed job writing to ``sink``: the summary (``equal``: output == oracle)."""
     out, ckpt, local = workdir / "out", workdir / "ckpt", workdir / "local"
     conf = checkpoint_conf(ckpt, local, args.target)
@@ -313,19 +353,32 @@ def soak(args: argparse.Namespace, argv: Optional[list[str]], sink: SoakSink, ev
     # entries behind (pruned lazily by `sparkpoint list`), so keep them out of the user's ~/.sparkpoint.
     os.environ["SPARKPOINT_HOME"] = str(workdir / "home")
     started_at = _dt.datetime.now().astimezone()
-    print(f"soak: target {args.target}, sink {sink.name}, {events:,} events, {args.kills} kills, seed {args.seed}, "
-          f"workdir {workdir}", flush=True)
+    print(
+        f"soak: target {args.target}, sink {sink.name}, {events:,} events, {args.kills} kills, seed {args.seed}, "
+        f"workdir {workdir}",
+        flush=True,
+    )
     # The oracle first: cheap compared with the loop, and it fails early if something is off.
     t0 = time.time()
     expected = oracle(events)
     oracle_s = time.time() - t0
     print(f"soak: oracle: {len(expected):,} window lines ({oracle_s:.1f} s)", flush=True)
 
-    loop = KillLoop(JOB, sink.job_args(events, out, "soak"), ckpt, conf, kills=args.kills, seed=args.seed,
-                    fault_share=args.fault_share, epochs_per_round=args.epochs_per_round, cwd=str(ROOT),
-                    timeout_per_round=args.round_timeout, fault_points=ALL_FAULT_POINTS)
+    loop = KillLoop(
+        JOB,
+        sink.job_args(events, out, "soak"),
+        ckpt,
+        conf,
+        kills=args.kills,
+        seed=args.seed,
+        fault_share=args.fault_share,
+        epochs_per_round=args.epochs_per_round,
+        cwd=str(ROOT),
+        timeout_per_round=args.round_timeout,
+        fault_points=ALL_FAULT_POINTS,
+    )
     t0 = time.time()
-    error: Optional[str] = None
+    error: str | None = None
     result = None
     try:
         result = loop.run()
@@ -337,11 +390,18 @@ def soak(args: argparse.Namespace, argv: Optional[list[str]], sink: SoakSink, ev
         "command": " ".join([Path(sys.executable).name, *sys.argv]) if argv is None else " ".join(argv),
         "date": started_at.isoformat(timespec="seconds"),
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
-        "target": args.target, "sink": sink.name, "read_as": sink.describe(), "events": events,
-        "kills_requested": args.kills, "seed": args.seed,
-        "fault_share": args.fault_share, "epochs_per_round": args.epochs_per_round,
+        "target": args.target,
+        "sink": sink.name,
+        "read_as": sink.describe(),
+        "events": events,
+        "kills_requested": args.kills,
+        "seed": args.seed,
+        "fault_share": args.fault_share,
+        "epochs_per_round": args.epochs_per_round,
         "conf": {k: v for k, v in conf.items() if k not in ("state.checkpoints.dir", "sparkpoint.local-state-dir")},
-        "workdir": str(workdir), "oracle_s": round(oracle_s, 1), "loop_s": round(loop_s, 1),
+        "workdir": str(workdir),
+        "oracle_s": round(oracle_s, 1),
+        "loop_s": round(loop_s, 1),
     }
     if error is not None:
         summary["error"] = error
@@ -361,20 +421,24 @@ def round_figures(result: Any, workdir: Path) -> dict:
     logs.mkdir(exist_ok=True)
     for r, text in zip(rounds, result.log):
         (logs / f"round-{r['round']:03d}.log").write_text(
-            f"# round {r['round']}: {r['plan']}; "
-            f"restored from {r['restored_from']}\n{text}")
+            f"# round {r['round']}: {r['plan']}; restored from {r['restored_from']}\n{text}"
+        )
     killed = [r for r in rounds if r["killed"]]
-    fault_dist = {pt: Counter(r["fault"] for r in killed
-                              if r["kind"] == "fault" and r["fault"].startswith(pt + "@"))
-                  for pt in ALL_FAULT_POINTS}
+    fault_dist = {
+        pt: Counter(r["fault"] for r in killed if r["kind"] == "fault" and r["fault"].startswith(pt + "@"))
+        for pt in ALL_FAULT_POINTS
+    }
     # A round killed before it printed its first epoch line died in the restore itself (a restore commits the
     # restored checkpoint's committables again and so passes `sink-commit`).
-    in_restore = Counter(r["fault"].split("@")[0] for r in killed
-                         if r["kind"] == "fault" and r["last_epoch_printed"] is None)
-    no_progress = Counter(r["fault"].split("@")[0] if r["kind"] == "fault" else "random"
-                          for r in killed if r["progress_epochs"] == 0)
+    in_restore = Counter(
+        r["fault"].split("@")[0] for r in killed if r["kind"] == "fault" and r["last_epoch_printed"] is None
+    )
+    no_progress = Counter(
+        r["fault"].split("@")[0] if r["kind"] == "fault" else "random" for r in killed if r["progress_epochs"] == 0
+    )
     return {
-        "rounds": result.rounds, "kills": result.kills,
+        "rounds": result.rounds,
+        "kills": result.kills,
         "random_kills": sum(1 for r in killed if r["kind"] == "random"),
         "fault_kills": {pt: sum(c.values()) for pt, c in fault_dist.items()},
         "fault_kills_by_pass": {pt: dict(sorted(c.items())) for pt, c in fault_dist.items()},
@@ -392,23 +456,33 @@ def print_summary(s: dict) -> None:
     print()
     print(f"target            {s['target']} ({s['machine']['cpus']} CPUs), {s['events']:,} events, seed {s['seed']}")
     print(f"sink              {s['sink']}: {s['read_as']}")
-    print(f"kills at          progress points, sources held after {s['epochs_per_round']} epochs of a killed round, "
-          f"fault share {s['fault_share']}")
+    print(
+        f"kills at          progress points, sources held after {s['epochs_per_round']} epochs of a killed round, "
+        f"fault share {s['fault_share']}"
+    )
     if "rounds" in s:
-        print(f"rounds            {s['rounds']} (the last ran "
-              f"{s['epochs_run_in_last_round']} of {s['epochs_total']} epochs)")
-        print(f"kills             {s['kills']} of {s['kills_requested']} requested: {s['random_kills']} random, "
-              + ", ".join(f"{pt} {n}" for pt, n in s["fault_kills"].items()))
+        print(
+            f"rounds            {s['rounds']} (the last ran "
+            f"{s['epochs_run_in_last_round']} of {s['epochs_total']} epochs)"
+        )
+        print(
+            f"kills             {s['kills']} of {s['kills_requested']} requested: {s['random_kills']} random, "
+            + ", ".join(f"{pt} {n}" for pt, n in s["fault_kills"].items())
+        )
         print(f"  fallback        {s['fallback_kills']} fault round(s) the driver ended (point not passed again)")
         print("  by pass         " + "; ".join(f"{pt} {d}" for pt, d in s["fault_kills_by_pass"].items()))
-        print(f"  before epoch 1  {s['fault_kills_before_first_epoch'] or 'none'} (fault kills before the round's "
-              f"first epoch line: in the restore, or at the first barrier)")
+        print(
+            f"  before epoch 1  {s['fault_kills_before_first_epoch'] or 'none'} (fault kills before the round's "
+            f"first epoch line: in the restore, or at the first barrier)"
+        )
         print(f"  no progress     {s['rounds_without_progress'] or 'none'}")
         print(f"seconds           {s['seconds']} in the kill loop (+ {s['oracle_s']} s oracle)")
         print(f"lines             {s['lines_committed']:,} committed, {s['lines_expected']:,} expected")
-        print(f"missing / extra   {s['missing']} / {s['extra']} (extra: {s['extra_duplicates']} duplicates, "
-              f"{s['extra_wrong_count']} wrong counts, {s['extra_unknown_window']} unknown windows; missing: "
-              f"{s['missing_window_absent']} windows absent, {s['missing_count_differs']} with another count)")
+        print(
+            f"missing / extra   {s['missing']} / {s['extra']} (extra: {s['extra_duplicates']} duplicates, "
+            f"{s['extra_wrong_count']} wrong counts, {s['extra_unknown_window']} unknown windows; missing: "
+            f"{s['missing_window_absent']} windows absent, {s['missing_count_differs']} with another count)"
+        )
         print(f"leftovers         {s['leftovers'] or 'not checked'}")
         for ex in s.get("examples", [])[:10]:
             print(f"  {json.dumps(ex, default=str)}")

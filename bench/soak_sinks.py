@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 from collections import Counter
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from sparkpoint.connectors.events import EventSpec, generate_events
 from sparkpoint.testing.kill_loop import read_committed_lines
@@ -29,7 +29,7 @@ class SoakSink:
     """Where the seed job writes (``tag``: ``soak``) and how its output reads back."""
 
     name = "file"
-    file_based = True   # the output is part files under the output directory
+    file_based = True  # the output is part files under the output directory
 
     def start(self, workdir: Path, events: int) -> None:
         """Start servers and create what the job writes into."""
@@ -89,23 +89,32 @@ class KafkaSoakSink(SoakSink):
         self.server.create_topic("events", partitions=4)
         self.server.create_topic("counts-soak", partitions=2)
         chunk = 1_000_000
-        for start in range(0, events, chunk):   # each partition in timestamp order, as in the Kafka tests
+        for start in range(0, events, chunk):  # each partition in timestamp order, as in the Kafka tests
             lines, _ = generate_events(start, min(events, start + chunk), EventSpec())
             for p in range(4):
                 self.server.produce("events", lines[p::4], partition=p)
 
     def job_args(self, events: int, out: Path, tag: str) -> list[str]:
-        return ["--kafka", self.server.bootstrap_servers, "--input-topic", "events",
-                "--output-topic", f"counts-{tag}", "--bounded"]
+        return [
+            "--kafka",
+            self.server.bootstrap_servers,
+            "--input-topic",
+            "events",
+            "--output-topic",
+            f"counts-{tag}",
+            "--bounded",
+        ]
 
     def read(self, out: Path) -> Counter:
         from tests.servers.kafka_server import read_topic
 
-        return Counter(v.decode() for *_, v in read_topic(self.server.bootstrap_servers, "counts-soak",
-                                                         "read_committed", idle_seconds=5.0))
+        return Counter(
+            v.decode()
+            for *_, v in read_topic(self.server.bootstrap_servers, "counts-soak", "read_committed", idle_seconds=5.0)
+        )
 
     def leftovers(self, out: Path) -> dict[str, int]:
-        return {}   # an open transaction would hold read_committed back: lines missing
+        return {}  # an open transaction would hold read_committed back: lines missing
 
     def describe(self) -> str:
         return "Kafka topic counts-soak (2 partitions), read_committed; source: topic events (4 partitions)"
@@ -134,18 +143,28 @@ class JdbcSoakSink(SoakSink):
             conn.execute(f"CREATE TABLE counts_soak {TABLE}")
 
     def job_args(self, events: int, out: Path, tag: str) -> list[str]:
-        return ["--events", str(events), "--jdbc-url", self.server.jdbc_url("soak") + "?user=postgres",
-                "--table", f"counts_{tag}"]
+        return [
+            "--events",
+            str(events),
+            "--jdbc-url",
+            self.server.jdbc_url("soak") + "?user=postgres",
+            "--table",
+            f"counts_{tag}",
+        ]
 
     def read(self, out: Path) -> Counter:
         with self.server.connect("soak") as conn:
             rows = conn.execute("SELECT window_start, window_end, channel, behavior, cnt FROM counts_soak").fetchall()
         return Counter("\t".join(str(v) for v in row) for row in rows)
 
-    def prepared(self, prefix: Optional[str] = None) -> list[str]:
+    def prepared(self, prefix: str | None = None) -> list[str]:
         with self.server.connect("soak") as conn:
-            gids = [g for (g,) in conn.execute(
-                "SELECT gid FROM pg_prepared_xacts WHERE database = current_database()").fetchall()]
+            gids = [
+                g
+                for (g,) in conn.execute(
+                    "SELECT gid FROM pg_prepared_xacts WHERE database = current_database()"
+                ).fetchall()
+            ]
         return [g for g in gids if prefix is None or g.startswith(prefix)]
 
     def leftovers(self, out: Path) -> dict[str, int]:

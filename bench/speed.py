@@ -47,7 +47,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 if __package__ in (None, ""):
     # Run as a script: make the repository root importable.
@@ -60,9 +60,9 @@ os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 import pandas as pd  # noqa: E402
 
 from bench import w1, w3  # noqa: E402
+from bench.procs import cpu_seconds  # noqa: E402
 from bench.w1_checkpoints import checkpoint_config, checkpoint_summary  # noqa: E402
 from bench.w1_data import oracle_counts, write_event_files  # noqa: E402
-from bench.procs import cpu_seconds  # noqa: E402
 from bench.w1_spark import make_spark_session, read_output, run_spark_streaming, verify_output  # noqa: E402
 from bench.w3_probe import PHASES, with_probe  # noqa: E402
 from bench.w3_spark import run_native, run_tws  # noqa: E402
@@ -77,32 +77,62 @@ W3_BACKENDS = ("rocksdb", "hashmap")
 PHASE_ORDER = ("setup", "input", "run", "route", "state", "upload_wait", "gc")
 
 
-def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--events", type=int, default=5_000_000, help="W1 events (default 5,000,000)")
     p.add_argument("--files", type=int, default=10, help="W1 input files (= Spark micro-batches; default 10)")
-    p.add_argument("--max-records", type=int, nargs="+", default=[250_000, 500_000],
-                   help="sparkpoint's execution.epoch.max-records for W1 (default 250000 500000); the checkpoint "
-                        "overhead is measured with the first")
+    p.add_argument(
+        "--max-records",
+        type=int,
+        nargs="+",
+        default=[250_000, 500_000],
+        help="sparkpoint's execution.epoch.max-records for W1 (default 250000 500000); the checkpoint "
+        "overhead is measured with the first",
+    )
     p.add_argument("--w3-events", type=int, default=2_000_000, help="W3 events (default 2,000,000)")
-    p.add_argument("--tws-events", type=int, default=100_000,
-                   help="transformWithStateInPandas's input (default 100,000; 0 skips it)")
+    p.add_argument(
+        "--tws-events",
+        type=int,
+        default=100_000,
+        help="transformWithStateInPandas's input (default 100,000; 0 skips it)",
+    )
     p.add_argument("--repeat", type=int, default=1, help="rounds of every configuration (default 1; medians)")
-    p.add_argument("--overhead-pairs", type=int, default=5,
-                   help="checkpoints on/off pairs per formulation for the checkpoint overhead (default 5; at least "
-                        "--repeat: the rounds' pairs, then more)")
-    p.add_argument("--warmup-events", type=int, default=200_000,
-                   help="warm both engines up on this many other events first (default 200,000; 0 skips)")
+    p.add_argument(
+        "--overhead-pairs",
+        type=int,
+        default=5,
+        help="checkpoints on/off pairs per formulation for the checkpoint overhead (default 5; at least "
+        "--repeat: the rounds' pairs, then more)",
+    )
+    p.add_argument(
+        "--warmup-events",
+        type=int,
+        default=200_000,
+        help="warm both engines up on this many other events first (default 200,000; 0 skips)",
+    )
     p.add_argument("--skip-w1", action="store_true", help="skip W1 and the checkpoint overhead")
     p.add_argument("--skip-w3", action="store_true", help="skip W3")
-    p.add_argument("--compare-overlap", action="store_true",
-                   help="also run every checkpointed W1 configuration without epoch overlap "
-                        "(sparkpoint.epoch.sources-ahead: false) and report the gain")
-    p.add_argument("-D", dest="config", action="append", default=[], metavar="KEY=VALUE",
-                   help="a configuration key of every sparkpoint run (repeatable); it does not override what a "
-                        "run compares: W1's checkpoint keys (on/off) and W3's state.backend.type")
-    p.add_argument("--workdir", type=Path, default=None,
-                   help="directory for input/output/state (kept; default: a temp dir, removed afterwards)")
+    p.add_argument(
+        "--compare-overlap",
+        action="store_true",
+        help="also run every checkpointed W1 configuration without epoch overlap "
+        "(sparkpoint.epoch.sources-ahead: false) and report the gain",
+    )
+    p.add_argument(
+        "-D",
+        dest="config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a configuration key of every sparkpoint run (repeatable); it does not override what a "
+        "run compares: W1's checkpoint keys (on/off) and W3's state.backend.type",
+    )
+    p.add_argument(
+        "--workdir",
+        type=Path,
+        default=None,
+        help="directory for input/output/state (kept; default: a temp dir, removed afterwards)",
+    )
     p.add_argument("--json", type=Path, default=None, help="also write the results as JSON here")
     args = p.parse_args(argv)
     args.config_map = w1.parse_config(args.config, p)
@@ -130,6 +160,7 @@ def _mean_phases(runs: list[dict[str, Any]]) -> dict[str, float]:
 
 # -- W1 ----------------------------------------------------------------------------------------------------------
 
+
 @dataclass
 class W1Input:
     input_dir: Path
@@ -138,8 +169,9 @@ class W1Input:
     events: int
 
 
-def sparkpoint_w1(spark: Any, inp: W1Input, formulation: str, max_records: int, checkpoints: bool,
-                  rep: int, ahead: bool = True) -> dict[str, Any]:
+def sparkpoint_w1(
+    spark: Any, inp: W1Input, formulation: str, max_records: int, checkpoints: bool, rep: int, ahead: bool = True
+) -> dict[str, Any]:
     """One sparkpoint W1 run, checkpoints every 10 s or off, checked exactly against the oracle (``ahead``
     False: without epoch overlap, ``sparkpoint.epoch.sources-ahead: false``)."""
     tag = f"{formulation.strip('()')}-{max_records}-{'ck' if checkpoints else 'off'}{'' if ahead else '-seq'}-{rep}"
@@ -151,25 +183,48 @@ def sparkpoint_w1(spark: Any, inp: W1Input, formulation: str, max_records: int, 
     out = inp.work / "out" / tag
     PHASES.reset()
     cpu = cpu_seconds()
-    res = w1.run_sparkpoint(inp.input_dir, out, inp.work / "state" / tag, spark=spark, max_records=max_records,
-                            options=FORMULATIONS[formulation], config=config)
+    res = w1.run_sparkpoint(
+        inp.input_dir,
+        out,
+        inp.work / "state" / tag,
+        spark=spark,
+        max_records=max_records,
+        options=FORMULATIONS[formulation],
+        config=config,
+    )
     cpu = cpu_seconds() - cpu
     check = w1.check_output_dir(out, inp.expected)
     ok = bool(check["ok"] and res["events"] == inp.events)
     ck = checkpoint_summary(res["checkpoints"])
     mode = "10 s" if checkpoints else "off"
-    print(f"  sparkpoint {formulation:<17} max-records {max_records:>9,} checkpoints {mode:<4}"
-          f"{'' if ahead else ', no overlap'}: {res['seconds']:6.2f} s {res['events_per_s']:>10,.0f} ev/s, "
-          f"CPU {cpu:5.1f} s, "
-          f"{res['epochs']} epochs, {res['sources_ahead']} epochs' sources ahead, "
-          f"{ck['checkpoints_completed']} checkpoints ({ck['checkpoints_failed']} failed), output "
-          f"{'exact' if ok else 'WRONG'} ({check['emitted_rows']:,}/{check['expected_rows']:,} rows, wrong "
-          f"{check['wrong_count_rows']}, missing {check['missing_rows']}, extra {check['extra_rows']}, duplicates "
-          f"{check['duplicate_rows']}, hidden files {check['hidden_files_left']})", flush=True)
-    return {"formulation": formulation, "max_records": max_records, "checkpoints": checkpoints, "round": rep,
-            "ahead": ahead, "sources_ahead": res["sources_ahead"],
-            "seconds": res["seconds"], "cpu_s": cpu, "events": res["events"], "events_per_s": res["events_per_s"],
-            "epochs": res["epochs"], "checkpoint": ck, "check": check, "ok": ok, "phase_ms": dict(PHASES.phase_ms)}
+    print(
+        f"  sparkpoint {formulation:<17} max-records {max_records:>9,} checkpoints {mode:<4}"
+        f"{'' if ahead else ', no overlap'}: {res['seconds']:6.2f} s {res['events_per_s']:>10,.0f} ev/s, "
+        f"CPU {cpu:5.1f} s, "
+        f"{res['epochs']} epochs, {res['sources_ahead']} epochs' sources ahead, "
+        f"{ck['checkpoints_completed']} checkpoints ({ck['checkpoints_failed']} failed), output "
+        f"{'exact' if ok else 'WRONG'} ({check['emitted_rows']:,}/{check['expected_rows']:,} rows, wrong "
+        f"{check['wrong_count_rows']}, missing {check['missing_rows']}, extra {check['extra_rows']}, duplicates "
+        f"{check['duplicate_rows']}, hidden files {check['hidden_files_left']})",
+        flush=True,
+    )
+    return {
+        "formulation": formulation,
+        "max_records": max_records,
+        "checkpoints": checkpoints,
+        "round": rep,
+        "ahead": ahead,
+        "sources_ahead": res["sources_ahead"],
+        "seconds": res["seconds"],
+        "cpu_s": cpu,
+        "events": res["events"],
+        "events_per_s": res["events_per_s"],
+        "epochs": res["epochs"],
+        "checkpoint": ck,
+        "check": check,
+        "ok": ok,
+        "phase_ms": dict(PHASES.phase_ms),
+    }
 
 
 def spark_w1(spark: Any, inp: W1Input, rep: int) -> dict[str, Any]:
@@ -178,12 +233,21 @@ def spark_w1(spark: Any, inp: W1Input, rep: int) -> dict[str, Any]:
     res = run_spark_streaming(inp.input_dir, out, spark)
     check = verify_output(read_output(out, spark), inp.expected, res["final_watermark_ms"])
     ok = bool(check["ok"] and res["events"] == inp.events)
-    print(f"  Spark SS native windowed count: {res['seconds']:6.2f} s {res['events_per_s']:>10,.0f} ev/s, "
-          f"{res['batches']} micro-batches; output {'correct' if ok else 'WRONG'} ({check['correct_rows']:,}/"
-          f"{check['emitted_rows']:,} rows correct, {check['held_back_rows']} held back by the final watermark: "
-          f"explained {check['held_back_explained']})", flush=True)
-    return {"seconds": res["seconds"], "events": res["events"], "events_per_s": res["events_per_s"],
-            "batches": res["batches"], "check": check, "ok": ok}
+    print(
+        f"  Spark SS native windowed count: {res['seconds']:6.2f} s {res['events_per_s']:>10,.0f} ev/s, "
+        f"{res['batches']} micro-batches; output {'correct' if ok else 'WRONG'} ({check['correct_rows']:,}/"
+        f"{check['emitted_rows']:,} rows correct, {check['held_back_rows']} held back by the final watermark: "
+        f"explained {check['held_back_explained']})",
+        flush=True,
+    )
+    return {
+        "seconds": res["seconds"],
+        "events": res["events"],
+        "events_per_s": res["events_per_s"],
+        "batches": res["batches"],
+        "check": check,
+        "ok": ok,
+    }
 
 
 def run_w1(spark: Any, args: argparse.Namespace, work: Path) -> dict[str, Any]:
@@ -192,8 +256,11 @@ def run_w1(spark: Any, args: argparse.Namespace, work: Path) -> dict[str, Any]:
     t = time.perf_counter()
     write_event_files(work / "w1" / "input", args.events, args.files)
     inp = W1Input(work / "w1" / "input", work / "w1", oracle_counts(args.events), args.events)
-    print(f"W1: {args.events:,} events in {args.files} files, oracle {len(inp.expected):,} window rows "
-          f"({time.perf_counter() - t:.1f} s)", flush=True)
+    print(
+        f"W1: {args.events:,} events in {args.files} files, oracle {len(inp.expected):,} window rows "
+        f"({time.perf_counter() - t:.1f} s)",
+        flush=True,
+    )
     spark_runs: list[dict[str, Any]] = []
     runs: list[dict[str, Any]] = []
     for rep in range(args.repeat):
@@ -210,8 +277,9 @@ def run_w1(spark: Any, args: argparse.Namespace, work: Path) -> dict[str, Any]:
     for rep in range(args.repeat, args.overhead_pairs):
         print(f"W1 checkpoint overhead, pair {rep + 1} of {args.overhead_pairs}:", flush=True)
         for formulation in FORMULATIONS:
-            runs += [{**r, "overhead_only": True}
-                     for r in _overhead_pair(spark, inp, formulation, args.max_records[0], rep)]
+            runs += [
+                {**r, "overhead_only": True} for r in _overhead_pair(spark, inp, formulation, args.max_records[0], rep)
+            ]
     return {"spark": spark_runs, "sparkpoint": runs}
 
 
@@ -227,32 +295,78 @@ def summarise_w1(res: dict[str, Any], max_records: list[int]) -> tuple[list[dict
     rows, profile = [], {}
     for formulation in FORMULATIONS:
         for mr in max_records:
-            on = [r for r in res["sparkpoint"] if (r["formulation"], r["max_records"], r["checkpoints"], r["ahead"])
-                  == (formulation, mr, True, True) and not r.get("overhead_only")]
+            on = [
+                r
+                for r in res["sparkpoint"]
+                if (r["formulation"], r["max_records"], r["checkpoints"], r["ahead"]) == (formulation, mr, True, True)
+                and not r.get("overhead_only")
+            ]
             eps = _median_eps(on)
-            rows.append(_row(f"W1 {formulation}, max-records {mr:,}, checkpoints 10 s / Spark SS native", eps,
-                             spark_eps, eps / spark_eps, f"{eps / spark_eps:.2f}x", f">= {RATIO_TARGET}x",
-                             eps / spark_eps >= RATIO_TARGET, spark_ok and all(r["ok"] for r in on)))
+            rows.append(
+                _row(
+                    f"W1 {formulation}, max-records {mr:,}, checkpoints 10 s / Spark SS native",
+                    eps,
+                    spark_eps,
+                    eps / spark_eps,
+                    f"{eps / spark_eps:.2f}x",
+                    f">= {RATIO_TARGET}x",
+                    eps / spark_eps >= RATIO_TARGET,
+                    spark_ok and all(r["ok"] for r in on),
+                )
+            )
             profile[f"W1 {formulation}, max-records {mr:,}, checkpoints"] = _mean_phases(on)
-            seq = [r for r in res["sparkpoint"] if (r["formulation"], r["max_records"], r["ahead"])
-                   == (formulation, mr, False)]
+            seq = [
+                r
+                for r in res["sparkpoint"]
+                if (r["formulation"], r["max_records"], r["ahead"]) == (formulation, mr, False)
+            ]
             if seq:
                 gain = _median_eps(on) / _median_eps(seq)
-                rows.append(_row(f"W1 {formulation}, max-records {mr:,}: epoch overlap on / off", _median_eps(on),
-                                 _median_eps(seq), gain, f"{gain:.2f}x", "-", None, all(r["ok"] for r in on + seq)))
+                rows.append(
+                    _row(
+                        f"W1 {formulation}, max-records {mr:,}: epoch overlap on / off",
+                        _median_eps(on),
+                        _median_eps(seq),
+                        gain,
+                        f"{gain:.2f}x",
+                        "-",
+                        None,
+                        all(r["ok"] for r in on + seq),
+                    )
+                )
     for formulation in FORMULATIONS:
-        runs = [r for r in res["sparkpoint"] if (r["formulation"], r["max_records"], r["ahead"])
-                == (formulation, max_records[0], True)]
+        runs = [
+            r
+            for r in res["sparkpoint"]
+            if (r["formulation"], r["max_records"], r["ahead"]) == (formulation, max_records[0], True)
+        ]
         overhead, cpu_overhead = checkpoint_overhead(runs)
         on = [r for r in runs if r["checkpoints"]]
         off = [r for r in runs if not r["checkpoints"]]
-        rows.append(_row(f"W1 {formulation} checkpoint overhead (10 s / off), max-records {max_records[0]:,}",
-                         _median_eps(on), _median_eps(off), overhead, f"{overhead:+.1f} %",
-                         f"<= {OVERHEAD_TARGET_PERCENT:.0f} %", overhead <= OVERHEAD_TARGET_PERCENT,
-                         all(r["ok"] for r in runs)))
-        rows.append(_row(f"W1 {formulation} checkpoint overhead in CPU time (10 s / off)", _median_eps(on),
-                         _median_eps(off), cpu_overhead, f"{cpu_overhead:+.1f} %", "-", None,
-                         all(r["ok"] for r in runs)))
+        rows.append(
+            _row(
+                f"W1 {formulation} checkpoint overhead (10 s / off), max-records {max_records[0]:,}",
+                _median_eps(on),
+                _median_eps(off),
+                overhead,
+                f"{overhead:+.1f} %",
+                f"<= {OVERHEAD_TARGET_PERCENT:.0f} %",
+                overhead <= OVERHEAD_TARGET_PERCENT,
+                all(r["ok"] for r in runs),
+            )
+        )
+        rows.append(
+            _row(
+                f"W1 {formulation} checkpoint overhead in CPU time (10 s / off)",
+                _median_eps(on),
+                _median_eps(off),
+                cpu_overhead,
+                f"{cpu_overhead:+.1f} %",
+                "-",
+                None,
+                all(r["ok"] for r in runs),
+            )
+        )
     return rows, profile
 
 
@@ -262,23 +376,31 @@ def checkpoint_overhead(runs: list[dict[str, Any]]) -> tuple[float, float]:
     pairs: dict[int, dict[bool, dict[str, Any]]] = {}
     for r in runs:
         pairs.setdefault(r["round"], {})[r["checkpoints"]] = r
-    ratios = [(p[True]["seconds"] / p[False]["seconds"], p[True]["cpu_s"] / p[False]["cpu_s"])
-              for _, p in sorted(pairs.items()) if len(p) == 2]
+    ratios = [
+        (p[True]["seconds"] / p[False]["seconds"], p[True]["cpu_s"] / p[False]["cpu_s"])
+        for _, p in sorted(pairs.items())
+        if len(p) == 2
+    ]
     wall, cpu = (100 * (statistics.median(x) - 1) for x in zip(*ratios))
-    print(f"checkpoint overhead of W1 {runs[0]['formulation']}, pair by pair (wall / CPU): "
-          + ", ".join(f"{100 * (w - 1):+.1f}/{100 * (c - 1):+.1f} %" for w, c in ratios), flush=True)
+    print(
+        f"checkpoint overhead of W1 {runs[0]['formulation']}, pair by pair (wall / CPU): "
+        + ", ".join(f"{100 * (w - 1):+.1f}/{100 * (c - 1):+.1f} %" for w, c in ratios),
+        flush=True,
+    )
     return wall, cpu
 
 
 # -- W3 ----------------------------------------------------------------------------------------------------------
+
 
 def run_w3(spark: Any, args: argparse.Namespace, work: Path) -> dict[str, Any]:
     """``--repeat`` rounds of: Spark native, sparkpoint per backend, transformWithStateInPandas; all checked."""
     base = work / "w3"
     write_event_files(base / "input", args.w3_events, w3.FILES)
     expected = w3.oracle(args.w3_events)
-    print(f"W3: {args.w3_events:,} events in {w3.FILES} files; {len(expected):,} keys reach {w3.NTH} events",
-          flush=True)
+    print(
+        f"W3: {args.w3_events:,} events in {w3.FILES} files; {len(expected):,} keys reach {w3.NTH} events", flush=True
+    )
     expected_tws: set[str] = set()
     if args.tws_events:
         write_event_files(base / "tws-input", args.tws_events, 2)
@@ -288,19 +410,31 @@ def run_w3(spark: Any, args: argparse.Namespace, work: Path) -> dict[str, Any]:
         print(f"W3 round {rep + 1} of {args.repeat}:", flush=True)
         native = run_native(spark, base / "input", base / f"native-ck-{rep}")
         eps = args.w3_events / native["seconds"]
-        print(f"  Spark native groupBy(key).count(), RocksDB state store: {native['seconds']:6.2f} s "
-              f"{eps:>10,.0f} ev/s", flush=True)
+        print(
+            f"  Spark native groupBy(key).count(), RocksDB state store: {native['seconds']:6.2f} s {eps:>10,.0f} ev/s",
+            flush=True,
+        )
         ok = w3.check_keys("Spark native (keys with count >= 5)", sorted(native["keys"]), expected)
         res["native"].append({"seconds": native["seconds"], "events_per_s": eps, "ok": ok})
         for backend in W3_BACKENDS:
-            run = w3.run_sparkpoint(spark, base / "input", base / f"round-{rep}", backend, w3.MAX_RECORDS,
-                                    config=w1.JOB_CONFIG)
+            run = w3.run_sparkpoint(
+                spark, base / "input", base / f"round-{rep}", backend, w3.MAX_RECORDS, config=w1.JOB_CONFIG
+            )
             eps = args.w3_events / run["seconds"]
-            print(f"  sparkpoint {backend}: {run['seconds']:6.2f} s {eps:>10,.0f} ev/s ({run['epochs']} epochs)",
-                  flush=True)
+            print(
+                f"  sparkpoint {backend}: {run['seconds']:6.2f} s {eps:>10,.0f} ev/s ({run['epochs']} epochs)",
+                flush=True,
+            )
             ok = w3.check_keys(f"sparkpoint {backend}", run["lines"], expected)
-            res[backend].append({"seconds": run["seconds"], "events_per_s": eps, "ok": ok, "epochs": run["epochs"],
-                                 "phase_ms": run["phase_ms"]})
+            res[backend].append(
+                {
+                    "seconds": run["seconds"],
+                    "events_per_s": eps,
+                    "ok": ok,
+                    "epochs": run["epochs"],
+                    "phase_ms": run["phase_ms"],
+                }
+            )
         if args.tws_events:
             res["tws"].append(tws_w3(spark, base, rep, args.tws_events, expected_tws))
     return res
@@ -320,8 +454,11 @@ def tws_w3(spark: Any, base: Path, rep: int, events: int, expected: set[str]) ->
         print(f"  Spark transformWithStateInPandas FAILED: {reason}", flush=True)
         return {"seconds": float("nan"), "events_per_s": float("nan"), "ok": False, "error": reason}
     eps = events / tws["seconds"]
-    print(f"  Spark transformWithStateInPandas ({events:,} events, keys of 4 hex digits): "
-          f"{tws['seconds']:6.2f} s {eps:>10,.0f} ev/s", flush=True)
+    print(
+        f"  Spark transformWithStateInPandas ({events:,} events, keys of 4 hex digits): "
+        f"{tws['seconds']:6.2f} s {eps:>10,.0f} ev/s",
+        flush=True,
+    )
     ok = w3.check_keys("transformWithStateInPandas", tws["emitted"], expected) and bool(expected)
     return {"seconds": tws["seconds"], "events_per_s": eps, "ok": ok}
 
@@ -332,25 +469,61 @@ def summarise_w3(res: dict[str, Any], tws_events: int) -> tuple[list[dict[str, A
     rows, profile = [], {}
     for backend in W3_BACKENDS:
         eps, ok = _median_eps(res[backend]), all(r["ok"] for r in res[backend])
-        rows.append(_row(f"W3 sparkpoint {backend} / Spark native groupBy count (RocksDB)", eps, native_eps,
-                         eps / native_eps, f"{eps / native_eps:.2f}x", f">= {RATIO_TARGET}x",
-                         eps / native_eps >= RATIO_TARGET, ok and native_ok))
+        rows.append(
+            _row(
+                f"W3 sparkpoint {backend} / Spark native groupBy count (RocksDB)",
+                eps,
+                native_eps,
+                eps / native_eps,
+                f"{eps / native_eps:.2f}x",
+                f">= {RATIO_TARGET}x",
+                eps / native_eps >= RATIO_TARGET,
+                ok and native_ok,
+            )
+        )
         profile[f"W3 {backend}"] = _mean_phases(res[backend])
     if res["tws"]:
         tws_eps, tws_ok = _median_eps(res["tws"]), all(r["ok"] for r in res["tws"])
         for backend in W3_BACKENDS:
             eps, ok = _median_eps(res[backend]), all(r["ok"] for r in res[backend])
-            rows.append(_row(f"W3 sparkpoint {backend} / transformWithStateInPandas ({tws_events:,} events)", eps,
-                             tws_eps, eps / tws_eps, f"{eps / tws_eps:.1f}x", "-", None, ok and tws_ok))
+            rows.append(
+                _row(
+                    f"W3 sparkpoint {backend} / transformWithStateInPandas ({tws_events:,} events)",
+                    eps,
+                    tws_eps,
+                    eps / tws_eps,
+                    f"{eps / tws_eps:.1f}x",
+                    "-",
+                    None,
+                    ok and tws_ok,
+                )
+            )
     return rows, profile
 
 
 # -- report ------------------------------------------------------------------------------------------------------
 
-def _row(workload: str, sp_eps: float, peer_eps: float, ratio: float, ratio_text: str, target: str,
-         met: Optional[bool], ok: bool) -> dict[str, Any]:
-    return {"workload": workload, "sparkpoint_events_per_s": sp_eps, "peer_events_per_s": peer_eps,
-            "ratio": ratio, "ratio_text": ratio_text, "target": target, "met": met, "ok": bool(ok)}
+
+def _row(
+    workload: str,
+    sp_eps: float,
+    peer_eps: float,
+    ratio: float,
+    ratio_text: str,
+    target: str,
+    met: bool | None,
+    ok: bool,
+) -> dict[str, Any]:
+    return {
+        "workload": workload,
+        "sparkpoint_events_per_s": sp_eps,
+        "peer_events_per_s": peer_eps,
+        "ratio": ratio,
+        "ratio_text": ratio_text,
+        "target": target,
+        "met": met,
+        "ok": bool(ok),
+    }
 
 
 def print_profile(profile: dict[str, dict[str, float]]) -> None:
@@ -358,8 +531,10 @@ def print_profile(profile: dict[str, dict[str, float]]) -> None:
     phases = [p for p in PHASE_ORDER if any(p in v for v in profile.values())]
     phases += sorted({p for v in profile.values() for p in v} - set(phases))
     width = max(len(k) for k in profile)
-    print("\nsparkpoint task time per phase (TaskReport.phase_ms, all tasks added up, seconds per run; "
-          "gc is part of the others):")
+    print(
+        "\nsparkpoint task time per phase (TaskReport.phase_ms, all tasks added up, seconds per run; "
+        "gc is part of the others):"
+    )
     print(f"  {'run':<{width}} " + " ".join(f"{p:>11}" for p in phases))
     for label, ms in profile.items():
         print(f"  {label:<{width}} " + " ".join(f"{ms.get(p, 0.0) / 1000:>11.2f}" for p in phases))
@@ -368,13 +543,17 @@ def print_profile(profile: dict[str, dict[str, float]]) -> None:
 def print_summary(rows: list[dict[str, Any]], repeat: int) -> bool:
     """The final table; returns whether every output check passed."""
     width = max(len(r["workload"]) for r in rows)
-    print(f"\nsummary (events/s, {'median of ' + str(repeat) + ' rounds' if repeat > 1 else '1 round'}; "
-          f"peer = what the workload is measured against):")
+    print(
+        f"\nsummary (events/s, {'median of ' + str(repeat) + ' rounds' if repeat > 1 else '1 round'}; "
+        f"peer = what the workload is measured against):"
+    )
     print(f"  {'workload':<{width}} {'sparkpoint':>11} {'peer':>11} {'ratio':>8} {'target':>8} {'met':>4} output")
     for r in rows:
         met = "-" if r["met"] is None else ("yes" if r["met"] else "NO")
-        print(f"  {r['workload']:<{width}} {r['sparkpoint_events_per_s']:>11,.0f} {r['peer_events_per_s']:>11,.0f} "
-              f"{r['ratio_text']:>8} {r['target']:>8} {met:>4} {'ok' if r['ok'] else 'FAILED'}")
+        print(
+            f"  {r['workload']:<{width}} {r['sparkpoint_events_per_s']:>11,.0f} {r['peer_events_per_s']:>11,.0f} "
+            f"{r['ratio_text']:>8} {r['target']:>8} {met:>4} {'ok' if r['ok'] else 'FAILED'}"
+        )
     ok = all(r["ok"] for r in rows)
     print("ALL CHECKS OK" if ok else "CHECKS FAILED")
     return ok
@@ -384,7 +563,7 @@ def _prepare_workdir(args: argparse.Namespace) -> tuple[Path, bool]:
     own = args.workdir is None
     work = Path(tempfile.mkdtemp(prefix="speed-bench-")) if own else args.workdir.resolve()
     work.mkdir(parents=True, exist_ok=True)
-    for name in ("warmup", "w1", "w3"):   # an earlier run's, in the same --workdir
+    for name in ("warmup", "w1", "w3"):  # an earlier run's, in the same --workdir
         shutil.rmtree(work / name, ignore_errors=True)
     return work, own
 
@@ -412,19 +591,23 @@ def run_all(args: argparse.Namespace, work: Path, results: dict[str, Any]) -> No
             profile.update(w3_profile)
         results["summary"], results["phase_profile_ms"] = rows, profile
     finally:
-        spark.sparkContext.setLogLevel("ERROR")   # the state store's harmless errors at shutdown
+        spark.sparkContext.setLogLevel("ERROR")  # the state store's harmless errors at shutdown
         spark.stop()
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     w1.JOB_CONFIG.update(args.config_map)
     work, own_tmp = _prepare_workdir(args)
     results: dict[str, Any] = {
-        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "command": " ".join(["bench/speed.py"] + (argv if argv is not None else sys.argv[1:])),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
-                    "loadavg_start": [round(x, 2) for x in os.getloadavg()]},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "loadavg_start": [round(x, 2) for x in os.getloadavg()],
+        },
         "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
     }
     t0 = time.perf_counter()
@@ -437,8 +620,10 @@ def main(argv: Optional[list[str]] = None) -> int:
             shutil.rmtree(work, ignore_errors=True)
     if results["phase_profile_ms"]:
         print_profile(results["phase_profile_ms"])
-    print(f"\n{results['date']}, {os.cpu_count()} CPUs, load average {results['machine']['loadavg_start']} at start, "
-          f"{results['machine']['loadavg_end']} at end, {results['total_s']:.0f} s in total")
+    print(
+        f"\n{results['date']}, {os.cpu_count()} CPUs, load average {results['machine']['loadavg_start']} at start, "
+        f"{results['machine']['loadavg_end']} at end, {results['total_s']:.0f} s in total"
+    )
     ok = print_summary(results["summary"], args.repeat) if results["summary"] else False
     results["ok"] = ok
     if args.json is not None:

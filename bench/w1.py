@@ -53,8 +53,9 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 if __package__ in (None, ""):
     # Run as a script: make the repository root importable.
@@ -87,6 +88,7 @@ MAX_BYTES = "256 mb"
 
 # -- the sparkpoint job ------------------------------------------------------------------------
 
+
 def _load_example() -> Any:
     """``examples/behavior_counts.py`` as a module (the seed job's ``build``)."""
     name = "behavior_counts"
@@ -99,13 +101,22 @@ def _load_example() -> Any:
     return module
 
 
-JOB_OPTIONS: list[str] = []   # options of the seed job (examples/behavior_counts.py), from --incremental-count
-JOB_CONFIG: dict[str, str] = {}   # configuration of every sparkpoint run, from -D key=value
+JOB_OPTIONS: list[str] = []  # options of the seed job (examples/behavior_counts.py), from --incremental-count
+JOB_CONFIG: dict[str, str] = {}  # configuration of every sparkpoint run, from -D key=value
 
 
-def run_sparkpoint(input_dir: Path, output_dir: Path, state_dir: Path, *, spark: Any, max_records: int,
-                   target: str = "spark", events: int = 0,
-                   options: list[str] | None = None, config: dict[str, Any] | None = None) -> dict[str, Any]:
+def run_sparkpoint(
+    input_dir: Path,
+    output_dir: Path,
+    state_dir: Path,
+    *,
+    spark: Any,
+    max_records: int,
+    target: str = "spark",
+    events: int = 0,
+    options: list[str] | None = None,
+    config: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Run the seed job (FileSource over ``input_dir``, FileSink to ``output_dir``).
 
     ``options``: the seed job's options (default :data:`JOB_OPTIONS`); ``config``: configuration
@@ -128,20 +139,38 @@ def run_sparkpoint(input_dir: Path, output_dir: Path, state_dir: Path, *, spark:
     if target == "spark":
         env.set_spark_session(spark)
     stats: list[dict[str, Any]] = []
-    env._on_epoch = lambda s: stats.append(
-        {"epoch": s.epoch, "records_in": s.records_in, "duration_s": s.duration_s})
-    args = example.parse_args(["--input", str(input_dir), "--output", str(output_dir), "--events", str(events),
-                               "--seed", str(EventSpec().seed), "--window-size-millis", str(WINDOW_MS),
-                               "--window-lagged-millis", str(WATERMARK_DELAY_MS),
-                               *(JOB_OPTIONS if options is None else options)])
+    env._on_epoch = lambda s: stats.append({"epoch": s.epoch, "records_in": s.records_in, "duration_s": s.duration_s})
+    args = example.parse_args(
+        [
+            "--input",
+            str(input_dir),
+            "--output",
+            str(output_dir),
+            "--events",
+            str(events),
+            "--seed",
+            str(EventSpec().seed),
+            "--window-size-millis",
+            str(WINDOW_MS),
+            "--window-lagged-millis",
+            str(WATERMARK_DELAY_MS),
+            *(JOB_OPTIONS if options is None else options),
+        ]
+    )
     example.build(env, args)
     t0 = time.perf_counter()
     result = env.execute("w1-behavior-counts")
     seconds = time.perf_counter() - t0
     n = sum(s["records_in"] for s in stats)
-    return {"seconds": seconds, "events": n, "events_per_s": n / seconds if seconds > 0 else float("nan"),
-            "epochs": result.epochs, "epoch_stats": stats, "checkpoints": result.checkpoints,
-            "sources_ahead": result.sources_ahead}
+    return {
+        "seconds": seconds,
+        "events": n,
+        "events_per_s": n / seconds if seconds > 0 else float("nan"),
+        "epochs": result.epochs,
+        "epoch_stats": stats,
+        "checkpoints": result.checkpoints,
+        "sources_ahead": result.sources_ahead,
+    }
 
 
 def check_output_dir(output_dir: Path, expected: pd.DataFrame) -> dict[str, Any]:
@@ -201,13 +230,20 @@ def check_exact(got: pd.DataFrame, expected: pd.DataFrame) -> dict[str, Any]:
     missing = int((merged["_merge"] == "left_only").sum())
     extra = int((merged["_merge"] == "right_only").sum())
     duplicates = int(got.duplicated(key).sum())
-    return {"ok": wrong == 0 and missing == 0 and extra == 0 and duplicates == 0,
-            "expected_rows": int(len(expected)), "emitted_rows": int(len(got)), "wrong_count_rows": wrong,
-            "missing_rows": missing, "extra_rows": extra, "duplicate_rows": duplicates,
-            "emitted_events": int(got["count"].sum()) if len(got) else 0}
+    return {
+        "ok": wrong == 0 and missing == 0 and extra == 0 and duplicates == 0,
+        "expected_rows": int(len(expected)),
+        "emitted_rows": int(len(got)),
+        "wrong_count_rows": wrong,
+        "missing_rows": missing,
+        "extra_rows": extra,
+        "duplicate_rows": duplicates,
+        "emitted_events": int(got["count"].sum()) if len(got) else 0,
+    }
 
 
 # -- instrumentation (driver side only; sparkpoint itself is not modified) -------------------------
+
 
 class _Patches:
     """Temporarily replace attributes; :meth:`restore` puts the originals back."""
@@ -236,15 +272,19 @@ def spark_epoch_probe(sink: list[dict[str, Any]]) -> Iterator[None]:
     original_start = SparkEpochExecutor.start
 
     def run_epoch(self: Any, epoch: int, deployments: dict, next_sources: Any = None, bound: Any = None) -> list:
-        t0 = time.perf_counter()   # the reports of source tasks that ran ahead are not among this job's
+        t0 = time.perf_counter()  # the reports of source tasks that ran ahead are not among this job's
         reports = original(self, epoch, deployments, next_sources, bound)
         spark_s = time.perf_counter() - t0
         tasks = {}
         for r in reports:
             tasks[(r.stage_id, r.subtask)] = (r.duration_ms / 1000, r.records_in)
-        sink.append({"epoch": epoch, "spark_job_s": spark_s,
-                     "tasks": {f"{s}/{i}": {"run_task_s": d, "records_in": n}
-                               for (s, i), (d, n) in sorted(tasks.items())}})
+        sink.append(
+            {
+                "epoch": epoch,
+                "spark_job_s": spark_s,
+                "tasks": {f"{s}/{i}": {"run_task_s": d, "records_in": n} for (s, i), (d, n) in sorted(tasks.items())},
+            }
+        )
         return reports
 
     def start(self: Any, plan: Any, job_id: str) -> None:
@@ -296,14 +336,14 @@ class PhaseTimer:
 def instrument_local(timer: PhaseTimer) -> None:
     """Wrap the hot spots of the task code for an in-process (``local``) run."""
     from sparkpoint.connectors.files import FileSinkWriter, FileSourceReader
+    from sparkpoint.operators.basic import MapOperator, TimestampsAndWatermarksOperator
+    from sparkpoint.operators.keyed import KeyedOperator
+    from sparkpoint.operators.sinks import SinkOperator
+    from sparkpoint.operators.source import SourceOperator
     from sparkpoint.runtime import chain as chain_mod
     from sparkpoint.runtime import task as task_mod
     from sparkpoint.runtime.job_master import JobMaster
-    from sparkpoint.operators.keyed import KeyedOperator
     from sparkpoint.runtime.local_executor import LocalEpochExecutor
-    from sparkpoint.operators.basic import MapOperator, TimestampsAndWatermarksOperator
-    from sparkpoint.operators.sinks import SinkOperator
-    from sparkpoint.operators.source import SourceOperator
     from sparkpoint.state.local_store import LocalStateStore
     from sparkpoint.windows.operator import WindowOperator
 
@@ -353,8 +393,15 @@ def phase_breakdown(timer: PhaseTimer, events: int, wall_s: float) -> list[dict[
     phases.append(("task: other (operator set-up, list building, report)", g("run_task") - accounted))
     phases.append(("driver: JobMaster (deployments, reports, commit)", g("epoch") - g("executor.run_epoch")))
     phases.append(("driver: outside epochs (plan, start, stop)", wall_s - g("epoch")))
-    return [{"phase": name, "seconds": sec, "percent": 100 * sec / wall_s if wall_s else 0.0,
-             "us_per_event": 1e6 * sec / events if events else 0.0} for name, sec in phases]
+    return [
+        {
+            "phase": name,
+            "seconds": sec,
+            "percent": 100 * sec / wall_s if wall_s else 0.0,
+            "us_per_event": 1e6 * sec / events if events else 0.0,
+        }
+        for name, sec in phases
+    ]
 
 
 def run_cprofile(input_dir: Path, work: Path, max_records: int, top: int = 30) -> dict[str, Any]:
@@ -378,8 +425,13 @@ def run_cprofile(input_dir: Path, work: Path, max_records: int, top: int = 30) -
     for (file, line, func), (_cc, nc, tt, ct, _callers) in st.stats.items():  # type: ignore[attr-defined]
         rows.append({"function": f"{Path(file).name}:{line}({func})", "ncalls": nc, "tottime_s": tt, "cumtime_s": ct})
     rows.sort(key=lambda r: -r["tottime_s"])
-    return {"seconds": res["seconds"], "events": res["events"], "top_tottime": rows[:top],
-            "text_tottime": by_tottime, "text_cumtime": by_cumtime}
+    return {
+        "seconds": res["seconds"],
+        "events": res["events"],
+        "top_tottime": rows[:top],
+        "text_tottime": by_tottime,
+        "text_cumtime": by_cumtime,
+    }
 
 
 def spark_job_floor(spark: Any, blob_bytes: int, reps: int = 8) -> dict[str, float]:
@@ -389,7 +441,7 @@ def spark_job_floor(spark: Any, blob_bytes: int, reps: int = 8) -> dict[str, flo
     n = PARALLELISM
 
     def source(idx: int, it: Any, _b: int = blob_bytes) -> Any:
-        for _ in it:   # read the input, as sparkpoint's source tasks do: only then is a Python worker reused
+        for _ in it:  # read the input, as sparkpoint's source tasks do: only then is a Python worker reused
             pass
         payload = b"x" * _b
         for p in range(n):
@@ -417,6 +469,7 @@ def spark_job_floor(spark: Any, blob_bytes: int, reps: int = 8) -> dict[str, flo
 
 # -- reporting ----------------------------------------------------------------------------------------
 
+
 def _fmt_rate(x: float) -> str:
     return f"{x:,.0f}"
 
@@ -433,22 +486,32 @@ def summarise_spark_epochs(probe: list[dict[str, Any]], stats: list[dict[str, An
         src = [t["run_task_s"] for k, t in tasks.items() if k.startswith("0/")]
         win = [t["run_task_s"] for k, t in tasks.items() if not k.startswith("0/")]
         critical = (max(src) if src else 0.0) + (max(win) if win else 0.0)
-        rows.append({
-            "epoch": p["epoch"],
-            "records_in": st["records_in"] if st else None,
-            "epoch_s": st["duration_s"] if st else None,
-            "spark_job_s": p["spark_job_s"],
-            "source_tasks_s": src,
-            "window_tasks_s": win,
-            "task_critical_path_s": critical,
-            "spark_overhead_s": p["spark_job_s"] - critical,
-            "driver_s": (st["duration_s"] - p["spark_job_s"]) if st else None,
-        })
+        rows.append(
+            {
+                "epoch": p["epoch"],
+                "records_in": st["records_in"] if st else None,
+                "epoch_s": st["duration_s"] if st else None,
+                "spark_job_s": p["spark_job_s"],
+                "source_tasks_s": src,
+                "window_tasks_s": win,
+                "task_critical_path_s": critical,
+                "spark_overhead_s": p["spark_job_s"] - critical,
+                "driver_s": (st["duration_s"] - p["spark_job_s"]) if st else None,
+            }
+        )
     return {"plan_bytes": plan_bytes, "epochs": rows}
 
 
-def timed_sparkpoint(spark: Any, input_dir: Path, work: Path, expected: pd.DataFrame, n_events: int,
-                     max_records: int, spark_eps: float, rep: int = 0) -> dict[str, Any]:
+def timed_sparkpoint(
+    spark: Any,
+    input_dir: Path,
+    work: Path,
+    expected: pd.DataFrame,
+    n_events: int,
+    max_records: int,
+    spark_eps: float,
+    rep: int = 0,
+) -> dict[str, Any]:
     """One timed sparkpoint run on Spark, checked exactly against the oracle, with per-epoch figures."""
     tag = f"{max_records}-{rep}"
     out_dir, state_dir = work / "sp" / f"output-{tag}", work / "sp-state" / tag
@@ -459,47 +522,101 @@ def timed_sparkpoint(spark: Any, input_dir: Path, work: Path, expected: pd.DataF
     ok = check["ok"] and res["events"] == n_events
     epochs = summarise_spark_epochs(probe, res.pop("epoch_stats"))
     ratio = res["events_per_s"] / spark_eps
-    print(f"\n(b) sparkpoint, max-records {max_records:,}/split/epoch: {res['events']:,} events in "
-          f"{res['seconds']:.2f} s = {_fmt_rate(res['events_per_s'])} events/s, {res['epochs']} epochs; "
-          f"ratio sparkpoint/spark = {ratio:.3f}", flush=True)
-    print(f"    output: {check['emitted_rows']:,}/{check['expected_rows']:,} oracle rows (all windows), wrong "
-          f"{check['wrong_count_rows']}, missing {check['missing_rows']}, extra {check['extra_rows']}, duplicates "
-          f"{check['duplicate_rows']} -> {'CORRECT (exact)' if ok else 'MISMATCH'}", flush=True)
-    print(f"    plan broadcast {epochs['plan_bytes']:,} bytes; per epoch: records | epoch s = Spark job s + "
-          f"driver s | run_task in workers: source max + window max | rest of the Spark job", flush=True)
+    print(
+        f"\n(b) sparkpoint, max-records {max_records:,}/split/epoch: {res['events']:,} events in "
+        f"{res['seconds']:.2f} s = {_fmt_rate(res['events_per_s'])} events/s, {res['epochs']} epochs; "
+        f"ratio sparkpoint/spark = {ratio:.3f}",
+        flush=True,
+    )
+    print(
+        f"    output: {check['emitted_rows']:,}/{check['expected_rows']:,} oracle rows (all windows), wrong "
+        f"{check['wrong_count_rows']}, missing {check['missing_rows']}, extra {check['extra_rows']}, duplicates "
+        f"{check['duplicate_rows']} -> {'CORRECT (exact)' if ok else 'MISMATCH'}",
+        flush=True,
+    )
+    print(
+        f"    plan broadcast {epochs['plan_bytes']:,} bytes; per epoch: records | epoch s = Spark job s + "
+        f"driver s | run_task in workers: source max + window max | rest of the Spark job",
+        flush=True,
+    )
     for r in epochs["epochs"]:
-        print(f"      {r['epoch']:3d} {r['records_in'] or 0:>9,} | {r['epoch_s'] or 0:6.2f} = "
-              f"{r['spark_job_s']:6.2f} + {r['driver_s'] or 0:5.2f} | {max(r['source_tasks_s'], default=0):5.2f} + "
-              f"{max(r['window_tasks_s'], default=0):5.2f} | {r['spark_overhead_s']:5.2f}", flush=True)
-    return {"max_records": max_records, "result": res, "check": check, "ok": ok,
-            "ratio_vs_spark": ratio, "spark_epochs": epochs}
+        print(
+            f"      {r['epoch']:3d} {r['records_in'] or 0:>9,} | {r['epoch_s'] or 0:6.2f} = "
+            f"{r['spark_job_s']:6.2f} + {r['driver_s'] or 0:5.2f} | {max(r['source_tasks_s'], default=0):5.2f} + "
+            f"{max(r['window_tasks_s'], default=0):5.2f} | {r['spark_overhead_s']:5.2f}",
+            flush=True,
+        )
+    return {
+        "max_records": max_records,
+        "result": res,
+        "check": check,
+        "ok": ok,
+        "ratio_vs_spark": ratio,
+        "spark_epochs": epochs,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--events", type=int, default=5_000_000, help="number of events (default 5,000,000)")
-    parser.add_argument("--files", type=int, default=10,
-                        help="input files (= Spark micro-batches with data; default 10, i.e. 500k events "
-                             "per file at 5M events)")
-    parser.add_argument("--max-records", type=int, nargs="+", default=[250_000, 500_000],
-                        help="execution.epoch.max-records values to run sparkpoint with (records per source "
-                             "split per epoch; default 250000 500000)")
-    parser.add_argument("--warmup-events", type=int, default=200_000,
-                        help="warm both engines up on this many (other) events first (default 200,000)")
-    parser.add_argument("--profile-events", type=int, default=1_000_000,
-                        help="events for the in-process profile (default 1,000,000; 0 skips profiling)")
-    parser.add_argument("--repeat", type=int, default=1,
-                        help="timed rounds (each: Spark, then every sparkpoint configuration); the summary gives "
-                             "the median and best of the rounds (default 1)")
-    parser.add_argument("--incremental-count", action="store_true",
-                        help="the seed job counting with an AggregateFunction (combined before the exchange) "
-                             "instead of its ProcessWindowFunction over every event")
-    parser.add_argument("-D", dest="config", action="append", default=[], metavar="KEY=VALUE",
-                        help="a configuration key of every sparkpoint run (repeatable)")
-    parser.add_argument("--no-experiments", action="store_true",
-                        help="no effect; kept so that older command lines in bench/README.md still run")
-    parser.add_argument("--workdir", type=Path, default=None,
-                        help="directory for input/output/state (default: a temp dir, removed afterwards)")
+    parser.add_argument(
+        "--files",
+        type=int,
+        default=10,
+        help="input files (= Spark micro-batches with data; default 10, i.e. 500k events per file at 5M events)",
+    )
+    parser.add_argument(
+        "--max-records",
+        type=int,
+        nargs="+",
+        default=[250_000, 500_000],
+        help="execution.epoch.max-records values to run sparkpoint with (records per source "
+        "split per epoch; default 250000 500000)",
+    )
+    parser.add_argument(
+        "--warmup-events",
+        type=int,
+        default=200_000,
+        help="warm both engines up on this many (other) events first (default 200,000)",
+    )
+    parser.add_argument(
+        "--profile-events",
+        type=int,
+        default=1_000_000,
+        help="events for the in-process profile (default 1,000,000; 0 skips profiling)",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="timed rounds (each: Spark, then every sparkpoint configuration); the summary gives "
+        "the median and best of the rounds (default 1)",
+    )
+    parser.add_argument(
+        "--incremental-count",
+        action="store_true",
+        help="the seed job counting with an AggregateFunction (combined before the exchange) "
+        "instead of its ProcessWindowFunction over every event",
+    )
+    parser.add_argument(
+        "-D",
+        dest="config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a configuration key of every sparkpoint run (repeatable)",
+    )
+    parser.add_argument(
+        "--no-experiments",
+        action="store_true",
+        help="no effect; kept so that older command lines in bench/README.md still run",
+    )
+    parser.add_argument(
+        "--workdir",
+        type=Path,
+        default=None,
+        help="directory for input/output/state (default: a temp dir, removed afterwards)",
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the results as JSON here")
     args = parser.parse_args(argv)
     if args.incremental_count:
@@ -512,33 +629,48 @@ def main(argv: list[str] | None = None) -> int:
     own_tmp = args.workdir is None
     work = Path(tempfile.mkdtemp(prefix="w1-bench-")) if own_tmp else args.workdir.resolve()
     work.mkdir(parents=True, exist_ok=True)
-    for old in work.iterdir():   # leftovers of an earlier run in the same --workdir
+    for old in work.iterdir():  # leftovers of an earlier run in the same --workdir
         if old.is_dir() and old.name.split("-")[0] in ("input", "warmup", "spark", "sp", "prof"):
             shutil.rmtree(old, ignore_errors=True)
     input_dir = work / "input"
     results: dict[str, Any] = {
-        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "command": " ".join([Path(sys.executable).name, "bench/w1.py"] + (argv if argv is not None else sys.argv[1:])),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
-                    "loadavg_start": [round(x, 2) for x in os.getloadavg()]},
-        "args": {"events": args.events, "files": args.files, "max_records": args.max_records,
-                 "incremental_count": args.incremental_count, "config": dict(JOB_CONFIG),
-                 "warmup_events": args.warmup_events, "profile_events": args.profile_events,
-                 "repeat": args.repeat,
-                 "parallelism": PARALLELISM, "max_bytes": MAX_BYTES},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "loadavg_start": [round(x, 2) for x in os.getloadavg()],
+        },
+        "args": {
+            "events": args.events,
+            "files": args.files,
+            "max_records": args.max_records,
+            "incremental_count": args.incremental_count,
+            "config": dict(JOB_CONFIG),
+            "warmup_events": args.warmup_events,
+            "profile_events": args.profile_events,
+            "repeat": args.repeat,
+            "parallelism": PARALLELISM,
+            "max_bytes": MAX_BYTES,
+        },
     }
     t_all = time.perf_counter()
     try:
         t = time.perf_counter()
         write_event_files(input_dir, args.events, args.files, spec)
-        print(f"wrote {args.events:,} events in {args.files} files ({args.events // args.files:,} per file) "
-              f"in {time.perf_counter() - t:.1f} s", flush=True)
+        print(
+            f"wrote {args.events:,} events in {args.files} files ({args.events // args.files:,} per file) "
+            f"in {time.perf_counter() - t:.1f} s",
+            flush=True,
+        )
         t = time.perf_counter()
         expected = oracle_counts(args.events, spec)
         print(f"oracle: {len(expected):,} window rows in {time.perf_counter() - t:.1f} s", flush=True)
 
         spark = make_spark_session("sparkpoint-bench-w1")
         import pyspark
+
         results["machine"]["spark"] = pyspark.__version__
         try:
             # -- warm-up ------------------------------------------------------------------------
@@ -557,30 +689,47 @@ def main(argv: list[str] | None = None) -> int:
                 s_check = verify_output(read_output(s_out, spark), expected, s_res["final_watermark_ms"])
                 s_ok = s_check["ok"] and s_res["events"] == args.events
                 spark_runs.append({"result": s_res, "check": s_check, "ok": s_ok})
-                print(f"\n(a) spark structured streaming: {s_res['events']:,} events in {s_res['seconds']:.2f} s = "
-                      f"{_fmt_rate(s_res['events_per_s'])} events/s ({s_res['batches']} micro-batches, "
-                      f"{s_res['data_batches']} with data); batch ms {s_res['batch_ms']}", flush=True)
-                print(f"    output: {s_check['emitted_rows']:,} of {s_check['expected_rows']:,} oracle rows emitted, "
-                      f"all correct: {s_check['correct_rows'] == s_check['emitted_rows']}; held back "
-                      f"{s_check['held_back_rows']} rows ({s_check['held_back_events']:,} events) in windows "
-                      f"{s_check['held_back_windows']} (explained by the final watermark: "
-                      f"{s_check['held_back_explained']}) -> {'CORRECT' if s_ok else 'MISMATCH'}", flush=True)
+                print(
+                    f"\n(a) spark structured streaming: {s_res['events']:,} events in {s_res['seconds']:.2f} s = "
+                    f"{_fmt_rate(s_res['events_per_s'])} events/s ({s_res['batches']} micro-batches, "
+                    f"{s_res['data_batches']} with data); batch ms {s_res['batch_ms']}",
+                    flush=True,
+                )
+                print(
+                    f"    output: {s_check['emitted_rows']:,} of {s_check['expected_rows']:,} oracle rows emitted, "
+                    f"all correct: {s_check['correct_rows'] == s_check['emitted_rows']}; held back "
+                    f"{s_check['held_back_rows']} rows ({s_check['held_back_events']:,} events) in windows "
+                    f"{s_check['held_back_windows']} (explained by the final watermark: "
+                    f"{s_check['held_back_explained']}) -> {'CORRECT' if s_ok else 'MISMATCH'}",
+                    flush=True,
+                )
                 # (b) sparkpoint on Spark, once per --max-records value
                 for mr, mr_runs in sp_runs.items():
-                    mr_runs.append(timed_sparkpoint(spark, input_dir, work, expected, args.events, mr,
-                                                    s_res["events_per_s"], rep))
+                    mr_runs.append(
+                        timed_sparkpoint(spark, input_dir, work, expected, args.events, mr, s_res["events_per_s"], rep)
+                    )
             s_eps = [r["result"]["events_per_s"] for r in spark_runs]
-            results["spark"] = {"runs": spark_runs, "ok": all(r["ok"] for r in spark_runs),
-                                "median_events_per_s": statistics.median(s_eps), "best_events_per_s": max(s_eps)}
+            results["spark"] = {
+                "runs": spark_runs,
+                "ok": all(r["ok"] for r in spark_runs),
+                "median_events_per_s": statistics.median(s_eps),
+                "best_events_per_s": max(s_eps),
+            }
             results["sparkpoint"] = []
             for mr, runs in sp_runs.items():
                 eps = [r["result"]["events_per_s"] for r in runs]
-                results["sparkpoint"].append({
-                    "max_records": mr, "runs": runs, "ok": all(r["ok"] for r in runs),
-                    "epochs": runs[0]["result"]["epochs"],
-                    "median_events_per_s": statistics.median(eps), "best_events_per_s": max(eps),
-                    "ratio_median": statistics.median(eps) / statistics.median(s_eps),
-                    "ratio_best": max(eps) / max(s_eps)})
+                results["sparkpoint"].append(
+                    {
+                        "max_records": mr,
+                        "runs": runs,
+                        "ok": all(r["ok"] for r in runs),
+                        "epochs": runs[0]["result"]["epochs"],
+                        "median_events_per_s": statistics.median(eps),
+                        "best_events_per_s": max(eps),
+                        "ratio_median": statistics.median(eps) / statistics.median(s_eps),
+                        "ratio_best": max(eps) / max(s_eps),
+                    }
+                )
             # -- profile -------------------------------------------------------------------------
             if args.profile_events > 0:
                 results["profile"] = profile(args, spark, work)
@@ -596,16 +745,22 @@ def main(argv: list[str] | None = None) -> int:
     runs = results.get("sparkpoint", [])
     ok = results.get("spark", {}).get("ok", False) and all(r["ok"] for r in runs)
     results["ok"] = ok
-    print(f"\nsummary ({results['date']}, {os.cpu_count()} CPUs, load average {results['machine']['loadavg_start']} "
-          f"at start, {results['machine']['loadavg_end']} at end; {args.events:,} events, {args.repeat} round(s); "
-          f"events/s median [best]):")
+    print(
+        f"\nsummary ({results['date']}, {os.cpu_count()} CPUs, load average {results['machine']['loadavg_start']} "
+        f"at start, {results['machine']['loadavg_end']} at end; {args.events:,} events, {args.repeat} round(s); "
+        f"events/s median [best]):"
+    )
     sp = results["spark"]
-    print(f"  {'spark structured streaming':<58} {_fmt_rate(sp['median_events_per_s']):>9} "
-          f"[{_fmt_rate(sp['best_events_per_s'])}]")
+    print(
+        f"  {'spark structured streaming':<58} {_fmt_rate(sp['median_events_per_s']):>9} "
+        f"[{_fmt_rate(sp['best_events_per_s'])}]"
+    )
     for r in runs:
         label = f"sparkpoint max-records {r['max_records']:,}"
-        print(f"  {label:<58} {_fmt_rate(r['median_events_per_s']):>9} [{_fmt_rate(r['best_events_per_s'])}]  "
-              f"ratio to spark {r['ratio_median']:.3f} [{r['ratio_best']:.3f}], {r['epochs']} epochs")
+        print(
+            f"  {label:<58} {_fmt_rate(r['median_events_per_s']):>9} [{_fmt_rate(r['best_events_per_s'])}]  "
+            f"ratio to spark {r['ratio_median']:.3f} [{r['ratio_best']:.3f}], {r['epochs']} epochs"
+        )
     print("ALL CORRECT" if ok else "MISMATCH")
     if args.json is not None:
         args.json.write_text(json.dumps(results, indent=2, default=str))
@@ -622,8 +777,11 @@ def profile(args: argparse.Namespace, spark: Any, work: Path) -> dict[str, Any]:
     prof_in = work / "prof-input"
     write_event_files(prof_in, n, n_files, EventSpec())
     expected = oracle_counts(n, EventSpec())
-    print(f"\nprofile: seed job on the in-process executor (execution.target: local), {n:,} events in "
-          f"{n_files} files, max-records {mr:,}", flush=True)
+    print(
+        f"\nprofile: seed job on the in-process executor (execution.target: local), {n:,} events in "
+        f"{n_files} files, max-records {mr:,}",
+        flush=True,
+    )
 
     # (i) phases, low-overhead timers
     timer = PhaseTimer()
@@ -637,21 +795,29 @@ def profile(args: argparse.Namespace, spark: Any, work: Path) -> dict[str, Any]:
     local_ok = check_exact(got, expected)["ok"]
     phases = phase_breakdown(timer, res["events"], res["seconds"])
     local_epochs = res.pop("epoch_stats")
-    print(f"  local run: {res['events']:,} events in {res['seconds']:.2f} s = {_fmt_rate(res['events_per_s'])} "
-          f"events/s on ONE core ({res['epochs']} epochs), output exact: {local_ok}", flush=True)
+    print(
+        f"  local run: {res['events']:,} events in {res['seconds']:.2f} s = {_fmt_rate(res['events_per_s'])} "
+        f"events/s on ONE core ({res['epochs']} epochs), output exact: {local_ok}",
+        flush=True,
+    )
     print(f"  {'phase':<76} {'s':>6} {'%':>5} {'us/ev':>6}")
     for p in sorted(phases, key=lambda p: -p["seconds"]):
         print(f"  {p['phase']:<76} {p['seconds']:6.2f} {p['percent']:5.1f} {p['us_per_event']:6.2f}")
     enc_calls, enc_bytes = timer.calls.get("encode", 0), timer.bytes.get("encode", 0)
     enc_us = 1e6 * timer.seconds["encode"] / max(1, res["events"])
     dec_us = 1e6 * timer.seconds["decode"] / max(1, res["events"])
-    print(f"  exchange: {enc_calls} blobs, {enc_bytes / 1e6:.1f} MB encoded ({enc_bytes / max(1, res['events']):.1f} "
-          f"bytes/event); encode {enc_us:.2f} us/event, decode {dec_us:.2f} us/event", flush=True)
+    print(
+        f"  exchange: {enc_calls} blobs, {enc_bytes / 1e6:.1f} MB encoded ({enc_bytes / max(1, res['events']):.1f} "
+        f"bytes/event); encode {enc_us:.2f} us/event, decode {dec_us:.2f} us/event",
+        flush=True,
+    )
 
     # (ii) cProfile, same job
     cp = run_cprofile(prof_in, work, mr)
-    print(f"  cProfile run: {cp['seconds']:.2f} s (the profiler inflates per-record calls); top functions by "
-          f"own time:", flush=True)
+    print(
+        f"  cProfile run: {cp['seconds']:.2f} s (the profiler inflates per-record calls); top functions by own time:",
+        flush=True,
+    )
     for r in cp["top_tottime"][:20]:
         print(f"    {r['tottime_s']:6.2f} s  {r['ncalls']:>9}  {r['function']}")
 
@@ -661,17 +827,37 @@ def profile(args: argparse.Namespace, spark: Any, work: Path) -> dict[str, Any]:
     blob = int(enc_bytes / max(1, enc_calls))
     floor0 = spark_job_floor(spark, 0)
     floorb = spark_job_floor(spark, blob)
-    print(f"  per epoch of {PARALLELISM * mr:,} events on the local executor (4 tasks in sequence, one process): "
-          f"{local_epoch_s:.2f} s", flush=True)
-    print(f"  empty Spark job of an epoch's shape: {floor0['median_s'] * 1000:.0f} ms; shipping {blob / 1e6:.1f} MB "
-          f"blobs like W1's: {floorb['median_s'] * 1000:.0f} ms", flush=True)
-    return {"events": n, "files": n_files, "max_records": mr, "local": res, "local_output_exact": local_ok,
-            "local_epochs": local_epochs, "local_epoch_median_s": local_epoch_s, "phases": phases,
-            "exchange": {"blobs": enc_calls, "bytes": enc_bytes, "encode_us_per_event": enc_us,
-                         "decode_us_per_event": dec_us},
-            "cprofile": {k: v for k, v in cp.items() if not k.startswith("text")},
-            "cprofile_text_tottime": cp["text_tottime"], "cprofile_text_cumtime": cp["text_cumtime"],
-            "spark_empty_job": floor0, "spark_empty_job_with_blobs": floorb}
+    print(
+        f"  per epoch of {PARALLELISM * mr:,} events on the local executor (4 tasks in sequence, one process): "
+        f"{local_epoch_s:.2f} s",
+        flush=True,
+    )
+    print(
+        f"  empty Spark job of an epoch's shape: {floor0['median_s'] * 1000:.0f} ms; shipping {blob / 1e6:.1f} MB "
+        f"blobs like W1's: {floorb['median_s'] * 1000:.0f} ms",
+        flush=True,
+    )
+    return {
+        "events": n,
+        "files": n_files,
+        "max_records": mr,
+        "local": res,
+        "local_output_exact": local_ok,
+        "local_epochs": local_epochs,
+        "local_epoch_median_s": local_epoch_s,
+        "phases": phases,
+        "exchange": {
+            "blobs": enc_calls,
+            "bytes": enc_bytes,
+            "encode_us_per_event": enc_us,
+            "decode_us_per_event": dec_us,
+        },
+        "cprofile": {k: v for k, v in cp.items() if not k.startswith("text")},
+        "cprofile_text_tottime": cp["text_tottime"],
+        "cprofile_text_cumtime": cp["text_cumtime"],
+        "spark_empty_job": floor0,
+        "spark_empty_job_with_blobs": floorb,
+    }
 
 
 if __name__ == "__main__":

@@ -32,10 +32,12 @@ from sparkpoint.datastream import StreamExecutionEnvironment  # noqa: E402
 
 def checkpoint_config(checkpoint_dir: Path, interval_ms: int) -> dict[str, str]:
     """The configuration of W1's exactly-once checkpoints every ``interval_ms`` into ``checkpoint_dir``."""
-    return {"execution.checkpointing.interval": f"{interval_ms} ms",
-            "execution.checkpointing.mode": "EXACTLY_ONCE",
-            "state.checkpoints.dir": checkpoint_dir.as_uri(),
-            "execution.checkpointing.externalized-checkpoint-retention": "RETAIN_ON_CANCELLATION"}
+    return {
+        "execution.checkpointing.interval": f"{interval_ms} ms",
+        "execution.checkpointing.mode": "EXACTLY_ONCE",
+        "state.checkpoints.dir": checkpoint_dir.as_uri(),
+        "execution.checkpointing.externalized-checkpoint-retention": "RETAIN_ON_CANCELLATION",
+    }
 
 
 def checkpoint_summary(checkpoints: dict | None) -> dict[str, Any]:
@@ -50,13 +52,15 @@ def checkpoint_summary(checkpoints: dict | None) -> dict[str, Any]:
     def ms(c: dict, key: str) -> float | None:
         return None if c.get(key) is None else round(c[key], 1)
 
-    return {"checkpoints_completed": len(done),
-            "checkpoints_failed": sum(c["status"] == "FAILED" for c in history),
-            "checkpoint_durations_ms": [c["end_to_end_duration"] for c in done],
-            "sync_ms": [ms(c, "sync_duration_ms") for c in done],
-            "async_ms": [ms(c, "async_duration_ms") for c in done],
-            "sizes": [c["state_size"] for c in done],
-            "checkpointed_sizes": [c.get("checkpointed_size") for c in done]}
+    return {
+        "checkpoints_completed": len(done),
+        "checkpoints_failed": sum(c["status"] == "FAILED" for c in history),
+        "checkpoint_durations_ms": [c["end_to_end_duration"] for c in done],
+        "sync_ms": [ms(c, "sync_duration_ms") for c in done],
+        "async_ms": [ms(c, "async_duration_ms") for c in done],
+        "sizes": [c["state_size"] for c in done],
+        "checkpointed_sizes": [c.get("checkpointed_size") for c in done],
+    }
 
 
 def run(spark: Any, input_dir: Path, work: Path, tag: str, checkpoint_ms: int | None, max_records: int) -> dict:
@@ -72,14 +76,31 @@ def run(spark: Any, input_dir: Path, work: Path, tag: str, checkpoint_ms: int | 
     env = StreamExecutionEnvironment.get_execution_environment(conf)
     env.set_parallelism(2)
     env.set_spark_session(spark)
-    args = example.parse_args(["--input", str(input_dir), "--output", str(out), "--seed", str(EventSpec().seed),
-                               "--window-size-millis", "60000", "--window-lagged-millis", "50000"])
+    args = example.parse_args(
+        [
+            "--input",
+            str(input_dir),
+            "--output",
+            str(out),
+            "--seed",
+            str(EventSpec().seed),
+            "--window-size-millis",
+            "60000",
+            "--window-lagged-millis",
+            "50000",
+        ]
+    )
     example.build(env, args)
     t0 = time.perf_counter()
     result = env.execute(f"w1-{tag}")
     seconds = time.perf_counter() - t0
-    return {"tag": tag, "seconds": seconds, "epochs": result.epochs, "output": out,
-            **checkpoint_summary(result.checkpoints)}
+    return {
+        "tag": tag,
+        "seconds": seconds,
+        "epochs": result.epochs,
+        "output": out,
+        **checkpoint_summary(result.checkpoints),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -107,21 +128,30 @@ def main(argv: list[str] | None = None) -> int:
             check = check_exact(got, expected)
             r.update(kind=tag, correct=check["ok"] and not hidden, events_per_s=args.events / r["seconds"])
             results.append(r)
-            print(f"{r['tag']:>16}: {r['seconds']:6.1f} s, {r['events_per_s']:9,.0f} events/s, "
-                  f"{r['epochs']} epochs, checkpoints {r['checkpoints_completed']} completed / "
-                  f"{r['checkpoints_failed']} failed, output {'correct' if r['correct'] else 'WRONG'}", flush=True)
+            print(
+                f"{r['tag']:>16}: {r['seconds']:6.1f} s, {r['events_per_s']:9,.0f} events/s, "
+                f"{r['epochs']} epochs, checkpoints {r['checkpoints_completed']} completed / "
+                f"{r['checkpoints_failed']} failed, output {'correct' if r['correct'] else 'WRONG'}",
+                flush=True,
+            )
             if r["checkpoints_completed"]:
-                print(f"{'':>18}end-to-end {r['checkpoint_durations_ms']} ms, sync {r['sync_ms']} ms, "
-                      f"async {r['async_ms']} ms, sizes {r['sizes']} bytes", flush=True)
+                print(
+                    f"{'':>18}end-to-end {r['checkpoint_durations_ms']} ms, sync {r['sync_ms']} ms, "
+                    f"async {r['async_ms']} ms, sizes {r['sizes']} bytes",
+                    flush=True,
+                )
     off = statistics.median(r["seconds"] for r in results if r["kind"] == "off")
     on = statistics.median(r["seconds"] for r in results if r["kind"] == "exactly-once")
     overhead = (on - off) / off * 100
-    print(f"\nmedian: off {args.events / off:,.0f} events/s, exactly-once every {args.interval_ms} ms "
-          f"{args.events / on:,.0f} events/s: overhead {overhead:+.1f} % (target <= 10 %)")
+    print(
+        f"\nmedian: off {args.events / off:,.0f} events/s, exactly-once every {args.interval_ms} ms "
+        f"{args.events / on:,.0f} events/s: overhead {overhead:+.1f} % (target <= 10 %)"
+    )
     ok = all(r["correct"] for r in results)
     if args.json:
-        Path(args.json).write_text(json.dumps({"events": args.events, "overhead_percent": overhead,
-                                               "runs": results}, indent=2, default=str))
+        Path(args.json).write_text(
+            json.dumps({"events": args.events, "overhead_percent": overhead, "runs": results}, indent=2, default=str)
+        )
     spark.stop()
     return 0 if ok else 1
 

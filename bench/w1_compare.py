@@ -46,9 +46,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", help="also write every figure as JSON here")
     args = parser.parse_args(argv)
     before = ["--before-tree", args.before_tree] if args.before_tree else ["--before", args.before]
-    return compare.main([*before, "--workloads", "w1", "--w1-events", str(args.events), "--w1-files",
-                         str(args.files), "--w1-max-records", str(args.max_records), "--repeat", str(args.repeat),
-                         *(["--json", args.json] if args.json else [])])
+    return compare.main(
+        [
+            *before,
+            "--workloads",
+            "w1",
+            "--w1-events",
+            str(args.events),
+            "--w1-files",
+            str(args.files),
+            "--w1-max-records",
+            str(args.max_records),
+            "--repeat",
+            str(args.repeat),
+            *(["--json", args.json] if args.json else []),
+        ]
+    )
 
 
 if __name__ == "__main__":

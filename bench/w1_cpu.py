@@ -46,11 +46,18 @@ def cpu_snapshot() -> tuple[list[int], Counter]:
                 fields = f.read().rsplit(")", 1)[1].split()
             with open(f"/proc/{pid}/cmdline", "rb") as f:
                 command = f.read().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:   # the process ended meanwhile
+        except OSError:  # the process ended meanwhile
             continue
-        kind = ("driver" if int(pid) == me else "JVM" if "java" in command
-                else "Python workers" if "pyspark" in command else "other")
-        ticks[kind] += int(fields[11]) + int(fields[12])   # utime + stime
+        kind = (
+            "driver"
+            if int(pid) == me
+            else "JVM"
+            if "java" in command
+            else "Python workers"
+            if "pyspark" in command
+            else "other"
+        )
+        ticks[kind] += int(fields[11]) + int(fields[12])  # utime + stime
     return machine, ticks
 
 
@@ -77,8 +84,9 @@ def main(argv: list[str] | None = None) -> None:
         spark = make_spark_session()
         for name in ("warmup", "input"):
             before = cpu_snapshot()
-            res = w1.run_sparkpoint(work / name, work / f"out-{name}", work / f"state-{name}", spark=spark,
-                                    max_records=args.max_records)
+            res = w1.run_sparkpoint(
+                work / name, work / f"out-{name}", work / f"state-{name}", spark=spark, max_records=args.max_records
+            )
             after = cpu_snapshot()
             print(f"{name}: {res['events']:,} events in {res['seconds']:.2f} s = {res['events_per_s']:,.0f} events/s")
         print_cpu(before, after, res["seconds"])

@@ -27,14 +27,7 @@ import pandas as pd
 
 from sparkpoint.connectors.events import BEHAVIORS, CHANNELS, EventSpec, generate_events
 
-__all__ = [
-    "CHUNK_EVENTS",
-    "ORACLE_COLUMNS",
-    "event_file_name",
-    "file_ranges",
-    "write_event_files",
-    "oracle_counts",
-]
+__all__ = ["CHUNK_EVENTS", "ORACLE_COLUMNS", "event_file_name", "file_ranges", "write_event_files", "oracle_counts"]
 
 #: Events generated per call to :func:`generate_events`.
 CHUNK_EVENTS: int = 500_000
@@ -62,10 +55,7 @@ def file_ranges(n_events: int, n_files: int) -> list[tuple[int, int]]:
 
 
 def write_event_files(
-    directory: str | os.PathLike[str],
-    n_events: int,
-    n_files: int,
-    spec: EventSpec = EventSpec(),
+    directory: str | os.PathLike[str], n_events: int, n_files: int, spec: EventSpec = EventSpec()
 ) -> list[Path]:
     """Write events ``0 .. n_events-1`` of ``spec`` into ``n_files`` text files.
 
@@ -122,11 +112,7 @@ def _chunk_counts(start: int, stop: int, spec: EventSpec, window_ms: int) -> pd.
     # Floor division: windows aligned to the epoch, as Flink's and Spark's tumbling windows.
     window_start = ts - np.mod(ts, window_ms)
     frame = pd.DataFrame(
-        {
-            "window_start": window_start,
-            "channel": fields[1].to_numpy(),
-            "behavior": fields[3].to_numpy(),
-        }
+        {"window_start": window_start, "channel": fields[1].to_numpy(), "behavior": fields[3].to_numpy()}
     )
     return frame.groupby(["window_start", "channel", "behavior"], sort=False).size().rename("count").reset_index()
 
@@ -149,8 +135,7 @@ def oracle_counts(n_events: int, spec: EventSpec = EventSpec(), window_ms: int =
     if spec.max_out_of_orderness_ms >= 50_000:
         raise ValueError("oracle assumes no late events: max_out_of_orderness_ms must be < 50 s")
     partials = [
-        _chunk_counts(lo, min(n_events, lo + CHUNK_EVENTS), spec, window_ms)
-        for lo in range(0, n_events, CHUNK_EVENTS)
+        _chunk_counts(lo, min(n_events, lo + CHUNK_EVENTS), spec, window_ms) for lo in range(0, n_events, CHUNK_EVENTS)
     ]
     if not partials:
         return pd.DataFrame(

@@ -218,17 +218,11 @@ def read_output(output_dir: str | Path, spark: SparkSession) -> pd.DataFrame:
     """
     rows = spark.read.schema(OUTPUT_SCHEMA).option("sep", "\t").csv(str(output_dir)).collect()
     df = pd.DataFrame([tuple(r) for r in rows], columns=list(ORACLE_COLUMNS))
-    df = df.astype(
-        {"window_start": np.int64, "window_end": np.int64, "count": np.int64}
-    )
+    df = df.astype({"window_start": np.int64, "window_end": np.int64, "count": np.int64})
     return df.sort_values(["window_start", "channel", "behavior"]).reset_index(drop=True)
 
 
-def verify_output(
-    emitted: pd.DataFrame,
-    expected: pd.DataFrame,
-    final_watermark_ms: int | None,
-) -> dict[str, Any]:
+def verify_output(emitted: pd.DataFrame, expected: pd.DataFrame, final_watermark_ms: int | None) -> dict[str, Any]:
     """Compare the sink's rows with the oracle.
 
     A row is *correct* if the oracle has the same (window, key) with the same count.
@@ -252,10 +246,7 @@ def verify_output(
     wrong = int(len(both) - correct)
     extra = int((merged["_merge"] == "right_only").sum())
     held = merged[merged["_merge"] == "left_only"]
-    if final_watermark_ms is None:
-        explained = held.empty
-    else:
-        explained = bool((held["window_end"] > final_watermark_ms).all())
+    explained = held.empty if final_watermark_ms is None else bool((held["window_end"] > final_watermark_ms).all())
     held_windows = sorted(set(held["window_start"].tolist()))
     return {
         "ok": bool(wrong == 0 and extra == 0 and duplicates == 0 and explained),
@@ -266,9 +257,7 @@ def verify_output(
         "extra_rows": extra,
         "duplicate_rows": duplicates,
         "held_back_rows": int(len(held)),
-        "held_back_windows": [
-            pd.Timestamp(w, unit="ms", tz="UTC").isoformat() for w in held_windows
-        ],
+        "held_back_windows": [pd.Timestamp(w, unit="ms", tz="UTC").isoformat() for w in held_windows],
         "held_back_events": int(held["count_exp"].sum()),
         "held_back_explained": explained,
         "emitted_events": int(emitted["count"].sum()),
@@ -281,11 +270,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--events", type=int, default=5_000_000, help="number of events")
     parser.add_argument("--files", type=int, default=20, help="number of input files (= data micro-batches)")
     parser.add_argument("--seed", type=int, default=EventSpec().seed, help="event stream seed")
-    parser.add_argument("--workdir", type=Path, default=None,
-                        help="directory for input/output/checkpoint (default: a temp dir, removed afterwards)")
-    parser.add_argument("--warmup-events", type=int, default=0,
-                        help="first run the query untimed over this many events (own files/sink) in the same "
-                             "session, so the timed run excludes JVM/codegen warm-up (default 0: cold run)")
+    parser.add_argument(
+        "--workdir",
+        type=Path,
+        default=None,
+        help="directory for input/output/checkpoint (default: a temp dir, removed afterwards)",
+    )
+    parser.add_argument(
+        "--warmup-events",
+        type=int,
+        default=0,
+        help="first run the query untimed over this many events (own files/sink) in the same "
+        "session, so the timed run excludes JVM/codegen warm-up (default 0: cold run)",
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the figures as JSON here")
     args = parser.parse_args(argv)
 
@@ -309,8 +306,9 @@ def main(argv: list[str] | None = None) -> int:
         spark = make_spark_session()
         try:
             if args.warmup_events > 0:
-                write_event_files(warm_dir / "input", args.warmup_events, min(args.files, 4),
-                                  EventSpec(seed=args.seed + 1))
+                write_event_files(
+                    warm_dir / "input", args.warmup_events, min(args.files, 4), EventSpec(seed=args.seed + 1)
+                )
                 warm = run_spark_streaming(warm_dir / "input", warm_dir / "output", spark)
                 print(f"warm-up: {warm['events']:,} events in {warm['seconds']:.2f} s (not counted)", flush=True)
             result = run_spark_streaming(input_dir, output_dir, spark)
@@ -324,26 +322,47 @@ def main(argv: list[str] | None = None) -> int:
         if own_tmp:
             shutil.rmtree(work, ignore_errors=True)
 
-    print(f"spark structured streaming W1: {result['events']:,} events in {result['seconds']:.2f} s "
-          f"= {result['events_per_s']:,.0f} events/s "
-          f"({result['batches']} micro-batches, {result['data_batches']} with data)")
+    print(
+        f"spark structured streaming W1: {result['events']:,} events in {result['seconds']:.2f} s "
+        f"= {result['events_per_s']:,.0f} events/s "
+        f"({result['batches']} micro-batches, {result['data_batches']} with data)"
+    )
     print(f"micro-batch times (ms): {result['batch_ms']}")
     fwm = result["final_watermark_ms"]
-    print(f"final watermark: {pd.Timestamp(fwm, unit='ms', tz='UTC').isoformat() if fwm is not None else None}, "
-          f"max event time: {pd.Timestamp(result['max_event_time_ms'], unit='ms', tz='UTC').isoformat()}")
-    print(f"windows (sink rows): {result['windows']:,} emitted of {check['expected_rows']:,} expected; "
-          f"held back: {check['held_back_rows']} rows in windows {check['held_back_windows']} "
-          f"({check['held_back_events']:,} events), explained by watermark: {check['held_back_explained']}")
-    print(f"emitted rows correct: {check['correct_rows']:,}/{check['emitted_rows']:,}, "
-          f"wrong counts: {check['wrong_count_rows']}, extra: {check['extra_rows']}, "
-          f"duplicates: {check['duplicate_rows']}; events in emitted windows + held back = "
-          f"{check['emitted_events'] + check['held_back_events']:,} (input {args.events:,})")
+    print(
+        f"final watermark: {pd.Timestamp(fwm, unit='ms', tz='UTC').isoformat() if fwm is not None else None}, "
+        f"max event time: {pd.Timestamp(result['max_event_time_ms'], unit='ms', tz='UTC').isoformat()}"
+    )
+    print(
+        f"windows (sink rows): {result['windows']:,} emitted of {check['expected_rows']:,} expected; "
+        f"held back: {check['held_back_rows']} rows in windows {check['held_back_windows']} "
+        f"({check['held_back_events']:,} events), explained by watermark: {check['held_back_explained']}"
+    )
+    print(
+        f"emitted rows correct: {check['correct_rows']:,}/{check['emitted_rows']:,}, "
+        f"wrong counts: {check['wrong_count_rows']}, extra: {check['extra_rows']}, "
+        f"duplicates: {check['duplicate_rows']}; events in emitted windows + held back = "
+        f"{check['emitted_events'] + check['held_back_events']:,} (input {args.events:,})"
+    )
     ok = check["ok"] and result["events"] == args.events
     print("CORRECT" if ok else "MISMATCH")
     if args.json is not None:
-        args.json.write_text(json.dumps({"args": {"events": args.events, "files": args.files, "seed": args.seed,
-                                                  "warmup_events": args.warmup_events},
-                                         "result": result, "check": check, "ok": ok}, indent=2))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "args": {
+                        "events": args.events,
+                        "files": args.files,
+                        "seed": args.seed,
+                        "warmup_events": args.warmup_events,
+                    },
+                    "result": result,
+                    "check": check,
+                    "ok": ok,
+                },
+                indent=2,
+            )
+        )
     return 0 if ok else 1
 
 

@@ -80,6 +80,7 @@ class CountPerKey(KeyedProcessFunction):
 
 # -- the listener: epochs, checkpoints, cancel ------------------------------------------------------
 
+
 class Probe(JobListener):
     """Records epochs and checkpoints; cancels the job once all input is read and (``mode``
     ``"checkpointed"``) a checkpoint at or after the last data epoch completed, or (``"first"``)
@@ -102,8 +103,15 @@ class Probe(JobListener):
         t = now() - self.t0
         if self.first_epoch_s is None:
             self.first_epoch_s = t
-        self.epochs.append({"epoch": stats.epoch, "records_in": stats.records_in, "duration_s": stats.duration_s,
-                            "t_s": t, "phase_ms": dict(getattr(stats, "phase_ms", {}))})
+        self.epochs.append(
+            {
+                "epoch": stats.epoch,
+                "records_in": stats.records_in,
+                "duration_s": stats.duration_s,
+                "t_s": t,
+                "phase_ms": dict(getattr(stats, "phase_ms", {})),
+            }
+        )
         if self.last_data_epoch is None and stats.total_records_in >= self.expected:
             self.last_data_epoch = stats.epoch
             if self.mode == "first":
@@ -121,12 +129,20 @@ class Probe(JobListener):
                     new_shared += f.stat().st_size
         st = self.job.coordinator.stats.get(checkpoint.checkpoint_id) if self.job is not None else None
         barrier = checkpoint.metadata.barrier_epoch
-        self.checkpoints.append({
-            "id": checkpoint.checkpoint_id, "barrier_epoch": barrier, "location": str(chk),
-            "end_to_end_ms": checkpoint.duration_ms(), "state_size": checkpoint.state_size,
-            "sync_ms": getattr(st, "sync_duration_ms", None), "async_ms": getattr(st, "async_duration_ms", None),
-            "chk_dir_bytes": du(chk), "new_shared_bytes": new_shared,
-            "kind": "changelog" if any(chk.glob("changelog-*.json")) else "materialized"})
+        self.checkpoints.append(
+            {
+                "id": checkpoint.checkpoint_id,
+                "barrier_epoch": barrier,
+                "location": str(chk),
+                "end_to_end_ms": checkpoint.duration_ms(),
+                "state_size": checkpoint.state_size,
+                "sync_ms": getattr(st, "sync_duration_ms", None),
+                "async_ms": getattr(st, "async_duration_ms", None),
+                "chk_dir_bytes": du(chk),
+                "new_shared_bytes": new_shared,
+                "kind": "changelog" if any(chk.glob("changelog-*.json")) else "materialized",
+            }
+        )
         if self.mode == "checkpointed" and self.last_data_epoch is not None and barrier >= self.last_data_epoch:
             self.job.cancel()
 
@@ -140,11 +156,12 @@ def _listener_factory(job: Any) -> Probe:
 
 # -- one sparkpoint job ---------------------------------------------------------------------------
 
-EXTRA_CONF: dict[str, str] = {}   # -D key=value: more configuration of every sparkpoint job
+EXTRA_CONF: dict[str, str] = {}  # -D key=value: more configuration of every sparkpoint job
 
 
-def make_env(spark: Any, work: Path, tag: str, backend: str, incremental: bool, max_records: int,
-             restore_from: str | None) -> StreamExecutionEnvironment:
+def make_env(
+    spark: Any, work: Path, tag: str, backend: str, incremental: bool, max_records: int, restore_from: str | None
+) -> StreamExecutionEnvironment:
     conf = Configuration()
     conf.set("execution.epoch.max-records", int(max_records))
     conf.set("execution.epoch.max-bytes", "256 mb")
@@ -167,15 +184,24 @@ def make_env(spark: Any, work: Path, tag: str, backend: str, incremental: bool, 
 
 
 def build_job(env: StreamExecutionEnvironment, input_dir: Path) -> None:
-    source = (FileSource.for_record_stream_format(StreamFormat.text_line_format(), str(input_dir))
-              .monitor_continuously(Duration.of_millis(200)).build())
-    counts = (env.from_source(source, WatermarkStrategy.no_watermarks(), "keys").uid("keys")
-              .key_by(lambda k: k).process(CountPerKey()).uid("count"))
+    source = (
+        FileSource.for_record_stream_format(StreamFormat.text_line_format(), str(input_dir))
+        .monitor_continuously(Duration.of_millis(200))
+        .build()
+    )
+    counts = (
+        env.from_source(source, WatermarkStrategy.no_watermarks(), "keys")
+        .uid("keys")
+        .key_by(lambda k: k)
+        .process(CountPerKey())
+        .uid("count")
+    )
     env._add_transformation(CollectTransformation, "Collect", [TransformationInput(counts._id)])
 
 
-def run_job(spark: Any, inp: W2Input, work: Path, tag: str, backend: str, incremental: bool,
-            restore_from: str | None = None) -> dict[str, Any]:
+def run_job(
+    spark: Any, inp: W2Input, work: Path, tag: str, backend: str, incremental: bool, restore_from: str | None = None
+) -> dict[str, Any]:
     """One job over ``inp``'s files, cancelled when done (see :class:`Probe`)."""
     expected = len(inp.restore_pair[0]) + len(inp.restore_pair[1]) if restore_from else inp.main_records
     probe = Probe(expected, "first" if restore_from else "checkpointed")
@@ -188,13 +214,21 @@ def run_job(spark: Any, inp: W2Input, work: Path, tag: str, backend: str, increm
         result = client.wait(4 * 3600)
         seconds = now() - probe.t0
     _PROBE.remove(probe)
-    return {"tag": tag, "seconds": seconds, "epochs": probe.epochs, "checkpoints": probe.checkpoints,
-            "first_epoch_s": probe.first_epoch_s, "collected": list(result.collected), "rss": rss.to_json(),
-            "job_epochs": result.epochs}
+    return {
+        "tag": tag,
+        "seconds": seconds,
+        "epochs": probe.epochs,
+        "checkpoints": probe.checkpoints,
+        "first_epoch_s": probe.first_epoch_s,
+        "collected": list(result.collected),
+        "rss": rss.to_json(),
+        "job_epochs": result.epochs,
+    }
 
 
-def run_size(spark: Any, inp: W2Input, work: Path, backend: str, incremental: bool,
-             with_restore: bool = True) -> dict[str, Any]:
+def run_size(
+    spark: Any, inp: W2Input, work: Path, backend: str, incremental: bool, with_restore: bool = True
+) -> dict[str, Any]:
     """Main run (load + hot epochs, checked), then (``with_restore``) the restore run from its last checkpoint
     (checked)."""
     kind = "incremental" if incremental else "full"
@@ -203,9 +237,11 @@ def run_size(spark: Any, inp: W2Input, work: Path, backend: str, incremental: bo
     before = inp.sample_totals(False)
     main["check"] = check_sample(main.pop("collected"), before)
     main.update(summarize_epochs(main, inp))
-    print(f"  {tag}: {main['seconds']:.1f} s, {len(main['epochs'])} epochs, hot epoch median "
-          f"{main['hot_epoch_median_s']:.2f} s, sample check {'OK' if main['check']['ok'] else 'WRONG'}",
-          flush=True)
+    print(
+        f"  {tag}: {main['seconds']:.1f} s, {len(main['epochs'])} epochs, hot epoch median "
+        f"{main['hot_epoch_median_s']:.2f} s, sample check {'OK' if main['check']['ok'] else 'WRONG'}",
+        flush=True,
+    )
     out: dict[str, Any] = {"keys": inp.keys, "backend": backend, "incremental": incremental, "main": main}
     if not with_restore:
         _remove_run_dirs(work, tag)
@@ -220,11 +256,15 @@ def run_size(spark: Any, inp: W2Input, work: Path, backend: str, incremental: bo
         pair_keys = set(inp.restore_pair[0].tolist()) | set(inp.restore_pair[1].tolist())
         changed = [str(k) for k in pair_keys if str(k).endswith(SAMPLE_SUFFIX)]
         after = inp.sample_totals(True)
-        restore["check"] = check_sample(restore.pop("collected"), {k: after[k] for k in changed},
-                                        {k: before.get(k, 0) for k in changed})
+        restore["check"] = check_sample(
+            restore.pop("collected"), {k: after[k] for k in changed}, {k: before.get(k, 0) for k in changed}
+        )
         restore["restored_checkpoint"] = latest
-        print(f"  {tag}: restore from {Path(latest).name}: first epoch after {restore['first_epoch_s']:.2f} s, "
-              f"check {'OK' if restore['check']['ok'] else 'WRONG'}", flush=True)
+        print(
+            f"  {tag}: restore from {Path(latest).name}: first epoch after {restore['first_epoch_s']:.2f} s, "
+            f"check {'OK' if restore['check']['ok'] else 'WRONG'}",
+            flush=True,
+        )
         out["restore"] = restore
     finally:
         for path in added:
@@ -255,30 +295,54 @@ def backend_available(name: str) -> str | None:
 
 # -- the whole benchmark ----------------------------------------------------------------------------
 
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--keys", type=int, default=10_000_000, help="N, keys in the state (default 10,000,000)")
     p.add_argument("--small-keys", type=int, default=50_000, help="the small reference (default 50,000)")
-    p.add_argument("--hashmap-keys", type=int, default=None,
-                   help="N for the hashmap backend, which rewrites all its state every epoch (default: --keys)")
+    p.add_argument(
+        "--hashmap-keys",
+        type=int,
+        default=None,
+        help="N for the hashmap backend, which rewrites all its state every epoch (default: --keys)",
+    )
     p.add_argument("--hot-epochs", type=int, default=10, help="hot epochs after the load (default 10)")
     p.add_argument("--hot-records", type=int, default=200_000, help="records per hot epoch (default 200,000)")
-    p.add_argument("--touch-fraction", type=float, default=0.01,
-                   help="fraction of the keys a hot epoch touches (default 0.01)")
-    p.add_argument("--touch-keys", type=int, default=None,
-                   help="keys a hot epoch touches at every size instead of a fraction (the same change, "
-                        "another state size: what the state's size alone costs)")
-    p.add_argument("--load-records", type=int, default=1_000_000,
-                   help="records per load epoch (default 1,000,000: 10 load epochs at 10M keys)")
+    p.add_argument(
+        "--touch-fraction", type=float, default=0.01, help="fraction of the keys a hot epoch touches (default 0.01)"
+    )
+    p.add_argument(
+        "--touch-keys",
+        type=int,
+        default=None,
+        help="keys a hot epoch touches at every size instead of a fraction (the same change, "
+        "another state size: what the state's size alone costs)",
+    )
+    p.add_argument(
+        "--load-records",
+        type=int,
+        default=1_000_000,
+        help="records per load epoch (default 1,000,000: 10 load epochs at 10M keys)",
+    )
     p.add_argument("--backends", default="hashmap,rocksdb", help="state.backend.type values (default hashmap,rocksdb)")
-    p.add_argument("--incremental", choices=("full", "incremental", "both"), default="both",
-                   help="checkpoint kinds for backends that have incremental checkpoints (hashmap: full only)")
+    p.add_argument(
+        "--incremental",
+        choices=("full", "incremental", "both"),
+        default="both",
+        help="checkpoint kinds for backends that have incremental checkpoints (hashmap: full only)",
+    )
     p.add_argument("--warmup-keys", type=int, default=20_000, help="untimed warm-up run (0 skips)")
     p.add_argument("--no-spark", action="store_true", help="skip the Spark Structured Streaming peer")
     p.add_argument("--workdir", type=Path, default=None, help="default: a temp dir, removed afterwards")
     p.add_argument("--json", type=Path, default=None, help="also write the results as JSON here")
-    p.add_argument("-D", dest="defines", action="append", default=[], metavar="KEY=VALUE",
-                   help="configuration of every sparkpoint job, e.g. -D state.backend.rocksdb.compaction.style=LEVEL")
+    p.add_argument(
+        "-D",
+        dest="defines",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="configuration of every sparkpoint job, e.g. -D state.backend.rocksdb.compaction.style=LEVEL",
+    )
     args = p.parse_args(argv)
     for define in args.defines:
         key, sep, value = define.partition("=")
@@ -298,8 +362,11 @@ def run_spark_peer(spark: Any, inp: W2Input, work: Path) -> dict[str, Any]:
     res["rss"] = rss.to_json()
     out = summarize_spark(res, inp)
     shutil.rmtree(ck, ignore_errors=True)
-    print(f"  spark {inp.keys:,} keys: {out['seconds']:.1f} s, {out['batches']} micro-batches, hot median "
-          f"{out['hot_batch_median_ms']:,.0f} ms, sample counts {'OK' if out['ok'] else 'WRONG'}", flush=True)
+    print(
+        f"  spark {inp.keys:,} keys: {out['seconds']:.1f} s, {out['batches']} micro-batches, hot median "
+        f"{out['hot_batch_median_ms']:,.0f} ms, sample counts {'OK' if out['ok'] else 'WRONG'}",
+        flush=True,
+    )
     return out
 
 
@@ -310,8 +377,11 @@ def run_backends(args: argparse.Namespace, spark: Any, inputs: Any, work: Path, 
             print(f"\n{backend}: not available ({why})", flush=True)
             results["backends"][backend] = {"available": False, "reason": why}
             continue
-        kinds = [False] if backend == "hashmap" else {"full": [False], "incremental": [True],
-                                                      "both": [False, True]}[args.incremental]
+        kinds = (
+            [False]
+            if backend == "hashmap"
+            else {"full": [False], "incremental": [True], "both": [False, True]}[args.incremental]
+        )
         if backend == "hashmap" and args.incremental != "full":
             print("\nhashmap: full checkpoints only (no incremental form)", flush=True)
         big_keys = args.hashmap_keys if backend == "hashmap" and args.hashmap_keys else args.keys
@@ -323,10 +393,12 @@ def run_backends(args: argparse.Namespace, spark: Any, inputs: Any, work: Path, 
             # the small reference again: the machine's speed drifts between runs, so the big run is
             # compared with the mean of the small runs before and after it
             after = run_size(spark, inputs(args.small_keys), work, backend, inc, with_restore=False)
-            ratios = print_backend(label + (f" (N = {big_keys:,}, --hashmap-keys)" if big_keys != args.keys else ""),
-                                   big, small, after)
+            ratios = print_backend(
+                label + (f" (N = {big_keys:,}, --hashmap-keys)" if big_keys != args.keys else ""), big, small, after
+            )
             results["backends"].setdefault(backend, {"available": True, "runs": []})["runs"].append(
-                {"incremental": inc, "big": big, "small": small, "small_after": after, **ratios})
+                {"incremental": inc, "big": big, "small": small, "small_after": after, **ratios}
+            )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -341,28 +413,36 @@ def main(argv: list[str] | None = None) -> int:
             t = now()
             shutil.rmtree(work / f"input-{keys}", ignore_errors=True)
             fraction = args.touch_fraction if args.touch_keys is None else min(1.0, args.touch_keys / keys)
-            cache[keys] = write_input(work / f"input-{keys}", keys, args.load_records, args.hot_epochs,
-                                      args.hot_records, fraction)
-            print(f"input {keys:,} keys: {cache[keys].main_records:,} records in {cache[keys].files} files "
-                  f"({len(cache[keys].load_pairs)} load + {args.hot_epochs} hot epochs) in {now() - t:.1f} s",
-                  flush=True)
+            cache[keys] = write_input(
+                work / f"input-{keys}", keys, args.load_records, args.hot_epochs, args.hot_records, fraction
+            )
+            print(
+                f"input {keys:,} keys: {cache[keys].main_records:,} records in {cache[keys].files} files "
+                f"({len(cache[keys].load_pairs)} load + {args.hot_epochs} hot epochs) in {now() - t:.1f} s",
+                flush=True,
+            )
         return cache[keys]
 
     results: dict[str, Any] = {
-        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "command": " ".join(["bench/w2.py"] + (argv if argv is not None else sys.argv[1:])),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    "loadavg_start": [round(x, 2) for x in os.getloadavg()]},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "loadavg_start": [round(x, 2) for x in os.getloadavg()],
+        },
         "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-        "backends": {}}
+        "backends": {},
+    }
     from bench.w1_spark import make_spark_session
 
     spark = make_spark_session("sparkpoint-bench-w2")
     t_all = now()
     try:
         if args.warmup_keys > 0:
-            warm = write_input(work / "warmup", args.warmup_keys, args.load_records, 2, 20_000, args.touch_fraction,
-                               seed=99)
+            warm = write_input(
+                work / "warmup", args.warmup_keys, args.load_records, 2, 20_000, args.touch_fraction, seed=99
+            )
             run_size(spark, warm, work, "hashmap", False)
             if not args.no_spark:
                 run_spark_peer(spark, warm, work)
@@ -384,9 +464,11 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(work, ignore_errors=True)
     ok = _all_ok(results)
     results["ok"] = ok
-    print(f"\n{results['date']}, load average {results['machine']['loadavg_start']} -> "
-          f"{results['machine']['loadavg_end']}, {results['total_s']:.0f} s in all: "
-          f"{'ALL CHECKS OK' if ok else 'CHECK FAILED'}")
+    print(
+        f"\n{results['date']}, load average {results['machine']['loadavg_start']} -> "
+        f"{results['machine']['loadavg_end']}, {results['total_s']:.0f} s in all: "
+        f"{'ALL CHECKS OK' if ok else 'CHECK FAILED'}"
+    )
     if args.json is not None:
         args.json.write_text(json.dumps(results, indent=2, default=str))
         print(f"results written to {args.json}")
@@ -398,8 +480,11 @@ def _all_ok(results: dict[str, Any]) -> bool:
     for b in results["backends"].values():
         for r in b.get("runs", []):
             for side in ("big", "small"):
-                oks += [r[side]["main"]["check"]["ok"], r[side]["main"]["epoch_shape_ok"],
-                        r[side].get("restore", {}).get("check", {}).get("ok", False)]
+                oks += [
+                    r[side]["main"]["check"]["ok"],
+                    r[side]["main"]["epoch_shape_ok"],
+                    r[side].get("restore", {}).get("check", {}).get("ok", False),
+                ]
             oks += [r["small_after"]["main"]["check"]["ok"], r["small_after"]["main"]["epoch_shape_ok"]]
     return all(oks)
 

@@ -21,6 +21,7 @@ the jobs emit ``(key, running count)`` only for the *sample* keys (keys ending i
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import time
@@ -88,9 +89,12 @@ class W2Input:
                 arr = np.concatenate([a, b])
                 counts += np.bincount(arr, minlength=self.keys)
                 touched = np.unique(arr)
-                self._changed.append(sum(
-                    8 + len(text) + len(pickle.dumps((text, None, count), pickle.HIGHEST_PROTOCOL))
-                    for text, count in zip(map(str, touched.tolist()), counts[touched].tolist())))
+                self._changed.append(
+                    sum(
+                        8 + len(text) + len(pickle.dumps((text, None, count), pickle.HIGHEST_PROTOCOL))
+                        for text, count in zip(map(str, touched.tolist()), counts[touched].tolist())
+                    )
+                )
         return self._changed
 
     def write_restore_pair(self) -> list[Path]:
@@ -127,8 +131,15 @@ def hot_keys(rng: np.random.Generator, keys: int, records: int, touch_fraction: 
     return arr
 
 
-def write_input(directory: Path, keys: int, load_records: int, hot_epochs: int, hot_records: int,
-                touch_fraction: float, seed: int = 7) -> W2Input:
+def write_input(
+    directory: Path,
+    keys: int,
+    load_records: int,
+    hot_epochs: int,
+    hot_records: int,
+    touch_fraction: float,
+    seed: int = 7,
+) -> W2Input:
     """Write the load and hot pairs of ``keys`` keys into ``directory`` (the restore pair is kept back)."""
     directory.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
@@ -145,8 +156,9 @@ def write_input(directory: Path, keys: int, load_records: int, hot_epochs: int, 
     return inp
 
 
-def check_sample(emitted: list[tuple[str, int]], expected: dict[str, int], start: dict[str, int] | None = None
-                 ) -> dict[str, Any]:
+def check_sample(
+    emitted: list[tuple[str, int]], expected: dict[str, int], start: dict[str, int] | None = None
+) -> dict[str, Any]:
     """Every sample key's emitted running counts must be exactly ``start+1 .. expected`` (no gap, no
     duplicate) and nothing else may be emitted; ``start`` = counts before the run (restore)."""
     seen: dict[str, list[int]] = {}
@@ -159,8 +171,15 @@ def check_sample(emitted: list[tuple[str, int]], expected: dict[str, int], start
         if got != list(range(first, total + 1)):
             wrong.append(key)
     extra = sorted(set(seen) - set(expected))
-    return {"ok": not wrong and not extra, "sample_keys": len(expected), "emitted": len(emitted),
-            "wrong_keys": wrong[:10], "n_wrong": len(wrong), "extra_keys": extra[:10], "n_extra": len(extra)}
+    return {
+        "ok": not wrong and not extra,
+        "sample_keys": len(expected),
+        "emitted": len(emitted),
+        "wrong_keys": wrong[:10],
+        "n_wrong": len(wrong),
+        "extra_keys": extra[:10],
+        "n_extra": len(extra),
+    }
 
 
 def du(path: Path) -> int:
@@ -168,10 +187,8 @@ def du(path: Path) -> int:
     total = 0
     for root, _, files in os.walk(path):
         for name in files:
-            try:
+            with contextlib.suppress(OSError):
                 total += os.path.getsize(os.path.join(root, name))
-            except OSError:
-                pass
     return total
 
 

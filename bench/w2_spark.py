@@ -66,10 +66,15 @@ def run_spark_count(spark: Any, input_dir: Path, checkpoint_dir: Path) -> dict[s
             sample[row["value"]] = int(row["count"])
             emitted.append((row["value"], int(row["count"])))
 
-    counts = (spark.readStream.option("maxFilesPerTrigger", FILES_PER_BATCH).text(str(input_dir))
-              .groupBy("value").count())
-    writer = (counts.writeStream.outputMode("update").foreachBatch(on_batch)
-              .option("checkpointLocation", str(checkpoint_dir)).trigger(availableNow=True))
+    counts = (
+        spark.readStream.option("maxFilesPerTrigger", FILES_PER_BATCH).text(str(input_dir)).groupBy("value").count()
+    )
+    writer = (
+        counts.writeStream.outputMode("update")
+        .foreachBatch(on_batch)
+        .option("checkpointLocation", str(checkpoint_dir))
+        .trigger(availableNow=True)
+    )
     t0 = time.perf_counter()
     query = writer.start()
     watcher = _StateDirWatcher(query, checkpoint_dir / "state")
@@ -83,23 +88,33 @@ def run_spark_count(spark: Any, input_dir: Path, checkpoint_dir: Path) -> dict[s
         ops = p.get("stateOperators") or [{}]
         op = ops[0]
         custom = op.get("customMetrics") or {}
-        batches.append({
-            "batch": p["batchId"], "rows": int(p.get("numInputRows", 0)),
-            "ms": int((p.get("durationMs") or {}).get("triggerExecution", 0)),
-            "state_rows": op.get("numRowsTotal"), "state_rows_updated": op.get("numRowsUpdated"),
-            "state_memory_bytes": op.get("memoryUsedBytes"),
-            "commit_ms": op.get("commitTimeMs"),
-            "rocksdb_bytes_copied": custom.get("rocksdbBytesCopied"),
-            "rocksdb_files_copied": custom.get("rocksdbFilesCopied"),
-            "rocksdb_files_reused": custom.get("rocksdbFilesReused"),
-            "rocksdb_sst_bytes": custom.get("rocksdbSstFileSize"),
-            "rocksdb_checkpoint_ms": custom.get("rocksdbCommitCheckpointLatency"),
-            "rocksdb_commit_ms": custom.get("rocksdbCommitFileSyncLatencyMs"),
-            "state_dir_bytes": state_sizes.get(p["batchId"]),
-            "custom_metrics": custom,
-        })
-    return {"seconds": seconds, "batches": batches, "sample": sample, "emitted": emitted,
-            "state_dir_bytes_end": du(checkpoint_dir / "state"),
-            "provider": spark.conf.get("spark.sql.streaming.stateStore.providerClass"),
-            "changelog_checkpointing": spark.conf.get(
-                "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "default")}
+        batches.append(
+            {
+                "batch": p["batchId"],
+                "rows": int(p.get("numInputRows", 0)),
+                "ms": int((p.get("durationMs") or {}).get("triggerExecution", 0)),
+                "state_rows": op.get("numRowsTotal"),
+                "state_rows_updated": op.get("numRowsUpdated"),
+                "state_memory_bytes": op.get("memoryUsedBytes"),
+                "commit_ms": op.get("commitTimeMs"),
+                "rocksdb_bytes_copied": custom.get("rocksdbBytesCopied"),
+                "rocksdb_files_copied": custom.get("rocksdbFilesCopied"),
+                "rocksdb_files_reused": custom.get("rocksdbFilesReused"),
+                "rocksdb_sst_bytes": custom.get("rocksdbSstFileSize"),
+                "rocksdb_checkpoint_ms": custom.get("rocksdbCommitCheckpointLatency"),
+                "rocksdb_commit_ms": custom.get("rocksdbCommitFileSyncLatencyMs"),
+                "state_dir_bytes": state_sizes.get(p["batchId"]),
+                "custom_metrics": custom,
+            }
+        )
+    return {
+        "seconds": seconds,
+        "batches": batches,
+        "sample": sample,
+        "emitted": emitted,
+        "state_dir_bytes_end": du(checkpoint_dir / "state"),
+        "provider": spark.conf.get("spark.sql.streaming.stateStore.providerClass"),
+        "changelog_checkpointing": spark.conf.get(
+            "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "default"
+        ),
+    }

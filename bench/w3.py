@@ -22,7 +22,7 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -37,9 +37,8 @@ from sparkpoint.datastream.connectors.file_system import FileSink, FileSource, S
 from sparkpoint.datastream.state import ValueStateDescriptor  # noqa: E402
 from sparkpoint.testing.kill_loop import read_committed_lines  # noqa: E402
 
-
-FILES = 8                 # input files (= Spark micro-batches)
-MAX_RECORDS = 250_000     # sparkpoint's execution.epoch.max-records
+FILES = 8  # input files (= Spark micro-batches)
+MAX_RECORDS = 250_000  # sparkpoint's execution.epoch.max-records
 
 
 class FifthEvent(KeyedProcessFunction):
@@ -66,16 +65,22 @@ def oracle(n_events: int, digits: int = 5) -> set[str]:
     return {k for k, c in counts.items() if c >= NTH}
 
 
-def run_sparkpoint(spark: Any, input_dir: Path, work: Path, backend: str, max_records: int,
-                   config: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+def run_sparkpoint(
+    spark: Any, input_dir: Path, work: Path, backend: str, max_records: int, config: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """W3 on sparkpoint with the ``backend`` state backend; ``config``: more configuration (``-D`` keys), set over
     the defaults but not over ``state.backend.type``; the phase listener is kept if they name other listeners."""
     settings: dict[str, Any] = {
-        "execution.checkpointing.interval": "10 s", "execution.checkpointing.mode": "EXACTLY_ONCE",
+        "execution.checkpointing.interval": "10 s",
+        "execution.checkpointing.mode": "EXACTLY_ONCE",
         "state.checkpoints.dir": (work / f"ck-{backend}").as_uri(),
         "execution.checkpointing.incremental": backend == "rocksdb",
-        "execution.epoch.max-records": max_records, "execution.epoch.max-bytes": "256 mb",
-        "sparkpoint.local-state-dir": str(work / f"ls-{backend}"), **(config or {}), "state.backend.type": backend}
+        "execution.epoch.max-records": max_records,
+        "execution.epoch.max-bytes": "256 mb",
+        "sparkpoint.local-state-dir": str(work / f"ls-{backend}"),
+        **(config or {}),
+        "state.backend.type": backend,
+    }
     settings["execution.job-listeners"] = with_probe(settings.get("execution.job-listeners"))
     conf = Configuration()
     for key, value in settings.items():
@@ -85,14 +90,26 @@ def run_sparkpoint(spark: Any, input_dir: Path, work: Path, backend: str, max_re
     env.set_spark_session(spark)
     out = work / f"out-{backend}"
     source = FileSource.for_record_stream_format(StreamFormat.text_line_format(), str(input_dir)).build()
-    (env.from_source(source, WatermarkStrategy.no_watermarks(), "events").uid("events")
-     .map(key_of).uid("keys").key_by(lambda k: k).process(FifthEvent()).uid("fifth")
-     .sink_to(FileSink.for_row_format(str(out), Encoder.simple_string_encoder()).build()).uid("sink"))
+    (
+        env.from_source(source, WatermarkStrategy.no_watermarks(), "events")
+        .uid("events")
+        .map(key_of)
+        .uid("keys")
+        .key_by(lambda k: k)
+        .process(FifthEvent())
+        .uid("fifth")
+        .sink_to(FileSink.for_row_format(str(out), Encoder.simple_string_encoder()).build())
+        .uid("sink")
+    )
     PHASES.reset()
     t0 = time.perf_counter()
     env.execute(f"w3-{backend}")
-    return {"seconds": time.perf_counter() - t0, "lines": read_committed_lines(out), "epochs": PHASES.epochs,
-            "phase_ms": dict(PHASES.phase_ms)}
+    return {
+        "seconds": time.perf_counter() - t0,
+        "lines": read_committed_lines(out),
+        "epochs": PHASES.epochs,
+        "phase_ms": dict(PHASES.phase_ms),
+    }
 
 
 def check_keys(name: str, got: list[str], expected: set[str]) -> bool:
@@ -101,12 +118,14 @@ def check_keys(name: str, got: list[str], expected: set[str]) -> bool:
         print(f"  {name}: no key reaches {NTH} events in this input: the check below compares empty sets")
     ok = Counter(got) == Counter(expected)
     extra, missing = len(set(got) - expected), len(expected - set(got))
-    print(f"  {name}: {len(got):,} keys emitted, {len(expected):,} expected: "
-          f"{'OK' if ok else f'WRONG ({missing} missing, {extra} extra, {len(got) - len(set(got))} twice)'}")
+    print(
+        f"  {name}: {len(got):,} keys emitted, {len(expected):,} expected: "
+        f"{'OK' if ok else f'WRONG ({missing} missing, {extra} extra, {len(got) - len(set(got))} twice)'}"
+    )
     return ok
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--events", type=int, default=2_000_000)
     p.add_argument("--files", type=int, default=FILES)
@@ -119,8 +138,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     from bench.w1_spark import make_spark_session
 
     work = Path(tempfile.mkdtemp(prefix="w3-bench-"))
-    results: dict[str, Any] = {"command": " ".join(["bench/w3.py"] + (argv or sys.argv[1:])),
-                               "loadavg_start": os.getloadavg(), "events": args.events}
+    results: dict[str, Any] = {
+        "command": " ".join(["bench/w3.py"] + (argv or sys.argv[1:])),
+        "loadavg_start": os.getloadavg(),
+        "events": args.events,
+    }
     try:
         write_event_files(work / "input", args.events, args.files)
         expected = oracle(args.events)
@@ -134,25 +156,39 @@ def main(argv: Optional[list[str]] = None) -> int:
         for backend in [b.strip() for b in args.backends.split(",") if b.strip()]:
             run = run_sparkpoint(spark, work / "input", work, backend, args.max_records)
             sp_rate = args.events / run["seconds"]
-            print(f"sparkpoint, {backend}: {run['seconds']:.1f} s, {sp_rate:,.0f} ev/s ({run['epochs']} epochs), "
-                  f"{sp_rate / rate:.2f}x Spark native")
-            print("  task time per phase, all tasks (s): "
-                  + " ".join(f"{k} {v / 1000:.1f}" for k, v in sorted(run["phase_ms"].items())))
+            print(
+                f"sparkpoint, {backend}: {run['seconds']:.1f} s, {sp_rate:,.0f} ev/s ({run['epochs']} epochs), "
+                f"{sp_rate / rate:.2f}x Spark native"
+            )
+            print(
+                "  task time per phase, all tasks (s): "
+                + " ".join(f"{k} {v / 1000:.1f}" for k, v in sorted(run["phase_ms"].items()))
+            )
             ok = check_keys(f"sparkpoint {backend}", run["lines"], expected) and ok
-            results[f"sparkpoint_{backend}"] = {"seconds": run["seconds"], "events_per_s": sp_rate,
-                                                "ratio_to_native": sp_rate / rate, "phase_ms": run["phase_ms"]}
+            results[f"sparkpoint_{backend}"] = {
+                "seconds": run["seconds"],
+                "events_per_s": sp_rate,
+                "ratio_to_native": sp_rate / rate,
+                "phase_ms": run["phase_ms"],
+            }
         if args.tws_events:
             write_event_files(work / "tws-input", args.tws_events, 2)
             # fewer events (it is slow), so keys of 4 hex digits: some do reach 5 events and the check means something
             tws = run_tws(spark, work / "tws-input", work / "tws-ck", digits=4)
             tws_rate = args.tws_events / tws["seconds"]
             ours = results.get("sparkpoint_rocksdb", {}).get("events_per_s", float("nan"))
-            print(f"Spark transformWithStateInPandas ({args.tws_events:,} events, keys of 4 hex digits): "
-                  f"{tws['seconds']:.1f} s, {tws_rate:,.0f} ev/s; sparkpoint (W3) is {ours / tws_rate:.1f}x that")
+            print(
+                f"Spark transformWithStateInPandas ({args.tws_events:,} events, keys of 4 hex digits): "
+                f"{tws['seconds']:.1f} s, {tws_rate:,.0f} ev/s; sparkpoint (W3) is {ours / tws_rate:.1f}x that"
+            )
             expected_tws = oracle(args.tws_events, digits=4)
             ok = check_keys("transformWithStateInPandas", tws["emitted"], expected_tws) and bool(expected_tws) and ok
-            results["tws"] = {"seconds": tws["seconds"], "events_per_s": tws_rate, "events": args.tws_events,
-                              "keys_reaching_5": len(expected_tws)}
+            results["tws"] = {
+                "seconds": tws["seconds"],
+                "events_per_s": tws_rate,
+                "events": args.tws_events,
+                "keys_reaching_5": len(expected_tws),
+            }
         results["ok"] = ok
         print("ALL CHECKS OK" if ok else "CHECKS FAILED")
     finally:

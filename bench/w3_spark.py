@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pandas as pd
 
@@ -26,8 +27,11 @@ __all__ = ["run_native", "run_tws", "NTH"]
 def _keys(spark: Any, input_dir: Path, digits: int = 5) -> Any:
     from pyspark.sql import functions as F
 
-    return (spark.readStream.option("maxFilesPerTrigger", 1).text(str(input_dir))
-            .select(F.substring(F.split("value", "\t").getItem(2), 1, digits).alias("key")))
+    return (
+        spark.readStream.option("maxFilesPerTrigger", 1)
+        .text(str(input_dir))
+        .select(F.substring(F.split("value", "\t").getItem(2), 1, digits).alias("key"))
+    )
 
 
 @contextlib.contextmanager
@@ -68,13 +72,19 @@ def run_native(spark: Any, input_dir: Path, checkpoint_dir: Path) -> dict[str, A
     return {"seconds": seconds, "keys": reached, "batches": batches}
 
 
-def _run_available_now(spark: Any, frame: Any, mode: str, on_batch: Any, checkpoint_dir: Path,
-                       what: str) -> tuple[float, int]:
+def _run_available_now(
+    spark: Any, frame: Any, mode: str, on_batch: Any, checkpoint_dir: Path, what: str
+) -> tuple[float, int]:
     """Run ``frame`` to the end of its input on the RocksDB state store; seconds and micro-batches."""
     with _rocksdb_state_store(spark):
         t0 = time.perf_counter()
-        query = (frame.writeStream.outputMode(mode).foreachBatch(on_batch)
-                 .option("checkpointLocation", str(checkpoint_dir)).trigger(availableNow=True).start())
+        query = (
+            frame.writeStream.outputMode(mode)
+            .foreachBatch(on_batch)
+            .option("checkpointLocation", str(checkpoint_dir))
+            .trigger(availableNow=True)
+            .start()
+        )
         seconds = _finish(query, t0, what)
     return seconds, len(query.recentProgress)
 
@@ -110,7 +120,12 @@ def run_tws(spark: Any, input_dir: Path, checkpoint_dir: Path, digits: int = 5) 
     def on_batch(df: Any, batch_id: int) -> None:
         emitted.extend(r["key"] for r in df.collect())
 
-    out = _keys(spark, input_dir, digits).groupBy("key").transformWithStateInPandas(
-        statefulProcessor=_processor(), outputStructType="key string", outputMode="Append", timeMode="None")
+    out = (
+        _keys(spark, input_dir, digits)
+        .groupBy("key")
+        .transformWithStateInPandas(
+            statefulProcessor=_processor(), outputStructType="key string", outputMode="Append", timeMode="None"
+        )
+    )
     seconds, batches = _run_available_now(spark, out, "append", on_batch, checkpoint_dir, "transformWithStateInPandas")
     return {"seconds": seconds, "emitted": emitted, "batches": batches}

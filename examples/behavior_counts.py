@@ -42,8 +42,10 @@ from sparkpoint.datastream.connectors.kafka import (
 from sparkpoint.datastream.formats.parquet import ParquetBulkWriters
 from sparkpoint.datastream.window import TumblingEventTimeWindows
 
-ROW_TYPE = Types.ROW_NAMED(["window_start", "window_end", "channel", "behavior", "cnt"],
-                           [Types.LONG(), Types.LONG(), Types.STRING(), Types.STRING(), Types.LONG()])
+ROW_TYPE = Types.ROW_NAMED(
+    ["window_start", "window_end", "channel", "behavior", "cnt"],
+    [Types.LONG(), Types.LONG(), Types.STRING(), Types.STRING(), Types.LONG()],
+)
 
 
 class EventTimestamp(TimestampAssigner):
@@ -93,31 +95,46 @@ def to_row(line: str) -> Row:
 
 
 def kafka_source(args: argparse.Namespace) -> KafkaSource:
-    builder = (KafkaSource.builder().set_bootstrap_servers(args.kafka).set_topics(args.input_topic)
-               .set_group_id("behavior-counts").set_starting_offsets(KafkaOffsetsInitializer.earliest())
-               .set_value_only_deserializer(SimpleStringSchema()))
-    if args.bounded:   # read what the topic holds when the job starts, then finish
+    builder = (
+        KafkaSource.builder()
+        .set_bootstrap_servers(args.kafka)
+        .set_topics(args.input_topic)
+        .set_group_id("behavior-counts")
+        .set_starting_offsets(KafkaOffsetsInitializer.earliest())
+        .set_value_only_deserializer(SimpleStringSchema())
+    )
+    if args.bounded:  # read what the topic holds when the job starts, then finish
         builder.set_bounded(KafkaOffsetsInitializer.latest())
     return builder.build()
 
 
 def kafka_sink(args: argparse.Namespace) -> KafkaSink:
-    return (KafkaSink.builder().set_bootstrap_servers(args.kafka)
-            .set_record_serializer(KafkaRecordSerializationSchema.builder().set_topic(args.output_topic)
-                                   .set_value_serialization_schema(SimpleStringSchema()).build())
-            .set_delivery_guarantee(DeliveryGuarantee.EXACTLY_ONCE)
-            .set_transactional_id_prefix(f"behavior-counts-{args.output_topic}")
-            .build())
+    return (
+        KafkaSink.builder()
+        .set_bootstrap_servers(args.kafka)
+        .set_record_serializer(
+            KafkaRecordSerializationSchema.builder()
+            .set_topic(args.output_topic)
+            .set_value_serialization_schema(SimpleStringSchema())
+            .build()
+        )
+        .set_delivery_guarantee(DeliveryGuarantee.EXACTLY_ONCE)
+        .set_transactional_id_prefix(f"behavior-counts-{args.output_topic}")
+        .build()
+    )
 
 
 def jdbc_sink(args: argparse.Namespace):
     return JdbcSink.exactly_once_sink(
         f"INSERT INTO {args.table} (window_start, window_end, channel, behavior, cnt) VALUES (?, ?, ?, ?, ?)",
         ROW_TYPE,
-        JdbcConnectionOptions.JdbcConnectionOptionsBuilder().with_url(args.jdbc_url)
-        .with_driver_name("org.postgresql.Driver").build(),
+        JdbcConnectionOptions.JdbcConnectionOptionsBuilder()
+        .with_url(args.jdbc_url)
+        .with_driver_name("org.postgresql.Driver")
+        .build(),
         JdbcExecutionOptions.builder().with_batch_size(500).build(),
-        JdbcExactlyOnceOptions.builder().with_transaction_id_prefix(f"behavior-counts-{args.table}").build())
+        JdbcExactlyOnceOptions.builder().with_transaction_id_prefix(f"behavior-counts-{args.table}").build(),
+    )
 
 
 def build(env: StreamExecutionEnvironment, args: argparse.Namespace) -> None:
@@ -126,16 +143,26 @@ def build(env: StreamExecutionEnvironment, args: argparse.Namespace) -> None:
     elif args.input:
         source = FileSource.for_record_stream_format(StreamFormat.text_line_format(), args.input).build()
     else:
-        source = StringLineEventSource(args.events, lateness_millis=args.source_lateness_millis,
-                                       seed=args.seed, num_splits=args.splits,
-                                       records_per_second=args.events_per_second)
-    watermarks = (WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(args.window_lagged_millis))
-                  .with_timestamp_assigner(EventTimestamp()))
-    counts = (env.from_source(source, WatermarkStrategy.no_watermarks(), "events").uid("source")
-              .assign_timestamps_and_watermarks(watermarks).uid("timestamps")
-              .map(to_pair).uid("to-pairs")
-              .key_by(lambda pair: pair[0])
-              .window(TumblingEventTimeWindows.of(Time.milliseconds(args.window_size_millis))))
+        source = StringLineEventSource(
+            args.events,
+            lateness_millis=args.source_lateness_millis,
+            seed=args.seed,
+            num_splits=args.splits,
+            records_per_second=args.events_per_second,
+        )
+    watermarks = WatermarkStrategy.for_bounded_out_of_orderness(
+        Duration.of_millis(args.window_lagged_millis)
+    ).with_timestamp_assigner(EventTimestamp())
+    counts = (
+        env.from_source(source, WatermarkStrategy.no_watermarks(), "events")
+        .uid("source")
+        .assign_timestamps_and_watermarks(watermarks)
+        .uid("timestamps")
+        .map(to_pair)
+        .uid("to-pairs")
+        .key_by(lambda pair: pair[0])
+        .window(TumblingEventTimeWindows.of(Time.milliseconds(args.window_size_millis)))
+    )
     if args.incremental_count:
         counts = counts.aggregate(CountPairs(), window_function=FormatCount()).uid("window-counts")
     else:
@@ -147,11 +174,15 @@ def build(env: StreamExecutionEnvironment, args: argparse.Namespace) -> None:
     elif args.parquet:
         counts.map(to_row, output_type=ROW_TYPE).uid("to-rows").sink_to(
             FileSink.for_bulk_format(args.output, ParquetBulkWriters.for_row_type(ROW_TYPE))
-            .with_bucket_assigner(BucketAssigner.base_path_bucket_assigner()).build()).uid("sink")
+            .with_bucket_assigner(BucketAssigner.base_path_bucket_assigner())
+            .build()
+        ).uid("sink")
     else:
-        counts.sink_to(FileSink.for_row_format(args.output, Encoder.simple_string_encoder())
-                       .with_bucket_assigner(BucketAssigner.base_path_bucket_assigner())
-                       .build()).uid("sink")
+        counts.sink_to(
+            FileSink.for_row_format(args.output, Encoder.simple_string_encoder())
+            .with_bucket_assigner(BucketAssigner.base_path_bucket_assigner())
+            .build()
+        ).uid("sink")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -161,17 +192,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--output", default="out/behavior-counts", help="output directory")
     parser.add_argument("--events", type=int, default=1_000_000, help="number of generated events")
     parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--splits", type=int, default=2,
-                        help="generated-event splits (fixed for a job's life, like a topic's partitions)")
-    parser.add_argument("--events-per-second", type=float, default=None,
-                        help="pace the generated events (default: as fast as possible)")
+    parser.add_argument(
+        "--splits",
+        type=int,
+        default=2,
+        help="generated-event splits (fixed for a job's life, like a topic's partitions)",
+    )
+    parser.add_argument(
+        "--events-per-second", type=float, default=None, help="pace the generated events (default: as fast as possible)"
+    )
     parser.add_argument("--window-size-millis", type=int, default=60_000)
     parser.add_argument("--window-lagged-millis", type=int, default=50_000)
     parser.add_argument("--source-lateness-millis", type=int, default=0)
     parser.add_argument("--parallelism", type=int, default=None)
-    parser.add_argument("--incremental-count", action="store_true",
-                        help="count with an AggregateFunction (one number per window, combined before the exchange) "
-                             "instead of a ProcessWindowFunction over every event")
+    parser.add_argument(
+        "--incremental-count",
+        action="store_true",
+        help="count with an AggregateFunction (one number per window, combined before the exchange) "
+        "instead of a ProcessWindowFunction over every event",
+    )
     parser.add_argument("--kafka", help="bootstrap servers: read --input-topic, write --output-topic (exactly-once)")
     parser.add_argument("--input-topic", default="events")
     parser.add_argument("--output-topic", default="behavior-counts")

@@ -46,8 +46,8 @@ def write_input(directory: Path, n: int, files: int, seed: int) -> list[str]:
     now = int(time.time())
     for k in range(files):
         path = directory / f"part-{k:03d}.tsv"
-        path.write_text("".join(line + "\n" for line in lines[k * per_file:(k + 1) * per_file]))
-        os.utime(path, (now - files + k, now - files + k))   # the order the file source hands them out in
+        path.write_text("".join(line + "\n" for line in lines[k * per_file : (k + 1) * per_file]))
+        os.utime(path, (now - files + k, now - files + k))  # the order the file source hands them out in
     return lines
 
 
@@ -65,21 +65,25 @@ def check(work: Path, events: int, kills: int, seed: int, plain_dict: bool = Fal
         "execution.checkpointing.interval": "500 ms",
         "state.checkpoints.dir": checkpoints.as_uri(),
         "execution.checkpointing.externalized-checkpoint-retention": "RETAIN_ON_CANCELLATION",
-        "execution.epoch.max-records": 500,     # per source subtask: 1,000 lines an epoch
+        "execution.epoch.max-records": 500,  # per source subtask: 1,000 lines an epoch
         "parallelism.default": 2,
-        "restart-strategy.type": "none",        # a failure ends the round; the loop restores
+        "restart-strategy.type": "none",  # a failure ends the round; the loop restores
         "sparkpoint.local-state-dir": str(work / "local"),
     }
     job_args = ["--input", str(work / "in"), "--output", str(out), *(["--plain-dict"] if plain_dict else [])]
     loop = KillLoop(JOB, job_args, checkpoints, conf, kills=kills, seed=seed, epochs_per_round=3)
     result = loop.run()
     got, expected = Counter(read_committed_lines(out)), oracle(lines)
-    print(f"{result.rounds} rounds, {result.kills} kills ({sum(result.fault_kills.values())} at fault points), "
-          f"{sum(r is not None for r in result.restores)} restores from a checkpoint, {result.seconds:.1f} s")
+    print(
+        f"{result.rounds} rounds, {result.kills} kills ({sum(result.fault_kills.values())} at fault points), "
+        f"{sum(r is not None for r in result.restores)} restores from a checkpoint, {result.seconds:.1f} s"
+    )
     if got != expected:
         missing, extra = expected - got, got - expected
-        print(f"NOT exactly once: {sum(missing.values())} line(s) missing, {sum(extra.values())} extra; "
-              f"e.g. missing {sorted(missing)[:3]}, extra {sorted(extra)[:3]}")
+        print(
+            f"NOT exactly once: {sum(missing.values())} line(s) missing, {sum(extra.values())} extra; "
+            f"e.g. missing {sorted(missing)[:3]}, extra {sorted(extra)[:3]}"
+        )
         return 1
     print(f"exactly once: {len(expected)} lines, each committed once")
     return 0
@@ -87,8 +91,9 @@ def check(work: Path, events: int, kills: int, seed: int, plain_dict: bool = Fal
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--events", type=int, default=20_000,
-                        help="input lines (1,000 an epoch): more than kills x 4 epochs are needed")
+    parser.add_argument(
+        "--events", type=int, default=20_000, help="input lines (1,000 an epoch): more than kills x 4 epochs are needed"
+    )
     parser.add_argument("--kills", type=int, default=3)
     parser.add_argument("--seed", type=int, default=7, help="seeds the input and the kills")
     parser.add_argument("--plain-dict", action="store_true", help="test the job's broken variant")

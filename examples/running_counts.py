@@ -56,10 +56,15 @@ def key_of(line: str) -> str:
 
 def build(env: StreamExecutionEnvironment, args: argparse.Namespace) -> None:
     source = FileSource.for_record_stream_format(StreamFormat.text_line_format(), args.input).build()
-    (env.from_source(source, WatermarkStrategy.no_watermarks(), "lines").uid("lines")
-     .key_by(key_of, key_type=Types.STRING())
-     .process(PlainDictCount() if args.plain_dict else RunningCount(), output_type=Types.STRING()).uid("counts")
-     .sink_to(FileSink.for_row_format(args.output, Encoder.simple_string_encoder()).build()).uid("sink"))
+    (
+        env.from_source(source, WatermarkStrategy.no_watermarks(), "lines")
+        .uid("lines")
+        .key_by(key_of, key_type=Types.STRING())
+        .process(PlainDictCount() if args.plain_dict else RunningCount(), output_type=Types.STRING())
+        .uid("counts")
+        .sink_to(FileSink.for_row_format(args.output, Encoder.simple_string_encoder()).build())
+        .uid("sink")
+    )
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -8,7 +8,6 @@ and, where it can, what to do about it.
 from __future__ import annotations
 
 import traceback
-from typing import Optional
 
 __all__ = [
     "SparkpointError",
@@ -70,10 +69,10 @@ class UnrecoverableError(SparkpointError):
     whatever its restart strategy, instead of restoring and failing again."""
 
 
-def unrecoverable_cause(error: BaseException) -> Optional[UnrecoverableError]:
+def unrecoverable_cause(error: BaseException) -> UnrecoverableError | None:
     """The :class:`UnrecoverableError` ``error`` is, or the first one among its causes and contexts."""
     seen: set[int] = set()
-    todo: list[Optional[BaseException]] = [error]
+    todo: list[BaseException | None] = [error]
     while todo:
         e = todo.pop(0)
         if e is None or id(e) in seen:
@@ -99,9 +98,9 @@ class UserFunctionError(SparkpointError):
         self.operator_name = name
         self.record = record
         self.cause_repr = f"{type(cause).__name__}: {cause}"
-        self.origin: Optional[str] = None
-        self.epoch: Optional[int] = None
-        self.cause_trace = ""   # the function's traceback, as text, once the error left the task
+        self.origin: str | None = None
+        self.epoch: int | None = None
+        self.cause_trace = ""  # the function's traceback, as text, once the error left the task
         super().__init__(self._message())
 
     @property
@@ -109,10 +108,11 @@ class UserFunctionError(SparkpointError):
         """The record as the message shows it (what a replay compares records with)."""
         return self.record if isinstance(self.record, _Shown) else _short(self.record)
 
-    def located(self, origin: Optional[str], epoch: Optional[int]) -> "UserFunctionError":
+    def located(self, origin: str | None, epoch: int | None) -> UserFunctionError:
         """This error with the record's origin and the epoch it failed in."""
-        err = _rebuild_user_error(self.uid, self.operator_name, self.record, self.cause_repr, origin, epoch,
-                                  self.cause_trace)
+        err = _rebuild_user_error(
+            self.uid, self.operator_name, self.record, self.cause_repr, origin, epoch, self.cause_trace
+        )
         err.__cause__ = self.__cause__
         return err
 
@@ -123,20 +123,39 @@ class UserFunctionError(SparkpointError):
         cause = self.__cause__
         return "".join(traceback.format_exception(cause)) if cause is not None else ""
 
-    def with_record_text(self) -> "UserFunctionError":
+    def with_record_text(self) -> UserFunctionError:
         """This error with the record replaced by its text (for a record that cannot be pickled)."""
-        return _rebuild_user_error(self.uid, self.operator_name, _Shown(self.record_text), self.cause_repr,
-                                   self.origin, self.epoch, self.traceback_text())
+        return _rebuild_user_error(
+            self.uid,
+            self.operator_name,
+            _Shown(self.record_text),
+            self.cause_repr,
+            self.origin,
+            self.epoch,
+            self.traceback_text(),
+        )
 
     def _message(self) -> str:
         where = f" from {self.origin}" if self.origin else ""
         epoch = f" in epoch {self.epoch}" if self.epoch is not None else ""
-        return (f"user function of operator {self.operator_name!r} (uid {self.uid!r}) failed{epoch} on record "
-                f"{self.record_text}{where}: {self.cause_repr}")
+        return (
+            f"user function of operator {self.operator_name!r} (uid {self.uid!r}) failed{epoch} on record "
+            f"{self.record_text}{where}: {self.cause_repr}"
+        )
 
     def __reduce__(self):  # keep the fields across pickling between processes
-        return (_rebuild_user_error, (self.uid, self.operator_name, self.record, self.cause_repr, self.origin,
-                                      self.epoch, self.traceback_text()))
+        return (
+            _rebuild_user_error,
+            (
+                self.uid,
+                self.operator_name,
+                self.record,
+                self.cause_repr,
+                self.origin,
+                self.epoch,
+                self.traceback_text(),
+            ),
+        )
 
 
 class UserFunctionOpenError(UserFunctionError):
@@ -144,28 +163,30 @@ class UserFunctionOpenError(UserFunctionError):
 
     def __init__(self, uid: str, name: str, cause: BaseException):
         super().__init__(uid, name, None, cause)
-        self.origin = "open()"   # what failed: there is no record to look for
+        self.origin = "open()"  # what failed: there is no record to look for
 
-    def located(self, origin: Optional[str], epoch: Optional[int]) -> "UserFunctionOpenError":
+    def located(self, origin: str | None, epoch: int | None) -> UserFunctionOpenError:
         err = _rebuild_open_error(self.uid, self.operator_name, self.cause_repr, epoch, self.traceback_text())
         err.__cause__ = self.__cause__
         return err
 
-    def with_record_text(self) -> "UserFunctionOpenError":
+    def with_record_text(self) -> UserFunctionOpenError:
         return self
 
     def _message(self) -> str:
         epoch = f" in epoch {self.epoch}" if self.epoch is not None else ""
-        return (f"open() of the user function of operator {self.operator_name!r} (uid {self.uid!r}) failed{epoch}: "
-                f"{self.cause_repr}")
+        return (
+            f"open() of the user function of operator {self.operator_name!r} (uid {self.uid!r}) failed{epoch}: "
+            f"{self.cause_repr}"
+        )
 
     def __reduce__(self):
-        return (_rebuild_open_error, (self.uid, self.operator_name, self.cause_repr, self.epoch,
-                                      self.traceback_text()))
+        return (_rebuild_open_error, (self.uid, self.operator_name, self.cause_repr, self.epoch, self.traceback_text()))
 
 
-def _rebuild_open_error(uid: str, name: str, cause_repr: str, epoch: Optional[int],
-                        cause_trace: str) -> UserFunctionOpenError:
+def _rebuild_open_error(
+    uid: str, name: str, cause_repr: str, epoch: int | None, cause_trace: str
+) -> UserFunctionOpenError:
     err = UserFunctionOpenError.__new__(UserFunctionOpenError)
     err.uid, err.operator_name, err.record, err.cause_repr = uid, name, None, cause_repr
     err.origin, err.epoch, err.cause_trace = "open()", epoch, cause_trace
@@ -180,10 +201,12 @@ class _Shown(str):
 class MalformedRecordError(SparkpointError):
     """A source could not parse its input; names the file and line (or topic, partition and offset)."""
 
-    def __init__(self, path: str, line: Optional[int], text: str, reason: str):
+    def __init__(self, path: str, line: int | None, text: str, reason: str):
         self.path, self.line, self.text, self.reason = path, line, text, reason
-        super().__init__(f"malformed record at {record_location(path, line)}: {reason} "
-                         f"({'line' if line is not None else 'message'}: {_short(text)})")
+        super().__init__(
+            f"malformed record at {record_location(path, line)}: {reason} "
+            f"({'line' if line is not None else 'message'}: {_short(text)})"
+        )
 
     def __reduce__(self):
         return (MalformedRecordError, (self.path, self.line, self.text, self.reason))
@@ -196,11 +219,13 @@ class StateMissingError(SparkpointError):
 def null_reduce_message(what: str, key: object) -> str:
     """What a reduce function that returned ``None`` is told: it would read as empty and the value would start
     over (Flink's ReduceFunction must not return null; its serializer fails on it)."""
-    return (f"the reduce function of {what} returned None for key {_short(key)}; a ReduceFunction must return "
-            f"the combined value")
+    return (
+        f"the reduce function of {what} returned None for key {_short(key)}; a ReduceFunction must return "
+        f"the combined value"
+    )
 
 
-def record_location(path: str, line: Optional[int]) -> str:
+def record_location(path: str, line: int | None) -> str:
     """``path:line`` for a line of a file; ``path`` alone where it already names the place."""
     return path if line is None else f"{path}:{line}"
 
@@ -210,8 +235,15 @@ def _short(value: object, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _rebuild_user_error(uid: str, name: str, record: object, cause_repr: str, origin: Optional[str] = None,
-                        epoch: Optional[int] = None, cause_trace: str = "") -> UserFunctionError:
+def _rebuild_user_error(
+    uid: str,
+    name: str,
+    record: object,
+    cause_repr: str,
+    origin: str | None = None,
+    epoch: int | None = None,
+    cause_trace: str = "",
+) -> UserFunctionError:
     err = UserFunctionError.__new__(UserFunctionError)
     err.uid, err.operator_name, err.record, err.cause_repr = uid, name, record, cause_repr
     err.origin, err.epoch, err.cause_trace = origin, epoch, cause_trace

@@ -92,7 +92,7 @@ def test_a_removed_docstring_is_named(tmp_path):
     method = next(n for n in stream.body if isinstance(n, ast.FunctionDef) and n.name == "map")
     docstring = method.body[0]
     lines = module.read_text().splitlines(keepends=True)
-    lines[docstring.lineno - 1:docstring.end_lineno] = [" " * docstring.col_offset + "pass\n"]
+    lines[docstring.lineno - 1 : docstring.end_lineno] = [" " * docstring.col_offset + "pass\n"]
     module.write_text("".join(lines))
 
     assert undocumented(tmp_path) == [f"sparkpoint/datastream/data_stream.py:{method.lineno} DataStream.map"]

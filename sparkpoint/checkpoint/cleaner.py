@@ -3,6 +3,7 @@ discarded, and at the job's end the shared files no retained checkpoint referenc
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import posixpath
 
@@ -27,10 +28,8 @@ class CheckpointsCleaner:
         never ours to delete)."""
         if not path.startswith(self.storage.shared_path() + "/"):
             return
-        try:
+        with contextlib.suppress(OSError):
             self.storage.fs.rm(path)
-        except OSError:
-            pass
 
     def discard(self, checkpoint_id: int) -> None:
         """Delete a checkpoint's directory and the shared files only it referenced."""
@@ -51,7 +50,7 @@ class CheckpointsCleaner:
         shared = self.storage.shared_path()
         try:
             names = list_dir(self.storage.fs, shared)
-        except OSError:   # FileNotFoundError: nothing was shared
+        except OSError:  # FileNotFoundError: nothing was shared
             return
         for path in names:
             path = posixpath.normpath(path)

@@ -15,8 +15,8 @@ restore calls :meth:`CompatibilityReport.check` on the same report, so what ``in
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from sparkpoint.checkpoint.loader import RestoredCheckpoint
 from sparkpoint.errors import JobGraphError, StateMigrationError
@@ -35,10 +35,10 @@ class OperatorDescriptor:
     uid: str
     parallelism: int
     keyed: bool = False
-    stateful: bool = False      # keyed, or a source: without state in the checkpoint it starts empty
+    stateful: bool = False  # keyed, or a source: without state in the checkpoint it starts empty
     name: str = ""
-    schema: "OperatorSchema | None" = None   # the states it declares on opening, if known before running
-    key_kind: "str | None" = None            # the kind of its keys, where key_by declared their type
+    schema: OperatorSchema | None = None  # the states it declares on opening, if known before running
+    key_kind: str | None = None  # the kind of its keys, where key_by declared their type
 
 
 @dataclass
@@ -50,13 +50,13 @@ class CompatibilityReport:
     kind: str
     checkpoint_max_parallelism: int
     job_max_parallelism: int
-    matched: list[tuple[str, str]] = field(default_factory=list)        # (uid, what happens)
-    dropped: list[str] = field(default_factory=list)                    # state without operator
-    empty: list[str] = field(default_factory=list)                      # stateful operators without state
+    matched: list[tuple[str, str]] = field(default_factory=list)  # (uid, what happens)
+    dropped: list[str] = field(default_factory=list)  # state without operator
+    empty: list[str] = field(default_factory=list)  # stateful operators without state
     max_parallelism_conflicts: list[str] = field(default_factory=list)  # keyed uids that cannot be mapped
-    key_serializer_conflicts: list[str] = field(default_factory=list)   # keyed uids grouped by an older hash
-    schema_conflicts: list[str] = field(default_factory=list)           # states whose type cannot be restored
-    migrations: list[tuple[str, str]] = field(default_factory=list)     # (uid, the states migrated and how)
+    key_serializer_conflicts: list[str] = field(default_factory=list)  # keyed uids grouped by an older hash
+    schema_conflicts: list[str] = field(default_factory=list)  # states whose type cannot be restored
+    migrations: list[tuple[str, str]] = field(default_factory=list)  # (uid, the states migrated and how)
 
     @property
     def matched_uids(self) -> set[str]:
@@ -64,15 +64,26 @@ class CompatibilityReport:
 
     @property
     def problems(self) -> list[str]:
-        return [f"{uid}: max parallelism {self.checkpoint_max_parallelism} in the checkpoint, "
+        return (
+            [
+                f"{uid}: max parallelism {self.checkpoint_max_parallelism} in the checkpoint, "
                 f"{self.job_max_parallelism} in the job; key groups cannot be remapped"
-                for uid in self.max_parallelism_conflicts] + [
+                for uid in self.max_parallelism_conflicts
+            ]
+            + [
                 f"{uid}: raw keyed state assigned to key groups before keys had a deterministic serializer"
-                for uid in self.key_serializer_conflicts] + self.schema_conflicts
+                for uid in self.key_serializer_conflicts
+            ]
+            + self.schema_conflicts
+        )
 
     def restorable(self, allow_non_restored: bool) -> bool:
-        return (not self.max_parallelism_conflicts and not self.key_serializer_conflicts
-                and not self.schema_conflicts and (allow_non_restored or not self.dropped))
+        return (
+            not self.max_parallelism_conflicts
+            and not self.key_serializer_conflicts
+            and not self.schema_conflicts
+            and (allow_non_restored or not self.dropped)
+        )
 
     def check(self, allow_non_restored: bool) -> None:
         """Raise what a restore of this checkpoint into the job would fail with, if anything.
@@ -87,7 +98,8 @@ class CompatibilityReport:
             raise JobGraphError(
                 f"cannot map state of checkpoint {self.checkpoint_id} ({self.location}) to the job: no operator "
                 f"has uid {', '.join(map(repr, self.dropped))}. Set the same uid() on those operators, or pass "
-                f"--allowNonRestoredState (-n) to skip that state.")
+                f"--allowNonRestoredState (-n) to skip that state."
+            )
         if self.dropped:
             logger.warning("skipping state of operators %s: not in the job (allowNonRestoredState)", self.dropped)
         if self.schema_conflicts:
@@ -99,34 +111,41 @@ class CompatibilityReport:
                 f"cannot restore {what}: it was taken with max parallelism {self.checkpoint_max_parallelism}, "
                 f"the job has {self.job_max_parallelism}; keyed state of {self.max_parallelism_conflicts} is "
                 f"partitioned into key groups by max parallelism, which cannot change. "
-                f"Set env.set_max_parallelism({self.checkpoint_max_parallelism}).")
+                f"Set env.set_max_parallelism({self.checkpoint_max_parallelism})."
+            )
         if self.key_serializer_conflicts:
             raise JobGraphError(
                 f"cannot restore {what}: its keyed state of {self.key_serializer_conflicts} was assigned to key "
                 f"groups before sparkpoint gave keys a deterministic serializer (key_bytes), in raw snapshots that "
                 f"cannot be regrouped: keys other than str and int would be looked up in the wrong key groups. Take "
                 f"a savepoint with the sparkpoint version that wrote it (savepoints are regrouped by key on "
-                f"restore), or start those operators empty under new uids with --allowNonRestoredState.")
+                f"restore), or start those operators empty under new uids with --allowNonRestoredState."
+            )
 
     def lines(self, allow_non_restored: bool) -> list[str]:
         out = [f"  MATCH    {uid}: {what}" for uid, what in self.matched]
-        out += [f"  DROPPED  {uid}: state in the checkpoint, no operator with this uid in the job"
-                + ("" if allow_non_restored else " (restore fails without --allowNonRestoredState)")
-                for uid in self.dropped]
-        out += [f"  EMPTY    {uid}: stateful operator with no state in the checkpoint; starts empty"
-                for uid in self.empty]
+        out += [
+            f"  DROPPED  {uid}: state in the checkpoint, no operator with this uid in the job"
+            + ("" if allow_non_restored else " (restore fails without --allowNonRestoredState)")
+            for uid in self.dropped
+        ]
+        out += [
+            f"  EMPTY    {uid}: stateful operator with no state in the checkpoint; starts empty" for uid in self.empty
+        ]
         out += [f"  MIGRATE  {uid}: {how}" for uid, how in self.migrations]
         out += [f"  PROBLEM  {p}" for p in self.problems]
         verdict = "can be restored" if self.restorable(allow_non_restored) else "CANNOT be restored"
         return out + [f"verdict: the job {verdict}"]
 
 
-def check_compatibility(restored: RestoredCheckpoint, operators: Iterable[OperatorDescriptor],
-                        max_parallelism: int) -> CompatibilityReport:
+def check_compatibility(
+    restored: RestoredCheckpoint, operators: Iterable[OperatorDescriptor], max_parallelism: int
+) -> CompatibilityReport:
     """Match ``restored``'s state to the job's ``operators`` (by uid) and judge the restore."""
     meta = restored.metadata
-    report = CompatibilityReport(restored.checkpoint_id, restored.location, meta.kind, meta.max_parallelism,
-                                 max_parallelism)
+    report = CompatibilityReport(
+        restored.checkpoint_id, restored.location, meta.kind, meta.max_parallelism, max_parallelism
+    )
     by_uid = {op.uid: op for op in operators}
     state_uids = restored.state_uids()
     for uid in sorted(state_uids):
@@ -138,7 +157,8 @@ def check_compatibility(restored: RestoredCheckpoint, operators: Iterable[Operat
         if uid in restored.keyed_uids() and meta.max_parallelism != max_parallelism:
             report.max_parallelism_conflicts.append(uid)
         if meta.key_serializer != KEY_SERIALIZER_VERSION and any(
-                f.state is None for f in meta.operators[uid].keyed_state):
+            f.state is None for f in meta.operators[uid].keyed_state
+        ):
             # raw snapshots of the older key hash; canonical (savepoint) files are regrouped by key
             report.key_serializer_conflicts.append(uid)
         _judge_schema(report, op, meta.operators[uid].schema if uid in meta.operators else None)
@@ -146,7 +166,7 @@ def check_compatibility(restored: RestoredCheckpoint, operators: Iterable[Operat
     return report
 
 
-def _judge_schema(report: CompatibilityReport, op: OperatorDescriptor, old: "OperatorSchema | None") -> None:
+def _judge_schema(report: CompatibilityReport, op: OperatorDescriptor, old: OperatorSchema | None) -> None:
     """Each state ``op`` declares against what the checkpoint recorded of it (both known: else the task
     judges when it declares the state)."""
     if old is None:
@@ -154,7 +174,8 @@ def _judge_schema(report: CompatibilityReport, op: OperatorDescriptor, old: "Ope
     owner = f"operator {op.name!r} (uid {op.uid!r})" if op.name else f"operator uid {op.uid!r}"
     if op.key_kind is not None and old.key_kinds and op.key_kind not in old.key_kinds:
         report.schema_conflicts.append(
-            key_refusal(owner, old.key_kinds, [op.key_kind], "as key_by's key_type declares"))
+            key_refusal(owner, old.key_kinds, [op.key_kind], "as key_by's key_type declares")
+        )
     if op.schema is None:
         return
     migrated = []
@@ -167,7 +188,7 @@ def _judge_schema(report: CompatibilityReport, op: OperatorDescriptor, old: "Ope
             report.schema_conflicts.append(refusal(owner, name, recorded, new, why))
         elif verdict is Compatibility.COMPATIBLE_AFTER_MIGRATION:
             migrated.append(f"state {name!r} {recorded.text()} -> {new.text()} ({why})")
-        elif why:   # untyped state that gets a type: the task samples its values
+        elif why:  # untyped state that gets a type: the task samples its values
             migrated.append(f"state {name!r} {recorded.text()} -> {new.text()} (stored values checked on restore)")
     if migrated:
         report.migrations.append((op.uid, "; ".join(migrated)))
@@ -178,8 +199,16 @@ def _what_happens(restored: RestoredCheckpoint, uid: str, new_par: int) -> str:
     old_par = meta.operators[uid].parallelism if uid in meta.operators else new_par
     keyed, op_state = uid in restored.keyed_uids(), uid in restored.operator_state_uids()
     source, sink = uid in restored.source_uids(), uid in restored.committable_uids()
-    kinds = [name for name, present in (("keyed state", keyed), ("operator state", op_state),
-                                        ("source positions", source), ("pending sink commits", sink)) if present]
+    kinds = [
+        name
+        for name, present in (
+            ("keyed state", keyed),
+            ("operator state", op_state),
+            ("source positions", source),
+            ("pending sink commits", sink),
+        )
+        if present
+    ]
     what = ", ".join(kinds) or "state"
     if old_par == new_par:
         return what + f"; parallelism {new_par}"

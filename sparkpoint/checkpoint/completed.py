@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 __all__ = ["CompletedCheckpoint", "CompletedCheckpointStore", "SharedStateRegistry"]
 
@@ -24,7 +24,7 @@ class CompletedCheckpoint:
     checkpoint_id: int
     trigger_timestamp: int
     completion_timestamp: int
-    location: str                       # the chk-N (or savepoint) directory URI
+    location: str  # the chk-N (or savepoint) directory URI
     state_size: int
     is_savepoint: bool = False
     shared_files: list[str] = field(default_factory=list)
@@ -85,7 +85,7 @@ class CompletedCheckpointStore:
                 subsumed.append(self._checkpoints.popleft())
             return subsumed
 
-    def get_latest_checkpoint(self) -> Optional[CompletedCheckpoint]:
+    def get_latest_checkpoint(self) -> CompletedCheckpoint | None:
         with self._lock:
             return self._checkpoints[-1] if self._checkpoints else None
 

@@ -32,7 +32,8 @@ import posixpath
 import tempfile
 import time
 import uuid
-from typing import Any, Callable, Mapping, Optional
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import cloudpickle
 
@@ -52,10 +53,10 @@ from sparkpoint.checkpoint.pending import PendingCheckpoint, TaskAcknowledgeResu
 from sparkpoint.checkpoint.properties import CheckpointOptions, CheckpointProperties
 from sparkpoint.checkpoint.stats import CheckpointStats, CheckpointStatsTracker, SubtaskStats
 from sparkpoint.state.schema import OperatorSchema
-from sparkpoint.testing.faults import fault_point
 from sparkpoint.storage.checkpoint_storage import FsCheckpointStorage, StreamStateHandle
 from sparkpoint.storage.exceptions import CheckpointStorageError
 from sparkpoint.storage.file_systems import open_file_system, storage_options_for
+from sparkpoint.testing.faults import fault_point
 
 __all__ = ["CheckpointCoordinator", "CheckpointSettings", "DRIVER_STATE_FILE_NAME"]
 
@@ -98,24 +99,33 @@ class CheckpointCoordinator:
     """Coordinates the snapshots of a job's operators and state: triggers checkpoints and
     savepoints, collects acknowledgements, completes, aborts and retains them."""
 
-    def __init__(self, settings: CheckpointSettings, storage: FsCheckpointStorage, job_id: str, job_name: str,
-                 max_parallelism: int, config: dict, start_id: int = 1):
+    def __init__(
+        self,
+        settings: CheckpointSettings,
+        storage: FsCheckpointStorage,
+        job_id: str,
+        job_name: str,
+        max_parallelism: int,
+        config: dict,
+        start_id: int = 1,
+    ):
         self.settings = settings
         self.storage = storage
         self.job_id = job_id
         self.job_name = job_name
         self.max_parallelism = max_parallelism
         self.config = config
-        self.id_counter = CheckpointIDCounter(start_id, storage.fs,
-                                              posixpath.join(storage.job_path, "checkpoint-id-counter"))
+        self.id_counter = CheckpointIDCounter(
+            start_id, storage.fs, posixpath.join(storage.job_path, "checkpoint-id-counter")
+        )
         self.store = CompletedCheckpointStore(settings.num_retained)
         self.registry = SharedStateRegistry()
         self.cleaner = CheckpointsCleaner(storage, self.registry)
         self.failure_manager = CheckpointFailureManager(settings.tolerable_failures)
         self.stats = CheckpointStatsTracker()
         self.pending: dict[int, PendingCheckpoint] = {}
-        self.last_trigger_ms: Optional[int] = None
-        self.last_completion_ms: Optional[int] = None
+        self.last_trigger_ms: int | None = None
+        self.last_completion_ms: int | None = None
 
     # -- Step 1: trigger --------------------------------------------------------------------
     def should_trigger(self, now_ms: int) -> bool:
@@ -126,15 +136,21 @@ class CheckpointCoordinator:
             return False
         if self.last_trigger_ms is not None and now_ms - self.last_trigger_ms < s.interval_ms:
             return False
-        if self.last_completion_ms is not None and now_ms - self.last_completion_ms < s.min_pause_ms:
-            return False
-        return True
+        return self.last_completion_ms is None or now_ms - self.last_completion_ms >= s.min_pause_ms
 
-    def trigger(self, now_ms: int, barrier_epoch: int, driver_state: dict, stateful_tasks: set[ExecutionVertexId],
-                driver_tasks: set[OperatorSubtaskId], operators: dict[str, tuple[str, int]],
-                savepoint_dir: Optional[str] = None, full: bool = False,
-                keyed_state: Optional[Callable[[CheckpointStorageLocation], dict]] = None,
-                schemas: Optional[Mapping[str, OperatorSchema]] = None) -> Optional[PendingCheckpoint]:
+    def trigger(
+        self,
+        now_ms: int,
+        barrier_epoch: int,
+        driver_state: dict,
+        stateful_tasks: set[ExecutionVertexId],
+        driver_tasks: set[OperatorSubtaskId],
+        operators: dict[str, tuple[str, int]],
+        savepoint_dir: str | None = None,
+        full: bool = False,
+        keyed_state: Callable[[CheckpointStorageLocation], dict] | None = None,
+        schemas: Mapping[str, OperatorSchema] | None = None,
+    ) -> PendingCheckpoint | None:
         """Start a checkpoint (or, with ``savepoint_dir``, a savepoint) whose barrier is the end
         of ``barrier_epoch`` (Steps 1 and 2).
 
@@ -151,13 +167,28 @@ class CheckpointCoordinator:
         if savepoint_dir is None:
             self.last_trigger_ms = now_ms
         properties, location = self._properties_and_location(checkpoint_id, savepoint_dir, full)
-        pending = PendingCheckpoint(checkpoint_id, now_ms, barrier_epoch, location, properties,
-                                    expected=set(stateful_tasks) | set(driver_tasks), operators=operators,
-                                    schemas=schemas)
+        pending = PendingCheckpoint(
+            checkpoint_id,
+            now_ms,
+            barrier_epoch,
+            location,
+            properties,
+            expected=set(stateful_tasks) | set(driver_tasks),
+            operators=operators,
+            schemas=schemas,
+        )
         self.pending[checkpoint_id] = pending
-        self.stats.report_pending(CheckpointStats(checkpoint_id, "IN_PROGRESS", pending.is_savepoint, now_ms,
-                                                  barrier_epoch, num_expected=len(pending.expected),
-                                                  expected_tasks=tuple(sorted(pending.expected, key=str))))
+        self.stats.report_pending(
+            CheckpointStats(
+                checkpoint_id,
+                "IN_PROGRESS",
+                pending.is_savepoint,
+                now_ms,
+                barrier_epoch,
+                num_expected=len(pending.expected),
+                expected_tasks=tuple(sorted(pending.expected, key=str)),
+            )
+        )
         logger.info("%s %d triggered at the end of epoch %d", properties.kind, checkpoint_id, barrier_epoch)
         fault_point("barrier")
         # Step 2. The synchronous part: the driver-held state at the barrier.
@@ -173,18 +204,23 @@ class CheckpointCoordinator:
         self.stats.update(checkpoint_id, sync_duration_ms=sync_ms, state_size=driver_state_size)
         return pending
 
-    def _properties_and_location(self, checkpoint_id: int, savepoint_dir: Optional[str],
-                                 full: bool) -> tuple[CheckpointProperties, CheckpointStorageLocation]:
+    def _properties_and_location(
+        self, checkpoint_id: int, savepoint_dir: str | None, full: bool
+    ) -> tuple[CheckpointProperties, CheckpointStorageLocation]:
         """A checkpoint's properties and its ``chk-N`` under the job's directory, or a savepoint's and a new
         ``savepoint-<job>-<random>`` under ``savepoint_dir``."""
         if savepoint_dir is None:
-            return (CheckpointProperties.for_checkpoint(self.settings.incremental and not full),
-                    CheckpointStorageLocation(self.storage.fs, self.storage.checkpoint_path(checkpoint_id),
-                                              self.storage.storage_options))
+            return (
+                CheckpointProperties.for_checkpoint(self.settings.incremental and not full),
+                CheckpointStorageLocation(
+                    self.storage.fs, self.storage.checkpoint_path(checkpoint_id), self.storage.storage_options
+                ),
+            )
         options = storage_options_for(savepoint_dir)
         fs, base = open_file_system(savepoint_dir, options)
         return CheckpointProperties.for_savepoint(), CheckpointStorageLocation(
-            fs, posixpath.join(base, f"savepoint-{self.job_id[:6]}-{uuid.uuid4().hex[:12]}"), options)
+            fs, posixpath.join(base, f"savepoint-{self.job_id[:6]}-{uuid.uuid4().hex[:12]}"), options
+        )
 
     def _write_driver_state(self, pending: PendingCheckpoint, driver_state: dict) -> int:
         """Create the checkpoint's (or savepoint's) directory and write ``driver-state`` into it; returns its
@@ -198,8 +234,9 @@ class CheckpointCoordinator:
         pending.set_driver_state(StreamStateHandle(DRIVER_STATE_FILE_NAME, len(data), hashlib.sha256(data).hexdigest()))
         return len(data)
 
-    def _acknowledge_at_trigger(self, pending: PendingCheckpoint, driver_tasks: set[OperatorSubtaskId],
-                                keyed: dict, sync_ms: float) -> None:
+    def _acknowledge_at_trigger(
+        self, pending: PendingCheckpoint, driver_tasks: set[OperatorSubtaskId], keyed: dict, sync_ms: float
+    ) -> None:
         """The tasks whose part the trigger wrote: the driver's (sources and sinks) and, for a changelog
         checkpoint, the stateful tasks with the handles ``keyed`` holds (nothing for them to do)."""
         checkpoint_id = pending.checkpoint_id
@@ -208,16 +245,27 @@ class CheckpointCoordinator:
             pending.acknowledge_task(AcknowledgeCheckpoint(checkpoint_id, task, sync_duration_ms=sync_ms))
             self.stats.report_subtask(checkpoint_id, task, SubtaskStats(acked_ms, sync_ms))
         for vertex, (handles, new_bytes) in keyed.items():
-            self.receive_acknowledge_message(AcknowledgeCheckpoint(checkpoint_id, vertex, state_handles=tuple(handles),
-                                                                   state_size=new_bytes, sync_duration_ms=sync_ms))
+            self.receive_acknowledge_message(
+                AcknowledgeCheckpoint(
+                    checkpoint_id, vertex, state_handles=tuple(handles), state_size=new_bytes, sync_duration_ms=sync_ms
+                )
+            )
 
     # -- Step 3: acknowledgements -------------------------------------------------------------
     def options_for_epoch(self, epoch: int) -> dict[int, CheckpointOptions]:
         """What the stateful tasks of ``epoch`` must upload: the checkpoints whose barrier preceded it."""
         shared = self.storage.fs.unstrip_protocol(self.storage.shared_path())
-        return {cid: CheckpointOptions(p.location.uri, p.properties.snapshot_format, p.properties.incremental, shared,
-                                       p.location.storage_options)
-                for cid, p in self.pending.items() if p.barrier_epoch == epoch - 1 and not p.is_fully_acknowledged()}
+        return {
+            cid: CheckpointOptions(
+                p.location.uri,
+                p.properties.snapshot_format,
+                p.properties.incremental,
+                shared,
+                p.location.storage_options,
+            )
+            for cid, p in self.pending.items()
+            if p.barrier_epoch == epoch - 1 and not p.is_fully_acknowledged()
+        }
 
     def receive_acknowledge_message(self, ack: AcknowledgeCheckpoint) -> TaskAcknowledgeResult:
         """A task wrote its part of a checkpoint."""
@@ -229,9 +277,17 @@ class CheckpointCoordinator:
             logger.debug("checkpoint %d: acknowledgement of %s was %s", ack.checkpoint_id, ack.task, result.name)
         if result is TaskAcknowledgeResult.SUCCESS:
             full = sum(h.handle.size + sum(s.size for s in h.shared) for h in ack.state_handles)
-            self.stats.report_subtask(ack.checkpoint_id, ack.task, SubtaskStats(
-                int(time.time() * 1000), ack.sync_duration_ms, ack.async_duration_ms, max(full, ack.state_size),
-                ack.state_size))
+            self.stats.report_subtask(
+                ack.checkpoint_id,
+                ack.task,
+                SubtaskStats(
+                    int(time.time() * 1000),
+                    ack.sync_duration_ms,
+                    ack.async_duration_ms,
+                    max(full, ack.state_size),
+                    ack.state_size,
+                ),
+            )
         return result
 
     def receive_decline_message(self, decline: DeclineCheckpoint) -> None:
@@ -251,17 +307,26 @@ class CheckpointCoordinator:
     def check_expired(self, now_ms: int) -> None:
         for pending in list(self.pending.values()):
             if pending.age_ms(now_ms) > self.settings.timeout_ms:
-                self.abort(pending, CheckpointFailureReason.CHECKPOINT_EXPIRED,
-                           f"not acknowledged within {self.settings.timeout_ms} ms by {pending.missing()}")
+                self.abort(
+                    pending,
+                    CheckpointFailureReason.CHECKPOINT_EXPIRED,
+                    f"not acknowledged within {self.settings.timeout_ms} ms by {pending.missing()}",
+                )
 
-    def abort(self, pending: PendingCheckpoint, reason: CheckpointFailureReason, detail: str,
-              count: bool = True) -> None:
+    def abort(
+        self, pending: PendingCheckpoint, reason: CheckpointFailureReason, detail: str, count: bool = True
+    ) -> None:
         if not pending.abort(reason, detail):
             return
         self.pending.pop(pending.checkpoint_id, None)
         pending.location.discard()
-        self.stats.update(pending.checkpoint_id, status="FAILED", failure_reason=f"{reason.name}: {detail}",
-                          end_to_end_duration=pending.age_ms(), failure_timestamp=int(time.time() * 1000))
+        self.stats.update(
+            pending.checkpoint_id,
+            status="FAILED",
+            failure_reason=f"{reason.name}: {detail}",
+            end_to_end_duration=pending.age_ms(),
+            failure_timestamp=int(time.time() * 1000),
+        )
         logger.warning("checkpoint %d aborted: %s: %s", pending.checkpoint_id, reason.name, detail)
         if count:
             self.failure_manager.on_failure(pending.checkpoint_id, reason, detail)
@@ -281,7 +346,7 @@ class CheckpointCoordinator:
                     done.append((completed, pending))
         return done
 
-    def _complete(self, pending: PendingCheckpoint, now_ms: int) -> Optional[CompletedCheckpoint]:
+    def _complete(self, pending: PendingCheckpoint, now_ms: int) -> CompletedCheckpoint | None:
         cid = pending.checkpoint_id
         meta = checkpoint_metadata(pending, self.job_id, self.job_name, self.max_parallelism, self.config, now_ms)
         sync_ms, async_ms = meta.stats["sync_duration_ms"], meta.stats["async_duration_ms"]
@@ -295,9 +360,17 @@ class CheckpointCoordinator:
         self.pending.pop(cid, None)
         uri = pending.location.uri
         shared = [posixpath.normpath(posixpath.join(pending.location.path, h.path)) for h in meta.shared_files()]
-        completed = CompletedCheckpoint(self.job_id, cid, pending.trigger_timestamp, now_ms, uri,
-                                        meta.total_size(), is_savepoint=pending.is_savepoint, shared_files=shared,
-                                        metadata=meta)
+        completed = CompletedCheckpoint(
+            self.job_id,
+            cid,
+            pending.trigger_timestamp,
+            now_ms,
+            uri,
+            meta.total_size(),
+            is_savepoint=pending.is_savepoint,
+            shared_files=shared,
+            metadata=meta,
+        )
         if not pending.is_savepoint:
             # Step 4b: retain it; subsume and clean the oldest beyond num-retained (a shared file is
             # deleted only when no retained checkpoint references it any more).
@@ -306,13 +379,27 @@ class CheckpointCoordinator:
                 self.cleaner.clean_subsumed(old)
             self.last_completion_ms = now_ms
         self.failure_manager.on_success(cid)
-        self.stats.update(cid, status="COMPLETED", end_to_end_duration=now_ms - pending.trigger_timestamp,
-                          state_size=meta.total_size(), checkpointed_size=pending.state_size(),
-                          num_acknowledged=len(pending.acks),
-                          sync_duration_ms=sync_ms, async_duration_ms=async_ms,
-                          external_path=uri)
-        logger.info("%s %d completed: %d bytes, %d ms (sync %.0f ms, async %.0f ms) at %s", meta.kind, cid,
-                    meta.total_size(), now_ms - pending.trigger_timestamp, sync_ms, async_ms, uri)
+        self.stats.update(
+            cid,
+            status="COMPLETED",
+            end_to_end_duration=now_ms - pending.trigger_timestamp,
+            state_size=meta.total_size(),
+            checkpointed_size=pending.state_size(),
+            num_acknowledged=len(pending.acks),
+            sync_duration_ms=sync_ms,
+            async_duration_ms=async_ms,
+            external_path=uri,
+        )
+        logger.info(
+            "%s %d completed: %d bytes, %d ms (sync %.0f ms, async %.0f ms) at %s",
+            meta.kind,
+            cid,
+            meta.total_size(),
+            now_ms - pending.trigger_timestamp,
+            sync_ms,
+            async_ms,
+            uri,
+        )
         return completed
 
     def retained_files(self) -> frozenset[str]:
@@ -320,21 +407,37 @@ class CheckpointCoordinator:
         reference, and pending ones already acknowledged (a changelog checkpoint is, from its trigger)."""
         retained = {p for cp in self.store.get_all_checkpoints() for p in cp.shared_files}
         for pending in list(self.pending.values()):
-            retained.update(posixpath.normpath(posixpath.join(pending.location.path, h.path))
-                            for ack in pending.acks.values() for f in ack.state_handles for h in f.shared)
+            retained.update(
+                posixpath.normpath(posixpath.join(pending.location.path, h.path))
+                for ack in pending.acks.values()
+                for f in ack.state_handles
+                for h in f.shared
+            )
         return frozenset(retained)
 
     # -- shutdown -----------------------------------------------------------------------------
     def shutdown(self, job_status: str) -> None:
         """Keep or delete checkpoints as the externalized-checkpoint retention says."""
-        self.abort_all(CheckpointFailureReason.JOB_CANCELLED if job_status == "CANCELED"
-                       else CheckpointFailureReason.CHECKPOINT_COORDINATOR_SHUTDOWN, f"job {job_status.lower()}")
+        self.abort_all(
+            CheckpointFailureReason.JOB_CANCELLED
+            if job_status == "CANCELED"
+            else CheckpointFailureReason.CHECKPOINT_COORDINATOR_SHUTDOWN,
+            f"job {job_status.lower()}",
+        )
         retain = self.settings.retention
-        keep = (job_status == "CANCELED" and retain == "RETAIN_ON_CANCELLATION") or job_status == "FAILED" and \
-            retain != "NO_EXTERNALIZED_CHECKPOINTS"
+        keep = (
+            (job_status == "CANCELED" and retain == "RETAIN_ON_CANCELLATION")
+            or job_status == "FAILED"
+            and retain != "NO_EXTERNALIZED_CHECKPOINTS"
+        )
         if keep:
-            logger.info("retaining %d checkpoint(s) of job %s under %s (%s)",
-                        self.store.get_number_of_retained_checkpoints(), self.job_id, self.storage.job_path, retain)
+            logger.info(
+                "retaining %d checkpoint(s) of job %s under %s (%s)",
+                self.store.get_number_of_retained_checkpoints(),
+                self.job_id,
+                self.storage.job_path,
+                retain,
+            )
             self.cleaner.delete_unreferenced_shared_files()
             return
         for cp in self.store.get_all_checkpoints():
@@ -342,4 +445,3 @@ class CheckpointCoordinator:
             self.store.remove(cp.checkpoint_id)
         self.cleaner.delete_unreferenced_shared_files()
         self.storage.discard_job_directory_if_empty()
-

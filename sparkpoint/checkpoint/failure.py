@@ -26,8 +26,12 @@ class CheckpointFailureReason(Enum):
     CHECKPOINT_COORDINATOR_SHUTDOWN = "the job ended while the checkpoint was pending"
 
     def counts_as_failure(self) -> bool:
-        return self in (CheckpointFailureReason.CHECKPOINT_DECLINED, CheckpointFailureReason.CHECKPOINT_EXPIRED,
-                        CheckpointFailureReason.CHECKPOINT_ASYNC_EXCEPTION, CheckpointFailureReason.IO_EXCEPTION)
+        return self in (
+            CheckpointFailureReason.CHECKPOINT_DECLINED,
+            CheckpointFailureReason.CHECKPOINT_EXPIRED,
+            CheckpointFailureReason.CHECKPOINT_ASYNC_EXCEPTION,
+            CheckpointFailureReason.IO_EXCEPTION,
+        )
 
 
 class CheckpointFailureManager:
@@ -45,9 +49,17 @@ class CheckpointFailureManager:
         if not reason.counts_as_failure():
             return
         self.continuous_failures += 1
-        logger.warning("checkpoint %d failed (%s: %s); %d failed in a row, %d tolerated", checkpoint_id,
-                       reason.name, detail, self.continuous_failures, self.tolerable)
+        logger.warning(
+            "checkpoint %d failed (%s: %s); %d failed in a row, %d tolerated",
+            checkpoint_id,
+            reason.name,
+            detail,
+            self.continuous_failures,
+            self.tolerable,
+        )
         if self.continuous_failures > self.tolerable:
             raise CheckpointException(
                 f"exceeded the tolerable number of failed checkpoints ({self.tolerable}): checkpoint "
-                f"{checkpoint_id} failed: {reason.name}: {detail}", reason)
+                f"{checkpoint_id} failed: {reason.name}: {detail}",
+                reason,
+            )

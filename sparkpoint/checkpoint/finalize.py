@@ -6,7 +6,7 @@ the acknowledgements, and the atomic write of ``_metadata`` whose presence marks
 from __future__ import annotations
 
 import posixpath
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from sparkpoint.checkpoint.location import CheckpointStorageLocation
 from sparkpoint.checkpoint.messages import AcknowledgeCheckpoint, ExecutionVertexId
@@ -19,22 +19,31 @@ from sparkpoint.testing.faults import fault_point, fault_point_armed
 __all__ = ["checkpoint_metadata", "store_checkpoint_metadata"]
 
 
-def checkpoint_metadata(pending: PendingCheckpoint, job_id: str, job_name: str, max_parallelism: int, config: dict,
-                        completion_ms: int) -> CheckpointMetadata:
+def checkpoint_metadata(
+    pending: PendingCheckpoint, job_id: str, job_name: str, max_parallelism: int, config: dict, completion_ms: int
+) -> CheckpointMetadata:
     """What ``_metadata`` says of ``pending``, completed at ``completion_ms``: per operator its name, parallelism,
     state schema and the keyed-state files its tasks acknowledged; ``stats`` holds the slowest synchronous and
     asynchronous parts (ms) and the state size."""
     acks = pending.acks
     assert pending.driver_state is not None, "a pending checkpoint without driver state is never fully acknowledged"
     return CheckpointMetadata(
-        job_id=job_id, job_name=job_name, checkpoint_id=pending.checkpoint_id, kind=pending.properties.kind,
-        trigger_timestamp=pending.trigger_timestamp, completion_timestamp=completion_ms,
-        barrier_epoch=pending.barrier_epoch, max_parallelism=max_parallelism,
+        job_id=job_id,
+        job_name=job_name,
+        checkpoint_id=pending.checkpoint_id,
+        kind=pending.properties.kind,
+        trigger_timestamp=pending.trigger_timestamp,
+        completion_timestamp=completion_ms,
+        barrier_epoch=pending.barrier_epoch,
+        max_parallelism=max_parallelism,
         operators=_operator_metadata(pending.operators, acks.values(), pending.schemas),
-        driver_state=pending.driver_state, config=config,
-        stats={"sync_duration_ms": max((a.sync_duration_ms for a in acks.values()), default=0.0),
-               "async_duration_ms": max((a.async_duration_ms for a in acks.values()), default=0.0),
-               "state_size": pending.state_size()},
+        driver_state=pending.driver_state,
+        config=config,
+        stats={
+            "sync_duration_ms": max((a.sync_duration_ms for a in acks.values()), default=0.0),
+            "async_duration_ms": max((a.async_duration_ms for a in acks.values()), default=0.0),
+            "state_size": pending.state_size(),
+        },
     )
 
 
@@ -49,19 +58,25 @@ def store_checkpoint_metadata(location: CheckpointStorageLocation, meta: Checkpo
     location.write(METADATA_FILE_NAME, data)
 
 
-def _operator_metadata(operators: Mapping[str, tuple[str, int]], acks: Iterable[AcknowledgeCheckpoint],
-                       schemas: Mapping[str, OperatorSchema]) -> dict[str, OperatorMetadata]:
+def _operator_metadata(
+    operators: Mapping[str, tuple[str, int]],
+    acks: Iterable[AcknowledgeCheckpoint],
+    schemas: Mapping[str, OperatorSchema],
+) -> dict[str, OperatorMetadata]:
     """Per uid: name, parallelism, state schema, and the keyed-state files the stateful tasks acknowledged."""
-    out: dict[str, OperatorMetadata] = {uid: OperatorMetadata(uid, name, par, schema=schemas.get(uid))
-                                        for uid, (name, par) in operators.items()}
+    out: dict[str, OperatorMetadata] = {
+        uid: OperatorMetadata(uid, name, par, schema=schemas.get(uid)) for uid, (name, par) in operators.items()
+    }
     for ack in acks:
         if not isinstance(ack.task, ExecutionVertexId):
             continue
         for f in ack.state_handles:
             for uid in f.uids:
                 out.setdefault(uid, OperatorMetadata(uid, uid, 0)).keyed_state.append(
-                    KeyedStateFile(ack.task.subtask, f.key_group_start, f.key_group_end, f.handle, f.state,
-                                   f.format, f.shared))
+                    KeyedStateFile(
+                        ack.task.subtask, f.key_group_start, f.key_group_end, f.handle, f.state, f.format, f.shared
+                    )
+                )
         for uid, info in ack.operators.items():
             op = out.setdefault(uid, OperatorMetadata(uid, uid, 0))
             op.state_kinds.update(info.state_kinds)

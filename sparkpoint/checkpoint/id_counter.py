@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 
 import fsspec
@@ -14,7 +15,7 @@ __all__ = ["CheckpointIDCounter"]
 class CheckpointIDCounter:
     """Hands out increasing ids starting at ``start``; each id is written to ``path``."""
 
-    def __init__(self, start: int, fs: "fsspec.AbstractFileSystem | None" = None, path: "str | None" = None):
+    def __init__(self, start: int, fs: fsspec.AbstractFileSystem | None = None, path: str | None = None):
         self._next = start
         self._lock = threading.Lock()
         self._fs, self._path = fs, path
@@ -24,10 +25,8 @@ class CheckpointIDCounter:
             value = self._next
             self._next += 1
         if self._fs is not None and self._path is not None:
-            try:
+            with contextlib.suppress(Exception):  # advisory: ids come from the restored checkpoint
                 write_file(self._fs, self._path, str(value + 1).encode())
-            except Exception:  # noqa: BLE001 - the counter is advisory; ids come from the restored checkpoint
-                pass
         return value
 
     def get(self) -> int:

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import logging
 import posixpath
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any
 
 import cloudpickle
 
@@ -40,7 +41,7 @@ logger = logging.getLogger(__name__)
 class RestoredCheckpoint:
     """A verified checkpoint or savepoint: where it is, its metadata and its driver-held state."""
 
-    location: str                 # URI of the chk-N / savepoint directory
+    location: str  # URI of the chk-N / savepoint directory
     metadata: CheckpointMetadata
     driver_state: dict
     # how to open the storage of ``location`` (fsspec options: endpoint, credentials), for tasks that read it
@@ -71,8 +72,9 @@ class RestoredCheckpoint:
         return self.operator_state_uids() | self.source_uids() | self.committable_uids() | self.keyed_uids()
 
 
-def load_checkpoint(pointer: str, verify_files: bool = True,
-                    storage_options: Optional[Mapping[str, Any]] = None) -> RestoredCheckpoint:
+def load_checkpoint(
+    pointer: str, verify_files: bool = True, storage_options: Mapping[str, Any] | None = None
+) -> RestoredCheckpoint:
     """Read and verify the checkpoint at ``pointer`` (a ``chk-N`` directory or its ``_metadata``).
 
     ``storage_options`` open its file system (default: those configured for the process,
@@ -93,8 +95,14 @@ def load_checkpoint(pointer: str, verify_files: bool = True,
         raise CorruptCheckpointError(f"{where}: cannot read _metadata: {e}") from e
     meta = MetadataV1Serializer.deserialize(raw, where)
     # Step 3. The driver-held state.
-    driver = cloudpickle.loads(read_verified(fs, posixpath.join(path, meta.driver_state.path), meta.driver_state,
-                                             f"checkpoint {meta.checkpoint_id} ({where})"))
+    driver = cloudpickle.loads(
+        read_verified(
+            fs,
+            posixpath.join(path, meta.driver_state.path),
+            meta.driver_state,
+            f"checkpoint {meta.checkpoint_id} ({where})",
+        )
+    )
     # Step 4. Every keyed-state file.
     if verify_files:
         seen = set()
@@ -103,20 +111,30 @@ def load_checkpoint(pointer: str, verify_files: bool = True,
                 if f.handle.path in seen:
                     continue
                 seen.add(f.handle.path)
-                read_verified(fs, posixpath.join(path, f.handle.path), f.handle,
-                              f"checkpoint {meta.checkpoint_id} ({where}) keyed state of operator {op.uid!r}")
+                read_verified(
+                    fs,
+                    posixpath.join(path, f.handle.path),
+                    f.handle,
+                    f"checkpoint {meta.checkpoint_id} ({where}) keyed state of operator {op.uid!r}",
+                )
                 for h in f.shared:
                     if h.path not in seen:
                         seen.add(h.path)
-                        read_verified(fs, posixpath.normpath(posixpath.join(path, h.path)), h,
-                                      f"checkpoint {meta.checkpoint_id} ({where}) shared file {h.path} of "
-                                      f"operator {op.uid!r} (subtask {f.subtask})")
+                        read_verified(
+                            fs,
+                            posixpath.normpath(posixpath.join(path, h.path)),
+                            h,
+                            f"checkpoint {meta.checkpoint_id} ({where}) shared file {h.path} of "
+                            f"operator {op.uid!r} (subtask {f.subtask})",
+                        )
     logger.debug("loaded %s %d from %s", meta.kind, meta.checkpoint_id, where)
     return RestoredCheckpoint(where, meta, driver, options)
 
 
-def load_first_loadable(candidates: Sequence[tuple[int, str, Optional[Mapping[str, Any]]]],
-                        skipped: Optional[Callable[[int, BaseException], None]] = None) -> Optional[RestoredCheckpoint]:
+def load_first_loadable(
+    candidates: Sequence[tuple[int, str, Mapping[str, Any] | None]],
+    skipped: Callable[[int, BaseException], None] | None = None,
+) -> RestoredCheckpoint | None:
     """The first of ``candidates`` (checkpoint id, location, storage options; newest first) that loads;
     each one passed over (damaged or gone) is logged, and told to ``skipped``."""
     for checkpoint_id, location, options in candidates:
@@ -129,7 +147,7 @@ def load_first_loadable(candidates: Sequence[tuple[int, str, Optional[Mapping[st
     return None
 
 
-def load_latest_checkpoint(pointer: str, storage_options: Optional[Mapping[str, Any]] = None) -> RestoredCheckpoint:
+def load_latest_checkpoint(pointer: str, storage_options: Mapping[str, Any] | None = None) -> RestoredCheckpoint:
     """The checkpoint ``pointer`` names (as :func:`load_checkpoint`), or, for a job's checkpoint directory
     (``<checkpoints>/<job id>``, holding ``chk-N``), its newest retained checkpoint that loads, falling back
     past damaged ones as a failover does."""
@@ -146,11 +164,17 @@ def load_latest_checkpoint(pointer: str, storage_options: Optional[Mapping[str, 
     skipped: list[int] = []
     restored = load_first_loadable(candidates, lambda checkpoint_id, _: skipped.append(checkpoint_id))
     if restored is None:
-        raise CorruptCheckpointError(f"{pointer}: none of its retained checkpoints {completed} can be restored "
-                                     f"(see the log for each)")
-    logger.log(logging.WARNING if skipped else logging.INFO,
-               "restoring checkpoint %d, the newest of %s that loads in the job directory %s%s", restored.checkpoint_id,
-               completed, pointer, f" (passed over: {skipped})" if skipped else "")
+        raise CorruptCheckpointError(
+            f"{pointer}: none of its retained checkpoints {completed} can be restored (see the log for each)"
+        )
+    logger.log(
+        logging.WARNING if skipped else logging.INFO,
+        "restoring checkpoint %d, the newest of %s that loads in the job directory %s%s",
+        restored.checkpoint_id,
+        completed,
+        pointer,
+        f" (passed over: {skipped})" if skipped else "",
+    )
     return restored
 
 
@@ -177,5 +201,9 @@ def keyed_entries(restored: RestoredCheckpoint, uids: list[str], start: int, end
                 continue
             info = OperatorSnapshotInfo(dict(op.state_kinds), op.watermark)
             files.setdefault(f.handle.path, (f, [], info, regroup))[1].append(uid)
-    return [restore_handle(f, tuple(file_uids), restored.location, restored.checkpoint_id, restored.storage_options,
-                           info, regroup) for f, file_uids, info, regroup in files.values()]
+    return [
+        restore_handle(
+            f, tuple(file_uids), restored.location, restored.checkpoint_id, restored.storage_options, info, regroup
+        )
+        for f, file_uids, info, regroup in files.values()
+    ]

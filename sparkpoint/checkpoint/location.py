@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 import posixpath
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
 from sparkpoint.storage.checkpoint_storage import write_file
 from sparkpoint.storage.file_systems import is_object_store
@@ -20,7 +21,7 @@ class CheckpointStorageLocation:
     ``storage_options`` are what a task needs to open the file system (sent with the upload request).
     """
 
-    def __init__(self, fs: Any, path: str, storage_options: Optional[Mapping[str, Any]] = None):
+    def __init__(self, fs: Any, path: str, storage_options: Mapping[str, Any] | None = None):
         self.fs = fs
         self.path = path
         self.storage_options = dict(storage_options or {})
@@ -31,7 +32,7 @@ class CheckpointStorageLocation:
         return str(self.fs.unstrip_protocol(self.path))
 
     def initialize(self) -> None:
-        if not is_object_store(self.fs):   # an object store has no directories to create
+        if not is_object_store(self.fs):  # an object store has no directories to create
             self.fs.makedirs(self.path, exist_ok=True)
 
     def write(self, name: str, data: bytes) -> None:

@@ -16,13 +16,21 @@ Messages are frozen: once sent, nobody changes them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional, Union
+from typing import Any
 
 from sparkpoint.state.handles import KeyedStateFileHandle, OperatorSnapshotInfo
 
-__all__ = ["ExecutionVertexId", "OperatorSubtaskId", "TaskId", "KeyedStateFileHandle", "OperatorSnapshotInfo",
-           "AcknowledgeCheckpoint", "DeclineCheckpoint"]
+__all__ = [
+    "ExecutionVertexId",
+    "OperatorSubtaskId",
+    "TaskId",
+    "KeyedStateFileHandle",
+    "OperatorSnapshotInfo",
+    "AcknowledgeCheckpoint",
+    "DeclineCheckpoint",
+]
 
 
 @dataclass(frozen=True, order=True)
@@ -41,13 +49,13 @@ class OperatorSubtaskId:
     """One subtask of an operator by uid (``subtask`` ``None``: the operator as a whole)."""
 
     uid: str
-    subtask: Optional[int] = None
+    subtask: int | None = None
 
     def __str__(self) -> str:
         return self.uid if self.subtask is None else f"{self.uid} subtask {self.subtask}"
 
 
-TaskId = Union[ExecutionVertexId, OperatorSubtaskId]
+TaskId = ExecutionVertexId | OperatorSubtaskId
 
 
 @dataclass(frozen=True)
@@ -55,7 +63,7 @@ class AcknowledgeCheckpoint:
     """A participant has written its part of checkpoint ``checkpoint_id``."""
 
     checkpoint_id: int
-    task: Any                                   # a TaskId
+    task: Any  # a TaskId
     state_handles: tuple[KeyedStateFileHandle, ...] = ()
     operators: Mapping[str, OperatorSnapshotInfo] = field(default_factory=dict)
     state_size: int = 0
@@ -68,5 +76,5 @@ class DeclineCheckpoint:
     """A participant could not write its part of checkpoint ``checkpoint_id``."""
 
     checkpoint_id: int
-    task: Any                                   # a TaskId
+    task: Any  # a TaskId
     reason: str

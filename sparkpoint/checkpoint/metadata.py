@@ -23,13 +23,30 @@ from sparkpoint.state.schema import OperatorSchema
 from sparkpoint.storage.checkpoint_storage import StreamStateHandle
 from sparkpoint.storage.exceptions import CorruptCheckpointError
 
-__all__ = ["KeyedStateFile", "OperatorMetadata", "CheckpointMetadata", "MetadataV1Serializer", "FORMAT_NAME",
-           "public_config"]
+__all__ = [
+    "KeyedStateFile",
+    "OperatorMetadata",
+    "CheckpointMetadata",
+    "MetadataV1Serializer",
+    "FORMAT_NAME",
+    "public_config",
+]
 
 FORMAT_NAME = "sparkpoint-checkpoint-metadata"
 
-_SENSITIVE = ("password", "secret", "token", "apikey", "api-key", "account.key", "auth-params", "service-key",
-              "basic-auth", "jaas.config", "http-headers")
+_SENSITIVE = (
+    "password",
+    "secret",
+    "token",
+    "apikey",
+    "api-key",
+    "account.key",
+    "auth-params",
+    "service-key",
+    "basic-auth",
+    "jaas.config",
+    "http-headers",
+)
 HIDDEN_VALUE = "******"
 
 
@@ -46,9 +63,9 @@ class KeyedStateFile:
     key_group_start: int
     key_group_end: int
     handle: StreamStateHandle
-    state: "str | None" = None
-    format: "str | None" = None                 # "rocksdb": the manifest of an incremental checkpoint
-    shared: "tuple[StreamStateHandle, ...]" = ()  # the files it references, relative to chk-N
+    state: str | None = None
+    format: str | None = None  # "rocksdb": the manifest of an incremental checkpoint
+    shared: tuple[StreamStateHandle, ...] = ()  # the files it references, relative to chk-N
 
 
 @dataclass
@@ -57,9 +74,9 @@ class OperatorMetadata:
     name: str
     parallelism: int
     keyed_state: list[KeyedStateFile] = field(default_factory=list)
-    state_kinds: dict[str, str] = field(default_factory=dict)   # canonical format: state name -> kind
-    watermark: "int | None" = None
-    schema: "OperatorSchema | None" = None   # keyed operators: each state's kind and type, the keys' kinds
+    state_kinds: dict[str, str] = field(default_factory=dict)  # canonical format: state name -> kind
+    watermark: int | None = None
+    schema: OperatorSchema | None = None  # keyed operators: each state's kind and type, the keys' kinds
 
 
 @dataclass
@@ -67,7 +84,7 @@ class CheckpointMetadata:
     job_id: str
     job_name: str
     checkpoint_id: int
-    kind: str                       # "checkpoint" | "savepoint"
+    kind: str  # "checkpoint" | "savepoint"
     trigger_timestamp: int
     completion_timestamp: int
     barrier_epoch: int
@@ -76,7 +93,7 @@ class CheckpointMetadata:
     driver_state: StreamStateHandle
     config: dict = field(default_factory=dict)
     stats: dict = field(default_factory=dict)
-    key_serializer: "int | None" = KEY_SERIALIZER_VERSION   # None: taken before keys had canonical bytes
+    key_serializer: int | None = KEY_SERIALIZER_VERSION  # None: taken before keys had canonical bytes
 
     def state_files(self) -> list[StreamStateHandle]:
         files = [self.driver_state]
@@ -106,15 +123,23 @@ class MetadataV1Serializer:
     @staticmethod
     def serialize(meta: CheckpointMetadata) -> bytes:
         body = {
-            "job_id": meta.job_id, "job_name": meta.job_name, "checkpoint_id": meta.checkpoint_id,
-            "kind": meta.kind, "trigger_timestamp": meta.trigger_timestamp,
-            "completion_timestamp": meta.completion_timestamp, "barrier_epoch": meta.barrier_epoch,
+            "job_id": meta.job_id,
+            "job_name": meta.job_name,
+            "checkpoint_id": meta.checkpoint_id,
+            "kind": meta.kind,
+            "trigger_timestamp": meta.trigger_timestamp,
+            "completion_timestamp": meta.completion_timestamp,
+            "barrier_epoch": meta.barrier_epoch,
             "max_parallelism": meta.max_parallelism,
             "operators": {
-                uid: {"name": op.name, "parallelism": op.parallelism,
-                      "keyed_state": [_keyed_file_json(f) for f in op.keyed_state],
-                      "state_kinds": op.state_kinds, "watermark": op.watermark,
-                      **({"schema": op.schema.to_json()} if op.schema is not None else {})}
+                uid: {
+                    "name": op.name,
+                    "parallelism": op.parallelism,
+                    "keyed_state": [_keyed_file_json(f) for f in op.keyed_state],
+                    "state_kinds": op.state_kinds,
+                    "watermark": op.watermark,
+                    **({"schema": op.schema.to_json()} if op.schema is not None else {}),
+                }
                 for uid, op in sorted(meta.operators.items())
             },
             "driver_state": meta.driver_state.to_json(),
@@ -123,8 +148,12 @@ class MetadataV1Serializer:
             "key_serializer": meta.key_serializer,
         }
         canonical = json.dumps(body, sort_keys=True, separators=(",", ":"))
-        doc = {"format": FORMAT_NAME, "version": MetadataV1Serializer.VERSION, "body": body,
-               "sha256": hashlib.sha256(canonical.encode()).hexdigest()}
+        doc = {
+            "format": FORMAT_NAME,
+            "version": MetadataV1Serializer.VERSION,
+            "body": body,
+            "sha256": hashlib.sha256(canonical.encode()).hexdigest(),
+        }
         return json.dumps(doc, indent=1, sort_keys=False).encode()
 
     @staticmethod
@@ -152,20 +181,36 @@ class MetadataV1Serializer:
     def _from_body(body: dict) -> CheckpointMetadata:
         ops = {}
         for uid, op in body["operators"].items():
-            files = [KeyedStateFile(f["subtask"], f["key_groups"][0], f["key_groups"][1],
-                                    StreamStateHandle(f["path"], f["size"], f["sha256"]), f.get("state"),
-                                    f.get("format"), tuple(StreamStateHandle.from_json(h) for h in f.get("shared", ())))
-                     for f in op["keyed_state"]]
+            files = [
+                KeyedStateFile(
+                    f["subtask"],
+                    f["key_groups"][0],
+                    f["key_groups"][1],
+                    StreamStateHandle(f["path"], f["size"], f["sha256"]),
+                    f.get("state"),
+                    f.get("format"),
+                    tuple(StreamStateHandle.from_json(h) for h in f.get("shared", ())),
+                )
+                for f in op["keyed_state"]
+            ]
             schema = OperatorSchema.from_json(op["schema"]) if op.get("schema") is not None else None
-            ops[uid] = OperatorMetadata(uid, op["name"], op["parallelism"], files, op.get("state_kinds", {}),
-                                        op.get("watermark"), schema)
+            ops[uid] = OperatorMetadata(
+                uid, op["name"], op["parallelism"], files, op.get("state_kinds", {}), op.get("watermark"), schema
+            )
         return CheckpointMetadata(
-            job_id=body["job_id"], job_name=body["job_name"], checkpoint_id=body["checkpoint_id"],
-            kind=body["kind"], trigger_timestamp=body["trigger_timestamp"],
-            completion_timestamp=body["completion_timestamp"], barrier_epoch=body["barrier_epoch"],
-            max_parallelism=body["max_parallelism"], operators=ops,
-            driver_state=StreamStateHandle.from_json(body["driver_state"]), config=body.get("config", {}),
-            stats=body.get("stats", {}), key_serializer=body.get("key_serializer"),
+            job_id=body["job_id"],
+            job_name=body["job_name"],
+            checkpoint_id=body["checkpoint_id"],
+            kind=body["kind"],
+            trigger_timestamp=body["trigger_timestamp"],
+            completion_timestamp=body["completion_timestamp"],
+            barrier_epoch=body["barrier_epoch"],
+            max_parallelism=body["max_parallelism"],
+            operators=ops,
+            driver_state=StreamStateHandle.from_json(body["driver_state"]),
+            config=body.get("config", {}),
+            stats=body.get("stats", {}),
+            key_serializer=body.get("key_serializer"),
         )
 
 
@@ -181,8 +226,12 @@ def public_config(config: dict) -> dict:
 
 
 def _keyed_file_json(f: KeyedStateFile) -> dict:
-    out = {"subtask": f.subtask, "key_groups": [f.key_group_start, f.key_group_end], "state": f.state,
-           **f.handle.to_json()}
+    out = {
+        "subtask": f.subtask,
+        "key_groups": [f.key_group_start, f.key_group_end],
+        "state": f.state,
+        **f.handle.to_json(),
+    }
     if f.format is not None:
         out["format"] = f.format
         out["shared"] = [h.to_json() for h in f.shared]

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Hashable, Iterable, Mapping
 from enum import Enum
-from typing import Any, Hashable, Iterable, Mapping, Optional
+from typing import Any
 
 from sparkpoint.checkpoint.exceptions import InvalidStateError
 from sparkpoint.checkpoint.failure import CheckpointFailureReason
@@ -46,26 +47,46 @@ class PendingCheckpoint:
     """A checkpoint (or savepoint) waiting for the acknowledgements of its participants."""
 
     # nothing outside sets fields on a pending checkpoint: what it carries is given at trigger time
-    __slots__ = ("checkpoint_id", "trigger_timestamp", "barrier_epoch", "location", "properties", "operators",
-                 "schemas", "_expected", "_acks", "_driver_state", "_state", "_failure_reason", "_failure_detail",
-                 "_lock")
+    __slots__ = (
+        "checkpoint_id",
+        "trigger_timestamp",
+        "barrier_epoch",
+        "location",
+        "properties",
+        "operators",
+        "schemas",
+        "_expected",
+        "_acks",
+        "_driver_state",
+        "_state",
+        "_failure_reason",
+        "_failure_detail",
+        "_lock",
+    )
 
-    def __init__(self, checkpoint_id: int, trigger_timestamp: int, barrier_epoch: int,
-                 location: CheckpointStorageLocation, properties: Optional[CheckpointProperties] = None,
-                 expected: Iterable[Hashable] = (), operators: Optional[Mapping[str, tuple[str, int]]] = None,
-                 schemas: Optional[Mapping[str, Any]] = None):
+    def __init__(
+        self,
+        checkpoint_id: int,
+        trigger_timestamp: int,
+        barrier_epoch: int,
+        location: CheckpointStorageLocation,
+        properties: CheckpointProperties | None = None,
+        expected: Iterable[Hashable] = (),
+        operators: Mapping[str, tuple[str, int]] | None = None,
+        schemas: Mapping[str, Any] | None = None,
+    ):
         self.checkpoint_id = checkpoint_id
         self.trigger_timestamp = trigger_timestamp
         self.barrier_epoch = barrier_epoch
         self.location = location
         self.properties = properties or CheckpointProperties.for_checkpoint()
-        self.operators: Mapping[str, tuple[str, int]] = dict(operators or {})   # uid -> (name, parallelism)
-        self.schemas: Mapping[str, Any] = dict(schemas or {})   # keyed uid -> its OperatorSchema at the barrier
+        self.operators: Mapping[str, tuple[str, int]] = dict(operators or {})  # uid -> (name, parallelism)
+        self.schemas: Mapping[str, Any] = dict(schemas or {})  # keyed uid -> its OperatorSchema at the barrier
         self._expected: frozenset = frozenset(expected)
         self._acks: dict[Hashable, AcknowledgeCheckpoint] = {}
-        self._driver_state: Optional[StreamStateHandle] = None
+        self._driver_state: StreamStateHandle | None = None
         self._state = PendingCheckpointState.PENDING
-        self._failure_reason: Optional[CheckpointFailureReason] = None
+        self._failure_reason: CheckpointFailureReason | None = None
         self._failure_detail = ""
         self._lock = threading.Lock()
 
@@ -79,7 +100,7 @@ class PendingCheckpoint:
         return self._state
 
     @property
-    def failure_reason(self) -> Optional[CheckpointFailureReason]:
+    def failure_reason(self) -> CheckpointFailureReason | None:
         return self._failure_reason
 
     @property
@@ -97,7 +118,7 @@ class PendingCheckpoint:
             return dict(self._acks)
 
     @property
-    def driver_state(self) -> Optional[StreamStateHandle]:
+    def driver_state(self) -> StreamStateHandle | None:
         return self._driver_state
 
     # -- acknowledgements ---------------------------------------------------------------
@@ -135,8 +156,10 @@ class PendingCheckpoint:
         with self._lock:
             self._require_pending("complete")
             if not self._expected <= set(self._acks):
-                raise InvalidStateError(f"checkpoint {self.checkpoint_id}: cannot complete, acknowledgements "
-                                        f"missing from {sorted(map(str, self._expected - set(self._acks)))}")
+                raise InvalidStateError(
+                    f"checkpoint {self.checkpoint_id}: cannot complete, acknowledgements "
+                    f"missing from {sorted(map(str, self._expected - set(self._acks)))}"
+                )
             self._state = PendingCheckpointState.COMPLETED
 
     def abort(self, reason: CheckpointFailureReason, detail: str = "") -> bool:
@@ -154,9 +177,11 @@ class PendingCheckpoint:
         with self._lock:
             return sum(a.state_size for a in self._acks.values())
 
-    def age_ms(self, now_ms: Optional[int] = None) -> int:
+    def age_ms(self, now_ms: int | None = None) -> int:
         return int((now_ms if now_ms is not None else time.time() * 1000) - self.trigger_timestamp)
 
     def __repr__(self) -> str:
-        return (f"PendingCheckpoint({self.checkpoint_id}, {self.properties.kind}, {self._state.name}, "
-                f"{len(self._acks)}/{len(self._expected)} acknowledged)")
+        return (
+            f"PendingCheckpoint({self.checkpoint_id}, {self.properties.kind}, {self._state.name}, "
+            f"{len(self._acks)}/{len(self._expected)} acknowledged)"
+        )

@@ -36,11 +36,11 @@ class CheckpointProperties:
     incremental: bool = False
 
     @staticmethod
-    def for_checkpoint(incremental: bool = False) -> "CheckpointProperties":
+    def for_checkpoint(incremental: bool = False) -> CheckpointProperties:
         return CheckpointProperties(CheckpointType.CHECKPOINT, incremental)
 
     @staticmethod
-    def for_savepoint() -> "CheckpointProperties":
+    def for_savepoint() -> CheckpointProperties:
         return CheckpointProperties(CheckpointType.SAVEPOINT, False)
 
     @property
@@ -61,9 +61,9 @@ class CheckpointProperties:
 class CheckpointOptions:
     """What a task is told about a checkpoint it takes part in: where, and in which format."""
 
-    location: str                      # the checkpoint's directory URI
+    location: str  # the checkpoint's directory URI
     snapshot_format: SnapshotFormat = SnapshotFormat.RAW
-    incremental: bool = False          # upload only files ``shared`` lacks (backends that can)
-    shared: str = ""                   # the job's shared-state directory URI
+    incremental: bool = False  # upload only files ``shared`` lacks (backends that can)
+    shared: str = ""  # the job's shared-state directory URI
     # how to open the storage of ``location`` and ``shared`` (fsspec options: endpoint, credentials)
     storage_options: dict[str, Any] = field(default_factory=dict, hash=False, repr=False)

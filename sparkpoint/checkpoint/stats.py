@@ -10,8 +10,9 @@ durations and the bytes it wrote. :meth:`CheckpointStatsTracker.to_json` gives F
 from __future__ import annotations
 
 import threading
+from collections.abc import Hashable
 from dataclasses import dataclass, field
-from typing import Any, Hashable, Optional
+from typing import Any
 
 __all__ = ["CheckpointStatsTracker", "CheckpointStats", "SubtaskStats", "stats_summary"]
 
@@ -23,43 +24,49 @@ class SubtaskStats:
     ack_timestamp: int
     sync_duration_ms: float = 0.0
     async_duration_ms: float = 0.0
-    state_size: int = 0              # all the state the subtask's snapshot references
-    checkpointed_size: int = 0       # what it wrote for this checkpoint (new files of an incremental one)
+    state_size: int = 0  # all the state the subtask's snapshot references
+    checkpointed_size: int = 0  # what it wrote for this checkpoint (new files of an incremental one)
 
 
 @dataclass
 class CheckpointStats:
     id: int
-    status: str                      # IN_PROGRESS | COMPLETED | FAILED
+    status: str  # IN_PROGRESS | COMPLETED | FAILED
     is_savepoint: bool
     trigger_timestamp: int
     barrier_epoch: int
-    latest_ack_timestamp: Optional[int] = None
-    end_to_end_duration: Optional[int] = None
-    state_size: int = 0              # all the state the checkpoint references (shared files included)
-    checkpointed_size: int = 0       # what this checkpoint wrote (for incremental ones, the new files)
+    latest_ack_timestamp: int | None = None
+    end_to_end_duration: int | None = None
+    state_size: int = 0  # all the state the checkpoint references (shared files included)
+    checkpointed_size: int = 0  # what this checkpoint wrote (for incremental ones, the new files)
     num_acknowledged: int = 0
     num_expected: int = 0
     sync_duration_ms: float = 0.0
     async_duration_ms: float = 0.0
-    failure_reason: Optional[str] = None
-    failure_timestamp: Optional[int] = None
-    external_path: Optional[str] = None
+    failure_reason: str | None = None
+    failure_timestamp: int | None = None
+    external_path: str | None = None
     expected_tasks: tuple = ()
-    subtasks: dict[Hashable, SubtaskStats] = field(default_factory=dict)   # task id -> its acknowledgement
+    subtasks: dict[Hashable, SubtaskStats] = field(default_factory=dict)  # task id -> its acknowledgement
 
-    def to_json(self, tasks: Optional[dict] = None) -> dict:
+    def to_json(self, tasks: dict | None = None) -> dict:
         """Flink's ``CheckpointStatistics`` (``tasks``: its per-vertex ``TaskCheckpointStatistics``)."""
         out: dict[str, Any] = {
             "className": {"COMPLETED": "completed", "FAILED": "failed"}.get(self.status, "in_progress"),
-            "id": self.id, "status": self.status, "is_savepoint": self.is_savepoint,
+            "id": self.id,
+            "status": self.status,
+            "is_savepoint": self.is_savepoint,
             "savepointFormat": "CANONICAL" if self.is_savepoint else None,
             "trigger_timestamp": self.trigger_timestamp,
             "latest_ack_timestamp": self.latest_ack_timestamp or -1,
-            "state_size": self.state_size, "checkpointed_size": self.checkpointed_size,
+            "state_size": self.state_size,
+            "checkpointed_size": self.checkpointed_size,
             "end_to_end_duration": self.end_to_end_duration if self.end_to_end_duration is not None else -1,
-            "alignment_buffered": 0, "processed_data": 0, "persisted_data": 0,
-            "num_subtasks": self.num_expected, "num_acknowledged_subtasks": self.num_acknowledged,
+            "alignment_buffered": 0,
+            "processed_data": 0,
+            "persisted_data": 0,
+            "num_subtasks": self.num_expected,
+            "num_acknowledged_subtasks": self.num_acknowledged,
             "checkpoint_type": "SAVEPOINT" if self.is_savepoint else "CHECKPOINT",
             "tasks": tasks or {},
         }
@@ -77,7 +84,7 @@ def stats_summary(values: list[float]) -> dict:
         return {"min": 0, "max": 0, "avg": 0, **{k: 0.0 for k in keys}}
     v = sorted(values)
 
-    def quantile(q: float) -> float:   # Flink's DescriptiveStatistics percentile (estimation type R-6)
+    def quantile(q: float) -> float:  # Flink's DescriptiveStatistics percentile (estimation type R-6)
         pos = q * (len(v) + 1)
         if pos < 1:
             return float(v[0])
@@ -87,8 +94,12 @@ def stats_summary(values: list[float]) -> dict:
         return float(v[lo - 1] + (pos - lo) * (v[lo] - v[lo - 1]))
 
     qs = (0.5, 0.9, 0.95, 0.99, 0.999)
-    return {"min": int(v[0]), "max": int(v[-1]), "avg": int(sum(v) // len(v)),
-            **{k: quantile(q) for k, q in zip(keys, qs)}}
+    return {
+        "min": int(v[0]),
+        "max": int(v[-1]),
+        "avg": int(sum(v) // len(v)),
+        **{k: quantile(q) for k, q in zip(keys, qs)},
+    }
 
 
 class CheckpointStatsTracker:
@@ -98,9 +109,9 @@ class CheckpointStatsTracker:
         self.history_size = history_size
         self._history: dict[int, CheckpointStats] = {}
         self._lock = threading.Lock()
-        self.restored: Optional[dict] = None
+        self.restored: dict | None = None
         self._num_restored = 0
-        self._totals = {"COMPLETED": 0, "FAILED": 0}   # counted past the history's end too
+        self._totals = {"COMPLETED": 0, "FAILED": 0}  # counted past the history's end too
 
     def report_pending(self, stats: CheckpointStats) -> None:
         with self._lock:
@@ -126,15 +137,20 @@ class CheckpointStatsTracker:
                 s.num_acknowledged = len(s.subtasks)
                 s.latest_ack_timestamp = max(s.latest_ack_timestamp or 0, subtask.ack_timestamp)
 
-    def report_restored(self, checkpoint_id: int, external_path: str, restore_timestamp: int,
-                        is_savepoint: bool = False) -> None:
+    def report_restored(
+        self, checkpoint_id: int, external_path: str, restore_timestamp: int, is_savepoint: bool = False
+    ) -> None:
         """The job was restored from this checkpoint or savepoint (Flink's ``RestoredCheckpointStatistics``)."""
         with self._lock:
             self._num_restored += 1
-            self.restored = {"id": checkpoint_id, "restore_timestamp": restore_timestamp,
-                             "is_savepoint": is_savepoint, "external_path": external_path}
+            self.restored = {
+                "id": checkpoint_id,
+                "restore_timestamp": restore_timestamp,
+                "is_savepoint": is_savepoint,
+                "external_path": external_path,
+            }
 
-    def get(self, checkpoint_id: int) -> Optional[CheckpointStats]:
+    def get(self, checkpoint_id: int) -> CheckpointStats | None:
         with self._lock:
             return self._history.get(checkpoint_id)
 
@@ -147,10 +163,15 @@ class CheckpointStatsTracker:
         in_progress = sum(s.status == "IN_PROGRESS" for s in h)
         with self._lock:
             completed, failed, restored = self._totals["COMPLETED"], self._totals["FAILED"], self._num_restored
-        return {"restored": restored, "total": completed + failed + in_progress, "in_progress": in_progress,
-                "completed": completed, "failed": failed}
+        return {
+            "restored": restored,
+            "total": completed + failed + in_progress,
+            "in_progress": in_progress,
+            "completed": completed,
+            "failed": failed,
+        }
 
-    def latest(self, status: str, savepoint: Optional[bool] = None) -> Optional[CheckpointStats]:
+    def latest(self, status: str, savepoint: bool | None = None) -> CheckpointStats | None:
         for s in self.history():
             if s.status == status and (savepoint is None or s.is_savepoint == savepoint):
                 return s
@@ -175,9 +196,11 @@ class CheckpointStatsTracker:
         return {
             "counts": self.counts(),
             "summary": self.summary(),
-            "latest": {"completed": completed.to_json() if completed else None,
-                       "savepoint": savepoint.to_json() if savepoint else None,
-                       "failed": failed.to_json() if failed else None,
-                       "restored": dict(self.restored) if self.restored else None},
+            "latest": {
+                "completed": completed.to_json() if completed else None,
+                "savepoint": savepoint.to_json() if savepoint else None,
+                "failed": failed.to_json() if failed else None,
+                "restored": dict(self.restored) if self.restored else None,
+            },
             "history": [s.to_json() for s in self.history()],
         }

@@ -6,7 +6,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import click
 
@@ -33,7 +33,7 @@ def parse_dynamic(values: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
-def load_conf(path: Optional[str], option: str = "--config-file") -> dict[str, Any]:
+def load_conf(path: str | None, option: str = "--config-file") -> dict[str, Any]:
     if not path:
         return {}
     try:
@@ -42,7 +42,7 @@ def load_conf(path: Optional[str], option: str = "--config-file") -> dict[str, A
         raise click.BadParameter(str(e), param_hint=option) from e
 
 
-def conf_dir_file() -> Optional[str]:
+def conf_dir_file() -> str | None:
     """``config.yaml`` (Flink 2) or ``flink-conf.yaml`` in ``$SPARKPOINT_CONF_DIR`` or ``$FLINK_CONF_DIR``."""
     for variable in CONF_DIR_VARIABLES:
         directory = os.environ.get(variable)
@@ -53,7 +53,7 @@ def conf_dir_file() -> Optional[str]:
     return None
 
 
-def fmt_wm(wm: Optional[int]) -> str:
+def fmt_wm(wm: int | None) -> str:
     if wm is None or wm <= MIN_WATERMARK:
         return "-"
     if wm >= MAX_WATERMARK:
@@ -80,9 +80,11 @@ class Progress(JobListener):
     def on_epoch_completed(self, stats: Any) -> None:
         self.busy_s += stats.duration_s
         rate = stats.total_records_in / max(self.busy_s, 1e-9)
-        line = (f"epoch {stats.epoch}: {stats.records_in:,} records in, {stats.records_out:,} out "
-                f"({stats.duration_s:.2f}s); total {stats.total_records_in:,} at {rate:,.0f} records/s; "
-                f"watermark {fmt_wm(stats.watermark)}")
+        line = (
+            f"epoch {stats.epoch}: {stats.records_in:,} records in, {stats.records_out:,} out "
+            f"({stats.duration_s:.2f}s); total {stats.total_records_in:,} at {rate:,.0f} records/s; "
+            f"watermark {fmt_wm(stats.watermark)}"
+        )
         if self.live is not None:
             self.live.update(line)
         else:
@@ -90,13 +92,13 @@ class Progress(JobListener):
 
     def on_restore(self, job_id: str, restored: Any) -> None:
         line = restore_message(job_id, restored)
-        if self.live is not None:   # above the live progress line
+        if self.live is not None:  # above the live progress line
             self.live.console.print(line, markup=False, highlight=False, soft_wrap=True)
         else:
             print(line, file=self.stream, flush=True)
 
     def on_status_change(self, job_id: str, old: Any, new: Any, error: Any) -> None:
-        if new.name == "FINISHED":   # Flink's CLI line; said before the job removes its checkpoints
+        if new.name == "FINISHED":  # Flink's CLI line; said before the job removes its checkpoints
             print(f"{FINISHED_LINE % job_id}", file=self.stream, flush=True)
 
     def close(self) -> None:

@@ -13,7 +13,8 @@ from __future__ import annotations
 import functools
 import json as _json
 import time
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 import click
 
@@ -49,26 +50,49 @@ def _remote(command: Callable) -> Callable:
         _from_configuration(kwargs)
         return command(**kwargs)
 
-    for decorator in reversed([
-        click.option("-m", "--jobmanager", default=None, metavar="HOST:PORT",
-                     help="The REST address of the job (host:port or a URL); default: this machine's registry."),
-        click.option("--token", default=None, envvar="SPARKPOINT_REST_TOKEN", help="The endpoint's bearer token."),
-        click.option("--ca-cert", "ca_cert", default=None, envvar="SPARKPOINT_REST_CA_CERT",
-                     type=click.Path(exists=True, dir_okay=False), help="Trust this PEM certificate (TLS)."),
-        click.option("-D", "dynamic", multiple=True, metavar="KEY=VALUE",
-                     help="A key: rest.address and rest.port (the endpoint), rest.token, security.ssl.rest.*."),
-        click.option("--config-file", "conf_file", default=None, type=click.Path(exists=True, dir_okay=False),
-                     help="A config file with those keys."),
-    ]):
+    for decorator in reversed(
+        [
+            click.option(
+                "-m",
+                "--jobmanager",
+                default=None,
+                metavar="HOST:PORT",
+                help="The REST address of the job (host:port or a URL); default: this machine's registry.",
+            ),
+            click.option("--token", default=None, envvar="SPARKPOINT_REST_TOKEN", help="The endpoint's bearer token."),
+            click.option(
+                "--ca-cert",
+                "ca_cert",
+                default=None,
+                envvar="SPARKPOINT_REST_CA_CERT",
+                type=click.Path(exists=True, dir_okay=False),
+                help="Trust this PEM certificate (TLS).",
+            ),
+            click.option(
+                "-D",
+                "dynamic",
+                multiple=True,
+                metavar="KEY=VALUE",
+                help="A key: rest.address and rest.port (the endpoint), rest.token, security.ssl.rest.*.",
+            ),
+            click.option(
+                "--config-file",
+                "conf_file",
+                default=None,
+                type=click.Path(exists=True, dir_okay=False),
+                help="A config file with those keys.",
+            ),
+        ]
+    ):
         f = decorator(f)
     return f
 
 
-def _http(base_url: str, token: Optional[str], ca_cert: Optional[str]) -> Any:
+def _http(base_url: str, token: str | None, ca_cert: str | None) -> Any:
     import httpx
 
     verify: Any = True
-    if ca_cert:   # a self-signed endpoint: trust its own certificate
+    if ca_cert:  # a self-signed endpoint: trust its own certificate
         import ssl
 
         verify = ssl.create_default_context(cafile=ca_cert)
@@ -76,8 +100,9 @@ def _http(base_url: str, token: Optional[str], ca_cert: Optional[str]) -> Any:
     return httpx.Client(base_url=base_url, headers=headers, timeout=10, verify=verify)
 
 
-def connect(job_id: Optional[str], jobmanager: Optional[str] = None, token: Optional[str] = None,
-            ca_cert: Optional[str] = None) -> tuple[Any, str]:
+def connect(
+    job_id: str | None, jobmanager: str | None = None, token: str | None = None, ca_cert: str | None = None
+) -> tuple[Any, str]:
     """An HTTP client of the job's endpoint and the job's full id."""
     if jobmanager:
         client = _http(jobmanager if "://" in jobmanager else f"http://{jobmanager}", token, ca_cert)
@@ -92,11 +117,15 @@ def connect(job_id: Optional[str], jobmanager: Optional[str] = None, token: Opti
 
     entry = JobRegistry().find(job_id or "")
     if entry is None:
-        raise click.ClickException(f"no running job {job_id!r} on this machine (see `sparkpoint list`, or give "
-                                   f"-m HOST:PORT)")
+        raise click.ClickException(
+            f"no running job {job_id!r} on this machine (see `sparkpoint list`, or give -m HOST:PORT)"
+        )
     host = entry["address"] if ":" not in entry["address"] else f"[{entry['address']}]"
-    client = _http(f"{entry.get('scheme', 'http')}://{host}:{entry['port']}", token or entry.get("token"),
-                   ca_cert or entry.get("certificate"))
+    client = _http(
+        f"{entry.get('scheme', 'http')}://{host}:{entry['port']}",
+        token or entry.get("token"),
+        ca_cert or entry.get("certificate"),
+    )
     return client, entry["job_id"]
 
 
@@ -126,14 +155,15 @@ def _line(client: Any, job: dict) -> str:
 @click.option("-s", "--scheduled", is_flag=True, help="Scheduled jobs (not yet running).")
 @click.option("-a", "--all", "all_jobs", is_flag=True, help="All jobs, finished ones still serving their endpoint too.")
 @_remote
-def list_jobs(running: bool, scheduled: bool, all_jobs: bool, jobmanager: Optional[str], token: Optional[str],
-              ca_cert: Optional[str]) -> None:
+def list_jobs(
+    running: bool, scheduled: bool, all_jobs: bool, jobmanager: str | None, token: str | None, ca_cert: str | None
+) -> None:
     """Jobs on this machine (or at -m HOST:PORT): by default running and scheduled ones, as Flink's `list`."""
     from sparkpoint.rest.registry import JobRegistry
 
     if not (running or scheduled or all_jobs):
         running = scheduled = True
-    endpoints: list[tuple[Any, Optional[dict]]] = []
+    endpoints: list[tuple[Any, dict | None]] = []
     if jobmanager:
         endpoints.append((connect(None, jobmanager, token, ca_cert)[0], None))
     else:
@@ -147,15 +177,23 @@ def list_jobs(running: bool, scheduled: bool, all_jobs: bool, jobmanager: Option
         try:
             for job in _overview(client):
                 state = job["state"]
-                section = ("Running/Restarting Jobs" if state in RUNNING_STATES else
-                           "Scheduled Jobs" if state in SCHEDULED_STATES else "Terminated Jobs")
+                section = (
+                    "Running/Restarting Jobs"
+                    if state in RUNNING_STATES
+                    else "Scheduled Jobs"
+                    if state in SCHEDULED_STATES
+                    else "Terminated Jobs"
+                )
                 sections[section].append(_line(client, job))
         except Exception as e:  # noqa: BLE001 - a job may end while we ask
-            if entry is None:   # the address given: its answer is the whole answer
+            if entry is None:  # the address given: its answer is the whole answer
                 raise click.ClickException(f"{client.base_url}: {e}") from None
             click.echo(f"{entry['job_id']} : {entry['name']} (not answering: {e})")
-    shown = {"Running/Restarting Jobs": running or all_jobs, "Scheduled Jobs": scheduled or all_jobs,
-             "Terminated Jobs": all_jobs}
+    shown = {
+        "Running/Restarting Jobs": running or all_jobs,
+        "Scheduled Jobs": scheduled or all_jobs,
+        "Terminated Jobs": all_jobs,
+    }
     for title, lines in sections.items():
         if not shown[title]:
             continue
@@ -172,8 +210,7 @@ def list_jobs(running: bool, scheduled: bool, all_jobs: bool, jobmanager: Option
 @click.argument("job_id")
 @click.option("--timeout", default=30.0, show_default=True, help="Seconds to wait for the job to be CANCELED.")
 @_remote
-def cancel(job_id: str, timeout: float, jobmanager: Optional[str], token: Optional[str],
-           ca_cert: Optional[str]) -> None:
+def cancel(job_id: str, timeout: float, jobmanager: str | None, token: str | None, ca_cert: str | None) -> None:
     """Cancel a running job and wait until it is CANCELED: its running epoch's tasks are interrupted
     (externalized checkpoints are kept or deleted as configured)."""
     client, jid = connect(job_id, jobmanager, token, ca_cert)
@@ -183,9 +220,12 @@ def cancel(job_id: str, timeout: float, jobmanager: Optional[str], token: Option
     click.echo(f"Cancelling job {jid}.")
     state = _await_end(client, jid, timeout)
     if state != "CANCELED":
-        raise click.ClickException(f"job {jid} was not cancelled: it ended {state}" if state in ("FINISHED", "FAILED")
-                                   else f"job {jid} did not reach CANCELED within {timeout:.0f} s (it is {state}); "
-                                        f"it may still end so (see `sparkpoint list -a`)")
+        raise click.ClickException(
+            f"job {jid} was not cancelled: it ended {state}"
+            if state in ("FINISHED", "FAILED")
+            else f"job {jid} did not reach CANCELED within {timeout:.0f} s (it is {state}); "
+            f"it may still end so (see `sparkpoint list -a`)"
+        )
     click.echo(f"Cancelled job {jid}.")
 
 
@@ -197,8 +237,10 @@ def _await_end(client: Any, jid: str, timeout: float) -> str:
         try:
             state = client.get(f"/jobs/{jid}").json()["state"]
         except Exception as e:  # noqa: BLE001 - the endpoint stopped without a client having read the end
-            raise click.ClickException(f"job {jid}: its endpoint stopped answering before it said the job was "
-                                       f"CANCELED (last seen {state}): {e}") from None
+            raise click.ClickException(
+                f"job {jid}: its endpoint stopped answering before it said the job was "
+                f"CANCELED (last seen {state}): {e}"
+            ) from None
         if state in ("CANCELED", "FINISHED", "FAILED") or time.time() >= deadline:
             return state
         time.sleep(0.2)
@@ -226,8 +268,15 @@ def _await(client: Any, path: str, timeout: float) -> dict:
 @click.option("-d", "--dispose", "dispose_path", default=None, help="Delete the savepoint at this path.")
 @click.option("--timeout", default=600.0, show_default=True, help="Seconds to wait for the savepoint.")
 @_remote
-def savepoint(job_id: Optional[str], target_directory: Optional[str], dispose_path: Optional[str], timeout: float,
-              jobmanager: Optional[str], token: Optional[str], ca_cert: Optional[str]) -> None:
+def savepoint(
+    job_id: str | None,
+    target_directory: str | None,
+    dispose_path: str | None,
+    timeout: float,
+    jobmanager: str | None,
+    token: str | None,
+    ca_cert: str | None,
+) -> None:
     """Trigger a savepoint of JOB_ID (into TARGET_DIRECTORY or state.savepoints.dir), or dispose one."""
     if dispose_path:
         _dispose(dispose_path)
@@ -246,13 +295,21 @@ def savepoint(job_id: Optional[str], target_directory: Optional[str], dispose_pa
 
 @main.command()
 @click.argument("job_id")
-@click.option("-p", "--savepointPath", "--savepoint-path", "savepoint_path", default=None,
-              help="Where to write the savepoint.")
+@click.option(
+    "-p", "--savepointPath", "--savepoint-path", "savepoint_path", default=None, help="Where to write the savepoint."
+)
 @click.option("-d", "--drain", is_flag=True, help="End event time first: every event-time timer fires.")
 @click.option("--timeout", default=600.0, show_default=True, help="Seconds to wait for the savepoint.")
 @_remote
-def stop(job_id: str, savepoint_path: Optional[str], drain: bool, timeout: float, jobmanager: Optional[str],
-         token: Optional[str], ca_cert: Optional[str]) -> None:
+def stop(
+    job_id: str,
+    savepoint_path: str | None,
+    drain: bool,
+    timeout: float,
+    jobmanager: str | None,
+    token: str | None,
+    ca_cert: str | None,
+) -> None:
     """Stop JOB_ID with a final savepoint (sinks are committed first)."""
     client, jid = connect(job_id, jobmanager, token, ca_cert)
     click.echo(f"Suspending job {jid}.")
@@ -268,8 +325,9 @@ def stop(job_id: str, savepoint_path: Optional[str], drain: bool, timeout: float
 @click.option("--full", is_flag=True, help="A full checkpoint, also when checkpoints are incremental.")
 @click.option("--timeout", default=600.0, show_default=True, help="Seconds to wait for the checkpoint.")
 @_remote
-def checkpoint(job_id: str, full: bool, timeout: float, jobmanager: Optional[str], token: Optional[str],
-               ca_cert: Optional[str]) -> None:
+def checkpoint(
+    job_id: str, full: bool, timeout: float, jobmanager: str | None, token: str | None, ca_cert: str | None
+) -> None:
     """Trigger a checkpoint of JOB_ID now (as Flink's `checkpoint`); prints its id and path."""
     client, jid = connect(job_id, jobmanager, token, ca_cert)
     click.echo(f"Triggering checkpoint for job {jid}.")
@@ -309,8 +367,7 @@ def size(n: Any) -> str:
 @click.argument("job_id")
 @click.option("--json", "as_json", is_flag=True, help="Print the REST response as JSON.")
 @_remote
-def checkpoints(job_id: str, as_json: bool, jobmanager: Optional[str], token: Optional[str],
-                ca_cert: Optional[str]) -> None:
+def checkpoints(job_id: str, as_json: bool, jobmanager: str | None, token: str | None, ca_cert: str | None) -> None:
     """Checkpoint counts and history of a running job."""
     from rich.console import Console
     from rich.table import Table
@@ -322,14 +379,20 @@ def checkpoints(job_id: str, as_json: bool, jobmanager: Optional[str], token: Op
         return
     c = data["counts"]
     restored = data["latest"]["restored"]
-    click.echo(f"Job {jid}: {c['completed']} completed, {c['failed']} failed, {c['in_progress']} in progress; "
-               f"restored: {restored['external_path'] if restored else 'no'}")
+    click.echo(
+        f"Job {jid}: {c['completed']} completed, {c['failed']} failed, {c['in_progress']} in progress; "
+        f"restored: {restored['external_path'] if restored else 'no'}"
+    )
     table = Table("id", "status", "trigger time", "duration", "size", "written", "acks", "failure reason")
     for h in data["history"]:
-        table.add_row(str(h["id"]), h["status"], ts(h["trigger_timestamp"]),
-                      f"{h['end_to_end_duration']} ms" if h["end_to_end_duration"] >= 0 else "-",
-                      size(h["state_size"]), size(h["checkpointed_size"]),
-                      f"{h['num_acknowledged_subtasks']}/{h['num_subtasks']}", h.get("failure_message") or "")
+        table.add_row(
+            str(h["id"]),
+            h["status"],
+            ts(h["trigger_timestamp"]),
+            f"{h['end_to_end_duration']} ms" if h["end_to_end_duration"] >= 0 else "-",
+            size(h["state_size"]),
+            size(h["checkpointed_size"]),
+            f"{h['num_acknowledged_subtasks']}/{h['num_subtasks']}",
+            h.get("failure_message") or "",
+        )
     Console(width=160).print(table)
-
-

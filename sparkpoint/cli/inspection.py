@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Any, Optional
+from typing import Any
 
 import click
 
@@ -18,15 +18,31 @@ __all__ = ["inspect"]
 
 @main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": True})
 @click.argument("path")
-@click.option("--against", "against", default=None, type=click.Path(exists=True, dir_okay=False),
-              help="A job script: tell, without running it, whether and how PATH would restore into it.")
-@click.option("-n", "--allowNonRestoredState", "allow_non_restored", is_flag=True,
-              help="With --against: state without an operator may be skipped.")
-@click.option("-D", "dynamic", multiple=True, metavar="KEY=VALUE",
-              help="Configuration: s3.* keys of the store PATH is on, and the --against job's keys.")
+@click.option(
+    "--against",
+    "against",
+    default=None,
+    type=click.Path(exists=True, dir_okay=False),
+    help="A job script: tell, without running it, whether and how PATH would restore into it.",
+)
+@click.option(
+    "-n",
+    "--allowNonRestoredState",
+    "allow_non_restored",
+    is_flag=True,
+    help="With --against: state without an operator may be skipped.",
+)
+@click.option(
+    "-D",
+    "dynamic",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Configuration: s3.* keys of the store PATH is on, and the --against job's keys.",
+)
 @click.argument("job_args", nargs=-1, type=click.UNPROCESSED)
-def inspect(path: str, against: Optional[str], allow_non_restored: bool, dynamic: tuple[str, ...],
-            job_args: tuple[str, ...]) -> None:
+def inspect(
+    path: str, against: str | None, allow_non_restored: bool, dynamic: tuple[str, ...], job_args: tuple[str, ...]
+) -> None:
     """What a checkpoint or savepoint holds (it is verified file by file first). PATH may also be a job's
     checkpoint directory: then its newest retained checkpoint that loads, as ``run -s`` picks it."""
     from sparkpoint.checkpoint.loader import load_latest_checkpoint
@@ -37,9 +53,11 @@ def inspect(path: str, against: Optional[str], allow_non_restored: bool, dynamic
         restored = load_latest_checkpoint(path)
     except SparkpointError as e:
         raise click.ClickException(str(e)) from None
-    if _name(restored.location) != _name(path):   # a job's directory: say which of its checkpoints it is
-        click.echo(f"{path} is a job's checkpoint directory: its newest retained checkpoint that loads is "
-                   f"{restored.kind} {restored.checkpoint_id} ({restored.location}), as run -s would restore")
+    if _name(restored.location) != _name(path):  # a job's directory: say which of its checkpoints it is
+        click.echo(
+            f"{path} is a job's checkpoint directory: its newest retained checkpoint that loads is "
+            f"{restored.kind} {restored.checkpoint_id} ({restored.location}), as run -s would restore"
+        )
     if against:
         _inspect_against(restored, against, job_args, parse_dynamic(dynamic), allow_non_restored)
     else:
@@ -60,8 +78,10 @@ def _describe(restored: Any) -> None:
     m = restored.metadata
     d = restored.driver_state
     click.echo(f"{m.kind} {m.checkpoint_id} of job {m.job_id} ({m.job_name}) at {restored.location}")
-    click.echo(f"  taken at the end of epoch {m.barrier_epoch}, triggered {ts(m.trigger_timestamp)}, "
-               f"completed {ts(m.completion_timestamp)}; max parallelism {m.max_parallelism}")
+    click.echo(
+        f"  taken at the end of epoch {m.barrier_epoch}, triggered {ts(m.trigger_timestamp)}, "
+        f"completed {ts(m.completion_timestamp)}; max parallelism {m.max_parallelism}"
+    )
     click.echo(f"  {len(m.state_files())} state files, {size(m.total_size())}, all checksums verified")
     click.echo("  operators:")
     summary = keyed_state_summary(restored)
@@ -83,8 +103,11 @@ def _describe(restored: Any) -> None:
             click.echo(f"      {name}: {entries:,} entries, {keys:,} keys{declared}")
     for uid, src in d.get("sources", {}).items():
         splits = [s for ss in src["splits"].values() for s in ss]
-        click.echo(f"  source {uid}: {len(splits)} open split(s): " +
-                   ", ".join(f"{s.split_id}@{s.position}" for s in splits[:6]) + (" ..." if len(splits) > 6 else ""))
+        click.echo(
+            f"  source {uid}: {len(splits)} open split(s): "
+            + ", ".join(f"{s.split_id}@{s.position}" for s in splits[:6])
+            + (" ..." if len(splits) > 6 else "")
+        )
     for uid, c in d.get("committables", {}).items():
         click.echo(f"  sink {uid}: {len(c)} pre-committed file(s) to commit on restore")
 

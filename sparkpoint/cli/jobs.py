@@ -16,8 +16,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 import click
 
@@ -31,7 +32,7 @@ __all__ = ["run", "info", "run_script", "capture_plan"]
 _SUBMITTED = "Job has been submitted with JobID "
 
 
-def run_script(job: Optional[str], module: Optional[str], args: tuple[str, ...]) -> None:
+def run_script(job: str | None, module: str | None, args: tuple[str, ...]) -> None:
     """Run a job file or module as ``__main__`` with ``args`` as its ``sys.argv[1:]``."""
     old_argv = sys.argv
     try:
@@ -52,7 +53,7 @@ class _Planned(Exception):
     pass
 
 
-def capture_plan(job: Optional[str], module: Optional[str], args: tuple[str, ...], conf: dict) -> Any:
+def capture_plan(job: str | None, module: str | None, args: tuple[str, ...], conf: dict) -> Any:
     """The job plan the script's first ``execute()`` would run (nothing runs)."""
     from sparkpoint.datastream.stream_execution_environment import set_cli_defaults
 
@@ -74,8 +75,7 @@ def capture_plan(job: Optional[str], module: Optional[str], args: tuple[str, ...
     return plans[0]
 
 
-def _job_source(job: Optional[str], python: Optional[str],
-                module: Optional[str]) -> tuple[Optional[str], Optional[str]]:
+def _job_source(job: str | None, python: str | None, module: str | None) -> tuple[str | None, str | None]:
     given = [x for x in (job, python, module) if x]
     if len(given) != 1:
         raise click.UsageError("give the job as one of: JOB (a file), -py/--python FILE, -pym/--pyModule MODULE")
@@ -85,67 +85,109 @@ def _job_source(job: Optional[str], python: Optional[str],
     return path, module
 
 
-def _configuration(dynamic: tuple[str, ...], conf_file: Optional[str], legacy_conf: Optional[str]) -> dict[str, Any]:
+def _configuration(dynamic: tuple[str, ...], conf_file: str | None, legacy_conf: str | None) -> dict[str, Any]:
     if legacy_conf is not None and "=" in legacy_conf:
-        raise click.BadParameter(f"{legacy_conf!r}: --conf takes a config file here; give a key as "
-                                 f"-D {legacy_conf} (or use --config-file FILE)", param_hint="--conf")
+        raise click.BadParameter(
+            f"{legacy_conf!r}: --conf takes a config file here; give a key as "
+            f"-D {legacy_conf} (or use --config-file FILE)",
+            param_hint="--conf",
+        )
     config: dict[str, Any] = {"rest.enabled": True}
     config.update(load_conf(conf_file or legacy_conf or conf_dir_file()))
-    return override(config, parse_dynamic(dynamic))   # -D replaces a file's setting, whichever its spelling
+    return override(config, parse_dynamic(dynamic))  # -D replaces a file's setting, whichever its spelling
 
 
 def _job_options(f: Callable) -> Callable:
-    for decorator in reversed([
-        click.option("--master", "-m", default=None, help="Spark master URL (default local[*])."),
-        click.option("-D", "dynamic", multiple=True, metavar="KEY=VALUE", help="A configuration key (flink-conf)."),
-        click.option("--config-file", "conf_file", default=None, type=click.Path(exists=True, dir_okay=False),
-                     help="A YAML file of configuration keys (Flink's config.yaml / flink-conf.yaml); default: "
-                          "one in $SPARKPOINT_CONF_DIR or $FLINK_CONF_DIR."),
-        click.option("--conf", "legacy_conf", default=None, hidden=True),
-        click.option("-py", "--python", "python", default=None, help="The job's Python file."),
-        click.option("-pym", "--pyModule", "module", default=None, help="The job's Python module (on sys.path)."),
-        click.option("-p", "--parallelism", type=int, default=None, help="Default parallelism of the job."),
-    ]):
+    for decorator in reversed(
+        [
+            click.option("--master", "-m", default=None, help="Spark master URL (default local[*])."),
+            click.option("-D", "dynamic", multiple=True, metavar="KEY=VALUE", help="A configuration key (flink-conf)."),
+            click.option(
+                "--config-file",
+                "conf_file",
+                default=None,
+                type=click.Path(exists=True, dir_okay=False),
+                help="A YAML file of configuration keys (Flink's config.yaml / flink-conf.yaml); default: "
+                "one in $SPARKPOINT_CONF_DIR or $FLINK_CONF_DIR.",
+            ),
+            click.option("--conf", "legacy_conf", default=None, hidden=True),
+            click.option("-py", "--python", "python", default=None, help="The job's Python file."),
+            click.option("-pym", "--pyModule", "module", default=None, help="The job's Python module (on sys.path)."),
+            click.option("-p", "--parallelism", type=int, default=None, help="Default parallelism of the job."),
+        ]
+    ):
         f = decorator(f)
     return f
 
 
 @main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @_job_options
-@click.option("-s", "--fromSavepoint", "restore_path", default=None,
-              help="Restore from this checkpoint or savepoint.")
-@click.option("-n", "--allowNonRestoredState", "allow_non_restored", is_flag=True,
-              help="Skip state that cannot be mapped to the job.")
-@click.option("--restoreMode", "restore_mode", type=click.Choice(["claim", "no_claim", "legacy"], case_sensitive=False),
-              default=None, help="CLAIM: the restored snapshot is deleted once the job has a checkpoint of its own; "
-                                 "NO_CLAIM (default) and LEGACY: it is never deleted.")
-@click.option("--rollback", type=click.Choice(["move", "delete"]), default=None,
-              help="With -s: output that sinks committed after the checkpoint is moved aside (file sinks: "
-                   "into .rolled-back/ of the output directory, or sparkpoint.restore.rollback-dir; insert-only "
-                   "exactly-once JDBC sinks: into <table>__rolled_back) or deleted.")
+@click.option("-s", "--fromSavepoint", "restore_path", default=None, help="Restore from this checkpoint or savepoint.")
+@click.option(
+    "-n",
+    "--allowNonRestoredState",
+    "allow_non_restored",
+    is_flag=True,
+    help="Skip state that cannot be mapped to the job.",
+)
+@click.option(
+    "--restoreMode",
+    "restore_mode",
+    type=click.Choice(["claim", "no_claim", "legacy"], case_sensitive=False),
+    default=None,
+    help="CLAIM: the restored snapshot is deleted once the job has a checkpoint of its own; "
+    "NO_CLAIM (default) and LEGACY: it is never deleted.",
+)
+@click.option(
+    "--rollback",
+    type=click.Choice(["move", "delete"]),
+    default=None,
+    help="With -s: output that sinks committed after the checkpoint is moved aside (file sinks: "
+    "into .rolled-back/ of the output directory, or sparkpoint.restore.rollback-dir; insert-only "
+    "exactly-once JDBC sinks: into <table>__rolled_back) or deleted.",
+)
 @click.option("-d", "--detached", is_flag=True, help="Start the job in the background; print its id and return.")
 @click.argument("job", required=False)
 @click.argument("job_args", nargs=-1, type=click.UNPROCESSED)
-def run(master: Optional[str], dynamic: tuple[str, ...], conf_file: Optional[str], legacy_conf: Optional[str],
-        python: Optional[str], module: Optional[str], parallelism: Optional[int], restore_path: Optional[str],
-        allow_non_restored: bool, restore_mode: Optional[str], rollback: Optional[str], detached: bool,
-        job: Optional[str], job_args: tuple[str, ...]) -> None:
+def run(
+    master: str | None,
+    dynamic: tuple[str, ...],
+    conf_file: str | None,
+    legacy_conf: str | None,
+    python: str | None,
+    module: str | None,
+    parallelism: int | None,
+    restore_path: str | None,
+    allow_non_restored: bool,
+    restore_mode: str | None,
+    rollback: str | None,
+    detached: bool,
+    job: str | None,
+    job_args: tuple[str, ...],
+) -> None:
     """Run a job (JOB or -py FILE or -pym MODULE) as __main__ with JOB_ARGS, like `flink run`."""
-    if (module or python) and job:   # with -py / -pym the first word after the options is the job's argument
+    if (module or python) and job:  # with -py / -pym the first word after the options is the job's argument
         job_args, job = (job, *job_args), None
     path, module = _job_source(job, python, module)
     if detached:
         _detach(len(job_args))
         return
-    options = {key: value for key, value in (
-        ("spark.master", master), ("parallelism.default", parallelism),
-        ("execution.state-recovery.path", restore_path), ("sparkpoint.restore.rollback", rollback),
-        ("execution.state-recovery.claim-mode", restore_mode and restore_mode.upper()),
-        ("execution.state-recovery.ignore-unclaimed-state", allow_non_restored or None)) if value}
+    options = {
+        key: value
+        for key, value in (
+            ("spark.master", master),
+            ("parallelism.default", parallelism),
+            ("execution.state-recovery.path", restore_path),
+            ("sparkpoint.restore.rollback", rollback),
+            ("execution.state-recovery.claim-mode", restore_mode and restore_mode.upper()),
+            ("execution.state-recovery.ignore-unclaimed-state", allow_non_restored or None),
+        )
+        if value
+    }
     _run_attached(override(_configuration(dynamic, conf_file, legacy_conf), options), path, module, job_args)
 
 
-def _run_attached(config: dict, path: Optional[str], module: Optional[str], job_args: tuple[str, ...]) -> None:
+def _run_attached(config: dict, path: str | None, module: str | None, job_args: tuple[str, ...]) -> None:
     from sparkpoint.datastream.stream_execution_environment import set_cli_defaults
 
     progress = Progress(sys.stderr)
@@ -158,7 +200,7 @@ def _run_attached(config: dict, path: Optional[str], module: Optional[str], job_
     set_cli_defaults({"configuration": config, "on_job_created": on_job_created})
     try:
         run_script(path, module, job_args)
-    except JobCancellationException as e:   # Flink's client: the job was cancelled, the program failed
+    except JobCancellationException as e:  # Flink's client: the job was cancelled, the program failed
         progress.close()
         click.echo(f"\n{e}", err=True)
         sys.exit(1)
@@ -180,8 +222,13 @@ def _detach(n_job_args: int) -> None:
     log_dir.mkdir(parents=True, exist_ok=True)
     log = Path(tempfile.mkstemp(prefix=time.strftime("run-%Y%m%d-%H%M%S-"), suffix=".log", dir=log_dir)[1])
     with open(log, "w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "sparkpoint.cli", *argv], stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "sparkpoint.cli", *argv],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
     deadline = time.time() + 300
     while time.time() < deadline:
         text = log.read_text()
@@ -192,8 +239,9 @@ def _detach(n_job_args: int) -> None:
             click.echo(f"The job runs in the background (process {proc.pid}); its log: {log}")
             return
         if proc.poll() is not None:
-            raise click.ClickException(f"the job ended before it was submitted (exit code {proc.returncode}); "
-                                       f"its log {log}:\n{text[-3000:]}")
+            raise click.ClickException(
+                f"the job ended before it was submitted (exit code {proc.returncode}); its log {log}:\n{text[-3000:]}"
+            )
         time.sleep(0.1)
     raise click.ClickException(f"no job id after 300 s; the job may still start: see {log}")
 
@@ -215,11 +263,23 @@ def plan_json(plan: Any) -> dict:
     kinds = {"source": "Data Source", "sink": "Data Sink", "print": "Data Sink", "collect": "Data Sink"}
     nodes = []
     for nid, n in sorted(plan.nodes.items()):
-        node: dict[str, Any] = {"id": nid, "type": n.kind, "pact": kinds.get(n.kind, "Operator"), "contents": n.name,
-                                "uid": n.effective_uid(), "parallelism": plan.stage(plan.stage_of[nid]).parallelism}
+        node: dict[str, Any] = {
+            "id": nid,
+            "type": n.kind,
+            "pact": kinds.get(n.kind, "Operator"),
+            "contents": n.name,
+            "uid": n.effective_uid(),
+            "parallelism": plan.stage(plan.stage_of[nid]).parallelism,
+        }
         if n.inputs:
-            node["predecessors"] = [{"id": e.source, "ship_strategy": str(e.partitioning).upper(),
-                                     "side": "second" if e.type_number == 2 else "first"} for e in n.inputs]
+            node["predecessors"] = [
+                {
+                    "id": e.source,
+                    "ship_strategy": str(e.partitioning).upper(),
+                    "side": "second" if e.type_number == 2 else "first",
+                }
+                for e in n.inputs
+            ]
         nodes.append(node)
     return {"nodes": nodes}
 
@@ -228,9 +288,17 @@ def plan_json(plan: Any) -> dict:
 @_job_options
 @click.argument("job", required=False)
 @click.argument("job_args", nargs=-1, type=click.UNPROCESSED)
-def info(master: Optional[str], dynamic: tuple[str, ...], conf_file: Optional[str], legacy_conf: Optional[str],
-         python: Optional[str], module: Optional[str], parallelism: Optional[int], job: Optional[str],
-         job_args: tuple[str, ...]) -> None:
+def info(
+    master: str | None,
+    dynamic: tuple[str, ...],
+    conf_file: str | None,
+    legacy_conf: str | None,
+    python: str | None,
+    module: str | None,
+    parallelism: int | None,
+    job: str | None,
+    job_args: tuple[str, ...],
+) -> None:
     """Print the plan of a job (operators, uids, parallelism) without running it, like `flink info`."""
     if (module or python) and job:
         job_args, job = (job, *job_args), None

@@ -15,8 +15,22 @@ from sparkpoint.common.watermark_strategy import (
 )
 
 __all__ = [
-    "Configuration", "Encoder", "SimpleStringSchema", "Duration", "Instant", "Time",
-    "TypeInformation", "Types", "Row", "RowKind", "TimestampAssigner", "Watermark",
-    "WatermarkGenerator", "WatermarkOutput", "WatermarkStrategy", "SerializationSchema", "DeserializationSchema",
+    "Configuration",
+    "Encoder",
+    "SimpleStringSchema",
+    "Duration",
+    "Instant",
+    "Time",
+    "TypeInformation",
+    "Types",
+    "Row",
+    "RowKind",
+    "TimestampAssigner",
+    "Watermark",
+    "WatermarkGenerator",
+    "WatermarkOutput",
+    "WatermarkStrategy",
+    "SerializationSchema",
+    "DeserializationSchema",
     "TypeSerializer",
 ]

@@ -31,8 +31,9 @@ def load_config_file(path: str) -> dict[str, Any]:
     except (OSError, yaml.YAMLError) as e:
         raise ConfigurationError(f"cannot read the configuration file {path}: {e}") from e
     if not isinstance(data, dict):
-        raise ConfigurationError(f"the configuration file {path} must hold a mapping of configuration keys, "
-                                 f"not a {type(data).__name__}")
+        raise ConfigurationError(
+            f"the configuration file {path} must hold a mapping of configuration keys, not a {type(data).__name__}"
+        )
     return flatten(data)
 
 

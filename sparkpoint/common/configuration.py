@@ -8,10 +8,10 @@ Flink 2.x and 1.x spellings of one setting are one key (:mod:`sparkpoint.common.
 from __future__ import annotations
 
 import builtins
-
 import logging
 import re
-from typing import Any, Iterator, Mapping, Optional
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 from sparkpoint.common.config_keys import ALIASES, FLINK2_NAME, PREFERRED
 
@@ -23,11 +23,26 @@ DEFAULT_MAX_PARALLELISM = 128
 """Flink's default max parallelism (``pipeline.max-parallelism``): the number of key groups."""
 
 _DURATION_UNITS = {
-    "ms": 1, "milli": 1, "millis": 1, "millisecond": 1, "milliseconds": 1,
-    "s": 1000, "sec": 1000, "secs": 1000, "second": 1000, "seconds": 1000,
-    "min": 60_000, "m": 60_000, "minute": 60_000, "minutes": 60_000,
-    "h": 3_600_000, "hour": 3_600_000, "hours": 3_600_000,
-    "d": 86_400_000, "day": 86_400_000, "days": 86_400_000,
+    "ms": 1,
+    "milli": 1,
+    "millis": 1,
+    "millisecond": 1,
+    "milliseconds": 1,
+    "s": 1000,
+    "sec": 1000,
+    "secs": 1000,
+    "second": 1000,
+    "seconds": 1000,
+    "min": 60_000,
+    "m": 60_000,
+    "minute": 60_000,
+    "minutes": 60_000,
+    "h": 3_600_000,
+    "hour": 3_600_000,
+    "hours": 3_600_000,
+    "d": 86_400_000,
+    "day": 86_400_000,
+    "days": 86_400_000,
 }
 _MEMORY_UNITS = {"b": 1, "k": 1024, "kb": 1024, "m": 1024**2, "mb": 1024**2, "g": 1024**3, "gb": 1024**3}
 
@@ -74,13 +89,13 @@ def parse_boolean(value: Any) -> bool:
 class Configuration:
     """A mutable map of configuration keys to values."""
 
-    def __init__(self, other: "Optional[Configuration | Mapping[str, Any]]" = None, j_configuration: Any = None):
+    def __init__(self, other: Configuration | Mapping[str, Any] | None = None, j_configuration: Any = None):
         self._data: dict[str, Any] = {}
-        self._preferred: set[str] = set()   # keys whose value came from the Flink 2.x spelling
+        self._preferred: set[str] = set()  # keys whose value came from the Flink 2.x spelling
         if other is not None:
             self.add_all(other)
 
-    def set_string(self, key: str, value: str) -> "Configuration":
+    def set_string(self, key: str, value: str) -> Configuration:
         """Sets a key to a string.
 
         Args:
@@ -89,7 +104,7 @@ class Configuration:
         """
         return self.set(key, value)
 
-    def set(self, key: str, value: Any) -> "Configuration":
+    def set(self, key: str, value: Any) -> Configuration:
         """Sets a key to a value, kept as given (typed getters parse it on read).
 
         If the Flink 2.x spelling of the setting was given, a later Flink 1.x spelling is ignored with a warning.
@@ -102,13 +117,17 @@ class Configuration:
         if key in PREFERRED:
             self._preferred.add(read)
         elif read in self._preferred and self._data.get(read) != value:
-            logger.warning("configuration: %r = %r is ignored: the Flink 2.x spelling of the setting was "
-                           "given too, and wins (%r)", key, value, self._data.get(read))
+            logger.warning(
+                "configuration: %r = %r is ignored: the Flink 2.x spelling of the setting was given too, and wins (%r)",
+                key,
+                value,
+                self._data.get(read),
+            )
             return self
         self._data[read] = value
         return self
 
-    def set_integer(self, key: str, value: int) -> "Configuration":
+    def set_integer(self, key: str, value: int) -> Configuration:
         """Sets a key to an integer.
 
         Args:
@@ -119,7 +138,7 @@ class Configuration:
 
     set_long = set_integer
 
-    def set_boolean(self, key: str, value: bool) -> "Configuration":
+    def set_boolean(self, key: str, value: bool) -> Configuration:
         """Sets a key to a boolean.
 
         Args:
@@ -128,7 +147,7 @@ class Configuration:
         """
         return self.set(key, bool(value))
 
-    def set_float(self, key: str, value: float) -> "Configuration":
+    def set_float(self, key: str, value: float) -> Configuration:
         """Sets a key to a float.
 
         Args:
@@ -137,7 +156,7 @@ class Configuration:
         """
         return self.set(key, float(value))
 
-    def get_string(self, key: str, default_value: Optional[str] = None) -> Optional[str]:
+    def get_string(self, key: str, default_value: str | None = None) -> str | None:
         """Returns a key's value as a string.
 
         Args:
@@ -192,7 +211,7 @@ class Configuration:
             return v.strip().lower() in ("true", "1", "yes", "on")
         return bool(v)
 
-    def get_duration_ms(self, key: str, default_ms: Optional[int] = None) -> Optional[int]:
+    def get_duration_ms(self, key: str, default_ms: int | None = None) -> int | None:
         """Returns a key's duration in milliseconds (``"10 s"``, ``"1 min"``, a bare number is ms).
 
         Args:
@@ -221,7 +240,7 @@ class Configuration:
         """
         return self._data.pop(ALIASES.get(key, key), None) is not None
 
-    def add_all(self, other: "Configuration | Mapping[str, Any]", prefix: Optional[str] = None) -> "Configuration":
+    def add_all(self, other: Configuration | Mapping[str, Any], prefix: str | None = None) -> Configuration:
         """Sets every key of another configuration or mapping.
 
         Args:
@@ -237,7 +256,7 @@ class Configuration:
         """The settings under the spelling they were given in where that was Flink 2.x's (so it keeps winning)."""
         return {FLINK2_NAME[k] if k in self._preferred else k: v for k, v in self._data.items()}
 
-    def key_set(self) -> "builtins.set[str]":
+    def key_set(self) -> builtins.set[str]:
         """Returns the keys that are set."""
         return builtins.set(self._data)
 

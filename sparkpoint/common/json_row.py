@@ -36,7 +36,7 @@ import base64
 import datetime as dt
 import json
 from decimal import Decimal, InvalidOperation
-from typing import Any, Optional
+from typing import Any
 
 from sparkpoint.common.serialization import DeserializationSchema
 from sparkpoint.common.time import Instant
@@ -67,7 +67,7 @@ def _is_bytes_array(t: TypeInformation) -> bool:
     return t.name in ("PRIMITIVE_ARRAY", "BASIC_ARRAY") and bool(t.children) and t.children[0].name == "BYTE"
 
 
-def _require_row_type(type_info: Optional[TypeInformation], what: str) -> TypeInformation:
+def _require_row_type(type_info: TypeInformation | None, what: str) -> TypeInformation:
     if type_info is None:
         raise TypeError(f"{what}: type information must be set (Types.ROW_NAMED([...], [...]))")
     if not isinstance(type_info, TypeInformation) or type_info.name != "ROW":
@@ -77,13 +77,18 @@ def _require_row_type(type_info: Optional[TypeInformation], what: str) -> TypeIn
 
 # -- JSON -> Python ---------------------------------------------------------------------------------
 
+
 def _read_int(value: Any, name: str, path: str) -> int:
     if isinstance(value, bool):
         raise _FieldError(path, f"expected an integer for {name}, got {_excerpt(value)}")
     if isinstance(value, int):
         result = value
-    elif isinstance(value, Decimal) and value.is_finite() and value.adjusted() <= 40 \
-            and value == value.to_integral_value():   # (an exponent like 1e2000000 would take minutes)
+    elif (
+        isinstance(value, Decimal)
+        and value.is_finite()
+        and value.adjusted() <= 40
+        and value == value.to_integral_value()
+    ):  # (an exponent like 1e2000000 would take minutes)
         result = int(value)
     elif isinstance(value, str) and value.strip().lstrip("+-").isdigit():
         result = int(value.strip())
@@ -155,7 +160,7 @@ def _parse_timestamp(value: Any, name: str, path: str) -> dt.datetime:
     except ValueError:
         raise _FieldError(path, f"expected an RFC 3339 timestamp for {name}, got {_excerpt(value)}") from None
     if parsed.tzinfo is not None:
-        parsed = parsed.astimezone(dt.timezone.utc).replace(tzinfo=None)
+        parsed = parsed.astimezone(dt.UTC).replace(tzinfo=None)
     return parsed
 
 
@@ -194,7 +199,7 @@ def _read_row(value: Any, t: TypeInformation, path: str, fail_on_missing: bool) 
     return _make_named_row(tuple(names), tuple(values))
 
 
-def _read(value: Any, t: Optional[TypeInformation], path: str, fail_on_missing: bool) -> Any:
+def _read(value: Any, t: TypeInformation | None, path: str, fail_on_missing: bool) -> Any:
     """``value`` (parsed JSON, decimals as ``Decimal``) as the Python value of type ``t``."""
     if value is None or t is None:
         return _plain(value)
@@ -224,16 +229,19 @@ def _read(value: Any, t: Optional[TypeInformation], path: str, fail_on_missing: 
         if not isinstance(value, list):
             raise _FieldError(path, f"expected a JSON array for {name}, got {_excerpt(_plain(value))}")
         if name == "TUPLE":
-            return tuple(_read(v, c, f"{path}[{i}]", fail_on_missing)
-                         for i, (v, c) in enumerate(zip(value, t.children)))
+            return tuple(
+                _read(v, c, f"{path}[{i}]", fail_on_missing) for i, (v, c) in enumerate(zip(value, t.children))
+            )
         elem = t.children[0] if t.children else None
         return [_read(v, elem, f"{path}[{i}]", fail_on_missing) for i, v in enumerate(value)]
     if name == "MAP" and len(t.children) == 2:
         if not isinstance(value, dict):
             raise _FieldError(path, f"expected a JSON object for MAP, got {_excerpt(_plain(value))}")
         kt, vt = t.children
-        return {_read(k, kt, f"{path}<key>", fail_on_missing): _read(v, vt, f"{path}[{k!r}]", fail_on_missing)
-                for k, v in value.items()}
+        return {
+            _read(k, kt, f"{path}<key>", fail_on_missing): _read(v, vt, f"{path}[{k!r}]", fail_on_missing)
+            for k, v in value.items()
+        }
     return _plain(value)
 
 
@@ -246,21 +254,21 @@ class JsonRowDeserializationSchema(DeserializationSchema):
     collector)`` drops a ``null`` record).
     """
 
-    def __init__(self, type_info: TypeInformation, fail_on_missing_field: bool = False,
-                 ignore_parse_errors: bool = False):
+    def __init__(
+        self, type_info: TypeInformation, fail_on_missing_field: bool = False, ignore_parse_errors: bool = False
+    ):
         self.type_info = _require_row_type(type_info, "JsonRowDeserializationSchema")
         if fail_on_missing_field and ignore_parse_errors:
-            raise ValueError("JSON format doesn't support fail_on_missing_field and ignore_parse_errors "
-                             "both being set")
+            raise ValueError("JSON format doesn't support fail_on_missing_field and ignore_parse_errors both being set")
         self.fail_on_missing_field = fail_on_missing_field
         self.ignore_parse_errors = ignore_parse_errors
 
     @staticmethod
-    def builder() -> "JsonRowDeserializationSchema.Builder":
+    def builder() -> JsonRowDeserializationSchema.Builder:
         """Returns a builder of the schema."""
         return JsonRowDeserializationSchema.Builder()
 
-    def deserialize(self, message: bytes) -> Optional[Row]:
+    def deserialize(self, message: bytes) -> Row | None:
         """Returns the row of a JSON message, or ``None`` for a message without a value (or that does not parse, with
         ``ignore_parse_errors``).
 
@@ -287,13 +295,15 @@ class JsonRowDeserializationSchema(DeserializationSchema):
         try:
             text = bytes(message).decode("utf-8")
         except UnicodeDecodeError as e:
-            raise ValueError(f"message is not valid UTF-8 ({e.reason} at byte {e.start}): "
-                             f"{_excerpt(bytes(message))}") from None
+            raise ValueError(
+                f"message is not valid UTF-8 ({e.reason} at byte {e.start}): {_excerpt(bytes(message))}"
+            ) from None
         try:
             parsed = json.loads(text, parse_float=Decimal)
         except json.JSONDecodeError as e:
-            raise ValueError(f"message is not valid JSON ({e.msg} at line {e.lineno} column {e.colno}): "
-                             f"{_excerpt(text)}") from None
+            raise ValueError(
+                f"message is not valid JSON ({e.msg} at line {e.lineno} column {e.colno}): {_excerpt(text)}"
+            ) from None
         try:
             return _read_row(parsed, self.type_info, "", self.fail_on_missing_field)
         except _FieldError as e:
@@ -305,16 +315,16 @@ class JsonRowDeserializationSchema(DeserializationSchema):
         """Configures a :class:`JsonRowDeserializationSchema`."""
 
         def __init__(self) -> None:
-            self._type_info: Optional[TypeInformation] = None
+            self._type_info: TypeInformation | None = None
             self._fail_on_missing_field = False
             self._ignore_parse_errors = False
 
-        def type_info(self, type_info: TypeInformation) -> "JsonRowDeserializationSchema.Builder":
+        def type_info(self, type_info: TypeInformation) -> JsonRowDeserializationSchema.Builder:
             """The row type of the records; its field names are the JSON properties read."""
             self._type_info = type_info
             return self
 
-        def json_schema(self, json_schema: str) -> "JsonRowDeserializationSchema.Builder":
+        def json_schema(self, json_schema: str) -> JsonRowDeserializationSchema.Builder:
             """Not supported: declare the row type with ``type_info`` instead.
 
             Raises:
@@ -322,20 +332,23 @@ class JsonRowDeserializationSchema(DeserializationSchema):
             """
             raise NotImplementedError("JSON schema strings are not supported; use type_info(Types.ROW_NAMED(...))")
 
-        def fail_on_missing_field(self) -> "JsonRowDeserializationSchema.Builder":
+        def fail_on_missing_field(self) -> JsonRowDeserializationSchema.Builder:
             """Fail on a message missing a field of the row type (by default the field is ``None``)."""
             self._fail_on_missing_field = True
             return self
 
-        def ignore_parse_errors(self) -> "JsonRowDeserializationSchema.Builder":
+        def ignore_parse_errors(self) -> JsonRowDeserializationSchema.Builder:
             """Yield ``None`` (a skipped record) for a message that does not parse, instead of failing."""
             self._ignore_parse_errors = True
             return self
 
-        def build(self) -> "JsonRowDeserializationSchema":
+        def build(self) -> JsonRowDeserializationSchema:
             """Returns the schema; a row type is required."""
-            return JsonRowDeserializationSchema(_require_row_type(self._type_info, "JsonRowDeserializationSchema"),
-                                                self._fail_on_missing_field, self._ignore_parse_errors)
+            return JsonRowDeserializationSchema(
+                _require_row_type(self._type_info, "JsonRowDeserializationSchema"),
+                self._fail_on_missing_field,
+                self._ignore_parse_errors,
+            )
 
 
 # the writer lives in its own module; imported here, where PyFlink users import it from

@@ -11,13 +11,13 @@ import datetime as dt
 import json
 import math
 from decimal import Decimal
-from typing import Any, Optional
+from typing import Any
 
 from sparkpoint.common.json_row import (
     _ARRAYS,
     _INT_RANGES,
-    _FieldError,
     _excerpt,
+    _FieldError,
     _is_bytes_array,
     _read_int,
     _require_row_type,
@@ -51,11 +51,11 @@ def _time_text(value: dt.time) -> str:
 
 def _timestamp_text(value: dt.datetime) -> str:
     if value.tzinfo is not None:
-        value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+        value = value.astimezone(dt.UTC).replace(tzinfo=None)
     return f'"{value.date().isoformat()}T{_time_text(value.time())}Z"'
 
 
-def _write_scalar(value: Any, name: str, path: str) -> Optional[str]:
+def _write_scalar(value: Any, name: str, path: str) -> str | None:
     """JSON text of a value of a basic type, or None if ``name`` is not a basic type."""
     if name in ("STRING", "CHAR"):
         ok, text = isinstance(value, str), lambda: json.dumps(value, ensure_ascii=False)
@@ -99,16 +99,19 @@ def _write_row(value: Any, t: TypeInformation, path: str) -> str:
     elif isinstance(value, (tuple, list)):
         fields = list(value)
     else:
-        raise _FieldError(path, f"expected a Row, tuple or dict for a row, got {type(value).__name__} "
-                                f"{_excerpt(value)}")
+        raise _FieldError(
+            path, f"expected a Row, tuple or dict for a row, got {type(value).__name__} {_excerpt(value)}"
+        )
     if len(fields) != len(names):
         raise _FieldError(path, f"expected {len(names)} fields {names}, got {len(fields)}: {_excerpt(value)}")
-    parts = [f"{json.dumps(n, ensure_ascii=False)}:{_write(v, c, f'{path}.{n}' if path else n)}"
-             for n, v, c in zip(names, fields, t.children)]
+    parts = [
+        f"{json.dumps(n, ensure_ascii=False)}:{_write(v, c, f'{path}.{n}' if path else n)}"
+        for n, v, c in zip(names, fields, t.children)
+    ]
     return "{" + ",".join(parts) + "}"
 
 
-def _write(value: Any, t: Optional[TypeInformation], path: str) -> str:
+def _write(value: Any, t: TypeInformation | None, path: str) -> str:
     if value is None:
         return "null"
     if t is None:
@@ -155,7 +158,7 @@ class JsonRowSerializationSchema(SerializationSchema):
         self.type_info = _require_row_type(type_info, "JsonRowSerializationSchema")
 
     @staticmethod
-    def builder() -> "JsonRowSerializationSchema.Builder":
+    def builder() -> JsonRowSerializationSchema.Builder:
         """Returns a builder of the schema."""
         return JsonRowSerializationSchema.Builder()
 
@@ -177,14 +180,13 @@ class JsonRowSerializationSchema(SerializationSchema):
         """Configures a :class:`JsonRowSerializationSchema`."""
 
         def __init__(self) -> None:
-            self._type_info: Optional[TypeInformation] = None
+            self._type_info: TypeInformation | None = None
 
-        def with_type_info(self, type_info: TypeInformation) -> "JsonRowSerializationSchema.Builder":
+        def with_type_info(self, type_info: TypeInformation) -> JsonRowSerializationSchema.Builder:
             """The row type of the records; its field names are the JSON properties written."""
             self._type_info = type_info
             return self
 
-        def build(self) -> "JsonRowSerializationSchema":
+        def build(self) -> JsonRowSerializationSchema:
             """Returns the schema; a row type is required."""
             return JsonRowSerializationSchema(_require_row_type(self._type_info, "JsonRowSerializationSchema"))
-

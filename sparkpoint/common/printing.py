@@ -25,7 +25,7 @@ import datetime
 import decimal
 import math
 import struct
-from typing import Any, Optional
+from typing import Any
 
 __all__ = ["format_record", "java_double_to_string", "java_float_to_string"]
 
@@ -44,6 +44,7 @@ def format_record(value: Any, type_info: Any = None) -> str:
 
 
 # -- Python-side formatting (untyped and Row) ------------------------------------------
+
 
 def _python_str(value: Any) -> str:
     if isinstance(value, str):
@@ -70,7 +71,8 @@ def _row_kind_short(kind: Any) -> str:
 
 # -- Java-side formatting (every other declared type) ----------------------------------
 
-def _type_name(type_info: Any) -> Optional[str]:
+
+def _type_name(type_info: Any) -> str | None:
     if type_info is None:
         return None
     name = getattr(type_info, "name", None)
@@ -112,14 +114,24 @@ def _java_string(value: Any, type_info: Any, nested: bool = False) -> str:
         kids = _children(type_info)
         values = value._values if hasattr(value, "_values") else value
         kind = value.get_row_kind() if hasattr(value, "get_row_kind") else None
-        return _row_kind_short(kind) + "[" + ", ".join(
-            _java_string(v, _child(kids, i), nested=True) for i, v in enumerate(values)) + "]"
+        return (
+            _row_kind_short(kind)
+            + "["
+            + ", ".join(_java_string(v, _child(kids, i), nested=True) for i, v in enumerate(values))
+            + "]"
+        )
     if name == "LIST" or name in _ARRAYS:
         return _java_list(value, _child(_children(type_info), 0))
     if name == "MAP":
         kids = _children(type_info)
-        return "{" + ", ".join(f"{_java_string(k, _child(kids, 0), True)}={_java_string(v, _child(kids, 1), True)}"
-                               for k, v in dict(value).items()) + "}"
+        return (
+            "{"
+            + ", ".join(
+                f"{_java_string(k, _child(kids, 0), True)}={_java_string(v, _child(kids, 1), True)}"
+                for k, v in dict(value).items()
+            )
+            + "}"
+        )
     if name == "SQL_DATE":
         return value.isoformat() if isinstance(value, datetime.date) else str(value)
     if name == "SQL_TIME":
@@ -155,12 +167,12 @@ def _java_instant(value: Any) -> str:
         millis = int(value.to_epoch_milli())
         seconds, nanos = millis // 1000, (millis % 1000) * 1_000_000
     elif isinstance(value, datetime.datetime):
-        ts = value if value.tzinfo else value.replace(tzinfo=datetime.timezone.utc)
+        ts = value if value.tzinfo else value.replace(tzinfo=datetime.UTC)
         seconds = int(ts.timestamp() // 1)
         nanos = ts.microsecond * 1000
     else:
         return str(value)
-    base = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc) + datetime.timedelta(seconds=seconds)
+    base = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC) + datetime.timedelta(seconds=seconds)
     text = base.strftime("%Y-%m-%dT%H:%M:%S")
     if nanos:
         if nanos % 1_000_000 == 0:
@@ -174,6 +186,7 @@ def _java_instant(value: Any) -> str:
 
 # -- Java's Double.toString / Float.toString --------------------------------------------
 
+
 def java_double_to_string(x: float) -> str:
     """Java's ``Double.toString``: plain notation in [1e-3, 1e7), else ``d.dddE<n>``."""
     return _java_floating(x, repr(float(x)))
@@ -185,7 +198,7 @@ def java_float_to_string(x: float) -> str:
     if math.isnan(f32) or math.isinf(f32) or f32 == 0.0:
         return _java_floating(f32, repr(f32))
     for precision in range(1, 10):
-        text = "%.*g" % (precision, f32)
+        text = f"{f32:.{precision}g}"
         if _round_float32(float(text)) == f32:
             return _java_floating(f32, text)
     return _java_floating(f32, repr(f32))  # pragma: no cover - 9 digits always round-trip

@@ -11,22 +11,23 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional
+from typing import Any
 
 __all__ = ["ProcessIdentity", "process_start_time"]
 
 
-def process_start_time(pid: int) -> Optional[str]:
+def process_start_time(pid: int) -> str | None:
     """The start time of process ``pid`` (clock ticks since boot), or ``None`` where /proc does not tell."""
     try:
         with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[19]   # the command may hold spaces and parentheses
+            return f.read().rsplit(")", 1)[1].split()[19]  # the command may hold spaces and parentheses
     except (OSError, IndexError):
         return None
 
 
-def _read(path: str) -> Optional[str]:
+def _read(path: str) -> str | None:
     try:
         with open(path) as f:
             return f.read().strip() or None
@@ -34,7 +35,7 @@ def _read(path: str) -> Optional[str]:
         return None
 
 
-def _host() -> Optional[str]:
+def _host() -> str | None:
     """This host as processes see it: name, boot id and pid namespace (``None`` when /proc does not tell)."""
     boot = _read("/proc/sys/kernel/random/boot_id")
     try:
@@ -51,7 +52,7 @@ def _pid_exists(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:   # another user's process
+    except PermissionError:  # another user's process
         return True
     return True
 
@@ -61,16 +62,16 @@ class ProcessIdentity:
     """A process: its pid, start time and host (``None`` where they are not known)."""
 
     pid: int
-    started: Optional[str] = None
-    host: Optional[str] = None
+    started: str | None = None
+    host: str | None = None
 
     @staticmethod
-    def current() -> "ProcessIdentity":
+    def current() -> ProcessIdentity:
         """Returns this process's identity."""
         return ProcessIdentity(os.getpid(), process_start_time(os.getpid()), _host())
 
     @staticmethod
-    def of(pid: int) -> "ProcessIdentity":
+    def of(pid: int) -> ProcessIdentity:
         """The process that has pid ``pid`` on this host now."""
         return ProcessIdentity(pid, process_start_time(pid), _host())
 
@@ -79,11 +80,12 @@ class ProcessIdentity:
         return {"pid": self.pid, "started": self.started, "host": self.host}
 
     @staticmethod
-    def from_json(entry: Mapping[str, Any]) -> "ProcessIdentity":
+    def from_json(entry: Mapping[str, Any]) -> ProcessIdentity:
         """Read back :meth:`to_json` (an entry with only a pid, as older versions wrote, is a pid alone)."""
         started, host = entry.get("started"), entry.get("host")
-        return ProcessIdentity(int(entry.get("pid", -1)), None if started is None else str(started),
-                               None if host is None else str(host))
+        return ProcessIdentity(
+            int(entry.get("pid", -1)), None if started is None else str(started), None if host is None else str(host)
+        )
 
     def on_this_host(self) -> bool:
         """Whether the process ran where this one runs (so that its pid can be looked at)."""
@@ -98,7 +100,7 @@ class ProcessIdentity:
         then, now = self.host.split("/", 2), here.split("/", 2)
         return len(then) == 3 and then[0] == now[0] and then[2] == now[2] and then[1] != now[1]
 
-    def gone(self) -> Optional[bool]:
+    def gone(self) -> bool | None:
         """``True`` when the process provably runs no more (on this host, its pid is free or names a process
         started at another time: a reused pid), ``False`` when it runs, ``None`` when this cannot be told here
         (another host). Without a recorded start time a live pid counts as the process."""

@@ -39,7 +39,7 @@ class Encoder:
     record_type: Any = None
 
     @staticmethod
-    def simple_string_encoder(charset_name: str = "UTF-8") -> "Encoder":
+    def simple_string_encoder(charset_name: str = "UTF-8") -> Encoder:
         """Returns an encoder writing each record as a line of text.
 
         Args:
@@ -47,7 +47,7 @@ class Encoder:
         """
         return Encoder(charset_name.lower())
 
-    def with_record_type(self, record_type: Any) -> "Encoder":
+    def with_record_type(self, record_type: Any) -> Encoder:
         """Returns this encoder for records of a declared type, written as ``print()`` shows them.
 
         Args:

@@ -19,7 +19,7 @@ class Duration:
     _millis: int
 
     @staticmethod
-    def of_millis(millis: int) -> "Duration":
+    def of_millis(millis: int) -> Duration:
         """Returns a duration of a number of milliseconds.
 
         Args:
@@ -28,7 +28,7 @@ class Duration:
         return Duration(int(millis))
 
     @staticmethod
-    def of_seconds(seconds: int) -> "Duration":
+    def of_seconds(seconds: int) -> Duration:
         """Returns a duration of a number of seconds.
 
         Args:
@@ -37,7 +37,7 @@ class Duration:
         return Duration(int(seconds * 1000))
 
     @staticmethod
-    def of_minutes(minutes: int) -> "Duration":
+    def of_minutes(minutes: int) -> Duration:
         """Returns a duration of a number of minutes.
 
         Args:
@@ -46,7 +46,7 @@ class Duration:
         return Duration(int(minutes * 60_000))
 
     @staticmethod
-    def of_hours(hours: int) -> "Duration":
+    def of_hours(hours: int) -> Duration:
         """Returns a duration of a number of hours.
 
         Args:
@@ -55,7 +55,7 @@ class Duration:
         return Duration(int(hours * 3_600_000))
 
     @staticmethod
-    def of_days(days: int) -> "Duration":
+    def of_days(days: int) -> Duration:
         """Returns a duration of a number of days.
 
         Args:
@@ -64,7 +64,7 @@ class Duration:
         return Duration(int(days * 86_400_000))
 
     @staticmethod
-    def of_nanos(nanos: int) -> "Duration":
+    def of_nanos(nanos: int) -> Duration:
         """Returns a duration of a number of nanoseconds.
 
         Args:
@@ -90,7 +90,7 @@ class Time:
     _millis: int
 
     @staticmethod
-    def milliseconds(millis: int) -> "Time":
+    def milliseconds(millis: int) -> Time:
         """Returns a time span of a number of milliseconds.
 
         Args:
@@ -99,7 +99,7 @@ class Time:
         return Time(int(millis))
 
     @staticmethod
-    def seconds(seconds: int) -> "Time":
+    def seconds(seconds: int) -> Time:
         """Returns a time span of a number of seconds.
 
         Args:
@@ -108,7 +108,7 @@ class Time:
         return Time(int(seconds * 1000))
 
     @staticmethod
-    def minutes(minutes: int) -> "Time":
+    def minutes(minutes: int) -> Time:
         """Returns a time span of a number of minutes.
 
         Args:
@@ -117,7 +117,7 @@ class Time:
         return Time(int(minutes * 60_000))
 
     @staticmethod
-    def hours(hours: int) -> "Time":
+    def hours(hours: int) -> Time:
         """Returns a time span of a number of hours.
 
         Args:
@@ -126,7 +126,7 @@ class Time:
         return Time(int(hours * 3_600_000))
 
     @staticmethod
-    def days(days: int) -> "Time":
+    def days(days: int) -> Time:
         """Returns a time span of a number of days.
 
         Args:
@@ -149,7 +149,7 @@ class Instant:
     epoch_milli: int
 
     @staticmethod
-    def of_epoch_milli(millis: int) -> "Instant":
+    def of_epoch_milli(millis: int) -> Instant:
         """Returns the instant a number of milliseconds after 1970-01-01T00:00:00Z.
 
         Args:
@@ -162,7 +162,7 @@ class Instant:
         return self.epoch_milli
 
 
-def to_millis(value: "Duration | Time | int | float") -> int:
+def to_millis(value: Duration | Time | int | float) -> int:
     """Milliseconds of a Duration, Time or plain number of milliseconds."""
     if isinstance(value, (Duration, Time)):
         return value.to_milliseconds()

@@ -8,8 +8,9 @@ how ``print()`` and the string encoder render them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import Any
 
 __all__ = ["TypeInformation", "Types", "RowTypeInfo", "TupleTypeInfo", "conform_to_type"]
 
@@ -20,14 +21,14 @@ class TypeInformation:
 
     name: str
     children: tuple = field(default=())
-    field_names: Optional[tuple] = None
+    field_names: tuple | None = None
 
     def __repr__(self) -> str:
         if self.children:
             return f"{self.name}({', '.join(map(repr, self.children))})"
         return self.name
 
-    def get_field_names(self) -> Optional[list]:
+    def get_field_names(self) -> list | None:
         """Field names of a row type (``f0, f1, ...`` when the row was declared without names)."""
         if self.name != "ROW":
             return None
@@ -38,7 +39,7 @@ class TypeInformation:
         return list(self.children)
 
 
-def conform_to_type(value: Any, type_info: Optional[TypeInformation]) -> Any:
+def conform_to_type(value: Any, type_info: TypeInformation | None) -> Any:
     """``value`` as a Python function receives it from a stream declared with ``type_info``.
 
     In PyFlink a record of a declared type crosses a Java serializer before Python code
@@ -57,7 +58,7 @@ def conform_to_type(value: Any, type_info: Optional[TypeInformation]) -> Any:
     if name == "DOUBLE":
         return float(value)
     if name == "TUPLE" and isinstance(value, (tuple, list)):
-        return tuple(conform_to_type(v, t) for v, t in zip(value, kids)) + tuple(value[len(kids):])
+        return tuple(conform_to_type(v, t) for v, t in zip(value, kids)) + tuple(value[len(kids) :])
     if name == "ROW" and isinstance(value, (tuple, list)):
         from sparkpoint.common.types import Row, _make_named_row
 
@@ -67,7 +68,7 @@ def conform_to_type(value: Any, type_info: Optional[TypeInformation]) -> Any:
             value_fields = value.get_fields_by_names(list(names))  # PyFlink picks named fields by name
         else:
             value_fields = value
-        values = tuple(conform_to_type(v, t) for v, t in zip(value_fields, kids)) + tuple(value_fields[len(kids):])
+        values = tuple(conform_to_type(v, t) for v, t in zip(value_fields, kids)) + tuple(value_fields[len(kids) :])
         kind = value.get_row_kind() if isinstance(value, Row) else None
         row = _make_named_row(names, values)
         if kind is not None:
@@ -101,66 +102,82 @@ class Types:
     def STRING() -> TypeInformation:  # noqa: N802
         """Returns the type of strings."""
         return TypeInformation("STRING")
+
     @staticmethod
     def BYTE() -> TypeInformation:  # noqa: N802
         """Returns the type of bytes (8-bit integers)."""
         return TypeInformation("BYTE")
+
     @staticmethod
     def BOOLEAN() -> TypeInformation:  # noqa: N802
         """Returns the type of booleans."""
         return TypeInformation("BOOLEAN")
+
     @staticmethod
     def SHORT() -> TypeInformation:  # noqa: N802
         """Returns the type of 16-bit integers."""
         return TypeInformation("SHORT")
+
     @staticmethod
     def INT() -> TypeInformation:  # noqa: N802
         """Returns the type of 32-bit integers."""
         return TypeInformation("INT")
+
     @staticmethod
     def LONG() -> TypeInformation:  # noqa: N802
         """Returns the type of 64-bit integers."""
         return TypeInformation("LONG")
+
     @staticmethod
     def FLOAT() -> TypeInformation:  # noqa: N802
         """Returns the type of single-precision floats; as in PyFlink, values are rounded to single precision."""
         return TypeInformation("FLOAT")
+
     @staticmethod
     def DOUBLE() -> TypeInformation:  # noqa: N802
         """Returns the type of double-precision floats."""
         return TypeInformation("DOUBLE")
+
     @staticmethod
     def CHAR() -> TypeInformation:  # noqa: N802
         """Returns the type of single characters."""
         return TypeInformation("CHAR")
+
     @staticmethod
     def BIG_INT() -> TypeInformation:  # noqa: N802
         """Returns the type of integers of any size."""
         return TypeInformation("BIG_INT")
+
     @staticmethod
     def BIG_DEC() -> TypeInformation:  # noqa: N802
         """Returns the type of decimals (``decimal.Decimal``)."""
         return TypeInformation("BIG_DEC")
+
     @staticmethod
     def SQL_DATE() -> TypeInformation:  # noqa: N802
         """Returns the type of dates (``datetime.date``)."""
         return TypeInformation("SQL_DATE")
+
     @staticmethod
     def SQL_TIME() -> TypeInformation:  # noqa: N802
         """Returns the type of times of day (``datetime.time``)."""
         return TypeInformation("SQL_TIME")
+
     @staticmethod
     def SQL_TIMESTAMP() -> TypeInformation:  # noqa: N802
         """Returns the type of timestamps (``datetime.datetime``)."""
         return TypeInformation("SQL_TIMESTAMP")
+
     @staticmethod
     def INSTANT() -> TypeInformation:  # noqa: N802
         """Returns the type of instants."""
         return TypeInformation("INSTANT")
+
     @staticmethod
     def PICKLED_BYTE_ARRAY() -> TypeInformation:  # noqa: N802
         """Returns the type of any picklable Python object (PyFlink's default)."""
         return TypeInformation("PICKLED_BYTE_ARRAY")
+
     @staticmethod
     def PRIMITIVE_ARRAY(element_type: TypeInformation) -> TypeInformation:  # noqa: N802
         """Returns the type of arrays of a primitive type (records are lists).

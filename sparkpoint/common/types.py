@@ -12,6 +12,7 @@ class RowKind(Enum):
     """The kind of change a row stands for in a changelog; ``str()`` gives its short form (``+I``, ``-U``, ``+U``,
     ``-D``).
     """
+
     INSERT = 0
     UPDATE_BEFORE = 1
     UPDATE_AFTER = 2
@@ -29,10 +30,11 @@ class RowFieldError(KeyError, ValueError):
     """A field name a row does not have: a ``KeyError`` (as a dict's) and a ``ValueError`` (as PyFlink raises)."""
 
 
-def _no_field(row: "Row", name: str) -> RowFieldError:
+def _no_field(row: Row, name: str) -> RowFieldError:
     fields = row._fields
-    return RowFieldError(f"Row has no field {name!r}" + (f"; its fields are {list(fields)}" if fields
-                                                          else "; its fields have no names"))
+    return RowFieldError(
+        f"Row has no field {name!r}" + (f"; its fields are {list(fields)}" if fields else "; its fields have no names")
+    )
 
 
 class Row(tuple):
@@ -51,9 +53,9 @@ class Row(tuple):
 
     _INTERNAL = frozenset({"_fields", "_row_kind", "_mut", "_from_dict"})
 
-    _fields: "tuple[str, ...] | None"
+    _fields: tuple[str, ...] | None
 
-    def __new__(cls, *args: Any, **kwargs: Any) -> "Row":
+    def __new__(cls, *args: Any, **kwargs: Any) -> Row:
         if args and kwargs:
             raise ValueError("Row takes positional or named fields, not both")
         if kwargs:
@@ -66,7 +68,7 @@ class Row(tuple):
         return row
 
     @staticmethod
-    def of_kind(row_kind: RowKind, *args: Any, **kwargs: Any) -> "Row":
+    def of_kind(row_kind: RowKind, *args: Any, **kwargs: Any) -> Row:
         """Returns a row of a given kind.
 
         Args:
@@ -143,6 +145,7 @@ class Row(tuple):
         if self._fields is None:
             raise TypeError("Cannot convert a Row without field names to a dict")
         if recursive:
+
             def conv(obj: Any) -> Any:
                 if isinstance(obj, Row):
                     return obj.as_dict(True)
@@ -171,7 +174,7 @@ class Row(tuple):
             raise KeyError(f"Field names {missing} not exist in {list(self._fields)}.")
         return [self[n] for n in names]
 
-    def __call__(self, *args: Any) -> "Row":
+    def __call__(self, *args: Any) -> Row:
         """A row of field names used as a row class: ``Row("a", "b")(1, 2) == Row(a=1, b=2)``."""
         if len(args) > len(self):
             raise ValueError(f"Can not create Row with fields {self}, expected {len(self)} values but got {args}")
@@ -229,7 +232,7 @@ class Row(tuple):
     __str__ = __repr__
 
 
-def _make_named_row(fields: "tuple | None", values: tuple, row_kind: RowKind = RowKind.INSERT) -> Row:
+def _make_named_row(fields: tuple | None, values: tuple, row_kind: RowKind = RowKind.INSERT) -> Row:
     row = Row(*values)
     row._fields = None if fields is None else tuple(fields)
     row._row_kind = row_kind

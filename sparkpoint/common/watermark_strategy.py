@@ -13,8 +13,9 @@ timestamp ``<= t - bound - 1`` is late.
 from __future__ import annotations
 
 import abc
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any
 
 from sparkpoint.common.time import Duration, to_millis
 
@@ -52,7 +53,7 @@ class WatermarkOutput:
         self.watermark = MIN_WATERMARK
         self.idle = False
 
-    def emit_watermark(self, watermark: "Watermark | int") -> None:
+    def emit_watermark(self, watermark: Watermark | int) -> None:
         """Emits a watermark; only a higher one than before counts. The output becomes active.
 
         Args:
@@ -163,7 +164,7 @@ class WatermarksWithIdleness(WatermarkGenerator):
         self.inner = inner
         self.idle_ms = idle_ms
         self.now = 0
-        self.last_event_time: Optional[int] = None
+        self.last_event_time: int | None = None
 
     def set_current_processing_time(self, now_ms: int) -> None:
         """Sets the processing time idleness is measured against (the runtime calls it every epoch).
@@ -189,7 +190,7 @@ class WatermarksWithIdleness(WatermarkGenerator):
     def observe_max(self, timestamp: int) -> None:
         """Only where the inner generator takes a batch's maximum (see :func:`observe_batch`)."""
         self.last_event_time = self.now
-        self.inner.observe_max(timestamp)   # type: ignore[attr-defined]
+        self.inner.observe_max(timestamp)  # type: ignore[attr-defined]
 
     def on_periodic_emit(self, output: WatermarkOutput) -> None:
         """Marks the output idle if no event came for the idle timeout, else lets the wrapped generator emit.
@@ -204,15 +205,16 @@ class WatermarksWithIdleness(WatermarkGenerator):
             self.inner.on_periodic_emit(output)
 
 
-def observe_batch(generator: WatermarkGenerator, values: list, timestamps: list, output: WatermarkOutput,
-                  all_ints: bool = True) -> None:
+def observe_batch(
+    generator: WatermarkGenerator, values: list, timestamps: list, output: WatermarkOutput, all_ints: bool = True
+) -> None:
     """Every record of a batch to ``generator``: as the batch's maximum where every timestamp is an int
     (``all_ints``) and the generator takes that (``observe_max``, the same watermark as one ``on_event`` per
     record), else one ``on_event`` per record -- also inside an idleness wrapper, whose inner generator
     decides."""
     inner = generator.inner if isinstance(generator, WatermarksWithIdleness) else generator
     if all_ints and hasattr(inner, "observe_max"):
-        generator.observe_max(max(timestamps))   # type: ignore[attr-defined]
+        generator.observe_max(max(timestamps))  # type: ignore[attr-defined]
         return
     on_event = generator.on_event
     for v, t in zip(values, timestamps):
@@ -228,17 +230,17 @@ class WatermarkStrategy:
     """
 
     _generator_factory: Callable[[], WatermarkGenerator]
-    _timestamp_assigner: Optional[TimestampAssigner] = None
-    _idle_timeout_ms: Optional[int] = None
+    _timestamp_assigner: TimestampAssigner | None = None
+    _idle_timeout_ms: int | None = None
     _description: str = field(default="custom")
 
     @staticmethod
-    def for_monotonous_timestamps() -> "WatermarkStrategy":
+    def for_monotonous_timestamps() -> WatermarkStrategy:
         """Returns a strategy for ascending timestamps: the watermark is the highest timestamp seen minus 1."""
         return WatermarkStrategy(_BoundedFactory(0), _description="monotonous")
 
     @staticmethod
-    def for_bounded_out_of_orderness(max_out_of_orderness: "Duration | int") -> "WatermarkStrategy":
+    def for_bounded_out_of_orderness(max_out_of_orderness: Duration | int) -> WatermarkStrategy:
         """Returns a strategy for records out of order by at most a bound.
 
         Args:
@@ -249,16 +251,16 @@ class WatermarkStrategy:
         return WatermarkStrategy(_BoundedFactory(bound), _description=f"bounded-out-of-orderness({bound} ms)")
 
     @staticmethod
-    def no_watermarks() -> "WatermarkStrategy":
+    def no_watermarks() -> WatermarkStrategy:
         """Returns a strategy that emits no watermarks (event time advances only at the end of input)."""
         return WatermarkStrategy(NoWatermarksGenerator, _description="no-watermarks")
 
     @staticmethod
-    def for_generator(generator_supplier: Callable[..., WatermarkGenerator]) -> "WatermarkStrategy":
+    def for_generator(generator_supplier: Callable[..., WatermarkGenerator]) -> WatermarkStrategy:
         """A strategy whose generator comes from ``generator_supplier()`` (Java's forGenerator)."""
         return WatermarkStrategy(_SupplierFactory(generator_supplier), _description="custom")
 
-    def with_timestamp_assigner(self, timestamp_assigner: "TimestampAssigner | Callable") -> "WatermarkStrategy":
+    def with_timestamp_assigner(self, timestamp_assigner: TimestampAssigner | Callable) -> WatermarkStrategy:
         """Returns this strategy with a timestamp assigner.
 
         Args:
@@ -268,7 +270,7 @@ class WatermarkStrategy:
             timestamp_assigner = _FunctionTimestampAssigner(timestamp_assigner)
         return WatermarkStrategy(self._generator_factory, timestamp_assigner, self._idle_timeout_ms, self._description)
 
-    def with_idleness(self, idle_timeout: "Duration | int") -> "WatermarkStrategy":
+    def with_idleness(self, idle_timeout: Duration | int) -> WatermarkStrategy:
         """Returns this strategy that marks an input idle after a time without records.
 
         Args:
@@ -278,7 +280,7 @@ class WatermarkStrategy:
             self._generator_factory, self._timestamp_assigner, to_millis(idle_timeout), self._description
         )
 
-    def with_watermark_alignment(self, *args: Any, **kwargs: Any) -> "WatermarkStrategy":
+    def with_watermark_alignment(self, *args: Any, **kwargs: Any) -> WatermarkStrategy:
         """Accepted for compatibility: epochs already keep splits aligned."""
         return self
 
@@ -291,7 +293,7 @@ class WatermarkStrategy:
             gen = WatermarksWithIdleness(gen, self._idle_timeout_ms)
         return gen
 
-    def create_timestamp_assigner(self) -> Optional[TimestampAssigner]:
+    def create_timestamp_assigner(self) -> TimestampAssigner | None:
         """Returns the timestamp assigner, or ``None`` if records keep the source's timestamps."""
         return self._timestamp_assigner
 

@@ -19,10 +19,21 @@ from __future__ import annotations
 import abc
 import logging
 from dataclasses import dataclass, field, replace
-from typing import Any, Optional
+from typing import Any
 
-__all__ = ["Boundedness", "SourceSplit", "ReadResult", "Source", "SplitEnumerator", "SourceReader",
-           "Sink", "SinkWriter", "Committer", "OutputStart", "ROLLBACK_MODES"]
+__all__ = [
+    "Boundedness",
+    "SourceSplit",
+    "ReadResult",
+    "Source",
+    "SplitEnumerator",
+    "SourceReader",
+    "Sink",
+    "SinkWriter",
+    "Committer",
+    "OutputStart",
+    "ROLLBACK_MODES",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -45,12 +56,12 @@ class SourceSplit:
     split_id: str
     position: Any = None
     finished: bool = False
-    generator: Optional[bytes] = None
+    generator: bytes | None = None
     watermark: int = -(2**63)
     idle: bool = False
     info: dict = field(default_factory=dict)
 
-    def with_(self, **changes: Any) -> "SourceSplit":
+    def with_(self, **changes: Any) -> SourceSplit:
         return replace(self, **changes)
 
 
@@ -59,9 +70,9 @@ class ReadResult:
     """One epoch's read of one split."""
 
     values: list
-    timestamps: Optional[list]          # None: the source assigns no timestamps
-    split: SourceSplit                  # new position; finished=True at its end
-    watermark: Optional[int] = None     # a watermark the source emitted itself
+    timestamps: list | None  # None: the source assigns no timestamps
+    split: SourceSplit  # new position; finished=True at its end
+    watermark: int | None = None  # a watermark the source emitted itself
     malformed: list = field(default_factory=list)  # (path, line, text, reason)
 
 
@@ -87,8 +98,9 @@ class SplitEnumerator(abc.ABC):
         source's order, once it finished the one it has (files). Sources whose splits
         never finish (a topic's partitions) hand each new split to its owner at once.
         """
-        return {i: splits if any(not s.finished for s in splits) else self.next_splits(1)
-                for i, splits in assigned.items()}
+        return {
+            i: splits if any(not s.finished for s in splits) else self.next_splits(1) for i, splits in assigned.items()
+        }
 
     def snapshot(self) -> Any:
         return None
@@ -168,13 +180,13 @@ class OutputStart:
 
     sink_uid: str
     job_id: str
-    checkpoint_id: Optional[int] = None
-    checkpoint_job_id: Optional[str] = None
-    barrier_epoch: Optional[int] = None
+    checkpoint_id: int | None = None
+    checkpoint_job_id: str | None = None
+    barrier_epoch: int | None = None
     writer_states: dict = field(default_factory=dict)
     newer_checkpoints: tuple = ()
     rollback: str = "off"
-    rollback_dir: Optional[str] = None
+    rollback_dir: str | None = None
     if_not_empty: str = "append"
 
     @property
@@ -190,25 +202,27 @@ class OutputStart:
             return f"epochs after {self.barrier_epoch} will be replayed"
         assert self.barrier_epoch is not None
         ids = ", ".join(f"chk-{i}" for i, _ in sorted(self.newer_checkpoints))
-        return (f"{self.replayed_epochs} epoch(s) ({self.barrier_epoch + 1} to "
-                f"{self.barrier_epoch + self.replayed_epochs}) covered by {len(self.newer_checkpoints)} newer "
-                f"checkpoint(s) ({ids}) will be replayed")
+        return (
+            f"{self.replayed_epochs} epoch(s) ({self.barrier_epoch + 1} to "
+            f"{self.barrier_epoch + self.replayed_epochs}) covered by {len(self.newer_checkpoints)} newer "
+            f"checkpoint(s) ({ids}) will be replayed"
+        )
 
 
 class Sink(abc.ABC):
     @abc.abstractmethod
     def create_writer(self, subtask: int, parallelism: int, job_id: str, epoch: int, state: Any) -> SinkWriter: ...
 
-    def create_committer(self) -> Optional[Committer]:
+    def create_committer(self) -> Committer | None:
         return None
 
-    def transaction_prefix(self) -> Optional[str]:
+    def transaction_prefix(self) -> str | None:
         """What names this sink's transactions in the system it writes to, if it writes exactly once
         with transactions there (Kafka transactional ids, PostgreSQL gids); two sinks of a job must
         not share it."""
         return None
 
-    def check_checkpointing(self, interval_ms: Optional[int], exactly_once: bool) -> None:
+    def check_checkpointing(self, interval_ms: int | None, exactly_once: bool) -> None:
         """On the driver before the first epoch: warn of settings that do not fit the job's checkpoints
         (``interval_ms`` None: checkpointing is off)."""
 
@@ -231,6 +245,12 @@ class Sink(abc.ABC):
         """
         if start.checkpoint_id is not None and start.replayed_epochs:
             why = "" if start.rollback == "off" else f" (rollback '{start.rollback}' is not possible for this sink)"
-            logger.warning("sink '%s' (%s): restoring checkpoint %d, %s; the output this sink already committed "
-                           "for them will appear twice%s", start.sink_uid, type(self).__name__, start.checkpoint_id,
-                           start.replay_text(), why)
+            logger.warning(
+                "sink '%s' (%s): restoring checkpoint %d, %s; the output this sink already committed "
+                "for them will appear twice%s",
+                start.sink_uid,
+                type(self).__name__,
+                start.checkpoint_id,
+                start.replay_text(),
+                why,
+            )

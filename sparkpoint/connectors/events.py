@@ -16,9 +16,7 @@ import numpy as np
 __all__ = ["CHANNELS", "BEHAVIORS", "EventSpec", "generate_events", "events_at"]
 
 CHANNELS: tuple[str, ...] = ("a", "b", "c", "d")
-BEHAVIORS: tuple[str, ...] = (
-    "INSTALL", "OPEN", "BROWSE", "CLICK", "PURCHASE", "CLOSE", "UNINSTALL",
-)
+BEHAVIORS: tuple[str, ...] = ("INSTALL", "OPEN", "BROWSE", "CLICK", "PURCHASE", "CLOSE", "UNINSTALL")
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)

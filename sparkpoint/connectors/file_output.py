@@ -24,15 +24,23 @@ import json
 import logging
 import posixpath
 import re
-from typing import Any, NamedTuple, Optional
+from typing import Any, NamedTuple
 
 from fsspec.core import url_to_fs
 
 from sparkpoint.connectors.base import OutputStart
 from sparkpoint.errors import SparkpointError
 
-__all__ = ["OutputNotEmptyError", "PartName", "part_job", "committed_parts", "Lineage", "prepare_file_output",
-           "LINEAGE_DIR", "ROLLED_BACK_DIR"]
+__all__ = [
+    "OutputNotEmptyError",
+    "PartName",
+    "part_job",
+    "committed_parts",
+    "Lineage",
+    "prepare_file_output",
+    "LINEAGE_DIR",
+    "ROLLED_BACK_DIR",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +75,7 @@ def committed_parts(fs: Any, root: str, prefix: str, suffix: str) -> tuple[list[
     pattern = re.compile(rf"^{re.escape(prefix)}-([^-/]+)-(\d+)-(\d+){re.escape(suffix)}$")
     parts, others = [], []
     for path in fs.find(root):
-        if _hidden(path[len(root):]):
+        if _hidden(path[len(root) :]):
             continue
         m = pattern.match(posixpath.basename(path))
         if m is None:
@@ -91,8 +99,12 @@ class Lineage:
 
     def record(self, job: str, parent: str, checkpoint_id: int, counters: dict[int, int]) -> None:
         """``job`` was restored from checkpoint ``checkpoint_id`` of ``parent``, whose writers were at ``counters``."""
-        record = {"job": job, "parent": parent, "checkpoint": checkpoint_id,
-                  "counters": {str(i): n for i, n in counters.items()}}
+        record = {
+            "job": job,
+            "parent": parent,
+            "checkpoint": checkpoint_id,
+            "counters": {str(i): n for i, n in counters.items()},
+        }
         self.fs.makedirs(self.dir, exist_ok=True)
         self.fs.pipe_file(f"{self.dir}/{job}.json", json.dumps(record, sort_keys=True).encode())
         self.parents[job] = record
@@ -114,11 +126,10 @@ class Lineage:
         return seen
 
 
-def _restored_writers(start: OutputStart) -> tuple[Optional[str], dict[int, int]]:
+def _restored_writers(start: OutputStart) -> tuple[str | None, dict[int, int]]:
     """The job that wrote the restored checkpoint's part files and its writers' counters by subtask."""
     jobs = {st["job"] for st in start.writer_states.values() if isinstance(st, dict) and "job" in st}
-    counters = {int(i): int(st.get("part_counter", 0)) for i, st in start.writer_states.items()
-                if isinstance(st, dict)}
+    counters = {int(i): int(st.get("part_counter", 0)) for i, st in start.writer_states.items() if isinstance(st, dict)}
     return (next(iter(jobs)) if len(jobs) == 1 else None), counters
 
 
@@ -153,25 +164,37 @@ def prepare_file_output(start: OutputStart, base_path: str, prefix: str, suffix:
 def _other_jobs(start: OutputStart, fs: Any, base_path: str, files: list[str]) -> None:
     if not files:
         return
-    jobs = sorted({m.group(1) for m in (re.search(r"-([0-9a-f]{12})-\d+-\d+", posixpath.basename(f))
-                                        for f in files) if m})
+    jobs = sorted(
+        {m.group(1) for m in (re.search(r"-([0-9a-f]{12})-\d+-\d+", posixpath.basename(f)) for f in files) if m}
+    )
     named = f" (part files of job(s) {', '.join(jobs[:5])}{', ...' if len(jobs) > 5 else ''})" if jobs else ""
-    message = (f"sink '{start.sink_uid}': the output directory {base_path} already holds {len(files)} committed "
-               f"file(s) of other jobs{named}")
+    message = (
+        f"sink '{start.sink_uid}': the output directory {base_path} already holds {len(files)} committed "
+        f"file(s) of other jobs{named}"
+    )
     if start.if_not_empty == "fail":
-        raise OutputNotEmptyError(f"{message}; sparkpoint.sink.if-output-not-empty is 'fail': empty it or write "
-                                  f"elsewhere")
-    logger.warning("%s; this job's part files are added beside them (sparkpoint.sink.if-output-not-empty: fail "
-                   "refuses such a directory)", message)
+        raise OutputNotEmptyError(
+            f"{message}; sparkpoint.sink.if-output-not-empty is 'fail': empty it or write elsewhere"
+        )
+    logger.warning(
+        "%s; this job's part files are added beside them (sparkpoint.sink.if-output-not-empty: fail "
+        "refuses such a directory)",
+        message,
+    )
 
 
 def _roll_back(start: OutputStart, fs: Any, root: str, base_path: str, after: list[PartName]) -> None:
-    what = (f"sink '{start.sink_uid}': {len(after)} part file(s) under {base_path} were committed after checkpoint "
-            f"{start.checkpoint_id} ({start.replay_text()})")
+    what = (
+        f"sink '{start.sink_uid}': {len(after)} part file(s) under {base_path} were committed after checkpoint "
+        f"{start.checkpoint_id} ({start.replay_text()})"
+    )
     if start.rollback == "off":
-        logger.warning("%s; the restored job writes their records again, so the output will hold them twice. "
-                       "Restore with --rollback move (sparkpoint.restore.rollback: move) to move them aside, or "
-                       "--rollback delete", what)
+        logger.warning(
+            "%s; the restored job writes their records again, so the output will hold them twice. "
+            "Restore with --rollback move (sparkpoint.restore.rollback: move) to move them aside, or "
+            "--rollback delete",
+            what,
+        )
         return
     if start.rollback == "delete":
         for part in after:
@@ -183,7 +206,7 @@ def _roll_back(start: OutputStart, fs: Any, root: str, base_path: str, after: li
         target_fs, target = url_to_fs(start.rollback_dir)
     target = f"{target.rstrip('/')}/chk-{start.checkpoint_id}-job-{part_job(start.job_id)}"
     for part in after:
-        dest = f"{target}/{part.path[len(root):].lstrip('/')}"
+        dest = f"{target}/{part.path[len(root) :].lstrip('/')}"
         target_fs.makedirs(posixpath.dirname(dest), exist_ok=True)
         if target_fs is fs:
             fs.mv(part.path, dest)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import abc
 import time
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Optional
+from typing import Any, NamedTuple
 
 from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
@@ -29,8 +29,17 @@ from sparkpoint.connectors.file_output import part_job
 from sparkpoint.errors import SparkpointError
 from sparkpoint.testing.faults import fault_point
 
-__all__ = ["FileSystemError", "FileCommittable", "PartFileConfig", "PartWriter", "LinePartWriter",
-           "BulkWriterFactory", "FileSinkWriter", "FileCommitter", "cleanup_leftovers"]
+__all__ = [
+    "FileSystemError",
+    "FileCommittable",
+    "PartFileConfig",
+    "PartWriter",
+    "LinePartWriter",
+    "BulkWriterFactory",
+    "FileSinkWriter",
+    "FileCommitter",
+    "cleanup_leftovers",
+]
 
 
 class FileSystemError(SparkpointError):
@@ -114,8 +123,8 @@ class PartFileConfig:
     bucket_assigner: Any
     part_prefix: str = "part"
     part_suffix: str = ""
-    part_size: Optional[int] = None          # bytes; None: never roll on size
-    rollover_interval_ms: Optional[int] = None
+    part_size: int | None = None  # bytes; None: never roll on size
+    rollover_interval_ms: int | None = None
 
 
 class _PartFile:
@@ -124,14 +133,17 @@ class _PartFile:
         self.handle = fs.open(staged, "wb")
         self.staged, self.final, self.opened_ms, self.size = staged, final, opened_ms, 0
         factory = config.encoder
-        self.writer = (factory.create(self.handle, _display(fs, staged), config.base_path)
-                       if isinstance(factory, BulkWriterFactory) else LinePartWriter(self.handle, factory))
+        self.writer = (
+            factory.create(self.handle, _display(fs, staged), config.base_path)
+            if isinstance(factory, BulkWriterFactory)
+            else LinePartWriter(self.handle, factory)
+        )
 
 
 class FileSinkWriter(SinkWriter):
     """Stages one task's records in hidden in-progress part files, one per bucket."""
 
-    def __init__(self, config: PartFileConfig, subtask: int, job_id: str, state: Optional[dict]):
+    def __init__(self, config: PartFileConfig, subtask: int, job_id: str, state: dict | None):
         self.config = config
         self.subtask = subtask
         self.uid = part_job(job_id)
@@ -141,21 +153,23 @@ class FileSinkWriter(SinkWriter):
         self.open_parts: dict[str, _PartFile] = {}
         self.closed: list[FileCommittable] = []
 
-    now_ms: Optional[int] = None  # the task's processing time, so a retried task picks the same buckets
+    now_ms: int | None = None  # the task's processing time, so a retried task picks the same buckets
 
     def write(self, values: list, timestamps: list) -> None:
         now_ms = self.now_ms if self.now_ms is not None else int(time.time() * 1000)
         assign = self.config.bucket_assigner.get_bucket_id
         part_size = self.config.part_size
         interval = self.config.rollover_interval_ms
-        part: Optional[_PartFile] = None
-        bucket: Optional[str] = None
+        part: _PartFile | None = None
+        bucket: str | None = None
         for value in values:
             b = assign(value, now_ms)
             if b != bucket or part is None:
                 bucket, part = b, self.open_parts.get(b)
-            if part is not None and ((part_size is not None and part.size > part_size) or
-                                     (interval is not None and now_ms - part.opened_ms >= interval)):
+            if part is not None and (
+                (part_size is not None and part.size > part_size)
+                or (interval is not None and now_ms - part.opened_ms >= interval)
+            ):
                 self._roll(b)
                 part = None
             if part is None:
@@ -201,7 +215,8 @@ class FileCommitter(Committer):
             elif not fs.exists(final):
                 raise FileSystemError(
                     f"cannot commit part file {final_url}: neither it nor its staged file {staged_url} exists "
-                    f"(was the output directory cleaned while the job ran?)")
+                    f"(was the output directory cleaned while the job ran?)"
+                )
 
 
 def cleanup_leftovers(root_url: str, part_prefix: str, keep: list, jobs: set[str]) -> list[str]:

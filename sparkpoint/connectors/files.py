@@ -21,14 +21,14 @@ import csv
 import json
 import logging
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Callable, Optional, Sequence
+from typing import Any
 
 from fsspec.core import url_to_fs
 
 from sparkpoint.connectors.base import ReadResult, SourceReader, SourceSplit, SplitEnumerator
-from sparkpoint.errors import UnrecoverableError, record_location
 from sparkpoint.connectors.file_sink import (  # the sink side; re-exported for existing imports
     FileCommittable,
     FileCommitter,
@@ -38,12 +38,24 @@ from sparkpoint.connectors.file_sink import (  # the sink side; re-exported for 
     _display,
     cleanup_leftovers,
 )
+from sparkpoint.errors import UnrecoverableError, record_location
 
 __all__ = [
-    "FileSystemError", "FileVanishedError", "FileEntry", "list_files", "LineFormat", "TextLineFormat", "CsvFormat",
+    "FileSystemError",
+    "FileVanishedError",
+    "FileEntry",
+    "list_files",
+    "LineFormat",
+    "TextLineFormat",
+    "CsvFormat",
     "JsonLinesFormat",
-    "FileSplitEnumerator", "FileSourceReader", "FileCommittable", "PartFileConfig", "FileSinkWriter",
-    "FileCommitter", "cleanup_leftovers",
+    "FileSplitEnumerator",
+    "FileSourceReader",
+    "FileCommittable",
+    "PartFileConfig",
+    "FileSinkWriter",
+    "FileCommitter",
+    "cleanup_leftovers",
 ]
 
 logger = logging.getLogger(__name__)
@@ -57,16 +69,19 @@ class FileVanishedError(FileSystemError, UnrecoverableError):
 
     def __init__(self, path: str, offset: int, lines_read: int):
         self.path, self.offset, self.lines_read = path, offset, lines_read
-        super().__init__(f"file {path} disappeared while being read (at byte {offset}, after line {lines_read}); "
-                         f"files must not be removed before they are fully read. No restart can read it again, so "
-                         f"the job fails: put the file back and restore the job from its latest checkpoint "
-                         f"(sparkpoint run -s <checkpoint directory>)")
+        super().__init__(
+            f"file {path} disappeared while being read (at byte {offset}, after line {lines_read}); "
+            f"files must not be removed before they are fully read. No restart can read it again, so "
+            f"the job fails: put the file back and restore the job from its latest checkpoint "
+            f"(sparkpoint run -s <checkpoint directory>)"
+        )
 
-    def __reduce__(self):   # keep the fields across pickling between processes
+    def __reduce__(self):  # keep the fields across pickling between processes
         return (FileVanishedError, (self.path, self.offset, self.lines_read))
 
 
 # -- listing ---------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True, order=True)
 class FileEntry:
@@ -112,7 +127,7 @@ def list_files(paths: Sequence[str]) -> list[FileEntry]:
             raise FileSystemError(f"FileSource path {given!r} does not exist")
         found = fs.find(root, detail=True).items() if fs.isdir(root) else [(root, fs.info(root))]
         for p, info in found:
-            if info.get("type", "file") != "file" or _hidden(p[len(root.rstrip("/")):]):
+            if info.get("type", "file") != "file" or _hidden(p[len(root.rstrip("/")) :]):
                 continue
             name = _display(fs, p)
             entries[name] = FileEntry(_mtime(fs, p, info), name, int(info.get("size") or 0))
@@ -120,6 +135,7 @@ def list_files(paths: Sequence[str]) -> list[FileEntry]:
 
 
 # -- formats ---------------------------------------------------------------------------------------
+
 
 class LineFormat:
     """How one line of a file becomes a record. ``parse`` raises ``ValueError`` on bad input."""
@@ -154,12 +170,19 @@ class CsvFormat(LineFormat):
 
     skip_blank = True
 
-    def __init__(self, delimiter: str = ",", field_types: Optional[Sequence[Optional[Callable]]] = None,
-                 skip_header: bool = False, quote_char: str = '"', charset: str = "utf-8"):
+    def __init__(
+        self,
+        delimiter: str = ",",
+        field_types: Sequence[Callable | None] | None = None,
+        skip_header: bool = False,
+        quote_char: str = '"',
+        charset: str = "utf-8",
+    ):
         super().__init__(charset)
         self.delimiter, self.quote_char, self.skip_header = delimiter, quote_char, skip_header
-        self.field_types = [_convert_bool if t is bool else (t or str) for t in field_types] \
-            if field_types is not None else None
+        self.field_types = (
+            [_convert_bool if t is bool else (t or str) for t in field_types] if field_types is not None else None
+        )
 
     def parse(self, text: str) -> tuple:
         try:
@@ -175,8 +198,9 @@ class CsvFormat(LineFormat):
             try:
                 out.append(convert(value))
             except Exception as e:  # noqa: BLE001 - any converter failure makes the line malformed
-                raise ValueError(f"field {i + 1}: cannot convert {value!r} with "
-                                 f"{getattr(convert, '__name__', convert)}: {e}") from e
+                raise ValueError(
+                    f"field {i + 1}: cannot convert {value!r} with {getattr(convert, '__name__', convert)}: {e}"
+                ) from e
         return tuple(out)
 
 
@@ -206,6 +230,7 @@ class JsonLinesFormat(LineFormat):
 
 # -- source: enumerator and reader -----------------------------------------------------------------
 
+
 class FileSplitEnumerator(SplitEnumerator):
     """Lists the paths (once, or every ``discovery_interval_ms`` when continuous) and hands
     out each new file once, in (modification time, path) order.
@@ -217,13 +242,13 @@ class FileSplitEnumerator(SplitEnumerator):
     after it was listed is not read again (files must be complete when they appear, as in
     Flink). Flink's static enumerator does not list again after a restore."""
 
-    def __init__(self, paths: Sequence[str], discovery_interval_ms: Optional[int] = None):
+    def __init__(self, paths: Sequence[str], discovery_interval_ms: int | None = None):
         self.paths = list(paths)
         self.discovery_interval_ms = discovery_interval_ms
         self.seen: set[str] = set()
         self.pending: list[FileEntry] = []
         self.listed = False
-        self._last_listing: Optional[float] = None
+        self._last_listing: float | None = None
         self._restored = False
 
     def discover(self) -> None:
@@ -237,8 +262,12 @@ class FileSplitEnumerator(SplitEnumerator):
         self._last_listing = now
         new = [e for e in list_files(self.paths) if e.path not in self.seen]
         if self._restored:
-            logger.info("file source restored with %d file(s) seen; listing %s again found %d new file(s)",
-                        len(self.seen), self.paths, len(new))
+            logger.info(
+                "file source restored with %d file(s) seen; listing %s again found %d new file(s)",
+                len(self.seen),
+                self.paths,
+                len(new),
+            )
             self._restored = False
         elif new:
             logger.info("file source found %d new file(s) under %s", len(new), self.paths)
@@ -249,22 +278,25 @@ class FileSplitEnumerator(SplitEnumerator):
     def next_splits(self, count: int) -> list[SourceSplit]:
         if not self.listed:
             self.discover()
-        taken, self.pending = self.pending[:max(count, 0)], self.pending[max(count, 0):]
+        taken, self.pending = self.pending[: max(count, 0)], self.pending[max(count, 0) :]
         return [SourceSplit(e.path, (0, 0), info={"mtime": e.mtime, "size": e.size}) for e in taken]
 
     def no_more_splits(self) -> bool:
         return self.discovery_interval_ms is None and self.listed and not self.pending
 
     def snapshot(self) -> dict:
-        return {"seen": sorted(self.seen), "pending": [(e.mtime, e.path, e.size) for e in self.pending],
-                "listed": self.listed}
+        return {
+            "seen": sorted(self.seen),
+            "pending": [(e.mtime, e.path, e.size) for e in self.pending],
+            "listed": self.listed,
+        }
 
     def restore(self, snapshot: Any) -> None:
         if not snapshot:
             return
         self.seen = set(snapshot["seen"])
         self.pending = [FileEntry(*e) for e in snapshot["pending"]]
-        self.listed = False          # list again on the first request: files added since the snapshot count
+        self.listed = False  # list again on the first request: files added since the snapshot count
         self._last_listing = None
         self._restored = True
 
@@ -278,7 +310,7 @@ class FileSourceReader(SourceReader):
     def read(self, split: SourceSplit, max_records: int, max_bytes: int) -> ReadResult:
         offset, lines_read = split.position or (0, 0)
         fs, path = url_to_fs(split.split_id)
-        text: Optional[tuple[list[str], int, bool]] = None
+        text: tuple[list[str], int, bool] | None = None
         try:
             with fs.open(path, "rb") as f:
                 f.seek(offset)
@@ -363,7 +395,7 @@ def _read_lines(f: Any, max_records: int, max_bytes: int) -> tuple[list[bytes], 
     return lines, len(body), eof
 
 
-def _read_text_lines(f: Any, max_records: int, max_bytes: int, charset: str) -> Optional[tuple[list[str], int, bool]]:
+def _read_text_lines(f: Any, max_records: int, max_bytes: int, charset: str) -> tuple[list[str], int, bool] | None:
     """:func:`_read_lines` decoded, the body at once (no bytes object per line); None if it does not decode
     (``f`` is then back where it was)."""
     start = f.tell()
@@ -375,7 +407,7 @@ def _read_text_lines(f: Any, max_records: int, max_bytes: int, charset: str) -> 
         return None
     lines = text.split("\n", max_records) if text else []
     consumed = len(body)
-    if len(lines) > max_records:   # more lines than wanted: the rest stays for the next read
+    if len(lines) > max_records:  # more lines than wanted: the rest stays for the next read
         rest = lines.pop()
         if rest:
             consumed -= len(rest.encode(charset))
@@ -427,7 +459,7 @@ def _read_body(f: Any, max_records: int, max_bytes: int) -> tuple[bytes, bool]:
         body = buf + f.readline()
         eof = not body.endswith(b"\n")
     else:
-        body = buf[:buf.rfind(b"\n") + 1]
+        body = buf[: buf.rfind(b"\n") + 1]
     if not eof and len(body) >= len(buf) and newlines <= max_records:  # every byte read was consumed
         eof = f.read(1) == b""
     return body, eof

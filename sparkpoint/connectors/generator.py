@@ -9,8 +9,9 @@ functions of the sequence number, so a replay from a position repeats them exact
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any
 
 import numpy as np
 
@@ -28,7 +29,7 @@ def split_length(count: int, num_splits: int, k: int) -> int:
 class SequenceSource(Source):
     """Base of generator sources: ``produce(seq_array) -> (values, timestamps | None)``."""
 
-    def __init__(self, count: Optional[int], num_splits: int = 1, records_per_second: Optional[float] = None):
+    def __init__(self, count: int | None, num_splits: int = 1, records_per_second: float | None = None):
         if count is not None and count < 0:
             raise ValueError(f"count must not be negative, got {count}")
         if num_splits < 1:
@@ -46,7 +47,7 @@ class SequenceSource(Source):
     def create_reader(self) -> SourceReader:
         return _SequenceReader(self)
 
-    def produce(self, seq: np.ndarray) -> tuple[list, Optional[list], Optional[int]]:
+    def produce(self, seq: np.ndarray) -> tuple[list, list | None, int | None]:
         """Values, optional timestamps, and optionally a watermark the source emits itself."""
         raise NotImplementedError
 
@@ -107,17 +108,18 @@ class NumberSequence(SequenceSource):
         super().__init__(end - start + 1, num_splits)
         self.start = start
 
-    def produce(self, seq: np.ndarray) -> tuple[list, Optional[list], Optional[int]]:
+    def produce(self, seq: np.ndarray) -> tuple[list, list | None, int | None]:
         return (seq + self.start).tolist(), None, None
 
 
 class FunctionSequence(SequenceSource):
-    def __init__(self, fn: Callable[[int], Any], count: Optional[int], num_splits: int = 1,
-                 records_per_second: Optional[float] = None):
+    def __init__(
+        self, fn: Callable[[int], Any], count: int | None, num_splits: int = 1, records_per_second: float | None = None
+    ):
         super().__init__(count, num_splits, records_per_second)
         self.fn = fn
 
-    def produce(self, seq: np.ndarray) -> tuple[list, Optional[list], Optional[int]]:
+    def produce(self, seq: np.ndarray) -> tuple[list, list | None, int | None]:
         fn = self.fn
         return [fn(i) for i in seq.tolist()], None, None
 
@@ -131,13 +133,19 @@ class _EventOptions:
 class BehaviorEvents(SequenceSource):
     """The seed's ``StringLineEventSource``: ``ts\\tchannel\\tid\\tbehavior`` lines."""
 
-    def __init__(self, count: Optional[int], spec: EventSpec, num_splits: int, options: _EventOptions,
-                 records_per_second: Optional[float] = None):
+    def __init__(
+        self,
+        count: int | None,
+        spec: EventSpec,
+        num_splits: int,
+        options: _EventOptions,
+        records_per_second: float | None = None,
+    ):
         super().__init__(count, num_splits, records_per_second)
         self.spec = spec
         self.options = options
 
-    def produce(self, seq: np.ndarray) -> tuple[list, Optional[list], Optional[int]]:
+    def produce(self, seq: np.ndarray) -> tuple[list, list | None, int | None]:
         lines, ts = events_at(seq, self.spec)
         if not self.options.with_timestamps_and_watermarks:
             return lines, None, None

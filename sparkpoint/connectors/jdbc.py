@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from typing import Any, NamedTuple, Optional
+from typing import Any, NamedTuple
 
 from sparkpoint.connectors.base import Committer, SinkWriter
 from sparkpoint.connectors.jdbc_config import (  # the configuration; re-exported for existing imports
@@ -41,8 +41,20 @@ from sparkpoint.connectors.jdbc_config import (  # the configuration; re-exporte
 from sparkpoint.connectors.jdbc_rollback import insert_only, ledger_exists, ledger_sql
 from sparkpoint.testing.faults import fault_point
 
-__all__ = ["JdbcError", "JdbcWriteError", "JdbcSinkConfig", "JdbcCommittable", "JdbcSinkWriter", "JdbcCommitter",
-           "roll_back_strays", "parse_jdbc_url", "redact_url", "to_psycopg_sql", "make_gid", "parse_gid"]
+__all__ = [
+    "JdbcError",
+    "JdbcWriteError",
+    "JdbcSinkConfig",
+    "JdbcCommittable",
+    "JdbcSinkWriter",
+    "JdbcCommitter",
+    "roll_back_strays",
+    "parse_jdbc_url",
+    "redact_url",
+    "to_psycopg_sql",
+    "make_gid",
+    "parse_gid",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +79,7 @@ def make_gid(prefix: str, subtask: int, epoch: int) -> str:
     return f"{prefix}-{subtask}-{epoch}"
 
 
-def parse_gid(prefix: str, gid: str) -> Optional[tuple[int, int]]:
+def parse_gid(prefix: str, gid: str) -> tuple[int, int] | None:
     """(subtask, epoch) of a gid made with ``prefix``; None for any other gid."""
     m = re.fullmatch(re.escape(prefix) + r"-(\d+)-(\d+)", gid)
     return (int(m.group(1)), int(m.group(2))) if m else None
@@ -82,9 +94,10 @@ def _connect(config: JdbcSinkConfig, autocommit: bool) -> Any:
             return psycopg.connect(**config.conninfo(), autocommit=autocommit)
         except psycopg.OperationalError as e:
             if attempt >= config.max_retries:
-                raise JdbcError(f"{config.describe()}: cannot connect to the database after {attempt + 1} "
-                                f"attempt(s): {e}") from None
-            time.sleep(min(0.1 * 2 ** attempt, 5.0))
+                raise JdbcError(
+                    f"{config.describe()}: cannot connect to the database after {attempt + 1} attempt(s): {e}"
+                ) from None
+            time.sleep(min(0.1 * 2**attempt, 5.0))
     raise AssertionError("unreachable")
 
 
@@ -101,8 +114,10 @@ def _finish_prepared(conn: Any, verb: str, gid: str) -> bool:
 
 
 def _prepared_gids(conn: Any, prefix: str) -> list[str]:
-    rows = conn.execute("SELECT gid FROM pg_prepared_xacts WHERE database = current_database() "
-                        "AND starts_with(gid, %s) ORDER BY gid", (prefix + "-",)).fetchall()
+    rows = conn.execute(
+        "SELECT gid FROM pg_prepared_xacts WHERE database = current_database() AND starts_with(gid, %s) ORDER BY gid",
+        (prefix + "-",),
+    ).fetchall()
     return [gid for (gid,) in rows if parse_gid(prefix, gid) is not None]
 
 
@@ -117,10 +132,9 @@ class JdbcCommittable(NamedTuple):
 class JdbcSinkWriter(SinkWriter):
     """One epoch task's records in one transaction: committed, or prepared for the driver to commit."""
 
-    def __init__(self, config: JdbcSinkConfig, subtask: int, parallelism: int, epoch: int, state: Any,
-                 job: str = ""):
+    def __init__(self, config: JdbcSinkConfig, subtask: int, parallelism: int, epoch: int, state: Any, job: str = ""):
         self.config = config
-        self.job = job   # with a job, an insert-only exactly-once writer records its transaction in the ledger
+        self.job = job  # with a job, an insert-only exactly-once writer records its transaction in the ledger
         self.ledger = False
         self.subtask, self.parallelism, self.epoch = subtask, parallelism, epoch
         self.sql, self.placeholders = to_psycopg_sql(config.sql)
@@ -143,8 +157,11 @@ class JdbcSinkWriter(SinkWriter):
         params = tuple(value) if isinstance(value, (tuple, list)) else (value,)
         if len(params) != self.placeholders:
             self._abort()
-            raise JdbcWriteError(f"{self.config.describe()}: record {_short(value)} has {len(params)} field(s) "
-                                 f"for {self.placeholders} placeholder(s)", value)
+            raise JdbcWriteError(
+                f"{self.config.describe()}: record {_short(value)} has {len(params)} field(s) "
+                f"for {self.placeholders} placeholder(s)",
+                value,
+            )
         return params
 
     def _open(self) -> None:
@@ -168,8 +185,9 @@ class JdbcSinkWriter(SinkWriter):
             subtask, epoch = parse_gid(prefix, gid) or (-1, -1)
             mine = subtask == self.subtask or (self.subtask == 0 and subtask >= self.parallelism)
             if mine and (not self.clean or epoch >= self.epoch) and _finish_prepared(self.conn, "ROLLBACK", gid):
-                logger.info("%s: rolled back prepared transaction %s left by an earlier attempt",
-                            self.config.describe(), gid)
+                logger.info(
+                    "%s: rolled back prepared transaction %s left by an earlier attempt", self.config.describe(), gid
+                )
         self.clean = True
 
     def _flush(self) -> None:
@@ -204,18 +222,22 @@ class JdbcSinkWriter(SinkWriter):
                     try:
                         conn.execute(self.sql, params)
                     except psycopg.Error as e:
-                        return JdbcWriteError(f"{self.config.describe()}: cannot write record {_short(record)}: "
-                                              f"{_pg_error(e)}", record)
+                        return JdbcWriteError(
+                            f"{self.config.describe()}: cannot write record {_short(record)}: {_pg_error(e)}", record
+                        )
             finally:
                 conn.rollback()
                 conn.close()
-        return JdbcWriteError(f"{self.config.describe()}: a batch of {len(batch)} record(s) starting with "
-                              f"{_short(batch[0][0])} failed: {_pg_error(error)}", batch[0][0])
+        return JdbcWriteError(
+            f"{self.config.describe()}: a batch of {len(batch)} record(s) starting with "
+            f"{_short(batch[0][0])} failed: {_pg_error(error)}",
+            batch[0][0],
+        )
 
     def _abort(self) -> None:
         conn, self.conn = self.conn, None
         if conn is not None:
-            conn.close()   # the open transaction is rolled back
+            conn.close()  # the open transaction is rolled back
 
     def prepare_commit(self) -> list:
         self._flush()
@@ -233,8 +255,10 @@ class JdbcSinkWriter(SinkWriter):
             self.conn.execute(sql.SQL("PREPARE TRANSACTION {}").format(sql.Literal(gid)))
             return [JdbcCommittable(gid, self.xid)]
         except Exception as e:
-            raise JdbcError(f"{self.config.describe()}: cannot end the transaction of epoch {self.epoch}, "
-                            f"subtask {self.subtask}: {_pg_error(e)}") from None
+            raise JdbcError(
+                f"{self.config.describe()}: cannot end the transaction of epoch {self.epoch}, "
+                f"subtask {self.subtask}: {_pg_error(e)}"
+            ) from None
         finally:
             self._abort()
 
@@ -266,8 +290,7 @@ class JdbcCommitter(Committer):
                     else:
                         self._report_finished(conn, gid, xid)
         except psycopg.Error as e:
-            raise JdbcError(f"{self.config.describe()}: cannot commit prepared transactions: {_pg_error(e)}"
-                            ) from None
+            raise JdbcError(f"{self.config.describe()}: cannot commit prepared transactions: {_pg_error(e)}") from None
 
     def _report_finished(self, conn: Any, gid: str, xid: str) -> None:
         """A gid that is no longer prepared: committed before (a restore commits again), or rolled back."""
@@ -280,12 +303,23 @@ class JdbcCommitter(Committer):
         if status == "committed":
             logger.info("%s: prepared transaction %s was committed already", self.config.describe(), gid)
         elif status == "aborted":
-            logger.error("%s: prepared transaction %s was ROLLED BACK before it could be committed (by an "
-                         "administrator, or by another job using the same transaction id prefix %r): the rows "
-                         "it held are lost", self.config.describe(), gid, self.config.prefix)
+            logger.error(
+                "%s: prepared transaction %s was ROLLED BACK before it could be committed (by an "
+                "administrator, or by another job using the same transaction id prefix %r): the rows "
+                "it held are lost",
+                self.config.describe(),
+                gid,
+                self.config.prefix,
+            )
         else:
-            logger.warning("%s: prepared transaction %s is gone and the database no longer knows whether it "
-                           "committed (transaction %s: %s)", self.config.describe(), gid, xid, status)
+            logger.warning(
+                "%s: prepared transaction %s is gone and the database no longer knows whether it "
+                "committed (transaction %s: %s)",
+                self.config.describe(),
+                gid,
+                xid,
+                status,
+            )
 
 
 def roll_back_strays(config: JdbcSinkConfig, committables: list) -> list[str]:
@@ -297,6 +331,10 @@ def roll_back_strays(config: JdbcSinkConfig, committables: list) -> list[str]:
             if gid not in keep and _finish_prepared(conn, "ROLLBACK", gid):
                 rolled_back.append(gid)
     if rolled_back:
-        logger.info("%s: rolled back %d prepared transaction(s) of an aborted attempt: %s", config.describe(),
-                    len(rolled_back), ", ".join(rolled_back))
+        logger.info(
+            "%s: rolled back %d prepared transaction(s) of an aborted attempt: %s",
+            config.describe(),
+            len(rolled_back),
+            ", ".join(rolled_back),
+        )
     return rolled_back

@@ -13,7 +13,7 @@ import hashlib
 import logging
 import re
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from sparkpoint.errors import SparkpointError
@@ -25,9 +25,17 @@ logger = logging.getLogger(__name__)
 _URL_PREFIX = "jdbc:postgresql:"
 _PREFIX_CHARS = re.compile(r"[A-Za-z0-9_.:-]{1,150}")
 _TABLE = re.compile(r"^\s*insert\s+into\s+((?:\"[^\"]+\"|[\w$]+)(?:\s*\.\s*(?:\"[^\"]+\"|[\w$]+))?)", re.I)
-_PROPERTIES = {"user": "user", "password": "password", "sslmode": "sslmode", "ApplicationName": "application_name",
-               "connectTimeout": "connect_timeout", "options": "options", "sslrootcert": "sslrootcert",
-               "sslcert": "sslcert", "sslkey": "sslkey"}
+_PROPERTIES = {
+    "user": "user",
+    "password": "password",
+    "sslmode": "sslmode",
+    "ApplicationName": "application_name",
+    "connectTimeout": "connect_timeout",
+    "options": "options",
+    "sslrootcert": "sslrootcert",
+    "sslcert": "sslcert",
+    "sslkey": "sslkey",
+}
 
 
 class JdbcError(SparkpointError):
@@ -48,10 +56,12 @@ def parse_jdbc_url(url: str, warn: bool = True) -> dict[str, Any]:
     """
     if not url.startswith(_URL_PREFIX):
         scheme = url.split("//", 1)[0] if "//" in url else url.split(":", 2)[:2]
-        raise JdbcError(f"the JDBC sink supports only PostgreSQL: URL scheme {scheme!r} is not "
-                        f"'jdbc:postgresql:' (expected jdbc:postgresql://host:port/database)")
-    rest = url[len(_URL_PREFIX):]
-    if not rest.startswith("//"):           # jdbc:postgresql:database
+        raise JdbcError(
+            f"the JDBC sink supports only PostgreSQL: URL scheme {scheme!r} is not "
+            f"'jdbc:postgresql:' (expected jdbc:postgresql://host:port/database)"
+        )
+    rest = url[len(_URL_PREFIX) :]
+    if not rest.startswith("//"):  # jdbc:postgresql:database
         rest = "//localhost/" + rest.lstrip("/")
     parts = urlsplit("postgresql:" + rest)
     hosts, ports = [], []
@@ -73,8 +83,10 @@ def parse_jdbc_url(url: str, warn: bool = True) -> dict[str, Any]:
         else:
             ignored.append(key)
     if ignored and warn:
-        logger.warning("JDBC URL properties %s are not understood by the PostgreSQL sink and are ignored",
-                       ", ".join(sorted(ignored)))
+        logger.warning(
+            "JDBC URL properties %s are not understood by the PostgreSQL sink and are ignored",
+            ", ".join(sorted(ignored)),
+        )
     return out
 
 
@@ -109,13 +121,12 @@ def _skip_quoted(sql: str, i: int) -> int:
     """The end of the literal, quoted identifier, dollar quote or comment starting at ``i`` (``i``: none)."""
     c = sql[i]
     if c in "'\"":
-        escapes = c == "'" and i > 0 and sql[i - 1] in "eE" and (i < 2 or not (sql[i - 2].isalnum() or
-                                                                              sql[i - 2] == "_"))
+        escapes = (
+            c == "'" and i > 0 and sql[i - 1] in "eE" and (i < 2 or not (sql[i - 2].isalnum() or sql[i - 2] == "_"))
+        )
         j = i + 1
         while j < len(sql):
-            if escapes and sql[j] == "\\":
-                j += 2
-            elif sql[j] == c and sql.startswith(c + c, j):
+            if escapes and sql[j] == "\\" or sql[j] == c and sql.startswith(c + c, j):
                 j += 2
             elif sql[j] == c:
                 return j + 1
@@ -143,22 +154,24 @@ class JdbcSinkConfig:
 
     sql: str
     url: str
-    user: Optional[str] = None
-    password: Optional[str] = field(default=None, repr=False)
+    user: str | None = None
+    password: str | None = field(default=None, repr=False)
     batch_size: int = 5000
     batch_interval_ms: int = 0
     max_retries: int = 3
     exactly_once: bool = False
-    transaction_id_prefix: Optional[str] = None
+    transaction_id_prefix: str | None = None
 
     def __post_init__(self) -> None:
-        to_psycopg_sql(self.sql)   # fail early on unterminated quotes
+        to_psycopg_sql(self.sql)  # fail early on unterminated quotes
         parse_jdbc_url(self.url)
         if self.batch_size < 1:
             raise JdbcError(f"JDBC batch size must be at least 1, got {self.batch_size}")
         if self.transaction_id_prefix is not None and not _PREFIX_CHARS.fullmatch(self.transaction_id_prefix):
-            raise JdbcError(f"transaction id prefix {self.transaction_id_prefix!r} must be 1-150 characters of "
-                            "letters, digits, '_', '.', ':' and '-'")
+            raise JdbcError(
+                f"transaction id prefix {self.transaction_id_prefix!r} must be 1-150 characters of "
+                "letters, digits, '_', '.', ':' and '-'"
+            )
 
     def __repr__(self) -> str:
         mode = "exactly-once" if self.exactly_once else "at-least-once"

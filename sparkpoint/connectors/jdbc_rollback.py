@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Any, Optional
+from typing import Any
 
 from sparkpoint.connectors.base import OutputStart
 
@@ -40,8 +40,10 @@ def insert_only(sql: str) -> bool:
 
 def ledger_sql() -> str:
     """The statement a writer runs in its transaction before ``PREPARE TRANSACTION`` (prefix, job, epoch, gid)."""
-    return (f"INSERT INTO {COMMITS_TABLE} (prefix, job, epoch, gid, xid) "
-            f"VALUES (%s, %s, %s, %s, pg_current_xact_id()::text::bigint)")
+    return (
+        f"INSERT INTO {COMMITS_TABLE} (prefix, job, epoch, gid, xid) "
+        f"VALUES (%s, %s, %s, %s, pg_current_xact_id()::text::bigint)"
+    )
 
 
 def ledger_exists(conn: Any) -> bool:
@@ -50,19 +52,27 @@ def ledger_exists(conn: Any) -> bool:
 
 
 def _create_tables(conn: Any) -> None:
-    conn.execute(f"CREATE TABLE IF NOT EXISTS {COMMITS_TABLE} (prefix text NOT NULL, job text NOT NULL, "
-                 f"epoch bigint NOT NULL, gid text NOT NULL, xid bigint NOT NULL)")
-    conn.execute(f"CREATE TABLE IF NOT EXISTS {LINEAGE_TABLE} (prefix text NOT NULL, job text NOT NULL, "
-                 f"parent text NOT NULL, epoch bigint NOT NULL)")
+    conn.execute(
+        f"CREATE TABLE IF NOT EXISTS {COMMITS_TABLE} (prefix text NOT NULL, job text NOT NULL, "
+        f"epoch bigint NOT NULL, gid text NOT NULL, xid bigint NOT NULL)"
+    )
+    conn.execute(
+        f"CREATE TABLE IF NOT EXISTS {LINEAGE_TABLE} (prefix text NOT NULL, job text NOT NULL, "
+        f"parent text NOT NULL, epoch bigint NOT NULL)"
+    )
 
 
-def _after(conn: Any, prefix: str, parent: str, barrier: int) -> Optional[list[tuple[str, int, str, int]]]:
+def _after(conn: Any, prefix: str, parent: str, barrier: int) -> list[tuple[str, int, str, int]] | None:
     """The ledger rows ``(job, epoch, gid, xid)`` of the lineage committed after ``parent``'s epoch ``barrier``.
 
     ``None`` if the ledger knows no transaction of the lineage (written before there was a ledger).
     """
-    links = {job: (up, int(epoch)) for job, up, epoch in conn.execute(
-        f"SELECT job, parent, epoch FROM {LINEAGE_TABLE} WHERE prefix = %s", (prefix,)).fetchall()}
+    links = {
+        job: (up, int(epoch))
+        for job, up, epoch in conn.execute(
+            f"SELECT job, parent, epoch FROM {LINEAGE_TABLE} WHERE prefix = %s", (prefix,)
+        ).fetchall()
+    }
 
     def root(job: str) -> str:
         seen = {job}
@@ -98,35 +108,52 @@ def prepare_jdbc_output(start: OutputStart, conninfo: dict, prefix: str, table: 
         try:
             _create_tables(conn)
         except psycopg.Error as e:
-            logger.warning("sink '%s' (%s): cannot create the ledger tables %s and %s (%s): what it commits cannot "
-                           "be rolled back by a later restore", start.sink_uid, describe, COMMITS_TABLE,
-                           LINEAGE_TABLE, str(e).strip())
+            logger.warning(
+                "sink '%s' (%s): cannot create the ledger tables %s and %s (%s): what it commits cannot "
+                "be rolled back by a later restore",
+                start.sink_uid,
+                describe,
+                COMMITS_TABLE,
+                LINEAGE_TABLE,
+                str(e).strip(),
+            )
             return False
         parent = start.checkpoint_job_id
         if start.checkpoint_id is None or parent is None or start.barrier_epoch is None:
             return True
         if parent != start.job_id:
-            conn.execute(f"INSERT INTO {LINEAGE_TABLE} (prefix, job, parent, epoch) VALUES (%s, %s, %s, %s)",
-                         (prefix, start.job_id, parent, start.barrier_epoch))
+            conn.execute(
+                f"INSERT INTO {LINEAGE_TABLE} (prefix, job, parent, epoch) VALUES (%s, %s, %s, %s)",
+                (prefix, start.job_id, parent, start.barrier_epoch),
+            )
         after = _after(conn, prefix, parent, start.barrier_epoch)
         if not after:
             return after is not None
-        what = (f"sink '{start.sink_uid}' ({describe}): {len(after)} transaction(s) were committed after "
-                f"checkpoint {start.checkpoint_id} ({start.replay_text()})")
+        what = (
+            f"sink '{start.sink_uid}' ({describe}): {len(after)} transaction(s) were committed after "
+            f"checkpoint {start.checkpoint_id} ({start.replay_text()})"
+        )
         if start.rollback == "off":
-            logger.warning("%s; the restored job writes their rows again, so the table will hold them twice. "
-                           "Restore with --rollback move (sparkpoint.restore.rollback: move) to move them into "
-                           "%s, or --rollback delete", what, _aside(table))
+            logger.warning(
+                "%s; the restored job writes their rows again, so the table will hold them twice. "
+                "Restore with --rollback move (sparkpoint.restore.rollback: move) to move them into "
+                "%s, or --rollback delete",
+                what,
+                _aside(table),
+            )
             return True
-        xids = [int(xid) % 2**32 for *_, xid in after]   # xmin is the 32-bit part of the transaction id
+        xids = [int(xid) % 2**32 for *_, xid in after]  # xmin is the 32-bit part of the transaction id
         with conn.transaction():
             if start.rollback == "move":
                 conn.execute(f"CREATE TABLE IF NOT EXISTS {_aside(table)} (LIKE {table})")
-                conn.execute(f"INSERT INTO {_aside(table)} SELECT * FROM {table} "
-                             f"WHERE xmin::text::bigint = ANY(%s)", (xids,))
+                conn.execute(
+                    f"INSERT INTO {_aside(table)} SELECT * FROM {table} WHERE xmin::text::bigint = ANY(%s)", (xids,)
+                )
             rows = conn.execute(f"DELETE FROM {table} WHERE xmin::text::bigint = ANY(%s)", (xids,)).rowcount
-            conn.execute(f"DELETE FROM {COMMITS_TABLE} WHERE prefix = %s AND gid = ANY(%s) AND xid = ANY(%s)",
-                         (prefix, [r[2] for r in after], [r[3] for r in after]))
+            conn.execute(
+                f"DELETE FROM {COMMITS_TABLE} WHERE prefix = %s AND gid = ANY(%s) AND xid = ANY(%s)",
+                (prefix, [r[2] for r in after], [r[3] for r in after]),
+            )
         where = f"moved them into {_aside(table)}" if start.rollback == "move" else "deleted them"
         logger.warning("%s; %s: %d row(s) (sparkpoint.restore.rollback: %s)", what, where, rows, start.rollback)
     return True

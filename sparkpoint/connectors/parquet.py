@@ -33,9 +33,19 @@ from sparkpoint.errors import SparkpointError
 __all__ = ["ParquetTypeError", "arrow_type", "arrow_schema", "ParquetWriterFactory", "ParquetPartWriter"]
 
 _SIMPLE = {
-    "BOOLEAN": pa.bool_(), "BYTE": pa.int8(), "SHORT": pa.int16(), "INT": pa.int32(), "LONG": pa.int64(),
-    "BIG_INT": pa.decimal128(38, 0), "FLOAT": pa.float32(), "DOUBLE": pa.float64(), "STRING": pa.string(),
-    "CHAR": pa.string(), "BIG_DEC": pa.decimal128(38, 18), "SQL_DATE": pa.date32(), "SQL_TIME": pa.time64("us"),
+    "BOOLEAN": pa.bool_(),
+    "BYTE": pa.int8(),
+    "SHORT": pa.int16(),
+    "INT": pa.int32(),
+    "LONG": pa.int64(),
+    "BIG_INT": pa.decimal128(38, 0),
+    "FLOAT": pa.float32(),
+    "DOUBLE": pa.float64(),
+    "STRING": pa.string(),
+    "CHAR": pa.string(),
+    "BIG_DEC": pa.decimal128(38, 18),
+    "SQL_DATE": pa.date32(),
+    "SQL_TIME": pa.time64("us"),
     "INSTANT": pa.timestamp("ms", tz="UTC"),
 }
 _ARRAYS = ("LIST", "BASIC_ARRAY", "PRIMITIVE_ARRAY", "OBJECT_ARRAY")
@@ -58,8 +68,9 @@ def arrow_type(t: TypeInformation, utc_timestamp: bool = False) -> pa.DataType:
     if t.name == "MAP" and len(t.children) == 2:
         return pa.map_(arrow_type(t.children[0], utc_timestamp), arrow_type(t.children[1], utc_timestamp))
     if t.name == "ROW":
-        return pa.struct([pa.field(n, arrow_type(c, utc_timestamp))
-                          for n, c in zip(t.get_field_names() or [], t.children)])
+        return pa.struct(
+            [pa.field(n, arrow_type(c, utc_timestamp)) for n, c in zip(t.get_field_names() or [], t.children)]
+        )
     if t.name == "TUPLE":
         return pa.struct([pa.field(f"f{i}", arrow_type(c, utc_timestamp)) for i, c in enumerate(t.children)])
     raise TypeError(f"type {t!r} has no Parquet column type (use basic types, arrays, lists, maps and rows)")
@@ -69,15 +80,21 @@ def arrow_schema(row_type: TypeInformation, utc_timestamp: bool = False) -> pa.S
     """The Arrow schema of the records of ``row_type`` (``Types.ROW_NAMED(...)``): one column per field."""
     if not isinstance(row_type, TypeInformation) or row_type.name != "ROW":
         raise TypeError(f"a Parquet writer needs a row type (Types.ROW_NAMED([...], [...])), got {row_type!r}")
-    return pa.schema([pa.field(n, arrow_type(c, utc_timestamp))
-                      for n, c in zip(row_type.get_field_names() or [], row_type.children)])
+    return pa.schema(
+        [pa.field(n, arrow_type(c, utc_timestamp)) for n, c in zip(row_type.get_field_names() or [], row_type.children)]
+    )
 
 
 class ParquetWriterFactory(BulkWriterFactory):
     """Makes Parquet part writers for one row type (picklable: the schema travels as the row type)."""
 
-    def __init__(self, row_type: TypeInformation, utc_timestamp: bool = False, compression: str = "snappy",
-                 row_group_rows: int = 128 * 1024):
+    def __init__(
+        self,
+        row_type: TypeInformation,
+        utc_timestamp: bool = False,
+        compression: str = "snappy",
+        row_group_rows: int = 128 * 1024,
+    ):
         self.row_type = row_type
         self.utc_timestamp = utc_timestamp
         self.compression = compression
@@ -150,8 +167,9 @@ class ParquetPartWriter(PartWriter):
                 pass
         if isinstance(record, (tuple, list)) and len(record) == width:
             return record
-        raise ParquetTypeError(f"Parquet sink {self.sink_path}: record {_short(record)} is not a row of "
-                               f"{width} fields {self.names}")
+        raise ParquetTypeError(
+            f"Parquet sink {self.sink_path}: record {_short(record)} is not a row of {width} fields {self.names}"
+        )
 
     def _column(self, values: list, field: pa.Field, records: list) -> pa.Array:
         kinds = set(map(type, values))
@@ -170,7 +188,8 @@ class ParquetPartWriter(PartWriter):
             if bad(value):
                 raise ParquetTypeError(
                     f"Parquet sink {self.sink_path}: field {field.name!r} ({field.type}) cannot hold "
-                    f"{type(value).__name__} {_short(value)} of record {_short(record)}: {reason}")
+                    f"{type(value).__name__} {_short(value)} of record {_short(record)}: {reason}"
+                )
 
 
 def _fits(value: Any, arrow: pa.DataType) -> bool:

@@ -7,13 +7,20 @@ in ``--conf FILE.yaml`` or with ``-D`` is the same setting.
 from __future__ import annotations
 
 from enum import Enum
-from typing import Any, Optional
+from typing import Any
 
 from sparkpoint.common.configuration import Configuration, parse_duration_ms
 from sparkpoint.common.time import to_millis
 
-__all__ = ["CheckpointingMode", "ExternalizedCheckpointRetention", "ExternalizedCheckpointCleanup",
-           "CheckpointConfig", "CheckpointStorage", "FileSystemCheckpointStorage", "JobManagerCheckpointStorage"]
+__all__ = [
+    "CheckpointingMode",
+    "ExternalizedCheckpointRetention",
+    "ExternalizedCheckpointCleanup",
+    "CheckpointConfig",
+    "CheckpointStorage",
+    "FileSystemCheckpointStorage",
+    "JobManagerCheckpointStorage",
+]
 
 
 class CheckpointingMode(Enum):
@@ -23,6 +30,7 @@ class CheckpointingMode(Enum):
         Barriers are aligned at every epoch boundary, so state is exactly-once in either mode; the mode is
         recorded and shown, and sinks state their own guarantee.
     """
+
     EXACTLY_ONCE = 0
     AT_LEAST_ONCE = 1
 
@@ -34,6 +42,7 @@ class ExternalizedCheckpointRetention(Enum):
     or fails; ``DELETE_ON_CANCELLATION`` keeps them only when it fails; ``NO_EXTERNALIZED_CHECKPOINTS`` (the
     default) deletes them whenever the job ends.
     """
+
     DELETE_ON_CANCELLATION = 0
     RETAIN_ON_CANCELLATION = 1
     NO_EXTERNALIZED_CHECKPOINTS = 2
@@ -58,7 +67,7 @@ class JobManagerCheckpointStorage(CheckpointStorage):
     writes to ``checkpoint_path`` if given, else to the default checkpoint directory (``state.checkpoints.dir``
     or the job's temporary one)."""
 
-    def __init__(self, checkpoint_path: "str | None" = None, max_state_size: "int | None" = None):
+    def __init__(self, checkpoint_path: str | None = None, max_state_size: int | None = None):
         super().__init__(checkpoint_path or "")
         self.max_state_size = max_state_size
 
@@ -78,7 +87,7 @@ class CheckpointConfig:
         v = self._conf.get("execution.checkpointing.interval")
         return -1 if v is None else parse_duration_ms(v)
 
-    def set_checkpoint_interval(self, checkpoint_interval: int) -> "CheckpointConfig":
+    def set_checkpoint_interval(self, checkpoint_interval: int) -> CheckpointConfig:
         """Sets the interval between checkpoints (``execution.checkpointing.interval``).
 
         Args:
@@ -91,7 +100,7 @@ class CheckpointConfig:
         """Returns the ``CheckpointingMode`` (``EXACTLY_ONCE`` unless set)."""
         return CheckpointingMode[str(self._conf.get("execution.checkpointing.mode", "EXACTLY_ONCE")).upper()]
 
-    def set_checkpointing_mode(self, checkpointing_mode: CheckpointingMode) -> "CheckpointConfig":
+    def set_checkpointing_mode(self, checkpointing_mode: CheckpointingMode) -> CheckpointConfig:
         """Sets the checkpointing mode (``execution.checkpointing.mode``).
 
         Args:
@@ -104,7 +113,7 @@ class CheckpointConfig:
         """Returns how long a checkpoint may take in milliseconds (10 minutes unless set)."""
         return parse_duration_ms(self._conf.get("execution.checkpointing.timeout", "10 min"))
 
-    def set_checkpoint_timeout(self, checkpoint_timeout: int) -> "CheckpointConfig":
+    def set_checkpoint_timeout(self, checkpoint_timeout: int) -> CheckpointConfig:
         """Sets how long a checkpoint may take before it expires (``execution.checkpointing.timeout``).
 
         Args:
@@ -118,7 +127,7 @@ class CheckpointConfig:
         """Returns the least time between the end of a checkpoint and the start of the next, in milliseconds."""
         return parse_duration_ms(self._conf.get("execution.checkpointing.min-pause", 0))
 
-    def set_min_pause_between_checkpoints(self, min_pause_between_checkpoints: int) -> "CheckpointConfig":
+    def set_min_pause_between_checkpoints(self, min_pause_between_checkpoints: int) -> CheckpointConfig:
         """Sets the least time between the end of a checkpoint and the start of the next.
 
         Args:
@@ -131,7 +140,7 @@ class CheckpointConfig:
         """Returns how many checkpoints may be in progress at once (1 unless set)."""
         return int(self._conf.get("execution.checkpointing.max-concurrent-checkpoints", 1))
 
-    def set_max_concurrent_checkpoints(self, max_concurrent_checkpoints: int) -> "CheckpointConfig":
+    def set_max_concurrent_checkpoints(self, max_concurrent_checkpoints: int) -> CheckpointConfig:
         """Sets how many checkpoints may be in progress at once.
 
         Args:
@@ -144,7 +153,7 @@ class CheckpointConfig:
         """Returns how many checkpoint failures in a row the job tolerates before it fails (0 unless set)."""
         return int(self._conf.get("execution.checkpointing.tolerable-failed-checkpoints", 0))
 
-    def set_tolerable_checkpoint_failure_number(self, tolerable_checkpoint_failure_number: int) -> "CheckpointConfig":
+    def set_tolerable_checkpoint_failure_number(self, tolerable_checkpoint_failure_number: int) -> CheckpointConfig:
         """Sets how many checkpoint failures in a row the job tolerates before it fails.
 
         Args:
@@ -153,7 +162,7 @@ class CheckpointConfig:
         self._conf.set("execution.checkpointing.tolerable-failed-checkpoints", int(tolerable_checkpoint_failure_number))
         return self
 
-    def set_externalized_checkpoint_retention(self, retention: Any) -> "CheckpointConfig":
+    def set_externalized_checkpoint_retention(self, retention: Any) -> CheckpointConfig:
         """Sets whether checkpoints outlive the job (``execution.checkpointing.externalized-checkpoint-retention``).
 
         Args:
@@ -168,15 +177,20 @@ class CheckpointConfig:
 
     def get_externalized_checkpoint_retention(self) -> ExternalizedCheckpointRetention:
         """Returns whether checkpoints outlive the job (``NO_EXTERNALIZED_CHECKPOINTS`` unless set)."""
-        return ExternalizedCheckpointRetention[str(self._conf.get(
-            "execution.checkpointing.externalized-checkpoint-retention", "NO_EXTERNALIZED_CHECKPOINTS")).upper()]
+        return ExternalizedCheckpointRetention[
+            str(
+                self._conf.get(
+                    "execution.checkpointing.externalized-checkpoint-retention", "NO_EXTERNALIZED_CHECKPOINTS"
+                )
+            ).upper()
+        ]
 
     def is_externalized_checkpoints_enabled(self) -> bool:
         """Returns whether checkpoints are kept after a failure or cancel."""
         retention = self.get_externalized_checkpoint_retention()
         return retention != ExternalizedCheckpointRetention.NO_EXTERNALIZED_CHECKPOINTS
 
-    def set_checkpoint_storage_dir(self, checkpoint_path: str) -> "CheckpointConfig":
+    def set_checkpoint_storage_dir(self, checkpoint_path: str) -> CheckpointConfig:
         """Sets the directory checkpoints are written to.
 
         Args:
@@ -185,7 +199,7 @@ class CheckpointConfig:
         self._conf.set("execution.checkpointing.dir", checkpoint_path)
         return self
 
-    def set_checkpoint_storage(self, storage: CheckpointStorage) -> "CheckpointConfig":
+    def set_checkpoint_storage(self, storage: CheckpointStorage) -> CheckpointConfig:
         """Sets where checkpoints are written.
 
         Args:
@@ -195,11 +209,11 @@ class CheckpointConfig:
             return self
         return self.set_checkpoint_storage_dir(storage.checkpoint_path)
 
-    def get_checkpoint_storage_dir(self) -> Optional[str]:
+    def get_checkpoint_storage_dir(self) -> str | None:
         """Returns the checkpoint directory, or ``None`` if none is configured."""
         return self._conf.get_string("state.checkpoints.dir")
 
-    def set_force_unaligned_checkpoints(self, force: bool = True) -> "CheckpointConfig":
+    def set_force_unaligned_checkpoints(self, force: bool = True) -> CheckpointConfig:
         """Accepted for PyFlink compatibility; has no effect.
 
         Note:
@@ -207,7 +221,7 @@ class CheckpointConfig:
         """
         return self  # epochs make every barrier aligned; nothing is in flight
 
-    def enable_unaligned_checkpoints(self, enabled: bool = True) -> "CheckpointConfig":
+    def enable_unaligned_checkpoints(self, enabled: bool = True) -> CheckpointConfig:
         """Accepted for PyFlink compatibility; has no effect.
 
         Note:
@@ -219,7 +233,7 @@ class CheckpointConfig:
         """Returns false: checkpoints are always aligned."""
         return False
 
-    def set_num_retained(self, n: int) -> "CheckpointConfig":
+    def set_num_retained(self, n: int) -> CheckpointConfig:
         """Sets how many completed checkpoints are kept (``execution.checkpointing.num-retained``); sparkpoint
         extension.
 

@@ -14,11 +14,11 @@ class _CollectIterator(list):
     def close(self) -> None:
         pass
 
-    def __enter__(self) -> "_CollectIterator":
+    def __enter__(self) -> _CollectIterator:
         return self
 
     def __exit__(self, *exc: Any) -> None:
         pass
 
 
-CloseableIterator = _CollectIterator   # PyFlink's name of what execute_and_collect() returns
+CloseableIterator = _CollectIterator  # PyFlink's name of what execute_and_collect() returns

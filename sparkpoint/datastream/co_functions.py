@@ -11,13 +11,19 @@ state, ``process_element`` only reads it. Results are ``yield``-ed, side outputs
 from __future__ import annotations
 
 import abc
-from typing import Any, Callable, Generic, Iterable, Optional, TypeVar
+from collections.abc import Callable, Iterable
+from typing import Any, Generic, TypeVar
 
 from sparkpoint.datastream.functions import Function, TimerService
 from sparkpoint.datastream.state import BroadcastState, MapStateDescriptor, ReadOnlyBroadcastState, StateDescriptor
 
-__all__ = ["CoProcessFunction", "KeyedCoProcessFunction", "BaseBroadcastProcessFunction",
-           "BroadcastProcessFunction", "KeyedBroadcastProcessFunction"]
+__all__ = [
+    "CoProcessFunction",
+    "KeyedCoProcessFunction",
+    "BaseBroadcastProcessFunction",
+    "BroadcastProcessFunction",
+    "KeyedBroadcastProcessFunction",
+]
 
 KEY = TypeVar("KEY")
 IN1 = TypeVar("IN1")
@@ -30,15 +36,17 @@ class CoProcessFunction(Function):
 
     class Context(abc.ABC):
         """What the process methods can ask about the current record."""
+
         @abc.abstractmethod
         def timer_service(self) -> TimerService:
             """Returns the timer service (clocks; timers need keyed inputs)."""
+
         @abc.abstractmethod
-        def timestamp(self) -> Optional[int]:
+        def timestamp(self) -> int | None:
             """Returns the current record's event-time timestamp, or ``None`` if it has none."""
 
     @abc.abstractmethod
-    def process_element1(self, value: Any, ctx: "CoProcessFunction.Context") -> Optional[Iterable]:
+    def process_element1(self, value: Any, ctx: CoProcessFunction.Context) -> Iterable | None:
         """Processes a record of the first input; ``yield`` results, ``yield output_tag, value`` for side outputs.
 
         Args:
@@ -47,7 +55,7 @@ class CoProcessFunction(Function):
         """
 
     @abc.abstractmethod
-    def process_element2(self, value: Any, ctx: "CoProcessFunction.Context") -> Optional[Iterable]:
+    def process_element2(self, value: Any, ctx: CoProcessFunction.Context) -> Iterable | None:
         """Processes a record of the second input; ``yield`` results, ``yield output_tag, value`` for side outputs.
 
         Args:
@@ -61,24 +69,28 @@ class KeyedCoProcessFunction(Function):
 
     class Context(abc.ABC):
         """What the process methods can ask about the current record and key."""
+
         @abc.abstractmethod
         def get_current_key(self) -> Any:
             """Returns the key of the current record (or of the firing timer)."""
+
         @abc.abstractmethod
         def timer_service(self) -> TimerService:
             """Returns the timer service: the clocks, and timers of the current key."""
+
         @abc.abstractmethod
-        def timestamp(self) -> Optional[int]:
+        def timestamp(self) -> int | None:
             """Returns the current record's event-time timestamp, or ``None`` if it has none."""
 
     class OnTimerContext(Context):
         """The context of ``on_timer``: the firing timer's key and time domain."""
+
         @abc.abstractmethod
         def time_domain(self) -> Any:
             """Returns the ``TimeDomain`` of the firing timer."""
 
     @abc.abstractmethod
-    def process_element1(self, value: Any, ctx: "KeyedCoProcessFunction.Context") -> Optional[Iterable]:
+    def process_element1(self, value: Any, ctx: KeyedCoProcessFunction.Context) -> Iterable | None:
         """Processes a record of the first input; ``yield`` results, ``yield output_tag, value`` for side outputs.
 
         Args:
@@ -87,7 +99,7 @@ class KeyedCoProcessFunction(Function):
         """
 
     @abc.abstractmethod
-    def process_element2(self, value: Any, ctx: "KeyedCoProcessFunction.Context") -> Optional[Iterable]:
+    def process_element2(self, value: Any, ctx: KeyedCoProcessFunction.Context) -> Iterable | None:
         """Processes a record of the second input; ``yield`` results, ``yield output_tag, value`` for side outputs.
 
         Args:
@@ -95,7 +107,7 @@ class KeyedCoProcessFunction(Function):
             ctx: The context: key, timestamp and timer service.
         """
 
-    def on_timer(self, timestamp: int, ctx: "KeyedCoProcessFunction.OnTimerContext") -> Optional[Iterable]:
+    def on_timer(self, timestamp: int, ctx: KeyedCoProcessFunction.OnTimerContext) -> Iterable | None:
         """Called when a timer of a key fires; ``yield`` results as in the process methods.
 
         Args:
@@ -110,18 +122,22 @@ class BaseBroadcastProcessFunction(Function):
 
     class BaseContext(abc.ABC):
         """What both sides' contexts offer: the timestamp and the clocks."""
+
         @abc.abstractmethod
-        def timestamp(self) -> Optional[int]:
+        def timestamp(self) -> int | None:
             """Returns the current record's event-time timestamp, or ``None`` if it has none."""
+
         @abc.abstractmethod
         def current_processing_time(self) -> int:
             """Returns the current processing time in epoch milliseconds."""
+
         @abc.abstractmethod
         def current_watermark(self) -> int:
             """Returns the current event-time watermark in epoch milliseconds."""
 
     class Context(BaseContext):
         """The broadcast side's context: the broadcast state may be changed."""
+
         @abc.abstractmethod
         def get_broadcast_state(self, state_descriptor: MapStateDescriptor) -> BroadcastState:
             """Returns the broadcast state, to read and change.
@@ -132,6 +148,7 @@ class BaseBroadcastProcessFunction(Function):
 
     class ReadOnlyContext(BaseContext):
         """The non-broadcast side's context: the broadcast state is read-only."""
+
         @abc.abstractmethod
         def get_broadcast_state(self, state_descriptor: MapStateDescriptor) -> ReadOnlyBroadcastState:
             """Returns the broadcast state, read-only.
@@ -146,14 +163,16 @@ class BroadcastProcessFunction(BaseBroadcastProcessFunction, Generic[IN1, IN2, O
 
     class Context(BaseBroadcastProcessFunction.Context):
         """The broadcast side's context."""
+
         pass
 
     class ReadOnlyContext(BaseBroadcastProcessFunction.ReadOnlyContext):
         """The non-broadcast side's context."""
+
         pass
 
     @abc.abstractmethod
-    def process_element(self, value: Any, ctx: "BroadcastProcessFunction.ReadOnlyContext") -> Optional[Iterable]:
+    def process_element(self, value: Any, ctx: BroadcastProcessFunction.ReadOnlyContext) -> Iterable | None:
         """Processes a record of the non-broadcast stream, reading the broadcast state; ``yield`` results.
 
         Args:
@@ -162,7 +181,7 @@ class BroadcastProcessFunction(BaseBroadcastProcessFunction, Generic[IN1, IN2, O
         """
 
     @abc.abstractmethod
-    def process_broadcast_element(self, value: Any, ctx: "BroadcastProcessFunction.Context") -> Optional[Iterable]:
+    def process_broadcast_element(self, value: Any, ctx: BroadcastProcessFunction.Context) -> Iterable | None:
         """Processes a record of the broadcast stream, on every subtask; it may change the broadcast state.
 
         Args:
@@ -176,9 +195,9 @@ class KeyedBroadcastProcessFunction(BaseBroadcastProcessFunction, Generic[KEY, I
 
     class Context(BaseBroadcastProcessFunction.Context):
         """The broadcast side's context: it can also reach every key's keyed state."""
+
         @abc.abstractmethod
-        def apply_to_keyed_state(self, state_descriptor: StateDescriptor,
-                                 function: Callable[[Any, Any], None]) -> None:
+        def apply_to_keyed_state(self, state_descriptor: StateDescriptor, function: Callable[[Any, Any], None]) -> None:
             """Calls a function on every key's state of a descriptor, in this subtask.
 
             Args:
@@ -188,22 +207,24 @@ class KeyedBroadcastProcessFunction(BaseBroadcastProcessFunction, Generic[KEY, I
 
     class ReadOnlyContext(BaseBroadcastProcessFunction.ReadOnlyContext):
         """The keyed side's context: key, timers and read-only broadcast state."""
+
         @abc.abstractmethod
         def timer_service(self) -> TimerService:
             """Returns the timer service: the clocks, and timers of the current key."""
+
         @abc.abstractmethod
         def get_current_key(self) -> Any:
             """Returns the key of the current record (or of the firing timer)."""
 
     class OnTimerContext(ReadOnlyContext):
         """The context of ``on_timer``: the firing timer's key and time domain."""
+
         @abc.abstractmethod
         def time_domain(self) -> Any:
             """Returns the ``TimeDomain`` of the firing timer."""
 
     @abc.abstractmethod
-    def process_element(self, value: Any,
-                        ctx: "KeyedBroadcastProcessFunction.ReadOnlyContext") -> Optional[Iterable]:
+    def process_element(self, value: Any, ctx: KeyedBroadcastProcessFunction.ReadOnlyContext) -> Iterable | None:
         """Processes a record of the keyed stream with its key's state, reading the broadcast state.
 
         Args:
@@ -212,8 +233,7 @@ class KeyedBroadcastProcessFunction(BaseBroadcastProcessFunction, Generic[KEY, I
         """
 
     @abc.abstractmethod
-    def process_broadcast_element(self, value: Any,
-                                  ctx: "KeyedBroadcastProcessFunction.Context") -> Optional[Iterable]:
+    def process_broadcast_element(self, value: Any, ctx: KeyedBroadcastProcessFunction.Context) -> Iterable | None:
         """Processes a record of the broadcast stream, on every subtask; it may change the broadcast state.
 
         Args:
@@ -221,7 +241,7 @@ class KeyedBroadcastProcessFunction(BaseBroadcastProcessFunction, Generic[KEY, I
             ctx: The context: broadcast state, and every key's keyed state through ``apply_to_keyed_state``.
         """
 
-    def on_timer(self, timestamp: int, ctx: "KeyedBroadcastProcessFunction.OnTimerContext") -> Optional[Iterable]:
+    def on_timer(self, timestamp: int, ctx: KeyedBroadcastProcessFunction.OnTimerContext) -> Iterable | None:
         """Called when a timer of a key fires; ``yield`` results.
 
         Args:

@@ -14,7 +14,8 @@ state (one map per descriptor), checkpointed with the operator.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Union
+from collections.abc import Callable
+from typing import Any
 
 from sparkpoint.datastream.co_functions import (
     BroadcastProcessFunction,
@@ -30,11 +31,12 @@ from sparkpoint.datastream.transformations import Partitioning, TransformationIn
 __all__ = ["ConnectedStreams", "BroadcastStream", "BroadcastConnectedStream"]
 
 
-def _input(stream: DataStream, index: int, partitioning: Optional[Partitioning] = None) -> TransformationInput:
+def _input(stream: DataStream, index: int, partitioning: Partitioning | None = None) -> TransformationInput:
     """Input ``index`` of a two-input step: keyed streams are hash-partitioned by their key selector."""
     if isinstance(stream, KeyedStream):
-        return TransformationInput(stream._id, Partitioning.HASH, stream._key_selector, input_index=index,
-                                   key_type=stream._key_type)
+        return TransformationInput(
+            stream._id, Partitioning.HASH, stream._key_selector, input_index=index, key_type=stream._key_type
+        )
     return TransformationInput(stream._id, partitioning or Partitioning.FORWARD, input_index=index)
 
 
@@ -47,11 +49,14 @@ class ConnectedStreams:
         self.stream1 = stream1
         self.stream2 = stream2
 
-    def key_by(self, key_selector1: Union[Callable, KeySelector], key_selector2: Union[Callable, KeySelector],
-               key_type: Any = None) -> "ConnectedStreams":
+    def key_by(
+        self, key_selector1: Callable | KeySelector, key_selector2: Callable | KeySelector, key_type: Any = None
+    ) -> ConnectedStreams:
         """Key both inputs (records with equal keys meet in one subtask, with one keyed state)."""
-        return ConnectedStreams(_unkeyed(self.stream1).key_by(key_selector1, key_type),
-                                _unkeyed(self.stream2).key_by(key_selector2, key_type))
+        return ConnectedStreams(
+            _unkeyed(self.stream1).key_by(key_selector1, key_type),
+            _unkeyed(self.stream2).key_by(key_selector2, key_type),
+        )
 
     def map(self, func: CoMapFunction, output_type: Any = None) -> DataStream:
         """Maps both inputs with a ``CoMapFunction``: ``map1`` for the first, ``map2`` for the second.
@@ -81,7 +86,7 @@ class ConnectedStreams:
             raise TypeError(f"ConnectedStreams.flat_map() takes a CoFlatMapFunction, got {type(func).__name__}")
         return self.process(_CoFlatMapAdapter(func, self._is_keyed_stream()), output_type).name("Co-Flat Map")
 
-    def process(self, func: Union[CoProcessFunction, KeyedCoProcessFunction], output_type: Any = None) -> DataStream:
+    def process(self, func: CoProcessFunction | KeyedCoProcessFunction, output_type: Any = None) -> DataStream:
         """Processes both inputs with one function.
 
         Args:
@@ -97,17 +102,27 @@ class ConnectedStreams:
         """
         keyed = self._is_keyed_stream()
         if keyed and not isinstance(func, (KeyedCoProcessFunction, _CoAdapter)):
-            raise TypeError(f"process() on keyed ConnectedStreams takes a KeyedCoProcessFunction, "
-                            f"got {type(func).__name__}")
+            raise TypeError(
+                f"process() on keyed ConnectedStreams takes a KeyedCoProcessFunction, got {type(func).__name__}"
+            )
         if not keyed and not isinstance(func, (CoProcessFunction, _CoAdapter)):
-            raise TypeError(f"process() on ConnectedStreams takes a CoProcessFunction, got {type(func).__name__}"
-                            + ("; key both streams (key_by) for a KeyedCoProcessFunction"
-                               if isinstance(func, KeyedCoProcessFunction) else ""))
+            raise TypeError(
+                f"process() on ConnectedStreams takes a CoProcessFunction, got {type(func).__name__}"
+                + (
+                    "; key both streams (key_by) for a KeyedCoProcessFunction"
+                    if isinstance(func, KeyedCoProcessFunction)
+                    else ""
+                )
+            )
         env = self.stream1._env
         tid = env._add_transformation(
-            TwoInputTransformation, "Keyed Co-Process" if keyed else "Co-Process",
+            TwoInputTransformation,
+            "Keyed Co-Process" if keyed else "Co-Process",
             [_input(self.stream1, 1), _input(self.stream2, 2)],
-            operation="keyed_co_process" if keyed else "co_process", function=func, output_type=output_type)
+            operation="keyed_co_process" if keyed else "co_process",
+            function=func,
+            output_type=output_type,
+        )
         return DataStream(env, tid, output_type)
 
     def _is_keyed_stream(self) -> bool:
@@ -141,8 +156,9 @@ class BroadcastConnectedStream:
         self.non_broadcast_stream = non_broadcast_stream
         self.broadcast_stream = broadcast_stream
 
-    def process(self, func: Union[BroadcastProcessFunction, KeyedBroadcastProcessFunction],
-                output_type: Any = None) -> DataStream:
+    def process(
+        self, func: BroadcastProcessFunction | KeyedBroadcastProcessFunction, output_type: Any = None
+    ) -> DataStream:
         """Processes both sides with one function.
 
         Args:
@@ -159,15 +175,24 @@ class BroadcastConnectedStream:
         keyed = isinstance(self.non_broadcast_stream, KeyedStream)
         expected = KeyedBroadcastProcessFunction if keyed else BroadcastProcessFunction
         if not isinstance(func, expected):
-            raise TypeError(f"process() on a {'keyed ' if keyed else ''}stream connected to a broadcast stream "
-                            f"takes a {expected.__name__}, got {type(func).__name__}")
+            raise TypeError(
+                f"process() on a {'keyed ' if keyed else ''}stream connected to a broadcast stream "
+                f"takes a {expected.__name__}, got {type(func).__name__}"
+            )
         env = self.non_broadcast_stream._env
-        inputs = [_input(self.non_broadcast_stream, 1),
-                  _input(self.broadcast_stream._stream, 2, Partitioning.BROADCAST)]
+        inputs = [
+            _input(self.non_broadcast_stream, 1),
+            _input(self.broadcast_stream._stream, 2, Partitioning.BROADCAST),
+        ]
         tid = env._add_transformation(
-            TwoInputTransformation, "Co-Process-Broadcast-Keyed" if keyed else "Co-Process-Broadcast", inputs,
-            operation="keyed_broadcast_process" if keyed else "broadcast_process", function=func,
-            output_type=output_type, broadcast_state_descriptors=self.broadcast_stream.broadcast_state_descriptors)
+            TwoInputTransformation,
+            "Co-Process-Broadcast-Keyed" if keyed else "Co-Process-Broadcast",
+            inputs,
+            operation="keyed_broadcast_process" if keyed else "broadcast_process",
+            function=func,
+            output_type=output_type,
+            broadcast_state_descriptors=self.broadcast_stream.broadcast_state_descriptors,
+        )
         return DataStream(env, tid, output_type)
 
 

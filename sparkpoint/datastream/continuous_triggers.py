@@ -7,7 +7,7 @@ fires at the next watermark, not in the same one.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from sparkpoint.common.time import to_millis
 from sparkpoint.datastream.state import ReducingStateDescriptor
@@ -82,12 +82,12 @@ class _ContinuousTrigger(Trigger):
 
     def on_merge(self, window: Window, ctx: Trigger.OnMergeContext) -> None:
         ctx.merge_partitioned_state(self.state_desc)
-        next_fire: Optional[int] = ctx.get_partitioned_state(self.state_desc).get()
+        next_fire: int | None = ctx.get_partitioned_state(self.state_desc).get()
         if next_fire is not None:
             self._register(ctx, next_fire)
         if self.event_time:
             ctx.merge_partitioned_state(self.deferred_desc)
-            deferred: Optional[int] = ctx.get_partitioned_state(self.deferred_desc).get()
+            deferred: int | None = ctx.get_partitioned_state(self.deferred_desc).get()
             if deferred is not None:
                 self._register(ctx, deferred)
 
@@ -106,7 +106,7 @@ class ContinuousEventTimeTrigger(_ContinuousTrigger):
     when the watermark passes the window's end."""
 
     @staticmethod
-    def of(interval: Any) -> "ContinuousEventTimeTrigger":
+    def of(interval: Any) -> ContinuousEventTimeTrigger:
         """Returns a continuous event-time trigger.
 
         Args:
@@ -145,7 +145,7 @@ class ContinuousProcessingTimeTrigger(_ContinuousTrigger):
     event_time = False
 
     @staticmethod
-    def of(interval: Any) -> "ContinuousProcessingTimeTrigger":
+    def of(interval: Any) -> ContinuousProcessingTimeTrigger:
         """Returns a continuous processing-time trigger.
 
         Args:

@@ -28,6 +28,8 @@ class CustomPartitioning:
         """
         p = self.partitioner.partition(self.key_selector.get_key(value), num_partitions)
         if not isinstance(p, int) or not 0 <= p < num_partitions:
-            raise ValueError(f"partition_custom: the partitioner returned {p!r} for record {value!r}; "
-                             f"expected a subtask index from 0 to {num_partitions - 1}")
+            raise ValueError(
+                f"partition_custom: the partitioner returned {p!r} for record {value!r}; "
+                f"expected a subtask index from 0 to {num_partitions - 1}"
+            )
         return p

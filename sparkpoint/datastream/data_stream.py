@@ -8,8 +8,13 @@ PyFlink accepts them.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Optional, Union
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
+from sparkpoint.common.typeinfo import Types
+from sparkpoint.datastream.closeable_iterator import CloseableIterator
+from sparkpoint.datastream.custom_partitioning import CustomPartitioning
+from sparkpoint.datastream.data_stream_sink import DataStreamSink
 from sparkpoint.datastream.functions import (
     FilterFunction,
     FilterFunctionWrapper,
@@ -25,10 +30,6 @@ from sparkpoint.datastream.functions import (
     SinkFunction,
     as_function,
 )
-from sparkpoint.common.typeinfo import Types
-from sparkpoint.datastream.closeable_iterator import CloseableIterator
-from sparkpoint.datastream.custom_partitioning import CustomPartitioning
-from sparkpoint.datastream.data_stream_sink import DataStreamSink
 from sparkpoint.datastream.output_tag import OutputTag
 from sparkpoint.datastream.transformations import (
     CollectTransformation,
@@ -43,26 +44,29 @@ from sparkpoint.datastream.transformations import (
     UnionTransformation,
     WindowTransformation,
 )
-from sparkpoint.datastream.window import (
-    CountSlidingWindowAssigner,
-    CountTumblingWindowAssigner,
-    WindowAssigner,
-)
+from sparkpoint.datastream.window import CountSlidingWindowAssigner, CountTumblingWindowAssigner, WindowAssigner
 from sparkpoint.errors import JobGraphError
 
 if TYPE_CHECKING:
-    from sparkpoint.datastream.stream_execution_environment import (
-        StreamExecutionEnvironment,
-    )
+    from sparkpoint.datastream.stream_execution_environment import StreamExecutionEnvironment
 
-__all__ = ["DataStream", "KeyedStream", "WindowedStream", "AllWindowedStream", "DataStreamSink", "ConnectedStreams",
-           "BroadcastStream", "BroadcastConnectedStream", "CloseableIterator"]
+__all__ = [
+    "DataStream",
+    "KeyedStream",
+    "WindowedStream",
+    "AllWindowedStream",
+    "DataStreamSink",
+    "ConnectedStreams",
+    "BroadcastStream",
+    "BroadcastConnectedStream",
+    "CloseableIterator",
+]
 
 
 class DataStream:
     """A stream of records: the output of one transformation of the environment."""
 
-    def __init__(self, env: "StreamExecutionEnvironment", transformation_id: int, type_info: Any = None):
+    def __init__(self, env: StreamExecutionEnvironment, transformation_id: int, type_info: Any = None):
         self._env = env
         self._id = transformation_id
         self._type_info = type_info
@@ -75,14 +79,14 @@ class DataStream:
     def _set(self, **changes: Any) -> None:
         self._env._replace_transformation(self._id, **changes)
 
-    def uid(self, uid: str) -> "DataStream":
+    def uid(self, uid: str) -> DataStream:
         """The operator's stable id: how its state is found in checkpoints and savepoints."""
         if not uid:
             raise ValueError("uid must be a non-empty string")
         self._set(uid=uid)
         return self
 
-    def set_uid_hash(self, uid_hash: str) -> "DataStream":
+    def set_uid_hash(self, uid_hash: str) -> DataStream:
         """Sets the operator's uid (PyFlink: a user-provided hash).
 
         Note:
@@ -90,7 +94,7 @@ class DataStream:
         """
         return self.uid(uid_hash)
 
-    def name(self, name: str) -> "DataStream":
+    def name(self, name: str) -> DataStream:
         """Sets the operator's name, shown in logs, metrics and the web UI.
 
         Args:
@@ -107,7 +111,7 @@ class DataStream:
         """Returns the type information declared for this stream's records, or ``None``."""
         return self._type_info
 
-    def set_parallelism(self, parallelism: int) -> "DataStream":
+    def set_parallelism(self, parallelism: int) -> DataStream:
         """Sets how many parallel subtasks run this operator.
 
         Args:
@@ -129,7 +133,7 @@ class DataStream:
         """Returns the operator's parallelism, or the environment's default if none was set."""
         return self._transformation.parallelism or self._env.get_parallelism()
 
-    def set_max_parallelism(self, max_parallelism: int) -> "DataStream":
+    def set_max_parallelism(self, max_parallelism: int) -> DataStream:
         """Sets the operator's maximum parallelism: the number of key groups its keyed state is split into.
 
         Args:
@@ -138,7 +142,7 @@ class DataStream:
         self._set(max_parallelism=max_parallelism)
         return self
 
-    def slot_sharing_group(self, slot_sharing_group: Any) -> "DataStream":
+    def slot_sharing_group(self, slot_sharing_group: Any) -> DataStream:
         """Accepted for PyFlink compatibility; has no effect.
 
         Note:
@@ -146,7 +150,7 @@ class DataStream:
         """
         return self
 
-    def set_buffer_timeout(self, timeout_millis: int) -> "DataStream":
+    def set_buffer_timeout(self, timeout_millis: int) -> DataStream:
         """Accepted for PyFlink compatibility; has no effect.
 
         Note:
@@ -154,7 +158,7 @@ class DataStream:
         """
         return self
 
-    def disable_chaining(self) -> "DataStream":
+    def disable_chaining(self) -> DataStream:
         """Accepted for PyFlink compatibility; has no effect.
 
         Note:
@@ -162,7 +166,7 @@ class DataStream:
         """
         return self
 
-    def start_new_chain(self) -> "DataStream":
+    def start_new_chain(self) -> DataStream:
         """Accepted for PyFlink compatibility; has no effect.
 
         Note:
@@ -170,17 +174,23 @@ class DataStream:
         """
         return self
 
-    def force_non_parallel(self) -> "DataStream":
+    def force_non_parallel(self) -> DataStream:
         """Runs this operator with parallelism 1 (the same as ``set_parallelism(1)``)."""
         return self.set_parallelism(1)
 
     # -- transformations -------------------------------------------------------------------
-    def _one_input(self, operation: str, name: str, function: Any, output_type: Any) -> "DataStream":
-        tid = self._env._add_transformation(OneInputTransformation, name, [TransformationInput(self._id)],
-                                            operation=operation, function=function, output_type=output_type)
+    def _one_input(self, operation: str, name: str, function: Any, output_type: Any) -> DataStream:
+        tid = self._env._add_transformation(
+            OneInputTransformation,
+            name,
+            [TransformationInput(self._id)],
+            operation=operation,
+            function=function,
+            output_type=output_type,
+        )
         return DataStream(self._env, tid, output_type)
 
-    def map(self, func: Union[Callable, MapFunction], output_type: Any = None) -> "DataStream":
+    def map(self, func: Callable | MapFunction, output_type: Any = None) -> DataStream:
         """Applies a function to every record, one output record per input record.
 
         Args:
@@ -192,7 +202,7 @@ class DataStream:
         """
         return self._one_input("map", "Map", as_function(func, MapFunction, MapFunctionWrapper), output_type)
 
-    def flat_map(self, func: Union[Callable, FlatMapFunction], output_type: Any = None) -> "DataStream":
+    def flat_map(self, func: Callable | FlatMapFunction, output_type: Any = None) -> DataStream:
         """Applies a function to every record that yields zero or more output records.
 
         Args:
@@ -202,10 +212,11 @@ class DataStream:
         Returns:
             The stream of results.
         """
-        return self._one_input("flat_map", "FlatMap", as_function(func, FlatMapFunction, FlatMapFunctionWrapper),
-                               output_type)
+        return self._one_input(
+            "flat_map", "FlatMap", as_function(func, FlatMapFunction, FlatMapFunctionWrapper), output_type
+        )
 
-    def filter(self, func: Union[Callable, FilterFunction]) -> "DataStream":
+    def filter(self, func: Callable | FilterFunction) -> DataStream:
         """Keeps the records for which a predicate is true.
 
         Args:
@@ -214,10 +225,11 @@ class DataStream:
         Returns:
             The stream of kept records, of this stream's type.
         """
-        return self._one_input("filter", "Filter", as_function(func, FilterFunction, FilterFunctionWrapper),
-                               self._type_info)
+        return self._one_input(
+            "filter", "Filter", as_function(func, FilterFunction, FilterFunctionWrapper), self._type_info
+        )
 
-    def process(self, func: ProcessFunction, output_type: Any = None) -> "DataStream":
+    def process(self, func: ProcessFunction, output_type: Any = None) -> DataStream:
         """Applies a ``ProcessFunction``: per record, with access to timestamps, side outputs and the timer service.
 
         Args:
@@ -231,7 +243,7 @@ class DataStream:
             raise TypeError(f"process() takes a ProcessFunction, got {type(func).__name__}")
         return self._one_input("process", "Process", func, output_type)
 
-    def assign_timestamps_and_watermarks(self, watermark_strategy: Any) -> "DataStream":
+    def assign_timestamps_and_watermarks(self, watermark_strategy: Any) -> DataStream:
         """Gives the records event-time timestamps and generates watermarks.
 
         Args:
@@ -243,7 +255,7 @@ class DataStream:
         """
         return self._one_input("assign_timestamps", "Timestamps/Watermarks", watermark_strategy, self._type_info)
 
-    def key_by(self, key_selector: Union[Callable, KeySelector, int], key_type: Any = None) -> "KeyedStream":
+    def key_by(self, key_selector: Callable | KeySelector | int, key_type: Any = None) -> KeyedStream:
         """Partitions the stream by key: records of one key go to one subtask, where keyed state and timers live.
 
         Args:
@@ -263,7 +275,7 @@ class DataStream:
         selector = as_function(key_selector, KeySelector, KeySelectorWrapper)
         return KeyedStream(self, selector, key_type)
 
-    def union(self, *streams: "DataStream") -> "DataStream":
+    def union(self, *streams: DataStream) -> DataStream:
         """Merges this stream with others of the same type into one stream.
 
         Args:
@@ -273,17 +285,17 @@ class DataStream:
         tid = self._env._add_transformation(UnionTransformation, "Union", inputs, output_type=self._type_info)
         return DataStream(self._env, tid, self._type_info)
 
-    def _partition(self, partitioning: Partitioning, name: str) -> "DataStream":
-        tid = self._env._add_transformation(PartitionTransformation, name,
-                                            [TransformationInput(self._id, partitioning)],
-                                            output_type=self._type_info)
+    def _partition(self, partitioning: Partitioning, name: str) -> DataStream:
+        tid = self._env._add_transformation(
+            PartitionTransformation, name, [TransformationInput(self._id, partitioning)], output_type=self._type_info
+        )
         return DataStream(self._env, tid, self._type_info)
 
-    def rebalance(self) -> "DataStream":
+    def rebalance(self) -> DataStream:
         """Distributes the records round-robin over the next operator's subtasks."""
         return self._partition(Partitioning.REBALANCE, "Rebalance")
 
-    def shuffle(self) -> "DataStream":
+    def shuffle(self) -> DataStream:
         """Distributes the records over the next operator's subtasks.
 
         Note:
@@ -291,7 +303,7 @@ class DataStream:
         """
         return self._partition(Partitioning.REBALANCE, "Shuffle")
 
-    def rescale(self) -> "DataStream":
+    def rescale(self) -> DataStream:
         """Distributes the records over the next operator's subtasks.
 
         Note:
@@ -299,7 +311,7 @@ class DataStream:
         """
         return self._partition(Partitioning.REBALANCE, "Rescale")
 
-    def forward(self) -> "DataStream":
+    def forward(self) -> DataStream:
         """Returns this stream: records stay in their subtask, which is the default for equal parallelisms."""
         return self
 
@@ -319,17 +331,21 @@ class DataStream:
             raise TypeError(f"connect() takes a DataStream or a BroadcastStream, got {type(ds).__name__}")
         return ConnectedStreams(self, ds)
 
-    def partition_custom(self, partitioner: Union[Callable, Partitioner],
-                         key_selector: Union[Callable, KeySelector]) -> "DataStream":
+    def partition_custom(self, partitioner: Callable | Partitioner, key_selector: Callable | KeySelector) -> DataStream:
         """Each record to the subtask ``partitioner.partition(key, number of subtasks)`` picks for its key."""
-        route = CustomPartitioning(as_function(partitioner, Partitioner, PartitionerWrapper),
-                                   as_function(key_selector, KeySelector, KeySelectorWrapper))
-        tid = self._env._add_transformation(PartitionTransformation, "Custom Partition",
-                                            [TransformationInput(self._id, Partitioning.CUSTOM, route)],
-                                            output_type=self._type_info)
+        route = CustomPartitioning(
+            as_function(partitioner, Partitioner, PartitionerWrapper),
+            as_function(key_selector, KeySelector, KeySelectorWrapper),
+        )
+        tid = self._env._add_transformation(
+            PartitionTransformation,
+            "Custom Partition",
+            [TransformationInput(self._id, Partitioning.CUSTOM, route)],
+            output_type=self._type_info,
+        )
         return DataStream(self._env, tid, self._type_info)
 
-    def project(self, *field_indexes: int) -> "DataStream":
+    def project(self, *field_indexes: int) -> DataStream:
         """The fields ``field_indexes`` of each tuple, in that order (only on a stream declared ``Types.TUPLE``)."""
         t = self._type_info
         if t is None or getattr(t, "name", None) != "TUPLE":
@@ -341,22 +357,25 @@ class DataStream:
         picked = Types.TUPLE([kids[i] for i in field_indexes])
         return self.map(_Project(tuple(field_indexes)), output_type=picked).name("Projection")
 
-    def global_(self) -> "DataStream":
+    def global_(self) -> DataStream:
         """Sends every record to the first subtask of the next operator."""
         return self._partition(Partitioning.GLOBAL, "Global")
 
-    def get_side_output(self, output_tag: OutputTag) -> "DataStream":
+    def get_side_output(self, output_tag: OutputTag) -> DataStream:
         """The records a process function emitted to a side output.
 
         Args:
             output_tag: The ``OutputTag`` the function wrote to (its type information is the stream's).
         """
-        tid = self._env._add_transformation(SideOutputTransformation, f"SideOutput({output_tag.tag_id})",
-                                            [TransformationInput(self._id, side_tag=output_tag.tag_id)],
-                                            output_type=output_tag.type_info)
+        tid = self._env._add_transformation(
+            SideOutputTransformation,
+            f"SideOutput({output_tag.tag_id})",
+            [TransformationInput(self._id, side_tag=output_tag.tag_id)],
+            output_type=output_tag.type_info,
+        )
         return DataStream(self._env, tid, output_tag.type_info)
 
-    def window_all(self, window_assigner: WindowAssigner) -> "AllWindowedStream":
+    def window_all(self, window_assigner: WindowAssigner) -> AllWindowedStream:
         """Windows the whole stream, not per key; the window operator runs with parallelism 1.
 
         Args:
@@ -364,7 +383,7 @@ class DataStream:
         """
         return AllWindowedStream(self, window_assigner)
 
-    def count_window_all(self, size: int, slide: int = 0) -> "AllWindowedStream":
+    def count_window_all(self, size: int, slide: int = 0) -> AllWindowedStream:
         """Windows the whole stream into windows of ``size`` records.
 
         Args:
@@ -378,7 +397,7 @@ class DataStream:
         return AllWindowedStream(self, assigner)
 
     # -- sinks -------------------------------------------------------------------------------
-    def sink_to(self, sink: Any) -> "DataStreamSink":
+    def sink_to(self, sink: Any) -> DataStreamSink:
         """Writes the stream to a sink (``FileSink``, ``KafkaSink``, ...).
 
         Args:
@@ -393,14 +412,14 @@ class DataStream:
         tid = self._env._add_transformation(SinkTransformation, name, [TransformationInput(self._id)], sink=sink)
         return DataStreamSink(DataStream(self._env, tid))
 
-    def add_sink(self, sink_func: SinkFunction) -> "DataStreamSink":
+    def add_sink(self, sink_func: SinkFunction) -> DataStreamSink:
         """A legacy sink function, or a connector's sink built for ``add_sink`` in PyFlink (``JdbcSink``)."""
         from sparkpoint.connectors.base import Sink
         from sparkpoint.connectors.function_sink import FunctionSink
 
         return self.sink_to(sink_func if isinstance(sink_func, Sink) else FunctionSink(sink_func))
 
-    def print(self, sink_identifier: Optional[str] = None) -> "DataStreamSink":
+    def print(self, sink_identifier: str | None = None) -> DataStreamSink:
         """Prints every record to standard output, formatted by the stream's declared type as PyFlink does.
 
         Args:
@@ -410,12 +429,16 @@ class DataStream:
             At parallelism above 1 a line starts with its subtask's number (``N> ``). The output appears in the
             driver's standard output once per epoch, in order per subtask.
         """
-        tid = self._env._add_transformation(PrintTransformation, "Print to Std. Out",
-                                            [TransformationInput(self._id)], sink_identifier=sink_identifier,
-                                            type_info=self._type_info)
+        tid = self._env._add_transformation(
+            PrintTransformation,
+            "Print to Std. Out",
+            [TransformationInput(self._id)],
+            sink_identifier=sink_identifier,
+            type_info=self._type_info,
+        )
         return DataStreamSink(DataStream(self._env, tid))
 
-    def execute_and_collect(self, job_execution_name: Optional[str] = None, limit: Optional[int] = None) -> Any:
+    def execute_and_collect(self, job_execution_name: str | None = None, limit: int | None = None) -> Any:
         """Run the job and return its records (a list, in order per subtask)."""
         tid = self._env._add_transformation(CollectTransformation, "Collect", [TransformationInput(self._id)])
         try:
@@ -435,6 +458,8 @@ class _Project(MapFunction):
 
 
 # the keyed, windowed and connected streams live in their own modules; imported here, where PyFlink has them
+# (in this order: the connected streams import the keyed stream from here)
+# isort: off
 from sparkpoint.datastream.keyed_stream import KeyedStream  # noqa: E402
 from sparkpoint.datastream.windowed_stream import AllWindowedStream, WindowedStream  # noqa: E402
 from sparkpoint.datastream.connected_streams import (  # noqa: E402
@@ -442,3 +467,4 @@ from sparkpoint.datastream.connected_streams import (  # noqa: E402
     BroadcastStream,
     ConnectedStreams,
 )
+# isort: on

@@ -16,29 +16,29 @@ class DataStreamSink:
     def __init__(self, stream: DataStream):
         self._stream = stream
 
-    def uid(self, uid: str) -> "DataStreamSink":
+    def uid(self, uid: str) -> DataStreamSink:
         """Sets the sink operator's stable id, used to find its state in checkpoints and savepoints."""
         self._stream.uid(uid)
         return self
 
-    def name(self, name: str) -> "DataStreamSink":
+    def name(self, name: str) -> DataStreamSink:
         """Sets the sink operator's name."""
         self._stream.name(name)
         return self
 
-    def set_parallelism(self, parallelism: int) -> "DataStreamSink":
+    def set_parallelism(self, parallelism: int) -> DataStreamSink:
         """Sets how many parallel subtasks run the sink."""
         self._stream.set_parallelism(parallelism)
         return self
 
-    def set_uid_hash(self, uid_hash: str) -> "DataStreamSink":
+    def set_uid_hash(self, uid_hash: str) -> DataStreamSink:
         """Sets the sink's uid (sparkpoint has no separate operator hashes)."""
         return self.uid(uid_hash)
 
-    def disable_chaining(self) -> "DataStreamSink":
+    def disable_chaining(self) -> DataStreamSink:
         """Accepted for PyFlink compatibility; has no effect."""
         return self
 
-    def slot_sharing_group(self, slot_sharing_group: Any) -> "DataStreamSink":
+    def slot_sharing_group(self, slot_sharing_group: Any) -> DataStreamSink:
         """Accepted for PyFlink compatibility; has no effect (there are no task slots)."""
         return self

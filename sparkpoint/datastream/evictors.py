@@ -29,6 +29,7 @@ class Evictor(abc.ABC):
             window: The window.
             ctx: The evictor's context.
         """
+
     @abc.abstractmethod
     def evict_after(self, elements: list, size: int, window: Window, ctx: Any) -> list:
         """Returns the elements kept after the window function ran.
@@ -48,7 +49,7 @@ class CountEvictor(Evictor):
         self.max_count, self.do_evict_after = max_count, do_evict_after
 
     @staticmethod
-    def of(max_count: int, do_evict_after: bool = False) -> "CountEvictor":
+    def of(max_count: int, do_evict_after: bool = False) -> CountEvictor:
         """Returns a count evictor.
 
         Args:
@@ -58,7 +59,7 @@ class CountEvictor(Evictor):
         return CountEvictor(max_count, do_evict_after)
 
     def _evict(self, elements: list) -> list:
-        return elements[-self.max_count:] if len(elements) > self.max_count else elements
+        return elements[-self.max_count :] if len(elements) > self.max_count else elements
 
     def evict_before(self, elements: list, size: int, window: Window, ctx: Any) -> list:
         """Keeps the ``max_count`` newest elements, unless eviction is after the function."""
@@ -76,7 +77,7 @@ class TimeEvictor(Evictor):
         self.window_size, self.do_evict_after = window_size, do_evict_after
 
     @staticmethod
-    def of(window_size: "Time | int", do_evict_after: bool = False) -> "TimeEvictor":
+    def of(window_size: Time | int, do_evict_after: bool = False) -> TimeEvictor:
         """Returns a time evictor.
 
         Args:

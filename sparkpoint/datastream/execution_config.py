@@ -20,6 +20,7 @@ class RuntimeExecutionMode(Enum):
         ``BATCH`` changes only the keyed ``reduce`` (and ``sum``, ``min``, ...): it emits one final value per
         key at the end of input. Everything else runs as in ``STREAMING``.
     """
+
     STREAMING = 0
     BATCH = 1
     AUTOMATIC = 2
@@ -27,6 +28,7 @@ class RuntimeExecutionMode(Enum):
 
 class TimeCharacteristic(Enum):
     """PyFlink's legacy time characteristic; event time and processing time are always both available."""
+
     ProcessingTime = 0
     IngestionTime = 1
     EventTime = 2
@@ -38,10 +40,11 @@ class ExecutionConfig:
     Args:
         env: The environment.
     """
-    def __init__(self, env: "StreamExecutionEnvironment"):
+
+    def __init__(self, env: StreamExecutionEnvironment):
         self._env = env
 
-    def set_global_job_parameters(self, params: Any) -> "ExecutionConfig":
+    def set_global_job_parameters(self, params: Any) -> ExecutionConfig:
         """Sets parameters every function can read (``RuntimeContext.get_job_parameter``).
 
         Args:
@@ -54,7 +57,7 @@ class ExecutionConfig:
         """Returns a copy of the global job parameters."""
         return dict(self._env._job_parameters)
 
-    def set_auto_watermark_interval(self, interval: int) -> "ExecutionConfig":
+    def set_auto_watermark_interval(self, interval: int) -> ExecutionConfig:
         """Accepted for PyFlink compatibility; has no effect.
 
         Note:
@@ -66,7 +69,7 @@ class ExecutionConfig:
         """Returns 0: watermarks are emitted at epoch boundaries, not periodically."""
         return 0
 
-    def set_parallelism(self, parallelism: int) -> "ExecutionConfig":
+    def set_parallelism(self, parallelism: int) -> ExecutionConfig:
         """Sets the environment's default parallelism.
 
         Args:

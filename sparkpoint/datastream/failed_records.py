@@ -32,7 +32,7 @@ class FailedRecord:
     record: Any
     operator_uid: str
     operator_name: str
-    error: str                       # "ValueError: ..."
+    error: str  # "ValueError: ..."
     epoch: int
 
     def __str__(self) -> str:

@@ -10,19 +10,42 @@ Side outputs work as in PyFlink: ``yield output_tag, value`` from a process func
 from __future__ import annotations
 
 import abc
-from typing import Any, Callable, Iterable, Optional
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from sparkpoint.datastream.runtime_context import RuntimeContext, TimerService
 
 __all__ = [
-    "Function", "RuntimeContext", "MapFunction", "FlatMapFunction", "FilterFunction",
-    "KeySelector", "ReduceFunction", "AggregateFunction", "ProcessFunction",
-    "KeyedProcessFunction", "ProcessWindowFunction", "ProcessAllWindowFunction",
-    "WindowFunction", "AllWindowFunction", "TimerService", "CheckpointedFunction",
-    "CheckpointListener", "FunctionContext", "SinkFunction", "SourceFunction",
-    "CoMapFunction", "CoFlatMapFunction", "CoProcessFunction", "KeyedCoProcessFunction",
-    "BaseBroadcastProcessFunction", "BroadcastProcessFunction", "KeyedBroadcastProcessFunction", "Partitioner",
+    "Function",
+    "RuntimeContext",
+    "MapFunction",
+    "FlatMapFunction",
+    "FilterFunction",
+    "KeySelector",
+    "ReduceFunction",
+    "AggregateFunction",
+    "ProcessFunction",
+    "KeyedProcessFunction",
+    "ProcessWindowFunction",
+    "ProcessAllWindowFunction",
+    "WindowFunction",
+    "AllWindowFunction",
+    "TimerService",
+    "CheckpointedFunction",
+    "CheckpointListener",
+    "FunctionContext",
+    "SinkFunction",
+    "SourceFunction",
+    "CoMapFunction",
+    "CoFlatMapFunction",
+    "CoProcessFunction",
+    "KeyedCoProcessFunction",
+    "BaseBroadcastProcessFunction",
+    "BroadcastProcessFunction",
+    "KeyedBroadcastProcessFunction",
+    "Partitioner",
 ]
+
 
 class Function:
     """Base of all user functions: ``open`` before the first record, ``close`` at the end."""
@@ -45,6 +68,7 @@ FunctionContext = RuntimeContext
 
 class MapFunction(Function):
     """A function that turns each record into exactly one record (``DataStream.map``)."""
+
     @abc.abstractmethod
     def map(self, value: Any) -> Any:
         """Returns the result for one record.
@@ -56,6 +80,7 @@ class MapFunction(Function):
 
 class FlatMapFunction(Function):
     """A function that turns each record into zero or more records (``DataStream.flat_map``)."""
+
     @abc.abstractmethod
     def flat_map(self, value: Any) -> Iterable:
         """Returns (or yields) the results for one record.
@@ -67,6 +92,7 @@ class FlatMapFunction(Function):
 
 class FilterFunction(Function):
     """A predicate that keeps or drops each record (``DataStream.filter``)."""
+
     @abc.abstractmethod
     def filter(self, value: Any) -> bool:
         """Returns true to keep the record.
@@ -78,6 +104,7 @@ class FilterFunction(Function):
 
 class KeySelector(Function):
     """Extracts the key of a record (``DataStream.key_by``)."""
+
     @abc.abstractmethod
     def get_key(self, value: Any) -> Any:
         """Returns the record's key; it must be deterministic (see ``DataStream.key_by``).
@@ -89,6 +116,7 @@ class KeySelector(Function):
 
 class ReduceFunction(Function):
     """Combines two values of one type into one (``KeyedStream.reduce``, window ``reduce``)."""
+
     @abc.abstractmethod
     def reduce(self, value1: Any, value2: Any) -> Any:
         """Returns the combination of two values.
@@ -101,9 +129,11 @@ class ReduceFunction(Function):
 
 class AggregateFunction(Function):
     """An incremental aggregation with an accumulator (window ``aggregate``, ``AggregatingState``)."""
+
     @abc.abstractmethod
     def create_accumulator(self) -> Any:
         """Returns a new, empty accumulator."""
+
     @abc.abstractmethod
     def add(self, value: Any, accumulator: Any) -> Any:
         """Adds a value to an accumulator and returns the accumulator (the same object or a new one).
@@ -112,6 +142,7 @@ class AggregateFunction(Function):
             value: The value to add.
             accumulator: The accumulator so far.
         """
+
     @abc.abstractmethod
     def get_result(self, accumulator: Any) -> Any:
         """Returns the aggregation's result from an accumulator.
@@ -138,15 +169,17 @@ class ProcessFunction(Function):
 
     class Context(abc.ABC):
         """What ``process_element`` can ask about the current record."""
+
         @abc.abstractmethod
         def timer_service(self) -> TimerService:
             """Returns the timer service (clocks; timers need a keyed stream)."""
+
         @abc.abstractmethod
-        def timestamp(self) -> Optional[int]:
+        def timestamp(self) -> int | None:
             """Returns the current record's event-time timestamp, or ``None`` if it has none."""
 
     @abc.abstractmethod
-    def process_element(self, value: Any, ctx: "ProcessFunction.Context") -> Optional[Iterable]:
+    def process_element(self, value: Any, ctx: ProcessFunction.Context) -> Iterable | None:
         """Processes one record: ``yield`` results, and ``yield output_tag, value`` for a side output.
 
         Args:
@@ -160,24 +193,28 @@ class KeyedProcessFunction(Function):
 
     class Context(abc.ABC):
         """What ``process_element`` can ask about the current record and key."""
+
         @abc.abstractmethod
         def get_current_key(self) -> Any:
             """Returns the key of the current record (or of the firing timer)."""
+
         @abc.abstractmethod
         def timer_service(self) -> TimerService:
             """Returns the timer service: the clocks, and timers of the current key."""
+
         @abc.abstractmethod
-        def timestamp(self) -> Optional[int]:
+        def timestamp(self) -> int | None:
             """Returns the current record's event-time timestamp, or ``None`` if it has none."""
 
     class OnTimerContext(Context):
         """The context of ``on_timer``: the firing timer's key and time domain."""
+
         @abc.abstractmethod
         def time_domain(self) -> Any:
             """Returns the ``TimeDomain`` of the firing timer: event time or processing time."""
 
     @abc.abstractmethod
-    def process_element(self, value: Any, ctx: "KeyedProcessFunction.Context") -> Optional[Iterable]:
+    def process_element(self, value: Any, ctx: KeyedProcessFunction.Context) -> Iterable | None:
         """Processes one record with the state of its key: ``yield`` results (``yield tag, value`` for side outputs).
 
         Args:
@@ -185,7 +222,7 @@ class KeyedProcessFunction(Function):
             ctx: The context: key, timestamp and timer service.
         """
 
-    def on_timer(self, timestamp: int, ctx: "KeyedProcessFunction.OnTimerContext") -> Optional[Iterable]:
+    def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext) -> Iterable | None:
         """Called when a timer of a key fires; ``yield`` results as in ``process_element``.
 
         Args:
@@ -211,6 +248,7 @@ class CheckpointedFunction(abc.ABC):
         Args:
             context: The snapshot's context (``get_checkpoint_id()``).
         """
+
     @abc.abstractmethod
     def initialize_state(self, context: Any) -> None:
         """Called before ``open``, on a fresh start and on a restore: get the operator state here.
@@ -272,6 +310,7 @@ class SourceFunction(Function):
 
 class CoMapFunction(Function):
     """Maps the records of two connected streams, one method per input."""
+
     @abc.abstractmethod
     def map1(self, value: Any) -> Any:
         """Returns the result for a record of the first input.
@@ -279,6 +318,7 @@ class CoMapFunction(Function):
         Args:
             value: The record.
         """
+
     @abc.abstractmethod
     def map2(self, value: Any) -> Any:
         """Returns the result for a record of the second input.
@@ -290,6 +330,7 @@ class CoMapFunction(Function):
 
 class CoFlatMapFunction(Function):
     """Turns the records of two connected streams into zero or more records each, one method per input."""
+
     @abc.abstractmethod
     def flat_map1(self, value: Any) -> Iterable:
         """Returns (or yields) the results for a record of the first input.
@@ -297,6 +338,7 @@ class CoFlatMapFunction(Function):
         Args:
             value: The record.
         """
+
     @abc.abstractmethod
     def flat_map2(self, value: Any) -> Iterable:
         """Returns (or yields) the results for a record of the second input.
@@ -308,6 +350,7 @@ class CoFlatMapFunction(Function):
 
 # -- adapters from callables ---------------------------------------------------------
 
+
 class _CallableFunction(Function):
     def __init__(self, fn: Callable):
         self.fn = fn
@@ -318,6 +361,7 @@ class _CallableFunction(Function):
 
 class MapFunctionWrapper(_CallableFunction, MapFunction):
     """A ``MapFunction`` around a plain callable."""
+
     def map(self, value: Any) -> Any:
         """Calls the wrapped callable with the record."""
         return self.fn(value)
@@ -325,6 +369,7 @@ class MapFunctionWrapper(_CallableFunction, MapFunction):
 
 class FlatMapFunctionWrapper(_CallableFunction, FlatMapFunction):
     """A ``FlatMapFunction`` around a plain callable."""
+
     def flat_map(self, value: Any) -> Iterable:
         """Calls the wrapped callable with the record."""
         return self.fn(value)
@@ -332,6 +377,7 @@ class FlatMapFunctionWrapper(_CallableFunction, FlatMapFunction):
 
 class FilterFunctionWrapper(_CallableFunction, FilterFunction):
     """A ``FilterFunction`` around a plain callable."""
+
     def filter(self, value: Any) -> bool:
         """Calls the wrapped callable with the record."""
         return self.fn(value)
@@ -339,6 +385,7 @@ class FilterFunctionWrapper(_CallableFunction, FilterFunction):
 
 class KeySelectorWrapper(_CallableFunction, KeySelector):
     """A ``KeySelector`` around a plain callable."""
+
     def get_key(self, value: Any) -> Any:
         """Calls the wrapped callable with the record."""
         return self.fn(value)
@@ -346,6 +393,7 @@ class KeySelectorWrapper(_CallableFunction, KeySelector):
 
 class ReduceFunctionWrapper(_CallableFunction, ReduceFunction):
     """A ``ReduceFunction`` around a plain callable of two values."""
+
     def reduce(self, value1: Any, value2: Any) -> Any:
         """Calls the wrapped callable with the two values."""
         return self.fn(value1, value2)
@@ -353,6 +401,7 @@ class ReduceFunctionWrapper(_CallableFunction, ReduceFunction):
 
 class PartitionerWrapper(_CallableFunction, Partitioner):
     """A ``Partitioner`` around a plain callable of the key and the number of partitions."""
+
     def partition(self, key: Any, num_partitions: int) -> int:
         """Calls the wrapped callable with the key and the number of partitions."""
         return self.fn(key, num_partitions)
@@ -376,16 +425,16 @@ def as_function(value: Any, base: type, wrapper: type) -> Any:
 
 
 # the window and two-input functions live in their own modules; PyFlink has them here
-from sparkpoint.datastream.window_functions import (  # noqa: E402
-    AllWindowFunction,
-    ProcessAllWindowFunction,
-    ProcessWindowFunction,
-    WindowFunction,
-)
 from sparkpoint.datastream.co_functions import (  # noqa: E402
     BaseBroadcastProcessFunction,
     BroadcastProcessFunction,
     CoProcessFunction,
     KeyedBroadcastProcessFunction,
     KeyedCoProcessFunction,
+)
+from sparkpoint.datastream.window_functions import (  # noqa: E402
+    AllWindowFunction,
+    ProcessAllWindowFunction,
+    ProcessWindowFunction,
+    WindowFunction,
 )

@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 from concurrent.futures import Future
 from enum import Enum
-from typing import Any, Optional
+from typing import Any
 
 from sparkpoint.datastream.pipeline_executor import JobHandle
 
@@ -16,6 +16,7 @@ __all__ = ["JobClient", "JobStatus"]
 
 class JobStatus(Enum):
     """The status of a job, as Flink's: it moves only through Flink's legal transitions."""
+
     CREATED = 0
     RUNNING = 1
     FAILING = 2
@@ -33,7 +34,7 @@ class JobStatus(Enum):
 class JobClient:
     """A handle on a job started with ``execute_async()``."""
 
-    def __init__(self, job_id: str, job: JobHandle, thread: threading.Thread, result: "Future"):
+    def __init__(self, job_id: str, job: JobHandle, thread: threading.Thread, result: Future):
         self._job_id = job_id
         self._job = job
         self._thread = thread
@@ -43,7 +44,7 @@ class JobClient:
         """Returns the job's id."""
         return self._job_id
 
-    def get_job_status(self) -> "Future":
+    def get_job_status(self) -> Future:
         """The job's status as its JobMaster has it (RUNNING, RESTARTING, CANCELLING, FINISHED, ...)."""
         f: Future = Future()
         status = self._job.status()
@@ -55,22 +56,22 @@ class JobClient:
         f.set_result(status)
         return f
 
-    def cancel(self) -> "Future":
+    def cancel(self) -> Future:
         """Cancels the job; returns a future that is already done."""
         self._job.cancel()
         f: Future = Future()
         f.set_result(None)
         return f
 
-    def get_job_execution_result(self) -> "Future":
+    def get_job_execution_result(self) -> Future:
         """Returns a future of the job's result (its exception if the job failed)."""
         return self._result
 
-    def trigger_savepoint(self, savepoint_directory: Optional[str] = None, formatType: Any = None) -> "Future":
+    def trigger_savepoint(self, savepoint_directory: str | None = None, formatType: Any = None) -> Future:
         """A savepoint at the next epoch boundary; the future's result is its path."""
         return self._job.request_savepoint(savepoint_directory)
 
-    def trigger_checkpoint(self, checkpoint_type: str = "CONFIGURED") -> "Future":
+    def trigger_checkpoint(self, checkpoint_type: str = "CONFIGURED") -> Future:
         """A checkpoint at the next epoch boundary, as Flink's ``JobClient.triggerCheckpoint``:
         ``"FULL"`` writes all state even when checkpoints are incremental, ``"INCREMENTAL"`` and
         ``"CONFIGURED"`` follow the configuration. The future's result is the checkpoint id."""
@@ -79,14 +80,15 @@ class JobClient:
             raise ValueError(f"checkpoint type {checkpoint_type!r}: use FULL, INCREMENTAL or CONFIGURED")
         return self._job.request_checkpoint(full=kind == "FULL")
 
-    def stop_with_savepoint(self, advance_to_end_of_event_time: bool = False,
-                            savepoint_directory: Optional[str] = None, formatType: Any = None) -> "Future":
+    def stop_with_savepoint(
+        self, advance_to_end_of_event_time: bool = False, savepoint_directory: str | None = None, formatType: Any = None
+    ) -> Future:
         """Take a savepoint, commit the sinks and stop the job; the future's result is the path.
         ``advance_to_end_of_event_time``: the sources read no more and emit the final watermark first, so
         every event-time timer fires before the savepoint (``stop --drain``)."""
         return self._job.request_savepoint(savepoint_directory, stop=True, drain=advance_to_end_of_event_time)
 
-    def wait(self, timeout: Optional[float] = None) -> Any:
+    def wait(self, timeout: float | None = None) -> Any:
         """Waits for the job to end and returns its result (sparkpoint extension).
 
         Args:

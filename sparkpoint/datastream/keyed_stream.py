@@ -7,7 +7,8 @@ Its operators see keyed state and timers of the current record's key; its rollin
 from __future__ import annotations
 
 import pickle
-from typing import Any, Callable, Optional, Union
+from collections.abc import Callable
+from typing import Any
 
 from sparkpoint.datastream.data_stream import DataStream
 from sparkpoint.datastream.functions import (
@@ -40,8 +41,10 @@ class _KeyedRecordRow(MapFunction):
         from sparkpoint.common.types import Row
 
         key = self.key_selector.get_key(value)
-        return Row(f0=key if self.key_typed else bytearray(pickle.dumps(key, 5)),
-                   f1=value if self.record_typed else bytearray(pickle.dumps(value, 5)))
+        return Row(
+            f0=key if self.key_typed else bytearray(pickle.dumps(key, 5)),
+            f1=value if self.record_typed else bytearray(pickle.dumps(value, 5)),
+        )
 
 
 class KeyedStream(DataStream):
@@ -54,12 +57,17 @@ class KeyedStream(DataStream):
 
     def _keyed(self, operation: str, name: str, function: Any, output_type: Any = None) -> DataStream:
         tid = self._env._add_transformation(
-            KeyedTransformation, name,
+            KeyedTransformation,
+            name,
             [TransformationInput(self._id, Partitioning.HASH, self._key_selector, key_type=self._key_type)],
-            operation=operation, function=function, key_selector=self._key_selector, output_type=output_type)
+            operation=operation,
+            function=function,
+            key_selector=self._key_selector,
+            output_type=output_type,
+        )
         return DataStream(self._env, tid, output_type)
 
-    def process(self, func: Union[KeyedProcessFunction, ProcessFunction], output_type: Any = None) -> DataStream:
+    def process(self, func: KeyedProcessFunction | ProcessFunction, output_type: Any = None) -> DataStream:
         """Applies a ``KeyedProcessFunction``: per record, with keyed state and timers of the record's key.
 
         Args:
@@ -68,7 +76,7 @@ class KeyedStream(DataStream):
         """
         return self._keyed("keyed_process", "KeyedProcess", func, output_type)
 
-    def map(self, func: Union[Callable, MapFunction], output_type: Any = None) -> DataStream:
+    def map(self, func: Callable | MapFunction, output_type: Any = None) -> DataStream:
         """Applies a function to every record, with keyed state of the record's key in its runtime context.
 
         Args:
@@ -77,34 +85,36 @@ class KeyedStream(DataStream):
         """
         return self._keyed("map", "Map", as_function(func, MapFunction, MapFunctionWrapper), output_type)
 
-    def flat_map(self, func: Union[Callable, FlatMapFunction], output_type: Any = None) -> DataStream:
+    def flat_map(self, func: Callable | FlatMapFunction, output_type: Any = None) -> DataStream:
         """Applies a function that yields zero or more records per record, with keyed state.
 
         Args:
             func: A ``FlatMapFunction`` or a plain callable returning an iterable.
             output_type: The type information of the results, or ``None``.
         """
-        return self._keyed("flat_map", "FlatMap", as_function(func, FlatMapFunction, FlatMapFunctionWrapper),
-                           output_type)
+        return self._keyed(
+            "flat_map", "FlatMap", as_function(func, FlatMapFunction, FlatMapFunctionWrapper), output_type
+        )
 
-    def filter(self, func: Union[Callable, FilterFunction]) -> DataStream:
+    def filter(self, func: Callable | FilterFunction) -> DataStream:
         """Keeps the records for which a predicate is true, with keyed state in the runtime context.
 
         Args:
             func: A ``FilterFunction`` or a plain callable returning a truth value.
         """
-        return self._keyed("filter", "Filter", as_function(func, FilterFunction, FilterFunctionWrapper),
-                           self._type_info)
+        return self._keyed(
+            "filter", "Filter", as_function(func, FilterFunction, FilterFunctionWrapper), self._type_info
+        )
 
-    def reduce(self, func: Union[Callable, ReduceFunction]) -> DataStream:
+    def reduce(self, func: Callable | ReduceFunction) -> DataStream:
         """A rolling reduce per key (in ``RuntimeExecutionMode.BATCH``: only the final value per key)."""
         fn = as_function(func, ReduceFunction, ReduceFunctionWrapper)
         return self._keyed("reduce", "Keyed Reduce", fn, self._type_info)
 
-    def _aggregate(self, name: str, position: Union[int, str], how: str, by: bool = False) -> DataStream:
+    def _aggregate(self, name: str, position: int | str, how: str, by: bool = False) -> DataStream:
         return self.reduce(_FieldAggregator(position, how, by)).name(name)
 
-    def sum(self, position_to_sum: Union[int, str] = 0) -> DataStream:
+    def sum(self, position_to_sum: int | str = 0) -> DataStream:
         """A rolling sum per key of one field (the whole record, if it is a number).
 
         Args:
@@ -115,7 +125,7 @@ class KeyedStream(DataStream):
         """
         return self._aggregate("Keyed Sum", position_to_sum, "sum")
 
-    def min(self, position_to_min: Union[int, str] = 0) -> DataStream:
+    def min(self, position_to_min: int | str = 0) -> DataStream:
         """A rolling minimum per key of one field.
 
         Args:
@@ -126,7 +136,7 @@ class KeyedStream(DataStream):
         """
         return self._aggregate("Keyed Min", position_to_min, "min")
 
-    def max(self, position_to_max: Union[int, str] = 0) -> DataStream:
+    def max(self, position_to_max: int | str = 0) -> DataStream:
         """A rolling maximum per key of one field.
 
         Args:
@@ -137,7 +147,7 @@ class KeyedStream(DataStream):
         """
         return self._aggregate("Keyed Max", position_to_max, "max")
 
-    def min_by(self, position_to_min_by: Union[int, str] = 0) -> DataStream:
+    def min_by(self, position_to_min_by: int | str = 0) -> DataStream:
         """Per key, the record with the smallest value in one field so far (the earlier one on ties).
 
         Args:
@@ -145,7 +155,7 @@ class KeyedStream(DataStream):
         """
         return self._aggregate("Keyed MinBy", position_to_min_by, "min", by=True)
 
-    def max_by(self, position_to_max_by: Union[int, str] = 0) -> DataStream:
+    def max_by(self, position_to_max_by: int | str = 0) -> DataStream:
         """Per key, the record with the largest value in one field so far (the earlier one on ties).
 
         Args:
@@ -153,7 +163,7 @@ class KeyedStream(DataStream):
         """
         return self._aggregate("Keyed MaxBy", position_to_max_by, "max", by=True)
 
-    def window(self, window_assigner: WindowAssigner) -> "WindowedStream":
+    def window(self, window_assigner: WindowAssigner) -> WindowedStream:
         """Windows each key's records.
 
         Args:
@@ -164,7 +174,7 @@ class KeyedStream(DataStream):
         """
         return WindowedStream(self, window_assigner)
 
-    def count_window(self, size: int, slide: int = 0) -> "WindowedStream":
+    def count_window(self, size: int, slide: int = 0) -> WindowedStream:
         """Windows each key's records into windows of ``size`` records.
 
         Args:
@@ -178,7 +188,7 @@ class KeyedStream(DataStream):
         assigner = CountSlidingWindowAssigner.of(size, slide) if slide else CountTumblingWindowAssigner.of(size)
         return WindowedStream(self, assigner)
 
-    def key_by(self, key_selector: Any, key_type: Any = None) -> "KeyedStream":
+    def key_by(self, key_selector: Any, key_type: Any = None) -> KeyedStream:
         """Re-partitions the records by another key (the current key is dropped).
 
         Args:
@@ -195,18 +205,19 @@ class KeyedStream(DataStream):
         """
         raise JobGraphError("union() is not defined on a KeyedStream; union before key_by()")
 
-    def execute_and_collect(self, job_execution_name: Optional[str] = None, limit: Optional[int] = None) -> Any:
+    def execute_and_collect(self, job_execution_name: str | None = None, limit: int | None = None) -> Any:
         """As PyFlink, where a keyed stream is internally ``Row(key, record)``: each record comes back as
         ``Row(f0=key, f1=record)``, the key (and the record) as pickled bytes when no type was declared."""
         rows = DataStream(self._env, self._id, self._type_info).map(
-            _KeyedRecordRow(self._key_selector, self._key_type is not None, self._type_info is not None))
+            _KeyedRecordRow(self._key_selector, self._key_type is not None, self._type_info is not None)
+        )
         return rows.execute_and_collect(job_execution_name, limit)
 
 
 class _FieldAggregator(ReduceFunction):
     """Flink's SumAggregator / ComparableAggregator over a field of tuples, Rows, lists or scalars."""
 
-    def __init__(self, position: Union[int, str], how: str, by: bool):
+    def __init__(self, position: int | str, how: str, by: bool):
         self.position, self.how, self.by = position, how, by
 
     def _get(self, v: Any) -> Any:

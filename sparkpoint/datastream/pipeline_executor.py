@@ -14,17 +14,26 @@ from __future__ import annotations
 
 import importlib
 import logging
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from importlib.metadata import entry_points
-from typing import Any, Callable, Optional, Protocol
+from typing import Any, Protocol
 
 from sparkpoint.common.configuration import Configuration
 from sparkpoint.datastream.transformations import Pipeline
 from sparkpoint.errors import ConfigurationError
 
-__all__ = ["ENTRY_POINT_GROUP", "BUILTIN_EXECUTORS", "ExecutionContext", "JobHandle", "PipelineExecutor",
-           "PipelineExecutorServiceLoader", "load_object", "TRANSLATOR"]
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "BUILTIN_EXECUTORS",
+    "ExecutionContext",
+    "JobHandle",
+    "PipelineExecutor",
+    "PipelineExecutorServiceLoader",
+    "load_object",
+    "TRANSLATOR",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -57,11 +66,11 @@ class ExecutionContext:
             (``sparkpoint inspect --against`` raises from it: the job is planned, never run).
     """
 
-    job_id: Optional[str] = None
+    job_id: str | None = None
     spark_session: Any = None
-    on_epoch: Optional[Callable[[Any], None]] = None
-    on_job_created: Optional[Callable[[Any], None]] = None
-    capture_plan: Optional[Callable[[Any], None]] = None
+    on_epoch: Callable[[Any], None] | None = None
+    on_job_created: Callable[[Any], None] | None = None
+    capture_plan: Callable[[Any], None] | None = None
 
 
 class JobHandle(Protocol):
@@ -78,11 +87,11 @@ class JobHandle(Protocol):
     def is_cancelled(self) -> bool:
         """Whether cancel() was called."""
 
-    def request_savepoint(self, directory: Optional[str], stop: bool = False, drain: bool = False) -> "Future":
+    def request_savepoint(self, directory: str | None, stop: bool = False, drain: bool = False) -> Future:
         """A savepoint at the next epoch boundary (``drain``: a stop's, after event time ended); the future's
         result is its path."""
 
-    def request_checkpoint(self, full: bool = False) -> "Future":
+    def request_checkpoint(self, full: bool = False) -> Future:
         """A checkpoint at the next epoch boundary (``full``: all state); the future's result is its id."""
 
     def add_listener(self, listener: Any) -> None:
@@ -123,7 +132,7 @@ def load_object(path: str) -> Any:
 class PipelineExecutorServiceLoader:
     """Finds the executor for an ``execution.target``: built-in names first, then entry points."""
 
-    def __init__(self, builtin: Optional[dict[str, str]] = None, group: str = ENTRY_POINT_GROUP):
+    def __init__(self, builtin: dict[str, str] | None = None, group: str = ENTRY_POINT_GROUP):
         self.builtin = dict(BUILTIN_EXECUTORS if builtin is None else builtin)
         self.group = group
 
@@ -140,13 +149,16 @@ class PipelineExecutorServiceLoader:
         else:
             found = [ep for ep in entry_points(group=self.group) if ep.name.lower() == name]
             if not found:
-                raise ConfigurationError(f"execution.target {target!r} has no executor; known targets: "
-                                         f"{', '.join(self.names())} (third-party executors register in the "
-                                         f"entry-point group {self.group!r})")
+                raise ConfigurationError(
+                    f"execution.target {target!r} has no executor; known targets: "
+                    f"{', '.join(self.names())} (third-party executors register in the "
+                    f"entry-point group {self.group!r})"
+                )
             try:
                 factory = found[0].load()
             except Exception as e:  # noqa: BLE001 - any failure of a third-party package
-                raise ConfigurationError(f"cannot load the executor {found[0].value!r} of target {target!r}: "
-                                         f"{e}") from e
+                raise ConfigurationError(
+                    f"cannot load the executor {found[0].value!r} of target {target!r}: {e}"
+                ) from e
         logger.debug("execution.target %s: executor %r", name, factory)
         return factory()

@@ -18,18 +18,23 @@ class RuntimeContext(abc.ABC):
     @abc.abstractmethod
     def get_task_name(self) -> str:
         """Returns the name of the operator the function runs in."""
+
     @abc.abstractmethod
     def get_number_of_parallel_subtasks(self) -> int:
         """Returns the operator's parallelism."""
+
     @abc.abstractmethod
     def get_max_number_of_parallel_subtasks(self) -> int:
         """Returns the operator's maximum parallelism (its number of key groups)."""
+
     @abc.abstractmethod
     def get_index_of_this_subtask(self) -> int:
         """Returns this subtask's index, from 0 to the parallelism minus 1."""
+
     @abc.abstractmethod
     def get_attempt_number(self) -> int:
         """Returns the job attempt this task runs in: 0 at first, one more after each restart."""
+
     @abc.abstractmethod
     def get_job_parameter(self, key: str, default_value: str) -> str:
         """Returns a global job parameter.
@@ -38,6 +43,7 @@ class RuntimeContext(abc.ABC):
             key: The parameter's name.
             default_value: What to return if the parameter is not set.
         """
+
     @abc.abstractmethod
     def get_state(self, state_descriptor: Any) -> Any:
         """Returns the current key's ``ValueState`` described by ``state_descriptor``.
@@ -48,6 +54,7 @@ class RuntimeContext(abc.ABC):
         Raises:
             StateError: If the operator is not on a keyed stream.
         """
+
     @abc.abstractmethod
     def get_list_state(self, state_descriptor: Any) -> Any:
         """Returns the current key's ``ListState`` described by ``state_descriptor``.
@@ -55,6 +62,7 @@ class RuntimeContext(abc.ABC):
         Args:
             state_descriptor: A ``ListStateDescriptor``.
         """
+
     @abc.abstractmethod
     def get_map_state(self, state_descriptor: Any) -> Any:
         """Returns the current key's ``MapState`` described by ``state_descriptor``.
@@ -62,6 +70,7 @@ class RuntimeContext(abc.ABC):
         Args:
             state_descriptor: A ``MapStateDescriptor``.
         """
+
     @abc.abstractmethod
     def get_reducing_state(self, state_descriptor: Any) -> Any:
         """Returns the current key's ``ReducingState`` described by ``state_descriptor``.
@@ -69,6 +78,7 @@ class RuntimeContext(abc.ABC):
         Args:
             state_descriptor: A ``ReducingStateDescriptor``.
         """
+
     @abc.abstractmethod
     def get_aggregating_state(self, state_descriptor: Any) -> Any:
         """Returns the current key's ``AggregatingState`` described by ``state_descriptor``.
@@ -76,6 +86,7 @@ class RuntimeContext(abc.ABC):
         Args:
             state_descriptor: An ``AggregatingStateDescriptor``.
         """
+
     @abc.abstractmethod
     def get_metrics_group(self) -> Any:
         """Returns the operator's ``MetricGroup``, to register counters, meters, gauges and distributions."""
@@ -87,9 +98,11 @@ class TimerService(abc.ABC):
     @abc.abstractmethod
     def current_processing_time(self) -> int:
         """Returns the current processing time in epoch milliseconds."""
+
     @abc.abstractmethod
     def current_watermark(self) -> int:
         """Returns the operator's current event-time watermark in epoch milliseconds."""
+
     @abc.abstractmethod
     def register_processing_time_timer(self, timestamp: int) -> None:
         """Registers a timer for the current key that fires once processing time reaches ``timestamp``.
@@ -101,6 +114,7 @@ class TimerService(abc.ABC):
             Timers are checked once per epoch, so a processing-time timer fires at the first epoch at or after its
                 time.
         """
+
     @abc.abstractmethod
     def register_event_time_timer(self, timestamp: int) -> None:
         """Registers a timer for the current key that fires once the watermark reaches ``timestamp``.
@@ -108,6 +122,7 @@ class TimerService(abc.ABC):
         Args:
             timestamp: Epoch milliseconds. A key has at most one timer per timestamp and domain.
         """
+
     @abc.abstractmethod
     def delete_processing_time_timer(self, timestamp: int) -> None:
         """Deletes the current key's processing-time timer at ``timestamp``, if there is one.
@@ -115,6 +130,7 @@ class TimerService(abc.ABC):
         Args:
             timestamp: The timer's time in epoch milliseconds.
         """
+
     @abc.abstractmethod
     def delete_event_time_timer(self, timestamp: int) -> None:
         """Deletes the current key's event-time timer at ``timestamp``, if there is one.

@@ -8,19 +8,26 @@ merge into one session, as Flink's ``TimeWindow.mergeWindows`` merges them. The 
 from __future__ import annotations
 
 import abc
-from typing import Any, Callable, Iterable, Optional
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from sparkpoint.common.time import Time, to_millis
 from sparkpoint.datastream.triggers import EventTimeTrigger, ProcessingTimeTrigger, Trigger
 from sparkpoint.datastream.window import TimeWindow, Window
 from sparkpoint.datastream.window_assigners import MergingWindowAssigner
 
-__all__ = ["EventTimeSessionWindows", "ProcessingTimeSessionWindows", "DynamicEventTimeSessionWindows",
-           "DynamicProcessingTimeSessionWindows", "SessionWindowTimeGapExtractor"]
+__all__ = [
+    "EventTimeSessionWindows",
+    "ProcessingTimeSessionWindows",
+    "DynamicEventTimeSessionWindows",
+    "DynamicProcessingTimeSessionWindows",
+    "SessionWindowTimeGapExtractor",
+]
 
 
 class SessionWindowTimeGapExtractor(abc.ABC):
     """Gives each record its own session gap (``with_dynamic_gap``)."""
+
     @abc.abstractmethod
     def extract(self, element: Any) -> int:
         """Returns the session gap of a record in milliseconds (positive).
@@ -41,13 +48,13 @@ class _FnGapExtractor(SessionWindowTimeGapExtractor):
 class EventTimeSessionWindows(MergingWindowAssigner):
     """Session windows: an element at ``t`` opens ``[t, t + gap)``; overlapping ones merge."""
 
-    def __init__(self, gap: int = 0, gap_extractor: Optional[SessionWindowTimeGapExtractor] = None):
+    def __init__(self, gap: int = 0, gap_extractor: SessionWindowTimeGapExtractor | None = None):
         if gap_extractor is None and gap <= 0:
             raise ValueError(f"session gap must be positive, got {gap} ms")
         self.gap, self.gap_extractor = gap, gap_extractor
 
     @staticmethod
-    def with_gap(size: "Time | int") -> "EventTimeSessionWindows":
+    def with_gap(size: Time | int) -> EventTimeSessionWindows:
         """Returns event-time sessions with a fixed gap.
 
         Args:
@@ -56,7 +63,7 @@ class EventTimeSessionWindows(MergingWindowAssigner):
         return EventTimeSessionWindows(to_millis(size))
 
     @staticmethod
-    def with_dynamic_gap(extractor: "SessionWindowTimeGapExtractor | Callable") -> "EventTimeSessionWindows":
+    def with_dynamic_gap(extractor: SessionWindowTimeGapExtractor | Callable) -> EventTimeSessionWindows:
         """Returns event-time sessions whose gap each record gives.
 
         Args:
@@ -102,7 +109,7 @@ class EventTimeSessionWindows(MergingWindowAssigner):
         """
         TimeWindow.merge_windows(windows, callback)  # type: ignore[arg-type]
 
-    def get_default_trigger(self, env: Any = None) -> "Trigger":
+    def get_default_trigger(self, env: Any = None) -> Trigger:
         """Returns an ``EventTimeTrigger``."""
         return EventTimeTrigger()
 
@@ -116,8 +123,9 @@ DynamicEventTimeSessionWindows = EventTimeSessionWindows
 
 class ProcessingTimeSessionWindows(EventTimeSessionWindows):
     """Session windows in processing time: a record at processing time ``t`` opens ``[t, t + gap)``."""
+
     @staticmethod
-    def with_gap(size: "Time | int") -> "ProcessingTimeSessionWindows":
+    def with_gap(size: Time | int) -> ProcessingTimeSessionWindows:
         """Returns processing-time sessions with a fixed gap.
 
         Args:
@@ -126,7 +134,7 @@ class ProcessingTimeSessionWindows(EventTimeSessionWindows):
         return ProcessingTimeSessionWindows(to_millis(size))
 
     @staticmethod
-    def with_dynamic_gap(extractor: "SessionWindowTimeGapExtractor | Callable") -> "ProcessingTimeSessionWindows":
+    def with_dynamic_gap(extractor: SessionWindowTimeGapExtractor | Callable) -> ProcessingTimeSessionWindows:
         """Returns processing-time sessions whose gap each record gives.
 
         Args:
@@ -139,7 +147,7 @@ class ProcessingTimeSessionWindows(EventTimeSessionWindows):
     def _time(self, element: Any, timestamp: int, context: Any) -> int:
         return context.get_current_processing_time()
 
-    def get_default_trigger(self, env: Any = None) -> "Trigger":
+    def get_default_trigger(self, env: Any = None) -> Trigger:
         """Returns a ``ProcessingTimeTrigger``."""
         return ProcessingTimeTrigger()
 

@@ -11,7 +11,8 @@ current window); implementations live in :mod:`sparkpoint.state`.
 from __future__ import annotations
 
 import abc
-from typing import Any, Generic, Iterable, Optional, TypeVar
+from collections.abc import Iterable
+from typing import Any, Generic, TypeVar
 
 from sparkpoint.datastream.state_ttl_config import StateTtlConfig
 
@@ -22,15 +23,28 @@ IN = TypeVar("IN")
 OUT = TypeVar("OUT")
 
 __all__ = [
-    "State", "ValueState", "ListState", "MapState", "ReducingState", "AggregatingState",
-    "StateDescriptor", "ValueStateDescriptor", "ListStateDescriptor", "MapStateDescriptor",
-    "ReducingStateDescriptor", "AggregatingStateDescriptor", "StateTtlConfig", "OperatorStateStore",
-    "ReadOnlyBroadcastState", "BroadcastState",
+    "State",
+    "ValueState",
+    "ListState",
+    "MapState",
+    "ReducingState",
+    "AggregatingState",
+    "StateDescriptor",
+    "ValueStateDescriptor",
+    "ListStateDescriptor",
+    "MapStateDescriptor",
+    "ReducingStateDescriptor",
+    "AggregatingStateDescriptor",
+    "StateTtlConfig",
+    "OperatorStateStore",
+    "ReadOnlyBroadcastState",
+    "BroadcastState",
 ]
 
 
 class State(abc.ABC):
     """Base of every state object: a value scoped to the current key (and window, in a window function)."""
+
     @abc.abstractmethod
     def clear(self) -> None:
         """Removes the state's value for the current key (and window)."""
@@ -38,9 +52,11 @@ class State(abc.ABC):
 
 class ValueState(State, Generic[T]):
     """A single value per key."""
+
     @abc.abstractmethod
     def value(self) -> Any:
         """Returns the current key's value, or ``None`` if it has none (or it expired)."""
+
     @abc.abstractmethod
     def update(self, value: Any) -> None:
         """Sets the current key's value.
@@ -52,9 +68,11 @@ class ValueState(State, Generic[T]):
 
 class AppendingState(State, Generic[IN, OUT]):
     """State that values are added to and read as one result (list, reducing, aggregating)."""
+
     @abc.abstractmethod
     def get(self) -> Any:
         """Returns the current key's result: the list, the reduced value or the aggregate's result."""
+
     @abc.abstractmethod
     def add(self, value: Any) -> None:
         """Adds a value to the current key's state.
@@ -66,6 +84,7 @@ class AppendingState(State, Generic[IN, OUT]):
 
 class ListState(AppendingState):
     """A list of values per key; iterating it iterates the current key's list."""
+
     @abc.abstractmethod
     def update(self, values: list) -> None:
         """Replaces the current key's list.
@@ -73,6 +92,7 @@ class ListState(AppendingState):
         Args:
             values: The new list; empty clears it.
         """
+
     @abc.abstractmethod
     def add_all(self, values: list) -> None:
         """Appends several values to the current key's list.
@@ -87,6 +107,7 @@ class ListState(AppendingState):
 
 class MapState(State, Generic[K, V]):
     """A map of user keys to values per key; it also works with ``[]``, ``in``, ``del`` and iteration over its keys."""
+
     @abc.abstractmethod
     def get(self, key: Any) -> Any:
         """Returns the value under a user key, or ``None`` if there is none.
@@ -94,6 +115,7 @@ class MapState(State, Generic[K, V]):
         Args:
             key: The map's key.
         """
+
     @abc.abstractmethod
     def put(self, key: Any, value: Any) -> None:
         """Sets the value under a user key.
@@ -102,6 +124,7 @@ class MapState(State, Generic[K, V]):
             key: The map's key.
             value: The value.
         """
+
     @abc.abstractmethod
     def put_all(self, dict_value: dict) -> None:
         """Sets every entry of a dict.
@@ -109,6 +132,7 @@ class MapState(State, Generic[K, V]):
         Args:
             dict_value: The entries to set.
         """
+
     @abc.abstractmethod
     def remove(self, key: Any) -> None:
         """Removes the entry under a user key, if there is one.
@@ -116,6 +140,7 @@ class MapState(State, Generic[K, V]):
         Args:
             key: The map's key.
         """
+
     @abc.abstractmethod
     def contains(self, key: Any) -> bool:
         """Returns whether the map has an entry under a user key.
@@ -123,15 +148,19 @@ class MapState(State, Generic[K, V]):
         Args:
             key: The map's key.
         """
+
     @abc.abstractmethod
     def items(self) -> Iterable:
         """Returns the current key's entries as ``(key, value)`` pairs."""
+
     @abc.abstractmethod
     def keys(self) -> Iterable:
         """Returns the current key's user keys."""
+
     @abc.abstractmethod
     def values(self) -> Iterable:
         """Returns the current key's values."""
+
     @abc.abstractmethod
     def is_empty(self) -> bool:
         """Returns whether the current key's map has no entries."""
@@ -162,6 +191,7 @@ class ReadOnlyBroadcastState(State, Generic[K, V]):
         Args:
             key: The map's key.
         """
+
     @abc.abstractmethod
     def contains(self, key: Any) -> bool:
         """Returns whether the map has an entry under a user key.
@@ -169,15 +199,19 @@ class ReadOnlyBroadcastState(State, Generic[K, V]):
         Args:
             key: The map's key.
         """
+
     @abc.abstractmethod
     def items(self) -> Iterable:
         """Returns the entries as ``(key, value)`` pairs."""
+
     @abc.abstractmethod
     def keys(self) -> Iterable:
         """Returns the keys."""
+
     @abc.abstractmethod
     def values(self) -> Iterable:
         """Returns the values."""
+
     @abc.abstractmethod
     def is_empty(self) -> bool:
         """Returns whether the map has no entries."""
@@ -203,6 +237,7 @@ class BroadcastState(ReadOnlyBroadcastState[K, V]):
             key: The map's key.
             value: The value.
         """
+
     @abc.abstractmethod
     def put_all(self, dict_value: dict) -> None:
         """Sets every entry of a dict.
@@ -210,6 +245,7 @@ class BroadcastState(ReadOnlyBroadcastState[K, V]):
         Args:
             dict_value: The entries to set.
         """
+
     @abc.abstractmethod
     def remove(self, key: Any) -> None:
         """Removes the entry under a user key, if there is one.
@@ -231,11 +267,13 @@ class BroadcastState(ReadOnlyBroadcastState[K, V]):
 
 class ReducingState(AppendingState):
     """State that reduces the values added to it into one, with the descriptor's ``ReduceFunction``."""
+
     pass
 
 
 class AggregatingState(AppendingState):
     """State that aggregates the values added to it with the descriptor's ``AggregateFunction``."""
+
     pass
 
 
@@ -249,7 +287,7 @@ class StateDescriptor:
             raise ValueError("state descriptors need a non-empty name")
         self.name = name
         self.type_info = type_info
-        self.ttl_config: Optional[StateTtlConfig] = None
+        self.ttl_config: StateTtlConfig | None = None
 
     def get_name(self) -> str:
         """Returns the state's name (unique within its operator)."""
@@ -277,6 +315,7 @@ class ValueStateDescriptor(StateDescriptor):
         name: The state's name, unique within the operator.
         value_type_info: The value's type information (``Types...``), or ``None`` for any Python object.
     """
+
     kind = "value"
 
     def __init__(self, name: str, value_type_info: Any = None):
@@ -290,6 +329,7 @@ class ListStateDescriptor(StateDescriptor):
         name: The state's name, unique within the operator.
         elem_type_info: The elements' type information, or ``None``.
     """
+
     kind = "list"
 
     def __init__(self, name: str, elem_type_info: Any = None):
@@ -304,6 +344,7 @@ class MapStateDescriptor(StateDescriptor):
         key_type_info: The user keys' type information, or ``None``.
         value_type_info: The values' type information, or ``None``.
     """
+
     kind = "map"
 
     def __init__(self, name: str, key_type_info: Any = None, value_type_info: Any = None):
@@ -318,6 +359,7 @@ class ReducingStateDescriptor(StateDescriptor):
         reduce_function: A ``ReduceFunction`` or a plain callable of two values.
         type_info: The value's type information, or ``None``.
     """
+
     kind = "reducing"
 
     def __init__(self, name: str, reduce_function: Any, type_info: Any = None):
@@ -335,6 +377,7 @@ class AggregatingStateDescriptor(StateDescriptor):
         agg_function: The ``AggregateFunction``.
         state_type_info: The accumulator's type information, or ``None``.
     """
+
     kind = "aggregating"
 
     def __init__(self, name: str, agg_function: Any, state_type_info: Any = None):

@@ -11,12 +11,20 @@ changes; for large state, with incremental checkpoints). Flink's legacy backends
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from sparkpoint.errors import ConfigurationError
 
-__all__ = ["StateBackend", "HashMapStateBackend", "MemoryStateBackend", "FsStateBackend",
-           "EmbeddedRocksDBStateBackend", "state_backend_from_name", "HASHMAP_NAMES", "ROCKSDB_NAMES"]
+__all__ = [
+    "StateBackend",
+    "HashMapStateBackend",
+    "MemoryStateBackend",
+    "FsStateBackend",
+    "EmbeddedRocksDBStateBackend",
+    "state_backend_from_name",
+    "HASHMAP_NAMES",
+    "ROCKSDB_NAMES",
+]
 
 
 class StateBackend:
@@ -34,14 +42,15 @@ class HashMapStateBackend(StateBackend):
 
     The whole state of a subtask is saved to the executor's local disk after every epoch: for small state.
     """
+
     name = "hashmap"
 
 
 class _LegacyHeapStateBackend(HashMapStateBackend):
     """Heap state with checkpoint and savepoint directories (Flink's pre-1.13 backends)."""
 
-    checkpoint_directory: Optional[str] = None
-    savepoint_directory: Optional[str] = None
+    checkpoint_directory: str | None = None
+    savepoint_directory: str | None = None
 
     def configuration(self) -> dict[str, Any]:
         config: dict[str, Any] = {}
@@ -55,8 +64,13 @@ class _LegacyHeapStateBackend(HashMapStateBackend):
 class MemoryStateBackend(_LegacyHeapStateBackend):
     """Flink's legacy name for heap state with checkpoints to the JobManager."""
 
-    def __init__(self, checkpoint_path: Optional[str] = None, savepoint_path: Optional[str] = None,
-                 max_state_size: Optional[int] = None, using_asynchronous_snapshots: Optional[bool] = None):
+    def __init__(
+        self,
+        checkpoint_path: str | None = None,
+        savepoint_path: str | None = None,
+        max_state_size: int | None = None,
+        using_asynchronous_snapshots: bool | None = None,
+    ):
         self.checkpoint_directory = checkpoint_path
         self.savepoint_directory = savepoint_path
         self.max_state_size = max_state_size
@@ -70,18 +84,23 @@ class FsStateBackend(_LegacyHeapStateBackend):
         default_savepoint_directory_uri: where savepoints go unless one is given (``state.savepoints.dir``).
     """
 
-    def __init__(self, checkpoint_directory_uri: Optional[str] = None,
-                 default_savepoint_directory_uri: Optional[str] = None, file_state_size_threshold: Optional[int] = None,
-                 write_buffer_size: Optional[int] = None, using_asynchronous_snapshots: Optional[bool] = None):
+    def __init__(
+        self,
+        checkpoint_directory_uri: str | None = None,
+        default_savepoint_directory_uri: str | None = None,
+        file_state_size_threshold: int | None = None,
+        write_buffer_size: int | None = None,
+        using_asynchronous_snapshots: bool | None = None,
+    ):
         self.checkpoint_directory = checkpoint_directory_uri
         self.savepoint_directory = default_savepoint_directory_uri
 
     @property
-    def checkpoint_directory_uri(self) -> Optional[str]:
+    def checkpoint_directory_uri(self) -> str | None:
         """The checkpoint directory given, or ``None``."""
         return self.checkpoint_directory
 
-    def get_checkpoint_path(self) -> Optional[str]:
+    def get_checkpoint_path(self) -> str | None:
         """Returns the checkpoint directory given, or ``None``."""
         return self.checkpoint_directory
 
@@ -97,7 +116,7 @@ class EmbeddedRocksDBStateBackend(StateBackend):
 
     name = "rocksdb"
 
-    def __init__(self, enable_incremental_checkpointing: Optional[bool] = None):
+    def __init__(self, enable_incremental_checkpointing: bool | None = None):
         self._incremental = enable_incremental_checkpointing
 
     def is_incremental_checkpoints_enabled(self) -> bool:

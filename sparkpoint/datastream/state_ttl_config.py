@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import abc
 from enum import Enum
-from typing import Any, Dict, Optional
+from typing import Any
 
 from sparkpoint.common.time import Time, to_millis
 
@@ -25,22 +25,30 @@ class StateTtlConfig:
 
     class UpdateType(Enum):
         """When a value's time-to-live starts again."""
+
         Disabled = 0
         OnCreateAndWrite = 1
         OnReadAndWrite = 2
 
     class StateVisibility(Enum):
         """Whether a read may return a value that expired but has not been cleaned up yet."""
+
         ReturnExpiredIfNotCleanedUp = 0
         NeverReturnExpired = 1
 
     class TtlTimeCharacteristic(Enum):
         """The time TTL is measured in; only processing time, as in Flink."""
+
         ProcessingTime = 0
 
-    def __init__(self, update_type: "StateTtlConfig.UpdateType", state_visibility: "StateTtlConfig.StateVisibility",
-                 ttl_time_characteristic: "StateTtlConfig.TtlTimeCharacteristic", ttl: Time,
-                 cleanup_strategies: "StateTtlConfig.CleanupStrategies"):
+    def __init__(
+        self,
+        update_type: StateTtlConfig.UpdateType,
+        state_visibility: StateTtlConfig.StateVisibility,
+        ttl_time_characteristic: StateTtlConfig.TtlTimeCharacteristic,
+        ttl: Time,
+        cleanup_strategies: StateTtlConfig.CleanupStrategies,
+    ):
         self._update_type = update_type
         self._state_visibility = state_visibility
         self._ttl_time_characteristic = ttl_time_characteristic
@@ -48,7 +56,7 @@ class StateTtlConfig:
         self._cleanup_strategies = cleanup_strategies
 
     @staticmethod
-    def new_builder(ttl: Time) -> "StateTtlConfig.Builder":
+    def new_builder(ttl: Time) -> StateTtlConfig.Builder:
         """Returns a builder of a TTL configuration.
 
         Args:
@@ -56,11 +64,11 @@ class StateTtlConfig:
         """
         return StateTtlConfig.Builder(ttl)
 
-    def get_update_type(self) -> "StateTtlConfig.UpdateType":
+    def get_update_type(self) -> StateTtlConfig.UpdateType:
         """Returns when a value's time-to-live starts again."""
         return self._update_type
 
-    def get_state_visibility(self) -> "StateTtlConfig.StateVisibility":
+    def get_state_visibility(self) -> StateTtlConfig.StateVisibility:
         """Returns whether expired values not yet cleaned up are visible."""
         return self._state_visibility
 
@@ -68,7 +76,7 @@ class StateTtlConfig:
         """Returns the time-to-live."""
         return self._ttl
 
-    def get_ttl_time_characteristic(self) -> "StateTtlConfig.TtlTimeCharacteristic":
+    def get_ttl_time_characteristic(self) -> StateTtlConfig.TtlTimeCharacteristic:
         """Returns the time TTL is measured in (processing time)."""
         return self._ttl_time_characteristic
 
@@ -76,7 +84,7 @@ class StateTtlConfig:
         """Returns whether TTL applies (its update type is not ``Disabled``)."""
         return self._update_type != StateTtlConfig.UpdateType.Disabled
 
-    def get_cleanup_strategies(self) -> "StateTtlConfig.CleanupStrategies":
+    def get_cleanup_strategies(self) -> StateTtlConfig.CleanupStrategies:
         """Returns the configured cleanups of expired values."""
         return self._cleanup_strategies
 
@@ -86,8 +94,10 @@ class StateTtlConfig:
         return to_millis(self._ttl)
 
     def __repr__(self) -> str:
-        return (f"StateTtlConfig<update_type={self._update_type}, state_visibility={self._state_visibility},"
-                f"ttl_time_characteristic ={self._ttl_time_characteristic},ttl={self._ttl}>")
+        return (
+            f"StateTtlConfig<update_type={self._update_type}, state_visibility={self._state_visibility},"
+            f"ttl_time_characteristic ={self._ttl_time_characteristic},ttl={self._ttl}>"
+        )
 
     class Builder:
         """Builds a :class:`StateTtlConfig` (defaults as Flink's: on create and write, never return expired)."""
@@ -98,9 +108,9 @@ class StateTtlConfig:
             self._state_visibility = StateTtlConfig.StateVisibility.NeverReturnExpired
             self._ttl_time_characteristic = StateTtlConfig.TtlTimeCharacteristic.ProcessingTime
             self._is_cleanup_in_background = True
-            self._strategies: Dict = {}
+            self._strategies: dict = {}
 
-        def set_update_type(self, update_type: "StateTtlConfig.UpdateType") -> "StateTtlConfig.Builder":
+        def set_update_type(self, update_type: StateTtlConfig.UpdateType) -> StateTtlConfig.Builder:
             """Sets when a value's time-to-live starts again.
 
             Args:
@@ -109,15 +119,15 @@ class StateTtlConfig:
             self._update_type = update_type
             return self
 
-        def update_ttl_on_create_and_write(self) -> "StateTtlConfig.Builder":
+        def update_ttl_on_create_and_write(self) -> StateTtlConfig.Builder:
             """Restarts a value's time-to-live when it is written (the default)."""
             return self.set_update_type(StateTtlConfig.UpdateType.OnCreateAndWrite)
 
-        def update_ttl_on_read_and_write(self) -> "StateTtlConfig.Builder":
+        def update_ttl_on_read_and_write(self) -> StateTtlConfig.Builder:
             """Restarts a value's time-to-live when it is read or written."""
             return self.set_update_type(StateTtlConfig.UpdateType.OnReadAndWrite)
 
-        def set_state_visibility(self, state_visibility: "StateTtlConfig.StateVisibility") -> "StateTtlConfig.Builder":
+        def set_state_visibility(self, state_visibility: StateTtlConfig.StateVisibility) -> StateTtlConfig.Builder:
             """Sets whether expired values not yet cleaned up are visible.
 
             Args:
@@ -126,16 +136,17 @@ class StateTtlConfig:
             self._state_visibility = state_visibility
             return self
 
-        def return_expired_if_not_cleaned_up(self) -> "StateTtlConfig.Builder":
+        def return_expired_if_not_cleaned_up(self) -> StateTtlConfig.Builder:
             """Lets reads return expired values until they are cleaned up."""
             return self.set_state_visibility(StateTtlConfig.StateVisibility.ReturnExpiredIfNotCleanedUp)
 
-        def never_return_expired(self) -> "StateTtlConfig.Builder":
+        def never_return_expired(self) -> StateTtlConfig.Builder:
             """Makes reads never return an expired value (the default)."""
             return self.set_state_visibility(StateTtlConfig.StateVisibility.NeverReturnExpired)
 
         def set_ttl_time_characteristic(
-                self, ttl_time_characteristic: "StateTtlConfig.TtlTimeCharacteristic") -> "StateTtlConfig.Builder":
+            self, ttl_time_characteristic: StateTtlConfig.TtlTimeCharacteristic
+        ) -> StateTtlConfig.Builder:
             """Sets the time TTL is measured in.
 
             Args:
@@ -144,18 +155,20 @@ class StateTtlConfig:
             self._ttl_time_characteristic = ttl_time_characteristic
             return self
 
-        def use_processing_time(self) -> "StateTtlConfig.Builder":
+        def use_processing_time(self) -> StateTtlConfig.Builder:
             """Measures TTL in processing time (the default and only choice)."""
             return self.set_ttl_time_characteristic(StateTtlConfig.TtlTimeCharacteristic.ProcessingTime)
 
-        def cleanup_full_snapshot(self) -> "StateTtlConfig.Builder":
+        def cleanup_full_snapshot(self) -> StateTtlConfig.Builder:
             """Drops expired values from every snapshot."""
-            self._strategies[StateTtlConfig.CleanupStrategies.Strategies.FULL_STATE_SCAN_SNAPSHOT] = \
+            self._strategies[StateTtlConfig.CleanupStrategies.Strategies.FULL_STATE_SCAN_SNAPSHOT] = (
                 StateTtlConfig.CleanupStrategies.EMPTY_STRATEGY
+            )
             return self
 
-        def cleanup_incrementally(self, cleanup_size: int,
-                                  run_cleanup_for_every_record: bool) -> "StateTtlConfig.Builder":
+        def cleanup_incrementally(
+            self, cleanup_size: int, run_cleanup_for_every_record: bool
+        ) -> StateTtlConfig.Builder:
             """Records an incremental cleanup, as PyFlink's builder does.
 
             Args:
@@ -166,12 +179,14 @@ class StateTtlConfig:
                 Expired values are dropped on read and, with background cleanup, from every snapshot; the
                 incremental strategy is recorded but needs no separate pass.
             """
-            self._strategies[StateTtlConfig.CleanupStrategies.Strategies.INCREMENTAL_CLEANUP] = \
+            self._strategies[StateTtlConfig.CleanupStrategies.Strategies.INCREMENTAL_CLEANUP] = (
                 StateTtlConfig.CleanupStrategies.IncrementalCleanupStrategy(cleanup_size, run_cleanup_for_every_record)
+            )
             return self
 
-        def cleanup_in_rocksdb_compact_filter(self, query_time_after_num_entries: int,
-                                              periodic_compaction_time: Any = None) -> "StateTtlConfig.Builder":
+        def cleanup_in_rocksdb_compact_filter(
+            self, query_time_after_num_entries: int, periodic_compaction_time: Any = None
+        ) -> StateTtlConfig.Builder:
             """Records RocksDB compaction-filter cleanup, as PyFlink's builder does.
 
             Args:
@@ -181,17 +196,19 @@ class StateTtlConfig:
             Note:
                 Expired values are dropped on read and, with background cleanup, from every snapshot, on any backend.
             """
-            self._strategies[StateTtlConfig.CleanupStrategies.Strategies.ROCKSDB_COMPACTION_FILTER] = \
+            self._strategies[StateTtlConfig.CleanupStrategies.Strategies.ROCKSDB_COMPACTION_FILTER] = (
                 StateTtlConfig.CleanupStrategies.RocksdbCompactFilterCleanupStrategy(
-                    query_time_after_num_entries, periodic_compaction_time)
+                    query_time_after_num_entries, periodic_compaction_time
+                )
+            )
             return self
 
-        def disable_cleanup_in_background(self) -> "StateTtlConfig.Builder":
+        def disable_cleanup_in_background(self) -> StateTtlConfig.Builder:
             """Turns off background cleanup (on by default, as in Flink)."""
             self._is_cleanup_in_background = False
             return self
 
-        def set_ttl(self, ttl: Time) -> "StateTtlConfig.Builder":
+        def set_ttl(self, ttl: Time) -> StateTtlConfig.Builder:
             """Sets the time-to-live.
 
             Args:
@@ -200,27 +217,34 @@ class StateTtlConfig:
             self._ttl = ttl
             return self
 
-        def build(self) -> "StateTtlConfig":
+        def build(self) -> StateTtlConfig:
             """Returns the ``StateTtlConfig``."""
-            return StateTtlConfig(self._update_type, self._state_visibility, self._ttl_time_characteristic, self._ttl,
-                                  StateTtlConfig.CleanupStrategies(dict(self._strategies),
-                                                                   self._is_cleanup_in_background))
+            return StateTtlConfig(
+                self._update_type,
+                self._state_visibility,
+                self._ttl_time_characteristic,
+                self._ttl,
+                StateTtlConfig.CleanupStrategies(dict(self._strategies), self._is_cleanup_in_background),
+            )
 
     class CleanupStrategies:
         """Which cleanups of expired state are configured (expired state is always dropped on read)."""
 
         class Strategies(Enum):
             """The kinds of cleanup strategy."""
+
             FULL_STATE_SCAN_SNAPSHOT = 0
             INCREMENTAL_CLEANUP = 1
             ROCKSDB_COMPACTION_FILTER = 2
 
         class CleanupStrategy(abc.ABC):
             """Base of the cleanup strategies."""
+
             pass
 
         class EmptyCleanupStrategy(CleanupStrategy):
             """A strategy with no settings (full-snapshot cleanup)."""
+
             pass
 
         class IncrementalCleanupStrategy(CleanupStrategy):
@@ -230,6 +254,7 @@ class StateTtlConfig:
                 cleanup_size: How many entries to check per cleanup step.
                 run_cleanup_for_every_record: Whether each record access runs a step.
             """
+
             def __init__(self, cleanup_size: int, run_cleanup_for_every_record: bool):
                 self._cleanup_size = cleanup_size
                 self._run_cleanup_for_every_record = run_cleanup_for_every_record
@@ -249,6 +274,7 @@ class StateTtlConfig:
                 query_time_after_num_entries: How many entries the filter processes before it reads the clock again.
                 periodic_compaction_time: How often files are compacted (30 days if ``None``).
             """
+
             def __init__(self, query_time_after_num_entries: int, periodic_compaction_time: Any = None):
                 from sparkpoint.common.time import Duration
 
@@ -263,9 +289,9 @@ class StateTtlConfig:
                 """Returns how often files are compacted."""
                 return self._periodic_compaction_time
 
-        EMPTY_STRATEGY: "StateTtlConfig.CleanupStrategies.CleanupStrategy"
+        EMPTY_STRATEGY: StateTtlConfig.CleanupStrategies.CleanupStrategy
 
-        def __init__(self, strategies: Dict, is_cleanup_in_background: bool):
+        def __init__(self, strategies: dict, is_cleanup_in_background: bool):
             self._strategies = strategies
             self._is_cleanup_in_background = is_cleanup_in_background
 
@@ -278,12 +304,14 @@ class StateTtlConfig:
             return StateTtlConfig.CleanupStrategies.Strategies.FULL_STATE_SCAN_SNAPSHOT in self._strategies
 
         def get_incremental_cleanup_strategy(
-                self) -> "Optional[StateTtlConfig.CleanupStrategies.IncrementalCleanupStrategy]":
+            self,
+        ) -> StateTtlConfig.CleanupStrategies.IncrementalCleanupStrategy | None:
             """Returns the incremental cleanup's settings, or ``None``."""
             return self._strategies.get(StateTtlConfig.CleanupStrategies.Strategies.INCREMENTAL_CLEANUP)
 
         def get_rocksdb_compact_filter_cleanup_strategy(
-                self) -> "Optional[StateTtlConfig.CleanupStrategies.RocksdbCompactFilterCleanupStrategy]":
+            self,
+        ) -> StateTtlConfig.CleanupStrategies.RocksdbCompactFilterCleanupStrategy | None:
             """Returns the compaction-filter cleanup's settings, or ``None``."""
             return self._strategies.get(StateTtlConfig.CleanupStrategies.Strategies.ROCKSDB_COMPACTION_FILTER)
 

@@ -15,8 +15,9 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any, Callable, Optional
+from typing import Any
 
 from sparkpoint.common.configuration import Configuration
 from sparkpoint.common.time import to_millis
@@ -39,8 +40,14 @@ from sparkpoint.datastream.transformations import (
 )
 from sparkpoint.errors import JobCancellationException, JobGraphError
 
-__all__ = ["StreamExecutionEnvironment", "RuntimeExecutionMode", "TimeCharacteristic", "JobClient", "JobStatus",
-           "ExecutionConfig"]
+__all__ = [
+    "StreamExecutionEnvironment",
+    "RuntimeExecutionMode",
+    "TimeCharacteristic",
+    "JobClient",
+    "JobStatus",
+    "ExecutionConfig",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +69,7 @@ def set_cli_defaults(values: dict[str, Any]) -> None:
 class StreamExecutionEnvironment:
     """Where a streaming job is defined and from which it is executed."""
 
-    def __init__(self, configuration: Optional[Configuration] = None):
+    def __init__(self, configuration: Configuration | None = None):
         self._config = Configuration(_cli_defaults.get("configuration") or {})
         if configuration is not None:
             self._config.add_all(configuration)
@@ -72,15 +79,15 @@ class StreamExecutionEnvironment:
         self._spark_session: Any = None
         self._state_backend: Any = None
         self._python_files: list[str] = []
-        self._on_epoch: Optional[Callable] = _cli_defaults.get("on_epoch")
-        self._job_id: Optional[str] = None
+        self._on_epoch: Callable | None = _cli_defaults.get("on_epoch")
+        self._job_id: str | None = None
         # Transformations with a smaller id belong to jobs already executed: as in Flink,
         # execute() clears the transformations, so the next job runs only what was added
         # since (plus whatever of the earlier ones the new ones read from).
         self._first_unexecuted = 0
 
     @staticmethod
-    def get_execution_environment(configuration: Optional[Configuration] = None) -> "StreamExecutionEnvironment":
+    def get_execution_environment(configuration: Configuration | None = None) -> StreamExecutionEnvironment:
         """Returns a new environment.
 
         Args:
@@ -97,7 +104,7 @@ class StreamExecutionEnvironment:
         """Returns the environment's ``Configuration`` (changes to it apply)."""
         return self._config
 
-    def configure(self, configuration: Configuration) -> "StreamExecutionEnvironment":
+    def configure(self, configuration: Configuration) -> StreamExecutionEnvironment:
         """Adds every key of a configuration to the environment's.
 
         Args:
@@ -106,7 +113,7 @@ class StreamExecutionEnvironment:
         self._config.add_all(configuration)
         return self
 
-    def set_parallelism(self, parallelism: int) -> "StreamExecutionEnvironment":
+    def set_parallelism(self, parallelism: int) -> StreamExecutionEnvironment:
         """Sets the default parallelism of operators (``parallelism.default``).
 
         Args:
@@ -132,7 +139,7 @@ class StreamExecutionEnvironment:
 
         return max(1, min(os.cpu_count() or 1, 4))
 
-    def set_max_parallelism(self, max_parallelism: int) -> "StreamExecutionEnvironment":
+    def set_max_parallelism(self, max_parallelism: int) -> StreamExecutionEnvironment:
         """Sets the default maximum parallelism: the number of key groups (``pipeline.max-parallelism``).
 
         Args:
@@ -150,7 +157,7 @@ class StreamExecutionEnvironment:
         """Returns the default maximum parallelism (128 unless set)."""
         return int(self._config.get("pipeline.max-parallelism", DEFAULT_MAX_PARALLELISM))
 
-    def set_runtime_mode(self, execution_mode: RuntimeExecutionMode) -> "StreamExecutionEnvironment":
+    def set_runtime_mode(self, execution_mode: RuntimeExecutionMode) -> StreamExecutionEnvironment:
         """Sets the runtime mode (``execution.runtime-mode``).
 
         Args:
@@ -159,7 +166,7 @@ class StreamExecutionEnvironment:
         self._config.set("execution.runtime-mode", execution_mode.name)
         return self
 
-    def set_stream_time_characteristic(self, characteristic: TimeCharacteristic) -> "StreamExecutionEnvironment":
+    def set_stream_time_characteristic(self, characteristic: TimeCharacteristic) -> StreamExecutionEnvironment:
         """Accepted for PyFlink compatibility; has no effect.
 
         Note:
@@ -171,7 +178,7 @@ class StreamExecutionEnvironment:
         """Returns ``TimeCharacteristic.EventTime``."""
         return TimeCharacteristic.EventTime
 
-    def set_buffer_timeout(self, timeout_millis: int) -> "StreamExecutionEnvironment":
+    def set_buffer_timeout(self, timeout_millis: int) -> StreamExecutionEnvironment:
         """Accepted for PyFlink compatibility; has no effect.
 
         Note:
@@ -179,8 +186,7 @@ class StreamExecutionEnvironment:
         """
         return self
 
-    def enable_checkpointing(self, interval: int,
-                             mode: Optional[CheckpointingMode] = None) -> "StreamExecutionEnvironment":
+    def enable_checkpointing(self, interval: int, mode: CheckpointingMode | None = None) -> StreamExecutionEnvironment:
         """Turns checkpoints on.
 
         Args:
@@ -208,7 +214,7 @@ class StreamExecutionEnvironment:
         """Returns the ``CheckpointingMode``."""
         return self.get_checkpoint_config().get_checkpointing_mode()
 
-    def set_state_backend(self, state_backend: Any) -> "StreamExecutionEnvironment":
+    def set_state_backend(self, state_backend: Any) -> StreamExecutionEnvironment:
         """The backend for working state; Flink's legacy ``FsStateBackend(uri)`` also sets the checkpoint directory."""
         self._state_backend = state_backend
         self._config.set("state.backend.type", getattr(state_backend, "name", str(state_backend)))
@@ -226,10 +232,9 @@ class StreamExecutionEnvironment:
 
     def _configured_state_backend(self) -> str:
         """``state.backend.type``, else Flink 1.x's ``state.backend``, else ``hashmap``."""
-        return (self._config.get_string("state.backend.type") or self._config.get_string("state.backend")
-                or "hashmap")
+        return self._config.get_string("state.backend.type") or self._config.get_string("state.backend") or "hashmap"
 
-    def set_restart_strategy(self, restart_strategy_configuration: Any) -> "StreamExecutionEnvironment":
+    def set_restart_strategy(self, restart_strategy_configuration: Any) -> StreamExecutionEnvironment:
         """Sets the restart strategy (``restart-strategy.type``).
 
         Args:
@@ -264,7 +269,7 @@ class StreamExecutionEnvironment:
         """
         pass
 
-    def set_spark_session(self, spark: Any) -> "StreamExecutionEnvironment":
+    def set_spark_session(self, spark: Any) -> StreamExecutionEnvironment:
         """Run on this SparkSession instead of the active or a new one (sparkpoint extension)."""
         self._spark_session = spark
         return self
@@ -284,8 +289,14 @@ class StreamExecutionEnvironment:
         # As in PyFlink, a declared type shapes the records functions receive
         # (Types.ROW_NAMED gives Rows with field names, Types.FLOAT() single precision).
         values = list(collection) if type_info is None else [conform_to_type(v, type_info) for v in collection]
-        tid = self._add_transformation(SourceTransformation, "Collection Source", [], source=CollectionSource(values),
-                                       parallelism=1, output_type=type_info)
+        tid = self._add_transformation(
+            SourceTransformation,
+            "Collection Source",
+            [],
+            source=CollectionSource(values),
+            parallelism=1,
+            output_type=type_info,
+        )
         return DataStream(self, tid, type_info)
 
     def from_source(self, source: Any, watermark_strategy: Any, source_name: str, type_info: Any = None) -> DataStream:
@@ -298,9 +309,15 @@ class StreamExecutionEnvironment:
             source_name: The source operator's name.
             type_info: The records' type information, or ``None``.
         """
-        tid = self._add_transformation(SourceTransformation, source_name, [], source=source,
-                                       watermark_strategy=watermark_strategy,
-                                       parallelism=getattr(source, "parallelism", None), output_type=type_info)
+        tid = self._add_transformation(
+            SourceTransformation,
+            source_name,
+            [],
+            source=source,
+            watermark_strategy=watermark_strategy,
+            parallelism=getattr(source, "parallelism", None),
+            output_type=type_info,
+        )
         return DataStream(self, tid, type_info)
 
     def add_source(self, source_func: Any, source_name: str = "Custom Source", type_info: Any = None) -> DataStream:
@@ -318,8 +335,10 @@ class StreamExecutionEnvironment:
             from sparkpoint.common.watermark_strategy import WatermarkStrategy
 
             return self.from_source(source_func, WatermarkStrategy.no_watermarks(), source_name, type_info)
-        raise JobGraphError("legacy SourceFunctions are not supported; use from_source() with a Source "
-                            "(FileSource, GeneratorSource, ...)")
+        raise JobGraphError(
+            "legacy SourceFunctions are not supported; use from_source() with a Source "
+            "(FileSource, GeneratorSource, ...)"
+        )
 
     # -- transformations ----------------------------------------------------------------------------
     def _add_transformation(self, cls: type, name: str, inputs: list, **fields: Any) -> int:
@@ -349,12 +368,15 @@ class StreamExecutionEnvironment:
 
     def _pipeline(self, job_name: str) -> Pipeline:
         return Pipeline(
-            job_name=job_name, transformations=tuple(self._pending_transformations()),
-            parallelism=self.get_parallelism(), max_parallelism=self.get_max_parallelism(),
+            job_name=job_name,
+            transformations=tuple(self._pending_transformations()),
+            parallelism=self.get_parallelism(),
+            max_parallelism=self.get_max_parallelism(),
             runtime_mode=str(self._config.get_string("execution.runtime-mode", "STREAMING")).upper(),
             job_parameters=dict(self._job_parameters),
             state_backend=self._state_backend or self._configured_state_backend(),
-            python_files=tuple(self._python_files))
+            python_files=tuple(self._python_files),
+        )
 
     def get_execution_plan(self) -> str:
         """The job as JSON: its operators, their uids, parallelism and inputs (nothing runs)."""
@@ -362,15 +384,21 @@ class StreamExecutionEnvironment:
         return str(generator.get_execution_plan())
 
     # -- execution ----------------------------------------------------------------------------------
-    def _create_job(self, job_name: Optional[str]) -> JobHandle:
+    def _create_job(self, job_name: str | None) -> JobHandle:
         if not any(tid >= self._first_unexecuted for tid in self._transformations):
-            raise JobGraphError("no operators defined in the job; add a source and a sink before execute() "
-                                "(operators of a job already executed are not run again)")
+            raise JobGraphError(
+                "no operators defined in the job; add a source and a sink before execute() "
+                "(operators of a job already executed are not run again)"
+            )
         target = str(self._config.get("execution.target", "spark"))
         executor = PipelineExecutorServiceLoader().get_executor(target)
-        context = ExecutionContext(job_id=self._job_id, spark_session=self._spark_session, on_epoch=self._on_epoch,
-                                   on_job_created=_cli_defaults.get("on_job_created"),
-                                   capture_plan=_cli_defaults.get("capture_plan"))
+        context = ExecutionContext(
+            job_id=self._job_id,
+            spark_session=self._spark_session,
+            on_epoch=self._on_epoch,
+            on_job_created=_cli_defaults.get("on_job_created"),
+            capture_plan=_cli_defaults.get("capture_plan"),
+        )
         self._apply_deployment_configuration(executor, context)
         pipeline = self._pipeline(job_name or self._config.get_string("pipeline.name") or "Flink Streaming Job")
         job = executor.execute(pipeline, self._config, context)
@@ -390,7 +418,7 @@ class StreamExecutionEnvironment:
             if not self._config.contains_key(key):
                 self._config.set(key, value)
 
-    def execute(self, job_name: Optional[str] = None) -> Any:
+    def execute(self, job_name: str | None = None) -> Any:
         """Run the job; returns when bounded input is exhausted. A cancelled job raises
         :class:`~sparkpoint.errors.JobCancellationException`, as Flink's client does
         (``execute_async()``'s result is the cancelled job's, with ``cancelled`` set)."""
@@ -399,7 +427,7 @@ class StreamExecutionEnvironment:
             raise JobCancellationException(result.job_id)
         return result
 
-    def execute_async(self, job_name: Optional[str] = None) -> JobClient:
+    def execute_async(self, job_name: str | None = None) -> JobClient:
         """Starts the job in a background thread and returns at once.
 
         Args:

@@ -11,27 +11,39 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Optional
+from typing import Any
 
 from sparkpoint.common.configuration import DEFAULT_MAX_PARALLELISM
 
 __all__ = [
-    "DEFAULT_MAX_PARALLELISM", "Partitioning", "TransformationInput", "Transformation", "SourceTransformation",
-    "OneInputTransformation", "KeyedTransformation", "WindowTransformation", "UnionTransformation",
-    "PartitionTransformation", "SideOutputTransformation", "SinkTransformation", "PrintTransformation",
-    "CollectTransformation", "TwoInputTransformation", "Pipeline",
+    "DEFAULT_MAX_PARALLELISM",
+    "Partitioning",
+    "TransformationInput",
+    "Transformation",
+    "SourceTransformation",
+    "OneInputTransformation",
+    "KeyedTransformation",
+    "WindowTransformation",
+    "UnionTransformation",
+    "PartitionTransformation",
+    "SideOutputTransformation",
+    "SinkTransformation",
+    "PrintTransformation",
+    "CollectTransformation",
+    "TwoInputTransformation",
+    "Pipeline",
 ]
 
 
 class Partitioning(str, Enum):
     """How records travel from an input to a transformation (Flink's ``StreamPartitioner``s)."""
 
-    FORWARD = "forward"        # same subtask, chained when parallelisms match
-    HASH = "hash"              # by key group of the key (key_by)
-    GLOBAL = "global"          # everything to subtask 0 (window_all, global())
-    REBALANCE = "rebalance"    # round robin (rebalance, shuffle, rescale)
-    BROADCAST = "broadcast"    # to every subtask
-    CUSTOM = "custom"          # to the subtask a user's Partitioner picks for the record's key (partition_custom)
+    FORWARD = "forward"  # same subtask, chained when parallelisms match
+    HASH = "hash"  # by key group of the key (key_by)
+    GLOBAL = "global"  # everything to subtask 0 (window_all, global())
+    REBALANCE = "rebalance"  # round robin (rebalance, shuffle, rescale)
+    BROADCAST = "broadcast"  # to every subtask
+    CUSTOM = "custom"  # to the subtask a user's Partitioner picks for the record's key (partition_custom)
 
     def __str__(self) -> str:
         return self.value
@@ -47,9 +59,9 @@ class TransformationInput:
     id: int
     partitioning: Partitioning = Partitioning.FORWARD
     key_selector: Any = None
-    side_tag: Optional[str] = None
+    side_tag: str | None = None
     input_index: int = 0
-    key_type: Any = None       # the key type given to key_by(key_selector, key_type), if any
+    key_type: Any = None  # the key type given to key_by(key_selector, key_type), if any
 
 
 @dataclass(frozen=True)
@@ -59,13 +71,13 @@ class Transformation:
     id: int
     name: str
     inputs: tuple[TransformationInput, ...] = ()
-    uid: Optional[str] = None
-    parallelism: Optional[int] = None
-    max_parallelism: Optional[int] = None
+    uid: str | None = None
+    parallelism: int | None = None
+    max_parallelism: int | None = None
     output_type: Any = None
 
     kind = "transformation"
-    keyed = False               # runs on keyed state: fed by key_by (or window_all)
+    keyed = False  # runs on keyed state: fed by key_by (or window_all)
 
 
 @dataclass(frozen=True)
@@ -191,7 +203,7 @@ class SinkTransformation(Transformation):
 class PrintTransformation(Transformation):
     """``print()``: records to standard output, prefixed by ``sink_identifier``."""
 
-    sink_identifier: Optional[str] = None
+    sink_identifier: str | None = None
     type_info: Any = None
 
     kind = "print"

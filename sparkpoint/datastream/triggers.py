@@ -14,8 +14,17 @@ from sparkpoint.datastream.state import ReducingStateDescriptor
 if TYPE_CHECKING:
     from sparkpoint.datastream.window import Window
 
-__all__ = ["Trigger", "TriggerResult", "EventTimeTrigger", "ProcessingTimeTrigger", "CountTrigger",
-           "PurgingTrigger", "NeverTrigger", "ContinuousEventTimeTrigger", "ContinuousProcessingTimeTrigger"]
+__all__ = [
+    "Trigger",
+    "TriggerResult",
+    "EventTimeTrigger",
+    "ProcessingTimeTrigger",
+    "CountTrigger",
+    "PurgingTrigger",
+    "NeverTrigger",
+    "ContinuousEventTimeTrigger",
+    "ContinuousProcessingTimeTrigger",
+]
 
 T = TypeVar("T")
 W = TypeVar("W")
@@ -23,6 +32,7 @@ W = TypeVar("W")
 
 class TriggerResult(Enum):
     """What a trigger decides: whether the window fires (evaluates its function) and whether it is purged."""
+
     CONTINUE = (False, False)
     FIRE_AND_PURGE = (True, True)
     FIRE = (True, False)
@@ -42,12 +52,15 @@ class Trigger(abc.ABC, Generic[T, W]):
 
     class TriggerContext(abc.ABC):
         """What a trigger can do: read the clocks, set timers for its window, use per-window state."""
+
         @abc.abstractmethod
         def get_current_processing_time(self) -> int:
             """Returns the current processing time in epoch milliseconds."""
+
         @abc.abstractmethod
         def get_current_watermark(self) -> int:
             """Returns the current event-time watermark in epoch milliseconds."""
+
         @abc.abstractmethod
         def register_processing_time_timer(self, time: int) -> None:
             """Registers a processing-time timer for the current key and window.
@@ -55,6 +68,7 @@ class Trigger(abc.ABC, Generic[T, W]):
             Args:
                 time: Epoch milliseconds; ``on_processing_time`` is called when processing time reaches it.
             """
+
         @abc.abstractmethod
         def register_event_time_timer(self, time: int) -> None:
             """Registers an event-time timer for the current key and window.
@@ -62,6 +76,7 @@ class Trigger(abc.ABC, Generic[T, W]):
             Args:
                 time: Epoch milliseconds; ``on_event_time`` is called when the watermark reaches it.
             """
+
         @abc.abstractmethod
         def delete_processing_time_timer(self, time: int) -> None:
             """Deletes a processing-time timer of the current key and window.
@@ -69,6 +84,7 @@ class Trigger(abc.ABC, Generic[T, W]):
             Args:
                 time: The timer's time.
             """
+
         @abc.abstractmethod
         def delete_event_time_timer(self, time: int) -> None:
             """Deletes an event-time timer of the current key and window.
@@ -76,6 +92,7 @@ class Trigger(abc.ABC, Generic[T, W]):
             Args:
                 time: The timer's time.
             """
+
         @abc.abstractmethod
         def get_partitioned_state(self, state_descriptor: Any) -> Any:
             """Returns state scoped to the current key and window.
@@ -86,6 +103,7 @@ class Trigger(abc.ABC, Generic[T, W]):
 
     class OnMergeContext(TriggerContext):
         """The context of ``on_merge``: it can also merge the merged windows' state."""
+
         @abc.abstractmethod
         def merge_partitioned_state(self, state_descriptor: Any) -> None:
             """Merges the state of the windows being merged into the new window.
@@ -95,8 +113,7 @@ class Trigger(abc.ABC, Generic[T, W]):
             """
 
     @abc.abstractmethod
-    def on_element(self, element: Any, timestamp: int, window: Window,
-                   ctx: "Trigger.TriggerContext") -> TriggerResult:
+    def on_element(self, element: Any, timestamp: int, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
         """Called for every record added to a window.
 
         Args:
@@ -108,8 +125,9 @@ class Trigger(abc.ABC, Generic[T, W]):
         Returns:
             Whether the window fires and/or is purged.
         """
+
     @abc.abstractmethod
-    def on_processing_time(self, time: int, window: Window, ctx: "Trigger.TriggerContext") -> TriggerResult:
+    def on_processing_time(self, time: int, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
         """Called when a processing-time timer the trigger set fires.
 
         Args:
@@ -117,8 +135,9 @@ class Trigger(abc.ABC, Generic[T, W]):
             window: The window.
             ctx: The trigger context.
         """
+
     @abc.abstractmethod
-    def on_event_time(self, time: int, window: Window, ctx: "Trigger.TriggerContext") -> TriggerResult:
+    def on_event_time(self, time: int, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
         """Called when an event-time timer the trigger set fires.
 
         Args:
@@ -131,7 +150,7 @@ class Trigger(abc.ABC, Generic[T, W]):
         """Returns whether the trigger supports merging (session) windows; false unless overridden."""
         return False
 
-    def on_merge(self, window: Window, ctx: "Trigger.OnMergeContext") -> None:
+    def on_merge(self, window: Window, ctx: Trigger.OnMergeContext) -> None:
         """Called when windows merge, to set the timers of the merged window.
 
         Args:
@@ -144,7 +163,7 @@ class Trigger(abc.ABC, Generic[T, W]):
         raise NotImplementedError(f"{type(self).__name__} does not support merging windows")
 
     @abc.abstractmethod
-    def clear(self, window: Window, ctx: "Trigger.TriggerContext") -> None:
+    def clear(self, window: Window, ctx: Trigger.TriggerContext) -> None:
         """Called when a window is purged for good: delete its timers and state.
 
         Args:
@@ -157,7 +176,7 @@ class EventTimeTrigger(Trigger):
     """Fires when the watermark passes the window's end (and again for late elements)."""
 
     @staticmethod
-    def create() -> "EventTimeTrigger":
+    def create() -> EventTimeTrigger:
         """Returns an event-time trigger."""
         return EventTimeTrigger()
 
@@ -194,7 +213,7 @@ class ProcessingTimeTrigger(Trigger):
     """Fires when processing time passes the window's end."""
 
     @staticmethod
-    def create() -> "ProcessingTimeTrigger":
+    def create() -> ProcessingTimeTrigger:
         """Returns a processing-time trigger."""
         return ProcessingTimeTrigger()
 
@@ -233,7 +252,7 @@ class CountTrigger(Trigger):
         self.state_desc = ReducingStateDescriptor("count", lambda a, b: a + b)
 
     @staticmethod
-    def of(count: int) -> "CountTrigger":
+    def of(count: int) -> CountTrigger:
         """Returns a count trigger.
 
         Args:
@@ -278,7 +297,7 @@ class PurgingTrigger(Trigger):
         self.nested = nested
 
     @staticmethod
-    def of(nested_trigger: Trigger) -> "PurgingTrigger":
+    def of(nested_trigger: Trigger) -> PurgingTrigger:
         """Returns a purging trigger.
 
         Args:
@@ -317,6 +336,7 @@ class PurgingTrigger(Trigger):
 
 class NeverTrigger(Trigger):
     """Never fires: the default of ``GlobalWindows``."""
+
     def on_element(self, element: Any, timestamp: int, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
         """Returns ``CONTINUE``."""
         return TriggerResult.CONTINUE
@@ -343,7 +363,4 @@ class NeverTrigger(Trigger):
 
 
 # the continuous triggers live in their own module; imported here, where PyFlink has them
-from sparkpoint.datastream.continuous_triggers import (  # noqa: E402
-    ContinuousEventTimeTrigger,
-    ContinuousProcessingTimeTrigger,
-)
+from sparkpoint.datastream.continuous_triggers import ContinuousEventTimeTrigger, ContinuousProcessingTimeTrigger  # noqa: E402

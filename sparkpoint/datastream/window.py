@@ -11,10 +11,11 @@ aligned to 1970-01-01T00:00:00Z (a 10 s window holds 20:19:35 in [20:19:30, 20:1
 from __future__ import annotations
 
 import abc
-from dataclasses import dataclass
 import struct
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from io import BytesIO
-from typing import Callable, Iterable, NamedTuple, Optional, TypeVar
+from typing import NamedTuple, TypeVar
 
 from sparkpoint.common.serializer import TypeSerializer
 from sparkpoint.datastream.evictors import CountEvictor, Evictor, TimeEvictor
@@ -31,17 +32,39 @@ from sparkpoint.datastream.triggers import (
 )
 
 __all__ = [
-    "Window", "TimeWindow", "CountWindow", "GlobalWindow",
-    "WindowAssigner", "MergingWindowAssigner",
-    "TumblingEventTimeWindows", "TumblingProcessingTimeWindows",
-    "SlidingEventTimeWindows", "SlidingProcessingTimeWindows",
-    "EventTimeSessionWindows", "ProcessingTimeSessionWindows", "DynamicEventTimeSessionWindows",
-    "SessionWindowTimeGapExtractor", "GlobalWindows",
-    "CountTumblingWindowAssigner", "CountSlidingWindowAssigner",
-    "Trigger", "TriggerResult", "EventTimeTrigger", "ProcessingTimeTrigger", "CountTrigger",
-    "PurgingTrigger", "NeverTrigger", "Evictor", "CountEvictor", "TimeEvictor",
-    "TimeWindowSerializer", "CountWindowSerializer", "GlobalWindowSerializer", "DynamicProcessingTimeSessionWindows",
-    "ContinuousEventTimeTrigger", "ContinuousProcessingTimeTrigger",
+    "Window",
+    "TimeWindow",
+    "CountWindow",
+    "GlobalWindow",
+    "WindowAssigner",
+    "MergingWindowAssigner",
+    "TumblingEventTimeWindows",
+    "TumblingProcessingTimeWindows",
+    "SlidingEventTimeWindows",
+    "SlidingProcessingTimeWindows",
+    "EventTimeSessionWindows",
+    "ProcessingTimeSessionWindows",
+    "DynamicEventTimeSessionWindows",
+    "SessionWindowTimeGapExtractor",
+    "GlobalWindows",
+    "CountTumblingWindowAssigner",
+    "CountSlidingWindowAssigner",
+    "Trigger",
+    "TriggerResult",
+    "EventTimeTrigger",
+    "ProcessingTimeTrigger",
+    "CountTrigger",
+    "PurgingTrigger",
+    "NeverTrigger",
+    "Evictor",
+    "CountEvictor",
+    "TimeEvictor",
+    "TimeWindowSerializer",
+    "CountWindowSerializer",
+    "GlobalWindowSerializer",
+    "DynamicProcessingTimeSessionWindows",
+    "ContinuousEventTimeTrigger",
+    "ContinuousProcessingTimeTrigger",
 ]
 
 T = TypeVar("T")
@@ -52,6 +75,7 @@ MAX_TS = 2**63 - 1
 
 class Window(abc.ABC):
     """A window: a group of records that a window function evaluates together."""
+
     @abc.abstractmethod
     def max_timestamp(self) -> int:
         """Returns the largest timestamp that belongs to the window; event-time triggers fire at it."""
@@ -71,7 +95,7 @@ class TimeWindow(NamedTuple):
         of input, when the watermark reaches it, instead of never)."""
         return self.end - 1 if self.end <= MAX_TS else MAX_TS
 
-    def intersects(self, other: "TimeWindow") -> bool:
+    def intersects(self, other: TimeWindow) -> bool:
         """Returns whether two windows overlap or touch.
 
         Args:
@@ -79,7 +103,7 @@ class TimeWindow(NamedTuple):
         """
         return self.start <= other.end and self.end >= other.start
 
-    def cover(self, other: "TimeWindow") -> "TimeWindow":
+    def cover(self, other: TimeWindow) -> TimeWindow:
         """Returns the smallest window that covers both windows.
 
         Args:
@@ -99,10 +123,10 @@ class TimeWindow(NamedTuple):
         return timestamp - (timestamp - offset) % window_size
 
     @staticmethod
-    def merge_windows(windows: Iterable["TimeWindow"], callback: Callable[[list, "TimeWindow"], None]) -> None:
+    def merge_windows(windows: Iterable[TimeWindow], callback: Callable[[list, TimeWindow], None]) -> None:
         """Merge overlapping (or touching) windows; ``callback(merged_windows, result)``."""
         merged: list[tuple[TimeWindow, list]] = []
-        current: Optional[tuple[TimeWindow, list]] = None
+        current: tuple[TimeWindow, list] | None = None
         for w in sorted(windows):
             if current is None:
                 current = (w, [w])
@@ -130,6 +154,7 @@ class CountWindow(NamedTuple):
     Attributes:
         id: The window's number within its key (the n-th window from 0).
     """
+
     id: int
 
     def max_timestamp(self) -> int:
@@ -143,12 +168,13 @@ Window.register(CountWindow)
 @dataclass(frozen=True)
 class GlobalWindow(Window):
     """The single window of ``GlobalWindows``, holding every record of a key."""
+
     def max_timestamp(self) -> int:
         """Returns the largest timestamp: the global window never ends in time."""
         return MAX_TS
 
     @staticmethod
-    def get() -> "GlobalWindow":
+    def get() -> GlobalWindow:
         """Returns the global window."""
         return GlobalWindow()
 
@@ -218,6 +244,13 @@ class GlobalWindowSerializer(TypeSerializer[GlobalWindow]):
 
 
 # the assigners live in their own module; imported here, where PyFlink has them
+from sparkpoint.datastream.session_windows import (  # noqa: E402
+    DynamicEventTimeSessionWindows,
+    DynamicProcessingTimeSessionWindows,
+    EventTimeSessionWindows,
+    ProcessingTimeSessionWindows,
+    SessionWindowTimeGapExtractor,
+)
 from sparkpoint.datastream.window_assigners import (  # noqa: E402
     CountSlidingWindowAssigner,
     CountTumblingWindowAssigner,
@@ -228,11 +261,4 @@ from sparkpoint.datastream.window_assigners import (  # noqa: E402
     TumblingEventTimeWindows,
     TumblingProcessingTimeWindows,
     WindowAssigner,
-)
-from sparkpoint.datastream.session_windows import (  # noqa: E402
-    DynamicEventTimeSessionWindows,
-    DynamicProcessingTimeSessionWindows,
-    EventTimeSessionWindows,
-    ProcessingTimeSessionWindows,
-    SessionWindowTimeGapExtractor,
 )

@@ -9,7 +9,8 @@ of the timestamp: a tumbling window of size ``s`` and offset ``o`` holding ``t``
 from __future__ import annotations
 
 import abc
-from typing import Any, Callable, Collection, Generic, Iterable, TypeVar
+from collections.abc import Callable, Collection, Iterable
+from typing import Any, Generic, TypeVar
 
 from sparkpoint.common.time import Time, to_millis
 from sparkpoint.datastream.state import ValueStateDescriptor
@@ -24,11 +25,15 @@ from sparkpoint.datastream.triggers import (
 from sparkpoint.datastream.window import CountWindow, CountWindowSerializer, GlobalWindow, TimeWindow, Window
 
 __all__ = [
-    "WindowAssigner", "MergingWindowAssigner",
-    "TumblingEventTimeWindows", "TumblingProcessingTimeWindows",
-    "SlidingEventTimeWindows", "SlidingProcessingTimeWindows",
+    "WindowAssigner",
+    "MergingWindowAssigner",
+    "TumblingEventTimeWindows",
+    "TumblingProcessingTimeWindows",
+    "SlidingEventTimeWindows",
+    "SlidingProcessingTimeWindows",
     "GlobalWindows",
-    "CountTumblingWindowAssigner", "CountSlidingWindowAssigner",
+    "CountTumblingWindowAssigner",
+    "CountSlidingWindowAssigner",
 ]
 
 T = TypeVar("T")
@@ -40,9 +45,11 @@ class WindowAssigner(abc.ABC, Generic[T, W]):
 
     class WindowAssignerContext(abc.ABC):
         """What an assigner can ask while it assigns a record."""
+
         @abc.abstractmethod
         def get_current_processing_time(self) -> int:
             """Returns the current processing time in epoch milliseconds."""
+
         @abc.abstractmethod
         def get_runtime_context(self) -> Any:
             """Returns the operator's ``RuntimeContext`` (keyed state of the current key)."""
@@ -56,13 +63,15 @@ class WindowAssigner(abc.ABC, Generic[T, W]):
             timestamp: The record's event-time timestamp (``None`` if it has none).
             context: The assigner's context: processing time and the runtime context.
         """
+
     @abc.abstractmethod
-    def get_default_trigger(self, env: Any = None) -> "Trigger":
+    def get_default_trigger(self, env: Any = None) -> Trigger:
         """Returns the trigger used unless ``WindowedStream.trigger`` sets another.
 
         Args:
             env: The environment (accepted as in PyFlink; unused).
         """
+
     @abc.abstractmethod
     def is_event_time(self) -> bool:
         """Returns whether the windows are in event time (they then need timestamps and watermarks)."""
@@ -105,12 +114,13 @@ class TumblingEventTimeWindows(WindowAssigner):
     Raises:
         ValueError: If the size is not positive or the offset not smaller than it.
     """
+
     def __init__(self, size: int, offset: int = 0):
         _check_size(size, offset)
         self.size, self.offset = size, offset
 
     @staticmethod
-    def of(size: "Time | int", offset: "Time | int | None" = None) -> "TumblingEventTimeWindows":
+    def of(size: Time | int, offset: Time | int | None = None) -> TumblingEventTimeWindows:
         """Returns tumbling event-time windows.
 
         Args:
@@ -131,12 +141,14 @@ class TumblingEventTimeWindows(WindowAssigner):
             ValueError: If the record has no timestamp (no timestamp assigner).
         """
         if timestamp is None:
-            raise ValueError("a record has no timestamp: event-time windows need a WatermarkStrategy "
-                             "with a timestamp assigner (assign_timestamps_and_watermarks or from_source)")
+            raise ValueError(
+                "a record has no timestamp: event-time windows need a WatermarkStrategy "
+                "with a timestamp assigner (assign_timestamps_and_watermarks or from_source)"
+            )
         start = timestamp - (timestamp - self.offset) % self.size
         return [TimeWindow(start, start + self.size)]
 
-    def get_default_trigger(self, env: Any = None) -> "Trigger":
+    def get_default_trigger(self, env: Any = None) -> Trigger:
         """Returns an ``EventTimeTrigger``."""
         return EventTimeTrigger()
 
@@ -155,12 +167,13 @@ class TumblingProcessingTimeWindows(WindowAssigner):
         size: The size in milliseconds.
         offset: The offset in milliseconds, smaller than the size.
     """
+
     def __init__(self, size: int, offset: int = 0):
         _check_size(size, offset)
         self.size, self.offset = size, offset
 
     @staticmethod
-    def of(size: "Time | int", offset: "Time | int | None" = None) -> "TumblingProcessingTimeWindows":
+    def of(size: Time | int, offset: Time | int | None = None) -> TumblingProcessingTimeWindows:
         """Returns tumbling processing-time windows.
 
         Args:
@@ -181,7 +194,7 @@ class TumblingProcessingTimeWindows(WindowAssigner):
         start = now - (now - self.offset) % self.size
         return [TimeWindow(start, start + self.size)]
 
-    def get_default_trigger(self, env: Any = None) -> "Trigger":
+    def get_default_trigger(self, env: Any = None) -> Trigger:
         """Returns a ``ProcessingTimeTrigger``."""
         return ProcessingTimeTrigger()
 
@@ -201,6 +214,7 @@ class SlidingEventTimeWindows(WindowAssigner):
     Raises:
         ValueError: If size or slide is not positive, or the offset not smaller than the slide.
     """
+
     def __init__(self, size: int, slide: int, offset: int = 0):
         if size <= 0 or slide <= 0:
             raise ValueError(f"sliding windows need positive size and slide, got {size} ms / {slide} ms")
@@ -209,7 +223,7 @@ class SlidingEventTimeWindows(WindowAssigner):
         self.size, self.slide, self.offset = size, slide, offset
 
     @staticmethod
-    def of(size: "Time | int", slide: "Time | int", offset: "Time | int | None" = None) -> "SlidingEventTimeWindows":
+    def of(size: Time | int, slide: Time | int, offset: Time | int | None = None) -> SlidingEventTimeWindows:
         """Returns sliding event-time windows.
 
         Args:
@@ -243,7 +257,7 @@ class SlidingEventTimeWindows(WindowAssigner):
             raise ValueError("a record has no timestamp: event-time windows need a timestamp assigner")
         return self._windows(timestamp)
 
-    def get_default_trigger(self, env: Any = None) -> "Trigger":
+    def get_default_trigger(self, env: Any = None) -> Trigger:
         """Returns an ``EventTimeTrigger``."""
         return EventTimeTrigger()
 
@@ -254,9 +268,9 @@ class SlidingEventTimeWindows(WindowAssigner):
 
 class SlidingProcessingTimeWindows(SlidingEventTimeWindows):
     """Processing-time windows of a fixed size, one starting every ``slide`` (arguments as the event-time ones)."""
+
     @staticmethod
-    def of(size: "Time | int", slide: "Time | int",
-           offset: "Time | int | None" = None) -> "SlidingProcessingTimeWindows":
+    def of(size: Time | int, slide: Time | int, offset: Time | int | None = None) -> SlidingProcessingTimeWindows:
         """Returns sliding processing-time windows.
 
         Args:
@@ -276,7 +290,7 @@ class SlidingProcessingTimeWindows(SlidingEventTimeWindows):
         """
         return self._windows(context.get_current_processing_time())
 
-    def get_default_trigger(self, env: Any = None) -> "Trigger":
+    def get_default_trigger(self, env: Any = None) -> Trigger:
         """Returns a ``ProcessingTimeTrigger``."""
         return ProcessingTimeTrigger()
 
@@ -289,7 +303,7 @@ class GlobalWindows(WindowAssigner):
     """One window for everything; fires only by a custom trigger (default: never)."""
 
     @staticmethod
-    def create() -> "GlobalWindows":
+    def create() -> GlobalWindows:
         """Returns the global windows assigner."""
         return GlobalWindows()
 
@@ -303,7 +317,7 @@ class GlobalWindows(WindowAssigner):
         """
         return [GlobalWindow()]
 
-    def get_default_trigger(self, env: Any = None) -> "Trigger":
+    def get_default_trigger(self, env: Any = None) -> Trigger:
         """Returns a trigger that never fires: give a custom one with ``trigger()``."""
         return NeverTrigger()
 
@@ -324,7 +338,7 @@ class CountTumblingWindowAssigner(WindowAssigner):
         self._count_descriptor = ValueStateDescriptor("tumble-count-assigner")
 
     @staticmethod
-    def of(window_size: int) -> "CountTumblingWindowAssigner":
+    def of(window_size: int) -> CountTumblingWindowAssigner:
         """Returns tumbling count windows.
 
         Args:
@@ -349,7 +363,7 @@ class CountTumblingWindowAssigner(WindowAssigner):
         """Returns a ``CountWindowSerializer``."""
         return CountWindowSerializer()
 
-    def get_default_trigger(self, env: Any = None) -> "Trigger":
+    def get_default_trigger(self, env: Any = None) -> Trigger:
         """Returns a ``PurgingTrigger`` around ``CountTrigger.of(window_size)``.
 
         Note:
@@ -377,7 +391,7 @@ class CountSlidingWindowAssigner(WindowAssigner):
         self._count_descriptor = ValueStateDescriptor("slide-count-assigner")
 
     @staticmethod
-    def of(window_size: int, window_slide: int) -> "CountSlidingWindowAssigner":
+    def of(window_size: int, window_slide: int) -> CountSlidingWindowAssigner:
         """Returns sliding count windows.
 
         Args:
@@ -398,10 +412,13 @@ class CountSlidingWindowAssigner(WindowAssigner):
         n = count_state.value() or 0
         count_state.update(n + 1)
         first = max(0, (n - self.window_size + 1 + self.window_slide - 1) // self.window_slide)
-        return [CountWindow(i) for i in range(n // self.window_slide, first - 1, -1)
-                if i * self.window_slide <= n <= i * self.window_slide + self.window_size - 1]
+        return [
+            CountWindow(i)
+            for i in range(n // self.window_slide, first - 1, -1)
+            if i * self.window_slide <= n <= i * self.window_slide + self.window_size - 1
+        ]
 
-    def get_default_trigger(self, env: Any = None) -> "Trigger":
+    def get_default_trigger(self, env: Any = None) -> Trigger:
         """Returns a ``PurgingTrigger`` around ``CountTrigger.of(window_size)``.
 
         Note:

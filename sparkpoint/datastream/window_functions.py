@@ -8,7 +8,8 @@
 from __future__ import annotations
 
 import abc
-from typing import Any, Generic, Iterable, TypeVar
+from collections.abc import Iterable
+from typing import Any, Generic, TypeVar
 
 from sparkpoint.datastream.functions import Function
 
@@ -28,24 +29,29 @@ class ProcessWindowFunction(Function, Generic[IN, OUT, KEY, W]):
 
     class Context(abc.ABC, Generic[W2]):
         """What ``process`` can ask about the window being evaluated."""
+
         @abc.abstractmethod
         def window(self) -> Any:
             """Returns the window being evaluated (a ``TimeWindow`` or ``CountWindow``)."""
+
         @abc.abstractmethod
         def current_processing_time(self) -> int:
             """Returns the current processing time in epoch milliseconds."""
+
         @abc.abstractmethod
         def current_watermark(self) -> int:
             """Returns the current event-time watermark in epoch milliseconds."""
+
         @abc.abstractmethod
         def window_state(self) -> Any:
             """Returns a ``KeyedStateStore`` whose state is scoped to this key and window (cleared by ``clear``)."""
+
         @abc.abstractmethod
         def global_state(self) -> Any:
             """Returns a ``KeyedStateStore`` whose state is scoped to this key, across windows."""
 
     @abc.abstractmethod
-    def process(self, key: Any, context: "ProcessWindowFunction.Context", elements: Iterable) -> Iterable:
+    def process(self, key: Any, context: ProcessWindowFunction.Context, elements: Iterable) -> Iterable:
         """Evaluates one window of one key; returns or yields the results.
 
         Args:
@@ -54,7 +60,7 @@ class ProcessWindowFunction(Function, Generic[IN, OUT, KEY, W]):
             elements: The window's records (or the single pre-aggregated value after ``reduce``/``aggregate``).
         """
 
-    def clear(self, context: "ProcessWindowFunction.Context") -> None:
+    def clear(self, context: ProcessWindowFunction.Context) -> None:
         """Called when a window is purged, to clear per-window state kept in ``context.window_state()``.
 
         Args:
@@ -69,7 +75,7 @@ class ProcessAllWindowFunction(Function, Generic[IN, OUT, W]):
     Context = ProcessWindowFunction.Context
 
     @abc.abstractmethod
-    def process(self, context: "ProcessWindowFunction.Context", elements: Iterable) -> Iterable:
+    def process(self, context: ProcessWindowFunction.Context, elements: Iterable) -> Iterable:
         """Evaluates one window of the whole stream; returns or yields the results.
 
         Args:
@@ -77,7 +83,7 @@ class ProcessAllWindowFunction(Function, Generic[IN, OUT, W]):
             elements: The window's records (or the single pre-aggregated value after ``reduce``/``aggregate``).
         """
 
-    def clear(self, context: "ProcessWindowFunction.Context") -> None:
+    def clear(self, context: ProcessWindowFunction.Context) -> None:
         """Called when a window is purged, to clear per-window state.
 
         Args:
@@ -88,6 +94,7 @@ class ProcessAllWindowFunction(Function, Generic[IN, OUT, W]):
 
 class WindowFunction(Function, Generic[IN, OUT, KEY, W]):
     """Evaluates a whole window of a key from the window itself (``WindowedStream.apply``)."""
+
     @abc.abstractmethod
     def apply(self, key: Any, window: Any, inputs: Iterable) -> Iterable:
         """Evaluates one window of one key; returns or yields the results.
@@ -101,6 +108,7 @@ class WindowFunction(Function, Generic[IN, OUT, KEY, W]):
 
 class AllWindowFunction(Function, Generic[IN, OUT, W]):
     """Evaluates a whole window of a non-keyed stream from the window itself (``AllWindowedStream.apply``)."""
+
     @abc.abstractmethod
     def apply(self, window: Any, inputs: Iterable) -> Iterable:
         """Evaluates one window; returns or yields the results.

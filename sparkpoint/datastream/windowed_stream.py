@@ -8,7 +8,8 @@ chooses how to run it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Optional, Union
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from sparkpoint.common.time import to_millis
 from sparkpoint.datastream.functions import (
@@ -36,13 +37,13 @@ class _WindowedBase:
     _keyed_stream: bool
 
     def __init__(self, stream: DataStream, assigner: WindowAssigner):
-        self._key_selector: Optional[KeySelector] = None
+        self._key_selector: KeySelector | None = None
         self._stream = stream
         self._assigner = assigner
-        self._trigger: Optional[Trigger] = None
-        self._evictor: Optional[Evictor] = getattr(assigner, "default_evictor", lambda: None)()
+        self._trigger: Trigger | None = None
+        self._evictor: Evictor | None = getattr(assigner, "default_evictor", lambda: None)()
         self._allowed_lateness = 0
-        self._late_tag: Optional[OutputTag] = None
+        self._late_tag: OutputTag | None = None
 
     def get_input_type(self) -> Any:
         return self._stream.get_type()
@@ -66,21 +67,45 @@ class _WindowedBase:
         return self
 
     # subclasses: _keyed_stream, _check_function
-    def _build(self, name: str, function_kind: str, window_function: Any = None, reduce_function: Any = None,
-               aggregate_function: Any = None, output_type: Any = None) -> DataStream:
+    def _build(
+        self,
+        name: str,
+        function_kind: str,
+        window_function: Any = None,
+        reduce_function: Any = None,
+        aggregate_function: Any = None,
+        output_type: Any = None,
+    ) -> DataStream:
         if window_function is not None:
             self._check_function(window_function)
         keyed = self._keyed_stream
         partitioning = Partitioning.HASH if keyed else Partitioning.GLOBAL
         env = self._stream._env
         tid = env._add_transformation(
-            WindowTransformation, name, [TransformationInput(self._stream._id, partitioning, self._key_selector,
-                                                             key_type=getattr(self._stream, "_key_type", None))],
-            parallelism=None if keyed else 1, output_type=output_type, assigner=self._assigner,
-            trigger=self._trigger, evictor=self._evictor, allowed_lateness=self._allowed_lateness,
-            late_tag=self._late_tag, function_kind=function_kind, window_function=window_function,
-            reduce_function=reduce_function, aggregate_function=aggregate_function,
-            key_selector=self._key_selector, keyed_stream=keyed)
+            WindowTransformation,
+            name,
+            [
+                TransformationInput(
+                    self._stream._id,
+                    partitioning,
+                    self._key_selector,
+                    key_type=getattr(self._stream, "_key_type", None),
+                )
+            ],
+            parallelism=None if keyed else 1,
+            output_type=output_type,
+            assigner=self._assigner,
+            trigger=self._trigger,
+            evictor=self._evictor,
+            allowed_lateness=self._allowed_lateness,
+            late_tag=self._late_tag,
+            function_kind=function_kind,
+            window_function=window_function,
+            reduce_function=reduce_function,
+            aggregate_function=aggregate_function,
+            key_selector=self._key_selector,
+            keyed_stream=keyed,
+        )
         from sparkpoint.datastream.data_stream import DataStream
 
         return DataStream(env, tid, output_type)
@@ -88,17 +113,28 @@ class _WindowedBase:
     def _check_function(self, window_function: Any) -> None:
         raise NotImplementedError
 
-    def reduce(self, reduce_function: Union[Callable, ReduceFunction], window_function: Any = None,
-               output_type: Any = None) -> DataStream:
+    def reduce(
+        self, reduce_function: Callable | ReduceFunction, window_function: Any = None, output_type: Any = None
+    ) -> DataStream:
         fn = as_function(reduce_function, ReduceFunction, ReduceFunctionWrapper)
         if window_function is None and output_type is None:
             output_type = self.get_input_type()  # as PyFlink: a plain reduce keeps its input's type
         return self._build("Window(Reduce)", "reduce", window_function, reduce_function=fn, output_type=output_type)
 
-    def aggregate(self, aggregate_function: AggregateFunction, window_function: Any = None,
-                  accumulator_type: Any = None, output_type: Any = None) -> DataStream:
-        return self._build("Window(Aggregate)", "aggregate", window_function, aggregate_function=aggregate_function,
-                           output_type=output_type)
+    def aggregate(
+        self,
+        aggregate_function: AggregateFunction,
+        window_function: Any = None,
+        accumulator_type: Any = None,
+        output_type: Any = None,
+    ) -> DataStream:
+        return self._build(
+            "Window(Aggregate)",
+            "aggregate",
+            window_function,
+            aggregate_function=aggregate_function,
+            output_type=output_type,
+        )
 
     def process(self, process_window_function: Any, output_type: Any = None) -> DataStream:
         return self._build("Window(Process)", "process", process_window_function, output_type=output_type)

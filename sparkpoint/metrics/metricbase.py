@@ -9,7 +9,7 @@ here are the interfaces; each running operator implements them
 from __future__ import annotations
 
 import abc
-from typing import Callable, Optional
+from collections.abc import Callable
 
 __all__ = ["MetricGroup", "Metric", "Counter", "Meter", "Distribution"]
 
@@ -18,11 +18,11 @@ class MetricGroup(abc.ABC):
     """A named container for metrics and further metric sub-groups."""
 
     @abc.abstractmethod
-    def add_group(self, name: str, extra: Optional[str] = None) -> "MetricGroup":
+    def add_group(self, name: str, extra: str | None = None) -> MetricGroup:
         """A sub-group; with ``extra``, a key group ``name`` holding the value group ``extra`` (returned)."""
 
     @abc.abstractmethod
-    def counter(self, name: str) -> "Counter":
+    def counter(self, name: str) -> Counter:
         """A counter (``inc``, ``dec``, ``get_count``)."""
 
     @abc.abstractmethod
@@ -30,11 +30,11 @@ class MetricGroup(abc.ABC):
         """A gauge: ``obj()`` is read whenever the metric is reported."""
 
     @abc.abstractmethod
-    def meter(self, name: str, time_span_in_seconds: int = 60) -> "Meter":
+    def meter(self, name: str, time_span_in_seconds: int = 60) -> Meter:
         """A meter: events per second over the last ``time_span_in_seconds``."""
 
     @abc.abstractmethod
-    def distribution(self, name: str) -> "Distribution":
+    def distribution(self, name: str) -> Distribution:
         """A distribution of values (count, sum, min, max, mean)."""
 
 

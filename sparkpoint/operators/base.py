@@ -11,20 +11,29 @@ record has no event timestamp).
 
 from __future__ import annotations
 
-
 import itertools
-from typing import Any, Callable, Iterable, Optional
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from sparkpoint.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
+from sparkpoint.datastream.failed_records import FAILED_RECORDS, FailedRecord
 from sparkpoint.datastream.functions import CheckpointedFunction, Function, RuntimeContext
 from sparkpoint.datastream.output_tag import OutputTag
-from sparkpoint.datastream.failed_records import FAILED_RECORDS, FailedRecord
 from sparkpoint.errors import StateError, UserFunctionError
 from sparkpoint.operators.coded import all_of_type
 from sparkpoint.state.operator_state import DefaultOperatorStateStore
 
-__all__ = ["Output", "StreamOperator", "TaskContext", "OperatorRuntimeContext", "IDLE", "first_failing",
-           "extract_timestamps", "first_out_of_range", "out_of_range_error"]
+__all__ = [
+    "Output",
+    "StreamOperator",
+    "TaskContext",
+    "OperatorRuntimeContext",
+    "IDLE",
+    "first_failing",
+    "extract_timestamps",
+    "first_out_of_range",
+    "out_of_range_error",
+]
 
 IDLE = None  # an idle input's watermark: excluded from the minimum
 
@@ -44,24 +53,30 @@ def first_failing(fn: Any, *columns: list) -> Any:
     return None
 
 
-def extract_timestamps(op: "StreamOperator", assigner: Any, values: list, timestamps: list) -> list:
+def extract_timestamps(op: StreamOperator, assigner: Any, values: list, timestamps: list) -> list:
     """Event timestamps of ``values`` from a timestamp assigner; failures name the record."""
     extract = getattr(assigner, "_fn", None) or assigner.extract_timestamp  # a plain function: call it directly
     previous: Any = timestamps
-    missing = timestamps.count(None)   # a source's records have none: the assigner sees Long.MIN_VALUE, as in Flink
+    missing = timestamps.count(None)  # a source's records have none: the assigner sees Long.MIN_VALUE, as in Flink
     if missing:
-        previous = (itertools.repeat(MIN_WATERMARK, missing) if missing == len(timestamps)
-                    else [t if t is not None else MIN_WATERMARK for t in timestamps])
+        previous = (
+            itertools.repeat(MIN_WATERMARK, missing)
+            if missing == len(timestamps)
+            else [t if t is not None else MIN_WATERMARK for t in timestamps]
+        )
     extracted: list = []
     try:
-        extracted.extend(map(extract, values, previous))   # on a failure, holds those of the records before it
-        if len(extracted) < len(values):   # the assigner raised StopIteration: map() took it for the end
+        extracted.extend(map(extract, values, previous))  # on a failure, holds those of the records before it
+        if len(extracted) < len(values):  # the assigner raised StopIteration: map() took it for the end
             raise RuntimeError("the timestamp assigner raised StopIteration")
         if not all_of_type(extracted, int):
             extracted = [int(t) for t in extracted]
-    except Exception as e:   # the assigner failed on the next record, or int() on one of its results
-        failed = values[len(extracted)] if len(extracted) < len(values) else first_failing(
-            lambda v, t: int(t), values, extracted)
+    except Exception as e:  # the assigner failed on the next record, or int() on one of its results
+        failed = (
+            values[len(extracted)]
+            if len(extracted) < len(values)
+            else first_failing(lambda v, t: int(t), values, extracted)
+        )
         raise op.fail(failed, e) from e
     beyond = first_out_of_range(extracted)
     if beyond is not None:
@@ -70,22 +85,30 @@ def extract_timestamps(op: "StreamOperator", assigner: Any, values: list, timest
     return extracted
 
 
-def first_out_of_range(timestamps: list) -> Optional[int]:
+def first_out_of_range(timestamps: list) -> int | None:
     """The index of the first of ``timestamps`` outside Flink's range of timestamps, a Java long
     (``Long.MIN_VALUE`` to ``Long.MAX_VALUE``); None if there is none (``None``, a record without one, is in)."""
     try:
-        if not timestamps or (MIN_WATERMARK <= min(timestamps) and max(timestamps) <= MAX_WATERMARK):
+        if not timestamps or (min(timestamps) >= MIN_WATERMARK and max(timestamps) <= MAX_WATERMARK):
             return None
-    except TypeError:   # records without a timestamp among them
+    except TypeError:  # records without a timestamp among them
         pass
-    return next((i for i, t in enumerate(timestamps)
-                 if isinstance(t, (int, float)) and not MIN_WATERMARK <= t <= MAX_WATERMARK), None)
+    return next(
+        (
+            i
+            for i, t in enumerate(timestamps)
+            if isinstance(t, (int, float)) and not MIN_WATERMARK <= t <= MAX_WATERMARK
+        ),
+        None,
+    )
 
 
 def out_of_range_error(timestamp: Any, what: str) -> ValueError:
     """The error for a timestamp beyond a Java long, which no watermark could ever pass."""
-    return ValueError(f"{what} {timestamp}, outside the range of event timestamps: milliseconds since the epoch "
-                      f"as a Java long, from {MIN_WATERMARK} (Long.MIN_VALUE) to {MAX_WATERMARK} (Long.MAX_VALUE)")
+    return ValueError(
+        f"{what} {timestamp}, outside the range of event timestamps: milliseconds since the epoch "
+        f"as a Java long, from {MIN_WATERMARK} (Long.MIN_VALUE) to {MAX_WATERMARK} (Long.MAX_VALUE)"
+    )
 
 
 class Output:
@@ -98,7 +121,7 @@ class Output:
         self.timestamps: list = []
         self.side: dict[str, tuple[list, list]] = {}
 
-    def collect(self, value: Any, timestamp: Optional[int]) -> None:
+    def collect(self, value: Any, timestamp: int | None) -> None:
         self.values.append(value)
         self.timestamps.append(timestamp)
 
@@ -112,12 +135,12 @@ class Output:
         else:
             self.values, self.timestamps = values, timestamps
 
-    def collect_side(self, tag: OutputTag, value: Any, timestamp: Optional[int]) -> None:
+    def collect_side(self, tag: OutputTag, value: Any, timestamp: int | None) -> None:
         vs, ts = self.side.setdefault(tag.tag_id, ([], []))
         vs.append(value)
         ts.append(timestamp)
 
-    def emit_all(self, results: Optional[Iterable], timestamp: Optional[int]) -> None:
+    def emit_all(self, results: Iterable | None, timestamp: int | None) -> None:
         """Emit what a user function returned or yielded; ``(OutputTag, v)`` goes to the side."""
         if results is None:
             return
@@ -132,9 +155,20 @@ class Output:
 class TaskContext:
     """What a task tells its operators: who it is, which epoch, the clocks, the metrics."""
 
-    def __init__(self, *, job_id: str, job_name: str, stage_id: int, subtask_index: int, parallelism: int,
-                 max_parallelism: int, epoch: int, processing_time: int, job_parameters: dict,
-                 attempt: int = 0):
+    def __init__(
+        self,
+        *,
+        job_id: str,
+        job_name: str,
+        stage_id: int,
+        subtask_index: int,
+        parallelism: int,
+        max_parallelism: int,
+        epoch: int,
+        processing_time: int,
+        job_parameters: dict,
+        attempt: int = 0,
+    ):
         self.job_id = job_id
         self.job_name = job_name
         self.stage_id = stage_id
@@ -146,8 +180,8 @@ class TaskContext:
         self.job_parameters = job_parameters
         self.attempt = attempt
         self.metrics: dict[str, dict[str, int]] = {}
-        self.user_metrics: dict[str, dict[str, Any]] = {}        # uid -> metric id -> metric (metric_group.py)
-        self.metric_totals: dict[str, dict[str, int]] = {}       # uid -> metric id -> total so far (from the driver)
+        self.user_metrics: dict[str, dict[str, Any]] = {}  # uid -> metric id -> metric (metric_group.py)
+        self.metric_totals: dict[str, dict[str, int]] = {}  # uid -> metric id -> total so far (from the driver)
 
     def counter(self, uid: str, name: str, n: int = 1) -> None:
         m = self.metrics.setdefault(uid, {})
@@ -157,7 +191,7 @@ class TaskContext:
 class OperatorRuntimeContext(RuntimeContext):
     """The ``RuntimeContext`` handed to user functions' ``open``."""
 
-    def __init__(self, op: "StreamOperator"):
+    def __init__(self, op: StreamOperator):
         self._op = op
 
     def get_task_name(self) -> str:
@@ -237,22 +271,22 @@ class StreamOperator:
     """Base of runtime operators."""
 
     keyed = False
-    routes_failures = False   # records its function raises on go to the FAILED_RECORDS side output
-    takes_coded = False       # process_batch takes a Coded batch of values from an exchange (else a list)
+    routes_failures = False  # records its function raises on go to the FAILED_RECORDS side output
+    takes_coded = False  # process_batch takes a Coded batch of values from an exchange (else a list)
 
-    def __init__(self, uid: str, name: str, function: Optional[Function] = None):
+    def __init__(self, uid: str, name: str, function: Function | None = None):
         self.uid = uid
         self.name = name
         self.function = function
         self.task: TaskContext = None  # type: ignore[assignment]
-        self.operator_state: Optional[DefaultOperatorStateStore] = None
+        self.operator_state: DefaultOperatorStateStore | None = None
         self.watermark = MIN_WATERMARK
 
     def current_namespace(self) -> Any:
         return None
 
     # lifecycle -------------------------------------------------------------------------
-    def setup(self, task: TaskContext, operator_state: Optional[dict]) -> None:
+    def setup(self, task: TaskContext, operator_state: dict | None) -> None:
         self.task = task
         fn = self.function
         if isinstance(fn, CheckpointedFunction):
@@ -271,7 +305,7 @@ class StreamOperator:
     def process_batch(self, values: list, timestamps: list, out: Output) -> None:
         raise NotImplementedError
 
-    def process_watermark(self, watermark: Optional[int], out: Output) -> Optional[int]:
+    def process_watermark(self, watermark: int | None, out: Output) -> int | None:
         """Advance to ``watermark`` (``IDLE`` if all inputs are idle); returns the output watermark."""
         if watermark is not IDLE and watermark > self.watermark:
             self.watermark = watermark
@@ -281,7 +315,7 @@ class StreamOperator:
         pass
 
     # state -----------------------------------------------------------------------------
-    def snapshot_operator_state(self) -> Optional[dict]:
+    def snapshot_operator_state(self) -> dict | None:
         """Non-keyed state that must survive this task (carried by the driver)."""
         fn = self.function
         if isinstance(fn, CheckpointedFunction) and self.operator_state is not None:
@@ -292,8 +326,9 @@ class StreamOperator:
     def fail(self, record: Any, cause: BaseException) -> UserFunctionError:
         return UserFunctionError(self.uid, self.name, record, cause)
 
-    def process_each(self, values: list, timestamps: list, out: Output,
-                     process: Optional[Callable[[list, list, Output], None]] = None) -> None:
+    def process_each(
+        self, values: list, timestamps: list, out: Output, process: Callable[[list, list, Output], None] | None = None
+    ) -> None:
         """:meth:`process_batch` (or ``process``, e.g. a second input's) record by record: a record the function
         raises on goes to the ``FAILED_RECORDS`` side output (with what it emitted dropped) and the next goes on."""
         process = process or self.process_batch

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pickle
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 import cloudpickle
 
@@ -12,8 +13,14 @@ from sparkpoint.datastream.functions import bound_call
 from sparkpoint.errors import StateError
 from sparkpoint.operators.base import IDLE, Output, StreamOperator, TaskContext, extract_timestamps, first_failing
 
-__all__ = ["MapOperator", "FlatMapOperator", "FilterOperator", "ProcessOperator", "TimestampsAndWatermarksOperator",
-           "UnionOperator"]
+__all__ = [
+    "MapOperator",
+    "FlatMapOperator",
+    "FilterOperator",
+    "ProcessOperator",
+    "TimestampsAndWatermarksOperator",
+    "UnionOperator",
+]
 
 
 class MapOperator(StreamOperator):
@@ -21,8 +28,8 @@ class MapOperator(StreamOperator):
         f = bound_call(self.function, "map")
         mapped: list = []
         try:
-            mapped.extend(map(f, values))   # on a failure, holds the results of the records before it
-            if len(mapped) < len(values):   # the function raised StopIteration: map() took it for the end
+            mapped.extend(map(f, values))  # on a failure, holds the results of the records before it
+            if len(mapped) < len(values):  # the function raised StopIteration: map() took it for the end
                 raise RuntimeError("the function raised StopIteration")
         except Exception as e:
             raise self.fail(values[len(mapped)], e) from e
@@ -53,14 +60,14 @@ class FlatMapOperator(StreamOperator):
 
 
 class _ProcessContext:
-    def __init__(self, op: "ProcessOperator"):
+    def __init__(self, op: ProcessOperator):
         self.op = op
-        self.ts: Optional[int] = None
+        self.ts: int | None = None
 
-    def timestamp(self) -> Optional[int]:
+    def timestamp(self) -> int | None:
         return self.ts
 
-    def timer_service(self) -> "_NonKeyedTimerService":
+    def timer_service(self) -> _NonKeyedTimerService:
         return _NonKeyedTimerService(self.op)
 
 
@@ -75,8 +82,10 @@ class _NonKeyedTimerService:
         return self.op.watermark
 
     def _unsupported(self, *args: Any) -> None:
-        raise StateError(f"operator {self.op.name!r} (uid {self.op.uid!r}): timers need a keyed stream "
-                         f"(key_by(...).process(KeyedProcessFunction))")
+        raise StateError(
+            f"operator {self.op.name!r} (uid {self.op.uid!r}): timers need a keyed stream "
+            f"(key_by(...).process(KeyedProcessFunction))"
+        )
 
     register_processing_time_timer = register_event_time_timer = _unsupported
     delete_processing_time_timer = delete_event_time_timer = _unsupported
@@ -89,8 +98,9 @@ class ProcessOperator(StreamOperator):
         process_each_with(self, self.function.process_element, _ProcessContext(self), values, timestamps, out)  # type: ignore[union-attr]
 
 
-def process_each_with(op: StreamOperator, method: Callable[[Any, Any], Any], ctx: Any, values: list, timestamps: list,
-                      out: Output) -> None:
+def process_each_with(
+    op: StreamOperator, method: Callable[[Any, Any], Any], ctx: Any, values: list, timestamps: list, out: Output
+) -> None:
     """``method(record, ctx)`` for every record (``ctx.ts`` its timestamp), what it returns or yields emitted."""
     v = None
     try:
@@ -123,7 +133,7 @@ class TimestampsAndWatermarksOperator(StreamOperator):
         self.generator: Any = None
         self.output = WatermarkOutput()
 
-    def setup(self, task: TaskContext, operator_state: Optional[dict]) -> None:
+    def setup(self, task: TaskContext, operator_state: dict | None) -> None:
         super().setup(task, operator_state)
         if operator_state and "generator" in operator_state:
             self.generator = pickle.loads(operator_state["generator"])
@@ -139,11 +149,11 @@ class TimestampsAndWatermarksOperator(StreamOperator):
             new_ts = extract_timestamps(self, self.assigner, values, timestamps)
         else:
             new_ts = list(timestamps)
-        if new_ts:   # an assigner's timestamps are all ints (extract_timestamps)
+        if new_ts:  # an assigner's timestamps are all ints (extract_timestamps)
             observe_batch(gen, values, new_ts, self.output, self.assigner is not None or None not in new_ts)
         out.take(values, new_ts)
 
-    def process_watermark(self, watermark: Optional[int], out: Output) -> Optional[int]:
+    def process_watermark(self, watermark: int | None, out: Output) -> int | None:
         if watermark == MAX_WATERMARK:
             self.watermark = MAX_WATERMARK
             return MAX_WATERMARK
@@ -153,5 +163,5 @@ class TimestampsAndWatermarksOperator(StreamOperator):
         self.watermark = max(self.watermark, self.output.watermark)
         return self.watermark
 
-    def snapshot_operator_state(self) -> Optional[dict]:
+    def snapshot_operator_state(self) -> dict | None:
         return {"generator": cloudpickle.dumps(self.generator), "watermark": self.output.watermark}

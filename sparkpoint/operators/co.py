@@ -11,7 +11,8 @@ the minimum of both inputs', as for any operator with several inputs.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 from sparkpoint.datastream.functions import KeySelector
 from sparkpoint.datastream.state import MapStateDescriptor, StateDescriptor
@@ -20,8 +21,7 @@ from sparkpoint.operators.basic import _NonKeyedTimerService, process_each_with
 from sparkpoint.operators.keyed import KeyedProcessOperator, _KeyedContext
 from sparkpoint.state.broadcast_state import BroadcastStateStore
 
-__all__ = ["CoProcessOperator", "KeyedCoProcessOperator", "BroadcastProcessOperator",
-           "KeyedBroadcastProcessOperator"]
+__all__ = ["CoProcessOperator", "KeyedCoProcessOperator", "BroadcastProcessOperator", "KeyedBroadcastProcessOperator"]
 
 
 class _Context:
@@ -29,10 +29,10 @@ class _Context:
 
     def __init__(self, op: StreamOperator, read_only: bool = True):
         self.op = op
-        self.ts: Optional[int] = None
+        self.ts: int | None = None
         self.read_only = read_only
 
-    def timestamp(self) -> Optional[int]:
+    def timestamp(self) -> int | None:
         return self.ts
 
     def timer_service(self) -> _NonKeyedTimerService:
@@ -84,12 +84,12 @@ class _BroadcastStateMixin:
     descriptors: tuple = ()
     broadcast_states: BroadcastStateStore
 
-    def setup(self, task: TaskContext, operator_state: Optional[dict]) -> None:
+    def setup(self, task: TaskContext, operator_state: dict | None) -> None:
         super().setup(task, operator_state)  # type: ignore[misc]
         what = f"operator {self.name!r} (uid {self.uid!r})"  # type: ignore[attr-defined]
         self.broadcast_states = BroadcastStateStore(self.descriptors, operator_state, what)
 
-    def snapshot_operator_state(self) -> Optional[dict]:
+    def snapshot_operator_state(self) -> dict | None:
         return {**(super().snapshot_operator_state() or {}), **self.broadcast_states.snapshot()}  # type: ignore[misc]
 
 

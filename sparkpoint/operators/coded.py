@@ -18,14 +18,14 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from itertools import count
 from operator import itemgetter
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
 __all__ = ["Coded", "all_of_type", "all_timestamped", "coded", "timestamp_list", "uniform"]
 
-_LEAVES = frozenset({str, int, bool, bytes, float, type(None)})   # marshal gives back exactly these types
-_SAMPLE = 1024         # values looked at to decide on coding
+_LEAVES = frozenset({str, int, bool, bytes, float, type(None)})  # marshal gives back exactly these types
+_SAMPLE = 1024  # values looked at to decide on coding
 
 
 class Coded:
@@ -35,7 +35,7 @@ class Coded:
 
     def __init__(self, distinct: list, codes: Sequence[int] | np.ndarray):
         self.distinct = distinct
-        self.codes = codes   # a list; an array of the exchange's unsigned ints; a numpy array once put together
+        self.codes = codes  # a list; an array of the exchange's unsigned ints; a numpy array once put together
 
     def __len__(self) -> int:
         return len(self.codes)
@@ -83,14 +83,14 @@ def _type_signature(value: Any) -> Any:
     return type(value)
 
 
-def coded(values: list) -> Optional[Coded]:
+def coded(values: list) -> Coded | None:
     """``values`` as a :class:`Coded` batch when few distinct values repeat in them, and the distinct values
     are uniform builtins without floats (:func:`uniform`) and every value is of exactly its distinct
     value's types (:func:`_typed_like`); else None. Coding first and checking the types after is cheaper
     than checking them first: a dictionary collapses equal values, and the checks then walk each position
     of the records once, knowing the types it must find there."""
     sample = values[:_SAMPLE]
-    if not _repeats(sample) or uniform(sample) is not False:   # the rest is not looked at for nothing
+    if not _repeats(sample) or uniform(sample) is not False:  # the rest is not looked at for nothing
         return None
     try:
         batch = _code(values)
@@ -141,7 +141,7 @@ def all_of_type(values: Iterable, t: type) -> bool:
     return types.count(t) == len(types)
 
 
-def uniform(values: list) -> Optional[bool]:
+def uniform(values: list) -> bool | None:
     """Whether ``values`` share one nesting of tuples over one exact leaf type per position (None if not);
     True if a float is among the leaves (equal floats may differ: ``0.0`` and ``-0.0``). Each check is one
     pass at C speed; only a column of tuples is built as a list, to look inside it."""

@@ -8,14 +8,22 @@ next, from the executor's local disk (see :mod:`sparkpoint.state.local_store`).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator, Optional
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from sparkpoint.datastream.functions import KeySelector, bound_call
 from sparkpoint.datastream.state import ValueStateDescriptor
 from sparkpoint.datastream.time_domain import TimeDomain
 from sparkpoint.errors import StateError, StateMigrationError, null_reduce_message
-from sparkpoint.operators.base import (IDLE, Output, StreamOperator, TaskContext, first_failing, first_out_of_range,
-                                      out_of_range_error)
+from sparkpoint.operators.base import (
+    IDLE,
+    Output,
+    StreamOperator,
+    TaskContext,
+    first_failing,
+    first_out_of_range,
+    out_of_range_error,
+)
 from sparkpoint.state.backend import KeyedStateBackend, StateBackend
 from sparkpoint.state.backend_loader import load_state_backend
 from sparkpoint.state.key_groups import KeyGroupRange, key_kind
@@ -36,19 +44,25 @@ class KeyedOperator(StreamOperator):
         self.key_selector = key_selector
         self.keyed_backend: KeyedStateBackend = None  # type: ignore[assignment]
         self.timers: InternalTimerService = None  # type: ignore[assignment]
-        self.key_kinds: Optional[frozenset] = None     # of the keys of this task's first keyed batch
+        self.key_kinds: frozenset | None = None  # of the keys of this task's first keyed batch
         self.expected_key_kinds: tuple[str, ...] = ()  # the restored state's keys, checked on the first batch
 
-    def create_keyed_backend(self, key_group_range: KeyGroupRange, max_parallelism: int,
-                             state_backend: Optional[StateBackend] = None, **options: Any) -> None:
+    def create_keyed_backend(
+        self,
+        key_group_range: KeyGroupRange,
+        max_parallelism: int,
+        state_backend: StateBackend | None = None,
+        **options: Any,
+    ) -> None:
         """Build this operator's keyed backend (``state_backend``, default hashmap) and timer service;
         ``options`` go to the backend (``working_dir`` of backends that keep working state)."""
         backend = state_backend if state_backend is not None else load_state_backend(None)
         self.keyed_backend = backend.create_keyed_backend(key_group_range, max_parallelism, **options)
-        self.timers = InternalTimerService({domain: self.keyed_backend.get_timer_queue(domain)
-                                            for domain in (EVENT_TIME, PROCESSING_TIME)})
+        self.timers = InternalTimerService(
+            {domain: self.keyed_backend.get_timer_queue(domain) for domain in (EVENT_TIME, PROCESSING_TIME)}
+        )
 
-    def setup(self, task: TaskContext, operator_state: Optional[dict]) -> None:
+    def setup(self, task: TaskContext, operator_state: dict | None) -> None:
         super().setup(task, operator_state)
         self.timers.current_processing_time = task.processing_time
         self.keyed_backend.set_current_processing_time(task.processing_time)
@@ -66,7 +80,7 @@ class KeyedOperator(StreamOperator):
         """Make this epoch's state changes (and watermark) the backend's working state."""
         return self.keyed_backend.commit(epoch, self.watermark)
 
-    def advance_watermark(self, watermark: Optional[int]) -> None:
+    def advance_watermark(self, watermark: int | None) -> None:
         """Take the watermark restored state was saved at (its timers are judged against it)."""
         if watermark is not None:
             self.watermark = max(self.watermark, watermark)
@@ -77,7 +91,7 @@ class KeyedOperator(StreamOperator):
         self.advance_watermark(snapshot.watermark)
 
     # state schema -----------------------------------------------------------------------
-    def expect_schema(self, schema: Optional[OperatorSchema], key_kinds: tuple[str, ...] = ()) -> None:
+    def expect_schema(self, schema: OperatorSchema | None, key_kinds: tuple[str, ...] = ()) -> None:
         """Check the states this operator declares against ``schema`` (what its restored state recorded), and
         the keys of its first batch against ``key_kinds``."""
         if schema is not None:
@@ -94,17 +108,25 @@ class KeyedOperator(StreamOperator):
         self.key_kinds = frozenset(map(key_kind, keys[:1000])) - {"None"}
         old = set(self.expected_key_kinds)
         if old and self.key_kinds and not old & self.key_kinds:
-            raise StateMigrationError(key_refusal(f"operator {self.name!r} (uid {self.uid!r})", old, self.key_kinds,
-                                                  f"the key selector's, first key {keys[0]!r}"))
+            raise StateMigrationError(
+                key_refusal(
+                    f"operator {self.name!r} (uid {self.uid!r})",
+                    old,
+                    self.key_kinds,
+                    f"the key selector's, first key {keys[0]!r}",
+                )
+            )
 
     # keys -------------------------------------------------------------------------------
-    def keys_of(self, values: list, key_selector: Optional[KeySelector] = None) -> list:
+    def keys_of(self, values: list, key_selector: KeySelector | None = None) -> list:
         get_key = bound_call(key_selector or self.key_selector, "get_key")
         try:
             keys = [get_key(v) for v in values]
         except Exception as e:
-            raise StateError(f"key selector of operator {self.name!r} (uid {self.uid!r}) failed on record "
-                             f"{first_failing(get_key, values)!r}: {type(e).__name__}: {e}") from e
+            raise StateError(
+                f"key selector of operator {self.name!r} (uid {self.uid!r}) failed on record "
+                f"{first_failing(get_key, values)!r}: {type(e).__name__}: {e}"
+            ) from e
         if self.key_kinds is None and keys:
             self._sample_keys(keys)
         return keys
@@ -118,7 +140,7 @@ class KeyedOperator(StreamOperator):
             self.keyed_backend.prefetch(keys[lo:hi])
             yield zip(values[lo:hi], timestamps[lo:hi], keys[lo:hi])
 
-    def set_key(self, key: Any, kg: Optional[int] = None) -> None:
+    def set_key(self, key: Any, kg: int | None = None) -> None:
         self.keyed_backend.set_current_key(key, kg)
 
     def fire_timers(self, domain: str, until: int, on_timer: Callable[[int, Any, Any], None]) -> None:
@@ -140,7 +162,7 @@ class _KeyedTimerService:
         return self.op.watermark
 
     def _reg(self, domain: str, ts: int) -> None:
-        if first_out_of_range([ts]) is not None:   # it would never fire: no watermark passes Long.MAX_VALUE
+        if first_out_of_range([ts]) is not None:  # it would never fire: no watermark passes Long.MAX_VALUE
             raise out_of_range_error(ts, "a timer was registered for")
         b = self.op.keyed_backend
         self.op.timers.register(domain, ts, b.current_key, None, b.current_key_group)
@@ -161,8 +183,8 @@ class _KeyedTimerService:
 class _KeyedContext:
     def __init__(self, op: KeyedOperator):
         self.op = op
-        self.ts: Optional[int] = None
-        self.domain: Optional[TimeDomain] = None
+        self.ts: int | None = None
+        self.domain: TimeDomain | None = None
         self._timer_service = _KeyedTimerService(op)
 
     def get_current_key(self) -> Any:
@@ -171,10 +193,10 @@ class _KeyedContext:
     def timer_service(self) -> _KeyedTimerService:
         return self._timer_service
 
-    def timestamp(self) -> Optional[int]:
+    def timestamp(self) -> int | None:
         return self.ts
 
-    def time_domain(self) -> Optional[TimeDomain]:
+    def time_domain(self) -> TimeDomain | None:
         return self.domain
 
 
@@ -188,7 +210,7 @@ class KeyedProcessOperator(KeyedOperator):
         """``method(record, context)`` for every record, its key current (the keys' entries read together)."""
         ctx = self._context()
         set_key = self.keyed_backend.set_current_key
-        for records in self.prefetched(keys, values, timestamps):   # the prefetch's errors name no record
+        for records in self.prefetched(keys, values, timestamps):  # the prefetch's errors name no record
             v = None
             try:
                 for v, t, k in records:
@@ -215,7 +237,7 @@ class KeyedProcessOperator(KeyedOperator):
 
         return fire
 
-    def process_watermark(self, watermark: Optional[int], out: Output) -> Optional[int]:
+    def process_watermark(self, watermark: int | None, out: Output) -> int | None:
         if watermark is not IDLE and watermark > self.watermark:
             self.watermark = watermark
             self.fire_timers(EVENT_TIME, watermark, self._on_timer(TimeDomain.EVENT_TIME, out))
@@ -250,7 +272,7 @@ class StreamGroupedReduceOperator(KeyedOperator):
                     set_key(k)
                     cur = state.value()
                     new = v if cur is None else reduce(cur, v)
-                    if new is None:   # it would read as empty: the value would start over from the next record
+                    if new is None:  # it would read as empty: the value would start over from the next record
                         raise TypeError(null_reduce_result(self, k))
                     state.update(new)
                     out.collect(new, t)

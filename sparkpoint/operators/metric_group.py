@@ -11,7 +11,8 @@ subtask (``TaskContext.metric_totals``). Metrics are not part of checkpoints, as
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from sparkpoint.metrics import Counter, Distribution, Meter, MetricGroup
 
@@ -61,8 +62,8 @@ class _Distribution(Distribution):
 
     def __init__(self) -> None:
         self.count, self.sum = 0, 0
-        self.min: Optional[int] = None
-        self.max: Optional[int] = None
+        self.min: int | None = None
+        self.max: int | None = None
 
     def update(self, value: int) -> None:
         self.count += 1
@@ -90,19 +91,29 @@ class _Gauge:
 class OperatorMetricGroup(MetricGroup):
     """The metric group of one operator in one task (``scope``: the group path)."""
 
-    def __init__(self, op: "StreamOperator", scope: tuple[str, ...] = (), logical: tuple[str, ...] = (),
-                 variables: tuple[tuple[str, str], ...] = ()):
+    def __init__(
+        self,
+        op: StreamOperator,
+        scope: tuple[str, ...] = (),
+        logical: tuple[str, ...] = (),
+        variables: tuple[tuple[str, str], ...] = (),
+    ):
         self._op = op
-        self._scope = scope            # the identifier's path: a key/value group adds key and value
-        self._logical = logical        # Flink's logical scope: a key/value group adds its key only
-        self._variables = variables    # the key/value groups' (key, value): labels for Prometheus
+        self._scope = scope  # the identifier's path: a key/value group adds key and value
+        self._logical = logical  # Flink's logical scope: a key/value group adds its key only
+        self._variables = variables  # the key/value groups' (key, value): labels for Prometheus
 
-    def add_group(self, name: str, extra: Optional[str] = None) -> "OperatorMetricGroup":
+    def add_group(self, name: str, extra: str | None = None) -> OperatorMetricGroup:
         if extra is None:
-            return OperatorMetricGroup(self._op, self._scope + (str(name),), self._logical + (str(name),),
-                                       self._variables)
-        return OperatorMetricGroup(self._op, self._scope + (str(name), str(extra)), self._logical + (str(name),),
-                                   self._variables + ((str(name), str(extra)),))
+            return OperatorMetricGroup(
+                self._op, self._scope + (str(name),), self._logical + (str(name),), self._variables
+            )
+        return OperatorMetricGroup(
+            self._op,
+            self._scope + (str(name), str(extra)),
+            self._logical + (str(name),),
+            self._variables + ((str(name), str(extra)),),
+        )
 
     def _register(self, name: str, make: Callable[[str], Any]) -> Any:
         metric_id = ".".join(self._scope + (str(name),))
@@ -133,5 +144,10 @@ class OperatorMetricGroup(MetricGroup):
 def report_user_metrics(user_metrics: dict[str, dict[str, Any]]) -> dict[str, dict[str, tuple]]:
     """``{uid: {metric id: (kind, value)}}`` of a task's user metrics, for its report; a metric under key/value
     groups adds its logical id and the groups' ``(key, value)`` pairs: ``(kind, value, logical, pairs)``."""
-    return {uid: {mid: (m.kind, m.report(), m.logical, m.variables) if m.variables else (m.kind, m.report())
-                  for mid, m in metrics.items()} for uid, metrics in user_metrics.items()}
+    return {
+        uid: {
+            mid: (m.kind, m.report(), m.logical, m.variables) if m.variables else (m.kind, m.report())
+            for mid, m in metrics.items()
+        }
+        for uid, metrics in user_metrics.items()
+    }

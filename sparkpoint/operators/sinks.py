@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from sparkpoint.operators.base import Output, StreamOperator, TaskContext
 
@@ -17,10 +17,11 @@ class SinkOperator(StreamOperator):
         self.sink = sink
         self.writer: Any = None
 
-    def setup(self, task: TaskContext, operator_state: Optional[dict]) -> None:
+    def setup(self, task: TaskContext, operator_state: dict | None) -> None:
         super().setup(task, operator_state)
-        self.writer = self.sink.create_writer(task.subtask_index, task.parallelism, task.job_id, task.epoch,
-                                              (operator_state or {}).get("writer"))
+        self.writer = self.sink.create_writer(
+            task.subtask_index, task.parallelism, task.job_id, task.epoch, (operator_state or {}).get("writer")
+        )
         if hasattr(self.writer, "now_ms"):
             self.writer.now_ms = task.processing_time
 
@@ -28,20 +29,20 @@ class SinkOperator(StreamOperator):
         if values:
             try:
                 self.writer.write(values, timestamps)
-            except Exception as e:   # a writer's error may name the record it failed on
+            except Exception as e:  # a writer's error may name the record it failed on
                 raise self.fail(getattr(e, "record", values[0]), e) from e
 
     def prepare_commit(self) -> list:
         return self.writer.prepare_commit()
 
-    def snapshot_operator_state(self) -> Optional[dict]:
+    def snapshot_operator_state(self) -> dict | None:
         return {"writer": self.writer.snapshot_state()}
 
 
 class PrintOperator(StreamOperator):
     """``DataStream.print()``: records go to the driver, which prints them in order."""
 
-    def __init__(self, uid: str, name: str, sink_identifier: Optional[str] = None):
+    def __init__(self, uid: str, name: str, sink_identifier: str | None = None):
         super().__init__(uid, name)
         self.sink_identifier = sink_identifier
         self.lines: list = []

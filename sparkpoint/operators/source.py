@@ -9,21 +9,27 @@ more splits to give, and is idle while it waits for one.
 from __future__ import annotations
 
 import pickle
-from typing import Any, Optional
+from typing import Any
 
 import cloudpickle
 
 from sparkpoint.common.watermark_strategy import MAX_WATERMARK, WatermarkOutput, WatermarkStrategy, observe_batch
 from sparkpoint.connectors.base import SourceSplit
 from sparkpoint.errors import MalformedRecordError, record_location
-from sparkpoint.operators.base import (IDLE, Output, StreamOperator, extract_timestamps, first_out_of_range,
-                                      out_of_range_error)
+from sparkpoint.operators.base import (
+    IDLE,
+    Output,
+    StreamOperator,
+    extract_timestamps,
+    first_out_of_range,
+    out_of_range_error,
+)
 
 __all__ = ["SourceOperator"]
 
 
 class SourceOperator(StreamOperator):
-    def __init__(self, uid: str, name: str, source: Any, strategy: Optional[WatermarkStrategy]):
+    def __init__(self, uid: str, name: str, source: Any, strategy: WatermarkStrategy | None):
         super().__init__(uid, name)
         self.source = source
         self.strategy = strategy
@@ -36,8 +42,9 @@ class SourceOperator(StreamOperator):
             return None
         return self.strategy.create_watermark_generator()
 
-    def read(self, splits: list[SourceSplit], no_more_splits: bool, max_records: int, max_bytes: int,
-             out: Output) -> tuple[list[SourceSplit], Optional[int]]:
+    def read(
+        self, splits: list[SourceSplit], no_more_splits: bool, max_records: int, max_bytes: int, out: Output
+    ) -> tuple[list[SourceSplit], int | None]:
         """Read one epoch's slice of every split; returns the new splits and the watermark."""
         reader = self.source.create_reader()
         new_splits: list[SourceSplit] = []
@@ -80,9 +87,9 @@ class SourceOperator(StreamOperator):
         self.task.counter(self.uid, "numRecordsOut", n)
         unfinished = [s for s in new_splits if not s.finished]
         ended = [s.watermark for s in new_splits if s.finished and s.watermark > self.watermark]
-        wm: Optional[int]
+        wm: int | None
         if not unfinished and ended and not no_more_splits:
-            wm = min(ended)   # the splits that ended this epoch still pass on their last watermark
+            wm = min(ended)  # the splits that ended this epoch still pass on their last watermark
         elif not unfinished:
             wm = MAX_WATERMARK if no_more_splits else IDLE
         elif not watermarks:
@@ -100,9 +107,12 @@ class SourceOperator(StreamOperator):
         beyond = first_out_of_range(ts)
         if beyond is not None:
             value = values[beyond]
-            raise MalformedRecordError(locate(split, beyond, max_bytes), None,
-                                       value if isinstance(value, str) else repr(value),
-                                       str(out_of_range_error(ts[beyond], "the source gave it the timestamp")))
+            raise MalformedRecordError(
+                locate(split, beyond, max_bytes),
+                None,
+                value if isinstance(value, str) else repr(value),
+                str(out_of_range_error(ts[beyond], "the source gave it the timestamp")),
+            )
 
     def _malformed(self, malformed: list, out: Output) -> None:
         if not malformed:

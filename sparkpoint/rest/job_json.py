@@ -15,21 +15,65 @@ from __future__ import annotations
 import hashlib
 import time
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 import sparkpoint
 from sparkpoint.common.watermark_strategy import MIN_WATERMARK
 
-__all__ = ["JobView", "vertex_id", "RestError", "overview", "dashboard_config", "jobs", "jobs_overview",
-           "job_details", "job_plan", "job_config", "job_exceptions", "job_metrics", "vertex_metrics",
-           "vertex_watermarks", "subtask_metrics", "find_vertex"]
+__all__ = [
+    "JobView",
+    "vertex_id",
+    "RestError",
+    "overview",
+    "dashboard_config",
+    "jobs",
+    "jobs_overview",
+    "job_details",
+    "job_plan",
+    "job_config",
+    "job_exceptions",
+    "job_metrics",
+    "vertex_metrics",
+    "vertex_watermarks",
+    "subtask_metrics",
+    "find_vertex",
+]
 
-JOB_STATUSES = ("INITIALIZING", "CREATED", "RUNNING", "FAILING", "FAILED", "CANCELLING", "CANCELED", "FINISHED",
-                "RESTARTING", "SUSPENDED", "RECONCILING")
-EXECUTION_STATES = ("CREATED", "SCHEDULED", "DEPLOYING", "RUNNING", "FINISHED", "CANCELING", "CANCELED", "FAILED",
-                    "RECONCILING", "INITIALIZING")
-_VERTEX_STATE = {"CREATED": "CREATED", "RUNNING": "RUNNING", "FINISHED": "FINISHED", "FAILING": "FAILED",
-                 "FAILED": "FAILED", "CANCELLING": "CANCELING", "CANCELED": "CANCELED", "RESTARTING": "CANCELING"}
+JOB_STATUSES = (
+    "INITIALIZING",
+    "CREATED",
+    "RUNNING",
+    "FAILING",
+    "FAILED",
+    "CANCELLING",
+    "CANCELED",
+    "FINISHED",
+    "RESTARTING",
+    "SUSPENDED",
+    "RECONCILING",
+)
+EXECUTION_STATES = (
+    "CREATED",
+    "SCHEDULED",
+    "DEPLOYING",
+    "RUNNING",
+    "FINISHED",
+    "CANCELING",
+    "CANCELED",
+    "FAILED",
+    "RECONCILING",
+    "INITIALIZING",
+)
+_VERTEX_STATE = {
+    "CREATED": "CREATED",
+    "RUNNING": "RUNNING",
+    "FINISHED": "FINISHED",
+    "FAILING": "FAILED",
+    "FAILED": "FAILED",
+    "CANCELLING": "CANCELING",
+    "CANCELED": "CANCELED",
+    "RESTARTING": "CANCELING",
+}
 _TERMINAL = ("FINISHED", "FAILED", "CANCELED")
 
 
@@ -55,8 +99,8 @@ class JobView:
     """What the REST endpoint shows of one job: the JobMaster and what its listener heard."""
 
     master: Any
-    status_times: dict[str, int] = field(default_factory=dict)     # status -> when the job entered it
-    exceptions: list[dict] = field(default_factory=list)           # Flink's exception history entries
+    status_times: dict[str, int] = field(default_factory=dict)  # status -> when the job entered it
+    exceptions: list[dict] = field(default_factory=list)  # Flink's exception history entries
 
     @property
     def status(self) -> str:
@@ -75,8 +119,9 @@ class JobView:
     def vertices(self) -> list[tuple[str, Any, int]]:
         """(vertex id, node, parallelism) of every operator, in the plan's order."""
         plan = self.master.plan
-        return [(vertex_id(n.effective_uid()), n, plan.stage(plan.stage_of[n.id]).parallelism)
-                for n in plan.nodes.values()]
+        return [
+            (vertex_id(n.effective_uid()), n, plan.stage(plan.stage_of[n.id]).parallelism) for n in plan.nodes.values()
+        ]
 
     def vertex_state(self) -> str:
         return _VERTEX_STATE.get(self.status, "CREATED")
@@ -97,18 +142,30 @@ def overview(view: JobView) -> dict:
     """``GET /overview`` (``ClusterOverviewWithVersion``): this endpoint serves one job."""
     status = view.status
     slots = sum(s.parallelism for s in view.master.plan.stages)
-    return {"taskmanagers": 1, "slots-total": slots, "slots-available": 0,
-            "jobs-running": int(status not in _TERMINAL), "jobs-finished": int(status == "FINISHED"),
-            "jobs-cancelled": int(status == "CANCELED"), "jobs-failed": int(status == "FAILED"),
-            "flink-version": sparkpoint.__version__, "flink-commit": "sparkpoint"}
+    return {
+        "taskmanagers": 1,
+        "slots-total": slots,
+        "slots-available": 0,
+        "jobs-running": int(status not in _TERMINAL),
+        "jobs-finished": int(status == "FINISHED"),
+        "jobs-cancelled": int(status == "CANCELED"),
+        "jobs-failed": int(status == "FAILED"),
+        "flink-version": sparkpoint.__version__,
+        "flink-commit": "sparkpoint",
+    }
 
 
 def dashboard_config() -> dict:
     """``GET /config`` (``DashboardConfiguration``)."""
     offset = -time.timezone * 1000 if not time.daylight else -time.altzone * 1000
-    return {"refresh-interval": 3000, "timezone-name": time.tzname[0], "timezone-offset": offset,
-            "flink-version": sparkpoint.__version__, "flink-revision": "sparkpoint",
-            "features": {"web-submit": False, "web-cancel": True, "web-rescale": False, "web-history": False}}
+    return {
+        "refresh-interval": 3000,
+        "timezone-name": time.tzname[0],
+        "timezone-offset": offset,
+        "flink-version": sparkpoint.__version__,
+        "flink-revision": "sparkpoint",
+        "features": {"web-submit": False, "web-cancel": True, "web-rescale": False, "web-history": False},
+    }
 
 
 def jobs(view: JobView) -> dict:
@@ -122,34 +179,75 @@ def jobs_overview(view: JobView) -> dict:
     tasks = {s.lower(): 0 for s in EXECUTION_STATES}
     tasks[view.vertex_state().lower()] = sum(p for _, _, p in vertices)
     tasks["total"] = sum(p for _, _, p in vertices)
-    return {"jobs": [{"jid": view.master.job_id, "name": view.master.plan.job_name, "start-time": view.start_time(),
-                      "end-time": view.end_time(), "duration": view.duration(), "state": view.status,
-                      "last-modification": max(view.status_times.copy().values(), default=view.start_time()),
-                      "tasks": tasks}]}
+    return {
+        "jobs": [
+            {
+                "jid": view.master.job_id,
+                "name": view.master.plan.job_name,
+                "start-time": view.start_time(),
+                "end-time": view.end_time(),
+                "duration": view.duration(),
+                "state": view.status,
+                "last-modification": max(view.status_times.copy().values(), default=view.start_time()),
+                "tasks": tasks,
+            }
+        ]
+    }
 
 
 def _io_metrics(counters: dict[str, int]) -> dict:
-    return {"read-bytes": 0, "read-bytes-complete": True, "write-bytes": 0, "write-bytes-complete": True,
-            "read-records": counters.get("numRecordsIn", 0), "read-records-complete": True,
-            "write-records": counters.get("numRecordsOut", 0), "write-records-complete": True,
-            "accumulated-backpressured-time": 0, "accumulated-idle-time": 0, "accumulated-busy-time": 0.0}
+    return {
+        "read-bytes": 0,
+        "read-bytes-complete": True,
+        "write-bytes": 0,
+        "write-bytes-complete": True,
+        "read-records": counters.get("numRecordsIn", 0),
+        "read-records-complete": True,
+        "write-records": counters.get("numRecordsOut", 0),
+        "write-records-complete": True,
+        "accumulated-backpressured-time": 0,
+        "accumulated-idle-time": 0,
+        "accumulated-busy-time": 0.0,
+    }
 
 
 def job_details(view: JobView) -> dict:
     """``GET /jobs/:jid`` (``JobDetailsInfo``)."""
     master, state = view.master, view.vertex_state()
     start, end = view.start_time(), view.end_time()
-    vertices = [{"id": vid, "slotSharingGroupId": "default", "name": n.name,
-                 "maxParallelism": master.plan.max_parallelism, "parallelism": par, "status": state,
-                 "start-time": start, "end-time": end, "duration": view.duration(),
-                 "tasks": _task_counts(state, par), "metrics": _io_metrics(master.metrics.get(n.effective_uid(), {}))}
-                for vid, n, par in view.vertices()]
+    vertices = [
+        {
+            "id": vid,
+            "slotSharingGroupId": "default",
+            "name": n.name,
+            "maxParallelism": master.plan.max_parallelism,
+            "parallelism": par,
+            "status": state,
+            "start-time": start,
+            "end-time": end,
+            "duration": view.duration(),
+            "tasks": _task_counts(state, par),
+            "metrics": _io_metrics(master.metrics.get(n.effective_uid(), {})),
+        }
+        for vid, n, par in view.vertices()
+    ]
     total = sum(v["parallelism"] for v in vertices)
-    return {"jid": master.job_id, "name": master.plan.job_name, "isStoppable": view.status == "RUNNING",
-            "state": view.status, "job-type": "STREAMING", "start-time": start, "end-time": end,
-            "duration": view.duration(), "maxParallelism": master.plan.max_parallelism, "now": now_ms(),
-            "timestamps": {s: view.status_times.get(s, 0) for s in JOB_STATUSES}, "vertices": vertices,
-            "status-counts": _task_counts(state, total), "plan": job_plan(view)["plan"]}
+    return {
+        "jid": master.job_id,
+        "name": master.plan.job_name,
+        "isStoppable": view.status == "RUNNING",
+        "state": view.status,
+        "job-type": "STREAMING",
+        "start-time": start,
+        "end-time": end,
+        "duration": view.duration(),
+        "maxParallelism": master.plan.max_parallelism,
+        "now": now_ms(),
+        "timestamps": {s: view.status_times.get(s, 0) for s in JOB_STATUSES},
+        "vertices": vertices,
+        "status-counts": _task_counts(state, total),
+        "plan": job_plan(view)["plan"],
+    }
 
 
 def job_plan(view: JobView) -> dict:
@@ -157,10 +255,23 @@ def job_plan(view: JobView) -> dict:
     plan = view.master.plan
     nodes = []
     for vid, n, par in view.vertices():
-        inputs = [{"num": i, "id": vertex_id(plan.uid(e.source)), "ship_strategy": e.partitioning.name,
-                   "exchange": "pipelined_bounded"} for i, e in enumerate(n.inputs)]
-        node: dict[str, Any] = {"id": vid, "parallelism": par, "operator": n.kind, "operator_strategy": "",
-                                "description": f"{n.name} (uid {n.effective_uid()})", "optimizer_properties": {}}
+        inputs = [
+            {
+                "num": i,
+                "id": vertex_id(plan.uid(e.source)),
+                "ship_strategy": e.partitioning.name,
+                "exchange": "pipelined_bounded",
+            }
+            for i, e in enumerate(n.inputs)
+        ]
+        node: dict[str, Any] = {
+            "id": vid,
+            "parallelism": par,
+            "operator": n.kind,
+            "operator_strategy": "",
+            "description": f"{n.name} (uid {n.effective_uid()})",
+            "optimizer_properties": {},
+        }
         if inputs:
             node["inputs"] = inputs
         nodes.append(node)
@@ -173,31 +284,47 @@ def job_config(view: JobView) -> dict:
 
     master = view.master
     conf = public_config(master.config.to_dict())
-    return {"jid": master.job_id, "name": master.plan.job_name,
-            "execution-config": {"execution-mode": "PIPELINED",
-                                 "restart-strategy": str(conf.get("restart-strategy.type", "default")),
-                                 "job-parallelism": max((s.parallelism for s in master.plan.stages), default=1),
-                                 "object-reuse-mode": False,
-                                 "user-config": {str(k): str(v) for k, v in conf.items()}}}
+    return {
+        "jid": master.job_id,
+        "name": master.plan.job_name,
+        "execution-config": {
+            "execution-mode": "PIPELINED",
+            "restart-strategy": str(conf.get("restart-strategy.type", "default")),
+            "job-parallelism": max((s.parallelism for s in master.plan.stages), default=1),
+            "object-reuse-mode": False,
+            "user-config": {str(k): str(v) for k, v in conf.items()},
+        },
+    }
 
 
 def job_exceptions(view: JobView) -> dict:
     """``GET /jobs/:jid/exceptions`` (``JobExceptionsInfoWithHistory``), newest first."""
     entries = list(reversed(view.exceptions))
     root = entries[0] if entries else None
-    return {"root-exception": root["stacktrace"] if root else None, "timestamp": root["timestamp"] if root else None,
-            "all-exceptions": [], "truncated": False,
-            "exceptionHistory": {"entries": entries, "truncated": False}}
+    return {
+        "root-exception": root["stacktrace"] if root else None,
+        "timestamp": root["timestamp"] if root else None,
+        "all-exceptions": [],
+        "truncated": False,
+        "exceptionHistory": {"entries": entries, "truncated": False},
+    }
 
 
 def exception_entry(error: BaseException, timestamp: int) -> dict:
     """One entry of Flink's exception history, for a failure of the job."""
     import traceback
 
-    return {"exceptionName": type(error).__name__, "stacktrace": "".join(
-        traceback.format_exception(type(error), error, error.__traceback__)) or str(error),
-        "timestamp": timestamp, "taskName": None, "location": None, "endpoint": None, "taskManagerId": None,
-        "failureLabels": {}, "concurrentExceptions": []}
+    return {
+        "exceptionName": type(error).__name__,
+        "stacktrace": "".join(traceback.format_exception(type(error), error, error.__traceback__)) or str(error),
+        "timestamp": timestamp,
+        "taskName": None,
+        "location": None,
+        "endpoint": None,
+        "taskManagerId": None,
+        "failureLabels": {},
+        "concurrentExceptions": [],
+    }
 
 
 # -- metrics: Flink's metric names, values as strings ---------------------------------------
@@ -205,28 +332,33 @@ def job_metric_values(view: JobView) -> dict[str, str]:
     coordinator = view.master.coordinator
     uptime_ms = view.duration()
     epochs = view.master.output.epochs_run
-    values = {"uptime": str(uptime_ms), "numRestarts": str(view.master.restarts),
-              # sparkpoint's own: epochs completed by this run, and their rate over the job's uptime
-              "numberOfEpochs": str(epochs), "epochsPerSecond": f"{epochs * 1000 / max(uptime_ms, 1):.2f}",
-              "currentEpoch": str(view.master.epoch)}
+    values = {
+        "uptime": str(uptime_ms),
+        "numRestarts": str(view.master.restarts),
+        # sparkpoint's own: epochs completed by this run, and their rate over the job's uptime
+        "numberOfEpochs": str(epochs),
+        "epochsPerSecond": f"{epochs * 1000 / max(uptime_ms, 1):.2f}",
+        "currentEpoch": str(view.master.epoch),
+    }
     if coordinator is not None:
         stats = coordinator.stats
         counts = stats.counts()
         last = stats.latest("COMPLETED")
-        values.update(numberOfCompletedCheckpoints=str(counts["completed"]),
-                      numberOfFailedCheckpoints=str(counts["failed"]),
-                      numberOfInProgressCheckpoints=str(counts["in_progress"]),
-                      totalNumberOfCheckpoints=str(counts["total"]),
-                      lastCheckpointDuration=str(last.end_to_end_duration if last else -1),
-                      lastCheckpointSize=str(last.state_size if last else -1),
-                      lastCheckpointFullSize=str(last.state_size if last else -1),
-                      lastCheckpointExternalPath=str(last.external_path if last else "n/a"),
-                      lastCheckpointRestoreTimestamp=str(stats.restored["restore_timestamp"]
-                                                         if stats.restored else -1))
+        values.update(
+            numberOfCompletedCheckpoints=str(counts["completed"]),
+            numberOfFailedCheckpoints=str(counts["failed"]),
+            numberOfInProgressCheckpoints=str(counts["in_progress"]),
+            totalNumberOfCheckpoints=str(counts["total"]),
+            lastCheckpointDuration=str(last.end_to_end_duration if last else -1),
+            lastCheckpointSize=str(last.state_size if last else -1),
+            lastCheckpointFullSize=str(last.state_size if last else -1),
+            lastCheckpointExternalPath=str(last.external_path if last else "n/a"),
+            lastCheckpointRestoreTimestamp=str(stats.restored["restore_timestamp"] if stats.restored else -1),
+        )
     return values
 
 
-def _pick(values: dict[str, str], get: Optional[str]) -> list[dict]:
+def _pick(values: dict[str, str], get: str | None) -> list[dict]:
     """Flink's metric listing: without ``get`` the ids, with ``get=a,b`` those ids and their values."""
     if not get:
         return [{"id": k} for k in sorted(values)]
@@ -234,7 +366,7 @@ def _pick(values: dict[str, str], get: Optional[str]) -> list[dict]:
     return [{"id": k, "value": values[k]} for k in wanted if k in values]
 
 
-def job_metrics(view: JobView, get: Optional[str]) -> list[dict]:
+def job_metrics(view: JobView, get: str | None) -> list[dict]:
     """``GET /jobs/:jid/metrics``."""
     return _pick(job_metric_values(view), get)
 
@@ -246,12 +378,15 @@ def subtask_values(view: JobView, vid: str) -> dict[int, dict[str, float]]:
     for i in range(par):
         counters = output.subtask_metrics.get((node.effective_uid(), i), {})
         wm = output.watermarks.get((node.id, i))
-        out[i] = {"numRecordsIn": counters.get("numRecordsIn", 0), "numRecordsOut": counters.get("numRecordsOut", 0),
-                  "numLateRecordsDropped": counters.get("numLateRecordsDropped", 0),
-                  "currentInputWatermark": wm if wm is not None else MIN_WATERMARK,
-                  # the watermark the operator passed on at the end of its last epoch (an operator forwards the
-                  # watermark of its inputs, so both figures are that one; sources and assigners make their own)
-                  "currentOutputWatermark": wm if wm is not None else MIN_WATERMARK}
+        out[i] = {
+            "numRecordsIn": counters.get("numRecordsIn", 0),
+            "numRecordsOut": counters.get("numRecordsOut", 0),
+            "numLateRecordsDropped": counters.get("numLateRecordsDropped", 0),
+            "currentInputWatermark": wm if wm is not None else MIN_WATERMARK,
+            # the watermark the operator passed on at the end of its last epoch (an operator forwards the
+            # watermark of its inputs, so both figures are that one; sources and assigners make their own)
+            "currentOutputWatermark": wm if wm is not None else MIN_WATERMARK,
+        }
         rate_in, rate_out = output.io_rates(node.effective_uid(), i)
         out[i].update(numRecordsInPerSecond=rate_in, numRecordsOutPerSecond=rate_out)
         # user metrics under Flink's operator scope: <operator name>.<group>.<name>
@@ -267,7 +402,7 @@ def _metric_text(value: Any) -> str:
     return str(value)
 
 
-def vertex_metrics(view: JobView, vid: str, get: Optional[str]) -> list[dict]:
+def vertex_metrics(view: JobView, vid: str, get: str | None) -> list[dict]:
     """``GET /jobs/:jid/vertices/:vid/metrics``: ``<subtask>.<metric>`` ids."""
     values = {f"{i}.{k}": _metric_text(v) for i, m in subtask_values(view, vid).items() for k, v in m.items()}
     return _pick(values, get)
@@ -275,11 +410,13 @@ def vertex_metrics(view: JobView, vid: str, get: Optional[str]) -> list[dict]:
 
 def vertex_watermarks(view: JobView, vid: str) -> list[dict]:
     """``GET /jobs/:jid/vertices/:vid/watermarks``."""
-    return [{"id": f"{i}.currentInputWatermark", "value": _metric_text(m["currentInputWatermark"])}
-            for i, m in subtask_values(view, vid).items()]
+    return [
+        {"id": f"{i}.currentInputWatermark", "value": _metric_text(m["currentInputWatermark"])}
+        for i, m in subtask_values(view, vid).items()
+    ]
 
 
-def subtask_metrics(view: JobView, vid: str, get: Optional[str], agg: Optional[str]) -> list[dict]:
+def subtask_metrics(view: JobView, vid: str, get: str | None, agg: str | None) -> list[dict]:
     """``GET /jobs/:jid/vertices/:vid/subtasks/metrics``: min, max, avg, sum over the subtasks."""
     per = list(subtask_values(view, vid).values())
     names = sorted({k for m in per for k in m})

@@ -11,7 +11,7 @@ after a client that asked for a stop-with-savepoint has read its outcome, or
 from __future__ import annotations
 
 import logging
-from typing import Any, Optional
+from typing import Any
 
 from sparkpoint.rest.job_json import JobView, exception_entry, now_ms
 from sparkpoint.rest.registry import JobRegistry
@@ -32,8 +32,8 @@ class RestJobListener(JobListener):
     def __init__(self, job: Any):
         self.job = job
         self.view = JobView(job, {job.status.name: now_ms()})
-        self.server: Optional[RestServer] = None
-        self._last_error: Optional[BaseException] = None
+        self.server: RestServer | None = None
+        self._last_error: BaseException | None = None
 
     def on_job_started(self, job: Any) -> None:
         config = job.config
@@ -42,15 +42,22 @@ class RestJobListener(JobListener):
         server.start()
         bind = security.bind_address
         address = config.get_string("rest.address") or ("127.0.0.1" if bind in ("0.0.0.0", "::") else bind)
-        JobRegistry().register(job.job_id, job.plan.job_name, address, server.port, security.token,
-                               scheme=security.scheme, certificate=security.certificate)
+        JobRegistry().register(
+            job.job_id,
+            job.plan.job_name,
+            address,
+            server.port,
+            security.token,
+            scheme=security.scheme,
+            certificate=security.certificate,
+        )
         self.server = server
 
-    def on_status_change(self, job_id: str, old: Any, new: Any, error: Optional[BaseException]) -> None:
+    def on_status_change(self, job_id: str, old: Any, new: Any, error: BaseException | None) -> None:
         ts = now_ms()
         self.view.status_times[new.name] = ts
         if error is not None and new.name in ("FAILING", "FAILED") and error is not self._last_error:
-            self._last_error = error   # FAILING and FAILED (or RESTARTING) carry the same failure
+            self._last_error = error  # FAILING and FAILED (or RESTARTING) carry the same failure
             self.view.exceptions.append(exception_entry(error, ts))
             del self.view.exceptions[:-_MAX_EXCEPTIONS]
 

@@ -17,7 +17,7 @@ import re
 import threading
 import uuid
 from concurrent.futures import Future
-from typing import Any, Optional
+from typing import Any
 
 from sparkpoint.rest.job_json import RestError
 from sparkpoint.rest.security import RestSecurity
@@ -69,7 +69,7 @@ class Operations:
         self._ops: dict[tuple[str, str], Operation] = {}
         self._lock = threading.Lock()
 
-    def _new_id(self, body: dict, kind: str) -> tuple[str, Optional[Operation]]:
+    def _new_id(self, body: dict, kind: str) -> tuple[str, Operation | None]:
         given = _body_field(body, "triggerId")
         if given is not None and not _TRIGGER_ID.match(given):
             raise RestError(400, f"triggerId {given!r}: expected 32 hex characters")
@@ -91,9 +91,10 @@ class Operations:
         request_id, known = self._new_id(body, "savepoint")
         if known is not None:
             return {"request-id": request_id}
-        target = _body_field(body, "targetDirectory" if stop else "target-directory", "target-directory",
-                             "targetDirectory")
-        target = self.security.check_target(target, "target directory")   # resolved: used as checked
+        target = _body_field(
+            body, "targetDirectory" if stop else "target-directory", "target-directory", "targetDirectory"
+        )
+        target = self.security.check_target(target, "target directory")  # resolved: used as checked
         stop = stop or bool(_body_field(body, "cancel-job", kind=bool, default=False))
         drain = bool(_body_field(body, "drain", kind=bool, default=False))
         self._check_running()
@@ -121,7 +122,7 @@ class Operations:
         path = _body_field(body, "savepoint-path")
         if path is None:
             raise RestError(400, "field 'savepoint-path' is missing")
-        resolved = self.security.check_target(path, "savepoint path")   # used as checked
+        resolved = self.security.check_target(path, "savepoint path")  # used as checked
         assert resolved is not None
         request_id, known = self._new_id(body, "disposal")
         if known is not None:

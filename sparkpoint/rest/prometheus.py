@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Any, Iterator, Optional
+from collections.abc import Iterator
+from typing import Any
 
 from sparkpoint.errors import ConfigurationError
 from sparkpoint.rest.job_json import JobView, job_metric_values, now_ms, subtask_values
@@ -37,10 +38,20 @@ __all__ = ["PrometheusReporter", "PROMETHEUS_FACTORY_CLASS", "port_candidates"]
 logger = logging.getLogger(__name__)
 
 PROMETHEUS_FACTORY_CLASS = "org.apache.flink.metrics.prometheus.PrometheusReporterFactory"
-_JOB_NUMERIC = ("uptime", "numRestarts", "numberOfCompletedCheckpoints", "numberOfFailedCheckpoints",
-                "numberOfInProgressCheckpoints", "totalNumberOfCheckpoints", "lastCheckpointDuration",
-                "lastCheckpointSize", "lastCheckpointFullSize", "lastCheckpointRestoreTimestamp", "numberOfEpochs",
-                "epochsPerSecond")
+_JOB_NUMERIC = (
+    "uptime",
+    "numRestarts",
+    "numberOfCompletedCheckpoints",
+    "numberOfFailedCheckpoints",
+    "numberOfInProgressCheckpoints",
+    "totalNumberOfCheckpoints",
+    "lastCheckpointDuration",
+    "lastCheckpointSize",
+    "lastCheckpointFullSize",
+    "lastCheckpointRestoreTimestamp",
+    "numberOfEpochs",
+    "epochsPerSecond",
+)
 _LABELS = ["job_id", "job_name", "task_name", "operator_name", "operator_id", "subtask_index"]
 _UNSAFE = re.compile(r"[^a-zA-Z0-9_:]")
 
@@ -53,7 +64,8 @@ def port_candidates(value: Any) -> list[int]:
         first, last = int(low), int(high) if sep else int(low)
     except ValueError:
         raise ConfigurationError(
-            f"metrics.reporter.prom.port: {text!r} is not a port or a range like 9250-9260") from None
+            f"metrics.reporter.prom.port: {text!r} is not a port or a range like 9250-9260"
+        ) from None
     if not 0 <= first <= last <= 65535:
         raise ConfigurationError(f"metrics.reporter.prom.port: {text!r} is not a port range within 0-65535")
     return list(range(first, last + 1))
@@ -72,8 +84,9 @@ class _Collector:
         labels = {"job_id": master.job_id, "job_name": master.plan.job_name}
         for name, value in job_metric_values(self.view).items():
             if name in _JOB_NUMERIC:
-                job_family = GaugeMetricFamily(f"flink_jobmanager_job_{name}", f"Flink's job metric {name}",
-                                               labels=list(labels))
+                job_family = GaugeMetricFamily(
+                    f"flink_jobmanager_job_{name}", f"Flink's job metric {name}", labels=list(labels)
+                )
                 job_family.add_metric(list(labels.values()), float(value))
                 yield job_family
         families: dict[tuple[str, tuple[str, ...]], Any] = {}
@@ -81,7 +94,8 @@ class _Collector:
             for subtask, values in subtask_values(self.view, vid).items():
                 base = [master.job_id, master.plan.job_name, node.name, node.name, vid, str(subtask)]
                 figures: list[tuple[str, dict[str, str], Any]] = [
-                    (key, {}, figure) for key, figure in values.items() if not key.startswith(node.name + ".")]
+                    (key, {}, figure) for key, figure in values.items() if not key.startswith(node.name + ".")
+                ]
                 figures += master.output.user_metrics.labelled(node.effective_uid(), subtask)
                 for metric, labels, figure in figures:
                     if not isinstance(figure, (int, float)) or isinstance(figure, bool):
@@ -91,8 +105,9 @@ class _Collector:
                     keys = tuple(sorted(extra))
                     family = families.get((full, keys))
                     if family is None:
-                        family = families[(full, keys)] = GaugeMetricFamily(full, f"operator metric {metric}",
-                                                                            labels=_LABELS + list(keys))
+                        family = families[(full, keys)] = GaugeMetricFamily(
+                            full, f"operator metric {metric}", labels=_LABELS + list(keys)
+                        )
                     family.add_metric(base + [extra[k] for k in keys], float(figure))
         yield from families.values()
 
@@ -104,7 +119,7 @@ class PrometheusReporter(JobListener):
         self.job = job
         self.view = JobView(job, {job.status.name: now_ms()})
         self.server: Any = None
-        self.port: Optional[int] = None
+        self.port: int | None = None
 
     def on_job_started(self, job: Any) -> None:
         from prometheus_client import CollectorRegistry, start_http_server
@@ -130,4 +145,3 @@ class PrometheusReporter(JobListener):
             self.server.shutdown()
             self.server.server_close()
             self.server = None
-

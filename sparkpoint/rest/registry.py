@@ -13,10 +13,10 @@ listed and left to that host.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
-from typing import Optional
 
 from sparkpoint.common.processes import ProcessIdentity
 
@@ -28,15 +28,29 @@ def _home() -> Path:
 
 
 class JobRegistry:
-    def __init__(self, home: Optional[Path] = None):
+    def __init__(self, home: Path | None = None):
         self.dir = (home or _home()) / "jobs"
 
-    def register(self, job_id: str, name: str, address: str, port: int, token: Optional[str] = None,
-                 scheme: str = "http", certificate: Optional[str] = None) -> None:
+    def register(
+        self,
+        job_id: str,
+        name: str,
+        address: str,
+        port: int,
+        token: str | None = None,
+        scheme: str = "http",
+        certificate: str | None = None,
+    ) -> None:
         self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         os.chmod(self.dir, 0o700)
-        entry: dict = {"job_id": job_id, "name": name, **ProcessIdentity.current().to_json(), "address": address,
-                       "port": port, "scheme": scheme}
+        entry: dict = {
+            "job_id": job_id,
+            "name": name,
+            **ProcessIdentity.current().to_json(),
+            "address": address,
+            "port": port,
+            "scheme": scheme,
+        }
         if token:
             entry["token"] = token
         if certificate:
@@ -49,10 +63,8 @@ class JobRegistry:
         os.replace(tmp, self.dir / f"{job_id}.json")
 
     def unregister(self, job_id: str) -> None:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             (self.dir / f"{job_id}.json").unlink()
-        except FileNotFoundError:
-            pass
 
     def jobs(self) -> list[dict]:
         out: list[dict] = []
@@ -62,17 +74,17 @@ class JobRegistry:
             try:
                 entry = json.loads(path.read_text())
                 process = ProcessIdentity.from_json(entry)
-            except (OSError, ValueError, TypeError, AttributeError):   # being written, or not an entry
+            except (OSError, ValueError, TypeError, AttributeError):  # being written, or not an entry
                 continue
-            gone = process.gone()   # dead, or its pid reused by another process
+            gone = process.gone()  # dead, or its pid reused by another process
             if gone or process.host_rebooted():
                 path.unlink(missing_ok=True)
                 continue
-            if gone is None:   # another host's (a shared home directory): not this machine's job
+            if gone is None:  # another host's (a shared home directory): not this machine's job
                 continue
             out.append(entry)
         return out
 
-    def find(self, job_id: str) -> Optional[dict]:
+    def find(self, job_id: str) -> dict | None:
         matches = [j for j in self.jobs() if j["job_id"].startswith(job_id)]
         return matches[0] if len(matches) == 1 else None

@@ -22,13 +22,14 @@ Keys (Flink's where one maps, documented in ``docs/deploy.md``):
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import posixpath
 import secrets
 import shutil
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 from urllib.parse import urlsplit
 
 from sparkpoint.errors import ConfigurationError
@@ -39,11 +40,15 @@ __all__ = ["RestSecurity", "LOOPBACK", "MAX_JSON_DEPTH", "check_target", "normal
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 DEFAULT_MAX_CONTENT = 1024 * 1024
 MAX_JSON_DEPTH = 32
-_ROOT_KEYS = ("state.savepoints.dir", "state.checkpoints.dir", "execution.checkpointing.savepoint-dir",
-              "execution.checkpointing.dir")
+_ROOT_KEYS = (
+    "state.savepoints.dir",
+    "state.checkpoints.dir",
+    "execution.checkpointing.savepoint-dir",
+    "execution.checkpointing.dir",
+)
 
 
-def _ssl_key(config: Any, name: str) -> Optional[str]:
+def _ssl_key(config: Any, name: str) -> str | None:
     return config.get_string(f"security.ssl.rest.{name}") or config.get_string(f"rest.ssl.{name}")
 
 
@@ -52,43 +57,52 @@ class RestSecurity:
     """How one endpoint is protected, read once from the job's configuration."""
 
     bind_address: str
-    token: Optional[str]
-    certificate: Optional[str]
-    private_key: Optional[str]
-    key_password: Optional[str]
+    token: str | None
+    certificate: str | None
+    private_key: str | None
+    key_password: str | None
     roots: list[str]
     max_content_length: int
 
     @classmethod
-    def from_config(cls, config: Any) -> "RestSecurity":
+    def from_config(cls, config: Any) -> RestSecurity:
         bind = config.get_string("rest.bind-address") or config.get_string("rest.address") or "127.0.0.1"
         token = config.get_string("rest.token") or (None if bind in LOOPBACK else secrets.token_hex(32))
         enabled = str(_ssl_key(config, "enabled") or "false").lower() == "true"
         cert, key = _ssl_key(config, "certificate"), _ssl_key(config, "private-key")
         if enabled and not (cert and key):
-            raise ConfigurationError("security.ssl.rest.enabled needs security.ssl.rest.certificate and "
-                                     "security.ssl.rest.private-key (PEM files)")
+            raise ConfigurationError(
+                "security.ssl.rest.enabled needs security.ssl.rest.certificate and "
+                "security.ssl.rest.private-key (PEM files)"
+            )
         roots = list(dict.fromkeys(config.get_string(k) for k in _ROOT_KEYS if config.get_string(k)))
         roots += [r.strip() for r in (config.get_string("sparkpoint.rest.allowed-dirs") or "").split(",") if r.strip()]
         limit = int(config.get("rest.server.max-content-length", DEFAULT_MAX_CONTENT))
-        return cls(bind, token, cert if enabled else None, key if enabled else None,
-                   _ssl_key(config, "key-password"), [normalize_target(r) for r in roots], limit)
+        return cls(
+            bind,
+            token,
+            cert if enabled else None,
+            key if enabled else None,
+            _ssl_key(config, "key-password"),
+            [normalize_target(r) for r in roots],
+            limit,
+        )
 
     @property
     def scheme(self) -> str:
         return "https" if self.certificate else "http"
 
-    def authorized(self, header: Optional[str], cookie: Optional[str] = None) -> bool:
+    def authorized(self, header: str | None, cookie: str | None = None) -> bool:
         """Whether an ``Authorization`` header (or the web UI's cookie) carries the token (always, without one)."""
         if not self.token:
             return True
-        given = header[len("Bearer "):] if header and header.startswith("Bearer ") else ""
+        given = header[len("Bearer ") :] if header and header.startswith("Bearer ") else ""
         return self.matches(given) or self.matches(cookie)
 
-    def matches(self, token: Optional[str]) -> bool:
+    def matches(self, token: str | None) -> bool:
         return bool(self.token) and secrets.compare_digest((token or "").encode(), self.token.encode())  # type: ignore[union-attr]
 
-    def check_target(self, path: Optional[str], what: str) -> Optional[str]:
+    def check_target(self, path: str | None, what: str) -> str | None:
         """``path`` resolved (see :func:`check_target`): use what this returns, never ``path`` again."""
         return check_target(path, self.roots, what)
 
@@ -96,7 +110,7 @@ class RestSecurity:
         """Create the checked local ``target`` directory, walking from its root without following links."""
         root = self._local_root(target)
         if root is not None:
-            os.makedirs(root, exist_ok=True)   # the root itself is configuration, trusted as it is
+            os.makedirs(root, exist_ok=True)  # the root itself is configuration, trusted as it is
             os.close(_open_below(root, _local(target), what=target, create=True))
 
     def remove_below_root(self, location: str) -> None:
@@ -111,11 +125,11 @@ class RestSecurity:
         path = _local(location)
         fd = _open_below(root, posixpath.dirname(path), what=location, create=False)
         try:
-            shutil.rmtree(posixpath.basename(path), dir_fd=fd)   # refuses a link itself; never follows one inside
+            shutil.rmtree(posixpath.basename(path), dir_fd=fd)  # refuses a link itself; never follows one inside
         finally:
             os.close(fd)
 
-    def _local_root(self, target: str) -> Optional[str]:
+    def _local_root(self, target: str) -> str | None:
         """The local root ``target`` (resolved) lies under; None for a target on another file system."""
         target = normalize_target(target) if not target.startswith("file://") else target
         for root in self.roots:
@@ -129,13 +143,13 @@ class RestSecurity:
 def normalize_target(path: str) -> str:
     """``scheme://netloc/normalized/path`` of a URL or local path (``file://`` for local ones)."""
     parts = urlsplit(path)
-    if parts.scheme in ("", "file") or len(parts.scheme) == 1:   # a local path (a drive letter is a path too)
+    if parts.scheme in ("", "file") or len(parts.scheme) == 1:  # a local path (a drive letter is a path too)
         local = parts.path if parts.scheme == "file" else path
-        return "file://" + os.path.realpath(local)   # symbolic links resolved: no way out of a root through one
+        return "file://" + os.path.realpath(local)  # symbolic links resolved: no way out of a root through one
     return f"{parts.scheme}://{parts.netloc}{posixpath.normpath('/' + parts.path)}"
 
 
-def check_target(path: Optional[str], roots: list[str], what: str) -> Optional[str]:
+def check_target(path: str | None, roots: list[str], what: str) -> str | None:
     """``path`` resolved (:func:`normalize_target`: ``file://`` and its real path for a local one) if that lies
     under one of ``roots``; otherwise a 400 naming the path and the roots. The resolved form is what was checked,
     so it is what must be used: ``path`` itself may lead elsewhere by the time it is used."""
@@ -172,7 +186,7 @@ def parse_body(data: bytes) -> Any:
 
 
 def _local(url: str) -> str:
-    return url[len("file://"):] if url.startswith("file://") else url
+    return url[len("file://") :] if url.startswith("file://") else url
 
 
 def _open_below(root: str, path: str, what: str, create: bool) -> int:
@@ -181,17 +195,18 @@ def _open_below(root: str, path: str, what: str, create: bool) -> int:
     is made on the way. A link met on the way (planted since the path was checked) is a 400."""
     fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        for name in [n for n in path[len(root):].split("/") if n]:
+        for name in [n for n in path[len(root) :].split("/") if n]:
             if create:
-                try:
+                with contextlib.suppress(FileExistsError):
                     os.mkdir(name, 0o777, dir_fd=fd)
-                except FileExistsError:
-                    pass
             try:
                 below = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
             except OSError as e:
-                raise RestError(400, f"{what!r}: {name!r} is not a directory under {root!r} any more (a symbolic "
-                                     f"link, or removed, since the path was checked): {e.strerror}") from None
+                raise RestError(
+                    400,
+                    f"{what!r}: {name!r} is not a directory under {root!r} any more (a symbolic "
+                    f"link, or removed, since the path was checked): {e.strerror}",
+                ) from None
             os.close(fd)
             fd = below
     except BaseException:

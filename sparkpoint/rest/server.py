@@ -17,7 +17,8 @@ import re
 import socket
 import threading
 import time
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 from sparkpoint.rest import checkpoint_json as cj
 from sparkpoint.rest import job_json as jj
@@ -53,25 +54,49 @@ ROUTES: list[tuple[str, str, Handler]] = [
     ("GET", "/jobs/{jobid}/checkpoints", _get(cj.checkpointing_statistics)),
     ("POST", "/jobs/{jobid}/checkpoints", lambda s, p, q, b: (202, s.operations.checkpoint(b))),
     ("GET", "/jobs/{jobid}/checkpoints/config", _get(cj.checkpoint_config)),
-    ("GET", "/jobs/{jobid}/checkpoints/details/{checkpointid}",
-     lambda s, p, q, b: (200, cj.checkpoint_details(s.view, _int(p["checkpointid"])))),
-    ("GET", "/jobs/{jobid}/checkpoints/details/{checkpointid}/subtasks/{vertexid}",
-     lambda s, p, q, b: (200, cj.checkpoint_subtasks(s.view, _int(p["checkpointid"]), _hex(p["vertexid"])))),
-    ("GET", "/jobs/{jobid}/checkpoints/{triggerid}",
-     lambda s, p, q, b: (200, s.operations.status("checkpoint", _hex(p["triggerid"])))),
+    (
+        "GET",
+        "/jobs/{jobid}/checkpoints/details/{checkpointid}",
+        lambda s, p, q, b: (200, cj.checkpoint_details(s.view, _int(p["checkpointid"]))),
+    ),
+    (
+        "GET",
+        "/jobs/{jobid}/checkpoints/details/{checkpointid}/subtasks/{vertexid}",
+        lambda s, p, q, b: (200, cj.checkpoint_subtasks(s.view, _int(p["checkpointid"]), _hex(p["vertexid"]))),
+    ),
+    (
+        "GET",
+        "/jobs/{jobid}/checkpoints/{triggerid}",
+        lambda s, p, q, b: (200, s.operations.status("checkpoint", _hex(p["triggerid"]))),
+    ),
     ("POST", "/jobs/{jobid}/savepoints", lambda s, p, q, b: (202, s.operations.savepoint(b, stop=False))),
-    ("GET", "/jobs/{jobid}/savepoints/{triggerid}",
-     lambda s, p, q, b: (200, s.operations.status("savepoint", _hex(p["triggerid"])))),
+    (
+        "GET",
+        "/jobs/{jobid}/savepoints/{triggerid}",
+        lambda s, p, q, b: (200, s.operations.status("savepoint", _hex(p["triggerid"]))),
+    ),
     ("POST", "/jobs/{jobid}/stop", lambda s, p, q, b: (202, s.operations.savepoint(b, stop=True))),
-    ("GET", "/jobs/{jobid}/vertices/{vertexid}/watermarks",
-     lambda s, p, q, b: (200, jj.vertex_watermarks(s.view, _hex(p["vertexid"])))),
-    ("GET", "/jobs/{jobid}/vertices/{vertexid}/metrics",
-     lambda s, p, q, b: (200, jj.vertex_metrics(s.view, _hex(p["vertexid"]), q.get("get")))),
-    ("GET", "/jobs/{jobid}/vertices/{vertexid}/subtasks/metrics",
-     lambda s, p, q, b: (200, jj.subtask_metrics(s.view, _hex(p["vertexid"]), q.get("get"), q.get("agg")))),
+    (
+        "GET",
+        "/jobs/{jobid}/vertices/{vertexid}/watermarks",
+        lambda s, p, q, b: (200, jj.vertex_watermarks(s.view, _hex(p["vertexid"]))),
+    ),
+    (
+        "GET",
+        "/jobs/{jobid}/vertices/{vertexid}/metrics",
+        lambda s, p, q, b: (200, jj.vertex_metrics(s.view, _hex(p["vertexid"]), q.get("get"))),
+    ),
+    (
+        "GET",
+        "/jobs/{jobid}/vertices/{vertexid}/subtasks/metrics",
+        lambda s, p, q, b: (200, jj.subtask_metrics(s.view, _hex(p["vertexid"]), q.get("get"), q.get("agg"))),
+    ),
     ("POST", "/savepoint-disposal", lambda s, p, q, b: (202, s.operations.dispose(b))),
-    ("GET", "/savepoint-disposal/{triggerid}",
-     lambda s, p, q, b: (200, s.operations.status("disposal", _hex(p["triggerid"])))),
+    (
+        "GET",
+        "/savepoint-disposal/{triggerid}",
+        lambda s, p, q, b: (200, s.operations.status("disposal", _hex(p["triggerid"]))),
+    ),
     ("GET", "/openapi.json", lambda s, p, q, b: (200, _openapi())),
 ]
 
@@ -114,12 +139,12 @@ class RestServer:
         self.address = security.bind_address
         self.port = port or _free_port(self.address)
         self.operations = Operations(self.master, security)
-        self.cancel_unread = False   # a cancel was asked for and no client has read the job's end since
+        self.cancel_unread = False  # a cancel was asked for and no client has read the job's end since
         self._server: Any = None
-        self._thread: Optional[threading.Thread] = None
+        self._thread: threading.Thread | None = None
 
     @property
-    def token(self) -> Optional[str]:
+    def token(self) -> str | None:
         return self.security.token
 
     def cancel(self, query: dict) -> tuple[int, dict]:
@@ -127,7 +152,7 @@ class RestServer:
         if mode != "cancel":
             raise RestError(400, f"mode {mode!r}: only 'cancel' is supported (stop with POST /jobs/:jid/stop)")
         if not self.master.status.is_globally_terminal_state():
-            self.cancel_unread = True   # the endpoint outlives the job until a client read it CANCELED
+            self.cancel_unread = True  # the endpoint outlives the job until a client read it CANCELED
         self.master.cancel()
         return 202, {}
 
@@ -171,6 +196,7 @@ class RestServer:
                 logger.exception("REST %s %s failed", request.method, request.url.path)
                 return _errors(500, f"internal server error: {type(e).__name__}: {e}")
             return JSONResponse(payload, status_code=status)
+
         return endpoint
 
     def _app(self) -> Any:
@@ -185,9 +211,10 @@ class RestServer:
         async def authenticate(request: Any, call_next: Any) -> Any:
             from sparkpoint.rest.web import TOKEN_COOKIE
 
-            ui_login = request.url.path == "/" and "token" in request.query_params   # checked by the page itself
-            if not ui_login and not security.authorized(request.headers.get("authorization"),
-                                                        request.cookies.get(TOKEN_COOKIE)):
+            ui_login = request.url.path == "/" and "token" in request.query_params  # checked by the page itself
+            if not ui_login and not security.authorized(
+                request.headers.get("authorization"), request.cookies.get(TOKEN_COOKIE)
+            ):
                 return _errors(401, "unauthorized: a bearer token (rest.token) is required")
             return await call_next(request)
 
@@ -198,18 +225,25 @@ class RestServer:
 
         routes = [Route(path, self._endpoint(handler), methods=[method]) for method, path, handler in ROUTES]
         routes += ui_routes(security)
-        return Starlette(routes=routes, middleware=[Middleware(BaseHTTPMiddleware, dispatch=authenticate)],
-                         exception_handlers={HTTPException: http_error})
+        return Starlette(
+            routes=routes,
+            middleware=[Middleware(BaseHTTPMiddleware, dispatch=authenticate)],
+            exception_handlers={HTTPException: http_error},
+        )
 
     def start(self) -> None:
         import uvicorn
 
         ssl: dict[str, Any] = {}
         if self.security.certificate:
-            ssl = {"ssl_certfile": self.security.certificate, "ssl_keyfile": self.security.private_key,
-                   "ssl_keyfile_password": self.security.key_password}
-        config = uvicorn.Config(self._app(), host=self.address, port=self.port, log_level="warning",
-                                lifespan="off", access_log=False, **ssl)
+            ssl = {
+                "ssl_certfile": self.security.certificate,
+                "ssl_keyfile": self.security.private_key,
+                "ssl_keyfile_password": self.security.key_password,
+            }
+        config = uvicorn.Config(
+            self._app(), host=self.address, port=self.port, log_level="warning", lifespan="off", access_log=False, **ssl
+        )
         self._server = uvicorn.Server(config)
         self._server.install_signal_handlers = lambda: None  # the job's process owns its signals
         self._thread = threading.Thread(target=self._server.run, name="sparkpoint-rest", daemon=True)
@@ -219,8 +253,9 @@ class RestServer:
             if not self._thread.is_alive():
                 raise OSError(f"the REST endpoint could not listen on {self.address}:{self.port}")
             time.sleep(0.01)
-        logger.info("REST endpoint of job %s on %s://%s:%d", self.master.job_id, self.security.scheme,
-                    self.address, self.port)
+        logger.info(
+            "REST endpoint of job %s on %s://%s:%d", self.master.job_id, self.security.scheme, self.address, self.port
+        )
 
     def stop(self, grace_s: float = 0.0) -> None:
         """Stop serving; first wait up to ``grace_s`` for clients to read the outcome of a stop or a cancel they

@@ -18,8 +18,11 @@ __all__ = ["TOKEN_COOKIE", "ui_routes", "ASSETS"]
 
 TOKEN_COOKIE = "sparkpoint_token"
 #: name -> content type of every file the UI consists of
-ASSETS = {"index.html": "text/html; charset=utf-8", "app.js": "text/javascript; charset=utf-8",
-          "app.css": "text/css; charset=utf-8"}
+ASSETS = {
+    "index.html": "text/html; charset=utf-8",
+    "app.js": "text/javascript; charset=utf-8",
+    "app.css": "text/css; charset=utf-8",
+}
 
 
 def _asset(name: str) -> bytes:
@@ -35,14 +38,15 @@ def ui_routes(security: RestSecurity) -> list[Any]:
         token = request.query_params.get("token")
         if token is not None:
             if not security.matches(token):
-                return Response('{"errors": ["unauthorized: wrong token"]}', status_code=401,
-                                media_type="application/json")
+                return Response(
+                    '{"errors": ["unauthorized: wrong token"]}', status_code=401, media_type="application/json"
+                )
             response = RedirectResponse("/", status_code=303)
-            response.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="strict",
-                                secure=security.scheme == "https")
+            response.set_cookie(
+                TOKEN_COOKIE, token, httponly=True, samesite="strict", secure=security.scheme == "https"
+            )
             return response
-        return Response(_asset("index.html"), media_type=ASSETS["index.html"],
-                        headers={"Cache-Control": "no-store"})
+        return Response(_asset("index.html"), media_type=ASSETS["index.html"], headers={"Cache-Control": "no-store"})
 
     async def asset(request: Any) -> Any:
         name = request.path_params["name"]

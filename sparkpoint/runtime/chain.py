@@ -11,7 +11,7 @@ chained after it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -37,19 +37,20 @@ class Inputs:
     watermarks: dict[int, list]
 
     @classmethod
-    def of(cls, stage: StagePlan) -> "Inputs":
+    def of(cls, stage: StagePlan) -> Inputs:
         return cls({(nid, i): [] for nid in stage.nodes for i in (1, 2)}, {nid: [] for nid in stage.nodes})
 
     def add(self, edge: StreamEdge, batch: tuple[list, list]) -> None:
         self.pending[(edge.target, 2 if edge.type_number == 2 else 1)].append(batch)
 
 
-def read_inputs(stage: StagePlan, input_blobs: list[bytes], report: "TaskReport") -> Inputs:
+def read_inputs(stage: StagePlan, input_blobs: list[bytes], report: TaskReport) -> Inputs:
     """Decode upstream blobs into record batches and watermarks per operator (Step 2)."""
     inputs = Inputs.of(stage)
     edges_by_id = {e.id: e for e in stage.input_edges}
-    decoded = sorted((decode_blob(b, keep_coded=True) for b in input_blobs),
-                     key=lambda hb: (hb[0]["stage"], hb[0]["subtask"]))
+    decoded = sorted(
+        (decode_blob(b, keep_coded=True) for b in input_blobs), key=lambda hb: (hb[0]["stage"], hb[0]["subtask"])
+    )
     for header, batches in decoded:
         for edge_id, wm in header["watermarks"].items():
             e = edges_by_id.get(edge_id)
@@ -63,10 +64,11 @@ def read_inputs(stage: StagePlan, input_blobs: list[bytes], report: "TaskReport"
     return inputs
 
 
-def run_operators(stage: StagePlan, ops: dict[int, StreamOperator], dep: "TaskDeployment", inputs: Inputs,
-                  report: "TaskReport") -> tuple[dict[int, Output], dict[int, Optional[int]]]:
+def run_operators(
+    stage: StagePlan, ops: dict[int, StreamOperator], dep: TaskDeployment, inputs: Inputs, report: TaskReport
+) -> tuple[dict[int, Output], dict[int, int | None]]:
     """Run the operators in topological order, feeding chained successors (Step 3)."""
-    out_watermarks: dict[int, Optional[int]] = {}
+    out_watermarks: dict[int, int | None] = {}
     outputs: dict[int, Output] = {}
     children: dict[int, list[StreamEdge]] = {}
     for e in stage.internal_edges:
@@ -86,19 +88,21 @@ def run_operators(stage: StagePlan, ops: dict[int, StreamOperator], dep: "TaskDe
     return outputs, out_watermarks
 
 
-def _run_operator(nid: int, op: StreamOperator, dep: "TaskDeployment", inputs: Inputs, out: Output,
-                  report: "TaskReport") -> Optional[int]:
+def _run_operator(
+    nid: int, op: StreamOperator, dep: TaskDeployment, inputs: Inputs, out: Output, report: TaskReport
+) -> int | None:
     """One operator: a source reads its splits; any other takes its records, then its watermark and
     processing time. Returns the operator's output watermark."""
     if isinstance(op, SourceOperator):
         if dep.drain:
             report.splits[nid] = dep.splits.get(nid, [])
             return MAX_WATERMARK
-        if dep.pause:   # the epoch only completes a stop's savepoint: nothing after its barrier may be emitted
+        if dep.pause:  # the epoch only completes a stop's savepoint: nothing after its barrier may be emitted
             report.splits[nid] = dep.splits.get(nid, [])
             return IDLE
-        new_splits, wm = op.read(dep.splits.get(nid, []), dep.no_more_splits.get(nid, False),
-                                 dep.max_records, dep.max_bytes, out)
+        new_splits, wm = op.read(
+            dep.splits.get(nid, []), dep.no_more_splits.get(nid, False), dep.max_records, dep.max_bytes, out
+        )
         report.splits[nid] = new_splits
         return wm
     second = getattr(op, "process_batch2", None)
@@ -146,6 +150,6 @@ def _concat(batches: list[tuple[Any, Any]]) -> tuple[Any, Any]:
     return values, timestamps
 
 
-def min_watermark(values: list) -> Optional[int]:
+def min_watermark(values: list) -> int | None:
     active = [w for w in values if w is not IDLE]
     return min(active) if active else IDLE

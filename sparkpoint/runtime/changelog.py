@@ -24,7 +24,8 @@ from __future__ import annotations
 import logging
 import posixpath
 import time
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
 from sparkpoint.errors import ConfigurationError
 from sparkpoint.runtime.changelog_checkpoints import ChangelogCheckpoints, materialize_interval_ms, max_size_ratio
@@ -34,13 +35,15 @@ from sparkpoint.storage.file_systems import open_file_system, storage_options_fo
 
 __all__ = ["ChangelogBase", "StateChangelog", "changelog_from_config", "describe"]
 
-ENABLED_KEYS = ("state.changelog.enabled", "state.backend.changelog.enabled")   # Flink 2.x, 1.x
+ENABLED_KEYS = ("state.changelog.enabled", "state.backend.changelog.enabled")  # Flink 2.x, 1.x
 BASE_PATH_KEYS = ("state.changelog.dstl.dfs.base-path", "dstl.dfs.base-path")
 
 logger = logging.getLogger(__name__)
 
-def changelog_from_config(config: Any, distributed: bool, checkpointing: bool, checkpoint_dir: Optional[str],
-                          job_id: str) -> Optional[StateChangelog]:
+
+def changelog_from_config(
+    config: Any, distributed: bool, checkpointing: bool, checkpoint_dir: str | None, job_id: str
+) -> StateChangelog | None:
     """The job's changelog, if it keeps one. ``state.changelog.enabled`` is ``true``, ``false`` or, by
     default, ``auto``: on when the executors may not share a disk (a Spark cluster). It lives in
     ``<base>/<job>/changelog`` with ``<base>`` the setting ``state.changelog.dstl.dfs.base-path`` or else
@@ -58,16 +61,21 @@ def changelog_from_config(config: Any, distributed: bool, checkpointing: bool, c
     if not enabled:
         return None
     if not checkpointing:
-        logger.warning("the state changelog without checkpoints is never truncated: a keyed task that moves "
-                       "replays every epoch since the job started")
-    if base:   # with checkpoints, they reference the changelog between materializations
+        logger.warning(
+            "the state changelog without checkpoints is never truncated: a keyed task that moves "
+            "replays every epoch since the job started"
+        )
+    if base:  # with checkpoints, they reference the changelog between materializations
         root = f"{str(base).rstrip('/')}/{job_id}/changelog"
         owner = ChangelogOwner(root, job_id, f"{CheckpointSettings(config).storage_dir.rstrip('/')}/{job_id}")
-        return StateChangelog(root, materialize_interval_ms(config) if checkpointing else None,
-                              max_size_ratio(config), owner)
-    logger.warning("no state changelog: it needs a directory every executor reaches (state.checkpoints.dir or %s); "
-                   "a keyed task that Spark runs away from its state makes the job restore from a checkpoint",
-                   BASE_PATH_KEYS[0])
+        return StateChangelog(
+            root, materialize_interval_ms(config) if checkpointing else None, max_size_ratio(config), owner
+        )
+    logger.warning(
+        "no state changelog: it needs a directory every executor reaches (state.checkpoints.dir or %s); "
+        "a keyed task that Spark runs away from its state makes the job restore from a checkpoint",
+        BASE_PATH_KEYS[0],
+    )
     return None
 
 
@@ -81,29 +89,37 @@ class StateChangelog:
     (:attr:`checkpoints`) references, which go when the last such checkpoint is subsumed.
     """
 
-    def __init__(self, root: str, materialize_interval_ms: Optional[int] = None, size_ratio: float = 1.0,
-                 owner: Optional[ChangelogOwner] = None):
+    def __init__(
+        self,
+        root: str,
+        materialize_interval_ms: int | None = None,
+        size_ratio: float = 1.0,
+        owner: ChangelogOwner | None = None,
+    ):
         self.root = root.rstrip("/")
-        self.owner = owner   # marks the changelog as this job's while it runs
-        self.storage_options = storage_options_for(self.root)   # the driver's configured options, sent to tasks
+        self.owner = owner  # marks the changelog as this job's while it runs
+        self.storage_options = storage_options_for(self.root)  # the driver's configured options, sent to tasks
         self.fs, root_path = open_file_system(self.root, self.storage_options)
-        self._root_path = posixpath.normpath(root_path)   # as retained checkpoints name their files
+        self._root_path = posixpath.normpath(root_path)  # as retained checkpoints name their files
         self.attempt_root = ""
         self.base_epoch = -1
         self.entries: dict[tuple[int, int], list] = {}
-        self.segments: dict[int, dict[tuple[int, int, str], tuple[str, int, str]]] = {}   # see :meth:`segment`
-        self._deleted_upto = -1       # epochs of this attempt up to here are deleted, but for ``_held``
+        self.segments: dict[int, dict[tuple[int, int, str], tuple[str, int, str]]] = {}  # see :meth:`segment`
+        self._deleted_upto = -1  # epochs of this attempt up to here are deleted, but for ``_held``
         self._held: set[int] = set()  # epochs a retained checkpoint references
-        self._old_roots: list[str] = []   # earlier attempts' changelogs a retained checkpoint references
-        self.checkpoints = None if materialize_interval_ms is None else \
-            ChangelogCheckpoints(self.segment, self.fs, materialize_interval_ms, size_ratio, self.storage_options)
+        self._old_roots: list[str] = []  # earlier attempts' changelogs a retained checkpoint references
+        self.checkpoints = (
+            None
+            if materialize_interval_ms is None
+            else ChangelogCheckpoints(self.segment, self.fs, materialize_interval_ms, size_ratio, self.storage_options)
+        )
 
     def start_attempt(self, namespace: str, base_epoch: int, entries: dict[tuple[int, int], list]) -> None:
         """A new job attempt (first start, restore or failover): the previous attempt's changelog goes once no
         retained checkpoint references it. The same attempt may start again with another base (a job started
         with ``-s`` learns it after starting)."""
         if self.owner is not None:
-            self.owner.claim()   # before any task writes into it
+            self.owner.claim()  # before any task writes into it
         root = posixpath.join(self.root, namespace)
         if self.attempt_root and self.attempt_root != root:
             self._old_roots.append(self.attempt_root)
@@ -116,24 +132,33 @@ class StateChangelog:
             self.checkpoints.start_attempt()
 
     def base_for(self, stage_id: int, subtask: int) -> ChangelogBase:
-        return ChangelogBase(self.attempt_root, self.base_epoch, tuple(self.entries.get((stage_id, subtask), ())),
-                             self.storage_options)
+        return ChangelogBase(
+            self.attempt_root, self.base_epoch, tuple(self.entries.get((stage_id, subtask), ())), self.storage_options
+        )
 
     def record(self, epoch: int, stage_id: int, subtask: int, written: Mapping[str, tuple[int, str]]) -> None:
         """The segments a task of ``epoch`` wrote: ``{uid: (size, SHA-256)}`` (kept for changelog checkpoints)."""
         if self.checkpoints is None or not written:
             return
-        root = self._path(self.attempt_root)   # segment_path joins file-system paths as it joins URLs
+        root = self._path(self.attempt_root)  # segment_path joins file-system paths as it joins URLs
         for uid, (size, digest) in written.items():
-            self.segments.setdefault(epoch, {})[(stage_id, subtask, uid)] = \
-                (segment_path(root, epoch, stage_id, subtask, uid), size, digest)
+            self.segments.setdefault(epoch, {})[(stage_id, subtask, uid)] = (
+                segment_path(root, epoch, stage_id, subtask, uid),
+                size,
+                digest,
+            )
 
-    def segment(self, epoch: int, stage_id: int, subtask: int, uid: str) -> Optional[tuple[str, int, str]]:
+    def segment(self, epoch: int, stage_id: int, subtask: int, uid: str) -> tuple[str, int, str] | None:
         """The file-system path, size and SHA-256 of a segment this attempt wrote, if known."""
         return self.segments.get(epoch, {}).get((stage_id, subtask, uid))
 
-    def on_checkpoint_completed(self, barrier_epoch: int, entries: dict[tuple[int, int], list],
-                                keep: frozenset[str] = frozenset(), now_ms: int = 0) -> None:
+    def on_checkpoint_completed(
+        self,
+        barrier_epoch: int,
+        entries: dict[tuple[int, int], list],
+        keep: frozenset[str] = frozenset(),
+        now_ms: int = 0,
+    ) -> None:
         """A checkpoint of the end of ``barrier_epoch`` completed: tasks rebuild from it from now on, and the
         changes of the epochs it covers are no longer needed, but for those in ``keep`` (the file-system paths
         retained checkpoints reference)."""
@@ -164,12 +189,13 @@ class StateChangelog:
             if not any(d.startswith(prefix) for d in kept_dirs):
                 self._remove(root)
                 self._old_roots.remove(root)
-            elif final:   # what no retained checkpoint references (a failed epoch's segments too)
+            elif final:  # what no retained checkpoint references (a failed epoch's segments too)
                 for epoch_dir in self._list(root):
                     if posixpath.normpath(epoch_dir) not in kept_dirs:
                         self._remove(self.fs.unstrip_protocol(epoch_dir))
-        logger.debug("state changelog up to epoch %d deleted in %.1f ms", self.base_epoch,
-                     (time.perf_counter() - t0) * 1000)
+        logger.debug(
+            "state changelog up to epoch %d deleted in %.1f ms", self.base_epoch, (time.perf_counter() - t0) * 1000
+        )
 
     def drop(self, keep: frozenset[str] = frozenset()) -> None:
         """The job is over: its changelog is no longer needed, but for what retained checkpoints reference."""
@@ -179,7 +205,7 @@ class StateChangelog:
         if not keep:
             self._remove(self.root)
             return
-        self.base_epoch = max([self.base_epoch, *self.segments])   # the tail after the last checkpoint too
+        self.base_epoch = max([self.base_epoch, *self.segments])  # the tail after the last checkpoint too
         self._old_roots.append(self.attempt_root)
         self.collect(keep, final=True)
         if self.owner is not None:
@@ -192,13 +218,13 @@ class StateChangelog:
     def _list(self, url: str) -> list[str]:
         try:
             return list(self.fs.ls(self._path(url), detail=False))
-        except OSError:   # FileNotFoundError: nothing there
+        except OSError:  # FileNotFoundError: nothing there
             return []
 
     def _remove(self, url: str) -> None:
         _, path = open_file_system(url, self.storage_options)
         try:
-            self.fs.rm(path, recursive=True)   # no exists() first: a stale listing could skip the delete
+            self.fs.rm(path, recursive=True)  # no exists() first: a stale listing could skip the delete
         except FileNotFoundError:
             pass
         except OSError as e:

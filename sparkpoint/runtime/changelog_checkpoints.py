@@ -33,8 +33,9 @@ import hashlib
 import json
 import logging
 import posixpath
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, Optional
+from typing import Any
 
 from sparkpoint.checkpoint.location import CheckpointStorageLocation
 from sparkpoint.checkpoint.messages import ExecutionVertexId
@@ -47,10 +48,10 @@ from sparkpoint.storage.exceptions import CheckpointStorageError, CorruptCheckpo
 
 __all__ = ["ChangelogCheckpoints", "INTERVAL_KEY", "KeyedStateWriter", "materialize_interval_ms", "max_size_ratio"]
 
-INTERVAL_KEY = "state.changelog.periodic-materialize.interval"   # Flink's key (1.x: state.backend.changelog...)
+INTERVAL_KEY = "state.changelog.periodic-materialize.interval"  # Flink's key (1.x: state.backend.changelog...)
 DEFAULT_INTERVAL_MS = 10 * 60 * 1000
-RATIO_KEY = "sparkpoint.changelog.max-size-ratio"   # materialize when the changelog outgrows the base this much
-MIN_CHANGELOG_BYTES = 8 * 1024 * 1024               # ... and this: a small state is not materialized every epoch
+RATIO_KEY = "sparkpoint.changelog.max-size-ratio"  # materialize when the changelog outgrows the base this much
+MIN_CHANGELOG_BYTES = 8 * 1024 * 1024  # ... and this: a small state is not materialized every epoch
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +59,7 @@ logger = logging.getLogger(__name__)
 TaskHandles = dict[ExecutionVertexId, tuple[list[KeyedStateFileHandle], int]]
 KeyedStateWriter = Callable[[CheckpointStorageLocation], TaskHandles]
 #: (epoch, stage, subtask, uid) -> the segment's (file-system path, size, SHA-256), if the task wrote one
-SegmentLookup = Callable[[int, int, int, str], Optional[tuple[str, int, str]]]
+SegmentLookup = Callable[[int, int, int, str], tuple[str, int, str] | None]
 
 
 def max_size_ratio(config: Any) -> float:
@@ -84,22 +85,28 @@ def materialize_interval_ms(config: Any) -> int:
 class _Base:
     """A subtask's materialized state: an incremental RocksDB checkpoint's manifest and its SST files."""
 
-    manifest: dict[str, Any]                  # SST paths relative to a chk-N of this job
+    manifest: dict[str, Any]  # SST paths relative to a chk-N of this job
     shared: tuple[StreamStateHandle, ...]
 
 
 class ChangelogCheckpoints:
     """The driver's choice between materializing and referencing the changelog, and the manifests of the latter."""
 
-    def __init__(self, segments: SegmentLookup, changelog_fs: Any, interval_ms: int, size_ratio: float = 1.0,
-                 changelog_options: Optional[Mapping[str, Any]] = None):
+    def __init__(
+        self,
+        segments: SegmentLookup,
+        changelog_fs: Any,
+        interval_ms: int,
+        size_ratio: float = 1.0,
+        changelog_options: Mapping[str, Any] | None = None,
+    ):
         self.segments, self.changelog_fs, self.interval_ms = segments, changelog_fs, interval_ms
         self.changelog_options = dict(changelog_options or {})
         self.size_ratio = size_ratio
-        self.bases: dict[tuple[int, int, str], _Base] = {}   # (stage, subtask, uid) -> base
+        self.bases: dict[tuple[int, int, str], _Base] = {}  # (stage, subtask, uid) -> base
         self.base_epoch = -1
-        self.materialized_ms: Optional[int] = None
-        self.last_barrier = -1      # of the latest checkpoint triggered: its successor's new segments follow it
+        self.materialized_ms: int | None = None
+        self.last_barrier = -1  # of the latest checkpoint triggered: its successor's new segments follow it
 
     def start_attempt(self) -> None:
         """A new job attempt materializes first: its checkpoints never reference another attempt's changelog."""
@@ -107,15 +114,25 @@ class ChangelogCheckpoints:
         self.materialized_ms = None
         self.base_epoch = self.last_barrier = -1
 
-    def writer_for(self, now_ms: int, barrier_epoch: int, stateful_tasks: Iterable[ExecutionVertexId],
-                   storage: Any, full: bool = False) -> Optional[KeyedStateWriter]:
+    def writer_for(
+        self,
+        now_ms: int,
+        barrier_epoch: int,
+        stateful_tasks: Iterable[ExecutionVertexId],
+        storage: Any,
+        full: bool = False,
+    ) -> KeyedStateWriter | None:
         """How the checkpoint at the end of ``barrier_epoch`` writes its keyed state without the tasks, or
         ``None``: it uploads (``full`` asked for, no base yet, the interval is over, the changelog outgrew the
         base, or a segment is not known). ``storage`` (the checkpoint storage: ``fs``, ``storage_options``)
         must open the changelog too: a restore reads the segments with the checkpoint's options."""
         since, self.last_barrier = self.last_barrier, barrier_epoch
-        if full or self.materialized_ms is None or type(storage.fs) is not type(self.changelog_fs) \
-                or dict(storage.storage_options) != self.changelog_options:
+        if (
+            full
+            or self.materialized_ms is None
+            or type(storage.fs) is not type(self.changelog_fs)
+            or dict(storage.storage_options) != self.changelog_options
+        ):
             return None
         if 0 <= self.interval_ms <= now_ms - self.materialized_ms:
             return None
@@ -123,48 +140,78 @@ class ChangelogCheckpoints:
         if {ExecutionVertexId(s, i) for s, i, _ in self.bases} != tasks:
             return None
         plan: dict[tuple[int, int, str], list[tuple[int, str, int, str]]] = {}
-        for (stage, subtask, uid) in self.bases:
+        for stage, subtask, uid in self.bases:
             segments = []
             for epoch in range(self.base_epoch + 1, barrier_epoch + 1):
                 found = self.segments(epoch, stage, subtask, uid)
                 if found is None:
-                    logger.info("checkpoint at the end of epoch %d materializes: the changelog of operator %r "
-                                "(stage %d, subtask %d) for epoch %d is not known", barrier_epoch, uid, stage,
-                                subtask, epoch)
+                    logger.info(
+                        "checkpoint at the end of epoch %d materializes: the changelog of operator %r "
+                        "(stage %d, subtask %d) for epoch %d is not known",
+                        barrier_epoch,
+                        uid,
+                        stage,
+                        subtask,
+                        epoch,
+                    )
                     return None
                 segments.append((epoch, *found))
             plan[(stage, subtask, uid)] = segments
         changelog = sum(size for segments in plan.values() for _, _, size, _ in segments)
         base = sum({h.path: h.size for b in self.bases.values() for h in b.shared}.values())
         if changelog > max(self.size_ratio * base, MIN_CHANGELOG_BYTES):
-            logger.info("checkpoint at the end of epoch %d materializes: the changelog since epoch %d (%d bytes) "
-                        "outgrew the state materialized then (%d bytes)", barrier_epoch, self.base_epoch, changelog,
-                        base)
+            logger.info(
+                "checkpoint at the end of epoch %d materializes: the changelog since epoch %d (%d bytes) "
+                "outgrew the state materialized then (%d bytes)",
+                barrier_epoch,
+                self.base_epoch,
+                changelog,
+                base,
+            )
             return None
         return lambda location: self._write(location, plan, barrier_epoch, since)
 
-    def _write(self, location: CheckpointStorageLocation, plan: Mapping[tuple[int, int, str], list],
-               barrier_epoch: int, since: int) -> TaskHandles:
+    def _write(
+        self,
+        location: CheckpointStorageLocation,
+        plan: Mapping[tuple[int, int, str], list],
+        barrier_epoch: int,
+        since: int,
+    ) -> TaskHandles:
         out: TaskHandles = {}
         for n_key, ((stage, subtask, uid), segments) in enumerate(sorted(plan.items())):
             base = self.bases[(stage, subtask, uid)]
-            seg_handles = [StreamStateHandle(posixpath.relpath(path, location.path), size, digest)
-                           for _, path, size, digest in segments]
-            body = changelog_manifest(uid, base.manifest, self.base_epoch, barrier_epoch,
-                                      [(e, h) for (e, *_), h in zip(segments, seg_handles)])
+            seg_handles = [
+                StreamStateHandle(posixpath.relpath(path, location.path), size, digest)
+                for _, path, size, digest in segments
+            ]
+            body = changelog_manifest(
+                uid,
+                base.manifest,
+                self.base_epoch,
+                barrier_epoch,
+                [(e, h) for (e, *_), h in zip(segments, seg_handles)],
+            )
             name = f"changelog-s{stage}-t{subtask}-{n_key}.json"
             location.write(name, body)
             a = base.manifest["key_groups"]
-            handle = KeyedStateFileHandle((uid,), a[0], a[1], StreamStateHandle(name, len(body),
-                                          hashlib.sha256(body).hexdigest()), None, CHANGELOG_FORMAT,
-                                          base.shared + tuple(seg_handles))
+            handle = KeyedStateFileHandle(
+                (uid,),
+                a[0],
+                a[1],
+                StreamStateHandle(name, len(body), hashlib.sha256(body).hexdigest()),
+                None,
+                CHANGELOG_FORMAT,
+                base.shared + tuple(seg_handles),
+            )
             new = len(body) + sum(size for e, _, size, _ in segments if e > since)
             handles, size = out.get(ExecutionVertexId(stage, subtask), ([], 0))
             out[ExecutionVertexId(stage, subtask)] = (handles + [handle], size + new)
         return out
 
-    def on_completed(self, barrier_epoch: int, now_ms: int,
-                     entries: Mapping[tuple[int, int], list[KeyedStateHandle]]) -> None:
+    def on_completed(
+        self, barrier_epoch: int, now_ms: int, entries: Mapping[tuple[int, int], list[KeyedStateHandle]]
+    ) -> None:
         """A checkpoint completed: one that uploaded incremental RocksDB state is the new base of every subtask
         (a full one ends changelog checkpoints until the next incremental one; a changelog one changes nothing)."""
         flat = [(key, e) for key, es in entries.items() for e in es]
@@ -175,7 +222,7 @@ class ChangelogCheckpoints:
             self.bases.clear()
             self.materialized_ms = None
             return
-        self.bases.clear()   # until the new base is read: the next checkpoint materializes
+        self.bases.clear()  # until the new base is read: the next checkpoint materializes
         self.materialized_ms = None
         bases = {}
         try:
@@ -184,9 +231,16 @@ class ChangelogCheckpoints:
                 for uid in entry.uids:
                     bases[(stage, subtask, uid)] = _Base(manifest, entry.shared)
         except (CheckpointStorageError, CorruptCheckpointError, OSError, ValueError) as e:
-            logger.warning("checkpoint of epoch %d completed, but its manifests cannot be read back as the base of "
-                           "changelog checkpoints (%s): the next checkpoint materializes again", barrier_epoch, e)
+            logger.warning(
+                "checkpoint of epoch %d completed, but its manifests cannot be read back as the base of "
+                "changelog checkpoints (%s): the next checkpoint materializes again",
+                barrier_epoch,
+                e,
+            )
             return
         self.bases, self.base_epoch, self.materialized_ms = bases, barrier_epoch, now_ms
-        logger.info("state materialized at the end of epoch %d: later checkpoints reference the changelog until "
-                    "the next materialization", barrier_epoch)
+        logger.info(
+            "state materialized at the end of epoch %d: later checkpoints reference the changelog until "
+            "the next materialization",
+            barrier_epoch,
+        )

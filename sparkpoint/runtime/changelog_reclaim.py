@@ -29,12 +29,14 @@ job whose checkpoint it restores (``-s``, a ``chk-N`` or a job directory).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import posixpath
 import threading
 import time
-from typing import Any, Iterable, Optional
+from collections.abc import Iterable
+from typing import Any
 
 from sparkpoint.checkpoint.metadata import MetadataV1Serializer
 from sparkpoint.common.configuration import parse_duration_ms
@@ -44,12 +46,19 @@ from sparkpoint.storage.checkpoint_storage import METADATA_FILE_NAME, list_dir, 
 from sparkpoint.storage.exceptions import CheckpointStorageError, CorruptCheckpointError
 from sparkpoint.storage.file_systems import open_file_system, storage_options_for
 
-__all__ = ["ChangelogOwner", "OWNER_FILE", "RECLAIM_AFTER_KEY", "owner_gone", "reclaim_after_ms",
-           "reclaim_changelog", "reclaim_changelogs"]
+__all__ = [
+    "ChangelogOwner",
+    "OWNER_FILE",
+    "RECLAIM_AFTER_KEY",
+    "owner_gone",
+    "reclaim_after_ms",
+    "reclaim_changelog",
+    "reclaim_changelogs",
+]
 
 OWNER_FILE = ".owner"
 OWNER_FORMAT = "sparkpoint-changelog-owner"
-RECLAIM_AFTER_KEY = "sparkpoint.changelog.reclaim-after"   # another host's changelog: gone after this silence
+RECLAIM_AFTER_KEY = "sparkpoint.changelog.reclaim-after"  # another host's changelog: gone after this silence
 DEFAULT_RECLAIM_AFTER_MS = 60 * 60 * 1000
 HEARTBEAT_MS = 60 * 1000
 MIN_RECLAIM_AFTER_MS = 10 * HEARTBEAT_MS
@@ -68,21 +77,23 @@ def reclaim_after_ms(config: Any) -> int:
         return -1
     ms = parse_duration_ms(text)
     if ms < MIN_RECLAIM_AFTER_MS:
-        raise ConfigurationError(f"{RECLAIM_AFTER_KEY} must be at least {MIN_RECLAIM_AFTER_MS // 60_000} min (a "
-                                 f"running job writes its heartbeat every minute), or negative for never; "
-                                 f"not {value!r}")
+        raise ConfigurationError(
+            f"{RECLAIM_AFTER_KEY} must be at least {MIN_RECLAIM_AFTER_MS // 60_000} min (a "
+            f"running job writes its heartbeat every minute), or negative for never; "
+            f"not {value!r}"
+        )
     return ms
 
 
 class ChangelogOwner:
     """The mark of a running job on its changelog (``<changelog>/.owner``), with its heartbeat."""
 
-    def __init__(self, root: str, job_id: str, checkpoints: Optional[str], heartbeat_ms: int = HEARTBEAT_MS):
+    def __init__(self, root: str, job_id: str, checkpoints: str | None, heartbeat_ms: int = HEARTBEAT_MS):
         self.job_id, self.checkpoints, self.heartbeat_ms = job_id, checkpoints, heartbeat_ms
         self.fs, path = open_file_system(root, storage_options_for(root))
         self.path = posixpath.join(path.rstrip("/"), OWNER_FILE)
         self._stop = threading.Event()
-        self._thread: Optional[threading.Thread] = None
+        self._thread: threading.Thread | None = None
 
     def claim(self) -> None:
         """Mark the changelog as this process's and keep the mark fresh (once; later calls do nothing)."""
@@ -107,17 +118,27 @@ class ChangelogOwner:
             self._write()
 
     def _write(self, ended: bool = False) -> None:
-        body = {"format": OWNER_FORMAT, "version": 1, "job_id": self.job_id,
-                "process": ProcessIdentity.current().to_json(), "checkpoints": self.checkpoints,
-                "heartbeat_ms": int(time.time() * 1000), "ended": ended}
+        body = {
+            "format": OWNER_FORMAT,
+            "version": 1,
+            "job_id": self.job_id,
+            "process": ProcessIdentity.current().to_json(),
+            "checkpoints": self.checkpoints,
+            "heartbeat_ms": int(time.time() * 1000),
+            "ended": ended,
+        }
         try:
             write_file(self.fs, self.path, json.dumps(body).encode())
         except (CheckpointStorageError, OSError) as e:
-            logger.warning("job %s: cannot mark its state changelog as its own (%s): if the job is killed, its "
-                           "changelog is not reclaimed", self.job_id, e)
+            logger.warning(
+                "job %s: cannot mark its state changelog as its own (%s): if the job is killed, its "
+                "changelog is not reclaimed",
+                self.job_id,
+                e,
+            )
 
 
-def owner_gone(owner: dict, now_ms: int, after_ms: int) -> Optional[str]:
+def owner_gone(owner: dict, now_ms: int, after_ms: int) -> str | None:
     """Why the job that wrote ``owner`` is provably gone, or ``None`` when it may run."""
     process = ProcessIdentity.from_json(owner["process"])
     if owner.get("ended"):
@@ -153,7 +174,7 @@ def _referenced(locations: Iterable[str]) -> set[str]:
             try:
                 raw = fs.cat_file(posixpath.join(chk, METADATA_FILE_NAME))
             except FileNotFoundError:
-                continue   # not completed: no restore can start from it
+                continue  # not completed: no restore can start from it
             except OSError as e:
                 raise _Unsure(f"cannot read {fs.unstrip_protocol(chk)}/_metadata: {e}") from e
             try:
@@ -173,8 +194,9 @@ def reclaim_changelog(root: str, owner: dict, reason: str) -> int:
     if posixpath.basename(posixpath.dirname(root_path)) != job_id:
         logger.warning("the state changelog at %s is left as it is: its owner file names job %s", root, job_id)
         return -1
-    locations = {fs.unstrip_protocol(posixpath.dirname(root_path))} | \
-        ({str(owner["checkpoints"])} if owner.get("checkpoints") else set())
+    locations = {fs.unstrip_protocol(posixpath.dirname(root_path))} | (
+        {str(owner["checkpoints"])} if owner.get("checkpoints") else set()
+    )
     try:
         referenced = _referenced(sorted(locations))
     except _Unsure as e:
@@ -184,15 +206,19 @@ def reclaim_changelog(root: str, owner: dict, reason: str) -> int:
     marker = f"/{job_id}/changelog/"
     keep = {posixpath.join(root_path, p.rsplit(marker, 1)[1]) for p in referenced if marker in p}
     if not keep:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             fs.rm(root_path, recursive=True)
-        except FileNotFoundError:
-            pass
         logger.info("removed the state changelog at %s: %s, and no retained checkpoint references it", root, reason)
         return 1
     removed = _remove_unreferenced(fs, root_path, keep, depth=2)
-    logger.info("reclaimed the state changelog at %s (%s): %d files and directories removed, the %d segments "
-                "its retained checkpoints reference kept", root, reason, removed, len(keep))
+    logger.info(
+        "reclaimed the state changelog at %s (%s): %d files and directories removed, the %d segments "
+        "its retained checkpoints reference kept",
+        root,
+        reason,
+        removed,
+        len(keep),
+    )
     return removed
 
 
@@ -232,7 +258,7 @@ def _job_dirs(base: str) -> list[str]:
         return []
 
 
-def reclaim_changelogs(config: Any, changelog_base: Optional[str], job_id: str) -> list[str]:
+def reclaim_changelogs(config: Any, changelog_base: str | None, job_id: str) -> list[str]:
     """At a job's start: reclaim the changelogs of the jobs that are gone under ``changelog_base`` (the one the
     starting job writes to, if any) and of the job whose checkpoint it restores. Never fails the job (what
     cannot be reclaimed is logged). Returns the changelogs reclaimed."""
@@ -255,7 +281,7 @@ def reclaim_changelogs(config: Any, changelog_base: Optional[str], job_id: str) 
             try:
                 owner = json.loads(fs.cat_file(posixpath.join(path, OWNER_FILE)))
             except FileNotFoundError:
-                continue   # no changelog, or none that names its owner: never ours to judge
+                continue  # no changelog, or none that names its owner: never ours to judge
             if owner.get("format") != OWNER_FORMAT:
                 continue
             reason = owner_gone(owner, int(time.time() * 1000), after)

@@ -22,8 +22,13 @@ __all__ = ["CheckpointUploader", "snapshot_target"]
 
 def snapshot_target(options: CheckpointOptions) -> SnapshotTarget:
     """Where and how the keyed backends write checkpoint ``options``' state."""
-    return SnapshotTarget(options.location, options.shared, options.incremental,
-                          options.snapshot_format is SnapshotFormat.CANONICAL, options.storage_options)
+    return SnapshotTarget(
+        options.location,
+        options.shared,
+        options.incremental,
+        options.snapshot_format is SnapshotFormat.CANONICAL,
+        options.storage_options,
+    )
 
 
 class CheckpointUploader:
@@ -33,14 +38,21 @@ class CheckpointUploader:
     :class:`DeclineCheckpoint` per checkpoint.
     """
 
-    def __init__(self, resources: SnapshotResources, uploads: dict[int, CheckpointOptions], stage_id: int,
-                 subtask: int, sync_duration_ms: float = 0.0):
+    def __init__(
+        self,
+        resources: SnapshotResources,
+        uploads: dict[int, CheckpointOptions],
+        stage_id: int,
+        subtask: int,
+        sync_duration_ms: float = 0.0,
+    ):
         self.task = ExecutionVertexId(stage_id, subtask)
         self.sync_duration_ms = sync_duration_ms  # the barrier epoch's synchronous part
         self.acks: list[AcknowledgeCheckpoint] = []
         self.declines: list[DeclineCheckpoint] = []
-        self._thread = threading.Thread(target=self._run, args=(resources, uploads), name="checkpoint-upload",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, args=(resources, uploads), name="checkpoint-upload", daemon=True
+        )
 
     def start(self) -> None:
         """Start uploading (once the task's operators are open: TTL settings are known then)."""
@@ -62,10 +74,18 @@ class CheckpointUploader:
             if upload_fails():
                 raise OSError("upload failure injected (SPARKPOINT_FAIL_UPLOAD)")
             result = resources.write(cid, snapshot_target(options), self.task.stage_id, self.task.subtask)
-            fault_point("upload")   # this task's files are written, its acknowledgement not yet sent
-            self.acks.append(AcknowledgeCheckpoint(
-                cid, self.task, state_handles=result.handles, operators=result.operators, state_size=result.size,
-                sync_duration_ms=self.sync_duration_ms, async_duration_ms=(time.perf_counter() - t0) * 1000))
+            fault_point("upload")  # this task's files are written, its acknowledgement not yet sent
+            self.acks.append(
+                AcknowledgeCheckpoint(
+                    cid,
+                    self.task,
+                    state_handles=result.handles,
+                    operators=result.operators,
+                    state_size=result.size,
+                    sync_duration_ms=self.sync_duration_ms,
+                    async_duration_ms=(time.perf_counter() - t0) * 1000,
+                )
+            )
         except Exception as e:  # noqa: BLE001 - any failure declines the checkpoint
             self.declines.append(DeclineCheckpoint(cid, self.task, f"{type(e).__name__}: {e}"))
 

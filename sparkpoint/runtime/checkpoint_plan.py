@@ -13,8 +13,9 @@ for. Here, at an epoch boundary:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from sparkpoint.checkpoint.messages import ExecutionVertexId, OperatorSubtaskId
 from sparkpoint.runtime.graph import JobPlan
@@ -29,13 +30,17 @@ class CheckpointPlan:
 
     stateful_tasks: frozenset[ExecutionVertexId]
     driver_tasks: frozenset[OperatorSubtaskId]
-    operators: Mapping[str, tuple[str, int]]      # uid -> (name, parallelism)
+    operators: Mapping[str, tuple[str, int]]  # uid -> (name, parallelism)
     driver_state: Mapping[str, Any]
 
 
-def calculate_checkpoint_plan(plan: JobPlan, operator_states: Mapping[tuple[int, int], Any],
-                              sources: Mapping[int, SourceCoordinator], pending_commits: Mapping[int, list],
-                              barrier_epoch: int) -> CheckpointPlan:
+def calculate_checkpoint_plan(
+    plan: JobPlan,
+    operator_states: Mapping[tuple[int, int], Any],
+    sources: Mapping[int, SourceCoordinator],
+    pending_commits: Mapping[int, list],
+    barrier_epoch: int,
+) -> CheckpointPlan:
     """The checkpoint plan at the end of ``barrier_epoch``."""
     stateful = frozenset(ExecutionVertexId(s.id, i) for s in plan.stages if s.keyed for i in range(s.parallelism))
     driver_tasks = {OperatorSubtaskId(sc.uid, i) for sc in sources.values() for i in range(sc.parallelism)}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Optional, Protocol
+from typing import Protocol
 
 __all__ = ["Clock", "SystemClock", "ManualClock", "SYSTEM_CLOCK"]
 
@@ -55,7 +55,7 @@ class ManualClock:
     ahead of the real clock the tasks read).
     """
 
-    def __init__(self, start_ms: Optional[int] = None):
+    def __init__(self, start_ms: int | None = None):
         self._ms = float(int(time.time() * 1000) if start_ms is None else start_ms)
         self._lock = threading.Lock()
 

@@ -23,19 +23,22 @@ class TaskSettings:
 
     job_id: str
     local_state_dir: str
-    executor_local_state: bool   # no sparkpoint.local-state-dir: working state in the executor's own dirs
+    executor_local_state: bool  # no sparkpoint.local-state-dir: working state in the executor's own dirs
     max_records: int
     max_bytes: int
     cyclic_gc: bool
 
     @classmethod
-    def from_config(cls, config: Configuration, job_id: str) -> "TaskSettings":
+    def from_config(cls, config: Configuration, job_id: str) -> TaskSettings:
         configured = config.get_string("sparkpoint.local-state-dir")
-        return cls(job_id=job_id, local_state_dir=configured or default_local_state_dir(),
-                   executor_local_state=not configured,
-                   max_records=config.get_integer("execution.epoch.max-records", 100_000),
-                   max_bytes=parse_memory_bytes(config.get("execution.epoch.max-bytes", "16 mb")),
-                   cyclic_gc=config.get_boolean("sparkpoint.task.cyclic-gc", False))
+        return cls(
+            job_id=job_id,
+            local_state_dir=configured or default_local_state_dir(),
+            executor_local_state=not configured,
+            max_records=config.get_integer("execution.epoch.max-records", 100_000),
+            max_bytes=parse_memory_bytes(config.get("execution.epoch.max-bytes", "16 mb")),
+            cyclic_gc=config.get_boolean("sparkpoint.task.cyclic-gc", False),
+        )
 
 
 @dataclass(frozen=True)
@@ -51,8 +54,15 @@ class DeploymentInputs:
     context: BarrierContext
 
 
-def deploy_stages(inputs: DeploymentInputs, stages: list[StagePlan], epoch: int, now_ms: int, drain: bool,
-                  pending: list[TaskReport], pause: bool = False) -> dict[tuple[int, int], TaskDeployment]:
+def deploy_stages(
+    inputs: DeploymentInputs,
+    stages: list[StagePlan],
+    epoch: int,
+    now_ms: int,
+    drain: bool,
+    pending: list[TaskReport],
+    pause: bool = False,
+) -> dict[tuple[int, int], TaskDeployment]:
     """The deployments of the tasks of ``stages`` in ``epoch`` (``pending``: reports the driver has not taken
     yet, whose user metric counts the tasks' totals include; ``pause``: the epoch only completes a stop's
     savepoint)."""
@@ -60,7 +70,7 @@ def deploy_stages(inputs: DeploymentInputs, stages: list[StagePlan], epoch: int,
     coordinator, changelog = context.coordinator, context.changelog
     # Step 1. Fix each source subtask's input for the epoch.
     has_sources = any(s.is_source_stage for s in stages)
-    held = has_sources and sources_held(epoch)   # a crash test's bound on how far this run may read
+    held = has_sources and sources_held(epoch)  # a crash test's bound on how far this run may read
     assignments = {nid: sc.assign() for nid, sc in progress.sources.items()} if has_sources else {}
     keyed = any(s.keyed for s in stages)
     uploads = coordinator.options_for_epoch(epoch) if coordinator is not None and keyed else {}
@@ -68,16 +78,23 @@ def deploy_stages(inputs: DeploymentInputs, stages: list[StagePlan], epoch: int,
     for stage in stages:
         for i in range(stage.parallelism):
             dep = TaskDeployment(
-                job_id=settings.job_id, epoch=epoch, processing_time=now_ms, local_state_dir=settings.local_state_dir,
-                keyed_state_epoch=progress.keyed_state_epoch[stage.id], max_records=settings.max_records,
-                max_bytes=settings.max_bytes, restored_keyed=progress.restored_keyed.get((stage.id, i), []),
+                job_id=settings.job_id,
+                epoch=epoch,
+                processing_time=now_ms,
+                local_state_dir=settings.local_state_dir,
+                keyed_state_epoch=progress.keyed_state_epoch[stage.id],
+                max_records=settings.max_records,
+                max_bytes=settings.max_bytes,
+                restored_keyed=progress.restored_keyed.get((stage.id, i), []),
                 local_state_namespace=f"{settings.job_id}-{context.attempt}",
                 executor_local_state=settings.executor_local_state,
                 checkpoint_uploads=uploads if stage.keyed else {},
                 barrier_sync_ms=progress.snapshot_sync_ms.get((stage.id, i), 0.0),
                 notify_checkpoints=list(progress.notify_sources if stage.is_source_stage else progress.notify_next),
                 changelog=changelog.base_for(stage.id, i) if changelog and stage.keyed else None,
-                drain=drain, pause=pause or (held and stage.is_source_stage), cyclic_gc=settings.cyclic_gc,
+                drain=drain,
+                pause=pause or (held and stage.is_source_stage),
+                cyclic_gc=settings.cyclic_gc,
             )
             if stage.keyed:
                 dep.state_schemas, dep.key_checks = inputs.schemas.for_subtask(stage.nodes, i)

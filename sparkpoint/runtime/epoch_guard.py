@@ -25,8 +25,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Optional, TypeVar
+from typing import TypeVar
 
 from sparkpoint.checkpoint.coordinator import CheckpointCoordinator
 from sparkpoint.checkpoint.exceptions import CheckpointException
@@ -43,8 +44,8 @@ logger = logging.getLogger(__name__)
 
 EPOCH_TIMEOUT_KEY = "sparkpoint.epoch.timeout"
 CHECKPOINT_TIMEOUT_KEY = "execution.checkpointing.timeout"
-_AGAIN_S = 1.0   # how often a cancel of the running epoch is asked again, until the epoch ended
-_IDLE_S = 2.0    # the watcher thread ends after this long without an epoch to watch
+_AGAIN_S = 1.0  # how often a cancel of the running epoch is asked again, until the epoch ended
+_IDLE_S = 2.0  # the watcher thread ends after this long without an epoch to watch
 
 T = TypeVar("T")
 
@@ -57,8 +58,8 @@ class EpochBound:
     deadline_ms: int
     key: str
     timeout_ms: int
-    checkpoint_id: Optional[int] = None
-    expires_ms: Optional[int] = None
+    checkpoint_id: int | None = None
+    expires_ms: int | None = None
 
     def describe(self) -> str:
         of = f", counted from the trigger of checkpoint {self.checkpoint_id}" if self.checkpoint_id else ""
@@ -72,8 +73,14 @@ class EpochGuard:
     on the real clock, as the tasks do (``grace_s``: how long the tasks get to stop by themselves at their
     deadline before the executor is asked to stop them)."""
 
-    def __init__(self, executor: EpochExecutor, config: Configuration, plan: JobPlan, clock: Clock = SYSTEM_CLOCK,
-                 grace_s: float = 0.0):
+    def __init__(
+        self,
+        executor: EpochExecutor,
+        config: Configuration,
+        plan: JobPlan,
+        clock: Clock = SYSTEM_CLOCK,
+        grace_s: float = 0.0,
+    ):
         self.executor = executor
         self.plan = plan
         self.clock = clock
@@ -81,12 +88,12 @@ class EpochGuard:
         self.grace_s = grace_s
         self.cancelled = threading.Event()
         self._cond = threading.Condition()
-        self._epoch: Optional[int] = None          # the epoch running, its deadline (s, wall clock)
-        self._deadline_s: Optional[float] = None
-        self._fired: Optional[str] = None          # "bound" when the watcher stopped the epoch for its bound
-        self._thread: Optional[threading.Thread] = None
-        self._coordinator: Optional[CheckpointCoordinator] = None   # the job's, as of the latest epoch
-        self._bound_text = ""           # the running epoch's bound, as the watcher's interrupt says it
+        self._epoch: int | None = None  # the epoch running, its deadline (s, wall clock)
+        self._deadline_s: float | None = None
+        self._fired: str | None = None  # "bound" when the watcher stopped the epoch for its bound
+        self._thread: threading.Thread | None = None
+        self._coordinator: CheckpointCoordinator | None = None  # the job's, as of the latest epoch
+        self._bound_text = ""  # the running epoch's bound, as the watcher's interrupt says it
 
     # -- from other threads ----------------------------------------------------------------
     def cancel(self) -> None:
@@ -99,7 +106,7 @@ class EpochGuard:
             self._cond.notify_all()
 
     # -- the epoch, on the job's thread ------------------------------------------------------
-    def bound(self, coordinator: Optional[CheckpointCoordinator]) -> Optional[EpochBound]:
+    def bound(self, coordinator: CheckpointCoordinator | None) -> EpochBound | None:
         """The epoch's bound: the oldest pending checkpoint's timeout, or ``sparkpoint.epoch.timeout``. Times are
         read on the job's clock; the deadline the tasks get is as far ahead on the real clock."""
         bounds = []
@@ -112,23 +119,28 @@ class EpochGuard:
             # (execution.checkpointing.tolerable-failed-checkpoints)
             failures = coordinator.failure_manager
             fatal = failures.continuous_failures >= failures.tolerable
-            pending = [p for p in (coordinator.pending.values() if fatal else ())
-                       if p.trigger_timestamp + timeout > now_ms]
+            pending = [
+                p for p in (coordinator.pending.values() if fatal else ()) if p.trigger_timestamp + timeout > now_ms
+            ]
             if pending:
                 oldest = min(pending, key=lambda p: p.trigger_timestamp)
                 expires = oldest.trigger_timestamp + timeout
-                bounds.append(EpochBound(real_ms + expires - now_ms, CHECKPOINT_TIMEOUT_KEY, timeout,
-                                         oldest.checkpoint_id, expires))
+                bounds.append(
+                    EpochBound(
+                        real_ms + expires - now_ms, CHECKPOINT_TIMEOUT_KEY, timeout, oldest.checkpoint_id, expires
+                    )
+                )
         if self.epoch_timeout_ms > 0:
             bounds.append(EpochBound(real_ms + self.epoch_timeout_ms, EPOCH_TIMEOUT_KEY, self.epoch_timeout_ms))
         return min(bounds, key=lambda b: b.deadline_ms) if bounds else None
 
-    def run_epoch(self, epoch: int, deployments: dict, next_sources: Optional[dict],
-                  coordinator: Optional[CheckpointCoordinator]) -> list:
+    def run_epoch(
+        self, epoch: int, deployments: dict, next_sources: dict | None, coordinator: CheckpointCoordinator | None
+    ) -> list:
         """The executor's ``run_epoch``, stopped by a cancel or by the epoch's bound (see the module)."""
         self._coordinator = coordinator
 
-        def run(bound: Optional[EpochBound]) -> list:
+        def run(bound: EpochBound | None) -> list:
             if bound is None:
                 return self.executor.run_epoch(epoch, deployments, next_sources)
             return self.executor.run_epoch(epoch, deployments, next_sources, bound=bound)
@@ -139,8 +151,9 @@ class EpochGuard:
         """``fetch()`` (the wait for the source tasks run ahead of ``epoch``), guarded as an epoch is."""
         return self._guarded(epoch, lambda bound: fetch(), self._coordinator)
 
-    def _guarded(self, epoch: int, run: Callable[[Optional[EpochBound]], T],
-                 coordinator: Optional[CheckpointCoordinator]) -> T:
+    def _guarded(
+        self, epoch: int, run: Callable[[EpochBound | None], T], coordinator: CheckpointCoordinator | None
+    ) -> T:
         bound = self.bound(coordinator)
         with self._cond:
             self._epoch, self._fired = epoch, None
@@ -163,30 +176,40 @@ class EpochGuard:
             raise self._timeout(epoch, bound, e.where, coordinator, e.reason) from None
         except SparkpointError as e:
             if fired == "bound" and bound is not None and not self.cancelled.is_set():
-                where = ("no task said where it was (a task blocked outside Python code cannot); the epoch's "
-                         f"operators: {self._operators()}")
+                where = (
+                    "no task said where it was (a task blocked outside Python code cannot); the epoch's "
+                    f"operators: {self._operators()}"
+                )
                 raise self._timeout(epoch, bound, where, coordinator) from e
             raise
 
-    def _end(self) -> Optional[str]:
+    def _end(self) -> str | None:
         with self._cond:
             fired, self._epoch, self._deadline_s = self._fired, None, None
             self._cond.notify_all()
         return fired
 
-    def _timeout(self, epoch: int, bound: Optional[EpochBound], where: str,
-                 coordinator: Optional[CheckpointCoordinator], reason: str = "") -> SparkpointError:
+    def _timeout(
+        self,
+        epoch: int,
+        bound: EpochBound | None,
+        where: str,
+        coordinator: CheckpointCoordinator | None,
+        reason: str = "",
+    ) -> SparkpointError:
         """The attempt's failure: the bound that passed (as the task that stopped says it, else the epoch's) and
         what was still running; a checkpoint past its timeout expires."""
         text = reason or (bound.describe() if bound is not None else "bound")
-        error = EpochTimeoutError(f"epoch {epoch} did not end within its {text}: {where}. Its tasks were stopped "
-                                  f"and the job fails over as its restart strategy says")
+        error = EpochTimeoutError(
+            f"epoch {epoch} did not end within its {text}: {where}. Its tasks were stopped "
+            f"and the job fails over as its restart strategy says"
+        )
         logger.error("%s", error)
         if coordinator is not None:
             now = self.clock.wall_ms()
-            try:   # Flink's CHECKPOINT_EXPIRED
+            try:  # Flink's CHECKPOINT_EXPIRED
                 coordinator.check_expired(max(now, bound.expires_ms + 1) if bound and bound.expires_ms else now)
-            except CheckpointException as e:   # more failed checkpoints than tolerated: Flink's failure, naming more
+            except CheckpointException as e:  # more failed checkpoints than tolerated: Flink's failure, naming more
                 failure = CheckpointException(f"{e}. {error}", e.reason)
                 failure.__cause__ = error
                 return failure
@@ -201,7 +224,7 @@ class EpochGuard:
             self._thread = threading.Thread(target=self._watch, name="sparkpoint-epoch-guard", daemon=True)
             self._thread.start()
 
-    def _due(self, now: float) -> Optional[str]:
+    def _due(self, now: float) -> str | None:
         if self.cancelled.is_set():
             return CANCELLED
         if self._epoch is not None and self._deadline_s is not None and now >= self._deadline_s + self.grace_s:
@@ -209,14 +232,14 @@ class EpochGuard:
         return None
 
     def _watch(self) -> None:
-        asked: tuple[Optional[int], float] = (None, 0.0)   # the epoch last asked to stop, and when
+        asked: tuple[int | None, float] = (None, 0.0)  # the epoch last asked to stop, and when
         with self._cond:
             try:
                 self._watch_epochs(asked)
             finally:
                 self._thread = None
 
-    def _watch_epochs(self, asked: tuple[Optional[int], float]) -> None:
+    def _watch_epochs(self, asked: tuple[int | None, float]) -> None:
         """(Holding the lock.) Stop each epoch when due, until none ran for ``_IDLE_S``."""
         while True:
             now = time.time()
@@ -237,13 +260,15 @@ class EpochGuard:
                 finally:
                     self._cond.acquire()
                 continue
-            wait = _AGAIN_S if due is not None else (
-                self._deadline_s + self.grace_s - now if self._deadline_s is not None else None)
+            wait = (
+                _AGAIN_S
+                if due is not None
+                else (self._deadline_s + self.grace_s - now if self._deadline_s is not None else None)
+            )
             self._cond.wait(wait)
 
-    def _stop_epoch(self, epoch: Optional[int], due: str) -> None:
+    def _stop_epoch(self, epoch: int | None, due: str) -> None:
         try:
             self.executor.cancel_epoch(epoch, CANCELLED if due == CANCELLED else self._bound_text)
         except Exception:  # noqa: BLE001 - the session may be stopping; asked again in a second
             logger.debug("stopping epoch %s failed", epoch, exc_info=True)
-

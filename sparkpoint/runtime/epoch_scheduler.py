@@ -18,7 +18,6 @@ once epoch e's source reports are in, or started after epoch e's barrier.
 from __future__ import annotations
 
 import threading
-from typing import Optional
 
 from sparkpoint.common.configuration import Configuration
 from sparkpoint.errors import UserFunctionError
@@ -44,9 +43,19 @@ class EpochScheduler:
     """Runs a job's tasks epoch by epoch on an :class:`~sparkpoint.runtime.scheduler.EpochExecutor` (see the
     module); implements :class:`~sparkpoint.runtime.scheduler.Scheduler`."""
 
-    def __init__(self, plan: JobPlan, config: Configuration, executor: EpochExecutor, *, tasks: TaskSettings,
-                 progress: JobProgress, schemas: StateSchemas, output: JobOutput, savepoints: SavepointRequests,
-                 clock: Clock = SYSTEM_CLOCK):
+    def __init__(
+        self,
+        plan: JobPlan,
+        config: Configuration,
+        executor: EpochExecutor,
+        *,
+        tasks: TaskSettings,
+        progress: JobProgress,
+        schemas: StateSchemas,
+        output: JobOutput,
+        savepoints: SavepointRequests,
+        clock: Clock = SYSTEM_CLOCK,
+    ):
         self.plan = plan
         self.executor = executor
         self.traits = ExecutorTraits.of(executor)
@@ -58,8 +67,8 @@ class EpochScheduler:
         self.clock = clock
         self.guard = EpochGuard(executor, config, plan, clock, self.traits.interrupt_grace_s)
         self.cancelled: threading.Event = self.guard.cancelled
-        self.ahead = SourcesAhead(plan, config, executor, self.guard.wait_for)   # during the epoch before
-        self._next_sources_deployed = False   # the latest epoch's job took the next epoch's source tasks along
+        self.ahead = SourcesAhead(plan, config, executor, self.guard.wait_for)  # during the epoch before
+        self._next_sources_deployed = False  # the latest epoch's job took the next epoch's source tasks along
 
     # -- Scheduler ----------------------------------------------------------------------------
     def start(self, job_id: str) -> None:
@@ -69,7 +78,7 @@ class EpochScheduler:
         self.guard.cancel()
 
     def restart(self) -> None:
-        self.ahead.drop()   # what ran ahead started from the state given up now
+        self.ahead.drop()  # what ran ahead started from the state given up now
 
     def stop(self) -> None:
         self.executor.stop()
@@ -81,22 +90,22 @@ class EpochScheduler:
         """Deploy and run every task of ``epoch`` (Steps 1 and 2 of the module)."""
         now_ms = self.clock.wall_ms()
         # Step 1. The deployments (the source stage's as it ran ahead, if it did).
-        drain = self.savepoints.drain_epoch()   # once: a drain asked for from now on applies to the next epoch
+        drain = self.savepoints.drain_epoch()  # once: a drain asked for from now on applies to the next epoch
         if drain or self.savepoints.stop_in_flight():
-            self.ahead.drop()   # a drained epoch's sources emit +inf, a stopping one's read nothing
-        ran = self.ahead.take(epoch)   # this epoch's source tasks, if they ran during the last epoch
+            self.ahead.drop()  # a drained epoch's sources emit +inf, a stopping one's read nothing
+        ran = self.ahead.take(epoch)  # this epoch's source tasks, if they ran during the last epoch
         if ran is not None:
             self.progress.take_positions(ran.reports)
         deps = self._deployments(epoch, now_ms, ran, drain, context)
-        if self.plan.stages[0].is_source_stage:   # given to the source stage that runs now (or ran ahead)
+        if self.plan.stages[0].is_source_stage:  # given to the source stage that runs now (or ran ahead)
             self.progress.source_notices_given(deps[(0, 0)].notify_checkpoints)
         next_sources = None
         if ran is not None and self._may_run_ahead(ran.reports):
             next_sources = self._source_deployments(epoch + 1, now_ms, ran.reports, context)
-            self.ahead.expect(epoch + 1, next_sources)   # the executor starts them with this epoch's job
+            self.ahead.expect(epoch + 1, next_sources)  # the executor starts them with this epoch's job
         # Step 2. Run every task of every stage.
         try:
-            reports = self.guard.run_epoch(epoch, deps, next_sources, context.coordinator)   # cancel, bound
+            reports = self.guard.run_epoch(epoch, deps, next_sources, context.coordinator)  # cancel, bound
         except UserFunctionError as e:  # say where the record came from
             raise locate_failed_record(self.plan, e, epoch, deps) from e.__cause__
         self.progress.notify_next.clear()
@@ -113,16 +122,25 @@ class EpochScheduler:
     def _inputs(self, context: BarrierContext) -> DeploymentInputs:
         return DeploymentInputs(self.plan, self.tasks, self.progress, self.schemas, self.output, context)
 
-    def _deployments(self, epoch: int, now_ms: int, ran: Optional[RanAhead], drain: bool,
-                     context: BarrierContext) -> Deployments:
+    def _deployments(
+        self, epoch: int, now_ms: int, ran: RanAhead | None, drain: bool, context: BarrierContext
+    ) -> Deployments:
         """Every task's deployment for ``epoch`` (the source stage's as it ran ahead, if it did)."""
         stages = [s for s in self.plan.stages if ran is None or not s.is_source_stage]
-        deps = deploy_stages(self._inputs(context), stages, epoch, now_ms, drain, ran.reports if ran else [],
-                             pause=self.savepoints.stop_in_flight())
+        deps = deploy_stages(
+            self._inputs(context),
+            stages,
+            epoch,
+            now_ms,
+            drain,
+            ran.reports if ran else [],
+            pause=self.savepoints.stop_in_flight(),
+        )
         return {**ran.deployments, **deps} if ran is not None else deps
 
-    def _source_deployments(self, epoch: int, now_ms: int, pending: list[TaskReport],
-                            context: BarrierContext) -> Deployments:
+    def _source_deployments(
+        self, epoch: int, now_ms: int, pending: list[TaskReport], context: BarrierContext
+    ) -> Deployments:
         """The source stage's deployments of ``epoch``, to run ahead (``pending``: the reports not taken yet)."""
         return deploy_stages(self._inputs(context), [self.plan.stage(0)], epoch, now_ms, False, pending)
 

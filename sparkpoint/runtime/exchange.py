@@ -26,8 +26,9 @@ import array
 import marshal
 import operator
 import pickle
+from collections.abc import Callable
 from itertools import compress
-from typing import Any, Callable
+from typing import Any
 
 import cloudpickle
 import numpy as np
@@ -42,8 +43,9 @@ _MARSHAL_VERSION = 4
 _PICKLE = pickle.HIGHEST_PROTOCOL
 
 
-def hash_partition(values: list, timestamps: list, get_key: Callable[[Any], Any], n: int,
-                   assign: KeyGroupAssigner) -> list[tuple[Any, Any]]:
+def hash_partition(
+    values: list, timestamps: list, get_key: Callable[[Any], Any], n: int, assign: KeyGroupAssigner
+) -> list[tuple[Any, Any]]:
     """Split records over ``n`` partitions by their key's group (Flink's ``KeyGroupRangeAssignment``). Values
     that repeat are coded first (:func:`coded`): the key selector then runs once per distinct value, each
     distinct key is hashed once, and each partition gets a :class:`Coded` batch, split by its codes at C speed
@@ -57,10 +59,10 @@ def hash_partition(values: list, timestamps: list, get_key: Callable[[Any], Any]
         groups = assign.assign_all(keys)
         return _split_coded(batch, timestamps, [groups[k] * n // maxp for k in keys], n)
     keys = [get_key(v) for v in values]
-    hashed = str_key_groups(keys, maxp)   # str keys (the common case): every record's hashed at C speed
+    hashed = str_key_groups(keys, maxp)  # str keys (the common case): every record's hashed at C speed
     if hashed is not None:
         where = (hashed * n // maxp).tolist()
-    else:   # each distinct key hashed once, all new keys of the batch together
+    else:  # each distinct key hashed once, all new keys of the batch together
         target = {k: kg * n // maxp for k, kg in assign.assign_all(keys).items()}
         where = list(map(target.__getitem__, keys))
     parts: list[tuple[Any, Any]] = [([], []) for _ in range(n)]
@@ -79,7 +81,7 @@ def _split_coded(batch: Coded, timestamps: list, part_of: list[int], n: int) -> 
     bounds = np.searchsorted(where[order], np.arange(n + 1)).tolist()
     try:
         stamps: Any = np.frombuffer(array.array("q", timestamps), dtype=np.int64)[order]
-    except (TypeError, OverflowError):   # a record without a timestamp (one beyond int64: refused when encoded)
+    except (TypeError, OverflowError):  # a record without a timestamp (one beyond int64: refused when encoded)
         stamps = list(map(timestamps.__getitem__, order.tolist()))
     codes = codes[order]
     return [(Coded(batch.distinct, codes[a:b]), stamps[a:b]) for a, b in zip(bounds, bounds[1:])]
@@ -133,15 +135,17 @@ def _encode_timestamps(timestamps: Any) -> Any:
     except (TypeError, OverflowError):
         pass
     kinds = set(map(type, timestamps))
-    if kinds == {type(None)}:   # records without timestamps: the list as it is
+    if kinds == {type(None)}:  # records without timestamps: the list as it is
         return list(timestamps)
     stamps: list = []
     for t in timestamps:
         try:
             stamps.append(t if t is None or type(t) is int else operator.index(t))
         except TypeError:
-            raise TypeError(f"a record's timestamp must be an int (milliseconds since the epoch) or None, "
-                            f"not {type(t).__name__} {t!r}") from None
+            raise TypeError(
+                f"a record's timestamp must be an int (milliseconds since the epoch) or None, "
+                f"not {type(t).__name__} {t!r}"
+            ) from None
     beyond = first_out_of_range(stamps)
     if beyond is not None:
         raise out_of_range_error(stamps[beyond], "a record's timestamp is")

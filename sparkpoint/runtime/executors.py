@@ -11,9 +11,10 @@ from __future__ import annotations
 import importlib
 import logging
 import sys
+from collections.abc import Iterable
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any
 
 from sparkpoint.common.configuration import Configuration
 from sparkpoint.datastream.pipeline_executor import ExecutionContext
@@ -43,7 +44,7 @@ class JobMasterHandle:
     def is_cancelled(self) -> bool:
         return bool(self.master.cancelled.is_set())
 
-    def request_savepoint(self, directory: Optional[str], stop: bool = False, drain: bool = False) -> Future:
+    def request_savepoint(self, directory: str | None, stop: bool = False, drain: bool = False) -> Future:
         return self.master.request_savepoint(directory, stop=stop, drain=drain).future
 
     def request_checkpoint(self, full: bool = False) -> Future:
@@ -64,8 +65,7 @@ class EpochPipelineExecutor:
     3. create the JobMaster, tell ``on_job_created``, and return the job's handle.
     """
 
-    def execute(self, pipeline: Pipeline, configuration: Configuration,
-                context: ExecutionContext) -> JobMasterHandle:
+    def execute(self, pipeline: Pipeline, configuration: Configuration, context: ExecutionContext) -> JobMasterHandle:
         # Step 1. Translate.
         plan = StreamGraphGenerator(pipeline, configuration).translate()
         if context.capture_plan is not None:
@@ -73,15 +73,17 @@ class EpochPipelineExecutor:
         # Step 2. Where epochs run.
         epoch_executor = self.create_epoch_executor(plan, pipeline, configuration, context)
         # Step 3. The job.
-        master = create_job_master(plan, configuration, epoch_executor, job_id=context.job_id,
-                                   on_epoch=context.on_epoch)
+        master = create_job_master(
+            plan, configuration, epoch_executor, job_id=context.job_id, on_epoch=context.on_epoch
+        )
         handle = JobMasterHandle(master)
         if context.on_job_created is not None:
             context.on_job_created(handle)
         return handle
 
-    def create_epoch_executor(self, plan: JobPlan, pipeline: Pipeline, configuration: Configuration,
-                              context: ExecutionContext) -> Any:
+    def create_epoch_executor(
+        self, plan: JobPlan, pipeline: Pipeline, configuration: Configuration, context: ExecutionContext
+    ) -> Any:
         raise NotImplementedError
 
 

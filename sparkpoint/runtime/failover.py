@@ -13,7 +13,6 @@ caused by one, whatever the strategy: no restart can fix it.
 from __future__ import annotations
 
 import logging
-from typing import Optional
 
 from sparkpoint.checkpoint.coordinator import CheckpointCoordinator
 from sparkpoint.checkpoint.failure import CheckpointFailureReason
@@ -33,12 +32,12 @@ class Failover:
 
     def __init__(self, job_id: str, config: Configuration, checkpointing_enabled: bool, clock: Clock = SYSTEM_CLOCK):
         self.job_id = job_id
-        self.clock = clock   # waits out the restart backoff
+        self.clock = clock  # waits out the restart backoff
         self.restart_strategy: RestartStrategy = restart_strategy_from_config(config, checkpointing_enabled, clock)
         self.restarts = 0
-        self.started_from: Optional[RestoredCheckpoint] = None   # the snapshot given with -s, if any
+        self.started_from: RestoredCheckpoint | None = None  # the snapshot given with -s, if any
         self.same_record_attempts = int(config.get_integer("sparkpoint.failure.same-record-attempts", 2))
-        self.record_failures: list[tuple[str, str, Optional[str]]] = []  # the latest failures on one record
+        self.record_failures: list[tuple[str, str, str | None]] = []  # the latest failures on one record
 
     def _check_same_record(self, error: BaseException) -> None:
         """A record that fails again after a restore fails every time: fail the job, naming it, rather than
@@ -51,23 +50,35 @@ class Failover:
             self.record_failures.clear()
         self.record_failures.append(failure)
         if len(self.record_failures) >= self.same_record_attempts > 0:
-            what, fix = ("It", "Fix what the function's open() needs") if isinstance(error, UserFunctionOpenError) \
-                else ("The same record", "Fix the function or the input, or route failing records to the side "
-                                         "output FAILED_RECORDS (sparkpoint.datastream) and go on")
+            what, fix = (
+                ("It", "Fix what the function's open() needs")
+                if isinstance(error, UserFunctionOpenError)
+                else (
+                    "The same record",
+                    "Fix the function or the input, or route failing records to the side "
+                    "output FAILED_RECORDS (sparkpoint.datastream) and go on",
+                )
+            )
             raise JobExecutionError(
                 f"{error}. {what} failed {len(self.record_failures)} times in a row, after restoring each time; the "
                 f"job fails instead of restoring again. {fix} (sparkpoint.failure.same-record-attempts sets how "
-                f"many attempts it gets)") from error
+                f"many attempts it gets)"
+            ) from error
 
-    def recover(self, error: BaseException, epoch: int,
-                coordinator: Optional[CheckpointCoordinator]) -> Optional[RestoredCheckpoint]:
+    def recover(
+        self, error: BaseException, epoch: int, coordinator: CheckpointCoordinator | None
+    ) -> RestoredCheckpoint | None:
         """The checkpoint to restore after ``error``, or None when the job must fail."""
         # Step 1. May the job restart at all? Not after an error no restart can fix, nor for a record that fails
         # every time.
         unrecoverable = unrecoverable_cause(error)
         if unrecoverable is not None:
-            logger.error("job %s failed in epoch %d with an error no restart can fix; the job fails without "
-                         "restarting: %s", self.job_id, epoch, unrecoverable)
+            logger.error(
+                "job %s failed in epoch %d with an error no restart can fix; the job fails without restarting: %s",
+                self.job_id,
+                epoch,
+                unrecoverable,
+            )
             return None
         self._check_same_record(error)
         self.restart_strategy.notify_failure()
@@ -75,16 +86,25 @@ class Failover:
             return None
         # Step 2. Abort what was pending; it cannot complete now.
         coordinator.abort_all(CheckpointFailureReason.JOB_FAILOVER_REGION, f"job failover: {error}")
-        candidates = [(cp.checkpoint_id, cp.location, coordinator.storage.storage_options)
-                      for cp in reversed(coordinator.store.get_all_checkpoints())]
+        candidates = [
+            (cp.checkpoint_id, cp.location, coordinator.storage.storage_options)
+            for cp in reversed(coordinator.store.get_all_checkpoints())
+        ]
         if self.started_from is not None and not candidates:  # never back to it once the job has its own
-            candidates.append((self.started_from.checkpoint_id, self.started_from.location,
-                               self.started_from.storage_options))
+            candidates.append(
+                (self.started_from.checkpoint_id, self.started_from.location, self.started_from.storage_options)
+            )
         if not candidates:
             return None
         self.restarts += 1
-        logger.warning("job %s failed in epoch %d: %s; restart %d (%s)", self.job_id, epoch, error,
-                       self.restarts, self.restart_strategy.describe())
+        logger.warning(
+            "job %s failed in epoch %d: %s; restart %d (%s)",
+            self.job_id,
+            epoch,
+            error,
+            self.restarts,
+            self.restart_strategy.describe(),
+        )
         # Step 3. Back off.
         self.clock.sleep(self.restart_strategy.backoff_ms() / 1000)
         # Step 4. The newest retained checkpoint that loads.

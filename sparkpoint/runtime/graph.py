@@ -13,21 +13,38 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any
 
 from sparkpoint.datastream.failed_records import FAILED_RECORDS
 from sparkpoint.datastream.transformations import Partitioning
 from sparkpoint.errors import JobGraphError
 
-__all__ = ["StreamNode", "StreamEdge", "StagePlan", "JobPlan", "build_job_plan",
-           "FORWARD", "HASH", "GLOBAL", "REBALANCE", "BROADCAST", "CUSTOM"]
+__all__ = [
+    "StreamNode",
+    "StreamEdge",
+    "StagePlan",
+    "JobPlan",
+    "build_job_plan",
+    "FORWARD",
+    "HASH",
+    "GLOBAL",
+    "REBALANCE",
+    "BROADCAST",
+    "CUSTOM",
+]
 
 logger = logging.getLogger(__name__)
 
 FORWARD, HASH, GLOBAL, REBALANCE, BROADCAST, CUSTOM = (
-    Partitioning.FORWARD, Partitioning.HASH, Partitioning.GLOBAL, Partitioning.REBALANCE, Partitioning.BROADCAST,
-    Partitioning.CUSTOM)
+    Partitioning.FORWARD,
+    Partitioning.HASH,
+    Partitioning.GLOBAL,
+    Partitioning.REBALANCE,
+    Partitioning.BROADCAST,
+    Partitioning.CUSTOM,
+)
 
 
 @dataclass
@@ -40,10 +57,10 @@ class StreamEdge:
     target: int
     partitioning: Partitioning = FORWARD
     key_selector: Any = None
-    side_tag: Optional[str] = None
+    side_tag: str | None = None
     type_number: int = 0
-    combiner: Any = None   # combines the source's records before the exchange (windows' local aggregation)
-    key_type: Any = None   # the key type key_by declared (a hash edge), if any
+    combiner: Any = None  # combines the source's records before the exchange (windows' local aggregation)
+    key_type: Any = None  # the key type key_by declared (a hash edge), if any
 
 
 @dataclass
@@ -54,13 +71,13 @@ class StreamNode:
     kind: str
     name: str
     factory: Callable[..., Any]
-    uid: Optional[str] = None
-    parallelism: Optional[int] = None
-    max_parallelism: Optional[int] = None
+    uid: str | None = None
+    parallelism: int | None = None
+    max_parallelism: int | None = None
     inputs: list[StreamEdge] = field(default_factory=list)
-    source: Any = None          # Source description for source nodes
+    source: Any = None  # Source description for source nodes
     watermark_strategy: Any = None
-    sink: Any = None            # sink description for sink nodes
+    sink: Any = None  # sink description for sink nodes
     keyed: bool = False
 
     def effective_uid(self) -> str:
@@ -75,9 +92,9 @@ class StagePlan:
 
     id: int
     parallelism: int
-    nodes: list[int]                     # topological order
-    input_edges: list[StreamEdge]        # from other stages
-    output_edges: list[StreamEdge]       # to other stages
+    nodes: list[int]  # topological order
+    input_edges: list[StreamEdge]  # from other stages
+    output_edges: list[StreamEdge]  # to other stages
     internal_edges: list[StreamEdge]
     upstream_stages: list[int]
     is_source_stage: bool = False
@@ -85,8 +102,9 @@ class StagePlan:
 
     def routes_failed_records(self, node_id: int) -> bool:
         """Whether node ``node_id`` sends records its function fails on to its ``FAILED_RECORDS`` side output."""
-        return any(e.source == node_id and e.side_tag == FAILED_RECORDS.tag_id
-                   for e in self.internal_edges + self.output_edges)
+        return any(
+            e.source == node_id and e.side_tag == FAILED_RECORDS.tag_id for e in self.internal_edges + self.output_edges
+        )
 
 
 @dataclass
@@ -95,11 +113,11 @@ class JobPlan:
 
     job_name: str
     nodes: dict[int, StreamNode]
-    stages: list[StagePlan]              # topological order
+    stages: list[StagePlan]  # topological order
     max_parallelism: int
     stage_of: dict[int, int]
     job_parameters: dict = field(default_factory=dict)
-    state_backend: Any = None            # the runtime StateBackend (resolved at translation); None means hashmap
+    state_backend: Any = None  # the runtime StateBackend (resolved at translation); None means hashmap
 
     def stage(self, stage_id: int) -> StagePlan:
         return self.stages[stage_id]
@@ -157,17 +175,24 @@ def _generate_uids(nodes: dict[int, StreamNode], order: list[int]) -> None:
         for e in n.inputs:
             h.update(hashes[e.source].encode())
             h.update((e.side_tag or "").encode())
-        siblings = [m for m in order[:position] if nodes[m].kind == n.kind and
-                    [e.source for e in nodes[m].inputs] == [e.source for e in n.inputs]]
+        siblings = [
+            m
+            for m in order[:position]
+            if nodes[m].kind == n.kind and [e.source for e in nodes[m].inputs] == [e.source for e in n.inputs]
+        ]
         h.update(str(len(siblings)).encode())
         hashes[nid] = h.hexdigest()[:32]
         n.generated_uid = hashes[nid]
-        if n.uid is None and n.kind not in ("sink", "print", "collect", "side_output", "union") and (
-            n.kind in ("source", "assign_timestamps", "broadcast_process") or n.keyed
+        if (
+            n.uid is None
+            and n.kind not in ("sink", "print", "collect", "side_output", "union")
+            and (n.kind in ("source", "assign_timestamps", "broadcast_process") or n.keyed)
         ):
             logger.warning(
                 "operator %r has no uid(); using generated uid %s. Set uid() on stateful operators so "
-                "savepoints keep matching when the job changes.", n.name, n.generated_uid,
+                "savepoints keep matching when the job changes.",
+                n.name,
+                n.generated_uid,
             )
 
 
@@ -177,18 +202,21 @@ def _check_uids(nodes: dict[int, StreamNode], order: list[int]) -> None:
         n = nodes[nid]
         if n.uid is not None:
             if n.uid in seen:
-                raise JobGraphError(f"uid {n.uid!r} is used by two operators ({seen[n.uid]!r} and {n.name!r}); "
-                                    f"uids must be unique")
+                raise JobGraphError(
+                    f"uid {n.uid!r} is used by two operators ({seen[n.uid]!r} and {n.name!r}); uids must be unique"
+                )
             seen[n.uid] = n.name
 
 
-def _cut_stages(nodes: dict[int, StreamNode], order: list[int],
-                default_parallelism: int) -> tuple[dict[int, int], dict[int, list[int]], dict[int, int]]:
+def _cut_stages(
+    nodes: dict[int, StreamNode], order: list[int], default_parallelism: int
+) -> tuple[dict[int, int], dict[int, list[int]], dict[int, int]]:
     """Stage of each node, nodes of each stage, parallelism of each stage.
 
     A node joins its input's stage if every input edge is a forward edge from a node of the
     same parallelism in one stage; otherwise it starts one (its forward inputs rebalance).
     """
+
     def par(n: StreamNode) -> int:
         return n.parallelism or default_parallelism
 
@@ -227,8 +255,15 @@ def _cut_stages(nodes: dict[int, StreamNode], order: list[int],
     return stage_of, stage_nodes, stage_par
 
 
-def _stage_plan(nodes: dict[int, StreamNode], sid: int, members: list[int], parallelism: int,
-                stage_of: dict[int, int], max_parallelism: int, has_sources: bool) -> StagePlan:
+def _stage_plan(
+    nodes: dict[int, StreamNode],
+    sid: int,
+    members: list[int],
+    parallelism: int,
+    stage_of: dict[int, int],
+    max_parallelism: int,
+    has_sources: bool,
+) -> StagePlan:
     """One stage: its edges classified, keyed operators checked to sit behind key_by."""
     member_set = set(members)
     inputs: list[StreamEdge] = []
@@ -246,19 +281,33 @@ def _stage_plan(nodes: dict[int, StreamNode], sid: int, members: list[int], para
         if n.keyed and not any(e.partitioning in (HASH, GLOBAL) for e in n.inputs):
             raise JobGraphError(f"keyed operator {n.name!r} is not fed by key_by()")
         if n.max_parallelism is not None and n.max_parallelism != max_parallelism:
-            raise JobGraphError(f"operator {n.name!r}: per-operator max parallelism "
-                                f"({n.max_parallelism}) differs from the job's ({max_parallelism})")
+            raise JobGraphError(
+                f"operator {n.name!r}: per-operator max parallelism "
+                f"({n.max_parallelism}) differs from the job's ({max_parallelism})"
+            )
     if parallelism > max_parallelism:
         raise JobGraphError(f"parallelism {parallelism} exceeds max parallelism {max_parallelism}")
     return StagePlan(
-        id=sid, parallelism=parallelism, nodes=members, input_edges=inputs, output_edges=outputs,
-        internal_edges=internal, upstream_stages=sorted({stage_of[e.source] for e in inputs}),
-        is_source_stage=(sid == 0 and has_sources), keyed=any(nodes[m].keyed for m in members),
+        id=sid,
+        parallelism=parallelism,
+        nodes=members,
+        input_edges=inputs,
+        output_edges=outputs,
+        internal_edges=internal,
+        upstream_stages=sorted({stage_of[e.source] for e in inputs}),
+        is_source_stage=(sid == 0 and has_sources),
+        keyed=any(nodes[m].keyed for m in members),
     )
 
 
-def build_job_plan(nodes: dict[int, StreamNode], job_name: str, default_parallelism: int,
-                   max_parallelism: int, job_parameters: Optional[dict] = None, state_backend: Any = None) -> JobPlan:
+def build_job_plan(
+    nodes: dict[int, StreamNode],
+    job_name: str,
+    default_parallelism: int,
+    max_parallelism: int,
+    job_parameters: dict | None = None,
+    state_backend: Any = None,
+) -> JobPlan:
     """Cut the stream graph into stages (uids generated where missing, and checked)."""
     if not nodes:
         raise JobGraphError("the job has no operators; add a source and a sink before execute()")
@@ -269,9 +318,18 @@ def build_job_plan(nodes: dict[int, StreamNode], job_name: str, default_parallel
     stage_of, stage_nodes, stage_par = _cut_stages(nodes, order, default_parallelism)
     # Step 2. Classify edges and check keyed operators sit at stage heads.
     has_sources = any(n.kind == "source" for n in nodes.values())
-    stages = [_stage_plan(nodes, sid, stage_nodes[sid], stage_par[sid], stage_of, max_parallelism, has_sources)
-              for sid in sorted(stage_nodes)]
+    stages = [
+        _stage_plan(nodes, sid, stage_nodes[sid], stage_par[sid], stage_of, max_parallelism, has_sources)
+        for sid in sorted(stage_nodes)
+    ]
     if not has_sources:
         raise JobGraphError("the job has no source; use env.from_source(...) or env.from_collection(...)")
-    return JobPlan(job_name=job_name, nodes=nodes, stages=stages, max_parallelism=max_parallelism,
-                   stage_of=stage_of, job_parameters=dict(job_parameters or {}), state_backend=state_backend)
+    return JobPlan(
+        job_name=job_name,
+        nodes=nodes,
+        stages=stages,
+        max_parallelism=max_parallelism,
+        stage_of=stage_of,
+        job_parameters=dict(job_parameters or {}),
+        state_backend=state_backend,
+    )

@@ -9,8 +9,9 @@ from). :func:`create_job_master` is what the pipeline executors call.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any
 
 from sparkpoint.checkpoint.coordinator import CheckpointSettings
 from sparkpoint.common.config_keys import warn_unknown_keys
@@ -60,12 +61,18 @@ class JobParts:
     idle_pause_ms: int
 
     @classmethod
-    def create(cls, plan: JobPlan, config: Configuration, job_id: Optional[str] = None, out: Any = None,
-               clock: Clock = SYSTEM_CLOCK) -> "JobParts":
+    def create(
+        cls,
+        plan: JobPlan,
+        config: Configuration,
+        job_id: str | None = None,
+        out: Any = None,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> JobParts:
         """The parts, after checking the configuration (unknown keys are warned about; sinks that would take
         each other's transactions fail the job)."""
-        warn_unknown_keys(config.key_set())   # a misspelt key would otherwise be ignored silently
-        configure_file_systems(config)   # s3.* keys: endpoint and credentials of checkpoint storage, changelog
+        warn_unknown_keys(config.key_set())  # a misspelt key would otherwise be ignored silently
+        configure_file_systems(config)  # s3.* keys: endpoint and credentials of checkpoint storage, changelog
         job_id = job_id or new_job_id()
         tasks = TaskSettings.from_config(config, job_id)
         checkpointing = CheckpointSettings(config)
@@ -74,25 +81,48 @@ class JobParts:
         output = JobOutput(plan, out, clock)
         sink_committer = SinkCommitter(plan, checkpointing.enabled and checkpointing.exactly_once)
         check_sinks(plan, checkpointing.interval_ms if checkpointing.enabled else None, checkpointing.exactly_once)
-        schemas = StateSchemas(plan)   # what the keyed operators declared; checked on restore
+        schemas = StateSchemas(plan)  # what the keyed operators declared; checked on restore
         savepoints = SavepointRequests(config.get_string("state.savepoints.dir"))
-        return cls(job_id=job_id, checkpointing=checkpointing, tasks=tasks, progress=progress, output=output,
-                   sink_committer=sink_committer, savepoints=savepoints,
-                   failover=Failover(job_id, config, checkpointing.enabled, clock), schemas=schemas,
-                   intake=ReportIntake(plan, progress=progress, schemas=schemas, sink_committer=sink_committer,
-                                       output=output),
-                   listeners=JobListeners(), working_dirs=JobWorkingDirs(tasks.local_state_dir, job_id),
-                   idle_pause_ms=int(config.get_duration_ms("execution.epoch.idle-pause", 200) or 0))
+        return cls(
+            job_id=job_id,
+            checkpointing=checkpointing,
+            tasks=tasks,
+            progress=progress,
+            output=output,
+            sink_committer=sink_committer,
+            savepoints=savepoints,
+            failover=Failover(job_id, config, checkpointing.enabled, clock),
+            schemas=schemas,
+            intake=ReportIntake(plan, progress=progress, schemas=schemas, sink_committer=sink_committer, output=output),
+            listeners=JobListeners(),
+            working_dirs=JobWorkingDirs(tasks.local_state_dir, job_id),
+            idle_pause_ms=int(config.get_duration_ms("execution.epoch.idle-pause", 200) or 0),
+        )
 
 
-def create_job_master(plan: JobPlan, config: Configuration, executor: EpochExecutor, job_id: Optional[str] = None,
-                      on_epoch: Optional[Callable[[EpochStats], None]] = None, out: Any = None,
-                      clock: Clock = SYSTEM_CLOCK) -> JobMaster:
+def create_job_master(
+    plan: JobPlan,
+    config: Configuration,
+    executor: EpochExecutor,
+    job_id: str | None = None,
+    on_epoch: Callable[[EpochStats], None] | None = None,
+    out: Any = None,
+    clock: Clock = SYSTEM_CLOCK,
+) -> JobMaster:
     """A job whose epochs run on ``executor`` (``on_epoch``: told every epoch's statistics; ``out``: where
     ``print()`` writes, stdout by default; ``clock``: where the job reads time)."""
     parts = JobParts.create(plan, config, job_id, out, clock)
-    scheduler = EpochScheduler(plan, config, executor, tasks=parts.tasks, progress=parts.progress,
-                               schemas=parts.schemas, output=parts.output, savepoints=parts.savepoints, clock=clock)
+    scheduler = EpochScheduler(
+        plan,
+        config,
+        executor,
+        tasks=parts.tasks,
+        progress=parts.progress,
+        schemas=parts.schemas,
+        output=parts.output,
+        savepoints=parts.savepoints,
+        clock=clock,
+    )
     if on_epoch is not None:
         parts.listeners.add(CallbackEpochListener(on_epoch))
     return JobMaster(plan, config, parts, scheduler, clock)

@@ -14,7 +14,6 @@ At every barrier the core hands the tasks' reports here:
 from __future__ import annotations
 
 import logging
-from typing import Optional
 
 from sparkpoint.checkpoint.coordinator import CheckpointCoordinator, CheckpointSettings
 from sparkpoint.checkpoint.loader import RestoredCheckpoint
@@ -40,10 +39,21 @@ logger = logging.getLogger(__name__)
 class JobCheckpoints:
     """Triggers, completes and aborts a job's checkpoints at its barriers (see the module)."""
 
-    def __init__(self, plan: JobPlan, settings: CheckpointSettings, coordinator: CheckpointCoordinator,
-                 changelog: Optional[StateChangelog], *, progress: JobProgress, sink_committer: SinkCommitter,
-                 savepoints: SavepointRequests, schemas: StateSchemas, output: JobOutput, listeners: JobListeners,
-                 clock: Clock):
+    def __init__(
+        self,
+        plan: JobPlan,
+        settings: CheckpointSettings,
+        coordinator: CheckpointCoordinator,
+        changelog: StateChangelog | None,
+        *,
+        progress: JobProgress,
+        sink_committer: SinkCommitter,
+        savepoints: SavepointRequests,
+        schemas: StateSchemas,
+        output: JobOutput,
+        listeners: JobListeners,
+        clock: Clock,
+    ):
         self.plan = plan
         self.settings = settings
         self.coordinator = coordinator
@@ -55,9 +65,9 @@ class JobCheckpoints:
         self.output = output
         self.listeners = listeners
         self.clock = clock
-        self.claimed: Optional[str] = None   # restore mode CLAIM: the restored snapshot, until subsumed
-        self.complete_at_barrier = False     # a checkpoint was triggered that completes at its barrier
-        self.input_done_epoch: Optional[int] = None
+        self.claimed: str | None = None  # restore mode CLAIM: the restored snapshot, until subsumed
+        self.complete_at_barrier = False  # a checkpoint was triggered that completes at its barrier
+        self.input_done_epoch: int | None = None
 
     def reset(self) -> None:
         """A restore: the input is not done any more."""
@@ -70,33 +80,53 @@ class JobCheckpoints:
         # Step 2. Completion (commit), aborts.
         self.complete()
         # Step 3. A new barrier: requested ones first, then a periodic (or the final) checkpoint.
-        self.savepoints.trigger_queued(lambda r: self.trigger(
-            barrier_epoch, savepoint_dir=r.directory if r.is_savepoint else None, full=r.kind == "full-checkpoint"))
+        self.savepoints.trigger_queued(
+            lambda r: self.trigger(
+                barrier_epoch, savepoint_dir=r.directory if r.is_savepoint else None, full=r.kind == "full-checkpoint"
+            )
+        )
         self.maybe_checkpoint(barrier_epoch, force=sources_done and self.awaiting_final(barrier_epoch))
         # Step 4. What the driver wrote whole completes now (after the requests for them are in flight).
         if self.complete_at_barrier:
             self.complete_at_barrier = False
             self.complete()
 
-    def trigger(self, barrier_epoch: int, savepoint_dir: Optional[str] = None, full: bool = False) -> Optional[int]:
+    def trigger(self, barrier_epoch: int, savepoint_dir: str | None = None, full: bool = False) -> int | None:
         """Trigger a checkpoint (or savepoint) at the barrier just reached; returns its id."""
         progress = self.progress
-        cp = calculate_checkpoint_plan(self.plan, progress.operator_states, progress.sources,
-                                       self.sink_committer.pending_committables(), barrier_epoch)
+        cp = calculate_checkpoint_plan(
+            self.plan,
+            progress.operator_states,
+            progress.sources,
+            self.sink_committer.pending_committables(),
+            barrier_epoch,
+        )
         now = self.clock.wall_ms()
         from_changelog = self.changelog.checkpoints if self.changelog is not None else None
-        writer = from_changelog.writer_for(now, barrier_epoch, cp.stateful_tasks, self.coordinator.storage, full) \
-            if from_changelog is not None and savepoint_dir is None else None
-        pending = self.coordinator.trigger(now, barrier_epoch, dict(cp.driver_state), set(cp.stateful_tasks),
-                                           set(cp.driver_tasks), dict(cp.operators), savepoint_dir=savepoint_dir,
-                                           full=full, keyed_state=writer, schemas=self.schemas.at_barrier())
+        writer = (
+            from_changelog.writer_for(now, barrier_epoch, cp.stateful_tasks, self.coordinator.storage, full)
+            if from_changelog is not None and savepoint_dir is None
+            else None
+        )
+        pending = self.coordinator.trigger(
+            now,
+            barrier_epoch,
+            dict(cp.driver_state),
+            set(cp.stateful_tasks),
+            set(cp.driver_tasks),
+            dict(cp.operators),
+            savepoint_dir=savepoint_dir,
+            full=full,
+            keyed_state=writer,
+            schemas=self.schemas.at_barrier(),
+        )
         if pending is None:
             return None
         self.output.snapshot_metrics(barrier_epoch)
         self.sink_committer.on_checkpoint_triggered(pending.checkpoint_id)
         for sc in progress.sources.values():
             sc.on_checkpoint_triggered(pending.checkpoint_id)
-        self.complete_at_barrier |= writer is not None   # a changelog checkpoint: the driver wrote all of it
+        self.complete_at_barrier |= writer is not None  # a changelog checkpoint: the driver wrote all of it
         return pending.checkpoint_id
 
     def maybe_checkpoint(self, barrier_epoch: int, force: bool) -> None:
@@ -119,12 +149,19 @@ class JobCheckpoints:
             for sc in self.progress.sources.values():
                 sc.on_checkpoint_completed(completed.checkpoint_id, coordinator.pending)
             if self.changelog is not None and not completed.is_savepoint:  # tasks rebuild from it from now on
-                self.changelog.on_checkpoint_completed(completed.metadata.barrier_epoch, assign_keyed_state(
-                    RestoredCheckpoint(completed.location, completed.metadata, {},
-                                       coordinator.storage.storage_options), self.plan), coordinator.retained_files(),
-                    now)
+                self.changelog.on_checkpoint_completed(
+                    completed.metadata.barrier_epoch,
+                    assign_keyed_state(
+                        RestoredCheckpoint(
+                            completed.location, completed.metadata, {}, coordinator.storage.storage_options
+                        ),
+                        self.plan,
+                    ),
+                    coordinator.retained_files(),
+                    now,
+                )
             self.progress.checkpoint_completed(completed.checkpoint_id)
-            if self.claimed and not completed.is_savepoint:   # CLAIM: the job's own checkpoint subsumes it
+            if self.claimed and not completed.is_savepoint:  # CLAIM: the job's own checkpoint subsumes it
                 dispose_claimed(self.claimed)
                 self.claimed = None
             self.savepoints.on_completed(completed.checkpoint_id, completed.location)

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import importlib
 import logging
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from sparkpoint.errors import ConfigurationError
 from sparkpoint.runtime.job_status import JobStatus
@@ -42,7 +43,7 @@ class JobListener:
     def on_job_started(self, job: Any) -> None:
         """The job is about to run its first epoch (``job`` is the JobMaster); raising fails the job."""
 
-    def on_status_change(self, job_id: str, old: JobStatus, new: JobStatus, error: Optional[BaseException]) -> None:
+    def on_status_change(self, job_id: str, old: JobStatus, new: JobStatus, error: BaseException | None) -> None:
         """The job's status changed (``error`` is the cause of a failure)."""
 
     def on_restore(self, job_id: str, restored: Any) -> None:
@@ -52,7 +53,7 @@ class JobListener:
     def on_epoch_completed(self, stats: EpochStats) -> None:
         """An epoch ended."""
 
-    def on_checkpoint_completed(self, checkpoint: "CompletedCheckpoint") -> None:
+    def on_checkpoint_completed(self, checkpoint: CompletedCheckpoint) -> None:
         """A checkpoint or savepoint completed (its ``_metadata`` is written)."""
 
     def on_checkpoint_failed(self, checkpoint_id: int, reason: str) -> None:
@@ -90,9 +91,9 @@ class JobListeners:
 
     def job_started(self, job: Any) -> None:
         for listener in list(self._listeners):
-            listener.on_job_started(job)   # may refuse the job (a REST port that cannot be bound)
+            listener.on_job_started(job)  # may refuse the job (a REST port that cannot be bound)
 
-    def status_changed(self, job_id: str, old: JobStatus, new: JobStatus, error: Optional[BaseException]) -> None:
+    def status_changed(self, job_id: str, old: JobStatus, new: JobStatus, error: BaseException | None) -> None:
         self._each("on_status_change", lambda listener: listener.on_status_change(job_id, old, new, error))
 
     def restoring(self, job_id: str, restored: Any) -> None:
@@ -101,7 +102,7 @@ class JobListeners:
     def epoch_completed(self, stats: EpochStats) -> None:
         self._each("on_epoch_completed", lambda listener: listener.on_epoch_completed(stats))
 
-    def checkpoint_completed(self, checkpoint: "CompletedCheckpoint") -> None:
+    def checkpoint_completed(self, checkpoint: CompletedCheckpoint) -> None:
         self._each("on_checkpoint_completed", lambda listener: listener.on_checkpoint_completed(checkpoint))
 
     def checkpoint_failed(self, checkpoint_id: int, reason: str) -> None:
@@ -127,8 +128,10 @@ def listeners_from_config(config: Any, job: Any) -> list[JobListener]:
     if config.get_boolean("rest.enabled", False) and REST_LISTENER_FACTORY not in names:
         names.insert(0, REST_LISTENER_FACTORY)
     # metrics.reporter.prom.port (or Flink's reporter factory class) adds the Prometheus reporter
-    prometheus = (config.get("metrics.reporter.prom.port") not in (None, "")
-                  or str(config.get("metrics.reporter.prom.factory.class") or "") == _PROMETHEUS_FACTORY_CLASS)
+    prometheus = (
+        config.get("metrics.reporter.prom.port") not in (None, "")
+        or str(config.get("metrics.reporter.prom.factory.class") or "") == _PROMETHEUS_FACTORY_CLASS
+    )
     if prometheus and PROMETHEUS_REPORTER_FACTORY not in names:
         names.append(PROMETHEUS_REPORTER_FACTORY)
     return [_load(name)(job) for name in names]

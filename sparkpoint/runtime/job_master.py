@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 from sparkpoint.checkpoint.coordinator import CheckpointCoordinator
 from sparkpoint.checkpoint.loader import RestoredCheckpoint, load_latest_checkpoint
@@ -57,8 +57,9 @@ logger = logging.getLogger(__name__)
 class JobMaster:
     """Runs one job to completion (bounded input), cancellation, stop-with-savepoint or failure."""
 
-    def __init__(self, plan: JobPlan, config: Configuration, parts: "JobParts", scheduler: Scheduler,
-                 clock: Clock = SYSTEM_CLOCK):
+    def __init__(
+        self, plan: JobPlan, config: Configuration, parts: JobParts, scheduler: Scheduler, clock: Clock = SYSTEM_CLOCK
+    ):
         self.plan = plan
         self.config = config
         self.job_id = parts.job_id
@@ -78,9 +79,9 @@ class JobMaster:
         self.cancelled = threading.Event()
         self.epoch = 0
         self.attempt = 0
-        self.coordinator: Optional[CheckpointCoordinator] = None   # made when the job starts, as is:
-        self.changelog: Optional[StateChangelog] = None
-        self.checkpoints: Optional[JobCheckpoints] = None
+        self.coordinator: CheckpointCoordinator | None = None  # made when the job starts, as is:
+        self.changelog: StateChangelog | None = None
+        self.checkpoints: JobCheckpoints | None = None
         self.status_machine = JobStatusMachine(self.job_id, self._status_changed)
         for listener in listeners_from_config(config, self):
             self.add_listener(listener)
@@ -109,14 +110,14 @@ class JobMaster:
     def add_listener(self, listener: JobListener) -> None:
         self.listeners.add(listener)
 
-    def _status_changed(self, old: JobStatus, new: JobStatus, error: Optional[BaseException]) -> None:
+    def _status_changed(self, old: JobStatus, new: JobStatus, error: BaseException | None) -> None:
         self.listeners.status_changed(self.job_id, old, new, error)
 
     def cancel(self) -> None:
         self.cancelled.set()
         self.scheduler.cancel()
 
-    def request_savepoint(self, target_dir: Optional[str], stop: bool = False, drain: bool = False) -> SavepointRequest:
+    def request_savepoint(self, target_dir: str | None, stop: bool = False, drain: bool = False) -> SavepointRequest:
         """Ask for a savepoint at the next epoch boundary (with ``stop``, to end the job after it; with
         ``drain``, to end event time first, so every event-time timer fires before the savepoint)."""
         return self.savepoints.request(target_dir, stop, drain=drain)
@@ -129,15 +130,20 @@ class JobMaster:
     def run(self) -> JobExecutionResult:
         started = self.clock.monotonic_s()
         try:
-            self.listeners.job_started(self)   # may refuse the job (a REST port that cannot be bound)
+            self.listeners.job_started(self)  # may refuse the job (a REST port that cannot be bound)
             self.scheduler.start(self.job_id)
             removed = self.working_dirs.claim()
             if removed:
                 logger.info("removed the working state of jobs that are gone: %s", removed)
             self._start_changelog()
             self._start_checkpointing()
-            logger.info("job %s (%s) started: %d stages, parallelism %s", self.job_id, self.plan.job_name,
-                        len(self.plan.stages), [s.parallelism for s in self.plan.stages])
+            logger.info(
+                "job %s (%s) started: %d stages, parallelism %s",
+                self.job_id,
+                self.plan.job_name,
+                len(self.plan.stages),
+                [s.parallelism for s in self.plan.stages],
+            )
             self.status_machine.transition(JobStatus.RUNNING)
             self._run_loop()
         except BaseException as e:
@@ -145,12 +151,19 @@ class JobMaster:
             raise
         finally:
             self._shutdown()
-        return JobExecutionResult(self.job_id, self.plan.job_name, int((self.clock.monotonic_s() - started) * 1000),
-                                  self.epoch, self.metrics, self.collected,
-                                  self.coordinator.stats.to_json() if self.coordinator is not None else None,
-                                  restarts=self.restarts, state_rebuilds=self.intake.state_rebuilds,
-                                  sources_ahead=self.scheduler.report().sources_ahead,
-                                  cancelled=self.status is JobStatus.CANCELED)
+        return JobExecutionResult(
+            self.job_id,
+            self.plan.job_name,
+            int((self.clock.monotonic_s() - started) * 1000),
+            self.epoch,
+            self.metrics,
+            self.collected,
+            self.coordinator.stats.to_json() if self.coordinator is not None else None,
+            restarts=self.restarts,
+            state_rebuilds=self.intake.state_rebuilds,
+            sources_ahead=self.scheduler.report().sources_ahead,
+            cancelled=self.status is JobStatus.CANCELED,
+        )
 
     def _run_loop(self) -> None:
         while True:
@@ -168,7 +181,7 @@ class JobMaster:
                     self.status_machine.transition(JobStatus.FINISHED)
                     return
             except SparkpointError as e:
-                if not self.cancelled.is_set():   # a cancelled epoch's failure is the cancel's: CANCELED above
+                if not self.cancelled.is_set():  # a cancelled epoch's failure is the cancel's: CANCELED above
                     self._recover_or_raise(e)
 
     def _fail(self, error: BaseException) -> None:
@@ -180,13 +193,20 @@ class JobMaster:
 
     def _shutdown(self) -> None:
         status = self.status
-        self.savepoints.fail_all(f"the job is {status.name}")   # requests still open can no longer complete
+        self.savepoints.fail_all(f"the job is {status.name}")  # requests still open can no longer complete
         if self.coordinator is not None:
             self.coordinator.shutdown(status.name)
-        logger.info("job %s %s after %d epochs (%d failovers, %d keyed tasks rebuilt their state elsewhere, "
-                    "%d bytes of state changelog, %d epochs' sources ran ahead)", self.job_id, status.name.lower(),
-                    self.epoch, self.restarts, self.intake.state_rebuilds, self.intake.changelog_bytes,
-                    self.scheduler.report().sources_ahead)
+        logger.info(
+            "job %s %s after %d epochs (%d failovers, %d keyed tasks rebuilt their state elsewhere, "
+            "%d bytes of state changelog, %d epochs' sources ran ahead)",
+            self.job_id,
+            status.name.lower(),
+            self.epoch,
+            self.restarts,
+            self.intake.state_rebuilds,
+            self.intake.changelog_bytes,
+            self.scheduler.report().sources_ahead,
+        )
         self.scheduler.stop()
         self.progress.close_sources()
         self.working_dirs.drop(self.attempt)
@@ -196,8 +216,13 @@ class JobMaster:
 
     # -- restore and failover ---------------------------------------------------------------
     def _start_changelog(self) -> None:
-        self.changelog = changelog_from_config(self.config, self.scheduler.traits.distributed,
-                                               self.checkpointing.enabled, self.checkpointing.directory, self.job_id)
+        self.changelog = changelog_from_config(
+            self.config,
+            self.scheduler.traits.distributed,
+            self.checkpointing.enabled,
+            self.checkpointing.directory,
+            self.job_id,
+        )
         if self.changelog is not None:
             self.changelog.start_attempt(f"{self.job_id}-{self.attempt}", self.epoch - 1, {})
             logger.info("state changelog at %s", self.changelog.root)
@@ -208,15 +233,34 @@ class JobMaster:
         # the coordinator also serves savepoints when periodic checkpoints are off
         storage = FsCheckpointStorage(self.checkpointing.storage_dir, self.job_id)
         self.coordinator = CheckpointCoordinator(
-            self.checkpointing, storage, self.job_id, self.plan.job_name, self.plan.max_parallelism,
-            self.config.to_dict(), start_id=(restored.checkpoint_id + 1) if restored else 1)
+            self.checkpointing,
+            storage,
+            self.job_id,
+            self.plan.job_name,
+            self.plan.max_parallelism,
+            self.config.to_dict(),
+            start_id=(restored.checkpoint_id + 1) if restored else 1,
+        )
         self.checkpoints = JobCheckpoints(
-            self.plan, self.checkpointing, self.coordinator, self.changelog, progress=self.progress,
-            sink_committer=self.sink_committer, savepoints=self.savepoints, schemas=self.schemas, output=self.output,
-            listeners=self.listeners, clock=self.clock)
+            self.plan,
+            self.checkpointing,
+            self.coordinator,
+            self.changelog,
+            progress=self.progress,
+            sink_committer=self.sink_committer,
+            savepoints=self.savepoints,
+            schemas=self.schemas,
+            output=self.output,
+            listeners=self.listeners,
+            clock=self.clock,
+        )
         if self.checkpointing.enabled:
-            logger.info("checkpoints every %d ms (%s) to %s", self.checkpointing.interval_ms,
-                        self.checkpointing.mode, storage.fs.unstrip_protocol(storage.job_path))
+            logger.info(
+                "checkpoints every %d ms (%s) to %s",
+                self.checkpointing.interval_ms,
+                self.checkpointing.mode,
+                storage.fs.unstrip_protocol(storage.job_path),
+            )
         if restored is not None:
             self.restore(restored, self.config.get_boolean("execution.savepoint.ignore-unclaimed-state"))
             self.failover.started_from = restored  # a failure before the first checkpoint restarts from it
@@ -227,7 +271,7 @@ class JobMaster:
         """Put the job back in the state of a completed checkpoint."""
         logger.info("%s", restore_message(self.job_id, restored))
         self.listeners.restoring(self.job_id, restored)
-        self.scheduler.restart()   # what ran ahead started from the state given up now
+        self.scheduler.restart()  # what ran ahead started from the state given up now
         progress = self.progress
         source_parallelism = {nid: sc.parallelism for nid, sc in progress.sources.items()}
         declared = self.schemas.declared(restored, self.job_id)
@@ -246,8 +290,9 @@ class JobMaster:
         if self.changelog is not None:
             self.changelog.start_attempt(f"{self.job_id}-{self.attempt}", self.epoch - 1, progress.restored_keyed)
         if self.coordinator is not None:
-            self.coordinator.stats.report_restored(restored.checkpoint_id, restored.location, self.clock.wall_ms(),
-                                                   restored.kind == "savepoint")
+            self.coordinator.stats.report_restored(
+                restored.checkpoint_id, restored.location, self.clock.wall_ms(), restored.kind == "savepoint"
+            )
 
     def _recover_or_raise(self, error: SparkpointError) -> None:
         """A task failed: restore the latest completed checkpoint and go on, if the strategy allows."""
@@ -259,7 +304,7 @@ class JobMaster:
         self.attempt += 1
         self.working_dirs.start_attempt(self.attempt)
         self.restore(restored, allow_non_restored=True)
-        self.output.rewind_metrics(restored.metadata.barrier_epoch)   # the epochs run again count once
+        self.output.rewind_metrics(restored.metadata.barrier_epoch)  # the epochs run again count once
         self.status_machine.transition(JobStatus.RUNNING)
 
     # -- one barrier ---------------------------------------------------------------------------
@@ -271,22 +316,26 @@ class JobMaster:
         # Steps 1 and 2. Deploy and run every task up to the barrier.
         barrier = self.scheduler.run_until_barrier(epoch, context)
         # Step 3. Take in the reports.
-        sources_done, epoch_metrics = self.intake.take(epoch, barrier.reports, self.changelog,
-                                                       positions_taken=barrier.positions_taken)
+        sources_done, epoch_metrics = self.intake.take(
+            epoch, barrier.reports, self.changelog, positions_taken=barrier.positions_taken
+        )
         self.progress.epoch_ran(epoch)
         self.epoch += 1
         # Step 4. Checkpoints: acknowledgements, completion (commit), a new barrier.
         checkpoints = self.checkpoints
         if checkpoints is not None:
             checkpoints.at_barrier(epoch, barrier.reports, sources_done)
-        finished = sources_done and not (checkpoints is not None and checkpoints.awaiting_final(epoch)) \
+        finished = (
+            sources_done
+            and not (checkpoints is not None and checkpoints.awaiting_final(epoch))
             and not self.savepoints.has_in_flight()
+        )
         self.scheduler.barrier_passed(barrier, finished, context)
-        stats = self.output.epoch_stats(epoch, barrier.reports, epoch_metrics, self.clock.monotonic_s() - t0,
-                                        finished)
+        stats = self.output.epoch_stats(epoch, barrier.reports, epoch_metrics, self.clock.monotonic_s() - t0, finished)
         stats.state_rebuilds, stats.sources_ahead = self.intake.state_rebuilds, self.scheduler.report().sources_ahead
-        logger.debug("epoch %d: %d records in %.3fs, watermark %s", epoch, stats.records_in, stats.duration_s,
-                     stats.watermark)
+        logger.debug(
+            "epoch %d: %d records in %.3fs, watermark %s", epoch, stats.records_in, stats.duration_s, stats.watermark
+        )
         self.listeners.epoch_completed(stats)
         if not finished and stats.records_in == 0 and self.idle_pause_ms and not sources_done:
             self.clock.sleep(self.idle_pause_ms / 1000)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import sys
 from collections import deque
-from typing import Any, Iterable, Optional
+from collections.abc import Iterable
+from typing import Any
 
 from sparkpoint.common.printing import format_record
 from sparkpoint.runtime.clock import SYSTEM_CLOCK, Clock
@@ -20,8 +21,8 @@ from sparkpoint.runtime.user_metrics import UserMetrics
 
 __all__ = ["JobOutput", "sum_metrics"]
 
-KEPT_METRIC_SNAPSHOTS = 32   # metric snapshots kept for the latest checkpoints a failover may go back to
-RATE_SPAN_S = 60.0     # Flink's MeterView time span for numRecordsInPerSecond / numRecordsOutPerSecond
+KEPT_METRIC_SNAPSHOTS = 32  # metric snapshots kept for the latest checkpoints a failover may go back to
+RATE_SPAN_S = 60.0  # Flink's MeterView time span for numRecordsInPerSecond / numRecordsOutPerSecond
 
 
 def sum_metrics(reports: list[TaskReport]) -> dict[str, dict[str, int]]:
@@ -41,16 +42,16 @@ class JobOutput:
     def __init__(self, plan: JobPlan, out: Any = None, clock: Clock = SYSTEM_CLOCK):
         self.plan = plan
         self.out = out or sys.stdout
-        self.clock = clock   # the record rates are per second of it
+        self.clock = clock  # the record rates are per second of it
         self.metrics: dict[str, dict[str, int]] = {}
-        self.subtask_metrics: dict[tuple[str, int], dict[str, int]] = {}   # (uid, subtask) -> counters
+        self.subtask_metrics: dict[tuple[str, int], dict[str, int]] = {}  # (uid, subtask) -> counters
         self.collected: list = []
         self.total_in = 0
-        self.epochs_run = 0      # epochs this run of the job completed (epoch numbers go on across restores)
+        self.epochs_run = 0  # epochs this run of the job completed (epoch numbers go on across restores)
         self.user_metrics = UserMetrics()
-        self._io_history: dict[tuple[str, int], deque] = {}   # (uid, subtask) -> (time, in, out) at epoch ends
-        self._snapshots: dict[int, tuple] = {}   # checkpoint barrier epoch -> the metrics after that epoch
-        self.watermarks: dict[tuple[int, int], Optional[int]] = {}
+        self._io_history: dict[tuple[str, int], deque] = {}  # (uid, subtask) -> (time, in, out) at epoch ends
+        self._snapshots: dict[int, tuple] = {}  # checkpoint barrier epoch -> the metrics after that epoch
+        self.watermarks: dict[tuple[int, int], int | None] = {}
         self._source_uids = {n.effective_uid() for n in plan.source_nodes()}
         self._sink_uids = {plan.uid(nid) for nid, n in plan.nodes.items() if n.kind == "sink"}
 
@@ -77,9 +78,11 @@ class JobOutput:
 
     def snapshot_metrics(self, barrier_epoch: int) -> None:
         """Keep the metrics as a checkpoint at ``barrier_epoch`` sees them (every epoch up to it counted)."""
-        self._snapshots[barrier_epoch] = ({u: dict(c) for u, c in self.metrics.items()},
-                                          {k: dict(c) for k, c in self.subtask_metrics.items()},
-                                          self.user_metrics.snapshot())
+        self._snapshots[barrier_epoch] = (
+            {u: dict(c) for u, c in self.metrics.items()},
+            {k: dict(c) for k, c in self.subtask_metrics.items()},
+            self.user_metrics.snapshot(),
+        )
         for old in sorted(self._snapshots)[:-KEPT_METRIC_SNAPSHOTS]:
             del self._snapshots[old]
 
@@ -135,22 +138,30 @@ class JobOutput:
                     print(f"{prefix}{format_record(v, type_info)}", file=self.out)
         self.out.flush()
 
-    def epoch_stats(self, epoch: int, reports: list[TaskReport], epoch_metrics: dict[str, dict[str, int]],
-                    duration_s: float, finished: bool) -> EpochStats:
+    def epoch_stats(
+        self,
+        epoch: int,
+        reports: list[TaskReport],
+        epoch_metrics: dict[str, dict[str, int]],
+        duration_s: float,
+        finished: bool,
+    ) -> EpochStats:
         """What the epoch did: records in at the sources, out at the sinks, the watermark at the ends."""
         src_records = sum(m.get("numRecordsOut", 0) for uid, m in epoch_metrics.items() if uid in self._source_uids)
         self.total_in += src_records
         out_records = sum(len(v) for r in reports for v in r.printed.values()) + sum(
-            m.get("numRecordsIn", 0) for uid, m in epoch_metrics.items() if uid in self._sink_uids)
+            m.get("numRecordsIn", 0) for uid, m in epoch_metrics.items() if uid in self._sink_uids
+        )
         self.epochs_run += 1
         phases: dict[str, float] = {}
         for r in reports:
             for phase, ms in r.phase_ms.items():
                 phases[phase] = phases.get(phase, 0.0) + ms
-        return EpochStats(epoch, src_records, out_records, duration_s, self.sink_watermark(), self.total_in, finished,
-                          phases)
+        return EpochStats(
+            epoch, src_records, out_records, duration_s, self.sink_watermark(), self.total_in, finished, phases
+        )
 
-    def sink_watermark(self) -> Optional[int]:
+    def sink_watermark(self) -> int | None:
         """The watermark that has reached the job's ends (the minimum over its last operators)."""
         consumed = {e.source for n in self.plan.nodes.values() for e in n.inputs}
         ends = {nid for nid in self.plan.nodes if nid not in consumed}
@@ -159,7 +170,7 @@ class JobOutput:
         return min(vals) if vals else None
 
 
-def print_prefix(sink_identifier: Optional[str], subtask: int, parallelism: int) -> str:
+def print_prefix(sink_identifier: str | None, subtask: int, parallelism: int) -> str:
     """What Flink's ``PrintSinkOutputWriter`` writes before a record: ``name:2> `` / ``2> `` at parallelism
     above 1, ``name> `` or nothing at parallelism 1."""
     if parallelism > 1:

@@ -10,7 +10,8 @@ checkpoint takes the driver-held state from it.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Optional
+from collections.abc import Iterable
+from typing import Any
 
 from sparkpoint.runtime.graph import JobPlan
 from sparkpoint.runtime.source_coordinator import SourceCoordinator
@@ -30,17 +31,18 @@ class JobProgress:
     def reset(self) -> None:
         """Start afresh (a restore then puts the checkpoint's state in): the sources' enumerators too."""
         plan = self.plan
-        self.operator_states: dict[tuple[int, int], Any] = {}   # (node, subtask) -> snapshot
-        self.keyed_state_epoch: dict[int, Optional[int]] = {s.id: None for s in plan.stages}
+        self.operator_states: dict[tuple[int, int], Any] = {}  # (node, subtask) -> snapshot
+        self.keyed_state_epoch: dict[int, int | None] = {s.id: None for s in plan.stages}
         self.snapshot_sync_ms: dict[tuple[int, int], float] = {}  # (stage, subtask) -> last keyed snapshot
         self.restored_keyed: dict[tuple[int, int], list] = {}
         self.notify_next: list[int] = []
-        self.notify_sources: list[int] = []   # notices not yet given to a source stage that ran (it may run ahead)
+        self.notify_sources: list[int] = []  # notices not yet given to a source stage that ran (it may run ahead)
         self.close_sources()
         src_stage = plan.stage(0)
         self.sources = {
-            n.id: SourceCoordinator(n.id, n.effective_uid(), n.source,
-                                    src_stage.parallelism if n.parallelism is None else n.parallelism)
+            n.id: SourceCoordinator(
+                n.id, n.effective_uid(), n.source, src_stage.parallelism if n.parallelism is None else n.parallelism
+            )
             for n in plan.source_nodes()
         }
 

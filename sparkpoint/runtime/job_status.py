@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Callable, Optional
+from collections.abc import Callable
 
 from sparkpoint.datastream import JobStatus
 from sparkpoint.errors import SparkpointError
@@ -46,8 +46,9 @@ class IllegalJobStatusTransition(SparkpointError):
 class JobStatusMachine:
     """The status of one job, changed only through legal transitions."""
 
-    def __init__(self, job_id: str,
-                 on_change: Optional[Callable[[JobStatus, JobStatus, Optional[BaseException]], None]] = None):
+    def __init__(
+        self, job_id: str, on_change: Callable[[JobStatus, JobStatus, BaseException | None], None] | None = None
+    ):
         self.job_id = job_id
         self._status = JobStatus.CREATED
         self._lock = threading.Lock()
@@ -61,7 +62,7 @@ class JobStatusMachine:
     def is_terminal(self) -> bool:
         return self.status.is_globally_terminal_state()
 
-    def transition(self, new: JobStatus, error: Optional[BaseException] = None) -> JobStatus:
+    def transition(self, new: JobStatus, error: BaseException | None = None) -> JobStatus:
         """Move to ``new``; returns the previous status.
 
         Raises:

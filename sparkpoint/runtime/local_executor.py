@@ -15,7 +15,7 @@ in a call that does not return is stopped when the call returns.
 from __future__ import annotations
 
 import time
-from typing import Any, Optional
+from typing import Any
 
 from sparkpoint.common.configuration import Configuration
 from sparkpoint.datastream.pipeline_executor import ExecutionContext
@@ -35,8 +35,9 @@ class LocalPipelineExecutor(EpochPipelineExecutor):
     Python files added with ``add_python_file`` go on this process's ``sys.path``.
     """
 
-    def create_epoch_executor(self, plan: JobPlan, pipeline: Pipeline, configuration: Configuration,
-                              context: ExecutionContext) -> "LocalEpochExecutor":
+    def create_epoch_executor(
+        self, plan: JobPlan, pipeline: Pipeline, configuration: Configuration, context: ExecutionContext
+    ) -> LocalEpochExecutor:
         add_to_sys_path(pipeline.python_files)
         return LocalEpochExecutor()
 
@@ -47,16 +48,20 @@ class LocalEpochExecutor:
     def __init__(self) -> None:
         self.plan: JobPlan = None  # type: ignore[assignment]
         self.interrupter = TaskInterrupter()
-        self._epoch: Optional[int] = None
-        self._stop: Optional[str] = None   # why the running epoch must stop (a cancel, its bound)
-        self.channel = InProcessChannel()   # the tasks' reports, handed over in this process
+        self._epoch: int | None = None
+        self._stop: str | None = None  # why the running epoch must stop (a cancel, its bound)
+        self.channel = InProcessChannel()  # the tasks' reports, handed over in this process
 
     def start(self, plan: JobPlan, job_id: str) -> None:
         self.plan = plan
 
-    def run_epoch(self, epoch: int, deployments: dict[tuple[int, int], TaskDeployment],
-                  next_sources: Optional[dict[tuple[int, int], TaskDeployment]] = None,
-                  bound: Any = None) -> list[TaskReport]:
+    def run_epoch(
+        self,
+        epoch: int,
+        deployments: dict[tuple[int, int], TaskDeployment],
+        next_sources: dict[tuple[int, int], TaskDeployment] | None = None,
+        bound: Any = None,
+    ) -> list[TaskReport]:
         """Every task of the epoch, stage after stage (``next_sources`` is never given: sources do not run ahead
         in-process); ``bound``: the epoch's :class:`~sparkpoint.runtime.epoch_guard.EpochBound`."""
         self._epoch, self._stop = epoch, None
@@ -71,8 +76,14 @@ class LocalEpochExecutor:
         self._epoch = None
         return reports
 
-    def _run_stages(self, deployments: dict[tuple[int, int], TaskDeployment], inboxes: dict, sender: TaskSender,
-                    deadline: Optional[int], reason: str) -> None:
+    def _run_stages(
+        self,
+        deployments: dict[tuple[int, int], TaskDeployment],
+        inboxes: dict,
+        sender: TaskSender,
+        deadline: int | None,
+        reason: str,
+    ) -> None:
         for stage in self.plan.stages:
             for i in range(stage.parallelism):
                 task = f"stage {stage.id} subtask {i}"
@@ -80,15 +91,16 @@ class LocalEpochExecutor:
                     if self._stop is not None or (deadline is not None and time.time() * 1000 >= deadline):
                         raise EpochInterrupted(self._stop or reason, "before it started")
                     with self.interrupter.running(deadline, reason):
-                        blobs, reports = run_task(self.plan, stage.id, i, deployments[(stage.id, i)],
-                                                  inboxes.pop((stage.id, i), []))
+                        blobs, reports = run_task(
+                            self.plan, stage.id, i, deployments[(stage.id, i)], inboxes.pop((stage.id, i), [])
+                        )
                 except EpochInterrupted as e:
                     raise self.interrupter.explain(e, task) from None
                 sender.send(reports)
                 for sid, p, blob in blobs:
                     inboxes.setdefault((sid, p), []).append(blob)
 
-    def cancel_epoch(self, epoch: Optional[int], reason: str) -> None:
+    def cancel_epoch(self, epoch: int | None, reason: str) -> None:
         """Stop ``epoch`` (None: whichever runs) now, from another thread."""
         if epoch is None or epoch == self._epoch:
             self._stop = reason

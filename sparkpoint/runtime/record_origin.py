@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Iterator, Optional
+from collections.abc import Iterator
+from typing import Any
 
 from sparkpoint.errors import UserFunctionError, _short
 from sparkpoint.operators.base import Output, StreamOperator, TaskContext
@@ -31,14 +32,18 @@ __all__ = ["locate_failed_record"]
 
 logger = logging.getLogger(__name__)
 
-_NEVER_REPLAYED = (SinkOperator, PrintOperator)   # output leaves the job there
+_NEVER_REPLAYED = (SinkOperator, PrintOperator)  # output leaves the job there
 
 
-def locate_failed_record(plan: JobPlan, error: UserFunctionError, epoch: int,
-                         deployments: dict[tuple[int, int], TaskDeployment], timeout_s: float = 10.0
-                         ) -> UserFunctionError:
+def locate_failed_record(
+    plan: JobPlan,
+    error: UserFunctionError,
+    epoch: int,
+    deployments: dict[tuple[int, int], TaskDeployment],
+    timeout_s: float = 10.0,
+) -> UserFunctionError:
     """``error`` with the epoch and, when the replay finds it, the failed record's origin."""
-    origin: Optional[str] = None
+    origin: str | None = None
     if error.origin is None:
         try:
             origin = _find(plan, error, deployments, time.monotonic() + timeout_s)
@@ -47,8 +52,9 @@ def locate_failed_record(plan: JobPlan, error: UserFunctionError, epoch: int,
     return error.located(error.origin or origin, epoch)
 
 
-def _find(plan: JobPlan, error: UserFunctionError, deployments: dict[tuple[int, int], TaskDeployment],
-          deadline: float) -> Optional[str]:
+def _find(
+    plan: JobPlan, error: UserFunctionError, deployments: dict[tuple[int, int], TaskDeployment], deadline: float
+) -> str | None:
     target = next((nid for nid in plan.nodes if plan.uid(nid) == error.uid), None)
     stage = next((s for s in plan.stages if s.is_source_stage), None)
     if target is None or stage is None or stage.keyed:
@@ -71,9 +77,17 @@ def _find(plan: JobPlan, error: UserFunctionError, deployments: dict[tuple[int, 
 def _operators(plan: JobPlan, stage: StagePlan, subtask: int, dep: TaskDeployment) -> dict[int, StreamOperator]:
     """The source stage's operators as the task builds them, but for sinks (no keyed state: a source stage
     has none)."""
-    task = TaskContext(job_id=dep.job_id, job_name=plan.job_name, stage_id=stage.id, subtask_index=subtask,
-                       parallelism=stage.parallelism, max_parallelism=plan.max_parallelism, epoch=dep.epoch,
-                       processing_time=dep.processing_time, job_parameters=plan.job_parameters)
+    task = TaskContext(
+        job_id=dep.job_id,
+        job_name=plan.job_name,
+        stage_id=stage.id,
+        subtask_index=subtask,
+        parallelism=stage.parallelism,
+        max_parallelism=plan.max_parallelism,
+        epoch=dep.epoch,
+        processing_time=dep.processing_time,
+        job_parameters=plan.job_parameters,
+    )
     ops: dict[int, StreamOperator] = {}
     for nid in stage.nodes:
         op = plan.nodes[nid].factory()
@@ -95,7 +109,7 @@ class _Replay:
         for e in stage.internal_edges + stage.output_edges:
             self.children.setdefault(e.source, []).append(e)
 
-    def search(self, ops: dict[int, StreamOperator], dep: TaskDeployment, deadline: float) -> Optional[str]:
+    def search(self, ops: dict[int, StreamOperator], dep: TaskDeployment, deadline: float) -> str | None:
         for nid, op in ops.items():
             if not isinstance(op, SourceOperator):
                 continue
@@ -113,14 +127,15 @@ class _Replay:
                         return reader.locate(split, index, dep.max_bytes)
         return None
 
-    def _reaches(self, ops: dict[int, StreamOperator], source: int, value: Any, ts: Optional[int]) -> bool:
+    def _reaches(self, ops: dict[int, StreamOperator], source: int, value: Any, ts: int | None) -> bool:
         """Whether ``value`` (read by ``source``) arrives at the target as the record it failed on."""
         if source == self.target:  # the source's own timestamp assigner failed
             return _short(value) == self.wanted
         return any(_short(v) == self.wanted for v in self._arrivals(ops, source, ([value], [ts]), {}))
 
-    def _arrivals(self, ops: dict[int, StreamOperator], nid: int, main: tuple[list, list],
-                  side: dict[str, tuple[list, list]]) -> Iterator[Any]:
+    def _arrivals(
+        self, ops: dict[int, StreamOperator], nid: int, main: tuple[list, list], side: dict[str, tuple[list, list]]
+    ) -> Iterator[Any]:
         """The records that operator ``nid``'s output (``main`` and ``side`` outputs) brings to the target,
         running the operators on the way (depth first; sinks never run)."""
         for e in self.children.get(nid, []):

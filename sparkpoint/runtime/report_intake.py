@@ -12,7 +12,6 @@ checkpoint coordinator's (:class:`~sparkpoint.runtime.job_checkpoints.JobCheckpo
 from __future__ import annotations
 
 import logging
-from typing import Optional
 
 from sparkpoint.common.watermark_strategy import MAX_WATERMARK
 from sparkpoint.errors import JobExecutionError
@@ -33,18 +32,26 @@ class ReportIntake:
     """Takes each epoch's reports in (see the module); counts keyed tasks that rebuilt their working state and
     the bytes written to the state changelog."""
 
-    def __init__(self, plan: JobPlan, *, progress: JobProgress, schemas: StateSchemas, sink_committer: SinkCommitter,
-                 output: JobOutput):
+    def __init__(
+        self,
+        plan: JobPlan,
+        *,
+        progress: JobProgress,
+        schemas: StateSchemas,
+        sink_committer: SinkCommitter,
+        output: JobOutput,
+    ):
         self.plan = plan
         self.progress = progress
         self.schemas = schemas
         self.sink_committer = sink_committer
         self.output = output
-        self.state_rebuilds = 0   # keyed tasks that ran away from their working state and rebuilt it
+        self.state_rebuilds = 0  # keyed tasks that ran away from their working state and rebuilt it
         self.changelog_bytes = 0  # written to the state changelog
 
-    def take(self, epoch: int, reports: list[TaskReport], changelog: Optional[StateChangelog],
-             positions_taken: bool = False) -> tuple[bool, dict[str, dict[str, int]]]:
+    def take(
+        self, epoch: int, reports: list[TaskReport], changelog: StateChangelog | None, positions_taken: bool = False
+    ) -> tuple[bool, dict[str, dict[str, int]]]:
         """Take in an epoch's reports (``positions_taken``: the source stage's positions and operator state were
         taken already, when its tasks ran ahead); returns (every source emitted +inf, the epoch's metrics)."""
         reports = latest_reports(reports)
@@ -59,9 +66,14 @@ class ReportIntake:
                 changelog.record(epoch, r.stage_id, r.subtask, r.changelog_segments)
             if r.state_rebuild_ms is not None:
                 self.state_rebuilds += 1
-                logger.info("epoch %d: stage %d subtask %d ran away from its working state (on %s) and rebuilt "
-                            "it in %.0f ms", epoch, r.stage_id, r.subtask, r.location or "an executor",
-                            r.state_rebuild_ms)
+                logger.info(
+                    "epoch %d: stage %d subtask %d ran away from its working state (on %s) and rebuilt it in %.0f ms",
+                    epoch,
+                    r.stage_id,
+                    r.subtask,
+                    r.location or "an executor",
+                    r.state_rebuild_ms,
+                )
         self.progress.take_positions([r for r in reports if not (positions_taken and r.stage_id == 0)])
         self.schemas.take(reports)
         by_node: dict[int, list] = {}
@@ -72,6 +84,7 @@ class ReportIntake:
         self.sink_committer.add_epoch(epoch, by_node)
         epoch_metrics = self.output.take_reports(reports)
         sources = self.progress.sources
-        source_wms = [r.watermarks.get(nid) for r in reports if r.stage_id == 0 for nid in sources
-                      if nid in r.watermarks]
+        source_wms = [
+            r.watermarks.get(nid) for r in reports if r.stage_id == 0 for nid in sources if nid in r.watermarks
+        ]
         return bool(source_wms) and all(w == MAX_WATERMARK for w in source_wms), epoch_metrics

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import random
 from collections import deque
-from typing import Any, Optional
+from typing import Any
 
 from sparkpoint.common.configuration import parse_duration_ms
 from sparkpoint.errors import ConfigurationError
@@ -92,17 +92,25 @@ class ExponentialDelayRestart(RestartStrategy):
 
     name = "exponential-delay"
 
-    def __init__(self, initial_ms: int, max_ms: int, multiplier: float, attempts: int, reset_ms: int = 3_600_000,
-                 jitter: float = 0.1, clock: Clock = SYSTEM_CLOCK):
+    def __init__(
+        self,
+        initial_ms: int,
+        max_ms: int,
+        multiplier: float,
+        attempts: int,
+        reset_ms: int = 3_600_000,
+        jitter: float = 0.1,
+        clock: Clock = SYSTEM_CLOCK,
+    ):
         self.initial_ms, self.max_ms, self.multiplier, self.attempts = initial_ms, max_ms, multiplier, attempts
         self.reset_ms, self.jitter, self.clock = reset_ms, jitter, clock
         self.failures = 0
-        self.last_failure: Optional[float] = None
+        self.last_failure: float | None = None
 
     def notify_failure(self) -> None:
         now = self.clock.monotonic_s()
         if self.last_failure is not None and (now - self.last_failure) * 1000 >= self.reset_ms + self._base():
-            self.failures = 0   # ran long enough without failing: the backoff starts over
+            self.failures = 0  # ran long enough without failing: the backoff starts over
         self.last_failure = now
         self.failures += 1
 
@@ -122,27 +130,35 @@ class ExponentialDelayRestart(RestartStrategy):
 
 def restart_strategy_from_config(conf: Any, checkpointing: bool, clock: Clock = SYSTEM_CLOCK) -> RestartStrategy:
     """The restart strategy the configuration names (see the module); its failure times are read on ``clock``."""
-    kind: Optional[str] = conf.get_string("restart-strategy.type") or conf.get_string("restart-strategy")
-    if kind is None:   # Flink >= 1.19: exponential-delay when checkpointing is on
+    kind: str | None = conf.get_string("restart-strategy.type") or conf.get_string("restart-strategy")
+    if kind is None:  # Flink >= 1.19: exponential-delay when checkpointing is on
         kind = "exponential-delay" if checkpointing else "none"
     kind = kind.strip().lower().replace("_", "-")
     if kind in ("none", "off", "disable"):
         return NoRestart()
     if kind in ("fixed-delay", "fixeddelay"):
-        return FixedDelayRestart(int(conf.get("restart-strategy.fixed-delay.attempts", 1)),
-                                 parse_duration_ms(conf.get("restart-strategy.fixed-delay.delay", "1 s")))
+        return FixedDelayRestart(
+            int(conf.get("restart-strategy.fixed-delay.attempts", 1)),
+            parse_duration_ms(conf.get("restart-strategy.fixed-delay.delay", "1 s")),
+        )
     if kind in ("failure-rate", "failurerate"):
-        return FailureRateRestart(int(conf.get("restart-strategy.failure-rate.max-failures-per-interval", 1)),
-                                  parse_duration_ms(conf.get("restart-strategy.failure-rate.failure-rate-interval",
-                                                             "1 min")),
-                                  parse_duration_ms(conf.get("restart-strategy.failure-rate.delay", "1 s")), clock)
+        return FailureRateRestart(
+            int(conf.get("restart-strategy.failure-rate.max-failures-per-interval", 1)),
+            parse_duration_ms(conf.get("restart-strategy.failure-rate.failure-rate-interval", "1 min")),
+            parse_duration_ms(conf.get("restart-strategy.failure-rate.delay", "1 s")),
+            clock,
+        )
     if kind in ("exponential-delay", "exponentialdelay"):
         p = "restart-strategy.exponential-delay."
-        return ExponentialDelayRestart(parse_duration_ms(conf.get(p + "initial-backoff", "1 s")),
-                                       parse_duration_ms(conf.get(p + "max-backoff", "1 min")),
-                                       float(conf.get(p + "backoff-multiplier", 1.5)),
-                                       int(conf.get(p + "attempts-before-reset-backoff", 2**31 - 1)),
-                                       parse_duration_ms(conf.get(p + "reset-backoff-threshold", "1 h")),
-                                       float(conf.get(p + "jitter-factor", 0.1)), clock)
-    raise ConfigurationError(f"unknown restart-strategy.type {kind!r}: use none, fixed-delay, failure-rate "
-                             f"or exponential-delay")
+        return ExponentialDelayRestart(
+            parse_duration_ms(conf.get(p + "initial-backoff", "1 s")),
+            parse_duration_ms(conf.get(p + "max-backoff", "1 min")),
+            float(conf.get(p + "backoff-multiplier", 1.5)),
+            int(conf.get(p + "attempts-before-reset-backoff", 2**31 - 1)),
+            parse_duration_ms(conf.get(p + "reset-backoff-threshold", "1 h")),
+            float(conf.get(p + "jitter-factor", 0.1)),
+            clock,
+        )
+    raise ConfigurationError(
+        f"unknown restart-strategy.type {kind!r}: use none, fixed-delay, failure-rate or exponential-delay"
+    )

@@ -16,8 +16,9 @@ part of the JobMaster starts from (Flink's ``StateAssignmentOperation``):
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional
+from typing import Any
 
 from sparkpoint.checkpoint.compatibility import CompatibilityReport, OperatorDescriptor, check_compatibility
 from sparkpoint.checkpoint.loader import RestoredCheckpoint, keyed_entries, load_checkpoint
@@ -25,8 +26,16 @@ from sparkpoint.runtime.graph import JobPlan
 from sparkpoint.state.key_groups import compute_key_group_range_for_operator_index
 from sparkpoint.state.schema import OperatorSchema, declared_key_kind
 
-__all__ = ["RestoredCheckpoint", "load_checkpoint", "keyed_entries", "RestoredJobState", "job_operators",
-           "check_restore", "assign_state", "restore_message"]
+__all__ = [
+    "RestoredCheckpoint",
+    "load_checkpoint",
+    "keyed_entries",
+    "RestoredJobState",
+    "job_operators",
+    "check_restore",
+    "assign_state",
+    "restore_message",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -36,36 +45,49 @@ def restore_message(job_id: str, restored: RestoredCheckpoint) -> str:
     when it was triggered (epoch milliseconds), the job that took it, and where it is."""
     m = restored.metadata
     kind = "Savepoint" if restored.kind == "savepoint" else "Checkpoint"
-    return (f"Restoring job {job_id} from {kind} {m.checkpoint_id} @ {m.trigger_timestamp} for {m.job_id} "
-            f"located at {restored.location}.")
+    return (
+        f"Restoring job {job_id} from {kind} {m.checkpoint_id} @ {m.trigger_timestamp} for {m.job_id} "
+        f"located at {restored.location}."
+    )
 
 
 @dataclass
 class RestoredJobState:
     """The state every part of the JobMaster starts from after a restore."""
 
-    operator_states: dict[tuple[int, int], Any] = field(default_factory=dict)   # (node, subtask) -> snapshot
+    operator_states: dict[tuple[int, int], Any] = field(default_factory=dict)  # (node, subtask) -> snapshot
     sources: dict[int, tuple[Any, dict[int, list]]] = field(default_factory=dict)  # node -> (enumerator, splits)
-    keyed: dict[tuple[int, int], list] = field(default_factory=dict)            # (stage, subtask) -> files
-    committables: dict[int, list] = field(default_factory=dict)                 # sink node -> committables
+    keyed: dict[tuple[int, int], list] = field(default_factory=dict)  # (stage, subtask) -> files
+    committables: dict[int, list] = field(default_factory=dict)  # sink node -> committables
     sink_writer_states: dict[int, dict[int, Any]] = field(default_factory=dict)  # sink node -> {old subtask: state}
     next_epoch: int = 0
 
 
-def job_operators(plan: JobPlan, declared: Optional[Mapping[str, Optional[OperatorSchema]]] = None
-                  ) -> list[OperatorDescriptor]:
+def job_operators(
+    plan: JobPlan, declared: Mapping[str, OperatorSchema | None] | None = None
+) -> list[OperatorDescriptor]:
     """The job's operators as restore matching sees them (with ``declared``: the states each declares)."""
     declared = declared or {}
-    return [OperatorDescriptor(plan.uid(nid), plan.stage(plan.stage_of[nid]).parallelism, keyed=bool(n.keyed),
-                               stateful=bool(n.keyed) or n.kind in ("source", "broadcast_process"), name=n.name,
-                               schema=declared.get(plan.uid(nid)),
-                               key_kind=next((k for k in map(declared_key_kind, (e.key_type for e in n.inputs)) if k),
-                                             None))
-            for nid, n in plan.nodes.items()]
+    return [
+        OperatorDescriptor(
+            plan.uid(nid),
+            plan.stage(plan.stage_of[nid]).parallelism,
+            keyed=bool(n.keyed),
+            stateful=bool(n.keyed) or n.kind in ("source", "broadcast_process"),
+            name=n.name,
+            schema=declared.get(plan.uid(nid)),
+            key_kind=next((k for k in map(declared_key_kind, (e.key_type for e in n.inputs)) if k), None),
+        )
+        for nid, n in plan.nodes.items()
+    ]
 
 
-def check_restore(restored: RestoredCheckpoint, plan: JobPlan, allow_non_restored: bool,
-                  declared: Optional[Mapping[str, Optional[OperatorSchema]]] = None) -> CompatibilityReport:
+def check_restore(
+    restored: RestoredCheckpoint,
+    plan: JobPlan,
+    allow_non_restored: bool,
+    declared: Mapping[str, OperatorSchema | None] | None = None,
+) -> CompatibilityReport:
     """Match ``restored`` to ``plan``; raises :class:`JobGraphError` if it cannot be restored, and
     :class:`StateMigrationError` if a state ``declared`` cannot read what the checkpoint holds."""
     report = check_compatibility(restored, job_operators(plan, declared), plan.max_parallelism)
@@ -73,9 +95,13 @@ def check_restore(restored: RestoredCheckpoint, plan: JobPlan, allow_non_restore
     return report
 
 
-def assign_state(restored: RestoredCheckpoint, plan: JobPlan, source_parallelism: dict[int, int],
-                 allow_non_restored: bool, declared: Optional[Mapping[str, Optional[OperatorSchema]]] = None
-                 ) -> RestoredJobState:
+def assign_state(
+    restored: RestoredCheckpoint,
+    plan: JobPlan,
+    source_parallelism: dict[int, int],
+    allow_non_restored: bool,
+    declared: Mapping[str, OperatorSchema | None] | None = None,
+) -> RestoredJobState:
     """Decide the state every operator, source, stateful subtask and sink starts from."""
     report = check_restore(restored, plan, allow_non_restored, declared)
     uid_to_node = {plan.uid(nid): nid for nid in plan.nodes if plan.uid(nid) in report.matched_uids}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 from sparkpoint.checkpoint.exceptions import CheckpointException
 
@@ -18,12 +18,12 @@ class EpochStats:
     records_in: int
     records_out: int
     duration_s: float
-    watermark: Optional[int]
+    watermark: int | None
     total_records_in: int
     finished: bool
-    phase_ms: dict[str, float] = field(default_factory=dict)   # task time per phase, summed over the epoch's tasks
-    state_rebuilds: int = 0     # so far in the job: keyed tasks Spark ran away from their working state
-    sources_ahead: int = 0      # so far in the job: epochs whose source tasks ran during the epoch before
+    phase_ms: dict[str, float] = field(default_factory=dict)  # task time per phase, summed over the epoch's tasks
+    state_rebuilds: int = 0  # so far in the job: keyed tasks Spark ran away from their working state
+    sources_ahead: int = 0  # so far in the job: epochs whose source tasks ran during the epoch before
 
 
 @dataclass
@@ -36,11 +36,11 @@ class JobExecutionResult:
     epochs: int
     metrics: dict[str, dict[str, int]] = field(default_factory=dict)
     collected: list = field(default_factory=list)
-    checkpoints: Optional[dict] = None   # counts, latest and history, as the REST API shows them
-    restarts: int = 0                    # job failovers (restores from a checkpoint after a failure)
-    state_rebuilds: int = 0              # keyed tasks Spark ran away from their working state, rebuilt there
-    sources_ahead: int = 0               # epochs whose source tasks ran during the epoch before (epoch overlap)
-    cancelled: bool = False              # the job was cancelled: ``execute()`` raises JobCancellationException
+    checkpoints: dict | None = None  # counts, latest and history, as the REST API shows them
+    restarts: int = 0  # job failovers (restores from a checkpoint after a failure)
+    state_rebuilds: int = 0  # keyed tasks Spark ran away from their working state, rebuilt there
+    sources_ahead: int = 0  # epochs whose source tasks ran during the epoch before (epoch overlap)
+    cancelled: bool = False  # the job was cancelled: ``execute()`` raises JobCancellationException
 
     def get_job_id(self) -> str:
         return self.job_id
@@ -66,18 +66,18 @@ class SavepointRequest:
     incremental; the result is its id).
     """
 
-    def __init__(self, request_id: str, directory: Optional[str], stop: bool, kind: str = "savepoint"):
+    def __init__(self, request_id: str, directory: str | None, stop: bool, kind: str = "savepoint"):
         from concurrent.futures import Future
 
         self.request_id, self.directory, self.stop, self.kind = request_id, directory, stop, kind
-        self.drain = False   # stop --drain: taken only after an epoch that ended event time
+        self.drain = False  # stop --drain: taken only after an epoch that ended event time
         self.future: Future = Future()
 
     @property
     def is_savepoint(self) -> bool:
         return self.kind == "savepoint"
 
-    def complete(self, location: str, checkpoint_id: Optional[int] = None) -> None:
+    def complete(self, location: str, checkpoint_id: int | None = None) -> None:
         if not self.future.done():
             self.future.set_result(location if self.is_savepoint else checkpoint_id)
 

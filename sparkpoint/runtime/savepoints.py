@@ -11,7 +11,8 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
-from typing import Any, Callable, Iterable, Optional
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from sparkpoint.runtime.results import SavepointRequest
 
@@ -23,17 +24,18 @@ logger = logging.getLogger(__name__)
 class SavepointRequests:
     """Requested, in-flight and finished savepoints of one job."""
 
-    def __init__(self, default_directory: Optional[str]):
+    def __init__(self, default_directory: str | None):
         self.default_directory = default_directory
         self._queued: list[SavepointRequest] = []
         self._in_flight: dict[int, SavepointRequest] = {}
         self._lock = threading.Lock()
         self.stop_requested = False
-        self.draining = False   # stop --drain was asked for: sources read no more and emit +inf
+        self.draining = False  # stop --drain was asked for: sources read no more and emit +inf
         self._drain_deployed = False
 
-    def request(self, target_dir: Optional[str], stop: bool = False, kind: str = "savepoint",
-                drain: bool = False) -> SavepointRequest:
+    def request(
+        self, target_dir: str | None, stop: bool = False, kind: str = "savepoint", drain: bool = False
+    ) -> SavepointRequest:
         """Ask for a savepoint (or, by ``kind``, a checkpoint) at the next epoch boundary (with ``stop``,
         then end the job; with ``drain``, the epochs from now on read no input and end event time, so
         the savepoint is taken after every event-time timer has fired)."""
@@ -54,7 +56,7 @@ class SavepointRequests:
             self._drain_deployed = self.draining
             return self.draining
 
-    def trigger_queued(self, trigger: Callable[[SavepointRequest], Optional[int]]) -> None:
+    def trigger_queued(self, trigger: Callable[[SavepointRequest], int | None]) -> None:
         """Trigger every queued request; ``trigger(request)`` returns the checkpoint id or None."""
         while True:
             with self._lock:
@@ -115,8 +117,9 @@ def restore_mode(config: Any) -> str:
     if mode not in RESTORE_MODES:
         from sparkpoint.errors import ConfigurationError
 
-        raise ConfigurationError(f"execution.state-recovery.claim-mode: {mode!r} is not one of "
-                                 f"{', '.join(RESTORE_MODES)}")
+        raise ConfigurationError(
+            f"execution.state-recovery.claim-mode: {mode!r} is not one of {', '.join(RESTORE_MODES)}"
+        )
     return mode
 
 
@@ -131,7 +134,7 @@ def dispose_claimed(location: str) -> None:
         logger.info("restore mode CLAIM: the restored snapshot %s is subsumed and deleted", location)
 
 
-def dispose_savepoint(path: str, remove: Optional[Callable[[str], None]] = None) -> str:
+def dispose_savepoint(path: str, remove: Callable[[str], None] | None = None) -> str:
     """Delete the savepoint at ``path`` (its directory or ``_metadata``); returns its location.
 
     Refuses a checkpoint: those belong to their job's retention. ``remove(location)`` deletes the directory

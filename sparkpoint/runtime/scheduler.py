@@ -19,7 +19,7 @@ interface.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Optional, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from sparkpoint.runtime.graph import JobPlan
 from sparkpoint.runtime.task_messages import TaskDeployment, TaskReport
@@ -37,9 +37,10 @@ class EpochExecutor(Protocol):
     """Where an epoch's tasks run (in this process, on Spark): one call of ``run_epoch`` per epoch."""
 
     def start(self, plan: JobPlan, job_id: str) -> None: ...
-    def run_epoch(self, epoch: int, deployments: Deployments, next_sources: Optional[Deployments] = None,
-                  bound: Any = None) -> list[TaskReport]: ...
-    def cancel_epoch(self, epoch: Optional[int], reason: str) -> None: ...
+    def run_epoch(
+        self, epoch: int, deployments: Deployments, next_sources: Deployments | None = None, bound: Any = None
+    ) -> list[TaskReport]: ...
+    def cancel_epoch(self, epoch: int | None, reason: str) -> None: ...
     def stop(self) -> None: ...
 
 
@@ -63,10 +64,11 @@ class ExecutorTraits:
     interrupt_grace_s: float = 0.0
 
     @classmethod
-    def of(cls, executor: object) -> "ExecutorTraits":
-        return cls(distributed=bool(executor.distributed) if isinstance(executor, _Distributed) else False,
-                   interrupt_grace_s=float(executor.interrupt_grace_s) if isinstance(executor, _Interruptible)
-                   else 0.0)
+    def of(cls, executor: object) -> ExecutorTraits:
+        return cls(
+            distributed=bool(executor.distributed) if isinstance(executor, _Distributed) else False,
+            interrupt_grace_s=float(executor.interrupt_grace_s) if isinstance(executor, _Interruptible) else 0.0,
+        )
 
 
 @dataclass(frozen=True)
@@ -75,8 +77,8 @@ class BarrierContext:
     upload duties and the run's bound), the state changelog, and the job's attempt (a failover starts a new
     one)."""
 
-    coordinator: Optional["CheckpointCoordinator"]
-    changelog: Optional["StateChangelog"]
+    coordinator: CheckpointCoordinator | None
+    changelog: StateChangelog | None
     attempt: int
 
 
@@ -95,7 +97,7 @@ class Barrier:
 class SchedulerReport:
     """What a scheduler did beyond its tasks' reports."""
 
-    sources_ahead: int = 0   # epochs whose source tasks ran during the epoch before
+    sources_ahead: int = 0  # epochs whose source tasks ran during the epoch before
 
 
 class Scheduler(Protocol):
@@ -127,5 +129,4 @@ class Scheduler(Protocol):
         """The job ended: release the executors."""
         ...
 
-    def report(self) -> SchedulerReport:
-        ...
+    def report(self) -> SchedulerReport: ...

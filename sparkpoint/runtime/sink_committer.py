@@ -11,7 +11,8 @@ files of the aborted attempt are deleted.
 from __future__ import annotations
 
 import logging
-from typing import Any, Iterable, Optional
+from collections.abc import Iterable
+from typing import Any
 
 from sparkpoint.connectors.base import Sink
 from sparkpoint.errors import ConfigurationError
@@ -28,8 +29,8 @@ class SinkCommitter:
     def __init__(self, plan: JobPlan, exactly_once: bool):
         self.plan = plan
         self.exactly_once = exactly_once
-        self._uncommitted: list[tuple[int, dict[int, list]]] = []   # (epoch, {sink node: committables})
-        self._covered: dict[int, list[int]] = {}                    # checkpoint id -> epochs it covers
+        self._uncommitted: list[tuple[int, dict[int, list]]] = []  # (epoch, {sink node: committables})
+        self._covered: dict[int, list[int]] = {}  # checkpoint id -> epochs it covers
 
     def reset(self) -> None:
         """Forget everything (a restore starts from the checkpoint's committables)."""
@@ -83,7 +84,7 @@ class SinkCommitter:
             committer = sink.create_committer()
             if committer is not None and committables:
                 committer.commit(committables)
-            if isinstance(sink, Sink):   # (a sink given to sink_to may be any object with the writer methods)
+            if isinstance(sink, Sink):  # (a sink given to sink_to may be any object with the writer methods)
                 sink.recover(committables, writer_states.get(nid, {}))
 
     def _commit(self, by_node: dict[int, Any]) -> None:
@@ -93,7 +94,7 @@ class SinkCommitter:
                 committer.commit(committables)
 
 
-def check_sinks(plan: JobPlan, interval_ms: Optional[int], exactly_once: bool) -> None:
+def check_sinks(plan: JobPlan, interval_ms: int | None, exactly_once: bool) -> None:
     """Before the first epoch: sinks that would take each other's transactions fail the job; settings
     that cannot keep a transactional sink's promise are warned about."""
     by_prefix: dict[str, list[str]] = {}
@@ -103,14 +104,19 @@ def check_sinks(plan: JobPlan, interval_ms: Optional[int], exactly_once: bool) -
         if prefix is not None:
             by_prefix.setdefault(prefix, []).append(plan.uid(nid))
             if interval_ms is None or not exactly_once:
-                logger.warning("sink '%s' writes exactly once with transactions, but checkpoints are %s: its output "
-                               "is committed every epoch and a failure can write records again", plan.uid(nid),
-                               "off" if interval_ms is None else "AT_LEAST_ONCE")
+                logger.warning(
+                    "sink '%s' writes exactly once with transactions, but checkpoints are %s: its output "
+                    "is committed every epoch and a failure can write records again",
+                    plan.uid(nid),
+                    "off" if interval_ms is None else "AT_LEAST_ONCE",
+                )
         if isinstance(sink, Sink):
             sink.check_checkpointing(interval_ms, exactly_once)
     shared = {p: uids for p, uids in by_prefix.items() if len(uids) > 1}
     if shared:
         prefix, uids = next(iter(shared.items()))
-        raise ConfigurationError(f"sinks {', '.join(repr(u) for u in uids)} name their transactions alike "
-                                 f"({prefix}): each would abort the other's; give each its own transactional "
-                                 f"id prefix")
+        raise ConfigurationError(
+            f"sinks {', '.join(repr(u) for u in uids)} name their transactions alike "
+            f"({prefix}): each would abort the other's; give each its own transactional "
+            f"id prefix"
+        )

@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 import posixpath
 import re
-from typing import Optional
 
 from sparkpoint.checkpoint.loader import RestoredCheckpoint
 from sparkpoint.checkpoint.metadata import MetadataV1Serializer
@@ -42,8 +41,9 @@ def _choice(config: Configuration, key: str, choices: tuple[str, ...], default: 
     return value
 
 
-def prepare_sink_outputs(plan: JobPlan, job_id: str, config: Configuration,
-                         restored: Optional[RestoredCheckpoint]) -> None:
+def prepare_sink_outputs(
+    plan: JobPlan, job_id: str, config: Configuration, restored: RestoredCheckpoint | None
+) -> None:
     """Show every sink of the job the output it starts from (after a restore's recommit)."""
     rollback = _choice(config, ROLLBACK_KEY, ROLLBACK_MODES, "off")
     if_not_empty = _choice(config, IF_NOT_EMPTY_KEY, ("append", "fail"), "append")
@@ -51,18 +51,22 @@ def prepare_sink_outputs(plan: JobPlan, job_id: str, config: Configuration,
     operator_states = restored.driver_state.get("operator_states", {}) if restored is not None else {}
     for nid in plan.sink_nodes():
         sink = plan.nodes[nid].sink
-        if not isinstance(sink, Sink):   # (a sink given to sink_to may be any object with the writer methods)
+        if not isinstance(sink, Sink):  # (a sink given to sink_to may be any object with the writer methods)
             continue
         uid = plan.uid(nid)
         per_subtask = operator_states.get(uid, {})
         start = OutputStart(
-            sink_uid=uid, job_id=job_id,
+            sink_uid=uid,
+            job_id=job_id,
             checkpoint_id=restored.checkpoint_id if restored is not None else None,
             checkpoint_job_id=restored.metadata.job_id if restored is not None else None,
             barrier_epoch=restored.metadata.barrier_epoch if restored is not None else None,
             writer_states={i: s.get("writer") for i, s in per_subtask.items() if isinstance(s, dict)},
-            newer_checkpoints=newer, rollback=rollback, rollback_dir=config.get_string(ROLLBACK_DIR_KEY),
-            if_not_empty=if_not_empty)
+            newer_checkpoints=newer,
+            rollback=rollback,
+            rollback_dir=config.get_string(ROLLBACK_DIR_KEY),
+            if_not_empty=if_not_empty,
+        )
         sink.prepare_output(start)
 
 
@@ -90,7 +94,7 @@ def newer_checkpoints(restored: RestoredCheckpoint) -> tuple[tuple[int, int], ..
         metadata = posixpath.join(job_dir, m.group(0), METADATA_FILE_NAME)
         try:
             newer = MetadataV1Serializer.deserialize(fs.cat_file(metadata), fs.unstrip_protocol(metadata))
-        except (SparkpointError, OSError) as e:   # incomplete (no _metadata) or damaged
+        except (SparkpointError, OSError) as e:  # incomplete (no _metadata) or damaged
             logger.debug("newer checkpoint %s not counted: %s", metadata, e)
             continue
         out.append((newer.checkpoint_id, newer.barrier_epoch))

@@ -15,8 +15,8 @@ class SourceCoordinator:
         self.enumerator = source.create_enumerator()
         self.assigned: dict[int, list] = {i: [] for i in range(parallelism)}
         self.finished_splits = 0
-        self.read_to: dict[str, Any] = {}           # split id -> the split as last read (finished ones too)
-        self._at_checkpoint: dict[int, list] = {}   # pending checkpoint -> the splits at its barrier
+        self.read_to: dict[str, Any] = {}  # split id -> the split as last read (finished ones too)
+        self._at_checkpoint: dict[int, list] = {}  # pending checkpoint -> the splits at its barrier
 
     def assign(self) -> dict[int, list]:
         self.enumerator.discover()

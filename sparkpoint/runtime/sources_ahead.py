@@ -23,8 +23,9 @@ cancelled (:meth:`SourcesAhead.drop`); their only output is in Spark's shuffle.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Optional, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from sparkpoint.common.configuration import Configuration
 from sparkpoint.common.watermark_strategy import MAX_WATERMARK
@@ -38,7 +39,7 @@ __all__ = ["AheadExecutor", "RanAhead", "SourcesAhead", "plan_allows_sources_ahe
 Deployments = dict[tuple[int, int], TaskDeployment]
 #: How the wait for the reports of source tasks run ahead of an epoch is made: ``wait(epoch, fetch)`` returns
 #: ``fetch()`` (the epoch guard's: stopped by a cancel or by the epoch's bound).
-Waiter = Callable[[int, Callable[[], Optional[list[TaskReport]]]], Optional[list[TaskReport]]]
+Waiter = Callable[[int, Callable[[], list[TaskReport] | None]], list[TaskReport] | None]
 
 
 @runtime_checkable
@@ -48,7 +49,7 @@ class AheadExecutor(Protocol):
     can_run_sources_ahead: bool
 
     def run_sources_ahead(self, epoch: int, deployments: Deployments) -> None: ...
-    def sources_ahead(self, epoch: int) -> Optional[list[TaskReport]]: ...
+    def sources_ahead(self, epoch: int) -> list[TaskReport] | None: ...
     def drop_sources_ahead(self) -> None: ...
 
 
@@ -73,15 +74,18 @@ def plan_allows_sources_ahead(plan: JobPlan) -> bool:
 class SourcesAhead:
     """Which epoch's source tasks run ahead, with what deployments; asks the executor for their reports."""
 
-    def __init__(self, plan: JobPlan, config: Configuration, executor: object, wait: Optional[Waiter] = None):
+    def __init__(self, plan: JobPlan, config: Configuration, executor: object, wait: Waiter | None = None):
         self.plan = plan
-        self.executor: Optional[AheadExecutor] = executor if isinstance(executor, AheadExecutor) else None
+        self.executor: AheadExecutor | None = executor if isinstance(executor, AheadExecutor) else None
         self._wait: Waiter = wait or (lambda epoch, fetch: fetch())
-        self.enabled = (self.executor is not None and config.get_boolean("sparkpoint.epoch.sources-ahead", True)
-                        and plan_allows_sources_ahead(plan))
-        self._epoch: Optional[int] = None
+        self.enabled = (
+            self.executor is not None
+            and config.get_boolean("sparkpoint.epoch.sources-ahead", True)
+            and plan_allows_sources_ahead(plan)
+        )
+        self._epoch: int | None = None
         self._deployments: Deployments = {}
-        self.epochs_ahead = 0   # epochs whose sources ran ahead (for the log and the tests)
+        self.epochs_ahead = 0  # epochs whose sources ran ahead (for the log and the tests)
 
     def possible(self, source_reports: list[TaskReport], draining: bool) -> bool:
         """Whether the next epoch's sources may run ahead, after an epoch whose source reports are these."""
@@ -103,7 +107,7 @@ class SourcesAhead:
         self.expect(epoch, deployments)
         self.executor.run_sources_ahead(epoch, deployments)
 
-    def take(self, epoch: int) -> Optional[RanAhead]:
+    def take(self, epoch: int) -> RanAhead | None:
         """``epoch``'s source tasks and reports if they ran ahead (waits for them), else None. A failure of one
         of them raises here, as the epoch's."""
         if self._epoch != epoch or self.executor is None:

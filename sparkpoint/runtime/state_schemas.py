@@ -16,7 +16,7 @@ new form is kept as it is, so a later restore may migrate it again).
 
 from __future__ import annotations
 
-from typing import Iterable, Optional
+from collections.abc import Iterable
 
 from sparkpoint.checkpoint.loader import RestoredCheckpoint
 from sparkpoint.runtime.graph import JobPlan
@@ -32,14 +32,15 @@ class StateSchemas:
 
     def __init__(self, plan: JobPlan):
         self.plan = plan
-        self.keyed = {plan.uid(nid): plan.stage(plan.stage_of[nid]).parallelism
-                      for nid, n in plan.nodes.items() if n.keyed}
+        self.keyed = {
+            plan.uid(nid): plan.stage(plan.stage_of[nid]).parallelism for nid, n in plan.nodes.items() if n.keyed
+        }
         self.restored_schemas: dict[str, OperatorSchema] = {}
         self.by_subtask: dict[tuple[str, int], OperatorSchema] = {}
-        self.key_checks: dict[str, tuple[str, ...]] = {}   # restored keys' kinds, until tasks saw keys
-        self._declared: Optional[dict[str, Optional[OperatorSchema]]] = None
+        self.key_checks: dict[str, tuple[str, ...]] = {}  # restored keys' kinds, until tasks saw keys
+        self._declared: dict[str, OperatorSchema | None] | None = None
 
-    def declared(self, restored: RestoredCheckpoint, job_id: str) -> dict[str, Optional[OperatorSchema]]:
+    def declared(self, restored: RestoredCheckpoint, job_id: str) -> dict[str, OperatorSchema | None]:
         """What the keyed operators declare on opening, for a restore of ``restored``: probed on the driver once
         (each user ``open()`` runs there once), only for uids whose state recorded a schema, and not for a
         checkpoint of this job itself (a failover: what its tasks declared is what it recorded)."""
@@ -54,11 +55,15 @@ class StateSchemas:
         """Start from what ``restored`` recorded (a checkpoint without schemas: nothing to check). Its keys'
         kinds are checked only when it is another job's (a failover restores keys this job made)."""
         ops = restored.metadata.operators
-        self.restored_schemas = {uid: op.schema for uid, op in ops.items()
-                                 if uid in self.keyed and op.schema is not None}
+        self.restored_schemas = {
+            uid: op.schema for uid, op in ops.items() if uid in self.keyed and op.schema is not None
+        }
         self.by_subtask.clear()
-        self.key_checks = {} if restored.metadata.job_id == job_id else \
-            {uid: s.key_kinds for uid, s in self.restored_schemas.items() if s.key_kinds}
+        self.key_checks = (
+            {}
+            if restored.metadata.job_id == job_id
+            else {uid: s.key_kinds for uid, s in self.restored_schemas.items() if s.key_kinds}
+        )
 
     def take(self, reports: Iterable[TaskReport]) -> None:
         """Add what a successful epoch's tasks declared."""
@@ -69,8 +74,9 @@ class StateSchemas:
                 if schema.key_kinds:
                     self.key_checks.pop(uid, None)
 
-    def for_subtask(self, stage_nodes: Iterable[int], subtask: int
-                    ) -> tuple[dict[str, OperatorSchema], dict[str, tuple]]:
+    def for_subtask(
+        self, stage_nodes: Iterable[int], subtask: int
+    ) -> tuple[dict[str, OperatorSchema], dict[str, tuple]]:
         """The schemas and key checks subtask ``subtask`` of the stage of ``stage_nodes`` checks against."""
         schemas, checks = {}, {}
         for nid in stage_nodes:
@@ -78,7 +84,8 @@ class StateSchemas:
             if uid not in self.keyed:
                 continue
             view = self.restored_schemas.get(uid, OperatorSchema()).updated(
-                self.by_subtask.get((uid, subtask), OperatorSchema()))
+                self.by_subtask.get((uid, subtask), OperatorSchema())
+            )
             if view.states or view.key_kinds:
                 schemas[uid] = view
             if uid in self.key_checks:
@@ -103,5 +110,5 @@ class StateSchemas:
 def _recorded(name: str, base: OperatorSchema, views: list[OperatorSchema]) -> StateSchema:
     declared = [v.states.get(name) for v in views]
     if name in base.states and any(d != declared[0] for d in declared):
-        return base.states[name]   # some key groups may hold the restored form still
+        return base.states[name]  # some key groups may hold the restored form still
     return next(s for s in declared if s is not None)

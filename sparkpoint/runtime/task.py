@@ -18,29 +18,30 @@ The same code runs in-process (the local executor) and inside Spark tasks. Steps
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import logging
 import shutil
 import time
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 from sparkpoint.datastream.functions import CheckpointListener
-from sparkpoint.runtime.checkpoint_io import CheckpointUploader
-from sparkpoint.runtime.changelog import describe
-from sparkpoint.runtime.chain import read_inputs, run_operators
-from sparkpoint.runtime.task_output import blobs, route
-from sparkpoint.runtime.task_messages import PHASES, TaskDeployment, TaskReport, latest_reports
-from sparkpoint.runtime.working_state import claim_in_spark_dirs, drop_older_attempts, working_dir
-from sparkpoint.runtime.graph import JobPlan, StagePlan
+from sparkpoint.errors import SparkpointError, StateMissingError, UserFunctionOpenError
+from sparkpoint.operators.base import StreamOperator, TaskContext
 from sparkpoint.operators.keyed import KeyedOperator
 from sparkpoint.operators.metric_group import report_user_metrics
-from sparkpoint.operators.base import StreamOperator, TaskContext
 from sparkpoint.operators.sinks import PrintOperator, SinkOperator
+from sparkpoint.runtime.chain import read_inputs, run_operators
+from sparkpoint.runtime.changelog import describe
+from sparkpoint.runtime.checkpoint_io import CheckpointUploader
+from sparkpoint.runtime.graph import JobPlan, StagePlan
+from sparkpoint.runtime.task_messages import PHASES, TaskDeployment, TaskReport, latest_reports
+from sparkpoint.runtime.task_output import blobs, route
+from sparkpoint.runtime.working_state import claim_in_spark_dirs, drop_older_attempts, working_dir
 from sparkpoint.state.backend_loader import load_state_backend
-from sparkpoint.state.key_groups import KeyGroupRange, compute_key_group_range_for_operator_index
-from sparkpoint.errors import SparkpointError, StateMissingError, UserFunctionOpenError
 from sparkpoint.state.changelog_segments import write_changes
+from sparkpoint.state.key_groups import KeyGroupRange, compute_key_group_range_for_operator_index
 from sparkpoint.state.task_keyed_state import TaskKeyedState, task_keyed_state
 from sparkpoint.state.worker import let_go_under
 
@@ -49,8 +50,14 @@ __all__ = ["TaskDeployment", "TaskReport", "PHASES", "latest_reports", "run_task
 logger = logging.getLogger(__name__)
 
 
-def run_task(plan: JobPlan, stage_id: int, subtask: int, dep: TaskDeployment,
-             input_blobs: list[bytes], location: Optional[str] = None) -> tuple[list, list[TaskReport]]:
+def run_task(
+    plan: JobPlan,
+    stage_id: int,
+    subtask: int,
+    dep: TaskDeployment,
+    input_blobs: list[bytes],
+    location: str | None = None,
+) -> tuple[list, list[TaskReport]]:
     """Run one task (on the executor ``location``, if known); returns ``([(consumer_stage, partition, blob)],
     reports)``.
 
@@ -66,25 +73,40 @@ def run_task(plan: JobPlan, stage_id: int, subtask: int, dep: TaskDeployment,
         gc.disable()
     try:
         return _run_task(plan, stage_id, subtask, dep, input_blobs, location, gc_timer)
-    finally:   # the body's frame, and with it every record, is gone
+    finally:  # the body's frame, and with it every record, is gone
         if collecting:
             gc.enable()
         gc.callbacks.remove(gc_timer)
 
 
-def _run_task(plan: JobPlan, stage_id: int, subtask: int, dep: TaskDeployment, input_blobs: list[bytes],
-              location: Optional[str], gc_timer: _GcTimer) -> tuple[list, list[TaskReport]]:
+def _run_task(
+    plan: JobPlan,
+    stage_id: int,
+    subtask: int,
+    dep: TaskDeployment,
+    input_blobs: list[bytes],
+    location: str | None,
+    gc_timer: _GcTimer,
+) -> tuple[list, list[TaskReport]]:
     started = time.perf_counter()
     stage = plan.stage(stage_id)
-    task = TaskContext(job_id=dep.job_id, job_name=plan.job_name, stage_id=stage_id, subtask_index=subtask,
-                       parallelism=stage.parallelism, max_parallelism=plan.max_parallelism, epoch=dep.epoch,
-                       processing_time=dep.processing_time, job_parameters=plan.job_parameters)
+    task = TaskContext(
+        job_id=dep.job_id,
+        job_name=plan.job_name,
+        stage_id=stage_id,
+        subtask_index=subtask,
+        parallelism=stage.parallelism,
+        max_parallelism=plan.max_parallelism,
+        epoch=dep.epoch,
+        processing_time=dep.processing_time,
+        job_parameters=plan.job_parameters,
+    )
     task.metric_totals = dep.metric_totals
     report = TaskReport(stage_id=stage_id, subtask=subtask, epoch=dep.epoch, location=location)
     # Step 1. Operators and their state.
     kg_range = compute_key_group_range_for_operator_index(plan.max_parallelism, stage.parallelism, subtask)
     ops: dict[int, StreamOperator] = {}
-    keyed: Optional[_KeyedState] = None
+    keyed: _KeyedState | None = None
     lap = _Lap(report.phase_ms, started)
     try:
         _build_operators(plan, stage, kg_range, task, dep, ops)
@@ -155,48 +177,73 @@ class _KeyedState:
     """The task's keyed state, its running checkpoint upload and how long a rebuild from the changelog took."""
 
     state: TaskKeyedState
-    uploader: Optional[CheckpointUploader] = None
-    rebuild_ms: Optional[float] = None
+    uploader: CheckpointUploader | None = None
+    rebuild_ms: float | None = None
 
 
-def _build_operators(plan: JobPlan, stage: StagePlan, kg_range: KeyGroupRange, task: TaskContext,
-                     dep: TaskDeployment, ops: dict[int, StreamOperator]) -> None:
+def _build_operators(
+    plan: JobPlan,
+    stage: StagePlan,
+    kg_range: KeyGroupRange,
+    task: TaskContext,
+    dep: TaskDeployment,
+    ops: dict[int, StreamOperator],
+) -> None:
     """Create the stage's runtime operators into ``ops`` and give them their operator state (Step 1)."""
     state_backend = load_state_backend(plan.state_backend) if stage.keyed else None
     for nid in stage.nodes:
         op = plan.nodes[nid].factory()
         op.uid = plan.uid(nid)
         if isinstance(op, KeyedOperator):
-            op.create_keyed_backend(kg_range, plan.max_parallelism, state_backend,
-                                    **_working_state_options(state_backend, dep, stage.id, task.subtask_index, op.uid))
+            op.create_keyed_backend(
+                kg_range,
+                plan.max_parallelism,
+                state_backend,
+                **_working_state_options(state_backend, dep, stage.id, task.subtask_index, op.uid),
+            )
             op.expect_schema(dep.state_schemas.get(op.uid), dep.key_checks.get(op.uid, ()))
         ops[nid] = op
         op.routes_failures = stage.routes_failed_records(nid)
         op.setup(task, dep.operator_states.get(nid))
 
 
-def _working_state_options(state_backend: Any, dep: TaskDeployment, stage_id: int, subtask: int,
-                           uid: str) -> dict[str, str]:
+def _working_state_options(
+    state_backend: Any, dep: TaskDeployment, stage_id: int, subtask: int, uid: str
+) -> dict[str, str]:
     """The working directory of a backend that keeps working state (empty on a fresh start or restore)."""
     if state_backend is None or not state_backend.keeps_working_state:
         return {}
     namespace = dep.local_state_namespace or dep.job_id
     path = working_dir(dep.local_state_dir, dep.executor_local_state, namespace, stage_id, subtask, uid)
     if dep.keyed_state_epoch is None:  # a fresh start or a restore: nothing local carries over
-        let_go_under(path, wait=True)   # a database still open elsewhere must not write into the new one
+        let_go_under(path, wait=True)  # a database still open elsewhere must not write into the new one
         shutil.rmtree(path, ignore_errors=True)
         drop_older_attempts(dep.local_state_dir, dep.executor_local_state, dep.job_id, namespace)
         claim_in_spark_dirs(dep.local_state_dir, dep.executor_local_state, namespace)
     return {"working_dir": path, "what": f"operator {uid!r} (stage {stage_id}, subtask {subtask})"}
 
 
-def _restore_keyed_state(ops: dict[int, StreamOperator], dep: TaskDeployment, stage_id: int, subtask: int,
-                         kg_range: KeyGroupRange, max_parallelism: int) -> _KeyedState:
+def _restore_keyed_state(
+    ops: dict[int, StreamOperator],
+    dep: TaskDeployment,
+    stage_id: int,
+    subtask: int,
+    kg_range: KeyGroupRange,
+    max_parallelism: int,
+) -> _KeyedState:
     """The keyed operators' state at the epoch's start: a checkpoint's (a fresh start or a restore), or the
     previous epoch's, rebuilt from the changelog where this executor does not hold it."""
     owners = [op for op in ops.values() if isinstance(op, KeyedOperator)]
-    state = task_keyed_state(owners, kg_range, max_parallelism, stage_id, subtask, dep.local_state_dir,
-                             dep.local_state_namespace or dep.job_id, dep.changelog is not None)
+    state = task_keyed_state(
+        owners,
+        kg_range,
+        max_parallelism,
+        stage_id,
+        subtask,
+        dep.local_state_dir,
+        dep.local_state_namespace or dep.job_id,
+        dep.changelog is not None,
+    )
     keyed = _KeyedState(state)
     if not owners:
         return keyed
@@ -218,8 +265,9 @@ def _snapshot_sync(keyed: _KeyedState, dep: TaskDeployment, stage_id: int, subta
         keyed.uploader = CheckpointUploader(resources, dep.checkpoint_uploads, stage_id, subtask, sync_ms)
 
 
-def _rebuild(missing: StateMissingError, state: TaskKeyedState, dep: TaskDeployment, stage_id: int,
-             subtask: int) -> float:
+def _rebuild(
+    missing: StateMissingError, state: TaskKeyedState, dep: TaskDeployment, stage_id: int, subtask: int
+) -> float:
     """The previous epoch's state is ``missing`` here: rebuild it from the changelog (or re-raise without
     one, and the job fails over). Returns the rebuild's milliseconds."""
     if dep.changelog is None or dep.keyed_state_epoch is None:
@@ -234,10 +282,8 @@ def _dispose_keyed_backends(ops: dict[int, StreamOperator]) -> None:
     """After a failure: release every keyed backend built so far, quietly (the failure is what the task reports)."""
     for op in ops.values():
         if isinstance(op, KeyedOperator):
-            try:
+            with contextlib.suppress(Exception):  # disposing after a failure must not hide it
                 op.keyed_backend.dispose()
-            except Exception:  # noqa: BLE001 - disposing after a failure must not hide it
-                pass
 
 
 def _open_operators(ops: dict[int, StreamOperator], dep: TaskDeployment) -> None:
@@ -245,7 +291,7 @@ def _open_operators(ops: dict[int, StreamOperator], dep: TaskDeployment) -> None
     for op in ops.values():
         try:
             op.open()
-        except SparkpointError:   # sparkpoint's own errors (a state misused, a state type refused) name it already
+        except SparkpointError:  # sparkpoint's own errors (a state misused, a state type refused) name it already
             raise
         except Exception as e:  # name the operator; the function's traceback stays with the error
             raise UserFunctionOpenError(op.uid, op.name, e) from e
@@ -290,7 +336,15 @@ def _write_changelog(op: KeyedOperator, dep: TaskDeployment, report: TaskReport)
     """Make the epoch's state changes durable before the task reports success (with a changelog)."""
     changes = op.keyed_backend.epoch_changes() if dep.changelog is not None else None
     if dep.changelog is not None and changes is not None:
-        size, digest = write_changes(dep.changelog.root, dep.epoch, report.stage_id, report.subtask, op.uid, changes,
-                                     op.watermark, dep.changelog.storage_options)
+        size, digest = write_changes(
+            dep.changelog.root,
+            dep.epoch,
+            report.stage_id,
+            report.subtask,
+            op.uid,
+            changes,
+            op.watermark,
+            dep.changelog.storage_options,
+        )
         report.changelog_bytes += size
         report.changelog_segments[op.uid] = (size, digest)

@@ -15,7 +15,8 @@ delivered, after checking that the runs read the same source records.
 
 from __future__ import annotations
 
-from typing import NoReturn, Protocol, Sequence
+from collections.abc import Sequence
+from typing import NoReturn, Protocol
 
 from sparkpoint.errors import JobExecutionError
 from sparkpoint.runtime.task_messages import TaskReport
@@ -51,7 +52,7 @@ class TaskChannel(Protocol):
 
 
 class _InProcessSender:
-    def __init__(self, channel: "InProcessChannel", run: int):
+    def __init__(self, channel: InProcessChannel, run: int):
         self.channel, self.run = channel, run
 
     def send(self, reports: list[TaskReport]) -> None:
@@ -60,7 +61,7 @@ class _InProcessSender:
             inbox.extend(reports)
 
     def fail(self, error: BaseException, stage_id: int, subtask: int, epoch: int) -> NoReturn:
-        raise error   # the driver is this process: the error itself, its traceback and causes kept
+        raise error  # the driver is this process: the error itself, its traceback and causes kept
 
 
 class InProcessChannel:
@@ -102,9 +103,11 @@ def one_report_per_task(reports: Sequence[TaskReport], taken: Sequence[TaskRepor
         task = (r.stage_id, r.subtask, r.epoch)
         before = first.setdefault(task, r)
         if before is not r and (r.splits or before.splits) and _positions(r) != _positions(before):
-            raise JobExecutionError(f"epoch {r.epoch}: source subtask {r.subtask} ran again after its output was "
-                                    f"lost and read other records than its first run reported (a source that "
-                                    f"does not replay): the job fails over to its last checkpoint")
+            raise JobExecutionError(
+                f"epoch {r.epoch}: source subtask {r.subtask} ran again after its output was "
+                f"lost and read other records than its first run reported (a source that "
+                f"does not replay): the job fails over to its last checkpoint"
+            )
         latest[task] = r
     return list(latest.values())
 

@@ -24,16 +24,17 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
-from typing import Any, Iterator, Optional
+from typing import Any
 
 __all__ = ["EpochInterrupted", "TaskInterrupter", "where_running", "CANCELLED"]
 
-CANCELLED = "the job was cancelled"   # the reason of an interrupt that a cancel asked for
-OUTSIDE_OPERATOR_GRACE_S = 2.0   # a task at its deadline in no operator's code (just started: it may have waited
+CANCELLED = "the job was cancelled"  # the reason of an interrupt that a cancel asked for
+OUTSIDE_OPERATOR_GRACE_S = 2.0  # a task at its deadline in no operator's code (just started: it may have waited
 # for a core that hung tasks held) goes on this long, so the hung ones fail first and are the ones named
-LOCK_RETRY_S = 0.01   # a signal that found the lock held comes back after this long
+LOCK_RETRY_S = 0.01  # a signal that found the lock held comes back after this long
 
 
 class EpochInterrupted(BaseException):
@@ -48,7 +49,7 @@ class EpochInterrupted(BaseException):
         return f"{self.reason}: {self.where}" if self.where else self.reason
 
 
-def _operator_on_stack(frame: Optional[FrameType]) -> Any:
+def _operator_on_stack(frame: FrameType | None) -> Any:
     from sparkpoint.operators.base import StreamOperator
 
     while frame is not None:
@@ -59,7 +60,7 @@ def _operator_on_stack(frame: Optional[FrameType]) -> Any:
     return None
 
 
-def where_running(frame: Optional[FrameType]) -> str:
+def where_running(frame: FrameType | None) -> str:
     """The operator whose method is on the stack at ``frame`` (the innermost one), and the innermost line."""
     if frame is None:
         return "no code of the task"
@@ -72,8 +73,9 @@ def where_running(frame: Optional[FrameType]) -> str:
 
 def _raise_in_thread(thread_id: int, error: Any) -> None:
     """An asynchronous exception in thread ``thread_id`` (None clears one not raised yet)."""
-    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), ctypes.py_object(error)
-                                               if error is not None else ctypes.c_void_p(0))
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(
+        ctypes.c_ulong(thread_id), ctypes.py_object(error) if error is not None else ctypes.c_void_p(0)
+    )
 
 
 class TaskInterrupter:
@@ -81,17 +83,17 @@ class TaskInterrupter:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._thread: Optional[int] = None
+        self._thread: int | None = None
         self._main = False
-        self._raised = False            # one interrupt per task run
-        self._extended = False          # its deadline was put off once (see OUTSIDE_OPERATOR_GRACE_S)
-        self._posted = False            # an asynchronous exception was posted (another thread than the main)
+        self._raised = False  # one interrupt per task run
+        self._extended = False  # its deadline was put off once (see OUTSIDE_OPERATOR_GRACE_S)
+        self._posted = False  # an asynchronous exception was posted (another thread than the main)
         self._deadline_reason = ""
-        self._pending: Optional[EpochInterrupted] = None   # what the signal handler raises on an interrupt
-        self.last: Optional[EpochInterrupted] = None       # the latest interrupt, with where the task was
+        self._pending: EpochInterrupted | None = None  # what the signal handler raises on an interrupt
+        self.last: EpochInterrupted | None = None  # the latest interrupt, with where the task was
 
     @contextmanager
-    def running(self, deadline_ms: Optional[int] = None, reason: str = "") -> Iterator[None]:
+    def running(self, deadline_ms: int | None = None, reason: str = "") -> Iterator[None]:
         """Run a task in this thread: interruptible, and (on the main thread) stopped at ``deadline_ms``
         (wall clock) for ``reason``; another thread's deadline is its caller's to keep (:meth:`interrupt`).
 
@@ -118,11 +120,11 @@ class TaskInterrupter:
                 signal.setitimer(signal.ITIMER_REAL, 0)
                 signal.signal(signal.SIGALRM, previous if previous is not None else signal.SIG_DFL)
             elif posted and thread is not None:
-                _raise_in_thread(thread, None)   # not raised yet: it must not land after the task
+                _raise_in_thread(thread, None)  # not raised yet: it must not land after the task
             if collecting:
                 gc.enable()
 
-    def _on_signal(self, signum: int, frame: Optional[FrameType]) -> None:
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         # A handler runs between two bytecodes of the main thread, which may hold the lock itself (in running()):
         # never wait for it here, come back a moment later instead.
         if not self._lock.acquire(blocking=False):
@@ -132,7 +134,7 @@ class TaskInterrupter:
             if self._thread is None or self._raised:
                 return
             if self._pending is None and not self._extended and _operator_on_stack(frame) is None:
-                self._extended = True   # the deadline, outside any operator: once, a little later
+                self._extended = True  # the deadline, outside any operator: once, a little later
                 signal.setitimer(signal.ITIMER_REAL, OUTSIDE_OPERATOR_GRACE_S)
                 return
             self._raised = True

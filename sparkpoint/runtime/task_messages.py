@@ -11,15 +11,23 @@ execution state); a task that fails sends its error (:class:`TaskFailure`). They
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional, Union
+from typing import Any
 
 from sparkpoint.checkpoint.messages import AcknowledgeCheckpoint, DeclineCheckpoint
 from sparkpoint.checkpoint.properties import CheckpointOptions
 from sparkpoint.runtime.changelog import ChangelogBase
 from sparkpoint.state.schema import OperatorSchema
 
-__all__ = ["TaskDeployment", "TaskReport", "TaskFailure", "TaskMessage", "AcknowledgeCheckpoint", "DeclineCheckpoint",
-           "PHASES", "latest_reports"]
+__all__ = [
+    "TaskDeployment",
+    "TaskReport",
+    "TaskFailure",
+    "TaskMessage",
+    "AcknowledgeCheckpoint",
+    "DeclineCheckpoint",
+    "PHASES",
+    "latest_reports",
+]
 
 
 @dataclass
@@ -30,25 +38,25 @@ class TaskDeployment:
     epoch: int
     processing_time: int
     local_state_dir: str
-    operator_states: dict[int, Any] = field(default_factory=dict)      # node id -> snapshot
-    splits: dict[int, list] = field(default_factory=dict)              # source node id -> splits
+    operator_states: dict[int, Any] = field(default_factory=dict)  # node id -> snapshot
+    splits: dict[int, list] = field(default_factory=dict)  # source node id -> splits
     no_more_splits: dict[int, bool] = field(default_factory=dict)
-    keyed_state_epoch: Optional[int] = None                            # local state to load, if any
-    restored_keyed: list = field(default_factory=list)                 # checkpoint files to start from
-    local_state_namespace: str = ""                                    # job id + attempt
-    executor_local_state: bool = True      # keep databases in the executor's own local dirs (not configured)
+    keyed_state_epoch: int | None = None  # local state to load, if any
+    restored_keyed: list = field(default_factory=list)  # checkpoint files to start from
+    local_state_namespace: str = ""  # job id + attempt
+    executor_local_state: bool = True  # keep databases in the executor's own local dirs (not configured)
     checkpoint_uploads: dict[int, CheckpointOptions] = field(default_factory=dict)  # checkpoint id -> where, how
-    barrier_sync_ms: float = 0.0                                       # the uploaded snapshot's synchronous part
-    notify_checkpoints: list[int] = field(default_factory=list)        # completed since the last epoch
-    changelog: Optional[ChangelogBase] = None                          # durable epoch changes, for a task that moved
+    barrier_sync_ms: float = 0.0  # the uploaded snapshot's synchronous part
+    notify_checkpoints: list[int] = field(default_factory=list)  # completed since the last epoch
+    changelog: ChangelogBase | None = None  # durable epoch changes, for a task that moved
     max_records: int = 100_000
     max_bytes: int = 32 * 1024 * 1024
-    drain: bool = False                    # stop --drain: sources read no more and end event time (+inf)
-    pause: bool = False                    # a stop's savepoint is in flight: sources read nothing, time stands still
+    drain: bool = False  # stop --drain: sources read no more and end event time (+inf)
+    pause: bool = False  # a stop's savepoint is in flight: sources read nothing, time stands still
     metric_totals: dict[str, dict[str, int]] = field(default_factory=dict)  # uid -> user counter/meter totals
-    cyclic_gc: bool = False                # Python's cycle collector runs during the task (else after it)
+    cyclic_gc: bool = False  # Python's cycle collector runs during the task (else after it)
     state_schemas: dict[str, OperatorSchema] = field(default_factory=dict)  # keyed uid -> the states it declared
-    key_checks: dict[str, tuple[str, ...]] = field(default_factory=dict)    # keyed uid -> restored keys' kinds
+    key_checks: dict[str, tuple[str, ...]] = field(default_factory=dict)  # keyed uid -> restored keys' kinds
 
 
 @dataclass
@@ -62,7 +70,7 @@ class TaskReport:
     splits: dict[int, list] = field(default_factory=dict)
     committables: dict[int, list] = field(default_factory=dict)
     printed: dict[int, list] = field(default_factory=dict)
-    watermarks: dict[int, Optional[int]] = field(default_factory=dict)
+    watermarks: dict[int, int | None] = field(default_factory=dict)
     metrics: dict[str, dict[str, int]] = field(default_factory=dict)
     keyed_state_bytes: int = 0
     checkpoint_acks: list[AcknowledgeCheckpoint] = field(default_factory=list)
@@ -71,8 +79,8 @@ class TaskReport:
     records_in: int = 0
     records_out: int = 0
     duration_ms: float = 0.0
-    location: Optional[str] = None           # the executor the task ran on (Spark's task location), if known
-    state_rebuild_ms: Optional[float] = None  # the working state was not where the task ran: rebuilt, in ms
+    location: str | None = None  # the executor the task ran on (Spark's task location), if known
+    state_rebuild_ms: float | None = None  # the working state was not where the task ran: rebuilt, in ms
     changelog_bytes: int = 0
     changelog_segments: dict[str, tuple[int, str]] = field(default_factory=dict)  # uid -> (size, SHA-256)
     phase_ms: dict[str, float] = field(default_factory=dict)  # where the task's time went (see PHASES)
@@ -92,7 +100,7 @@ class TaskFailure:
 
 
 #: A task → driver message.
-TaskMessage = Union[TaskReport, TaskFailure]
+TaskMessage = TaskReport | TaskFailure
 
 
 #: The phases of a task's time in ``TaskReport.phase_ms``: operators built, state restored and opened; upstream

@@ -8,7 +8,6 @@ never its report (see :mod:`sparkpoint.runtime.task_channel`).
 from __future__ import annotations
 
 import time
-from typing import Optional
 
 from sparkpoint.datastream.functions import bound_call
 from sparkpoint.operators.base import Output
@@ -20,8 +19,9 @@ from sparkpoint.state.key_groups import KeyGroupAssigner
 __all__ = ["route", "blobs"]
 
 
-def route(plan: JobPlan, stage_id: int, subtask: int, outputs: dict[int, Output],
-           out_watermarks: dict[int, Optional[int]]) -> dict[tuple[int, int], dict[int, tuple[list, list]]]:
+def route(
+    plan: JobPlan, stage_id: int, subtask: int, outputs: dict[int, Output], out_watermarks: dict[int, int | None]
+) -> dict[tuple[int, int], dict[int, tuple[list, list]]]:
     """``{(consumer stage, partition): {edge id: (values, timestamps)}}``."""
     stage = plan.stage(stage_id)
     routed: dict[tuple[int, int], dict[int, tuple[list, list]]] = {}
@@ -57,8 +57,15 @@ def route(plan: JobPlan, stage_id: int, subtask: int, outputs: dict[int, Output]
     return routed
 
 
-def blobs(plan: JobPlan, stage_id: int, subtask: int, routed: dict, out_watermarks: dict,
-          reports: list[TaskReport], started: float) -> list[tuple[int, int, bytes]]:
+def blobs(
+    plan: JobPlan,
+    stage_id: int,
+    subtask: int,
+    routed: dict,
+    out_watermarks: dict,
+    reports: list[TaskReport],
+    started: float,
+) -> list[tuple[int, int, bytes]]:
     """``[(consumer stage, partition, blob)]``: each blob's header names this task and its watermarks on the
     edges to that consumer. Reports do not travel here (the task channel carries them): ``reports[0]``, this
     task's, gets its duration including the encoding."""

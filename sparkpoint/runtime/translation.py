@@ -14,8 +14,9 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+from collections.abc import Callable
 from functools import partial
-from typing import Any, Callable, Optional
+from typing import Any
 
 from sparkpoint.datastream.functions import KeySelector, ProcessAllWindowFunction, ProcessWindowFunction
 from sparkpoint.datastream.transformations import (
@@ -79,7 +80,10 @@ __all__ = ["StreamGraphGenerator", "translate", "internal_window_function"]
 logger = logging.getLogger(__name__)
 
 _ONE_INPUT_OPERATORS: dict[str, Callable[..., Any]] = {
-    "map": MapOperator, "flat_map": FlatMapOperator, "filter": FilterOperator, "process": ProcessOperator,
+    "map": MapOperator,
+    "flat_map": FlatMapOperator,
+    "filter": FilterOperator,
+    "process": ProcessOperator,
     "assign_timestamps": TimestampsAndWatermarksOperator,
 }
 
@@ -109,28 +113,66 @@ class StreamGraphGenerator:
         p = self.pipeline
         # the backend is resolved here, at submission: an unknown name fails before anything runs
         config = self.configuration.to_dict() if self.configuration is not None else {}
-        return build_job_plan(self.generate(), p.job_name, p.parallelism, p.max_parallelism, p.job_parameters,
-                              state_backend=load_state_backend(p.state_backend).configure(config))
+        return build_job_plan(
+            self.generate(),
+            p.job_name,
+            p.parallelism,
+            p.max_parallelism,
+            p.job_parameters,
+            state_backend=load_state_backend(p.state_backend).configure(config),
+        )
 
     def get_execution_plan(self) -> str:
         """The plan as JSON (Flink's ``getExecutionPlan``): operators, uids, parallelism, inputs."""
         plan = self.translate()
-        return json.dumps({"nodes": [
-            {"id": n.id, "type": n.kind, "pact": "Operator", "contents": n.name, "uid": n.effective_uid(),
-             "parallelism": plan.stage(plan.stage_of[n.id]).parallelism,
-             "predecessors": [{"id": e.source, "ship_strategy": str(e.partitioning).upper()} for e in n.inputs]}
-            for n in plan.nodes.values()]}, indent=2)
+        return json.dumps(
+            {
+                "nodes": [
+                    {
+                        "id": n.id,
+                        "type": n.kind,
+                        "pact": "Operator",
+                        "contents": n.name,
+                        "uid": n.effective_uid(),
+                        "parallelism": plan.stage(plan.stage_of[n.id]).parallelism,
+                        "predecessors": [
+                            {"id": e.source, "ship_strategy": str(e.partitioning).upper()} for e in n.inputs
+                        ],
+                    }
+                    for n in plan.nodes.values()
+                ]
+            },
+            indent=2,
+        )
 
     # -- one node per transformation ------------------------------------------------------
     def _node(self, t: Transformation) -> StreamNode:
         combiner = self._window_combiner(t) if isinstance(t, WindowTransformation) else None
-        edges = [StreamEdge(id=next(self._edge_ids), source=inp.id, target=t.id, partitioning=inp.partitioning,
-                            key_selector=inp.key_selector, side_tag=inp.side_tag, type_number=inp.input_index,
-                            combiner=combiner, key_type=inp.key_type)
-                 for inp in t.inputs]
-        node = StreamNode(id=t.id, kind=t.kind, name=t.name, factory=self._factory(t), uid=t.uid,
-                          parallelism=t.parallelism, max_parallelism=t.max_parallelism, inputs=edges,
-                          keyed=t.keyed)
+        edges = [
+            StreamEdge(
+                id=next(self._edge_ids),
+                source=inp.id,
+                target=t.id,
+                partitioning=inp.partitioning,
+                key_selector=inp.key_selector,
+                side_tag=inp.side_tag,
+                type_number=inp.input_index,
+                combiner=combiner,
+                key_type=inp.key_type,
+            )
+            for inp in t.inputs
+        ]
+        node = StreamNode(
+            id=t.id,
+            kind=t.kind,
+            name=t.name,
+            factory=self._factory(t),
+            uid=t.uid,
+            parallelism=t.parallelism,
+            max_parallelism=t.max_parallelism,
+            inputs=edges,
+            keyed=t.keyed,
+        )
         if isinstance(t, SourceTransformation):
             node.source, node.watermark_strategy = t.source, t.watermark_strategy
         elif isinstance(t, SinkTransformation):
@@ -139,10 +181,14 @@ class StreamGraphGenerator:
             node.sink = (t.sink_identifier, t.type_info)
         return node
 
-    def _window_combiner(self, t: WindowTransformation) -> Optional[WindowCombiner]:
+    def _window_combiner(self, t: WindowTransformation) -> WindowCombiner | None:
         enabled = self.configuration is None or self.configuration.get_boolean(LOCAL_AGGREGATION_KEY, True)
-        return local_combiner(t, t.key_selector if t.keyed_stream else ConstantKeySelector(),
-                              t.trigger or t.assigner.get_default_trigger(), enabled)
+        return local_combiner(
+            t,
+            t.key_selector if t.keyed_stream else ConstantKeySelector(),
+            t.trigger or t.assigner.get_default_trigger(),
+            enabled,
+        )
 
     def _factory(self, t: Transformation) -> Callable[[], Any]:
         if isinstance(t, SourceTransformation):
@@ -212,10 +258,20 @@ def _window_factory(t: WindowTransformation, pre_aggregated: bool = False) -> Ca
         window_function = EvictingWindowFunction(window_function, t.reduce_function, t.aggregate_function)
     key_selector = t.key_selector if t.keyed_stream else ConstantKeySelector()
     trigger = t.trigger or t.assigner.get_default_trigger()
-    return partial(WindowOperator, "", t.name, key_selector, assigner=t.assigner, trigger=trigger,
-                   contents=window_contents(t), window_function=window_function,
-                   allowed_lateness=t.allowed_lateness, late_tag=t.late_tag, keyed_function=t.keyed_stream,
-                   pre_aggregated=pre_aggregated)
+    return partial(
+        WindowOperator,
+        "",
+        t.name,
+        key_selector,
+        assigner=t.assigner,
+        trigger=trigger,
+        contents=window_contents(t),
+        window_function=window_function,
+        allowed_lateness=t.allowed_lateness,
+        late_tag=t.late_tag,
+        keyed_function=t.keyed_stream,
+        pre_aggregated=pre_aggregated,
+    )
 
 
 def _two_input_factory(t: TwoInputTransformation) -> Callable[[], Any]:
@@ -227,8 +283,9 @@ def _two_input_factory(t: TwoInputTransformation) -> Callable[[], Any]:
     if t.operation == "broadcast_process":
         return partial(BroadcastProcessOperator, "", t.name, t.function, t.broadcast_state_descriptors)
     if t.operation == "keyed_broadcast_process":
-        return partial(KeyedBroadcastProcessOperator, "", t.name, t.function, first.key_selector,
-                       t.broadcast_state_descriptors)
+        return partial(
+            KeyedBroadcastProcessOperator, "", t.name, t.function, first.key_selector, t.broadcast_state_descriptors
+        )
     raise JobGraphError(f"cannot translate the two-input operation {t.operation!r} of {t.name!r}")
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from typing import Any, Iterable, Optional
+from collections.abc import Iterable
+from typing import Any
 
 __all__ = ["UserMetrics"]
 
@@ -19,12 +20,12 @@ class UserMetrics:
     """User metrics of one job's operators, by ``(uid, subtask)`` and metric id."""
 
     def __init__(self) -> None:
-        self.kinds: dict[tuple[str, str], str] = {}                 # (uid, id) -> kind
-        self.values: dict[tuple[str, int], dict[str, Any]] = {}     # (uid, subtask) -> id -> combined value
-        self._meters: dict[tuple[str, int, str], deque] = {}        # -> (time, count) at epoch ends
+        self.kinds: dict[tuple[str, str], str] = {}  # (uid, id) -> kind
+        self.values: dict[tuple[str, int], dict[str, Any]] = {}  # (uid, subtask) -> id -> combined value
+        self._meters: dict[tuple[str, int, str], deque] = {}  # -> (time, count) at epoch ends
         self.variables: dict[tuple[str, str], tuple[str, tuple]] = {}  # (uid, id) -> (logical id, key/value pairs)
 
-    def take(self, reports: list, now_s: Optional[float] = None) -> None:
+    def take(self, reports: list, now_s: float | None = None) -> None:
         now_s = time.time() if now_s is None else now_s
         for r in reports:
             for uid, metrics in getattr(r, "user_metrics", {}).items():
@@ -90,8 +91,13 @@ class UserMetrics:
                 parts = {"": self.rate(uid, subtask, mid), "_count": value[0]}
             elif kind == "distribution":
                 count, total, low, high = value
-                parts = {"_count": count, "_sum": total, "_min": low, "_max": high,
-                         "_mean": total / count if count else None}
+                parts = {
+                    "_count": count,
+                    "_sum": total,
+                    "_min": low,
+                    "_max": high,
+                    "_mean": total / count if count else None,
+                }
             else:
                 parts = {"": value}
             out.append((mid, parts))

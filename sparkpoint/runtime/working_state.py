@@ -25,7 +25,6 @@ import re
 import shutil
 import tempfile
 import zlib
-from typing import Optional
 
 from sparkpoint.common.processes import ProcessIdentity
 from sparkpoint.state.worker import let_go_under
@@ -48,18 +47,24 @@ def _root(local_state_dir: str, executor_local: bool) -> str:
     return local
 
 
-def working_dir(local_state_dir: str, executor_local: bool, namespace: str, stage_id: int, subtask: int,
-                uid: str) -> str:
+def working_dir(
+    local_state_dir: str, executor_local: bool, namespace: str, stage_id: int, subtask: int, uid: str
+) -> str:
     """The working directory of operator ``uid`` in subtask ``subtask`` of stage ``stage_id``."""
-    return os.path.join(_root(local_state_dir, executor_local), namespace, f"stage-{stage_id}", f"task-{subtask}",
-                        f"op-{zlib.crc32(uid.encode()):08x}")
+    return os.path.join(
+        _root(local_state_dir, executor_local),
+        namespace,
+        f"stage-{stage_id}",
+        f"task-{subtask}",
+        f"op-{zlib.crc32(uid.encode()):08x}",
+    )
 
 
 def drop_older_attempts(local_state_dir: str, executor_local: bool, job_id: str, namespace: str) -> None:
     """Remove the working state of this job's earlier attempts (``<job>-<k>`` other than ``namespace``)."""
     root = _root(local_state_dir, executor_local)
     for path in glob.glob(os.path.join(glob.escape(root), glob.escape(job_id) + "-*")):
-        suffix = os.path.basename(path)[len(job_id) + 1:]
+        suffix = os.path.basename(path)[len(job_id) + 1 :]
         if suffix.isdigit() and os.path.basename(path) != namespace:
             let_go_under(path)
             shutil.rmtree(path, ignore_errors=True)
@@ -75,7 +80,7 @@ def claim_in_spark_dirs(local_state_dir: str, executor_local: bool, namespace: s
     root = _root(local_state_dir, executor_local)
     if not (executor_local and spark_dirs) or root != os.path.join(spark_dirs.split(",")[0], "sparkpoint-state"):
         return []
-    owner = json.dumps(ProcessIdentity.of(os.getppid()).to_json())   # the daemon (or executor) that forked us
+    owner = json.dumps(ProcessIdentity.of(os.getppid()).to_json())  # the daemon (or executor) that forked us
     mine = os.path.join(root, namespace)
     os.makedirs(mine, exist_ok=True)
     marker = os.path.join(mine, ".owner")
@@ -84,7 +89,7 @@ def claim_in_spark_dirs(local_state_dir: str, executor_local: bool, namespace: s
             f.write(owner)
         os.replace(marker + f".{os.getpid()}", marker)
     removed = []
-    parent = os.path.dirname(os.path.dirname(root))   # spark.local.dir, shared by the host's applications
+    parent = os.path.dirname(os.path.dirname(root))  # spark.local.dir, shared by the host's applications
     for other in glob.glob(os.path.join(glob.escape(parent), "*", "sparkpoint-state", "*", ".owner")):
         try:
             with open(other) as f:
@@ -119,7 +124,7 @@ class JobWorkingDirs:
         self.url = local_state_dir
         self.local = "://" not in local_state_dir or local_state_dir.startswith("file://")
         self.root = local_state_dir.removeprefix("file://")
-        self._lock: Optional[int] = None
+        self._lock: int | None = None
 
     def claim(self) -> list[str]:
         """Lock this job's claim and remove gone jobs' directories; returns those removed."""
@@ -130,7 +135,7 @@ class JobWorkingDirs:
         self._lock = os.open(os.path.join(owners, f"{self.job_id}.lock"), os.O_CREAT | os.O_RDWR, 0o600)
         fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         removed = []
-        for lock in sorted(os.listdir(owners)):   # a job that never took a lock here is not judged
+        for lock in sorted(os.listdir(owners)):  # a job that never took a lock here is not judged
             job = lock.removesuffix(".lock")
             if job == self.job_id or not lock.endswith(".lock") or _alive(owners, job):
                 continue
@@ -183,5 +188,5 @@ def _alive(owners: str, job_id: str) -> bool:
     except BlockingIOError:
         return True
     finally:
-        os.close(fd)   # closing releases a lock taken here
+        os.close(fd)  # closing releases a lock taken here
     return False

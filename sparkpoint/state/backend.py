@@ -11,6 +11,7 @@ suite (``tests/state/test_backend_conformance.py``) runs over every backend.
 from __future__ import annotations
 
 import abc
+import contextlib
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
@@ -45,12 +46,14 @@ class StateBackend(abc.ABC):
         return self
 
     @abc.abstractmethod
-    def create_keyed_backend(self, key_group_range: KeyGroupRange, max_parallelism: int,
-                             **options: Any) -> KeyedStateBackend:
+    def create_keyed_backend(
+        self, key_group_range: KeyGroupRange, max_parallelism: int, **options: Any
+    ) -> KeyedStateBackend:
         """A keyed backend for one operator in one task, owning ``key_group_range``."""
 
-    def read_handle(self, handle: KeyedStateHandle, key_groups: KeyGroupRange | None,
-                    max_parallelism: int) -> dict[str, KeyedStateSnapshot]:
+    def read_handle(
+        self, handle: KeyedStateHandle, key_groups: KeyGroupRange | None, max_parallelism: int
+    ) -> dict[str, KeyedStateSnapshot]:
         """A checkpoint's ``handle`` in this backend's own format as snapshots of ``key_groups`` (all its key
         groups if ``None``), for any backend to restore."""
         raise StateError(f"{handle.what}: the {self.name} backend reads no files of format {handle.format!r}")
@@ -70,7 +73,7 @@ class KeyedStateBackend(abc.ABC):
 
     backend_name = ""
     keeps_working_state = False
-    working_dir = ""   # where a backend that keeps working state keeps it
+    working_dir = ""  # where a backend that keeps working state keeps it
 
     def __init__(self, key_group_range: KeyGroupRange, max_parallelism: int):
         self.key_group_range = key_group_range
@@ -84,7 +87,7 @@ class KeyedStateBackend(abc.ABC):
         # the range's bounds, compared inline on every record (KeyGroupRange.__contains__ is a call per record)
         self._first_group, self._last_group = key_group_range.start, key_group_range.end
         self.ttl_cleanups: dict[str, Callable[[str, Any], Any]] = {}  # state name -> drops expired values
-        self.schema = SchemaCheck()   # the states' declared types, checked against what a checkpoint recorded
+        self.schema = SchemaCheck()  # the states' declared types, checked against what a checkpoint recorded
 
     # -- current key and time ---------------------------------------------------------------
 
@@ -94,12 +97,11 @@ class KeyedStateBackend(abc.ABC):
             kg = key_group
         else:
             try:
-                kg = self.assign_key_group.cache[key]   # a key prefetched or seen before
+                kg = self.assign_key_group.cache[key]  # a key prefetched or seen before
             except (KeyError, TypeError):
                 kg = self.assign_key_group(key)
         if not self._first_group <= kg <= self._last_group:
-            raise StateError(
-                f"key {key!r} belongs to key group {kg}, outside this task's range {self.key_group_range}")
+            raise StateError(f"key {key!r} belongs to key group {kg}, outside this task's range {self.key_group_range}")
         self.current_key = key
         self.current_key_group = kg
 
@@ -107,10 +109,10 @@ class KeyedStateBackend(abc.ABC):
         """A hint: the per-key state (namespace ``None``) of ``keys`` is about to be read. Backends that
         read from storage load it in one batch; the default hashes the keys' groups together into the
         assigner's cache, where :meth:`set_current_key` finds them."""
-        try:
+        # a key without a deterministic form (or whose hash fails): a hint only; set_current_key fails on it,
+        # naming its record
+        with contextlib.suppress(Exception):
             self.assign_key_group.learn(keys)
-        except Exception:  # noqa: BLE001 - a key without a deterministic form (or whose hash fails): a hint
-            pass           # only; set_current_key fails on it naming its record
 
     def prefetch_limit(self) -> int:
         """How many records' keys one :meth:`prefetch` should cover: operators prefetch a batch in slices of
@@ -278,8 +280,9 @@ class KeyedStateBackend(abc.ABC):
         return False
 
     @classmethod
-    def checkpoint_locally_all(cls, owners: list[Any], checkpoint_ids: list[int], key_groups: KeyGroupRange,
-                               max_parallelism: int) -> Any:
+    def checkpoint_locally_all(
+        cls, owners: list[Any], checkpoint_ids: list[int], key_groups: KeyGroupRange, max_parallelism: int
+    ) -> Any:
         """The synchronous part of checkpoints ``checkpoint_ids`` for one task's keyed operators (``owners``, each
         with a backend of this class and a ``watermark``) whose backends keep working state: a local, consistent
         copy of their committed state, as :class:`~sparkpoint.state.checkpointing.SnapshotResources`."""

@@ -12,23 +12,18 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping
-from typing import Any, Union
+from typing import Any
 
 from sparkpoint.datastream.state_backend import HASHMAP_NAMES, ROCKSDB_NAMES
 from sparkpoint.errors import ConfigurationError
 from sparkpoint.state.backend import StateBackend
 
-__all__ = [
-    "STATE_BACKEND_KEYS",
-    "load_state_backend",
-    "load_state_backend_from_config",
-    "register_state_backend",
-]
+__all__ = ["STATE_BACKEND_KEYS", "load_state_backend", "load_state_backend_from_config", "register_state_backend"]
 
 #: Configuration keys naming the state backend, newest first.
 STATE_BACKEND_KEYS = ("state.backend.type", "state.backend")
 
-Factory = Union[Callable[[], StateBackend], str]
+Factory = Callable[[], StateBackend] | str
 _FACTORIES: dict[str, Factory] = {}
 _ALIASES: dict[str, str] = {}
 
@@ -69,7 +64,8 @@ def load_state_backend(spec: Any = None) -> StateBackend:
     canonical = _ALIASES.get(name.strip().lower())
     if canonical is None:
         raise ConfigurationError(
-            f"unknown state backend {name!r} (state.backend.type); known: {', '.join(sorted(_FACTORIES))}")
+            f"unknown state backend {name!r} (state.backend.type); known: {', '.join(sorted(_FACTORIES))}"
+        )
     return _build(canonical)
 
 

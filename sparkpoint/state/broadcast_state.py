@@ -9,7 +9,8 @@ map of an old one (:func:`~sparkpoint.state.operator_state.redistribute_operator
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Optional
+from collections.abc import Iterable
+from typing import Any
 
 from sparkpoint.datastream.state import BroadcastState, MapStateDescriptor, ReadOnlyBroadcastState
 from sparkpoint.errors import StateError
@@ -88,14 +89,16 @@ class ReadOnlyView(ReadOnlyBroadcastState):
         raise AttributeError(name)
 
     def _refuse(self) -> None:
-        raise StateError(f"{self._what}: broadcast state is read-only outside process_broadcast_element "
-                         f"(changing it from one subtask would make the subtasks' copies differ)")
+        raise StateError(
+            f"{self._what}: broadcast state is read-only outside process_broadcast_element "
+            f"(changing it from one subtask would make the subtasks' copies differ)"
+        )
 
 
 class BroadcastStateStore:
     """The broadcast states of one operator in one subtask, by descriptor name."""
 
-    def __init__(self, descriptors: Iterable[MapStateDescriptor], restored: Optional[dict], what: str):
+    def __init__(self, descriptors: Iterable[MapStateDescriptor], restored: dict | None, what: str):
         self.what = what
         self.descriptors = {d.name: d for d in descriptors}
         self.states: dict[str, MapBroadcastState] = {}
@@ -108,8 +111,10 @@ class BroadcastStateStore:
     def get(self, descriptor: MapStateDescriptor, read_only: bool) -> Any:
         state = self.states.get(descriptor.name)
         if state is None or descriptor.name not in self.descriptors:
-            raise StateError(f"{self.what}: no broadcast state {descriptor.name!r}; the broadcast stream declares "
-                             f"{sorted(self.descriptors)} (DataStream.broadcast(descriptor, ...))")
+            raise StateError(
+                f"{self.what}: no broadcast state {descriptor.name!r}; the broadcast stream declares "
+                f"{sorted(self.descriptors)} (DataStream.broadcast(descriptor, ...))"
+            )
         return ReadOnlyView(state, self.what) if read_only else state
 
     def snapshot(self) -> dict[str, tuple[str, list]]:

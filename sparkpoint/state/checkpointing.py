@@ -19,8 +19,9 @@ from __future__ import annotations
 import hashlib
 import pickle
 import posixpath
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional, Protocol
+from typing import Any, Protocol
 
 from sparkpoint.state.backend import KeyedStateBackend
 from sparkpoint.state.handles import KeyedStateFileHandle, KeyedStateHandle, OperatorSnapshotInfo
@@ -30,8 +31,14 @@ from sparkpoint.state.snapshot import KeyedStateSnapshot
 from sparkpoint.storage.checkpoint_storage import StreamStateHandle, write_file
 from sparkpoint.storage.file_systems import open_file_system
 
-__all__ = ["KeyedStateOwner", "PickledSnapshots", "SnapshotResources", "SnapshotResult", "SnapshotTarget",
-           "restore_keyed_state"]
+__all__ = [
+    "KeyedStateOwner",
+    "PickledSnapshots",
+    "SnapshotResources",
+    "SnapshotResult",
+    "SnapshotTarget",
+    "restore_keyed_state",
+]
 
 
 class KeyedStateOwner(Protocol):
@@ -40,7 +47,7 @@ class KeyedStateOwner(Protocol):
     uid: str
     keyed_backend: KeyedStateBackend
 
-    def advance_watermark(self, watermark: Optional[int]) -> None: ...
+    def advance_watermark(self, watermark: int | None) -> None: ...
 
     def restore_keyed_state(self, snapshot: KeyedStateSnapshot) -> None: ...
 
@@ -49,11 +56,11 @@ class KeyedStateOwner(Protocol):
 class SnapshotTarget:
     """Where and how one checkpoint's keyed state is written."""
 
-    location: str                    # the checkpoint's directory (a URL)
-    shared: str = ""                 # the job's directory of files several checkpoints share
-    incremental: bool = False        # upload only what ``shared`` lacks, where the backend can
-    canonical: bool = False          # the canonical (savepoint) format, readable by every backend
-    storage_options: Optional[Mapping[str, Any]] = field(default=None, repr=False)
+    location: str  # the checkpoint's directory (a URL)
+    shared: str = ""  # the job's directory of files several checkpoints share
+    incremental: bool = False  # upload only what ``shared`` lacks, where the backend can
+    canonical: bool = False  # the canonical (savepoint) format, readable by every backend
+    storage_options: Mapping[str, Any] | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -81,8 +88,9 @@ class SnapshotResources:
         """The pickled ``{uid: KeyedStateSnapshot}``."""
         raise NotImplementedError
 
-    def write_incremental(self, checkpoint_id: int, target: SnapshotTarget, stage_id: int,
-                          subtask: int) -> Optional[SnapshotResult]:
+    def write_incremental(
+        self, checkpoint_id: int, target: SnapshotTarget, stage_id: int, subtask: int
+    ) -> SnapshotResult | None:
         """An incremental upload's result, or ``None`` if these resources cannot make one."""
         return None
 
@@ -98,18 +106,28 @@ class SnapshotResources:
             return self._write_canonical(fs, path, pickle.loads(body), stage_id, subtask)
         name = f"keyed-s{stage_id}-t{subtask}"
         write_file(fs, posixpath.join(path, name), body)
-        handle = KeyedStateFileHandle(tuple(self.uids), self.key_groups.start, self.key_groups.end,
-                                      StreamStateHandle(name, len(body), hashlib.sha256(body).hexdigest()))
+        handle = KeyedStateFileHandle(
+            tuple(self.uids),
+            self.key_groups.start,
+            self.key_groups.end,
+            StreamStateHandle(name, len(body), hashlib.sha256(body).hexdigest()),
+        )
         return SnapshotResult((handle,), {}, len(body))
 
-    def _write_canonical(self, fs: Any, path: str, snapshots: dict[str, KeyedStateSnapshot], stage_id: int,
-                         subtask: int) -> SnapshotResult:
-        written, operators = write_canonical(fs, path, snapshots, stage_id, subtask,
-                                             (self.key_groups.start, self.key_groups.end))
-        files = tuple(KeyedStateFileHandle(tuple(f["uids"]), f["key_groups"][0], f["key_groups"][1], f["handle"],
-                                           f.get("state")) for f in written)
-        infos = {uid: OperatorSnapshotInfo(dict(info["state_kinds"]), info.get("watermark"))
-                 for uid, info in operators.items()}
+    def _write_canonical(
+        self, fs: Any, path: str, snapshots: dict[str, KeyedStateSnapshot], stage_id: int, subtask: int
+    ) -> SnapshotResult:
+        written, operators = write_canonical(
+            fs, path, snapshots, stage_id, subtask, (self.key_groups.start, self.key_groups.end)
+        )
+        files = tuple(
+            KeyedStateFileHandle(tuple(f["uids"]), f["key_groups"][0], f["key_groups"][1], f["handle"], f.get("state"))
+            for f in written
+        )
+        infos = {
+            uid: OperatorSnapshotInfo(dict(info["state_kinds"]), info.get("watermark"))
+            for uid, info in operators.items()
+        }
         return SnapshotResult(files, infos, sum(f.handle.size for f in files))
 
     def release(self) -> None:
@@ -127,8 +145,9 @@ class PickledSnapshots(SnapshotResources):
         return self._body
 
 
-def restore_keyed_state(owners: list[Any], handles: list[KeyedStateHandle], key_groups: KeyGroupRange,
-                        max_parallelism: int) -> None:
+def restore_keyed_state(
+    owners: list[Any], handles: list[KeyedStateHandle], key_groups: KeyGroupRange, max_parallelism: int
+) -> None:
     """Give keyed operators (:class:`KeyedStateOwner`\\ s) the state of a checkpoint's ``handles``.
 
     A handle of exactly an operator's key groups that its backend opens as it is (an incremental RocksDB
@@ -137,8 +156,11 @@ def restore_keyed_state(owners: list[Any], handles: list[KeyedStateHandle], key_
     rest = list(handles)
     for owner in owners:
         mine = [h for h in handles if owner.uid in h.uids]
-        if len(mine) == 1 and mine[0].key_groups == (key_groups.start, key_groups.end) \
-                and owner.keyed_backend.restore_handle_in_place(mine[0], owner.advance_watermark):
+        if (
+            len(mine) == 1
+            and mine[0].key_groups == (key_groups.start, key_groups.end)
+            and owner.keyed_backend.restore_handle_in_place(mine[0], owner.advance_watermark)
+        ):
             rest.remove(mine[0])
     for handle in rest:
         snapshots = handle.read(key_groups, max_parallelism)

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import pickle
 import posixpath
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Mapping, Optional, Protocol
+from typing import Any, ClassVar, Protocol
 
 from sparkpoint.errors import StateError
 from sparkpoint.state.key_groups import KeyGroupRange
@@ -31,12 +32,23 @@ from sparkpoint.state.snapshot import KeyedStateSnapshot, check_snapshot
 from sparkpoint.storage.checkpoint_storage import StreamStateHandle, read_verified
 from sparkpoint.storage.file_systems import open_file_system
 
-__all__ = ["CHANGELOG_FORMAT", "INCREMENTAL_FORMAT", "BackendFileHandle", "CanonicalFileHandle", "ChangelogHandle",
-           "IncrementalHandle", "KeyedStateFileHandle", "KeyedStateHandle", "OperatorSnapshotInfo",
-           "SnapshotFileHandle", "StateFile", "restore_handle"]
+__all__ = [
+    "CHANGELOG_FORMAT",
+    "INCREMENTAL_FORMAT",
+    "BackendFileHandle",
+    "CanonicalFileHandle",
+    "ChangelogHandle",
+    "IncrementalHandle",
+    "KeyedStateFileHandle",
+    "KeyedStateHandle",
+    "OperatorSnapshotInfo",
+    "SnapshotFileHandle",
+    "StateFile",
+    "restore_handle",
+]
 
-INCREMENTAL_FORMAT = "rocksdb"      # the ``format`` of an incremental RocksDB checkpoint's manifest in ``_metadata``
-CHANGELOG_FORMAT = "changelog"      # the ``format`` of a changelog checkpoint's manifest
+INCREMENTAL_FORMAT = "rocksdb"  # the ``format`` of an incremental RocksDB checkpoint's manifest in ``_metadata``
+CHANGELOG_FORMAT = "changelog"  # the ``format`` of a changelog checkpoint's manifest
 
 
 @dataclass(frozen=True)
@@ -54,8 +66,8 @@ class KeyedStateFileHandle:
     key_group_start: int
     key_group_end: int
     handle: StreamStateHandle
-    state: Optional[str] = None
-    format: Optional[str] = None
+    state: str | None = None
+    format: str | None = None
     shared: tuple[StreamStateHandle, ...] = ()
 
 
@@ -64,22 +76,22 @@ class OperatorSnapshotInfo:
     """What a canonical snapshot says about one operator: its state kinds and watermark."""
 
     state_kinds: Mapping[str, str] = field(default_factory=dict)
-    watermark: Optional[int] = None
+    watermark: int | None = None
 
 
 @dataclass(frozen=True)
 class KeyedStateHandle:
     """A keyed-state file of a completed checkpoint, as a task restores it."""
 
-    location: str                          # the checkpoint's directory (a URL)
-    handle: StreamStateHandle              # the file, relative to ``location``, with its size and SHA-256
-    uids: tuple[str, ...]                  # the operators of the restoring job whose state it holds
-    key_groups: tuple[int, int]            # the key groups it covers (first, last)
-    checkpoint_id: Optional[int] = None
+    location: str  # the checkpoint's directory (a URL)
+    handle: StreamStateHandle  # the file, relative to ``location``, with its size and SHA-256
+    uids: tuple[str, ...]  # the operators of the restoring job whose state it holds
+    key_groups: tuple[int, int]  # the key groups it covers (first, last)
+    checkpoint_id: int | None = None
     shared: tuple[StreamStateHandle, ...] = ()
-    storage_options: Optional[Mapping[str, Any]] = field(default=None, compare=False, repr=False)
+    storage_options: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
-    format: ClassVar[Optional[str]] = None
+    format: ClassVar[str | None] = None
 
     @property
     def what(self) -> str:
@@ -91,7 +103,7 @@ class KeyedStateHandle:
         fs, base = open_file_system(self.location, self.storage_options)
         return read_verified(fs, posixpath.join(base, self.handle.path), self.handle, self.what)
 
-    def read(self, key_groups: Optional[KeyGroupRange], max_parallelism: int) -> dict[str, KeyedStateSnapshot]:
+    def read(self, key_groups: KeyGroupRange | None, max_parallelism: int) -> dict[str, KeyedStateSnapshot]:
         """``{uid: KeyedStateSnapshot}`` of ``key_groups`` (all the file's if ``None``), checked against
         ``max_parallelism``."""
         raise NotImplementedError
@@ -101,12 +113,14 @@ class KeyedStateHandle:
 class SnapshotFileHandle(KeyedStateHandle):
     """A pickled ``{uid: KeyedStateSnapshot}`` of one task (a full checkpoint, any backend)."""
 
-    def read(self, key_groups: Optional[KeyGroupRange], max_parallelism: int) -> dict[str, KeyedStateSnapshot]:
+    def read(self, key_groups: KeyGroupRange | None, max_parallelism: int) -> dict[str, KeyedStateSnapshot]:
         snapshots = pickle.loads(self.read_bytes())
         if not isinstance(snapshots, dict):
             raise StateError(f"{self.what}: not a keyed-state file of this version of sparkpoint")
-        return {uid: check_snapshot(snap, max_parallelism, f"{self.what}, operator {uid!r}")
-                for uid, snap in snapshots.items()}
+        return {
+            uid: check_snapshot(snap, max_parallelism, f"{self.what}, operator {uid!r}")
+            for uid, snap in snapshots.items()
+        }
 
 
 @dataclass(frozen=True)
@@ -115,15 +129,25 @@ class CanonicalFileHandle(KeyedStateHandle):
 
     state: str = ""
     state_kinds: Mapping[str, str] = field(default_factory=dict, compare=False)
-    watermark: Optional[int] = None
-    regroup: bool = False    # written with an older key hash: every entry is regrouped by its key
+    watermark: int | None = None
+    regroup: bool = False  # written with an older key hash: every entry is regrouped by its key
 
-    def read(self, key_groups: Optional[KeyGroupRange], max_parallelism: int) -> dict[str, KeyedStateSnapshot]:
+    def read(self, key_groups: KeyGroupRange | None, max_parallelism: int) -> dict[str, KeyedStateSnapshot]:
         from sparkpoint.state.savepoint_format import read_canonical_file
 
         wanted = KeyGroupRange(0, max_parallelism - 1) if key_groups is None else key_groups
-        return {self.uids[0]: read_canonical_file(self.read_bytes(), self.state, dict(self.state_kinds), wanted,
-                                                  max_parallelism, self.watermark, self.uids[0], self.regroup)}
+        return {
+            self.uids[0]: read_canonical_file(
+                self.read_bytes(),
+                self.state,
+                dict(self.state_kinds),
+                wanted,
+                max_parallelism,
+                self.watermark,
+                self.uids[0],
+                self.regroup,
+            )
+        }
 
 
 @dataclass(frozen=True)
@@ -132,7 +156,7 @@ class BackendFileHandle(KeyedStateHandle):
 
     backend: ClassVar[str] = ""
 
-    def read(self, key_groups: Optional[KeyGroupRange], max_parallelism: int) -> dict[str, KeyedStateSnapshot]:
+    def read(self, key_groups: KeyGroupRange | None, max_parallelism: int) -> dict[str, KeyedStateSnapshot]:
         from sparkpoint.state.backend_loader import load_state_backend
 
         return load_state_backend(self.backend).read_handle(self, key_groups, max_parallelism)
@@ -142,7 +166,7 @@ class BackendFileHandle(KeyedStateHandle):
 class IncrementalHandle(BackendFileHandle):
     """The manifest of an incremental RocksDB checkpoint; its SST files are ``shared``."""
 
-    format: ClassVar[Optional[str]] = INCREMENTAL_FORMAT
+    format: ClassVar[str | None] = INCREMENTAL_FORMAT
     backend: ClassVar[str] = "rocksdb"
 
 
@@ -150,7 +174,7 @@ class IncrementalHandle(BackendFileHandle):
 class ChangelogHandle(BackendFileHandle):
     """A changelog checkpoint's manifest: an incremental RocksDB base and the changelog segments since."""
 
-    format: ClassVar[Optional[str]] = CHANGELOG_FORMAT
+    format: ClassVar[str | None] = CHANGELOG_FORMAT
     backend: ClassVar[str] = "rocksdb"
 
 
@@ -160,28 +184,43 @@ class StateFile(Protocol):
     key_group_start: int
     key_group_end: int
     handle: StreamStateHandle
-    state: Optional[str]
-    format: Optional[str]
+    state: str | None
+    format: str | None
     shared: tuple[StreamStateHandle, ...]
 
 
-def restore_handle(file: StateFile, uids: tuple[str, ...], location: str, checkpoint_id: Optional[int],
-                   storage_options: Optional[Mapping[str, Any]] = None,
-                   operator: Optional[OperatorSnapshotInfo] = None, regroup: bool = False) -> KeyedStateHandle:
+def restore_handle(
+    file: StateFile,
+    uids: tuple[str, ...],
+    location: str,
+    checkpoint_id: int | None,
+    storage_options: Mapping[str, Any] | None = None,
+    operator: OperatorSnapshotInfo | None = None,
+    regroup: bool = False,
+) -> KeyedStateHandle:
     """The restore handle of ``file`` (of the checkpoint at ``location``) for the operators ``uids``;
     ``operator``: what ``_metadata`` says of a canonical file's operator."""
-    common: dict[str, Any] = dict(location=location, handle=file.handle, uids=tuple(uids),
-                                  key_groups=(file.key_group_start, file.key_group_end), checkpoint_id=checkpoint_id,
-                                  shared=tuple(file.shared), storage_options=storage_options)
+    common: dict[str, Any] = dict(
+        location=location,
+        handle=file.handle,
+        uids=tuple(uids),
+        key_groups=(file.key_group_start, file.key_group_end),
+        checkpoint_id=checkpoint_id,
+        shared=tuple(file.shared),
+        storage_options=storage_options,
+    )
     if file.format == INCREMENTAL_FORMAT:
         return IncrementalHandle(**common)
     if file.format == CHANGELOG_FORMAT:
         return ChangelogHandle(**common)
     if file.format is not None:
-        raise StateError(f"checkpoint {checkpoint_id}: keyed state of {list(uids)} in an unknown format "
-                         f"{file.format!r} ({file.handle.path})")
+        raise StateError(
+            f"checkpoint {checkpoint_id}: keyed state of {list(uids)} in an unknown format "
+            f"{file.format!r} ({file.handle.path})"
+        )
     if file.state is None:
         return SnapshotFileHandle(**common)
     info = operator or OperatorSnapshotInfo()
-    return CanonicalFileHandle(**common, state=file.state, state_kinds=dict(info.state_kinds),
-                               watermark=info.watermark, regroup=regroup)
+    return CanonicalFileHandle(
+        **common, state=file.state, state_kinds=dict(info.state_kinds), watermark=info.watermark, regroup=regroup
+    )

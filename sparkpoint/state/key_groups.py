@@ -14,10 +14,11 @@ import dataclasses
 import datetime
 import math
 import zlib
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from enum import Enum
-from typing import Any, Iterator, Optional, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -88,11 +89,11 @@ def key_bytes(key: Any) -> bytes:
     t = type(key)
     try:
         if t is str:
-            return key.encode("utf-8")          # the common cases first, with the bytes they always had
+            return key.encode("utf-8")  # the common cases first, with the bytes they always had
         if t is int:
             return str(key).encode()
         return _encode(key, key)
-    except UnicodeEncodeError as e:   # a lone surrogate (text decoded with errors="surrogateescape", say)
+    except UnicodeEncodeError as e:  # a lone surrogate (text decoded with errors="surrogateescape", say)
         raise KeyTypeError(
             f"key {key!r} holds text with no UTF-8 form ({e.reason} at position {e.start} of {e.object!r}), so it "
             f"has no deterministic bytes to hash; decode its source with errors='replace', or key by bytes"
@@ -120,12 +121,12 @@ def keys_bytes(keys: Sequence[Any]) -> list[bytes]:
     return [key_bytes(k) for k in keys] if raw is None else raw
 
 
-def _str_keys_bytes(keys: Sequence[Any]) -> Optional[list[bytes]]:
+def _str_keys_bytes(keys: Sequence[Any]) -> list[bytes] | None:
     """The UTF-8 of ``keys`` if every one is a ``str`` (a subclass too: its bytes are its UTF-8 as well), in one
     C call; None if one is not."""
     try:
         return list(map(str.encode, keys))
-    except (TypeError, UnicodeEncodeError):   # not all str; or one without UTF-8 form: key_bytes names it
+    except (TypeError, UnicodeEncodeError):  # not all str; or one without UTF-8 form: key_bytes names it
         return None
 
 
@@ -144,10 +145,10 @@ def keys_stored_bytes(keys: Sequence[Any]) -> tuple[list[bytes], list[bytes]]:
     """``(canonical bytes, stored bytes)`` of ``keys`` (:func:`key_bytes`, :func:`stored_key_bytes`): for
     ``str`` keys that do not start with NUL (the common case), one list, made in one C call."""
     canonical = _str_keys_bytes(keys)
-    if canonical is None:   # not all of them str
+    if canonical is None:  # not all of them str
         canonical = [key_bytes(k) for k in keys]
         return canonical, list(map(stored_key_bytes, keys, canonical))
-    if canonical and min(canonical) < b"\x01":   # some start with NUL (or are empty): the least bytes do
+    if canonical and min(canonical) < b"\x01":  # some start with NUL (or are empty): the least bytes do
         return canonical, [c if c[:1] != b"\x00" else b"\x00S" + c for c in canonical]
     return canonical, canonical
 
@@ -169,7 +170,7 @@ def _encode(key: Any, whole: Any) -> bytes:
         return b"\x00e" + _sized(f"{type(key).__module__}.{type(key).__qualname__}.{key.name}".encode())
     if isinstance(key, datetime.datetime):
         if key.tzinfo is not None and key.utcoffset() is not None:  # equal instants are equal keys
-            key = key.astimezone(datetime.timezone.utc).replace(tzinfo=None)
+            key = key.astimezone(datetime.UTC).replace(tzinfo=None)
             return b"\x00Z" + key.isoformat().encode()
         return b"\x00D" + key.isoformat().encode()
     if isinstance(key, (datetime.date, datetime.time)):
@@ -183,12 +184,12 @@ def _encode(key: Any, whole: Any) -> bytes:
         return b"\x00c" + _sized(name) + _encode(fields, whole)
     raise KeyTypeError(
         f"key {whole!r} cannot be used as a key"
-        + (f" (it holds {key!r} of type {type(key).__name__})" if key is not whole else
-           f" (type {type(key).__name__})")
+        + (f" (it holds {key!r} of type {type(key).__name__})" if key is not whole else f" (type {type(key).__name__})")
         + ": keys must have a deterministic form, so that equal keys land in the same key group in every "
         "process. Use str, int, float, Decimal, bool, bytes, None, date/time values, Enum members, frozen "
         "dataclasses, or tuples/Rows/frozensets of these (e.g. return str(key) or a tuple of fields from the key "
-        "selector).")
+        "selector)."
+    )
 
 
 def _number(n: Any, whole: bool) -> bytes:
@@ -197,11 +198,10 @@ def _number(n: Any, whole: bool) -> bytes:
         if math.isnan(n):
             raise KeyTypeError("NaN cannot be a key: it is not equal to itself")
         return b"\x00i" + (b"+" if n > 0 else b"-")
-    if isinstance(n, Decimal):
-        if not n.is_finite():
-            if n.is_nan():
-                raise KeyTypeError("NaN cannot be a key: it is not equal to itself")
-            return b"\x00i" + (b"+" if n > 0 else b"-")
+    if isinstance(n, Decimal) and not n.is_finite():
+        if n.is_nan():
+            raise KeyTypeError("NaN cannot be a key: it is not equal to itself")
+        return b"\x00i" + (b"+" if n > 0 else b"-")
     num, den = (int(n), 1) if isinstance(n, int) else n.as_integer_ratio()
     text = str(num) if den == 1 else f"{num}/{den}"
     return text.encode() if whole and den == 1 else b"\x00n" + _sized(text.encode())
@@ -228,7 +228,7 @@ def key_groups_of_bytes(canonicals: Sequence[bytes], max_parallelism: int) -> li
     return _groups_array(canonicals, max_parallelism).tolist()
 
 
-def str_key_groups(keys: Sequence[Any], max_parallelism: int) -> Optional[np.ndarray]:
+def str_key_groups(keys: Sequence[Any], max_parallelism: int) -> np.ndarray | None:
     """The key group of every key as an array when every key is a ``str`` (its canonical bytes are its UTF-8):
     each key hashed where it stands, repeated or not, at C speed; None if one is not a ``str``."""
     canonical = _str_keys_bytes(keys)
@@ -253,8 +253,8 @@ def _murmur_mix_array(code: np.ndarray) -> np.ndarray:
     c ^= c >> np.uint32(13)
     c = c * np.uint32(0xC2B2AE35)
     c ^= c >> np.uint32(16)
-    signed = np.abs(c.view(np.int32).astype(np.int64))   # as a Java int, made non-negative ...
-    signed[signed == 0x80000000] = 0                     # ... and Integer.MIN_VALUE is 0
+    signed = np.abs(c.view(np.int32).astype(np.int64))  # as a Java int, made non-negative ...
+    signed[signed == 0x80000000] = 0  # ... and Integer.MIN_VALUE is 0
     return signed
 
 
@@ -264,7 +264,7 @@ def compute_operator_index_for_key_group(max_parallelism: int, parallelism: int,
 
 def compute_key_group_range_for_operator_index(
     max_parallelism: int, parallelism: int, operator_index: int
-) -> "KeyGroupRange":
+) -> KeyGroupRange:
     if not 0 < parallelism <= max_parallelism:
         raise ValueError(f"parallelism {parallelism} must be in 1..max parallelism {max_parallelism}")
     start = (operator_index * max_parallelism + parallelism - 1) // parallelism
@@ -292,7 +292,7 @@ class KeyGroupRange:
         return f"[{self.start}, {self.end}]"
 
 
-_MAX_CACHED = 1_000_000   # keys whose group an assigner keeps
+_MAX_CACHED = 1_000_000  # keys whose group an assigner keeps
 
 
 class KeyGroupAssigner:

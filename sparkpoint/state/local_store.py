@@ -21,7 +21,7 @@ import posixpath
 import socket
 import struct
 import zlib
-from typing import Any, Optional
+from typing import Any
 
 import cloudpickle
 import fsspec
@@ -65,8 +65,8 @@ class LocalStateStore:
             ) from None
         if len(data) < len(_MAGIC) + 4 or not data.startswith(_MAGIC):
             raise StateMissingError(f"local working state file {path} of {what} is damaged (bad header)")
-        (crc,) = struct.unpack(">I", data[len(_MAGIC):len(_MAGIC) + 4])
-        body = data[len(_MAGIC) + 4:]
+        (crc,) = struct.unpack(">I", data[len(_MAGIC) : len(_MAGIC) + 4])
+        body = data[len(_MAGIC) + 4 :]
         if zlib.crc32(body) != crc:
             raise StateMissingError(f"local working state file {path} of {what} is damaged (checksum mismatch)")
         return body
@@ -89,7 +89,7 @@ class LocalStateStore:
                 pass
         return len(data)
 
-    def latest_epoch(self) -> Optional[int]:
+    def latest_epoch(self) -> int | None:
         names = [posixpath.basename(p) for p in self.fs.glob(posixpath.join(self.dir, "state-*"))]
         epochs = [int(n.split("-")[1]) for n in names if n.split("-")[1].isdigit()]
         return max(epochs) if epochs else None

@@ -41,10 +41,10 @@ class SchemaCheck:
     """The declared states of one keyed backend, checked against the ones a checkpoint recorded."""
 
     def __init__(self) -> None:
-        self.owner = "keyed state"                        # "operator 'n' (uid 'u')", for messages
-        self.expected: dict[str, StateSchema] = {}        # what the restored checkpoint recorded
-        self.declared: dict[str, StateSchema] = {}        # what this task declared
-        self._pending: dict[str, tuple[StateSchema, StateSchema]] = {}   # name -> (old, new), to migrate
+        self.owner = "keyed state"  # "operator 'n' (uid 'u')", for messages
+        self.expected: dict[str, StateSchema] = {}  # what the restored checkpoint recorded
+        self.declared: dict[str, StateSchema] = {}  # what this task declared
+        self._pending: dict[str, tuple[StateSchema, StateSchema]] = {}  # name -> (old, new), to migrate
 
     def expect(self, owner: str, states: dict[str, StateSchema]) -> None:
         self.owner, self.expected = owner, dict(states)
@@ -77,9 +77,13 @@ class SchemaCheck:
 
     def _sample(self, backend: Any, descriptor: Any, old: StateSchema, new: StateSchema) -> None:
         for value in itertools.islice(_stored_values(backend, descriptor), SAMPLED_VALUES):
-            if not value_fits(value, new.type):   # a list state's type is its elements' type
-                self._refuse(descriptor.name, old, new, f"a stored value, {value!r} ({type(value).__name__}), is "
-                                                        f"not of the declared {type_text(new.type)}")
+            if not value_fits(value, new.type):  # a list state's type is its elements' type
+                self._refuse(
+                    descriptor.name,
+                    old,
+                    new,
+                    f"a stored value, {value!r} ({type(value).__name__}), is not of the declared {type_text(new.type)}",
+                )
 
     def _refuse(self, name: str, old: StateSchema, new: StateSchema, why: str) -> None:
         raise StateMigrationError(refusal(self.owner, name, old, new, why))
@@ -127,7 +131,7 @@ def _rewrite(backend: Any, descriptor: Any, fn: Callable[[Any], Any]) -> None:
             state.put_all(migrated)
         elif kind == "aggregating":
             state.set_accumulator(fn(state.get_accumulator()))
-        else:   # reducing: the one value, written back whole
+        else:  # reducing: the one value, written back whole
             value = state.get()
             state.clear()
             state.add(fn(value))

@@ -7,7 +7,8 @@ union (``get_union_list_state``); the mode is recorded with each state.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from sparkpoint.datastream.state import ListState, ListStateDescriptor, OperatorStateStore
 
@@ -37,7 +38,7 @@ class OperatorListState(ListState):
 class DefaultOperatorStateStore(OperatorStateStore):
     """The operator state of one subtask; snapshot is ``{name: (mode, list)}``."""
 
-    def __init__(self, restored: "dict[str, tuple[str, list]] | None" = None):
+    def __init__(self, restored: dict[str, tuple[str, list]] | None = None):
         self.states: dict[str, tuple[str, list]] = {k: (m, list(v)) for k, (m, v) in (restored or {}).items()}
         self.restored = restored is not None
 
@@ -58,7 +59,7 @@ class DefaultOperatorStateStore(OperatorStateStore):
 
 
 def redistribute_operator_state(
-    per_subtask: list["dict[str, tuple[str, list]] | None"], new_parallelism: int
+    per_subtask: list[dict[str, tuple[str, list]] | None], new_parallelism: int
 ) -> list[dict[str, tuple[str, list]]]:
     """Flink's round-robin (even-split) and union redistribution of operator list state; broadcast state
     (mode ``"broadcast"``, the same map on every subtask) is copied to every new subtask."""

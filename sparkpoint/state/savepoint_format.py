@@ -24,7 +24,7 @@ import hashlib
 import io
 import pickle
 import posixpath
-from typing import Any, Optional
+from typing import Any
 from urllib.parse import quote
 
 import cloudpickle
@@ -53,8 +53,14 @@ def _parquet(table: pa.Table) -> bytes:
     return buf.getvalue()
 
 
-def write_canonical(fs: Any, location: str, snapshot: dict[str, KeyedStateSnapshot], stage_id: int, subtask: int,
-                    key_groups: tuple[int, int]) -> tuple[list[dict], dict]:
+def write_canonical(
+    fs: Any,
+    location: str,
+    snapshot: dict[str, KeyedStateSnapshot],
+    stage_id: int,
+    subtask: int,
+    key_groups: tuple[int, int],
+) -> tuple[list[dict], dict]:
     """Write a task's keyed snapshots ``{uid: KeyedStateSnapshot}`` canonically.
 
     Returns the file entries for ``_metadata`` and ``{uid: {"state_kinds", "watermark"}}``.
@@ -74,8 +80,14 @@ def write_canonical(fs: Any, location: str, snapshot: dict[str, KeyedStateSnapsh
                     cols[2].append(_dump(ns))
                     cols[3].append(_dump(value))
         tables: dict[str, pa.Table] = {
-            name: pa.table({"key_group": pa.array(c[0], pa.int32()), "key": pa.array(c[1], pa.binary()),
-                            "namespace": pa.array(c[2], pa.binary()), "value": pa.array(c[3], pa.binary())})
+            name: pa.table(
+                {
+                    "key_group": pa.array(c[0], pa.int32()),
+                    "key": pa.array(c[1], pa.binary()),
+                    "namespace": pa.array(c[2], pa.binary()),
+                    "value": pa.array(c[3], pa.binary()),
+                }
+            )
             for name, c in by_state.items()
         }
         t_kg, t_domain, t_ts, t_key, t_ns = [], [], [], [], []
@@ -87,15 +99,27 @@ def write_canonical(fs: Any, location: str, snapshot: dict[str, KeyedStateSnapsh
                     t_ts.append(ts)
                     t_key.append(_dump(key))
                     t_ns.append(_dump(ns))
-        tables[TIMERS] = pa.table({"key_group": pa.array(t_kg, pa.int32()), "domain": pa.array(t_domain, pa.string()),
-                                   "timestamp": pa.array(t_ts, pa.int64()), "key": pa.array(t_key, pa.binary()),
-                                   "namespace": pa.array(t_ns, pa.binary())})
+        tables[TIMERS] = pa.table(
+            {
+                "key_group": pa.array(t_kg, pa.int32()),
+                "domain": pa.array(t_domain, pa.string()),
+                "timestamp": pa.array(t_ts, pa.int64()),
+                "key": pa.array(t_key, pa.binary()),
+                "namespace": pa.array(t_ns, pa.binary()),
+            }
+        )
         for name, table in tables.items():
             rel = posixpath.join(quote(uid, safe=""), quote(name, safe=""), part)
             data = _parquet(table)
             write_file(fs, posixpath.join(location, rel), data)
-            files.append({"uids": [uid], "key_groups": list(key_groups), "state": name,
-                          "handle": StreamStateHandle(rel, len(data), hashlib.sha256(data).hexdigest())})
+            files.append(
+                {
+                    "uids": [uid],
+                    "key_groups": list(key_groups),
+                    "state": name,
+                    "handle": StreamStateHandle(rel, len(data), hashlib.sha256(data).hexdigest()),
+                }
+            )
     return files, operators
 
 
@@ -108,12 +132,20 @@ def _loads(data: bytes, uid: str, state: str) -> Any:
             f"({type(e).__name__}: {e}). Compatible changes: adding fields with defaults (class or dataclass "
             f"attributes), adding methods; incompatible: renaming or removing the class or its module, "
             f"changing a field's meaning. Migrate the state with sparkpoint.state_processor, or drop it with "
-            f"--allowNonRestoredState and a new uid.") from None
+            f"--allowNonRestoredState and a new uid."
+        ) from None
 
 
-def read_canonical_file(data: bytes, state: str, kinds: dict[str, str], key_groups: KeyGroupRange,
-                        max_parallelism: int, watermark: Optional[int] = None, uid: str = "?",
-                        regroup: bool = False) -> KeyedStateSnapshot:
+def read_canonical_file(
+    data: bytes,
+    state: str,
+    kinds: dict[str, str],
+    key_groups: KeyGroupRange,
+    max_parallelism: int,
+    watermark: int | None = None,
+    uid: str = "?",
+    regroup: bool = False,
+) -> KeyedStateSnapshot:
     """One canonical file (state ``state`` of operator ``uid``) as a snapshot of ``key_groups``:
     entries of other key groups are left out. With ``regroup`` the recorded key groups are
     ignored and each entry's group is computed from its key (files of an older key hash)."""
@@ -139,8 +171,15 @@ def read_canonical_file(data: bytes, state: str, kinds: dict[str, str], key_grou
         values = table.column("value").to_pylist()
         for kg, key, ns, value in zip(kgs, loaded, nss, values):
             if in_range(kg):
-                entries.setdefault(kg, {}).setdefault(state, {})[(key, _loads(ns, uid, state))] = \
-                    _loads(value, uid, state)
-    return KeyedStateSnapshot(backend=CANONICAL_BACKEND, key_group_range=key_groups,
-                              max_parallelism=max_parallelism, state_kinds=dict(kinds), entries=entries,
-                              timers=timers, watermark=watermark)
+                entries.setdefault(kg, {}).setdefault(state, {})[(key, _loads(ns, uid, state))] = _loads(
+                    value, uid, state
+                )
+    return KeyedStateSnapshot(
+        backend=CANONICAL_BACKEND,
+        key_group_range=key_groups,
+        max_parallelism=max_parallelism,
+        state_kinds=dict(kinds),
+        entries=entries,
+        timers=timers,
+        watermark=watermark,
+    )

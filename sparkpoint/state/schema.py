@@ -25,12 +25,25 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
-__all__ = ["Compatibility", "StateSchema", "OperatorSchema", "type_json", "type_text", "compare_types",
-           "migration", "value_fits", "state_type_json", "judge", "refusal", "declared_key_kind", "key_refusal",
-           "UNTYPED",
-           "WHAT_TO_DO"]
+__all__ = [
+    "Compatibility",
+    "StateSchema",
+    "OperatorSchema",
+    "type_json",
+    "type_text",
+    "compare_types",
+    "migration",
+    "value_fits",
+    "state_type_json",
+    "judge",
+    "refusal",
+    "declared_key_kind",
+    "key_refusal",
+    "UNTYPED",
+    "WHAT_TO_DO",
+]
 
 #: What an untyped (pickled) state or key records as its type.
 UNTYPED = None
@@ -41,9 +54,11 @@ _SEQUENCES = ("LIST", "BASIC_ARRAY", "PRIMITIVE_ARRAY", "OBJECT_ARRAY")
 _PICKLED = ("PICKLED_BYTE_ARRAY",)
 
 
-WHAT_TO_DO = ("Declare it as the checkpoint has it; or start the operator's state empty under a new uid() "
-              "(with --allowNonRestoredState); or rewrite the state with the State Processor API "
-              "(SavepointReader, then SavepointWriter) into the new type.")
+WHAT_TO_DO = (
+    "Declare it as the checkpoint has it; or start the operator's state empty under a new uid() "
+    "(with --allowNonRestoredState); or rewrite the state with the State Processor API "
+    "(SavepointReader, then SavepointWriter) into the new type."
+)
 
 
 class Compatibility(enum.Enum):
@@ -54,7 +69,7 @@ class Compatibility(enum.Enum):
     INCOMPATIBLE = "incompatible"
 
 
-def type_json(type_info: Any) -> Optional[dict]:
+def type_json(type_info: Any) -> dict | None:
     """A type information as plain JSON (``None`` for untyped); unknown objects by their text."""
     if type_info is None:
         return None
@@ -73,7 +88,7 @@ def type_json(type_info: Any) -> Optional[dict]:
     return out
 
 
-def state_type_json(kind: str, type_info: Any) -> Optional[dict]:
+def state_type_json(kind: str, type_info: Any) -> dict | None:
     """The declared type of a state of ``kind`` (a map state's is ``MAP<key type, value type>``)."""
     if kind == "map":
         key, value = type_info if isinstance(type_info, tuple) else (None, None)
@@ -86,12 +101,12 @@ def state_type_json(kind: str, type_info: Any) -> Optional[dict]:
 _KEY_KINDS = {**{n: "number" for n in (*_INTS, *_FLOATS, "BIG_DEC", "BOOLEAN")}, "STRING": "str", "CHAR": "str"}
 
 
-def declared_key_kind(type_info: Any) -> Optional[str]:
+def declared_key_kind(type_info: Any) -> str | None:
     """The kind (:func:`~sparkpoint.state.key_groups.key_kind`) of the keys of a declared key type, if it tells."""
     return _kind_of(type_json(type_info))
 
 
-def _kind_of(t: Optional[dict]) -> Optional[str]:
+def _kind_of(t: dict | None) -> str | None:
     if t is None:
         return None
     if t["name"] in ("ROW", "TUPLE"):
@@ -100,7 +115,7 @@ def _kind_of(t: Optional[dict]) -> Optional[str]:
     return _KEY_KINDS.get(t["name"])
 
 
-def type_text(t: Optional[dict]) -> str:
+def type_text(t: dict | None) -> str:
     """How messages show a recorded type: ``INT``, ``ROW<name STRING, visits INT>``, ``PICKLED``."""
     if t is None:
         return "PICKLED (untyped)"
@@ -110,7 +125,7 @@ def type_text(t: Optional[dict]) -> str:
     return t["name"] + ("<" + ", ".join(type_text(k) for k in kids) + ">" if kids else "")
 
 
-def compare_types(old: Optional[dict], new: Optional[dict]) -> tuple[Compatibility, str]:
+def compare_types(old: dict | None, new: dict | None) -> tuple[Compatibility, str]:
     """Whether state stored as ``old`` can be read as ``new``, and why not."""
     if old == new:
         return Compatibility.COMPATIBLE_AS_IS, ""
@@ -142,9 +157,18 @@ def _compare_rows(old: dict, new: dict) -> tuple[Compatibility, str]:
     added, removed = [f for f in nfields if f not in ofields], [f for f in ofields if f not in nfields]
     if not added and not removed and list(ofields) == list(nfields):
         return worst
-    what = "; ".join(w for w in (f"fields added: {', '.join(added)} (None in restored rows)" if added else "",
-                                 f"fields removed: {', '.join(removed)}" if removed else "",
-                                 worst[1]) if w) or "fields reordered"
+    what = (
+        "; ".join(
+            w
+            for w in (
+                f"fields added: {', '.join(added)} (None in restored rows)" if added else "",
+                f"fields removed: {', '.join(removed)}" if removed else "",
+                worst[1],
+            )
+            if w
+        )
+        or "fields reordered"
+    )
     return Compatibility.COMPATIBLE_AFTER_MIGRATION, what
 
 
@@ -158,12 +182,12 @@ def _worst(verdicts: list[tuple[Compatibility, str]], old: dict, new: dict) -> t
     return Compatibility.COMPATIBLE_AS_IS, ""
 
 
-def migration(old: Optional[dict], new: Optional[dict]) -> Optional[Callable[[Any], Any]]:
+def migration(old: dict | None, new: dict | None) -> Callable[[Any], Any] | None:
     """How a stored value of type ``old`` becomes one of type ``new`` (``None``: it stays as it is).
     Only for types :func:`compare_types` finds compatible. Idempotent: a value in the new form already
     (a row with the added fields) comes out as it went in."""
     if old is None or new is None or old == new or old["name"] != new["name"]:
-        return None   # untyped on either side, or a widened number: the Python value is the same
+        return None  # untyped on either side, or a widened number: the Python value is the same
     if old["name"] == "ROW":
         return _row_migration(old, new)
     kids = [migration(a, b) for a, b in zip(old.get("children") or [], new.get("children") or [])]
@@ -198,7 +222,7 @@ def _row_migration(old: dict, new: dict) -> Callable[[Any], Any]:
         present = set(row._fields) if named else set()
         values: list[Any] = []
         for i, f in enumerate(names):
-            if f not in otypes:   # an added field: None, or its value where the row has it (migrated before)
+            if f not in otypes:  # an added field: None, or its value where the row has it (migrated before)
                 values.append(row[f] if f in present else None)
                 continue
             v = row[f] if named else row[ofields.index(f)]
@@ -212,7 +236,7 @@ def _row_migration(old: dict, new: dict) -> Callable[[Any], Any]:
     return migrate
 
 
-def value_fits(value: Any, t: Optional[dict]) -> bool:
+def value_fits(value: Any, t: dict | None) -> bool:
     """Whether a stored Python value can be of declared type ``t`` (sampling untyped state)."""
     if t is None or value is None:
         return True
@@ -230,9 +254,10 @@ def value_fits(value: Any, t: Optional[dict]) -> bool:
     if name in _SEQUENCES:
         return isinstance(value, (list, tuple)) and all(value_fits(v, kids[0] if kids else None) for v in value)
     if name == "MAP":
-        return isinstance(value, dict) and all(value_fits(k, kids[0]) and value_fits(v, kids[1])
-                                               for k, v in value.items())
-    return True   # dates, decimals, generic classes: not checked
+        return isinstance(value, dict) and all(
+            value_fits(k, kids[0]) and value_fits(v, kids[1]) for k, v in value.items()
+        )
+    return True  # dates, decimals, generic classes: not checked
 
 
 @dataclass(frozen=True)
@@ -240,13 +265,13 @@ class StateSchema:
     """One registered state: its kind and declared type (``None``: untyped)."""
 
     kind: str
-    type: Optional[dict] = None
+    type: dict | None = None
 
     def to_json(self) -> dict:
         return {"kind": self.kind, "type": self.type}
 
     @staticmethod
-    def from_json(doc: Mapping[str, Any]) -> "StateSchema":
+    def from_json(doc: Mapping[str, Any]) -> StateSchema:
         return StateSchema(str(doc["kind"]), doc.get("type"))
 
     def text(self) -> str:
@@ -261,15 +286,15 @@ class OperatorSchema:
     key_kinds: tuple[str, ...] = ()
 
     def to_json(self) -> dict:
-        return {"states": {n: s.to_json() for n, s in sorted(self.states.items())},
-                "key_kinds": list(self.key_kinds)}
+        return {"states": {n: s.to_json() for n, s in sorted(self.states.items())}, "key_kinds": list(self.key_kinds)}
 
     @staticmethod
-    def from_json(doc: Mapping[str, Any]) -> "OperatorSchema":
-        return OperatorSchema({n: StateSchema.from_json(s) for n, s in doc.get("states", {}).items()},
-                              tuple(doc.get("key_kinds", ())))
+    def from_json(doc: Mapping[str, Any]) -> OperatorSchema:
+        return OperatorSchema(
+            {n: StateSchema.from_json(s) for n, s in doc.get("states", {}).items()}, tuple(doc.get("key_kinds", ()))
+        )
 
-    def updated(self, newer: "OperatorSchema") -> "OperatorSchema":
+    def updated(self, newer: OperatorSchema) -> OperatorSchema:
         """This schema with ``newer``'s states (re)declared and key kinds added."""
         states = {**self.states, **newer.states}
         kinds = tuple(sorted(set(self.key_kinds) | set(newer.key_kinds)))
@@ -290,14 +315,18 @@ def judge(old: StateSchema, new: StateSchema) -> tuple[Compatibility, str]:
 
 def refusal(owner: str, name: str, old: StateSchema, new: StateSchema, why: str) -> str:
     """The message of a refused restore of state ``name`` of ``owner`` ("operator 'n' (uid 'u')")."""
-    return (f"cannot restore {owner}: state {name!r} was checkpointed as {old.text()}, the job declares "
-            f"{new.text()}: {why}. {WHAT_TO_DO}")
+    return (
+        f"cannot restore {owner}: state {name!r} was checkpointed as {old.text()}, the job declares "
+        f"{new.text()}: {why}. {WHAT_TO_DO}"
+    )
 
 
 def key_refusal(owner: str, old_kinds: Iterable[str], new_kinds: Iterable[str], how: str) -> str:
     """The message of a restore refused because the job's keys (``how``: how that is known) are of other kinds
     than the checkpoint's."""
-    return (f"cannot restore {owner}: its keyed state was checkpointed with keys of kind "
-            f"{' | '.join(sorted(old_kinds))}, the job's keys are of kind {' | '.join(sorted(new_kinds))} ({how}); "
-            f"no restored state would be found. Key the stream as before, or start the operator's state empty under "
-            f"a new uid() (with --allowNonRestoredState).")
+    return (
+        f"cannot restore {owner}: its keyed state was checkpointed with keys of kind "
+        f"{' | '.join(sorted(old_kinds))}, the job's keys are of kind {' | '.join(sorted(new_kinds))} ({how}); "
+        f"no restored state would be found. Key the stream as before, or start the operator's state empty under "
+        f"a new uid() (with --allowNonRestoredState)."
+    )

@@ -55,20 +55,27 @@ def check_snapshot(snapshot: Any, max_parallelism: int, what: str = "keyed state
     if not isinstance(snapshot, KeyedStateSnapshot):
         raise StateError(
             f"{what}: expected a KeyedStateSnapshot (format version {SNAPSHOT_FORMAT_VERSION}), got "
-            f"{type(snapshot).__name__}; the state was written by an incompatible version of sparkpoint")
+            f"{type(snapshot).__name__}; the state was written by an incompatible version of sparkpoint"
+        )
     if snapshot.format_version != SNAPSHOT_FORMAT_VERSION:
         raise StateError(
             f"{what}: keyed-state snapshot format version {snapshot.format_version!r} (written by the "
-            f"{snapshot.backend!r} backend) is not supported; this version reads format {SNAPSHOT_FORMAT_VERSION}")
+            f"{snapshot.backend!r} backend) is not supported; this version reads format {SNAPSHOT_FORMAT_VERSION}"
+        )
     if snapshot.max_parallelism != max_parallelism:
         raise StateError(
             f"{what}: snapshot was taken with max parallelism {snapshot.max_parallelism}, this job uses "
-            f"{max_parallelism}; key groups cannot be remapped")
+            f"{max_parallelism}; key groups cannot be remapped"
+        )
     return snapshot
 
 
-def merge_snapshots(snapshots: Iterable[KeyedStateSnapshot], key_group_range: KeyGroupRange, max_parallelism: int,
-                    backend: str = "merged") -> KeyedStateSnapshot:
+def merge_snapshots(
+    snapshots: Iterable[KeyedStateSnapshot],
+    key_group_range: KeyGroupRange,
+    max_parallelism: int,
+    backend: str = "merged",
+) -> KeyedStateSnapshot:
     """One snapshot of ``key_group_range`` with the entries and timers of ``snapshots`` in it
     (later snapshots win for the same entry; the watermark is the highest)."""
     kinds: dict[str, str] = {}
@@ -88,5 +95,12 @@ def merge_snapshots(snapshots: Iterable[KeyedStateSnapshot], key_group_range: Ke
                     timers.setdefault(kg, {}).setdefault(name, []).extend(queue)
         if snap.watermark is not None:
             watermark = snap.watermark if watermark is None else max(watermark, snap.watermark)
-    return KeyedStateSnapshot(backend=backend, key_group_range=key_group_range, max_parallelism=max_parallelism,
-                              state_kinds=kinds, entries=entries, timers=timers, watermark=watermark)
+    return KeyedStateSnapshot(
+        backend=backend,
+        key_group_range=key_group_range,
+        max_parallelism=max_parallelism,
+        state_kinds=kinds,
+        entries=entries,
+        timers=timers,
+        watermark=watermark,
+    )

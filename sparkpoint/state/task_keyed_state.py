@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import pickle
 import time
-from typing import Any, Optional
+from typing import Any
 
 from sparkpoint.state.changelog_segments import ChangelogBase, read_changes
 from sparkpoint.state.checkpointing import PickledSnapshots, SnapshotResources, restore_keyed_state
@@ -34,12 +34,19 @@ class TaskKeyedState:
     """The keyed operators (:class:`~sparkpoint.state.checkpointing.KeyedStateOwner`\\ s, with a ``watermark``)
     of one subtask of one stage, and their state between epochs."""
 
-    def __init__(self, owners: list[Any], key_groups: KeyGroupRange, max_parallelism: int, stage_id: int,
-                 subtask: int, track_changes: bool = False):
+    def __init__(
+        self,
+        owners: list[Any],
+        key_groups: KeyGroupRange,
+        max_parallelism: int,
+        stage_id: int,
+        subtask: int,
+        track_changes: bool = False,
+    ):
         self.owners = owners
         self.key_groups, self.max_parallelism = key_groups, max_parallelism
         self.stage_id, self.subtask = stage_id, subtask
-        self.tracks_changes = track_changes   # a changelog is kept: record what each epoch changes
+        self.tracks_changes = track_changes  # a changelog is kept: record what each epoch changes
 
     @property
     def uids(self) -> list[str]:
@@ -68,8 +75,9 @@ class TaskKeyedState:
         restore_keyed_state(self.owners, list(base.base_entries), self.key_groups, self.max_parallelism)
         for owner in self.owners:
             for e in range(base.base_epoch + 1, epoch + 1):
-                changes, watermark = read_changes(base.root, e, self.stage_id, self.subtask, owner.uid,
-                                                  base.storage_options)
+                changes, watermark = read_changes(
+                    base.root, e, self.stage_id, self.subtask, owner.uid, base.storage_options
+                )
                 owner.keyed_backend.apply_changes(changes, e)
                 owner.advance_watermark(watermark)
         self._rebuilt(base, epoch)
@@ -105,14 +113,22 @@ class TaskKeyedState:
 class SnapshotFileState(TaskKeyedState):
     """Backends without working state: a snapshot file per subtask and epoch on the executor's local disk."""
 
-    def __init__(self, owners: list[Any], key_groups: KeyGroupRange, max_parallelism: int, stage_id: int,
-                 subtask: int, store: LocalStateStore, track_changes: bool = False):
+    def __init__(
+        self,
+        owners: list[Any],
+        key_groups: KeyGroupRange,
+        max_parallelism: int,
+        stage_id: int,
+        subtask: int,
+        store: LocalStateStore,
+        track_changes: bool = False,
+    ):
         super().__init__(owners, key_groups, max_parallelism, stage_id, subtask, track_changes)
         self.store = store
-        self._body: Optional[bytes] = None   # the previous epoch's snapshot, as saved
+        self._body: bytes | None = None  # the previous epoch's snapshot, as saved
 
     def _loaded(self) -> None:
-        self._track_changes()   # from here on: what restoring wrote is no change of the epoch
+        self._track_changes()  # from here on: what restoring wrote is no change of the epoch
 
     def _resume(self, epoch: int) -> None:
         self._body = self.store.load_bytes(epoch, f"operators {self.uids}")
@@ -122,9 +138,10 @@ class SnapshotFileState(TaskKeyedState):
                 owner.restore_keyed_state(snapshots[owner.uid])
 
     def snapshot_sync(self, checkpoint_ids: list[int], previous_sync_ms: float) -> tuple[SnapshotResources, float]:
-        if self._body is None:   # rebuilt: the snapshot the previous task would have saved
-            self._body = pickle.dumps({owner.uid: owner.snapshot_keyed_state() for owner in self.owners},
-                                      pickle.HIGHEST_PROTOCOL)
+        if self._body is None:  # rebuilt: the snapshot the previous task would have saved
+            self._body = pickle.dumps(
+                {owner.uid: owner.snapshot_keyed_state() for owner in self.owners}, pickle.HIGHEST_PROTOCOL
+            )
         return PickledSnapshots(self._body, self.key_groups, self.uids), previous_sync_ms
 
     def end_epoch(self, epoch: int) -> int:
@@ -134,10 +151,17 @@ class SnapshotFileState(TaskKeyedState):
 class WorkingDatabaseState(TaskKeyedState):
     """Backends that keep working state: each operator's database, resumed and committed where the task runs."""
 
-    def __init__(self, owners: list[Any], key_groups: KeyGroupRange, max_parallelism: int, stage_id: int,
-                 subtask: int, track_changes: bool = False):
+    def __init__(
+        self,
+        owners: list[Any],
+        key_groups: KeyGroupRange,
+        max_parallelism: int,
+        stage_id: int,
+        subtask: int,
+        track_changes: bool = False,
+    ):
         super().__init__(owners, key_groups, max_parallelism, stage_id, subtask, track_changes)
-        self._track_changes()   # what the epoch writes goes to the changelog; a database restored in place too
+        self._track_changes()  # what the epoch writes goes to the changelog; a database restored in place too
 
     def _resume(self, epoch: int) -> None:
         for owner in self.owners:
@@ -146,8 +170,9 @@ class WorkingDatabaseState(TaskKeyedState):
     def snapshot_sync(self, checkpoint_ids: list[int], previous_sync_ms: float) -> tuple[SnapshotResources, float]:
         t0 = time.perf_counter()
         backend_type = type(self.owners[0].keyed_backend)
-        resources = backend_type.checkpoint_locally_all(self.owners, checkpoint_ids, self.key_groups,
-                                                        self.max_parallelism)
+        resources = backend_type.checkpoint_locally_all(
+            self.owners, checkpoint_ids, self.key_groups, self.max_parallelism
+        )
         return resources, (time.perf_counter() - t0) * 1000
 
     def end_epoch(self, epoch: int) -> int:
@@ -166,11 +191,26 @@ class WorkingDatabaseState(TaskKeyedState):
         self._resume(epoch)
 
 
-def task_keyed_state(owners: list[Any], key_groups: KeyGroupRange, max_parallelism: int, stage_id: int,
-                     subtask: int, local_state_dir: str, namespace: str, track_changes: bool) -> TaskKeyedState:
+def task_keyed_state(
+    owners: list[Any],
+    key_groups: KeyGroupRange,
+    max_parallelism: int,
+    stage_id: int,
+    subtask: int,
+    local_state_dir: str,
+    namespace: str,
+    track_changes: bool,
+) -> TaskKeyedState:
     """The task's keyed state, kept as its operators' backend keeps state between epochs (``track_changes``: a
     changelog records what each epoch changes)."""
     if owners and owners[0].keyed_backend.keeps_working_state:
         return WorkingDatabaseState(owners, key_groups, max_parallelism, stage_id, subtask, track_changes)
-    return SnapshotFileState(owners, key_groups, max_parallelism, stage_id, subtask,
-                             LocalStateStore(local_state_dir, namespace, stage_id, subtask), track_changes)
+    return SnapshotFileState(
+        owners,
+        key_groups,
+        max_parallelism,
+        stage_id,
+        subtask,
+        LocalStateStore(local_state_dir, namespace, stage_id, subtask),
+        track_changes,
+    )

@@ -55,8 +55,9 @@ class _Ttl:
         self.name = name
         self.ttl_ms = config.ttl_ms
         self.update_on_read = config.get_update_type() == StateTtlConfig.UpdateType.OnReadAndWrite
-        self.return_expired = (config.get_state_visibility()
-                               == StateTtlConfig.StateVisibility.ReturnExpiredIfNotCleanedUp)
+        self.return_expired = (
+            config.get_state_visibility() == StateTtlConfig.StateVisibility.ReturnExpiredIfNotCleanedUp
+        )
         cleanups = config.get_cleanup_strategies()
         # background cleanup (on by default, as in Flink) and full-snapshot cleanup both drop expired
         # values when a snapshot is written: for the hashmap backend, at every epoch's end
@@ -72,7 +73,8 @@ class _Ttl:
         if type(tv) is not TtlValue:
             raise StateError(
                 f"state {self.name!r} has time-to-live but holds a value written without it ({tv!r}); as in "
-                f"Flink, state cannot switch TTL on or off: give the descriptor a new name, or migrate the state")
+                f"Flink, state cannot switch TTL on or off: give the descriptor a new name, or migrate the state"
+            )
         return tv.last_access + self.ttl_ms <= self.now()
 
     def without_expired(self, kind: str, stored: Any) -> Any:
@@ -89,8 +91,7 @@ class _Ttl:
             return None
         return tv.value
 
-    def checked(self, tv: TtlValue | None, clear: Callable[[], None],
-                rewrite: Callable[[TtlValue], None]) -> Any:
+    def checked(self, tv: TtlValue | None, clear: Callable[[], None], rewrite: Callable[[TtlValue], None]) -> Any:
         """Flink's ``getWithTtlCheckAndUpdate``: the value to return for a read of ``tv``."""
         if tv is None:
             return None
@@ -204,8 +205,9 @@ class TtlListState(_TtlState, InternalListState):
 
 class TtlMapState(_TtlState, InternalMapState):
     def _read(self, key: Any) -> Any:
-        return self.ttl.checked(self.original.get(key), lambda: self.original.remove(key),
-                                lambda tv: self.original.put(key, tv))
+        return self.ttl.checked(
+            self.original.get(key), lambda: self.original.remove(key), lambda tv: self.original.put(key, tv)
+        )
 
     def get(self, key: Any) -> Any:
         return self._read(key)

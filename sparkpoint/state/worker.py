@@ -8,7 +8,7 @@ executor, tests, tools) every task cleans up after itself.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 __all__ = ["is_long_lived_worker", "let_go_under", "mark_long_lived_worker", "on_let_go"]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import pandas as pd
 
@@ -20,8 +20,7 @@ def _operator_snapshot(restored: RestoredCheckpoint, uid: str) -> KeyedStateSnap
     """All keyed state of operator ``uid``, over every key group."""
     maxp = restored.metadata.max_parallelism
     everything = KeyGroupRange(0, maxp - 1)
-    parts = [handle.read(everything, maxp).get(uid)
-             for handle in keyed_entries(restored, [uid], 0, maxp - 1)]
+    parts = [handle.read(everything, maxp).get(uid) for handle in keyed_entries(restored, [uid], 0, maxp - 1)]
     return merge_snapshots([p for p in parts if p is not None], everything, maxp)
 
 
@@ -95,7 +94,7 @@ class SavepointReader:
         self.restored = restored
 
     @staticmethod
-    def read(spark: Any, path: str, state_backend: Any = None) -> "SavepointReader":
+    def read(spark: Any, path: str, state_backend: Any = None) -> SavepointReader:
         """Returns a reader of a savepoint or retained checkpoint.
 
         Args:
@@ -115,17 +114,27 @@ class SavepointReader:
             raise KeyError(f"no operator with uid {uid!r} in {self.restored.location}; uids: {self.uids()}")
         snap = _operator_snapshot(self.restored, uid)
         if state_name == "_timers":
-            rows = [(kg, domain, ts, key, ns) for kg, domains in snap.timers.items()
-                    for domain, timers in domains.items() for ts, key, ns in timers]
-            cols = {"key_group": [r[0] for r in rows], "domain": [r[1] for r in rows],
-                    "timestamp": [r[2] for r in rows]}
+            rows = [
+                (kg, domain, ts, key, ns)
+                for kg, domains in snap.timers.items()
+                for domain, timers in domains.items()
+                for ts, key, ns in timers
+            ]
+            cols = {
+                "key_group": [r[0] for r in rows],
+                "domain": [r[1] for r in rows],
+                "timestamp": [r[2] for r in rows],
+            }
             cols.update(flatten("key", [r[3] for r in rows]))
             cols.update(flatten("namespace", [r[4] for r in rows]))
             return pd.DataFrame(cols)
         if state_name not in snap.state_kinds:
             raise KeyError(f"operator {uid!r} has no keyed state {state_name!r}; it has {sorted(snap.state_kinds)}")
-        entries = [(kg, key, ns, value) for kg, states in snap.entries.items()
-                for (key, ns), value in states.get(state_name, {}).items()]
+        entries = [
+            (kg, key, ns, value)
+            for kg, states in snap.entries.items()
+            for (key, ns), value in states.get(state_name, {}).items()
+        ]
         cols = {"key_group": [r[0] for r in entries]}
         cols.update(flatten("key", [r[1] for r in entries]))
         cols.update(flatten("namespace", [r[2] for r in entries]))
@@ -135,8 +144,13 @@ class SavepointReader:
     def read_keyed_state(self, uid: str, state_name: str) -> Any:
         """Keyed state ``state_name`` of operator ``uid`` as a Spark DataFrame."""
         pdf = self.keyed_state_pandas(uid, state_name)
-        return self.spark.createDataFrame(pdf) if len(pdf) else self.spark.createDataFrame(
-            pdf, schema=", ".join(f"`{c}` string" for c in pdf.columns) or "key_group int")
+        return (
+            self.spark.createDataFrame(pdf)
+            if len(pdf)
+            else self.spark.createDataFrame(
+                pdf, schema=", ".join(f"`{c}` string" for c in pdf.columns) or "key_group int"
+            )
+        )
 
     def read_timers(self, uid: str) -> Any:
         """Returns operator ``uid``'s timers as a Spark DataFrame: key group, time domain, timestamp, key and
@@ -159,11 +173,15 @@ class SavepointReader:
         cols.update(flatten("value", [v for _, v in items]))
         return self.spark.createDataFrame(pd.DataFrame(cols))
 
-    def read_list_state(self, uid: str, state_name: str, subtask: Optional[int] = None) -> Any:
+    def read_list_state(self, uid: str, state_name: str, subtask: int | None = None) -> Any:
         """Operator list state (``CheckpointedFunction``) as a Spark DataFrame of ``subtask, value``."""
         per_subtask = self.restored.driver_state.get("operator_states", {}).get(uid, {})
-        rows = [(i, v) for i, snap in sorted(per_subtask.items()) if subtask in (None, i)
-                for v in (snap or {}).get(state_name, ("split", []))[1]]
+        rows = [
+            (i, v)
+            for i, snap in sorted(per_subtask.items())
+            if subtask in (None, i)
+            for v in (snap or {}).get(state_name, ("split", []))[1]
+        ]
         cols = {"subtask": [r[0] for r in rows]}
         cols.update(flatten("value", [r[1] for r in rows]))
         return self.spark.createDataFrame(pd.DataFrame(cols))

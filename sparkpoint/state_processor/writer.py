@@ -6,13 +6,14 @@ import hashlib
 import posixpath
 import time
 import uuid
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import cloudpickle
 import fsspec
 
-from sparkpoint.checkpoint.metadata import CheckpointMetadata, MetadataV1Serializer, OperatorMetadata, KeyedStateFile
 from sparkpoint.checkpoint.loader import load_checkpoint
+from sparkpoint.checkpoint.metadata import CheckpointMetadata, KeyedStateFile, MetadataV1Serializer, OperatorMetadata
 from sparkpoint.errors import StateError
 from sparkpoint.state.key_groups import (
     DEFAULT_MAX_PARALLELISM,
@@ -35,13 +36,13 @@ class SavepointWriter:
     def __init__(self, max_parallelism: int, base: Any = None):
         self.max_parallelism = max_parallelism
         self.base = base
-        self.keyed: dict[str, dict[str, tuple[str, dict]]] = {}   # uid -> state -> (kind, {(key, ns): value})
+        self.keyed: dict[str, dict[str, tuple[str, dict]]] = {}  # uid -> state -> (kind, {(key, ns): value})
         self.removed: set[str] = set()
         self.timers: dict[str, dict] = {}
         self.watermarks: dict[str, Any] = {}
 
     @staticmethod
-    def new_savepoint(max_parallelism: int = DEFAULT_MAX_PARALLELISM, state_backend: Any = None) -> "SavepointWriter":
+    def new_savepoint(max_parallelism: int = DEFAULT_MAX_PARALLELISM, state_backend: Any = None) -> SavepointWriter:
         """Returns a writer of a new, empty savepoint (bootstrapping state).
 
         Args:
@@ -51,7 +52,7 @@ class SavepointWriter:
         return SavepointWriter(max_parallelism)
 
     @staticmethod
-    def from_existing_savepoint(path: str) -> "SavepointWriter":
+    def from_existing_savepoint(path: str) -> SavepointWriter:
         """Returns a writer that starts from an existing savepoint or checkpoint, to change its state.
 
         Args:
@@ -60,7 +61,7 @@ class SavepointWriter:
         restored = load_checkpoint(path)
         return SavepointWriter(restored.metadata.max_parallelism, restored)
 
-    def remove_operator(self, uid: str) -> "SavepointWriter":
+    def remove_operator(self, uid: str) -> SavepointWriter:
         """Leaves operator ``uid``'s state out of the new savepoint.
 
         Args:
@@ -69,8 +70,15 @@ class SavepointWriter:
         self.removed.add(uid)
         return self
 
-    def with_keyed_state(self, uid: str, state_name: str, data: Any, key: "str | Sequence[str] | Callable",
-                         value: "str | Callable", kind: str = "value") -> "SavepointWriter":
+    def with_keyed_state(
+        self,
+        uid: str,
+        state_name: str,
+        data: Any,
+        key: str | Sequence[str] | Callable,
+        value: str | Callable,
+        kind: str = "value",
+    ) -> SavepointWriter:
         """Keyed state ``state_name`` of operator ``uid`` from a Spark or pandas DataFrame (or rows).
 
         ``key``/``value`` name columns (several key columns make a tuple key) or are functions
@@ -100,13 +108,17 @@ class SavepointWriter:
         """Keyed state grouped by an older key hash cannot be carried over into a new savepoint."""
         base = self.base
         assert base is not None
-        keyed = sorted(uid for uid, op in base.metadata.operators.items() if uid not in self.removed
-                       and any(f.state is None for f in op.keyed_state))  # canonical files are regrouped by key
+        keyed = sorted(
+            uid
+            for uid, op in base.metadata.operators.items()
+            if uid not in self.removed and any(f.state is None for f in op.keyed_state)
+        )  # canonical files are regrouped by key
         if keyed and base.metadata.key_serializer != KEY_SERIALIZER_VERSION:
             raise StateError(
                 f"cannot modify {base.location}: keyed state of {keyed} was assigned to key groups before sparkpoint "
                 f"gave keys a deterministic serializer, in raw snapshots that cannot be regrouped. Start from a "
-                f"savepoint of it instead (savepoints are regrouped by key), or remove those operators.")
+                f"savepoint of it instead (savepoints are regrouped by key), or remove those operators."
+            )
 
     def write(self, path: str) -> str:
         """Write the savepoint into directory ``path`` (created); returns its URI."""
@@ -133,18 +145,26 @@ class SavepointWriter:
                             continue
                         self.keyed.setdefault(uid, {}).setdefault(name, (snap.state_kinds[name], {}))[1].update(entries)
             for key in ("operator_states", "sources", "committables"):
-                driver_state[key] = {u: v for u, v in self.base.driver_state.get(key, {}).items()
-                                     if u not in self.removed}
+                driver_state[key] = {
+                    u: v for u, v in self.base.driver_state.get(key, {}).items() if u not in self.removed
+                }
         for uid, states in self.keyed.items():
             groups: dict = {}
             for name, (_kind, entries) in states.items():
                 for slot, value in entries.items():
                     kg = assign_to_key_group(slot[0], self.max_parallelism)
                     groups.setdefault(kg, {}).setdefault(name, {})[slot] = value
-            snapshot = {uid: KeyedStateSnapshot(
-                backend=CANONICAL_BACKEND, key_group_range=KeyGroupRange(0, self.max_parallelism - 1),
-                max_parallelism=self.max_parallelism, state_kinds={n: k for n, (k, _) in states.items()},
-                entries=groups, timers=self.timers.get(uid, {}), watermark=self.watermarks.get(uid))}
+            snapshot = {
+                uid: KeyedStateSnapshot(
+                    backend=CANONICAL_BACKEND,
+                    key_group_range=KeyGroupRange(0, self.max_parallelism - 1),
+                    max_parallelism=self.max_parallelism,
+                    state_kinds={n: k for n, (k, _) in states.items()},
+                    entries=groups,
+                    timers=self.timers.get(uid, {}),
+                    watermark=self.watermarks.get(uid),
+                )
+            }
             files, info = write_canonical(fs, location, snapshot, 0, 0, (0, self.max_parallelism - 1))
             op = operators.setdefault(uid, OperatorMetadata(uid, uid, 1))
             op.state_kinds.update(info[uid]["state_kinds"])
@@ -156,18 +176,27 @@ class SavepointWriter:
         write_file(fs, posixpath.join(location, "driver-state"), data)
         now = int(time.time() * 1000)
         meta = CheckpointMetadata(
-            job_id=job_id, job_name="state-processor", checkpoint_id=0, kind="savepoint", trigger_timestamp=now,
-            completion_timestamp=now, barrier_epoch=-1, max_parallelism=self.max_parallelism, operators=operators,
+            job_id=job_id,
+            job_name="state-processor",
+            checkpoint_id=0,
+            kind="savepoint",
+            trigger_timestamp=now,
+            completion_timestamp=now,
+            barrier_epoch=-1,
+            max_parallelism=self.max_parallelism,
+            operators=operators,
             driver_state=StreamStateHandle("driver-state", len(data), hashlib.sha256(data).hexdigest()),
-            config={}, stats={"written_by": "SavepointWriter"})
+            config={},
+            stats={"written_by": "SavepointWriter"},
+        )
         write_file(fs, posixpath.join(location, METADATA_FILE_NAME), MetadataV1Serializer.serialize(meta))
         return fs.unstrip_protocol(location)
 
 
 def _rows(data: Any) -> list[dict]:
-    if hasattr(data, "toPandas") and hasattr(data, "collect"):   # a Spark DataFrame
+    if hasattr(data, "toPandas") and hasattr(data, "collect"):  # a Spark DataFrame
         return [r.asDict(recursive=True) for r in data.collect()]
-    if hasattr(data, "to_dict"):                                  # a pandas DataFrame
+    if hasattr(data, "to_dict"):  # a pandas DataFrame
         return data.to_dict(orient="records")
     return [dict(r) for r in data]
 
@@ -183,5 +212,3 @@ def _getter(spec: Any) -> Callable[[dict], Any]:
 
 def _native(v: Any) -> Any:
     return v.item() if hasattr(v, "item") else v
-
-

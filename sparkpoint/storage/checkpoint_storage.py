@@ -22,12 +22,14 @@ Listings skip fsspec's listing cache: other processes (tasks on executors) write
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import posixpath
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Mapping, Optional
+from typing import Any
 
 import fsspec
 
@@ -35,9 +37,20 @@ from sparkpoint.storage import durable
 from sparkpoint.storage.exceptions import CheckpointStorageError, CorruptCheckpointError
 from sparkpoint.storage.file_systems import is_object_store, open_file_system, storage_options_for
 
-__all__ = ["FsCheckpointStorage", "StreamStateHandle", "METADATA_FILE_NAME", "display_path", "latest_completed",
-           "list_dir", "modification_time", "put_local_file", "read_verified", "resolve_checkpoint_pointer",
-           "sync_file", "write_file"]
+__all__ = [
+    "FsCheckpointStorage",
+    "StreamStateHandle",
+    "METADATA_FILE_NAME",
+    "display_path",
+    "latest_completed",
+    "list_dir",
+    "modification_time",
+    "put_local_file",
+    "read_verified",
+    "resolve_checkpoint_pointer",
+    "sync_file",
+    "write_file",
+]
 
 METADATA_FILE_NAME = "_metadata"
 
@@ -54,7 +67,7 @@ class StreamStateHandle:
         return {"path": self.path, "size": self.size, "sha256": self.sha256}
 
     @staticmethod
-    def from_json(d: dict) -> "StreamStateHandle":
+    def from_json(d: dict) -> StreamStateHandle:
         return StreamStateHandle(d["path"], int(d["size"]), d["sha256"])
 
 
@@ -159,7 +172,7 @@ def display_path(fs: fsspec.AbstractFileSystem, path: str) -> str:
 class FsCheckpointStorage:
     """Checkpoint storage of one job under ``<base>/<job-id>/``."""
 
-    def __init__(self, base_uri: str, job_id: str, storage_options: Optional[Mapping[str, Any]] = None):
+    def __init__(self, base_uri: str, job_id: str, storage_options: Mapping[str, Any] | None = None):
         self.base_uri = base_uri.rstrip("/")
         self.job_id = job_id
         # what a task needs to open this storage (the process's configured options by default)
@@ -176,7 +189,7 @@ class FsCheckpointStorage:
     def initialize_location_for_checkpoint(self, checkpoint_id: int) -> str:
         path = self.checkpoint_path(checkpoint_id)
         if is_object_store(self.fs):
-            return path   # no directories: a "directory" is the prefix of the objects written into it
+            return path  # no directories: a "directory" is the prefix of the objects written into it
         make_dirs = durable.make_dirs if durable.syncs(self.fs) else partial(self.fs.makedirs, exist_ok=True)
         try:
             for directory in (path, self.shared_path(), posixpath.join(self.job_path, "taskowned")):
@@ -191,10 +204,8 @@ class FsCheckpointStorage:
         return StreamStateHandle(name, len(data), hashlib.sha256(data).hexdigest())
 
     def discard_checkpoint(self, checkpoint_id: int) -> None:
-        try:
+        with contextlib.suppress(OSError):  # FileNotFoundError: already gone
             self.fs.rm(self.checkpoint_path(checkpoint_id), recursive=True)
-        except OSError:   # FileNotFoundError: already gone
-            pass
 
     def discard_job_directory_if_empty(self) -> None:
         """Remove ``<job-id>/`` when no checkpoint is left in it (only the skeleton and id counter)."""
@@ -211,10 +222,8 @@ class FsCheckpointStorage:
                     return
             except OSError:
                 return
-        try:
+        with contextlib.suppress(OSError):
             self.fs.rm(self.job_path, recursive=True)
-        except OSError:
-            pass
 
     def list_completed(self) -> list[int]:
         """Ids of checkpoints of this job whose ``_metadata`` exists, ascending."""
@@ -230,8 +239,9 @@ class FsCheckpointStorage:
         return sorted(ids)
 
 
-def resolve_checkpoint_pointer(pointer: str, storage_options: Optional[Mapping[str, Any]] = None
-                               ) -> tuple[fsspec.AbstractFileSystem, str]:
+def resolve_checkpoint_pointer(
+    pointer: str, storage_options: Mapping[str, Any] | None = None
+) -> tuple[fsspec.AbstractFileSystem, str]:
     """``(fs, checkpoint directory)`` for a ``chk-N`` / savepoint directory or its ``_metadata``."""
     fs, path = open_file_system(pointer, storage_options)
     if posixpath.basename(path) == METADATA_FILE_NAME:
@@ -248,8 +258,9 @@ def resolve_checkpoint_pointer(pointer: str, storage_options: Optional[Mapping[s
     raise CorruptCheckpointError(f"{pointer} is not a completed checkpoint: {metadata} is missing")
 
 
-def latest_completed(base_uri: str, job_id: Optional[str] = None,
-                     storage_options: Optional[Mapping[str, Any]] = None) -> Optional[str]:
+def latest_completed(
+    base_uri: str, job_id: str | None = None, storage_options: Mapping[str, Any] | None = None
+) -> str | None:
     """The directory of the newest completed checkpoint under ``base_uri`` (optionally of one job)."""
     fs, base = open_file_system(base_uri, storage_options)
     best: tuple[float, int, str] | None = None

@@ -20,13 +20,15 @@ survive a power loss (a RAM disk, a test machine), where the ``fsync`` calls onl
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import shutil
 import threading
-from collections import OrderedDict
 import uuid
-from typing import Any, Callable
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
 
 from fsspec.implementations.local import LocalFileSystem
 
@@ -35,8 +37,9 @@ from sparkpoint.storage.file_systems import FSYNC_OPTION
 __all__ = ["copy_file", "make_dirs", "sync_directory", "sync_existing_file", "syncs", "write_bytes"]
 
 # errors of fsync on a directory that mean "this file system does not sync directories", not "the data is lost"
-_UNSUPPORTED = frozenset({errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EBADF, errno.EACCES, errno.EPERM,
-                          errno.EISDIR})
+_UNSUPPORTED = frozenset(
+    {errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EBADF, errno.EACCES, errno.EPERM, errno.EISDIR}
+)
 
 _lock = threading.Lock()
 # (path, st_dev, st_ino) of directories whose entry is synced, the most recent last; bounded, as every checkpoint
@@ -58,6 +61,7 @@ def write_bytes(path: str, data: bytes) -> None:
 
 def copy_file(source: str, path: str) -> None:
     """Copy the local file ``source`` to the local ``path`` durably, as :func:`write_bytes` writes bytes."""
+
     def copy(dst: Any) -> None:
         with open(source, "rb") as src:
             shutil.copyfileobj(src, dst, 1 << 20)
@@ -133,7 +137,7 @@ def _sync_entry(directory: str) -> None:
                 break
         chain.append(key)
         current = parent
-    for key in chain:   # innermost first: each fsync makes the name of the directory below it durable
+    for key in chain:  # innermost first: each fsync makes the name of the directory below it durable
         sync_directory(os.path.dirname(key[0]))
     with _lock:
         for key in chain:
@@ -144,7 +148,5 @@ def _sync_entry(directory: str) -> None:
 
 
 def _remove_quietly(path: str) -> None:
-    try:
+    with contextlib.suppress(OSError):
         os.remove(path)
-    except OSError:
-        pass

@@ -30,15 +30,25 @@ driver sends to tasks with the checkpoint's other storage options.
 from __future__ import annotations
 
 import threading
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
 import fsspec
 
 from sparkpoint.common.configuration import parse_boolean
 from sparkpoint.errors import ConfigurationError
 
-__all__ = ["FSYNC_KEY", "FSYNC_OPTION", "OBJECT_STORE_PROTOCOLS", "S3_CONFIG_KEYS", "configure_file_systems",
-           "is_object_store", "open_file_system", "storage_options_for", "storage_options_from_config"]
+__all__ = [
+    "FSYNC_KEY",
+    "FSYNC_OPTION",
+    "OBJECT_STORE_PROTOCOLS",
+    "S3_CONFIG_KEYS",
+    "configure_file_systems",
+    "is_object_store",
+    "open_file_system",
+    "storage_options_for",
+    "storage_options_from_config",
+]
 
 OBJECT_STORE_PROTOCOLS = frozenset({"s3", "s3a", "gs", "gcs", "abfs", "abfss", "az", "adl", "oss", "oci"})
 """Stores of objects, not files: no directories, no rename (a "move" is a copy and a delete),
@@ -55,7 +65,7 @@ FSYNC_OPTION = "sparkpoint_fsync"
 S3_CONFIG_KEYS = ("s3.endpoint", "s3.access-key", "s3.secret-key", "s3.path.style.access", "s3.endpoint.region")
 
 _lock = threading.Lock()
-_installed: dict[str, dict[str, Any]] = {}   # what configure_file_systems put into fsspec's configuration
+_installed: dict[str, dict[str, Any]] = {}  # what configure_file_systems put into fsspec's configuration
 
 
 def storage_options_from_config(conf: Any) -> dict[str, dict[str, Any]]:
@@ -120,8 +130,9 @@ def storage_options_for(uri: str, conf: Any = None) -> dict[str, Any]:
         return dict(_installed.get(protocol, {}))
 
 
-def open_file_system(uri: str, storage_options: Optional[Mapping[str, Any]] = None
-                     ) -> tuple[fsspec.AbstractFileSystem, str]:
+def open_file_system(
+    uri: str, storage_options: Mapping[str, Any] | None = None
+) -> tuple[fsspec.AbstractFileSystem, str]:
     """``(file system, path)`` of ``uri``, with ``storage_options`` over the process's defaults."""
     fs, path = fsspec.core.url_to_fs(uri, **dict(storage_options or {}))
     return fs, path.rstrip("/") or "/"

@@ -48,9 +48,15 @@ __all__ = [
 # Imported on first use: the runtime and the connectors import ``sparkpoint.testing.faults`` in
 # every task, which must not load the kill loop's modules with it.
 _HOMES = {
-    "JobReport": "job_report", "JobReportListener": "job_report", "read_job_reports": "job_report",
-    "ALL_FAULT_POINTS": "kill_loop", "FAULT_POINTS": "kill_loop", "KillLoop": "kill_loop",
-    "KillLoopResult": "kill_loop", "read_committed_lines": "kill_loop", "run_command": "kill_loop",
+    "JobReport": "job_report",
+    "JobReportListener": "job_report",
+    "read_job_reports": "job_report",
+    "ALL_FAULT_POINTS": "kill_loop",
+    "FAULT_POINTS": "kill_loop",
+    "KillLoop": "kill_loop",
+    "KillLoopResult": "kill_loop",
+    "read_committed_lines": "kill_loop",
+    "run_command": "kill_loop",
 }
 
 

@@ -44,7 +44,7 @@ import time
 __all__ = ["fault_point", "fault_point_armed", "sources_held", "upload_delay_s", "upload_fails"]
 
 _hits: dict[str, int] = {}
-_first_source_epoch: list[int] = []   # the first epoch this process deployed sources for
+_first_source_epoch: list[int] = []  # the first epoch this process deployed sources for
 
 
 def fault_point_armed(name: str) -> bool:
@@ -81,7 +81,7 @@ def sources_held(epoch: int) -> bool:
 def _progress(line: str) -> None:
     path = os.environ.get("SPARKPOINT_PROGRESS_FILE")
     if path:
-        with open(path, "a") as f:   # one short append: whole lines, from several processes too
+        with open(path, "a") as f:  # one short append: whole lines, from several processes too
             f.write(line + "\n")
 
 

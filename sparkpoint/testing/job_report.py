@@ -21,7 +21,7 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 __all__ = ["JobReportListener", "JobReport", "read_job_reports", "REPORT_DIR_KEY", "LISTENER"]
 
@@ -61,14 +61,24 @@ class JobReportListener:
             raise ValueError(f"{LISTENER} needs {REPORT_DIR_KEY} (a directory for the job's report)")
         self.directory = Path(directory)
         self.job = job
-        self.report = JobReport(job_id=job.job_id, pid=os.getpid(), status="CREATED", failovers=0, failures=[],
-                                checkpoints=0, epochs=0, records_in=0, started=time.time(), ended=None)
+        self.report = JobReport(
+            job_id=job.job_id,
+            pid=os.getpid(),
+            status="CREATED",
+            failovers=0,
+            failures=[],
+            checkpoints=0,
+            epochs=0,
+            records_in=0,
+            started=time.time(),
+            ended=None,
+        )
 
     def on_job_started(self, job: Any) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
         self._write()
 
-    def on_status_change(self, job_id: str, old: Any, new: Any, error: Optional[BaseException]) -> None:
+    def on_status_change(self, job_id: str, old: Any, new: Any, error: BaseException | None) -> None:
         name = getattr(new, "name", str(new))
         self.report["status"] = name
         if name == "FAILING" and error is not None:

@@ -41,9 +41,9 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional, Sequence, Union
 
 from sparkpoint.storage.checkpoint_storage import latest_completed
 from sparkpoint.storage.file_systems import storage_options_for
@@ -55,7 +55,7 @@ FAULT_POINTS = ("barrier", "metadata-write", "after-metadata", "after-commit")
 ALL_FAULT_POINTS = (*FAULT_POINTS, "upload", "sink-commit")
 
 _EPOCH_LINE = re.compile(r"^epoch (\d+): ")
-_CHECKPOINT_DONE = "after-commit"   # every completed checkpoint passes it, after its sinks' commit
+_CHECKPOINT_DONE = "after-commit"  # every completed checkpoint passes it, after its sinks' commit
 
 
 @dataclass
@@ -65,18 +65,19 @@ class KillLoopResult:
 
     rounds: int = 0
     kills: int = 0
-    fault_kills: dict = field(default_factory=dict)   # kills by the child at a fault point, per point
-    fallback_kills: int = 0                           # fault rounds the driver ended (point not passed again)
-    restores: list = field(default_factory=list)      # per round: the checkpoint it was given (None: fresh)
-    plans: list = field(default_factory=list)         # per round: how it was to end, in words
+    fault_kills: dict = field(default_factory=dict)  # kills by the child at a fault point, per point
+    fallback_kills: int = 0  # fault rounds the driver ended (point not passed again)
+    restores: list = field(default_factory=list)  # per round: the checkpoint it was given (None: fresh)
+    plans: list = field(default_factory=list)  # per round: how it was to end, in words
     first_epochs: list = field(default_factory=list)  # per round: its first epoch (None: killed before one)
-    last_epochs: list = field(default_factory=list)   # per round: its last epoch line's
+    last_epochs: list = field(default_factory=list)  # per round: its last epoch line's
     seconds: float = 0.0
     log: list = field(default_factory=list)
 
 
-def run_command(job: str, job_args: Sequence[str], conf: dict, restore: Optional[str] = None,
-                cli_options: Sequence[str] = ()) -> list[str]:
+def run_command(
+    job: str, job_args: Sequence[str], conf: dict, restore: str | None = None, cli_options: Sequence[str] = ()
+) -> list[str]:
     """``sparkpoint [cli_options] run -D k=v ... [-s restore] job job_args`` with this Python."""
     cmd = [sys.executable, "-m", "sparkpoint.cli", *cli_options, "run"]
     for k, v in conf.items():
@@ -90,28 +91,29 @@ def run_command(job: str, job_args: Sequence[str], conf: dict, restore: Optional
 class _Plan:
     """How a killed round ends: at a fault point, or by the driver after so many checkpoints and epochs."""
 
-    fault: Optional[str] = None   # "point@n"
+    fault: str | None = None  # "point@n"
     checkpoints: int = 0
     epochs: int = 1
-    fraction: float = 0.0         # of the last epoch's time, after the progress point
+    fraction: float = 0.0  # of the last epoch's time, after the progress point
 
     def describe(self) -> str:
         if self.fault is not None:
             return f"fault {self.fault}"
-        return (f"random: after {self.checkpoints} checkpoint(s) and {self.epochs} epoch(s), "
-                f"+{self.fraction:.2f} of an epoch")
+        return (
+            f"random: after {self.checkpoints} checkpoint(s) and {self.epochs} epoch(s), "
+            f"+{self.fraction:.2f} of an epoch"
+        )
 
 
 class _Round:
     """One running ``sparkpoint run``: its output lines and epochs (a reader thread), its progress file."""
 
-    def __init__(self, cmd: list[str], env: dict, cwd: Optional[str], progress: Path):
+    def __init__(self, cmd: list[str], env: dict, cwd: str | None, progress: Path):
         self.progress, self._offset = progress, 0
-        self.progress_lines: list[str] = []   # the fault points the child passed (testing/faults.py)
+        self.progress_lines: list[str] = []  # the fault points the child passed (testing/faults.py)
         self.lines: list[str] = []
-        self.epochs: list[tuple[int, float]] = []   # (epoch, when its line came)
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=cwd,
-                                     text=True)
+        self.epochs: list[tuple[int, float]] = []  # (epoch, when its line came)
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=cwd, text=True)
         self.reader = threading.Thread(target=self._pump, daemon=True)
         self.reader.start()
 
@@ -127,7 +129,7 @@ class _Round:
             with open(self.progress) as f:
                 f.seek(self._offset)
                 text = f.read()
-            whole = text[:text.rfind("\n") + 1]   # a line still being written waits for the next poll
+            whole = text[: text.rfind("\n") + 1]  # a line still being written waits for the next poll
             self._offset += len(whole)
             self.progress_lines.extend(whole.splitlines())
         return self.progress_lines
@@ -173,11 +175,22 @@ class KillLoop:
     job's output with an oracle afterwards.
     """
 
-    def __init__(self, job: str, job_args: Sequence[str], checkpoint_dir: Union[Path, str], conf: dict,
-                 kills: int, seed: int = 7, fault_share: float = 0.4, cwd: Optional[str] = None,
-                 timeout_per_round: float = 600, fault_points: Sequence[str] = FAULT_POINTS,
-                 before_restart: Optional[Callable[[int], None]] = None, epochs_per_round: int = 4,
-                 checkpoints_per_round: int = 2):
+    def __init__(
+        self,
+        job: str,
+        job_args: Sequence[str],
+        checkpoint_dir: Path | str,
+        conf: dict,
+        kills: int,
+        seed: int = 7,
+        fault_share: float = 0.4,
+        cwd: str | None = None,
+        timeout_per_round: float = 600,
+        fault_points: Sequence[str] = FAULT_POINTS,
+        before_restart: Callable[[int], None] | None = None,
+        epochs_per_round: int = 4,
+        checkpoints_per_round: int = 2,
+    ):
         self.job, self.job_args, self.checkpoint_dir = job, list(job_args), checkpoint_dir
         self.checkpoint_uri = checkpoint_dir.as_uri() if isinstance(checkpoint_dir, Path) else checkpoint_dir
         self.conf = dict(conf)
@@ -186,19 +199,22 @@ class KillLoop:
         self.fault_share = fault_share
         self.cwd = cwd
         self.timeout_per_round = timeout_per_round
-        self.fault_points = tuple(fault_points)   # a fault round kills at one of these (see testing/faults.py)
-        self.before_restart = before_restart      # called with the round number before every round after the first
+        self.fault_points = tuple(fault_points)  # a fault round kills at one of these (see testing/faults.py)
+        self.before_restart = before_restart  # called with the round number before every round after the first
         self.epochs_per_round = epochs_per_round  # a killed round's sources read at most this many epochs
-        self.checkpoints_per_round = checkpoints_per_round   # a random kill waits for 0..this many checkpoints
+        self.checkpoints_per_round = checkpoints_per_round  # a random kill waits for 0..this many checkpoints
 
-    def _command(self, restore: Optional[str]) -> list[str]:
+    def _command(self, restore: str | None) -> list[str]:
         return run_command(self.job, self.job_args, self.conf, restore)
 
     def _plan(self) -> _Plan:
         if self.rnd.random() < self.fault_share:
             return _Plan(fault=f"{self.rnd.choice(self.fault_points)}@{self.rnd.randint(1, 3)}")
-        return _Plan(checkpoints=self.rnd.randint(0, self.checkpoints_per_round),
-                     epochs=self.rnd.randint(1, self.epochs_per_round), fraction=self.rnd.random())
+        return _Plan(
+            checkpoints=self.rnd.randint(0, self.checkpoints_per_round),
+            epochs=self.rnd.randint(1, self.epochs_per_round),
+            fraction=self.rnd.random(),
+        )
 
     def run(self) -> KillLoopResult:
         """Run the rounds until one ends without a kill planned; what happened in each."""
@@ -206,8 +222,13 @@ class KillLoop:
         started = time.time()
         with tempfile.TemporaryDirectory(prefix="kill-loop-") as scratch:
             while True:
-                restore = latest_completed(self.checkpoint_uri, storage_options=storage_options_for(
-                    self.checkpoint_uri, self.conf)) if result.rounds else None
+                restore = (
+                    latest_completed(
+                        self.checkpoint_uri, storage_options=storage_options_for(self.checkpoint_uri, self.conf)
+                    )
+                    if result.rounds
+                    else None
+                )
                 if result.rounds and self.before_restart is not None:
                     self.before_restart(result.rounds + 1)
                 plan = self._plan() if result.kills < self.kills else None
@@ -220,14 +241,16 @@ class KillLoop:
                 self._check_restored(run, restore, result)
                 if plan is None:
                     if run.proc.returncode != 0:
-                        raise AssertionError(f"round {result.rounds} (the last, not to be killed) failed with exit "
-                                             f"code {run.proc.returncode}:\n{run.output()}")
+                        raise AssertionError(
+                            f"round {result.rounds} (the last, not to be killed) failed with exit "
+                            f"code {run.proc.returncode}:\n{run.output()}"
+                        )
                     break
                 self._check_killed(run, plan, driver_killed, result)
         result.seconds = time.time() - started
         return result
 
-    def _env(self, plan: Optional[_Plan], progress: Path) -> dict:
+    def _env(self, plan: _Plan | None, progress: Path) -> dict:
         env = dict(os.environ)
         for key in ("SPARKPOINT_KILL_AT", "SPARKPOINT_HOLD_SOURCES_AFTER", "SPARKPOINT_PROGRESS_FILE"):
             env.pop(key, None)
@@ -238,22 +261,24 @@ class KillLoop:
                 env["SPARKPOINT_KILL_AT"] = plan.fault
         return env
 
-    def _drive(self, run: _Round, plan: Optional[_Plan], result: KillLoopResult) -> bool:
+    def _drive(self, run: _Round, plan: _Plan | None, result: KillLoopResult) -> bool:
         """Wait for the round's end, killing it where ``plan`` says; whether the driver sent the SIGKILL."""
         deadline = time.time() + self.timeout_per_round
-        kill_at: Optional[float] = None
+        kill_at: float | None = None
         killed = False
         while run.proc.poll() is None:
             now = time.time()
             if now > deadline:
                 run.proc.kill()
                 run.proc.wait()
-                raise AssertionError(f"round {result.rounds} ({result.plans[-1]}) did not end in "
-                                     f"{self.timeout_per_round} s:\n{run.output()}")
+                raise AssertionError(
+                    f"round {result.rounds} ({result.plans[-1]}) did not end in "
+                    f"{self.timeout_per_round} s:\n{run.output()}"
+                )
             if plan is not None and kill_at is None and self._due(run, plan):
                 kill_at = now + plan.fraction * run.epoch_seconds()
             if kill_at is not None and now >= kill_at and run.proc.poll() is None:
-                os.kill(run.proc.pid, signal.SIGKILL)   # a live process: poll() said it had not ended
+                os.kill(run.proc.pid, signal.SIGKILL)  # a live process: poll() said it had not ended
                 killed = True
                 run.proc.wait()
                 break
@@ -266,7 +291,7 @@ class KillLoop:
         return killed
 
     def _due(self, run: _Round, plan: _Plan) -> bool:
-        if plan.fault is not None:   # the fallback: the point should have been passed n times by now
+        if plan.fault is not None:  # the fallback: the point should have been passed n times by now
             nth = plan.fault.partition("@")[2]
             return bool(run.epochs) and run.checkpoints() >= int(nth) + 2
         return len(run.epochs) >= plan.epochs and run.checkpoints() >= plan.checkpoints
@@ -278,31 +303,34 @@ class KillLoop:
             raise AssertionError(
                 f"round {result.rounds} finished before its kill ({result.kills} of {self.kills} kills done): "
                 f"the job's input must last more than kills x (epochs_per_round + 1) = "
-                f"{self.kills * (self.epochs_per_round + 1)} epochs:\n{out}")
+                f"{self.kills * (self.epochs_per_round + 1)} epochs:\n{out}"
+            )
         if code != -signal.SIGKILL:
             raise AssertionError(f"round {result.rounds} ({result.plans[-1]}) failed with exit code {code}:\n{out}")
         if not driver_killed:
             assert plan.fault is not None, f"round {result.rounds} died by a SIGKILL nobody sent:\n{out}"
             point = plan.fault.partition("@")[0]
-            assert f"kill {point}" in run.progress_lines, \
+            assert f"kill {point}" in run.progress_lines, (
                 f"round {result.rounds} died by SIGKILL, not at {plan.fault}: {run.progress_lines[-10:]}\n{out}"
+            )
             result.fault_kills[point] = result.fault_kills.get(point, 0) + 1
         result.kills += 1
 
-    def _check_restored(self, run: _Round, restore: Optional[str], result: KillLoopResult) -> None:
+    def _check_restored(self, run: _Round, restore: str | None, result: KillLoopResult) -> None:
         """A round given a checkpoint went on from it: its first epoch is one an earlier round reached (+1)."""
         first = run.epochs[0][0] if run.epochs else None
         reached = max((e for e in result.last_epochs if e is not None), default=-1)
         result.first_epochs.append(first)
         result.last_epochs.append(run.epochs[-1][0] if run.epochs else None)
         if first is None:
-            return   # killed in its restore (a fault point of the re-commit), or failed: said elsewhere
+            return  # killed in its restore (a fault point of the re-commit), or failed: said elsewhere
         if restore is None:
             assert first == 0, f"round {result.rounds} started fresh at epoch {first}"
             return
         # (+2: a checkpoint that completes at its barrier may be committed before its epoch's line is printed)
-        assert 0 < first <= reached + 2, \
+        assert 0 < first <= reached + 2, (
             f"round {result.rounds} was given {restore} but began at epoch {first} (earlier rounds ran to {reached})"
+        )
 
 
 def read_committed_lines(directory: Path) -> list[str]:

@@ -21,7 +21,7 @@ by the operator's one :class:`~sparkpoint.windows.lateness.WindowLateness`; part
 from __future__ import annotations
 
 import itertools
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
@@ -45,14 +45,14 @@ class BatchedWindowPaths(KeyedOperator):
     assigner: WindowAssigner
     assigner_ctx: Any
     window_contents: WindowContents
-    contents: Any                 # the contents' state, namespaced by window
-    lateness: WindowLateness      # the allowed lateness's
-    passed: WindowLateness        # without allowed lateness: the watermark is past the window's end
+    contents: Any  # the contents' state, namespaced by window
+    lateness: WindowLateness  # the allowed lateness's
+    passed: WindowLateness  # without allowed lateness: the watermark is past the window's end
     event_time: bool
     allowed_lateness: int
     fast_path: bool
 
-    def _process_element(self, value: Any, ts: Optional[int], key: Any, out: Output) -> None:
+    def _process_element(self, value: Any, ts: int | None, key: Any, out: Output) -> None:
         raise NotImplementedError
 
     def _register_cleanup_timer(self, window: Any) -> None:
@@ -62,7 +62,7 @@ class BatchedWindowPaths(KeyedOperator):
         """Non-merging windows with the default trigger: contents grouped per (key, window)."""
         assign = self.assigner.assign_windows
         ctx = self.assigner_ctx
-        buckets: dict[tuple, list] = {}   # (key, window) -> values, in arrival order
+        buckets: dict[tuple, list] = {}  # (key, window) -> values, in arrival order
         late: list = []
         wm = self.watermark
         if type(self.assigner) is TumblingEventTimeWindows:
@@ -76,7 +76,7 @@ class BatchedWindowPaths(KeyedOperator):
                     raise self.fail(v, e) from e
             buckets = self._tumbling_buckets(values, timestamps, keys, size, offset, wm, late)
         else:
-            passed_until = self.passed.late_until(wm)   # the watermark passed the windows that end up to here
+            passed_until = self.passed.late_until(wm)  # the watermark passed the windows that end up to here
             for v, t, k in zip(values, timestamps, keys):
                 windows = assign(v, t, ctx)
                 if any(w.max_timestamp() <= passed_until for w in windows):
@@ -110,7 +110,7 @@ class BatchedWindowPaths(KeyedOperator):
         counts = count_by_key_and_window(batch.codes, keys, timestamps, size, self.assigner.offset)
         if counts is None:
             return False
-        first = min(s for _, s, _, _ in counts)   # the earliest window: the first the watermark passes
+        first = min(s for _, s, _, _ in counts)  # the earliest window: the first the watermark passes
         if self.passed.is_window_late(min(first + size - 1, MAX_TIMESTAMP), self.watermark):
             return False
         distinct = batch.distinct
@@ -118,12 +118,13 @@ class BatchedWindowPaths(KeyedOperator):
             self._add_buckets({(keys[c], TimeWindow(s, s + size)): [distinct[c]] * n for c, s, n, _ in counts})
         except UserFunctionError:
             raise
-        except Exception as e:   # a reduce or aggregate function failed: as on the per-record fast path
+        except Exception as e:  # a reduce or aggregate function failed: as on the per-record fast path
             raise self.fail(None, e) from e
         return True
 
-    def _tumbling_buckets(self, values: list, timestamps: list, keys: list, size: int, offset: int, wm: int,
-                          late: list) -> dict[tuple, list]:
+    def _tumbling_buckets(
+        self, values: list, timestamps: list, keys: list, size: int, offset: int, wm: int, late: list
+    ) -> dict[tuple, list]:
         """``{(key, window): values}`` of tumbling windows; records whose window the watermark passed go to
         ``late`` instead."""
         starts = [t - (t - offset) % size for t in timestamps]
@@ -144,7 +145,7 @@ class BatchedWindowPaths(KeyedOperator):
         ``TimeWindow.max_timestamp`` has them, over an int64 array)."""
         try:
             array = np.asarray(starts, dtype=np.int64)
-        except OverflowError:   # a start below the smallest long: one by one, in Python's integers
+        except OverflowError:  # a start below the smallest long: one by one, in Python's integers
             return [self.passed.is_window_late(min(s + size - 1, MAX_TIMESTAMP), wm) for s in starts]
         max_timestamps = np.minimum(array, MAX_TIMESTAMP - (size - 1)) + (size - 1)
         return self.passed.late_windows(max_timestamps, wm).tolist()
@@ -192,4 +193,3 @@ class BatchedWindowPaths(KeyedOperator):
             register(domain, w.max_timestamp(), k, w, backend.current_key_group)  # trigger timer == cleanup timer
             if cleanup_timers:
                 self._register_cleanup_timer(w)
-

@@ -9,18 +9,19 @@ operator and local window aggregation both count this way.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
 __all__ = ["count_by_key_and_window"]
 
-_SAFE = 1 << 61   # timestamps and offsets within this: no int64 overflow on the way
-_MAX_CELLS_PER_RECORD = 4   # the bincount's cells (codes x windows) at most this many per record (plus 1,024)
+_SAFE = 1 << 61  # timestamps and offsets within this: no int64 overflow on the way
+_MAX_CELLS_PER_RECORD = 4  # the bincount's cells (codes x windows) at most this many per record (plus 1,024)
 
 
-def count_by_key_and_window(codes: Any, keys: list, timestamps: Any, size: int, offset: int
-                            ) -> Optional[list[tuple[int, int, int, int]]]:
+def count_by_key_and_window(
+    codes: Any, keys: list, timestamps: Any, size: int, offset: int
+) -> list[tuple[int, int, int, int]] | None:
     """``[(code, window start, records, latest timestamp)]`` of the records (``codes`` index ``keys``, the key of
     each distinct value; ``timestamps`` all ints), in the order of each pair's first record. None where
     counting is not exact or does not pay: a key with two distinct values (the order of its records matters)
@@ -29,7 +30,7 @@ def count_by_key_and_window(codes: Any, keys: list, timestamps: Any, size: int, 
     try:
         if len(set(keys)) != len(keys):
             return None
-    except TypeError:   # an unhashable key: the per-record path says so
+    except TypeError:  # an unhashable key: the per-record path says so
         return None
     try:
         stamps = np.asarray(timestamps, dtype=np.int64)
@@ -50,5 +51,7 @@ def count_by_key_and_window(codes: Any, keys: list, timestamps: Any, size: int, 
     np.maximum.at(latest, cell, stamps)
     used = np.flatnonzero(counts)
     used = used[np.argsort(first[used], kind="stable")]
-    return [(c // span, low + (c % span) * size, n, t)
-            for c, n, t in zip(used.tolist(), counts[used].tolist(), latest[used].tolist())]
+    return [
+        (c // span, low + (c % span) * size, n, t)
+        for c, n, t in zip(used.tolist(), counts[used].tolist(), latest[used].tolist())
+    ]

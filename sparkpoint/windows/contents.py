@@ -11,7 +11,8 @@ The operator calls them through the state API only, with the window as the state
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 from sparkpoint.datastream.state import (
     AggregatingStateDescriptor,
@@ -32,7 +33,7 @@ class WindowContents:
         """The state the contents live in (one per operator; the namespace is the window)."""
         raise NotImplementedError
 
-    def add(self, state: Any, value: Any, timestamp: Optional[int]) -> None:
+    def add(self, state: Any, value: Any, timestamp: int | None) -> None:
         """Add one element to the contents of ``state``'s current window."""
         state.add(value)
 
@@ -48,8 +49,9 @@ class WindowContents:
         """The contents of ``state``'s current window; ``None`` if it holds nothing (nothing to fire)."""
         raise NotImplementedError
 
-    def fire(self, state: Any, state_window: Any, contents: Any, window: Any, ctx: Any,
-             function: Callable[[list], None]) -> None:
+    def fire(
+        self, state: Any, state_window: Any, contents: Any, window: Any, ctx: Any, function: Callable[[list], None]
+    ) -> None:
         """Hand the window function (``function``) its input of a firing of ``window``, whose ``contents`` are
         kept in ``state`` under ``state_window``."""
         raise NotImplementedError
@@ -64,8 +66,9 @@ class ElementContents(WindowContents):
     def read(self, state: Any) -> Any:
         return state.get() or None
 
-    def fire(self, state: Any, state_window: Any, contents: Any, window: Any, ctx: Any,
-             function: Callable[[list], None]) -> None:
+    def fire(
+        self, state: Any, state_window: Any, contents: Any, window: Any, ctx: Any, function: Callable[[list], None]
+    ) -> None:
         function(list(contents))
 
 
@@ -79,13 +82,14 @@ class ReducedContents(WindowContents):
         return ReducingStateDescriptor(CONTENTS_STATE, self.reduce_function)
 
     def merge_partial(self, state: Any, value: Any) -> None:
-        state.add(value)   # a partial is a reduced value: reducing it in is merging it
+        state.add(value)  # a partial is a reduced value: reducing it in is merging it
 
     def read(self, state: Any) -> Any:
         return state.get()
 
-    def fire(self, state: Any, state_window: Any, contents: Any, window: Any, ctx: Any,
-             function: Callable[[list], None]) -> None:
+    def fire(
+        self, state: Any, state_window: Any, contents: Any, window: Any, ctx: Any, function: Callable[[list], None]
+    ) -> None:
         function([contents])
 
 
@@ -106,8 +110,9 @@ class AggregatedContents(WindowContents):
     def read(self, state: Any) -> Any:
         return state.get_accumulator()
 
-    def fire(self, state: Any, state_window: Any, contents: Any, window: Any, ctx: Any,
-             function: Callable[[list], None]) -> None:
+    def fire(
+        self, state: Any, state_window: Any, contents: Any, window: Any, ctx: Any, function: Callable[[list], None]
+    ) -> None:
         function([contents])
 
 
@@ -119,17 +124,18 @@ class EvictingContents(ElementContents):
     def __init__(self, evictor: Any):
         self.evictor = evictor
 
-    def add(self, state: Any, value: Any, timestamp: Optional[int]) -> None:
+    def add(self, state: Any, value: Any, timestamp: int | None) -> None:
         state.add((value, timestamp))
 
     def add_all(self, state: Any, values: list) -> None:
         raise TypeError("an evictor needs each element's timestamp: elements go in one by one")
 
-    def fire(self, state: Any, state_window: Any, contents: Any, window: Any, ctx: Any,
-             function: Callable[[list], None]) -> None:
+    def fire(
+        self, state: Any, state_window: Any, contents: Any, window: Any, ctx: Any, function: Callable[[list], None]
+    ) -> None:
         items = list(contents)
         items = self.evictor.evict_before(items, len(items), window, ctx)
         function([v for v, _ in items])
         kept = self.evictor.evict_after(items, len(items), window, ctx)
-        state.set_current_namespace(state_window)   # the window keeps what the evictor left
+        state.set_current_namespace(state_window)  # the window keeps what the evictor left
         state.update(list(kept))

@@ -9,7 +9,7 @@ merge. Per-window state of window functions is named ``window:<name>``.
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from sparkpoint.datastream.state import StateDescriptor
 from sparkpoint.datastream.triggers import Trigger
@@ -45,7 +45,7 @@ class TriggerContext(Trigger.OnMergeContext):
         self.window: Any = None
         self.merged_windows: list = []
 
-    def at(self, window: Any, merged_windows: Optional[list] = None) -> "TriggerContext":
+    def at(self, window: Any, merged_windows: list | None = None) -> TriggerContext:
         self.window = window
         self.merged_windows = merged_windows or []
         return self
@@ -76,8 +76,9 @@ class TriggerContext(Trigger.OnMergeContext):
         self._timer(PROCESSING_TIME, time, delete=True)
 
     def get_partitioned_state(self, state_descriptor: StateDescriptor) -> Any:
-        return self.op.keyed_backend.get_partitioned_state(self.window, _prefixed(state_descriptor,
-                                                                                 TRIGGER_STATE_PREFIX))
+        return self.op.keyed_backend.get_partitioned_state(
+            self.window, _prefixed(state_descriptor, TRIGGER_STATE_PREFIX)
+        )
 
     def merge_partitioned_state(self, state_descriptor: StateDescriptor) -> None:
         """Merge the state of the merged windows into the window of this context (``OnMergeContext``)."""
@@ -111,10 +112,10 @@ class WindowContext:
     def current_watermark(self) -> int:
         return self.op.watermark
 
-    def window_state(self) -> "_StateStore":
+    def window_state(self) -> _StateStore:
         return _StateStore(self.op, self.window_, WINDOW_STATE_PREFIX)
 
-    def global_state(self) -> "_StateStore":
+    def global_state(self) -> _StateStore:
         return _StateStore(self.op, None, "")
 
     def output(self, output_tag: Any, value: Any) -> None:
@@ -133,4 +134,3 @@ class _StateStore:
         return self.op.keyed_backend.get_partitioned_state(self.namespace, d)
 
     get_state = get_list_state = get_map_state = get_reducing_state = get_aggregating_state = _state
-

@@ -7,13 +7,19 @@ whose ``process(key, window, ctx, contents)`` returns an iterable of results.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from sparkpoint.errors import null_reduce_message
 
 __all__ = [
-    "InternalWindowFunction", "PassThroughWindowFunction", "ProcessWindowAdapter",
-    "ProcessAllWindowAdapter", "ApplyWindowAdapter", "ApplyAllWindowAdapter", "AggregateResultAdapter",
+    "InternalWindowFunction",
+    "PassThroughWindowFunction",
+    "ProcessWindowAdapter",
+    "ProcessAllWindowAdapter",
+    "ApplyWindowAdapter",
+    "ApplyAllWindowAdapter",
+    "AggregateResultAdapter",
     "EvictingWindowFunction",
 ]
 

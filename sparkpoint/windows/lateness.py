@@ -23,13 +23,13 @@ window is late or, within the allowed lateness, fires at once, and its records t
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
 __all__ = ["MAX_TIMESTAMP", "WindowLateness"]
 
-MAX_TIMESTAMP = 2**63 - 1   # Long.MAX_VALUE: the end of time, and the watermark at the end of input
+MAX_TIMESTAMP = 2**63 - 1  # Long.MAX_VALUE: the end of time, and the watermark at the end of input
 
 
 class WindowLateness:
@@ -59,7 +59,7 @@ class WindowLateness:
         if not self.event_time:
             return np.zeros(len(max_timestamps), dtype=bool)
         lateness = self.allowed_lateness
-        cleanup = np.minimum(max_timestamps, MAX_TIMESTAMP - lateness) + lateness   # saturates, never wraps
+        cleanup = np.minimum(max_timestamps, MAX_TIMESTAMP - lateness) + lateness  # saturates, never wraps
         return cleanup <= watermark
 
     def is_window_late(self, max_timestamp: int, watermark: int) -> bool:
@@ -73,19 +73,22 @@ class WindowLateness:
         timestamp is at or below this (the predicate grows with the max timestamp), so a path that tests many
         windows against one watermark compares with it."""
         if not self.event_time:
-            return -(2**63) - 1   # no window is late
+            return -(2**63) - 1  # no window is late
         if watermark >= MAX_TIMESTAMP:
             return MAX_TIMESTAMP  # every window is
         return watermark - self.allowed_lateness
 
-    def is_element_late(self, timestamp: Optional[int], watermark: int) -> bool:
+    def is_element_late(self, timestamp: int | None, watermark: int) -> bool:
         """Flink's ``isElementLate``: an event-time element whose timestamp plus the allowed lateness is at or
         below the watermark (one without a timestamp never is)."""
         return self.event_time and timestamp is not None and timestamp + self.allowed_lateness <= watermark
 
     def __eq__(self, other: Any) -> bool:
-        return (type(other) is WindowLateness and other.allowed_lateness == self.allowed_lateness
-                and other.event_time == self.event_time)
+        return (
+            type(other) is WindowLateness
+            and other.allowed_lateness == self.allowed_lateness
+            and other.event_time == self.event_time
+        )
 
     def __hash__(self) -> int:
         return hash((self.allowed_lateness, self.event_time))

@@ -27,22 +27,18 @@ from __future__ import annotations
 
 import functools
 import itertools
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 from sparkpoint.datastream.functions import AggregateFunction, bound_call
-from sparkpoint.datastream.window import (
-    EventTimeTrigger,
-    SlidingEventTimeWindows,
-    TimeWindow,
-    TumblingEventTimeWindows,
-)
+from sparkpoint.datastream.window import EventTimeTrigger, SlidingEventTimeWindows, TimeWindow, TumblingEventTimeWindows
 from sparkpoint.operators.coded import coded
 from sparkpoint.windows.coded_buckets import count_by_key_and_window
 
 __all__ = ["LOCAL_AGGREGATES_IN", "LOCAL_AGGREGATION_KEY", "WindowCombiner", "WindowPartial", "local_combiner"]
 
 LOCAL_AGGREGATION_KEY = "sparkpoint.window.local-aggregation"
-LOCAL_AGGREGATES_IN = "numLocalAggregatesIn"   # the window operator's counter of partials merged
+LOCAL_AGGREGATES_IN = "numLocalAggregatesIn"  # the window operator's counter of partials merged
 
 
 class WindowPartial:
@@ -53,8 +49,8 @@ class WindowPartial:
     def __init__(self, key: Any, window: TimeWindow, value: Any, last_of: int):
         self.key = key
         self.window = window
-        self.value = value        # the reduced value, or the accumulator
-        self.last_of = last_of    # records whose last window this is
+        self.value = value  # the reduced value, or the accumulator
+        self.last_of = last_of  # records whose last window this is
 
     def __reduce__(self) -> tuple:
         return WindowPartial, (self.key, self.window, self.value, self.last_of)
@@ -63,7 +59,7 @@ class WindowPartial:
         return f"WindowPartial({self.key!r}, {self.window!r}, {self.value!r}, {self.last_of})"
 
 
-def local_combiner(transformation: Any, key_selector: Any, trigger: Any, enabled: bool) -> Optional[WindowCombiner]:
+def local_combiner(transformation: Any, key_selector: Any, trigger: Any, enabled: bool) -> WindowCombiner | None:
     """The combiner for the input of a window transformation, or None where it would change results."""
     t = transformation
     if not enabled or t.function_kind not in ("reduce", "aggregate") or t.evictor is not None:
@@ -73,7 +69,7 @@ def local_combiner(transformation: Any, key_selector: Any, trigger: Any, enabled
     if type(t.assigner) not in (TumblingEventTimeWindows, SlidingEventTimeWindows):
         return None
     if t.function_kind == "aggregate" and type(t.aggregate_function).merge is AggregateFunction.merge:
-        return None   # no merge: accumulators of two tasks cannot be combined
+        return None  # no merge: accumulators of two tasks cannot be combined
     return WindowCombiner(key_selector, t.assigner, t.reduce_function, t.aggregate_function)
 
 
@@ -88,8 +84,10 @@ class WindowCombiner:
 
     def routing_key(self, get_key: Callable[[Any], Any]) -> Callable[[Any], Any]:
         """``get_key`` for the exchange: a partial's key as it is, a record's from ``get_key``."""
+
         def key(v: Any) -> Any:
             return v.key if type(v) is WindowPartial else get_key(v)
+
         return key
 
     def combine(self, values: list, timestamps: list) -> tuple[list, list]:
@@ -106,7 +104,7 @@ class WindowCombiner:
         if len(groups) >= len(values):  # sparse records in sliding windows: partials would be more
             return values, timestamps
         if self.reduce_function is not None and any(g[0] is None for g in groups.values()):
-            return values, timestamps   # a reduce returned None: the window operator fails, naming the key
+            return values, timestamps  # a reduce returned None: the window operator fails, naming the key
         partials = [WindowPartial(k, w, g[0], g[2]) for (k, w), g in groups.items()]
         return partials, [g[1] for g in groups.values()]
 
@@ -124,11 +122,12 @@ class WindowCombiner:
 
             def first(v: Any) -> Any:
                 return agg.add(v, create())
+
         groups: dict[tuple, list] = {}
         if type(self.assigner) is TumblingEventTimeWindows:
             size, offset = self.assigner.size, self.assigner.offset
 
-            def fold(v: Any, n: int) -> Any:   # n records of one value, as the loop below would take them
+            def fold(v: Any, n: int) -> Any:  # n records of one value, as the loop below would take them
                 return functools.reduce(reduce, itertools.repeat(v, n - 1), first(v))
 
             counted = _counted_groups(values, timestamps, key_of, fold, size, offset)
@@ -161,8 +160,14 @@ class WindowCombiner:
         return groups
 
 
-def _counted_groups(values: list, timestamps: list, key_of: Callable[[Any], Any], fold: Callable[[Any, int], Any],
-                    size: int, offset: int) -> Optional[dict[tuple, list]]:
+def _counted_groups(
+    values: list,
+    timestamps: list,
+    key_of: Callable[[Any], Any],
+    fold: Callable[[Any, int], Any],
+    size: int,
+    offset: int,
+) -> dict[tuple, list] | None:
     """The tumbling windows' groups of a batch whose values repeat, each key with one value (a keyed count's
     ``(key, 1)``): the records counted per (key, window) (:func:`count_by_key_and_window`), each group's
     value folded over as many copies of its one value as it has records. None if the batch is not such."""

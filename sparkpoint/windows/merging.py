@@ -9,7 +9,8 @@ operator in value state between records.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 __all__ = ["MergeFunction", "add_window"]
 

@@ -31,7 +31,8 @@ processed; in sparkpoint that is the watermark in force at the start of the epoc
 from __future__ import annotations
 
 import itertools
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 from sparkpoint.datastream.state import ValueStateDescriptor
 from sparkpoint.datastream.window import (
@@ -64,9 +65,21 @@ class WindowOperator(BatchedWindowPaths):
 
     takes_coded = True
 
-    def __init__(self, uid: str, name: str, key_selector: Any, *, assigner: WindowAssigner, trigger: Trigger,
-                 contents: WindowContents, window_function: InternalWindowFunction, allowed_lateness: int = 0,
-                 late_tag: Any = None, keyed_function: bool = True, pre_aggregated: bool = False):
+    def __init__(
+        self,
+        uid: str,
+        name: str,
+        key_selector: Any,
+        *,
+        assigner: WindowAssigner,
+        trigger: Trigger,
+        contents: WindowContents,
+        window_function: InternalWindowFunction,
+        allowed_lateness: int = 0,
+        late_tag: Any = None,
+        keyed_function: bool = True,
+        pre_aggregated: bool = False,
+    ):
         super().__init__(uid, name, window_function.function, key_selector)
         self.assigner = assigner
         self.trigger = trigger
@@ -75,14 +88,17 @@ class WindowOperator(BatchedWindowPaths):
         self.allowed_lateness = allowed_lateness
         self.late_tag = late_tag
         self.keyed_function = keyed_function
-        self.pre_aggregated = pre_aggregated   # upstream tasks send WindowPartial values (local aggregation)
+        self.pre_aggregated = pre_aggregated  # upstream tasks send WindowPartial values (local aggregation)
         self.merging = isinstance(assigner, MergingWindowAssigner)
         self.event_time = assigner.is_event_time()
         self.lateness = WindowLateness(allowed_lateness, self.event_time)
         self.passed = self.lateness.passed()
         # the fast path registers the default trigger's timer in the assigner's time domain
-        self.fast_path = (not self.merging and not isinstance(contents, EvictingContents)
-                          and type(trigger) is (EventTimeTrigger if self.event_time else ProcessingTimeTrigger))
+        self.fast_path = (
+            not self.merging
+            and not isinstance(contents, EvictingContents)
+            and type(trigger) is (EventTimeTrigger if self.event_time else ProcessingTimeTrigger)
+        )
 
     # -- lifecycle ----------------------------------------------------------------------
     def open(self) -> None:
@@ -110,16 +126,18 @@ class WindowOperator(BatchedWindowPaths):
         if t == MAX_TIMESTAMP:
             return
         b = self.keyed_backend
-        self.timers.register(EVENT_TIME if self.event_time else PROCESSING_TIME, t, b.current_key, window,
-                             b.current_key_group)
+        self.timers.register(
+            EVENT_TIME if self.event_time else PROCESSING_TIME, t, b.current_key, window, b.current_key_group
+        )
 
     def _delete_cleanup_timer(self, window: Any) -> None:
         t = self.lateness.cleanup_time(window.max_timestamp())
         if t != MAX_TIMESTAMP:
-            self.timers.delete(EVENT_TIME if self.event_time else PROCESSING_TIME, t,
-                               self.keyed_backend.current_key, window)
+            self.timers.delete(
+                EVENT_TIME if self.event_time else PROCESSING_TIME, t, self.keyed_backend.current_key, window
+            )
 
-    def _late(self, value: Any, ts: Optional[int], out: Output) -> None:
+    def _late(self, value: Any, ts: int | None, out: Output) -> None:
         if self.late_tag is not None:
             out.collect_side(self.late_tag, value, ts)
         else:
@@ -152,12 +170,12 @@ class WindowOperator(BatchedWindowPaths):
             else:
                 for v, t, k in zip(values, timestamps, keys):
                     self._process_element(v, t, k, out)
-        except UserFunctionError:   # a record that failed further in: it names itself
+        except UserFunctionError:  # a record that failed further in: it names itself
             raise
         except Exception as e:
             raise self.fail(v, e) from e
 
-    def _process_element(self, value: Any, ts: Optional[int], key: Any, out: Output) -> None:
+    def _process_element(self, value: Any, ts: int | None, key: Any, out: Output) -> None:
         """Flink's ``processElement``: the element into each of its windows that is not late, the trigger
         asked; an element whose every window is late, and late itself, is a late record."""
         self.keyed_backend.set_current_key(key)
@@ -181,7 +199,11 @@ class WindowOperator(BatchedWindowPaths):
             self.window_contents.add(self.contents, value, ts)
             self._trigger_and_emit(
                 self.trigger.on_element(value, ts, window, self.trigger_ctx.at(window)),  # type: ignore[arg-type]
-                key, window, state_window, out)
+                key,
+                window,
+                state_window,
+                out,
+            )
             self._register_cleanup_timer(window)
         if mapping is not None:
             self.merging_sets.update(mapping or None)
@@ -198,8 +220,7 @@ class WindowOperator(BatchedWindowPaths):
         self.contents.merge_namespaces(state_window, merged_state_windows)
 
     # -- firing -----------------------------------------------------------------------------
-    def _trigger_and_emit(self, result: TriggerResult, key: Any, window: Any, state_window: Any,
-                          out: Output) -> None:
+    def _trigger_and_emit(self, result: TriggerResult, key: Any, window: Any, state_window: Any, out: Output) -> None:
         if result.is_fire():
             self.contents.set_current_namespace(state_window)
             contents = self.window_contents.read(self.contents)
@@ -258,7 +279,7 @@ class WindowOperator(BatchedWindowPaths):
         if names:
             self.keyed_backend.clear_namespace(window, names)
 
-    def process_watermark(self, watermark: Optional[int], out: Output) -> Optional[int]:
+    def process_watermark(self, watermark: int | None, out: Output) -> int | None:
         if watermark is not IDLE and watermark > self.watermark:
             self.watermark = watermark
             self.fire_timers(EVENT_TIME, watermark, self._on_timer(EVENT_TIME, out))

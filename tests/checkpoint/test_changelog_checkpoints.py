@@ -20,8 +20,12 @@ from sparkpoint.checkpoint.loader import load_checkpoint
 from sparkpoint.storage.exceptions import CorruptCheckpointError
 from tests.checkpoint.kinds import checkpoint_kinds
 from tests.checkpoint.test_checkpointing import counting_job, key_of, oracle_totals
-from tests.checkpoint.test_rocksdb_checkpoints import ROCKSDB, _referenced_shared, _restored_counts, \
-    _run_until_checkpoint_id
+from tests.checkpoint.test_rocksdb_checkpoints import (
+    ROCKSDB,
+    _referenced_shared,
+    _restored_counts,
+    _run_until_checkpoint_id,
+)
 
 CHANGELOG = {**ROCKSDB, "state.changelog.enabled": "true"}
 
@@ -37,12 +41,12 @@ def test_checkpoints_reference_the_changelog_and_the_oldest_retained_restores(ma
     stream = counting_job(env, count, ck, retained=3, rate=1_500)
     dirs = _run_until_checkpoint_id(env, stream, ck, 9)
     assert len(dirs) == 3 and int(dirs[0].rsplit("-", 1)[1]) >= 7
-    for d in dirs:   # the first checkpoint materialized; these only reference it and the changelog
+    for d in dirs:  # the first checkpoint materialized; these only reference it and the changelog
         assert checkpoint_kinds(d) == {"changelog"}, d
         assert not list(Path(d).glob("keyed-*")), "a changelog checkpoint uploads no keyed state"
     manifests = _manifests(dirs[-1])
     assert len(manifests) == 2 and {m["uid"] for m in manifests} == {"count"}
-    for m in manifests:   # the base, then every epoch since it, in order
+    for m in manifests:  # the base, then every epoch since it, in order
         epochs = [s["epoch"] for s in m["segments"]]
         assert epochs == list(range(m["base_epoch"] + 1, m["epoch"] + 1)) and epochs
         assert m["base"]["format"] == "sparkpoint-rocksdb-incremental"
@@ -61,7 +65,7 @@ def test_checkpoints_reference_the_changelog_and_the_oldest_retained_restores(ma
     # the oldest retained checkpoint restores exactly: in place, into hashmap, at another parallelism
     expected = dict(oracle_totals(count))
     assert _restored_counts(make_env, tmp_path, dirs[0], count, **ROCKSDB) == expected
-    assert _restored_counts(make_env, tmp_path, dirs[0], count) == expected   # hashmap
+    assert _restored_counts(make_env, tmp_path, dirs[0], count) == expected  # hashmap
     assert _restored_counts(make_env, tmp_path, dirs[-1], count, parallelism=3, **ROCKSDB) == expected
     assert _restored_counts(make_env, tmp_path, dirs[-1], count, parallelism=1, **CHANGELOG) == expected
 
@@ -106,11 +110,11 @@ def test_a_changelog_larger_than_its_base_materializes_early(make_env, tmp_path,
     materializes, so a restore never replays more than about the state's size."""
     from sparkpoint.runtime import changelog_checkpoints
 
-    monkeypatch.setattr(changelog_checkpoints, "MIN_CHANGELOG_BYTES", 0)   # the state here is a few kB
+    monkeypatch.setattr(changelog_checkpoints, "MIN_CHANGELOG_BYTES", 0)  # the state here is a few kB
     count = 40_000
     dirs, kinds = _retained_24(make_env, tmp_path, count, **{"sparkpoint.changelog.max-size-ratio": "0.5"})
     assert kinds.count({"rocksdb"}) >= 3 and {"changelog"} in kinds, kinds
-    for d in dirs:   # no changelog checkpoint references more changelog than half its base (all subtasks)
+    for d in dirs:  # no changelog checkpoint references more changelog than half its base (all subtasks)
         manifests = _manifests(d)
         base = sum({f["path"]: f["size"] for m in manifests for f in m["base"]["files"] if "size" in f}.values())
         assert sum(s["size"] for m in manifests for s in m["segments"]) <= 0.5 * base, d
@@ -144,8 +148,9 @@ def test_a_changelog_checkpoint_completes_at_its_barrier_and_the_job_ends_withou
     count = 4_000
     epochs = {}
     for name, conf in (("changelog", CHANGELOG), ("uploading", ROCKSDB)):
-        env = make_env("local", **{"execution.epoch.max-records": 100, **conf,
-                                   "execution.job-listeners": f"{__name__}:EventOrder"})
+        env = make_env(
+            "local", **{"execution.epoch.max-records": 100, **conf, "execution.job-listeners": f"{__name__}:EventOrder"}
+        )
         stream = counting_job(env, count, tmp_path / name, retained=100)
         last: dict = {}
         for key, n in stream.execute_and_collect():
@@ -171,7 +176,7 @@ def _records_before(chk: str, count: int) -> Counter:
     seen: Counter = Counter()
     for k in range(2):
         split = splits.get(f"seq-{k}")
-        read = split_length(count, 2, k) if split is None else split.position   # gone: read to its end
+        read = split_length(count, 2, k) if split is None else split.position  # gone: read to its end
         seen.update(key_of(k + 2 * i) for i in range(read))
     return seen
 
@@ -201,17 +206,19 @@ def test_checkpoints_on_request_come_back_also_when_they_reference_the_changelog
 
     ck = tmp_path / "ck"
     env = make_env("local", **{"execution.epoch.max-records": 20, **CHANGELOG})
-    stream = counting_job(env, 10**9, ck, interval_ms=3_600_000, retained=10, rate=1_500)   # none periodic
+    stream = counting_job(env, 10**9, ck, interval_ms=3_600_000, retained=10, rate=1_500)  # none periodic
     stream.print()
     client = env.execute_async("counting")
     time.sleep(0.5)
-    ids = [client.trigger_checkpoint(kind).result(timeout=60) for kind in ("CONFIGURED", "CONFIGURED", "FULL",
-                                                                         "CONFIGURED", "CONFIGURED")]
+    ids = [
+        client.trigger_checkpoint(kind).result(timeout=60)
+        for kind in ("CONFIGURED", "CONFIGURED", "FULL", "CONFIGURED", "CONFIGURED")
+    ]
     client.cancel()
     client.wait(30)
     assert ids == list(range(ids[0], ids[0] + 5))
     kinds = [checkpoint_kinds(str(next(ck.glob(f"*/chk-{i}")))) for i in ids]
-    first = {"rocksdb"} if ids[0] == 1 else {"changelog"}   # the job's first (periodic) checkpoint materialized
+    first = {"rocksdb"} if ids[0] == 1 else {"changelog"}  # the job's first (periodic) checkpoint materialized
     assert kinds == [first, {"changelog"}, {None}, {"rocksdb"}, {"changelog"}]
 
 
@@ -222,5 +229,5 @@ def test_a_checkpoint_directory_named_with_a_double_slash_keeps_what_its_checkpo
     stream = counting_job(env, 10**9, f"{(tmp_path / 'x').as_uri()}/..//ck/./", retained=2, rate=1_500)
     dirs = _run_until_checkpoint_id(env, stream, tmp_path / "ck", 8)
     assert len(dirs) == 2 and all(checkpoint_kinds(d) == {"changelog"} for d in dirs)
-    for d in dirs:   # every file they reference is there, after the job's end
+    for d in dirs:  # every file they reference is there, after the job's end
         load_checkpoint(d)

@@ -47,10 +47,16 @@ def _changelog(base: Path, job_id: str, epochs: int = 3) -> Path:
 
 
 def _own(root: Path, process: ProcessIdentity, heartbeat_ms: int | None = None, **extra) -> None:
-    body = {"format": "sparkpoint-changelog-owner", "version": 1, "job_id": root.parent.name,
-            "process": process.to_json(), "checkpoints": None,
-            "heartbeat_ms": int(time.time() * 1000) if heartbeat_ms is None else heartbeat_ms, "ended": False,
-            **extra}
+    body = {
+        "format": "sparkpoint-changelog-owner",
+        "version": 1,
+        "job_id": root.parent.name,
+        "process": process.to_json(),
+        "checkpoints": None,
+        "heartbeat_ms": int(time.time() * 1000) if heartbeat_ms is None else heartbeat_ms,
+        "ended": False,
+        **extra,
+    }
     (root / ".owner").write_text(json.dumps(body))
 
 
@@ -70,24 +76,24 @@ def test_only_changelogs_whose_owner_is_provably_gone_are_reclaimed(tmp_path):
         os.kill(dead.pid, signal.SIGKILL)
         dead.wait(30)
         roots = {name: _changelog(base, name * 32) for name in "cdefghij"}
-        _own(roots["c"], dead_identity)                                   # this host, its driver killed
-        _own(roots["d"], live_identity)                                   # this host, running
-        _own(roots["e"], ProcessIdentity(live.pid, "1", live_identity.host))   # its pid now another process's
+        _own(roots["c"], dead_identity)  # this host, its driver killed
+        _own(roots["d"], live_identity)  # this host, running
+        _own(roots["e"], ProcessIdentity(live.pid, "1", live_identity.host))  # its pid now another process's
         other = ProcessIdentity(12345, "678", "elsewhere/boot/pid:[1]")
-        _own(roots["f"], other, int(time.time() * 1000) - 2 * 3600_000)   # another host, silent for 2 h
-        _own(roots["g"], other)                                           # another host, heartbeat just now
-        _own(roots["h"], live_identity, ended=True)                       # ended: its process may live on
+        _own(roots["f"], other, int(time.time() * 1000) - 2 * 3600_000)  # another host, silent for 2 h
+        _own(roots["g"], other)  # another host, heartbeat just now
+        _own(roots["h"], live_identity, ended=True)  # ended: its process may live on
         # roots["i"]: no owner file (an older version's changelog): never judged
-        _own(roots["j"], dead_identity)                                   # the starting job's own
+        _own(roots["j"], dead_identity)  # the starting job's own
         before = {name: _files(root) for name, root in roots.items()}
         conf = Configuration()
         reclaimed = reclaim_changelogs(conf, base.as_uri(), "j" * 32)
         assert sorted(Path(r.removeprefix("file://")).parent.name[0] for r in reclaimed) == ["c", "e", "f", "h"]
         for name in "cefh":
-            assert not roots[name].exists(), name             # no checkpoint: all of it goes
+            assert not roots[name].exists(), name  # no checkpoint: all of it goes
         for name in "dgij":
-            assert _files(roots[name]) == before[name], name   # untouched
-        conf.set("sparkpoint.changelog.reclaim-after", "-1")    # other hosts' changelogs: never
+            assert _files(roots[name]) == before[name], name  # untouched
+        conf.set("sparkpoint.changelog.reclaim-after", "-1")  # other hosts' changelogs: never
         _own(_changelog(base, "k" * 32), other, 0)
         assert reclaim_changelogs(conf, base.as_uri(), "j" * 32) == []
     finally:
@@ -103,7 +109,7 @@ def test_a_checkpoint_that_cannot_be_read_leaves_the_changelog_as_it_is(tmp_path
     _own(root, ProcessIdentity(12345, "678", "elsewhere/boot/pid:[1]"), 0, checkpoints=(base / JOB_A).as_uri())
     (base / JOB_A / "chk-3").mkdir()
     (base / JOB_A / "chk-3" / "_metadata").write_text('{"format": "sparkpoint-checkpoint", "body": {')  # torn
-    (base / JOB_A / "chk-4").mkdir()   # not completed (no _metadata): ignored
+    (base / JOB_A / "chk-4").mkdir()  # not completed (no _metadata): ignored
     before = _files(root)
     assert reclaim_changelogs(Configuration(), base.as_uri(), JOB_B) == []
     assert _files(root) == before
@@ -123,7 +129,7 @@ def test_reclaim_after_is_at_least_ten_minutes_or_never():
 
 # -- the story, for real ------------------------------------------------------------------------------------
 
-COUNTING_JOB = textwrap.dedent('''
+COUNTING_JOB = textwrap.dedent("""
     import sys
     sys.path.insert(0, {root!r})
     from sparkpoint.common import WatermarkStrategy
@@ -137,7 +143,7 @@ COUNTING_JOB = textwrap.dedent('''
     env.from_source(src, WatermarkStrategy.no_watermarks(), "gen").uid("gen") \\
         .key_by(lambda k: k).process(Count()).uid("count").print()
     env.execute("counting")
-''')
+""")
 
 
 def _run(job: Path, out: Path, conf: dict, *args: str) -> subprocess.Popen:
@@ -160,8 +166,9 @@ def _job_id(out: Path, proc: subprocess.Popen, timeout: float = 60) -> str:
 
 
 def _completed(job_dir: Path) -> list[Path]:
-    return sorted((p for p in job_dir.glob("chk-*") if (p / "_metadata").exists()),
-                  key=lambda p: int(p.name.split("-")[1]))
+    return sorted(
+        (p for p in job_dir.glob("chk-*") if (p / "_metadata").exists()), key=lambda p: int(p.name.split("-")[1])
+    )
 
 
 def _body(chk: Path) -> dict:
@@ -198,22 +205,34 @@ def _last_counts(out: Path) -> dict:
 
 
 @pytest.mark.slow
-def test_a_killed_runs_changelog_is_reclaimed_when_it_is_started_again_and_a_live_jobs_is_untouched(
-        make_env, tmp_path):
+def test_a_killed_runs_changelog_is_reclaimed_when_it_is_started_again_and_a_live_jobs_is_untouched(make_env, tmp_path):
     count = 12_000
     ck = tmp_path / "ck"
     job = tmp_path / "counting.py"
     job.write_text(COUNTING_JOB.format(root=str(ROOT)))
-    conf = {**CHANGELOG, "execution.target": "local", "execution.epoch.max-records": 20,
-            "execution.epoch.idle-pause": "0 ms", "execution.checkpointing.interval": "400 ms",
-            "state.checkpoints.dir": ck.as_uri(), "state.checkpoints.num-retained": 3,
-            "execution.checkpointing.externalized-checkpoint-retention": "RETAIN_ON_CANCELLATION",
-            "sparkpoint.local-state-dir": str(tmp_path / "local-state"), "rest.enabled": "false"}
+    conf = {
+        **CHANGELOG,
+        "execution.target": "local",
+        "execution.epoch.max-records": 20,
+        "execution.epoch.idle-pause": "0 ms",
+        "execution.checkpointing.interval": "400 ms",
+        "state.checkpoints.dir": ck.as_uri(),
+        "state.checkpoints.num-retained": 3,
+        "execution.checkpointing.externalized-checkpoint-retention": "RETAIN_ON_CANCELLATION",
+        "sparkpoint.local-state-dir": str(tmp_path / "local-state"),
+        "rest.enabled": "false",
+    }
     killed = _run(job, tmp_path / "killed.out", conf, str(job), str(count), "1000")
     # a job running beside it, its changelog in the same base and never truncated (no checkpoints)
     live_conf = {k: v for k, v in conf.items() if not k.startswith(("execution.checkpointing", "state.checkpoints"))}
-    live = _run(job, tmp_path / "live.out", {**live_conf, "state.changelog.dstl.dfs.base-path": ck.as_uri()},
-                str(job), "1000000", "200")
+    live = _run(
+        job,
+        tmp_path / "live.out",
+        {**live_conf, "state.changelog.dstl.dfs.base-path": ck.as_uri()},
+        str(job),
+        "1000000",
+        "200",
+    )
     try:
         killed_id, live_id = _job_id(tmp_path / "killed.out", killed), _job_id(tmp_path / "live.out", live)
         killed_dir, live_dir = ck / killed_id, ck / live_id
@@ -221,10 +240,10 @@ def test_a_killed_runs_changelog_is_reclaimed_when_it_is_started_again_and_a_liv
         while _epochs_after_last_checkpoint(killed_dir) < 2 and time.time() < deadline:
             assert killed.poll() is None, (tmp_path / "killed.out").read_text()
             time.sleep(0.02)
-        os.kill(killed.pid, signal.SIGKILL)   # after 4+ checkpoints, with epochs past the last one
+        os.kill(killed.pid, signal.SIGKILL)  # after 4+ checkpoints, with epochs past the last one
         assert killed.wait(30) == -signal.SIGKILL
         referenced, left = _referenced_segments(killed_dir), _segments(killed_dir)
-        assert referenced and referenced <= left                    # the retained checkpoints' segments
+        assert referenced and referenced <= left  # the retained checkpoints' segments
         assert left - referenced, "the kill left segments no checkpoint references"
         live_before = _files(live_dir / "changelog")
         assert live_before and live.poll() is None
@@ -235,8 +254,8 @@ def test_a_killed_runs_changelog_is_reclaimed_when_it_is_started_again_and_a_liv
         assert f"from Checkpoint {int(_completed(killed_dir)[-1].name[4:])}" in (tmp_path / "after.out").read_text()
         assert _last_counts(tmp_path / "after.out") == dict(oracle_totals(count))
 
-        assert _segments(killed_dir) == referenced                   # the rest is gone, what is referenced stays
-        assert live_before <= _files(live_dir / "changelog")         # the live job's: untouched
+        assert _segments(killed_dir) == referenced  # the rest is gone, what is referenced stays
+        assert live_before <= _files(live_dir / "changelog")  # the live job's: untouched
         assert live.poll() is None
         # and the oldest retained checkpoint of the killed run, which references the most, restores exactly
         oldest = str(_completed(killed_dir)[0])

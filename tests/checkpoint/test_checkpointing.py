@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from sparkpoint.checkpoint.exceptions import CheckpointException
+from sparkpoint.common import WatermarkStrategy
 from sparkpoint.datastream import KeyedProcessFunction
 from sparkpoint.datastream.connectors.generator import DataGeneratorSource
 from sparkpoint.datastream.state import ValueStateDescriptor
-from sparkpoint.common import WatermarkStrategy
 from sparkpoint.errors import JobExecutionError, UserFunctionError
 from sparkpoint.storage.exceptions import CorruptCheckpointError
 
@@ -55,8 +55,15 @@ class FailOnce(Count):
         yield from super().process_element(value, ctx)
 
 
-def counting_job(env, count: int, ckpt_dir: "Path | str", interval_ms: int = 1, retained: int = 3,
-                 retention: str = "RETAIN_ON_CANCELLATION", rate=None):
+def counting_job(
+    env,
+    count: int,
+    ckpt_dir: Path | str,
+    interval_ms: int = 1,
+    retained: int = 3,
+    retention: str = "RETAIN_ON_CANCELLATION",
+    rate=None,
+):
     """Running counts per key; checkpoints into ``ckpt_dir`` (a local directory or a URL)."""
     env.enable_checkpointing(interval_ms)
     cc = env.get_checkpoint_config()
@@ -65,8 +72,13 @@ def counting_job(env, count: int, ckpt_dir: "Path | str", interval_ms: int = 1, 
     env.get_configuration().set("state.checkpoints.num-retained", retained)
     env.set_parallelism(2)
     src = DataGeneratorSource(key_of, count, num_splits=2, records_per_second=rate)
-    return (env.from_source(src, WatermarkStrategy.no_watermarks(), "gen").uid("gen")
-            .key_by(lambda k: k).process(Count()).uid("count"))
+    return (
+        env.from_source(src, WatermarkStrategy.no_watermarks(), "gen")
+        .uid("gen")
+        .key_by(lambda k: k)
+        .process(Count())
+        .uid("count")
+    )
 
 
 def oracle_totals(count: int) -> Counter:
@@ -123,12 +135,13 @@ def test_restore_continues_ids_and_state(make_env, tmp_path, capsys, caplog):
     stream = counting_job(env, count, ck, rate=2_000)
     run_until_checkpoints(env, stream, ck, 3)
     capsys.readouterr()
-    restore_from = chk_dirs(ck)[-2]          # an older retained checkpoint, as in "roll back"
+    restore_from = chk_dirs(ck)[-2]  # an older retained checkpoint, as in "roll back"
     restored_id = int(restore_from.rsplit("-", 1)[1])
     caplog.set_level(logging.INFO, logger="sparkpoint.checkpoint.coordinator")
 
-    env2 = make_env("local", **{"execution.epoch.max-records": 20,
-                                "execution.savepoint.path": restore_from + "/_metadata"})
+    env2 = make_env(
+        "local", **{"execution.epoch.max-records": 20, "execution.savepoint.path": restore_from + "/_metadata"}
+    )
     ck2 = tmp_path / "ck2"
     stream2 = counting_job(env2, count, ck2, retention="RETAIN_ON_CANCELLATION")
     got = stream2.execute_and_collect()
@@ -143,13 +156,17 @@ def test_restore_continues_ids_and_state(make_env, tmp_path, capsys, caplog):
         assert seen == list(range(seen[0], last[key] + 1))
     # ids continue after the restored checkpoint (chk-860 -> chk-861); a finished job deletes its
     # checkpoints, so read the ids from the log
-    triggered = [int(m.group(1)) for r in caplog.records
-                 if (m := re.match(r"checkpoint (\d+) triggered", r.getMessage()))]
+    triggered = [
+        int(m.group(1)) for r in caplog.records if (m := re.match(r"checkpoint (\d+) triggered", r.getMessage()))
+    ]
     assert triggered and triggered[0] == restored_id + 1
     # the restored job did write checkpoints into ck2 (so an empty ck2 below means they were removed,
     # not that none was ever written)
-    completed_at = [m.group(2) for r in caplog.records
-                    if (m := re.match(r"checkpoint (\d+) completed: .* at (\S+)$", r.getMessage()))]
+    completed_at = [
+        m.group(2)
+        for r in caplog.records
+        if (m := re.match(r"checkpoint (\d+) completed: .* at (\S+)$", r.getMessage()))
+    ]
     assert completed_at and all(loc.startswith(ck2.as_uri() + "/") for loc in completed_at)
     assert not list(ck2.glob("*"))  # and nothing of the finished job is left behind
 
@@ -192,8 +209,11 @@ def test_declined_checkpoints_fail_the_job_past_tolerance(make_env, tmp_path, mo
     stream = counting_job(env, 2_000, tmp_path / "ck")
     env.get_checkpoint_config().set_tolerable_checkpoint_failure_number(2)
     stream.print()
-    with pytest.raises(CheckpointException, match=r"tolerable number of failed checkpoints \(2\).*"
-                                                  r"CHECKPOINT_DECLINED.*upload failure injected"):
+    with pytest.raises(
+        CheckpointException,
+        match=r"tolerable number of failed checkpoints \(2\).*"
+        r"CHECKPOINT_DECLINED.*upload failure injected",
+    ):
         env.execute()
 
 
@@ -207,8 +227,11 @@ def test_expired_checkpoints_are_aborted(make_env, tmp_path, monkeypatch):
     cc.set_checkpoint_timeout(100)
     cc.set_tolerable_checkpoint_failure_number(3)
     stream.print()
-    with pytest.raises(CheckpointException, match=r"tolerable number of failed checkpoints \(3\).*"
-                                                  r"CHECKPOINT_EXPIRED: not acknowledged within 100 ms"):
+    with pytest.raises(
+        CheckpointException,
+        match=r"tolerable number of failed checkpoints \(3\).*"
+        r"CHECKPOINT_EXPIRED: not acknowledged within 100 ms",
+    ):
         env.execute()
 
 
@@ -257,16 +280,29 @@ def test_failure_restores_latest_checkpoint_in_the_same_run(make_env, tmp_path, 
     the failed attempt's databases are left behind and the new attempt's are restored from chk-N)."""
     count = 2_000
     flag = tmp_path / "failed-once"
-    env = make_env("local", **{"execution.epoch.max-records": 20, "restart-strategy.type": "fixed-delay",
-                               "restart-strategy.fixed-delay.attempts": 3,
-                               "restart-strategy.fixed-delay.delay": "0 ms", "state.backend.type": backend,
-                               "execution.checkpointing.incremental": "true"})
+    env = make_env(
+        "local",
+        **{
+            "execution.epoch.max-records": 20,
+            "restart-strategy.type": "fixed-delay",
+            "restart-strategy.fixed-delay.attempts": 3,
+            "restart-strategy.fixed-delay.delay": "0 ms",
+            "state.backend.type": backend,
+            "execution.checkpointing.incremental": "true",
+        },
+    )
     env.enable_checkpointing(1)
     env.get_checkpoint_config().set_checkpoint_storage_dir((tmp_path / "ck").as_uri())
     env.set_parallelism(2)
     src = DataGeneratorSource(key_of, count, num_splits=2)
-    got = (env.from_source(src, WatermarkStrategy.no_watermarks(), "gen").uid("gen")
-           .key_by(lambda k: k).process(FailOnce(flag)).uid("count").execute_and_collect())
+    got = (
+        env.from_source(src, WatermarkStrategy.no_watermarks(), "gen")
+        .uid("gen")
+        .key_by(lambda k: k)
+        .process(FailOnce(flag))
+        .uid("count")
+        .execute_and_collect()
+    )
     assert flag.exists()
     last = {}
     for key, n in got:

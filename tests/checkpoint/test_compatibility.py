@@ -22,7 +22,7 @@ from sparkpoint.errors import JobGraphError
 
 COUNT = 20_000
 
-JOB = textwrap.dedent('''
+JOB = textwrap.dedent("""
     import sys
 
     from sparkpoint.common import WatermarkStrategy
@@ -57,7 +57,7 @@ JOB = textwrap.dedent('''
         env = StreamExecutionEnvironment.get_execution_environment()
         build(env, sys.argv[1]).print()
         env.execute("compatibility")
-''')
+""")
 
 
 @pytest.fixture

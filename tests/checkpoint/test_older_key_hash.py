@@ -39,8 +39,13 @@ def tuple_key(i: int) -> tuple:
 def _job(env, rate=None):
     env.set_parallelism(2)
     src = DataGeneratorSource(tuple_key, COUNT, num_splits=2, records_per_second=rate)
-    return (env.from_source(src, WatermarkStrategy.no_watermarks(), "gen").uid("gen")
-            .key_by(lambda k: k).process(Count()).uid("count"))
+    return (
+        env.from_source(src, WatermarkStrategy.no_watermarks(), "gen")
+        .uid("gen")
+        .key_by(lambda k: k)
+        .process(Count())
+        .uid("count")
+    )
 
 
 def _older_hash(key, max_parallelism: int) -> int:
@@ -58,8 +63,11 @@ def _as_written_by_the_older_hash(metadata_path: Path) -> int:
             keys = [cloudpickle.loads(k) for k in table.column("key").to_pylist()]
             old = [_older_hash(k, meta.max_parallelism) for k in keys]
             moved |= {k for k, g in zip(keys, old) if g != assign_to_key_group(k, meta.max_parallelism)}
-            table = table.set_column(table.schema.get_field_index("key_group"), "key_group",
-                                     pa.array(old, type=table.schema.field("key_group").type))
+            table = table.set_column(
+                table.schema.get_field_index("key_group"),
+                "key_group",
+                pa.array(old, type=table.schema.field("key_group").type),
+            )
             buf = io.BytesIO()
             pq.write_table(table, buf)
             path.write_bytes(buf.getvalue())

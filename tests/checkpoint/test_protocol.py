@@ -9,18 +9,12 @@ import pytest
 from sparkpoint.checkpoint.completed import CompletedCheckpoint, CompletedCheckpointStore, SharedStateRegistry
 from sparkpoint.checkpoint.exceptions import CheckpointException, InvalidStateError
 from sparkpoint.checkpoint.failure import CheckpointFailureManager, CheckpointFailureReason
-from sparkpoint.checkpoint.metadata import (
-    CheckpointMetadata,
-    KeyedStateFile,
-    MetadataV1Serializer,
-    OperatorMetadata,
-)
 from sparkpoint.checkpoint.location import CheckpointStorageLocation
 from sparkpoint.checkpoint.messages import AcknowledgeCheckpoint, ExecutionVertexId, OperatorSubtaskId
+from sparkpoint.checkpoint.metadata import CheckpointMetadata, KeyedStateFile, MetadataV1Serializer, OperatorMetadata
 from sparkpoint.checkpoint.pending import PendingCheckpoint, PendingCheckpointState, TaskAcknowledgeResult
 from sparkpoint.storage.checkpoint_storage import StreamStateHandle
 from sparkpoint.storage.exceptions import CorruptCheckpointError
-
 
 A, B = ExecutionVertexId(1, 0), OperatorSubtaskId("source", 0)
 
@@ -38,7 +32,7 @@ def test_pending_checkpoint_acknowledgements():
     assert p.acknowledge_task(ack(A, 10)) is TaskAcknowledgeResult.SUCCESS
     assert p.acknowledge_task(ack(A, 10)) is TaskAcknowledgeResult.DUPLICATE
     assert p.acknowledge_task(ack(ExecutionVertexId(9, 9))) is TaskAcknowledgeResult.UNKNOWN
-    assert p.acknowledge_task(ack(B, checkpoint_id=8)) is TaskAcknowledgeResult.UNKNOWN   # another checkpoint's
+    assert p.acknowledge_task(ack(B, checkpoint_id=8)) is TaskAcknowledgeResult.UNKNOWN  # another checkpoint's
     assert not p.is_fully_acknowledged()
     with pytest.raises(InvalidStateError, match="acknowledgements missing"):
         p.mark_completed()
@@ -63,9 +57,10 @@ def test_aborted_checkpoint_discards_late_acks():
 def test_concurrent_acks_are_counted_once():
     p = _pending(expected=[ExecutionVertexId(1, i) for i in range(200)])
     results = []
-    threads = [threading.Thread(target=lambda i=i: results.append(
-        p.acknowledge_task(ack(ExecutionVertexId(1, i % 200)))))
-               for i in range(400)]
+    threads = [
+        threading.Thread(target=lambda i=i: results.append(p.acknowledge_task(ack(ExecutionVertexId(1, i % 200)))))
+        for i in range(400)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -107,11 +102,19 @@ def test_failure_manager_tolerates_then_fails():
 def _meta() -> CheckpointMetadata:
     h = StreamStateHandle("keyed-s1-t0", 123, "ab" * 32)
     return CheckpointMetadata(
-        job_id="f" * 32, job_name="j", checkpoint_id=860, kind="checkpoint", trigger_timestamp=1,
+        job_id="f" * 32,
+        job_name="j",
+        checkpoint_id=860,
+        kind="checkpoint",
+        trigger_timestamp=1,
         completion_timestamp=2,
-        barrier_epoch=5, max_parallelism=128,
+        barrier_epoch=5,
+        max_parallelism=128,
         operators={"window": OperatorMetadata("window", "Window", 2, [KeyedStateFile(0, 0, 63, h)])},
-        driver_state=StreamStateHandle("driver-state", 10, "cd" * 32), config={"a": 1}, stats={})
+        driver_state=StreamStateHandle("driver-state", 10, "cd" * 32),
+        config={"a": 1},
+        stats={},
+    )
 
 
 def test_metadata_round_trip_and_corruption():
@@ -131,8 +134,11 @@ def _coordinator(tmp_path):
     from sparkpoint.common import Configuration
     from sparkpoint.storage.checkpoint_storage import FsCheckpointStorage
 
-    settings = CheckpointSettings(Configuration({"execution.checkpointing.interval": "1 ms",
-                                                 "execution.checkpointing.tolerable-failed-checkpoints": 5}))
+    settings = CheckpointSettings(
+        Configuration(
+            {"execution.checkpointing.interval": "1 ms", "execution.checkpointing.tolerable-failed-checkpoints": 5}
+        )
+    )
     storage = FsCheckpointStorage((tmp_path / "ck").as_uri(), "f" * 32)
     return CheckpointCoordinator(settings, storage, "f" * 32, "job", 128, {}, start_id=860)
 
@@ -153,15 +159,17 @@ def test_coordinator_completes_on_typed_acknowledgements(tmp_path):
 
     handle = StreamStateHandle("keyed-s1-t0", len(body), hashlib.sha256(body).hexdigest())
     pending.location.write("keyed-s1-t0", body)
-    ack_ = AcknowledgeCheckpoint(860, state, (KeyedStateFileHandle(("count",), 0, 127, handle),), state_size=5,
-                                 async_duration_ms=3.0)
+    ack_ = AcknowledgeCheckpoint(
+        860, state, (KeyedStateFileHandle(("count",), 0, 127, handle),), state_size=5, async_duration_ms=3.0
+    )
     assert c.receive_acknowledge_message(ack_) is TaskAcknowledgeResult.SUCCESS
     assert c.receive_acknowledge_message(ack_) is TaskAcknowledgeResult.DUPLICATE
     ((completed, done),) = c.complete_ready(2000)
     assert done.state is PendingCheckpointState.COMPLETED and completed.checkpoint_id == 860
     meta = load_checkpoint(completed.location).metadata
-    assert [(f.subtask, f.key_group_start, f.key_group_end, f.handle) for f in meta.operators["count"].keyed_state] \
-        == [(0, 0, 127, handle)]
+    assert [(f.subtask, f.key_group_start, f.key_group_end, f.handle) for f in meta.operators["count"].keyed_state] == [
+        (0, 0, 127, handle)
+    ]
     assert meta.stats["async_duration_ms"] == 3.0
     # an acknowledgement of a checkpoint nobody waits for
     assert c.receive_acknowledge_message(ack_) is TaskAcknowledgeResult.UNKNOWN
@@ -183,8 +191,17 @@ def test_keyed_state_written_at_the_trigger_acknowledges_the_tasks_and_its_files
         body = b"manifest"
         location.write("changelog-s1-t0-0.json", body)
         handle = StreamStateHandle("changelog-s1-t0-0.json", len(body), hashlib.sha256(body).hexdigest())
-        return {t: ([KeyedStateFileHandle(("count",), 64 * t.subtask, 64 * t.subtask + 63, handle, None,
-                                          "changelog", (segment,))], 7) for t in tasks}
+        return {
+            t: (
+                [
+                    KeyedStateFileHandle(
+                        ("count",), 64 * t.subtask, 64 * t.subtask + 63, handle, None, "changelog", (segment,)
+                    )
+                ],
+                7,
+            )
+            for t in tasks
+        }
 
     pending = c.trigger(1000, 4, {"operator_states": {}}, tasks, set(), {"count": ("Count", 2)}, keyed_state=write)
     assert pending is not None and pending.is_fully_acknowledged()
@@ -228,6 +245,6 @@ def test_metadata_with_a_missing_field_is_corrupt_not_a_crash():
     doc = json.loads(MetadataV1Serializer.serialize(_meta()))
     del doc["body"]["barrier_epoch"]
     canonical = json.dumps(doc["body"], sort_keys=True, separators=(",", ":"))
-    doc["sha256"] = hashlib.sha256(canonical.encode()).hexdigest()   # a well-formed checksum over a bad body
+    doc["sha256"] = hashlib.sha256(canonical.encode()).hexdigest()  # a well-formed checksum over a bad body
     with pytest.raises(CorruptCheckpointError, match="lacks or mangles a field.*barrier_epoch"):
         MetadataV1Serializer.deserialize(json.dumps(doc).encode(), "x")

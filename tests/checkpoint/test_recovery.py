@@ -19,8 +19,13 @@ def _job(env, tmp_path: Path, count: int, fn=None):
     env.get_configuration().set("state.checkpoints.num-retained", 3)
     env.set_parallelism(2)
     src = DataGeneratorSource(key_of, count, num_splits=2)
-    return (env.from_source(src, WatermarkStrategy.no_watermarks(), "gen").uid("gen")
-            .key_by(lambda k: k).process(fn or Count()).uid("count"))
+    return (
+        env.from_source(src, WatermarkStrategy.no_watermarks(), "gen")
+        .uid("gen")
+        .key_by(lambda k: k)
+        .process(fn or Count())
+        .uid("count")
+    )
 
 
 def _last_counts(rows) -> dict:
@@ -32,8 +37,14 @@ def _last_counts(rows) -> dict:
 
 def test_wiped_local_state_is_rebuilt_from_the_latest_checkpoint(make_env, tmp_path):
     count = 3_000
-    env = make_env("local", **{"execution.epoch.max-records": 25, "restart-strategy.type": "fixed-delay",
-                               "restart-strategy.fixed-delay.delay": "0 ms"})
+    env = make_env(
+        "local",
+        **{
+            "execution.epoch.max-records": 25,
+            "restart-strategy.type": "fixed-delay",
+            "restart-strategy.fixed-delay.delay": "0 ms",
+        },
+    )
     wiped = []
 
     def on_epoch(stats):
@@ -50,27 +61,36 @@ def test_wiped_local_state_is_rebuilt_from_the_latest_checkpoint(make_env, tmp_p
 def test_recovery_skips_a_corrupt_latest_checkpoint(make_env, tmp_path, caplog):
     """The newest retained checkpoint is damaged when a failure hits: recovery falls back to the previous one."""
     count = 3_000
-    env = make_env("local", **{"execution.epoch.max-records": 25, "restart-strategy.type": "fixed-delay",
-                               "restart-strategy.fixed-delay.delay": "0 ms"})
+    env = make_env(
+        "local",
+        **{
+            "execution.epoch.max-records": 25,
+            "restart-strategy.type": "fixed-delay",
+            "restart-strategy.fixed-delay.delay": "0 ms",
+        },
+    )
     damaged = []
 
     def on_epoch(stats):
         if stats.epoch == 15 and not damaged:
-            chks = sorted((p for p in glob.glob(str(tmp_path / "ck" / "*" / "chk-*")) if Path(p, "_metadata").exists()),
-                          key=lambda p: int(p.rsplit("-", 1)[1]))
+            chks = sorted(
+                (p for p in glob.glob(str(tmp_path / "ck" / "*" / "chk-*")) if Path(p, "_metadata").exists()),
+                key=lambda p: int(p.rsplit("-", 1)[1]),
+            )
             newest = chks[-1]
             keyed = sorted(glob.glob(newest + "/keyed-*"))
             Path(keyed[0]).write_bytes(Path(keyed[0]).read_bytes()[:-3])  # truncated
             damaged.append(newest)
-            shutil.rmtree(tmp_path / "local-state")                       # and the working state is lost
+            shutil.rmtree(tmp_path / "local-state")  # and the working state is lost
 
     env._on_epoch = on_epoch
     got = _job(env, tmp_path, count).execute_and_collect()
     assert damaged
     assert _last_counts(got) == dict(oracle_totals(count))
     newest_id = int(damaged[0].rsplit("-", 1)[1])
-    assert any(f"cannot recover from checkpoint {newest_id}" in r.message and "truncated" in r.message
-               for r in caplog.records), [r.message for r in caplog.records]
+    assert any(
+        f"cannot recover from checkpoint {newest_id}" in r.message and "truncated" in r.message for r in caplog.records
+    ), [r.message for r in caplog.records]
 
 
 class Notified(MapFunction, CheckpointListener):
@@ -116,8 +136,15 @@ def test_a_job_restored_with_s_fails_over_to_that_checkpoint_before_its_own_firs
     count = 3_000
     _retained_checkpoints(make_env, tmp_path, count, 1)
     chk = sorted(glob.glob(str(tmp_path / "ck" / "*" / "chk-*")), key=lambda p: int(p.rsplit("-", 1)[1]))[-1]
-    env = make_env("local", **{"execution.epoch.max-records": 25, "execution.savepoint.path": chk,
-                               "restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.delay": "0 ms"})
+    env = make_env(
+        "local",
+        **{
+            "execution.epoch.max-records": 25,
+            "execution.savepoint.path": chk,
+            "restart-strategy.type": "fixed-delay",
+            "restart-strategy.fixed-delay.delay": "0 ms",
+        },
+    )
     wiped: list[int] = []
 
     def on_epoch(stats):
@@ -128,7 +155,7 @@ def test_a_job_restored_with_s_fails_over_to_that_checkpoint_before_its_own_firs
     env._on_epoch = on_epoch
     restored = (tmp_path / "restored-ck").as_uri()
     got = _job(env, tmp_path, count)
-    env.enable_checkpointing(3_600_000)   # none of its own completes before the failure
+    env.enable_checkpointing(3_600_000)  # none of its own completes before the failure
     env.get_checkpoint_config().set_checkpoint_storage_dir(restored)
     assert _last_counts(got.execute_and_collect()) == dict(oracle_totals(count))
     assert wiped
@@ -139,16 +166,19 @@ def test_run_s_with_a_job_directory_restores_its_newest_checkpoint_that_loads(ma
     count = 3_000
     _retained_checkpoints(make_env, tmp_path, count, 2)
     [job_dir] = glob.glob(str(tmp_path / "ck" / "*"))
-    chks = sorted((p for p in glob.glob(job_dir + "/chk-*") if Path(p, "_metadata").exists()),
-                  key=lambda p: int(p.rsplit("-", 1)[1]))
+    chks = sorted(
+        (p for p in glob.glob(job_dir + "/chk-*") if Path(p, "_metadata").exists()),
+        key=lambda p: int(p.rsplit("-", 1)[1]),
+    )
     newest, previous = chks[-1], chks[-2]
     keyed = sorted(glob.glob(newest + "/keyed-*"))
-    Path(keyed[0]).write_bytes(Path(keyed[0]).read_bytes()[:-3])   # truncated
+    Path(keyed[0]).write_bytes(Path(keyed[0]).read_bytes()[:-3])  # truncated
     env = make_env("local", **{"execution.epoch.max-records": 25, "execution.savepoint.path": job_dir})
     got = _job(env, tmp_path / "second", count).execute_and_collect()
     assert _last_counts(got) == dict(oracle_totals(count))
     previous_id = int(previous.rsplit("-", 1)[1])
     messages = [r.getMessage() for r in caplog.records]
-    assert any(f"cannot recover from checkpoint {int(newest.rsplit('-', 1)[1])}" in m and "truncated" in m
-               for m in messages), messages
+    assert any(
+        f"cannot recover from checkpoint {int(newest.rsplit('-', 1)[1])}" in m and "truncated" in m for m in messages
+    ), messages
     assert any(f"restoring checkpoint {previous_id}, the newest of" in m for m in messages), messages

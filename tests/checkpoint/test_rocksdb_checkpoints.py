@@ -62,9 +62,9 @@ def test_incremental_checkpoints_share_files_and_the_oldest_retained_still_resto
     env = make_env("local", **{"execution.epoch.max-records": 20, **ROCKSDB})
     stream = counting_job(env, count, ck, retained=3, rate=1_500)
     dirs = _run_until_checkpoint_id(env, stream, ck, 9)
-    assert len(dirs) == 3 and int(dirs[0].rsplit("-", 1)[1]) >= 7   # several subsumptions happened
+    assert len(dirs) == 3 and int(dirs[0].rsplit("-", 1)[1]) >= 7  # several subsumptions happened
     manifests = sorted(Path(dirs[-1]).glob("keyed-*.rocksdb"))
-    assert len(manifests) == 2                                           # one database per subtask
+    assert len(manifests) == 2  # one database per subtask
     body = json.loads(manifests[0].read_text())
     assert body["uid"] == "count" and any(f["name"].endswith(".sst") for f in body["files"])
     shared_dir = Path(dirs[0]).parent / "shared"
@@ -73,11 +73,12 @@ def test_incremental_checkpoints_share_files_and_the_oldest_retained_still_resto
     # files are shared between retained checkpoints, all are there, and nothing unreferenced is left
     assert referenced and referenced <= on_disk
     assert on_disk == referenced, f"unreferenced shared files left: {sorted(on_disk - referenced)}"
-    assert any(_referenced_shared(a) & _referenced_shared(b) for a, b in zip(dirs, dirs[1:])), \
+    assert any(_referenced_shared(a) & _referenced_shared(b) for a, b in zip(dirs, dirs[1:])), (
         "no two consecutive checkpoints share a file"
+    )
     # the oldest retained checkpoint restores exactly, in the same and in the other backend
     assert _restored_counts(make_env, tmp_path, dirs[0], count, **ROCKSDB) == dict(oracle_totals(count))
-    assert _restored_counts(make_env, tmp_path, dirs[0], count) == dict(oracle_totals(count))   # hashmap
+    assert _restored_counts(make_env, tmp_path, dirs[0], count) == dict(oracle_totals(count))  # hashmap
 
 
 @pytest.mark.parametrize("before,after", [(2, 1), (1, 3), (2, 3)])
@@ -121,8 +122,10 @@ def test_a_savepoint_switches_the_state_backend(make_env, tmp_path, first, secon
     path = client.stop_with_savepoint(False, sp_dir.as_uri()).result(timeout=60)
     client.wait(60)
     assert list(Path(path.replace("file://", "")).rglob("*.parquet")), "savepoints stay canonical"
-    env2 = make_env("local", **{"execution.epoch.max-records": 2_000, "execution.savepoint.path": path,
-                                "state.backend.type": second})
+    env2 = make_env(
+        "local",
+        **{"execution.epoch.max-records": 2_000, "execution.savepoint.path": path, "state.backend.type": second},
+    )
     seed_job(env2, n, out, parallelism=3)
     env2.execute("resumed")
     assert Counter(read_committed_lines(out)) == window_oracle(n)
@@ -132,7 +135,7 @@ def test_a_full_checkpoint_on_request_writes_all_state_and_restores(make_env, tm
     count = 20_000
     ck = tmp_path / "ck"
     env = make_env("local", **{"execution.epoch.max-records": 20, **ROCKSDB})
-    stream = counting_job(env, count, ck, interval_ms=3_600_000, rate=1_500)   # no periodic checkpoint
+    stream = counting_job(env, count, ck, interval_ms=3_600_000, rate=1_500)  # no periodic checkpoint
     stream.print()
     client = env.execute_async("counting")
     time.sleep(0.5)

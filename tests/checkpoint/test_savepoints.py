@@ -28,22 +28,38 @@ class CountPerWindow(ProcessWindowFunction):
         yield f"{w.start}\t{w.end}\t{key[0]}\t{key[1]}\t{sum(c for _, c in elements)}"
 
 
-def seed_job(env, n: int, out: Path, rate=None, *, window_uid="window-counts", parallelism=2, extra_map=False,
-             window_name=None):
-    env.enable_checkpointing(3_600_000)   # sinks commit at checkpoints and savepoints only
+def seed_job(
+    env, n: int, out: Path, rate=None, *, window_uid="window-counts", parallelism=2, extra_map=False, window_name=None
+):
+    env.enable_checkpointing(3_600_000)  # sinks commit at checkpoints and savepoints only
     env.set_parallelism(parallelism)
     src = StringLineEventSource(n, num_splits=2, records_per_second=rate)
-    wm = (WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_seconds(50))
-          .with_timestamp_assigner(lambda line, _: int(line.split("\t", 1)[0])))
-    stream = (env.from_source(src, WatermarkStrategy.no_watermarks(), "events").uid("source")
-              .assign_timestamps_and_watermarks(wm).uid("timestamps"))
+    wm = WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_seconds(50)).with_timestamp_assigner(
+        lambda line, _: int(line.split("\t", 1)[0])
+    )
+    stream = (
+        env.from_source(src, WatermarkStrategy.no_watermarks(), "events")
+        .uid("source")
+        .assign_timestamps_and_watermarks(wm)
+        .uid("timestamps")
+    )
     if extra_map:
         stream = stream.map(lambda line: line).uid("added-operator")
-    (stream.map(lambda line: ((line.split("\t")[1], line.split("\t")[3]), 1)).uid("to-pairs")
-     .key_by(lambda p: p[0]).window(TumblingEventTimeWindows.of(Time.minutes(1)))
-     .process(CountPerWindow()).uid(window_uid).name(window_name or "Window(Process)")
-     .sink_to(FileSink.for_row_format(str(out), Encoder.simple_string_encoder())
-              .with_bucket_assigner(BucketAssigner.base_path_bucket_assigner()).build()).uid("sink"))
+    (
+        stream.map(lambda line: ((line.split("\t")[1], line.split("\t")[3]), 1))
+        .uid("to-pairs")
+        .key_by(lambda p: p[0])
+        .window(TumblingEventTimeWindows.of(Time.minutes(1)))
+        .process(CountPerWindow())
+        .uid(window_uid)
+        .name(window_name or "Window(Process)")
+        .sink_to(
+            FileSink.for_row_format(str(out), Encoder.simple_string_encoder())
+            .with_bucket_assigner(BucketAssigner.base_path_bucket_assigner())
+            .build()
+        )
+        .uid("sink")
+    )
 
 
 def _wait_for_progress(client, seconds: float) -> None:
@@ -104,8 +120,14 @@ def test_removed_operator_fails_unless_allowed(make_env, tmp_path):
     env = make_env("local", **{"execution.epoch.max-records": 200})
     env.set_parallelism(2)
     src = DataGeneratorSource(key_of, count, num_splits=2, records_per_second=10_000)
-    (env.from_source(src, WatermarkStrategy.no_watermarks(), "gen").uid("gen")
-     .key_by(lambda k: k).process(Count()).uid("count").print())
+    (
+        env.from_source(src, WatermarkStrategy.no_watermarks(), "gen")
+        .uid("gen")
+        .key_by(lambda k: k)
+        .process(Count())
+        .uid("count")
+        .print()
+    )
     client = env.execute_async("counting")
     _wait_for_progress(client, 0.5)
     path = client.stop_with_savepoint(False, (tmp_path / "sp").as_uri()).result(timeout=60)
@@ -114,16 +136,20 @@ def test_removed_operator_fails_unless_allowed(make_env, tmp_path):
     def job(env_, uid):
         env_.set_parallelism(2)
         src_ = DataGeneratorSource(key_of, count, num_splits=2)
-        return (env_.from_source(src_, WatermarkStrategy.no_watermarks(), "gen").uid("gen")
-                .key_by(lambda k: k).process(Count()).uid(uid))
+        return (
+            env_.from_source(src_, WatermarkStrategy.no_watermarks(), "gen")
+            .uid("gen")
+            .key_by(lambda k: k)
+            .process(Count())
+            .uid(uid)
+        )
 
     env2 = make_env("local", **{"execution.savepoint.path": path})
     job(env2, "renamed-count").print()
     with pytest.raises(JobGraphError, match=r"no operator has uid 'count'.*--allowNonRestoredState"):
         env2.execute()
 
-    env3 = make_env("local", **{"execution.savepoint.path": path,
-                                "execution.savepoint.ignore-unclaimed-state": True})
+    env3 = make_env("local", **{"execution.savepoint.path": path, "execution.savepoint.ignore-unclaimed-state": True})
     got = job(env3, "renamed-count").execute_and_collect()
     # the new operator starts empty: its counts are those of the records after the savepoint only
     assert max(n for _, n in got) < max(oracle_totals(count).values())
@@ -140,8 +166,14 @@ def test_other_max_parallelism_fails_clearly(make_env, tmp_path):
     env = make_env("local", **{"execution.epoch.max-records": 200})
     env.set_parallelism(2)
     src = DataGeneratorSource(key_of, 10**9, num_splits=2, records_per_second=10_000)
-    (env.from_source(src, WatermarkStrategy.no_watermarks(), "gen").uid("gen")
-     .key_by(lambda k: k).process(Count()).uid("count").print())
+    (
+        env.from_source(src, WatermarkStrategy.no_watermarks(), "gen")
+        .uid("gen")
+        .key_by(lambda k: k)
+        .process(Count())
+        .uid("count")
+        .print()
+    )
     client = env.execute_async("counting")
     _wait_for_progress(client, 0.5)
     path = client.trigger_savepoint((tmp_path / "sp").as_uri()).result(timeout=60)
@@ -149,7 +181,13 @@ def test_other_max_parallelism_fails_clearly(make_env, tmp_path):
     client.wait(60)
     env2 = make_env("local", **{"execution.savepoint.path": path})
     env2.set_max_parallelism(64)
-    (env2.from_source(DataGeneratorSource(key_of, 10, num_splits=2), WatermarkStrategy.no_watermarks(), "gen")
-     .uid("gen").key_by(lambda k: k).process(Count()).uid("count").print())
+    (
+        env2.from_source(DataGeneratorSource(key_of, 10, num_splits=2), WatermarkStrategy.no_watermarks(), "gen")
+        .uid("gen")
+        .key_by(lambda k: k)
+        .process(Count())
+        .uid("count")
+        .print()
+    )
     with pytest.raises(JobGraphError, match=r"max parallelism 128, the job has 64.*'count'"):
         env2.execute()

@@ -52,12 +52,12 @@ class Counts(KeyedProcessFunction):
 
     def process_element(self, value, ctx):
         if self.marker:
-            Path(self.marker).touch()   # a record reached the keyed function
+            Path(self.marker).touch()  # a record reached the keyed function
         n = self.states["n"]
         count = int(n.value() or 0) + 1
         n.update(count if self.types["n"] != Types.STRING() else str(count))
         row = self.states["row"].value()
-        fields = (self.types["row"].field_names or ())
+        fields = self.types["row"].field_names or ()
         self.states["row"].update(Row(**{f: (count if f == "count" else value) for f in fields}))
         self.states["raw"].update((self.states["raw"].value() or 0) + 1)
         yield value, count, row
@@ -77,9 +77,13 @@ def savepoint(request, tmp_path_factory):
 
     tmp = tmp_path_factory.mktemp(f"sp-{request.param}")
     conf = Configuration()
-    for k, v in {"execution.target": "local", "execution.epoch.idle-pause": "0 ms", "state.backend.type":
-                 request.param, "sparkpoint.local-state-dir": str(tmp / "local"),
-                 "execution.epoch.max-records": 200}.items():
+    for k, v in {
+        "execution.target": "local",
+        "execution.epoch.idle-pause": "0 ms",
+        "state.backend.type": request.param,
+        "sparkpoint.local-state-dir": str(tmp / "local"),
+        "execution.epoch.max-records": 200,
+    }.items():
         conf.set(k, v)
     env = StreamExecutionEnvironment.get_execution_environment(conf)
     env.set_parallelism(2)
@@ -88,7 +92,7 @@ def savepoint(request, tmp_path_factory):
     build(env, V1_TYPES, rate=8_000).print()
     client = env.execute_async("v1")
     deadline = time.monotonic() + 60
-    while len(epochs) < 5 and time.monotonic() < deadline:   # some state in every key, however slow the start
+    while len(epochs) < 5 and time.monotonic() < deadline:  # some state in every key, however slow the start
         time.sleep(0.05)
     path = client.stop_with_savepoint(False, (tmp / "sp").as_uri()).result(timeout=60)
     client.wait(60)
@@ -105,10 +109,11 @@ def _env(make_env, savepoint, **conf):
 def test_the_savepoint_records_each_state_kind_and_type_and_the_keys_classes(savepoint):
     meta = json.loads(Path(savepoint[0].removeprefix("file://"), "_metadata").read_text())
     schema = meta["body"]["operators"]["count"]["schema"]
-    assert schema["states"] == {"n": {"kind": "value", "type": {"name": "INT"}},
-                                "row": {"kind": "value", "type": {"name": "ROW", "children": [{"name": "INT"}],
-                                                                  "fields": ["count"]}},
-                                "raw": {"kind": "value", "type": None}}
+    assert schema["states"] == {
+        "n": {"kind": "value", "type": {"name": "INT"}},
+        "row": {"kind": "value", "type": {"name": "ROW", "children": [{"name": "INT"}], "fields": ["count"]}},
+        "raw": {"kind": "value", "type": None},
+    }
     assert schema["key_kinds"] == ["str"]
 
 
@@ -125,7 +130,8 @@ def test_a_changed_state_type_is_refused_before_any_record_is_read(make_env, sav
 
 def test_inspect_against_says_what_the_restore_does(savepoint, tmp_path):
     job = tmp_path / "v2_job.py"
-    job.write_text(textwrap.dedent(f'''
+    job.write_text(
+        textwrap.dedent(f"""
         import sys
         from sparkpoint.common import Types
         from sparkpoint.datastream import StreamExecutionEnvironment
@@ -137,7 +143,8 @@ def test_inspect_against_says_what_the_restore_does(savepoint, tmp_path):
         env = StreamExecutionEnvironment.get_execution_environment()
         build(env, {{**V1_TYPES, **changes[sys.argv[1]]}}).print()
         env.execute("v2")
-    '''))
+    """)
+    )
     refused = CliRunner().invoke(main, ["inspect", savepoint[0], "--against", str(job), "string"])
     assert refused.exit_code == 1, refused.output
     problem = [line for line in refused.output.splitlines() if line.startswith("  PROBLEM")]
@@ -145,17 +152,24 @@ def test_inspect_against_says_what_the_restore_does(savepoint, tmp_path):
     assert refused.output.splitlines()[-1] == "verdict: the job CANNOT be restored"
     migrated = CliRunner().invoke(main, ["inspect", savepoint[0], "--against", str(job), "row"])
     assert migrated.exit_code == 0, migrated.output
-    assert any(line.startswith("  MIGRATE  count:") and "fields added: last" in line
-               for line in migrated.output.splitlines()), migrated.output
+    assert any(
+        line.startswith("  MIGRATE  count:") and "fields added: last" in line for line in migrated.output.splitlines()
+    ), migrated.output
 
 
 def test_a_changed_key_type_fails_the_first_epoch_without_restarts(make_env, savepoint, tmp_path):
     out = tmp_path / "out"
-    env = _env(make_env, savepoint, **{"execution.checkpointing.interval": "1 s",
-                                        "state.checkpoints.dir": (tmp_path / "chk").as_uri(),
-                                        "restart-strategy.type": "fixed-delay",
-                                        "restart-strategy.fixed-delay.attempts": 5,
-                                        "restart-strategy.fixed-delay.delay": "5 s"})
+    env = _env(
+        make_env,
+        savepoint,
+        **{
+            "execution.checkpointing.interval": "1 s",
+            "state.checkpoints.dir": (tmp_path / "chk").as_uri(),
+            "restart-strategy.type": "fixed-delay",
+            "restart-strategy.fixed-delay.attempts": 5,
+            "restart-strategy.fixed-delay.delay": "5 s",
+        },
+    )
     from sparkpoint.common import Encoder
     from sparkpoint.datastream.connectors.file_system import FileSink
 
@@ -166,7 +180,7 @@ def test_a_changed_key_type_fails_the_first_epoch_without_restarts(make_env, sav
         env.execute("v2")
     message = str(err.value)
     assert "uid 'count'" in message and "keys of kind str" in message and "keys are of kind number" in message
-    assert time.monotonic() - t0 < 20   # no restart: each would wait 5 s, restore and fail again
+    assert time.monotonic() - t0 < 20  # no restart: each would wait 5 s, restore and fail again
     written = [p for p in out.rglob("*") if p.is_file() and not p.name.startswith(".")] if out.exists() else []
     assert written == []
 
@@ -174,8 +188,11 @@ def test_a_changed_key_type_fails_the_first_epoch_without_restarts(make_env, sav
 def test_untyped_state_given_a_type_is_checked_against_its_stored_values(make_env, savepoint):
     env = _env(make_env, savepoint)
     build(env, {**V1_TYPES, "raw": Types.STRING()}).print()
-    with pytest.raises(StateMigrationError, match=r"state 'raw' was checkpointed as value state of PICKLED.*"
-                                                  r"a stored value, \d+ \(int\), is not of the declared STRING"):
+    with pytest.raises(
+        StateMigrationError,
+        match=r"state 'raw' was checkpointed as value state of PICKLED.*"
+        r"a stored value, \d+ \(int\), is not of the declared STRING",
+    ):
         env.execute("v2")
 
 
@@ -202,17 +219,21 @@ def test_compatibility_rules():
     t = type_json
     row1 = t(Types.ROW_NAMED(["a", "b"], [Types.INT(), Types.STRING()]))
     row2 = t(Types.ROW_NAMED(["a", "c"], [Types.LONG(), Types.DOUBLE()]))
-    cases = [(Types.INT(), Types.INT(), Compatibility.COMPATIBLE_AS_IS),
-             (Types.INT(), Types.LONG(), Compatibility.COMPATIBLE_AFTER_MIGRATION),
-             (Types.LONG(), Types.INT(), Compatibility.INCOMPATIBLE),
-             (Types.INT(), None, Compatibility.COMPATIBLE_AFTER_MIGRATION),
-             (Types.INT(), Types.STRING(), Compatibility.INCOMPATIBLE),
-             (Types.LIST(Types.INT()), Types.LIST(Types.STRING()), Compatibility.INCOMPATIBLE),
-             (Types.MAP(Types.STRING(), Types.FLOAT()), Types.MAP(Types.STRING(), Types.DOUBLE()),
-              Compatibility.COMPATIBLE_AFTER_MIGRATION),
-             (Types.TUPLE([Types.INT()]), Types.TUPLE([Types.INT(), Types.INT()]), Compatibility.INCOMPATIBLE),
-             (Types.ROW_NAMED(["a"], [Types.INT()]), Types.ROW_NAMED(["a"], [Types.STRING()]),
-              Compatibility.INCOMPATIBLE)]
+    cases = [
+        (Types.INT(), Types.INT(), Compatibility.COMPATIBLE_AS_IS),
+        (Types.INT(), Types.LONG(), Compatibility.COMPATIBLE_AFTER_MIGRATION),
+        (Types.LONG(), Types.INT(), Compatibility.INCOMPATIBLE),
+        (Types.INT(), None, Compatibility.COMPATIBLE_AFTER_MIGRATION),
+        (Types.INT(), Types.STRING(), Compatibility.INCOMPATIBLE),
+        (Types.LIST(Types.INT()), Types.LIST(Types.STRING()), Compatibility.INCOMPATIBLE),
+        (
+            Types.MAP(Types.STRING(), Types.FLOAT()),
+            Types.MAP(Types.STRING(), Types.DOUBLE()),
+            Compatibility.COMPATIBLE_AFTER_MIGRATION,
+        ),
+        (Types.TUPLE([Types.INT()]), Types.TUPLE([Types.INT(), Types.INT()]), Compatibility.INCOMPATIBLE),
+        (Types.ROW_NAMED(["a"], [Types.INT()]), Types.ROW_NAMED(["a"], [Types.STRING()]), Compatibility.INCOMPATIBLE),
+    ]
     for old, new, want in cases:
         assert compare_types(t(old), t(new))[0] is want, (old, new)
     assert compare_types(row1, row2)[0] is Compatibility.COMPATIBLE_AFTER_MIGRATION
@@ -220,9 +241,11 @@ def test_compatibility_rules():
     assert fn is not None
     moved = fn(Row(a=1, b="x"))
     assert (moved.a, moved.c, list(moved.as_dict())) == (1, None, ["a", "c"])
-    assert fn(Row(a=1, c=2.5)).c == 2.5   # idempotent: a row in the new form already keeps its values
-    nested = migration(t(Types.LIST(Types.ROW_NAMED(["a"], [Types.INT()]))),
-                       t(Types.LIST(Types.ROW_NAMED(["a", "b"], [Types.INT(), Types.INT()]))))
+    assert fn(Row(a=1, c=2.5)).c == 2.5  # idempotent: a row in the new form already keeps its values
+    nested = migration(
+        t(Types.LIST(Types.ROW_NAMED(["a"], [Types.INT()]))),
+        t(Types.LIST(Types.ROW_NAMED(["a", "b"], [Types.INT(), Types.INT()]))),
+    )
     assert nested is not None and [r.b for r in nested([Row(a=1), Row(a=2)])] == [None, None]
 
 
@@ -257,7 +280,7 @@ class LazyCounts(Counts):
             self.states = {name: self.ctx.get_state(ValueStateDescriptor(name, t)) for name, t in self.types.items()}
         row = self.states["row"].value()
         if row is not None:
-            assert row["last"] is None or isinstance(row["last"], str)   # an unmigrated row has no field 'last'
+            assert row["last"] is None or isinstance(row["last"], str)  # an unmigrated row has no field 'last'
         yield from super().process_element(value, ctx)
 
 
@@ -274,8 +297,14 @@ def test_state_declared_lazily_is_migrated_in_every_subtask_even_one_idle_at_fir
     env = _env(make_env, savepoint, **{"execution.epoch.max-records": 200})
     v2 = {"n": Types.INT(), "row": Types.ROW_NAMED(["count", "last"], [Types.INT(), Types.STRING()]), "raw": None}
     src = DataGeneratorSource(skewed, COUNT, num_splits=2)
-    got = (env.from_source(src, WatermarkStrategy.no_watermarks(), "gen").uid("gen")
-           .key_by(lambda k: k).process(LazyCounts(v2)).uid("count").execute_and_collect())
+    got = (
+        env.from_source(src, WatermarkStrategy.no_watermarks(), "gen")
+        .uid("gen")
+        .key_by(lambda k: k)
+        .process(LazyCounts(v2))
+        .uid("count")
+        .execute_and_collect()
+    )
     first: dict = {}
     for key, n, row in got:
         if key not in first or n < first[key][0]:
@@ -307,9 +336,15 @@ def test_an_open_that_hangs_on_the_driver_does_not_hang_the_restore(make_env, sa
     env = _env(make_env, savepoint)
     src = DataGeneratorSource(key_of, COUNT, num_splits=2)
     t0 = time.monotonic()
-    got = (env.from_source(src, WatermarkStrategy.no_watermarks(), "gen").uid("gen").key_by(lambda k: k)
-           .process(WaitsAtFirstOpen(V1_TYPES)).uid("count").execute_and_collect())
-    assert time.monotonic() - t0 < 60 and _OPENED   # the first open() waited, and the restore went on
+    got = (
+        env.from_source(src, WatermarkStrategy.no_watermarks(), "gen")
+        .uid("gen")
+        .key_by(lambda k: k)
+        .process(WaitsAtFirstOpen(V1_TYPES))
+        .uid("count")
+        .execute_and_collect()
+    )
+    assert time.monotonic() - t0 < 60 and _OPENED  # the first open() waited, and the restore went on
     last: dict = {}
     for key, n, _ in got:
         last[key] = max(last.get(key, 0), n)
@@ -328,11 +363,15 @@ def test_a_declared_key_type_of_another_kind_is_refused_before_any_record_is_rea
     marker = tmp_path / "a-record-was-processed"
     env = _env(make_env, savepoint)
     build(env, V1_TYPES, key=lambda k: int(k[1:]), key_type=Types.INT(), marker=str(marker)).print()
-    with pytest.raises(StateMigrationError, match=r"uid 'count'.*keys of kind str.*keys are of kind number \(as "
-                                                  r"key_by's key_type declares\)"):
+    with pytest.raises(
+        StateMigrationError,
+        match=r"uid 'count'.*keys of kind str.*keys are of kind number \(as "
+        r"key_by's key_type declares\)",
+    ):
         env.execute("v2")
     assert not marker.exists()
-    same = _env(make_env, savepoint)   # the same kind declared: restored, every count goes on
+    same = _env(make_env, savepoint)  # the same kind declared: restored, every count goes on
     got = build(same, V1_TYPES, key_type=Types.STRING()).execute_and_collect()
-    assert {k: max(n for kk, n, _ in got if kk == k) for k, _, _ in got} == \
-        {k: sum(1 for i in range(COUNT) if key_of(i) == k) for k in (key_of(i) for i in range(KEYS))}
+    assert {k: max(n for kk, n, _ in got if kk == k) for k, _, _ in got} == {
+        k: sum(1 for i in range(COUNT) if key_of(i) == k) for k in (key_of(i) for i in range(KEYS))
+    }

@@ -19,8 +19,14 @@ JOB = str(ROOT / "examples" / "behavior_counts.py")
 
 
 def sparkpoint(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "sparkpoint.cli", *args], capture_output=True, text=True,
-                          cwd=ROOT, env=env, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "sparkpoint.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=timeout,
+    )
 
 
 @pytest.fixture
@@ -40,8 +46,19 @@ def test_run_prints_job_id_and_progress_and_writes_the_oracle(tmp_path, cli_env)
     conf = tmp_path / "flink-conf.yaml"
     conf.write_text("execution:\n  target: local\n  epoch:\n    max-records: 5000\nparallelism.default: 2\n")
     out = tmp_path / "out"
-    r = sparkpoint("run", "--conf", str(conf), "-D", f"sparkpoint.local-state-dir={tmp_path / 'ls'}",
-                   JOB, "--events", "30000", "--output", str(out), env=cli_env)
+    r = sparkpoint(
+        "run",
+        "--conf",
+        str(conf),
+        "-D",
+        f"sparkpoint.local-state-dir={tmp_path / 'ls'}",
+        JOB,
+        "--events",
+        "30000",
+        "--output",
+        str(out),
+        env=cli_env,
+    )
     assert r.returncode == 0, r.stderr
     assert re.search(r"Job has been submitted with JobID [0-9a-f]{32}\n", r.stdout)
     # in a pipe: one plain progress line per epoch (3 epochs of 2 x 5000 at least), ending at +inf
@@ -53,9 +70,24 @@ def test_run_prints_job_id_and_progress_and_writes_the_oracle(tmp_path, cli_env)
 def test_the_incremental_count_writes_the_same_oracle(tmp_path, cli_env):
     """``--incremental-count``: an AggregateFunction, aggregated before the exchange, gives the seed's lines."""
     out = tmp_path / "out"
-    r = sparkpoint("run", "-D", "execution.target=local", "-D", "execution.epoch.max-records=5000", "-p", "2",
-                   "-D", f"sparkpoint.local-state-dir={tmp_path / 'ls'}",
-                   JOB, "--events", "30000", "--incremental-count", "--output", str(out), env=cli_env)
+    r = sparkpoint(
+        "run",
+        "-D",
+        "execution.target=local",
+        "-D",
+        "execution.epoch.max-records=5000",
+        "-p",
+        "2",
+        "-D",
+        f"sparkpoint.local-state-dir={tmp_path / 'ls'}",
+        JOB,
+        "--events",
+        "30000",
+        "--incremental-count",
+        "--output",
+        str(out),
+        env=cli_env,
+    )
     assert r.returncode == 0, r.stderr
     assert Counter(read_committed_lines(out)) == _oracle(30_000)
 
@@ -66,7 +98,8 @@ def test_run_reports_a_failing_job_and_exits_non_zero(tmp_path, cli_env):
         "from sparkpoint.datastream import StreamExecutionEnvironment\n"
         "env = StreamExecutionEnvironment.get_execution_environment()\n"
         "env.from_collection([1, 2, 0, 4]).map(lambda v: 10 // v).uid('divide').print()\n"
-        "env.execute('bad')\n")
+        "env.execute('bad')\n"
+    )
     r = sparkpoint("run", "-D", "execution.target=local", str(job), env=cli_env)
     assert r.returncode == 1
     assert re.search(r"The job failed: .*uid 'divide'.*record 0.*ZeroDivisionError", r.stderr)
@@ -75,13 +108,43 @@ def test_run_reports_a_failing_job_and_exits_non_zero(tmp_path, cli_env):
 def test_list_checkpoints_cancel_inspect_and_restore(tmp_path, cli_env):
     ck = tmp_path / "ck"
     out = tmp_path / "out"
-    args = ["-D", "execution.target=local", "-D", "execution.checkpointing.interval=300 ms",
-            "-D", f"state.checkpoints.dir={ck.as_uri()}", "-D", "state.checkpoints.num-retained=2",
-            "-D", "execution.checkpointing.externalized-checkpoint-retention=RETAIN_ON_CANCELLATION",
-            "-D", f"sparkpoint.local-state-dir={tmp_path / 'ls'}", "-D", "execution.epoch.max-records=2000"]
-    proc = subprocess.Popen([sys.executable, "-m", "sparkpoint.cli", "run", *args, JOB, "--events", "200000",
-                             "--events-per-second", "20000", "--output", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=cli_env)
+    args = [
+        "-D",
+        "execution.target=local",
+        "-D",
+        "execution.checkpointing.interval=300 ms",
+        "-D",
+        f"state.checkpoints.dir={ck.as_uri()}",
+        "-D",
+        "state.checkpoints.num-retained=2",
+        "-D",
+        "execution.checkpointing.externalized-checkpoint-retention=RETAIN_ON_CANCELLATION",
+        "-D",
+        f"sparkpoint.local-state-dir={tmp_path / 'ls'}",
+        "-D",
+        "execution.epoch.max-records=2000",
+    ]
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "sparkpoint.cli",
+            "run",
+            *args,
+            JOB,
+            "--events",
+            "200000",
+            "--events-per-second",
+            "20000",
+            "--output",
+            str(out),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=cli_env,
+    )
     try:
         job_id = re.search(r"JobID ([0-9a-f]{32})", proc.stdout.readline()).group(1)
         deadline = time.time() + 60
@@ -113,8 +176,9 @@ def test_list_checkpoints_cancel_inspect_and_restore(tmp_path, cli_env):
     assert "window-counts (Window(Process)): parallelism 2, keyed state" in shown.stdout
     assert "all checksums verified" in shown.stdout
     # restore from it: ids go on from there, and the finished output is exactly the oracle
-    restored = sparkpoint("run", *args, "-s", str(chks[-1]), JOB, "--events", "200000", "--output", str(out),
-                          env=cli_env)
+    restored = sparkpoint(
+        "run", *args, "-s", str(chks[-1]), JOB, "--events", "200000", "--output", str(out), env=cli_env
+    )
     assert restored.returncode == 0, restored.stderr
     assert Counter(read_committed_lines(out)) == _oracle(200_000)
 
@@ -127,19 +191,47 @@ def test_inspect_reports_a_corrupt_checkpoint(tmp_path, cli_env):
 
 def test_savepoint_stop_dispose_and_resume(tmp_path, cli_env):
     out, sp_dir = tmp_path / "out", tmp_path / "savepoints"
-    args = ["-D", "execution.target=local", "-D", "execution.checkpointing.interval=1h",
-            "-D", f"state.savepoints.dir={sp_dir.as_uri()}", "-D", f"sparkpoint.local-state-dir={tmp_path / 'ls'}",
-            "-D", f"sparkpoint.rest.allowed-dirs={(tmp_path / 'final').as_uri()}",   # a stop's target, allowed too
-            "-D", "execution.epoch.max-records=2000"]
-    proc = subprocess.Popen([sys.executable, "-m", "sparkpoint.cli", "run", *args, JOB, "--events", "400000",
-                             "--events-per-second", "20000", "--output", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=cli_env)
+    args = [
+        "-D",
+        "execution.target=local",
+        "-D",
+        "execution.checkpointing.interval=1h",
+        "-D",
+        f"state.savepoints.dir={sp_dir.as_uri()}",
+        "-D",
+        f"sparkpoint.local-state-dir={tmp_path / 'ls'}",
+        "-D",
+        f"sparkpoint.rest.allowed-dirs={(tmp_path / 'final').as_uri()}",  # a stop's target, allowed too
+        "-D",
+        "execution.epoch.max-records=2000",
+    ]
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "sparkpoint.cli",
+            "run",
+            *args,
+            JOB,
+            "--events",
+            "400000",
+            "--events-per-second",
+            "20000",
+            "--output",
+            str(out),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=cli_env,
+    )
     try:
         job_id = re.search(r"JobID ([0-9a-f]{32})", proc.stdout.readline()).group(1)
         deadline = time.time() + 60
         while time.time() < deadline and job_id not in sparkpoint("list", env=cli_env).stdout:
             time.sleep(0.2)
-        first = sparkpoint("savepoint", job_id, env=cli_env)          # default: state.savepoints.dir
+        first = sparkpoint("savepoint", job_id, env=cli_env)  # default: state.savepoints.dir
         assert first.returncode == 0, first.stderr
         first_path = re.search(r"Savepoint completed\. Path: (\S+)", first.stdout).group(1)
         assert re.search(rf"/savepoint-{job_id[:6]}-[0-9a-f]{{12}}$", first_path)
@@ -155,7 +247,8 @@ def test_savepoint_stop_dispose_and_resume(tmp_path, cli_env):
     disposed = sparkpoint("savepoint", "--dispose", first_path, env=cli_env)
     assert disposed.returncode == 0 and "disposed" in disposed.stdout
     assert not Path(first_path.replace("file://", "")).exists()
-    resumed = sparkpoint("run", *args, "-p", "3", "-s", final_path, JOB, "--events", "400000",
-                         "--output", str(out), env=cli_env)
+    resumed = sparkpoint(
+        "run", *args, "-p", "3", "-s", final_path, JOB, "--events", "400000", "--output", str(out), env=cli_env
+    )
     assert resumed.returncode == 0, resumed.stderr
     assert Counter(read_committed_lines(out)) == _oracle(400_000)

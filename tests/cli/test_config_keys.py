@@ -10,8 +10,14 @@ from sparkpoint.common.config_keys import ALIASES, KNOWN_KEYS, KNOWN_PREFIXES, n
 
 
 def test_either_spelling_reads_as_the_setting():
-    conf = Configuration({"execution.checkpointing.dir": "file:///a", "state.savepoints.dir": "file:///b",
-                          "execution.state-recovery.path": "/sp", "execution.checkpointing.num-retained": 3})
+    conf = Configuration(
+        {
+            "execution.checkpointing.dir": "file:///a",
+            "state.savepoints.dir": "file:///b",
+            "execution.state-recovery.path": "/sp",
+            "execution.checkpointing.num-retained": 3,
+        }
+    )
     assert conf.get("state.checkpoints.dir") == "file:///a" == conf.get("execution.checkpointing.dir")
     assert conf.get("execution.checkpointing.savepoint-dir") == "file:///b"
     assert conf.get_string("execution.savepoint.path") == "/sp"
@@ -20,15 +26,19 @@ def test_either_spelling_reads_as_the_setting():
 
 
 def test_the_flink_2_spelling_wins_a_conflict_whatever_the_order(caplog):
-    for order in ((("state.backend", "hashmap"), ("state.backend.type", "rocksdb")),
-                  (("state.backend.type", "rocksdb"), ("state.backend", "hashmap"))):
+    for order in (
+        (("state.backend", "hashmap"), ("state.backend.type", "rocksdb")),
+        (("state.backend.type", "rocksdb"), ("state.backend", "hashmap")),
+    ):
         conf = Configuration()
         with caplog.at_level(logging.WARNING):
             for k, v in order:
                 conf.set(k, v)
         assert conf.get("state.backend") == "rocksdb" == conf.get("state.backend.type")
-    for order in ((("state.checkpoints.dir", "file:///old"), ("execution.checkpointing.dir", "file:///new")),
-                  (("execution.checkpointing.dir", "file:///new"), ("state.checkpoints.dir", "file:///old"))):
+    for order in (
+        (("state.checkpoints.dir", "file:///old"), ("execution.checkpointing.dir", "file:///new")),
+        (("execution.checkpointing.dir", "file:///new"), ("state.checkpoints.dir", "file:///old")),
+    ):
         conf = Configuration(dict(order))
         assert conf.get("state.checkpoints.dir") == "file:///new" == conf.get("execution.checkpointing.dir")
     assert "'state.checkpoints.dir' = 'file:///old' is ignored" in caplog.text
@@ -45,12 +55,20 @@ def test_a_later_source_replaces_a_setting_whatever_its_spelling():
 
 def test_a_typo_is_warned_of_with_the_nearest_key(caplog):
     with caplog.at_level(logging.WARNING, logger="sparkpoint.common.config_keys"):
-        warned = warn_unknown_keys(["execution.checkpointing.intervall", "state.checkpoints.dir", "spark.master",
-                                    "state.backend.rocksdb.thread.num", "metrics.reporter.prom.port",
-                                    "sparkpoint.local-state-dir", "execution.checkpointing.dir"])
+        warned = warn_unknown_keys(
+            [
+                "execution.checkpointing.intervall",
+                "state.checkpoints.dir",
+                "spark.master",
+                "state.backend.rocksdb.thread.num",
+                "metrics.reporter.prom.port",
+                "sparkpoint.local-state-dir",
+                "execution.checkpointing.dir",
+            ]
+        )
     assert warned == ["execution.checkpointing.intervall"]
     assert "did you mean 'execution.checkpointing.interval'" in caplog.text
-    assert warn_unknown_keys(["execution.checkpointing.intervall"]) == []     # once per key
+    assert warn_unknown_keys(["execution.checkpointing.intervall"]) == []  # once per key
     assert nearest_key("rest.prot") == "rest.port"
 
 
@@ -60,8 +78,10 @@ def test_every_key_the_code_reads_is_known():
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2] / "sparkpoint"
-    pattern = re.compile(r'"((?:execution|state|pipeline|rest|restart-strategy|parallelism|metrics|security|python)'
-                         r'\.[a-zA-Z0-9._-]+[a-zA-Z0-9])"')
+    pattern = re.compile(
+        r'"((?:execution|state|pipeline|rest|restart-strategy|parallelism|metrics|security|python)'
+        r'\.[a-zA-Z0-9._-]+[a-zA-Z0-9])"'
+    )
     found = {m for path in root.rglob("*.py") for m in pattern.findall(path.read_text())}
     unknown = sorted(k for k in found if k not in KNOWN_KEYS and not k.startswith(KNOWN_PREFIXES) and k not in ALIASES)
     assert unknown == [], unknown
@@ -72,15 +92,23 @@ def test_a_job_configured_with_flink_2_keys_only_checkpoints_where_they_say(make
     from sparkpoint.common import WatermarkStrategy
     from sparkpoint.datastream.connectors.number_seq import NumberSequenceSource
 
-    env = make_env("local", **{"execution.checkpointing.dir": (tmp_path / "ck2").as_uri(),
-                               "execution.checkpointing.interval": "50 ms", "execution.checkpointing.num-retained": 2,
-                               "execution.checkpointing.externalized-checkpoint-retention": "RETAIN_ON_CANCELLATION",
-                               "execution.epoch.max-records": 50})
+    env = make_env(
+        "local",
+        **{
+            "execution.checkpointing.dir": (tmp_path / "ck2").as_uri(),
+            "execution.checkpointing.interval": "50 ms",
+            "execution.checkpointing.num-retained": 2,
+            "execution.checkpointing.externalized-checkpoint-retention": "RETAIN_ON_CANCELLATION",
+            "execution.epoch.max-records": 50,
+        },
+    )
     source = NumberSequenceSource(1, 10**9)
-    env.from_source(source, WatermarkStrategy.no_watermarks(), "n").uid("n").key_by(lambda n: n % 7).sum(0) \
-        .uid("sum").print()
+    env.from_source(source, WatermarkStrategy.no_watermarks(), "n").uid("n").key_by(lambda n: n % 7).sum(0).uid(
+        "sum"
+    ).print()
     client = env.execute_async("flink-2-keys")
     deadline = time.time() + 60
+
     def newest() -> int:
         return max((int(p.parent.name[4:]) for p in (tmp_path / "ck2").glob("*/chk-*/_metadata")), default=0)
 
@@ -89,7 +117,7 @@ def test_a_job_configured_with_flink_2_keys_only_checkpoints_where_they_say(make
     client.cancel().result(timeout=60)
     client.wait(60)
     retained = sorted((tmp_path / "ck2").glob("*/chk-*/_metadata"))
-    assert newest() >= 4 and 1 <= len(retained) <= 2, retained   # num-retained read from its Flink 2.x spelling
+    assert newest() >= 4 and 1 <= len(retained) <= 2, retained  # num-retained read from its Flink 2.x spelling
 
 
 def test_a_flink_2_setting_copied_from_another_configuration_still_replaces_one():
@@ -97,5 +125,7 @@ def test_a_flink_2_setting_copied_from_another_configuration_still_replaces_one(
     code = Configuration({"execution.checkpointing.dir": "file:///from-code"})
     merged = Configuration(cli).add_all(code)
     assert merged.get("state.checkpoints.dir") == "file:///from-code"
-    assert Configuration(merged).add_all({"state.checkpoints.dir": "file:///old"}).get(
-        "execution.checkpointing.dir") == "file:///from-code"                       # 2.x still wins over 1.x
+    assert (
+        Configuration(merged).add_all({"state.checkpoints.dir": "file:///old"}).get("execution.checkpointing.dir")
+        == "file:///from-code"
+    )  # 2.x still wins over 1.x

@@ -41,10 +41,30 @@ def test_with_task_retries_a_hung_operator_is_still_named(tmp_path):
     job.write_text(JOB)
     env = dict(os.environ, SPARKPOINT_HOME=str(tmp_path / "home"))
     t0 = time.time()
-    run = subprocess.run([sys.executable, "-m", "sparkpoint.cli", "run", "--master", "local[2,4]",
-                          "-D", "execution.epoch.max-records=200", "-D", "sparkpoint.epoch.timeout=4 s",
-                          "-D", "restart-strategy.type=none", "-D", f"sparkpoint.local-state-dir={tmp_path / 'ls'}",
-                          str(job)], capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sparkpoint.cli",
+            "run",
+            "--master",
+            "local[2,4]",
+            "-D",
+            "execution.epoch.max-records=200",
+            "-D",
+            "sparkpoint.epoch.timeout=4 s",
+            "-D",
+            "restart-strategy.type=none",
+            "-D",
+            f"sparkpoint.local-state-dir={tmp_path / 'ls'}",
+            str(job),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=300,
+    )
     took = time.time() - t0
     out = run.stdout + run.stderr
     assert run.returncode != 0, out[-3000:]

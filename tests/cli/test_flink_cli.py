@@ -14,7 +14,7 @@ import pytest
 from tests.cli.test_cli import sparkpoint
 from tests.rest.job import wait_for
 
-JOB_TEXT = '''
+JOB_TEXT = """
 import sys
 from sparkpoint.common import Duration, WatermarkStrategy
 from sparkpoint.datastream import StreamExecutionEnvironment
@@ -28,8 +28,8 @@ lines = env.from_source(source, WatermarkStrategy.no_watermarks(), "lines").uid(
 counts = lines.map(lambda s: (s, 1)).uid("pairs").set_parallelism(3).key_by(lambda p: p[0]).sum(1).uid("counts")
 counts.set_parallelism(2).print()
 env.execute("cli-job")
-'''
-DECLARED = {"lines": 1, "pairs": 3, "counts": 2}   # uid -> parallelism, as JOB_TEXT declares them
+"""
+DECLARED = {"lines": 1, "pairs": 3, "counts": 2}  # uid -> parallelism, as JOB_TEXT declares them
 
 
 @pytest.fixture
@@ -54,51 +54,81 @@ def test_version_is_the_packages():
 
 
 def test_info_prints_the_plan_without_running_it(job_files):
-    out = sparkpoint("info", "-py", str(job_files / "jobpkg" / "cli_job.py"), str(job_files / "in"),
-                     env=_env(job_files))
+    out = sparkpoint(
+        "info", "-py", str(job_files / "jobpkg" / "cli_job.py"), str(job_files / "in"), env=_env(job_files)
+    )
     assert out.returncode == 0, out.stderr
-    assert "Job has been submitted" not in out.stdout                 # nothing ran
+    assert "Job has been submitted" not in out.stdout  # nothing ran
     plan = json.loads(out.stdout.split("-" * 23 + " Execution Plan " + "-" * 23)[1].rsplit("-" * 62, 1)[0])
     by_uid = {n["uid"]: n for n in plan["nodes"]}
     assert {u: by_uid[u]["parallelism"] for u in DECLARED} == DECLARED
     assert [p["ship_strategy"] for p in by_uid["counts"]["predecessors"]] == ["HASH"]
     assert by_uid["lines"]["pact"] == "Data Source"
-    by_module = sparkpoint("info", "-pym", "cli_job", str(job_files / "in"),
-                           env=_env(job_files, PYTHONPATH=str(job_files / "jobpkg")))
+    by_module = sparkpoint(
+        "info", "-pym", "cli_job", str(job_files / "in"), env=_env(job_files, PYTHONPATH=str(job_files / "jobpkg"))
+    )
     assert by_module.returncode == 0, by_module.stderr
     assert json.loads(by_module.stdout.split("Execution Plan")[1].split("\n", 1)[1].rsplit("-" * 62, 1)[0]) == plan
 
 
 def test_a_key_value_given_to_conf_is_refused_with_the_right_option(job_files):
-    out = sparkpoint("run", "--conf", "execution.checkpointing.interval=1s", "-py",
-                     str(job_files / "jobpkg" / "cli_job.py"), env=_env(job_files))
+    out = sparkpoint(
+        "run",
+        "--conf",
+        "execution.checkpointing.interval=1s",
+        "-py",
+        str(job_files / "jobpkg" / "cli_job.py"),
+        env=_env(job_files),
+    )
     assert out.returncode != 0 and "-D execution.checkpointing.interval=1s" in out.stderr
     conf = job_files / "conf"
     conf.mkdir()
     (conf / "config.yaml").write_text("execution:\n  checkpointing:\n    intervall: 5 s\n")
-    info = sparkpoint("-v", "info", "-py", str(job_files / "jobpkg" / "cli_job.py"), str(job_files / "in"),
-                      env=_env(job_files, FLINK_CONF_DIR=str(conf)))
+    info = sparkpoint(
+        "-v",
+        "info",
+        "-py",
+        str(job_files / "jobpkg" / "cli_job.py"),
+        str(job_files / "in"),
+        env=_env(job_files, FLINK_CONF_DIR=str(conf)),
+    )
     assert info.returncode == 0
-    assert "did you mean 'execution.checkpointing.interval'" in info.stderr   # the file in $FLINK_CONF_DIR was read
+    assert "did you mean 'execution.checkpointing.interval'" in info.stderr  # the file in $FLINK_CONF_DIR was read
 
 
 def _detached(job_files: Path, *extra: str, env: dict, scheme: str = "http", job_args: tuple = ()) -> str:
-    out = sparkpoint("run", "-d", "-D", "execution.target=local", "-D", "execution.checkpointing.interval=1h",
-                     "-D", f"state.checkpoints.dir={(job_files / 'ck').as_uri()}", "-D",
-                     "execution.checkpointing.externalized-checkpoint-retention=RETAIN_ON_CANCELLATION",
-                     "-D", "execution.epoch.idle-pause=20 ms", *extra,
-                     "-py", str(job_files / "jobpkg" / "cli_job.py"), str(job_files / "in"), *job_args, env=env,
-                     timeout=120)
+    out = sparkpoint(
+        "run",
+        "-d",
+        "-D",
+        "execution.target=local",
+        "-D",
+        "execution.checkpointing.interval=1h",
+        "-D",
+        f"state.checkpoints.dir={(job_files / 'ck').as_uri()}",
+        "-D",
+        "execution.checkpointing.externalized-checkpoint-retention=RETAIN_ON_CANCELLATION",
+        "-D",
+        "execution.epoch.idle-pause=20 ms",
+        *extra,
+        "-py",
+        str(job_files / "jobpkg" / "cli_job.py"),
+        str(job_files / "in"),
+        *job_args,
+        env=env,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert f"REST endpoint: {scheme}://127.0.0.1:" in out.stdout and "its log: " in out.stdout
     log = Path(re.search(r"its log: (\S+)", out.stdout).group(1))
-    assert f"job arguments: {[str(job_files / 'in'), *job_args]}" in log.read_text()   # its own -d kept
+    assert f"job arguments: {[str(job_files / 'in'), *job_args]}" in log.read_text()  # its own -d kept
     return re.search(r"JobID ([0-9a-f]{32})", out.stdout).group(1)
 
 
 def _address(job_id: str, env: dict) -> str:
-    from sparkpoint.rest.registry import JobRegistry
     import os
+
+    from sparkpoint.rest.registry import JobRegistry
 
     old = os.environ.get("SPARKPOINT_HOME")
     os.environ["SPARKPOINT_HOME"] = env["SPARKPOINT_HOME"]
@@ -112,7 +142,7 @@ def _address(job_id: str, env: dict) -> str:
 
 def test_detached_run_list_checkpoint_and_control_from_another_host(job_files):
     env = _env(job_files)
-    jid = _detached(job_files, env=env, job_args=("-d",))             # the command returned; the job runs on
+    jid = _detached(job_files, env=env, job_args=("-d",))  # the command returned; the job runs on
     address = _address(jid, env)
     try:
         listed = sparkpoint("list", "-r", env=env)
@@ -150,11 +180,20 @@ def _retained_checkpoint(job_files: Path, env: dict) -> Path:
 def test_state_of_a_removed_operator_needs_allow_non_restored_state(job_files):
     env = _env(job_files)
     restored_dir = _retained_checkpoint(job_files, env)
-    bounded = (JOB_TEXT.replace(".monitor_continuously(Duration.of_millis(100))", "")
-               .replace('uid("counts")', 'uid("renamed-counts")'))
+    bounded = JOB_TEXT.replace(".monitor_continuously(Duration.of_millis(100))", "").replace(
+        'uid("counts")', 'uid("renamed-counts")'
+    )
     (job_files / "jobpkg" / "renamed.py").write_text(bounded)
-    args = ("run", "-D", "execution.target=local", "-s", str(restored_dir), "-py",
-            str(job_files / "jobpkg" / "renamed.py"), str(job_files / "in"))
+    args = (
+        "run",
+        "-D",
+        "execution.target=local",
+        "-s",
+        str(restored_dir),
+        "-py",
+        str(job_files / "jobpkg" / "renamed.py"),
+        str(job_files / "in"),
+    )
     refused = sparkpoint(*args, env=env)
     assert refused.returncode != 0 and "--allowNonRestoredState (-n)" in refused.stderr, refused.stdout + refused.stderr
     allowed = sparkpoint(*args[:1], "-n", *args[1:], env=env)
@@ -168,14 +207,17 @@ def test_restore_mode_decides_whether_the_restored_checkpoint_stays(job_files, m
     # the config file's settings, in their Flink 2.x spelling, are replaced by -D and -s in any spelling
     conf = job_files / "conf"
     conf.mkdir()
-    (conf / "config.yaml").write_text(f"execution:\n  checkpointing:\n    dir: {(job_files / 'not-here').as_uri()}\n"
-                                      f"  state-recovery:\n    path: {job_files / 'no-such-checkpoint'}\n")
-    second = _detached(job_files, "-s", str(restored_dir), "--restoreMode", mode,
-                       env=dict(env, FLINK_CONF_DIR=str(conf)))
+    (conf / "config.yaml").write_text(
+        f"execution:\n  checkpointing:\n    dir: {(job_files / 'not-here').as_uri()}\n"
+        f"  state-recovery:\n    path: {job_files / 'no-such-checkpoint'}\n"
+    )
+    second = _detached(
+        job_files, "-s", str(restored_dir), "--restoreMode", mode, env=dict(env, FLINK_CONF_DIR=str(conf))
+    )
     try:
-        own = sparkpoint("checkpoint", second, env=env)                # the new job's first checkpoint of its own
+        own = sparkpoint("checkpoint", second, env=env)  # the new job's first checkpoint of its own
         assert own.returncode == 0, own.stderr
-        assert f"{(job_files / 'ck' / second).as_uri()}/chk-" in own.stdout   # -D state.checkpoints.dir won
+        assert f"{(job_files / 'ck' / second).as_uri()}/chk-" in own.stdout  # -D state.checkpoints.dir won
         assert restored_dir.exists() == kept
         assert httpx.get(f"http://{_address(second, env)}/jobs/{second}/checkpoints").json()["latest"]["restored"]
     finally:
@@ -187,11 +229,23 @@ def test_stop_over_tls_with_a_token_at_the_rest_address_from_the_configuration(j
 
     cert, key = _self_signed(job_files)
     env = _env(job_files)
-    jid = _detached(job_files, "-D", "rest.token=s3cret", "-D", "security.ssl.rest.enabled=true",
-                    "-D", f"security.ssl.rest.certificate={cert}", "-D", f"security.ssl.rest.private-key={key}",
-                    "-D", f"state.savepoints.dir={(job_files / 'sp').as_uri()}", env=env, scheme="https")
+    jid = _detached(
+        job_files,
+        "-D",
+        "rest.token=s3cret",
+        "-D",
+        "security.ssl.rest.enabled=true",
+        "-D",
+        f"security.ssl.rest.certificate={cert}",
+        "-D",
+        f"security.ssl.rest.private-key={key}",
+        "-D",
+        f"state.savepoints.dir={(job_files / 'sp').as_uri()}",
+        env=env,
+        scheme="https",
+    )
     host, port = _address(jid, env).rsplit(":", 1)
-    elsewhere = _env(job_files, home="other-home")              # a registry that does not know the job
+    elsewhere = _env(job_files, home="other-home")  # a registry that does not know the job
     address = ("-D", f"rest.address={host}", "-D", f"rest.port={port}", "-D", "security.ssl.rest.enabled=true")
     try:
         refused = sparkpoint("list", *address, "--ca-cert", cert, env=elsewhere)
@@ -200,17 +254,33 @@ def test_stop_over_tls_with_a_token_at_the_rest_address_from_the_configuration(j
         client_conf.write_text(f"rest:\n  token: s3cret\nsecurity:\n  ssl:\n    rest:\n      certificate: {cert}\n")
         listed = sparkpoint("list", *address, "--config-file", str(client_conf), env=elsewhere)
         assert f"{jid} : cli-job (RUNNING)" in listed.stdout and "https://" in listed.stdout, listed.stderr
-        taken = sparkpoint("savepoint", jid, str(job_files / "sp" / "taken"), *address, "--config-file",
-                           str(client_conf), env=elsewhere)
+        taken = sparkpoint(
+            "savepoint",
+            jid,
+            str(job_files / "sp" / "taken"),
+            *address,
+            "--config-file",
+            str(client_conf),
+            env=elsewhere,
+        )
         assert taken.returncode == 0, taken.stdout + taken.stderr
         taken_path = re.search(r"Savepoint completed\. Path: (\S+)", taken.stdout).group(1)
         assert str(job_files / "sp" / "taken") in taken_path
         assert Path(taken_path.replace("file://", "")).joinpath("_metadata").is_file()
-        assert sparkpoint("savepoint", "-d", taken_path, env=elsewhere).returncode == 0      # Flink's -d: dispose
+        assert sparkpoint("savepoint", "-d", taken_path, env=elsewhere).returncode == 0  # Flink's -d: dispose
         assert not Path(taken_path.replace("file://", "")).exists()
         target = job_files / "sp" / "final"
-        stopped = sparkpoint("stop", jid[:8], *address, "--config-file", str(client_conf), "--savepointPath",
-                             str(target), "--drain", env=elsewhere)
+        stopped = sparkpoint(
+            "stop",
+            jid[:8],
+            *address,
+            "--config-file",
+            str(client_conf),
+            "--savepointPath",
+            str(target),
+            "--drain",
+            env=elsewhere,
+        )
         assert stopped.returncode == 0, stopped.stdout + stopped.stderr
         location = re.search(r"Savepoint completed\. Path: (\S+)", stopped.stdout).group(1)
         assert Path(location.replace("file://", "")).joinpath("_metadata").is_file()

@@ -26,8 +26,11 @@ def _private_tmp_unavailable() -> str:
     """Why a worker cannot get a private /tmp here ('' if it can)."""
     if shutil.which("unshare") is None or shutil.which("java") is None:
         return "the cluster tests need unshare (util-linux) and java"
-    probe = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
-                            "mount -t tmpfs tmpfs /tmp"], capture_output=True, text=True)
+    probe = subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "sh", "-c", "mount -t tmpfs tmpfs /tmp"],
+        capture_output=True,
+        text=True,
+    )
     if probe.returncode != 0:
         return f"a private /tmp per worker needs a mount namespace (root or CAP_SYS_ADMIN): {probe.stderr.strip()}"
     return ""

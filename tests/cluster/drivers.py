@@ -14,7 +14,6 @@ import subprocess
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Optional
 
 import numpy as np
 import pandas as pd
@@ -65,7 +64,7 @@ class ClusterDriver:
         conf.update({k.replace("__", "."): v for k, v in extra.items()})
         return conf
 
-    def command(self, job: str, args: list[str], conf: dict, restore: Optional[str] = None) -> list[str]:
+    def command(self, job: str, args: list[str], conf: dict, restore: str | None = None) -> list[str]:
         return run_command(job, args, conf, restore)
 
     def start(self, job: str, args: list[str], conf: dict) -> tuple[subprocess.Popen, Path]:
@@ -73,8 +72,14 @@ class ClusterDriver:
         self.runs += 1
         log = self.work / f"driver-{self.runs}.log"
         with open(log, "w") as out:
-            proc = subprocess.Popen(self.command(job, args, conf), stdout=out, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, cwd=str(ROOT), env=self.env())
+            proc = subprocess.Popen(
+                self.command(job, args, conf),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=str(ROOT),
+                env=self.env(),
+            )
         self.started.append(proc)
         return proc, log
 
@@ -88,7 +93,7 @@ class ClusterDriver:
     def env(self) -> dict:
         env = dict(os.environ)
         env.pop("SPARKPOINT_KILL_AT", None)
-        env["SPARKPOINT_HOME"] = str(self.work / "home")   # the REST registry of these drivers
+        env["SPARKPOINT_HOME"] = str(self.work / "home")  # the REST registry of these drivers
         return env
 
     def finish(self, proc: subprocess.Popen, log: Path, timeout: float) -> str:
@@ -98,11 +103,13 @@ class ClusterDriver:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-            raise AssertionError(f"the driver did not finish within {timeout:.0f} s\n{self.summary()}\n"
-                                 f"driver log (tail):\n{tail(log)}") from None
+            raise AssertionError(
+                f"the driver did not finish within {timeout:.0f} s\n{self.summary()}\ndriver log (tail):\n{tail(log)}"
+            ) from None
         out = log.read_text(errors="replace")
-        assert proc.returncode == 0, (f"the driver exited with {proc.returncode}\n{self.summary()}\n"
-                                      f"driver log (tail):\n{tail(log)}")
+        assert proc.returncode == 0, (
+            f"the driver exited with {proc.returncode}\n{self.summary()}\ndriver log (tail):\n{tail(log)}"
+        )
         return out
 
     def run(self, job: str, args: list[str], conf: dict, timeout: float = 240) -> str:
@@ -127,14 +134,16 @@ class ClusterDriver:
         """Epochs whose source tasks ran during the epoch before (epoch overlap), over every driver run."""
         return sum(r.sources_ahead for r in self.job_reports())
 
-    def latest_checkpoint(self) -> Optional[str]:
+    def latest_checkpoint(self) -> str | None:
         return latest_completed(self.checkpoints.as_uri()) if self.checkpoints.exists() else None
 
     def summary(self) -> str:
-        lines = [f"job {r['job_id']}: {r['status']}, {r.failovers} failovers, {r.state_rebuilds} state rebuilds, "
-                 f"{r.get('checkpoints')} checkpoints, {r.sources_ahead} epochs' sources ahead, "
-                 f"{r.get('epochs')} epochs, {r.get('records_in')} records in; failures: {r.failures}"
-                 for r in self.job_reports()]
+        lines = [
+            f"job {r['job_id']}: {r['status']}, {r.failovers} failovers, {r.state_rebuilds} state rebuilds, "
+            f"{r.get('checkpoints')} checkpoints, {r.sources_ahead} epochs' sources ahead, "
+            f"{r.get('epochs')} epochs, {r.get('records_in')} records in; failures: {r.failures}"
+            for r in self.job_reports()
+        ]
         return "\n".join(lines) or "no job report (the job never started)"
 
 
@@ -169,6 +178,8 @@ def large_state_oracle(events: int, keys: int, stride: int) -> Counter:
 def compare(got: Counter, expected: Counter) -> str:
     """A short account of how two outputs differ (for assertion messages)."""
     missing, extra = expected - got, got - expected
-    return (f"{sum(got.values())} lines committed, {sum(expected.values())} expected; "
-            f"{sum(missing.values())} missing (e.g. {list(missing)[:3]}), "
-            f"{sum(extra.values())} extra or repeated (e.g. {list(extra)[:3]})")
+    return (
+        f"{sum(got.values())} lines committed, {sum(expected.values())} expected; "
+        f"{sum(missing.values())} missing (e.g. {list(missing)[:3]}), "
+        f"{sum(extra.values())} extra or repeated (e.g. {list(extra)[:3]})"
+    )

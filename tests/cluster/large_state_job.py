@@ -63,15 +63,28 @@ def main() -> None:
     keys = args.keys
     env = StreamExecutionEnvironment.get_execution_environment()
     watermarks = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(IndexTimestamp())
-    sink = (FileSink.for_row_format(args.output, Encoder.simple_string_encoder())
-            .with_bucket_assigner(BucketAssigner.base_path_bucket_assigner()).build())
-    (env.from_source(NumberSequenceSource(0, args.events - 1, num_splits=args.splits),
-                     WatermarkStrategy.no_watermarks(), "numbers").uid("numbers")
-        .assign_timestamps_and_watermarks(watermarks).uid("timestamps")
-        .map(lambda i: (key_of(i, keys), i)).uid("to-key")
+    sink = (
+        FileSink.for_row_format(args.output, Encoder.simple_string_encoder())
+        .with_bucket_assigner(BucketAssigner.base_path_bucket_assigner())
+        .build()
+    )
+    (
+        env.from_source(
+            NumberSequenceSource(0, args.events - 1, num_splits=args.splits),
+            WatermarkStrategy.no_watermarks(),
+            "numbers",
+        )
+        .uid("numbers")
+        .assign_timestamps_and_watermarks(watermarks)
+        .uid("timestamps")
+        .map(lambda i: (key_of(i, keys), i))
+        .uid("to-key")
         .key_by(lambda pair: pair[0])
-        .process(CountAndSum(report_at=args.events)).uid("count-and-sum")
-        .sink_to(sink).uid("sink"))
+        .process(CountAndSum(report_at=args.events))
+        .uid("count-and-sum")
+        .sink_to(sink)
+        .uid("sink")
+    )
     env.execute("large-state-counts")
 
 

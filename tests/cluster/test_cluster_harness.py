@@ -27,5 +27,8 @@ def test_each_worker_has_its_own_tmp(cluster):
     namespaces = {_mount_namespace(p.pid) for p in workers}
     assert len(namespaces) == 2 and _mount_namespace(os.getpid()) not in namespaces
     assert all(_tmp_filesystem(p.pid) == "tmpfs" for p in workers)
-    assert {w["state"] for w in cluster.master_state()["workers"] if w["port"] in
-            {cluster.workers[i].rpc_port for i in range(2)}} == {"ALIVE"}
+    assert {
+        w["state"]
+        for w in cluster.master_state()["workers"]
+        if w["port"] in {cluster.workers[i].rpc_port for i in range(2)}
+    } == {"ALIVE"}

@@ -24,10 +24,14 @@ def test_spark_submit_runs_the_seed_job_on_the_cluster(driver, cluster):
     spark_conf = cluster.driver_conf()
     master = spark_conf.pop("spark.master")
     settings = {
-        "parallelism.default": 2, "execution.checkpointing.interval": "1 s",
-        "state.checkpoints.dir": driver.checkpoints.as_uri(), "execution.epoch.max-records": 20_000,
-        "state.backend.type": "rocksdb", "execution.checkpointing.incremental": "true",
-        "execution.job-listeners": LISTENER, REPORT_DIR_KEY: str(driver.reports),
+        "parallelism.default": 2,
+        "execution.checkpointing.interval": "1 s",
+        "state.checkpoints.dir": driver.checkpoints.as_uri(),
+        "execution.epoch.max-records": 20_000,
+        "state.backend.type": "rocksdb",
+        "execution.checkpointing.incremental": "true",
+        "execution.job-listeners": LISTENER,
+        REPORT_DIR_KEY: str(driver.reports),
     }
     cmd = [spark_submit(), "--master", master, "--conf", "spark.log.level=WARN"]
     for key, value in spark_conf.items():

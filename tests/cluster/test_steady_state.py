@@ -22,7 +22,7 @@ def test_seed_job_on_the_cluster_is_exact_without_failover(driver):
     print(driver.summary())
     assert driver.failovers() == 0, f"failovers in steady state:\n{driver.summary()}\n{out[-4000:]}"
     assert driver.checkpoints_completed() >= 1, driver.summary()
-    assert driver.sources_ahead() >= 1, driver.summary()   # the executors ran sources ahead of their epoch
+    assert driver.sources_ahead() >= 1, driver.summary()  # the executors ran sources ahead of their epoch
     got, expected = read_output(driver.output), seed_oracle(events)
     assert got == expected, compare(got, expected)
 
@@ -31,11 +31,17 @@ def test_large_state_rocksdb_job_on_the_cluster_is_exact_without_failover(driver
     """About 200,000 keys in RocksDB with incremental checkpoints; one line per key at the end."""
     from .large_state_job import KEY_STRIDE
 
-    events, keys = 300_000, 200_000   # every key once, half of them twice
-    conf = driver.conf(**{"state.backend.type": "rocksdb", "execution.checkpointing.incremental": "true",
-                          "execution.epoch.max-records": 50_000})
-    out = driver.run(LARGE_STATE_JOB, ["--events", str(events), "--keys", str(keys), "--output", str(driver.output)],
-                     conf)
+    events, keys = 300_000, 200_000  # every key once, half of them twice
+    conf = driver.conf(
+        **{
+            "state.backend.type": "rocksdb",
+            "execution.checkpointing.incremental": "true",
+            "execution.epoch.max-records": 50_000,
+        }
+    )
+    out = driver.run(
+        LARGE_STATE_JOB, ["--events", str(events), "--keys", str(keys), "--output", str(driver.output)], conf
+    )
     print(driver.summary())
     assert driver.failovers() == 0, f"failovers in steady state:\n{driver.summary()}\n{out[-4000:]}"
     assert driver.checkpoints_completed() >= 1, driver.summary()

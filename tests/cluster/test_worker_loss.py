@@ -39,9 +39,10 @@ def _recoverable(latest, backend: str) -> bool:
 def test_worker_killed_mid_run_and_started_again(driver, cluster, backend):
     """The lost tasks rebuild their state on the other executor from the latest checkpoint and the state
     changelog (on by itself on a cluster), with either backend: no failover."""
-    events = 400_000   # 10 epochs of 40,000 events (2 splits of 20,000)
-    proc, log = driver.start(SEED_JOB, ["--events", str(events), "--output", str(driver.output)],
-                             driver.conf(**BACKENDS[backend]))
+    events = 400_000  # 10 epochs of 40,000 events (2 splits of 20,000)
+    proc, log = driver.start(
+        SEED_JOB, ["--events", str(events), "--output", str(driver.output)], driver.conf(**BACKENDS[backend])
+    )
     # Step 1. Mid-run: a few epochs done and a checkpoint completed to recover from.
     wait_for_line(proc, log, "epoch ", 3, timeout=180)
     deadline = time.monotonic() + 60

@@ -43,8 +43,9 @@ def _lines(paths: list[str]) -> list[str]:
 
 
 def _base_sink(path, **kw) -> FileSink:
-    builder = (FileSink.for_row_format(str(path), Encoder.simple_string_encoder())
-               .with_bucket_assigner(BucketAssigner.base_path_bucket_assigner()))
+    builder = FileSink.for_row_format(str(path), Encoder.simple_string_encoder()).with_bucket_assigner(
+        BucketAssigner.base_path_bucket_assigner()
+    )
     if "policy" in kw:
         builder = builder.with_rolling_policy(kw["policy"])
     if "config" in kw:
@@ -61,7 +62,7 @@ def test_output_equals_input_and_names_follow_flink(make_env, tmp_path):
     result = env.execute("sink")
     files = _visible(out)
     assert collections.Counter(_lines(files)) == collections.Counter(data)
-    assert _all_files(out) == files                      # no staged file left behind
+    assert _all_files(out) == files  # no staged file left behind
     names = [PART.match(os.path.basename(p)) for p in files]
     assert all(names), files
     assert {m.group(1) for m in names} == {result.get_job_id()[:12]}
@@ -69,12 +70,12 @@ def test_output_equals_input_and_names_follow_flink(make_env, tmp_path):
     per_subtask = collections.defaultdict(list)
     for m in names:
         per_subtask[m.group(2)].append(int(m.group(3)))
-    for counters in per_subtask.values():             # a new file every epoch, counters never repeat
+    for counters in per_subtask.values():  # a new file every epoch, counters never repeat
         assert sorted(counters) == list(range(len(counters))) and len(counters) >= 3
 
 
 def test_rolling_on_part_size(local_env, tmp_path):
-    data = [f"{i:05d}" for i in range(300)]                    # 6 bytes per line
+    data = [f"{i:05d}" for i in range(300)]  # 6 bytes per line
     local_env.set_parallelism(1)
     out = tmp_path / "rolled"
     policy = RollingPolicy.default_rolling_policy(part_size=100, rollover_interval=3_600_000)
@@ -92,7 +93,8 @@ def test_on_checkpoint_rolling_keeps_one_file_per_epoch(local_env, tmp_path):
     local_env.set_parallelism(1)
     out = tmp_path / "one"
     local_env.from_collection(list(range(1000))).sink_to(
-        _base_sink(out, policy=RollingPolicy.on_checkpoint_rolling_policy()))
+        _base_sink(out, policy=RollingPolicy.on_checkpoint_rolling_policy())
+    )
     local_env.execute()
     files = _visible(out)
     assert len(files) == 1 and _lines(files) == [str(i) for i in range(1000)]
@@ -108,15 +110,17 @@ def test_prefix_and_suffix(local_env, tmp_path):
     assert [os.path.basename(p) for p in _visible(out)] == [f"counts-{job_id[:12]}-0-0.txt"]
 
 
-@pytest.mark.parametrize("fmt,tz,expected_fmt", [(None, None, "%Y-%m-%d--%H"), ("yyyy/MM/dd", "UTC", "%Y/%m/%d"),
-                                                 ("%Y%m%d-%H%M", "UTC", "%Y%m%d-%H%M")])
+@pytest.mark.parametrize(
+    "fmt,tz,expected_fmt",
+    [(None, None, "%Y-%m-%d--%H"), ("yyyy/MM/dd", "UTC", "%Y/%m/%d"), ("%Y%m%d-%H%M", "UTC", "%Y%m%d-%H%M")],
+)
 def test_date_time_buckets(local_env, tmp_path, fmt, tz, expected_fmt):
     local_env.set_parallelism(1)
     out = tmp_path / "buckets"
     builder = FileSink.for_row_format(str(out), Encoder.simple_string_encoder())
     if fmt is not None:
         builder = builder.with_bucket_assigner(BucketAssigner.date_time_bucket_assigner(fmt, tz))
-    zone = dt.timezone.utc if tz else None
+    zone = dt.UTC if tz else None
     before = dt.datetime.now(zone).strftime(expected_fmt)
     local_env.from_collection(["a", "b", "c"]).sink_to(builder.build())
     local_env.execute()
@@ -129,23 +133,26 @@ def test_date_time_buckets(local_env, tmp_path, fmt, tz, expected_fmt):
 
 def test_staged_files_are_hidden_until_committed_and_commit_is_idempotent(tmp_path):
     out = tmp_path / "2pc"
-    config = PartFileConfig(str(out), Encoder.simple_string_encoder(), BucketAssigner.base_path_bucket_assigner(),
-                            part_size=10)
+    config = PartFileConfig(
+        str(out), Encoder.simple_string_encoder(), BucketAssigner.base_path_bucket_assigner(), part_size=10
+    )
     writer = FileSinkWriter(config, 3, "0123456789abcdef" * 2, {"part_counter": 7})
     writer.write([f"line{i}" for i in range(5)], [None] * 5)
     committables = writer.prepare_commit()
     assert writer.snapshot_state() == {"part_counter": 7 + len(committables), "job": "0123456789ab"}
     assert [os.path.basename(c.final_path) for c in committables] == [
-        f"part-0123456789ab-3-{n}" for n in range(7, 7 + len(committables))]
-    assert all(os.path.basename(c.staged_path) == "." + os.path.basename(c.final_path) + ".inprogress"
-               for c in committables)
+        f"part-0123456789ab-3-{n}" for n in range(7, 7 + len(committables))
+    ]
+    assert all(
+        os.path.basename(c.staged_path) == "." + os.path.basename(c.final_path) + ".inprogress" for c in committables
+    )
     assert _visible(out) == [] and len(_all_files(out)) == len(committables)
     # a retried task (same state) writes the same names
     retry = FileSinkWriter(config, 3, "0123456789abcdef" * 2, {"part_counter": 7})
     retry.write([f"line{i}" for i in range(5)], [None] * 5)
     assert retry.prepare_commit() == committables
     FileCommitter().commit(committables)
-    FileCommitter().commit(committables)                 # again: a no-op
+    FileCommitter().commit(committables)  # again: a no-op
     assert _lines(_visible(out)) == [f"line{i}" for i in range(5)]
     assert len(_all_files(out)) == len(committables)
     missing = FileCommittable(str(out / ".part-x.inprogress"), str(out / "part-x"))
@@ -160,8 +167,11 @@ def test_memory_filesystem_round_trip(local_env):
             f.write("".join(f"{i}-{j}\n" for j in range(10)).encode())
     local_env.set_parallelism(1)
     source = FileSource.for_record_stream_format(StreamFormat.text_line_format(), "memory://sp-in").build()
-    (local_env.from_source(source, WatermarkStrategy.no_watermarks(), "mem")
-     .map(str.upper).sink_to(_base_sink("memory://sp-out")))
+    (
+        local_env.from_source(source, WatermarkStrategy.no_watermarks(), "mem")
+        .map(str.upper)
+        .sink_to(_base_sink("memory://sp-out"))
+    )
     local_env.execute()
     names = [p for p in fs.ls("/sp-out", detail=False)]
     assert names and all(PART.match(p.rsplit("/", 1)[1]) for p in names)

@@ -37,8 +37,11 @@ def _write(path, data: bytes, mtime: float | None = None) -> str:
 
 
 def _file_sink(path) -> FileSink:
-    return (FileSink.for_row_format(str(path), Encoder.simple_string_encoder())
-            .with_bucket_assigner(BucketAssigner.base_path_bucket_assigner()).build())
+    return (
+        FileSink.for_row_format(str(path), Encoder.simple_string_encoder())
+        .with_bucket_assigner(BucketAssigner.base_path_bucket_assigner())
+        .build()
+    )
 
 
 def _oracle_lines(paths: list[str]) -> list[str]:
@@ -71,6 +74,7 @@ def _random_text(rng: random.Random, n_lines: int, crlf: bool = False, trailing_
 
 # -- the reader --------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("max_records,max_bytes", [(1, 1), (3, 16), (7, 5), (1000, 40), (100_000, 1 << 24)])
 @pytest.mark.parametrize("crlf,trailing", [(False, True), (True, True), (False, False), (True, False)])
 def test_reader_gives_every_line_once(tmp_path, max_records, max_bytes, crlf, trailing):
@@ -85,11 +89,11 @@ def test_reader_gives_every_line_once(tmp_path, max_records, max_bytes, crlf, tr
 def test_reader_respects_limits_and_positions(tmp_path):
     path = _write(tmp_path / "f.txt", b"aaaa\nbbbbbbbbbbbbbbbbbbbb\ncc\ndd\n")
     reader = FileSourceReader(TextLineFormat())
-    r1 = reader.read(SourceSplit(path, (0, 0)), 10, 6)            # only the first line fits in 6 bytes
+    r1 = reader.read(SourceSplit(path, (0, 0)), 10, 6)  # only the first line fits in 6 bytes
     assert r1.values == ["aaaa"] and r1.split.position == (5, 1) and not r1.split.finished
-    r2 = reader.read(r1.split, 10, 6)                              # a longer line is still read whole
+    r2 = reader.read(r1.split, 10, 6)  # a longer line is still read whole
     assert r2.values == ["b" * 20] and r2.split.position == (26, 2)
-    r3 = reader.read(r2.split, 1, 1000)                            # max_records
+    r3 = reader.read(r2.split, 1, 1000)  # max_records
     assert r3.values == ["cc"] and not r3.split.finished
     r4 = reader.read(r3.split, 10, 1000)
     assert r4.values == ["dd"] and r4.split.finished and r4.split.position == (os.path.getsize(path), 4)
@@ -101,6 +105,7 @@ def test_empty_file_is_finished_at_once(tmp_path):
 
 
 # -- formats against oracles ---------------------------------------------------------------------------
+
 
 def test_text_directory_equals_oracle_in_order(local_env, tmp_path):
     rng = random.Random(1)
@@ -125,8 +130,10 @@ def test_csv_equals_pandas(local_env, tmp_path):
     rng = random.Random(2)
     paths = []
     for i in range(3):
-        rows = [(rng.randint(-10**6, 10**6), round(rng.uniform(-100, 100), 3), rng.choice(["x", "a,b", 'say "hi"', ""]))
-                for _ in range(50 + i)]
+        rows = [
+            (rng.randint(-(10**6), 10**6), round(rng.uniform(-100, 100), 3), rng.choice(["x", "a,b", 'say "hi"', ""]))
+            for _ in range(50 + i)
+        ]
         p = tmp_path / "csv" / f"part{i}.csv"
         os.makedirs(p.parent, exist_ok=True)
         with open(p, "w", newline="") as f:
@@ -139,8 +146,9 @@ def test_csv_equals_pandas(local_env, tmp_path):
     local_env.set_parallelism(2)
     source = FileSource.for_record_stream_format(fmt, str(tmp_path / "csv")).build()
     got = list(local_env.from_source(source, WatermarkStrategy.no_watermarks(), "csv").execute_and_collect())
-    oracle = pd.concat([pd.read_csv(p, dtype={"id": "int64", "score": "float64", "label": str},
-                                    keep_default_na=False) for p in paths])
+    oracle = pd.concat(
+        [pd.read_csv(p, dtype={"id": "int64", "score": "float64", "label": str}, keep_default_na=False) for p in paths]
+    )
     expected = list(oracle.itertuples(index=False, name=None))
     assert sorted(got) == sorted((int(a), float(b), c) for a, b, c in expected)
     assert len(got) == 153
@@ -150,10 +158,14 @@ def test_json_lines_equals_pandas(local_env, tmp_path):
     rng = random.Random(3)
     paths = []
     for i in range(2):
-        recs = [{"user": f"u{rng.randint(0, 9)}", "n": rng.randint(0, 1000), "ok": rng.random() < 0.5}
-                for _ in range(40)]
-        paths.append(_write(tmp_path / "j" / f"{i}.jsonl", ("\n".join(json.dumps(r) for r in recs) + "\n\n").encode(),
-                            mtime=100 + i))
+        recs = [
+            {"user": f"u{rng.randint(0, 9)}", "n": rng.randint(0, 1000), "ok": rng.random() < 0.5} for _ in range(40)
+        ]
+        paths.append(
+            _write(
+                tmp_path / "j" / f"{i}.jsonl", ("\n".join(json.dumps(r) for r in recs) + "\n\n").encode(), mtime=100 + i
+            )
+        )
     source = FileSource.for_record_stream_format(StreamFormat.json_lines_format(), *paths).build()
     local_env.set_parallelism(1)
     got = list(local_env.from_source(source, WatermarkStrategy.no_watermarks(), "json").execute_and_collect())
@@ -162,6 +174,7 @@ def test_json_lines_equals_pandas(local_env, tmp_path):
 
 
 # -- order and epochs ---------------------------------------------------------------------------------
+
 
 def test_files_are_handed_out_by_mtime_then_path(local_env, tmp_path):
     d = tmp_path / "ordered"
@@ -183,9 +196,14 @@ def test_files_are_handed_out_by_mtime_then_path(local_env, tmp_path):
 @pytest.mark.parametrize("parallelism", [1, 3])
 def test_directory_over_many_epochs_gives_every_line_once(make_env, tmp_path, parallelism):
     rng = random.Random(4)
-    paths = [_write(tmp_path / "many" / f"f{i:02d}.txt", _random_text(rng, rng.randint(0, 60), crlf=i % 3 == 0,
-                                                                           trailing_newline=i % 2 == 0), mtime=10 * i)
-             for i in range(9)]
+    paths = [
+        _write(
+            tmp_path / "many" / f"f{i:02d}.txt",
+            _random_text(rng, rng.randint(0, 60), crlf=i % 3 == 0, trailing_newline=i % 2 == 0),
+            mtime=10 * i,
+        )
+        for i in range(9)
+    ]
     env = make_env("local", **{"execution.epoch.max-records": 7})
     env.set_parallelism(parallelism)
     source = FileSource.for_record_stream_format(StreamFormat.text_line_format(), str(tmp_path / "many")).build()
@@ -215,18 +233,19 @@ def test_enumerator_snapshot_restore_and_discovery_interval(tmp_path):
     assert [os.path.basename(s.split_id) for s in first] == ["0.txt"]
     snap = enum.snapshot()
     _write(d / "3.txt", b"x\n", mtime=50)
-    enum.discover()                                  # within the interval: no new listing
+    enum.discover()  # within the interval: no new listing
     assert len(enum.pending) == 2 and not enum.no_more_splits()
     restored = FileSplitEnumerator([str(d)], discovery_interval_ms=1)
     restored.restore(snap)
-    restored.discover()                              # lists again: 3.txt is new, 0..2 are seen
+    restored.discover()  # lists again: 3.txt is new, 0..2 are seen
     names = [os.path.basename(s.split_id) for s in restored.next_splits(10)]
-    assert names == ["3.txt", "1.txt", "2.txt"]      # pending queue re-sorted by mtime
+    assert names == ["3.txt", "1.txt", "2.txt"]  # pending queue re-sorted by mtime
     restored.discover()
     assert restored.next_splits(10) == []
 
 
 # -- event time: the seed's events from time-ordered files --------------------------------------------
+
 
 class _EventTime(TimestampAssigner):
     def extract_timestamp(self, value, record_timestamp):
@@ -244,8 +263,8 @@ def test_time_ordered_event_files_windows_equal_pandas(request, make_env, tmp_pa
     spec = EventSpec(seed=7, interval_ms=150, max_out_of_orderness_ms=10_000)
     lines, ts = generate_events(0, 2400, spec)
     d = tmp_path / "events"
-    for i in range(4):   # names sort against time: only the modification time gives the right order
-        _write(d / f"events-{3 - i}.tsv", ("\n".join(lines[i * 600:(i + 1) * 600]) + "\n").encode(), mtime=1000 + i)
+    for i in range(4):  # names sort against time: only the modification time gives the right order
+        _write(d / f"events-{3 - i}.tsv", ("\n".join(lines[i * 600 : (i + 1) * 600]) + "\n").encode(), mtime=1000 + i)
     if target == "spark":
         request.getfixturevalue("spark")
     env = make_env(target, **{"execution.epoch.max-records": max_records})
@@ -253,14 +272,16 @@ def test_time_ordered_event_files_windows_equal_pandas(request, make_env, tmp_pa
     late = OutputTag("late")
     wm = WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_seconds(50)).with_timestamp_assigner(_EventTime())
     source = FileSource.for_record_stream_format(StreamFormat.text_line_format(), str(d)).build()
-    windows = (env.from_source(source, wm, "events")
-               .key_by(lambda line: (line.split("\t")[1], line.split("\t")[3]))
-               .window(TumblingEventTimeWindows.of(Time.minutes(1)))
-               .side_output_late_data(late)
-               .process(_CountWindow()))
+    windows = (
+        env.from_source(source, wm, "events")
+        .key_by(lambda line: (line.split("\t")[1], line.split("\t")[3]))
+        .window(TumblingEventTimeWindows.of(Time.minutes(1)))
+        .side_output_late_data(late)
+        .process(_CountWindow())
+    )
     windows.get_side_output(late).sink_to(_file_sink(tmp_path / "late"))
     got = sorted(windows.execute_and_collect())
-    assert not glob.glob(str(tmp_path / "late" / "*"))   # nothing late
+    assert not glob.glob(str(tmp_path / "late" / "*"))  # nothing late
 
     df = pd.DataFrame([ln.split("\t") for ln in lines], columns=["ts", "channel", "id", "behavior"])
     df["start"] = df["ts"].astype("int64") // 60_000 * 60_000
@@ -271,6 +292,7 @@ def test_time_ordered_event_files_windows_equal_pandas(request, make_env, tmp_pa
 
 
 # -- malformed records ----------------------------------------------------------------------------------
+
 
 def _bad_csv(tmp_path) -> tuple[str, list[tuple]]:
     good = [(i, f"name{i}") for i in range(20)]
@@ -292,8 +314,11 @@ def test_malformed_lines_go_to_the_side_output(make_env, tmp_path):
     env = make_env("local", **{"execution.epoch.max-records": 4})
     env.set_parallelism(1)
     tag = OutputTag("malformed")
-    source = (FileSource.for_record_stream_format(StreamFormat.csv_format(field_types=[int, str]), path)
-              .set_malformed_record_output(tag).build())
+    source = (
+        FileSource.for_record_stream_format(StreamFormat.csv_format(field_types=[int, str]), path)
+        .set_malformed_record_output(tag)
+        .build()
+    )
     ds = env.from_source(source, WatermarkStrategy.no_watermarks(), "csv")
     out = tmp_path / "malformed-out"
     ds.get_side_output(tag).sink_to(_file_sink(out))
@@ -305,6 +330,7 @@ def test_malformed_lines_go_to_the_side_output(make_env, tmp_path):
 
 
 # -- continuous monitoring -----------------------------------------------------------------------------
+
 
 def _committed_lines(out) -> list[str]:
     return _oracle_lines(sorted(glob.glob(os.path.join(str(out), "*"))))
@@ -326,18 +352,20 @@ def test_continuous_monitoring_picks_up_new_files(make_env, tmp_path):
     _write(d / "1.txt", ("\n".join(first) + "\n").encode())
     env = make_env("local", **{"execution.epoch.idle-pause": "20 ms", "execution.epoch.max-records": 10})
     env.set_parallelism(1)
-    source = (FileSource.for_record_stream_format(StreamFormat.text_line_format(), str(d))
-              .monitor_continuously(Duration.of_millis(100)).build())
+    source = (
+        FileSource.for_record_stream_format(StreamFormat.text_line_format(), str(d))
+        .monitor_continuously(Duration.of_millis(100))
+        .build()
+    )
     assert source.get_boundedness() == "CONTINUOUS_UNBOUNDED"
-    (env.from_source(source, WatermarkStrategy.no_watermarks(), "watch")
-     .sink_to(_file_sink(out)))
+    (env.from_source(source, WatermarkStrategy.no_watermarks(), "watch").sink_to(_file_sink(out)))
     client = env.execute_async("watch")
     try:
         assert _wait_for(lambda: sorted(_committed_lines(out)) == sorted(first))
-        _write(d / ".2.txt.tmp", ("\n".join(second) + "\n").encode())     # hidden while written
+        _write(d / ".2.txt.tmp", ("\n".join(second) + "\n").encode())  # hidden while written
         os.rename(d / ".2.txt.tmp", d / "2.txt")
         assert _wait_for(lambda: sorted(_committed_lines(out)) == sorted(first + second))
-        assert not client.get_job_execution_result().done()                # still running: unbounded
+        assert not client.get_job_execution_result().done()  # still running: unbounded
     finally:
         client.cancel()
     client.wait(10)
@@ -350,19 +378,27 @@ def test_a_continuous_source_passes_on_the_watermark_of_a_file_it_finished(make_
     _write(d / "1.txt", ("\n".join(str(ts) for ts in range(0, 300_000, 1_000)) + "\n").encode())
     env = make_env("local", **{"execution.epoch.idle-pause": "20 ms", "execution.epoch.max-records": 100})
     env.set_parallelism(1)
-    source = (FileSource.for_record_stream_format(StreamFormat.text_line_format(), str(d))
-              .monitor_continuously(Duration.of_millis(100)).build())
+    source = (
+        FileSource.for_record_stream_format(StreamFormat.text_line_format(), str(d))
+        .monitor_continuously(Duration.of_millis(100))
+        .build()
+    )
     strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda line, _: int(line))
-    (env.from_source(source, strategy, "watch").uid("watch")
-     .window_all(TumblingEventTimeWindows.of(Time.minutes(1)))
-     .reduce(lambda a, b: a).uid("firsts")
-     .sink_to(_file_sink(out)))
+    (
+        env.from_source(source, strategy, "watch")
+        .uid("watch")
+        .window_all(TumblingEventTimeWindows.of(Time.minutes(1)))
+        .reduce(lambda a, b: a)
+        .uid("firsts")
+        .sink_to(_file_sink(out))
+    )
     client = env.execute_async("watch-windows")
     try:
         # the watermark reaches 298,999 (the file's last timestamp, less 1 ms): the windows before 4:00 fire;
         # without the finished file's watermark it would stay at its last batch but one (198,999)
-        assert _wait_for(lambda: sorted(map(int, _committed_lines(out))) == [0, 60_000, 120_000, 180_000],
-                         timeout=15), _committed_lines(out)
+        assert _wait_for(
+            lambda: sorted(map(int, _committed_lines(out))) == [0, 60_000, 120_000, 180_000], timeout=15
+        ), _committed_lines(out)
     finally:
         client.cancel()
     client.wait(10)

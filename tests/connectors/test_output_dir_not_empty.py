@@ -15,8 +15,11 @@ from tests.connectors.test_sink_rollback import N, cancel_after, completed, numb
 
 
 def visible_files(out) -> list:
-    return [p for p in out.rglob("*") if p.is_file()
-            and not any(part.startswith((".", "_")) for part in p.relative_to(out).parts)]
+    return [
+        p
+        for p in out.rglob("*")
+        if p.is_file() and not any(part.startswith((".", "_")) for part in p.relative_to(out).parts)
+    ]
 
 
 def test_a_second_job_in_a_used_output_directory_is_warned_of_the_files_there(make_env, tmp_path, caplog):
@@ -30,12 +33,13 @@ def test_a_second_job_in_a_used_output_directory_is_warned_of_the_files_there(ma
     warned = [r.getMessage() for r in caplog.records if "committed file(s) of other jobs" in r.getMessage()]
     assert len(warned) == 1, warned
     assert f"output directory {out} already holds {earlier} committed file(s) of other jobs" in warned[0]
-    assert numbers_lines(out) == Counter({n: 2 for n in range(N)})   # appended beside them (the default)
+    assert numbers_lines(out) == Counter({n: 2 for n in range(N)})  # appended beside them (the default)
 
 
 def numbers_lines(out) -> Counter:
-    return Counter(int(line) for p in visible_files(out) if p.name != "notes.txt"
-                   for line in p.read_text().splitlines())
+    return Counter(
+        int(line) for p in visible_files(out) if p.name != "notes.txt" for line in p.read_text().splitlines()
+    )
 
 
 def test_fail_if_not_empty_refuses_other_jobs_files_but_not_its_own_lineage(make_env, tmp_path):
@@ -47,7 +51,7 @@ def test_fail_if_not_empty_refuses_other_jobs_files_but_not_its_own_lineage(make
     refuse = {"sparkpoint.sink.if-output-not-empty": "fail"}
     with pytest.raises(OutputNotEmptyError, match=rf"output directory {out} already holds {len(before)} committed"):
         start(make_env, tmp_path, out, rate=None, **refuse).wait(60)
-    assert sorted(p.name for p in visible_files(out)) == before    # nothing written, nothing touched
+    assert sorted(p.name for p in visible_files(out)) == before  # nothing written, nothing touched
     # restored from the first job's newest checkpoint: its files are the job's own lineage
     start(make_env, tmp_path, out, restore=completed(ck, first.get_job_id())[-1], rate=None, **refuse).wait(60)
     assert numbers(out) == Counter(range(N))

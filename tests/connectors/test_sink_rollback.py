@@ -37,8 +37,16 @@ def completed(ck: Path, job: str = "*") -> list[str]:
     return sorted(dirs, key=lambda p: int(p.rsplit("-", 1)[1]))
 
 
-def start(make_env, tmp_path: Path, out: Path, restore: str | None = None, rate: float | None = 2_000,
-          parquet: bool = False, sink=None, **conf: object):
+def start(
+    make_env,
+    tmp_path: Path,
+    out: Path,
+    restore: str | None = None,
+    rate: float | None = 2_000,
+    parquet: bool = False,
+    sink=None,
+    **conf: object,
+):
     """The numbers job writing to ``out`` (or to ``sink``), checkpointing into ``tmp_path/ck``; its client."""
     config = {"execution.epoch.max-records": 50, **conf}
     if restore is not None:
@@ -49,8 +57,11 @@ def start(make_env, tmp_path: Path, out: Path, restore: str | None = None, rate:
     env.get_checkpoint_config().set_externalized_checkpoint_retention("RETAIN_ON_CANCELLATION")
     env.get_configuration().set("state.checkpoints.num-retained", 1_000)
     env.set_parallelism(2)
-    stream = env.from_source(DataGeneratorSource(identity, N, num_splits=2, records_per_second=rate),
-                             WatermarkStrategy.no_watermarks(), "numbers").uid("numbers")
+    stream = env.from_source(
+        DataGeneratorSource(identity, N, num_splits=2, records_per_second=rate),
+        WatermarkStrategy.no_watermarks(),
+        "numbers",
+    ).uid("numbers")
     if sink is not None:
         stream.map(str).uid("text").sink_to(sink).uid("sink")
         return env.execute_async("numbers")
@@ -79,8 +90,11 @@ def cancel_after(client, ck: Path, checkpoints: int, timeout: float = 30) -> str
 def numbers(out: Path, parquet: bool = False) -> Counter:
     if not parquet:
         return Counter(int(line) for line in read_committed_lines(out))
-    files = [p for p in out.rglob("*") if p.is_file()
-             and not any(part.startswith((".", "_")) for part in p.relative_to(out).parts)]
+    files = [
+        p
+        for p in out.rglob("*")
+        if p.is_file() and not any(part.startswith((".", "_")) for part in p.relative_to(out).parts)
+    ]
     return Counter(n for f in files for n in pq.read_table(f).column("n").to_pylist())
 
 
@@ -128,9 +142,9 @@ def test_without_rollback_the_restore_warns_with_the_replayed_epochs(make_env, t
     assert len(replay) == 1, warnings
     assert re.search(rf"\b{epochs} epoch\(s\) \({barrier(older) + 1} to {barrier(chks[-1])}\)", replay[0]), replay
     assert "3 newer checkpoint(s)" in replay[0]
-    assert not [w for w in warnings if "committed file(s) of other jobs" in w], warnings   # its own lineage
+    assert not [w for w in warnings if "committed file(s) of other jobs" in w], warnings  # its own lineage
     got = numbers(out)
-    assert set(got) == set(range(N)) and sum(got.values()) > N    # the replayed epochs' output is there twice
+    assert set(got) == set(range(N)) and sum(got.values()) > N  # the replayed epochs' output is there twice
 
 
 def test_parquet_restored_twice_from_one_checkpoint_warns_then_deletes(make_env, tmp_path, caplog):
@@ -139,14 +153,15 @@ def test_parquet_restored_twice_from_one_checkpoint_warns_then_deletes(make_env,
     cancel_after(first, ck, 6)
     chks = completed(ck, first.get_job_id())
     older = chks[-4]
-    with caplog.at_level(logging.WARNING):   # without rollback: warned, and the replayed epochs are there twice
+    with caplog.at_level(logging.WARNING):  # without rollback: warned, and the replayed epochs are there twice
         start(make_env, tmp_path, out, restore=older, rate=None, parquet=True).wait(60)
     replay = [r.getMessage() for r in caplog.records if "committed after checkpoint" in r.getMessage()]
     assert len(replay) == 1 and f"{barrier(chks[-1]) - barrier(older)} epoch(s)" in replay[0], replay
     assert sum(numbers(out, parquet=True).values()) > N
     # the same checkpoint again, with delete: the first job's later files and all of the second job's go
-    start(make_env, tmp_path, out, restore=older, rate=None, parquet=True,
-          **{"sparkpoint.restore.rollback": "delete"}).wait(60)
+    start(
+        make_env, tmp_path, out, restore=older, rate=None, parquet=True, **{"sparkpoint.restore.rollback": "delete"}
+    ).wait(60)
     assert numbers(out, parquet=True) == Counter(range(N))
     assert not (out / ".rolled-back").exists()
 
@@ -161,15 +176,31 @@ def test_the_seed_job_restored_from_an_older_checkpoint_with_rollback_writes_the
     from tests.e2e.test_exactly_once import oracle
 
     ck, out, events = tmp_path / "ck", tmp_path / "out", 120_000
-    args = ["-D", "execution.target=local", "-D", "execution.checkpointing.interval=100 ms",
-            "-D", f"state.checkpoints.dir={ck.as_uri()}", "-D", "state.checkpoints.num-retained=100",
-            "-D", f"sparkpoint.local-state-dir={tmp_path / 'ls'}", "-D", "execution.epoch.max-records=2000",
-            "-D", "rest.enabled=false"]
+    args = [
+        "-D",
+        "execution.target=local",
+        "-D",
+        "execution.checkpointing.interval=100 ms",
+        "-D",
+        f"state.checkpoints.dir={ck.as_uri()}",
+        "-D",
+        "state.checkpoints.num-retained=100",
+        "-D",
+        f"sparkpoint.local-state-dir={tmp_path / 'ls'}",
+        "-D",
+        "execution.epoch.max-records=2000",
+        "-D",
+        "rest.enabled=false",
+    ]
     command = [sys.executable, "-m", "sparkpoint.cli", "run", *args]
     env = {**os.environ, "SPARKPOINT_HOME": str(tmp_path / "home")}
-    proc = subprocess.Popen([*command, JOB, "--events", str(events), "--events-per-second", "40000",
-                             "--output", str(out)], cwd=ROOT, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [*command, JOB, "--events", str(events), "--events-per-second", "40000", "--output", str(out)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.time() + 60
         while time.time() < deadline and (len(completed(ck)) < 12 or not numbers_of(out)):
@@ -178,9 +209,14 @@ def test_the_seed_job_restored_from_an_older_checkpoint_with_rollback_writes_the
         proc.send_signal(signal.SIGKILL)
     assert proc.wait(30) == -signal.SIGKILL, "the job ended before it was killed"
     older = completed(ck)[-6]
-    restored = subprocess.run([*command, "-s", older, "--rollback", "move", JOB, "--events", str(events),
-                               "--output", str(out)], cwd=ROOT, env=env, capture_output=True, text=True,
-                              timeout=300)
+    restored = subprocess.run(
+        [*command, "-s", older, "--rollback", "move", JOB, "--events", str(events), "--output", str(out)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert restored.returncode == 0, restored.stderr
     assert Counter(read_committed_lines(out)) == oracle(events)
     assert glob.glob(str(out / ".rolled-back" / f"chk-{older.rsplit('-', 1)[1]}-job-*" / "part-*"))

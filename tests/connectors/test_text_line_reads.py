@@ -31,8 +31,7 @@ def read_all(reader: FileSourceReader, path: str, max_records: int, max_bytes: i
 
 @settings(max_examples=300, deadline=None)
 @given(lines, st.booleans(), st.integers(1, 7), st.integers(1, 40), st.sampled_from(["utf-8", "latin-1", "cp1252"]))
-def test_fast_text_reads_equal_line_by_line_reads(tmp_path_factory, content, trailing, max_records, max_bytes,
-                                                  charset):
+def test_fast_text_reads_equal_line_by_line_reads(tmp_path_factory, content, trailing, max_records, max_bytes, charset):
     text = "\n".join(content) + ("\n" if trailing and content else "")
     if charset == "latin-1":
         text = text.replace("€", "e")

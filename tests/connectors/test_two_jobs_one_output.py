@@ -23,11 +23,26 @@ EVENTS = 160_000
 
 
 def _command(tmp_path: Path, ck: Path, out: Path, restore: str | None = None) -> list[str]:
-    args = [sys.executable, "-m", "sparkpoint.cli", "run", "-D", "execution.target=local",
-            "-D", "execution.checkpointing.interval=200 ms", "-D", f"state.checkpoints.dir={ck.as_uri()}",
-            "-D", "state.checkpoints.num-retained=3",
-            "-D", f"sparkpoint.local-state-dir={tmp_path / 'ls'}", "-D", "execution.epoch.max-records=2000",
-            "-D", "rest.enabled=false"]
+    args = [
+        sys.executable,
+        "-m",
+        "sparkpoint.cli",
+        "run",
+        "-D",
+        "execution.target=local",
+        "-D",
+        "execution.checkpointing.interval=200 ms",
+        "-D",
+        f"state.checkpoints.dir={ck.as_uri()}",
+        "-D",
+        "state.checkpoints.num-retained=3",
+        "-D",
+        f"sparkpoint.local-state-dir={tmp_path / 'ls'}",
+        "-D",
+        "execution.epoch.max-records=2000",
+        "-D",
+        "rest.enabled=false",
+    ]
     if restore:
         args += ["-s", restore]
     return args + [JOB, "--events", str(EVENTS), "--events-per-second", "16000", "--output", str(out)]
@@ -57,8 +72,7 @@ def test_two_jobs_share_an_output_directory_through_a_kill_and_restore_of_one(tm
     b, b_id = _start(_command(tmp_path, ck_b, out), tmp_path)
     try:
         deadline = time.time() + 60
-        while time.time() < deadline and (len(list(ck_b.glob("*/chk-*/_metadata"))) < 3
-                                          or not _lines_of(out, [b_id])):
+        while time.time() < deadline and (len(list(ck_b.glob("*/chk-*/_metadata"))) < 3 or not _lines_of(out, [b_id])):
             time.sleep(0.05)
         b.send_signal(signal.SIGKILL)
         assert b.wait(30) == -signal.SIGKILL, "job B ended before it was killed"
@@ -74,4 +88,4 @@ def test_two_jobs_share_an_output_directory_through_a_kill_and_restore_of_one(tm
     expected = oracle(EVENTS)
     assert _lines_of(out, [a_id]) == expected
     assert _lines_of(out, [b_id, b2_id]) == expected
-    assert Counter(read_committed_lines(out)) == expected + expected   # nothing else, nothing lost
+    assert Counter(read_committed_lines(out)) == expected + expected  # nothing else, nothing lost

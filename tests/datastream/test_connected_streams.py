@@ -25,8 +25,8 @@ from sparkpoint.datastream.state import ListStateDescriptor, MapStateDescriptor,
 from sparkpoint.errors import UserFunctionError
 from sparkpoint.runtime.restore import load_checkpoint
 
-ORDERS = [(i, f"u{i % 7}", (i * 37) % 100) for i in range(60)]           # (order id, user, amount)
-USERS = [(f"u{u}", ["DE", "FR", "JP"][u % 3]) for u in range(7)]          # (user, country)
+ORDERS = [(i, f"u{i % 7}", (i * 37) % 100) for i in range(60)]  # (order id, user, amount)
+USERS = [(f"u{u}", ["DE", "FR", "JP"][u % 3]) for u in range(7)]  # (user, country)
 
 
 class First(TimestampAssigner):
@@ -44,7 +44,7 @@ class Tag(CoMapFunction):
 
 class Split(CoFlatMapFunction):
     def flat_map1(self, value):
-        yield from str(value[0])            # the digits of the order id
+        yield from str(value[0])  # the digits of the order id
 
     def flat_map2(self, value):
         if value[1] == "DE":
@@ -79,8 +79,12 @@ def test_co_process_function_with_timestamps_and_a_side_output(make_env):
     env = make_env("local", **{"execution.epoch.max-records": 9})
     env.set_parallelism(2)
     ts = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(First())
-    routed = env.from_collection(ORDERS).assign_timestamps_and_watermarks(ts).connect(
-        env.from_collection(USERS)).process(Route())
+    routed = (
+        env.from_collection(ORDERS)
+        .assign_timestamps_and_watermarks(ts)
+        .connect(env.from_collection(USERS))
+        .process(Route())
+    )
     side = routed.get_side_output(COUNTRIES)
     main = routed.execute_and_collect()
     assert sorted(main) == [(o, o) for o, _, _ in ORDERS]
@@ -116,8 +120,10 @@ class Enrich(KeyedCoProcessFunction):
         yield ("total", ctx.get_current_key(), self.total.value())
 
 
-@pytest.mark.parametrize("target,backend", [("local", "hashmap"), ("local", "rocksdb"),
-                                            pytest.param("spark", "rocksdb", marks=pytest.mark.spark)])
+@pytest.mark.parametrize(
+    "target,backend",
+    [("local", "hashmap"), ("local", "rocksdb"), pytest.param("spark", "rocksdb", marks=pytest.mark.spark)],
+)
 def test_keyed_co_process_shares_state_and_timers_between_both_inputs(request, make_env, target, backend):
     if target == "spark":
         request.getfixturevalue("spark")
@@ -126,8 +132,13 @@ def test_keyed_co_process_shares_state_and_timers_between_both_inputs(request, m
     ts = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(First())
     orders = env.from_collection(ORDERS).assign_timestamps_and_watermarks(ts)
     users = env.from_collection(list(reversed(USERS)))
-    out = (orders.connect(users).key_by(lambda o: o[1], lambda u: u[0]).process(Enrich()).uid("enrich")
-           .execute_and_collect())
+    out = (
+        orders.connect(users)
+        .key_by(lambda o: o[1], lambda u: u[0])
+        .process(Enrich())
+        .uid("enrich")
+        .execute_and_collect()
+    )
     country = dict(USERS)
     assert sorted(r for r in out if r[0] == "order") == sorted(("order", o, country[u]) for o, u, _ in ORDERS)
     totals = collections.Counter()
@@ -166,15 +177,14 @@ def test_the_watermark_of_two_inputs_is_the_slower_ones(make_env):
     ts = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(First())
     slow = env.from_collection([(i * 10, "a") for i in range(1000)]).assign_timestamps_and_watermarks(ts)
     fast = env.from_collection([(i * 100, "b") for i in range(100)]).assign_timestamps_and_watermarks(ts)
-    fired = (slow.connect(fast).key_by(lambda v: 0, lambda v: 0).process(CountUntilTimer())
-             .execute_and_collect())
+    fired = slow.connect(fast).key_by(lambda v: 0, lambda v: 0).process(CountUntilTimer()).execute_and_collect()
     assert [t for t, _ in fired] == [s * 1000 + 999 for s in range(10)]
     for timer, count in fired:
         up_to = sum(1 for i in range(1000) if i * 10 <= timer) + sum(1 for i in range(100) if i * 100 <= timer)
         assert count >= up_to, (timer, count, up_to)
 
 
-RULES = [("small", 10), ("medium", 50), ("large", 90)]   # (rule name, lower bound of the amount)
+RULES = [("small", 10), ("medium", 50), ("large", 90)]  # (rule name, lower bound of the amount)
 RULES_STATE = MapStateDescriptor("rules")
 
 
@@ -203,8 +213,9 @@ def test_every_subtask_gets_every_broadcast_element_before_the_epochs_events(req
     env = make_env(target, **{"execution.epoch.max-records": 10})
     env.set_parallelism(3)
     rules = env.from_collection(RULES).broadcast(RULES_STATE)
-    out = env.from_collection(ORDERS).rebalance().connect(rules).process(Classify()).uid("classify") \
-        .execute_and_collect()
+    out = (
+        env.from_collection(ORDERS).rebalance().connect(rules).process(Classify()).uid("classify").execute_and_collect()
+    )
     assert sorted(r for r in out if r[0] == "rule") == sorted(("rule", s, n) for s in range(3) for n, _ in RULES)
     orders = [r for r in out if r[0] == "order"]
     assert sorted((o, c) for _, o, c, _ in orders) == sorted((o, _classify(dict(RULES), a)) for o, _, a in ORDERS)
@@ -244,8 +255,9 @@ class Threshold(KeyedBroadcastProcessFunction):
     def process_broadcast_element(self, rule, ctx):
         if rule[0] == "dump":
             found = []
-            ctx.apply_to_keyed_state(ValueStateDescriptor("count"),
-                                     lambda key, state: found.append((key, state.value())))
+            ctx.apply_to_keyed_state(
+                ValueStateDescriptor("count"), lambda key, state: found.append((key, state.value()))
+            )
             yield from found
         else:
             ctx.get_broadcast_state(RULES_STATE).put(rule[0], rule[1])
@@ -258,8 +270,14 @@ def test_keyed_broadcast_reaches_every_keys_state(make_env):
     env.set_parallelism(2)
     control = [("threshold", 50)] + [("filler", i) for i in range(40)] + [("dump", 0)]
     rules = env.from_collection(control).broadcast(RULES_STATE)
-    out = (env.from_collection(ORDERS[:39]).key_by(lambda o: o[1]).connect(rules).process(Threshold())
-           .uid("threshold").execute_and_collect())
+    out = (
+        env.from_collection(ORDERS[:39])
+        .key_by(lambda o: o[1])
+        .connect(rules)
+        .process(Threshold())
+        .uid("threshold")
+        .execute_and_collect()
+    )
     by_hand = collections.Counter(u for _, u, a in ORDERS[:39] if a >= 50)
     assert sorted(out) == sorted(by_hand.items())
 

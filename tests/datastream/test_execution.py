@@ -27,8 +27,12 @@ def unnamed_counting_job(env, count: int, ckpt_dir: Path, source_name: str, coun
     env.get_configuration().set("state.checkpoints.num-retained", 3)
     env.set_parallelism(2)
     src = DataGeneratorSource(key_of, count, num_splits=2, records_per_second=rate)
-    return (env.from_source(src, WatermarkStrategy.no_watermarks(), source_name)
-            .key_by(lambda k: k).process(Count()).name(count_name))
+    return (
+        env.from_source(src, WatermarkStrategy.no_watermarks(), source_name)
+        .key_by(lambda k: k)
+        .process(Count())
+        .name(count_name)
+    )
 
 
 def test_renamed_operators_without_uid_restore_from_a_checkpoint(make_env, tmp_path):
@@ -41,8 +45,9 @@ def test_renamed_operators_without_uid_restore_from_a_checkpoint(make_env, tmp_p
 
     # the same job with both stateful operators renamed: their state (source positions,
     # keyed counts) must still be found, or the restore fails on state without an operator
-    env2 = make_env("local", **{"execution.epoch.max-records": 20,
-                                "execution.savepoint.path": restore_from + "/_metadata"})
+    env2 = make_env(
+        "local", **{"execution.epoch.max-records": 20, "execution.savepoint.path": restore_from + "/_metadata"}
+    )
     stream2 = unnamed_counting_job(env2, count, tmp_path / "ck2", "renamed source", "Renamed count")
     got = stream2.execute_and_collect()
     last: dict[str, int] = {}
@@ -61,16 +66,22 @@ def test_fs_state_backend_sets_the_checkpoint_directory(make_env, tmp_path):
     env.enable_checkpointing(1)
     env.get_checkpoint_config().set_externalized_checkpoint_retention("RETAIN_ON_CANCELLATION")
     src = DataGeneratorSource(key_of, 10**9, records_per_second=20_000)
-    stream = (env.from_source(src, WatermarkStrategy.no_watermarks(), "gen").uid("gen")
-              .key_by(lambda k: k).process(Count()).uid("count"))
+    stream = (
+        env.from_source(src, WatermarkStrategy.no_watermarks(), "gen")
+        .uid("gen")
+        .key_by(lambda k: k)
+        .process(Count())
+        .uid("count")
+    )
     run_until_checkpoints(env, stream, ck, 1)
     assert [Path(d, "_metadata").exists() for d in chk_dirs(ck)][-1:] == [True]
 
 
 def test_legacy_backends_take_their_directories_by_keyword(make_env, tmp_path):
     env = make_env("local")
-    env.set_state_backend(FsStateBackend(checkpoint_directory_uri="file:///ck",
-                                         default_savepoint_directory_uri="file:///sp"))
+    env.set_state_backend(
+        FsStateBackend(checkpoint_directory_uri="file:///ck", default_savepoint_directory_uri="file:///sp")
+    )
     assert env.get_configuration().get_string("state.checkpoints.dir") == "file:///ck"
     assert env.get_configuration().get_string("state.savepoints.dir") == "file:///sp"
     env.set_state_backend(MemoryStateBackend(checkpoint_path="file:///mem-ck"))
@@ -102,8 +113,9 @@ class RecordingExecutor(LocalPipelineExecutor):
 
 def test_third_party_executor_found_through_its_entry_point(make_env, monkeypatch):
     ep = EntryPoint(name="recording", value=f"{__name__}:RecordingExecutor", group="sparkpoint.executors")
-    monkeypatch.setattr(pipeline_executor, "entry_points",
-                        lambda group: [ep] if group == "sparkpoint.executors" else [])
+    monkeypatch.setattr(
+        pipeline_executor, "entry_points", lambda group: [ep] if group == "sparkpoint.executors" else []
+    )
     assert "recording" in PipelineExecutorServiceLoader().names()
     RecordingExecutor.seen.clear()
     env = make_env("recording")
@@ -111,4 +123,5 @@ def test_third_party_executor_found_through_its_entry_point(make_env, monkeypatc
     assert sorted(out) == [10, 20, 30]
     assert [p.job_name for p in RecordingExecutor.seen] == ["by entry point"]
     assert Counter(t.kind for t in RecordingExecutor.seen[0].transformations) == Counter(
-        {"source": 1, "map": 1, "collect": 1})
+        {"source": 1, "map": 1, "collect": 1}
+    )

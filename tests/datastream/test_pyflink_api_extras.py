@@ -28,11 +28,19 @@ class WhereAmI(MapFunction):
 def test_partition_custom_sends_each_record_where_the_partitioner_says(make_env):
     env = make_env("local", **{"execution.epoch.max-records": 4})
     env.set_parallelism(3)
-    out = env.from_collection(list(range(30))).partition_custom(Modulo(), lambda v: v).map(WhereAmI()) \
+    out = (
+        env.from_collection(list(range(30)))
+        .partition_custom(Modulo(), lambda v: v)
+        .map(WhereAmI())
         .execute_and_collect()
+    )
     assert sorted(out) == [(v, v % 3) for v in range(30)]
-    lambdas = env.from_collection(list(range(12))).partition_custom(lambda k, n: n - 1 - k % n, lambda v: v) \
-        .map(WhereAmI()).execute_and_collect()
+    lambdas = (
+        env.from_collection(list(range(12)))
+        .partition_custom(lambda k, n: n - 1 - k % n, lambda v: v)
+        .map(WhereAmI())
+        .execute_and_collect()
+    )
     assert sorted(lambdas) == [(v, 2 - v % 3) for v in range(12)]
 
 
@@ -46,8 +54,9 @@ def test_a_partition_out_of_range_is_named(make_env):
 
 def test_project_keeps_the_chosen_fields_in_order_with_their_types(make_env):
     env = make_env("local")
-    rows = env.from_collection([("a", 1, 2.5), ("b", 2, 3.5)],
-                               type_info=Types.TUPLE([Types.STRING(), Types.INT(), Types.DOUBLE()]))
+    rows = env.from_collection(
+        [("a", 1, 2.5), ("b", 2, 3.5)], type_info=Types.TUPLE([Types.STRING(), Types.INT(), Types.DOUBLE()])
+    )
     projected = rows.project(2, 0)
     assert projected.get_type() == Types.TUPLE([Types.DOUBLE(), Types.STRING()])
     assert sorted(projected.execute_and_collect()) == [(2.5, "a"), (3.5, "b")]
@@ -70,22 +79,47 @@ def test_rows_are_mutable_by_index_and_name_not_by_attribute():
     import pickle
 
     assert pickle.loads(pickle.dumps(row)) == row and pickle.loads(pickle.dumps(row)).as_dict() == {
-        "name": "Ada", "age": 37}
+        "name": "Ada",
+        "age": 37,
+    }
 
 
-@pytest.mark.parametrize("module,names", [
-    ("sparkpoint.datastream.connectors.number_seq", ["NumberSequenceSource"]),
-    ("sparkpoint.common.serializer", ["TypeSerializer", "VoidNamespaceSerializer"]),
-    ("sparkpoint.datastream.window", ["TimeWindowSerializer", "CountWindowSerializer", "GlobalWindowSerializer",
-                                      "ContinuousEventTimeTrigger", "ContinuousProcessingTimeTrigger",
-                                      "DynamicProcessingTimeSessionWindows"]),
-    ("sparkpoint.datastream.checkpointing_mode", ["CheckpointingMode"]),
-    ("sparkpoint.datastream", ["Partitioner", "Window", "GlobalWindow", "MergingWindowAssigner",
-                               "FileSystemCheckpointStorage", "JobManagerCheckpointStorage", "ConnectedStreams",
-                               "BroadcastStream", "CoProcessFunction", "KeyedBroadcastProcessFunction"]),
-    ("sparkpoint.datastream.data_stream", ["CloseableIterator", "BroadcastConnectedStream"]),
-    ("sparkpoint.common", ["TypeSerializer", "SerializationSchema", "DeserializationSchema"]),
-])
+@pytest.mark.parametrize(
+    "module,names",
+    [
+        ("sparkpoint.datastream.connectors.number_seq", ["NumberSequenceSource"]),
+        ("sparkpoint.common.serializer", ["TypeSerializer", "VoidNamespaceSerializer"]),
+        (
+            "sparkpoint.datastream.window",
+            [
+                "TimeWindowSerializer",
+                "CountWindowSerializer",
+                "GlobalWindowSerializer",
+                "ContinuousEventTimeTrigger",
+                "ContinuousProcessingTimeTrigger",
+                "DynamicProcessingTimeSessionWindows",
+            ],
+        ),
+        ("sparkpoint.datastream.checkpointing_mode", ["CheckpointingMode"]),
+        (
+            "sparkpoint.datastream",
+            [
+                "Partitioner",
+                "Window",
+                "GlobalWindow",
+                "MergingWindowAssigner",
+                "FileSystemCheckpointStorage",
+                "JobManagerCheckpointStorage",
+                "ConnectedStreams",
+                "BroadcastStream",
+                "CoProcessFunction",
+                "KeyedBroadcastProcessFunction",
+            ],
+        ),
+        ("sparkpoint.datastream.data_stream", ["CloseableIterator", "BroadcastConnectedStream"]),
+        ("sparkpoint.common", ["TypeSerializer", "SerializationSchema", "DeserializationSchema"]),
+    ],
+)
 def test_pyflink_module_paths(module, names):
     mod = importlib.import_module(module)
     assert [n for n in names if not hasattr(mod, n)] == []
@@ -100,8 +134,10 @@ def test_generic_window_classes_are_subscriptable():
     assert Trigger[tuple, CountWindow] is not None and issubclass(Mine, WindowAssigner)
 
 
-@pytest.mark.parametrize("identifier,subtask,parallelism,prefix", [
-    ("name", 0, 1, "name> "), (None, 0, 1, ""), ("name", 1, 2, "name:2> "), (None, 1, 3, "2> ")])
+@pytest.mark.parametrize(
+    "identifier,subtask,parallelism,prefix",
+    [("name", 0, 1, "name> "), (None, 0, 1, ""), ("name", 1, 2, "name:2> "), (None, 1, 3, "2> ")],
+)
 def test_print_prefix_is_flinks(identifier, subtask, parallelism, prefix):
     assert print_prefix(identifier, subtask, parallelism) == prefix
 
@@ -110,7 +146,7 @@ def test_a_missing_row_field_is_named_and_caught_as_pyflink_and_dict_code_expect
     row = Row(name="Ada", age=37)
     for attempt in (lambda: row["height"], lambda: row.__setitem__("height", 1)):
         with pytest.raises(ValueError, match="no field 'height'; its fields are \\['name', 'age'\\]"):
-            attempt()   # PyFlink raises ValueError
+            attempt()  # PyFlink raises ValueError
         with pytest.raises(KeyError):
             attempt()
     with pytest.raises(KeyError, match="have no names"):
@@ -120,6 +156,11 @@ def test_a_missing_row_field_is_named_and_caught_as_pyflink_and_dict_code_expect
 def test_collect_at_parallelism_one_keeps_the_input_order_across_epochs_and_a_key_by(make_env):
     env = make_env("local", **{"execution.epoch.max-records": 7})
     env.set_parallelism(1)
-    out = env.from_collection(list(range(50))).map(lambda x: x * 2).key_by(lambda x: x % 3).map(lambda x: x) \
+    out = (
+        env.from_collection(list(range(50)))
+        .map(lambda x: x * 2)
+        .key_by(lambda x: x % 3)
+        .map(lambda x: x)
         .execute_and_collect()
+    )
     assert list(out) == [x * 2 for x in range(50)]

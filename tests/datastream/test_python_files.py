@@ -36,8 +36,7 @@ def _job(env, module: str, package: str):
     """)
     namespace: dict = {}
     exec(code, namespace)
-    return (env.from_collection(list(range(1, 6))).map(namespace["with_module"])
-            .map(namespace["with_package"]))
+    return env.from_collection(list(range(1, 6))).map(namespace["with_module"]).map(namespace["with_package"])
 
 
 EXPECTED = sorted((3 * x + 1) ** 2 for x in range(1, 6))
@@ -70,12 +69,14 @@ def test_a_zipped_directory_goes_when_the_process_exits(tmp_path):
     import subprocess
 
     _, deps = _write_helpers(tmp_path, "pyfiles_zip_module", "pyfiles_zip_pkg")
-    code = ("import sys, zipfile; from pathlib import Path\n"
-            "from sparkpoint.runtime.spark.python_files import _zip_directory\n"
-            f"path = _zip_directory(Path({str(deps / 'pyfiles_zip_pkg')!r}))\n"
-            "print(path); print(sorted(zipfile.ZipFile(path).namelist()))\n")
+    code = (
+        "import sys, zipfile; from pathlib import Path\n"
+        "from sparkpoint.runtime.spark.python_files import _zip_directory\n"
+        f"path = _zip_directory(Path({str(deps / 'pyfiles_zip_pkg')!r}))\n"
+        "print(path); print(sorted(zipfile.ZipFile(path).namelist()))\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
-    assert out[1] == "['__init__.py', 'square.py']"   # the package's contents at the archive's root
+    assert out[1] == "['__init__.py', 'square.py']"  # the package's contents at the archive's root
     zipped = Path(out[0])
     assert zipped.name == "pyfiles_zip_pkg.zip" and not zipped.exists()
-    assert not zipped.parent.parent.exists()   # the process's own directory went with it
+    assert not zipped.parent.parent.exists()  # the process's own directory went with it

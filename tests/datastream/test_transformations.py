@@ -24,8 +24,14 @@ from sparkpoint.datastream.window import TumblingEventTimeWindows
 from sparkpoint.errors import JobGraphError
 
 DATASTREAM = Path(__file__).resolve().parents[2] / "sparkpoint" / "datastream"
-FORBIDDEN = ("sparkpoint.runtime", "sparkpoint.operators", "sparkpoint.windows", "sparkpoint.state",
-             "sparkpoint.checkpoint", "pyspark")
+FORBIDDEN = (
+    "sparkpoint.runtime",
+    "sparkpoint.operators",
+    "sparkpoint.windows",
+    "sparkpoint.state",
+    "sparkpoint.checkpoint",
+    "pyspark",
+)
 
 
 def _imported_modules(path: Path) -> set[str]:
@@ -62,8 +68,9 @@ def test_describing_a_job_loads_no_runtime_module():
         "      ['sparkpoint', 'operators'], ['sparkpoint', 'windows'], ['sparkpoint', 'checkpoint'])\n"
         "      or m.startswith('pyspark')))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         cwd=DATASTREAM.parents[1])
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=DATASTREAM.parents[1]
+    )
     assert out.stdout.strip() == "[]"
 
 
@@ -75,8 +82,12 @@ def test_calls_add_frozen_transformations():
     env = StreamExecutionEnvironment.get_execution_environment()
     late = OutputTag("late")
     keyed = env.from_collection([("a", 1)]).map(lambda v: v).key_by(lambda v: v[0])
-    windowed = (keyed.window(TumblingEventTimeWindows.of(Time.seconds(5))).allowed_lateness(1000)
-                .side_output_late_data(late).reduce(lambda a, b: a))
+    windowed = (
+        keyed.window(TumblingEventTimeWindows.of(Time.seconds(5)))
+        .allowed_lateness(1000)
+        .side_output_late_data(late)
+        .reduce(lambda a, b: a)
+    )
     windowed.sink_to(object())
     source, mapped, window, sink = _transformations(env)
     assert isinstance(source, SourceTransformation) and source.parallelism == 1 and source.inputs == ()
@@ -111,8 +122,9 @@ def test_keyed_operations_and_window_all():
     t = env._transformations[summed._id]
     assert isinstance(t, KeyedTransformation) and (t.kind, t.name, t.keyed) == ("reduce", "Keyed Sum", True)
     assert t.key_selector.get_key((7, 8)) == 7
-    everything = env.from_collection([1]).window_all(TumblingEventTimeWindows.of(Time.seconds(1))).apply(
-        lambda w, vs: vs)
+    everything = (
+        env.from_collection([1]).window_all(TumblingEventTimeWindows.of(Time.seconds(1))).apply(lambda w, vs: vs)
+    )
     w = env._transformations[everything._id]
     assert (w.keyed_stream, w.parallelism, w.inputs[0].partitioning) == (False, 1, Partitioning.GLOBAL)
     with pytest.raises(JobGraphError):

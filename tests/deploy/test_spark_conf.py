@@ -18,28 +18,38 @@ from sparkpoint.runtime.spark.spark_conf import (
 
 
 def test_prefixed_confs_set_their_keys_and_other_confs_are_not_sparkpoints():
-    settings = settings_from_spark_conf({
-        "spark.sparkpoint.execution.checkpointing.interval": "10s",
-        "spark.sparkpoint.execution.savepoint.path": "file:///ck/job/chk-7/_metadata",
-        "spark.sparkpoint.sparkpoint.local-state-dir": "/data/state",
-        "spark.sql.shuffle.partitions": "3",
-        "spark.master": "local[2]",
-        "spark.sparkpoint.": "nothing after the prefix",
-    })
-    assert settings == {"execution.checkpointing.interval": "10s",
-                        "execution.savepoint.path": "file:///ck/job/chk-7/_metadata",
-                        "sparkpoint.local-state-dir": "/data/state"}
+    settings = settings_from_spark_conf(
+        {
+            "spark.sparkpoint.execution.checkpointing.interval": "10s",
+            "spark.sparkpoint.execution.savepoint.path": "file:///ck/job/chk-7/_metadata",
+            "spark.sparkpoint.sparkpoint.local-state-dir": "/data/state",
+            "spark.sql.shuffle.partitions": "3",
+            "spark.master": "local[2]",
+            "spark.sparkpoint.": "nothing after the prefix",
+        }
+    )
+    assert settings == {
+        "execution.checkpointing.interval": "10s",
+        "execution.savepoint.path": "file:///ck/job/chk-7/_metadata",
+        "sparkpoint.local-state-dir": "/data/state",
+    }
     assert Configuration(settings).get_duration_ms("execution.checkpointing.interval") == 10_000
 
 
 def test_a_conf_file_gives_keys_and_single_confs_win_over_it(tmp_path):
     conf_file = tmp_path / "config.yaml"
-    conf_file.write_text("execution:\n  checkpointing:\n    interval: 5 s\nparallelism.default: 1\n"
-                         "state.checkpoints.dir: file:///from/file\n")
-    settings = settings_from_spark_conf({CONF_FILE_KEY: str(conf_file),
-                                         "spark.sparkpoint.state.checkpoints.dir": "file:///from/conf"})
-    assert settings == {"execution.checkpointing.interval": "5 s", "parallelism.default": 1,
-                        "state.checkpoints.dir": "file:///from/conf"}
+    conf_file.write_text(
+        "execution:\n  checkpointing:\n    interval: 5 s\nparallelism.default: 1\n"
+        "state.checkpoints.dir: file:///from/file\n"
+    )
+    settings = settings_from_spark_conf(
+        {CONF_FILE_KEY: str(conf_file), "spark.sparkpoint.state.checkpoints.dir": "file:///from/conf"}
+    )
+    assert settings == {
+        "execution.checkpointing.interval": "5 s",
+        "parallelism.default": 1,
+        "state.checkpoints.dir": "file:///from/conf",
+    }
 
 
 def test_a_shipped_conf_file_is_found_by_its_name_in_the_spark_files_directory(tmp_path, monkeypatch):
@@ -93,12 +103,13 @@ def test_a_job_on_a_session_with_speculation_is_refused_before_it_runs(spark, sp
     """The check runs where a job meets its session: the shared session's conf says speculation (the
     scheduler read it at start, so nothing speculates; the check reads the conf), and the job fails
     before any output is written."""
-    conf = spark.sparkContext._conf   # the running context's own SparkConf, not getConf()'s copy
+    conf = spark.sparkContext._conf  # the running context's own SparkConf, not getConf()'s copy
     conf.set("spark.speculation", "true")
     try:
         out = tmp_path / "out"
         spark_env.from_collection(["a", "b"]).map(lambda v: v.upper()).sink_to(
-            FileSink.for_row_format(str(out), Encoder.simple_string_encoder()).build())
+            FileSink.for_row_format(str(out), Encoder.simple_string_encoder()).build()
+        )
         with pytest.raises(ConfigurationError, match=r"spark\.speculation=true"):
             spark_env.execute("speculating")
         assert not out.exists() or not any(p.is_file() for p in out.rglob("*"))

@@ -15,7 +15,7 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
-HOLD = textwrap.dedent('''
+HOLD = textwrap.dedent("""
     import sys, time
     from sparkpoint.common import WatermarkStrategy
     from sparkpoint.datastream import StreamExecutionEnvironment
@@ -25,7 +25,7 @@ HOLD = textwrap.dedent('''
     env.from_source(NumberSequenceSource(0, 9), WatermarkStrategy.no_watermarks(), "n").uid("n") \\
         .map(lambda v: time.sleep(120) if v == 9 else v).uid("hold").print()
     env.execute("hold")
-''')
+""")
 
 
 def _listening_ports(pid: int) -> list[tuple[str, int]]:
@@ -43,7 +43,7 @@ def _listening_ports(pid: int) -> list[tuple[str, int]]:
         for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
             fields = line.split()
             local, state, inode = fields[1], fields[3], fields[9]
-            if state == "0A" and inode in inodes:   # LISTEN
+            if state == "0A" and inode in inodes:  # LISTEN
                 address, port = local.split(":")
                 found.append((_address(address), int(port, 16)))
     return found
@@ -52,7 +52,7 @@ def _listening_ports(pid: int) -> list[tuple[str, int]]:
 def _address(hex_address: str) -> str:
     """/proc/net/tcp* addresses: 32-bit words in host (little-endian) order."""
     raw = bytes.fromhex(hex_address)
-    ordered = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+    ordered = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
     address = ipaddress.ip_address(ordered)
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         address = address.ipv4_mapped
@@ -68,8 +68,13 @@ def test_the_embedded_spark_listens_on_loopback_only_and_has_no_web_ui(tmp_path)
     job = tmp_path / "hold.py"
     job.write_text(HOLD)
     env = {k: v for k, v in os.environ.items() if k != "SPARK_LOCAL_IP"}
-    proc = subprocess.Popen([sys.executable, "-m", "sparkpoint.cli", "run", "-p", "1", str(job)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sparkpoint.cli", "run", "-p", "1", str(job)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
     try:
         ports: list[tuple[str, int]] = []
         deadline = time.time() + 90
@@ -78,7 +83,7 @@ def test_the_embedded_spark_listens_on_loopback_only_and_has_no_web_ui(tmp_path)
             for java in _java_children(proc.pid):
                 ports = _listening_ports(java)
         assert ports, "the Spark JVM never listened"
-        time.sleep(3)   # the block manager and the driver's RPC are up once the first epoch runs
+        time.sleep(3)  # the block manager and the driver's RPC are up once the first epoch runs
         ports = [p for java in _java_children(proc.pid) for p in _listening_ports(java)]
         assert all(ipaddress.ip_address(address).is_loopback for address, _ in ports), ports
         assert 4040 not in {port for _, port in ports}, ports
@@ -89,7 +94,7 @@ def test_the_embedded_spark_listens_on_loopback_only_and_has_no_web_ui(tmp_path)
             os.kill(java, 9)
 
 
-FAILING = textwrap.dedent('''
+FAILING = textwrap.dedent("""
     from sparkpoint.common import WatermarkStrategy
     from sparkpoint.datastream import StreamExecutionEnvironment
     from sparkpoint.datastream.connectors.generator import NumberSequenceSource
@@ -103,17 +108,23 @@ FAILING = textwrap.dedent('''
     env.from_source(NumberSequenceSource(0, 99), WatermarkStrategy.no_watermarks(), "n").uid("n") \\
         .map(check).uid("check").print()
     env.execute("failing")
-''')
+""")
 
 
 def test_a_failing_task_on_the_embedded_spark_ends_with_the_jobs_error_not_a_java_trace(tmp_path):
     job = tmp_path / "failing.py"
     job.write_text(FAILING)
-    proc = subprocess.run([sys.executable, "-m", "sparkpoint.cli", "run", "-p", "1", str(job)],
-                          capture_output=True, text=True, timeout=180)
+    proc = subprocess.run(
+        [sys.executable, "-m", "sparkpoint.cli", "run", "-p", "1", str(job)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert proc.returncode == 1
     assert not [line for line in proc.stderr.splitlines() if line.strip().startswith("at org.apache")], proc.stderr
     last = proc.stderr.strip().splitlines()[-1]
-    assert last == ("The job failed: user function of operator 'Map' (uid 'check') failed in epoch 0 on record 77 "
-                    "from sequence number 77: ValueError: 77 is bad"), last
+    assert last == (
+        "The job failed: user function of operator 'Map' (uid 'check') failed in epoch 0 on record 77 "
+        "from sequence number 77: ValueError: 77 is bad"
+    ), last
     assert f'File "{job}", line 8, in check' in proc.stderr

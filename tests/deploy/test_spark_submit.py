@@ -40,13 +40,24 @@ def submit_env() -> dict[str, str]:
 
 
 def submit_command(*args: str, python: str = sys.executable) -> list[str]:
-    return [spark_submit(), "--master", "local[2]", "--conf", f"spark.pyspark.python={python}",
-            "--conf", "spark.log.level=WARN", "--conf", "spark.ui.enabled=false", *args]
+    return [
+        spark_submit(),
+        "--master",
+        "local[2]",
+        "--conf",
+        f"spark.pyspark.python={python}",
+        "--conf",
+        "spark.log.level=WARN",
+        "--conf",
+        "spark.ui.enabled=false",
+        *args,
+    ]
 
 
 def run_submit(*args: str, cwd: Path, python: str = sys.executable) -> subprocess.CompletedProcess:
-    r = subprocess.run(submit_command(*args, python=python), capture_output=True, text=True, cwd=cwd,
-                       env=submit_env(), timeout=300)
+    r = subprocess.run(
+        submit_command(*args, python=python), capture_output=True, text=True, cwd=cwd, env=submit_env(), timeout=300
+    )
     assert r.returncode == 0, r.stderr[-4000:]
     return r
 
@@ -81,16 +92,29 @@ def watch_checkpoints(proc: subprocess.Popen, storage: Path, until: int | None =
 
 def test_submitted_job_checkpoints_where_the_confs_say_and_restores_from_the_savepoint_path_conf(tmp_path):
     storage, out = tmp_path / "checkpoints", tmp_path / "out"
-    confs = ["--conf", "spark.sparkpoint.execution.checkpointing.interval=100ms",
-             "--conf", f"spark.sparkpoint.state.checkpoints.dir={storage.as_uri()}",
-             "--conf", "spark.sparkpoint.state.checkpoints.num-retained=100",
-             "--conf", "spark.sparkpoint.execution.epoch.max-records=1000",
-             "--conf", "spark.sparkpoint.parallelism.default=2"]
+    confs = [
+        "--conf",
+        "spark.sparkpoint.execution.checkpointing.interval=100ms",
+        "--conf",
+        f"spark.sparkpoint.state.checkpoints.dir={storage.as_uri()}",
+        "--conf",
+        "spark.sparkpoint.state.checkpoints.num-retained=100",
+        "--conf",
+        "spark.sparkpoint.execution.epoch.max-records=1000",
+        "--conf",
+        "spark.sparkpoint.parallelism.default=2",
+    ]
     job_args = [JOB, "--events", "10000", "--output", str(out)]
     # 1. Submitted with a paced source; SIGKILLed (spark-submit, its JVM and Pythons) once it has checkpoints.
-    first = subprocess.Popen(submit_command(*confs, *job_args, "--events-per-second", "2000"), cwd=tmp_path,
-                             env=submit_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                             start_new_session=True)
+    first = subprocess.Popen(
+        submit_command(*confs, *job_args, "--events-per-second", "2000"),
+        cwd=tmp_path,
+        env=submit_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         watch_checkpoints(first, storage, until=2)
         assert first.poll() is None, f"the job ended before it had 2 checkpoints:\n{first.stderr.read()[-4000:]}"
@@ -103,9 +127,15 @@ def test_submitted_job_checkpoints_where_the_confs_say_and_restores_from_the_sav
     n = ids[-1]
     # 2. Submitted again, restoring chk-N through the Spark conf (sparkpoint run -s): it finishes exactly once.
     second = subprocess.Popen(
-        submit_command(*confs, "--conf", f"spark.sparkpoint.execution.savepoint.path={job_dir}/chk-{n}/_metadata",
-                       *job_args), cwd=tmp_path, env=submit_env(), stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE, text=True)
+        submit_command(
+            *confs, "--conf", f"spark.sparkpoint.execution.savepoint.path={job_dir}/chk-{n}/_metadata", *job_args
+        ),
+        cwd=tmp_path,
+        env=submit_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     seen = watch_checkpoints(second, storage)
     assert second.wait(timeout=240) == 0, second.stderr.read()[-4000:]
     restored = {job: ids for job, ids in seen.items() if job != job_dir.name and ids}
@@ -121,14 +151,30 @@ def test_a_config_file_shipped_with_files_configures_the_job_and_single_confs_wi
     (shipped / "config.yaml").write_text(
         "execution:\n  checkpointing:\n    interval: 100 ms\n  epoch:\n    max-records: 2000\n"
         "state.checkpoints.num-retained: 100\nparallelism.default: 2\n"
-        f"state.checkpoints.dir: {(tmp_path / 'from-file').as_uri()}\n")
+        f"state.checkpoints.dir: {(tmp_path / 'from-file').as_uri()}\n"
+    )
     workdir = tmp_path / "elsewhere"  # the driver finds the file by name where --files put it
     workdir.mkdir()
     proc = subprocess.Popen(
-        submit_command("--files", str(shipped / "config.yaml"), "--conf", "spark.sparkpoint.conf-file=config.yaml",
-                       "--conf", f"spark.sparkpoint.state.checkpoints.dir={storage.as_uri()}",
-                       JOB, "--events", "12000", "--output", str(out)),
-        cwd=workdir, env=submit_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        submit_command(
+            "--files",
+            str(shipped / "config.yaml"),
+            "--conf",
+            "spark.sparkpoint.conf-file=config.yaml",
+            "--conf",
+            f"spark.sparkpoint.state.checkpoints.dir={storage.as_uri()}",
+            JOB,
+            "--events",
+            "12000",
+            "--output",
+            str(out),
+        ),
+        cwd=workdir,
+        env=submit_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     seen = watch_checkpoints(proc, storage)
     assert proc.wait(timeout=240) == 0, proc.stderr.read()[-4000:]
     # checkpoints at all: the file's interval; in the conf's directory, not the file's
@@ -173,10 +219,20 @@ def test_what_spark_submit_configured_is_not_overridden(tmp_path):
     python.write_text(f'#!/bin/sh\nSUBMIT_TEST_PYTHON=marked exec "{sys.executable}" "$@"\n')
     python.chmod(0o755)
     report_path = tmp_path / "report.json"
-    run_submit("--name", "submitted-name", "--conf", "spark.sql.shuffle.partitions=3",
-               "--conf", "spark.sparkpoint.parallelism.default=2",
-               "--conf", "spark.sparkpoint.execution.epoch.max-records=7",
-               str(job), str(report_path), cwd=tmp_path, python=str(python))
+    run_submit(
+        "--name",
+        "submitted-name",
+        "--conf",
+        "spark.sql.shuffle.partitions=3",
+        "--conf",
+        "spark.sparkpoint.parallelism.default=2",
+        "--conf",
+        "spark.sparkpoint.execution.epoch.max-records=7",
+        str(job),
+        str(report_path),
+        cwd=tmp_path,
+        python=str(python),
+    )
     report = json.loads(report_path.read_text())
     conf = report["conf"]
     assert conf["spark.master"] == "local[2]"

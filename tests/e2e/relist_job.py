@@ -30,9 +30,14 @@ class SlowUpper:
 
 def build(env: StreamExecutionEnvironment, input_dir: str, output_dir: str, delay_ms: float = 0) -> None:
     source = FileSource.for_record_stream_format(StreamFormat.text_line_format(), input_dir).build()
-    (env.from_source(source, WatermarkStrategy.no_watermarks(), "lines").uid("lines")
-     .map(SlowUpper(delay_ms), output_type=Types.STRING()).uid("upper")
-     .sink_to(FileSink.for_row_format(output_dir, Encoder.simple_string_encoder()).build()).uid("sink"))
+    (
+        env.from_source(source, WatermarkStrategy.no_watermarks(), "lines")
+        .uid("lines")
+        .map(SlowUpper(delay_ms), output_type=Types.STRING())
+        .uid("upper")
+        .sink_to(FileSink.for_row_format(output_dir, Encoder.simple_string_encoder()).build())
+        .uid("sink")
+    )
 
 
 def main() -> None:

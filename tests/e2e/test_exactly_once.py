@@ -37,7 +37,7 @@ def oracle(n: int) -> Counter:
     return Counter({f"{s}\t{s + 60_000}\t{c}\t{b}\t{k}": 1 for (s, c, b), k in counts.items()})
 
 
-def checkpoint_conf(ckpt: "Path | str", target: str) -> dict:
+def checkpoint_conf(ckpt: Path | str, target: str) -> dict:
     """The seed job's configuration, checkpoints into ``ckpt`` (a local directory or a URL)."""
     return {
         "execution.target": target,
@@ -66,32 +66,51 @@ def assert_sources_ran_ahead(directory: Path) -> None:
 
 def test_kill_loop_local_executor(tmp_path):
     """At least 20 kills, in-process executor (the driver process is the whole job)."""
-    n = 5_000_000   # 125 epochs of 40,000: more than 22 kills x (4 + 1) epochs, the most the killed rounds can read
+    n = 5_000_000  # 125 epochs of 40,000: more than 22 kills x (4 + 1) epochs, the most the killed rounds can read
     out = tmp_path / "out"
     ckpt = tmp_path / "ckpt"
     conf = checkpoint_conf(ckpt, "local")
     conf["sparkpoint.local-state-dir"] = str(tmp_path / "local")
-    loop = KillLoop(JOB, ["--events", str(n), "--output", str(out)], ckpt, conf, kills=22, seed=11,
-                    epochs_per_round=4, cwd=str(ROOT))
+    loop = KillLoop(
+        JOB,
+        ["--events", str(n), "--output", str(out)],
+        ckpt,
+        conf,
+        kills=22,
+        seed=11,
+        epochs_per_round=4,
+        cwd=str(ROOT),
+    )
     result = loop.run()
     assert result.kills == 22, result
     got = Counter(read_committed_lines(out))
     expected = oracle(n)
-    assert got == expected, (f"{sum(got.values())} lines committed, {len(expected)} expected; "
-                             f"missing {len(expected - got)}, extra {len(got - expected)}")
+    assert got == expected, (
+        f"{sum(got.values())} lines committed, {len(expected)} expected; "
+        f"missing {len(expected - got)}, extra {len(got - expected)}"
+    )
 
 
 @pytest.mark.spark
 @pytest.mark.slow
 def test_kill_loop_on_spark(tmp_path):
     """Fewer kills, on a real local Spark: the driver and its JVM die together."""
-    n = 1_000_000   # 25 epochs: more than 3 kills x (4 + 1) (a source may run an epoch ahead)
+    n = 1_000_000  # 25 epochs: more than 3 kills x (4 + 1) (a source may run an epoch ahead)
     out = tmp_path / "out"
     ckpt = tmp_path / "ckpt"
     conf = {**checkpoint_conf(ckpt, "spark"), **reporting(tmp_path / "reports")}
     conf["sparkpoint.local-state-dir"] = str(tmp_path / "local")
-    loop = KillLoop(JOB, ["--events", str(n), "--output", str(out)], ckpt, conf, kills=3, seed=5,
-                    fault_share=0.34, epochs_per_round=4, cwd=str(ROOT))
+    loop = KillLoop(
+        JOB,
+        ["--events", str(n), "--output", str(out)],
+        ckpt,
+        conf,
+        kills=3,
+        seed=5,
+        fault_share=0.34,
+        epochs_per_round=4,
+        cwd=str(ROOT),
+    )
     result = loop.run()
     assert result.kills == 3, result
     assert_sources_ran_ahead(tmp_path / "reports")
@@ -102,15 +121,24 @@ def test_at_least_once_loses_nothing_but_may_repeat(tmp_path):
     """AT_LEAST_ONCE commits sink output every epoch instead of at checkpoints: after a
     crash the epochs since the last checkpoint are replayed, so output may repeat, but
     nothing is lost."""
-    n = 1_000_000   # 25 epochs: more than 5 kills x (3 + 1)
+    n = 1_000_000  # 25 epochs: more than 5 kills x (3 + 1)
     out = tmp_path / "out"
     ckpt = tmp_path / "ckpt"
     conf = checkpoint_conf(ckpt, "local")
     conf["execution.checkpointing.mode"] = "AT_LEAST_ONCE"
     conf["execution.checkpointing.interval"] = "2 s"
     conf["sparkpoint.local-state-dir"] = str(tmp_path / "local")
-    loop = KillLoop(JOB, ["--events", str(n), "--output", str(out)], ckpt, conf, kills=5, seed=3,
-                    fault_share=0.0, epochs_per_round=3, cwd=str(ROOT))
+    loop = KillLoop(
+        JOB,
+        ["--events", str(n), "--output", str(out)],
+        ckpt,
+        conf,
+        kills=5,
+        seed=3,
+        fault_share=0.0,
+        epochs_per_round=3,
+        cwd=str(ROOT),
+    )
     result = loop.run()
     assert result.kills == 5, result
     got = Counter(read_committed_lines(out))
@@ -145,12 +173,20 @@ def test_kill_loop_rocksdb_incremental_local_executor(tmp_path, extra, seed):
     """SIGKILLs on the rocksdb backend with incremental checkpoints: restored databases, exact output. With the
     changelog, each round's first checkpoint is materialized and the later ones reference the changelog: restores
     from both kinds, window contents and timers replayed from segments."""
-    n = 2_000_000   # 50 epochs: more than 10 kills x (3 + 1)
+    n = 2_000_000  # 50 epochs: more than 10 kills x (3 + 1)
     out, ckpt = tmp_path / "out", tmp_path / "ckpt"
     conf = {**_rocksdb_conf(ckpt, "local"), **extra}
     conf["sparkpoint.local-state-dir"] = str(tmp_path / "local")
-    loop = KillLoop(JOB, ["--events", str(n), "--output", str(out)], ckpt, conf, kills=10, seed=seed,
-                    epochs_per_round=3, cwd=str(ROOT))
+    loop = KillLoop(
+        JOB,
+        ["--events", str(n), "--output", str(out)],
+        ckpt,
+        conf,
+        kills=10,
+        seed=seed,
+        epochs_per_round=3,
+        cwd=str(ROOT),
+    )
     result = loop.run()
     assert result.kills == 10, result
     _assert_incremental_checkpoints_were_restored(ckpt, result)
@@ -164,14 +200,22 @@ def test_kill_loop_rocksdb_incremental_local_executor(tmp_path, extra, seed):
 @pytest.mark.slow
 def test_kill_loop_rocksdb_incremental_on_spark(tmp_path):
     """The same on a real local Spark, databases in the executor's own local dirs (no state dir set)."""
-    n = 1_000_000   # 25 epochs: more than 3 kills x (4 + 1)
+    n = 1_000_000  # 25 epochs: more than 3 kills x (4 + 1)
     out, ckpt = tmp_path / "out", tmp_path / "ckpt"
     conf = {**_rocksdb_conf(ckpt, "spark"), **reporting(tmp_path / "reports")}
-    loop = KillLoop(JOB, ["--events", str(n), "--output", str(out)], ckpt, conf, kills=3, seed=7,
-                    fault_share=0.34, epochs_per_round=4, cwd=str(ROOT))
+    loop = KillLoop(
+        JOB,
+        ["--events", str(n), "--output", str(out)],
+        ckpt,
+        conf,
+        kills=3,
+        seed=7,
+        fault_share=0.34,
+        epochs_per_round=4,
+        cwd=str(ROOT),
+    )
     result = loop.run()
     assert result.kills == 3, result
     assert_sources_ran_ahead(tmp_path / "reports")
     _assert_incremental_checkpoints_were_restored(ckpt, result)
     assert Counter(read_committed_lines(out)) == oracle(n)
-

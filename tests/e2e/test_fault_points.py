@@ -25,13 +25,16 @@ from tests.e2e.test_exactly_once import JOB, ROOT, checkpoint_conf, oracle
 
 pytestmark = pytest.mark.slow
 
-EVENTS = 400_000   # 10 epochs of 2 x 20,000 records
+EVENTS = 400_000  # 10 epochs of 2 x 20,000 records
 
 
 def run_job(tmp_path: Path, kill_at: str | None = None, restore: str | None = None) -> subprocess.CompletedProcess:
     """The seed job writing text part files to ``tmp_path/out``, checkpoints every 200 ms."""
-    conf = {**checkpoint_conf(tmp_path / "ckpt", "local"), "execution.checkpointing.interval": "200 ms",
-            "sparkpoint.local-state-dir": str(tmp_path / "local")}
+    conf = {
+        **checkpoint_conf(tmp_path / "ckpt", "local"),
+        "execution.checkpointing.interval": "200 ms",
+        "sparkpoint.local-state-dir": str(tmp_path / "local"),
+    }
     env = {k: v for k, v in os.environ.items() if k != "SPARKPOINT_KILL_AT"}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
     if kill_at:
@@ -46,8 +49,10 @@ def restore_and_finish(tmp_path: Path) -> None:
     done = run_job(tmp_path, restore=restore)
     assert done.returncode == 0, done.stdout + done.stderr
     got, expected = Counter(read_committed_lines(tmp_path / "out")), oracle(EVENTS)
-    assert got == expected, (f"{sum(got.values())} lines committed, {len(expected)} expected; "
-                             f"missing {len(expected - got)}, extra {len(got - expected)}")
+    assert got == expected, (
+        f"{sum(got.values())} lines committed, {len(expected)} expected; "
+        f"missing {len(expected - got)}, extra {len(got - expected)}"
+    )
 
 
 def test_kill_inside_the_upload_leaves_part_of_a_checkpoint_and_recovers_exactly(tmp_path):
@@ -58,7 +63,7 @@ def test_kill_inside_the_upload_leaves_part_of_a_checkpoint_and_recovers_exactly
     unfinished = [c for c in job.glob("chk-*") if not (c / "_metadata").exists()]
     assert len(unfinished) == 1, sorted(p.name for p in job.glob("chk-*/*"))
     written = sorted(p.name for p in unfinished[0].iterdir() if p.name.startswith("keyed-"))
-    assert written == ["keyed-s1-t0"], written   # the first task's file, not the second's
+    assert written == ["keyed-s1-t0"], written  # the first task's file, not the second's
     restore_and_finish(tmp_path)
 
 
@@ -70,8 +75,10 @@ def test_kill_in_the_middle_of_a_file_sink_commit_recovers_exactly(tmp_path):
     assert len(committed) == 1, sorted(committed)
     restore = latest_completed((tmp_path / "ckpt").as_uri())
     assert restore is not None
-    finals = {Path(str(final)).name for committables in
-              load_checkpoint(restore, verify_files=False).driver_state["committables"].values()
-              for _, final in committables}
-    assert committed < finals, (committed, finals)   # part of the checkpoint's output committed, not all
+    finals = {
+        Path(str(final)).name
+        for committables in load_checkpoint(restore, verify_files=False).driver_state["committables"].values()
+        for _, final in committables
+    }
+    assert committed < finals, (committed, finals)  # part of the checkpoint's output committed, not all
     restore_and_finish(tmp_path)

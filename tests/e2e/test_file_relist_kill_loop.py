@@ -23,7 +23,7 @@ JOB = str(ROOT / "tests" / "e2e" / "relist_job.py")
 
 @pytest.mark.slow
 def test_files_added_between_kills_are_read_exactly_once(tmp_path):
-    written = write_files(tmp_path / "in", 0, 40, lines=150)   # 6,000 lines, 40 a (2-subtask) epoch: 150 epochs
+    written = write_files(tmp_path / "in", 0, 40, lines=150)  # 6,000 lines, 40 a (2-subtask) epoch: 150 epochs
     added_after_restores: list[str] = []
 
     def add_files(round_number: int) -> None:
@@ -42,14 +42,25 @@ def test_files_added_between_kills_are_read_exactly_once(tmp_path):
         "restart-strategy.type": "none",
         "sparkpoint.local-state-dir": str(tmp_path / "local"),
     }
-    loop = KillLoop(JOB, ["--input", str(tmp_path / "in"), "--output", str(tmp_path / "out"), "--delay-ms", "2"],
-                    tmp_path / "ck", conf, kills=5, seed=17, fault_share=0.3, epochs_per_round=4,
-                    cwd=str(ROOT), before_restart=add_files)
+    loop = KillLoop(
+        JOB,
+        ["--input", str(tmp_path / "in"), "--output", str(tmp_path / "out"), "--delay-ms", "2"],
+        tmp_path / "ck",
+        conf,
+        kills=5,
+        seed=17,
+        fault_share=0.3,
+        epochs_per_round=4,
+        cwd=str(ROOT),
+        before_restart=add_files,
+    )
     result = loop.run()
-    assert result.kills == 5, result                                   # the kills really happened
-    assert any(r is not None for r in result.restores[1:]), result.restores   # and rounds restored
+    assert result.kills == 5, result  # the kills really happened
+    assert any(r is not None for r in result.restores[1:]), result.restores  # and rounds restored
     assert added_after_restores
     got = Counter(read_committed_lines(tmp_path / "out"))
     expected = Counter(line.upper() for line in written)
-    assert got == expected, (f"{sum(got.values())} lines committed, {sum(expected.values())} expected; "
-                             f"missing {sum((expected - got).values())}, extra {sum((got - expected).values())}")
+    assert got == expected, (
+        f"{sum(got.values())} lines committed, {sum(expected.values())} expected; "
+        f"missing {sum((expected - got).values())}, extra {sum((got - expected).values())}"
+    )

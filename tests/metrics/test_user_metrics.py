@@ -18,7 +18,7 @@ from sparkpoint.rest.prometheus import port_candidates
 from tests.rest.job import await_operation, rest_client, wait_for
 
 VALUES = [(i * 37) % 101 for i in range(400)]
-SCOPE = "quality.channel.all"          # add_group("quality").add_group("channel", "all")
+SCOPE = "quality.channel.all"  # add_group("quality").add_group("channel", "all")
 
 
 class Measure(MapFunction):
@@ -57,15 +57,26 @@ def metrics_job(make_env, tmp_path, monkeypatch):
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "values.txt").write_text("".join(f"{v}\n" for v in VALUES))
     port = _free_port()
-    env = make_env("local", **{"rest.enabled": True, "execution.epoch.max-records": 25,
-                               "execution.epoch.idle-pause": "20 ms", "execution.checkpointing.interval": "1h",
-                               "state.checkpoints.dir": (tmp_path / "ck").as_uri(),
-                               "metrics.reporter.prom.port": f"{port}-{port + 3}"})
+    env = make_env(
+        "local",
+        **{
+            "rest.enabled": True,
+            "execution.epoch.max-records": 25,
+            "execution.epoch.idle-pause": "20 ms",
+            "execution.checkpointing.interval": "1h",
+            "state.checkpoints.dir": (tmp_path / "ck").as_uri(),
+            "metrics.reporter.prom.port": f"{port}-{port + 3}",
+        },
+    )
     env.set_parallelism(2)
-    source = (FileSource.for_record_stream_format(StreamFormat.text_line_format(), str(tmp_path / "in"))
-              .monitor_continuously(Duration.of_millis(100)).build())
-    env.from_source(source, WatermarkStrategy.no_watermarks(), "values").uid("values") \
-        .rebalance().map(Measure()).uid("measure").print()
+    source = (
+        FileSource.for_record_stream_format(StreamFormat.text_line_format(), str(tmp_path / "in"))
+        .monitor_continuously(Duration.of_millis(100))
+        .build()
+    )
+    env.from_source(source, WatermarkStrategy.no_watermarks(), "values").uid("values").rebalance().map(Measure()).uid(
+        "measure"
+    ).print()
     client = env.execute_async("metrics")
     yield client, port
     client.cancel()
@@ -79,23 +90,51 @@ def _vertex(c: httpx.Client, jid: str, name: str) -> dict:
 def test_user_metrics_and_flinks_names_over_rest_and_prometheus(metrics_job, capsys):
     client, port = metrics_job
     jid = client.get_job_id()
-    n, big = len(VALUES), sum(1 for v in VALUES if v >= 50)                  # by hand
+    n, big = len(VALUES), sum(1 for v in VALUES if v >= 50)  # by hand
     with rest_client(jid) as c:
         wait_for(lambda: _vertex(c, jid, "Map")["metrics"]["read-records"] == n, 60, "every value mapped")
-        op = await_operation(c, f"/jobs/{jid}/checkpoints/"
-                             + c.post(f"/jobs/{jid}/checkpoints", json={}).json()["request-id"])
+        op = await_operation(
+            c, f"/jobs/{jid}/checkpoints/" + c.post(f"/jobs/{jid}/checkpoints", json={}).json()["request-id"]
+        )
         assert op["operation"]["checkpointId"] >= 1
         vid = _vertex(c, jid, "Map")["id"]
         ids = [m["id"] for m in c.get(f"/jobs/{jid}/vertices/{vid}/metrics").json()]
         assert f"0.Map.{SCOPE}.big" in ids and f"1.Map.{SCOPE}.value_max" in ids
-        wanted = ",".join(f"{i}.Map.{SCOPE}.{m}" for i in (0, 1)
-                          for m in ("big", "seen", "seen_so_far", "last", "events_count", "value_count", "value_sum",
-                                    "value_min", "value_max"))
-        values = {m["id"]: m["value"] for m in c.get(f"/jobs/{jid}/vertices/{vid}/metrics",
-                                                     params={"get": wanted}).json()}
-        per = {i: {m: values[f"{i}.Map.{SCOPE}.{m}"] for m in ("big", "seen", "seen_so_far", "last", "events_count",
-                                                                  "value_count", "value_sum", "value_min", "value_max")}
-               for i in (0, 1)}
+        wanted = ",".join(
+            f"{i}.Map.{SCOPE}.{m}"
+            for i in (0, 1)
+            for m in (
+                "big",
+                "seen",
+                "seen_so_far",
+                "last",
+                "events_count",
+                "value_count",
+                "value_sum",
+                "value_min",
+                "value_max",
+            )
+        )
+        values = {
+            m["id"]: m["value"] for m in c.get(f"/jobs/{jid}/vertices/{vid}/metrics", params={"get": wanted}).json()
+        }
+        per = {
+            i: {
+                m: values[f"{i}.Map.{SCOPE}.{m}"]
+                for m in (
+                    "big",
+                    "seen",
+                    "seen_so_far",
+                    "last",
+                    "events_count",
+                    "value_count",
+                    "value_sum",
+                    "value_min",
+                    "value_max",
+                )
+            }
+            for i in (0, 1)
+        }
         assert sum(int(p["big"]) for p in per.values()) == big
         assert sum(int(p["seen"]) for p in per.values()) == n == sum(int(p["events_count"]) for p in per.values())
         # get_count() is the total over every epoch so far, not this epoch's (16 epochs of 25 records)
@@ -113,13 +152,17 @@ def test_user_metrics_and_flinks_names_over_rest_and_prometheus(metrics_job, cap
     assert not any(name.startswith("flink_taskmanager_job_task_operator_quality_channel_all") for name in families)
     samples = families["flink_taskmanager_job_task_operator_quality_channel_big"].samples
     assert sum(s.value for s in samples) == big and all(s.labels["channel"] == "all" for s in samples)
-    [value_max] = {max(s.value for s in families["flink_taskmanager_job_task_operator_quality_channel_value_max"]
-                       .samples)}
+    [value_max] = {
+        max(s.value for s in families["flink_taskmanager_job_task_operator_quality_channel_value_max"].samples)
+    }
     assert value_max == max(VALUES)
     assert {s.labels["subtask_index"] for s in samples} == {"0", "1"}
     assert all(s.labels["job_id"] == jid and s.labels["operator_name"] == "Map" for s in samples)
-    records_in = [s for s in families["flink_taskmanager_job_task_operator_numRecordsIn"].samples
-                  if s.labels["operator_name"] == "Map"]
+    records_in = [
+        s
+        for s in families["flink_taskmanager_job_task_operator_numRecordsIn"].samples
+        if s.labels["operator_name"] == "Map"
+    ]
     assert sum(s.value for s in records_in) == n
     assert families["flink_jobmanager_job_numberOfCompletedCheckpoints"].samples[0].value == completed
     assert families["flink_jobmanager_job_uptime"].samples[0].value > 0
@@ -131,5 +174,3 @@ def test_a_bad_port_setting_is_named():
         port_candidates("high")
     with pytest.raises(ConfigurationError, match="within 0-65535"):
         port_candidates("9260-9250")
-
-

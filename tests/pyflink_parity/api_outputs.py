@@ -13,7 +13,7 @@ import sys
 import tempfile
 from typing import Any
 
-from sparkpoint.common import Row, Time, Types, WatermarkStrategy
+from sparkpoint.common import Encoder, Row, Time, Types, WatermarkStrategy
 from sparkpoint.common.serializer import TypeSerializer
 from sparkpoint.datastream import StreamExecutionEnvironment
 from sparkpoint.datastream.connectors.file_system import FileSink, OutputFileConfig
@@ -27,7 +27,6 @@ from sparkpoint.datastream.window import (
     TumblingEventTimeWindows,
     WindowAssigner,
 )
-from sparkpoint.common import Encoder
 
 PAIRS = [("a", 1), ("b", 2), ("a", 3), ("c", 4), ("b", 5)]
 PAIR = Types.TUPLE([Types.STRING(), Types.INT()])
@@ -42,15 +41,19 @@ class EvenOdd(Partitioner):
 
 def generics_and_modules() -> None:
     # subscripted generics as PyFlink declares them, and a window serializer round trip
-    print("generic", Trigger[Any, TimeWindow].__name__, WindowAssigner[Any, CountWindow].__name__,
-          issubclass(TimeWindowSerializer, TypeSerializer))
+    print(
+        "generic",
+        Trigger[Any, TimeWindow].__name__,
+        WindowAssigner[Any, CountWindow].__name__,
+        issubclass(TimeWindowSerializer, TypeSerializer),
+    )
     serializer = TimeWindowSerializer()
     import io
+
     buffer = io.BytesIO()
     serializer.serialize(TimeWindow(3, 8), buffer)
     print("serializer", buffer.getvalue().hex(), serializer.deserialize(io.BytesIO(buffer.getvalue())))
-    print("default trigger", type(TumblingEventTimeWindows.of(Time.milliseconds(5)).get_default_trigger(None))
-          .__name__)
+    print("default trigger", type(TumblingEventTimeWindows.of(Time.milliseconds(5)).get_default_trigger(None)).__name__)
 
 
 def mutable_rows() -> None:
@@ -87,8 +90,11 @@ def main() -> None:
     seq.partition_custom(EvenOdd(), lambda n: n).map(lambda n: n * 10, output_type=Types.LONG()).print("custom")
     env.execute("partition custom")
     out = tempfile.mkdtemp()
-    sink = FileSink.for_row_format(out, Encoder.simple_string_encoder()).with_output_file_config(
-        OutputFileConfig.builder().with_part_prefix("part").build()).build()
+    sink = (
+        FileSink.for_row_format(out, Encoder.simple_string_encoder())
+        .with_output_file_config(OutputFileConfig.builder().with_part_prefix("part").build())
+        .build()
+    )
     pairs.sink_to(sink)
     env.execute("file sink")
     for root, _, files in sorted(os.walk(out)):

@@ -19,11 +19,7 @@ from typing import Any
 
 from sparkpoint.common import Types
 from sparkpoint.datastream import StreamExecutionEnvironment
-from sparkpoint.datastream.functions import (
-    BroadcastProcessFunction,
-    KeyedBroadcastProcessFunction,
-    RuntimeContext,
-)
+from sparkpoint.datastream.functions import BroadcastProcessFunction, KeyedBroadcastProcessFunction, RuntimeContext
 from sparkpoint.datastream.state import ListStateDescriptor, MapStateDescriptor
 
 RULES = [("low", 0), ("mid", 40), ("high", 75)]
@@ -73,8 +69,12 @@ def main() -> None:
     readings.connect(rules).process(Acknowledge(), output_type=Types.STRING()).print()
     env.execute("broadcast")
     rules = env.from_collection(RULES, type_info=rule_type).broadcast(RULE_STATE)
-    (readings.key_by(lambda r: r[0], key_type=Types.STRING()).connect(rules)
-     .process(Classify(), output_type=Types.STRING()).print())
+    (
+        readings.key_by(lambda r: r[0], key_type=Types.STRING())
+        .connect(rules)
+        .process(Classify(), output_type=Types.STRING())
+        .print()
+    )
     env.execute("keyed-broadcast")
 
 

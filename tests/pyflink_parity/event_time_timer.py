@@ -25,8 +25,16 @@ from sparkpoint.datastream import StreamExecutionEnvironment
 from sparkpoint.datastream.functions import KeyedProcessFunction, RuntimeContext
 from sparkpoint.datastream.state import ValueState
 
-PAYMENTS = [(1000, "Alice", 110.1), (4000, "Bob", 30.2), (3000, "Alice", 20.0), (2000, "Bob", 53.1),
-            (5000, "Alice", 13.1), (3000, "Bob", 3.1), (7000, "Bob", 16.1), (10000, "Alice", 20.1)]
+PAYMENTS = [
+    (1000, "Alice", 110.1),
+    (4000, "Bob", 30.2),
+    (3000, "Alice", 20.0),
+    (2000, "Bob", 53.1),
+    (5000, "Alice", 13.1),
+    (3000, "Bob", 3.1),
+    (7000, "Bob", 16.1),
+    (10000, "Alice", 20.1),
+]
 REPORT_DELAY_MS = 2000
 
 
@@ -56,10 +64,12 @@ class DelayedTotal(KeyedProcessFunction):
 
 def main() -> None:
     env = StreamExecutionEnvironment.get_execution_environment()
-    late_by_two_seconds = (WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_seconds(2))
-                           .with_timestamp_assigner(FirstFieldTimestamp()))
-    payments = (env.from_collection(PAYMENTS, type_info=Types.TUPLE([Types.LONG(), Types.STRING(), Types.FLOAT()]))
-                .assign_timestamps_and_watermarks(late_by_two_seconds))
+    late_by_two_seconds = WatermarkStrategy.for_bounded_out_of_orderness(
+        Duration.of_seconds(2)
+    ).with_timestamp_assigner(FirstFieldTimestamp())
+    payments = env.from_collection(
+        PAYMENTS, type_info=Types.TUPLE([Types.LONG(), Types.STRING(), Types.FLOAT()])
+    ).assign_timestamps_and_watermarks(late_by_two_seconds)
     payments.key_by(lambda payment: payment[1]).process(DelayedTotal()).print()
     env.execute()
 

@@ -68,12 +68,13 @@ def count_per_event_time_window(events: list[tuple[str, int]], assigner: WindowA
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(1)
     ascending = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(SecondFieldTimestamp())
-    counts = (env.from_collection(events, type_info=Types.TUPLE([Types.STRING(), Types.INT()]))
-              .assign_timestamps_and_watermarks(ascending)
-              .key_by(lambda event: event[0], key_type=Types.STRING())
-              .window(assigner)
-              .process(ElementCountPerWindow(),
-                       Types.TUPLE([Types.STRING(), Types.INT(), Types.INT(), Types.INT()])))
+    counts = (
+        env.from_collection(events, type_info=Types.TUPLE([Types.STRING(), Types.INT()]))
+        .assign_timestamps_and_watermarks(ascending)
+        .key_by(lambda event: event[0], key_type=Types.STRING())
+        .window(assigner)
+        .process(ElementCountPerWindow(), Types.TUPLE([Types.STRING(), Types.INT(), Types.INT(), Types.INT()]))
+    )
     print(RESULTS_TO_STDOUT)
     counts.print()
     env.execute()
@@ -85,10 +86,12 @@ def running_total_state() -> ValueStateDescriptor:
     No job here runs long enough for the time-to-live to elapse; it is set so that
     state with a TTL is exercised on the same values PyFlink recorded.
     """
-    expiry = (StateTtlConfig.new_builder(Time.seconds(1))
-              .set_update_type(StateTtlConfig.UpdateType.OnReadAndWrite)
-              .disable_cleanup_in_background()
-              .build())
+    expiry = (
+        StateTtlConfig.new_builder(Time.seconds(1))
+        .set_update_type(StateTtlConfig.UpdateType.OnReadAndWrite)
+        .disable_cleanup_in_background()
+        .build()
+    )
     descriptor = ValueStateDescriptor("running-total", Types.FLOAT())
     descriptor.enable_time_to_live(expiry)
     return descriptor

@@ -11,10 +11,7 @@ from typing import Any
 
 from job_parts import count_per_event_time_window
 
-from sparkpoint.datastream.window import (
-    EventTimeSessionWindows,
-    SessionWindowTimeGapExtractor,
-)
+from sparkpoint.datastream.window import EventTimeSessionWindows, SessionWindowTimeGapExtractor
 
 EVENTS = [("hi", 1), ("hi", 2), ("hi", 3), ("hi", 4), ("hi", 8), ("hi", 9), ("hi", 15)]
 

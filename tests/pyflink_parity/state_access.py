@@ -19,8 +19,16 @@ from sparkpoint.datastream import StreamExecutionEnvironment
 from sparkpoint.datastream.functions import KeyedProcessFunction, RuntimeContext
 from sparkpoint.datastream.state import ValueState
 
-PAYMENTS = [("Alice", 110.1), ("Bob", 30.2), ("Alice", 20.0), ("Bob", 53.1),
-            ("Alice", 13.1), ("Bob", 3.1), ("Bob", 16.1), ("Alice", 20.1)]
+PAYMENTS = [
+    ("Alice", 110.1),
+    ("Bob", 30.2),
+    ("Alice", 20.0),
+    ("Bob", 53.1),
+    ("Alice", 13.1),
+    ("Bob", 3.1),
+    ("Bob", 16.1),
+    ("Alice", 20.1),
+]
 
 
 class RunningTotal(KeyedProcessFunction):

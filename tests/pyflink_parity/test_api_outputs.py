@@ -18,5 +18,5 @@ def test_api_outputs(request, monkeypatch, capsys, tmp_path, target):
     assert lines == recorded("api_outputs")
     # count_window(3, 2) over 1..7: windows start at every 2nd element and fire when 3 are in
     values = list(range(1, 8))
-    by_hand = [f"slide> (k,{sum(values[s:s + 3])})" for s in range(0, len(values) - 2, 2)]
+    by_hand = [f"slide> (k,{sum(values[s : s + 3])})" for s in range(0, len(values) - 2, 2)]
     assert [line for line in lines if line.startswith("slide>")] == by_hand

@@ -33,8 +33,10 @@ JOBS_DIR = Path(__file__).parent
 # job's output; they say nothing about the job.
 PYFLINK_STARTUP_LINES = {
     "Using Any for unsupported type: typing.Sequence[~T]",
-    ("No module named google.cloud.bigquery_storage_v1. As a result, the ReadFromBigQuery transform "
-     "*CANNOT* be used with `method=DIRECT_READ`."),
+    (
+        "No module named google.cloud.bigquery_storage_v1. As a result, the ReadFromBigQuery transform "
+        "*CANNOT* be used with `method=DIRECT_READ`."
+    ),
     "PYFLINK_CYTHON_ENABLED: True",
 }
 
@@ -49,8 +51,14 @@ _SUBTASK_PREFIX = re.compile(r"^(\d+)> (.*)$")
 
 # -- running a job and reading the recording ---------------------------------------------------
 
-def run_job(job: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, tmp_path: Path,
-            configuration: dict | None = None) -> tuple[list[str], dict[str, Any]]:
+
+def run_job(
+    job: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture,
+    tmp_path: Path,
+    configuration: dict | None = None,
+) -> tuple[list[str], dict[str, Any]]:
     """Run ``<job>.py`` as its own ``__main__``; returns its stdout lines and its module globals.
 
     The configuration is what ``sparkpoint run -D ...`` would give the job; by default the
@@ -58,8 +66,11 @@ def run_job(job: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFix
     """
     script = JOBS_DIR / f"{job}.py"
     if configuration is None:
-        configuration = {"execution.target": "local", "parallelism.default": RECORDED_PARALLELISM,
-                         "sparkpoint.local-state-dir": str(tmp_path / "local-state")}
+        configuration = {
+            "execution.target": "local",
+            "parallelism.default": RECORDED_PARALLELISM,
+            "sparkpoint.local-state-dir": str(tmp_path / "local-state"),
+        }
     monkeypatch.setattr(sys, "argv", [str(script)])
     monkeypatch.syspath_prepend(str(JOBS_DIR))
     # sparkpoint's log records stay out of the compared stdout, whatever handlers the process
@@ -105,6 +116,7 @@ def as_float32(x: float) -> float:
 
 # -- hand computations ----------------------------------------------------------------------------
 
+
 def fixed_windows(events: list[tuple[str, int]], windows_of: Callable[[int], list[tuple[int, int]]]) -> list[str]:
     """``(key,start,end,count)`` of every non-empty window, all fired at end of input, by end then start."""
     counts: Counter = Counter()
@@ -146,6 +158,7 @@ def sliding(size: int, slide: int) -> Callable[[int], list[tuple[int, int]]]:
     def windows_of(ts: int) -> list[tuple[int, int]]:
         latest_start = ts - ts % slide
         return [(start, start + size) for start in range(latest_start, ts - size, -slide)]
+
     return windows_of
 
 
@@ -155,6 +168,7 @@ SESSION_EVENTS = [("hi", 1), ("hi", 2), ("hi", 3), ("hi", 4), ("hi", 8), ("hi", 
 
 # -- parallelism 1: the order is defined, lines compare exactly ---------------------------------
 
+
 def test_basic_operations(monkeypatch, capsys, tmp_path):
     """Three execute() calls on one environment; each prints its own sink's lines only."""
     out, _ = run_job("basic_operations", monkeypatch, capsys, tmp_path)
@@ -162,12 +176,15 @@ def test_basic_operations(monkeypatch, capsys, tmp_path):
     assert len(out) == 4 + 1 + 4
 
 
-@pytest.mark.parametrize("job,by_hand", [
-    ("tumbling_time_window", fixed_windows(WINDOW_EVENTS, tumbling(5))),
-    ("sliding_time_window", fixed_windows(WINDOW_EVENTS, sliding(5, 2))),
-    ("session_with_gap_window", sessions(SESSION_EVENTS, lambda ts: 5)),
-    ("session_with_dynamic_gap_window", sessions(SESSION_EVENTS, lambda ts: ts)),
-])
+@pytest.mark.parametrize(
+    "job,by_hand",
+    [
+        ("tumbling_time_window", fixed_windows(WINDOW_EVENTS, tumbling(5))),
+        ("sliding_time_window", fixed_windows(WINDOW_EVENTS, sliding(5, 2))),
+        ("session_with_gap_window", sessions(SESSION_EVENTS, lambda ts: 5)),
+        ("session_with_dynamic_gap_window", sessions(SESSION_EVENTS, lambda ts: ts)),
+    ],
+)
 def test_event_time_windows(job, by_hand, monkeypatch, capsys, tmp_path):
     out, _ = run_job(job, monkeypatch, capsys, tmp_path)
     assert out == recorded(job)
@@ -209,6 +226,7 @@ def test_word_count_in_batch_mode(monkeypatch, capsys, tmp_path):
 
 # -- parallelism 2: each key's order is defined, its subtask is not ------------------------------
 
+
 def lines_per_key(lines: list[str]) -> dict[str, tuple[set, list[str]]]:
     """key -> (subtasks that printed it, its lines in order), for lines ``N> ('key', value)``."""
     per_key: dict[str, tuple[set, list[str]]] = {}
@@ -233,8 +251,16 @@ def test_state_access(monkeypatch, capsys, tmp_path):
     assert_same_lines_per_key(out, recorded("state_access"))
     # By hand: running sums, in double precision, of the single-precision amounts (only the
     # source's Types.FLOAT() rounds; the state keeps the Python float).
-    payments = [("Alice", 110.1), ("Bob", 30.2), ("Alice", 20.0), ("Bob", 53.1), ("Alice", 13.1), ("Bob", 3.1),
-                ("Bob", 16.1), ("Alice", 20.1)]
+    payments = [
+        ("Alice", 110.1),
+        ("Bob", 30.2),
+        ("Alice", 20.0),
+        ("Bob", 53.1),
+        ("Alice", 13.1),
+        ("Bob", 3.1),
+        ("Bob", 16.1),
+        ("Alice", 20.1),
+    ]
     totals: dict[str, float] = defaultdict(float)
     by_hand: dict[str, list[str]] = defaultdict(list)
     for name, amount in payments:
@@ -248,8 +274,16 @@ def test_event_time_timer(monkeypatch, capsys, tmp_path):
     assert_same_lines_per_key(out, recorded("event_time_timer"))
     # By hand: the bounded input is read before the watermark moves, so each key's timers (one
     # per distinct ts + 2000) all fire at end of input and print its final total.
-    payments = [(1000, "Alice", 110.1), (4000, "Bob", 30.2), (3000, "Alice", 20.0), (2000, "Bob", 53.1),
-                (5000, "Alice", 13.1), (3000, "Bob", 3.1), (7000, "Bob", 16.1), (10000, "Alice", 20.1)]
+    payments = [
+        (1000, "Alice", 110.1),
+        (4000, "Bob", 30.2),
+        (3000, "Alice", 20.0),
+        (2000, "Bob", 53.1),
+        (5000, "Alice", 13.1),
+        (3000, "Bob", 3.1),
+        (7000, "Bob", 16.1),
+        (10000, "Alice", 20.1),
+    ]
     by_hand = {}
     for name in ("Alice", "Bob"):
         total = sum(as_float32(amount) for _, who, amount in payments if who == name)
@@ -261,8 +295,9 @@ def test_event_time_timer(monkeypatch, capsys, tmp_path):
 def test_process_json_data(monkeypatch, capsys, tmp_path):
     out, _ = run_job("process_json_data", monkeypatch, capsys, tmp_path)
     # PyFlink printed both records from one subtask, in input order.
-    assert [subtask_and_body(line)[1] for line in out] == [subtask_and_body(line)[1]
-                                                         for line in recorded("process_json_data")]
+    assert [subtask_and_body(line)[1] for line in out] == [
+        subtask_and_body(line)[1] for line in recorded("process_json_data")
+    ]
 
 
 def test_process_json_data_runs_at_default_parallelism(monkeypatch, capsys, tmp_path):
@@ -275,9 +310,12 @@ def test_process_json_data_runs_at_default_parallelism(monkeypatch, capsys, tmp_
 
 # -- on Spark ------------------------------------------------------------------------------------
 
+
 @pytest.mark.spark
 def test_word_count_on_spark(spark, monkeypatch, capsys, tmp_path):
-    configuration = {"parallelism.default": RECORDED_PARALLELISM,
-                     "sparkpoint.local-state-dir": str(tmp_path / "local-state")}
+    configuration = {
+        "parallelism.default": RECORDED_PARALLELISM,
+        "sparkpoint.local-state-dir": str(tmp_path / "local-state"),
+    }
     out, _ = run_job("word_count", monkeypatch, capsys, tmp_path, configuration=configuration)
     assert Counter(out) == Counter(recorded("word_count"))

@@ -30,8 +30,12 @@ def test_two_inputs(request, monkeypatch, capsys, tmp_path, target):
     configuration = target_configuration(request, target, tmp_path)
     lines, job = run_job("two_inputs", monkeypatch, capsys, tmp_path, configuration)
     assert Counter(lines) == Counter(recorded("two_inputs"))
-    by_hand = ([f"n{n}" for n in job["NUMBERS"]] + [f"w{w}" for w in job["WORDS"]]
-               + [str(n) for n in job["NUMBERS"] for _ in range(n)] + [c for w in job["WORDS"] for c in w])
+    by_hand = (
+        [f"n{n}" for n in job["NUMBERS"]]
+        + [f"w{w}" for w in job["WORDS"]]
+        + [str(n) for n in job["NUMBERS"] for _ in range(n)]
+        + [c for w in job["WORDS"] for c in w]
+    )
     city = dict(job["USERS"])
     amounts = defaultdict(list)
     for _, user, amount in job["ORDERS"]:
@@ -42,15 +46,16 @@ def test_two_inputs(request, monkeypatch, capsys, tmp_path, target):
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_broadcast_rules(request, monkeypatch, capsys, tmp_path, target):
-    parallelism = 2   # the job's own set_parallelism
+    parallelism = 2  # the job's own set_parallelism
     configuration = target_configuration(request, target, tmp_path)
     lines, job = run_job("broadcast_rules", monkeypatch, capsys, tmp_path, configuration)
     expected = recorded("broadcast_rules")
     rule_lines = [line for line in lines if "rule " in line]
     assert Counter(rule_lines) == Counter(line for line in expected if "rule " in line)
     # every subtask got every rule, with its own prefix: "N> rule <name> at subtask N-1"
-    assert Counter(rule_lines) == Counter(f"{i + 1}> rule {name} at subtask {i}"
-                                          for name, _ in job["RULES"] for i in range(parallelism))
+    assert Counter(rule_lines) == Counter(
+        f"{i + 1}> rule {name} at subtask {i}" for name, _ in job["RULES"] for i in range(parallelism)
+    )
     classified = _per_key([line for line in lines if "rule " not in line])
     assert classified == _per_key([line for line in expected if "rule " not in line])
     bounds = sorted(job["RULES"], key=lambda rule: rule[1])

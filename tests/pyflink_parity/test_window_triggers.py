@@ -57,7 +57,9 @@ def test_window_triggers(request, monkeypatch, capsys, tmp_path, target):
     assert expected.count(PYFLINK_COUNT_DEFAULT) == 2 and lines.count(OURS_COUNT_DEFAULT) == 2
     assert lines == [OURS_COUNT_DEFAULT if line == PYFLINK_COUNT_DEFAULT else line for line in expected]
     events = job["EVENTS"]
-    for name, windows_of in (("tumbling", lambda key, ts: [(ts - ts % 10, ts - ts % 10 + 10)]),
-                             ("session", sessions(events, 4))):
+    for name, windows_of in (
+        ("tumbling", lambda key, ts: [(ts - ts % 10, ts - ts % 10 + 10)]),
+        ("session", sessions(events, 4)),
+    ):
         printed = sorted(line.split("> ", 1)[1] for line in lines if line.startswith(name + ">"))
         assert printed == continuous_by_hand(events, windows_of)

@@ -29,10 +29,12 @@ class SumOfWindow(WindowFunction):
 def main() -> None:
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(1)
-    sums = (env.from_collection(NUMBERS, type_info=Types.TUPLE([Types.INT(), Types.STRING()]))
-            .key_by(lambda pair: pair[1], key_type=Types.STRING())
-            .count_window(2)
-            .apply(SumOfWindow(), Types.TUPLE([Types.STRING(), Types.INT()])))
+    sums = (
+        env.from_collection(NUMBERS, type_info=Types.TUPLE([Types.INT(), Types.STRING()]))
+        .key_by(lambda pair: pair[1], key_type=Types.STRING())
+        .count_window(2)
+        .apply(SumOfWindow(), Types.TUPLE([Types.STRING(), Types.INT()]))
+    )
     print(RESULTS_TO_STDOUT)
     sums.print()
     env.execute()

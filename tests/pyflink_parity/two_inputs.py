@@ -79,8 +79,12 @@ def main() -> None:
     env.execute("co-flat-map")
     orders = env.from_collection(ORDERS, type_info=Types.TUPLE([Types.INT(), Types.STRING(), Types.INT()]))
     users = env.from_collection(USERS, type_info=Types.TUPLE([Types.STRING(), Types.STRING()]))
-    (orders.connect(users).key_by(lambda o: o[1], lambda u: u[0], key_type=Types.STRING())
-     .process(UserSummary(), output_type=Types.STRING()).print())
+    (
+        orders.connect(users)
+        .key_by(lambda o: o[1], lambda u: u[0], key_type=Types.STRING())
+        .process(UserSummary(), output_type=Types.STRING())
+        .print()
+    )
     env.execute("keyed-co-process")
 
 

@@ -30,8 +30,17 @@ from sparkpoint.datastream.window import (
     TumblingEventTimeWindows,
 )
 
-EVENTS = [("a", 1, 1), ("b", 2, 10), ("a", 4, 2), ("a", 8, 3), ("b", 9, 20), ("a", 12, 4), ("a", 13, 5),
-          ("b", 19, 30), ("a", 25, 6)]
+EVENTS = [
+    ("a", 1, 1),
+    ("b", 2, 10),
+    ("a", 4, 2),
+    ("a", 8, 3),
+    ("b", 9, 20),
+    ("a", 12, 4),
+    ("a", 13, 5),
+    ("b", 19, 30),
+    ("a", 25, 6),
+]
 EVENT = Types.TUPLE([Types.STRING(), Types.INT(), Types.INT()])
 FIRING = Types.TUPLE([Types.STRING(), Types.LONG(), Types.LONG(), Types.INT(), Types.INT()])
 
@@ -61,13 +70,15 @@ class FiringsPerWindow(ProcessWindowFunction):
 
 def continuous(env: StreamExecutionEnvironment, assigner: Any, name: str) -> None:
     ascending = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(SecondFieldTimestamp())
-    (env.from_collection(EVENTS, type_info=EVENT)
-     .assign_timestamps_and_watermarks(ascending)
-     .key_by(lambda e: e[0], key_type=Types.STRING())
-     .window(assigner)
-     .trigger(ContinuousEventTimeTrigger.of(Time.milliseconds(3)))
-     .process(SumPerFiring(), FIRING)
-     .print(name))
+    (
+        env.from_collection(EVENTS, type_info=EVENT)
+        .assign_timestamps_and_watermarks(ascending)
+        .key_by(lambda e: e[0], key_type=Types.STRING())
+        .window(assigner)
+        .trigger(ContinuousEventTimeTrigger.of(Time.milliseconds(3)))
+        .process(SumPerFiring(), FIRING)
+        .print(name)
+    )
     env.execute(name)
 
 
@@ -76,20 +87,29 @@ def main() -> None:
     env.set_parallelism(1)
     continuous(env, TumblingEventTimeWindows.of(Time.milliseconds(10)), "tumbling")
     continuous(env, EventTimeSessionWindows.with_gap(Time.milliseconds(4)), "session")
-    numbers = env.from_collection([("k", n) for n in range(1, 9)] + [("j", 100), ("j", 200)],
-                                  type_info=Types.TUPLE([Types.STRING(), Types.INT()]))
-    (numbers.key_by(lambda p: p[0], key_type=Types.STRING())
-     .window(CountSlidingWindowAssigner.of(3, 2))
-     .apply(CountWindowContents(), Types.STRING())
-     .print("count"))
+    numbers = env.from_collection(
+        [("k", n) for n in range(1, 9)] + [("j", 100), ("j", 200)], type_info=Types.TUPLE([Types.STRING(), Types.INT()])
+    )
+    (
+        numbers.key_by(lambda p: p[0], key_type=Types.STRING())
+        .window(CountSlidingWindowAssigner.of(3, 2))
+        .apply(CountWindowContents(), Types.STRING())
+        .print("count")
+    )
     env.execute("sliding count assigner")
-    (numbers.key_by(lambda p: p[0], key_type=Types.STRING())
-     .count_window(2)
-     .process(FiringsPerWindow(), Types.STRING())
-     .print("tumbling count"))
+    (
+        numbers.key_by(lambda p: p[0], key_type=Types.STRING())
+        .count_window(2)
+        .process(FiringsPerWindow(), Types.STRING())
+        .print("tumbling count")
+    )
     env.execute("tumbling count window")
-    for assigner in (TumblingEventTimeWindows.of(Time.milliseconds(10)), CountTumblingWindowAssigner.of(2),
-                     EventTimeSessionWindows.with_gap(Time.milliseconds(4)), CountSlidingWindowAssigner.of(3, 2)):
+    for assigner in (
+        TumblingEventTimeWindows.of(Time.milliseconds(10)),
+        CountTumblingWindowAssigner.of(2),
+        EventTimeSessionWindows.with_gap(Time.milliseconds(4)),
+        CountSlidingWindowAssigner.of(3, 2),
+    ):
         print("default trigger", type(assigner.get_default_trigger(env)).__name__)
 
 

@@ -71,11 +71,13 @@ def main() -> None:
     env.set_parallelism(1)
     for notice in NOTICES:
         print(notice)
-    counts = (env.from_collection(TEXT)
-              .flat_map(str.split)
-              .map(lambda word: (word, 1), output_type=Types.TUPLE([Types.STRING(), Types.INT()]))
-              .key_by(lambda pair: pair[0])
-              .reduce(add_counts))
+    counts = (
+        env.from_collection(TEXT)
+        .flat_map(str.split)
+        .map(lambda word: (word, 1), output_type=Types.TUPLE([Types.STRING(), Types.INT()]))
+        .key_by(lambda pair: pair[0])
+        .reduce(add_counts)
+    )
     counts.print()
     env.execute()
 

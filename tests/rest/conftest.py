@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
@@ -13,7 +15,7 @@ from tests.rest.job import build_job, wait_for, write_input
 
 @dataclass
 class RunningJob:
-    client: Any              # the JobClient
+    client: Any  # the JobClient
     job_id: str
     lines: list[str]
     root: Path
@@ -35,10 +37,17 @@ def start_job(make_env, tmp_path, monkeypatch) -> Callable[..., RunningJob]:
 
     def start(n_lines: int = 600, target: str = "local", **config: Any) -> RunningJob:
         lines = write_input(tmp_path / "in", n_lines)
-        conf = {"rest.enabled": True, "execution.checkpointing.interval": "1h",
-                "state.checkpoints.dir": (tmp_path / "checkpoints").as_uri(), "state.checkpoints.num-retained": 10,
-                "state.savepoints.dir": (tmp_path / "savepoints").as_uri(), "execution.epoch.max-records": 100,
-                "execution.epoch.idle-pause": "20 ms", "sparkpoint.rest.shutdown-grace": "2 s", **config}
+        conf = {
+            "rest.enabled": True,
+            "execution.checkpointing.interval": "1h",
+            "state.checkpoints.dir": (tmp_path / "checkpoints").as_uri(),
+            "state.checkpoints.num-retained": 10,
+            "state.savepoints.dir": (tmp_path / "savepoints").as_uri(),
+            "execution.epoch.max-records": 100,
+            "execution.epoch.idle-pause": "20 ms",
+            "sparkpoint.rest.shutdown-grace": "2 s",
+            **config,
+        }
         env = make_env(target, **conf)
         env.set_parallelism(2)
         build_job(env, tmp_path / "in", tmp_path / "out")
@@ -50,8 +59,6 @@ def start_job(make_env, tmp_path, monkeypatch) -> Callable[..., RunningJob]:
     yield start
     for job in started:
         job.client.cancel()
-        try:
+        with contextlib.suppress(Exception):  # a test may have made it fail on purpose
             job.client.wait(30)
-        except Exception:  # noqa: BLE001 - a test may have made it fail on purpose
-            pass
         wait_for(job.client.get_job_execution_result().done, 30, "the job's end")

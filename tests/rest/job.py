@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any
 
 import httpx
 
@@ -52,18 +53,31 @@ def window_oracle(lines: list[str]) -> Counter:
 
 
 def build_job(env: Any, input_dir: Path, output_dir: Path) -> None:
-    source = (FileSource.for_record_stream_format(StreamFormat.text_line_format(), str(input_dir))
-              .monitor_continuously(Duration.of_millis(100)).build())
-    strategy = (WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_seconds(5))
-                .with_timestamp_assigner(LineTimestamp()))
-    sink = (FileSink.for_row_format(str(output_dir), Encoder.simple_string_encoder())
-            .with_bucket_assigner(BucketAssigner.base_path_bucket_assigner()).build())
-    (env.from_source(source, strategy, "lines").uid("lines")
-     .map(lambda line: (line.split("\t")[1], 1)).uid("pairs")
-     .key_by(lambda p: p[0])
-     .window(TumblingEventTimeWindows.of(Time.milliseconds(WINDOW_MS)))
-     .process(CountPerWindow()).uid("window-counts")
-     .sink_to(sink).uid("counts-sink"))
+    source = (
+        FileSource.for_record_stream_format(StreamFormat.text_line_format(), str(input_dir))
+        .monitor_continuously(Duration.of_millis(100))
+        .build()
+    )
+    strategy = WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_seconds(5)).with_timestamp_assigner(
+        LineTimestamp()
+    )
+    sink = (
+        FileSink.for_row_format(str(output_dir), Encoder.simple_string_encoder())
+        .with_bucket_assigner(BucketAssigner.base_path_bucket_assigner())
+        .build()
+    )
+    (
+        env.from_source(source, strategy, "lines")
+        .uid("lines")
+        .map(lambda line: (line.split("\t")[1], 1))
+        .uid("pairs")
+        .key_by(lambda p: p[0])
+        .window(TumblingEventTimeWindows.of(Time.milliseconds(WINDOW_MS)))
+        .process(CountPerWindow())
+        .uid("window-counts")
+        .sink_to(sink)
+        .uid("counts-sink")
+    )
 
 
 def wait_for(predicate: Any, timeout: float = 30.0, what: str = "condition") -> Any:
@@ -81,18 +95,20 @@ def registry_entry(job_id: str) -> dict:
 
 
 @contextmanager
-def rest_client(job_id: str, token: Optional[str] = None, verify: Any = True) -> Iterator[httpx.Client]:
+def rest_client(job_id: str, token: str | None = None, verify: Any = True) -> Iterator[httpx.Client]:
     entry = registry_entry(job_id)
     headers = {"Authorization": f"Bearer {token or entry.get('token')}"} if (token or entry.get("token")) else {}
-    with httpx.Client(base_url=f"{entry['scheme']}://{entry['address']}:{entry['port']}", headers=headers,
-                      timeout=30, verify=verify) as client:
+    with httpx.Client(
+        base_url=f"{entry['scheme']}://{entry['address']}:{entry['port']}", headers=headers, timeout=30, verify=verify
+    ) as client:
         yield client
 
 
 def await_operation(client: httpx.Client, path: str, timeout: float = 60.0) -> dict:
-    def done() -> Optional[dict]:
+    def done() -> dict | None:
         r = client.get(path)
         assert r.status_code == 200, r.text
         body = r.json()
         return body if body["status"]["id"] == "COMPLETED" else None
+
     return wait_for(done, timeout, what=f"{path} COMPLETED")

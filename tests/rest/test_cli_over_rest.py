@@ -16,16 +16,28 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _sparkpoint(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "sparkpoint.cli", *args], capture_output=True, text=True, cwd=ROOT,
-                          env=dict(os.environ), timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "sparkpoint.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=dict(os.environ),
+        timeout=120,
+    )
 
 
 def test_list_checkpoints_and_stop_with_drain(start_job, tmp_path):
     job = start_job(400)
     jid = job.job_id
     with rest_client(jid) as c:
-        wait_for(lambda: {v["name"]: v for v in c.get(f"/jobs/{jid}").json()["vertices"]}["lines"]["metrics"]
-                 ["write-records"] == 400, 60, "every line read")
+        wait_for(
+            lambda: (
+                {v["name"]: v for v in c.get(f"/jobs/{jid}").json()["vertices"]}["lines"]["metrics"]["write-records"]
+                == 400
+            ),
+            60,
+            "every line read",
+        )
     listed = _sparkpoint("list")
     assert f"{jid} : rest-counts (RUNNING) 400 records in, REST http://127.0.0.1:" in listed.stdout, listed.stderr
     shown = _sparkpoint("checkpoints", jid[:8])
@@ -42,4 +54,4 @@ def test_list_checkpoints_and_stop_with_drain(start_job, tmp_path):
     for line in read_committed_lines(job.output):
         start, channel, count = line.split("\t")
         written[(int(start), channel)] += int(count)
-    assert written == window_oracle(job.lines)      # drained: the last window fired too
+    assert written == window_oracle(job.lines)  # drained: the last window fired too

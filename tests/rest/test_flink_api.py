@@ -28,9 +28,11 @@ def _vertices(details: dict) -> dict[str, dict]:
 
 def _read_everything(c, job) -> dict:
     """/jobs/:jid once the source has read every input line and the watermark has followed."""
+
     def done():
         d = c.get(f"/jobs/{job.job_id}").json()
         return d if _vertices(d)["lines"]["metrics"]["write-records"] == len(job.lines) else None
+
     details = wait_for(done, 60, "every input line read")
     window = next(v for v in details["vertices"] if v["name"].startswith("Window"))
     # bounded out-of-orderness: the watermark trails the highest timestamp read by the bound (and 1 ms)
@@ -39,6 +41,7 @@ def _read_everything(c, job) -> dict:
     def watermarks():
         values = {int(w["value"]) for w in c.get(f"/jobs/{job.job_id}/vertices/{window['id']}/watermarks").json()}
         return len(values) == 1 and 0 < values.pop() <= highest
+
     wait_for(watermarks, 30, "the window's watermark")
     return details
 
@@ -56,12 +59,13 @@ def test_job_overview_plan_config_and_metrics(start_job):
             assert set(v) == F.JOB_VERTEX and set(v["metrics"]) == F.IO_METRICS
             assert set(v["tasks"]) == F.EXECUTION_STATES and v["tasks"]["RUNNING"] == v["parallelism"] == 2
             assert re.fullmatch(r"[0-9a-f]{32}", v["id"]) and v["status"] == "RUNNING"
-        assert window["metrics"]["read-records"] == len(job.lines)     # every line reached the window
+        assert window["metrics"]["read-records"] == len(job.lines)  # every line reached the window
         # the vertex ids are stable: derived from the uid, the same in the plan
         plan = c.get(f"/jobs/{jid}/plan").json()["plan"]
         assert set(plan) == F.PLAN and [n["id"] for n in plan["nodes"]] == [v["id"] for v in details["vertices"]]
-        assert all(F.PLAN_NODE <= set(n) and all(set(i) == F.PLAN_INPUT for i in n.get("inputs", []))
-                   for n in plan["nodes"])
+        assert all(
+            set(n) >= F.PLAN_NODE and all(set(i) == F.PLAN_INPUT for i in n.get("inputs", [])) for n in plan["nodes"]
+        )
         by_id = {n["id"]: n for n in plan["nodes"]}
         assert by_id[window["id"]]["inputs"][0]["ship_strategy"] == "HASH"
         assert by_id[window["id"]]["inputs"][0]["id"] == vertices["Map"]["id"]
@@ -78,18 +82,24 @@ def test_job_overview_plan_config_and_metrics(start_job):
         exceptions = c.get(f"/jobs/{jid}/exceptions").json()
         assert exceptions["exceptionHistory"] == {"entries": [], "truncated": False}
         # metrics under Flink's names: per subtask, summed over subtasks, and the job's
-        per_subtask = c.get(f"/jobs/{jid}/vertices/{window['id']}/metrics",
-                            params={"get": "0.numRecordsIn,1.numRecordsIn"}).json()
+        per_subtask = c.get(
+            f"/jobs/{jid}/vertices/{window['id']}/metrics", params={"get": "0.numRecordsIn,1.numRecordsIn"}
+        ).json()
         assert sum(int(m["value"]) for m in per_subtask) == len(job.lines)
-        [agg] = c.get(f"/jobs/{jid}/vertices/{window['id']}/subtasks/metrics",
-                      params={"get": "numRecordsIn", "agg": "min,max,avg,sum"}).json()
+        [agg] = c.get(
+            f"/jobs/{jid}/vertices/{window['id']}/subtasks/metrics",
+            params={"get": "numRecordsIn", "agg": "min,max,avg,sum"},
+        ).json()
         assert set(agg) == F.AGGREGATED_METRIC and agg["sum"] == len(job.lines)
-        assert agg["min"] + agg["max"] == len(job.lines)     # two subtasks
-        [late] = c.get(f"/jobs/{jid}/vertices/{window['id']}/subtasks/metrics",
-                       params={"get": "numLateRecordsDropped"}).json()
-        assert late["sum"] == 0                               # the input is in order
-        source_out = c.get(f"/jobs/{jid}/vertices/{vertices['lines']['id']}/subtasks/metrics",
-                           params={"get": "numRecordsOut", "agg": "sum"}).json()
+        assert agg["min"] + agg["max"] == len(job.lines)  # two subtasks
+        [late] = c.get(
+            f"/jobs/{jid}/vertices/{window['id']}/subtasks/metrics", params={"get": "numLateRecordsDropped"}
+        ).json()
+        assert late["sum"] == 0  # the input is in order
+        source_out = c.get(
+            f"/jobs/{jid}/vertices/{vertices['lines']['id']}/subtasks/metrics",
+            params={"get": "numRecordsOut", "agg": "sum"},
+        ).json()
         assert source_out == [{"id": "numRecordsOut", "sum": float(len(job.lines))}]
 
 
@@ -127,12 +137,22 @@ def test_checkpoints_manual_triggers_details_and_subtasks(start_job):
         assert set(stats["latest"]) == F.LATEST and stats["latest"]["savepoint"] is None
         latest = stats["latest"]["completed"]
         assert latest["id"] == max(on_disk) and latest["external_path"].endswith(f"/chk-{max(on_disk)}")
-        job_metrics = {m["id"]: m["value"] for m in c.get(
-            f"/jobs/{jid}/metrics", params={"get": "numberOfCompletedCheckpoints,numberOfFailedCheckpoints,"
-                                                   "lastCheckpointSize,lastCheckpointDuration"}).json()}
-        assert job_metrics == {"numberOfCompletedCheckpoints": str(len(on_disk)), "numberOfFailedCheckpoints": "0",
-                               "lastCheckpointSize": str(latest["state_size"]),
-                               "lastCheckpointDuration": str(latest["end_to_end_duration"])}
+        job_metrics = {
+            m["id"]: m["value"]
+            for m in c.get(
+                f"/jobs/{jid}/metrics",
+                params={
+                    "get": "numberOfCompletedCheckpoints,numberOfFailedCheckpoints,"
+                    "lastCheckpointSize,lastCheckpointDuration"
+                },
+            ).json()
+        }
+        assert job_metrics == {
+            "numberOfCompletedCheckpoints": str(len(on_disk)),
+            "numberOfFailedCheckpoints": "0",
+            "lastCheckpointSize": str(latest["state_size"]),
+            "lastCheckpointDuration": str(latest["end_to_end_duration"]),
+        }
         config = c.get(f"/jobs/{jid}/checkpoints/config").json()
         assert set(config) == F.CHECKPOINT_CONFIG and set(config["externalization"]) == F.EXTERNALIZATION
         assert (config["mode"], config["interval"]) == ("exactly_once", 3_600_000)
@@ -143,8 +163,10 @@ def test_checkpoints_manual_triggers_details_and_subtasks(start_job):
         detail = c.get(f"/jobs/{jid}/checkpoints/details/{cid}").json()
         assert set(detail) == F.COMPLETED_CHECKPOINT and detail["id"] == cid
         assert set(detail["tasks"]) == {v["id"] for v in details["vertices"]}
-        assert all(set(t) == F.TASK_CHECKPOINT and t["num_acknowledged_subtasks"] == t["num_subtasks"] == 2
-                   for t in detail["tasks"].values())
+        assert all(
+            set(t) == F.TASK_CHECKPOINT and t["num_acknowledged_subtasks"] == t["num_subtasks"] == 2
+            for t in detail["tasks"].values()
+        )
         assert detail["num_subtasks"] == detail["num_acknowledged_subtasks"] == all_subtasks
         window = next(v for v in details["vertices"] if v["name"].startswith("Window"))
         keyed_files = {int(p.name.rsplit("-t", 1)[1]): p.stat().st_size for p in chk.glob("keyed-s*-t*")}
@@ -203,13 +225,15 @@ def test_a_failed_checkpoint_in_counts_latest_history_and_metrics(start_job, mon
         details = _read_everything(c, job)
         window_id = next(v["id"] for v in details["vertices"] if v["name"].startswith("Window"))
         before = set(_completed_on_disk(job))
-        monkeypatch.setenv("SPARKPOINT_FAIL_UPLOAD", "1")    # every keyed upload fails: the tasks decline
+        monkeypatch.setenv("SPARKPOINT_FAIL_UPLOAD", "1")  # every keyed upload fails: the tasks decline
         r = c.post(f"/jobs/{jid}/checkpoints", json={"checkpointType": "FULL"})
         op = await_operation(c, f"/jobs/{jid}/checkpoints/{r.json()['request-id']}")
         monkeypatch.delenv("SPARKPOINT_FAIL_UPLOAD")
-        assert set(op["operation"]) == {"failure-cause"} and "upload failure injected" in \
-            op["operation"]["failure-cause"]["stack-trace"]
-        assert set(_completed_on_disk(job)) == before            # nothing new completed on disk
+        assert (
+            set(op["operation"]) == {"failure-cause"}
+            and "upload failure injected" in op["operation"]["failure-cause"]["stack-trace"]
+        )
+        assert set(_completed_on_disk(job)) == before  # nothing new completed on disk
         stats = c.get(f"/jobs/{jid}/checkpoints").json()
         failed = stats["latest"]["failed"]
         assert stats["counts"]["failed"] == 1 and set(failed) == F.FAILED_CHECKPOINT
@@ -219,11 +243,16 @@ def test_a_failed_checkpoint_in_counts_latest_history_and_metrics(start_job, mon
         [metric] = c.get(f"/jobs/{jid}/metrics", params={"get": "numberOfFailedCheckpoints"}).json()
         assert metric == {"id": "numberOfFailedCheckpoints", "value": "1"}
         detail = c.get(f"/jobs/{jid}/checkpoints/details/{failed['id']}").json()
-        window = detail["tasks"][window_id]     # its subtasks declined: none acknowledged
+        window = detail["tasks"][window_id]  # its subtasks declined: none acknowledged
         assert (window["status"], window["num_acknowledged_subtasks"], window["num_subtasks"]) == ("FAILED", 0, 2)
         assert detail["num_subtasks"] == sum(t["num_subtasks"] for t in detail["tasks"].values())
-        assert detail["num_acknowledged_subtasks"] == sum(t["num_acknowledged_subtasks"]
-                                                          for t in detail["tasks"].values()) < detail["num_subtasks"]
+        assert (
+            detail["num_acknowledged_subtasks"]
+            == sum(t["num_acknowledged_subtasks"] for t in detail["tasks"].values())
+            < detail["num_subtasks"]
+        )
         assert (failed["num_subtasks"], failed["num_acknowledged_subtasks"]) == (
-            detail["num_subtasks"], detail["num_acknowledged_subtasks"])
-        assert job.client.get_job_status().result().name == "RUNNING"    # tolerated
+            detail["num_subtasks"],
+            detail["num_acknowledged_subtasks"],
+        )
+        assert job.client.get_job_status().result().name == "RUNNING"  # tolerated

@@ -9,9 +9,11 @@ def test_job_on_spark_reports_records_and_checkpoints(spark, start_job):
     job = start_job(300, target="spark")
     jid = job.job_id
     with rest_client(jid) as c:
+
         def all_read():
             d = c.get(f"/jobs/{jid}").json()
             return d if {v["name"]: v for v in d["vertices"]}["lines"]["metrics"]["write-records"] == 300 else None
+
         details = wait_for(all_read, 120, "every input line read on Spark")
         window = next(v for v in details["vertices"] if v["name"].startswith("Window"))
         assert window["metrics"]["read-records"] == 300 and window["parallelism"] == 2

@@ -21,11 +21,21 @@ from tests.rest.job import registry_entry, rest_client, wait_for
 _ENDS_THE_JOB = {("/jobs/{jobid}", "patch"), ("/jobs/{jobid}/stop", "post")}
 _ERROR_STATUSES = {400, 404, 405, 409, 413}
 
-json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=20),
-                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner,
-                                                                                     max_size=3), max_leaves=8)
-body_fields = ["checkpointType", "target-directory", "targetDirectory", "cancel-job", "drain", "triggerId",
-               "savepoint-path", "formatType"]
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=8,
+)
+body_fields = [
+    "checkpointType",
+    "target-directory",
+    "targetDirectory",
+    "cancel-job",
+    "drain",
+    "triggerId",
+    "savepoint-path",
+    "formatType",
+]
 
 
 def test_the_description_is_valid_openapi(start_job):
@@ -43,16 +53,22 @@ def test_the_endpoint_keeps_to_its_description(start_job):
         details = wait_for(lambda: c.get(f"/jobs/{jid}").json(), what="job details")
         r = c.post(f"/jobs/{jid}/checkpoints", json={})
         trigger = r.json()["request-id"]
-        cid = wait_for(lambda: c.get(f"/jobs/{jid}/checkpoints/{trigger}").json().get("operation"),
-                       what="a checkpoint")["checkpointId"]
+        cid = wait_for(
+            lambda: c.get(f"/jobs/{jid}/checkpoints/{trigger}").json().get("operation"), what="a checkpoint"
+        )["checkpointId"]
         vertex_ids = [v["id"] for v in details["vertices"]]
-        ids = {"jobid": st.sampled_from([jid, "0" * 32, "x"]),
-               "checkpointid": st.sampled_from([str(cid), "999999", "-1", "abc"]),
-               "vertexid": st.sampled_from(vertex_ids + ["f" * 32, "v"]),
-               "triggerid": st.sampled_from([trigger, "a" * 32, "t"])}
+        ids = {
+            "jobid": st.sampled_from([jid, "0" * 32, "x"]),
+            "checkpointid": st.sampled_from([str(cid), "999999", "-1", "abc"]),
+            "vertexid": st.sampled_from(vertex_ids + ["f" * 32, "v"]),
+            "triggerid": st.sampled_from([trigger, "a" * 32, "t"]),
+        }
         operations = [(p, m) for p, methods in PATHS.items() for m in methods]
-        body = st.dictionaries(st.sampled_from(body_fields), json_values | st.sampled_from(
-            ["FULL", "INCREMENTAL", "/etc", "file:///tmp/x", True]), max_size=3)
+        body = st.dictionaries(
+            st.sampled_from(body_fields),
+            json_values | st.sampled_from(["FULL", "INCREMENTAL", "/etc", "file:///tmp/x", True]),
+            max_size=3,
+        )
 
         @st.composite
         def requests(draw):
@@ -61,8 +77,13 @@ def test_the_endpoint_keeps_to_its_description(start_job):
             payload = draw(body) if method != "get" else None
             if (path, method) in _ENDS_THE_JOB or (payload and payload.get("cancel-job") is True):
                 params["jobid"] = "0" * 32
-            query = draw(st.dictionaries(st.sampled_from(["get", "agg", "mode"]),
-                                         st.text(alphabet="abcdefgmnorstuxIRNOS.,0", max_size=30), max_size=2))
+            query = draw(
+                st.dictionaries(
+                    st.sampled_from(["get", "agg", "mode"]),
+                    st.text(alphabet="abcdefgmnorstuxIRNOS.,0", max_size=30),
+                    max_size=2,
+                )
+            )
             return path, method, path.format(**params), query, payload
 
         @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))

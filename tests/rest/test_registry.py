@@ -14,14 +14,14 @@ from pathlib import Path
 
 from sparkpoint.rest.registry import JobRegistry
 
-REGISTERS = textwrap.dedent('''
+REGISTERS = textwrap.dedent("""
     import sys, time
     from pathlib import Path
     from sparkpoint.rest.registry import JobRegistry
     JobRegistry(Path(sys.argv[1])).register(sys.argv[2], "job", "127.0.0.1", 8081)
     print("registered", flush=True)
     time.sleep(120)
-''')
+""")
 
 
 def _registering(home: Path, job_id: str) -> subprocess.Popen:
@@ -45,14 +45,14 @@ def test_a_reused_pid_does_not_keep_a_killed_jobs_entry(tmp_path):
         assert sorted(j["job_id"] for j in registry.jobs()) == ["a" * 32, "b" * 32]
         entry_path = registry.dir / f"{'a' * 32}.json"
         entry = json.loads(entry_path.read_text())
-        assert entry["pid"] == killed.pid and entry["started"]   # the process, not just its pid
+        assert entry["pid"] == killed.pid and entry["started"]  # the process, not just its pid
         _kill(killed)
         # the kernel reuses the killed job's pid for another process: its entry names a live pid again
         # (``other`` stands for that process: alive, started at another time)
         time.sleep(0.02)
         entry_path.write_text(json.dumps({**entry, "pid": other.pid}))
-        assert [j["job_id"] for j in registry.jobs()] == ["b" * 32]   # the live one only
-        assert not entry_path.exists()                                  # and the stale entry is removed
+        assert [j["job_id"] for j in registry.jobs()] == ["b" * 32]  # the live one only
+        assert not entry_path.exists()  # and the stale entry is removed
         _kill(other)
         assert registry.jobs() == [] and not list(registry.dir.glob("*.json"))
     finally:
@@ -71,8 +71,8 @@ def test_an_entry_of_another_host_is_left_to_it_and_one_from_before_a_reboot_goe
         rebooted = {**entry, "job_id": "e" * 32, "host": f"{name}/{'0' * 8}-{boot[9:]}/{namespace}"}
         (registry.dir / f"{'e' * 32}.json").write_text(json.dumps(rebooted))
         assert [j["job_id"] for j in registry.jobs()] == ["c" * 32]
-        assert (registry.dir / f"{'d' * 32}.json").exists()        # another host's: not ours to remove
-        assert not (registry.dir / f"{'e' * 32}.json").exists()    # from before this host booted: gone
+        assert (registry.dir / f"{'d' * 32}.json").exists()  # another host's: not ours to remove
+        assert not (registry.dir / f"{'e' * 32}.json").exists()  # from before this host booted: gone
         assert registry.find("c") is not None and registry.find("d") is None
     finally:
         _kill(live)

@@ -23,26 +23,39 @@ def _self_signed(tmp_path) -> tuple[str, str]:
 
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=1))
-            .not_valid_after(now + datetime.timedelta(hours=1))
-            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-                           critical=False)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .sign(key, hashes.SHA256()))
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=1))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
     cert_path, key_path = tmp_path / "rest.crt", tmp_path / "rest.key"
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
+    key_path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
     return str(cert_path), str(key_path)
 
 
 def test_token_over_tls_with_a_self_signed_certificate(start_job, tmp_path):
     cert, key = _self_signed(tmp_path)
     token = "a-token-of-this-test-0123456789"
-    job = start_job(200, **{"rest.token": token, "security.ssl.rest.enabled": "true",
-                            "security.ssl.rest.certificate": cert, "security.ssl.rest.private-key": key})
+    job = start_job(
+        200,
+        **{
+            "rest.token": token,
+            "security.ssl.rest.enabled": "true",
+            "security.ssl.rest.certificate": cert,
+            "security.ssl.rest.private-key": key,
+        },
+    )
     entry = registry_entry(job.job_id)
     assert entry["scheme"] == "https" and entry["token"] == token
     url = f"https://127.0.0.1:{entry['port']}/jobs/{job.job_id}"
@@ -50,19 +63,19 @@ def test_token_over_tls_with_a_self_signed_certificate(start_job, tmp_path):
         missing = c.get(url)
         assert missing.status_code == 401 and set(missing.json()) == {"errors"}
         assert c.get(url, headers={"Authorization": f"Bearer {token}x"}).status_code == 401
-        assert c.get(url, headers={"Authorization": token}).status_code == 401       # not a bearer token
+        assert c.get(url, headers={"Authorization": token}).status_code == 401  # not a bearer token
         ok = c.get(url, headers={"Authorization": f"Bearer {token}"})
         assert ok.status_code == 200 and ok.json()["jid"] == job.job_id
-    with pytest.raises(httpx.ConnectError):                  # TLS only: the certificate is not trusted by default
+    with pytest.raises(httpx.ConnectError):  # TLS only: the certificate is not trusted by default
         httpx.get(url, headers={"Authorization": f"Bearer {token}"}, timeout=10)
-    with pytest.raises(httpx.RemoteProtocolError):          # and no plain HTTP
+    with pytest.raises(httpx.RemoteProtocolError):  # and no plain HTTP
         httpx.get(url.replace("https", "http"), timeout=10)
 
 
 def test_another_bind_address_requires_a_token_kept_owner_only(start_job):
     job = start_job(100, **{"rest.bind-address": "127.0.0.2"})
     entry = registry_entry(job.job_id)
-    assert entry["address"] == "127.0.0.2" and len(entry["token"]) == 64   # generated
+    assert entry["address"] == "127.0.0.2" and len(entry["token"]) == 64  # generated
     registry = JobRegistry().dir
     assert stat.S_IMODE(registry.stat().st_mode) == 0o700
     assert stat.S_IMODE((registry / f"{job.job_id}.json").stat().st_mode) == 0o600
@@ -83,8 +96,12 @@ def test_targets_outside_the_configured_roots_are_refused(start_job, tmp_path):
     job = start_job(100, **{"sparkpoint.rest.allowed-dirs": allowed.as_uri()})
     jid = job.job_id
     with rest_client(jid) as c:
-        for target in ((tmp_path / "elsewhere").as_uri(), str(tmp_path / "savepoints" / ".." / "escape"),
-                       "s3://some-bucket/savepoints", "/etc"):
+        for target in (
+            (tmp_path / "elsewhere").as_uri(),
+            str(tmp_path / "savepoints" / ".." / "escape"),
+            "s3://some-bucket/savepoints",
+            "/etc",
+        ):
             r = c.post(f"/jobs/{jid}/savepoints", json={"target-directory": target})
             assert r.status_code == 400, (target, r.text)
             [error] = r.json()["errors"]
@@ -96,28 +113,37 @@ def test_targets_outside_the_configured_roots_are_refused(start_job, tmp_path):
         # under a root: accepted (state.savepoints.dir, and the allow-list key)
         for target in ((tmp_path / "savepoints" / "a").as_uri(), str(allowed / "b")):
             assert c.post(f"/jobs/{jid}/savepoints", json={"target-directory": target}).status_code == 202
-        assert job.client.get_job_status().result().name == "RUNNING"      # the refused stop stopped nothing
+        assert job.client.get_job_status().result().name == "RUNNING"  # the refused stop stopped nothing
 
 
 def test_request_bodies_are_bounded_and_errors_are_flinks(start_job):
     job = start_job(100, **{"rest.server.max-content-length": 1024})
     jid = job.job_id
     with rest_client(jid) as c:
-        big = c.post(f"/jobs/{jid}/checkpoints", content=b'{"checkpointType": "FULL", "x": "' + b"a" * 2000 + b'"}',
-                     headers={"Content-Type": "application/json"})
+        big = c.post(
+            f"/jobs/{jid}/checkpoints",
+            content=b'{"checkpointType": "FULL", "x": "' + b"a" * 2000 + b'"}',
+            headers={"Content-Type": "application/json"},
+        )
         assert big.status_code == 413 and "rest.server.max-content-length" in big.json()["errors"][0]
 
         def chunks():
             for _ in range(40):
                 yield b" " * 100
-        chunked = c.post(f"/jobs/{jid}/checkpoints", content=chunks())   # no Content-Length
+
+        chunked = c.post(f"/jobs/{jid}/checkpoints", content=chunks())  # no Content-Length
         assert chunked.status_code == 413
         bad_json = c.post(f"/jobs/{jid}/checkpoints", content=b"{nope")
         assert bad_json.status_code == 400 and bad_json.json()["errors"][0].startswith("request body is not JSON")
         assert c.post(f"/jobs/{jid}/checkpoints", json={"checkpointType": "SOME"}).status_code == 400
-        for path, status in (("/nope", 404), (f"/jobs/{'0' * 32}", 404), ("/jobs/not-a-job-id", 400),
-                             (f"/jobs/{jid}/checkpoints/details/abc", 400), (f"/jobs/{jid}/vertices/xyz/metrics", 400),
-                             (f"/jobs/{jid}/savepoints/{'f' * 32}", 404)):
+        for path, status in (
+            ("/nope", 404),
+            (f"/jobs/{'0' * 32}", 404),
+            ("/jobs/not-a-job-id", 400),
+            (f"/jobs/{jid}/checkpoints/details/abc", 400),
+            (f"/jobs/{jid}/vertices/xyz/metrics", 400),
+            (f"/jobs/{jid}/savepoints/{'f' * 32}", 404),
+        ):
             r = c.get(path)
             assert r.status_code == status and set(r.json()) == {"errors"}, (path, r.text)
         wrong_method = c.delete(f"/jobs/{jid}")

@@ -40,7 +40,7 @@ class Swapper:
             self.swaps += 1
             time.sleep(0.001)
 
-    def __enter__(self) -> "Swapper":
+    def __enter__(self) -> Swapper:
         self.thread.start()
         return self
 
@@ -61,7 +61,7 @@ def test_disposals_racing_a_symbolic_link_never_delete_outside_the_root(start_jo
         assert first.parent == target
         names = [f"savepoint-copy-{i}" for i in range(12)]
         outside = tmp_path / "outside"
-        for name in names:   # savepoints under the root, and the same names outside it (what a link would reach)
+        for name in names:  # savepoints under the root, and the same names outside it (what a link would reach)
             shutil.copytree(first, target / name)
             shutil.copytree(first, outside / name)
         before = contents(outside)
@@ -69,19 +69,19 @@ def test_disposals_racing_a_symbolic_link_never_delete_outside_the_root(start_jo
         with Swapper(target, outside) as swapper:
             for name in names:
                 r = c.post("/savepoint-disposal", json={"savepoint-path": str(target / name)})
-                if r.status_code == 400:   # the check itself saw the link (resolved outside the root)
+                if r.status_code == 400:  # the check itself saw the link (resolved outside the root)
                     outcomes.append("refused")
                     continue
                 assert r.status_code == 202, r.text
                 op = await_operation(c, f"/savepoint-disposal/{r.json()['request-id']}")
                 outcomes.append("failed" if "failure-cause" in op["operation"] else "disposed")
         assert swapper.swaps > 10, swapper.swaps
-        assert contents(outside) == before, outcomes        # nothing outside the root was deleted
+        assert contents(outside) == before, outcomes  # nothing outside the root was deleted
         assert "disposed" in outcomes or "failed" in outcomes, outcomes
         disposed = [n for n, o in zip(names, outcomes) if o == "disposed"]
         assert all(not (target / n).exists() for n in disposed)
         left = next((n for n, o in zip(names, outcomes) if o != "disposed"), None)
-        if left is not None:   # one the race refused goes once no link is about
+        if left is not None:  # one the race refused goes once no link is about
             r = c.post("/savepoint-disposal", json={"savepoint-path": str(target / left)})
             operation = await_operation(c, f"/savepoint-disposal/{r.json()['request-id']}")["operation"]
             assert "failure-cause" not in operation
@@ -97,11 +97,11 @@ def test_a_target_directory_is_made_without_following_a_link_planted_after_the_c
     security = RestSecurity.from_config(conf)
     resolved = security.check_target(str(root / "a" / "b"), "target directory")
     assert resolved == f"file://{os.path.realpath(root)}/a/b"
-    (root / "a").symlink_to(outside, target_is_directory=True)     # planted between the check and the use
+    (root / "a").symlink_to(outside, target_is_directory=True)  # planted between the check and the use
     with pytest.raises(RestError) as info:
         security.make_target_directory(resolved)
     assert info.value.status == 400 and "'a' is not a directory under" in str(info.value), str(info.value)
-    assert list(outside.iterdir()) == []                           # nothing made outside the root
+    assert list(outside.iterdir()) == []  # nothing made outside the root
     (root / "a").unlink()
     security.make_target_directory(resolved)
     assert (root / "a" / "b").is_dir() and not (root / "a").is_symlink()

@@ -12,10 +12,9 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Optional
 
 import httpx
 import pytest
@@ -25,7 +24,7 @@ from tests.rest.job import await_operation, registry_entry, rest_client, wait_fo
 pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[2]
-UIDS = ["lines", "pairs", "window-counts", "counts-sink"]   # what tests/rest/job.py declares, in order
+UIDS = ["lines", "pairs", "window-counts", "counts-sink"]  # what tests/rest/job.py declares, in order
 
 
 @pytest.fixture(scope="session")
@@ -34,8 +33,11 @@ def chromium() -> str:
     found = shutil.which("chromium") or shutil.which("chromium-browser")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     log = ""
-    for command in (["apt-get", "install", "-y", "chromium"], ["apt-get", "update"],   # stale lists: update, retry
-                    ["apt-get", "install", "-y", "chromium"]):
+    for command in (
+        ["apt-get", "install", "-y", "chromium"],
+        ["apt-get", "update"],  # stale lists: update, retry
+        ["apt-get", "install", "-y", "chromium"],
+    ):
         if found:
             break
         try:
@@ -57,11 +59,15 @@ def artifacts() -> Path:
 
 
 def _chromium(binary: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([binary, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                           "--no-first-run", *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [binary, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
-def dump(binary: str, url: str, budget_ms: int = 4000) -> "Page":
+def dump(binary: str, url: str, budget_ms: int = 4000) -> Page:
     done = _chromium(binary, f"--virtual-time-budget={budget_ms}", "--dump-dom", url)
     assert done.returncode == 0 and "<html" in done.stdout, done.stderr[-2000:]
     page = Page()
@@ -85,7 +91,7 @@ class Page(HTMLParser):
         self.body: dict = {}
         self.stack: list[dict] = []
         self.fields: list[tuple[dict, str, str]] = []
-        self.elements: list[tuple[dict, dict]] = []     # (data-* scope above it, its own attributes)
+        self.elements: list[tuple[dict, dict]] = []  # (data-* scope above it, its own attributes)
         self._open: list[list] = []
 
     def handle_starttag(self, tag: str, attrs: list) -> None:
@@ -113,15 +119,19 @@ class Page(HTMLParser):
             self._open[-1][1] += data
 
     def values(self, field: str, **scope: str) -> list[str]:
-        return [text for s, f, text in self.fields
-                if f == field and all(s.get(f"data-{k}") == v for k, v in scope.items())]
+        return [
+            text for s, f, text in self.fields if f == field and all(s.get(f"data-{k}") == v for k, v in scope.items())
+        ]
 
     def bars(self, chart: str) -> dict[int, str]:
         """checkpoint id -> the value a bar of chart ``chart`` stands for."""
-        return {int(a["data-bar"]): a["data-value"] for s, a in self.elements
-                if "data-bar" in a and s.get("data-chart") == chart}
+        return {
+            int(a["data-bar"]): a["data-value"]
+            for s, a in self.elements
+            if "data-bar" in a and s.get("data-chart") == chart
+        }
 
-    def value(self, field: str, **scope: str) -> Optional[str]:
+    def value(self, field: str, **scope: str) -> str | None:
         found = self.values(field, **scope)
         assert len(found) == 1, (field, scope, found)
         return found[0]
@@ -133,10 +143,11 @@ def _base(job_id: str) -> str:
 
 
 def _everything_read(c: httpx.Client, job) -> dict:
-    def done() -> Optional[dict]:
+    def done() -> dict | None:
         d = c.get(f"/jobs/{job.job_id}").json()
         lines = next(v for v in d["vertices"] if v["name"] == "lines")
         return d if lines["metrics"]["write-records"] == len(job.lines) else None
+
     return wait_for(done, 60, "every input line read")
 
 
@@ -148,8 +159,9 @@ def test_pages_show_the_jobs_figures(start_job, chromium, artifacts, tmp_path):
         ids = []
         for kind in ("FULL", "INCREMENTAL"):
             r = c.post(f"/jobs/{jid}/checkpoints", json={"checkpointType": kind})
-            ids.append(await_operation(c, f"/jobs/{jid}/checkpoints/{r.json()['request-id']}")
-                       ["operation"]["checkpointId"])
+            ids.append(
+                await_operation(c, f"/jobs/{jid}/checkpoints/{r.json()['request-id']}")["operation"]["checkpointId"]
+            )
         r = c.post(f"/jobs/{jid}/savepoints", json={"target-directory": (tmp_path / "savepoints").as_uri()})
         await_operation(c, f"/jobs/{jid}/savepoints/{r.json()['request-id']}")
         stats = c.get(f"/jobs/{jid}/checkpoints").json()
@@ -158,30 +170,31 @@ def test_pages_show_the_jobs_figures(start_job, chromium, artifacts, tmp_path):
         job_config = c.get(f"/jobs/{jid}/config").json()["execution-config"]["user-config"]
         errors = c.get(f"/jobs/{jid}/exceptions").json()
         vertices = {v["id"]: v for v in details["vertices"]}
-        watermarks = {vid: min(int(float(w["value"])) for w in c.get(f"/jobs/{jid}/vertices/{vid}/watermarks").json())
-                      for vid in vertices}
-        subtasks = {vid: c.get(f"/jobs/{jid}/checkpoints/details/{ids[-1]}/subtasks/{vid}").json()
-                    for vid in vertices}
+        watermarks = {
+            vid: min(int(float(w["value"])) for w in c.get(f"/jobs/{jid}/vertices/{vid}/watermarks").json())
+            for vid in vertices
+        }
+        subtasks = {vid: c.get(f"/jobs/{jid}/checkpoints/details/{ids[-1]}/subtasks/{vid}").json() for vid in vertices}
 
     jobs = dump(chromium, base + "#/")
     assert jobs.value("job-state", job=jid) == "RUNNING" and jobs.value("job-id", job=jid) == jid
     assert jobs.value("job-name", job=jid) == listed["name"] == "rest-counts"
-    started = datetime.fromtimestamp(listed["start-time"] / 1000, timezone.utc)
+    started = datetime.fromtimestamp(listed["start-time"] / 1000, UTC)
     assert jobs.value("job-start", job=jid) == started.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
 
     overview = dump(chromium, base + f"#/jobs/{jid}")
     by_uid = {overview.value("op-uid", vertex=vid): vid for vid in vertices}
-    assert sorted(by_uid) == sorted(UIDS)                                     # the job's own declaration
+    assert sorted(by_uid) == sorted(UIDS)  # the job's own declaration
     assert sorted(overview.values("graph-uid")) == sorted(f"uid {u}" for u in UIDS)
     for vid in by_uid.values():
         assert overview.value("op-parallelism", vertex=vid) == "2" == str(vertices[vid]["parallelism"])
-    n = len(job.lines)                                                        # by hand: every line once
+    n = len(job.lines)  # by hand: every line once
     assert overview.value("op-records-out", vertex=by_uid["lines"]) == str(n)
     assert overview.value("op-records-in", vertex=by_uid["pairs"]) == str(n)
     assert overview.value("op-records-out", vertex=by_uid["pairs"]) == str(n)
     assert overview.value("op-records-in", vertex=by_uid["window-counts"]) == str(n)
-    assert overview.value("op-late-records", vertex=by_uid["window-counts"]) == "0"   # the input is in order
-    for uid in ("window-counts", "counts-sink"):                              # downstream of the timestamps
+    assert overview.value("op-late-records", vertex=by_uid["window-counts"]) == "0"  # the input is in order
+    for uid in ("window-counts", "counts-sink"):  # downstream of the timestamps
         assert overview.value("op-watermark", vertex=by_uid[uid]) == str(watermarks[by_uid[uid]]) != "0"
     assert float(overview.value("epochs-per-second")) > 0
 
@@ -191,9 +204,14 @@ def test_pages_show_the_jobs_figures(start_job, chromium, artifacts, tmp_path):
     exceptions = dump(chromium, base + f"#/jobs/{jid}/exceptions")
     assert exceptions.value("exception-count") == f"{len(errors['exceptionHistory']['entries'])} exception(s)"
 
-    for name, route in (("jobs", "#/"), ("overview", f"#/jobs/{jid}"), ("checkpoints", f"#/jobs/{jid}/checkpoints"),
-                        ("checkpoint", f"#/jobs/{jid}/checkpoints/{ids[-1]}"), ("config", f"#/jobs/{jid}/config"),
-                        ("exceptions", f"#/jobs/{jid}/exceptions")):
+    for name, route in (
+        ("jobs", "#/"),
+        ("overview", f"#/jobs/{jid}"),
+        ("checkpoints", f"#/jobs/{jid}/checkpoints"),
+        ("checkpoint", f"#/jobs/{jid}/checkpoints/{ids[-1]}"),
+        ("config", f"#/jobs/{jid}/config"),
+        ("exceptions", f"#/jobs/{jid}/exceptions"),
+    ):
         screenshot(chromium, base + route, artifacts / f"{name}.png")
 
 
@@ -240,9 +258,10 @@ def check_config_page(page: Page, config: dict, job_config: dict) -> None:
     """Checkpoint settings equal ``/checkpoints/config``; job settings equal ``/config``'s user-config."""
     assert page.value("cfg-interval") == str(config["interval"]) and page.value("cfg-mode") == config["mode"]
     assert page.value("cfg-timeout") == str(config["timeout"])
-    assert page.value("cfg-delete_on_cancellation") == "false"                 # RETAIN_ON_CANCELLATION
-    assert job_config and {k: page.value("job-config-value", key=k) for k in job_config} == \
-        {k: str(v) for k, v in job_config.items()}
+    assert page.value("cfg-delete_on_cancellation") == "false"  # RETAIN_ON_CANCELLATION
+    assert job_config and {k: page.value("job-config-value", key=k) for k in job_config} == {
+        k: str(v) for k, v in job_config.items()
+    }
 
 
 def test_a_running_job_refreshes_and_a_new_load_shows_new_figures(start_job, chromium):
@@ -252,17 +271,25 @@ def test_a_running_job_refreshes_and_a_new_load_shows_new_figures(start_job, chr
         details = _everything_read(c, job)
     lines = next(v["id"] for v in details["vertices"] if v["name"] == "lines")
     first = dump(chromium, base + f"#/jobs/{jid}", budget_ms=7000)
-    assert int(first.body["data-renders"]) >= 3             # polled every 2 s while the job runs
+    assert int(first.body["data-renders"]) >= 3  # polled every 2 s while the job runs
     assert first.value("op-records-out", vertex=lines) == "200"
     (job.root / "in" / "part-1.txt").write_text("".join(f"{200_000 + i}\tch-{i % 5}\n" for i in range(50)))
     with rest_client(jid) as c:
-        wait_for(lambda: next(v for v in c.get(f"/jobs/{jid}").json()["vertices"]
-                              if v["id"] == lines)["metrics"]["write-records"] == 250, 60, "the new file read")
+        wait_for(
+            lambda: (
+                next(v for v in c.get(f"/jobs/{jid}").json()["vertices"] if v["id"] == lines)["metrics"][
+                    "write-records"
+                ]
+                == 250
+            ),
+            60,
+            "the new file read",
+        )
     assert dump(chromium, base + f"#/jobs/{jid}").value("op-records-out", vertex=lines) == "250"
 
 
 def test_a_finished_job_is_rendered_once_and_no_longer_polled(start_job, chromium, tmp_path):
-    job = start_job(50, **{"sparkpoint.rest.shutdown-grace": "60 s"})   # serves on until the stop is read
+    job = start_job(50, **{"sparkpoint.rest.shutdown-grace": "60 s"})  # serves on until the stop is read
     jid, base = job.job_id, _base(job.job_id)
     with rest_client(jid) as c:
         _everything_read(c, job)
@@ -273,13 +300,13 @@ def test_a_finished_job_is_rendered_once_and_no_longer_polled(start_job, chromiu
         stats = c.get(f"/jobs/{jid}/checkpoints").json()
         try:
             page = dump(chromium, base + f"#/jobs/{jid}/checkpoints", budget_ms=7000)
-            assert page.body["data-renders"] == "1"                    # no poll once the job is over
+            assert page.body["data-renders"] == "1"  # no poll once the job is over
             assert page.value("latest-savepoint-path") == stats["latest"]["savepoint"]["external_path"]
             assert stats["latest"]["savepoint"]["external_path"].startswith(target)
             jobs = dump(chromium, base + "#/", budget_ms=5000)
             assert jobs.value("job-state", job=jid) == "FINISHED" and jobs.body["data-renders"] == "1"
         finally:
-            await_operation(c, f"/jobs/{jid}/savepoints/{r.json()['request-id']}")   # lets the endpoint close
+            await_operation(c, f"/jobs/{jid}/savepoints/{r.json()['request-id']}")  # lets the endpoint close
 
 
 def test_with_a_token_the_page_is_opened_once_with_it_then_runs_on_a_cookie(start_job, chromium):
@@ -294,8 +321,8 @@ def test_with_a_token_the_page_is_opened_once_with_it_then_runs_on_a_cookie(star
         assert login.status_code == 303 and login.headers["location"] == "/"
         cookie = login.headers["set-cookie"].lower()
         assert "httponly" in cookie and "samesite=strict" in cookie and token in cookie
-        assert anonymous.get("/jobs/overview").status_code == 200       # the cookie now travels
+        assert anonymous.get("/jobs/overview").status_code == 200  # the cookie now travels
         assert anonymous.get("/web/app.css").status_code == 200 and anonymous.get("/web/x.js").status_code == 404
-    page = dump(chromium, base + f"?token={token}#/")                  # the browser follows the redirect
+    page = dump(chromium, base + f"?token={token}#/")  # the browser follows the redirect
     assert page.value("job-id", job=jid) == jid
     assert page.values("error") == []

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import posixpath
 import threading
-from typing import Any, ClassVar, Optional
+from typing import Any, ClassVar
 
 from sparkpoint.runtime.job_listener import JobListener
 from sparkpoint.runtime.job_status import JobStatus
@@ -38,7 +38,7 @@ class RecordingJobListener(JobListener):
         with self._lock:
             self.events[self.job_id].append(event)
 
-    def on_status_change(self, job_id: str, old: JobStatus, new: JobStatus, error: Optional[BaseException]) -> None:
+    def on_status_change(self, job_id: str, old: JobStatus, new: JobStatus, error: BaseException | None) -> None:
         self._add(("status", old, new))
 
     def on_epoch_completed(self, stats: EpochStats) -> None:
@@ -48,8 +48,9 @@ class RecordingJobListener(JobListener):
         import fsspec
 
         fs, path = fsspec.core.url_to_fs(checkpoint.location)
-        self._add(("checkpoint", checkpoint.checkpoint_id, checkpoint.location,
-                   fs.exists(posixpath.join(path, "_metadata"))))
+        self._add(
+            ("checkpoint", checkpoint.checkpoint_id, checkpoint.location, fs.exists(posixpath.join(path, "_metadata")))
+        )
 
     def on_checkpoint_failed(self, checkpoint_id: int, reason: str) -> None:
         self._add(("checkpoint-failed", checkpoint_id, reason))

@@ -10,7 +10,7 @@ from sparkpoint.errors import UserFunctionError
 
 
 def first_of(items: list) -> int:
-    return next(iter(items))   # StopIteration on an empty list
+    return next(iter(items))  # StopIteration on an empty list
 
 
 def test_a_map_function_raising_stop_iteration_fails_on_its_record(make_env):
@@ -23,8 +23,7 @@ def test_a_map_function_raising_stop_iteration_fails_on_its_record(make_env):
 
 def test_a_timestamp_assigner_raising_stop_iteration_fails_on_its_record(make_env):
     env = make_env("local", **{"restart-strategy.type": "none"})
-    strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(
-        lambda items, _: first_of(items))
+    strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda items, _: first_of(items))
     with pytest.raises(UserFunctionError, match=r"StopIteration") as info:
         env.from_collection([[10], [], [30]]).assign_timestamps_and_watermarks(strategy).execute_and_collect()
     assert "[]" in str(info.value)
@@ -33,6 +32,10 @@ def test_a_timestamp_assigner_raising_stop_iteration_fails_on_its_record(make_en
 def test_every_record_comes_through_map_and_the_assigner(make_env):
     env = make_env("local", **{"execution.epoch.max-records": 7})
     strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda v, _: v)
-    got = env.from_collection(list(range(50))).assign_timestamps_and_watermarks(strategy).map(
-        lambda v: v * 2).execute_and_collect()
+    got = (
+        env.from_collection(list(range(50)))
+        .assign_timestamps_and_watermarks(strategy)
+        .map(lambda v: v * 2)
+        .execute_and_collect()
+    )
     assert sorted(got) == [2 * i for i in range(50)]

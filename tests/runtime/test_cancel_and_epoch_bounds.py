@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import pytest
 
@@ -27,10 +27,14 @@ class HangAfter(MapFunction):
     hangs: in one blocking call (``time.sleep``) or in a loop of short sleeps, for ``hang_s``; with ``once``,
     only if ``started`` was not written yet."""
 
-    def __init__(self, after_s: float, started: Path, hang_s: float = 3600, blocking: bool = True,
-                 once: bool = False):
-        self.at, self.started, self.hang_s, self.blocking, self.once = time.time() + after_s, str(started), \
-            hang_s, blocking, once
+    def __init__(self, after_s: float, started: Path, hang_s: float = 3600, blocking: bool = True, once: bool = False):
+        self.at, self.started, self.hang_s, self.blocking, self.once = (
+            time.time() + after_s,
+            str(started),
+            hang_s,
+            blocking,
+            once,
+        )
 
     def map(self, value: Any) -> Any:
         if time.time() >= self.at and not (self.once and Path(self.started).exists()):
@@ -50,12 +54,12 @@ class Failures(JobListener):
     def __init__(self) -> None:
         self.errors: list[BaseException] = []
 
-    def on_status_change(self, job_id: str, old: Any, new: Any, error: Optional[BaseException]) -> None:
+    def on_status_change(self, job_id: str, old: Any, new: Any, error: BaseException | None) -> None:
         if error is not None:
             self.errors.append(error)
 
 
-def _job(env: Any, count: int, hang: HangAfter, rate: Optional[int] = None, keyed: bool = False) -> Any:
+def _job(env: Any, count: int, hang: HangAfter, rate: int | None = None, keyed: bool = False) -> Any:
     """gen -> slow map -> count by key (``keyed``: gen -> count by key -> slow map, in the keyed stage)."""
     env.set_parallelism(2)
     src = DataGeneratorSource(key_of, count, num_splits=2, records_per_second=rate)
@@ -90,20 +94,21 @@ def test_cancel_of_a_hung_spark_job_cancels_its_job_group_and_ends_canceled(spar
     _wait_for(started)
     t0 = time.time()
     client.cancel()
-    result = client.wait(30)   # before: the task slept on, and so did the job
+    result = client.wait(30)  # before: the task slept on, and so did the job
     took = time.time() - t0
     jid = client.get_job_id()
     assert result.cancelled and client.get_job_status().result() is JobStatus.CANCELED
     assert took < 15, took
-    tracker = spark.sparkContext.statusTracker()   # the epoch that was running (or its sources, run ahead)
+    tracker = spark.sparkContext.statusTracker()  # the epoch that was running (or its sources, run ahead)
     hung = tracker.getJobIdsForGroup(f"sparkpoint-{jid}-{result.epochs}")
-    assert hung and "FAILED" in [tracker.getJobInfo(j).status for j in hung]   # cancelled: Spark says FAILED
+    assert hung and "FAILED" in [tracker.getJobInfo(j).status for j in hung]  # cancelled: Spark says FAILED
     jobs = {j for e in range(result.epochs + 2) for j in tracker.getJobIdsForGroup(f"sparkpoint-{jid}-{e}")}
     assert not set(tracker.getActiveJobsIds()) & jobs
 
 
 def test_execute_of_a_cancelled_job_raises_and_a_blocking_call_on_the_main_thread_is_interrupted(
-        make_env, tmp_path, handles):
+    make_env, tmp_path, handles
+):
     started = tmp_path / "started"
     env = make_env("local", **{"execution.epoch.max-records": 50})
     _job(env, 10**6, HangAfter(1, started, hang_s=60)).filter(lambda v: False).print()
@@ -115,7 +120,7 @@ def test_execute_of_a_cancelled_job_raises_and_a_blocking_call_on_the_main_threa
     threading.Thread(target=cancel_when_hung, daemon=True).start()
     t0 = time.time()
     with pytest.raises(JobCancellationException, match=r"Job [0-9a-f]{32} was cancelled"):
-        env.execute("cancelled")   # on this (the main) thread: the sleep is ended by a signal
+        env.execute("cancelled")  # on this (the main) thread: the sleep is ended by a signal
     assert time.time() - t0 < 30
     assert handles[0].status() is JobStatus.CANCELED
 
@@ -134,15 +139,22 @@ def test_cancel_stops_a_looping_function_on_another_thread(make_env, tmp_path):
 
 @pytest.mark.spark
 def test_an_epoch_past_the_checkpoint_timeout_fails_naming_the_operator_and_expires_the_checkpoint(
-        spark, make_env, tmp_path, handles):
+    spark, make_env, tmp_path, handles
+):
     started = tmp_path / "started"
-    env = make_env("spark", **{"execution.epoch.max-records": 100, "restart-strategy.type": "none",
-                               "execution.checkpointing.timeout": "3 s"})
+    env = make_env(
+        "spark",
+        **{
+            "execution.epoch.max-records": 100,
+            "restart-strategy.type": "none",
+            "execution.checkpointing.timeout": "3 s",
+        },
+    )
     env.enable_checkpointing(1)
     env.get_checkpoint_config().set_checkpoint_storage_dir((tmp_path / "ck").as_uri())
     _job(env, 10**6, HangAfter(3, started), keyed=True).filter(lambda v: False).print()
     t0 = time.time()
-    with pytest.raises(CheckpointException) as info:   # none tolerated (Flink's default): the job's failure
+    with pytest.raises(CheckpointException) as info:  # none tolerated (Flink's default): the job's failure
         env.execute("hung")
     message = str(info.value)
     assert "tolerable number of failed checkpoints (0)" in message and "CHECKPOINT_EXPIRED" in message, message
@@ -155,12 +167,18 @@ def test_an_epoch_past_the_checkpoint_timeout_fails_naming_the_operator_and_expi
     assert any("CHECKPOINT_EXPIRED" in (h.get("failure_message") or "") for h in history), history
 
 
-def test_an_epoch_past_sparkpoint_epoch_timeout_fails_over_and_the_job_completes_exactly(
-        make_env, tmp_path, handles):
+def test_an_epoch_past_sparkpoint_epoch_timeout_fails_over_and_the_job_completes_exactly(make_env, tmp_path, handles):
     started, count = tmp_path / "started", 2_000
-    env = make_env("local", **{"execution.epoch.max-records": 100, "sparkpoint.epoch.timeout": "3 s",
-                               "restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.attempts": 3,
-                               "restart-strategy.fixed-delay.delay": "0 ms"})
+    env = make_env(
+        "local",
+        **{
+            "execution.epoch.max-records": 100,
+            "sparkpoint.epoch.timeout": "3 s",
+            "restart-strategy.type": "fixed-delay",
+            "restart-strategy.fixed-delay.attempts": 3,
+            "restart-strategy.fixed-delay.delay": "0 ms",
+        },
+    )
     env.enable_checkpointing(1)
     env.get_checkpoint_config().set_checkpoint_storage_dir((tmp_path / "ck").as_uri())
     failures = Failures()
@@ -172,6 +190,7 @@ def test_an_epoch_past_sparkpoint_epoch_timeout_fails_over_and_the_job_completes
         last[key] = max(last.get(key, 0), n)
     assert started.exists() and last == dict(oracle_totals(count))
     timeouts = [e for e in failures.errors if isinstance(e, EpochTimeoutError)]
-    assert any("uid 'slow-map'" in str(t) and "sparkpoint.epoch.timeout = 3000 ms" in str(t) for t in timeouts), \
+    assert any("uid 'slow-map'" in str(t) and "sparkpoint.epoch.timeout = 3000 ms" in str(t) for t in timeouts), (
         failures.errors
-    assert handles[0].master.restarts >= 1   # the hang's; a loaded machine may add a slow epoch's (3 allowed)
+    )
+    assert handles[0].master.restarts >= 1  # the hang's; a loaded machine may add a slow epoch's (3 allowed)

@@ -38,8 +38,16 @@ def same(a: object, b: object) -> bool:
     return a == b
 
 
-leaves = st.one_of(st.integers(min_value=-2**70, max_value=2**70), st.booleans(), st.floats(), st.text(max_size=5),
-                   st.binary(max_size=4), st.none(), st.just(-0.0), st.just(0.0))
+leaves = st.one_of(
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.booleans(),
+    st.floats(),
+    st.text(max_size=5),
+    st.binary(max_size=4),
+    st.none(),
+    st.just(-0.0),
+    st.just(0.0),
+)
 values = st.recursive(leaves, lambda inner: st.tuples(inner, inner) | st.tuples(inner), max_leaves=4)
 
 
@@ -50,7 +58,7 @@ def round_trip(vals: list, stamps: list) -> tuple[list, list]:
 @settings(max_examples=300, deadline=None)
 @given(st.lists(values, max_size=40), st.data())
 def test_any_mix_of_builtin_values_comes_back_exactly(vals: list, data: st.DataObject) -> None:
-    stamps = data.draw(st.lists(st.none() | st.integers(-2**63, 2**63 - 1), min_size=len(vals), max_size=len(vals)))
+    stamps = data.draw(st.lists(st.none() | st.integers(-(2**63), 2**63 - 1), min_size=len(vals), max_size=len(vals)))
     got, got_stamps = round_trip(vals, stamps)
     assert len(got) == len(vals) and all(same(g, v) for g, v in zip(got, vals))
     assert got_stamps == stamps
@@ -60,7 +68,7 @@ def test_any_mix_of_builtin_values_comes_back_exactly(vals: list, data: st.DataO
 @given(st.randoms(use_true_random=False), st.integers(1100, 3000))
 def test_repeated_values_come_back_in_order_even_when_one_differs_only_in_type(rnd: random.Random, n: int) -> None:
     vals = [rnd.choice([("a", 1), ("b", 1), ("a", 2), ("c", 3)]) for _ in range(n)]
-    vals[rnd.randrange(n)] = ("a", True)   # equal to ("a", 1) and of the same hash, but not the same value
+    vals[rnd.randrange(n)] = ("a", True)  # equal to ("a", 1) and of the same hash, but not the same value
     got, _ = round_trip(vals, list(range(n)))
     assert len(got) == n and all(same(g, v) for g, v in zip(got, vals))
 
@@ -69,17 +77,27 @@ def test_repeated_floats_keep_their_sign_and_many_repeats_keep_their_order() -> 
     vals = [(k, 0.0 if i % 3 else -0.0) for i, k in enumerate(["x", "y"] * 2000)]
     got, _ = round_trip(vals, [1] * len(vals))
     assert all(same(g, v) for g, v in zip(got, vals))
-    counts = [("k%d" % (i % 7), 1) for i in range(5000)]
+    counts = [(f"k{i % 7}", 1) for i in range(5000)]
     assert round_trip(counts, list(range(5000))) == (counts, list(range(5000)))
 
 
 def test_values_of_other_types_come_back_as_they_were() -> None:
-    vals = [bytearray(b"ab"), Point(1, 2), Row(1, "a"), Reading("s", 1.5), [1, [2]], {"k": (1,)}, frozenset({1}),
-            1 + 2j, 10**30, None]
+    vals = [
+        bytearray(b"ab"),
+        Point(1, 2),
+        Row(1, "a"),
+        Reading("s", 1.5),
+        [1, [2]],
+        {"k": (1,)},
+        frozenset({1}),
+        1 + 2j,
+        10**30,
+        None,
+    ]
     got, _ = round_trip(vals, [None] * len(vals))
     assert [type(g) for g in got] == [type(v) for v in vals]
     assert got == vals
-    assert round_trip([(1, "a"), Point(1, "a")], [1, 2])[0][1].__class__ is Point   # a subclass among tuples
+    assert round_trip([(1, "a"), Point(1, "a")], [1, 2])[0][1].__class__ is Point  # a subclass among tuples
 
 
 def test_a_user_class_defined_in_a_function_is_cloudpickled() -> None:
@@ -117,9 +135,11 @@ def _by_partition(records: list, stamps: list, n: int, assign: KeyGroupAssigner)
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["a", "b", "c", "d", "e", 1, 2, (3, "x")]), st.integers(0, 3)),
-                max_size=60),
-       st.integers(1, 5), st.sampled_from(["ints", "some none", "beyond int64"]))
+@given(
+    st.lists(st.tuples(st.sampled_from(["a", "b", "c", "d", "e", 1, 2, (3, "x")]), st.integers(0, 3)), max_size=60),
+    st.integers(1, 5),
+    st.sampled_from(["ints", "some none", "beyond int64"]),
+)
 def test_hash_partition_matches_a_record_by_record_reference(records: list, n: int, stamped: str) -> None:
     """Repeating values go coded (the key selector once per distinct value), others as lists; either way
     each partition gets its records and their timestamps in order, and they survive the blob."""
@@ -130,7 +150,7 @@ def test_hash_partition_matches_a_record_by_record_reference(records: list, n: i
     got = [(v.values() if isinstance(v, Coded) else v, timestamp_list(t)) for v, t in parts]
     assert got == expected
     for (v, t), want in zip(parts, expected):
-        if -(2**70) in want[1]:   # split, but refused where it would cross to another task
+        if -(2**70) in want[1]:  # split, but refused where it would cross to another task
             with pytest.raises(ValueError, match="outside the range of event timestamps"):
                 encode_blob({}, {1: (v, t)})
             continue
@@ -139,10 +159,14 @@ def test_hash_partition_matches_a_record_by_record_reference(records: list, n: i
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(st.tuples(st.text(max_size=6), st.integers()), max_size=80, unique_by=lambda v: v[0]),
-       st.integers(1, 5), st.sampled_from(["ints", "some none"]))
-def test_str_keys_that_do_not_repeat_are_split_record_by_record_as_the_reference(records: list, n: int,
-                                                                              stamped: str) -> None:
+@given(
+    st.lists(st.tuples(st.text(max_size=6), st.integers()), max_size=80, unique_by=lambda v: v[0]),
+    st.integers(1, 5),
+    st.sampled_from(["ints", "some none"]),
+)
+def test_str_keys_that_do_not_repeat_are_split_record_by_record_as_the_reference(
+    records: list, n: int, stamped: str
+) -> None:
     """Values that do not repeat go as lists, their str keys hashed record by record in one pass (any text:
     empty, NUL first, beyond the BMP): each record lands where the scalar key-group function puts its key."""
     assign = KeyGroupAssigner(128)
@@ -153,19 +177,22 @@ def test_str_keys_that_do_not_repeat_are_split_record_by_record_as_the_reference
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["a", "b", "c", "d", "e"]), st.integers(0, 2)), min_size=130, max_size=300),
-       st.integers(1, 5), st.sampled_from(["ints", "some none", "beyond int64"]))
+@given(
+    st.lists(st.tuples(st.sampled_from(["a", "b", "c", "d", "e"]), st.integers(0, 2)), min_size=130, max_size=300),
+    st.integers(1, 5),
+    st.sampled_from(["ints", "some none", "beyond int64"]),
+)
 def test_a_coded_batch_is_split_with_its_timestamps_in_order(records: list, n: int, stamped: str) -> None:
     """A repeating batch goes coded, split by its codes: every partition gets its records and their timestamps
     in order (against a record-by-record reference), and the timestamps come out of a blob as ints."""
     assign = KeyGroupAssigner(128)
-    stamps = _stamps([(i * 7919) % 1000 - 500 for i in range(len(records))], stamped)   # not in order
+    stamps = _stamps([(i * 7919) % 1000 - 500 for i in range(len(records))], stamped)  # not in order
     parts = hash_partition(records, stamps, lambda v: v[0], n, assign)
     expected = _by_partition(records, stamps, n, assign)
     assert all(isinstance(v, Coded) for v, _ in parts)
     assert [(v.values(), timestamp_list(t)) for v, t in parts] == expected
     for (v, t), want in zip(parts, expected):
-        if -(2**70) in want[1]:   # split, but refused where it would cross to another task
+        if -(2**70) in want[1]:  # split, but refused where it would cross to another task
             with pytest.raises(ValueError, match="outside the range of event timestamps"):
                 encode_blob({}, {1: (v, t)})
         elif want[0]:
@@ -177,7 +204,7 @@ def test_a_coded_batch_is_split_with_its_timestamps_in_order(records: list, n: i
 
 def test_a_repeating_batch_calls_the_key_selector_once_per_distinct_value() -> None:
     calls: list = []
-    records = [("k%d" % (i % 5), 1) for i in range(10_000)]
+    records = [(f"k{i % 5}", 1) for i in range(10_000)]
     parts = hash_partition(records, [0] * len(records), lambda v: calls.append(v) or v[0], 3, KeyGroupAssigner(128))
     assert len(calls) == 5 and sum(len(v) for v, _ in parts) == len(records)
     assert all(isinstance(v, Coded) for v, _ in parts if len(v))
@@ -189,7 +216,7 @@ def test_timestamps_of_other_integer_types_come_back_as_ints_and_others_are_refu
     got = round_trip(["a", "b", "c"], [np.int64(5), None, 7])[1]
     assert got == [5, None, 7] and [type(t) for t in got] == [int, type(None), int]
     with pytest.raises(ValueError, match="timestamp is 1180591620717411303424, outside the range"):
-        encode_batch(["a"], [2**70])   # beyond a Java long: no watermark would ever pass it
+        encode_batch(["a"], [2**70])  # beyond a Java long: no watermark would ever pass it
     with pytest.raises(ValueError, match="outside the range"):
         encode_batch(["a", "b"], [None, -(2**63) - 1])
     assert round_trip(["a", "b"], [2**63 - 1, -(2**63)])[1] == [2**63 - 1, -(2**63)]
@@ -203,7 +230,7 @@ def test_values_whose_equality_fails_are_routed_without_coding() -> None:
             self.k = k
 
         def __hash__(self) -> int:
-            return 1   # every value collides
+            return 1  # every value collides
 
         def __eq__(self, other: object) -> bool:
             raise ValueError("no comparing")
@@ -220,18 +247,26 @@ class Name(str):
 # (a value, another of its types, values equal to the first (and of its hash) but typed otherwise somewhere)
 EQUAL_BUT_TYPED_OTHERWISE = [
     (("a", 1), ("b", 2), [("a", True), (Name("a"), 1), Row("a", 1)]),
-    ((("a", "b"), 1), (("c", "d"), 1), [(("a", Name("b")), 1), (("a", "b"), True), ((Name("a"), "b"), 1),
-                                        (Row("a", "b"), 1)]),
+    (
+        (("a", "b"), 1),
+        (("c", "d"), 1),
+        [(("a", Name("b")), 1), (("a", "b"), True), ((Name("a"), "b"), 1), (Row("a", "b"), 1)],
+    ),
     ((1, ("x", None)), (2, ("y", None)), [(True, ("x", None)), (1, Row("x", None))]),
     ("k", "m", [Name("k")]),
 ]
 
 
 @settings(max_examples=80, deadline=None)
-@given(st.sampled_from(EQUAL_BUT_TYPED_OTHERWISE), st.randoms(use_true_random=False), st.integers(1100, 2500),
-       st.integers(0, 3))
-def test_a_repeating_batch_keeps_every_value_of_its_own_types(case: tuple, rnd: random.Random, n: int,
-                                                              odd: int) -> None:
+@given(
+    st.sampled_from(EQUAL_BUT_TYPED_OTHERWISE),
+    st.randoms(use_true_random=False),
+    st.integers(1100, 2500),
+    st.integers(0, 3),
+)
+def test_a_repeating_batch_keeps_every_value_of_its_own_types(
+    case: tuple, rnd: random.Random, n: int, odd: int
+) -> None:
     """Coded or not, a value equal to others but typed otherwise at any depth comes back as it was, in
     order: from a blob, routed, and from a batch kept coded on the receiving side."""
     common, other, variants = case
@@ -244,7 +279,7 @@ def test_a_repeating_batch_keeps_every_value_of_its_own_types(case: tuple, rnd: 
     coded_side, got_stamps = decode_batch(encode_batch(vals, stamps), keep_coded=True)
     expanded = coded_side.values() if isinstance(coded_side, Coded) else coded_side
     assert all(same(g, v) for g, v in zip(expanded, vals)) and timestamp_list(got_stamps) == stamps
-    assert isinstance(coded_side, Coded) == (odd == 0)   # only a batch of one set of types goes coded
+    assert isinstance(coded_side, Coded) == (odd == 0)  # only a batch of one set of types goes coded
     parts = hash_partition(vals, stamps, lambda v: v[0] if isinstance(v, tuple) else v, 3, KeyGroupAssigner(128))
     routed = [v for part, _ in parts for v in (part.values() if isinstance(part, Coded) else part)]
     assert sorted(map(repr, routed)) == sorted(map(repr, vals))
@@ -254,6 +289,6 @@ def test_coded_batches_put_together_keep_equal_values_of_other_types_apart() -> 
     one = Coded([("a", 1), ("b", 1)], [0, 1, 0])
     other = Coded([("b", 1), ("a", True)], [1, 0, 1])
     both = Coded.concat([one, other])
-    assert len(both.distinct) == 3   # ("b", 1) shared, ("a", True) its own code
+    assert len(both.distinct) == 3  # ("b", 1) shared, ("a", True) its own code
     assert all(same(g, v) for g, v in zip(both.values(), one.values() + other.values()))
     assert len(both) == 6

@@ -28,9 +28,17 @@ def _core(env, name: str, clock: ManualClock, out: io.StringIO, scheduler_of=Non
     """The core with its parts and an epoch scheduler over the in-process executor, made here by hand."""
     plan, config = _plan(env, name), env.get_configuration()
     parts = JobParts.create(plan, config, out=out, clock=clock)
-    scheduler: Scheduler = EpochScheduler(plan, config, LocalEpochExecutor(), tasks=parts.tasks,
-                                          progress=parts.progress, schemas=parts.schemas, output=parts.output,
-                                          savepoints=parts.savepoints, clock=clock)
+    scheduler: Scheduler = EpochScheduler(
+        plan,
+        config,
+        LocalEpochExecutor(),
+        tasks=parts.tasks,
+        progress=parts.progress,
+        schemas=parts.schemas,
+        output=parts.output,
+        savepoints=parts.savepoints,
+        clock=clock,
+    )
     if scheduler_of is not None:
         scheduler = scheduler_of(scheduler)
     return JobMaster(plan, config, parts, scheduler, clock)
@@ -74,8 +82,13 @@ class _Recorded:
 def test_the_core_runs_a_keyed_job_through_a_scheduler_to_finished(make_env):
     env = make_env("local", **{"execution.epoch.max-records": 4})
     env.set_parallelism(2)
-    (env.from_collection(WORDS).map(lambda w: (w, 1)).key_by(lambda p: p[0])
-     .reduce(lambda a, b: (a[0], a[1] + b[1])).print())
+    (
+        env.from_collection(WORDS)
+        .map(lambda w: (w, 1))
+        .key_by(lambda p: p[0])
+        .reduce(lambda a, b: (a[0], a[1] + b[1]))
+        .print()
+    )
     out, recorded = io.StringIO(), []
 
     def record(scheduler: Scheduler) -> Scheduler:
@@ -90,15 +103,15 @@ def test_the_core_runs_a_keyed_job_through_a_scheduler_to_finished(make_env):
     # a reduce prints every running count: the last one per word is the word's count
     last: dict[str, int] = {}
     for line in out.getvalue().splitlines():
-        word, n = eval(line.split("> ", 1)[1])   # "1> ('be', 2)" at parallelism 2
+        word, n = eval(line.split("> ", 1)[1])  # "1> ('be', 2)" at parallelism 2
         assert n == last.get(word, 0) + 1
         last[word] = n
     assert last == dict(Counter(WORDS))
     calls = recorded[0].calls
     epochs = result.epochs
-    assert calls == ["start"] + [c for e in range(epochs)
-                                 for c in (f"run {e}", f"passed {e}" + (" finished" if e == epochs - 1 else ""))] \
-        + ["stop"]
+    assert calls == ["start"] + [
+        c for e in range(epochs) for c in (f"run {e}", f"passed {e}" + (" finished" if e == epochs - 1 else ""))
+    ] + ["stop"]
 
 
 class _Stopper(JobListener):
@@ -107,7 +120,7 @@ class _Stopper(JobListener):
     def __init__(self, clock: ManualClock, step_ms: int, last: int):
         self.clock, self.step_ms, self.last = clock, step_ms, last
         self.core: JobMaster | None = None
-        self.checkpoints: list[tuple[int, int]] = []   # (barrier epoch, trigger timestamp)
+        self.checkpoints: list[tuple[int, int]] = []  # (barrier epoch, trigger timestamp)
 
     def on_epoch_completed(self, stats) -> None:
         self.clock.advance(self.step_ms)
@@ -125,8 +138,9 @@ def test_periodic_checkpoints_follow_the_driven_clock(make_env, tmp_path):
     env.set_parallelism(1)
     env.enable_checkpointing(1000)
     env.get_checkpoint_config().set_checkpoint_storage_dir((tmp_path / "ck").as_uri())
-    env.from_source(DataGeneratorSource(lambda i: i, 10**9, num_splits=1), WatermarkStrategy.no_watermarks(),
-                    "gen").uid("gen").print()
+    env.from_source(
+        DataGeneratorSource(lambda i: i, 10**9, num_splits=1), WatermarkStrategy.no_watermarks(), "gen"
+    ).uid("gen").print()
     clock, out = ManualClock(start_ms=1_700_000_000_000), io.StringIO()
     core = _core(env, "driven", clock, out)
     listener = _Stopper(clock, 250, last=13)
@@ -137,6 +151,10 @@ def test_periodic_checkpoints_follow_the_driven_clock(make_env, tmp_path):
 
     assert result.cancelled and result.epochs == 14
     # hand count: barriers at 0, 250, 500, ... ms; a trigger once 1000 ms passed since the last one
-    assert listener.checkpoints == [(0, 1_700_000_000_000), (4, 1_700_000_001_000), (8, 1_700_000_002_000),
-                                    (12, 1_700_000_003_000)]
+    assert listener.checkpoints == [
+        (0, 1_700_000_000_000),
+        (4, 1_700_000_001_000),
+        (8, 1_700_000_002_000),
+        (12, 1_700_000_003_000),
+    ]
     assert [int(line) for line in out.getvalue().splitlines()] == list(range(14 * 10))

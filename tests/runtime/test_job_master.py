@@ -26,21 +26,38 @@ def test_status_machine_allows_flinks_transitions_and_refuses_others():
     assert m.status is JobStatus.CREATED
     with pytest.raises(IllegalJobStatusTransition, match="CREATED to FINISHED"):
         m.transition(JobStatus.FINISHED)
-    for s in (JobStatus.RUNNING, JobStatus.FAILING, JobStatus.RESTARTING, JobStatus.RUNNING,
-              JobStatus.CANCELLING, JobStatus.CANCELED):
+    for s in (
+        JobStatus.RUNNING,
+        JobStatus.FAILING,
+        JobStatus.RESTARTING,
+        JobStatus.RUNNING,
+        JobStatus.CANCELLING,
+        JobStatus.CANCELED,
+    ):
         m.transition(s)
     assert m.is_terminal()
     with pytest.raises(IllegalJobStatusTransition, match="CANCELED to RUNNING"):
         m.transition(JobStatus.RUNNING)
-    assert heard == [("CREATED", "RUNNING"), ("RUNNING", "FAILING"), ("FAILING", "RESTARTING"),
-                     ("RESTARTING", "RUNNING"), ("RUNNING", "CANCELLING"), ("CANCELLING", "CANCELED")]
+    assert heard == [
+        ("CREATED", "RUNNING"),
+        ("RUNNING", "FAILING"),
+        ("FAILING", "RESTARTING"),
+        ("RESTARTING", "RUNNING"),
+        ("RUNNING", "CANCELLING"),
+        ("CANCELLING", "CANCELED"),
+    ]
 
 
 def _counting(env, count: int, fn=None, rate=None):
     env.set_parallelism(2)
     src = DataGeneratorSource(key_of, count, num_splits=2, records_per_second=rate)
-    return (env.from_source(src, WatermarkStrategy.no_watermarks(), "gen").uid("gen")
-            .key_by(lambda k: k).process(fn or Count()).uid("count"))
+    return (
+        env.from_source(src, WatermarkStrategy.no_watermarks(), "gen")
+        .uid("gen")
+        .key_by(lambda k: k)
+        .process(fn or Count())
+        .uid("count")
+    )
 
 
 def test_listener_from_config_hears_a_finished_job(make_env, tmp_path):
@@ -66,9 +83,16 @@ def test_listener_from_config_hears_a_finished_job(make_env, tmp_path):
 def test_listener_hears_failover_and_restart(make_env, tmp_path):
     flag = tmp_path / "failed-once"
     count = 2_000
-    env = make_env("local", **{"execution.epoch.max-records": 20, "restart-strategy.type": "fixed-delay",
-                               "restart-strategy.fixed-delay.attempts": 3, "restart-strategy.fixed-delay.delay": "0 ms",
-                               "execution.job-listeners": [RECORDER]})
+    env = make_env(
+        "local",
+        **{
+            "execution.epoch.max-records": 20,
+            "restart-strategy.type": "fixed-delay",
+            "restart-strategy.fixed-delay.attempts": 3,
+            "restart-strategy.fixed-delay.delay": "0 ms",
+            "execution.job-listeners": [RECORDER],
+        },
+    )
     env.enable_checkpointing(1)
     env.get_checkpoint_config().set_checkpoint_storage_dir((tmp_path / "ck").as_uri())
     got = _counting(env, count, FailOnce(flag)).execute_and_collect()
@@ -76,12 +100,19 @@ def test_listener_hears_failover_and_restart(make_env, tmp_path):
     for key, n in got:
         last[key] = max(last.get(key, 0), n)
     assert flag.exists() and last == dict(oracle_totals(count))
-    job_id = [j for j, ev in RecordingJobListener.events.items() if ("status", JobStatus.FAILING, JobStatus.RESTARTING)
-              in [e[:3] for e in ev]]
+    job_id = [
+        j
+        for j, ev in RecordingJobListener.events.items()
+        if ("status", JobStatus.FAILING, JobStatus.RESTARTING) in [e[:3] for e in ev]
+    ]
     assert len(job_id) == 1
     assert RecordingJobListener.statuses(job_id[0]) == [
-        ("CREATED", "RUNNING"), ("RUNNING", "FAILING"), ("FAILING", "RESTARTING"), ("RESTARTING", "RUNNING"),
-        ("RUNNING", "FINISHED")]
+        ("CREATED", "RUNNING"),
+        ("RUNNING", "FAILING"),
+        ("FAILING", "RESTARTING"),
+        ("RESTARTING", "RUNNING"),
+        ("RUNNING", "FINISHED"),
+    ]
 
 
 def test_listener_hears_failure_and_cancel(make_env, tmp_path):
@@ -95,8 +126,11 @@ def test_listener_hears_failure_and_cancel(make_env, tmp_path):
     with pytest.raises(UserFunctionError):
         env.execute()
     (failed,) = set(RecordingJobListener.events) - before
-    assert RecordingJobListener.statuses(failed) == [("CREATED", "RUNNING"), ("RUNNING", "FAILING"),
-                                                     ("FAILING", "FAILED")]
+    assert RecordingJobListener.statuses(failed) == [
+        ("CREATED", "RUNNING"),
+        ("RUNNING", "FAILING"),
+        ("FAILING", "FAILED"),
+    ]
 
     env2 = make_env("local", **{"execution.epoch.max-records": 50, "execution.job-listeners": RECORDER})
     _counting(env2, 10**9, rate=1_000).print()
@@ -105,12 +139,17 @@ def test_listener_hears_failure_and_cancel(make_env, tmp_path):
     client.cancel()
     client.wait(30)
     assert RecordingJobListener.statuses(client.get_job_id()) == [
-        ("CREATED", "RUNNING"), ("RUNNING", "CANCELLING"), ("CANCELLING", "CANCELED")]
+        ("CREATED", "RUNNING"),
+        ("RUNNING", "CANCELLING"),
+        ("CANCELLING", "CANCELED"),
+    ]
 
 
 def test_the_runtime_does_not_import_the_rest_package():
-    code = ("import sys, sparkpoint.runtime.job_master, sparkpoint.runtime.local_executor;"
-            "print(sorted(m for m in sys.modules if m.startswith('sparkpoint.rest')))")
+    code = (
+        "import sys, sparkpoint.runtime.job_master, sparkpoint.runtime.local_executor;"
+        "print(sorted(m for m in sys.modules if m.startswith('sparkpoint.rest')))"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[]"
@@ -142,12 +181,12 @@ def test_sink_committer_commits_exactly_the_epochs_a_completed_checkpoint_covers
     c = SinkCommitter(plan, exactly_once=True)  # type: ignore[arg-type]
     c.add_epoch(0, {7: ["e0"]})
     c.add_epoch(1, {7: ["e1"]})
-    c.on_checkpoint_triggered(1)          # barrier after epoch 1: covers e0, e1
+    c.on_checkpoint_triggered(1)  # barrier after epoch 1: covers e0, e1
     c.add_epoch(2, {7: ["e2"]})
-    c.on_checkpoint_triggered(2)          # covers e0, e1, e2
+    c.on_checkpoint_triggered(2)  # covers e0, e1, e2
     c.add_epoch(3, {7: ["e3"]})
     assert c.pending_committables() == {7: ["e0", "e1", "e2", "e3"]} and sink.committed == []
-    c.forget([1])                         # checkpoint 1 was aborted: nothing committed
+    c.forget([1])  # checkpoint 1 was aborted: nothing committed
     assert sink.committed == []
     c.on_checkpoint_completed(2)
     assert sink.committed == ["e0", "e1", "e2"] and c.pending_committables() == {7: ["e3"]}
@@ -166,8 +205,11 @@ def test_job_client_reports_the_job_masters_status(make_env):
     from sparkpoint.datastream.connectors.generator import DataGeneratorSource
 
     env = make_env("local", **{"execution.epoch.max-records": 10})
-    env.from_source(DataGeneratorSource(lambda i: i, 1_000_000, num_splits=1, records_per_second=200),
-                    WatermarkStrategy.no_watermarks(), "gen").print()
+    env.from_source(
+        DataGeneratorSource(lambda i: i, 1_000_000, num_splits=1, records_per_second=200),
+        WatermarkStrategy.no_watermarks(),
+        "gen",
+    ).print()
     client = env.execute_async("status")
     deadline = _time.time() + 30
     while client.get_job_status().result() is not JobStatus.RUNNING and _time.time() < deadline:

@@ -47,7 +47,7 @@ def test_open_failing_names_the_operator_and_keeps_the_traceback(make_env, targe
     assert str(err).startswith("open() of the user function of operator 'score' (uid 'score-v1') failed in epoch")
     assert str(err).endswith("FileNotFoundError: no model at models/churn.bin"), str(err)
     trace = err.traceback_text()
-    assert "in load_model" in trace and "self.model = load_model(\"models/churn.bin\")" in trace, trace
+    assert "in load_model" in trace and 'self.model = load_model("models/churn.bin")' in trace, trace
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -55,10 +55,12 @@ def test_open_failing_in_a_keyed_function(make_env, target, request):
     if target == "spark":
         request.getfixturevalue("spark")
     env = make_env(target)
-    (env.from_collection([("a", 1), ("b", 2)]).key_by(lambda r: r[0])
-     .process(CountsWithState()).uid("rules").print())
-    with pytest.raises(UserFunctionOpenError, match=r"open\(\) of the user function of operator .* \(uid 'rules'\) "
-                                                   r"failed in epoch \d+: RuntimeError: the rules service refused"):
+    (env.from_collection([("a", 1), ("b", 2)]).key_by(lambda r: r[0]).process(CountsWithState()).uid("rules").print())
+    with pytest.raises(
+        UserFunctionOpenError,
+        match=r"open\(\) of the user function of operator .* \(uid 'rules'\) "
+        r"failed in epoch \d+: RuntimeError: the rules service refused",
+    ):
         env.execute()
 
 
@@ -79,11 +81,21 @@ class OpensUntilTheModelIsGone(MapFunction):
 
 
 def test_open_failing_after_every_restore_fails_the_job_naming_open(make_env, tmp_path):
-    env = make_env("local", **{"execution.checkpointing.interval": "1 ms", "execution.epoch.max-records": 10,
-                               "state.checkpoints.dir": (tmp_path / "ckpt").as_uri(),
-                               "restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.delay": "0 ms"})
+    env = make_env(
+        "local",
+        **{
+            "execution.checkpointing.interval": "1 ms",
+            "execution.epoch.max-records": 10,
+            "state.checkpoints.dir": (tmp_path / "ckpt").as_uri(),
+            "restart-strategy.type": "fixed-delay",
+            "restart-strategy.fixed-delay.delay": "0 ms",
+        },
+    )
     env.from_collection(list(range(100))).map(OpensUntilTheModelIsGone(str(tmp_path / "gone"))).uid("score-v1").print()
-    with pytest.raises(Exception, match=r"FileNotFoundError: no model at models/churn.bin\. It failed 2 times in a "
-                                        r"row, after restoring each time") as info:
+    with pytest.raises(
+        Exception,
+        match=r"FileNotFoundError: no model at models/churn.bin\. It failed 2 times in a "
+        r"row, after restoring each time",
+    ) as info:
         env.execute()
     assert isinstance(info.value.__cause__, UserFunctionOpenError)

@@ -47,8 +47,12 @@ def test_operator_list_state_per_subtask_on_spark(spark, make_env):
     env = make_env("spark", **{"execution.epoch.max-records": 4})
     env.set_parallelism(2)
     source = NumberSequenceSource(1, 30, num_splits=2)
-    got = (env.from_source(source, WatermarkStrategy.no_watermarks(), "numbers")
-           .map(RunningCount()).uid("counting").execute_and_collect())
+    got = (
+        env.from_source(source, WatermarkStrategy.no_watermarks(), "numbers")
+        .map(RunningCount())
+        .uid("counting")
+        .execute_and_collect()
+    )
     # each subtask's counter counts its own records 1..n without gaps or restarts
     odd = sorted(c for v, c in got if v % 2 == 1)
     even = sorted(c for v, c in got if v % 2 == 0)
@@ -76,10 +80,14 @@ def test_source_emitted_timestamps_and_watermarks(make_env):
     env.set_parallelism(2)
     n = 40_000
     src = StringLineEventSource(n, num_splits=2, with_timestamps_and_watermarks=True, max_lagged_time_millis=50_000)
-    got = (env.from_source(src, WatermarkStrategy.no_watermarks(), "events")
-           .map(lambda line: ((line.split("\t")[1], line.split("\t")[3]), 1))
-           .key_by(lambda p: p[0]).window(TumblingEventTimeWindows.of(Time.minutes(1))).process(CountW())
-           .execute_and_collect())
+    got = (
+        env.from_source(src, WatermarkStrategy.no_watermarks(), "events")
+        .map(lambda line: ((line.split("\t")[1], line.split("\t")[3]), 1))
+        .key_by(lambda p: p[0])
+        .window(TumblingEventTimeWindows.of(Time.minutes(1)))
+        .process(CountW())
+        .execute_and_collect()
+    )
     expected = _seed_oracle(n, EventSpec())
     assert Counter({(s, c, b): k for s, c, b, k in got}) == expected
     assert len(got) == len(expected)
@@ -114,12 +122,24 @@ def test_late_side_output_with_allowed_lateness_zero(make_env, capsys):
     """Records older than the watermark at their epoch's start go to the side output."""
     env = make_env("local", **{"execution.epoch.max-records": 3})
     late = OutputTag("late")
-    data = [("k", 1_000), ("k", 70_000), ("k", 130_000),   # epoch 0: watermark -> 130000 - 1
-            ("k", 5_000), ("k", 125_000), ("k", 131_000)]  # epoch 1: 5000 late, 125000 still fine
+    data = [
+        ("k", 1_000),
+        ("k", 70_000),
+        ("k", 130_000),  # epoch 0: watermark -> 130000 - 1
+        ("k", 5_000),
+        ("k", 125_000),
+        ("k", 131_000),
+    ]  # epoch 1: 5000 late, 125000 still fine
     wm = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda v, _: v[1])
-    windows = (env.from_collection(data).assign_timestamps_and_watermarks(wm).key_by(lambda v: v[0])
-               .window(TumblingEventTimeWindows.of(Time.minutes(1))).side_output_late_data(late)
-               .process(CountPlain()).uid("w"))
+    windows = (
+        env.from_collection(data)
+        .assign_timestamps_and_watermarks(wm)
+        .key_by(lambda v: v[0])
+        .window(TumblingEventTimeWindows.of(Time.minutes(1)))
+        .side_output_late_data(late)
+        .process(CountPlain())
+        .uid("w")
+    )
     windows.get_side_output(late).map(lambda v: f"late {v[1]}").print()
     main = windows.execute_and_collect()
     assert sorted(main) == [(0, 1), (60_000, 1), (120_000, 3)]

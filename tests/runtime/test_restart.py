@@ -52,8 +52,13 @@ def test_restart_strategy_configuration():
     default = restart_strategy_from_config(Configuration(), checkpointing=True)
     # Flink >= 1.19's default with checkpointing: exponential-delay, 1 s growing 1.5x up to 1 min, jitter 0.1
     assert isinstance(default, ExponentialDelayRestart)
-    assert (default.initial_ms, default.max_ms, default.multiplier, default.jitter, default.reset_ms) == \
-        (1_000, 60_000, 1.5, 0.1, 3_600_000)
+    assert (default.initial_ms, default.max_ms, default.multiplier, default.jitter, default.reset_ms) == (
+        1_000,
+        60_000,
+        1.5,
+        0.1,
+        3_600_000,
+    )
     fixed = restart_strategy_from_config(conf(**{"restart-strategy.type": "fixed-delay"}), True)
     assert isinstance(fixed, FixedDelayRestart)
     s = restart_strategy_from_config(conf(**{"restart-strategy.type": "failure-rate"}), True)
@@ -74,8 +79,8 @@ def test_exponential_delay_jitters_within_its_factor_and_starts_over_after_a_qui
         exp.notify_failure()
         samples = [exp.backoff_ms() for _ in range(200)]
         assert expected * 0.9 - 1 <= min(samples) and max(samples) <= expected * 1.1
-        assert max(samples) - min(samples) > expected * 0.1   # it does vary
-    exp.last_failure -= 3   # quiet for longer than the threshold plus the last backoff (0.05 s + 2.25 s)
+        assert max(samples) - min(samples) > expected * 0.1  # it does vary
+    exp.last_failure -= 3  # quiet for longer than the threshold plus the last backoff (0.05 s + 2.25 s)
     exp.notify_failure()
     assert exp.failures == 1 and 900 <= exp.backoff_ms() <= 1_100
 
@@ -97,9 +102,9 @@ def test_restart_strategies_read_failure_times_on_the_job_clock():
     for expected in (100, 200, 400):
         exp.notify_failure()
         assert exp.backoff_ms() == expected
-    clock.advance(60_000)   # less than the threshold plus the last backoff (60.4 s)
+    clock.advance(60_000)  # less than the threshold plus the last backoff (60.4 s)
     exp.notify_failure()
     assert exp.backoff_ms() == 800
-    clock.advance(61_000)   # more than 60.8 s
+    clock.advance(61_000)  # more than 60.8 s
     exp.notify_failure()
     assert exp.failures == 1 and exp.backoff_ms() == 100

@@ -53,9 +53,16 @@ class AlwaysFailsAt:
 
 
 def _env(make_env, tmp_path: Path, **extra: Any):
-    return make_env("local", **{"execution.epoch.max-records": 10, "execution.checkpointing.interval": "1 ms",
-                               "state.checkpoints.dir": (tmp_path / "ckpt").as_uri(),
-                               "execution.job-listeners": LISTENERS, **extra})
+    return make_env(
+        "local",
+        **{
+            "execution.epoch.max-records": 10,
+            "execution.checkpointing.interval": "1 ms",
+            "state.checkpoints.dir": (tmp_path / "ckpt").as_uri(),
+            "execution.job-listeners": LISTENERS,
+            **extra,
+        },
+    )
 
 
 def _lines(text: str) -> list[tuple[str, int, int, str, str]]:
@@ -72,10 +79,10 @@ def _trigger_timestamp(location: str) -> int:
 
 
 def test_a_failover_says_which_checkpoint_it_restores(make_env, tmp_path, caplog):
-    env = _env(make_env, tmp_path, **{"restart-strategy.type": "fixed-delay",
-                                      "restart-strategy.fixed-delay.delay": "0 ms"})
-    env.from_collection(list(range(100))).uid("numbers").map(FailsOnceAt(45, str(tmp_path / "failed"))).uid("m") \
-        .print()
+    env = _env(
+        make_env, tmp_path, **{"restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.delay": "0 ms"}
+    )
+    env.from_collection(list(range(100))).uid("numbers").map(FailsOnceAt(45, str(tmp_path / "failed"))).uid("m").print()
     before = set(RecordingJobListener.events)
     CLIENT.seek(0)
     CLIENT.truncate()
@@ -85,7 +92,7 @@ def test_a_failover_says_which_checkpoint_it_restores(make_env, tmp_path, caplog
     job_id = _job_id(before)
     events = RecordingJobListener.events[job_id]
     failed_at = next(i for i, e in enumerate(events) if e[0] == "status" and e[2].name == "FAILING")
-    latest = [e for e in events[:failed_at] if e[0] == "checkpoint"][-1]   # the newest completed before the failure
+    latest = [e for e in events[:failed_at] if e[0] == "checkpoint"][-1]  # the newest completed before the failure
     [line] = _lines(caplog.text)
     assert (line[0], line[1], line[3], line[4]) == (job_id, latest[1], job_id, latest[2]), (line, latest)
     assert started <= line[2] <= time.time() * 1000
@@ -93,11 +100,12 @@ def test_a_failover_says_which_checkpoint_it_restores(make_env, tmp_path, caplog
 
 
 def test_a_start_from_a_checkpoint_says_which_it_restores(make_env, tmp_path, caplog):
-    first = _env(make_env, tmp_path, **{"execution.checkpointing.externalized-checkpoint-retention":
-                                        "RETAIN_ON_CANCELLATION"})
+    first = _env(
+        make_env, tmp_path, **{"execution.checkpointing.externalized-checkpoint-retention": "RETAIN_ON_CANCELLATION"}
+    )
     first.from_collection(list(range(100))).uid("numbers").map(AlwaysFailsAt(45)).uid("m").print()
     before = set(RecordingJobListener.events)
-    with pytest.raises(JobExecutionError):   # no restart strategy configured: with checkpoints, it fails when ...
+    with pytest.raises(JobExecutionError):  # no restart strategy configured: with checkpoints, it fails when ...
         first.execute()
     first_id = _job_id(before)
     # ... the same record failed twice, restoring in between. Its newest retained checkpoint:

@@ -26,7 +26,7 @@ from tests.runtime.recording_listener import RecordingJobListener
 
 pytestmark = pytest.mark.spark
 
-FILES, LINES = 6, 400   # one file per source subtask and epoch: 6 files of 400 lines, max-records 400
+FILES, LINES = 6, 400  # one file per source subtask and epoch: 6 files of 400 lines, max-records 400
 
 
 def write_input(base: Path, bad: tuple[int, int] | None = None) -> Counter:
@@ -43,7 +43,7 @@ def write_input(base: Path, bad: tuple[int, int] | None = None) -> Counter:
                 totals[user] += amount
         path = base / f"{f}.tsv"
         path.write_text("\n".join(lines) + "\n")
-        os.utime(path, (1_700_000_000 + f,) * 2)   # files are read in modification-time order
+        os.utime(path, (1_700_000_000 + f,) * 2)  # files are read in modification-time order
     return totals
 
 
@@ -66,17 +66,27 @@ class FailOnce(MapFunction):
         return user, amount
 
 
-FAIL_LINE = "u20\t21"   # the first line of file 4 (see write_input): (4 * 7 + 13) % 23, (4 * 31 + 17) % 101
+FAIL_LINE = "u20\t21"  # the first line of file 4 (see write_input): (4 * 7 + 13) % 23, (4 * 31 + 17) % 101
 
 
 def build(env, base: Path, out: Path, parser=parse, reducer=lambda a, b: (a[0], a[1] + b[1])) -> None:
-    (env.from_source(FileSource.for_record_stream_format(StreamFormat.text_line_format(), str(base)).build(),
-                     WatermarkStrategy.no_watermarks(), "lines").uid("lines")
-     .map(parser, output_type=Types.TUPLE([Types.STRING(), Types.INT()])).uid("parse")
-     .key_by(lambda r: r[0])
-     .reduce(reducer).uid("sum")
-     .map(lambda r: f"{r[0]}\t{r[1]}").uid("format")
-     .sink_to(FileSink.for_row_format(str(out), Encoder.simple_string_encoder()).build()).uid("sink"))
+    (
+        env.from_source(
+            FileSource.for_record_stream_format(StreamFormat.text_line_format(), str(base)).build(),
+            WatermarkStrategy.no_watermarks(),
+            "lines",
+        )
+        .uid("lines")
+        .map(parser, output_type=Types.TUPLE([Types.STRING(), Types.INT()]))
+        .uid("parse")
+        .key_by(lambda r: r[0])
+        .reduce(reducer)
+        .uid("sum")
+        .map(lambda r: f"{r[0]}\t{r[1]}")
+        .uid("format")
+        .sink_to(FileSink.for_row_format(str(out), Encoder.simple_string_encoder()).build())
+        .uid("sink")
+    )
 
 
 def final_sums(out: Path) -> Counter:
@@ -89,30 +99,41 @@ def final_sums(out: Path) -> Counter:
 
 
 def conf(tmp_path: Path, **extra: object) -> dict:
-    return {"execution.epoch.max-records": LINES, "execution.checkpointing.interval": "1 ms",
-            "state.checkpoints.dir": (tmp_path / "ckpt").as_uri(), **extra}
+    return {
+        "execution.epoch.max-records": LINES,
+        "execution.checkpointing.interval": "1 ms",
+        "state.checkpoints.dir": (tmp_path / "ckpt").as_uri(),
+        **extra,
+    }
 
 
-@pytest.mark.parametrize("ahead,map_stage_api", [(True, True), (True, False), (False, True)],
-                         ids=["ahead", "ahead through a plain action", "not ahead"])
+@pytest.mark.parametrize(
+    "ahead,map_stage_api",
+    [(True, True), (True, False), (False, True)],
+    ids=["ahead", "ahead through a plain action", "not ahead"],
+)
 def test_sources_run_ahead_and_the_output_is_the_hand_count(spark, make_env, tmp_path, ahead, map_stage_api):
     """Also with Spark's submitMapStage refused: the source tasks' map stage runs ahead through a plain action."""
     expected = write_input(tmp_path / "in")
-    env = make_env("spark", **conf(tmp_path, **{"sparkpoint.epoch.sources-ahead": ahead,
-                                                "sparkpoint.spark.submit-map-stage": map_stage_api}))
+    env = make_env(
+        "spark",
+        **conf(
+            tmp_path, **{"sparkpoint.epoch.sources-ahead": ahead, "sparkpoint.spark.submit-map-stage": map_stage_api}
+        ),
+    )
     env.set_parallelism(2)
     build(env, tmp_path / "in", tmp_path / "out")
     result = env.execute()
     assert final_sums(tmp_path / "out") == expected
-    reading_epochs = FILES // 2   # two subtasks, one file each per epoch
-    if ahead:   # the first epoch starts them; every later epoch that reads input ran its sources ahead
+    reading_epochs = FILES // 2  # two subtasks, one file each per epoch
+    if ahead:  # the first epoch starts them; every later epoch that reads input ran its sources ahead
         assert result.sources_ahead == reading_epochs - 1, (result.sources_ahead, result.epochs)
     else:
         assert result.sources_ahead == 0
 
 
 def test_a_failure_in_a_source_task_run_ahead_names_its_record(spark, make_env, tmp_path):
-    write_input(tmp_path / "in", bad=(4, 200))   # read in epoch 2, whose sources run ahead
+    write_input(tmp_path / "in", bad=(4, 200))  # read in epoch 2, whose sources run ahead
     env = make_env("spark", **conf(tmp_path, **{"restart-strategy.type": "none"}))
     env.set_parallelism(2)
     build(env, tmp_path / "in", tmp_path / "out")
@@ -139,13 +160,21 @@ def test_user_counters_of_sources_run_ahead_count_every_record_once(spark, make_
     env = make_env("spark", **conf(tmp_path))
     env.set_parallelism(2)
     out = tmp_path / "out"
-    (env.from_source(FileSource.for_record_stream_format(StreamFormat.text_line_format(),
-                                                         str(tmp_path / "in")).build(),
-                     WatermarkStrategy.no_watermarks(), "lines").uid("lines")
-     .map(CountSeen(), output_type=Types.TUPLE([Types.STRING(), Types.LONG()])).uid("count")
-     .key_by(lambda r: r[0])
-     .map(lambda r: f"{r[0]}\t{r[1]}").uid("format")
-     .sink_to(FileSink.for_row_format(str(out), Encoder.simple_string_encoder()).build()).uid("sink"))
+    (
+        env.from_source(
+            FileSource.for_record_stream_format(StreamFormat.text_line_format(), str(tmp_path / "in")).build(),
+            WatermarkStrategy.no_watermarks(),
+            "lines",
+        )
+        .uid("lines")
+        .map(CountSeen(), output_type=Types.TUPLE([Types.STRING(), Types.LONG()]))
+        .uid("count")
+        .key_by(lambda r: r[0])
+        .map(lambda r: f"{r[0]}\t{r[1]}")
+        .uid("format")
+        .sink_to(FileSink.for_row_format(str(out), Encoder.simple_string_encoder()).build())
+        .uid("sink")
+    )
     result = env.execute()
     assert result.sources_ahead >= 1
     counts: dict[str, list[int]] = {}
@@ -153,7 +182,7 @@ def test_user_counters_of_sources_run_ahead_count_every_record_once(spark, make_
         subtask, count = line.split("\t")
         counts.setdefault(subtask, []).append(int(count))
     assert sorted(counts) == ["0", "1"]
-    for subtask, seen in counts.items():   # 1, 2, ... n: no count repeated, none skipped
+    for subtask, seen in counts.items():  # 1, 2, ... n: no count repeated, none skipped
         assert sorted(seen) == list(range(1, len(seen) + 1)), subtask
     assert sum(len(s) for s in counts.values()) == FILES * LINES
 
@@ -179,13 +208,23 @@ N_GENERATED = 8_000
 
 
 def _generated_sums(env, out: Path) -> None:
-    (env.from_source(DataGeneratorSource(lambda i: i, N_GENERATED, num_splits=2, records_per_second=1_000),
-                     WatermarkStrategy.no_watermarks(), "numbers").uid("numbers")
-     .map(lambda i: (i % 7, i), output_type=Types.TUPLE([Types.INT(), Types.LONG()])).uid("pair")
-     .key_by(lambda r: r[0])
-     .reduce(lambda a, b: (a[0], a[1] + b[1])).uid("sum")
-     .map(lambda r: f"{r[0]}\t{r[1]}").uid("format")
-     .sink_to(FileSink.for_row_format(str(out), Encoder.simple_string_encoder()).build()).uid("sink"))
+    (
+        env.from_source(
+            DataGeneratorSource(lambda i: i, N_GENERATED, num_splits=2, records_per_second=1_000),
+            WatermarkStrategy.no_watermarks(),
+            "numbers",
+        )
+        .uid("numbers")
+        .map(lambda i: (i % 7, i), output_type=Types.TUPLE([Types.INT(), Types.LONG()]))
+        .uid("pair")
+        .key_by(lambda r: r[0])
+        .reduce(lambda a, b: (a[0], a[1] + b[1]))
+        .uid("sum")
+        .map(lambda r: f"{r[0]}\t{r[1]}")
+        .uid("format")
+        .sink_to(FileSink.for_row_format(str(out), Encoder.simple_string_encoder()).build())
+        .uid("sink")
+    )
 
 
 def epochs_done(job_id: str) -> int:
@@ -206,23 +245,36 @@ def test_stop_with_savepoint_while_sources_run_ahead_then_restore(spark, make_en
     nothing: the stopped job and the one restored from its savepoint together emit one running sum per
     record, and the final sums of the hand count."""
     out = tmp_path / "out"
-    first = make_env("spark", **sink_mode(tmp_path, exactly_once, **{
-        "execution.epoch.max-records": 100, "state.savepoints.dir": (tmp_path / "sp").as_uri(),
-        "execution.job-listeners": "tests.runtime.recording_listener:RecordingJobListener"}))
+    first = make_env(
+        "spark",
+        **sink_mode(
+            tmp_path,
+            exactly_once,
+            **{
+                "execution.epoch.max-records": 100,
+                "state.savepoints.dir": (tmp_path / "sp").as_uri(),
+                "execution.job-listeners": "tests.runtime.recording_listener:RecordingJobListener",
+            },
+        ),
+    )
     first.set_parallelism(2)
     _generated_sums(first, out)
     client = first.execute_async("stopped")
     deadline = time.time() + 60
-    while epochs_done(client.get_job_id()) < 4 and time.time() < deadline:   # sources ran ahead from epoch 1 on
+    while epochs_done(client.get_job_id()) < 4 and time.time() < deadline:  # sources ran ahead from epoch 1 on
         time.sleep(0.02)
     savepoint = client.stop_with_savepoint(advance_to_end_of_event_time=drain).result(60)
     stopped = client.wait(60)
     assert stopped.sources_ahead >= 1, stopped.sources_ahead
     emitted = len(read_committed_lines(out))
-    assert 0 < emitted < N_GENERATED, emitted   # stopped part way
+    assert 0 < emitted < N_GENERATED, emitted  # stopped part way
 
-    second = make_env("spark", **sink_mode(tmp_path, exactly_once, **{
-        "execution.epoch.max-records": 1_000, "execution.savepoint.path": savepoint}))
+    second = make_env(
+        "spark",
+        **sink_mode(
+            tmp_path, exactly_once, **{"execution.epoch.max-records": 1_000, "execution.savepoint.path": savepoint}
+        ),
+    )
     second.set_parallelism(2)
     _generated_sums(second, out)
     second.execute("restored")
@@ -252,7 +304,7 @@ def test_a_source_task_run_again_must_read_what_its_first_run_reported():
     one_report_per_task([report(1, 20), report(0, 10)], taken=[report(0, 10), report(1, 20)])
     with pytest.raises(JobExecutionError, match="epoch 3: source subtask 1 ran again"):
         one_report_per_task([report(0, 10), report(1, 25)], taken=[report(0, 10), report(1, 20)])
-    with pytest.raises(JobExecutionError, match="epoch 3: source subtask 0 ran again"):   # both runs in one job
+    with pytest.raises(JobExecutionError, match="epoch 3: source subtask 0 ran again"):  # both runs in one job
         one_report_per_task([report(0, 10), report(1, 20), report(0, 11)])
 
 
@@ -274,9 +326,17 @@ class FailOnceInTheKeyedStage:
 @pytest.mark.parametrize("where", ["source stage (a task run ahead)", "keyed stage (sources run ahead meanwhile)"])
 def test_a_failover_drops_the_sources_run_ahead_and_counts_every_record_once(spark, make_env, tmp_path, where):
     expected = write_input(tmp_path / "in")
-    env = make_env("spark", **conf(tmp_path, **{
-        "restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.attempts": 2,
-        "restart-strategy.fixed-delay.delay": "10 ms"}))
+    env = make_env(
+        "spark",
+        **conf(
+            tmp_path,
+            **{
+                "restart-strategy.type": "fixed-delay",
+                "restart-strategy.fixed-delay.attempts": 2,
+                "restart-strategy.fixed-delay.delay": "10 ms",
+            },
+        ),
+    )
     env.set_parallelism(2)
     flag = tmp_path / "failed"
     if where.startswith("source"):
@@ -293,9 +353,9 @@ def test_a_stop_ends_the_job_of_the_sources_run_ahead_before_destroying_the_plan
     """A stop cancels the source tasks started ahead and waits for Spark to end their job before it destroys
     the plan's broadcast: Spark's scheduler, still submitting their stage, would otherwise read the destroyed
     broadcast ("Attempted to use Broadcast(..) after it was destroyed")."""
-    from sparkpoint.common import Configuration
     from concurrent.futures import ThreadPoolExecutor
 
+    from sparkpoint.common import Configuration
     from sparkpoint.runtime.spark.ahead import RunningAhead
     from sparkpoint.runtime.spark.executor import SparkEpochExecutor
     from sparkpoint.runtime.spark.map_stage import submit_map_stage
@@ -307,11 +367,11 @@ def test_a_stop_ends_the_job_of_the_sources_run_ahead_before_destroying_the_plan
     stage = submit_map_stage(sc, slow, "test-stop", "a slow map stage", ThreadPoolExecutor(1))
     executor._ahead = RunningAhead(epoch=2, run=1, shuffled=slow, stage=stage)
     executor.bc = plan = _Broadcast(sc.broadcast(b"plan"), stage)
-    time.sleep(0.5)   # its tasks are running
+    time.sleep(0.5)  # its tasks are running
     t0 = time.monotonic()
     executor.stop()
     assert plan.job_over_when_destroyed is True, "the plan broadcast was destroyed while the job still ran"
-    assert time.monotonic() - t0 < 4.5   # cancelled, not waited out
+    assert time.monotonic() - t0 < 4.5  # cancelled, not waited out
     assert executor.bc is None
 
 

@@ -25,12 +25,17 @@ from tests.checkpoint.test_checkpointing import Count, key_of, oracle_totals
 from tests.checkpoint.test_savepoints import seed_job
 from tests.e2e.test_exactly_once import oracle as window_oracle
 
-BACKENDS = {"hashmap": {"state.backend.type": "hashmap", "state.changelog.enabled": "true"},
-            "rocksdb": {"state.backend.type": "rocksdb", "state.changelog.enabled": "true"},
-            # every checkpoint after the first references the changelog: a rebuild starts from one of them
-            "rocksdb-changelog-checkpoints": {"state.backend.type": "rocksdb", "state.changelog.enabled": "true",
-                                              "execution.checkpointing.incremental": "true",
-                                              "state.changelog.periodic-materialize.interval": "-1"}}
+BACKENDS = {
+    "hashmap": {"state.backend.type": "hashmap", "state.changelog.enabled": "true"},
+    "rocksdb": {"state.backend.type": "rocksdb", "state.changelog.enabled": "true"},
+    # every checkpoint after the first references the changelog: a rebuild starts from one of them
+    "rocksdb-changelog-checkpoints": {
+        "state.backend.type": "rocksdb",
+        "state.changelog.enabled": "true",
+        "execution.checkpointing.incremental": "true",
+        "state.changelog.periodic-materialize.interval": "-1",
+    },
+}
 
 
 def _run(env, tmp_path: Path, count: int, wipe_at: set[int], checkpoints: bool, damage_changelog: bool = False):
@@ -41,8 +46,13 @@ def _run(env, tmp_path: Path, count: int, wipe_at: set[int], checkpoints: bool, 
         env.get_checkpoint_config().set_checkpoint_storage_dir((tmp_path / "ck").as_uri())
     env.set_parallelism(2)
     src = DataGeneratorSource(key_of, count, num_splits=2)
-    stream = (env.from_source(src, WatermarkStrategy.no_watermarks(), "gen").uid("gen")
-              .key_by(lambda k: k).process(Count()).uid("count"))
+    stream = (
+        env.from_source(src, WatermarkStrategy.no_watermarks(), "gen")
+        .uid("gen")
+        .key_by(lambda k: k)
+        .process(Count())
+        .uid("count")
+    )
     wiped: list[int] = []
 
     def on_epoch(stats):
@@ -88,9 +98,16 @@ def test_a_task_away_from_its_state_rebuilds_it_without_a_failover(make_env, tmp
 @pytest.mark.parametrize("backend", ["hashmap", "rocksdb"])
 def test_without_a_changelog_a_lost_state_fails_over_to_the_checkpoint(make_env, tmp_path, backend):
     count = 3_000
-    env = make_env("local", **{"execution.epoch.max-records": 40, "state.backend.type": backend,
-                               "state.changelog.enabled": "false", "restart-strategy.type": "fixed-delay",
-                               "restart-strategy.fixed-delay.delay": "0 ms"})
+    env = make_env(
+        "local",
+        **{
+            "execution.epoch.max-records": 40,
+            "state.backend.type": backend,
+            "state.changelog.enabled": "false",
+            "restart-strategy.type": "fixed-delay",
+            "restart-strategy.fixed-delay.delay": "0 ms",
+        },
+    )
     result, counts, wiped = _run(env, tmp_path, count, {15}, checkpoints=True)
     assert wiped == [15]
     assert counts == dict(oracle_totals(count))
@@ -144,10 +161,18 @@ def test_a_damaged_changelog_makes_the_job_fail_over_and_lose_nothing(make_env, 
     """The state is gone from its executor and the changelog the rebuild needs is damaged: the rebuild
     names the file and the job restores its latest checkpoint, once; the counts stay exact."""
     count = 3_000
-    env = make_env("local", **{"execution.epoch.max-records": 40, **BACKENDS["rocksdb"],
-                               "restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.delay": "0 ms"})
+    env = make_env(
+        "local",
+        **{
+            "execution.epoch.max-records": 40,
+            **BACKENDS["rocksdb"],
+            "restart-strategy.type": "fixed-delay",
+            "restart-strategy.fixed-delay.delay": "0 ms",
+        },
+    )
     result, last, damaged = _run(env, tmp_path, count, {12}, checkpoints=True, damage_changelog=True)
     assert damaged == [12] and last == dict(oracle_totals(count))
     assert result.restarts == 1 and result.state_rebuilds == 0
-    assert any("'count'" in r.message and "epoch 12 is damaged" in r.message for r in caplog.records), \
-        [r.message for r in caplog.records]
+    assert any("'count'" in r.message and "epoch 12 is damaged" in r.message for r in caplog.records), [
+        r.message for r in caplog.records
+    ]

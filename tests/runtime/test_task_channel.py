@@ -15,8 +15,7 @@ from sparkpoint.runtime.task_messages import TaskReport
 
 
 def report(stage: int, subtask: int, epoch: int = 4, location: str = "") -> TaskReport:
-    return TaskReport(stage_id=stage, subtask=subtask, epoch=epoch, records_in=10 * stage + subtask,
-                      location=location)
+    return TaskReport(stage_id=stage, subtask=subtask, epoch=epoch, records_in=10 * stage + subtask, location=location)
 
 
 def test_a_task_run_twice_counts_once_its_last_run():
@@ -32,7 +31,7 @@ def test_in_process_channel_hands_reports_over_and_drops_a_closed_run():
     sender.send([report(0, 0)])
     sender.send([report(1, 0)])
     assert [(r.stage_id, r.subtask) for r in channel.receive(1)] == [(0, 0), (1, 0)]
-    assert channel.receive(1) == []   # each report once
+    assert channel.receive(1) == []  # each report once
     channel.close(1)
     sender.send([report(1, 1)])
     assert channel.receive(1) == []
@@ -42,12 +41,14 @@ def test_in_process_channel_hands_reports_over_and_drops_a_closed_run():
 
 def _send_from_tasks(sender, stage: int, fail_subtask: int = -1):
     """A task function: sends its report, then (subtask ``fail_subtask``) fails."""
+
     def task(idx, it):
         rows = list(it)
         sender.send([report(stage, idx)])
         if idx == fail_subtask:
             raise RuntimeError("failed after sending its report")
         return iter([(r, r) for r in rows])
+
     return task
 
 
@@ -62,13 +63,13 @@ def test_spark_channel_carries_map_and_result_tasks_reports_and_not_a_failed_tas
     records = mapped.mapPartitionsWithIndex(_send_from_tasks(sender, 1)).keys().collect()
     assert sorted(records) == [(i, i) for i in range(6)]
     got = sorted((r.stage_id, r.subtask, r.records_in) for r in channel.receive(1))
-    assert got == [(0, 0, 0), (0, 1, 1), (0, 2, 2), (1, 0, 10), (1, 1, 11)]   # three map tasks, two result tasks
+    assert got == [(0, 0, 0), (0, 1, 1), (0, 2, 2), (1, 0, 10), (1, 1, 11)]  # three map tasks, two result tasks
 
     failing = channel.sender(2)
     with pytest.raises(Exception, match="failed after sending its report"):
         sc.parallelize(range(4), 2).mapPartitionsWithIndex(_send_from_tasks(failing, 0, fail_subtask=1)).collect()
-    assert all(r.subtask != 1 for r in channel.receive(2))   # Spark drops what a failed task added
+    assert all(r.subtask != 1 for r in channel.receive(2))  # Spark drops what a failed task added
 
-    channel.close(1)   # a run closed: what its tasks still send is dropped
+    channel.close(1)  # a run closed: what its tasks still send is dropped
     sc.parallelize(range(2), 2).mapPartitionsWithIndex(_send_from_tasks(sender, 0)).collect()
     assert channel.receive(1) == []

@@ -60,13 +60,14 @@ def user_error(record: object, caused_by: BaseException) -> UserFunctionError:
 def crossed(spark, make_error) -> BaseException:
     """What the driver raises for a Spark task of stage 1, subtask 0, epoch ``EPOCH`` failing with
     ``make_error()``."""
+
     def task(it):
         for _ in it:
             pass
         raise_for_driver(make_error(), 1, 0, EPOCH)
         yield  # a generator, as a task's output is
 
-    with pytest.raises(Exception) as info:   # the job's Py4JJavaError
+    with pytest.raises(Exception) as info:  # the job's Py4JJavaError
         spark.sparkContext.parallelize([0], 1).mapPartitions(task).collect()
     return error_from(info.value, EPOCH)
 
@@ -74,11 +75,10 @@ def crossed(spark, make_error) -> BaseException:
 def test_a_user_error_crosses_with_its_record_origin_and_trace(spark):
     error = crossed(spark, lambda: user_error(Unpicklable(), ValueError("amount 'oops' is not a number")))
     assert type(error) is UserFunctionError
-    assert (error.uid, error.operator_name, error.origin, error.epoch) == ("parse", "Map", "/data/in/4.tsv:200",
-                                                                           EPOCH)
-    assert error.record_text == "Unpicklable(order 42)"   # the record as text: it does not pickle
+    assert (error.uid, error.operator_name, error.origin, error.epoch) == ("parse", "Map", "/data/in/4.tsv:200", EPOCH)
+    assert error.record_text == "Unpicklable(order 42)"  # the record as text: it does not pickle
     assert "ValueError: amount 'oops' is not a number" in error.traceback_text()
-    assert error.__cause__ is None   # nothing unrecoverable: the failover may restart
+    assert error.__cause__ is None  # nothing unrecoverable: the failover may restart
 
 
 def test_an_unrecoverable_cause_crosses_as_its_class_and_attributes(spark):

@@ -22,7 +22,7 @@ def test_cycle_collector_during_and_after_tasks(make_env, setting, during):
     assert gc.isenabled()
     states = collector_states(make_env, **setting)
     assert states == [during] * 30
-    assert gc.isenabled()   # the process collects again once the tasks are done
+    assert gc.isenabled()  # the process collects again once the tasks are done
 
 
 def test_a_failing_task_turns_the_collector_back_on(make_env):
@@ -43,7 +43,7 @@ def test_the_collector_comes_back_on_only_after_the_tasks_records_are_gone(make_
     env = make_env("local", **{"execution.epoch.max-records": 100_000})
     records = env.from_collection(list(range(60_000))).map(lambda x: (str(x), (x, x + 1)))
     gc.callbacks.append(watch)
-    try:   # nothing comes back: the records live in the task alone
+    try:  # nothing comes back: the records live in the task alone
         assert records.filter(lambda r: r[1][0] < 0).execute_and_collect() == []
     finally:
         gc.callbacks.remove(watch)
@@ -72,7 +72,7 @@ def test_an_interrupt_that_lands_while_the_collector_is_off_leaves_it_on():
     def task() -> None:
         try:
             with interrupter.running():
-                gc.disable()   # as run_task does; the interrupt comes before it turns it on again
+                gc.disable()  # as run_task does; the interrupt comes before it turns it on again
                 inside.set()
                 while True:
                     sum(range(100))

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Optional
 
 import numpy as np
 import pytest
@@ -79,11 +78,18 @@ def test_long_max_value_is_a_timestamp_whose_timer_fires_at_the_end_of_input(mak
     """As in Flink: the end of input is the watermark Long.MAX_VALUE, which passes a timer set for it."""
     events(tmp_path / "in", LONG_MAX)
     env = make_env("local")
-    got = list(from_events(env, tmp_path / "in").key_by(lambda line: line.split("\t")[1])
-               .process(StampAndWaitForTheEnd()).uid("stamp").execute_and_collect())
-    stamps = {"k0": [10, LONG_MAX, 40], "k1": [20, 30]}   # by hand: lines 1..5 alternate k0, k1
-    expected = sorted([("element", k, t) for k, ts in stamps.items() for t in ts]
-                      + [("timer", k, t) for k, ts in stamps.items() for t in ts])
+    got = list(
+        from_events(env, tmp_path / "in")
+        .key_by(lambda line: line.split("\t")[1])
+        .process(StampAndWaitForTheEnd())
+        .uid("stamp")
+        .execute_and_collect()
+    )
+    stamps = {"k0": [10, LONG_MAX, 40], "k1": [20, 30]}  # by hand: lines 1..5 alternate k0, k1
+    expected = sorted(
+        [("element", k, t) for k, ts in stamps.items() for t in ts]
+        + [("timer", k, t) for k, ts in stamps.items() for t in ts]
+    )
     assert sorted(got) == expected
 
 
@@ -97,8 +103,13 @@ class TimerBeyondLongMax(KeyedProcessFunction):
 def test_a_timer_beyond_long_max_fails_naming_the_record_it_was_set_for(make_env, tmp_path):
     path = events(tmp_path / "in", 25)
     env = make_env("local")
-    (from_events(env, tmp_path / "in").key_by(lambda line: line.split("\t")[1])
-     .process(TimerBeyondLongMax()).uid("timers").print())
+    (
+        from_events(env, tmp_path / "in")
+        .key_by(lambda line: line.split("\t")[1])
+        .process(TimerBeyondLongMax())
+        .uid("timers")
+        .print()
+    )
     with pytest.raises(UserFunctionError) as info:
         env.execute()
     err = info.value
@@ -113,17 +124,19 @@ class StampedSequence(SequenceSource):
         super().__init__(count)
         self.bad, self.stamp = bad, stamp
 
-    def produce(self, seq: np.ndarray) -> tuple[list, Optional[list], Optional[int]]:
+    def produce(self, seq: np.ndarray) -> tuple[list, list | None, int | None]:
         values = seq.tolist()
         return values, [self.stamp if v == self.bad else v * 10 for v in values], None
 
 
 def test_a_source_giving_a_timestamp_beyond_long_max_fails_naming_where_it_read_it(make_env):
     env = make_env("local")
-    env.from_source(StampedSequence(20, bad=7, stamp=2**64), WatermarkStrategy.for_monotonous_timestamps(),
-                    "stamped").uid("stamped").print()
+    env.from_source(
+        StampedSequence(20, bad=7, stamp=2**64), WatermarkStrategy.for_monotonous_timestamps(), "stamped"
+    ).uid("stamped").print()
     with pytest.raises(MalformedRecordError) as info:
         env.execute()
     message = str(info.value)
     assert "malformed record at sequence number 7" in message and "the timestamp 18446744073709551616" in message, (
-        message)
+        message
+    )

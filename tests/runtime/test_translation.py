@@ -36,8 +36,16 @@ def _by_kind(plan: JobPlan, kind: str):
 def test_nodes_get_their_runtime_operators_and_edges():
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(2)
-    (env.from_collection(WORDS).map(lambda w: (w, 1)).name("pairs").key_by(lambda p: p[0]).sum(1)
-     .window_all(TumblingEventTimeWindows.of(Time.seconds(1))).reduce(lambda a, b: a).print())
+    (
+        env.from_collection(WORDS)
+        .map(lambda w: (w, 1))
+        .name("pairs")
+        .key_by(lambda p: p[0])
+        .sum(1)
+        .window_all(TumblingEventTimeWindows.of(Time.seconds(1)))
+        .reduce(lambda a, b: a)
+        .print()
+    )
     plan = _plan(env)
     [m] = _by_kind(plan, "map")
     op = m.factory()
@@ -64,7 +72,8 @@ def test_batch_mode_runs_the_keyed_reduce_in_its_batch_form(make_env):
     assert isinstance(r.factory(), StreamGroupedReduceOperator)
     # streaming: one running value per record; batch: one final value per key
     assert Counter(streaming.execute_and_collect()) == Counter(
-        {("a", 1): 1, ("a", 2): 1, ("a", 3): 1, ("b", 1): 1, ("b", 2): 1, ("c", 1): 1})
+        {("a", 1): 1, ("a", 2): 1, ("a", 3): 1, ("b", 1): 1, ("b", 2): 1, ("c", 1): 1}
+    )
     batch = job(RuntimeExecutionMode.BATCH)
     [r] = _by_kind(_plan(batch._env), "reduce")
     op = r.factory()
@@ -77,9 +86,14 @@ def test_an_evictor_turns_window_reduce_into_reduce_at_fire_time(make_env):
     env.set_parallelism(1)
     values = [("k", v) for v in (1, 2, 3, 4, 5, 6, 7)]
     # count windows of 3 keeping only the last 2 elements: reduce sums what the evictor left
-    out = (env.from_collection(values).key_by(lambda p: p[0]).window(GlobalWindows.create())
-           .trigger(CountTrigger.of(3)).evictor(CountEvictor.of(2))
-           .reduce(lambda a, b: (a[0], a[1] + b[1])))
+    out = (
+        env.from_collection(values)
+        .key_by(lambda p: p[0])
+        .window(GlobalWindows.create())
+        .trigger(CountTrigger.of(3))
+        .evictor(CountEvictor.of(2))
+        .reduce(lambda a, b: (a[0], a[1] + b[1]))
+    )
     [w] = _by_kind(_plan(env), "window")
     op = w.factory()
     assert isinstance(op.window_contents, EvictingContents) and isinstance(op.window_function, EvictingWindowFunction)
@@ -90,7 +104,7 @@ def test_an_evictor_turns_window_reduce_into_reduce_at_fire_time(make_env):
 def test_state_backend_reaches_the_job_plan():
     env = StreamExecutionEnvironment.get_execution_environment()
     env.from_collection([1]).print()
-    assert _plan(env).state_backend.name == "hashmap"      # the runtime backend, resolved at translation
+    assert _plan(env).state_backend.name == "hashmap"  # the runtime backend, resolved at translation
     env.set_state_backend(HashMapStateBackend())
     assert _plan(env).state_backend.name == "hashmap"
     env.get_configuration().set("state.backend.type", "nosuch")
@@ -118,9 +132,9 @@ def test_generated_uids_hash_topology_not_names():
         return _plan(env).uid(stream._id)
 
     base = uid_of()
-    assert uid_of(reduce_name="renamed") == base       # renaming keeps the uid (and so the state)
-    assert uid_of(extra_branch=True) == base            # so does another consumer of the source
-    assert uid_of(map_first=True) != base               # another position in the graph is another uid
+    assert uid_of(reduce_name="renamed") == base  # renaming keeps the uid (and so the state)
+    assert uid_of(extra_branch=True) == base  # so does another consumer of the source
+    assert uid_of(map_first=True) != base  # another position in the graph is another uid
 
 
 def test_siblings_of_the_same_kind_get_distinct_uids():
@@ -153,8 +167,9 @@ def test_capture_plan_sees_the_plan_and_nothing_runs(tmp_path):
     set_cli_defaults({"configuration": {"execution.target": "local"}, "capture_plan": capture})
     try:
         env = StreamExecutionEnvironment.get_execution_environment()
-        env.from_collection([1]).map(lambda v: v).uid("m").add_sink(lambda v, ctx: (_ for _ in ()).throw(
-            AssertionError("the job ran")))
+        env.from_collection([1]).map(lambda v: v).uid("m").add_sink(
+            lambda v, ctx: (_ for _ in ()).throw(AssertionError("the job ran"))
+        )
         with pytest.raises(Planned):
             env.execute("planned")
     finally:

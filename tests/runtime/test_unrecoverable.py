@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import pytest
 
@@ -30,7 +30,7 @@ class CancelOnRestart(JobListener):
     def __init__(self, job: Any):
         self.job = job
 
-    def on_status_change(self, job_id: str, old: JobStatus, new: JobStatus, error: Optional[BaseException]) -> None:
+    def on_status_change(self, job_id: str, old: JobStatus, new: JobStatus, error: BaseException | None) -> None:
         if new is JobStatus.RESTARTING:
             self.job.cancel()
 
@@ -63,9 +63,15 @@ def raise_unrecoverable(line: str) -> str:
 def _env(make_env, tmp_path: Path, target: str):
     listeners = "tests.runtime.recording_listener:RecordingJobListener,tests.runtime.test_unrecoverable:CancelOnRestart"
     # no restart strategy configured: with checkpointing on, the default (exponential delay) restarts forever
-    return make_env(target, **{"execution.epoch.max-records": PER_EPOCH, "execution.checkpointing.interval": "1 ms",
-                               "state.checkpoints.dir": (tmp_path / "ckpt").as_uri(),
-                               "execution.job-listeners": listeners})
+    return make_env(
+        target,
+        **{
+            "execution.epoch.max-records": PER_EPOCH,
+            "execution.checkpointing.interval": "1 ms",
+            "state.checkpoints.dir": (tmp_path / "ckpt").as_uri(),
+            "execution.job-listeners": listeners,
+        },
+    )
 
 
 def _job(env, tmp_path: Path, make_fn: Any) -> Path:
@@ -73,10 +79,18 @@ def _job(env, tmp_path: Path, make_fn: Any) -> Path:
     data = tmp_path / "in" / "numbers.txt"
     data.parent.mkdir()
     data.write_text("".join(f"{i}\n" for i in range(1, LINES + 1)))
-    (env.from_source(FileSource.for_record_stream_format(StreamFormat.text_line_format(), str(data.parent)).build(),
-                     WatermarkStrategy.no_watermarks(), "numbers").uid("numbers")
-     .map(make_fn(str(data))).uid("fn")
-     .sink_to(FileSink.for_row_format(str(tmp_path / "out"), Encoder.simple_string_encoder()).build()).uid("sink"))
+    (
+        env.from_source(
+            FileSource.for_record_stream_format(StreamFormat.text_line_format(), str(data.parent)).build(),
+            WatermarkStrategy.no_watermarks(),
+            "numbers",
+        )
+        .uid("numbers")
+        .map(make_fn(str(data)))
+        .uid("fn")
+        .sink_to(FileSink.for_row_format(str(tmp_path / "out"), Encoder.simple_string_encoder()).build())
+        .uid("sink")
+    )
     return data
 
 
@@ -98,7 +112,7 @@ def test_an_input_file_deleted_while_read_fails_the_job_at_once(make_env, tmp_pa
     data = _job(env, tmp_path, lambda path: DeletesItsInput(path, 25))
     before = set(RecordingJobListener.events)
     started = time.monotonic()
-    with pytest.raises(FileVanishedError) as info:   # its type survives a Spark task's boundary
+    with pytest.raises(FileVanishedError) as info:  # its type survives a Spark task's boundary
         env.execute()
     took = time.monotonic() - started
     statuses, checkpoints = _ran(_only_job_id(before))

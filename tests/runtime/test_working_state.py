@@ -16,8 +16,9 @@ def test_databases_live_in_sparks_local_dirs_unless_a_local_dir_is_configured(tm
     assert working_dir(f"file://{tmp_path}/mine", False, "job-0", 1, 3, "counts").startswith(f"{tmp_path}/mine/job-0")
     assert working_dir("s3://bucket/state", False, "job-0", 1, 3, "counts").startswith(str(spark_dir))
     monkeypatch.delenv("SPARK_LOCAL_DIRS")
-    assert working_dir(str(tmp_path / "default"), True, "job-0", 1, 3, "a") != \
-        working_dir(str(tmp_path / "default"), True, "job-0", 1, 3, "b")   # one database per operator
+    assert working_dir(str(tmp_path / "default"), True, "job-0", 1, 3, "a") != working_dir(
+        str(tmp_path / "default"), True, "job-0", 1, 3, "b"
+    )  # one database per operator
 
 
 def test_a_new_attempt_removes_only_older_attempts_of_its_own_job(tmp_path):

@@ -19,7 +19,7 @@ from sparkpoint.datastream import KeyedProcessFunction
 from sparkpoint.datastream.connectors.generator import DataGeneratorSource
 from sparkpoint.datastream.state import ValueStateDescriptor
 
-KEYED_JOB = textwrap.dedent('''
+KEYED_JOB = textwrap.dedent("""
     import sys, time
     from sparkpoint.common import WatermarkStrategy
     from sparkpoint.datastream import StreamExecutionEnvironment
@@ -34,13 +34,31 @@ KEYED_JOB = textwrap.dedent('''
     env.from_source(src, WatermarkStrategy.no_watermarks(), "gen").uid("gen").map(slow).uid("slow") \\
         .key_by(lambda v: v).reduce(lambda a, b: a + b).uid("sum").print()
     env.execute("keyed")
-''')
+""")
 
 
 def _start(job: Path, local_state: Path, records: int) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "sparkpoint.cli", "run", "-p", "1", "-D", "execution.target=local",
-                             "-D", f"sparkpoint.local-state-dir={local_state}", "-D", "execution.epoch.max-records=10",
-                             str(job), str(records)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "sparkpoint.cli",
+            "run",
+            "-p",
+            "1",
+            "-D",
+            "execution.target=local",
+            "-D",
+            f"sparkpoint.local-state-dir={local_state}",
+            "-D",
+            "execution.epoch.max-records=10",
+            str(job),
+            str(records),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def _job_id(proc: subprocess.Popen) -> str:
@@ -75,13 +93,13 @@ def test_a_killed_runs_directories_go_when_the_next_job_starts_and_a_live_jobs_s
         assert _wait_for(lambda: _dirs(local_state, killed_id) and _dirs(local_state, live_id))
         os.kill(killed.pid, signal.SIGKILL)
         assert killed.wait(30) == -signal.SIGKILL
-        assert _dirs(local_state, killed_id) == {f"{killed_id}-0"}   # left behind by the kill
+        assert _dirs(local_state, killed_id) == {f"{killed_id}-0"}  # left behind by the kill
         after = _start(job, local_state, 50)
         after_id = _job_id(after)
         assert after.wait(120) == 0
-        assert _dirs(local_state, killed_id) == set()                 # the killed run's state is gone
-        assert _dirs(local_state, live_id) == {f"{live_id}-0"}        # the live job's is untouched
-        assert _dirs(local_state, after_id) == set()                  # and the finished job left nothing
+        assert _dirs(local_state, killed_id) == set()  # the killed run's state is gone
+        assert _dirs(local_state, live_id) == {f"{live_id}-0"}  # the live job's is untouched
+        assert _dirs(local_state, after_id) == set()  # and the finished job left nothing
         assert live.poll() is None
     finally:
         for proc in (killed, live):
@@ -110,34 +128,68 @@ class FailTwice(KeyedProcessFunction):
 
 
 def test_a_failed_attempts_directory_goes_when_the_next_attempt_starts(make_env, tmp_path):
-    env = make_env("local", **{"execution.epoch.max-records": 50, "execution.checkpointing.interval": "1 ms",
-                               "state.checkpoints.dir": (tmp_path / "chk").as_uri(),
-                               "restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.attempts": 5,
-                               "restart-strategy.fixed-delay.delay": "0 ms"})
+    env = make_env(
+        "local",
+        **{
+            "execution.epoch.max-records": 50,
+            "execution.checkpointing.interval": "1 ms",
+            "state.checkpoints.dir": (tmp_path / "chk").as_uri(),
+            "restart-strategy.type": "fixed-delay",
+            "restart-strategy.fixed-delay.attempts": 5,
+            "restart-strategy.fixed-delay.delay": "0 ms",
+        },
+    )
     env.set_parallelism(1)
     seen: list[set[str]] = []
     local_state = tmp_path / "local-state"
     env._on_epoch = lambda stats: seen.append({p.name for p in local_state.iterdir() if not p.name.startswith(".")})
     src = DataGeneratorSource(lambda i: i % 5, 2_000, num_splits=1)
-    got = (env.from_source(src, WatermarkStrategy.no_watermarks(), "gen").uid("gen")
-           .key_by(lambda v: v).process(FailTwice(str(tmp_path / "epochs"))).uid("sum").execute_and_collect())
+    got = (
+        env.from_source(src, WatermarkStrategy.no_watermarks(), "gen")
+        .uid("gen")
+        .key_by(lambda v: v)
+        .process(FailTwice(str(tmp_path / "epochs")))
+        .uid("sum")
+        .execute_and_collect()
+    )
     totals: dict[int, int] = {}
     for i in range(2_000):
         totals[i % 5] = totals.get(i % 5, 0) + i % 5
     assert {k: max(v for kk, v in got if kk == k) for k, _ in got} == totals
     attempts = [{name.rsplit("-", 1)[1] for name in dirs} for dirs in seen]
-    assert {"0"} in attempts and {"2"} in attempts, attempts   # two failovers happened
-    assert all(len(a) == 1 for a in attempts), attempts         # never an earlier attempt's directory beside
-    assert not [p for p in local_state.iterdir() if not p.name.startswith(".")]   # and none after the end
+    assert {"0"} in attempts and {"2"} in attempts, attempts  # two failovers happened
+    assert all(len(a) == 1 for a in attempts), attempts  # never an earlier attempt's directory beside
+    assert not [p for p in local_state.iterdir() if not p.name.startswith(".")]  # and none after the end
 
 
 def _start_on_spark(job: Path, spark_dir: Path, records: int, backend: str = "rocksdb") -> subprocess.Popen:
     """A run on a local Spark whose local dirs are under ``spark_dir`` (as spark.local.dir on a host)."""
-    return subprocess.Popen([sys.executable, "-m", "sparkpoint.cli", "run", "-p", "1", "-D", "execution.target=spark",
-                             "-D", "spark.master=local[1]", "-D", f"spark.local.dir={spark_dir}",
-                             "-D", f"state.backend.type={backend}", "-D", "execution.epoch.max-records=10",
-                             str(job), str(records)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)   # its JVM and Python daemon in its process group
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "sparkpoint.cli",
+            "run",
+            "-p",
+            "1",
+            "-D",
+            "execution.target=spark",
+            "-D",
+            "spark.master=local[1]",
+            "-D",
+            f"spark.local.dir={spark_dir}",
+            "-D",
+            f"state.backend.type={backend}",
+            "-D",
+            "execution.epoch.max-records=10",
+            str(job),
+            str(records),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )  # its JVM and Python daemon in its process group
 
 
 def _spark_state(spark_dir: Path, job_id: str) -> list[Path]:
@@ -161,20 +213,19 @@ def test_a_killed_spark_runs_rocksdb_state_goes_when_the_next_job_starts_and_a_l
         assert _wait_for(lambda: _spark_state(spark_dir, killed_id) and _spark_state(spark_dir, live_id), 120)
         [left] = _spark_state(spark_dir, killed_id)
         marker = left / ".owner"
-        owner = json.loads(marker.read_text())["pid"] if marker.exists() else None   # the application's Python daemon
-        os.killpg(killed.pid, signal.SIGKILL)   # the driver, its JVM and daemon at once: no shutdown hook runs
+        owner = json.loads(marker.read_text())["pid"] if marker.exists() else None  # the application's Python daemon
+        os.killpg(killed.pid, signal.SIGKILL)  # the driver, its JVM and daemon at once: no shutdown hook runs
         assert killed.wait(30) == -signal.SIGKILL
         assert _wait_for(lambda: owner is not None and not Path(f"/proc/{owner}").exists(), 30) or owner is None
         assert any(left.rglob("CURRENT")), "a RocksDB database was left behind"
         after = _start_on_spark(job, spark_dir, 50)
         after.wait(180)
         assert after.returncode == 0, after.stdout.read() if after.stdout else ""
-        assert _spark_state(spark_dir, killed_id) == []          # the killed run's state is gone
-        assert len(_spark_state(spark_dir, live_id)) == 1         # the live job's is untouched
+        assert _spark_state(spark_dir, killed_id) == []  # the killed run's state is gone
+        assert len(_spark_state(spark_dir, live_id)) == 1  # the live job's is untouched
         assert live.poll() is None
     finally:
         for proc in (killed, live):
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(30)
-

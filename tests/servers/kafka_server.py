@@ -18,8 +18,9 @@ import shutil
 import socket
 import subprocess
 import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any
 
 from tests.servers.local_server import LocalServer, die_with_parent
 
@@ -39,9 +40,23 @@ class KafkaServer(LocalServer):
     def _launch(self, log: Any) -> subprocess.Popen:
         try:
             return subprocess.Popen(
-                [*_server_command(), "start", "--data-dir", str(Path(self._dir, "data")), "--host", self.host,
-                 "--only", "kafka", "--kafka-port", str(self.port)],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent())
+                [
+                    *_server_command(),
+                    "start",
+                    "--data-dir",
+                    str(Path(self._dir, "data")),
+                    "--host",
+                    self.host,
+                    "--only",
+                    "kafka",
+                    "--kafka-port",
+                    str(self.port),
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                preexec_fn=die_with_parent(),
+            )
         except OSError as e:
             raise KafkaServerError(f"cannot start noida-db ({e}); install it: pip install noida-db") from e
 
@@ -58,12 +73,12 @@ class KafkaServer(LocalServer):
         return f"{self.host}:{self.port}"
 
     # -- topics and records -------------------------------------------------------------------
-    def create_topic(self, name: str, partitions: int = 1, config: Optional[dict[str, str]] = None) -> None:
+    def create_topic(self, name: str, partitions: int = 1, config: dict[str, str] | None = None) -> None:
         """A topic that keeps its records forever unless ``config`` says otherwise (records stamped with
         event time years ago would otherwise fall to time-based retention at once)."""
         from confluent_kafka.admin import AdminClient, NewTopic
 
-        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})   # alive until the result is in
+        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})  # alive until the result is in
         topic = NewTopic(name, partitions, 1, config={"retention.ms": "-1", **(config or {})})
         admin.create_topics([topic], operation_timeout=10)[name].result(timeout=15)
 
@@ -73,8 +88,14 @@ class KafkaServer(LocalServer):
         admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
         admin.create_partitions([NewPartitions(name, total)], operation_timeout=10)[name].result(timeout=15)
 
-    def produce(self, topic: str, values: Iterable[Any], partition: Optional[int] = None,
-                timestamps: Optional[Iterable[int]] = None, keys: Optional[Iterable[Any]] = None) -> int:
+    def produce(
+        self,
+        topic: str,
+        values: Iterable[Any],
+        partition: int | None = None,
+        timestamps: Iterable[int] | None = None,
+        keys: Iterable[Any] | None = None,
+    ) -> int:
         """Write ``values`` (str or bytes) to ``topic``; returns how many. Waits until all are acknowledged."""
         from confluent_kafka import Producer
 
@@ -84,6 +105,7 @@ class KafkaServer(LocalServer):
         def delivered(err: Any, _message: Any) -> None:
             if err is not None:
                 errors.append(err)
+
         ts_iter = iter(timestamps) if timestamps is not None else None
         key_iter = iter(keys) if keys is not None else None
         n = 0
@@ -108,8 +130,9 @@ class KafkaServer(LocalServer):
         return n
 
 
-def read_topic(bootstrap_servers: str, topic: str, isolation_level: str = "read_committed",
-               idle_seconds: float = 2.0) -> list[tuple[int, int, Optional[bytes], bytes]]:
+def read_topic(
+    bootstrap_servers: str, topic: str, isolation_level: str = "read_committed", idle_seconds: float = 2.0
+) -> list[tuple[int, int, bytes | None, bytes]]:
     """Every record of ``topic`` a consumer with ``isolation_level`` sees, as (partition, offset, key, value).
 
     Reads each partition to its end (as of the read) and stops after ``idle_seconds``
@@ -118,9 +141,16 @@ def read_topic(bootstrap_servers: str, topic: str, isolation_level: str = "read_
     """
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": f"read-topic-{time.time_ns()}",
-                         "isolation.level": isolation_level, "enable.auto.commit": False,
-                         "enable.partition.eof": True, "auto.offset.reset": "earliest"})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap_servers,
+            "group.id": f"read-topic-{time.time_ns()}",
+            "isolation.level": isolation_level,
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+        }
+    )
     try:
         partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
         consumer.assign([TopicPartition(topic, p, 0) for p in partitions])

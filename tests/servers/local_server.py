@@ -18,8 +18,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 __all__ = ["LocalServer", "free_port", "die_with_parent"]
 
@@ -36,7 +37,7 @@ class LocalServer:
         self.host = host
         self.port = 0
         self.startup_timeout = startup_timeout
-        self._proc: Optional[subprocess.Popen] = None
+        self._proc: subprocess.Popen | None = None
         self._dir = ""
 
     # -- what a server says -------------------------------------------------------------------
@@ -106,7 +107,7 @@ class LocalServer:
         self.stop()
 
     @property
-    def pid(self) -> Optional[int]:
+    def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None else None
 
     def server_log(self) -> str:
@@ -122,7 +123,7 @@ def free_port(host: str) -> int:
         return int(s.getsockname()[1])
 
 
-def die_with_parent(sig: int = signal.SIGTERM) -> Optional[Callable[[], None]]:
+def die_with_parent(sig: int = signal.SIGTERM) -> Callable[[], None] | None:
     """A function to run in a server's process before it starts: on Linux, the server gets ``sig`` when
     the thread that started it ends. It is made here, before any switch to another user (who may not
     read this Python's files); start servers from a thread that outlives them."""

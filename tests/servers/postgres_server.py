@@ -24,7 +24,7 @@ import shutil
 import signal
 import subprocess
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from tests.servers.local_server import LocalServer, die_with_parent
 
@@ -37,7 +37,7 @@ class PostgresServerError(RuntimeError):
     """The PostgreSQL server could not be set up, started or reached."""
 
 
-def find_initdb() -> Optional[str]:
+def find_initdb() -> str | None:
     """Path of PostgreSQL's ``initdb``, or None when the server binaries are not installed."""
     found = shutil.which("initdb") or ("/usr/local/bin/initdb" if os.path.exists("/usr/local/bin/initdb") else None)
     if found:
@@ -51,13 +51,13 @@ class PostgresServer(LocalServer):
 
     name = "pg"
     error = PostgresServerError
-    stop_signal = signal.SIGINT   # PostgreSQL's fast shutdown: sessions are ended
+    stop_signal = signal.SIGINT  # PostgreSQL's fast shutdown: sessions are ended
     stop_timeout = 30.0
 
     def __init__(self, host: str = "127.0.0.1", startup_timeout: float = 60.0, max_prepared_transactions: int = 64):
         super().__init__(host, startup_timeout)
         self.max_prepared_transactions = max_prepared_transactions
-        self._user: Optional[pwd.struct_passwd] = None
+        self._user: pwd.struct_passwd | None = None
         self._bindir = Path()
 
     def _prepare(self) -> None:
@@ -72,8 +72,12 @@ class PostgresServer(LocalServer):
             os.chmod(self._dir, 0o700)
             os.chown(self._dir, self._user.pw_uid, self._user.pw_gid)
         try:
-            init = subprocess.run([initdb, "-D", self._data, "-U", SUPERUSER, "-A", "trust", "-E", "UTF8",
-                                   "--no-sync", "--locale=C"], capture_output=True, text=True, **_as_user(self._user))
+            init = subprocess.run(
+                [initdb, "-D", self._data, "-U", SUPERUSER, "-A", "trust", "-E", "UTF8", "--no-sync", "--locale=C"],
+                capture_output=True,
+                text=True,
+                **_as_user(self._user),
+            )
             failure = f"({init.returncode}): {init.stderr[-2000:]}" if init.returncode != 0 else ""
         except (OSError, subprocess.SubprocessError) as e:
             failure = f": {e}"
@@ -86,13 +90,36 @@ class PostgresServer(LocalServer):
         return os.path.join(self._dir, "data")
 
     def _launch(self, log: Any) -> subprocess.Popen:
-        command = [str(self._bindir / "postgres"), "-D", self._data, "-p", str(self.port), "-k", self._dir,
-                   "-c", f"listen_addresses={self.host}",
-                   "-c", f"max_prepared_transactions={self.max_prepared_transactions}", "-c", "fsync=off",
-                   "-c", "synchronous_commit=off", "-c", "full_page_writes=off", "-c", "max_connections=200"]
+        command = [
+            str(self._bindir / "postgres"),
+            "-D",
+            self._data,
+            "-p",
+            str(self.port),
+            "-k",
+            self._dir,
+            "-c",
+            f"listen_addresses={self.host}",
+            "-c",
+            f"max_prepared_transactions={self.max_prepared_transactions}",
+            "-c",
+            "fsync=off",
+            "-c",
+            "synchronous_commit=off",
+            "-c",
+            "full_page_writes=off",
+            "-c",
+            "max_connections=200",
+        ]
         try:
-            return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    preexec_fn=die_with_parent(signal.SIGINT), **_as_user(self._user))
+            return subprocess.Popen(
+                command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                preexec_fn=die_with_parent(signal.SIGINT),
+                **_as_user(self._user),
+            )
         except (OSError, subprocess.SubprocessError) as e:
             self.stop()
             raise PostgresServerError(f"cannot start PostgreSQL ({command[0]}): {e}") from e
@@ -124,18 +151,20 @@ class PostgresServer(LocalServer):
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
 
 
-def _server_user() -> Optional[pwd.struct_passwd]:
+def _server_user() -> pwd.struct_passwd | None:
     """The user the server runs as: ``postgres`` when running as root (PostgreSQL refuses root), else None."""
     if os.geteuid() != 0:
         return None
     try:
         return pwd.getpwnam(SUPERUSER)
     except KeyError:
-        raise PostgresServerError("running as root and no system user 'postgres' exists to run PostgreSQL as "
-                                  "(create one: useradd --system postgres)") from None
+        raise PostgresServerError(
+            "running as root and no system user 'postgres' exists to run PostgreSQL as "
+            "(create one: useradd --system postgres)"
+        ) from None
 
 
-def _as_user(user: Optional[pwd.struct_passwd]) -> dict[str, Any]:
+def _as_user(user: pwd.struct_passwd | None) -> dict[str, Any]:
     if user is None:
         return {}
     env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}

@@ -64,9 +64,14 @@ class S3Server(LocalServer):
         env = dict(os.environ, MOTO_RECORDER_FILEPATH=os.path.join(self._dir, "requests.jsonl"))
         env.pop("MOTO_ENABLE_RECORDING", None)
         try:
-            return subprocess.Popen([*_server_command(), "-H", self.host, "-p", str(self.port)], stdout=log,
-                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                                    preexec_fn=die_with_parent())
+            return subprocess.Popen(
+                [*_server_command(), "-H", self.host, "-p", str(self.port)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                preexec_fn=die_with_parent(),
+            )
         except OSError as e:
             raise S3ServerError(f"cannot start moto_server ({e}); install it: pip install 'moto[server]'") from e
 
@@ -81,13 +86,21 @@ class S3Server(LocalServer):
 
     def config(self) -> dict[str, str]:
         """The ``s3.*`` configuration keys that point sparkpoint at this server."""
-        return {"s3.endpoint": self.endpoint_url, "s3.access-key": ACCESS_KEY, "s3.secret-key": SECRET_KEY,
-                "s3.path.style.access": "true"}
+        return {
+            "s3.endpoint": self.endpoint_url,
+            "s3.access-key": ACCESS_KEY,
+            "s3.secret-key": SECRET_KEY,
+            "s3.path.style.access": "true",
+        }
 
     def storage_options(self) -> dict[str, Any]:
         """The same, as s3fs options (``fsspec.filesystem("s3", **options)``)."""
-        return {"key": ACCESS_KEY, "secret": SECRET_KEY, "client_kwargs": {"endpoint_url": self.endpoint_url},
-                "config_kwargs": {"s3": {"addressing_style": "path"}}}
+        return {
+            "key": ACCESS_KEY,
+            "secret": SECRET_KEY,
+            "client_kwargs": {"endpoint_url": self.endpoint_url},
+            "config_kwargs": {"s3": {"addressing_style": "path"}},
+        }
 
     def create_bucket(self, name: str) -> None:
         self._call("PUT", f"/{name}")

@@ -22,6 +22,7 @@ returns their tails for a failing test to print. Linux only.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -34,7 +35,7 @@ import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Optional
+from typing import IO, Any
 
 __all__ = ["StandaloneCluster", "ClusterError", "KilledWorker", "WorkerProcess", "spark_home"]
 
@@ -80,7 +81,7 @@ class WorkerProcess:
     """One process of a worker's session: the worker JVM, an executor JVM or a Python worker."""
 
     pid: int
-    kind: str   # "worker", "executor", "python" or "other"
+    kind: str  # "worker", "executor", "python" or "other"
     command: str
 
 
@@ -100,8 +101,8 @@ class _Worker:
     index: int
     rpc_port: int = 0
     webui_port: int = 0
-    proc: Optional[subprocess.Popen] = None
-    log: Optional[IO[str]] = None
+    proc: subprocess.Popen | None = None
+    log: IO[str] | None = None
     starts: int = 0
     dirs: dict[str, Path] = field(default_factory=dict)
 
@@ -117,7 +118,7 @@ def session_processes(sid: int) -> list[WorkerProcess]:
             cmdline = Path(entry.path, "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        fields = stat[stat.rfind(")") + 2:].split()
+        fields = stat[stat.rfind(")") + 2 :].split()
         if fields[0] == "Z" or int(fields[3]) != sid:
             continue
         found.append(WorkerProcess(int(entry.name), _kind(cmdline), cmdline.strip()))
@@ -146,8 +147,16 @@ class StandaloneCluster:
         python: the Python executors run (``spark.pyspark.python``); default this interpreter.
     """
 
-    def __init__(self, log_dir: Path, workers: int = 2, cores: int = 1, memory: str = "2g",
-                 private_tmp: bool = True, python: Optional[str] = None, start_timeout: float = 90.0):
+    def __init__(
+        self,
+        log_dir: Path,
+        workers: int = 2,
+        cores: int = 1,
+        memory: str = "2g",
+        private_tmp: bool = True,
+        python: str | None = None,
+        start_timeout: float = 90.0,
+    ):
         self.log_dir = Path(log_dir).resolve()
         self.cores, self.memory, self.private_tmp = cores, memory, private_tmp
         self.python = python or sys.executable
@@ -155,18 +164,18 @@ class StandaloneCluster:
         self.home = spark_home()
         self.master_port = 0
         self.master_webui_port = 0
-        self._master: Optional[subprocess.Popen] = None
-        self._master_log: Optional[IO[str]] = None
+        self._master: subprocess.Popen | None = None
+        self._master_log: IO[str] | None = None
         self.workers = [_Worker(i) for i in range(workers)]
 
     # -- life cycle -------------------------------------------------------------------------
-    def __enter__(self) -> "StandaloneCluster":
+    def __enter__(self) -> StandaloneCluster:
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
 
-    def start(self) -> "StandaloneCluster":
+    def start(self) -> StandaloneCluster:
         """Start the master and every worker; returns when all workers are registered."""
         self.log_dir.mkdir(parents=True, exist_ok=True)
         try:
@@ -245,8 +254,11 @@ class StandaloneCluster:
             raise ClusterError(f"worker {index} is not running")
         before = self.worker_processes(index)
         self._kill_session(worker, timeout)
-        self._wait(lambda: not self._registered(worker), timeout,
-                   f"the master still lists worker {index} as alive after it was killed")
+        self._wait(
+            lambda: not self._registered(worker),
+            timeout,
+            f"the master still lists worker {index} as alive after it was killed",
+        )
         return KilledWorker(index, before)
 
     def start_worker(self, index: int) -> None:
@@ -257,16 +269,20 @@ class StandaloneCluster:
         self._launch_worker(worker)
         self.wait_for_workers()
 
-    def wait_for_workers(self, timeout: Optional[float] = None) -> None:
+    def wait_for_workers(self, timeout: float | None = None) -> None:
         """Wait until every running worker is registered and alive at the master."""
         for worker in self.workers:
             if worker.proc is None or worker.proc.poll() is not None:
                 continue
-            self._wait(lambda w=worker: self._registered(w, check_exit=True),
-                       timeout or self.start_timeout, f"worker {worker.index} did not register with the master")
+            self._wait(
+                lambda w=worker: self._registered(w, check_exit=True),
+                timeout or self.start_timeout,
+                f"worker {worker.index} did not register with the master",
+            )
 
     def wait_idle(self, timeout: float = 60.0) -> None:
         """Wait until no application runs and every worker's cores are free (the previous driver is gone)."""
+
         def idle() -> bool:
             state = self.master_state()
             busy = [w for w in state.get("workers", []) if w.get("state") == "ALIVE" and w.get("coresused")]
@@ -297,11 +313,25 @@ class StandaloneCluster:
 
     def _start_master(self) -> None:
         self.master_port, self.master_webui_port = free_port(), free_port()
-        self._master_log = open(self.log_dir / "master.log", "a")
-        cmd = [str(self.home / "bin" / "spark-class"), _MASTER_CLASS, "--host", "127.0.0.1",
-               "--port", str(self.master_port), "--webui-port", str(self.master_webui_port)]
-        self._master = subprocess.Popen(cmd, stdout=self._master_log, stderr=subprocess.STDOUT,
-                                        stdin=subprocess.DEVNULL, env=self._spark_env(), start_new_session=True)
+        self._master_log = open(self.log_dir / "master.log", "a")  # noqa: SIM115 - the master writes to it while it runs
+        cmd = [
+            str(self.home / "bin" / "spark-class"),
+            _MASTER_CLASS,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.master_port),
+            "--webui-port",
+            str(self.master_webui_port),
+        ]
+        self._master = subprocess.Popen(
+            cmd,
+            stdout=self._master_log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=self._spark_env(),
+            start_new_session=True,
+        )
 
         def up() -> bool:
             try:
@@ -318,42 +348,67 @@ class StandaloneCluster:
         work_dir.mkdir(parents=True, exist_ok=True)
         if worker.log is not None:
             worker.log.close()
-        worker.log = open(self.log_dir / f"worker-{worker.index}.log", "a")
+        worker.log = open(self.log_dir / f"worker-{worker.index}.log", "a")  # noqa: SIM115 - written while the worker runs
         worker.log.write(f"\n---- start {worker.starts} ----\n")
         worker.log.flush()
-        cmd = [str(self.home / "bin" / "spark-class"), _WORKER_CLASS, "--host", "127.0.0.1",
-               "--port", str(worker.rpc_port), "--webui-port", str(worker.webui_port),
-               "--cores", str(self.cores), "--memory", self.memory, "--work-dir", str(work_dir), self.master_url]
+        cmd = [
+            str(self.home / "bin" / "spark-class"),
+            _WORKER_CLASS,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(worker.rpc_port),
+            "--webui-port",
+            str(worker.webui_port),
+            "--cores",
+            str(self.cores),
+            "--memory",
+            self.memory,
+            "--work-dir",
+            str(work_dir),
+            self.master_url,
+        ]
         if self.private_tmp:
             # its own mount namespace, a tmpfs on /tmp: SPARK_LOCAL_DIRS of its executors is its alone
             cmd = ["unshare", "--mount", "--propagation", "private", "sh", "-c", self._private_tmp_script(cmd)]
         env = self._spark_env()
         env["SPARK_LOCAL_DIRS"] = "/tmp"
-        worker.proc = subprocess.Popen(cmd, stdout=worker.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                       env=env, start_new_session=True)
+        worker.proc = subprocess.Popen(
+            cmd, stdout=worker.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True
+        )
 
     def _private_tmp_script(self, cmd: list[str]) -> str:
         """A tmpfs on /tmp, with what the worker must still see of the host's /tmp (this package, its Python,
         the cluster's directories, when they live there) bound back in: the host's /tmp is reached through a
         bind mount on /mnt, which exists in the worker's mount namespace only."""
-        needed = [sparkpoint_root(), Path(sys.prefix), Path(self.python).parent, self.home,
-                  self.log_dir.resolve().parent]
-        tops = sorted({p.relative_to("/tmp").parts[0] for p in needed
-                       if p.is_relative_to("/tmp") and p != Path("/tmp")})
+        needed = [
+            sparkpoint_root(),
+            Path(sys.prefix),
+            Path(self.python).parent,
+            self.home,
+            self.log_dir.resolve().parent,
+        ]
+        tops = sorted(
+            {p.relative_to("/tmp").parts[0] for p in needed if p.is_relative_to("/tmp") and p != Path("/tmp")}
+        )
         steps = ["set -e"]
         if tops:
             steps.append("mount --bind /tmp /mnt")
         steps.append("mount -t tmpfs -o mode=1777 tmpfs /tmp")
         for top in tops:
-            steps.append(f"mkdir -p {shlex.quote('/tmp/' + top)} && mount --bind {shlex.quote('/mnt/' + top)} "
-                         f"{shlex.quote('/tmp/' + top)}")
+            steps.append(
+                f"mkdir -p {shlex.quote('/tmp/' + top)} && mount --bind {shlex.quote('/mnt/' + top)} "
+                f"{shlex.quote('/tmp/' + top)}"
+            )
         return "; ".join(steps) + "; exec " + shlex.join(cmd)
 
     def _registered(self, worker: _Worker, check_exit: bool = False) -> bool:
         """Whether the master lists this start of the worker (its RPC port) as alive."""
         if check_exit and worker.proc is not None and worker.proc.poll() is not None:
-            raise ClusterError(f"worker {worker.index} exited with code {worker.proc.returncode}:\n"
-                               + _tail(self.log_dir / f"worker-{worker.index}.log"))
+            raise ClusterError(
+                f"worker {worker.index} exited with code {worker.proc.returncode}:\n"
+                + _tail(self.log_dir / f"worker-{worker.index}.log")
+            )
         try:
             entries = self.master_state().get("workers", [])
         except OSError:
@@ -372,10 +427,8 @@ class StandaloneCluster:
                 raise ClusterError(f"processes of worker {worker.index} survived SIGKILL: {left}")
             for p in left:
                 _sigkill(p.pid)
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(sid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             time.sleep(0.05)
         _kill_and_reap(worker.proc)
 
@@ -388,10 +441,8 @@ class StandaloneCluster:
 
 
 def _sigkill(pid: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def _kill_and_reap(proc: subprocess.Popen) -> None:

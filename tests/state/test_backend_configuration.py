@@ -20,8 +20,9 @@ def test_an_unknown_backend_fails_before_anything_runs(make_env, key):
         stream.execute_and_collect()
 
 
-@pytest.mark.parametrize("key,name", [("state.backend.type", "hashmap"), ("state.backend", "filesystem"),
-                                      ("state.backend", "jobmanager")])
+@pytest.mark.parametrize(
+    "key,name", [("state.backend.type", "hashmap"), ("state.backend", "filesystem"), ("state.backend", "jobmanager")]
+)
 def test_flink_names_of_the_heap_backend_run_the_job(make_env, key, name):
     got = _job(make_env("local", **{key: name})).execute_and_collect()
     assert sorted(got) == [("a", 1), ("a", 4), ("b", 2)]  # running sums, by hand

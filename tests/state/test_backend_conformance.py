@@ -14,11 +14,7 @@ import random
 import pytest
 from backend_suite import KEYS, MAXP, NAMESPACES, descriptors, keyed
 
-from sparkpoint.datastream.state import (
-    ListStateDescriptor,
-    MapStateDescriptor,
-    ValueStateDescriptor,
-)
+from sparkpoint.datastream.state import ListStateDescriptor, MapStateDescriptor, ValueStateDescriptor
 from sparkpoint.datastream.window import TimeWindow
 from sparkpoint.errors import StateError
 from sparkpoint.state.key_groups import (
@@ -31,6 +27,7 @@ from sparkpoint.state.snapshot import SNAPSHOT_FORMAT_VERSION, KeyedStateSnapsho
 from sparkpoint.time.timers import EVENT_TIME, PROCESSING_TIME, InternalTimerService
 
 # -- every state kind, against the model ---------------------------------------------------------
+
 
 def _apply(kind, state, model, slot, rnd):
     """One random operation on ``state`` and the same on the model; returns (read, expected) or None."""
@@ -87,8 +84,10 @@ def _apply(kind, state, model, slot, rnd):
         elif op < 0.7:
             return (state.get(k), state.contains(k)), (m.get(k), k in m)
         else:
-            return ((sorted(state.items()), sorted(state.keys()), sorted(state.values()), state.is_empty()),
-                    (sorted(m.items()), sorted(m), sorted(m.values()), not m))
+            return (
+                (sorted(state.items()), sorted(state.keys()), sorted(state.values()), state.is_empty()),
+                (sorted(m.items()), sorted(m), sorted(m.values()), not m),
+            )
         model.pop(slot, None) if not m else model.__setitem__(slot, m)
         return None
     if kind == "reducing":
@@ -188,7 +187,7 @@ def test_a_prefetched_batch_s_keys_take_the_groups_of_keys_taken_one_by_one(stat
         assert backend.get_current_key_group_index() == assign_to_key_group(key, MAXP), key
     with pytest.raises(StateError, match="outside this task's range"):
         backend.set_current_key(foreign)
-    for bad, why in ((object(), "object"), ("\udcff", "no UTF-8 form")):   # no form; text that is not UTF-8
+    for bad, why in ((object(), "object"), ("\udcff", "no UTF-8 form")):  # no form; text that is not UTF-8
         backend.prefetch(own + [bad])
         with pytest.raises(KeyTypeError, match=why):
             backend.set_current_key(bad)
@@ -209,8 +208,8 @@ def test_unequal_keys_whose_canonical_bytes_meet_keep_their_own_state(state_back
     timers = backend.get_timer_queue(EVENT_TIME)
     service = InternalTimerService({EVENT_TIME: timers, PROCESSING_TIME: backend.get_timer_queue(PROCESSING_TIME)})
     backend.set_current_key("k")
-    value = backend.get_partitioned_state(None, d["value"])   # registered first: a prefetch reads known states
-    for ns in ("1", 1):                                       # namespaces meet as keys do
+    value = backend.get_partitioned_state(None, d["value"])  # registered first: a prefetch reads known states
+    for ns in ("1", 1):  # namespaces meet as keys do
         backend.get_partitioned_state(ns, d["list"]).add(repr(ns))
     if prefetch:
         backend.prefetch(list(MEETING_KEYS))
@@ -238,6 +237,7 @@ def test_unequal_keys_whose_canonical_bytes_meet_keep_their_own_state(state_back
 
 # -- namespaces -------------------------------------------------------------------------------------
 
+
 def test_namespaces_are_separate_and_clear_namespace_drops_one(state_backend):
     backend = keyed(state_backend)
     d = descriptors()
@@ -248,11 +248,13 @@ def test_namespaces_are_separate_and_clear_namespace_drops_one(state_backend):
             backend.get_partitioned_state(ns, d["value"]).update(f"{key}{ns.start}")
             backend.get_partitioned_state(ns, d["list"]).add_all([key, ns.start])
     backend.set_current_key("a")
-    backend.clear_namespace(w1, ["value"])          # only the value state of (a, w1)
-    backend.clear_namespace(w2)                     # every state of (a, w2)
+    backend.clear_namespace(w1, ["value"])  # only the value state of (a, w1)
+    backend.clear_namespace(w2)  # every state of (a, w2)
     left = {name: sorted(map(repr, backend.get_keys_and_namespaces(name))) for name in ("value", "list")}
-    assert left == {"value": sorted(map(repr, [("b", w1), ("b", w2)])),
-                    "list": sorted(map(repr, [("a", w1), ("b", w1), ("b", w2)]))}
+    assert left == {
+        "value": sorted(map(repr, [("b", w1), ("b", w2)])),
+        "list": sorted(map(repr, [("a", w1), ("b", w1), ("b", w2)])),
+    }
     backend.set_current_key("b")
     assert backend.get_partitioned_state(w2, d["value"]).value() == "b10"
 
@@ -270,15 +272,18 @@ def test_internal_state_follows_set_current_namespace(state_backend):
     assert list(contents.get()) == [3]
 
 
-@pytest.mark.parametrize("kind, sources, expected", [
-    ("list", {"t": [1], "s1": [2, 3], "s2": [4]}, [1, 2, 3, 4]),
-    ("list", {"s1": [2, 3], "s2": [4]}, [2, 3, 4]),
-    ("reducing", {"t": 1, "s1": 10, "s2": 100}, 111),
-    ("aggregating", {"t": (1, 1), "s1": (5, 2)}, (6, 3)),
-    ("map", {"t": {"a": 1, "b": 1}, "s1": {"b": 2}, "s2": {"c": 3}}, {"a": 1, "b": 2, "c": 3}),
-    ("value", {"t": "t", "s1": "one", "s2": "two"}, "two"),
-    ("value", {"t": "t", "s1": "one"}, "one"),
-])
+@pytest.mark.parametrize(
+    "kind, sources, expected",
+    [
+        ("list", {"t": [1], "s1": [2, 3], "s2": [4]}, [1, 2, 3, 4]),
+        ("list", {"s1": [2, 3], "s2": [4]}, [2, 3, 4]),
+        ("reducing", {"t": 1, "s1": 10, "s2": 100}, 111),
+        ("aggregating", {"t": (1, 1), "s1": (5, 2)}, (6, 3)),
+        ("map", {"t": {"a": 1, "b": 1}, "s1": {"b": 2}, "s2": {"c": 3}}, {"a": 1, "b": 2, "c": 3}),
+        ("value", {"t": "t", "s1": "one", "s2": "two"}, "two"),
+        ("value", {"t": "t", "s1": "one"}, "one"),
+    ],
+)
 def test_merge_namespaces(state_backend, kind, sources, expected):
     backend = keyed(state_backend)
     state = backend.create_internal_state(descriptors()[kind])
@@ -299,16 +304,19 @@ def test_merge_namespaces(state_backend, kind, sources, expected):
     backend.set_current_key("k")
     for ns, content in sources.items():
         put(ns, content)
-    backend.set_current_key("other")                       # another key's namespaces stay untouched
+    backend.set_current_key("other")  # another key's namespaces stay untouched
     put("s1", sources["s1"])
     backend.set_current_key("k")
     state.merge_namespaces("t", ["s1", "missing", "s2"])
-    assert sorted(map(repr, backend.get_keys_and_namespaces(kind))) == sorted(map(repr, [("k", "t"),
-                                                                                          ("other", "s1")]))
+    assert sorted(map(repr, backend.get_keys_and_namespaces(kind))) == sorted(map(repr, [("k", "t"), ("other", "s1")]))
     state.set_current_namespace("t")
-    read = {"list": lambda: list(state.get()), "reducing": lambda: state.get(),
-            "aggregating": lambda: state.get_accumulator(), "map": lambda: dict(state.items()),
-            "value": lambda: state.value()}[kind]
+    read = {
+        "list": lambda: list(state.get()),
+        "reducing": lambda: state.get(),
+        "aggregating": lambda: state.get_accumulator(),
+        "map": lambda: dict(state.items()),
+        "value": lambda: state.value(),
+    }[kind]
     assert read() == expected
     backend.set_current_key("other")
     state.set_current_namespace("s1")
@@ -317,11 +325,12 @@ def test_merge_namespaces(state_backend, kind, sources, expected):
 
 # -- timers ------------------------------------------------------------------------------------------
 
+
 def test_timers_fire_once_in_timestamp_then_registration_order(state_backend):
     backend = keyed(state_backend)
     service = InternalTimerService({d: backend.get_timer_queue(d) for d in (EVENT_TIME, PROCESSING_TIME)})
     rnd = random.Random(5)
-    model: dict = {}                                 # (ts, key, ns) -> registration order
+    model: dict = {}  # (ts, key, ns) -> registration order
     deleted = set()
     for i in range(400):
         ts, key, ns = rnd.randrange(50), rnd.choice(KEYS), rnd.choice(NAMESPACES)
@@ -355,6 +364,7 @@ def test_timers_fire_once_in_timestamp_then_registration_order(state_backend):
 
 
 # -- snapshot and restore ------------------------------------------------------------------------------
+
 
 def _fill(backend, rnd):
     """Random entries of every kind and timers; returns the model ``{(state, key, ns): value}`` and timers."""
@@ -400,9 +410,13 @@ def _contents(backend):
         for key, ns in backend.get_keys_and_namespaces(kind):
             backend.set_current_key(key)
             state = backend.get_partitioned_state(ns, d[kind])
-            read = {"value": lambda s: s.value(), "list": lambda s: list(s.get()),
-                    "map": lambda s: dict(s.items()), "reducing": lambda s: s.get(),
-                    "aggregating": lambda s: s.get_accumulator()}[kind]
+            read = {
+                "value": lambda s: s.value(),
+                "list": lambda s: list(s.get()),
+                "map": lambda s: dict(s.items()),
+                "reducing": lambda s: s.get(),
+                "aggregating": lambda s: s.get_accumulator(),
+            }[kind]
             got[(kind, key, ns)] = read(state)
     timers = set()
     for domain in (EVENT_TIME, PROCESSING_TIME):
@@ -415,8 +429,11 @@ def test_snapshot_restores_at_another_parallelism_every_entry_exactly_once(state
     full = keyed(state_backend)
     model, timers = _fill(full, random.Random(parallelism))
     snapshot = pickle.loads(pickle.dumps(full.snapshot(watermark=42)))
-    assert (snapshot.format_version, snapshot.max_parallelism, snapshot.watermark) == (SNAPSHOT_FORMAT_VERSION,
-                                                                                        MAXP, 42)
+    assert (snapshot.format_version, snapshot.max_parallelism, snapshot.watermark) == (
+        SNAPSHOT_FORMAT_VERSION,
+        MAXP,
+        42,
+    )
     assert snapshot.key_group_range == KeyGroupRange(0, MAXP - 1)
     # as after a scale-out to 2 first: snapshots of two halves, restored into `parallelism` subtasks
     halves = []

@@ -27,9 +27,12 @@ from sparkpoint.errors import StateError
 
 
 def _ttl(update="OnCreateAndWrite", visibility="NeverReturnExpired", ms=100):
-    return (StateTtlConfig.new_builder(Time.milliseconds(ms))
-            .set_update_type(getattr(StateTtlConfig.UpdateType, update))
-            .set_state_visibility(getattr(StateTtlConfig.StateVisibility, visibility)).build())
+    return (
+        StateTtlConfig.new_builder(Time.milliseconds(ms))
+        .set_update_type(getattr(StateTtlConfig.UpdateType, update))
+        .set_state_visibility(getattr(StateTtlConfig.StateVisibility, visibility))
+        .build()
+    )
 
 
 class TtlModel:
@@ -114,25 +117,25 @@ def test_ttl_scenarios_spelled_out(state_backend, visibility):
     agg.add(10)
     never.update("forever")
     backend.set_current_processing_time(60)
-    lst.add(3)                                   # list elements expire one by one
-    mp.put("b", 2)                               # and so do map entries
-    assert refreshed.value() == "r"              # read at 60: lives until 160
+    lst.add(3)  # list elements expire one by one
+    mp.put("b", 2)  # and so do map entries
+    assert refreshed.value() == "r"  # read at 60: lives until 160
     backend.set_current_processing_time(99)
     assert value.value() == "v"
-    backend.set_current_processing_time(100)    # written at 0, ttl 100: expired now
+    backend.set_current_processing_time(100)  # written at 0, ttl 100: expired now
     assert list(lst.get()) == ([1, 2, 3] if visible else [3])
-    assert list(lst.get()) == [3]                # the expired elements were cleaned up by the read
+    assert list(lst.get()) == [3]  # the expired elements were cleaned up by the read
     assert mp.get("a") == (1 if visible else None) and mp.get("a") is None
     assert sorted(mp.items()) == [("b", 2)]
-    red.add(5)                                   # folds into the expired 10 only if that is visible
+    red.add(5)  # folds into the expired 10 only if that is visible
     assert red.get() == (15 if visible else 5)
     agg.add(20)
     assert agg.get() == (15 if visible else 20)
     assert value.value() == ("v" if visible else None)
-    assert value.value() is None                 # returned once at most, then gone
+    assert value.value() is None  # returned once at most, then gone
     assert refreshed.value() == "r"
     backend.set_current_processing_time(10**9)
-    assert never.value() == "forever"            # UpdateType.Disabled: no TTL
+    assert never.value() == "forever"  # UpdateType.Disabled: no TTL
     assert refreshed.value() == ("r" if visible else None)
 
 
@@ -177,7 +180,7 @@ def test_merging_only_expired_namespaces_leaves_nothing_behind(state_backend):
     for ns in ("w1", "w2"):
         state.set_current_namespace(ns)
         state.add(1)
-    backend.set_current_processing_time(500)               # both expired
+    backend.set_current_processing_time(500)  # both expired
     state.merge_namespaces("w3", ["w1", "w2"])
     state.set_current_namespace("w3")
     assert state.get() is None
@@ -190,11 +193,16 @@ def test_snapshots_drop_expired_values_unless_cleanup_is_off(state_backend, back
     """Keys never read again must not keep their expired state forever: background cleanup (on by
     default, as in Flink) drops expired values from every snapshot; with it off, they stay until read."""
     builder = StateTtlConfig.new_builder(Time.milliseconds(100)).set_state_visibility(
-        StateTtlConfig.StateVisibility.ReturnExpiredIfNotCleanedUp)
+        StateTtlConfig.StateVisibility.ReturnExpiredIfNotCleanedUp
+    )
     ttl = (builder if background else builder.disable_cleanup_in_background()).build()
     backend = keyed(state_backend)
-    descriptors = {"v": ValueStateDescriptor("v"), "l": ListStateDescriptor("l"),
-                   "m": MapStateDescriptor("m"), "r": ReducingStateDescriptor("r", lambda a, b: a + b)}
+    descriptors = {
+        "v": ValueStateDescriptor("v"),
+        "l": ListStateDescriptor("l"),
+        "m": MapStateDescriptor("m"),
+        "r": ReducingStateDescriptor("r", lambda a, b: a + b),
+    }
     states = {}
     for name, d in descriptors.items():
         d.enable_time_to_live(ttl)
@@ -206,13 +214,15 @@ def test_snapshots_drop_expired_values_unless_cleanup_is_off(state_backend, back
         states["l"].add_all([1, 2])
         states["m"].put("a", 1)
         states["r"].add(5)
-    backend.set_current_processing_time(500)                 # "stale" expired at 100, "fresh" lives to 550
-    keys = {name: {k for states_ in backend.snapshot().entries.values() for (k, _) in states_.get(name, {})}
-            for name in descriptors}
+    backend.set_current_processing_time(500)  # "stale" expired at 100, "fresh" lives to 550
+    keys = {
+        name: {k for states_ in backend.snapshot().entries.values() for (k, _) in states_.get(name, {})}
+        for name in descriptors
+    }
     assert keys == {name: ({"stale", "fresh"} if not background else {"fresh"}) for name in descriptors}
     restored = keyed(state_backend)
     restored.restore([backend.snapshot()])
     restored.set_current_key("stale")
     restored.set_current_processing_time(500)
     value = restored.get_partitioned_state(None, descriptors["v"]).value()
-    assert value == (None if background else 1)              # cleaned up, or expired but still stored
+    assert value == (None if background else 1)  # cleaned up, or expired but still stored

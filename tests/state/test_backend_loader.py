@@ -4,23 +4,27 @@ from __future__ import annotations
 
 import pytest
 
-from sparkpoint.datastream.state_backend import (
-    FsStateBackend,
-    HashMapStateBackend,
-    MemoryStateBackend,
-)
+from sparkpoint.datastream.state_backend import FsStateBackend, HashMapStateBackend, MemoryStateBackend
 from sparkpoint.errors import ConfigurationError
 from sparkpoint.state.backend import KeyedStateBackend, StateBackend
-from sparkpoint.state.backend_loader import (
-    load_state_backend,
-    load_state_backend_from_config,
-)
+from sparkpoint.state.backend_loader import load_state_backend, load_state_backend_from_config
 from sparkpoint.state.hashmap import HashMapKeyedStateBackend
 from sparkpoint.state.key_groups import KeyGroupRange
 
 
-@pytest.mark.parametrize("spec", [None, "hashmap", " HashMap ", "filesystem", "jobmanager", HashMapStateBackend(),
-                                  MemoryStateBackend(), FsStateBackend("file:///checkpoints")])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        None,
+        "hashmap",
+        " HashMap ",
+        "filesystem",
+        "jobmanager",
+        HashMapStateBackend(),
+        MemoryStateBackend(),
+        FsStateBackend("file:///checkpoints"),
+    ],
+)
 def test_hashmap_and_its_flink_names(spec):
     backend = load_state_backend(spec)
     assert isinstance(backend, StateBackend) and backend.name == "hashmap"
@@ -34,8 +38,9 @@ def test_a_runtime_backend_is_used_as_it_is():
     assert load_state_backend(backend) is backend
 
 
-@pytest.mark.parametrize("config", [{"state.backend.type": "hashmap"}, {"state.backend": "filesystem"},
-                                    {"state.backend": "jobmanager"}, {}])
+@pytest.mark.parametrize(
+    "config", [{"state.backend.type": "hashmap"}, {"state.backend": "filesystem"}, {"state.backend": "jobmanager"}, {}]
+)
 def test_from_configuration(config):
     assert load_state_backend_from_config(config).name == "hashmap"
 

@@ -49,8 +49,10 @@ EQUAL_KEYS = [
     [(1, "a"), (1.0, "a"), (True, "a"), Row(1, "a")],
     [frozenset({1, "x"}), frozenset({"x", 1.0})],
     [Point(1, "y"), Point(1.0, "y")],  # type: ignore[arg-type]
-    [datetime.datetime(2024, 5, 1, 12, tzinfo=datetime.timezone.utc),
-     datetime.datetime(2024, 5, 1, 14, tzinfo=datetime.timezone(datetime.timedelta(hours=2)))],
+    [
+        datetime.datetime(2024, 5, 1, 12, tzinfo=datetime.UTC),
+        datetime.datetime(2024, 5, 1, 14, tzinfo=datetime.timezone(datetime.timedelta(hours=2))),
+    ],
     [datetime.timedelta(seconds=1), datetime.timedelta(milliseconds=1000)],
 ]
 
@@ -83,8 +85,11 @@ class ByIdentity:
     x: int
 
 
-@pytest.mark.parametrize("key", [[1, 2], {"a": 1}, {1, 2}, float("nan"), object(), (1, [2]), ByIdentity(1)],
-                         ids=["list", "dict", "set", "nan", "object", "tuple-with-list", "dataclass-eq-false"])
+@pytest.mark.parametrize(
+    "key",
+    [[1, 2], {"a": 1}, {1, 2}, float("nan"), object(), (1, [2]), ByIdentity(1)],
+    ids=["list", "dict", "set", "nan", "object", "tuple-with-list", "dataclass-eq-false"],
+)
 def test_keys_without_a_deterministic_form_are_refused_clearly(key):
     with pytest.raises(KeyTypeError) as e:
         KeyGroupAssigner(128)(key)
@@ -95,13 +100,15 @@ def test_keys_without_a_deterministic_form_are_refused_clearly(key):
 
 def test_key_groups_are_the_same_under_any_hash_seed():
     keys = "[frozenset({'a', 'b', 'c', 1, 2}), ('x', frozenset({3.5, 'y'})), 'plain', 42, (1, 'a')]"
-    code = ("from sparkpoint.state.key_groups import assign_to_key_group as a;"
-            f"print([a(k, 128) for k in {keys}])")
+    code = f"from sparkpoint.state.key_groups import assign_to_key_group as a;print([a(k, 128) for k in {keys}])"
     outputs = set()
     for seed in ("0", "1", "12345", "random"):
         env = dict(os.environ, PYTHONHASHSEED=seed)
-        outputs.add(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                                   check=True).stdout.strip())
+        outputs.add(
+            subprocess.run(
+                [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+            ).stdout.strip()
+        )
     assert len(outputs) == 1, outputs
 
 
@@ -115,10 +122,12 @@ def test_key_group_ranges_cover_every_group_exactly_once():
 def test_equal_keys_are_one_key_in_a_job(local_env):
     local_env.set_parallelism(4)
     records = [(k, 1) for k in (1, 1.0, True, "a", 2, 2.0)] * 5
-    out = (local_env.from_collection(records)
-           .key_by(lambda r: r[0])
-           .reduce(lambda a, b: (a[0], a[1] + b[1]))
-           .execute_and_collect())
+    out = (
+        local_env.from_collection(records)
+        .key_by(lambda r: r[0])
+        .reduce(lambda a, b: (a[0], a[1] + b[1]))
+        .execute_and_collect()
+    )
     finals: dict = {}
     for k, n in out:
         finals[k] = max(finals.get(k, 0), n)
@@ -129,15 +138,20 @@ def test_equal_keys_are_one_key_in_a_job(local_env):
 def test_groups_of_many_keys_at_once_equal_one_key_at_a_time(max_parallelism):
     """The array form of the murmur mix (used for whole batches) against the scalar form, key by key."""
     rnd = random.Random(7)
-    keys = ([rnd.getrandbits(64) for _ in range(3000)] + [f"user-{i}" for i in range(3000)]
-            + [(i, str(i)) for i in range(500)] + [-i for i in range(500)] + [1.5, None, b"x", Row(1, "a")])
+    keys = (
+        [rnd.getrandbits(64) for _ in range(3000)]
+        + [f"user-{i}" for i in range(3000)]
+        + [(i, str(i)) for i in range(500)]
+        + [-i for i in range(500)]
+        + [1.5, None, b"x", Row(1, "a")]
+    )
     assigner = KeyGroupAssigner(max_parallelism)
-    assigner(keys[0])   # one key already cached, the rest new
+    assigner(keys[0])  # one key already cached, the rest new
     groups = assigner.assign_all(keys + keys[:100])
     assert len(groups) == len(keys)
     mismatched = [k for k in keys if groups[k] != assign_to_key_group(k, max_parallelism)]
     assert mismatched == []
-    assert assigner.assign_all(keys[:10]) == {k: groups[k] for k in keys[:10]}   # now from the cache
+    assert assigner.assign_all(keys[:10]) == {k: groups[k] for k in keys[:10]}  # now from the cache
 
 
 class Tag(str):
@@ -150,7 +164,7 @@ def test_the_bytes_of_many_keys_at_once_equal_one_key_at_a_time():
     assert keys_bytes(strings) == [key_bytes(k) for k in strings] == [k.encode() for k in strings]
     mixed = strings + [7, 1.0, None, (1, "a"), Color.RED, Level.ONE]
     assert keys_bytes(mixed) == [key_bytes(k) for k in mixed]
-    assert keys_bytes(mixed)[5] == b"7" and keys_bytes(mixed)[6] == b"1"   # not the text of a str
+    assert keys_bytes(mixed)[5] == b"7" and keys_bytes(mixed)[6] == b"1"  # not the text of a str
     with pytest.raises(KeyTypeError, match="list"):
         keys_bytes(["a", ["not", "a", "key"]])
 
@@ -171,8 +185,10 @@ def test_stored_bytes_keep_unequal_keys_apart_and_equal_keys_together():
     assert stored_key_bytes(1.0, key_bytes(1.0)) == stored_key_bytes(True, key_bytes(True)) == stored[1]
     assert stored[keys.index("a")] == b"a" and stored[keys.index(("t", 1))] == canonical[keys.index(("t", 1))]
     for batch in (keys, ["a", "b", "é"], ["a", "\x00N", ""], []):
-        assert keys_stored_bytes(batch) == ([key_bytes(k) for k in batch],
-                                            [stored_key_bytes(k, key_bytes(k)) for k in batch])
+        assert keys_stored_bytes(batch) == (
+            [key_bytes(k) for k in batch],
+            [stored_key_bytes(k, key_bytes(k)) for k in batch],
+        )
 
 
 @pytest.mark.parametrize("key", ["b\udc80c", ("a", "\ud800"), frozenset({"\udfff"})])

@@ -7,7 +7,6 @@ import random
 from collections import defaultdict
 
 import pytest
-
 from backend_suite import SumCount
 
 from sparkpoint.common import Types
@@ -47,8 +46,14 @@ class EveryState(KeyedProcessFunction):
         self.by_parity.put(parity, (self.by_parity.get(parity) or 0) + 1)
         self.total.add(v)
         self.mean.add(v)
-        yield (key, self.count.value(), tuple(self.seen.get()), dict(self.by_parity.items()),
-               self.total.get(), round(self.mean.get(), 6))
+        yield (
+            key,
+            self.count.value(),
+            tuple(self.seen.get()),
+            dict(self.by_parity.items()),
+            self.total.get(),
+            round(self.mean.get(), 6),
+        )
 
 
 def _oracle(records):
@@ -60,8 +65,9 @@ def _oracle(records):
         p = "even" if v % 2 == 0 else "odd"
         parity[key][p] = parity[key].get(p, 0) + 1
         total[key] += v
-        out.append((key, counts[key], tuple(seen[key]), dict(parity[key]), total[key],
-                    round(total[key] / counts[key], 6)))
+        out.append(
+            (key, counts[key], tuple(seen[key]), dict(parity[key]), total[key], round(total[key] / counts[key], 6))
+        )
     return out
 
 
@@ -75,8 +81,8 @@ def test_every_state_kind_across_epochs(make_env, epoch_records):
     env = make_env("local", **{"execution.epoch.max-records": epoch_records})
     env.set_parallelism(3)
     records = _records()
-    got = (env.from_collection(records).key_by(lambda r: r[0]).process(EveryState()).uid("every")
-           .execute_and_collect())
+    got = env.from_collection(records).key_by(lambda r: r[0]).process(EveryState()).uid("every").execute_and_collect()
+
     # per key, the emitted sequence must equal the oracle's (order across keys is not defined)
     def by_key(rows):
         d = defaultdict(list)
@@ -116,9 +122,11 @@ def test_hashmap_snapshot_restore_round_trip():
         rng = compute_key_group_range_for_operator_index(maxp, 2, index)
         part = HashMapStateBackend().create_keyed_backend(rng, maxp)
         part.restore([data])
-        v2, l2, m2 = (part.get_partitioned_state(None, ValueStateDescriptor("v")),
-                      part.get_partitioned_state(None, ListStateDescriptor("l")),
-                      part.get_partitioned_state(None, MapStateDescriptor("m")))
+        v2, l2, m2 = (
+            part.get_partitioned_state(None, ValueStateDescriptor("v")),
+            part.get_partitioned_state(None, ListStateDescriptor("l")),
+            part.get_partitioned_state(None, MapStateDescriptor("m")),
+        )
         mine = {k: e for k, e in expected.items() if assign_to_key_group(k, maxp) in rng}
         assert mine, "each half should own some keys"
         for key, (v, lst, m) in mine.items():
@@ -150,10 +158,17 @@ def test_key_groups_are_stable_across_processes():
 
     keys = ["a", "user-42", ("a", "CLICK"), 12345, ("x", 1, 2.5)]
     here = [assign_to_key_group(k, 128) for k in keys]
-    code = ("from sparkpoint.state.key_groups import assign_to_key_group;"
-            f"print([assign_to_key_group(k, 128) for k in {keys!r}])")
-    there = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                           env={"PYTHONHASHSEED": "123", "PATH": ""}).stdout.strip()
+    code = (
+        "from sparkpoint.state.key_groups import assign_to_key_group;"
+        f"print([assign_to_key_group(k, 128) for k in {keys!r}])"
+    )
+    there = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PYTHONHASHSEED": "123", "PATH": ""},
+    ).stdout.strip()
     assert str(here) == there
 
 
@@ -191,8 +206,11 @@ def test_user_exception_names_uid_and_record(local_env):
 
 def test_user_exception_on_spark_names_uid_and_record(spark_env):
     spark_env.from_collection([1, 2, 3, 4]).key_by(lambda v: v % 2).process(FailOn(3)).uid("failing-op").print()
-    with pytest.raises(UserFunctionError, match=r"uid 'failing-op'.*record 3 from element 2 of the collection: "
-                                                r"ValueError: boom"):
+    with pytest.raises(
+        UserFunctionError,
+        match=r"uid 'failing-op'.*record 3 from element 2 of the collection: "
+        r"ValueError: boom",
+    ):
         spark_env.execute()
 
 
@@ -256,5 +274,5 @@ def test_working_state_on_a_shared_file_system(make_env):
     records = _records(n=120, seed=5)
     got = env.from_collection(records).key_by(lambda r: r[0]).process(EveryState()).uid("every").execute_and_collect()
     assert sorted(got) == sorted(_oracle(records))
-    assert seen                                           # the working state lived there while the job ran
+    assert seen  # the working state lived there while the job ran
     assert not fs.glob(path + "/*/stage-1/task-*/state-*")  # and was removed when it finished

@@ -4,21 +4,23 @@ from __future__ import annotations
 
 import time
 
-from sparkpoint.runtime.restore import load_checkpoint
 from sparkpoint.common import WatermarkStrategy
 from sparkpoint.datastream import CheckpointedFunction, MapFunction
 from sparkpoint.datastream.connectors.generator import NumberSequenceSource
 from sparkpoint.datastream.state import ListStateDescriptor
+from sparkpoint.runtime.restore import load_checkpoint
 from sparkpoint.state.operator_state import redistribute_operator_state
 
 
 def test_even_split_and_union_redistribution():
-    old = [{"offsets": ("split", [1, 2, 3]), "seen": ("union", ["a"])},
-           {"offsets": ("split", [4, 5]), "seen": ("union", ["b", "c"])}]
+    old = [
+        {"offsets": ("split", [1, 2, 3]), "seen": ("union", ["a"])},
+        {"offsets": ("split", [4, 5]), "seen": ("union", ["b", "c"])},
+    ]
     new = redistribute_operator_state(old, 3)
-    assert sorted(v for s in new for v in s["offsets"][1]) == [1, 2, 3, 4, 5]       # each element exactly once
+    assert sorted(v for s in new for v in s["offsets"][1]) == [1, 2, 3, 4, 5]  # each element exactly once
     assert max(len(s["offsets"][1]) for s in new) - min(len(s["offsets"][1]) for s in new) <= 1
-    assert all(sorted(s["seen"][1]) == ["a", "b", "c"] for s in new)                 # union: everything, everywhere
+    assert all(sorted(s["seen"][1]) == ["a", "b", "c"] for s in new)  # union: everything, everywhere
     back = redistribute_operator_state(new, 1)
     assert sorted(back[0]["offsets"][1]) == [1, 2, 3, 4, 5]
 
@@ -54,8 +56,13 @@ def test_operator_state_survives_a_savepoint_at_another_parallelism(make_env, tm
     # the old source's state is dropped explicitly (-n); the map's state is spread over 3 subtasks
     env3 = make_env("local", **{"execution.savepoint.path": path, "execution.savepoint.ignore-unclaimed-state": True})
     env3.set_parallelism(3)
-    out = (env3.from_source(NumberSequenceSource(1, 3, num_splits=3), WatermarkStrategy.no_watermarks(), "n2")
-           .uid("n2").map(Remember()).uid("remember").execute_and_collect())
+    out = (
+        env3.from_source(NumberSequenceSource(1, 3, num_splits=3), WatermarkStrategy.no_watermarks(), "n2")
+        .uid("n2")
+        .map(Remember())
+        .uid("remember")
+        .execute_and_collect()
+    )
     # three subtasks, each with a third of what two subtasks remembered, plus the one new value each
     assert sorted(n for _, n in out) != [1, 1, 1]
     assert sum(n for _, n in out) == len(remembered) + 3

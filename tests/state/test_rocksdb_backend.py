@@ -67,6 +67,7 @@ def _check(backend, models):
 
 # -- state kinds across epochs ----------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_every_state_kind_matches_a_model_across_reopened_epochs(tmp_path, kind):
     rnd = random.Random(kind)
@@ -132,6 +133,7 @@ def test_a_backend_keeps_working_after_commit(tmp_path):
 
 # -- resume and roll back ---------------------------------------------------------------------------
 
+
 def _run(tmp_path, epoch, models, seed, resume=True):
     backend = _open(tmp_path, epoch - 1 if resume and epoch > 1 else None)
     _random_epoch(backend, models, random.Random(seed))
@@ -154,7 +156,7 @@ def test_a_retried_epoch_rolls_back_to_the_end_of_the_previous_one(tmp_path):
     backend.dispose()
     assert first_try != at_two
     for attempt in ("second", "third"):
-        backend = _open(tmp_path, 2)                  # the database is at 3: epoch 3 runs again
+        backend = _open(tmp_path, 2)  # the database is at 3: epoch 3 runs again
         _check(backend, at_two)
         assert backend.registered_states() == {kind: kind for kind in KINDS}
         models = copy.deepcopy(at_two)
@@ -178,12 +180,12 @@ def test_resuming_an_epoch_the_database_does_not_hold_fails(tmp_path, resume):
         _run(tmp_path, epoch, models, epoch)
         at[epoch] = copy.deepcopy(models)
     held = 3
-    if resume == "1 after rolling back to 2":        # one epoch back works once: the undo log is used up
+    if resume == "1 after rolling back to 2":  # one epoch back works once: the undo log is used up
         _open(tmp_path, 2).dispose()
         held, resume = 2, 1
     with pytest.raises(StateMissingError, match=f"holds epoch {held}, expected {resume}"):
         _open(tmp_path, resume)
-    backend = _open(tmp_path, held)                   # the failed resume changed nothing
+    backend = _open(tmp_path, held)  # the failed resume changed nothing
     _check(backend, at[held])
     backend.dispose()
 
@@ -210,7 +212,7 @@ def test_a_new_database_is_marked_with_its_key_format_and_one_written_before_the
     d = descriptors()
     backend = _open(tmp_path)
     assert backend.store.key_format == 2
-    backend.store.key_format = fmt          # as an older version wrote it
+    backend.store.key_format = fmt  # as an older version wrote it
     _meeting_keys_epoch(backend)
     backend.commit(1)
     backend.dispose()
@@ -231,7 +233,7 @@ def test_a_new_database_is_marked_with_its_key_format_and_one_written_before_the
     else:
         assert got == {"1": "number", 1: "number"} and lists == {"1": ["number", "text"], 1: ["number", "text"]}
         assert len(fired) == 1
-    backend.commit(2)                       # a later commit keeps the format
+    backend.commit(2)  # a later commit keeps the format
     backend.dispose()
     backend = _open(tmp_path, 2)
     assert backend.store.key_format == fmt
@@ -270,6 +272,7 @@ def test_a_fresh_directory_holds_no_epoch(tmp_path):
 
 # -- timers -----------------------------------------------------------------------------------------
 
+
 def _register(queue, timers, rnd, n):
     for _ in range(n):
         timer = (rnd.randrange(60), rnd.choice(KEYS), rnd.choice(NAMESPACES))
@@ -305,7 +308,7 @@ def test_timers_persist_fire_in_order_and_roll_back(tmp_path):
     for ts, key, ns, kg in queue.pop_due(25):
         assert kg == assign_to_key_group(key, MAXP)
         fired.append((ts, key, ns))
-        if len(fired) == 1:                           # registered while firing and due: fires now
+        if len(fired) == 1:  # registered while firing and due: fires now
             queue.add(*late, assign_to_key_group("late", MAXP))
     _assert_fired_in_order(fired, [t for t in timers if t[0] <= 25] + [late])
     timers = {t for t in timers if t[0] > 25}
@@ -314,7 +317,7 @@ def test_timers_persist_fire_in_order_and_roll_back(tmp_path):
     assert len(backend.get_timer_queue(EVENT_TIME)) == len(timers)
     backend.dispose()
 
-    for attempt in range(2):                          # epoch 3, run twice: the retry sees epoch 2's timers
+    for attempt in range(2):  # epoch 3, run twice: the retry sees epoch 2's timers
         backend = _open(tmp_path, 2)
         queue = backend.get_timer_queue(EVENT_TIME)
         assert len(queue) == len(timers) and queue.peek() == min(t[0] for t in timers)
@@ -324,7 +327,8 @@ def test_timers_persist_fire_in_order_and_roll_back(tmp_path):
         backend.dispose()
     backend = _open(tmp_path, 3)
     assert list(backend.get_timer_queue(PROCESSING_TIME).pop_due(100)) == [
-        (5, "p", TimeWindow(0, 10), assign_to_key_group("p", MAXP))]
+        (5, "p", TimeWindow(0, 10), assign_to_key_group("p", MAXP))
+    ]
     rest = [t for t in timers if t[0] > 40] + [(101, "again", None)]
     _assert_fired_in_order(list(t[:3] for t in backend.get_timer_queue(EVENT_TIME).pop_due(10**6)), rest)
     assert len(backend.get_timer_queue(EVENT_TIME)) == 0
@@ -338,7 +342,7 @@ def test_a_fired_timer_registered_again_in_the_same_epoch_stays(tmp_path):
     backend.get_timer_queue(EVENT_TIME).add(20, "k", None, kg)
     backend.commit(1)
     backend.dispose()
-    for attempt in ("failed", "retried"):             # the failed attempt fires, never commits, disposes
+    for attempt in ("failed", "retried"):  # the failed attempt fires, never commits, disposes
         backend = _open(tmp_path, 1)
         queue = backend.get_timer_queue(EVENT_TIME)
         assert [t[0] for t in queue.pop_due(10)] == [10]
@@ -358,6 +362,7 @@ def test_a_fired_timer_registered_again_in_the_same_epoch_stays(tmp_path):
 
 # -- only what an epoch touches is written -----------------------------------------------------------
 
+
 def test_commit_writes_only_the_entries_that_changed(tmp_path):
     n = 20_000
     value, lst = ValueStateDescriptor("v"), ListStateDescriptor("l")
@@ -373,22 +378,22 @@ def test_commit_writes_only_the_entries_that_changed(tmp_path):
 
     backend = _open(tmp_path, 1)
     v, l_state = backend.get_partitioned_state(None, value), backend.get_partitioned_state(None, lst)
-    for i in range(5):                               # 5 changed
+    for i in range(5):  # 5 changed
         backend.set_current_key(i)
         v.update(-i - 1)
-    for i in (5, 6):                                 # rewritten with the same value: unchanged
+    for i in (5, 6):  # rewritten with the same value: unchanged
         backend.set_current_key(i)
         v.update(i)
-    for i in (7, 8):                                 # 2 removed
+    for i in (7, 8):  # 2 removed
         backend.set_current_key(i)
         v.clear()
     backend.set_current_key(9)
-    assert v.value() == 9                            # read only
-    backend.set_current_key("new")                   # created, then removed: nothing to write
+    assert v.value() == 9  # read only
+    backend.set_current_key("new")  # created, then removed: nothing to write
     v.update(1)
     v.clear()
     backend.set_current_key(0)
-    l_state.add(3)                                   # changed in place
+    l_state.add(3)  # changed in place
     assert backend.commit(2) == 5 + 2 + 1
     backend.dispose()
 
@@ -397,7 +402,7 @@ def test_commit_writes_only_the_entries_that_changed(tmp_path):
     for i in range(0, n, 97):
         backend.set_current_key(i)
         v.value()
-    assert backend.entry_count() == n - 2 + 1        # a full scan reads, and writes nothing
+    assert backend.entry_count() == n - 2 + 1  # a full scan reads, and writes nothing
     assert backend.commit(3) == 0
     backend.set_current_key(0)
     assert (v.value(), list(backend.get_partitioned_state(None, lst).get())) == (-1, [1, 2, 3])
@@ -405,6 +410,7 @@ def test_commit_writes_only_the_entries_that_changed(tmp_path):
 
 
 # -- local checkpoints --------------------------------------------------------------------------------
+
 
 def _model_of(contents_and_timers):
     got, timers = contents_and_timers
@@ -420,18 +426,19 @@ def test_a_local_checkpoint_keeps_its_epoch_and_restores_into_either_backend(tmp
     backend.dispose()
 
     backend = _open(tmp_path, 1)
-    _fill(backend, random.Random(12))                 # epoch 2 changes (nearly) every entry and timer
+    _fill(backend, random.Random(12))  # epoch 2 changes (nearly) every entry and timer
     backend.set_current_key("k0")
     backend.clear_namespace(None)
     backend.commit(2)
-    backend.checkpoint_locally(2)                     # flushes epoch 2 next to the first checkpoint
+    backend.checkpoint_locally(2)  # flushes epoch 2 next to the first checkpoint
     later = _model_of(_contents(backend))
     backend.dispose()
 
     snap = snapshot_local_checkpoint(path, EVERY_KEY_GROUP, MAXP, watermark=5)
     assert snap.watermark == 5 and snap.backend == "rocksdb"
     assert {k: _entries(snap, k) for k in KINDS} == {
-        kind: {(key, ns): v for (k, key, ns), v in model.items() if k == kind} for kind in KINDS}
+        kind: {(key, ns): v for (k, key, ns), v in model.items() if k == kind} for kind in KINDS
+    }
     expected = (model, sorted(map(repr, timers)))
     assert expected != later
     snap = pickle.loads(pickle.dumps(snap))
@@ -439,11 +446,11 @@ def test_a_local_checkpoint_keeps_its_epoch_and_restores_into_either_backend(tmp
     heap.restore([snap])
     rocks = _open(tmp_path / "restored")
     rocks.restore([snap])
-    assert _model_of(_contents(rocks)) == expected    # (pops the timers of the uncommitted epoch)
+    assert _model_of(_contents(rocks)) == expected  # (pops the timers of the uncommitted epoch)
     rocks.dispose()
     assert _model_of(_contents(heap)) == expected
-    heap.restore([snap])                              # the timers again, popped by _contents
-    back = _open(tmp_path / "from-heap")              # hashmap -> rocksdb, then committed and reopened
+    heap.restore([snap])  # the timers again, popped by _contents
+    back = _open(tmp_path / "from-heap")  # hashmap -> rocksdb, then committed and reopened
     back.restore([heap.snapshot()])
     back.commit(7)
     back.dispose()
@@ -456,6 +463,7 @@ def test_a_local_checkpoint_keeps_its_epoch_and_restores_into_either_backend(tmp
 
 
 # -- time-to-live ----------------------------------------------------------------------------------
+
 
 def test_ttl_timestamps_survive_commit_and_resume(tmp_path):
     def states(backend):
@@ -494,12 +502,13 @@ def test_ttl_timestamps_survive_commit_and_resume(tmp_path):
     assert read(backend, "new", 1_100) == (1_050, [1_050], {"at": 1_050})
     assert read(backend, "old", 1_100) == (None, [1_050], {})
     backend.set_current_processing_time(1_150)
-    snap = backend.snapshot()                          # background cleanup drops what expired
+    snap = backend.snapshot()  # background cleanup drops what expired
     assert {k: sorted(key for key, _ in _entries(snap, k)) for k in "vlm"} == {"v": [], "l": [], "m": []}
     backend.dispose()
 
 
 # -- rescaling -------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("parallelism", [1, 3])
 def test_snapshots_of_two_subtasks_rescale_every_entry_exactly_once(tmp_path, parallelism):
@@ -509,7 +518,7 @@ def test_snapshots_of_two_subtasks_rescale_every_entry_exactly_once(tmp_path, pa
     whole_path = whole.checkpoint_locally(1)
     whole.dispose()
     snapshots = []
-    for i in range(2):                                # scale out to two subtasks, then in or out again
+    for i in range(2):  # scale out to two subtasks, then in or out again
         rng = compute_key_group_range_for_operator_index(MAXP, 2, i)
         half = snapshot_local_checkpoint(whole_path, rng, MAXP)
         assert set(half.entries) | set(half.timers) <= set(rng), "a snapshot holds only its key groups"
@@ -540,12 +549,17 @@ def test_snapshots_of_two_subtasks_rescale_every_entry_exactly_once(tmp_path, pa
 
 # -- configuration ---------------------------------------------------------------------------------
 
+
 def test_configure_reads_flinks_keys_into_a_copy():
-    configured = ROCKSDB.configure({"state.backend.rocksdb.memory.fixed-per-slot": "128mb",
-                                    "state.backend.rocksdb.memory.write-buffer-ratio": "0.25",
-                                    "state.backend.rocksdb.writebuffer.size": "4 mb",
-                                    "execution.checkpointing.incremental": "true",
-                                    "state.backend.incremental": "false"})
+    configured = ROCKSDB.configure(
+        {
+            "state.backend.rocksdb.memory.fixed-per-slot": "128mb",
+            "state.backend.rocksdb.memory.write-buffer-ratio": "0.25",
+            "state.backend.rocksdb.writebuffer.size": "4 mb",
+            "execution.checkpointing.incremental": "true",
+            "state.backend.incremental": "false",
+        }
+    )
     options = configured.options
     assert (options.memory_bytes, options.write_buffer_ratio, options.write_buffer_bytes) == (128 << 20, 0.25, 4 << 20)
     assert configured.incremental is True and ROCKSDB.incremental is False
@@ -567,9 +581,9 @@ def test_a_retried_first_epoch_after_a_restore_sees_all_of_the_restore_or_none(t
     backend.commit(3)
     backend.dispose()
     try:
-        backend = _open(tmp_path, 2)                  # epoch 3, the first after the restore, runs again
+        backend = _open(tmp_path, 2)  # epoch 3, the first after the restore, runs again
     except StateMissingError:
-        return                                        # refusing is fine: the job restores again
+        return  # refusing is fine: the job restores again
     assert _model_of(_contents(backend)) == (model, sorted(map(repr, timers)))
 
 
@@ -607,8 +621,9 @@ def test_compaction_style_is_read_from_flinks_key_and_fifo_is_refused(tmp_path):
     with pytest.raises(ValueError, match="compaction.style: 'FIFO'.*would delete state"):
         ROCKSDB.configure({"state.backend.rocksdb.compaction.style": "FIFO"})
     # a database written with level compaction opens with universal (a job upgraded through a checkpoint)
-    _sorted_runs_after_checkpointed_epochs(tmp_path, ROCKSDB.configure({"state.backend.rocksdb.compaction.style":
-                                                                        "LEVEL"}), epochs=3)
+    _sorted_runs_after_checkpointed_epochs(
+        tmp_path, ROCKSDB.configure({"state.backend.rocksdb.compaction.style": "LEVEL"}), epochs=3
+    )
     backend = _open(tmp_path, 3)
     assert backend.entry_count() > 0
     backend.dispose()

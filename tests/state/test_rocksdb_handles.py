@@ -48,11 +48,18 @@ def _sst_files(path: str) -> int:
 
 def _open_elsewhere(path: str) -> subprocess.Popen:
     """A second process: prints "ready", opens the database, prints its committed epoch and the open's time."""
-    code = ("import sys, time; from sparkpoint.state.rocksdb.store import StateStore; print('ready', flush=True); "
-            "t = time.monotonic(); s = StateStore(sys.argv[1]); "
-            "print(s.committed_epoch(), round(time.monotonic() - t, 2)); s.close()")
-    child = subprocess.Popen([sys.executable, "-c", code, path], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    code = (
+        "import sys, time; from sparkpoint.state.rocksdb.store import StateStore; print('ready', flush=True); "
+        "t = time.monotonic(); s = StateStore(sys.argv[1]); "
+        "print(s.committed_epoch(), round(time.monotonic() - t, 2)); s.close()"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", code, path],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert child.stdout is not None and child.stdout.readline().strip() == "ready", child.communicate()
     return child
 
@@ -64,7 +71,7 @@ def test_the_next_task_in_the_same_worker_takes_the_released_database_back_unflu
     first.release()
     second = StateStore(path)
     assert second.db is first.db and second.committed_epoch() == 1 and second.get(KEY) == 1
-    assert _sst_files(path) == files   # rocksdict's close would have flushed the memtable into a new file
+    assert _sst_files(path) == files  # rocksdict's close would have flushed the memtable into a new file
     second.close()
 
 
@@ -82,7 +89,7 @@ def test_outside_a_long_lived_worker_a_release_closes_the_database(tmp_path):
     _committed(path, 1).release()
     assert not handles._released
     out, err = _open_elsewhere(path).communicate(timeout=60)
-    assert out.split()[0] == "1" and float(out.split()[1]) < 1.0, (out, err)   # no lock to wait for
+    assert out.split()[0] == "1" and float(out.split()[1]) < 1.0, (out, err)  # no lock to wait for
 
 
 def test_the_closer_lets_go_once_no_compaction_or_flush_runs(tmp_path, held):
@@ -90,7 +97,7 @@ def test_the_closer_lets_go_once_no_compaction_or_flush_runs(tmp_path, held):
     _committed(path, 3).release()
     child = _open_elsewhere(path)
     time.sleep(1.0)
-    assert child.poll() is None, child.communicate()   # held while "busy"
+    assert child.poll() is None, child.communicate()  # held while "busy"
     held.setattr(handles, "_busy", lambda db: False)
     out, err = child.communicate(timeout=60)
     assert out.split()[0] == "3" and float(out.split()[1]) >= 0.9, (out, err)
@@ -116,20 +123,26 @@ def test_removing_a_working_directory_lets_go_of_what_was_released_under_it_only
     assert set(handles._released) == {outside}
     StateStore.destroy(inside)
     fresh = StateStore(inside)
-    assert fresh.committed_epoch() is None   # a new, empty database
+    assert fresh.committed_epoch() is None  # a new, empty database
     fresh.close()
 
 
 def test_a_directory_made_anew_waits_for_a_database_another_process_holds_there(tmp_path):
     path = str(tmp_path / "w" / "db")
     _committed(path, 1).close()
-    code = ("import sys, time; from sparkpoint.state.rocksdb.store import StateStore; s = StateStore(sys.argv[1]); "
-            "print('open', flush=True); time.sleep(1.5); s.close()")
-    child = subprocess.Popen([sys.executable, "-c", code, path], stdout=subprocess.PIPE, text=True,
-                             env={**os.environ, "PYTHONPATH": str(ROOT)})
+    code = (
+        "import sys, time; from sparkpoint.state.rocksdb.store import StateStore; s = StateStore(sys.argv[1]); "
+        "print('open', flush=True); time.sleep(1.5); s.close()"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", code, path],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert child.stdout is not None and child.stdout.readline().strip() == "open"
     t0 = time.monotonic()
-    worker.let_go_under(str(tmp_path / "w"))   # an older attempt's directory: not made anew, no wait
+    worker.let_go_under(str(tmp_path / "w"))  # an older attempt's directory: not made anew, no wait
     assert time.monotonic() - t0 < 0.5
     worker.let_go_under(str(tmp_path / "w"), wait=True)
     assert time.monotonic() - t0 >= 1.0 and child.wait(30) == 0

@@ -6,7 +6,6 @@ import random
 
 import pytest
 import rocksdict
-
 from backend_suite import EVERY_KEY_GROUP
 from test_backend_conformance import _contents, _fill
 
@@ -37,7 +36,7 @@ def test_snapshot_of_a_local_checkpoint_leaves_out_expired_values(tmp_path):
         state.update(key.upper())
     backend.commit(1)
     path = backend.checkpoint_locally(1)
-    backend.set_current_processing_time(200)   # "old" expired at 100, "new" lives until 250
+    backend.set_current_processing_time(200)  # "old" expired at 100, "new" lives until 250
     kept = snapshot_local_checkpoint(path, RANGE, MAXP, ttl_cleanups=backend.ttl_cleanups)
     everything = snapshot_local_checkpoint(path, RANGE, MAXP)
     backend.dispose()
@@ -46,7 +45,7 @@ def test_snapshot_of_a_local_checkpoint_leaves_out_expired_values(tmp_path):
         return sorted(k for states in snapshot.entries.values() for (k, _ns) in states.get("v", {}))
 
     assert keys(kept) == ["new"]
-    assert keys(everything) == ["new", "old"]   # without the live backend's TTL settings nothing is dropped
+    assert keys(everything) == ["new", "old"]  # without the live backend's TTL settings nothing is dropped
 
 
 SPILLING = EmbeddedRocksDBStateBackend(RocksDBOptions(max_cached_entries=16))
@@ -88,14 +87,14 @@ def test_an_epoch_larger_than_the_cache_spills_and_commits_exactly(tmp_path):
 
 def test_a_crash_after_spilling_leaves_the_previous_epoch(tmp_path):
     after_1 = _epoch(tmp_path, 1, seed=1)
-    _epoch(tmp_path, 2, seed=2, commit=False)      # died mid-epoch: spilled changes are in the database
+    _epoch(tmp_path, 2, seed=2, commit=False)  # died mid-epoch: spilled changes are in the database
     assert _state_at(tmp_path, 1) == after_1
 
 
 def test_a_committed_epoch_that_spilled_rolls_back_completely(tmp_path):
     after_1 = _epoch(tmp_path, 1, seed=1)
     _epoch(tmp_path, 2, seed=2)
-    assert _state_at(tmp_path, 1) == after_1      # epoch 2 runs again: back to the end of epoch 1
+    assert _state_at(tmp_path, 1) == after_1  # epoch 2 runs again: back to the end of epoch 1
 
 
 def test_per_key_values_found_by_their_key_agree_with_the_database_through_prefetches_and_spills(tmp_path):
@@ -113,10 +112,10 @@ def test_per_key_values_found_by_their_key_agree_with_the_database_through_prefe
         for _ in range(8):
             keys = [rng.randrange(60) for _ in range(rng.randrange(1, 30))]
             backend.prefetch(keys)
-            for key in keys + [rng.randrange(60, 80) for _ in range(3)]:   # and some never prefetched
+            for key in keys + [rng.randrange(60, 80) for _ in range(3)]:  # and some never prefetched
                 backend.set_current_key(key)
                 op = rng.random()
-                if op < 0.3:   # between the read and the write, another state on another key (which may spill)
+                if op < 0.3:  # between the read and the write, another state on another key (which may spill)
                     n = (state.value() or 0) + 1
                     elsewhere = rng.randrange(80)
                     backend.set_current_key(elsewhere)
@@ -129,7 +128,7 @@ def test_per_key_values_found_by_their_key_agree_with_the_database_through_prefe
                     model[key] = (state.value() or 0) + 1
                     state.update(model[key])
                 elif op < 0.65:
-                    model[key] = key * 100 + epoch      # maybe a blind write
+                    model[key] = key * 100 + epoch  # maybe a blind write
                     state.update(model[key])
                 elif op < 0.75:
                     model.pop(key, None)
@@ -154,10 +153,11 @@ def test_expired_ttl_values_are_swept_from_the_database(tmp_path):
     epochs = 8
     for epoch in range(1, epochs + 1):
         backend = EmbeddedRocksDBStateBackend(RocksDBOptions(ttl_sweep_entries=150)).create_keyed_backend(
-            RANGE, MAXP, working_dir=str(tmp_path / "w"))
+            RANGE, MAXP, working_dir=str(tmp_path / "w")
+        )
         if epoch > 1:
             backend.resume(epoch - 1)
-        now = epoch * 1_000                           # every epoch 1 s later: older values have expired
+        now = epoch * 1_000  # every epoch 1 s later: older values have expired
         backend.set_current_processing_time(now)
         state = backend.get_partitioned_state(None, _ttl_descriptor())
         for i in range(live_per_epoch):
@@ -168,7 +168,7 @@ def test_expired_ttl_values_are_swept_from_the_database(tmp_path):
         backend.dispose()
         # a sweep of 150 entries per epoch keeps up with 100 new values per epoch
         assert stored <= 2 * live_per_epoch + 50, (epoch, stored)
-    assert epochs * live_per_epoch > 2 * live_per_epoch + 50   # without the sweep the bound would not hold
+    assert epochs * live_per_epoch > 2 * live_per_epoch + 50  # without the sweep the bound would not hold
 
 
 def test_the_backend_assigns_the_key_groups_every_other_part_assigns():
@@ -196,9 +196,9 @@ def test_prefetch_loads_per_key_state_in_one_batch_and_reads_stay_exact(tmp_path
     backend = EmbeddedRocksDBStateBackend().create_keyed_backend(RANGE, MAXP, working_dir=str(tmp_path / "w"))
     backend.resume(1)
     state = backend.get_partitioned_state(None, ValueStateDescriptor("count"))
-    batch = [f"k{i}" for i in range(0, 60, 3)] * 2               # repeated keys, and ten that were never written
+    batch = [f"k{i}" for i in range(0, 60, 3)] * 2  # repeated keys, and ten that were never written
     backend.prefetch(batch)
-    assert len(backend.store.cells) == 20                        # each distinct key once, misses included
+    assert len(backend.store.cells) == 20  # each distinct key once, misses included
     for key in batch:
         backend.set_current_key(key)
         state.update((state.value() or 0) + 1000)
@@ -224,7 +224,7 @@ def test_a_value_written_after_a_spill_between_its_read_and_write_is_kept(tmp_pa
         key = f"k{rnd.randrange(12)}"
         backend.set_current_key(key)
         n = (count.value() or 0) + 1
-        other.update((other.value() or 0) + 1)   # a cell of its own: at 3 entries, a spill
+        other.update((other.value() or 0) + 1)  # a cell of its own: at 3 entries, a spill
         count.update(n)
         oracle[key] = n
     assert backend.store.spilled_changes > 0
@@ -253,7 +253,7 @@ def test_replayed_changes_find_their_states_by_name_in_a_database_that_numbered_
 
     source, states = open_backend("source", [a, b])
     source.track_changes()
-    source.get_timer_queue("event")   # a timer queue numbered after both states here
+    source.get_timer_queue("event")  # a timer queue numbered after both states here
     for key in range(50):
         source.set_current_key(key)
         states["a"].update(f"a{key}")
@@ -262,7 +262,7 @@ def test_replayed_changes_find_their_states_by_name_in_a_database_that_numbered_
     changes = source.epoch_changes()
     source.dispose()
 
-    target, _ = open_backend("target", [b])   # "b" first: ids differ from the source's
+    target, _ = open_backend("target", [b])  # "b" first: ids differ from the source's
     target.commit(0)
     target.apply_changes(changes, 1)
     target.resume(1)
@@ -305,12 +305,12 @@ def _counts_after_epoch_1(working_dir, n):
 def test_a_prefetch_beyond_the_cache_room_spills_first_and_then_reads_no_key_alone(tmp_path):
     backend, state = _counts_after_epoch_1(tmp_path, 40)
     backend.prefetch([f"k{i}" for i in range(12)])
-    for i in range(12):                       # 12 of the cache's 16 entries taken, 4 changed
+    for i in range(12):  # 12 of the cache's 16 entries taken, 4 changed
         backend.set_current_key(f"k{i}")
         if i < 4:
             state.update(state.value() + 100)
     counting = backend.store.db = _CountingDb(backend.store.db)
-    wanted = [f"k{i}" for i in range(20, 34)]   # 14 keys: more than the 4 entries of room left
+    wanted = [f"k{i}" for i in range(20, 34)]  # 14 keys: more than the 4 entries of room left
     assert len(wanted) <= backend.prefetch_limit()
     backend.prefetch(wanted)
     assert [(backend.set_current_key(k), state.value())[1] for k in wanted] == list(range(20, 34))
@@ -322,17 +322,17 @@ def test_a_prefetch_beyond_the_cache_room_spills_first_and_then_reads_no_key_alo
     state = backend.get_partitioned_state(None, ValueStateDescriptor("count"))
     got = [(backend.set_current_key(f"k{i}"), state.value())[1] for i in range(40)]
     backend.dispose()
-    assert got == [i + 100 if i < 4 else i for i in range(40)]   # the spilled changes were committed
+    assert got == [i + 100 if i < 4 else i for i in range(40)]  # the spilled changes were committed
 
 
 def test_keys_prefetched_before_a_spill_are_read_together_again(tmp_path):
     backend, state = _counts_after_epoch_1(tmp_path, 30)
     first = [f"k{i}" for i in range(4)]
     backend.prefetch(first)
-    for i in range(4, 14):                      # read one by one: the cache fills, the prefetched keys stay few
+    for i in range(4, 14):  # read one by one: the cache fills, the prefetched keys stay few
         backend.set_current_key(f"k{i}")
         state.value()
-    backend.prefetch([f"k{i}" for i in range(20, 24)])   # no room left: the cache spills
+    backend.prefetch([f"k{i}" for i in range(20, 24)])  # no room left: the cache spills
     counting = backend.store.db = _CountingDb(backend.store.db)
     backend.prefetch(first)
     assert [(backend.set_current_key(k), state.value())[1] for k in first] == [0, 1, 2, 3]
@@ -410,7 +410,7 @@ def test_a_value_state_update_without_a_read_replaces_the_stored_value_without_d
     state.update(_Gone())
     backend.commit(1)
     backend.dispose()
-    monkeypatch.delattr(sys.modules[__name__], "_Gone")   # unpickling the stored value would now fail
+    monkeypatch.delattr(sys.modules[__name__], "_Gone")  # unpickling the stored value would now fail
     backend, state = open_backend()
     backend.resume(1)
     backend.set_current_key("k")
@@ -428,8 +428,7 @@ def test_a_batch_of_keys_encodes_as_its_keys_one_by_one(key_format):
     from sparkpoint.state.rocksdb.layout import encode_key_and_group, encode_keys_and_groups
 
     for keys in (["a", "b", "é", ""], ["a", "\x00N", "1"], ["1", 1, 2.5, None, ("t", 1), b"x"]):
-        assert encode_keys_and_groups(keys, 128, key_format) == [encode_key_and_group(k, 128, key_format)
-                                                                 for k in keys]
+        assert encode_keys_and_groups(keys, 128, key_format) == [encode_key_and_group(k, 128, key_format) for k in keys]
 
 
 def test_epoch_changes_of_spilling_epochs_rebuild_the_same_state(tmp_path):
@@ -446,7 +445,7 @@ def test_epoch_changes_of_spilling_epochs_rebuild_the_same_state(tmp_path):
         source.track_changes()
         _fill(source, rnd)
         assert source.store.in_progress, "the epoch did not spill"
-        for key in rnd.sample(range(200), 60):   # deletions, some of keys never written
+        for key in rnd.sample(range(200), 60):  # deletions, some of keys never written
             source.set_current_key(key)
             source.get_partitioned_state(None, d).clear()
         source.commit(epoch)
@@ -465,8 +464,9 @@ def test_index_and_filters_are_held_by_the_file_readers_unless_partitioned_into_
     from sparkpoint.state.rocksdb.options import options_from_config
     from sparkpoint.state.rocksdb.store import StateStore
 
-    options = options_from_config(RocksDBOptions(), {
-        "state.backend.rocksdb.memory.partitioned-index-filters": str(partitioned).lower()})
+    options = options_from_config(
+        RocksDBOptions(), {"state.backend.rocksdb.memory.partitioned-index-filters": str(partitioned).lower()}
+    )
     assert options.partitioned_index_filters is partitioned
     path = str(tmp_path / "db")
     store = StateStore(path, options)
@@ -483,7 +483,7 @@ def test_index_and_filters_are_held_by_the_file_readers_unless_partitioned_into_
     if partitioned:
         assert held_by_readers < 10_000, held_by_readers
     else:
-        assert held_by_readers > 50_000, held_by_readers   # ~10 bits a key of filter, and the index
+        assert held_by_readers > 50_000, held_by_readers  # ~10 bits a key of filter, and the index
 
 
 def test_a_partitioned_index_filters_value_that_is_not_a_boolean_is_refused_naming_the_key():

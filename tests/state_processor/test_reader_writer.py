@@ -31,8 +31,12 @@ def seed_savepoint(tmp_path_factory):
 
     tmp = tmp_path_factory.mktemp("seed")
     conf = Configuration()
-    for k, v in {"execution.target": "local", "execution.epoch.max-records": 2_000,
-                 "sparkpoint.local-state-dir": str(tmp / "ls"), "execution.epoch.idle-pause": "0 ms"}.items():
+    for k, v in {
+        "execution.target": "local",
+        "execution.epoch.max-records": 2_000,
+        "sparkpoint.local-state-dir": str(tmp / "ls"),
+        "execution.epoch.idle-pause": "0 ms",
+    }.items():
         conf.set(k, v)
     env = StreamExecutionEnvironment.get_execution_environment(conf)
     seed_job(env, 60_000, tmp / "out", rate=20_000)
@@ -52,7 +56,7 @@ def _events_read(path: str) -> pd.DataFrame:
         k = s.info["k"]
         seqs.append(k + np.arange(s.position, dtype=np.int64) * 2)
     finished = {f"seq-{k}" for k in range(2)} - {s.split_id for s in splits}
-    for sid in finished:   # a finished split was read entirely
+    for sid in finished:  # a finished split was read entirely
         k = int(sid.split("-")[1])
         seqs.append(k + np.arange(split_length(60_000, 2, k), dtype=np.int64) * 2)
     lines, ts = events_at(np.concatenate(seqs), EventSpec())
@@ -73,35 +77,54 @@ def test_window_state_as_dataframe_matches_partial_counts(spark, seed_savepoint)
         assert row.value_size == oracle[(row.namespace_start, row.key_0, row.key_1)], row
     timers = reader.read_timers("window-counts").toPandas()
     # one event-time timer per open window, at its end - 1
-    assert sorted(zip(timers.key_0, timers.key_1, timers.timestamp)) == \
-        sorted(zip(df.key_0, df.key_1, df.namespace_end - 1))
+    assert sorted(zip(timers.key_0, timers.key_1, timers.timestamp)) == sorted(
+        zip(df.key_0, df.key_1, df.namespace_end - 1)
+    )
 
 
 def test_inspect_lists_state_names_and_key_counts(seed_savepoint):
-    r = subprocess.run([sys.executable, "-m", "sparkpoint.cli", "inspect", seed_savepoint], capture_output=True,
-                       text=True, cwd=ROOT)
+    r = subprocess.run(
+        [sys.executable, "-m", "sparkpoint.cli", "inspect", seed_savepoint], capture_output=True, text=True, cwd=ROOT
+    )
     assert r.returncode == 0, r.stderr
     assert "savepoint" in r.stdout and "window-contents:" in r.stdout and "keys" in r.stdout
 
 
 def _inspect_against(path: str, *extra: str, job_args=()) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "sparkpoint.cli", "inspect", path, *extra, "--against",
-                           str(ROOT / "examples" / "behavior_counts.py"), *job_args],
-                          capture_output=True, text=True, cwd=ROOT)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sparkpoint.cli",
+            "inspect",
+            path,
+            *extra,
+            "--against",
+            str(ROOT / "examples" / "behavior_counts.py"),
+            *job_args,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
 
 
 def test_inspect_against_matching_rescaled_and_missing_uids(seed_savepoint, tmp_path):
     ok = _inspect_against(seed_savepoint, "-D", "parallelism.default=3", job_args=("--output", str(tmp_path)))
     assert ok.returncode == 0, ok.stdout + ok.stderr
-    assert "MATCH    window-counts: keyed state; rescaled 2 -> 3 (key groups 0..127 reassigned to 3 subtasks)" \
-        in ok.stdout
+    assert (
+        "MATCH    window-counts: keyed state; rescaled 2 -> 3 (key groups 0..127 reassigned to 3 subtasks)" in ok.stdout
+    )
     assert "MATCH    source: source positions" in ok.stdout
     assert "verdict: the job can be restored" in ok.stdout
 
     # a savepoint with an extra operator's state that the job does not have
     extra = str(tmp_path / "extra-sp")
-    (SavepointWriter.from_existing_savepoint(seed_savepoint)
-     .with_keyed_state("retired-operator", "n", [{"k": "a", "n": 1}], key="k", value="n").write(extra))
+    (
+        SavepointWriter.from_existing_savepoint(seed_savepoint)
+        .with_keyed_state("retired-operator", "n", [{"k": "a", "n": 1}], key="k", value="n")
+        .write(extra)
+    )
     bad = _inspect_against(extra, job_args=("--output", str(tmp_path)))
     assert bad.returncode == 1
     assert "DROPPED  retired-operator" in bad.stdout and "CANNOT be restored" in bad.stdout
@@ -119,13 +142,22 @@ def test_bootstrap_keyed_state_from_a_dataframe(spark, make_env, tmp_path):
     """State written from a DataFrame is read by the running job: counts start from it."""
     keys = sorted({key_of(i) for i in range(100)})
     initial = spark.createDataFrame(pd.DataFrame({"user": keys, "n": [1000 * (i + 1) for i in range(len(keys))]}))
-    path = SavepointWriter.new_savepoint(128).with_keyed_state("count", "n", initial, key="user", value="n") \
+    path = (
+        SavepointWriter.new_savepoint(128)
+        .with_keyed_state("count", "n", initial, key="user", value="n")
         .write(str(tmp_path / "bootstrap"))
+    )
     count = 500
     env = make_env("local", **{"execution.savepoint.path": path})
     env.set_parallelism(2)
-    got = (env.from_source(DataGeneratorSource(key_of, count, num_splits=2), WatermarkStrategy.no_watermarks(), "gen")
-           .uid("gen").key_by(lambda k: k).process(Count()).uid("count").execute_and_collect())
+    got = (
+        env.from_source(DataGeneratorSource(key_of, count, num_splits=2), WatermarkStrategy.no_watermarks(), "gen")
+        .uid("gen")
+        .key_by(lambda k: k)
+        .process(Count())
+        .uid("count")
+        .execute_and_collect()
+    )
     last = {}
     for k, n in got:
         last[k] = max(last.get(k, 0), n)
@@ -140,14 +172,20 @@ def test_modify_state_and_write_a_new_savepoint(spark, seed_savepoint, tmp_path)
     reader = SavepointReader.read(spark, seed_savepoint)
     before = reader.keyed_state_pandas("window-counts", "window-contents")
     modified = str(tmp_path / "modified")
-    (SavepointWriter.from_existing_savepoint(seed_savepoint)
-     .with_keyed_state("doubler", "x", before.assign(x=before.value_size * 2), key=["key_0", "key_1"], value="x")
-     .write(modified))
+    (
+        SavepointWriter.from_existing_savepoint(seed_savepoint)
+        .with_keyed_state("doubler", "x", before.assign(x=before.value_size * 2), key=["key_0", "key_1"], value="x")
+        .write(modified)
+    )
     again = SavepointReader.read(spark, modified)
-    assert Counter(again.keyed_state_pandas("window-counts", "window-contents").value_size) == \
-        Counter(before.value_size)
+    assert Counter(again.keyed_state_pandas("window-counts", "window-contents").value_size) == Counter(
+        before.value_size
+    )
     doubled = again.keyed_state_pandas("doubler", "x")
     assert sorted(doubled.value) == sorted((before.groupby(["key_0", "key_1"]).value_size.last() * 2).tolist())
     # the window operator's timers came along, so its windows still fire after a restore
-    assert len(again.keyed_state_pandas("window-counts", "_timers")) == \
-        len(reader.keyed_state_pandas("window-counts", "_timers")) > 0
+    assert (
+        len(again.keyed_state_pandas("window-counts", "_timers"))
+        == len(reader.keyed_state_pandas("window-counts", "_timers"))
+        > 0
+    )

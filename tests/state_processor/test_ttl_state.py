@@ -31,8 +31,14 @@ class CountWithTtl(KeyedProcessFunction):
 def test_ttl_state_reads_back_as_plain_values(make_env, tmp_path):
     env = make_env("local", **{"execution.epoch.max-records": 50})
     source = DataGeneratorSource(lambda i: (KEYS[i % 3], i), 100_000, num_splits=1, records_per_second=2_000)
-    (env.from_source(source, WatermarkStrategy.no_watermarks(), "gen").uid("gen")
-        .key_by(lambda r: r[0]).process(CountWithTtl()).uid("count").print())
+    (
+        env.from_source(source, WatermarkStrategy.no_watermarks(), "gen")
+        .uid("gen")
+        .key_by(lambda r: r[0])
+        .process(CountWithTtl())
+        .uid("count")
+        .print()
+    )
     client = env.execute_async("ttl")
     time.sleep(0.5)
     path = client.stop_with_savepoint(False, (tmp_path / "sp").as_uri()).result(timeout=60)

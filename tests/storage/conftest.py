@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import os
 import uuid
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -45,8 +46,7 @@ def s3(s3_server: S3Server) -> Any:
     """An s3fs file system on the server, for the tests' own looks into the bucket."""
     import fsspec
 
-    return fsspec.filesystem("s3", skip_instance_cache=True, use_listings_cache=False,
-                             **s3_server.storage_options())
+    return fsspec.filesystem("s3", skip_instance_cache=True, use_listings_cache=False, **s3_server.storage_options())
 
 
 @pytest.fixture(autouse=True)

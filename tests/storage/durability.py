@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 from sparkpoint.checkpoint.loader import load_checkpoint
 
@@ -27,9 +27,9 @@ class Events:
     """``(op, path, target)`` in the order they happened: ``fsync`` (path synced), ``rename`` (path -> target),
     ``mkdir`` (path created)."""
 
-    log: list[tuple[str, str, Optional[str]]] = field(default_factory=list)
+    log: list[tuple[str, str, str | None]] = field(default_factory=list)
 
-    def add(self, op: str, path: str, target: Optional[str] = None) -> None:
+    def add(self, op: str, path: str, target: str | None = None) -> None:
         self.log.append((op, os.path.realpath(path), None if target is None else os.path.realpath(target)))
 
     def indexes(self, op: str, path: str) -> list[int]:
@@ -54,6 +54,7 @@ def record_os_calls(monkeypatch: Any) -> Events:
         def wrapped(src: Any, dst: Any, *args: Any, **kwargs: Any) -> None:
             call(src, dst, *args, **kwargs)
             events.add("rename", os.fspath(src), os.fspath(dst))
+
         return wrapped
 
     def logged_mkdir(path: Any, *args: Any, **kwargs: Any) -> None:
@@ -67,7 +68,7 @@ def record_os_calls(monkeypatch: Any) -> Events:
     return events
 
 
-_CALL = re.compile(r'^\d+\s+(?P<call>fsync|fdatasync|rename|renameat2?|mkdir|mkdirat)\((?P<args>.*)\)\s+=\s+0\b')
+_CALL = re.compile(r"^\d+\s+(?P<call>fsync|fdatasync|rename|renameat2?|mkdir|mkdirat)\((?P<args>.*)\)\s+=\s+0\b")
 _STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')
 
 
@@ -75,7 +76,7 @@ def parse_strace(text: str) -> Events:
     """The successful calls of ``strace -f -y -s 4096 -e trace=fsync,fdatasync,rename,renameat,renameat2,mkdir,
     mkdirat`` output, each at the line where it returned (a call split by another process's line is joined)."""
     events = Events()
-    pending: dict[str, str] = {}   # pid -> the start of an unfinished call
+    pending: dict[str, str] = {}  # pid -> the start of an unfinished call
     for line in text.splitlines():
         pid = line.split(" ", 1)[0]
         if line.endswith("<unfinished ...>"):
@@ -120,8 +121,9 @@ def assert_durable(events: Events, chk: str, root: str) -> int:
         for created in events.indexes("mkdir", directory):
             if created < at:
                 parent = os.path.dirname(directory)
-                assert any(created < i < at for i in events.indexes("fsync", parent)), \
+                assert any(created < i < at for i in events.indexes("fsync", parent)), (
                     f"{directory} was created but {parent} not synced before {meta} was renamed"
+                )
     return len(files)
 
 
@@ -130,11 +132,13 @@ def _synced_before(events: Events, path: str, deadline: int) -> bool:
     ``deadline``, or (a file another run wrote) was synced itself, then its directory."""
     directory_synced = events.indexes("fsync", os.path.dirname(path))
     for at, tmp in events.renames_to(path):
-        if at < deadline and any(i < at for i in events.indexes("fsync", tmp)) and \
-                any(at < i < deadline for i in directory_synced):
+        if (
+            at < deadline
+            and any(i < at for i in events.indexes("fsync", tmp))
+            and any(at < i < deadline for i in directory_synced)
+        ):
             return True
-    return any(i < deadline and any(i < j < deadline for j in directory_synced)
-               for i in events.indexes("fsync", path))
+    return any(i < deadline and any(i < j < deadline for j in directory_synced) for i in events.indexes("fsync", path))
 
 
 def _directories_below(root: str, files: set[str]) -> set[str]:

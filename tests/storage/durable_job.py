@@ -29,9 +29,14 @@ def main() -> None:
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(2)
     src = DataGeneratorSource(lambda i: f"k{(i * 7919) % KEYS}", RECORDS, num_splits=2, records_per_second=1_500)
-    (env.from_source(src, WatermarkStrategy.no_watermarks(), "gen").uid("gen")
-     .key_by(lambda k: k).process(Count()).uid("count")
-     .print())
+    (
+        env.from_source(src, WatermarkStrategy.no_watermarks(), "gen")
+        .uid("gen")
+        .key_by(lambda k: k)
+        .process(Count())
+        .uid("count")
+        .print()
+    )
     env.execute("durable checkpoints")
 
 

@@ -28,14 +28,13 @@ ROOT = Path(__file__).resolve().parents[2]
 JOB = Path(__file__).with_name("durable_job.py")
 
 
-def test_a_written_file_is_synced_then_renamed_then_its_directories_synced(tmp_path, monkeypatch,
-                                                                         default_file_systems):
+def test_a_written_file_is_synced_then_renamed_then_its_directories_synced(tmp_path, monkeypatch, default_file_systems):
     events = record_os_calls(monkeypatch)
     fs, base = open_file_system(tmp_path.as_uri())
     target = f"{base}/job/chk-1/keyed-s1-t0"
     write_file(fs, target, b"state")
     log = events.log
-    (rename_at, tmp), = [(i, p) for i, (op, p, t) in enumerate(log) if op == "rename" and t == target]
+    ((rename_at, tmp),) = [(i, p) for i, (op, p, t) in enumerate(log) if op == "rename" and t == target]
     assert ("fsync", tmp, None) in log[:rename_at]
     assert ("fsync", f"{base}/job/chk-1", None) in log[rename_at:]
     # the two new directories: each one's name is synced in its parent before the file is written
@@ -46,8 +45,11 @@ def test_a_written_file_is_synced_then_renamed_then_its_directories_synced(tmp_p
     assert Path(target).read_bytes() == b"state"
 
 
-@pytest.mark.parametrize("conf", [{}, ROCKSDB, {**ROCKSDB, "state.changelog.enabled": "true"}],
-                         ids=["hashmap", "rocksdb-incremental", "rocksdb-changelog"])
+@pytest.mark.parametrize(
+    "conf",
+    [{}, ROCKSDB, {**ROCKSDB, "state.changelog.enabled": "true"}],
+    ids=["hashmap", "rocksdb-incremental", "rocksdb-changelog"],
+)
 def test_every_file_of_a_checkpoint_is_durable_before_its_metadata(make_env, tmp_path, monkeypatch, conf):
     events = record_os_calls(monkeypatch)
     ck = tmp_path / "ck"
@@ -56,8 +58,8 @@ def test_every_file_of_a_checkpoint_is_durable_before_its_metadata(make_env, tmp
     dirs = _run_until_checkpoint_id(env, stream, ck, 4)
     assert len(dirs) == 3
     checked = [assert_durable(events, d, str(ck)) for d in dirs]
-    assert min(checked) >= 2   # the driver's state and at least one keyed-state file each
-    if conf:   # shared SST files (and segments) were among them
+    assert min(checked) >= 2  # the driver's state and at least one keyed-state file each
+    if conf:  # shared SST files (and segments) were among them
         assert any("/shared/" in p for op, p, t in events.log if op == "rename" and t and t.endswith(".sst"))
 
 
@@ -69,8 +71,9 @@ def default_file_systems():
     configure_file_systems({})
 
 
-def test_fsync_off_syncs_nothing_and_checkpoints_still_complete_whole(make_env, tmp_path, monkeypatch,
-                                                                      default_file_systems):
+def test_fsync_off_syncs_nothing_and_checkpoints_still_complete_whole(
+    make_env, tmp_path, monkeypatch, default_file_systems
+):
     events = record_os_calls(monkeypatch)
     ck = tmp_path / "ck"
     env = make_env("local", **{"execution.epoch.max-records": 20, "sparkpoint.checkpoints.fsync": "false", **ROCKSDB})
@@ -78,9 +81,9 @@ def test_fsync_off_syncs_nothing_and_checkpoints_still_complete_whole(make_env, 
     dirs = _run_until_checkpoint_id(env, stream, ck, 4)
     assert len(dirs) == 3
     for d in dirs:
-        load_checkpoint(d)   # every file there, whole (sizes and SHA-256 verified)
+        load_checkpoint(d)  # every file there, whole (sizes and SHA-256 verified)
     assert [p for op, p, _ in events.log if op == "fsync" and p.startswith(str(ck))] == []
-    assert any(t.endswith("/_metadata") for op, _, t in events.log if op == "rename" and t)   # still renamed
+    assert any(t.endswith("/_metadata") for op, _, t in events.log if op == "rename" and t)  # still renamed
 
 
 def test_a_bad_fsync_value_is_refused_naming_the_key():
@@ -95,16 +98,41 @@ def test_on_spark_python_workers_sync_what_they_upload(tmp_path):
     """``sparkpoint run`` on a local Spark under ``strace -f``: the SST files and manifests the executors' Python
     workers upload are synced before the driver renames ``_metadata`` into place."""
     ck, log = tmp_path / "ck", tmp_path / "strace.log"
-    conf = {"execution.target": "spark", "spark.master": "local[2]", "spark.ui.enabled": "false",
-            "state.checkpoints.dir": ck.as_uri(), "execution.checkpointing.interval": "200 ms",
-            "state.checkpoints.num-retained": "2", "restart-strategy.type": "none",
-            "execution.checkpointing.externalized-checkpoint-retention": "RETAIN_ON_CANCELLATION",
-            "execution.epoch.max-records": "200", **ROCKSDB}
-    cmd = ["strace", "-f", "-y", "-qq", "-s", "4096", "-e", "signal=none", "-o", str(log),
-           "-e", "trace=fsync,fdatasync,rename,renameat,renameat2,mkdir,mkdirat",
-           sys.executable, "-m", "sparkpoint.cli", "run", *(f"-D{k}={v}" for k, v in conf.items()), str(JOB)]
-    run = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600,
-                         env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+    conf = {
+        "execution.target": "spark",
+        "spark.master": "local[2]",
+        "spark.ui.enabled": "false",
+        "state.checkpoints.dir": ck.as_uri(),
+        "execution.checkpointing.interval": "200 ms",
+        "state.checkpoints.num-retained": "2",
+        "restart-strategy.type": "none",
+        "execution.checkpointing.externalized-checkpoint-retention": "RETAIN_ON_CANCELLATION",
+        "execution.epoch.max-records": "200",
+        **ROCKSDB,
+    }
+    cmd = [
+        "strace",
+        "-f",
+        "-y",
+        "-qq",
+        "-s",
+        "4096",
+        "-e",
+        "signal=none",
+        "-o",
+        str(log),
+        "-e",
+        "trace=fsync,fdatasync,rename,renameat,renameat2,mkdir,mkdirat",
+        sys.executable,
+        "-m",
+        "sparkpoint.cli",
+        "run",
+        *(f"-D{k}={v}" for k, v in conf.items()),
+        str(JOB),
+    ]
+    run = subprocess.run(
+        cmd, cwd=ROOT, capture_output=True, text=True, timeout=600, env={**os.environ, "PYSPARK_PYTHON": sys.executable}
+    )
     assert "fails on purpose" in run.stderr + run.stdout, run.stderr[-3000:]
     events = parse_strace(log.read_text())
     dirs = sorted((str(p.parent) for p in ck.glob("*/chk-*/_metadata")), key=lambda d: int(d.rsplit("-", 1)[1]))
@@ -121,9 +149,9 @@ def test_the_directories_known_durable_are_bounded_and_a_forgotten_one_is_synced
     real = durable.sync_directory
     monkeypatch.setattr(durable, "sync_directory", lambda d: (synced.append(d), real(d)))
     monkeypatch.setattr(durable, "MAX_REMEMBERED", 50)
-    for i in range(200):   # a directory per checkpoint, as a long-running job makes them
+    for i in range(200):  # a directory per checkpoint, as a long-running job makes them
         write_file(open_file_system(str(tmp_path))[0], str(tmp_path / f"chk-{i}" / "_metadata"), b"x")
     assert len(durable._durable_entries) <= 50
     synced.clear()
     write_file(open_file_system(str(tmp_path))[0], str(tmp_path / "chk-0" / "again"), b"x")
-    assert str(tmp_path) in synced   # chk-0 was forgotten: its entry in the parent is synced once more
+    assert str(tmp_path) in synced  # chk-0 was forgotten: its entry in the parent is synced once more

@@ -32,26 +32,40 @@ from sparkpoint.storage.file_systems import (
 
 # -- configuration ------------------------------------------------------------------------------
 def test_s3_keys_map_to_s3fs_options_for_s3_and_s3a():
-    options = storage_options_from_config({
-        "s3.endpoint": "minio.internal:9000", "s3.access-key": "AK", "s3.secret-key": "SK",
-        "s3.path.style.access": "true", "s3.endpoint.region": "eu-central-1", "state.checkpoints.dir": "s3://b/c"})
-    expected = {"key": "AK", "secret": "SK",
-                "client_kwargs": {"endpoint_url": "https://minio.internal:9000", "region_name": "eu-central-1"},
-                "config_kwargs": {"s3": {"addressing_style": "path"}}}
+    options = storage_options_from_config(
+        {
+            "s3.endpoint": "minio.internal:9000",
+            "s3.access-key": "AK",
+            "s3.secret-key": "SK",
+            "s3.path.style.access": "true",
+            "s3.endpoint.region": "eu-central-1",
+            "state.checkpoints.dir": "s3://b/c",
+        }
+    )
+    expected = {
+        "key": "AK",
+        "secret": "SK",
+        "client_kwargs": {"endpoint_url": "https://minio.internal:9000", "region_name": "eu-central-1"},
+        "config_kwargs": {"s3": {"addressing_style": "path"}},
+    }
     assert options == {"s3": expected, "s3a": expected}
-    assert storage_options_from_config({"s3.path.style.access": "false"})["s3"]["config_kwargs"] == \
-        {"s3": {"addressing_style": "virtual"}}
-    assert storage_options_from_config({"s3.endpoint": "http://127.0.0.1:9"})["s3"]["client_kwargs"] == \
-        {"endpoint_url": "http://127.0.0.1:9"}
+    assert storage_options_from_config({"s3.path.style.access": "false"})["s3"]["config_kwargs"] == {
+        "s3": {"addressing_style": "virtual"}
+    }
+    assert storage_options_from_config({"s3.endpoint": "http://127.0.0.1:9"})["s3"]["client_kwargs"] == {
+        "endpoint_url": "http://127.0.0.1:9"
+    }
     assert storage_options_from_config({"state.checkpoints.dir": "s3://b/c"}) == {}
 
 
 def test_configured_options_are_the_defaults_of_the_process_and_replace_earlier_ones():
-    fsspec.config.conf.setdefault("s3", {})["anon"] = False   # set by someone else: kept
+    fsspec.config.conf.setdefault("s3", {})["anon"] = False  # set by someone else: kept
     try:
         configure_file_systems({"s3.endpoint": "http://127.0.0.1:1", "s3.access-key": "a"})
-        assert storage_options_for("s3://bucket/x") == {"key": "a", "client_kwargs": {"endpoint_url":
-                                                                                   "http://127.0.0.1:1"}}
+        assert storage_options_for("s3://bucket/x") == {
+            "key": "a",
+            "client_kwargs": {"endpoint_url": "http://127.0.0.1:1"},
+        }
         assert storage_options_for("/local/path") == {}
         assert fsspec.config.conf["s3"]["key"] == "a" and fsspec.config.conf["s3"]["anon"] is False
         configure_file_systems({"s3.secret-key": "b"})
@@ -63,10 +77,19 @@ def test_configured_options_are_the_defaults_of_the_process_and_replace_earlier_
 
 
 def test_metadata_masks_secrets_of_the_configuration():
-    meta = CheckpointMetadata(job_id="j", job_name="n", checkpoint_id=1, kind="checkpoint", trigger_timestamp=0,
-                              completion_timestamp=0, barrier_epoch=0, max_parallelism=128, operators={},
-                              driver_state=StreamStateHandle("driver-state", 0, hashlib.sha256(b"").hexdigest()),
-                              config={"s3.secret-key": "SK", "s3.access-key": "AK", "rest.token": "T", "a.b": 1})
+    meta = CheckpointMetadata(
+        job_id="j",
+        job_name="n",
+        checkpoint_id=1,
+        kind="checkpoint",
+        trigger_timestamp=0,
+        completion_timestamp=0,
+        barrier_epoch=0,
+        max_parallelism=128,
+        operators={},
+        driver_state=StreamStateHandle("driver-state", 0, hashlib.sha256(b"").hexdigest()),
+        config={"s3.secret-key": "SK", "s3.access-key": "AK", "rest.token": "T", "a.b": 1},
+    )
     body = MetadataV1Serializer.serialize(meta)
     assert b"SK" not in body and b'"T"' not in body
     config = MetadataV1Serializer.deserialize(body, "test").config
@@ -110,7 +133,7 @@ def test_completed_checkpoints_are_those_with_metadata_and_discard_removes_them(
     assert storage.list_completed() == [1, 3]
     assert latest_completed(base_uri) == storage.fs.unstrip_protocol(storage.checkpoint_path(3))
     storage.discard_checkpoint(3)
-    assert storage.list_completed() == [1]   # seen at once: listings are not served from a cache
+    assert storage.list_completed() == [1]  # seen at once: listings are not served from a cache
     for cid in (1, 2):
         storage.discard_checkpoint(cid)
     storage.discard_job_directory_if_empty()

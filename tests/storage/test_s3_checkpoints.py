@@ -36,7 +36,8 @@ def _completed_ids(result) -> list[int]:
 
 
 def test_exactly_once_into_a_bucket_equals_the_oracle_and_each_metadata_is_one_put(
-        make_env, tmp_path, s3_server, bucket, s3_conf, s3):
+    make_env, tmp_path, s3_server, bucket, s3_conf, s3
+):
     n = 60_000
     out = tmp_path / "out"
     env = make_env("local", **{"execution.epoch.max-records": 2_000, **s3_conf})
@@ -53,10 +54,11 @@ def test_exactly_once_into_a_bucket_equals_the_oracle_and_each_metadata_is_one_p
     job_dir = f"/{bucket}/checkpoints/{result.job_id}"
     for cid in completed:
         # every write (or read) of the object; HEADs ask whether it exists, a DELETE is the finished job's cleanup
-        touching = [r for r in requests if r.path == f"{job_dir}/chk-{cid}/_metadata"
-                    and r.method not in ("HEAD", "DELETE")]
+        touching = [
+            r for r in requests if r.path == f"{job_dir}/chk-{cid}/_metadata" and r.method not in ("HEAD", "DELETE")
+        ]
         assert [r.method for r in touching] == ["PUT"], f"checkpoint {cid}: {[r.method for r in touching]}"
-        meta = MetadataV1Serializer.deserialize(touching[0].body, "the one PUT")   # the whole, valid _metadata
+        meta = MetadataV1Serializer.deserialize(touching[0].body, "the one PUT")  # the whole, valid _metadata
         assert meta.checkpoint_id == cid and SECRET_KEY.encode() not in touching[0].body
     metadata_puts = [r for r in requests if r.method == "PUT" and r.path.endswith("/_metadata")]
     assert len(metadata_puts) == len(completed), "a _metadata was written more than once, or for an aborted one"
@@ -70,8 +72,9 @@ def _retained(uri: str, job_id: str, conf: dict) -> list[str]:
     return [storage.fs.unstrip_protocol(storage.checkpoint_path(c)) for c in storage.list_completed()]
 
 
-def _run_until_checkpoint_id(env, stream, uri: str, conf: dict, checkpoint_id: int, timeout: float = 60
-                             ) -> tuple[str, list[str]]:
+def _run_until_checkpoint_id(
+    env, stream, uri: str, conf: dict, checkpoint_id: int, timeout: float = 60
+) -> tuple[str, list[str]]:
     """Run until checkpoint ``checkpoint_id`` completed, cancel; the job id and its retained checkpoints."""
     stream.print()
     client = env.execute_async("counting")
@@ -102,21 +105,24 @@ def _restored_counts(make_env, chk: str, count: int, conf: dict) -> dict:
 
 
 def test_incremental_rocksdb_checkpoints_share_objects_and_subsumption_deletes_only_unreferenced_ones(
-        make_env, bucket, s3_conf, s3):
+    make_env, bucket, s3_conf, s3
+):
     count = 20_000
     uri = f"s3://{bucket}/checkpoints"
     env = make_env("local", **{"execution.epoch.max-records": 20, **ROCKSDB, **s3_conf})
     stream = counting_job(env, count, uri, retained=3, rate=1_500)
     job_id, retained = _run_until_checkpoint_id(env, stream, uri, s3_conf, 6)
-    assert len(retained) == 3 and int(retained[0].rsplit("-", 1)[1]) >= 4    # older ones were subsumed
+    assert len(retained) == 3 and int(retained[0].rsplit("-", 1)[1]) >= 4  # older ones were subsumed
     configure_file_systems(s3_conf)
     in_bucket = set(s3.ls(f"{bucket}/checkpoints/{job_id}/shared", detail=False))
     referenced = set().union(*(_referenced_shared(c) for c in retained))
     assert referenced and all(p.endswith(".sst") for p in referenced)
-    assert in_bucket == referenced, (f"unreferenced objects left: {sorted(in_bucket - referenced)}; "
-                                     f"missing: {sorted(referenced - in_bucket)}")
-    assert any(_referenced_shared(a) & _referenced_shared(b) for a, b in zip(retained, retained[1:])), \
+    assert in_bucket == referenced, (
+        f"unreferenced objects left: {sorted(in_bucket - referenced)}; missing: {sorted(referenced - in_bucket)}"
+    )
+    assert any(_referenced_shared(a) & _referenced_shared(b) for a, b in zip(retained, retained[1:])), (
         "no two consecutive checkpoints share an object"
+    )
     # the oldest retained checkpoint restores exactly from the bucket
     assert _restored_counts(make_env, retained[0], count, {**ROCKSDB, **s3_conf}) == dict(oracle_totals(count))
 
@@ -150,24 +156,39 @@ def test_a_damaged_object_in_the_bucket_is_detected_and_named(make_env, bucket, 
         message = str(err.value)
         if what != "_metadata":
             assert f"s3://{victim}" in message and what in message and "SHA-256" in message, message
-        else:   # the damage breaks its JSON or its own checksum
+        else:  # the damage breaks its JSON or its own checksum
             assert latest in message and "_metadata" in message, message
-    load_checkpoint(latest)   # whole again
+    load_checkpoint(latest)  # whole again
 
 
-def test_a_failed_task_restores_the_latest_checkpoint_from_the_bucket_in_the_same_run(make_env, tmp_path, bucket,
-                                                                                      s3_conf):
+def test_a_failed_task_restores_the_latest_checkpoint_from_the_bucket_in_the_same_run(
+    make_env, tmp_path, bucket, s3_conf
+):
     count = 2_000
     flag = tmp_path / "failed-once"
-    env = make_env("local", **{"execution.epoch.max-records": 50, "restart-strategy.type": "fixed-delay",
-                               "restart-strategy.fixed-delay.attempts": 3, "restart-strategy.fixed-delay.delay": "0 ms",
-                               **ROCKSDB, **s3_conf})
+    env = make_env(
+        "local",
+        **{
+            "execution.epoch.max-records": 50,
+            "restart-strategy.type": "fixed-delay",
+            "restart-strategy.fixed-delay.attempts": 3,
+            "restart-strategy.fixed-delay.delay": "0 ms",
+            **ROCKSDB,
+            **s3_conf,
+        },
+    )
     env.enable_checkpointing(1)
     env.get_checkpoint_config().set_checkpoint_storage_dir(f"s3://{bucket}/checkpoints")
     env.set_parallelism(2)
     src = DataGeneratorSource(key_of, count, num_splits=2)
-    got = (env.from_source(src, WatermarkStrategy.no_watermarks(), "gen").uid("gen")
-           .key_by(lambda k: k).process(FailOnce(flag)).uid("count").execute_and_collect())
+    got = (
+        env.from_source(src, WatermarkStrategy.no_watermarks(), "gen")
+        .uid("gen")
+        .key_by(lambda k: k)
+        .process(FailOnce(flag))
+        .uid("count")
+        .execute_and_collect()
+    )
     last: dict = {}
     for key, n in got:
         last[key] = max(last.get(key, 0), n)

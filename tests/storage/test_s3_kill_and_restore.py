@@ -13,7 +13,6 @@ import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Optional
 
 import pytest
 
@@ -28,19 +27,33 @@ pytestmark = pytest.mark.s3
 
 def _conf(uri: str, tmp_path: Path, s3_conf: dict, **extra: object) -> dict:
     conf = checkpoint_conf(uri, "local")
-    conf.update({"sparkpoint.local-state-dir": str(tmp_path / "local"), "execution.epoch.max-records": 10_000,
-                 "execution.checkpointing.interval": "300 ms", **s3_conf, **extra})
+    conf.update(
+        {
+            "sparkpoint.local-state-dir": str(tmp_path / "local"),
+            "execution.epoch.max-records": 10_000,
+            "execution.checkpointing.interval": "300 ms",
+            **s3_conf,
+            **extra,
+        }
+    )
     return conf
 
 
-def _sparkpoint(*args: str, kill_at: str = "", timeout: float = 120, env_vars: Optional[dict] = None
-                ) -> subprocess.CompletedProcess:
+def _sparkpoint(
+    *args: str, kill_at: str = "", timeout: float = 120, env_vars: dict | None = None
+) -> subprocess.CompletedProcess:
     env = {**os.environ, **(env_vars or {})}
     env.pop("SPARKPOINT_KILL_AT", None)
     if kill_at:
         env["SPARKPOINT_KILL_AT"] = kill_at
-    return subprocess.run([sys.executable, "-m", "sparkpoint.cli", *args], capture_output=True, text=True, env=env,
-                          cwd=str(ROOT), timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "sparkpoint.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=str(ROOT),
+        timeout=timeout,
+    )
 
 
 def _run_args(conf: dict, restore: str = "") -> list[str]:
@@ -70,8 +83,15 @@ def test_restore_from_a_retained_checkpoint_in_the_bucket_through_the_cli(tmp_pa
     shown = _sparkpoint("inspect", chk, *[a for k, v in s3_conf.items() for a in ("-D", f"{k}={v}")])
     assert shown.returncode == 0, shown.stdout + shown.stderr
     assert f"checkpoint {last} of job" in shown.stdout and "all checksums verified" in shown.stdout
-    shown = _sparkpoint("inspect", chk, env_vars={"AWS_ENDPOINT_URL": s3_server.endpoint_url,
-                                                  "AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY})
+    shown = _sparkpoint(
+        "inspect",
+        chk,
+        env_vars={
+            "AWS_ENDPOINT_URL": s3_server.endpoint_url,
+            "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+            "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+        },
+    )
     assert shown.returncode == 0 and f"checkpoint {last} of job" in shown.stdout, shown.stdout + shown.stderr
     before = _jobs(uri, s3)
     second = _sparkpoint(*_run_args(conf, chk + "/_metadata"), *job, kill_at="after-metadata@1")
@@ -85,17 +105,21 @@ def test_restore_from_a_retained_checkpoint_in_the_bucket_through_the_cli(tmp_pa
 
 def test_kill_loop_with_incremental_rocksdb_checkpoints_in_a_bucket(tmp_path, bucket, s3_conf, s3):
     """SIGKILLs at random progress points and inside the checkpoint protocol; every restore reads the bucket."""
-    n = 300_000   # 15 epochs of 20,000: more than 4 kills x (2 + 1)
+    n = 300_000  # 15 epochs of 20,000: more than 4 kills x (2 + 1)
     uri, out = f"s3://{bucket}/checkpoints", tmp_path / "out"
-    conf = _conf(uri, tmp_path, s3_conf, **{"state.backend.type": "rocksdb",
-                                            "execution.checkpointing.incremental": "true"})
-    loop = KillLoop(JOB, ["--events", str(n), "--output", str(out)], uri, conf, kills=4, seed=13,
-                    epochs_per_round=2, cwd=str(ROOT))
+    conf = _conf(
+        uri, tmp_path, s3_conf, **{"state.backend.type": "rocksdb", "execution.checkpointing.incremental": "true"}
+    )
+    loop = KillLoop(
+        JOB, ["--events", str(n), "--output", str(out)], uri, conf, kills=4, seed=13, epochs_per_round=2, cwd=str(ROOT)
+    )
     result = loop.run()
     assert result.kills == 4, result
     restores = [r for r in result.restores if r]
     assert len(restores) >= 2 and all(r.startswith(f"s3://{bucket}/checkpoints/") for r in restores), result.restores
     assert s3.glob(f"{bucket}/checkpoints/*/shared/*.sst"), "no shared SST file was uploaded to the bucket"
     got, expected = Counter(read_committed_lines(out)), oracle(n)
-    assert got == expected, (f"{sum(got.values())} lines committed, {len(expected)} expected; "
-                             f"missing {len(expected - got)}, extra {len(got - expected)}")
+    assert got == expected, (
+        f"{sum(got.values())} lines committed, {len(expected)} expected; "
+        f"missing {len(expected - got)}, extra {len(got - expected)}"
+    )

@@ -16,22 +16,28 @@ from tests.storage.test_s3_checkpoints import ROCKSDB, _run_until_checkpoint_id
 pytestmark = [pytest.mark.s3, pytest.mark.spark]
 
 
-def test_executors_upload_and_restore_incremental_checkpoints_in_a_bucket(spark, make_env, s3_server, bucket,
-                                                                         s3_conf, s3):
+def test_executors_upload_and_restore_incremental_checkpoints_in_a_bucket(
+    spark, make_env, s3_server, bucket, s3_conf, s3
+):
     count = 12_000
     uri = f"s3://{bucket}/checkpoints"
-    env = make_env("spark", **{"execution.epoch.max-records": 500, "state.changelog.enabled": "true", **ROCKSDB,
-                               **s3_conf})
+    env = make_env(
+        "spark", **{"execution.epoch.max-records": 500, "state.changelog.enabled": "true", **ROCKSDB, **s3_conf}
+    )
     stream = counting_job(env, count, uri, rate=1_000)
     s3_server.start_recording()
     job_id, retained = _run_until_checkpoint_id(env, stream, uri, s3_conf, 3, timeout=120)
     s3_server.stop_recording()
     assert retained, "no checkpoint completed"
     assert s3.glob(f"{bucket}/checkpoints/{job_id}/shared/*.sst"), "the executors uploaded no SST file"
-    assert any(r.method == "PUT" and r.path.startswith(f"/{bucket}/checkpoints/{job_id}/changelog/")
-               for r in s3_server.requests()), "the executors wrote no state changelog into the bucket"
-    env2 = make_env("spark", **{"execution.epoch.max-records": 4_000, "execution.savepoint.path": retained[-1],
-                                **ROCKSDB, **s3_conf})
+    assert any(
+        r.method == "PUT" and r.path.startswith(f"/{bucket}/checkpoints/{job_id}/changelog/")
+        for r in s3_server.requests()
+    ), "the executors wrote no state changelog into the bucket"
+    env2 = make_env(
+        "spark",
+        **{"execution.epoch.max-records": 4_000, "execution.savepoint.path": retained[-1], **ROCKSDB, **s3_conf},
+    )
     restored = counting_job(env2, count, "memory://restored-on-spark", retention="DELETE_ON_CANCELLATION")
     last: dict = {}
     for key, n in restored.execute_and_collect():

@@ -41,18 +41,28 @@ def test_the_public_helpers_come_from_the_package():
 
 def test_importing_the_fault_points_does_not_load_the_kill_loop():
     """Every task imports ``sparkpoint.testing.faults``; the kill loop and its imports stay out."""
-    code = ("import sys, sparkpoint.testing.faults; "
-            "print(' '.join(sorted(m for m in sys.modules if m.startswith('sparkpoint'))))")
+    code = (
+        "import sys, sparkpoint.testing.faults; "
+        "print(' '.join(sorted(m for m in sys.modules if m.startswith('sparkpoint'))))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     loaded = out.split()
     assert "sparkpoint.testing.faults" in loaded
-    assert not [m for m in loaded if m.startswith(("sparkpoint.testing.kill_loop", "sparkpoint.testing.job_report",
-                                                   "sparkpoint.storage"))], loaded
+    assert not [
+        m
+        for m in loaded
+        if m.startswith(("sparkpoint.testing.kill_loop", "sparkpoint.testing.job_report", "sparkpoint.storage"))
+    ], loaded
 
 
 def _run_example(work: Path, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(EXAMPLE), "--events", "16000", "--kills", "2", "--seed", "3",
-                           "--work", str(work), *extra], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, str(EXAMPLE), "--events", "16000", "--kills", "2", "--seed", "3", "--work", str(work), *extra],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
 
 
 def test_the_exactly_once_example_passes_on_a_job_with_keyed_state(tmp_path):

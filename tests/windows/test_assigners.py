@@ -7,9 +7,10 @@ operator test harness does), one "epoch" per ``process_batch`` + ``process_water
 from __future__ import annotations
 
 import random
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
+from window_oracles import sessions, sliding_starts, tumbling_start
 
 from sparkpoint.common import Duration, Time
 from sparkpoint.common.watermark_strategy import (
@@ -49,9 +50,7 @@ from sparkpoint.windows.contents import ElementContents
 from sparkpoint.windows.functions import ProcessWindowAdapter
 from sparkpoint.windows.operator import WindowOperator
 
-from window_oracles import sessions, sliding_starts, tumbling_start
-
-UTC = timezone.utc
+UTC = UTC
 
 
 def ms(dt: datetime) -> int:
@@ -71,12 +70,14 @@ class _ProcTimeCtx:
 
 # -- tumbling ------------------------------------------------------------------------------
 
+
 def test_tumbling_seed_alignment_example():
     """The seed's example: with 10 s windows, 20:19:35 falls in [20:19:30, 20:19:40)."""
     t = datetime(2017, 7, 3, 20, 19, 35, tzinfo=UTC)
     [w] = TumblingEventTimeWindows.of(Time.seconds(10)).assign_windows(None, ms(t), None)
-    assert w == TimeWindow(ms(datetime(2017, 7, 3, 20, 19, 30, tzinfo=UTC)),
-                           ms(datetime(2017, 7, 3, 20, 19, 40, tzinfo=UTC)))
+    assert w == TimeWindow(
+        ms(datetime(2017, 7, 3, 20, 19, 30, tzinfo=UTC)), ms(datetime(2017, 7, 3, 20, 19, 40, tzinfo=UTC))
+    )
     assert w.max_timestamp() == w.end - 1
 
 
@@ -92,7 +93,7 @@ def test_tumbling_day_windows_in_a_utc_plus_8_zone():
 def test_tumbling_assignment_matches_floor_division(size, offset):
     rnd = random.Random(size + offset)
     assigner = TumblingEventTimeWindows.of(Time.milliseconds(size), Time.milliseconds(offset))
-    for ts in [rnd.randint(-10**13, 10**13) for _ in range(2000)] + [0, -1, offset, offset - 1, size + offset]:
+    for ts in [rnd.randint(-(10**13), 10**13) for _ in range(2000)] + [0, -1, offset, offset - 1, size + offset]:
         [w] = assigner.assign_windows(("x", ts), ts, None)
         assert w.start == tumbling_start(ts, size, offset)
         assert w.start <= ts < w.end and w.end - w.start == size
@@ -106,38 +107,53 @@ def test_tumbling_processing_time_uses_the_clock_not_the_timestamp():
     assert isinstance(assigner.get_default_trigger(), ProcessingTimeTrigger)
 
 
-@pytest.mark.parametrize("make", [
-    lambda: TumblingEventTimeWindows.of(Time.seconds(0)),
-    lambda: TumblingEventTimeWindows.of(Time.seconds(10), Time.seconds(10)),
-    lambda: TumblingEventTimeWindows.of(Time.seconds(10), Time.seconds(-11)),
-    lambda: TumblingProcessingTimeWindows.of(Time.seconds(-1)),
-    lambda: SlidingEventTimeWindows.of(Time.seconds(10), Time.seconds(0)),
-    lambda: SlidingEventTimeWindows.of(Time.seconds(10), Time.seconds(5), Time.seconds(5)),
-    lambda: EventTimeSessionWindows.with_gap(Time.seconds(0)),
-    lambda: CountTumblingWindowAssigner.of(0),
-    lambda: CountSlidingWindowAssigner.of(5, 0),
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: TumblingEventTimeWindows.of(Time.seconds(0)),
+        lambda: TumblingEventTimeWindows.of(Time.seconds(10), Time.seconds(10)),
+        lambda: TumblingEventTimeWindows.of(Time.seconds(10), Time.seconds(-11)),
+        lambda: TumblingProcessingTimeWindows.of(Time.seconds(-1)),
+        lambda: SlidingEventTimeWindows.of(Time.seconds(10), Time.seconds(0)),
+        lambda: SlidingEventTimeWindows.of(Time.seconds(10), Time.seconds(5), Time.seconds(5)),
+        lambda: EventTimeSessionWindows.with_gap(Time.seconds(0)),
+        lambda: CountTumblingWindowAssigner.of(0),
+        lambda: CountSlidingWindowAssigner.of(5, 0),
+    ],
+)
 def test_invalid_assigner_parameters_raise(make):
     with pytest.raises(ValueError):
         make()
 
 
 def test_event_time_assigners_reject_records_without_timestamp():
-    for assigner in (TumblingEventTimeWindows.of(Time.seconds(1)),
-                     SlidingEventTimeWindows.of(Time.seconds(2), Time.seconds(1)),
-                     EventTimeSessionWindows.with_gap(Time.seconds(1))):
+    for assigner in (
+        TumblingEventTimeWindows.of(Time.seconds(1)),
+        SlidingEventTimeWindows.of(Time.seconds(2), Time.seconds(1)),
+        EventTimeSessionWindows.with_gap(Time.seconds(1)),
+    ):
         with pytest.raises(ValueError, match="timestamp"):
             assigner.assign_windows("x", None, None)
 
 
 # -- sliding -------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("size,slide,offset", [(10_000, 5_000, 0), (10_000, 3_000, 0), (10_000, 3_000, 1_000),
-                                               (10_000, 3_000, -2_000), (5_000, 5_000, 0), (3_000, 10_000, 0)])
+
+@pytest.mark.parametrize(
+    "size,slide,offset",
+    [
+        (10_000, 5_000, 0),
+        (10_000, 3_000, 0),
+        (10_000, 3_000, 1_000),
+        (10_000, 3_000, -2_000),
+        (5_000, 5_000, 0),
+        (3_000, 10_000, 0),
+    ],
+)
 def test_sliding_assignment_matches_oracle(size, slide, offset):
     rnd = random.Random(size * 7 + slide + offset)
     assigner = SlidingEventTimeWindows.of(Time.milliseconds(size), Time.milliseconds(slide), Time.milliseconds(offset))
-    for ts in [rnd.randint(-10**12, 10**12) for _ in range(1000)] + [0, -1, offset]:
+    for ts in [rnd.randint(-(10**12), 10**12) for _ in range(1000)] + [0, -1, offset]:
         windows = assigner.assign_windows("x", ts, None)
         assert sorted(w.start for w in windows) == sliding_starts(ts, size, slide, offset)
         assert all(w.end - w.start == size and w.start <= ts < w.end for w in windows)
@@ -158,11 +174,13 @@ def test_sliding_processing_time_uses_the_clock():
 
 # -- sessions and merging --------------------------------------------------------------------
 
+
 def test_session_assigner_opens_gap_long_window():
     assigner = EventTimeSessionWindows.with_gap(Time.seconds(5))
     assert assigner.assign_windows("x", 12_345, None) == [TimeWindow(12_345, 17_345)]
-    assert ProcessingTimeSessionWindows.with_gap(Time.seconds(5)).assign_windows(
-        "x", 1, _ProcTimeCtx(100)) == [TimeWindow(100, 5_100)]
+    assert ProcessingTimeSessionWindows.with_gap(Time.seconds(5)).assign_windows("x", 1, _ProcTimeCtx(100)) == [
+        TimeWindow(100, 5_100)
+    ]
 
 
 class _GapFromValue(SessionWindowTimeGapExtractor):
@@ -218,6 +236,7 @@ def test_merge_windows_matches_interval_union(seed):
 
 # -- operator harness: the merging window set ------------------------------------------------
 
+
 class _Collect(ProcessWindowFunction):
     def process(self, key, context, elements):
         w = context.window()
@@ -225,13 +244,32 @@ class _Collect(ProcessWindowFunction):
 
 
 def _window_operator(assigner, *, trigger=None, lateness=0, late_tag=None):
-    op = WindowOperator("w", "Window", KeySelectorWrapper(lambda v: v[0]), assigner=assigner,
-                        trigger=trigger or assigner.get_default_trigger(), contents=ElementContents(),
-                        window_function=ProcessWindowAdapter(_Collect()), allowed_lateness=lateness,
-                        late_tag=late_tag)
+    op = WindowOperator(
+        "w",
+        "Window",
+        KeySelectorWrapper(lambda v: v[0]),
+        assigner=assigner,
+        trigger=trigger or assigner.get_default_trigger(),
+        contents=ElementContents(),
+        window_function=ProcessWindowAdapter(_Collect()),
+        allowed_lateness=lateness,
+        late_tag=late_tag,
+    )
     op.create_keyed_backend(KeyGroupRange(0, 127), 128)
-    op.setup(TaskContext(job_id="j", job_name="j", stage_id=1, subtask_index=0, parallelism=1,
-                         max_parallelism=128, epoch=0, processing_time=0, job_parameters={}), None)
+    op.setup(
+        TaskContext(
+            job_id="j",
+            job_name="j",
+            stage_id=1,
+            subtask_index=0,
+            parallelism=1,
+            max_parallelism=128,
+            epoch=0,
+            processing_time=0,
+            job_parameters={},
+        ),
+        None,
+    )
     op.open()
     return op
 
@@ -281,7 +319,7 @@ def test_merging_is_independent_of_arrival_order(seed):
     op = _window_operator(EventTimeSessionWindows.with_gap(Time.milliseconds(gap)))
     fired = []
     for i in range(0, len(shuffled), 7):
-        fired += _epoch(op, shuffled[i:i + 7], MIN_WATERMARK)  # the watermark never moves until the end
+        fired += _epoch(op, shuffled[i : i + 7], MIN_WATERMARK)  # the watermark never moves until the end
     fired += _epoch(op, [], 2**63 - 1)
     assert sorted(fired) == sessions(events, lambda e: gap)
     assert _live_state(op) == {} and op.timers.count() == 0
@@ -289,8 +327,14 @@ def test_merging_is_independent_of_arrival_order(seed):
 
 def test_dynamic_gap_sessions_merge_by_each_elements_gap():
     op = _window_operator(EventTimeSessionWindows.with_dynamic_gap(lambda e: 1_000 if e[0] == "short" else 10_000))
-    events = [("short", 0, 0), ("short", 1_000, 1), ("short", 2_500, 2), ("long", 0, 3), ("long", 9_000, 4),
-              ("long", 20_000, 5)]
+    events = [
+        ("short", 0, 0),
+        ("short", 1_000, 1),
+        ("short", 2_500, 2),
+        ("long", 0, 3),
+        ("long", 9_000, 4),
+        ("long", 20_000, 5),
+    ]
     fired = _epoch(op, events, 2**63 - 1)
     assert fired == sessions(events, lambda e: 1_000 if e[0] == "short" else 10_000)
     # spelled out: short: [0,1000) touches [1000,2000); 2500 starts a new one
@@ -327,6 +371,7 @@ def test_late_element_extends_a_fired_session_within_allowed_lateness():
 
 # -- triggers ------------------------------------------------------------------------------------
 
+
 class _Fixed(Trigger):
     def __init__(self, result):
         self.result = result
@@ -344,9 +389,15 @@ class _Fixed(Trigger):
         pass
 
 
-@pytest.mark.parametrize("nested,expected", [
-    (TriggerResult.FIRE, TriggerResult.FIRE_AND_PURGE), (TriggerResult.FIRE_AND_PURGE, TriggerResult.FIRE_AND_PURGE),
-    (TriggerResult.CONTINUE, TriggerResult.CONTINUE), (TriggerResult.PURGE, TriggerResult.PURGE)])
+@pytest.mark.parametrize(
+    "nested,expected",
+    [
+        (TriggerResult.FIRE, TriggerResult.FIRE_AND_PURGE),
+        (TriggerResult.FIRE_AND_PURGE, TriggerResult.FIRE_AND_PURGE),
+        (TriggerResult.CONTINUE, TriggerResult.CONTINUE),
+        (TriggerResult.PURGE, TriggerResult.PURGE),
+    ],
+)
 def test_purging_trigger_turns_fire_into_fire_and_purge(nested, expected):
     t = PurgingTrigger.of(_Fixed(nested))
     w = TimeWindow(0, 10)
@@ -356,9 +407,10 @@ def test_purging_trigger_turns_fire_into_fire_and_purge(nested, expected):
 
 
 def test_trigger_result_flags():
-    assert [(r.is_fire(), r.is_purge()) for r in (TriggerResult.CONTINUE, TriggerResult.FIRE,
-                                                   TriggerResult.PURGE, TriggerResult.FIRE_AND_PURGE)] == [
-        (False, False), (True, False), (False, True), (True, True)]
+    assert [
+        (r.is_fire(), r.is_purge())
+        for r in (TriggerResult.CONTINUE, TriggerResult.FIRE, TriggerResult.PURGE, TriggerResult.FIRE_AND_PURGE)
+    ] == [(False, False), (True, False), (False, True), (True, True)]
 
 
 def test_default_triggers_and_evictors_of_assigners():
@@ -367,10 +419,11 @@ def test_default_triggers_and_evictors_of_assigners():
     tumbling = CountTumblingWindowAssigner.of(5).get_default_trigger()
     assert isinstance(tumbling, PurgingTrigger) and tumbling.nested.count == 5
     sliding = CountSlidingWindowAssigner.of(5, 2).get_default_trigger()
-    assert isinstance(sliding, PurgingTrigger) and sliding.nested.count == 5   # a full window fires once
+    assert isinstance(sliding, PurgingTrigger) and sliding.nested.count == 5  # a full window fires once
 
 
 # -- evictors -------------------------------------------------------------------------------------
+
 
 def test_count_evictor_keeps_the_most_recent_elements():
     items = [(f"v{i}", 100 * i) for i in range(7)]
@@ -394,6 +447,7 @@ def test_time_evictor_keeps_elements_newer_than_max_minus_size():
 
 # -- watermark generators ---------------------------------------------------------------------------
 
+
 def test_bounded_out_of_orderness_is_max_minus_bound_minus_one():
     gen = WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_seconds(5)).create_watermark_generator()
     out = WatermarkOutput()
@@ -406,8 +460,9 @@ def test_bounded_out_of_orderness_is_max_minus_bound_minus_one():
 
 
 def test_watermarks_with_idleness_marks_idle_after_timeout_and_resumes():
-    strategy = (WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(0))
-                .with_idleness(Duration.of_seconds(1)))
+    strategy = WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(0)).with_idleness(
+        Duration.of_seconds(1)
+    )
     gen = strategy.create_watermark_generator()
     assert isinstance(gen, WatermarksWithIdleness) and isinstance(gen.inner, BoundedOutOfOrdernessWatermarks)
 
@@ -423,9 +478,9 @@ def test_watermarks_with_idleness_marks_idle_after_timeout_and_resumes():
 
     emit.last = MIN_WATERMARK
     assert emit(10_000, [5_000]) == (False, 4_999)
-    assert emit(10_500) == (False, 4_999)          # quiet for 500 ms: still active
+    assert emit(10_500) == (False, 4_999)  # quiet for 500 ms: still active
     assert emit(10_999) == (False, 4_999)
-    assert emit(11_000) == (True, 4_999)           # quiet for 1 s: idle, the watermark is kept
+    assert emit(11_000) == (True, 4_999)  # quiet for 1 s: idle, the watermark is kept
     assert emit(50_000) == (True, 4_999)
     assert emit(50_001, [7_000]) == (False, 6_999)  # an event makes it active again
     assert emit(51_000) == (False, 6_999)
@@ -453,7 +508,11 @@ def test_count_tumbling_windows_have_pyflinks_ids_per_key(local_env):
 
     events = [("a", 1), ("b", 10), ("a", 2), ("a", 3), ("a", 4), ("b", 20), ("a", 5), ("b", 30), ("a", 6)]
     local_env.set_parallelism(1)
-    out = list(local_env.from_collection(events).key_by(lambda e: e[0]).count_window(3).apply(Ids())
-               .execute_and_collect())
-    assert out == [("a", CountWindow(0), [1, 2, 3]), ("b", CountWindow(0), [10, 20, 30]),
-                   ("a", CountWindow(1), [4, 5, 6])]
+    out = list(
+        local_env.from_collection(events).key_by(lambda e: e[0]).count_window(3).apply(Ids()).execute_and_collect()
+    )
+    assert out == [
+        ("a", CountWindow(0), [1, 2, 3]),
+        ("b", CountWindow(0), [10, 20, 30]),
+        ("a", CountWindow(1), [4, 5, 6]),
+    ]

@@ -13,14 +13,13 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
+from window_jobs import BOUND, stamped
+from window_oracles import out_of_order_events, tumbling_start, windows_with_lateness, with_stragglers
 
 from sparkpoint.common import Time
 from sparkpoint.datastream import ProcessWindowFunction
 from sparkpoint.datastream.window import TumblingEventTimeWindows
 from sparkpoint.windows.operator import WindowOperator
-
-from window_jobs import BOUND, stamped
-from window_oracles import out_of_order_events, tumbling_start, windows_with_lateness, with_stragglers
 
 SIZE, M = 10_000, 250
 
@@ -48,25 +47,35 @@ def coded_paths(monkeypatch) -> list[bool]:
 
 
 def expected(events, value_of):
-    firings, _late = windows_with_lateness(events, max_records=M, bound=BOUND, size=SIZE, lateness=0,
-                                           starts_of=lambda ts: [tumbling_start(ts, SIZE)], arrival_order=True)
+    firings, _late = windows_with_lateness(
+        events,
+        max_records=M,
+        bound=BOUND,
+        size=SIZE,
+        lateness=0,
+        starts_of=lambda ts: [tumbling_start(ts, SIZE)],
+        arrival_order=True,
+    )
     by_seq = {e[2]: e for e in events}
     return sorted((key, start, end, tuple(value_of(by_seq[s]) for s in seqs)) for key, start, end, seqs in firings)
 
 
 def windows(stream):
-    return sorted(stream.key_by(lambda v: v[0]).window(TumblingEventTimeWindows.of(Time.milliseconds(SIZE)))
-                  .process(Elements()).execute_and_collect())
+    return sorted(
+        stream.key_by(lambda v: v[0])
+        .window(TumblingEventTimeWindows.of(Time.milliseconds(SIZE)))
+        .process(Elements())
+        .execute_and_collect()
+    )
 
 
 def test_one_value_per_key_is_counted_per_window_even_with_late_records(make_env, coded_paths):
-    events = with_stragglers(out_of_order_events(3_000, seed=5, keys="abcdefg"), seed=6, every=50,
-                             max_behind_ms=20_000)
+    events = with_stragglers(out_of_order_events(3_000, seed=5, keys="abcdefg"), seed=6, every=50, max_behind_ms=20_000)
     env = make_env("local", **{"execution.epoch.max-records": M})
-    env.set_parallelism(2)   # two mapping tasks: each window task puts two coded batches together
+    env.set_parallelism(2)  # two mapping tasks: each window task puts two coded batches together
     out = windows(stamped(env, events).map(lambda e: (e[0], 1)))
     assert out == expected(events, lambda e: (e[0], 1))
-    assert coded_paths.count(True) > 10 and coded_paths.count(False) > 0   # late records: per record
+    assert coded_paths.count(True) > 10 and coded_paths.count(False) > 0  # late records: per record
 
 
 def test_a_key_with_several_values_keeps_them_in_arrival_order(make_env, coded_paths):
@@ -84,11 +93,16 @@ def test_equal_values_of_other_types_from_two_tasks_stay_apart(make_env, coded_p
     events = out_of_order_events(3_000, seed=9, keys="abcdefg")
     env = make_env("local", **{"execution.epoch.max-records": M})
     env.set_parallelism(2)
-    stream = (stamped(env, events).partition_custom(lambda parity, n: parity, lambda e: e[2] % 2)
-              .map(lambda e: (e[0], 1 if e[2] % 2 == 0 else True)))
+    stream = (
+        stamped(env, events)
+        .partition_custom(lambda parity, n: parity, lambda e: e[2] % 2)
+        .map(lambda e: (e[0], 1 if e[2] % 2 == 0 else True))
+    )
     out = windows(stream)
     typed = [(k, s, e, sorted(Counter(type(v[1]).__name__ for v in vs).items())) for k, s, e, vs in out]
-    want = [(k, s, e, sorted(Counter(type(v[1]).__name__ for v in vs).items()))
-            for k, s, e, vs in expected(events, lambda e: (e[0], 1 if e[2] % 2 == 0 else True))]
+    want = [
+        (k, s, e, sorted(Counter(type(v[1]).__name__ for v in vs).items()))
+        for k, s, e, vs in expected(events, lambda e: (e[0], 1 if e[2] % 2 == 0 else True))
+    ]
     assert typed == want and any(len(t[3]) == 2 for t in typed)
     assert coded_paths and not any(coded_paths)

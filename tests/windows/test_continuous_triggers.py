@@ -42,22 +42,27 @@ def _run(make_env, assigner: Any, trigger: Any) -> list:
     env = make_env("local", **{"execution.epoch.max-records": 1})
     env.set_parallelism(1)
     stamped = env.from_collection([("k", ts) for ts in TIMESTAMPS]).assign_timestamps_and_watermarks(
-        WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(Second()))
-    return list(stamped.key_by(lambda r: r[0]).window(assigner).trigger(trigger).process(Contents())
-                .execute_and_collect())
+        WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(Second())
+    )
+    return list(
+        stamped.key_by(lambda r: r[0]).window(assigner).trigger(trigger).process(Contents()).execute_and_collect()
+    )
 
 
 def test_continuous_event_time_trigger_fires_every_interval_and_at_the_window_end(make_env):
     out = _run(make_env, TumblingEventTimeWindows.of(Time.seconds(10)), ContinuousEventTimeTrigger.of(Time.seconds(3)))
     first = [1000, 2500, 4200, 6100, 9900]
-    assert out == [
-        (0, first[:3]),      # the watermark 4199 passes 3000
-        (0, first[:4]),      # 6099 passes 6000
-        (0, first[:5]),      # 9899 passes 9000; the next firing is the window's end, 9999
-        (0, first),          # 11999 passes 9999: the end of the window (once, although two timers say so)
-        (10000, [12000]),    # end of input: 15000 (18000 waits for a next watermark: none), the end, 19999
-        (10000, [12000]),
-    ]
+    assert (
+        out
+        == [
+            (0, first[:3]),  # the watermark 4199 passes 3000
+            (0, first[:4]),  # 6099 passes 6000
+            (0, first[:5]),  # 9899 passes 9000; the next firing is the window's end, 9999
+            (0, first),  # 11999 passes 9999: the end of the window (once, although two timers say so)
+            (10000, [12000]),  # end of input: 15000 (18000 waits for a next watermark: none), the end, 19999
+            (10000, [12000]),
+        ]
+    )
 
 
 def test_continuous_event_time_trigger_on_merging_session_windows(make_env):
@@ -68,11 +73,11 @@ def test_continuous_event_time_trigger_on_merging_session_windows(make_env):
     form [9900, 15000); 12000 comes in the last epoch, whose watermark is the end of input: 10000 fires, then
     12000 (scheduled while that watermark is processed) waits for a next watermark, as in PyFlink, and there is
     none; the end, 14999, fires."""
-    out = _run(make_env, EventTimeSessionWindows.with_gap(Time.seconds(3)),
-               ContinuousEventTimeTrigger.of(Time.seconds(2)))
+    out = _run(
+        make_env, EventTimeSessionWindows.with_gap(Time.seconds(3)), ContinuousEventTimeTrigger.of(Time.seconds(2))
+    )
     session = [1000, 2500, 4200, 6100]
-    assert out == ([(1000, session[:2]), (1000, session[:3])] + [(1000, session)] * 3
-                   + [(9900, [9900, 12000])] * 2)
+    assert out == ([(1000, session[:2]), (1000, session[:3])] + [(1000, session)] * 3 + [(9900, [9900, 12000])] * 2)
 
 
 def test_an_interval_must_be_positive():
@@ -91,7 +96,13 @@ def test_a_firing_the_watermark_passed_waits_for_the_next_watermark(make_env, ba
     env = make_env("local", **{"execution.epoch.max-records": 1, "state.backend.type": backend})
     env.set_parallelism(1)
     stamped = env.from_collection([("k", ts) for ts in (500, 5500, 7500, 20000)]).assign_timestamps_and_watermarks(
-        WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(Second()))
-    out = list(stamped.key_by(lambda r: r[0]).window(TumblingEventTimeWindows.of(Time.seconds(10)))
-               .trigger(ContinuousEventTimeTrigger.of(Time.seconds(1))).process(Contents()).execute_and_collect())
+        WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(Second())
+    )
+    out = list(
+        stamped.key_by(lambda r: r[0])
+        .window(TumblingEventTimeWindows.of(Time.seconds(10)))
+        .trigger(ContinuousEventTimeTrigger.of(Time.seconds(1)))
+        .process(Contents())
+        .execute_and_collect()
+    )
     assert out == [(0, [500, 5500])] + [(0, [500, 5500, 7500])] * 3 + [(20000, [20000])] * 2

@@ -11,9 +11,23 @@ from __future__ import annotations
 import json
 import random
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
+from window_jobs import EventTimestamp, stamped
+from window_oracles import (
+    bounded_watermarks,
+    epochs,
+    out_of_order_events,
+    rows,
+    sessions,
+    sliding_contents,
+    sliding_starts,
+    tumbling_contents,
+    tumbling_start,
+    windows_with_lateness,
+    with_stragglers,
+)
 
 from sparkpoint.common import Duration, Time, WatermarkStrategy
 from sparkpoint.common.watermark_strategy import MAX_WATERMARK, WatermarkGenerator
@@ -38,25 +52,11 @@ from sparkpoint.datastream.window import (
 )
 from sparkpoint.errors import JobGraphError, UserFunctionError
 
-from window_jobs import EventTimestamp, stamped
-from window_oracles import (
-    bounded_watermarks,
-    epochs,
-    out_of_order_events,
-    rows,
-    sessions,
-    sliding_contents,
-    sliding_starts,
-    tumbling_contents,
-    tumbling_start,
-    windows_with_lateness,
-    with_stragglers,
-)
-
-UTC = timezone.utc
+UTC = UTC
 
 
 # -- job pieces (module level, so Spark pickles them like a user's job) ---------------------
+
 
 class Contents(ProcessWindowFunction):
     """``(key, start, end, sorted seqs)`` per firing."""
@@ -138,12 +138,18 @@ def ms(dt):
 
 # -- tumbling ---------------------------------------------------------------------------------
 
+
 def test_tumbling_seed_alignment_example(local_env):
     t = ms(datetime(2017, 7, 3, 20, 19, 35, tzinfo=UTC))
-    out = collect(stamped(local_env, [("a", t, 0)]).key_by(key_of)
-                  .window(TumblingEventTimeWindows.of(Time.seconds(10))).process(Contents()))
-    assert out == [("a", ms(datetime(2017, 7, 3, 20, 19, 30, tzinfo=UTC)),
-                    ms(datetime(2017, 7, 3, 20, 19, 40, tzinfo=UTC)), (0,))]
+    out = collect(
+        stamped(local_env, [("a", t, 0)])
+        .key_by(key_of)
+        .window(TumblingEventTimeWindows.of(Time.seconds(10)))
+        .process(Contents())
+    )
+    assert out == [
+        ("a", ms(datetime(2017, 7, 3, 20, 19, 30, tzinfo=UTC)), ms(datetime(2017, 7, 3, 20, 19, 40, tzinfo=UTC)), (0,))
+    ]
 
 
 @pytest.mark.parametrize("offset", [0, 3_000, -4_000])
@@ -152,17 +158,25 @@ def test_tumbling_out_of_order_over_many_epochs(make_env, offset, parallelism):
     events = out_of_order_events(600, seed=offset + parallelism)
     env = make_env("local", **{"execution.epoch.max-records": 17})
     env.set_parallelism(parallelism)
-    out = collect(stamped(env, events).key_by(key_of)
-                  .window(TumblingEventTimeWindows.of(Time.seconds(10), Time.milliseconds(offset)))
-                  .process(Contents()))
+    out = collect(
+        stamped(env, events)
+        .key_by(key_of)
+        .window(TumblingEventTimeWindows.of(Time.seconds(10), Time.milliseconds(offset)))
+        .process(Contents())
+    )
     assert len(epochs(events, 17)) > 30
     assert out == rows(tumbling_contents(events, 10_000, offset), ["key", "start", "end", "seqs"])
 
 
 def test_window_results_carry_the_window_max_timestamp(local_env):
     events = out_of_order_events(200, seed=1)
-    out = collect(stamped(local_env, events).key_by(key_of)
-                  .window(TumblingEventTimeWindows.of(Time.seconds(5))).apply(CountApply()).process(WithTimestamp()))
+    out = collect(
+        stamped(local_env, events)
+        .key_by(key_of)
+        .window(TumblingEventTimeWindows.of(Time.seconds(5)))
+        .apply(CountApply())
+        .process(WithTimestamp())
+    )
     expected = rows(tumbling_contents(events, 5_000), ["key", "start", "end", "count"])
     assert out == sorted((r, r[2] - 1) for r in expected)
 
@@ -170,8 +184,9 @@ def test_window_results_carry_the_window_max_timestamp(local_env):
 def test_tumbling_reduce(make_env):
     events = out_of_order_events(500, seed=2)
     env = make_env("local", **{"execution.epoch.max-records": 23})
-    out = collect(stamped(env, events).key_by(key_of).window(TumblingEventTimeWindows.of(Time.seconds(10)))
-                  .reduce(SumReduce()))
+    out = collect(
+        stamped(env, events).key_by(key_of).window(TumblingEventTimeWindows.of(Time.seconds(10))).reduce(SumReduce())
+    )
     expected = tumbling_contents(events, 10_000)
     expected["seq_sum"] = [sum(s) for s in expected.seqs]
     assert out == rows(expected, ["key", "ts_sum", "seq_sum"])
@@ -179,8 +194,12 @@ def test_tumbling_reduce(make_env):
 
 def test_tumbling_reduce_with_a_plain_callable(local_env):
     events = out_of_order_events(300, seed=3)
-    out = collect(stamped(local_env, events).key_by(key_of).window(TumblingEventTimeWindows.of(Time.seconds(7)))
-                  .reduce(lambda a, b: (a[0], max(a[1], b[1]), min(a[2], b[2]))))
+    out = collect(
+        stamped(local_env, events)
+        .key_by(key_of)
+        .window(TumblingEventTimeWindows.of(Time.seconds(7)))
+        .reduce(lambda a, b: (a[0], max(a[1], b[1]), min(a[2], b[2])))
+    )
     expected = tumbling_contents(events, 7_000)
     expected["min_seq"] = [min(s) for s in expected.seqs]
     assert out == rows(expected, ["key", "max_ts", "min_seq"])
@@ -189,28 +208,42 @@ def test_tumbling_reduce_with_a_plain_callable(local_env):
 def test_tumbling_aggregate(make_env):
     events = out_of_order_events(500, seed=4)
     env = make_env("local", **{"execution.epoch.max-records": 19})
-    out = collect(stamped(env, events).key_by(key_of).window(TumblingEventTimeWindows.of(Time.seconds(10)))
-                  .aggregate(CountSumMax()))
+    out = collect(
+        stamped(env, events)
+        .key_by(key_of)
+        .window(TumblingEventTimeWindows.of(Time.seconds(10)))
+        .aggregate(CountSumMax())
+    )
     assert out == rows(tumbling_contents(events, 10_000), ["count", "ts_sum", "max_ts"])
 
 
 def test_tumbling_reduce_with_process_window_function(make_env):
     events = out_of_order_events(400, seed=5)
     env = make_env("local", **{"execution.epoch.max-records": 31})
-    out = collect(stamped(env, events).key_by(key_of).window(TumblingEventTimeWindows.of(Time.seconds(10)))
-                  .reduce(SumReduce(), WithWindow()))
+    out = collect(
+        stamped(env, events)
+        .key_by(key_of)
+        .window(TumblingEventTimeWindows.of(Time.seconds(10)))
+        .reduce(SumReduce(), WithWindow())
+    )
     expected = tumbling_contents(events, 10_000)
     assert [(k, s, e, r[0], r[1], r[2]) for k, s, e, r in out] == sorted(
-        (k, s, e, k, ts, sum(seqs)) for k, s, e, ts, seqs in rows(expected, ["key", "start", "end", "ts_sum", "seqs"]))
+        (k, s, e, k, ts, sum(seqs)) for k, s, e, ts, seqs in rows(expected, ["key", "start", "end", "ts_sum", "seqs"])
+    )
 
 
 def test_tumbling_aggregate_with_process_window_function(make_env):
     events = out_of_order_events(400, seed=6)
     env = make_env("local", **{"execution.epoch.max-records": 29})
-    out = collect(stamped(env, events).key_by(key_of).window(TumblingEventTimeWindows.of(Time.seconds(10)))
-                  .aggregate(CountSumMax(), WithWindow()))
+    out = collect(
+        stamped(env, events)
+        .key_by(key_of)
+        .window(TumblingEventTimeWindows.of(Time.seconds(10)))
+        .aggregate(CountSumMax(), WithWindow())
+    )
     assert [(k, s, e) + r for k, s, e, r in out] == rows(
-        tumbling_contents(events, 10_000), ["key", "start", "end", "count", "ts_sum", "max_ts"])
+        tumbling_contents(events, 10_000), ["key", "start", "end", "count", "ts_sum", "max_ts"]
+    )
 
 
 def test_tumbling_apply_with_window_function_and_callable(local_env):
@@ -218,7 +251,8 @@ def test_tumbling_apply_with_window_function_and_callable(local_env):
     keyed = stamped(local_env, events).key_by(key_of)
     by_class = keyed.window(TumblingEventTimeWindows.of(Time.seconds(10))).apply(CountApply())
     by_callable = keyed.window(TumblingEventTimeWindows.of(Time.seconds(10))).apply(
-        lambda key, window, inputs: [("callable", key, window.start, sum(e[1] for e in inputs))])
+        lambda key, window, inputs: [("callable", key, window.start, sum(e[1] for e in inputs))]
+    )
     out = collect(by_class.union(by_callable))
     expected = tumbling_contents(events, 10_000)
     assert [r for r in out if r[0] != "callable"] == rows(expected, ["key", "start", "end", "count"])
@@ -229,44 +263,69 @@ def test_windows_of_windows(make_env):
     """10 s sums feed 60 s windows: results are stamped end - 1, so each lands in its 60 s window."""
     events = out_of_order_events(800, seed=8, step_ms=(100, 300))
     env = make_env("local", **{"execution.epoch.max-records": 37})
-    out = collect(stamped(env, events).key_by(key_of).window(TumblingEventTimeWindows.of(Time.seconds(10)))
-                  .reduce(SumReduce())
-                  .key_by(key_of).window(TumblingEventTimeWindows.of(Time.minutes(1))).reduce(SumReduce()))
+    out = collect(
+        stamped(env, events)
+        .key_by(key_of)
+        .window(TumblingEventTimeWindows.of(Time.seconds(10)))
+        .reduce(SumReduce())
+        .key_by(key_of)
+        .window(TumblingEventTimeWindows.of(Time.minutes(1)))
+        .reduce(SumReduce())
+    )
     expected = tumbling_contents(events, 60_000)
     expected["seq_sum"] = [sum(q) for q in expected.seqs]
     assert out == rows(expected, ["key", "ts_sum", "seq_sum"]) and len(out) > 10
 
 
-@pytest.mark.parametrize("assigner", [TumblingEventTimeWindows.of(Time.seconds(10)),
-                                      SlidingEventTimeWindows.of(Time.seconds(10), Time.seconds(5)),
-                                      EventTimeSessionWindows.with_gap(Time.seconds(1))])
+@pytest.mark.parametrize(
+    "assigner",
+    [
+        TumblingEventTimeWindows.of(Time.seconds(10)),
+        SlidingEventTimeWindows.of(Time.seconds(10), Time.seconds(5)),
+        EventTimeSessionWindows.with_gap(Time.seconds(1)),
+    ],
+)
 def test_event_time_windows_need_timestamps(local_env, assigner):
     with pytest.raises(UserFunctionError, match="no timestamp"):
-        (local_env.from_collection([("a", 1, 0)]).key_by(key_of).window(assigner).process(Contents())
-         .execute_and_collect())
+        (
+            local_env.from_collection([("a", 1, 0)])
+            .key_by(key_of)
+            .window(assigner)
+            .process(Contents())
+            .execute_and_collect()
+        )
 
 
 # -- sliding -----------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("size,slide,offset", [(10_000, 5_000, 0), (10_000, 3_000, 1_000)])
 def test_sliding_out_of_order_over_many_epochs(make_env, size, slide, offset):
     events = out_of_order_events(500, seed=size + slide + offset)
     env = make_env("local", **{"execution.epoch.max-records": 21})
-    out = collect(stamped(env, events).key_by(key_of)
-                  .window(SlidingEventTimeWindows.of(Time.milliseconds(size), Time.milliseconds(slide),
-                                                     Time.milliseconds(offset)))
-                  .process(Contents()))
+    out = collect(
+        stamped(env, events)
+        .key_by(key_of)
+        .window(
+            SlidingEventTimeWindows.of(Time.milliseconds(size), Time.milliseconds(slide), Time.milliseconds(offset))
+        )
+        .process(Contents())
+    )
     assert out == rows(sliding_contents(events, size, slide, offset), ["key", "start", "end", "seqs"])
 
 
 def test_sliding_aggregate(make_env):
     events = out_of_order_events(500, seed=9)
     env = make_env("local", **{"execution.epoch.max-records": 21})
-    out = collect(stamped(env, events).key_by(key_of)
-                  .window(SlidingEventTimeWindows.of(Time.seconds(10), Time.seconds(2)))
-                  .aggregate(CountSumMax(), WithWindow()))
+    out = collect(
+        stamped(env, events)
+        .key_by(key_of)
+        .window(SlidingEventTimeWindows.of(Time.seconds(10), Time.seconds(2)))
+        .aggregate(CountSumMax(), WithWindow())
+    )
     assert [(k, s, e) + r for k, s, e, r in out] == rows(
-        sliding_contents(events, 10_000, 2_000), ["key", "start", "end", "count", "ts_sum", "max_ts"])
+        sliding_contents(events, 10_000, 2_000), ["key", "start", "end", "count", "ts_sum", "max_ts"]
+    )
 
 
 def test_sliding_with_records_late_for_some_of_their_windows(make_env):
@@ -275,12 +334,17 @@ def test_sliding_with_records_late_for_some_of_their_windows(make_env):
     size, slide, m = 10_000, 2_000, 9
     env = make_env("local", **{"execution.epoch.max-records": m})
     late = OutputTag("late")
-    windows = (stamped(env, events, bound=0).key_by(key_of)
-               .window(SlidingEventTimeWindows.of(Time.milliseconds(size), Time.milliseconds(slide)))
-               .side_output_late_data(late).process(Contents()))
+    windows = (
+        stamped(env, events, bound=0)
+        .key_by(key_of)
+        .window(SlidingEventTimeWindows.of(Time.milliseconds(size), Time.milliseconds(slide)))
+        .side_output_late_data(late)
+        .process(Contents())
+    )
     out = collect(windows.map(lambda r: ("fired",) + r).union(windows.get_side_output(late).map(lambda e: ("late", e))))
-    firings, late_records = windows_with_lateness(events, max_records=m, bound=0, size=size, lateness=0,
-                                                  starts_of=lambda ts: sliding_starts(ts, size, slide))
+    firings, late_records = windows_with_lateness(
+        events, max_records=m, bound=0, size=size, lateness=0, starts_of=lambda ts: sliding_starts(ts, size, slide)
+    )
     assert late_records  # the data does exercise lateness
     assert [r[1:] for r in out if r[0] == "fired"] == firings
     assert [r[1] for r in out if r[0] == "late"] == sorted(late_records)
@@ -292,11 +356,22 @@ def test_sliding_window_contents_keep_arrival_order_with_late_records(make_env):
     events = with_stragglers(out_of_order_events(300, seed=25, max_delay_ms=0), seed=25, every=4, max_behind_ms=9_000)
     size, slide, m = 10_000, 2_000, 13
     env = make_env("local", **{"execution.epoch.max-records": m})
-    out = collect(stamped(env, events, bound=0).key_by(key_of)
-                  .window(SlidingEventTimeWindows.of(Time.milliseconds(size), Time.milliseconds(slide)))
-                  .allowed_lateness(1_000).process(InArrivalOrder()))
-    firings, _ = windows_with_lateness(events, max_records=m, bound=0, size=size, lateness=1_000,
-                                       starts_of=lambda ts: sliding_starts(ts, size, slide), arrival_order=True)
+    out = collect(
+        stamped(env, events, bound=0)
+        .key_by(key_of)
+        .window(SlidingEventTimeWindows.of(Time.milliseconds(size), Time.milliseconds(slide)))
+        .allowed_lateness(1_000)
+        .process(InArrivalOrder())
+    )
+    firings, _ = windows_with_lateness(
+        events,
+        max_records=m,
+        bound=0,
+        size=size,
+        lateness=1_000,
+        starts_of=lambda ts: sliding_starts(ts, size, slide),
+        arrival_order=True,
+    )
     assert out == firings
 
 
@@ -307,8 +382,9 @@ GAP = 3_000
 
 def session_events(n, seed, max_delay_ms=1_000):
     """Per-key spacing around the gap, with pauses: sessions of very different lengths."""
-    return out_of_order_events(n, seed=seed, keys="abc", step_ms=(1, 1_500), max_delay_ms=max_delay_ms,
-                               pause_every=25, pause_ms=20_000)
+    return out_of_order_events(
+        n, seed=seed, keys="abc", step_ms=(1, 1_500), max_delay_ms=max_delay_ms, pause_every=25, pause_ms=20_000
+    )
 
 
 def gap_by_seq(e):
@@ -320,8 +396,12 @@ def test_session_windows_over_many_epochs(make_env, parallelism):
     events = session_events(600, seed=11 + parallelism)
     env = make_env("local", **{"execution.epoch.max-records": 13})
     env.set_parallelism(parallelism)
-    out = collect(stamped(env, events, bound=1_000).key_by(key_of)
-                  .window(EventTimeSessionWindows.with_gap(Time.milliseconds(GAP))).process(Contents()))
+    out = collect(
+        stamped(env, events, bound=1_000)
+        .key_by(key_of)
+        .window(EventTimeSessionWindows.with_gap(Time.milliseconds(GAP)))
+        .process(Contents())
+    )
     expected = sessions(events, lambda e: GAP)
     assert out == expected
     assert 30 < len(expected) < 400 and max(len(s[3]) for s in expected) > 5  # real merging happened
@@ -337,20 +417,29 @@ def test_session_windows_do_not_depend_on_arrival_order(make_env):
     expected = sessions(in_order, lambda e: GAP)
     for events in (in_order, shuffled):
         env = make_env("local", **{"execution.epoch.max-records": 11})
-        out = collect(stamped(env, events, bound=2_500).key_by(key_of)
-                      .window(EventTimeSessionWindows.with_gap(Time.milliseconds(GAP))).process(Contents()))
+        out = collect(
+            stamped(env, events, bound=2_500)
+            .key_by(key_of)
+            .window(EventTimeSessionWindows.with_gap(Time.milliseconds(GAP)))
+            .process(Contents())
+        )
         assert out == expected
 
 
 def test_session_aggregate_uses_merge(make_env):
     events = session_events(600, seed=13)
     env = make_env("local", **{"execution.epoch.max-records": 13})
-    out = collect(stamped(env, events, bound=1_000).key_by(key_of)
-                  .window(EventTimeSessionWindows.with_gap(Time.milliseconds(GAP)))
-                  .aggregate(CountSumMax(), WithWindow()))
+    out = collect(
+        stamped(env, events, bound=1_000)
+        .key_by(key_of)
+        .window(EventTimeSessionWindows.with_gap(Time.milliseconds(GAP)))
+        .aggregate(CountSumMax(), WithWindow())
+    )
     by_seq = {e[2]: e for e in events}
-    expected = sorted((k, s, e, (len(seqs), sum(by_seq[q][1] for q in seqs), max(by_seq[q][1] for q in seqs)))
-                      for k, s, e, seqs in sessions(events, lambda e: GAP))
+    expected = sorted(
+        (k, s, e, (len(seqs), sum(by_seq[q][1] for q in seqs), max(by_seq[q][1] for q in seqs)))
+        for k, s, e, seqs in sessions(events, lambda e: GAP)
+    )
     assert out == expected
 
 
@@ -359,26 +448,39 @@ def test_session_bridged_by_a_later_record_merges_accumulators(make_env):
     touches both, so the two accumulators must be merged (AggregateFunction.merge)."""
     events = [("k", 1_000, 0), ("k", 9_000, 1), ("k", 5_000, 2), ("k", 30_000, 3)]
     env = make_env("local", **{"execution.epoch.max-records": 2})
-    out = collect(stamped(env, events, bound=10_000).key_by(key_of)
-                  .window(EventTimeSessionWindows.with_gap(Time.seconds(4))).aggregate(CountSumMax(), WithWindow()))
+    out = collect(
+        stamped(env, events, bound=10_000)
+        .key_by(key_of)
+        .window(EventTimeSessionWindows.with_gap(Time.seconds(4)))
+        .aggregate(CountSumMax(), WithWindow())
+    )
     assert out == [("k", 1_000, 13_000, (3, 15_000, 9_000)), ("k", 30_000, 34_000, (1, 30_000, 30_000))]
 
 
 def test_session_reduce(make_env):
     events = session_events(500, seed=14)
     env = make_env("local", **{"execution.epoch.max-records": 17})
-    out = collect(stamped(env, events, bound=1_000).key_by(key_of)
-                  .window(EventTimeSessionWindows.with_gap(Time.milliseconds(GAP))).reduce(SumReduce()))
+    out = collect(
+        stamped(env, events, bound=1_000)
+        .key_by(key_of)
+        .window(EventTimeSessionWindows.with_gap(Time.milliseconds(GAP)))
+        .reduce(SumReduce())
+    )
     by_seq = {e[2]: e for e in events}
-    assert out == sorted((k, sum(by_seq[q][1] for q in seqs), sum(seqs))
-                         for k, _, _, seqs in sessions(events, lambda e: GAP))
+    assert out == sorted(
+        (k, sum(by_seq[q][1] for q in seqs), sum(seqs)) for k, _, _, seqs in sessions(events, lambda e: GAP)
+    )
 
 
 def test_dynamic_gap_sessions(make_env):
     events = session_events(600, seed=15)
     env = make_env("local", **{"execution.epoch.max-records": 13})
-    out = collect(stamped(env, events, bound=1_000).key_by(key_of)
-                  .window(EventTimeSessionWindows.with_dynamic_gap(gap_by_seq)).process(Contents()))
+    out = collect(
+        stamped(env, events, bound=1_000)
+        .key_by(key_of)
+        .window(EventTimeSessionWindows.with_dynamic_gap(gap_by_seq))
+        .process(Contents())
+    )
     expected = sessions(events, gap_by_seq)
     assert out == expected
     assert expected != sessions(events, lambda e: GAP)
@@ -388,9 +490,13 @@ def test_sessions_with_time_evictor(make_env):
     """Evictors work with merging windows: each session keeps what is within 1 s of its newest element."""
     events = session_events(400, seed=27)
     env = make_env("local", **{"execution.epoch.max-records": 13})
-    out = collect(stamped(env, events, bound=1_000).key_by(key_of)
-                  .window(EventTimeSessionWindows.with_gap(Time.milliseconds(GAP)))
-                  .evictor(TimeEvictor.of(Time.seconds(1))).process(Contents()))
+    out = collect(
+        stamped(env, events, bound=1_000)
+        .key_by(key_of)
+        .window(EventTimeSessionWindows.with_gap(Time.milliseconds(GAP)))
+        .evictor(TimeEvictor.of(Time.seconds(1)))
+        .process(Contents())
+    )
     ts_of = {e[2]: e[1] for e in events}
     expected = []
     for k, s, e, seqs in sessions(events, lambda e: GAP):
@@ -417,12 +523,18 @@ class CountEvery(Trigger):
 
 def test_sessions_reject_a_trigger_that_cannot_merge(local_env):
     with pytest.raises(Exception, match="does not support merging"):
-        (stamped(local_env, [("a", 1_000, 0), ("a", 2_000, 1)]).key_by(key_of)
-         .window(EventTimeSessionWindows.with_gap(Time.seconds(5))).trigger(CountEvery()).process(Contents())
-         .execute_and_collect())
+        (
+            stamped(local_env, [("a", 1_000, 0), ("a", 2_000, 1)])
+            .key_by(key_of)
+            .window(EventTimeSessionWindows.with_gap(Time.seconds(5)))
+            .trigger(CountEvery())
+            .process(Contents())
+            .execute_and_collect()
+        )
 
 
 # -- lateness ---------------------------------------------------------------------------------------
+
 
 def _fired_and_late(windows, late_tag):
     """One collect for both: ("fired", ...) from the window, ("late", event, ts) from the side output."""
@@ -441,15 +553,33 @@ def test_allowed_lateness_refires_hand_constructed(make_env):
                                             -> wm 15 999: [0, 10 000) is dropped (9 999 + 5 000 <= 15 999)
     epoch 3: 4 000 (late: side output), 30 000 -> end of input: the rest fire
     """
-    events = [("a", 1_000, 0), ("a", 2_000, 1), ("a", 12_000, 2), ("a", 11_000, 3),
-              ("a", 3_000, 4), ("a", 16_000, 5), ("a", 4_000, 6), ("a", 30_000, 7)]
+    events = [
+        ("a", 1_000, 0),
+        ("a", 2_000, 1),
+        ("a", 12_000, 2),
+        ("a", 11_000, 3),
+        ("a", 3_000, 4),
+        ("a", 16_000, 5),
+        ("a", 4_000, 6),
+        ("a", 30_000, 7),
+    ]
     env = make_env("local", **{"execution.epoch.max-records": 2})
     late = OutputTag("late")
-    windows = (stamped(env, events, bound=0).key_by(key_of).window(TumblingEventTimeWindows.of(Time.seconds(10)))
-               .allowed_lateness(5_000).side_output_late_data(late).process(Contents()))
+    windows = (
+        stamped(env, events, bound=0)
+        .key_by(key_of)
+        .window(TumblingEventTimeWindows.of(Time.seconds(10)))
+        .allowed_lateness(5_000)
+        .side_output_late_data(late)
+        .process(Contents())
+    )
     fired, late_out = _fired_and_late(windows, late)
-    assert fired == [("a", 0, 10_000, (0, 1)), ("a", 0, 10_000, (0, 1, 4)),
-                     ("a", 10_000, 20_000, (2, 3, 5)), ("a", 30_000, 40_000, (7,))]
+    assert fired == [
+        ("a", 0, 10_000, (0, 1)),
+        ("a", 0, 10_000, (0, 1, 4)),
+        ("a", 10_000, 20_000, (2, 3, 5)),
+        ("a", 30_000, 40_000, (7,)),
+    ]
     assert late_out == [(("a", 4_000, 6), 4_000)]
 
 
@@ -463,33 +593,65 @@ def test_lateness_boundaries_exactly_at_the_watermark(make_env):
     epoch 3: 10 000 joins, no firing; 20 000  -> wm 19 999: [10 000, 20 000) fires
     epoch 4: 19 999 (end - 1 = wm) fires it again at once; 20 001, end of input
     """
-    events = [("a", 1_000, 0), ("a", 14_999, 1), ("a", 9_999, 2), ("a", 15_000, 3), ("a", 9_999, 4),
-              ("a", 19_999, 5), ("a", 10_000, 6), ("a", 20_000, 7), ("a", 19_999, 8), ("a", 20_001, 9)]
+    events = [
+        ("a", 1_000, 0),
+        ("a", 14_999, 1),
+        ("a", 9_999, 2),
+        ("a", 15_000, 3),
+        ("a", 9_999, 4),
+        ("a", 19_999, 5),
+        ("a", 10_000, 6),
+        ("a", 20_000, 7),
+        ("a", 19_999, 8),
+        ("a", 20_001, 9),
+    ]
     env = make_env("local", **{"execution.epoch.max-records": 2})
     late = OutputTag("late")
-    windows = (stamped(env, events, bound=0).key_by(key_of).window(TumblingEventTimeWindows.of(Time.seconds(10)))
-               .allowed_lateness(Time.seconds(5)).side_output_late_data(late).process(ContentsAt()))
+    windows = (
+        stamped(env, events, bound=0)
+        .key_by(key_of)
+        .window(TumblingEventTimeWindows.of(Time.seconds(10)))
+        .allowed_lateness(Time.seconds(5))
+        .side_output_late_data(late)
+        .process(ContentsAt())
+    )
     fired, late_out = _fired_and_late(windows, late)
-    assert fired == [(0, 10_000, (0,), 14_998), (0, 10_000, (0, 2), 14_998),
-                     (10_000, 20_000, (1, 3, 5, 6), 19_999), (10_000, 20_000, (1, 3, 5, 6, 8), 19_999),
-                     (20_000, 30_000, (7, 9), MAX_WATERMARK)]
+    assert fired == [
+        (0, 10_000, (0,), 14_998),
+        (0, 10_000, (0, 2), 14_998),
+        (10_000, 20_000, (1, 3, 5, 6), 19_999),
+        (10_000, 20_000, (1, 3, 5, 6, 8), 19_999),
+        (20_000, 30_000, (7, 9), MAX_WATERMARK),
+    ]
     assert late_out == [(("a", 9_999, 4), 9_999)]
 
 
 @pytest.mark.parametrize("lateness", [0, 3_000, 8_000])
 def test_allowed_lateness_and_late_side_output_against_epoch_oracle(make_env, lateness):
-    events = with_stragglers(out_of_order_events(500, seed=16 + lateness, max_delay_ms=500), seed=lateness,
-                             every=5, max_behind_ms=15_000)
+    events = with_stragglers(
+        out_of_order_events(500, seed=16 + lateness, max_delay_ms=500), seed=lateness, every=5, max_behind_ms=15_000
+    )
     size, m, bound = 5_000, 11, 500
     env = make_env("local", **{"execution.epoch.max-records": m})
     env.set_parallelism(2)
     late = OutputTag("late")
-    windows = (stamped(env, events, bound=bound).key_by(key_of)
-               .window(TumblingEventTimeWindows.of(Time.milliseconds(size))).allowed_lateness(lateness)
-               .side_output_late_data(late).process(Contents()))
+    windows = (
+        stamped(env, events, bound=bound)
+        .key_by(key_of)
+        .window(TumblingEventTimeWindows.of(Time.milliseconds(size)))
+        .allowed_lateness(lateness)
+        .side_output_late_data(late)
+        .process(Contents())
+    )
     fired, late_out = _fired_and_late(windows, late)
-    firings, late_records = windows_with_lateness(events, max_records=m, bound=bound, size=size, lateness=lateness,
-                                                  starts_of=lambda ts: [tumbling_start(ts, size)])
+    firings, late_records = windows_with_lateness(
+        events,
+        max_records=m,
+        bound=bound,
+        size=size,
+        lateness=lateness,
+        starts_of=lambda ts: [tumbling_start(ts, size)],
+    )
     assert late_records and (lateness == 0 or len(firings) > len(set(f[:3] for f in firings)))  # refirings happen
     assert fired == firings
     assert sorted(late_out) == sorted((e, e[1]) for e in late_records)
@@ -500,12 +662,19 @@ def test_late_records_without_side_output_are_dropped_and_counted(make_env):
     size, m, lateness = 10_000, 7, 2_000
     env = make_env("local", **{"execution.epoch.max-records": m})
     fired = []
-    (stamped(env, events, bound=0).key_by(key_of).window(TumblingEventTimeWindows.of(Time.milliseconds(size)))
-     .allowed_lateness(lateness).process(Contents()).uid("w")
-     .add_sink(lambda value, context: fired.append(value)))
+    (
+        stamped(env, events, bound=0)
+        .key_by(key_of)
+        .window(TumblingEventTimeWindows.of(Time.milliseconds(size)))
+        .allowed_lateness(lateness)
+        .process(Contents())
+        .uid("w")
+        .add_sink(lambda value, context: fired.append(value))
+    )
     result = env.execute()
-    firings, late_records = windows_with_lateness(events, max_records=m, bound=0, size=size, lateness=lateness,
-                                                  starts_of=lambda ts: [tumbling_start(ts, size)])
+    firings, late_records = windows_with_lateness(
+        events, max_records=m, bound=0, size=size, lateness=lateness, starts_of=lambda ts: [tumbling_start(ts, size)]
+    )
     assert len(late_records) > 10
     assert result.metrics["w"]["numLateRecordsDropped"] == len(late_records)
     assert result.metrics["w"]["numRecordsIn"] == len(events)
@@ -516,8 +685,14 @@ def test_nothing_is_late_within_the_out_of_orderness_bound(make_env):
     events = out_of_order_events(500, seed=18, max_delay_ms=3_000)
     env = make_env("local", **{"execution.epoch.max-records": 5})
     fired = []
-    (stamped(env, events, bound=3_000).key_by(key_of).window(TumblingEventTimeWindows.of(Time.seconds(2)))
-     .process(Contents()).uid("w").add_sink(lambda value, context: fired.append(value)))
+    (
+        stamped(env, events, bound=3_000)
+        .key_by(key_of)
+        .window(TumblingEventTimeWindows.of(Time.seconds(2)))
+        .process(Contents())
+        .uid("w")
+        .add_sink(lambda value, context: fired.append(value))
+    )
     result = env.execute()
     assert result.metrics["w"].get("numLateRecordsDropped", 0) == 0
     assert result.epochs >= 100
@@ -544,11 +719,16 @@ def test_process_window_function_state_across_late_firings(make_env):
     size, m, lateness = 5_000, 9, 6_000
     env = make_env("local", **{"execution.epoch.max-records": m})
     env.set_parallelism(2)
-    out = collect(stamped(env, events, bound=0).key_by(key_of)
-                  .window(TumblingEventTimeWindows.of(Time.milliseconds(size))).allowed_lateness(lateness)
-                  .process(FiringCounts()))
-    firings, _ = windows_with_lateness(events, max_records=m, bound=0, size=size, lateness=lateness,
-                                       starts_of=lambda ts: [tumbling_start(ts, size)])
+    out = collect(
+        stamped(env, events, bound=0)
+        .key_by(key_of)
+        .window(TumblingEventTimeWindows.of(Time.milliseconds(size)))
+        .allowed_lateness(lateness)
+        .process(FiringCounts())
+    )
+    firings, _ = windows_with_lateness(
+        events, max_records=m, bound=0, size=size, lateness=lateness, starts_of=lambda ts: [tumbling_start(ts, size)]
+    )
     assert [r[:4] for r in out] == firings
     # a window's n-th firing sees n in its window state (its contents only grow)
     by_window = {}
@@ -579,15 +759,23 @@ def test_runtime_context_state_in_a_window_function_is_per_key(make_env):
     events = out_of_order_events(300, seed=28)
     env = make_env("local", **{"execution.epoch.max-records": 17})
     env.set_parallelism(2)
-    out = collect(stamped(env, events).key_by(key_of).window(TumblingEventTimeWindows.of(Time.seconds(5)))
-                  .process(KeyedStateFromRuntimeContext()))
+    out = collect(
+        stamped(env, events)
+        .key_by(key_of)
+        .window(TumblingEventTimeWindows.of(Time.seconds(5)))
+        .process(KeyedStateFromRuntimeContext())
+    )
     windows = rows(tumbling_contents(events, 5_000), ["key", "start"])
-    expected = [(k, s, n, n) for key in sorted({k for k, _ in windows})
-                for n, (k, s) in enumerate((w for w in windows if w[0] == key), 1)]
+    expected = [
+        (k, s, n, n)
+        for key in sorted({k for k, _ in windows})
+        for n, (k, s) in enumerate((w for w in windows if w[0] == key), 1)
+    ]
     assert out == sorted(expected)
 
 
 # -- idleness ------------------------------------------------------------------------------------------
+
 
 class _StuckSource(Source):
     """One split that yields nothing for ``epochs`` epochs, then ends. Each read takes
@@ -651,13 +839,15 @@ def test_an_idle_input_does_not_hold_back_the_watermark(make_env, idle):
     m, bound = 10, 0
     env = make_env("local", **{"execution.epoch.max-records": m})
     strategy = WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(bound)).with_timestamp_assigner(
-        EventTimestamp())
+        EventTimestamp()
+    )
     if idle:
         strategy = strategy.with_idleness(Duration.of_millis(1))
     active = env.from_source(_CollectionAsSource(events), strategy, "active")
     stuck = env.from_source(_StuckSource(epochs=len(epochs(events, m)) + 3, read_ms=3), strategy, "stuck")
-    out = collect(active.union(stuck).key_by(key_of).window(TumblingEventTimeWindows.of(Time.seconds(5)))
-                  .process(FireWatermark()))
+    out = collect(
+        active.union(stuck).key_by(key_of).window(TumblingEventTimeWindows.of(Time.seconds(5))).process(FireWatermark())
+    )
     expected = rows(tumbling_contents(events, 5_000), ["key", "start", "end", "count"])
     assert [r[:4] for r in out] == expected
     if not idle:
@@ -696,8 +886,11 @@ def test_a_custom_generator_behind_an_idleness_timeout_sees_every_record(make_en
     m = 10
     env = make_env("local", **{"execution.epoch.max-records": m})
     env.set_parallelism(1)
-    strategy = (WatermarkStrategy.for_generator(MaxSeenWatermarks).with_idleness(Duration.of_millis(3_600_000))
-                .with_timestamp_assigner(EventTimestamp()))
+    strategy = (
+        WatermarkStrategy.for_generator(MaxSeenWatermarks)
+        .with_idleness(Duration.of_millis(3_600_000))
+        .with_timestamp_assigner(EventTimestamp())
+    )
     if where == "source":
         stream = env.from_source(_CollectionAsSource(events), strategy, "events")
     else:
@@ -741,6 +934,7 @@ class _ListReader(SourceReader):
 
 # -- non-keyed windows ---------------------------------------------------------------------------------
 
+
 class AllContents(ProcessAllWindowFunction):
     def open(self, runtime_context):
         self.parallelism = runtime_context.get_number_of_parallel_subtasks()
@@ -754,8 +948,9 @@ def test_window_all_tumbling_runs_with_parallelism_one(make_env):
     events = out_of_order_events(500, seed=20)
     env = make_env("local", **{"execution.epoch.max-records": 19})
     env.set_parallelism(3)
-    windowed = (stamped(env, events).window_all(TumblingEventTimeWindows.of(Time.seconds(10)))
-                .process(AllContents()).uid("all"))
+    windowed = (
+        stamped(env, events).window_all(TumblingEventTimeWindows.of(Time.seconds(10))).process(AllContents()).uid("all")
+    )
     plan = json.loads(env.get_execution_plan())
     assert [n["parallelism"] for n in plan["nodes"] if n["uid"] == "all"] == [1]
     with pytest.raises(JobGraphError):
@@ -769,10 +964,12 @@ def test_window_all_tumbling_runs_with_parallelism_one(make_env):
 def test_window_all_reduce_and_aggregate(local_env):
     events = out_of_order_events(300, seed=21)
     s = stamped(local_env, events)
-    reduced = s.window_all(TumblingEventTimeWindows.of(Time.seconds(10))).reduce(SumReduce()).map(
-        lambda r: ("r",) + r[1:])
-    aggregated = s.window_all(TumblingEventTimeWindows.of(Time.seconds(10))).aggregate(CountSumMax()).map(
-        lambda r: ("a",) + r)
+    reduced = (
+        s.window_all(TumblingEventTimeWindows.of(Time.seconds(10))).reduce(SumReduce()).map(lambda r: ("r",) + r[1:])
+    )
+    aggregated = (
+        s.window_all(TumblingEventTimeWindows.of(Time.seconds(10))).aggregate(CountSumMax()).map(lambda r: ("a",) + r)
+    )
     out = collect(reduced.union(aggregated))
     expected = tumbling_contents([("all", ts, seq) for _, ts, seq in events], 10_000)
     expected["seq_sum"] = [sum(q) for q in expected.seqs]
@@ -782,13 +979,18 @@ def test_window_all_reduce_and_aggregate(local_env):
 
 # -- on Spark --------------------------------------------------------------------------------------------
 
+
 @pytest.mark.spark
 def test_spark_tumbling(make_env, spark):
     events = out_of_order_events(400, seed=22)
     env = make_env("spark", **{"execution.epoch.max-records": 200})
     env.set_parallelism(2)
-    out = collect(stamped(env, events).key_by(key_of)
-                  .window(TumblingEventTimeWindows.of(Time.seconds(10), Time.seconds(3))).process(Contents()))
+    out = collect(
+        stamped(env, events)
+        .key_by(key_of)
+        .window(TumblingEventTimeWindows.of(Time.seconds(10), Time.seconds(3)))
+        .process(Contents())
+    )
     assert out == rows(tumbling_contents(events, 10_000, 3_000), ["key", "start", "end", "seqs"])
 
 
@@ -797,12 +999,17 @@ def test_spark_session_aggregate(make_env, spark):
     events = session_events(400, seed=23)
     env = make_env("spark", **{"execution.epoch.max-records": 200})
     env.set_parallelism(2)
-    out = collect(stamped(env, events, bound=1_000).key_by(key_of)
-                  .window(EventTimeSessionWindows.with_gap(Time.milliseconds(GAP)))
-                  .aggregate(CountSumMax(), WithWindow()))
+    out = collect(
+        stamped(env, events, bound=1_000)
+        .key_by(key_of)
+        .window(EventTimeSessionWindows.with_gap(Time.milliseconds(GAP)))
+        .aggregate(CountSumMax(), WithWindow())
+    )
     by_seq = {e[2]: e for e in events}
-    assert out == sorted((k, s, e, (len(q), sum(by_seq[x][1] for x in q), max(by_seq[x][1] for x in q)))
-                         for k, s, e, q in sessions(events, lambda e: GAP))
+    assert out == sorted(
+        (k, s, e, (len(q), sum(by_seq[x][1] for x in q), max(by_seq[x][1] for x in q)))
+        for k, s, e, q in sessions(events, lambda e: GAP)
+    )
 
 
 @pytest.mark.spark

@@ -51,8 +51,24 @@ def _flink_is_window_late(max_timestamp: int, allowed_lateness: int, watermark: 
     return cleanup <= watermark
 
 
-EDGES = [LONG_MIN, LONG_MIN + 1, -1_000_001, -1_001, -1, 0, 1, 999, 1_000, 1_499, 1_500, LONG_MAX - 1_000,
-         LONG_MAX - 500, LONG_MAX - 499, LONG_MAX - 1, LONG_MAX]
+EDGES = [
+    LONG_MIN,
+    LONG_MIN + 1,
+    -1_000_001,
+    -1_001,
+    -1,
+    0,
+    1,
+    999,
+    1_000,
+    1_499,
+    1_500,
+    LONG_MAX - 1_000,
+    LONG_MAX - 500,
+    LONG_MAX - 499,
+    LONG_MAX - 1,
+    LONG_MAX,
+]
 LATENESS = [0, 1, 500, 1_000, LONG_MAX - 1, LONG_MAX]
 
 
@@ -60,8 +76,17 @@ LATENESS = [0, 1, 500, 1_000, LONG_MAX - 1, LONG_MAX]
 @pytest.mark.parametrize("allowed_lateness", LATENESS)
 def test_the_array_the_scalar_and_the_bound_agree_with_flink_at_the_edges(allowed_lateness, event_time):
     lateness = WindowLateness(allowed_lateness, event_time)
-    watermarks = sorted({*EDGES, *(m + allowed_lateness + d for m in EDGES for d in (-1, 0, 1)
-                                   if LONG_MIN <= m + allowed_lateness + d <= LONG_MAX)})
+    watermarks = sorted(
+        {
+            *EDGES,
+            *(
+                m + allowed_lateness + d
+                for m in EDGES
+                for d in (-1, 0, 1)
+                if LONG_MIN <= m + allowed_lateness + d <= LONG_MAX
+            ),
+        }
+    )
     max_timestamps = np.asarray(EDGES, dtype=np.int64)
     for watermark in watermarks:
         array = lateness.late_windows(max_timestamps, watermark).tolist()
@@ -79,20 +104,23 @@ def test_the_predicates_agree_on_random_longs():
         watermark = rnd.choice([rnd.randrange(LONG_MIN, LONG_MAX + 1), max_timestamps[0] + lateness.allowed_lateness])
         watermark = min(watermark, LONG_MAX)
         array = lateness.late_windows(np.asarray(max_timestamps, dtype=np.int64), watermark).tolist()
-        assert array == [lateness.is_window_late(m, watermark) for m in max_timestamps] == \
-            [m <= lateness.late_until(watermark) for m in max_timestamps] == \
-            [_flink_is_window_late(m, lateness.allowed_lateness, watermark, True) for m in max_timestamps]
+        assert (
+            array
+            == [lateness.is_window_late(m, watermark) for m in max_timestamps]
+            == [m <= lateness.late_until(watermark) for m in max_timestamps]
+            == [_flink_is_window_late(m, lateness.allowed_lateness, watermark, True) for m in max_timestamps]
+        )
 
 
 def test_hand_worked_boundaries():
-    w = TimeWindow(0, 1_000)   # max timestamp 999
+    w = TimeWindow(0, 1_000)  # max timestamp 999
     lateness = WindowLateness(500, True)
     assert lateness.cleanup_time(w.max_timestamp()) == 1_499
     assert not lateness.is_window_late(w.max_timestamp(), 1_498)
-    assert lateness.is_window_late(w.max_timestamp(), 1_499)         # exactly at max timestamp + allowed lateness
+    assert lateness.is_window_late(w.max_timestamp(), 1_499)  # exactly at max timestamp + allowed lateness
     assert not lateness.is_element_late(999, 1_498) and lateness.is_element_late(999, 1_499)
-    assert not lateness.is_element_late(None, LONG_MAX)               # a record without a timestamp never is
-    negative = TimeWindow(-2_000, -1_000)   # max timestamp -1 001
+    assert not lateness.is_element_late(None, LONG_MAX)  # a record without a timestamp never is
+    negative = TimeWindow(-2_000, -1_000)  # max timestamp -1 001
     assert not lateness.is_window_late(negative.max_timestamp(), -502) and lateness.is_window_late(-1_001, -501)
     # a window at the end of time: its cleanup time is Long.MAX_VALUE, late only at the final watermark
     end = TimeWindow(LONG_MAX - LONG_MAX % 1_000, LONG_MAX - LONG_MAX % 1_000 + 1_000)
@@ -105,6 +133,7 @@ def test_hand_worked_boundaries():
 
 
 # -- every path of the operator draws the line at the same watermark ------------------------------------------
+
 
 class _Count(ProcessWindowFunction):
     def process(self, key, context, elements):
@@ -120,13 +149,32 @@ LATE = OutputTag("late")
 
 
 def _operator(assigner, allowed_lateness, per_element=False):
-    op = WindowOperator("w", "Window", KeySelectorWrapper(lambda v: v[0]), assigner=assigner,
-                        trigger=_SameAsDefault() if per_element else assigner.get_default_trigger(),
-                        contents=ElementContents(), window_function=ProcessWindowAdapter(_Count()),
-                        allowed_lateness=allowed_lateness, late_tag=LATE)
+    op = WindowOperator(
+        "w",
+        "Window",
+        KeySelectorWrapper(lambda v: v[0]),
+        assigner=assigner,
+        trigger=_SameAsDefault() if per_element else assigner.get_default_trigger(),
+        contents=ElementContents(),
+        window_function=ProcessWindowAdapter(_Count()),
+        allowed_lateness=allowed_lateness,
+        late_tag=LATE,
+    )
     op.create_keyed_backend(KeyGroupRange(0, 127), 128)
-    op.setup(TaskContext(job_id="j", job_name="j", stage_id=1, subtask_index=0, parallelism=1,
-                         max_parallelism=128, epoch=0, processing_time=0, job_parameters={}), None)
+    op.setup(
+        TaskContext(
+            job_id="j",
+            job_name="j",
+            stage_id=1,
+            subtask_index=0,
+            parallelism=1,
+            max_parallelism=128,
+            epoch=0,
+            processing_time=0,
+            job_parameters={},
+        ),
+        None,
+    )
     op.open()
     return op
 
@@ -159,8 +207,9 @@ PATHS = [("batched", False, False), ("coded", False, True), ("per-element", True
 @pytest.mark.parametrize("allowed_lateness", [0, 500])
 @pytest.mark.parametrize("path,per_element,coded", PATHS)
 @pytest.mark.parametrize("shape", sorted(SHAPES))
-def test_every_path_is_late_exactly_at_max_timestamp_plus_allowed_lateness(shape, path, per_element, coded,
-                                                                          allowed_lateness):
+def test_every_path_is_late_exactly_at_max_timestamp_plus_allowed_lateness(
+    shape, path, per_element, coded, allowed_lateness
+):
     assigner, timestamps, last_max = SHAPES[shape]
     if coded and type(assigner) is not TumblingEventTimeWindows:
         pytest.skip("coded batches have a path of their own only for tumbling windows")
@@ -177,13 +226,31 @@ def test_every_path_is_late_exactly_at_max_timestamp_plus_allowed_lateness(shape
 def test_partials_are_dropped_exactly_when_their_window_is_late():
     """Local aggregation (no allowed lateness): a partial's window late at its max timestamp, its records counted
     as dropped (those whose last window it is), as Flink drops them."""
-    op = WindowOperator("w", "Window", KeySelectorWrapper(lambda v: v[0]),
-                        assigner=TumblingEventTimeWindows.of(Time.milliseconds(1_000)), trigger=EventTimeTrigger(),
-                        contents=ReducedContents(lambda a, b: (a[0], a[1] + b[1])),
-                        window_function=PassThroughWindowFunction(), pre_aggregated=True)
+    op = WindowOperator(
+        "w",
+        "Window",
+        KeySelectorWrapper(lambda v: v[0]),
+        assigner=TumblingEventTimeWindows.of(Time.milliseconds(1_000)),
+        trigger=EventTimeTrigger(),
+        contents=ReducedContents(lambda a, b: (a[0], a[1] + b[1])),
+        window_function=PassThroughWindowFunction(),
+        pre_aggregated=True,
+    )
     op.create_keyed_backend(KeyGroupRange(0, 127), 128)
-    op.setup(TaskContext(job_id="j", job_name="j", stage_id=1, subtask_index=0, parallelism=1,
-                         max_parallelism=128, epoch=0, processing_time=0, job_parameters={}), None)
+    op.setup(
+        TaskContext(
+            job_id="j",
+            job_name="j",
+            stage_id=1,
+            subtask_index=0,
+            parallelism=1,
+            max_parallelism=128,
+            epoch=0,
+            processing_time=0,
+            job_parameters={},
+        ),
+        None,
+    )
     op.open()
     out = Output()
     op.process_watermark(998, out)
@@ -209,10 +276,17 @@ def test_allowed_lateness_at_the_end_of_time(make_env, backend):
 
     events = [("a", 1_000), ("a", LONG_MAX - 5), ("b", LONG_MAX)]
     env = make_env("local", **{"state.backend.type": backend})
-    got = (env.from_collection(events)
-           .assign_timestamps_and_watermarks(WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(_Ts()))
-           .key_by(lambda e: e[0]).window(TumblingEventTimeWindows.of(Time.milliseconds(60_000)))
-           .allowed_lateness(5_000).process(_Count()).execute_and_collect())
-    by_hand = sorted((k, s, s + 60_000, len(list(g))) for (k, s), g in
-                     itertools.groupby(sorted((k, ts - ts % 60_000) for k, ts in events)))
+    got = (
+        env.from_collection(events)
+        .assign_timestamps_and_watermarks(WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(_Ts()))
+        .key_by(lambda e: e[0])
+        .window(TumblingEventTimeWindows.of(Time.milliseconds(60_000)))
+        .allowed_lateness(5_000)
+        .process(_Count())
+        .execute_and_collect()
+    )
+    by_hand = sorted(
+        (k, s, s + 60_000, len(list(g)))
+        for (k, s), g in itertools.groupby(sorted((k, ts - ts % 60_000) for k, ts in events))
+    )
     assert sorted(got) == by_hand

@@ -9,15 +9,14 @@ outputs and late-record counts must be equal, while the window operator takes fe
 from __future__ import annotations
 
 import pytest
+from window_jobs import stamped
+from window_oracles import out_of_order_events, sliding_starts, tumbling_start, windows_with_lateness, with_stragglers
 
 from sparkpoint.common import Time
 from sparkpoint.datastream import AggregateFunction, ProcessWindowFunction, ReduceFunction
 from sparkpoint.datastream.transformations import CollectTransformation, TransformationInput
 from sparkpoint.datastream.window import SlidingEventTimeWindows, TumblingEventTimeWindows
 from sparkpoint.errors import UserFunctionError
-
-from window_jobs import stamped
-from window_oracles import out_of_order_events, sliding_starts, tumbling_start, windows_with_lateness, with_stragglers
 
 SIZE, SLIDE, M = 10_000, 4_000, 60
 OFF = {"sparkpoint.window.local-aggregation": "false"}
@@ -80,7 +79,7 @@ def _events():
 
 def _run(make_env, events, window, function, target="local", **config):
     env = make_env(target, **{"execution.epoch.max-records": M} | config)
-    stream = stamped(env, events, bound=0).rebalance().map(same).set_parallelism(2)   # two upstream tasks
+    stream = stamped(env, events, bound=0).rebalance().map(same).set_parallelism(2)  # two upstream tasks
     windowed = stream.key_by(key_of).window(window)
     if isinstance(function, ReduceFunction):
         out = windowed.reduce(function, window_function=WithWindow())
@@ -94,8 +93,9 @@ def _run(make_env, events, window, function, target="local", **config):
 
 
 def _oracle(events, starts_of, result_of, max_records=M):
-    firings, late = windows_with_lateness(events, max_records=max_records, bound=0, size=SIZE, lateness=0,
-                                          starts_of=starts_of)
+    firings, late = windows_with_lateness(
+        events, max_records=max_records, bound=0, size=SIZE, lateness=0, starts_of=starts_of
+    )
     return sorted((k, s, e, result_of(seqs)) for k, s, e, seqs in firings), len(late)
 
 
@@ -108,14 +108,14 @@ def test_local_aggregation_gives_the_oracles_windows_and_late_counts(make_env, s
     else:
         window = SlidingEventTimeWindows.of(Time.milliseconds(SIZE), Time.milliseconds(SLIDE))
         starts_of = lambda ts: sliding_starts(ts, SIZE, SLIDE)  # noqa: E731
-    function, result_of = ((SumSeq(), sum) if kind == "reduce" else (CountAndSum(), lambda s: (len(s), sum(s))))
+    function, result_of = (SumSeq(), sum) if kind == "reduce" else (CountAndSum(), lambda s: (len(s), sum(s)))
     expected, late = _oracle(events, starts_of, result_of)
-    assert late > 10 and len(expected) > 20   # the data exercises lateness and many windows
+    assert late > 10 and len(expected) > 20  # the data exercises lateness and many windows
     on, on_metrics = _run(make_env, events, window, function)
     off, off_metrics = _run(make_env, events, window, function, **OFF)
     assert on == off == expected
     assert on_metrics["numLateRecordsDropped"] == off_metrics["numLateRecordsDropped"] == late
-    assert on_metrics["numRecordsIn"] == off_metrics["numRecordsIn"] == len(events)   # records, as Flink counts
+    assert on_metrics["numRecordsIn"] == off_metrics["numRecordsIn"] == len(events)  # records, as Flink counts
     # only partials crossed the exchange: fewer than the records (a record is in 2-3 sliding windows)
     assert 0 < on_metrics["numLocalAggregatesIn"] < len(events) // (2 if shape == "tumbling" else 1), on_metrics
     assert "numLocalAggregatesIn" not in off_metrics
@@ -133,9 +133,10 @@ def test_an_aggregate_function_without_merge_is_not_aggregated_locally(make_env)
 def test_a_failing_reduce_fails_as_without_local_aggregation(make_env):
     events = _events()
     window = TumblingEventTimeWindows.of(Time.milliseconds(SIZE))
-    firings, _ = windows_with_lateness(events, max_records=M, bound=0, size=SIZE, lateness=0,
-                                       starts_of=lambda ts: [tumbling_start(ts, SIZE)])
-    bad = next(seqs for *_, seqs in firings if len(seqs) > 4)[2]   # on time, in a window of several records
+    firings, _ = windows_with_lateness(
+        events, max_records=M, bound=0, size=SIZE, lateness=0, starts_of=lambda ts: [tumbling_start(ts, SIZE)]
+    )
+    bad = next(seqs for *_, seqs in firings if len(seqs) > 4)[2]  # on time, in a window of several records
     errors = []
     for config in ({}, OFF):
         with pytest.raises(UserFunctionError) as info:
@@ -181,8 +182,9 @@ def test_records_sent_as_they_are_and_partials_keep_the_upstream_order(make_env)
     The window takes task 0's input before task 1's, as without local aggregation: a, then b + d."""
     events = [("k", 1_000, "a"), ("k", 2_000, "b"), ("k", 15_000, "c"), ("k", 3_000, "d")]
     window = TumblingEventTimeWindows.of(Time.milliseconds(SIZE))
-    runs = [_run(make_env, events, window, Concat(), **{"execution.epoch.max-records": 4} | config)
-            for config in ({}, OFF)]
+    runs = [
+        _run(make_env, events, window, Concat(), **{"execution.epoch.max-records": 4} | config) for config in ({}, OFF)
+    ]
     (on, on_metrics), (off, _) = runs
     assert on == off == [("k", 0, 10_000, "abd"), ("k", 10_000, 20_000, "c")]
     assert on_metrics["numLocalAggregatesIn"] == 1
@@ -219,8 +221,9 @@ def test_a_keyed_counts_records_are_combined_by_counting_them(make_env, monkeypa
 
     counted: list[bool] = []
     original = local_aggregation._counted_groups
-    monkeypatch.setattr(local_aggregation, "_counted_groups",
-                        lambda *a: counted.append((got := original(*a)) is not None) or got)
+    monkeypatch.setattr(
+        local_aggregation, "_counted_groups", lambda *a: counted.append((got := original(*a)) is not None) or got
+    )
     events = _events()
     expected, _late = _oracle(events, lambda ts: [tumbling_start(ts, SIZE)], len)
     outputs = []
@@ -228,9 +231,12 @@ def test_a_keyed_counts_records_are_combined_by_counting_them(make_env, monkeypa
         env = make_env("local", **{"execution.epoch.max-records": M} | config)
         stream = stamped(env, events, bound=0).rebalance().map(pair_of).set_parallelism(2)
         windowed = stream.key_by(key_of).window(TumblingEventTimeWindows.of(Time.milliseconds(SIZE)))
-        out = (windowed.aggregate(function, window_function=WithWindow()) if isinstance(function, Count)
-               else windowed.reduce(function, window_function=WithWindow()))
+        out = (
+            windowed.aggregate(function, window_function=WithWindow())
+            if isinstance(function, Count)
+            else windowed.reduce(function, window_function=WithWindow())
+        )
         outputs.append(sorted(out.execute_and_collect()))
     as_counts = [(k, s, e, v[1] if isinstance(v, tuple) else v) for k, s, e, v in outputs[0]]
     assert as_counts == expected and outputs[0] == outputs[1]
-    assert counted.count(True) > 5   # the counting path combined most batches
+    assert counted.count(True) > 5  # the counting path combined most batches

@@ -13,14 +13,11 @@ import time
 from collections import defaultdict
 
 import pytest
+from window_jobs import stamped
+from window_oracles import count_sliding, count_tumbling, epochs, out_of_order_events, tumbling_start
 
 from sparkpoint.common import Time
-from sparkpoint.datastream import (
-    AllWindowFunction,
-    ProcessAllWindowFunction,
-    ProcessWindowFunction,
-    ReduceFunction,
-)
+from sparkpoint.datastream import AllWindowFunction, ProcessAllWindowFunction, ProcessWindowFunction, ReduceFunction
 from sparkpoint.datastream.state import ValueStateDescriptor
 from sparkpoint.datastream.window import (
     CountEvictor,
@@ -37,10 +34,6 @@ from sparkpoint.datastream.window import (
     TumblingProcessingTimeWindows,
 )
 from sparkpoint.errors import JobGraphError
-
-from window_jobs import stamped
-from window_oracles import count_sliding, count_tumbling, epochs, out_of_order_events, tumbling_start
-
 
 
 def key_of(e):
@@ -94,6 +87,7 @@ def collect(stream):
 
 # -- count windows ------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("size", [1, 4, 7])
 def test_count_window_fires_every_n_elements_per_key_in_arrival_order(make_env, size):
     events = out_of_order_events(300, seed=size, keys="abc")
@@ -115,7 +109,8 @@ def test_count_window_reduce_and_apply(local_env):
     expected = count_tumbling(events, 5)
     assert [r for r in out if r[0] == "reduce"] == sorted(("reduce", k, sum(s)) for k, s in expected)
     assert [r for r in out if r[0] == "apply"] == sorted(
-        ("apply", k, sum(by_seq[q][1] for q in s)) for k, s in expected)
+        ("apply", k, sum(by_seq[q][1] for q in s)) for k, s in expected
+    )
 
 
 @pytest.mark.parametrize("size,slide", [(5, 2), (3, 3), (2, 5)])
@@ -139,7 +134,7 @@ def test_count_window_all(make_env):
     out = windowed.execute_and_collect()
     seqs = [e[2] for e in events]
     # one task sees the whole stream in order: every window is a run of 6 consecutive records
-    assert sorted(r[0] for r in out) == [tuple(seqs[i:i + 6]) for i in range(0, len(seqs) - 5, 6)]
+    assert sorted(r[0] for r in out) == [tuple(seqs[i : i + 6]) for i in range(0, len(seqs) - 5, 6)]
     assert {r[1] for r in out} == {1}
 
 
@@ -156,41 +151,70 @@ def test_count_window_all_sliding_with_all_window_function(local_env):
 
 def test_global_window_with_count_trigger_fires_all_contents_so_far(local_env):
     events = out_of_order_events(100, seed=8, keys="ab")
-    out = collect(local_env.from_collection(events).key_by(key_of).window(GlobalWindows.create())
-                  .trigger(CountTrigger.of(4)).process(InOrder()))
-    expected = sorted((k, tuple(e[2] for e in evs[:n])) for k, evs in by_key_in_order(events).items()
-                      for n in range(4, len(evs) + 1, 4))
+    out = collect(
+        local_env.from_collection(events)
+        .key_by(key_of)
+        .window(GlobalWindows.create())
+        .trigger(CountTrigger.of(4))
+        .process(InOrder())
+    )
+    expected = sorted(
+        (k, tuple(e[2] for e in evs[:n]))
+        for k, evs in by_key_in_order(events).items()
+        for n in range(4, len(evs) + 1, 4)
+    )
     assert out == expected
 
 
 def test_global_window_without_trigger_never_fires(local_env):
-    out = local_env.from_collection(out_of_order_events(50, seed=9)).key_by(key_of).window(
-        GlobalWindows.create()).process(InOrder()).execute_and_collect()
+    out = (
+        local_env.from_collection(out_of_order_events(50, seed=9))
+        .key_by(key_of)
+        .window(GlobalWindows.create())
+        .process(InOrder())
+        .execute_and_collect()
+    )
     assert list(out) == []
 
 
 # -- triggers on time windows -------------------------------------------------------------------
+
 
 def test_count_trigger_replaces_the_event_time_trigger(make_env):
     """CountTrigger(3) on 10 s windows: every third element of a window fires the window
     (contents so far); the watermark never fires it, and leftovers are dropped at cleanup."""
     events = out_of_order_events(400, seed=10)
     env = make_env("local", **{"execution.epoch.max-records": 13})
-    out = collect(stamped(env, events).key_by(key_of).window(TumblingEventTimeWindows.of(Time.seconds(10)))
-                  .trigger(CountTrigger.of(3)).process(TimedInOrder()))
-    expected = sorted((k, s, s + 10_000, tuple(e[2] for e in evs[:n]))
-                      for (k, s), evs in per_window_in_order(events, 10_000).items() for n in range(3, len(evs) + 1, 3))
+    out = collect(
+        stamped(env, events)
+        .key_by(key_of)
+        .window(TumblingEventTimeWindows.of(Time.seconds(10)))
+        .trigger(CountTrigger.of(3))
+        .process(TimedInOrder())
+    )
+    expected = sorted(
+        (k, s, s + 10_000, tuple(e[2] for e in evs[:n]))
+        for (k, s), evs in per_window_in_order(events, 10_000).items()
+        for n in range(3, len(evs) + 1, 3)
+    )
     assert out == expected
 
 
 def test_purging_count_trigger_on_time_windows(make_env):
     events = out_of_order_events(400, seed=11)
     env = make_env("local", **{"execution.epoch.max-records": 13})
-    out = collect(stamped(env, events).key_by(key_of).window(TumblingEventTimeWindows.of(Time.seconds(10)))
-                  .trigger(PurgingTrigger.of(CountTrigger.of(3))).process(TimedInOrder()))
-    expected = sorted((k, s, s + 10_000, tuple(e[2] for e in evs[i:i + 3]))
-                      for (k, s), evs in per_window_in_order(events, 10_000).items()
-                      for i in range(0, len(evs) - 2, 3))
+    out = collect(
+        stamped(env, events)
+        .key_by(key_of)
+        .window(TumblingEventTimeWindows.of(Time.seconds(10)))
+        .trigger(PurgingTrigger.of(CountTrigger.of(3)))
+        .process(TimedInOrder())
+    )
+    expected = sorted(
+        (k, s, s + 10_000, tuple(e[2] for e in evs[i : i + 3]))
+        for (k, s), evs in per_window_in_order(events, 10_000).items()
+        for i in range(0, len(evs) - 2, 3)
+    )
     assert out == expected
 
 
@@ -224,8 +248,13 @@ def test_custom_trigger_with_state_and_timers(make_env):
     events = out_of_order_events(400, seed=12)
     env = make_env("local", **{"execution.epoch.max-records": 13})
     env.set_parallelism(2)
-    out = collect(stamped(env, events).key_by(key_of).window(TumblingEventTimeWindows.of(Time.seconds(10)))
-                  .trigger(EarlyEveryNThenOnTime(4)).process(TimedInOrder()))
+    out = collect(
+        stamped(env, events)
+        .key_by(key_of)
+        .window(TumblingEventTimeWindows.of(Time.seconds(10)))
+        .trigger(EarlyEveryNThenOnTime(4))
+        .process(TimedInOrder())
+    )
     expected = []
     for (k, s), evs in per_window_in_order(events, 10_000).items():
         seqs = tuple(e[2] for e in evs)
@@ -243,9 +272,13 @@ def test_processing_time_trigger_on_event_time_windows(make_env):
     events = out_of_order_events(120, seed=20, keys="ab")
     m = 9
     env = make_env("local", **{"execution.epoch.max-records": m})
-    out = collect(stamped(env, events, bound=365 * 86_400_000).key_by(key_of)
-                  .window(TumblingEventTimeWindows.of(Time.seconds(2))).trigger(ProcessingTimeTrigger.create())
-                  .process(TimedInOrder()))
+    out = collect(
+        stamped(env, events, bound=365 * 86_400_000)
+        .key_by(key_of)
+        .window(TumblingEventTimeWindows.of(Time.seconds(2)))
+        .trigger(ProcessingTimeTrigger.create())
+        .process(TimedInOrder())
+    )
     expected, contents = [], defaultdict(list)
     for chunk in epochs(events, m)[:-1]:
         touched = set()
@@ -259,29 +292,48 @@ def test_processing_time_trigger_on_event_time_windows(make_env):
 
 # -- evictors -----------------------------------------------------------------------------------
 
+
 def test_count_evictor_keeps_the_last_elements_of_each_window(make_env):
     events = out_of_order_events(400, seed=13)
     env = make_env("local", **{"execution.epoch.max-records": 13})
-    out = collect(stamped(env, events).key_by(key_of).window(TumblingEventTimeWindows.of(Time.seconds(10)))
-                  .evictor(CountEvictor.of(3)).process(TimedInOrder()))
-    assert out == sorted((k, s, s + 10_000, tuple(e[2] for e in evs[-3:]))
-                         for (k, s), evs in per_window_in_order(events, 10_000).items())
+    out = collect(
+        stamped(env, events)
+        .key_by(key_of)
+        .window(TumblingEventTimeWindows.of(Time.seconds(10)))
+        .evictor(CountEvictor.of(3))
+        .process(TimedInOrder())
+    )
+    assert out == sorted(
+        (k, s, s + 10_000, tuple(e[2] for e in evs[-3:])) for (k, s), evs in per_window_in_order(events, 10_000).items()
+    )
 
 
 def test_count_evictor_with_reduce(make_env):
     events = out_of_order_events(300, seed=14)
     env = make_env("local", **{"execution.epoch.max-records": 13})
-    out = collect(stamped(env, events).key_by(key_of).window(TumblingEventTimeWindows.of(Time.seconds(10)))
-                  .evictor(CountEvictor.of(2)).reduce(SumSeq()))
-    assert out == sorted((k, max(e[1] for e in evs[-2:]), sum(e[2] for e in evs[-2:]))
-                         for (k, s), evs in per_window_in_order(events, 10_000).items())
+    out = collect(
+        stamped(env, events)
+        .key_by(key_of)
+        .window(TumblingEventTimeWindows.of(Time.seconds(10)))
+        .evictor(CountEvictor.of(2))
+        .reduce(SumSeq())
+    )
+    assert out == sorted(
+        (k, max(e[1] for e in evs[-2:]), sum(e[2] for e in evs[-2:]))
+        for (k, s), evs in per_window_in_order(events, 10_000).items()
+    )
 
 
 def test_time_evictor_keeps_elements_within_size_of_the_newest(make_env):
     events = out_of_order_events(300, seed=15)
     env = make_env("local", **{"execution.epoch.max-records": 13})
-    out = collect(stamped(env, events).key_by(key_of).window(TumblingEventTimeWindows.of(Time.seconds(10)))
-                  .evictor(TimeEvictor.of(Time.seconds(2))).process(TimedInOrder()))
+    out = collect(
+        stamped(env, events)
+        .key_by(key_of)
+        .window(TumblingEventTimeWindows.of(Time.seconds(10)))
+        .evictor(TimeEvictor.of(Time.seconds(2)))
+        .process(TimedInOrder())
+    )
     expected = []
     for (k, s), evs in per_window_in_order(events, 10_000).items():
         newest = max(e[1] for e in evs)
@@ -293,8 +345,14 @@ def test_evict_after_with_a_non_purging_trigger(local_env):
     """CountTrigger(3) + CountEvictor(2, evict after): each firing sees everything kept so
     far, then only the last two stay."""
     events = out_of_order_events(120, seed=16, keys="ab")
-    out = collect(local_env.from_collection(events).key_by(key_of).window(GlobalWindows.create())
-                  .trigger(CountTrigger.of(3)).evictor(CountEvictor.of(2, do_evict_after=True)).process(InOrder()))
+    out = collect(
+        local_env.from_collection(events)
+        .key_by(key_of)
+        .window(GlobalWindows.create())
+        .trigger(CountTrigger.of(3))
+        .evictor(CountEvictor.of(2, do_evict_after=True))
+        .process(InOrder())
+    )
     expected = []
     for k, evs in by_key_in_order(events).items():
         kept = []
@@ -307,6 +365,7 @@ def test_evict_after_with_a_non_purging_trigger(local_env):
 
 
 # -- processing time ----------------------------------------------------------------------------
+
 
 class Slow:
     """A map that takes ``ms`` of wall-clock time per record, so epochs span windows."""
@@ -329,8 +388,13 @@ def test_processing_time_tumbling_windows_hold_each_element_once(make_env):
     events = out_of_order_events(120, seed=17, keys="ab")
     m, size = 5, 20
     env = make_env("local", **{"execution.epoch.max-records": m})
-    out = collect(env.from_collection(events).map(Slow(1)).key_by(key_of)
-                  .window(TumblingProcessingTimeWindows.of(Time.milliseconds(size))).process(ProcWindow()))
+    out = collect(
+        env.from_collection(events)
+        .map(Slow(1))
+        .key_by(key_of)
+        .window(TumblingProcessingTimeWindows.of(Time.milliseconds(size)))
+        .process(ProcWindow())
+    )
     seqs = [q for r in out for q in r[3]]
     assert sorted(seqs) == [e[2] for e in events]  # every element in exactly one window
     assert all(r[2] - r[1] == size and r[1] % size == 0 for r in out)
@@ -339,8 +403,9 @@ def test_processing_time_tumbling_windows_hold_each_element_once(make_env):
         windows = sorted(r for r in out if r[0] == key)
         # an epoch's records share one processing time, so one window; time moves on
         assert [epoch_of[q] for w in windows for q in w[3]] == sorted(epoch_of[e[2]] for e in events if e[0] == key)
-        assert all(max(epoch_of[q] for q in a[3]) < min(epoch_of[q] for q in b[3])
-                   for a, b in zip(windows, windows[1:]))
+        assert all(
+            max(epoch_of[q] for q in a[3]) < min(epoch_of[q] for q in b[3]) for a, b in zip(windows, windows[1:])
+        )
         # a window fires once processing time passes its end; only the last ones fire at end of input
         early = [w for w in windows if w[4] < w[2] - 1]
         assert early in ([], windows[-1:])
@@ -350,9 +415,13 @@ def test_processing_time_tumbling_windows_hold_each_element_once(make_env):
 def test_processing_time_sliding_windows(make_env):
     events = out_of_order_events(60, seed=18, keys="ab")
     env = make_env("local", **{"execution.epoch.max-records": 5})
-    out = collect(env.from_collection(events).map(Slow(1)).key_by(key_of)
-                  .window(SlidingProcessingTimeWindows.of(Time.milliseconds(20), Time.milliseconds(5)))
-                  .process(ProcWindow()))
+    out = collect(
+        env.from_collection(events)
+        .map(Slow(1))
+        .key_by(key_of)
+        .window(SlidingProcessingTimeWindows.of(Time.milliseconds(20), Time.milliseconds(5)))
+        .process(ProcWindow())
+    )
     counts = defaultdict(int)
     for r in out:
         assert r[2] - r[1] == 20 and r[1] % 5 == 0
@@ -366,10 +435,15 @@ def test_processing_time_sessions(make_env):
     events = out_of_order_events(100, seed=19, keys="abc")
     env = make_env("local", **{"execution.epoch.max-records": 7})
     started = int(time.time() * 1000)
-    out = collect(env.from_collection(events).key_by(key_of)
-                  .window(ProcessingTimeSessionWindows.with_gap(Time.hours(1))).process(ProcWindow()))
+    out = collect(
+        env.from_collection(events)
+        .key_by(key_of)
+        .window(ProcessingTimeSessionWindows.with_gap(Time.hours(1)))
+        .process(ProcWindow())
+    )
     finished = int(time.time() * 1000)
     assert sorted((r[0], tuple(sorted(r[3]))) for r in out) == sorted(
-        (k, tuple(e[2] for e in evs)) for k, evs in by_key_in_order(events).items())
+        (k, tuple(e[2] for e in evs)) for k, evs in by_key_in_order(events).items()
+    )
     for r in out:
         assert started <= r[1] and r[2] - 3_600_000 <= finished and r[2] - r[1] >= 3_600_000

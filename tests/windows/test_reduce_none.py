@@ -5,6 +5,7 @@ evictor): None would read as an empty state, and the value would silently start 
 from __future__ import annotations
 
 import pytest
+from window_jobs import stamped
 
 from sparkpoint.common import Time
 from sparkpoint.datastream import ReduceFunction, RuntimeExecutionMode
@@ -12,9 +13,7 @@ from sparkpoint.datastream.evictors import CountEvictor
 from sparkpoint.datastream.window import TumblingEventTimeWindows
 from sparkpoint.errors import UserFunctionError
 
-from window_jobs import stamped
-
-EVENTS = [(k, 1_000 * i, 1) for i in range(1, 40) for k in ("a", "b", "c")]   # (key, ts, count)
+EVENTS = [(k, 1_000 * i, 1) for i in range(1, 40) for k in ("a", "b", "c")]  # (key, ts, count)
 
 
 class ForgetsToReturnFor(ReduceFunction):
@@ -56,15 +55,34 @@ def test_keyed_reduce_in_batch_mode(make_env):
 @pytest.mark.parametrize("backend", ["hashmap", "rocksdb"])
 @pytest.mark.parametrize("local_aggregation", ["true", "false"])
 def test_window_reduce(make_env, backend, local_aggregation):
-    env = make_env("local", **{"execution.epoch.max-records": 20, "state.backend.type": backend,
-                               "sparkpoint.window.local-aggregation": local_aggregation})
-    (stamped(env, EVENTS).key_by(key_of).window(TumblingEventTimeWindows.of(Time.seconds(10)))
-     .reduce(ForgetsToReturnFor("b")).uid("windowed").print())
+    env = make_env(
+        "local",
+        **{
+            "execution.epoch.max-records": 20,
+            "state.backend.type": backend,
+            "sparkpoint.window.local-aggregation": local_aggregation,
+        },
+    )
+    (
+        stamped(env, EVENTS)
+        .key_by(key_of)
+        .window(TumblingEventTimeWindows.of(Time.seconds(10)))
+        .reduce(ForgetsToReturnFor("b"))
+        .uid("windowed")
+        .print()
+    )
     _fails_naming(env, "windowed")
 
 
 def test_window_reduce_with_an_evictor(make_env):
     env = make_env("local", **{"execution.epoch.max-records": 20})
-    (stamped(env, EVENTS).key_by(key_of).window(TumblingEventTimeWindows.of(Time.seconds(10)))
-     .evictor(CountEvictor.of(5)).reduce(ForgetsToReturnFor("b")).uid("evicting").print())
+    (
+        stamped(env, EVENTS)
+        .key_by(key_of)
+        .window(TumblingEventTimeWindows.of(Time.seconds(10)))
+        .evictor(CountEvictor.of(5))
+        .reduce(ForgetsToReturnFor("b"))
+        .uid("evicting")
+        .print()
+    )
     _fails_naming(env, "evicting")

@@ -39,10 +39,18 @@ def _oracle(size: int, slide: int) -> list:
 @pytest.mark.parametrize("size,slide", [(60_000, 60_000), (120_000, 60_000)])
 def test_windows_past_the_largest_timestamp_fire_at_the_end_of_input(make_env, backend, size, slide):
     env = make_env("local", **{"state.backend.type": backend})
-    assigner = TumblingEventTimeWindows.of(Time.milliseconds(size)) if size == slide else \
-        SlidingEventTimeWindows.of(Time.milliseconds(size), Time.milliseconds(slide))
-    got = (env.from_collection(EVENTS)
-           .assign_timestamps_and_watermarks(WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(_Ts()))
-           .key_by(lambda e: e[0]).window(assigner).process(_Count()).execute_and_collect())
+    assigner = (
+        TumblingEventTimeWindows.of(Time.milliseconds(size))
+        if size == slide
+        else SlidingEventTimeWindows.of(Time.milliseconds(size), Time.milliseconds(slide))
+    )
+    got = (
+        env.from_collection(EVENTS)
+        .assign_timestamps_and_watermarks(WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(_Ts()))
+        .key_by(lambda e: e[0])
+        .window(assigner)
+        .process(_Count())
+        .execute_and_collect()
+    )
     assert sorted(got) == _oracle(size, slide)
     assert any(start + size > LONG_MAX for _, start, _ in got)

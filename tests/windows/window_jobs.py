@@ -16,7 +16,8 @@ class EventTimestamp(TimestampAssigner):
 def stamped(env, events, bound=BOUND):
     """A collection source with event timestamps and a ``bound``-ms out-of-orderness watermark."""
     strategy = WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(bound)).with_timestamp_assigner(
-        EventTimestamp())
+        EventTimestamp()
+    )
     # one watermark generator, chained to the (parallelism 1) collection source, so that the
     # watermark after each epoch is exactly max ts so far - bound - 1, and arrival order is kept
     return env.from_collection(events).assign_timestamps_and_watermarks(strategy).set_parallelism(1)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
-from typing import Callable, Iterable, Optional
+from collections.abc import Callable, Iterable
 
 import pandas as pd
 
@@ -24,9 +24,18 @@ Event = tuple  # (key, ts, seq)
 
 # -- data --------------------------------------------------------------------------------
 
-def out_of_order_events(n: int, *, seed: int, keys: str = "abcd", start_ms: int = 1_499_112_000_000,
-                        step_ms: tuple[int, int] = (50, 150), max_delay_ms: int = 2_000,
-                        pause_every: int = 0, pause_ms: int = 0) -> list[Event]:
+
+def out_of_order_events(
+    n: int,
+    *,
+    seed: int,
+    keys: str = "abcd",
+    start_ms: int = 1_499_112_000_000,
+    step_ms: tuple[int, int] = (50, 150),
+    max_delay_ms: int = 2_000,
+    pause_every: int = 0,
+    pause_ms: int = 0,
+) -> list[Event]:
     """``n`` events whose timestamps are at most ``max_delay_ms`` out of order.
 
     Event ``i`` has ``ts = b_i - delay_i`` with ``0 <= delay_i <= max_delay_ms`` and a
@@ -49,8 +58,10 @@ def out_of_order_events(n: int, *, seed: int, keys: str = "abcd", start_ms: int 
 def with_stragglers(events: list[Event], *, seed: int, every: int, max_behind_ms: int) -> list[Event]:
     """Moves about one event in ``every`` back by up to ``max_behind_ms``: some become late."""
     rnd = random.Random(seed)
-    return [(k, ts - rnd.randint(1, max_behind_ms), seq) if rnd.randrange(every) == 0 else (k, ts, seq)
-            for k, ts, seq in events]
+    return [
+        (k, ts - rnd.randint(1, max_behind_ms), seq) if rnd.randrange(every) == 0 else (k, ts, seq)
+        for k, ts, seq in events
+    ]
 
 
 def frame(events: Iterable[Event]) -> pd.DataFrame:
@@ -59,10 +70,11 @@ def frame(events: Iterable[Event]) -> pd.DataFrame:
 
 def epochs(records: list, max_records: int) -> list[list]:
     """How a one-split collection source cuts ``records`` into epochs."""
-    return [records[i:i + max_records] for i in range(0, len(records), max_records)]
+    return [records[i : i + max_records] for i in range(0, len(records), max_records)]
 
 
 # -- time windows ----------------------------------------------------------------------
+
 
 def tumbling_start(ts: int, size: int, offset: int = 0) -> int:
     """The start of the tumbling window holding ``ts``: the greatest ``offset + k * size <= ts``."""
@@ -72,7 +84,7 @@ def tumbling_start(ts: int, size: int, offset: int = 0) -> int:
 def sliding_starts(ts: int, size: int, slide: int, offset: int = 0) -> list[int]:
     """Starts ``s = offset + k * slide`` of every window ``[s, s + size)`` holding ``ts``."""
     k_min = (ts - size - offset) // slide + 1  # s > ts - size
-    k_max = (ts - offset) // slide             # s <= ts
+    k_max = (ts - offset) // slide  # s <= ts
     return [offset + k * slide for k in range(k_min, k_max + 1)]
 
 
@@ -108,6 +120,7 @@ def _py(v):
 
 # -- session windows ---------------------------------------------------------------------
 
+
 def sessions(events: Iterable[Event], gap_of: Callable[[Event], int]) -> list[tuple]:
     """Flink's session windows by interval union: ``(key, start, end, seqs)`` per session.
 
@@ -122,7 +135,7 @@ def sessions(events: Iterable[Event], gap_of: Callable[[Event], int]) -> list[tu
     out = []
     for key, evs in by_key.items():
         evs.sort(key=lambda e: e[1])
-        cur: Optional[list] = None  # [start, end, seqs]
+        cur: list | None = None  # [start, end, seqs]
         for e in evs:
             end = e[1] + gap_of(e)
             if cur is not None and e[1] <= cur[1]:
@@ -138,12 +151,13 @@ def sessions(events: Iterable[Event], gap_of: Callable[[Event], int]) -> list[tu
 
 # -- count windows -----------------------------------------------------------------------
 
+
 def count_tumbling(events: Iterable[Event], size: int) -> list[tuple]:
     """``(key, seqs)`` for every complete run of ``size`` events of a key, in arrival order."""
     by_key: dict = defaultdict(list)
     for e in events:
         by_key[e[0]].append(e[2])
-    return sorted((k, tuple(s[i:i + size])) for k, s in by_key.items() for i in range(0, len(s) - size + 1, size))
+    return sorted((k, tuple(s[i : i + size])) for k, s in by_key.items() for i in range(0, len(s) - size + 1, size))
 
 
 def count_sliding(events: Iterable[Event], size: int, slide: int) -> list[tuple]:
@@ -152,11 +166,13 @@ def count_sliding(events: Iterable[Event], size: int, slide: int) -> list[tuple]
     by_key: dict = defaultdict(list)
     for e in events:
         by_key[e[0]].append(e[2])
-    return sorted((k, tuple(s[start:start + size])) for k, s in by_key.items()
-                  for start in range(0, len(s) - size + 1, slide))
+    return sorted(
+        (k, tuple(s[start : start + size])) for k, s in by_key.items() for start in range(0, len(s) - size + 1, slide)
+    )
 
 
 # -- event time on epochs -----------------------------------------------------------------
+
 
 def bounded_watermarks(records: list[Event], max_records: int, bound: int) -> list[int]:
     """The watermark after each epoch: ``max ts so far - bound - 1``, +inf after the last."""
@@ -169,9 +185,16 @@ def bounded_watermarks(records: list[Event], max_records: int, bound: int) -> li
     return wms
 
 
-def windows_with_lateness(records: list[Event], *, max_records: int, bound: int, size: int, lateness: int,
-                          starts_of: Callable[[int], list[int]], arrival_order: bool = False
-                          ) -> tuple[list[tuple], list[Event]]:
+def windows_with_lateness(
+    records: list[Event],
+    *,
+    max_records: int,
+    bound: int,
+    size: int,
+    lateness: int,
+    starts_of: Callable[[int], list[int]],
+    arrival_order: bool = False,
+) -> tuple[list[tuple], list[Event]]:
     """Event-time windows (default trigger) with allowed lateness, on epochs, from the definitions.
 
     ``starts_of(ts)`` gives the starts of the windows ``[start, start + size)`` holding

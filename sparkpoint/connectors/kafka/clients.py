@@ -11,19 +11,32 @@ so a task that runs again on the same Python worker reuses its connections.
 from __future__ import annotations
 
 import threading
-from typing import Any, Optional
+from typing import Any
 
 from sparkpoint.errors import SparkpointError
 
-__all__ = ["KafkaConnectorError", "client_config", "cached_consumer", "cached_producer", "close_cached_clients",
-           "where"]
+__all__ = [
+    "KafkaConnectorError",
+    "client_config",
+    "cached_consumer",
+    "cached_producer",
+    "close_cached_clients",
+    "where",
+]
 
 # Flink's own keys, and Java-client keys librdkafka does not know.
 _NOT_FOR_LIBRDKAFKA = {
-    "partition.discovery.interval.ms", "commit.offsets.on.checkpoint", "client.id.prefix",
-    "register.consumer.metrics", "flink.partition-discovery.interval-millis",
-    "key.deserializer", "value.deserializer", "key.serializer", "value.serializer",
-    "transaction.timeout.ms.check", "sparkpoint.kafka.poll-timeout-ms",
+    "partition.discovery.interval.ms",
+    "commit.offsets.on.checkpoint",
+    "client.id.prefix",
+    "register.consumer.metrics",
+    "flink.partition-discovery.interval-millis",
+    "key.deserializer",
+    "value.deserializer",
+    "key.serializer",
+    "value.serializer",
+    "transaction.timeout.ms.check",
+    "sparkpoint.kafka.poll-timeout-ms",
 }
 
 _lock = threading.Lock()
@@ -35,7 +48,7 @@ class KafkaConnectorError(SparkpointError):
     """A Kafka source or sink failed; names the topic, partition, offset or transaction."""
 
 
-def where(topic: str, partition: int, offset: Optional[int] = None) -> str:
+def where(topic: str, partition: int, offset: int | None = None) -> str:
     """How errors name a place in Kafka."""
     at = f"topic '{topic}', partition {partition}"
     return at if offset is None else f"{at}, offset {offset}"

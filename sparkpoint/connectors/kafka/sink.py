@@ -24,7 +24,7 @@ import logging
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 from sparkpoint.connectors.base import Committer, SinkWriter
 from sparkpoint.connectors.kafka.clients import KafkaConnectorError, cached_producer, client_config, where
@@ -35,7 +35,7 @@ __all__ = ["KafkaSinkConfig", "KafkaSinkWriter", "KafkaCommitter", "abort_linger
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_TRANSACTION_TIMEOUT_MS = 900_000   # the broker's default transaction.max.timeout.ms
+DEFAULT_TRANSACTION_TIMEOUT_MS = 900_000  # the broker's default transaction.max.timeout.ms
 _FLUSH_TIMEOUT_S = 120.0
 _OPENER = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kafka-transaction-open")
 
@@ -43,9 +43,9 @@ _OPENER = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kafka-transactio
 @dataclass(frozen=True)
 class KafkaSinkConfig:
     bootstrap_servers: str
-    serializer: Any                      # .serialize(value) -> (topic, key, value, partition)
+    serializer: Any  # .serialize(value) -> (topic, key, value, partition)
     guarantee: str = "AT_LEAST_ONCE"
-    transactional_id_prefix: Optional[str] = None
+    transactional_id_prefix: str | None = None
     properties: dict = field(default_factory=dict)
 
     @property
@@ -67,16 +67,16 @@ class KafkaSinkConfig:
 class KafkaSinkWriter(SinkWriter):
     """One epoch task's records, under the sink's delivery guarantee."""
 
-    def __init__(self, config: KafkaSinkConfig, subtask: int, state: Optional[dict]):
+    def __init__(self, config: KafkaSinkConfig, subtask: int, state: dict | None):
         self.config, self.subtask = config, subtask
-        self.next_transaction: Optional[int] = None if state is None else int(state.get("next_transaction", 0))
+        self.next_transaction: int | None = None if state is None else int(state.get("next_transaction", 0))
         self.producer: Any = None
-        self.transactional_id: Optional[str] = None
+        self.transactional_id: str | None = None
         self.records = 0
         self.failed: list[tuple[str, str]] = []
         self._stats: dict = {}
         # the transactional producer opens while the task's upstream operators run (a round trip or two)
-        self._opening: Optional[Future] = _OPENER.submit(self._init_transactional) if config.exactly_once else None
+        self._opening: Future | None = _OPENER.submit(self._init_transactional) if config.exactly_once else None
 
     def write(self, values: list, timestamps: list) -> None:
         if not values:
@@ -95,7 +95,7 @@ class KafkaSinkWriter(SinkWriter):
                 try:
                     producer.produce(topic, payload, **kwargs)
                     break
-                except BufferError:   # the local queue is full: let librdkafka send
+                except BufferError:  # the local queue is full: let librdkafka send
                     producer.poll(0.05)
         self.records += len(values)
         producer.poll(0)
@@ -114,8 +114,9 @@ class KafkaSinkWriter(SinkWriter):
             producer = self._opening.result()
             producer.begin_transaction()
         except KafkaException as e:
-            raise KafkaConnectorError(f"cannot open Kafka transaction '{self.transactional_id}' on "
-                                      f"{self.config.bootstrap_servers}: {e}") from e
+            raise KafkaConnectorError(
+                f"cannot open Kafka transaction '{self.transactional_id}' on {self.config.bootstrap_servers}: {e}"
+            ) from e
         self.producer = producer
         return producer
 
@@ -123,14 +124,20 @@ class KafkaSinkWriter(SinkWriter):
         """The epoch's transactional producer, its id fenced and initialized (in a thread)."""
         from confluent_kafka import Producer
 
-        if self.next_transaction is None:   # no state: nothing is known about earlier attempts
+        if self.next_transaction is None:  # no state: nothing is known about earlier attempts
             abort_lingering(self.config, {self.subtask: None})
             self.next_transaction = 0
         self.transactional_id = self.config.transactional_id(self.subtask, self.next_transaction)
-        producer = Producer(self.config.producer_config(**{
-            "transactional.id": self.transactional_id,
-            "transaction.timeout.ms": self.config.transaction_timeout_ms,
-            "statistics.interval.ms": 50, "stats_cb": self._on_stats}))
+        producer = Producer(
+            self.config.producer_config(
+                **{
+                    "transactional.id": self.transactional_id,
+                    "transaction.timeout.ms": self.config.transaction_timeout_ms,
+                    "statistics.interval.ms": 50,
+                    "stats_cb": self._on_stats,
+                }
+            )
+        )
         producer.init_transactions(60)
         return producer
 
@@ -141,26 +148,27 @@ class KafkaSinkWriter(SinkWriter):
 
     def prepare_commit(self) -> list:
         producer = self.producer
-        if producer is None and self._opening is not None:   # no records: the transaction is never begun
-            self._opening.exception()   # (a failure to open it does not matter then)
+        if producer is None and self._opening is not None:  # no records: the transaction is never begun
+            self._opening.exception()  # (a failure to open it does not matter then)
         if producer is None:
             return []
         left = producer.flush(_FLUSH_TIMEOUT_S)
-        if self.config.guarantee == "NONE":   # sent before the task ends (its process may go), failures only logged
+        if self.config.guarantee == "NONE":  # sent before the task ends (its process may go), failures only logged
             if left or self.failed:
                 logger.warning("%d record(s) to Kafka were lost (delivery guarantee NONE)", left + len(self.failed))
             return []
         if left:
-            raise KafkaConnectorError(f"{left} record(s) were not acknowledged by {self.config.bootstrap_servers} "
-                                      f"within {_FLUSH_TIMEOUT_S:.0f} s")
+            raise KafkaConnectorError(
+                f"{left} record(s) were not acknowledged by {self.config.bootstrap_servers} "
+                f"within {_FLUSH_TIMEOUT_S:.0f} s"
+            )
         if self.failed:
             at, reason = self.failed[0]
-            raise KafkaConnectorError(f"{len(self.failed)} record(s) could not be written; the first to {at}: "
-                                      f"{reason}")
+            raise KafkaConnectorError(f"{len(self.failed)} record(s) could not be written; the first to {at}: {reason}")
         if not self.config.exactly_once:
             return []
         ref = self._pre_commit()
-        self.producer = None   # gone without ending the transaction: the driver commits it
+        self.producer = None  # gone without ending the transaction: the driver commits it
         assert self.next_transaction is not None
         self.next_transaction += 1
         return [ref]
@@ -170,11 +178,13 @@ class KafkaSinkWriter(SinkWriter):
         while not self._stats and time.monotonic() < deadline:
             self.producer.poll(0.02)
         if not self._stats:
-            raise KafkaConnectorError(f"the producer of Kafka transaction '{self.transactional_id}' did not report "
-                                      "its producer id")
+            raise KafkaConnectorError(
+                f"the producer of Kafka transaction '{self.transactional_id}' did not report its producer id"
+            )
         assert self.transactional_id is not None
-        return TransactionRef(self.transactional_id, int(self._stats["producer_id"]),
-                              int(self._stats["producer_epoch"]), self.records)
+        return TransactionRef(
+            self.transactional_id, int(self._stats["producer_id"]), int(self._stats["producer_epoch"]), self.records
+        )
 
     def snapshot_state(self) -> dict:
         return {"next_transaction": self.next_transaction or 0}
@@ -193,18 +203,24 @@ class KafkaCommitter(Committer):
                 outcome = client.commit(ref)
                 fault_point("sink-commit")
                 if outcome == CommitOutcome.EXPIRED:
-                    logger.warning("Kafka transaction '%s' (%d records) is no longer known to the broker (its id "
-                                   "expired); it was committed or aborted long ago", ref.transactional_id,
-                                   ref.records)
+                    logger.warning(
+                        "Kafka transaction '%s' (%d records) is no longer known to the broker (its id "
+                        "expired); it was committed or aborted long ago",
+                        ref.transactional_id,
+                        ref.records,
+                    )
                 if outcome == CommitOutcome.LOST:
                     logger.error(
                         "Kafka transaction '%s' (%d records) was aborted before its checkpoint completed: its records "
                         "are lost. Most likely it ran longer than transaction.timeout.ms (%d ms); raise it (and the "
                         "broker's transaction.max.timeout.ms) above the checkpoint interval plus recovery time.",
-                        ref.transactional_id, ref.records, self.config.transaction_timeout_ms)
+                        ref.transactional_id,
+                        ref.records,
+                        self.config.transaction_timeout_ms,
+                    )
 
 
-def abort_lingering(config: KafkaSinkConfig, next_by_subtask: dict[int, Optional[int]]) -> int:
+def abort_lingering(config: KafkaSinkConfig, next_by_subtask: dict[int, int | None]) -> int:
     """Fence every transactional id from each subtask's next one up to the first never used; returns how many.
 
     An aborted attempt opens ids in order without gaps, so the first id the broker has
@@ -218,6 +234,9 @@ def abort_lingering(config: KafkaSinkConfig, next_by_subtask: dict[int, Optional
                 fenced += 1
                 n += 1
     if fenced:
-        logger.info("fenced %d Kafka transactional id(s) with prefix '%s' an earlier attempt may have left open",
-                    fenced, config.transactional_id_prefix)
+        logger.info(
+            "fenced %d Kafka transactional id(s) with prefix '%s' an earlier attempt may have left open",
+            fenced,
+            config.transactional_id_prefix,
+        )
     return fenced

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 from sparkpoint.connectors.base import ReadResult, SourceReader, SourceSplit, SplitEnumerator
 from sparkpoint.connectors.kafka.clients import KafkaConnectorError, cached_consumer, client_config, where
@@ -34,8 +34,8 @@ class OffsetSpec:
     """
 
     kind: str
-    timestamp: Optional[int] = None
-    offsets: tuple = ()              # ((topic, partition, offset), ...)
+    timestamp: int | None = None
+    offsets: tuple = ()  # ((topic, partition, offset), ...)
     reset: str = "earliest"
 
 
@@ -43,11 +43,11 @@ class OffsetSpec:
 class KafkaSourceConfig:
     bootstrap_servers: str
     topics: tuple = ()
-    topic_pattern: Optional[str] = None
-    partitions: tuple = ()           # ((topic, partition), ...): a fixed set
-    group_id: Optional[str] = None
+    topic_pattern: str | None = None
+    partitions: tuple = ()  # ((topic, partition), ...): a fixed set
+    group_id: str | None = None
     starting: OffsetSpec = OffsetSpec("earliest")
-    stopping: Optional[OffsetSpec] = None    # bounded when set
+    stopping: OffsetSpec | None = None  # bounded when set
     deserializer: Any = None
     properties: dict = field(default_factory=dict)
 
@@ -59,8 +59,11 @@ class KafkaSourceConfig:
 
     def consumer_config(self, **overrides: Any) -> dict[str, Any]:
         group = self.group_id or "sparkpoint-kafka-source"
-        return client_config(self.bootstrap_servers, self.properties, **{
-            "group.id": group, "enable.auto.commit": False, "auto.offset.reset": "earliest", **overrides})
+        return client_config(
+            self.bootstrap_servers,
+            self.properties,
+            **{"group.id": group, "enable.auto.commit": False, "auto.offset.reset": "earliest", **overrides},
+        )
 
 
 def java_string_hash(text: str) -> int:
@@ -103,8 +106,9 @@ class KafkaSplitEnumerator(SplitEnumerator):
             for t, p in new:
                 split_id = f"{t}-{p}"
                 self.known.add(split_id)
-                self.pending.append(SourceSplit(split_id, starts[(t, p)],
-                                                info={"topic": t, "partition": p, "stop": stops.get((t, p))}))
+                self.pending.append(
+                    SourceSplit(split_id, starts[(t, p)], info={"topic": t, "partition": p, "stop": stops.get((t, p))})
+                )
         self.discovered_once = True
 
     def _partitions(self) -> list[tuple[str, int]]:
@@ -116,8 +120,10 @@ class KafkaSplitEnumerator(SplitEnumerator):
         for name in self.config.topics:
             topic = metadata.topics.get(name)
             if topic is None or topic.error is not None or not topic.partitions:
-                raise KafkaConnectorError(f"topic '{name}' does not exist on {self.config.bootstrap_servers}"
-                                          + (f" ({topic.error})" if topic is not None and topic.error else ""))
+                raise KafkaConnectorError(
+                    f"topic '{name}' does not exist on {self.config.bootstrap_servers}"
+                    + (f" ({topic.error})" if topic is not None and topic.error else "")
+                )
             out += [(name, p) for p in sorted(topic.partitions)]
         if pattern is not None:
             for name in sorted(metadata.topics):
@@ -151,9 +157,10 @@ class KafkaSplitEnumerator(SplitEnumerator):
             given = {(t, p): o for t, p, o in spec.offsets}
         elif spec.kind == "timestamp":
             asked = [TopicPartition(t, p, int(spec.timestamp or 0)) for t, p in partitions]
-            for tp in client.offsets_for_times(asked, timeout=30):   # none at or after it: the partition's end
-                given[(tp.topic, tp.partition)] = tp.offset if tp.offset >= 0 else self._bound(tp.topic, tp.partition,
-                                                                                               "latest")
+            for tp in client.offsets_for_times(asked, timeout=30):  # none at or after it: the partition's end
+                given[(tp.topic, tp.partition)] = (
+                    tp.offset if tp.offset >= 0 else self._bound(tp.topic, tp.partition, "latest")
+                )
         out = {}
         for t, p in partitions:
             if (t, p) in given:
@@ -161,8 +168,10 @@ class KafkaSplitEnumerator(SplitEnumerator):
                 continue
             kind = spec.kind if spec.kind in ("earliest", "latest") else spec.reset
             if kind == "none":
-                raise KafkaConnectorError(f"no {spec.kind} offset for {where(t, p)} (group "
-                                          f"'{self.config.group_id}') and the reset strategy is NONE")
+                raise KafkaConnectorError(
+                    f"no {spec.kind} offset for {where(t, p)} (group "
+                    f"'{self.config.group_id}') and the reset strategy is NONE"
+                )
             out[(t, p)] = self._bound(t, p, kind)
         return out
 
@@ -188,8 +197,10 @@ class KafkaSplitEnumerator(SplitEnumerator):
             out[split_owner(split.info["topic"], split.info["partition"], len(out))].append(split)
         self.pending = []
         ends = self._end_offsets([s for splits in out.values() for s in splits if not s.finished])
-        return {i: [s.with_(info={**s.info, "end": ends[s.split_id]}) if s.split_id in ends else s for s in splits]
-                for i, splits in out.items()}
+        return {
+            i: [s.with_(info={**s.info, "end": ends[s.split_id]}) if s.split_id in ends else s for s in splits]
+            for i, splits in out.items()
+        }
 
     def _end_offsets(self, splits: list[SourceSplit]) -> dict[str, int]:
         """Each partition's end now (under ``read_committed``, its last stable offset)."""
@@ -198,11 +209,14 @@ class KafkaSplitEnumerator(SplitEnumerator):
         out = {}
         for s in splits:
             try:
-                _, high = self._client().get_watermark_offsets(TopicPartition(s.info["topic"], s.info["partition"]),
-                                                               timeout=30, cached=False)
+                _, high = self._client().get_watermark_offsets(
+                    TopicPartition(s.info["topic"], s.info["partition"]), timeout=30, cached=False
+                )
             except KafkaException as e:
-                raise KafkaConnectorError(f"cannot read the end offset of {where(s.info['topic'], s.info['partition'])}"
-                                          f" on {self.config.bootstrap_servers}: {e}") from e
+                raise KafkaConnectorError(
+                    f"cannot read the end offset of {where(s.info['topic'], s.info['partition'])}"
+                    f" on {self.config.bootstrap_servers}: {e}"
+                ) from e
             out[s.split_id] = int(high)
         return out
 
@@ -221,8 +235,10 @@ class KafkaSplitEnumerator(SplitEnumerator):
     # -- offsets back to Kafka ----------------------------------------------------------------
     def notify_checkpoint_complete(self, checkpoint_id: int, splits: list[SourceSplit]) -> None:
         """Commit the checkpoint's offsets to the group, as Flink does (``commit.offsets.on.checkpoint``)."""
-        if not self.config.group_id or str(self.config.properties.get("commit.offsets.on.checkpoint",
-                                                                          "true")).lower() == "false":
+        if (
+            not self.config.group_id
+            or str(self.config.properties.get("commit.offsets.on.checkpoint", "true")).lower() == "false"
+        ):
             return
         from confluent_kafka import KafkaException, TopicPartition
 
@@ -230,11 +246,15 @@ class KafkaSplitEnumerator(SplitEnumerator):
         if offsets:
             try:
                 self._client().commit(offsets=offsets, asynchronous=False)
-            except KafkaException as e:   # monitoring only: the job goes on
+            except KafkaException as e:  # monitoring only: the job goes on
                 import logging
 
-                logging.getLogger(__name__).warning("could not commit the offsets of checkpoint %d to group '%s': %s",
-                                                    checkpoint_id, self.config.group_id, e)
+                logging.getLogger(__name__).warning(
+                    "could not commit the offsets of checkpoint %d to group '%s': %s",
+                    checkpoint_id,
+                    self.config.group_id,
+                    e,
+                )
 
 
 class KafkaSourceReader(SourceReader):
@@ -245,20 +265,25 @@ class KafkaSourceReader(SourceReader):
         self.poll_s = int(config.properties.get("sparkpoint.kafka.poll-timeout-ms", 10)) / 1000
         self.fetch_timeout_s = int(config.properties.get("sparkpoint.kafka.fetch-timeout-ms", 30_000)) / 1000
 
-    def _fill(self, consumer: Any, batch: "_Batch", position: int, end: int, max_records: int,
-              max_bytes: int) -> None:
+    def _fill(self, consumer: Any, batch: _Batch, position: int, end: int, max_records: int, max_bytes: int) -> None:
         """Take messages until the batch's limit (the end offset, or the stop before it), ``max_records`` or
         ``max_bytes``."""
         waited_since = time.monotonic()
-        while batch.next(position) < batch.limit and len(batch.values) < max_records and batch.size < max_bytes \
-                and not batch.done:
+        while (
+            batch.next(position) < batch.limit
+            and len(batch.values) < max_records
+            and batch.size < max_bytes
+            and not batch.done
+        ):
             messages = consumer.consume(min(max_records - len(batch.values), 10_000), self.poll_s)
             if messages:
                 waited_since = time.monotonic()
             elif time.monotonic() - waited_since > self.fetch_timeout_s:
-                raise KafkaConnectorError(f"no record of {where(batch.topic, batch.partition, batch.next(position))} "
-                                          f"arrived within {self.fetch_timeout_s:.0f} s, though the partition ends "
-                                          f"at offset {end}")
+                raise KafkaConnectorError(
+                    f"no record of {where(batch.topic, batch.partition, batch.next(position))} "
+                    f"arrived within {self.fetch_timeout_s:.0f} s, though the partition ends "
+                    f"at offset {end}"
+                )
             batch.take(messages)
 
     def read(self, split: SourceSplit, max_records: int, max_bytes: int) -> ReadResult:
@@ -276,13 +301,16 @@ class KafkaSourceReader(SourceReader):
             self._fill(consumer, batch, position, end, max_records, max_bytes)
         finally:
             cached.release()
-        if batch.at_end is not None:   # past control records (transaction markers) at the end
+        if batch.at_end is not None:  # past control records (transaction markers) at the end
             batch.position = max(batch.next(position), min(batch.at_end, batch.limit))
         new_position = batch.position if batch.position is not None else position
         finished = stop is not None and new_position >= stop
-        return ReadResult(batch.values, batch.timestamps, split.with_(position=new_position, finished=finished),
-                          malformed=batch.malformed)
-
+        return ReadResult(
+            batch.values,
+            batch.timestamps,
+            split.with_(position=new_position, finished=finished),
+            malformed=batch.malformed,
+        )
 
     def locate(self, split: SourceSplit, index: int, max_bytes: int) -> str:
         """Topic, partition and offset of the ``index``-th record read from ``split``."""
@@ -300,8 +328,8 @@ class _Batch:
         self.timestamps: list = []
         self.malformed: list = []
         self.size = 0
-        self.position: Optional[int] = None
-        self.at_end: Optional[int] = None
+        self.position: int | None = None
+        self.at_end: int | None = None
         self.done = False
 
     def next(self, position: int) -> int:
@@ -313,7 +341,7 @@ class _Batch:
 
         for m in messages:
             if m.partition() != self.partition or m.topic() != self.topic:
-                continue   # fetched for the consumer's previous assignment
+                continue  # fetched for the consumer's previous assignment
             error = m.error()
             if error is not None:
                 if error.code() == KafkaError._PARTITION_EOF:
@@ -332,18 +360,18 @@ class _Batch:
             try:
                 value = self.deserialize(raw)
             except Exception as e:
-                self.malformed.append((where(self.topic, self.partition, offset), None, _text(raw),
-                                       f"{type(e).__name__}: {e}"))
+                self.malformed.append(
+                    (where(self.topic, self.partition, offset), None, _text(raw), f"{type(e).__name__}: {e}")
+                )
                 continue
-            if value is None:   # a schema that ignores parse errors skips the message
+            if value is None:  # a schema that ignores parse errors skips the message
                 continue
             kind, ts = m.timestamp()
             self.values.append(value)
             self.timestamps.append(ts if kind != 0 else None)
 
 
-def _text(raw: Optional[bytes]) -> str:
+def _text(raw: bytes | None) -> str:
     if raw is None:
         return "<null>"
     return raw[:200].decode("utf-8", errors="backslashreplace")
-

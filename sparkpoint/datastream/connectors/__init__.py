@@ -17,5 +17,17 @@ from sparkpoint.datastream.connectors.file_system import (
     StreamFormat,
 )
 
-__all__ = ["Sink", "Source", "FileSource", "FileSourceBuilder", "StreamFormat", "FileSink", "OutputFileConfig",
-           "RollingPolicy", "DefaultRollingPolicy", "OnCheckpointRollingPolicy", "BucketAssigner", "DeliveryGuarantee"]
+__all__ = [
+    "Sink",
+    "Source",
+    "FileSource",
+    "FileSourceBuilder",
+    "StreamFormat",
+    "FileSink",
+    "OutputFileConfig",
+    "RollingPolicy",
+    "DefaultRollingPolicy",
+    "OnCheckpointRollingPolicy",
+    "BucketAssigner",
+    "DeliveryGuarantee",
+]

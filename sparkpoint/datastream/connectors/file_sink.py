@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import re
 from datetime import datetime
-from typing import Any, Optional
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from sparkpoint.connectors.base import Committer, OutputStart, Sink, SinkWriter
@@ -30,8 +30,14 @@ from sparkpoint.connectors.file_output import prepare_file_output
 from sparkpoint.connectors.file_sink import BulkWriterFactory
 from sparkpoint.connectors.files import FileCommitter, FileSinkWriter, PartFileConfig
 
-__all__ = ["FileSink", "OutputFileConfig", "RollingPolicy", "DefaultRollingPolicy", "OnCheckpointRollingPolicy",
-           "BucketAssigner"]
+__all__ = [
+    "FileSink",
+    "OutputFileConfig",
+    "RollingPolicy",
+    "DefaultRollingPolicy",
+    "OnCheckpointRollingPolicy",
+    "BucketAssigner",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +51,7 @@ class OutputFileConfig:
         self._prefix, self._suffix = part_prefix, part_suffix
 
     @staticmethod
-    def builder() -> "OutputFileConfig.OutputFileConfigBuilder":
+    def builder() -> OutputFileConfig.OutputFileConfigBuilder:
         """Returns a builder of ``OutputFileConfig``."""
         return OutputFileConfig.OutputFileConfigBuilder()
 
@@ -63,7 +69,7 @@ class OutputFileConfig:
         def __init__(self) -> None:
             self._prefix, self._suffix = "part", ""
 
-        def with_part_prefix(self, prefix: str) -> "OutputFileConfig.OutputFileConfigBuilder":
+        def with_part_prefix(self, prefix: str) -> OutputFileConfig.OutputFileConfigBuilder:
             """Sets the part file name prefix.
 
             Args:
@@ -72,7 +78,7 @@ class OutputFileConfig:
             self._prefix = prefix
             return self
 
-        def with_part_suffix(self, suffix: str) -> "OutputFileConfig.OutputFileConfigBuilder":
+        def with_part_suffix(self, suffix: str) -> OutputFileConfig.OutputFileConfigBuilder:
             """Sets the part file name suffix.
 
             Args:
@@ -81,7 +87,7 @@ class OutputFileConfig:
             self._suffix = suffix
             return self
 
-        def build(self) -> "OutputFileConfig":
+        def build(self) -> OutputFileConfig:
             """Returns the ``OutputFileConfig``.
 
             Raises:
@@ -97,19 +103,20 @@ class RollingPolicy:
     epoch boundary; a policy adds rolling within an epoch.
     """
 
-    part_size: Optional[int] = None
-    rollover_interval: Optional[int] = None
+    part_size: int | None = None
+    rollover_interval: int | None = None
 
     @staticmethod
-    def default_rolling_policy(part_size: int = 1024 * 1024 * 128, rollover_interval: int = 60 * 1000,
-                               inactivity_interval: int = 60 * 1000) -> "DefaultRollingPolicy":
+    def default_rolling_policy(
+        part_size: int = 1024 * 1024 * 128, rollover_interval: int = 60 * 1000, inactivity_interval: int = 60 * 1000
+    ) -> DefaultRollingPolicy:
         """Roll when a file is larger than ``part_size`` bytes or older than
         ``rollover_interval`` ms; ``inactivity_interval`` is accepted (files never outlive
         their epoch, so they are never inactive)."""
         return DefaultRollingPolicy(part_size, rollover_interval, inactivity_interval)
 
     @staticmethod
-    def on_checkpoint_rolling_policy() -> "OnCheckpointRollingPolicy":
+    def on_checkpoint_rolling_policy() -> OnCheckpointRollingPolicy:
         """Roll only at epoch (checkpoint) boundaries."""
         return OnCheckpointRollingPolicy()
 
@@ -120,8 +127,11 @@ class DefaultRollingPolicy(RollingPolicy):
     def __init__(self, part_size: int, rollover_interval: int, inactivity_interval: int):
         if part_size <= 0 or rollover_interval <= 0 or inactivity_interval <= 0:
             raise ValueError("part_size, rollover_interval and inactivity_interval must be positive")
-        self.part_size, self.rollover_interval, self.inactivity_interval = part_size, rollover_interval, \
-            inactivity_interval
+        self.part_size, self.rollover_interval, self.inactivity_interval = (
+            part_size,
+            rollover_interval,
+            inactivity_interval,
+        )
 
 
 class OnCheckpointRollingPolicy(RollingPolicy):
@@ -136,20 +146,34 @@ class BucketAssigner:
         return ""
 
     @staticmethod
-    def base_path_bucket_assigner() -> "BucketAssigner":
+    def base_path_bucket_assigner() -> BucketAssigner:
         """Everything goes to the base path itself."""
         return BucketAssigner()
 
     @staticmethod
-    def date_time_bucket_assigner(format_str: str = "yyyy-MM-dd--HH", timezone_id: Optional[str] = None
-                                  ) -> "BucketAssigner":
+    def date_time_bucket_assigner(format_str: str = "yyyy-MM-dd--HH", timezone_id: str | None = None) -> BucketAssigner:
         """One bucket per processing-time period, named with ``format_str`` (a Java pattern
         as in Flink, or a ``strftime`` pattern) in ``timezone_id`` (default: the local zone)."""
         return _DateTimeBucketAssigner(format_str, timezone_id)
 
 
-_JAVA_TOKENS = {"yyyy": "%Y", "yy": "%y", "MM": "%m", "dd": "%d", "HH": "%H", "hh": "%I", "mm": "%M",
-                "ss": "%S", "a": "%p", "EEE": "%a", "EEEE": "%A", "MMM": "%b", "DDD": "%j", "Z": "%z", "z": "%Z"}
+_JAVA_TOKENS = {
+    "yyyy": "%Y",
+    "yy": "%y",
+    "MM": "%m",
+    "dd": "%d",
+    "HH": "%H",
+    "hh": "%I",
+    "mm": "%M",
+    "ss": "%S",
+    "a": "%p",
+    "EEE": "%a",
+    "EEEE": "%A",
+    "MMM": "%b",
+    "DDD": "%j",
+    "Z": "%z",
+    "z": "%Z",
+}
 
 
 def _java_to_strftime(pattern: str) -> str:
@@ -171,7 +195,7 @@ def _java_to_strftime(pattern: str) -> str:
 class _DateTimeBucketAssigner(BucketAssigner):
     """Buckets by processing time (Flink's ``DateTimeBucketAssigner``)."""
 
-    def __init__(self, format_str: str, timezone_id: Optional[str]):
+    def __init__(self, format_str: str, timezone_id: str | None):
         self.format_str = format_str if "%" in format_str else _java_to_strftime(format_str)
         self.timezone_id = timezone_id
         self._tz = ZoneInfo(timezone_id) if timezone_id is not None else None
@@ -185,8 +209,14 @@ class FileSink(Sink):
 
     name = "FileSink"
 
-    def __init__(self, base_path: str, encoder: Any, bucket_assigner: BucketAssigner,
-                 output_file_config: OutputFileConfig, rolling_policy: RollingPolicy):
+    def __init__(
+        self,
+        base_path: str,
+        encoder: Any,
+        bucket_assigner: BucketAssigner,
+        output_file_config: OutputFileConfig,
+        rolling_policy: RollingPolicy,
+    ):
         self.base_path = str(base_path)
         self.encoder = encoder
         self.bucket_assigner = bucket_assigner
@@ -194,32 +224,41 @@ class FileSink(Sink):
         self.rolling_policy = rolling_policy
 
     @staticmethod
-    def for_row_format(base_path: str, encoder: Any) -> "FileSink.RowFormatBuilder":
+    def for_row_format(base_path: str, encoder: Any) -> FileSink.RowFormatBuilder:
         """A builder for a sink encoding each record with ``encoder`` (e.g.
         ``Encoder.simple_string_encoder()``: one line per record)."""
         return FileSink.RowFormatBuilder(base_path, encoder)
 
     @staticmethod
-    def for_bulk_format(base_path: str, writer_factory: BulkWriterFactory) -> "FileSink.BulkFormatBuilder":
+    def for_bulk_format(base_path: str, writer_factory: BulkWriterFactory) -> FileSink.BulkFormatBuilder:
         """A builder for a sink writing files of a bulk format with ``writer_factory`` (e.g.
         ``ParquetBulkWriters.for_row_type(row_type)``); such files roll on checkpoints only."""
         if not isinstance(writer_factory, BulkWriterFactory):
-            raise TypeError(f"for_bulk_format needs a bulk writer factory (ParquetBulkWriters.for_row_type(...)), "
-                            f"got {writer_factory!r}")
+            raise TypeError(
+                f"for_bulk_format needs a bulk writer factory (ParquetBulkWriters.for_row_type(...)), "
+                f"got {writer_factory!r}"
+            )
         return FileSink.BulkFormatBuilder(base_path, writer_factory)
 
-    def with_record_type(self, record_type: Any) -> "FileSink":
+    def with_record_type(self, record_type: Any) -> FileSink:
         """This sink for a stream of ``record_type``: its encoder writes records as PyFlink's would."""
         with_type = getattr(self.encoder, "with_record_type", None)
         if with_type is None or record_type is None:
             return self
-        return FileSink(self.base_path, with_type(record_type), self.bucket_assigner, self.output_file_config,
-                        self.rolling_policy)
+        return FileSink(
+            self.base_path, with_type(record_type), self.bucket_assigner, self.output_file_config, self.rolling_policy
+        )
 
     def _config(self) -> PartFileConfig:
-        return PartFileConfig(self.base_path, self.encoder, self.bucket_assigner,
-                              self.output_file_config.get_part_prefix(), self.output_file_config.get_part_suffix(),
-                              self.rolling_policy.part_size, self.rolling_policy.rollover_interval)
+        return PartFileConfig(
+            self.base_path,
+            self.encoder,
+            self.bucket_assigner,
+            self.output_file_config.get_part_prefix(),
+            self.output_file_config.get_part_suffix(),
+            self.rolling_policy.part_size,
+            self.rolling_policy.rollover_interval,
+        )
 
     def create_writer(self, subtask: int, parallelism: int, job_id: str, epoch: int, state: Any) -> SinkWriter:
         """Returns a subtask's writer, which stages hidden in-progress part files.
@@ -244,10 +283,11 @@ class FileSink(Sink):
 
     def prepare_output(self, start: OutputStart) -> None:
         """Roll back (or warn of) part files committed after a restored checkpoint; warn of other jobs' files."""
-        prepare_file_output(start, self.base_path, self.output_file_config.get_part_prefix(),
-                            self.output_file_config.get_part_suffix())
+        prepare_file_output(
+            start, self.base_path, self.output_file_config.get_part_prefix(), self.output_file_config.get_part_suffix()
+        )
 
-    def create_committer(self) -> Optional[Committer]:
+    def create_committer(self) -> Committer | None:
         """Returns the committer that makes staged part files visible when a checkpoint completes."""
         return FileCommitter()
 
@@ -260,7 +300,7 @@ class FileSink(Sink):
             self._output_file_config = OutputFileConfig()
             self._rolling_policy: RollingPolicy = RollingPolicy.default_rolling_policy()
 
-        def with_bucket_assigner(self, bucket_assigner: BucketAssigner) -> "FileSink.RowFormatBuilder":
+        def with_bucket_assigner(self, bucket_assigner: BucketAssigner) -> FileSink.RowFormatBuilder:
             """Sets how records are put into bucket directories (hourly date-time buckets unless set).
 
             Args:
@@ -269,11 +309,11 @@ class FileSink(Sink):
             self._bucket_assigner = bucket_assigner
             return self
 
-        def with_bucket_check_interval(self, interval: int) -> "FileSink.RowFormatBuilder":
+        def with_bucket_check_interval(self, interval: int) -> FileSink.RowFormatBuilder:
             """Accepted for PyFlink compatibility: files are checked at every write."""
             return self
 
-        def with_output_file_config(self, output_file_config: OutputFileConfig) -> "FileSink.RowFormatBuilder":
+        def with_output_file_config(self, output_file_config: OutputFileConfig) -> FileSink.RowFormatBuilder:
             """Sets the part files' name prefix and suffix.
 
             Args:
@@ -282,7 +322,7 @@ class FileSink(Sink):
             self._output_file_config = output_file_config
             return self
 
-        def with_rolling_policy(self, rolling_policy: RollingPolicy) -> "FileSink.RowFormatBuilder":
+        def with_rolling_policy(self, rolling_policy: RollingPolicy) -> FileSink.RowFormatBuilder:
             """Sets when part files roll within an epoch (files also roll at every epoch's end).
 
             Args:
@@ -291,10 +331,11 @@ class FileSink(Sink):
             self._rolling_policy = rolling_policy
             return self
 
-        def build(self) -> "FileSink":
+        def build(self) -> FileSink:
             """Returns the ``FileSink``."""
-            return FileSink(self._base_path, self._encoder, self._bucket_assigner, self._output_file_config,
-                            self._rolling_policy)
+            return FileSink(
+                self._base_path, self._encoder, self._bucket_assigner, self._output_file_config, self._rolling_policy
+            )
 
     class BulkFormatBuilder(RowFormatBuilder):
         """Configures a bulk-format :class:`FileSink`: as a row format, but rolling on checkpoints only."""
@@ -303,10 +344,12 @@ class FileSink(Sink):
             super().__init__(base_path, writer_factory)
             self._rolling_policy = OnCheckpointRollingPolicy()
 
-        def with_rolling_policy(self, rolling_policy: RollingPolicy) -> "FileSink.BulkFormatBuilder":
+        def with_rolling_policy(self, rolling_policy: RollingPolicy) -> FileSink.BulkFormatBuilder:
             """Only ``RollingPolicy.on_checkpoint_rolling_policy()``: bulk files roll on checkpoints."""
             if not isinstance(rolling_policy, OnCheckpointRollingPolicy):
-                raise ValueError(f"bulk formats roll on checkpoints only: use "
-                                 f"RollingPolicy.on_checkpoint_rolling_policy(), not {type(rolling_policy).__name__}")
+                raise ValueError(
+                    f"bulk formats roll on checkpoints only: use "
+                    f"RollingPolicy.on_checkpoint_rolling_policy(), not {type(rolling_policy).__name__}"
+                )
             self._rolling_policy = rolling_policy
             return self

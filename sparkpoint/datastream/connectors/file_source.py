@@ -16,7 +16,8 @@ and :meth:`FileSourceBuilder.set_malformed_record_output`.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from sparkpoint.common.time import Duration
 from sparkpoint.connectors.base import Boundedness, Source, SourceReader, SplitEnumerator
@@ -39,13 +40,18 @@ class StreamFormat:
         self.line_format = line_format
 
     @staticmethod
-    def text_line_format(charset_name: str = "UTF-8") -> "StreamFormat":
+    def text_line_format(charset_name: str = "UTF-8") -> StreamFormat:
         """Each line is a ``str`` (``\\n`` or ``\\r\\n`` terminated, terminator removed)."""
         return StreamFormat(TextLineFormat(charset_name.lower()))
 
     @staticmethod
-    def csv_format(delimiter: str = ",", field_types: Optional[Sequence[Optional[Callable]]] = None,
-                   skip_header: bool = False, quote_char: str = '"', charset_name: str = "UTF-8") -> "StreamFormat":
+    def csv_format(
+        delimiter: str = ",",
+        field_types: Sequence[Callable | None] | None = None,
+        skip_header: bool = False,
+        quote_char: str = '"',
+        charset_name: str = "UTF-8",
+    ) -> StreamFormat:
         """Each line is a tuple of fields (sparkpoint extension).
 
         Args:
@@ -62,7 +68,7 @@ class StreamFormat:
         return StreamFormat(CsvFormat(delimiter, field_types, skip_header, quote_char, charset_name.lower()))
 
     @staticmethod
-    def json_lines_format(charset_name: str = "UTF-8") -> "StreamFormat":
+    def json_lines_format(charset_name: str = "UTF-8") -> StreamFormat:
         """Each non-blank line is one JSON object, read as a ``dict`` (sparkpoint extension)."""
         return StreamFormat(JsonLinesFormat(charset_name.lower()))
 
@@ -72,8 +78,13 @@ class FileSource(Source):
 
     name = "FileSource"
 
-    def __init__(self, stream_format: StreamFormat, paths: Sequence[str], discovery_interval_ms: Optional[int] = None,
-                 malformed_tag: Any = None):
+    def __init__(
+        self,
+        stream_format: StreamFormat,
+        paths: Sequence[str],
+        discovery_interval_ms: int | None = None,
+        malformed_tag: Any = None,
+    ):
         if not paths:
             raise ValueError("FileSource needs at least one path")
         self.stream_format = stream_format
@@ -82,7 +93,7 @@ class FileSource(Source):
         self.malformed_tag = malformed_tag
 
     @staticmethod
-    def for_record_stream_format(stream_format: StreamFormat, *paths: str) -> "FileSourceBuilder":
+    def for_record_stream_format(stream_format: StreamFormat, *paths: str) -> FileSourceBuilder:
         """A builder for a source reading ``paths`` (files or directories) with ``stream_format``."""
         return FileSourceBuilder(stream_format, paths)
 
@@ -105,34 +116,37 @@ class FileSourceBuilder:
     def __init__(self, stream_format: StreamFormat, paths: Sequence[str]):
         self._format = stream_format
         self._paths = list(paths)
-        self._interval_ms: Optional[int] = None
+        self._interval_ms: int | None = None
         self._malformed_tag: Any = None
 
-    def monitor_continuously(self, discovery_interval: Duration) -> "FileSourceBuilder":
+    def monitor_continuously(self, discovery_interval: Duration) -> FileSourceBuilder:
         """Keep listing the paths every ``discovery_interval`` and read new files (unbounded)."""
-        ms = (discovery_interval.to_milliseconds() if isinstance(discovery_interval, Duration)
-              else int(discovery_interval))
+        ms = (
+            discovery_interval.to_milliseconds()
+            if isinstance(discovery_interval, Duration)
+            else int(discovery_interval)
+        )
         if ms <= 0:
             raise ValueError(f"discovery interval must be positive, got {discovery_interval!r}")
         self._interval_ms = ms
         return self
 
-    def process_static_file_set(self) -> "FileSourceBuilder":
+    def process_static_file_set(self) -> FileSourceBuilder:
         """List the paths once, read those files, then finish (bounded; the default)."""
         self._interval_ms = None
         return self
 
-    def set_malformed_record_output(self, output_tag: Any) -> "FileSourceBuilder":
+    def set_malformed_record_output(self, output_tag: Any) -> FileSourceBuilder:
         """Send lines that do not parse to the side output ``output_tag`` (as
         ``"path:line: reason: text"`` strings) instead of failing the job (sparkpoint extension)."""
         self._malformed_tag = output_tag
         return self
 
-    def set_file_enumerator(self, file_enumerator: Any) -> "FileSourceBuilder":
+    def set_file_enumerator(self, file_enumerator: Any) -> FileSourceBuilder:
         """Accepted for PyFlink compatibility; files are never split."""
         return self
 
-    def set_split_assigner(self, split_assigner: Any) -> "FileSourceBuilder":
+    def set_split_assigner(self, split_assigner: Any) -> FileSourceBuilder:
         """Accepted for PyFlink compatibility; splits go out in (modification time, path) order."""
         return self
 

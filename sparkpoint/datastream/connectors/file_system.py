@@ -37,5 +37,14 @@ from sparkpoint.datastream.connectors.file_sink import (
 )
 from sparkpoint.datastream.connectors.file_source import FileSource, FileSourceBuilder, StreamFormat
 
-__all__ = ["StreamFormat", "FileSource", "FileSourceBuilder", "FileSink", "OutputFileConfig", "RollingPolicy",
-           "DefaultRollingPolicy", "OnCheckpointRollingPolicy", "BucketAssigner"]
+__all__ = [
+    "StreamFormat",
+    "FileSource",
+    "FileSourceBuilder",
+    "FileSink",
+    "OutputFileConfig",
+    "RollingPolicy",
+    "DefaultRollingPolicy",
+    "OnCheckpointRollingPolicy",
+    "BucketAssigner",
+]

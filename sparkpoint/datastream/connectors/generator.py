@@ -11,7 +11,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 from sparkpoint.connectors.events import EventSpec
 from sparkpoint.connectors.generator import BehaviorEvents, FunctionSequence, NumberSequence, _EventOptions
@@ -36,8 +37,15 @@ class DataGeneratorSource(FunctionSequence):
         records_per_second: Paces the source, or ``None`` for as fast as possible.
         type_info: Accepted as Flink's; the stream's type is declared with ``from_source``.
     """
-    def __init__(self, generator_function: Callable[[int], Any], count: Optional[int], num_splits: int = 1,
-                 records_per_second: Optional[float] = None, type_info: Any = None):
+
+    def __init__(
+        self,
+        generator_function: Callable[[int], Any],
+        count: int | None,
+        num_splits: int = 1,
+        records_per_second: float | None = None,
+        type_info: Any = None,
+    ):
         super().__init__(generator_function, count, num_splits, records_per_second)
 
 
@@ -57,15 +65,34 @@ class StringLineEventSource(BehaviorEvents):
         records_per_second: pace an unbounded stream (``None``: as fast as possible).
     """
 
-    def __init__(self, count: Optional[int] = None, *, lateness_millis: int = 0,
-                 max_out_of_orderness_millis: int = 10_000, seed: int = 42, num_splits: int = 1,
-                 with_timestamps_and_watermarks: bool = False, max_lagged_time_millis: int = 50_000,
-                 start_ts: int = EventSpec.start_ts, interval_ms: int = EventSpec.interval_ms,
-                 records_per_second: Optional[float] = None):
-        spec = EventSpec(seed=seed, start_ts=start_ts, interval_ms=interval_ms,
-                         max_out_of_orderness_ms=max_out_of_orderness_millis, lateness_ms=lateness_millis)
-        super().__init__(count, spec, num_splits,
-                         _EventOptions(with_timestamps_and_watermarks, max_lagged_time_millis), records_per_second)
+    def __init__(
+        self,
+        count: int | None = None,
+        *,
+        lateness_millis: int = 0,
+        max_out_of_orderness_millis: int = 10_000,
+        seed: int = 42,
+        num_splits: int = 1,
+        with_timestamps_and_watermarks: bool = False,
+        max_lagged_time_millis: int = 50_000,
+        start_ts: int = EventSpec.start_ts,
+        interval_ms: int = EventSpec.interval_ms,
+        records_per_second: float | None = None,
+    ):
+        spec = EventSpec(
+            seed=seed,
+            start_ts=start_ts,
+            interval_ms=interval_ms,
+            max_out_of_orderness_ms=max_out_of_orderness_millis,
+            lateness_ms=lateness_millis,
+        )
+        super().__init__(
+            count,
+            spec,
+            num_splits,
+            _EventOptions(with_timestamps_and_watermarks, max_lagged_time_millis),
+            records_per_second,
+        )
 
     def assigns_timestamps(self) -> bool:
         """Returns whether the source stamps records and emits watermarks itself."""

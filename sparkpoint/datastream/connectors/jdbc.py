@@ -38,7 +38,7 @@ is accepted and not used.
 from __future__ import annotations
 
 import logging
-from typing import Any, Optional
+from typing import Any
 
 from sparkpoint.connectors.base import Committer, OutputStart, Sink, SinkWriter
 from sparkpoint.connectors.jdbc import (
@@ -46,8 +46,8 @@ from sparkpoint.connectors.jdbc import (
     JdbcError,
     JdbcSinkConfig,
     JdbcSinkWriter,
-    redact_url,
     parse_jdbc_url,
+    redact_url,
     roll_back_strays,
 )
 from sparkpoint.connectors.jdbc_rollback import insert_only, prepare_jdbc_output
@@ -60,8 +60,14 @@ logger = logging.getLogger(__name__)
 class JdbcConnectionOptions:
     """Where the database is and who connects (PyFlink's ``JdbcConnectionOptions``)."""
 
-    def __init__(self, url: str, driver_name: Optional[str] = None, user_name: Optional[str] = None,
-                 password: Optional[str] = None, connection_check_timeout_seconds: int = 60):
+    def __init__(
+        self,
+        url: str,
+        driver_name: str | None = None,
+        user_name: str | None = None,
+        password: str | None = None,
+        connection_check_timeout_seconds: int = 60,
+    ):
         self._url, self._driver_name = url, driver_name
         self._user_name, self._password = user_name, password
         self._check_timeout = connection_check_timeout_seconds
@@ -70,15 +76,15 @@ class JdbcConnectionOptions:
         """Returns the JDBC URL (``jdbc:postgresql://host:port/db``)."""
         return self._url
 
-    def get_driver_name(self) -> Optional[str]:
+    def get_driver_name(self) -> str | None:
         """Returns the driver name given (accepted as PyFlink's; psycopg is the client)."""
         return self._driver_name
 
-    def get_user_name(self) -> Optional[str]:
+    def get_user_name(self) -> str | None:
         """Returns the user name, or ``None``."""
         return self._user_name
 
-    def get_password(self) -> Optional[str]:
+    def get_password(self) -> str | None:
         """Returns the password, or ``None``."""
         return self._password
 
@@ -93,13 +99,13 @@ class JdbcConnectionOptions:
         """Builds :class:`JdbcConnectionOptions`; the URL is required."""
 
         def __init__(self) -> None:
-            self._url: Optional[str] = None
-            self._driver_name: Optional[str] = None
-            self._user_name: Optional[str] = None
-            self._password: Optional[str] = None
+            self._url: str | None = None
+            self._driver_name: str | None = None
+            self._user_name: str | None = None
+            self._password: str | None = None
             self._check_timeout = 60
 
-        def with_url(self, url: str) -> "JdbcConnectionOptions.JdbcConnectionOptionsBuilder":
+        def with_url(self, url: str) -> JdbcConnectionOptions.JdbcConnectionOptionsBuilder:
             """Sets the JDBC URL.
 
             Args:
@@ -108,7 +114,7 @@ class JdbcConnectionOptions:
             self._url = url
             return self
 
-        def with_driver_name(self, driver_name: str) -> "JdbcConnectionOptions.JdbcConnectionOptionsBuilder":
+        def with_driver_name(self, driver_name: str) -> JdbcConnectionOptions.JdbcConnectionOptionsBuilder:
             """Sets the driver name (accepted as PyFlink's; not used).
 
             Args:
@@ -117,7 +123,7 @@ class JdbcConnectionOptions:
             self._driver_name = driver_name
             return self
 
-        def with_user_name(self, user_name: str) -> "JdbcConnectionOptions.JdbcConnectionOptionsBuilder":
+        def with_user_name(self, user_name: str) -> JdbcConnectionOptions.JdbcConnectionOptionsBuilder:
             """Sets the user to connect as.
 
             Args:
@@ -126,7 +132,7 @@ class JdbcConnectionOptions:
             self._user_name = user_name
             return self
 
-        def with_password(self, password: str) -> "JdbcConnectionOptions.JdbcConnectionOptionsBuilder":
+        def with_password(self, password: str) -> JdbcConnectionOptions.JdbcConnectionOptionsBuilder:
             """Sets the password.
 
             Args:
@@ -136,7 +142,8 @@ class JdbcConnectionOptions:
             return self
 
         def with_connection_check_timeout_seconds(
-                self, timeout_seconds: int) -> "JdbcConnectionOptions.JdbcConnectionOptionsBuilder":
+            self, timeout_seconds: int
+        ) -> JdbcConnectionOptions.JdbcConnectionOptionsBuilder:
             """Sets the connection check timeout.
 
             Args:
@@ -145,7 +152,7 @@ class JdbcConnectionOptions:
             self._check_timeout = int(timeout_seconds)
             return self
 
-        def build(self) -> "JdbcConnectionOptions":
+        def build(self) -> JdbcConnectionOptions:
             """Returns the ``JdbcConnectionOptions``.
 
             Raises:
@@ -153,8 +160,9 @@ class JdbcConnectionOptions:
             """
             if not self._url:
                 raise JdbcError("JdbcConnectionOptions need a URL (with_url('jdbc:postgresql://host:port/db'))")
-            return JdbcConnectionOptions(self._url, self._driver_name, self._user_name, self._password,
-                                         self._check_timeout)
+            return JdbcConnectionOptions(
+                self._url, self._driver_name, self._user_name, self._password, self._check_timeout
+            )
 
 
 class JdbcExecutionOptions:
@@ -181,12 +189,12 @@ class JdbcExecutionOptions:
         return self._max_retries
 
     @staticmethod
-    def defaults() -> "JdbcExecutionOptions":
+    def defaults() -> JdbcExecutionOptions:
         """Returns the default options: batches of 5000, no interval, 3 retries."""
         return JdbcExecutionOptions()
 
     @staticmethod
-    def builder() -> "JdbcExecutionOptions.Builder":
+    def builder() -> JdbcExecutionOptions.Builder:
         """Returns a builder of ``JdbcExecutionOptions``."""
         return JdbcExecutionOptions.Builder()
 
@@ -196,7 +204,7 @@ class JdbcExecutionOptions:
         def __init__(self) -> None:
             self._options = JdbcExecutionOptions()
 
-        def with_batch_size(self, size: int) -> "JdbcExecutionOptions.Builder":
+        def with_batch_size(self, size: int) -> JdbcExecutionOptions.Builder:
             """Sets how many records are sent in one batch.
 
             Args:
@@ -210,7 +218,7 @@ class JdbcExecutionOptions:
             self._options._batch_size = int(size)
             return self
 
-        def with_batch_interval_ms(self, interval_ms: int) -> "JdbcExecutionOptions.Builder":
+        def with_batch_interval_ms(self, interval_ms: int) -> JdbcExecutionOptions.Builder:
             """Sets the batch interval.
 
             Args:
@@ -219,7 +227,7 @@ class JdbcExecutionOptions:
             self._options._batch_interval_ms = int(interval_ms)
             return self
 
-        def with_max_retries(self, max_retries: int) -> "JdbcExecutionOptions.Builder":
+        def with_max_retries(self, max_retries: int) -> JdbcExecutionOptions.Builder:
             """Sets how often a connection is tried again while the database cannot be reached.
 
             Args:
@@ -233,7 +241,7 @@ class JdbcExecutionOptions:
             self._options._max_retries = int(max_retries)
             return self
 
-        def build(self) -> "JdbcExecutionOptions":
+        def build(self) -> JdbcExecutionOptions:
             """Returns the ``JdbcExecutionOptions``."""
             opts = self._options
             return JdbcExecutionOptions(opts._batch_interval_ms, opts._batch_size, opts._max_retries)
@@ -248,9 +256,15 @@ class JdbcExactlyOnceOptions:
     other options are accepted and have no effect here.
     """
 
-    def __init__(self, transaction_id_prefix: Optional[str] = None, recovered_and_rollback: bool = True,
-                 max_commit_attempts: int = 3, allow_out_of_order_commits: bool = False,
-                 timeout_sec: Optional[int] = None, transaction_per_connection: bool = False):
+    def __init__(
+        self,
+        transaction_id_prefix: str | None = None,
+        recovered_and_rollback: bool = True,
+        max_commit_attempts: int = 3,
+        allow_out_of_order_commits: bool = False,
+        timeout_sec: int | None = None,
+        transaction_per_connection: bool = False,
+    ):
         self.transaction_id_prefix = transaction_id_prefix
         self.recovered_and_rollback = recovered_and_rollback
         self.max_commit_attempts = max_commit_attempts
@@ -259,12 +273,12 @@ class JdbcExactlyOnceOptions:
         self.transaction_per_connection = transaction_per_connection
 
     @staticmethod
-    def defaults() -> "JdbcExactlyOnceOptions":
+    def defaults() -> JdbcExactlyOnceOptions:
         """Returns the default options (a prefix derived from the database and the SQL; roll back on restore)."""
         return JdbcExactlyOnceOptions()
 
     @staticmethod
-    def builder() -> "JdbcExactlyOnceOptions.Builder":
+    def builder() -> JdbcExactlyOnceOptions.Builder:
         """Returns a builder of ``JdbcExactlyOnceOptions``."""
         return JdbcExactlyOnceOptions.Builder()
 
@@ -274,7 +288,7 @@ class JdbcExactlyOnceOptions:
         def __init__(self) -> None:
             self._kw: dict[str, Any] = {}
 
-        def with_transaction_id_prefix(self, prefix: str) -> "JdbcExactlyOnceOptions.Builder":
+        def with_transaction_id_prefix(self, prefix: str) -> JdbcExactlyOnceOptions.Builder:
             """Sets the prefix of the sink's prepared transactions' names (sparkpoint extension).
 
             Args:
@@ -283,7 +297,7 @@ class JdbcExactlyOnceOptions:
             self._kw["transaction_id_prefix"] = prefix
             return self
 
-        def with_recovered_and_rollback(self, recovered_and_rollback: bool) -> "JdbcExactlyOnceOptions.Builder":
+        def with_recovered_and_rollback(self, recovered_and_rollback: bool) -> JdbcExactlyOnceOptions.Builder:
             """Sets whether a restore rolls back this sink's prepared transactions the checkpoint does not commit.
 
             Args:
@@ -292,7 +306,7 @@ class JdbcExactlyOnceOptions:
             self._kw["recovered_and_rollback"] = bool(recovered_and_rollback)
             return self
 
-        def with_max_commit_attempts(self, max_commit_attempts: int) -> "JdbcExactlyOnceOptions.Builder":
+        def with_max_commit_attempts(self, max_commit_attempts: int) -> JdbcExactlyOnceOptions.Builder:
             """Sets Java's maximum commit attempts.
 
             Note:
@@ -301,7 +315,7 @@ class JdbcExactlyOnceOptions:
             self._kw["max_commit_attempts"] = int(max_commit_attempts)
             return self
 
-        def with_allow_out_of_order_commits(self, allow: bool) -> "JdbcExactlyOnceOptions.Builder":
+        def with_allow_out_of_order_commits(self, allow: bool) -> JdbcExactlyOnceOptions.Builder:
             """Sets Java's out-of-order commits option.
 
             Note:
@@ -310,7 +324,7 @@ class JdbcExactlyOnceOptions:
             self._kw["allow_out_of_order_commits"] = bool(allow)
             return self
 
-        def with_timeout_sec(self, timeout_sec: int) -> "JdbcExactlyOnceOptions.Builder":
+        def with_timeout_sec(self, timeout_sec: int) -> JdbcExactlyOnceOptions.Builder:
             """Sets Java's transaction timeout.
 
             Note:
@@ -319,7 +333,7 @@ class JdbcExactlyOnceOptions:
             self._kw["timeout_sec"] = int(timeout_sec)
             return self
 
-        def with_transaction_per_connection(self, per_connection: bool) -> "JdbcExactlyOnceOptions.Builder":
+        def with_transaction_per_connection(self, per_connection: bool) -> JdbcExactlyOnceOptions.Builder:
             """Sets Java's transaction-per-connection option.
 
             Note:
@@ -328,7 +342,7 @@ class JdbcExactlyOnceOptions:
             self._kw["transaction_per_connection"] = bool(per_connection)
             return self
 
-        def build(self) -> "JdbcExactlyOnceOptions":
+        def build(self) -> JdbcExactlyOnceOptions:
             """Returns the ``JdbcExactlyOnceOptions``."""
             return JdbcExactlyOnceOptions(**self._kw)
 
@@ -344,19 +358,28 @@ class JdbcSink(Sink):
         self.recovered_and_rollback = recovered_and_rollback
 
     @staticmethod
-    def sink(sql: str, type_info: Any, jdbc_connection_options: JdbcConnectionOptions,
-             jdbc_execution_options: Optional[JdbcExecutionOptions] = None) -> "JdbcSink":
+    def sink(
+        sql: str,
+        type_info: Any,
+        jdbc_connection_options: JdbcConnectionOptions,
+        jdbc_execution_options: JdbcExecutionOptions | None = None,
+    ) -> JdbcSink:
         """An at-least-once sink running ``sql`` (``?`` placeholders) for every record."""
         return JdbcSink(_config(sql, jdbc_connection_options, jdbc_execution_options, None), type_info)
 
     @staticmethod
-    def exactly_once_sink(sql: str, type_info: Any, jdbc_connection_options: JdbcConnectionOptions,
-                          jdbc_execution_options: Optional[JdbcExecutionOptions] = None,
-                          jdbc_exactly_once_options: Optional[JdbcExactlyOnceOptions] = None) -> "JdbcSink":
+    def exactly_once_sink(
+        sql: str,
+        type_info: Any,
+        jdbc_connection_options: JdbcConnectionOptions,
+        jdbc_execution_options: JdbcExecutionOptions | None = None,
+        jdbc_exactly_once_options: JdbcExactlyOnceOptions | None = None,
+    ) -> JdbcSink:
         """An exactly-once sink: two-phase commit with PostgreSQL's prepared transactions."""
         opts = jdbc_exactly_once_options or JdbcExactlyOnceOptions.defaults()
-        return JdbcSink(_config(sql, jdbc_connection_options, jdbc_execution_options, opts), type_info,
-                        opts.recovered_and_rollback)
+        return JdbcSink(
+            _config(sql, jdbc_connection_options, jdbc_execution_options, opts), type_info, opts.recovered_and_rollback
+        )
 
     def create_writer(self, subtask: int, parallelism: int, job_id: str, epoch: int, state: Any) -> SinkWriter:
         """Returns a subtask's writer: one transaction per epoch.
@@ -370,15 +393,15 @@ class JdbcSink(Sink):
         """
         return JdbcSinkWriter(self.config, subtask, parallelism, epoch, state, job=job_id)
 
-    def create_committer(self) -> Optional[Committer]:
+    def create_committer(self) -> Committer | None:
         """Returns the committer of prepared transactions if the sink is exactly-once, else ``None``."""
         return JdbcCommitter(self.config) if self.config.exactly_once else None
 
-    def transaction_prefix(self) -> Optional[str]:
+    def transaction_prefix(self) -> str | None:
         """Returns what names this sink's prepared transactions on its server, or ``None`` if it is at-least-once."""
         if not self.config.exactly_once:
             return None
-        server = parse_jdbc_url(self.config.url, warn=False)   # gids are unique per server, not per database
+        server = parse_jdbc_url(self.config.url, warn=False)  # gids are unique per server, not per database
         return f"postgresql:{server['host']}:{server['port']}:{self.config.prefix}"
 
     def recover(self, committables: list, writer_states: dict[int, Any]) -> None:
@@ -393,7 +416,8 @@ class JdbcSink(Sink):
         restoring an older checkpoint is warned about.
         """
         if not (self.config.exactly_once and insert_only(self.config.sql)) or not prepare_jdbc_output(
-                start, self.config.conninfo(), self.config.prefix, self.config.table, self.config.describe()):
+            start, self.config.conninfo(), self.config.prefix, self.config.table, self.config.describe()
+        ):
             super().prepare_output(start)
 
     def __repr__(self) -> str:
@@ -401,11 +425,21 @@ class JdbcSink(Sink):
         return f"JdbcSink({mode}, sql={self.config.sql!r}, url={redact_url(self.config.url)!r})"
 
 
-def _config(sql: str, connection: JdbcConnectionOptions, execution: Optional[JdbcExecutionOptions],
-            exactly_once: Optional[JdbcExactlyOnceOptions]) -> JdbcSinkConfig:
+def _config(
+    sql: str,
+    connection: JdbcConnectionOptions,
+    execution: JdbcExecutionOptions | None,
+    exactly_once: JdbcExactlyOnceOptions | None,
+) -> JdbcSinkConfig:
     execution = execution or JdbcExecutionOptions.defaults()
-    return JdbcSinkConfig(sql=sql, url=connection.get_db_url(), user=connection.get_user_name(),
-                          password=connection.get_password(), batch_size=execution.get_batch_size(),
-                          batch_interval_ms=execution.get_batch_interval_ms(),
-                          max_retries=execution.get_max_retries(), exactly_once=exactly_once is not None,
-                          transaction_id_prefix=exactly_once.transaction_id_prefix if exactly_once else None)
+    return JdbcSinkConfig(
+        sql=sql,
+        url=connection.get_db_url(),
+        user=connection.get_user_name(),
+        password=connection.get_password(),
+        batch_size=execution.get_batch_size(),
+        batch_interval_ms=execution.get_batch_interval_ms(),
+        max_retries=execution.get_max_retries(),
+        exactly_once=exactly_once is not None,
+        transaction_id_prefix=exactly_once.transaction_id_prefix if exactly_once else None,
+    )

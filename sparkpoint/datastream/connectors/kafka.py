@@ -43,6 +43,16 @@ from sparkpoint.datastream.connectors.kafka_source import (
     KafkaTopicPartition,
 )
 
-__all__ = ["KafkaSource", "KafkaSourceBuilder", "KafkaTopicPartition", "KafkaOffsetResetStrategy",
-           "KafkaOffsetsInitializer", "KafkaSink", "KafkaSinkBuilder", "KafkaRecordSerializationSchema",
-           "KafkaRecordSerializationSchemaBuilder", "KafkaTopicSelector", "DeliveryGuarantee"]
+__all__ = [
+    "KafkaSource",
+    "KafkaSourceBuilder",
+    "KafkaTopicPartition",
+    "KafkaOffsetResetStrategy",
+    "KafkaOffsetsInitializer",
+    "KafkaSink",
+    "KafkaSinkBuilder",
+    "KafkaRecordSerializationSchema",
+    "KafkaRecordSerializationSchemaBuilder",
+    "KafkaTopicSelector",
+    "DeliveryGuarantee",
+]

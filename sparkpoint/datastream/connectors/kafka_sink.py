@@ -7,20 +7,21 @@ committed when checkpoints complete.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 from sparkpoint.connectors.base import Committer, Sink, SinkWriter
-from sparkpoint.connectors.kafka.sink import (
-    KafkaCommitter,
-    KafkaSinkConfig,
-    KafkaSinkWriter,
-    abort_lingering,
-)
+from sparkpoint.connectors.kafka.sink import KafkaCommitter, KafkaSinkConfig, KafkaSinkWriter, abort_lingering
 from sparkpoint.datastream.connectors.base import DeliveryGuarantee
 from sparkpoint.errors import ConfigurationError
 
-__all__ = ["KafkaSink", "KafkaSinkBuilder", "KafkaRecordSerializationSchema", "KafkaRecordSerializationSchemaBuilder",
-           "KafkaTopicSelector"]
+__all__ = [
+    "KafkaSink",
+    "KafkaSinkBuilder",
+    "KafkaRecordSerializationSchema",
+    "KafkaRecordSerializationSchemaBuilder",
+    "KafkaTopicSelector",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -40,13 +41,14 @@ class KafkaTopicSelector:
 class KafkaRecordSerializationSchema:
     """How a record becomes a Kafka message: topic, key and value; build it with :meth:`builder`."""
 
-    def __init__(self, topic: Optional[str], topic_selector: Optional[Callable[[Any], str]], key_schema: Any,
-                 value_schema: Any):
+    def __init__(
+        self, topic: str | None, topic_selector: Callable[[Any], str] | None, key_schema: Any, value_schema: Any
+    ):
         self.topic, self.topic_selector = topic, topic_selector
         self.key_schema, self.value_schema = key_schema, value_schema
 
     @staticmethod
-    def builder() -> "KafkaRecordSerializationSchemaBuilder":
+    def builder() -> KafkaRecordSerializationSchemaBuilder:
         """Returns a ``KafkaRecordSerializationSchemaBuilder``."""
         return KafkaRecordSerializationSchemaBuilder()
 
@@ -64,13 +66,14 @@ class KafkaRecordSerializationSchema:
 
 class KafkaRecordSerializationSchemaBuilder:
     """Builds a ``KafkaRecordSerializationSchema``: a topic (or selector) and a value schema are required."""
+
     def __init__(self) -> None:
-        self._topic: Optional[str] = None
+        self._topic: str | None = None
         self._selector: Any = None
         self._key: Any = None
         self._value: Any = None
 
-    def set_topic(self, topic: str) -> "KafkaRecordSerializationSchemaBuilder":
+    def set_topic(self, topic: str) -> KafkaRecordSerializationSchemaBuilder:
         """Writes every record to one topic.
 
         Args:
@@ -79,8 +82,9 @@ class KafkaRecordSerializationSchemaBuilder:
         self._topic, self._selector = topic, None
         return self
 
-    def set_topic_selector(self, topic_selector: "KafkaTopicSelector | Callable[[Any], str]"
-                           ) -> "KafkaRecordSerializationSchemaBuilder":
+    def set_topic_selector(
+        self, topic_selector: KafkaTopicSelector | Callable[[Any], str]
+    ) -> KafkaRecordSerializationSchemaBuilder:
         """Picks each record's topic.
 
         Args:
@@ -89,7 +93,7 @@ class KafkaRecordSerializationSchemaBuilder:
         self._topic, self._selector = None, topic_selector
         return self
 
-    def set_key_serialization_schema(self, key_serialization_schema: Any) -> "KafkaRecordSerializationSchemaBuilder":
+    def set_key_serialization_schema(self, key_serialization_schema: Any) -> KafkaRecordSerializationSchemaBuilder:
         """Sets how a record becomes the message's key (no key unless set).
 
         Args:
@@ -98,8 +102,7 @@ class KafkaRecordSerializationSchemaBuilder:
         self._key = key_serialization_schema
         return self
 
-    def set_value_serialization_schema(self, value_serialization_schema: Any
-                                       ) -> "KafkaRecordSerializationSchemaBuilder":
+    def set_value_serialization_schema(self, value_serialization_schema: Any) -> KafkaRecordSerializationSchemaBuilder:
         """Sets how a record becomes the message's value.
 
         Args:
@@ -115,8 +118,9 @@ class KafkaRecordSerializationSchemaBuilder:
             ConfigurationError: If the topic or the value schema is missing.
         """
         if self._topic is None and self._selector is None:
-            raise ConfigurationError("KafkaRecordSerializationSchema needs a topic: set_topic(...) or "
-                                     "set_topic_selector(...)")
+            raise ConfigurationError(
+                "KafkaRecordSerializationSchema needs a topic: set_topic(...) or set_topic_selector(...)"
+            )
         if self._value is None:
             raise ConfigurationError("KafkaRecordSerializationSchema needs set_value_serialization_schema(...)")
         return KafkaRecordSerializationSchema(self._topic, self._selector, self._key, self._value)
@@ -129,7 +133,7 @@ class KafkaSink(Sink):
         self.config = config
 
     @staticmethod
-    def builder() -> "KafkaSinkBuilder":
+    def builder() -> KafkaSinkBuilder:
         """Returns a ``KafkaSinkBuilder``."""
         return KafkaSinkBuilder()
 
@@ -145,7 +149,7 @@ class KafkaSink(Sink):
         """
         return KafkaSinkWriter(self.config, subtask, state)
 
-    def create_committer(self) -> Optional[Committer]:
+    def create_committer(self) -> Committer | None:
         """Returns the committer of transactions with ``EXACTLY_ONCE``, else ``None``."""
         return KafkaCommitter(self.config) if self.config.exactly_once else None
 
@@ -159,12 +163,15 @@ class KafkaSink(Sink):
         if self.config.exactly_once:
             abort_lingering(self.config, {s: (st or {}).get("next_transaction") for s, st in writer_states.items()})
 
-    def transaction_prefix(self) -> Optional[str]:
+    def transaction_prefix(self) -> str | None:
         """Returns what names this sink's transactions (servers and transactional id prefix), or ``None``."""
-        return f"kafka:{self.config.bootstrap_servers}:{self.config.transactional_id_prefix}" \
-            if self.config.exactly_once else None
+        return (
+            f"kafka:{self.config.bootstrap_servers}:{self.config.transactional_id_prefix}"
+            if self.config.exactly_once
+            else None
+        )
 
-    def check_checkpointing(self, interval_ms: Optional[int], exactly_once: bool) -> None:
+    def check_checkpointing(self, interval_ms: int | None, exactly_once: bool) -> None:
         """Warns if the transaction timeout is not well above the checkpoint interval (``EXACTLY_ONCE``).
 
         Args:
@@ -173,22 +180,26 @@ class KafkaSink(Sink):
         """
         timeout = self.config.transaction_timeout_ms
         if self.config.exactly_once and interval_ms is not None and timeout <= 2 * interval_ms:
-            logger.warning("the Kafka sink's transaction.timeout.ms (%d ms) is not much longer than the checkpoint "
-                           "interval (%d ms): a transaction still open when it times out is aborted by the broker "
-                           "and its records are lost; give it several intervals plus the time a recovery takes",
-                           timeout, interval_ms)
+            logger.warning(
+                "the Kafka sink's transaction.timeout.ms (%d ms) is not much longer than the checkpoint "
+                "interval (%d ms): a transaction still open when it times out is aborted by the broker "
+                "and its records are lost; give it several intervals plus the time a recovery takes",
+                timeout,
+                interval_ms,
+            )
 
 
 class KafkaSinkBuilder:
     """Builds a ``KafkaSink``: servers and a record serializer are required."""
+
     def __init__(self) -> None:
-        self._servers: Optional[str] = None
+        self._servers: str | None = None
         self._guarantee = DeliveryGuarantee.NONE
-        self._prefix: Optional[str] = None
-        self._serializer: Optional[KafkaRecordSerializationSchema] = None
+        self._prefix: str | None = None
+        self._serializer: KafkaRecordSerializationSchema | None = None
         self._properties: dict = {}
 
-    def set_bootstrap_servers(self, bootstrap_servers: str) -> "KafkaSinkBuilder":
+    def set_bootstrap_servers(self, bootstrap_servers: str) -> KafkaSinkBuilder:
         """Sets the brokers to connect to.
 
         Args:
@@ -197,7 +208,7 @@ class KafkaSinkBuilder:
         self._servers = bootstrap_servers
         return self
 
-    def set_delivery_guarantee(self, delivery_guarantee: DeliveryGuarantee) -> "KafkaSinkBuilder":
+    def set_delivery_guarantee(self, delivery_guarantee: DeliveryGuarantee) -> KafkaSinkBuilder:
         """Sets the delivery guarantee (``NONE`` unless set).
 
         Args:
@@ -206,7 +217,7 @@ class KafkaSinkBuilder:
         self._guarantee = delivery_guarantee
         return self
 
-    def set_transactional_id_prefix(self, transactional_id_prefix: str) -> "KafkaSinkBuilder":
+    def set_transactional_id_prefix(self, transactional_id_prefix: str) -> KafkaSinkBuilder:
         """Sets the prefix of the sink's transactional ids (required with ``EXACTLY_ONCE``).
 
         Args:
@@ -215,7 +226,7 @@ class KafkaSinkBuilder:
         self._prefix = transactional_id_prefix
         return self
 
-    def set_record_serializer(self, record_serializer: KafkaRecordSerializationSchema) -> "KafkaSinkBuilder":
+    def set_record_serializer(self, record_serializer: KafkaRecordSerializationSchema) -> KafkaSinkBuilder:
         """Sets how records become messages.
 
         Args:
@@ -224,7 +235,7 @@ class KafkaSinkBuilder:
         self._serializer = record_serializer
         return self
 
-    def set_property(self, key: str, value: Any) -> "KafkaSinkBuilder":
+    def set_property(self, key: str, value: Any) -> KafkaSinkBuilder:
         """Sets a Kafka producer property, passed to librdkafka.
 
         Args:
@@ -249,6 +260,8 @@ class KafkaSinkBuilder:
         if self._guarantee == DeliveryGuarantee.EXACTLY_ONCE and not self._prefix:
             raise ConfigurationError(
                 "an EXACTLY_ONCE KafkaSink needs set_transactional_id_prefix(...): a prefix no other sink writing to "
-                "the same Kafka cluster uses, so that its transactions are told apart")
-        return KafkaSink(KafkaSinkConfig(servers, self._serializer, self._guarantee.name, self._prefix,
-                                         dict(self._properties)))
+                "the same Kafka cluster uses, so that its transactions are told apart"
+            )
+        return KafkaSink(
+            KafkaSinkConfig(servers, self._serializer, self._guarantee.name, self._prefix, dict(self._properties))
+        )

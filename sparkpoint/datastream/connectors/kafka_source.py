@@ -7,14 +7,19 @@ with their Kafka timestamps and tracks watermarks per partition.
 from __future__ import annotations
 
 from enum import Enum
-from typing import Any, Optional
+from typing import Any
 
 from sparkpoint.connectors.base import Boundedness, Source, SourceReader, SplitEnumerator
 from sparkpoint.connectors.kafka.source import KafkaSourceConfig, KafkaSourceReader, KafkaSplitEnumerator, OffsetSpec
 from sparkpoint.errors import ConfigurationError
 
-__all__ = ["KafkaSource", "KafkaSourceBuilder", "KafkaTopicPartition", "KafkaOffsetResetStrategy",
-           "KafkaOffsetsInitializer"]
+__all__ = [
+    "KafkaSource",
+    "KafkaSourceBuilder",
+    "KafkaTopicPartition",
+    "KafkaOffsetResetStrategy",
+    "KafkaOffsetsInitializer",
+]
 
 
 class KafkaTopicPartition:
@@ -24,6 +29,7 @@ class KafkaTopicPartition:
         topic: The topic's name.
         partition: The partition's number.
     """
+
     def __init__(self, topic: str, partition: int):
         self.topic, self.partition = topic, partition
 
@@ -57,29 +63,31 @@ class KafkaOffsetsInitializer:
         self.spec = spec
 
     @staticmethod
-    def committed_offsets(offset_reset_strategy: KafkaOffsetResetStrategy = KafkaOffsetResetStrategy.NONE
-                          ) -> "KafkaOffsetsInitializer":
+    def committed_offsets(
+        offset_reset_strategy: KafkaOffsetResetStrategy = KafkaOffsetResetStrategy.NONE,
+    ) -> KafkaOffsetsInitializer:
         """The consumer group's committed offsets; ``offset_reset_strategy`` where there is none."""
         return KafkaOffsetsInitializer(OffsetSpec("committed", reset=offset_reset_strategy.spec_name))
 
     @staticmethod
-    def timestamp(timestamp: int) -> "KafkaOffsetsInitializer":
+    def timestamp(timestamp: int) -> KafkaOffsetsInitializer:
         """The first record with a timestamp at or after ``timestamp`` (epoch ms)."""
         return KafkaOffsetsInitializer(OffsetSpec("timestamp", timestamp=int(timestamp)))
 
     @staticmethod
-    def earliest() -> "KafkaOffsetsInitializer":
+    def earliest() -> KafkaOffsetsInitializer:
         """Returns an initializer at each partition's first record."""
         return KafkaOffsetsInitializer(OffsetSpec("earliest"))
 
     @staticmethod
-    def latest() -> "KafkaOffsetsInitializer":
+    def latest() -> KafkaOffsetsInitializer:
         """Returns an initializer at each partition's end (records written from now on)."""
         return KafkaOffsetsInitializer(OffsetSpec("latest"))
 
     @staticmethod
-    def offsets(offsets: dict, offset_reset_strategy: KafkaOffsetResetStrategy = KafkaOffsetResetStrategy.EARLIEST
-                ) -> "KafkaOffsetsInitializer":
+    def offsets(
+        offsets: dict, offset_reset_strategy: KafkaOffsetResetStrategy = KafkaOffsetResetStrategy.EARLIEST
+    ) -> KafkaOffsetsInitializer:
         """Given offsets per :class:`KafkaTopicPartition`; ``offset_reset_strategy`` for the others."""
         given = tuple((tp.topic, tp.partition, int(o)) for tp, o in offsets.items())
         return KafkaOffsetsInitializer(OffsetSpec("offsets", offsets=given, reset=offset_reset_strategy.spec_name))
@@ -92,7 +100,7 @@ class KafkaSource(Source):
         self.config, self.ends = config, ends
 
     @staticmethod
-    def builder() -> "KafkaSourceBuilder":
+    def builder() -> KafkaSourceBuilder:
         """Returns a ``KafkaSourceBuilder``."""
         return KafkaSourceBuilder()
 
@@ -115,19 +123,20 @@ class KafkaSource(Source):
 
 class KafkaSourceBuilder:
     """Builds a ``KafkaSource``: servers, topics and a deserializer are required."""
+
     def __init__(self) -> None:
-        self._servers: Optional[str] = None
+        self._servers: str | None = None
         self._topics: tuple = ()
-        self._pattern: Optional[str] = None
+        self._pattern: str | None = None
         self._partitions: tuple = ()
-        self._group: Optional[str] = None
+        self._group: str | None = None
         self._starting = KafkaOffsetsInitializer.earliest()
-        self._stopping: Optional[KafkaOffsetsInitializer] = None
+        self._stopping: KafkaOffsetsInitializer | None = None
         self._ends = False
         self._deserializer: Any = None
         self._properties: dict = {}
 
-    def set_bootstrap_servers(self, bootstrap_servers: str) -> "KafkaSourceBuilder":
+    def set_bootstrap_servers(self, bootstrap_servers: str) -> KafkaSourceBuilder:
         """Sets the brokers to connect to.
 
         Args:
@@ -136,7 +145,7 @@ class KafkaSourceBuilder:
         self._servers = bootstrap_servers
         return self
 
-    def set_group_id(self, group_id: str) -> "KafkaSourceBuilder":
+    def set_group_id(self, group_id: str) -> KafkaSourceBuilder:
         """Sets the consumer group, whose committed offsets ``committed_offsets()`` starts from.
 
         Args:
@@ -145,7 +154,7 @@ class KafkaSourceBuilder:
         self._group = group_id
         return self
 
-    def set_topics(self, *topics: str) -> "KafkaSourceBuilder":
+    def set_topics(self, *topics: str) -> KafkaSourceBuilder:
         """Reads these topics (replacing a pattern or partitions set before).
 
         Args:
@@ -154,7 +163,7 @@ class KafkaSourceBuilder:
         self._topics, self._pattern, self._partitions = tuple(topics), None, ()
         return self
 
-    def set_topic_pattern(self, topic_pattern: str) -> "KafkaSourceBuilder":
+    def set_topic_pattern(self, topic_pattern: str) -> KafkaSourceBuilder:
         """Reads every topic whose name matches a regular expression.
 
         Args:
@@ -163,7 +172,7 @@ class KafkaSourceBuilder:
         self._topics, self._pattern, self._partitions = (), topic_pattern, ()
         return self
 
-    def set_partitions(self, partitions: set) -> "KafkaSourceBuilder":
+    def set_partitions(self, partitions: set) -> KafkaSourceBuilder:
         """Reads exactly these partitions.
 
         Args:
@@ -173,7 +182,7 @@ class KafkaSourceBuilder:
         self._partitions = tuple(sorted((tp.topic, tp.partition) for tp in partitions))
         return self
 
-    def set_starting_offsets(self, starting_offsets_initializer: KafkaOffsetsInitializer) -> "KafkaSourceBuilder":
+    def set_starting_offsets(self, starting_offsets_initializer: KafkaOffsetsInitializer) -> KafkaSourceBuilder:
         """Sets where partitions start on a fresh start (earliest unless set); a restore starts at the checkpoint's
         offsets.
 
@@ -183,17 +192,17 @@ class KafkaSourceBuilder:
         self._starting = starting_offsets_initializer
         return self
 
-    def set_unbounded(self, stopping_offsets_initializer: KafkaOffsetsInitializer) -> "KafkaSourceBuilder":
+    def set_unbounded(self, stopping_offsets_initializer: KafkaOffsetsInitializer) -> KafkaSourceBuilder:
         """Stop each partition at these offsets, but keep the job running."""
         self._stopping, self._ends = stopping_offsets_initializer, False
         return self
 
-    def set_bounded(self, stopping_offsets_initializer: KafkaOffsetsInitializer) -> "KafkaSourceBuilder":
+    def set_bounded(self, stopping_offsets_initializer: KafkaOffsetsInitializer) -> KafkaSourceBuilder:
         """Stop each partition at these offsets; the job ends when every partition has."""
         self._stopping, self._ends = stopping_offsets_initializer, True
         return self
 
-    def set_value_only_deserializer(self, deserialization_schema: Any) -> "KafkaSourceBuilder":
+    def set_value_only_deserializer(self, deserialization_schema: Any) -> KafkaSourceBuilder:
         """Sets how a message's value becomes a record (the key is ignored).
 
         Args:
@@ -202,7 +211,7 @@ class KafkaSourceBuilder:
         self._deserializer = deserialization_schema
         return self
 
-    def set_client_id_prefix(self, prefix: str) -> "KafkaSourceBuilder":
+    def set_client_id_prefix(self, prefix: str) -> KafkaSourceBuilder:
         """Sets the Kafka client id (``client.id``).
 
         Args:
@@ -210,7 +219,7 @@ class KafkaSourceBuilder:
         """
         return self.set_property("client.id", prefix)
 
-    def set_property(self, key: str, value: Any) -> "KafkaSourceBuilder":
+    def set_property(self, key: str, value: Any) -> KafkaSourceBuilder:
         """Sets a Kafka client property, passed to librdkafka.
 
         Args:
@@ -220,7 +229,7 @@ class KafkaSourceBuilder:
         self._properties[key] = value
         return self
 
-    def set_properties(self, props: dict) -> "KafkaSourceBuilder":
+    def set_properties(self, props: dict) -> KafkaSourceBuilder:
         """Sets several Kafka client properties.
 
         Args:
@@ -240,14 +249,23 @@ class KafkaSourceBuilder:
         if not servers:
             raise ConfigurationError("KafkaSource needs bootstrap servers: set_bootstrap_servers('host:port')")
         if not (self._topics or self._pattern or self._partitions):
-            raise ConfigurationError("KafkaSource needs topics: set_topics(...), set_topic_pattern(...) or "
-                                     "set_partitions(...)")
+            raise ConfigurationError(
+                "KafkaSource needs topics: set_topics(...), set_topic_pattern(...) or set_partitions(...)"
+            )
         if self._deserializer is None:
             raise ConfigurationError("KafkaSource needs a deserializer: set_value_only_deserializer(...)")
         group = self._group or self._properties.get("group.id")
         if group is None and self._starting.spec.kind == "committed":
             raise ConfigurationError("KafkaSource starting from committed offsets needs a group: set_group_id(...)")
-        config = KafkaSourceConfig(servers, self._topics, self._pattern, self._partitions, group,
-                                   self._starting.spec, self._stopping.spec if self._stopping else None,
-                                   self._deserializer, dict(self._properties))
+        config = KafkaSourceConfig(
+            servers,
+            self._topics,
+            self._pattern,
+            self._partitions,
+            group,
+            self._starting.spec,
+            self._stopping.spec if self._stopping else None,
+            self._deserializer,
+            dict(self._properties),
+        )
         return KafkaSource(config, self._ends)

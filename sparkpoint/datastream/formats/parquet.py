@@ -16,23 +16,23 @@ tuples of the row type; the column types are listed in :mod:`sparkpoint.connecto
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from sparkpoint.common.typeinfo import TypeInformation
 from sparkpoint.connectors.parquet import ParquetWriterFactory
 
 __all__ = ["ParquetBulkWriters", "ParquetWriterFactory"]
 
-_CODECS = {"UNCOMPRESSED": "none", "SNAPPY": "snappy", "GZIP": "gzip", "LZ4": "lz4", "ZSTD": "zstd",
-           "BROTLI": "brotli"}
+_CODECS = {"UNCOMPRESSED": "none", "SNAPPY": "snappy", "GZIP": "gzip", "LZ4": "lz4", "ZSTD": "zstd", "BROTLI": "brotli"}
 
 
 class ParquetBulkWriters:
     """Factories of Parquet bulk writers for :meth:`FileSink.for_bulk_format`."""
 
     @staticmethod
-    def for_row_type(row_type: TypeInformation, hadoop_config: Optional[Any] = None,
-                     utc_timestamp: bool = False) -> ParquetWriterFactory:
+    def for_row_type(
+        row_type: TypeInformation, hadoop_config: Any | None = None, utc_timestamp: bool = False
+    ) -> ParquetWriterFactory:
         """Parquet files of the records of ``row_type`` (``Types.ROW_NAMED([...], [...])``).
 
         ``hadoop_config`` (a ``Configuration`` or dict) is read for ``parquet.compression``

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any
 
 from sparkpoint.runtime.spark.map_stage import MapStageRun
 
@@ -35,14 +36,20 @@ class RunningAhead:
     """Source tasks of ``epoch`` started ahead: their map stage, and its output as the consumer's input."""
 
     epoch: int
-    run: int                  # their run on the task channel
-    shuffled: Any             # the consumer stage's input (a PySpark RDD over the map stage's shuffle)
-    stage: Optional[MapStageRun] = None   # the map stage once submitted
-    reports: Optional[list] = None
+    run: int  # their run on the task channel
+    shuffled: Any  # the consumer stage's input (a PySpark RDD over the map stage's shuffle)
+    stage: MapStageRun | None = None  # the map stage once submitted
+    reports: list | None = None
 
 
-def after_job_started(sc: Any, group: str, collector: ThreadPoolExecutor, run: Callable[[], Any],
-                      then: Callable[[], None], timeout_s: float = 1.0) -> Any:
+def after_job_started(
+    sc: Any,
+    group: str,
+    collector: ThreadPoolExecutor,
+    run: Callable[[], Any],
+    then: Callable[[], None],
+    timeout_s: float = 1.0,
+) -> Any:
     """``run()`` (which submits one Spark job in job group ``group``, a group of its own, and waits for it) on
     the ``collector`` thread; once that job is submitted (or ``timeout_s`` passed), ``then()`` on this thread.
     Returns what ``run()`` returned, or raises what it raised.

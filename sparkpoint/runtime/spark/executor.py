@@ -22,10 +22,12 @@ bounded epoch's tasks stop themselves at its deadline, naming the operator still
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Iterable, Iterator, Optional
+from typing import Any
 
 from sparkpoint.common.configuration import Configuration
 from sparkpoint.runtime.graph import JobPlan
@@ -42,8 +44,8 @@ __all__ = ["SparkEpochExecutor"]
 
 logger = logging.getLogger(__name__)
 
-STOP_WAIT_S = 5.0   # how long a stop waits for Spark to end the job of the source tasks run ahead
-INTERRUPT_GRACE_S = 5.0   # past an epoch's deadline, how long its tasks have to stop by themselves
+STOP_WAIT_S = 5.0  # how long a stop waits for Spark to end the job of the source tasks run ahead
+INTERRUPT_GRACE_S = 5.0  # past an epoch's deadline, how long its tasks have to stop by themselves
 
 
 def _identity(k: int) -> int:
@@ -62,15 +64,15 @@ class SparkEpochExecutor:
         self.spark: Any = None
         self.plan: JobPlan = None  # type: ignore[assignment]
         self.bc: Any = None
-        self.located: Any = None                          # LocatedRDD's factory, when it could be built
+        self.located: Any = None  # LocatedRDD's factory, when it could be built
         self.placement = TaskPlacement()
-        self.channel: Optional[AccumulatorChannel] = None   # what every task's report comes back through
-        self._runs = 0   # runs opened on the channel: epochs' jobs and source tasks started ahead
-        self._ahead: Optional[RunningAhead] = None   # the next epoch's source tasks, started ahead
+        self.channel: AccumulatorChannel | None = None  # what every task's report comes back through
+        self._runs = 0  # runs opened on the channel: epochs' jobs and source tasks started ahead
+        self._ahead: RunningAhead | None = None  # the next epoch's source tasks, started ahead
         self._ahead_ok = True
         self._private_map_stage = config.get_boolean("sparkpoint.spark.submit-map-stage", True)
         self._threads: dict[str, ThreadPoolExecutor] = {}
-        self._bound: Any = None   # the latest epoch's bound: source tasks started ahead get its timeout
+        self._bound: Any = None  # the latest epoch's bound: source tasks started ahead get its timeout
 
     @property
     def distributed(self) -> bool:
@@ -93,19 +95,17 @@ class SparkEpochExecutor:
             self.located = located_rdd_factory(self.spark.sparkContext)
 
     def stop(self) -> None:
-        self._cancel_sources_ahead(STOP_WAIT_S)   # before the broadcast goes: their stage may still be submitted
+        self._cancel_sources_ahead(STOP_WAIT_S)  # before the broadcast goes: their stage may still be submitted
         for threads in self._threads.values():
             threads.shutdown(wait=False)
         self._threads.clear()
         self.placement.log_summary()
         if self.bc is not None:
-            try:
+            with contextlib.suppress(Exception):  # the session may already be stopped
                 self.bc.destroy()
-            except Exception:  # noqa: BLE001 - the session may already be stopped
-                pass
             self.bc = None
 
-    def cancel_epoch(self, epoch: Optional[int], reason: str) -> None:
+    def cancel_epoch(self, epoch: int | None, reason: str) -> None:
         """Cancel ``epoch``'s Spark job group, tasks interrupted (None: the sources run ahead); any thread."""
         if epoch is not None:
             self.spark.sparkContext.cancelJobGroup(f"sparkpoint-{self.job_id}-{epoch}")
@@ -113,9 +113,13 @@ class SparkEpochExecutor:
         if ahead is not None and ahead.stage is not None and epoch in (None, ahead.epoch):
             ahead.stage.cancel()
 
-    def run_epoch(self, epoch: int, deployments: dict[tuple[int, int], TaskDeployment],
-                  next_sources: Optional[dict[tuple[int, int], TaskDeployment]] = None,
-                  bound: Any = None) -> list[TaskReport]:
+    def run_epoch(
+        self,
+        epoch: int,
+        deployments: dict[tuple[int, int], TaskDeployment],
+        next_sources: dict[tuple[int, int], TaskDeployment] | None = None,
+        bound: Any = None,
+    ) -> list[TaskReport]:
         """Run every task of the epoch; the source stage's output comes from :meth:`run_sources_ahead` if its
         tasks ran ahead (its reports too: the driver has them). ``next_sources``: the next epoch's source
         deployments, started ahead once this epoch's job is submitted. ``bound``: the epoch's
@@ -138,14 +142,15 @@ class SparkEpochExecutor:
             try:
                 if prepared is None:
                     collect()
-                else:   # the next epoch's sources once this job is submitted: FIFO runs this job's tasks first
-                    after_job_started(sc, group, self._thread("epoch-job"), collect,
-                                      lambda: self._submit_ahead(prepared))
+                else:  # the next epoch's sources once this job is submitted: FIFO runs this job's tasks first
+                    after_job_started(
+                        sc, group, self._thread("epoch-job"), collect, lambda: self._submit_ahead(prepared)
+                    )
             except Exception as e:  # Py4JJavaError: the error a task sent
                 failure = self.channel.failure(e, epoch)
-                raise failure from failure.__cause__   # Spark's trace left out, what the task sent kept
+                raise failure from failure.__cause__  # Spark's trace left out, what the task sent kept
             reports = self.channel.receive(run)
-            if ran is not None:   # source tasks Spark ran again in this job (their output was lost) report again
+            if ran is not None:  # source tasks Spark ran again in this job (their output was lost) report again
                 one_report_per_task(self.channel.receive(ran.run), taken=ran.reports or [])
         finally:
             self.channel.close(run)
@@ -156,8 +161,14 @@ class SparkEpochExecutor:
         self.placement.note(self.plan, reports)
         return reports
 
-    def _epoch_job(self, epoch: int, deployments: dict[tuple[int, int], TaskDeployment],
-                   ran: Optional[RunningAhead], sender: TaskSender, bound: Any) -> tuple[Any, list]:
+    def _epoch_job(
+        self,
+        epoch: int,
+        deployments: dict[tuple[int, int], TaskDeployment],
+        ran: RunningAhead | None,
+        sender: TaskSender,
+        bound: Any,
+    ) -> tuple[Any, list]:
         """The epoch's RDDs, stage after stage; returns (the union of the terminal stages, the RDDs persisted
         because two stages read them)."""
         sc, plan = self.spark.sparkContext, self.plan
@@ -175,8 +186,10 @@ class SparkEpochExecutor:
                 if ran is not None and stage.upstream_stages == [0]:
                     shuffled = ran.shuffled
                 else:
-                    inputs = [rdds[u].filter(lambda item, _s=sid: item[0] == _s).map(lambda item: (item[1], item[2]))
-                              for u in stage.upstream_stages]
+                    inputs = [
+                        rdds[u].filter(lambda item, _s=sid: item[0] == _s).map(lambda item: (item[1], item[2]))
+                        for u in stage.upstream_stages
+                    ]
                     merged = inputs[0] if len(inputs) == 1 else sc.union(inputs)
                     shuffled = merged.partitionBy(stage.parallelism, _identity)
                 rdd = self._stage_rdd(sid, shuffled, deps, sender, bound)
@@ -184,15 +197,21 @@ class SparkEpochExecutor:
                 rdd = rdd.persist()
                 persisted.append(rdd)
             rdds[sid] = rdd
-        finals = [rdds[s] for s in sorted(terminal)]   # a terminal stage's tasks output nothing
+        finals = [rdds[s] for s in sorted(terminal)]  # a terminal stage's tasks output nothing
         return (finals[0] if len(finals) == 1 else sc.union(finals)), persisted
 
     def _source_rdd(self, sid: int, deps: dict[int, TaskDeployment], sender: TaskSender, bound: Any) -> Any:
         """The source stage's tasks."""
         sc, bc = self.spark.sparkContext, self.bc
 
-        def run_source(idx: int, it: Iterator, _sid: int = sid, _deps: dict = deps, _sender: TaskSender = sender,
-                       _bound: Any = bound) -> Iterator:
+        def run_source(
+            idx: int,
+            it: Iterator,
+            _sid: int = sid,
+            _deps: dict = deps,
+            _sender: TaskSender = sender,
+            _bound: Any = bound,
+        ) -> Iterator:
             for _ in it:  # drain the input: PySpark reuses a worker only if its input was read
                 pass
             return run_in_worker(bc, _sid, idx, _deps[idx], [], _bound, _sender)
@@ -200,14 +219,21 @@ class SparkEpochExecutor:
         n = self.plan.stage(sid).parallelism
         return sc.parallelize(list(range(n)), n).mapPartitionsWithIndex(run_source, preservesPartitioning=False)
 
-    def _stage_rdd(self, sid: int, shuffled: Any, deps: dict[int, TaskDeployment], sender: TaskSender,
-                   bound: Any) -> Any:
+    def _stage_rdd(
+        self, sid: int, shuffled: Any, deps: dict[int, TaskDeployment], sender: TaskSender, bound: Any
+    ) -> Any:
         bc = self.bc
         if self.plan.stage(sid).keyed and self.located is not None:  # run where the working state is
             shuffled = self.located(shuffled, self.placement.preferred(sid, deps))
 
-        def run_stage(idx: int, it: Iterator, _sid: int = sid, _deps: dict = deps, _sender: TaskSender = sender,
-                      _bound: Any = bound) -> Iterator:
+        def run_stage(
+            idx: int,
+            it: Iterator,
+            _sid: int = sid,
+            _deps: dict = deps,
+            _sender: TaskSender = sender,
+            _bound: Any = bound,
+        ) -> Iterator:
             return run_in_worker(bc, _sid, idx, _deps[idx], [blob for _, blob in it], _bound, _sender)
 
         return shuffled.mapPartitionsWithIndex(run_stage)
@@ -237,7 +263,7 @@ class SparkEpochExecutor:
         if prepared is not None:
             self._submit_ahead(prepared)
 
-    def sources_ahead(self, epoch: int) -> Optional[list[TaskReport]]:
+    def sources_ahead(self, epoch: int) -> list[TaskReport] | None:
         """The reports of ``epoch``'s source tasks started ahead, once they finished; None when none were (a
         task failure raises, as the epoch's)."""
         ahead = self._ahead
@@ -278,8 +304,7 @@ class SparkEpochExecutor:
         except Exception:  # noqa: BLE001 - the job may be over already, or the session stopped
             pass
 
-    def _prepare_ahead(self, epoch: int, deployments: dict[tuple[int, int], TaskDeployment]
-                       ) -> Optional[RunningAhead]:
+    def _prepare_ahead(self, epoch: int, deployments: dict[tuple[int, int], TaskDeployment]) -> RunningAhead | None:
         """The source tasks of ``epoch`` as a map stage ready to submit (the PySpark side built, its closure
         pickled); None when this Spark cannot run them ahead."""
         plan = self.plan
@@ -288,21 +313,28 @@ class SparkEpochExecutor:
             assert self.channel is not None, "sources ahead before start"
             run = self._new_run()
             deps = {i: deployments[(0, i)] for i in range(plan.stage(0).parallelism)}
-            shuffled = (self._source_rdd(0, deps, self.channel.sender(run), self._bound)   # from their start
-                        .filter(lambda item: item[0] == consumer).map(lambda item: (item[1], item[2]))
-                        .partitionBy(plan.stage(consumer).parallelism, _identity))
-            shuffled._jrdd   # noqa: B018 - its JVM side built now: the submit, once the epoch's job is, is quick
+            shuffled = (
+                self._source_rdd(0, deps, self.channel.sender(run), self._bound)  # from their start
+                .filter(lambda item: item[0] == consumer)
+                .map(lambda item: (item[1], item[2]))
+                .partitionBy(plan.stage(consumer).parallelism, _identity)
+            )
+            shuffled._jrdd  # noqa: B018 - its JVM side built now: the submit, once the epoch's job is, is quick
             return RunningAhead(epoch, run, shuffled)
         except Exception as e:  # noqa: BLE001 - whatever this Spark lacks, epochs still run one by one
             self._cannot_run_ahead(e)
             return None
 
     def _submit_ahead(self, ahead: RunningAhead) -> None:
-        try:   # in its epoch's job group: a cancel of the epoch cancels it too
-            ahead.stage = submit_map_stage(self.spark.sparkContext, ahead.shuffled,
-                                           f"sparkpoint-{self.job_id}-{ahead.epoch}",
-                                           f"{self.plan.job_name}: epoch {ahead.epoch}, sources",
-                                           self._thread("map-stage"), self._private_map_stage)
+        try:  # in its epoch's job group: a cancel of the epoch cancels it too
+            ahead.stage = submit_map_stage(
+                self.spark.sparkContext,
+                ahead.shuffled,
+                f"sparkpoint-{self.job_id}-{ahead.epoch}",
+                f"{self.plan.job_name}: epoch {ahead.epoch}, sources",
+                self._thread("map-stage"),
+                self._private_map_stage,
+            )
             self._ahead = ahead
         except Exception as e:  # noqa: BLE001 - whatever this Spark lacks, epochs still run one by one
             if self.channel is not None:
@@ -310,7 +342,10 @@ class SparkEpochExecutor:
             self._cannot_run_ahead(e)
 
     def _cannot_run_ahead(self, error: Exception) -> None:
-        logger.warning("source tasks cannot run ahead of their epoch on this Spark (%s: %s); epochs run one after "
-                       "the other", type(error).__name__, error)
+        logger.warning(
+            "source tasks cannot run ahead of their epoch on this Spark (%s: %s); epochs run one after the other",
+            type(error).__name__,
+            error,
+        )
         self._ahead_ok = False
         self._ahead = None

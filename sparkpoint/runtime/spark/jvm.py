@@ -19,8 +19,9 @@ import shutil
 import subprocess
 import tempfile
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 __all__ = ["TASK_LOCATION_PROPERTY", "located_rdd_factory"]
 
@@ -38,14 +39,14 @@ def _cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "sparkpoint"
 
 
-def _javac() -> Optional[str]:
+def _javac() -> str | None:
     java_home = os.environ.get("JAVA_HOME")
     if java_home and Path(java_home, "bin", "javac").exists():
         return str(Path(java_home, "bin", "javac"))
     return shutil.which("javac")
 
 
-def helper_jar() -> Optional[Path]:
+def helper_jar() -> Path | None:
     """The compiled helper jar (built on first use), or ``None`` when no JDK compiler is at hand."""
     import pyspark
 
@@ -56,18 +57,23 @@ def helper_jar() -> Optional[Path]:
         return jar
     javac = _javac()
     if javac is None:
-        logger.warning("no javac (JDK) found: Spark tasks run without preferring the executor that holds their "
-                       "state, so keyed tasks move more often")
+        logger.warning(
+            "no javac (JDK) found: Spark tasks run without preferring the executor that holds their "
+            "state, so keyed tasks move more often"
+        )
         return None
     jars = Path(pyspark.__file__).parent / "jars"
     jar.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=jar.parent) as build:
-        result = subprocess.run([javac, "-nowarn", "--release", "17", "-cp", f"{jars}{os.sep}*", "-d", build,
-                                 str(_SOURCE)],
-                                capture_output=True, text=True)
+        result = subprocess.run(
+            [javac, "-nowarn", "--release", "17", "-cp", f"{jars}{os.sep}*", "-d", build, str(_SOURCE)],
+            capture_output=True,
+            text=True,
+        )
         if result.returncode != 0:
-            logger.warning("compiling %s failed, tasks run without locality preferences:\n%s", _SOURCE.name,
-                           result.stderr.strip())
+            logger.warning(
+                "compiling %s failed, tasks run without locality preferences:\n%s", _SOURCE.name, result.stderr.strip()
+            )
             return None
         partial = Path(build) / "helper.jar"
         with zipfile.ZipFile(partial, "w") as z:
@@ -79,7 +85,7 @@ def helper_jar() -> Optional[Path]:
     return jar
 
 
-def located_rdd_factory(sc: Any) -> Optional[Callable[[Any, list], Any]]:
+def located_rdd_factory(sc: Any) -> Callable[[Any, list], Any] | None:
     """``located(rdd, locations)``: ``rdd`` whose partition ``i`` prefers ``locations[i]`` (a task-location
     string or ``None``), or ``None`` if the helper cannot be built."""
     from pyspark.rdd import RDD

@@ -12,8 +12,9 @@ same shuffle is materialised by a plain action on a thread: a job over the first
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 __all__ = ["MapStageRun", "submit_map_stage", "shuffle_dependency"]
 
@@ -48,8 +49,9 @@ def shuffle_dependency(rdd: Any) -> Any:
     raise RuntimeError(f"no shuffle dependency under {rdd!r}")
 
 
-def submit_map_stage(sc: Any, shuffled: Any, group: str, description: str, threads: ThreadPoolExecutor,
-                     private_api: bool = True) -> MapStageRun:
+def submit_map_stage(
+    sc: Any, shuffled: Any, group: str, description: str, threads: ThreadPoolExecutor, private_api: bool = True
+) -> MapStageRun:
     """Start the map stage under ``shuffled`` (a ``partitionBy`` result) in job group ``group`` and return at
     once: through ``submitMapStage`` if ``private_api`` and this Spark has it, else as a plain action on one of
     the ``threads`` (see the module's docstring)."""
@@ -60,15 +62,19 @@ def submit_map_stage(sc: Any, shuffled: Any, group: str, description: str, threa
             future = sc._jsc.sc().submitMapStage(dependency)
             return MapStageRun(future.get, future.cancel, future.isCompleted)
         except Exception as e:  # noqa: BLE001 - a Spark without it (or a gateway that refuses it)
-            logger.info("Spark's submitMapStage is not available (%s: %s): source tasks run ahead through a "
-                        "plain action", type(e).__name__, e)
+            logger.info(
+                "Spark's submitMapStage is not available (%s: %s): source tasks run ahead through a plain action",
+                type(e).__name__,
+                e,
+            )
     return _through_an_action(sc, shuffled, group, description, threads)
 
 
-def _through_an_action(sc: Any, shuffled: Any, group: str, description: str,
-                       threads: ThreadPoolExecutor) -> MapStageRun:
+def _through_an_action(
+    sc: Any, shuffled: Any, group: str, description: str, threads: ThreadPoolExecutor
+) -> MapStageRun:
     def run() -> None:
-        sc.setJobGroup(group, description, interruptOnCancel=True)   # per thread: set on the one that submits
+        sc.setJobGroup(group, description, interruptOnCancel=True)  # per thread: set on the one that submits
         sc.runJob(shuffled, _drain, [0])
 
     future: Future = threads.submit(run)
@@ -76,12 +82,11 @@ def _through_an_action(sc: Any, shuffled: Any, group: str, description: str,
 
 
 def _cancel(sc: Any, group: str, future: Future) -> None:
-    if not future.cancel():   # already submitted: cancel its job
+    if not future.cancel():  # already submitted: cancel its job
         sc.cancelJobGroup(group)
 
 
 def _drain(it: Iterable) -> Iterator:
-    for _ in it:   # read it all: PySpark reuses a worker only if its input was read
+    for _ in it:  # read it all: PySpark reuses a worker only if its input was read
         pass
     return iter(())
-

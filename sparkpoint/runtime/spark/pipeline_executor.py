@@ -44,7 +44,8 @@ class SparkPipelineExecutor(EpochPipelineExecutor):
             logger.info("configuration from the Spark conf: %s", sorted(settings))
         return settings
 
-    def create_epoch_executor(self, plan: JobPlan, pipeline: Pipeline, configuration: Configuration,
-                              context: ExecutionContext) -> SparkEpochExecutor:
+    def create_epoch_executor(
+        self, plan: JobPlan, pipeline: Pipeline, configuration: Configuration, context: ExecutionContext
+    ) -> SparkEpochExecutor:
         session = self._session if self._session is not None else context.spark_session
         return SparkEpochExecutor(configuration, session, python_files=pipeline.python_files)

@@ -10,7 +10,7 @@ that ran away from their preferred executor, and names the one each left.
 from __future__ import annotations
 
 import logging
-from typing import Any, Optional
+from typing import Any
 
 from sparkpoint.runtime.graph import JobPlan
 from sparkpoint.runtime.task import TaskDeployment, TaskReport
@@ -25,10 +25,10 @@ class TaskPlacement:
 
     def __init__(self) -> None:
         self.spark: Any = None
-        self.locations: dict[tuple[int, int], str] = {}   # keyed (stage, subtask) -> the executor it last ran on
+        self.locations: dict[tuple[int, int], str] = {}  # keyed (stage, subtask) -> the executor it last ran on
         self.lost_homes: dict[tuple[int, int], str] = {}  # ... when that executor is lost, until the task runs again
-        self.placed = 0   # keyed tasks that had a preferred executor ...
-        self.moved = 0    # ... and ran on another one
+        self.placed = 0  # keyed tasks that had a preferred executor ...
+        self.moved = 0  # ... and ran on another one
 
     @property
     def distributed(self) -> bool:
@@ -36,7 +36,7 @@ class TaskPlacement:
         master = self.spark.sparkContext.master if self.spark is not None else ""
         return not (master == "local" or master.startswith("local["))
 
-    def preferred(self, stage_id: int, deps: dict[int, TaskDeployment]) -> list[Optional[str]]:
+    def preferred(self, stage_id: int, deps: dict[int, TaskDeployment]) -> list[str | None]:
         """Each subtask's preferred executor: where it ran last (none when the state comes from a checkpoint:
         a fresh start or a restore). Tasks that can rebuild their state anywhere (a state changelog) also
         spread out: no executor is preferred by more than its share of the stage, so tasks crowded on one
@@ -50,7 +50,7 @@ class TaskPlacement:
         movable = all(d.changelog is not None for d in deps.values())
         share = -(-len(deps) // len(alive)) if alive and movable else len(deps)
         taken: dict[str, int] = {}
-        preferred: list[Optional[str]] = []
+        preferred: list[str | None] = []
         for i in range(len(deps)):
             where = self.locations.get((stage_id, i))
             if where is not None:
@@ -64,8 +64,11 @@ class TaskPlacement:
         """Remember where each keyed task ran (its state is there now), count those that moved and name the
         executor each left, and whether that executor is lost."""
         keyed = {s.id for s in plan.stages if s.keyed}
-        moves = [(r, self.locations.get((r.stage_id, r.subtask)) or self.lost_homes.pop((r.stage_id, r.subtask), None))
-                 for r in reports if r.stage_id in keyed and r.location]
+        moves = [
+            (r, self.locations.get((r.stage_id, r.subtask)) or self.lost_homes.pop((r.stage_id, r.subtask), None))
+            for r in reports
+            if r.stage_id in keyed and r.location
+        ]
         alive = self._alive_executors() if any(b is not None and b != r.location for r, b in moves) else set()
         for r, before in moves:
             where = r.location or ""
@@ -74,15 +77,25 @@ class TaskPlacement:
                 self.moved += before != where
                 if before != where:
                     lost = " (that executor is lost)" if alive and before.rsplit("_", 1)[-1] not in alive else ""
-                    logger.warning("epoch %d: stage %d subtask %d ran on executor %s, not on %s which held its "
-                                   "working state%s", r.epoch, r.stage_id, r.subtask,
-                                   where.removeprefix("executor_"), before.removeprefix("executor_"), lost)
+                    logger.warning(
+                        "epoch %d: stage %d subtask %d ran on executor %s, not on %s which held its working state%s",
+                        r.epoch,
+                        r.stage_id,
+                        r.subtask,
+                        where.removeprefix("executor_"),
+                        before.removeprefix("executor_"),
+                        lost,
+                    )
             self.locations[(r.stage_id, r.subtask)] = where
 
     def log_summary(self) -> None:
         if self.placed:
-            logger.info("keyed tasks ran away from the executor holding their state %d times in %d (%.1f%%)",
-                        self.moved, self.placed, 100.0 * self.moved / self.placed)
+            logger.info(
+                "keyed tasks ran away from the executor holding their state %d times in %d (%.1f%%)",
+                self.moved,
+                self.placed,
+                100.0 * self.moved / self.placed,
+            )
 
     def _alive_executors(self) -> set[str]:
         """The ids of the executors alive now (none in local mode: the driver runs every task)."""

@@ -50,9 +50,12 @@ def _register_user_modules() -> None:
     import sysconfig
     from pathlib import Path
 
-    installed = {Path(p).resolve() for key in ("stdlib", "platstdlib", "purelib", "platlib")
-                 if (p := sysconfig.get_paths().get(key))}
-    own = Path(__file__).resolve().parents[2]   # the sparkpoint package
+    installed = {
+        Path(p).resolve()
+        for key in ("stdlib", "platstdlib", "purelib", "platlib")
+        if (p := sysconfig.get_paths().get(key))
+    }
+    own = Path(__file__).resolve().parents[2]  # the sparkpoint package
     for name, module in list(sys.modules.items()):
         path = getattr(module, "__file__", None)
         if not path or name == "__main__" or name in _BY_VALUE:

@@ -15,14 +15,15 @@ import os
 import shutil
 import tempfile
 import zipfile
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any
 
 __all__ = ["ship_python_files"]
 
 logger = logging.getLogger(__name__)
 
-_zips: Optional[Path] = None   # this process's zipped directories, removed when it exits
+_zips: Path | None = None  # this process's zipped directories, removed when it exits
 
 
 def _zip_root() -> Path:
@@ -34,12 +35,12 @@ def _zip_root() -> Path:
 
 
 def _remove_zips(path: Path, owner: int) -> None:
-    if os.getpid() == owner:   # a forked child that exits runs the handlers it inherited: not its files
+    if os.getpid() == owner:  # a forked child that exits runs the handlers it inherited: not its files
         shutil.rmtree(path, ignore_errors=True)
 
 
 def _zip_directory(directory: Path) -> str:
-    digest = hashlib.sha1(str(directory).encode()).hexdigest()[:12]   # two directories of one name stay apart
+    digest = hashlib.sha1(str(directory).encode()).hexdigest()[:12]  # two directories of one name stay apart
     target = _zip_root() / digest / f"{directory.name}.zip"
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_suffix(".zip.tmp")

@@ -64,7 +64,7 @@ class _InboxParam:
     def zero(self, value: Any) -> list:
         return []
 
-    def addInPlace(self, value1: Any, value2: list) -> Any:   # noqa: N802 - PySpark's AccumulatorParam
+    def addInPlace(self, value1: Any, value2: list) -> Any:  # noqa: N802 - PySpark's AccumulatorParam
         if isinstance(value1, _Inbox):
             value1.put(value2)
         else:
@@ -84,8 +84,9 @@ class _AccumulatorSender:
         context = TaskContext.get()
         attempt = context.taskAttemptId() if context is not None else -1
         first = reports[0]
-        self.accumulator.add([(self.run, first.stage_id, first.subtask, first.epoch, attempt,
-                               cloudpickle.dumps(reports))])
+        self.accumulator.add(
+            [(self.run, first.stage_id, first.subtask, first.epoch, attempt, cloudpickle.dumps(reports))]
+        )
 
     def fail(self, error: BaseException, stage_id: int, subtask: int, epoch: int) -> NoReturn:
         raise_for_driver(error, stage_id, subtask, epoch)
@@ -103,7 +104,7 @@ class AccumulatorChannel:
         return _AccumulatorSender(self._accumulator, run)
 
     def receive(self, run: int) -> list[TaskReport]:
-        entries = self._inbox.take(run)   # in the order Spark applied them: a task's last run last
+        entries = self._inbox.take(run)  # in the order Spark applied them: a task's last run last
         return one_report_per_task([r for entry in entries for r in cloudpickle.loads(entry[-1])])
 
     def failure(self, error: BaseException, epoch: int) -> BaseException:

@@ -78,8 +78,12 @@ def session_defaults(config: Configuration, submitted: bool) -> dict[str, str]:
     return defaults
 
 
-_LOOPBACK = {"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1", "spark.ui.enabled": "false",
-             "spark.ui.killEnabled": "false"}
+_LOOPBACK = {
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.driver.host": "127.0.0.1",
+    "spark.ui.enabled": "false",
+    "spark.ui.killEnabled": "false",
+}
 _TASK_FAILURE_LOGGERS = ("org.apache.spark.executor.Executor", "org.apache.spark.scheduler.TaskSetManager")
 
 
@@ -105,7 +109,7 @@ def _create_session(config: Configuration) -> Any:
         os.environ.setdefault("PYSPARK_PYTHON", explicit.get("spark.pyspark.python") or sys.executable)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
         if _local(config):
-            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")   # where Spark's web UI binds, if it is on
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # where Spark's web UI binds, if it is on
     # Connect to the JVM that started this process, or start one with the explicit keys (some,
     # like spark.driver.memory, count only at launch). Either way a SparkConf() made after this
     # reads the JVM's spark.* properties: spark-submit's --master/--conf and spark-defaults.conf.
@@ -115,8 +119,12 @@ def _create_session(config: Configuration) -> Any:
     settings = {k: v for k, v in session_defaults(config, submitted).items() if k not in configured}
     settings.update(explicit)
     conf.setAll(list(settings.items()))
-    logger.info("starting a SparkSession on %s (%s); sparkpoint set %s", conf.get("spark.master"),
-                "spark-submit's configuration" if submitted else "started here", sorted(settings))
+    logger.info(
+        "starting a SparkSession on %s (%s); sparkpoint set %s",
+        conf.get("spark.master"),
+        "spark-submit's configuration" if submitted else "started here",
+        sorted(settings),
+    )
     session = SparkSession.builder.config(conf=conf).getOrCreate()
     if not submitted:
         _quiet_task_failures(session)

@@ -16,8 +16,9 @@ over the file.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any
 
 from sparkpoint.common.config_file import load_config_file
 from sparkpoint.common.config_keys import override
@@ -34,7 +35,7 @@ CONF_FILE_KEY = "spark.sparkpoint.conf-file"
 """The Spark conf naming a configuration file of sparkpoint keys."""
 
 
-def settings_from_spark_conf(spark_conf: Mapping[str, str], spark_files_dir: Optional[str] = None) -> dict[str, Any]:
+def settings_from_spark_conf(spark_conf: Mapping[str, str], spark_files_dir: str | None = None) -> dict[str, Any]:
     """The sparkpoint keys a Spark conf gives: the conf file's, then the ``spark.sparkpoint.<key>`` confs over them.
 
     Args:
@@ -48,12 +49,19 @@ def settings_from_spark_conf(spark_conf: Mapping[str, str], spark_files_dir: Opt
         from_file = load_config_file(path)
         too_late = sorted(k for k in from_file if k.startswith("spark."))
         if too_late:
-            logger.warning("the Spark confs %s in %s do not shape the SparkSession, which exists before the file "
-                           "is read; give them to spark-submit (--conf) instead", too_late, path)
+            logger.warning(
+                "the Spark confs %s in %s do not shape the SparkSession, which exists before the file "
+                "is read; give them to spark-submit (--conf) instead",
+                too_late,
+                path,
+            )
         settings.update(from_file)
         logger.info("%d keys from the configuration file %s", len(from_file), path)
-    from_confs = {key[len(SPARK_CONF_PREFIX):]: value for key, value in spark_conf.items()
-                  if key.startswith(SPARK_CONF_PREFIX) and key != CONF_FILE_KEY and len(key) > len(SPARK_CONF_PREFIX)}
+    from_confs = {
+        key[len(SPARK_CONF_PREFIX) :]: value
+        for key, value in spark_conf.items()
+        if key.startswith(SPARK_CONF_PREFIX) and key != CONF_FILE_KEY and len(key) > len(SPARK_CONF_PREFIX)
+    }
     return override(settings, from_confs)
 
 
@@ -70,10 +78,11 @@ def check_spark_conf(spark_conf: Mapping[str, str]) -> None:
         raise ConfigurationError(
             "spark.speculation=true: Spark would start a second copy of a slow task, and both copies would write "
             "its keyed state and its sinks' output, which exactly-once forbids; start the SparkSession without "
-            "spark.speculation (sparkpoint runs each task of an epoch once, as Flink runs a streaming job)")
+            "spark.speculation (sparkpoint runs each task of an epoch once, as Flink runs a streaming job)"
+        )
 
 
-def resolve_conf_file(name: str, spark_files_dir: Optional[str] = None) -> str:
+def resolve_conf_file(name: str, spark_files_dir: str | None = None) -> str:
     """Where the configuration file ``name`` is: a URL as it is, a path on the driver, or a file shipped with --files.
 
     Raises:
@@ -89,4 +98,5 @@ def resolve_conf_file(name: str, spark_files_dir: Optional[str] = None) -> str:
             return str(candidate.resolve())
     raise ConfigurationError(
         f"{CONF_FILE_KEY}={name}: no such file on the driver (looked at {', '.join(map(str, candidates))}); "
-        f"ship it with spark-submit --files, or give a path or URL the driver can read")
+        f"ship it with spark-submit --files, or give a path or URL the driver can read"
+    )

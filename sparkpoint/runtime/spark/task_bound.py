@@ -10,13 +10,14 @@ is later (a task that waited for a core is not hung).
 from __future__ import annotations
 
 import time
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from sparkpoint.runtime.task_interrupt import TaskInterrupter
 
 __all__ = ["bounded_task"]
 
-_TASK = TaskInterrupter()   # per Python worker: stops its task at the epoch's deadline
+_TASK = TaskInterrupter()  # per Python worker: stops its task at the epoch's deadline
 
 
 def bounded_task(bound: Any, task: Iterator) -> Iterator:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import base64
 import re
-from typing import NoReturn, Optional
+from typing import NoReturn
 
 import cloudpickle
 
@@ -37,7 +37,7 @@ _SPARKPOINT_ERROR_LINE = re.compile(r"^(sparkpoint\.errors\.\w+): (.*)$", re.MUL
 _PYTHON_ERROR_LINE = re.compile(r"^(\w+(?:\.\w+)*(?:Error|Exception)): (.*)$", re.MULTILINE)
 
 
-def failure_of(error: BaseException, stage_id: int, subtask: int, epoch: int) -> Optional[TaskFailure]:
+def failure_of(error: BaseException, stage_id: int, subtask: int, epoch: int) -> TaskFailure | None:
     """The failure message of a task that raised ``error``; None for an error that crosses as Spark's text."""
     if isinstance(error, EpochInterrupted):
         payload: tuple = ("interrupted", error.reason, f"stage {stage_id} subtask {subtask}: {error.where}")
@@ -54,7 +54,7 @@ def raise_for_driver(error: BaseException, stage_id: int, subtask: int, epoch: i
     if failure is None:
         raise error
     text = base64.b64encode(cloudpickle.dumps(failure)).decode("ascii")
-    raise RuntimeError(_MARK + text) from None   # one line; the user error carries its own trace
+    raise RuntimeError(_MARK + text) from None  # one line; the user error carries its own trace
 
 
 def error_from(error: BaseException, epoch: int) -> BaseException:
@@ -82,7 +82,7 @@ def error_from(error: BaseException, epoch: int) -> BaseException:
     return JobExecutionError(f"epoch {epoch} failed: {first}")
 
 
-def _user_error(error: Exception) -> Optional[UserFunctionError]:
+def _user_error(error: Exception) -> UserFunctionError | None:
     """``error`` if a user function's, its record as text where it does not pickle."""
     if not isinstance(error, UserFunctionError):
         return None
@@ -93,7 +93,7 @@ def _user_error(error: Exception) -> Optional[UserFunctionError]:
         return error.with_record_text()
 
 
-def _unrecoverable_parts(error: Exception) -> Optional[bytes]:
+def _unrecoverable_parts(error: Exception) -> bytes | None:
     """The unrecoverable error among ``error`` and its causes as its class, arguments and attributes."""
     unrecoverable = unrecoverable_cause(error)
     if unrecoverable is None:
@@ -104,7 +104,7 @@ def _unrecoverable_parts(error: Exception) -> Optional[bytes]:
         return cloudpickle.dumps((UnrecoverableError, (f"{type(unrecoverable).__name__}: {unrecoverable}",), {}))
 
 
-def _decoded_error(epoch: int, user: Optional[UserFunctionError], parts: Optional[bytes]) -> Optional[Exception]:
+def _decoded_error(epoch: int, user: UserFunctionError | None, parts: bytes | None) -> Exception | None:
     unrecoverable = None
     if parts is not None:
         cls, args, state = cloudpickle.loads(parts)
@@ -113,7 +113,7 @@ def _decoded_error(epoch: int, user: Optional[UserFunctionError], parts: Optiona
         unrecoverable.__dict__.update(state)
     if user is not None:
         located = user.located(user.origin, epoch)
-        if unrecoverable is not None:   # the failover sees what caused it
+        if unrecoverable is not None:  # the failover sees what caused it
             located.__cause__ = unrecoverable
         return located
     return unrecoverable

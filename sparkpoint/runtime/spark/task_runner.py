@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import gc
 import os
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import cloudpickle
 
@@ -24,7 +25,7 @@ from sparkpoint.state.worker import mark_long_lived_worker
 
 __all__ = ["run_in_worker"]
 
-_PLANS: dict[str, JobPlan] = {}   # per Python worker: job id -> unpickled plan
+_PLANS: dict[str, JobPlan] = {}  # per Python worker: job id -> unpickled plan
 
 
 def _plan(key: str, bc: Any) -> JobPlan:
@@ -36,7 +37,7 @@ def _plan(key: str, bc: Any) -> JobPlan:
     return plan
 
 
-_frozen = False   # this worker process froze what its first task found
+_frozen = False  # this worker process froze what its first task found
 
 
 def _freeze_long_lived() -> None:
@@ -53,8 +54,9 @@ def _freeze_long_lived() -> None:
         gc.freeze()
 
 
-def run_in_worker(bc: Any, stage_id: int, subtask: int, dep: TaskDeployment, blobs: list, bound: Any,
-                  sender: TaskSender) -> Iterator:
+def run_in_worker(
+    bc: Any, stage_id: int, subtask: int, dep: TaskDeployment, blobs: list, bound: Any, sender: TaskSender
+) -> Iterator:
     """The task's output blobs; its report sent through ``sender`` (see the module's docstring)."""
     try:
         yield from bounded_task(bound, _run(bc, stage_id, subtask, dep, blobs, sender))
@@ -69,7 +71,7 @@ def _run(bc: Any, stage_id: int, subtask: int, dep: TaskDeployment, blobs: list,
 
     plan = _plan(dep.job_id, bc)
     _freeze_long_lived()
-    if os.environ.get("SPARK_REUSE_WORKER"):   # else PySpark ends the worker after the task (os._exit)
+    if os.environ.get("SPARK_REUSE_WORKER"):  # else PySpark ends the worker after the task (os._exit)
         mark_long_lived_worker()
     context = TaskContext.get()
     location = context.getLocalProperty(TASK_LOCATION_PROPERTY) if context is not None else None

@@ -8,7 +8,7 @@ subset of groups (rescaling) a dict update. Timers live in the backend's heap qu
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Any, Optional
+from typing import Any
 
 from sparkpoint.datastream.state import StateDescriptor
 from sparkpoint.state.backend import KeyedStateBackend, StateBackend
@@ -29,8 +29,9 @@ class HashMapStateBackend(StateBackend):
 
     name = "hashmap"
 
-    def create_keyed_backend(self, key_group_range: KeyGroupRange, max_parallelism: int,
-                             **options: Any) -> HashMapKeyedStateBackend:
+    def create_keyed_backend(
+        self, key_group_range: KeyGroupRange, max_parallelism: int, **options: Any
+    ) -> HashMapKeyedStateBackend:
         return HashMapKeyedStateBackend(key_group_range, max_parallelism)
 
 
@@ -42,8 +43,8 @@ class HashMapKeyedStateBackend(KeyedStateBackend):
     def __init__(self, key_group_range: KeyGroupRange, max_parallelism: int):
         super().__init__(key_group_range, max_parallelism)
         self.tables: dict[str, dict[int, dict]] = {}
-        self.tracker: Optional[ChangeTracker] = None   # set while the state changelog records an epoch
-        self._timers: dict[str, TrackedTimerQueue] = {}   # = timer_queues, typed as this backend's
+        self.tracker: ChangeTracker | None = None  # set while the state changelog records an epoch
+        self._timers: dict[str, TrackedTimerQueue] = {}  # = timer_queues, typed as this backend's
 
     def track_changes(self) -> None:
         """Record what the epoch touches from now on (entries and timers), for :meth:`epoch_changes`."""
@@ -84,7 +85,7 @@ class HashMapKeyedStateBackend(KeyedStateBackend):
     def clear_namespace(self, namespace: Any, state_names: Iterable[str] | None = None) -> None:
         kg = self.current_key_group
         slot = (self.current_key, namespace)
-        for name in (list(self.tables) if state_names is None else state_names):
+        for name in list(self.tables) if state_names is None else state_names:
             if self.tracker is not None:
                 self.tracker.entries.add((name, kg, slot))
             entries = self.tables.get(name, {}).get(kg)
@@ -102,14 +103,20 @@ class HashMapKeyedStateBackend(KeyedStateBackend):
             cleanup = self.ttl_cleanups.get(name)
             for kg, group in by_group.items():
                 if cleanup is not None:  # state time-to-live: expired values are not written
-                    group = {slot: v for slot, v in ((s, cleanup(kind, v)) for s, v in group.items())
-                             if v is not None}
+                    group = {slot: v for slot, v in ((s, cleanup(kind, v)) for s, v in group.items()) if v is not None}
                 if group:
                     entries.setdefault(kg, {})[name] = (
-                        dict(group) if copy is None else {slot: copy(v) for slot, v in group.items()})
-        return KeyedStateSnapshot(backend=self.backend_name, key_group_range=self.key_group_range,
-                                  max_parallelism=self.max_parallelism, state_kinds=dict(self.state_kinds),
-                                  entries=entries, timers=self._snapshot_timers(), watermark=watermark)
+                        dict(group) if copy is None else {slot: copy(v) for slot, v in group.items()}
+                    )
+        return KeyedStateSnapshot(
+            backend=self.backend_name,
+            key_group_range=self.key_group_range,
+            max_parallelism=self.max_parallelism,
+            state_kinds=dict(self.state_kinds),
+            entries=entries,
+            timers=self._snapshot_timers(),
+            watermark=watermark,
+        )
 
     def _restore_entries(self, entries: dict[int, dict[str, dict]]) -> None:
         in_range = self.key_group_range.__contains__

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Iterator
-from typing import Any, Optional
+from typing import Any
 
 from sparkpoint.state.timer_queue import KeyGroupedTimerQueue
 
@@ -55,15 +55,18 @@ class ChangeTracker:
     def __init__(self) -> None:
         self.entries: set[tuple[str, int, tuple]] = set()
 
-    def changes(self, tables: dict[str, dict[int, dict]], kinds: dict[str, str],
-                queues: dict[str, Any]) -> list[tuple[bytes, Optional[bytes]]]:
+    def changes(
+        self, tables: dict[str, dict[int, dict]], kinds: dict[str, str], queues: dict[str, Any]
+    ) -> list[tuple[bytes, bytes | None]]:
         """The current values of everything touched, in the changelog's encoding."""
-        out: list[tuple[bytes, Optional[bytes]]] = [
-            (pickle.dumps(("k", name), _PICKLE), kind.encode()) for name, kind in kinds.items()]
+        out: list[tuple[bytes, bytes | None]] = [
+            (pickle.dumps(("k", name), _PICKLE), kind.encode()) for name, kind in kinds.items()
+        ]
         for name, kg, slot in self.entries:
             value = tables.get(name, {}).get(kg, {}).get(slot)
-            out.append((pickle.dumps(("s", name, kg, slot), _PICKLE),
-                        None if value is None else pickle.dumps(value, _PICKLE)))
+            out.append(
+                (pickle.dumps(("s", name, kg, slot), _PICKLE), None if value is None else pickle.dumps(value, _PICKLE))
+            )
         for qname, queue in queues.items():
             for ts, key, ns in getattr(queue, "touched", ()):
                 live = queue.live.get((ts, key, ns))
@@ -72,8 +75,9 @@ class ChangeTracker:
         return out
 
 
-def apply_changes(changes: list[tuple[bytes, Optional[bytes]]], tables: dict[str, dict[int, dict]],
-                  kinds: dict[str, str], queue_of: Any) -> None:
+def apply_changes(
+    changes: list[tuple[bytes, bytes | None]], tables: dict[str, dict[int, dict]], kinds: dict[str, str], queue_of: Any
+) -> None:
     """Replay one epoch's changes onto ``tables``, ``kinds`` and the queues ``queue_of(name)`` returns."""
     for raw_key, raw_value in changes:
         tag = pickle.loads(raw_key)

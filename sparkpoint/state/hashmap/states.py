@@ -5,11 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from sparkpoint.datastream.state import (
-    AggregatingStateDescriptor,
-    ReducingStateDescriptor,
-    StateDescriptor,
-)
+from sparkpoint.datastream.state import AggregatingStateDescriptor, ReducingStateDescriptor, StateDescriptor
 from sparkpoint.errors import null_reduce_message
 from sparkpoint.state.internal import (
     InternalAggregatingState,
@@ -69,7 +65,7 @@ class _HeapState:
     def merge_namespaces(self, target: Any, sources: Iterable[Any]) -> None:
         entries = self._entries()
         key = self.backend.current_key
-        tracker = getattr(self.backend, "tracker", None)   # the hashmap backend's changelog, if recording
+        tracker = getattr(self.backend, "tracker", None)  # the hashmap backend's changelog, if recording
         if tracker is not None:
             kg = self.backend.current_key_group
             tracker.entries.update((self.descriptor.name, kg, (key, ns)) for ns in (target, *sources))
@@ -218,10 +214,10 @@ class HeapReducingState(_HeapState, InternalReducingState):
         reduce = self.descriptor.reduce_function.reduce  # type: ignore[attr-defined]
         rest = iter(values)
         if current is None:
-            current = next(rest, None)   # the first value is the state's as it is
+            current = next(rest, None)  # the first value is the state's as it is
         for v in rest:
             current = reduce(current, v)
-            if current is None:   # it would read as empty: the value would start over from the next record
+            if current is None:  # it would read as empty: the value would start over from the next record
                 raise TypeError(null_reduce_message(f"reducing state {self.descriptor.name!r}", slot[0]))
         if current is not None:
             entries[slot] = current

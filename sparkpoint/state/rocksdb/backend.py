@@ -20,16 +20,16 @@ import struct
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import partial
-from typing import Any, Literal, Optional, overload
+from typing import Any, Literal, overload
 
 from sparkpoint.datastream.state import StateDescriptor
+from sparkpoint.errors import StateError
 from sparkpoint.state.backend import KeyedStateBackend
 from sparkpoint.state.handles import ChangelogHandle, IncrementalHandle, KeyedStateHandle
 from sparkpoint.state.internal import InternalKvState
-from sparkpoint.errors import StateError
 from sparkpoint.state.key_groups import KeyGroupRange
-from sparkpoint.state.rocksdb.states import ROCKSDB_STATE_CLASSES
-from sparkpoint.state.rocksdb.options import RocksDBOptions
+from sparkpoint.state.rocksdb.changelog_restore import restore_changelog_in_place
+from sparkpoint.state.rocksdb.checkpoints import LocalCheckpoints, download_incremental
 from sparkpoint.state.rocksdb.layout import (
     encode_key_and_group,
     encode_keys_and_groups,
@@ -37,8 +37,8 @@ from sparkpoint.state.rocksdb.layout import (
     group_prefix,
     timer_key,
 )
-from sparkpoint.state.rocksdb.changelog_restore import restore_changelog_in_place
-from sparkpoint.state.rocksdb.checkpoints import LocalCheckpoints, download_incremental
+from sparkpoint.state.rocksdb.options import RocksDBOptions
+from sparkpoint.state.rocksdb.states import ROCKSDB_STATE_CLASSES
 from sparkpoint.state.rocksdb.store import StateStore
 from sparkpoint.state.rocksdb.timers import RocksDBTimerQueue
 from sparkpoint.state.rocksdb.transfer import forget_uploads
@@ -46,27 +46,35 @@ from sparkpoint.state.snapshot import KeyedStateSnapshot
 
 __all__ = ["RocksDBKeyedStateBackend", "snapshot_local_checkpoint"]
 
+
 class RocksDBKeyedStateBackend(KeyedStateBackend):
     """Keyed state of one operator in one task's key-group range, in a RocksDB database."""
 
     backend_name = "rocksdb"
     keeps_working_state = True
 
-    def __init__(self, key_group_range: KeyGroupRange, max_parallelism: int, working_dir: Optional[str] = None,
-                 options: Optional[RocksDBOptions] = None, what: str = "keyed state", read_only_path: str = ""):
+    def __init__(
+        self,
+        key_group_range: KeyGroupRange,
+        max_parallelism: int,
+        working_dir: str | None = None,
+        options: RocksDBOptions | None = None,
+        what: str = "keyed state",
+        read_only_path: str = "",
+    ):
         super().__init__(key_group_range, max_parallelism)
         self._temporary = working_dir is None and not read_only_path
         self.working_dir = tempfile.mkdtemp(prefix="sparkpoint-rocksdb-") if self._temporary else (working_dir or "")
         path = read_only_path or os.path.join(self.working_dir, "db")
         self.store = StateStore(path, options or RocksDBOptions(), what, read_only=bool(read_only_path))
         self.tables: dict[str, dict[int, Any]] = {}
-        self._timers: dict[str, RocksDBTimerQueue] = {}   # = timer_queues, typed as this backend's
-        self._enc_key: Any = object()   # the last key serialized, its database bytes and key group
+        self._timers: dict[str, RocksDBTimerQueue] = {}  # = timer_queues, typed as this backend's
+        self._enc_key: Any = object()  # the last key serialized, its database bytes and key group
         self._enc_key_bytes = b""
         self._enc_key_group = -1
-        self._encoded: dict[Any, tuple[bytes, int]] = {}   # key -> (database bytes, key group), from prefetch
-        self._prefixes: dict[int, list[bytes]] = {}   # state id -> its group prefixes, by key group
-        self._track_changes = False   # the epoch's writes are kept for its changelog
+        self._encoded: dict[Any, tuple[bytes, int]] = {}  # key -> (database bytes, key group), from prefetch
+        self._prefixes: dict[int, list[bytes]] = {}  # state id -> its group prefixes, by key group
+        self._track_changes = False  # the epoch's writes are kept for its changelog
         self._load_state_kinds()
 
     def _load_state_kinds(self) -> None:
@@ -76,8 +84,9 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
                 self.state_kinds.setdefault(state, kind)
 
     @classmethod
-    def open_checkpoint(cls, path: str, key_group_range: KeyGroupRange, max_parallelism: int
-                        ) -> RocksDBKeyedStateBackend:
+    def open_checkpoint(
+        cls, path: str, key_group_range: KeyGroupRange, max_parallelism: int
+    ) -> RocksDBKeyedStateBackend:
         """A read-only backend over a local RocksDB checkpoint (to snapshot it, or to restore from it)."""
         return cls(key_group_range, max_parallelism, read_only_path=path)
 
@@ -92,8 +101,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
                 self._encode(key)
         kg = self._enc_key_group if key_group is None else key_group
         if not self._first_group <= kg <= self._last_group:
-            raise StateError(
-                f"key {key!r} belongs to key group {kg}, outside this task's range {self.key_group_range}")
+            raise StateError(f"key {key!r} belongs to key group {kg}, outside this task's range {self.key_group_range}")
         self.current_key = key
         self.current_key_group = kg
 
@@ -101,8 +109,9 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         try:
             self._enc_key_bytes, self._enc_key_group = self._encoded[key]
         except (KeyError, TypeError):
-            self._enc_key_bytes, self._enc_key_group = encode_key_and_group(key, self.max_parallelism,
-                                                                            self.store.key_format)
+            self._enc_key_bytes, self._enc_key_group = encode_key_and_group(
+                key, self.max_parallelism, self.store.key_format
+            )
         self._enc_key = key
 
     def prefetch(self, keys: list) -> None:
@@ -121,18 +130,23 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             try:
                 known.update(zip(new, encode_keys_and_groups(new, self.max_parallelism, self.store.key_format)))
             except Exception:  # noqa: BLE001 - a key without a deterministic form (or a str that is not
-                return         # UTF-8): set_current_key fails on it naming its record
-        states = [(sid, kind) for sid, kind in ((self.state_id(name), kind) for name, kind in self.state_kinds.items())
-                  if sid is not None]
+                return  # UTF-8): set_current_key fails on it naming its record
+        states = [
+            (sid, kind)
+            for sid, kind in ((self.state_id(name), kind) for name, kind in self.state_kinds.items())
+            if sid is not None
+        ]
         if not states:
             return
         encoded = list(map(known.__getitem__, distinct))
-        per_state = [(sid, kind, [prefix[kg] + enc for enc, kg in encoded])
-                     for sid, kind, prefix in ((sid, kind, self._group_prefixes(sid)) for sid, kind in states)]
-        store = self.store   # every key's entries: those of keys encoded before may have been spilled from the cache
+        per_state = [
+            (sid, kind, [prefix[kg] + enc for enc, kg in encoded])
+            for sid, kind, prefix in ((sid, kind, self._group_prefixes(sid)) for sid, kind in states)
+        ]
+        store = self.store  # every key's entries: those of keys encoded before may have been spilled from the cache
         store.prefetch([dbkey for _, _, dbkeys in per_state for dbkey in dbkeys], distinct=True)
         found = store.cells.get
-        for sid, kind, dbkeys in per_state:   # a value state's found by the key too (None: the multi-get was cut short)
+        for sid, kind, dbkeys in per_state:  # a value state's found by the key too (None: the multi-get was cut short)
             if kind == "value":
                 store.key_cells_of(sid).update(zip(distinct, map(found, dbkeys)))
 
@@ -166,9 +180,9 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
     def state_id(self, name: str, create: Literal[True]) -> int: ...
 
     @overload
-    def state_id(self, name: str, create: bool = False) -> Optional[int]: ...
+    def state_id(self, name: str, create: bool = False) -> int | None: ...
 
-    def state_id(self, name: str, create: bool = False) -> Optional[int]:
+    def state_id(self, name: str, create: bool = False) -> int | None:
         kind = self.state_kinds.get(name)
         full = f"s:{kind}:{name}"
         if kind is None or (not create and full not in self.store.names):
@@ -200,7 +214,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
 
     def clear_namespace(self, namespace: Any, state_names: Iterable[str] | None = None) -> None:
         prefix_slot = self.slot_bytes((self.current_key, namespace))
-        for name in (list(self.state_kinds) if state_names is None else state_names):
+        for name in list(self.state_kinds) if state_names is None else state_names:
             sid = self.state_id(name)
             if sid is not None:
                 dbkey = group_prefix(self.current_key_group, sid) + prefix_slot
@@ -232,9 +246,15 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
                 self.get_timer_queue(qname[2:])
         # a checkpoint may be opened for part of its key groups (rescaling): its other timers stay out
         timers = {kg: queues for kg, queues in self._snapshot_timers().items() if kg in self.key_group_range}
-        return KeyedStateSnapshot(backend=self.backend_name, key_group_range=self.key_group_range,
-                                  max_parallelism=self.max_parallelism, state_kinds=dict(self.state_kinds),
-                                  entries=entries, timers=timers, watermark=watermark)
+        return KeyedStateSnapshot(
+            backend=self.backend_name,
+            key_group_range=self.key_group_range,
+            max_parallelism=self.max_parallelism,
+            state_kinds=dict(self.state_kinds),
+            entries=entries,
+            timers=timers,
+            watermark=watermark,
+        )
 
     def _restore_entries(self, entries: dict[int, dict[str, dict]]) -> None:
         in_range = self.key_group_range.__contains__
@@ -274,8 +294,13 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             if kg in self.key_group_range:
                 for name, entries in queues.items():
                     queue_id = self.store.name_id(f"t:{name}")
-                    direct.extend((timer_key(queue_id, ts, key, ns, self.store.key_format),
-                                   pickle.dumps((key, ns, kg), pickle.HIGHEST_PROTOCOL)) for ts, key, ns in entries)
+                    direct.extend(
+                        (
+                            timer_key(queue_id, ts, key, ns, self.store.key_format),
+                            pickle.dumps((key, ns, kg), pickle.HIGHEST_PROTOCOL),
+                        )
+                        for ts, key, ns in entries
+                    )
                     self.store.timer_counts[name] = self.store.timer_counts.get(name, 0) + len(entries)
         self.store.write_committed(iter(direct))
 
@@ -343,13 +368,13 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         if self.working_dir:
             forget_uploads(self.working_dir)  # new files may reuse the old ones' names and sizes
         result = materialize(path)
-        key_cells = self.store.key_cells   # the states keep their maps: emptied, then the new store's
+        key_cells = self.store.key_cells  # the states keep their maps: emptied, then the new store's
         for cells in key_cells.values():
             cells.clear()
         self.store = StateStore(path, options, what, key_cells=key_cells)
         if self._track_changes:
             self.store.record_writes()
-        self._encoded.clear()   # the new database may have another key format
+        self._encoded.clear()  # the new database may have another key format
         self._enc_key = object()
         for table in self.tables.values():
             table.clear()  # state objects keep their table; its views are made again over the new database
@@ -358,7 +383,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         self._load_state_kinds()
         return result
 
-    def restore_handle_in_place(self, handle: KeyedStateHandle, on_watermark: Callable[[Optional[int]], None]) -> bool:
+    def restore_handle_in_place(self, handle: KeyedStateHandle, on_watermark: Callable[[int | None], None]) -> bool:
         """An incremental or changelog checkpoint of this backend's key groups becomes its database as it is
         (its SST files downloaded, a changelog's segments replayed)."""
         if isinstance(handle, IncrementalHandle):
@@ -376,16 +401,23 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         return path
 
     @classmethod
-    def checkpoint_locally_all(cls, owners: list[Any], checkpoint_ids: list[int], key_groups: KeyGroupRange,
-                               max_parallelism: int) -> LocalCheckpoints:
+    def checkpoint_locally_all(
+        cls, owners: list[Any], checkpoint_ids: list[int], key_groups: KeyGroupRange, max_parallelism: int
+    ) -> LocalCheckpoints:
         """A local RocksDB checkpoint of each operator's database per checkpoint, uploaded by the asynchronous
         part (incrementally, or as a full snapshot read from it)."""
-        paths = {cid: {owner.uid: owner.keyed_backend.checkpoint_locally(cid) for owner in owners}
-                 for cid in checkpoint_ids}
+        paths = {
+            cid: {owner.uid: owner.keyed_backend.checkpoint_locally(cid) for owner in owners} for cid in checkpoint_ids
+        }
         backends = {owner.uid: owner.keyed_backend for owner in owners}
-        return LocalCheckpoints(paths, {uid: b.working_dir for uid, b in backends.items()},
-                                {owner.uid: owner.watermark for owner in owners}, key_groups, max_parallelism,
-                                {uid: b.ttl_cleanups for uid, b in backends.items()})
+        return LocalCheckpoints(
+            paths,
+            {uid: b.working_dir for uid, b in backends.items()},
+            {owner.uid: owner.watermark for owner in owners},
+            key_groups,
+            max_parallelism,
+            {uid: b.ttl_cleanups for uid, b in backends.items()},
+        )
 
     def dispose(self) -> None:
         for queue in self._timers.values():
@@ -395,13 +427,17 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         if self._temporary:
             self.store.close()
             shutil.rmtree(self.working_dir, ignore_errors=True)
-        else:   # kept for the next epoch's task: maybe open, in a long-lived worker
+        else:  # kept for the next epoch's task: maybe open, in a long-lived worker
             self.store.release()
 
 
-def snapshot_local_checkpoint(path: str, key_group_range: KeyGroupRange, max_parallelism: int,
-                              watermark: Optional[int] = None,
-                              ttl_cleanups: Optional[Mapping[str, Any]] = None) -> KeyedStateSnapshot:
+def snapshot_local_checkpoint(
+    path: str,
+    key_group_range: KeyGroupRange,
+    max_parallelism: int,
+    watermark: int | None = None,
+    ttl_cleanups: Mapping[str, Any] | None = None,
+) -> KeyedStateSnapshot:
     """A full :class:`KeyedStateSnapshot` of a local RocksDB checkpoint (full checkpoints and savepoints);
     ``ttl_cleanups`` (the live backend's) leave expired values out, as the hashmap backend's snapshots do."""
     backend = RocksDBKeyedStateBackend.open_checkpoint(path, key_group_range, max_parallelism)
@@ -410,4 +446,3 @@ def snapshot_local_checkpoint(path: str, key_group_range: KeyGroupRange, max_par
         return backend.snapshot(watermark)
     finally:
         backend.dispose()
-

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 __all__ = ["Cell"]
 
@@ -14,7 +14,7 @@ class Cell:
 
     __slots__ = ("value", "stored", "slot")
 
-    def __init__(self, value: Any, stored: Optional[bytes], slot: Optional[tuple[Any, Any]] = None):
+    def __init__(self, value: Any, stored: bytes | None, slot: tuple[Any, Any] | None = None):
         self.value = value
         self.stored = stored
         self.slot = slot

@@ -12,8 +12,9 @@ processor) replays into a temporary database and reads the key groups it needs f
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Callable
 from functools import partial
-from typing import Any, Callable, Optional
+from typing import Any
 
 from sparkpoint.state.backend import KeyedStateBackend
 from sparkpoint.state.changelog_segments import CHANGELOG_MANIFEST_FORMAT, decode_segment
@@ -27,7 +28,7 @@ from sparkpoint.storage.file_systems import open_file_system
 
 __all__ = ["read_changelog_checkpoint", "read_manifest", "restore_changelog_in_place"]
 
-WatermarkSink = Callable[[Optional[int]], None]
+WatermarkSink = Callable[[int | None], None]
 
 
 def read_manifest(data: bytes, what: str) -> dict[str, Any]:
@@ -35,8 +36,12 @@ def read_manifest(data: bytes, what: str) -> dict[str, Any]:
     return read_json_manifest(data, what, CHANGELOG_MANIFEST_FORMAT, "changelog checkpoint")
 
 
-def _replay(backend: KeyedStateBackend, manifest: dict[str, Any], handle: KeyedStateHandle,
-            on_watermark: Optional[WatermarkSink] = None) -> None:
+def _replay(
+    backend: KeyedStateBackend,
+    manifest: dict[str, Any],
+    handle: KeyedStateHandle,
+    on_watermark: WatermarkSink | None = None,
+) -> None:
     """Apply the manifest's segments, verified, in epoch order."""
     fs, location = open_file_system(handle.location, handle.storage_options)
     for seg in manifest["segments"]:
@@ -49,11 +54,13 @@ def _replay(backend: KeyedStateBackend, manifest: dict[str, Any], handle: KeyedS
             on_watermark(watermark)
 
 
-def _download_base(manifest: dict[str, Any], handle: KeyedStateHandle, working_dir: Optional[str],
-                   db_path: str) -> Optional[int]:
+def _download_base(
+    manifest: dict[str, Any], handle: KeyedStateHandle, working_dir: str | None, db_path: str
+) -> int | None:
     base = manifest["base"]
-    download_checkpoint(base, handle.location, db_path, f"{handle.what}: materialized base", working_dir,
-                        handle.storage_options)
+    download_checkpoint(
+        base, handle.location, db_path, f"{handle.what}: materialized base", working_dir, handle.storage_options
+    )
     return base.get("watermark")
 
 
@@ -64,15 +71,16 @@ def restore_changelog_in_place(backend: Any, handle: KeyedStateHandle, on_waterm
     _replay(backend, manifest, handle, on_watermark)
 
 
-def read_changelog_checkpoint(handle: KeyedStateHandle, key_groups: Optional[KeyGroupRange],
-                              max_parallelism: int) -> dict[str, KeyedStateSnapshot]:
+def read_changelog_checkpoint(
+    handle: KeyedStateHandle, key_groups: KeyGroupRange | None, max_parallelism: int
+) -> dict[str, KeyedStateSnapshot]:
     """A changelog checkpoint's state of ``key_groups`` (all of the manifest's if ``None``) as a snapshot."""
     from sparkpoint.state.rocksdb.backend import RocksDBKeyedStateBackend
 
     what = handle.what
     manifest = read_manifest(handle.read_bytes(), what)
     wanted = manifest_range(manifest, key_groups, max_parallelism, what)
-    backend = RocksDBKeyedStateBackend(wanted, max_parallelism, what=what)   # a temporary database
+    backend = RocksDBKeyedStateBackend(wanted, max_parallelism, what=what)  # a temporary database
     try:
         watermarks = [backend.restore_in_place(partial(_download_base, manifest, handle, None))]
         _replay(backend, manifest, handle, watermarks.append)

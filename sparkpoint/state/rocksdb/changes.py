@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import struct
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 import rocksdict
 
@@ -36,22 +36,24 @@ if TYPE_CHECKING:
 __all__ = ["committed_changes", "replay_batch"]
 
 
-def committed_changes(store: StateStore) -> list[tuple[bytes, Optional[bytes]]]:
+def committed_changes(store: StateStore) -> list[tuple[bytes, bytes | None]]:
     """``(db key, new bytes or None)`` of every entry the last committed epoch changed (spilled ones, timers
     and the metadata included) -- the keys its undo log holds, read back -- and the TTL sweep's cursor, so a
     rebuilt database sweeps on where this one would; and the database's key format, which a database
     replaying them must share (recorded as written, after :meth:`StateStore.record_writes`)."""
-    meta = [(META_NAMES, json.dumps(store.names).encode()),
-            (META_TIMER_COUNTS, json.dumps(store.timer_counts).encode()),
-            (META_WATERMARK, json.dumps(store.watermark).encode()), (META_SWEEP, store.db.get(META_SWEEP)),
-            (META_KEY_FORMAT, str(store.key_format).encode())]
+    meta = [
+        (META_NAMES, json.dumps(store.names).encode()),
+        (META_TIMER_COUNTS, json.dumps(store.timer_counts).encode()),
+        (META_WATERMARK, json.dumps(store.watermark).encode()),
+        (META_SWEEP, store.db.get(META_SWEEP)),
+        (META_KEY_FORMAT, str(store.key_format).encode()),
+    ]
     if store.committed_writes is None:
         raise StateMissingError(f"{store.what}: no epoch committed here recorded its changes")
     return [*store.committed_writes.items(), *meta]
 
 
-def replay_batch(store: StateStore, changes: list[tuple[bytes, Optional[bytes]]],
-                 epoch: int) -> rocksdict.WriteBatch:
+def replay_batch(store: StateStore, changes: list[tuple[bytes, bytes | None]], epoch: int) -> rocksdict.WriteBatch:
     """The write batch that makes ``store`` hold ``epoch`` from the state of the epoch before, given that
     epoch's :func:`committed_changes` of any database of the same operator. State and timer ids are mapped by
     name to this database's ids: a database restored from a snapshot may have numbered its states in another
@@ -64,7 +66,8 @@ def replay_batch(store: StateStore, changes: list[tuple[bytes, Optional[bytes]]]
         raise StateMissingError(
             f"{store.what}: the changes of epoch {epoch} come from a database of key format {int(theirs)}, the "
             f"database rebuilt at {store.path} is of format {store.key_format}, so its keys cannot be replayed "
-            f"there; the job restores from its latest checkpoint")
+            f"there; the job restores from its latest checkpoint"
+        )
     remap = _id_map(store, given.get(META_NAMES))
     batch = rocksdict.WriteBatch(raw_mode=True)
     drop_undo_log(batch)
@@ -85,7 +88,7 @@ def replay_batch(store: StateStore, changes: list[tuple[bytes, Optional[bytes]]]
     return batch
 
 
-def _id_map(store: StateStore, names_json: Optional[bytes]) -> dict[int, int]:
+def _id_map(store: StateStore, names_json: bytes | None) -> dict[int, int]:
     """``{id in the changes' database: id in store}`` for every state and timer queue the changes name."""
     if names_json is None:
         return {}

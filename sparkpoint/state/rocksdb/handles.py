@@ -23,7 +23,8 @@ import logging
 import os
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import rocksdict
 
@@ -32,22 +33,29 @@ from sparkpoint.state.worker import is_long_lived_worker, on_let_go
 if TYPE_CHECKING:
     from sparkpoint.state.rocksdb.options import RocksDBOptions
 
-__all__ = ["open_database", "release", "reclaim", "close_released", "let_go_under", "open_waiting_for_lock",
-           "LOCK_WAIT_S"]
+__all__ = [
+    "open_database",
+    "release",
+    "reclaim",
+    "close_released",
+    "let_go_under",
+    "open_waiting_for_lock",
+    "LOCK_WAIT_S",
+]
 
 logger = logging.getLogger(__name__)
 
-MAX_HOLD_S = 60.0    # a released database is closed after this long, busy or not
+MAX_HOLD_S = 60.0  # a released database is closed after this long, busy or not
 LOCK_WAIT_S = 120.0  # how long an open (or a directory's removal) waits for another process to let go
 _POLL_S = 0.01
 _MAX_POLL_S = 0.1
 _BUSY = ("rocksdb.num-running-compactions", "rocksdb.num-running-flushes")
-_LOCK_ERRORS = ("while lock file", "lock hold by current process")   # RocksDB's messages for a held LOCK
+_LOCK_ERRORS = ("while lock file", "lock hold by current process")  # RocksDB's messages for a held LOCK
 
 _cond = threading.Condition()
-_released: dict[str, tuple[Any, Any, float, tuple[int, int]]] = {}   # path -> (db, options, since, dir id)
-_closing: set[str] = set()   # paths the closer is closing right now
-_closer: Optional[threading.Thread] = None
+_released: dict[str, tuple[Any, Any, float, tuple[int, int]]] = {}  # path -> (db, options, since, dir id)
+_closing: set[str] = set()  # paths the closer is closing right now
+_closer: threading.Thread | None = None
 
 
 def open_database(path: str, options: RocksDBOptions, read_only: bool) -> rocksdict.Rdict:
@@ -79,7 +87,7 @@ def release(path: str, db: Any, options: Any) -> bool:
     return True
 
 
-def reclaim(path: str, options: Any) -> Optional[Any]:
+def reclaim(path: str, options: Any) -> Any | None:
     """The database at ``path`` if this process released it and still holds it open, with the same options
     and in the same directory (not one removed and made anew since)."""
     with _cond:
@@ -137,7 +145,7 @@ def _wait_unlocked(lock_file: str) -> None:
     try:
         fd = os.open(lock_file, os.O_RDWR)
     except OSError:
-        return   # gone already
+        return  # gone already
     try:
         deadline = time.monotonic() + LOCK_WAIT_S
         while True:
@@ -146,8 +154,9 @@ def _wait_unlocked(lock_file: str) -> None:
                 return
             except OSError:
                 if time.monotonic() >= deadline:
-                    logger.warning("%s is still locked after %.0f s; removing its directory anyway",
-                                   lock_file, LOCK_WAIT_S)
+                    logger.warning(
+                        "%s is still locked after %.0f s; removing its directory anyway", lock_file, LOCK_WAIT_S
+                    )
                     return
                 time.sleep(_MAX_POLL_S)
     finally:
@@ -166,7 +175,7 @@ def _close_idle() -> None:
                 continue
             with _cond:
                 if _released.get(path) is not entry:
-                    continue   # taken back by a task meanwhile
+                    continue  # taken back by a task meanwhile
                 del _released[path]
                 _closing.add(path)
             try:
@@ -206,4 +215,4 @@ def _dir_id(path: str) -> tuple[int, int]:
     return (st.st_dev, st.st_ino)
 
 
-on_let_go(let_go_under)   # the runtime calls it before removing a working directory (sparkpoint.state.worker)
+on_let_go(let_go_under)  # the runtime calls it before removing a working directory (sparkpoint.state.worker)

@@ -34,23 +34,35 @@ from sparkpoint.state.key_groups import (
     stored_key_bytes,
 )
 
-__all__ = ["KEY_FORMAT", "TIMER_PREFIX", "UNDO_PREFIX", "META_PREFIX", "drop_undo_log", "encode_key",
-           "encode_key_and_group", "encode_keys_and_groups", "prefix_end", "encode_namespace", "group_prefix",
-           "timer_key", "timer_timestamp"]
+__all__ = [
+    "KEY_FORMAT",
+    "TIMER_PREFIX",
+    "UNDO_PREFIX",
+    "META_PREFIX",
+    "drop_undo_log",
+    "encode_key",
+    "encode_key_and_group",
+    "encode_keys_and_groups",
+    "prefix_end",
+    "encode_namespace",
+    "group_prefix",
+    "timer_key",
+    "timer_timestamp",
+]
 
 TIMER_PREFIX = b"\xff\xfe"
 UNDO_PREFIX = b"\xff\xfc"
-LEGACY_UNDO_PREFIX = b"\xff\xfd"   # an entry per key, in databases written before the chunks
+LEGACY_UNDO_PREFIX = b"\xff\xfd"  # an entry per key, in databases written before the chunks
 META_PREFIX = b"\xff\xff"
 META_EPOCH = META_PREFIX + b"epoch"
 META_NAMES = META_PREFIX + b"names"
 META_TIMER_COUNTS = META_PREFIX + b"timer-counts"
 META_WATERMARK = META_PREFIX + b"watermark"
-META_UNDO_EPOCH = META_PREFIX + b"undo-epoch"   # the epoch whose changes the undo log takes back
-META_SWEEP = META_PREFIX + b"ttl-sweep-cursor"   # where the next TTL sweep starts (a hint: no undo)
+META_UNDO_EPOCH = META_PREFIX + b"undo-epoch"  # the epoch whose changes the undo log takes back
+META_SWEEP = META_PREFIX + b"ttl-sweep-cursor"  # where the next TTL sweep starts (a hint: no undo)
 META_IN_PROGRESS = META_PREFIX + b"in-progress"  # an unfinished epoch spilled changes (the undo log has them)
-META_KEY_FORMAT = META_PREFIX + b"key-format"    # absent: format 1 (see above)
-KEY_FORMAT = 2   # the key format of a new database
+META_KEY_FORMAT = META_PREFIX + b"key-format"  # absent: format 1 (see above)
+KEY_FORMAT = 2  # the key format of a new database
 _TS_OFFSET = 1 << 63
 _PICKLE = pickle.HIGHEST_PROTOCOL
 
@@ -94,8 +106,12 @@ def encode_namespace(namespace: Any, key_format: int) -> bytes:
 
 
 def timer_key(queue_id: int, ts: int, key: Any, namespace: Any, key_format: int) -> bytes:
-    return (TIMER_PREFIX + struct.pack(">HQ", queue_id, ts + _TS_OFFSET) + encode_key(key, key_format)
-            + encode_namespace(namespace, key_format))
+    return (
+        TIMER_PREFIX
+        + struct.pack(">HQ", queue_id, ts + _TS_OFFSET)
+        + encode_key(key, key_format)
+        + encode_namespace(namespace, key_format)
+    )
 
 
 def timer_timestamp(dbkey: bytes) -> int:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Optional
+from typing import Any
 
 import rocksdict
 
@@ -28,12 +28,18 @@ OPTION_KEYS = {
     "state.backend.rocksdb.compaction.style": "compaction_style",
     "state.backend.rocksdb.compaction.level0-file-num-compaction-trigger": "level0_compaction_trigger",
     "state.backend.rocksdb.memory.partitioned-index-filters": "partitioned_index_filters",
-    "sparkpoint.rocksdb.epoch-cache.entries": "max_cached_entries",   # ours: decoded entries per epoch
-    "sparkpoint.rocksdb.ttl-sweep.entries": "ttl_sweep_entries",      # ours: entries checked for expiry
-    "sparkpoint.rocksdb.close.compaction-wait-ms": "close_compaction_wait_ms",   # ours: see StateStore.close
+    "sparkpoint.rocksdb.epoch-cache.entries": "max_cached_entries",  # ours: decoded entries per epoch
+    "sparkpoint.rocksdb.ttl-sweep.entries": "ttl_sweep_entries",  # ours: entries checked for expiry
+    "sparkpoint.rocksdb.close.compaction-wait-ms": "close_compaction_wait_ms",  # ours: see StateStore.close
 }
-_COUNTS = ("max_write_buffers", "max_open_files", "max_cached_entries", "ttl_sweep_entries",
-           "level0_compaction_trigger", "close_compaction_wait_ms")
+_COUNTS = (
+    "max_write_buffers",
+    "max_open_files",
+    "max_cached_entries",
+    "ttl_sweep_entries",
+    "level0_compaction_trigger",
+    "close_compaction_wait_ms",
+)
 #: Flink's ``state.backend.rocksdb.compaction.style`` values; FIFO drops old files, i.e. state, so it is refused.
 COMPACTION_STYLES = ("LEVEL", "UNIVERSAL")
 
@@ -71,25 +77,27 @@ class RocksDBOptions:
     runs reach its size, so lookups stay flat and checkpoints stay small.
     """
 
-    memory_bytes: int = 256 * 1024 * 1024   # Flink's default managed memory of a slot is ~512 MB
+    memory_bytes: int = 256 * 1024 * 1024  # Flink's default managed memory of a slot is ~512 MB
     write_buffer_ratio: float = 0.5
-    write_buffer_bytes: int = 8 * 1024 * 1024       # one memtable
+    write_buffer_bytes: int = 8 * 1024 * 1024  # one memtable
     max_write_buffers: int = 2
     compaction_style: str = "UNIVERSAL"
-    level0_compaction_trigger: Optional[int] = None  # sorted runs (L0 files) that start a compaction: 4 / 10
+    level0_compaction_trigger: int | None = None  # sorted runs (L0 files) that start a compaction: 4 / 10
     max_open_files: int = -1
     # entries an epoch keeps decoded before it spills changes to the DB (~350 bytes each; W3's tasks touch ~200k keys
     # an epoch: at 100k they spilled, and ran 19.6-23.3 s against 17.5 s at 250k)
     max_cached_entries: int = 250_000
-    ttl_sweep_entries: int = 10_000     # stored entries an epoch checks for expiry
-    close_compaction_wait_ms: int = 1_000   # how long a closing database lets a running compaction finish
-    partitioned_index_filters: bool = False   # index and filters partitioned, in the cache (else by the readers)
+    ttl_sweep_entries: int = 10_000  # stored entries an epoch checks for expiry
+    close_compaction_wait_ms: int = 1_000  # how long a closing database lets a running compaction finish
+    partitioned_index_filters: bool = False  # index and filters partitioned, in the cache (else by the readers)
 
     def __post_init__(self) -> None:
         style = self.compaction_style.strip().upper()
         if style not in COMPACTION_STYLES:
-            raise ValueError(f"state.backend.rocksdb.compaction.style: {self.compaction_style!r} is not one of "
-                             f"{', '.join(COMPACTION_STYLES)} (FIFO compaction would delete state)")
+            raise ValueError(
+                f"state.backend.rocksdb.compaction.style: {self.compaction_style!r} is not one of "
+                f"{', '.join(COMPACTION_STYLES)} (FIFO compaction would delete state)"
+            )
         object.__setattr__(self, "compaction_style", style)
 
     @property
@@ -118,8 +126,9 @@ class RocksDBOptions:
             table.set_pin_top_level_index_and_filter(True)
             table.set_pin_l0_filter_and_index_blocks_in_cache(True)
         opts.set_block_based_table_factory(table)
-        opts.set_write_buffer_size(min(self.write_buffer_bytes, max(1 << 20, int(self.memory_bytes
-                                                                               * self.write_buffer_ratio / 2))))
+        opts.set_write_buffer_size(
+            min(self.write_buffer_bytes, max(1 << 20, int(self.memory_bytes * self.write_buffer_ratio / 2)))
+        )
         opts.set_max_write_buffer_number(self.max_write_buffers)
         if self.compaction_style == "UNIVERSAL":
             opts.set_compaction_style(rocksdict.DBCompactionStyle.universal())
@@ -142,10 +151,17 @@ def options_from_config(options: RocksDBOptions, config: Mapping[str, Any]) -> R
         if value in (None, ""):
             continue
         try:
-            fields[field_name] = (int(value) if field_name in _COUNTS else float(value)
-                                  if field_name == "write_buffer_ratio" else str(value)
-                                  if field_name == "compaction_style" else parse_boolean(value)
-                                  if field_name == "partitioned_index_filters" else parse_memory_bytes(value))
+            fields[field_name] = (
+                int(value)
+                if field_name in _COUNTS
+                else float(value)
+                if field_name == "write_buffer_ratio"
+                else str(value)
+                if field_name == "compaction_style"
+                else parse_boolean(value)
+                if field_name == "partitioned_index_filters"
+                else parse_memory_bytes(value)
+            )
         except ValueError as e:
             raise ValueError(f"{key}: {value!r} is not valid ({e})") from None
     return replace(options, **fields)
@@ -162,6 +178,7 @@ def _shared_memory(capacity: int, write_buffer_ratio: float) -> tuple[rocksdict.
     if shared is None:
         cache = rocksdict.Cache(capacity)
         manager = rocksdict.WriteBufferManager.new_write_buffer_manager_with_cache(
-            int(capacity * write_buffer_ratio), False, cache)
+            int(capacity * write_buffer_ratio), False, cache
+        )
         shared = _MEMORY[(capacity, write_buffer_ratio)] = (cache, manager)
     return shared

@@ -5,7 +5,7 @@ reads for any backend."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Optional
+from typing import Any
 
 from sparkpoint.state.backend import StateBackend
 from sparkpoint.state.handles import ChangelogHandle, IncrementalHandle, KeyedStateHandle
@@ -27,7 +27,7 @@ class EmbeddedRocksDBStateBackend(StateBackend):
     name = "rocksdb"
     keeps_working_state = True
 
-    def __init__(self, options: Optional[RocksDBOptions] = None, incremental: bool = False):
+    def __init__(self, options: RocksDBOptions | None = None, incremental: bool = False):
         self.options = options or RocksDBOptions()
         self.incremental = incremental
 
@@ -41,13 +41,16 @@ class EmbeddedRocksDBStateBackend(StateBackend):
                 break
         return EmbeddedRocksDBStateBackend(options_from_config(self.options, config), incremental)
 
-    def create_keyed_backend(self, key_group_range: KeyGroupRange, max_parallelism: int,
-                             working_dir: Optional[str] = None, **options: Any) -> RocksDBKeyedStateBackend:
-        return RocksDBKeyedStateBackend(key_group_range, max_parallelism, working_dir, self.options,
-                                        what=options.get("what", "keyed state"))
+    def create_keyed_backend(
+        self, key_group_range: KeyGroupRange, max_parallelism: int, working_dir: str | None = None, **options: Any
+    ) -> RocksDBKeyedStateBackend:
+        return RocksDBKeyedStateBackend(
+            key_group_range, max_parallelism, working_dir, self.options, what=options.get("what", "keyed state")
+        )
 
-    def read_handle(self, handle: KeyedStateHandle, key_groups: Optional[KeyGroupRange],
-                    max_parallelism: int) -> dict[str, KeyedStateSnapshot]:
+    def read_handle(
+        self, handle: KeyedStateHandle, key_groups: KeyGroupRange | None, max_parallelism: int
+    ) -> dict[str, KeyedStateSnapshot]:
         """An incremental checkpoint (downloaded) or a changelog checkpoint (its base downloaded, its segments
         replayed) as snapshots, read from a temporary database."""
         if isinstance(handle, IncrementalHandle):

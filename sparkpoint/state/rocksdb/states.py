@@ -10,7 +10,7 @@ written at the epoch's commit only if its bytes changed.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from sparkpoint.datastream.state import StateDescriptor
 from sparkpoint.state.hashmap.states import (
@@ -39,8 +39,8 @@ class RocksDBEntries:
         self.backend = backend
         self.store = store
         self.prefix = prefix
-        self._key: Any = _NONE         # the last slot's key and namespace (by identity) and its db key:
-        self._namespace: Any = _NONE   # a record's read and write of its state build the db key once
+        self._key: Any = _NONE  # the last slot's key and namespace (by identity) and its db key:
+        self._namespace: Any = _NONE  # a record's read and write of its state build the db key once
         self._dbkey = b""
 
     def _db_key(self, slot: tuple[Any, Any]) -> bytes:
@@ -88,7 +88,8 @@ class _RocksDBState:
         view = self.table.get(kg)  # type: ignore[attr-defined]
         if view is None:
             view = self.table[kg] = RocksDBEntries(  # type: ignore[attr-defined]
-                backend, backend.store, group_prefix(kg, self.state_id))  # type: ignore[attr-defined]
+                backend, backend.store, group_prefix(kg, self.state_id)
+            )  # type: ignore[attr-defined]
         return view
 
 
@@ -101,16 +102,17 @@ class RocksDBValueState(_RocksDBState, HeapValueState):
 
     def __init__(self, backend: RocksDBKeyedStateBackend, table: dict, descriptor: StateDescriptor):
         super().__init__(backend, table, descriptor)
-        self._key_cells: dict[Any, Optional[Cell]] = backend.store.key_cells_of(self.state_id)
+        self._key_cells: dict[Any, Cell | None] = backend.store.key_cells_of(self.state_id)
 
     def value(self) -> Any:
-        if self.namespace is not None:   # the heap logic over this state's RocksDBEntries
+        if self.namespace is not None:  # the heap logic over this state's RocksDBEntries
             return self._entries().get(self._slot())
         cell = self._key_cells.get(self.backend.current_key)  # type: ignore[attr-defined]
         if cell is None:
             backend: RocksDBKeyedStateBackend = self.backend  # type: ignore[assignment]
             cell = self._key_cells[backend.current_key] = backend.store.cell(
-                self._entries().prefix + backend.current_key_bytes())
+                self._entries().prefix + backend.current_key_bytes()
+            )
         return cell.value
 
     def update(self, value: Any) -> None:
@@ -123,9 +125,9 @@ class RocksDBValueState(_RocksDBState, HeapValueState):
         backend: RocksDBKeyedStateBackend = self.backend  # type: ignore[assignment]
         key = backend.current_key
         cell = self._key_cells.get(key)
-        if cell is None:   # not read this epoch (or spilled since): a blind write, the stored value not decoded
+        if cell is None:  # not read this epoch (or spilled since): a blind write, the stored value not decoded
             dbkey = self._entries().prefix + backend.current_key_bytes()
-            backend.store.put(dbkey, (key, None), value)   # (its class may be gone)
+            backend.store.put(dbkey, (key, None), value)  # (its class may be gone)
             self._key_cells[key] = backend.store.cells[dbkey]
             return
         cell.value = value

@@ -27,7 +27,7 @@ import shutil
 import struct
 import time
 from collections.abc import Iterator
-from typing import Any, Optional
+from typing import Any
 
 import rocksdict
 
@@ -55,38 +55,44 @@ __all__ = ["Cell", "RocksDBOptions", "StateStore"]
 
 _ABSENT = object()
 _PICKLE = pickle.HIGHEST_PROTOCOL
-_UNDO_CHUNK = 1000   # entries per value of the undo log: large values slow every read of the database down
+_UNDO_CHUNK = 1000  # entries per value of the undo log: large values slow every read of the database down
 
 
 class StateStore:
     """A RocksDB database plus the cache of the entries the current epoch touched."""
 
-    def __init__(self, path: str, options: Optional[RocksDBOptions] = None, what: str = "keyed state",
-                 read_only: bool = False, key_cells: Optional[dict[int, dict]] = None):
+    def __init__(
+        self,
+        path: str,
+        options: RocksDBOptions | None = None,
+        what: str = "keyed state",
+        read_only: bool = False,
+        key_cells: dict[int, dict] | None = None,
+    ):
         self.path = path
         self.what = what
         self.options = options = options or RocksDBOptions()
         self.read_only = read_only
-        self.open = True   # until released or closed
+        self.open = True  # until released or closed
         held = None if read_only else handles.reclaim(path, options)
         self.db = handles.open_database(path, options, read_only) if held is None else held
-        self.cells: dict[bytes, Cell] = {}   # db key -> its cell
+        self.cells: dict[bytes, Cell] = {}  # db key -> its cell
         # state id -> {key: its per-key cell (None: read it by its db key)}; the same cells as ``cells``, emptied
         # with them (in place: states keep these maps, also across a new store of the same backend)
-        self.key_cells: dict[int, dict[Any, Optional[Cell]]] = {} if key_cells is None else key_cells
-        self.timer_writes: dict[bytes, Optional[bytes]] = {}
+        self.key_cells: dict[int, dict[Any, Cell | None]] = {} if key_cells is None else key_cells
+        self.timer_writes: dict[bytes, bytes | None] = {}
         self.max_cached = options.max_cached_entries
-        self.spilled: set[bytes] = set()   # keys whose pre-epoch bytes are in the undo log already
+        self.spilled: set[bytes] = set()  # keys whose pre-epoch bytes are in the undo log already
         self.spilled_changes = 0
-        self.undo_chunks = 0               # undo chunks written by this epoch's spills
+        self.undo_chunks = 0  # undo chunks written by this epoch's spills
         self.in_progress = False
         self.next_sweep_cursor: Any = _ABSENT
         # the new bytes of the entries and timers this epoch wrote, once asked for (a changelog); the last commit's
-        self.writes: Optional[dict[bytes, Optional[bytes]]] = None
-        self.committed_writes: Optional[dict[bytes, Optional[bytes]]] = None
+        self.writes: dict[bytes, bytes | None] | None = None
+        self.committed_writes: dict[bytes, bytes | None] | None = None
         self.names: dict[str, int] = self._load_json(META_NAMES, {})
         self.timer_counts: dict[str, int] = self._load_json(META_TIMER_COUNTS, {})
-        self.watermark: Optional[int] = self._load_json(META_WATERMARK, None)
+        self.watermark: int | None = self._load_json(META_WATERMARK, None)
         self.key_format = self._key_format()
 
     # -- metadata ---------------------------------------------------------------------------
@@ -114,7 +120,7 @@ class StateStore:
             i = self.names[name] = len(self.names) + 1
         return i
 
-    def committed_epoch(self) -> Optional[int]:
+    def committed_epoch(self) -> int | None:
         raw = self.db.get(META_EPOCH)
         return None if raw is None else int(raw)
 
@@ -132,7 +138,7 @@ class StateStore:
     def get(self, dbkey: bytes) -> Any:
         return self.cell(dbkey).value
 
-    def key_cells_of(self, state_id: int) -> dict[Any, Optional[Cell]]:
+    def key_cells_of(self, state_id: int) -> dict[Any, Cell | None]:
         """``{key: cell}`` of the per-key entries of state ``state_id`` this epoch found so far."""
         cells = self.key_cells.get(state_id)
         if cells is None:
@@ -145,10 +151,10 @@ class StateStore:
         cells = self.cells
         wanted = dbkeys if distinct else list(dict.fromkeys(dbkeys))
         missing = [k for k in wanted if k not in cells]
-        if len(cells) + len(missing) > self.max_cached and cells:   # make room: write the changes so far
+        if len(cells) + len(missing) > self.max_cached and cells:  # make room: write the changes so far
             self._spill()
-            missing = list(wanted)   # cut and sorted below: not the caller's list
-        del missing[max(0, self.max_cached - len(cells)):]
+            missing = list(wanted)  # cut and sorted below: not the caller's list
+        del missing[max(0, self.max_cached - len(cells)) :]
         if not missing:
             return
         missing.sort()  # RocksDB's multi-get is fastest in key order
@@ -158,7 +164,7 @@ class StateStore:
 
     def put(self, dbkey: bytes, slot: tuple[Any, Any], value: Any) -> None:
         cell = self.cells.get(dbkey)
-        if cell is None:   # its bytes are kept for the undo log, not decoded: the value is replaced
+        if cell is None:  # its bytes are kept for the undo log, not decoded: the value is replaced
             if len(self.cells) >= self.max_cached:
                 self._spill()
             self.cells[dbkey] = Cell(value, self.db.get(dbkey), slot)
@@ -204,10 +210,10 @@ class StateStore:
         yield from (db or self.db).items(from_key=start, read_opt=opts)
 
     @property
-    def sweep_cursor(self) -> Optional[bytes]:
+    def sweep_cursor(self) -> bytes | None:
         return self.db.get(META_SWEEP)
 
-    def set_sweep_cursor(self, cursor: Optional[bytes]) -> None:
+    def set_sweep_cursor(self, cursor: bytes | None) -> None:
         self.next_sweep_cursor = cursor  # written with the commit
 
     # -- epochs -----------------------------------------------------------------------------
@@ -225,9 +231,10 @@ class StateStore:
         raise StateMissingError(
             f"local RocksDB state of {self.what} at {self.path} holds epoch {committed}, expected {epoch}: "
             f"the task ran on an executor that does not hold its state, or the state directory was wiped; "
-            f"the job restores from its latest checkpoint")
+            f"the job restores from its latest checkpoint"
+        )
 
-    def _apply_undo(self, epoch: Optional[int]) -> None:
+    def _apply_undo(self, epoch: int | None) -> None:
         """Put back every entry the undo log holds and mark the database as of ``epoch``."""
         batch = rocksdict.WriteBatch(raw_mode=True)
         for target, previous in self._undo_entries():
@@ -267,7 +274,7 @@ class StateStore:
         """Write the cached changes so far (with their undo entries) and forget the cache: an epoch keeps at
         most ``max_cached_entries`` decoded. A crash before the commit leaves them undone by :meth:`resume`."""
         batch = rocksdict.WriteBatch(raw_mode=True)
-        undo: list[tuple[bytes, Optional[bytes]]] = []
+        undo: list[tuple[bytes, bytes | None]] = []
         changed = self._write_changes(batch, undo)
         if changed:
             if not self.in_progress:  # the previous epoch can no longer run again: its undo log goes
@@ -287,12 +294,12 @@ class StateStore:
         for cells in self.key_cells.values():
             cells.clear()
 
-    def commit(self, epoch: int, watermark: Optional[int] = None) -> int:
+    def commit(self, epoch: int, watermark: int | None = None) -> int:
         """Write this epoch's changes, its undo log and its number in one batch; returns the changed entries."""
         batch = rocksdict.WriteBatch(raw_mode=True)
         if not self.in_progress:
             drop_undo_log(batch)
-        undo: list[tuple[bytes, Optional[bytes]]] = []
+        undo: list[tuple[bytes, bytes | None]] = []
         changed = self._write_changes(batch, undo)
         timers = list(self.timer_writes.items())
         if timers:
@@ -316,7 +323,7 @@ class StateStore:
         self.committed_writes = writes
         return changed
 
-    def epoch_changes(self) -> list[tuple[bytes, Optional[bytes]]]:
+    def epoch_changes(self) -> list[tuple[bytes, bytes | None]]:
         """After :meth:`commit`: what the epoch changed (:func:`~sparkpoint.state.rocksdb.changes.committed_changes`),
         once :meth:`record_writes` was called."""
         return committed_changes(self)
@@ -325,7 +332,7 @@ class StateStore:
         """From now on, keep what each epoch writes for :meth:`epoch_changes` (a changelog)."""
         self.writes = {} if self.writes is None else self.writes
 
-    def apply_changes(self, changes: list[tuple[bytes, Optional[bytes]]], epoch: int) -> None:
+    def apply_changes(self, changes: list[tuple[bytes, bytes | None]], epoch: int) -> None:
         """Replay one epoch's :meth:`epoch_changes` (of any database of the same operator) onto the state of
         the epoch before, in one batch (:func:`~sparkpoint.state.rocksdb.changes.replay_batch`)."""
         batch = replay_batch(self, changes, epoch)
@@ -333,7 +340,7 @@ class StateStore:
         self.db.write(batch)
         self._reload()
 
-    def _write_changes(self, batch: rocksdict.WriteBatch, undo: list[tuple[bytes, Optional[bytes]]]) -> int:
+    def _write_changes(self, batch: rocksdict.WriteBatch, undo: list[tuple[bytes, bytes | None]]) -> int:
         """Put the cached entries whose bytes changed into ``batch``, and ``(db key, old bytes)`` of those
         changed for the first time this epoch into ``undo``; returns how many changed (``None``: absent)."""
         dumps, spilled, writes = pickle.dumps, self.spilled, ({} if self.writes is None else self.writes)
@@ -359,8 +366,9 @@ class StateStore:
                 log((dbkey, old))
         return changed
 
-    def _commit_meta(self, batch: rocksdict.WriteBatch, epoch: int, watermark: Optional[int],
-                     undo: list[tuple[bytes, Optional[bytes]]]) -> None:
+    def _commit_meta(
+        self, batch: rocksdict.WriteBatch, epoch: int, watermark: int | None, undo: list[tuple[bytes, bytes | None]]
+    ) -> None:
         """The epoch's metadata into ``batch``; their previous values into ``undo``."""
         batch.delete(META_IN_PROGRESS)
         if self.next_sweep_cursor is not _ABSENT:
@@ -379,20 +387,23 @@ class StateStore:
         batch.put(META_TIMER_COUNTS, json.dumps(self.timer_counts).encode())
         batch.put(META_EPOCH, str(epoch).encode())
 
-    def _write_undo_chunk(self, batch: rocksdict.WriteBatch, undo: list[tuple[bytes, Optional[bytes]]]) -> None:
+    def _write_undo_chunk(self, batch: rocksdict.WriteBatch, undo: list[tuple[bytes, bytes | None]]) -> None:
         """The undo log of some changes: the previous bytes (``None``: absent) of entries changed for the first
         time this epoch, in values of at most ``_UNDO_CHUNK`` entries (spills write chunks 0, 1, ...)."""
         for start in range(0, max(len(undo), 1), _UNDO_CHUNK):
-            batch.put(UNDO_PREFIX + struct.pack(">I", self.undo_chunks),
-                      pickle.dumps(undo[start:start + _UNDO_CHUNK], _PICKLE))
+            batch.put(
+                UNDO_PREFIX + struct.pack(">I", self.undo_chunks),
+                pickle.dumps(undo[start : start + _UNDO_CHUNK], _PICKLE),
+            )
             self.undo_chunks += 1
 
-    def _undo_entries(self) -> list[tuple[bytes, Optional[bytes]]]:
+    def _undo_entries(self) -> list[tuple[bytes, bytes | None]]:
         """``(key, previous bytes or None)`` of every entry the undo log holds, in the order written."""
         return [entry for _, chunk in self.iterate(UNDO_PREFIX) for entry in pickle.loads(chunk)]
 
-    def write_committed(self, items: Iterator[tuple[bytes, bytes]], epoch: Optional[int] = None,
-                        chunk: int = 100_000) -> int:
+    def write_committed(
+        self, items: Iterator[tuple[bytes, bytes]], epoch: int | None = None, chunk: int = 100_000
+    ) -> int:
         """Write ``items`` straight to the database (restoring into an empty one); returns how many."""
         n = 0
         batch = rocksdict.WriteBatch(raw_mode=True)
@@ -445,4 +456,3 @@ class StateStore:
         handles.close_released(path)
         if os.path.exists(path):
             shutil.rmtree(path)
-

@@ -36,8 +36,8 @@ class RocksDBTimerQueue:
         self.queue_id = store.name_id(f"t:{self.name}")
         self.prefix = TIMER_PREFIX + struct.pack(">H", self.queue_id)
         self.added: dict[bytes, tuple[int, int, Any, Any]] = {}  # db key -> (registration number, kg, key, ns)
-        self.heap: list = []                              # (ts, seq, db key, key, ns)
-        self.removed: set[bytes] = set()                  # committed timers removed this epoch
+        self.heap: list = []  # (ts, seq, db key, key, ns)
+        self.removed: set[bytes] = set()  # committed timers removed this epoch
         self.counter = itertools.count()
         self._cursor: Iterator[tuple[bytes, bytes]] | None = None
         self._head: tuple[bytes, bytes] | None = None

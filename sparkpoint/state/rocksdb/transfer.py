@@ -19,13 +19,15 @@ that RocksDB opens as it was.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import os
 import posixpath
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional
+from typing import Any
 
 from sparkpoint.errors import StateError
 from sparkpoint.state.handles import INCREMENTAL_FORMAT
@@ -39,11 +41,19 @@ from sparkpoint.storage.checkpoint_storage import (
 )
 from sparkpoint.storage.file_systems import open_file_system
 
-__all__ = ["HANDLE_FORMAT", "MANIFEST_FORMAT", "IncrementalUpload", "download_checkpoint", "manifest_range",
-           "read_manifest", "resolve_shared", "upload_incremental"]
+__all__ = [
+    "HANDLE_FORMAT",
+    "MANIFEST_FORMAT",
+    "IncrementalUpload",
+    "download_checkpoint",
+    "manifest_range",
+    "read_manifest",
+    "resolve_shared",
+    "upload_incremental",
+]
 
 MANIFEST_FORMAT = "sparkpoint-rocksdb-incremental"
-HANDLE_FORMAT = INCREMENTAL_FORMAT   # the ``format`` of a manifest's keyed-state handle in ``_metadata``
+HANDLE_FORMAT = INCREMENTAL_FORMAT  # the ``format`` of a manifest's keyed-state handle in ``_metadata``
 _RECORD = "uploaded.json"
 
 
@@ -52,7 +62,7 @@ class IncrementalUpload:
     """What one incremental upload wrote: the manifest's handle, every SST it references, the new bytes."""
 
     manifest: StreamStateHandle
-    shared: tuple[StreamStateHandle, ...]   # paths relative to the checkpoint directory
+    shared: tuple[StreamStateHandle, ...]  # paths relative to the checkpoint directory
     uploaded_bytes: int
 
 
@@ -63,15 +73,19 @@ def resolve_shared(location_path: str, relative: str) -> str:
 
 def forget_uploads(working_dir: str) -> None:
     """The database in ``working_dir`` is replaced: its SST file names no longer say what was uploaded."""
-    try:
+    with contextlib.suppress(FileNotFoundError):
         os.remove(os.path.join(working_dir, _RECORD))
-    except FileNotFoundError:
-        pass
 
 
-def upload_incremental(local_checkpoint: str, working_dir: str, location_uri: str, shared_uri: str, name: str,
-                       info: dict[str, Any], storage_options: Optional[Mapping[str, Any]] = None
-                       ) -> IncrementalUpload:
+def upload_incremental(
+    local_checkpoint: str,
+    working_dir: str,
+    location_uri: str,
+    shared_uri: str,
+    name: str,
+    info: dict[str, Any],
+    storage_options: Mapping[str, Any] | None = None,
+) -> IncrementalUpload:
     """Upload the local RocksDB checkpoint ``local_checkpoint`` as the manifest ``name`` of the checkpoint at
     ``location_uri``, its SST files into ``shared_uri`` unless already there (``storage_options`` open both)."""
     fs, location = open_file_system(location_uri, storage_options)
@@ -89,14 +103,18 @@ def upload_incremental(local_checkpoint: str, working_dir: str, location_uri: st
         known = record.get(fname)
         # a file of another job's shared/ (this database was restored from its checkpoint) is copied into ours:
         # that job may delete it (NO_CLAIM, as Flink restores a checkpoint it does not own)
-        if (known is None or known["size"] != size or not known["path"].startswith(shared_dir.rstrip("/") + "/")
-                or not fs.exists(known["path"])):
+        if (
+            known is None
+            or known["size"] != size
+            or not known["path"].startswith(shared_dir.rstrip("/") + "/")
+            or not fs.exists(known["path"])
+        ):
             digest = _sha256_file(local)
             target = posixpath.join(shared_dir, f"{digest}.sst")
             if not fs.exists(target):
                 put_local_file(fs, local, target)
                 uploaded += size
-            else:   # uploaded by a run that may have died before syncing it
+            else:  # uploaded by a run that may have died before syncing it
                 sync_file(fs, target)
             known = record[fname] = {"path": target, "size": size, "sha256": digest}
         handle = StreamStateHandle(posixpath.relpath(known["path"], location), size, known["sha256"])
@@ -110,8 +128,9 @@ def upload_incremental(local_checkpoint: str, working_dir: str, location_uri: st
     return IncrementalUpload(manifest, tuple(shared), uploaded + len(body))
 
 
-def read_manifest(data: bytes, what: str, expected: str = MANIFEST_FORMAT,
-                  kind: str = "RocksDB incremental checkpoint") -> dict[str, Any]:
+def read_manifest(
+    data: bytes, what: str, expected: str = MANIFEST_FORMAT, kind: str = "RocksDB incremental checkpoint"
+) -> dict[str, Any]:
     """The JSON manifest in ``data``, of format ``expected`` (else a :class:`StateError` naming ``kind``)."""
     try:
         manifest = json.loads(data)
@@ -122,22 +141,30 @@ def read_manifest(data: bytes, what: str, expected: str = MANIFEST_FORMAT,
     return manifest
 
 
-def manifest_range(manifest: dict[str, Any], key_groups: Optional[KeyGroupRange], max_parallelism: int,
-                   what: str) -> KeyGroupRange:
+def manifest_range(
+    manifest: dict[str, Any], key_groups: KeyGroupRange | None, max_parallelism: int, what: str
+) -> KeyGroupRange:
     """The key groups of ``key_groups`` (all if ``None``) that the manifest's database holds; a manifest of
     another max parallelism is a :class:`StateError` (its key groups cannot be remapped)."""
     if manifest.get("max_parallelism") != max_parallelism:
-        raise StateError(f"{what}: taken with max parallelism {manifest.get('max_parallelism')}, this job uses "
-                         f"{max_parallelism}; key groups cannot be remapped")
+        raise StateError(
+            f"{what}: taken with max parallelism {manifest.get('max_parallelism')}, this job uses "
+            f"{max_parallelism}; key groups cannot be remapped"
+        )
     start, end = manifest["key_groups"]
     if key_groups is None:
         return KeyGroupRange(start, end)
     return KeyGroupRange(max(start, key_groups.start), min(end, key_groups.end))
 
 
-def download_checkpoint(manifest: dict[str, Any], location_uri: str, target: str, what: str,
-                        working_dir: Optional[str] = None, storage_options: Optional[Mapping[str, Any]] = None
-                        ) -> None:
+def download_checkpoint(
+    manifest: dict[str, Any],
+    location_uri: str,
+    target: str,
+    what: str,
+    working_dir: str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> None:
     """Materialize the database of ``manifest`` (of the checkpoint at ``location_uri``) in ``target``,
     verifying every SST file; with ``working_dir``, remember the SST files as uploaded there."""
     fs, location = open_file_system(location_uri, storage_options)

@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 import pwd
 import uuid
-from typing import Iterator, NamedTuple
+from collections.abc import Iterator
+from typing import NamedTuple
 
 import pytest
 
@@ -49,8 +50,7 @@ class Database(NamedTuple):
             return conn.execute(sql, params).fetchall()
 
     def prepared_gids(self) -> set[str]:
-        return {gid for (gid,) in self.query(
-            "SELECT gid FROM pg_prepared_xacts WHERE database = current_database()")}
+        return {gid for (gid,) in self.query("SELECT gid FROM pg_prepared_xacts WHERE database = current_database()")}
 
 
 @pytest.fixture

@@ -36,11 +36,17 @@ def _table(db) -> Counter:
 
 
 def _conf(tmp_path: Path, interval: str) -> dict:
-    return {"execution.target": "local", "execution.checkpointing.interval": interval,
-            "state.checkpoints.dir": (tmp_path / "ckpt").as_uri(), "state.checkpoints.num-retained": 3,
-            "execution.checkpointing.externalized-checkpoint-retention": "RETAIN_ON_CANCELLATION",
-            "execution.epoch.max-records": 20_000, "parallelism.default": 2, "restart-strategy.type": "none",
-            "sparkpoint.local-state-dir": str(tmp_path / "local")}
+    return {
+        "execution.target": "local",
+        "execution.checkpointing.interval": interval,
+        "state.checkpoints.dir": (tmp_path / "ckpt").as_uri(),
+        "state.checkpoints.num-retained": 3,
+        "execution.checkpointing.externalized-checkpoint-retention": "RETAIN_ON_CANCELLATION",
+        "execution.epoch.max-records": 20_000,
+        "parallelism.default": 2,
+        "restart-strategy.type": "none",
+        "sparkpoint.local-state-dir": str(tmp_path / "local"),
+    }
 
 
 def _prepare(db, dbname: str, gid: str, channel: str) -> None:
@@ -60,26 +66,39 @@ def test_restore_commits_the_checkpoints_transactions_and_rolls_back_only_this_s
         conn.execute(TABLE)
     args = ["--url", db.url, "--events", str(n), "--prefix", "wc"]
     conf = _conf(tmp_path, "200 ms")
-    crashed = subprocess.run(run_command(JOB, args, conf), cwd=ROOT, capture_output=True, text=True, timeout=120,
-                             env={**_env(), "SPARKPOINT_KILL_AT": "after-metadata@2"})
-    assert crashed.returncode == -9, crashed.stdout + crashed.stderr   # killed between _metadata and the commit
+    crashed = subprocess.run(
+        run_command(JOB, args, conf),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**_env(), "SPARKPOINT_KILL_AT": "after-metadata@2"},
+    )
+    assert crashed.returncode == -9, crashed.stdout + crashed.stderr  # killed between _metadata and the commit
     restore = latest_completed((tmp_path / "ckpt").as_uri())
     assert restore is not None
     assert db.prepared_gids(), "the completed, uncommitted checkpoint left no prepared transaction"
     assert sum(_table(db).values()) < len(oracle(n))
-    _prepare(db, db.name, "wc-1-0", "STRAY")              # this sink's, no checkpoint refers to it
-    _prepare(db, db.name, "other-sink-0-1", "OTHER")      # another sink's
-    _prepare(db, db.name, "wc-a-0-1", "OTHER")            # another sink whose prefix starts with this one's
-    _prepare(db, other_db, "wc-7-1", "OTHER")             # this prefix, in another database (gids are cluster-wide)
+    _prepare(db, db.name, "wc-1-0", "STRAY")  # this sink's, no checkpoint refers to it
+    _prepare(db, db.name, "other-sink-0-1", "OTHER")  # another sink's
+    _prepare(db, db.name, "wc-a-0-1", "OTHER")  # another sink whose prefix starts with this one's
+    _prepare(db, other_db, "wc-7-1", "OTHER")  # this prefix, in another database (gids are cluster-wide)
     try:
-        restored = subprocess.run(run_command(JOB, args, conf, restore=restore), cwd=ROOT, capture_output=True,
-                                  text=True, timeout=120, env=_env())
+        restored = subprocess.run(
+            run_command(JOB, args, conf, restore=restore),
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=_env(),
+        )
         assert restored.returncode == 0, restored.stdout + restored.stderr
         assert _table(db) == oracle(n)
         assert db.prepared_gids() == {"other-sink-0-1", "wc-a-0-1"}
         with db.server.connect(other_db) as conn:
-            assert conn.execute("SELECT gid FROM pg_prepared_xacts WHERE database = %s",
-                                (other_db,)).fetchall() == [("wc-7-1",)]
+            assert conn.execute("SELECT gid FROM pg_prepared_xacts WHERE database = %s", (other_db,)).fetchall() == [
+                ("wc-7-1",)
+            ]
     finally:
         with db.server.connect(other_db) as conn:
             conn.execute("ROLLBACK PREPARED 'wc-7-1'")
@@ -95,16 +114,26 @@ def _env() -> dict:
 
 def test_kill_loop_exactly_once_into_postgres(db, tmp_path):
     """SIGKILLs at random progress points and inside the checkpoint protocol; the table equals the oracle."""
-    n = 2_000_000   # 50 epochs of 40,000: more than 8 kills x (4 + 1)
+    n = 2_000_000  # 50 epochs of 40,000: more than 8 kills x (4 + 1)
     with db.connect() as conn:
         conn.execute(TABLE)
-    loop = KillLoop(JOB, ["--url", db.url, "--events", str(n), "--prefix", "wc"], tmp_path / "ckpt",
-                    _conf(tmp_path, "300 ms"), kills=8, seed=13, epochs_per_round=4, cwd=ROOT)
+    loop = KillLoop(
+        JOB,
+        ["--url", db.url, "--events", str(n), "--prefix", "wc"],
+        tmp_path / "ckpt",
+        _conf(tmp_path, "300 ms"),
+        kills=8,
+        seed=13,
+        epochs_per_round=4,
+        cwd=ROOT,
+    )
     result = loop.run()
     assert result.kills == 8, result
     got, expected = _table(db), oracle(n)
-    assert got == expected, (f"{sum(got.values())} rows, {len(expected)} expected; missing {len(expected - got)}, "
-                             f"extra {len(got - expected)}")
+    assert got == expected, (
+        f"{sum(got.values())} rows, {len(expected)} expected; missing {len(expected - got)}, "
+        f"extra {len(got - expected)}"
+    )
     assert db.prepared_gids() == set()
 
 
@@ -116,15 +145,22 @@ def test_kill_between_two_commit_prepared_of_a_checkpoint_recovers_exactly(db, t
         conn.execute(TABLE)
     args = ["--url", db.url, "--events", str(n), "--prefix", "wc"]
     conf = _conf(tmp_path, "200 ms")
-    crashed = subprocess.run(run_command(JOB, args, conf), cwd=ROOT, capture_output=True, text=True, timeout=120,
-                             env={**_env(), "SPARKPOINT_KILL_AT": "sink-commit@1"})
+    crashed = subprocess.run(
+        run_command(JOB, args, conf),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**_env(), "SPARKPOINT_KILL_AT": "sink-commit@1"},
+    )
     assert crashed.returncode == -9, crashed.stdout + crashed.stderr
     assert _table(db), "the first COMMIT PREPARED did not happen before the kill"
     assert db.prepared_gids(), "no prepared transaction left: the kill did not land inside the commit"
     restore = latest_completed((tmp_path / "ckpt").as_uri())
     assert restore is not None
-    restored = subprocess.run(run_command(JOB, args, conf, restore=restore), cwd=ROOT, capture_output=True,
-                              text=True, timeout=120, env=_env())
+    restored = subprocess.run(
+        run_command(JOB, args, conf, restore=restore), cwd=ROOT, capture_output=True, text=True, timeout=120, env=_env()
+    )
     assert restored.returncode == 0, restored.stdout + restored.stderr
     assert _table(db) == oracle(n)
     assert db.prepared_gids() == set()

@@ -35,9 +35,14 @@ INSERT = "INSERT INTO items (id, label) VALUES (?, ?)"
 
 
 def _options(url: str) -> JdbcConnectionOptions:
-    return (JdbcConnectionOptions.JdbcConnectionOptionsBuilder().with_url(url)
-            .with_driver_name("org.postgresql.Driver").with_user_name("postgres").with_password("not-used")
-            .build())
+    return (
+        JdbcConnectionOptions.JdbcConnectionOptionsBuilder()
+        .with_url(url)
+        .with_driver_name("org.postgresql.Driver")
+        .with_user_name("postgres")
+        .with_password("not-used")
+        .build()
+    )
 
 
 def _create_items(db) -> None:
@@ -54,11 +59,22 @@ def test_at_least_once_sink_writes_every_row(make_env, db):
     _create_items(db)
     env = make_env("local", **{"execution.epoch.max-records": 300})
     env.set_parallelism(2)
-    (env.from_source(NumberSequenceSource(0, 2_499), WatermarkStrategy.no_watermarks(), "numbers")
-     .map(lambda v: Row(v, f"item-{v}"), output_type=ROW)
-     .add_sink(JdbcSink.sink(INSERT, ROW, _options(db.url),
-                             JdbcExecutionOptions.builder().with_batch_size(128).with_batch_interval_ms(0)
-                             .with_max_retries(1).build())))
+    (
+        env.from_source(NumberSequenceSource(0, 2_499), WatermarkStrategy.no_watermarks(), "numbers")
+        .map(lambda v: Row(v, f"item-{v}"), output_type=ROW)
+        .add_sink(
+            JdbcSink.sink(
+                INSERT,
+                ROW,
+                _options(db.url),
+                JdbcExecutionOptions.builder()
+                .with_batch_size(128)
+                .with_batch_interval_ms(0)
+                .with_max_retries(1)
+                .build(),
+            )
+        )
+    )
     env.execute("jdbc-at-least-once")
     assert _ids(db) == list(range(2_500))
     assert db.query("SELECT label FROM items WHERE id = 1234") == [("item-1234",)]
@@ -74,22 +90,22 @@ def test_an_epochs_rows_are_prepared_and_invisible_until_committed(db):
     _create_items(db)
     config = _config(db, "items")
     writer = JdbcSinkWriter(config, subtask=1, parallelism=2, epoch=7, state=None)
-    writer.write([Row(i, f"x{i}") for i in range(250)], [0] * 250)   # three batches, one transaction
+    writer.write([Row(i, f"x{i}") for i in range(250)], [0] * 250)  # three batches, one transaction
     committables = writer.prepare_commit()
     assert [c.gid for c in committables] == ["items-1-7"]
-    assert _ids(db) == []                                  # prepared, not committed
+    assert _ids(db) == []  # prepared, not committed
     assert db.prepared_gids() == {"items-1-7"}
     JdbcCommitter(config).commit(committables)
     assert _ids(db) == list(range(250))
     assert db.prepared_gids() == set()
-    JdbcCommitter(config).commit(committables)             # again (a restore commits again): nothing changes
+    JdbcCommitter(config).commit(committables)  # again (a restore commits again): nothing changes
     assert _ids(db) == list(range(250))
 
 
 def test_a_retried_task_leaves_one_prepared_transaction(db):
     _create_items(db)
     config = _config(db, "items")
-    for _attempt in range(2):                              # the same epoch task, run twice
+    for _attempt in range(2):  # the same epoch task, run twice
         writer = JdbcSinkWriter(config, subtask=0, parallelism=1, epoch=3, state={"clean": True})
         writer.write([Row(i, "a") for i in range(10)], [0] * 10)
         committables = writer.prepare_commit()
@@ -107,7 +123,7 @@ def test_committing_a_gone_gid_tells_committed_from_rolled_back(db, caplog):
     done_c, lost_c = done.prepare_commit(), lost.prepare_commit()
     JdbcCommitter(config).commit(done_c)
     with db.connect() as conn:
-        conn.execute("ROLLBACK PREPARED 'items-0-2'")      # an administrator's doing
+        conn.execute("ROLLBACK PREPARED 'items-0-2'")  # an administrator's doing
     with caplog.at_level("INFO", logger="sparkpoint.connectors.jdbc"):
         JdbcCommitter(config).commit(done_c + lost_c)
     assert "items-0-1 was committed already" in caplog.text
@@ -120,8 +136,13 @@ def test_a_subtasks_first_writer_rolls_back_only_its_own_leftovers(db):
     """A fresh start (no writer state): leftovers of this subtask and of subtasks beyond the
     parallelism go; another live subtask's, another prefix's stay."""
     _create_items(db)
-    for prefix, subtask, epoch in [("items", 0, 1), ("items", 0, 9), ("items", 1, 1), ("items", 5, 2),
-                                   ("items-b", 0, 1)]:
+    for prefix, subtask, epoch in [
+        ("items", 0, 1),
+        ("items", 0, 9),
+        ("items", 1, 1),
+        ("items", 5, 2),
+        ("items-b", 0, 1),
+    ]:
         writer = JdbcSinkWriter(_config(db, prefix), subtask=subtask, parallelism=9, epoch=epoch, state={"clean": 1})
         writer.write([Row(epoch, "old")], [0])
         writer.prepare_commit()
@@ -132,7 +153,7 @@ def test_a_subtasks_first_writer_rolls_back_only_its_own_leftovers(db):
     assert writer.snapshot_state() == {"clean": True}
     later = JdbcSinkWriter(_config(db, "items"), subtask=1, parallelism=2, epoch=5, state={"clean": True})
     later.write([Row(5, "new")], [0])
-    later.prepare_commit()                                # a writer with state keeps earlier epochs
+    later.prepare_commit()  # a writer with state keeps earlier epochs
     assert db.prepared_gids() == {"items-0-4", "items-1-1", "items-1-5", "items-b-0-1"}
 
 
@@ -145,8 +166,12 @@ def _probe(url: str, path: str, at: int):
 
             with psycopg.connect(**parse_jdbc_url(url), autocommit=True) as conn:
                 visible = conn.execute("SELECT count(*) FROM items").fetchone()[0]
-                gids = [g for (g,) in conn.execute(
-                    "SELECT gid FROM pg_prepared_xacts WHERE database = current_database()").fetchall()]
+                gids = [
+                    g
+                    for (g,) in conn.execute(
+                        "SELECT gid FROM pg_prepared_xacts WHERE database = current_database()"
+                    ).fetchall()
+                ]
             with open(path, "w") as f:
                 json.dump({"visible": visible, "gids": gids}, f)
         return Row(v, "p")
@@ -161,24 +186,35 @@ def test_rows_of_epochs_after_the_last_completed_checkpoint_are_invisible(make_e
     transactions of this sink; with at-least-once it sees all 500."""
     _create_items(db)
     probe_file = tmp_path / "probe.json"
-    env = make_env("local", **{"execution.epoch.max-records": 100, "execution.checkpointing.interval": "1 h",
-                               "state.checkpoints.dir": (tmp_path / "ckpt").as_uri()})
+    env = make_env(
+        "local",
+        **{
+            "execution.epoch.max-records": 100,
+            "execution.checkpointing.interval": "1 h",
+            "state.checkpoints.dir": (tmp_path / "ckpt").as_uri(),
+        },
+    )
     env.set_parallelism(1)
     eo = JdbcExactlyOnceOptions.builder().with_transaction_id_prefix("probed").build()
-    sink = (JdbcSink.exactly_once_sink(INSERT, ROW, _options(db.url), None, eo) if exactly_once
-            else JdbcSink.sink(INSERT, ROW, _options(db.url)))
-    (env.from_source(NumberSequenceSource(0, 999), WatermarkStrategy.no_watermarks(), "numbers")
-     .map(_probe(db.url, str(probe_file), at=500), output_type=ROW)
-     .add_sink(sink))
+    sink = (
+        JdbcSink.exactly_once_sink(INSERT, ROW, _options(db.url), None, eo)
+        if exactly_once
+        else JdbcSink.sink(INSERT, ROW, _options(db.url))
+    )
+    (
+        env.from_source(NumberSequenceSource(0, 999), WatermarkStrategy.no_watermarks(), "numbers")
+        .map(_probe(db.url, str(probe_file), at=500), output_type=ROW)
+        .add_sink(sink)
+    )
     env.execute("jdbc-visibility")
     seen = json.loads(probe_file.read_text())
     if exactly_once:
-        epochs = sorted(parse_gid("probed", g)[1] for g in seen["gids"])   # type: ignore[index]
+        epochs = sorted(parse_gid("probed", g)[1] for g in seen["gids"])  # type: ignore[index]
         assert seen["visible"] == 100 and len(epochs) == 4, seen
         assert epochs == list(range(epochs[0], epochs[0] + 4)), seen
     else:
         assert seen == {"visible": 500, "gids": []}
-    assert _ids(db) == list(range(1000))                  # the final checkpoint committed everything
+    assert _ids(db) == list(range(1000))  # the final checkpoint committed everything
     assert db.prepared_gids() == set()
 
 
@@ -187,17 +223,21 @@ def test_a_bad_record_is_named_with_table_sql_and_error_and_earlier_epochs_stay(
     _create_items(db)
     env = make_env("local", **{"execution.epoch.max-records": 100})
     env.set_parallelism(1)
-    (env.from_source(NumberSequenceSource(0, 999), WatermarkStrategy.no_watermarks(), "numbers")
-     .map(lambda v: Row("seven-fifty" if v == 750 else v, "x"))
-     .add_sink(JdbcSink.sink(INSERT, ROW, _options(db.url), JdbcExecutionOptions.builder().with_batch_size(40)
-                             .build())).uid("items-sink"))
+    (
+        env.from_source(NumberSequenceSource(0, 999), WatermarkStrategy.no_watermarks(), "numbers")
+        .map(lambda v: Row("seven-fifty" if v == 750 else v, "x"))
+        .add_sink(
+            JdbcSink.sink(INSERT, ROW, _options(db.url), JdbcExecutionOptions.builder().with_batch_size(40).build())
+        )
+        .uid("items-sink")
+    )
     with pytest.raises(UserFunctionError) as info:
         env.execute("jdbc-bad-record")
     message = str(info.value)
     assert "uid 'items-sink'" in message and "table items" in message and INSERT in message, message
     assert "'seven-fifty'" in message and "invalid input syntax for type bigint" in message, message
     assert info.value.record == Row("seven-fifty", "x")
-    assert _ids(db) == list(range(700))                   # epochs 0-6 committed; the failing one left nothing
+    assert _ids(db) == list(range(700))  # epochs 0-6 committed; the failing one left nothing
 
 
 def test_a_record_with_the_wrong_field_count_is_named(db):
@@ -211,13 +251,21 @@ def test_a_record_with_the_wrong_field_count_is_named(db):
 @pytest.mark.spark
 def test_exactly_once_on_spark_writes_every_row_once(spark, make_env, db, tmp_path):
     _create_items(db)
-    env = make_env("spark", **{"execution.epoch.max-records": 400, "execution.checkpointing.interval": "100 ms",
-                               "state.checkpoints.dir": (tmp_path / "ckpt").as_uri()})
+    env = make_env(
+        "spark",
+        **{
+            "execution.epoch.max-records": 400,
+            "execution.checkpointing.interval": "100 ms",
+            "state.checkpoints.dir": (tmp_path / "ckpt").as_uri(),
+        },
+    )
     env.set_parallelism(2)
     eo = JdbcExactlyOnceOptions.builder().with_transaction_id_prefix("on-spark").build()
-    (env.from_source(NumberSequenceSource(0, 2_999), WatermarkStrategy.no_watermarks(), "numbers")
-     .map(lambda v: Row(v, "s"), output_type=ROW)
-     .sink_to(JdbcSink.exactly_once_sink(INSERT, ROW, _options(db.url), None, eo)))
+    (
+        env.from_source(NumberSequenceSource(0, 2_999), WatermarkStrategy.no_watermarks(), "numbers")
+        .map(lambda v: Row(v, "s"), output_type=ROW)
+        .sink_to(JdbcSink.exactly_once_sink(INSERT, ROW, _options(db.url), None, eo))
+    )
     env.execute("jdbc-on-spark")
     assert _ids(db) == list(range(3_000))
     assert db.prepared_gids() == set()

@@ -24,8 +24,10 @@ from sparkpoint.datastream.connectors.jdbc import (
 )
 from sparkpoint.datastream.window import TumblingEventTimeWindows
 
-ROW_TYPE = Types.ROW_NAMED(["window_start", "window_end", "channel", "behavior", "cnt"],
-                           [Types.LONG(), Types.LONG(), Types.STRING(), Types.STRING(), Types.LONG()])
+ROW_TYPE = Types.ROW_NAMED(
+    ["window_start", "window_end", "channel", "behavior", "cnt"],
+    [Types.LONG(), Types.LONG(), Types.STRING(), Types.STRING(), Types.LONG()],
+)
 
 
 class EventTimestamp(TimestampAssigner):
@@ -56,20 +58,31 @@ def main() -> None:
     sink = JdbcSink.exactly_once_sink(
         f"INSERT INTO {args.table} (window_start, window_end, channel, behavior, cnt) VALUES (?, ?, ?, ?, ?)",
         ROW_TYPE,
-        JdbcConnectionOptions.JdbcConnectionOptionsBuilder().with_url(args.url)
-        .with_driver_name("org.postgresql.Driver").build(),
+        JdbcConnectionOptions.JdbcConnectionOptionsBuilder()
+        .with_url(args.url)
+        .with_driver_name("org.postgresql.Driver")
+        .build(),
         JdbcExecutionOptions.builder().with_batch_size(500).build(),
-        JdbcExactlyOnceOptions.builder().with_transaction_id_prefix(args.prefix).build())
-    watermarks = (WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(50_000))
-                  .with_timestamp_assigner(EventTimestamp()))
+        JdbcExactlyOnceOptions.builder().with_transaction_id_prefix(args.prefix).build(),
+    )
+    watermarks = WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(50_000)).with_timestamp_assigner(
+        EventTimestamp()
+    )
     events = StringLineEventSource(args.events, seed=42, num_splits=2, records_per_second=args.events_per_second)
-    (env.from_source(events, WatermarkStrategy.no_watermarks(), "events").uid("source")
-        .assign_timestamps_and_watermarks(watermarks).uid("timestamps")
-        .map(to_pair).uid("to-pairs")
+    (
+        env.from_source(events, WatermarkStrategy.no_watermarks(), "events")
+        .uid("source")
+        .assign_timestamps_and_watermarks(watermarks)
+        .uid("timestamps")
+        .map(to_pair)
+        .uid("to-pairs")
         .key_by(lambda pair: pair[0])
         .window(TumblingEventTimeWindows.of(Time.milliseconds(60_000)))
-        .process(CountPerWindow(), output_type=ROW_TYPE).uid("window-counts")
-        .add_sink(sink).uid("jdbc-sink"))
+        .process(CountPerWindow(), output_type=ROW_TYPE)
+        .uid("window-counts")
+        .add_sink(sink)
+        .uid("jdbc-sink")
+    )
     env.execute("window-counts-jdbc")
 
 

@@ -20,7 +20,7 @@ def kafka():
         pytest.skip("noida-db is not installed (pip install noida-db)")
     with KafkaServer() as server:
         yield server
-        close_cached_clients()   # before the broker goes: they would retry connecting until the process ends
+        close_cached_clients()  # before the broker goes: they would retry connecting until the process ends
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -48,13 +48,14 @@ def test_kafka_to_kafka_kill_loop_local_executor(kafka, topic_name, tmp_path):
     events, counts = _topics(kafka, topic_name, n)
     conf = checkpoint_conf(tmp_path / "ckpt", "local")
     conf["sparkpoint.local-state-dir"] = str(tmp_path / "local")
-    result = _kill_loop(kafka, events, counts, tmp_path / "ckpt", conf, kills=10, seed=17,
-                        epochs_per_round=1).run()
+    result = _kill_loop(kafka, events, counts, tmp_path / "ckpt", conf, kills=10, seed=17, epochs_per_round=1).run()
     assert result.kills == 10, result
     assert any(r is not None for r in result.restores)
     got, expected = _committed(kafka, counts), oracle(n)
-    assert got == expected, (f"{sum(got.values())} records committed, {len(expected)} expected; "
-                             f"missing {len(expected - got)}, extra {len(got - expected)}")
+    assert got == expected, (
+        f"{sum(got.values())} records committed, {len(expected)} expected; "
+        f"missing {len(expected - got)}, extra {len(got - expected)}"
+    )
 
 
 @pytest.mark.spark
@@ -64,8 +65,9 @@ def test_kafka_to_kafka_kill_loop_on_spark(kafka, topic_name, tmp_path):
     events, counts = _topics(kafka, topic_name, n)
     conf = checkpoint_conf(tmp_path / "ckpt", "spark")
     conf["sparkpoint.local-state-dir"] = str(tmp_path / "local")
-    result = _kill_loop(kafka, events, counts, tmp_path / "ckpt", conf, kills=2, seed=5, fault_share=0.5,
-                        epochs_per_round=2).run()
+    result = _kill_loop(
+        kafka, events, counts, tmp_path / "ckpt", conf, kills=2, seed=5, fault_share=0.5, epochs_per_round=2
+    ).run()
     assert result.kills == 2, result
     assert _committed(kafka, counts) == oracle(n)
 
@@ -82,14 +84,21 @@ def test_kill_between_two_end_txn_of_a_checkpoint_recovers_exactly(kafka, topic_
     args = ["--kafka", kafka.bootstrap_servers, "--input-topic", events, "--output-topic", counts, "--bounded"]
     env = {k: v for k, v in os.environ.items() if k != "SPARKPOINT_KILL_AT"}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
-    crashed = subprocess.run(run_command(JOB, args, conf), cwd=str(ROOT), env={**env, "SPARKPOINT_KILL_AT":
-                             "sink-commit@1"}, capture_output=True, text=True, timeout=120)
+    crashed = subprocess.run(
+        run_command(JOB, args, conf),
+        cwd=str(ROOT),
+        env={**env, "SPARKPOINT_KILL_AT": "sink-commit@1"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert crashed.returncode == -9, crashed.stdout + crashed.stderr
     expected = oracle(n)
     assert 0 < sum(_committed(kafka, counts).values()) < len(expected)
     restore = latest_completed((tmp_path / "ckpt").as_uri())
     assert restore is not None
-    done = subprocess.run(run_command(JOB, args, conf, restore), cwd=str(ROOT), env=env, capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(
+        run_command(JOB, args, conf, restore), cwd=str(ROOT), env=env, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert _committed(kafka, counts) == expected

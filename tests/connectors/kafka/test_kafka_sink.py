@@ -18,11 +18,18 @@ pytestmark = pytest.mark.kafka
 
 
 def _sink(kafka, topic, guarantee=DeliveryGuarantee.EXACTLY_ONCE, prefix="sink-test", **props):
-    builder = (KafkaSink.builder().set_bootstrap_servers(kafka.bootstrap_servers)
-               .set_record_serializer(KafkaRecordSerializationSchema.builder().set_topic(topic)
-                                      .set_key_serialization_schema(SimpleStringSchema())
-                                      .set_value_serialization_schema(SimpleStringSchema()).build())
-               .set_delivery_guarantee(guarantee))
+    builder = (
+        KafkaSink.builder()
+        .set_bootstrap_servers(kafka.bootstrap_servers)
+        .set_record_serializer(
+            KafkaRecordSerializationSchema.builder()
+            .set_topic(topic)
+            .set_key_serialization_schema(SimpleStringSchema())
+            .set_value_serialization_schema(SimpleStringSchema())
+            .build()
+        )
+        .set_delivery_guarantee(guarantee)
+    )
     if prefix:
         builder.set_transactional_id_prefix(prefix)
     for k, v in props.items():
@@ -61,12 +68,12 @@ def test_exactly_once_records_are_invisible_until_the_commit(kafka, topic_name):
     sink = _sink(kafka, topic, prefix=topic)
     committables, state = _write(sink, 0, None, ["a", "b", "c"])
     assert len(committables) == 1 and state == {"next_transaction": 1}
-    assert _values(kafka, topic) == Counter()                                    # pre-committed only
+    assert _values(kafka, topic) == Counter()  # pre-committed only
     assert _values(kafka, topic, "read_uncommitted") == Counter("abc")
     committer = sink.create_committer()
     committer.commit(committables)
     assert _values(kafka, topic) == Counter("abc")
-    committer.commit(committables)   # a restore commits the checkpoint's transactions again: no duplicates
+    committer.commit(committables)  # a restore commits the checkpoint's transactions again: no duplicates
     assert _values(kafka, topic) == Counter("abc")
 
 
@@ -80,20 +87,21 @@ def test_an_epoch_without_records_opens_no_transaction(kafka, topic_name):
 def test_restore_commits_the_checkpoint_and_aborts_what_came_after(kafka, topic_name):
     """Checkpoint at ``next_transaction=1``: transaction 0 is in it; 1 and 2 were opened by the attempt that died."""
     topic = topic_name("restore")
-    kafka.create_topic(topic)   # one partition: a transaction left open would hide everything after it
+    kafka.create_topic(topic)  # one partition: a transaction left open would hide everything after it
     sink = _sink(kafka, topic, prefix=topic)
     in_checkpoint, state = _write(sink, 0, None, ["kept-1", "kept-2"])
-    _write(sink, 0, state, ["lost-1"])                     # pre-committed after the barrier
-    _write(sink, 1, {"next_transaction": 0}, ["lost-2"])   # the other subtask, likewise
+    _write(sink, 0, state, ["lost-1"])  # pre-committed after the barrier
+    _write(sink, 1, {"next_transaction": 0}, ["lost-2"])  # the other subtask, likewise
     _write(sink, 0, {"next_transaction": 2}, ["lost-3"])
     committer = SinkCommitter(_Plan(sink), exactly_once=True)
     committer.recommit({7: in_checkpoint}, {7: {0: {"next_transaction": 1}, 1: {"next_transaction": 0}}})
-    after, _ = _write(sink, 0, {"next_transaction": 1}, ["after"])   # the restored job goes on
+    after, _ = _write(sink, 0, {"next_transaction": 1}, ["after"])  # the restored job goes on
     sink.create_committer().commit(after)
     # nothing stays open (else "after" would be hidden) and only committed records are there
     assert _values(kafka, topic) == Counter(["kept-1", "kept-2", "after"])
-    assert _values(kafka, topic, "read_uncommitted") == Counter(["kept-1", "kept-2", "lost-1", "lost-2", "lost-3",
-                                                                 "after"])
+    assert _values(kafka, topic, "read_uncommitted") == Counter(
+        ["kept-1", "kept-2", "lost-1", "lost-2", "lost-3", "after"]
+    )
 
 
 def test_a_subtask_without_state_fences_what_an_earlier_run_left_open(kafka, topic_name):
@@ -102,7 +110,7 @@ def test_a_subtask_without_state_fences_what_an_earlier_run_left_open(kafka, top
     sink = _sink(kafka, topic, prefix=topic)
     _write(sink, 0, None, ["from-a-run-that-crashed"])
     _write(sink, 0, {"next_transaction": 1}, ["also-crashed"])
-    committables, _ = _write(sink, 0, None, ["new"])   # a fresh start: no checkpoint, no state
+    committables, _ = _write(sink, 0, None, ["new"])  # a fresh start: no checkpoint, no state
     sink.create_committer().commit(committables)
     assert _values(kafka, topic) == Counter(["new"])
 

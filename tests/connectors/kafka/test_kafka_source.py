@@ -18,9 +18,13 @@ pytestmark = pytest.mark.kafka
 
 
 def _source(kafka, topic, starting=None, group=None, **props):
-    builder = (KafkaSource.builder().set_bootstrap_servers(kafka.bootstrap_servers).set_topics(topic)
-               .set_value_only_deserializer(SimpleStringSchema())
-               .set_bounded(KafkaOffsetsInitializer.latest()))
+    builder = (
+        KafkaSource.builder()
+        .set_bootstrap_servers(kafka.bootstrap_servers)
+        .set_topics(topic)
+        .set_value_only_deserializer(SimpleStringSchema())
+        .set_bounded(KafkaOffsetsInitializer.latest())
+    )
     if starting is not None:
         builder.set_starting_offsets(starting)
     if group is not None:
@@ -40,8 +44,12 @@ class Tagged(ProcessFunction):
 def _run(make_env, source, parallelism=2, **config):
     env = make_env(**config)
     env.set_parallelism(parallelism)
-    return list(env.from_source(source, WatermarkStrategy.no_watermarks(), "kafka").uid("kafka")
-                .process(Tagged()).execute_and_collect())
+    return list(
+        env.from_source(source, WatermarkStrategy.no_watermarks(), "kafka")
+        .uid("kafka")
+        .process(Tagged())
+        .execute_and_collect()
+    )
 
 
 def test_java_string_hash_matches_java():
@@ -72,8 +80,9 @@ def test_starting_offsets(kafka, topic_name, make_env):
     kafka.create_topic(topic, partitions=2)
     t0 = 1_700_000_000_000
     for p in range(2):
-        kafka.produce(topic, [f"{p}:{i}" for i in range(10)], partition=p,
-                      timestamps=[t0 + i * 1000 for i in range(10)])
+        kafka.produce(
+            topic, [f"{p}:{i}" for i in range(10)], partition=p, timestamps=[t0 + i * 1000 for i in range(10)]
+        )
 
     def read(starting):
         return sorted(v for v, _ in _run(make_env, _source(kafka, topic, starting)))
@@ -82,7 +91,7 @@ def test_starting_offsets(kafka, topic_name, make_env):
     assert read(KafkaOffsetsInitializer.earliest()) == everything
     assert read(KafkaOffsetsInitializer.latest()) == []
     assert read(KafkaOffsetsInitializer.timestamp(t0 + 7000)) == sorted(f"{p}:{i}" for p in range(2) for i in (7, 8, 9))
-    given = KafkaOffsetsInitializer.offsets({KafkaTopicPartition(topic, 0): 8})   # partition 1: earliest
+    given = KafkaOffsetsInitializer.offsets({KafkaTopicPartition(topic, 0): 8})  # partition 1: earliest
     assert read(given) == sorted(["0:8", "0:9"] + [f"1:{i}" for i in range(10)])
 
 
@@ -120,10 +129,15 @@ def test_new_partitions_are_discovered_and_read_from_their_start(kafka, topic_na
     topic = topic_name("grows")
     kafka.create_topic(topic, partitions=2)
     kafka.produce(topic, ["a", "b"], partition=0)
-    source = (KafkaSource.builder().set_bootstrap_servers(kafka.bootstrap_servers).set_topics(topic)
-              .set_value_only_deserializer(SimpleStringSchema())
-              .set_starting_offsets(KafkaOffsetsInitializer.latest())
-              .set_property("partition.discovery.interval.ms", "100").build())
+    source = (
+        KafkaSource.builder()
+        .set_bootstrap_servers(kafka.bootstrap_servers)
+        .set_topics(topic)
+        .set_value_only_deserializer(SimpleStringSchema())
+        .set_starting_offsets(KafkaOffsetsInitializer.latest())
+        .set_property("partition.discovery.interval.ms", "100")
+        .build()
+    )
     enumerator = source.create_enumerator()
     assert isinstance(enumerator, KafkaSplitEnumerator)
     enumerator.discover()
@@ -139,25 +153,41 @@ def test_new_partitions_are_discovered_and_read_from_their_start(kafka, topic_na
     assert new == [(split_owner(topic, 2, 2), 2, 0)]
 
 
-
 def _epochs_of_watermarks(kafka, topic, strategy, epochs=3, step_ms=200):
     """The source subtask's watermark after each of ``epochs`` reads, ``step_ms`` of processing time apart;
     before each read, partition 0 gets a record 1 s later than the last."""
     from sparkpoint.operators.base import Output, TaskContext
     from sparkpoint.operators.source import SourceOperator
 
-    source = (KafkaSource.builder().set_bootstrap_servers(kafka.bootstrap_servers).set_topics(topic)
-              .set_value_only_deserializer(SimpleStringSchema()).build())
+    source = (
+        KafkaSource.builder()
+        .set_bootstrap_servers(kafka.bootstrap_servers)
+        .set_topics(topic)
+        .set_value_only_deserializer(SimpleStringSchema())
+        .build()
+    )
     enumerator = source.create_enumerator()
     enumerator.discover()
     splits: list = []
     marks = []
     for epoch in range(epochs):
         kafka.produce(topic, ["x"], partition=0, timestamps=[10_000 + 1000 * epoch])
-        splits = enumerator.assign({0: splits})[0]   # as the driver does before every epoch
+        splits = enumerator.assign({0: splits})[0]  # as the driver does before every epoch
         op = SourceOperator("kafka", "kafka", source, strategy)
-        op.setup(TaskContext(job_id="j", job_name="j", stage_id=0, subtask_index=0, parallelism=1, max_parallelism=128,
-                             epoch=epoch, processing_time=1_000_000 + epoch * step_ms, job_parameters={}), None)
+        op.setup(
+            TaskContext(
+                job_id="j",
+                job_name="j",
+                stage_id=0,
+                subtask_index=0,
+                parallelism=1,
+                max_parallelism=128,
+                epoch=epoch,
+                processing_time=1_000_000 + epoch * step_ms,
+                job_parameters={},
+            ),
+            None,
+        )
         splits, wm = op.read(splits, False, 10_000, 1 << 30, Output())
         marks.append(wm)
     return marks
@@ -169,7 +199,7 @@ def test_watermarks_are_per_partition_and_an_idle_partition_does_not_hold_them_b
     topic = topic_name("idle")
     kafka.create_topic(topic, partitions=2)
     bounded = WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(500))
-    held = _epochs_of_watermarks(kafka, topic, bounded)   # partition 1 stays empty
+    held = _epochs_of_watermarks(kafka, topic, bounded)  # partition 1 stays empty
     assert held == [-(2**63)] * 3, held
     topic = topic_name("idle")
     kafka.create_topic(topic, partitions=2)
@@ -183,10 +213,14 @@ def test_a_topic_pattern_reads_every_matching_topic(kafka, topic_name, make_env)
     for suffix, partitions in (("a", 1), ("b", 3), ("other", 1)):
         kafka.create_topic(f"{stem}.{suffix}", partitions=partitions)
         kafka.produce(f"{stem}.{suffix}", [f"{suffix}{i}" for i in range(5)])
-    source = (KafkaSource.builder().set_bootstrap_servers(kafka.bootstrap_servers)
-              .set_topic_pattern(stem.replace(".", r"\.") + r"\.[ab]")
-              .set_value_only_deserializer(SimpleStringSchema())
-              .set_bounded(KafkaOffsetsInitializer.latest()).build())
+    source = (
+        KafkaSource.builder()
+        .set_bootstrap_servers(kafka.bootstrap_servers)
+        .set_topic_pattern(stem.replace(".", r"\.") + r"\.[ab]")
+        .set_value_only_deserializer(SimpleStringSchema())
+        .set_bounded(KafkaOffsetsInitializer.latest())
+        .build()
+    )
     assert sorted(v for v, _ in _run(make_env, source)) == sorted(f"{s}{i}" for s in "ab" for i in range(5))
 
 
@@ -195,13 +229,18 @@ def test_a_task_run_again_reads_exactly_what_its_first_run_read(kafka, topic_nam
     topic = topic_name("rerun")
     kafka.create_topic(topic)
     kafka.produce(topic, [f"a{i}" for i in range(30)])
-    source = (KafkaSource.builder().set_bootstrap_servers(kafka.bootstrap_servers).set_topics(topic)
-              .set_value_only_deserializer(SimpleStringSchema()).build())
+    source = (
+        KafkaSource.builder()
+        .set_bootstrap_servers(kafka.bootstrap_servers)
+        .set_topics(topic)
+        .set_value_only_deserializer(SimpleStringSchema())
+        .build()
+    )
     enumerator = source.create_enumerator()
     enumerator.discover()
     [split] = enumerator.assign({0: []})[0]
     first = source.create_reader().read(split, 1000, 1 << 30)
-    kafka.produce(topic, [f"b{i}" for i in range(5)])   # arrives between the two runs
+    kafka.produce(topic, [f"b{i}" for i in range(5)])  # arrives between the two runs
     again = source.create_reader().read(split, 1000, 1 << 30)
     assert first.values == again.values == [f"a{i}" for i in range(30)]
     assert first.split.position == again.split.position == 30
@@ -216,10 +255,16 @@ def test_a_message_that_does_not_parse_is_named_by_topic_partition_and_offset(ka
     topic = topic_name("json")
     kafka.create_topic(topic)
     kafka.produce(topic, ['{"id": 1}', '{"id": 2', '{"id": 3}'])
-    source = (KafkaSource.builder().set_bootstrap_servers(kafka.bootstrap_servers).set_topics(topic)
-              .set_value_only_deserializer(JsonRowDeserializationSchema.builder()
-                                           .type_info(Types.ROW_NAMED(["id"], [Types.INT()])).build())
-              .set_bounded(KafkaOffsetsInitializer.latest()).build())
+    source = (
+        KafkaSource.builder()
+        .set_bootstrap_servers(kafka.bootstrap_servers)
+        .set_topics(topic)
+        .set_value_only_deserializer(
+            JsonRowDeserializationSchema.builder().type_info(Types.ROW_NAMED(["id"], [Types.INT()])).build()
+        )
+        .set_bounded(KafkaOffsetsInitializer.latest())
+        .build()
+    )
     with pytest.raises(MalformedRecordError) as info:
         _run(make_env, source)
     assert f"topic '{topic}', partition 0, offset 1" in str(info.value), str(info.value)
@@ -232,12 +277,14 @@ def test_a_user_function_failing_on_a_message_names_its_topic_partition_and_offs
     kafka.create_topic(topic, partitions=3)
     for p in range(3):
         kafka.produce(topic, [str(i) for i in range(40)], partition=p)
-    kafka.produce(topic, ["forty", "41"], partition=2)          # offsets 40 and 41 of partition 2
+    kafka.produce(topic, ["forty", "41"], partition=2)  # offsets 40 and 41 of partition 2
     env = make_env(**{"execution.epoch.max-records": 15})
     env.set_parallelism(2)
-    env.from_source(_source(kafka, topic), WatermarkStrategy.no_watermarks(), "kafka").uid("kafka") \
-        .map(int).uid("to-int").print()
+    env.from_source(_source(kafka, topic), WatermarkStrategy.no_watermarks(), "kafka").uid("kafka").map(int).uid(
+        "to-int"
+    ).print()
     with pytest.raises(UserFunctionError) as info:
         env.execute()
-    assert info.value.record == "forty" and info.value.origin == f"topic '{topic}', partition 2, offset 40", \
-        str(info.value)
+    assert info.value.record == "forty" and info.value.origin == f"topic '{topic}', partition 2, offset 40", str(
+        info.value
+    )
