@@ -73,6 +73,9 @@ class EpochScheduler:
     # -- Scheduler ----------------------------------------------------------------------------
     def start(self, job_id: str) -> None:
         self.executor.start(self.plan, job_id)
+        # what an executor says of itself holds once it has started (a Spark executor knows its session then:
+        # local[n] runs every task in this process, a cluster does not)
+        self.traits = ExecutorTraits.of(self.executor)
 
     def cancel(self) -> None:
         self.guard.cancel()

@@ -176,3 +176,28 @@ def test_a_damaged_changelog_makes_the_job_fail_over_and_lose_nothing(make_env, 
     assert any("'count'" in r.message and "epoch 12 is damaged" in r.message for r in caplog.records), [
         r.message for r in caplog.records
     ]
+
+
+@pytest.mark.spark
+def test_auto_keeps_no_changelog_on_spark_in_this_process(spark, make_env, tmp_path):
+    """``state.changelog.enabled: auto`` (the default) is on only where executors may not share a disk: a local[n]
+    session runs every task in this process, so its job writes no changelog (it did when the scheduler asked the
+    executor before it had its session). With ``true`` the same job writes one, so the check can see it."""
+    seen = {}
+    for setting in ("auto", "true"):
+        env = make_env("spark", **{"execution.epoch.max-records": 200, "state.changelog.enabled": setting})
+        env.enable_checkpointing(100)
+        env.get_checkpoint_config().set_checkpoint_storage_dir((tmp_path / setting).as_uri())
+        env.set_parallelism(2)
+        src = DataGeneratorSource(key_of, 1_000, num_splits=2)
+        stream = env.from_source(src, WatermarkStrategy.no_watermarks(), "gen").key_by(lambda k: k).process(Count())
+        segments: list[str] = []
+        env._on_epoch = lambda stats, root=tmp_path / setting, found=segments: found.extend(
+            glob.glob(str(root / "*" / "changelog" / "*" / "*" / "*.log"))
+        )
+        counts: Counter = Counter()
+        for key, n in stream.execute_and_collect():
+            counts[key] = max(counts[key], n)
+        assert counts == oracle_totals(1_000)
+        seen[setting] = bool(segments)
+    assert seen == {"auto": False, "true": True}
