@@ -35,6 +35,7 @@ CANCELLED = "the job was cancelled"  # the reason of an interrupt that a cancel 
 OUTSIDE_OPERATOR_GRACE_S = 2.0  # a task at its deadline in no operator's code (just started: it may have waited
 # for a core that hung tasks held) goes on this long, so the hung ones fail first and are the ones named
 LOCK_RETRY_S = 0.01  # a signal that found the lock held comes back after this long
+STARTING_THREAD_WAIT_S = 1.0  # an interrupt waits at most this long for a thread being started to run
 
 
 class EpochInterrupted(BaseException):
@@ -72,7 +73,25 @@ def where_running(frame: FrameType | None) -> str:
 
 
 def _raise_in_thread(thread_id: int, error: Any) -> None:
-    """An asynchronous exception in thread ``thread_id`` (None clears one not raised yet)."""
+    """An asynchronous exception in thread ``thread_id`` (None clears one not raised yet).
+
+    CPython gives it to the first thread state with that id, and a thread being started carries its parent's id
+    until it runs: an interrupt posted then lands in the new thread (a task's checkpoint upload, say), which dies
+    before it says it started, and the task waits in ``Thread.start()`` for ever. So it is posted only while no
+    thread is starting: ``threading`` lists a thread as starting (``_limbo``), under its lock, before it makes
+    the thread's state, and lists it as started only once the thread runs with its own id."""
+    lock, starting = getattr(threading, "_active_limbo_lock", None), getattr(threading, "_limbo", None)
+    deadline = time.monotonic() + STARTING_THREAD_WAIT_S
+    while lock is not None and starting is not None:
+        with lock:
+            if not starting or time.monotonic() > deadline:
+                _set_async_exc(thread_id, error)
+                return
+        time.sleep(LOCK_RETRY_S / 10)
+    _set_async_exc(thread_id, error)
+
+
+def _set_async_exc(thread_id: int, error: Any) -> None:
     ctypes.pythonapi.PyThreadState_SetAsyncExc(
         ctypes.c_ulong(thread_id), ctypes.py_object(error) if error is not None else ctypes.c_void_p(0)
     )
