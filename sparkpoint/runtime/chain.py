@@ -25,7 +25,7 @@ from sparkpoint.runtime.graph import StagePlan, StreamEdge
 if TYPE_CHECKING:
     from sparkpoint.runtime.task import TaskDeployment, TaskReport
 
-__all__ = ["Inputs", "read_inputs", "run_operators"]
+__all__ = ["Inputs", "concat_batches", "min_watermark", "read_inputs", "run_operators"]
 
 
 @dataclass
@@ -109,7 +109,7 @@ def _run_operator(
     order = (2, 1) if getattr(op, "broadcast_first", False) else (1, 2)
     records_in = 0
     for i in order:
-        values, timestamps = _concat(inputs.pending[(nid, i)])
+        values, timestamps = concat_batches(inputs.pending[(nid, i)])
         if type(values) is Coded and not (i == 1 and op.takes_coded and not op.routes_failures):
             values, timestamps = values.values(), timestamp_list(timestamps)
         records_in += len(values)
@@ -132,7 +132,7 @@ def _run_operator(
     return wm
 
 
-def _concat(batches: list[tuple[Any, Any]]) -> tuple[Any, Any]:
+def concat_batches(batches: list[tuple[Any, Any]]) -> tuple[Any, Any]:
     """One input's batches one after the other: coded if every batch is (:meth:`Coded.concat`), with the
     timestamps as one array if every batch has them as one."""
     if len(batches) == 1:

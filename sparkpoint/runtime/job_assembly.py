@@ -16,7 +16,9 @@ from typing import Any
 from sparkpoint.checkpoint.coordinator import CheckpointSettings
 from sparkpoint.common.config_keys import warn_unknown_keys
 from sparkpoint.common.configuration import Configuration
+from sparkpoint.errors import ConfigurationError
 from sparkpoint.runtime.clock import SYSTEM_CLOCK, Clock
+from sparkpoint.runtime.continuous.scheduler import ContinuousScheduler
 from sparkpoint.runtime.deployments import TaskSettings
 from sparkpoint.runtime.epoch_scheduler import EpochScheduler
 from sparkpoint.runtime.failover import Failover
@@ -28,7 +30,7 @@ from sparkpoint.runtime.job_progress import JobProgress
 from sparkpoint.runtime.report_intake import ReportIntake
 from sparkpoint.runtime.results import EpochStats
 from sparkpoint.runtime.savepoints import SavepointRequests
-from sparkpoint.runtime.scheduler import EpochExecutor
+from sparkpoint.runtime.scheduler import EpochExecutor, Scheduler
 from sparkpoint.runtime.sink_committer import SinkCommitter, check_sinks
 from sparkpoint.runtime.state_schemas import StateSchemas
 from sparkpoint.runtime.working_state import JobWorkingDirs
@@ -100,6 +102,25 @@ class JobParts:
         )
 
 
+EXECUTION_MODES = ("epoch", "continuous")
+
+
+def execution_mode(config: Configuration, executor: object) -> str:
+    """``sparkpoint.execution.mode``: ``epoch`` (the default) or ``continuous``, which needs an executor that
+    launches long-running slots."""
+    mode = str(config.get_string("sparkpoint.execution.mode") or "epoch").strip().lower()
+    if mode not in EXECUTION_MODES:
+        raise ConfigurationError(
+            f"sparkpoint.execution.mode: {mode!r} is not a mode; use one of {', '.join(EXECUTION_MODES)}"
+        )
+    if mode == "continuous" and not hasattr(executor, "launch_slots"):
+        raise ConfigurationError(
+            f"sparkpoint.execution.mode: continuous needs an executor that runs long-running tasks; "
+            f"{type(executor).__name__} runs epochs only"
+        )
+    return mode
+
+
 def create_job_master(
     plan: JobPlan,
     config: Configuration,
@@ -112,17 +133,31 @@ def create_job_master(
     """A job whose epochs run on ``executor`` (``on_epoch``: told every epoch's statistics; ``out``: where
     ``print()`` writes, stdout by default; ``clock``: where the job reads time)."""
     parts = JobParts.create(plan, config, job_id, out, clock)
-    scheduler = EpochScheduler(
-        plan,
-        config,
-        executor,
-        tasks=parts.tasks,
-        progress=parts.progress,
-        schemas=parts.schemas,
-        output=parts.output,
-        savepoints=parts.savepoints,
-        clock=clock,
-    )
+    scheduler: Scheduler
+    if execution_mode(config, executor) == "continuous":
+        scheduler = ContinuousScheduler(
+            plan,
+            config,
+            executor,  # type: ignore[arg-type]  # checked: it launches slots
+            tasks=parts.tasks,
+            progress=parts.progress,
+            schemas=parts.schemas,
+            output=parts.output,
+            savepoints=parts.savepoints,
+            clock=clock,
+        )
+    else:
+        scheduler = EpochScheduler(
+            plan,
+            config,
+            executor,
+            tasks=parts.tasks,
+            progress=parts.progress,
+            schemas=parts.schemas,
+            output=parts.output,
+            savepoints=parts.savepoints,
+            clock=clock,
+        )
     if on_epoch is not None:
         parts.listeners.add(CallbackEpochListener(on_epoch))
     return JobMaster(plan, config, parts, scheduler, clock)

@@ -73,13 +73,18 @@ class JobCheckpoints:
         """A restore: the input is not done any more."""
         self.input_done_epoch = None
 
-    def at_barrier(self, barrier_epoch: int, reports: list[TaskReport], sources_done: bool) -> None:
-        """Steps 1 to 4 of the module, at the barrier that ends ``barrier_epoch``."""
+    def at_barrier(
+        self, barrier_epoch: int, reports: list[TaskReport], sources_done: bool, may_trigger: bool = True
+    ) -> None:
+        """Steps 1 to 4 of the module, at the barrier that ends ``barrier_epoch`` (``may_trigger``: the tasks took
+        a snapshot at it; if not, requests wait for the next barrier that does)."""
         # Step 1. Acknowledgements.
         self.coordinator.receive_acknowledgements(reports)
         # Step 2. Completion (commit), aborts.
         self.complete()
         # Step 3. A new barrier: requested ones first, then a periodic (or the final) checkpoint.
+        if not may_trigger:
+            return
         self.savepoints.trigger_queued(
             lambda r: self.trigger(
                 barrier_epoch, savepoint_dir=r.directory if r.is_savepoint else None, full=r.kind == "full-checkpoint"

@@ -216,6 +216,8 @@ class JobMaster:
 
     # -- restore and failover ---------------------------------------------------------------
     def _start_changelog(self) -> None:
+        if self.scheduler.traits.long_running:  # a task keeps its state for the whole attempt: nothing to rebuild
+            return
         self.changelog = changelog_from_config(
             self.config,
             self.scheduler.traits.distributed,
@@ -324,7 +326,7 @@ class JobMaster:
         # Step 4. Checkpoints: acknowledgements, completion (commit), a new barrier.
         checkpoints = self.checkpoints
         if checkpoints is not None:
-            checkpoints.at_barrier(epoch, barrier.reports, sources_done)
+            checkpoints.at_barrier(epoch, barrier.reports, sources_done, may_trigger=barrier.snapshot)
         finished = (
             sources_done
             and not (checkpoints is not None and checkpoints.awaiting_final(epoch))

@@ -55,6 +55,15 @@ class LocalEpochExecutor:
     def start(self, plan: JobPlan, job_id: str) -> None:
         self.plan = plan
 
+    # -- continuous mode: slots as threads of this process ----------------------------------------
+    def control_host(self) -> str:
+        return "127.0.0.1"
+
+    def launch_slots(self, plan: JobPlan, specs: list, control_address: Any, authkey: bytes) -> Any:
+        from sparkpoint.runtime.continuous.local_slots import ThreadSlots
+
+        return ThreadSlots(plan, specs, control_address, authkey)
+
     def run_epoch(
         self,
         epoch: int,

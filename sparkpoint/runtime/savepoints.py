@@ -107,6 +107,11 @@ class SavepointRequests:
         with self._lock:
             return bool(self._in_flight)
 
+    def has_queued(self) -> bool:
+        """Whether a request waits for its barrier."""
+        with self._lock:
+            return bool(self._queued)
+
 
 RESTORE_MODES = ("CLAIM", "NO_CLAIM", "LEGACY")
 

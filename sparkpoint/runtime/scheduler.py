@@ -62,6 +62,7 @@ class ExecutorTraits:
 
     distributed: bool = False
     interrupt_grace_s: float = 0.0
+    long_running: bool = False  # tasks live from barrier to barrier (continuous mode): no state changelog
 
     @classmethod
     def of(cls, executor: object) -> ExecutorTraits:
@@ -85,12 +86,14 @@ class BarrierContext:
 @dataclass(frozen=True)
 class Barrier:
     """The tasks ran up to the barrier at the end of ``epoch``: their reports (every task's, those of
-    source tasks that ran ahead included), and whether the source tasks' split positions and operator
-    state were taken in already (they ran ahead)."""
+    source tasks that ran ahead included), whether the source tasks' split positions and operator
+    state were taken in already (they ran ahead), and whether a checkpoint may be triggered at it (an epoch's
+    tasks can snapshot at any barrier; long-running ones only where the barrier asked them to)."""
 
     epoch: int
     reports: list[TaskReport]
     positions_taken: bool = False
+    snapshot: bool = True  # the tasks took the synchronous part of a checkpoint at it (so one may be triggered)
 
 
 @dataclass(frozen=True)

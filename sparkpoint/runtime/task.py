@@ -45,7 +45,18 @@ from sparkpoint.state.key_groups import KeyGroupRange, compute_key_group_range_f
 from sparkpoint.state.task_keyed_state import TaskKeyedState, task_keyed_state
 from sparkpoint.state.worker import let_go_under
 
-__all__ = ["TaskDeployment", "TaskReport", "PHASES", "latest_reports", "run_task"]
+__all__ = [
+    "KeyedTaskState",
+    "TaskDeployment",
+    "TaskReport",
+    "PHASES",
+    "build_operators",
+    "dispose_keyed_backends",
+    "latest_reports",
+    "open_operators",
+    "restore_keyed",
+    "run_task",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -106,14 +117,14 @@ def _run_task(
     # Step 1. Operators and their state.
     kg_range = compute_key_group_range_for_operator_index(plan.max_parallelism, stage.parallelism, subtask)
     ops: dict[int, StreamOperator] = {}
-    keyed: _KeyedState | None = None
+    keyed: KeyedTaskState | None = None
     lap = _Lap(report.phase_ms, started)
     try:
-        _build_operators(plan, stage, kg_range, task, dep, ops)
-        keyed = _restore_keyed_state(ops, dep, stage_id, subtask, kg_range, plan.max_parallelism)
+        build_operators(plan, stage, kg_range, task, dep, ops)
+        keyed = restore_keyed(ops, dep, stage_id, subtask, kg_range, plan.max_parallelism)
         report.state_rebuild_ms = keyed.rebuild_ms
         _snapshot_sync(keyed, dep, stage_id, subtask)
-        _open_operators(ops, dep)
+        open_operators(ops, dep)
         if keyed.uploader is not None:
             keyed.uploader.start()  # the asynchronous part, overlapping this task
         lap("setup")
@@ -134,7 +145,7 @@ def _run_task(
     except BaseException:
         if keyed is not None and keyed.uploader is not None:
             keyed.uploader.join()  # a late upload must not touch what a retry of this task makes
-        _dispose_keyed_backends(ops)  # a retry in this worker must be able to open the databases again
+        dispose_keyed_backends(ops)  # a retry in this worker must be able to open the databases again
         raise
     report.phase_ms["gc"] = gc_timer.ms
     report.metrics = task.metrics
@@ -173,7 +184,7 @@ class _GcTimer:
 
 
 @dataclass
-class _KeyedState:
+class KeyedTaskState:
     """The task's keyed state, its running checkpoint upload and how long a rebuild from the changelog took."""
 
     state: TaskKeyedState
@@ -181,7 +192,7 @@ class _KeyedState:
     rebuild_ms: float | None = None
 
 
-def _build_operators(
+def build_operators(
     plan: JobPlan,
     stage: StagePlan,
     kg_range: KeyGroupRange,
@@ -223,14 +234,14 @@ def _working_state_options(
     return {"working_dir": path, "what": f"operator {uid!r} (stage {stage_id}, subtask {subtask})"}
 
 
-def _restore_keyed_state(
+def restore_keyed(
     ops: dict[int, StreamOperator],
     dep: TaskDeployment,
     stage_id: int,
     subtask: int,
     kg_range: KeyGroupRange,
     max_parallelism: int,
-) -> _KeyedState:
+) -> KeyedTaskState:
     """The keyed operators' state at the epoch's start: a checkpoint's (a fresh start or a restore), or the
     previous epoch's, rebuilt from the changelog where this executor does not hold it."""
     owners = [op for op in ops.values() if isinstance(op, KeyedOperator)]
@@ -244,7 +255,7 @@ def _restore_keyed_state(
         dep.local_state_namespace or dep.job_id,
         dep.changelog is not None,
     )
-    keyed = _KeyedState(state)
+    keyed = KeyedTaskState(state)
     if not owners:
         return keyed
     if dep.keyed_state_epoch is None:
@@ -257,7 +268,7 @@ def _restore_keyed_state(
     return keyed
 
 
-def _snapshot_sync(keyed: _KeyedState, dep: TaskDeployment, stage_id: int, subtask: int) -> None:
+def _snapshot_sync(keyed: KeyedTaskState, dep: TaskDeployment, stage_id: int, subtask: int) -> None:
     """After a barrier epoch: the synchronous part of its checkpoints, taken before any record of this epoch
     (or an operator's ``open()``) touches the state; its asynchronous part is ``keyed.uploader``."""
     if keyed.state.owners and dep.checkpoint_uploads and dep.keyed_state_epoch is not None:
@@ -278,7 +289,7 @@ def _rebuild(
     return (time.perf_counter() - t0) * 1000
 
 
-def _dispose_keyed_backends(ops: dict[int, StreamOperator]) -> None:
+def dispose_keyed_backends(ops: dict[int, StreamOperator]) -> None:
     """After a failure: release every keyed backend built so far, quietly (the failure is what the task reports)."""
     for op in ops.values():
         if isinstance(op, KeyedOperator):
@@ -286,7 +297,7 @@ def _dispose_keyed_backends(ops: dict[int, StreamOperator]) -> None:
                 op.keyed_backend.dispose()
 
 
-def _open_operators(ops: dict[int, StreamOperator], dep: TaskDeployment) -> None:
+def open_operators(ops: dict[int, StreamOperator], dep: TaskDeployment) -> None:
     """``open()`` every operator, then tell listening functions of completed checkpoints."""
     for op in ops.values():
         try:
@@ -316,7 +327,7 @@ def _close_operators(ops: dict[int, StreamOperator], report: TaskReport) -> None
         op.close()
 
 
-def _snapshot_keyed_state(keyed: _KeyedState, dep: TaskDeployment, report: TaskReport) -> None:
+def _snapshot_keyed_state(keyed: KeyedTaskState, dep: TaskDeployment, report: TaskReport) -> None:
     """Keep the epoch's keyed state for the next epoch (and its changes in the changelog); collect the
     checkpoint upload's outcome."""
     if keyed.state.owners:

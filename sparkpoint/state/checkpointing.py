@@ -130,6 +130,10 @@ class SnapshotResources:
         }
         return SnapshotResult(files, infos, sum(f.handle.size for f in files))
 
+    def for_checkpoints(self, checkpoint_ids: list[int]) -> SnapshotResources:
+        """These resources, taken at a barrier before the driver named its checkpoints, as ``checkpoint_ids``'."""
+        return self
+
     def release(self) -> None:
         """Drop local copies once every upload is done."""
 

@@ -92,6 +92,15 @@ class TaskKeyedState:
         """Keep the state of the end of ``epoch`` for the next epoch; returns the bytes written (0: not known)."""
         raise NotImplementedError
 
+    def snapshot_now(self, epoch: int) -> tuple[SnapshotResources, float]:
+        """A long-running task at barrier ``epoch`` (continuous mode): the synchronous part of a checkpoint of the
+        state as it is now, for whatever checkpoints the driver triggers at the barrier
+        (:meth:`SnapshotResources.for_checkpoints`), and its milliseconds."""
+        raise NotImplementedError
+
+    def barrier_passed(self, epoch: int) -> None:
+        """A long-running task passed barrier ``epoch``: a backend that keeps working state commits it."""
+
     def dispose(self) -> None:
         """Release every backend (files, handles); a backend that keeps working state keeps it for the next epoch."""
         for owner in self.owners:
@@ -147,6 +156,11 @@ class SnapshotFileState(TaskKeyedState):
     def end_epoch(self, epoch: int) -> int:
         return self.store.save(epoch, {owner.uid: owner.snapshot_keyed_state() for owner in self.owners})
 
+    def snapshot_now(self, epoch: int) -> tuple[SnapshotResources, float]:
+        t0 = time.perf_counter()
+        body = pickle.dumps({owner.uid: owner.snapshot_keyed_state() for owner in self.owners}, pickle.HIGHEST_PROTOCOL)
+        return PickledSnapshots(body, self.key_groups, self.uids), (time.perf_counter() - t0) * 1000
+
 
 class WorkingDatabaseState(TaskKeyedState):
     """Backends that keep working state: each operator's database, resumed and committed where the task runs."""
@@ -179,6 +193,16 @@ class WorkingDatabaseState(TaskKeyedState):
         for owner in self.owners:
             owner.commit_keyed_state(epoch)
         return 0
+
+    def barrier_passed(self, epoch: int) -> None:
+        self.end_epoch(epoch)  # the epoch's cache written, so it holds one barrier's entries at most
+
+    def snapshot_now(self, epoch: int) -> tuple[SnapshotResources, float]:
+        t0 = time.perf_counter()
+        self.end_epoch(epoch)
+        backend_type = type(self.owners[0].keyed_backend)
+        resources = backend_type.checkpoint_locally_all(self.owners, [epoch], self.key_groups, self.max_parallelism)
+        return resources, (time.perf_counter() - t0) * 1000
 
     def _start_empty(self) -> None:
         for owner in self.owners:

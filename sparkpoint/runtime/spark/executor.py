@@ -105,6 +105,17 @@ class SparkEpochExecutor:
                 self.bc.destroy()
             self.bc = None
 
+    # -- continuous mode: slots as a barrier stage (sparkpoint.runtime.spark.slots) ------------------------
+    def control_host(self) -> str:
+        from sparkpoint.runtime.spark.slots import driver_host
+
+        return driver_host(self.spark.sparkContext)
+
+    def launch_slots(self, plan: JobPlan, specs: list, control_address: Any, authkey: bytes) -> Any:
+        from sparkpoint.runtime.spark.slots import SparkSlots
+
+        return SparkSlots(self.spark, self.bc, self._thread("slots"), plan, specs, control_address, authkey)
+
     def cancel_epoch(self, epoch: int | None, reason: str) -> None:
         """Cancel ``epoch``'s Spark job group, tasks interrupted (None: the sources run ahead); any thread."""
         if epoch is not None:

@@ -78,3 +78,30 @@ def _run(bc: Any, stage_id: int, subtask: int, dep: TaskDeployment, blobs: list,
     outputs, reports = run_task(plan, stage_id, subtask, dep, blobs, location)
     sender.send(reports)
     yield from outputs
+
+
+def run_slot_in_worker(bc: Any, spec: Any, control_address: Any, authkey: bytes) -> Iterator:
+    """Continuous mode: one slot as one task of a Spark barrier stage (see :mod:`sparkpoint.runtime.spark.slots`).
+
+    The slot's data server listens on this executor's host; the barrier's ``allGather`` tells every slot the
+    others' addresses; then the slot runs until the driver shuts it down."""
+    import json
+
+    from pyspark import BarrierTaskContext
+
+    from sparkpoint.runtime.continuous.channels import DataServer
+    from sparkpoint.runtime.continuous.slot import make_gates, run_slot
+
+    plan = _plan(spec.key, bc)
+    _freeze_long_lived()
+    context = BarrierTaskContext.get()
+    host = context.getTaskInfos()[context.partitionId()].address.rsplit(":", 1)[0]
+    gates = make_gates(plan, spec)
+    server = DataServer(host, authkey)
+    try:
+        gathered = context.allGather(json.dumps([spec.slot, host, server.address[1]]))
+        peers = {slot: (h, port) for slot, h, port in map(json.loads, gathered)}
+        run_slot(plan, spec, gates, control_address, authkey, peers)
+    finally:
+        server.close()
+    return iter([])

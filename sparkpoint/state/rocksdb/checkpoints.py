@@ -86,6 +86,11 @@ class LocalCheckpoints(SnapshotResources):
             new_bytes += up.uploaded_bytes
         return SnapshotResult(tuple(handles), {}, new_bytes)
 
+    def for_checkpoints(self, checkpoint_ids: list[int]) -> LocalCheckpoints:
+        by_uid = next(iter(self.paths.values()))  # taken once, at the barrier, whatever checkpoints it becomes
+        self.paths = {cid: by_uid for cid in checkpoint_ids}
+        return self
+
     def release(self) -> None:
         for by_uid in self.paths.values():
             for path in by_uid.values():

@@ -1,0 +1,89 @@
+"""The driver's end of continuous mode's control plane: one authenticated connection per slot.
+
+Every message a slot sends lands in one queue (:attr:`ControlServer.inbox`); a slot whose connection breaks
+(its process died) shows up there as :class:`SlotLost`. One server serves one job attempt.
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+import queue
+import threading
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, Listener
+from typing import Any
+
+import cloudpickle
+
+from sparkpoint.runtime.continuous.messages import SlotReady
+
+__all__ = ["ControlServer", "SlotLost"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SlotLost:
+    """A slot's control connection broke before the driver shut it down."""
+
+    slot: int | None
+
+
+class ControlServer:
+    """Accepts the slots' connections on ``host``; :meth:`send` to one slot, :meth:`broadcast` to all."""
+
+    def __init__(self, host: str, authkey: bytes):
+        self.listener = Listener((host, 0), authkey=authkey)
+        self.address = self.listener.address
+        self.inbox: queue.Queue = queue.Queue()
+        self.slots: dict[int, Connection] = {}
+        self.lock = threading.Lock()
+        self.closed = False
+        threading.Thread(target=self._accept, name="continuous-control", daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self.closed:
+            try:
+                connection = self.listener.accept()
+            except OSError:
+                if self.closed:
+                    return
+                continue
+            threading.Thread(target=self._read, args=(connection,), name="continuous-control-slot", daemon=True).start()
+
+    def _read(self, connection: Connection) -> None:
+        slot: int | None = None
+        try:
+            while True:
+                message = pickle.loads(connection.recv_bytes())
+                if isinstance(message, SlotReady):
+                    slot = message.slot
+                    with self.lock:
+                        self.slots[slot] = connection
+                self.inbox.put(message)
+        except (EOFError, OSError):
+            if not self.closed:
+                self.inbox.put(SlotLost(slot))
+
+    def send(self, slot: int, message: Any) -> None:
+        body = cloudpickle.dumps(message)
+        with self.lock:
+            connection = self.slots.get(slot)
+            if connection is not None:
+                try:
+                    connection.send_bytes(body)
+                except OSError:  # its reader reports the slot lost
+                    logger.debug("slot %d is gone", slot, exc_info=True)
+
+    def broadcast(self, message: Any) -> None:
+        for slot in sorted(self.slots):
+            self.send(slot, message)
+
+    def close(self) -> None:
+        self.closed = True
+        self.listener.close()
+        with self.lock:
+            for connection in self.slots.values():
+                connection.close()
+            self.slots.clear()

@@ -1,0 +1,39 @@
+"""Continuous mode in this process: every slot a thread, every channel a queue between threads."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from sparkpoint.runtime.continuous.channels import GATES
+from sparkpoint.runtime.continuous.messages import SlotSpec
+from sparkpoint.runtime.continuous.slot import make_gates, run_slot
+from sparkpoint.runtime.graph import JobPlan
+
+__all__ = ["ThreadSlots"]
+
+
+class ThreadSlots:
+    """The slots of one job attempt, each a thread of this process (a :class:`~.scheduler.SlotRun`)."""
+
+    def __init__(self, plan: JobPlan, specs: list[SlotSpec], control_address: Any, authkey: bytes):
+        self.key = specs[0].key
+        gates = [make_gates(plan, spec) for spec in specs]  # all of them before any sender looks for one
+        self.threads = [
+            threading.Thread(
+                target=run_slot,
+                args=(plan, spec, slot_gates, control_address, authkey),
+                name=f"slot-{spec.slot}",
+                daemon=True,
+            )
+            for spec, slot_gates in zip(specs, gates)
+        ]
+        for thread in self.threads:
+            thread.start()
+
+    def cancel(self, reason: str) -> None:
+        GATES.drop(self.key)  # every subtask waiting on its gate ends
+
+    def wait(self, timeout_s: float) -> None:
+        for thread in self.threads:
+            thread.join(timeout_s)

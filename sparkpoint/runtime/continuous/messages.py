@@ -1,0 +1,110 @@
+"""The control plane of continuous mode: what the driver and the slots tell each other.
+
+Each slot keeps one authenticated connection to the driver (:class:`~.control.ControlServer`).
+Driver → slot: :class:`InjectBarrier` (to the source subtasks; it also carries new splits and completed
+checkpoints), :class:`UploadSnapshot` / :class:`DropSnapshot` (what becomes of a barrier's snapshot once the
+driver triggered, or did not trigger, a checkpoint at it), :class:`Shutdown`. Slot → driver: :class:`SlotReady`,
+each subtask's :class:`~sparkpoint.runtime.task_messages.TaskReport` at each barrier, :class:`SnapshotAcks` when a
+checkpoint's asynchronous part is done, and a :class:`~sparkpoint.runtime.task_messages.TaskFailure`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from sparkpoint.checkpoint.messages import AcknowledgeCheckpoint, DeclineCheckpoint
+from sparkpoint.checkpoint.properties import CheckpointOptions
+from sparkpoint.runtime.task_messages import TaskDeployment
+
+__all__ = [
+    "BarrierOptions",
+    "DropSnapshot",
+    "InjectBarrier",
+    "Shutdown",
+    "SlotReady",
+    "SlotSpec",
+    "SnapshotAcks",
+    "UploadSnapshot",
+]
+
+
+@dataclass(frozen=True)
+class BarrierOptions:
+    """What a barrier asks of every subtask it passes: ``snapshot``, take the synchronous part of a checkpoint
+    (the driver decides after the barrier whether it triggers one); the sources' ``drain`` (emit +inf first, read
+    no more) and ``pause`` (read nothing after it, while a stop's savepoint completes)."""
+
+    snapshot: bool = False
+    commit: bool = False  # sinks turn their output so far into committables (also at every snapshot)
+    drain: bool = False
+    pause: bool = False
+
+
+@dataclass(frozen=True)
+class SlotSpec:
+    """What one slot runs: subtask ``slot`` of every stage wide enough, each from its deployment."""
+
+    slot: int
+    key: str  # the job attempt's channels and gates
+    deployments: dict[tuple[int, int], TaskDeployment]
+    buffer_timeout_ms: int
+    buffer_records: int
+    channel_capacity: int
+    idle_tick_ms: int
+
+
+@dataclass(frozen=True)
+class SlotReady:
+    """A slot is connected and its subtasks' state is restored."""
+
+    slot: int
+
+
+@dataclass(frozen=True)
+class InjectBarrier:
+    """To a source subtask: emit barrier ``epoch`` after the records read so far."""
+
+    epoch: int
+    options: BarrierOptions
+    new_splits: dict[int, list] = field(default_factory=dict)  # source node -> splits assigned since the last
+    no_more_splits: dict[int, bool] = field(default_factory=dict)
+    notify_checkpoints: list[int] = field(default_factory=list)
+    processing_time: int = 0
+
+
+@dataclass(frozen=True)
+class UploadSnapshot:
+    """Upload the snapshot taken at barrier ``epoch`` as these checkpoints."""
+
+    epoch: int
+    uploads: dict[int, CheckpointOptions]
+    notify_checkpoints: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class DropSnapshot:
+    """No checkpoint was triggered at barrier ``epoch``: its snapshot goes."""
+
+    epoch: int
+
+
+@dataclass(frozen=True)
+class Shutdown:
+    """The slot's subtasks stop, wherever they are."""
+
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class SnapshotAcks:
+    """A subtask uploaded its snapshot of barrier ``epoch``: its acknowledgements and declines."""
+
+    stage_id: int
+    subtask: int
+    epoch: int
+    acks: list[AcknowledgeCheckpoint]
+    declines: list[DeclineCheckpoint]
+
+
+ControlMessage = Any

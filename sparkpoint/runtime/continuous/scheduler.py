@@ -1,0 +1,313 @@
+"""``ContinuousScheduler``: a job run as long-running slots, barriers injected at its sources and flowing in band.
+
+Implements :class:`~sparkpoint.runtime.scheduler.Scheduler` for the job's core, so checkpoints, failover, sink
+commits, savepoints, REST and metrics are the epoch mode's. Per job attempt:
+
+1. **deploy** (at the first barrier after a start or restore): the tasks' deployments as for an epoch
+   (:func:`~sparkpoint.runtime.deployments.deploy_stages`: restored state, operator state, splits), one
+   :class:`~sparkpoint.runtime.continuous.messages.SlotSpec` per slot, launched by the executor
+   (:class:`SlotLauncher`: threads here, or one Spark barrier stage); the driver waits until every slot is ready;
+2. **run until the next barrier**: the records flow meanwhile; the barrier is due after
+   ``sparkpoint.continuous.barrier-interval`` or when a checkpoint is due (or asked for), or early once every
+   pending checkpoint is acknowledged; the driver sends :class:`~sparkpoint.runtime.continuous.messages.InjectBarrier`
+   to the sources (with their new splits and completed checkpoints) and takes every subtask's report of it;
+   acknowledgements that came meanwhile ride the reports, as they do in epoch mode;
+3. **after the barrier**: a barrier that carried a snapshot is uploaded as the checkpoints the core triggered at it,
+   or dropped.
+
+A subtask's failure, or a slot lost, fails the attempt; the core restores and the next barrier deploys anew.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import threading
+import time
+import uuid
+from typing import Any, Protocol
+
+from sparkpoint.common.configuration import Configuration
+from sparkpoint.errors import JobExecutionError
+from sparkpoint.runtime.clock import SYSTEM_CLOCK, Clock
+from sparkpoint.runtime.continuous.control import ControlServer, SlotLost
+from sparkpoint.runtime.continuous.messages import (
+    BarrierOptions,
+    DropSnapshot,
+    InjectBarrier,
+    Shutdown,
+    SlotReady,
+    SlotSpec,
+    SnapshotAcks,
+    UploadSnapshot,
+)
+from sparkpoint.runtime.continuous.slot import decode_failure
+from sparkpoint.runtime.deployments import DeploymentInputs, TaskSettings, deploy_stages
+from sparkpoint.runtime.graph import JobPlan
+from sparkpoint.runtime.job_output import JobOutput
+from sparkpoint.runtime.job_progress import JobProgress
+from sparkpoint.runtime.savepoints import SavepointRequests
+from sparkpoint.runtime.scheduler import Barrier, BarrierContext, ExecutorTraits, SchedulerReport
+from sparkpoint.runtime.state_schemas import StateSchemas
+from sparkpoint.runtime.task_messages import TaskFailure, TaskReport
+
+__all__ = ["ContinuousScheduler", "SlotLauncher", "SlotRun", "ContinuousSettings"]
+
+logger = logging.getLogger(__name__)
+
+
+class SlotRun(Protocol):
+    """Slots launched for one job attempt."""
+
+    def cancel(self, reason: str) -> None: ...
+    def wait(self, timeout_s: float) -> None: ...
+
+
+class SlotLauncher(Protocol):
+    """What an executor offers continuous mode: launching the slots of a job attempt."""
+
+    def start(self, plan: JobPlan, job_id: str) -> None: ...
+    def launch_slots(self, plan: JobPlan, specs: list[SlotSpec], control_address: Any, authkey: bytes) -> SlotRun: ...
+    def control_host(self) -> str: ...
+    def stop(self) -> None: ...
+
+
+class ContinuousSettings:
+    """Continuous mode's keys: the barrier interval, the buffers, the start timeout."""
+
+    def __init__(self, config: Configuration):
+        self.barrier_interval_ms = int(config.get_duration_ms("sparkpoint.continuous.barrier-interval", 200) or 200)
+        self.buffer_timeout_ms = int(config.get_duration_ms("execution.buffer-timeout", 100) or 0)
+        self.buffer_records = config.get_integer("sparkpoint.continuous.buffer-records", 4096)
+        self.channel_capacity = config.get_integer("sparkpoint.continuous.channel-buffers", 8)
+        self.idle_tick_ms = config.get_integer("sparkpoint.continuous.idle-tick-ms", 5)
+        self.start_timeout_s = (config.get_duration_ms("sparkpoint.continuous.start-timeout", 120_000) or 0) / 1000
+
+
+class ContinuousScheduler:
+    """Runs a job's tasks as long-running slots (see the module); implements the core's ``Scheduler``."""
+
+    def __init__(
+        self,
+        plan: JobPlan,
+        config: Configuration,
+        launcher: SlotLauncher,
+        *,
+        tasks: TaskSettings,
+        progress: JobProgress,
+        schemas: StateSchemas,
+        output: JobOutput,
+        savepoints: SavepointRequests,
+        clock: Clock = SYSTEM_CLOCK,
+    ):
+        self.plan, self.config, self.launcher = plan, config, launcher
+        self.tasks, self.progress, self.schemas, self.output = tasks, progress, schemas, output
+        self.savepoints, self.clock = savepoints, clock
+        self.settings = ContinuousSettings(config)
+        self.traits = ExecutorTraits(distributed=False, long_running=True)
+        self.cancelled = threading.Event()
+        self.server: ControlServer | None = None
+        self.run: SlotRun | None = None
+        self.slots = max(s.parallelism for s in plan.stages)
+        self.known_splits: dict[tuple[int, int], set] = {}  # (source node, subtask) -> split ids it was given
+        self.acks: dict[tuple[int, int], list[SnapshotAcks]] = {}  # came since the last barrier
+        self.last_barrier = 0.0
+        self.input_done = False
+
+    # -- Scheduler ----------------------------------------------------------------------------
+    def start(self, job_id: str) -> None:
+        self.job_id = job_id
+        self.launcher.start(self.plan, job_id)
+
+    def cancel(self) -> None:
+        self.cancelled.set()
+
+    def restart(self) -> None:
+        self._shutdown("the job restores a checkpoint")
+
+    def stop(self) -> None:
+        self._shutdown("the job ended")
+        self.launcher.stop()
+
+    def report(self) -> SchedulerReport:
+        return SchedulerReport()
+
+    def run_until_barrier(self, epoch: int, context: BarrierContext) -> Barrier:
+        if self.run is None:
+            self._deploy(epoch, context)
+        self._wait_until_due(context)
+        options = self._barrier_options(context)
+        self._inject(epoch, options)
+        reports = self._collect(epoch)
+        self.last_barrier = time.monotonic()
+        sources = [r for r in reports if r.stage_id == 0]
+        self.input_done = bool(sources) and all(
+            all(w == 2**63 - 1 for w in r.watermarks.values() if w is not None) for r in sources
+        )
+        return Barrier(epoch, reports, snapshot=options.snapshot)
+
+    def barrier_passed(self, barrier: Barrier, finished: bool, context: BarrierContext) -> None:
+        """Upload the barrier's snapshot as the checkpoints triggered at it, or drop it."""
+        if self.server is None or not barrier.snapshot or finished and context.coordinator is None:
+            return
+        coordinator = context.coordinator
+        uploads = coordinator.options_for_epoch(barrier.epoch + 1) if coordinator is not None else {}
+        message = UploadSnapshot(barrier.epoch, uploads) if uploads else DropSnapshot(barrier.epoch)
+        self.server.broadcast(message)
+
+    # -- deploy and shut down -----------------------------------------------------------------
+    def _deploy(self, epoch: int, context: BarrierContext) -> None:
+        inputs = DeploymentInputs(self.plan, self.tasks, self.progress, self.schemas, self.output, context)
+        deps = deploy_stages(inputs, self.plan.stages, epoch, self.clock.wall_ms(), False, [])
+        for dep in deps.values():  # long-running: state restored once, never resumed from another task's
+            dep.keyed_state_epoch, dep.changelog, dep.checkpoint_uploads = None, None, {}
+            dep.notify_checkpoints = []
+        self.progress.notify_next.clear()
+        self.progress.notify_sources.clear()
+        self.known_splits = {
+            (nid, i): {s.split_id for s in splits}
+            for (sid, i), dep in deps.items()
+            for nid, splits in dep.splits.items()
+        }
+        authkey = os.urandom(32)
+        self.server = ControlServer(self.launcher.control_host(), authkey)
+        key = f"{self.job_id}-{context.attempt}-{uuid.uuid4().hex[:8]}"
+        s = self.settings
+        specs = [
+            SlotSpec(
+                k,
+                key,
+                {t: dep for t, dep in deps.items() if t[1] == k},
+                s.buffer_timeout_ms,
+                s.buffer_records,
+                s.channel_capacity,
+                s.idle_tick_ms,
+            )
+            for k in range(self.slots)
+        ]
+        self.acks.clear()
+        self.run = self.launcher.launch_slots(self.plan, specs, self.server.address, authkey)
+        ready: set[int] = set()
+        deadline = time.monotonic() + s.start_timeout_s
+        while len(ready) < self.slots:
+            message = self._next(deadline, f"{self.slots - len(ready)} of {self.slots} slots did not start")
+            if isinstance(message, SlotReady):
+                ready.add(message.slot)
+            else:
+                self._take(message)
+        self.last_barrier = time.monotonic()
+        logger.info("job %s: %d slots running from epoch %d", self.job_id, self.slots, epoch)
+
+    def _shutdown(self, reason: str) -> None:
+        server, run = self.server, self.run
+        self.server = self.run = None
+        if server is not None:
+            server.broadcast(Shutdown(reason))
+        if run is not None:
+            run.cancel(reason)
+            run.wait(30)
+        if server is not None:
+            server.close()
+
+    # -- one barrier ----------------------------------------------------------------------------
+    def _wait_until_due(self, context: BarrierContext) -> None:
+        """Take the slots' messages until the next barrier is due."""
+        coordinator = context.coordinator
+        due = self.last_barrier + self.settings.barrier_interval_ms / 1000
+        while True:
+            now = time.monotonic()
+            if now >= due or self.savepoints.has_queued() or self.cancelled.is_set() or self.input_done:
+                return
+            if coordinator is not None and coordinator.pending and self._all_acknowledged(context):
+                return  # a checkpoint can complete now: its barrier need not wait for the interval
+            if coordinator is not None and coordinator.should_trigger(self.clock.wall_ms()):
+                return
+            try:
+                message = self.server.inbox.get(timeout=min(due - now, 0.01)) if self.server else None
+            except queue.Empty:
+                continue
+            self._take(message)
+
+    def _all_acknowledged(self, context: BarrierContext) -> bool:
+        coordinator = context.coordinator
+        assert coordinator is not None
+        came = {(a.checkpoint_id, a.task) for taken in self.acks.values() for s in taken for a in s.acks}
+        return any(
+            p.expected <= ({task for c, task in came if c == cid} | set(p.acks))
+            for cid, p in coordinator.pending.items()
+        )
+
+    def _barrier_options(self, context: BarrierContext) -> BarrierOptions:
+        coordinator = context.coordinator
+        checkpointing = coordinator is not None and coordinator.settings.enabled
+        snapshot = self.savepoints.has_queued() or (
+            checkpointing and (coordinator.should_trigger(self.clock.wall_ms()) or self.input_done)  # type: ignore[union-attr]
+        )
+        exactly_once = checkpointing and coordinator.settings.exactly_once  # type: ignore[union-attr]
+        drain = self.savepoints.drain_epoch()
+        return BarrierOptions(
+            snapshot=snapshot, commit=snapshot or not exactly_once, drain=drain, pause=self.savepoints.stop_in_flight()
+        )
+
+    def _inject(self, epoch: int, options: BarrierOptions) -> None:
+        assert self.server is not None
+        notify = list(self.progress.notify_next)
+        self.progress.notify_next.clear()
+        self.progress.notify_sources.clear()
+        new: dict[int, dict[int, list]] = {}
+        no_more: dict[int, bool] = {}
+        for nid, sc in self.progress.sources.items():
+            no_more[nid] = sc.no_more_splits()
+            for i, splits in sc.assign().items():
+                given = self.known_splits.setdefault((nid, i), set())
+                fresh = [s for s in splits if s.split_id not in given]
+                given.update(s.split_id for s in fresh)
+                if fresh:
+                    new.setdefault(i, {})[nid] = fresh
+        now = self.clock.wall_ms()
+        for slot in range(self.slots):
+            self.server.send(slot, InjectBarrier(epoch, options, new.get(slot, {}), no_more, notify, now))
+
+    def _collect(self, epoch: int) -> list[TaskReport]:
+        """Every subtask's report of barrier ``epoch``, with the acknowledgements that came before it."""
+        expected = {(s.id, i) for s in self.plan.stages for i in range(s.parallelism)}
+        reports: dict[tuple[int, int], TaskReport] = {}
+        while len(reports) < len(expected):
+            message = self._next(None, "")
+            if isinstance(message, TaskReport) and message.epoch == epoch:
+                reports[(message.stage_id, message.subtask)] = message
+            else:
+                self._take(message)
+        for task, acks in self.acks.items():
+            for a in acks:
+                reports[task].checkpoint_acks.extend(a.acks)
+                reports[task].checkpoint_declines.extend(a.declines)
+        self.acks.clear()
+        return [reports[t] for t in sorted(reports)]
+
+    def _next(self, deadline: float | None, what: str) -> Any:
+        """The next message of a slot; a cancel, a timeout (``what``) or a lost slot raise."""
+        assert self.server is not None
+        while True:
+            if self.cancelled.is_set():
+                raise JobExecutionError("the job was cancelled")
+            if deadline is not None and time.monotonic() > deadline:
+                raise JobExecutionError(f"continuous mode: {what} within {self.settings.start_timeout_s:.0f} s")
+            try:
+                message = self.server.inbox.get(timeout=0.05)
+            except queue.Empty:
+                continue
+            if isinstance(message, (TaskFailure, SlotLost)):
+                self._take(message)
+            return message
+
+    def _take(self, message: Any) -> None:
+        if isinstance(message, SnapshotAcks):
+            self.acks.setdefault((message.stage_id, message.subtask), []).append(message)
+        elif isinstance(message, TaskFailure):
+            self._shutdown("a subtask failed")
+            raise decode_failure(message)
+        elif isinstance(message, SlotLost):
+            self._shutdown("a slot was lost")
+            raise JobExecutionError(f"continuous mode: slot {message.slot} was lost (its process ended)")

@@ -1,0 +1,177 @@
+"""One slot of continuous mode: subtask *i* of every stage, each a thread, and the slot's connection to the driver.
+
+A slot (a Spark barrier task, or a thread of the in-process executor) makes an input gate per subtask it runs
+(:func:`make_gates`, registered in this process so that senders here find them), opens its subtasks' output
+channels (to gates here, or over TCP to the slot that runs the receiver: ``peers``), restores and opens each
+subtask, tells the driver it is ready and then passes the driver's messages to its subtasks until the driver
+shuts it down or goes away. A subtask that fails reports a
+:class:`~sparkpoint.runtime.task_messages.TaskFailure` and the slot stops all of its subtasks; the driver fails
+the job attempt over.
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+import threading
+import traceback
+from multiprocessing.connection import Client, Connection
+from typing import Any
+
+import cloudpickle
+
+from sparkpoint.errors import JobExecutionError
+from sparkpoint.runtime.continuous.channels import GATES, GateClosed, InputGate, OutputChannel
+from sparkpoint.runtime.continuous.messages import (
+    DropSnapshot,
+    InjectBarrier,
+    Shutdown,
+    SlotReady,
+    SlotSpec,
+    UploadSnapshot,
+)
+from sparkpoint.runtime.continuous.record_writer import RecordWriter
+from sparkpoint.runtime.continuous.stream_task import ContinuousTask
+from sparkpoint.runtime.graph import JobPlan
+from sparkpoint.runtime.task_messages import TaskFailure
+
+__all__ = ["make_gates", "run_slot", "encode_failure", "decode_failure"]
+
+logger = logging.getLogger(__name__)
+
+
+def make_gates(plan: JobPlan, spec: SlotSpec) -> dict[tuple[int, int], InputGate]:
+    """The input gates of the slot's subtasks, registered in this process."""
+    gates = {}
+    for stage_id, subtask in spec.deployments:
+        stage = plan.stage(stage_id)
+        upstream = sorted({plan.stage_of[e.source] for e in stage.input_edges})
+        channels = [(s, i) for s in upstream for i in range(plan.stage(s).parallelism)]
+        gates[(stage_id, subtask)] = gate = InputGate(channels, spec.channel_capacity)
+        GATES.add(spec.key, stage_id, subtask, gate)
+    return gates
+
+
+class _Control:
+    """The slot's connection to the driver; subtasks and upload threads send on it."""
+
+    def __init__(self, connection: Connection):
+        self.connection = connection
+        self.lock = threading.Lock()
+
+    def send(self, message: Any) -> None:
+        with self.lock:
+            try:
+                self.connection.send_bytes(cloudpickle.dumps(message))
+            except (OSError, ValueError):  # the driver went away: the slot ends on its next receive
+                logger.debug("the driver's control connection is gone", exc_info=True)
+
+
+def encode_failure(error: BaseException, stage_id: int, subtask: int, epoch: int) -> TaskFailure:
+    """A subtask's failure as it crosses to the driver: the error itself, or, if it does not pickle, its text."""
+    try:
+        body = cloudpickle.dumps(error)
+        pickle.loads(body)
+    except Exception:  # noqa: BLE001 - any error that does not survive the trip goes as its text
+        text = "".join(traceback.format_exception(error))
+        body = cloudpickle.dumps(JobExecutionError(f"stage {stage_id} subtask {subtask} failed: {text}"))
+    return TaskFailure(stage_id, subtask, epoch, body)
+
+
+def decode_failure(failure: TaskFailure) -> BaseException:
+    error = pickle.loads(failure.error)
+    return error if isinstance(error, BaseException) else JobExecutionError(str(error))
+
+
+def run_slot(
+    plan: JobPlan,
+    spec: SlotSpec,
+    gates: dict[tuple[int, int], InputGate],
+    control_address: Any,
+    authkey: bytes,
+    peers: dict[int, Any] | None = None,
+) -> None:
+    """Run the slot until the driver shuts it down (see the module); ``peers``: slot -> its data server's address
+    (``None``: every subtask runs in this process)."""
+    control = _Control(Client(control_address, authkey=authkey))
+    tasks: list[ContinuousTask] = []
+    threads: list[threading.Thread] = []
+    try:
+        for (stage_id, subtask), dep in sorted(spec.deployments.items()):
+            writer = RecordWriter(
+                plan,
+                stage_id,
+                subtask,
+                _output_channels(plan, spec, stage_id, subtask, authkey, peers),
+                spec.buffer_records,
+                spec.buffer_timeout_ms,
+            )
+            task = ContinuousTask(plan, stage_id, subtask, dep, spec, gates[(stage_id, subtask)], writer, control)
+            tasks.append(task)
+            task.setup()
+        for task in tasks:
+            threads.append(threading.Thread(target=_run_task, args=(task, gates, control), daemon=True))
+            threads[-1].name = f"stage-{task.stage.id}-subtask-{task.subtask}"
+            threads[-1].start()
+        control.send(SlotReady(spec.slot))
+        _serve(control.connection, gates, tasks)
+    except BaseException as e:  # a setup that failed: the driver fails the attempt over
+        failed = next((t for t in reversed(tasks)), None)
+        control.send(encode_failure(e, *(failed.stage.id, failed.subtask) if failed else (-1, spec.slot), 0))
+    finally:
+        for gate in gates.values():
+            gate.close()
+        for thread in threads:
+            thread.join(10)
+        for task in tasks:
+            task.dispose()
+            task.writer.close()
+        GATES.drop(spec.key)
+        control.connection.close()
+
+
+def _output_channels(
+    plan: JobPlan, spec: SlotSpec, stage_id: int, subtask: int, authkey: bytes, peers: dict[int, Any] | None
+) -> dict[tuple[int, int], OutputChannel]:
+    targets = sorted({plan.stage_of[e.target] for e in plan.stage(stage_id).output_edges})
+    return {
+        (t, j): OutputChannel.open(
+            spec.key, (stage_id, subtask), (t, j), peers.get(j) if peers is not None else None, authkey
+        )
+        for t in targets
+        for j in range(plan.stage(t).parallelism)
+    }
+
+
+def _run_task(task: ContinuousTask, gates: dict[tuple[int, int], InputGate], control: _Control) -> None:
+    try:
+        task.run()
+    except GateClosed:
+        return
+    except BaseException as e:  # noqa: BLE001 - any failure fails the attempt; the driver decides what follows
+        logger.info("stage %d subtask %d failed: %s", task.stage.id, task.subtask, e)
+        control.send(encode_failure(e, task.stage.id, task.subtask, task.context.epoch))
+        for gate in gates.values():
+            gate.close()
+
+
+def _serve(connection: Connection, gates: dict[tuple[int, int], InputGate], tasks: list[ContinuousTask]) -> None:
+    """Pass the driver's messages on until it shuts the slot down (or goes away)."""
+    sources = [gates[(t.stage.id, t.subtask)] for t in tasks if t.is_source]
+    while True:
+        try:
+            message = pickle.loads(connection.recv_bytes())
+        except (EOFError, OSError):
+            return
+        if isinstance(message, Shutdown):
+            return
+        if isinstance(message, InjectBarrier):
+            for gate in sources:
+                gate.control(message)
+            others = [g for g in gates.values() if g not in sources]
+            if message.notify_checkpoints:
+                for gate in others:
+                    gate.control(list(message.notify_checkpoints))
+        elif isinstance(message, (UploadSnapshot, DropSnapshot)):
+            for gate in gates.values():
+                gate.control(message)

@@ -1,0 +1,319 @@
+"""One long-running subtask of one stage (Flink's ``StreamTask``): its operators live as long as the job attempt.
+
+The same operators as an epoch's task (:mod:`sparkpoint.runtime.task` builds, restores and opens them), driven
+by a loop instead of one epoch's input:
+
+- a **source** subtask reads its splits slice by slice (as much as is there, up to ``execution.epoch.max-records``),
+  runs its chain and sends the output on; between two reads it takes the driver's messages, among them
+  :class:`~sparkpoint.runtime.continuous.messages.InjectBarrier`: it emits the barrier after what it read so far;
+- any other subtask takes the frames its input gate has (a batch of several at once when they queue up), runs
+  its chain over them with the minimum watermark of all its channels, and sends the output on; with nothing to
+  take it fires processing-time timers by the wall clock.
+
+At a barrier (a source's own, or once every input channel delivered it — the channels that did wait meanwhile:
+alignment) the subtask flushes its output, forwards the barrier, and reports to the driver what an epoch's task
+reports at its end (:class:`~sparkpoint.runtime.task_messages.TaskReport`: split positions, watermarks, metrics,
+printed records; at a barrier with a snapshot also its operator state, its sinks' committables and the
+synchronous part of its keyed state's checkpoint, uploaded once the driver names the checkpoints).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any, Protocol
+
+from sparkpoint.common.watermark_strategy import MIN_WATERMARK
+from sparkpoint.datastream.functions import CheckpointListener
+from sparkpoint.errors import UserFunctionError
+from sparkpoint.operators.base import StreamOperator, TaskContext
+from sparkpoint.operators.keyed import KeyedOperator
+from sparkpoint.operators.metric_group import report_user_metrics
+from sparkpoint.operators.sinks import PrintOperator, SinkOperator
+from sparkpoint.runtime.chain import Inputs, run_operators
+from sparkpoint.runtime.checkpoint_io import CheckpointUploader
+from sparkpoint.runtime.continuous.channels import BARRIER, CONTROL, ChannelId, InputGate
+from sparkpoint.runtime.continuous.messages import (
+    BarrierOptions,
+    DropSnapshot,
+    InjectBarrier,
+    SlotSpec,
+    SnapshotAcks,
+    UploadSnapshot,
+)
+from sparkpoint.runtime.continuous.record_writer import RecordWriter
+from sparkpoint.runtime.exchange import decode_blob
+from sparkpoint.runtime.graph import JobPlan
+from sparkpoint.runtime.task import (
+    KeyedTaskState,
+    TaskDeployment,
+    TaskReport,
+    build_operators,
+    dispose_keyed_backends,
+    open_operators,
+    restore_keyed,
+)
+from sparkpoint.runtime.task_output import route
+from sparkpoint.state.checkpointing import SnapshotResources
+from sparkpoint.state.key_groups import compute_key_group_range_for_operator_index
+
+__all__ = ["ContinuousTask", "ControlSender"]
+
+logger = logging.getLogger(__name__)
+
+
+class ControlSender(Protocol):
+    """The slot's connection to the driver (thread-safe)."""
+
+    def send(self, message: Any) -> None: ...
+
+
+class ContinuousTask:
+    """Subtask ``subtask`` of stage ``stage_id``, running until its gate closes (see the module)."""
+
+    def __init__(
+        self,
+        plan: JobPlan,
+        stage_id: int,
+        subtask: int,
+        dep: TaskDeployment,
+        spec: SlotSpec,
+        gate: InputGate,
+        writer: RecordWriter,
+        control: ControlSender,
+    ):
+        self.plan, self.stage, self.subtask = plan, plan.stage(stage_id), subtask
+        self.dep, self.spec, self.gate, self.writer, self.control = dep, spec, gate, writer, control
+        self.is_source = self.stage.is_source_stage
+        self.ops: dict[int, StreamOperator] = {}
+        self.keyed: KeyedTaskState | None = None
+        self.report = self._new_report(dep.epoch)
+        self.edges_in = {e.id: e for e in self.stage.input_edges}
+        # the latest watermark of each (channel, edge): the minimum over them is the stage's input watermark
+        self.channel_watermarks: dict[tuple[ChannelId, int], Any] = {
+            (c, e.id): MIN_WATERMARK
+            for c in gate.channels
+            for e in self.stage.input_edges
+            if self.plan.stage_of[e.source] == c[0]
+        }
+        self.arrived: dict[int, set[ChannelId]] = {}  # barrier epoch -> channels that delivered it
+        self.barrier_options: dict[int, BarrierOptions] = {}
+        self.snapshots: dict[int, tuple[SnapshotResources, float]] = {}  # barrier epoch -> its synchronous part
+        self.paused = False
+        self.drained = False
+
+    # -- life cycle ---------------------------------------------------------------------------
+    def setup(self) -> None:
+        """Build the operators, restore their state, open them (as an epoch's task's Step 1)."""
+        stage, dep = self.stage, self.dep
+        kg_range = compute_key_group_range_for_operator_index(
+            self.plan.max_parallelism, stage.parallelism, self.subtask
+        )
+        self.context = TaskContext(
+            job_id=dep.job_id,
+            job_name=self.plan.job_name,
+            stage_id=stage.id,
+            subtask_index=self.subtask,
+            parallelism=stage.parallelism,
+            max_parallelism=self.plan.max_parallelism,
+            epoch=dep.epoch,
+            processing_time=_now_ms(),
+            job_parameters=self.plan.job_parameters,
+        )
+        self.context.metric_totals = dep.metric_totals
+        build_operators(self.plan, stage, kg_range, self.context, dep, self.ops)
+        self.keyed = restore_keyed(self.ops, dep, stage.id, self.subtask, kg_range, self.plan.max_parallelism)
+        open_operators(self.ops, dep)
+
+    def run(self) -> None:
+        """The loop, until the gate closes (:class:`~sparkpoint.runtime.continuous.channels.GateClosed`)."""
+        while True:
+            if self.is_source:
+                self._source_step()
+            else:
+                self._input_step()
+
+    def dispose(self) -> None:
+        for op in self.ops.values():
+            try:
+                op.close()
+            except Exception:  # noqa: BLE001 - closing after the end must not hide why it ended
+                logger.debug("closing %s failed", op.name, exc_info=True)
+        dispose_keyed_backends(self.ops)
+        for resources, _ in self.snapshots.values():
+            resources.release()
+
+    # -- the loop's steps ---------------------------------------------------------------------
+    def _source_step(self) -> None:
+        """Take the driver's messages, then read a slice; with nothing read, wait a tick for a message."""
+        read = 0
+        if not (self.paused or self.drained):
+            read = self._run_chain(Inputs.of(self.stage))
+            self.writer.maybe_flush(idle=True)  # a source sends what it read at once: the next read may wait
+        for _, message in self.gate.poll(0.0 if read else self.spec.idle_tick_ms / 1000):
+            self._control(message)
+
+    def _input_step(self) -> None:
+        timeout = self.writer.next_flush_s(self.spec.idle_tick_ms / 1000)
+        frames = self.gate.poll(timeout)
+        inputs = Inputs.of(self.stage)
+        has_records = False
+        for channel, frame in frames:
+            if channel == CONTROL:
+                self._control(frame)
+            elif frame[:1] == BARRIER:
+                epoch, options = _barrier_of(frame)
+                self.arrived.setdefault(epoch, set()).add(channel)
+                self.barrier_options[epoch] = options
+                if self.arrived[epoch] >= set(self.gate.channels):  # aligned: what came before it runs first
+                    self._run_chain(inputs)
+                    inputs, has_records = Inputs.of(self.stage), False
+                    del self.arrived[epoch]
+                    self._barrier(epoch, self.barrier_options.pop(epoch))
+                    self.gate.unblock_all()
+            else:
+                has_records |= self._take_frame(channel, frame, inputs)
+        self._run_chain(inputs)  # also fires processing-time timers and passes a new watermark on
+        self.writer.maybe_flush(idle=not self.gate.has_input())
+
+    def _take_frame(self, channel: ChannelId, frame: bytes, inputs: Inputs) -> bool:
+        header, batches = decode_blob(frame[1:], keep_coded=True)
+        for edge_id, wm in header["watermarks"].items():
+            self.channel_watermarks[(channel, edge_id)] = wm
+        for edge_id, batch in batches.items():
+            edge = self.edges_in.get(edge_id)
+            if edge is not None:
+                inputs.add(edge, batch)
+                self.report.records_in += len(batch[0])
+        return bool(batches)
+
+    def _run_chain(self, inputs: Inputs) -> int:
+        """Run the chain once over ``inputs``; returns the records it produced."""
+        now = _now_ms()
+        self.context.processing_time = self.dep.processing_time = now
+        for (_, edge_id), wm in self.channel_watermarks.items():
+            inputs.watermarks[self.edges_in[edge_id].target].append(wm)
+        outputs, out_watermarks = run_operators(self.stage, self.ops, self.dep, inputs, self.report)
+        if self.is_source:
+            self.dep.splits.update(self.report.splits)
+        produced = sum(len(o.values) for o in outputs.values())
+        self.report.records_out += produced
+        self.writer.add(route(self.plan, self.stage.id, self.subtask, outputs, out_watermarks), out_watermarks)
+        return produced + sum(len(v) for o in outputs.values() for v, _ in o.side.values())
+
+    # -- the driver's messages ----------------------------------------------------------------
+    def _control(self, message: Any) -> None:
+        if isinstance(message, InjectBarrier):
+            self._inject(message)
+        elif isinstance(message, UploadSnapshot):
+            self._upload(message)
+        elif isinstance(message, DropSnapshot):
+            taken = self.snapshots.pop(message.epoch, None)
+            if taken is not None:
+                taken[0].release()
+        elif isinstance(message, list):  # completed checkpoints
+            self._notify(message)
+
+    def _inject(self, message: InjectBarrier) -> None:
+        """A source subtask's barrier: new splits first, then (drained) end of event time, then the barrier."""
+        for nid, splits in message.new_splits.items():
+            self.dep.splits[nid] = list(self.dep.splits.get(nid, [])) + list(splits)
+        self.dep.no_more_splits.update(message.no_more_splits)
+        self._notify(message.notify_checkpoints)
+        if message.options.drain and not self.drained:
+            self.dep.drain = self.drained = True
+            self._run_chain(Inputs.of(self.stage))  # +inf: every event-time timer fires before the barrier
+        self.paused = message.options.pause
+        self._barrier(message.epoch, message.options)
+
+    def _notify(self, checkpoint_ids: list[int]) -> None:
+        for cid in checkpoint_ids:
+            for op in self.ops.values():
+                if isinstance(op.function, CheckpointListener):
+                    op.function.notify_checkpoint_complete(cid)
+
+    def _upload(self, message: UploadSnapshot) -> None:
+        taken = self.snapshots.pop(message.epoch, None)
+        if taken is None:
+            return
+        resources, sync_ms = taken
+        uploader = CheckpointUploader(
+            resources.for_checkpoints(list(message.uploads)), message.uploads, self.stage.id, self.subtask, sync_ms
+        )
+        uploader.start()
+
+        def acknowledge() -> None:
+            acks, declines = uploader.join()
+            self.control.send(SnapshotAcks(self.stage.id, self.subtask, message.epoch, acks, declines))
+
+        threading.Thread(target=acknowledge, name="checkpoint-acknowledge", daemon=True).start()
+
+    # -- barriers -----------------------------------------------------------------------------
+    def _barrier(self, epoch: int, options: BarrierOptions) -> None:
+        """Every channel delivered barrier ``epoch`` (a source: it was asked for): flush, forward, report."""
+        self.writer.flush_all()
+        self.writer.barrier(epoch, options)
+        report, self.report = self.report, self._new_report(epoch + 1)
+        report.epoch = epoch
+        self._fill_report(report, options)
+        self.context.epoch = self.dep.epoch = epoch + 1
+        self.control.send(report)
+
+    def _fill_report(self, report: TaskReport, options: BarrierOptions) -> None:
+        if self.is_source:
+            report.splits = {nid: list(s) for nid, s in self.dep.splits.items()}
+        report.watermarks = dict(self.writer.watermarks)
+        report.metrics, self.context.metrics = self.context.metrics, {}
+        report.user_metrics = report_user_metrics(self.context.user_metrics)
+        for nid, op in self.ops.items():
+            if isinstance(op, PrintOperator):
+                report.printed[nid], op.lines = op.lines, []
+        if options.snapshot or options.commit:
+            self._commit_sinks(report)
+        if options.snapshot:
+            for nid, op in self.ops.items():
+                snap = op.snapshot_operator_state()
+                if snap is not None:
+                    report.operator_states[nid] = snap
+                if isinstance(op, KeyedOperator):
+                    report.state_schemas[op.uid] = op.state_schema()
+        keyed = self.keyed
+        if keyed is not None and keyed.state.owners:
+            if options.snapshot:
+                self.snapshots[report.epoch] = keyed.state.snapshot_now(report.epoch)
+                report.snapshot_sync_ms = self.snapshots[report.epoch][1]
+            else:
+                keyed.state.barrier_passed(report.epoch)
+
+    def _commit_sinks(self, report: TaskReport) -> None:
+        """Each sink's output so far becomes committables; its writer goes on as a new one (the next epoch's)."""
+        for nid, op in self.ops.items():
+            if isinstance(op, SinkOperator):
+                try:
+                    report.committables[nid] = op.prepare_commit()
+                except Exception as e:  # a writer's error names its sink
+                    raise UserFunctionError(op.uid, op.name, None, e) from e
+                report.operator_states[nid] = op.snapshot_operator_state() or {}
+                op.writer = op.sink.create_writer(
+                    self.subtask,
+                    self.stage.parallelism,
+                    self.dep.job_id,
+                    report.epoch + 1,
+                    report.operator_states[nid].get("writer"),
+                )
+                if hasattr(op.writer, "now_ms"):
+                    op.writer.now_ms = _now_ms()
+
+    def _new_report(self, epoch: int) -> TaskReport:
+        return TaskReport(stage_id=self.stage.id, subtask=self.subtask, epoch=epoch)
+
+
+def _barrier_of(frame: bytes) -> tuple[int, BarrierOptions]:
+    import pickle
+
+    return pickle.loads(frame[1:])  # type: ignore[no-any-return]
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
