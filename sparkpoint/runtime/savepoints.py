@@ -107,6 +107,11 @@ class SavepointRequests:
         with self._lock:
             return bool(self._in_flight)
 
+    def stop_pending(self) -> bool:
+        """Whether a stop's savepoint is asked for or in flight: sources read nothing after its barrier."""
+        with self._lock:
+            return any(r.stop for r in self._queued) or any(r.stop for r in self._in_flight.values())
+
     def has_queued(self) -> bool:
         """Whether a request waits for its barrier."""
         with self._lock:

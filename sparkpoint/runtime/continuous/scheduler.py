@@ -51,6 +51,7 @@ from sparkpoint.runtime.savepoints import SavepointRequests
 from sparkpoint.runtime.scheduler import Barrier, BarrierContext, ExecutorTraits, SchedulerReport
 from sparkpoint.runtime.state_schemas import StateSchemas
 from sparkpoint.runtime.task_messages import TaskFailure, TaskReport
+from sparkpoint.testing.faults import sources_held
 
 __all__ = ["ContinuousScheduler", "SlotLauncher", "SlotRun", "ContinuousSettings"]
 
@@ -137,7 +138,7 @@ class ContinuousScheduler:
         if self.run is None:
             self._deploy(epoch, context)
         self._wait_until_due(context)
-        options = self._barrier_options(context)
+        options = self._barrier_options(epoch, context)
         self._inject(epoch, options)
         reports = self._collect(epoch)
         self.last_barrier = time.monotonic()
@@ -238,7 +239,7 @@ class ContinuousScheduler:
             for cid, p in coordinator.pending.items()
         )
 
-    def _barrier_options(self, context: BarrierContext) -> BarrierOptions:
+    def _barrier_options(self, epoch: int, context: BarrierContext) -> BarrierOptions:
         coordinator = context.coordinator
         checkpointing = coordinator is not None and coordinator.settings.enabled
         snapshot = self.savepoints.has_queued() or (
@@ -247,7 +248,10 @@ class ContinuousScheduler:
         exactly_once = checkpointing and coordinator.settings.exactly_once  # type: ignore[union-attr]
         drain = self.savepoints.drain_epoch()
         return BarrierOptions(
-            snapshot=snapshot, commit=snapshot or not exactly_once, drain=drain, pause=self.savepoints.stop_in_flight()
+            snapshot=snapshot,
+            commit=snapshot or not exactly_once,
+            drain=drain,
+            pause=self.savepoints.stop_pending() or sources_held(epoch),  # nothing read after a stop's barrier
         )
 
     def _inject(self, epoch: int, options: BarrierOptions) -> None:

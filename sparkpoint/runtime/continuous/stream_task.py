@@ -86,6 +86,7 @@ class ContinuousTask:
         self.plan, self.stage, self.subtask = plan, plan.stage(stage_id), subtask
         self.dep, self.spec, self.gate, self.writer, self.control = dep, spec, gate, writer, control
         self.is_source = self.stage.is_source_stage
+        self.source_nodes = [nid for nid in self.stage.nodes if plan.nodes[nid].kind == "source"]
         self.ops: dict[int, StreamOperator] = {}
         self.keyed: KeyedTaskState | None = None
         self.report = self._new_report(dep.epoch)
@@ -100,8 +101,9 @@ class ContinuousTask:
         self.arrived: dict[int, set[ChannelId]] = {}  # barrier epoch -> channels that delivered it
         self.barrier_options: dict[int, BarrierOptions] = {}
         self.snapshots: dict[int, tuple[SnapshotResources, float]] = {}  # barrier epoch -> its synchronous part
-        self.paused = False
+        self.paused = dep.pause  # reads nothing until a barrier says otherwise
         self.drained = False
+        self.read_since_barrier = 0  # a source subtask reads at most dep.max_records between two barriers
 
     # -- life cycle ---------------------------------------------------------------------------
     def setup(self) -> None:
@@ -148,8 +150,9 @@ class ContinuousTask:
     def _source_step(self) -> None:
         """Take the driver's messages, then read a slice; with nothing read, wait a tick for a message."""
         read = 0
-        if not (self.paused or self.drained):
+        if not (self.paused or self.drained or self.read_since_barrier >= self.dep.max_records):
             read = self._run_chain(Inputs.of(self.stage))
+            self.read_since_barrier += read
             self.writer.maybe_flush(idle=True)  # a source sends what it read at once: the next read may wait
         for _, message in self.gate.poll(0.0 if read else self.spec.idle_tick_ms / 1000):
             self._control(message)
@@ -189,7 +192,7 @@ class ContinuousTask:
         return bool(batches)
 
     def _run_chain(self, inputs: Inputs) -> int:
-        """Run the chain once over ``inputs``; returns the records it produced."""
+        """Run the chain once over ``inputs``; returns the records its sources read (a source stage's)."""
         now = _now_ms()
         self.context.processing_time = self.dep.processing_time = now
         for (_, edge_id), wm in self.channel_watermarks.items():
@@ -197,10 +200,9 @@ class ContinuousTask:
         outputs, out_watermarks = run_operators(self.stage, self.ops, self.dep, inputs, self.report)
         if self.is_source:
             self.dep.splits.update(self.report.splits)
-        produced = sum(len(o.values) for o in outputs.values())
-        self.report.records_out += produced
+        self.report.records_out += sum(len(o.values) for o in outputs.values())
         self.writer.add(route(self.plan, self.stage.id, self.subtask, outputs, out_watermarks), out_watermarks)
-        return produced + sum(len(v) for o in outputs.values() for v, _ in o.side.values())
+        return sum(len(outputs[nid].values) for nid in self.source_nodes)
 
     # -- the driver's messages ----------------------------------------------------------------
     def _control(self, message: Any) -> None:
@@ -225,6 +227,7 @@ class ContinuousTask:
             self.dep.drain = self.drained = True
             self._run_chain(Inputs.of(self.stage))  # +inf: every event-time timer fires before the barrier
         self.paused = message.options.pause
+        self.read_since_barrier = 0
         self._barrier(message.epoch, message.options)
 
     def _notify(self, checkpoint_ids: list[int]) -> None:
