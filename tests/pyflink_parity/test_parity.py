@@ -14,6 +14,7 @@ only the lines are (word_count in BATCH mode).
 from __future__ import annotations
 
 import logging
+import os
 import re
 import runpy
 import struct
@@ -76,6 +77,9 @@ def run_job(
     # sparkpoint's log records stay out of the compared stdout, whatever handlers the process
     # has (PyFlink's Java-side logging never reached its stdout either).
     monkeypatch.setattr(logging.getLogger("sparkpoint"), "propagate", False)
+    mode = os.environ.get("SPARKPOINT_PARITY_MODE")
+    if mode:
+        configuration = {**configuration, "sparkpoint.execution.mode": mode}
     set_cli_defaults({"configuration": configuration})
     capsys.readouterr()
     try:

@@ -1,9 +1,16 @@
-"""Continuous mode in this process: every slot a thread, every channel a queue between threads."""
+"""Continuous mode in this process: every slot a thread, every channel a queue between threads.
+
+Each slot gets its own copy of the plan (pickled and read back, as a Spark executor gets it): the subtasks of
+one operator run at the same time in different slots and must not share a user function's instance (its
+``open()`` keeps the subtask's state handles in its attributes).
+"""
 
 from __future__ import annotations
 
 import threading
 from typing import Any
+
+import cloudpickle
 
 from sparkpoint.runtime.continuous.channels import GATES
 from sparkpoint.runtime.continuous.messages import SlotSpec
@@ -19,10 +26,11 @@ class ThreadSlots:
     def __init__(self, plan: JobPlan, specs: list[SlotSpec], control_address: Any, authkey: bytes):
         self.key = specs[0].key
         gates = [make_gates(plan, spec) for spec in specs]  # all of them before any sender looks for one
+        body = cloudpickle.dumps(plan)
         self.threads = [
             threading.Thread(
                 target=run_slot,
-                args=(plan, spec, slot_gates, control_address, authkey),
+                args=(cloudpickle.loads(body), spec, slot_gates, control_address, authkey),
                 name=f"slot-{spec.slot}",
                 daemon=True,
             )
