@@ -1,0 +1,162 @@
+"""Continuous mode in this process: results against hand counts, time by the wall clock, savepoints across modes.
+
+Every job here has an oracle worked out by hand (a count per key, the lines each key must print), never the
+other mode's output.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from sparkpoint.common import Encoder, Types, WatermarkStrategy
+from sparkpoint.datastream.connectors.file_system import FileSink
+from sparkpoint.datastream.connectors.generator import DataGeneratorSource
+from sparkpoint.datastream.functions import KeyedProcessFunction, RuntimeContext
+from sparkpoint.datastream.state import ValueStateDescriptor
+from sparkpoint.testing.kill_loop import read_committed_lines
+
+CONTINUOUS = {"sparkpoint.execution.mode": "continuous"}
+MODES = ["epoch", "continuous"]
+KEYS = 7
+
+
+class CountPerKey(KeyedProcessFunction):
+    """Emits ``key<TAB>n`` for a key's n-th record (its count in a ValueState)."""
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        self.count = runtime_context.get_state(ValueStateDescriptor("n", Types.LONG()))
+
+    def process_element(self, value, ctx):
+        n = (self.count.value() or 0) + 1
+        self.count.update(n)
+        yield f"{ctx.get_current_key()}\t{n}"
+
+
+def expected_counts(records: int) -> Counter:
+    """Each key's lines 1..n, once each, for ``records`` generated records ``i % KEYS``."""
+    per_key = Counter(i % KEYS for i in range(records))
+    return Counter(f"{k}\t{n}" for k, total in per_key.items() for n in range(1, total + 1))
+
+
+def counting_job(env, records: int, out: Path, rate: float | None = None) -> None:
+    source = DataGeneratorSource(lambda i: i, records, num_splits=2, records_per_second=rate)
+    stream = env.from_source(source, WatermarkStrategy.no_watermarks(), "numbers").uid("numbers")
+    counted = stream.key_by(lambda i: i % KEYS).process(CountPerKey()).uid("count-per-key")
+    counted.sink_to(FileSink.for_row_format(str(out), Encoder.simple_string_encoder()).build()).uid("files")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_keyed_count_is_exact_in_both_modes(make_env, tmp_path, mode):
+    env = make_env("local", **{"sparkpoint.execution.mode": mode, "parallelism.default": 2})
+    counting_job(env, 5_000, tmp_path / "out")
+    env.execute("count")
+    assert Counter(read_committed_lines(tmp_path / "out")) == expected_counts(5_000)
+
+
+class TimerAfterFirst(KeyedProcessFunction):
+    """Sets a processing-time timer 200 ms after its first record; says when records and the timer came."""
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        self.first = runtime_context.get_state(ValueStateDescriptor("first", Types.LONG()))
+
+    def process_element(self, value, ctx):
+        now = ctx.timer_service().current_processing_time()
+        if self.first.value() is None:
+            self.first.update(now)
+            ctx.timer_service().register_processing_time_timer(now + 200)
+        yield ("record", value, int(time.time() * 1000))
+
+    def on_timer(self, timestamp, ctx):
+        yield ("timer", timestamp, int(time.time() * 1000))
+
+
+@pytest.fixture
+def timer_lines(make_env):
+    env = make_env("local", **CONTINUOUS)
+    env.set_parallelism(1)
+    source = DataGeneratorSource(lambda i: i, 2, records_per_second=1)  # the second record a second later
+    stream = env.from_source(source, WatermarkStrategy.no_watermarks(), "paced").key_by(lambda v: 0)
+    stream = stream.process(TimerAfterFirst())
+    with stream.execute_and_collect() as results:
+        return list(results)
+
+
+def test_a_processing_time_timer_fires_by_the_wall_clock_between_records(timer_lines):
+    """The timer is due 200 ms after the first record; the source gives the second record a second later. In
+    continuous mode the timer fires while the job waits, at its time (an epoch fires it after both records)."""
+    kinds = [line[0] for line in timer_lines]
+    assert kinds == ["record", "timer", "record"], timer_lines
+    first_at, (_, due, fired_at) = timer_lines[0][2], timer_lines[1]
+    assert due <= fired_at < due + 300, timer_lines  # by the wall clock: not before it is due, nor long after
+    assert timer_lines[2][2] - first_at >= 900, timer_lines  # the second record really came a second later
+
+
+@pytest.mark.parametrize("first, second", [("continuous", "epoch"), ("epoch", "continuous")])
+def test_a_savepoint_of_one_mode_restores_in_the_other(make_env, tmp_path, first, second):
+    """Stop with a savepoint part-way in one mode, go on from it in the other: every key's lines once each."""
+    records, out = 12_000, tmp_path / "out"
+    common = {
+        "parallelism.default": 2,
+        "execution.checkpointing.interval": "500 ms",
+        "state.checkpoints.dir": (tmp_path / "ckpt").as_uri(),
+        "execution.epoch.max-records": 500,
+    }
+    env = make_env("local", **{**common, "sparkpoint.execution.mode": first})
+    counting_job(env, records, out, rate=4_000)
+    client = env.execute_async("first")
+    time.sleep(1.5)
+    savepoint = client.stop_with_savepoint(savepoint_directory=(tmp_path / "sp").as_uri()).result(60)
+    client.wait(60)
+    before = Counter(read_committed_lines(out))
+    assert 0 < sum(before.values()) < records, "the savepoint was taken part-way"
+
+    env2 = make_env("local", **{**common, "sparkpoint.execution.mode": second, "execution.savepoint.path": savepoint})
+    counting_job(env2, records, out)
+    env2.execute("second")
+    assert Counter(read_committed_lines(out)) == expected_counts(records)
+
+
+class FailOnceAt(KeyedProcessFunction):
+    """Counts per key as :class:`CountPerKey`, and fails once (the first time, per ``marker``) at record ``at``."""
+
+    def __init__(self, at: int, marker: str):
+        self.at, self.marker = at, marker
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        self.count = runtime_context.get_state(ValueStateDescriptor("n", Types.LONG()))
+
+    def process_element(self, value, ctx):
+        if value == self.at and not Path(self.marker).exists():
+            Path(self.marker).write_text("failed once")
+            raise RuntimeError(f"planned failure at record {value}")
+        n = (self.count.value() or 0) + 1
+        self.count.update(n)
+        yield f"{ctx.get_current_key()}\t{n}"
+
+
+def test_a_failed_subtask_fails_the_attempt_over_to_the_latest_checkpoint(make_env, tmp_path):
+    """A subtask that raises ends its slots; the job restores the latest checkpoint and goes on: exact output."""
+    records, out, marker = 8_000, tmp_path / "out", tmp_path / "failed"
+    env = make_env(
+        "local",
+        **CONTINUOUS,
+        **{
+            "parallelism.default": 2,
+            "execution.checkpointing.interval": "300 ms",
+            "state.checkpoints.dir": (tmp_path / "ckpt").as_uri(),
+            "restart-strategy.type": "fixed-delay",
+            "restart-strategy.fixed-delay.attempts": 2,
+            "restart-strategy.fixed-delay.delay": "100 ms",
+        },
+    )
+    source = DataGeneratorSource(lambda i: i, records, num_splits=2, records_per_second=4_000)
+    stream = env.from_source(source, WatermarkStrategy.no_watermarks(), "numbers").uid("numbers")
+    counted = stream.key_by(lambda i: i % KEYS).process(FailOnceAt(5_000, str(marker))).uid("count-per-key")
+    counted.sink_to(FileSink.for_row_format(str(out), Encoder.simple_string_encoder()).build()).uid("files")
+    result = env.execute("fails once")
+    assert marker.exists() and result.restarts == 1
+    assert Counter(read_committed_lines(out)) == expected_counts(records)
