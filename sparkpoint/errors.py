@@ -12,6 +12,7 @@ import traceback
 __all__ = [
     "SparkpointError",
     "ConfigurationError",
+    "SlotsUnavailableError",
     "JobGraphError",
     "JobExecutionError",
     "UserFunctionError",
@@ -87,6 +88,11 @@ def unrecoverable_cause(error: BaseException) -> UnrecoverableError | None:
 class StateMigrationError(StateError, UnrecoverableError):
     """The job's state does not fit the state a checkpoint holds (a changed state kind, state type or key
     type); names the operator uid, the state, the old and the new type, and what to do."""
+
+
+class SlotsUnavailableError(ConfigurationError, UnrecoverableError):
+    """Continuous mode cannot run its long-running tasks where the job was sent (too few task slots, dynamic
+    allocation): no restart changes that."""
 
 
 class UserFunctionError(SparkpointError):

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from sparkpoint.errors import ConfigurationError
+from sparkpoint.errors import SlotsUnavailableError
 from sparkpoint.runtime.continuous.messages import SlotSpec
 from sparkpoint.runtime.graph import JobPlan
 from sparkpoint.runtime.spark.task_runner import run_slot_in_worker
@@ -23,17 +23,16 @@ __all__ = ["SparkSlots", "check_slots", "driver_host"]
 logger = logging.getLogger(__name__)
 
 
-def check_slots(sc: Any, needed: int) -> None:
-    """Refuse what a barrier stage cannot run: too few task slots, dynamic allocation."""
-    conf = sc.getConf()
+def check_slots(conf: Any, available: int, needed: int) -> None:
+    """Refuse what a barrier stage cannot run (Spark's ``conf``, its ``available`` task slots): too few task slots
+    for the ``needed`` ones, dynamic allocation."""
     if str(conf.get("spark.dynamicAllocation.enabled", "false")).lower() == "true":
-        raise ConfigurationError(
+        raise SlotsUnavailableError(
             "sparkpoint.execution.mode: continuous runs its tasks as a Spark barrier stage, which needs a fixed set "
             "of executors: set spark.dynamicAllocation.enabled=false"
         )
-    available = sc.defaultParallelism
     if available < needed:
-        raise ConfigurationError(
+        raise SlotsUnavailableError(
             f"sparkpoint.execution.mode: continuous needs {needed} task slots (the job's largest parallelism, one "
             f"long-running task per subtask index) but the Spark application has {available}"
         )
@@ -51,7 +50,7 @@ class SparkSlots:
         self, spark: Any, bc: Any, threads: Any, plan: JobPlan, specs: list[SlotSpec], address: Any, key: bytes
     ):
         sc = spark.sparkContext
-        check_slots(sc, len(specs))
+        check_slots(sc.getConf(), sc.defaultParallelism, len(specs))
         self.sc = sc
         self.group = f"sparkpoint-slots-{specs[0].key}"
         by_slot = {s.slot: s for s in specs}
