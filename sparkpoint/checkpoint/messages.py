@@ -69,6 +69,7 @@ class AcknowledgeCheckpoint:
     state_size: int = 0
     sync_duration_ms: float = 0.0
     async_duration_ms: float = 0.0
+    alignment_duration_ms: float = 0.0  # continuous mode: from the barrier's first input channel to its last
 
 
 @dataclass(frozen=True)

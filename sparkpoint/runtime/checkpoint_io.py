@@ -45,9 +45,11 @@ class CheckpointUploader:
         stage_id: int,
         subtask: int,
         sync_duration_ms: float = 0.0,
+        alignment_duration_ms: float = 0.0,
     ):
         self.task = ExecutionVertexId(stage_id, subtask)
         self.sync_duration_ms = sync_duration_ms  # the barrier epoch's synchronous part
+        self.alignment_duration_ms = alignment_duration_ms  # continuous mode: aligning the barrier
         self.acks: list[AcknowledgeCheckpoint] = []
         self.declines: list[DeclineCheckpoint] = []
         self._thread = threading.Thread(
@@ -84,6 +86,7 @@ class CheckpointUploader:
                     state_size=result.size,
                     sync_duration_ms=self.sync_duration_ms,
                     async_duration_ms=(time.perf_counter() - t0) * 1000,
+                    alignment_duration_ms=self.alignment_duration_ms,
                 )
             )
         except Exception as e:  # noqa: BLE001 - any failure declines the checkpoint

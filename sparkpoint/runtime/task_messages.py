@@ -86,6 +86,7 @@ class TaskReport:
     phase_ms: dict[str, float] = field(default_factory=dict)  # where the task's time went (see PHASES)
     user_metrics: dict[str, dict[str, tuple]] = field(default_factory=dict)  # uid -> id -> (kind, value)
     state_schemas: dict[str, OperatorSchema] = field(default_factory=dict)  # keyed uid -> declared in this task
+    latency_ms: list[float] = field(default_factory=list)  # continuous mode: ages of the records taken (a sample)
 
 
 @dataclass(frozen=True)

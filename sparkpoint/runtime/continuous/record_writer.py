@@ -50,9 +50,14 @@ class RecordWriter:
         self.oldest: float | None = None  # when the oldest buffered record came
         self.watermarks: dict[int, Any] = {}  # node -> its latest output watermark
         self.sent: dict[Target, dict[int, Any]] = {}  # the watermarks each channel was sent last
+        self.born: dict[Target, int] = {}  # when a source read the oldest record buffered for a channel (ms)
+        self.blocked_s = 0.0  # time spent sending (blocked while a receiver's buffers were full)
 
-    def add(self, routed: dict[Target, dict[int, tuple[Any, Any]]], out_watermarks: dict[int, Any]) -> None:
-        """A chain run's routed output and its nodes' watermarks; a full buffer goes out at once."""
+    def add(
+        self, routed: dict[Target, dict[int, tuple[Any, Any]]], out_watermarks: dict[int, Any], born_ms: int | None
+    ) -> None:
+        """A chain run's routed output and its nodes' watermarks (``born_ms``: when a source read the oldest of the
+        records it came from); a full buffer goes out at once."""
         self.watermarks.update(out_watermarks)
         for target, batches in routed.items():
             if target not in self.channels:
@@ -61,6 +66,8 @@ class RecordWriter:
                 if len(values):
                     self.buffers[target].setdefault(edge_id, []).append((values, timestamps))
                     self.counts[target] += len(values)
+                    if born_ms is not None and born_ms < self.born.get(target, born_ms + 1):
+                        self.born[target] = born_ms
             if self.counts[target] >= self.buffer_records:
                 self.flush(target)
         if self.oldest is None and any(self.counts.values()):
@@ -96,14 +103,27 @@ class RecordWriter:
         batches = {edge_id: concat_batches(parts) for edge_id, parts in buffered.items()}
         self.buffers[target], self.counts[target] = {}, 0
         header = {"stage": self.stage_id, "subtask": self.subtask, "watermarks": watermarks}
-        self.channels[target].send(DATA + encode_blob(header, batches))
+        born = self.born.pop(target, None)
+        if born is not None:
+            header["born"] = born
+        self._send(target, DATA + encode_blob(header, batches))
         self.sent[target] = watermarks
+
+    def _send(self, target: Target, frame: bytes) -> None:
+        t0 = time.perf_counter()
+        self.channels[target].send(frame)
+        self.blocked_s += time.perf_counter() - t0
+
+    def take_blocked_s(self) -> float:
+        """Seconds spent sending since the last call."""
+        blocked, self.blocked_s = self.blocked_s, 0.0
+        return blocked
 
     def barrier(self, epoch: int, options: BarrierOptions) -> None:
         """Send barrier ``epoch`` on every channel (after :meth:`flush_all`)."""
         frame = BARRIER + pickle.dumps((epoch, options), pickle.HIGHEST_PROTOCOL)
-        for channel in self.channels.values():
-            channel.send(frame)
+        for target in self.channels:
+            self._send(target, frame)
 
     def close(self) -> None:
         for channel in self.channels.values():

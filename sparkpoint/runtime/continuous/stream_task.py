@@ -43,6 +43,7 @@ from sparkpoint.runtime.continuous.messages import (
     UploadSnapshot,
 )
 from sparkpoint.runtime.continuous.record_writer import RecordWriter
+from sparkpoint.runtime.continuous.task_times import TaskTimes
 from sparkpoint.runtime.exchange import decode_blob
 from sparkpoint.runtime.graph import JobPlan
 from sparkpoint.runtime.task import (
@@ -100,7 +101,10 @@ class ContinuousTask:
         }
         self.arrived: dict[int, set[ChannelId]] = {}  # barrier epoch -> channels that delivered it
         self.barrier_options: dict[int, BarrierOptions] = {}
-        self.snapshots: dict[int, tuple[SnapshotResources, float]] = {}  # barrier epoch -> its synchronous part
+        # barrier epoch -> its synchronous part, that part's and the alignment's milliseconds
+        self.snapshots: dict[int, tuple[SnapshotResources, float, float]] = {}
+        self.align_started: dict[int, float] = {}  # barrier epoch -> when its first channel delivered it
+        self.times = TaskTimes()
         self.paused = dep.pause  # reads nothing until a barrier says otherwise
         self.drained = False
         self.read_since_barrier = 0  # a source subtask reads at most dep.max_records between two barriers
@@ -143,7 +147,7 @@ class ContinuousTask:
             except Exception:  # noqa: BLE001 - closing after the end must not hide why it ended
                 logger.debug("closing %s failed", op.name, exc_info=True)
         dispose_keyed_backends(self.ops)
-        for resources, _ in self.snapshots.values():
+        for resources, _, _ in self.snapshots.values():
             resources.release()
 
     # -- the loop's steps ---------------------------------------------------------------------
@@ -151,36 +155,52 @@ class ContinuousTask:
         """Take the driver's messages, then read a slice; with nothing read, wait a tick for a message."""
         read = 0
         if not (self.paused or self.drained or self.read_since_barrier >= self.dep.max_records):
-            read = self._run_chain(Inputs.of(self.stage))
+            read = self._run_chain(Inputs.of(self.stage), None)
             self.read_since_barrier += read
             self.writer.maybe_flush(idle=True)  # a source sends what it read at once: the next read may wait
+        t0 = time.perf_counter()
         for _, message in self.gate.poll(0.0 if read else self.spec.idle_tick_ms / 1000):
             self._control(message)
+        self.times.idle_s += time.perf_counter() - t0
 
     def _input_step(self) -> None:
         timeout = self.writer.next_flush_s(self.spec.idle_tick_ms / 1000)
+        t0 = time.perf_counter()
         frames = self.gate.poll(timeout)
-        inputs = Inputs.of(self.stage)
-        has_records = False
+        self.times.idle_s += time.perf_counter() - t0
+        inputs, born = Inputs.of(self.stage), None
+        now = _now_ms()
         for channel, frame in frames:
             if channel == CONTROL:
                 self._control(frame)
             elif frame[:1] == BARRIER:
-                epoch, options = _barrier_of(frame)
-                self.arrived.setdefault(epoch, set()).add(channel)
-                self.barrier_options[epoch] = options
-                if self.arrived[epoch] >= set(self.gate.channels):  # aligned: what came before it runs first
-                    self._run_chain(inputs)
-                    inputs, has_records = Inputs.of(self.stage), False
-                    del self.arrived[epoch]
-                    self._barrier(epoch, self.barrier_options.pop(epoch))
-                    self.gate.unblock_all()
+                if self._barrier_arrived(channel, frame, inputs, born):
+                    inputs, born = Inputs.of(self.stage), None
             else:
-                has_records |= self._take_frame(channel, frame, inputs)
-        self._run_chain(inputs)  # also fires processing-time timers and passes a new watermark on
+                frame_born = self._take_frame(channel, frame, inputs, now)
+                if frame_born is not None and (born is None or frame_born < born):
+                    born = frame_born
+        self._run_chain(inputs, born)  # also fires processing-time timers and passes a new watermark on
         self.writer.maybe_flush(idle=not self.gate.has_input())
 
-    def _take_frame(self, channel: ChannelId, frame: bytes, inputs: Inputs) -> bool:
+    def _barrier_arrived(self, channel: ChannelId, frame: bytes, inputs: Inputs, born: int | None) -> bool:
+        """A channel delivered a barrier; once all have (aligned), what came before it runs, then the barrier's
+        action. Returns whether it did (``inputs`` were taken)."""
+        epoch, options = _barrier_of(frame)
+        self.arrived.setdefault(epoch, set()).add(channel)
+        self.barrier_options[epoch] = options
+        self.align_started.setdefault(epoch, time.perf_counter())
+        if self.arrived[epoch] < set(self.gate.channels):
+            return False
+        self._run_chain(inputs, born)
+        del self.arrived[epoch]
+        aligned_ms = (time.perf_counter() - self.align_started.pop(epoch)) * 1000
+        self._barrier(epoch, self.barrier_options.pop(epoch), aligned_ms)
+        self.gate.unblock_all()
+        return True
+
+    def _take_frame(self, channel: ChannelId, frame: bytes, inputs: Inputs, now_ms: int) -> int | None:
+        """Add a data frame's records to ``inputs`` and take its watermarks; returns its ``born``."""
         header, batches = decode_blob(frame[1:], keep_coded=True)
         for edge_id, wm in header["watermarks"].items():
             self.channel_watermarks[(channel, edge_id)] = wm
@@ -189,10 +209,14 @@ class ContinuousTask:
             if edge is not None:
                 inputs.add(edge, batch)
                 self.report.records_in += len(batch[0])
-        return bool(batches)
+        born = header.get("born")
+        self.times.took(born, now_ms)
+        return born  # type: ignore[no-any-return]
 
-    def _run_chain(self, inputs: Inputs) -> int:
-        """Run the chain once over ``inputs``; returns the records its sources read (a source stage's)."""
+    def _run_chain(self, inputs: Inputs, born: int | None) -> int:
+        """Run the chain once over ``inputs`` (``born``: when a source read the oldest of them); returns the records
+        its sources read (a source stage's)."""
+        t0 = time.perf_counter()
         now = _now_ms()
         self.context.processing_time = self.dep.processing_time = now
         for (_, edge_id), wm in self.channel_watermarks.items():
@@ -200,8 +224,11 @@ class ContinuousTask:
         outputs, out_watermarks = run_operators(self.stage, self.ops, self.dep, inputs, self.report)
         if self.is_source:
             self.dep.splits.update(self.report.splits)
+            born = now
         self.report.records_out += sum(len(o.values) for o in outputs.values())
-        self.writer.add(route(self.plan, self.stage.id, self.subtask, outputs, out_watermarks), out_watermarks)
+        routed = route(self.plan, self.stage.id, self.subtask, outputs, out_watermarks)
+        self.writer.add(routed, out_watermarks, born)
+        self.times.busy_s += time.perf_counter() - t0
         return sum(len(outputs[nid].values) for nid in self.source_nodes)
 
     # -- the driver's messages ----------------------------------------------------------------
@@ -225,10 +252,10 @@ class ContinuousTask:
         self._notify(message.notify_checkpoints)
         if message.options.drain and not self.drained:
             self.dep.drain = self.drained = True
-            self._run_chain(Inputs.of(self.stage))  # +inf: every event-time timer fires before the barrier
+            self._run_chain(Inputs.of(self.stage), None)  # +inf: every event-time timer fires before the barrier
         self.paused = message.options.pause
         self.read_since_barrier = 0
-        self._barrier(message.epoch, message.options)
+        self._barrier(message.epoch, message.options, 0.0)
 
     def _notify(self, checkpoint_ids: list[int]) -> None:
         for cid in checkpoint_ids:
@@ -240,9 +267,14 @@ class ContinuousTask:
         taken = self.snapshots.pop(message.epoch, None)
         if taken is None:
             return
-        resources, sync_ms = taken
+        resources, sync_ms, aligned_ms = taken
         uploader = CheckpointUploader(
-            resources.for_checkpoints(list(message.uploads)), message.uploads, self.stage.id, self.subtask, sync_ms
+            resources.for_checkpoints(list(message.uploads)),
+            message.uploads,
+            self.stage.id,
+            self.subtask,
+            sync_ms,
+            aligned_ms,
         )
         uploader.start()
 
@@ -253,17 +285,19 @@ class ContinuousTask:
         threading.Thread(target=acknowledge, name="checkpoint-acknowledge", daemon=True).start()
 
     # -- barriers -----------------------------------------------------------------------------
-    def _barrier(self, epoch: int, options: BarrierOptions) -> None:
-        """Every channel delivered barrier ``epoch`` (a source: it was asked for): flush, forward, report."""
+    def _barrier(self, epoch: int, options: BarrierOptions, aligned_ms: float) -> None:
+        """Every channel delivered barrier ``epoch`` (``aligned_ms`` after the first; a source: it was asked for):
+        flush, forward, report."""
         self.writer.flush_all()
         self.writer.barrier(epoch, options)
         report, self.report = self.report, self._new_report(epoch + 1)
         report.epoch = epoch
-        self._fill_report(report, options)
+        self._fill_report(report, options, aligned_ms)
+        self.times.report(report, [op.uid for op in self.ops.values()], self.writer.take_blocked_s())
         self.context.epoch = self.dep.epoch = epoch + 1
         self.control.send(report)
 
-    def _fill_report(self, report: TaskReport, options: BarrierOptions) -> None:
+    def _fill_report(self, report: TaskReport, options: BarrierOptions, aligned_ms: float) -> None:
         if self.is_source:
             report.splits = {nid: list(s) for nid, s in self.dep.splits.items()}
         report.watermarks = dict(self.writer.watermarks)
@@ -284,8 +318,9 @@ class ContinuousTask:
         keyed = self.keyed
         if keyed is not None and keyed.state.owners:
             if options.snapshot:
-                self.snapshots[report.epoch] = keyed.state.snapshot_now(report.epoch)
-                report.snapshot_sync_ms = self.snapshots[report.epoch][1]
+                resources, sync_ms = keyed.state.snapshot_now(report.epoch)
+                self.snapshots[report.epoch] = (resources, sync_ms, aligned_ms)
+                report.snapshot_sync_ms = sync_ms
             else:
                 keyed.state.barrier_passed(report.epoch)
 
