@@ -138,8 +138,16 @@ class FailOnceAt(KeyedProcessFunction):
         yield f"{ctx.get_current_key()}\t{n}"
 
 
-def test_a_failed_subtask_fails_the_attempt_over_to_the_latest_checkpoint(make_env, tmp_path):
-    """A subtask that raises ends its slots; the job restores the latest checkpoint and goes on: exact output."""
+BACKENDS = {
+    "hashmap": {},
+    "rocksdb-incremental": {"state.backend.type": "rocksdb", "execution.checkpointing.incremental": True},
+}
+
+
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
+def test_a_failed_subtask_fails_the_attempt_over_to_the_latest_checkpoint(make_env, tmp_path, backend):
+    """A subtask that raises ends its slots; the job restores the latest checkpoint (of the live state, taken at a
+    barrier: a pickled snapshot, or RocksDB's local checkpoint uploaded incrementally) and goes on: exact output."""
     records, out, marker = 8_000, tmp_path / "out", tmp_path / "failed"
     env = make_env(
         "local",
@@ -151,6 +159,7 @@ def test_a_failed_subtask_fails_the_attempt_over_to_the_latest_checkpoint(make_e
             "restart-strategy.type": "fixed-delay",
             "restart-strategy.fixed-delay.attempts": 2,
             "restart-strategy.fixed-delay.delay": "100 ms",
+            **BACKENDS[backend],
         },
     )
     source = DataGeneratorSource(lambda i: i, records, num_splits=2, records_per_second=4_000)
@@ -159,4 +168,6 @@ def test_a_failed_subtask_fails_the_attempt_over_to_the_latest_checkpoint(make_e
     counted.sink_to(FileSink.for_row_format(str(out), Encoder.simple_string_encoder()).build()).uid("files")
     result = env.execute("fails once")
     assert marker.exists() and result.restarts == 1
+    completed = [c for c in result.checkpoints["history"] if c["status"] == "COMPLETED"]
+    assert len(completed) >= 2, "checkpoints completed before and after the failure"
     assert Counter(read_committed_lines(out)) == expected_counts(records)
