@@ -15,7 +15,8 @@ import pytest
 from sparkpoint.common import Encoder, Types, WatermarkStrategy
 from sparkpoint.datastream.connectors.file_system import FileSink
 from sparkpoint.datastream.connectors.generator import DataGeneratorSource
-from sparkpoint.datastream.functions import KeyedProcessFunction, RuntimeContext
+from sparkpoint.datastream.functions import KeyedProcessFunction, MapFunction, RuntimeContext
+from sparkpoint.errors import EpochTimeoutError
 from sparkpoint.datastream.state import ValueStateDescriptor
 from sparkpoint.testing.kill_loop import read_committed_lines
 
@@ -171,3 +172,22 @@ def test_a_failed_subtask_fails_the_attempt_over_to_the_latest_checkpoint(make_e
     completed = [c for c in result.checkpoints["history"] if c["status"] == "COMPLETED"]
     assert len(completed) >= 2, "checkpoints completed before and after the failure"
     assert Counter(read_committed_lines(out)) == expected_counts(records)
+
+
+class HangsOnFirst(MapFunction):
+    def map(self, value):
+        if value == 0:
+            time.sleep(30)
+        return value
+
+
+def test_a_barrier_that_cannot_pass_a_hung_subtask_fails_the_job_naming_it(make_env, tmp_path):
+    """A map that hangs holds its subtask: the barrier stops there, and past sparkpoint.epoch.timeout the attempt fails
+    with an error naming the subtask (the restart strategy, none here, decides what follows)."""
+    env = make_env("local", **CONTINUOUS, **{"sparkpoint.epoch.timeout": "1 s", "restart-strategy.type": "none"})
+    env.set_parallelism(1)
+    env.from_collection([0, 1, 2]).key_by(lambda v: v).map(HangsOnFirst()).print()
+    t0 = time.monotonic()
+    with pytest.raises(EpochTimeoutError, match=r"barrier \d+ did not pass stage 1 subtask 0 within its bound"):
+        env.execute("hangs")
+    assert time.monotonic() - t0 < 20

@@ -29,7 +29,7 @@ import uuid
 from typing import Any, Protocol
 
 from sparkpoint.common.configuration import Configuration
-from sparkpoint.errors import JobExecutionError
+from sparkpoint.errors import EpochTimeoutError, JobExecutionError
 from sparkpoint.runtime.clock import SYSTEM_CLOCK, Clock
 from sparkpoint.runtime.continuous.control import ControlServer, SlotLost
 from sparkpoint.runtime.continuous.messages import (
@@ -44,6 +44,7 @@ from sparkpoint.runtime.continuous.messages import (
 )
 from sparkpoint.runtime.continuous.slot import decode_failure
 from sparkpoint.runtime.deployments import DeploymentInputs, TaskSettings, deploy_stages
+from sparkpoint.runtime.epoch_guard import EPOCH_TIMEOUT_KEY
 from sparkpoint.runtime.graph import JobPlan
 from sparkpoint.runtime.job_output import JobOutput
 from sparkpoint.runtime.job_progress import JobProgress
@@ -74,6 +75,10 @@ class SlotLauncher(Protocol):
     def stop(self) -> None: ...
 
 
+class _PastDeadline(Exception):
+    """A barrier's bound passed (raised by ``_next`` to ``_collect``)."""
+
+
 class ContinuousSettings:
     """Continuous mode's keys: the barrier interval, the buffers, the start timeout."""
 
@@ -84,6 +89,7 @@ class ContinuousSettings:
         self.channel_capacity = config.get_integer("sparkpoint.continuous.channel-buffers", 8)
         self.idle_tick_ms = config.get_integer("sparkpoint.continuous.idle-tick-ms", 5)
         self.start_timeout_s = (config.get_duration_ms("sparkpoint.continuous.start-timeout", 120_000) or 0) / 1000
+        self.epoch_timeout_ms = int(config.get_duration_ms(EPOCH_TIMEOUT_KEY, 0) or 0)
 
 
 class ContinuousScheduler:
@@ -140,7 +146,7 @@ class ContinuousScheduler:
         self._wait_until_due(context)
         options = self._barrier_options(epoch, context)
         self._inject(epoch, options)
-        reports = self._collect(epoch)
+        reports = self._collect(epoch, context)
         self.last_barrier = time.monotonic()
         sources = [r for r in reports if r.stage_id == 0]
         self.input_done = bool(sources) and all(
@@ -273,12 +279,22 @@ class ContinuousScheduler:
         for slot in range(self.slots):
             self.server.send(slot, InjectBarrier(epoch, options, new.get(slot, {}), no_more, notify, now))
 
-    def _collect(self, epoch: int) -> list[TaskReport]:
-        """Every subtask's report of barrier ``epoch``, with the acknowledgements that came before it."""
+    def _collect(self, epoch: int, context: BarrierContext) -> list[TaskReport]:
+        """Every subtask's report of barrier ``epoch``, with the acknowledgements that came before it; a barrier
+        that does not pass every subtask within its bound fails the attempt (:class:`EpochTimeoutError`)."""
         expected = {(s.id, i) for s in self.plan.stages for i in range(s.parallelism)}
         reports: dict[tuple[int, int], TaskReport] = {}
+        bound_ms, key = self._barrier_bound(context)
+        deadline = time.monotonic() + bound_ms / 1000 if bound_ms else None
         while len(reports) < len(expected):
-            message = self._next(None, "")
+            try:
+                message = self._next(deadline, "")
+            except _PastDeadline:
+                missing = ", ".join(f"stage {s} subtask {i}" for s, i in sorted(expected - set(reports)))
+                raise EpochTimeoutError(
+                    f"barrier {epoch} did not pass {missing} within its bound {key} = {bound_ms} ms "
+                    f"(a subtask that does not take its input: a user function that hangs, or one far behind)"
+                ) from None
             if isinstance(message, TaskReport) and message.epoch == epoch:
                 reports[(message.stage_id, message.subtask)] = message
             else:
@@ -290,6 +306,14 @@ class ContinuousScheduler:
         self.acks.clear()
         return [reports[t] for t in sorted(reports)]
 
+    def _barrier_bound(self, context: BarrierContext) -> tuple[int, str]:
+        """How long a barrier may take to pass every subtask: the checkpoint timeout when checkpoints are on, else
+        ``sparkpoint.epoch.timeout`` (0: no bound)."""
+        coordinator = context.coordinator
+        if coordinator is not None and coordinator.settings.enabled:
+            return coordinator.settings.timeout_ms, "execution.checkpointing.timeout"
+        return self.settings.epoch_timeout_ms, EPOCH_TIMEOUT_KEY
+
     def _next(self, deadline: float | None, what: str) -> Any:
         """The next message of a slot; a cancel, a timeout (``what``) or a lost slot raise."""
         assert self.server is not None
@@ -297,6 +321,8 @@ class ContinuousScheduler:
             if self.cancelled.is_set():
                 raise JobExecutionError("the job was cancelled")
             if deadline is not None and time.monotonic() > deadline:
+                if not what:
+                    raise _PastDeadline()
                 raise JobExecutionError(f"continuous mode: {what} within {self.settings.start_timeout_s:.0f} s")
             try:
                 message = self.server.inbox.get(timeout=0.05)

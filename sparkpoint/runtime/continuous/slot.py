@@ -122,7 +122,7 @@ def run_slot(
         for gate in gates.values():
             gate.close()
         for thread in threads:
-            thread.join(10)
+            thread.join(2)  # a subtask held in user code is not waited for long: its thread is a daemon
         for task in tasks:
             task.dispose()
             task.writer.close()
