@@ -286,6 +286,7 @@ class CheckpointCoordinator:
                     ack.async_duration_ms,
                     max(full, ack.state_size),
                     ack.state_size,
+                    ack.alignment_duration_ms,
                 ),
             )
         return result

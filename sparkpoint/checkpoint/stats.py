@@ -3,7 +3,8 @@
 What the REST API (Flink's ``/jobs/:jid/checkpoints``) and a job's result show. Each
 checkpoint keeps one :class:`SubtaskStats` per acknowledging task (a stage subtask, a
 source subtask, a sink): when its acknowledgement came, its synchronous and asynchronous
-durations and the bytes it wrote. :meth:`CheckpointStatsTracker.to_json` gives Flink's
+durations, the bytes it wrote and (continuous mode) how long it aligned the checkpoint's
+barrier. :meth:`CheckpointStatsTracker.to_json` gives Flink's
 ``CheckpointingStatistics`` (``counts``, ``summary``, ``latest``, ``history``).
 """
 
@@ -14,7 +15,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["CheckpointStatsTracker", "CheckpointStats", "SubtaskStats", "stats_summary"]
+__all__ = ["CheckpointStatsTracker", "CheckpointStats", "SubtaskStats", "stats_summary", "percentile"]
 
 
 @dataclass
@@ -26,6 +27,7 @@ class SubtaskStats:
     async_duration_ms: float = 0.0
     state_size: int = 0  # all the state the subtask's snapshot references
     checkpointed_size: int = 0  # what it wrote for this checkpoint (new files of an incremental one)
+    alignment_duration_ms: float = 0.0  # continuous mode: from the barrier on its first input channel to its last
 
 
 @dataclass
@@ -83,23 +85,25 @@ def stats_summary(values: list[float]) -> dict:
     if not values:
         return {"min": 0, "max": 0, "avg": 0, **{k: 0.0 for k in keys}}
     v = sorted(values)
-
-    def quantile(q: float) -> float:  # Flink's DescriptiveStatistics percentile (estimation type R-6)
-        pos = q * (len(v) + 1)
-        if pos < 1:
-            return float(v[0])
-        if pos >= len(v):
-            return float(v[-1])
-        lo = int(pos)
-        return float(v[lo - 1] + (pos - lo) * (v[lo] - v[lo - 1]))
-
     qs = (0.5, 0.9, 0.95, 0.99, 0.999)
     return {
         "min": int(v[0]),
         "max": int(v[-1]),
         "avg": int(sum(v) // len(v)),
-        **{k: quantile(q) for k, q in zip(keys, qs)},
+        **{k: percentile(v, q) for k, q in zip(keys, qs)},
     }
+
+
+def percentile(ordered: list[float], q: float) -> float:
+    """The ``q`` quantile (0 < q < 1) of the non-empty sorted ``ordered``, as Flink's ``DescriptiveStatistics``
+    computes it (commons-math's default estimation: position q * (n + 1), interpolated, clamped to the ends)."""
+    pos = q * (len(ordered) + 1)
+    if pos < 1:
+        return float(ordered[0])
+    if pos >= len(ordered):
+        return float(ordered[-1])
+    lo = int(pos)
+    return float(ordered[lo - 1] + (pos - lo) * (ordered[lo] - ordered[lo - 1]))
 
 
 class CheckpointStatsTracker:

@@ -5,7 +5,8 @@
 from the job's :class:`~sparkpoint.checkpoint.stats.CheckpointStatsTracker`.
 
 Who acknowledges what: a keyed stage's subtask acknowledges for every operator of the
-stage (its bytes are shown on the stage's first keyed operator), a source subtask and a
+stage (its bytes are shown on the stage's first keyed operator, its durations and, in
+continuous mode, how long it aligned the barrier on all of them), a source subtask and a
 sink for themselves; an operator without state has nothing to write, and its subtasks
 count as acknowledged when the checkpoint is triggered, as the barrier passes them.
 """
@@ -100,7 +101,12 @@ def _vertex_subtasks(view: JobView, node: Any, par: int, stats: CheckpointStats)
             if task is not None and task in expected:
                 ack = stats.subtasks.get(task)
                 if ack is not None and isinstance(task, ExecutionVertexId) and node.id != first_keyed:
-                    ack = SubtaskStats(ack.ack_timestamp, ack.sync_duration_ms, ack.async_duration_ms)
+                    ack = SubtaskStats(
+                        ack.ack_timestamp,
+                        ack.sync_duration_ms,
+                        ack.async_duration_ms,
+                        alignment_duration_ms=ack.alignment_duration_ms,  # the stage's chain aligned as one
+                    )
                 out.append(ack)
                 break
         else:  # nothing to write: acknowledged as the barrier passed
@@ -159,7 +165,7 @@ def checkpoint_subtasks(view: JobView, cid: int, vid: str) -> dict:
                 "state_size": a.state_size,
                 "checkpointed_size": a.checkpointed_size,
                 "checkpoint": {"sync": int(a.sync_duration_ms), "async": int(a.async_duration_ms)},
-                "alignment": {"buffered": 0, "processed": 0, "persisted": 0, "duration": 0},
+                "alignment": {"buffered": 0, "processed": 0, "persisted": 0, "duration": int(a.alignment_duration_ms)},
                 "start_delay": 0,
                 "unaligned_checkpoint": False,
                 "aborted": False,
@@ -174,7 +180,10 @@ def checkpoint_subtasks(view: JobView, cid: int, vid: str) -> dict:
             "sync": stats_summary([a.sync_duration_ms for a in done]),
             "async": stats_summary([a.async_duration_ms for a in done]),
         },
-        "alignment": {k: stats_summary([0 for _ in done]) for k in ("buffered", "processed", "persisted", "duration")},
+        "alignment": {
+            **{k: stats_summary([0 for _ in done]) for k in ("buffered", "processed", "persisted")},
+            "duration": stats_summary([a.alignment_duration_ms for a in done]),
+        },
         "start_delay": stats_summary([0 for _ in done]),
     }
     return {**_task_statistics(stats, acks), "summary": summary, "subtasks": subtasks}
