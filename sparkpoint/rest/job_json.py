@@ -19,6 +19,7 @@ from typing import Any
 
 import sparkpoint
 from sparkpoint.common.watermark_strategy import MIN_WATERMARK
+from sparkpoint.rest.task_metrics import histogram_statistics, latency_histograms
 
 __all__ = [
     "JobView",
@@ -205,9 +206,10 @@ def _io_metrics(counters: dict[str, int]) -> dict:
         "read-records-complete": True,
         "write-records": counters.get("numRecordsOut", 0),
         "write-records-complete": True,
-        "accumulated-backpressured-time": 0,
-        "accumulated-idle-time": 0,
-        "accumulated-busy-time": 0.0,
+        # milliseconds over every subtask (continuous mode; an epoch's task measures none)
+        "accumulated-backpressured-time": counters.get("backPressuredTimeMs", 0),
+        "accumulated-idle-time": counters.get("idleTimeMs", 0),
+        "accumulated-busy-time": float(counters.get("busyTimeMs", 0)),
     }
 
 
@@ -355,6 +357,8 @@ def job_metric_values(view: JobView) -> dict[str, str]:
             lastCheckpointExternalPath=str(last.external_path if last else "n/a"),
             lastCheckpointRestoreTimestamp=str(stats.restored["restore_timestamp"] if stats.restored else -1),
         )
+    for name, (_, _, samples, _) in latency_histograms(view).items():  # Flink's REST flattens a histogram
+        values.update({f"{name}_{k}": _metric_text(v) for k, v in histogram_statistics(samples).items()})
     return values
 
 
@@ -387,8 +391,9 @@ def subtask_values(view: JobView, vid: str) -> dict[int, dict[str, float]]:
             # watermark of its inputs, so both figures are that one; sources and assigners make their own)
             "currentOutputWatermark": wm if wm is not None else MIN_WATERMARK,
         }
-        rate_in, rate_out = output.io_rates(node.effective_uid(), i)
-        out[i].update(numRecordsInPerSecond=rate_in, numRecordsOutPerSecond=rate_out)
+        # per second over the last minute: numRecordsInPerSecond, ..., busyTimeMsPerSecond (Flink's task metrics)
+        for name, rate in output.rates(node.effective_uid(), i).items():
+            out[i][f"{name}PerSecond"] = rate
         # user metrics under Flink's operator scope: <operator name>.<group>.<name>
         for mid, value in output.user_metrics.figures(node.effective_uid(), i).items():
             out[i][f"{node.name}.{mid}"] = value

@@ -226,6 +226,15 @@ METRICS = _arr({"type": "object", "required": ["id"], "properties": {"id": STR, 
 AGG_METRICS = _arr(
     {"type": "object", "required": ["id"], "properties": {"id": STR, "min": NUM, "max": NUM, "avg": NUM, "sum": NUM}}
 )
+LEVEL: dict = {"enum": ["ok", "low", "high"]}
+BACKPRESSURE = _obj(
+    status={"enum": ["ok", "deprecated"]},
+    backpressureLevel=LEVEL,
+    subtasks=_arr(
+        _obj(subtask=INT, backpressureLevel=LEVEL, ratio=NUM, idleRatio=NUM, busyRatio=NUM, **{"attempt-number": INT})
+    ),
+    **{"end-timestamp": INT},
+)
 TRIGGERED = _obj(**{"request-id": STR})
 FAILURE = _obj(**{"class": STR, "stack-trace": STR})
 OPERATION = {
@@ -272,6 +281,7 @@ PATHS: dict[str, dict[str, tuple[int, dict, Any]]] = {
     "/jobs/{jobid}/vertices/{vertexid}/watermarks": {"get": (200, METRICS, None)},
     "/jobs/{jobid}/vertices/{vertexid}/metrics": {"get": (200, METRICS, None)},
     "/jobs/{jobid}/vertices/{vertexid}/subtasks/metrics": {"get": (200, AGG_METRICS, None)},
+    "/jobs/{jobid}/vertices/{vertexid}/backpressure": {"get": (200, BACKPRESSURE, None)},
     "/savepoint-disposal": {"post": (202, TRIGGERED, DISPOSAL_BODY)},
     "/savepoint-disposal/{triggerid}": {"get": (200, OPERATION, None)},
 }

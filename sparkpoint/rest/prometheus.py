@@ -17,7 +17,13 @@ each scrape, with Flink's names and labels:
   ``currentInputWatermark``, ``currentOutputWatermark`` and every user metric, its group path
   joined with ``_`` (``mygroup.mycounter`` -> ``..._operator_mygroup_mycounter``); a key/value
   group ``add_group("channel", "all")`` keeps its key in the name and adds the label
-  ``channel="all"``, as Flink's reporter does with a group's variables.
+  ``channel="all"``, as Flink's reporter does with a group's variables;
+- task scope (continuous mode; 0 in epoch mode): ``flink_taskmanager_job_task_<metric>{job_id, job_name, task_id,
+  task_name, subtask_index, task_attempt_num}`` for ``busyTimeMsPerSecond``, ``backPressuredTimeMsPerSecond``,
+  ``idleTimeMsPerSecond`` (one task per operator: a vertex of the REST API);
+- the latency histograms (continuous mode) as Flink's reporter exports a histogram, a summary with the quantiles
+  0.5 ... 0.999 and ``_count``: ``flink_taskmanager_job_latency_operator_id_operator_subtask_index_latency{job_id,
+  job_name, operator_id, operator_subtask_index, quantile}``.
 
 The reporter stops with the job.
 """
@@ -29,8 +35,10 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from sparkpoint.checkpoint.stats import percentile
 from sparkpoint.errors import ConfigurationError
 from sparkpoint.rest.job_json import JobView, job_metric_values, now_ms, subtask_values
+from sparkpoint.rest.task_metrics import PROMETHEUS_QUANTILES, TIME_METRICS, latency_histograms
 from sparkpoint.runtime.job_listener import JobListener
 
 __all__ = ["PrometheusReporter", "PROMETHEUS_FACTORY_CLASS", "port_candidates"]
@@ -53,6 +61,8 @@ _JOB_NUMERIC = (
     "epochsPerSecond",
 )
 _LABELS = ["job_id", "job_name", "task_name", "operator_name", "operator_id", "subtask_index"]
+_TASK_LABELS = ["job_id", "job_name", "task_id", "task_name", "subtask_index", "task_attempt_num"]
+_LATENCY = "flink_taskmanager_job_latency_operator_id_operator_subtask_index_latency"
 _UNSAFE = re.compile(r"[^a-zA-Z0-9_:]")
 
 
@@ -81,20 +91,27 @@ class _Collector:
         from prometheus_client.core import GaugeMetricFamily
 
         master = self.view.master
-        labels = {"job_id": master.job_id, "job_name": master.plan.job_name}
+        job_labels = {"job_id": master.job_id, "job_name": master.plan.job_name}
         for name, value in job_metric_values(self.view).items():
             if name in _JOB_NUMERIC:
                 job_family = GaugeMetricFamily(
-                    f"flink_jobmanager_job_{name}", f"Flink's job metric {name}", labels=list(labels)
+                    f"flink_jobmanager_job_{name}", f"Flink's job metric {name}", labels=list(job_labels)
                 )
-                job_family.add_metric(list(labels.values()), float(value))
+                job_family.add_metric(list(job_labels.values()), float(value))
                 yield job_family
         families: dict[tuple[str, tuple[str, ...]], Any] = {}
         for vid, node, _ in self.view.vertices():
             for subtask, values in subtask_values(self.view, vid).items():
+                task = [master.job_id, master.plan.job_name, vid, node.name, str(subtask), str(master.restarts)]
+                for metric in TIME_METRICS:
+                    self._family(families, f"flink_taskmanager_job_task_{metric}", (), _TASK_LABELS).add_metric(
+                        task, float(values[metric])
+                    )
                 base = [master.job_id, master.plan.job_name, node.name, node.name, vid, str(subtask)]
                 figures: list[tuple[str, dict[str, str], Any]] = [
-                    (key, {}, figure) for key, figure in values.items() if not key.startswith(node.name + ".")
+                    (key, {}, figure)
+                    for key, figure in values.items()
+                    if not key.startswith(node.name + ".") and key not in TIME_METRICS
                 ]
                 figures += master.output.user_metrics.labelled(node.effective_uid(), subtask)
                 for metric, labels, figure in figures:
@@ -103,13 +120,36 @@ class _Collector:
                     full = "flink_taskmanager_job_task_operator_" + _UNSAFE.sub("_", metric.replace(".", "_"))
                     extra = {_UNSAFE.sub("_", k): v for k, v in labels.items() if _UNSAFE.sub("_", k) not in _LABELS}
                     keys = tuple(sorted(extra))
-                    family = families.get((full, keys))
-                    if family is None:
-                        family = families[(full, keys)] = GaugeMetricFamily(
-                            full, f"operator metric {metric}", labels=_LABELS + list(keys)
-                        )
+                    family = self._family(families, full, keys, _LABELS)
                     family.add_metric(base + [extra[k] for k in keys], float(figure))
         yield from families.values()
+        yield from self._latency(job_labels)
+
+    @staticmethod
+    def _family(families: dict, full: str, keys: tuple[str, ...], labels: list[str]) -> Any:
+        """The gauge family ``full`` with ``labels`` and the extra label ``keys``, made on first use."""
+        from prometheus_client.core import GaugeMetricFamily
+
+        family = families.get((full, keys))
+        if family is None:
+            family = families[(full, keys)] = GaugeMetricFamily(full, f"metric {full}", labels=labels + list(keys))
+        return family
+
+    def _latency(self, job_labels: dict[str, str]) -> Iterator[Any]:
+        """The latency histograms, each a summary of quantiles and a count, as Flink's reporter exports them."""
+        from prometheus_client.core import Metric
+
+        histograms = latency_histograms(self.view)
+        if not histograms:
+            return
+        family = Metric(_LATENCY, "Flink's latency metric (granularity single), in milliseconds", "summary")
+        for vid, subtask, samples, count in histograms.values():
+            labels = {**job_labels, "operator_id": vid, "operator_subtask_index": str(subtask)}
+            ordered = sorted(samples)
+            for q in PROMETHEUS_QUANTILES:
+                family.add_sample(_LATENCY, {**labels, "quantile": str(q)}, percentile(ordered, q))
+            family.add_sample(_LATENCY + "_count", labels, float(count))
+        yield family
 
 
 class PrometheusReporter(JobListener):

@@ -22,6 +22,7 @@ from typing import Any
 
 from sparkpoint.rest import checkpoint_json as cj
 from sparkpoint.rest import job_json as jj
+from sparkpoint.rest import task_metrics as tm
 from sparkpoint.rest.job_json import JobView, RestError
 from sparkpoint.rest.operations import Operations
 from sparkpoint.rest.security import RestSecurity, parse_body
@@ -85,6 +86,11 @@ ROUTES: list[tuple[str, str, Handler]] = [
         "GET",
         "/jobs/{jobid}/vertices/{vertexid}/metrics",
         lambda s, p, q, b: (200, jj.vertex_metrics(s.view, _hex(p["vertexid"]), q.get("get"))),
+    ),
+    (
+        "GET",
+        "/jobs/{jobid}/vertices/{vertexid}/backpressure",
+        lambda s, p, q, b: (200, tm.vertex_backpressure(s.view, jj.find_vertex(s.view, _hex(p["vertexid"])))),
     ),
     (
         "GET",

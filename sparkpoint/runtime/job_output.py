@@ -3,6 +3,12 @@
 Printed records (``print()``, PyFlink's ``ident:subtask> value`` prefixes), collected
 records (``execute_and_collect``), metrics summed over epochs (per operator, and per subtask), watermarks per
 operator subtask, and per-epoch statistics for progress displays.
+
+Continuous mode's subtasks also report at every barrier where their time went (the counters ``busyTimeMs``,
+``backPressuredTimeMs``, ``idleTimeMs``, summed like the others, and turned into Flink's ``...PerSecond`` rates
+over the last minute by :meth:`JobOutput.rates`) and a sample of the ages of the records their input operators
+took (:attr:`JobOutput.latency`: the latest :data:`LATENCY_HISTORY` per operator subtask, Flink's latency
+histogram).
 """
 
 from __future__ import annotations
@@ -19,10 +25,13 @@ from sparkpoint.runtime.results import EpochStats
 from sparkpoint.runtime.task_messages import TaskReport
 from sparkpoint.runtime.user_metrics import UserMetrics
 
-__all__ = ["JobOutput", "sum_metrics"]
+__all__ = ["JobOutput", "sum_metrics", "RATED", "LATENCY_HISTORY"]
 
 KEPT_METRIC_SNAPSHOTS = 32  # metric snapshots kept for the latest checkpoints a failover may go back to
 RATE_SPAN_S = 60.0  # Flink's MeterView time span for numRecordsInPerSecond / numRecordsOutPerSecond
+#: the counters kept per subtask over the last minute, for their rates per second
+RATED = ("numRecordsIn", "numRecordsOut", "busyTimeMs", "backPressuredTimeMs", "idleTimeMs")
+LATENCY_HISTORY = 128  # latency samples kept per operator subtask (Flink's metrics.latency.history-size is 128)
 
 
 def sum_metrics(reports: list[TaskReport]) -> dict[str, dict[str, int]]:
@@ -49,11 +58,17 @@ class JobOutput:
         self.total_in = 0
         self.epochs_run = 0  # epochs this run of the job completed (epoch numbers go on across restores)
         self.user_metrics = UserMetrics()
-        self._io_history: dict[tuple[str, int], deque] = {}  # (uid, subtask) -> (time, in, out) at epoch ends
+        self._io_history: dict[tuple[str, int], deque] = {}  # (uid, subtask) -> (time, *RATED) at epoch ends
+        # (uid, subtask) of an input operator -> ages in ms of the latest records it took; and how many were taken
+        self.latency: dict[tuple[str, int], deque] = {}
+        self.latency_count: dict[tuple[str, int], int] = {}
+        self.reported_ms = clock.wall_ms()  # when the latest reports were taken in
         self._snapshots: dict[int, tuple] = {}  # checkpoint barrier epoch -> the metrics after that epoch
         self.watermarks: dict[tuple[int, int], int | None] = {}
         self._source_uids = {n.effective_uid() for n in plan.source_nodes()}
         self._sink_uids = {plan.uid(nid) for nid, n in plan.nodes.items() if n.kind == "sink"}
+        # stage -> the uids of its input operators (those fed by other stages), whose records' ages it reports
+        self._input_uids = {s.id: list(dict.fromkeys(plan.uid(e.target) for e in s.input_edges)) for s in plan.stages}
 
     def take_reports(self, reports: list[TaskReport]) -> dict[str, dict[str, int]]:
         """Add an epoch's metrics and watermarks, print and collect its records; returns its metrics."""
@@ -72,6 +87,9 @@ class JobOutput:
             for nid, wm in r.watermarks.items():
                 prev = self.watermarks.get((nid, r.subtask))
                 self.watermarks[(nid, r.subtask)] = wm if wm is not None else prev
+            if r.latency_ms:
+                self._take_latency(r)
+        self.reported_ms = self.clock.wall_ms()
         self.user_metrics.take(reports)
         self.emit_printed(reports)
         return epoch_metrics
@@ -102,22 +120,37 @@ class JobOutput:
             del self._snapshots[later]
         return True
 
+    def _take_latency(self, report: TaskReport) -> None:
+        """A subtask's sample of the ages of the records it took, for each of its stage's input operators."""
+        for uid in self._input_uids.get(report.stage_id, ()):
+            key = (uid, report.subtask)
+            self.latency.setdefault(key, deque(maxlen=LATENCY_HISTORY)).extend(report.latency_ms)
+            self.latency_count[key] = self.latency_count.get(key, 0) + len(report.latency_ms)
+
     def _remember_io(self, key: tuple[str, int], counters: dict[str, int], now_s: float) -> None:
         history = self._io_history.setdefault(key, deque())
-        history.append((now_s, counters.get("numRecordsIn", 0), counters.get("numRecordsOut", 0)))
+        history.append((now_s, *(counters.get(name, 0) for name in RATED)))
         while len(history) > 2 and history[1][0] <= now_s - RATE_SPAN_S:
             history.popleft()
 
-    def io_rates(self, uid: str, subtask: int) -> tuple[float, float]:
-        """``numRecordsInPerSecond`` and ``numRecordsOutPerSecond`` of one operator subtask: records per second over
-        the last minute of epochs (Flink's ``MeterView`` over 60 s); 0 before two epochs have ended."""
+    def rates(self, uid: str, subtask: int) -> dict[str, float]:
+        """Each of :data:`RATED` per second of one operator subtask over the last minute of epochs or barriers
+        (Flink's ``MeterView`` over 60 s): ``numRecordsIn`` -> records per second, ``busyTimeMs`` -> milliseconds
+        per second (at most 1000, as Flink's ``busyTimeMsPerSecond``); all 0 before two reports have come."""
         history = self._io_history.get((uid, subtask))
-        if not history or len(history) < 2:
-            return 0.0, 0.0
-        (t0, in0, out0), (t1, in1, out1) = history[0], history[-1]
-        if t1 <= t0:
-            return 0.0, 0.0
-        return (in1 - in0) / (t1 - t0), (out1 - out0) / (t1 - t0)
+        if not history or len(history) < 2 or history[-1][0] <= history[0][0]:
+            return dict.fromkeys(RATED, 0.0)
+        first, last = history[0], history[-1]
+        span = last[0] - first[0]
+        out = {name: (last[i] - first[i]) / span for i, name in enumerate(RATED, start=1)}
+        for name in RATED[2:]:  # time: milliseconds per second of the driver's clock, never more than all of it
+            out[name] = min(out[name], 1000.0)
+        return out
+
+    def io_rates(self, uid: str, subtask: int) -> tuple[float, float]:
+        """``numRecordsInPerSecond`` and ``numRecordsOutPerSecond`` of one operator subtask (see :meth:`rates`)."""
+        rates = self.rates(uid, subtask)
+        return rates["numRecordsIn"], rates["numRecordsOut"]
 
     def metric_totals(self, uid: str, subtask: int, pending: Iterable[TaskReport] = ()) -> dict[str, int]:
         """The user counters' and meters' counts of one operator subtask, for its next task (with what ``pending``,
