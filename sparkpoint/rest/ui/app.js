@@ -146,11 +146,14 @@ function levels(nodes) {
   return level;
 }
 
-function graph(plan) {
+function percent(ratio) { return Math.round(100 * ratio) + " %"; }
+
+// pressure: vertex id -> {level, ratio, busy} (GET .../backpressure: the most backpressured and busiest subtask)
+function graph(plan, pressure) {
   const level = levels(plan.nodes);
   const columns = {};
   for (const n of plan.nodes) (columns[level[n.id]] = columns[level[n.id]] || []).push(n);
-  const W = 200, H = 66, GX = 90, GY = 24;
+  const W = 220, H = 84, GX = 90, GY = 24;
   const pos = {};
   for (const [col, nodes] of Object.entries(columns)) {
     nodes.forEach((n, row) => { pos[n.id] = { x: 10 + col * (W + GX), y: 10 + row * (H + GY) }; });
@@ -166,12 +169,14 @@ function graph(plan) {
         d: `M${a.x + W},${a.y + H / 2} C${a.x + W + GX / 2},${a.y + H / 2} ${b.x - GX / 2},${b.y + H / 2} ${b.x},${b.y + H / 2}` }));
       edges.push(svg("text", { x: a.x + W + 4, y: a.y + H / 2 - 6 }, input.ship_strategy));
     }
-    const p = pos[n.id];
-    boxes.push(svg("g", { class: "node", "data-vertex": n.id },
+    const p = pos[n.id], bp = pressure[n.id] || { level: "ok", ratio: 0, busy: 0 };
+    boxes.push(svg("g", { class: "node bp-" + bp.level, "data-vertex": n.id },
       svg("rect", { x: p.x, y: p.y, width: W, height: H, rx: 6 }),
       svg("text", { x: p.x + 8, y: p.y + 18, "data-field": "graph-name" }, nameOf(n).slice(0, 30)),
       svg("text", { x: p.x + 8, y: p.y + 36, "data-field": "graph-uid" }, "uid " + uidOf(n)),
-      svg("text", { x: p.x + 8, y: p.y + 54, "data-field": "graph-parallelism" }, "parallelism " + n.parallelism)));
+      svg("text", { x: p.x + 8, y: p.y + 54, "data-field": "graph-parallelism" }, "parallelism " + n.parallelism),
+      svg("text", { x: p.x + 8, y: p.y + 72, "data-field": "graph-busy" },
+          "busy " + percent(bp.busy) + ", backpressured " + percent(bp.ratio))));
   }
   return svg("svg", { width: width, height: height, "data-chart": "job-graph" },
     svg("defs", {}, svg("marker", { id: "arrow", viewBox: "0 0 10 10", refX: 10, refY: 5, markerWidth: 6,
@@ -180,11 +185,17 @@ function graph(plan) {
 }
 
 async function vertexFigures(jid, vertex) {
-  const [watermarks, late] = await Promise.all([
+  const [watermarks, late, backpressure] = await Promise.all([
     api(`/jobs/${jid}/vertices/${vertex.id}/watermarks`),
-    api(`/jobs/${jid}/vertices/${vertex.id}/subtasks/metrics?get=numLateRecordsDropped&agg=sum`)]);
+    api(`/jobs/${jid}/vertices/${vertex.id}/subtasks/metrics?get=numLateRecordsDropped&agg=sum`),
+    api(`/jobs/${jid}/vertices/${vertex.id}/backpressure`)]);
   const values = watermarks.map((w) => Number(w.value));
-  return { watermark: values.length ? Math.min(...values) : null, late: late.length ? late[0].sum : 0 };
+  const subtasks = backpressure.subtasks || [];
+  const pressure = { level: backpressure.backpressureLevel || "ok",
+                     ratio: Math.max(0, ...subtasks.map((s) => s.ratio)),
+                     busy: Math.max(0, ...subtasks.map((s) => s.busyRatio)) };
+  return { watermark: values.length ? Math.min(...values) : null, late: late.length ? late[0].sum : 0,
+           pressure: pressure };
 }
 
 function watermarkText(w) {
@@ -207,7 +218,11 @@ async function overviewView(r) {
     h("td", { class: "num", "data-field": "op-records-in" }, v.metrics["read-records"]),
     h("td", { class: "num", "data-field": "op-records-out" }, v.metrics["write-records"]),
     h("td", { class: "num", "data-field": "op-watermark" }, watermarkText(figures[i].watermark)),
-    h("td", { class: "num", "data-field": "op-late-records" }, figures[i].late)));
+    h("td", { class: "num", "data-field": "op-late-records" }, figures[i].late),
+    h("td", { class: "num", "data-field": "op-busy" }, percent(figures[i].pressure.busy)),
+    h("td", { class: "bp-" + figures[i].pressure.level, "data-field": "op-backpressure" },
+      figures[i].pressure.level + " (" + percent(figures[i].pressure.ratio) + ")")));
+  const pressure = Object.fromEntries(job.vertices.map((v, i) => [v.id, figures[i].pressure]));
   const element = h("section", {},
     h("h1", {}, job.name, " ", h("span", { class: "state state-" + job.state, "data-field": "job-state" }, job.state)),
     h("div", { class: "cards" },
@@ -215,10 +230,10 @@ async function overviewView(r) {
       card("Duration", "job-duration", duration(job.duration)), card("Epochs", "epochs", m.numberOfEpochs ?? "-"),
       card("Epochs per second", "epochs-per-second", m.epochsPerSecond ?? "-"),
       card("Restarts", "restarts", m.numRestarts ?? "0")),
-    h("h2", {}, "Job graph"), graph(job.plan),
+    h("h2", {}, "Job graph"), graph(job.plan, pressure),
     h("h2", {}, "Operators"),
-    table(["Operator", "uid", "Parallelism", "Records in", "Records out", "Watermark", "Late records dropped"],
-          rows, { "data-table": "operators" }));
+    table(["Operator", "uid", "Parallelism", "Records in", "Records out", "Watermark", "Late records dropped",
+           "Busy (max)", "Backpressure (max)"], rows, { "data-table": "operators" }));
   return { element: element, live: !FINAL_STATES.includes(job.state) };
 }
 
