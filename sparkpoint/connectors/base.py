@@ -116,7 +116,12 @@ class SplitEnumerator(abc.ABC):
 
 
 class SourceReader(abc.ABC):
-    """Task side of a source."""
+    """Task side of a source.
+
+    ``live``: the reader runs in a long-running task (continuous mode) and reads what is there now, not only up
+    to what its enumerator fixed for the epoch (an end a task run again must read to, and no further)."""
+
+    live = False
 
     @abc.abstractmethod
     def read(self, split: SourceSplit, max_records: int, max_bytes: int) -> ReadResult: ...

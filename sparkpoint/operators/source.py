@@ -34,6 +34,7 @@ class SourceOperator(StreamOperator):
         self.source = source
         self.strategy = strategy
         self.assigner = strategy.create_timestamp_assigner() if strategy is not None else None
+        self.live = False  # in a long-running task: readers read what is there (SourceReader.live)
 
     def _generator(self, split: SourceSplit) -> Any:
         if split.generator is not None:
@@ -47,6 +48,7 @@ class SourceOperator(StreamOperator):
     ) -> tuple[list[SourceSplit], int | None]:
         """Read one epoch's slice of every split; returns the new splits and the watermark."""
         reader = self.source.create_reader()
+        reader.live = self.live
         new_splits: list[SourceSplit] = []
         watermarks: list[int] = []
         n = 0

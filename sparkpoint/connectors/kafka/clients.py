@@ -70,17 +70,30 @@ class PartitionConsumer:
 
         self.consumer = Consumer(conf)
         self.topic, self.partition = topic, partition
+        self.kept_at: int | None = None  # still assigned, its next record at this offset (a live reader's)
 
     def position_at(self, offset: int) -> Any:
-        """The consumer, reading from ``offset``."""
+        """The consumer, reading from ``offset`` (without a new fetch if it was kept there)."""
         from confluent_kafka import TopicPartition
 
-        self.consumer.assign([TopicPartition(self.topic, self.partition, offset)])
+        if self.kept_at != offset:
+            self.consumer.assign([TopicPartition(self.topic, self.partition, offset)])
+        self.kept_at = None
         return self.consumer
 
-    def release(self) -> None:
+    def release(self, keep_at: int | None = None) -> None:
         """Between epochs nothing is assigned: an idle consumer would poll the broker all the time, and
-        what it fetched ahead might not be where the next epoch starts (another worker may read it)."""
+        what it fetched ahead might not be where the next epoch starts (another worker may read it). A live
+        reader (continuous mode) keeps it assigned where it stopped, ``keep_at``, so that the next read takes what
+        the consumer fetched meanwhile instead of fetching anew; only if the consumer really stands there."""
+        from confluent_kafka import TopicPartition
+
+        if keep_at is not None:
+            (at,) = self.consumer.position([TopicPartition(self.topic, self.partition)])
+            if at.offset == keep_at:
+                self.kept_at = keep_at
+                return
+        self.kept_at = None
         self.consumer.unassign()
 
 

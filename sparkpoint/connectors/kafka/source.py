@@ -257,6 +257,9 @@ class KafkaSplitEnumerator(SplitEnumerator):
                 )
 
 
+UNBOUNDED = 2**63 - 1  # a live reader's end: whatever the partition holds when it reads
+
+
 class KafkaSourceReader(SourceReader):
     """Task side: one epoch's batch of one partition."""
 
@@ -278,6 +281,8 @@ class KafkaSourceReader(SourceReader):
             messages = consumer.consume(min(max_records - len(batch.values), 10_000), self.poll_s)
             if messages:
                 waited_since = time.monotonic()
+            elif self.live:  # what is there now is read: the next read takes what comes later
+                return
             elif time.monotonic() - waited_since > self.fetch_timeout_s:
                 raise KafkaConnectorError(
                     f"no record of {where(batch.topic, batch.partition, batch.next(position))} "
@@ -293,17 +298,19 @@ class KafkaSourceReader(SourceReader):
             return ReadResult([], [], split.with_(finished=True))
         cached = cached_consumer(self.config.consumer_config(**{"enable.partition.eof": True}), topic, partition)
         consumer = cached.position_at(position)
+        keep_at = None
         try:
             # the end the driver fixed for this epoch (KafkaSplitEnumerator.assign); never further, so a task run
             # again reads the same records and an epoch never waits for records that do not exist yet
-            end = int(split.info["end"])
+            end = int(split.info["end"]) if not self.live else UNBOUNDED
             batch = _Batch(self.config.deserializer, topic, partition, min(stop, end) if stop is not None else end)
             self._fill(consumer, batch, position, end, max_records, max_bytes)
+            if batch.at_end is not None:  # past control records (transaction markers) at the end
+                batch.position = max(batch.next(position), min(batch.at_end, batch.limit))
+            new_position = batch.position if batch.position is not None else position
+            keep_at = new_position if self.live else None
         finally:
-            cached.release()
-        if batch.at_end is not None:  # past control records (transaction markers) at the end
-            batch.position = max(batch.next(position), min(batch.at_end, batch.limit))
-        new_position = batch.position if batch.position is not None else position
+            cached.release(keep_at)
         finished = stop is not None and new_position >= stop
         return ReadResult(
             batch.values,

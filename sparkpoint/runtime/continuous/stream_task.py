@@ -31,6 +31,7 @@ from sparkpoint.operators.base import StreamOperator, TaskContext
 from sparkpoint.operators.keyed import KeyedOperator
 from sparkpoint.operators.metric_group import report_user_metrics
 from sparkpoint.operators.sinks import PrintOperator, SinkOperator
+from sparkpoint.operators.source import SourceOperator
 from sparkpoint.runtime.chain import Inputs, run_operators
 from sparkpoint.runtime.checkpoint_io import CheckpointUploader
 from sparkpoint.runtime.continuous.channels import BARRIER, CONTROL, ChannelId, InputGate
@@ -129,6 +130,9 @@ class ContinuousTask:
         )
         self.context.metric_totals = dep.metric_totals
         build_operators(self.plan, stage, kg_range, self.context, dep, self.ops)
+        for op in self.ops.values():
+            if isinstance(op, SourceOperator):
+                op.live = True
         self.keyed = restore_keyed(self.ops, dep, stage.id, self.subtask, kg_range, self.plan.max_parallelism)
         open_operators(self.ops, dep)
 
