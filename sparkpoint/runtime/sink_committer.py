@@ -31,6 +31,7 @@ class SinkCommitter:
         self.exactly_once = exactly_once
         self._uncommitted: list[tuple[int, dict[int, list]]] = []  # (epoch, {sink node: committables})
         self._covered: dict[int, list[int]] = {}  # checkpoint id -> epochs it covers
+        self._committers: dict[int, Any] = {}  # sink node -> its committer (None: the sink has none)
 
     def reset(self) -> None:
         """Forget everything (a restore starts from the checkpoint's committables)."""
@@ -89,7 +90,9 @@ class SinkCommitter:
 
     def _commit(self, by_node: dict[int, Any]) -> None:
         for nid, committables in by_node.items():
-            committer = self.plan.nodes[nid].sink.create_committer()
+            if nid not in self._committers:  # one per sink for the job's life: it may keep its connection
+                self._committers[nid] = self.plan.nodes[nid].sink.create_committer()
+            committer = self._committers[nid]
             if committer is not None and committables:
                 committer.commit(committables)
 
