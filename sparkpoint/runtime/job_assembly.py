@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib import import_module
 from typing import Any
 
 from sparkpoint.checkpoint.coordinator import CheckpointSettings
@@ -18,7 +19,6 @@ from sparkpoint.common.config_keys import warn_unknown_keys
 from sparkpoint.common.configuration import Configuration
 from sparkpoint.errors import ConfigurationError
 from sparkpoint.runtime.clock import SYSTEM_CLOCK, Clock
-from sparkpoint.runtime.continuous.scheduler import ContinuousScheduler
 from sparkpoint.runtime.deployments import TaskSettings
 from sparkpoint.runtime.epoch_scheduler import EpochScheduler
 from sparkpoint.runtime.failover import Failover
@@ -113,7 +113,7 @@ def execution_mode(config: Configuration, executor: object) -> str:
         raise ConfigurationError(
             f"sparkpoint.execution.mode: {mode!r} is not a mode; use one of {', '.join(EXECUTION_MODES)}"
         )
-    if mode == "continuous" and not hasattr(executor, "launch_slots"):
+    if mode == "continuous" and not (hasattr(executor, "launch_slots") or getattr(executor, "runs_in_process", False)):
         raise ConfigurationError(
             f"sparkpoint.execution.mode: continuous needs an executor that runs long-running tasks; "
             f"{type(executor).__name__} runs epochs only"
@@ -135,10 +135,11 @@ def create_job_master(
     parts = JobParts.create(plan, config, job_id, out, clock)
     scheduler: Scheduler
     if execution_mode(config, executor) == "continuous":
-        scheduler = ContinuousScheduler(
+        continuous = import_module("sparkpoint.runtime.continuous.scheduler")  # by name: it builds on the runtime
+        scheduler = continuous.ContinuousScheduler(
             plan,
             config,
-            executor,  # type: ignore[arg-type]  # checked: it launches slots
+            executor,
             tasks=parts.tasks,
             progress=parts.progress,
             schemas=parts.schemas,

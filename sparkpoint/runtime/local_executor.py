@@ -45,6 +45,8 @@ class LocalPipelineExecutor(EpochPipelineExecutor):
 class LocalEpochExecutor:
     """Runs each epoch's tasks one after another in this process."""
 
+    runs_in_process = True  # continuous mode runs its slots as threads here
+
     def __init__(self) -> None:
         self.plan: JobPlan = None  # type: ignore[assignment]
         self.interrupter = TaskInterrupter()
@@ -54,15 +56,6 @@ class LocalEpochExecutor:
 
     def start(self, plan: JobPlan, job_id: str) -> None:
         self.plan = plan
-
-    # -- continuous mode: slots as threads of this process ----------------------------------------
-    def control_host(self) -> str:
-        return "127.0.0.1"
-
-    def launch_slots(self, plan: JobPlan, specs: list, control_address: Any, authkey: bytes) -> Any:
-        from sparkpoint.runtime.continuous.local_slots import ThreadSlots
-
-        return ThreadSlots(plan, specs, control_address, authkey)
 
     def run_epoch(
         self,

@@ -17,7 +17,7 @@ from sparkpoint.runtime.continuous.messages import SlotSpec
 from sparkpoint.runtime.continuous.slot import make_gates, run_slot
 from sparkpoint.runtime.graph import JobPlan
 
-__all__ = ["ThreadSlots"]
+__all__ = ["InProcessLauncher", "ThreadSlots"]
 
 
 class ThreadSlots:
@@ -45,3 +45,23 @@ class ThreadSlots:
     def wait(self, timeout_s: float) -> None:
         for thread in self.threads:
             thread.join(timeout_s)
+
+
+class InProcessLauncher:
+    """An executor that runs its tasks in this process, as a :class:`~.scheduler.SlotLauncher`: its slots are
+    :class:`ThreadSlots`, its control plane on 127.0.0.1."""
+
+    def __init__(self, executor: Any):
+        self.executor = executor
+
+    def start(self, plan: JobPlan, job_id: str) -> None:
+        self.executor.start(plan, job_id)
+
+    def control_host(self) -> str:
+        return "127.0.0.1"
+
+    def launch_slots(self, plan: JobPlan, specs: list[SlotSpec], control_address: Any, authkey: bytes) -> ThreadSlots:
+        return ThreadSlots(plan, specs, control_address, authkey)
+
+    def stop(self) -> None:
+        self.executor.stop()

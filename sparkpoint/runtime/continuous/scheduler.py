@@ -32,6 +32,7 @@ from sparkpoint.common.configuration import Configuration
 from sparkpoint.errors import EpochTimeoutError, JobExecutionError
 from sparkpoint.runtime.clock import SYSTEM_CLOCK, Clock
 from sparkpoint.runtime.continuous.control import ControlServer, SlotLost
+from sparkpoint.runtime.continuous.local_slots import InProcessLauncher
 from sparkpoint.runtime.continuous.messages import (
     BarrierOptions,
     DropSnapshot,
@@ -93,13 +94,14 @@ class ContinuousSettings:
 
 
 class ContinuousScheduler:
-    """Runs a job's tasks as long-running slots (see the module); implements the core's ``Scheduler``."""
+    """Runs a job's tasks as long-running slots (see the module); implements the core's ``Scheduler``. ``launcher``:
+    a :class:`SlotLauncher` (Spark's executor), or an executor that runs its tasks in this process."""
 
     def __init__(
         self,
         plan: JobPlan,
         config: Configuration,
-        launcher: SlotLauncher,
+        launcher: Any,
         *,
         tasks: TaskSettings,
         progress: JobProgress,
@@ -108,7 +110,8 @@ class ContinuousScheduler:
         savepoints: SavepointRequests,
         clock: Clock = SYSTEM_CLOCK,
     ):
-        self.plan, self.config, self.launcher = plan, config, launcher
+        self.plan, self.config = plan, config
+        self.launcher = launcher if hasattr(launcher, "launch_slots") else InProcessLauncher(launcher)
         self.tasks, self.progress, self.schemas, self.output = tasks, progress, schemas, output
         self.savepoints, self.clock = savepoints, clock
         self.settings = ContinuousSettings(config)
