@@ -156,22 +156,26 @@ class ContinuousTask:
 
     # -- the loop's steps ---------------------------------------------------------------------
     def _source_step(self) -> None:
-        """Take the driver's messages, then read a slice; with nothing read, wait a tick for a message."""
+        """Read a slice, then take the driver's messages; with nothing read, wait a tick for one."""
         read = 0
         if not (self.paused or self.drained or self.read_since_barrier >= self.dep.max_records):
+            t0 = time.perf_counter()
             read = self._run_chain(Inputs.of(self.stage), None)
             self.read_since_barrier += read
             self.writer.maybe_flush(idle=True)  # a source sends what it read at once: the next read may wait
+            self.times.busy_s += time.perf_counter() - t0  # sending included: what blocked is taken off at the barrier
         t0 = time.perf_counter()
-        for _, message in self.gate.poll(0.0 if read else self.spec.idle_tick_ms / 1000):
-            self._control(message)
+        messages = self.gate.poll(0.0 if read else self.spec.idle_tick_ms / 1000)
         self.times.idle_s += time.perf_counter() - t0
+        for _, message in messages:
+            self._control(message)
 
     def _input_step(self) -> None:
         timeout = self.writer.next_flush_s(self.spec.idle_tick_ms / 1000)
         t0 = time.perf_counter()
         frames = self.gate.poll(timeout)
-        self.times.idle_s += time.perf_counter() - t0
+        t1 = time.perf_counter()
+        self.times.idle_s += t1 - t0
         inputs, born = Inputs.of(self.stage), None
         now = _now_ms()
         for channel, frame in frames:
@@ -186,6 +190,7 @@ class ContinuousTask:
                     born = frame_born
         self._run_chain(inputs, born)  # also fires processing-time timers and passes a new watermark on
         self.writer.maybe_flush(idle=not self.gate.has_input())
+        self.times.busy_s += time.perf_counter() - t1  # sending included: what blocked is taken off at the barrier
 
     def _barrier_arrived(self, channel: ChannelId, frame: bytes, inputs: Inputs, born: int | None) -> bool:
         """A channel delivered a barrier; once all have (aligned), what came before it runs, then the barrier's
@@ -220,7 +225,6 @@ class ContinuousTask:
     def _run_chain(self, inputs: Inputs, born: int | None) -> int:
         """Run the chain once over ``inputs`` (``born``: when a source read the oldest of them); returns the records
         its sources read (a source stage's)."""
-        t0 = time.perf_counter()
         now = _now_ms()
         self.context.processing_time = self.dep.processing_time = now
         for (_, edge_id), wm in self.channel_watermarks.items():
@@ -232,7 +236,6 @@ class ContinuousTask:
         self.report.records_out += sum(len(o.values) for o in outputs.values())
         routed = route(self.plan, self.stage.id, self.subtask, outputs, out_watermarks)
         self.writer.add(routed, out_watermarks, born)
-        self.times.busy_s += time.perf_counter() - t0
         return sum(len(outputs[nid].values) for nid in self.source_nodes)
 
     # -- the driver's messages ----------------------------------------------------------------
