@@ -31,7 +31,8 @@ LISTENER = "sparkpoint.testing.job_report:JobReportListener"
 
 class JobReport(dict):
     """One job's report: ``job_id``, ``status``, ``failovers``, ``failures``, ``checkpoints`` (completed),
-    ``epochs``, ``records_in``, ``state_rebuilds``, ``sources_ahead``."""
+    ``epochs``, ``records_in``, ``state_rebuilds``, ``sources_ahead``, ``restored`` (the checkpoint ids it restored,
+    in order)."""
 
     @property
     def failovers(self) -> int:
@@ -46,6 +47,10 @@ class JobReport(dict):
     def sources_ahead(self) -> int:
         """Epochs whose source tasks ran during the epoch before (epoch overlap)."""
         return int(self.get("sources_ahead", 0))
+
+    @property
+    def restored(self) -> list[int]:
+        return [int(c) for c in self.get("restored", [])]
 
     @property
     def failures(self) -> list[str]:
@@ -85,6 +90,11 @@ class JobReportListener:
             self.report["failures"].append(f"{type(error).__name__}: {error}")
         if name == "RESTARTING":
             self.report["failovers"] += 1
+        self._write()
+
+    def on_restore(self, job_id: str, restored: Any) -> None:
+        """The checkpoint the job restores, at its start (``-s``) or on a failover, in order."""
+        self.report.setdefault("restored", []).append(int(restored.checkpoint_id))
         self._write()
 
     def on_epoch_completed(self, stats: Any) -> None:
