@@ -20,13 +20,13 @@ synchronous part of its keyed state's checkpoint, uploaded once the driver names
 from __future__ import annotations
 
 import logging
+import pickle
 import threading
 import time
 from typing import Any, Protocol
 
 from sparkpoint.common.watermark_strategy import MIN_WATERMARK
 from sparkpoint.datastream.functions import CheckpointListener
-from sparkpoint.errors import UserFunctionError
 from sparkpoint.operators.base import StreamOperator, TaskContext
 from sparkpoint.operators.keyed import KeyedOperator
 from sparkpoint.operators.metric_group import report_user_metrics
@@ -335,10 +335,7 @@ class ContinuousTask:
         """Each sink's output so far becomes committables; its writer goes on as a new one (the next epoch's)."""
         for nid, op in self.ops.items():
             if isinstance(op, SinkOperator):
-                try:
-                    report.committables[nid] = op.prepare_commit()
-                except Exception as e:  # a writer's error names its sink
-                    raise UserFunctionError(op.uid, op.name, None, e) from e
+                report.committables[nid] = op.prepare_commit()  # a writer's error names its sink, as in an epoch
                 report.operator_states[nid] = op.snapshot_operator_state() or {}
                 op.writer = op.sink.create_writer(
                     self.subtask,
@@ -355,8 +352,6 @@ class ContinuousTask:
 
 
 def _barrier_of(frame: bytes) -> tuple[int, BarrierOptions]:
-    import pickle
-
     return pickle.loads(frame[1:])  # type: ignore[no-any-return]
 
 
