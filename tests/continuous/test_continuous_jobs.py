@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from sparkpoint.common import Encoder, Types, WatermarkStrategy
+from sparkpoint.common import Encoder, Time, Types, WatermarkStrategy
 from sparkpoint.datastream.connectors.file_system import FileSink
 from sparkpoint.datastream.connectors.generator import DataGeneratorSource
 from sparkpoint.datastream.functions import KeyedProcessFunction, MapFunction, RuntimeContext
+from sparkpoint.datastream.state import StateTtlConfig, ValueStateDescriptor
 from sparkpoint.errors import EpochTimeoutError
-from sparkpoint.datastream.state import ValueStateDescriptor
 from sparkpoint.testing.kill_loop import read_committed_lines
 
 CONTINUOUS = {"sparkpoint.execution.mode": "continuous"}
@@ -191,3 +191,27 @@ def test_a_barrier_that_cannot_pass_a_hung_subtask_fails_the_job_naming_it(make_
     with pytest.raises(EpochTimeoutError, match=r"barrier \d+ did not pass stage 1 subtask 0 within its bound"):
         env.execute("hangs")
     assert time.monotonic() - t0 < 20
+
+
+class SeenBefore(KeyedProcessFunction):
+    """Says whether a key's state (300 ms time-to-live) still held its previous record when the next came."""
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        descriptor = ValueStateDescriptor("last", Types.LONG())
+        descriptor.enable_time_to_live(StateTtlConfig.new_builder(Time.milliseconds(300)).build())
+        self.last = runtime_context.get_state(descriptor)
+
+    def process_element(self, value, ctx):
+        yield (value, self.last.value())
+        self.last.update(value)
+
+
+def test_state_time_to_live_runs_on_the_wall_clock(make_env):
+    """Records of one key 500 ms apart (a paced source): the 300 ms time-to-live has expired the previous one each
+    time; the wall clock, not the task's start, is the state's clock in a long-running task."""
+    env = make_env("local", **CONTINUOUS)
+    env.set_parallelism(1)
+    source = DataGeneratorSource(lambda i: i, 3, records_per_second=2)
+    stream = env.from_source(source, WatermarkStrategy.no_watermarks(), "paced").key_by(lambda v: 0)
+    with stream.process(SeenBefore()).execute_and_collect() as results:
+        assert list(results) == [(0, None), (1, None), (2, None)]

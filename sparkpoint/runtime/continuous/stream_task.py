@@ -90,6 +90,7 @@ class ContinuousTask:
         self.is_source = self.stage.is_source_stage
         self.source_nodes = [nid for nid in self.stage.nodes if plan.nodes[nid].kind == "source"]
         self.ops: dict[int, StreamOperator] = {}
+        self.keyed_ops: list[KeyedOperator] = []
         self.keyed: KeyedTaskState | None = None
         self.report = self._new_report(dep.epoch)
         self.edges_in = {e.id: e for e in self.stage.input_edges}
@@ -135,6 +136,7 @@ class ContinuousTask:
                 op.live = True
         self.keyed = restore_keyed(self.ops, dep, stage.id, self.subtask, kg_range, self.plan.max_parallelism)
         open_operators(self.ops, dep)
+        self.keyed_ops = [op for op in self.ops.values() if isinstance(op, KeyedOperator)]
 
     def run(self) -> None:
         """The loop, until the gate closes (:class:`~sparkpoint.runtime.continuous.channels.GateClosed`)."""
@@ -227,6 +229,8 @@ class ContinuousTask:
         its sources read (a source stage's)."""
         now = _now_ms()
         self.context.processing_time = self.dep.processing_time = now
+        for op in self.keyed_ops:  # the clock of state time-to-live (an epoch's task sets it at its start)
+            op.keyed_backend.set_current_processing_time(now)
         for (_, edge_id), wm in self.channel_watermarks.items():
             inputs.watermarks[self.edges_in[edge_id].target].append(wm)
         outputs, out_watermarks = run_operators(self.stage, self.ops, self.dep, inputs, self.report)
