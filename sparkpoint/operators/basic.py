@@ -157,6 +157,8 @@ class TimestampsAndWatermarksOperator(StreamOperator):
         if watermark == MAX_WATERMARK:
             self.watermark = MAX_WATERMARK
             return MAX_WATERMARK
+        if hasattr(self.generator, "set_current_processing_time"):  # idleness: a long-running task's clock moves
+            self.generator.set_current_processing_time(self.task.processing_time)
         self.generator.on_periodic_emit(self.output)
         if self.output.idle:
             return IDLE

@@ -134,6 +134,8 @@ class ContinuousTask:
         for op in self.ops.values():
             if isinstance(op, SourceOperator):
                 op.live = True
+            elif isinstance(op, SinkOperator) and hasattr(op.writer, "now_ms"):
+                op.writer.now_ms = None  # the wall clock: no task runs again and must pick the same buckets
         self.keyed = restore_keyed(self.ops, dep, stage.id, self.subtask, kg_range, self.plan.max_parallelism)
         open_operators(self.ops, dep)
         self.keyed_ops = [op for op in self.ops.values() if isinstance(op, KeyedOperator)]
@@ -348,8 +350,6 @@ class ContinuousTask:
                     report.epoch + 1,
                     report.operator_states[nid].get("writer"),
                 )
-                if hasattr(op.writer, "now_ms"):
-                    op.writer.now_ms = _now_ms()
 
     def _new_report(self, epoch: int) -> TaskReport:
         return TaskReport(stage_id=self.stage.id, subtask=self.subtask, epoch=epoch)
