@@ -41,25 +41,31 @@ def locate_failed_record(
     epoch: int,
     deployments: dict[tuple[int, int], TaskDeployment],
     timeout_s: float = 10.0,
+    live: bool = False,
 ) -> UserFunctionError:
-    """``error`` with the epoch and, when the replay finds it, the failed record's origin."""
+    """``error`` with the epoch and, when the replay finds it, the failed record's origin (``live``: the sources
+    read what their splits hold now, as continuous mode's do, not only up to the epoch's fixed end)."""
     origin: str | None = None
     if error.origin is None:
         try:
-            origin = _find(plan, error, deployments, time.monotonic() + timeout_s)
+            origin = _find(plan, error, deployments, time.monotonic() + timeout_s, live)
         except Exception as e:  # noqa: BLE001 - the failure itself is what matters; its origin is a bonus
             logger.info("could not find where the record operator %r failed on came from: %s", error.uid, e)
     return error.located(error.origin or origin, epoch)
 
 
 def _find(
-    plan: JobPlan, error: UserFunctionError, deployments: dict[tuple[int, int], TaskDeployment], deadline: float
+    plan: JobPlan,
+    error: UserFunctionError,
+    deployments: dict[tuple[int, int], TaskDeployment],
+    deadline: float,
+    live: bool,
 ) -> str | None:
     target = next((nid for nid in plan.nodes if plan.uid(nid) == error.uid), None)
     stage = next((s for s in plan.stages if s.is_source_stage), None)
     if target is None or stage is None or stage.keyed:
         return None
-    replay = _Replay(plan, stage, target, error.record_text)
+    replay = _Replay(plan, stage, target, error.record_text, live)
     for (stage_id, subtask), dep in sorted(deployments.items()):
         if stage_id != stage.id:
             continue
@@ -103,8 +109,8 @@ def _operators(plan: JobPlan, stage: StagePlan, subtask: int, dep: TaskDeploymen
 class _Replay:
     """One search: the source record that reaches operator ``target`` as ``wanted``."""
 
-    def __init__(self, plan: JobPlan, stage: StagePlan, target: int, wanted: str):
-        self.plan, self.stage, self.target, self.wanted = plan, stage, target, wanted
+    def __init__(self, plan: JobPlan, stage: StagePlan, target: int, wanted: str, live: bool = False):
+        self.plan, self.stage, self.target, self.wanted, self.live = plan, stage, target, wanted, live
         self.children: dict[int, list[StreamEdge]] = {}
         for e in stage.internal_edges + stage.output_edges:
             self.children.setdefault(e.source, []).append(e)
@@ -114,6 +120,7 @@ class _Replay:
             if not isinstance(op, SourceOperator):
                 continue
             reader = op.source.create_reader()
+            reader.live = self.live
             for split in dep.splits.get(nid, []):
                 if split.finished:
                     continue

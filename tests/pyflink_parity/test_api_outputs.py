@@ -12,9 +12,9 @@ from test_parity import TARGETS, recorded, run_job, target_configuration
 
 
 @pytest.mark.parametrize("target", TARGETS)
-def test_api_outputs(request, monkeypatch, capsys, tmp_path, target):
+def test_api_outputs(request, monkeypatch, capsys, tmp_path, target, mode):
     configuration = target_configuration(request, target, tmp_path)
-    lines, _ = run_job("api_outputs", monkeypatch, capsys, tmp_path, configuration)
+    lines, _ = run_job("api_outputs", monkeypatch, capsys, tmp_path, configuration, mode=mode)
     assert lines == recorded("api_outputs")
     # count_window(3, 2) over 1..7: windows start at every 2nd element and fire when 3 are in
     values = list(range(1, 8))

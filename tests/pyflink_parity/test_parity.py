@@ -9,18 +9,21 @@ too, and trust it over PyFlink should the two disagree.
 README.md says how lines are compared and why: exactly where PyFlink's order is defined
 (parallelism 1), per key where only each key's order is defined, and as multisets where
 only the lines are (word_count in BATCH mode).
+
+Every job runs in both execution modes (the ``mode`` fixture of conftest.py): in epochs, and
+continuously (long-running tasks, barriers in band); the same comparisons hold in both.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
-import os
 import re
 import runpy
 import struct
 import sys
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +52,9 @@ RESULTS_TO_STDOUT = "Printing result to stdout. Use --output to specify output p
 
 _SUBTASK_PREFIX = re.compile(r"^(\d+)> (.*)$")
 
+# the package whose log records show that a job ran in continuous mode
+CONTINUOUS_RUNTIME = "sparkpoint.runtime.continuous"
+
 
 # -- running a job and reading the recording ---------------------------------------------------
 
@@ -59,11 +65,16 @@ def run_job(
     capsys: pytest.CaptureFixture,
     tmp_path: Path,
     configuration: dict | None = None,
+    *,
+    mode: str,
 ) -> tuple[list[str], dict[str, Any]]:
-    """Run ``<job>.py`` as its own ``__main__``; returns its stdout lines and its module globals.
+    """Run ``<job>.py`` as its own ``__main__`` in execution ``mode``; returns its stdout lines and its
+    module globals.
 
     The configuration is what ``sparkpoint run -D ...`` would give the job; by default the
-    in-process executor at the recorded parallelism.
+    in-process executor at the recorded parallelism. ``mode`` (``sparkpoint.execution.mode``) is
+    checked to have reached the runtime: a continuous job's scheduler logs its slots, an epoch
+    job's never touches continuous mode.
     """
     script = JOBS_DIR / f"{job}.py"
     if configuration is None:
@@ -77,16 +88,42 @@ def run_job(
     # sparkpoint's log records stay out of the compared stdout, whatever handlers the process
     # has (PyFlink's Java-side logging never reached its stdout either).
     monkeypatch.setattr(logging.getLogger("sparkpoint"), "propagate", False)
-    mode = os.environ.get("SPARKPOINT_PARITY_MODE")
-    if mode:
-        configuration = {**configuration, "sparkpoint.execution.mode": mode}
-    set_cli_defaults({"configuration": configuration})
+    set_cli_defaults({"configuration": {**configuration, "sparkpoint.execution.mode": mode}})
     capsys.readouterr()
-    try:
-        job_globals = runpy.run_path(str(script), run_name="__main__")
-    finally:
-        set_cli_defaults({})
+    with continuous_mode_records() as continuous:
+        try:
+            job_globals = runpy.run_path(str(script), run_name="__main__")
+        finally:
+            set_cli_defaults({})
+    assert bool(continuous) == (mode == "continuous"), f"{job} in {mode} mode; continuous mode logged {continuous}"
     return capsys.readouterr().out.splitlines(), job_globals
+
+
+class _Messages(logging.Handler):
+    """Keeps the messages of the records it is handed."""
+
+    def __init__(self, level: int):
+        super().__init__(level)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+@contextlib.contextmanager
+def continuous_mode_records() -> Iterator[list[str]]:
+    """The messages continuous mode's runtime logs (at INFO and above) meanwhile; its scheduler logs every
+    deployment of slots, and a job in epoch mode logs nothing there."""
+    handler = _Messages(logging.INFO)
+    logger = logging.getLogger(CONTINUOUS_RUNTIME)
+    level = logger.level
+    logger.setLevel(logging.INFO)
+    logger.addHandler(handler)
+    try:
+        yield handler.messages
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
 
 
 #: run a parity job in-process, and on the default target (Spark, on the session the ``spark`` fixture starts)
@@ -173,9 +210,9 @@ SESSION_EVENTS = [("hi", 1), ("hi", 2), ("hi", 3), ("hi", 4), ("hi", 8), ("hi", 
 # -- parallelism 1: the order is defined, lines compare exactly ---------------------------------
 
 
-def test_basic_operations(monkeypatch, capsys, tmp_path):
+def test_basic_operations(monkeypatch, capsys, tmp_path, mode):
     """Three execute() calls on one environment; each prints its own sink's lines only."""
-    out, _ = run_job("basic_operations", monkeypatch, capsys, tmp_path)
+    out, _ = run_job("basic_operations", monkeypatch, capsys, tmp_path, mode=mode)
     assert out == recorded("basic_operations")
     assert len(out) == 4 + 1 + 4
 
@@ -189,8 +226,8 @@ def test_basic_operations(monkeypatch, capsys, tmp_path):
         ("session_with_dynamic_gap_window", sessions(SESSION_EVENTS, lambda ts: ts)),
     ],
 )
-def test_event_time_windows(job, by_hand, monkeypatch, capsys, tmp_path):
-    out, _ = run_job(job, monkeypatch, capsys, tmp_path)
+def test_event_time_windows(job, by_hand, monkeypatch, capsys, tmp_path, mode):
+    out, _ = run_job(job, monkeypatch, capsys, tmp_path, mode=mode)
     assert out == recorded(job)
     assert out == [RESULTS_TO_STDOUT] + by_hand
     # PyFlink's result is not taken on trust for merging windows: the recording is checked
@@ -198,8 +235,8 @@ def test_event_time_windows(job, by_hand, monkeypatch, capsys, tmp_path):
     assert recorded(job)[1:] == by_hand
 
 
-def test_tumbling_count_window(monkeypatch, capsys, tmp_path):
-    out, _ = run_job("tumbling_count_window", monkeypatch, capsys, tmp_path)
+def test_tumbling_count_window(monkeypatch, capsys, tmp_path, mode):
+    out, _ = run_job("tumbling_count_window", monkeypatch, capsys, tmp_path, mode=mode)
     assert out == recorded("tumbling_count_window")
     # By hand: a key's window fires on its every second element; hi's third (5) never fires.
     numbers = [(1, "hi"), (2, "hello"), (3, "hi"), (4, "hello"), (5, "hi"), (6, "hello"), (6, "hello")]
@@ -212,9 +249,9 @@ def test_tumbling_count_window(monkeypatch, capsys, tmp_path):
     assert out == [RESULTS_TO_STDOUT] + fired
 
 
-def test_word_count_in_batch_mode(monkeypatch, capsys, tmp_path):
+def test_word_count_in_batch_mode(monkeypatch, capsys, tmp_path, mode):
     """BATCH mode: the keyed reduce prints each word's final count, once."""
-    out, job_globals = run_job("word_count", monkeypatch, capsys, tmp_path)
+    out, job_globals = run_job("word_count", monkeypatch, capsys, tmp_path, mode=mode)
     want = recorded("word_count")
 
     def is_count(line: str) -> bool:
@@ -250,8 +287,8 @@ def assert_same_lines_per_key(out: list[str], want: list[str]) -> None:
     assert all(len(subtasks) == 1 for subtasks, _ in got.values()), "a key lives on one subtask"
 
 
-def test_state_access(monkeypatch, capsys, tmp_path):
-    out, _ = run_job("state_access", monkeypatch, capsys, tmp_path)
+def test_state_access(monkeypatch, capsys, tmp_path, mode):
+    out, _ = run_job("state_access", monkeypatch, capsys, tmp_path, mode=mode)
     assert_same_lines_per_key(out, recorded("state_access"))
     # By hand: running sums, in double precision, of the single-precision amounts (only the
     # source's Types.FLOAT() rounds; the state keeps the Python float).
@@ -273,8 +310,8 @@ def test_state_access(monkeypatch, capsys, tmp_path):
     assert {key: bodies for key, (_, bodies) in lines_per_key(out).items()} == by_hand
 
 
-def test_event_time_timer(monkeypatch, capsys, tmp_path):
-    out, _ = run_job("event_time_timer", monkeypatch, capsys, tmp_path)
+def test_event_time_timer(monkeypatch, capsys, tmp_path, mode):
+    out, _ = run_job("event_time_timer", monkeypatch, capsys, tmp_path, mode=mode)
     assert_same_lines_per_key(out, recorded("event_time_timer"))
     # By hand: the bounded input is read before the watermark moves, so each key's timers (one
     # per distinct ts + 2000) all fire at end of input and print its final total.
@@ -296,16 +333,16 @@ def test_event_time_timer(monkeypatch, capsys, tmp_path):
     assert {key: bodies for key, (_, bodies) in lines_per_key(out).items()} == by_hand
 
 
-def test_process_json_data(monkeypatch, capsys, tmp_path):
-    out, _ = run_job("process_json_data", monkeypatch, capsys, tmp_path)
+def test_process_json_data(monkeypatch, capsys, tmp_path, mode):
+    out, _ = run_job("process_json_data", monkeypatch, capsys, tmp_path, mode=mode)
     # PyFlink printed both records from one subtask, in input order.
     assert [subtask_and_body(line)[1] for line in out] == [
         subtask_and_body(line)[1] for line in recorded("process_json_data")
     ]
 
 
-def test_process_json_data_runs_at_default_parallelism(monkeypatch, capsys, tmp_path):
-    out, _ = run_job("process_json_data", monkeypatch, capsys, tmp_path)
+def test_process_json_data_runs_at_default_parallelism(monkeypatch, capsys, tmp_path, mode):
+    out, _ = run_job("process_json_data", monkeypatch, capsys, tmp_path, mode=mode)
     subtasks = {subtask_and_body(line)[0] for line in out}
     # As in Flink: map, filter and print run at parallelism 2 behind a rebalance, so lines carry
     # "N> "; records 2 and 4 take the same round-robin channel.
@@ -316,10 +353,10 @@ def test_process_json_data_runs_at_default_parallelism(monkeypatch, capsys, tmp_
 
 
 @pytest.mark.spark
-def test_word_count_on_spark(spark, monkeypatch, capsys, tmp_path):
+def test_word_count_on_spark(spark, monkeypatch, capsys, tmp_path, mode):
     configuration = {
         "parallelism.default": RECORDED_PARALLELISM,
         "sparkpoint.local-state-dir": str(tmp_path / "local-state"),
     }
-    out, _ = run_job("word_count", monkeypatch, capsys, tmp_path, configuration=configuration)
+    out, _ = run_job("word_count", monkeypatch, capsys, tmp_path, configuration=configuration, mode=mode)
     assert Counter(out) == Counter(recorded("word_count"))

@@ -26,9 +26,9 @@ def _per_key(lines: list[str]) -> dict[str, list[str]]:
 
 
 @pytest.mark.parametrize("target", TARGETS)
-def test_two_inputs(request, monkeypatch, capsys, tmp_path, target):
+def test_two_inputs(request, monkeypatch, capsys, tmp_path, target, mode):
     configuration = target_configuration(request, target, tmp_path)
-    lines, job = run_job("two_inputs", monkeypatch, capsys, tmp_path, configuration)
+    lines, job = run_job("two_inputs", monkeypatch, capsys, tmp_path, configuration, mode=mode)
     assert Counter(lines) == Counter(recorded("two_inputs"))
     by_hand = (
         [f"n{n}" for n in job["NUMBERS"]]
@@ -45,10 +45,10 @@ def test_two_inputs(request, monkeypatch, capsys, tmp_path, target):
 
 
 @pytest.mark.parametrize("target", TARGETS)
-def test_broadcast_rules(request, monkeypatch, capsys, tmp_path, target):
+def test_broadcast_rules(request, monkeypatch, capsys, tmp_path, target, mode):
     parallelism = 2  # the job's own set_parallelism
     configuration = target_configuration(request, target, tmp_path)
-    lines, job = run_job("broadcast_rules", monkeypatch, capsys, tmp_path, configuration)
+    lines, job = run_job("broadcast_rules", monkeypatch, capsys, tmp_path, configuration, mode=mode)
     expected = recorded("broadcast_rules")
     rule_lines = [line for line in lines if "rule " in line]
     assert Counter(rule_lines) == Counter(line for line in expected if "rule " in line)

@@ -50,9 +50,9 @@ def sessions(events, gap):
 
 
 @pytest.mark.parametrize("target", TARGETS)
-def test_window_triggers(request, monkeypatch, capsys, tmp_path, target):
+def test_window_triggers(request, monkeypatch, capsys, tmp_path, target, mode):
     configuration = target_configuration(request, target, tmp_path)
-    lines, job = run_job("window_triggers", monkeypatch, capsys, tmp_path, configuration)
+    lines, job = run_job("window_triggers", monkeypatch, capsys, tmp_path, configuration, mode=mode)
     expected = recorded("window_triggers")
     assert expected.count(PYFLINK_COUNT_DEFAULT) == 2 and lines.count(OURS_COUNT_DEFAULT) == 2
     assert lines == [OURS_COUNT_DEFAULT if line == PYFLINK_COUNT_DEFAULT else line for line in expected]

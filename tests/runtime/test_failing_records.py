@@ -47,11 +47,15 @@ def first_bad(base: Path) -> str:
     return f"{base / name}:{line}"
 
 
+MODES = ["epoch", "continuous"]
+
+
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("parallelism", [1, 2])
-def test_a_failing_map_names_the_file_and_line_of_its_record(make_env, tmp_path, parallelism):
+def test_a_failing_map_names_the_file_and_line_of_its_record(make_env, tmp_path, parallelism, mode):
     base = tmp_path / "in"
     files = write_input(base)
-    env = make_env("local", **{"execution.epoch.max-records": 40})
+    env = make_env("local", **{"execution.epoch.max-records": 40, "sparkpoint.execution.mode": mode})
     env.set_parallelism(parallelism)
     (
         env.from_source(source(base), WatermarkStrategy.no_watermarks(), "lines")
@@ -70,13 +74,14 @@ def test_a_failing_map_names_the_file_and_line_of_its_record(make_env, tmp_path,
     assert "b.tsv:173" in str(err) and "ValueError" in str(err) and "in epoch" in str(err), str(err)
 
 
-def test_a_failing_timestamp_assigner_names_the_file_and_line(make_env, tmp_path):
+@pytest.mark.parametrize("mode", MODES)
+def test_a_failing_timestamp_assigner_names_the_file_and_line(make_env, tmp_path, mode):
     base = tmp_path / "in"
     base.mkdir()
     lines = [f"{i * 10}\tx" for i in range(1, 200)]
     lines[136] = "12a\tx"  # line 137
     (base / "events.tsv").write_text("\n".join(lines) + "\n")
-    env = make_env("local", **{"execution.epoch.max-records": 50})
+    env = make_env("local", **{"execution.epoch.max-records": 50, "sparkpoint.execution.mode": mode})
     strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(
         lambda line, _: int(line.split("\t")[0])
     )
@@ -92,10 +97,11 @@ class FailOnOops(KeyedProcessFunction):
         yield value
 
 
-def test_a_keyed_function_after_an_exchange_names_the_file_and_line(make_env, tmp_path):
+@pytest.mark.parametrize("mode", MODES)
+def test_a_keyed_function_after_an_exchange_names_the_file_and_line(make_env, tmp_path, mode):
     base = tmp_path / "in"
     write_input(base)
-    env = make_env("local", **{"execution.epoch.max-records": 60})
+    env = make_env("local", **{"execution.epoch.max-records": 60, "sparkpoint.execution.mode": mode})
     env.set_parallelism(2)
     (
         env.from_source(source(base), WatermarkStrategy.no_watermarks(), "lines")

@@ -29,7 +29,7 @@ import uuid
 from typing import Any, Protocol
 
 from sparkpoint.common.configuration import Configuration
-from sparkpoint.errors import EpochTimeoutError, JobExecutionError
+from sparkpoint.errors import EpochTimeoutError, JobExecutionError, UserFunctionError
 from sparkpoint.runtime.clock import SYSTEM_CLOCK, Clock
 from sparkpoint.runtime.continuous.control import ControlServer, SlotLost
 from sparkpoint.runtime.continuous.local_slots import InProcessLauncher
@@ -49,10 +49,11 @@ from sparkpoint.runtime.epoch_guard import EPOCH_TIMEOUT_KEY
 from sparkpoint.runtime.graph import JobPlan
 from sparkpoint.runtime.job_output import JobOutput
 from sparkpoint.runtime.job_progress import JobProgress
+from sparkpoint.runtime.record_origin import locate_failed_record
 from sparkpoint.runtime.savepoints import SavepointRequests
 from sparkpoint.runtime.scheduler import Barrier, BarrierContext, ExecutorTraits, SchedulerReport
 from sparkpoint.runtime.state_schemas import StateSchemas
-from sparkpoint.runtime.task_messages import TaskFailure, TaskReport
+from sparkpoint.runtime.task_messages import TaskDeployment, TaskFailure, TaskReport
 from sparkpoint.testing.faults import sources_held
 
 __all__ = ["ContinuousScheduler", "SlotLauncher", "SlotRun", "ContinuousSettings"]
@@ -124,6 +125,7 @@ class ContinuousScheduler:
         self.acks: dict[tuple[int, int], list[SnapshotAcks]] = {}  # came since the last barrier
         self.last_barrier = 0.0
         self.input_done = False
+        self.epoch = 0  # the barrier being run to
 
     # -- Scheduler ----------------------------------------------------------------------------
     def start(self, job_id: str) -> None:
@@ -144,6 +146,7 @@ class ContinuousScheduler:
         return SchedulerReport()
 
     def run_until_barrier(self, epoch: int, context: BarrierContext) -> Barrier:
+        self.epoch = epoch
         if self.run is None:
             self._deploy(epoch, context)
         self._wait_until_due(context)
@@ -309,6 +312,27 @@ class ContinuousScheduler:
         self.acks.clear()
         return [reports[t] for t in sorted(reports)]
 
+    def _located(self, error: UserFunctionError) -> UserFunctionError:
+        """``error`` with its record's origin, found by reading the sources again from where the last complete
+        barrier left them (what a source read since: at most two barriers' ``execution.epoch.max-records``)."""
+        now, settings = self.clock.wall_ms(), self.tasks
+        deps: dict[tuple[int, int], TaskDeployment] = {}
+        for nid, coordinator in self.progress.sources.items():
+            for subtask, splits in coordinator.assigned.items():
+                dep = deps.setdefault(
+                    (0, subtask),
+                    TaskDeployment(
+                        job_id=settings.job_id,
+                        epoch=self.epoch,
+                        processing_time=now,
+                        local_state_dir=settings.local_state_dir,
+                        max_records=2 * settings.max_records,
+                        max_bytes=2 * settings.max_bytes,
+                    ),
+                )
+                dep.splits[nid] = list(splits)
+        return locate_failed_record(self.plan, error, self.epoch, deps, live=True)
+
     def _barrier_bound(self, context: BarrierContext) -> tuple[int, str]:
         """How long a barrier may take to pass every subtask: the checkpoint timeout when checkpoints are on, else
         ``sparkpoint.epoch.timeout`` (0: no bound)."""
@@ -340,7 +364,10 @@ class ContinuousScheduler:
             self.acks.setdefault((message.stage_id, message.subtask), []).append(message)
         elif isinstance(message, TaskFailure):
             self._shutdown("a subtask failed")
-            raise decode_failure(message)
+            error = decode_failure(message)
+            if isinstance(error, UserFunctionError):  # say where its record came from
+                raise self._located(error) from error.__cause__
+            raise error
         elif isinstance(message, SlotLost):
             self._shutdown("a slot was lost")
             raise JobExecutionError(f"continuous mode: slot {message.slot} was lost (its process ended)")
