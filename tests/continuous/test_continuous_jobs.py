@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from sparkpoint.common import Encoder, Time, Types, WatermarkStrategy
+from sparkpoint.common import Duration, Encoder, Time, Types, WatermarkStrategy
 from sparkpoint.datastream.connectors.file_system import FileSink
 from sparkpoint.datastream.connectors.generator import DataGeneratorSource
-from sparkpoint.datastream.functions import KeyedProcessFunction, MapFunction, RuntimeContext
+from sparkpoint.datastream.functions import KeyedProcessFunction, MapFunction, ProcessWindowFunction, RuntimeContext
 from sparkpoint.datastream.state import StateTtlConfig, ValueStateDescriptor
+from sparkpoint.datastream.window import TumblingEventTimeWindows
 from sparkpoint.errors import EpochTimeoutError
 from sparkpoint.testing.kill_loop import read_committed_lines
 
@@ -215,3 +216,34 @@ def test_state_time_to_live_runs_on_the_wall_clock(make_env):
     stream = env.from_source(source, WatermarkStrategy.no_watermarks(), "paced").key_by(lambda v: 0)
     with stream.process(SeenBefore()).execute_and_collect() as results:
         assert list(results) == [(0, None), (1, None), (2, None)]
+
+
+class CountWithArrival(ProcessWindowFunction):
+    def process(self, key, context, elements):
+        yield (context.window().start, sum(1 for _ in elements), time.time())
+
+
+@pytest.mark.parametrize("idle", [True, False])
+def test_an_idle_channel_stops_holding_the_watermark_back(make_env, idle):
+    """Every record goes to subtask 0 of the timestamp assigner; its subtask 1 sees none. With idleness (200 ms of
+    the wall clock) subtask 1 is idle and windows fire while the paced input still flows; without it subtask 1's
+    watermark holds every window back to the end of input. Event time is 100 ms a record, 10 records a second."""
+    env = make_env("local", **CONTINUOUS)
+    env.set_parallelism(2)
+    strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda v, _: v * 100)
+    if idle:
+        strategy = strategy.with_idleness(Duration.of_millis(200))
+    records = DataGeneratorSource(lambda i: i, 30, records_per_second=10)
+    stream = env.from_source(records, WatermarkStrategy.no_watermarks(), "paced").set_parallelism(1)
+    stream = stream.partition_custom(lambda key, n: 0, lambda v: 0).assign_timestamps_and_watermarks(strategy)
+    windows = stream.key_by(lambda v: 0).window(TumblingEventTimeWindows.of(Time.seconds(1)))
+    started = time.time()
+    with windows.process(CountWithArrival()).execute_and_collect() as results:
+        fired = sorted(results)
+    ended = time.time()
+    assert [(start, n) for start, n, _ in fired] == [(0, 10), (1000, 10), (2000, 10)]
+    first_at = fired[0][2] - started
+    if idle:
+        assert first_at < (ended - started) - 1.0, (first_at, ended - started)  # a second or more before the end
+    else:
+        assert first_at >= 2.5, first_at  # only once the input ended (30 records at 10 a second)
