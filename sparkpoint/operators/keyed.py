@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from sparkpoint.common.watermark_strategy import MAX_WATERMARK
 from sparkpoint.datastream.functions import KeySelector, bound_call
 from sparkpoint.datastream.state import ValueStateDescriptor
 from sparkpoint.datastream.time_domain import TimeDomain
@@ -86,9 +87,16 @@ class KeyedOperator(StreamOperator):
             self.watermark = max(self.watermark, watermark)
         self.timers.current_watermark = self.watermark
 
+    def restore_watermark(self, watermark: int | None) -> None:
+        """Take the watermark of a checkpoint or savepoint this operator restores, unless it is the end of event
+        time: a drained stop's savepoint holds +inf, and a job restored from it starts event time anew (as Flink,
+        which keeps no watermark in a snapshot); kept, it would drop every record the new run reads as late."""
+        if watermark != MAX_WATERMARK:
+            self.advance_watermark(watermark)
+
     def restore_keyed_state(self, snapshot: KeyedStateSnapshot) -> None:
         self.keyed_backend.restore([snapshot])
-        self.advance_watermark(snapshot.watermark)
+        self.restore_watermark(snapshot.watermark)
 
     # state schema -----------------------------------------------------------------------
     def expect_schema(self, schema: OperatorSchema | None, key_kinds: tuple[str, ...] = ()) -> None:

@@ -49,6 +49,8 @@ class KeyedStateOwner(Protocol):
 
     def advance_watermark(self, watermark: int | None) -> None: ...
 
+    def restore_watermark(self, watermark: int | None) -> None: ...
+
     def restore_keyed_state(self, snapshot: KeyedStateSnapshot) -> None: ...
 
 
@@ -163,7 +165,7 @@ def restore_keyed_state(
         if (
             len(mine) == 1
             and mine[0].key_groups == (key_groups.start, key_groups.end)
-            and owner.keyed_backend.restore_handle_in_place(mine[0], owner.advance_watermark)
+            and owner.keyed_backend.restore_handle_in_place(mine[0], owner.restore_watermark)
         ):
             rest.remove(mine[0])
     for handle in rest:

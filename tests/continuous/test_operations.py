@@ -162,12 +162,6 @@ def test_stop_with_a_drained_savepoint_fires_every_window_of_what_was_read(make_
     assert parse_windows(read_committed_lines(tmp_path / "first" / "windows")) == windows_by_hand(first_read)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a keyed operator's snapshot keeps its watermark and a restore takes it back (KeyedOperator."
-    "snapshot_keyed_state / advance_watermark); after a drain that is +inf, so every record the restored job reads "
-    "is behind it and no window fires: the rest of the input is dropped as late, in epoch mode too",
-)
 def test_the_job_restored_from_a_drained_savepoint_windows_the_rest(make_env, tmp_path):
     """Watermarks are not part of a savepoint (Flink's are not): event time starts anew in the restored job, whose
     windows are exactly those of the records it read. (A window with records on both sides of the stop fires in
