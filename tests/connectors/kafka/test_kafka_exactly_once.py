@@ -24,13 +24,13 @@ from tests.servers.kafka_server import read_topic
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
 
-def _topics(kafka, topic_name, n: int) -> tuple[str, str]:
+def _topics(kafka, topic_name, n: int, partitions: int = 4) -> tuple[str, str]:
     events, counts = topic_name("events"), topic_name("counts")
-    kafka.create_topic(events, partitions=4)
+    kafka.create_topic(events, partitions=partitions)
     kafka.create_topic(counts, partitions=2)
     lines, _ = generate_events(0, n, EventSpec())
-    for p in range(4):
-        kafka.produce(events, lines[p::4], partition=p)
+    for p in range(partitions):
+        kafka.produce(events, lines[p::partitions], partition=p)
     return events, counts
 
 
