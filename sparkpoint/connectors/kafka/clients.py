@@ -71,6 +71,7 @@ class PartitionConsumer:
         self.consumer = Consumer(conf)
         self.topic, self.partition = topic, partition
         self.kept_at: int | None = None  # still assigned, its next record at this offset (a live reader's)
+        self.assigned_from: int | None = None  # the offset of its latest assignment
 
     def position_at(self, offset: int) -> Any:
         """The consumer, reading from ``offset`` (without a new fetch if it was kept there)."""
@@ -78,6 +79,7 @@ class PartitionConsumer:
 
         if self.kept_at != offset:
             self.consumer.assign([TopicPartition(self.topic, self.partition, offset)])
+            self.assigned_from = offset
         self.kept_at = None
         return self.consumer
 
@@ -90,7 +92,8 @@ class PartitionConsumer:
 
         if keep_at is not None:
             (at,) = self.consumer.position([TopicPartition(self.topic, self.partition)])
-            if at.offset == keep_at:
+            # at its position, or (no position yet: nothing consumed, a first fetch still under way) where assigned
+            if at.offset == keep_at or (at.offset < 0 and keep_at == self.assigned_from):
                 self.kept_at = keep_at
                 return
         self.kept_at = None

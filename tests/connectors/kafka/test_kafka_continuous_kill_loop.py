@@ -28,19 +28,7 @@ pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
 PARTITIONS = 2  # one per source subtask (parallelism.default: 2)
 
-# A live reader (continuous mode) reads nothing while a partition's first fetch takes longer than the poll timeout
-# (sparkpoint.kafka.poll-timeout-ms, 10 ms; the test broker takes 50 ms to 1 s on partitions of 200,000 records):
-# PartitionConsumer.release(keep_at) finds the consumer's position() still OFFSET_INVALID (-1001, nothing fetched
-# yet), not keep_at, and unassigns it, so the next read assigns it anew and its fetch starts over. Every epoch of
-# every round reads 0 records and the last round never ends. Kept assigned while nothing was fetched, both pass.
-LIVE_READER_REFETCHES = pytest.mark.xfail(
-    strict=True,
-    reason="continuous mode's Kafka live reader unassigns a consumer that has fetched nothing yet (position "
-    "OFFSET_INVALID != keep_at), so no fetch slower than the 10 ms poll timeout completes: the sources read nothing",
-)
 
-
-@LIVE_READER_REFETCHES
 def test_kafka_to_kafka_continuous_kill_loop_local_executor(kafka, topic_name, tmp_path):
     """Six kills, slots as threads of the driver: its consumers and transactional producers die with it."""
     n = 600_000  # 15 slices of 40,000 (20,000 a partition): more than 6 kills x (1 + 1), every round reads input
@@ -70,7 +58,6 @@ def test_kafka_to_kafka_continuous_kill_loop_local_executor(kafka, topic_name, t
 
 
 @pytest.mark.spark
-@LIVE_READER_REFETCHES
 def test_kafka_to_kafka_continuous_kill_loop_on_spark(kafka, topic_name, tmp_path):
     """Two kills on a real local Spark: consumers and transactional producers in the barrier stage's tasks."""
     n = 400_000  # 10 slices of 40,000: more than 2 kills x (2 + 1)
