@@ -62,7 +62,7 @@ class ControlServer:
                     with self.lock:
                         self.slots[slot] = connection
                 self.inbox.put(message)
-        except (EOFError, OSError):
+        except (EOFError, OSError, TypeError, ValueError):  # (a connection closed under its reader: TypeError)
             if not self.closed:
                 self.inbox.put(SlotLost(slot))
 
