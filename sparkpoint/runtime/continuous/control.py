@@ -16,6 +16,7 @@ from typing import Any
 
 import cloudpickle
 
+from sparkpoint.runtime.continuous.channels import no_delay
 from sparkpoint.runtime.continuous.messages import SlotReady
 
 __all__ = ["ControlServer", "SlotLost"]
@@ -50,6 +51,7 @@ class ControlServer:
                 if self.closed:
                     return
                 continue
+            no_delay(connection)
             threading.Thread(target=self._read, args=(connection,), name="continuous-control-slot", daemon=True).start()
 
     def _read(self, connection: Connection) -> None:

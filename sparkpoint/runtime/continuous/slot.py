@@ -21,7 +21,7 @@ from typing import Any
 import cloudpickle
 
 from sparkpoint.errors import JobExecutionError
-from sparkpoint.runtime.continuous.channels import GATES, GateClosed, InputGate, OutputChannel
+from sparkpoint.runtime.continuous.channels import GATES, GateClosed, InputGate, OutputChannel, no_delay
 from sparkpoint.runtime.continuous.messages import (
     DropSnapshot,
     InjectBarrier,
@@ -93,7 +93,7 @@ def run_slot(
 ) -> None:
     """Run the slot until the driver shuts it down (see the module); ``peers``: slot -> its data server's address
     (``None``: every subtask runs in this process)."""
-    control = _Control(Client(control_address, authkey=authkey))
+    control = _Control(no_delay(Client(control_address, authkey=authkey)))
     tasks: list[ContinuousTask] = []
     threads: list[threading.Thread] = []
     try:
