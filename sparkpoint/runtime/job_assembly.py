@@ -133,32 +133,20 @@ def create_job_master(
     """A job whose epochs run on ``executor`` (``on_epoch``: told every epoch's statistics; ``out``: where
     ``print()`` writes, stdout by default; ``clock``: where the job reads time)."""
     parts = JobParts.create(plan, config, job_id, out, clock)
-    scheduler: Scheduler
-    if execution_mode(config, executor) == "continuous":
-        continuous = import_module("sparkpoint.runtime.continuous.scheduler")  # by name: it builds on the runtime
-        scheduler = continuous.ContinuousScheduler(
-            plan,
-            config,
-            executor,
-            tasks=parts.tasks,
-            progress=parts.progress,
-            schemas=parts.schemas,
-            output=parts.output,
-            savepoints=parts.savepoints,
-            clock=clock,
-        )
-    else:
-        scheduler = EpochScheduler(
-            plan,
-            config,
-            executor,
-            tasks=parts.tasks,
-            progress=parts.progress,
-            schemas=parts.schemas,
-            output=parts.output,
-            savepoints=parts.savepoints,
-            clock=clock,
-        )
+    scheduler_type: Any = EpochScheduler
+    if execution_mode(config, executor) == "continuous":  # by name: continuous mode builds on the runtime
+        scheduler_type = import_module("sparkpoint.runtime.continuous.scheduler").ContinuousScheduler
+    scheduler: Scheduler = scheduler_type(
+        plan,
+        config,
+        executor,
+        tasks=parts.tasks,
+        progress=parts.progress,
+        schemas=parts.schemas,
+        output=parts.output,
+        savepoints=parts.savepoints,
+        clock=clock,
+    )
     if on_epoch is not None:
         parts.listeners.add(CallbackEpochListener(on_epoch))
     return JobMaster(plan, config, parts, scheduler, clock)
