@@ -6,6 +6,7 @@ other mode's output.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import Counter
 from pathlib import Path
@@ -172,6 +173,42 @@ def test_a_failed_subtask_fails_the_attempt_over_to_the_latest_checkpoint(make_e
     assert marker.exists() and result.restarts == 1
     completed = [c for c in result.checkpoints["history"] if c["status"] == "COMPLETED"]
     assert len(completed) >= 2, "checkpoints completed before and after the failure"
+    assert Counter(read_committed_lines(out)) == expected_counts(records)
+
+
+def test_a_channel_reset_by_a_lost_peer_fails_the_attempt_over(make_env, tmp_path, monkeypatch, caplog):
+    """A data channel whose peer died raises an OS error in the sending subtask (not an error of the project's own):
+    the attempt fails over like any lost task and the job finishes exactly, rather than failing with the raw error."""
+    from sparkpoint.runtime.continuous import channels
+
+    records, out, sends = 6_000, tmp_path / "out", {"n": 0}
+    send = channels.OutputChannel.send
+
+    def reset_once(self, frame):
+        sends["n"] += 1
+        if sends["n"] == 40:
+            raise ConnectionResetError(104, "Connection reset by peer")
+        send(self, frame)
+
+    monkeypatch.setattr(channels.OutputChannel, "send", reset_once)
+    caplog.set_level(logging.WARNING, logger="sparkpoint.runtime.failover")
+    env = make_env(
+        "local",
+        **CONTINUOUS,
+        **{
+            "parallelism.default": 2,
+            "execution.checkpointing.interval": "300 ms",
+            "state.checkpoints.dir": (tmp_path / "ckpt").as_uri(),
+            "restart-strategy.type": "fixed-delay",
+            "restart-strategy.fixed-delay.attempts": 1,
+            "restart-strategy.fixed-delay.delay": "100 ms",
+        },
+    )
+    counting_job(env, records, out, rate=4_000)
+    result = env.execute("channel reset once")
+    assert sends["n"] > 40 and result.restarts == 1
+    restarts = [r.getMessage() for r in caplog.records if "; restart 1 " in r.getMessage()]
+    assert restarts and "subtask" in restarts[0] and "ConnectionResetError" in restarts[0], restarts
     assert Counter(read_committed_lines(out)) == expected_counts(records)
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import cloudpickle
 
-from sparkpoint.errors import JobExecutionError
+from sparkpoint.errors import JobExecutionError, SparkpointError
 from sparkpoint.runtime.continuous.channels import GATES, GateClosed, InputGate, OutputChannel, no_delay
 from sparkpoint.runtime.continuous.messages import (
     DropSnapshot,
@@ -79,8 +79,17 @@ def encode_failure(error: BaseException, stage_id: int, subtask: int, epoch: int
 
 
 def decode_failure(failure: TaskFailure) -> BaseException:
+    """The error a subtask reported. One that is not the project's own (a reset data channel when a peer slot died,
+    a full disk) comes wrapped in :class:`JobExecutionError`, which names the subtask and which failover handles."""
     error = pickle.loads(failure.error)
-    return error if isinstance(error, BaseException) else JobExecutionError(str(error))
+    if isinstance(error, SparkpointError):
+        return error
+    where = f"stage {failure.stage_id} subtask {failure.subtask} failed (epoch {failure.epoch})"
+    if not isinstance(error, BaseException):
+        return JobExecutionError(f"{where}: {error}")
+    wrapped = JobExecutionError(f"{where}: {type(error).__name__}: {error}")
+    wrapped.__cause__ = error
+    return wrapped
 
 
 def run_slot(
