@@ -270,7 +270,10 @@ class KafkaSourceReader(SourceReader):
 
     def _fill(self, consumer: Any, batch: _Batch, position: int, end: int, max_records: int, max_bytes: int) -> None:
         """Take messages until the batch's limit (the end offset, or the stop before it), ``max_records`` or
-        ``max_bytes``."""
+        ``max_bytes``; a live reader takes what is there now (:meth:`_take_now`)."""
+        if self.live:
+            self._take_now(consumer, batch, max_records)
+            return
         waited_since = time.monotonic()
         while (
             batch.next(position) < batch.limit
@@ -281,8 +284,6 @@ class KafkaSourceReader(SourceReader):
             messages = consumer.consume(min(max_records - len(batch.values), 10_000), self.poll_s)
             if messages:
                 waited_since = time.monotonic()
-            elif self.live:  # what is there now is read: the next read takes what comes later
-                return
             elif time.monotonic() - waited_since > self.fetch_timeout_s:
                 raise KafkaConnectorError(
                     f"no record of {where(batch.topic, batch.partition, batch.next(position))} "
@@ -290,6 +291,19 @@ class KafkaSourceReader(SourceReader):
                     f"at offset {end}"
                 )
             batch.take(messages)
+
+    def _take_now(self, consumer: Any, batch: _Batch, max_records: int) -> None:
+        """What the consumer holds now, waiting (up to ``sparkpoint.kafka.poll-timeout-ms``) only for a first message
+        when it holds none: a record is passed on as soon as it is fetched. (A ``consume`` with a timeout waits all of
+        it unless it fills; looping while messages came batched records for as long as they kept coming.)"""
+        n = min(max_records, 10_000)
+        messages = consumer.consume(n, 0)
+        if not messages:
+            first = consumer.poll(self.poll_s)
+            if first is None:
+                return
+            messages = [first, *(consumer.consume(n - 1, 0) if n > 1 else [])]
+        batch.take(messages)
 
     def read(self, split: SourceSplit, max_records: int, max_bytes: int) -> ReadResult:
         topic, partition, stop = split.info["topic"], split.info["partition"], split.info.get("stop")
