@@ -138,6 +138,14 @@ class CheckpointCoordinator:
             return False
         return self.last_completion_ms is None or now_ms - self.last_completion_ms >= s.min_pause_ms
 
+    def next_trigger_ms(self) -> int | None:
+        """When the interval and the minimum pause let the next periodic checkpoint trigger (``None``: never)."""
+        s = self.settings
+        if not s.enabled:
+            return None
+        at = self.last_trigger_ms + s.interval_ms if self.last_trigger_ms is not None else 0
+        return max(at, self.last_completion_ms + s.min_pause_ms) if self.last_completion_ms is not None else at
+
     def trigger(
         self,
         now_ms: int,
@@ -300,10 +308,14 @@ class CheckpointCoordinator:
     def receive_acknowledgements(self, reports: list) -> None:
         """The declines and acknowledgements carried by one epoch's task reports."""
         for r in reports:
-            for decline in r.checkpoint_declines:
-                self.receive_decline_message(decline)
-            for ack in r.checkpoint_acks:
-                self.receive_acknowledge_message(ack)
+            self.receive(r.checkpoint_acks, r.checkpoint_declines)
+
+    def receive(self, acks: list, declines: list) -> None:
+        """Tasks' acknowledgements and declines (declines first: a task that declines a checkpoint aborts it)."""
+        for decline in declines:
+            self.receive_decline_message(decline)
+        for ack in acks:
+            self.receive_acknowledge_message(ack)
 
     def check_expired(self, now_ms: int) -> None:
         for pending in list(self.pending.values()):

@@ -150,6 +150,8 @@ class Source(abc.ABC):
 
 
 class SinkWriter(abc.ABC):
+    long_running = False  # set by a task that keeps its sinks across checkpoints (continuous mode)
+
     @abc.abstractmethod
     def write(self, values: list, timestamps: list) -> None: ...
 
@@ -158,6 +160,12 @@ class SinkWriter(abc.ABC):
         """Close what was staged in this task; return committables."""
 
     def snapshot_state(self) -> Any:
+        return None
+
+    def successor(self) -> SinkWriter | None:
+        """In a long-running task, the writer that goes on after this one's ``prepare_commit``, if this writer
+        makes it (it may have prepared it ahead, off the record path); ``None``: the task creates one from the
+        sink with this writer's ``snapshot_state()``."""
         return None
 
 

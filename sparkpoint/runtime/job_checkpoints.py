@@ -2,7 +2,9 @@
 
 At every barrier the core hands the tasks' reports here:
 
-1. the acknowledgements they carry go to the :class:`~sparkpoint.checkpoint.coordinator.CheckpointCoordinator`;
+1. the acknowledgements they carry go to the :class:`~sparkpoint.checkpoint.coordinator.CheckpointCoordinator`
+   (long-running tasks send theirs between barriers, as Flink's tasks do: :meth:`JobCheckpoints.acknowledged`
+   takes them and completes what they complete at once, steps 1 and 2 without a barrier);
 2. checkpoints now complete (``_metadata`` written) commit the sink output they cover (two-phase commit),
    tell the split enumerators, the state changelog, the next tasks, savepoint requests and listeners;
    checkpoints aborted meanwhile give their epochs back to a later checkpoint;
@@ -95,6 +97,13 @@ class JobCheckpoints:
         if self.complete_at_barrier:
             self.complete_at_barrier = False
             self.complete()
+
+    def acknowledged(self, acks: list, declines: list) -> None:
+        """Acknowledgements and declines that came between barriers (a long-running task finished the asynchronous
+        part of its snapshot): complete what they complete now, the commit of two-phase commit included, rather
+        than at the next barrier."""
+        self.coordinator.receive(acks, declines)
+        self.complete()
 
     def trigger(self, barrier_epoch: int, savepoint_dir: str | None = None, full: bool = False) -> int | None:
         """Trigger a checkpoint (or savepoint) at the barrier just reached; returns its id."""

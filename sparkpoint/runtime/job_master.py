@@ -314,7 +314,10 @@ class JobMaster:
         """Run the tasks up to the next barrier (one epoch) and take it; returns True when the job has finished."""
         epoch = self.epoch
         t0 = self.clock.monotonic_s()
-        context = BarrierContext(self.coordinator, self.changelog, self.attempt)
+        checkpoints = self.checkpoints
+        context = BarrierContext(
+            self.coordinator, self.changelog, self.attempt, checkpoints.acknowledged if checkpoints else None
+        )
         # Steps 1 and 2. Deploy and run every task up to the barrier.
         barrier = self.scheduler.run_until_barrier(epoch, context)
         # Step 3. Take in the reports.
@@ -324,7 +327,6 @@ class JobMaster:
         self.progress.epoch_ran(epoch)
         self.epoch += 1
         # Step 4. Checkpoints: acknowledgements, completion (commit), a new barrier.
-        checkpoints = self.checkpoints
         if checkpoints is not None:
             checkpoints.at_barrier(epoch, barrier.reports, sources_done, may_trigger=barrier.snapshot)
         finished = (

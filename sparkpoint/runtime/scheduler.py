@@ -18,6 +18,7 @@ interface.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -75,12 +76,14 @@ class ExecutorTraits:
 @dataclass(frozen=True)
 class BarrierContext:
     """What the core gives its scheduler for one barrier's run: the checkpoint coordinator (the tasks'
-    upload duties and the run's bound), the state changelog, and the job's attempt (a failover starts a new
-    one)."""
+    upload duties and the run's bound), the state changelog, the job's attempt (a failover starts a new
+    one), and where acknowledgements that come between barriers go (``acknowledge(acks, declines)``: the core
+    completes what they complete at once; ``None``: no checkpoints)."""
 
     coordinator: CheckpointCoordinator | None
     changelog: StateChangelog | None
     attempt: int
+    acknowledge: Callable[[list, list], None] | None = None
 
 
 @dataclass(frozen=True)

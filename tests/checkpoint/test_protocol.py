@@ -248,3 +248,24 @@ def test_metadata_with_a_missing_field_is_corrupt_not_a_crash():
     doc["sha256"] = hashlib.sha256(canonical.encode()).hexdigest()  # a well-formed checksum over a bad body
     with pytest.raises(CorruptCheckpointError, match="lacks or mangles a field.*barrier_epoch"):
         MetadataV1Serializer.deserialize(json.dumps(doc).encode(), "x")
+
+
+def test_the_next_trigger_time_agrees_with_should_trigger(tmp_path):
+    """``next_trigger_ms`` (continuous mode times its barriers by it) is the first time ``should_trigger`` says yes:
+    the interval after the last trigger, and the minimum pause after the last completion, whichever is later."""
+    from sparkpoint.checkpoint.coordinator import CheckpointCoordinator, CheckpointSettings
+    from sparkpoint.common import Configuration
+    from sparkpoint.storage.checkpoint_storage import FsCheckpointStorage
+
+    conf = {"execution.checkpointing.interval": "1 s", "execution.checkpointing.min-pause": "600 ms"}
+    storage = FsCheckpointStorage((tmp_path / "ck").as_uri(), "f" * 32)
+    c = CheckpointCoordinator(CheckpointSettings(Configuration(conf)), storage, "f" * 32, "job", 128, {})
+    assert c.next_trigger_ms() == 0 and c.should_trigger(0)
+    c.last_trigger_ms = 10_000
+    assert c.next_trigger_ms() == 11_000
+    c.last_completion_ms = 10_700  # completed late: the pause ends after the interval
+    assert c.next_trigger_ms() == 11_300
+    for at in (11_000, 11_299, 11_300):
+        assert c.should_trigger(at) is (at >= c.next_trigger_ms()), at
+    off = CheckpointCoordinator(CheckpointSettings(Configuration({})), storage, "f" * 32, "job", 128, {})
+    assert off.next_trigger_ms() is None

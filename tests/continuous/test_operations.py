@@ -215,6 +215,30 @@ def completed_checkpoints(result: Any) -> list[dict]:
     return sorted((c for c in history if c["status"] == "COMPLETED" and not c["is_savepoint"]), key=lambda c: c["id"])
 
 
+def test_a_checkpoint_completes_when_its_acknowledgements_come_not_at_a_later_barrier(make_env, tmp_path):
+    """Acknowledgements go to the coordinator as they come (Flink's tasks acknowledge by RPC, not in band): with
+    plain barriers 60 s apart and a checkpoint every 300 ms, each checkpoint's barrier is the only barrier of its
+    round, and the checkpoint still completes (and commits) about one upload after it."""
+    records, out = 12_000, tmp_path / "out"
+    env = make_env(
+        "local",
+        **CONTINUOUS,
+        **{
+            "sparkpoint.continuous.barrier-interval": "60 s",
+            "execution.checkpointing.interval": "300 ms",
+            "state.checkpoints.dir": (tmp_path / "ck").as_uri(),
+        },
+    )
+    counting_job(env, records, out, rate=4_000)
+    result = env.execute("acknowledged between barriers")
+    completed = completed_checkpoints(result)
+    assert len(completed) >= 5, completed
+    # one barrier per checkpoint, and a few at the end of the input (the final checkpoint's among them)
+    assert result.epochs <= len(completed) + 4, (result.epochs, len(completed))
+    assert all(c["end_to_end_duration"] < 1_000 for c in completed[:-1]), completed
+    assert_exact_counts(read_committed_lines(out), records)
+
+
 def test_min_pause_spaces_the_checkpoints(make_env, tmp_path):
     """With ``min-pause`` far longer than the interval, a periodic checkpoint is triggered no sooner than
     ``min-pause`` after the previous one completed. (The last one, at the end of the input, is not periodic: it is

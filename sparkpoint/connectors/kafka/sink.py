@@ -78,6 +78,8 @@ class KafkaSinkWriter(SinkWriter):
         self._stats: dict = {}
         # the transactional producer opens while the task's upstream operators run (a round trip or two)
         self._opening: Future | None = _OPENER.submit(self._init_transactional) if config.exactly_once else None
+        self._next: KafkaSinkWriter | None = None  # long-running: the next transaction's writer, opening ahead
+        self.began = False  # its transaction began (with its first record)
 
     def write(self, values: list, timestamps: list) -> None:
         if not values:
@@ -118,8 +120,24 @@ class KafkaSinkWriter(SinkWriter):
             raise KafkaConnectorError(
                 f"cannot open Kafka transaction '{self.transactional_id}' on {self.config.bootstrap_servers}: {e}"
             ) from e
-        self.producer = producer
+        self.producer, self.began = producer, True
+        if self.long_running:  # the next transaction's producer opens now, not when its first record waits for it
+            assert self.next_transaction is not None
+            self._next = KafkaSinkWriter(self.config, self.subtask, {"next_transaction": self.next_transaction + 1})
         return producer
+
+    def successor(self) -> SinkWriter | None:
+        """Exactly-once in a long-running task: the next transaction's writer, its producer opened ahead (initializing
+        a transactional id takes the broker a round trip or more, which every record after a checkpoint waited
+        for); a writer that began no transaction goes on itself, its producer still unused."""
+        if not self.config.exactly_once:
+            return None
+        if not self.began:
+            successor = self
+        else:  # (none opened ahead: this transaction began before the writer knew it was long-running)
+            successor = self._next or KafkaSinkWriter(self.config, self.subtask, self.snapshot_state())
+        successor.long_running, self._next = True, None
+        return successor
 
     def _init_transactional(self) -> Any:
         """The epoch's transactional producer, its id fenced and initialized (in a thread)."""

@@ -23,14 +23,26 @@ from collections import deque
 from multiprocessing.connection import Client, Connection, Listener
 from typing import Any
 
-__all__ = ["BARRIER", "DATA", "ChannelId", "DataServer", "InputGate", "OutputChannel", "GateRegistry", "no_delay"]
+__all__ = [
+    "BARRIER",
+    "BARRIERS",
+    "PASSING_BARRIER",
+    "DATA",
+    "ChannelId",
+    "DataServer",
+    "InputGate",
+    "OutputChannel",
+    "GateRegistry",
+    "no_delay",
+]
 
 logger = logging.getLogger(__name__)
 
 #: A channel: (upstream stage, upstream subtask).
 ChannelId = tuple[int, int]
 #: The first byte of a frame: a record batch (``exchange.encode_blob``) or a barrier (pickled ``(epoch, options)``).
-DATA, BARRIER = b"D", b"B"
+DATA, BARRIER, PASSING_BARRIER = b"D", b"B", b"P"  # a passing barrier is not aligned: it blocks no channel
+BARRIERS = (BARRIER, PASSING_BARRIER)
 #: Where a gate's control messages queue (the driver's, for one subtask).
 CONTROL: ChannelId = (-1, -1)
 

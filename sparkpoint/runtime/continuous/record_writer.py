@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from sparkpoint.runtime.chain import concat_batches
-from sparkpoint.runtime.continuous.channels import BARRIER, DATA, OutputChannel
+from sparkpoint.runtime.continuous.channels import BARRIER, DATA, PASSING_BARRIER, OutputChannel
 from sparkpoint.runtime.continuous.messages import BarrierOptions
 from sparkpoint.runtime.exchange import encode_blob
 from sparkpoint.runtime.graph import JobPlan
@@ -121,7 +121,8 @@ class RecordWriter:
 
     def barrier(self, epoch: int, options: BarrierOptions) -> None:
         """Send barrier ``epoch`` on every channel (after :meth:`flush_all`)."""
-        frame = BARRIER + pickle.dumps((epoch, options), pickle.HIGHEST_PROTOCOL)
+        kind = BARRIER if options.aligned else PASSING_BARRIER
+        frame = kind + pickle.dumps((epoch, options), pickle.HIGHEST_PROTOCOL)
         for target in self.channels:
             self._send(target, frame)
 

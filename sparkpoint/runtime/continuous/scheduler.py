@@ -8,10 +8,10 @@ commits, savepoints, REST and metrics are the epoch mode's. Per job attempt:
    :class:`~sparkpoint.runtime.continuous.messages.SlotSpec` per slot, launched by the executor
    (:class:`SlotLauncher`: threads here, or one Spark barrier stage); the driver waits until every slot is ready;
 2. **run until the next barrier**: the records flow meanwhile; the barrier is due after
-   ``sparkpoint.continuous.barrier-interval`` or when a checkpoint is due (or asked for), or early once every
-   pending checkpoint is acknowledged; the driver sends :class:`~sparkpoint.runtime.continuous.messages.InjectBarrier`
-   to the sources (with their new splits and completed checkpoints) and takes every subtask's report of it;
-   acknowledgements that came meanwhile ride the reports, as they do in epoch mode;
+   ``sparkpoint.continuous.barrier-interval`` or when a checkpoint is due (or asked for); the driver sends
+   :class:`~sparkpoint.runtime.continuous.messages.InjectBarrier` to the sources (with their new splits and
+   completed checkpoints) and takes every subtask's report of it; acknowledgements go to the core as they come
+   (``BarrierContext.acknowledge``), so a checkpoint completes and commits as soon as its last task uploaded;
 3. **after the barrier**: a barrier that carried a snapshot is uploaded as the checkpoints the core triggered at it,
    or dropped.
 
@@ -122,7 +122,7 @@ class ContinuousScheduler:
         self.run: SlotRun | None = None
         self.slots = max(s.parallelism for s in plan.stages)
         self.known_splits: dict[tuple[int, int], set] = {}  # (source node, subtask) -> split ids it was given
-        self.acks: dict[tuple[int, int], list[SnapshotAcks]] = {}  # came since the last barrier
+        self.acks: list[SnapshotAcks] = []  # came and not yet handed to the core
         self.last_barrier = 0.0
         self.input_done = False
         self.epoch = 0  # the barrier being run to
@@ -225,15 +225,21 @@ class ContinuousScheduler:
 
     # -- one barrier ----------------------------------------------------------------------------
     def _wait_until_due(self, context: BarrierContext) -> None:
-        """Take the slots' messages until the next barrier is due."""
+        """Take the slots' messages until the next barrier is due. A plain barrier that would still be on its way
+        when the next checkpoint is due gives way to that checkpoint's barrier: the checkpoint is not held up by
+        it, nor is every record of exactly-once output waiting for the checkpoint."""
         coordinator = context.coordinator
-        due = self.last_barrier + self.settings.barrier_interval_ms / 1000
+        interval = self.settings.barrier_interval_ms / 1000
+        due = self.last_barrier + interval
+        next_trigger = coordinator.next_trigger_ms() if coordinator is not None else None
+        if next_trigger is not None:
+            trigger_at = time.monotonic() + (next_trigger - self.clock.wall_ms()) / 1000
+            if due <= trigger_at < due + interval:
+                due = trigger_at
         while True:
             now = time.monotonic()
             if now >= due or self.savepoints.has_queued() or self.cancelled.is_set() or self.input_done:
                 return
-            if coordinator is not None and coordinator.pending and self._all_acknowledged(context):
-                return  # a checkpoint can complete now: its barrier need not wait for the interval
             if coordinator is not None and coordinator.should_trigger(self.clock.wall_ms()):
                 return
             try:
@@ -241,15 +247,14 @@ class ContinuousScheduler:
             except queue.Empty:
                 continue
             self._take(message)
+            self._acknowledge(context)
 
-    def _all_acknowledged(self, context: BarrierContext) -> bool:
-        coordinator = context.coordinator
-        assert coordinator is not None
-        came = {(a.checkpoint_id, a.task) for taken in self.acks.values() for s in taken for a in s.acks}
-        return any(
-            p.expected <= ({task for c, task in came if c == cid} | set(p.acks))
-            for cid, p in coordinator.pending.items()
-        )
+    def _acknowledge(self, context: BarrierContext) -> None:
+        """Hand the acknowledgements that came to the core, which completes (and commits) what they complete at
+        once: no barrier carries them (Flink's tasks acknowledge to the coordinator directly, too)."""
+        acks, self.acks = self.acks, []
+        if acks and context.acknowledge is not None:
+            context.acknowledge([a for s in acks for a in s.acks], [d for s in acks for d in s.declines])
 
     def _barrier_options(self, epoch: int, context: BarrierContext) -> BarrierOptions:
         coordinator = context.coordinator
@@ -264,6 +269,7 @@ class ContinuousScheduler:
             commit=snapshot or not exactly_once,
             drain=drain,
             pause=self.savepoints.stop_pending() or sources_held(epoch),  # nothing read after a stop's barrier
+            aligned=snapshot,
         )
 
     def _inject(self, epoch: int, options: BarrierOptions) -> None:
@@ -305,11 +311,7 @@ class ContinuousScheduler:
                 reports[(message.stage_id, message.subtask)] = message
             else:
                 self._take(message)
-        for task, acks in self.acks.items():
-            for a in acks:
-                reports[task].checkpoint_acks.extend(a.acks)
-                reports[task].checkpoint_declines.extend(a.declines)
-        self.acks.clear()
+        self._acknowledge(context)
         return [reports[t] for t in sorted(reports)]
 
     def _located(self, error: UserFunctionError) -> UserFunctionError:
@@ -361,7 +363,7 @@ class ContinuousScheduler:
 
     def _take(self, message: Any) -> None:
         if isinstance(message, SnapshotAcks):
-            self.acks.setdefault((message.stage_id, message.subtask), []).append(message)
+            self.acks.append(message)
         elif isinstance(message, TaskFailure):
             self._shutdown("a subtask failed")
             error = decode_failure(message)

@@ -182,5 +182,5 @@ def _serve(connection: Connection, gates: dict[tuple[int, int], InputGate], task
                 for gate in others:
                     gate.control(list(message.notify_checkpoints))
         elif isinstance(message, (UploadSnapshot, DropSnapshot)):
-            for gate in gates.values():
-                gate.control(message)
+            for task in tasks:
+                task.snapshot_decided(message)

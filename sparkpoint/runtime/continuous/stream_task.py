@@ -10,11 +10,12 @@ by a loop instead of one epoch's input:
   its chain over them with the minimum watermark of all its channels, and sends the output on; with nothing to
   take it fires processing-time timers by the wall clock.
 
-At a barrier (a source's own, or once every input channel delivered it — the channels that did wait meanwhile:
-alignment) the subtask flushes its output, forwards the barrier, and reports to the driver what an epoch's task
-reports at its end (:class:`~sparkpoint.runtime.task_messages.TaskReport`: split positions, watermarks, metrics,
-printed records; at a barrier with a snapshot also its operator state, its sinks' committables and the
-synchronous part of its keyed state's checkpoint, uploaded once the driver names the checkpoints).
+At a barrier (a source's own, or once every input channel delivered it — for a snapshot barrier the channels that
+did wait meanwhile: alignment; a plain barrier holds no channel back) the subtask flushes its output, forwards the
+barrier, and reports to the driver what an epoch's task reports at its end
+(:class:`~sparkpoint.runtime.task_messages.TaskReport`: split positions, watermarks, metrics, printed records; at a
+barrier with a snapshot also its operator state, its sinks' committables and the synchronous part of its keyed
+state's checkpoint, uploaded once the driver names the checkpoints).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from sparkpoint.operators.sinks import PrintOperator, SinkOperator
 from sparkpoint.operators.source import SourceOperator
 from sparkpoint.runtime.chain import Inputs, run_operators
 from sparkpoint.runtime.checkpoint_io import CheckpointUploader
-from sparkpoint.runtime.continuous.channels import BARRIER, CONTROL, ChannelId, InputGate
+from sparkpoint.runtime.continuous.channels import BARRIERS, CONTROL, ChannelId, InputGate
 from sparkpoint.runtime.continuous.messages import (
     BarrierOptions,
     DropSnapshot,
@@ -104,7 +105,8 @@ class ContinuousTask:
         self.arrived: dict[int, set[ChannelId]] = {}  # barrier epoch -> channels that delivered it
         self.barrier_options: dict[int, BarrierOptions] = {}
         # barrier epoch -> its synchronous part, that part's and the alignment's milliseconds
-        self.snapshots: dict[int, tuple[SnapshotResources, float, float]] = {}
+        self.snapshots: dict[int, tuple[SnapshotResources, float, float]] = {}  # taken, awaiting the driver's word
+        self.snapshots_lock = threading.Lock()  # the slot's control thread decides on them
         self.align_started: dict[int, float] = {}  # barrier epoch -> when its first channel delivered it
         self.times = TaskTimes()
         self.paused = dep.pause  # reads nothing until a barrier says otherwise
@@ -134,8 +136,10 @@ class ContinuousTask:
         for op in self.ops.values():
             if isinstance(op, SourceOperator):
                 op.live = True
-            elif isinstance(op, SinkOperator) and hasattr(op.writer, "now_ms"):
-                op.writer.now_ms = None  # the wall clock: no task runs again and must pick the same buckets
+            elif isinstance(op, SinkOperator):
+                op.writer.long_running = True  # it goes on after each checkpoint (``SinkWriter.successor``)
+                if hasattr(op.writer, "now_ms"):
+                    op.writer.now_ms = None  # the wall clock: no task runs again and must pick the same buckets
         self.keyed = restore_keyed(self.ops, dep, stage.id, self.subtask, kg_range, self.plan.max_parallelism)
         open_operators(self.ops, dep)
         self.keyed_ops = [op for op in self.ops.values() if isinstance(op, KeyedOperator)]
@@ -155,7 +159,9 @@ class ContinuousTask:
             except Exception:  # noqa: BLE001 - closing after the end must not hide why it ended
                 logger.debug("closing %s failed", op.name, exc_info=True)
         dispose_keyed_backends(self.ops)
-        for resources, _, _ in self.snapshots.values():
+        with self.snapshots_lock:
+            taken, self.snapshots = list(self.snapshots.values()), {}
+        for resources, _, _ in taken:
             resources.release()
 
     # -- the loop's steps ---------------------------------------------------------------------
@@ -185,7 +191,7 @@ class ContinuousTask:
         for channel, frame in frames:
             if channel == CONTROL:
                 self._control(frame)
-            elif frame[:1] == BARRIER:
+            elif frame[:1] in BARRIERS:
                 if self._barrier_arrived(channel, frame, inputs, born):
                     inputs, born = Inputs.of(self.stage), None
             else:
@@ -248,12 +254,6 @@ class ContinuousTask:
     def _control(self, message: Any) -> None:
         if isinstance(message, InjectBarrier):
             self._inject(message)
-        elif isinstance(message, UploadSnapshot):
-            self._upload(message)
-        elif isinstance(message, DropSnapshot):
-            taken = self.snapshots.pop(message.epoch, None)
-            if taken is not None:
-                taken[0].release()
         elif isinstance(message, list):  # completed checkpoints
             self._notify(message)
 
@@ -276,9 +276,16 @@ class ContinuousTask:
                 if isinstance(op.function, CheckpointListener):
                     op.function.notify_checkpoint_complete(cid)
 
-    def _upload(self, message: UploadSnapshot) -> None:
-        taken = self.snapshots.pop(message.epoch, None)
+    def snapshot_decided(self, message: UploadSnapshot | DropSnapshot) -> None:
+        """The driver's word on the snapshot taken at a barrier: upload it as the checkpoints triggered at that
+        barrier, or drop it. Called by the slot's control thread: the upload starts even while this subtask is
+        busy (a user function, a sink waiting for its next transaction), as Flink's asynchronous part does."""
+        with self.snapshots_lock:
+            taken = self.snapshots.pop(message.epoch, None)
         if taken is None:
+            return
+        if isinstance(message, DropSnapshot):
+            taken[0].release()
             return
         resources, sync_ms, aligned_ms = taken
         uploader = CheckpointUploader(
@@ -332,24 +339,27 @@ class ContinuousTask:
         if keyed is not None and keyed.state.owners:
             if options.snapshot:
                 resources, sync_ms = keyed.state.snapshot_now(report.epoch)
-                self.snapshots[report.epoch] = (resources, sync_ms, aligned_ms)
+                with self.snapshots_lock:
+                    self.snapshots[report.epoch] = (resources, sync_ms, aligned_ms)
                 report.snapshot_sync_ms = sync_ms
             else:
                 keyed.state.barrier_passed(report.epoch)
 
     def _commit_sinks(self, report: TaskReport) -> None:
-        """Each sink's output so far becomes committables; its writer goes on as a new one (the next epoch's)."""
+        """Each sink's output so far becomes committables; the writer's successor goes on (one it prepared, or a new
+        one from the sink: the next epoch's)."""
         for nid, op in self.ops.items():
             if isinstance(op, SinkOperator):
                 report.committables[nid] = op.prepare_commit()  # a writer's error names its sink, as in an epoch
                 report.operator_states[nid] = op.snapshot_operator_state() or {}
-                op.writer = op.sink.create_writer(
+                op.writer = op.writer.successor() or op.sink.create_writer(
                     self.subtask,
                     self.stage.parallelism,
                     self.dep.job_id,
                     report.epoch + 1,
                     report.operator_states[nid].get("writer"),
                 )
+                op.writer.long_running = True
 
     def _new_report(self, epoch: int) -> TaskReport:
         return TaskReport(stage_id=self.stage.id, subtask=self.subtask, epoch=epoch)

@@ -115,6 +115,34 @@ def test_a_subtask_without_state_fences_what_an_earlier_run_left_open(kafka, top
     assert _values(kafka, topic) == Counter(["new"])
 
 
+def test_a_long_running_writer_opens_the_next_transaction_ahead_and_hands_it_on(kafka, topic_name):
+    """Continuous mode keeps a sink across checkpoints: a writer whose transaction began has the next transaction's
+    producer opening already (initialized with the next id before the checkpoint), its successor writes to it, and
+    both transactions commit in order; a writer that began none goes on itself."""
+    topic = topic_name("successor")
+    kafka.create_topic(topic)  # one partition: the order of the two transactions shows
+    sink = _sink(kafka, topic, prefix=topic)
+    first = sink.create_writer(0, 1, "job", 0, {"next_transaction": 3})
+    first.long_running = True
+    first.write(["a", "b"], [None, None])
+    ahead = first._next
+    assert ahead is not None and ahead.snapshot_state() == {"next_transaction": 4}
+    ahead._opening.result(timeout=30)  # the next producer is initialized while transaction 3 is open
+    assert ahead.transactional_id == f"{topic}-0-4"
+    committed_first = first.prepare_commit()
+    second = first.successor()
+    assert second is ahead and second.long_running and first.snapshot_state() == {"next_transaction": 4}
+    second.write(["c"], [None])
+    committed_second = second.prepare_commit()
+    committer = sink.create_committer()
+    committer.commit(committed_first)
+    committer.commit(committed_second)
+    assert [v.decode() for *_, v in read_topic(kafka.bootstrap_servers, topic, "read_committed")] == ["a", "b", "c"]
+    idle = second.successor()
+    assert idle is not None and idle is not second and idle.snapshot_state() == {"next_transaction": 5}
+    assert idle.prepare_commit() == [] and idle.successor() is idle  # no record, no transaction: it goes on
+
+
 def test_exactly_once_needs_a_transactional_id_prefix(kafka):
     with pytest.raises(ConfigurationError, match="set_transactional_id_prefix"):
         _sink(kafka, "t", prefix=None)
