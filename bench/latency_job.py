@@ -1,12 +1,12 @@
 """The job of the latency benchmark: Kafka -> ``key_by`` -> a keyed count in ``ValueState`` -> Kafka.
 
-Input records are lines ``id\\tkey\\tsent_ns`` (``sent_ns``: the producer's send time, epoch
-nanoseconds). A ``KeyedProcessFunction`` counts each key's records in a ``ValueState`` and
-emits every record with its count, ``id\\tkey\\tsent_ns\\tcount``, to the output topic with the
-chosen delivery guarantee; the send time travels with the record, so a reader of the output
-can tell each record's latency. ``bench/latency.py`` runs it through ``sparkpoint run``, as a module from
-the repository's root (a job file's directory goes on ``sys.path``, and there ``bench/kafka.py`` would hide
-the Kafka client package):
+Input records are lines ``id\\tkey\\tsent_ns`` (``sent_ns``: the producer's send time, epoch nanoseconds). A
+``KeyedProcessFunction`` counts each key's records in a ``ValueState`` and emits every record with its count and the
+time it did so, ``id\\tkey\\tsent_ns\\tcount\\tcounted_ns``, to the output topic with the chosen delivery guarantee;
+the times travel with the record, so a reader of the output can tell each record's latency, and how much of it came
+before the keyed function (the input topic, the source, the channel) and after it (the sink, its commit, the output
+topic). ``bench/latency.py`` runs it through ``sparkpoint run``, as a module from the repository's root (a job
+file's directory goes on ``sys.path``, and there ``bench/kafka.py`` would hide the Kafka client package):
 
     sparkpoint run -D execution.checkpointing.interval='1 s' -pym bench.latency_job \\
         --bootstrap-servers 127.0.0.1:9092 --input-topic in --output-topic out --guarantee EXACTLY_ONCE
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -48,7 +49,7 @@ class CountPerKey(KeyedProcessFunction):
     def process_element(self, value: str, ctx: Any) -> Iterable[str]:
         n = (self.count.value() or 0) + 1
         self.count.update(n)
-        yield f"{value}\t{n}"
+        yield f"{value}\t{n}\t{time.time_ns()}"
 
 
 def key_of(line: str) -> str:
