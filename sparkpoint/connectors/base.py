@@ -135,7 +135,10 @@ class SourceReader(abc.ABC):
 
 
 class Source(abc.ABC):
-    """A frozen description of a source."""
+    """A frozen description of a source; ``parallel`` False: one that can only run at parallelism 1 (Flink's
+    non-parallel sources: ``from_collection``), which makes what is chained to it report a max parallelism of 1."""
+
+    parallel = True
 
     @abc.abstractmethod
     def get_boundedness(self) -> str: ...

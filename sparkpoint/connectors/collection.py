@@ -12,6 +12,8 @@ __all__ = ["CollectionSource"]
 class CollectionSource(Source):
     """Reads ``elements`` in order as one split; position = index of the next element."""
 
+    parallel = False
+
     def __init__(self, elements: list):
         self.elements = list(elements)
 

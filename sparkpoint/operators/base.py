@@ -201,7 +201,7 @@ class OperatorRuntimeContext(RuntimeContext):
         return self._op.task.parallelism
 
     def get_max_number_of_parallel_subtasks(self) -> int:
-        return self._op.task.max_parallelism
+        return self._op.max_parallelism or self._op.task.max_parallelism
 
     def get_index_of_this_subtask(self) -> int:
         return self._op.task.subtask_index
@@ -272,6 +272,7 @@ class StreamOperator:
 
     keyed = False
     routes_failures = False  # records its function raises on go to the FAILED_RECORDS side output
+    max_parallelism: int | None = None  # what its functions are told (JobPlan.reported_max_parallelism)
     takes_coded = False  # process_batch takes a Coded batch of values from an exchange (else a list)
 
     def __init__(self, uid: str, name: str, function: Function | None = None):

@@ -134,6 +134,18 @@ class JobPlan:
     def source_nodes(self) -> list[StreamNode]:
         return [n for n in self.nodes.values() if n.kind == "source"]
 
+    def reported_max_parallelism(self, node_id: int) -> int:
+        """The max parallelism an operator's functions are told (``get_max_number_of_parallel_subtasks``): 1 for a
+        non-parallel source (``Source.parallel``: ``from_collection``) and what Flink would chain to it (reached
+        through single-input operators of its stage), as Flink's job vertex of that chain has; else the job's."""
+        stage_nodes = set(self.stage(self.stage_of[node_id]).nodes)
+        node = self.nodes[node_id]
+        while node.kind != "source":
+            if len(node.inputs) != 1 or node.inputs[0].source not in stage_nodes:
+                return self.max_parallelism
+            node = self.nodes[node.inputs[0].source]
+        return self.max_parallelism if getattr(node.source, "parallel", True) else 1
+
     def sink_nodes(self) -> list[int]:
         """The nodes that run a sink (a :class:`~sparkpoint.connectors.base.Sink`; not print or collect)."""
         return [n.id for n in self.nodes.values() if n.kind == "sink"]

@@ -215,6 +215,7 @@ def build_operators(
             op.expect_schema(dep.state_schemas.get(op.uid), dep.key_checks.get(op.uid, ()))
         ops[nid] = op
         op.routes_failures = stage.routes_failed_records(nid)
+        op.max_parallelism = plan.reported_max_parallelism(nid)
         op.setup(task, dep.operator_states.get(nid))
 
 
