@@ -8,11 +8,12 @@ PyFlink accepts them.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from sparkpoint.common.typeinfo import Types
-from sparkpoint.datastream.closeable_iterator import CloseableIterator
+from sparkpoint.datastream.closeable_iterator import CloseableIterator, CollectedRecords
 from sparkpoint.datastream.custom_partitioning import CustomPartitioning
 from sparkpoint.datastream.data_stream_sink import DataStreamSink
 from sparkpoint.datastream.functions import (
@@ -439,14 +440,33 @@ class DataStream:
         return DataStreamSink(DataStream(self._env, tid))
 
     def execute_and_collect(self, job_execution_name: str | None = None, limit: int | None = None) -> Any:
-        """Run the job and return its records (a list, in order per subtask)."""
-        tid = self._env._add_transformation(CollectTransformation, "Collect", [TransformationInput(self._id)])
+        """Start the job and return its records as it collects them (PyFlink's): a ``CloseableIterator`` that
+        waits for the next record while the job runs and whose ``close()`` cancels it; with ``limit``, a list of
+        the first ``limit`` records, the job cancelled once they came (so an unbounded job returns). The records
+        are collected at parallelism 1, in their upstream order; ``Row`` records carry their type's field names."""
+        tid = self._env._add_transformation(
+            CollectTransformation, "Collect", [TransformationInput(self._id)], parallelism=1
+        )
+        records = CollectedRecords()
         try:
-            result = self._env.execute(job_execution_name or "collect")
+            job = self._env._create_job(job_execution_name or "collect", on_collected=records.add)
         finally:
             self._env._remove_transformation(tid)
-        out = result.collected
-        return CloseableIterator(out[:limit] if limit is not None else out)
+        client = self._env._start(job)
+        client.get_job_execution_result().add_done_callback(lambda f: records.end(_job_error(f)))
+        iterator = CloseableIterator(client, records, self._type_info)
+        if limit is None:
+            return iterator
+        with iterator:
+            return list(itertools.islice(iterator, limit))
+
+
+def _job_error(result: Any) -> BaseException | None:
+    """A finished job's error for the reader of its records; a cancelled job (the reader closed it) has none."""
+    error = result.exception()
+    if error is None and getattr(result.result(), "cancelled", False):
+        return None
+    return error
 
 
 class _Project(MapFunction):

@@ -64,6 +64,8 @@ class ExecutionContext:
         on_job_created: called with the job once it exists (the ``sparkpoint run`` command).
         capture_plan: called with the translated plan before the job is created
             (``sparkpoint inspect --against`` raises from it: the job is planned, never run).
+        on_collected: called with the records ``execute_and_collect()``'s sink took at each barrier, in order
+            (``None``: they are kept in the job's result).
     """
 
     job_id: str | None = None
@@ -71,6 +73,7 @@ class ExecutionContext:
     on_epoch: Callable[[Any], None] | None = None
     on_job_created: Callable[[Any], None] | None = None
     capture_plan: Callable[[Any], None] | None = None
+    on_collected: Callable[[list], None] | None = None
 
 
 class JobHandle(Protocol):

@@ -384,7 +384,7 @@ class StreamExecutionEnvironment:
         return str(generator.get_execution_plan())
 
     # -- execution ----------------------------------------------------------------------------------
-    def _create_job(self, job_name: str | None) -> JobHandle:
+    def _create_job(self, job_name: str | None, on_collected: Callable[[list], None] | None = None) -> JobHandle:
         if not any(tid >= self._first_unexecuted for tid in self._transformations):
             raise JobGraphError(
                 "no operators defined in the job; add a source and a sink before execute() "
@@ -398,6 +398,7 @@ class StreamExecutionEnvironment:
             on_epoch=self._on_epoch,
             on_job_created=_cli_defaults.get("on_job_created"),
             capture_plan=_cli_defaults.get("capture_plan"),
+            on_collected=on_collected,
         )
         self._apply_deployment_configuration(executor, context)
         pipeline = self._pipeline(job_name or self._config.get_string("pipeline.name") or "Flink Streaming Job")
@@ -436,7 +437,10 @@ class StreamExecutionEnvironment:
         Returns:
             A ``JobClient`` to watch, savepoint, stop or cancel the job.
         """
-        job = self._create_job(job_name)
+        return self._start(self._create_job(job_name))
+
+    def _start(self, job: JobHandle) -> JobClient:
+        """Run ``job`` in a background thread; its client."""
         result: Future = Future()
 
         def run() -> None:

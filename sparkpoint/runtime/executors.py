@@ -74,7 +74,12 @@ class EpochPipelineExecutor:
         epoch_executor = self.create_epoch_executor(plan, pipeline, configuration, context)
         # Step 3. The job.
         master = create_job_master(
-            plan, configuration, epoch_executor, job_id=context.job_id, on_epoch=context.on_epoch
+            plan,
+            configuration,
+            epoch_executor,
+            job_id=context.job_id,
+            on_epoch=context.on_epoch,
+            on_collected=context.on_collected,
         )
         handle = JobMasterHandle(master)
         if context.on_job_created is not None:

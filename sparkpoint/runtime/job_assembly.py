@@ -129,10 +129,13 @@ def create_job_master(
     on_epoch: Callable[[EpochStats], None] | None = None,
     out: Any = None,
     clock: Clock = SYSTEM_CLOCK,
+    on_collected: Callable[[list], None] | None = None,
 ) -> JobMaster:
     """A job whose epochs run on ``executor`` (``on_epoch``: told every epoch's statistics; ``out``: where
-    ``print()`` writes, stdout by default; ``clock``: where the job reads time)."""
+    ``print()`` writes, stdout by default; ``clock``: where the job reads time; ``on_collected``: takes the
+    collected records as they come, instead of the job's result)."""
     parts = JobParts.create(plan, config, job_id, out, clock)
+    parts.output.on_collected = on_collected
     scheduler_type: Any = EpochScheduler
     if execution_mode(config, executor) == "continuous":  # by name: continuous mode builds on the runtime
         scheduler_type = import_module("sparkpoint.runtime.continuous.scheduler").ContinuousScheduler

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import sys
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from sparkpoint.common.printing import format_record
@@ -54,7 +54,8 @@ class JobOutput:
         self.clock = clock  # the record rates are per second of it
         self.metrics: dict[str, dict[str, int]] = {}
         self.subtask_metrics: dict[tuple[str, int], dict[str, int]] = {}  # (uid, subtask) -> counters
-        self.collected: list = []
+        self.collected: list = []  # execute_and_collect()'s records, unless ``on_collected`` takes them
+        self.on_collected: Callable[[list], None] | None = None
         self.total_in = 0
         self.epochs_run = 0  # epochs this run of the job completed (epoch numbers go on across restores)
         self.user_metrics = UserMetrics()
@@ -162,7 +163,10 @@ class JobOutput:
             for nid, lines in r.printed.items():
                 node = self.plan.nodes[nid]
                 if node.kind == "collect":
-                    self.collected.extend(lines)
+                    if self.on_collected is not None:
+                        self.on_collected(list(lines))
+                    else:
+                        self.collected.extend(lines)
                     continue
                 par = self.plan.stage(self.plan.stage_of[nid]).parallelism
                 ident, type_info = node.sink

@@ -144,7 +144,7 @@ def test_restore_continues_ids_and_state(make_env, tmp_path, capsys, caplog):
     )
     ck2 = tmp_path / "ck2"
     stream2 = counting_job(env2, count, ck2, retention="RETAIN_ON_CANCELLATION")
-    got = stream2.execute_and_collect()
+    got = list(stream2.execute_and_collect())
     last = {}
     for key, n in got:
         last[key] = max(last.get(key, 0), n)
@@ -295,7 +295,7 @@ def test_failure_restores_latest_checkpoint_in_the_same_run(make_env, tmp_path, 
     env.get_checkpoint_config().set_checkpoint_storage_dir((tmp_path / "ck").as_uri())
     env.set_parallelism(2)
     src = DataGeneratorSource(key_of, count, num_splits=2)
-    got = (
+    got = list(
         env.from_source(src, WatermarkStrategy.no_watermarks(), "gen")
         .uid("gen")
         .key_by(lambda k: k)
@@ -345,7 +345,7 @@ def test_checkpoints_on_another_fsspec_file_system(make_env, tmp_path):
     assert done
     latest = sorted(fs.glob(root + "/*/chk-*/_metadata"), key=lambda p: int(p.split("chk-")[1].split("/")[0]))[-1]
     env2 = make_env("local", **{"execution.savepoint.path": "memory://" + latest})
-    got = counting_job(env2, 2_000, tmp_path / "ck2").execute_and_collect()
+    got = list(counting_job(env2, 2_000, tmp_path / "ck2").execute_and_collect())
     assert got  # restored from the in-memory checkpoint and ran to the end
     fs.rm(root, recursive=True)
 

@@ -113,7 +113,7 @@ def test_inspect_against_and_restore_agree_on_changed_uids(make_env, job_file, t
 
     # ... with -n, count-v2 starts empty (every key counts from 1) and gen resumes where the savepoint was
     env2 = make_env("local", **{"execution.savepoint.path": path, "execution.savepoint.ignore-unclaimed-state": True})
-    got = build(env2, "count-v2").execute_and_collect()
+    got = list(build(env2, "count-v2").execute_and_collect())
     first: dict = {}
     last: dict = {}
     for key, n in got:

@@ -53,7 +53,7 @@ def test_wiped_local_state_is_rebuilt_from_the_latest_checkpoint(make_env, tmp_p
             wiped.append(stats.epoch)
 
     env._on_epoch = on_epoch
-    got = _job(env, tmp_path, count).execute_and_collect()
+    got = list(_job(env, tmp_path, count).execute_and_collect())
     assert wiped
     assert _last_counts(got) == dict(oracle_totals(count))
 
@@ -84,7 +84,7 @@ def test_recovery_skips_a_corrupt_latest_checkpoint(make_env, tmp_path, caplog):
             shutil.rmtree(tmp_path / "local-state")  # and the working state is lost
 
     env._on_epoch = on_epoch
-    got = _job(env, tmp_path, count).execute_and_collect()
+    got = list(_job(env, tmp_path, count).execute_and_collect())
     assert damaged
     assert _last_counts(got) == dict(oracle_totals(count))
     newest_id = int(damaged[0].rsplit("-", 1)[1])

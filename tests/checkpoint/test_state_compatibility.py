@@ -336,7 +336,7 @@ def test_an_open_that_hangs_on_the_driver_does_not_hang_the_restore(make_env, sa
     env = _env(make_env, savepoint)
     src = DataGeneratorSource(key_of, COUNT, num_splits=2)
     t0 = time.monotonic()
-    got = (
+    got = list(
         env.from_source(src, WatermarkStrategy.no_watermarks(), "gen")
         .uid("gen")
         .key_by(lambda k: k)
@@ -371,7 +371,7 @@ def test_a_declared_key_type_of_another_kind_is_refused_before_any_record_is_rea
         env.execute("v2")
     assert not marker.exists()
     same = _env(make_env, savepoint)  # the same kind declared: restored, every count goes on
-    got = build(same, V1_TYPES, key_type=Types.STRING()).execute_and_collect()
+    got = list(build(same, V1_TYPES, key_type=Types.STRING()).execute_and_collect())
     assert {k: max(n for kk, n, _ in got if kk == k) for k, _, _ in got} == {
         k: sum(1 for i in range(COUNT) if key_of(i) == k) for k in (key_of(i) for i in range(KEYS))
     }

@@ -306,7 +306,7 @@ def test_malformed_csv_line_fails_the_job_naming_file_and_line(local_env, tmp_pa
     fmt = StreamFormat.csv_format(field_types=[int, str])
     source = FileSource.for_record_stream_format(fmt, path).build()
     with pytest.raises(SparkpointError, match=re.escape(f"{path}:11")):
-        local_env.from_source(source, WatermarkStrategy.no_watermarks(), "csv").execute_and_collect()
+        list(local_env.from_source(source, WatermarkStrategy.no_watermarks(), "csv").execute_and_collect())
 
 
 def test_malformed_lines_go_to_the_side_output(make_env, tmp_path):

@@ -132,7 +132,7 @@ def test_keyed_co_process_shares_state_and_timers_between_both_inputs(request, m
     ts = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(First())
     orders = env.from_collection(ORDERS).assign_timestamps_and_watermarks(ts)
     users = env.from_collection(list(reversed(USERS)))
-    out = (
+    out = list(
         orders.connect(users)
         .key_by(lambda o: o[1], lambda u: u[0])
         .process(Enrich())
@@ -177,7 +177,7 @@ def test_the_watermark_of_two_inputs_is_the_slower_ones(make_env):
     ts = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(First())
     slow = env.from_collection([(i * 10, "a") for i in range(1000)]).assign_timestamps_and_watermarks(ts)
     fast = env.from_collection([(i * 100, "b") for i in range(100)]).assign_timestamps_and_watermarks(ts)
-    fired = slow.connect(fast).key_by(lambda v: 0, lambda v: 0).process(CountUntilTimer()).execute_and_collect()
+    fired = list(slow.connect(fast).key_by(lambda v: 0, lambda v: 0).process(CountUntilTimer()).execute_and_collect())
     assert [t for t, _ in fired] == [s * 1000 + 999 for s in range(10)]
     for timer, count in fired:
         up_to = sum(1 for i in range(1000) if i * 10 <= timer) + sum(1 for i in range(100) if i * 100 <= timer)
@@ -213,7 +213,7 @@ def test_every_subtask_gets_every_broadcast_element_before_the_epochs_events(req
     env = make_env(target, **{"execution.epoch.max-records": 10})
     env.set_parallelism(3)
     rules = env.from_collection(RULES).broadcast(RULES_STATE)
-    out = (
+    out = list(
         env.from_collection(ORDERS).rebalance().connect(rules).process(Classify()).uid("classify").execute_and_collect()
     )
     assert sorted(r for r in out if r[0] == "rule") == sorted(("rule", s, n) for s in range(3) for n, _ in RULES)
@@ -312,7 +312,7 @@ def test_broadcast_state_restores_on_every_subtask_at_another_parallelism(make_e
     env3.set_parallelism(3)
     no_rules = env3.from_collection([("unused", 10**9)]).uid("other-rules").broadcast(RULES_STATE)
     fresh = env3.from_source(NumberSequenceSource(1, 60, num_splits=3), WatermarkStrategy.no_watermarks(), "n2")
-    out = fresh.uid("n2").connect(no_rules).process(Remember()).uid("remember").execute_and_collect()
+    out = list(fresh.uid("n2").connect(no_rules).process(Remember()).uid("remember").execute_and_collect())
     rules_and_unused = dict(RULES) | {"unused": 10**9}
     assert sorted((n, c) for n, c, _ in out) == sorted((n, _classify(rules_and_unused, n % 100)) for n in range(1, 61))
     assert {s for *_, s in out} == {0, 1, 2}

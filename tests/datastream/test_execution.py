@@ -49,7 +49,7 @@ def test_renamed_operators_without_uid_restore_from_a_checkpoint(make_env, tmp_p
         "local", **{"execution.epoch.max-records": 20, "execution.savepoint.path": restore_from + "/_metadata"}
     )
     stream2 = unnamed_counting_job(env2, count, tmp_path / "ck2", "renamed source", "Renamed count")
-    got = stream2.execute_and_collect()
+    got = list(stream2.execute_and_collect())
     last: dict[str, int] = {}
     for key, n in got:
         last[key] = max(last.get(key, 0), n)

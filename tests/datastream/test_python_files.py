@@ -46,7 +46,7 @@ def test_local_target_imports_added_files(make_env, tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "path", list(sys.path))
     module_file, deps = _write_helpers(tmp_path, "pyfiles_local_module", "pyfiles_local_pkg")
     with pytest.raises(SparkpointError, match="pyfiles_local_module"):
-        _job(make_env("local"), "pyfiles_local_module", "pyfiles_local_pkg").execute_and_collect()
+        list(_job(make_env("local"), "pyfiles_local_module", "pyfiles_local_pkg").execute_and_collect())
     env = make_env("local")
     env.add_python_file(str(module_file))
     env.add_python_file(str(deps))

@@ -17,7 +17,7 @@ def test_a_map_function_raising_stop_iteration_fails_on_its_record(make_env):
     env = make_env("local", **{"restart-strategy.type": "none"})
     records = [[1], [2], [], [4]]
     with pytest.raises(UserFunctionError, match=r"StopIteration") as info:
-        env.from_collection(records).map(first_of).execute_and_collect()
+        list(env.from_collection(records).map(first_of).execute_and_collect())
     assert "[]" in str(info.value)
 
 
@@ -25,7 +25,7 @@ def test_a_timestamp_assigner_raising_stop_iteration_fails_on_its_record(make_en
     env = make_env("local", **{"restart-strategy.type": "none"})
     strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda items, _: first_of(items))
     with pytest.raises(UserFunctionError, match=r"StopIteration") as info:
-        env.from_collection([[10], [], [30]]).assign_timestamps_and_watermarks(strategy).execute_and_collect()
+        list(env.from_collection([[10], [], [30]]).assign_timestamps_and_watermarks(strategy).execute_and_collect())
     assert "[]" in str(info.value)
 
 

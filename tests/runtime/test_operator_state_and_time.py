@@ -38,7 +38,7 @@ class RunningCount(MapFunction, CheckpointedFunction):
 def test_operator_list_state_survives_epochs(make_env):
     env = make_env("local", **{"execution.epoch.max-records": 3})
     env.set_parallelism(1)
-    got = env.from_collection(list(range(20))).map(RunningCount()).uid("counting").execute_and_collect()
+    got = list(env.from_collection(list(range(20))).map(RunningCount()).uid("counting").execute_and_collect())
     # one subtask (from_collection is not parallel): the count runs on across 7 epochs
     assert got == [(v, v + 1) for v in range(20)]
 
@@ -47,7 +47,7 @@ def test_operator_list_state_per_subtask_on_spark(spark, make_env):
     env = make_env("spark", **{"execution.epoch.max-records": 4})
     env.set_parallelism(2)
     source = NumberSequenceSource(1, 30, num_splits=2)
-    got = (
+    got = list(
         env.from_source(source, WatermarkStrategy.no_watermarks(), "numbers")
         .map(RunningCount())
         .uid("counting")
@@ -80,7 +80,7 @@ def test_source_emitted_timestamps_and_watermarks(make_env):
     env.set_parallelism(2)
     n = 40_000
     src = StringLineEventSource(n, num_splits=2, with_timestamps_and_watermarks=True, max_lagged_time_millis=50_000)
-    got = (
+    got = list(
         env.from_source(src, WatermarkStrategy.no_watermarks(), "events")
         .map(lambda line: ((line.split("\t")[1], line.split("\t")[3]), 1))
         .key_by(lambda p: p[0])

@@ -28,7 +28,7 @@ def test_cycle_collector_during_and_after_tasks(make_env, setting, during):
 def test_a_failing_task_turns_the_collector_back_on(make_env):
     env = make_env("local", **{"restart-strategy.type": "none"})
     with pytest.raises(UserFunctionError, match="ZeroDivisionError"):
-        env.from_collection([1, 0]).map(lambda x: 1 // x).execute_and_collect()
+        list(env.from_collection([1, 0]).map(lambda x: 1 // x).execute_and_collect())
     assert gc.isenabled()
 
 
@@ -44,7 +44,7 @@ def test_the_collector_comes_back_on_only_after_the_tasks_records_are_gone(make_
     records = env.from_collection(list(range(60_000))).map(lambda x: (str(x), (x, x + 1)))
     gc.callbacks.append(watch)
     try:  # nothing comes back: the records live in the task alone
-        assert records.filter(lambda r: r[1][0] < 0).execute_and_collect() == []
+        assert list(records.filter(lambda r: r[1][0] < 0).execute_and_collect()) == []
     finally:
         gc.callbacks.remove(watch)
     # none may start at all; the first after the task would have walked every record (60,711 objects)
@@ -54,7 +54,7 @@ def test_the_collector_comes_back_on_only_after_the_tasks_records_are_gone(make_
 def test_a_spark_worker_freezes_what_it_holds_at_its_first_task_and_a_local_driver_never(spark_env, make_env):
     """PySpark collects all of a worker's objects after every task: what the worker held when its first task
     started (modules, classes, the plan) is frozen out of those collections; the driver's heap is left alone."""
-    frozen = spark_env.from_collection(list(range(8))).map(lambda x: gc.get_freeze_count()).execute_and_collect()
+    frozen = list(spark_env.from_collection(list(range(8))).map(lambda x: gc.get_freeze_count()).execute_and_collect())
     assert len(frozen) == 8 and min(frozen) > 10_000, frozen
     assert collector_states(make_env) and gc.get_freeze_count() == 0
 

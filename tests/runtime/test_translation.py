@@ -98,7 +98,7 @@ def test_an_evictor_turns_window_reduce_into_reduce_at_fire_time(make_env):
     op = w.factory()
     assert isinstance(op.window_contents, EvictingContents) and isinstance(op.window_function, EvictingWindowFunction)
     # the evictor keeps the window's last two elements at each firing: (2, 3), then (5, 6)
-    assert out.execute_and_collect() == [("k", 5), ("k", 11)]
+    assert list(out.execute_and_collect()) == [("k", 5), ("k", 11)]
 
 
 def test_state_backend_reaches_the_job_plan():

@@ -144,7 +144,7 @@ def test_a_failed_attempts_directory_goes_when_the_next_attempt_starts(make_env,
     local_state = tmp_path / "local-state"
     env._on_epoch = lambda stats: seen.append({p.name for p in local_state.iterdir() if not p.name.startswith(".")})
     src = DataGeneratorSource(lambda i: i % 5, 2_000, num_splits=1)
-    got = (
+    got = list(
         env.from_source(src, WatermarkStrategy.no_watermarks(), "gen")
         .uid("gen")
         .key_by(lambda v: v)

@@ -17,7 +17,7 @@ def test_an_unknown_backend_fails_before_anything_runs(make_env, key):
     env = make_env("local", **{key: "nosuch"})
     stream = _job(env)
     with pytest.raises(ConfigurationError, match="unknown state backend 'nosuch'"):
-        stream.execute_and_collect()
+        list(stream.execute_and_collect())
 
 
 @pytest.mark.parametrize(

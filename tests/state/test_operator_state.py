@@ -56,7 +56,7 @@ def test_operator_state_survives_a_savepoint_at_another_parallelism(make_env, tm
     # the old source's state is dropped explicitly (-n); the map's state is spread over 3 subtasks
     env3 = make_env("local", **{"execution.savepoint.path": path, "execution.savepoint.ignore-unclaimed-state": True})
     env3.set_parallelism(3)
-    out = (
+    out = list(
         env3.from_source(NumberSequenceSource(1, 3, num_splits=3), WatermarkStrategy.no_watermarks(), "n2")
         .uid("n2")
         .map(Remember())

@@ -287,7 +287,7 @@ def test_windows_of_windows(make_env):
 )
 def test_event_time_windows_need_timestamps(local_env, assigner):
     with pytest.raises(UserFunctionError, match="no timestamp"):
-        (
+        list(
             local_env.from_collection([("a", 1, 0)])
             .key_by(key_of)
             .window(assigner)
@@ -523,7 +523,7 @@ class CountEvery(Trigger):
 
 def test_sessions_reject_a_trigger_that_cannot_merge(local_env):
     with pytest.raises(Exception, match="does not support merging"):
-        (
+        list(
             stamped(local_env, [("a", 1_000, 0), ("a", 2_000, 1)])
             .key_by(key_of)
             .window(EventTimeSessionWindows.with_gap(Time.seconds(5)))
@@ -540,7 +540,7 @@ def _fired_and_late(windows, late_tag):
     """One collect for both: ("fired", ...) from the window, ("late", event, ts) from the side output."""
     fired = windows.map(lambda r: ("fired",) + r)
     late = windows.get_side_output(late_tag).process(WithTimestamp()).map(lambda r: ("late", r[0], r[1]))
-    out = fired.union(late).execute_and_collect()
+    out = list(fired.union(late).execute_and_collect())
     return sorted(r[1:] for r in out if r[0] == "fired"), [r[1:] for r in out if r[0] == "late"]
 
 

@@ -86,7 +86,7 @@ def _run(make_env, events, window, function, target="local", **config):
     else:
         out = windowed.aggregate(function, window_function=WithWindow())
     out.uid("w").set_parallelism(2)
-    # execute_and_collect's own transformation, so that the result's metrics come back with the records
+    # a collect sink run by execute() keeps its records in the job's result, beside the metrics this test reads
     env._add_transformation(CollectTransformation, "Collect", [TransformationInput(out._id)])
     result = env.execute()
     return sorted(result.collected), result.metrics["w"]

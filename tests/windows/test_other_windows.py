@@ -131,7 +131,7 @@ def test_count_window_all(make_env):
     assert [n["parallelism"] for n in plan["nodes"] if n["uid"] == "count-all"] == [1]
     with pytest.raises(JobGraphError):
         windowed.set_parallelism(2)
-    out = windowed.execute_and_collect()
+    out = list(windowed.execute_and_collect())
     seqs = [e[2] for e in events]
     # one task sees the whole stream in order: every window is a run of 6 consecutive records
     assert sorted(r[0] for r in out) == [tuple(seqs[i : i + 6]) for i in range(0, len(seqs) - 5, 6)]

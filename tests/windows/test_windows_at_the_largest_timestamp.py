@@ -44,7 +44,7 @@ def test_windows_past_the_largest_timestamp_fire_at_the_end_of_input(make_env, b
         if size == slide
         else SlidingEventTimeWindows.of(Time.milliseconds(size), Time.milliseconds(slide))
     )
-    got = (
+    got = list(
         env.from_collection(EVENTS)
         .assign_timestamps_and_watermarks(WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(_Ts()))
         .key_by(lambda e: e[0])
