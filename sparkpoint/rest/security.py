@@ -145,7 +145,10 @@ def normalize_target(path: str) -> str:
     parts = urlsplit(path)
     if parts.scheme in ("", "file") or len(parts.scheme) == 1:  # a local path (a drive letter is a path too)
         local = parts.path if parts.scheme == "file" else path
-        return "file://" + os.path.realpath(local)  # symbolic links resolved: no way out of a root through one
+        try:
+            return "file://" + os.path.realpath(local)  # symbolic links resolved: no way out of a root through one
+        except OSError as e:  # a link swapped between realpath's lstat and its readlink (EINVAL): refused
+            raise RestError(400, f"{path!r} changed while it was resolved: {e.strerror}") from e
     return f"{parts.scheme}://{parts.netloc}{posixpath.normpath('/' + parts.path)}"
 
 
