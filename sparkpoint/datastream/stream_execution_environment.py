@@ -34,9 +34,12 @@ from sparkpoint.datastream.pipeline_executor import (
 )
 from sparkpoint.datastream.transformations import (
     DEFAULT_MAX_PARALLELISM,
+    PartitionTransformation,
     Pipeline,
+    SideOutputTransformation,
     SourceTransformation,
     Transformation,
+    UnionTransformation,
 )
 from sparkpoint.errors import JobCancellationException, JobGraphError
 
@@ -50,6 +53,8 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+_VIRTUAL = (UnionTransformation, PartitionTransformation, SideOutputTransformation)
 
 # Set by the ``sparkpoint run`` command before it runs a job script: configuration from
 # -D / --conf / --master, applied to every environment the script creates.
@@ -342,6 +347,11 @@ class StreamExecutionEnvironment:
 
     # -- transformations ----------------------------------------------------------------------------
     def _add_transformation(self, cls: type, name: str, inputs: list, **fields: Any) -> int:
+        """Add a transformation. An operator takes the parallelism set on the environment when it is created, as
+        PyFlink's do (a later ``set_parallelism`` changes only operators created after it); with none set yet, or
+        for a virtual one (union, partitioning, side output), it is decided when the job is planned."""
+        if "parallelism" not in fields and not issubclass(cls, _VIRTUAL) and self._config.get("parallelism.default"):
+            fields["parallelism"] = self.get_parallelism()
         tid = self._next_id
         self._next_id += 1
         self._transformations[tid] = cls(id=tid, name=name, inputs=tuple(inputs), **fields)

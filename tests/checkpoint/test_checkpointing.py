@@ -63,14 +63,15 @@ def counting_job(
     retained: int = 3,
     retention: str = "RETAIN_ON_CANCELLATION",
     rate=None,
+    parallelism: int = 2,
 ):
-    """Running counts per key; checkpoints into ``ckpt_dir`` (a local directory or a URL)."""
+    """Running counts per key at ``parallelism``; checkpoints into ``ckpt_dir`` (a local directory or a URL)."""
     env.enable_checkpointing(interval_ms)
     cc = env.get_checkpoint_config()
     cc.set_checkpoint_storage_dir(ckpt_dir.as_uri() if isinstance(ckpt_dir, Path) else ckpt_dir)
     cc.set_externalized_checkpoint_retention(retention)
     env.get_configuration().set("state.checkpoints.num-retained", retained)
-    env.set_parallelism(2)
+    env.set_parallelism(parallelism)  # before the operators: each keeps the parallelism set when it is created
     src = DataGeneratorSource(key_of, count, num_splits=2, records_per_second=rate)
     return (
         env.from_source(src, WatermarkStrategy.no_watermarks(), "gen")

@@ -48,8 +48,9 @@ def _referenced_shared(chk: str) -> set[str]:
 
 def _restored_counts(make_env, tmp_path: Path, chk: str, count: int, parallelism: int = 2, **conf) -> dict:
     env = make_env("local", **{"execution.epoch.max-records": 1_000, "execution.savepoint.path": chk, **conf})
-    stream = counting_job(env, count, tmp_path / "ck-restored", retention="RETAIN_ON_CANCELLATION")
-    env.set_parallelism(parallelism)
+    stream = counting_job(
+        env, count, tmp_path / "ck-restored", retention="RETAIN_ON_CANCELLATION", parallelism=parallelism
+    )
     last: dict = {}
     for key, n in stream.execute_and_collect():
         last[key] = max(last.get(key, 0), n)
@@ -86,8 +87,7 @@ def test_incremental_checkpoint_restores_at_another_parallelism(make_env, tmp_pa
     count = 20_000
     ck = tmp_path / "ck"
     env = make_env("local", **{"execution.epoch.max-records": 20, **ROCKSDB})
-    stream = counting_job(env, count, ck, rate=1_500)
-    env.set_parallelism(before)
+    stream = counting_job(env, count, ck, rate=1_500, parallelism=before)
     latest = _run_until_checkpoint_id(env, stream, ck, 4)[-1]
     assert len(list(Path(latest).glob("keyed-*.rocksdb"))) == before
     got = _restored_counts(make_env, tmp_path, latest, count, parallelism=after, **ROCKSDB)

@@ -34,3 +34,31 @@ def test_max_parallelism_is_1_only_behind_a_non_parallel_source(make_env):
     parallel = numbers.map(Probe("seq-p1-chained"), output_type=Types.STRING()).set_parallelism(1)
     got = sorted(set(chained.union(after, parallel).execute_and_collect()))
     assert got == ["coll-chained-p1 max=1", "coll-then-p2 max=128", "seq-p1-chained max=128"]
+
+
+class Parallelism(MapFunction):
+    def __init__(self, tag: str):
+        self.tag = tag
+
+    def open(self, runtime_context):
+        self.p = runtime_context.get_number_of_parallel_subtasks()
+
+    def map(self, value):
+        return f"{self.tag} p={self.p}"
+
+
+def test_an_operator_keeps_the_parallelism_set_when_it_was_created(make_env):
+    """PyFlink (recorded in the same run): ``coll-then-p2 p=2`` though the environment's parallelism was set to 1
+    and then 3 after the map was created, and ``defined-at-3 p=3`` for the map created after that."""
+    env = make_env("local")
+    env.set_parallelism(2)
+    created_at_2 = env.from_collection([1, 2, 3, 4], type_info=Types.INT()).map(
+        Parallelism("coll-then-p2"), output_type=Types.STRING()
+    )
+    env.set_parallelism(1)
+    env.set_parallelism(3)
+    created_at_3 = env.from_collection([5, 6], type_info=Types.INT()).map(
+        Parallelism("defined-at-3"), output_type=Types.STRING()
+    )
+    got = sorted(set(created_at_2.union(created_at_3).execute_and_collect()))
+    assert got == ["coll-then-p2 p=2", "defined-at-3 p=3"]
