@@ -44,7 +44,11 @@ def _vertex(c: httpx.Client, jid: str, name: str) -> dict:
 
 
 def _write(path: Path, values: list[int]) -> None:
-    path.write_text("".join(f"{v}\n" for v in values))
+    """Whole or not at all, as a monitored directory needs (a file is read as found: one found while still being
+    written would be read empty and never again); a hidden name is skipped until the rename."""
+    hidden = path.with_name("." + path.name)
+    hidden.write_text("".join(f"{v}\n" for v in values))
+    hidden.rename(path)
 
 
 def test_counters_count_each_record_once_across_a_failover(make_env, tmp_path, monkeypatch):
