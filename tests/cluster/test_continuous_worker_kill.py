@@ -89,7 +89,11 @@ def test_slot_process_killed_the_job_restores_and_finishes(driver: ClusterDriver
     assert out.count("epoch ") > epochs_before, "the job did not run after the kill"
     (report,) = driver.job_reports()
     assert report.failovers >= 1 and int(report.get("restarts", 0)) >= 1, driver.summary()
-    assert any("slot" in f and "lost" in f for f in report.failures), report.failures
+    # the driver hears of the kill first either as the slot lost, or as a surviving subtask's channel to it broken
+    peer_gone = ("ConnectionResetError", "BrokenPipeError", "ConnectionAbortedError", "EOFError")
+    assert any(("slot" in f and "lost" in f) or any(e in f for e in peer_gone) for f in report.failures), (
+        report.failures
+    )
     assert report.restored and report.restored[0] >= _checkpoint_id(latest), (latest, report.restored)
     got, expected = read_output(driver.output), seed_oracle(EVENTS)
     assert got == expected, compare(got, expected)
