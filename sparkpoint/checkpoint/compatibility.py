@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from sparkpoint.checkpoint.loader import RestoredCheckpoint
 from sparkpoint.errors import JobGraphError, StateMigrationError
-from sparkpoint.state.key_groups import KEY_SERIALIZER_VERSION
+from sparkpoint.state.key_hash import PICKLED, describe_key_hash
 from sparkpoint.state.schema import Compatibility, OperatorSchema, judge, key_refusal, refusal
 
 __all__ = ["OperatorDescriptor", "CompatibilityReport", "check_compatibility"]
@@ -39,6 +39,7 @@ class OperatorDescriptor:
     name: str = ""
     schema: OperatorSchema | None = None  # the states it declares on opening, if known before running
     key_kind: str | None = None  # the kind of its keys, where key_by declared their type
+    key_hash: str = PICKLED  # how a keyed operator assigns keys to key groups (KeyHash.scheme)
 
 
 @dataclass
@@ -54,7 +55,8 @@ class CompatibilityReport:
     dropped: list[str] = field(default_factory=list)  # state without operator
     empty: list[str] = field(default_factory=list)  # stateful operators without state
     max_parallelism_conflicts: list[str] = field(default_factory=list)  # keyed uids that cannot be mapped
-    key_serializer_conflicts: list[str] = field(default_factory=list)  # keyed uids grouped by an older hash
+    # (uid, scheme of its raw keyed state, the job's): raw snapshots grouped by another key hash
+    key_hash_conflicts: list[tuple[str, str, str]] = field(default_factory=list)
     schema_conflicts: list[str] = field(default_factory=list)  # states whose type cannot be restored
     migrations: list[tuple[str, str]] = field(default_factory=list)  # (uid, the states migrated and how)
 
@@ -71,8 +73,9 @@ class CompatibilityReport:
                 for uid in self.max_parallelism_conflicts
             ]
             + [
-                f"{uid}: raw keyed state assigned to key groups before keys had a deterministic serializer"
-                for uid in self.key_serializer_conflicts
+                f"{uid}: raw keyed state assigned to key groups by {describe_key_hash(old)}; the job assigns them "
+                f"by {describe_key_hash(new)}"
+                for uid, old, new in self.key_hash_conflicts
             ]
             + self.schema_conflicts
         )
@@ -80,7 +83,7 @@ class CompatibilityReport:
     def restorable(self, allow_non_restored: bool) -> bool:
         return (
             not self.max_parallelism_conflicts
-            and not self.key_serializer_conflicts
+            and not self.key_hash_conflicts
             and not self.schema_conflicts
             and (allow_non_restored or not self.dropped)
         )
@@ -113,13 +116,17 @@ class CompatibilityReport:
                 f"partitioned into key groups by max parallelism, which cannot change. "
                 f"Set env.set_max_parallelism({self.checkpoint_max_parallelism})."
             )
-        if self.key_serializer_conflicts:
+        if self.key_hash_conflicts:
+            uid, old, new = self.key_hash_conflicts[0]
+            others = [c[0] for c in self.key_hash_conflicts[1:]]
             raise JobGraphError(
-                f"cannot restore {what}: its keyed state of {self.key_serializer_conflicts} was assigned to key "
-                f"groups before sparkpoint gave keys a deterministic serializer (key_bytes), in raw snapshots that "
-                f"cannot be regrouped: keys other than str and int would be looked up in the wrong key groups. Take "
-                f"a savepoint with the sparkpoint version that wrote it (savepoints are regrouped by key on "
-                f"restore), or start those operators empty under new uids with --allowNonRestoredState."
+                f"cannot restore {what}: the keyed state of operator uid {uid!r} was assigned to key groups by "
+                f"{describe_key_hash(old)}, and the job assigns them by {describe_key_hash(new)}"
+                + (f" (so do {others})" if others else "")
+                + ". Its raw snapshots cannot be regrouped: keys would be looked up in the wrong key groups. Restore "
+                "from a savepoint instead (savepoints are regrouped by key on restore): take one with the job and "
+                "sparkpoint version that wrote this state, or key_by with the key_type it had; or start those "
+                "operators empty under new uids with --allowNonRestoredState."
             )
 
     def lines(self, allow_non_restored: bool) -> list[str]:
@@ -156,11 +163,11 @@ def check_compatibility(
         report.matched.append((uid, _what_happens(restored, uid, op.parallelism)))
         if uid in restored.keyed_uids() and meta.max_parallelism != max_parallelism:
             report.max_parallelism_conflicts.append(uid)
-        if meta.key_serializer != KEY_SERIALIZER_VERSION and any(
-            f.state is None for f in meta.operators[uid].keyed_state
-        ):
-            # raw snapshots of the older key hash; canonical (savepoint) files are regrouped by key
-            report.key_serializer_conflicts.append(uid)
+        old_hash = meta.key_hash_of(uid)
+        files = meta.operators[uid].keyed_state if uid in meta.operators else []
+        if op.keyed and old_hash != op.key_hash and any(f.state is None for f in files):
+            # raw snapshots of another key hash; canonical (savepoint) files are regrouped by key
+            report.key_hash_conflicts.append((uid, old_hash, op.key_hash))
         _judge_schema(report, op, meta.operators[uid].schema if uid in meta.operators else None)
     report.empty = [uid for uid, op in by_uid.items() if op.stateful and uid not in state_uids]
     return report

@@ -153,7 +153,7 @@ class CheckpointCoordinator:
         driver_state: dict,
         stateful_tasks: set[ExecutionVertexId],
         driver_tasks: set[OperatorSubtaskId],
-        operators: dict[str, tuple[str, int]],
+        operators: dict[str, tuple],
         savepoint_dir: str | None = None,
         full: bool = False,
         keyed_state: Callable[[CheckpointStorageLocation], dict] | None = None,

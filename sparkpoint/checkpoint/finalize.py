@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from sparkpoint.checkpoint.location import CheckpointStorageLocation
 from sparkpoint.checkpoint.messages import AcknowledgeCheckpoint, ExecutionVertexId
 from sparkpoint.checkpoint.metadata import CheckpointMetadata, KeyedStateFile, MetadataV1Serializer, OperatorMetadata
-from sparkpoint.checkpoint.pending import PendingCheckpoint
+from sparkpoint.checkpoint.pending import OperatorInfo, PendingCheckpoint
 from sparkpoint.state.schema import OperatorSchema
 from sparkpoint.storage.checkpoint_storage import METADATA_FILE_NAME
 from sparkpoint.testing.faults import fault_point, fault_point_armed
@@ -59,14 +59,16 @@ def store_checkpoint_metadata(location: CheckpointStorageLocation, meta: Checkpo
 
 
 def _operator_metadata(
-    operators: Mapping[str, tuple[str, int]],
-    acks: Iterable[AcknowledgeCheckpoint],
-    schemas: Mapping[str, OperatorSchema],
+    operators: Mapping[str, tuple], acks: Iterable[AcknowledgeCheckpoint], schemas: Mapping[str, OperatorSchema]
 ) -> dict[str, OperatorMetadata]:
-    """Per uid: name, parallelism, state schema, and the keyed-state files the stateful tasks acknowledged."""
-    out: dict[str, OperatorMetadata] = {
-        uid: OperatorMetadata(uid, name, par, schema=schemas.get(uid)) for uid, (name, par) in operators.items()
-    }
+    """Per uid: name, parallelism, key hash, state schema, and the keyed-state files the stateful tasks
+    acknowledged (``operators``: uid -> :class:`OperatorInfo` or ``(name, parallelism)``)."""
+    out: dict[str, OperatorMetadata] = {}
+    for uid, described in operators.items():
+        job_op = OperatorInfo(*described)
+        out[uid] = OperatorMetadata(
+            uid, job_op.name, job_op.parallelism, schema=schemas.get(uid), key_hash=job_op.key_hash
+        )
     for ack in acks:
         if not isinstance(ack.task, ExecutionVertexId):
             continue

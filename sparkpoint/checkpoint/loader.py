@@ -22,7 +22,7 @@ import cloudpickle
 
 from sparkpoint.checkpoint.metadata import CheckpointMetadata, MetadataV1Serializer
 from sparkpoint.state.handles import KeyedStateHandle, OperatorSnapshotInfo, StateFile, restore_handle
-from sparkpoint.state.key_groups import KEY_SERIALIZER_VERSION
+from sparkpoint.state.key_hash import KeyHash, key_hash
 from sparkpoint.storage.checkpoint_storage import (
     METADATA_FILE_NAME,
     FsCheckpointStorage,
@@ -178,26 +178,30 @@ def load_latest_checkpoint(pointer: str, storage_options: Mapping[str, Any] | No
     return restored
 
 
-def keyed_entries(restored: RestoredCheckpoint, uids: list[str], start: int, end: int) -> list[KeyedStateHandle]:
+def keyed_entries(
+    restored: RestoredCheckpoint, uids: list[str], start: int, end: int, key_hashes: Mapping[str, KeyHash] | None = None
+) -> list[KeyedStateHandle]:
     """The restore handles of the keyed-state files of ``uids`` whose key groups intersect ``[start, end]``.
 
     Each tells a task (or the state processor) how to read one file: the checkpoint's location
     and the options to open its storage, the file's handle, the uids it holds, its format, and
     for canonical files the state name, state kinds and watermark.
 
-    Canonical files written before keys had a deterministic serializer recorded key groups of
-    the older hash: every task reads all of them and regroups each entry by its key
-    (``regroup``), so their state lands where today's key groups look for it.
+    ``key_hashes``: how the job assigns each uid's keys to key groups (default: pickled keys). Canonical files
+    whose keys were assigned otherwise (another declared key type, an older key serializer) recorded other
+    key groups: every task reads all of them and regroups each entry by its key (``regroup``), so their state
+    lands where the job's key groups look for it.
     """
-    files: dict[str, tuple[StateFile, list[str], OperatorSnapshotInfo, bool]] = {}
-    old_hash = restored.metadata.key_serializer != KEY_SERIALIZER_VERSION
+    files: dict[str, tuple[StateFile, list[str], OperatorSnapshotInfo, KeyHash | None]] = {}
     for uid in uids:
         op = restored.metadata.operators.get(uid)
         if op is None:
             continue
+        job_hash = (key_hashes or {}).get(uid) or key_hash()
+        moved = restored.metadata.key_hash_of(uid) != job_hash.scheme
         for f in op.keyed_state:
-            regroup = old_hash and f.state is not None
-            if not regroup and (f.key_group_end < start or f.key_group_start > end):
+            regroup = job_hash if moved and f.state is not None else None
+            if regroup is None and (f.key_group_end < start or f.key_group_start > end):
                 continue
             info = OperatorSnapshotInfo(dict(op.state_kinds), op.watermark)
             files.setdefault(f.handle.path, (f, [], info, regroup))[1].append(uid)

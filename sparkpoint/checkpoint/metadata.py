@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparkpoint.state.key_groups import KEY_SERIALIZER_VERSION
+from sparkpoint.state.key_hash import PICKLED, older_key_hash
 from sparkpoint.state.schema import OperatorSchema
 from sparkpoint.storage.checkpoint_storage import StreamStateHandle
 from sparkpoint.storage.exceptions import CorruptCheckpointError
@@ -77,6 +78,7 @@ class OperatorMetadata:
     state_kinds: dict[str, str] = field(default_factory=dict)  # canonical format: state name -> kind
     watermark: int | None = None
     schema: OperatorSchema | None = None  # keyed operators: each state's kind and type, the keys' kinds
+    key_hash: str | None = None  # keyed operators: how keys were assigned to key groups (KeyHash.scheme)
 
 
 @dataclass
@@ -94,6 +96,15 @@ class CheckpointMetadata:
     config: dict = field(default_factory=dict)
     stats: dict = field(default_factory=dict)
     key_serializer: int | None = KEY_SERIALIZER_VERSION  # None: taken before keys had canonical bytes
+
+    def key_hash_of(self, uid: str) -> str:
+        """How the keys of operator ``uid``'s state were assigned to key groups: its recorded scheme
+        (:attr:`KeyHash.scheme <sparkpoint.state.key_hash.KeyHash.scheme>`), or, in checkpoints of an older key
+        serializer, that serializer's."""
+        if self.key_serializer != KEY_SERIALIZER_VERSION:
+            return older_key_hash(self.key_serializer)
+        op = self.operators.get(uid)
+        return op.key_hash if op is not None and op.key_hash is not None else PICKLED
 
     def state_files(self) -> list[StreamStateHandle]:
         files = [self.driver_state]
@@ -139,6 +150,7 @@ class MetadataV1Serializer:
                     "state_kinds": op.state_kinds,
                     "watermark": op.watermark,
                     **({"schema": op.schema.to_json()} if op.schema is not None else {}),
+                    **({"key_hash": op.key_hash} if op.key_hash is not None else {}),
                 }
                 for uid, op in sorted(meta.operators.items())
             },
@@ -195,7 +207,14 @@ class MetadataV1Serializer:
             ]
             schema = OperatorSchema.from_json(op["schema"]) if op.get("schema") is not None else None
             ops[uid] = OperatorMetadata(
-                uid, op["name"], op["parallelism"], files, op.get("state_kinds", {}), op.get("watermark"), schema
+                uid,
+                op["name"],
+                op["parallelism"],
+                files,
+                op.get("state_kinds", {}),
+                op.get("watermark"),
+                schema,
+                op.get("key_hash"),
             )
         return CheckpointMetadata(
             job_id=body["job_id"],

@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Hashable, Iterable, Mapping
 from enum import Enum
-from typing import Any
+from typing import Any, NamedTuple
 
 from sparkpoint.checkpoint.exceptions import InvalidStateError
 from sparkpoint.checkpoint.failure import CheckpointFailureReason
@@ -27,7 +27,15 @@ from sparkpoint.checkpoint.messages import AcknowledgeCheckpoint
 from sparkpoint.checkpoint.properties import CheckpointProperties
 from sparkpoint.storage.checkpoint_storage import StreamStateHandle
 
-__all__ = ["PendingCheckpoint", "PendingCheckpointState", "TaskAcknowledgeResult"]
+__all__ = ["OperatorInfo", "PendingCheckpoint", "PendingCheckpointState", "TaskAcknowledgeResult"]
+
+
+class OperatorInfo(NamedTuple):
+    """What ``_metadata`` records of an operator of the job, whether or not it has state."""
+
+    name: str
+    parallelism: int
+    key_hash: str | None = None  # a keyed operator's KeyHash.scheme: how its keys are assigned to key groups
 
 
 class PendingCheckpointState(Enum):
@@ -72,7 +80,7 @@ class PendingCheckpoint:
         location: CheckpointStorageLocation,
         properties: CheckpointProperties | None = None,
         expected: Iterable[Hashable] = (),
-        operators: Mapping[str, tuple[str, int]] | None = None,
+        operators: Mapping[str, tuple] | None = None,
         schemas: Mapping[str, Any] | None = None,
     ):
         self.checkpoint_id = checkpoint_id
@@ -80,7 +88,8 @@ class PendingCheckpoint:
         self.barrier_epoch = barrier_epoch
         self.location = location
         self.properties = properties or CheckpointProperties.for_checkpoint()
-        self.operators: Mapping[str, tuple[str, int]] = dict(operators or {})  # uid -> (name, parallelism)
+        # uid -> (name, parallelism, key hash scheme of a keyed operator): see OperatorInfo
+        self.operators: Mapping[str, tuple] = dict(operators or {})
         self.schemas: Mapping[str, Any] = dict(schemas or {})  # keyed uid -> its OperatorSchema at the barrier
         self._expected: frozenset = frozenset(expected)
         self._acks: dict[Hashable, AcknowledgeCheckpoint] = {}

@@ -28,6 +28,7 @@ from sparkpoint.operators.base import (
 from sparkpoint.state.backend import KeyedStateBackend, StateBackend
 from sparkpoint.state.backend_loader import load_state_backend
 from sparkpoint.state.key_groups import KeyGroupRange, key_kind
+from sparkpoint.state.key_hash import KeyHash
 from sparkpoint.state.schema import OperatorSchema, key_refusal
 from sparkpoint.state.snapshot import KeyedStateSnapshot
 from sparkpoint.time.timers import EVENT_TIME, PROCESSING_TIME, InternalTimerService
@@ -53,12 +54,16 @@ class KeyedOperator(StreamOperator):
         key_group_range: KeyGroupRange,
         max_parallelism: int,
         state_backend: StateBackend | None = None,
+        key_hash: KeyHash | None = None,
         **options: Any,
     ) -> None:
-        """Build this operator's keyed backend (``state_backend``, default hashmap) and timer service;
-        ``options`` go to the backend (``working_dir`` of backends that keep working state)."""
+        """Build this operator's keyed backend (``state_backend``, default hashmap) and timer service, grouping
+        keys by ``key_hash`` (default: pickled keys); ``options`` go to the backend (``working_dir`` of backends
+        that keep working state)."""
         backend = state_backend if state_backend is not None else load_state_backend(None)
         self.keyed_backend = backend.create_keyed_backend(key_group_range, max_parallelism, **options)
+        if key_hash is not None:
+            self.keyed_backend.set_key_hash(key_hash)
         self.timers = InternalTimerService(
             {domain: self.keyed_backend.get_timer_queue(domain) for domain in (EVENT_TIME, PROCESSING_TIME)}
         )

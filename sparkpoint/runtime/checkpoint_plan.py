@@ -18,8 +18,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparkpoint.checkpoint.messages import ExecutionVertexId, OperatorSubtaskId
+from sparkpoint.checkpoint.pending import OperatorInfo
 from sparkpoint.runtime.graph import JobPlan
 from sparkpoint.runtime.source_coordinator import SourceCoordinator
+from sparkpoint.state.key_hash import key_hash
 
 __all__ = ["CheckpointPlan", "calculate_checkpoint_plan"]
 
@@ -30,7 +32,7 @@ class CheckpointPlan:
 
     stateful_tasks: frozenset[ExecutionVertexId]
     driver_tasks: frozenset[OperatorSubtaskId]
-    operators: Mapping[str, tuple[str, int]]  # uid -> (name, parallelism)
+    operators: Mapping[str, OperatorInfo]
     driver_state: Mapping[str, Any]
 
 
@@ -45,7 +47,12 @@ def calculate_checkpoint_plan(
     stateful = frozenset(ExecutionVertexId(s.id, i) for s in plan.stages if s.keyed for i in range(s.parallelism))
     driver_tasks = {OperatorSubtaskId(sc.uid, i) for sc in sources.values() for i in range(sc.parallelism)}
     driver_tasks |= {OperatorSubtaskId(plan.uid(nid)) for nid in pending_commits}
-    operators = {plan.uid(nid): (n.name, plan.stage(plan.stage_of[nid]).parallelism) for nid, n in plan.nodes.items()}
+    operators = {
+        plan.uid(nid): OperatorInfo(
+            n.name, plan.stage(plan.stage_of[nid]).parallelism, key_hash(n.key_type).scheme if n.keyed else None
+        )
+        for nid, n in plan.nodes.items()
+    }
     by_uid: dict[str, dict[int, Any]] = {}
     for (nid, i), snap in operator_states.items():
         by_uid.setdefault(plan.uid(nid), {})[i] = snap

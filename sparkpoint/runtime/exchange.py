@@ -59,7 +59,7 @@ def hash_partition(
         groups = assign.assign_all(keys)
         return _split_coded(batch, timestamps, [groups[k] * n // maxp for k in keys], n)
     keys = [get_key(v) for v in values]
-    hashed = str_key_groups(keys, maxp)  # str keys (the common case): every record's hashed at C speed
+    hashed = str_key_groups(keys, maxp, assign.key_hash)  # str keys (the common case): every record's hashed at C speed
     if hashed is not None:
         where = (hashed * n // maxp).tolist()
     else:  # each distinct key hashed once, all new keys of the batch together

@@ -85,6 +85,13 @@ class StreamNode:
 
     generated_uid: str = ""
 
+    @property
+    def key_type(self) -> Any:
+        """The key type of this operator's keyed input: the first one a ``key_by`` into it declared (None: its
+        keys are pickled, as PyFlink's undeclared keys). Every keyed input is routed by it, and its state is
+        grouped by it, so that both agree on where a key lives."""
+        return next((e.key_type for e in self.inputs if e.partitioning == HASH and e.key_type is not None), None)
+
 
 @dataclass
 class StagePlan:

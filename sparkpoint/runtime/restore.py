@@ -24,6 +24,7 @@ from sparkpoint.checkpoint.compatibility import CompatibilityReport, OperatorDes
 from sparkpoint.checkpoint.loader import RestoredCheckpoint, keyed_entries, load_checkpoint
 from sparkpoint.runtime.graph import JobPlan
 from sparkpoint.state.key_groups import compute_key_group_range_for_operator_index
+from sparkpoint.state.key_hash import key_hash
 from sparkpoint.state.schema import OperatorSchema, declared_key_kind
 
 __all__ = [
@@ -77,6 +78,7 @@ def job_operators(
             name=n.name,
             schema=declared.get(plan.uid(nid)),
             key_kind=next((k for k in map(declared_key_kind, (e.key_type for e in n.inputs)) if k), None),
+            key_hash=key_hash(n.key_type).scheme,
         )
         for nid, n in plan.nodes.items()
     ]
@@ -141,12 +143,14 @@ def assign_keyed_state(restored: RestoredCheckpoint, plan: JobPlan) -> dict[tupl
     """``{(stage, subtask): entries}``: the keyed-state files covering each keyed subtask's key groups."""
     keyed: dict[tuple[int, int], list] = {}
     for stage in plan.stages:
-        uids = [plan.uid(nid) for nid in stage.nodes if plan.nodes[nid].keyed]
-        if not uids:
+        keyed_nodes = [nid for nid in stage.nodes if plan.nodes[nid].keyed]
+        if not keyed_nodes:
             continue
+        uids = [plan.uid(nid) for nid in keyed_nodes]
+        hashes = {plan.uid(nid): key_hash(plan.nodes[nid].key_type) for nid in keyed_nodes}
         for i in range(stage.parallelism):
             r = compute_key_group_range_for_operator_index(plan.max_parallelism, stage.parallelism, i)
-            keyed[(stage.id, i)] = keyed_entries(restored, uids, r.start, r.end)
+            keyed[(stage.id, i)] = keyed_entries(restored, uids, r.start, r.end, hashes)
     return keyed
 
 

@@ -42,6 +42,7 @@ from sparkpoint.runtime.working_state import claim_in_spark_dirs, drop_older_att
 from sparkpoint.state.backend_loader import load_state_backend
 from sparkpoint.state.changelog_segments import write_changes
 from sparkpoint.state.key_groups import KeyGroupRange, compute_key_group_range_for_operator_index
+from sparkpoint.state.key_hash import key_hash
 from sparkpoint.state.task_keyed_state import TaskKeyedState, task_keyed_state
 from sparkpoint.state.worker import let_go_under
 
@@ -210,6 +211,7 @@ def build_operators(
                 kg_range,
                 plan.max_parallelism,
                 state_backend,
+                key_hash(plan.nodes[nid].key_type),
                 **_working_state_options(state_backend, dep, stage.id, task.subtask_index, op.uid),
             )
             op.expect_schema(dep.state_schemas.get(op.uid), dep.key_checks.get(op.uid, ()))

@@ -15,6 +15,7 @@ from sparkpoint.runtime.exchange import encode_blob, hash_partition
 from sparkpoint.runtime.graph import BROADCAST, CUSTOM, GLOBAL, HASH, JobPlan
 from sparkpoint.runtime.task_messages import TaskReport
 from sparkpoint.state.key_groups import KeyGroupAssigner
+from sparkpoint.state.key_hash import key_hash
 
 __all__ = ["route", "blobs"]
 
@@ -38,7 +39,8 @@ def route(
                 get_key = bound_call(e.key_selector, "get_key")
                 if e.combiner is not None:
                     get_key = e.combiner.routing_key(get_key)
-                parts = hash_partition(values, timestamps, get_key, n, KeyGroupAssigner(plan.max_parallelism))
+                assign = KeyGroupAssigner(plan.max_parallelism, key_hash(plan.nodes[e.target].key_type))
+                parts = hash_partition(values, timestamps, get_key, n, assign)
             elif e.partitioning == GLOBAL or n == 1:
                 parts[0] = (list(values), list(timestamps))
             elif e.partitioning == BROADCAST:

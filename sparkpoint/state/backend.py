@@ -21,6 +21,7 @@ from sparkpoint.errors import StateError
 from sparkpoint.state.handles import KeyedStateHandle
 from sparkpoint.state.internal import STATE_KINDS, InternalKvState, UserFacingListState
 from sparkpoint.state.key_groups import KeyGroupAssigner, KeyGroupRange
+from sparkpoint.state.key_hash import KeyHash
 from sparkpoint.state.migration import SchemaCheck
 from sparkpoint.state.schema import StateSchema
 from sparkpoint.state.snapshot import KeyedStateSnapshot, check_snapshot
@@ -88,6 +89,11 @@ class KeyedStateBackend(abc.ABC):
         self._first_group, self._last_group = key_group_range.start, key_group_range.end
         self.ttl_cleanups: dict[str, Callable[[str, Any], Any]] = {}  # state name -> drops expired values
         self.schema = SchemaCheck()  # the states' declared types, checked against what a checkpoint recorded
+
+    def set_key_hash(self, key_hash: KeyHash) -> None:
+        """Group keys by ``key_hash`` (of the stream's declared key type), as the stream routes them; before
+        any key is set."""
+        self.assign_key_group = KeyGroupAssigner(self.max_parallelism, key_hash)
 
     # -- current key and time ---------------------------------------------------------------
 

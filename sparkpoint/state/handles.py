@@ -28,6 +28,7 @@ from typing import Any, ClassVar, Protocol
 
 from sparkpoint.errors import StateError
 from sparkpoint.state.key_groups import KeyGroupRange
+from sparkpoint.state.key_hash import KeyHash
 from sparkpoint.state.snapshot import KeyedStateSnapshot, check_snapshot
 from sparkpoint.storage.checkpoint_storage import StreamStateHandle, read_verified
 from sparkpoint.storage.file_systems import open_file_system
@@ -130,7 +131,7 @@ class CanonicalFileHandle(KeyedStateHandle):
     state: str = ""
     state_kinds: Mapping[str, str] = field(default_factory=dict, compare=False)
     watermark: int | None = None
-    regroup: bool = False  # written with an older key hash: every entry is regrouped by its key
+    regroup: KeyHash | None = None  # written under another key hash: every entry is regrouped by its key, by this
 
     def read(self, key_groups: KeyGroupRange | None, max_parallelism: int) -> dict[str, KeyedStateSnapshot]:
         from sparkpoint.state.savepoint_format import read_canonical_file
@@ -196,7 +197,7 @@ def restore_handle(
     checkpoint_id: int | None,
     storage_options: Mapping[str, Any] | None = None,
     operator: OperatorSnapshotInfo | None = None,
-    regroup: bool = False,
+    regroup: KeyHash | None = None,
 ) -> KeyedStateHandle:
     """The restore handle of ``file`` (of the checkpoint at ``location``) for the operators ``uids``;
     ``operator``: what ``_metadata`` says of a canonical file's operator."""

@@ -32,7 +32,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sparkpoint.errors import StateError
-from sparkpoint.state.key_groups import KeyGroupRange, assign_to_key_group
+from sparkpoint.state.key_groups import KeyGroupAssigner, KeyGroupRange
+from sparkpoint.state.key_hash import KeyHash
 from sparkpoint.state.snapshot import KeyedStateSnapshot
 from sparkpoint.storage.checkpoint_storage import StreamStateHandle, write_file
 
@@ -144,11 +145,11 @@ def read_canonical_file(
     max_parallelism: int,
     watermark: int | None = None,
     uid: str = "?",
-    regroup: bool = False,
+    regroup: KeyHash | None = None,
 ) -> KeyedStateSnapshot:
     """One canonical file (state ``state`` of operator ``uid``) as a snapshot of ``key_groups``:
     entries of other key groups are left out. With ``regroup`` the recorded key groups are
-    ignored and each entry's group is computed from its key (files of an older key hash)."""
+    ignored and each entry's group is computed from its key by that hash (files of another key hash)."""
     # one small file per subtask: Arrow's thread pool buys nothing here, and a process that
     # read with it can abort at exit ("terminate called without an active exception")
     table = pq.read_table(io.BytesIO(data), use_threads=False)
@@ -159,8 +160,8 @@ def read_canonical_file(
     timers: dict[int, dict[str, list]] = {}
     entries: dict[int, dict[str, dict]] = {}
     loaded = [_loads(k, uid, state) for k in keys]
-    if regroup:
-        kgs = [assign_to_key_group(k, max_parallelism) for k in loaded]
+    if regroup is not None:
+        kgs = KeyGroupAssigner(max_parallelism, regroup).groups(loaded)
     if state == TIMERS:
         domains = table.column("domain").to_pylist()
         stamps = table.column("timestamp").to_pylist()

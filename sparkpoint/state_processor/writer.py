@@ -14,13 +14,7 @@ import fsspec
 
 from sparkpoint.checkpoint.loader import load_checkpoint
 from sparkpoint.checkpoint.metadata import CheckpointMetadata, KeyedStateFile, MetadataV1Serializer, OperatorMetadata
-from sparkpoint.errors import StateError
-from sparkpoint.state.key_groups import (
-    DEFAULT_MAX_PARALLELISM,
-    KEY_SERIALIZER_VERSION,
-    KeyGroupRange,
-    assign_to_key_group,
-)
+from sparkpoint.state.key_groups import DEFAULT_MAX_PARALLELISM, PICKLED, KeyGroupRange, assign_to_key_group
 from sparkpoint.state.savepoint_format import CANONICAL_BACKEND, write_canonical
 from sparkpoint.state.snapshot import KeyedStateSnapshot
 from sparkpoint.storage.checkpoint_storage import METADATA_FILE_NAME, StreamStateHandle, write_file
@@ -104,22 +98,6 @@ class SavepointWriter:
         self.keyed.setdefault(uid, {})[state_name] = (kind, entries)
         return self
 
-    def _check_key_serializer(self) -> None:
-        """Keyed state grouped by an older key hash cannot be carried over into a new savepoint."""
-        base = self.base
-        assert base is not None
-        keyed = sorted(
-            uid
-            for uid, op in base.metadata.operators.items()
-            if uid not in self.removed and any(f.state is None for f in op.keyed_state)
-        )  # canonical files are regrouped by key
-        if keyed and base.metadata.key_serializer != KEY_SERIALIZER_VERSION:
-            raise StateError(
-                f"cannot modify {base.location}: keyed state of {keyed} was assigned to key groups before sparkpoint "
-                f"gave keys a deterministic serializer, in raw snapshots that cannot be regrouped. Start from a "
-                f"savepoint of it instead (savepoints are regrouped by key), or remove those operators."
-            )
-
     def write(self, path: str) -> str:
         """Write the savepoint into directory ``path`` (created); returns its URI."""
         fs, location = fsspec.core.url_to_fs(path)
@@ -128,7 +106,6 @@ class SavepointWriter:
         driver_state: dict = {"operator_states": {}, "sources": {}, "committables": {}, "epoch": -1}
         job_id = uuid.uuid4().hex
         if self.base is not None:
-            self._check_key_serializer()
             # carry over what is not replaced: keyed state (re-encoded canonically) and driver-held state
             from sparkpoint.state_processor.reader import _operator_snapshot
 
@@ -161,12 +138,13 @@ class SavepointWriter:
                     max_parallelism=self.max_parallelism,
                     state_kinds={n: k for n, (k, _) in states.items()},
                     entries=groups,
-                    timers=self.timers.get(uid, {}),
+                    timers=_regroup_timers(self.timers.get(uid, {}), self.max_parallelism),
                     watermark=self.watermarks.get(uid),
                 )
             }
             files, info = write_canonical(fs, location, snapshot, 0, 0, (0, self.max_parallelism - 1))
             op = operators.setdefault(uid, OperatorMetadata(uid, uid, 1))
+            op.key_hash = PICKLED  # grouped by assign_to_key_group's default; a job keying by a declared type regroups
             op.state_kinds.update(info[uid]["state_kinds"])
             op.watermark = self.watermarks.get(uid)
             for f in files:
@@ -191,6 +169,18 @@ class SavepointWriter:
         )
         write_file(fs, posixpath.join(location, METADATA_FILE_NAME), MetadataV1Serializer.serialize(meta))
         return fs.unstrip_protocol(location)
+
+
+def _regroup_timers(timers: dict, max_parallelism: int) -> dict:
+    """``{key group: {domain: [(timestamp, key, namespace)]}}`` with each timer under its key's group as this
+    writer assigns it (a base written by another key hash had them elsewhere)."""
+    out: dict = {}
+    for by_domain in timers.values():
+        for domain, entries in by_domain.items():
+            for timer in entries:
+                kg = assign_to_key_group(timer[1], max_parallelism)
+                out.setdefault(kg, {}).setdefault(domain, []).append(timer)
+    return out
 
 
 def _rows(data: Any) -> list[dict]:

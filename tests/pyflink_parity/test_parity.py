@@ -265,7 +265,7 @@ def test_word_count_in_batch_mode(monkeypatch, capsys, tmp_path, mode):
     assert counts == Counter(f"({word},{n})" for word, n in words.items())
 
 
-# -- parallelism 2: each key's order is defined, its subtask is not ------------------------------
+# -- parallelism 2: each key's order is defined, and its subtask (PyFlink's key groups) -------------
 
 
 def lines_per_key(lines: list[str]) -> dict[str, tuple[set, list[str]]]:
@@ -285,6 +285,23 @@ def assert_same_lines_per_key(out: list[str], want: list[str]) -> None:
     got, expected = lines_per_key(out), lines_per_key(want)
     assert {key: bodies for key, (_, bodies) in got.items()} == {key: bodies for key, (_, bodies) in expected.items()}
     assert all(len(subtasks) == 1 for subtasks, _ in got.values()), "a key lives on one subtask"
+    assert {key: subtasks for key, (subtasks, _) in got.items()} == {
+        key: subtasks for key, (subtasks, _) in expected.items()
+    }, "each key lives on the subtask PyFlink puts it on"
+
+
+def test_keys_land_where_pyflink_puts_them(monkeypatch, capsys, tmp_path, mode):
+    """Keys of every type PyFlink hashes as pickles (str, int, float, tuples, None, bytes), and declared as
+    Types.STRING/INT/LONG/DOUBLE/BOOLEAN/TUPLE/ROW/ROW_NAMED, at parallelism 4 and 7, are on PyFlink's subtask;
+    so are the N> prefixes of print() behind a keyed map."""
+    out, _ = run_job("key_placement", monkeypatch, capsys, tmp_path, mode=mode)
+    want = recorded("key_placement")
+    printed = [line for line in want if subtask_and_body(line)[0] is not None]
+    assert len(printed) == 49 and len(want) == 571  # the recording is whole
+    assert sorted(line for line in out if subtask_and_body(line)[0] is not None) == sorted(printed)
+    assert [line for line in out if subtask_and_body(line)[0] is None] == [
+        line for line in want if subtask_and_body(line)[0] is None
+    ]
 
 
 def test_state_access(monkeypatch, capsys, tmp_path, mode):

@@ -64,14 +64,24 @@ def test_equal_keys_share_a_key_group(keys):
     assert len(groups) == 1, f"{keys} went to key groups {groups}"
 
 
-def test_strings_and_ints_keep_their_key_groups():
-    # the canonical bytes of str and int keys are their text: state written before stays put
-    import zlib
+STR_KEYS = ["", "a", "é", "日本語", "x" * 255, "x" * 256, "K" * 70_000, "😀 beyond the BMP"] + [
+    "".join(chr(random.Random(i).randrange(1, 0x2FFF)) for _ in range(i % 40)) for i in range(500)
+]
+MIXED_KEYS = STR_KEYS[:20] + [None, 0, 1, -5, 2**70, 0.5, 2.0, True, (1, "a"), ("a", "a"), b"x", Decimal("0.5")]
 
-    from sparkpoint.state.key_groups import _murmur_mix
 
-    for k in ["user-1", "", "ünïcode", 0, -7, 10**30]:
-        assert assign_to_key_group(k, 128) == _murmur_mix(zlib.crc32(str(k).encode())) % 128
+@pytest.mark.parametrize("declared", [None, "STRING", "INT"])
+def test_whole_batches_hash_as_keys_one_by_one(declared):
+    """The batch paths (str keys from their UTF-8 or UTF-16 at C speed; other keys pickled and hashed together)
+    give every key the group the one-key path gives it: long keys, None and mixed types too."""
+    from sparkpoint.common.typeinfo import Types
+    from sparkpoint.state.key_hash import key_hash
+
+    kh = key_hash(getattr(Types, declared)() if declared else None)
+    assign = KeyGroupAssigner(128, kh)
+    for keys in (STR_KEYS, MIXED_KEYS):
+        assert assign.groups(keys) == [assign_to_key_group(k, 128, kh) for k in keys]
+    assert kh.str_codes(STR_KEYS).tolist() == [kh(k) for k in STR_KEYS]
 
 
 def test_distinct_keys_spread_over_key_groups():

@@ -208,7 +208,8 @@ def test_a_new_database_is_marked_with_its_key_format_and_one_written_before_the
     """A new database stores ``"1"`` and ``1`` apart (key format 2: keys, namespaces, timers) and says so in its
     metadata, so it reopens as format 2. A database written before the mark (format 1: a retained checkpoint of
     an older version) reopens as format 1 and finds its entries where they were written, ``"1"`` and ``1`` one
-    entry, one namespace, one timer -- through a prefetch too."""
+    namespace and one timer -- through a prefetch too; their values are apart in both formats, since their key
+    groups differ (PyFlink's placement hashes their pickles)."""
     d = descriptors()
     backend = _open(tmp_path)
     assert backend.store.key_format == 2
@@ -231,8 +232,8 @@ def test_a_new_database_is_marked_with_its_key_format_and_one_written_before_the
         assert got == {"1": "text", 1: "number"} and lists == {"1": ["text"], 1: ["number"]}
         assert sorted(map(repr, fired)) == sorted(map(repr, [("1", None), (1, None)]))
     else:
-        assert got == {"1": "number", 1: "number"} and lists == {"1": ["number", "text"], 1: ["number", "text"]}
-        assert len(fired) == 1
+        assert got == {"1": "text", 1: "number"} and lists == {"1": ["number", "text"], 1: ["number", "text"]}
+        assert len(fired) == 1  # timers are stored by key bytes alone
     backend.commit(2)  # a later commit keeps the format
     backend.dispose()
     backend = _open(tmp_path, 2)

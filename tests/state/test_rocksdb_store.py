@@ -425,10 +425,13 @@ def test_a_value_state_update_without_a_read_replaces_the_stored_value_without_d
 def test_a_batch_of_keys_encodes_as_its_keys_one_by_one(key_format):
     """The prefetch's batch encoding gives every key the database bytes and the group of the per-key encoding,
     in both key formats, for str keys (the one-call path), a str starting with NUL, and mixed types."""
+    from sparkpoint.state.key_groups import KeyGroupAssigner
     from sparkpoint.state.rocksdb.layout import encode_key_and_group, encode_keys_and_groups
 
-    for keys in (["a", "b", "é", ""], ["a", "\x00N", "1"], ["1", 1, 2.5, None, ("t", 1), b"x"]):
-        assert encode_keys_and_groups(keys, 128, key_format) == [encode_key_and_group(k, 128, key_format) for k in keys]
+    many = [f"k{i}" for i in range(99)]  # the batch path of the key groups
+    for keys in (["a", "b", "é", ""], ["a", "\x00N", "1"], ["1", 1, 2.5, None, ("t", 1), b"x"], many):
+        batch = encode_keys_and_groups(keys, KeyGroupAssigner(128), key_format)
+        assert batch == [encode_key_and_group(k, KeyGroupAssigner(128), key_format) for k in keys]
 
 
 def test_epoch_changes_of_spilling_epochs_rebuild_the_same_state(tmp_path):

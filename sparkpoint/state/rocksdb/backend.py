@@ -110,7 +110,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             self._enc_key_bytes, self._enc_key_group = self._encoded[key]
         except (KeyError, TypeError):
             self._enc_key_bytes, self._enc_key_group = encode_key_and_group(
-                key, self.max_parallelism, self.store.key_format
+                key, self.assign_key_group, self.store.key_format
             )
         self._enc_key = key
 
@@ -128,7 +128,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             new = distinct
         if new:
             try:
-                known.update(zip(new, encode_keys_and_groups(new, self.max_parallelism, self.store.key_format)))
+                known.update(zip(new, encode_keys_and_groups(new, self.assign_key_group, self.store.key_format)))
             except Exception:  # noqa: BLE001 - a key without a deterministic form (or a str that is not
                 return  # UTF-8): set_current_key fails on it naming its record
         states = [

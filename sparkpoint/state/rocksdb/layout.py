@@ -25,10 +25,9 @@ import struct
 from typing import Any
 
 from sparkpoint.state.key_groups import (
+    KeyGroupAssigner,
     KeyTypeError,
     key_bytes,
-    key_group_of_bytes,
-    key_groups_of_bytes,
     keys_bytes,
     keys_stored_bytes,
     stored_key_bytes,
@@ -72,21 +71,17 @@ def encode_key(key: Any, key_format: int) -> bytes:
     return _sized_key(key, key_bytes(key), key_format)
 
 
-def encode_key_and_group(key: Any, max_parallelism: int, key_format: int) -> tuple[bytes, int]:
-    """:func:`encode_key` and the key's group (of its canonical bytes), from one serialization of the key."""
-    kb = key_bytes(key)
-    return _sized_key(key, kb, key_format), key_group_of_bytes(kb, max_parallelism)
+def encode_key_and_group(key: Any, assign: KeyGroupAssigner, key_format: int) -> tuple[bytes, int]:
+    """:func:`encode_key` and the key's group (by ``assign``, the stream's key group assigner)."""
+    return _sized_key(key, key_bytes(key), key_format), assign(key)
 
 
-def encode_keys_and_groups(keys: list, max_parallelism: int, key_format: int) -> list[tuple[bytes, int]]:
+def encode_keys_and_groups(keys: list, assign: KeyGroupAssigner, key_format: int) -> list[tuple[bytes, int]]:
     """:func:`encode_key_and_group` of every key: ``str`` keys (the common case) encoded in one C call, the
     groups of them all worked out together."""
-    if key_format >= 2:
-        canonical, stored = keys_stored_bytes(keys)
-    else:
-        canonical = stored = keys_bytes(keys)
+    stored = keys_stored_bytes(keys)[1] if key_format >= 2 else keys_bytes(keys)
     sized = [struct.pack(">I", len(kb)) + kb for kb in stored]
-    return list(zip(sized, key_groups_of_bytes(canonical, max_parallelism)))
+    return list(zip(sized, assign.groups(keys)))
 
 
 def _sized_key(key: Any, canonical: bytes, key_format: int) -> bytes:
