@@ -74,10 +74,15 @@ class ReadResult:
     split: SourceSplit  # new position; finished=True at its end
     watermark: int | None = None  # a watermark the source emitted itself
     malformed: list = field(default_factory=list)  # (path, line, text, reason)
+    size: int = 0  # the bytes read, where the source counts them (files)
 
 
 class SplitEnumerator(abc.ABC):
     """Driver side of a source: which splits exist and who reads them next."""
+
+    #: the bytes a source subtask reads in an epoch at most (``execution.epoch.max-bytes``), set by the runtime:
+    #: an enumerator of small splits may hand a subtask as many at once as fit in it
+    epoch_bytes: int | None = None
 
     @abc.abstractmethod
     def discover(self) -> None:
@@ -122,6 +127,9 @@ class SourceReader(abc.ABC):
     to what its enumerator fixed for the epoch (an end a task run again must read to, and no further)."""
 
     live = False
+    #: True for a reader whose splits are read one after another, each to its end (files): a task shares an
+    #: epoch's bounds among them in their order; False (a topic's partitions): every split is read each epoch
+    sequential = False
 
     @abc.abstractmethod
     def read(self, split: SourceSplit, max_records: int, max_bytes: int) -> ReadResult: ...

@@ -279,7 +279,32 @@ class FileSplitEnumerator(SplitEnumerator):
         if not self.listed:
             self.discover()
         taken, self.pending = self.pending[: max(count, 0)], self.pending[max(count, 0) :]
-        return [SourceSplit(e.path, (0, 0), info={"mtime": e.mtime, "size": e.size}) for e in taken]
+        return [_split(e) for e in taken]
+
+    def assign(self, assigned: dict[int, list[SourceSplit]]) -> dict[int, list[SourceSplit]]:
+        """A subtask that finished its files gets the next ones, dealt in turn to every such subtask, each as many
+        as fit in :attr:`epoch_bytes` (at least one): many small files are read in one epoch, so the watermark
+        does not move between them (as a Flink reader's periodic watermark does not, over files read in
+        milliseconds)."""
+        if not self.listed:
+            self.discover()
+        out = {i: splits for i, splits in assigned.items() if any(not s.finished for s in splits)}
+        hungry = [i for i in assigned if i not in out]
+        budget = self.epoch_bytes or 0
+        load = dict.fromkeys(hungry, 0)
+        taken: dict[int, list[SourceSplit]] = {i: [] for i in hungry}
+        while hungry and self.pending:
+            for i in list(hungry):
+                if not self.pending:
+                    break
+                size = self.pending[0].size
+                if taken[i] and load[i] + size > budget:
+                    hungry.remove(i)  # full: the file goes to another subtask, or to a later epoch
+                    continue
+                taken[i].append(_split(self.pending.pop(0)))
+                load[i] += size
+        out.update(taken)
+        return out
 
     def no_more_splits(self) -> bool:
         return self.discovery_interval_ms is None and self.listed and not self.pending
@@ -301,8 +326,14 @@ class FileSplitEnumerator(SplitEnumerator):
         self._restored = True
 
 
+def _split(entry: FileEntry) -> SourceSplit:
+    return SourceSplit(entry.path, (0, 0), info={"mtime": entry.mtime, "size": entry.size})
+
+
 class FileSourceReader(SourceReader):
     """Reads whole lines of one file from a position, parsing them with a :class:`LineFormat`."""
+
+    sequential = True
 
     def __init__(self, fmt: LineFormat):
         self.fmt = fmt
@@ -328,7 +359,7 @@ class FileSourceReader(SourceReader):
             values, malformed = self._parse(raw, lines_read, split.split_id)
             lines = len(raw)
         new_split = split.with_(position=(offset + consumed, lines_read + lines), finished=at_end)
-        return ReadResult(values, None, new_split, malformed=malformed)
+        return ReadResult(values, None, new_split, malformed=malformed, size=consumed)
 
     def locate(self, split: SourceSplit, index: int, max_bytes: int) -> str:
         """``path:line`` of the ``index``-th record read from ``split``."""

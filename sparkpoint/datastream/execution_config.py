@@ -17,8 +17,11 @@ class RuntimeExecutionMode(Enum):
     """How a job runs: ``STREAMING`` (the default), ``BATCH`` or ``AUTOMATIC``.
 
     Note:
-        ``BATCH`` changes only the keyed ``reduce`` (and ``sum``, ``min``, ...): it emits one final value per
-        key at the end of input. Everything else runs as in ``STREAMING``.
+        ``BATCH`` (and ``AUTOMATIC`` when every source is bounded) runs the job as Flink's batch execution does
+        where results can tell: sources and ``assign_timestamps_and_watermarks`` emit no watermark until the input
+        ends, so no record is late and every event-time window and timer fires at the end; checkpointing is off;
+        the keyed ``reduce`` (and ``sum``, ``min``, ...) emits one final value per key. Records still flow in
+        epochs, not sorted by key.
     """
 
     STREAMING = 0

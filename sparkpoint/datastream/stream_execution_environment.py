@@ -166,7 +166,9 @@ class StreamExecutionEnvironment:
         """Sets the runtime mode (``execution.runtime-mode``).
 
         Args:
-            execution_mode: A ``RuntimeExecutionMode``; ``BATCH`` changes only the keyed ``reduce`` (see there).
+            execution_mode: A ``RuntimeExecutionMode``. In ``BATCH`` (and ``AUTOMATIC`` when every source is
+                bounded) the watermark holds until the input ends (no record is late), checkpointing is off, and a
+                keyed ``reduce`` emits only its final value per key.
         """
         self._config.set("execution.runtime-mode", execution_mode.name)
         return self

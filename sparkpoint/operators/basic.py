@@ -123,12 +123,14 @@ class TimestampsAndWatermarksOperator(StreamOperator):
     """``assign_timestamps_and_watermarks``: stamps records and replaces the watermark.
 
     Its generator is operator state of the subtask (pickled), so watermarks continue
-    across epochs and restores. Only the end-of-input watermark (+inf) passes through.
+    across epochs and restores. Only the end-of-input watermark (+inf) passes through. With ``batch``
+    (``RuntimeExecutionMode.BATCH``) it emits no watermark of its own: the end of input is the only one.
     """
 
-    def __init__(self, uid: str, name: str, strategy: Any):
+    def __init__(self, uid: str, name: str, strategy: Any, batch: bool = False):
         super().__init__(uid, name)
         self.strategy = strategy
+        self.batch = batch
         self.assigner = strategy.create_timestamp_assigner()
         self.generator: Any = None
         self.output = WatermarkOutput()
@@ -157,6 +159,8 @@ class TimestampsAndWatermarksOperator(StreamOperator):
         if watermark == MAX_WATERMARK:
             self.watermark = MAX_WATERMARK
             return MAX_WATERMARK
+        if self.batch:
+            return self.watermark  # held until the end of input
         if hasattr(self.generator, "set_current_processing_time"):  # idleness: a long-running task's clock moves
             self.generator.set_current_processing_time(self.task.processing_time)
         self.generator.on_periodic_emit(self.output)

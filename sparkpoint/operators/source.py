@@ -29,12 +29,16 @@ __all__ = ["SourceOperator"]
 
 
 class SourceOperator(StreamOperator):
-    def __init__(self, uid: str, name: str, source: Any, strategy: WatermarkStrategy | None):
+    """Reads its subtask's splits; with ``batch`` (``RuntimeExecutionMode.BATCH``) it holds its watermark until
+    every split is read and then emits +inf, as Flink's batch execution: no record is late."""
+
+    def __init__(self, uid: str, name: str, source: Any, strategy: WatermarkStrategy | None, batch: bool = False):
         super().__init__(uid, name)
         self.source = source
         self.strategy = strategy
         self.assigner = strategy.create_timestamp_assigner() if strategy is not None else None
         self.live = False  # in a long-running task: readers read what is there (SourceReader.live)
+        self.batch = batch
 
     def _generator(self, split: SourceSplit) -> Any:
         if split.generator is not None:
@@ -46,51 +50,75 @@ class SourceOperator(StreamOperator):
     def read(
         self, splits: list[SourceSplit], no_more_splits: bool, max_records: int, max_bytes: int, out: Output
     ) -> tuple[list[SourceSplit], int | None]:
-        """Read one epoch's slice of every split; returns the new splits and the watermark."""
+        """Read one epoch's slice of every split; returns the new splits and the watermark.
+
+        A reader whose splits are read one after another (``SourceReader.sequential``: files) shares the epoch's
+        bounds among them, in their order, and leaves a split unread this epoch once a split before it did not
+        finish; an unread split holds the watermark where it is (as a Flink reader's assigned split does). Other
+        readers read every split up to the bounds (a topic's partitions)."""
         reader = self.source.create_reader()
         reader.live = self.live
+        sequential = getattr(reader, "sequential", False)
         new_splits: list[SourceSplit] = []
         watermarks: list[int] = []
-        n = 0
+        n = size = 0
+        blocked = False
         for split in splits:
             if split.finished:
                 continue
-            result = reader.read(split, max_records, max_bytes)
-            self._malformed(result.malformed, out)
-            values = result.values
-            ts = result.timestamps
-            if self.assigner is not None:
-                ts = extract_timestamps(self, self.assigner, values, ts if ts is not None else [None] * len(values))
-            elif ts is None:
-                ts = [None] * len(values)
+            if blocked:
+                new_split = split
             else:
-                self._check_timestamps(reader.locate, split, values, ts, max_bytes)
-            gen = self._generator(split)
-            output = WatermarkOutput()
-            output.watermark = split.watermark
-            if gen is not None:
-                if hasattr(gen, "set_current_processing_time"):
-                    gen.set_current_processing_time(self.task.processing_time)
-                if values and ts and ts[0] is not None:
-                    observe_batch(gen, values, ts, output)
-                gen.on_periodic_emit(output)
-            if result.watermark is not None:
-                output.emit_watermark(result.watermark)
-            new_split = result.split.with_(
-                generator=cloudpickle.dumps(gen) if gen is not None else None,
-                watermark=output.watermark,
-                idle=output.idle,
-            )
+                budget = (max_records - n, max_bytes - size) if sequential else (max_records, max_bytes)
+                new_split, values, ts, read_bytes = self._read_split(reader, split, *budget, out)
+                out.take(values, ts)
+                n += len(values)
+                size += read_bytes
+                blocked = sequential and (not new_split.finished or n >= max_records or size >= max_bytes)
             new_splits.append(new_split)
             if not new_split.finished and not new_split.idle:
                 watermarks.append(new_split.watermark)
-            out.take(values, ts)
-            n += len(values)
         self.task.counter(self.uid, "numRecordsOut", n)
+        return new_splits, self._subtask_watermark(new_splits, watermarks, no_more_splits)
+
+    def _read_split(
+        self, reader: Any, split: SourceSplit, max_records: int, max_bytes: int, out: Output
+    ) -> tuple[SourceSplit, list, list, int]:
+        """One split's slice: the split after it, the records, their timestamps, and the bytes read."""
+        result = reader.read(split, max(1, max_records), max(1, max_bytes))
+        self._malformed(result.malformed, out)
+        values = result.values
+        ts = result.timestamps
+        if self.assigner is not None:
+            ts = extract_timestamps(self, self.assigner, values, ts if ts is not None else [None] * len(values))
+        elif ts is None:
+            ts = [None] * len(values)
+        else:
+            self._check_timestamps(reader.locate, split, values, ts, max_bytes)
+        gen = self._generator(split)
+        output = WatermarkOutput()
+        output.watermark = split.watermark
+        if gen is not None:
+            if hasattr(gen, "set_current_processing_time"):
+                gen.set_current_processing_time(self.task.processing_time)
+            if values and ts and ts[0] is not None:
+                observe_batch(gen, values, ts, output)
+            gen.on_periodic_emit(output)
+        if result.watermark is not None:
+            output.emit_watermark(result.watermark)
+        new_split = result.split.with_(
+            generator=cloudpickle.dumps(gen) if gen is not None else None, watermark=output.watermark, idle=output.idle
+        )
+        return new_split, values, ts, result.size
+
+    def _subtask_watermark(self, new_splits: list[SourceSplit], watermarks: list[int], no_more_splits: bool) -> Any:
+        """The subtask's watermark after an epoch's read: the least of its open splits' (see the module)."""
         unfinished = [s for s in new_splits if not s.finished]
         ended = [s.watermark for s in new_splits if s.finished and s.watermark > self.watermark]
         wm: int | None
-        if not unfinished and ended and not no_more_splits:
+        if self.batch:
+            wm = MAX_WATERMARK if not unfinished and no_more_splits else self.watermark  # held to the end
+        elif not unfinished and ended and not no_more_splits:
             wm = min(ended)  # the splits that ended this epoch still pass on their last watermark
         elif not unfinished:
             wm = MAX_WATERMARK if no_more_splits else IDLE
@@ -100,7 +128,7 @@ class SourceOperator(StreamOperator):
             wm = min(watermarks)
         if wm is not IDLE and wm > self.watermark:
             self.watermark = wm
-        return new_splits, wm
+        return wm
 
     @staticmethod
     def _check_timestamps(locate: Any, split: SourceSplit, values: list, ts: list, max_bytes: int) -> None:

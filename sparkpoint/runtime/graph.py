@@ -125,6 +125,7 @@ class JobPlan:
     stage_of: dict[int, int]
     job_parameters: dict = field(default_factory=dict)
     state_backend: Any = None  # the runtime StateBackend (resolved at translation); None means hashmap
+    batch: bool = False  # RuntimeExecutionMode.BATCH (or AUTOMATIC over bounded sources): no checkpoints, no late data
 
     def stage(self, stage_id: int) -> StagePlan:
         return self.stages[stage_id]
@@ -326,6 +327,7 @@ def build_job_plan(
     max_parallelism: int,
     job_parameters: dict | None = None,
     state_backend: Any = None,
+    batch: bool = False,
 ) -> JobPlan:
     """Cut the stream graph into stages (uids generated where missing, and checked)."""
     if not nodes:
@@ -351,4 +353,5 @@ def build_job_plan(
         stage_of=stage_of,
         job_parameters=dict(job_parameters or {}),
         state_backend=state_backend,
+        batch=batch,
     )

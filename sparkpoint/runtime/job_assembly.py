@@ -8,6 +8,7 @@ from). :func:`create_job_master` is what the pipeline executors call.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,6 +38,8 @@ from sparkpoint.runtime.working_state import JobWorkingDirs
 from sparkpoint.storage.file_systems import configure_file_systems
 
 __all__ = ["JobParts", "create_job_master", "new_job_id"]
+
+logger = logging.getLogger(__name__)
 
 
 def new_job_id() -> str:
@@ -78,8 +81,15 @@ class JobParts:
         job_id = job_id or new_job_id()
         tasks = TaskSettings.from_config(config, job_id)
         checkpointing = CheckpointSettings(config)
+        if plan.batch and checkpointing.enabled:  # Flink's batch execution takes no checkpoints either
+            logger.warning(
+                "execution.runtime-mode BATCH: checkpointing (every %d ms) is off; a failed attempt runs from the "
+                "start of its input again",
+                checkpointing.interval_ms,
+            )
+            checkpointing.enabled = False
         checkpointing.incremental = plan.state_backend is not None and plan.state_backend.incremental
-        progress = JobProgress(plan)
+        progress = JobProgress(plan, tasks.max_bytes)
         output = JobOutput(plan, out, clock)
         sink_committer = SinkCommitter(plan, checkpointing.enabled and checkpointing.exactly_once)
         check_sinks(plan, checkpointing.interval_ms if checkpointing.enabled else None, checkpointing.exactly_once)

@@ -23,8 +23,9 @@ __all__ = ["JobProgress"]
 class JobProgress:
     """The driver's view of the job's tasks (see the module)."""
 
-    def __init__(self, plan: JobPlan):
+    def __init__(self, plan: JobPlan, epoch_bytes: int | None = None):
         self.plan = plan
+        self.epoch_bytes = epoch_bytes  # execution.epoch.max-bytes: the sources' enumerators hand out splits by it
         self.sources: dict[int, SourceCoordinator] = {}
         self.reset()
 
@@ -41,7 +42,11 @@ class JobProgress:
         src_stage = plan.stage(0)
         self.sources = {
             n.id: SourceCoordinator(
-                n.id, n.effective_uid(), n.source, src_stage.parallelism if n.parallelism is None else n.parallelism
+                n.id,
+                n.effective_uid(),
+                n.source,
+                src_stage.parallelism if n.parallelism is None else n.parallelism,
+                self.epoch_bytes,
             )
             for n in plan.source_nodes()
         }

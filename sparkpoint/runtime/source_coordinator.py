@@ -10,9 +10,10 @@ __all__ = ["SourceCoordinator"]
 class SourceCoordinator:
     """Split assignment of one source node (driver side)."""
 
-    def __init__(self, node_id: int, uid: str, source: Any, parallelism: int):
+    def __init__(self, node_id: int, uid: str, source: Any, parallelism: int, epoch_bytes: int | None = None):
         self.node_id, self.uid, self.source, self.parallelism = node_id, uid, source, parallelism
         self.enumerator = source.create_enumerator()
+        self.enumerator.epoch_bytes = epoch_bytes  # how many small splits a subtask may take at once
         self.assigned: dict[int, list] = {i: [] for i in range(parallelism)}
         self.finished_splits = 0
         self.read_to: dict[str, Any] = {}  # split id -> the split as last read (finished ones too)

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+from sparkpoint.connectors.base import Boundedness
 from sparkpoint.datastream.functions import KeySelector, ProcessAllWindowFunction, ProcessWindowFunction
 from sparkpoint.datastream.transformations import (
     CollectTransformation,
@@ -84,7 +85,6 @@ _ONE_INPUT_OPERATORS: dict[str, Callable[..., Any]] = {
     "flat_map": FlatMapOperator,
     "filter": FilterOperator,
     "process": ProcessOperator,
-    "assign_timestamps": TimestampsAndWatermarksOperator,
 }
 
 
@@ -95,13 +95,23 @@ class ConstantKeySelector(KeySelector):
         return 0
 
 
+def batch_execution(pipeline: Pipeline) -> bool:
+    """Whether the job runs in ``RuntimeExecutionMode.BATCH``: set so, or ``AUTOMATIC`` with only bounded
+    sources (as Flink decides it)."""
+    mode = pipeline.runtime_mode.upper()
+    if mode == "AUTOMATIC":
+        sources = [t.source for t in pipeline.transformations if isinstance(t, SourceTransformation)]
+        return all(s.get_boundedness() == Boundedness.BOUNDED for s in sources)
+    return mode == "BATCH"
+
+
 class StreamGraphGenerator:
     """Turns a pipeline's transformations into the stream graph and the job plan."""
 
     def __init__(self, pipeline: Pipeline, configuration: Any = None):
         self.pipeline = pipeline
         self.configuration = configuration
-        self.batch = pipeline.runtime_mode.upper() == "BATCH"
+        self.batch = batch_execution(pipeline)
 
     def generate(self) -> dict[int, StreamNode]:
         """The stream graph: one node per transformation, with its operator factory."""
@@ -120,6 +130,7 @@ class StreamGraphGenerator:
             p.max_parallelism,
             p.job_parameters,
             state_backend=load_state_backend(p.state_backend).configure(config),
+            batch=self.batch,
         )
 
     def get_execution_plan(self) -> str:
@@ -192,8 +203,10 @@ class StreamGraphGenerator:
 
     def _factory(self, t: Transformation) -> Callable[[], Any]:
         if isinstance(t, SourceTransformation):
-            return partial(SourceOperator, "", t.name, t.source, t.watermark_strategy)
+            return partial(SourceOperator, "", t.name, t.source, t.watermark_strategy, self.batch)
         if isinstance(t, OneInputTransformation):
+            if t.operation == "assign_timestamps":
+                return partial(TimestampsAndWatermarksOperator, "", t.name, t.function, self.batch)
             return partial(_ONE_INPUT_OPERATORS[t.operation], "", t.name, t.function)
         if isinstance(t, KeyedTransformation):
             return self._keyed_factory(t)

@@ -67,6 +67,7 @@ def run_job(
     configuration: dict | None = None,
     *,
     mode: str,
+    keep_argv: bool = False,
 ) -> tuple[list[str], dict[str, Any]]:
     """Run ``<job>.py`` as its own ``__main__`` in execution ``mode``; returns its stdout lines and its
     module globals.
@@ -74,7 +75,7 @@ def run_job(
     The configuration is what ``sparkpoint run -D ...`` would give the job; by default the
     in-process executor at the recorded parallelism. ``mode`` (``sparkpoint.execution.mode``) is
     checked to have reached the runtime: a continuous job's scheduler logs its slots, an epoch
-    job's never touches continuous mode.
+    job's never touches continuous mode. ``keep_argv``: the caller set the job's ``sys.argv``.
     """
     script = JOBS_DIR / f"{job}.py"
     if configuration is None:
@@ -83,7 +84,8 @@ def run_job(
             "parallelism.default": RECORDED_PARALLELISM,
             "sparkpoint.local-state-dir": str(tmp_path / "local-state"),
         }
-    monkeypatch.setattr(sys, "argv", [str(script)])
+    if not keep_argv:
+        monkeypatch.setattr(sys, "argv", [str(script)])
     monkeypatch.syspath_prepend(str(JOBS_DIR))
     # sparkpoint's log records stay out of the compared stdout, whatever handlers the process
     # has (PyFlink's Java-side logging never reached its stdout either).
