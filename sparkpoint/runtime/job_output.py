@@ -159,7 +159,11 @@ class JobOutput:
         return self.user_metrics.totals(uid, subtask, pending)
 
     def emit_printed(self, reports: list[TaskReport]) -> None:
+        """Print what the print sinks of ``reports`` took and what their user functions printed on Spark; hand
+        collected records to ``execute_and_collect``."""
         for r in sorted(reports, key=lambda r: (r.stage_id, r.subtask)):
+            if r.stdout:
+                self.out.write(r.stdout)
             for nid, lines in r.printed.items():
                 node = self.plan.nodes[nid]
                 if node.kind == "collect":

@@ -70,6 +70,7 @@ class TaskReport:
     splits: dict[int, list] = field(default_factory=dict)
     committables: dict[int, list] = field(default_factory=dict)
     printed: dict[int, list] = field(default_factory=dict)
+    stdout: str = ""  # what user functions printed in a Spark worker, for the driver's stdout
     watermarks: dict[int, int | None] = field(default_factory=dict)
     metrics: dict[str, dict[str, int]] = field(default_factory=dict)
     keyed_state_bytes: int = 0

@@ -58,6 +58,7 @@ from sparkpoint.runtime.task import (
     restore_keyed,
 )
 from sparkpoint.runtime.task_output import route
+from sparkpoint.runtime.user_stdout import take_printed
 from sparkpoint.state.checkpointing import SnapshotResources
 from sparkpoint.state.key_groups import compute_key_group_range_for_operator_index
 
@@ -326,6 +327,7 @@ class ContinuousTask:
         for nid, op in self.ops.items():
             if isinstance(op, PrintOperator):
                 report.printed[nid], op.lines = op.lines, []
+        report.stdout = take_printed()
         if options.snapshot or options.commit:
             self._commit_sinks(report)
         if options.snapshot:

@@ -21,6 +21,7 @@ from sparkpoint.runtime.spark.task_bound import bounded_task
 from sparkpoint.runtime.task import TaskDeployment, run_task
 from sparkpoint.runtime.task_channel import TaskSender
 from sparkpoint.runtime.task_interrupt import EpochInterrupted
+from sparkpoint.runtime.user_stdout import captured_stdout, take_printed
 from sparkpoint.state.worker import mark_long_lived_worker
 
 __all__ = ["run_in_worker"]
@@ -75,7 +76,11 @@ def _run(bc: Any, stage_id: int, subtask: int, dep: TaskDeployment, blobs: list,
         mark_long_lived_worker()
     context = TaskContext.get()
     location = context.getLocalProperty(TASK_LOCATION_PROPERTY) if context is not None else None
-    outputs, reports = run_task(plan, stage_id, subtask, dep, blobs, location)
+    with captured_stdout():  # what user functions print goes to the driver's stdout with the reports
+        outputs, reports = run_task(plan, stage_id, subtask, dep, blobs, location)
+        printed = take_printed()
+    if printed and reports:
+        reports[0].stdout = printed
     sender.send(reports)
     yield from outputs
 
@@ -112,7 +117,8 @@ def run_slot_in_worker(bc: Any, spec: Any, control_address: Any, authkey: bytes)
         thresholds = gc.get_threshold()
         gc.set_threshold(*SLOT_GC_THRESHOLDS)
         try:
-            run_slot(plan, spec, gates, control_address, authkey, peers)
+            with captured_stdout():  # its reports carry what user functions print to the driver's stdout
+                run_slot(plan, spec, gates, control_address, authkey, peers)
         finally:
             gc.set_threshold(*thresholds)  # PySpark may give the worker other tasks afterwards
     finally:
