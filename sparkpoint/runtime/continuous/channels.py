@@ -20,6 +20,8 @@ import socket
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Iterator
+from multiprocessing import AuthenticationError
 from multiprocessing.connection import Client, Connection, Listener
 from typing import Any
 
@@ -187,6 +189,30 @@ class OutputChannel:
             self.connection.close()
 
 
+#: how many connections may wait to be accepted: a job's slots (and every channel into a slot) connect at once, and
+#: multiprocessing's default of 1 overflowed the queue; a connection the kernel dropped from it had completed its
+#: handshake on the client's side, so its slot waited for the server's greeting for ever
+ACCEPT_BACKLOG = 128
+
+
+def listen(host: str, authkey: bytes) -> Listener:
+    """A listener on ``host`` (any free port) for connections that authenticate with ``authkey``."""
+    return Listener((host, 0), backlog=ACCEPT_BACKLOG, authkey=authkey)
+
+
+def accepted(listener: Listener, closed: Callable[[], bool]) -> Iterator[Connection]:
+    """The connections ``listener`` accepts (Nagle off) until ``closed()``: one that fails its handshake (a wrong
+    key, a peer gone meanwhile) is dropped, not the loop."""
+    while not closed():
+        try:
+            connection = listener.accept()
+        except (OSError, EOFError, AuthenticationError):
+            if closed():
+                return
+            continue
+        yield no_delay(connection)
+
+
 def no_delay(connection: Connection) -> Connection:
     """``connection`` with Nagle's algorithm off: a frame's last partial segment would otherwise wait for the
     receiver's delayed ACK (up to 40 ms) whenever a frame is sent as header and body."""
@@ -214,21 +240,14 @@ class DataServer:
     """A slot's listening end: each connection is one channel into one of this process's gates."""
 
     def __init__(self, host: str, authkey: bytes):
-        self.listener = Listener((host, 0), authkey=authkey)
+        self.listener = listen(host, authkey)
         self.address = self.listener.address
         self.closed = False
         self.thread = threading.Thread(target=self._accept, name="continuous-data-server", daemon=True)
         self.thread.start()
 
     def _accept(self) -> None:
-        while not self.closed:
-            try:
-                connection = self.listener.accept()
-            except OSError:  # closed, or a peer that failed authentication
-                if self.closed:
-                    return
-                continue
-            no_delay(connection)
+        for connection in accepted(self.listener, lambda: self.closed):
             threading.Thread(target=self._read, args=(connection,), name="continuous-channel", daemon=True).start()
 
     def _read(self, connection: Connection) -> None:

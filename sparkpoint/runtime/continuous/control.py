@@ -11,12 +11,12 @@ import pickle
 import queue
 import threading
 from dataclasses import dataclass
-from multiprocessing.connection import Connection, Listener
+from multiprocessing.connection import Connection
 from typing import Any
 
 import cloudpickle
 
-from sparkpoint.runtime.continuous.channels import no_delay
+from sparkpoint.runtime.continuous.channels import accepted, listen
 from sparkpoint.runtime.continuous.messages import SlotReady
 
 __all__ = ["ControlServer", "SlotLost"]
@@ -35,7 +35,7 @@ class ControlServer:
     """Accepts the slots' connections on ``host``; :meth:`send` to one slot, :meth:`broadcast` to all."""
 
     def __init__(self, host: str, authkey: bytes):
-        self.listener = Listener((host, 0), authkey=authkey)
+        self.listener = listen(host, authkey)
         self.address = self.listener.address
         self.inbox: queue.Queue = queue.Queue()
         self.slots: dict[int, Connection] = {}
@@ -44,14 +44,7 @@ class ControlServer:
         threading.Thread(target=self._accept, name="continuous-control", daemon=True).start()
 
     def _accept(self) -> None:
-        while not self.closed:
-            try:
-                connection = self.listener.accept()
-            except OSError:
-                if self.closed:
-                    return
-                continue
-            no_delay(connection)
+        for connection in accepted(self.listener, lambda: self.closed):
             threading.Thread(target=self._read, args=(connection,), name="continuous-control-slot", daemon=True).start()
 
     def _read(self, connection: Connection) -> None:
