@@ -134,12 +134,13 @@ def load_checkpoint(
 def load_first_loadable(
     candidates: Sequence[tuple[int, str, Mapping[str, Any] | None]],
     skipped: Callable[[int, BaseException], None] | None = None,
+    verify_files: bool = True,
 ) -> RestoredCheckpoint | None:
     """The first of ``candidates`` (checkpoint id, location, storage options; newest first) that loads;
     each one passed over (damaged or gone) is logged, and told to ``skipped``."""
     for checkpoint_id, location, options in candidates:
         try:
-            return load_checkpoint(location, storage_options=options)
+            return load_checkpoint(location, verify_files, storage_options=options)
         except (CorruptCheckpointError, CheckpointStorageError) as e:
             logger.error("cannot recover from checkpoint %d: %s; trying the previous one, if any", checkpoint_id, e)
             if skipped is not None:
@@ -147,22 +148,25 @@ def load_first_loadable(
     return None
 
 
-def load_latest_checkpoint(pointer: str, storage_options: Mapping[str, Any] | None = None) -> RestoredCheckpoint:
+def load_latest_checkpoint(
+    pointer: str, storage_options: Mapping[str, Any] | None = None, verify_files: bool = True
+) -> RestoredCheckpoint:
     """The checkpoint ``pointer`` names (as :func:`load_checkpoint`), or, for a job's checkpoint directory
     (``<checkpoints>/<job id>``, holding ``chk-N``), its newest retained checkpoint that loads, falling back
-    past damaged ones as a failover does."""
+    past damaged ones as a failover does. ``verify_files`` False reads ``_metadata`` and the driver's state
+    only (a quick check that the pointer names a checkpoint)."""
     options = dict(storage_options_for(pointer) if storage_options is None else storage_options)
     fs, path = open_file_system(pointer, options)
     path = path.rstrip("/")
     if posixpath.basename(path) == METADATA_FILE_NAME or fs.exists(posixpath.join(path, METADATA_FILE_NAME)):
-        return load_checkpoint(pointer, storage_options=options)
+        return load_checkpoint(pointer, verify_files, storage_options=options)
     storage = FsCheckpointStorage(fs.unstrip_protocol(posixpath.dirname(path)), posixpath.basename(path), options)
     completed = storage.list_completed()
     if not completed:
-        return load_checkpoint(pointer, storage_options=options)  # says what is wrong with it
+        return load_checkpoint(pointer, verify_files, storage_options=options)  # says what is wrong with it
     candidates = [(cid, fs.unstrip_protocol(storage.checkpoint_path(cid)), options) for cid in reversed(completed)]
     skipped: list[int] = []
-    restored = load_first_loadable(candidates, lambda checkpoint_id, _: skipped.append(checkpoint_id))
+    restored = load_first_loadable(candidates, lambda checkpoint_id, _: skipped.append(checkpoint_id), verify_files)
     if restored is None:
         raise CorruptCheckpointError(
             f"{pointer}: none of its retained checkpoints {completed} can be restored (see the log for each)"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from sparkpoint.errors import ConfigurationError, SparkpointError, UserFunctionE
 from sparkpoint.runtime.job_listener import JobListener
 from sparkpoint.runtime.restore import restore_message
 
-__all__ = ["parse_dynamic", "load_conf", "conf_dir_file", "Progress", "report_failure", "fmt_wm"]
+__all__ = ["parse_dynamic", "load_conf", "conf_dir_file", "Progress", "report_failure", "user_traceback", "fmt_wm"]
 
 CONF_DIR_VARIABLES = ("SPARKPOINT_CONF_DIR", "FLINK_CONF_DIR")
 FINISHED_LINE = "Job with JobID %s has finished."
@@ -106,12 +107,28 @@ class Progress(JobListener):
             self.live.stop()
 
 
-def report_failure(error: SparkpointError) -> None:
-    """The job's failure: for a user function, its traceback (the function's frames) first, then one line."""
+def report_failure(error: SparkpointError, verbose: bool = False) -> None:
+    """The job's failure: for a user function, its traceback (the function's frames) first, then one line;
+    ``verbose``: the whole traceback before it."""
+    if verbose:
+        click.echo("".join(traceback.format_exception(error)).rstrip(), err=True)
     user_error = error if isinstance(error, UserFunctionError) else error.__cause__
     if isinstance(user_error, UserFunctionError) and user_error.traceback_text():
         click.echo("\n" + user_error.traceback_text().rstrip(), err=True)
     click.echo(f"\nThe job failed: {error}", err=True)
+
+
+_NOT_THE_JOBS = (str(Path(__file__).resolve().parents[1]), str(Path(click.__file__).resolve().parent), "<frozen runpy>")
+
+
+def user_traceback(error: BaseException, verbose: bool = False) -> str:
+    """An error the job script raised, as Python prints it but for the frames of sparkpoint, click and runpy
+    around the script's (all of them with ``verbose``)."""
+    if verbose:
+        return "".join(traceback.format_exception(error)).rstrip()
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if not f.filename.startswith(_NOT_THE_JOBS)]
+    head = "Traceback (most recent call last):\n" + "".join(traceback.format_list(frames)) if frames else ""
+    return (head + "".join(traceback.format_exception_only(error))).rstrip()
 
 
 def ensure_sys_path(path: Path) -> None:

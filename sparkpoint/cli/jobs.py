@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import runpy
 import subprocess
 import sys
@@ -22,14 +23,24 @@ from typing import Any
 
 import click
 
-from sparkpoint.cli.common import Progress, conf_dir_file, ensure_sys_path, load_conf, parse_dynamic, report_failure
+from sparkpoint.cli.common import (
+    Progress,
+    conf_dir_file,
+    ensure_sys_path,
+    load_conf,
+    parse_dynamic,
+    report_failure,
+    user_traceback,
+)
 from sparkpoint.cli.group import main
+from sparkpoint.cli.preflight import preflight
 from sparkpoint.common.config_keys import override, warn_unknown_keys
 from sparkpoint.errors import JobCancellationException, SparkpointError
 
 __all__ = ["run", "info", "run_script", "capture_plan"]
 
 _SUBMITTED = "Job has been submitted with JobID "
+_FIRST_EPOCH = re.compile(r"^epoch \d+:", re.M)  # the progress line of a completed epoch or barrier
 
 
 def run_script(job: str | None, module: str | None, args: tuple[str, ...]) -> None:
@@ -147,6 +158,7 @@ def _job_options(f: Callable) -> Callable:
     "exactly-once JDBC sinks: into <table>__rolled_back) or deleted.",
 )
 @click.option("-d", "--detached", is_flag=True, help="Start the job in the background; print its id and return.")
+@click.option("--verbose", is_flag=True, help="On failure, the whole traceback (sparkpoint's frames too).")
 @click.argument("job", required=False)
 @click.argument("job_args", nargs=-1, type=click.UNPROCESSED)
 def run(
@@ -162,6 +174,7 @@ def run(
     restore_mode: str | None,
     rollback: str | None,
     detached: bool,
+    verbose: bool,
     job: str | None,
     job_args: tuple[str, ...],
 ) -> None:
@@ -169,9 +182,6 @@ def run(
     if (module or python) and job:  # with -py / -pym the first word after the options is the job's argument
         job_args, job = (job, *job_args), None
     path, module = _job_source(job, python, module)
-    if detached:
-        _detach(len(job_args))
-        return
     options = {
         key: value
         for key, value in (
@@ -184,10 +194,17 @@ def run(
         )
         if value
     }
-    _run_attached(override(_configuration(dynamic, conf_file, legacy_conf), options), path, module, job_args)
+    config = override(_configuration(dynamic, conf_file, legacy_conf), options)
+    preflight(config, path, module)
+    if detached:
+        _detach(len(job_args), bool(config.get("rest.enabled", True)))
+        return
+    _run_attached(config, path, module, job_args, verbose)
 
 
-def _run_attached(config: dict, path: str | None, module: str | None, job_args: tuple[str, ...]) -> None:
+def _run_attached(
+    config: dict, path: str | None, module: str | None, job_args: tuple[str, ...], verbose: bool = False
+) -> None:
     from sparkpoint.datastream.stream_execution_environment import set_cli_defaults
 
     progress = Progress(sys.stderr)
@@ -206,15 +223,20 @@ def _run_attached(config: dict, path: str | None, module: str | None, job_args: 
         sys.exit(1)
     except SparkpointError as e:
         progress.close()
-        report_failure(e)
+        report_failure(e, verbose)
+        sys.exit(1)
+    except Exception as e:  # noqa: BLE001 - the job script's own error: its frames, not the CLI's
+        progress.close()
+        click.echo(user_traceback(e, verbose), err=True)
         sys.exit(1)
     finally:
         set_cli_defaults({})
     progress.close()
 
 
-def _detach(n_job_args: int) -> None:
-    """Start this very command without -d in a new session, its output in a log file; wait for the job id.
+def _detach(n_job_args: int, rest: bool) -> None:
+    """Start this very command without -d in a new session, its output in a log file; wait for the job id, then
+    until the job runs (its REST endpoint is up) or its process ended, which fails this command with the reason.
     The job's own arguments (the last ``n_job_args`` words) are passed on as they are, a ``-d`` among them too."""
     split = len(sys.argv) - n_job_args
     argv = [a for a in sys.argv[1:split] if a not in ("-d", "--detached")] + sys.argv[split:]
@@ -235,8 +257,8 @@ def _detach(n_job_args: int) -> None:
         if _SUBMITTED in text:
             job_id = text.split(_SUBMITTED, 1)[1].split()[0]
             click.echo(f"{_SUBMITTED}{job_id}")
-            _echo_rest_address(job_id)
-            click.echo(f"The job runs in the background (process {proc.pid}); its log: {log}")
+            if _wait_until_running(job_id, proc, log, rest):
+                click.echo(f"The job runs in the background (process {proc.pid}); its log: {log}")
             return
         if proc.poll() is not None:
             raise click.ClickException(
@@ -246,16 +268,33 @@ def _detach(n_job_args: int) -> None:
     raise click.ClickException(f"no job id after 300 s; the job may still start: see {log}")
 
 
-def _echo_rest_address(job_id: str) -> None:
+def _wait_until_running(job_id: str, proc: subprocess.Popen, log: Path, rest: bool) -> bool:
+    """Wait until the job runs -- its first epoch (or barrier) done, its REST endpoint up (printed) -- and True;
+    or until its process ended: with success (False), or with a failure, which raises naming it."""
     from sparkpoint.rest.registry import JobRegistry
 
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        entry = JobRegistry().find(job_id)
-        if entry is not None:
-            click.echo(f"REST endpoint: {entry.get('scheme', 'http')}://{entry['address']}:{entry['port']}")
-            return
+    endpoint = None
+    started = time.time()
+    while time.time() < started + 60:
+        if proc.poll() is not None:
+            if proc.returncode == 0:
+                click.echo(f"The job has already finished; its log: {log}")
+                return False
+            lines = [line for line in log.read_text().splitlines() if line.strip()]
+            reason = ([line for line in lines if line.startswith("The job failed")] or lines or ["no output"])[-1]
+            raise click.ClickException(
+                f"the job failed right after it was submitted (exit code {proc.returncode}): {reason}; its log: {log}"
+            )
+        if rest and endpoint is None:
+            entry = JobRegistry().find(job_id)
+            if entry is not None:
+                endpoint = f"{entry.get('scheme', 'http')}://{entry['address']}:{entry['port']}"
+        if (endpoint is not None or not rest) and _FIRST_EPOCH.search(log.read_text()):
+            break
         time.sleep(0.1)
+    if endpoint is not None:
+        click.echo(f"REST endpoint: {endpoint}")
+    return True
 
 
 def plan_json(plan: Any) -> dict:
