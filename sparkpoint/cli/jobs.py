@@ -35,6 +35,7 @@ from sparkpoint.cli.common import (
 from sparkpoint.cli.group import main
 from sparkpoint.cli.preflight import preflight
 from sparkpoint.common.config_keys import override, warn_unknown_keys
+from sparkpoint.common.configuration import parse_boolean
 from sparkpoint.errors import JobCancellationException, SparkpointError
 
 __all__ = ["run", "info", "run_script", "capture_plan"]
@@ -197,7 +198,7 @@ def run(
     config = override(_configuration(dynamic, conf_file, legacy_conf), options)
     preflight(config, path, module)
     if detached:
-        _detach(len(job_args), bool(config.get("rest.enabled", True)))
+        _detach(len(job_args), parse_boolean(config.get("rest.enabled", True)))
         return
     _run_attached(config, path, module, job_args, verbose)
 
@@ -253,7 +254,7 @@ def _detach(n_job_args: int, rest: bool) -> None:
         )
     deadline = time.time() + 300
     while time.time() < deadline:
-        text = log.read_text()
+        text = log.read_text(errors="replace")
         if _SUBMITTED in text:
             job_id = text.split(_SUBMITTED, 1)[1].split()[0]
             click.echo(f"{_SUBMITTED}{job_id}")
@@ -280,7 +281,7 @@ def _wait_until_running(job_id: str, proc: subprocess.Popen, log: Path, rest: bo
             if proc.returncode == 0:
                 click.echo(f"The job has already finished; its log: {log}")
                 return False
-            lines = [line for line in log.read_text().splitlines() if line.strip()]
+            lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
             reason = ([line for line in lines if line.startswith("The job failed")] or lines or ["no output"])[-1]
             raise click.ClickException(
                 f"the job failed right after it was submitted (exit code {proc.returncode}): {reason}; its log: {log}"
@@ -289,7 +290,7 @@ def _wait_until_running(job_id: str, proc: subprocess.Popen, log: Path, rest: bo
             entry = JobRegistry().find(job_id)
             if entry is not None:
                 endpoint = f"{entry.get('scheme', 'http')}://{entry['address']}:{entry['port']}"
-        if (endpoint is not None or not rest) and _FIRST_EPOCH.search(log.read_text()):
+        if (endpoint is not None or not rest) and _FIRST_EPOCH.search(log.read_text(errors="replace")):
             break
         time.sleep(0.1)
     if endpoint is not None:

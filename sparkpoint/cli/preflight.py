@@ -22,7 +22,9 @@ from typing import Any
 
 import click
 
+from sparkpoint.cli.common import ensure_sys_path
 from sparkpoint.common.config_values import check_values
+from sparkpoint.common.configuration import parse_boolean
 from sparkpoint.errors import SparkpointError
 
 __all__ = ["Refused", "preflight", "MIN_JAVA"]
@@ -81,7 +83,11 @@ def _check_master(master: Any) -> None:
 def _check_job(path: str | None, module: str | None) -> None:
     """The job's source compiles; a ``SyntaxError`` is shown as Python shows it."""
     if module:
-        spec = importlib.util.find_spec(module) if _importable(module) else None
+        ensure_sys_path(Path.cwd())  # as the run will have it
+        try:
+            spec = importlib.util.find_spec(module)
+        except Exception as e:  # noqa: BLE001 - a parent package that fails to import: its error, in a line
+            raise Refused(f"-pym {module}: {type(e).__name__}: {e}") from None
         if spec is None or spec.origin is None:
             raise Refused(f"-pym {module}: no such module on sys.path (the current directory is on it)")
         path = spec.origin
@@ -93,30 +99,43 @@ def _check_job(path: str | None, module: str | None) -> None:
         raise Refused("".join(traceback.format_exception_only(e)).rstrip(), plain=True) from None
 
 
-def _importable(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module.split(".")[0]) is not None
-    except (ImportError, ValueError):
-        return False
-
-
 def _check_ports(config: Mapping[str, Any]) -> None:
-    host = str(config.get("rest.bind-address") or config.get("rest.address") or "127.0.0.1")
-    wanted = [("rest.port", host)] if str(config.get("rest.enabled", True)).lower() not in ("false", "0") else []
+    """The REST port and the Prometheus reporter's port (or range: one free port of it is enough) can be bound."""
+    from sparkpoint.rest.prometheus import port_candidates
+
+    wanted: list[tuple[str, str, list[int]]] = []
+    if parse_boolean(config.get("rest.enabled", True)) and str(config.get("rest.port") or "0") != "0":
+        host = str(config.get("rest.bind-address") or config.get("rest.address") or "127.0.0.1")
+        wanted.append(("rest.port", host, [int(str(config["rest.port"]))]))
     if config.get("metrics.reporter.prom.port"):
-        wanted.append(("metrics.reporter.prom.port", str(config.get("metrics.reporter.prom.host") or "127.0.0.1")))
-    for key, bind in wanted:
-        port = int(str(config.get(key) or 0).split("-")[0])
-        if not port:
-            continue
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            try:
-                s.bind((bind, port))
-            except OSError as e:
-                raise Refused(
-                    f"-D {key}={port}: port {port} on {bind} is taken ({e.strerror}); pick another, or 0 for any "
-                    f"free one"
-                ) from None
+        host = str(config.get("metrics.reporter.prom.host") or "127.0.0.1")
+        try:
+            ports = port_candidates(config["metrics.reporter.prom.port"])
+        except SparkpointError as e:
+            raise Refused(f"-D {e}") from None
+        wanted.append(("metrics.reporter.prom.port", host, ports))
+    for key, host, ports in wanted:
+        errors = [error for error in map(lambda p: _bind_error(host, p), ports) if error is not None]
+        if len(errors) == len(ports):
+            raise Refused(
+                f"-D {key}={config[key]}: {'every port of it' if len(ports) > 1 else 'the port'} is taken on {host} "
+                f"({errors[-1]}); pick another, or 0 for any free one"
+            )
+
+
+def _bind_error(host: str, port: int) -> str | None:
+    """Why ``port`` on ``host`` cannot be bound (as the servers bind: address reuse on), or None."""
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+    except OSError as e:
+        return str(e)
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError as e:
+            return e.strerror or str(e)
+    return None
 
 
 def _check_restore(path: str, config: Mapping[str, Any]) -> None:

@@ -45,7 +45,6 @@ _INTEGERS = (
     "restart-strategy.fixed-delay.attempts",
     "restart-strategy.failure-rate.max-failures-per-interval",
     "rest.port",
-    "metrics.reporter.prom.port",
 )
 _SWITCHES = (
     "rest.enabled",

@@ -293,16 +293,19 @@ class FileSplitEnumerator(SplitEnumerator):
         budget = self.epoch_bytes or 0
         load = dict.fromkeys(hungry, 0)
         taken: dict[int, list[SourceSplit]] = {i: [] for i in hungry}
-        while hungry and self.pending:
+        pending, next_file = self.pending, 0
+        while hungry and next_file < len(pending):
             for i in list(hungry):
-                if not self.pending:
+                if next_file == len(pending):
                     break
-                size = self.pending[0].size
+                size = pending[next_file].size
                 if taken[i] and load[i] + size > budget:
                     hungry.remove(i)  # full: the file goes to another subtask, or to a later epoch
                     continue
-                taken[i].append(_split(self.pending.pop(0)))
+                taken[i].append(_split(pending[next_file]))
                 load[i] += size
+                next_file += 1
+        self.pending = pending[next_file:]
         out.update(taken)
         return out
 

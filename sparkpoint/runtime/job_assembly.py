@@ -83,11 +83,12 @@ class JobParts:
         checkpointing = CheckpointSettings(config)
         if plan.batch and checkpointing.enabled:  # Flink's batch execution takes no checkpoints either
             logger.warning(
-                "execution.runtime-mode BATCH: checkpointing (every %d ms) is off; a failed attempt runs from the "
-                "start of its input again",
+                "execution.runtime-mode BATCH: no periodic checkpoints (every %d ms is configured); the job "
+                "checkpoints once, at the end of its input, where its sinks commit, and a failed attempt runs from "
+                "the start of its input again",
                 checkpointing.interval_ms,
             )
-            checkpointing.enabled = False
+            checkpointing.periodic = False
         checkpointing.incremental = plan.state_backend is not None and plan.state_backend.incremental
         progress = JobProgress(plan, tasks.max_bytes)
         output = JobOutput(plan, out, clock)

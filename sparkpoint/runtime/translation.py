@@ -97,12 +97,17 @@ class ConstantKeySelector(KeySelector):
 
 def batch_execution(pipeline: Pipeline) -> bool:
     """Whether the job runs in ``RuntimeExecutionMode.BATCH``: set so, or ``AUTOMATIC`` with only bounded
-    sources (as Flink decides it)."""
+    sources (as Flink decides it). ``BATCH`` with an unbounded source is refused, as Flink refuses it."""
     mode = pipeline.runtime_mode.upper()
-    if mode == "AUTOMATIC":
-        sources = [t.source for t in pipeline.transformations if isinstance(t, SourceTransformation)]
-        return all(s.get_boundedness() == Boundedness.BOUNDED for s in sources)
-    return mode == "BATCH"
+    sources = [t for t in pipeline.transformations if isinstance(t, SourceTransformation)]
+    unbounded = [t.name for t in sources if t.source.get_boundedness() != Boundedness.BOUNDED]
+    if mode == "BATCH" and unbounded:
+        raise JobGraphError(
+            f"execution.runtime-mode BATCH needs bounded sources, and {', '.join(map(repr, unbounded))} "
+            f"{'is' if len(unbounded) == 1 else 'are'} unbounded (its watermark would be held for ever); run it "
+            f"in STREAMING or AUTOMATIC mode"
+        )
+    return mode == "BATCH" or (mode == "AUTOMATIC" and not unbounded)
 
 
 class StreamGraphGenerator:

@@ -15,20 +15,37 @@ import io
 import sys
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 __all__ = ["captured_stdout", "take_printed"]
 
 
 class _Tap(io.TextIOBase):
-    """A stdout that keeps what is written to it, for any thread, until taken."""
+    """A stdout that keeps what is written to it, for any thread, until taken. Code that writes bytes to
+    ``sys.stdout.buffer`` or to its ``fileno()`` reaches the worker's own stdout (its log), as before."""
 
-    def __init__(self) -> None:
+    def __init__(self, underlying: Any) -> None:
         super().__init__()
         self._parts: list[str] = []
         self._lock = threading.Lock()
+        self.underlying = underlying
 
     def writable(self) -> bool:
         return True
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return getattr(self.underlying, "encoding", None) or "utf-8"
+
+    @property
+    def buffer(self) -> Any:
+        return self.underlying.buffer
+
+    def fileno(self) -> int:
+        return int(self.underlying.fileno())
+
+    def isatty(self) -> bool:
+        return False
 
     def write(self, text: str) -> int:
         with self._lock:
@@ -49,7 +66,8 @@ def captured_stdout() -> Iterator[None]:
     """Keep what is printed meanwhile for :func:`take_printed`; what no report took by the end goes to the
     worker's own stdout (its log), as it would have."""
     global _tap
-    tap, previous = _Tap(), sys.stdout
+    previous = sys.stdout
+    tap = _Tap(previous)
     sys.stdout, _tap = tap, tap
     try:
         yield

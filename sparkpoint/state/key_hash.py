@@ -9,9 +9,10 @@ the same 32-bit code in Python, so that key groups, subtask indices and ``N>`` p
 One rule comes first: keys equal in Python (``1 == 1.0 == True``, a ``Row`` and the equal tuple, a ``str``
 subclass and its text) are one key in sparkpoint and so get one code. The pickle is therefore taken of the
 key's plain form: a whole number as an ``int`` (where PyFlink pickles ``True`` or ``2.0`` as such), tuples and
-rows as plain tuples, text as ``str``. Keys whose pickle is not a function of their value (frozensets,
-datetimes, ``Decimal`` s, enums, dataclasses) and declared types sparkpoint does not model in Java form fall
-back to the hash of their canonical bytes (:func:`~sparkpoint.state.key_groups.key_bytes`).
+rows as plain tuples, text as ``str``, a ``Decimal`` as the equal ``int`` or ``float``. Keys of a declared
+type sparkpoint does not model in its Java form are hashed as undeclared keys (pickled). Keys whose pickle is
+not a function of their value (frozensets, datetimes, other ``Decimal`` s, enums, dataclasses) fall back to the
+hash of their canonical bytes (:func:`~sparkpoint.state.canonical_keys.key_bytes`).
 """
 
 from __future__ import annotations
@@ -82,7 +83,10 @@ def _double_hash(x: float) -> int:
 
 
 def _float_hash(x: float) -> int:
-    (bits,) = struct.unpack(">I", struct.pack(">f", x))
+    try:
+        (bits,) = struct.unpack(">I", struct.pack(">f", x))
+    except OverflowError:  # beyond single precision: no Java Float of it; hashed as an undeclared key
+        raise _Fallback from None
     return bits
 
 
@@ -186,7 +190,7 @@ def _plain(key: Any, seen: dict) -> Any:
         if key == int(key):
             return int(key)
         if isinstance(key, float):
-            return key
+            return float(key)  # a subclass (numpy's float64) pickles as itself
         as_float = float(key)
         if Decimal(as_float) == key:
             return as_float  # a Decimal equal to a float is that float's key
@@ -217,12 +221,13 @@ def _pickle_of(key: Any) -> bytes:
 def _powers(n: int) -> np.ndarray:
     """``31 ** i mod 2**32`` for ``i < n``, as ``uint64``."""
     global _POWERS
-    if len(_POWERS) < n:
-        p = np.ones(max(n, 2 * len(_POWERS)), dtype=np.uint64)
+    p = _POWERS
+    if len(p) < n:
+        p = np.ones(max(n, 2 * len(p)), dtype=np.uint64)
         for i in range(1, len(p)):  # grows rarely: to the longest key seen
             p[i] = (int(p[i - 1]) * 31) & _MASK
-        _POWERS = p
-    return _POWERS
+        _POWERS = p  # another thread may swap in its own: each uses the array it made or read
+    return p
 
 
 _POWERS = np.ones(1, dtype=np.uint64)

@@ -111,3 +111,37 @@ def test_run_detached_fails_with_the_reason_when_its_job_fails(job_dir):
     code, err, _ = run(job_dir, "-d", "-D", "execution.target=local", "boom.py")
     assert code == 1
     assert "the job failed right after it was submitted" in err and "ZeroDivisionError" in err, err
+
+
+def test_valid_jobs_pass_the_checks(job_dir):
+    """A module job found from the current directory (-pym, without Python putting the directory on sys.path
+    itself, as the installed `sparkpoint` script runs), a Prometheus port range, REST on any port."""
+    (job_dir / "jobpkg").mkdir()
+    (job_dir / "jobpkg" / "__init__.py").write_text("")
+    (job_dir / "jobpkg" / "job.py").write_text(OK_JOB)
+    done = subprocess.run(
+        [sys.executable, "-P", "-m", "sparkpoint.cli", "run", "-D", "execution.target=local", "-pym", "jobpkg.job"],
+        cwd=job_dir,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    local = ("-D", "execution.target=local", "-D", "rest.port=0")
+    code, err, _ = run(job_dir, *local, "-D", "metrics.reporter.prom.port=29250-29260", "ok.py")
+    assert code == 0, err
+
+
+def test_the_end_of_a_run_says_where_its_checkpoints_went(job_dir):
+    """A finished job's checkpoints are discarded, as Flink's, and its last line says so, where, and how to keep one
+    (the demo, `make demo`, shows the other side: a cancelled run's retained checkpoint, resumed with -s)."""
+    checkpoints = job_dir / "ck"
+    code, err, _ = run(
+        job_dir,
+        *("-D", "execution.target=local", "-D", "execution.checkpointing.interval=1 ms"),
+        *("-D", f"state.checkpoints.dir={checkpoints.as_uri()}", "ok.py"),
+    )
+    assert code == 0, err
+    [line] = [line for line in err.splitlines() if line.startswith("Its checkpoints under")]
+    assert str(checkpoints) in line and "were discarded (the job is FINISHED" in line
+    assert not list(checkpoints.glob("*/chk-*"))  # and so they were

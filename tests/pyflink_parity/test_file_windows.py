@@ -8,9 +8,10 @@
   runs 27 s ahead of the next one's start) dropped up to half of them as late.
 * One file of 60 events in random order, read 10 lines an epoch: in ``STREAMING`` the watermark moves between
   epochs and drops late lines (a control: the test can fail); in ``BATCH`` (and ``AUTOMATIC`` over bounded input)
-  the watermark holds until the input ends, no line is late, checkpointing is off, and the counts are the hand
-  count's. (PyFlink 2.3.0's Python window operator deadlocks in BATCH mode on this job -- its window function's
-  timers wait on its own bundle -- so the oracle there is the hand count alone.)
+  the watermark holds until the input ends, no line is late, no periodic checkpoint is taken (one at the end,
+  where sinks commit), and the counts are the hand count's; BATCH over an unbounded source is refused.
+  (PyFlink 2.3.0's Python window operator deadlocks in BATCH mode on this job -- its window function's timers
+  wait on its own bundle -- so the oracle there is the hand count alone.)
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ def test_in_batch_mode_no_record_is_late(tmp_path, monkeypatch, capsys, parallel
     finally:
         logging.getLogger("sparkpoint.runtime.job_assembly").removeHandler(handler)
     assert batch == by_hand and batch[-1] == "total 60"
-    assert any("BATCH: checkpointing (every 1 ms) is off" in m for m in warnings), warnings
+    assert any("BATCH: no periodic checkpoints (every 1 ms is configured)" in m for m in warnings), warnings
 
 
 def test_automatic_mode_over_bounded_input_runs_as_batch(tmp_path, monkeypatch, capsys, mode):
@@ -89,3 +90,14 @@ def test_automatic_mode_over_bounded_input_runs_as_batch(tmp_path, monkeypatch, 
         tmp_path, monkeypatch, capsys, "shuffled", 2, mode, "AUTOMATIC", **{"execution.epoch.max-records": 10}
     )
     assert out == by_hand and out[-1] == "total 60"
+
+
+def test_batch_mode_refuses_an_unbounded_source(make_env):
+    from sparkpoint.common import WatermarkStrategy
+    from sparkpoint.datastream.connectors.generator import DataGeneratorSource
+    from sparkpoint.errors import JobGraphError
+
+    env = make_env("local", **{"execution.runtime-mode": "BATCH"})
+    env.from_source(DataGeneratorSource(lambda i: i, None), WatermarkStrategy.no_watermarks(), "endless").print()
+    with pytest.raises(JobGraphError, match="BATCH needs bounded sources, and 'endless' is unbounded"):
+        env.execute()

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from decimal import Decimal
 
+import numpy as np
 import pytest
 
 from sparkpoint.common.types import Row
@@ -44,7 +45,8 @@ class Point:
 EQUAL_KEYS = [
     [1, 1.0, True, Decimal(1), Decimal("1.000"), Level.ONE],
     [0, 0.0, -0.0, False, Decimal(0)],
-    [0.5, Decimal("0.5")],
+    [0.5, Decimal("0.5"), np.float64(0.5)],
+    [2, np.float64(2.0)],
     [2**70, float(2**70)],
     [(1, "a"), (1.0, "a"), (True, "a"), Row(1, "a")],
     [frozenset({1, "x"}), frozenset({"x", 1.0})],
@@ -57,10 +59,16 @@ EQUAL_KEYS = [
 ]
 
 
+@pytest.mark.parametrize("declared", [None, "DOUBLE", "FLOAT", "LONG", "STRING"])
 @pytest.mark.parametrize("keys", EQUAL_KEYS, ids=lambda ks: type(ks[0]).__name__)
-def test_equal_keys_share_a_key_group(keys):
+def test_equal_keys_share_a_key_group(keys, declared):
+    """Undeclared, and declared as a type that fits some of them or none: equal keys, one group."""
+    from sparkpoint.common.typeinfo import Types
+    from sparkpoint.state.key_hash import key_hash
+
     assert all(k == keys[0] for k in keys)  # the premise: Python calls them equal
-    groups = {assign_to_key_group(k, 32768) for k in keys}
+    kh = key_hash(getattr(Types, declared)() if declared else None)
+    groups = {assign_to_key_group(k, 32768, kh) for k in keys}
     assert len(groups) == 1, f"{keys} went to key groups {groups}"
 
 

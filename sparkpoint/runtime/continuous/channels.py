@@ -209,6 +209,7 @@ def accepted(listener: Listener, closed: Callable[[], bool]) -> Iterator[Connect
         except (OSError, EOFError, AuthenticationError):
             if closed():
                 return
+            time.sleep(0.01)  # a lasting error (out of file descriptors) must not spin
             continue
         yield no_delay(connection)
 

@@ -78,9 +78,8 @@ def _run(bc: Any, stage_id: int, subtask: int, dep: TaskDeployment, blobs: list,
     location = context.getLocalProperty(TASK_LOCATION_PROPERTY) if context is not None else None
     with captured_stdout():  # what user functions print goes to the driver's stdout with the reports
         outputs, reports = run_task(plan, stage_id, subtask, dep, blobs, location)
-        printed = take_printed()
-    if printed and reports:
-        reports[0].stdout = printed
+        if reports:
+            reports[0].stdout = take_printed()
     sender.send(reports)
     yield from outputs
 
