@@ -123,7 +123,7 @@ def connect(
     host = entry["address"] if ":" not in entry["address"] else f"[{entry['address']}]"
     client = _http(
         f"{entry.get('scheme', 'http')}://{host}:{entry['port']}",
-        token or entry.get("token"),
+        token or entry.get("owner_token") or entry.get("token"),  # the owner's: savepoint targets anywhere
         ca_cert or entry.get("certificate"),
     )
     return client, entry["job_id"]

@@ -50,6 +50,7 @@ class RestJobListener(JobListener):
             security.token,
             scheme=security.scheme,
             certificate=security.certificate,
+            owner_token=security.owner_token,
         )
         self.server = server
 

@@ -13,6 +13,7 @@ used resolved.
 
 from __future__ import annotations
 
+import contextvars
 import re
 import threading
 import uuid
@@ -135,7 +136,8 @@ class Operations:
             except Exception as e:  # noqa: BLE001 - the failure is the operation's outcome
                 future.set_exception(e)
 
-        threading.Thread(target=run, name="sparkpoint-savepoint-disposal", daemon=True).start()
+        request = contextvars.copy_context()  # who asked (the owner may dispose of a savepoint anywhere)
+        threading.Thread(target=request.run, args=(run,), name="sparkpoint-savepoint-disposal", daemon=True).start()
         return self._add("disposal", Operation(request_id, "disposal", future))
 
     def status(self, kind: str, request_id: str) -> dict:

@@ -1,7 +1,7 @@
 """Where running jobs announce themselves, so ``sparkpoint list`` and ``cancel`` find them.
 
 Each running job with a REST endpoint writes ``<home>/jobs/<job-id>.json`` (its process:
-pid, start time and host; address, port, scheme, and its token when it has one) and removes
+pid, start time and host; address, port, scheme, its token when it has one, and the owner's token) and removes
 it when it ends; ``<home>`` is ``$SPARKPOINT_HOME`` or ``~/.sparkpoint``. The directory is
 the owner's only (0700) and every entry is readable by the owner only (0600): an entry may
 hold the endpoint's token. Entries of processes that died without cleaning up are ignored
@@ -40,6 +40,7 @@ class JobRegistry:
         token: str | None = None,
         scheme: str = "http",
         certificate: str | None = None,
+        owner_token: str | None = None,
     ) -> None:
         self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         os.chmod(self.dir, 0o700)
@@ -53,6 +54,8 @@ class JobRegistry:
         }
         if token:
             entry["token"] = token
+        if owner_token:
+            entry["owner_token"] = owner_token  # lets the owner's CLI name a savepoint target anywhere
         if certificate:
             entry["certificate"] = os.path.abspath(certificate)
         tmp = self.dir / f".{job_id}.tmp"

@@ -11,7 +11,10 @@ Keys (Flink's where one maps, documented in ``docs/deploy.md``):
   ``security.ssl.rest.key-password``): Flink's keystore, in Python's form.
 - ``state.savepoints.dir``, ``state.checkpoints.dir`` (and their Flink 2.x names) and
   ``sparkpoint.rest.allowed-dirs`` (a comma-separated list): the only roots a savepoint
-  target or a disposal requested over REST may lie under. A target is resolved once, when it
+  target or a disposal requested over REST may lie under -- unless the request carries the
+  job owner's token: a secret of each endpoint, kept in the owner-only job registry, that the
+  ``sparkpoint`` CLI of the user who started the job sends; that request may write where the
+  owner can, as Flink's savepoint target may lie anywhere. A target is resolved once, when it
   is checked (symbolic links followed), and only the resolved path is used after; a local
   target directory is made, and a disposed savepoint removed, by walking from the root one
   name at a time without following a symbolic link, so a link planted in the path after
@@ -28,18 +31,21 @@ import os
 import posixpath
 import secrets
 import shutil
-from dataclasses import dataclass
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
 from sparkpoint.errors import ConfigurationError
 from sparkpoint.rest.job_json import RestError
 
-__all__ = ["RestSecurity", "LOOPBACK", "MAX_JSON_DEPTH", "check_target", "normalize_target", "parse_body"]
+__all__ = ["RestSecurity", "LOOPBACK", "MAX_JSON_DEPTH", "BY_OWNER", "check_target", "normalize_target", "parse_body"]
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 DEFAULT_MAX_CONTENT = 1024 * 1024
 MAX_JSON_DEPTH = 32
+#: whether the request being served carries the job owner's token (set by the server for each request)
+BY_OWNER: ContextVar[bool] = ContextVar("sparkpoint_rest_by_owner", default=False)
 _ROOT_KEYS = (
     "state.savepoints.dir",
     "state.checkpoints.dir",
@@ -63,6 +69,7 @@ class RestSecurity:
     key_password: str | None
     roots: list[str]
     max_content_length: int
+    owner_token: str = field(default_factory=lambda: secrets.token_hex(32))
 
     @classmethod
     def from_config(cls, config: Any) -> RestSecurity:
@@ -93,28 +100,44 @@ class RestSecurity:
         return "https" if self.certificate else "http"
 
     def authorized(self, header: str | None, cookie: str | None = None) -> bool:
-        """Whether an ``Authorization`` header (or the web UI's cookie) carries the token (always, without one)."""
+        """Whether an ``Authorization`` header (or the web UI's cookie) carries the token (always, without one);
+        the owner's token is good too."""
         if not self.token:
             return True
-        given = header[len("Bearer ") :] if header and header.startswith("Bearer ") else ""
-        return self.matches(given) or self.matches(cookie)
+        return self.matches(_bearer(header)) or self.matches(cookie) or self.by_owner(header)
+
+    def by_owner(self, header: str | None) -> bool:
+        """Whether an ``Authorization`` header carries the job owner's token."""
+        return secrets.compare_digest(_bearer(header).encode(), self.owner_token.encode())
 
     def matches(self, token: str | None) -> bool:
         return bool(self.token) and secrets.compare_digest((token or "").encode(), self.token.encode())  # type: ignore[union-attr]
 
     def check_target(self, path: str | None, what: str) -> str | None:
-        """``path`` resolved (see :func:`check_target`): use what this returns, never ``path`` again."""
+        """``path`` resolved (see :func:`check_target`): use what this returns, never ``path`` again. A request by
+        the job's owner (:data:`BY_OWNER`) may name any path."""
+        if BY_OWNER.get() and isinstance(path, str) and path and "\x00" not in path:
+            return normalize_target(path)
         return check_target(path, self.roots, what)
 
     def make_target_directory(self, target: str) -> None:
-        """Create the checked local ``target`` directory, walking from its root without following links."""
+        """Create the checked local ``target`` directory, walking from its root without following links (the
+        owner's anywhere, as the owner could)."""
+        if BY_OWNER.get() and not self._under_a_root(target):
+            if target.startswith("file://"):
+                os.makedirs(_local(target), exist_ok=True)
+            return
         root = self._local_root(target)
         if root is not None:
             os.makedirs(root, exist_ok=True)  # the root itself is configuration, trusted as it is
             os.close(_open_below(root, _local(target), what=target, create=True))
 
     def remove_below_root(self, location: str) -> None:
-        """Delete the directory ``location`` (under a root), reached from its root without following links."""
+        """Delete the directory ``location`` (under a root), reached from its root without following links (the
+        owner's anywhere)."""
+        if BY_OWNER.get() and not self._under_a_root(location) and location.startswith("file://"):
+            shutil.rmtree(_local(location))
+            return
         root = self._local_root(location)
         if root is None:
             import fsspec
@@ -128,6 +151,9 @@ class RestSecurity:
             shutil.rmtree(posixpath.basename(path), dir_fd=fd)  # refuses a link itself; never follows one inside
         finally:
             os.close(fd)
+
+    def _under_a_root(self, target: str) -> bool:
+        return any(target == root or target.startswith(root.rstrip("/") + "/") for root in self.roots)
 
     def _local_root(self, target: str) -> str | None:
         """The local root ``target`` (resolved) lies under; None for a target on another file system."""
@@ -164,8 +190,17 @@ def check_target(path: str | None, roots: list[str], what: str) -> str | None:
     for root in roots:
         if target == root or target.startswith(root.rstrip("/") + "/"):
             return target
-    allowed = ", ".join(roots) or "none (set state.savepoints.dir or sparkpoint.rest.allowed-dirs)"
-    raise RestError(400, f"{what} {path!r} is outside the allowed directories: {allowed}")
+    allowed = ", ".join(roots) or "none"
+    raise RestError(
+        400,
+        f"{what} {path!r} is outside the allowed directories: {allowed}. Set state.savepoints.dir or "
+        f"sparkpoint.rest.allowed-dirs (a comma-separated list) to allow more, or send the job owner's token, as the "
+        f"sparkpoint CLI of the user who started the job does",
+    )
+
+
+def _bearer(header: str | None) -> str:
+    return header[len("Bearer ") :] if header and header.startswith("Bearer ") else ""
 
 
 def parse_body(data: bytes) -> Any:

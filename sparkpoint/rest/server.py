@@ -23,9 +23,10 @@ from typing import Any
 from sparkpoint.rest import checkpoint_json as cj
 from sparkpoint.rest import job_json as jj
 from sparkpoint.rest import task_metrics as tm
+from sparkpoint.rest import vertex_json as vj
 from sparkpoint.rest.job_json import JobView, RestError
 from sparkpoint.rest.operations import Operations
-from sparkpoint.rest.security import RestSecurity, parse_body
+from sparkpoint.rest.security import BY_OWNER, RestSecurity, parse_body
 
 __all__ = ["RestServer", "ROUTES"]
 
@@ -103,6 +104,19 @@ ROUTES: list[tuple[str, str, Handler]] = [
         "/savepoint-disposal/{triggerid}",
         lambda s, p, q, b: (200, s.operations.status("disposal", _hex(p["triggerid"]))),
     ),
+    (
+        "GET",
+        "/jobs/{jobid}/vertices/{vertexid}",
+        lambda s, p, q, b: (200, vj.vertex_details(s.view, _hex(p["vertexid"]))),
+    ),
+    (
+        "GET",
+        "/jobs/{jobid}/vertices/{vertexid}/subtasktimes",
+        lambda s, p, q, b: (200, vj.subtask_times(s.view, _hex(p["vertexid"]))),
+    ),
+    ("GET", "/jobs/{jobid}/accumulators", _get(vj.accumulators)),
+    ("GET", "/taskmanagers", _get(vj.taskmanagers)),
+    ("GET", "/jobmanager/config", _get(vj.jobmanager_config)),
     ("GET", "/openapi.json", lambda s, p, q, b: (200, _openapi())),
 ]
 
@@ -190,6 +204,7 @@ class RestServer:
         async def endpoint(request: Any) -> Any:
             from starlette.responses import JSONResponse
 
+            owner = BY_OWNER.set(self.security.by_owner(request.headers.get("authorization")))
             try:
                 params = dict(request.path_params)
                 if "jobid" in params and _hex(params["jobid"]) != self.master.job_id:
@@ -201,6 +216,8 @@ class RestServer:
             except Exception as e:  # noqa: BLE001 - answered as Flink's internal server error
                 logger.exception("REST %s %s failed", request.method, request.url.path)
                 return _errors(500, f"internal server error: {type(e).__name__}: {e}")
+            finally:
+                BY_OWNER.reset(owner)
             return JSONResponse(payload, status_code=status)
 
         return endpoint

@@ -43,8 +43,9 @@ def test_list_checkpoints_and_stop_with_drain(start_job, tmp_path):
     shown = _sparkpoint("checkpoints", jid[:8])
     completed = len(list(job.checkpoints.glob("chk-*/_metadata")))
     assert re.search(rf"Job {jid}: {completed} completed, 0 failed", shown.stdout), shown.stdout + shown.stderr
-    refused = _sparkpoint("stop", "-p", str(tmp_path / "not-allowed"), jid)
+    refused = _sparkpoint("stop", "--token", "not-the-owners", "-p", str(tmp_path / "not-allowed"), jid)
     assert refused.returncode != 0 and "outside the allowed directories" in refused.stderr
+    assert "state.savepoints.dir or sparkpoint.rest.allowed-dirs" in refused.stderr
     stopped = _sparkpoint("stop", "--drain", "-p", str(tmp_path / "savepoints" / "final"), jid)
     assert stopped.returncode == 0, stopped.stderr
     path = re.search(r"Savepoint completed\. Path: (\S+)", stopped.stdout).group(1)

@@ -6,12 +6,13 @@ import datetime
 import ipaddress
 import ssl
 import stat
+from pathlib import Path
 
 import httpx
 import pytest
 
 from sparkpoint.rest.registry import JobRegistry
-from tests.rest.job import registry_entry, rest_client
+from tests.rest.job import await_operation, registry_entry, rest_client
 
 
 def _self_signed(tmp_path) -> tuple[str, str]:
@@ -114,6 +115,32 @@ def test_targets_outside_the_configured_roots_are_refused(start_job, tmp_path):
         for target in ((tmp_path / "savepoints" / "a").as_uri(), str(allowed / "b")):
             assert c.post(f"/jobs/{jid}/savepoints", json={"target-directory": target}).status_code == 202
         assert job.client.get_job_status().result().name == "RUNNING"  # the refused stop stopped nothing
+
+
+def test_the_job_owner_may_put_a_savepoint_anywhere(start_job, tmp_path):
+    """A request with the owner's token (an owner-only registry entry, which the owner's CLI sends) may name any
+    target, as Flink's does; without it the refusal names the keys that allow more. The owner may dispose of it
+    there too; a path under no root stays refused for everyone else."""
+    job = start_job(100)
+    jid = job.job_id
+    entry = registry_entry(jid)
+    assert entry["owner_token"] and stat.S_IMODE((JobRegistry().dir / f"{jid}.json").stat().st_mode) == 0o600
+    elsewhere = tmp_path / "elsewhere" / "by-owner"
+    with rest_client(jid) as stranger, rest_client(jid, token=entry["owner_token"]) as owner:
+        refused = stranger.post(f"/jobs/{jid}/savepoints", json={"target-directory": str(elsewhere)})
+        assert refused.status_code == 400
+        assert "state.savepoints.dir or sparkpoint.rest.allowed-dirs" in refused.json()["errors"][0]
+        r = owner.post(f"/jobs/{jid}/savepoints", json={"target-directory": str(elsewhere)})
+        assert r.status_code == 202, r.text
+        done = await_operation(owner, f"/jobs/{jid}/savepoints/{r.json()['request-id']}")
+        location = done["operation"]["location"]
+        assert location.startswith(elsewhere.as_uri()) and (Path(location[len("file://") :]) / "_metadata").exists()
+        assert stranger.post("/savepoint-disposal", json={"savepoint-path": location}).status_code == 400
+        disposal = owner.post("/savepoint-disposal", json={"savepoint-path": location})
+        assert disposal.status_code == 202, disposal.text
+        await_operation(owner, f"/savepoint-disposal/{disposal.json()['request-id']}")
+        assert not Path(location[len("file://") :]).exists()
+    assert job.client.get_job_status().result().name == "RUNNING"
 
 
 def test_request_bodies_are_bounded_and_errors_are_flinks(start_job):
