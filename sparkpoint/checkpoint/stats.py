@@ -11,6 +11,7 @@ barrier. :meth:`CheckpointStatsTracker.to_json` gives Flink's
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,6 +49,7 @@ class CheckpointStats:
     failure_reason: str | None = None
     failure_timestamp: int | None = None
     external_path: str | None = None
+    discarded: bool = False  # a completed checkpoint subsumed (or dropped at the job's end) and its files deleted
     expected_tasks: tuple = ()
     subtasks: dict[Hashable, SubtaskStats] = field(default_factory=dict)  # task id -> its acknowledgement
 
@@ -63,7 +65,7 @@ class CheckpointStats:
             "latest_ack_timestamp": self.latest_ack_timestamp or -1,
             "state_size": self.state_size,
             "checkpointed_size": self.checkpointed_size,
-            "end_to_end_duration": self.end_to_end_duration if self.end_to_end_duration is not None else -1,
+            "end_to_end_duration": self._end_to_end_ms(),
             "alignment_buffered": 0,
             "processed_data": 0,
             "persisted_data": 0,
@@ -73,10 +75,18 @@ class CheckpointStats:
             "tasks": tasks or {},
         }
         if self.status == "COMPLETED":
-            out.update(external_path=self.external_path, discarded=False)
+            out.update(external_path=self.external_path, discarded=self.discarded)
         elif self.status == "FAILED":
             out.update(failure_timestamp=self.failure_timestamp or -1, failure_message=self.failure_reason)
         return out
+
+    def _end_to_end_ms(self) -> int:
+        """How long it took; for one in progress, how long it has been running (as Flink's UI shows it)."""
+        if self.end_to_end_duration is not None:
+            return self.end_to_end_duration
+        if self.status == "IN_PROGRESS":
+            return max(0, int(time.time() * 1000) - self.trigger_timestamp)
+        return -1
 
 
 def stats_summary(values: list[float]) -> dict:

@@ -149,6 +149,38 @@ VERTEX = _obj(
     metrics=IO_METRICS,
     **{"start-time": INT, "end-time": INT, "duration": INT},
 )
+VERTEX_DETAILS = _obj(
+    id=STR,
+    name=STR,
+    parallelism=INT,
+    maxParallelism=INT,
+    now=INT,
+    subtasks=_arr(
+        _obj(
+            subtask=INT,
+            status=STR,
+            attempt=INT,
+            endpoint=STR,
+            metrics=IO_METRICS,
+            **{"start-time": INT, "end-time": INT, "duration": INT, "taskmanager-id": STR},
+        )
+    ),
+)
+SUBTASK_TIMES = _obj(
+    id=STR, name=STR, now=INT, subtasks=_arr(_obj(subtask=INT, host=STR, duration=INT, timestamps=_map(INT)))
+)
+ACCUMULATORS = _obj(
+    **{
+        "job-accumulators": _arr({"type": "object"}),
+        "user-task-accumulators": _arr(_obj(name=STR, type=STR, value=STR)),
+        "serialized-user-task-accumulators": {"type": "object"},
+    }
+)
+TASKMANAGERS = _obj(
+    taskmanagers=_arr(
+        _obj(id=STR, path=STR, dataPort=INT, jmxPort=INT, timeSinceLastHeartbeat=INT, slotsNumber=INT, freeSlots=INT)
+    )
+)
 PLAN_NODE = {
     "type": "object",
     "required": ["id", "parallelism", "operator", "operator_strategy", "description"],
@@ -282,6 +314,11 @@ PATHS: dict[str, dict[str, tuple[int, dict, Any]]] = {
     "/jobs/{jobid}/vertices/{vertexid}/metrics": {"get": (200, METRICS, None)},
     "/jobs/{jobid}/vertices/{vertexid}/subtasks/metrics": {"get": (200, AGG_METRICS, None)},
     "/jobs/{jobid}/vertices/{vertexid}/backpressure": {"get": (200, BACKPRESSURE, None)},
+    "/jobs/{jobid}/vertices/{vertexid}": {"get": (200, VERTEX_DETAILS, None)},
+    "/jobs/{jobid}/vertices/{vertexid}/subtasktimes": {"get": (200, SUBTASK_TIMES, None)},
+    "/jobs/{jobid}/accumulators": {"get": (200, ACCUMULATORS, None)},
+    "/taskmanagers": {"get": (200, TASKMANAGERS, None)},
+    "/jobmanager/config": {"get": (200, _arr(_obj(key=STR, value=STR)), None)},
     "/savepoint-disposal": {"post": (202, TRIGGERED, DISPOSAL_BODY)},
     "/savepoint-disposal/{triggerid}": {"get": (200, OPERATION, None)},
 }

@@ -6,7 +6,16 @@ Flink's ``org.apache.flink.metrics.prometheus.PrometheusReporterFactory``. It li
 ``metrics.reporter.prom.host`` (default ``127.0.0.1``) and serves ``/metrics``, computed at
 each scrape, with Flink's names and labels:
 
-- job scope: ``flink_jobmanager_job_<metric>{job_id, job_name}`` for ``uptime``,
+Label values keep only ``[a-zA-Z0-9:_]`` (Flink's ``filterLabelValueCharacters``: ``Window(Process)`` is
+``WindowProcess``); every family carries ``host``, and the task manager's carry its ``tm_id`` too (the process
+that runs the job: :mod:`~sparkpoint.rest.vertex_json`).
+
+- process scope: ``flink_jobmanager_numRunningJobs{host}``, and the process's figures under Flink's JVM names
+  for the JobManager and the task manager (``flink_jobmanager_Status_JVM_<metric>{host}``,
+  ``flink_taskmanager_Status_JVM_<metric>{host, tm_id}``): ``CPU_Load`` (share of all cores since the last
+  scrape), ``CPU_Time`` (ns), ``Memory_Heap_Used`` (resident bytes), ``Threads_Count`` and
+  ``GarbageCollector_<generation>_Count``;
+- job scope: ``flink_jobmanager_job_<metric>{host, job_id, job_name}`` for ``uptime``,
   ``numRestarts``, ``numberOfCompletedCheckpoints``, ``numberOfFailedCheckpoints``,
   ``numberOfInProgressCheckpoints``, ``totalNumberOfCheckpoints``, ``lastCheckpointDuration``,
   ``lastCheckpointSize``, ``lastCheckpointFullSize``, ``lastCheckpointRestoreTimestamp``
@@ -30,8 +39,13 @@ The reporter stops with the job.
 
 from __future__ import annotations
 
+import gc
 import logging
+import os
 import re
+import socket
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -39,6 +53,7 @@ from sparkpoint.checkpoint.stats import percentile
 from sparkpoint.errors import ConfigurationError
 from sparkpoint.rest.job_json import JobView, job_metric_values, now_ms, subtask_values
 from sparkpoint.rest.task_metrics import PROMETHEUS_QUANTILES, TIME_METRICS, latency_histograms
+from sparkpoint.rest.vertex_json import taskmanager_id
 from sparkpoint.runtime.job_listener import JobListener
 
 __all__ = ["PrometheusReporter", "PROMETHEUS_FACTORY_CLASS", "port_candidates"]
@@ -60,8 +75,20 @@ _JOB_NUMERIC = (
     "numberOfEpochs",
     "epochsPerSecond",
 )
-_LABELS = ["job_id", "job_name", "task_name", "operator_name", "operator_id", "subtask_index"]
-_TASK_LABELS = ["job_id", "job_name", "task_id", "task_name", "subtask_index", "task_attempt_num"]
+_LABELS = [
+    "host",
+    "tm_id",
+    "job_id",
+    "job_name",
+    "task_id",
+    "task_name",
+    "task_attempt_num",
+    "operator_id",
+    "operator_name",
+    "subtask_index",
+]
+_TASK_LABELS = ["host", "tm_id", "job_id", "job_name", "task_id", "task_name", "subtask_index", "task_attempt_num"]
+_LABEL_VALUE = re.compile(r"[^a-zA-Z0-9:_]")
 _LATENCY = "flink_taskmanager_job_latency_operator_id_operator_subtask_index_latency"
 _UNSAFE = re.compile(r"[^a-zA-Z0-9_:]")
 
@@ -81,17 +108,57 @@ def port_candidates(value: Any) -> list[int]:
     return list(range(first, last + 1))
 
 
+def _value(text: str) -> str:
+    """A label value as Flink's reporter writes it: only ``[a-zA-Z0-9:_]`` kept."""
+    return _LABEL_VALUE.sub("", text)
+
+
+class ProcessFigures:
+    """This process's CPU, memory, threads and collections, under the names of Flink's JVM metrics."""
+
+    def __init__(self) -> None:
+        self._last = (time.monotonic(), sum(os.times()[:2]))
+
+    def figures(self) -> dict[str, float]:
+        now, cpu = time.monotonic(), sum(os.times()[:2])
+        (then, before), self._last = self._last, (now, cpu)
+        load = (cpu - before) / max(now - then, 1e-9) / (os.cpu_count() or 1)
+        out = {
+            "CPU_Load": min(max(load, 0.0), 1.0),
+            "CPU_Time": cpu * 1e9,
+            "Memory_Heap_Used": float(_resident_bytes()),
+            "Threads_Count": float(threading.active_count()),
+        }
+        for generation, stats in enumerate(gc.get_stats()):
+            out[f"GarbageCollector_Generation{generation}_Count"] = float(stats.get("collections", 0))
+        return out
+
+
+def _resident_bytes() -> int:
+    """The process's resident memory (Linux: ``/proc/self/statm``; elsewhere its peak)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        import resource
+
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
 class _Collector:
     """Builds the metric families from the job at scrape time."""
 
     def __init__(self, view: JobView):
         self.view = view
+        self.process = ProcessFigures()
 
     def collect(self) -> Iterator[Any]:
         from prometheus_client.core import GaugeMetricFamily
 
         master = self.view.master
-        job_labels = {"job_id": master.job_id, "job_name": master.plan.job_name}
+        host, tm = _value(socket.gethostname()), _value(taskmanager_id(self.view))
+        yield from self._process(host, tm)
+        job_labels = {"host": host, "job_id": master.job_id, "job_name": _value(master.plan.job_name)}
         for name, value in job_metric_values(self.view).items():
             if name in _JOB_NUMERIC:
                 job_family = GaugeMetricFamily(
@@ -100,14 +167,16 @@ class _Collector:
                 job_family.add_metric(list(job_labels.values()), float(value))
                 yield job_family
         families: dict[tuple[str, tuple[str, ...]], Any] = {}
+        job_name, attempt = job_labels["job_name"], str(master.restarts)
         for vid, node, _ in self.view.vertices():
+            name = _value(node.name)
             for subtask, values in subtask_values(self.view, vid).items():
-                task = [master.job_id, master.plan.job_name, vid, node.name, str(subtask), str(master.restarts)]
+                task = [host, tm, master.job_id, job_name, vid, name, str(subtask), attempt]
                 for metric in TIME_METRICS:
                     self._family(families, f"flink_taskmanager_job_task_{metric}", (), _TASK_LABELS).add_metric(
                         task, float(values[metric])
                     )
-                base = [master.job_id, master.plan.job_name, node.name, node.name, vid, str(subtask)]
+                base = [host, tm, master.job_id, job_name, vid, name, attempt, vid, name, str(subtask)]
                 figures: list[tuple[str, dict[str, str], Any]] = [
                     (key, {}, figure)
                     for key, figure in values.items()
@@ -121,9 +190,23 @@ class _Collector:
                     extra = {_UNSAFE.sub("_", k): v for k, v in labels.items() if _UNSAFE.sub("_", k) not in _LABELS}
                     keys = tuple(sorted(extra))
                     family = self._family(families, full, keys, _LABELS)
-                    family.add_metric(base + [extra[k] for k in keys], float(figure))
+                    family.add_metric(base + [_value(str(extra[k])) for k in keys], float(figure))
         yield from families.values()
         yield from self._latency(job_labels)
+
+    def _process(self, host: str, tm: str) -> Iterator[Any]:
+        """``numRunningJobs`` and the process's figures under Flink's JVM metric names (see the module)."""
+        from prometheus_client.core import GaugeMetricFamily
+
+        running = GaugeMetricFamily("flink_jobmanager_numRunningJobs", "Flink's numRunningJobs", labels=["host"])
+        running.add_metric([host], 1.0 if self.view.status == "RUNNING" else 0.0)
+        yield running
+        figures = self.process.figures()
+        for scope, labels, values in (("jobmanager", ["host"], [host]), ("taskmanager", ["host", "tm_id"], [host, tm])):
+            for metric, figure in figures.items():
+                family = GaugeMetricFamily(f"flink_{scope}_Status_JVM_{metric}", f"Flink's {metric}", labels=labels)
+                family.add_metric(values, float(figure))
+                yield family
 
     @staticmethod
     def _family(families: dict, full: str, keys: tuple[str, ...], labels: list[str]) -> Any:

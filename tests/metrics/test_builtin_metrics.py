@@ -174,5 +174,6 @@ def _check(client, tmp_path, port) -> None:
     }
     assert records_out["events"] == records_out["parse"] == records_out["stamp"] == n
     [size] = families["flink_jobmanager_job_lastCheckpointSize"].samples
-    assert size.value == last["state_size"] and size.labels == {"job_id": jid, "job_name": size.labels["job_name"]}
+    assert size.value == last["state_size"] and set(size.labels) == {"host", "job_id", "job_name"}
+    assert size.labels["job_id"] == jid
     assert families["flink_jobmanager_job_numberOfCompletedCheckpoints"].samples[0].value == counts["completed"]
