@@ -74,6 +74,7 @@ class CheckpointSettings:
         cc = CheckpointConfig(conf)
         self.interval_ms = cc.get_checkpoint_interval()
         self.enabled = self.interval_ms > 0
+        self.periodic = True  # False: checkpoints only when asked for, and at the end of input (BATCH)
         self.mode = cc.get_checkpointing_mode().name
         self.timeout_ms = cc.get_checkpoint_timeout()
         self.min_pause_ms = cc.get_min_pause_between_checkpoints()
@@ -130,7 +131,7 @@ class CheckpointCoordinator:
     # -- Step 1: trigger --------------------------------------------------------------------
     def should_trigger(self, now_ms: int) -> bool:
         s = self.settings
-        if not s.enabled:
+        if not s.enabled or not s.periodic:
             return False
         if len(self.pending) >= s.max_concurrent:
             return False
@@ -141,7 +142,7 @@ class CheckpointCoordinator:
     def next_trigger_ms(self) -> int | None:
         """When the interval and the minimum pause let the next periodic checkpoint trigger (``None``: never)."""
         s = self.settings
-        if not s.enabled:
+        if not s.enabled or not s.periodic:
             return None
         at = self.last_trigger_ms + s.interval_ms if self.last_trigger_ms is not None else 0
         return max(at, self.last_completion_ms + s.min_pause_ms) if self.last_completion_ms is not None else at
@@ -390,6 +391,7 @@ class CheckpointCoordinator:
             self.registry.register(cid, shared)
             for old in self.store.add_checkpoint_and_subsume_oldest(completed):
                 self.cleaner.clean_subsumed(old)
+                self.stats.update(old.checkpoint_id, discarded=True)
             self.last_completion_ms = now_ms
         self.failure_manager.on_success(cid)
         self.stats.update(
@@ -429,8 +431,9 @@ class CheckpointCoordinator:
         return frozenset(retained)
 
     # -- shutdown -----------------------------------------------------------------------------
-    def shutdown(self, job_status: str) -> None:
-        """Keep or delete checkpoints as the externalized-checkpoint retention says."""
+    def shutdown(self, job_status: str) -> str | None:
+        """Keep or delete checkpoints as the externalized-checkpoint retention says; returns where they went, in a
+        sentence for the user (None: the job took none)."""
         self.abort_all(
             CheckpointFailureReason.JOB_CANCELLED
             if job_status == "CANCELED"
@@ -443,18 +446,35 @@ class CheckpointCoordinator:
             or job_status == "FAILED"
             and retain != "NO_EXTERNALIZED_CHECKPOINTS"
         )
+        count = self.store.get_number_of_retained_checkpoints()
+        latest = self.store.get_latest_checkpoint()
         if keep:
             logger.info(
-                "retaining %d checkpoint(s) of job %s under %s (%s)",
-                self.store.get_number_of_retained_checkpoints(),
-                self.job_id,
-                self.storage.job_path,
-                retain,
+                "retaining %d checkpoint(s) of job %s under %s (%s)", count, self.job_id, self.storage.job_path, retain
             )
             self.cleaner.delete_unreferenced_shared_files()
-            return
+            if latest is None:
+                return None
+            return (
+                f"Its {count} latest checkpoint(s) are retained under {self.storage.job_path} ({retain}); resume from "
+                f"the newest with: sparkpoint run -s {latest.location} ..."
+            )
         for cp in self.store.get_all_checkpoints():
             self.cleaner.discard(cp.checkpoint_id)
             self.store.remove(cp.checkpoint_id)
+            self.stats.update(cp.checkpoint_id, discarded=True)
         self.cleaner.delete_unreferenced_shared_files()
         self.storage.discard_job_directory_if_empty()
+        if latest is None:
+            return None
+        keep_one = "stop it with a savepoint (sparkpoint stop JOB)"
+        if retain != "RETAIN_ON_CANCELLATION":
+            keep_one += (
+                ", or cancel it with execution.checkpointing.externalized-checkpoint-retention: RETAIN_ON_CANCELLATION"
+            )
+        elif job_status == "FINISHED":
+            keep_one += ", or cancel it before it ends"
+        return (
+            f"Its checkpoints under {self.storage.job_path} were discarded (the job is {job_status}, retention "
+            f"{retain}, as Flink does); to keep one, {keep_one}."
+        )

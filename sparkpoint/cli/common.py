@@ -100,11 +100,19 @@ class Progress(JobListener):
 
     def on_status_change(self, job_id: str, old: Any, new: Any, error: Any) -> None:
         if new.name == "FINISHED":  # Flink's CLI line; said before the job removes its checkpoints
+            self.close()  # on a terminal: below the progress line, not on it
             print(f"{FINISHED_LINE % job_id}", file=self.stream, flush=True)
+
+    def on_job_ended(self, job: Any) -> None:
+        fate = getattr(job, "checkpoints_fate", None)
+        if fate:
+            self.close()
+            print(fate, file=self.stream, flush=True)
 
     def close(self) -> None:
         if self.live is not None:
             self.live.stop()
+            self.live = None
 
 
 def report_failure(error: SparkpointError, verbose: bool = False) -> None:
@@ -118,7 +126,11 @@ def report_failure(error: SparkpointError, verbose: bool = False) -> None:
     click.echo(f"\nThe job failed: {error}", err=True)
 
 
-_NOT_THE_JOBS = (str(Path(__file__).resolve().parents[1]), str(Path(click.__file__).resolve().parent), "<frozen runpy>")
+_NOT_THE_JOBS = (
+    str(Path(__file__).resolve().parents[1]) + os.sep,
+    str(Path(click.__file__).resolve().parent) + os.sep,
+    "<frozen runpy>",
+)
 
 
 def user_traceback(error: BaseException, verbose: bool = False) -> str:

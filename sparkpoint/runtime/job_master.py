@@ -79,6 +79,7 @@ class JobMaster:
         self.cancelled = threading.Event()
         self.epoch = 0
         self.attempt = 0
+        self.checkpoints_fate: str | None = None  # where the job's checkpoints went when it ended, in a sentence
         self.coordinator: CheckpointCoordinator | None = None  # made when the job starts, as is:
         self.changelog: StateChangelog | None = None
         self.checkpoints: JobCheckpoints | None = None
@@ -195,7 +196,7 @@ class JobMaster:
         status = self.status
         self.savepoints.fail_all(f"the job is {status.name}")  # requests still open can no longer complete
         if self.coordinator is not None:
-            self.coordinator.shutdown(status.name)
+            self.checkpoints_fate = self.coordinator.shutdown(status.name)
         logger.info(
             "job %s %s after %d epochs (%d failovers, %d keyed tasks rebuilt their state elsewhere, "
             "%d bytes of state changelog, %d epochs' sources ran ahead)",
