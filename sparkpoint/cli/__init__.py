@@ -6,10 +6,10 @@ and ``--config-file FILE`` (Flink's config.yaml keys) to every environment the s
 It prints the job id; on a terminal it shows live progress, in a pipe one plain log line per
 epoch. ``info`` plans a job without running it; ``list``, ``cancel``, ``savepoint``, ``stop``,
 ``checkpoint`` and ``checkpoints`` control a running job over its REST endpoint; ``inspect``
-reads a checkpoint or savepoint.
+reads a checkpoint or savepoint; ``history-server`` serves ended jobs' archives.
 """
 
-from sparkpoint.cli import control, inspection, jobs  # noqa: F401  (they register the commands)
+from sparkpoint.cli import control, history, inspection, jobs  # noqa: F401  (they register the commands)
 from sparkpoint.cli.group import main
 
 __all__ = ["main"]

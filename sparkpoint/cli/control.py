@@ -143,6 +143,20 @@ def _errors(r: Any) -> str:
         return f"{r.status_code} {r.text[:300]}"
 
 
+def _archived_lines() -> list[str]:
+    """Ended jobs of this machine's job store (their archives, kept for an hour as Flink's job store keeps
+    them), newest first, as Flink's ``list -a`` shows them."""
+    from sparkpoint.rest.archive import DEFAULT_EXPIRATION_S, ArchiveStore, local_archive_dir
+
+    store = ArchiveStore([str(local_archive_dir())], DEFAULT_EXPIRATION_S)
+    store.refresh()
+    return [
+        f"{time.strftime('%d.%m.%Y %H:%M:%S', time.localtime(job['end-time'] / 1000))} : {job['jid']} : "
+        f"{job['name']} ({job['state']})"
+        for job in store.jobs()
+    ]
+
+
 def _line(client: Any, job: dict) -> str:
     info = client.get(f"/jobs/{job['jid']}").json()
     sources = {n["id"] for n in info["plan"]["nodes"] if n["operator"] == "source"}
@@ -153,7 +167,7 @@ def _line(client: Any, job: dict) -> str:
 @main.command(name="list")
 @click.option("-r", "--running", is_flag=True, help="Running and restarting jobs.")
 @click.option("-s", "--scheduled", is_flag=True, help="Scheduled jobs (not yet running).")
-@click.option("-a", "--all", "all_jobs", is_flag=True, help="All jobs, finished ones still serving their endpoint too.")
+@click.option("-a", "--all", "all_jobs", is_flag=True, help="All jobs, ended ones of the last hour too.")
 @_remote
 def list_jobs(
     running: bool, scheduled: bool, all_jobs: bool, jobmanager: str | None, token: str | None, ca_cert: str | None
@@ -189,6 +203,9 @@ def list_jobs(
             if entry is None:  # the address given: its answer is the whole answer
                 raise click.ClickException(f"{client.base_url}: {e}") from None
             click.echo(f"{entry['job_id']} : {entry['name']} (not answering: {e})")
+    if all_jobs and not jobmanager:
+        listed = {line.split(" : ", 1)[0] for lines in sections.values() for line in lines}
+        sections["Terminated Jobs"] += [line for line in _archived_lines() if line.split(" : ")[1] not in listed]
     shown = {
         "Running/Restarting Jobs": running or all_jobs,
         "Scheduled Jobs": scheduled or all_jobs,

@@ -3,7 +3,8 @@
 The runtime loads it by name when ``rest.enabled`` is set (see
 :mod:`sparkpoint.runtime.job_listener`): the endpoint starts with the job, registers it
 in the local job registry, records the job's status changes and failures (Flink's
-``timestamps`` and exception history), and stops and unregisters when the job ends —
+``timestamps`` and exception history), archives what it answers when the job ends
+(:mod:`~sparkpoint.rest.archive`), and stops and unregisters —
 after a client that asked for a stop-with-savepoint has read its outcome, or
 ``sparkpoint.rest.shutdown-grace`` (default 30 s) has passed.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from sparkpoint.rest.archive import ARCHIVE_DIR_KEY, archive_job, local_archive_dir
 from sparkpoint.rest.job_json import JobView, exception_entry, now_ms
 from sparkpoint.rest.registry import JobRegistry
 from sparkpoint.rest.security import RestSecurity
@@ -65,6 +67,8 @@ class RestJobListener(JobListener):
     def on_job_ended(self, job: Any) -> None:
         if self.server is None:
             return
+        directories = [str(local_archive_dir()), *filter(None, [job.config.get_string(ARCHIVE_DIR_KEY)])]
+        archive_job(self.view, directories)  # ended jobs stay visible: list -a, the history server
         self.server.stop(grace_s=job.config.get_duration_ms("sparkpoint.rest.shutdown-grace", 30_000) / 1000)
         JobRegistry().unregister(job.job_id)
         self.server = None

@@ -41,6 +41,12 @@ def job_files(tmp_path, monkeypatch):
     return tmp_path
 
 
+def _ended(jid: str, env: dict) -> str | None:
+    """The final state ``list -a`` shows for the ended job ``jid`` (from its archive), or None while it runs."""
+    found = re.search(rf" : {jid} : \S+ \((\w+)\)", sparkpoint("list", "-a", env=env).stdout)
+    return found.group(1) if found else None
+
+
 def _env(tmp_path: Path, home: str = "home", **extra: str) -> dict:
     import os
 
@@ -164,7 +170,8 @@ def test_detached_run_list_checkpoint_and_control_from_another_host(job_files):
     finally:
         cancelled = sparkpoint("cancel", jid, "-m", address, env=_env(job_files, home="other-home"))
     assert cancelled.returncode == 0 and f"Cancelled job {jid}" in cancelled.stdout
-    wait_for(lambda: jid not in sparkpoint("list", "-a", env=env).stdout, 60, "the job's end")
+    ended = wait_for(lambda: _ended(jid, env), 60, "the job's end")  # archived: listed among the ended jobs
+    assert ended == "CANCELED"
 
 
 def _retained_checkpoint(job_files: Path, env: dict) -> Path:
@@ -287,4 +294,4 @@ def test_stop_over_tls_with_a_token_at_the_rest_address_from_the_configuration(j
         assert str(target) in location
     finally:
         sparkpoint("cancel", jid, env=env)
-    wait_for(lambda: jid not in sparkpoint("list", "-a", env=env).stdout, 60, "the job's end")
+    assert wait_for(lambda: _ended(jid, env), 60, "the job's end") == "FINISHED"  # drained: it finished
