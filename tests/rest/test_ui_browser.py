@@ -10,6 +10,7 @@ go to ``$SPARKPOINT_TEST_ARTIFACTS/ui`` (default ``test-artifacts/ui`` in the re
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from datetime import UTC, datetime
@@ -136,6 +137,25 @@ class Page(HTMLParser):
         assert len(found) == 1, (field, scope, found)
         return found[0]
 
+    def raw(self, field: str, **scope: str) -> str:
+        """The API's number behind a figure shown in human units (its ``data-raw``)."""
+        found = [
+            a["data-raw"]
+            for s, a in self.elements
+            if a.get("data-field") == field and all(s.get(f"data-{k}") == v for k, v in scope.items())
+        ]
+        assert len(found) == 1, (field, scope, found)
+        return found[0]
+
+    def labels(self, chart: str) -> list[str]:
+        """The bar labels a chart shows."""
+        return [a["data-label"] for s, a in self.elements if "data-label" in a and s.get("data-chart") == chart]
+
+
+def event_time(ms: int) -> str:
+    """A watermark as the UI shows it: the UTC date-time of its milliseconds."""
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
 
 def _base(job_id: str) -> str:
     entry = registry_entry(job_id)
@@ -175,6 +195,12 @@ def test_pages_show_the_jobs_figures(start_job, chromium, artifacts, tmp_path):
             for vid in vertices
         }
         subtasks = {vid: c.get(f"/jobs/{jid}/checkpoints/details/{ids[-1]}/subtasks/{vid}").json() for vid in vertices}
+        pairs_vid = next(n["id"] for n in details["plan"]["nodes"] if n["description"].endswith("(uid pairs)"))
+        sub_watermarks = {
+            w["id"].split(".")[0]: int(float(w["value"]))
+            for w in c.get(f"/jobs/{jid}/vertices/{pairs_vid}/watermarks").json()
+        }
+        [taskmanager] = [t["id"] for t in c.get("/taskmanagers").json()["taskmanagers"]]
 
     jobs = dump(chromium, base + "#/")
     assert jobs.value("job-state", job=jid) == "RUNNING" and jobs.value("job-id", job=jid) == jid
@@ -195,8 +221,18 @@ def test_pages_show_the_jobs_figures(start_job, chromium, artifacts, tmp_path):
     assert overview.value("op-records-in", vertex=by_uid["window-counts"]) == str(n)
     assert overview.value("op-late-records", vertex=by_uid["window-counts"]) == "0"  # the input is in order
     for uid in ("window-counts", "counts-sink"):  # downstream of the timestamps
-        assert overview.value("op-watermark", vertex=by_uid[uid]) == str(watermarks[by_uid[uid]]) != "0"
+        assert overview.raw("op-watermark", vertex=by_uid[uid]) == str(watermarks[by_uid[uid]]) != "0"
+        assert overview.value("op-watermark", vertex=by_uid[uid]) == event_time(watermarks[by_uid[uid]])
     assert float(overview.value("epochs-per-second")) > 0
+
+    pairs = by_uid["pairs"]
+    vertex = dump(chromium, base + f"#/jobs/{jid}/vertices/{pairs}")
+    assert vertex.value("vertex-parallelism") == "2" and vertex.value("vertex-name") == vertices[pairs]["name"]
+    assert sum(int(x) for x in vertex.values("sub-records-out")) == n == int(vertex.value("vertex-records-out"))
+    assert len(vertex.values("sub-status")) == 2 and set(vertex.values("sub-status")) == {"RUNNING"}
+    for subtask, mark in sub_watermarks.items():
+        assert vertex.raw("sub-watermark", subtask=subtask) == str(mark)
+    assert set(vertex.values("sub-taskmanager")) == {taskmanager}
 
     check_checkpoints_page(dump(chromium, base + f"#/jobs/{jid}/checkpoints"), stats)
     check_details_page(dump(chromium, base + f"#/jobs/{jid}/checkpoints/{ids[-1]}"), subtasks)
@@ -227,9 +263,11 @@ def check_checkpoints_page(page: Page, stats: dict) -> None:
         row = {"checkpoint": str(h["id"])}
         assert page.value("cp-status", **row) == h["status"]
         assert page.value("cp-savepoint", **row) == ("savepoint" if h["is_savepoint"] else "checkpoint")
-        assert page.value("cp-duration", **row) == str(h["end_to_end_duration"])
-        assert page.value("cp-state-size", **row) == str(h["state_size"])
-        assert page.value("cp-checkpointed-size", **row) == str(h["checkpointed_size"])
+        assert page.raw("cp-duration", **row) == str(h["end_to_end_duration"])
+        assert page.raw("cp-state-size", **row) == str(h["state_size"])
+        assert page.raw("cp-checkpointed-size", **row) == str(h["checkpointed_size"])
+        assert re.fullmatch(r"\d+ ms|\d+\.\d s|\d+ min \d+ s", page.value("cp-duration", **row))  # human units
+        assert re.fullmatch(r"\d+ B|\d+\.\d [KMGT]iB", page.value("cp-state-size", **row))
         assert page.value("cp-acks", **row) == f"{h['num_acknowledged_subtasks']}/{h['num_subtasks']}"
     assert page.bars("chart-duration") == {h["id"]: str(max(0, h["end_to_end_duration"])) for h in history}
     assert page.bars("chart-size") == {h["id"]: str(h["state_size"]) for h in history}
@@ -248,10 +286,10 @@ def check_details_page(page: Page, subtasks: dict) -> None:
         assert len(page.values("st-status", vertex=vid)) == sub["num_subtasks"] == len(sub["subtasks"])
         for s in sub["subtasks"]:
             at = {"vertex": vid, "subtask": str(s["index"])}
-            assert page.value("st-state-size", **at) == str(s["state_size"])
-            assert page.value("st-checkpointed-size", **at) == str(s["checkpointed_size"])
-            assert page.value("st-sync", **at) == str(s["checkpoint"]["sync"])
-            assert page.value("st-async", **at) == str(s["checkpoint"]["async"])
+            assert page.raw("st-state-size", **at) == str(s["state_size"])
+            assert page.raw("st-checkpointed-size", **at) == str(s["checkpointed_size"])
+            assert page.raw("st-sync", **at) == str(s["checkpoint"]["sync"])
+            assert page.raw("st-async", **at) == str(s["checkpoint"]["async"])
 
 
 def check_config_page(page: Page, config: dict, job_config: dict) -> None:
@@ -326,3 +364,47 @@ def test_with_a_token_the_page_is_opened_once_with_it_then_runs_on_a_cookie(star
     page = dump(chromium, base + f"?token={token}#/")  # the browser follows the redirect
     assert page.value("job-id", job=jid) == jid
     assert page.values("error") == []
+
+
+def test_charts_stay_readable_over_many_checkpoints(start_job, chromium, artifacts):
+    """Thirty checkpoints: a bar for each, but at most ten labels (they used to overlap from about twenty)."""
+    job = start_job(200)
+    jid, base = job.job_id, _base(job.job_id)
+    with rest_client(jid) as c:
+        for _ in range(30):
+            r = c.post(f"/jobs/{jid}/checkpoints", json={"checkpointType": "FULL"})
+            await_operation(c, f"/jobs/{jid}/checkpoints/{r.json()['request-id']}")
+        history = c.get(f"/jobs/{jid}/checkpoints").json()["history"]
+    page = dump(chromium, base + f"#/jobs/{jid}/checkpoints")
+    assert set(page.bars("chart-duration")) == {h["id"] for h in history} and len(history) >= 30
+    labels = page.labels("chart-duration")
+    assert 2 <= len(labels) <= 11 and str(max(h["id"] for h in history)) in labels
+    screenshot(chromium, base + f"#/jobs/{jid}/checkpoints", artifacts / "checkpoints-many.png")
+
+
+def test_the_history_server_shows_an_ended_job(make_env, tmp_path, monkeypatch, chromium, artifacts):
+    """A failed job's archive in the web UI of `sparkpoint history-server`: listed FAILED, its operators with
+    their records, its exception, its checkpoints; figures it has no archive of show as "-"."""
+    from tests.rest.history_job import archived_failed_job, start_history_server
+
+    jid, archive, answers = archived_failed_job(make_env, tmp_path, monkeypatch)
+    server, base = start_history_server(archive, tmp_path / "home")
+    try:
+        jobs = dump(chromium, base + "/#/")
+        assert jobs.value("job-state", job=jid) == "FAILED" and jobs.value("job-name", job=jid) == "doomed"
+        overview = dump(chromium, base + f"/#/jobs/{jid}")
+        assert overview.value("job-state") == "FAILED"
+        details = answers[f"/jobs/{jid}"]
+        for v in details["vertices"]:
+            assert overview.value("op-records-out", vertex=v["id"]) == str(v["metrics"]["write-records"])
+        assert overview.value("epochs") == "-"  # metrics are not archived
+        exceptions = dump(chromium, base + f"/#/jobs/{jid}/exceptions")
+        entries = answers[f"/jobs/{jid}/exceptions"]["exceptionHistory"]["entries"]
+        assert exceptions.value("exception-count") == f"{len(entries)} exception(s)" and entries
+        checkpoints = dump(chromium, base + f"/#/jobs/{jid}/checkpoints")
+        counts = answers[f"/jobs/{jid}/checkpoints"]["counts"]
+        assert checkpoints.value("count-completed") == str(counts["completed"]) != "0"
+        screenshot(chromium, base + f"/#/jobs/{jid}", artifacts / "history-overview.png")
+    finally:
+        server.terminate()
+        server.wait(30)

@@ -1,13 +1,20 @@
 // sparkpoint's web UI: one page over the job's REST API (Flink's paths and fields).
-// Routes: #/ (jobs), #/jobs/<jid> (graph and operators), #/jobs/<jid>/checkpoints,
-// #/jobs/<jid>/checkpoints/<id>, #/jobs/<jid>/config, #/jobs/<jid>/exceptions.
-// Every figure carries a data-field attribute; the body's data-state is "ready" after each render.
+// Routes: #/ (jobs), #/jobs/<jid> (graph and operators), #/jobs/<jid>/vertices/<vid> (its subtasks),
+// #/jobs/<jid>/checkpoints, #/jobs/<jid>/checkpoints/<id>, #/jobs/<jid>/config, #/jobs/<jid>/exceptions.
+// Every figure carries a data-field attribute (and data-raw: the API's number, where the text shows it in human
+// units); the body's data-state is "ready" after each render. Figures an archived job (the history server) does
+// not have show as "-".
 "use strict";
 
 const REFRESH_MS = 2000;
 const FINAL_STATES = ["FINISHED", "CANCELED", "FAILED"];
 let refreshTimer = null;
 let renderCount = 0;        // a render that a newer one has overtaken (hash changed meanwhile) is dropped
+
+// the answer, or `fallback` when the API has none (an archived job keeps no metrics)
+async function apiOr(path, fallback) {
+  try { return await api(path); } catch (e) { return fallback; }
+}
 
 async function api(path) {
   const response = await fetch(path, { credentials: "same-origin", cache: "no-store" });
@@ -45,7 +52,7 @@ function svg(tag, attrs, ...children) {
 function time(ms) { return ms > 0 ? new Date(ms).toISOString().replace("T", " ").replace("Z", "") : "-"; }
 function duration(ms) {
   if (ms < 0) return "-";
-  if (ms < 1000) return ms + " ms";
+  if (ms < 1000) return Math.round(ms) + " ms";
   const s = ms / 1000;
   return s < 120 ? s.toFixed(1) + " s" : Math.floor(s / 60) + " min " + Math.round(s % 60) + " s";
 }
@@ -55,6 +62,11 @@ function bytes(n) {
   let v = n, i = -1;
   do { v /= 1024; i++; } while (v >= 1024 && i < units.length - 1);
   return v.toFixed(1) + " " + units[i];
+}
+// a figure shown in human units, the API's number kept in data-raw
+function human(tag, field, raw, format, attrs) {
+  return h(tag, Object.assign({ class: "num", "data-field": field, "data-raw": raw }, attrs || {}),
+           raw === null || raw === undefined || raw === "-" ? "-" : format(Number(raw)));
 }
 function card(label, field, value) {
   return h("div", { class: "card" }, h("div", { class: "label" }, label),
@@ -75,7 +87,7 @@ function nameOf(node) { return (node.description || "").replace(/ \(uid .*\)$/, 
 function route() {
   const parts = location.hash.replace(/^#\/?/, "").split("/").filter(Boolean);
   if (parts[0] !== "jobs" || !parts[1]) return { view: "jobs" };
-  return { view: parts[2] || "overview", jid: parts[1], checkpoint: parts[3] };
+  return { view: parts[2] || "overview", jid: parts[1], checkpoint: parts[3], vertex: parts[3] };
 }
 
 function navigation(r) {
@@ -99,7 +111,7 @@ async function render() {
   let live = false;
   try {
     const views = { jobs: jobsView, overview: overviewView, checkpoints: checkpointsView, config: configView,
-                    exceptions: exceptionsView };
+                    exceptions: exceptionsView, vertices: vertexView };
     const result = await (views[r.view] || jobsView)(r);
     if (mine !== renderCount) return;
     app.replaceChildren(result.element);
@@ -186,38 +198,41 @@ function graph(plan, pressure) {
 
 async function vertexFigures(jid, vertex) {
   const [watermarks, late, backpressure] = await Promise.all([
-    api(`/jobs/${jid}/vertices/${vertex.id}/watermarks`),
-    api(`/jobs/${jid}/vertices/${vertex.id}/subtasks/metrics?get=numLateRecordsDropped&agg=sum`),
-    api(`/jobs/${jid}/vertices/${vertex.id}/backpressure`)]);
+    apiOr(`/jobs/${jid}/vertices/${vertex.id}/watermarks`, []),
+    apiOr(`/jobs/${jid}/vertices/${vertex.id}/subtasks/metrics?get=numLateRecordsDropped&agg=sum`, []),
+    apiOr(`/jobs/${jid}/vertices/${vertex.id}/backpressure`, {})]);
   const values = watermarks.map((w) => Number(w.value));
+  const least = watermarks.length ? watermarks[values.indexOf(Math.min(...values))].value : "-";  // exact digits
   const subtasks = backpressure.subtasks || [];
   const pressure = { level: backpressure.backpressureLevel || "ok",
                      ratio: Math.max(0, ...subtasks.map((s) => s.ratio)),
                      busy: Math.max(0, ...subtasks.map((s) => s.busyRatio)) };
-  return { watermark: values.length ? Math.min(...values) : null, late: late.length ? late[0].sum : 0,
-           pressure: pressure };
+  return { watermark: values.length ? Math.min(...values) : null, watermarkRaw: least,
+           late: late.length ? late[0].sum : 0, pressure: pressure };
 }
 
+// a watermark as a date-time (event time is milliseconds since 1970, as Flink's UI shows it)
 function watermarkText(w) {
   if (w === null) return "-";
   if (w <= -9223372036854775000) return "no watermark";
   if (w >= 9223372036854775000) return "end of input";
-  return String(w);
+  return new Date(w).toISOString().replace("T", " ").replace("Z", "");
 }
 
 async function overviewView(r) {
   const [job, metrics] = await Promise.all([api("/jobs/" + r.jid),
-    api(`/jobs/${r.jid}/metrics?get=numberOfEpochs,epochsPerSecond,uptime,numRestarts`)]);
+    apiOr(`/jobs/${r.jid}/metrics?get=numberOfEpochs,epochsPerSecond,uptime,numRestarts`, [])]);
   const m = Object.fromEntries(metrics.map((x) => [x.id, x.value]));
   const nodes = Object.fromEntries(job.plan.nodes.map((n) => [n.id, n]));
   const figures = await Promise.all(job.vertices.map((v) => vertexFigures(r.jid, v)));
   const rows = job.vertices.map((v, i) => h("tr", { "data-vertex": v.id },
-    h("td", { "data-field": "op-name" }, v.name),
+    h("td", {}, h("a", { href: `#/jobs/${r.jid}/vertices/${v.id}`, "data-field": "op-name" }, v.name)),
     h("td", { "data-field": "op-uid" }, uidOf(nodes[v.id] || {})),
     h("td", { class: "num", "data-field": "op-parallelism" }, v.parallelism),
     h("td", { class: "num", "data-field": "op-records-in" }, v.metrics["read-records"]),
     h("td", { class: "num", "data-field": "op-records-out" }, v.metrics["write-records"]),
-    h("td", { class: "num", "data-field": "op-watermark" }, watermarkText(figures[i].watermark)),
+    h("td", { class: "num", "data-field": "op-watermark", "data-raw": figures[i].watermarkRaw },
+      watermarkText(figures[i].watermark)),
     h("td", { class: "num", "data-field": "op-late-records" }, figures[i].late),
     h("td", { class: "num", "data-field": "op-busy" }, percent(figures[i].pressure.busy)),
     h("td", { class: "bp-" + figures[i].pressure.level, "data-field": "op-backpressure" },
@@ -237,20 +252,56 @@ async function overviewView(r) {
   return { element: element, live: !FINAL_STATES.includes(job.state) };
 }
 
+// -- one operator: its subtasks ----------------------------------------------------------------
+
+async function vertexView(r) {
+  const [job, vertex, watermarks, backpressure] = await Promise.all([api("/jobs/" + r.jid),
+    api(`/jobs/${r.jid}/vertices/${r.vertex}`), apiOr(`/jobs/${r.jid}/vertices/${r.vertex}/watermarks`, []),
+    apiOr(`/jobs/${r.jid}/vertices/${r.vertex}/backpressure`, {})]);
+  const mark = Object.fromEntries(watermarks.map((w) => [w.id.split(".")[0], w.value]));  // exact digits
+  const pressure = Object.fromEntries((backpressure.subtasks || []).map((s) => [s.subtask, s]));
+  const rows = vertex.subtasks.map((s) => h("tr", { "data-subtask": s.subtask },
+    h("td", { class: "num" }, s.subtask),
+    h("td", { class: "state state-" + s.status, "data-field": "sub-status" }, s.status),
+    h("td", { class: "num", "data-field": "sub-records-in" }, s.metrics["read-records"]),
+    h("td", { class: "num", "data-field": "sub-records-out" }, s.metrics["write-records"]),
+    h("td", { class: "num", "data-field": "sub-watermark", "data-raw": mark[s.subtask] ?? "-" },
+      watermarkText(mark[s.subtask] === undefined ? null : Number(mark[s.subtask]))),
+    h("td", { class: "num", "data-field": "sub-busy" }, pressure[s.subtask] ? percent(pressure[s.subtask].busyRatio) : "-"),
+    h("td", { class: "num", "data-field": "sub-backpressure" },
+      pressure[s.subtask] ? percent(pressure[s.subtask].ratio) : "-"),
+    h("td", { "data-field": "sub-taskmanager" }, s["taskmanager-id"])));
+  const element = h("section", {},
+    h("h1", {}, h("span", { "data-field": "vertex-name" }, vertex.name), " of ", job.name),
+    h("div", { class: "cards" },
+      card("Parallelism", "vertex-parallelism", vertex.parallelism),
+      card("Max parallelism", "vertex-max-parallelism", vertex.maxParallelism),
+      card("Records in", "vertex-records-in", vertex.subtasks.reduce((a, s) => a + s.metrics["read-records"], 0)),
+      card("Records out", "vertex-records-out", vertex.subtasks.reduce((a, s) => a + s.metrics["write-records"], 0))),
+    h("h2", {}, "Subtasks"),
+    table(["Subtask", "Status", "Records in", "Records out", "Watermark", "Busy", "Backpressured", "Task manager"],
+          rows, { "data-table": "subtasks" }));
+  return { element: element, live: !FINAL_STATES.includes(job.state) };
+}
+
 // -- checkpoints -------------------------------------------------------------------------------
 
 function barChart(title, field, history, valueOf, format) {
   const items = history.slice().reverse();
   const W = 460, H = 160, pad = 30;
   const max = Math.max(1, ...items.map(valueOf));
-  const bw = items.length ? Math.min(40, (W - pad) / items.length - 4) : 0;
+  const gap = items.length > 60 ? 1 : 4;
+  const bw = items.length ? Math.max(1, Math.min(40, (W - pad) / items.length - gap)) : 0;
+  const every = Math.max(1, Math.ceil(items.length / 10));   // at most ~10 labels: they never overlap
   const bars = items.map((c, i) => {
     const v = valueOf(c), bh = Math.round((H - pad) * v / max);
-    const x = pad + i * (bw + 4), y = H - 18 - bh;
+    const x = pad + i * (bw + gap), y = H - 18 - bh;
+    const label = i % every === 0 || i === items.length - 1 ? svg("text", { x: x, y: H - 4, "data-label": c.id }, c.id)
+                                                             : null;
     return svg("g", { "data-bar": c.id, "data-value": v },
       svg("rect", { class: "bar " + (c.is_savepoint ? "savepoint" : c.status === "FAILED" ? "failed" : ""),
                     x: x, y: y, width: bw, height: bh }, svg("title", {}, `#${c.id}: ${format(v)}`)),
-      svg("text", { x: x, y: H - 4 }, c.id));
+      label);
   });
   return h("div", {}, h("div", {}, title + " (max " + format(max) + ")"),
            svg("svg", { width: W, height: H, "data-chart": field }, bars));
@@ -275,9 +326,9 @@ async function checkpointsView(r) {
     h("td", { "data-field": "cp-status" }, c.status),
     h("td", { "data-field": "cp-savepoint" }, c.is_savepoint ? "savepoint" : "checkpoint"),
     h("td", { "data-field": "cp-trigger" }, time(c.trigger_timestamp)),
-    h("td", { class: "num", "data-field": "cp-duration" }, c.end_to_end_duration),
-    h("td", { class: "num", "data-field": "cp-state-size" }, c.state_size),
-    h("td", { class: "num", "data-field": "cp-checkpointed-size" }, c.checkpointed_size),
+    human("td", "cp-duration", c.end_to_end_duration, duration),
+    human("td", "cp-state-size", c.state_size, bytes),
+    human("td", "cp-checkpointed-size", c.checkpointed_size, bytes),
     h("td", { class: "num", "data-field": "cp-acks" }, c.num_acknowledged_subtasks + "/" + c.num_subtasks)));
   const sum = (k) => summary[k] || {};
   const element = h("section", {},
@@ -295,15 +346,15 @@ async function checkpointsView(r) {
     h("h2", {}, "Summary"),
     table(["", "min", "avg", "p50", "p99", "max"], ["end_to_end_duration", "state_size", "checkpointed_size"].map(
       (k) => h("tr", { "data-summary": k }, h("th", {}, k),
-        ["min", "avg", "p50", "p99", "max"].map((a) => h("td", { class: "num", "data-field": `summary-${k}-${a}` },
-                                                           sum(k)[a] ?? "-"))))),
+        ["min", "avg", "p50", "p99", "max"].map((a) => human("td", `summary-${k}-${a}`, sum(k)[a] ?? "-",
+                                                             k === "end_to_end_duration" ? duration : bytes))))),
     h("h2", {}, "Charts"),
     h("div", { class: "charts" },
       barChart("End-to-end duration per checkpoint", "chart-duration", history, (c) => Math.max(0, c.end_to_end_duration),
                duration),
       barChart("State size per checkpoint", "chart-size", history, (c) => c.state_size, bytes)),
     h("h2", {}, "History"),
-    table(["Id", "Status", "Type", "Triggered", "End to end (ms)", "State size (B)", "Checkpointed size (B)", "Acks"],
+    table(["Id", "Status", "Type", "Triggered", "End to end", "State size", "Checkpointed size", "Acks"],
           rows, { "data-table": "history" }));
   return { element: element, live: !FINAL_STATES.includes(job.state) };
 }
@@ -317,25 +368,25 @@ async function checkpointDetailsView(r) {
     const sub = await api(`/jobs/${r.jid}/checkpoints/details/${r.checkpoint}/subtasks/${v.id}`);
     const rows = sub.subtasks.map((s) => h("tr", { "data-subtask": s.index },
       h("td", { class: "num" }, s.index), h("td", { "data-field": "st-status" }, s.status),
-      h("td", { class: "num", "data-field": "st-duration" }, s.end_to_end_duration ?? "-"),
-      h("td", { class: "num", "data-field": "st-sync" }, s.checkpoint ? s.checkpoint.sync : "-"),
-      h("td", { class: "num", "data-field": "st-async" }, s.checkpoint ? s.checkpoint.async : "-"),
-      h("td", { class: "num", "data-field": "st-state-size" }, s.state_size ?? "-"),
-      h("td", { class: "num", "data-field": "st-checkpointed-size" }, s.checkpointed_size ?? "-")));
+      human("td", "st-duration", s.end_to_end_duration, duration),
+      human("td", "st-sync", s.checkpoint ? s.checkpoint.sync : "-", duration),
+      human("td", "st-async", s.checkpoint ? s.checkpoint.async : "-", duration),
+      human("td", "st-state-size", s.state_size, bytes),
+      human("td", "st-checkpointed-size", s.checkpointed_size, bytes)));
     sections.push(h("div", { "data-vertex": v.id },
       h("h2", {}, v.name, " ", h("span", { "data-field": "vx-status" }, task.status), " ",
         h("span", { "data-field": "vx-acks" }, task.num_acknowledged_subtasks + "/" + task.num_subtasks), " acks, ",
         h("span", { "data-field": "vx-state-size" }, task.state_size), " B"),
-      table(["Subtask", "Status", "End to end (ms)", "Sync (ms)", "Async (ms)", "State size (B)",
-             "Checkpointed size (B)"], rows, { "data-table": "subtasks" })));
+      table(["Subtask", "Status", "End to end", "Sync", "Async", "State size", "Checkpointed size"], rows,
+            { "data-table": "subtasks" })));
   }
   const element = h("section", {},
     h("h1", {}, (details.is_savepoint ? "Savepoint " : "Checkpoint "), h("span", { "data-field": "cp-id" }, details.id),
       " ", h("span", { "data-field": "cp-status" }, details.status)),
     h("div", { class: "cards" },
       card("Triggered", "cp-trigger", time(details.trigger_timestamp)),
-      card("End to end", "cp-duration", details.end_to_end_duration + " ms"),
-      card("State size", "cp-state-size", details.state_size),
+      card("End to end", "cp-duration", duration(details.end_to_end_duration)),
+      card("State size", "cp-state-size", bytes(details.state_size)),
       card("Path", "cp-path", details.external_path || "-")),
     sections);
   return { element: element, live: details.status === "IN_PROGRESS" };
