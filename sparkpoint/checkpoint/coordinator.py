@@ -27,13 +27,10 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import posixpath
-import tempfile
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from typing import Any
 
 import cloudpickle
 
@@ -51,6 +48,7 @@ from sparkpoint.checkpoint.messages import (
 )
 from sparkpoint.checkpoint.pending import PendingCheckpoint, TaskAcknowledgeResult
 from sparkpoint.checkpoint.properties import CheckpointOptions, CheckpointProperties
+from sparkpoint.checkpoint.settings import CheckpointSettings
 from sparkpoint.checkpoint.stats import CheckpointStats, CheckpointStatsTracker, SubtaskStats
 from sparkpoint.state.schema import OperatorSchema
 from sparkpoint.storage.checkpoint_storage import FsCheckpointStorage, StreamStateHandle
@@ -58,42 +56,11 @@ from sparkpoint.storage.exceptions import CheckpointStorageError
 from sparkpoint.storage.file_systems import open_file_system, storage_options_for
 from sparkpoint.testing.faults import fault_point
 
-__all__ = ["CheckpointCoordinator", "CheckpointSettings", "DRIVER_STATE_FILE_NAME"]
+__all__ = ["CheckpointCoordinator", "CheckpointSettings", "DRIVER_STATE_FILE_NAME"]  # the settings re-exported
 
 DRIVER_STATE_FILE_NAME = "driver-state"
 
 logger = logging.getLogger(__name__)
-
-
-class CheckpointSettings:
-    """The checkpoint configuration, read once from the job's configuration."""
-
-    def __init__(self, conf: Any):
-        from sparkpoint.datastream.checkpoint_config import CheckpointConfig
-
-        cc = CheckpointConfig(conf)
-        self.interval_ms = cc.get_checkpoint_interval()
-        self.enabled = self.interval_ms > 0
-        self.periodic = True  # False: checkpoints only when asked for, and at the end of input (BATCH)
-        self.mode = cc.get_checkpointing_mode().name
-        self.timeout_ms = cc.get_checkpoint_timeout()
-        self.min_pause_ms = cc.get_min_pause_between_checkpoints()
-        self.max_concurrent = max(1, cc.get_max_concurrent_checkpoints())
-        self.tolerable_failures = cc.get_tolerable_checkpoint_failure_number()
-        self.retention = cc.get_externalized_checkpoint_retention().name
-        self.directory = cc.get_checkpoint_storage_dir()
-        self.num_retained = int(conf.get("state.checkpoints.num-retained", 1))
-        # set from the job's state backend: only rocksdb checkpoints incrementally; others write it all
-        self.incremental = False
-
-    @property
-    def exactly_once(self) -> bool:
-        return self.mode == "EXACTLY_ONCE"
-
-    @property
-    def storage_dir(self) -> str:
-        """The configured checkpoint directory, or ``sparkpoint-checkpoints`` in the temp directory."""
-        return self.directory or "file://" + os.path.join(tempfile.gettempdir(), "sparkpoint-checkpoints")
 
 
 class CheckpointCoordinator:

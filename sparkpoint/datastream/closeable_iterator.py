@@ -12,13 +12,15 @@ partly, as with ``limit``.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import threading
 from collections import deque
 from typing import Any
 
 from sparkpoint.common.types import Row
+from sparkpoint.datastream.transformations import CollectTransformation, TransformationInput
 
-__all__ = ["CloseableIterator", "CollectedRecords", "python_value"]
+__all__ = ["CloseableIterator", "CollectedRecords", "collect", "python_value"]
 
 _CANCEL_WAIT_S = 120.0
 
@@ -111,3 +113,30 @@ def python_value(value: Any, type_info: Any) -> Any:
     if isinstance(value, Row):
         row.set_row_kind(value.get_row_kind())
     return row
+
+
+def collect(env: Any, stream_id: int, type_info: Any, job_name: str | None, limit: int | None) -> Any:
+    """``DataStream.execute_and_collect``: a collect sink at parallelism 1 behind stream ``stream_id`` of ``env``,
+    the job started with its records fed to a :class:`CloseableIterator`; with ``limit``, the first ``limit``
+    records as a list, the job cancelled once they came."""
+    tid = env._add_transformation(CollectTransformation, "Collect", [TransformationInput(stream_id)], parallelism=1)
+    records = CollectedRecords()
+    try:
+        job = env._create_job(job_name or "collect", on_collected=records.add)
+    finally:
+        env._remove_transformation(tid)
+    client = env._start(job)
+    client.get_job_execution_result().add_done_callback(lambda f: records.end(_job_error(f)))
+    iterator = CloseableIterator(client, records, type_info)
+    if limit is None:
+        return iterator
+    with iterator:
+        return list(itertools.islice(iterator, limit))
+
+
+def _job_error(result: Any) -> BaseException | None:
+    """A finished job's error for the reader of its records; a cancelled job (the reader closed it) has none."""
+    error = result.exception()
+    if error is None and getattr(result.result(), "cancelled", False):
+        return None
+    return error

@@ -8,12 +8,11 @@ PyFlink accepts them.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from sparkpoint.common.typeinfo import Types
-from sparkpoint.datastream.closeable_iterator import CloseableIterator, CollectedRecords
+from sparkpoint.datastream.closeable_iterator import CloseableIterator, collect
 from sparkpoint.datastream.custom_partitioning import CustomPartitioning
 from sparkpoint.datastream.data_stream_sink import DataStreamSink
 from sparkpoint.datastream.functions import (
@@ -33,7 +32,6 @@ from sparkpoint.datastream.functions import (
 )
 from sparkpoint.datastream.output_tag import OutputTag
 from sparkpoint.datastream.transformations import (
-    CollectTransformation,
     OneInputTransformation,
     Partitioning,
     PartitionTransformation,
@@ -444,29 +442,7 @@ class DataStream:
         waits for the next record while the job runs and whose ``close()`` cancels it; with ``limit``, a list of
         the first ``limit`` records, the job cancelled once they came (so an unbounded job returns). The records
         are collected at parallelism 1, in their upstream order; ``Row`` records carry their type's field names."""
-        tid = self._env._add_transformation(
-            CollectTransformation, "Collect", [TransformationInput(self._id)], parallelism=1
-        )
-        records = CollectedRecords()
-        try:
-            job = self._env._create_job(job_execution_name or "collect", on_collected=records.add)
-        finally:
-            self._env._remove_transformation(tid)
-        client = self._env._start(job)
-        client.get_job_execution_result().add_done_callback(lambda f: records.end(_job_error(f)))
-        iterator = CloseableIterator(client, records, self._type_info)
-        if limit is None:
-            return iterator
-        with iterator:
-            return list(itertools.islice(iterator, limit))
-
-
-def _job_error(result: Any) -> BaseException | None:
-    """A finished job's error for the reader of its records; a cancelled job (the reader closed it) has none."""
-    error = result.exception()
-    if error is None and getattr(result.result(), "cancelled", False):
-        return None
-    return error
+        return collect(self._env, self._id, self._type_info, job_execution_name, limit)
 
 
 class _Project(MapFunction):

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import threading
 from collections.abc import Callable
-from concurrent.futures import Future
 from typing import Any
 
 from sparkpoint.common.configuration import Configuration
@@ -25,6 +23,12 @@ from sparkpoint.datastream.checkpoint_config import CheckpointConfig, Checkpoint
 from sparkpoint.datastream.data_stream import DataStream
 from sparkpoint.datastream.execution_config import ExecutionConfig, RuntimeExecutionMode, TimeCharacteristic
 from sparkpoint.datastream.job_client import JobClient, JobStatus
+from sparkpoint.datastream.job_start import (
+    _cli_defaults,
+    apply_deployment_configuration,
+    set_cli_defaults,
+    start_in_background,
+)
 from sparkpoint.datastream.pipeline_executor import (
     TRANSLATOR,
     ExecutionContext,
@@ -50,25 +54,12 @@ __all__ = [
     "JobClient",
     "JobStatus",
     "ExecutionConfig",
+    "set_cli_defaults",
 ]
 
 logger = logging.getLogger(__name__)
 
 _VIRTUAL = (UnionTransformation, PartitionTransformation, SideOutputTransformation)
-
-# Set by the ``sparkpoint run`` command before it runs a job script: configuration from
-# -D / --conf / --master, applied to every environment the script creates.
-_cli_defaults: dict[str, Any] = {}
-
-
-def set_cli_defaults(values: dict[str, Any]) -> None:
-    """Sets the configuration that ``sparkpoint run`` applies to every environment a job script creates.
-
-    Args:
-        values: ``configuration`` (a dict of keys from -D, --conf and --master) and the run's hooks.
-    """
-    _cli_defaults.clear()
-    _cli_defaults.update(values)
 
 
 class StreamExecutionEnvironment:
@@ -412,24 +403,11 @@ class StreamExecutionEnvironment:
             capture_plan=_cli_defaults.get("capture_plan"),
             on_collected=on_collected,
         )
-        self._apply_deployment_configuration(executor, context)
+        apply_deployment_configuration(self._config, executor, context)
         pipeline = self._pipeline(job_name or self._config.get_string("pipeline.name") or "Flink Streaming Job")
         job = executor.execute(pipeline, self._config, context)
         self._first_unexecuted = self._next_id
         return job
-
-    def _apply_deployment_configuration(self, executor: Any, context: ExecutionContext) -> None:
-        """Keys the place the job is deployed to gives (Spark confs under spark-submit), under every key set here.
-
-        So code (and ``sparkpoint run``'s -D/--conf/-s) wins over ``spark.sparkpoint.*`` confs,
-        which win over ``spark.sparkpoint.conf-file``, which wins over defaults.
-        """
-        provide = getattr(executor, "deployment_configuration", None)
-        if provide is None:
-            return
-        for key, value in provide(Configuration(self._config), context).items():
-            if not self._config.contains_key(key):
-                self._config.set(key, value)
 
     def execute(self, job_name: str | None = None) -> Any:
         """Run the job; returns when bounded input is exhausted. A cancelled job raises
@@ -453,17 +431,7 @@ class StreamExecutionEnvironment:
 
     def _start(self, job: JobHandle) -> JobClient:
         """Run ``job`` in a background thread; its client."""
-        result: Future = Future()
-
-        def run() -> None:
-            try:
-                result.set_result(job.run())
-            except BaseException as e:  # noqa: BLE001 - handed to the caller through the future
-                result.set_exception(e)
-
-        thread = threading.Thread(target=run, name=f"sparkpoint-job-{job.job_id[:8]}", daemon=True)
-        thread.start()
-        return JobClient(job.job_id, job, thread, result)
+        return start_in_background(job)
 
     def close(self) -> None:
         """Accepted for PyFlink compatibility; has no effect."""
