@@ -131,10 +131,10 @@ def _typed(type_info: Any) -> Callable[[Any], int]:
         return lambda k: _float_hash(_number(k) + 0.0)
     if name == "TUPLE":
         fields = [_typed(t) for t in type_info.children]
-        return partial(_tuple_hash, fields)
+        return partial(_fields_hash, fields, 0, 0)
     if name == "ROW":
         fields = [_typed(t) for t in type_info.children]
-        return partial(_row_hash, fields)
+        return partial(_fields_hash, fields, 1, 31)
     raise LookupError(name)
 
 
@@ -142,23 +142,14 @@ def _fail() -> int:
     raise _Fallback
 
 
-def _tuple_hash(fields: list, key: Any) -> int:
-    """``TupleN.hashCode()``: ``31 * h + hash(f)`` over the fields, from 0 (null fields 0)."""
+def _fields_hash(fields: list, start: int, offset: int, key: Any) -> int:
+    """``h = 31 * h + hash(field)`` over a tuple's or row's fields from ``start`` (a null field adds 0, another
+    ``offset + hash``): ``TupleN.hashCode()`` is ``(0, 0)``, an insert ``Row``'s ``deepHashCodeArray`` ``(1, 31)``."""
     if not isinstance(key, tuple) or len(key) != len(fields):
         raise _Fallback
-    code = 0
+    code = start
     for f, v in zip(fields, key):
-        code = (31 * code + (0 if v is None else f(v))) & _MASK
-    return code
-
-
-def _row_hash(fields: list, key: Any) -> int:
-    """``Row.hashCode()`` of an insert row: ``deepHashCodeArray`` of its fields (``31 + hash(f)``, null 0)."""
-    if not isinstance(key, tuple) or len(key) != len(fields):
-        raise _Fallback
-    code = 1
-    for f, v in zip(fields, key):
-        code = (31 * code + (0 if v is None else 31 + f(v))) & _MASK
+        code = (31 * code + (0 if v is None else offset + f(v))) & _MASK
     return code
 
 
