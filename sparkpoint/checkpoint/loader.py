@@ -183,7 +183,12 @@ def load_latest_checkpoint(
 
 
 def keyed_entries(
-    restored: RestoredCheckpoint, uids: list[str], start: int, end: int, key_hashes: Mapping[str, KeyHash] | None = None
+    restored: RestoredCheckpoint,
+    uids: list[str],
+    start: int,
+    end: int,
+    key_hashes: Mapping[str, KeyHash] | None = None,
+    as_recorded: bool = False,
 ) -> list[KeyedStateHandle]:
     """The restore handles of the keyed-state files of ``uids`` whose key groups intersect ``[start, end]``.
 
@@ -194,7 +199,8 @@ def keyed_entries(
     ``key_hashes``: how the job assigns each uid's keys to key groups (default: pickled keys). Canonical files
     whose keys were assigned otherwise (another declared key type, an older key serializer) recorded other
     key groups: every task reads all of them and regroups each entry by its key (``regroup``), so their state
-    lands where the job's key groups look for it.
+    lands where the job's key groups look for it. ``as_recorded``: read every file in the key groups it
+    recorded, whatever ``key_hashes`` say (the state processor reads state; it restores no job).
     """
     files: dict[str, tuple[StateFile, list[str], OperatorSnapshotInfo, KeyHash | None]] = {}
     for uid in uids:
@@ -202,7 +208,7 @@ def keyed_entries(
         if op is None:
             continue
         job_hash = (key_hashes or {}).get(uid) or key_hash()
-        moved = restored.metadata.key_hash_of(uid) != job_hash.scheme
+        moved = not as_recorded and restored.metadata.key_hash_of(uid) != job_hash.scheme
         for f in op.keyed_state:
             regroup = job_hash if moved and f.state is not None else None
             if regroup is None and (f.key_group_end < start or f.key_group_start > end):

@@ -33,6 +33,14 @@ __all__ = ["inspect"]
     help="With --against: state without an operator may be skipped.",
 )
 @click.option(
+    "--diff",
+    "diff",
+    default=None,
+    metavar="PATH2",
+    help="Another checkpoint or savepoint: the keys added, removed and changed in each keyed state from PATH to it.",
+)
+@click.option("--uid", "uids", multiple=True, help="With --diff: only these operators.")
+@click.option(
     "-D",
     "dynamic",
     multiple=True,
@@ -41,16 +49,24 @@ __all__ = ["inspect"]
 )
 @click.argument("job_args", nargs=-1, type=click.UNPROCESSED)
 def inspect(
-    path: str, against: str | None, allow_non_restored: bool, dynamic: tuple[str, ...], job_args: tuple[str, ...]
+    path: str,
+    against: str | None,
+    allow_non_restored: bool,
+    diff: str | None,
+    uids: tuple[str, ...],
+    dynamic: tuple[str, ...],
+    job_args: tuple[str, ...],
 ) -> None:
     """What a checkpoint or savepoint holds (it is verified file by file first). PATH may also be a job's
-    checkpoint directory: then its newest retained checkpoint that loads, as ``run -s`` picks it."""
+    checkpoint directory: then its newest retained checkpoint that loads, as ``run -s`` picks it. With
+    ``--diff PATH2``: what changed in the keyed state from PATH to PATH2."""
     from sparkpoint.checkpoint.loader import load_latest_checkpoint
     from sparkpoint.storage.file_systems import configure_file_systems
 
     configure_file_systems(parse_dynamic(dynamic))
     try:
         restored = load_latest_checkpoint(path)
+        later = load_latest_checkpoint(diff) if diff else None
     except SparkpointError as e:
         raise click.ClickException(str(e)) from None
     if _name(restored.location) != _name(path):  # a job's directory: say which of its checkpoints it is
@@ -58,7 +74,9 @@ def inspect(
             f"{path} is a job's checkpoint directory: its newest retained checkpoint that loads is "
             f"{restored.kind} {restored.checkpoint_id} ({restored.location}), as run -s would restore"
         )
-    if against:
+    if later is not None:
+        _diff(restored, later, uids)
+    elif against:
         _inspect_against(restored, against, job_args, parse_dynamic(dynamic), allow_non_restored)
     else:
         _describe(restored)
@@ -110,6 +128,29 @@ def _describe(restored: Any) -> None:
         )
     for uid, c in d.get("committables", {}).items():
         click.echo(f"  sink {uid}: {len(c)} pre-committed file(s) to commit on restore")
+
+
+def _diff(before: Any, after: Any, uids: tuple[str, ...]) -> None:
+    """Per keyed operator and state, what changed from ``before`` to ``after`` (read here, not on Spark)."""
+    from sparkpoint.state_processor.diff import local_changes
+
+    click.echo(
+        f"{before.kind} {before.checkpoint_id} ({before.location}) -> {after.kind} {after.checkpoint_id} "
+        f"({after.location}):"
+    )
+    keyed = {u for r in (before, after) for u, op in r.metadata.operators.items() if op.keyed_state}
+    missing = set(uids) - keyed
+    if missing:
+        raise click.ClickException(f"no keyed state of uid {', '.join(sorted(missing))}; keyed uids: {sorted(keyed)}")
+    for uid in sorted(set(uids) or keyed):
+        click.echo(f"  {uid}:")
+        for c in local_changes(before, after, uid):
+            counts = ", ".join(f"{len(c.keys[k]):,} keys {k}" for k in ("added", "removed", "changed"))
+            click.echo(f"    {c.state}: {counts}")
+            for change, keys in c.examples.items():
+                if keys:
+                    more = " ..." if len(c.keys[change]) > len(keys) else ""
+                    click.echo(f"      {change}: {', '.join(map(repr, keys))}{more}")
 
 
 def _inspect_against(restored: Any, job: str, job_args: tuple[str, ...], conf: dict, allow_non_restored: bool) -> None:

@@ -1,19 +1,38 @@
-"""Reading the state of a checkpoint or savepoint, as pandas and Spark DataFrames."""
+"""Reading the state of a checkpoint or savepoint as Spark DataFrames, typed, read by Spark's executors.
+
+Each keyed state file is one Spark task (:mod:`~sparkpoint.state_processor.state_rows`); the columns' types
+come from the types the job declared, which every checkpoint records, or, for state declared without one,
+from a first pass over the values (:mod:`~sparkpoint.state_processor.state_types`).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from functools import partial
 from typing import Any
 
 import pandas as pd
 
 from sparkpoint.checkpoint.loader import RestoredCheckpoint, keyed_entries, load_checkpoint
+from sparkpoint.checkpoint.metadata import OperatorMetadata
+from sparkpoint.state.handles import KeyedStateHandle
 from sparkpoint.state.key_groups import KeyGroupRange
+from sparkpoint.state.schema import state_type_json, type_json
 from sparkpoint.state.snapshot import KeyedStateSnapshot, merge_snapshots
-from sparkpoint.state.ttl import TtlValue
+from sparkpoint.state_processor.state_rows import TIMERS, Layout, Shape, StateRead, rows, shapes
+from sparkpoint.state_processor.state_types import (
+    NOTHING,
+    infer,
+    key_kind_type,
+    merge,
+    quoted,
+    scheme_key_type,
+    spark_ddl,
+    to_spark,
+    unpickle,
+)
 
-__all__ = ["SavepointReader", "keyed_state_summary", "flatten"]
-
-_PRIMITIVE = (str, int, float, bool, bytes)
+__all__ = ["SavepointReader", "keyed_state_summary"]
 
 
 def _operator_snapshot(restored: RestoredCheckpoint, uid: str) -> KeyedStateSnapshot:
@@ -51,41 +70,6 @@ def _hashable(v: Any) -> Any:
         return repr(v)
 
 
-def user_value(value: Any) -> Any:
-    """The value as the user wrote it: state with a TTL keeps ``TtlValue(value, timestamp)``
-    per value (and per list element and map entry); the timestamps are left out here."""
-    if isinstance(value, TtlValue):
-        return value.value
-    if isinstance(value, list) and value and isinstance(value[0], TtlValue):
-        return [user_value(v) for v in value]
-    if isinstance(value, dict) and value and isinstance(next(iter(value.values())), TtlValue):
-        return {k: user_value(v) for k, v in value.items()}
-    return value
-
-
-def flatten(name: str, values: list) -> dict[str, list]:
-    """Spark-friendly columns for Python values: primitives as they are, uniform tuples as
-    ``name_0, name_1, ...``, time windows as ``name_start, name_end``, lists as
-    ``name_size`` plus their repr, anything else as its repr."""
-    if not values:
-        return {name: []}
-    sample = next((v for v in values if v is not None), None)
-    if sample is None:
-        return {}
-    if isinstance(sample, _PRIMITIVE) and all(v is None or type(v) is type(sample) for v in values):
-        return {name: list(values)}
-    if hasattr(sample, "start") and hasattr(sample, "end") and hasattr(sample, "max_timestamp"):
-        return {f"{name}_start": [v.start for v in values], f"{name}_end": [v.end for v in values]}
-    if type(sample) is tuple and all(type(v) is tuple and len(v) == len(sample) for v in values):
-        cols: dict[str, list] = {}
-        for i in range(len(sample)):
-            cols.update(flatten(f"{name}_{i}", [v[i] for v in values]))
-        return cols
-    if isinstance(sample, list):
-        return {f"{name}_size": [len(v) if v is not None else None for v in values], name: [repr(v) for v in values]}
-    return {name: [repr(v) for v in values]}
-
-
 class SavepointReader:
     """Flink's ``SavepointReader``: ``SavepointReader.read(spark, path)``."""
 
@@ -108,58 +92,67 @@ class SavepointReader:
         """Returns the uids of the operators that have state in the savepoint, sorted."""
         return sorted(self.restored.state_uids())
 
-    def keyed_state_pandas(self, uid: str, state_name: str) -> pd.DataFrame:
-        """One row per (key, namespace) entry: key group, key, namespace and value, flattened."""
-        if uid not in self.restored.metadata.operators:
-            raise KeyError(f"no operator with uid {uid!r} in {self.restored.location}; uids: {self.uids()}")
-        snap = _operator_snapshot(self.restored, uid)
-        if state_name == "_timers":
-            rows = [
-                (kg, domain, ts, key, ns)
-                for kg, domains in snap.timers.items()
-                for domain, timers in domains.items()
-                for ts, key, ns in timers
-            ]
-            cols = {
-                "key_group": [r[0] for r in rows],
-                "domain": [r[1] for r in rows],
-                "timestamp": [r[2] for r in rows],
-            }
-            cols.update(flatten("key", [r[3] for r in rows]))
-            cols.update(flatten("namespace", [r[4] for r in rows]))
-            return pd.DataFrame(cols)
-        if state_name not in snap.state_kinds:
-            raise KeyError(f"operator {uid!r} has no keyed state {state_name!r}; it has {sorted(snap.state_kinds)}")
-        entries = [
-            (kg, key, ns, value)
-            for kg, states in snap.entries.items()
-            for (key, ns), value in states.get(state_name, {}).items()
-        ]
-        cols = {"key_group": [r[0] for r in entries]}
-        cols.update(flatten("key", [r[1] for r in entries]))
-        cols.update(flatten("namespace", [r[2] for r in entries]))
-        cols.update(flatten("value", [user_value(r[3]) for r in entries]))
-        return pd.DataFrame(cols)
+    def state_names(self, uid: str) -> list[str]:
+        """Returns the names of operator ``uid``'s keyed states, sorted."""
+        self._operator(uid)
+        return sorted(state_kinds(self.restored, uid))
 
-    def read_keyed_state(self, uid: str, state_name: str) -> Any:
-        """Keyed state ``state_name`` of operator ``uid`` as a Spark DataFrame."""
-        pdf = self.keyed_state_pandas(uid, state_name)
-        return (
-            self.spark.createDataFrame(pdf)
-            if len(pdf)
-            else self.spark.createDataFrame(
-                pdf, schema=", ".join(f"`{c}` string" for c in pdf.columns) or "key_group int"
-            )
-        )
-
-    def read_timers(self, uid: str) -> Any:
-        """Returns operator ``uid``'s timers as a Spark DataFrame: key group, time domain, timestamp, key and
-        namespace.
+    def read_keyed_state(self, uid: str, state_name: str, key_type: Any = None, value_type: Any = None) -> Any:
+        """Returns keyed state ``state_name`` of operator ``uid`` as a Spark DataFrame, one row per entry: its
+        ``key_group``, ``key``, window (``window_start``/``window_end`` of a time window) and ``value``, typed
+        by the state's declared type information (a ``Types.ROW_NAMED`` value is a struct, a ``MapState`` a
+        map, a ``ListState`` an array; state declared without a type: inferred from its values, ``binary``
+        pickles where they share none, see :meth:`unpickle`). Read by Spark's executors, a task per state file.
 
         Args:
             uid: The operator's uid.
+            state_name: The state descriptor's name (a window operator's contents: ``window-contents``).
+            key_type: The keys' type information, where the job did not declare one (``key_by(..., key_type)``).
+            value_type: The state's type information, where its descriptor did not declare one.
         """
-        return self.read_keyed_state(uid, "_timers")
+        return self._frame(self._layout(uid, state_name, key_type, value_type))
+
+    def read_timers(self, uid: str, key_type: Any = None) -> Any:
+        """Returns operator ``uid``'s timers as a Spark DataFrame: ``key_group``, ``domain`` (``event-time`` or
+        ``processing-time``), ``timestamp``, ``key`` and window, typed as :meth:`read_keyed_state` types them.
+
+        Args:
+            uid: The operator's uid.
+            key_type: The keys' type information, where the job did not declare one.
+        """
+        return self._frame(self._layout(uid, TIMERS, key_type, None))
+
+    def keyed_state_pandas(self, uid: str, state_name: str) -> pd.DataFrame:
+        """Keyed state (or :data:`TIMERS`) as a pandas DataFrame of the Python objects, read here: ``key_group``,
+        ``key``, ``namespace`` and ``value`` (a timer's ``domain`` and ``timestamp``). For small state; the
+        Spark DataFrames of :meth:`read_keyed_state` are read in parallel."""
+        read = StateRead(uid, state_name, self.restored.metadata.max_parallelism)
+        self._operator(uid, state_name)
+        entries = list(read.all_entries(self._handles(uid, [state_name])))
+        if state_name == TIMERS:
+            cols = ["key_group", "key", "namespace", "domain", "timestamp"]
+            return pd.DataFrame([(kg, k, ns, *v) for kg, k, ns, v in entries], columns=cols)
+        return pd.DataFrame(entries, columns=["key_group", "key", "namespace", "value"])
+
+    def diff(self, other: SavepointReader | str, uid: str, state_name: str | None = None) -> Any:
+        """Returns what changed in operator ``uid``'s keyed state from this savepoint or checkpoint to ``other``,
+        as a Spark DataFrame: per key, ``change`` (``added``, ``removed`` or ``changed``) and the ``states`` that
+        differ; with ``state_name``, per entry of that state: ``key``, window, ``change``, ``before`` and
+        ``after``. Keys whose state is equal in both are left out.
+
+        Args:
+            other: The later savepoint or checkpoint (a reader, or its path).
+            uid: The operator's uid.
+            state_name: One state to compare entry by entry; all of the operator's states when None.
+        """
+        from sparkpoint.state_processor.diff import diff_frame
+
+        later = other if isinstance(other, SavepointReader) else SavepointReader.read(self.spark, other)
+        return diff_frame(self, later, uid, state_name)
+
+    def unpickle(self, data: bytes | bytearray | None) -> Any:
+        """The Python object of a ``binary`` column's value (state whose values share no type)."""
+        return unpickle(data)
 
     def read_broadcast_state(self, uid: str, state_name: str) -> Any:
         """Broadcast state ``state_name`` of operator ``uid`` as a Spark DataFrame of ``key, value`` (every
@@ -169,9 +162,7 @@ class SavepointReader:
         if not snaps or snaps[0][state_name][0] != "broadcast":
             raise KeyError(f"operator {uid!r} has no broadcast state {state_name!r} in {self.restored.location}")
         items = snaps[0][state_name][1]
-        cols = flatten("key", [k for k, _ in items])
-        cols.update(flatten("value", [v for _, v in items]))
-        return self.spark.createDataFrame(pd.DataFrame(cols))
+        return self._small_frame({"key": [k for k, _ in items], "value": [v for _, v in items]})
 
     def read_list_state(self, uid: str, state_name: str, subtask: int | None = None) -> Any:
         """Operator list state (``CheckpointedFunction``) as a Spark DataFrame of ``subtask, value``."""
@@ -182,6 +173,127 @@ class SavepointReader:
             if subtask in (None, i)
             for v in (snap or {}).get(state_name, ("split", []))[1]
         ]
-        cols = {"subtask": [r[0] for r in rows]}
-        cols.update(flatten("value", [r[1] for r in rows]))
-        return self.spark.createDataFrame(pd.DataFrame(cols))
+        return self._small_frame({"subtask": [r[0] for r in rows], "value": [r[1] for r in rows]})
+
+    def _operator(self, uid: str, state_name: str | None = None) -> OperatorMetadata:
+        op = self.restored.metadata.operators.get(uid)
+        if op is None:
+            raise KeyError(f"no operator with uid {uid!r} in {self.restored.location}; uids: {self.uids()}")
+        if state_name not in (None, TIMERS) and state_name not in state_kinds(self.restored, uid):
+            have = sorted(state_kinds(self.restored, uid))
+            raise KeyError(f"operator {uid!r} has no keyed state {state_name!r}; it has {have}")
+        return op
+
+    def _handles(self, uid: str, states: Iterable[str] | None = None) -> list[KeyedStateHandle]:
+        """The operator's state files (of ``states`` only, where a file holds one state), each read as its key
+        groups were recorded (none regrouped)."""
+        maxp = self.restored.metadata.max_parallelism
+        handles = keyed_entries(self.restored, [uid], 0, maxp - 1, as_recorded=True)
+        wanted = None if states is None else set(states)
+        return [h for h in handles if wanted is None or getattr(h, "state", "") in wanted | {""}]
+
+    def declared(self, uid: str, state_name: str, key_type: Any, value_type: Any) -> tuple[Any, Any]:
+        """The key's and the state's column types as declared (by the job, or here); ``INFER`` where neither."""
+        op = self._operator(uid, state_name)
+        key = type_json(key_type) if key_type is not None else scheme_key_type(self.restored.metadata.key_hash_of(uid))
+        if state_name == TIMERS:
+            return key if key is not None else INFER, None
+        kind = state_kinds(self.restored, uid)[state_name]
+        if value_type is not None:
+            value = _value_type_json(kind, value_type)
+        else:
+            schema = op.schema.states.get(state_name) if op.schema is not None else None
+            value = schema.type if schema is not None else None
+        value = {"name": "LIST", "children": [value]} if kind == "list" and value is not None else value
+        return (key if key is not None else INFER), (value if value is not None else INFER)
+
+    def key_hint(self, uid: str) -> dict | None:
+        """The keys' type as the checkpoint's sampled key kinds tell it, for state with no entries to infer from."""
+        op = self._operator(uid)
+        kinds = op.schema.key_kinds if op.schema is not None else ()
+        return key_kind_type(kinds[0]) if len(kinds) == 1 else None
+
+    def _layout(self, uid: str, state_name: str, key_type: Any, value_type: Any) -> Layout:
+        return plan_layouts([self], uid, state_name, key_type, value_type)[0]
+
+    def _frame(self, layout: Layout) -> Any:
+        files = self.partitions(layout.read.uid, [layout.read.state])
+        return self.spark.createDataFrame(files.mapPartitions(partial(rows, layout)), layout.ddl())
+
+    def partitions(self, uid: str, states: Iterable[str] | None = None) -> Any:
+        """An RDD of the operator's state files (of ``states``), one a partition."""
+        handles = self._handles(uid, states)
+        return self.spark.sparkContext.parallelize(handles, max(1, len(handles)))
+
+    def _small_frame(self, columns: dict[str, list]) -> Any:
+        """A DataFrame of a few values held by the driver (operator state), each column typed by its values."""
+        types = {name: _column_type(values) for name, values in columns.items()}
+        ddl = ", ".join(f"{quoted(n)} {spark_ddl(t)}" for n, t in types.items())
+        data = list(zip(*([to_spark(v, types[n]) for v in vs] for n, vs in columns.items())))
+        return self.spark.createDataFrame(data, ddl)
+
+
+def state_kinds(restored: RestoredCheckpoint, uid: str) -> dict[str, str]:
+    """``{state name: kind}`` of operator ``uid``'s keyed state: as ``_metadata`` lists them (a savepoint's), as
+    its schema records them, or, in a checkpoint that records neither, as its first state file's snapshot holds
+    them (every subtask's snapshot names all the operator's states)."""
+    op = restored.metadata.operators.get(uid)
+    if op is None:
+        return {}
+    if op.state_kinds:
+        return dict(op.state_kinds)
+    if op.schema is not None and op.schema.states:
+        return {name: s.kind for name, s in op.schema.states.items()}
+    maxp = restored.metadata.max_parallelism
+    for handle in keyed_entries(restored, [uid], 0, maxp - 1, as_recorded=True)[:1]:
+        snap = handle.read(KeyGroupRange(0, maxp - 1), maxp).get(uid)
+        return dict(snap.state_kinds) if snap is not None else {}
+    return {}
+
+
+#: A column type to infer from the values.
+INFER: dict = {"name": "INFER"}
+
+
+def _column_type(values: list) -> dict | None:
+    t: dict | None = NOTHING
+    for v in values:
+        t = merge(t, infer(v))
+    return t
+
+
+def _value_type_json(kind: str, value_type: Any) -> dict | None:
+    if kind == "map" and getattr(value_type, "name", None) == "MAP":
+        return type_json(value_type)
+    return state_type_json(kind, value_type)
+
+
+def plan_layouts(
+    readers: list[SavepointReader], uid: str, state_name: str, key_type: Any, value_type: Any, infer_value: bool = True
+) -> list[Layout]:
+    """The layouts of one state in each of ``readers`` (savepoints or checkpoints), sharing their columns' types:
+    as declared in the first, or inferred over all of them by a pass of Spark tasks (values stay pickled
+    without ``infer_value``)."""
+    key, value = readers[0].declared(uid, state_name, key_type, value_type)
+    if value is INFER and not infer_value:
+        value = None
+    seen = Shape()
+    for reader in readers:
+        if state_name != TIMERS:
+            reader._operator(uid, state_name)
+        read = StateRead(uid, state_name, reader.restored.metadata.max_parallelism)
+        parts = (
+            reader.partitions(uid, [state_name])
+            .mapPartitions(partial(shapes, read, key is INFER, value is INFER))
+            .collect()
+        )
+        for part in parts:
+            seen = seen.merged(part)
+    if key is INFER:
+        key = seen.key if seen.key != NOTHING else readers[0].key_hint(uid)
+    if value is INFER:
+        value = seen.value if seen.value != NOTHING else None
+    return [
+        Layout(StateRead(uid, state_name, r.restored.metadata.max_parallelism), key, seen.namespace(), value)
+        for r in readers
+    ]

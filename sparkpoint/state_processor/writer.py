@@ -16,6 +16,7 @@ from sparkpoint.checkpoint.loader import load_checkpoint
 from sparkpoint.checkpoint.metadata import CheckpointMetadata, KeyedStateFile, MetadataV1Serializer, OperatorMetadata
 from sparkpoint.state.key_groups import DEFAULT_MAX_PARALLELISM, PICKLED, KeyGroupRange, assign_to_key_group
 from sparkpoint.state.savepoint_format import CANONICAL_BACKEND, write_canonical
+from sparkpoint.state.schema import OperatorSchema
 from sparkpoint.state.snapshot import KeyedStateSnapshot
 from sparkpoint.storage.checkpoint_storage import METADATA_FILE_NAME, StreamStateHandle, write_file
 
@@ -32,6 +33,7 @@ class SavepointWriter:
         self.base = base
         self.keyed: dict[str, dict[str, tuple[str, dict]]] = {}  # uid -> state -> (kind, {(key, ns): value})
         self.removed: set[str] = set()
+        self.written: dict[str, set[str]] = {}  # uid -> the states given to with_keyed_state
         self.timers: dict[str, dict] = {}
         self.watermarks: dict[str, Any] = {}
 
@@ -96,6 +98,7 @@ class SavepointWriter:
             else:
                 entries[slot] = v
         self.keyed.setdefault(uid, {})[state_name] = (kind, entries)
+        self.written.setdefault(uid, set()).add(state_name)
         return self
 
     def write(self, path: str) -> str:
@@ -143,7 +146,7 @@ class SavepointWriter:
                 )
             }
             files, info = write_canonical(fs, location, snapshot, 0, 0, (0, self.max_parallelism - 1))
-            op = operators.setdefault(uid, OperatorMetadata(uid, uid, 1))
+            op = operators.setdefault(uid, OperatorMetadata(uid, uid, 1, schema=self._kept_schema(uid)))
             op.key_hash = PICKLED  # grouped by assign_to_key_group's default; a job keying by a declared type regroups
             op.state_kinds.update(info[uid]["state_kinds"])
             op.watermark = self.watermarks.get(uid)
@@ -169,6 +172,16 @@ class SavepointWriter:
         )
         write_file(fs, posixpath.join(location, METADATA_FILE_NAME), MetadataV1Serializer.serialize(meta))
         return fs.unstrip_protocol(location)
+
+    def _kept_schema(self, uid: str) -> OperatorSchema | None:
+        """The base's record of operator ``uid``'s state types, for the states carried over unchanged (a state
+        written here from rows records no type: a job that declares one samples its values on restore)."""
+        base = self.base.metadata.operators.get(uid) if self.base is not None else None
+        if base is None or base.schema is None:
+            return None
+        written = self.written.get(uid, set())
+        states = {n: s for n, s in base.schema.states.items() if n not in written}
+        return OperatorSchema(states, base.schema.key_kinds)
 
 
 def _regroup_timers(timers: dict, max_parallelism: int) -> dict:

@@ -192,10 +192,14 @@ def test_the_state_processor_reads_a_changelog_checkpoint(spark, make_env, tmp_p
     stream = counting_job(env, count, ck, rate=1_500)
     latest = _run_until_checkpoint_id(env, stream, ck, 6)[-1]
     assert checkpoint_kinds(latest) == {"changelog"}
-    got = SavepointReader.read(spark, latest).keyed_state_pandas("count", "n")
+    reader = SavepointReader.read(spark, latest)
+    got = reader.keyed_state_pandas("count", "n")
     expected = _records_before(latest, count)
     assert 0 < sum(expected.values()) < count
     assert dict(zip(got.key, got.value)) == dict(expected)
+    on_spark = reader.read_keyed_state("count", "n")  # read by executors, typed: the counts are ints
+    assert dict(on_spark.dtypes)["value"] == "bigint"
+    assert {r.key: r.value for r in on_spark.collect()} == dict(expected)
 
 
 def test_checkpoints_on_request_come_back_also_when_they_reference_the_changelog(make_env, tmp_path):

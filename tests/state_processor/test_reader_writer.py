@@ -68,17 +68,20 @@ def _events_read(path: str) -> pd.DataFrame:
 
 def test_window_state_as_dataframe_matches_partial_counts(spark, seed_savepoint):
     reader = SavepointReader.read(spark, seed_savepoint)
-    df = reader.read_keyed_state("window-counts", "window-contents").toPandas()
-    assert set(df.columns) >= {"key_group", "key_0", "key_1", "namespace_start", "namespace_end", "value_size"}
-    assert len(df) > 0
+    df = reader.read_keyed_state("window-counts", "window-contents")
+    types = dict(df.dtypes)
+    assert types["window_start"] == types["window_end"] == "bigint", types
+    assert types["key"] == "struct<f0:string,f1:string>" and types["value"].startswith("array<"), types
+    rows = df.collect()
+    assert len(rows) > 0
     read = _events_read(seed_savepoint)
     oracle = read.groupby(["start", "channel", "behavior"]).size()
-    for row in df.itertuples():
-        assert row.value_size == oracle[(row.namespace_start, row.key_0, row.key_1)], row
-    timers = reader.read_timers("window-counts").toPandas()
+    for row in rows:
+        assert len(row.value) == oracle[(row.window_start, row.key.f0, row.key.f1)], row
+    timers = reader.read_timers("window-counts").collect()
     # one event-time timer per open window, at its end - 1
-    assert sorted(zip(timers.key_0, timers.key_1, timers.timestamp)) == sorted(
-        zip(df.key_0, df.key_1, df.namespace_end - 1)
+    assert sorted((t.key.f0, t.key.f1, t.timestamp) for t in timers) == sorted(
+        (r.key.f0, r.key.f1, r.window_end - 1) for r in rows
     )
 
 
@@ -171,18 +174,19 @@ def test_bootstrap_keyed_state_from_a_dataframe(spark, make_env, tmp_path):
 def test_modify_state_and_write_a_new_savepoint(spark, seed_savepoint, tmp_path):
     reader = SavepointReader.read(spark, seed_savepoint)
     before = reader.keyed_state_pandas("window-counts", "window-contents")
+    before = before.assign(size=before.value.map(len))
     modified = str(tmp_path / "modified")
     (
         SavepointWriter.from_existing_savepoint(seed_savepoint)
-        .with_keyed_state("doubler", "x", before.assign(x=before.value_size * 2), key=["key_0", "key_1"], value="x")
+        .with_keyed_state("doubler", "x", before.assign(x=before["size"] * 2), key="key", value="x")
         .write(modified)
     )
     again = SavepointReader.read(spark, modified)
-    assert Counter(again.keyed_state_pandas("window-counts", "window-contents").value_size) == Counter(
-        before.value_size
+    assert Counter(again.keyed_state_pandas("window-counts", "window-contents").value.map(len)) == Counter(
+        before["size"]
     )
     doubled = again.keyed_state_pandas("doubler", "x")
-    assert sorted(doubled.value) == sorted((before.groupby(["key_0", "key_1"]).value_size.last() * 2).tolist())
+    assert sorted(doubled.value) == sorted((before.groupby("key")["size"].last() * 2).tolist())
     # the window operator's timers came along, so its windows still fire after a restore
     assert (
         len(again.keyed_state_pandas("window-counts", "_timers"))
