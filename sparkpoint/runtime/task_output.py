@@ -14,7 +14,7 @@ from sparkpoint.operators.base import Output
 from sparkpoint.runtime.exchange import encode_blob, hash_partition
 from sparkpoint.runtime.graph import BROADCAST, CUSTOM, GLOBAL, HASH, JobPlan
 from sparkpoint.runtime.task_messages import TaskReport
-from sparkpoint.state.key_groups import KeyGroupAssigner
+from sparkpoint.state.key_groups import shared_assigner
 from sparkpoint.state.key_hash import key_hash
 
 __all__ = ["route", "blobs"]
@@ -39,7 +39,7 @@ def route(
                 get_key = bound_call(e.key_selector, "get_key")
                 if e.combiner is not None:
                     get_key = e.combiner.routing_key(get_key)
-                assign = KeyGroupAssigner(plan.max_parallelism, key_hash(plan.nodes[e.target].key_type))
+                assign = shared_assigner(plan.max_parallelism, key_hash(plan.nodes[e.target].key_type))
                 parts = hash_partition(values, timestamps, get_key, n, assign)
             elif e.partitioning == GLOBAL or n == 1:
                 parts[0] = (list(values), list(timestamps))

@@ -20,7 +20,7 @@ from sparkpoint.datastream.state import StateDescriptor
 from sparkpoint.errors import StateError
 from sparkpoint.state.handles import KeyedStateHandle
 from sparkpoint.state.internal import STATE_KINDS, InternalKvState, UserFacingListState
-from sparkpoint.state.key_groups import KeyGroupAssigner, KeyGroupRange
+from sparkpoint.state.key_groups import KeyGroupRange, shared_assigner
 from sparkpoint.state.key_hash import KeyHash
 from sparkpoint.state.migration import SchemaCheck
 from sparkpoint.state.schema import StateSchema
@@ -79,7 +79,7 @@ class KeyedStateBackend(abc.ABC):
     def __init__(self, key_group_range: KeyGroupRange, max_parallelism: int):
         self.key_group_range = key_group_range
         self.max_parallelism = max_parallelism
-        self.assign_key_group = KeyGroupAssigner(max_parallelism)
+        self.assign_key_group = shared_assigner(max_parallelism)
         self.state_kinds: dict[str, str] = {}
         self.timer_queues: dict[str, SnapshottedTimerQueue] = {}
         self.current_key: Any = None
@@ -93,7 +93,7 @@ class KeyedStateBackend(abc.ABC):
     def set_key_hash(self, key_hash: KeyHash) -> None:
         """Group keys by ``key_hash`` (of the stream's declared key type), as the stream routes them; before
         any key is set."""
-        self.assign_key_group = KeyGroupAssigner(self.max_parallelism, key_hash)
+        self.assign_key_group = shared_assigner(self.max_parallelism, key_hash)
 
     # -- current key and time ---------------------------------------------------------------
 

@@ -30,6 +30,7 @@ __all__ = [
     "key_kind",
     "KeyGroupRange",
     "KeyGroupAssigner",
+    "shared_assigner",
     "assign_to_key_group",
     "compute_key_group_range_for_operator_index",
     "compute_operator_index_for_key_group",
@@ -210,3 +211,17 @@ class KeyGroupAssigner:
         if room > 0:
             self.cache.update(zip(new[:room], groups[:room]))
         return groups
+
+
+_SHARED: dict[tuple[int, str], KeyGroupAssigner] = {}
+
+
+def shared_assigner(max_parallelism: int, key_hash: KeyHash | None = None) -> KeyGroupAssigner:
+    """The process's :class:`KeyGroupAssigner` of ``max_parallelism`` and ``key_hash``: every route and keyed
+    backend of a worker shares its cache, so a key is hashed once per process, not once per epoch (or per
+    buffer of records) and again by the backend that keeps its state."""
+    kh = key_hash or _PICKLED_HASH
+    try:
+        return _SHARED[(max_parallelism, kh.scheme)]
+    except KeyError:
+        return _SHARED.setdefault((max_parallelism, kh.scheme), KeyGroupAssigner(max_parallelism, kh))
