@@ -252,6 +252,8 @@ def value_fits(value: Any, t: dict | None) -> bool:
     if name in ("ROW", "TUPLE"):
         return isinstance(value, (tuple, list)) and all(value_fits(v, k) for v, k in zip(value, kids))
     if name in _SEQUENCES:
+        if isinstance(value, (bytes, bytearray)):  # PyFlink's bytes: PRIMITIVE_ARRAY(BYTE)
+            return bool(kids) and kids[0] is not None and kids[0].get("name") == "BYTE"
         return isinstance(value, (list, tuple)) and all(value_fits(v, kids[0] if kids else None) for v in value)
     if name == "MAP":
         return isinstance(value, dict) and all(

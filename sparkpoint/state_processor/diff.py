@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from sparkpoint.state.canonical_keys import KeyTypeError, key_bytes
+from sparkpoint.state.canonical_keys import KeyTypeError, key_bytes, stored_key_bytes
 from sparkpoint.state.handles import KeyedStateHandle
 from sparkpoint.state_processor.state_rows import Layout, StateRead
 from sparkpoint.state_processor.state_types import checked, quoted
@@ -24,37 +24,46 @@ if TYPE_CHECKING:
     from sparkpoint.checkpoint.loader import RestoredCheckpoint
     from sparkpoint.state_processor.reader import SavepointReader
 
-__all__ = ["identity", "digest", "diff_frame", "StateChanges", "local_changes"]
+__all__ = ["identity", "digest", "diff_frame", "StateChanges", "local_changes", "classify"]
 
 ADDED, REMOVED, CHANGED = "added", "removed", "changed"
 
 
 def identity(obj: Any) -> bytes:
-    """The canonical bytes of a key or namespace (its pickle where it has none)."""
+    """The bytes a key or namespace is stored under (equal keys share them, ``"1"`` and ``1`` do not); its
+    pickle where it has none."""
     try:
-        return key_bytes(obj)
+        return stored_key_bytes(obj, key_bytes(obj))
     except KeyTypeError:
         return b"\xffpickle:" + pickle.dumps(obj, protocol=5)
 
 
 def digest(value: Any) -> bytes:
-    """Bytes equal for equal values: maps and sets in a canonical order."""
-    return pickle.dumps(_canonical(value), protocol=5)
+    """Bytes equal for equal values: maps and sets in a canonical order, rows field by field, shared and
+    distinct equal objects alike (a pickle's memo would tell them apart)."""
+    return repr(_canonical(value)).encode()
 
 
 def _canonical(value: Any) -> Any:
-    if isinstance(value, dict):
+    t = type(value)
+    if value is None or t in (bool, int, float, str, bytes):
+        return value
+    if t is dict:
         return ("dict", sorted(((identity(k), _canonical(v)) for k, v in value.items()), key=lambda kv: kv[0]))
-    if isinstance(value, (set, frozenset)):
+    if t in (set, frozenset):
         return ("set", sorted(identity(v) for v in value))
-    if type(value) in (list, tuple):
-        return type(value)(_canonical(v) for v in value)
-    return value
+    if t is list:
+        return ("list", [_canonical(v) for v in value])
+    if isinstance(value, tuple):
+        return (t.__name__, getattr(value, "_fields", None), [_canonical(v) for v in value])
+    return ("pickle", pickle.dumps(value, protocol=5))
 
 
 def _tagged(side: int, layouts: tuple[Layout, ...], typed_value: bool, handles: Iterable[KeyedStateHandle]) -> Iterator:
     """``(key id, (side, state, namespace id, digest, columns, value))`` of every entry of ``layouts``' states in
     a partition's files; ``columns`` are the key's (and with ``typed_value`` the namespace's) Spark values."""
+    if not layouts:
+        return
     for handle in handles:
         snap = layouts[0].read.snapshot(handle)
         for layout in layouts:
@@ -98,23 +107,23 @@ def _key_changes(group: tuple[bytes, Iterable[tuple]]) -> Iterator[tuple]:
 
 def diff_frame(before: SavepointReader, after: SavepointReader, uid: str, state_name: str | None) -> Any:
     """:meth:`SavepointReader.diff <sparkpoint.state_processor.reader.SavepointReader.diff>` on Spark."""
-    from sparkpoint.state_processor.reader import plan_layouts
+    from sparkpoint.state_processor.reader import plan_layouts, state_kinds
 
-    names = [state_name] if state_name is not None else sorted(set(_names(before, uid)) | set(_names(after, uid)))
-    layouts: list[dict[int, Layout]] = []  # per state: the layout of each side that has it
-    for name in names:
-        sides = [i for i, r in enumerate((before, after)) if name in _names(r, uid)]
-        plans = plan_layouts([(before, after)[i] for i in sides], uid, name, None, None, state_name is not None)
-        layouts.append(dict(zip(sides, plans)))
+    sides = (before, after)
+    names = [state_name] if state_name is not None else sorted({n for r in sides for n in state_kinds(r.restored, uid)})
     typed = state_name is not None
-    tagged = [
-        reader.partitions(uid, names).mapPartitions(
-            partial(_tagged, side, tuple(p[side] for p in layouts if side in p), typed)
+    if not names:
+        raise KeyError(
+            f"operator {uid!r} has no keyed state in {before.restored.location} or {after.restored.location}"
         )
-        for side, reader in enumerate((before, after))
+    plans = plan_layouts(list(sides), uid, names, infer_value=typed)
+    per_side = [tuple(layout for p in plans.values() if (layout := p[i]) is not None) for i in range(2)]
+    tagged = [
+        reader.partitions(uid, names).mapPartitions(partial(_tagged, side, per_side[side], typed))
+        for side, reader in enumerate(sides)
     ]
     grouped = tagged[0].union(tagged[1]).groupByKey()
-    columns = next(iter(layouts[0].values())).columns() if layouts else [("key_group", ""), ("key", "binary")]
+    columns = next(p for p in plans[names[0]] if p is not None).columns()
     if typed:
         ddl = [*columns[1:-1], ("change", "string"), ("before", columns[-1][1]), ("after", columns[-1][1])]
         out = grouped.flatMap(_entry_changes)
@@ -122,12 +131,6 @@ def diff_frame(before: SavepointReader, after: SavepointReader, uid: str, state_
         ddl = [columns[1], ("change", "string"), ("states", "array<string>")]
         out = grouped.flatMap(_key_changes)
     return before.spark.createDataFrame(out, ", ".join(f"{quoted(n)} {t}" for n, t in ddl))
-
-
-def _names(reader: SavepointReader, uid: str) -> list[str]:
-    from sparkpoint.state_processor.reader import state_kinds
-
-    return sorted(state_kinds(reader.restored, uid))
 
 
 @dataclass
@@ -139,40 +142,52 @@ class StateChanges:
     keys: dict[str, set] = field(default_factory=lambda: {ADDED: set(), REMOVED: set(), CHANGED: set()})
     examples: dict[str, list] = field(default_factory=lambda: {ADDED: [], REMOVED: [], CHANGED: []})
 
-    def count(self, change: str, key_id: bytes, key: Any) -> None:
-        """Count one entry of ``change``, its key once."""
-        self.entries[change] += 1
-        if key_id not in self.keys[change]:
-            self.keys[change].add(key_id)
-            if len(self.examples[change]) < 5:
-                self.examples[change].append(key)
+    def count(self, change: str, key_id: bytes, key: Any, entries: int) -> None:
+        """Count a key of ``change`` and its ``entries`` that differ."""
+        self.entries[change] += entries
+        self.keys[change].add(key_id)
+        if len(self.examples[change]) < 5:
+            self.examples[change].append(key)
 
 
-def _state_entries(restored: RestoredCheckpoint, uid: str, name: str) -> dict[tuple[bytes, bytes], tuple]:
-    from sparkpoint.checkpoint.loader import keyed_entries
+def _entries(restored: RestoredCheckpoint, uid: str, names: list[str]) -> dict[bytes, tuple[Any, dict]]:
+    """``{key id: (key, {(state, namespace id): digest})}`` of operator ``uid``'s states ``names``, read here."""
+    from sparkpoint.state_processor.reader import state_handles
 
-    maxp = restored.metadata.max_parallelism
-    read = StateRead(uid, name, maxp)
-    out: dict[tuple[bytes, bytes], tuple] = {}
-    for _, key, ns, value in read.all_entries(keyed_entries(restored, [uid], 0, maxp - 1, as_recorded=True)):
-        kid = identity(key)
-        out[(kid, identity(ns))] = (digest(value), key)
+    reads = [StateRead(uid, name, restored.metadata.max_parallelism) for name in names]
+    out: dict[bytes, tuple[Any, dict]] = {}
+    for handle in state_handles(restored, uid, names) if uid in restored.metadata.operators else []:
+        snap = reads[0].snapshot(handle)
+        for read in reads:
+            for _, key, ns, value in read.entries(snap):
+                kid = identity(key)
+                out.setdefault(kid, (key, {}))[1][(read.state, identity(ns))] = digest(value)
     return out
 
 
 def local_changes(before: RestoredCheckpoint, after: RestoredCheckpoint, uid: str) -> list[StateChanges]:
-    """Per keyed state of operator ``uid`` (in either), what changed from ``before`` to ``after``; read here."""
+    """Per keyed state of operator ``uid`` (in either), what changed from ``before`` to ``after``, read here: a
+    key is added to a state if it had no entry in it before, removed if it has none after, changed if one of
+    its entries (a window's, say) was added, removed or changed."""
     from sparkpoint.state_processor.reader import state_kinds
 
-    names = set(state_kinds(before, uid)) | set(state_kinds(after, uid))
-    out = []
-    for name in sorted(names):
-        a, b = (_state_entries(r, uid, name) if uid in r.metadata.operators else {} for r in (before, after))
-        changes = StateChanges(name)
-        for slot in a.keys() | b.keys():
-            old, new = a.get(slot), b.get(slot)
-            change = ADDED if old is None else REMOVED if new is None else CHANGED if old[0] != new[0] else None
-            if change is not None:
-                changes.count(change, slot[0], (new or old)[1])  # type: ignore[index]
-        out.append(changes)
-    return out
+    names = sorted(set(state_kinds(before, uid)) | set(state_kinds(after, uid)))
+    return classify(_entries(before, uid, names), _entries(after, uid, names), names)
+
+
+def classify(
+    a: dict[bytes, tuple[Any, dict]], b: dict[bytes, tuple[Any, dict]], names: list[str]
+) -> list[StateChanges]:
+    """Per state of ``names``, the changes from entries ``a`` to ``b`` (``{key id: (key, {(state, namespace id):
+    digest})}``)."""
+    out = {name: StateChanges(name) for name in names}
+    for kid in a.keys() | b.keys():
+        key, old = a.get(kid, (None, {}))
+        key, new = b.get(kid, (key, {}))
+        for name, changes in out.items():
+            was = {n: d for (s, n), d in old.items() if s == name}
+            now = {n: d for (s, n), d in new.items() if s == name}
+            if was != now:
+                differing = len(was.keys() ^ now.keys()) + sum(was[n] != now[n] for n in was.keys() & now.keys())
+                changes.count(ADDED if not was else REMOVED if not now else CHANGED, kid, key, differing)
+    return list(out.values())

@@ -7,7 +7,7 @@ from a first pass over the values (:mod:`~sparkpoint.state_processor.state_types
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from functools import partial
 from typing import Any
 
@@ -187,10 +187,7 @@ class SavepointReader:
     def _handles(self, uid: str, states: Iterable[str] | None = None) -> list[KeyedStateHandle]:
         """The operator's state files (of ``states`` only, where a file holds one state), each read as its key
         groups were recorded (none regrouped)."""
-        maxp = self.restored.metadata.max_parallelism
-        handles = keyed_entries(self.restored, [uid], 0, maxp - 1, as_recorded=True)
-        wanted = None if states is None else set(states)
-        return [h for h in handles if wanted is None or getattr(h, "state", "") in wanted | {""}]
+        return state_handles(self.restored, uid, states)
 
     def declared(self, uid: str, state_name: str, key_type: Any, value_type: Any) -> tuple[Any, Any]:
         """The key's and the state's column types as declared (by the job, or here); ``INFER`` where neither."""
@@ -214,7 +211,10 @@ class SavepointReader:
         return key_kind_type(kinds[0]) if len(kinds) == 1 else None
 
     def _layout(self, uid: str, state_name: str, key_type: Any, value_type: Any) -> Layout:
-        return plan_layouts([self], uid, state_name, key_type, value_type)[0]
+        self._operator(uid, state_name)
+        layout = plan_layouts([self], uid, [state_name], key_type, value_type)[state_name][0]
+        assert layout is not None
+        return layout
 
     def _frame(self, layout: Layout) -> Any:
         files = self.partitions(layout.read.uid, [layout.read.state])
@@ -231,6 +231,17 @@ class SavepointReader:
         ddl = ", ".join(f"{quoted(n)} {spark_ddl(t)}" for n, t in types.items())
         data = list(zip(*([to_spark(v, types[n]) for v in vs] for n, vs in columns.items())))
         return self.spark.createDataFrame(data, ddl)
+
+
+def state_handles(
+    restored: RestoredCheckpoint, uid: str, states: Iterable[str] | None = None
+) -> list[KeyedStateHandle]:
+    """Operator ``uid``'s state files (of ``states`` only, where a file holds one state: a savepoint's), each read
+    as its key groups were recorded (none regrouped)."""
+    maxp = restored.metadata.max_parallelism
+    handles = keyed_entries(restored, [uid], 0, maxp - 1, as_recorded=True)
+    wanted = None if states is None else set(states) | {""}
+    return [h for h in handles if wanted is None or getattr(h, "state", "") in wanted]
 
 
 def state_kinds(restored: RestoredCheckpoint, uid: str) -> dict[str, str]:
@@ -269,31 +280,50 @@ def _value_type_json(kind: str, value_type: Any) -> dict | None:
 
 
 def plan_layouts(
-    readers: list[SavepointReader], uid: str, state_name: str, key_type: Any, value_type: Any, infer_value: bool = True
-) -> list[Layout]:
-    """The layouts of one state in each of ``readers`` (savepoints or checkpoints), sharing their columns' types:
-    as declared in the first, or inferred over all of them by a pass of Spark tasks (values stay pickled
-    without ``infer_value``)."""
-    key, value = readers[0].declared(uid, state_name, key_type, value_type)
-    if value is INFER and not infer_value:
-        value = None
-    seen = Shape()
+    readers: list[SavepointReader],
+    uid: str,
+    states: Sequence[str],
+    key_type: Any = None,
+    value_type: Any = None,
+    infer_value: bool = True,
+) -> dict[str, list[Layout | None]]:
+    """Per state of ``states``, its layout in each of ``readers`` (``None`` where a reader lacks the state). The
+    columns' types are shared: as declared (a value type the readers declare differently is inferred), or
+    inferred over all readers by a pass of Spark tasks; one key type over all the states. Values of undeclared
+    type stay pickled without ``infer_value``."""
+    having = {s: [r for r in readers if s == TIMERS or s in state_kinds(r.restored, uid)] for s in states}
+    for s, rs in having.items():
+        if not rs:
+            raise KeyError(f"operator {uid!r} has no keyed state {s!r} in {[r.restored.location for r in readers]}")
+    first = next(r for r in readers if uid in r.restored.metadata.operators)
+    key, _ = first.declared(uid, TIMERS, key_type, None)
+    values: dict[str, Any] = {}
+    for s, rs in having.items():
+        declared = [r.declared(uid, s, key_type, value_type)[1] for r in rs]
+        value = declared[0] if all(d == declared[0] for d in declared) else INFER
+        values[s] = None if value is INFER and not infer_value else value
+    seen: dict[str, Shape] = {s: Shape() for s in states}
     for reader in readers:
-        if state_name != TIMERS:
-            reader._operator(uid, state_name)
-        read = StateRead(uid, state_name, reader.restored.metadata.max_parallelism)
-        parts = (
-            reader.partitions(uid, [state_name])
-            .mapPartitions(partial(shapes, read, key is INFER, value is INFER))
-            .collect()
-        )
-        for part in parts:
-            seen = seen.merged(part)
+        mine = [s for s in states if reader in having[s]]
+        if not mine:
+            continue
+        reads = tuple(StateRead(uid, s, reader.restored.metadata.max_parallelism) for s in mine)
+        infer = partial(shapes, reads, key is INFER, tuple(values[s] is INFER for s in mine))
+        for part in reader.partitions(uid, mine).mapPartitions(infer).collect():
+            for s, shape in part.items():
+                seen[s] = seen[s].merged(shape)
     if key is INFER:
-        key = seen.key if seen.key != NOTHING else readers[0].key_hint(uid)
-    if value is INFER:
-        value = seen.value if seen.value != NOTHING else None
-    return [
-        Layout(StateRead(uid, state_name, r.restored.metadata.max_parallelism), key, seen.namespace(), value)
-        for r in readers
-    ]
+        found: dict | None = NOTHING
+        for shape in seen.values():
+            found = merge(found, shape.key)
+        key = found if found != NOTHING else first.key_hint(uid)
+    out: dict[str, list[Layout | None]] = {}
+    for s in states:
+        value = values[s] if values[s] is not INFER else (seen[s].value if seen[s].value != NOTHING else None)
+        out[s] = [
+            Layout(StateRead(uid, s, r.restored.metadata.max_parallelism), key, seen[s].namespace(), value)
+            if r in having[s]
+            else None
+            for r in readers
+        ]
+    return out

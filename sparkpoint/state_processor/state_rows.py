@@ -110,18 +110,24 @@ class Shape:
         return next(iter(kinds)) if len(kinds) == 1 else "pickled" if kinds else "void"
 
 
-def shapes(read: StateRead, infer_key: bool, infer_value: bool, handles: Iterable[KeyedStateHandle]) -> Iterator[Shape]:
-    """One :class:`Shape` of the entries in ``handles`` (a Spark partition's), inferring only what is asked."""
-    key: dict | None = NOTHING
-    value: dict | None = NOTHING
-    kinds: set[str] = set()
-    for _, k, ns, v in read.all_entries(handles):
-        if infer_key and key is not None:
-            key = merge(key, infer(k))
-        if infer_value and value is not None:
-            value = merge(value, infer(v))
-        kinds.add(namespace_kind(ns))
-    yield Shape(key, value, frozenset(kinds))
+def shapes(
+    reads: tuple[StateRead, ...], infer_key: bool, infer_values: tuple[bool, ...], handles: Iterable[KeyedStateHandle]
+) -> Iterator[dict[str, Shape]]:
+    """``{state: Shape}`` of the entries of ``reads``' states in ``handles`` (a Spark partition's), inferring the
+    keys' type and each state's values' type only where asked."""
+    found: dict[str, tuple[Any, Any, set[str]]] = {}
+    for handle in handles:
+        snap = reads[0].snapshot(handle)
+        for read, infer_value in zip(reads, infer_values):
+            key, value, kinds = found.get(read.state, (NOTHING, NOTHING, set()))
+            for _, k, ns, v in read.entries(snap):
+                if infer_key and key is not None:
+                    key = merge(key, infer(k))
+                if infer_value and value is not None:
+                    value = merge(value, infer(v))
+                kinds.add(namespace_kind(ns))
+            found[read.state] = (key, value, kinds)
+    yield {state: Shape(key, value, frozenset(kinds)) for state, (key, value, kinds) in found.items()}
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,11 @@ untyped, pickled). Here it becomes a Spark SQL type and each stored Python value
 
 * ``STRING``/``CHAR`` → ``string``; ``BYTE``, ``SHORT``, ``INT``, ``LONG`` → ``tinyint`` ... ``bigint``;
   ``FLOAT``/``DOUBLE`` → ``float``/``double``; ``BIG_INT``/``BIG_DEC`` → ``decimal``; ``BOOLEAN``;
-* ``SQL_DATE`` → ``date``; ``SQL_TIMESTAMP``/``INSTANT`` → ``timestamp``; ``SQL_TIME`` → ``string`` (Spark has
-  no time of day); bytes (``PRIMITIVE_ARRAY<BYTE>``) → ``binary``;
+* ``SQL_DATE`` → ``date``; ``SQL_TIMESTAMP`` (a ``datetime`` without time zone) → ``timestamp_ntz`` (the same
+  wall-clock time on every executor, whatever its time zone), ``INSTANT`` → ``timestamp``; ``SQL_TIME`` →
+  ``string`` (Spark has no time of day); bytes (``PRIMITIVE_ARRAY<BYTE>``) → ``binary``; decimals →
+  ``decimal(38, 18)`` as declared, or of the precision their values need where inferred (a value that does not
+  fit is an error, never rounded);
 * ``ROW`` → ``struct`` of its named fields, ``TUPLE`` → ``struct<f0, f1, ...>``, lists and arrays → ``array``,
   ``MAP`` → ``map``;
 * untyped (pickled) → ``binary``: the value's pickle, which :func:`unpickle` turns back into the object.
@@ -20,7 +23,7 @@ from __future__ import annotations
 import datetime
 import pickle
 import re
-from decimal import Decimal
+from decimal import Decimal, localcontext
 from typing import Any
 
 from sparkpoint.errors import StateError
@@ -59,7 +62,7 @@ _SIMPLE = {
     "BIG_DEC": "decimal(38,18)",
     "SQL_DATE": "date",
     "LOCAL_DATE": "date",
-    "SQL_TIMESTAMP": "timestamp",
+    "SQL_TIMESTAMP": "timestamp_ntz",
     "INSTANT": "timestamp",
     "LOCAL_DATE_TIME": "timestamp_ntz",
     "SQL_TIME": "string",
@@ -87,6 +90,8 @@ def spark_ddl(t: dict | None) -> str:
     if t is None:
         return "binary"
     name, kids = t["name"], t.get("children") or []
+    if name == "BIG_DEC" and "scale" in t:
+        return f"decimal({t['digits'] + t['scale']},{t['scale']})"
     if name in _SIMPLE:
         return _SIMPLE[name]
     if t == BYTES:
@@ -116,9 +121,9 @@ def infer(value: Any) -> dict | None:
     if t in (bytes, bytearray):
         return BYTES
     if t is Decimal:
-        return {"name": "BIG_DEC"}
+        return _decimal_type(value)
     if t is datetime.datetime:
-        return {"name": "SQL_TIMESTAMP"}
+        return {"name": "SQL_TIMESTAMP" if value.tzinfo is None else "INSTANT"}
     if t is datetime.date:
         return {"name": "SQL_DATE"}
     if t is datetime.time:
@@ -126,24 +131,38 @@ def infer(value: Any) -> dict | None:
     if t is list:
         return {"name": "LIST", "children": [_merge_all(infer(v) for v in value)]}
     if t is dict:
+        if None in value:
+            return None  # Spark's maps have no null key
         kt, vt = _merge_all(infer(k) for k in value), _merge_all(infer(v) for v in value.values())
-        return {"name": "MAP", "children": [kt, vt]}
+        return None if kt is None or vt is None else {"name": "MAP", "children": [kt, vt]}
     return _infer_tuple(value)
 
 
+def _decimal_type(value: Decimal) -> dict | None:
+    """A decimal's type with the digits it needs before and after the point (pickled: NaN, infinities)."""
+    if not value.is_finite():
+        return None
+    exponent = int(value.as_tuple().exponent)
+    scale = max(-exponent, 0)
+    whole = max(value.adjusted() + 1, 1)
+    return {"name": "BIG_DEC", "digits": whole, "scale": scale} if whole + scale <= 38 else None
+
+
 def _infer_tuple(value: Any) -> dict | None:
+    if not isinstance(value, tuple):
+        return None
     names = getattr(value, "_fields", None)
+    kids = [infer(v) for v in value]
+    if None in kids:
+        return None  # a struct with a pickled field would hide which field it was; the whole value is pickled
     if type(value) is tuple:
-        return {"name": "TUPLE", "children": [infer(v) for v in value]}
-    if isinstance(value, tuple) and type(value).__name__ == "Row":  # sparkpoint's Row: named or not
-        kids = [infer(v) for v in value]
+        return {"name": "TUPLE", "children": kids}
+    if type(value).__name__ == "Row" or names:  # sparkpoint's Row (named or not), a named tuple
         return {
             "name": "ROW",
             "children": kids,
             "fields": list(names) if names else [f"f{i}" for i in range(len(kids))],
         }
-    if isinstance(value, tuple) and names:  # a named tuple: a row of its fields
-        return {"name": "ROW", "children": [infer(v) for v in value], "fields": list(names)}
     return None
 
 
@@ -169,6 +188,9 @@ def merge(a: dict | None, b: dict | None) -> dict | None:
         return {"name": "DOUBLE"}
     if names == {"LONG", "BIG_INT"}:
         return {"name": "BIG_INT"}
+    if names == {"BIG_DEC"} and "scale" in a and "scale" in b:
+        digits, scale = max(a["digits"], b["digits"]), max(a["scale"], b["scale"])
+        return {"name": "BIG_DEC", "digits": digits, "scale": scale} if digits + scale <= 38 else None
     if a["name"] != b["name"] or a.get("fields") != b.get("fields"):
         return None
     akids, bkids = a.get("children") or [], b.get("children") or []
@@ -191,32 +213,49 @@ def to_spark(value: Any, t: dict | None) -> Any:
     if name in ("ROW", "TUPLE") and kids:
         return _struct(value, t, kids)
     if name in _SEQUENCES and kids:
-        if t == BYTES and isinstance(value, (bytes, bytearray)):
+        if t == BYTES:
             return bytes(value)
         return [to_spark(v, kids[0]) for v in value]
     if name == "MAP" and len(kids) == 2:
+        if None in value:
+            raise ValueError("a map with a None key (Spark's maps have no null key); read it untyped")
         return {to_spark(k, kids[0]): to_spark(v, kids[1]) for k, v in value.items()}
+    if name in ("BIG_INT", "BIG_DEC"):
+        return _decimal(value, t)
     return _scalar(value, name)
 
 
 def _struct(value: Any, t: dict, kids: list) -> tuple:
     names = getattr(value, "_fields", None)
-    if t["name"] == "ROW" and names and set(names) >= set(_fields(t)):
-        return tuple(to_spark(value[names.index(f)], k) for f, k in zip(_fields(t), kids))
+    if t["name"] == "ROW" and names:  # by name: a field the value lacks is None
+        index = {n: i for i, n in enumerate(names)}
+        return tuple(to_spark(value[index[f]], k) if f in index else None for f, k in zip(_fields(t), kids))
     return tuple(to_spark(v, k) for v, k in zip(value, kids))
+
+
+def _decimal(value: Any, t: dict) -> Decimal:
+    """``value`` as a decimal of the column's precision, exactly (a value that does not fit raises)."""
+    d = Decimal(str(value)) if isinstance(value, float) else Decimal(value)
+    scale = t.get("scale", 0 if t["name"] == "BIG_INT" else 18)
+    precision = t["digits"] + scale if "digits" in t else 38
+    with localcontext() as ctx:
+        ctx.prec = 100  # quantize exactly whatever the digits
+        fits = d.is_finite() and d == d.quantize(Decimal(1).scaleb(-scale)) and d.adjusted() < precision - scale
+    if not fits:
+        untyped = "value_type=Types.PICKLED_BYTE_ARRAY()"
+        raise ValueError(f"{value!r} does not fit decimal({precision},{scale}); read it untyped ({untyped})")
+    return d
 
 
 def _scalar(value: Any, name: str) -> Any:
     if name in ("SQL_TIME", "LOCAL_TIME"):
         return value.isoformat() if hasattr(value, "isoformat") else str(value)
-    if name in ("BIG_INT", "BIG_DEC"):
-        return Decimal(value)
     if name in ("FLOAT", "DOUBLE"):
         return float(value)
     if name in ("BYTE", "SHORT", "INT", "LONG") and not isinstance(value, bool):
         return int(value)
     if name == "SQL_TIMESTAMP" and isinstance(value, (int, float)):  # epoch milliseconds
-        return datetime.datetime.fromtimestamp(value / 1000, datetime.UTC)
+        return datetime.datetime.fromtimestamp(value / 1000, datetime.UTC).replace(tzinfo=None)
     return value
 
 
@@ -225,7 +264,10 @@ def checked(value: Any, t: dict | None, where: str) -> Any:
     naming ``where`` it is stored."""
     if t is not None and not value_fits(value, t):
         raise StateError(f"{where}: {value!r} is not of type {type_text(t)}; read it as another type, or untyped")
-    return to_spark(value, t)
+    try:
+        return to_spark(value, t)
+    except (ValueError, TypeError, ArithmeticError) as e:
+        raise StateError(f"{where}: {e}") from None
 
 
 def unpickle(data: bytes | bytearray | None) -> Any:

@@ -190,7 +190,8 @@ def test_the_state_processor_reads_a_changelog_checkpoint(spark, make_env, tmp_p
     ck = tmp_path / "ck"
     env = make_env("local", **{"execution.epoch.max-records": 20, **CHANGELOG})
     stream = counting_job(env, count, ck, rate=1_500)
-    latest = _run_until_checkpoint_id(env, stream, ck, 6)[-1]
+    retained = _run_until_checkpoint_id(env, stream, ck, 6)
+    latest = retained[-1]
     assert checkpoint_kinds(latest) == {"changelog"}
     reader = SavepointReader.read(spark, latest)
     got = reader.keyed_state_pandas("count", "n")
@@ -200,6 +201,15 @@ def test_the_state_processor_reads_a_changelog_checkpoint(spark, make_env, tmp_p
     on_spark = reader.read_keyed_state("count", "n")  # read by executors, typed: the counts are ints
     assert dict(on_spark.dtypes)["value"] == "bigint"
     assert {r.key: r.value for r in on_spark.collect()} == dict(expected)
+    # the diff of two retained checkpoints: each key's count grew by the records read between them
+    earlier = _records_before(retained[-2], count)
+    before = SavepointReader.read(spark, retained[-2])
+    diff = {r.key: (r.change, r.before, r.after) for r in before.diff(latest, "count", "n").collect()}
+    assert diff and diff == {
+        k: ("added" if k not in earlier else "changed", earlier.get(k), n)
+        for k, n in expected.items()
+        if earlier.get(k) != n
+    }
 
 
 def test_checkpoints_on_request_come_back_also_when_they_reference_the_changelog(make_env, tmp_path):
