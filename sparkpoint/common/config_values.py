@@ -53,6 +53,7 @@ _SWITCHES = (
     "execution.attached",
     "state.changelog.enabled",
     "pipeline.object-reuse",
+    "sparkpoint.epoch.adaptive",
 )
 _NAMES: dict[str, tuple[str, ...]] = {
     "execution.runtime-mode": ("STREAMING", "BATCH", "AUTOMATIC"),

@@ -62,7 +62,7 @@ class SourceOperator(StreamOperator):
         new_splits: list[SourceSplit] = []
         watermarks: list[int] = []
         n = size = 0
-        blocked = False
+        blocked = at_bound = False
         for split in splits:
             if split.finished:
                 continue
@@ -74,11 +74,14 @@ class SourceOperator(StreamOperator):
                 out.take(values, ts)
                 n += len(values)
                 size += read_bytes
+                at_bound = at_bound or len(values) >= budget[0] or read_bytes >= budget[1]
                 blocked = sequential and (not new_split.finished or n >= max_records or size >= max_bytes)
             new_splits.append(new_split)
             if not new_split.finished and not new_split.idle:
                 watermarks.append(new_split.watermark)
         self.task.counter(self.uid, "numRecordsOut", n)
+        if at_bound:  # more may be waiting: the driver may size the next epochs larger (runtime/epoch_sizing.py)
+            self.task.counter(self.uid, "epochsAtBound", 1)
         return new_splits, self._subtask_watermark(new_splits, watermarks, no_more_splits)
 
     def _read_split(

@@ -18,12 +18,15 @@ once epoch e's source reports are in, or started after epoch e's barrier.
 from __future__ import annotations
 
 import threading
+import time
 
+from sparkpoint.checkpoint.settings import CheckpointSettings
 from sparkpoint.common.configuration import Configuration
 from sparkpoint.errors import UserFunctionError
 from sparkpoint.runtime.clock import SYSTEM_CLOCK, Clock
 from sparkpoint.runtime.deployments import DeploymentInputs, TaskSettings, deploy_stages
 from sparkpoint.runtime.epoch_guard import EpochGuard
+from sparkpoint.runtime.epoch_sizing import EpochSizer
 from sparkpoint.runtime.graph import JobPlan
 from sparkpoint.runtime.job_output import JobOutput
 from sparkpoint.runtime.job_progress import JobProgress
@@ -60,6 +63,7 @@ class EpochScheduler:
         self.executor = executor
         self.traits = ExecutorTraits.of(executor)
         self.tasks = tasks
+        self.sizer = EpochSizer.from_config(config, CheckpointSettings(config).interval_ms)
         self.progress = progress
         self.schemas = schemas
         self.output = output
@@ -107,10 +111,14 @@ class EpochScheduler:
             next_sources = self._source_deployments(epoch + 1, now_ms, ran.reports, context)
             self.ahead.expect(epoch + 1, next_sources)  # the executor starts them with this epoch's job
         # Step 2. Run every task of every stage.
+        started = time.monotonic()
         try:
             reports = self.guard.run_epoch(epoch, deps, next_sources, context.coordinator)  # cancel, bound
         except UserFunctionError as e:  # say where the record came from
             raise locate_failed_record(self.plan, e, epoch, deps) from e.__cause__
+        source_stages = {s.id for s in self.plan.stages if s.is_source_stage}
+        sources = [r for r in (ran.reports if ran is not None else reports) if r.stage_id in source_stages]
+        self.sizer.observe(sources, (time.monotonic() - started) * 1e3)
         self.progress.notify_next.clear()
         self._next_sources_deployed = next_sources is not None
         return Barrier(epoch, (ran.reports + reports) if ran is not None else reports, positions_taken=ran is not None)
@@ -123,7 +131,8 @@ class EpochScheduler:
 
     # -- deployments --------------------------------------------------------------------------
     def _inputs(self, context: BarrierContext) -> DeploymentInputs:
-        return DeploymentInputs(self.plan, self.tasks, self.progress, self.schemas, self.output, context)
+        tasks = self.sizer.settings(self.tasks)  # the bounds of the epoch's source reads, sized by the backlog
+        return DeploymentInputs(self.plan, tasks, self.progress, self.schemas, self.output, context)
 
     def _deployments(
         self, epoch: int, now_ms: int, ran: RanAhead | None, drain: bool, context: BarrierContext

@@ -1,0 +1,272 @@
+"""Nexmark, one command: query × engine → events/s, outputs verified against the pandas oracle.
+
+    PYTHONPATH=. .venv/bin/python bench/nexmark/run.py --events 3000000 --json nexmark.json
+    PYTHONPATH=. .venv/bin/python bench/nexmark/run.py --events 200000 --queries q0,q5 --pyflink   # small
+
+Engines, every one at its defaults but for what the comparison fixes (exactly-once checkpoints every 10 s,
+parallelism 2 / ``local[2]``, the same event files):
+
+* **sparkpoint** (epoch mode): ``sparkpoint run bench/nexmark/job.py ...`` as a user runs it, a new process per
+  query (embedded local Spark, checkpoints on local disk);
+* **continuous** (``--continuous``): the same with ``-D sparkpoint.execution.mode=continuous``;
+* **Spark SS**: :mod:`bench.nexmark.spark_queries` on one SparkSession in this process (``local[2]``, RocksDB
+  state store, ``maxFilesPerTrigger`` 2, ``availableNow``, checkpoints into a temporary directory);
+* **PyFlink** (``--pyflink``): the same job with its imports turned to ``pyflink``, run by PyFlink 2.3's Python
+  (``--pyflink-python``) on ``--pyflink-events`` events (PyFlink's Python DataStream is ~100× slower).
+
+Events/s = events / (wall time of the run − wall time of the same run over the 1,000-event input), so start-up
+(JVM, session, Python workers, the first and last checkpoint) is not counted, as the issue's protocol says.
+Checks: sparkpoint's and PyFlink's lines must equal the oracle's (:func:`bench.nexmark.oracle.check`); Spark's
+must be the oracle's but for the last windows, which Spark's append mode never emits at the end of input (its
+watermark moves only with data): what it emitted must all be right, and what it left out must be only windows
+ending within 2 windows of the input's end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+os.environ["PYSPARK_PYTHON"] = sys.executable
+os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+
+from bench.nexmark import oracle  # noqa: E402
+from bench.nexmark.generator import disorder_ms, write_files  # noqa: E402
+from bench.nexmark.queries import QUERIES  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+SMALL = 1_000
+RATE = 10_000
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--events", type=int, default=3_000_000)
+    p.add_argument("--files", type=int, default=12)
+    p.add_argument("--queries", default=",".join(QUERIES))
+    p.add_argument("--continuous", action="store_true", help="also sparkpoint's continuous mode")
+    p.add_argument("--pyflink", action="store_true", help="also PyFlink 2.3 (scratch venv)")
+    p.add_argument("--pyflink-python", default="/tmp/pyflink-venv/bin/python")
+    p.add_argument("--pyflink-events", type=int, default=100_000)
+    p.add_argument("--no-spark", action="store_true", help="skip Spark Structured Streaming")
+    p.add_argument("-D", dest="dynamic", action="append", default=[], help="KEY=VALUE for every sparkpoint run")
+    p.add_argument("--workdir", default=None)
+    p.add_argument("--json", default=None)
+    return p.parse_args(argv)
+
+
+def lines_in(directory: Path) -> list[str]:
+    """Every line of the visible files under ``directory``."""
+    if not directory.exists():
+        return []
+    files = [
+        p
+        for p in directory.rglob("*")
+        if p.is_file() and not any(part.startswith((".", "_")) for part in p.relative_to(directory).parts)
+    ]
+    return [line for p in files for line in p.read_text().splitlines()]
+
+
+def sparkpoint_cmd(query: str, inp: Path, out: Path, ck: Path, extra: list[str]) -> list[str]:
+    keys = {
+        "execution.checkpointing.interval": "10 s",
+        "execution.checkpointing.mode": "EXACTLY_ONCE",
+        "state.checkpoints.dir": ck.as_uri(),
+        "parallelism.default": "2",
+    }
+    dynamic = [a for k, v in keys.items() for a in ("-D", f"{k}={v}")] + [a for kv in extra for a in ("-D", kv)]
+    job = ["--query", query, "--input", str(inp), "--output", str(out), "--disorder-ms", str(disorder_ms(RATE))]
+    return [sys.executable, "-m", "sparkpoint.cli", "run", *dynamic, str(HERE / "job.py"), *job]
+
+
+def timed(cmd: list[str], cwd: Path, env: dict | None = None) -> float:
+    start = time.perf_counter()
+    done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env)
+    seconds = time.perf_counter() - start
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd[:6])} ... failed:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
+    return seconds
+
+
+def pyflink_job(work: Path) -> Path:
+    """The job and its queries with their imports turned to pyflink."""
+    target = work / "pyflink-job"
+    target.mkdir(exist_ok=True)
+    for name in ("job.py", "queries.py"):
+        (target / name).write_text((HERE / name).read_text().replace("sparkpoint", "pyflink"))
+    return target / "job.py"
+
+
+def spark_check(query: str, got: list[str], want: list[str], end_ms: int) -> str | None:
+    """Spark's lines: all right, and only windows near the end of input missing (see the module's docstring)."""
+    extra = Counter(got) - Counter(want)
+    if extra:
+        return f"{query}: {sum(extra.values())} lines not in the oracle, e.g. {list(extra)[:2]}"
+    missing = Counter(want) - Counter(got)
+    column = {"q5": 0, "q7": 0, "q8": 2, "q11": 3}.get(query)
+    if column is None:
+        return oracle.check(query, got, want)
+    early = [m for m in missing if int(m.split("\t")[column]) < end_ms - 2 * oracle.WINDOW_MS]
+    return f"{query}: {len(early)} lines missing before the end, e.g. {early[:2]}" if early else None
+
+
+class Engines:
+    """Runs one query on each engine over the big and the small input; events/s and the verdict."""
+
+    def __init__(self, args: argparse.Namespace, work: Path):
+        self.args, self.work = args, work
+        self.inputs = {"big": work / "events", "small": work / "small", "pyflink": work / "pyflink-events"}
+        self.frames: dict[str, Any] = {}
+        self.spark = None
+
+    def prepare(self) -> None:
+        a = self.args
+        t = time.perf_counter()
+        write_files(self.inputs["big"], a.events, a.files)
+        write_files(self.inputs["small"], SMALL, 1)
+        if a.pyflink:
+            write_files(self.inputs["pyflink"], a.pyflink_events, 2)
+        print(f"wrote {a.events:,} events in {a.files} files in {time.perf_counter() - t:.1f} s", flush=True)
+        self.frames = {name: oracle.load(d) for name, d in self.inputs.items() if d.exists()}
+        if not a.no_spark:
+            from bench.w1_spark import make_spark_session
+
+            self.spark = make_spark_session("nexmark")
+            self.spark.conf.set(
+                "spark.sql.streaming.stateStore.providerClass",
+                "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+            )
+
+    def run_sparkpoint(self, query: str, mode: str) -> dict[str, Any]:
+        extra = list(self.args.dynamic) + (["sparkpoint.execution.mode=continuous"] if mode == "continuous" else [])
+        seconds = {}
+        for size in ("small", "big"):
+            tag = f"{query}-{mode}-{size}"
+            out = self.work / "out" / tag
+            seconds[size] = timed(sparkpoint_cmd(query, self.inputs[size], out, self.work / "ck" / tag, extra), ROOT)
+        return self._result(query, "big", seconds, oracle.check(query, lines_in(out), self._want(query, "big")))
+
+    def run_spark(self, query: str) -> dict[str, Any]:
+        from bench.nexmark.spark_queries import SPARK_QUERIES, run
+
+        if query not in SPARK_QUERIES:
+            return {"events_per_s": None, "ok": None, "why": "not expressible in Structured Streaming"}
+        seconds = {}
+        for size in ("small", "big"):
+            tag = f"{query}-spark-{size}"
+            start = time.perf_counter()
+            run(
+                self.spark,
+                query,
+                str(self.inputs[size]),
+                str(self.work / "out" / tag),
+                str(self.work / "ck" / tag),
+                disorder_ms(RATE),
+            )
+            seconds[size] = time.perf_counter() - start
+        got = lines_in(self.work / "out" / f"{query}-spark-big")
+        end = int(self.frames["big"]["B"].ts.max())
+        return self._result(query, "big", seconds, spark_check(query, got, self._want(query, "big"), end))
+
+    def run_pyflink(self, query: str) -> dict[str, Any]:
+        job = pyflink_job(self.work)
+        env = {
+            **os.environ,
+            "JAVA_HOME": os.environ.get("JAVA_HOME", "/usr/lib/jvm/java-17-openjdk-amd64"),
+            "PATH": f"{Path(self.args.pyflink_python).parent}:{os.environ['PATH']}",  # its Python workers' python
+        }
+        seconds = {}
+        for size in ("small", "pyflink"):
+            out = self.work / "out" / f"{query}-pyflink-{size}"
+            job_args = ["--query", query, "--input", str(self.inputs[size]), "--output", str(out)]
+            cmd = [self.args.pyflink_python, str(job), *job_args, "--disorder-ms", str(disorder_ms(RATE))]
+            seconds["big" if size == "pyflink" else size] = timed(cmd, self.work, env)
+        return self._result(query, "pyflink", seconds, oracle.check(query, lines_in(out), self._want(query, "pyflink")))
+
+    def _want(self, query: str, size: str) -> list[str]:
+        return oracle.expected(query, self.frames[size])
+
+    def _result(self, query: str, size: str, seconds: dict[str, float], problem: str | None) -> dict[str, Any]:
+        events = {"big": self.args.events, "pyflink": self.args.pyflink_events}[size]
+        net = max(seconds["big"] - seconds["small"], 1e-3)
+        return {
+            "seconds": seconds,
+            "events": events,
+            "events_per_s": events / net,
+            "ok": problem is None,
+            "why": problem,
+        }
+
+
+def table(results: dict[str, dict[str, dict[str, Any]]], engines: list[str]) -> list[str]:
+    """The printed table: events/s per engine, the ratio to Spark SS, and the checks."""
+    head = f"{'query':<6}" + "".join(f"{e:>16}" for e in engines) + f"{'x Spark SS':>12}  checks"
+    rows = [head]
+    for query, by_engine in results.items():
+        cells = []
+        for e in engines:
+            r = by_engine.get(e, {})
+            eps = r.get("events_per_s")
+            cells.append(f"{eps:>16,.0f}" if eps else f"{'-':>16}")
+        ours, peer = (
+            by_engine.get("sparkpoint", {}).get("events_per_s"),
+            by_engine.get("spark-ss", {}).get("events_per_s"),
+        )
+        ratio = f"{ours / peer:>11.2f}x" if ours and peer else f"{'-':>12}"
+        checks = "; ".join(
+            f"{e}: {'ok' if r.get('ok') else r.get('why')}" for e, r in by_engine.items() if r.get("ok") is not None
+        )
+        rows.append(f"{query:<6}" + "".join(cells) + ratio + "  " + checks)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="nexmark-"))
+    engines_run = ["sparkpoint"] + (["continuous"] if args.continuous else []) + ([] if args.no_spark else ["spark-ss"])
+    engines_run += ["pyflink"] if args.pyflink else []
+    bench = Engines(args, work)
+    bench.prepare()
+    results: dict[str, dict[str, dict[str, Any]]] = {}
+    try:
+        for query in args.queries.split(","):
+            results[query] = {}
+            for engine in engines_run:
+                if engine in ("sparkpoint", "continuous"):
+                    r = bench.run_sparkpoint(query, "epochs" if engine == "sparkpoint" else "continuous")
+                elif engine == "spark-ss":
+                    r = bench.run_spark(query)
+                else:
+                    r = bench.run_pyflink(query)
+                results[query][engine] = r
+                eps = r.get("events_per_s")
+                print(
+                    f"  {query} {engine:<11} {f'{eps:,.0f} ev/s' if eps else '-':>16}  {'ok' if r['ok'] else r['why']}",
+                    flush=True,
+                )
+    finally:
+        if args.workdir is None:
+            shutil.rmtree(work, ignore_errors=True)
+    print("\n".join(table(results, engines_run)))
+    if args.json:
+        Path(args.json).write_text(json.dumps({"args": vars(args), "results": results}, indent=2))
+    ok = all(r.get("ok") is not False for by in results.values() for r in by.values())
+    print("ALL CHECKS OK" if ok else "SOME CHECKS FAILED")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,67 @@
+"""Epochs sized by what is waiting: no user tunes ``execution.epoch.max-records`` for speed.
+
+Every epoch costs the same fixed work whatever it reads (a Spark job, its stages' tasks, the barrier), so
+small epochs are slow when there is a backlog, and large ones make each record wait longer when there is not.
+:class:`EpochSizer` keeps both bounds of a source subtask's epoch (``execution.epoch.max-records`` and
+``-max-bytes``) at their configured values times a factor:
+
+* it doubles after an epoch in which a source subtask stopped at a bound (more was waiting), while the epoch
+  took at most half of the target (the checkpoint interval, or 10 s without checkpoints: an epoch may not
+  hold a checkpoint back), up to :data:`MAX_FACTOR` (the memory bound: 8 × 16 MB of input per subtask);
+* it halves after an epoch longer than the target, and after an epoch in which no source stopped at a bound
+  (caught up: the next burst starts small again).
+
+A job that sets either key keeps that bound fixed (``sparkpoint.epoch.adaptive: false`` keeps both fixed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from sparkpoint.common.configuration import Configuration
+from sparkpoint.runtime.deployments import TaskSettings
+from sparkpoint.runtime.task_messages import TaskReport
+
+__all__ = ["EpochSizer", "AT_BOUND", "MAX_FACTOR"]
+
+#: The source metric counting the epochs in which a subtask stopped reading at a bound (more was waiting).
+AT_BOUND = "epochsAtBound"
+#: How far the bounds grow: 8 × 100,000 records, 8 × 16 MB per source subtask and epoch.
+MAX_FACTOR = 8
+_NO_CHECKPOINTS_TARGET_MS = 10_000.0
+
+
+@dataclass
+class EpochSizer:
+    """The bounds of the next epoch's source reads (see the module)."""
+
+    adaptive: bool
+    target_ms: float
+    factor: int = 1
+
+    @classmethod
+    def from_config(cls, config: Configuration, checkpoint_interval_ms: int | None) -> EpochSizer:
+        fixed = config.contains_key("execution.epoch.max-records") or config.contains_key("execution.epoch.max-bytes")
+        adaptive = config.get_boolean("sparkpoint.epoch.adaptive", True) and not fixed
+        target = (
+            float(checkpoint_interval_ms)
+            if checkpoint_interval_ms and checkpoint_interval_ms > 0
+            else _NO_CHECKPOINTS_TARGET_MS
+        )
+        return cls(adaptive, target)
+
+    def settings(self, base: TaskSettings) -> TaskSettings:
+        """``base`` with the bounds of the next epoch."""
+        if self.factor == 1:
+            return base
+        return replace(base, max_records=base.max_records * self.factor, max_bytes=base.max_bytes * self.factor)
+
+    def observe(self, source_reports: list[TaskReport], duration_ms: float) -> None:
+        """Size the next epoch by the last one: its source tasks' reports and how long it took."""
+        if not self.adaptive or not source_reports:
+            return
+        at_bound = any(m.get(AT_BOUND) for r in source_reports for m in r.metrics.values())
+        if duration_ms > self.target_ms or not at_bound:
+            self.factor = max(1, self.factor // 2)
+        elif duration_ms * 2 <= self.target_ms:
+            self.factor = min(MAX_FACTOR, self.factor * 2)

@@ -1,0 +1,56 @@
+"""Epochs sized by what is waiting (runtime/epoch_sizing.py): they grow while a source stops at its bound, shrink
+when it catches up or an epoch takes longer than the checkpoint interval, and stay as configured when a job
+sets the bounds."""
+
+from __future__ import annotations
+
+from sparkpoint.common import Configuration, WatermarkStrategy
+from sparkpoint.datastream.connectors.generator import DataGeneratorSource
+from sparkpoint.runtime.deployments import TaskSettings
+from sparkpoint.runtime.epoch_sizing import AT_BOUND, MAX_FACTOR, EpochSizer
+from sparkpoint.runtime.task_messages import TaskReport
+
+COUNT = 1_000_000
+
+
+def _report(at_bound: bool) -> TaskReport:
+    return TaskReport(0, 0, 0, metrics={"source": {"numRecordsOut": 1, **({AT_BOUND: 1} if at_bound else {})}})
+
+
+def test_the_factor_doubles_with_a_backlog_and_halves_when_caught_up_or_slow():
+    sizer = EpochSizer(adaptive=True, target_ms=10_000)
+    factors = []
+    for at_bound, ms in [(True, 100)] * 5 + [(True, 6_000), (True, 11_000), (False, 100), (False, 100)]:
+        sizer.observe([_report(at_bound)], ms)
+        factors.append(sizer.factor)
+    assert factors == [2, 4, 8, MAX_FACTOR, MAX_FACTOR, MAX_FACTOR, 4, 2, 1]
+    base = TaskSettings("j", "/tmp", True, 100_000, 16 << 20, False)
+    sizer.factor = 4
+    assert (sizer.settings(base).max_records, sizer.settings(base).max_bytes) == (400_000, 64 << 20)
+    fixed = EpochSizer(adaptive=False, target_ms=10_000)
+    fixed.observe([_report(True)], 100)
+    assert fixed.factor == 1 and fixed.settings(base) is base
+
+
+def test_configured_bounds_stay_fixed():
+    conf = Configuration()
+    assert EpochSizer.from_config(conf, None).adaptive and EpochSizer.from_config(conf, -1).target_ms == 10_000
+    assert EpochSizer.from_config(conf, 2_000).target_ms == 2_000
+    conf.set("execution.epoch.max-records", 5_000)
+    assert not EpochSizer.from_config(conf, None).adaptive
+    off = Configuration()
+    off.set("sparkpoint.epoch.adaptive", "false")
+    assert not EpochSizer.from_config(off, None).adaptive
+
+
+def test_a_backlog_is_read_in_fewer_larger_epochs(make_env):
+    epochs = {}
+    for name, config in {"adaptive": {}, "fixed": {"execution.epoch.max-records": 100_000}}.items():
+        env = make_env("local", **config)
+        env.set_parallelism(1)
+        source = DataGeneratorSource(lambda i: i % 7, COUNT, num_splits=1)
+        env.from_source(source, WatermarkStrategy.no_watermarks(), "gen").uid("gen").filter(lambda x: x < 0).print()
+        result = env.execute(name)
+        epochs[name] = result.epochs
+    # fixed: 10 epochs of 100,000 (and the end); adaptive: 100k, 200k, 400k, then 300k of the 800k bound
+    assert epochs["fixed"] >= 10 and epochs["adaptive"] <= 6, epochs
