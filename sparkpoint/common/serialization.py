@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any
 
 from sparkpoint.common.printing import format_record
@@ -74,7 +75,14 @@ class Encoder:
         return "".join([self._text(v) + "\n" for v in values]).encode(self.charset)
 
     def _text(self, value: Any) -> str:
-        return str(value) if self.record_type is None else format_record(value, self.record_type)
+        if self.record_type is None or (type(value) is str and self._strings_as_they_are):
+            return str(value)
+        return format_record(value, self.record_type)
+
+    @cached_property
+    def _strings_as_they_are(self) -> bool:
+        """Whether a ``str`` record is written as it is (what ``print()`` shows of a ``STRING`` or untyped one)."""
+        return getattr(self.record_type, "name", None) in ("STRING", "CHAR", "PICKLED_BYTE_ARRAY")
 
 
 SimpleStringEncoder = Encoder

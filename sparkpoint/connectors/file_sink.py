@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
+from sparkpoint.common.serialization import Encoder
 from sparkpoint.connectors.base import Committer, SinkWriter
 from sparkpoint.connectors.file_output import part_job
 from sparkpoint.errors import SparkpointError
@@ -82,10 +83,17 @@ class LinePartWriter(PartWriter):
 
     def __init__(self, handle: Any, encoder: Any):
         self.handle, self.encode = handle, encoder.encode
+        # many records' lines at once: where that is what encoding them one by one gives (not a subclass's encode)
+        self.encode_batch = encoder.encode_batch if type(encoder).encode is Encoder.encode else None
         self.pending: list[bytes] = []
 
     def add(self, value: Any) -> int:
         data = self.encode(value)
+        self.pending.append(data)
+        return len(data)
+
+    def add_encoded(self, data: bytes) -> int:
+        """Append records already encoded together (``encode_batch``); returns their size."""
         self.pending.append(data)
         return len(data)
 
@@ -139,6 +147,9 @@ class _PartFile:
             else LinePartWriter(self.handle, factory)
         )
 
+    def add_one(self, value: Any) -> None:
+        self.size += self.writer.add(value)
+
 
 class FileSinkWriter(SinkWriter):
     """Stages one task's records in hidden in-progress part files, one per bucket."""
@@ -157,26 +168,41 @@ class FileSinkWriter(SinkWriter):
 
     def write(self, values: list, timestamps: list) -> None:
         now_ms = self.now_ms if self.now_ms is not None else int(time.time() * 1000)
-        assign = self.config.bucket_assigner.get_bucket_id
-        part_size = self.config.part_size
-        interval = self.config.rollover_interval_ms
-        part: _PartFile | None = None
-        bucket: str | None = None
-        for value in values:
-            b = assign(value, now_ms)
-            if b != bucket or part is None:
-                bucket, part = b, self.open_parts.get(b)
-            if part is not None and (
-                (part_size is not None and part.size > part_size)
-                or (interval is not None and now_ms - part.opened_ms >= interval)
-            ):
-                self._roll(b)
-                part = None
-            if part is None:
-                part = self._new_part(b, now_ms)
-            part.size += part.writer.add(value)
+        if not (values and self._write_together(values, now_ms)):
+            for value in values:
+                self._part_for(self.config.bucket_assigner.get_bucket_id(value, now_ms), now_ms).add_one(value)
         for open_part in self.open_parts.values():
             open_part.writer.flush()
+
+    def _write_together(self, values: list, now_ms: int) -> bool:
+        """Write ``values`` as one encoded block where that is what writing them one by one would do: their
+        bucket does not depend on the record (the built-in assigners) and they all fit in the part without
+        rolling it. Whether it did."""
+        assigner = self.config.bucket_assigner
+        if getattr(assigner, "depends_on_record", lambda: True)():
+            return False
+        part = self._part_for(assigner.get_bucket_id(values[0], now_ms), now_ms)
+        encode_batch = getattr(part.writer, "encode_batch", None)
+        if encode_batch is None:
+            return False
+        data = encode_batch(values)
+        part_size = self.config.part_size
+        if part_size is not None and part.size + len(data) > part_size:
+            return False  # it would roll within the block: one by one
+        part.size += part.writer.add_encoded(data)
+        return True
+
+    def _part_for(self, bucket: str, now_ms: int) -> _PartFile:
+        """The open part of ``bucket``, rolled first if the rolling policy says so (Flink checks it per record)."""
+        part = self.open_parts.get(bucket)
+        part_size, interval = self.config.part_size, self.config.rollover_interval_ms
+        if part is not None and (
+            (part_size is not None and part.size > part_size)
+            or (interval is not None and now_ms - part.opened_ms >= interval)
+        ):
+            self._roll(bucket)
+            part = None
+        return part if part is not None else self._new_part(bucket, now_ms)
 
     def _new_part(self, bucket: str, now_ms: int) -> _PartFile:
         name = f"{self.config.part_prefix}-{self.uid}-{self.subtask}-{self.counter}{self.config.part_suffix}"

@@ -199,3 +199,31 @@ def test_file_to_file_on_spark(spark, make_env, tmp_path):
     assert collections.Counter(_lines(files)) == collections.Counter(expected)
     assert _all_files(out) == files
     assert {PART.match(os.path.basename(p)).group(2) for p in files} == {"0", "1"}
+
+
+class _ByParity(BucketAssigner):
+    def get_bucket_id(self, value, now_ms):
+        return "even" if int(value) % 2 == 0 else "odd"
+
+
+def test_a_batch_is_written_at_once_only_where_one_by_one_gives_the_same(tmp_path):
+    assert not BucketAssigner.base_path_bucket_assigner().depends_on_record()
+    assert not BucketAssigner.date_time_bucket_assigner().depends_on_record()
+    assert _ByParity().depends_on_record()
+    # a bucket by record: every record in its bucket, in order
+    config = PartFileConfig(str(tmp_path / "parity"), Encoder.simple_string_encoder(), _ByParity())
+    writer = FileSinkWriter(config, 0, "0123456789abcdef" * 2, None)
+    writer.write([str(i) for i in range(10)], [None] * 10)
+    FileCommitter().commit(writer.prepare_commit())
+    for bucket, first in (("even", 0), ("odd", 1)):
+        assert _lines(_visible(tmp_path / "parity" / bucket)) == [str(i) for i in range(first, 10, 2)]
+    # one bucket, a batch larger than what the part may grow to: rolled between records, as one by one
+    sized = PartFileConfig(
+        str(tmp_path / "sized"), Encoder.simple_string_encoder(), BucketAssigner.base_path_bucket_assigner(), part_size=7
+    )
+    writer = FileSinkWriter(sized, 0, "0123456789abcdef" * 2, None)
+    writer.write(["aaa", "bbb", "ccc", "ddd"], [None] * 4)
+    parts = writer.prepare_commit()
+    FileCommitter().commit(parts)
+    sizes = sorted(os.path.getsize(c.final_path) for c in parts)
+    assert sizes == [8, 8] and sorted(_lines(_visible(tmp_path / "sized"))) == ["aaa", "bbb", "ccc", "ddd"]

@@ -145,6 +145,11 @@ class BucketAssigner:
         """The bucket of ``value``, written at processing time ``now_ms`` (epoch ms)."""
         return ""
 
+    def depends_on_record(self) -> bool:
+        """Whether the bucket may depend on the record (a subclass's may; the base path's and the date-time
+        assigner's depend on the time only, so the sink writes a batch of records at once)."""
+        return type(self).get_bucket_id not in (BucketAssigner.get_bucket_id, _DateTimeBucketAssigner.get_bucket_id)
+
     @staticmethod
     def base_path_bucket_assigner() -> BucketAssigner:
         """Everything goes to the base path itself."""
@@ -199,9 +204,14 @@ class _DateTimeBucketAssigner(BucketAssigner):
         self.format_str = format_str if "%" in format_str else _java_to_strftime(format_str)
         self.timezone_id = timezone_id
         self._tz = ZoneInfo(timezone_id) if timezone_id is not None else None
+        self._last: tuple[int | None, str] = (None, "")  # the last processing time and its bucket
 
     def get_bucket_id(self, value: Any, now_ms: int) -> str:
-        return datetime.fromtimestamp(now_ms / 1000, self._tz).strftime(self.format_str)
+        if self._last[0] == now_ms:  # a task writes its records at one processing time: formatted once
+            return self._last[1]
+        bucket = datetime.fromtimestamp(now_ms / 1000, self._tz).strftime(self.format_str)
+        self._last = (now_ms, bucket)
+        return bucket
 
 
 class FileSink(Sink):
