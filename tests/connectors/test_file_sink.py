@@ -218,9 +218,8 @@ def test_a_batch_is_written_at_once_only_where_one_by_one_gives_the_same(tmp_pat
     for bucket, first in (("even", 0), ("odd", 1)):
         assert _lines(_visible(tmp_path / "parity" / bucket)) == [str(i) for i in range(first, 10, 2)]
     # one bucket, a batch larger than what the part may grow to: rolled between records, as one by one
-    sized = PartFileConfig(
-        str(tmp_path / "sized"), Encoder.simple_string_encoder(), BucketAssigner.base_path_bucket_assigner(), part_size=7
-    )
+    base = BucketAssigner.base_path_bucket_assigner()
+    sized = PartFileConfig(str(tmp_path / "sized"), Encoder.simple_string_encoder(), base, part_size=7)
     writer = FileSinkWriter(sized, 0, "0123456789abcdef" * 2, None)
     writer.write(["aaa", "bbb", "ccc", "ddd"], [None] * 4)
     parts = writer.prepare_commit()
