@@ -182,14 +182,14 @@ class FileSinkWriter(SinkWriter):
         if getattr(assigner, "depends_on_record", lambda: True)():
             return False
         part = self._part_for(assigner.get_bucket_id(values[0], now_ms), now_ms)
-        encode_batch = getattr(part.writer, "encode_batch", None)
-        if encode_batch is None:
+        writer = part.writer
+        if not isinstance(writer, LinePartWriter) or writer.encode_batch is None:
             return False
-        data = encode_batch(values)
+        data = writer.encode_batch(values)
         part_size = self.config.part_size
         if part_size is not None and part.size + len(data) > part_size:
             return False  # it would roll within the block: one by one
-        part.size += part.writer.add_encoded(data)
+        part.size += writer.add_encoded(data)
         return True
 
     def _part_for(self, bucket: str, now_ms: int) -> _PartFile:
