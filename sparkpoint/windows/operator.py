@@ -36,6 +36,7 @@ from typing import Any
 
 from sparkpoint.datastream.state import ValueStateDescriptor
 from sparkpoint.datastream.window import (
+    EventTimeSessionWindows,
     EventTimeTrigger,
     MergingWindowAssigner,
     ProcessingTimeTrigger,
@@ -54,6 +55,7 @@ from sparkpoint.windows.contexts import WINDOW_STATE_PREFIX, AssignerContext, Tr
 from sparkpoint.windows.functions import InternalWindowFunction
 from sparkpoint.windows.lateness import MAX_TIMESTAMP, WindowLateness
 from sparkpoint.windows.local_aggregation import WindowPartial
+from sparkpoint.windows.session_batches import process_sessions
 
 __all__ = ["WindowOperator", "CONTENTS_STATE", "MERGING_SET_STATE"]
 
@@ -98,6 +100,14 @@ class WindowOperator(BatchedWindowPaths):
             not self.merging
             and not isinstance(contents, EvictingContents)
             and type(trigger) is (EventTimeTrigger if self.event_time else ProcessingTimeTrigger)
+        )
+        # event-time sessions of a static gap, the default trigger, no lateness: a batch's runs merged first
+        self.session_batches = (
+            type(assigner) is EventTimeSessionWindows
+            and assigner.gap_extractor is None
+            and not isinstance(contents, EvictingContents)
+            and type(trigger) is EventTimeTrigger
+            and allowed_lateness == 0
         )
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -167,7 +177,7 @@ class WindowOperator(BatchedWindowPaths):
         try:
             if self.fast_path:
                 self._process_fast(values, timestamps, keys, out)
-            else:
+            elif not (self.session_batches and process_sessions(self, values, timestamps, keys, out)):
                 for v, t, k in zip(values, timestamps, keys):
                     self._process_element(v, t, k, out)
         except UserFunctionError:  # a record that failed further in: it names itself
