@@ -30,19 +30,18 @@ def session_runs(timestamps: list[int], gap: int) -> list[tuple[TimeWindow, list
     elements, in arrival order; runs ordered by start."""
     order = sorted(range(len(timestamps)), key=timestamps.__getitem__)
     runs: list[tuple[TimeWindow, list[int]]] = []
-    start = end = None
-    members: list[int] = []
-    for i in order:
+    if not order:
+        return runs
+    start, end, members = timestamps[order[0]], timestamps[order[0]] + gap, [order[0]]
+    for i in order[1:]:
         t = timestamps[i]
-        if end is not None and t <= end:  # [t, t + gap) touches or overlaps the run's window: one session
+        if t <= end:  # [t, t + gap) touches or overlaps the run's window: one session
             end = max(end, t + gap)
             members.append(i)
             continue
-        if members:
-            runs.append((TimeWindow(start, end), sorted(members)))
-        start, end, members = t, t + gap, [i]
-    if members:
         runs.append((TimeWindow(start, end), sorted(members)))
+        start, end, members = t, t + gap, [i]
+    runs.append((TimeWindow(start, end), sorted(members)))
     return runs
 
 
