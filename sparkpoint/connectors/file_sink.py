@@ -169,8 +169,9 @@ class FileSinkWriter(SinkWriter):
     def write(self, values: list, timestamps: list) -> None:
         now_ms = self.now_ms if self.now_ms is not None else int(time.time() * 1000)
         if not (values and self._write_together(values, now_ms)):
+            assign, part_for = self.config.bucket_assigner.get_bucket_id, self._part_for
             for value in values:
-                self._part_for(self.config.bucket_assigner.get_bucket_id(value, now_ms), now_ms).add_one(value)
+                part_for(assign(value, now_ms), now_ms).add_one(value)
         for open_part in self.open_parts.values():
             open_part.writer.flush()
 

@@ -64,6 +64,7 @@ class EpochScheduler:
         self.traits = ExecutorTraits.of(executor)
         self.tasks = tasks
         self.sizer = EpochSizer.from_config(config, CheckpointSettings(config).interval_ms)
+        self.source_stages = {s.id for s in plan.stages if s.is_source_stage}  # whose reports size the epochs
         self.progress = progress
         self.schemas = schemas
         self.output = output
@@ -116,8 +117,7 @@ class EpochScheduler:
             reports = self.guard.run_epoch(epoch, deps, next_sources, context.coordinator)  # cancel, bound
         except UserFunctionError as e:  # say where the record came from
             raise locate_failed_record(self.plan, e, epoch, deps) from e.__cause__
-        source_stages = {s.id for s in self.plan.stages if s.is_source_stage}
-        sources = [r for r in (ran.reports if ran is not None else reports) if r.stage_id in source_stages]
+        sources = [r for r in (ran.reports if ran is not None else reports) if r.stage_id in self.source_stages]
         self.sizer.observe(sources, (time.monotonic() - started) * 1e3)
         self.progress.notify_next.clear()
         self._next_sources_deployed = next_sources is not None

@@ -24,7 +24,7 @@ from sparkpoint.state_processor.state_types import (
     NOTHING,
     infer,
     key_kind_type,
-    merge,
+    merge_all,
     quoted,
     scheme_key_type,
     spark_ddl,
@@ -227,7 +227,7 @@ class SavepointReader:
 
     def _small_frame(self, columns: dict[str, list]) -> Any:
         """A DataFrame of a few values held by the driver (operator state), each column typed by its values."""
-        types = {name: _column_type(values) for name, values in columns.items()}
+        types = {name: merge_all(infer(v) for v in values) for name, values in columns.items()}
         ddl = ", ".join(f"{quoted(n)} {spark_ddl(t)}" for n, t in types.items())
         data = list(zip(*([to_spark(v, types[n]) for v in vs] for n, vs in columns.items())))
         return self.spark.createDataFrame(data, ddl)
@@ -264,13 +264,6 @@ def state_kinds(restored: RestoredCheckpoint, uid: str) -> dict[str, str]:
 
 #: A column type to infer from the values.
 INFER: dict = {"name": "INFER"}
-
-
-def _column_type(values: list) -> dict | None:
-    t: dict | None = NOTHING
-    for v in values:
-        t = merge(t, infer(v))
-    return t
 
 
 def _value_type_json(kind: str, value_type: Any) -> dict | None:
@@ -313,9 +306,7 @@ def plan_layouts(
             for s, shape in part.items():
                 seen[s] = seen[s].merged(shape)
     if key is INFER:
-        found: dict | None = NOTHING
-        for shape in seen.values():
-            found = merge(found, shape.key)
+        found = merge_all(shape.key for shape in seen.values())
         key = found if found != NOTHING else first.key_hint(uid)
     out: dict[str, list[Layout | None]] = {}
     for s in states:

@@ -35,6 +35,7 @@ __all__ = [
     "spark_ddl",
     "infer",
     "merge",
+    "merge_all",
     "to_spark",
     "checked",
     "unpickle",
@@ -129,11 +130,11 @@ def infer(value: Any) -> dict | None:
     if t is datetime.time:
         return {"name": "SQL_TIME"}
     if t is list:
-        return {"name": "LIST", "children": [_merge_all(infer(v) for v in value)]}
+        return {"name": "LIST", "children": [merge_all(infer(v) for v in value)]}
     if t is dict:
         if None in value:
             return None  # Spark's maps have no null key
-        kt, vt = _merge_all(infer(k) for k in value), _merge_all(infer(v) for v in value.values())
+        kt, vt = merge_all(infer(k) for k in value), merge_all(infer(v) for v in value.values())
         return None if kt is None or vt is None else {"name": "MAP", "children": [kt, vt]}
     return _infer_tuple(value)
 
@@ -166,7 +167,8 @@ def _infer_tuple(value: Any) -> dict | None:
     return None
 
 
-def _merge_all(types: Any) -> dict | None:
+def merge_all(types: Any) -> dict | None:
+    """The type of a column holding values of all of ``types`` (:func:`merge` over them; ``NOTHING`` for none)."""
     out: dict | None = NOTHING
     for t in types:
         out = merge(out, t)

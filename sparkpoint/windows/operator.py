@@ -31,7 +31,7 @@ processed; in sparkpoint that is the watermark in force at the start of the epoc
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from sparkpoint.datastream.state import ValueStateDescriptor
@@ -205,20 +205,23 @@ class WindowOperator(BatchedWindowPaths):
                     continue
                 state_window = window
             skipped = False
-            self.contents.set_current_namespace(state_window)
-            self.window_contents.add(self.contents, value, ts)
-            self._trigger_and_emit(
-                self.trigger.on_element(value, ts, window, self.trigger_ctx.at(window)),  # type: ignore[arg-type]
-                key,
-                window,
-                state_window,
-                out,
-            )
-            self._register_cleanup_timer(window)
+            self._add_to_window(key, window, state_window, (value,), (ts,), out)
         if mapping is not None:
             self.merging_sets.update(mapping or None)
         if skipped and self.lateness.is_element_late(ts, wm):
             self._late(value, ts, out)
+
+    def _add_to_window(
+        self, key: Any, window: Any, state_window: Any, values: Sequence, timestamps: Sequence, out: Output
+    ) -> None:
+        """Elements into ``window`` (kept under ``state_window``), in order; the trigger asked once, for the last
+        (the default trigger's answer depends on the window only); the window's cleanup timer."""
+        self.contents.set_current_namespace(state_window)
+        for v, t in zip(values, timestamps):
+            self.window_contents.add(self.contents, v, t)
+        result = self.trigger.on_element(values[-1], timestamps[-1], window, self.trigger_ctx.at(window))
+        self._trigger_and_emit(result, key, window, state_window, out)
+        self._register_cleanup_timer(window)
 
     def _merge(self, merge_result: Any, merged_windows: list, state_window: Any, merged_state_windows: list) -> None:
         """Windows merged (the merging window set's merge function): trigger ``on_merge``, the merged windows'

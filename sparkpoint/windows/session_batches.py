@@ -70,11 +70,5 @@ def _add_run(op: Any, key: Any, run_window: TimeWindow, values: list, timestamps
     op.keyed_backend.set_current_key(key)
     mapping = dict(op.merging_sets.value() or {})
     window = merging.add_window(op.assigner, mapping, run_window, op._merge)
-    state_window = mapping[window]
-    op.contents.set_current_namespace(state_window)
-    for v, t in zip(values, timestamps):
-        op.window_contents.add(op.contents, v, t)
-    result = op.trigger.on_element(values[-1], timestamps[-1], window, op.trigger_ctx.at(window))
-    op._trigger_and_emit(result, key, window, state_window, out)
-    op._register_cleanup_timer(window)
+    op._add_to_window(key, window, mapping[window], values, timestamps, out)
     op.merging_sets.update(mapping or None)
