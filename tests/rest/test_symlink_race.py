@@ -28,6 +28,7 @@ class Swapper:
         self.path, self.real, self.outside = path, path.with_name(path.name + ".real"), outside
         self.stopped = threading.Event()
         self.swaps = 0
+        self.swapped = threading.Condition()
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
@@ -37,8 +38,17 @@ class Swapper:
             time.sleep(0.001)
             os.unlink(self.path)
             os.rename(self.real, self.path)
-            self.swaps += 1
+            with self.swapped:
+                self.swaps += 1
+                self.swapped.notify_all()
             time.sleep(0.001)
+
+    def await_swap(self) -> int:
+        """Wait until the loop completes one more swap (a starved swapper would leave the race untried)."""
+        with self.swapped:
+            seen = self.swaps
+            assert self.swapped.wait_for(lambda: self.swaps > seen, timeout=10), "the swapper made no swap in 10 s"
+            return self.swaps
 
     def __enter__(self) -> Swapper:
         self.thread.start()
@@ -68,6 +78,7 @@ def test_disposals_racing_a_symbolic_link_never_delete_outside_the_root(start_jo
         outcomes = []
         with Swapper(target, outside) as swapper:
             for name in names:
+                swapper.await_swap()  # each disposal races a swapper that is running
                 r = c.post("/savepoint-disposal", json={"savepoint-path": str(target / name)})
                 if r.status_code == 400:  # the check itself saw the link (resolved outside the root)
                     outcomes.append("refused")
@@ -75,7 +86,7 @@ def test_disposals_racing_a_symbolic_link_never_delete_outside_the_root(start_jo
                 assert r.status_code == 202, r.text
                 op = await_operation(c, f"/savepoint-disposal/{r.json()['request-id']}")
                 outcomes.append("failed" if "failure-cause" in op["operation"] else "disposed")
-        assert swapper.swaps > 10, swapper.swaps
+        assert swapper.swaps >= len(names), swapper.swaps
         assert contents(outside) == before, outcomes  # nothing outside the root was deleted
         assert "disposed" in outcomes or "failed" in outcomes, outcomes
         disposed = [n for n, o in zip(names, outcomes) if o == "disposed"]
