@@ -287,6 +287,19 @@ def phase_stats(ids: range, rate: float, reached: float, feeder: Feeder, collect
     return out
 
 
+def save_series(path: Path, ids: range, feeder: Feeder, collector: Collector) -> None:
+    """Each record's times, to find when the slow ones were sent (periodic stalls, one partition's)."""
+    with collector.lock:
+        got = np.array([i for i in ids if i in collector.received], dtype=np.int64)
+        times = {
+            "sent": [feeder.sent[i] for i in got],
+            "counted": [collector.counted[i] for i in got],
+            "received": [collector.received[i] for i in got],
+        }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(path, id=got, **{k: np.array(v, dtype=np.int64) for k, v in times.items()})
+
+
 def run_phase(
     rate: float, seconds: float, args: argparse.Namespace, job: JobProcess, feeder: Feeder, collector: Collector
 ) -> dict[str, Any]:
@@ -299,6 +312,8 @@ def run_phase(
         time.sleep(0.2)
     time.sleep(0.5)  # copies of the last records, if any
     stats = phase_stats(ids, rate, reached, feeder, collector)
+    if args.series:
+        save_series(Path(args.series) / f"{job.log.parent.name}-{rate:.0f}.npz", ids, feeder, collector)
     print(
         f"    {rate:>9,.0f}/s: {stats['records_out']:,} of {stats['records_in']:,} out, "
         f"p50 {stats.get('p50_ms', float('nan')):,.0f} ms, p99 {stats.get('p99_ms', float('nan')):,.0f} ms",
@@ -461,6 +476,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("-D", dest="define", action="append", default=[], metavar="KEY=VALUE", help="more job configuration")
     p.add_argument("--workdir", help="logs and checkpoints (kept; default: a temporary directory, removed)")
     p.add_argument("--json", help="write every figure to this file")
+    p.add_argument("--series", help="a directory for each run's per-record times (.npz: id, sent, counted, received ns)")
     args = p.parse_args(argv)
     args.modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     args.guarantees = [g.strip().upper() for g in args.guarantees.split(",") if g.strip()]

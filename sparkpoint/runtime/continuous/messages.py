@@ -34,9 +34,11 @@ class BarrierOptions:
     """What a barrier asks of every subtask it passes: ``snapshot``, take the synchronous part of a checkpoint
     (the driver decides after the barrier whether it triggers one); the sources' ``drain`` (emit +inf first, read
     no more) and ``pause`` (read nothing after it, while a stop's savepoint completes). Only an ``aligned``
-    barrier blocks the channels that delivered it until every channel has: a snapshot needs the state of
-    exactly the records before it, a plain barrier (progress, metrics, at-least-once commits) does not, and
-    aligning it held records back for the slowest channel five times a second."""
+    barrier blocks the channels that delivered it until every channel has: an EXACTLY_ONCE checkpoint or a
+    savepoint needs the state of exactly the records before it. A plain barrier (progress, metrics, at-least-once
+    commits) does not, and aligning it held records back for the slowest channel five times a second; nor does an
+    AT_LEAST_ONCE checkpoint, as in Flink: records of a channel that delivered it go on while the others' barriers
+    come, so its state may hold some records after its source positions, which a restore then counts again."""
 
     snapshot: bool = False
     commit: bool = False  # sinks turn their output so far into committables (also at every snapshot)

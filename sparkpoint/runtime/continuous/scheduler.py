@@ -259,7 +259,8 @@ class ContinuousScheduler:
     def _barrier_options(self, epoch: int, context: BarrierContext) -> BarrierOptions:
         coordinator = context.coordinator
         checkpointing = coordinator is not None and coordinator.settings.enabled
-        snapshot = self.savepoints.has_queued() or (
+        savepoint = self.savepoints.has_queued()
+        snapshot = savepoint or (
             checkpointing and (coordinator.should_trigger(self.clock.wall_ms()) or self.input_done)  # type: ignore[union-attr]
         )
         exactly_once = checkpointing and coordinator.settings.exactly_once  # type: ignore[union-attr]
@@ -269,7 +270,7 @@ class ContinuousScheduler:
             commit=snapshot or not exactly_once,
             drain=drain,
             pause=self.savepoints.stop_pending() or sources_held(epoch),  # nothing read after a stop's barrier
-            aligned=snapshot,
+            aligned=savepoint or (snapshot and exactly_once),  # AT_LEAST_ONCE checkpoints do not align (Flink's)
         )
 
     def _inject(self, epoch: int, options: BarrierOptions) -> None:
