@@ -297,7 +297,8 @@ def save_series(path: Path, ids: range, feeder: Feeder, collector: Collector) ->
             "received": [collector.received[i] for i in got],
         }
     path.parent.mkdir(parents=True, exist_ok=True)
-    np.savez(path, id=got, **{k: np.array(v, dtype=np.int64) for k, v in times.items()})
+    arrays = {"id": got, **{k: np.array(v, dtype=np.int64) for k, v in times.items()}}
+    np.savez(path, **arrays)  # type: ignore[arg-type]
 
 
 def run_phase(
@@ -476,7 +477,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("-D", dest="define", action="append", default=[], metavar="KEY=VALUE", help="more job configuration")
     p.add_argument("--workdir", help="logs and checkpoints (kept; default: a temporary directory, removed)")
     p.add_argument("--json", help="write every figure to this file")
-    p.add_argument("--series", help="a directory for each run's per-record times (.npz: id, sent, counted, received ns)")
+    p.add_argument(
+        "--series", help="a directory for each run's per-record times (.npz: id, sent, counted, received ns)"
+    )
     args = p.parse_args(argv)
     args.modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     args.guarantees = [g.strip().upper() for g in args.guarantees.split(",") if g.strip()]
@@ -487,17 +490,48 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def idle_fetch_rate(kafka: KafkaServer, seconds: float = 3.0) -> tuple[float, float]:
+    """Fetch requests per second one consumer of an empty partition sends, and the share of a core its client takes.
+
+    A Kafka broker holds a fetch until data comes or ``fetch.wait.max.ms`` (500 ms) passes: a few requests per second.
+    A broker that answers empty fetches at once makes every consumer spin (librdkafka sends the next at once), which
+    takes CPU from the job on a small machine; the tables are read with this figure beside them."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    topic = f"latency-idle-{time.time_ns()}"
+    kafka.create_topic(topic, partitions=1)
+    stats: list[dict] = []
+    conf = {"bootstrap.servers": kafka.bootstrap_servers, "group.id": topic, "statistics.interval.ms": 1000}
+    consumer = Consumer({**conf, "stats_cb": lambda s: stats.append(json.loads(s))})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    cpu0, end = time.process_time(), time.monotonic() + seconds
+    while time.monotonic() < end:
+        consumer.poll(0.1)
+    cpu = (time.process_time() - cpu0) / seconds
+    consumer.close()
+
+    def fetches(s: dict) -> int:
+        return sum(b.get("req", {}).get("Fetch", 0) for b in s["brokers"].values())
+
+    rate = (fetches(stats[-1]) - fetches(stats[0])) / max(len(stats) - 1, 1) if len(stats) > 1 else float("nan")
+    return rate, cpu
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     work = Path(args.workdir or tempfile.mkdtemp(prefix="latency-"))
     results: list[dict[str, Any]] = []
     started = time.time()
+    fetch_rate = fetch_cpu = float("nan")
     try:
         for mode in args.modes:
             for guarantee in args.guarantees:
                 # a broker of its own per run: the one this benchmark starts slows down as earlier runs' topics
                 # fill it (the same continuous run measured p99 0.2 s first and 1.2 s after three other runs)
                 with KafkaServer() as kafka:
+                    if not results:
+                        fetch_rate, fetch_cpu = idle_fetch_rate(kafka)
+                        print(f"one idle consumer: {fetch_rate:,.0f} fetches/s, {fetch_cpu:.0%} of a core", flush=True)
                     results.append(run_one(kafka, mode, guarantee, args, work))
     finally:
         if not args.workdir:
@@ -509,6 +543,7 @@ def main(argv: list[str] | None = None) -> int:
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
         "seconds": round(time.time() - started, 1),
         "load_average": os.getloadavg(),
+        "idle_consumer": {"fetches_per_s": fetch_rate, "core_share": fetch_cpu},
         "argv": sys.argv,
         "results": results,
     }

@@ -109,7 +109,8 @@ class WindowCombiner:
         return partials, [g[1] for g in groups.values()]
 
     def _groups(self, values: list, timestamps: list) -> dict[tuple, list]:
-        """``{(key, window): [value or accumulator, latest timestamp, records whose last window it is]}``."""
+        """``{(key, window): [value or accumulator, latest timestamp, records whose last window it is]}``, each
+        group folded in arrival order."""
         key_of = bound_call(self.key_selector, "get_key")
         if self.reduce_function is not None:
             reduce = bound_call(self.reduce_function, "reduce")
@@ -123,41 +124,52 @@ class WindowCombiner:
             def first(v: Any) -> Any:
                 return agg.add(v, create())
 
-        groups: dict[tuple, list] = {}
-        if type(self.assigner) is TumblingEventTimeWindows:
-            size, offset = self.assigner.size, self.assigner.offset
+        assigner = self.assigner  # tumbling or sliding event-time windows (local_combiner)
+        size = assigner.size
+        slide = assigner.slide if type(assigner) is SlidingEventTimeWindows else size
+        if slide == size:
 
             def fold(v: Any, n: int) -> Any:  # n records of one value, as the loop below would take them
                 return functools.reduce(reduce, itertools.repeat(v, n - 1), first(v))
 
-            counted = _counted_groups(values, timestamps, key_of, fold, size, offset)
+            counted = _counted_groups(values, timestamps, key_of, fold, size, assigner.offset)
             if counted is not None:
                 return counted
-            by_start: dict[tuple, list] = {}
-            for v, t in zip(values, timestamps):
-                slot = (key_of(v), t - (t - offset) % size)
-                g = by_start.get(slot)
-                if g is None:
-                    by_start[slot] = [first(v), t, 1]
-                else:
-                    g[0] = reduce(g[0], v)
-                    g[1] = max(g[1], t)
+        by_start = _groups_by_start(values, timestamps, key_of, first, reduce, size, slide, assigner.offset)
+        return {(k, TimeWindow(start, start + size)): g for (k, start), g in by_start.items()}
+
+
+def _groups_by_start(
+    values: list,
+    timestamps: list,
+    key_of: Callable[[Any], Any],
+    first: Callable[[Any], Any],
+    reduce: Callable[[Any, Any], Any],
+    size: int,
+    slide: int,
+    offset: int,
+) -> dict[tuple, list]:
+    """The groups of event-time windows of ``size`` every ``slide`` (tumbling: ``slide == size``), keyed by (key,
+    window start): each record goes into its windows latest first, as the assigners list them (so the groups come
+    in the order the per-window loop makes them), without a window object per record and window."""
+    groups: dict[tuple, list] = {}
+    get = groups.get
+    for v, t in zip(values, timestamps):
+        k = key_of(v)
+        last = start = t - (t - offset) % slide
+        lowest = t - size
+        while start > lowest:
+            g = get((k, start))
+            if g is None:
+                groups[(k, start)] = [first(v), t, 1 if start == last else 0]
+            else:
+                g[0] = reduce(g[0], v)
+                if t > g[1]:
+                    g[1] = t
+                if start == last:
                     g[2] += 1
-            return {(k, TimeWindow(start, start + size)): g for (k, start), g in by_start.items()}
-        assign = self.assigner.assign_windows
-        for v, t in zip(values, timestamps):
-            k = key_of(v)
-            windows = assign(v, t, None)
-            last = max(w.end for w in windows)
-            for w in windows:
-                g = groups.get((k, w))
-                if g is None:
-                    groups[(k, w)] = g = [first(v), t, 0]
-                else:
-                    g[0] = reduce(g[0], v)
-                    g[1] = max(g[1], t)
-                g[2] += w.end == last
-        return groups
+            start -= slide
+    return groups
 
 
 def _counted_groups(
