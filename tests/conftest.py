@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import shutil
 import sys
 from collections.abc import Callable
 
@@ -10,6 +12,19 @@ import pytest
 
 from sparkpoint.common import Configuration
 from sparkpoint.datastream import StreamExecutionEnvironment
+
+
+@pytest.fixture(scope="session")
+def kafka():
+    """One Kafka-protocol broker (noida-db) on 127.0.0.1 for the session; each test uses its own topics."""
+    from sparkpoint.connectors.kafka.clients import close_cached_clients
+    from tests.servers.kafka_server import KafkaServer
+
+    if importlib.util.find_spec("noida_db") is None and shutil.which("noida-db") is None:
+        pytest.skip("noida-db is not installed (pip install noida-db)")
+    with KafkaServer() as server:
+        yield server
+        close_cached_clients()  # before the broker goes: they would retry connecting until the process ends
 
 
 @pytest.fixture(scope="session")

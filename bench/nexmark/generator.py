@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["BASE_MS", "CHUNK", "GROUP", "disorder_ms", "event_lines", "write_files", "file_names"]
+__all__ = ["BASE_MS", "CHUNK", "GROUP", "disorder_ms", "event_lines", "write_files", "write_topic", "file_names"]
 
 BASE_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 CHUNK = 100_000
@@ -154,3 +154,36 @@ def write_files(
         os.utime(path, (stamp + i, stamp + i))
         paths.append(path)
     return paths
+
+
+def write_topic(
+    bootstrap_servers: str, topic: str, count: int, partitions: int, seed: int = 7, rate: int = 10_000
+) -> list[int]:
+    """Produce ``count`` events to ``topic`` (made beforehand with ``partitions`` partitions): event ``i`` of the
+    written order to partition ``i % partitions``, each message stamped with its event time. A partition holds
+    a subsequence of the written order, so its event time is out of order by less than :func:`disorder_ms` too,
+    and a source that takes watermarks per partition (Flink's per-split watermarks) sees no late event. Returns
+    the messages per partition."""
+    from confluent_kafka import KafkaException, Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap_servers, "linger.ms": 20, "acks": "all"})
+    failed: list = []
+    sent = [0] * partitions
+
+    def delivered(err: object, _message: object) -> None:
+        if err is not None:
+            failed.append(err)
+
+    for i, line in enumerate(event_lines(count, seed, rate)):
+        partition = i % partitions
+        timestamp = int(line.split("\t", 2)[1])
+        while True:
+            try:
+                producer.produce(topic, line.encode(), partition=partition, timestamp=timestamp, on_delivery=delivered)
+                break
+            except BufferError:  # the local queue is full: let deliveries drain it
+                producer.poll(0.05)
+        sent[partition] += 1
+    if producer.flush(120) or failed:
+        raise KafkaException(f"{len(failed)} event(s) to {topic} failed: {failed[:3]}")
+    return sent

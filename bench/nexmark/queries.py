@@ -53,17 +53,19 @@ class EventTime(TimestampAssigner):
         return value[1]
 
 
-def events(env, source, disorder_ms):
-    """The parsed events of ``source`` with event time and watermarks."""
-    strategy = WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(disorder_ms)).with_timestamp_assigner(
-        EventTime()
-    )
+def events(env, source, disorder_ms, source_time=False):
+    """The parsed events of ``source`` with event time and watermarks: taken from the parsed events, or with
+    ``source_time`` (a Kafka topic whose messages carry the event time) from the source's timestamps, with
+    watermarks per split (per partition), as Flink's ``from_source`` takes them."""
+    bounded = WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(disorder_ms))
+    if source_time:
+        return env.from_source(source, bounded, "events").uid("source").map(parse).uid("parse")
     return (
         env.from_source(source, WatermarkStrategy.no_watermarks(), "events")
         .uid("source")
         .map(parse)
         .uid("parse")
-        .assign_timestamps_and_watermarks(strategy)
+        .assign_timestamps_and_watermarks(bounded.with_timestamp_assigner(EventTime()))
         .uid("event-time")
     )
 

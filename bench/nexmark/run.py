@@ -9,6 +9,9 @@ parallelism 2 / ``local[2]``, the same event files):
 * **sparkpoint** (epoch mode): ``sparkpoint run bench/nexmark/job.py ...`` as a user runs it, a new process per
   query (embedded local Spark, checkpoints on local disk);
 * **continuous** (``--continuous``): the same with ``-D sparkpoint.execution.mode=continuous``;
+* **kafka** (``--kafka``): sparkpoint in epoch mode reading the same events from a 2-partition topic
+  (:func:`~bench.nexmark.generator.write_topic`) of a broker this command starts (``tests.servers.kafka_server``),
+  with per-partition watermarks;
 * **Spark SS**: :mod:`bench.nexmark.spark_queries` on one SparkSession in this process (``local[2]``, RocksDB
   state store, ``maxFilesPerTrigger`` 2, ``availableNow``, checkpoints into a temporary directory);
 * **PyFlink** (``--pyflink``): the same job with its imports turned to ``pyflink``, run by PyFlink 2.3's Python
@@ -58,6 +61,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--files", type=int, default=12)
     p.add_argument("--queries", default=",".join(QUERIES))
     p.add_argument("--continuous", action="store_true", help="also sparkpoint's continuous mode")
+    p.add_argument("--kafka", action="store_true", help="also sparkpoint reading the events from a Kafka topic")
     p.add_argument("--pyflink", action="store_true", help="also PyFlink 2.3 (scratch venv)")
     p.add_argument("--pyflink-python", default="/tmp/pyflink-venv/bin/python")
     p.add_argument("--pyflink-events", type=int, default=100_000)
@@ -80,7 +84,8 @@ def lines_in(directory: Path) -> list[str]:
     return [line for p in files for line in p.read_text().splitlines()]
 
 
-def sparkpoint_cmd(query: str, inp: Path, out: Path, ck: Path, extra: list[str]) -> list[str]:
+def sparkpoint_cmd(query: str, inp: Path | list[str], out: Path, ck: Path, extra: list[str]) -> list[str]:
+    """The CLI run of ``query`` over the files in ``inp`` (or ``["--kafka", servers, "--topic", topic]``)."""
     keys = {
         "execution.checkpointing.interval": "10 s",
         "execution.checkpointing.mode": "EXACTLY_ONCE",
@@ -88,7 +93,8 @@ def sparkpoint_cmd(query: str, inp: Path, out: Path, ck: Path, extra: list[str])
         "parallelism.default": "2",
     }
     dynamic = [a for k, v in keys.items() for a in ("-D", f"{k}={v}")] + [a for kv in extra for a in ("-D", kv)]
-    job = ["--query", query, "--input", str(inp), "--output", str(out), "--disorder-ms", str(disorder_ms(RATE))]
+    source = inp if isinstance(inp, list) else ["--input", str(inp)]
+    job = ["--query", query, *source, "--output", str(out), "--disorder-ms", str(disorder_ms(RATE))]
     return [sys.executable, "-m", "sparkpoint.cli", "run", *dynamic, str(HERE / "job.py"), *job]
 
 
@@ -131,6 +137,8 @@ class Engines:
         self.inputs = {"big": work / "events", "small": work / "small", "pyflink": work / "pyflink-events"}
         self.frames: dict[str, Any] = {}
         self.spark = None
+        self.kafka: Any = None  # the broker of --kafka, and its topics per input size
+        self.topics: dict[str, list[str]] = {}
 
     def prepare(self) -> None:
         a = self.args
@@ -141,6 +149,8 @@ class Engines:
             write_files(self.inputs["pyflink"], a.pyflink_events, 2)
         print(f"wrote {a.events:,} events in {a.files} files in {time.perf_counter() - t:.1f} s", flush=True)
         self.frames = {name: oracle.load(d) for name, d in self.inputs.items() if d.exists()}
+        if a.kafka:
+            self._write_topics()
         if not a.no_spark:
             from bench.w1_spark import make_spark_session
 
@@ -150,13 +160,31 @@ class Engines:
                 "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
             )
 
+    def _write_topics(self) -> None:
+        from bench.nexmark.generator import write_topic
+        from tests.servers.kafka_server import KafkaServer
+
+        self.kafka = KafkaServer().start()
+        t = time.perf_counter()
+        for size, count in (("big", self.args.events), ("small", SMALL)):
+            topic = f"nexmark-{size}"
+            self.kafka.create_topic(topic, partitions=2)
+            write_topic(self.kafka.bootstrap_servers, topic, count, 2)
+            self.topics[size] = ["--kafka", self.kafka.bootstrap_servers, "--topic", topic]
+        print(f"wrote the events to topics in {time.perf_counter() - t:.1f} s", flush=True)
+
+    def close(self) -> None:
+        if self.kafka is not None:
+            self.kafka.stop()
+
     def run_sparkpoint(self, query: str, mode: str) -> dict[str, Any]:
         extra = list(self.args.dynamic) + (["sparkpoint.execution.mode=continuous"] if mode == "continuous" else [])
         seconds = {}
         for size in ("small", "big"):
             tag = f"{query}-{mode}-{size}"
             out = self.work / "out" / tag
-            seconds[size] = timed(sparkpoint_cmd(query, self.inputs[size], out, self.work / "ck" / tag, extra), ROOT)
+            inp = self.topics[size] if mode == "kafka" else self.inputs[size]
+            seconds[size] = timed(sparkpoint_cmd(query, inp, out, self.work / "ck" / tag, extra), ROOT)
         return self._result(query, "big", seconds, oracle.check(query, lines_in(out), self._want(query, "big")))
 
     def run_spark(self, query: str) -> dict[str, Any]:
@@ -236,7 +264,8 @@ def table(results: dict[str, dict[str, dict[str, Any]]], engines: list[str]) -> 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     work = Path(args.workdir or tempfile.mkdtemp(prefix="nexmark-"))
-    engines_run = ["sparkpoint"] + (["continuous"] if args.continuous else []) + ([] if args.no_spark else ["spark-ss"])
+    engines_run = ["sparkpoint"] + (["continuous"] if args.continuous else []) + (["kafka"] if args.kafka else [])
+    engines_run += [] if args.no_spark else ["spark-ss"]
     engines_run += ["pyflink"] if args.pyflink else []
     bench = Engines(args, work)
     bench.prepare()
@@ -245,8 +274,8 @@ def main(argv: list[str] | None = None) -> int:
         for query in args.queries.split(","):
             results[query] = {}
             for engine in engines_run:
-                if engine in ("sparkpoint", "continuous"):
-                    r = bench.run_sparkpoint(query, "epochs" if engine == "sparkpoint" else "continuous")
+                if engine in ("sparkpoint", "continuous", "kafka"):
+                    r = bench.run_sparkpoint(query, "epochs" if engine == "sparkpoint" else engine)
                 elif engine == "spark-ss":
                     r = bench.run_spark(query)
                 else:
@@ -258,6 +287,7 @@ def main(argv: list[str] | None = None) -> int:
                     flush=True,
                 )
     finally:
+        bench.close()
         if args.workdir is None:
             shutil.rmtree(work, ignore_errors=True)
     print("\n".join(table(results, engines_run)))

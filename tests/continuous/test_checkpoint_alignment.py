@@ -16,8 +16,6 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import pytest
-
 from sparkpoint.checkpoint.loader import load_checkpoint
 from sparkpoint.common import Types, WatermarkStrategy
 from sparkpoint.datastream.connectors.generator import DataGeneratorSource

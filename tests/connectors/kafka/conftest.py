@@ -1,26 +1,14 @@
-"""One Kafka-protocol broker (noida-db) on 127.0.0.1 for the Kafka tests; each test uses its own topics."""
+"""The Kafka tests share the session's broker (``kafka``, in ``tests/conftest.py``); each test uses its own topics."""
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
-import shutil
 
 import pytest
 
 from sparkpoint.connectors.kafka.clients import close_cached_clients
-from tests.servers.kafka_server import KafkaServer
 
 _names = itertools.count()
-
-
-@pytest.fixture(scope="session")
-def kafka():
-    if importlib.util.find_spec("noida_db") is None and shutil.which("noida-db") is None:
-        pytest.skip("noida-db is not installed (pip install noida-db)")
-    with KafkaServer() as server:
-        yield server
-        close_cached_clients()  # before the broker goes: they would retry connecting until the process ends
 
 
 @pytest.fixture(autouse=True, scope="module")
