@@ -255,6 +255,8 @@ class WindowOperator(BatchedWindowPaths):
         self.task.counter(self.uid, "numWindowsFired")
 
     def _on_timer(self, domain: str, out: Output) -> Callable[[int, Any, Any], None]:
+        fired_own_timer = domain == EVENT_TIME and type(self.trigger) is EventTimeTrigger
+
         def fire(ts: int, key: Any, window: Any) -> None:
             ctx = self.trigger_ctx.at(window)
             if self.merging:
@@ -279,7 +281,8 @@ class WindowOperator(BatchedWindowPaths):
                 if mapping is not None:
                     mapping.pop(window, None)
                     self.merging_sets.update(mapping or None)
-                self.trigger.clear(window, ctx)
+                if not (fired_own_timer and ts == window.max_timestamp()):  # (else that one timer just fired: gone)
+                    self.trigger.clear(window, ctx)
                 self.window_ctx.window_ = window
                 self.window_function.clear(self.window_ctx)
                 self._clear_window_state(window)
@@ -288,7 +291,7 @@ class WindowOperator(BatchedWindowPaths):
 
     def _clear_window_state(self, window: Any) -> None:
         """Drop the current key's per-window state declared by the window function (``context.window_state()``)."""
-        names = [n for n in self.keyed_backend.registered_states() if n.startswith(WINDOW_STATE_PREFIX)]
+        names = [n for n in self.keyed_backend.state_kinds if n.startswith(WINDOW_STATE_PREFIX)]
         if names:
             self.keyed_backend.clear_namespace(window, names)
 
