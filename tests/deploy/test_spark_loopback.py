@@ -4,6 +4,7 @@ and a failing task's trace does not bury the job's own error."""
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
 import subprocess
 import sys
@@ -128,3 +129,48 @@ def test_a_failing_task_on_the_embedded_spark_ends_with_the_jobs_error_not_a_jav
         "from sequence number 77: ValueError: 77 is bad"
     ), last
     assert f'File "{job}", line 8, in check' in proc.stderr
+
+
+SESSION_LATER = textwrap.dedent("""
+    import json, sys
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+    from sparkpoint.common import WatermarkStrategy
+    from sparkpoint.datastream import StreamExecutionEnvironment
+    from sparkpoint.datastream.connectors.generator import NumberSequenceSource
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.from_source(NumberSequenceSource(0, 99), WatermarkStrategy.no_watermarks(), "n").uid("n") \\
+        .map(lambda v: v * 2).uid("double").print()
+    env.execute("context only")
+    sc = SparkContext._active_spark_context
+    jvm_session = sc._jvm.org.apache.spark.sql.classic.SparkSession.getDefaultSession().isDefined()
+    spark = SparkSession.builder.getOrCreate()  # asked for after the job: made on the job's context
+    rows = spark.range(5).count()
+    json.dump({"session_during_job": jvm_session, "same_context": spark.sparkContext is sc, "rows": rows,
+               "shuffle_partitions": spark.conf.get("spark.sql.shuffle.partitions"),
+               "app_name": sc.appName}, open(sys.argv[1], "w"))
+""")
+
+
+def test_a_job_runs_on_a_spark_context_and_a_session_asked_for_later_shares_it(tmp_path):
+    """Started by sparkpoint, Spark is a SparkContext (the runtime runs RDD jobs; the JVM's SparkSession costs
+    about 1.7 s of every start); a script that wants a session after gets one on the same context and settings."""
+    job, report = tmp_path / "later.py", tmp_path / "report.json"
+    job.write_text(SESSION_LATER)
+    done = subprocess.run(
+        [sys.executable, "-m", "sparkpoint.cli", "run", "-p", "1", str(job), str(report)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert sorted(int(v) for v in done.stdout.split() if v.isdigit()) == [2 * i for i in range(100)]
+    got = json.loads(report.read_text())
+    assert got == {
+        "session_during_job": False,
+        "same_context": True,
+        "rows": 5,
+        "shuffle_partitions": "8",  # sparkpoint's default for a session it starts
+        "app_name": "sparkpoint",  # (no pipeline.name set)
+    }, got

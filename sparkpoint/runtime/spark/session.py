@@ -16,6 +16,9 @@ configured:
 - under ``spark-submit`` the Python environment variables, the log configuration and every
   conf it was given are left as they are (``spark.pyspark.python`` included).
 
+Started here, it is a SparkContext until something asks for more (:class:`ContextSession`): the runtime runs RDD
+jobs only, and the JVM's ``SparkSession`` takes about 1.7 s of every run's start.
+
 ``spark.*`` keys of sparkpoint's configuration (``sparkpoint run --master`` or ``-D spark.x=y``,
 or set in code) are explicit, and applied to a new session over everything else, as
 ``SparkSession.builder.config`` would.
@@ -30,7 +33,7 @@ from typing import Any
 
 from sparkpoint.common.configuration import Configuration
 
-__all__ = ["get_or_create_session", "launched_by_spark", "session_defaults"]
+__all__ = ["ContextSession", "get_or_create_session", "launched_by_spark", "session_defaults"]
 
 logger = logging.getLogger(__name__)
 
@@ -57,9 +60,29 @@ def get_or_create_session(config: Configuration, given: Any = None) -> Any:
     if active is not None:
         return active
     if SparkContext._active_spark_context is not None:
-        # a context made elsewhere (another thread): a session on it, its settings untouched
-        return SparkSession.builder.getOrCreate()
+        # a context made elsewhere (or by an earlier job of this process): used as it is, its settings untouched
+        return ContextSession(SparkContext._active_spark_context)
     return _create_session(config)
+
+
+class ContextSession:
+    """A SparkContext where a SparkSession is asked for: the runtime runs RDD jobs only, so the JVM's
+    ``SparkSession`` (about 1.7 s of a run's start: the SQL engine's classes) is made only when something uses
+    more than ``sparkContext``; then it is the session ``SparkSession.builder.getOrCreate()`` gives on this context
+    (``spark.*`` settings stay the context's)."""
+
+    def __init__(self, context: Any):
+        self.sparkContext = context
+        self._session: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name == "_session":
+            raise AttributeError(name)
+        if self._session is None:
+            from pyspark.sql import SparkSession
+
+            self._session = SparkSession.builder.getOrCreate()
+        return getattr(self._session, name)
 
 
 def session_defaults(config: Configuration, submitted: bool) -> dict[str, str]:
@@ -125,7 +148,8 @@ def _create_session(config: Configuration) -> Any:
         "spark-submit's configuration" if submitted else "started here",
         sorted(settings),
     )
-    session = SparkSession.builder.config(conf=conf).getOrCreate()
-    if not submitted:
-        _quiet_task_failures(session)
+    if submitted:  # spark-submit's script may look for the active session (``SparkSession.getActiveSession()``)
+        return SparkSession.builder.config(conf=conf).getOrCreate()
+    session = ContextSession(SparkContext.getOrCreate(conf))
+    _quiet_task_failures(session)
     return session
