@@ -27,9 +27,11 @@ Lines are tab-separated, the kind first, then the event time:
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -156,34 +158,16 @@ def write_files(
     return paths
 
 
-def write_topic(
-    bootstrap_servers: str, topic: str, count: int, partitions: int, seed: int = 7, rate: int = 10_000
-) -> list[int]:
-    """Produce ``count`` events to ``topic`` (made beforehand with ``partitions`` partitions): event ``i`` of the
-    written order to partition ``i % partitions``, each message stamped with its event time. A partition holds
-    a subsequence of the written order, so its event time is out of order by less than :func:`disorder_ms` too,
-    and a source that takes watermarks per partition (Flink's per-split watermarks) sees no late event. Returns
-    the messages per partition."""
-    from confluent_kafka import KafkaException, Producer
-
-    producer = Producer({"bootstrap.servers": bootstrap_servers, "linger.ms": 20, "acks": "all"})
-    failed: list = []
-    sent = [0] * partitions
-
-    def delivered(err: object, _message: object) -> None:
-        if err is not None:
-            failed.append(err)
-
-    for i, line in enumerate(event_lines(count, seed, rate)):
-        partition = i % partitions
-        timestamp = int(line.split("\t", 2)[1])
-        while True:
-            try:
-                producer.produce(topic, line.encode(), partition=partition, timestamp=timestamp, on_delivery=delivered)
-                break
-            except BufferError:  # the local queue is full: let deliveries drain it
-                producer.poll(0.05)
-        sent[partition] += 1
-    if producer.flush(120) or failed:
-        raise KafkaException(f"{len(failed)} event(s) to {topic} failed: {failed[:3]}")
+def write_topic(server: Any, topic: str, count: int, partitions: int, seed: int = 7, rate: int = 10_000) -> list[int]:
+    """Produce ``count`` events to ``topic`` of ``server`` (a ``tests.servers.kafka_server.KafkaServer``; the topic
+    made beforehand with ``partitions`` partitions): event ``i`` of the written order to partition
+    ``i % partitions``, each message stamped with its event time. A partition holds a subsequence of the written
+    order, so its event time is out of order by less than :func:`disorder_ms` too, and a source that takes
+    watermarks per partition (Flink's per-split watermarks) sees no late event. Returns the messages per
+    partition."""
+    sent = []
+    for p in range(partitions):
+        lines = list(itertools.islice(event_lines(count, seed, rate), p, None, partitions))
+        stamps = [int(line.split("\t", 2)[1]) for line in lines]
+        sent.append(server.produce(topic, lines, partition=p, timestamps=stamps))
     return sent

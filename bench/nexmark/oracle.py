@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-__all__ = ["load", "expected", "check", "WINDOW_MS", "SLIDE_MS"]
+__all__ = ["load", "expected", "check", "output_lines", "WINDOW_MS", "SLIDE_MS"]
 
 WINDOW_MS = 10_000
 SLIDE_MS = 2_000
@@ -22,6 +22,18 @@ _COLUMNS = {
     "A": ["kind", "ts", "id", "item", "initial_bid", "reserve", "expires", "seller", "category"],
     "B": ["kind", "ts", "auction", "bidder", "price", "channel"],
 }
+
+
+def output_lines(directory: Path) -> list[str]:
+    """Every line an engine wrote: of the visible files under ``directory`` (none: no line)."""
+    if not directory.exists():
+        return []
+    files = [
+        p
+        for p in directory.rglob("*")
+        if p.is_file() and not any(part.startswith((".", "_")) for part in p.relative_to(directory).parts)
+    ]
+    return [line for p in files for line in p.read_text().splitlines()]
 
 
 def load(directory: str | Path) -> dict[str, pd.DataFrame]:

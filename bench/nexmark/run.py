@@ -72,18 +72,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def lines_in(directory: Path) -> list[str]:
-    """Every line of the visible files under ``directory``."""
-    if not directory.exists():
-        return []
-    files = [
-        p
-        for p in directory.rglob("*")
-        if p.is_file() and not any(part.startswith((".", "_")) for part in p.relative_to(directory).parts)
-    ]
-    return [line for p in files for line in p.read_text().splitlines()]
-
-
 def sparkpoint_cmd(query: str, inp: Path | list[str], out: Path, ck: Path, extra: list[str]) -> list[str]:
     """The CLI run of ``query`` over the files in ``inp`` (or ``["--kafka", servers, "--topic", topic]``)."""
     keys = {
@@ -169,7 +157,7 @@ class Engines:
         for size, count in (("big", self.args.events), ("small", SMALL)):
             topic = f"nexmark-{size}"
             self.kafka.create_topic(topic, partitions=2)
-            write_topic(self.kafka.bootstrap_servers, topic, count, 2)
+            write_topic(self.kafka, topic, count, 2)
             self.topics[size] = ["--kafka", self.kafka.bootstrap_servers, "--topic", topic]
         print(f"wrote the events to topics in {time.perf_counter() - t:.1f} s", flush=True)
 
@@ -185,7 +173,9 @@ class Engines:
             out = self.work / "out" / tag
             inp = self.topics[size] if mode == "kafka" else self.inputs[size]
             seconds[size] = timed(sparkpoint_cmd(query, inp, out, self.work / "ck" / tag, extra), ROOT)
-        return self._result(query, "big", seconds, oracle.check(query, lines_in(out), self._want(query, "big")))
+        return self._result(
+            query, "big", seconds, oracle.check(query, oracle.output_lines(out), self._want(query, "big"))
+        )
 
     def run_spark(self, query: str) -> dict[str, Any]:
         from bench.nexmark.spark_queries import SPARK_QUERIES, run
@@ -205,7 +195,7 @@ class Engines:
                 disorder_ms(RATE),
             )
             seconds[size] = time.perf_counter() - start
-        got = lines_in(self.work / "out" / f"{query}-spark-big")
+        got = oracle.output_lines(self.work / "out" / f"{query}-spark-big")
         end = int(self.frames["big"]["B"].ts.max())
         return self._result(query, "big", seconds, spark_check(query, got, self._want(query, "big"), end))
 
@@ -222,7 +212,9 @@ class Engines:
             job_args = ["--query", query, "--input", str(self.inputs[size]), "--output", str(out)]
             cmd = [self.args.pyflink_python, str(job), *job_args, "--disorder-ms", str(disorder_ms(RATE))]
             seconds["big" if size == "pyflink" else size] = timed(cmd, self.work, env)
-        return self._result(query, "pyflink", seconds, oracle.check(query, lines_in(out), self._want(query, "pyflink")))
+        return self._result(
+            query, "pyflink", seconds, oracle.check(query, oracle.output_lines(out), self._want(query, "pyflink"))
+        )
 
     def _want(self, query: str, size: str) -> list[str]:
         return oracle.expected(query, self.frames[size])
@@ -268,9 +260,9 @@ def main(argv: list[str] | None = None) -> int:
     engines_run += [] if args.no_spark else ["spark-ss"]
     engines_run += ["pyflink"] if args.pyflink else []
     bench = Engines(args, work)
-    bench.prepare()
     results: dict[str, dict[str, dict[str, Any]]] = {}
     try:
+        bench.prepare()
         for query in args.queries.split(","):
             results[query] = {}
             for engine in engines_run:

@@ -77,6 +77,8 @@ class WindowCombiner:
     """Combines a batch of records into :class:`WindowPartial` values (in the upstream task)."""
 
     def __init__(self, key_selector: Any, assigner: Any, reduce_function: Any = None, aggregate_function: Any = None):
+        if type(assigner) not in (TumblingEventTimeWindows, SlidingEventTimeWindows):
+            raise TypeError(f"local aggregation is for tumbling and sliding event-time windows, not {assigner!r}")
         self.key_selector = key_selector
         self.assigner = assigner
         self.reduce_function = reduce_function
@@ -94,7 +96,8 @@ class WindowCombiner:
         """The partials of ``values`` (their timestamp: their records' latest). Records without a
         timestamp, and every record if a user function fails here, go on as they are: the window
         operator reports them as it would without local aggregation. So do the records of a batch that
-        would give as many partials as records."""
+        would give as many partials as records, or that has a record in no window (sliding windows smaller than
+        their slide): the window operator counts it, and drops it, as without local aggregation."""
         if None in timestamps:
             return values, timestamps
         try:
@@ -139,6 +142,10 @@ class WindowCombiner:
         return {(k, TimeWindow(start, start + size)): g for (k, start), g in by_start.items()}
 
 
+class _NoWindow(Exception):
+    """A record in no window (sliding windows smaller than their slide): its batch goes on without combining."""
+
+
 def _groups_by_start(
     values: list,
     timestamps: list,
@@ -158,6 +165,8 @@ def _groups_by_start(
         k = key_of(v)
         last = start = t - (t - offset) % slide
         lowest = t - size
+        if start <= lowest:
+            raise _NoWindow(t)
         while start > lowest:
             g = get((k, start))
             if g is None:

@@ -66,7 +66,9 @@ def checkpoints_of(make_env, tmp_path: Path, mode: str) -> list[tuple[int, int]]
     stream = stream.map(SlowOdd()).uid("slow-odd")
     stream.key_by(lambda i: i % KEYS).process(Count()).uid("count")
     client = env.execute_async(f"alignment {mode}")
-    time.sleep(3.0)
+    deadline = time.monotonic() + 90
+    while len(list(ck.glob("*/chk-*/_metadata"))) < 8 and time.monotonic() < deadline:
+        time.sleep(0.1)  # eight completed checkpoints (of the job's 4 s of input), however slow the slots start
     client.cancel()
     assert client.wait(60).cancelled
     found = []

@@ -86,7 +86,6 @@ def test_disposals_racing_a_symbolic_link_never_delete_outside_the_root(start_jo
                 assert r.status_code == 202, r.text
                 op = await_operation(c, f"/savepoint-disposal/{r.json()['request-id']}")
                 outcomes.append("failed" if "failure-cause" in op["operation"] else "disposed")
-        assert swapper.swaps >= len(names), swapper.swaps
         assert contents(outside) == before, outcomes  # nothing outside the root was deleted
         assert "disposed" in outcomes or "failed" in outcomes, outcomes
         disposed = [n for n, o in zip(names, outcomes) if o == "disposed"]

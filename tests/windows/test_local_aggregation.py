@@ -121,6 +121,26 @@ def test_local_aggregation_gives_the_oracles_windows_and_late_counts(make_env, s
     assert "numLocalAggregatesIn" not in off_metrics
 
 
+def test_sliding_windows_smaller_than_their_slide_count_every_record_as_without_local_aggregation(make_env):
+    """Windows of 3 s every 10 s sample the stream: most records are in no window. A batch with such a record is
+    not combined, so the window operator counts (and drops) its records as without local aggregation."""
+    events = _events()
+    window = SlidingEventTimeWindows.of(Time.milliseconds(3_000), Time.milliseconds(10_000))
+    on, on_metrics = _run(make_env, events, window, SumSeq())
+    off, off_metrics = _run(make_env, events, window, SumSeq(), **OFF)
+    assert on == off and len(on) > 5
+    assert on_metrics["numRecordsIn"] == off_metrics["numRecordsIn"] == len(events)
+    assert on_metrics["numLateRecordsDropped"] == off_metrics["numLateRecordsDropped"]
+
+
+def test_a_combiner_is_only_for_event_time_tumbling_and_sliding_windows():
+    from sparkpoint.datastream.window import TumblingProcessingTimeWindows
+    from sparkpoint.windows.local_aggregation import WindowCombiner
+
+    with pytest.raises(TypeError, match="tumbling and sliding event-time windows"):
+        WindowCombiner(key_of, TumblingProcessingTimeWindows.of(Time.seconds(1)), reduce_function=SumSeq())
+
+
 def test_an_aggregate_function_without_merge_is_not_aggregated_locally(make_env):
     events = _events()
     window = TumblingEventTimeWindows.of(Time.milliseconds(SIZE))

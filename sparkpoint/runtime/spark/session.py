@@ -143,7 +143,7 @@ def _create_session(config: Configuration) -> Any:
     settings.update(explicit)
     conf.setAll(list(settings.items()))
     logger.info(
-        "starting a SparkSession on %s (%s); sparkpoint set %s",
+        "starting Spark on %s (%s); sparkpoint set %s",
         conf.get("spark.master"),
         "spark-submit's configuration" if submitted else "started here",
         sorted(settings),
