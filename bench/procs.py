@@ -73,20 +73,23 @@ class RssSampler:
     thread: VmHWM of each process seen (reset at the start through ``clear_refs``, so
     peaks between samples are not missed) and the largest sum of the workers' VmRSS."""
 
-    def __init__(self, interval_s: float = 0.25):
+    def __init__(self, interval_s: float = 0.25, root: int | None = None):
         self.interval_s = interval_s
+        self.root = str(root) if root is not None else None  # another process (and those below it) instead of this one
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.worker_peak = 0  # largest single Python worker/daemon (VmHWM)
         self.workers_sum_peak = 0  # largest sum of VmRSS over all of them at one sample
         self.jvm_peak = 0
         self.driver_peak = 0
+        self.python_sum_peak = 0  # largest sum of VmRSS over every Python process below (a child driver too)
         self.workers_seen: set[str] = set()
 
     def __enter__(self) -> RssSampler:
         # reset the peak RSS (VmHWM) of this driver, the JVM and the reused Python workers, so
         # that the peaks are this run's
-        for pid in [str(os.getpid()), *_descendants(str(os.getpid()))]:
+        top = self.root or str(os.getpid())
+        for pid in [top, *_descendants(top)]:
             with contextlib.suppress(OSError):
                 Path(f"/proc/{pid}/clear_refs").write_text("5")
         self._thread = threading.Thread(target=self._loop, name="w2-rss", daemon=True)
@@ -105,19 +108,25 @@ class RssSampler:
             self._stop.wait(self.interval_s)
 
     def sample(self) -> None:
-        total = 0
-        me = str(os.getpid())
-        self.driver_peak = max(self.driver_peak, _status(me).get("VmHWM", 0))
+        me = self.root or str(os.getpid())
+        driver = _status(me)
+        self.driver_peak = max(self.driver_peak, driver.get("VmHWM", 0))
+        total, python = 0, driver.get("VmRSS", 0) if self.root else 0
         for pid in _descendants(me):
             cmd = _cmdline(pid)
+            program = cmd.split(b"\0")[0]
             if b"pyspark.daemon" in cmd or b"pyspark.worker" in cmd:
                 st = _status(pid)
                 self.workers_seen.add(pid)
                 self.worker_peak = max(self.worker_peak, st.get("VmHWM", 0))
                 total += st.get("VmRSS", 0)
-            elif b"java" in cmd.split(b"\0")[0]:
+                python += st.get("VmRSS", 0)
+            elif b"java" in program:
                 self.jvm_peak = max(self.jvm_peak, _status(pid).get("VmHWM", 0))
+            elif b"python" in program:
+                python += _status(pid).get("VmRSS", 0)
         self.workers_sum_peak = max(self.workers_sum_peak, total)
+        self.python_sum_peak = max(self.python_sum_peak, python)
 
     def to_json(self) -> dict[str, int]:
         return {
@@ -125,5 +134,6 @@ class RssSampler:
             "workers_sum_peak_bytes": self.workers_sum_peak,
             "jvm_peak_bytes": self.jvm_peak,
             "driver_peak_bytes": self.driver_peak,
+            "python_sum_peak_bytes": self.python_sum_peak,
             "python_processes_seen": len(self.workers_seen),
         }

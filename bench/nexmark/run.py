@@ -62,6 +62,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--queries", default=",".join(QUERIES))
     p.add_argument("--continuous", action="store_true", help="also sparkpoint's continuous mode")
     p.add_argument("--kafka", action="store_true", help="also sparkpoint reading the events from a Kafka topic")
+    p.add_argument("--memory", action="store_true", help="peak memory of sparkpoint's runs at a third and all events")
     p.add_argument("--pyflink", action="store_true", help="also PyFlink 2.3 (scratch venv)")
     p.add_argument("--pyflink-python", default="/tmp/pyflink-venv/bin/python")
     p.add_argument("--pyflink-events", type=int, default=100_000)
@@ -86,12 +87,21 @@ def sparkpoint_cmd(query: str, inp: Path | list[str], out: Path, ck: Path, extra
     return [sys.executable, "-m", "sparkpoint.cli", "run", *dynamic, str(HERE / "job.py"), *job]
 
 
-def timed(cmd: list[str], cwd: Path, env: dict | None = None) -> float:
+def timed(cmd: list[str], cwd: Path, env: dict | None = None, memory: dict | None = None) -> float:
+    """The wall seconds of ``cmd``; with ``memory``, also the peak memory of its processes (``bench.procs``)."""
     start = time.perf_counter()
-    done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env)
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    if memory is None:
+        out, err = proc.communicate()
+    else:
+        from bench.procs import RssSampler
+
+        with RssSampler(0.1, root=proc.pid) as rss:
+            out, err = proc.communicate()
+        memory.update(rss.to_json())
     seconds = time.perf_counter() - start
-    if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd[:6])} ... failed:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd[:6])} ... failed:\n{out[-2000:]}\n{err[-3000:]}")
     return seconds
 
 
@@ -123,8 +133,9 @@ class Engines:
     def __init__(self, args: argparse.Namespace, work: Path):
         self.args, self.work = args, work
         self.inputs = {"big": work / "events", "small": work / "small", "pyflink": work / "pyflink-events"}
+        self.inputs["third"] = work / "third-events"  # --memory: a third of the events, for how memory grows
         self.frames: dict[str, Any] = {}
-        self.spark = None
+        self.spark: Any = None
         self.kafka: Any = None  # the broker of --kafka, and its topics per input size
         self.topics: dict[str, list[str]] = {}
 
@@ -135,8 +146,10 @@ class Engines:
         write_files(self.inputs["small"], SMALL, 1)
         if a.pyflink:
             write_files(self.inputs["pyflink"], a.pyflink_events, 2)
+        if a.memory:
+            write_files(self.inputs["third"], a.events // 3, max(1, a.files // 3))
         print(f"wrote {a.events:,} events in {a.files} files in {time.perf_counter() - t:.1f} s", flush=True)
-        self.frames = {name: oracle.load(d) for name, d in self.inputs.items() if d.exists()}
+        self.frames = {name: oracle.load(d) for name, d in self.inputs.items() if d.exists() and name != "third"}
         if a.kafka:
             self._write_topics()
         if not a.no_spark:
@@ -167,15 +180,20 @@ class Engines:
 
     def run_sparkpoint(self, query: str, mode: str) -> dict[str, Any]:
         extra = list(self.args.dynamic) + (["sparkpoint.execution.mode=continuous"] if mode == "continuous" else [])
-        seconds = {}
-        for size in ("small", "big"):
+        seconds: dict[str, float] = {}
+        memory: dict[str, dict] = {}
+        sizes = ("third", "small", "big") if self.args.memory and mode == "epochs" else ("small", "big")
+        for size in sizes:
             tag = f"{query}-{mode}-{size}"
             out = self.work / "out" / tag
             inp = self.topics[size] if mode == "kafka" else self.inputs[size]
-            seconds[size] = timed(sparkpoint_cmd(query, inp, out, self.work / "ck" / tag, extra), ROOT)
-        return self._result(
-            query, "big", seconds, oracle.check(query, oracle.output_lines(out), self._want(query, "big"))
-        )
+            cmd = sparkpoint_cmd(query, inp, out, self.work / "ck" / tag, extra)
+            seconds[size] = timed(cmd, ROOT, memory=memory.setdefault(size, {}) if size != "small" else None)
+        want = self._want(query, "big")
+        result = self._result(query, "big", seconds, oracle.check(query, oracle.output_lines(out), want))
+        if memory:
+            result["memory"] = memory
+        return result
 
     def run_spark(self, query: str) -> dict[str, Any]:
         from bench.nexmark.spark_queries import SPARK_QUERIES, run
@@ -231,6 +249,25 @@ class Engines:
         }
 
 
+def memory_table(results: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
+    """Peak memory of sparkpoint's runs (epoch mode) over a third of the events and all of them: the sum of its
+    Python processes' RSS (driver and workers) and the JVM's; a ratio near 1 is memory that does not grow with
+    the input (the queries that keep state grow with it)."""
+    rows = [f"{'query':<6}{'python, N/3':>14}{'python, N':>14}{'ratio':>8}{'JVM, N/3':>12}{'JVM, N':>12}"]
+    for query, by_engine in results.items():
+        memory = by_engine.get("sparkpoint", {}).get("memory")
+        if not memory:
+            continue
+        third, big = memory["third"], memory["big"]
+        mb = 1 << 20
+        rows.append(
+            f"{query:<6}{third['python_sum_peak_bytes'] / mb:>11,.0f} MB{big['python_sum_peak_bytes'] / mb:>11,.0f} MB"
+            f"{big['python_sum_peak_bytes'] / max(third['python_sum_peak_bytes'], 1):>8.2f}"
+            f"{third['jvm_peak_bytes'] / mb:>9,.0f} MB{big['jvm_peak_bytes'] / mb:>9,.0f} MB"
+        )
+    return rows
+
+
 def table(results: dict[str, dict[str, dict[str, Any]]], engines: list[str]) -> list[str]:
     """The printed table: events/s per engine, the ratio to Spark SS, and the checks."""
     head = f"{'query':<6}" + "".join(f"{e:>16}" for e in engines) + f"{'x Spark SS':>12}  checks"
@@ -283,6 +320,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.workdir is None:
             shutil.rmtree(work, ignore_errors=True)
     print("\n".join(table(results, engines_run)))
+    if args.memory:
+        print("\n".join(memory_table(results)))
     if args.json:
         Path(args.json).write_text(json.dumps({"args": vars(args), "results": results}, indent=2))
     ok = all(r.get("ok") is not False for by in results.values() for r in by.values())
