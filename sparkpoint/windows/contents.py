@@ -11,7 +11,7 @@ The operator calls them through the state API only, with the window as the state
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from sparkpoint.datastream.state import (
@@ -33,13 +33,13 @@ class WindowContents:
         """The state the contents live in (one per operator; the namespace is the window)."""
         raise NotImplementedError
 
-    def add(self, state: Any, value: Any, timestamp: int | None) -> None:
-        """Add one element to the contents of ``state``'s current window."""
-        state.add(value)
-
     def add_all(self, state: Any, values: list) -> None:
         """Add elements, in their order (the batched paths)."""
         state.add_all(values)
+
+    def add_run(self, state: Any, values: Sequence, timestamps: Sequence) -> None:
+        """Add elements with their timestamps, in their order, as one by one would (their timestamps unkept)."""
+        state.add_all(list(values))
 
     def merge_partial(self, state: Any, value: Any) -> None:
         """Merge a locally aggregated partial (a reduced value or an accumulator) into the contents."""
@@ -124,11 +124,11 @@ class EvictingContents(ElementContents):
     def __init__(self, evictor: Any):
         self.evictor = evictor
 
-    def add(self, state: Any, value: Any, timestamp: int | None) -> None:
-        state.add((value, timestamp))
-
     def add_all(self, state: Any, values: list) -> None:
         raise TypeError("an evictor needs each element's timestamp: elements go in one by one")
+
+    def add_run(self, state: Any, values: Sequence, timestamps: Sequence) -> None:
+        state.add_all(list(zip(values, timestamps)))
 
     def fire(
         self, state: Any, state_window: Any, contents: Any, window: Any, ctx: Any, function: Callable[[list], None]

@@ -86,7 +86,6 @@ class WindowOperator(BatchedWindowPaths):
         self.assigner = assigner
         self.trigger = trigger
         self.window_contents = contents
-        self.keeps_timestamps = type(contents).add is not WindowContents.add  # (an evictor's contents do)
         self.window_function = window_function
         self.allowed_lateness = allowed_lateness
         self.late_tag = late_tag
@@ -218,11 +217,7 @@ class WindowOperator(BatchedWindowPaths):
         """Elements into ``window`` (kept under ``state_window``), in order; the trigger asked once, for the last
         (the default trigger's answer depends on the window only); the window's cleanup timer."""
         self.contents.set_current_namespace(state_window)
-        if self.keeps_timestamps:
-            for v, t in zip(values, timestamps):
-                self.window_contents.add(self.contents, v, t)
-        else:  # in their order, at once: as one by one (the batched paths add so too)
-            self.window_contents.add_all(self.contents, list(values))
+        self.window_contents.add_run(self.contents, values, timestamps)
         result = self.trigger.on_element(values[-1], timestamps[-1], window, self.trigger_ctx.at(window))
         self._trigger_and_emit(result, key, window, state_window, out)
         self._register_cleanup_timer(window)
