@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -137,3 +139,19 @@ class RssSampler:
             "python_sum_peak_bytes": self.python_sum_peak,
             "python_processes_seen": len(self.workers_seen),
         }
+
+
+def timed(cmd: list[str], cwd: Path, env: dict | None = None, memory: dict | None = None) -> float:
+    """The wall seconds of ``cmd``; with ``memory``, also the peak memory of its processes (``bench.procs``)."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    if memory is None:
+        out, err = proc.communicate()
+    else:
+        with RssSampler(0.1, root=proc.pid) as rss:
+            out, err = proc.communicate()
+        memory.update(rss.to_json())
+    seconds = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd[:6])} ... failed:\n{out[-2000:]}\n{err[-3000:]}")
+    return seconds

@@ -28,32 +28,16 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.w1_data import write_event_files  # noqa: E402
+from bench.w3_job import NTH, build, key_of  # noqa: E402
 from bench.w3_probe import PHASES, with_probe  # noqa: E402
-from bench.w3_spark import NTH, run_native, run_tws  # noqa: E402
-from sparkpoint.common import Configuration, Encoder, WatermarkStrategy  # noqa: E402
+from bench.w3_spark import run_native, run_tws  # noqa: E402
+from sparkpoint.common import Configuration  # noqa: E402
 from sparkpoint.connectors.events import EventSpec, generate_events  # noqa: E402
-from sparkpoint.datastream import KeyedProcessFunction, StreamExecutionEnvironment  # noqa: E402
-from sparkpoint.datastream.connectors.file_system import FileSink, FileSource, StreamFormat  # noqa: E402
-from sparkpoint.datastream.state import ValueStateDescriptor  # noqa: E402
+from sparkpoint.datastream import StreamExecutionEnvironment  # noqa: E402
 from sparkpoint.testing.kill_loop import read_committed_lines  # noqa: E402
 
 FILES = 8  # input files (= Spark micro-batches)
 MAX_RECORDS = 250_000  # sparkpoint's execution.epoch.max-records
-
-
-class FifthEvent(KeyedProcessFunction):
-    def open(self, runtime_context: Any) -> None:
-        self.count = runtime_context.get_state(ValueStateDescriptor("count"))
-
-    def process_element(self, key: str, ctx: Any) -> Any:
-        n = (self.count.value() or 0) + 1
-        self.count.update(n)
-        if n == NTH:
-            yield key
-
-
-def key_of(line: str, digits: int = 5) -> str:
-    return line.split("\t", 3)[2][:digits]
 
 
 def oracle(n_events: int, digits: int = 5) -> set[str]:
@@ -89,18 +73,7 @@ def run_sparkpoint(
     env.set_parallelism(2)
     env.set_spark_session(spark)
     out = work / f"out-{backend}"
-    source = FileSource.for_record_stream_format(StreamFormat.text_line_format(), str(input_dir)).build()
-    (
-        env.from_source(source, WatermarkStrategy.no_watermarks(), "events")
-        .uid("events")
-        .map(key_of)
-        .uid("keys")
-        .key_by(lambda k: k)
-        .process(FifthEvent())
-        .uid("fifth")
-        .sink_to(FileSink.for_row_format(str(out), Encoder.simple_string_encoder()).build())
-        .uid("sink")
-    )
+    build(env, str(input_dir), str(out))
     PHASES.reset()
     t0 = time.perf_counter()
     env.execute(f"w3-{backend}")

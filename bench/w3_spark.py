@@ -18,17 +18,18 @@ from typing import Any
 
 import pandas as pd
 
+from bench.w3_job import NTH
+
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-NTH = 5
 
 __all__ = ["run_native", "run_tws", "NTH"]
 
 
-def _keys(spark: Any, input_dir: Path, digits: int = 5) -> Any:
+def _keys(spark: Any, input_dir: Path, digits: int = 5, files_per_trigger: int = 1) -> Any:
     from pyspark.sql import functions as F
 
     return (
-        spark.readStream.option("maxFilesPerTrigger", 1)
+        spark.readStream.option("maxFilesPerTrigger", files_per_trigger)
         .text(str(input_dir))
         .select(F.substring(F.split("value", "\t").getItem(2), 1, digits).alias("key"))
     )
@@ -58,8 +59,9 @@ def _finish(query: Any, t0: float, what: str) -> float:
     return seconds
 
 
-def run_native(spark: Any, input_dir: Path, checkpoint_dir: Path) -> dict[str, Any]:
-    """``groupBy(key).count()``, RocksDB state store; returns seconds and the keys that reached ``NTH``."""
+def run_native(spark: Any, input_dir: Path, checkpoint_dir: Path, files_per_trigger: int = 1) -> dict[str, Any]:
+    """``groupBy(key).count()``, RocksDB state store, ``files_per_trigger`` files a micro-batch; returns seconds and
+    the keys that reached ``NTH``."""
     from pyspark.sql import functions as F
 
     reached: set[str] = set()
@@ -67,7 +69,7 @@ def run_native(spark: Any, input_dir: Path, checkpoint_dir: Path) -> dict[str, A
     def on_batch(df: Any, batch_id: int) -> None:
         reached.update(r["key"] for r in df.filter(F.col("count") >= NTH).select("key").collect())
 
-    counts = _keys(spark, input_dir).groupBy("key").count()
+    counts = _keys(spark, input_dir, files_per_trigger=files_per_trigger).groupBy("key").count()
     seconds, batches = _run_available_now(spark, counts, "update", on_batch, checkpoint_dir, "native")
     return {"seconds": seconds, "keys": reached, "batches": batches}
 

@@ -31,7 +31,6 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -48,6 +47,7 @@ os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 from bench.nexmark import oracle  # noqa: E402
 from bench.nexmark.generator import disorder_ms, write_files  # noqa: E402
 from bench.nexmark.queries import QUERIES  # noqa: E402
+from bench.procs import timed  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -85,24 +85,6 @@ def sparkpoint_cmd(query: str, inp: Path | list[str], out: Path, ck: Path, extra
     source = inp if isinstance(inp, list) else ["--input", str(inp)]
     job = ["--query", query, *source, "--output", str(out), "--disorder-ms", str(disorder_ms(RATE))]
     return [sys.executable, "-m", "sparkpoint.cli", "run", *dynamic, str(HERE / "job.py"), *job]
-
-
-def timed(cmd: list[str], cwd: Path, env: dict | None = None, memory: dict | None = None) -> float:
-    """The wall seconds of ``cmd``; with ``memory``, also the peak memory of its processes (``bench.procs``)."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    if memory is None:
-        out, err = proc.communicate()
-    else:
-        from bench.procs import RssSampler
-
-        with RssSampler(0.1, root=proc.pid) as rss:
-            out, err = proc.communicate()
-        memory.update(rss.to_json())
-    seconds = time.perf_counter() - start
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd[:6])} ... failed:\n{out[-2000:]}\n{err[-3000:]}")
-    return seconds
 
 
 def pyflink_job(work: Path) -> Path:
