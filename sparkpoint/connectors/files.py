@@ -192,17 +192,17 @@ class FileSplitEnumerator(SplitEnumerator):
         return [_split(e) for e in taken]
 
     def assign(self, assigned: dict[int, list[SourceSplit]]) -> dict[int, list[SourceSplit]]:
-        """A subtask that finished its files gets the next ones, dealt in turn to every such subtask, each as many
-        as fit in :attr:`epoch_bytes` (at least one): many small files are read in one epoch, so the watermark
-        does not move between them (as a Flink reader's periodic watermark does not, over files read in
-        milliseconds)."""
+        """The next files, dealt in turn to every subtask whose unread bytes fall short of :attr:`epoch_bytes`, each
+        as many as fit in it (a subtask with nothing to read takes at least one): many small files are read in one
+        epoch, so the watermark does not move between them (as a Flink reader's periodic watermark does not, over
+        files read in milliseconds), and a subtask that will finish its file early in an epoch goes on into the
+        next instead of ending the epoch short (a file's end is not a backlog's)."""
         if not self.listed:
             self.discover()
-        out = {i: splits for i, splits in assigned.items() if any(not s.finished for s in splits)}
-        hungry = [i for i in assigned if i not in out]
         budget = self.epoch_bytes or 0
-        load = dict.fromkeys(hungry, 0)
-        taken: dict[int, list[SourceSplit]] = {i: [] for i in hungry}
+        load = {i: sum(_unread_bytes(s) for s in splits if not s.finished) for i, splits in assigned.items()}
+        taken = {i: [s for s in splits if not s.finished] for i, splits in assigned.items()}
+        hungry = [i for i in assigned if not taken[i] or load[i] < budget]
         pending, next_file = self.pending, 0
         while hungry and next_file < len(pending):
             for i in list(hungry):
@@ -216,8 +216,7 @@ class FileSplitEnumerator(SplitEnumerator):
                 load[i] += size
                 next_file += 1
         self.pending = pending[next_file:]
-        out.update(taken)
-        return out
+        return taken
 
     def no_more_splits(self) -> bool:
         return self.discovery_interval_ms is None and self.listed and not self.pending
@@ -237,6 +236,12 @@ class FileSplitEnumerator(SplitEnumerator):
         self.listed = False  # list again on the first request: files added since the snapshot count
         self._last_listing = None
         self._restored = True
+
+
+def _unread_bytes(split: SourceSplit) -> int:
+    """What is left of a file split: its size less the offset read to."""
+    offset = split.position[0] if split.position else 0
+    return max(0, int(split.info.get("size", 0)) - offset)
 
 
 def _split(entry: FileEntry) -> SourceSplit:

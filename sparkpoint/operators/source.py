@@ -54,20 +54,25 @@ class SourceOperator(StreamOperator):
 
         A reader whose splits are read one after another (``SourceReader.sequential``: files) shares the epoch's
         bounds among them, in their order, and leaves a split unread this epoch once a split before it did not
-        finish; an unread split holds the watermark where it is (as a Flink reader's assigned split does). Other
-        readers read every split up to the bounds (a topic's partitions)."""
+        finish; an unread split that was read before holds the watermark where it is (as a Flink reader's assigned
+        split does), one queued unstarted does not (a Flink reader has not been given it yet). Other readers read
+        every split up to the bounds (a topic's partitions)."""
         reader = self.source.create_reader()
         reader.live = self.live
         sequential = getattr(reader, "sequential", False)
         new_splits: list[SourceSplit] = []
         watermarks: list[int] = []
         n = size = 0
-        blocked = at_bound = False
+        blocked = at_bound = queued = False
         for split in splits:
             if split.finished:
                 continue
             if blocked:
                 new_split = split
+                if _unstarted(split):  # queued behind the split being read, as Flink's reader has not got it yet
+                    queued = True
+                    new_splits.append(split)
+                    continue
             else:
                 budget = (max_records - n, max_bytes - size) if sequential else (max_records, max_bytes)
                 new_split, values, ts, read_bytes = self._read_split(reader, split, *budget, out)
@@ -82,7 +87,7 @@ class SourceOperator(StreamOperator):
         self.task.counter(self.uid, "numRecordsOut", n)
         if at_bound:  # more may be waiting: the driver may size the next epochs larger (runtime/epoch_sizing.py)
             self.task.counter(self.uid, "epochsAtBound", 1)
-        return new_splits, self._subtask_watermark(new_splits, watermarks, no_more_splits)
+        return new_splits, self._subtask_watermark(new_splits, watermarks, no_more_splits, queued)
 
     def _read_split(
         self, reader: Any, split: SourceSplit, max_records: int, max_bytes: int, out: Output
@@ -114,8 +119,11 @@ class SourceOperator(StreamOperator):
         )
         return new_split, values, ts, result.size
 
-    def _subtask_watermark(self, new_splits: list[SourceSplit], watermarks: list[int], no_more_splits: bool) -> Any:
-        """The subtask's watermark after an epoch's read: the least of its open splits' (see the module)."""
+    def _subtask_watermark(
+        self, new_splits: list[SourceSplit], watermarks: list[int], no_more_splits: bool, queued: bool = False
+    ) -> Any:
+        """The subtask's watermark after an epoch's read: the least of its open splits' (see the module), a split
+        queued unstarted behind them not counted; with only such splits left, it stays where it is."""
         unfinished = [s for s in new_splits if not s.finished]
         ended = [s.watermark for s in new_splits if s.finished and s.watermark > self.watermark]
         wm: int | None
@@ -126,7 +134,7 @@ class SourceOperator(StreamOperator):
         elif not unfinished:
             wm = MAX_WATERMARK if no_more_splits else IDLE
         elif not watermarks:
-            wm = IDLE
+            wm = max(ended, default=self.watermark) if queued else IDLE
         else:
             wm = min(watermarks)
         if wm is not IDLE and wm > self.watermark:
@@ -160,3 +168,8 @@ class SourceOperator(StreamOperator):
 
     def process_batch(self, values: list, timestamps: list, out: Output) -> None:  # pragma: no cover
         raise AssertionError("a source has no input")
+
+
+def _unstarted(split: SourceSplit) -> bool:
+    """Not read at all yet: no watermark generator made for it and no watermark of its own."""
+    return split.generator is None and split.watermark == SourceSplit.watermark and not split.idle

@@ -71,7 +71,7 @@ def deploy_stages(
     # Step 1. Fix each source subtask's input for the epoch.
     has_sources = any(s.is_source_stage for s in stages)
     held = has_sources and sources_held(epoch)  # a crash test's bound on how far this run may read
-    assignments = {nid: sc.assign() for nid, sc in progress.sources.items()} if has_sources else {}
+    assignments = {nid: sc.assign(settings.max_bytes) for nid, sc in progress.sources.items()} if has_sources else {}
     keyed = any(s.keyed for s in stages)
     uploads = coordinator.options_for_epoch(epoch) if coordinator is not None and keyed else {}
     deps: dict[tuple[int, int], TaskDeployment] = {}

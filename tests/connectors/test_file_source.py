@@ -402,3 +402,47 @@ def test_a_continuous_source_passes_on_the_watermark_of_a_file_it_finished(make_
     finally:
         client.cancel()
     client.wait(10)
+
+
+def test_a_subtask_that_will_finish_its_file_within_the_epoch_gets_the_next_ones(tmp_path):
+    """A file's end is not a backlog's: a subtask whose unread bytes fall short of the epoch's bound is dealt the
+    next files (as many as fit), so it reads on instead of ending the epoch at the file's end."""
+    paths = [_write(tmp_path / f"{i}.txt", b"x" * 999 + b"\n", mtime=1_000_000 + i) for i in range(5)]
+    enumerator = FileSplitEnumerator([str(tmp_path)])
+    enumerator.epoch_bytes = 2_500
+    first = enumerator.assign({0: []})
+    assert [s.split_id for s in first[0]] == paths[:2]  # 1,000 + 1,000 fit, a third would not
+    half_read = first[0][1].with_(position=(500, 0))  # the first file read, the second half read
+    second = enumerator.assign({0: [first[0][0].with_(finished=True), half_read]})
+    # 500 unread + 1,000 + 1,000 = 2,500: two more files; the last stays for a later epoch
+    assert [s.split_id for s in second[0]] == [paths[1], paths[2], paths[3]]
+    assert second[0][0].position == (500, 0)
+    full = enumerator.assign({0: [s.with_(position=(0, 0)) for s in second[0]]})  # 3,000 unread: nothing new
+    assert [s.split_id for s in full[0]] == paths[1:4] and not enumerator.no_more_splits()
+
+
+def test_a_file_queued_unstarted_does_not_hold_the_watermark(make_env, tmp_path):
+    """An epoch that ends inside a file, with the next files dealt to the same subtask but not begun, moves the
+    watermark to the file being read: Flink's reader has not been given the next file yet, so it does not hold
+    event time back (a file begun, then left, would)."""
+    from tests.runtime.recording_listener import RecordingJobListener
+
+    d = tmp_path / "in"
+    for i in range(3):  # 3 files of 1,000 lines, timestamps rising 1 s a line across them
+        _write(d / f"{i}.txt", "".join(f"{ts}\n" for ts in range(i * 1_000, (i + 1) * 1_000)).encode(), 1_000 + i)
+    env = make_env(
+        "local",
+        **{
+            "execution.epoch.max-records": 1_500,
+            "execution.job-listeners": "tests.runtime.recording_listener:RecordingJobListener",
+        },
+    )
+    env.set_parallelism(1)
+    strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda line, _: int(line) * 1000)
+    source = FileSource.for_record_stream_format(StreamFormat.text_line_format(), str(d)).build()
+    env.from_source(source, strategy, "files").uid("files").filter(lambda x: False).print()
+    result = env.execute("queued-files")
+    epochs = [e[1] for e in RecordingJobListener.events[result.get_job_id()] if e[0] == "epoch"]
+    # epoch 0 reads the first file and half the second (1,500 lines: up to ts 1,499 s), the third queued behind
+    assert [s.records_in for s in epochs[:2]] == [1_500, 1_500], [s.records_in for s in epochs]
+    assert epochs[0].watermark == 1_499_000 - 1, epochs[0].watermark
