@@ -71,7 +71,7 @@ class JobProcess:
         env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
         self.log = log
         self.tail: collections.deque[str] = collections.deque(maxlen=40)
-        self.epoch_lines = 0  # the progress lines: epochs, or in continuous mode the intervals between barriers
+        self.epoch_lines = 0  # the progress lines: one per epoch, in continuous mode one a second at most
         self.proc = subprocess.Popen(
             cmd,
             cwd=str(REPO),

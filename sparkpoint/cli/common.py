@@ -62,6 +62,13 @@ def fmt_wm(wm: int | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(wm / 1000)) + f".{wm % 1000:03d}Z"
 
 
+PROGRESS_EVERY_S = 1.0
+"""Continuous mode's progress: a line at most this often (its barriers pass five times a second), each over the
+barrier intervals since the last; epoch mode prints a line per epoch (an epoch is a Spark job). The key
+``sparkpoint.cli.progress-interval`` sets it for either mode (``0 ms``: a line per epoch or barrier interval)."""
+PROGRESS_INTERVAL_KEY = "sparkpoint.cli.progress-interval"
+
+
 class Progress(JobListener):
     """Live progress on a terminal, plain lines in a pipe: a listener of the running job."""
 
@@ -70,6 +77,9 @@ class Progress(JobListener):
         self.tty = stream.isatty()
         self.started = time.time()
         self.busy_s = 0.0
+        self.every_s = 0.0
+        self.last_line = 0.0  # monotonic time of the last line
+        self.pending: Any = None  # [first epoch, records in, records out, seconds, last stats] not printed yet
         self.live: Any = None
         if self.tty:
             from rich.console import Console
@@ -78,13 +88,35 @@ class Progress(JobListener):
             self.live = Live(console=Console(file=stream), refresh_per_second=4, transient=False)
             self.live.start()
 
+    def on_job_started(self, job: Any) -> None:
+        config = getattr(job, "config", None)
+        if config is None:
+            return
+        mode = str(config.get_string("sparkpoint.execution.mode") or "epoch").strip().lower()
+        default_ms = int(PROGRESS_EVERY_S * 1000) if mode == "continuous" else 0
+        self.every_s = (config.get_duration_ms(PROGRESS_INTERVAL_KEY, default_ms) or 0) / 1000
+
     def on_epoch_completed(self, stats: Any) -> None:
         self.busy_s += stats.duration_s
+        p = self.pending
+        if p is None:
+            self.pending = [stats.epoch, stats.records_in, stats.records_out, stats.duration_s, stats]
+        else:
+            p[1:] = [p[1] + stats.records_in, p[2] + stats.records_out, p[3] + stats.duration_s, stats]
+        ended = stats.watermark is not None and stats.watermark >= MAX_WATERMARK
+        if ended or time.monotonic() - self.last_line >= self.every_s:
+            self._print_pending()
+
+    def _print_pending(self) -> None:
+        if self.pending is None:
+            return
+        first, records_in, records_out, seconds, stats = self.pending
+        self.pending, self.last_line = None, time.monotonic()
         rate = stats.total_records_in / max(self.busy_s, 1e-9)
+        epochs = f"epoch {first}" if first == stats.epoch else f"epochs {first}-{stats.epoch}"
         line = (
-            f"epoch {stats.epoch}: {stats.records_in:,} records in, {stats.records_out:,} out "
-            f"({stats.duration_s:.2f}s); total {stats.total_records_in:,} at {rate:,.0f} records/s; "
-            f"watermark {fmt_wm(stats.watermark)}"
+            f"{epochs}: {records_in:,} records in, {records_out:,} out ({seconds:.2f}s); "
+            f"total {stats.total_records_in:,} at {rate:,.0f} records/s; watermark {fmt_wm(stats.watermark)}"
         )
         if self.live is not None:
             self.live.update(line)
@@ -110,6 +142,7 @@ class Progress(JobListener):
             print(fate, file=self.stream, flush=True)
 
     def close(self) -> None:
+        self._print_pending()
         if self.live is not None:
             self.live.stop()
             self.live = None

@@ -33,6 +33,7 @@ _DURATIONS = (
     "restart-strategy.exponential-delay.max-backoff",
     "restart-strategy.exponential-delay.reset-backoff-threshold",
     "state.changelog.periodic-materialize.interval",
+    "sparkpoint.cli.progress-interval",
 )
 _SIZES = ("execution.epoch.max-bytes",)
 _INTEGERS = (

@@ -80,7 +80,8 @@ def run_command(
 ) -> list[str]:
     """``sparkpoint [cli_options] run -D k=v ... [-s restore] job job_args`` with this Python."""
     cmd = [sys.executable, "-m", "sparkpoint.cli", *cli_options, "run"]
-    for k, v in conf.items():
+    # a progress line per epoch (in continuous mode, per barrier interval): the rounds choose kill points by them
+    for k, v in {"sparkpoint.cli.progress-interval": "0 ms", **conf}.items():
         cmd += ["-D", f"{k}={v}"]
     if restore:
         cmd += ["-s", restore]

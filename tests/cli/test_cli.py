@@ -67,6 +67,39 @@ def test_run_prints_job_id_and_progress_and_writes_the_oracle(tmp_path, cli_env)
     assert Counter(read_committed_lines(out)) == _oracle(30_000)
 
 
+PACED = """
+from sparkpoint.common import WatermarkStrategy
+from sparkpoint.datastream import StreamExecutionEnvironment
+from sparkpoint.datastream.connectors.generator import DataGeneratorSource
+
+env = StreamExecutionEnvironment.get_execution_environment()
+source = DataGeneratorSource(lambda i: i, 6_000, records_per_second=2_000)
+env.from_source(source, WatermarkStrategy.no_watermarks(), "paced").uid("paced").map(lambda v: v).uid("same")
+env.execute("paced")
+"""
+
+
+def test_continuous_mode_prints_a_progress_line_a_second_not_one_per_barrier(tmp_path, cli_env):
+    """Its barriers pass five times a second: a line covers the barrier intervals since the last one, and the
+    lines' records add up to the job's."""
+    job = tmp_path / "paced.py"
+    job.write_text(PACED)
+    conf = ["-D", "execution.target=local", "-D", "sparkpoint.execution.mode=continuous", "-p", "1"]
+    r = sparkpoint("run", *conf, str(job), env=cli_env)
+    assert r.returncode == 0, r.stderr
+    lines = [line for line in r.stderr.splitlines() if line.startswith("epoch")]
+    counted = sum(int(re.search(r": ([\d,]+) records in", line)[1].replace(",", "")) for line in lines)
+    assert counted == 6_000, lines
+    assert 2 <= len(lines) <= 7, lines  # 3 s of input: not the ~15 barrier intervals
+    assert any(line.startswith("epochs ") for line in lines), lines
+    assert "watermark +inf (end of input)" in lines[-1], lines
+    # the opt-out (what the kill-loop harness sets): a line per barrier interval, each of one interval
+    r = sparkpoint("run", *conf, "-D", "sparkpoint.cli.progress-interval=0ms", str(job), env=cli_env)
+    assert r.returncode == 0, r.stderr
+    lines = [line for line in r.stderr.splitlines() if line.startswith("epoch")]
+    assert len(lines) >= 10 and all(re.match(r"epoch \d+: ", line) for line in lines), lines
+
+
 def test_the_incremental_count_writes_the_same_oracle(tmp_path, cli_env):
     """``--incremental-count``: an AggregateFunction, aggregated before the exchange, gives the seed's lines."""
     out = tmp_path / "out"

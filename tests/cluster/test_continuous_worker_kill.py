@@ -26,7 +26,8 @@ from .test_worker_loss import _gone
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
-CONTINUOUS = {"sparkpoint.execution.mode": "continuous"}
+# a progress line per barrier interval: the test waits for them
+CONTINUOUS = {"sparkpoint.execution.mode": "continuous", "sparkpoint.cli.progress-interval": "0 ms"}
 EVENTS = 240_000  # 12 s of input at 20,000 events/s: the kill lands while the sources read
 
 
