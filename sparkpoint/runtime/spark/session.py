@@ -12,7 +12,8 @@ configured:
   (and Spark's per-task failure traces only for fatal errors: the job's own error names the
   record), and this interpreter for the Python workers (``PYSPARK_PYTHON``) unless one is set;
   on a local master also every port on 127.0.0.1 (driver, block manager, ``SPARK_LOCAL_IP``
-  for the web UI) and the web UI off (``spark.ui.enabled=true`` turns it on, kill links off);
+  for the web UI) and the web UI off (``spark.ui.enabled=true`` turns it on, kill links off), and, when the
+  workers run this interpreter, PySpark's daemon without ``pyspark.zip`` (:mod:`.daemon`: ~0.7 s less a worker);
 - under ``spark-submit`` the Python environment variables, the log configuration and every
   conf it was given are left as they are (``spark.pyspark.python`` included).
 
@@ -98,7 +99,14 @@ def session_defaults(config: Configuration, submitted: bool) -> dict[str, str]:
     if not submitted and _local(config):
         # an embedded Spark serves nobody else: every port on loopback, no web UI unless asked for
         defaults.update(_LOOPBACK)
+        if _workers_run_this_python():  # its workers can import sparkpoint: PySpark's daemon, without its zip
+            defaults["spark.python.daemon.module"] = "sparkpoint.runtime.spark.daemon"
     return defaults
+
+
+def _workers_run_this_python() -> bool:
+    python = os.environ.get("PYSPARK_PYTHON") or sys.executable
+    return os.path.abspath(python) == os.path.abspath(sys.executable)
 
 
 _LOOPBACK = {

@@ -1,0 +1,86 @@
+"""The embedded local Spark's Python workers (``sparkpoint.runtime.spark.daemon``): they import pyspark and py4j
+from the installed packages, not from the zips Spark puts first on their path (a zip holds no compiled modules),
+and the daemon forks them with no thread started."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import zipfile
+from pathlib import Path
+
+import pyspark
+import pytest
+
+from sparkpoint.runtime.spark.daemon import installed_packages_first
+
+ZIPS = Path(pyspark.__file__).parent / "python" / "lib"
+
+WHERE = textwrap.dedent("""
+    import json, sys
+    from sparkpoint.common import WatermarkStrategy
+    from sparkpoint.datastream import StreamExecutionEnvironment
+    from sparkpoint.datastream.connectors.generator import NumberSequenceSource
+
+    def where(_):
+        import py4j, pyspark
+        return json.dumps([pyspark.__file__, py4j.__file__])
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    stream = env.from_source(NumberSequenceSource(0, 3), WatermarkStrategy.no_watermarks(), "n").uid("n")
+    with stream.map(where).uid("where").execute_and_collect() as results:
+        for line in set(results):
+            print("WHERE", line)
+""")
+
+
+def _spark_zips() -> list[str]:
+    return sorted(str(p) for p in ZIPS.glob("*.zip"))
+
+
+@pytest.mark.slow
+def test_the_workers_of_an_embedded_spark_import_the_installed_pyspark(tmp_path):
+    job = tmp_path / "where.py"
+    job.write_text(WHERE)
+    r = subprocess.run(
+        [sys.executable, "-m", "sparkpoint.cli", "run", "-p", "2", str(job)], capture_output=True, text=True
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    found = [json.loads(line[6:]) for line in r.stdout.splitlines() if line.startswith("WHERE ")]
+    assert found, r.stdout
+    for pyspark_file, py4j_file in found:
+        assert ".zip" not in pyspark_file and ".zip" not in py4j_file, (pyspark_file, py4j_file)
+        assert Path(pyspark_file).parent == Path(pyspark.__file__).parent
+
+
+def test_the_daemon_imports_the_worker_module_without_starting_a_thread():
+    """What the daemon does before it forks, with Spark's zips first on the path as Spark launches it."""
+    zips = _spark_zips()
+    assert any(z.endswith("pyspark.zip") for z in zips), zips
+    code = textwrap.dedent("""
+        import os, sys
+        from sparkpoint.runtime.spark.daemon import installed_packages_first
+        sys.path[:] = installed_packages_first(sys.path)
+        import pyspark.worker, pyspark.daemon, pyspark
+        print(len(os.listdir("/proc/self/task")), pyspark.__file__)
+    """)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*zips, os.environ.get("PYTHONPATH", "")])}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=str(Path.cwd()))
+    assert r.returncode == 0, r.stderr
+    threads, where = r.stdout.split()
+    assert threads == "1" and ".zip" not in where, r.stdout
+
+
+def test_a_zip_of_another_version_stays_on_the_path(tmp_path):
+    other = tmp_path / "pyspark.zip"
+    with zipfile.ZipFile(other, "w") as z:
+        z.writestr("pyspark/version.py", "__version__: str = '0.0.1'\n")
+    not_a_zip = tmp_path / "py4j-0.1-src.zip"
+    not_a_zip.write_text("not a zip")
+    path = [str(other), str(not_a_zip), *sys.path]
+    assert installed_packages_first(path) == path
+    same = [*_spark_zips(), *sys.path]
+    assert installed_packages_first(same) == list(sys.path)
