@@ -124,6 +124,7 @@ class Progress(JobListener):
             print(line, file=self.stream, flush=True)
 
     def on_restore(self, job_id: str, restored: Any) -> None:
+        self._print_pending()  # the epochs before the failure: their numbers start again from the checkpoint's
         line = restore_message(job_id, restored)
         if self.live is not None:  # above the live progress line
             self.live.console.print(line, markup=False, highlight=False, soft_wrap=True)

@@ -80,8 +80,9 @@ class ReadResult:
 class SplitEnumerator(abc.ABC):
     """Driver side of a source: which splits exist and who reads them next."""
 
-    #: the bytes a source subtask reads in an epoch at most (``execution.epoch.max-bytes``), set by the runtime:
-    #: an enumerator of small splits may hand a subtask as many at once as fit in it
+    #: the bytes a source subtask reads in an epoch at most (``execution.epoch.max-bytes``, in epoch mode as the
+    #: epoch's bounds are sized), set by the runtime: an enumerator of small splits may hand a subtask as many at
+    #: once as fit in it
     epoch_bytes: int | None = None
 
     @abc.abstractmethod

@@ -2,7 +2,8 @@
 
 Watermarks are per split (as Flink's FLIP-27 sources do): every split carries its own
 watermark generator, and the subtask's watermark is the minimum over its unfinished,
-non-idle splits. A subtask with no split left emits +inf once the enumerator has no
+non-idle splits but those queued unstarted behind the one being read (a Flink reader has not
+been given them yet). A subtask with no split left emits +inf once the enumerator has no
 more splits to give, and is idle while it waits for one.
 """
 
@@ -134,7 +135,7 @@ class SourceOperator(StreamOperator):
         elif not unfinished:
             wm = MAX_WATERMARK if no_more_splits else IDLE
         elif not watermarks:
-            wm = max(ended, default=self.watermark) if queued else IDLE
+            wm = min(ended, default=self.watermark) if queued else IDLE  # as with no split open, below
         else:
             wm = min(watermarks)
         if wm is not IDLE and wm > self.watermark:
@@ -172,4 +173,4 @@ class SourceOperator(StreamOperator):
 
 def _unstarted(split: SourceSplit) -> bool:
     """Not read at all yet: no watermark generator made for it and no watermark of its own."""
-    return split.generator is None and split.watermark == SourceSplit.watermark and not split.idle
+    return not any(split.position or ()) and split.generator is None and split.watermark == SourceSplit.watermark

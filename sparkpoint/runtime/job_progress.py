@@ -25,7 +25,8 @@ class JobProgress:
 
     def __init__(self, plan: JobPlan, epoch_bytes: int | None = None):
         self.plan = plan
-        self.epoch_bytes = epoch_bytes  # execution.epoch.max-bytes: the sources' enumerators hand out splits by it
+        # execution.epoch.max-bytes: the sources' enumerators hand out splits by it (an epoch's sized bound, if given)
+        self.epoch_bytes = epoch_bytes
         self.sources: dict[int, SourceCoordinator] = {}
         self.reset()
 

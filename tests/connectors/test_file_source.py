@@ -421,10 +421,18 @@ def test_a_subtask_that_will_finish_its_file_within_the_epoch_gets_the_next_ones
     assert [s.split_id for s in full[0]] == paths[1:4] and not enumerator.no_more_splits()
 
 
-def test_a_file_queued_unstarted_does_not_hold_the_watermark(make_env, tmp_path):
-    """An epoch that ends inside a file, with the next files dealt to the same subtask but not begun, moves the
-    watermark to the file being read: Flink's reader has not been given the next file yet, so it does not hold
-    event time back (a file begun, then left, would)."""
+@pytest.mark.parametrize(
+    "max_records, sizes, watermark",
+    [
+        (1_500, [1_500, 1_500], 1_499_000 - 1),  # ends inside the second file: its watermark
+        (2_000, [2_000, 1_000], 999_000 - 1),  # ends at the second file's end: the least of the ended files'
+    ],
+)
+def test_a_file_queued_unstarted_does_not_hold_the_watermark(make_env, tmp_path, max_records, sizes, watermark):
+    """An epoch that ends with the next files dealt to the same subtask but not begun moves the watermark by the
+    files read: Flink's reader has not been given the next file yet, so it does not hold event time back (a file
+    begun, then left, would); with only such files left open, by the least of the files that ended, as when no
+    file is left."""
     from tests.runtime.recording_listener import RecordingJobListener
 
     d = tmp_path / "in"
@@ -433,7 +441,7 @@ def test_a_file_queued_unstarted_does_not_hold_the_watermark(make_env, tmp_path)
     env = make_env(
         "local",
         **{
-            "execution.epoch.max-records": 1_500,
+            "execution.epoch.max-records": max_records,
             "execution.job-listeners": "tests.runtime.recording_listener:RecordingJobListener",
         },
     )
@@ -443,6 +451,6 @@ def test_a_file_queued_unstarted_does_not_hold_the_watermark(make_env, tmp_path)
     env.from_source(source, strategy, "files").uid("files").filter(lambda x: False).print()
     result = env.execute("queued-files")
     epochs = [e[1] for e in RecordingJobListener.events[result.get_job_id()] if e[0] == "epoch"]
-    # epoch 0 reads the first file and half the second (1,500 lines: up to ts 1,499 s), the third queued behind
-    assert [s.records_in for s in epochs[:2]] == [1_500, 1_500], [s.records_in for s in epochs]
-    assert epochs[0].watermark == 1_499_000 - 1, epochs[0].watermark
+    # epoch 0 reads the first file and half the second or all of it, the third queued behind
+    assert [s.records_in for s in epochs[:2]] == sizes, [s.records_in for s in epochs]
+    assert epochs[0].watermark == watermark, epochs[0].watermark

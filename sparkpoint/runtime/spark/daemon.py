@@ -6,7 +6,8 @@ ran a task, about 0.7 s of CPU a worker, and each task re-read the zips' directo
 installed beside sparkpoint are the zips' versions (a local Spark runs the driver's Python), this daemon takes
 the zips off the path, so the installed packages' compiled modules are used, and imports the worker module once
 before it forks (PySpark imports it after the fork because some imports start threads; the worker module's own
-start none, which ``tests/deploy/test_spark_daemon.py`` checks), then runs PySpark's daemon. Run as
+start none, which ``tests/deploy/test_spark_daemon.py`` checks, and should an import have started one, PySpark's
+own daemon is run instead), then runs PySpark's daemon. Run as
 ``python -m sparkpoint.runtime.spark.daemon pyspark.worker``.
 """
 
@@ -17,7 +18,7 @@ import os
 import sys
 import zipfile
 
-__all__ = ["installed_packages_first"]
+__all__ = ["installed_packages_first", "threads"]
 
 
 def _package_of(entry: str) -> str | None:
@@ -52,10 +53,22 @@ def installed_packages_first(path: list[str]) -> list[str]:
     return [entry for entry in path if entry not in same]
 
 
+def threads() -> int:
+    """This process's threads, native ones included (an import may start them without ``threading``)."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        import threading
+
+        return threading.active_count()
+
+
 def main() -> None:
     sys.path[:] = installed_packages_first(sys.path)
     worker_module = sys.argv[1] if len(sys.argv) > 1 and sys.argv[1].startswith("pyspark") else "pyspark.worker"
     importlib.import_module(worker_module)
+    if threads() > 1:  # another PySpark or library build started one: forking now is unsafe, run PySpark's own
+        os.execv(sys.executable, [sys.executable, "-m", "pyspark.daemon", *sys.argv[1:]])
     from pyspark import daemon
 
     daemon.manager()
