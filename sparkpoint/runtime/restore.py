@@ -35,6 +35,7 @@ __all__ = [
     "job_operators",
     "check_restore",
     "assign_state",
+    "deal_splits",
     "restore_message",
 ]
 
@@ -126,9 +127,7 @@ def assign_state(
         nid = uid_to_node.get(uid)
         if nid is None:
             continue
-        par = source_parallelism[nid]
-        splits = [s for i in sorted(src["splits"]) for s in src["splits"][i]]
-        out.sources[nid] = (src["enumerator"], {i: splits[i::par] for i in range(par)})
+        out.sources[nid] = (src["enumerator"], deal_splits(src["splits"], source_parallelism[nid]))
     # Step 3. Keyed state: each subtask reads the files covering its key groups.
     out.keyed = assign_keyed_state(restored, plan)
     # Step 4. The sinks' pre-committed transactions.
@@ -137,6 +136,17 @@ def assign_state(
         if nid is not None:
             out.committables[nid] = committables
     return out
+
+
+def deal_splits(held: Mapping[Any, list], parallelism: int) -> dict[int, list]:
+    """The source splits each subtask holds in a checkpoint, for ``parallelism`` subtasks: at the same parallelism
+    each its own back in their order (a split being read before those queued behind it, as Flink's readers get
+    their splits back), else all of them dealt out in turn."""
+    lists = {int(i): list(splits) for i, splits in held.items()}
+    if sorted(lists) == list(range(parallelism)):
+        return lists
+    splits = [s for i in sorted(lists) for s in lists[i]]
+    return {i: splits[i::parallelism] for i in range(parallelism)}
 
 
 def assign_keyed_state(restored: RestoredCheckpoint, plan: JobPlan) -> dict[tuple[int, int], list]:

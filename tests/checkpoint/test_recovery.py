@@ -182,3 +182,19 @@ def test_run_s_with_a_job_directory_restores_its_newest_checkpoint_that_loads(ma
         f"cannot recover from checkpoint {int(newest.rsplit('-', 1)[1])}" in m and "truncated" in m for m in messages
     ), messages
     assert any(f"restoring checkpoint {previous_id}, the newest of" in m for m in messages), messages
+
+
+def test_a_restore_gives_each_source_subtask_its_own_splits_back_at_the_same_parallelism():
+    """Each subtask gets back what it held, in order (a file being read before the files queued behind it), as
+    Flink's readers get their splits back; at another parallelism every split is dealt out, none lost or doubled."""
+    from sparkpoint.connectors.base import SourceSplit
+    from sparkpoint.runtime.restore import deal_splits
+
+    a, b, c, d, e = (SourceSplit(name, position=(i, i)) for i, name in enumerate("abcde"))
+    held = {0: [a, b], 1: [c], 2: [d, e]}
+    assert deal_splits(held, 3) == held
+    assert deal_splits({"0": [a, b], "1": [c], "2": []}, 3) == {0: [a, b], 1: [c], 2: []}  # keys as JSON has them
+    for parallelism in (1, 2, 4):
+        dealt = deal_splits(held, parallelism)
+        assert sorted(dealt) == list(range(parallelism))
+        assert sorted(s.split_id for splits in dealt.values() for s in splits) == list("abcde")
