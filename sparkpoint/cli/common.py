@@ -6,6 +6,7 @@ import os
 import sys
 import time
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +70,23 @@ barrier intervals since the last; epoch mode prints a line per epoch (an epoch i
 PROGRESS_INTERVAL_KEY = "sparkpoint.cli.progress-interval"
 
 
+@dataclass
+class _Held:
+    """Epochs not printed yet: the first one's number, their sums, and the last one's stats."""
+
+    first: int
+    records_in: int
+    records_out: int
+    seconds: float
+    last: Any
+
+    def add(self, stats: Any) -> None:
+        self.records_in += stats.records_in
+        self.records_out += stats.records_out
+        self.seconds += stats.duration_s
+        self.last = stats
+
+
 class Progress(JobListener):
     """Live progress on a terminal, plain lines in a pipe: a listener of the running job."""
 
@@ -79,7 +97,7 @@ class Progress(JobListener):
         self.busy_s = 0.0
         self.every_s = 0.0
         self.last_line = 0.0  # monotonic time of the last line
-        self.pending: Any = None  # [first epoch, records in, records out, seconds, last stats] not printed yet
+        self.pending: _Held | None = None
         self.live: Any = None
         if self.tty:
             from rich.console import Console
@@ -98,24 +116,24 @@ class Progress(JobListener):
 
     def on_epoch_completed(self, stats: Any) -> None:
         self.busy_s += stats.duration_s
-        p = self.pending
-        if p is None:
-            self.pending = [stats.epoch, stats.records_in, stats.records_out, stats.duration_s, stats]
+        if self.pending is None:
+            self.pending = _Held(stats.epoch, stats.records_in, stats.records_out, stats.duration_s, stats)
         else:
-            p[1:] = [p[1] + stats.records_in, p[2] + stats.records_out, p[3] + stats.duration_s, stats]
+            self.pending.add(stats)
         ended = stats.watermark is not None and stats.watermark >= MAX_WATERMARK
         if ended or time.monotonic() - self.last_line >= self.every_s:
             self._print_pending()
 
     def _print_pending(self) -> None:
-        if self.pending is None:
+        held = self.pending
+        if held is None:
             return
-        first, records_in, records_out, seconds, stats = self.pending
         self.pending, self.last_line = None, time.monotonic()
+        stats = held.last
         rate = stats.total_records_in / max(self.busy_s, 1e-9)
-        epochs = f"epoch {first}" if first == stats.epoch else f"epochs {first}-{stats.epoch}"
+        epochs = f"epoch {held.first}" if held.first == stats.epoch else f"epochs {held.first}-{stats.epoch}"
         line = (
-            f"{epochs}: {records_in:,} records in, {records_out:,} out ({seconds:.2f}s); "
+            f"{epochs}: {held.records_in:,} records in, {held.records_out:,} out ({held.seconds:.2f}s); "
             f"total {stats.total_records_in:,} at {rate:,.0f} records/s; watermark {fmt_wm(stats.watermark)}"
         )
         if self.live is not None:

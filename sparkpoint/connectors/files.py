@@ -200,8 +200,8 @@ class FileSplitEnumerator(SplitEnumerator):
         if not self.listed:
             self.discover()
         budget = self.epoch_bytes or 0
-        load = {i: sum(_unread_bytes(s) for s in splits if not s.finished) for i, splits in assigned.items()}
         taken = {i: [s for s in splits if not s.finished] for i, splits in assigned.items()}
+        load = {i: sum(map(_unread_bytes, splits)) for i, splits in taken.items()}
         hungry = [i for i in assigned if not taken[i] or load[i] < budget]
         pending, next_file = self.pending, 0
         while hungry and next_file < len(pending):

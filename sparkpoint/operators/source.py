@@ -121,7 +121,7 @@ class SourceOperator(StreamOperator):
         return new_split, values, ts, result.size
 
     def _subtask_watermark(
-        self, new_splits: list[SourceSplit], watermarks: list[int], no_more_splits: bool, queued: bool = False
+        self, new_splits: list[SourceSplit], watermarks: list[int], no_more_splits: bool, queued: bool
     ) -> Any:
         """The subtask's watermark after an epoch's read: the least of its open splits' (see the module), a split
         queued unstarted behind them not counted; with only such splits left, it stays where it is."""

@@ -39,7 +39,7 @@ class WindowContents:
 
     def add_run(self, state: Any, values: Sequence, timestamps: Sequence) -> None:
         """Add elements with their timestamps, in their order, as one by one would (their timestamps unkept)."""
-        state.add_all(list(values))
+        self.add_all(state, list(values))
 
     def merge_partial(self, state: Any, value: Any) -> None:
         """Merge a locally aggregated partial (a reduced value or an accumulator) into the contents."""
