@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import abc
 import contextlib
-import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
@@ -20,7 +19,7 @@ from sparkpoint.datastream.state import StateDescriptor
 from sparkpoint.errors import StateError
 from sparkpoint.state.handles import KeyedStateHandle
 from sparkpoint.state.internal import STATE_KINDS, InternalKvState, UserFacingListState
-from sparkpoint.state.key_groups import KeyGroupRange, shared_assigner
+from sparkpoint.state.key_groups import GENERATION, KeyGroupRange, shared_assigner
 from sparkpoint.state.key_hash import KeyHash
 from sparkpoint.state.migration import SchemaCheck
 from sparkpoint.state.schema import StateSchema
@@ -122,8 +121,9 @@ class KeyedStateBackend(abc.ABC):
 
     def prefetch_limit(self) -> int:
         """How many records' keys one :meth:`prefetch` should cover: operators prefetch a batch in slices of
-        this many (backends that hold every entry in memory: no limit)."""
-        return sys.maxsize
+        this many (backends that hold every entry in memory: as many as a generation of the key groups' cache
+        holds, so that a slice's keys are all found there)."""
+        return GENERATION
 
     def get_current_key(self) -> Any:
         return self.current_key

@@ -30,6 +30,7 @@ __all__ = [
     "key_kind",
     "KeyGroupRange",
     "KeyGroupAssigner",
+    "GENERATION",
     "shared_assigner",
     "assign_to_key_group",
     "compute_key_group_range_for_operator_index",
@@ -135,64 +136,71 @@ class KeyGroupRange:
         return f"[{self.start}, {self.end}]"
 
 
-_MAX_CACHED = 1_000_000  # keys whose group an assigner keeps
+#: Keys a generation of an assigner's cache holds: it keeps at most two generations (the keys of the last two
+#: hundred thousand or so looked up), so a worker's cache follows the keys in use and does not grow with every
+#: key a long-running job ever saw.
+GENERATION = 100_000
 
 
 class KeyGroupAssigner:
-    """Caches the key group of keys seen before (keys repeat: hashing is per new key). ``cache`` is
-    ``{key: key group}`` of at most a million keys, for callers that look keys up themselves. ``key_hash``:
-    the stream's (:class:`~sparkpoint.state.key_hash.KeyHash` of its declared key type; default, pickled keys).
-    Equal keys (``1``, ``1.0``) share a cache entry, so their hash must agree: :class:`KeyHash` sees to it."""
+    """Caches the key group of keys seen lately (keys repeat: hashing is per new key). ``cache`` is
+    ``{key: key group}`` of the keys looked up lately, for callers that look keys up themselves (and call the
+    assigner on a miss); when it holds :data:`GENERATION` keys it becomes ``old``, whose keys move back to
+    ``cache`` when looked up, and the generation before is dropped. ``key_hash``: the stream's
+    (:class:`~sparkpoint.state.key_hash.KeyHash` of its declared key type; default, pickled keys). Equal keys
+    (``1``, ``1.0``) share a cache entry, so their hash must agree: :class:`KeyHash` sees to it."""
 
-    __slots__ = ("max_parallelism", "cache", "key_hash")
+    __slots__ = ("max_parallelism", "cache", "old", "key_hash")
 
     def __init__(self, max_parallelism: int, key_hash: KeyHash | None = None):
         self.max_parallelism = max_parallelism
         self.cache: dict = {}
+        self.old: dict = {}
         self.key_hash = key_hash or _PICKLED_HASH
 
     def __call__(self, key: Any) -> int:
         try:
             return self.cache[key]
         except KeyError:
-            kg = assign_to_key_group(key, self.max_parallelism, self.key_hash)
-            if len(self.cache) < _MAX_CACHED:
-                self.cache[key] = kg
+            kg = self.old.get(key)
+            if kg is None:
+                kg = assign_to_key_group(key, self.max_parallelism, self.key_hash)
+            self._keep([key], [kg])
             return kg
         except TypeError:  # unhashable: key_bytes says why and what to use instead
             key_bytes(key)
             raise
 
     def learn(self, keys: Sequence[Any]) -> None:
-        """Cache the groups of the distinct ``keys`` not cached yet, hashed together (as far as there is room)."""
-        cache = self.cache
-        try:
-            new = [k for k in dict.fromkeys(keys) if k not in cache]
-        except TypeError:  # unhashable: key_bytes says why and what to use instead
-            for k in keys:
-                key_bytes(k)
-            raise
-        if new:
-            self._hash_new(new)
+        """Cache the groups of the distinct ``keys`` not cached yet, hashed together."""
+        self.assign_all(keys)
 
     def assign_all(self, keys: Sequence[Any]) -> dict[Any, int]:
         """``{key: key group}`` of the distinct ``keys``, the new ones hashed together."""
-        cache = self.cache
+        cache, old = self.cache, self.old
         found: dict = {}
         new: list = []
+        back: dict = {}  # keys of the old generation, cached again
         try:
             for k in dict.fromkeys(keys):
                 kg = cache.get(k)
                 if kg is None:
-                    new.append(k)
-                else:
-                    found[k] = kg
+                    kg = old.get(k)
+                    if kg is None:
+                        new.append(k)
+                        continue
+                    back[k] = kg
+                found[k] = kg
         except TypeError:  # unhashable: key_bytes says why and what to use instead
             for k in keys:
                 key_bytes(k)
             raise
         if new:
-            found.update(zip(new, self._hash_new(new)))
+            groups = self.groups(new)
+            found.update(zip(new, groups))
+            back.update(zip(new, groups))
+        if back:
+            self._keep(list(back), list(back.values()))
         return found
 
     def groups(self, keys: Sequence[Any]) -> list[int]:
@@ -204,13 +212,12 @@ class KeyGroupAssigner:
             hashed = _murmur_mix_array(self.key_hash.codes(keys)) % self.max_parallelism
         return hashed.tolist()
 
-    def _hash_new(self, new: list) -> list[int]:
-        """The groups of keys not cached, hashed together; cached as far as there is room."""
-        groups = self.groups(new)
-        room = _MAX_CACHED - len(self.cache)
-        if room > 0:
-            self.cache.update(zip(new[:room], groups[:room]))
-        return groups
+    def _keep(self, keys: list, groups: list) -> None:
+        """Cache ``keys``' groups, the current generation made the old one first if they do not fit."""
+        if len(self.cache) + len(keys) > GENERATION:
+            self.old, self.cache = self.cache, {}
+            keys, groups = keys[:GENERATION], groups[:GENERATION]
+        self.cache.update(zip(keys, groups))
 
 
 _SHARED: dict[tuple[int, str], KeyGroupAssigner] = {}

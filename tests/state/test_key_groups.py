@@ -221,3 +221,22 @@ def test_text_without_a_utf8_form_is_refused_as_a_key_naming_it(key):
         keys_bytes(["a", key, "b"])
     with pytest.raises(KeyTypeError, match="no UTF-8 form"):
         hash_partition([("a", 1), (key, 2)] * 3, [0] * 6, lambda v: v[0], 2, KeyGroupAssigner(128))
+
+
+def test_the_assigners_cache_follows_the_keys_in_use_and_stays_bounded(monkeypatch):
+    from sparkpoint.state import key_groups
+
+    monkeypatch.setattr(key_groups, "GENERATION", 50)
+    assign = KeyGroupAssigner(128)
+    hot = list(range(10_000, 10_010))
+    for start in range(0, 2_000, 40):  # a job whose keys move on: 40 new ones at a time, 10 hot ones throughout
+        keys = hot + list(range(start, start + 40))
+        got = assign.assign_all(keys) if start % 80 else {k: assign(k) for k in keys}
+        assert got == {k: assign_to_key_group(k, 128) for k in keys}  # the hash, cached or not
+        assert len(assign.cache) <= 50 and len(assign.old) <= 50
+        assert all(k in assign.cache or k in assign.old for k in hot)  # keys in use stay cached
+    assert all(k not in assign.cache and k not in assign.old for k in range(1_000))  # keys long gone are not
+    # a batch larger than a generation: its first keys cached, every group right
+    many = list(range(100_000, 100_200))
+    assert assign.assign_all(many) == {k: assign_to_key_group(k, 128) for k in many}
+    assert set(assign.cache) == set(many[:50])
