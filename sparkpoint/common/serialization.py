@@ -70,6 +70,8 @@ class Encoder:
         Args:
             values: The records.
         """
+        if (self.record_type is None or self._strings_as_they_are) and all(type(v) is str for v in values):
+            return ("\n".join(values) + "\n").encode(self.charset) if values else b""
         if self.record_type is None:
             return "".join([f"{v}\n" for v in values]).encode(self.charset)
         return "".join([self._text(v) + "\n" for v in values]).encode(self.charset)

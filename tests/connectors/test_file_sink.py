@@ -226,3 +226,23 @@ def test_a_batch_is_written_at_once_only_where_one_by_one_gives_the_same(tmp_pat
     FileCommitter().commit(parts)
     sizes = sorted(os.path.getsize(c.final_path) for c in parts)
     assert sizes == [8, 8] and sorted(_lines(_visible(tmp_path / "sized"))) == ["aaa", "bbb", "ccc", "ddd"]
+
+
+class _Shout(str):
+    def __str__(self):
+        return self.upper()
+
+
+@pytest.mark.parametrize("record_type", [None, "STRING", "TUPLE"])
+def test_a_batch_encodes_as_its_records_one_by_one(record_type):
+    from sparkpoint.common import Types
+
+    types = {None: None, "STRING": Types.STRING(), "TUPLE": Types.TUPLE([Types.STRING(), Types.INT()])}
+    encoder = Encoder.simple_string_encoder()
+    if record_type is not None:
+        encoder = encoder.with_record_type(types[record_type])
+    batches = [[], ["a", "b\tc", "é"], ["a", 1, None], ["a", _Shout("x")], [("a", 1), "b"]]
+    if record_type == "TUPLE":
+        batches = [[], [("a", 1), ("b\tc", 2)]]
+    for batch in batches:
+        assert encoder.encode_batch(batch) == b"".join(encoder.encode(v) for v in batch), (record_type, batch)
