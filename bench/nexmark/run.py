@@ -18,7 +18,9 @@ parallelism 2 / ``local[2]``, the same event files):
   (``--pyflink-python``) on ``--pyflink-events`` events (PyFlink's Python DataStream is ~100× slower).
 
 Events/s = events / (wall time of the run − wall time of the same run over the 1,000-event input), so start-up
-(JVM, session, Python workers, the first and last checkpoint) is not counted, as the issue's protocol says.
+(JVM, session, Python workers, the first and last checkpoint) is not counted, as the issue's protocol says. With
+``--repeat N`` each query runs N rounds, the engines in turn within a round, and the wall times are the medians;
+before the first query one uncounted run of each engine over the small input warms the OS's caches and Spark.
 Checks: sparkpoint's and PyFlink's lines must equal the oracle's (:func:`bench.nexmark.oracle.check`); Spark's
 must be the oracle's but for the last windows, which Spark's append mode never emits at the end of input (its
 watermark moves only with data): what it emitted must all be right, and what it left out must be only windows
@@ -31,6 +33,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -67,6 +70,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--pyflink-python", default="/tmp/pyflink-venv/bin/python")
     p.add_argument("--pyflink-events", type=int, default=100_000)
     p.add_argument("--no-spark", action="store_true", help="skip Spark Structured Streaming")
+    p.add_argument("--repeat", type=int, default=1, help="rounds per query, the engines in turn; figures are medians")
     p.add_argument("-D", dest="dynamic", action="append", default=[], help="KEY=VALUE for every sparkpoint run")
     p.add_argument("--workdir", default=None)
     p.add_argument("--json", default=None)
@@ -167,9 +171,9 @@ class Engines:
         sizes = ("third", "small", "big") if self.args.memory and mode == "epochs" else ("small", "big")
         for size in sizes:
             tag = f"{query}-{mode}-{size}"
-            out = self.work / "out" / tag
+            out, ck = self._fresh("out", tag), self._fresh("ck", tag)
             inp = self.topics[size] if mode == "kafka" else self.inputs[size]
-            cmd = sparkpoint_cmd(query, inp, out, self.work / "ck" / tag, extra)
+            cmd = sparkpoint_cmd(query, inp, out, ck, extra)
             seconds[size] = timed(cmd, ROOT, memory=memory.setdefault(size, {}) if size != "small" else None)
         want = self._want(query, "big")
         result = self._result(query, "big", seconds, oracle.check(query, oracle.output_lines(out), want))
@@ -185,15 +189,9 @@ class Engines:
         seconds = {}
         for size in ("small", "big"):
             tag = f"{query}-spark-{size}"
+            out, ck = self._fresh("out", tag), self._fresh("ck", tag)
             start = time.perf_counter()
-            run(
-                self.spark,
-                query,
-                str(self.inputs[size]),
-                str(self.work / "out" / tag),
-                str(self.work / "ck" / tag),
-                disorder_ms(RATE),
-            )
+            run(self.spark, query, str(self.inputs[size]), str(out), str(ck), disorder_ms(RATE))
             seconds[size] = time.perf_counter() - start
         got = oracle.output_lines(self.work / "out" / f"{query}-spark-big")
         end = int(self.frames["big"]["B"].ts.max())
@@ -208,13 +206,35 @@ class Engines:
         }
         seconds = {}
         for size in ("small", "pyflink"):
-            out = self.work / "out" / f"{query}-pyflink-{size}"
+            out = self._fresh("out", f"{query}-pyflink-{size}")
             job_args = ["--query", query, "--input", str(self.inputs[size]), "--output", str(out)]
             cmd = [self.args.pyflink_python, str(job), *job_args, "--disorder-ms", str(disorder_ms(RATE))]
             seconds["big" if size == "pyflink" else size] = timed(cmd, self.work, env)
         return self._result(
             query, "pyflink", seconds, oracle.check(query, oracle.output_lines(out), self._want(query, "pyflink"))
         )
+
+    def warm_up(self, query: str) -> None:
+        """One uncounted run of sparkpoint and of Spark SS over the small input (the OS's caches, Spark's JIT)."""
+        out, ck = self._fresh("out", "warm"), self._fresh("ck", "warm")
+        timed(sparkpoint_cmd(query, self.inputs["small"], out, ck, list(self.args.dynamic)), ROOT)
+        if self.spark is not None:
+            from bench.nexmark.spark_queries import run
+
+            out, ck = self._fresh("out", "warm-spark"), self._fresh("ck", "warm-spark")
+            run(self.spark, query, str(self.inputs["small"]), str(out), str(ck), disorder_ms(RATE))
+
+    def run(self, query: str, engine: str) -> dict[str, Any]:
+        """One round of ``query`` on ``engine``: its small and its big run."""
+        if engine in ("sparkpoint", "continuous", "kafka"):
+            return self.run_sparkpoint(query, "epochs" if engine == "sparkpoint" else engine)
+        return self.run_spark(query) if engine == "spark-ss" else self.run_pyflink(query)
+
+    def _fresh(self, *parts: str) -> Path:
+        """An output or checkpoint directory of a run, emptied of an earlier round's."""
+        path = self.work.joinpath(*parts)
+        shutil.rmtree(path, ignore_errors=True)
+        return path
 
     def _want(self, query: str, size: str) -> list[str]:
         return oracle.expected(query, self.frames[size])
@@ -229,6 +249,25 @@ class Engines:
             "ok": problem is None,
             "why": problem,
         }
+
+
+def medians(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """The rounds of one query on one engine as one result: events/s from the medians of the big and the small
+    runs' seconds, every round's check (the first problem found), the last round's memory."""
+    result = dict(rounds[-1])
+    if result.get("seconds") is None:
+        return result
+    big = statistics.median(r["seconds"]["big"] for r in rounds)
+    small = statistics.median(r["seconds"]["small"] for r in rounds)
+    problems = [r["why"] for r in rounds if not r["ok"]]
+    result.update(
+        seconds={"big": big, "small": small},
+        rounds=[r["seconds"] for r in rounds],
+        events_per_s=result["events"] / max(big - small, 1e-3),
+        ok=not problems,
+        why=problems[0] if problems else None,
+    )
+    return result
 
 
 def memory_table(results: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
@@ -282,16 +321,16 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, dict[str, dict[str, Any]]] = {}
     try:
         bench.prepare()
-        for query in args.queries.split(","):
-            results[query] = {}
-            for engine in engines_run:
-                if engine in ("sparkpoint", "continuous", "kafka"):
-                    r = bench.run_sparkpoint(query, "epochs" if engine == "sparkpoint" else engine)
-                elif engine == "spark-ss":
-                    r = bench.run_spark(query)
-                else:
-                    r = bench.run_pyflink(query)
-                results[query][engine] = r
+        queries = args.queries.split(",")
+        print("warm-up (not counted): sparkpoint and Spark SS once over the small input", flush=True)
+        bench.warm_up(queries[0])
+        for query in queries:
+            rounds: dict[str, list[dict[str, Any]]] = {engine: [] for engine in engines_run}
+            for _ in range(args.repeat):
+                for engine in engines_run:
+                    rounds[engine].append(bench.run(query, engine))
+            results[query] = {engine: medians(rs) for engine, rs in rounds.items()}
+            for engine, r in results[query].items():
                 eps = r.get("events_per_s")
                 print(
                     f"  {query} {engine:<11} {f'{eps:,.0f} ev/s' if eps else '-':>16}  {'ok' if r['ok'] else r['why']}",
