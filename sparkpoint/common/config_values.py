@@ -35,7 +35,7 @@ _DURATIONS = (
     "state.changelog.periodic-materialize.interval",
     "sparkpoint.cli.progress-interval",
 )
-_SIZES = ("execution.epoch.max-bytes",)
+_SIZES = ("execution.epoch.max-bytes", "sparkpoint.epoch.memory-budget")
 _INTEGERS = (
     "parallelism.default",
     "pipeline.max-parallelism",

@@ -50,6 +50,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from sparkpoint.checkpoint.stats import percentile
+from sparkpoint.common.processes import resident_bytes
 from sparkpoint.errors import ConfigurationError
 from sparkpoint.rest.job_json import JobView, job_metric_values, now_ms, subtask_values
 from sparkpoint.rest.task_metrics import PROMETHEUS_QUANTILES, TIME_METRICS, latency_histograms
@@ -126,23 +127,12 @@ class ProcessFigures:
         out = {
             "CPU_Load": min(max(load, 0.0), 1.0),
             "CPU_Time": cpu * 1e9,
-            "Memory_Heap_Used": float(_resident_bytes()),
+            "Memory_Heap_Used": float(resident_bytes()),
             "Threads_Count": float(threading.active_count()),
         }
         for generation, stats in enumerate(gc.get_stats()):
             out[f"GarbageCollector_Generation{generation}_Count"] = float(stats.get("collections", 0))
         return out
-
-
-def _resident_bytes() -> int:
-    """The process's resident memory (Linux: ``/proc/self/statm``; elsewhere its peak)."""
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        import resource
-
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 class _Collector:

@@ -7,9 +7,12 @@ small epochs are slow when there is a backlog, and large ones make each record w
 
 * it doubles after an epoch in which a source subtask stopped at a bound (more was waiting), while the epoch
   took at most half of the target (the checkpoint interval, or 10 s without checkpoints: an epoch may not
-  hold a checkpoint back), up to :data:`MAX_FACTOR` (the memory bound: 8 × 16 MB of input per subtask);
-* it halves after an epoch longer than the target, and after an epoch in which no source stopped at a bound
-  (caught up: the next burst starts small again).
+  hold a checkpoint back) and no task's worker held more than half of ``sparkpoint.epoch.memory-budget``
+  (default 1 GB) with its records, up to :data:`MAX_FACTOR` (8 × 16 MB of input per subtask);
+* it halves after an epoch longer than the target, after one in which a task's worker held more than the
+  memory budget (an epoch's records are in its tasks' memory at once: a query that sends every record to one
+  task, or keeps much per record, reaches the budget at smaller epochs than another), and after an epoch in
+  which no source stopped at a bound (caught up: the next burst starts small again).
 
 A job that sets either key keeps that bound fixed (``sparkpoint.epoch.adaptive: false`` keeps both fixed).
 """
@@ -18,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from sparkpoint.common.configuration import Configuration
+from sparkpoint.common.configuration import Configuration, parse_memory_bytes
 from sparkpoint.runtime.deployments import TaskSettings
 from sparkpoint.runtime.task_messages import TaskReport
 
@@ -29,6 +32,7 @@ AT_BOUND = "epochsAtBound"
 #: How far the bounds grow: 8 × 100,000 records, 8 × 16 MB per source subtask and epoch.
 MAX_FACTOR = 8
 _NO_CHECKPOINTS_TARGET_MS = 10_000.0
+_MEMORY_BUDGET = "1 gb"
 
 
 @dataclass
@@ -38,6 +42,7 @@ class EpochSizer:
     adaptive: bool
     target_ms: float
     factor: int = 1
+    memory_budget: int = parse_memory_bytes(_MEMORY_BUDGET)  # a worker's resident bytes with an epoch's records
 
     @classmethod
     def from_config(cls, config: Configuration, checkpoint_interval_ms: int | None) -> EpochSizer:
@@ -48,7 +53,8 @@ class EpochSizer:
             if checkpoint_interval_ms and checkpoint_interval_ms > 0
             else _NO_CHECKPOINTS_TARGET_MS
         )
-        return cls(adaptive, target)
+        budget = parse_memory_bytes(config.get("sparkpoint.epoch.memory-budget", _MEMORY_BUDGET))
+        return cls(adaptive, target, memory_budget=budget)
 
     def settings(self, base: TaskSettings) -> TaskSettings:
         """``base`` with the bounds of the next epoch."""
@@ -56,12 +62,13 @@ class EpochSizer:
             return base
         return replace(base, max_records=base.max_records * self.factor, max_bytes=base.max_bytes * self.factor)
 
-    def observe(self, source_reports: list[TaskReport], duration_ms: float) -> None:
-        """Size the next epoch by the last one: its source tasks' reports and how long it took."""
+    def observe(self, source_reports: list[TaskReport], duration_ms: float, resident: int = 0) -> None:
+        """Size the next epoch by the last one: its source tasks' reports, how long it took, and the most
+        resident memory a worker reported with a task's records in it (0: not known)."""
         if not self.adaptive or not source_reports:
             return
         at_bound = any(m.get(AT_BOUND) for r in source_reports for m in r.metrics.values())
-        if duration_ms > self.target_ms or not at_bound:
+        if duration_ms > self.target_ms or not at_bound or resident > self.memory_budget:
             self.factor = max(1, self.factor // 2)
-        elif duration_ms * 2 <= self.target_ms:
+        elif duration_ms * 2 <= self.target_ms and resident * 2 <= self.memory_budget:
             self.factor = min(MAX_FACTOR, self.factor * 2)

@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from sparkpoint.common.processes import resident_bytes
 from sparkpoint.datastream.functions import CheckpointListener
 from sparkpoint.errors import SparkpointError, StateMissingError, UserFunctionOpenError
 from sparkpoint.operators.base import StreamOperator, TaskContext
@@ -119,7 +120,7 @@ def _run_task(
     kg_range = compute_key_group_range_for_operator_index(plan.max_parallelism, stage.parallelism, subtask)
     ops: dict[int, StreamOperator] = {}
     keyed: KeyedTaskState | None = None
-    lap = _Lap(report.phase_ms, started)
+    lap = _Lap(report, started)
     try:
         build_operators(plan, stage, kg_range, task, dep, ops)
         keyed = restore_keyed(ops, dep, stage_id, subtask, kg_range, plan.max_parallelism)
@@ -134,10 +135,10 @@ def _run_task(
         lap("input")
         # Step 3. Run the operators in topological order.
         outputs, out_watermarks = run_operators(stage, ops, dep, inputs, report)
-        lap("run")
+        lap("run", memory=True)
         # Step 4. Route outputs to downstream partitions.
         routed = route(plan, stage_id, subtask, outputs, out_watermarks)
-        lap("route")
+        lap("route", memory=True)
         # Step 5. Sinks, state and the report.
         _close_operators(ops, report)
         _snapshot_keyed_state(keyed, dep, report)
@@ -158,16 +159,20 @@ def _run_task(
 
 
 class _Lap:
-    """Adds the milliseconds since the previous lap to a phase of ``TaskReport.phase_ms``."""
+    """Adds the milliseconds since the previous lap to a phase of ``TaskReport.phase_ms``; with ``memory``, takes
+    the worker's resident memory into ``TaskReport.resident_bytes`` (the larger)."""
 
-    def __init__(self, phases: dict[str, float], started: float):
-        self.phases = phases
+    def __init__(self, report: TaskReport, started: float):
+        self.report = report
+        self.phases = report.phase_ms
         self.last = started
 
-    def __call__(self, phase: str) -> None:
+    def __call__(self, phase: str, memory: bool = False) -> None:
         now = time.perf_counter()
         self.phases[phase] = self.phases.get(phase, 0.0) + (now - self.last) * 1000
         self.last = now
+        if memory:
+            self.report.resident_bytes = max(self.report.resident_bytes, resident_bytes())
 
 
 class _GcTimer:

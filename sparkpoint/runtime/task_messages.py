@@ -85,6 +85,7 @@ class TaskReport:
     changelog_bytes: int = 0
     changelog_segments: dict[str, tuple[int, str]] = field(default_factory=dict)  # uid -> (size, SHA-256)
     phase_ms: dict[str, float] = field(default_factory=dict)  # where the task's time went (see PHASES)
+    resident_bytes: int = 0  # the worker's resident memory with the task's records in it (run, route), the larger
     user_metrics: dict[str, dict[str, tuple]] = field(default_factory=dict)  # uid -> id -> (kind, value)
     state_schemas: dict[str, OperatorSchema] = field(default_factory=dict)  # keyed uid -> declared in this task
     latency_ms: list[float] = field(default_factory=list)  # continuous mode: ages of the records taken (a sample)

@@ -32,6 +32,19 @@ def test_the_factor_doubles_with_a_backlog_and_halves_when_caught_up_or_slow():
     assert fixed.factor == 1 and fixed.settings(base) is base
 
 
+def test_epochs_grow_only_while_the_workers_memory_allows():
+    sizer = EpochSizer(adaptive=True, target_ms=10_000, memory_budget=1_000)
+    factors = []
+    for resident in (100, 500, 400, 501, 1_001, 1_001, 100):  # over half the budget: no growth; over it: halve
+        sizer.observe([_report(True)], 100, resident)
+        factors.append(sizer.factor)
+    assert factors == [2, 4, 8, 8, 4, 2, 4]
+    conf = Configuration()
+    assert EpochSizer.from_config(conf, None).memory_budget == 1 << 30
+    conf.set("sparkpoint.epoch.memory-budget", "256 mb")
+    assert EpochSizer.from_config(conf, None).memory_budget == 256 << 20
+
+
 def test_configured_bounds_stay_fixed():
     conf = Configuration()
     assert EpochSizer.from_config(conf, None).adaptive and EpochSizer.from_config(conf, -1).target_ms == 10_000
@@ -54,3 +67,11 @@ def test_a_backlog_is_read_in_fewer_larger_epochs(make_env):
         epochs[name] = result.epochs
     # fixed: 10 epochs of 100,000 (and the end); adaptive: 100k, 200k, 400k, then 300k of the 800k bound
     assert epochs["fixed"] >= 10 and epochs["adaptive"] <= 6, epochs
+
+
+def test_tasks_report_their_workers_memory_and_a_small_budget_keeps_epochs_small(make_env):
+    env = make_env("local", **{"sparkpoint.epoch.memory-budget": "1 mb"})  # any worker holds more than that
+    env.set_parallelism(1)
+    source = DataGeneratorSource(lambda i: i % 7, COUNT, num_splits=1)
+    env.from_source(source, WatermarkStrategy.no_watermarks(), "gen").uid("gen").filter(lambda x: x < 0).print()
+    assert env.execute("over budget").epochs >= 10  # 100,000 records an epoch, as with fixed bounds
