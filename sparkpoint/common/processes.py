@@ -19,14 +19,12 @@ __all__ = ["ProcessIdentity", "process_start_time", "resident_bytes"]
 
 
 def resident_bytes() -> int:
-    """This process's resident memory (Linux: ``/proc/self/statm``; elsewhere its peak so far)."""
+    """This process's resident memory (``/proc/self/statm``), or 0 where the system does not tell."""
     try:
         with open("/proc/self/statm") as f:
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     except (OSError, ValueError, IndexError):
-        import resource
-
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        return 0
 
 
 def process_start_time(pid: int) -> str | None:

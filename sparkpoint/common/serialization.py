@@ -8,6 +8,7 @@ Python objects, pickled into the tasks that use them.
 from __future__ import annotations
 
 import abc
+import codecs
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
@@ -70,6 +71,8 @@ class Encoder:
         Args:
             values: The records.
         """
+        if not self._lines_join:  # a byte-order mark per line (utf-16, utf-8-sig): each record on its own
+            return b"".join([self.encode(v) for v in values])
         if (self.record_type is None or self._strings_as_they_are) and all(type(v) is str for v in values):
             return ("\n".join(values) + "\n").encode(self.charset) if values else b""
         if self.record_type is None:
@@ -80,6 +83,14 @@ class Encoder:
         if self.record_type is None or (type(value) is str and self._strings_as_they_are):
             return str(value)
         return format_record(value, self.record_type)
+
+    @cached_property
+    def _lines_join(self) -> bool:
+        """Whether lines encoded together are the bytes of the lines encoded one by one."""
+        try:
+            return codecs.lookup(self.charset).name in ("utf-8", "ascii", "iso8859-1")
+        except LookupError:
+            return False
 
     @cached_property
     def _strings_as_they_are(self) -> bool:

@@ -44,6 +44,7 @@ import logging
 import os
 import re
 import socket
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -127,12 +128,20 @@ class ProcessFigures:
         out = {
             "CPU_Load": min(max(load, 0.0), 1.0),
             "CPU_Time": cpu * 1e9,
-            "Memory_Heap_Used": float(resident_bytes()),
+            "Memory_Heap_Used": float(resident_bytes() or _peak_bytes()),
             "Threads_Count": float(threading.active_count()),
         }
         for generation, stats in enumerate(gc.get_stats()):
             out[f"GarbageCollector_Generation{generation}_Count"] = float(stats.get("collections", 0))
         return out
+
+
+def _peak_bytes() -> int:
+    """The process's peak resident memory, where ``/proc`` does not tell the current one (macOS counts bytes)."""
+    import resource
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024
 
 
 class _Collector:

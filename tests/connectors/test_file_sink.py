@@ -233,12 +233,13 @@ class _Shout(str):
         return self.upper()
 
 
+@pytest.mark.parametrize("charset", ["UTF-8", "UTF-16", "UTF-8-sig"])
 @pytest.mark.parametrize("record_type", [None, "STRING", "TUPLE"])
-def test_a_batch_encodes_as_its_records_one_by_one(record_type):
+def test_a_batch_encodes_as_its_records_one_by_one(record_type, charset):
     from sparkpoint.common import Types
 
     types = {None: None, "STRING": Types.STRING(), "TUPLE": Types.TUPLE([Types.STRING(), Types.INT()])}
-    encoder = Encoder.simple_string_encoder()
+    encoder = Encoder.simple_string_encoder(charset)
     if record_type is not None:
         encoder = encoder.with_record_type(types[record_type])
     batches = [[], ["a", "b\tc", "é"], ["a", 1, None], ["a", _Shout("x")], [("a", 1), "b"]]

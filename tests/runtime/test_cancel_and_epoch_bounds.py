@@ -25,9 +25,17 @@ class HangAfter(MapFunction):
     """Passes records on; at its first record ``after_s`` seconds after it was made (the job has run epochs by
     then: tasks are made anew every epoch, so a count of records would restart) it writes ``started`` and
     hangs: in one blocking call (``time.sleep``) or in a loop of short sleeps, for ``hang_s``; with ``once``,
-    only if ``started`` was not written yet."""
+    only if ``started`` was not written yet; with ``after_file``, only once that file exists too."""
 
-    def __init__(self, after_s: float, started: Path, hang_s: float = 3600, blocking: bool = True, once: bool = False):
+    def __init__(
+        self,
+        after_s: float,
+        started: Path,
+        hang_s: float = 3600,
+        blocking: bool = True,
+        once: bool = False,
+        after_file: Path | None = None,
+    ):
         self.at, self.started, self.hang_s, self.blocking, self.once = (
             time.time() + after_s,
             str(started),
@@ -35,8 +43,11 @@ class HangAfter(MapFunction):
             blocking,
             once,
         )
+        self.after_file = str(after_file) if after_file is not None else None
 
     def map(self, value: Any) -> Any:
+        if self.after_file is not None and not Path(self.after_file).exists():
+            return value
         if time.time() >= self.at and not (self.once and Path(self.started).exists()):
             Path(self.started).write_text("hanging")
             if self.blocking:
@@ -46,6 +57,16 @@ class HangAfter(MapFunction):
                 while time.time() < until:
                     time.sleep(0.02)
         return value
+
+
+class Touches(JobListener):
+    """Writes ``path`` when a checkpoint completes."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def on_checkpoint_completed(self, checkpoint: Any) -> None:
+        self.path.write_text("completed")
 
 
 class Failures(JobListener):
@@ -152,7 +173,11 @@ def test_an_epoch_past_the_checkpoint_timeout_fails_naming_the_operator_and_expi
     )
     env.enable_checkpointing(1)
     env.get_checkpoint_config().set_checkpoint_storage_dir((tmp_path / "ck").as_uri())
-    _job(env, 10**6, HangAfter(3, started), keyed=True).filter(lambda v: False).print()
+    # the hang comes after a checkpoint completed, in an epoch that carries the next one (an epoch before the
+    # first checkpoint carries none, and no checkpoint timeout bounds it)
+    completed = tmp_path / "completed"
+    _job(env, 10**6, HangAfter(0, started, after_file=completed), keyed=True).filter(lambda v: False).print()
+    set_cli_defaults({"on_job_created": lambda h: (handles.append(h), h.add_listener(Touches(completed)))})
     t0 = time.time()
     with pytest.raises(CheckpointException) as info:  # none tolerated (Flink's default): the job's failure
         env.execute("hung")
