@@ -15,7 +15,14 @@ from typing import Any
 
 from sparkpoint.common.printing import format_record
 
-__all__ = ["Encoder", "SimpleStringSchema", "SimpleStringEncoder", "SerializationSchema", "DeserializationSchema"]
+__all__ = [
+    "byte_exact",
+    "Encoder",
+    "SimpleStringSchema",
+    "SimpleStringEncoder",
+    "SerializationSchema",
+    "DeserializationSchema",
+]
 
 
 def __getattr__(name: str) -> Any:
@@ -25,6 +32,15 @@ def __getattr__(name: str) -> Any:
 
         return getattr(json_row, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def byte_exact(charset: str) -> bool:
+    """Whether text in ``charset`` encodes to the bytes of its lines encoded one by one, and decodes back to the
+    bytes it came from wherever it is cut at a newline (no byte-order mark per piece)."""
+    try:
+        return codecs.lookup(charset).name in ("utf-8", "ascii", "iso8859-1")
+    except LookupError:
+        return False
 
 
 @dataclass(frozen=True)
@@ -87,10 +103,7 @@ class Encoder:
     @cached_property
     def _lines_join(self) -> bool:
         """Whether lines encoded together are the bytes of the lines encoded one by one."""
-        try:
-            return codecs.lookup(self.charset).name in ("utf-8", "ascii", "iso8859-1")
-        except LookupError:
-            return False
+        return byte_exact(self.charset)
 
     @cached_property
     def _strings_as_they_are(self) -> bool:

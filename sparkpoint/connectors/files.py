@@ -15,7 +15,6 @@ assumed immutable once listed: move complete files into a monitored directory.
 
 from __future__ import annotations
 
-import codecs
 import contextlib
 import logging
 import time
@@ -26,6 +25,7 @@ from typing import Any
 
 from fsspec.core import url_to_fs
 
+from sparkpoint.common.serialization import byte_exact
 from sparkpoint.connectors.base import ReadResult, SourceReader, SourceSplit, SplitEnumerator
 from sparkpoint.connectors.file_sink import (  # the sink side; re-exported for existing imports
     FileCommittable,
@@ -263,7 +263,7 @@ class FileSourceReader(SourceReader):
         try:
             with fs.open(path, "rb") as f:
                 f.seek(offset)
-                if type(self.fmt) is TextLineFormat and _byte_exact(self.fmt.charset):  # decode the read at once
+                if type(self.fmt) is TextLineFormat and byte_exact(self.fmt.charset):  # decode the read at once
                     text = _read_text_lines(f, max(1, max_records), max(1, max_bytes), self.fmt.charset)
                 if text is None:
                     raw, consumed, at_end = _read_lines(f, max(1, max_records), max(1, max_bytes))
@@ -369,14 +369,6 @@ def _read_text_lines(f: Any, max_records: int, max_bytes: int, charset: str) -> 
 def _without_carriage_returns(lines: list[str], text: str) -> list[str]:
     """``lines`` of ``text`` without the ``\\r`` of a ``\\r\\n`` line end (``text`` is looked at once)."""
     return [line[:-1] if line.endswith("\r") else line for line in lines] if "\r" in text else lines
-
-
-def _byte_exact(charset: str) -> bool:
-    """Whether text in ``charset`` encodes back to the bytes it came from, wherever it is cut at a newline."""
-    try:
-        return codecs.lookup(charset).name in ("utf-8", "ascii", "iso8859-1")
-    except LookupError:
-        return False
 
 
 def _read_body(f: Any, max_records: int, max_bytes: int) -> tuple[bytes, bool]:

@@ -118,11 +118,12 @@ class EpochScheduler:
         except UserFunctionError as e:  # say where the record came from
             raise locate_failed_record(self.plan, e, epoch, deps) from e.__cause__
         sources = [r for r in (ran.reports if ran is not None else reports) if r.stage_id in self.source_stages]
-        resident = max((r.resident_bytes for r in (ran.reports + reports if ran is not None else reports)), default=0)
+        every = ran.reports + reports if ran is not None else reports
+        resident = max((r.resident_bytes for r in every), default=0)
         self.sizer.observe(sources, (time.monotonic() - started) * 1e3, resident)
         self.progress.notify_next.clear()
         self._next_sources_deployed = next_sources is not None
-        return Barrier(epoch, (ran.reports + reports) if ran is not None else reports, positions_taken=ran is not None)
+        return Barrier(epoch, every, positions_taken=ran is not None)
 
     def barrier_passed(self, barrier: Barrier, finished: bool, context: BarrierContext) -> None:
         """Start the next epoch's sources now, if they did not go with this epoch's job and may run ahead."""

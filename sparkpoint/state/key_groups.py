@@ -8,6 +8,7 @@ contiguous range of key groups Flink assigns it (``KeyGroupRangeAssignment``).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -165,7 +166,7 @@ class KeyGroupAssigner:
             kg = self.old.get(key)
             if kg is None:
                 kg = assign_to_key_group(key, self.max_parallelism, self.key_hash)
-            self._keep([key], [kg])
+            self._keep({key: kg})
             return kg
         except TypeError:  # unhashable: key_bytes says why and what to use instead
             key_bytes(key)
@@ -200,7 +201,7 @@ class KeyGroupAssigner:
             found.update(zip(new, groups))
             back.update(zip(new, groups))
         if back:
-            self._keep(list(back), list(back.values()))
+            self._keep(back)
         return found
 
     def groups(self, keys: Sequence[Any]) -> list[int]:
@@ -212,12 +213,13 @@ class KeyGroupAssigner:
             hashed = _murmur_mix_array(self.key_hash.codes(keys)) % self.max_parallelism
         return hashed.tolist()
 
-    def _keep(self, keys: list, groups: list) -> None:
-        """Cache ``keys``' groups, the current generation made the old one first if they do not fit."""
-        if len(self.cache) + len(keys) > GENERATION:
+    def _keep(self, groups: dict) -> None:
+        """Cache ``{key: key group}``, the current generation made the old one first if they do not fit."""
+        if len(self.cache) + len(groups) > GENERATION:
             self.old, self.cache = self.cache, {}
-            keys, groups = keys[:GENERATION], groups[:GENERATION]
-        self.cache.update(zip(keys, groups))
+            if len(groups) > GENERATION:
+                groups = dict(itertools.islice(groups.items(), GENERATION))
+        self.cache.update(groups)
 
 
 _SHARED: dict[tuple[int, str], KeyGroupAssigner] = {}
