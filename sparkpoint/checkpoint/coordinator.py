@@ -285,6 +285,11 @@ class CheckpointCoordinator:
         for ack in acks:
             self.receive_acknowledge_message(ack)
 
+    def expire_untriggered(self, detail: str) -> None:
+        """The next checkpoint was due and could not trigger within the timeout (the epoch it follows did not
+        end): counted as an expired checkpoint, as Flink's would have been (it triggers, and expires)."""
+        self.failure_manager.on_failure(self.id_counter.get(), CheckpointFailureReason.CHECKPOINT_EXPIRED, detail)
+
     def check_expired(self, now_ms: int) -> None:
         for pending in list(self.pending.values()):
             if pending.age_ms(now_ms) > self.settings.timeout_ms:

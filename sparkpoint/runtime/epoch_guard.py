@@ -2,8 +2,11 @@
 
 An epoch's bound (an :class:`EpochBound`) is, for an epoch that carries a pending checkpoint,
 ``execution.checkpointing.timeout`` counted from the checkpoint's trigger (Flink's
-``CHECKPOINT_EXPIRED``), and for every epoch ``sparkpoint.epoch.timeout`` counted from its start
-(0, the default: none); the earlier one applies. Each task gets the bound's deadline and stops
+``CHECKPOINT_EXPIRED``); for an epoch that carries none while checkpoints are on, the same timeout
+counted from when the next periodic checkpoint is due (a checkpoint triggers only between epochs, so
+one due during the epoch waits for its end: in Flink it would have triggered and expired); and for
+every epoch ``sparkpoint.epoch.timeout`` counted from its start (0, the default: none). The earliest
+one applies. Each task gets the bound's deadline and stops
 itself there, saying which operator was still running
 (:class:`~sparkpoint.runtime.task_interrupt.TaskInterrupter`); the guard's watcher thread also
 asks the executor to stop the epoch (``cancel_epoch``: Spark cancels the epoch's job group and
@@ -60,9 +63,15 @@ class EpochBound:
     timeout_ms: int
     checkpoint_id: int | None = None
     expires_ms: int | None = None
+    due_ms: int | None = None  # a checkpoint not triggered yet: when it was due, on the job's clock
 
     def describe(self) -> str:
-        of = f", counted from the trigger of checkpoint {self.checkpoint_id}" if self.checkpoint_id else ""
+        if self.checkpoint_id:
+            of = f", counted from the trigger of checkpoint {self.checkpoint_id}"
+        elif self.due_ms is not None:
+            of = ", counted from when the next checkpoint was due (it triggers once the epoch ends)"
+        else:
+            of = ""
         return f"epoch bound {self.key} = {self.timeout_ms} ms{of}"
 
 
@@ -107,32 +116,40 @@ class EpochGuard:
 
     # -- the epoch, on the job's thread ------------------------------------------------------
     def bound(self, coordinator: CheckpointCoordinator | None) -> EpochBound | None:
-        """The epoch's bound: the oldest pending checkpoint's timeout, or ``sparkpoint.epoch.timeout``. Times are
+        """The epoch's bound (see the module): a checkpoint's timeout, or ``sparkpoint.epoch.timeout``. Times are
         read on the job's clock; the deadline the tasks get is as far ahead on the real clock."""
-        bounds = []
         now_ms = self.clock.wall_ms()
         real_ms = int(time.time() * 1000)
-        if coordinator is not None:
-            timeout = int(coordinator.settings.timeout_ms)
-            # a checkpoint already past its timeout expires after the epoch (as before), it does not bound the
-            # epoch; nor does one whose expiry the job would tolerate
-            # (execution.checkpointing.tolerable-failed-checkpoints)
-            failures = coordinator.failure_manager
-            fatal = failures.continuous_failures >= failures.tolerable
-            pending = [
-                p for p in (coordinator.pending.values() if fatal else ()) if p.trigger_timestamp + timeout > now_ms
-            ]
-            if pending:
-                oldest = min(pending, key=lambda p: p.trigger_timestamp)
-                expires = oldest.trigger_timestamp + timeout
-                bounds.append(
-                    EpochBound(
-                        real_ms + expires - now_ms, CHECKPOINT_TIMEOUT_KEY, timeout, oldest.checkpoint_id, expires
-                    )
-                )
+        bounds = [] if coordinator is None else self._checkpoint_bounds(coordinator, now_ms, real_ms)
         if self.epoch_timeout_ms > 0:
             bounds.append(EpochBound(real_ms + self.epoch_timeout_ms, EPOCH_TIMEOUT_KEY, self.epoch_timeout_ms))
         return min(bounds, key=lambda b: b.deadline_ms) if bounds else None
+
+    @staticmethod
+    def _checkpoint_bounds(coordinator: CheckpointCoordinator, now_ms: int, real_ms: int) -> list[EpochBound]:
+        """The oldest pending checkpoint's expiry; with none pending, the expiry of the next one due. Only an
+        expiry that fails the job bounds the epoch (one the job tolerates,
+        ``execution.checkpointing.tolerable-failed-checkpoints``, does not), and a checkpoint already past its
+        timeout expires after the epoch, as before."""
+        failures = coordinator.failure_manager
+        if failures.continuous_failures < failures.tolerable:
+            return []
+        timeout = int(coordinator.settings.timeout_ms)
+        if coordinator.pending:
+            live = [p for p in coordinator.pending.values() if p.trigger_timestamp + timeout > now_ms]
+            if not live:
+                return []
+            oldest = min(live, key=lambda p: p.trigger_timestamp)
+            expires = oldest.trigger_timestamp + timeout
+            return [
+                EpochBound(real_ms + expires - now_ms, CHECKPOINT_TIMEOUT_KEY, timeout, oldest.checkpoint_id, expires)
+            ]
+        due = coordinator.next_trigger_ms()
+        if due is None:
+            return []
+        due = max(due, now_ms)
+        expires = due + timeout
+        return [EpochBound(real_ms + expires - now_ms, CHECKPOINT_TIMEOUT_KEY, timeout, None, expires, due)]
 
     def run_epoch(
         self, epoch: int, deployments: dict, next_sources: dict | None, coordinator: CheckpointCoordinator | None
@@ -208,6 +225,10 @@ class EpochGuard:
         if coordinator is not None:
             now = self.clock.wall_ms()
             try:  # Flink's CHECKPOINT_EXPIRED
+                if bound is not None and bound.due_ms is not None and not coordinator.pending:
+                    coordinator.expire_untriggered(
+                        f"not triggered within {bound.timeout_ms} ms of being due: epoch {epoch}, which it follows, had not ended"
+                    )
                 coordinator.check_expired(max(now, bound.expires_ms + 1) if bound and bound.expires_ms else now)
             except CheckpointException as e:  # more failed checkpoints than tolerated: Flink's failure, naming more
                 failure = CheckpointException(f"{e}. {error}", e.reason)

@@ -219,3 +219,71 @@ def test_an_epoch_past_sparkpoint_epoch_timeout_fails_over_and_the_job_completes
         failures.errors
     )
     assert handles[0].master.restarts >= 1  # the hang's; a loaded machine may add a slow epoch's (3 allowed)
+
+
+def test_an_epoch_that_hangs_before_any_checkpoint_fails_when_the_next_checkpoint_would_have_expired(
+    make_env, tmp_path
+):
+    """The hang is in the first epoch: no checkpoint is pending (one triggers only between epochs), yet the one
+    due meanwhile could not trigger within ``execution.checkpointing.timeout``. In Flink it would have triggered
+    and expired; here the epoch is stopped there and that checkpoint counts as expired (none tolerated: the job
+    fails, naming the operator). Before, nothing bounded such an epoch and the map slept for its two minutes."""
+    started = tmp_path / "started"
+    ck = tmp_path / "ck"
+    env = make_env(
+        "local",
+        **{
+            "execution.epoch.max-records": 100,
+            "restart-strategy.type": "none",
+            "execution.checkpointing.timeout": "2 s",
+        },
+    )
+    env.enable_checkpointing(500)
+    env.get_checkpoint_config().set_checkpoint_storage_dir(ck.as_uri())
+    _job(env, 10**6, HangAfter(0, started, hang_s=120, blocking=False)).filter(lambda v: False).print()
+    t0 = time.time()
+    with pytest.raises(CheckpointException) as info:
+        env.execute("hung at once")
+    took = time.time() - t0
+    message = str(info.value)
+    assert started.exists()
+    assert "tolerable number of failed checkpoints (0)" in message and "CHECKPOINT_EXPIRED" in message, message
+    assert "not triggered within 2000 ms of being due: epoch 0" in message, message
+    assert "counted from when the next checkpoint was due" in message, message
+    assert "uid 'slow-map'" in message and "in map at " in message, message
+    assert took < 30, took
+    assert not list(ck.rglob("_metadata"))  # no checkpoint completed: the hang was before the first
+
+
+def test_the_next_checkpoint_due_bounds_an_epoch_only_when_its_expiry_would_fail_the_job(tmp_path):
+    """With nothing pending, the bound is the timeout after the next checkpoint is due (not before now); a job
+    that tolerates failed checkpoints gets no such bound until it has used them up, nor does one without
+    checkpoints; a pending checkpoint's own expiry comes first."""
+    from sparkpoint.checkpoint.coordinator import CheckpointCoordinator, CheckpointSettings
+    from sparkpoint.common import Configuration
+    from sparkpoint.runtime.clock import ManualClock
+    from sparkpoint.runtime.epoch_guard import EpochGuard
+    from sparkpoint.storage.checkpoint_storage import FsCheckpointStorage
+
+    def coordinator(**conf: str) -> CheckpointCoordinator:
+        storage = FsCheckpointStorage((tmp_path / "ck").as_uri(), "f" * 32)
+        return CheckpointCoordinator(CheckpointSettings(Configuration(conf)), storage, "f" * 32, "job", 128, {})
+
+    clock = ManualClock(100_000)
+    guard = EpochGuard(None, Configuration({}), None, clock)  # type: ignore[arg-type]
+    on = {"execution.checkpointing.interval": "10 s", "execution.checkpointing.timeout": "3 s"}
+    c = coordinator(**on)
+    c.last_trigger_ms = 95_000  # the next is due at 105,000: it expires at 108,000
+    bound = guard.bound(c)
+    assert bound is not None and bound.expires_ms == 108_000 and bound.due_ms == 105_000
+    assert bound.key == "execution.checkpointing.timeout" and bound.checkpoint_id is None
+    assert abs(bound.deadline_ms - (time.time() * 1000 + 8_000)) < 1_000
+    c.last_trigger_ms = 50_000  # overdue: due now, so 3 s from now
+    assert guard.bound(c).expires_ms == 103_000  # type: ignore[union-attr]
+    assert guard.bound(coordinator()) is None  # checkpoints off
+    tolerant = coordinator(**on, **{"execution.checkpointing.tolerable-failed-checkpoints": "1"})
+    assert guard.bound(tolerant) is None
+    tolerant.expire_untriggered("a test's")  # one failure: the next expiry would be fatal
+    assert tolerant.failure_manager.continuous_failures == 1 and guard.bound(tolerant) is not None
+    with pytest.raises(CheckpointException, match="CHECKPOINT_EXPIRED: a test's"):
+        tolerant.expire_untriggered("a test's")
