@@ -173,8 +173,8 @@ def test_an_epoch_past_the_checkpoint_timeout_fails_naming_the_operator_and_expi
     )
     env.enable_checkpointing(1)
     env.get_checkpoint_config().set_checkpoint_storage_dir((tmp_path / "ck").as_uri())
-    # the hang comes after a checkpoint completed, in an epoch that carries the next one (an epoch before the
-    # first checkpoint carries none, and no checkpoint timeout bounds it)
+    # the hang comes after a checkpoint completed, in an epoch that carries the next one: the pending
+    # checkpoint's own expiry (the first epoch's hang, with none pending, is the test after the next)
     completed = tmp_path / "completed"
     _job(env, 10**6, HangAfter(0, started, after_file=completed), keyed=True).filter(lambda v: False).print()
     set_cli_defaults({"on_job_created": lambda h: (handles.append(h), h.add_listener(Touches(completed)))})
