@@ -227,7 +227,8 @@ class EpochGuard:
             try:  # Flink's CHECKPOINT_EXPIRED
                 if bound is not None and bound.due_ms is not None and not coordinator.pending:
                     coordinator.expire_untriggered(
-                        f"not triggered within {bound.timeout_ms} ms of being due: epoch {epoch}, which it follows, had not ended"
+                        f"not triggered within {bound.timeout_ms} ms of being due: "
+                        f"epoch {epoch}, which it follows, had not ended"
                     )
                 coordinator.check_expired(max(now, bound.expires_ms + 1) if bound and bound.expires_ms else now)
             except CheckpointException as e:  # more failed checkpoints than tolerated: Flink's failure, naming more
