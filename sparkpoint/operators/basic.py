@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Callable
+from itertools import compress
 from typing import Any
 
 import cloudpickle
@@ -41,11 +42,14 @@ class FilterOperator(StreamOperator):
     def process_batch(self, values: list, timestamps: list, out: Output) -> None:
         f = bound_call(self.function, "filter")
         try:
-            keep = [bool(f(v)) for v in values]
+            keep = list(map(f, values))
+            if len(keep) < len(values):  # the function raised StopIteration: map() took it for the end
+                raise RuntimeError("the function raised StopIteration")
+            kept = list(compress(values, keep))  # each result's truth at C speed, as bool() takes it
         except Exception as e:
-            raise self.fail(first_failing(f, values), e) from e
-        out.values.extend([v for v, k in zip(values, keep) if k])
-        out.timestamps.extend([t for t, k in zip(timestamps, keep) if k])
+            raise self.fail(first_failing(lambda v: bool(f(v)), values), e) from e
+        out.values.extend(kept)
+        out.timestamps.extend(compress(timestamps, keep))
 
 
 class FlatMapOperator(StreamOperator):

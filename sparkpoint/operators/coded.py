@@ -16,15 +16,16 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from itertools import count
+from itertools import chain, count
 from operator import itemgetter
 from typing import Any
 
 import numpy as np
 
-__all__ = ["Coded", "all_of_type", "all_timestamped", "coded", "timestamp_list", "uniform"]
+__all__ = ["Coded", "all_of_type", "all_timestamped", "coded", "marshal_exact", "timestamp_list", "uniform"]
 
 _LEAVES = frozenset({str, int, bool, bytes, float, type(None)})  # marshal gives back exactly these types
+_NESTS = _LEAVES | {tuple}
 _SAMPLE = 1024  # values looked at to decide on coding
 
 
@@ -139,6 +140,24 @@ def all_of_type(values: Iterable, t: type) -> bool:
     types in a list is a quarter cheaper than collecting them in a set."""
     types = list(map(type, values))
     return types.count(t) == len(types)
+
+
+def marshal_exact(values: list) -> bool:
+    """Whether marshal gives every one of ``values`` back as it was: exact tuples (at any depth) over exact
+    builtins of :data:`_LEAVES`. Any other type is refused: marshal writes a subclass of a builtin (a named
+    tuple, an ``IntEnum``) as its base type or not at all, and any buffer (a ``bytearray``, a numpy scalar) as
+    ``bytes``. One pass at C speed over the values and one over the tuples' items, whatever their shape
+    (:func:`uniform` also wants one type per position, which the dictionary coding needs and marshal does not:
+    it looks at each position apart, twice the cost on a batch of 6-tuples)."""
+    level = values
+    types = set(map(type, level))
+    while tuple in types:
+        if not types <= _NESTS:
+            return False
+        tuples = level if len(types) == 1 else [v for v in level if type(v) is tuple]
+        types = set(map(type, chain.from_iterable(tuples)))
+        level = [v for v in chain.from_iterable(tuples) if type(v) is tuple] if tuple in types else []
+    return types <= _LEAVES
 
 
 def uniform(values: list) -> bool | None:

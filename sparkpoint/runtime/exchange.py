@@ -8,9 +8,9 @@ sees every input's watermark (Flink's min-over-channels).
 A batch of values is encoded whole, never per row, in the cheapest form that gives back
 values of exactly the types that went in (measured in ``bench/README.md``):
 
-* **uniform builtins** (every value the same nesting of tuples over one exact builtin type
-  per position: ``str``, ``int``, ``bool``, ``bytes``, ``float``, ``None``), checked column by
-  column at C speed, go as ``marshal`` of the list; when few distinct values repeat (a keyed
+* **exact builtins** (every value an exact ``str``, ``int``, ``bool``, ``bytes``, ``float`` or
+  ``None``, or an exact tuple of such at any depth: ``marshal_exact``), checked at C speed, go
+  as ``marshal`` of the list; when few distinct values repeat (a keyed
   count's ``(key, 1)``), as the distinct values plus an index per record (**dictionary**:
   coded first, the types checked after, on the distinct values and then position by position
   against them; the receiving task may keep the batch coded, :class:`Coded`);
@@ -34,7 +34,7 @@ import cloudpickle
 import numpy as np
 
 from sparkpoint.operators.base import first_out_of_range, out_of_range_error
-from sparkpoint.operators.coded import Coded, coded, uniform
+from sparkpoint.operators.coded import Coded, coded, marshal_exact
 from sparkpoint.state.key_groups import KeyGroupAssigner, str_key_groups
 
 __all__ = ["encode_batch", "decode_batch", "encode_blob", "decode_blob", "hash_partition"]
@@ -93,7 +93,7 @@ def _encode_values(values: Any) -> tuple[bytes, bytes]:
     if type(values) is not Coded:
         batch = coded(values)
         if batch is None:
-            if uniform(values) is None:
+            if not marshal_exact(values):
                 try:
                     return b"pickle", pickle.dumps(values, _PICKLE)
                 except (pickle.PicklingError, AttributeError, TypeError):

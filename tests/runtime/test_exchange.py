@@ -100,6 +100,51 @@ def test_values_of_other_types_come_back_as_they_were() -> None:
     assert round_trip([(1, "a"), Point(1, "a")], [1, 2])[0][1].__class__ is Point  # a subclass among tuples
 
 
+def test_values_of_other_types_inside_tuples_come_back_as_they_were() -> None:
+    """marshal writes a buffer as bytes and a builtin's subclass as its base (or not at all): none of them may
+    go by marshal, wherever it sits in a tuple, and a batch of plain tuples of any shape may."""
+    import enum
+
+    import numpy as np
+
+    class Level(enum.IntEnum):
+        LOW = 1
+
+    class Name(str):
+        pass
+
+    odd = [np.int64(7), np.float64(0.5), bytearray(b"x"), Point(1, 2), Level.LOW, Name("n"), [1]]
+    for item in odd:
+        for vals in ([("a", 1, item)], [("a", (1, ("b", item)))], [(1, 2), ((3,), item)], [item, "plain"]):
+            got, _ = round_trip(vals, [1] * len(vals))
+            assert [repr(g) for g in got] == [repr(v) for v in vals], vals
+            assert all(same_or_buffer(g, v) for g, v in zip(got, vals)), (got, vals)
+    shapes = [("B", 1, 2, 3, 4, "web"), (1,), ((), ("x", (2.5, None, b"z"))), "s", 3, True, None, ()]
+    assert round_trip(shapes, list(range(len(shapes))))[0] == shapes
+
+
+def same_or_buffer(a: object, b: object) -> bool:
+    """``same``, with numpy scalars and bytearrays compared by type and content."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, tuple):
+        return len(a) == len(b) and all(same_or_buffer(x, y) for x, y in zip(a, b))  # type: ignore[arg-type]
+    return bool(a == b)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(values, max_size=20))
+def test_marshal_exact_says_yes_exactly_when_marshal_gives_every_value_back(vals: list) -> None:
+    import marshal
+
+    from sparkpoint.operators.coded import marshal_exact
+
+    assert marshal_exact(vals)  # builtins only: marshal gives them back
+    got = marshal.loads(marshal.dumps(vals, 4))
+    assert all(same(g, v) for g, v in zip(got, vals))
+    assert not marshal_exact([*vals, ("t", Point(1, 2))]) and not marshal_exact([*vals, (1, (2, bytearray()))])
+
+
 def test_a_user_class_defined_in_a_function_is_cloudpickled() -> None:
     class Local:
         def __init__(self, n: int) -> None:
