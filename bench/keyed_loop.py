@@ -8,7 +8,8 @@ time per epoch, the cycle collector off (as in a task); prints the minimum and t
 * ``--shape w3``: W3's keyed task, epochs of 250,000 records drawn from ~1M keys (~222,000 distinct);
 * ``--shape w2``: W2's hot epoch at 5M keys on one of two tasks: 2.5M keys loaded first, then epochs of
   100,000 records over 25,000 distinct keys;
-* ``--shape w2-small``: the same at 50,000 keys: 25,000 keys loaded, epochs over 250 distinct keys.
+* ``--shape w2-small``: the same at 50,000 keys: 25,000 keys loaded, epochs over 250 distinct keys;
+* ``--shape w2-hot``: as ``w2``, every epoch over the same 25,000 keys (a hot set).
 
     PYTHONPATH=. .venv/bin/python bench/keyed_loop.py --backend rocksdb --shape w3
 """
@@ -38,6 +39,7 @@ SHAPES = {  # key space, records per epoch, distinct keys per epoch (None: drawn
     "w3": (1 << 20, 250_000, None, 4),
     "w2": (2_500_000, 100_000, 25_000, 0),
     "w2-small": (25_000, 100_000, 250, 2),
+    "w2-hot": (2_500_000, 100_000, -25_000, 0),  # negative: the same distinct keys every epoch (a hot set)
 }
 
 
@@ -48,7 +50,11 @@ class _Context:
 def _epoch_keys(rng: random.Random, space: int, records: int, distinct: int | None) -> list[str]:
     if distinct is None:
         return [f"{rng.randrange(space):05x}" for _ in range(records)]
-    chosen = [str(k) for k in rng.sample(range(space), distinct)]
+    if distinct < 0:  # the hot set: the first -distinct keys of a fixed shuffle, every epoch
+        chosen = [str(k) for k in random.Random(1).sample(range(space), -distinct)]
+        distinct = -distinct
+    else:
+        chosen = [str(k) for k in rng.sample(range(space), distinct)]
     keys = chosen + [rng.choice(chosen) for _ in range(records - distinct)]
     rng.shuffle(keys)
     return keys
