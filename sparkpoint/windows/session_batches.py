@@ -18,31 +18,51 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from sparkpoint.datastream.window import TimeWindow
 from sparkpoint.operators.base import Output
 from sparkpoint.windows import merging
 
-__all__ = ["session_runs", "process_sessions"]
+__all__ = ["batch_runs", "session_runs", "process_sessions"]
+
+_SAFE = 1 << 62  # timestamps within +-2^62: the differences of two fit int64
+
+
+def batch_runs(keys: list, timestamps: list[int], gap: int) -> list[tuple[Any, TimeWindow, list[int]]]:
+    """The runs of the windows ``[t, t + gap)`` of a batch's elements, per key: ``(key, the run's covering
+    window, the indexes of its elements in arrival order)``, keys in order of first appearance, each key's
+    runs by start. Sorted by key and time at C speed (numpy): an element starts a new run where its key
+    changes or its time is more than ``gap`` after the one before (windows that touch merge, as
+    :meth:`TimeWindow.intersects`). Timestamps must lie within +-2^62."""
+    n = len(keys)
+    if not n:
+        return []
+    index: dict[Any, Any] = dict.fromkeys(keys)  # equal keys are one key, as a dict has them
+    distinct = list(index)
+    index.update(zip(distinct, range(len(distinct))))
+    codes = np.fromiter(map(index.__getitem__, keys), dtype=np.int64, count=n)
+    ts = np.fromiter(timestamps, dtype=np.int64, count=n)
+    order = np.lexsort((ts, codes))  # by key, then time; equal times in arrival order
+    c, t = codes[order], ts[order]
+    new = np.ones(n, dtype=bool)
+    new[1:] = (c[1:] != c[:-1]) | (t[1:] - t[:-1] > gap)
+    starts = np.flatnonzero(new)
+    lasts = np.append(starts[1:] - 1, n - 1)
+    run_of = np.empty(n, dtype=np.int64)
+    run_of[order] = np.cumsum(new)
+    members = np.argsort(run_of, kind="stable").tolist()  # each run's elements in arrival order
+    bounds = [*starts.tolist(), n]
+    return [
+        (distinct[k], TimeWindow(first, last + gap), members[a:b])
+        for k, first, last, a, b in zip(c[starts].tolist(), t[starts].tolist(), t[lasts].tolist(), bounds, bounds[1:])
+    ]
 
 
 def session_runs(timestamps: list[int], gap: int) -> list[tuple[TimeWindow, list[int]]]:
     """The runs of one key's windows ``[t, t + gap)``: each run's covering window and the indexes of its
     elements, in arrival order; runs ordered by start."""
-    order = sorted(range(len(timestamps)), key=timestamps.__getitem__)
-    runs: list[tuple[TimeWindow, list[int]]] = []
-    if not order:
-        return runs
-    start, end, members = timestamps[order[0]], timestamps[order[0]] + gap, [order[0]]
-    for i in order[1:]:
-        t = timestamps[i]
-        if t <= end:  # [t, t + gap) touches or overlaps the run's window: one session
-            end = max(end, t + gap)
-            members.append(i)
-            continue
-        runs.append((TimeWindow(start, end), sorted(members)))
-        start, end, members = t, t + gap, [i]
-    runs.append((TimeWindow(start, end), sorted(members)))
-    return runs
+    return [(window, members) for _, window, members in batch_runs([0] * len(timestamps), timestamps, gap)]
 
 
 def process_sessions(op: Any, values: list, timestamps: list, keys: list, out: Output) -> bool:
@@ -50,18 +70,15 @@ def process_sessions(op: Any, values: list, timestamps: list, keys: list, out: O
     where the batch must go element by element."""
     if None in timestamps:
         return False
-    by_key: dict[Any, list[int]] = {}
-    for i, k in enumerate(keys):
-        by_key.setdefault(k, []).append(i)
     gap = op.assigner.gap
-    if min(timestamps) + gap - 1 <= op.passed.late_until(op.watermark):
+    first = min(timestamps)
+    if first + gap - 1 <= op.passed.late_until(op.watermark):
         return False  # an element's own window the watermark passed: late, or fired, one element at a time
-    plan = []
-    for k, idx in by_key.items():
-        for window, members in session_runs([timestamps[i] for i in idx], gap):
-            plan.append((k, window, [idx[m] for m in members]))
-    for k, window, members in plan:
-        _add_run(op, k, window, [values[i] for i in members], [timestamps[i] for i in members], out)
+    if first < -_SAFE or max(timestamps) > _SAFE:
+        return False  # beyond what the runs compute in int64
+    value_of, ts_of = values.__getitem__, timestamps.__getitem__
+    for k, window, members in batch_runs(keys, timestamps, gap):
+        _add_run(op, k, window, list(map(value_of, members)), list(map(ts_of, members)), out)
     return True
 
 

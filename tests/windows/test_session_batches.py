@@ -14,7 +14,7 @@ from sparkpoint.common.watermark_strategy import TimestampAssigner
 from sparkpoint.datastream import OutputTag, ProcessWindowFunction
 from sparkpoint.datastream.window import EventTimeSessionWindows, TimeWindow
 from sparkpoint.windows import operator, session_batches
-from sparkpoint.windows.session_batches import session_runs
+from sparkpoint.windows.session_batches import batch_runs, session_runs
 
 
 def test_runs_by_hand():
@@ -28,6 +28,42 @@ def test_runs_by_hand():
     ]
     assert session_runs([0, 200], 200) == [(TimeWindow(0, 400), [0, 1])]  # touching windows merge, as Flink's
     assert session_runs([0, 201], 200) == [(TimeWindow(0, 200), [0]), (TimeWindow(201, 401), [1])]
+
+
+def reference_runs(keys: list, timestamps: list, gap: int) -> list:
+    """The oracle, element by element in plain Python: per key (in order of first appearance) its windows
+    ``[t, t + gap)`` merged while they overlap or touch, each run's members in arrival order."""
+    by_key: dict = {}
+    for i, k in enumerate(keys):
+        by_key.setdefault(k, []).append(i)
+    runs = []
+    for k, idx in by_key.items():
+        current: list = []  # [start, end, members]
+        for i in sorted(idx, key=lambda i: (timestamps[i], i)):
+            t = timestamps[i]
+            if current and t <= current[1]:
+                current[1] = max(current[1], t + gap)
+                current[2].append(i)
+            else:
+                if current:
+                    runs.append((k, TimeWindow(current[0], current[1]), sorted(current[2])))
+                current = [t, t + gap, [i]]
+        runs.append((k, TimeWindow(current[0], current[1]), sorted(current[2])))
+    return runs
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_a_batch_runs_as_merging_its_keys_windows_one_by_one(seed):
+    rnd = random.Random(seed)
+    n = rnd.choice([1, 2, 5, 50, 400])
+    gap = rnd.choice([1, 10, 250])
+    pool = ["a", "b", 7, (1, "x"), None, 1, True, 2.5][: rnd.randrange(1, 9)]  # 1 and True: one key, as in a dict
+    base = rnd.choice([0, -(2**61), 2**61])
+    keys = [rnd.choice(pool) for _ in range(n)]
+    timestamps = [base + rnd.randrange(0, 20 * gap) for _ in range(n)]
+    got = batch_runs(keys, timestamps, gap)
+    assert got == reference_runs(keys, timestamps, gap)
+    assert [type(k) for k, _, _ in got] == [type(k) for k, _, _ in reference_runs(keys, timestamps, gap)]
 
 
 class Ts(TimestampAssigner):
