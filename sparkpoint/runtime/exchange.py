@@ -14,6 +14,8 @@ values of exactly the types that went in (measured in ``bench/README.md``):
   count's ``(key, 1)``), as the distinct values plus an index per record (**dictionary**:
   coded first, the types checked after, on the distinct values and then position by position
   against them; the receiving task may keep the batch coded, :class:`Coded`);
+* local aggregation's partials (``WindowPartial``) go as their **columns** (keys, window starts and ends,
+  values, counts), marshalled where the keys and values may be, else pickled;
 * anything else is **pickled** as one list (cloudpickle where pickle cannot).
 
 Timestamps go as an int64 array when every record has one, else as a marshalled list; one beyond
@@ -36,6 +38,7 @@ import numpy as np
 from sparkpoint.operators.base import first_out_of_range, out_of_range_error
 from sparkpoint.operators.coded import Coded, coded, marshal_exact
 from sparkpoint.state.key_groups import KeyGroupAssigner, str_key_groups
+from sparkpoint.windows.local_aggregation import WindowPartial
 
 __all__ = ["encode_batch", "decode_batch", "encode_blob", "decode_blob", "hash_partition"]
 
@@ -90,14 +93,15 @@ def _split_coded(batch: Coded, timestamps: list, part_of: list[int], n: int) -> 
 def _encode_values(values: Any) -> tuple[bytes, bytes]:
     """``(encoding, body)`` of a non-empty list of values, or of a :class:`Coded` batch (see the module's
     docstring)."""
+    if type(values) is not Coded and type(values[0]) is WindowPartial:
+        columns = WindowPartial.columns(values)
+        if columns is not None:
+            return _encode_partials(columns)
     if type(values) is not Coded:
         batch = coded(values)
         if batch is None:
             if not marshal_exact(values):
-                try:
-                    return b"pickle", pickle.dumps(values, _PICKLE)
-                except (pickle.PicklingError, AttributeError, TypeError):
-                    return b"pickle", cloudpickle.dumps(values, _PICKLE)
+                return b"pickle", _pickle(values)
             return b"marshal", marshal.dumps(values, _MARSHAL_VERSION)
         values = batch
     codes = values.codes
@@ -105,9 +109,28 @@ def _encode_values(values: Any) -> tuple[bytes, bytes]:
     return b"dict", marshal.dumps((values.distinct, raw), _MARSHAL_VERSION)
 
 
+def _encode_partials(columns: tuple) -> tuple[bytes, bytes]:
+    """Local aggregation's partials as their columns: marshalled when their keys and values may be, else
+    pickled (whole columns, still cheaper than the objects)."""
+    if marshal_exact(columns[0]) and marshal_exact(columns[3]):
+        return b"partials", marshal.dumps(columns, _MARSHAL_VERSION)
+    return b"partials-pickle", _pickle(columns)
+
+
+def _pickle(values: Any) -> bytes:
+    try:
+        return pickle.dumps(values, _PICKLE)
+    except (pickle.PicklingError, AttributeError, TypeError):
+        return cloudpickle.dumps(values, _PICKLE)
+
+
 def _decode_values(encoding: bytes, body: bytes, keep_coded: bool) -> Any:
     if encoding == b"marshal":
         return marshal.loads(body)
+    if encoding == b"partials":
+        return WindowPartial.from_columns(marshal.loads(body))
+    if encoding == b"partials-pickle":
+        return WindowPartial.from_columns(pickle.loads(body))
     if encoding == b"dict":
         distinct, raw = marshal.loads(body)
         codes = array.array("I")

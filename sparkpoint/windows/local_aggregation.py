@@ -32,7 +32,7 @@ from typing import Any
 
 from sparkpoint.datastream.functions import AggregateFunction, bound_call
 from sparkpoint.datastream.window import EventTimeTrigger, SlidingEventTimeWindows, TimeWindow, TumblingEventTimeWindows
-from sparkpoint.operators.coded import coded
+from sparkpoint.operators.coded import all_of_type, coded
 from sparkpoint.windows.coded_buckets import count_by_key_and_window
 
 __all__ = ["LOCAL_AGGREGATES_IN", "LOCAL_AGGREGATION_KEY", "WindowCombiner", "WindowPartial", "local_combiner"]
@@ -54,6 +54,30 @@ class WindowPartial:
 
     def __reduce__(self) -> tuple:
         return WindowPartial, (self.key, self.window, self.value, self.last_of)
+
+    @staticmethod
+    def columns(partials: list[WindowPartial]) -> tuple[list, list[int], list[int], list, list[int]] | None:
+        """``partials`` as columns ``(keys, window starts, window ends, values, last_of)``, for an exchange to
+        encode (a list of objects pickles at ~4.5 us each, its columns at ~0.5); None unless every one is
+        exactly a partial of a :class:`TimeWindow`."""
+        if not all_of_type(partials, WindowPartial):
+            return None
+        windows = [p.window for p in partials]
+        if not all_of_type(windows, TimeWindow):
+            return None
+        return (
+            [p.key for p in partials],
+            [w.start for w in windows],
+            [w.end for w in windows],
+            [p.value for p in partials],
+            [p.last_of for p in partials],
+        )
+
+    @staticmethod
+    def from_columns(columns: tuple) -> list[WindowPartial]:
+        """The partials of :meth:`columns`."""
+        keys, starts, ends, values, last_of = columns
+        return list(map(WindowPartial, keys, map(TimeWindow, starts, ends), values, last_of))
 
     def __repr__(self) -> str:
         return f"WindowPartial({self.key!r}, {self.window!r}, {self.value!r}, {self.last_of})"
