@@ -32,9 +32,9 @@ from collections.abc import Callable
 from itertools import compress
 from typing import Any
 
-import cloudpickle
 import numpy as np
 
+from sparkpoint.common.pickling import dumps
 from sparkpoint.operators.base import first_out_of_range, out_of_range_error
 from sparkpoint.operators.coded import Coded, coded, marshal_exact
 from sparkpoint.state.key_groups import KeyGroupAssigner, str_key_groups
@@ -43,7 +43,6 @@ from sparkpoint.windows.local_aggregation import WindowPartial
 __all__ = ["encode_batch", "decode_batch", "encode_blob", "decode_blob", "hash_partition"]
 
 _MARSHAL_VERSION = 4
-_PICKLE = pickle.HIGHEST_PROTOCOL
 
 
 def hash_partition(
@@ -101,7 +100,7 @@ def _encode_values(values: Any) -> tuple[bytes, bytes]:
         batch = coded(values)
         if batch is None:
             if not marshal_exact(values):
-                return b"pickle", _pickle(values)
+                return b"pickle", dumps(values)
             return b"marshal", marshal.dumps(values, _MARSHAL_VERSION)
         values = batch
     codes = values.codes
@@ -114,14 +113,7 @@ def _encode_partials(columns: tuple) -> tuple[bytes, bytes]:
     pickled (whole columns, still cheaper than the objects)."""
     if marshal_exact(columns[0]) and marshal_exact(columns[3]):
         return b"partials", marshal.dumps(columns, _MARSHAL_VERSION)
-    return b"partials-pickle", _pickle(columns)
-
-
-def _pickle(values: Any) -> bytes:
-    try:
-        return pickle.dumps(values, _PICKLE)
-    except (pickle.PicklingError, AttributeError, TypeError):
-        return cloudpickle.dumps(values, _PICKLE)
+    return b"partials-pickle", dumps(columns)
 
 
 def _decode_values(encoding: bytes, body: bytes, keep_coded: bool) -> Any:
@@ -193,11 +185,7 @@ def decode_batch(data: bytes, keep_coded: bool = False) -> tuple[Any, Any]:
 
 def encode_blob(header: dict, batches: dict[int, tuple[list, list]]) -> bytes:
     """One upstream task's output for one downstream partition."""
-    blob = {"h": header, "b": {edge: encode_batch(v, t) for edge, (v, t) in batches.items() if v}}
-    try:
-        return pickle.dumps(blob, protocol=pickle.HIGHEST_PROTOCOL)
-    except (pickle.PicklingError, AttributeError, TypeError):
-        return cloudpickle.dumps(blob, protocol=pickle.HIGHEST_PROTOCOL)  # user classes in reports
+    return dumps({"h": header, "b": {edge: encode_batch(v, t) for edge, (v, t) in batches.items() if v}})
 
 
 def decode_blob(blob: bytes, keep_coded: bool = False) -> tuple[dict, dict[int, tuple[Any, list]]]:

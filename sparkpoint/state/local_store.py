@@ -23,9 +23,9 @@ import struct
 import zlib
 from typing import Any
 
-import cloudpickle
 import fsspec
 
+from sparkpoint.common.pickling import dumps
 from sparkpoint.errors import StateMissingError
 
 __all__ = ["LocalStateStore"]
@@ -74,7 +74,7 @@ class LocalStateStore:
     def save(self, epoch: int, state: Any) -> int:
         """Write the state of ``epoch``; drop files older than ``epoch - 1``. Returns the size."""
         self.fs.makedirs(self.dir, exist_ok=True)
-        body = cloudpickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
+        body = dumps(state)
         data = _MAGIC + struct.pack(">I", zlib.crc32(body)) + body
         path = self._path(epoch)
         tmp = posixpath.join(self.dir, f".state-{epoch:010d}.{os.getpid()}.tmp")
