@@ -30,13 +30,19 @@ class SnapshottedTimerQueue(Protocol):
 
 
 class KeyGroupedTimerQueue:
-    """Timers of one kind (event or processing time) of one operator in one task."""
+    """Timers of one kind (event or processing time) of one operator in one task.
 
-    __slots__ = ("counter", "heap", "live", "name")
+    Timers are grouped by timestamp: a heap of the distinct timestamps, and per timestamp its timers in
+    registration order. Windows' timers share few timestamps (every window of a size ends at the same few
+    times), so firing them is a walk down a list, not a pop from a heap of every timer (which took ~20 % of
+    a sliding-window job's firing at hundreds of thousands of timers)."""
+
+    __slots__ = ("counter", "times", "groups", "live", "name")
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.heap: list = []
+        self.times: list[int] = []  # a heap of the timestamps that have a group
+        self.groups: dict[int, list[tuple[int, Any, Any]]] = {}  # ts -> [(registration number, key, ns)]
         self.live: dict[tuple, tuple[int, int]] = {}  # (ts, key, ns) -> (key group, registration number)
         self.counter = itertools.count()
 
@@ -47,32 +53,58 @@ class KeyGroupedTimerQueue:
             return
         seq = next(self.counter)
         self.live[slot] = (kg, seq)
-        heapq.heappush(self.heap, (ts, seq, key, ns))
+        group = self.groups.get(ts)
+        if group is None:
+            self.groups[ts] = [(seq, key, ns)]
+            heapq.heappush(self.times, ts)
+        else:
+            group.append((seq, key, ns))
 
     def delete(self, ts: int, key: Any, ns: Any) -> None:
         self.live.pop((ts, key, ns), None)
 
     def pop_due(self, until: int) -> Iterator[tuple[int, Any, Any, int]]:
         """Remove and yield ``(ts, key, ns, key_group)`` of every timer with ``ts <= until``, in order;
-        timers added while iterating are yielded too if due."""
-        heap, live = self.heap, self.live
-        while heap and heap[0][0] <= until:
-            ts, seq, key, ns = heapq.heappop(heap)
-            slot = (ts, key, ns)
-            entry = live.get(slot)
-            if entry is not None and entry[1] == seq:  # else deleted, or registered again later
+        timers added while iterating are yielded too if due (one earlier than the timestamp being fired
+        comes first, as from one heap of all timers)."""
+        times, groups, live = self.times, self.groups, self.live
+        while times and times[0] <= until:
+            ts = heapq.heappop(times)
+            entries = groups.pop(ts)
+            for i, (seq, key, ns) in enumerate(entries):
+                slot = (ts, key, ns)
+                entry = live.get(slot)
+                if entry is None or entry[1] != seq:  # deleted, or registered again later
+                    continue
+                if times and times[0] < ts:  # an earlier timer was registered meanwhile: it fires first
+                    self._put_back(ts, entries[i:])
+                    break
                 del live[slot]
                 yield ts, key, ns, entry[0]
 
+    def _put_back(self, ts: int, entries: list[tuple[int, Any, Any]]) -> None:
+        """The timers of ``ts`` not fired yet, before any registered at ``ts`` while firing."""
+        group = self.groups.get(ts)
+        if group is None:
+            self.groups[ts] = entries
+            heapq.heappush(self.times, ts)
+        else:
+            self.groups[ts] = entries + group
+
     def peek(self) -> int | None:
         """The timestamp of the next timer, if any."""
-        heap, live = self.heap, self.live
-        while heap:
-            ts, seq, key, ns = heap[0]
-            entry = live.get((ts, key, ns))
-            if entry is not None and entry[1] == seq:
-                return ts
-            heapq.heappop(heap)
+        times, groups, live = self.times, self.groups, self.live
+        while times:
+            ts = times[0]
+            entries = groups[ts]
+            for i, (seq, key, ns) in enumerate(entries):
+                entry = live.get((ts, key, ns))
+                if entry is not None and entry[1] == seq:
+                    if i:
+                        del entries[:i]  # the deleted ones before it are gone for good
+                    return ts
+            heapq.heappop(times)
+            del groups[ts]
         return None
 
     def __len__(self) -> int:
