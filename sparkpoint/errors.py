@@ -58,7 +58,8 @@ class JobCancellationException(JobExecutionError):
 
 class EpochTimeoutError(JobExecutionError):
     """An epoch did not end within its bound (``execution.checkpointing.timeout`` of the checkpoint it
-    carries, or ``sparkpoint.epoch.timeout``); names the operator that was still running."""
+    carries or of the next one due meanwhile, or ``sparkpoint.epoch.timeout``); names the operator that was
+    still running."""
 
 
 class StateError(SparkpointError):

@@ -285,10 +285,22 @@ class CheckpointCoordinator:
         for ack in acks:
             self.receive_acknowledge_message(ack)
 
-    def expire_untriggered(self, detail: str) -> None:
-        """The next checkpoint was due and could not trigger within the timeout (the epoch it follows did not
-        end): counted as an expired checkpoint, as Flink's would have been (it triggers, and expires)."""
-        self.failure_manager.on_failure(self.id_counter.get(), CheckpointFailureReason.CHECKPOINT_EXPIRED, detail)
+    def expire_untriggered(self, detail: str, due_ms: int, barrier_epoch: int) -> None:
+        """The next checkpoint fell due at ``due_ms`` and could not trigger within the timeout (the epoch it
+        follows did not end): it takes its id and counts as an expired checkpoint, in the statistics too, as
+        Flink's would have (it triggers, and expires)."""
+        checkpoint_id = self.id_counter.get_and_increment()
+        reason = CheckpointFailureReason.CHECKPOINT_EXPIRED
+        self.stats.report_pending(CheckpointStats(checkpoint_id, "IN_PROGRESS", False, due_ms, barrier_epoch))
+        self.stats.update(
+            checkpoint_id,
+            status="FAILED",
+            failure_reason=f"{reason.name}: {detail}",
+            end_to_end_duration=self.settings.timeout_ms,
+            failure_timestamp=int(time.time() * 1000),
+        )
+        logger.warning("checkpoint %d expired before it could trigger: %s", checkpoint_id, detail)
+        self.failure_manager.on_failure(checkpoint_id, reason, detail)
 
     def check_expired(self, now_ms: int) -> None:
         for pending in list(self.pending.values()):

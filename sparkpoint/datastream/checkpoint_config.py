@@ -118,7 +118,8 @@ class CheckpointConfig:
 
         Args:
             checkpoint_timeout: Milliseconds, counted from the checkpoint's trigger; it bounds the epoch that takes
-                it.
+                it, and an epoch during which the next checkpoint falls due (counted from then: that checkpoint
+                triggers once the epoch ends).
         """
         self._conf.set("execution.checkpointing.timeout", f"{int(checkpoint_timeout)} ms")
         return self

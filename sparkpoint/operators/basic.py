@@ -12,7 +12,7 @@ import cloudpickle
 from sparkpoint.common.watermark_strategy import MAX_WATERMARK, WatermarkOutput, observe_batch
 from sparkpoint.datastream.functions import bound_call
 from sparkpoint.errors import StateError
-from sparkpoint.operators.base import IDLE, Output, StreamOperator, TaskContext, extract_timestamps, first_failing
+from sparkpoint.operators.base import IDLE, Output, StreamOperator, TaskContext, extract_timestamps
 
 __all__ = [
     "MapOperator",
@@ -41,15 +41,17 @@ class MapOperator(StreamOperator):
 class FilterOperator(StreamOperator):
     def process_batch(self, values: list, timestamps: list, out: Output) -> None:
         f = bound_call(self.function, "filter")
+        keep: list = []
+        truths: list[bool] = []
         try:
-            keep = list(map(f, values))
+            keep.extend(map(f, values))  # on a failure, holds the results of the records before it
             if len(keep) < len(values):  # the function raised StopIteration: map() took it for the end
                 raise RuntimeError("the function raised StopIteration")
-            kept = list(compress(values, keep))  # each result's truth at C speed, as bool() takes it
+            truths.extend(map(bool, keep))  # each result's truth once, at C speed
         except Exception as e:
-            raise self.fail(first_failing(lambda v: bool(f(v)), values), e) from e
-        out.values.extend(kept)
-        out.timestamps.extend(compress(timestamps, keep))
+            raise self.fail(values[len(keep) if len(keep) < len(values) else len(truths)], e) from e
+        out.values.extend(compress(values, truths))
+        out.timestamps.extend(compress(timestamps, truths))
 
 
 class FlatMapOperator(StreamOperator):

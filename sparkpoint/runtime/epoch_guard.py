@@ -102,6 +102,7 @@ class EpochGuard:
         self._fired: str | None = None  # "bound" when the watcher stopped the epoch for its bound
         self._thread: threading.Thread | None = None
         self._coordinator: CheckpointCoordinator | None = None  # the job's, as of the latest epoch
+        self._settled = False  # an epoch of this attempt ended: its tasks restored their state
         self._bound_text = ""  # the running epoch's bound, as the watcher's interrupt says it
 
     # -- from other threads ----------------------------------------------------------------
@@ -115,22 +116,29 @@ class EpochGuard:
             self._cond.notify_all()
 
     # -- the epoch, on the job's thread ------------------------------------------------------
+    def attempt_started(self) -> None:
+        """A new attempt (the start, or a restart after a failure): its first epoch restores the tasks' state,
+        and no checkpoint falls due before it ended (Flink triggers none until every task runs)."""
+        self._settled = False
+
     def bound(self, coordinator: CheckpointCoordinator | None) -> EpochBound | None:
         """The epoch's bound (see the module): a checkpoint's timeout, or ``sparkpoint.epoch.timeout``. Times are
         read on the job's clock; the deadline the tasks get is as far ahead on the real clock."""
         now_ms = self.clock.wall_ms()
         real_ms = int(time.time() * 1000)
-        bounds = [] if coordinator is None else self._checkpoint_bounds(coordinator, now_ms, real_ms)
+        bounds = [] if coordinator is None else self._checkpoint_bounds(coordinator, now_ms, real_ms, self._settled)
         if self.epoch_timeout_ms > 0:
             bounds.append(EpochBound(real_ms + self.epoch_timeout_ms, EPOCH_TIMEOUT_KEY, self.epoch_timeout_ms))
         return min(bounds, key=lambda b: b.deadline_ms) if bounds else None
 
     @staticmethod
-    def _checkpoint_bounds(coordinator: CheckpointCoordinator, now_ms: int, real_ms: int) -> list[EpochBound]:
-        """The oldest pending checkpoint's expiry; with none pending, the expiry of the next one due. Only an
-        expiry that fails the job bounds the epoch (one the job tolerates,
-        ``execution.checkpointing.tolerable-failed-checkpoints``, does not), and a checkpoint already past its
-        timeout expires after the epoch, as before."""
+    def _checkpoint_bounds(
+        coordinator: CheckpointCoordinator, now_ms: int, real_ms: int, settled: bool
+    ) -> list[EpochBound]:
+        """The oldest pending checkpoint's expiry; with none pending, the expiry of the next one due, once the
+        attempt's first epoch ended (``settled``). Only an expiry that fails the job bounds the epoch (one the
+        job tolerates, ``execution.checkpointing.tolerable-failed-checkpoints``, does not), and a checkpoint
+        already past its timeout expires after the epoch, as before."""
         failures = coordinator.failure_manager
         if failures.continuous_failures < failures.tolerable:
             return []
@@ -145,7 +153,7 @@ class EpochGuard:
                 EpochBound(real_ms + expires - now_ms, CHECKPOINT_TIMEOUT_KEY, timeout, oldest.checkpoint_id, expires)
             ]
         due = coordinator.next_trigger_ms()
-        if due is None:
+        if due is None or not settled:
             return []
         due = max(due, now_ms)
         expires = due + timeout
@@ -183,7 +191,9 @@ class EpochGuard:
             try:
                 if self.cancelled.is_set():
                     raise EpochInterrupted(CANCELLED, "before the epoch started")
-                return run(bound)
+                result = run(bound)
+                self._settled = True
+                return result
             finally:
                 fired = self._end()
         except EpochInterrupted as e:
@@ -228,7 +238,9 @@ class EpochGuard:
                 if bound is not None and bound.due_ms is not None and not coordinator.pending:
                     coordinator.expire_untriggered(
                         f"not triggered within {bound.timeout_ms} ms of being due: "
-                        f"epoch {epoch}, which it follows, had not ended"
+                        f"epoch {epoch}, which it follows, had not ended",
+                        bound.due_ms,
+                        epoch,
                     )
                 coordinator.check_expired(max(now, bound.expires_ms + 1) if bound and bound.expires_ms else now)
             except CheckpointException as e:  # more failed checkpoints than tolerated: Flink's failure, naming more

@@ -77,6 +77,7 @@ class EpochScheduler:
 
     # -- Scheduler ----------------------------------------------------------------------------
     def start(self, job_id: str) -> None:
+        self.guard.attempt_started()
         self.executor.start(self.plan, job_id)
         # what an executor says of itself holds once it has started (a Spark executor knows its session then:
         # local[n] runs every task in this process, a cluster does not)
@@ -87,6 +88,7 @@ class EpochScheduler:
 
     def restart(self) -> None:
         self.ahead.drop()  # what ran ahead started from the state given up now
+        self.guard.attempt_started()
 
     def stop(self) -> None:
         self.executor.stop()

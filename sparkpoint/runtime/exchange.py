@@ -109,9 +109,9 @@ def _encode_values(values: Any) -> tuple[bytes, bytes]:
 
 
 def _encode_partials(columns: tuple) -> tuple[bytes, bytes]:
-    """Local aggregation's partials as their columns: marshalled when their keys and values may be, else
-    pickled (whole columns, still cheaper than the objects)."""
-    if marshal_exact(columns[0]) and marshal_exact(columns[3]):
+    """Local aggregation's partials as their columns: marshalled when every column may be (a window's bounds
+    from numpy timestamps may not), else pickled (whole columns, still cheaper than the objects)."""
+    if all(map(marshal_exact, columns)):
         return b"partials", marshal.dumps(columns, _MARSHAL_VERSION)
     return b"partials-pickle", dumps(columns)
 

@@ -74,7 +74,7 @@ class LocalStateStore:
     def save(self, epoch: int, state: Any) -> int:
         """Write the state of ``epoch``; drop files older than ``epoch - 1``. Returns the size."""
         self.fs.makedirs(self.dir, exist_ok=True)
-        body = dumps(state)
+        body = dumps(state, sticky=self.dir)
         data = _MAGIC + struct.pack(">I", zlib.crc32(body)) + body
         path = self._path(epoch)
         tmp = posixpath.join(self.dir, f".state-{epoch:010d}.{os.getpid()}.tmp")

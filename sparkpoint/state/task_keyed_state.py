@@ -21,6 +21,7 @@ import pickle
 import time
 from typing import Any
 
+from sparkpoint.common.pickling import dumps
 from sparkpoint.state.changelog_segments import ChangelogBase, read_changes
 from sparkpoint.state.checkpointing import PickledSnapshots, SnapshotResources, restore_keyed_state
 from sparkpoint.state.handles import KeyedStateHandle
@@ -148,9 +149,7 @@ class SnapshotFileState(TaskKeyedState):
 
     def snapshot_sync(self, checkpoint_ids: list[int], previous_sync_ms: float) -> tuple[SnapshotResources, float]:
         if self._body is None:  # rebuilt: the snapshot the previous task would have saved
-            self._body = pickle.dumps(
-                {owner.uid: owner.snapshot_keyed_state() for owner in self.owners}, pickle.HIGHEST_PROTOCOL
-            )
+            self._body = dumps({owner.uid: owner.snapshot_keyed_state() for owner in self.owners})
         return PickledSnapshots(self._body, self.key_groups, self.uids), previous_sync_ms
 
     def end_epoch(self, epoch: int) -> int:
@@ -158,7 +157,7 @@ class SnapshotFileState(TaskKeyedState):
 
     def snapshot_now(self, epoch: int) -> tuple[SnapshotResources, float]:
         t0 = time.perf_counter()
-        body = pickle.dumps({owner.uid: owner.snapshot_keyed_state() for owner in self.owners}, pickle.HIGHEST_PROTOCOL)
+        body = dumps({owner.uid: owner.snapshot_keyed_state() for owner in self.owners})
         return PickledSnapshots(body, self.key_groups, self.uids), (time.perf_counter() - t0) * 1000
 
 

@@ -71,16 +71,22 @@ class KeyGroupedTimerQueue:
         while times and times[0] <= until:
             ts = heapq.heappop(times)
             entries = groups.pop(ts)
-            for i, (seq, key, ns) in enumerate(entries):
-                slot = (ts, key, ns)
-                entry = live.get(slot)
-                if entry is None or entry[1] != seq:  # deleted, or registered again later
-                    continue
-                if times and times[0] < ts:  # an earlier timer was registered meanwhile: it fires first
-                    self._put_back(ts, entries[i:])
-                    break
-                del live[slot]
-                yield ts, key, ns, entry[0]
+            done = 0  # entries handled; the rest go back if the firing stops half-way
+            try:
+                for seq, key, ns in entries:
+                    slot = (ts, key, ns)
+                    entry = live.get(slot)
+                    if entry is not None and entry[1] == seq:  # else deleted, or registered again later
+                        if times and times[0] < ts:  # an earlier timer was registered meanwhile: it fires first
+                            break
+                        del live[slot]
+                        done += 1
+                        yield ts, key, ns, entry[0]
+                        continue
+                    done += 1
+            finally:  # also when the consumer stops (a callback raised): the timers not fired stay registered
+                if done < len(entries):
+                    self._put_back(ts, entries[done:])
 
     def _put_back(self, ts: int, entries: list[tuple[int, Any, Any]]) -> None:
         """The timers of ``ts`` not fired yet, before any registered at ``ts`` while firing."""

@@ -221,40 +221,6 @@ def test_an_epoch_past_sparkpoint_epoch_timeout_fails_over_and_the_job_completes
     assert handles[0].master.restarts >= 1  # the hang's; a loaded machine may add a slow epoch's (3 allowed)
 
 
-def test_an_epoch_that_hangs_before_any_checkpoint_fails_when_the_next_checkpoint_would_have_expired(
-    make_env, tmp_path
-):
-    """The hang is in the first epoch: no checkpoint is pending (one triggers only between epochs), yet the one
-    due meanwhile could not trigger within ``execution.checkpointing.timeout``. In Flink it would have triggered
-    and expired; here the epoch is stopped there and that checkpoint counts as expired (none tolerated: the job
-    fails, naming the operator). Before, nothing bounded such an epoch and the map slept for its two minutes."""
-    started = tmp_path / "started"
-    ck = tmp_path / "ck"
-    env = make_env(
-        "local",
-        **{
-            "execution.epoch.max-records": 100,
-            "restart-strategy.type": "none",
-            "execution.checkpointing.timeout": "2 s",
-        },
-    )
-    env.enable_checkpointing(500)
-    env.get_checkpoint_config().set_checkpoint_storage_dir(ck.as_uri())
-    _job(env, 10**6, HangAfter(0, started, hang_s=120, blocking=False)).filter(lambda v: False).print()
-    t0 = time.time()
-    with pytest.raises(CheckpointException) as info:
-        env.execute("hung at once")
-    took = time.time() - t0
-    message = str(info.value)
-    assert started.exists()
-    assert "tolerable number of failed checkpoints (0)" in message and "CHECKPOINT_EXPIRED" in message, message
-    assert "not triggered within 2000 ms of being due: epoch 0" in message, message
-    assert "counted from when the next checkpoint was due" in message, message
-    assert "uid 'slow-map'" in message and "in map at " in message, message
-    assert took < 30, took
-    assert not list(ck.rglob("_metadata"))  # no checkpoint completed: the hang was before the first
-
-
 def test_the_next_checkpoint_due_bounds_an_epoch_only_when_its_expiry_would_fail_the_job(tmp_path):
     """With nothing pending, the bound is the timeout after the next checkpoint is due (not before now); a job
     that tolerates failed checkpoints gets no such bound until it has used them up, nor does one without
@@ -269,8 +235,13 @@ def test_the_next_checkpoint_due_bounds_an_epoch_only_when_its_expiry_would_fail
         storage = FsCheckpointStorage((tmp_path / "ck").as_uri(), "f" * 32)
         return CheckpointCoordinator(CheckpointSettings(Configuration(conf)), storage, "f" * 32, "job", 128, {})
 
+    class Ran:
+        def run_epoch(self, *args: Any, **kwargs: Any) -> list:
+            return []
+
     clock = ManualClock(100_000)
-    guard = EpochGuard(None, Configuration({}), None, clock)  # type: ignore[arg-type]
+    guard = EpochGuard(Ran(), Configuration({}), None, clock)  # type: ignore[arg-type]
+    guard.run_epoch(0, {}, None, None)  # the attempt's first epoch ended: its tasks run
     on = {"execution.checkpointing.interval": "10 s", "execution.checkpointing.timeout": "3 s"}
     c = coordinator(**on)
     c.last_trigger_ms = 95_000  # the next is due at 105,000: it expires at 108,000
@@ -283,7 +254,74 @@ def test_the_next_checkpoint_due_bounds_an_epoch_only_when_its_expiry_would_fail
     assert guard.bound(coordinator()) is None  # checkpoints off
     tolerant = coordinator(**on, **{"execution.checkpointing.tolerable-failed-checkpoints": "1"})
     assert guard.bound(tolerant) is None
-    tolerant.expire_untriggered("a test's")  # one failure: the next expiry would be fatal
+    tolerant.expire_untriggered("a test's", 105_000, 3)  # one failure: the next expiry would be fatal
     assert tolerant.failure_manager.continuous_failures == 1 and guard.bound(tolerant) is not None
-    with pytest.raises(CheckpointException, match="CHECKPOINT_EXPIRED: a test's"):
-        tolerant.expire_untriggered("a test's")
+    with pytest.raises(CheckpointException, match="checkpoint 2 failed: CHECKPOINT_EXPIRED: a test's"):
+        tolerant.expire_untriggered("a test's", 115_000, 4)  # each takes an id of its own
+    failed = sorted((s.id, s.status, s.barrier_epoch) for s in tolerant.stats.history())
+    assert failed == [(1, "FAILED", 3), (2, "FAILED", 4)], failed
+
+
+def test_an_attempts_first_epoch_is_not_bounded_by_the_checkpoint_due_while_it_restores(tmp_path):
+    """The first epoch of an attempt restores the tasks' state: no checkpoint falls due before it ended (Flink
+    triggers none until every task runs), so only a pending checkpoint or sparkpoint.epoch.timeout bounds it."""
+    from sparkpoint.checkpoint.coordinator import CheckpointCoordinator, CheckpointSettings
+    from sparkpoint.common import Configuration
+    from sparkpoint.runtime.clock import ManualClock
+    from sparkpoint.runtime.epoch_guard import EpochGuard
+    from sparkpoint.storage.checkpoint_storage import FsCheckpointStorage
+
+    storage = FsCheckpointStorage((tmp_path / "ck").as_uri(), "f" * 32)
+    conf = Configuration({"execution.checkpointing.interval": "10 s", "execution.checkpointing.timeout": "3 s"})
+    c = CheckpointCoordinator(CheckpointSettings(conf), storage, "f" * 32, "job", 128, {})
+
+    class Ran:
+        def run_epoch(self, *args, **kwargs):
+            return []
+
+    guard = EpochGuard(Ran(), Configuration({}), None, ManualClock(100_000))  # type: ignore[arg-type]
+    guard.attempt_started()
+    assert guard.bound(c) is None
+    guard.run_epoch(0, {}, None, c)  # the first epoch ended: the tasks run
+    assert guard.bound(c) is not None
+    guard.attempt_started()  # a restart: restoring again
+    assert guard.bound(c) is None
+
+
+def test_an_epoch_between_checkpoints_that_hangs_fails_when_the_next_checkpoint_would_have_expired(
+    make_env, tmp_path, handles
+):
+    """After a checkpoint completed, the next epochs carry none until the next falls due; one of them hangs. It
+    is stopped when that checkpoint, which cannot trigger, would expire, and the checkpoint counts as expired:
+    with its own id, in the statistics, and (none tolerated) failing the job naming the operator. Before,
+    nothing bounded such an epoch and the map slept for its two minutes."""
+    started, completed, ck = tmp_path / "started", tmp_path / "completed", tmp_path / "ck"
+    env = make_env(
+        "local",
+        **{
+            "execution.epoch.max-records": 100,
+            "restart-strategy.type": "none",
+            "execution.checkpointing.timeout": "2 s",
+        },
+    )
+    env.enable_checkpointing(2_000)
+    env.get_checkpoint_config().set_checkpoint_storage_dir(ck.as_uri())
+    hang = HangAfter(0, started, hang_s=120, blocking=False, after_file=completed)
+    _job(env, 10**6, hang, rate=2_000).filter(lambda v: False).print()
+    set_cli_defaults({"on_job_created": lambda h: (handles.append(h), h.add_listener(Touches(completed)))})
+    t0 = time.time()
+    with pytest.raises(CheckpointException) as info:
+        env.execute("hung between checkpoints")
+    took = time.time() - t0
+    message = str(info.value)
+    assert started.exists()
+    assert "tolerable number of failed checkpoints (0)" in message and "CHECKPOINT_EXPIRED" in message, message
+    assert "not triggered within 2000 ms of being due" in message, message
+    assert "counted from when the next checkpoint was due" in message, message
+    assert "uid 'slow-map'" in message and "in map at " in message, message
+    assert took < 60, took
+    stats = handles[0].master.coordinator.stats
+    done = [s.id for s in stats.history() if s.status == "COMPLETED"]
+    failed = [s for s in stats.history() if s.status == "FAILED"]
+    assert done and len(failed) == 1 and failed[0].id > max(done), (done, failed)
+    assert "not triggered within 2000 ms" in (failed[0].failure_reason or "")

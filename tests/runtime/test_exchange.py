@@ -367,3 +367,18 @@ def test_local_aggregation_partials_come_back_as_they_were_by_their_columns() ->
         assert [as_tuples([g]) if type(g) is WindowPartial else g for g in got] == [
             as_tuples([b]) if type(b) is WindowPartial else b for b in batch
         ]
+
+
+def test_partials_whose_window_bounds_are_numpy_integers_keep_their_types() -> None:
+    """A window's bounds come from the records' timestamps, which a timestamp assigner may give as numpy
+    integers: such partials do not go by marshal (it would write their memory as bytes)."""
+    import numpy as np
+
+    from sparkpoint.datastream.window import TimeWindow
+    from sparkpoint.runtime.exchange import _encode_values
+    from sparkpoint.windows.local_aggregation import WindowPartial
+
+    batch = [WindowPartial("k", TimeWindow(np.int64(0), np.int64(10)), 3, 1)]
+    assert _encode_values(batch)[0] == b"partials-pickle"
+    got = round_trip(batch, [1])[0][0]
+    assert type(got.window.start) is np.int64 and got.window == (0, 10) and got.value == 3

@@ -65,3 +65,26 @@ def test_dumps_is_pickle_where_pickle_can_and_loads_elsewhere_where_it_cannot(tm
     )
     written = subprocess.run([sys.executable, "-c", worker], input=shipped, capture_output=True, check=True).stdout
     assert pickle.loads(written)["acc"].n == 9  # here, a third process
+
+
+def test_a_class_of_the_scripts_main_goes_by_value_even_where_pickle_finds_it(tmp_path):
+    """Where the job's script is ``__main__`` (the driver, the in-process executor) pickle would write its
+    classes by name, which another process cannot find (a checkpoint restored on Spark, read by inspect):
+    they go by value, and the state loads in another process."""
+    job = tmp_path / "job.py"
+    job.write_text(
+        textwrap.dedent(
+            """
+            import sys
+            from sparkpoint.common.pickling import dumps
+
+            class Acc:
+                def __init__(self, n):
+                    self.n = n
+
+            sys.stdout.buffer.write(dumps({("k", None): Acc(5)}, sticky="a test's"))
+            """
+        )
+    )
+    body = subprocess.run([sys.executable, str(job)], capture_output=True, check=True).stdout
+    assert pickle.loads(body)[("k", None)].n == 5

@@ -100,3 +100,23 @@ def test_the_snapshot_keeps_registration_order_and_deleted_timers_stay_out():
     queue.add(30, "a", None, 1)  # registered again: after "c"
     assert queue.snapshot_key_groups() == {1: [(10, "b", None), (30, "a", None)], 2: [(30, "c", None), (20, "d", None)]}
     assert [t[:2] for t in queue.pop_due(30)] == [(10, "b"), (20, "d"), (30, "c"), (30, "a")]
+
+
+class Boom(Exception):
+    pass
+
+
+def test_a_firing_stopped_by_a_failing_callback_leaves_the_timers_not_fired_registered():
+    queue = KeyGroupedTimerQueue("t")
+    for key in "abcd":
+        queue.add(10, key, None, 0)
+    queue.add(20, "e", None, 0)
+    fired = []
+    with pytest.raises(Boom):
+        for _, key, _, _ in queue.pop_due(100):
+            fired.append(key)
+            if key == "b":
+                raise Boom  # the task's callback failed at its second timer
+    assert fired == ["a", "b"] and len(queue) == 3 and queue.peek() == 10
+    assert [key for _, key, _, _ in queue.pop_due(100)] == ["c", "d", "e"]
+    assert len(queue) == 0 and queue.peek() is None

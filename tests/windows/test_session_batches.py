@@ -135,3 +135,23 @@ def test_contents_keep_arrival_order(make_env, monkeypatch, seed):
     events = [("k", 1_000 + rnd.randrange(0, 200), seq) for seq in range(30)]  # one session, shuffled times
     out = _run(make_env, events, monkeypatch, batched=True, parallelism=1)  # one source subtask: one order
     assert out == [("k", min(e[1] for e in events), max(e[1] for e in events) + 250, tuple(range(30)))]
+
+
+def test_a_batch_beyond_what_int64_differences_hold_goes_element_by_element(make_env, monkeypatch):
+    """Timestamps past 2^62 (their differences could overflow int64 in the runs' arithmetic) take the element
+    by element path, with the same sessions as element by element everywhere."""
+    rnd = random.Random(3)
+    base = (1 << 62) + 1_000
+    events = [(rnd.choice("ab"), base + rnd.randrange(0, 2_000), seq) for seq in range(200)]
+    used = []
+    real = session_batches.process_sessions
+
+    def counting(*args):
+        done = real(*args)
+        used.append(done)
+        return done
+
+    monkeypatch.setattr(operator, "process_sessions", counting)
+    batched = _run(make_env, events, monkeypatch, batched=True)
+    assert used and not any(used)
+    assert [_unordered(r) for r in batched] == [_unordered(r) for r in _run(make_env, events, monkeypatch, False)]

@@ -2,7 +2,7 @@
 
 Layout: ``tables[state_name][key_group][(key, namespace)] = value``. Keeping the key
 group as the second level makes a snapshot a cheap walk over the groups, and restoring a
-subset of groups (rescaling) a dict update. Timers live in the backend's heap queues.
+subset of groups (rescaling) a dict update. Timers live in the backend's timer queues (``state/timer_queue.py``).
 """
 
 from __future__ import annotations

@@ -15,11 +15,13 @@ import pickle
 from collections.abc import Iterator
 from typing import Any
 
+from sparkpoint.common.pickling import dumps
 from sparkpoint.state.timer_queue import KeyGroupedTimerQueue
 
 __all__ = ["ChangeTracker", "TrackedTimerQueue", "apply_changes"]
 
 _PICKLE = pickle.HIGHEST_PROTOCOL
+_STICKY = "hashmap changelog"  # values of a job's script's classes: by cloudpickle (common.pickling)
 
 
 class TrackedTimerQueue(KeyGroupedTimerQueue):
@@ -64,9 +66,7 @@ class ChangeTracker:
         ]
         for name, kg, slot in self.entries:
             value = tables.get(name, {}).get(kg, {}).get(slot)
-            out.append(
-                (pickle.dumps(("s", name, kg, slot), _PICKLE), None if value is None else pickle.dumps(value, _PICKLE))
-            )
+            out.append((pickle.dumps(("s", name, kg, slot), _PICKLE), None if value is None else dumps(value, _STICKY)))
         for qname, queue in queues.items():
             for ts, key, ns in getattr(queue, "touched", ()):
                 live = queue.live.get((ts, key, ns))
