@@ -304,7 +304,7 @@ def test_an_epoch_between_checkpoints_that_hangs_fails_when_the_next_checkpoint_
             "execution.checkpointing.timeout": "2 s",
         },
     )
-    env.enable_checkpointing(2_000)
+    env.enable_checkpointing(5_000)  # the epochs after a completion carry none for seconds, even on a slow machine
     env.get_checkpoint_config().set_checkpoint_storage_dir(ck.as_uri())
     hang = HangAfter(0, started, hang_s=120, blocking=False, after_file=completed)
     _job(env, 10**6, hang, rate=2_000).filter(lambda v: False).print()
