@@ -7,8 +7,10 @@ importable by name (builtins, sparkpoint's, a job's modules) pickles the same bo
 lambda or a class it cannot find again by its name (one defined in a function, or shipped by value into a
 worker whose ``__main__`` is not the job's script); and where the job's script is ``__main__`` (the driver,
 the in-process executor) it writes that script's classes by name, which no other process finds (a checkpoint
-restored on Spark, ``sparkpoint inspect``). Both go by cloudpickle. A caller that names itself (``sticky``)
-goes straight to cloudpickle once its data needed it, rather than trying pickle first every time.
+restored on Spark, ``sparkpoint inspect``). Both go by cloudpickle; the second only for bytes that may be
+read elsewhere (``portable``: not an exchange's, read by the next stage in the same process or, on Spark, in a
+worker where pickle refuses the job's classes anyway). A caller that names itself (``sticky``) goes straight to
+cloudpickle once its data needed it, rather than trying pickle first every time.
 """
 
 from __future__ import annotations
@@ -24,12 +26,13 @@ _MAIN = b"__main__"  # how a pickle names the module of a class written by name 
 _needs_cloudpickle: set[str] = set()  # callers whose data needed cloudpickle in this process
 
 
-def dumps(obj: Any, sticky: str = "") -> bytes:
-    """``obj`` pickled (highest protocol), by cloudpickle where pickle refuses it or names ``__main__``."""
+def dumps(obj: Any, sticky: str = "", portable: bool = True) -> bytes:
+    """``obj`` pickled (highest protocol), by cloudpickle where pickle refuses it or, ``portable``, names
+    ``__main__``."""
     if not sticky or sticky not in _needs_cloudpickle:
         try:
             body = pickle.dumps(obj, pickle.HIGHEST_PROTOCOL)
-            if _MAIN not in body:
+            if not portable or _MAIN not in body:
                 return body
         except (pickle.PicklingError, AttributeError, TypeError):
             pass

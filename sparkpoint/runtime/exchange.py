@@ -92,15 +92,14 @@ def _split_coded(batch: Coded, timestamps: list, part_of: list[int], n: int) -> 
 def _encode_values(values: Any) -> tuple[bytes, bytes]:
     """``(encoding, body)`` of a non-empty list of values, or of a :class:`Coded` batch (see the module's
     docstring)."""
-    if type(values) is not Coded and type(values[0]) is WindowPartial:
-        columns = WindowPartial.columns(values)
+    if type(values) is not Coded:
+        columns = WindowPartial.columns(values) if type(values[0]) is WindowPartial else None
         if columns is not None:
             return _encode_partials(columns)
-    if type(values) is not Coded:
         batch = coded(values)
         if batch is None:
             if not marshal_exact(values):
-                return b"pickle", dumps(values)
+                return b"pickle", dumps(values, portable=False)
             return b"marshal", marshal.dumps(values, _MARSHAL_VERSION)
         values = batch
     codes = values.codes
@@ -113,7 +112,7 @@ def _encode_partials(columns: tuple) -> tuple[bytes, bytes]:
     from numpy timestamps may not), else pickled (whole columns, still cheaper than the objects)."""
     if all(map(marshal_exact, columns)):
         return b"partials", marshal.dumps(columns, _MARSHAL_VERSION)
-    return b"partials-pickle", dumps(columns)
+    return b"partials-pickle", dumps(columns, portable=False)
 
 
 def _decode_values(encoding: bytes, body: bytes, keep_coded: bool) -> Any:
@@ -185,7 +184,9 @@ def decode_batch(data: bytes, keep_coded: bool = False) -> tuple[Any, Any]:
 
 def encode_blob(header: dict, batches: dict[int, tuple[list, list]]) -> bytes:
     """One upstream task's output for one downstream partition."""
-    return dumps({"h": header, "b": {edge: encode_batch(v, t) for edge, (v, t) in batches.items() if v}})
+    return dumps(
+        {"h": header, "b": {edge: encode_batch(v, t) for edge, (v, t) in batches.items() if v}}, portable=False
+    )
 
 
 def decode_blob(blob: bytes, keep_coded: bool = False) -> tuple[dict, dict[int, tuple[Any, list]]]:

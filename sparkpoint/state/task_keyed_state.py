@@ -149,16 +149,20 @@ class SnapshotFileState(TaskKeyedState):
 
     def snapshot_sync(self, checkpoint_ids: list[int], previous_sync_ms: float) -> tuple[SnapshotResources, float]:
         if self._body is None:  # rebuilt: the snapshot the previous task would have saved
-            self._body = dumps({owner.uid: owner.snapshot_keyed_state() for owner in self.owners})
+            self._body = dumps(self._snapshots())
         return PickledSnapshots(self._body, self.key_groups, self.uids), previous_sync_ms
 
     def end_epoch(self, epoch: int) -> int:
-        return self.store.save(epoch, {owner.uid: owner.snapshot_keyed_state() for owner in self.owners})
+        return self.store.save(epoch, self._snapshots())
 
     def snapshot_now(self, epoch: int) -> tuple[SnapshotResources, float]:
         t0 = time.perf_counter()
-        body = dumps({owner.uid: owner.snapshot_keyed_state() for owner in self.owners})
+        body = dumps(self._snapshots())
         return PickledSnapshots(body, self.key_groups, self.uids), (time.perf_counter() - t0) * 1000
+
+    def _snapshots(self) -> dict[str, Any]:
+        """Every operator's keyed state snapshot, by uid."""
+        return {owner.uid: owner.snapshot_keyed_state() for owner in self.owners}
 
 
 class WorkingDatabaseState(TaskKeyedState):

@@ -71,22 +71,23 @@ class KeyGroupedTimerQueue:
         while times and times[0] <= until:
             ts = heapq.heappop(times)
             entries = groups.pop(ts)
-            done = 0  # entries handled; the rest go back if the firing stops half-way
+            at = 0  # the entry being handled: from it on, the entries go back if the firing stops here
             try:
-                for seq, key, ns in entries:
+                for at in range(len(entries)):
+                    seq, key, ns = entries[at]
                     slot = (ts, key, ns)
                     entry = live.get(slot)
-                    if entry is not None and entry[1] == seq:  # else deleted, or registered again later
-                        if times and times[0] < ts:  # an earlier timer was registered meanwhile: it fires first
-                            break
-                        del live[slot]
-                        done += 1
-                        yield ts, key, ns, entry[0]
+                    if entry is None or entry[1] != seq:  # deleted, or registered again later
                         continue
-                    done += 1
+                    if times and times[0] < ts:  # an earlier timer was registered meanwhile: it fires first
+                        break
+                    del live[slot]
+                    yield ts, key, ns, entry[0]
+                else:
+                    at = len(entries)
             finally:  # also when the consumer stops (a callback raised): the timers not fired stay registered
-                if done < len(entries):
-                    self._put_back(ts, entries[done:])
+                if at < len(entries):  # (one fired already is no longer live: skipped when it comes up)
+                    self._put_back(ts, entries[at:])
 
     def _put_back(self, ts: int, entries: list[tuple[int, Any, Any]]) -> None:
         """The timers of ``ts`` not fired yet, before any registered at ``ts`` while firing."""

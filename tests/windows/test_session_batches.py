@@ -106,15 +106,7 @@ def test_the_same_as_element_by_element(make_env, monkeypatch):
         t += rnd.choice([20, 60, 120, 400])
         delay = rnd.randrange(3_000, 8_000) if rnd.random() < 0.05 else rnd.randrange(0, 300)  # 5 %: late
         events.append((rnd.choice("abcd"), max(0, t - delay), seq))
-    used = []
-    real = session_batches.process_sessions
-
-    def counting(*args):
-        done = real(*args)
-        used.append(done)
-        return done
-
-    monkeypatch.setattr(operator, "process_sessions", counting)
+    used = _count_batched_paths(monkeypatch)
     batched = _run(make_env, events, monkeypatch, batched=True)
     assert any(used) and not all(used)  # batches merged first, and batches with late records element by element
     one_by_one = _run(make_env, events, monkeypatch, batched=False)
@@ -123,6 +115,20 @@ def test_the_same_as_element_by_element(make_env, monkeypatch):
     # elements' arrival order (Flink promises neither)
     assert [_unordered(r) for r in batched] == [_unordered(r) for r in one_by_one]
     assert any(r[0] == "late" for r in batched) and any(len(r[3]) > 3 for r in batched if r[0] != "late")
+
+
+def _count_batched_paths(monkeypatch) -> list[bool]:
+    """Whether each batch went through the batched sessions (True) or element by element, as it ran."""
+    used: list[bool] = []
+    real = session_batches.process_sessions
+
+    def counting(*args):
+        done = real(*args)
+        used.append(done)
+        return done
+
+    monkeypatch.setattr(operator, "process_sessions", counting)
+    return used
 
 
 def _unordered(row: tuple) -> tuple:
@@ -143,15 +149,7 @@ def test_a_batch_beyond_what_int64_differences_hold_goes_element_by_element(make
     rnd = random.Random(3)
     base = (1 << 62) + 1_000
     events = [(rnd.choice("ab"), base + rnd.randrange(0, 2_000), seq) for seq in range(200)]
-    used = []
-    real = session_batches.process_sessions
-
-    def counting(*args):
-        done = real(*args)
-        used.append(done)
-        return done
-
-    monkeypatch.setattr(operator, "process_sessions", counting)
+    used = _count_batched_paths(monkeypatch)
     batched = _run(make_env, events, monkeypatch, batched=True)
     assert used and not any(used)
     assert [_unordered(r) for r in batched] == [_unordered(r) for r in _run(make_env, events, monkeypatch, False)]
