@@ -78,6 +78,7 @@ def run_operators(
         wm = _run_operator(nid, ops[nid], dep, inputs, out, report)
         out_watermarks[nid] = wm
         report.watermarks[nid] = wm
+        report.event_times[nid] = ops[nid].watermark
         outputs[nid] = out
         for e in children.get(nid, []):
             if e.side_tag is None:

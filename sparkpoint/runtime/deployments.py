@@ -76,6 +76,7 @@ def deploy_stages(
     uploads = coordinator.options_for_epoch(epoch) if coordinator is not None and keyed else {}
     deps: dict[tuple[int, int], TaskDeployment] = {}
     for stage in stages:
+        bounds = _watermark_bounds(stage, progress)
         for i in range(stage.parallelism):
             dep = TaskDeployment(
                 job_id=settings.job_id,
@@ -98,6 +99,7 @@ def deploy_stages(
             )
             if stage.keyed:
                 dep.state_schemas, dep.key_checks = inputs.schemas.for_subtask(stage.nodes, i)
+            dep.watermark_bounds = bounds
             for nid in stage.nodes:
                 uid = plan.uid(nid)
                 totals = inputs.output.metric_totals(uid, i, pending)
@@ -110,3 +112,15 @@ def deploy_stages(
                     dep.no_more_splits[nid] = progress.sources[nid].no_more_splits()
             deps[(stage.id, i)] = dep
     return deps
+
+
+def _watermark_bounds(stage: StagePlan, progress: JobProgress) -> dict[int, int]:
+    """Per output edge whose combiner merges only what its consumer cannot take as late, a bound of the
+    consumer's watermark (:meth:`JobProgress.watermark_bound`), where the driver knows one."""
+    bounds = {}
+    for e in stage.output_edges:
+        if getattr(e.combiner, "needs_watermark_bound", False):
+            bound = progress.watermark_bound(e.target)
+            if bound is not None:
+                bounds[e.id] = bound
+    return bounds

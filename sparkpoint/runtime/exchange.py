@@ -15,7 +15,8 @@ values of exactly the types that went in (measured in ``bench/README.md``):
   coded first, the types checked after, on the distinct values and then position by position
   against them; the receiving task may keep the batch coded, :class:`Coded`);
 * local aggregation's partials (``WindowPartial``) go as their **columns** (keys, window starts and ends,
-  values, counts), marshalled where the keys and values may be, else pickled;
+  values, counts), marshalled where the keys and values may be, else pickled; a session combiner's
+  partials followed by the records of keys it left alone go as the two, each in its own form;
 * anything else is **pickled** as one list (cloudpickle where pickle cannot).
 
 Timestamps go as an int64 array when every record has one, else as a marshalled list; one beyond
@@ -29,7 +30,7 @@ import marshal
 import operator
 import pickle
 from collections.abc import Callable
-from itertools import compress
+from itertools import compress, takewhile
 from typing import Any
 
 import numpy as np
@@ -93,7 +94,13 @@ def _encode_values(values: Any) -> tuple[bytes, bytes]:
     """``(encoding, body)`` of a non-empty list of values, or of a :class:`Coded` batch (see the module's
     docstring)."""
     if type(values) is not Coded:
-        columns = WindowPartial.columns(values) if type(values[0]) is WindowPartial else None
+        columns = None
+        if type(values[0]) is WindowPartial:
+            partials = sum(1 for _ in takewhile(lambda v: type(v) is WindowPartial, values))
+            if partials < len(values):  # a session combiner's partials, then the records of keys it left as they are
+                both = _encode_values(values[:partials]), _encode_values(values[partials:])
+                return b"mixed", marshal.dumps(both, _MARSHAL_VERSION)
+            columns = WindowPartial.columns(values)
         if columns is not None:
             return _encode_partials(columns)
         batch = coded(values)
@@ -122,6 +129,9 @@ def _decode_values(encoding: bytes, body: bytes, keep_coded: bool) -> Any:
         return WindowPartial.from_columns(marshal.loads(body))
     if encoding == b"partials-pickle":
         return WindowPartial.from_columns(pickle.loads(body))
+    if encoding == b"mixed":
+        (head, head_body), (tail, tail_body) = marshal.loads(body)
+        return _decode_values(head, head_body, False) + _decode_values(tail, tail_body, False)
     if encoding == b"dict":
         distinct, raw = marshal.loads(body)
         codes = array.array("I")

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from sparkpoint.common.watermark_strategy import MIN_WATERMARK
 from sparkpoint.runtime.graph import JobPlan
 from sparkpoint.runtime.source_coordinator import SourceCoordinator
 from sparkpoint.runtime.task_messages import TaskReport
@@ -29,6 +30,12 @@ class JobProgress:
         self.epoch_bytes = epoch_bytes
         self.sources: dict[int, SourceCoordinator] = {}
         self.reset()
+        # a new job's operators all start at the least watermark; a restore (reset) leaves them unknown until they
+        # report, since a restored operator may start with the watermark its checkpoint holds
+        for nid in plan.nodes:
+            self.event_times[nid] = MIN_WATERMARK
+            for i in range(plan.stage(plan.stage_of[nid]).parallelism):
+                self.output_watermarks[(nid, i)] = MIN_WATERMARK
 
     def reset(self) -> None:
         """Start afresh (a restore then puts the checkpoint's state in): the sources' enumerators too."""
@@ -39,6 +46,8 @@ class JobProgress:
         self.restored_keyed: dict[tuple[int, int], list] = {}
         self.notify_next: list[int] = []
         self.notify_sources: list[int] = []  # notices not yet given to a source stage that ran (it may run ahead)
+        self.event_times: dict[int, int] = {}  # node -> the highest watermark an operator of it reported, this attempt
+        self.output_watermarks: dict[tuple[int, int], int | None] = {}  # (node, subtask) -> the latest it sent on
         self.close_sources()
         src_stage = plan.stage(0)
         self.sources = {
@@ -63,6 +72,29 @@ class JobProgress:
                 self.operator_states[(nid, r.subtask)] = snap
             for nid, splits in r.splits.items():
                 self.sources[nid].update(r.subtask, splits)
+            for nid, t in r.event_times.items():
+                self.event_times[nid] = max(t, self.event_times.get(nid, t))
+            for nid, wm in r.watermarks.items():
+                self.output_watermarks[(nid, r.subtask)] = wm
+
+    def watermark_bound(self, target: int) -> int | None:
+        """At least the watermark the operator ``target`` has while it takes the next epoch's input, None if not
+        known (after a restore, until every task concerned reported). That watermark is the one ``target`` had
+        after its last epoch (at most the highest its tasks reported), or, if the tasks feeding it have run an
+        epoch further (sources run ahead), the least of what they sent on then, idle ones left out."""
+        own = self.event_times.get(target)
+        if own is None:
+            return None
+        plan = self.plan
+        stage = plan.stage(plan.stage_of[target])
+        inputs = []
+        for source in {e.source for e in stage.input_edges + stage.internal_edges if e.target == target}:
+            for i in range(plan.stage(plan.stage_of[source]).parallelism):
+                if (source, i) not in self.output_watermarks:
+                    return None
+                inputs.append(self.output_watermarks[(source, i)])
+        active = [wm for wm in inputs if wm is not None]  # None: idle, left out of the least
+        return max(own, min(active)) if active else own
 
     def epoch_ran(self, epoch: int) -> None:
         """Every task of ``epoch`` reported: keyed working state is at ``epoch``, nothing is restored any more."""

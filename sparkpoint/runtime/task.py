@@ -137,7 +137,7 @@ def _run_task(
         outputs, out_watermarks = run_operators(stage, ops, dep, inputs, report)
         lap("run", memory=True)
         # Step 4. Route outputs to downstream partitions.
-        routed = route(plan, stage_id, subtask, outputs, out_watermarks)
+        routed = route(plan, stage_id, subtask, outputs, out_watermarks, dep.watermark_bounds)
         lap("route", memory=True)
         # Step 5. Sinks, state and the report.
         _close_operators(ops, report)

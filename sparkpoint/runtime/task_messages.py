@@ -57,6 +57,9 @@ class TaskDeployment:
     cyclic_gc: bool = False  # Python's cycle collector runs during the task (else after it)
     state_schemas: dict[str, OperatorSchema] = field(default_factory=dict)  # keyed uid -> the states it declared
     key_checks: dict[str, tuple[str, ...]] = field(default_factory=dict)  # keyed uid -> restored keys' kinds
+    # edge id -> at least the watermark its consumer (a window) has while it takes this epoch's input: a session
+    # combiner merges runs of records it cannot be late for (see sparkpoint.windows.combiners); epochs only
+    watermark_bounds: dict[int, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -72,6 +75,7 @@ class TaskReport:
     printed: dict[int, list] = field(default_factory=dict)
     stdout: str = ""  # what user functions printed in a Spark worker, for the driver's stdout
     watermarks: dict[int, int | None] = field(default_factory=dict)
+    event_times: dict[int, int] = field(default_factory=dict)  # node -> its operator's watermark at the task's end
     metrics: dict[str, dict[str, int]] = field(default_factory=dict)
     keyed_state_bytes: int = 0
     checkpoint_acks: list[AcknowledgeCheckpoint] = field(default_factory=list)

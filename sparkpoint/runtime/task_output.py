@@ -21,9 +21,16 @@ __all__ = ["route", "blobs"]
 
 
 def route(
-    plan: JobPlan, stage_id: int, subtask: int, outputs: dict[int, Output], out_watermarks: dict[int, int | None]
+    plan: JobPlan,
+    stage_id: int,
+    subtask: int,
+    outputs: dict[int, Output],
+    out_watermarks: dict[int, int | None],
+    watermark_bounds: dict[int, int] | None = None,
 ) -> dict[tuple[int, int], dict[int, tuple[list, list]]]:
-    """``{(consumer stage, partition): {edge id: (values, timestamps)}}``."""
+    """``{(consumer stage, partition): {edge id: (values, timestamps)}}``. ``watermark_bounds``: per edge, at
+    least the watermark its consumer takes this output at (an epoch's deployment says; a session combiner
+    merges only where it is given one)."""
     stage = plan.stage(stage_id)
     routed: dict[tuple[int, int], dict[int, tuple[list, list]]] = {}
     for e in stage.output_edges:
@@ -33,7 +40,7 @@ def route(
         n = target_stage.parallelism
         parts: list[tuple[list, list]] = [([], []) for _ in range(n)]
         if values and e.combiner is not None:
-            values, timestamps = e.combiner.combine(values, timestamps)
+            values, timestamps = e.combiner.combine(values, timestamps, (watermark_bounds or {}).get(e.id))
         if values:
             if e.partitioning == HASH:
                 get_key = bound_call(e.key_selector, "get_key")

@@ -56,6 +56,7 @@ from sparkpoint.operators.source import SourceOperator
 from sparkpoint.runtime.graph import JobPlan, StreamEdge, StreamNode, build_job_plan
 from sparkpoint.runtime.keyed_functions import BatchReduceFunction, KeyedFunctionAdapter
 from sparkpoint.state.backend_loader import load_state_backend
+from sparkpoint.windows.combiners import SessionCombiner, local_combiner
 from sparkpoint.windows.contents import (
     AggregatedContents,
     ElementContents,
@@ -73,7 +74,7 @@ from sparkpoint.windows.functions import (
     ProcessAllWindowAdapter,
     ProcessWindowAdapter,
 )
-from sparkpoint.windows.local_aggregation import LOCAL_AGGREGATION_KEY, WindowCombiner, local_combiner
+from sparkpoint.windows.local_aggregation import LOCAL_AGGREGATION_KEY, WindowCombiner
 from sparkpoint.windows.operator import WindowOperator
 
 __all__ = ["StreamGraphGenerator", "translate", "internal_window_function"]
@@ -197,7 +198,7 @@ class StreamGraphGenerator:
             node.sink = (t.sink_identifier, t.type_info)
         return node
 
-    def _window_combiner(self, t: WindowTransformation) -> WindowCombiner | None:
+    def _window_combiner(self, t: WindowTransformation) -> WindowCombiner | SessionCombiner | None:
         enabled = self.configuration is None or self.configuration.get_boolean(LOCAL_AGGREGATION_KEY, True)
         return local_combiner(
             t,

@@ -157,10 +157,8 @@ class BatchedWindowPaths(KeyedOperator):
         merge_partial, is_late = self.window_contents.merge_partial, self.lateness.is_window_late
         register = self.timers.register
         p = None
-        records = 0
         try:
             for p in partials:
-                records += p.last_of
                 w = p.window
                 if is_late(w.max_timestamp(), wm):  # every record whose last window this is was late in all of them
                     if p.last_of:
@@ -172,7 +170,12 @@ class BatchedWindowPaths(KeyedOperator):
                 register(EVENT_TIME, w.max_timestamp(), p.key, w, backend.current_key_group)
         except Exception as e:
             raise self.fail(p, e) from e
-        # numRecordsIn counts the records the partials hold, as without local aggregation
+        self._count_partials(partials)
+
+    def _count_partials(self, partials: list) -> None:
+        """numRecordsIn counts the records the partials hold, as without local aggregation (the chain counted
+        each partial as one), and numLocalAggregatesIn the partials."""
+        records = sum(p.last_of for p in partials)
         self.task.counter(self.uid, "numRecordsIn", records - len(partials))
         self.task.counter(self.uid, LOCAL_AGGREGATES_IN, len(partials))
 

@@ -17,8 +17,9 @@ late, those are the records Flink drops (every window of theirs is late) and cou
 
 ``sparkpoint.window.local-aggregation: false`` turns it off. It is not used with allowed
 lateness (a late record re-fires its window: the number of firings would change), a late-data
-side output (it needs the records), an evictor, a custom trigger, merging or processing-time
-windows, or an ``aggregate`` whose function has no ``merge``. The window operator's
+side output (it needs the records), an evictor, a custom trigger, processing-time windows or
+sessions of a dynamic gap, or an ``aggregate`` whose function has no ``merge``; event-time sessions
+of a static gap combine their on-time runs (:mod:`sparkpoint.windows.combiners`). The window operator's
 ``numRecordsIn`` counts the records the partials hold (as without local aggregation), and
 ``numLocalAggregatesIn`` the partials.
 """
@@ -30,12 +31,12 @@ import itertools
 from collections.abc import Callable
 from typing import Any
 
-from sparkpoint.datastream.functions import AggregateFunction, bound_call
-from sparkpoint.datastream.window import EventTimeTrigger, SlidingEventTimeWindows, TimeWindow, TumblingEventTimeWindows
+from sparkpoint.datastream.functions import bound_call
+from sparkpoint.datastream.window import SlidingEventTimeWindows, TimeWindow, TumblingEventTimeWindows
 from sparkpoint.operators.coded import all_of_type, coded
 from sparkpoint.windows.coded_buckets import count_by_key_and_window
 
-__all__ = ["LOCAL_AGGREGATES_IN", "LOCAL_AGGREGATION_KEY", "WindowCombiner", "WindowPartial", "local_combiner"]
+__all__ = ["LOCAL_AGGREGATES_IN", "LOCAL_AGGREGATION_KEY", "WindowCombiner", "WindowPartial", "partial_or_record_key"]
 
 LOCAL_AGGREGATION_KEY = "sparkpoint.window.local-aggregation"
 LOCAL_AGGREGATES_IN = "numLocalAggregatesIn"  # the window operator's counter of partials merged
@@ -83,22 +84,20 @@ class WindowPartial:
         return f"WindowPartial({self.key!r}, {self.window!r}, {self.value!r}, {self.last_of})"
 
 
-def local_combiner(transformation: Any, key_selector: Any, trigger: Any, enabled: bool) -> WindowCombiner | None:
-    """The combiner for the input of a window transformation, or None where it would change results."""
-    t = transformation
-    if not enabled or t.function_kind not in ("reduce", "aggregate") or t.evictor is not None:
-        return None
-    if t.allowed_lateness or t.late_tag is not None or type(trigger) is not EventTimeTrigger:
-        return None
-    if type(t.assigner) not in (TumblingEventTimeWindows, SlidingEventTimeWindows):
-        return None
-    if t.function_kind == "aggregate" and type(t.aggregate_function).merge is AggregateFunction.merge:
-        return None  # no merge: accumulators of two tasks cannot be combined
-    return WindowCombiner(key_selector, t.assigner, t.reduce_function, t.aggregate_function)
+def partial_or_record_key(get_key: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``get_key`` for the exchange of a combiner's output: a partial's key as it is, a record's from ``get_key``."""
+
+    def key(v: Any) -> Any:
+        return v.key if type(v) is WindowPartial else get_key(v)
+
+    return key
 
 
 class WindowCombiner:
     """Combines a batch of records into :class:`WindowPartial` values (in the upstream task)."""
+
+    needs_watermark_bound = False  # its partials are late, or not, as all their records are
+    routing_key = staticmethod(partial_or_record_key)
 
     def __init__(self, key_selector: Any, assigner: Any, reduce_function: Any = None, aggregate_function: Any = None):
         if type(assigner) not in (TumblingEventTimeWindows, SlidingEventTimeWindows):
@@ -108,15 +107,7 @@ class WindowCombiner:
         self.reduce_function = reduce_function
         self.aggregate_function = aggregate_function
 
-    def routing_key(self, get_key: Callable[[Any], Any]) -> Callable[[Any], Any]:
-        """``get_key`` for the exchange: a partial's key as it is, a record's from ``get_key``."""
-
-        def key(v: Any) -> Any:
-            return v.key if type(v) is WindowPartial else get_key(v)
-
-        return key
-
-    def combine(self, values: list, timestamps: list) -> tuple[list, list]:
+    def combine(self, values: list, timestamps: list, watermark_bound: int | None = None) -> tuple[list, list]:
         """The partials of ``values`` (their timestamp: their records' latest). Records without a
         timestamp, and every record if a user function fails here, go on as they are: the window
         operator reports them as it would without local aggregation. So do the records of a batch that

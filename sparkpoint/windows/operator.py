@@ -162,7 +162,9 @@ class WindowOperator(BatchedWindowPaths):
         if self.pre_aggregated:  # partials, and records an upstream task sent as they are: in arrival order
             for is_partial, run in itertools.groupby(zip(values, timestamps), lambda vt: type(vt[0]) is WindowPartial):
                 run_values, run_timestamps = map(list, zip(*run))
-                if is_partial:
+                if is_partial and self.merging:
+                    self._add_session_partials(run_values, out)
+                elif is_partial:
                     self._add_partials(run_values)
                 else:
                     self._process_records(run_values, run_timestamps, out)
@@ -221,6 +223,30 @@ class WindowOperator(BatchedWindowPaths):
         result = self.trigger.on_element(values[-1], timestamps[-1], window, self.trigger_ctx.at(window))
         self._trigger_and_emit(result, key, window, state_window, out)
         self._register_cleanup_timer(window)
+
+    def _add_session_partials(self, partials: list, out: Output) -> None:
+        """Session partials (:class:`~sparkpoint.windows.combiners.SessionCombiner`: runs of records none of which
+        is late) into their keys' merging window sets, each as its run's records one by one would leave it."""
+        is_late, wm = self.lateness.is_window_late, self.watermark
+        p = None
+        try:
+            for p in partials:
+                self.keyed_backend.set_current_key(p.key)
+                mapping = dict(self.merging_sets.value() or {})
+                window = merging.add_window(self.assigner, mapping, p.window, self._merge)
+                if is_late(window.max_timestamp(), wm):  # the combiner's bound was below this watermark
+                    raise RuntimeError(f"a session partial came late (watermark {wm}): its records would be lost")
+                state_window = mapping[window]
+                self.contents.set_current_namespace(state_window)
+                self.window_contents.merge_partial(self.contents, p.value)
+                latest = p.window.end - self.assigner.gap  # type: ignore[attr-defined]  # a session's: its latest record's
+                result = self.trigger.on_element(None, latest, window, self.trigger_ctx.at(window))
+                self._trigger_and_emit(result, p.key, window, state_window, out)
+                self._register_cleanup_timer(window)
+                self.merging_sets.update(mapping or None)
+        except Exception as e:
+            raise self.fail(p, e) from e
+        self._count_partials(partials)
 
     def _merge(self, merge_result: Any, merged_windows: list, state_window: Any, merged_state_windows: list) -> None:
         """Windows merged (the merging window set's merge function): trigger ``on_merge``, the merged windows'

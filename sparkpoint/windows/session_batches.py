@@ -24,12 +24,12 @@ from sparkpoint.datastream.window import TimeWindow
 from sparkpoint.operators.base import Output
 from sparkpoint.windows import merging
 
-__all__ = ["batch_runs", "session_runs", "process_sessions"]
+__all__ = ["SAFE_TIMESTAMP", "batch_runs", "session_runs", "process_sessions"]
 
-_SAFE = 1 << 62  # timestamps within +-2^62: the differences of two fit int64
+SAFE_TIMESTAMP = 1 << 62  # timestamps within +-2^62: the differences of two fit int64
 
 
-def batch_runs(keys: list, timestamps: list[int], gap: int) -> list[tuple[Any, TimeWindow, list[int]]]:
+def batch_runs(keys: list, timestamps: Any, gap: int) -> list[tuple[Any, TimeWindow, list[int]]]:
     """The runs of the windows ``[t, t + gap)`` of a batch's elements, per key: ``(key, the run's covering
     window, the indexes of its elements in arrival order)``, keys in order of first appearance, each key's
     runs by start. Sorted by key and time at C speed (numpy): an element starts a new run where its key
@@ -42,7 +42,7 @@ def batch_runs(keys: list, timestamps: list[int], gap: int) -> list[tuple[Any, T
     distinct = list(index)
     index.update(zip(distinct, range(len(distinct))))
     codes = np.fromiter(map(index.__getitem__, keys), dtype=np.int64, count=n)
-    ts = np.fromiter(timestamps, dtype=np.int64, count=n)
+    ts = np.asarray(timestamps, dtype=np.int64)
     order = np.lexsort((ts, codes))  # by key, then time; equal times in arrival order
     c, t = codes[order], ts[order]
     new = np.ones(n, dtype=bool)
@@ -74,7 +74,7 @@ def process_sessions(op: Any, values: list, timestamps: list, keys: list, out: O
     first = min(timestamps)
     if first + gap - 1 <= op.passed.late_until(op.watermark):
         return False  # an element's own window the watermark passed: late, or fired, one element at a time
-    if first < -_SAFE or max(timestamps) > _SAFE:
+    if first < -SAFE_TIMESTAMP or max(timestamps) > SAFE_TIMESTAMP:
         return False  # beyond what the runs compute in int64
     value_of, ts_of = values.__getitem__, timestamps.__getitem__
     for k, window, members in batch_runs(keys, timestamps, gap):

@@ -340,8 +340,8 @@ def test_coded_batches_put_together_keep_equal_values_of_other_types_apart() -> 
 
 
 def test_local_aggregation_partials_come_back_as_they_were_by_their_columns() -> None:
-    """Partials go by their columns (marshalled, or pickled where a key or value must be); a batch mixing
-    them with records, or holding a window of another type, goes as it did (pickled objects)."""
+    """Partials go by their columns (marshalled, or pickled where a key or value must be); partials followed by
+    records as the two; records before partials, or a window of another type, as pickled objects."""
     from sparkpoint.datastream.window import TimeWindow
     from sparkpoint.runtime.exchange import _encode_values
     from sparkpoint.windows.local_aggregation import WindowPartial
@@ -357,7 +357,9 @@ def test_local_aggregation_partials_come_back_as_they_were_by_their_columns() ->
         (partials((7, "x"), (0, None)), b"partials"),
         (partials(Point(1, 2), 3), b"partials-pickle"),  # a named-tuple key: not by marshal
         (partials(1, Reading("s", 1.5)), b"partials-pickle"),
-        (partials(1, 2) + [("a", 1)], b"pickle"),
+        (partials(1, 2) + [("a", 1), ("b", 2)], b"mixed"),  # a session combiner's: partials, then records
+        (partials(1, 2) + [Point(1, 2)], b"mixed"),
+        ([("a", 1)] + partials(1, 2), b"pickle"),
         ([WindowPartial(1, (0, 10), 2, 1)], b"pickle"),  # a window that is not a TimeWindow
     ]
     for batch, encoding in cases:

@@ -1,0 +1,133 @@
+"""Which windows combine their records before the exchange, and how sessions do.
+
+:func:`local_combiner` picks the combiner of a window transformation's input, or none where combining could
+change a result: :class:`~sparkpoint.windows.local_aggregation.WindowCombiner` for tumbling and sliding
+event-time windows, :class:`SessionCombiner` for event-time sessions of a static gap.
+
+**Sessions.** A record's own window is ``[t, t + gap)``; windows that overlap or touch merge. Per key, an
+upstream task's records of an epoch fall into runs (:func:`~sparkpoint.windows.session_batches.batch_runs`), and
+a run goes over the exchange as one :class:`~sparkpoint.windows.local_aggregation.WindowPartial`: its covering
+window and its records folded in arrival order. The window operator adds the partial's window to the key's
+merging window set and merges its value into the session it lands in, which leaves the set and the contents
+as the run's records one by one would, **as long as none of them is late**: element by element, a record whose
+own window the watermark passed is dropped or kept depending on whether, when it comes, it touches a session
+that is not (Flink's order-dependent rule), which a run cannot reproduce.
+
+So a session combiner combines only records it can prove are on time: the window operator's watermark does not
+move while it takes an epoch's input, and the driver gives each epoch's upstream tasks a bound of it
+(:meth:`~sparkpoint.runtime.job_progress.JobProgress.watermark_bound`); a record with ``t + gap - 1`` above the
+bound is on time, and so is every session it joins. Every record of a key with one record at or below the bound
+goes over as it is, in order, and the window operator takes those element by element (per key, an upstream
+task sends partials or records, never both, so the order that matters is kept). Without a bound (the first
+epoch of an attempt, continuous mode) nothing is combined.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from itertools import compress
+from typing import Any
+
+import numpy as np
+
+from sparkpoint.datastream.functions import AggregateFunction, bound_call
+from sparkpoint.datastream.session_windows import EventTimeSessionWindows
+from sparkpoint.datastream.window import EventTimeTrigger, SlidingEventTimeWindows, TumblingEventTimeWindows
+from sparkpoint.windows.local_aggregation import WindowCombiner, WindowPartial, partial_or_record_key
+from sparkpoint.windows.session_batches import SAFE_TIMESTAMP, batch_runs
+
+__all__ = ["SessionCombiner", "local_combiner"]
+
+
+def local_combiner(
+    transformation: Any, key_selector: Any, trigger: Any, enabled: bool
+) -> WindowCombiner | SessionCombiner | None:
+    """The combiner for the input of a window transformation, or None where it would change results."""
+    t = transformation
+    if not enabled or t.function_kind not in ("reduce", "aggregate") or t.evictor is not None:
+        return None
+    if t.allowed_lateness or t.late_tag is not None or type(trigger) is not EventTimeTrigger:
+        return None
+    if t.function_kind == "aggregate" and type(t.aggregate_function).merge is AggregateFunction.merge:
+        return None  # no merge: accumulators of two tasks cannot be combined
+    if type(t.assigner) in (TumblingEventTimeWindows, SlidingEventTimeWindows):
+        return WindowCombiner(key_selector, t.assigner, t.reduce_function, t.aggregate_function)
+    if type(t.assigner) is EventTimeSessionWindows and t.assigner.gap_extractor is None and t.assigner.gap > 0:
+        return SessionCombiner(key_selector, t.assigner.gap, t.reduce_function, t.aggregate_function)
+    return None
+
+
+class SessionCombiner:
+    """Combines the on-time runs of a batch into session partials (in the upstream task; see the module)."""
+
+    needs_watermark_bound = True  # the epoch's deployment carries its consumer's watermark bound
+    routing_key = staticmethod(partial_or_record_key)
+
+    def __init__(self, key_selector: Any, gap: int, reduce_function: Any = None, aggregate_function: Any = None):
+        self.key_selector = key_selector
+        self.gap = gap
+        self.reduce_function = reduce_function
+        self.aggregate_function = aggregate_function
+
+    def combine(self, values: list, timestamps: list, watermark_bound: int | None = None) -> tuple[list, list]:
+        """The partials of ``values``' on-time runs, then the records of every other key as they are, in order;
+        ``values`` as they are without a bound, with a record without a timestamp, when a user function fails
+        here (the window operator fails on the same record, naming it), or when runs would be as many as records."""
+        if watermark_bound is None:
+            return values, timestamps
+        try:
+            combined = self._combine(values, timestamps, watermark_bound)
+        except Exception:  # noqa: BLE001 - the window operator fails on the same record, naming it
+            return values, timestamps
+        return combined if combined is not None else (values, timestamps)
+
+    def _combine(self, values: list, timestamps: list, bound: int) -> tuple[list, list] | None:
+        try:
+            ts = np.fromiter(timestamps, dtype=np.int64, count=len(timestamps))
+        except (TypeError, OverflowError):
+            return None  # a record without a timestamp, or one beyond a long
+        if ts.min() < -SAFE_TIMESTAMP or ts.max() > SAFE_TIMESTAMP:
+            return None  # beyond what the runs compute in int64
+        keys = list(map(bound_call(self.key_selector, "get_key"), values))
+        typed = len(set(map(type, keys))) > 1
+        if typed:
+            keys = list(zip(map(type, keys), keys))  # 1 and 1.0 are two keys to the keyed state, one to a dict
+        late = ts <= bound - self.gap + 1  # may be late: its own window ends by the bound
+        raw: tuple[list, list] = ([], [])
+        if late.any():
+            risky = set(map(keys.__getitem__, np.flatnonzero(late).tolist()))
+            on_time = [k not in risky for k in keys]
+            not_on_time = [not s for s in on_time]
+            raw = (list(compress(values, not_on_time)), list(compress(timestamps, not_on_time)))
+            values, ts, keys = list(compress(values, on_time)), ts[np.array(on_time)], list(compress(keys, on_time))
+        runs = batch_runs(keys, ts, self.gap)
+        if len(runs) >= len(values):
+            return None
+        fold = self._fold(values)
+        partials = [WindowPartial(k[1] if typed else k, window, fold(m), len(m)) for k, window, m in runs]
+        if self.reduce_function is not None and any(p.value is None for p in partials):
+            return None  # a reduce returned None: the window operator fails, naming the key
+        stamps = [window.end - self.gap for _, window, _ in runs]  # a run's latest record
+        return partials + raw[0], stamps + raw[1]
+
+    def _fold(self, values: list) -> Callable[[list[int]], Any]:
+        """A run's records (their indexes in ``values``, in arrival order) folded into a reduced value or an
+        accumulator."""
+        if self.reduce_function is not None:
+            reduce = bound_call(self.reduce_function, "reduce")
+
+            def reduced(members: list[int]) -> Any:
+                return functools.reduce(reduce, map(values.__getitem__, members[1:]), values[members[0]])
+
+            return reduced
+        agg = self.aggregate_function
+        add, create = agg.add, agg.create_accumulator
+
+        def accumulated(members: list[int]) -> Any:
+            acc = create()
+            for i in members:
+                acc = add(values[i], acc)
+            return acc
+
+        return accumulated

@@ -1,0 +1,175 @@
+"""Local aggregation of event-time sessions: upstream tasks send a partial per run of records that cannot be late.
+
+Expected results come from the session oracle (``sessions``, interval union from the definitions) where no record
+is late, and from hand counts of Flink's order-dependent rule where one is; every job also runs with
+``sparkpoint.window.local-aggregation: false`` (element by element): outputs and late-record counts must be
+equal, while the window operator takes partials only when local aggregation is on.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from window_jobs import stamped
+from window_oracles import out_of_order_events, sessions, with_stragglers
+
+from sparkpoint.common import Time
+from sparkpoint.datastream import AggregateFunction, ProcessWindowFunction, ReduceFunction
+from sparkpoint.datastream.transformations import CollectTransformation, TransformationInput
+from sparkpoint.datastream.window import EventTimeSessionWindows
+from sparkpoint.runtime.graph import StagePlan, StreamEdge
+from sparkpoint.runtime.job_progress import JobProgress
+from sparkpoint.runtime.task_messages import TaskReport
+
+GAP = 3_000
+OFF = {"sparkpoint.window.local-aggregation": "false"}
+
+
+class CountAndSeqs(AggregateFunction):
+    """The records' count and their seqs (a tuple, merged in order: associative, not commutative)."""
+
+    def create_accumulator(self):
+        return 0, ()
+
+    def add(self, value, acc):
+        return acc[0] + 1, acc[1] + (value[2],)
+
+    def get_result(self, acc):
+        return acc[0], tuple(sorted(acc[1]))
+
+    def merge(self, a, b):
+        return a[0] + b[0], a[1] + b[1]
+
+
+class SumSeq(ReduceFunction):
+    def reduce(self, a, b):
+        return a[0], max(a[1], b[1]), a[2] + b[2]
+
+
+class WithWindow(ProcessWindowFunction):
+    def process(self, key, context, elements):
+        [value] = elements
+        w = context.window()
+        yield key, w.start, w.end, value
+
+
+def key_of(e):
+    return e[0]
+
+
+def same(e):
+    return e
+
+
+def _run(make_env, events, function, gap=GAP, upstream=2, target="local", max_records=60, **config):
+    env = make_env(target, **{"execution.epoch.max-records": max_records} | config)
+    stream = stamped(env, events, bound=0)
+    if upstream > 1:
+        stream = stream.rebalance().map(same).set_parallelism(upstream)  # two upstream tasks
+    windowed = stream.key_by(key_of).window(EventTimeSessionWindows.with_gap(Time.milliseconds(gap)))
+    if isinstance(function, ReduceFunction):
+        out = windowed.reduce(function, window_function=WithWindow())
+    else:
+        out = windowed.aggregate(function, window_function=WithWindow())
+    out.uid("w").set_parallelism(2)
+    env._add_transformation(CollectTransformation, "Collect", [TransformationInput(out._id)])
+    result = env.execute()
+    return sorted(result.collected), result.metrics["w"]
+
+
+@pytest.mark.parametrize("kind", ["aggregate", "reduce"])
+def test_on_time_sessions_are_the_oracles_with_partials_over_the_exchange(make_env, kind):
+    """Events in order but for stragglers up to 12 s behind, under a 0 ms watermark bound: some are late for
+    their own window, so their keys go as records in that epoch; the rest go as runs."""
+    events = out_of_order_events(800, seed=5, keys="abcdef", step_ms=(20, 400), max_delay_ms=0, pause_every=40)
+    events = with_stragglers(events, seed=5, every=9, max_behind_ms=12_000)
+    function = CountAndSeqs() if kind == "aggregate" else SumSeq()
+    on, on_metrics = _run(make_env, events, function)
+    off, off_metrics = _run(make_env, events, function, **OFF)
+    assert on == off
+    assert on_metrics["numLateRecordsDropped"] == off_metrics["numLateRecordsDropped"] > 5  # lateness exercised
+    assert on_metrics["numRecordsIn"] == off_metrics["numRecordsIn"] == len(events)
+    assert 0 < on_metrics["numLocalAggregatesIn"] < len(events) // 3, on_metrics
+    assert "numLocalAggregatesIn" not in off_metrics
+
+
+def test_without_late_records_the_sessions_are_the_interval_unions(make_env):
+    events = out_of_order_events(600, seed=8, keys="abc", step_ms=(50, 900), max_delay_ms=0, pause_every=30)
+    on, metrics = _run(make_env, events, CountAndSeqs())
+    expected = [(k, s, e, (len(seqs), seqs)) for k, s, e, seqs in sessions(events, lambda e: GAP)]
+    assert on == expected and len(expected) > 20
+    assert metrics.get("numLateRecordsDropped", 0) == 0 and 0 < metrics["numLocalAggregatesIn"] < len(events) // 2
+
+
+GAP_10S = 10_000
+# epoch 1: k and j at 20 s (the watermark after it: 19,999); epoch 3: two on-time records of j, one run
+FIRST, LAST = [("k", 20_000, 0), ("j", 20_000, 10)], [("j", 21_000, 11), ("j", 22_000, 12)]
+
+
+@pytest.mark.parametrize(
+    "middle, k_session, late",
+    [
+        # 5,000's own window [5,000, 15,000) is late and touches no session when it comes: dropped; 14,000 then
+        # joins k's session at 20,000. One run of 5,000 and 14,000 would have kept both.
+        ([("k", 5_000, 1), ("k", 14_000, 2)], ("k", 14_000, 30_000, (2, (0, 2))), 1),
+        # the other way round, 14,000 first extends k's session back to 14,000, and 5,000 then touches it: kept
+        ([("k", 14_000, 2), ("k", 5_000, 1)], ("k", 5_000, 30_000, (3, (0, 1, 2))), 0),
+    ],
+    ids=["late-first", "late-second"],
+)
+def test_a_key_with_a_record_that_may_be_late_goes_record_by_record(make_env, middle, k_session, late):
+    events = FIRST + middle + LAST
+    expected = sorted([k_session, ("j", 20_000, 32_000, (3, (10, 11, 12)))])
+    for config in ({}, OFF):
+        out, metrics = _run(make_env, events, CountAndSeqs(), gap=GAP_10S, upstream=1, max_records=2, **config)
+        assert out == expected, config
+        assert metrics.get("numLateRecordsDropped", 0) == late and metrics["numRecordsIn"] == len(events)
+    # epoch 1 gives one run per record (sent as records), epoch 2's k may be late: only epoch 3's j is a partial
+    assert (
+        _run(make_env, events, CountAndSeqs(), gap=GAP_10S, upstream=1, max_records=2)[1]["numLocalAggregatesIn"] == 1
+    )
+
+
+def test_session_partials_on_spark(spark, make_env):
+    events = out_of_order_events(600, seed=9, keys="abcd", step_ms=(50, 700), max_delay_ms=0, pause_every=25)
+    out, metrics = _run(make_env, events, CountAndSeqs(), target="spark")
+    expected = [(k, s, e, (len(seqs), seqs)) for k, s, e, seqs in sessions(events, lambda e: GAP)]
+    assert out == expected and 0 < metrics["numLocalAggregatesIn"] < len(events) // 2
+
+
+def _report(subtask: int, event_times: dict[int, int], watermarks: dict[int, int | None]) -> TaskReport:
+    return TaskReport(stage_id=0, subtask=subtask, epoch=0, event_times=event_times, watermarks=watermarks)
+
+
+def test_the_watermark_bound_is_the_windows_own_or_the_least_its_inputs_sent_on():
+    """A window (node 3) fed by nodes 1 and 2, two tasks each. A new job's operators start at the least
+    watermark; then the bound is the higher of the window's reported watermark and the least its inputs sent on
+    last (idle ones left out); after a restore it is unknown until every task concerned reported."""
+    edges = [StreamEdge(7, 1, 3), StreamEdge(8, 2, 3)]
+    stages = [
+        StagePlan(
+            id=0, parallelism=2, nodes=[1, 2], input_edges=[], output_edges=edges, internal_edges=[], upstream_stages=[]
+        ),
+        StagePlan(
+            id=1, parallelism=1, nodes=[3], input_edges=edges, output_edges=[], internal_edges=[], upstream_stages=[0]
+        ),
+    ]
+    plan = SimpleNamespace(
+        nodes={1: None, 2: None, 3: None}, stages=stages, stage_of={1: 0, 2: 0, 3: 1}, stage=stages.__getitem__
+    )
+    plan.source_nodes = list
+    progress = JobProgress(plan)  # type: ignore[arg-type]
+    assert progress.watermark_bound(3) == -(2**63)
+    sources = [_report(0, {1: 500, 2: 900}, {1: 500, 2: 900}), _report(1, {1: 300, 2: 950}, {1: 300, 2: 950})]
+    progress.take_positions(sources)
+    assert progress.watermark_bound(3) == 300  # the window has not taken those yet: the least of its inputs
+    progress.take_positions([_report(0, {3: 400}, {3: 400})])
+    assert progress.watermark_bound(3) == 400
+    progress.take_positions([_report(1, {1: 300, 2: 960}, {1: None, 2: 960})])  # task 1's node 1 went idle
+    assert progress.watermark_bound(3) == 500
+    progress.reset()  # a restore: operators may start from their checkpoint's watermarks
+    progress.take_positions([_report(0, {3: 100}, {3: 100})])
+    assert progress.watermark_bound(3) is None
+    progress.take_positions(sources)
+    assert progress.watermark_bound(3) == 300
