@@ -84,6 +84,9 @@ class SplitEnumerator(abc.ABC):
     #: epoch's bounds are sized), set by the runtime: an enumerator of small splits may hand a subtask as many at
     #: once as fit in it
     epoch_bytes: int | None = None
+    #: whether the enumerator may cut a split it handed out (set by the runtime: in epoch mode the driver knows
+    #: where every split is read to at each assignment; a long-running task of continuous mode reads on)
+    cut_splits: bool = False
 
     @abc.abstractmethod
     def discover(self) -> None:

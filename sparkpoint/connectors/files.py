@@ -6,7 +6,8 @@ Every file access goes through fsspec, so local paths, ``file://`` and any other
 URL (``s3://``, ``hdfs://``, ``memory://``, ...) work alike.
 
 **Source.** A split is one file (``split_id`` = its path; plain for local files, a URL
-otherwise); its position is ``(byte offset, lines read)``. Files are handed out in
+otherwise), or at the end of the input a part of one (:mod:`sparkpoint.connectors.file_splits`); its
+position is ``(byte offset, lines read)``. Files are handed out in
 modification-time order, ties broken by path (Spark's file source does the same), so a
 directory of time-ordered files is read in time order. Files are read as lines (``\\n``
 or ``\\r\\n``); charsets must be ASCII-compatible (UTF-8, Latin-1, ...). Files are
@@ -36,6 +37,7 @@ from sparkpoint.connectors.file_sink import (  # the sink side; re-exported for 
     _display,
     cleanup_leftovers,
 )
+from sparkpoint.connectors.file_splits import balance, split_end, split_path, unread_bytes
 from sparkpoint.connectors.line_formats import (  # re-exported for existing imports
     CsvFormat,
     JsonLinesFormat,
@@ -201,7 +203,7 @@ class FileSplitEnumerator(SplitEnumerator):
             self.discover()
         budget = self.epoch_bytes or 0
         taken = {i: [s for s in splits if not s.finished] for i, splits in assigned.items()}
-        load = {i: sum(map(_unread_bytes, splits)) for i, splits in taken.items()}
+        load = {i: sum(map(unread_bytes, splits)) for i, splits in taken.items()}
         hungry = [i for i in assigned if not taken[i] or load[i] < budget]
         pending, next_file = self.pending, 0
         while hungry and next_file < len(pending):
@@ -216,6 +218,8 @@ class FileSplitEnumerator(SplitEnumerator):
                 load[i] += size
                 next_file += 1
         self.pending = pending[next_file:]
+        if self.cut_splits and not self.pending and self.no_more_splits():
+            balance(taken)  # the last files: cut, so that no subtask reads on alone
         return taken
 
     def no_more_splits(self) -> bool:
@@ -238,12 +242,6 @@ class FileSplitEnumerator(SplitEnumerator):
         self._restored = True
 
 
-def _unread_bytes(split: SourceSplit) -> int:
-    """What is left of a file split: its size less the offset read to."""
-    offset = split.position[0] if split.position else 0
-    return max(0, int(split.info.get("size", 0)) - offset)
-
-
 def _split(entry: FileEntry) -> SourceSplit:
     return SourceSplit(entry.path, (0, 0), info={"mtime": entry.mtime, "size": entry.size})
 
@@ -258,7 +256,10 @@ class FileSourceReader(SourceReader):
 
     def read(self, split: SourceSplit, max_records: int, max_bytes: int) -> ReadResult:
         offset, lines_read = split.position or (0, 0)
-        fs, path = url_to_fs(split.split_id)
+        fs, path = url_to_fs(split_path(split))
+        end = split_end(split)
+        if end is not None:  # a cut split: its lines stop before end, a line start
+            max_bytes = min(max_bytes, end - offset)
         text: tuple[list[str], int, bool] | None = None
         try:
             with fs.open(path, "rb") as f:
@@ -268,35 +269,36 @@ class FileSourceReader(SourceReader):
                 if text is None:
                     raw, consumed, at_end = _read_lines(f, max(1, max_records), max(1, max_bytes))
         except FileNotFoundError as e:
-            raise FileVanishedError(split.split_id, offset, lines_read) from e
+            raise FileVanishedError(split_path(split), offset, lines_read) from e
         if text is not None:
             values, consumed, at_end = text
             malformed: list = []
             lines = len(values)
         else:
-            values, malformed = self._parse(raw, lines_read, split.split_id)
+            values, malformed = self._parse(raw, lines_read, split_path(split))
             lines = len(raw)
+        at_end = at_end or (end is not None and offset + consumed >= end)
         new_split = split.with_(position=(offset + consumed, lines_read + lines), finished=at_end)
         return ReadResult(values, None, new_split, malformed=malformed, size=consumed)
 
     def locate(self, split: SourceSplit, index: int, max_bytes: int) -> str:
         """``path:line`` of the ``index``-th record read from ``split``."""
         offset, lines_read = split.position or (0, 0)
-        fs, path = url_to_fs(split.split_id)
+        fs, path = url_to_fs(split_path(split))
         want = index + 1
         while True:  # lines until index + 1 records (blank, header and malformed lines give none)
             with fs.open(path, "rb") as f:
                 f.seek(offset)
                 raw, _, at_end = _read_lines(f, want, max(1, max_bytes))
-            if at_end or len(raw) < want or len(self._parse(raw, lines_read, split.split_id)[0]) > index:
+            if at_end or len(raw) < want or len(self._parse(raw, lines_read, split_path(split))[0]) > index:
                 break
             want *= 2
         while raw:  # the fewest lines that still give index + 1 records: the last one is the record's
-            values, _ = self._parse(raw[:-1], lines_read, split.split_id)
+            values, _ = self._parse(raw[:-1], lines_read, split_path(split))
             if len(values) <= index:
                 break
             raw.pop()
-        return record_location(split.split_id, lines_read + len(raw))
+        return record_location(split_path(split), lines_read + len(raw))
 
     def _parse(self, raw: list[bytes], lines_read: int, path: str) -> tuple[list, list]:
         fmt = self.fmt

@@ -62,16 +62,19 @@ def deploy_stages(
     drain: bool,
     pending: list[TaskReport],
     pause: bool = False,
+    cut_splits: bool = False,
 ) -> dict[tuple[int, int], TaskDeployment]:
     """The deployments of the tasks of ``stages`` in ``epoch`` (``pending``: reports the driver has not taken
     yet, whose user metric counts the tasks' totals include; ``pause``: the epoch only completes a stop's
-    savepoint)."""
+    savepoint; ``cut_splits``: sources may cut a split handed out before, :meth:`SourceCoordinator.assign`)."""
     plan, settings, progress, context = inputs.plan, inputs.settings, inputs.progress, inputs.context
     coordinator, changelog = context.coordinator, context.changelog
     # Step 1. Fix each source subtask's input for the epoch.
     has_sources = any(s.is_source_stage for s in stages)
     held = has_sources and sources_held(epoch)  # a crash test's bound on how far this run may read
-    assignments = {nid: sc.assign(settings.max_bytes) for nid, sc in progress.sources.items()} if has_sources else {}
+    assignments = (
+        {nid: sc.assign(settings.max_bytes, cut_splits) for nid, sc in progress.sources.items()} if has_sources else {}
+    )
     keyed = any(s.keyed for s in stages)
     uploads = coordinator.options_for_epoch(epoch) if coordinator is not None and keyed else {}
     deps: dict[tuple[int, int], TaskDeployment] = {}

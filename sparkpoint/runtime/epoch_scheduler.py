@@ -151,6 +151,7 @@ class EpochScheduler:
             drain,
             ran.reports if ran else [],
             pause=self.savepoints.stop_in_flight(),
+            cut_splits=True,
         )
         return {**ran.deployments, **deps} if ran is not None else deps
 
@@ -158,7 +159,9 @@ class EpochScheduler:
         self, epoch: int, now_ms: int, pending: list[TaskReport], context: BarrierContext
     ) -> Deployments:
         """The source stage's deployments of ``epoch``, to run ahead (``pending``: the reports not taken yet)."""
-        return deploy_stages(self._inputs(context), [self.plan.stage(0)], epoch, now_ms, False, pending)
+        return deploy_stages(
+            self._inputs(context), [self.plan.stage(0)], epoch, now_ms, False, pending, cut_splits=True
+        )
 
     def _may_run_ahead(self, reports: list[TaskReport]) -> bool:
         """Whether the next epoch's sources may run ahead, after an epoch with these (source) reports."""

@@ -1,0 +1,137 @@
+"""The last files of a file source cut at line starts, so that no subtask reads on alone.
+
+Every result is compared with the files read with plain Python: each line once, each cut part numbered from the
+lines before it.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+
+import pytest
+
+from sparkpoint.common import WatermarkStrategy
+from sparkpoint.connectors import file_splits
+from sparkpoint.connectors.base import SourceSplit
+from sparkpoint.connectors.file_splits import balance, split_path, unread_bytes
+from sparkpoint.connectors.files import FileSourceReader, FileSplitEnumerator, TextLineFormat
+from sparkpoint.datastream.connectors.file_system import FileSource, StreamFormat
+from sparkpoint.errors import SparkpointError
+
+PIECE = 200  # bytes: the smallest part worth a cut, in these tests
+
+
+@pytest.fixture
+def small_pieces(monkeypatch):
+    """Cuts of :data:`PIECE` bytes, counted."""
+    monkeypatch.setattr(file_splits, "MIN_PIECE", PIECE)
+    cuts: list[tuple[str, int]] = []
+    cut = file_splits._cut
+
+    def counted(split, keep):
+        parts = cut(split, keep)
+        if parts is not None:
+            cuts.append((split_path(split), parts[1].position[0]))
+        return parts
+
+    monkeypatch.setattr(file_splits, "_cut", counted)
+    return cuts
+
+
+def _lines(rng: random.Random, n: int, crlf: bool) -> tuple[list[str], str]:
+    """``n`` random lines and their separator."""
+    lines = ["".join(rng.choice("abc xyz0123") for _ in range(rng.randint(0, 40))) for _ in range(n)]
+    return lines, "\r\n" if crlf else "\n"
+
+
+def _write(path, lines: list[str], sep: str) -> str:
+    path.write_bytes((sep.join(lines) + sep).encode())
+    return str(path)
+
+
+def _read_all(split: SourceSplit) -> list[str]:
+    reader, values = FileSourceReader(TextLineFormat()), []
+    while not split.finished:
+        result = reader.read(split, 7, 1 << 20)
+        values += result.values
+        split = result.split
+    return values
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_cut_parts_hold_every_unread_line_once_numbered_from_the_lines_before(tmp_path, small_pieces, seed):
+    rng = random.Random(seed)
+    files, taken = {}, {0: [], 1: [], 2: []}
+    for i in range(rng.randint(1, 3)):
+        lines, sep = _lines(rng, rng.randint(50, 300), crlf=i % 2 == 1)
+        path = _write(tmp_path / f"f{i}.txt", lines, sep)
+        done = rng.randint(0, len(lines) // 3)  # lines read already
+        offset = sum(len(line) + len(sep) for line in lines[:done])
+        size = (tmp_path / f"f{i}.txt").stat().st_size
+        files[path] = (lines, sep, done)
+        taken[0].append(SourceSplit(path, (offset, done), info={"size": size}))
+    balance(taken)
+    loads = [sum(map(unread_bytes, splits)) for splits in taken.values()]
+    assert max(loads) - min(loads) < 2 * PIECE and len(small_pieces) >= 2
+    for path, (lines, sep, done) in files.items():
+        parts = sorted(
+            (s for splits in taken.values() for s in splits if split_path(s) == path), key=lambda s: s.position
+        )
+        got = [line for part in parts for line in _read_all(part)]
+        assert got == lines[done:], path
+        for part in parts:  # a part starts at a line start, numbered from the lines before it
+            offset, before = part.position
+            assert offset == sum(len(line) + len(sep) for line in lines[:before])
+
+
+def test_nothing_is_cut_while_files_are_left_to_hand_out_or_where_the_runtime_does_not_allow_it(tmp_path, small_pieces):
+    rng = random.Random(1)
+    paths = [_write(tmp_path / f"{i}.txt", *_lines(rng, 200, crlf=False)) for i in range(3)]
+    enumerator = FileSplitEnumerator([str(tmp_path)])
+    enumerator.epoch_bytes = 1  # one file each
+    enumerator.cut_splits = True
+    first = enumerator.assign({0: [], 1: []})
+    assert [s.split_id for s in first[0] + first[1]] == paths[:2] and not small_pieces  # one file still to hand out
+    enumerator.cut_splits = False  # continuous mode: tasks read on past what the driver knows
+    second = enumerator.assign({0: [], 1: first[1]})
+    assert [s.split_id for s in second[0] + second[1]] == [paths[2], paths[1]] and not small_pieces
+    enumerator.cut_splits = True
+    third = enumerator.assign({0: [], 1: second[1]})
+    assert len(third[0]) == 1 and split_path(third[0][0]) == paths[1] and len(small_pieces) == 1
+
+
+@pytest.mark.parametrize("target", ["local", "spark"])
+def test_a_job_whose_last_file_is_cut_reads_every_line_once(request, make_env, tmp_path, small_pieces, target):
+    if target == "spark":
+        request.getfixturevalue("spark")
+    rng = random.Random(7)
+    expected = []
+    (tmp_path / "in").mkdir()
+    for i, n in enumerate([40, 900, 60]):  # one long file: the subtask holding it would read on alone
+        lines, sep = _lines(rng, n, crlf=False)
+        lines = [f"{i}-{j}-{line}" for j, line in enumerate(lines)]
+        _write(tmp_path / "in" / f"f{i}.txt", lines, sep)
+        expected += lines
+    env = make_env(target, **{"execution.epoch.max-records": 50, "sparkpoint.epoch.adaptive": "false"})
+    env.set_parallelism(2)
+    source = FileSource.for_record_stream_format(StreamFormat.text_line_format(), str(tmp_path / "in")).build()
+    got = list(env.from_source(source, WatermarkStrategy.no_watermarks(), "f").map(lambda s: s).execute_and_collect())
+    assert sorted(got) == sorted(expected) and len(got) == len(expected)
+    assert small_pieces and all(path.endswith("f1.txt") for path, _ in small_pieces), small_pieces
+
+
+def test_a_malformed_line_in_a_cut_part_is_named_by_its_file_and_line(make_env, tmp_path, small_pieces):
+    (tmp_path / "in").mkdir()
+    _write(tmp_path / "in" / "a.csv", [f"{i},a" for i in range(20)], "\n")
+    rows = [f"{i},{'b' * 30}" for i in range(400)]
+    rows[350] = "not a number,b"  # line 351, far into the second half of the file
+    bad = _write(tmp_path / "in" / "b.csv", rows, "\n")
+    env = make_env("local", **{"execution.epoch.max-records": 30, "sparkpoint.epoch.adaptive": "false"})
+    env.set_parallelism(2)
+    fmt = StreamFormat.csv_format(field_types=[int, str])
+    source = FileSource.for_record_stream_format(fmt, str(tmp_path / "in")).build()
+    with pytest.raises(SparkpointError, match=re.escape(f"{bad}:351")):
+        list(env.from_source(source, WatermarkStrategy.no_watermarks(), "csv").execute_and_collect())
+    bad_offset = sum(len(row) + 1 for row in rows[:350])
+    assert any(path == bad and cut <= bad_offset for path, cut in small_pieces)  # the bad line was in a cut part
