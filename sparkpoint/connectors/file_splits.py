@@ -5,7 +5,8 @@ Once every file is handed out, what is left is the unread part of the files the 
 whose files end first sits idle while another reads on: with 12 files over 2 subtasks, the last epochs of a run
 went on one core for a file's length. So in epoch mode, when no file is left to hand out, :func:`balance` cuts
 the largest unread split of the most loaded subtask in two at a line start and gives the second part to the
-least loaded one, until the loads differ by less than two pieces of :data:`MIN_PIECE` bytes.
+least loaded one, until the loads differ by less than two pieces of :data:`MIN_PIECE` bytes. Only subtasks
+still reading take part: one that holds nothing may have ended its input (sent the end of event time).
 
 A cut split keeps its id (the path) and gets an ``end`` (the byte its lines stop before); the second part is a
 new split (id ``path#offset``, ``path`` in its info) starting at that line with the number of lines before it,
@@ -16,6 +17,8 @@ continuous mode reads on past what the driver knows, so nothing is cut there.
 
 from __future__ import annotations
 
+import logging
+
 from fsspec.core import url_to_fs
 
 from sparkpoint.connectors.base import SourceSplit
@@ -23,6 +26,9 @@ from sparkpoint.connectors.base import SourceSplit
 __all__ = ["MIN_PIECE", "balance", "split_path", "split_end", "unread_bytes"]
 
 MIN_PIECE = 1 << 20  # bytes: a part smaller than this is not worth a cut
+_BLOCK = 4 << 20  # bytes read at a time to count the lines before a cut
+
+logger = logging.getLogger(__name__)
 
 
 def split_path(split: SourceSplit) -> str:
@@ -48,14 +54,21 @@ def balance(taken: dict[int, list[SourceSplit]]) -> None:
     ``taken`` (each subtask's unfinished splits) is changed in place."""
     while len(taken) > 1:
         load = {i: sum(map(unread_bytes, splits)) for i, splits in taken.items()}
-        light, heavy = min(load, key=load.__getitem__), max(load, key=load.__getitem__)
+        reading = [i for i in load if load[i]]  # a subtask with nothing left may have ended its input (+inf)
+        if len(reading) < 2:
+            return
+        light, heavy = min(reading, key=load.__getitem__), max(reading, key=load.__getitem__)
         gap = load[heavy] - load[light]
         if gap < 2 * MIN_PIECE:
             return
         largest = max(taken[heavy], key=unread_bytes)
         if unread_bytes(largest) < 2 * MIN_PIECE:
             return
-        parts = _cut(largest, unread_bytes(largest) - min(gap // 2, unread_bytes(largest) // 2))
+        try:
+            parts = _cut(largest, unread_bytes(largest) - min(gap // 2, unread_bytes(largest) // 2))
+        except OSError as e:  # the file is read whole then; a task that cannot read it says so
+            logger.warning("cannot cut %s: %s: %s", split_path(largest), type(e).__name__, e)
+            return
         if parts is None:
             return  # no line starts in the second half: one long line
         head, tail = parts
@@ -72,13 +85,27 @@ def _cut(split: SourceSplit, keep: int) -> tuple[SourceSplit, SourceSplit] | Non
     stop = int(split.info.get("size", 0)) if end is None else end
     path = split_path(split)
     fs, fs_path = url_to_fs(path)
+    lines_before, skipped = lines_read, 0
     with fs.open(fs_path, "rb") as f:
         f.seek(offset)
-        first = f.read(keep)
-        cut = offset + len(first) + len(f.readline())  # past the line the cut falls in
-    if cut >= stop or len(first) < keep:
+        while skipped < keep:  # the lines before the cut counted a block at a time (a file may be large)
+            block = f.read(min(_BLOCK, keep - skipped))
+            if not block:
+                return None
+            skipped += len(block)
+            lines_before += block.count(b"\n")
+        line = f.readline()  # the rest of the line the cut falls in
+    cut = offset + skipped + len(line)
+    if cut >= stop or not line.endswith(b"\n"):
         return None
-    lines_before = lines_read + first.count(b"\n") + 1
     head = split.with_(info={**split.info, "end": cut})
-    tail = SourceSplit(f"{path}#{cut}", (cut, lines_before), info={**split.info, "path": path, "end": stop})
+    # the second part waits, perhaps behind another split, with the watermark the first part has reached: its
+    # lines come after those (or would be read after them, unsplit)
+    tail = SourceSplit(
+        f"{path}#{cut}",
+        (cut, lines_before + 1),
+        generator=split.generator,
+        watermark=split.watermark,
+        info={**split.info, "path": path, "end": stop},
+    )
     return head, tail

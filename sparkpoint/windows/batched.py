@@ -175,6 +175,8 @@ class BatchedWindowPaths(KeyedOperator):
     def _count_partials(self, partials: list) -> None:
         """numRecordsIn counts the records the partials hold, as without local aggregation (the chain counted
         each partial as one), and numLocalAggregatesIn the partials."""
+        if self.key_kinds is None and partials:  # a restore's key check (KeyedOperator._sample_keys)
+            self._sample_keys([p.key for p in partials[:1000]])
         records = sum(p.last_of for p in partials)
         self.task.counter(self.uid, "numRecordsIn", records - len(partials))
         self.task.counter(self.uid, LOCAL_AGGREGATES_IN, len(partials))

@@ -16,15 +16,15 @@ that is not (Flink's order-dependent rule), which a run cannot reproduce.
 So a session combiner combines only records it can prove are on time: the window operator's watermark does not
 move while it takes an epoch's input, and the driver gives each epoch's upstream tasks a bound of it
 (:meth:`~sparkpoint.runtime.job_progress.JobProgress.watermark_bound`); a record with ``t + gap - 1`` above the
-bound is on time, and so is every session it joins. Every record of a key with one record at or below the bound
-goes over as it is, in order, and the window operator takes those element by element (per key, an upstream
-task sends partials or records, never both, so the order that matters is kept). Without a bound (the first
-epoch of an attempt, continuous mode) nothing is combined.
+bound is on time, and so is every session it joins. Every record of a key with a record at or below
+``bound - gap + 1`` goes over as it is, in order, and the window operator takes those element by element (per
+key, an upstream task sends partials or records, never both, so the order that matters is kept). Keys are one
+key where the keyed state has them as one (``1``, ``1.0`` and ``True``: canonical bytes). Without a bound (the
+first epoch after a restore, until the tasks concerned reported; continuous mode) nothing is combined.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from itertools import compress
 from typing import Any
@@ -34,6 +34,7 @@ import numpy as np
 from sparkpoint.datastream.functions import AggregateFunction, bound_call
 from sparkpoint.datastream.session_windows import EventTimeSessionWindows
 from sparkpoint.datastream.window import EventTimeTrigger, SlidingEventTimeWindows, TumblingEventTimeWindows
+from sparkpoint.state.canonical_keys import keys_bytes
 from sparkpoint.windows.local_aggregation import WindowCombiner, WindowPartial, partial_or_record_key
 from sparkpoint.windows.session_batches import SAFE_TIMESTAMP, batch_runs
 
@@ -56,6 +57,10 @@ def local_combiner(
     if type(t.assigner) is EventTimeSessionWindows and t.assigner.gap_extractor is None and t.assigner.gap > 0:
         return SessionCombiner(key_selector, t.assigner.gap, t.reduce_function, t.aggregate_function)
     return None
+
+
+class _ReducedToNone(Exception):
+    """A reduce function returned None in a run: the batch goes as records, for the window operator to fail on."""
 
 
 class SessionCombiner:
@@ -89,10 +94,11 @@ class SessionCombiner:
             return None  # a record without a timestamp, or one beyond a long
         if ts.min() < -SAFE_TIMESTAMP or ts.max() > SAFE_TIMESTAMP:
             return None  # beyond what the runs compute in int64
-        keys = list(map(bound_call(self.key_selector, "get_key"), values))
-        typed = len(set(map(type, keys))) > 1
-        if typed:
-            keys = list(zip(map(type, keys), keys))  # 1 and 1.0 are two keys to the keyed state, one to a dict
+        originals = list(map(bound_call(self.key_selector, "get_key"), values))
+        kinds = set(map(type, originals))
+        # grouped as the keyed state has them: by canonical bytes (1, 1.0 and True are one key, so is every NaN),
+        # by the keys themselves where equality already agrees (all of them exact str, or exact int)
+        keys = originals if kinds == {str} or kinds == {int} else keys_bytes(originals)
         late = ts <= bound - self.gap + 1  # may be late: its own window ends by the bound
         raw: tuple[list, list] = ([], [])
         if late.any():
@@ -100,14 +106,13 @@ class SessionCombiner:
             on_time = [k not in risky for k in keys]
             not_on_time = [not s for s in on_time]
             raw = (list(compress(values, not_on_time)), list(compress(timestamps, not_on_time)))
-            values, ts, keys = list(compress(values, on_time)), ts[np.array(on_time)], list(compress(keys, on_time))
+            values, ts = list(compress(values, on_time)), ts[np.array(on_time)]
+            keys, originals = list(compress(keys, on_time)), list(compress(originals, on_time))
         runs = batch_runs(keys, ts, self.gap)
         if len(runs) >= len(values):
             return None
         fold = self._fold(values)
-        partials = [WindowPartial(k[1] if typed else k, window, fold(m), len(m)) for k, window, m in runs]
-        if self.reduce_function is not None and any(p.value is None for p in partials):
-            return None  # a reduce returned None: the window operator fails, naming the key
+        partials = [WindowPartial(originals[m[0]], window, fold(m), len(m)) for _, window, m in runs]
         stamps = [window.end - self.gap for _, window, _ in runs]  # a run's latest record
         return partials + raw[0], stamps + raw[1]
 
@@ -118,7 +123,12 @@ class SessionCombiner:
             reduce = bound_call(self.reduce_function, "reduce")
 
             def reduced(members: list[int]) -> Any:
-                return functools.reduce(reduce, map(values.__getitem__, members[1:]), values[members[0]])
+                value = values[members[0]]
+                for i in members[1:]:
+                    value = reduce(value, values[i])
+                    if value is None:  # the window operator fails on it, naming the key
+                        raise _ReducedToNone
+                return value
 
             return reduced
         agg = self.aggregate_function

@@ -44,7 +44,7 @@ from sparkpoint.datastream.window import (
     TriggerResult,
     WindowAssigner,
 )
-from sparkpoint.errors import UserFunctionError
+from sparkpoint.errors import JobExecutionError, UserFunctionError
 from sparkpoint.operators.base import IDLE, Output
 from sparkpoint.operators.coded import Coded, timestamp_list
 from sparkpoint.time.timers import EVENT_TIME, PROCESSING_TIME
@@ -228,14 +228,17 @@ class WindowOperator(BatchedWindowPaths):
         """Session partials (:class:`~sparkpoint.windows.combiners.SessionCombiner`: runs of records none of which
         is late) into their keys' merging window sets, each as its run's records one by one would leave it."""
         is_late, wm = self.lateness.is_window_late, self.watermark
+        late = next((p for p in partials if is_late(p.window.max_timestamp(), wm)), None)
+        if late is not None:  # the combiner's bound was below this watermark: not a user function's failure
+            raise JobExecutionError(
+                f"operator {self.name!r} (uid {self.uid!r}): a session partial came late (watermark {wm}): {late!r}"
+            )
         p = None
         try:
             for p in partials:
                 self.keyed_backend.set_current_key(p.key)
                 mapping = dict(self.merging_sets.value() or {})
-                window = merging.add_window(self.assigner, mapping, p.window, self._merge)
-                if is_late(window.max_timestamp(), wm):  # the combiner's bound was below this watermark
-                    raise RuntimeError(f"a session partial came late (watermark {wm}): its records would be lost")
+                window = merging.add_window(self.assigner, mapping, p.window, self._merge)  # merged: later still
                 state_window = mapping[window]
                 self.contents.set_current_namespace(state_window)
                 self.window_contents.merge_partial(self.contents, p.value)

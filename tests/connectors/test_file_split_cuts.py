@@ -63,6 +63,10 @@ def _read_all(split: SourceSplit) -> list[str]:
 def test_cut_parts_hold_every_unread_line_once_numbered_from_the_lines_before(tmp_path, small_pieces, seed):
     rng = random.Random(seed)
     files, taken = {}, {0: [], 1: [], 2: []}
+    for i in (1, 2):  # subtasks 1 and 2 read a line each still: only subtasks still reading take part
+        path = _write(tmp_path / f"one{i}.txt", ["x"], "\n")
+        files[path] = (["x"], "\n", 0)
+        taken[i].append(SourceSplit(path, (0, 0), info={"size": 2}))
     for i in range(rng.randint(1, 3)):
         lines, sep = _lines(rng, rng.randint(50, 300), crlf=i % 2 == 1)
         path = _write(tmp_path / f"f{i}.txt", lines, sep)
@@ -70,7 +74,7 @@ def test_cut_parts_hold_every_unread_line_once_numbered_from_the_lines_before(tm
         offset = sum(len(line) + len(sep) for line in lines[:done])
         size = (tmp_path / f"f{i}.txt").stat().st_size
         files[path] = (lines, sep, done)
-        taken[0].append(SourceSplit(path, (offset, done), info={"size": size}))
+        taken[0].append(SourceSplit(path, (offset, done), watermark=1_000 + i, info={"size": size}))
     balance(taken)
     loads = [sum(map(unread_bytes, splits)) for splits in taken.values()]
     assert max(loads) - min(loads) < 2 * PIECE and len(small_pieces) >= 2
@@ -83,6 +87,7 @@ def test_cut_parts_hold_every_unread_line_once_numbered_from_the_lines_before(tm
         for part in parts:  # a part starts at a line start, numbered from the lines before it
             offset, before = part.position
             assert offset == sum(len(line) + len(sep) for line in lines[:before])
+            assert part.watermark == parts[0].watermark  # a second part waits with the first part's watermark
 
 
 def test_nothing_is_cut_while_files_are_left_to_hand_out_or_where_the_runtime_does_not_allow_it(tmp_path, small_pieces):
@@ -97,8 +102,11 @@ def test_nothing_is_cut_while_files_are_left_to_hand_out_or_where_the_runtime_do
     second = enumerator.assign({0: [], 1: first[1]})
     assert [s.split_id for s in second[0] + second[1]] == [paths[2], paths[1]] and not small_pieces
     enumerator.cut_splits = True
-    third = enumerator.assign({0: [], 1: second[1]})
-    assert len(third[0]) == 1 and split_path(third[0][0]) == paths[1] and len(small_pieces) == 1
+    ended = enumerator.assign({0: [], 1: second[1]})  # subtask 0 read everything it had: it may have ended
+    assert not ended[0] and not small_pieces
+    nearly_read = second[0][0].with_(position=(second[0][0].info["size"] - 3, 199))
+    third = enumerator.assign({0: [nearly_read], 1: second[1]})
+    assert [split_path(s) for s in third[0]] == [paths[2], paths[1]] and len(small_pieces) == 1
 
 
 @pytest.mark.parametrize("target", ["local", "spark"])
@@ -135,3 +143,16 @@ def test_a_malformed_line_in_a_cut_part_is_named_by_its_file_and_line(make_env, 
         list(env.from_source(source, WatermarkStrategy.no_watermarks(), "csv").execute_and_collect())
     bad_offset = sum(len(row) + 1 for row in rows[:350])
     assert any(path == bad and cut <= bad_offset for path, cut in small_pieces)  # the bad line was in a cut part
+
+
+def test_a_subtask_holding_nothing_gets_no_part_of_a_file(tmp_path, small_pieces):
+    """It may have sent the end of event time (+inf) already: a record read after it would be late."""
+    lines, sep = _lines(random.Random(3), 500, crlf=False)
+    path = _write(tmp_path / "big.txt", lines, sep)
+    split = SourceSplit(path, (0, 0), info={"size": (tmp_path / "big.txt").stat().st_size})
+    taken = {0: [split], 1: []}
+    balance(taken)
+    assert taken == {0: [split], 1: []} and not small_pieces
+    taken = {0: [split], 1: [SourceSplit(path + ".other", (0, 0), info={"size": 1})]}  # still reading: it may
+    balance(taken)
+    assert len(small_pieces) == 1 and split_path(taken[1][1]) == path

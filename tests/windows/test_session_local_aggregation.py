@@ -18,6 +18,7 @@ from sparkpoint.common import Time
 from sparkpoint.datastream import AggregateFunction, ProcessWindowFunction, ReduceFunction
 from sparkpoint.datastream.transformations import CollectTransformation, TransformationInput
 from sparkpoint.datastream.window import EventTimeSessionWindows
+from sparkpoint.errors import SparkpointError, UserFunctionError
 from sparkpoint.runtime.graph import StagePlan, StreamEdge
 from sparkpoint.runtime.job_progress import JobProgress
 from sparkpoint.runtime.task_messages import TaskReport
@@ -129,6 +130,33 @@ def test_a_key_with_a_record_that_may_be_late_goes_record_by_record(make_env, mi
     assert (
         _run(make_env, events, CountAndSeqs(), gap=GAP_10S, upstream=1, max_records=2)[1]["numLocalAggregatesIn"] == 1
     )
+
+
+def test_keys_the_state_takes_as_one_are_one_key_to_the_combiner(make_env):
+    """1 and 1.0 are one key to the keyed state: a record of 1.0 that may be late sends every record of 1 as they
+    are, so 5,000 is dropped as element by element (a partial of 1's on-time records first would keep it)."""
+    first = [(1, 20_000, 0), (7, 20_000, 10), (7, 20_500, 13)]  # the watermark after it: 20,499
+    middle = [(1.0, 5_000, 1), (1, 14_000, 2), (1, 15_000, 3)]
+    last = [(7, 21_000, 11), (7, 22_000, 12)]
+    expected = [(1, 14_000, 30_000, (3, (0, 2, 3))), (7, 20_000, 32_000, (4, (10, 11, 12, 13)))]
+    runs = [
+        _run(make_env, first + middle + last, CountAndSeqs(), gap=GAP_10S, upstream=1, max_records=3, **config)
+        for config in ({}, OFF)
+    ]
+    (on, on_metrics), (off, off_metrics) = runs
+    assert on == off == expected
+    assert on_metrics["numLateRecordsDropped"] == off_metrics["numLateRecordsDropped"] == 1
+    assert on_metrics["numLocalAggregatesIn"] == 3  # epoch 1's two runs and epoch 3's one; epoch 2 as records
+
+
+def test_a_partial_that_comes_late_fails_the_job_not_the_users_function(make_env, monkeypatch):
+    """The combiner's bound is what makes partials safe; were it below the window's watermark, a partial could
+    come late, and the window operator refuses it rather than drop its records (or hand it to a dead letter)."""
+    monkeypatch.setattr(JobProgress, "watermark_bound", lambda self, target: -(2**63))
+    events = [*FIRST, ("m", 20_000, 20), ("k", 5_000, 1), *LAST]
+    with pytest.raises(SparkpointError, match="a session partial came late") as info:
+        _run(make_env, events, CountAndSeqs(), gap=GAP_10S, upstream=1, max_records=3)
+    assert not isinstance(info.value, UserFunctionError)
 
 
 def test_session_partials_on_spark(spark, make_env):
