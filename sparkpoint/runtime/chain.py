@@ -17,6 +17,7 @@ import numpy as np
 
 from sparkpoint.common.watermark_strategy import MAX_WATERMARK
 from sparkpoint.operators.base import IDLE, Output, StreamOperator
+from sparkpoint.operators.basic import FilterOperator, MapOperator, TimestampsAndWatermarksOperator
 from sparkpoint.operators.coded import Coded, timestamp_list
 from sparkpoint.operators.source import SourceOperator
 from sparkpoint.runtime.exchange import decode_blob
@@ -25,7 +26,11 @@ from sparkpoint.runtime.graph import StagePlan, StreamEdge
 if TYPE_CHECKING:
     from sparkpoint.runtime.task import TaskDeployment, TaskReport
 
-__all__ = ["Inputs", "concat_batches", "min_watermark", "read_inputs", "run_operators"]
+__all__ = ["SLICE", "Inputs", "concat_batches", "min_watermark", "read_inputs", "record_wise_run", "run_operators"]
+
+#: Records a slice of the record-wise run behind a source carries through its operators at once.
+SLICE = 8192
+_RECORD_WISE = (MapOperator, FilterOperator, TimestampsAndWatermarksOperator)  # nothing on time, nothing aside
 
 
 @dataclass
@@ -67,26 +72,104 @@ def read_inputs(stage: StagePlan, input_blobs: list[bytes], report: TaskReport) 
 def run_operators(
     stage: StagePlan, ops: dict[int, StreamOperator], dep: TaskDeployment, inputs: Inputs, report: TaskReport
 ) -> tuple[dict[int, Output], dict[int, int | None]]:
-    """Run the operators in topological order, feeding chained successors (Step 3)."""
+    """Run the operators in topological order, feeding chained successors (Step 3); the record-wise run after
+    a source (:func:`record_wise_run`) a slice of records at a time."""
     out_watermarks: dict[int, int | None] = {}
     outputs: dict[int, Output] = {}
     children: dict[int, list[StreamEdge]] = {}
     for e in stage.internal_edges:
         children.setdefault(e.source, []).append(e)
+    run = record_wise_run(stage, ops, children)
     for nid in stage.nodes:
-        out = Output()
-        wm = _run_operator(nid, ops[nid], dep, inputs, out, report)
-        out_watermarks[nid] = wm
-        report.watermarks[nid] = wm
-        report.event_times[nid] = ops[nid].watermark
-        outputs[nid] = out
-        for e in children.get(nid, []):
-            if e.side_tag is None:
-                inputs.add(e, (out.values, out.timestamps))
-            elif e.side_tag in out.side:
-                inputs.add(e, out.side[e.side_tag])
-            inputs.watermarks[e.target].append(wm)
+        if nid in run[1:]:
+            continue  # ran with the run's first
+        if run and nid == run[0]:
+            results = _run_sliced(run, ops, dep, inputs, report)
+        else:
+            out = Output()
+            results = [(nid, out, _run_operator(nid, ops[nid], dep, inputs, out, report))]
+        for n, out, wm in results:
+            out_watermarks[n] = wm
+            report.watermarks[n] = wm
+            report.event_times[n] = ops[n].watermark
+            outputs[n] = out
+            for e in children.get(n, []):
+                if e.target in run and n in run:
+                    continue  # within the run: taken slice by slice
+                if e.side_tag is None:
+                    inputs.add(e, (out.values, out.timestamps))
+                elif e.side_tag in out.side:
+                    inputs.add(e, out.side[e.side_tag])
+                inputs.watermarks[e.target].append(wm)
     return outputs, out_watermarks
+
+
+def record_wise_run(
+    stage: StagePlan, ops: dict[int, StreamOperator], children: dict[int, list[StreamEdge]]
+) -> list[int]:
+    """The operators at the head of a stage (behind its source, or first, taking the exchange's records) that take
+    their records one by one and emit nothing on time (map, filter, a timestamp assigner), each the only consumer
+    of the one before; [] if none. :func:`run_operators` takes the records through all of them :data:`SLICE` at a
+    time, so a slice's records are still in the processor's caches when the next operator takes them (an epoch's
+    records at once went through each operator from memory)."""
+    if not stage.nodes:
+        return []
+    nid = stage.nodes[0]
+    run: list[int] = []
+    if not isinstance(ops[nid], SourceOperator):
+        if not _record_wise(ops[nid]) or any(e.target == nid for e in stage.internal_edges):
+            return []
+        run.append(nid)
+    while True:
+        edges = children.get(nid, [])
+        if len(edges) != 1 or edges[0].side_tag is not None:
+            return run
+        nid = edges[0].target
+        if not _record_wise(ops[nid]) or sum(1 for e in stage.internal_edges if e.target == nid) != 1:
+            return run
+        run.append(nid)
+
+
+def _record_wise(op: StreamOperator) -> bool:
+    return type(op) in _RECORD_WISE and not op.routes_failures
+
+
+def _run_sliced(
+    run: list[int], ops: dict[int, StreamOperator], dep: TaskDeployment, inputs: Inputs, report: TaskReport
+) -> list[tuple[int, Output, int | None]]:
+    """The run's operators over its first's input a slice at a time, then their watermarks and processing time
+    in order, as :func:`_run_operator` one by one would; each with its output (the last's, whole)."""
+    values, timestamps = concat_batches(inputs.pending[(run[0], 1)])
+    if type(values) is Coded:  # from an exchange, as _run_operator gives them
+        values = values.values()
+    timestamps = timestamp_list(timestamps)
+    taken = dict.fromkeys(run, 0)  # records each operator took
+    last = Output()
+    for lo in range(0, len(values), SLICE):
+        v, t = values[lo : lo + SLICE], timestamps[lo : lo + SLICE]
+        for nid in run:
+            if not v:
+                break
+            taken[nid] += len(v)
+            out = last if nid == run[-1] else Output()
+            ops[nid].process_batch(v, t, out)
+            v, t = out.values, out.timestamps
+    results = []
+    wm = min_watermark(inputs.watermarks[run[0]])
+    for i, nid in enumerate(run):
+        op, out = ops[nid], (last if nid == run[-1] else Output())
+        wm = op.process_watermark(wm, out)
+        if wm == MAX_WATERMARK or not dep.pause:
+            op.process_processing_time(MAX_WATERMARK if wm == MAX_WATERMARK else dep.processing_time, out)
+        emitted = len(last.values) if nid == run[-1] else taken[run[i + 1]]
+        if nid != run[-1]:
+            report.records_out += emitted  # the slices' outputs are gone: counted here
+        if taken[nid]:
+            op.task.counter(op.uid, "numRecordsIn", taken[nid])
+        if emitted:
+            op.task.counter(op.uid, "numRecordsOut", emitted)
+        results.append((nid, out, wm))
+    return results
 
 
 def _run_operator(
