@@ -80,8 +80,9 @@ def run_operators(
     for e in stage.internal_edges:
         children.setdefault(e.source, []).append(e)
     run = record_wise_run(stage, ops, children)
+    in_run = set(run)
     for nid in stage.nodes:
-        if nid in run[1:]:
+        if nid in in_run and nid != run[0]:
             continue  # ran with the run's first
         if run and nid == run[0]:
             results = _run_sliced(run, ops, dep, inputs, report)
@@ -94,7 +95,7 @@ def run_operators(
             report.event_times[n] = ops[n].watermark
             outputs[n] = out
             for e in children.get(n, []):
-                if e.target in run and n in run:
+                if e.target in in_run and n in in_run:
                     continue  # within the run: taken slice by slice
                 if e.side_tag is None:
                     inputs.add(e, (out.values, out.timestamps))
@@ -156,18 +157,11 @@ def _run_sliced(
             v, t = out.values, out.timestamps
     results = []
     wm = min_watermark(inputs.watermarks[run[0]])
-    for i, nid in enumerate(run):
-        op, out = ops[nid], (last if nid == run[-1] else Output())
-        wm = op.process_watermark(wm, out)
-        if wm == MAX_WATERMARK or not dep.pause:
-            op.process_processing_time(MAX_WATERMARK if wm == MAX_WATERMARK else dep.processing_time, out)
-        emitted = len(last.values) if nid == run[-1] else taken[run[i + 1]]
-        if nid != run[-1]:
-            report.records_out += emitted  # the slices' outputs are gone: counted here
-        if taken[nid]:
-            op.task.counter(op.uid, "numRecordsIn", taken[nid])
-        if emitted:
-            op.task.counter(op.uid, "numRecordsOut", emitted)
+    for nid, after in zip(run, [*run[1:], None]):
+        out = last if after is None else Output()
+        emitted = None if after is None else taken[after]  # the slices' outputs are gone: what the next took
+        wm = _time_and_counts(ops[nid], wm, dep, out, taken[nid], emitted)
+        report.records_out += emitted or 0
         results.append((nid, out, wm))
     return results
 
@@ -203,7 +197,20 @@ def _run_operator(
                 op.process_each(values, timestamps, out, process)
             else:
                 process(values, timestamps, out)  # type: ignore[misc]
-    wm = op.process_watermark(min_watermark(inputs.watermarks[nid]), out)
+    return _time_and_counts(op, min_watermark(inputs.watermarks[nid]), dep, out, records_in, None)
+
+
+def _time_and_counts(
+    op: StreamOperator,
+    watermark: int | None,
+    dep: TaskDeployment,
+    out: Output,
+    records_in: int,
+    records_out: int | None,
+) -> int | None:
+    """An operator's input watermark and processing time after its records, and its record counts (``records_out``:
+    what it emitted, if not ``out``'s); returns its output watermark."""
+    wm = op.process_watermark(watermark, out)
     # at end of input (+inf) processing-time timers fire too, so no window is lost; while a stop's savepoint
     # completes, processing time stands still
     if wm == MAX_WATERMARK or not dep.pause:
@@ -211,8 +218,9 @@ def _run_operator(
     # Flink's operator I/O metrics, for chained operators too (a source counts what it reads itself)
     if records_in:
         op.task.counter(op.uid, "numRecordsIn", records_in)
-    if out.values:
-        op.task.counter(op.uid, "numRecordsOut", len(out.values))
+    emitted = len(out.values) if records_out is None else records_out
+    if emitted:
+        op.task.counter(op.uid, "numRecordsOut", emitted)
     return wm
 
 

@@ -93,16 +93,15 @@ def _split_coded(batch: Coded, timestamps: list, part_of: list[int], n: int) -> 
 def _encode_values(values: Any) -> tuple[bytes, bytes]:
     """``(encoding, body)`` of a non-empty list of values, or of a :class:`Coded` batch (see the module's
     docstring)."""
-    if type(values) is not Coded:
-        columns = None
-        if type(values[0]) is WindowPartial:
-            partials = sum(1 for _ in takewhile(lambda v: type(v) is WindowPartial, values))
-            if partials < len(values):  # a session combiner's partials, then the records of keys it left as they are
-                both = _encode_values(values[:partials]), _encode_values(values[partials:])
-                return b"mixed", marshal.dumps(both, _MARSHAL_VERSION)
-            columns = WindowPartial.columns(values)
+    if type(values) is not Coded and type(values[0]) is WindowPartial:
+        columns = WindowPartial.columns(values)
         if columns is not None:
             return _encode_partials(columns)
+        partials = sum(1 for _ in takewhile(lambda v: type(v) is WindowPartial, values))
+        if partials < len(values):  # a session combiner's partials, then the records of keys it left as they are
+            both = _encode_values(values[:partials]), _encode_values(values[partials:])
+            return b"mixed", marshal.dumps(both, _MARSHAL_VERSION)
+    if type(values) is not Coded:
         batch = coded(values)
         if batch is None:
             if not marshal_exact(values):

@@ -30,6 +30,7 @@ processed; in sparkpoint that is the watermark in force at the start of the epoc
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -220,7 +221,12 @@ class WindowOperator(BatchedWindowPaths):
         (the default trigger's answer depends on the window only); the window's cleanup timer."""
         self.contents.set_current_namespace(state_window)
         self.window_contents.add_run(self.contents, values, timestamps)
-        result = self.trigger.on_element(values[-1], timestamps[-1], window, self.trigger_ctx.at(window))
+        self._on_added(key, window, state_window, (values[-1], timestamps[-1]), out)
+
+    def _on_added(self, key: Any, window: Any, state_window: Any, latest: tuple[Any, Any], out: Output) -> None:
+        """After ``window`` took elements: the trigger asked for the last of them, ``latest`` (element, timestamp),
+        and the window's cleanup timer."""
+        result = self.trigger.on_element(latest[0], latest[1], window, self.trigger_ctx.at(window))
         self._trigger_and_emit(result, key, window, state_window, out)
         self._register_cleanup_timer(window)
 
@@ -233,23 +239,30 @@ class WindowOperator(BatchedWindowPaths):
             raise JobExecutionError(
                 f"operator {self.name!r} (uid {self.uid!r}): a session partial came late (watermark {wm}): {late!r}"
             )
+        merge_partial, gap = self.window_contents.merge_partial, self.assigner.gap  # type: ignore[attr-defined]
         p = None
         try:
-            for p in partials:
-                self.keyed_backend.set_current_key(p.key)
-                mapping = dict(self.merging_sets.value() or {})
-                window = merging.add_window(self.assigner, mapping, p.window, self._merge)  # merged: later still
-                state_window = mapping[window]
-                self.contents.set_current_namespace(state_window)
-                self.window_contents.merge_partial(self.contents, p.value)
-                latest = p.window.end - self.assigner.gap  # type: ignore[attr-defined]  # a session's: its latest record's
-                result = self.trigger.on_element(None, latest, window, self.trigger_ctx.at(window))
-                self._trigger_and_emit(result, p.key, window, state_window, out)
-                self._register_cleanup_timer(window)
-                self.merging_sets.update(mapping or None)
+            for p in partials:  # (merged with sessions in state, a window only ends later: not late either)
+                add = functools.partial(merge_partial, value=p.value)
+                self._add_session(p.key, p.window, add, (None, p.window.end - gap), out)  # its latest record's time
         except Exception as e:
             raise self.fail(p, e) from e
         self._count_partials(partials)
+
+    def _add_session(
+        self, key: Any, run_window: Any, add: Callable[[Any], None], latest: tuple[Any, Any], out: Output
+    ) -> None:
+        """A run of a key's elements into its merging window set, as the elements one by one would leave it:
+        ``add`` puts them, or their partial, into the contents of the session they land in; ``latest`` (the run's
+        last element and timestamp) goes to the trigger."""
+        self.keyed_backend.set_current_key(key)
+        mapping = dict(self.merging_sets.value() or {})
+        window = merging.add_window(self.assigner, mapping, run_window, self._merge)
+        state_window = mapping[window]
+        self.contents.set_current_namespace(state_window)
+        add(self.contents)
+        self._on_added(key, window, state_window, latest, out)
+        self.merging_sets.update(mapping or None)
 
     def _merge(self, merge_result: Any, merged_windows: list, state_window: Any, merged_state_windows: list) -> None:
         """Windows merged (the merging window set's merge function): trigger ``on_merge``, the merged windows'

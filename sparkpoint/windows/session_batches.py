@@ -16,13 +16,13 @@ as Flink's does; neither order is promised by Flink's API, and a window function
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
 
 from sparkpoint.datastream.window import TimeWindow
 from sparkpoint.operators.base import Output
-from sparkpoint.windows import merging
 
 __all__ = ["SAFE_TIMESTAMP", "batch_runs", "session_runs", "process_sessions"]
 
@@ -77,15 +77,8 @@ def process_sessions(op: Any, values: list, timestamps: list, keys: list, out: O
     if first < -SAFE_TIMESTAMP or max(timestamps) > SAFE_TIMESTAMP:
         return False  # beyond what the runs compute in int64
     value_of, ts_of = values.__getitem__, timestamps.__getitem__
+    add_run = op.window_contents.add_run
     for k, window, members in batch_runs(keys, timestamps, gap):
-        _add_run(op, k, window, list(map(value_of, members)), list(map(ts_of, members)), out)
+        vs, ts = list(map(value_of, members)), list(map(ts_of, members))
+        op._add_session(k, window, functools.partial(add_run, values=vs, timestamps=ts), (vs[-1], ts[-1]), out)
     return True
-
-
-def _add_run(op: Any, key: Any, run_window: TimeWindow, values: list, timestamps: list, out: Output) -> None:
-    """One run of a key into its merging window set, as its elements one by one would leave it."""
-    op.keyed_backend.set_current_key(key)
-    mapping = dict(op.merging_sets.value() or {})
-    window = merging.add_window(op.assigner, mapping, run_window, op._merge)
-    op._add_to_window(key, window, mapping[window], values, timestamps, out)
-    op.merging_sets.update(mapping or None)

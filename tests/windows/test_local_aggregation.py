@@ -9,12 +9,11 @@ outputs and late-record counts must be equal, while the window operator takes fe
 from __future__ import annotations
 
 import pytest
-from window_jobs import stamped
+from window_jobs import collect_windows, stamped
 from window_oracles import out_of_order_events, sliding_starts, tumbling_start, windows_with_lateness, with_stragglers
 
 from sparkpoint.common import Time
 from sparkpoint.datastream import AggregateFunction, ProcessWindowFunction, ReduceFunction
-from sparkpoint.datastream.transformations import CollectTransformation, TransformationInput
 from sparkpoint.datastream.window import SlidingEventTimeWindows, TumblingEventTimeWindows
 from sparkpoint.errors import UserFunctionError
 
@@ -80,16 +79,7 @@ def _events():
 def _run(make_env, events, window, function, target="local", **config):
     env = make_env(target, **{"execution.epoch.max-records": M} | config)
     stream = stamped(env, events, bound=0).rebalance().map(same).set_parallelism(2)  # two upstream tasks
-    windowed = stream.key_by(key_of).window(window)
-    if isinstance(function, ReduceFunction):
-        out = windowed.reduce(function, window_function=WithWindow())
-    else:
-        out = windowed.aggregate(function, window_function=WithWindow())
-    out.uid("w").set_parallelism(2)
-    # a collect sink run by execute() keeps its records in the job's result, beside the metrics this test reads
-    env._add_transformation(CollectTransformation, "Collect", [TransformationInput(out._id)])
-    result = env.execute()
-    return sorted(result.collected), result.metrics["w"]
+    return collect_windows(env, stream, window, function, WithWindow())
 
 
 def _oracle(events, starts_of, result_of, max_records=M):

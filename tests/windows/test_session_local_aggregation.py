@@ -11,12 +11,11 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
-from window_jobs import stamped
+from window_jobs import collect_windows, stamped
 from window_oracles import out_of_order_events, sessions, with_stragglers
 
 from sparkpoint.common import Time
 from sparkpoint.datastream import AggregateFunction, ProcessWindowFunction, ReduceFunction
-from sparkpoint.datastream.transformations import CollectTransformation, TransformationInput
 from sparkpoint.datastream.window import EventTimeSessionWindows
 from sparkpoint.errors import SparkpointError, UserFunctionError
 from sparkpoint.runtime.graph import StagePlan, StreamEdge
@@ -55,10 +54,6 @@ class WithWindow(ProcessWindowFunction):
         yield key, w.start, w.end, value
 
 
-def key_of(e):
-    return e[0]
-
-
 def same(e):
     return e
 
@@ -68,15 +63,9 @@ def _run(make_env, events, function, gap=GAP, upstream=2, target="local", max_re
     stream = stamped(env, events, bound=0)
     if upstream > 1:
         stream = stream.rebalance().map(same).set_parallelism(upstream)  # two upstream tasks
-    windowed = stream.key_by(key_of).window(EventTimeSessionWindows.with_gap(Time.milliseconds(gap)))
-    if isinstance(function, ReduceFunction):
-        out = windowed.reduce(function, window_function=WithWindow())
-    else:
-        out = windowed.aggregate(function, window_function=WithWindow())
-    out.uid("w").set_parallelism(2)
-    env._add_transformation(CollectTransformation, "Collect", [TransformationInput(out._id)])
-    result = env.execute()
-    return sorted(result.collected), result.metrics["w"]
+    return collect_windows(
+        env, stream, EventTimeSessionWindows.with_gap(Time.milliseconds(gap)), function, WithWindow()
+    )
 
 
 @pytest.mark.parametrize("kind", ["aggregate", "reduce"])
