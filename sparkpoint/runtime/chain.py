@@ -110,7 +110,7 @@ def record_wise_run(
 ) -> list[int]:
     """The operators at the head of a stage (behind its source, or first, taking the exchange's records) that take
     their records one by one and emit nothing on time (map, filter, a timestamp assigner), each the only consumer
-    of the one before; [] if none. :func:`run_operators` takes the records through all of them :data:`SLICE` at a
+    of the one before (within the stage and beyond it: only the last one's records are kept whole); [] if none. :func:`run_operators` takes the records through all of them :data:`SLICE` at a
     time, so a slice's records are still in the processor's caches when the next operator takes them (an epoch's
     records at once went through each operator from memory)."""
     if not stage.nodes:
@@ -121,9 +121,10 @@ def record_wise_run(
         if not _record_wise(ops[nid]) or any(e.target == nid for e in stage.internal_edges):
             return []
         run.append(nid)
+    to_other_stages = {e.source for e in stage.output_edges}  # their records are wanted whole: the run ends there
     while True:
         edges = children.get(nid, [])
-        if len(edges) != 1 or edges[0].side_tag is not None:
+        if len(edges) != 1 or edges[0].side_tag is not None or nid in to_other_stages:
             return run
         nid = edges[0].target
         if not _record_wise(ops[nid]) or sum(1 for e in stage.internal_edges if e.target == nid) != 1:

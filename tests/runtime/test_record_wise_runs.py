@@ -117,3 +117,22 @@ def test_a_failing_function_in_a_slice_names_its_record(make_env, runs):
     with pytest.raises(UserFunctionError, match="75000") as info:
         env.execute()
     assert info.value.uid == "boom" and runs and runs[0] == ["triple", "boom"]
+
+
+def test_records_that_also_go_to_another_stage_are_all_kept(make_env, runs):
+    """A run member (or the source before the run) whose records also cross an exchange ends the run: every record
+    reaches both consumers."""
+    env = make_env("local", parallelism_default=2)
+    tens = env.from_collection(list(range(N))).uid("src").map(lambda x: x * 10).name("tens")
+    chained = tens.filter(lambda x: x % 20 == 0).name("even").map(lambda x: ("chained", x)).name("tag")
+    keyed = tens.key_by(lambda x: x % 3).map(lambda x: ("keyed", x)).name("keyed")
+    got = sorted(chained.union(keyed).execute_and_collect())
+    assert got == sorted([("chained", x * 10) for x in range(N) if x % 2 == 0] + [("keyed", x * 10) for x in range(N)])
+    assert runs and all(run == ["tens"] for run in runs if "tens" in run), runs
+    env = make_env("local", parallelism_default=2)
+    source = env.from_collection(list(range(N)))
+    beside = source.map(lambda x: ("chained", x)).name("beside")
+    across = source.key_by(lambda x: x % 3).map(lambda x: ("keyed", x))
+    assert sorted(beside.union(across).execute_and_collect()) == sorted(
+        [("chained", x) for x in range(N)] + [("keyed", x) for x in range(N)]
+    )
