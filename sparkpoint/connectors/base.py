@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import abc
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -137,6 +138,13 @@ class SourceReader(abc.ABC):
 
     @abc.abstractmethod
     def read(self, split: SourceSplit, max_records: int, max_bytes: int) -> ReadResult: ...
+
+    def read_pieces(self, split: SourceSplit, max_records: int, max_bytes: int, piece: int) -> Iterator[ReadResult]:
+        """:meth:`read`'s records in pieces of about ``piece`` records, one after another, each with the split
+        where it ends: a task takes a piece through the operators chained behind the source before it reads the
+        next, so an epoch's records are never all in memory at once. A reader that cannot stop sooner gives its
+        read whole (this default)."""
+        yield self.read(split, max_records, max_bytes)
 
     def locate(self, split: SourceSplit, index: int, max_bytes: int) -> str:
         """Where the ``index``-th record that :meth:`read` returns from ``split`` (at its position) comes from.

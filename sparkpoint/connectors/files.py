@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -255,26 +255,44 @@ class FileSourceReader(SourceReader):
         self.fmt = fmt
 
     def read(self, split: SourceSplit, max_records: int, max_bytes: int) -> ReadResult:
+        with _opened(split) as f:
+            return self._read_from(f, split, max_records, max_bytes)
+
+    def read_pieces(self, split: SourceSplit, max_records: int, max_bytes: int, piece: int) -> Iterator[ReadResult]:
+        """:meth:`read` a piece of ``piece`` lines at a time, the file opened once; each piece after the first
+        reads about as many bytes as the one before it took."""
+        lines = size = 0
+        block = _FIRST_BLOCK
+        with _opened(split) as f:
+            while True:
+                result = self._read_from(f, split, min(piece, max_records - lines), max_bytes - size, block)
+                yield result
+                lines += result.split.position[1] - (split.position or (0, 0))[1]
+                size += result.size
+                split = result.split
+                if split.finished or lines >= max_records or size >= max_bytes:
+                    return
+                block = max(_FIRST_BLOCK, result.size * 21 // 20)
+
+    def _read_from(
+        self, f: Any, split: SourceSplit, max_records: int, max_bytes: int, block: int = _FIRST_BLOCK
+    ) -> ReadResult:
+        """Whole lines of the open file ``f`` from ``split``'s position, parsed (``block``: the bytes to read
+        first)."""
         offset, lines_read = split.position or (0, 0)
-        fs, path = url_to_fs(split_path(split))
         end = split_end(split)
         if end is not None:  # a cut split: its lines stop before end, a line start
             max_bytes = min(max_bytes, end - offset)
         text: tuple[list[str], int, bool] | None = None
-        try:
-            with fs.open(path, "rb") as f:
-                f.seek(offset)
-                if type(self.fmt) is TextLineFormat and byte_exact(self.fmt.charset):  # decode the read at once
-                    text = _read_text_lines(f, max(1, max_records), max(1, max_bytes), self.fmt.charset)
-                if text is None:
-                    raw, consumed, at_end = _read_lines(f, max(1, max_records), max(1, max_bytes))
-        except FileNotFoundError as e:
-            raise FileVanishedError(split_path(split), offset, lines_read) from e
+        f.seek(offset)
+        if type(self.fmt) is TextLineFormat and byte_exact(self.fmt.charset):  # decode the read at once
+            text = _read_text_lines(f, max(1, max_records), max(1, max_bytes), self.fmt.charset, block)
         if text is not None:
             values, consumed, at_end = text
             malformed: list = []
             lines = len(values)
         else:
+            raw, consumed, at_end = _read_lines(f, max(1, max_records), max(1, max_bytes))
             values, malformed = self._parse(raw, lines_read, split_path(split))
             lines = len(raw)
         at_end = at_end or (end is not None and offset + consumed >= end)
@@ -330,6 +348,18 @@ class FileSourceReader(SourceReader):
         return values, malformed
 
 
+@contextlib.contextmanager
+def _opened(split: SourceSplit) -> Iterator[Any]:
+    """The file of ``split`` open for reading; one gone is a :class:`FileVanishedError` at the split's position."""
+    fs, path = url_to_fs(split_path(split))
+    try:
+        with fs.open(path, "rb") as f:
+            yield f
+    except FileNotFoundError as e:
+        offset, lines_read = split.position or (0, 0)
+        raise FileVanishedError(split_path(split), offset, lines_read) from e
+
+
 def _read_lines(f: Any, max_records: int, max_bytes: int) -> tuple[list[bytes], int, bool]:
     """Whole lines from ``f``'s position: at most ``max_records`` lines and ``max_bytes``
     bytes, except that one line longer than ``max_bytes`` is read whole.
@@ -346,11 +376,13 @@ def _read_lines(f: Any, max_records: int, max_bytes: int) -> tuple[list[bytes], 
     return lines, len(body), eof
 
 
-def _read_text_lines(f: Any, max_records: int, max_bytes: int, charset: str) -> tuple[list[str], int, bool] | None:
+def _read_text_lines(
+    f: Any, max_records: int, max_bytes: int, charset: str, block: int = _FIRST_BLOCK
+) -> tuple[list[str], int, bool] | None:
     """:func:`_read_lines` decoded, the body at once (no bytes object per line); None if it does not decode
     (``f`` is then back where it was)."""
     start = f.tell()
-    body, eof = _read_body(f, max_records, max_bytes)
+    body, eof = _read_body(f, max_records, max_bytes, block)
     try:
         text = body.decode(charset)
     except UnicodeDecodeError:
@@ -373,12 +405,13 @@ def _without_carriage_returns(lines: list[str], text: str) -> list[str]:
     return [line[:-1] if line.endswith("\r") else line for line in lines] if "\r" in text else lines
 
 
-def _read_body(f: Any, max_records: int, max_bytes: int) -> tuple[bytes, bool]:
+def _read_body(f: Any, max_records: int, max_bytes: int, block: int = _FIRST_BLOCK) -> tuple[bytes, bool]:
     """The bytes of whole lines from ``f``'s position, at least ``max_records`` lines where the file and
-    ``max_bytes`` allow (one line longer than ``max_bytes`` whole), and whether the file ended there."""
+    ``max_bytes`` allow (one line longer than ``max_bytes`` whole), and whether the file ended there (``block``:
+    the bytes read first)."""
     pieces: list[bytes] = []
     size = newlines = 0
-    want = min(_FIRST_BLOCK, max_bytes)
+    want = min(block, max_bytes)
     eof = False
     while True:  # read on until enough lines are in, the byte budget is spent or the file ends
         piece = f.read(want)

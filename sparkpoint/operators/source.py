@@ -10,6 +10,7 @@ more splits to give, and is idle while it waits for one.
 from __future__ import annotations
 
 import pickle
+from collections.abc import Callable
 from typing import Any
 
 import cloudpickle
@@ -26,7 +27,10 @@ from sparkpoint.operators.base import (
     out_of_range_error,
 )
 
-__all__ = ["SourceOperator"]
+__all__ = ["Emit", "SourceOperator"]
+
+#: Where a source's records go: ``emit(values, timestamps)``
+Emit = Callable[[list, list], None]
 
 
 class SourceOperator(StreamOperator):
@@ -49,9 +53,19 @@ class SourceOperator(StreamOperator):
         return self.strategy.create_watermark_generator()
 
     def read(
-        self, splits: list[SourceSplit], no_more_splits: bool, max_records: int, max_bytes: int, out: Output
+        self,
+        splits: list[SourceSplit],
+        no_more_splits: bool,
+        max_records: int,
+        max_bytes: int,
+        out: Output,
+        emit: Emit | None = None,
+        piece: int = 0,
     ) -> tuple[list[SourceSplit], int | None]:
         """Read one epoch's slice of every split; returns the new splits and the watermark.
+
+        The records go to ``out``; with ``emit``, to it instead, in pieces of about ``piece`` records as the reader
+        gives them (:meth:`SourceReader.read_pieces`), while malformed records still go to ``out``'s side output.
 
         A reader whose splits are read one after another (``SourceReader.sequential``: files) shares the epoch's
         bounds among them, in their order, and leaves a split unread this epoch once a split before it did not
@@ -76,11 +90,10 @@ class SourceOperator(StreamOperator):
                     continue
             else:
                 budget = (max_records - n, max_bytes - size) if sequential else (max_records, max_bytes)
-                new_split, values, ts, read_bytes = self._read_split(reader, split, *budget, out)
-                out.take(values, ts)
-                n += len(values)
+                new_split, count, read_bytes = self._read_split(reader, split, *budget, out, emit or out.take, piece)
+                n += count
                 size += read_bytes
-                at_bound = at_bound or len(values) >= budget[0] or read_bytes >= budget[1]
+                at_bound = at_bound or count >= budget[0] or read_bytes >= budget[1]
                 blocked = sequential and (not new_split.finished or n >= max_records or size >= max_bytes)
             new_splits.append(new_split)
             if not new_split.finished and not new_split.idle:
@@ -91,34 +104,51 @@ class SourceOperator(StreamOperator):
         return new_splits, self._subtask_watermark(new_splits, watermarks, no_more_splits, queued)
 
     def _read_split(
-        self, reader: Any, split: SourceSplit, max_records: int, max_bytes: int, out: Output
-    ) -> tuple[SourceSplit, list, list, int]:
-        """One split's slice: the split after it, the records, their timestamps, and the bytes read."""
-        result = reader.read(split, max(1, max_records), max(1, max_bytes))
-        self._malformed(result.malformed, out)
-        values = result.values
-        ts = result.timestamps
-        if self.assigner is not None:
-            ts = extract_timestamps(self, self.assigner, values, ts if ts is not None else [None] * len(values))
-        elif ts is None:
-            ts = [None] * len(values)
-        else:
-            self._check_timestamps(reader.locate, split, values, ts, max_bytes)
+        self, reader: Any, split: SourceSplit, max_records: int, max_bytes: int, out: Output, emit: Emit, piece: int
+    ) -> tuple[SourceSplit, int, int]:
+        """One split's slice, its records given to ``emit`` (in pieces of ``piece`` records, if any): the split
+        after it, the records read and the bytes read."""
+        max_records, max_bytes = max(1, max_records), max(1, max_bytes)
+        results = (
+            reader.read_pieces(split, max_records, max_bytes, piece)
+            if piece
+            else [reader.read(split, max_records, max_bytes)]
+        )
         gen = self._generator(split)
         output = WatermarkOutput()
         output.watermark = split.watermark
-        if gen is not None:
-            if hasattr(gen, "set_current_processing_time"):
-                gen.set_current_processing_time(self.task.processing_time)
-            if values and ts and ts[0] is not None:
+        if gen is not None and hasattr(gen, "set_current_processing_time"):
+            gen.set_current_processing_time(self.task.processing_time)
+        own: list[int] = []  # watermarks the source emitted itself
+        at, n, size = split, 0, 0
+        for result in results:
+            self._malformed(result.malformed, out)
+            values, ts = result.values, self._timestamps(reader, at, result, max_bytes)
+            if gen is not None and values and ts and ts[0] is not None:
                 observe_batch(gen, values, ts, output)
+            if result.watermark is not None:
+                own.append(result.watermark)
+            emit(values, ts)
+            at, n, size = result.split, n + len(values), size + result.size
+        if gen is not None:
             gen.on_periodic_emit(output)
-        if result.watermark is not None:
-            output.emit_watermark(result.watermark)
-        new_split = result.split.with_(
+        for wm in own:
+            output.emit_watermark(wm)
+        new_split = at.with_(
             generator=cloudpickle.dumps(gen) if gen is not None else None, watermark=output.watermark, idle=output.idle
         )
-        return new_split, values, ts, result.size
+        return new_split, n, size
+
+    def _timestamps(self, reader: Any, at: SourceSplit, result: Any, max_bytes: int) -> list:
+        """The timestamps of a read's records (``at``: the split where it began): the assigner's, the source's own
+        (checked), or none."""
+        values, ts = result.values, result.timestamps
+        if self.assigner is not None:
+            return extract_timestamps(self, self.assigner, values, ts if ts is not None else [None] * len(values))
+        if ts is None:
+            return [None] * len(values)
+        self._check_timestamps(reader.locate, at, values, ts, max_bytes)
+        return ts
 
     def _subtask_watermark(
         self, new_splits: list[SourceSplit], watermarks: list[int], no_more_splits: bool, queued: bool

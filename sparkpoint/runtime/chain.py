@@ -19,7 +19,7 @@ from sparkpoint.common.watermark_strategy import MAX_WATERMARK
 from sparkpoint.operators.base import IDLE, Output, StreamOperator
 from sparkpoint.operators.basic import FilterOperator, MapOperator, TimestampsAndWatermarksOperator
 from sparkpoint.operators.coded import Coded, timestamp_list
-from sparkpoint.operators.source import SourceOperator
+from sparkpoint.operators.source import Emit, SourceOperator
 from sparkpoint.runtime.exchange import decode_blob
 from sparkpoint.runtime.graph import StagePlan, StreamEdge
 
@@ -72,20 +72,23 @@ def read_inputs(stage: StagePlan, input_blobs: list[bytes], report: TaskReport) 
 def run_operators(
     stage: StagePlan, ops: dict[int, StreamOperator], dep: TaskDeployment, inputs: Inputs, report: TaskReport
 ) -> tuple[dict[int, Output], dict[int, int | None]]:
-    """Run the operators in topological order, feeding chained successors (Step 3); the record-wise run after
-    a source (:func:`record_wise_run`) a slice of records at a time."""
+    """Run the operators in topological order, feeding chained successors (Step 3); the record-wise run at the
+    head of the stage (:func:`record_wise_run`) a slice of records at a time, behind a source as it reads them."""
     out_watermarks: dict[int, int | None] = {}
     outputs: dict[int, Output] = {}
     children: dict[int, list[StreamEdge]] = {}
     for e in stage.internal_edges:
         children.setdefault(e.source, []).append(e)
     run = record_wise_run(stage, ops, children)
-    in_run = set(run)
+    sliced = _SlicedRun(run, ops)
+    fed = set(run)  # what feeds the run slice by slice: its members, and the source it follows
+    if run and run[0] != stage.nodes[0]:
+        fed.add(stage.nodes[0])
     for nid in stage.nodes:
-        if nid in in_run and nid != run[0]:
-            continue  # ran with the run's first
-        if run and nid == run[0]:
-            results = _run_sliced(run, ops, dep, inputs, report)
+        if nid in fed and nid != stage.nodes[0]:
+            continue  # ran with the head of the stage
+        if nid == stage.nodes[0] and run:
+            results = _run_head(nid, sliced, dep, inputs, report)
         else:
             out = Output()
             results = [(nid, out, _run_operator(nid, ops[nid], dep, inputs, out, report))]
@@ -95,7 +98,7 @@ def run_operators(
             report.event_times[n] = ops[n].watermark
             outputs[n] = out
             for e in children.get(n, []):
-                if e.target in in_run and n in in_run:
+                if e.target in fed and n in fed:
                     continue  # within the run: taken slice by slice
                 if e.side_tag is None:
                     inputs.add(e, (out.values, out.timestamps))
@@ -103,6 +106,23 @@ def run_operators(
                     inputs.add(e, out.side[e.side_tag])
                 inputs.watermarks[e.target].append(wm)
     return outputs, out_watermarks
+
+
+def _run_head(
+    nid: int, sliced: _SlicedRun, dep: TaskDeployment, inputs: Inputs, report: TaskReport
+) -> list[tuple[int, Output, int | None]]:
+    """The head of a stage with a record-wise run: a source whose records go to the run a piece at a time as it
+    reads them, and the run; or the run over its first operator's input."""
+    op = sliced.ops[nid]
+    if nid == sliced.run[0]:
+        values, timestamps = concat_batches(inputs.pending[(nid, 1)])
+        if type(values) is Coded:  # from an exchange, as _run_operator gives them
+            values = values.values()
+        sliced.push(values, timestamp_list(timestamps))
+        return sliced.finish(min_watermark(inputs.watermarks[nid]), dep, report)
+    out = Output()
+    wm = _run_operator(nid, op, dep, inputs, out, report, sliced.push)
+    return [(nid, out, wm), *sliced.finish(min_watermark([wm]), dep, report)]
 
 
 def record_wise_run(
@@ -136,42 +156,57 @@ def _record_wise(op: StreamOperator) -> bool:
     return type(op) in _RECORD_WISE and not op.routes_failures
 
 
-def _run_sliced(
-    run: list[int], ops: dict[int, StreamOperator], dep: TaskDeployment, inputs: Inputs, report: TaskReport
-) -> list[tuple[int, Output, int | None]]:
-    """The run's operators over its first's input a slice at a time, then their watermarks and processing time
-    in order, as :func:`_run_operator` one by one would; each with its output (the last's, whole)."""
-    values, timestamps = concat_batches(inputs.pending[(run[0], 1)])
-    if type(values) is Coded:  # from an exchange, as _run_operator gives them
-        values = values.values()
-    timestamps = timestamp_list(timestamps)
-    taken = dict.fromkeys(run, 0)  # records each operator took
-    last = Output()
-    for lo in range(0, len(values), SLICE):
-        v, t = values[lo : lo + SLICE], timestamps[lo : lo + SLICE]
-        for nid in run:
-            if not v:
-                break
-            taken[nid] += len(v)
-            out = last if nid == run[-1] else Output()
-            ops[nid].process_batch(v, t, out)
-            v, t = out.values, out.timestamps
-    results = []
-    wm = min_watermark(inputs.watermarks[run[0]])
-    for nid, after in zip(run, [*run[1:], None]):
-        out = last if after is None else Output()
-        emitted = None if after is None else taken[after]  # the slices' outputs are gone: what the next took
-        wm = _time_and_counts(ops[nid], wm, dep, out, taken[nid], emitted)
-        report.records_out += emitted or 0
-        results.append((nid, out, wm))
-    return results
+class _SlicedRun:
+    """A record-wise run's operators over the batches pushed to it, :data:`SLICE` records at a time through all of
+    them, then (:meth:`finish`) their watermarks and processing time in order, as :func:`_run_operator` one by one
+    would."""
+
+    def __init__(self, run: list[int], ops: dict[int, StreamOperator]):
+        self.run, self.ops = run, ops
+        self.taken = dict.fromkeys(run, 0)  # records each operator took
+        self.last = Output()  # the last operator's, whole
+
+    def push(self, values: list, timestamps: list) -> None:
+        run, ops = self.run, self.ops
+        for lo in range(0, len(values), SLICE):
+            v, t = (
+                (values, timestamps) if len(values) <= SLICE else (values[lo : lo + SLICE], timestamps[lo : lo + SLICE])
+            )
+            for nid in run:
+                if not v:
+                    break
+                self.taken[nid] += len(v)
+                out = self.last if nid == run[-1] else Output()
+                ops[nid].process_batch(v, t, out)
+                v, t = out.values, out.timestamps
+
+    def finish(
+        self, watermark: int | None, dep: TaskDeployment, report: TaskReport
+    ) -> list[tuple[int, Output, int | None]]:
+        """Each operator's watermark, processing time and counts after the records; each with its output (the
+        last's, whole)."""
+        results = []
+        wm = watermark
+        for nid, after in zip(self.run, [*self.run[1:], None]):
+            out = self.last if after is None else Output()
+            emitted = None if after is None else self.taken[after]  # the slices' outputs are gone: what the next took
+            wm = _time_and_counts(self.ops[nid], wm, dep, out, self.taken[nid], emitted)
+            report.records_out += emitted or 0
+            results.append((nid, out, wm))
+        return results
 
 
 def _run_operator(
-    nid: int, op: StreamOperator, dep: TaskDeployment, inputs: Inputs, out: Output, report: TaskReport
+    nid: int,
+    op: StreamOperator,
+    dep: TaskDeployment,
+    inputs: Inputs,
+    out: Output,
+    report: TaskReport,
+    emit: Emit | None = None,
 ) -> int | None:
-    """One operator: a source reads its splits; any other takes its records, then its watermark and
-    processing time. Returns the operator's output watermark."""
+    """One operator: a source reads its splits (its records to ``emit``, if given, a piece at a time); any other
+    takes its records, then its watermark and processing time. Returns the operator's output watermark."""
     if isinstance(op, SourceOperator):
         if dep.drain:
             report.splits[nid] = dep.splits.get(nid, [])
@@ -180,7 +215,13 @@ def _run_operator(
             report.splits[nid] = dep.splits.get(nid, [])
             return IDLE
         new_splits, wm = op.read(
-            dep.splits.get(nid, []), dep.no_more_splits.get(nid, False), dep.max_records, dep.max_bytes, out
+            dep.splits.get(nid, []),
+            dep.no_more_splits.get(nid, False),
+            dep.max_records,
+            dep.max_bytes,
+            out,
+            emit,
+            SLICE if emit else 0,
         )
         report.splits[nid] = new_splits
         return wm
