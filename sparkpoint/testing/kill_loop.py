@@ -48,7 +48,15 @@ from pathlib import Path
 from sparkpoint.storage.checkpoint_storage import latest_completed
 from sparkpoint.storage.file_systems import storage_options_for
 
-__all__ = ["ALL_FAULT_POINTS", "FAULT_POINTS", "KillLoop", "KillLoopResult", "read_committed_lines", "run_command"]
+__all__ = [
+    "ALL_FAULT_POINTS",
+    "FAULT_POINTS",
+    "KillLoop",
+    "KillLoopResult",
+    "kill_loop_conf",
+    "read_committed_lines",
+    "run_command",
+]
 
 FAULT_POINTS = ("barrier", "metadata-write", "after-metadata", "after-commit")
 # and the points inside the protocol: the asynchronous upload, the middle of a sink's commit
@@ -73,6 +81,24 @@ class KillLoopResult:
     last_epochs: list = field(default_factory=list)  # per round: its last epoch line's
     seconds: float = 0.0
     log: list = field(default_factory=list)
+
+
+def kill_loop_conf(checkpoints: Path | str, target: str = "local", **keys: object) -> dict:
+    """The configuration of a job under a kill loop, ``keys`` over it: checkpoints into ``checkpoints`` (a local
+    directory or a URL) every second, the last three kept and retained when a round ends (the next round restores
+    one), parallelism 2, no restart strategy (a round that fails ends: the loop restores, not the job itself), and
+    on Spark an embedded ``local[2]`` without its web UI."""
+    return {
+        "execution.target": target,
+        "execution.checkpointing.interval": "1 s",
+        "state.checkpoints.dir": checkpoints.as_uri() if isinstance(checkpoints, Path) else checkpoints,
+        "state.checkpoints.num-retained": 3,
+        "execution.checkpointing.externalized-checkpoint-retention": "RETAIN_ON_CANCELLATION",
+        "parallelism.default": 2,
+        "restart-strategy.type": "none",
+        **({"spark.master": "local[2]", "spark.ui.enabled": "false"} if target == "spark" else {}),
+        **keys,
+    }
 
 
 def run_command(

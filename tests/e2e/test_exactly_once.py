@@ -21,7 +21,7 @@ import pytest
 
 from sparkpoint.connectors.events import EventSpec, generate_events
 from sparkpoint.testing.job_report import LISTENER, REPORT_DIR_KEY, read_job_reports
-from sparkpoint.testing.kill_loop import KillLoop, read_committed_lines
+from sparkpoint.testing.kill_loop import KillLoop, kill_loop_conf, read_committed_lines
 from tests.checkpoint.kinds import checkpoint_kinds
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,17 +39,7 @@ def oracle(n: int) -> Counter:
 
 def checkpoint_conf(ckpt: Path | str, target: str) -> dict:
     """The seed job's configuration, checkpoints into ``ckpt`` (a local directory or a URL)."""
-    return {
-        "execution.target": target,
-        "execution.checkpointing.interval": "1 s",
-        "state.checkpoints.dir": ckpt.as_uri() if isinstance(ckpt, Path) else ckpt,
-        "state.checkpoints.num-retained": 3,
-        "execution.checkpointing.externalized-checkpoint-retention": "RETAIN_ON_CANCELLATION",
-        "execution.epoch.max-records": 20_000,
-        "parallelism.default": 2,
-        "restart-strategy.type": "none",
-        **({"spark.master": "local[2]", "spark.ui.enabled": "false"} if target == "spark" else {}),
-    }
+    return kill_loop_conf(ckpt, target, **{"execution.epoch.max-records": 20_000})
 
 
 def reporting(directory: Path) -> dict:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from sparkpoint.checkpoint.loader import load_checkpoint
-from sparkpoint.testing.kill_loop import KillLoop, read_committed_lines
+from sparkpoint.testing.kill_loop import KillLoop, kill_loop_conf, read_committed_lines
 from tests.connectors.test_file_source_relist import write_files
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,18 +34,15 @@ def _split_ids(checkpoints: Path) -> set[str]:
 def test_cut_file_splits_are_read_exactly_once_across_kills(tmp_path):
     written = write_files(tmp_path / "in", 0, 3, lines=130_000)  # ~2.4 MB a file
     seen_ids: set[str] = set()
-    conf = {
-        "execution.target": "local",
-        "execution.checkpointing.interval": "300 ms",
-        "state.checkpoints.dir": (tmp_path / "ck").as_uri(),
-        "state.checkpoints.num-retained": 2,
-        "execution.checkpointing.externalized-checkpoint-retention": "RETAIN_ON_CANCELLATION",
-        "execution.epoch.max-records": 5_000,
-        "sparkpoint.epoch.adaptive": "false",
-        "parallelism.default": 2,
-        "restart-strategy.type": "none",
-        "sparkpoint.local-state-dir": str(tmp_path / "local"),
-    }
+    conf = kill_loop_conf(
+        tmp_path / "ck",
+        **{
+            "execution.checkpointing.interval": "300 ms",
+            "execution.epoch.max-records": 5_000,
+            "sparkpoint.epoch.adaptive": "false",
+            "sparkpoint.local-state-dir": str(tmp_path / "local"),
+        },
+    )
     loop = KillLoop(
         JOB,
         ["--input", str(tmp_path / "in"), "--output", str(tmp_path / "out")],

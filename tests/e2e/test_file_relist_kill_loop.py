@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkpoint.testing.kill_loop import KillLoop, read_committed_lines
+from sparkpoint.testing.kill_loop import KillLoop, kill_loop_conf, read_committed_lines
 from tests.connectors.test_file_source_relist import write_files
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,17 +31,14 @@ def test_files_added_between_kills_are_read_exactly_once(tmp_path):
         written.extend(new)
         added_after_restores.extend(new)
 
-    conf = {
-        "execution.target": "local",
-        "execution.checkpointing.interval": "500 ms",
-        "state.checkpoints.dir": (tmp_path / "ck").as_uri(),
-        "state.checkpoints.num-retained": 2,
-        "execution.checkpointing.externalized-checkpoint-retention": "RETAIN_ON_CANCELLATION",
-        "execution.epoch.max-records": 20,
-        "parallelism.default": 2,
-        "restart-strategy.type": "none",
-        "sparkpoint.local-state-dir": str(tmp_path / "local"),
-    }
+    conf = kill_loop_conf(
+        tmp_path / "ck",
+        **{
+            "execution.checkpointing.interval": "500 ms",
+            "execution.epoch.max-records": 20,
+            "sparkpoint.local-state-dir": str(tmp_path / "local"),
+        },
+    )
     loop = KillLoop(
         JOB,
         ["--input", str(tmp_path / "in"), "--output", str(tmp_path / "out"), "--delay-ms", "2"],
