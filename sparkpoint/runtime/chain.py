@@ -130,9 +130,10 @@ def record_wise_run(
 ) -> list[int]:
     """The operators at the head of a stage (behind its source, or first, taking the exchange's records) that take
     their records one by one and emit nothing on time (map, filter, a timestamp assigner), each the only consumer
-    of the one before (within the stage and beyond it: only the last one's records are kept whole); [] if none. :func:`run_operators` takes the records through all of them :data:`SLICE` at a
-    time, so a slice's records are still in the processor's caches when the next operator takes them (an epoch's
-    records at once went through each operator from memory)."""
+    of the one before (within the stage and beyond it: only the last one's records are kept whole); [] if none.
+    :func:`run_operators` takes the records through all of them :data:`SLICE` at a time, so a slice's records are
+    still in the processor's caches when the next operator takes them (an epoch's records at once went through
+    each operator from memory)."""
     if not stage.nodes:
         return []
     nid = stage.nodes[0]
