@@ -265,7 +265,10 @@ class FileSourceReader(SourceReader):
         block = _FIRST_BLOCK
         with _opened(split) as f:
             while True:
-                result = self._read_from(f, split, min(piece, max_records - lines), max_bytes - size, block)
+                # a line longer than what is left of max_bytes is read whole only as a read's first, as in read()
+                result = self._read_from(f, split, min(piece, max_records - lines), max_bytes - size, block, not lines)
+                if not result.values and not result.size and not result.split.finished:
+                    return  # the next line does not fit the bytes left
                 yield result
                 lines += result.split.position[1] - (split.position or (0, 0))[1]
                 size += result.size
@@ -275,10 +278,16 @@ class FileSourceReader(SourceReader):
                 block = max(_FIRST_BLOCK, result.size * 21 // 20)
 
     def _read_from(
-        self, f: Any, split: SourceSplit, max_records: int, max_bytes: int, block: int = _FIRST_BLOCK
+        self,
+        f: Any,
+        split: SourceSplit,
+        max_records: int,
+        max_bytes: int,
+        block: int = _FIRST_BLOCK,
+        long_line: bool = True,
     ) -> ReadResult:
         """Whole lines of the open file ``f`` from ``split``'s position, parsed (``block``: the bytes to read
-        first)."""
+        first; ``long_line``: a first line longer than ``max_bytes`` is read whole, else nothing is read)."""
         offset, lines_read = split.position or (0, 0)
         end = split_end(split)
         if end is not None:  # a cut split: its lines stop before end, a line start
@@ -286,13 +295,13 @@ class FileSourceReader(SourceReader):
         text: tuple[list[str], int, bool] | None = None
         f.seek(offset)
         if type(self.fmt) is TextLineFormat and byte_exact(self.fmt.charset):  # decode the read at once
-            text = _read_text_lines(f, max(1, max_records), max(1, max_bytes), self.fmt.charset, block)
+            text = _read_text_lines(f, max(1, max_records), max(1, max_bytes), self.fmt.charset, block, long_line)
         if text is not None:
             values, consumed, at_end = text
             malformed: list = []
             lines = len(values)
         else:
-            raw, consumed, at_end = _read_lines(f, max(1, max_records), max(1, max_bytes))
+            raw, consumed, at_end = _read_lines(f, max(1, max_records), max(1, max_bytes), long_line)
             values, malformed = self._parse(raw, lines_read, split_path(split))
             lines = len(raw)
         at_end = at_end or (end is not None and offset + consumed >= end)
@@ -360,13 +369,13 @@ def _opened(split: SourceSplit) -> Iterator[Any]:
         raise FileVanishedError(split_path(split), offset, lines_read) from e
 
 
-def _read_lines(f: Any, max_records: int, max_bytes: int) -> tuple[list[bytes], int, bool]:
+def _read_lines(f: Any, max_records: int, max_bytes: int, long_line: bool = True) -> tuple[list[bytes], int, bool]:
     """Whole lines from ``f``'s position: at most ``max_records`` lines and ``max_bytes``
     bytes, except that one line longer than ``max_bytes`` is read whole.
 
     Returns the lines (without ``\\n``), the bytes consumed and whether the file ended.
     """
-    body, eof = _read_body(f, max_records, max_bytes)
+    body, eof = _read_body(f, max_records, max_bytes, long_line=long_line)
     lines = body.split(b"\n") if body else []
     if body.endswith(b"\n"):
         lines.pop()
@@ -377,12 +386,12 @@ def _read_lines(f: Any, max_records: int, max_bytes: int) -> tuple[list[bytes], 
 
 
 def _read_text_lines(
-    f: Any, max_records: int, max_bytes: int, charset: str, block: int = _FIRST_BLOCK
+    f: Any, max_records: int, max_bytes: int, charset: str, block: int = _FIRST_BLOCK, long_line: bool = True
 ) -> tuple[list[str], int, bool] | None:
     """:func:`_read_lines` decoded, the body at once (no bytes object per line); None if it does not decode
     (``f`` is then back where it was)."""
     start = f.tell()
-    body, eof = _read_body(f, max_records, max_bytes, block)
+    body, eof = _read_body(f, max_records, max_bytes, block, long_line)
     try:
         text = body.decode(charset)
     except UnicodeDecodeError:
@@ -405,10 +414,12 @@ def _without_carriage_returns(lines: list[str], text: str) -> list[str]:
     return [line[:-1] if line.endswith("\r") else line for line in lines] if "\r" in text else lines
 
 
-def _read_body(f: Any, max_records: int, max_bytes: int, block: int = _FIRST_BLOCK) -> tuple[bytes, bool]:
+def _read_body(
+    f: Any, max_records: int, max_bytes: int, block: int = _FIRST_BLOCK, long_line: bool = True
+) -> tuple[bytes, bool]:
     """The bytes of whole lines from ``f``'s position, at least ``max_records`` lines where the file and
-    ``max_bytes`` allow (one line longer than ``max_bytes`` whole), and whether the file ended there (``block``:
-    the bytes read first)."""
+    ``max_bytes`` allow (one line longer than ``max_bytes`` whole, unless not ``long_line``: then none), and
+    whether the file ended there (``block``: the bytes read first)."""
     pieces: list[bytes] = []
     size = newlines = 0
     want = min(block, max_bytes)
@@ -431,6 +442,8 @@ def _read_body(f: Any, max_records: int, max_bytes: int, block: int = _FIRST_BLO
     buf = pieces[0] if len(pieces) == 1 else b"".join(pieces)
     if eof:
         body = buf
+    elif newlines == 0 and not long_line:  # a line longer than max_bytes, not wanted
+        body = b""
     elif newlines == 0:  # one line longer than max_bytes: read the rest of it
         body = buf + f.readline()
         eof = not body.endswith(b"\n")

@@ -114,12 +114,17 @@ def out_of_range_error(timestamp: Any, what: str) -> ValueError:
 class Output:
     """What an operator emitted during one call: main records and side outputs."""
 
-    __slots__ = ("values", "timestamps", "side")
+    __slots__ = ("values", "timestamps", "side", "passed")
 
     def __init__(self) -> None:
         self.values: list = []
         self.timestamps: list = []
         self.side: dict[str, tuple[list, list]] = {}
+        self.passed = 0  # records emitted straight to the operator after it, a slice at a time, not kept here
+
+    def emitted(self) -> int:
+        """The main records emitted: those kept and those passed on."""
+        return len(self.values) + self.passed
 
     def collect(self, value: Any, timestamp: int | None) -> None:
         self.values.append(value)

@@ -119,10 +119,11 @@ def _run_head(
         if type(values) is Coded:  # from an exchange, as _run_operator gives them
             values = values.values()
         sliced.push(values, timestamp_list(timestamps))
-        return sliced.finish(min_watermark(inputs.watermarks[nid]), dep, report)
+        return sliced.finish(min_watermark(inputs.watermarks[nid]), dep)
     out = Output()
     wm = _run_operator(nid, op, dep, inputs, out, report, sliced.push)
-    return [(nid, out, wm), *sliced.finish(min_watermark([wm]), dep, report)]
+    out.passed = sliced.taken[sliced.run[0]]
+    return [(nid, out, wm), *sliced.finish(min_watermark([wm]), dep)]
 
 
 def record_wise_run(
@@ -181,18 +182,16 @@ class _SlicedRun:
                 ops[nid].process_batch(v, t, out)
                 v, t = out.values, out.timestamps
 
-    def finish(
-        self, watermark: int | None, dep: TaskDeployment, report: TaskReport
-    ) -> list[tuple[int, Output, int | None]]:
+    def finish(self, watermark: int | None, dep: TaskDeployment) -> list[tuple[int, Output, int | None]]:
         """Each operator's watermark, processing time and counts after the records; each with its output (the
-        last's, whole)."""
+        last's whole, the others' passed on: what the next took)."""
         results = []
         wm = watermark
         for nid, after in zip(self.run, [*self.run[1:], None]):
             out = self.last if after is None else Output()
-            emitted = None if after is None else self.taken[after]  # the slices' outputs are gone: what the next took
-            wm = _time_and_counts(self.ops[nid], wm, dep, out, self.taken[nid], emitted)
-            report.records_out += emitted or 0
+            if after is not None:
+                out.passed = self.taken[after]
+            wm = _time_and_counts(self.ops[nid], wm, dep, out, self.taken[nid])
             results.append((nid, out, wm))
         return results
 
@@ -240,19 +239,14 @@ def _run_operator(
                 op.process_each(values, timestamps, out, process)
             else:
                 process(values, timestamps, out)  # type: ignore[misc]
-    return _time_and_counts(op, min_watermark(inputs.watermarks[nid]), dep, out, records_in, None)
+    return _time_and_counts(op, min_watermark(inputs.watermarks[nid]), dep, out, records_in)
 
 
 def _time_and_counts(
-    op: StreamOperator,
-    watermark: int | None,
-    dep: TaskDeployment,
-    out: Output,
-    records_in: int,
-    records_out: int | None,
+    op: StreamOperator, watermark: int | None, dep: TaskDeployment, out: Output, records_in: int
 ) -> int | None:
-    """An operator's input watermark and processing time after its records, and its record counts (``records_out``:
-    what it emitted, if not ``out``'s); returns its output watermark."""
+    """An operator's input watermark and processing time after its records, and its record counts; returns its
+    output watermark."""
     wm = op.process_watermark(watermark, out)
     # at end of input (+inf) processing-time timers fire too, so no window is lost; while a stop's savepoint
     # completes, processing time stands still
@@ -261,7 +255,7 @@ def _time_and_counts(
     # Flink's operator I/O metrics, for chained operators too (a source counts what it reads itself)
     if records_in:
         op.task.counter(op.uid, "numRecordsIn", records_in)
-    emitted = len(out.values) if records_out is None else records_out
+    emitted = out.emitted()
     if emitted:
         op.task.counter(op.uid, "numRecordsOut", emitted)
     return wm

@@ -152,7 +152,7 @@ def _run_task(
     report.phase_ms["gc"] = gc_timer.ms
     report.metrics = task.metrics
     report.user_metrics = report_user_metrics(task.user_metrics)
-    report.records_out += sum(len(o.values) for o in outputs.values())  # (a sliced run's counted as it ran)
+    report.records_out += sum(o.emitted() for o in outputs.values())
     report.duration_ms = (time.perf_counter() - started) * 1000  # updated after encoding, below
     reports = [report]
     return blobs(plan, stage_id, subtask, routed, out_watermarks, reports, started), reports

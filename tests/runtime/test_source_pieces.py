@@ -13,6 +13,7 @@ from sparkpoint.common import Duration, Time, Types, WatermarkStrategy
 from sparkpoint.common.watermark_strategy import TimestampAssigner
 from sparkpoint.connectors.base import SourceSplit
 from sparkpoint.connectors.files import FileSourceReader, TextLineFormat
+from sparkpoint.connectors.line_formats import CsvFormat
 from sparkpoint.datastream import TumblingEventTimeWindows
 from sparkpoint.datastream.connectors.file_system import FileSource, StreamFormat
 from sparkpoint.errors import MalformedRecordError
@@ -130,3 +131,86 @@ def test_pieces_of_a_cut_split_read_back_its_lines_with_positions(tmp_path, seed
     assert positions[-1] == (end, end_line)
     for offset, line_count in positions:  # every piece ends at the start of the line it counts up to
         assert offset == sum(len(line) + 1 for line in lines[:line_count])
+
+
+def test_a_source_counts_the_records_it_passed_to_the_run(make_env, tmp_path, monkeypatch):
+    """The records a source handed to the run piece by piece count as its output: in the task's report (whether
+    sources may run ahead) and, in continuous mode, in what a source subtask read since the last barrier (the
+    bound of ``execution.epoch.max-records`` between barriers)."""
+    from sparkpoint.runtime import task as task_module
+    from sparkpoint.runtime.continuous.stream_task import ContinuousTask
+
+    run_task, reported = task_module._run_task, []
+
+    def recording(plan, stage_id, *args, **kwargs):
+        result = run_task(plan, stage_id, *args, **kwargs)
+        reported.extend(r.records_out for r in result[1] if r.stage_id == 0)
+        return result
+
+    monkeypatch.setattr(task_module, "_run_task", recording)
+    env = make_env("local")
+    env.set_parallelism(1)
+    source = FileSource.for_record_stream_format(StreamFormat.text_line_format(), _write_numbers(tmp_path / "n", 1_000))
+    env.from_source(source.build(), WatermarkStrategy.no_watermarks(), "n").filter(lambda x: False).print()
+    env.execute()
+    assert sum(reported) == 1_000  # read and passed on, though the filter kept none
+
+    run_chain, reads = ContinuousTask._run_chain, []
+
+    def counting(self, inputs, born):
+        n = run_chain(self, inputs, born)
+        if self.is_source:
+            reads.append(n)
+        return n
+
+    monkeypatch.setattr(ContinuousTask, "_run_chain", counting)
+    env = make_env("local", **{"sparkpoint.execution.mode": "continuous", "execution.epoch.max-records": 500})
+    env.set_parallelism(1)
+    source = FileSource.for_record_stream_format(StreamFormat.text_line_format(), _write_numbers(tmp_path / "m", 3_000))
+    env.from_source(source.build(), WatermarkStrategy.no_watermarks(), "m").map(str.strip).print()
+    env.execute()
+    assert sum(reads) == 3_000 and max(reads) <= 500, reads
+
+
+def _messy_file(rng: random.Random) -> bytes:
+    """Lines of CSV, blank lines, lines that do not decode, CRLF or LF, maybe a header, maybe no last newline."""
+    lines = []
+    for _ in range(rng.randint(1, 60)):
+        kind = rng.random()
+        lines.append(
+            b""
+            if kind < 0.1
+            else b"bad\xff,1"
+            if kind < 0.15
+            else f"{rng.randint(0, 999)},{rng.choice('abc')}".encode() * rng.randint(1, 3)
+        )
+    eol = rng.choice([b"\n", b"\r\n"])
+    data = (b"h1,h2" + eol if rng.random() < 0.3 else b"") + b"".join(line + eol for line in lines)
+    return data[: -len(eol)] if rng.random() < 0.3 else data
+
+
+def test_a_read_in_pieces_is_the_read_at_once(tmp_path):
+    """Records, malformed lines (with their line numbers), the position reached, the end and the bytes read: the
+    same whether a split's read comes whole or in pieces, whatever the bounds."""
+    rng = random.Random(5)
+    for case in range(400):
+        data = _messy_file(rng)
+        path = tmp_path / f"f{case}"
+        path.write_bytes(data)
+        starts = [0] + [i + 1 for i, b in enumerate(data) if b == 10 and i + 1 < len(data)]
+        start = rng.choice(starts)
+        end = rng.choice([s for s in starts if s > start] + [len(data)])
+        info = {"end": end} if end < len(data) else {}
+        split = SourceSplit(str(path), (start, starts.index(start)), info=info)
+        fmt = rng.choice([TextLineFormat(), CsvFormat(",", None, True), CsvFormat(",", [int, str], rng.random() < 0.5)])
+        reader, max_records, max_bytes = FileSourceReader(fmt), rng.randint(1, 40), rng.randint(1, 400)
+        whole = reader.read(split, max_records, max_bytes)
+        pieces = list(reader.read_pieces(split, max_records, max_bytes, rng.randint(1, 10)))
+        got = (
+            [v for p in pieces for v in p.values],
+            [m for p in pieces for m in p.malformed],
+            pieces[-1].split.position,
+            pieces[-1].split.finished,
+            sum(p.size for p in pieces),
+        )
+        assert got == (whole.values, whole.malformed, whole.split.position, whole.split.finished, whole.size), case

@@ -246,10 +246,10 @@ class ContinuousTask:
         if self.is_source:
             self.dep.splits.update(self.report.splits)
             born = now
-        self.report.records_out += sum(len(o.values) for o in outputs.values())
+        self.report.records_out += sum(o.emitted() for o in outputs.values())
         routed = route(self.plan, self.stage.id, self.subtask, outputs, out_watermarks)
         self.writer.add(routed, out_watermarks, born)
-        return sum(len(outputs[nid].values) for nid in self.source_nodes)
+        return sum(outputs[nid].emitted() for nid in self.source_nodes)
 
     # -- the driver's messages ----------------------------------------------------------------
     def _control(self, message: Any) -> None:
