@@ -154,6 +154,21 @@ class JobPlan:
             node = self.nodes[node.inputs[0].source]
         return self.max_parallelism if getattr(node.source, "parallel", True) else 1
 
+    def stamped_after(self, node_id: int) -> bool:
+        """Whether an operator downstream of ``node_id`` assigns timestamps and watermarks of its own
+        (``assign_timestamps_and_watermarks``): its subtask's watermark follows what that subtask has seen, so a
+        record read after later ones in event time may be late there, whatever split it comes from."""
+        seen, todo = set(), [node_id]
+        while todo:
+            nid = todo.pop()
+            for n in self.nodes.values():
+                if n.id not in seen and any(e.source == nid for e in n.inputs):
+                    if n.kind == "assign_timestamps":
+                        return True
+                    seen.add(n.id)
+                    todo.append(n.id)
+        return False
+
     def sink_nodes(self) -> list[int]:
         """The nodes that run a sink (a :class:`~sparkpoint.connectors.base.Sink`; not print or collect)."""
         return [n.id for n in self.nodes.values() if n.kind == "sink"]

@@ -8,14 +8,18 @@ from __future__ import annotations
 
 import random
 import re
+from collections import Counter
+from pathlib import Path
 
 import pytest
 
-from sparkpoint.common import WatermarkStrategy
+from sparkpoint.common import Time, WatermarkStrategy
+from sparkpoint.common.watermark_strategy import TimestampAssigner
 from sparkpoint.connectors import file_splits
 from sparkpoint.connectors.base import SourceSplit
 from sparkpoint.connectors.file_splits import balance, split_path, unread_bytes
 from sparkpoint.connectors.files import FileSourceReader, FileSplitEnumerator, TextLineFormat
+from sparkpoint.datastream import TumblingEventTimeWindows
 from sparkpoint.datastream.connectors.file_system import FileSource, StreamFormat
 from sparkpoint.errors import SparkpointError
 
@@ -156,3 +160,51 @@ def test_a_subtask_holding_nothing_gets_no_part_of_a_file(tmp_path, small_pieces
     taken = {0: [split], 1: [SourceSplit(path + ".other", (0, 0), info={"size": 1})]}  # still reading: it may
     balance(taken)
     assert len(small_pieces) == 1 and split_path(taken[1][1]) == path
+
+
+class _FirstNumber(TimestampAssigner):
+    def extract_timestamp(self, value, record_timestamp):
+        return int(value.split("-")[0])
+
+
+def _timed_files(directory: Path, sizes: list[int]) -> list[int]:
+    """Files of lines ``<time>-<filler>``, event time rising through each file and from one file to the next;
+    returns the times."""
+    directory.mkdir()
+    times, t = [], 0
+    for i, n in enumerate(sizes):
+        lines = []
+        for _ in range(n):
+            t += 1
+            lines.append(f"{t}-{'x' * 20}")
+            times.append(t)
+        _write(directory / f"f{i}.txt", lines, "\n")
+    return times
+
+
+@pytest.mark.parametrize("per_split", [False, True])
+def test_cuts_make_no_record_late(make_env, tmp_path, small_pieces, per_split):
+    """The rest of a cut file goes to a subtask that may have read later times already. Where watermarks are the
+    splits' own (a strategy at the source), the part keeps its first part's and nothing comes late; where an
+    operator after the source stamps records (its subtask's watermark follows what it saw), files are not cut."""
+    times = _timed_files(tmp_path / "in", [40, 900, 600])
+    env = make_env("local", **{"execution.epoch.max-records": 50, "sparkpoint.epoch.adaptive": "false"})
+    env.set_parallelism(2)
+    source = FileSource.for_record_stream_format(StreamFormat.text_line_format(), str(tmp_path / "in")).build()
+    strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(_FirstNumber())
+    if per_split:
+        stamped = env.from_source(source, strategy, "f")
+    else:
+        stamped = env.from_source(source, WatermarkStrategy.no_watermarks(), "f").assign_timestamps_and_watermarks(
+            strategy
+        )
+    counts = (
+        stamped.map(lambda line: (int(line.split("-")[0]) // 50, 1))
+        .key_by(lambda kv: kv[0])
+        .window(TumblingEventTimeWindows.of(Time.milliseconds(50)))
+        .reduce(lambda a, b: (a[0], a[1] + b[1]))
+    )
+    got = sorted(counts.execute_and_collect())
+    expected = sorted(Counter(t // 50 for t in times).items())
+    assert got == expected
+    assert bool(small_pieces) == per_split, small_pieces
