@@ -72,15 +72,8 @@ def deploy_stages(
     # Step 1. Fix each source subtask's input for the epoch.
     has_sources = any(s.is_source_stage for s in stages)
     held = has_sources and sources_held(epoch)  # a crash test's bound on how far this run may read
-    # a cut gives the rest of a split to a subtask that may have read further in event time: only where watermarks
-    # are the splits' own (a timestamp assigner after the source follows its subtask, the part would come late)
     assignments = (
-        {
-            nid: sc.assign(settings.max_bytes, cut_splits and not plan.stamped_after(nid))
-            for nid, sc in progress.sources.items()
-        }
-        if has_sources
-        else {}
+        {nid: sc.assign(settings.max_bytes, cut_splits) for nid, sc in progress.sources.items()} if has_sources else {}
     )
     keyed = any(s.keyed for s in stages)
     uploads = coordinator.options_for_epoch(epoch) if coordinator is not None and keyed else {}
