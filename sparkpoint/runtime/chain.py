@@ -19,6 +19,7 @@ from sparkpoint.common.watermark_strategy import MAX_WATERMARK
 from sparkpoint.operators.base import IDLE, Output, StreamOperator
 from sparkpoint.operators.basic import FilterOperator, MapOperator, TimestampsAndWatermarksOperator
 from sparkpoint.operators.coded import Coded, timestamp_list
+from sparkpoint.operators.sinks import SinkOperator
 from sparkpoint.operators.source import Emit, SourceOperator
 from sparkpoint.runtime.exchange import decode_blob
 from sparkpoint.runtime.graph import StagePlan, StreamEdge
@@ -30,7 +31,9 @@ __all__ = ["SLICE", "Inputs", "concat_batches", "min_watermark", "read_inputs", 
 
 #: Records a slice of the record-wise run behind a source carries through its operators at once.
 SLICE = 8192
-_RECORD_WISE = (MapOperator, FilterOperator, TimestampsAndWatermarksOperator)  # nothing on time, nothing aside
+# nothing on time, nothing aside; a sink's writer takes a slice as it takes an epoch (continuous mode's tasks give
+# it a batch at a time), so the records it writes are not all held at once
+_RECORD_WISE = (MapOperator, FilterOperator, TimestampsAndWatermarksOperator, SinkOperator)
 
 
 @dataclass
@@ -130,8 +133,9 @@ def record_wise_run(
     stage: StagePlan, ops: dict[int, StreamOperator], children: dict[int, list[StreamEdge]]
 ) -> list[int]:
     """The operators at the head of a stage (behind its source, or first, taking the exchange's records) that take
-    their records one by one and emit nothing on time (map, filter, a timestamp assigner), each the only consumer
-    of the one before (within the stage and beyond it: only the last one's records are kept whole); [] if none.
+    their records one by one and emit nothing on time (map, filter, a timestamp assigner, a sink), each the only
+    consumer of the one before (within the stage and beyond it: only the last one's records are kept whole); [] if
+    none.
     :func:`run_operators` takes the records through all of them :data:`SLICE` at a time, so a slice's records are
     still in the processor's caches when the next operator takes them (an epoch's records at once went through
     each operator from memory)."""

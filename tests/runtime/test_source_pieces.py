@@ -14,7 +14,7 @@ from sparkpoint.common.watermark_strategy import TimestampAssigner
 from sparkpoint.connectors.base import SourceSplit
 from sparkpoint.connectors.files import FileSourceReader, TextLineFormat
 from sparkpoint.connectors.line_formats import CsvFormat
-from sparkpoint.datastream import TumblingEventTimeWindows
+from sparkpoint.datastream import SinkFunction, TumblingEventTimeWindows
 from sparkpoint.datastream.connectors.file_system import FileSource, StreamFormat
 from sparkpoint.errors import MalformedRecordError
 from sparkpoint.runtime import chain
@@ -214,3 +214,28 @@ def test_a_read_in_pieces_is_the_read_at_once(tmp_path):
             sum(p.size for p in pieces),
         )
         assert got == (whole.values, whole.malformed, whole.split.position, whole.split.finished, whole.size), case
+
+
+class LoggedSink(SinkFunction):
+    def invoke(self, value, context):
+        LOG.append(f"sink {value}")
+
+
+def test_a_sink_writes_each_piece_before_the_next_is_read(make_env, tmp_path, logged_reads):
+    """A sink at the end of the run takes each piece's records as they come, so an epoch's output is not held whole
+    until the end of the task (a pass-through job's memory followed its epoch's size)."""
+    n = 10_500
+    env = make_env("local", **{"execution.epoch.max-records": 4_000})
+    source = FileSource.for_record_stream_format(StreamFormat.text_line_format(), _write_numbers(tmp_path / "n", n))
+    numbers = env.from_source(source.build(), WatermarkStrategy.no_watermarks(), "numbers").map(logged_int)
+    numbers.filter(lambda x: x % 3 == 0).add_sink(LoggedSink()).uid("logged")
+    metrics = env.execute().metrics
+    assert metrics["logged"]["numRecordsIn"] == len(range(0, n, 3))
+    reads = [i for i, e in enumerate(logged_reads) if e.startswith("read")]
+    sizes = [int(logged_reads[i].split()[1]) for i in reads]
+    assert sum(sizes) == n and max(sizes) == PIECE, sizes
+    first = 0
+    for i, j, size in zip(reads, [*reads[1:], len(logged_reads)], sizes):
+        piece = range(first, first + size)
+        assert logged_reads[i + 1 : j] == ["map"] * size + [f"sink {x}" for x in piece if x % 3 == 0]
+        first += size
