@@ -88,6 +88,9 @@ class SplitEnumerator(abc.ABC):
     #: whether the enumerator may cut a split it handed out (set by the runtime: in epoch mode the driver knows
     #: where every split is read to at each assignment; a long-running task of continuous mode reads on)
     cut_splits: bool = False
+    #: whether a cut must keep every subtask's splits in the hand-out order (set by the runtime where an operator
+    #: after the source assigns timestamps: its watermark follows what its subtask has read)
+    cuts_in_order: bool = False
 
     @abc.abstractmethod
     def discover(self) -> None:

@@ -8,6 +8,11 @@ the largest unread split of the most loaded subtask in two at a line start and g
 least loaded one, until the loads differ by less than two pieces of :data:`MIN_PIECE` bytes. Only subtasks
 still reading take part: one that holds nothing may have ended its input (sent the end of event time).
 
+Where an operator after the source assigns timestamps and watermarks, its subtask's watermark follows what that
+subtask has read, and a part of a file read after a later file would come late there. Such a source cuts in order
+(``frontier``): a part goes only to a subtask that was given nothing after it in the hand-out order (modification
+time, path, byte), so every subtask still reads its input in that order, as without cuts.
+
 A cut split keeps its id (the path) and gets an ``end`` (the byte its lines stop before); the second part is a
 new split (id ``path#offset``, ``path`` in its info) starting at that line with the number of lines before it,
 so error locations (``path:line``) and a CSV header (line 1) stay what they were. Cutting needs the driver to
@@ -23,12 +28,16 @@ from fsspec.core import url_to_fs
 
 from sparkpoint.connectors.base import SourceSplit
 
-__all__ = ["MIN_PIECE", "balance", "split_path", "split_end", "unread_bytes"]
+__all__ = ["MIN_PIECE", "Frontier", "balance", "order_key", "split_path", "split_end", "unread_bytes"]
 
 MIN_PIECE = 1 << 20  # bytes: a part smaller than this is not worth a cut
 _BLOCK = 4 << 20  # bytes read at a time to count the lines before a cut
 
 logger = logging.getLogger(__name__)
+
+#: per subtask, the :func:`order_key` of the last split it was given
+Frontier = dict[int, tuple[float, str, int]]
+_NONE = (float("-inf"), "", -1)  # before every split: a subtask given nothing yet
 
 
 def split_path(split: SourceSplit) -> str:
@@ -42,6 +51,11 @@ def split_end(split: SourceSplit) -> int | None:
     return None if end is None else int(end)
 
 
+def order_key(split: SourceSplit) -> tuple[float, str, int]:
+    """Where a split's lines start in the order files are handed out: modification time, path, byte."""
+    return float(split.info.get("mtime", 0.0)), split_path(split), int(split.info.get("start", 0))
+
+
 def unread_bytes(split: SourceSplit) -> int:
     """What is left of a file split: its end (or the file's size) less the offset read to."""
     offset = split.position[0] if split.position else 0
@@ -49,9 +63,10 @@ def unread_bytes(split: SourceSplit) -> int:
     return max(0, (int(split.info.get("size", 0)) if end is None else end) - offset)
 
 
-def balance(taken: dict[int, list[SourceSplit]]) -> None:
+def balance(taken: dict[int, list[SourceSplit]], frontier: Frontier | None = None) -> None:
     """Cut splits until no subtask holds two :data:`MIN_PIECE` more unread bytes than another (see the module);
-    ``taken`` (each subtask's unfinished splits) is changed in place."""
+    ``taken`` (each subtask's unfinished splits) is changed in place. With a ``frontier`` (cuts in order), only a
+    split that starts after the last one the receiving subtask was given is cut, and the frontier follows."""
     while len(taken) > 1:
         load = {i: sum(map(unread_bytes, splits)) for i, splits in taken.items()}
         reading = [i for i in load if load[i]]  # a subtask with nothing left may have ended its input (+inf)
@@ -61,8 +76,11 @@ def balance(taken: dict[int, list[SourceSplit]]) -> None:
         gap = load[heavy] - load[light]
         if gap < 2 * MIN_PIECE:
             return
-        largest = max(taken[heavy], key=unread_bytes)
-        if unread_bytes(largest) < 2 * MIN_PIECE:
+        after = (
+            taken[heavy] if frontier is None else [s for s in taken[heavy] if order_key(s) > frontier.get(light, _NONE)]
+        )
+        largest = max(after, key=unread_bytes, default=None)
+        if largest is None or unread_bytes(largest) < 2 * MIN_PIECE:
             return
         try:
             parts = _cut(largest, unread_bytes(largest) - min(gap // 2, unread_bytes(largest) // 2))
@@ -74,6 +92,8 @@ def balance(taken: dict[int, list[SourceSplit]]) -> None:
         head, tail = parts
         taken[heavy] = [head if s is largest else s for s in taken[heavy]]
         taken[light].append(tail)
+        if frontier is not None:
+            frontier[light] = order_key(tail)
 
 
 def _cut(split: SourceSplit, keep: int) -> tuple[SourceSplit, SourceSplit] | None:
@@ -106,6 +126,6 @@ def _cut(split: SourceSplit, keep: int) -> tuple[SourceSplit, SourceSplit] | Non
         (cut, lines_before + 1),
         generator=split.generator,
         watermark=split.watermark,
-        info={**split.info, "path": path, "end": stop},
+        info={**split.info, "path": path, "start": cut, "end": stop},
     )
     return head, tail

@@ -37,7 +37,7 @@ from sparkpoint.connectors.file_sink import (  # the sink side; re-exported for 
     _display,
     cleanup_leftovers,
 )
-from sparkpoint.connectors.file_splits import balance, split_end, split_path, unread_bytes
+from sparkpoint.connectors.file_splits import Frontier, balance, order_key, split_end, split_path, unread_bytes
 from sparkpoint.connectors.line_formats import (  # re-exported for existing imports
     CsvFormat,
     JsonLinesFormat,
@@ -162,6 +162,8 @@ class FileSplitEnumerator(SplitEnumerator):
         self.listed = False
         self._last_listing: float | None = None
         self._restored = False
+        self.frontier: Frontier = {}  # per subtask, where the last split it was given starts (cuts in order)
+        self._restored_frontier: Frontier | None = None
 
     def discover(self) -> None:
         now = time.monotonic()
@@ -218,9 +220,25 @@ class FileSplitEnumerator(SplitEnumerator):
                 load[i] += size
                 next_file += 1
         self.pending = pending[next_file:]
+        self._follow(taken)
         if self.cut_splits and not self.pending and self.no_more_splits():
-            balance(taken)  # the last files: cut, so that no subtask reads on alone
+            balance(taken, self.frontier if self.cuts_in_order else None)  # the last files: none reads on alone
         return taken
+
+    def _follow(self, taken: dict[int, list[SourceSplit]]) -> None:
+        """The frontier past the splits each subtask holds. After a restore at another parallelism (its splits
+        dealt out again) or from a snapshot without it, every subtask is taken to have been given the last split
+        any was (or, not known, every split)."""
+        if self._restored_frontier is not None:  # the first assignment after a restore
+            known, self._restored_frontier = self._restored_frontier, None
+            if set(known) != set(taken):
+                known = dict.fromkeys(taken, max(known.values(), default=_AFTER_ALL))
+            self.frontier = known
+        for i, splits in taken.items():
+            for split in splits:
+                key = order_key(split)
+                if i not in self.frontier or key > self.frontier[i]:
+                    self.frontier[i] = key
 
     def no_more_splits(self) -> bool:
         return self.discovery_interval_ms is None and self.listed and not self.pending
@@ -230,6 +248,7 @@ class FileSplitEnumerator(SplitEnumerator):
             "seen": sorted(self.seen),
             "pending": [(e.mtime, e.path, e.size) for e in self.pending],
             "listed": self.listed,
+            "frontier": [(i, *key) for i, key in sorted(self.frontier.items())],
         }
 
     def restore(self, snapshot: Any) -> None:
@@ -240,6 +259,10 @@ class FileSplitEnumerator(SplitEnumerator):
         self.listed = False  # list again on the first request: files added since the snapshot count
         self._last_listing = None
         self._restored = True
+        self._restored_frontier = {int(i): (float(m), str(p), int(b)) for i, m, p, b in snapshot.get("frontier", [])}
+
+
+_AFTER_ALL = (float("inf"), "", 0)  # a frontier past every split: no cut goes there
 
 
 def _split(entry: FileEntry) -> SourceSplit:

@@ -57,7 +57,7 @@ class JobProgress:
                 n.source,
                 src_stage.parallelism if n.parallelism is None else n.parallelism,
                 self.epoch_bytes,
-                cuttable=not plan.stamped_after(n.id),
+                cuts_in_order=plan.stamped_after(n.id),
             )
             for n in plan.source_nodes()
         }

@@ -17,14 +17,15 @@ class SourceCoordinator:
         source: Any,
         parallelism: int,
         epoch_bytes: int | None = None,
-        cuttable: bool = True,
+        cuts_in_order: bool = False,
     ):
-        """``cuttable``: whether a split may be cut at all. A cut gives the rest of a split to a subtask that may
-        have read further in event time: only where watermarks are the splits' own (a timestamp assigner after the
-        source follows its subtask, and the part would come late there, :meth:`JobPlan.stamped_after`)."""
+        """``cuts_in_order``: whether a cut must keep each subtask's splits in the hand-out order. A cut gives the
+        rest of a split to another subtask, which may have read further in event time: that is right only where
+        watermarks are the splits' own; a timestamp assigner after the source follows its subtask, and the part
+        would come late there (:meth:`JobPlan.stamped_after`)."""
         self.node_id, self.uid, self.source, self.parallelism = node_id, uid, source, parallelism
-        self.cuttable = cuttable
         self.enumerator = source.create_enumerator()
+        self.enumerator.cuts_in_order = cuts_in_order
         self.enumerator.epoch_bytes = epoch_bytes  # how many small splits a subtask may take at once
         self.assigned: dict[int, list] = {i: [] for i in range(parallelism)}
         self.finished_splits = 0
@@ -37,7 +38,7 @@ class SourceCoordinator:
         handed out before (epochs: the subtasks' reports say where each is read to)."""
         if epoch_bytes is not None:
             self.enumerator.epoch_bytes = epoch_bytes
-        self.enumerator.cut_splits = cut_splits and self.cuttable
+        self.enumerator.cut_splits = cut_splits
         self.enumerator.discover()
         self.assigned = self.enumerator.assign(self.assigned)
         return {i: list(s) for i, s in self.assigned.items()}

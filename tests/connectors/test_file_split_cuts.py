@@ -182,15 +182,11 @@ def _timed_files(directory: Path, sizes: list[int]) -> list[int]:
     return times
 
 
-@pytest.mark.parametrize("per_split", [False, True])
-def test_cuts_make_no_record_late(make_env, tmp_path, small_pieces, per_split):
-    """The rest of a cut file goes to a subtask that may have read later times already. Where watermarks are the
-    splits' own (a strategy at the source), the part keeps its first part's and nothing comes late; where an
-    operator after the source stamps records (its subtask's watermark follows what it saw), files are not cut."""
-    times = _timed_files(tmp_path / "in", [40, 900, 600])
-    env = make_env("local", **{"execution.epoch.max-records": 50, "sparkpoint.epoch.adaptive": "false"})
+def _windowed_counts(env, directory: Path, per_split: bool) -> list:
+    """Per 50 ms window, the lines of ``directory`` whose time falls in it: with watermarks per split (a strategy
+    at the source) or from a timestamp assigner after the source."""
     env.set_parallelism(2)
-    source = FileSource.for_record_stream_format(StreamFormat.text_line_format(), str(tmp_path / "in")).build()
+    source = FileSource.for_record_stream_format(StreamFormat.text_line_format(), str(directory)).build()
     strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(_FirstNumber())
     if per_split:
         stamped = env.from_source(source, strategy, "f")
@@ -204,7 +200,65 @@ def test_cuts_make_no_record_late(make_env, tmp_path, small_pieces, per_split):
         .window(TumblingEventTimeWindows.of(Time.milliseconds(50)))
         .reduce(lambda a, b: (a[0], a[1] + b[1]))
     )
-    got = sorted(counts.execute_and_collect())
-    expected = sorted(Counter(t // 50 for t in times).items())
-    assert got == expected
-    assert bool(small_pieces) == per_split, small_pieces
+    return sorted(counts.execute_and_collect())
+
+
+# subtask 0 reads the long f1 while subtask 1 has the short f0 and then f2, the last file, to read: the rest of f1
+# would come after f2's later times there; with f2 long and f1 short, the rest of f2 may go to subtask 0
+CUT_BACKWARDS, CUT_FORWARDS = [40, 900, 200], [900, 40, 900]
+
+
+@pytest.mark.parametrize("sizes", [CUT_BACKWARDS, CUT_FORWARDS], ids=["backwards", "forwards"])
+@pytest.mark.parametrize("per_split", [False, True], ids=["stamped-after", "per-split"])
+def test_cuts_make_no_record_late(make_env, tmp_path, small_pieces, per_split, sizes):
+    """Where watermarks are the splits' own, a cut part keeps its first part's and may go anywhere. Where an
+    operator after the source stamps records, its subtask's watermark follows what it read: a part goes only to
+    a subtask given nothing after it, or it would come late."""
+    times = _timed_files(tmp_path / "in", sizes)
+    env = make_env("local", **{"execution.epoch.max-records": 50, "sparkpoint.epoch.adaptive": "false"})
+    assert _windowed_counts(env, tmp_path / "in", per_split) == sorted(Counter(t // 50 for t in times).items())
+    cut_files = {Path(path).name for path, _ in small_pieces}
+    if per_split:
+        assert "f1.txt" in cut_files if sizes == CUT_BACKWARDS else cut_files, small_pieces
+    else:
+        assert cut_files == (set() if sizes == CUT_BACKWARDS else {"f2.txt"}), small_pieces
+
+
+def test_a_cut_in_order_goes_only_past_what_the_subtask_was_given(tmp_path, small_pieces):
+    rng = random.Random(5)
+    paths = [_write(tmp_path / f"{i}.txt", *_lines(rng, 400, crlf=False)) for i in range(2)]
+    sizes = [(tmp_path / f"{i}.txt").stat().st_size for i in range(2)]
+    early, late = (
+        SourceSplit(p, (0, 0), info={"mtime": float(i), "size": n}) for i, (p, n) in enumerate(zip(paths, sizes))
+    )
+    nearly_read = late.with_(position=(sizes[1] - 3, 399))
+    frontier = {0: file_splits.order_key(early), 1: file_splits.order_key(late)}
+    taken = {0: [early], 1: [nearly_read]}
+    balance(taken, frontier)  # the early file's rest would follow the late file on subtask 1
+    assert taken == {0: [early], 1: [nearly_read]} and not small_pieces
+    balance(taken)  # unordered: it may
+    assert len(small_pieces) == 1 and split_path(taken[1][1]) == paths[0]
+    nearly_early = early.with_(position=(sizes[0] - 3, 399))
+    taken = {0: [nearly_early], 1: [late]}
+    balance(taken, frontier)  # the late file's rest follows the early file on subtask 0
+    (tail,) = taken[0][1:]
+    assert split_path(tail) == paths[1] and frontier[0] == file_splits.order_key(tail) > file_splits.order_key(late)
+
+
+def test_the_frontier_survives_a_restore_and_a_rescale_takes_the_last(tmp_path):
+    for i in range(3):
+        _write(tmp_path / f"{i}.txt", ["x"] * 10, "\n")
+    enumerator = FileSplitEnumerator([str(tmp_path)])
+    enumerator.epoch_bytes = 1  # one file each
+    first = enumerator.assign({0: [], 1: []})
+    keys = {i: file_splits.order_key(first[i][0]) for i in (0, 1)}
+    assert enumerator.frontier == keys and keys[0] < keys[1]
+    snapshot = enumerator.snapshot()
+    older = {k: v for k, v in snapshot.items() if k != "frontier"}  # a checkpoint from before the frontier
+    for parallelism, state, kept in [(2, snapshot, keys[1]), (3, snapshot, keys[1]), (2, older, (float("inf"), "", 0))]:
+        restored = FileSplitEnumerator([str(tmp_path)])
+        restored.epoch_bytes = 1
+        restored.restore(state)
+        (last,) = restored.assign({i: [] for i in range(parallelism)})[0]  # the file still to hand out
+        after = max(file_splits.order_key(last), kept)
+        assert restored.frontier == {0: after, **dict.fromkeys(range(1, parallelism), kept)}
