@@ -185,6 +185,11 @@ class SinkWriter(abc.ABC):
     def prepare_commit(self) -> list:
         """Close what was staged in this task; return committables."""
 
+    def abort(self) -> None:
+        """The task failed before ``prepare_commit``: let go of what was staged (it is never committed) and of
+        what the writer holds open (a connection, a transaction, a file). A writer is given an epoch's records a
+        slice at a time, so it may have written some of a failed task's."""
+
     def snapshot_state(self) -> Any:
         return None
 

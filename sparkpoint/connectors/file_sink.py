@@ -225,6 +225,15 @@ class FileSinkWriter(SinkWriter):
         committables, self.closed = self.closed, []
         return committables
 
+    def abort(self) -> None:
+        """Every staged file of this task deleted (a restore would delete them too). The open parts are let go of
+        as they are: a part's writer may be what failed, and closing it would write to it again."""
+        staged = [url_to_fs(url)[1] for url, _ in self.closed] + [part.staged for part in self.open_parts.values()]
+        self.open_parts, self.closed = {}, []
+        for path in staged:
+            if self.fs.exists(path):
+                self.fs.rm(path)
+
     def snapshot_state(self) -> dict:
         return {"part_counter": self.counter, "job": self.uid}
 

@@ -53,7 +53,10 @@ def split_end(split: SourceSplit) -> int | None:
 
 def order_key(split: SourceSplit) -> tuple[float, str, int]:
     """Where a split's lines start in the order files are handed out: modification time, path, byte."""
-    return float(split.info.get("mtime", 0.0)), split_path(split), int(split.info.get("start", 0))
+    start = split.info.get("start")
+    if start is None and "path" in split.info:  # the second part of a cut from before parts carried their start
+        start = split.split_id.rsplit("#", 1)[1]
+    return float(split.info.get("mtime", 0.0)), split_path(split), int(start or 0)
 
 
 def unread_bytes(split: SourceSplit) -> int:

@@ -163,7 +163,8 @@ class FileSplitEnumerator(SplitEnumerator):
         self._last_listing: float | None = None
         self._restored = False
         self.frontier: Frontier = {}  # per subtask, where the last split it was given starts (cuts in order)
-        self._restored_frontier: Frontier | None = None
+        self.subtasks = 0  # how many subtasks the frontier is of
+        self._restored_frontier: tuple[int, Frontier] | None = None  # until the first assignment after a restore
 
     def discover(self) -> None:
         now = time.monotonic()
@@ -228,12 +229,13 @@ class FileSplitEnumerator(SplitEnumerator):
     def _follow(self, taken: dict[int, list[SourceSplit]]) -> None:
         """The frontier past the splits each subtask holds. After a restore at another parallelism (its splits
         dealt out again) or from a snapshot without it, every subtask is taken to have been given the last split
-        any was (or, not known, every split)."""
+        any was (or, not known, every split: no more cuts in order in that job)."""
         if self._restored_frontier is not None:  # the first assignment after a restore
-            known, self._restored_frontier = self._restored_frontier, None
-            if set(known) != set(taken):
+            (subtasks, known), self._restored_frontier = self._restored_frontier, None
+            if subtasks != len(taken):
                 known = dict.fromkeys(taken, max(known.values(), default=_AFTER_ALL))
             self.frontier = known
+        self.subtasks = len(taken)
         for i, splits in taken.items():
             for split in splits:
                 key = order_key(split)
@@ -248,8 +250,12 @@ class FileSplitEnumerator(SplitEnumerator):
             "seen": sorted(self.seen),
             "pending": [(e.mtime, e.path, e.size) for e in self.pending],
             "listed": self.listed,
-            "frontier": [(i, *key) for i, key in sorted(self.frontier.items())],
+            **self._frontier_state(),
         }
+
+    def _frontier_state(self) -> dict:
+        subtasks, frontier = self._restored_frontier or (self.subtasks, self.frontier)
+        return {"subtasks": subtasks, "frontier": [(i, *key) for i, key in sorted(frontier.items())]}
 
     def restore(self, snapshot: Any) -> None:
         if not snapshot:
@@ -259,7 +265,8 @@ class FileSplitEnumerator(SplitEnumerator):
         self.listed = False  # list again on the first request: files added since the snapshot count
         self._last_listing = None
         self._restored = True
-        self._restored_frontier = {int(i): (float(m), str(p), int(b)) for i, m, p, b in snapshot.get("frontier", [])}
+        frontier = {int(i): (float(m), str(p), int(b)) for i, m, p, b in snapshot.get("frontier", [])}
+        self._restored_frontier = (int(snapshot.get("subtasks", -1)), frontier)  # -1: a snapshot from before it
 
 
 _AFTER_ALL = (float("inf"), "", 0)  # a frontier past every split: no cut goes there

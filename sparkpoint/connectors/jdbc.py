@@ -239,6 +239,10 @@ class JdbcSinkWriter(SinkWriter):
         if conn is not None:
             conn.close()  # the open transaction is rolled back
 
+    def abort(self) -> None:
+        self.batch.clear()
+        self._abort()
+
     def prepare_commit(self) -> list:
         self._flush()
         if self.conn is None:

@@ -35,6 +35,11 @@ class SinkOperator(StreamOperator):
     def prepare_commit(self) -> list:
         return self.writer.prepare_commit()
 
+    def abort(self) -> None:
+        """The task failed: the writer lets go of what it staged (never committed) and what it holds open."""
+        if self.writer is not None:
+            self.writer.abort()
+
     def snapshot_operator_state(self) -> dict | None:
         return {"writer": self.writer.snapshot_state()}
 

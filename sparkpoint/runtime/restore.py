@@ -22,6 +22,7 @@ from typing import Any
 
 from sparkpoint.checkpoint.compatibility import CompatibilityReport, OperatorDescriptor, check_compatibility
 from sparkpoint.checkpoint.loader import RestoredCheckpoint, keyed_entries, load_checkpoint
+from sparkpoint.connectors.file_splits import order_key
 from sparkpoint.runtime.graph import JobPlan
 from sparkpoint.state.key_groups import compute_key_group_range_for_operator_index
 from sparkpoint.state.key_hash import key_hash
@@ -141,11 +142,12 @@ def assign_state(
 def deal_splits(held: Mapping[Any, list], parallelism: int) -> dict[int, list]:
     """The source splits each subtask holds in a checkpoint, for ``parallelism`` subtasks: at the same parallelism
     each its own back in their order (a split being read before those queued behind it, as Flink's readers get
-    their splits back), else all of them dealt out in turn."""
+    their splits back), else all of them dealt out in turn in the order a file source hands files out, so that
+    each subtask still reads its files in that order (a timestamp assigner after the source follows its subtask)."""
     lists = {int(i): list(splits) for i, splits in held.items()}
     if sorted(lists) == list(range(parallelism)):
         return lists
-    splits = [s for i in sorted(lists) for s in lists[i]]
+    splits = sorted((s for i in sorted(lists) for s in lists[i]), key=order_key)
     return {i: splits[i::parallelism] for i in range(parallelism)}
 
 

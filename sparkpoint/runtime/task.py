@@ -53,7 +53,7 @@ __all__ = [
     "TaskReport",
     "PHASES",
     "build_operators",
-    "dispose_keyed_backends",
+    "dispose_after_failure",
     "latest_reports",
     "open_operators",
     "restore_keyed",
@@ -147,7 +147,7 @@ def _run_task(
     except BaseException:
         if keyed is not None and keyed.uploader is not None:
             keyed.uploader.join()  # a late upload must not touch what a retry of this task makes
-        dispose_keyed_backends(ops)  # a retry in this worker must be able to open the databases again
+        dispose_after_failure(ops)  # a retry in this worker must be able to open the databases again
         raise
     report.phase_ms["gc"] = gc_timer.ms
     report.metrics = task.metrics
@@ -297,12 +297,19 @@ def _rebuild(
     return (time.perf_counter() - t0) * 1000
 
 
-def dispose_keyed_backends(ops: dict[int, StreamOperator]) -> None:
-    """After a failure: release every keyed backend built so far, quietly (the failure is what the task reports)."""
+def dispose_after_failure(ops: dict[int, StreamOperator]) -> None:
+    """After a failure: release every keyed backend built so far and abort every sink's writer (what a sink wrote
+    of the failed task's records is never committed; its connection or transaction is not left open), quietly:
+    the failure is what the task reports."""
     for op in ops.values():
         if isinstance(op, KeyedOperator):
             with contextlib.suppress(Exception):  # disposing after a failure must not hide it
                 op.keyed_backend.dispose()
+        elif isinstance(op, SinkOperator):
+            try:
+                op.abort()
+            except Exception as e:  # noqa: BLE001 - the failure is what matters
+                logger.warning("could not abort sink %r after a failure: %s: %s", op.uid, type(e).__name__, e)
 
 
 def open_operators(ops: dict[int, StreamOperator], dep: TaskDeployment) -> None:

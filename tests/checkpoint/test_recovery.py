@@ -198,3 +198,6 @@ def test_a_restore_gives_each_source_subtask_its_own_splits_back_at_the_same_par
         dealt = deal_splits(held, parallelism)
         assert sorted(dealt) == list(range(parallelism))
         assert sorted(s.split_id for splits in dealt.values() for s in splits) == list("abcde")
+    # files: subtask 0 read f1 with f3 queued, subtask 1 read f2; at parallelism 1, f2 before f3 (as handed out)
+    f1, f2, f3 = (SourceSplit(f"f{i}", (0, 0), info={"mtime": float(i)}) for i in (1, 2, 3))
+    assert deal_splits({0: [f1, f3], 1: [f2]}, 1) == {0: [f1, f2, f3]}

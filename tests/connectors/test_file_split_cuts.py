@@ -254,11 +254,24 @@ def test_the_frontier_survives_a_restore_and_a_rescale_takes_the_last(tmp_path):
     keys = {i: file_splits.order_key(first[i][0]) for i in (0, 1)}
     assert enumerator.frontier == keys and keys[0] < keys[1]
     snapshot = enumerator.snapshot()
-    older = {k: v for k, v in snapshot.items() if k != "frontier"}  # a checkpoint from before the frontier
+    older = {k: v for k, v in snapshot.items() if k not in ("frontier", "subtasks")}  # from before the frontier
     for parallelism, state, kept in [(2, snapshot, keys[1]), (3, snapshot, keys[1]), (2, older, (float("inf"), "", 0))]:
         restored = FileSplitEnumerator([str(tmp_path)])
         restored.epoch_bytes = 1
         restored.restore(state)
+        assert restored.snapshot() == state | {"listed": False} or state is older  # a checkpoint before assigning
         (last,) = restored.assign({i: [] for i in range(parallelism)})[0]  # the file still to hand out
         after = max(file_splits.order_key(last), kept)
         assert restored.frontier == {0: after, **dict.fromkeys(range(1, parallelism), kept)}
+
+
+def test_a_subtask_given_nothing_yet_keeps_no_frontier_across_a_restore(tmp_path):
+    """At the same parallelism, a subtask that was given no split has none after a restore either: it may take a
+    part of any file (unlike after a rescale)."""
+    _write(tmp_path / "0.txt", ["x"] * 10, "\n")
+    enumerator = FileSplitEnumerator([str(tmp_path)])
+    enumerator.assign({0: [], 1: [], 2: []})
+    restored = FileSplitEnumerator([str(tmp_path)])
+    restored.restore(enumerator.snapshot())
+    restored.assign({0: [], 1: [], 2: []})
+    assert set(restored.frontier) == {0} and restored.frontier == enumerator.frontier

@@ -9,14 +9,14 @@ import random
 import pandas as pd
 import pytest
 
-from sparkpoint.common import Duration, Time, Types, WatermarkStrategy
+from sparkpoint.common import Duration, Encoder, Time, Types, WatermarkStrategy
 from sparkpoint.common.watermark_strategy import TimestampAssigner
 from sparkpoint.connectors.base import SourceSplit
 from sparkpoint.connectors.files import FileSourceReader, TextLineFormat
 from sparkpoint.connectors.line_formats import CsvFormat
 from sparkpoint.datastream import SinkFunction, TumblingEventTimeWindows
-from sparkpoint.datastream.connectors.file_system import FileSource, StreamFormat
-from sparkpoint.errors import MalformedRecordError
+from sparkpoint.datastream.connectors.file_system import FileSink, FileSource, StreamFormat
+from sparkpoint.errors import MalformedRecordError, UserFunctionError
 from sparkpoint.runtime import chain
 
 PIECE = 1_000
@@ -239,3 +239,25 @@ def test_a_sink_writes_each_piece_before_the_next_is_read(make_env, tmp_path, lo
         piece = range(first, first + size)
         assert logged_reads[i + 1 : j] == ["map"] * size + [f"sink {x}" for x in piece if x % 3 == 0]
         first += size
+
+
+def fails_late(x):
+    if x == 9_500:  # in the second piece: the first piece's records are written by then
+        raise ValueError("no 9500")
+    return x
+
+
+def test_a_failed_task_leaves_no_staged_part_file_of_what_its_sink_wrote(make_env, tmp_path, logged_reads):
+    n = 10_000
+    env = make_env("local", **{"restart-strategy.type": "none", "execution.epoch.max-records": 20_000})
+    source = FileSource.for_record_stream_format(StreamFormat.text_line_format(), _write_numbers(tmp_path / "n", n))
+    out = tmp_path / "out"
+    env.from_source(source.build(), WatermarkStrategy.no_watermarks(), "numbers").map(logged_int).map(fails_late).uid(
+        "fails"
+    ).map(str, output_type=Types.STRING()).sink_to(
+        FileSink.for_row_format(str(out), Encoder.simple_string_encoder()).build()
+    ).uid("files")
+    with pytest.raises(UserFunctionError, match="9500"):
+        env.execute()
+    assert logged_reads.count("map") > PIECE  # the sink had a piece or more to write before the failure
+    assert [p for p in out.rglob("*") if p.is_file()] == []

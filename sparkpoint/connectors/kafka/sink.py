@@ -38,6 +38,7 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_TRANSACTION_TIMEOUT_MS = 900_000  # the broker's default transaction.max.timeout.ms
 _FLUSH_TIMEOUT_S = 120.0
+_ABORT_TIMEOUT_S = 10.0  # after a failure: the job's own restart fences the transaction anyway
 _OPENER = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kafka-transaction-open")
 
 
@@ -102,6 +103,13 @@ class KafkaSinkWriter(SinkWriter):
                     producer.poll(0.05)
         self.records += len(values)
         producer.poll(0)
+
+    def abort(self) -> None:
+        """The transaction this writer began is aborted (a retry's producer would fence it, but a job that fails
+        for good would leave it open, and ``read_committed`` readers wait behind an open transaction)."""
+        producer, self.producer = self.producer, None
+        if producer is not None and self.began:
+            producer.abort_transaction(_ABORT_TIMEOUT_S)
 
     def _delivered(self, err: Any, message: Any) -> None:
         if err is not None:
