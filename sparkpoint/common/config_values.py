@@ -55,6 +55,7 @@ _SWITCHES = (
     "state.changelog.enabled",
     "pipeline.object-reuse",
     "sparkpoint.epoch.adaptive",
+    "sparkpoint.jvm.class-sharing",
 )
 _NAMES: dict[str, tuple[str, ...]] = {
     "execution.runtime-mode": ("STREAMING", "BATCH", "AUTOMATIC"),
