@@ -17,6 +17,7 @@ restore are the same for both.
 from __future__ import annotations
 
 import abc
+import contextlib
 import time
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -226,10 +227,15 @@ class FileSinkWriter(SinkWriter):
         return committables
 
     def abort(self) -> None:
-        """Every staged file of this task deleted (a restore would delete them too). The open parts are let go of
-        as they are: a part's writer may be what failed, and closing it would write to it again."""
-        staged = [url_to_fs(url)[1] for url, _ in self.closed] + [part.staged for part in self.open_parts.values()]
-        self.open_parts, self.closed = {}, []
+        """The open parts closed (on an object store a part exists only once closed, and a part left to the
+        collector would be uploaded later, perhaps over a retry's) and every staged file of this task deleted (a
+        restore would delete them too)."""
+        parts, self.open_parts = list(self.open_parts.values()), {}
+        staged = [url_to_fs(url)[1] for url, _ in self.closed] + [part.staged for part in parts]
+        self.closed = []
+        for part in parts:
+            with contextlib.suppress(Exception):  # the writer may be what failed
+                part.writer.close()
         for path in staged:
             if self.fs.exists(path):
                 self.fs.rm(path)

@@ -54,7 +54,7 @@ def split_end(split: SourceSplit) -> int | None:
 def order_key(split: SourceSplit) -> tuple[float, str, int]:
     """Where a split's lines start in the order files are handed out: modification time, path, byte."""
     start = split.info.get("start")
-    if start is None and "path" in split.info:  # the second part of a cut from before parts carried their start
+    if start is None and "path" in split.info and "#" in split.split_id:  # a part cut before parts had a start
         start = split.split_id.rsplit("#", 1)[1]
     return float(split.info.get("mtime", 0.0)), split_path(split), int(start or 0)
 

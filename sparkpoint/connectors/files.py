@@ -232,7 +232,7 @@ class FileSplitEnumerator(SplitEnumerator):
         any was (or, not known, every split: no more cuts in order in that job)."""
         if self._restored_frontier is not None:  # the first assignment after a restore
             (subtasks, known), self._restored_frontier = self._restored_frontier, None
-            if subtasks != len(taken):
+            if subtasks not in (0, len(taken)):  # 0: nothing was handed out before the snapshot
                 known = dict.fromkeys(taken, max(known.values(), default=_AFTER_ALL))
             self.frontier = known
         self.subtasks = len(taken)

@@ -141,9 +141,11 @@ class ParquetPartWriter(PartWriter):
         try:
             self.flush()
             self._write_row_group()
-            self.writer.close()
-        finally:
-            self.handle.close()
+        finally:  # pyarrow's writer closed before the file, or it would write to the closed file when collected
+            try:
+                self.writer.close()
+            finally:
+                self.handle.close()
 
     def _write_row_group(self) -> None:
         if self.batches:

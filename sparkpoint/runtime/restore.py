@@ -147,7 +147,9 @@ def deal_splits(held: Mapping[Any, list], parallelism: int) -> dict[int, list]:
     lists = {int(i): list(splits) for i, splits in held.items()}
     if sorted(lists) == list(range(parallelism)):
         return lists
-    splits = sorted((s for i in sorted(lists) for s in lists[i]), key=order_key)
+    splits = [s for i in sorted(lists) for s in lists[i]]
+    if all("mtime" in s.info for s in splits):  # a file source's
+        splits.sort(key=order_key)
     return {i: splits[i::parallelism] for i in range(parallelism)}
 
 

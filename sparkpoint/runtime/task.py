@@ -53,7 +53,8 @@ __all__ = [
     "TaskReport",
     "PHASES",
     "build_operators",
-    "dispose_after_failure",
+    "abort_sinks",
+    "dispose_keyed_backends",
     "latest_reports",
     "open_operators",
     "restore_keyed",
@@ -147,7 +148,8 @@ def _run_task(
     except BaseException:
         if keyed is not None and keyed.uploader is not None:
             keyed.uploader.join()  # a late upload must not touch what a retry of this task makes
-        dispose_after_failure(ops)  # a retry in this worker must be able to open the databases again
+        dispose_keyed_backends(ops)  # a retry in this worker must be able to open the databases again
+        abort_sinks(ops)
         raise
     report.phase_ms["gc"] = gc_timer.ms
     report.metrics = task.metrics
@@ -297,15 +299,19 @@ def _rebuild(
     return (time.perf_counter() - t0) * 1000
 
 
-def dispose_after_failure(ops: dict[int, StreamOperator]) -> None:
-    """After a failure: release every keyed backend built so far and abort every sink's writer (what a sink wrote
-    of the failed task's records is never committed; its connection or transaction is not left open), quietly:
-    the failure is what the task reports."""
+def dispose_keyed_backends(ops: dict[int, StreamOperator]) -> None:
+    """After a failure: release every keyed backend built so far, quietly (the failure is what the task reports)."""
     for op in ops.values():
         if isinstance(op, KeyedOperator):
             with contextlib.suppress(Exception):  # disposing after a failure must not hide it
                 op.keyed_backend.dispose()
-        elif isinstance(op, SinkOperator):
+
+
+def abort_sinks(ops: dict[int, StreamOperator]) -> None:
+    """After a failure: abort every sink's writer (what it wrote of the failed task's records is never committed;
+    its connection or transaction is not left open), quietly: the failure is what the task reports."""
+    for op in ops.values():
+        if isinstance(op, SinkOperator):
             try:
                 op.abort()
             except Exception as e:  # noqa: BLE001 - the failure is what matters

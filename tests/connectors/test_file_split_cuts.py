@@ -275,3 +275,8 @@ def test_a_subtask_given_nothing_yet_keeps_no_frontier_across_a_restore(tmp_path
     restored.restore(enumerator.snapshot())
     restored.assign({0: [], 1: [], 2: []})
     assert set(restored.frontier) == {0} and restored.frontier == enumerator.frontier
+    unassigned = FileSplitEnumerator([str(tmp_path)]).snapshot()  # a checkpoint before anything was handed out
+    restored = FileSplitEnumerator([str(tmp_path)])
+    restored.restore(unassigned)
+    restored.assign({0: [], 1: [], 2: []})
+    assert restored.frontier == enumerator.frontier

@@ -53,7 +53,7 @@ from sparkpoint.runtime.task import (
     TaskDeployment,
     TaskReport,
     build_operators,
-    dispose_after_failure,
+    dispose_keyed_backends,
     open_operators,
     restore_keyed,
 )
@@ -159,7 +159,7 @@ class ContinuousTask:
                 op.close()
             except Exception:  # noqa: BLE001 - closing after the end must not hide why it ended
                 logger.debug("closing %s failed", op.name, exc_info=True)
-        dispose_after_failure(self.ops)
+        dispose_keyed_backends(self.ops)
         with self.snapshots_lock:
             taken, self.snapshots = list(self.snapshots.values()), {}
         for resources, _, _ in taken:

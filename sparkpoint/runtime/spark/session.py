@@ -158,20 +158,35 @@ def _quiet_task_failures(session: Any) -> None:
         jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(name, jvm.org.apache.logging.log4j.Level.FATAL)
 
 
-def _share_classes(config: Configuration, launch: dict[str, str]) -> Any:
-    """The driver JVM's options with a class data sharing archive (:mod:`.class_sharing`); the archive it records
-    at its exit, if it does."""
+def _share_classes(config: Configuration, explicit: dict[str, str]) -> tuple[str, Any]:
+    """The driver JVM's options for a class data sharing archive (:mod:`.class_sharing`), and the archive it
+    records at its exit, if it does."""
     if not config.get_boolean(class_sharing.CONFIG_KEY, True):
-        return None
+        return "", None
     from pyspark.find_spark_home import _find_spark_home
 
-    key = "spark.driver.extraJavaOptions"
-    options, recording = class_sharing.driver_options(
-        _find_spark_home(), launch.get(key, ""), launch.get("spark.driver.extraClassPath", "")
+    return class_sharing.driver_options(
+        _find_spark_home(),
+        explicit.get("spark.driver.extraJavaOptions", ""),
+        explicit.get("spark.driver.extraClassPath", ""),
     )
+
+
+def _launch(conf: Any, options: str) -> None:
+    """Start the JVM, with ``options`` before every other of the driver's (``SPARK_SUBMIT_OPTS`` for the launch:
+    ``spark.driver.extraJavaOptions``, wherever it is set, stays the user's)."""
+    from pyspark import SparkContext
+
+    before = os.environ.get("SPARK_SUBMIT_OPTS")
     if options:
-        launch[key] = options
-    return recording
+        os.environ["SPARK_SUBMIT_OPTS"] = f"{options} {before or ''}".strip()
+    try:
+        SparkContext._ensure_initialized(conf=conf)
+    finally:
+        if before is None:
+            os.environ.pop("SPARK_SUBMIT_OPTS", None)
+        else:
+            os.environ["SPARK_SUBMIT_OPTS"] = before
 
 
 def _create_session(config: Configuration) -> Any:
@@ -188,10 +203,10 @@ def _create_session(config: Configuration) -> Any:
     # Connect to the JVM that started this process, or start one with the explicit keys (some,
     # like spark.driver.memory, count only at launch). Either way a SparkConf() made after this
     # reads the JVM's spark.* properties: spark-submit's --master/--conf and spark-defaults.conf.
-    launching = not submitted and SparkContext._gateway is None
-    launch = dict(explicit)
-    recording = _share_classes(config, launch) if launching else None
-    SparkContext._ensure_initialized(conf=SparkConf(loadDefaults=False).setAll(list(launch.items())))
+    options, recording = (
+        _share_classes(config, explicit) if not submitted and SparkContext._gateway is None else ("", None)
+    )
+    _launch(SparkConf(loadDefaults=False).setAll(list(explicit.items())), options)
     gateway = SparkContext._gateway
     if recording is not None and gateway is not None:
         class_sharing.record_command(recording, gateway.proc.pid)
