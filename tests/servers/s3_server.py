@@ -17,7 +17,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import shutil
 import subprocess
 import sys
 import urllib.request
@@ -118,13 +117,7 @@ class S3Server(LocalServer):
         """The requests recorded since :meth:`start_recording`, in the order the server took them."""
         text = self._call("GET", "/moto-api/recorder/download-recording").decode()
         out = []
-        for n, line in enumerate(text.splitlines()):
-            if not line.strip():
-                continue
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                raise S3ServerError(f"line {n + 1} of the request recording is damaged: {line[:200]!r}") from None
+        for entry in _entries(text):
             url = urlsplit(entry["url"])
             body = entry.get("body") or ""
             raw = base64.b64decode(body) if entry.get("body_encoded") else body.encode()
@@ -138,9 +131,22 @@ class S3Server(LocalServer):
 
 
 def _server_command() -> list[str]:
-    """``moto_server`` of this Python environment (next to the interpreter, else on PATH, else ``-m``)."""
-    local = Path(sys.executable).parent / "moto_server"
-    if local.exists():
-        return [str(local)]
-    found = shutil.which("moto_server")
-    return [found] if found else [sys.executable, "-m", "moto.server"]
+    """``moto_server`` of this Python environment, its request recorder writing one request at a time
+    (:mod:`moto_locked`)."""
+    return [sys.executable, str(Path(__file__).with_name("moto_locked.py"))]
+
+
+def _entries(text: str) -> list[dict]:
+    """The recording's JSON objects one after the other (moto writes each and then its newline)."""
+    decoder, at = json.JSONDecoder(), 0
+    entries: list[dict] = []
+    while True:
+        while at < len(text) and text[at].isspace():
+            at += 1
+        if at == len(text):
+            return entries
+        try:
+            entry, at = decoder.raw_decode(text, at)
+        except ValueError:
+            raise S3ServerError(f"the request recording is damaged at {text[at : at + 200]!r}") from None
+        entries.append(entry)
