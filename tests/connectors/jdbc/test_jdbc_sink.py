@@ -7,6 +7,7 @@ run of the sink.
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -112,6 +113,28 @@ def test_a_retried_task_leaves_one_prepared_transaction(db):
     assert db.prepared_gids() == {"items-0-3"}
     JdbcCommitter(config).commit(committables)
     assert _ids(db) == list(range(10))
+
+
+def _open_transactions(db) -> int:
+    sql = (
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+        "AND state IN ('idle in transaction', 'idle in transaction (aborted)')"
+    )
+    return db.query(sql)[0][0]
+
+
+def test_a_failed_tasks_writer_leaves_no_transaction_open(db):
+    """A task that fails after its sink wrote (a slice, before a later one failed) lets go of its transaction at once,
+    and of the rows it holds locked, instead of when the worker's collector gets to the connection."""
+    _create_items(db)
+    writer = JdbcSinkWriter(_config(db, "items"), subtask=0, parallelism=1, epoch=5, state={"clean": True})
+    writer.write([Row(i, "a") for i in range(250)], [0] * 250)  # two batches sent, inside the transaction
+    assert _open_transactions(db) == 1
+    writer.abort()
+    deadline = time.monotonic() + 10
+    while _open_transactions(db) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _open_transactions(db) == 0 and _ids(db) == [] and db.prepared_gids() == set()
 
 
 def test_committing_a_gone_gid_tells_committed_from_rolled_back(db, caplog):

@@ -104,6 +104,23 @@ def test_restore_commits_the_checkpoint_and_aborts_what_came_after(kafka, topic_
     )
 
 
+def test_a_failed_tasks_writer_aborts_its_transaction(kafka, topic_name):
+    """A task that fails after its sink wrote (a slice, before a later one failed) aborts its transaction at once: a
+    ``read_committed`` reader does not wait behind it (on one partition, an open transaction hides every record
+    after its first) until a restart fences it or it times out."""
+    topic = topic_name("aborted")
+    kafka.create_topic(topic)
+    sink = _sink(kafka, topic, prefix=topic)
+    failed = sink.create_writer(0, 2, "job", 0, {"next_transaction": 0})
+    failed.write(["written-before-the-failure"], [1_700_000_000_000])
+    failed.producer.flush(10)  # on the broker, in an open transaction
+    failed.abort()
+    committables, _ = _write(sink, 1, {"next_transaction": 0}, ["other-subtask"])
+    sink.create_committer().commit(committables)
+    assert _values(kafka, topic) == Counter(["other-subtask"])
+    assert _values(kafka, topic, "read_uncommitted") == Counter(["written-before-the-failure", "other-subtask"])
+
+
 def test_a_subtask_without_state_fences_what_an_earlier_run_left_open(kafka, topic_name):
     topic = topic_name("fresh")
     kafka.create_topic(topic)
