@@ -49,7 +49,7 @@ def test_a_restored_continuous_enumerator_lists_at_once_and_keeps_pending_files(
     write_files(tmp_path / "in", 3, 2, lines=1)
     restored = FileSplitEnumerator([str(tmp_path / "in")], discovery_interval_ms=3_600_000)
     restored.restore(snap)
-    with caplog.at_level("INFO", logger="sparkpoint.connectors.files"):
+    with caplog.at_level("INFO", logger="sparkpoint.connectors.file_enumerator"):
         handed = [os.path.basename(s.split_id) for s in restored.next_splits(10)]
     assert handed == ["f0001.txt", "f0002.txt", "f0003.txt", "f0004.txt"]  # no wait for the interval
     assert not restored.no_more_splits()  # continuous: never finished
