@@ -114,13 +114,15 @@ def out_of_range_error(timestamp: Any, what: str) -> ValueError:
 class Output:
     """What an operator emitted during one call: main records and side outputs."""
 
-    __slots__ = ("values", "timestamps", "side", "passed")
+    __slots__ = ("values", "timestamps", "side", "passed", "combined")
 
     def __init__(self) -> None:
         self.values: list = []
         self.timestamps: list = []
         self.side: dict[str, tuple[list, list]] = {}
         self.passed = 0  # records emitted straight to the operator after it, a slice at a time, not kept here
+        # the main records as the exchange's combiner folded them a slice at a time (counted in ``passed``)
+        self.combined: tuple[list, list] | None = None
 
     def emitted(self) -> int:
         """The main records emitted: those kept and those passed on."""

@@ -10,6 +10,7 @@ chained after it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -73,17 +74,25 @@ def read_inputs(stage: StagePlan, input_blobs: list[bytes], report: TaskReport) 
 
 
 def run_operators(
-    stage: StagePlan, ops: dict[int, StreamOperator], dep: TaskDeployment, inputs: Inputs, report: TaskReport
+    stage: StagePlan,
+    ops: dict[int, StreamOperator],
+    dep: TaskDeployment,
+    inputs: Inputs,
+    report: TaskReport,
+    folding: dict[int, Callable[[], Any]] | None = None,
 ) -> tuple[dict[int, Output], dict[int, int | None]]:
     """Run the operators in topological order, feeding chained successors (Step 3); the record-wise run at the
-    head of the stage (:func:`record_wise_run`) a slice of records at a time, behind a source as it reads them."""
+    head of the stage (:func:`record_wise_run`) a slice of records at a time, behind a source as it reads them.
+    ``folding``: per output edge whose combiner may take the records a slice at a time, a new such combine
+    (:meth:`~sparkpoint.windows.local_aggregation.WindowCombiner.folding`): where the run ends at that edge alone,
+    its records go to it as they come, and its output holds what the combine gave (``Output.combined``)."""
     out_watermarks: dict[int, int | None] = {}
     outputs: dict[int, Output] = {}
     children: dict[int, list[StreamEdge]] = {}
     for e in stage.internal_edges:
         children.setdefault(e.source, []).append(e)
     run = record_wise_run(stage, ops, children)
-    sliced = _SlicedRun(run, ops)
+    sliced = _SlicedRun(run, ops, _folding(stage, run, children, folding))
     fed = set(run)  # what feeds the run slice by slice: its members, and the source it follows
     if run and run[0] != stage.nodes[0]:
         fed.add(stage.nodes[0])
@@ -158,6 +167,22 @@ def record_wise_run(
         run.append(nid)
 
 
+def _folding(
+    stage: StagePlan,
+    run: list[int],
+    children: dict[int, list[StreamEdge]],
+    folding: dict[int, Callable[[], Any]] | None,
+) -> Any:
+    """A combine taking the run's records a slice at a time, where the run's last operator feeds one edge alone
+    and that edge's combiner may (``folding``); else None."""
+    if not run or not folding or children.get(run[-1]):
+        return None
+    edges = [e for e in stage.output_edges if e.source == run[-1]]
+    if len(edges) != 1 or edges[0].side_tag is not None or edges[0].id not in folding:
+        return None
+    return folding[edges[0].id]()
+
+
 def _record_wise(op: StreamOperator) -> bool:
     return type(op) in _RECORD_WISE and not op.routes_failures
 
@@ -167,10 +192,11 @@ class _SlicedRun:
     them, then (:meth:`finish`) their watermarks and processing time in order, as :func:`_run_operator` one by one
     would."""
 
-    def __init__(self, run: list[int], ops: dict[int, StreamOperator]):
+    def __init__(self, run: list[int], ops: dict[int, StreamOperator], fold: Any = None):
         self.run, self.ops = run, ops
         self.taken = dict.fromkeys(run, 0)  # records each operator took
-        self.last = Output()  # the last operator's, whole
+        self.last = Output()  # the last operator's, whole (with ``fold``: each slice's, until folded)
+        self.fold = fold  # the exchange's combine taking the last operator's records as they come, or None
 
     def push(self, values: list, timestamps: list) -> None:
         run, ops = self.run, self.ops
@@ -185,6 +211,15 @@ class _SlicedRun:
                 out = self.last if nid == run[-1] else Output()
                 ops[nid].process_batch(v, t, out)
                 v, t = out.values, out.timestamps
+            if self.fold is not None:
+                self._fold()
+
+    def _fold(self) -> None:
+        last = self.last
+        if last.values:
+            self.fold.add(last.values, last.timestamps)
+            last.passed += len(last.values)
+            last.values, last.timestamps = [], []
 
     def finish(self, watermark: int | None, dep: TaskDeployment) -> list[tuple[int, Output, int | None]]:
         """Each operator's watermark, processing time and counts after the records; each with its output (the
@@ -197,6 +232,9 @@ class _SlicedRun:
                 out.passed = self.taken[after]
             wm = _time_and_counts(self.ops[nid], wm, dep, out, self.taken[nid])
             results.append((nid, out, wm))
+        if self.fold is not None:
+            self._fold()
+            self.last.combined = self.fold.result()
         return results
 
 

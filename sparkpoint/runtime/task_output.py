@@ -8,6 +8,9 @@ never its report (see :mod:`sparkpoint.runtime.task_channel`).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from functools import partial
+from typing import Any
 
 from sparkpoint.datastream.functions import bound_call
 from sparkpoint.operators.base import Output
@@ -17,7 +20,7 @@ from sparkpoint.runtime.task_messages import TaskReport
 from sparkpoint.state.key_groups import shared_assigner
 from sparkpoint.state.key_hash import key_hash
 
-__all__ = ["route", "blobs"]
+__all__ = ["route", "blobs", "folding_combines"]
 
 
 def route(
@@ -39,7 +42,9 @@ def route(
         target_stage = plan.stage(plan.stage_of[e.target])
         n = target_stage.parallelism
         parts: list[tuple[list, list]] = [([], []) for _ in range(n)]
-        if values and e.combiner is not None:
+        if e.side_tag is None and out.combined is not None:  # combined a slice at a time (folding_combines)
+            values, timestamps = out.combined
+        elif values and e.combiner is not None:
             values, timestamps = e.combiner.combine(values, timestamps, (watermark_bounds or {}).get(e.id))
         if values:
             if e.partitioning == HASH:
@@ -64,6 +69,17 @@ def route(
         for p in range(n):
             routed.setdefault((target_stage.id, p), {})[e.id] = parts[p]
     return routed
+
+
+def folding_combines(plan: JobPlan, stage_id: int) -> dict[int, Callable[[], Any]]:
+    """Per output edge of the stage whose combiner can take an epoch's records a slice at a time, a factory of
+    such a combine (:func:`sparkpoint.runtime.chain.run_operators`): not where the consumer sends records its
+    function fails on to a side output (a combine that no longer holds the records cannot give it them)."""
+    folding = {}
+    for e in plan.stage(stage_id).output_edges:
+        if hasattr(e.combiner, "folding") and not plan.stage(plan.stage_of[e.target]).routes_failed_records(e.target):
+            folding[e.id] = partial(e.combiner.folding, plan.uid(e.target), plan.nodes[e.target].name)
+    return folding
 
 
 def blobs(

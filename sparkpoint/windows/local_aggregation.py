@@ -33,10 +33,18 @@ from typing import Any
 
 from sparkpoint.datastream.functions import bound_call
 from sparkpoint.datastream.window import SlidingEventTimeWindows, TimeWindow, TumblingEventTimeWindows
+from sparkpoint.errors import UserFunctionError, null_reduce_message
 from sparkpoint.operators.coded import all_of_type, coded
 from sparkpoint.windows.coded_buckets import count_by_key_and_window
 
-__all__ = ["LOCAL_AGGREGATES_IN", "LOCAL_AGGREGATION_KEY", "WindowCombiner", "WindowPartial", "partial_or_record_key"]
+__all__ = [
+    "LOCAL_AGGREGATES_IN",
+    "LOCAL_AGGREGATION_KEY",
+    "FoldingCombine",
+    "WindowCombiner",
+    "WindowPartial",
+    "partial_or_record_key",
+]
 
 LOCAL_AGGREGATION_KEY = "sparkpoint.window.local-aggregation"
 LOCAL_AGGREGATES_IN = "numLocalAggregatesIn"  # the window operator's counter of partials merged
@@ -115,20 +123,33 @@ class WindowCombiner:
         their slide): the window operator counts it, and drops it, as without local aggregation."""
         if None in timestamps:
             return values, timestamps
+        groups: dict[tuple, list] = {}
         try:
-            groups = self._groups(values, timestamps)
-        except Exception:  # noqa: BLE001 - the window operator fails on the same record, naming it
+            if self.folder()(values, timestamps, groups) < len(values):
+                return values, timestamps  # a record in no window
+        except _Failed:  # the window operator fails on the same record, naming it
             return values, timestamps
         if len(groups) >= len(values):  # sparse records in sliding windows: partials would be more
             return values, timestamps
         if self.reduce_function is not None and any(g[0] is None for g in groups.values()):
             return values, timestamps  # a reduce returned None: the window operator fails, naming the key
-        partials = [WindowPartial(k, w, g[0], g[2]) for (k, w), g in groups.items()]
+        return self.partials(groups)
+
+    def folding(self, uid: str, name: str) -> FoldingCombine:
+        """A combine of an epoch's records given a slice at a time, for the window operator ``uid`` (``name``)."""
+        return FoldingCombine(self, uid, name)
+
+    def partials(self, groups: dict[tuple, list]) -> tuple[list, list]:
+        """The partials of groups folded by :meth:`folder`, and their timestamps."""
+        size = self.assigner.size
+        partials = [WindowPartial(k, TimeWindow(start, start + size), g[0], g[2]) for (k, start), g in groups.items()]
         return partials, [g[1] for g in groups.values()]
 
-    def _groups(self, values: list, timestamps: list) -> dict[tuple, list]:
-        """``{(key, window): [value or accumulator, latest timestamp, records whose last window it is]}``, each
-        group folded in arrival order."""
+    def folder(self) -> Callable[[list, list, dict], int]:
+        """``fold(values, timestamps, groups)``: the records, every one with a timestamp, folded in arrival order
+        into ``{(key, window start): [value or accumulator, latest timestamp, records whose last window it is]}``
+        (groups already there go on from what they hold); returns how many were folded, fewer than all up to a
+        record in no window. A user function that raises: :class:`_Failed`, naming the record."""
         key_of = bound_call(self.key_selector, "get_key")
         if self.reduce_function is not None:
             reduce = bound_call(self.reduce_function, "reduce")
@@ -142,26 +163,93 @@ class WindowCombiner:
             def first(v: Any) -> Any:
                 return agg.add(v, create())
 
+        def more(acc: Any, v: Any, n: int) -> Any:  # n records of one value, as the loop below would take them
+            return functools.reduce(reduce, itertools.repeat(v, n), acc)
+
         assigner = self.assigner  # tumbling or sliding event-time windows (local_combiner)
-        size = assigner.size
+        size, offset = assigner.size, assigner.offset
         slide = assigner.slide if type(assigner) is SlidingEventTimeWindows else size
-        if slide == size:
 
-            def fold(v: Any, n: int) -> Any:  # n records of one value, as the loop below would take them
-                return functools.reduce(reduce, itertools.repeat(v, n - 1), first(v))
+        def fold(values: list, timestamps: list, groups: dict) -> int:
+            if slide == size and _counted_into(values, timestamps, key_of, first, more, size, offset, groups):
+                return len(values)
+            return _fold_by_start(values, timestamps, key_of, first, reduce, size, slide, offset, groups)
 
-            counted = _counted_groups(values, timestamps, key_of, fold, size, assigner.offset)
-            if counted is not None:
-                return counted
-        by_start = _groups_by_start(values, timestamps, key_of, first, reduce, size, slide, assigner.offset)
-        return {(k, TimeWindow(start, start + size)): g for (k, start), g in by_start.items()}
+        return fold
 
 
-class _NoWindow(Exception):
-    """A record in no window (sliding windows smaller than their slide): its batch goes on without combining."""
+class FoldingCombine:
+    """:meth:`WindowCombiner.combine` of an epoch's records given a slice at a time (:meth:`add`, as a task's
+    record-wise run emits them), so that the task never holds them all: each slice is folded into the same groups
+    one batch would be. The records are kept too until the groups are at most half as many (before that, partials
+    may not pay, and :meth:`result` gives the records, as ``combine`` would); then only the groups are.
+
+    From a record in no window, or a slice with a record without a timestamp, records go on as they are, after the
+    partials of those before them (a key's records keep their order). Before the records are let go, anything
+    ``combine`` sends as records (a user function raising too) goes as records whole. After, a user function
+    that raises fails the task, naming the window operator and the record, as the window operator would (a
+    consumer that sends failed records to a side output is never given one of these)."""
+
+    def __init__(self, combiner: WindowCombiner, uid: str, name: str):
+        self.combiner, self.uid, self.name = combiner, uid, name
+        self.fold = combiner.folder()
+        self.groups: dict[tuple, list] = {}
+        self.folded = 0  # records in the groups
+        self.held: tuple[list, list] | None = ([], [])  # the records, while the groups may not pay
+        self.rest: tuple[list, list] | None = None  # records that go on as they are, after the partials
+
+    def add(self, values: list, timestamps: list) -> None:
+        if not values:
+            return
+        if self.rest is not None:
+            self.rest[0].extend(values)
+            self.rest[1].extend(timestamps)
+            return
+        try:
+            folded = 0 if None in timestamps else self.fold(values, timestamps, self.groups)
+        except _Failed as failed:
+            if self.held is None:
+                raise UserFunctionError(self.uid, self.name, failed.record, failed.cause) from failed.cause
+            folded = -1
+        if folded == len(values):
+            self.folded += folded
+            if self.held is not None and len(self.groups) * 2 > self.folded:
+                self.held[0].extend(values)
+                self.held[1].extend(timestamps)
+            else:
+                self.held = None  # the groups pay: the records are not needed any more
+        elif self.held is not None:  # as combine: all of them as records
+            self.rest = (self.held[0] + values, self.held[1] + timestamps)
+            self.held, self.groups, self.folded = None, {}, 0
+        else:
+            self.rest = (values[folded:], timestamps[folded:])
+
+    def result(self) -> tuple[list, list]:
+        """The partials, then the records that go on as they are."""
+        groups, held = self.groups, self.held
+        nones = self.combiner.reduce_function is not None and [k for k, g in groups.items() if g[0] is None]
+        if held is not None and (len(groups) >= self.folded or nones):
+            return held  # as combine: partials would be more than the records, or a reduce returned None
+        if nones:
+            key = nones[0][0]
+            cause = TypeError(null_reduce_message(f"window operator {self.uid!r}", key))
+            raise UserFunctionError(self.uid, self.name, key, cause)
+        values, timestamps = self.combiner.partials(groups)
+        if self.rest is not None:
+            values += self.rest[0]
+            timestamps += self.rest[1]
+        return values, timestamps
 
 
-def _groups_by_start(
+class _Failed(Exception):
+    """A user function raised on ``record`` while folding."""
+
+    def __init__(self, record: Any, cause: Exception):
+        super().__init__(record, cause)
+        self.record, self.cause = record, cause
+
+
+def _fold_by_start(
     values: list,
     timestamps: list,
     key_of: Callable[[Any], Any],
@@ -170,51 +258,72 @@ def _groups_by_start(
     size: int,
     slide: int,
     offset: int,
-) -> dict[tuple, list]:
-    """The groups of event-time windows of ``size`` every ``slide`` (tumbling: ``slide == size``), keyed by (key,
-    window start): each record goes into its windows latest first, as the assigners list them (so the groups come
-    in the order the per-window loop makes them), without a window object per record and window."""
-    groups: dict[tuple, list] = {}
+    groups: dict[tuple, list],
+) -> int:
+    """The records into the groups of event-time windows of ``size`` every ``slide`` (tumbling: ``slide ==
+    size``), keyed by (key, window start): each record into its windows latest first, as the assigners list them
+    (so the groups come in the order the per-window loop makes them), without a window object per record and
+    window. Returns the records folded: up to the first in no window (sliding windows smaller than their slide)."""
     get = groups.get
-    for v, t in zip(values, timestamps):
-        k = key_of(v)
-        last = start = t - (t - offset) % slide
-        lowest = t - size
-        if start <= lowest:
-            raise _NoWindow(t)
-        while start > lowest:
-            g = get((k, start))
-            if g is None:
-                groups[(k, start)] = [first(v), t, 1 if start == last else 0]
-            else:
-                g[0] = reduce(g[0], v)
-                if t > g[1]:
-                    g[1] = t
-                if start == last:
-                    g[2] += 1
-            start -= slide
-    return groups
+    i = 0
+    v = None
+    try:
+        for i, (v, t) in enumerate(zip(values, timestamps)):
+            last = start = t - (t - offset) % slide
+            lowest = t - size
+            if start <= lowest:
+                return i
+            k = key_of(v)
+            while start > lowest:
+                g = get((k, start))
+                if g is None:
+                    groups[(k, start)] = [first(v), t, 1 if start == last else 0]
+                else:
+                    g[0] = reduce(g[0], v)
+                    if t > g[1]:
+                        g[1] = t
+                    if start == last:
+                        g[2] += 1
+                start -= slide
+    except Exception as e:  # noqa: BLE001 - the caller decides: records as they are, or the task fails
+        raise _Failed(v, e) from e
+    return len(values)
 
 
-def _counted_groups(
+def _counted_into(
     values: list,
     timestamps: list,
     key_of: Callable[[Any], Any],
-    fold: Callable[[Any, int], Any],
+    first: Callable[[Any], Any],
+    more: Callable[[Any, Any, int], Any],
     size: int,
     offset: int,
-) -> dict[tuple, list] | None:
-    """The tumbling windows' groups of a batch whose values repeat, each key with one value (a keyed count's
-    ``(key, 1)``): the records counted per (key, window) (:func:`count_by_key_and_window`), each group's
-    value folded over as many copies of its one value as it has records. None if the batch is not such."""
+    groups: dict[tuple, list],
+) -> bool:
+    """Fold a batch whose values repeat, each key with one value (a keyed count's ``(key, 1)``), into the groups
+    of tumbling windows: the records counted per (key, window) (:func:`count_by_key_and_window`), each group's
+    value folded over as many copies of its one value as it has records. False (nothing folded) if the batch is
+    not such."""
     batch = coded(values)
     if batch is None:
-        return None
-    keys = [key_of(v) for v in batch.distinct]
-    counts = count_by_key_and_window(batch.codes, keys, timestamps, size, offset)
-    if counts is None:
-        return None
-    groups: dict[tuple, list] = {}
-    for code, start, n, latest in counts:
-        groups[(keys[code], TimeWindow(start, start + size))] = [fold(batch.distinct[code], n), latest, n]
-    return groups
+        return False
+    v = None
+    try:
+        keys = [key_of(v) for v in batch.distinct]
+        counts = count_by_key_and_window(batch.codes, keys, timestamps, size, offset)
+        if counts is None:
+            return False
+        get = groups.get
+        for code, start, n, latest in counts:
+            v = batch.distinct[code]
+            g = get((keys[code], start))
+            if g is None:
+                groups[(keys[code], start)] = [more(first(v), v, n - 1), latest, n]
+            else:
+                g[0] = more(g[0], v, n)
+                if latest > g[1]:
+                    g[1] = latest
+                g[2] += n
+    except Exception as e:  # noqa: BLE001 - as _fold_by_start
+        raise _Failed(v, e) from e
+    return True

@@ -230,10 +230,8 @@ def test_a_keyed_counts_records_are_combined_by_counting_them(make_env, monkeypa
     from sparkpoint.windows import local_aggregation
 
     counted: list[bool] = []
-    original = local_aggregation._counted_groups
-    monkeypatch.setattr(
-        local_aggregation, "_counted_groups", lambda *a: counted.append((got := original(*a)) is not None) or got
-    )
+    original = local_aggregation._counted_into
+    monkeypatch.setattr(local_aggregation, "_counted_into", lambda *a: counted.append(got := original(*a)) or got)
     events = _events()
     expected, _late = _oracle(events, lambda ts: [tumbling_start(ts, SIZE)], len)
     outputs = []
