@@ -75,7 +75,7 @@ def folding_combines(plan: JobPlan, stage_id: int) -> dict[int, Callable[[], Any
     """Per output edge of the stage whose combiner can take an epoch's records a slice at a time, a factory of
     such a combine (:func:`sparkpoint.runtime.chain.run_operators`): not where the consumer sends records its
     function fails on to a side output (a combine that no longer holds the records cannot give it them)."""
-    folding = {}
+    folding: dict[int, Callable[[], Any]] = {}
     for e in plan.stage(stage_id).output_edges:
         if hasattr(e.combiner, "folding") and not plan.stage(plan.stage_of[e.target]).routes_failed_records(e.target):
             folding[e.id] = partial(e.combiner.folding, plan.uid(e.target), plan.nodes[e.target].name)
