@@ -196,3 +196,27 @@ def test_a_job_whose_tasks_take_epochs_of_many_slices_folds_each_slice_and_gives
         outputs.append(collect_windows(env, stamped(env, events, bound=0), window, Windowed(), WithWindow())[0])
     assert outputs[0] == outputs[1] == expected and len(expected) > 40 and not late
     assert len(added) > n // SLICE and max(added) <= SLICE and sum(added) == n
+
+
+@pytest.mark.parametrize("routed", [False, True], ids=["failing", "routing-failed-records"])
+def test_a_window_that_sends_failed_records_aside_is_never_given_a_slice_by_slice_combine(make_env, routed):
+    """A consumer that sends a record its function fails on to FAILED_RECORDS needs the records (a combine that
+    let them go could only fail the task): its edge gets no folding combine, the others one."""
+    from sparkpoint.datastream import FAILED_RECORDS
+    from sparkpoint.runtime.task_output import folding_combines
+    from sparkpoint.runtime.translation import StreamGraphGenerator
+
+    env = make_env("local")
+    events = out_of_order_events(100, seed=3)
+    window = TumblingEventTimeWindows.of(Time.seconds(10))
+    counted = stamped(env, events).key_by(key_of).window(window).aggregate(Count()).uid("w")
+    if routed:
+        counted.get_side_output(FAILED_RECORDS).print()
+    counted.print()
+    plan = StreamGraphGenerator(env._pipeline("j")).translate()
+    [edge] = [e for s in plan.stages for e in s.output_edges if e.combiner is not None]
+    folds = folding_combines(plan, plan.stage_of[edge.source])
+    if routed:
+        assert folds == {}
+    else:
+        assert list(folds) == [edge.id] and folds[edge.id]().uid == "w"
