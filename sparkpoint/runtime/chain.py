@@ -92,7 +92,7 @@ def run_operators(
     for e in stage.internal_edges:
         children.setdefault(e.source, []).append(e)
     run = record_wise_run(stage, ops, children)
-    sliced = _SlicedRun(run, ops, _folding(stage, run, children, folding))
+    sliced = _SlicedRun(stage, run, ops, children, folding)
     fed = set(run)  # what feeds the run slice by slice: its members, and the source it follows
     if run and run[0] != stage.nodes[0]:
         fed.add(stage.nodes[0])
@@ -142,45 +142,49 @@ def record_wise_run(
     stage: StagePlan, ops: dict[int, StreamOperator], children: dict[int, list[StreamEdge]]
 ) -> list[int]:
     """The operators at the head of a stage (behind its source, or first, taking the exchange's records) that take
-    their records one by one and emit nothing on time (map, filter, a timestamp assigner, a sink), each the only
-    consumer of the one before (within the stage and beyond it: only the last one's records are kept whole); [] if
-    none.
+    their records one by one and emit nothing on time (map, filter, a timestamp assigner, a sink), in topological
+    order; [] if none. They form a tree: each takes the records of one operator before it in the run (or of the
+    source). An operator's consumers join the run all together or not at all (each record-wise, with that one
+    input, none on a side output), and not where its records also go to another stage: then its records are kept
+    whole, as are those of each operator whose consumers did not join (a leaf).
     :func:`run_operators` takes the records through all of them :data:`SLICE` at a time, so a slice's records are
     still in the processor's caches when the next operator takes them (an epoch's records at once went through
-    each operator from memory)."""
+    each operator from memory), and only the leaves' records are held for the epoch."""
     if not stage.nodes:
         return []
-    nid = stage.nodes[0]
+    head = stage.nodes[0]
     run: list[int] = []
-    if not isinstance(ops[nid], SourceOperator):
-        if not _record_wise(ops[nid]) or any(e.target == nid for e in stage.internal_edges):
+    if not isinstance(ops[head], SourceOperator):
+        if not _record_wise(ops[head]) or any(e.target == head for e in stage.internal_edges):
             return []
-        run.append(nid)
+        run.append(head)
     to_other_stages = {e.source for e in stage.output_edges}  # their records are wanted whole: the run ends there
-    while True:
-        edges = children.get(nid, [])
-        if len(edges) != 1 or edges[0].side_tag is not None or nid in to_other_stages:
-            return run
-        nid = edges[0].target
-        if not _record_wise(ops[nid]) or sum(1 for e in stage.internal_edges if e.target == nid) != 1:
-            return run
-        run.append(nid)
+    inputs = {nid: sum(1 for e in stage.internal_edges if e.target == nid) for nid in stage.nodes}
+    grows = [head]
+    while grows:
+        edges = children.get(grows.pop(0), [])
+        if not edges or edges[0].source in to_other_stages:
+            continue
+        if all(e.side_tag is None and _record_wise(ops[e.target]) and inputs[e.target] == 1 for e in edges):
+            run.extend(e.target for e in edges)
+            grows.extend(e.target for e in edges)
+    return run
 
 
-def _folding(
+def _folds(
     stage: StagePlan,
-    run: list[int],
+    leaves: list[int],
     children: dict[int, list[StreamEdge]],
     folding: dict[int, Callable[[], Any]] | None,
-) -> Any:
-    """A combine taking the run's records a slice at a time, where the run's last operator feeds one edge alone
-    and that edge's combiner may (``folding``); else None."""
-    if not run or not folding or children.get(run[-1]):
-        return None
-    edges = [e for e in stage.output_edges if e.source == run[-1]]
-    if len(edges) != 1 or edges[0].side_tag is not None or edges[0].id not in folding:
-        return None
-    return folding[edges[0].id]()
+) -> dict[int, Any]:
+    """Per leaf of the run that feeds one edge alone whose combiner may take its records a slice at a time
+    (``folding``), a new such combine."""
+    folds = {}
+    for nid in leaves if folding else []:
+        edges = [e for e in stage.output_edges if e.source == nid]
+        if not children.get(nid) and len(edges) == 1 and edges[0].side_tag is None and edges[0].id in folding:
+            folds[nid] = folding[edges[0].id]()
+    return folds
 
 
 def _record_wise(op: StreamOperator) -> bool:
@@ -190,51 +194,74 @@ def _record_wise(op: StreamOperator) -> bool:
 class _SlicedRun:
     """A record-wise run's operators over the batches pushed to it, :data:`SLICE` records at a time through all of
     them, then (:meth:`finish`) their watermarks and processing time in order, as :func:`_run_operator` one by one
-    would."""
+    would. ``folds``: per leaf, the exchange's combine taking its records as they come (:func:`_folds`)."""
 
-    def __init__(self, run: list[int], ops: dict[int, StreamOperator], fold: Any = None):
+    def __init__(
+        self,
+        stage: StagePlan,
+        run: list[int],
+        ops: dict[int, StreamOperator],
+        children: dict[int, list[StreamEdge]],
+        folding: dict[int, Callable[[], Any]] | None,
+    ):
         self.run, self.ops = run, ops
+        members = set(run)
+        self.parent: dict[int, int | None] = dict.fromkeys(run)  # the member it takes from (None: what is pushed)
+        self.first_child: dict[int, int] = {}
+        for nid in run:
+            took = [e.target for e in children.get(nid, []) if e.target in members]
+            for child in took:
+                self.parent[child] = nid
+            if took:
+                self.first_child[nid] = took[0]
+        self.leaves = [nid for nid in run if nid not in self.first_child]
+        self.kept = {nid: Output() for nid in self.leaves}  # a leaf's records, whole (a folded one's: counted)
+        self.folds = _folds(stage, self.leaves, children, folding)
         self.taken = dict.fromkeys(run, 0)  # records each operator took
-        self.last = Output()  # the last operator's, whole (with ``fold``: each slice's, until folded)
-        self.fold = fold  # the exchange's combine taking the last operator's records as they come, or None
 
     def push(self, values: list, timestamps: list) -> None:
-        run, ops = self.run, self.ops
         for lo in range(0, len(values), SLICE):
-            v, t = (
-                (values, timestamps) if len(values) <= SLICE else (values[lo : lo + SLICE], timestamps[lo : lo + SLICE])
-            )
-            for nid in run:
-                if not v:
-                    break
-                self.taken[nid] += len(v)
-                out = self.last if nid == run[-1] else Output()
-                ops[nid].process_batch(v, t, out)
-                v, t = out.values, out.timestamps
-            if self.fold is not None:
-                self._fold()
+            given: dict[int | None, tuple[list, list]] = {
+                None: (values, timestamps)
+                if len(values) <= SLICE
+                else (values[lo : lo + SLICE], timestamps[lo : lo + SLICE])
+            }
+            for nid in self.run:
+                v, t = given[self.parent[nid]]
+                out = Output()  # each slice's own: two consumers may be given the same lists
+                if v:
+                    self.taken[nid] += len(v)
+                    self.ops[nid].process_batch(v, t, out)
+                given[nid] = out.values, out.timestamps
+                if nid in self.kept and out.values:
+                    self._keep(nid, out.values, out.timestamps)
 
-    def _fold(self) -> None:
-        last = self.last
-        if last.values:
-            self.fold.add(last.values, last.timestamps)
-            last.passed += len(last.values)
-            last.values, last.timestamps = [], []
+    def _keep(self, nid: int, values: list, timestamps: list) -> None:
+        kept, fold = self.kept[nid], self.folds.get(nid)
+        if fold is None:
+            kept.values.extend(values)
+            kept.timestamps.extend(timestamps)
+        else:
+            fold.add(values, timestamps)
+            kept.passed += len(values)
 
     def finish(self, watermark: int | None, dep: TaskDeployment) -> list[tuple[int, Output, int | None]]:
-        """Each operator's watermark, processing time and counts after the records; each with its output (the
-        last's whole, the others' passed on: what the next took)."""
+        """Each operator's watermark, processing time and counts after the records; each with its output (a leaf's
+        whole, or what its fold gave; the others' passed on: what the next took)."""
         results = []
-        wm = watermark
-        for nid, after in zip(self.run, [*self.run[1:], None]):
-            out = self.last if after is None else Output()
-            if after is not None:
-                out.passed = self.taken[after]
-            wm = _time_and_counts(self.ops[nid], wm, dep, out, self.taken[nid])
-            results.append((nid, out, wm))
-        if self.fold is not None:
-            self._fold()
-            self.last.combined = self.fold.result()
+        wms: dict[int | None, int | None] = {None: watermark}
+        for nid in self.run:
+            out = self.kept[nid] if nid in self.kept else Output()
+            if nid in self.first_child:
+                out.passed = self.taken[self.first_child[nid]]
+            wms[nid] = _time_and_counts(self.ops[nid], wms[self.parent[nid]], dep, out, self.taken[nid])
+            results.append((nid, out, wms[nid]))
+        for nid, fold in self.folds.items():
+            out = self.kept[nid]
+            if out.values:  # emitted on time (a record-wise operator emits nothing then)
+                values, timestamps, out.values, out.timestamps = out.values, out.timestamps, [], []
+                self._keep(nid, values, timestamps)
+            out.combined = fold.result()
         return results
 
 

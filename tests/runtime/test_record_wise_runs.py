@@ -92,17 +92,55 @@ class Passes(ProcessFunction):
         yield value
 
 
-def test_a_run_stops_at_an_operator_that_is_not_record_wise_and_at_a_fan_out(make_env, runs):
+def test_a_run_stops_at_an_operator_that_is_not_record_wise(make_env, runs):
     env = make_env("local")
     mapped = env.from_collection(list(range(50))).map(triple).name("triple")
     mapped.process(Passes()).name("process").map(str).name("after").print()
     env.execute()
-    env = make_env("local")
-    evens = env.from_collection(list(range(50))).map(triple).name("triple").filter(even).name("even")
-    evens.map(str).name("a").print()
-    evens.map(repr).name("b").print()
-    env.execute()
-    assert runs[0] == ["triple"] and runs[-1] == ["triple", "even"], runs
+    assert runs and all(run == ["triple"] for run in runs), runs
+
+
+def test_a_fan_out_is_a_tree_each_branch_given_every_slice_and_only_the_leaves_records_kept(make_env, runs):
+    """A filter's records go to two maps and a timestamp assigner (both branches' own counts), slice by slice; each
+    branch's records are what plain Python gives, and a consumer that is not record-wise keeps its parent a leaf."""
+    env = make_env("local", **{"execution.epoch.max-records": 12_000})
+    evens = env.from_collection(list(range(N))).uid("src").map(triple).name("triple").filter(even).name("even")
+    texts = evens.map(str).name("text")
+    tens = evens.map(lambda x: x * 10).name("tens").filter(lambda x: x % 3 == 0).name("thirds")
+    strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(Stamp())
+    windowed = (
+        evens.assign_timestamps_and_watermarks(strategy)
+        .name("stamp")
+        .window_all(TumblingEventTimeWindows.of(Time.milliseconds(10_000)))
+        .reduce(lambda a, b: a + b)
+    )
+    got = sorted(
+        texts.union(tens.map(repr).name("tens-text"), windowed.map(lambda s: f"sum {s}")).execute_and_collect()
+    )
+    evens_expected = [x * 3 for x in range(N) if (x * 3) % 2 == 0]
+    df = pd.DataFrame({"x": evens_expected})
+    sums = [f"sum {s}" for s in df.groupby(df.x // 10_000).x.sum().tolist()]
+    thirds = [repr(x * 10) for x in evens_expected if (x * 10) % 3 == 0]
+    assert got == sorted([str(x) for x in evens_expected] + thirds + sums)
+    tree = ["triple", "even", "text", "tens", "stamp", "thirds", "tens-text"]
+    trees = [run for run in runs if "triple" in run]  # the window's stage has a run of its own ("sum")
+    assert trees and all(sorted(run) == sorted(tree) for run in trees), trees
+    assert all(run.index("even") < run.index("tens") < run.index("thirds") for run in trees), trees
+
+
+def test_a_fan_outs_operators_count_what_each_branch_took_and_gave(make_env, runs, capsys):
+    env = make_env("local", **{"execution.epoch.max-records": 12_000})
+    evens = env.from_collection(list(range(N))).uid("src").map(triple).name("triple").filter(even).uid("even")
+    evens.map(str).uid("text").print()
+    evens.filter(lambda x: x % 3 == 0).uid("thirds").print()
+    metrics = env.execute().metrics
+    evens_n = sum(1 for x in range(N) if (x * 3) % 2 == 0)
+    thirds_n = sum(1 for x in range(N) if (x * 3) % 6 == 0)
+    assert metrics["even"]["numRecordsIn"] == N and metrics["even"]["numRecordsOut"] == evens_n
+    assert metrics["text"]["numRecordsIn"] == metrics["text"]["numRecordsOut"] == evens_n
+    assert metrics["thirds"]["numRecordsIn"] == evens_n and metrics["thirds"]["numRecordsOut"] == thirds_n
+    assert len(capsys.readouterr().out.splitlines()) == evens_n + thirds_n
+    assert runs and all(len(run) == 4 for run in runs), runs  # triple, even, text, thirds
 
 
 def boom(x):
