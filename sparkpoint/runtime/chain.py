@@ -179,8 +179,10 @@ def _folds(
 ) -> dict[int, Any]:
     """Per leaf of the run that feeds one edge alone whose combiner may take its records a slice at a time
     (``folding``), a new such combine."""
-    folds = {}
-    for nid in leaves if folding else []:
+    folds: dict[int, Any] = {}
+    if not folding:
+        return folds
+    for nid in leaves:
         edges = [e for e in stage.output_edges if e.source == nid]
         if not children.get(nid) and len(edges) == 1 and edges[0].side_tag is None and edges[0].id in folding:
             folds[nid] = folding[edges[0].id]()
