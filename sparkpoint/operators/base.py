@@ -114,15 +114,16 @@ def out_of_range_error(timestamp: Any, what: str) -> ValueError:
 class Output:
     """What an operator emitted during one call: main records and side outputs."""
 
-    __slots__ = ("values", "timestamps", "side", "passed", "combined")
+    __slots__ = ("values", "timestamps", "side", "passed", "taken")
 
     def __init__(self) -> None:
         self.values: list = []
         self.timestamps: list = []
         self.side: dict[str, tuple[list, list]] = {}
         self.passed = 0  # records emitted straight to the operator after it, a slice at a time, not kept here
-        # the main records as the exchange's combiner folded them a slice at a time (counted in ``passed``)
-        self.combined: tuple[list, list] | None = None
+        # what took the main records a slice at a time on their way to other stages (counted in ``passed``): the
+        # exchange routes what it made of them (sparkpoint.runtime.task_output.slice_takers)
+        self.taken: Any = None
 
     def emitted(self) -> int:
         """The main records emitted: those kept and those passed on."""

@@ -10,7 +10,7 @@ chained after it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -22,16 +22,27 @@ from sparkpoint.operators.basic import FilterOperator, MapOperator, TimestampsAn
 from sparkpoint.operators.coded import Coded, timestamp_list
 from sparkpoint.operators.sinks import SinkOperator
 from sparkpoint.operators.source import Emit, SourceOperator
-from sparkpoint.runtime.exchange import decode_blob
+from sparkpoint.runtime.exchange import decode_batch, open_blob
 from sparkpoint.runtime.graph import StagePlan, StreamEdge
 
 if TYPE_CHECKING:
     from sparkpoint.runtime.task import TaskDeployment, TaskReport
 
-__all__ = ["SLICE", "Inputs", "concat_batches", "min_watermark", "read_inputs", "record_wise_run", "run_operators"]
+__all__ = [
+    "GROUP",
+    "SLICE",
+    "Inputs",
+    "concat_batches",
+    "min_watermark",
+    "read_inputs",
+    "record_wise_run",
+    "run_operators",
+]
 
 #: Records a slice of the record-wise run behind a source carries through its operators at once.
 SLICE = 8192
+#: Records of an exchange's input an operator takes at once, at least (decoded a group at a time).
+GROUP = 8 * SLICE
 # nothing on time, nothing aside; a sink's writer takes a slice as it takes an epoch (continuous mode's tasks give
 # it a batch at a time), so the records it writes are not all held at once
 _RECORD_WISE = (MapOperator, FilterOperator, TimestampsAndWatermarksOperator, SinkOperator)
@@ -42,34 +53,33 @@ class Inputs:
     """A task's decoded input: record batches per operator and input (1, or 2 of a two-input operator) and
     watermarks per operator (reports do not travel with the records: the task channel carries each task's own)."""
 
-    pending: dict[tuple[int, int], list[tuple[list, list]]]
+    pending: dict[tuple[int, int], list[tuple[Any, Any] | bytes]]  # a batch, or an exchange's still encoded
     watermarks: dict[int, list]
 
     @classmethod
     def of(cls, stage: StagePlan) -> Inputs:
         return cls({(nid, i): [] for nid in stage.nodes for i in (1, 2)}, {nid: [] for nid in stage.nodes})
 
-    def add(self, edge: StreamEdge, batch: tuple[list, list]) -> None:
+    def add(self, edge: StreamEdge, batch: tuple[Any, Any] | bytes) -> None:
         self.pending[(edge.target, 2 if edge.type_number == 2 else 1)].append(batch)
 
 
 def read_inputs(stage: StagePlan, input_blobs: list[bytes], report: TaskReport) -> Inputs:
-    """Decode upstream blobs into record batches and watermarks per operator (Step 2)."""
+    """Upstream blobs as batches (still encoded) and watermarks per operator (Step 2)."""
     inputs = Inputs.of(stage)
     edges_by_id = {e.id: e for e in stage.input_edges}
-    decoded = sorted(
-        (decode_blob(b, keep_coded=True) for b in input_blobs), key=lambda hb: (hb[0]["stage"], hb[0]["subtask"])
-    )
-    for header, batches in decoded:
+    opened = sorted((open_blob(b) for b in input_blobs), key=lambda hb: (hb[0]["stage"], hb[0]["subtask"]))
+    for header, batches in opened:
         for edge_id, wm in header["watermarks"].items():
             e = edges_by_id.get(edge_id)
             if e is not None:
                 inputs.watermarks[e.target].append(wm)
-        for edge_id, batch in batches.items():
+        for edge_id, chunks in batches.items():
             e = edges_by_id.get(edge_id)
-            if e is not None:
-                inputs.add(e, batch)
-                report.records_in += len(batch[0])
+            if e is None:
+                continue
+            for chunk in chunks:
+                inputs.add(e, chunk)  # decoded as its operator reaches it (_taken), counted then
     return inputs
 
 
@@ -79,20 +89,20 @@ def run_operators(
     dep: TaskDeployment,
     inputs: Inputs,
     report: TaskReport,
-    folding: dict[int, Callable[[], Any]] | None = None,
+    takers: Callable[[int], Any] | None = None,
 ) -> tuple[dict[int, Output], dict[int, int | None]]:
     """Run the operators in topological order, feeding chained successors (Step 3); the record-wise run at the
     head of the stage (:func:`record_wise_run`) a slice of records at a time, behind a source as it reads them.
-    ``folding``: per output edge whose combiner may take the records a slice at a time, a new such combine
-    (:meth:`~sparkpoint.windows.local_aggregation.WindowCombiner.folding`): where the run ends at that edge alone,
-    its records go to it as they come, and its output holds what the combine gave (``Output.combined``)."""
+    ``takers(node)``: for a leaf of the run, what takes its records a slice at a time on their way to other stages
+    (:func:`~sparkpoint.runtime.task_output.slice_takers`), or None: its records are kept whole; a taker ends in
+    the leaf's ``Output.taken``."""
     out_watermarks: dict[int, int | None] = {}
     outputs: dict[int, Output] = {}
     children: dict[int, list[StreamEdge]] = {}
     for e in stage.internal_edges:
         children.setdefault(e.source, []).append(e)
     run = record_wise_run(stage, ops, children)
-    sliced = _SlicedRun(stage, run, ops, children, folding)
+    sliced = _SlicedRun(run, ops, children, takers)
     fed = set(run)  # what feeds the run slice by slice: its members, and the source it follows
     if run and run[0] != stage.nodes[0]:
         fed.add(stage.nodes[0])
@@ -127,10 +137,8 @@ def _run_head(
     reads them, and the run; or the run over its first operator's input."""
     op = sliced.ops[nid]
     if nid == sliced.run[0]:
-        values, timestamps = concat_batches(inputs.pending[(nid, 1)])
-        if type(values) is Coded:  # from an exchange, as _run_operator gives them
-            values = values.values()
-        sliced.push(values, timestamp_list(timestamps))
+        for values, timestamps in _taken(inputs.pending[(nid, 1)], report):
+            sliced.push(values.values() if type(values) is Coded else values, timestamp_list(timestamps))
         return sliced.finish(min_watermark(inputs.watermarks[nid]), dep)
     out = Output()
     wm = _run_operator(nid, op, dep, inputs, out, report, sliced.push)
@@ -171,24 +179,6 @@ def record_wise_run(
     return run
 
 
-def _folds(
-    stage: StagePlan,
-    leaves: list[int],
-    children: dict[int, list[StreamEdge]],
-    folding: dict[int, Callable[[], Any]] | None,
-) -> dict[int, Any]:
-    """Per leaf of the run that feeds one edge alone whose combiner may take its records a slice at a time
-    (``folding``), a new such combine."""
-    folds: dict[int, Any] = {}
-    if not folding:
-        return folds
-    for nid in leaves:
-        edges = [e for e in stage.output_edges if e.source == nid]
-        if not children.get(nid) and len(edges) == 1 and edges[0].side_tag is None and edges[0].id in folding:
-            folds[nid] = folding[edges[0].id]()
-    return folds
-
-
 def _record_wise(op: StreamOperator) -> bool:
     return type(op) in _RECORD_WISE and not op.routes_failures
 
@@ -196,15 +186,14 @@ def _record_wise(op: StreamOperator) -> bool:
 class _SlicedRun:
     """A record-wise run's operators over the batches pushed to it, :data:`SLICE` records at a time through all of
     them, then (:meth:`finish`) their watermarks and processing time in order, as :func:`_run_operator` one by one
-    would. ``folds``: per leaf, the exchange's combine taking its records as they come (:func:`_folds`)."""
+    would. ``takers``: see :func:`run_operators`."""
 
     def __init__(
         self,
-        stage: StagePlan,
         run: list[int],
         ops: dict[int, StreamOperator],
         children: dict[int, list[StreamEdge]],
-        folding: dict[int, Callable[[], Any]] | None,
+        takers: Callable[[int], Any] | None,
     ):
         self.run, self.ops = run, ops
         members = set(run)
@@ -216,9 +205,9 @@ class _SlicedRun:
                 self.parent[child] = nid
             if took:
                 self.first_child[nid] = took[0]
-        self.leaves = [nid for nid in run if nid not in self.first_child]
-        self.kept = {nid: Output() for nid in self.leaves}  # a leaf's records, whole (a folded one's: counted)
-        self.folds = _folds(stage, self.leaves, children, folding)
+        leaves = [nid for nid in run if nid not in self.first_child]
+        self.kept = {nid: Output() for nid in leaves}  # a leaf's records, whole (a taken one's: counted)
+        self.takers = {nid: t for nid in leaves if takers and (t := takers(nid)) is not None}
         self.taken = dict.fromkeys(run, 0)  # records each operator took
 
     def push(self, values: list, timestamps: list) -> None:
@@ -239,17 +228,17 @@ class _SlicedRun:
                     self._keep(nid, out.values, out.timestamps)
 
     def _keep(self, nid: int, values: list, timestamps: list) -> None:
-        kept, fold = self.kept[nid], self.folds.get(nid)
-        if fold is None:
+        kept, taker = self.kept[nid], self.takers.get(nid)
+        if taker is None:
             kept.values.extend(values)
             kept.timestamps.extend(timestamps)
         else:
-            fold.add(values, timestamps)
+            taker.add(values, timestamps)
             kept.passed += len(values)
 
     def finish(self, watermark: int | None, dep: TaskDeployment) -> list[tuple[int, Output, int | None]]:
         """Each operator's watermark, processing time and counts after the records; each with its output (a leaf's
-        whole, or what its fold gave; the others' passed on: what the next took)."""
+        whole, or its taker; the others' passed on: what the next took)."""
         results = []
         wms: dict[int | None, int | None] = {None: watermark}
         for nid in self.run:
@@ -258,12 +247,12 @@ class _SlicedRun:
                 out.passed = self.taken[self.first_child[nid]]
             wms[nid] = _time_and_counts(self.ops[nid], wms[self.parent[nid]], dep, out, self.taken[nid])
             results.append((nid, out, wms[nid]))
-        for nid, fold in self.folds.items():
+        for nid, taker in self.takers.items():
             out = self.kept[nid]
             if out.values:  # emitted on time (a record-wise operator emits nothing then)
                 values, timestamps, out.values, out.timestamps = out.values, out.timestamps, [], []
                 self._keep(nid, values, timestamps)
-            out.combined = fold.result()
+            out.taken = taker
         return results
 
 
@@ -300,16 +289,16 @@ def _run_operator(
     order = (2, 1) if getattr(op, "broadcast_first", False) else (1, 2)
     records_in = 0
     for i in order:
-        values, timestamps = concat_batches(inputs.pending[(nid, i)])
-        if type(values) is Coded and not (i == 1 and op.takes_coded and not op.routes_failures):
-            values, timestamps = values.values(), timestamp_list(timestamps)
-        records_in += len(values)
-        if values:
-            process = op.process_batch if i == 1 else second
-            if op.routes_failures:
-                op.process_each(values, timestamps, out, process)
-            else:
-                process(values, timestamps, out)  # type: ignore[misc]
+        process = op.process_batch if i == 1 else second
+        for values, timestamps in _taken(inputs.pending[(nid, i)], report):
+            if type(values) is Coded and not (i == 1 and op.takes_coded and not op.routes_failures):
+                values, timestamps = values.values(), timestamp_list(timestamps)
+            records_in += len(values)
+            if values:
+                if op.routes_failures:
+                    op.process_each(values, timestamps, out, process)
+                else:
+                    process(values, timestamps, out)  # type: ignore[misc]
     return _time_and_counts(op, min_watermark(inputs.watermarks[nid]), dep, out, records_in)
 
 
@@ -330,6 +319,25 @@ def _time_and_counts(
     if emitted:
         op.task.counter(op.uid, "numRecordsOut", emitted)
     return wm
+
+
+def _taken(batches: list, report: TaskReport) -> Iterator[tuple[Any, Any]]:
+    """An input's batches in order, joined into groups of at least :data:`GROUP` records (the last may be fewer):
+    an exchange's chunks (bytes) are decoded, and counted in the task's ``records_in``, as a group reaches them, so
+    that an epoch's input is never all decoded at once."""
+    group: list[tuple[Any, Any]] = []
+    size = 0
+    for batch in batches:
+        if type(batch) is bytes:
+            batch = decode_batch(batch, keep_coded=True)
+            report.records_in += len(batch[0])
+        group.append(batch)
+        size += len(batch[0])
+        if size >= GROUP:
+            yield concat_batches(group)
+            group, size = [], 0
+    if group:
+        yield concat_batches(group)
 
 
 def concat_batches(batches: list[tuple[Any, Any]]) -> tuple[Any, Any]:

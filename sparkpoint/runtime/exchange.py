@@ -41,7 +41,7 @@ from sparkpoint.operators.coded import Coded, coded, marshal_exact
 from sparkpoint.state.key_groups import KeyGroupAssigner, str_key_groups
 from sparkpoint.windows.local_aggregation import WindowPartial
 
-__all__ = ["encode_batch", "decode_batch", "encode_blob", "decode_blob", "hash_partition"]
+__all__ = ["Encoded", "encode_batch", "decode_batch", "encode_blob", "decode_blob", "hash_partition", "open_blob"]
 
 _MARSHAL_VERSION = 4
 
@@ -191,13 +191,35 @@ def decode_batch(data: bytes, keep_coded: bool = False) -> tuple[Any, Any]:
     return ([] if encoding == b"empty" else _decode_values(encoding, body, keep_coded)), timestamps
 
 
-def encode_blob(header: dict, batches: dict[int, tuple[list, list]]) -> bytes:
-    """One upstream task's output for one downstream partition."""
-    return dumps(
-        {"h": header, "b": {edge: encode_batch(v, t) for edge, (v, t) in batches.items() if v}}, portable=False
-    )
+class Encoded:
+    """Batches of one edge and partition already encoded (:func:`encode_batch`), one after the other: a task that
+    routed its records a slice at a time (``task_output.ExchangeWriter``)."""
+
+    __slots__ = ("chunks",)
+
+    def __init__(self, chunks: list[bytes]):
+        self.chunks = chunks
 
 
-def decode_blob(blob: bytes, keep_coded: bool = False) -> tuple[dict, dict[int, tuple[Any, list]]]:
+def encode_blob(header: dict, batches: dict[int, Any]) -> bytes:
+    """One upstream task's output for one downstream partition: per edge, its batches encoded, in order (one for
+    ``(values, timestamps)``, an :class:`Encoded`'s as they are)."""
+    encoded = {}
+    for edge, batch in batches.items():
+        chunks = batch.chunks if type(batch) is Encoded else [encode_batch(*batch)] if batch[0] else []
+        if chunks:
+            encoded[edge] = chunks
+    return dumps({"h": header, "b": encoded}, portable=False)
+
+
+def open_blob(blob: bytes) -> tuple[dict, dict[int, list[bytes]]]:
+    """The header and, per edge, the batches of :func:`encode_blob` in order, each still encoded
+    (:func:`decode_batch`)."""
     d = pickle.loads(blob)
-    return d["h"], {edge: decode_batch(data, keep_coded) for edge, data in d["b"].items()}
+    return d["h"], d["b"]
+
+
+def decode_blob(blob: bytes, keep_coded: bool = False) -> tuple[dict, dict[int, list[tuple[Any, Any]]]]:
+    """The header and, per edge, the batches of :func:`encode_blob`, in order."""
+    header, batches = open_blob(blob)
+    return header, {edge: [decode_batch(data, keep_coded) for data in chunks] for edge, chunks in batches.items()}

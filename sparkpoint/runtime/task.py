@@ -38,7 +38,7 @@ from sparkpoint.runtime.changelog import describe
 from sparkpoint.runtime.checkpoint_io import CheckpointUploader
 from sparkpoint.runtime.graph import JobPlan, StagePlan
 from sparkpoint.runtime.task_messages import PHASES, TaskDeployment, TaskReport, latest_reports
-from sparkpoint.runtime.task_output import blobs, folding_combines, route
+from sparkpoint.runtime.task_output import blobs, route, slice_takers
 from sparkpoint.runtime.working_state import claim_in_spark_dirs, drop_older_attempts, working_dir
 from sparkpoint.state.backend_loader import load_state_backend
 from sparkpoint.state.changelog_segments import write_changes
@@ -135,7 +135,9 @@ def _run_task(
         inputs = read_inputs(stage, input_blobs, report)
         lap("input")
         # Step 3. Run the operators in topological order.
-        outputs, out_watermarks = run_operators(stage, ops, dep, inputs, report, folding_combines(plan, stage_id))
+        outputs, out_watermarks = run_operators(
+            stage, ops, dep, inputs, report, slice_takers(plan, stage_id, subtask, dep.watermark_bounds)
+        )
         lap("run", memory=True)
         # Step 4. Route outputs to downstream partitions.
         routed = route(plan, stage_id, subtask, outputs, out_watermarks, dep.watermark_bounds)

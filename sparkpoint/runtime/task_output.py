@@ -9,18 +9,20 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from functools import partial
 from typing import Any
 
 from sparkpoint.datastream.functions import bound_call
 from sparkpoint.operators.base import Output
-from sparkpoint.runtime.exchange import encode_blob, hash_partition
-from sparkpoint.runtime.graph import BROADCAST, CUSTOM, GLOBAL, HASH, JobPlan
+from sparkpoint.runtime.exchange import Encoded, encode_batch, encode_blob, hash_partition
+from sparkpoint.runtime.graph import BROADCAST, CUSTOM, GLOBAL, HASH, JobPlan, StreamEdge
 from sparkpoint.runtime.task_messages import TaskReport
 from sparkpoint.state.key_groups import shared_assigner
 from sparkpoint.state.key_hash import key_hash
+from sparkpoint.windows.combiners import SessionCombiner
+from sparkpoint.windows.local_aggregation import WindowCombiner
+from sparkpoint.windows.session_folding import FoldingSessions
 
-__all__ = ["route", "blobs", "folding_combines"]
+__all__ = ["ExchangeWriter", "route", "blobs", "slice_takers"]
 
 
 def route(
@@ -30,56 +32,118 @@ def route(
     outputs: dict[int, Output],
     out_watermarks: dict[int, int | None],
     watermark_bounds: dict[int, int] | None = None,
-) -> dict[tuple[int, int], dict[int, tuple[list, list]]]:
-    """``{(consumer stage, partition): {edge id: (values, timestamps)}}``. ``watermark_bounds``: per edge, at
-    least the watermark its consumer takes this output at (an epoch's deployment says; a session combiner
+) -> dict[tuple[int, int], dict[int, Any]]:
+    """``{(consumer stage, partition): {edge id: (values, timestamps) or Encoded}}``. ``watermark_bounds``: per
+    edge, at least the watermark its consumer takes this output at (an epoch's deployment says; a session combiner
     merges only where it is given one)."""
     stage = plan.stage(stage_id)
-    routed: dict[tuple[int, int], dict[int, tuple[list, list]]] = {}
+    routed: dict[tuple[int, int], dict[int, Any]] = {}
     for e in stage.output_edges:
         out = outputs[e.source]
-        values, timestamps = (out.values, out.timestamps) if e.side_tag is None else out.side.get(e.side_tag, ([], []))
         target_stage = plan.stage(plan.stage_of[e.target])
         n = target_stage.parallelism
-        parts: list[tuple[list, list]] = [([], []) for _ in range(n)]
-        if e.side_tag is None and out.combined is not None:  # combined a slice at a time (folding_combines)
-            values, timestamps = out.combined
-        elif values and e.combiner is not None:
-            values, timestamps = e.combiner.combine(values, timestamps, (watermark_bounds or {}).get(e.id))
-        if values:
-            if e.partitioning == HASH:
-                get_key = bound_call(e.key_selector, "get_key")
-                if e.combiner is not None:
-                    get_key = e.combiner.routing_key(get_key)
-                assign = shared_assigner(plan.max_parallelism, key_hash(plan.nodes[e.target].key_type))
-                parts = hash_partition(values, timestamps, get_key, n, assign)
-            elif e.partitioning == GLOBAL or n == 1:
-                parts[0] = (list(values), list(timestamps))
-            elif e.partitioning == BROADCAST:
-                parts = [(list(values), list(timestamps)) for _ in range(n)]
-            elif e.partitioning == CUSTOM:
-                for v, t in zip(values, timestamps):
-                    part = parts[e.key_selector.target(v, n)]
-                    part[0].append(v)
-                    part[1].append(t)
-            else:  # rebalance / forward across a parallelism change: round robin
-                for j in range(n):
-                    p = (subtask + j) % n
-                    parts[p] = (values[j::n], timestamps[j::n])
+        if e.side_tag is None and out.taken is not None:  # taken a slice at a time (slice_takers)
+            parts: list[Any] = out.taken.parts(e, n)
+        else:
+            values, timestamps = (
+                (out.values, out.timestamps) if e.side_tag is None else out.side.get(e.side_tag, ([], []))
+            )
+            if values and e.combiner is not None:
+                values, timestamps = e.combiner.combine(values, timestamps, (watermark_bounds or {}).get(e.id))
+            parts = _parts(plan, e, subtask, values, timestamps, n)
         for p in range(n):
             routed.setdefault((target_stage.id, p), {})[e.id] = parts[p]
     return routed
 
 
-def folding_combines(plan: JobPlan, stage_id: int) -> dict[int, Callable[[], Any]]:
-    """Per output edge of the stage whose combiner can take an epoch's records a slice at a time, a factory of
-    such a combine (:func:`sparkpoint.runtime.chain.run_operators`): not where the consumer sends records its
-    function fails on to a side output (a combine that no longer holds the records cannot give it them)."""
-    folding: dict[int, Callable[[], Any]] = {}
-    for e in plan.stage(stage_id).output_edges:
-        if hasattr(e.combiner, "folding") and not plan.stage(plan.stage_of[e.target]).routes_failed_records(e.target):
-            folding[e.id] = partial(e.combiner.folding, plan.uid(e.target), plan.nodes[e.target].name)
-    return folding
+def _parts(plan: JobPlan, e: StreamEdge, subtask: int, values: Any, timestamps: Any, n: int) -> list[tuple[Any, Any]]:
+    """Records on edge ``e`` over its consumer's ``n`` partitions, by the edge's partitioning."""
+    parts: list[tuple[Any, Any]] = [([], []) for _ in range(n)]
+    if not values:
+        return parts
+    if e.partitioning == HASH:
+        get_key = bound_call(e.key_selector, "get_key")
+        if e.combiner is not None:
+            get_key = e.combiner.routing_key(get_key)
+        assign = shared_assigner(plan.max_parallelism, key_hash(plan.nodes[e.target].key_type))
+        return hash_partition(values, timestamps, get_key, n, assign)
+    if e.partitioning == GLOBAL or n == 1:
+        parts[0] = (list(values), list(timestamps))
+    elif e.partitioning == BROADCAST:
+        parts = [(list(values), list(timestamps)) for _ in range(n)]
+    elif e.partitioning == CUSTOM:
+        for v, t in zip(values, timestamps):
+            part = parts[e.key_selector.target(v, n)]
+            part[0].append(v)
+            part[1].append(t)
+    else:  # rebalance / forward across a parallelism change: round robin
+        for j in range(n):
+            p = (subtask + j) % n
+            parts[p] = (values[j::n], timestamps[j::n])
+    return parts
+
+
+def slice_takers(
+    plan: JobPlan, stage_id: int, subtask: int, watermark_bounds: dict[int, int] | None = None
+) -> Callable[[int], Any]:
+    """``takers(node)``: for a leaf of a record-wise run (:func:`sparkpoint.runtime.chain.record_wise_run`) whose
+    records go to other stages only, what takes them a slice at a time as the run emits them (``add(values,
+    timestamps)``; :func:`route` asks it for its ``parts``), so that the task does not hold them all: the fold of
+    its one edge's window combiner (a session combiner's given this epoch's ``watermark_bounds``), or, where no
+    edge combines, an :class:`ExchangeWriter`; None (records kept whole) for anything else."""
+    stage = plan.stage(stage_id)
+
+    def takers(nid: int) -> Any:
+        edges = [e for e in stage.output_edges if e.source == nid]
+        if not edges or any(e.source == nid for e in stage.internal_edges) or any(e.side_tag for e in edges):
+            return None
+        if all(e.combiner is None for e in edges):
+            return ExchangeWriter(plan, subtask, edges)
+        e = edges[0]
+        if len(edges) > 1 or plan.stage(plan.stage_of[e.target]).routes_failed_records(e.target):
+            return None  # a consumer that sends failed records aside needs them: a fold that let them go cannot
+        uid, name = plan.uid(e.target), plan.nodes[e.target].name
+        if isinstance(e.combiner, WindowCombiner):
+            return _Folding(plan, subtask, e.combiner.folding(uid, name))
+        bound = (watermark_bounds or {}).get(e.id)
+        if isinstance(e.combiner, SessionCombiner) and bound is not None:  # without one, nothing is combined
+            return _Folding(plan, subtask, FoldingSessions(e.combiner, bound, uid, name))
+        return None
+
+    return takers
+
+
+class _Folding:
+    """A leaf's records folded by its edge's window combiner a slice at a time
+    (:class:`~sparkpoint.windows.local_aggregation.FoldingCombine`); :meth:`parts`: the partials, routed."""
+
+    def __init__(self, plan: JobPlan, subtask: int, fold: Any):
+        self.plan, self.subtask, self.fold = plan, subtask, fold
+        self.add = fold.add
+
+    def parts(self, e: StreamEdge, n: int) -> list[tuple[Any, Any]]:
+        values, timestamps = self.fold.result()
+        return _parts(self.plan, e, self.subtask, values, timestamps, n)
+
+
+class ExchangeWriter:
+    """A leaf's records routed to its edges' partitions and encoded a slice at a time: the task holds them as bytes
+    (:class:`~sparkpoint.runtime.exchange.Encoded` chunks, each decoded on its own downstream), not as objects."""
+
+    def __init__(self, plan: JobPlan, subtask: int, edges: list[StreamEdge]):
+        self.plan, self.subtask, self.edges = plan, subtask, edges
+        self.chunks: dict[int, list[list[bytes]]] = {}  # per edge, per partition
+
+    def add(self, values: list, timestamps: list) -> None:
+        for e in self.edges:
+            n = self.plan.stage(self.plan.stage_of[e.target]).parallelism
+            chunks = self.chunks.setdefault(e.id, [[] for _ in range(n)])
+            for p, (v, t) in enumerate(_parts(self.plan, e, self.subtask, values, timestamps, n)):
+                if len(v):
+                    chunks[p].append(encode_batch(v, t))
+
+    def parts(self, e: StreamEdge, n: int) -> list[Encoded]:
+        return [Encoded(chunks) for chunks in self.chunks.get(e.id, [[] for _ in range(n)])]
 
 
 def blobs(

@@ -41,6 +41,17 @@ from sparkpoint.windows.session_batches import SAFE_TIMESTAMP, batch_runs
 __all__ = ["SessionCombiner", "local_combiner"]
 
 
+def stamps_array(timestamps: list) -> np.ndarray | None:
+    """The timestamps as int64, or None with a record without one or one beyond what the runs compute in int64."""
+    try:
+        ts = np.fromiter(timestamps, dtype=np.int64, count=len(timestamps))
+    except (TypeError, OverflowError):
+        return None
+    if len(ts) and (ts.min() < -SAFE_TIMESTAMP or ts.max() > SAFE_TIMESTAMP):
+        return None
+    return ts
+
+
 def local_combiner(
     transformation: Any, key_selector: Any, trigger: Any, enabled: bool
 ) -> WindowCombiner | SessionCombiner | None:
@@ -88,33 +99,59 @@ class SessionCombiner:
         return combined if combined is not None else (values, timestamps)
 
     def _combine(self, values: list, timestamps: list, bound: int) -> tuple[list, list] | None:
-        try:
-            ts = np.fromiter(timestamps, dtype=np.int64, count=len(timestamps))
-        except (TypeError, OverflowError):
-            return None  # a record without a timestamp, or one beyond a long
-        if ts.min() < -SAFE_TIMESTAMP or ts.max() > SAFE_TIMESTAMP:
-            return None  # beyond what the runs compute in int64
+        ts = stamps_array(timestamps)
+        if ts is None:
+            return None
+        originals, keys, _ = self.keys_of(values)
+        split = self.split(values, timestamps, ts, originals, keys, bound, set(), whole=True)
+        if split is None:
+            return None
+        partials, stamps, raw = split
+        return partials + raw[0], stamps + raw[1]
+
+    def keys_of(self, values: list) -> tuple[list, list, Any]:
+        """``(keys, keys as grouped, kind)``: grouped as the keyed state has them, by canonical bytes (1, 1.0 and
+        True are one key, so is every NaN), or by the keys themselves where equality already agrees (all of them
+        exact str, or exact int: ``kind`` is that type, else ``bytes``)."""
         originals = list(map(bound_call(self.key_selector, "get_key"), values))
         kinds = set(map(type, originals))
-        # grouped as the keyed state has them: by canonical bytes (1, 1.0 and True are one key, so is every NaN),
-        # by the keys themselves where equality already agrees (all of them exact str, or exact int)
-        keys = originals if kinds == {str} or kinds == {int} else keys_bytes(originals)
+        if kinds == {str} or kinds == {int}:
+            return originals, originals, kinds.pop()
+        return originals, keys_bytes(originals), bytes
+
+    def split(
+        self,
+        values: list,
+        timestamps: list,
+        ts: np.ndarray,
+        originals: list,
+        keys: list,
+        bound: int,
+        risky: set,
+        whole: bool = False,
+    ) -> tuple[list, list, tuple[list, list]] | None:
+        """``(partials, their timestamps, (records, timestamps))``: the on-time runs of the records' keys as partials,
+        and the records of every key that may be late as they are, in order. ``risky``: keys (as grouped) known to
+        have such a record already; this batch's are added. With ``whole``, None where runs would be as many as the
+        on-time records."""
         late = ts <= bound - self.gap + 1  # may be late: its own window ends by the bound
-        raw: tuple[list, list] = ([], [])
         if late.any():
-            risky = set(map(keys.__getitem__, np.flatnonzero(late).tolist()))
+            risky.update(map(keys.__getitem__, np.flatnonzero(late).tolist()))
+        raw: tuple[list, list] = ([], [])
+        if risky:
             on_time = [k not in risky for k in keys]
-            not_on_time = [not s for s in on_time]
-            raw = (list(compress(values, not_on_time)), list(compress(timestamps, not_on_time)))
-            values, ts = list(compress(values, on_time)), ts[np.array(on_time)]
-            keys, originals = list(compress(keys, on_time)), list(compress(originals, on_time))
+            if not all(on_time):
+                not_on_time = [not s for s in on_time]
+                raw = (list(compress(values, not_on_time)), list(compress(timestamps, not_on_time)))
+                values, ts = list(compress(values, on_time)), ts[np.array(on_time)]
+                keys, originals = list(compress(keys, on_time)), list(compress(originals, on_time))
         runs = batch_runs(keys, ts, self.gap)
-        if len(runs) >= len(values):
+        if whole and len(runs) >= len(values):
             return None
         fold = self._fold(values)
         partials = [WindowPartial(originals[m[0]], window, fold(m), len(m)) for _, window, m in runs]
         stamps = [window.end - self.gap for _, window, _ in runs]  # a run's latest record
-        return partials + raw[0], stamps + raw[1]
+        return partials, stamps, raw
 
     def _fold(self, values: list) -> Callable[[list[int]], Any]:
         """A run's records (their indexes in ``values``, in arrival order) folded into a reduced value or an

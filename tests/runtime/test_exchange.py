@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from sparkpoint.common import Row
 from sparkpoint.operators.coded import Coded, timestamp_list
-from sparkpoint.runtime.exchange import decode_batch, decode_blob, encode_batch, encode_blob, hash_partition
+from sparkpoint.runtime.exchange import Encoded, decode_batch, decode_blob, encode_batch, encode_blob, hash_partition
 from sparkpoint.state.key_groups import KeyGroupAssigner
 
 Point = namedtuple("Point", "x y")
@@ -157,7 +157,14 @@ def test_a_user_class_defined_in_a_function_is_cloudpickled() -> None:
 def test_blob_carries_header_and_every_edge() -> None:
     header = {"stage": 1, "subtask": 0, "watermarks": {7: 100}, "reports": []}
     got_header, batches = decode_blob(encode_blob(header, {7: (["a", "b"], [1, 2]), 8: ([], [])}))
-    assert got_header == header and batches == {7: (["a", "b"], [1, 2])}
+    assert got_header == header and batches == {7: [(["a", "b"], [1, 2])]}
+
+
+def test_a_blob_carries_an_edges_encoded_chunks_in_order() -> None:
+    """A task that routed its records a slice at a time sends each slice's batch as it was encoded."""
+    chunks = Encoded([encode_batch(["a", "b"], [1, 2]), encode_batch([("c", 3)], [None])])
+    _, batches = decode_blob(encode_blob({}, {4: chunks, 5: Encoded([])}))
+    assert batches == {4: [(["a", "b"], [1, 2]), ([("c", 3)], [None])]}
 
 
 def _stamps(stamps: list, stamped: str) -> list:
@@ -200,7 +207,7 @@ def test_hash_partition_matches_a_record_by_record_reference(records: list, n: i
                 encode_blob({}, {1: (v, t)})
             continue
         _, batches = decode_blob(encode_blob({}, {1: (v, t)}))
-        assert batches.get(1, ([], [])) == want
+        assert batches.get(1, [([], [])]) == [want]
 
 
 @settings(max_examples=100, deadline=None)
@@ -242,7 +249,7 @@ def test_a_coded_batch_is_split_with_its_timestamps_in_order(records: list, n: i
                 encode_blob({}, {1: (v, t)})
         elif want[0]:
             _, batches = decode_blob(encode_blob({}, {1: (v, t)}), keep_coded=True)
-            values, got_stamps = batches[1]
+            [(values, got_stamps)] = batches[1]
             assert (values.values(), timestamp_list(got_stamps)) == want
             assert {type(t) for t in timestamp_list(got_stamps)} <= {int, type(None)}
 

@@ -203,7 +203,7 @@ def test_a_window_that_sends_failed_records_aside_is_never_given_a_slice_by_slic
     """A consumer that sends a record its function fails on to FAILED_RECORDS needs the records (a combine that
     let them go could only fail the task): its edge gets no folding combine, the others one."""
     from sparkpoint.datastream import FAILED_RECORDS
-    from sparkpoint.runtime.task_output import folding_combines
+    from sparkpoint.runtime.task_output import slice_takers
     from sparkpoint.runtime.translation import StreamGraphGenerator
 
     env = make_env("local")
@@ -215,8 +215,8 @@ def test_a_window_that_sends_failed_records_aside_is_never_given_a_slice_by_slic
     counted.print()
     plan = StreamGraphGenerator(env._pipeline("j")).translate()
     [edge] = [e for s in plan.stages for e in s.output_edges if e.combiner is not None]
-    folds = folding_combines(plan, plan.stage_of[edge.source])
+    taker = slice_takers(plan, plan.stage_of[edge.source], 0)(edge.source)
     if routed:
-        assert folds == {}
+        assert taker is None
     else:
-        assert list(folds) == [edge.id] and folds[edge.id]().uid == "w"
+        assert taker.fold.uid == "w" and isinstance(taker.fold, FoldingCombine)

@@ -224,9 +224,11 @@ class ContinuousTask:
         header, batches = decode_blob(frame[1:], keep_coded=True)
         for edge_id, wm in header["watermarks"].items():
             self.channel_watermarks[(channel, edge_id)] = wm
-        for edge_id, batch in batches.items():
+        for edge_id, chunks in batches.items():
             edge = self.edges_in.get(edge_id)
-            if edge is not None:
+            if edge is None:
+                continue
+            for batch in chunks:
                 inputs.add(edge, batch)
                 self.report.records_in += len(batch[0])
         born = header.get("born")
