@@ -342,6 +342,7 @@ def instrument_local(timer: PhaseTimer) -> None:
     from sparkpoint.operators.source import SourceOperator
     from sparkpoint.runtime import chain as chain_mod
     from sparkpoint.runtime import task as task_mod
+    from sparkpoint.runtime import task_output as task_output_mod
     from sparkpoint.runtime.job_master import JobMaster
     from sparkpoint.runtime.local_executor import LocalEpochExecutor
     from sparkpoint.state.local_store import LocalStateStore
@@ -356,9 +357,9 @@ def instrument_local(timer: PhaseTimer) -> None:
     timer.wrap(FileSourceReader, "read", "file.read")
     timer.wrap(TimestampsAndWatermarksOperator, "process_batch", "timestamps")
     timer.wrap(MapOperator, "process_batch", "map")
-    timer.wrap(task_mod, "_route", "route")
-    timer.wrap(task_mod, "encode_blob", "encode", count_bytes="result")
-    timer.wrap(chain_mod, "decode_blob", "decode", count_bytes="arg")
+    timer.wrap(task_mod, "route", "route")
+    timer.wrap(task_output_mod, "encode_blob", "encode", count_bytes="result")
+    timer.wrap(chain_mod, "open_blob", "decode", count_bytes="arg")
     timer.wrap(WindowOperator, "process_batch", "window.add")
     timer.wrap(KeyedOperator, "keys_of", "window.keys")
     timer.wrap(WindowOperator, "process_watermark", "window.fire")

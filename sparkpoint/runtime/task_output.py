@@ -56,8 +56,11 @@ def route(
     return routed
 
 
-def _parts(plan: JobPlan, e: StreamEdge, subtask: int, values: Any, timestamps: Any, n: int) -> list[tuple[Any, Any]]:
-    """Records on edge ``e`` over its consumer's ``n`` partitions, by the edge's partitioning."""
+def _parts(
+    plan: JobPlan, e: StreamEdge, subtask: int, values: Any, timestamps: Any, n: int, sent: int = 0
+) -> list[tuple[Any, Any]]:
+    """Records on edge ``e`` over its consumer's ``n`` partitions, by the edge's partitioning (``sent``: records
+    the task already sent on the edge this epoch, where the round robin goes on from)."""
     parts: list[tuple[Any, Any]] = [([], []) for _ in range(n)]
     if not values:
         return parts
@@ -78,30 +81,33 @@ def _parts(plan: JobPlan, e: StreamEdge, subtask: int, values: Any, timestamps: 
             part[1].append(t)
     else:  # rebalance / forward across a parallelism change: round robin
         for j in range(n):
-            p = (subtask + j) % n
+            p = (subtask + sent + j) % n
             parts[p] = (values[j::n], timestamps[j::n])
     return parts
 
 
 def slice_takers(
     plan: JobPlan, stage_id: int, subtask: int, watermark_bounds: dict[int, int] | None = None
-) -> Callable[[int], Any]:
-    """``takers(node)``: for a leaf of a record-wise run (:func:`sparkpoint.runtime.chain.record_wise_run`) whose
-    records go to other stages only, what takes them a slice at a time as the run emits them (``add(values,
-    timestamps)``; :func:`route` asks it for its ``parts``), so that the task does not hold them all: the fold of
-    its one edge's window combiner (a session combiner's given this epoch's ``watermark_bounds``), or, where no
-    edge combines, an :class:`ExchangeWriter`; None (records kept whole) for anything else."""
+) -> Callable[[int, bool], Any]:
+    """``takers(node, shared)``: for a leaf of a record-wise run (:func:`sparkpoint.runtime.chain.record_wise_run`)
+    whose records go to other stages only (``shared``: objects another branch of the run has too), what takes them
+    a slice at a time as the run emits them (``add(values, timestamps)``; :func:`route` asks it for its ``parts``),
+    so that the task does not hold them all: the fold of its one edge's window combiner (a session combiner's given
+    this epoch's ``watermark_bounds``), or, where no edge combines, an :class:`ExchangeWriter`; None (records kept
+    whole) for anything else."""
     stage = plan.stage(stage_id)
 
-    def takers(nid: int) -> Any:
+    def takers(nid: int, shared: bool) -> Any:
         edges = [e for e in stage.output_edges if e.source == nid]
         if not edges or any(e.source == nid for e in stage.internal_edges) or any(e.side_tag for e in edges):
             return None
         if all(e.combiner is None for e in edges):
             return ExchangeWriter(plan, subtask, edges)
         e = edges[0]
-        if len(edges) > 1 or plan.stage(plan.stage_of[e.target]).routes_failed_records(e.target):
-            return None  # a consumer that sends failed records aside needs them: a fold that let them go cannot
+        if len(edges) > 1 or shared or plan.stage(plan.stage_of[e.target]).routes_failed_records(e.target):
+            # a fold's reduce may change the first record of a group: not one another branch still has; a consumer
+            # that sends failed records aside needs them: a fold that let them go cannot
+            return None
         uid, name = plan.uid(e.target), plan.nodes[e.target].name
         if isinstance(e.combiner, WindowCombiner):
             return _Folding(plan, subtask, e.combiner.folding(uid, name))
@@ -133,14 +139,16 @@ class ExchangeWriter:
     def __init__(self, plan: JobPlan, subtask: int, edges: list[StreamEdge]):
         self.plan, self.subtask, self.edges = plan, subtask, edges
         self.chunks: dict[int, list[list[bytes]]] = {}  # per edge, per partition
+        self.sent = 0  # records routed so far (a round robin goes on from there)
 
     def add(self, values: list, timestamps: list) -> None:
         for e in self.edges:
             n = self.plan.stage(self.plan.stage_of[e.target]).parallelism
             chunks = self.chunks.setdefault(e.id, [[] for _ in range(n)])
-            for p, (v, t) in enumerate(_parts(self.plan, e, self.subtask, values, timestamps, n)):
+            for p, (v, t) in enumerate(_parts(self.plan, e, self.subtask, values, timestamps, n, self.sent)):
                 if len(v):
                     chunks[p].append(encode_batch(v, t))
+        self.sent += len(values)
 
     def parts(self, e: StreamEdge, n: int) -> list[Encoded]:
         return [Encoded(chunks) for chunks in self.chunks.get(e.id, [[] for _ in range(n)])]

@@ -25,7 +25,7 @@ from typing import Any
 
 from sparkpoint.datastream.functions import bound_call
 from sparkpoint.datastream.window import TimeWindow
-from sparkpoint.errors import UserFunctionError
+from sparkpoint.errors import UserFunctionError, null_reduce_message
 from sparkpoint.windows.combiners import SessionCombiner, _ReducedToNone, stamps_array
 from sparkpoint.windows.local_aggregation import WindowPartial
 
@@ -146,6 +146,8 @@ class FoldingSessions:
         try:
             for p in parts[1:]:
                 value = merge(value, p.value)
+                if value is None:  # as the whole batch's fold: the window operator would fail on it
+                    raise TypeError(null_reduce_message(f"window operator {self.uid!r}", parts[0].key))
         except Exception as e:  # noqa: BLE001 - the window operator would fail merging them
             raise UserFunctionError(self.uid, self.name, parts[0].key, e) from e
         window = TimeWindow(min(p.window.start for p in parts), max(p.window.end for p in parts))
@@ -159,11 +161,15 @@ class FoldingSessions:
 
 
 def _first_failing(combiner: SessionCombiner, values: list) -> Any:
-    """The record a user function raised on (its key selector's), or the chunk's first where that is not it."""
+    """The record a user function raised on: the first its key selector, or its aggregate function's ``add`` on a
+    new accumulator, raises on; else (a reduce function, which takes two) the chunk's first."""
     get_key = bound_call(combiner.key_selector, "get_key")
+    agg = combiner.aggregate_function
     for v in values:
         try:
             get_key(v)
+            if agg is not None:
+                agg.add(v, agg.create_accumulator())
         except Exception:  # noqa: BLE001 - the one that fails
             return v
     return values[0]

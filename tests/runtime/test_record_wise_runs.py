@@ -3,12 +3,14 @@ and failures as each operator over the whole epoch. Expected results are compute
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pandas as pd
 import pytest
 
 from sparkpoint.common import Duration, Time, WatermarkStrategy
 from sparkpoint.common.watermark_strategy import TimestampAssigner
-from sparkpoint.datastream import ProcessFunction, TumblingEventTimeWindows
+from sparkpoint.datastream import MapFunction, ProcessFunction, ReduceFunction, TumblingEventTimeWindows
 from sparkpoint.errors import UserFunctionError
 from sparkpoint.runtime import chain
 
@@ -174,3 +176,45 @@ def test_records_that_also_go_to_another_stage_are_all_kept(make_env, runs):
     assert sorted(beside.union(across).execute_and_collect()) == sorted(
         [("chained", x) for x in range(N)] + [("keyed", x) for x in range(N)]
     )
+
+
+class Where(MapFunction):
+    def open(self, runtime_context):
+        self.index = runtime_context.get_index_of_this_subtask()
+
+    def map(self, value):
+        return self.index
+
+
+def test_a_rebalance_after_a_run_goes_round_robin_over_the_epoch_not_over_each_slice(make_env):
+    """25 of 200,000 records pass the filter, about one a slice: each slice routed on its own from partition 0 would
+    send them all to subtask 0; over the epoch they go round robin (7, 6, 6, 6), as Flink's rebalance."""
+    env = make_env("local", **{"execution.epoch.max-records": 1_000_000})
+    env.set_parallelism(1)
+    passed = env.from_collection(list(range(200_000))).filter(lambda x: x % 8192 == 0)
+    got = Counter(passed.map(Where()).set_parallelism(4).execute_and_collect())
+    assert sorted(got.values(), reverse=True) == [7, 6, 6, 6], got
+
+
+class Stamped(TimestampAssigner):
+    def extract_timestamp(self, value, record_timestamp):
+        return value["t"]
+
+
+class AddInPlace(ReduceFunction):
+    def reduce(self, a, b):
+        a["n"] += b["n"]  # changes its first argument and returns it
+        return a
+
+
+def test_a_window_reduce_that_changes_its_first_argument_leaves_the_records_another_branch_takes_alone(make_env):
+    """A filter's records go to a timestamp assigner (then a window whose reduce adds into its first argument) and
+    to a map: the map's records are as they came (combined a slice at a time, the reduce would change them)."""
+    env = make_env("local")
+    kept = env.from_collection([{"k": i % 2, "t": i, "n": 1} for i in range(20)]).filter(lambda d: True)
+    strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(Stamped())
+    windows = TumblingEventTimeWindows.of(Time.milliseconds(1_000))
+    sums = kept.assign_timestamps_and_watermarks(strategy).key_by(lambda d: d["k"]).window(windows).reduce(AddInPlace())
+    side = kept.map(lambda d: ("side", d["t"], d["n"]))
+    got = sorted(side.union(sums.map(lambda d: ("sum", d["k"], d["n"]))).execute_and_collect())
+    assert got == sorted([("side", t, 1) for t in range(20)] + [("sum", 0, 10), ("sum", 1, 10)])
