@@ -93,9 +93,9 @@ def run_operators(
 ) -> tuple[dict[int, Output], dict[int, int | None]]:
     """Run the operators in topological order, feeding chained successors (Step 3); the record-wise run at the
     head of the stage (:func:`record_wise_run`) a slice of records at a time, behind a source as it reads them.
-    ``takers(node, shared)``: for a leaf of the run, what takes its records a slice at a time on their way to other stages
-    (:func:`~sparkpoint.runtime.task_output.slice_takers`), or None: its records are kept whole; a taker ends in
-    the leaf's ``Output.taken``."""
+    ``takers(node, shared)``: for a leaf of the run, what takes its records a slice at a time on their way to other
+    stages (:func:`~sparkpoint.runtime.task_output.slice_takers`), or None: its records are kept whole; a taker
+    ends in the leaf's ``Output.taken``."""
     out_watermarks: dict[int, int | None] = {}
     outputs: dict[int, Output] = {}
     children: dict[int, list[StreamEdge]] = {}
