@@ -138,20 +138,20 @@ class ExchangeWriter:
 
     def __init__(self, plan: JobPlan, subtask: int, edges: list[StreamEdge]):
         self.plan, self.subtask, self.edges = plan, subtask, edges
-        self.chunks: dict[int, list[list[bytes]]] = {}  # per edge, per partition
+        self.widths = [plan.stage(plan.stage_of[e.target]).parallelism for e in edges]
+        self.chunks: dict[int, list[list[bytes]]] = {e.id: [[] for _ in range(n)] for e, n in zip(edges, self.widths)}
         self.sent = 0  # records routed so far (a round robin goes on from there)
 
     def add(self, values: list, timestamps: list) -> None:
-        for e in self.edges:
-            n = self.plan.stage(self.plan.stage_of[e.target]).parallelism
-            chunks = self.chunks.setdefault(e.id, [[] for _ in range(n)])
+        for e, n in zip(self.edges, self.widths):
+            chunks = self.chunks[e.id]
             for p, (v, t) in enumerate(_parts(self.plan, e, self.subtask, values, timestamps, n, self.sent)):
                 if len(v):
                     chunks[p].append(encode_batch(v, t))
         self.sent += len(values)
 
     def parts(self, e: StreamEdge, n: int) -> list[Encoded]:
-        return [Encoded(chunks) for chunks in self.chunks.get(e.id, [[] for _ in range(n)])]
+        return [Encoded(chunks) for chunks in self.chunks[e.id]]
 
 
 def blobs(

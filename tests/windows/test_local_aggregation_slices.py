@@ -7,11 +7,12 @@ from __future__ import annotations
 import random
 
 import pytest
+from test_local_aggregation import CountAndSum, WithWindow
 from window_jobs import collect_windows, stamped
 from window_oracles import out_of_order_events, sliding_starts, windows_with_lateness
 
 from sparkpoint.common import Time
-from sparkpoint.datastream import AggregateFunction, KeySelector, ProcessWindowFunction, ReduceFunction
+from sparkpoint.datastream import AggregateFunction, KeySelector, ReduceFunction
 from sparkpoint.datastream.window import SlidingEventTimeWindows, TumblingEventTimeWindows
 from sparkpoint.errors import UserFunctionError
 from sparkpoint.runtime.chain import SLICE
@@ -155,26 +156,6 @@ def test_a_reduce_that_returned_none_after_the_records_were_let_go_fails_naming_
     assert failed.value.uid == "hot-items" and failed.value.record == values[-1][0]
 
 
-class Windowed(AggregateFunction):
-    def create_accumulator(self):
-        return [0, 0]
-
-    def add(self, value, acc):
-        return [acc[0] + 1, acc[1] + value[2]]
-
-    def get_result(self, acc):
-        return tuple(acc)
-
-    def merge(self, a, b):
-        return [a[0] + b[0], a[1] + b[1]]
-
-
-class WithWindow(ProcessWindowFunction):
-    def process(self, key, context, elements):
-        [value] = elements
-        yield key, context.window().start, context.window().end, value
-
-
 def test_a_job_whose_tasks_take_epochs_of_many_slices_folds_each_slice_and_gives_the_oracles_windows(
     make_env, monkeypatch
 ):
@@ -193,7 +174,7 @@ def test_a_job_whose_tasks_take_epochs_of_many_slices_folds_each_slice_and_gives
     outputs = []
     for config in ({}, {"sparkpoint.window.local-aggregation": "false"}):
         env = make_env("local", **{"execution.epoch.max-records": n} | config)
-        outputs.append(collect_windows(env, stamped(env, events, bound=0), window, Windowed(), WithWindow())[0])
+        outputs.append(collect_windows(env, stamped(env, events, bound=0), window, CountAndSum(), WithWindow())[0])
     assert outputs[0] == outputs[1] == expected and len(expected) > 40 and not late
     assert len(added) > n // SLICE and max(added) <= SLICE and sum(added) == n
 
