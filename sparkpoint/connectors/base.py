@@ -280,6 +280,12 @@ class Sink(abc.ABC):
         checkpoint's barrier and must never become visible.
         """
 
+    def recover_from_start(self, job_id: str) -> None:
+        """A failover before any snapshot completed: job ``job_id`` starts over with no state. Clear away what
+        its failed attempts staged (none of it was committed); by default :meth:`recover` with no committables
+        and no writer states."""
+        self.recover([], {})
+
     def prepare_output(self, start: OutputStart) -> None:
         """On the driver before the first epoch (after :meth:`recover`): check the output the job starts from.
 

@@ -4,8 +4,12 @@ The restart strategy decides whether the job goes on; if it does, pending checkp
 are aborted, the restart backoff is waited out, and the latest retained checkpoint that
 still loads is chosen to restore from (falling back to older retained ones when the
 newest is corrupt or gone) and, before the job completed one of its own, the checkpoint or
-savepoint it was started from (``-s``), as Flink restarts from the snapshot it restored.
-Without a strategy that allows it, or with nothing to restore, the failure is the job's. So is an
+savepoint it was started from (``-s``), as Flink restarts from the snapshot it restored. A job
+that completed no snapshot at all starts over from nothing (no state, sources from their start),
+as Flink restarts a job that failed before its first checkpoint: an exactly-once sink committed
+none of its output, so nothing is written twice. One whose snapshots all fail to load, or that
+completed only a savepoint (which committed output), cannot start over and fails.
+Without a strategy that allows a restart, the failure is the job's. So is an
 :class:`~sparkpoint.errors.UnrecoverableError` (Flink's ``SuppressRestartsException``), or a failure
 caused by one, whatever the strategy: no restart can fix it.
 """
@@ -13,6 +17,7 @@ caused by one, whatever the strategy: no restart can fix it.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 from sparkpoint.checkpoint.coordinator import CheckpointCoordinator
 from sparkpoint.checkpoint.failure import CheckpointFailureReason
@@ -22,13 +27,21 @@ from sparkpoint.errors import JobExecutionError, UserFunctionError, UserFunction
 from sparkpoint.runtime.clock import SYSTEM_CLOCK, Clock
 from sparkpoint.runtime.restart import RestartStrategy, restart_strategy_from_config
 
-__all__ = ["Failover"]
+__all__ = ["Failover", "Restart"]
 
 logger = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class Restart:
+    """How a failed job goes on: from ``checkpoint``, or, with None, from its start with empty state."""
+
+    checkpoint: RestoredCheckpoint | None
+
+
 class Failover:
-    """Restarts a failed job from its latest loadable checkpoint, as the restart strategy allows."""
+    """Restarts a failed job from its latest loadable checkpoint (or from its start, before it completed any), as
+    the restart strategy allows."""
 
     def __init__(self, job_id: str, config: Configuration, checkpointing_enabled: bool, clock: Clock = SYSTEM_CLOCK):
         self.job_id = job_id
@@ -65,10 +78,8 @@ class Failover:
                 f"many attempts it gets)"
             ) from error
 
-    def recover(
-        self, error: BaseException, epoch: int, coordinator: CheckpointCoordinator | None
-    ) -> RestoredCheckpoint | None:
-        """The checkpoint to restore after ``error``, or None when the job must fail."""
+    def recover(self, error: BaseException, epoch: int, coordinator: CheckpointCoordinator | None) -> Restart | None:
+        """How the job restarts after ``error``, or None when it must fail."""
         # Step 1. May the job restart at all? Not after an error no restart can fix, nor for a record that fails
         # every time.
         unrecoverable = unrecoverable_cause(error)
@@ -94,18 +105,29 @@ class Failover:
             candidates.append(
                 (self.started_from.checkpoint_id, self.started_from.location, self.started_from.storage_options)
             )
-        if not candidates:
+        if not candidates and coordinator.stats.counts()["completed"]:
+            logger.error(
+                "job %s failed in epoch %d with no retained checkpoint to restore, after a savepoint committed "
+                "output: starting over would write that output again, so the job fails: %s",
+                self.job_id,
+                epoch,
+                error,
+            )
             return None
         self.restarts += 1
         logger.warning(
-            "job %s failed in epoch %d: %s; restart %d (%s)",
+            "job %s failed in epoch %d: %s; restart %d (%s)%s",
             self.job_id,
             epoch,
             error,
             self.restarts,
             self.restart_strategy.describe(),
+            "" if candidates else ", from the job's start: no checkpoint completed yet",
         )
         # Step 3. Back off.
         self.clock.sleep(self.restart_strategy.backoff_ms() / 1000)
+        if not candidates:
+            return Restart(None)
         # Step 4. The newest retained checkpoint that loads.
-        return load_first_loadable(candidates, lambda checkpoint_id, _: coordinator.store.remove(checkpoint_id))
+        restored = load_first_loadable(candidates, lambda checkpoint_id, _: coordinator.store.remove(checkpoint_id))
+        return Restart(restored) if restored is not None else None

@@ -39,7 +39,7 @@ from sparkpoint.runtime.graph import JobPlan
 from sparkpoint.runtime.job_checkpoints import JobCheckpoints
 from sparkpoint.runtime.job_listener import JobListener, listeners_from_config
 from sparkpoint.runtime.job_status import JobStatus, JobStatusMachine
-from sparkpoint.runtime.restore import assign_state, restore_message
+from sparkpoint.runtime.restore import RestoredJobState, assign_state, restore_message
 from sparkpoint.runtime.results import EpochStats, JobExecutionResult, SavepointRequest
 from sparkpoint.runtime.savepoints import restore_mode
 from sparkpoint.runtime.scheduler import BarrierContext, EpochExecutor, Scheduler
@@ -274,12 +274,29 @@ class JobMaster:
         """Put the job back in the state of a completed checkpoint."""
         logger.info("%s", restore_message(self.job_id, restored))
         self.listeners.restoring(self.job_id, restored)
-        self.scheduler.restart()  # what ran ahead started from the state given up now
-        progress = self.progress
-        source_parallelism = {nid: sc.parallelism for nid, sc in progress.sources.items()}
+        source_parallelism = {nid: sc.parallelism for nid, sc in self.progress.sources.items()}
         declared = self.schemas.declared(restored, self.job_id)
         state = assign_state(restored, self.plan, source_parallelism, allow_non_restored, declared)
-        progress.reset()
+        self._start_from(state)
+        self.schemas.restored(restored, self.job_id)
+        self.sink_committer.recommit(state.committables, state.sink_writer_states)
+        if self.coordinator is not None:
+            self.coordinator.stats.report_restored(
+                restored.checkpoint_id, restored.location, self.clock.wall_ms(), restored.kind == "savepoint"
+            )
+
+    def start_over(self) -> None:
+        """Put the job back at its start, with no state (a failover before any snapshot completed): sources
+        from their start, operators empty, what the sinks staged dropped, metrics from zero."""
+        self._start_from(RestoredJobState(), fresh=True)
+        self.schemas.start_over()
+        self.sink_committer.start_over(self.job_id)
+        self.output.reset_metrics()
+
+    def _start_from(self, state: RestoredJobState, fresh: bool = False) -> None:
+        self.scheduler.restart()  # what ran ahead started from the state given up now
+        progress = self.progress
+        progress.reset(fresh)
         self.sink_committer.reset()
         if self.checkpoints is not None:
             self.checkpoints.reset()
@@ -287,27 +304,25 @@ class JobMaster:
         for nid, (enumerator_state, splits) in state.sources.items():
             progress.sources[nid].restore(enumerator_state, splits)
         progress.restored_keyed = dict(state.keyed)
-        self.schemas.restored(restored, self.job_id)
-        self.sink_committer.recommit(state.committables, state.sink_writer_states)
         self.epoch = state.next_epoch
         if self.changelog is not None:
             self.changelog.start_attempt(f"{self.job_id}-{self.attempt}", self.epoch - 1, progress.restored_keyed)
-        if self.coordinator is not None:
-            self.coordinator.stats.report_restored(
-                restored.checkpoint_id, restored.location, self.clock.wall_ms(), restored.kind == "savepoint"
-            )
 
     def _recover_or_raise(self, error: SparkpointError) -> None:
-        """A task failed: restore the latest completed checkpoint and go on, if the strategy allows."""
+        """A task failed: restore the latest completed checkpoint (or start over, if none completed) and go on,
+        if the strategy allows."""
         self.status_machine.transition(JobStatus.FAILING, error)
-        restored = self.failover.recover(error, self.epoch, self.coordinator)
-        if restored is None:
+        restart = self.failover.recover(error, self.epoch, self.coordinator)
+        if restart is None:
             raise error
         self.status_machine.transition(JobStatus.RESTARTING, error)
         self.attempt += 1
         self.working_dirs.start_attempt(self.attempt)
-        self.restore(restored, allow_non_restored=True)
-        self.output.rewind_metrics(restored.metadata.barrier_epoch)  # the epochs run again count once
+        if restart.checkpoint is None:
+            self.start_over()
+        else:
+            self.restore(restart.checkpoint, allow_non_restored=True)
+            self.output.rewind_metrics(restart.checkpoint.metadata.barrier_epoch)  # the epochs run again count once
         self.status_machine.transition(JobStatus.RUNNING)
 
     # -- one barrier ---------------------------------------------------------------------------

@@ -105,6 +105,14 @@ class JobOutput:
         for old in sorted(self._snapshots)[:-KEPT_METRIC_SNAPSHOTS]:
             del self._snapshots[old]
 
+    def reset_metrics(self) -> None:
+        """The job starts over from nothing: every metric from zero, as a new job's."""
+        self.metrics, self.subtask_metrics = {}, {}
+        self.user_metrics.rewind({})
+        self._io_history.clear()
+        self._snapshots.clear()
+        self.total_in = 0
+
     def rewind_metrics(self, barrier_epoch: int) -> bool:
         """A failover restored the checkpoint at ``barrier_epoch``: go back to the metrics it saw, so the epochs
         run again count once (counters, meter counts, distributions, records in and out). False (nothing changed)

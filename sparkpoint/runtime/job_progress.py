@@ -29,16 +29,13 @@ class JobProgress:
         # execution.epoch.max-bytes: the sources' enumerators hand out splits by it (an epoch's sized bound, if given)
         self.epoch_bytes = epoch_bytes
         self.sources: dict[int, SourceCoordinator] = {}
-        self.reset()
-        # a new job's operators all start at the least watermark; a restore (reset) leaves them unknown until they
-        # report, since a restored operator may start with the watermark its checkpoint holds
-        for nid in plan.nodes:
-            self.event_times[nid] = MIN_WATERMARK
-            for i in range(plan.stage(plan.stage_of[nid]).parallelism):
-                self.output_watermarks[(nid, i)] = MIN_WATERMARK
+        self.reset(fresh=True)
 
-    def reset(self) -> None:
-        """Start afresh (a restore then puts the checkpoint's state in): the sources' enumerators too."""
+    def reset(self, fresh: bool = False) -> None:
+        """Start afresh (a restore then puts the checkpoint's state in): the sources' enumerators too. With
+        ``fresh`` (a new job, or one starting over), every operator starts at the least watermark; a restore
+        leaves them unknown until they report, since a restored operator may start with the watermark its
+        checkpoint holds."""
         plan = self.plan
         self.operator_states: dict[tuple[int, int], Any] = {}  # (node, subtask) -> snapshot
         self.keyed_state_epoch: dict[int, int | None] = {s.id: None for s in plan.stages}
@@ -61,6 +58,11 @@ class JobProgress:
             )
             for n in plan.source_nodes()
         }
+        if fresh:
+            for nid in plan.nodes:
+                self.event_times[nid] = MIN_WATERMARK
+                for i in range(plan.stage(plan.stage_of[nid]).parallelism):
+                    self.output_watermarks[(nid, i)] = MIN_WATERMARK
 
     def close_sources(self) -> None:
         for sc in self.sources.values():

@@ -5,7 +5,8 @@ transactions). With exactly-once checkpoints they stay uncommitted until a check
 whose barrier covers their epoch completes; otherwise they are committed at the end of
 their epoch. On restore, the restored checkpoint's committables are committed again
 (idempotent: a crash between ``_metadata`` and the commit loses nothing) and staged
-files of the aborted attempt are deleted.
+files of the aborted attempt are deleted. A job that starts over from nothing (a failover before
+any snapshot completed) has nothing to commit again: its sinks drop what was staged.
 """
 
 from __future__ import annotations
@@ -87,6 +88,14 @@ class SinkCommitter:
                 committer.commit(committables)
             if isinstance(sink, Sink):  # (a sink given to sink_to may be any object with the writer methods)
                 sink.recover(committables, writer_states.get(nid, {}))
+
+    def start_over(self, job_id: str) -> None:
+        """The job starts over from nothing (no snapshot completed): every sink drops what the failed attempts
+        staged; an exactly-once sink committed none of it."""
+        for nid in self.plan.sink_nodes():
+            sink = self.plan.nodes[nid].sink
+            if isinstance(sink, Sink):
+                sink.recover_from_start(job_id)
 
     def _commit(self, by_node: dict[int, Any]) -> None:
         for nid, committables in by_node.items():

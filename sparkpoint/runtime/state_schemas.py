@@ -65,6 +65,12 @@ class StateSchemas:
             else {uid: s.key_kinds for uid, s in self.restored_schemas.items() if s.key_kinds}
         )
 
+    def start_over(self) -> None:
+        """The job starts over from nothing: no restored schema, nothing declared yet."""
+        self.restored_schemas = {}
+        self.by_subtask.clear()
+        self.key_checks = {}
+
     def take(self, reports: Iterable[TaskReport]) -> None:
         """Add what a successful epoch's tasks declared."""
         for report in reports:

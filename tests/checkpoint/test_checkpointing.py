@@ -204,9 +204,14 @@ def test_missing_metadata_is_not_a_checkpoint(make_env, tmp_path):
         env2.execute()
 
 
-def test_declined_checkpoints_fail_the_job_past_tolerance(make_env, tmp_path, monkeypatch):
+def test_declined_checkpoints_fail_the_job_past_tolerance(make_env, tmp_path, monkeypatch, caplog):
+    """Past the tolerable number of failed checkpoints the job fails over, as Flink's does: with no checkpoint
+    completed it starts over from nothing, and once the restart strategy allows no more, it fails saying why."""
     monkeypatch.setenv("SPARKPOINT_FAIL_UPLOAD", "1")
-    env = make_env("local", **{"execution.epoch.max-records": 20})
+    restarts = {"restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.attempts": 1}
+    env = make_env(
+        "local", **{"execution.epoch.max-records": 20, "restart-strategy.fixed-delay.delay": "0 ms"}, **restarts
+    )
     stream = counting_job(env, 2_000, tmp_path / "ck")
     env.get_checkpoint_config().set_tolerable_checkpoint_failure_number(2)
     stream.print()
@@ -216,6 +221,7 @@ def test_declined_checkpoints_fail_the_job_past_tolerance(make_env, tmp_path, mo
         r"CHECKPOINT_DECLINED.*upload failure injected",
     ):
         env.execute()
+    assert [r for r in caplog.records if "restart 1 " in r.getMessage() and "from the job's start" in r.getMessage()]
 
 
 def test_expired_checkpoints_are_aborted(make_env, tmp_path, monkeypatch):

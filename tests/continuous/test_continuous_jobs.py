@@ -176,19 +176,24 @@ def test_a_failed_subtask_fails_the_attempt_over_to_the_latest_checkpoint(make_e
     assert Counter(read_committed_lines(out)) == expected_counts(records)
 
 
-def test_a_channel_reset_by_a_lost_peer_fails_the_attempt_over(make_env, tmp_path, monkeypatch, caplog):
+@pytest.mark.parametrize("checkpointed", [True, False], ids=["restores", "starts-over"])
+def test_a_channel_reset_by_a_lost_peer_fails_the_attempt_over(make_env, tmp_path, monkeypatch, caplog, checkpointed):
     """A data channel whose peer died raises an OS error in the sending subtask (not an error of the project's own):
-    the attempt fails over like any lost task and the job finishes exactly, rather than failing with the raw error."""
+    the attempt fails over like any lost task and the job finishes exactly, rather than failing with the raw error.
+    Reset after a checkpoint completed, the attempt restores it; reset at the first frame, before any did, the job
+    starts over from nothing (as Flink restarts a job that has no checkpoint)."""
     from sparkpoint.runtime.continuous import channels
 
     records, out, sends = 6_000, tmp_path / "out", {"n": 0}
     send = channels.OutputChannel.send
+    first = 40 if checkpointed else 1
 
     def reset_once(self, frame):
         sends["n"] += 1
-        # once, from the 40th send on, after a checkpoint completed (the attempt restores it; a loaded machine may
-        # send 40 frames before the first one does)
-        if "reset" not in sends and sends["n"] >= 40 and any((tmp_path / "ckpt").glob("*/chk-*/_metadata")):
+        # once, from the 40th send on after a checkpoint completed (a loaded machine may send 40 frames before the
+        # first one does), or at the first send, before any
+        done = any((tmp_path / "ckpt").glob("*/chk-*/_metadata"))
+        if "reset" not in sends and sends["n"] >= first and done == checkpointed:
             sends["reset"] = sends["n"]
             raise ConnectionResetError(104, "Connection reset by peer")
         send(self, frame)
@@ -209,9 +214,10 @@ def test_a_channel_reset_by_a_lost_peer_fails_the_attempt_over(make_env, tmp_pat
     )
     counting_job(env, records, out, rate=4_000)
     result = env.execute("channel reset once")
-    assert sends["n"] > sends["reset"] >= 40 and result.restarts == 1
+    assert sends["n"] > sends["reset"] >= first and result.restarts == 1
     restarts = [r.getMessage() for r in caplog.records if "; restart 1 " in r.getMessage()]
     assert restarts and "subtask" in restarts[0] and "ConnectionResetError" in restarts[0], restarts
+    assert ("from the job's start" in restarts[0]) is not checkpointed, restarts
     assert Counter(read_committed_lines(out)) == expected_counts(records)
 
 

@@ -26,7 +26,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from sparkpoint.connectors.base import Committer, OutputStart, Sink, SinkWriter
-from sparkpoint.connectors.file_output import prepare_file_output
+from sparkpoint.connectors.file_output import part_job, prepare_file_output
 from sparkpoint.connectors.file_sink import BulkWriterFactory
 from sparkpoint.connectors.files import FileCommitter, FileSinkWriter, PartFileConfig
 
@@ -284,9 +284,16 @@ class FileSink(Sink):
 
     def recover(self, committables: list, writer_states: dict[int, Any]) -> None:
         """Remove staged files of an aborted attempt (called on restore, after re-committing)."""
+        jobs = {st["job"] for st in writer_states.values() if isinstance(st, dict) and "job" in st}
+        self._remove_staged(committables, jobs)
+
+    def recover_from_start(self, job_id: str) -> None:
+        """Remove the staged files of the failed attempts of ``job_id``, which starts over with no state."""
+        self._remove_staged([], {part_job(job_id)})
+
+    def _remove_staged(self, committables: list, jobs: set[str]) -> None:
         from sparkpoint.connectors.files import cleanup_leftovers
 
-        jobs = {st["job"] for st in writer_states.values() if isinstance(st, dict) and "job" in st}
         deleted = cleanup_leftovers(self.base_path, self.output_file_config.get_part_prefix(), committables, jobs)
         if deleted:
             logger.info("removed %d staged part file(s) of an aborted attempt under %s", len(deleted), self.base_path)

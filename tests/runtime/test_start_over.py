@@ -1,0 +1,112 @@
+"""A job that fails before any snapshot completed starts over from nothing, as Flink restarts it: sources from
+their start, keyed state empty, what exactly-once sinks staged dropped. Before, such a job failed."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from sparkpoint.checkpoint.coordinator import CheckpointCoordinator, CheckpointSettings
+from sparkpoint.common import Configuration, Encoder
+from sparkpoint.datastream.connectors.file_sink import FileSink
+from sparkpoint.errors import UserFunctionError
+from sparkpoint.runtime.failover import Failover
+from sparkpoint.storage.checkpoint_storage import FsCheckpointStorage
+from sparkpoint.testing.kill_loop import read_committed_lines
+from tests.checkpoint.test_checkpointing import FailOnce, oracle_totals
+from tests.runtime.test_job_master import _counting
+
+COUNT = 2_000
+RESTARTS = {
+    "restart-strategy.type": "fixed-delay",
+    "restart-strategy.fixed-delay.attempts": 2,
+    "restart-strategy.fixed-delay.delay": "0 ms",
+}
+
+
+def _checkpointed(env, tmp_path: Path) -> None:
+    """Exactly-once checkpoints, the first one at the end of the first epoch: a failure in it finds none."""
+    env.enable_checkpointing(3_600_000)
+    env.get_checkpoint_config().set_checkpoint_storage_dir((tmp_path / "ck").as_uri())
+
+
+def _started_over(caplog) -> bool:
+    return any("from the job's start: no checkpoint completed yet" in r.getMessage() for r in caplog.records)
+
+
+def test_a_job_failing_before_its_first_checkpoint_starts_over_with_empty_state(make_env, tmp_path, caplog):
+    flag = tmp_path / "failed-once"
+    env = make_env("local", **RESTARTS)
+    _checkpointed(env, tmp_path)
+    got = list(_counting(env, COUNT, FailOnce(flag)).execute_and_collect())
+    assert flag.exists() and _started_over(caplog)
+    # the failed epoch's records went nowhere; from the start, each key counted from zero to its total once
+    assert Counter(got) == Counter((k, n) for k, total in oracle_totals(COUNT).items() for n in range(1, total + 1))
+
+
+def test_starting_over_on_spark_writes_each_count_once_through_an_exactly_once_file_sink(
+    make_env, spark, tmp_path, caplog
+):
+    """Running counts per key into a file sink: the committed lines are each key's counts 1..total once each.
+    Keyed state kept from the failed attempt would count past the total; its staged files leaking would write
+    counts twice; sources not back at their start would leave counts out."""
+    flag, out = tmp_path / "failed-once", tmp_path / "out"
+    # epochs of 200 records: key k3 fails in the second one, and the first one's checkpoint waits for the keyed
+    # tasks' acknowledgements, which come with the second one's reports: none completed
+    env = make_env("spark", **{"execution.epoch.max-records": 100, **RESTARTS})
+    _checkpointed(env, tmp_path)
+    counts = _counting(env, COUNT, FailOnce(flag))
+    counts.map(lambda kv: f"{kv[0]},{kv[1]}").sink_to(
+        FileSink.for_row_format(str(out), Encoder.simple_string_encoder()).build()
+    ).uid("files")
+    result = env.execute("starts over on spark")
+    assert flag.exists() and result.restarts == 1 and _started_over(caplog)
+    # the source's records counted once: the first epoch's metrics went with the failed attempt
+    assert result.metrics["gen"]["numRecordsOut"] == COUNT
+    want = Counter(f"{k},{n}" for k, total in oracle_totals(COUNT).items() for n in range(1, total + 1))
+    assert Counter(read_committed_lines(out)) == want
+    assert not [p for p in out.rglob("*") if p.name.endswith(".inprogress")], "the failed attempt's staged files"
+
+
+def test_a_failure_without_a_restart_strategy_still_fails_the_job(make_env, tmp_path):
+    env = make_env("local", **{"restart-strategy.type": "none"})
+    _checkpointed(env, tmp_path)
+    _counting(env, COUNT, FailOnce(tmp_path / "failed-once")).print()
+    with pytest.raises(UserFunctionError, match="transient failure"):
+        env.execute("fails")
+
+
+def test_a_job_whose_only_snapshot_is_a_savepoint_fails_rather_than_write_its_committed_output_again(tmp_path):
+    """A savepoint commits the sink output it covers but is not restored by a failover: starting over would write
+    that output again, so the job fails as before."""
+    config = Configuration(dict(RESTARTS))
+    storage = FsCheckpointStorage((tmp_path / "ck").as_uri(), "f" * 32)
+    coordinator = CheckpointCoordinator(CheckpointSettings(config), storage, "f" * 32, "job", 128, {})
+    failover = Failover("f" * 32, config, checkpointing_enabled=True)
+    pending = coordinator.trigger(
+        0, 3, {"operator_states": {}}, set(), set(), {}, savepoint_dir=(tmp_path / "sp").as_uri()
+    )
+    assert pending is not None and pending.is_savepoint
+    assert [c.is_savepoint for c, _ in coordinator.complete_ready(0)] == [True]
+    assert failover.recover(RuntimeError("boom"), 4, coordinator) is None
+    # with nothing completed at all, the same failover starts over
+    fresh = CheckpointCoordinator(CheckpointSettings(config), storage, "f" * 32, "job", 128, {})
+    restart = Failover("f" * 32, config, checkpointing_enabled=True).recover(RuntimeError("boom"), 4, fresh)
+    assert restart is not None and restart.checkpoint is None
+
+
+def test_a_file_sink_starting_over_removes_its_jobs_staged_files_and_no_other_jobs(tmp_path):
+    """What a failed attempt staged goes (the new attempt may stage fewer parts, under other names); staged and
+    committed files of another job writing to the same directory stay."""
+    ours, theirs = "a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6", "ffffeeeeddddccccbbbbaaaa99998888"
+    bucket = tmp_path / "out" / "2026-11-30--12"
+    bucket.mkdir(parents=True)
+    staged = [bucket / f".part-{ours[:12]}-{s}-{n}.inprogress" for s in (0, 1) for n in (0, 3)]
+    kept = [bucket / f".part-{theirs[:12]}-0-0.inprogress", bucket / f"part-{theirs[:12]}-0-0", bucket / "notes"]
+    for path in staged + kept:
+        path.write_text("x\n")
+    sink = FileSink.for_row_format(str(tmp_path / "out"), Encoder.simple_string_encoder()).build()
+    sink.recover_from_start(ours)
+    assert sorted(p.name for p in bucket.iterdir()) == sorted(p.name for p in kept)
