@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from sparkpoint.common.ownership import own
 from sparkpoint.common.watermark_strategy import MAX_WATERMARK
 from sparkpoint.datastream.functions import KeySelector, bound_call
 from sparkpoint.datastream.state import ValueStateDescriptor
@@ -284,7 +285,7 @@ class StreamGroupedReduceOperator(KeyedOperator):
                 for v, t, k in records:
                     set_key(k)
                     cur = state.value()
-                    new = v if cur is None else reduce(cur, v)
+                    new = v if cur is None else reduce(own(cur), v)  # the results emitted before stay as they were
                     if new is None:  # it would read as empty: the value would start over from the next record
                         raise TypeError(null_reduce_result(self, k))
                     state.update(new)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from sparkpoint.common.ownership import own
 from sparkpoint.common.watermark_strategy import MAX_WATERMARK
 from sparkpoint.datastream.functions import KeyedProcessFunction, ReduceFunction
 from sparkpoint.datastream.state import ValueStateDescriptor
@@ -57,7 +58,7 @@ class BatchReduceFunction(KeyedProcessFunction):
 
     def process_element(self, value: Any, ctx: Any) -> None:
         current = self.state.value()
-        new = value if current is None else self.reduce_function.reduce(current, value)
+        new = value if current is None else self.reduce_function.reduce(own(current), value)
         if new is None:  # it would read as empty: the value would start over from the next record
             raise TypeError(null_reduce_message("the keyed reduce", ctx.get_current_key()))
         self.state.update(new)

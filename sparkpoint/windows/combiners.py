@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from sparkpoint.common.ownership import own
 from sparkpoint.datastream.functions import AggregateFunction, bound_call
 from sparkpoint.datastream.session_windows import EventTimeSessionWindows
 from sparkpoint.datastream.window import EventTimeTrigger, SlidingEventTimeWindows, TumblingEventTimeWindows
@@ -160,7 +161,7 @@ class SessionCombiner:
             reduce = bound_call(self.reduce_function, "reduce")
 
             def reduced(members: list[int]) -> Any:
-                value = values[members[0]]
+                value = own(values[members[0]])  # the run's own value: the reduce may change it in place
                 for i in members[1:]:
                     value = reduce(value, values[i])
                     if value is None:  # the window operator fails on it, naming the key

@@ -31,6 +31,7 @@ import itertools
 from collections.abc import Callable
 from typing import Any
 
+from sparkpoint.common.ownership import own
 from sparkpoint.datastream.functions import bound_call
 from sparkpoint.datastream.window import SlidingEventTimeWindows, TimeWindow, TumblingEventTimeWindows
 from sparkpoint.errors import UserFunctionError, null_reduce_message
@@ -155,7 +156,7 @@ class WindowCombiner:
             reduce = bound_call(self.reduce_function, "reduce")
 
             def first(v: Any) -> Any:
-                return v
+                return own(v)  # each group's own value: the reduce may change it in place
         else:
             agg = self.aggregate_function
             reduce, create = (lambda acc, v: agg.add(v, acc)), agg.create_accumulator

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from sparkpoint.common.ownership import own
 from sparkpoint.datastream.state import AggregatingStateDescriptor, ReducingStateDescriptor, StateDescriptor
 from sparkpoint.errors import null_reduce_message
 from sparkpoint.state.internal import (
@@ -214,7 +215,9 @@ class HeapReducingState(_HeapState, InternalReducingState):
         reduce = self.descriptor.reduce_function.reduce  # type: ignore[attr-defined]
         rest = iter(values)
         if current is None:
-            current = next(rest, None)  # the first value is the state's as it is
+            current = next(rest, None)  # the first value starts the state
+        if current is not None:
+            current = own(current)  # the state's own value: a reduce may change it in place
         for v in rest:
             current = reduce(current, v)
             if current is None:  # it would read as empty: the value would start over from the next record
