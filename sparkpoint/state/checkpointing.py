@@ -26,7 +26,6 @@ from typing import Any, Protocol
 from sparkpoint.state.backend import KeyedStateBackend
 from sparkpoint.state.handles import KeyedStateFileHandle, KeyedStateHandle, OperatorSnapshotInfo
 from sparkpoint.state.key_groups import KeyGroupRange
-from sparkpoint.state.savepoint_format import write_canonical
 from sparkpoint.state.snapshot import KeyedStateSnapshot
 from sparkpoint.storage.checkpoint_storage import StreamStateHandle, write_file
 from sparkpoint.storage.file_systems import open_file_system
@@ -119,6 +118,8 @@ class SnapshotResources:
     def _write_canonical(
         self, fs: Any, path: str, snapshots: dict[str, KeyedStateSnapshot], stage_id: int, subtask: int
     ) -> SnapshotResult:
+        from sparkpoint.state.savepoint_format import write_canonical  # pyarrow: only savepoints need it
+
         written, operators = write_canonical(
             fs, path, snapshots, stage_id, subtask, (self.key_groups.start, self.key_groups.end)
         )

@@ -15,7 +15,7 @@ from pathlib import Path
 import pyspark
 import pytest
 
-from sparkpoint.runtime.spark.daemon import installed_packages_first
+from sparkpoint.runtime.spark.daemon import PRELOAD, installed_packages_first
 
 ZIPS = Path(pyspark.__file__).parent / "python" / "lib"
 
@@ -27,7 +27,8 @@ WHERE = textwrap.dedent("""
 
     def where(_):
         import py4j, pyspark
-        return json.dumps([pyspark.__file__, py4j.__file__])
+        preloaded = getattr(sys.modules["__main__"], "preloaded", None)  # the daemon's module, in a forked worker
+        return json.dumps([pyspark.__file__, py4j.__file__, preloaded])
 
     env = StreamExecutionEnvironment.get_execution_environment()
     stream = env.from_source(NumberSequenceSource(0, 3), WatermarkStrategy.no_watermarks(), "n").uid("n")
@@ -51,20 +52,24 @@ def test_the_workers_of_an_embedded_spark_import_the_installed_pyspark(tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
     found = [json.loads(line[6:]) for line in r.stdout.splitlines() if line.startswith("WHERE ")]
     assert found, r.stdout
-    for pyspark_file, py4j_file in found:
+    for pyspark_file, py4j_file, preloaded in found:
         assert ".zip" not in pyspark_file and ".zip" not in py4j_file, (pyspark_file, py4j_file)
         assert Path(pyspark_file).parent == Path(pyspark.__file__).parent
+        assert preloaded == [PRELOAD], preloaded  # the worker was forked with sparkpoint's task modules imported
 
 
 def test_the_daemon_imports_the_worker_module_without_starting_a_thread():
-    """What the daemon does before it forks, with Spark's zips first on the path as Spark launches it."""
+    """What the daemon does before it forks, with Spark's zips first on the path as Spark launches it: PySpark's
+    worker module and sparkpoint's task modules (:data:`PRELOAD`) start no thread."""
     zips = _spark_zips()
     assert any(z.endswith("pyspark.zip") for z in zips), zips
     code = textwrap.dedent("""
         import os, sys
-        from sparkpoint.runtime.spark.daemon import installed_packages_first, threads
+        from sparkpoint.runtime.spark.daemon import PRELOAD, installed_packages_first, threads
         sys.path[:] = installed_packages_first(sys.path)
         import pyspark.worker, pyspark.daemon, pyspark
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as the daemon does before it imports sparkpoint's
+        __import__(PRELOAD)
         print(threads(), pyspark.__file__)
     """)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([*zips, os.environ.get("PYTHONPATH", "")])}
