@@ -15,11 +15,20 @@ from typing import Any
 
 __all__ = ["own"]
 
-#: Types whose values cannot be changed in place: passed as they are (exact types; a subclass, such as a Row
-#: whose fields can be set, is copied).
-_IMMUTABLE = frozenset({tuple, str, int, float, bool, bytes, complex, frozenset, type(None)})
+#: Per type: whether its values can be changed in place (and are copied). Types whose values cannot are passed
+#: as they are: the immutable built-ins, and tuples whose instances hold nothing else (named tuples); a Row, whose
+#: fields can be set, is copied.
+_MUTABLE: dict[type, bool] = dict.fromkeys((tuple, str, int, float, bool, bytes, complex, frozenset, type(None)), False)
 
 
 def own(value: Any) -> Any:
     """``value``, or a shallow copy of it where a reduce could change it in place."""
-    return value if type(value) in _IMMUTABLE else copy.copy(value)
+    t = type(value)
+    mutable = _MUTABLE.get(t)
+    if mutable is None:
+        mutable = _MUTABLE[t] = not (issubclass(t, (tuple, str, int, float, bytes, frozenset)) and not _has_dict(t))
+    return copy.copy(value) if mutable else value
+
+
+def _has_dict(t: type) -> bool:
+    return t.__dictoffset__ != 0  # instances have a __dict__: attributes can be set

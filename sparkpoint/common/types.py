@@ -224,6 +224,11 @@ class Row(tuple):
     def __reduce__(self):
         return (_make_named_row, (self._fields, tuple(self), self._row_kind))
 
+    def __copy__(self) -> Row:
+        row = tuple.__new__(type(self), self._current())
+        row.__dict__.update(_fields=self._fields, _row_kind=self._row_kind)
+        return row
+
     def __repr__(self) -> str:
         if self._fields is not None:
             return "Row(" + ", ".join(f"{k}={v!r}" for k, v in zip(self._fields, self)) + ")"

@@ -217,6 +217,8 @@ class KeyedStream(DataStream):
 class _FieldAggregator(ReduceFunction):
     """Flink's SumAggregator / ComparableAggregator over a field of tuples, Rows, lists or scalars."""
 
+    keeps_its_arguments = True  # returns a new value or one of its arguments unchanged: none is copied for it
+
     def __init__(self, position: int | str, how: str, by: bool):
         self.position, self.how, self.by = position, how, by
 

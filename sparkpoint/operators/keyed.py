@@ -277,6 +277,7 @@ class StreamGroupedReduceOperator(KeyedOperator):
 
     def process_batch(self, values: list, timestamps: list, out: Output) -> None:
         reduce = self.function.reduce  # type: ignore[union-attr]
+        mine = _same if getattr(self.function, "keeps_its_arguments", False) else own
         set_key = self.keyed_backend.set_current_key
         state = self.state
         for records in self.prefetched(self.keys_of(values), values, timestamps):
@@ -285,10 +286,14 @@ class StreamGroupedReduceOperator(KeyedOperator):
                 for v, t, k in records:
                     set_key(k)
                     cur = state.value()
-                    new = v if cur is None else reduce(own(cur), v)  # the results emitted before stay as they were
+                    new = v if cur is None else reduce(mine(cur), v)  # the results emitted before stay as they were
                     if new is None:  # it would read as empty: the value would start over from the next record
                         raise TypeError(null_reduce_result(self, k))
                     state.update(new)
                     out.collect(new, t)
             except Exception as e:
                 raise self.fail(v, e) from e
+
+
+def _same(value: Any) -> Any:
+    return value

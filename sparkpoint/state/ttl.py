@@ -20,6 +20,7 @@ import copy
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from sparkpoint.common.ownership import own
 from sparkpoint.datastream.functions import AggregateFunction, ReduceFunction
 from sparkpoint.datastream.state import StateDescriptor, StateTtlConfig
 from sparkpoint.errors import StateError
@@ -112,7 +113,7 @@ class TtlReduceFunction(ReduceFunction):
     def reduce(self, value1: Any, value2: Any) -> Any:
         u1, u2 = self.ttl.unexpired(value1), self.ttl.unexpired(value2)
         if u1 is not None and u2 is not None:
-            return self.ttl.wrap(self.original.reduce(u1, u2))
+            return self.ttl.wrap(self.original.reduce(own(u1), u2))  # u1: the state's value, perhaps handed out
         if u1 is not None:
             return self.ttl.wrap(u1)
         return None if u2 is None else self.ttl.wrap(u2)

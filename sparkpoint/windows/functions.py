@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from sparkpoint.common.ownership import own
 from sparkpoint.errors import null_reduce_message
 
 __all__ = [
@@ -122,7 +123,7 @@ class EvictingWindowFunction(InternalWindowFunction):
     def process(self, key: Any, window: Any, ctx: Any, contents: Iterable) -> Iterable:
         items = list(contents)
         if self.reduce_function is not None and items:
-            acc = items[0]
+            acc = own(items[0])  # the list state's element, which every window the record is in holds
             for v in items[1:]:
                 acc = self.reduce_function.reduce(acc, v)
                 if acc is None:

@@ -14,9 +14,17 @@ from collections import Counter
 
 import pytest
 
-from sparkpoint.common import Time, WatermarkStrategy
+from sparkpoint.common import Duration, Time, WatermarkStrategy
 from sparkpoint.common.watermark_strategy import TimestampAssigner
-from sparkpoint.datastream.window import EventTimeSessionWindows, SlidingEventTimeWindows, TumblingEventTimeWindows
+from sparkpoint.datastream import KeyedProcessFunction
+from sparkpoint.datastream.state import ReducingStateDescriptor, StateTtlConfig
+from sparkpoint.datastream.window import (
+    CountEvictor,
+    CountTrigger,
+    EventTimeSessionWindows,
+    SlidingEventTimeWindows,
+    TumblingEventTimeWindows,
+)
 
 KEYS = 3
 
@@ -38,11 +46,12 @@ def test_a_keyed_reduce_adding_in_place_emits_each_running_total_once(make_env):
     assert Counter(got.execute_and_collect()) == Counter((f"k{k}", n) for k in range(KEYS) for n in range(1, 11))
 
 
-def _windowed(env, records: list, windows) -> list:
+def _windowed(env, records: list, windows, evictor=None) -> list:
     stamped = env.from_collection(records).assign_timestamps_and_watermarks(
         WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(Third())
     )
-    summed = stamped.key_by(lambda v: v[0]).window(windows).reduce(add_in_place).uid("sums")
+    windowed = stamped.key_by(lambda v: v[0]).window(windows)
+    summed = (windowed.evictor(evictor) if evictor is not None else windowed).reduce(add_in_place).uid("sums")
     return sorted(summed.map(lambda v: (v[0], v[1])).execute_and_collect())
 
 
@@ -84,3 +93,50 @@ def test_records_combined_for_one_exchange_go_unchanged_to_another(make_env):
     got = Counter(raw.union(sums.map(lambda v: ("sum", v[1]))).execute_and_collect())
     assert got[("raw", 1)] == 300 and sum(n for (kind, _), n in got.items() if kind == "raw") == 300
     assert sum(v * n for (kind, v), n in got.items() if kind == "sum") == 300  # 30 s: three windows a key
+
+
+class RunningSum(KeyedProcessFunction):
+    """Adds each record into a reducing state (with or without TTL) and emits the state's value."""
+
+    def __init__(self, ttl: bool):
+        self.ttl = ttl
+
+    def open(self, ctx):
+        descriptor = ReducingStateDescriptor("sum", add_in_place)
+        if self.ttl:
+            descriptor.enable_time_to_live(StateTtlConfig.new_builder(Time.hours(1)).build())
+        self.sum = ctx.get_reducing_state(descriptor)
+
+    def process_element(self, value, ctx):
+        self.sum.add(value)
+        yield self.sum.get()
+
+
+@pytest.mark.parametrize("ttl", [False, True], ids=["plain", "ttl"])
+def test_a_reducing_state_adding_in_place_leaves_the_values_it_gave_out_alone(make_env, ttl):
+    env = make_env("local", **{"parallelism.default": 1})
+    sums = env.from_collection([["k", 1] for _ in range(5)]).key_by(lambda v: v[0]).process(RunningSum(ttl))
+    assert list(sums.map(lambda v: v[1]).execute_and_collect()) == [1, 2, 3, 4, 5]
+
+
+def test_merging_sessions_reduce_into_a_value_of_their_own_not_into_a_result_already_fired(make_env):
+    """A count trigger fires each session at each record; the record at 8 s joins the sessions at 0 s and 15 s,
+    whose merged sum must not change the results they fired before."""
+    env = make_env("local", **{"parallelism.default": 1})
+    records = [["k", 1, 0], ["k", 1, 15_000], ["k", 1, 8_000]]
+    stamped = env.from_collection(records).assign_timestamps_and_watermarks(
+        WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_seconds(20)).with_timestamp_assigner(Third())
+    )
+    windows = stamped.key_by(lambda v: v[0]).window(EventTimeSessionWindows.with_gap(Time.seconds(10)))
+    fired = windows.trigger(CountTrigger.of(1)).reduce(add_in_place).map(lambda v: v[1])
+    assert list(fired.execute_and_collect()) == [1, 1, 3]
+
+
+def test_sliding_windows_with_an_evictor_reduce_each_window_on_its_own(make_env):
+    """20 records a second apart in 4 s windows every 2 s: each record is in two windows, so the sums add to 40."""
+    env = make_env("local", **{"parallelism.default": 1})
+    records = [["k", 1, i * 1_000] for i in range(20)]
+    got = _windowed(
+        env, records, SlidingEventTimeWindows.of(Time.seconds(4), Time.seconds(2)), evictor=CountEvictor.of(1_000)
+    )
+    assert sum(n for _, n in got) == 40 and {n for _, n in got} <= {1, 2, 3, 4}

@@ -227,7 +227,7 @@ class HeapReducingState(_HeapState, InternalReducingState):
 
     def _merged(self, current: Any, value: Any) -> Any:
         d: ReducingStateDescriptor = self.descriptor  # type: ignore[assignment]
-        return d.reduce_function.reduce(current, value)
+        return d.reduce_function.reduce(own(current), value)  # current may have been handed out by get()
 
 
 class HeapAggregatingState(_HeapState, InternalAggregatingState):
