@@ -31,6 +31,7 @@ import posixpath
 import time
 import uuid
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import cloudpickle
 
@@ -93,6 +94,8 @@ class CheckpointCoordinator:
         self.stats = CheckpointStatsTracker()
         self.pending: dict[int, PendingCheckpoint] = {}
         self.last_trigger_ms: int | None = None
+        # the latest savepoint completed (id, location, storage options): it committed the output it covers
+        self.latest_savepoint: tuple[int, str, dict[str, Any]] | None = None
         self.last_completion_ms: int | None = None
 
     # -- Step 1: trigger --------------------------------------------------------------------
@@ -377,6 +380,8 @@ class CheckpointCoordinator:
                 self.cleaner.clean_subsumed(old)
                 self.stats.update(old.checkpoint_id, discarded=True)
             self.last_completion_ms = now_ms
+        else:
+            self.latest_savepoint = (cid, uri, pending.location.storage_options)
         self.failure_manager.on_success(cid)
         self.stats.update(
             cid,

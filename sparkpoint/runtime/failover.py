@@ -4,11 +4,13 @@ The restart strategy decides whether the job goes on; if it does, pending checkp
 are aborted, the restart backoff is waited out, and the latest retained checkpoint that
 still loads is chosen to restore from (falling back to older retained ones when the
 newest is corrupt or gone) and, before the job completed one of its own, the checkpoint or
-savepoint it was started from (``-s``), as Flink restarts from the snapshot it restored. A job
-that completed no snapshot at all starts over from nothing (no state, sources from their start),
-as Flink restarts a job that failed before its first checkpoint: an exactly-once sink committed
-none of its output, so nothing is written twice. One whose snapshots all fail to load, or that
-completed only a savepoint (which committed output), cannot start over and fails.
+savepoint it was started from (``-s``), as Flink restarts from the snapshot it restored. A
+savepoint the job took commits the sink output it covers, so it is a candidate too, and no older
+checkpoint is (restoring one would write that output again). A job that completed no snapshot at
+all starts over from nothing (no state, sources from their start), as Flink restarts a job that
+failed before its first checkpoint: with exactly-once checkpoints its sinks committed nothing yet,
+so nothing is written twice (with checkpoints off or at-least-once, every epoch committed its
+output, which is written again, as in Flink). One whose snapshots all fail to load fails.
 Without a strategy that allows a restart, the failure is the job's. So is an
 :class:`~sparkpoint.errors.UnrecoverableError` (Flink's ``SuppressRestartsException``), or a failure
 caused by one, whatever the strategy: no restart can fix it.
@@ -101,14 +103,17 @@ class Failover:
             (cp.checkpoint_id, cp.location, coordinator.storage.storage_options)
             for cp in reversed(coordinator.store.get_all_checkpoints())
         ]
+        savepoint = coordinator.latest_savepoint
+        if savepoint is not None:  # it committed its output: restore it or a newer checkpoint, never an older one
+            candidates = [c for c in candidates if c[0] > savepoint[0]] + [savepoint]
         if self.started_from is not None and not candidates:  # never back to it once the job has its own
             candidates.append(
                 (self.started_from.checkpoint_id, self.started_from.location, self.started_from.storage_options)
             )
         if not candidates and coordinator.stats.counts()["completed"]:
             logger.error(
-                "job %s failed in epoch %d with no retained checkpoint to restore, after a savepoint committed "
-                "output: starting over would write that output again, so the job fails: %s",
+                "job %s failed in epoch %d and none of its checkpoints is left to restore: starting over would "
+                "write their committed output again, so the job fails: %s",
                 self.job_id,
                 epoch,
                 error,

@@ -78,19 +78,35 @@ def test_a_failure_without_a_restart_strategy_still_fails_the_job(make_env, tmp_
         env.execute("fails")
 
 
-def test_a_job_whose_only_snapshot_is_a_savepoint_fails_rather_than_write_its_committed_output_again(tmp_path):
-    """A savepoint commits the sink output it covers but is not restored by a failover: starting over would write
-    that output again, so the job fails as before."""
+def test_a_failover_after_a_savepoint_restores_it_not_an_older_checkpoint_nor_the_start(tmp_path):
+    """A savepoint commits the sink output it covers, and a failover never restores it: restoring an older checkpoint,
+    or starting over, would write that output again. The savepoint is restored instead."""
     config = Configuration(dict(RESTARTS))
     storage = FsCheckpointStorage((tmp_path / "ck").as_uri(), "f" * 32)
-    coordinator = CheckpointCoordinator(CheckpointSettings(config), storage, "f" * 32, "job", 128, {})
-    failover = Failover("f" * 32, config, checkpointing_enabled=True)
-    pending = coordinator.trigger(
-        0, 3, {"operator_states": {}}, set(), set(), {}, savepoint_dir=(tmp_path / "sp").as_uri()
+
+    def snapshot(coordinator, epoch, savepoint_dir=None):
+        pending = coordinator.trigger(0, epoch, {"operator_states": {}}, set(), set(), {}, savepoint_dir=savepoint_dir)
+        assert pending is not None
+        (completed,) = [c for c, _ in coordinator.complete_ready(0)]
+        return completed
+
+    with_savepoint_only = CheckpointCoordinator(CheckpointSettings(config), storage, "f" * 32, "job", 128, {})
+    savepoint = snapshot(with_savepoint_only, 3, (tmp_path / "sp").as_uri())
+    assert savepoint.is_savepoint and not with_savepoint_only.store.get_all_checkpoints()
+    restart = Failover("f" * 32, config, checkpointing_enabled=True).recover(
+        RuntimeError("boom"), 4, with_savepoint_only
     )
-    assert pending is not None and pending.is_savepoint
-    assert [c.is_savepoint for c, _ in coordinator.complete_ready(0)] == [True]
-    assert failover.recover(RuntimeError("boom"), 4, coordinator) is None
+    assert restart is not None and restart.checkpoint is not None
+    assert (restart.checkpoint.checkpoint_id, restart.checkpoint.kind) == (savepoint.checkpoint_id, "savepoint")
+
+    both = CheckpointCoordinator(CheckpointSettings(config), storage, "f" * 32, "job", 128, {}, start_id=10)
+    older = snapshot(both, 1)
+    savepoint = snapshot(both, 3, (tmp_path / "sp2").as_uri())
+    assert not older.is_savepoint and [c.checkpoint_id for c in both.store.get_all_checkpoints()] == [10]
+    restart = Failover("f" * 32, config, checkpointing_enabled=True).recover(RuntimeError("boom"), 4, both)
+    assert restart is not None and restart.checkpoint is not None
+    assert restart.checkpoint.checkpoint_id == savepoint.checkpoint_id == 11
+
     # with nothing completed at all, the same failover starts over
     fresh = CheckpointCoordinator(CheckpointSettings(config), storage, "f" * 32, "job", 128, {})
     restart = Failover("f" * 32, config, checkpointing_enabled=True).recover(RuntimeError("boom"), 4, fresh)
