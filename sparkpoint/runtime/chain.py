@@ -89,11 +89,11 @@ def run_operators(
     dep: TaskDeployment,
     inputs: Inputs,
     report: TaskReport,
-    takers: Callable[[int, bool], Any] | None = None,
+    takers: Callable[[int], Any] | None = None,
 ) -> tuple[dict[int, Output], dict[int, int | None]]:
     """Run the operators in topological order, feeding chained successors (Step 3); the record-wise run at the
     head of the stage (:func:`record_wise_run`) a slice of records at a time, behind a source as it reads them.
-    ``takers(node, shared)``: for a leaf of the run, what takes its records a slice at a time on their way to other
+    ``takers(node)``: for a leaf of the run, what takes its records a slice at a time on their way to other
     stages (:func:`~sparkpoint.runtime.task_output.slice_takers`), or None: its records are kept whole; a taker
     ends in the leaf's ``Output.taken``."""
     out_watermarks: dict[int, int | None] = {}
@@ -193,7 +193,7 @@ class _SlicedRun:
         run: list[int],
         ops: dict[int, StreamOperator],
         children: dict[int, list[StreamEdge]],
-        takers: Callable[[int, bool], Any] | None,
+        takers: Callable[[int], Any] | None,
     ):
         self.run, self.ops = run, ops
         members = set(run)
@@ -207,20 +207,8 @@ class _SlicedRun:
                 self.first_child[nid] = took[0]
         leaves = [nid for nid in run if nid not in self.first_child]
         self.kept = {nid: Output() for nid in leaves}  # a leaf's records, whole (a taken one's: counted)
-        forks = {nid for nid in run if sum(1 for e in children.get(nid, []) if e.target in members) > 1}
-        if sum(1 for nid in run if self.parent[nid] is None) > 1:
-            forks.add(-1)  # the source's records go to several members
-        self.takers = {nid: t for nid in leaves if takers and (t := takers(nid, self._shared(nid, forks))) is not None}
+        self.takers = {nid: t for nid in leaves if takers and (t := takers(nid)) is not None}
         self.taken = dict.fromkeys(run, 0)  # records each operator took
-
-    def _shared(self, nid: int, forks: set[int]) -> bool:
-        """Whether a leaf's records may be objects another branch takes too: a fork on its way from the root."""
-        node: int | None = nid
-        while node is not None:
-            node = self.parent[node]
-            if (node if node is not None else -1) in forks:
-                return True
-        return False
 
     def push(self, values: list, timestamps: list) -> None:
         for lo in range(0, len(values), SLICE):

@@ -88,25 +88,24 @@ def _parts(
 
 def slice_takers(
     plan: JobPlan, stage_id: int, subtask: int, watermark_bounds: dict[int, int] | None = None
-) -> Callable[[int, bool], Any]:
-    """``takers(node, shared)``: for a leaf of a record-wise run (:func:`sparkpoint.runtime.chain.record_wise_run`)
-    whose records go to other stages only (``shared``: objects another branch of the run has too), what takes them
-    a slice at a time as the run emits them (``add(values, timestamps)``; :func:`route` asks it for its ``parts``),
-    so that the task does not hold them all: the fold of its one edge's window combiner (a session combiner's given
-    this epoch's ``watermark_bounds``), or, where no edge combines, an :class:`ExchangeWriter`; None (records kept
-    whole) for anything else."""
+) -> Callable[[int], Any]:
+    """``takers(node)``: for a leaf of a record-wise run (:func:`sparkpoint.runtime.chain.record_wise_run`) whose
+    records go to other stages only, what takes them a slice at a time as the run emits them (``add(values,
+    timestamps)``; :func:`route` asks it for its ``parts``), so that the task does not hold them all: the fold of
+    its one edge's window combiner (a session combiner's given this epoch's ``watermark_bounds``), or, where no edge
+    combines, an :class:`ExchangeWriter`; None (records kept whole) for anything else."""
     stage = plan.stage(stage_id)
 
-    def takers(nid: int, shared: bool) -> Any:
+    def takers(nid: int) -> Any:
         edges = [e for e in stage.output_edges if e.source == nid]
         if not edges or any(e.source == nid for e in stage.internal_edges) or any(e.side_tag for e in edges):
             return None
         if all(e.combiner is None for e in edges):
             return ExchangeWriter(plan, subtask, edges)
         e = edges[0]
-        if len(edges) > 1 or shared or plan.stage(plan.stage_of[e.target]).routes_failed_records(e.target):
-            # a fold's reduce may change the first record of a group: not one another branch still has; a consumer
-            # that sends failed records aside needs them: a fold that let them go cannot
+        if len(edges) > 1 or plan.stage(plan.stage_of[e.target]).routes_failed_records(e.target):
+            # a consumer that sends failed records aside needs them: a fold that let them go cannot (a fold changes
+            # no record, even with a reduce that changes its first argument: it reduces into copies)
             return None
         uid, name = plan.uid(e.target), plan.nodes[e.target].name
         if isinstance(e.combiner, WindowCombiner):

@@ -196,7 +196,7 @@ def test_a_window_that_sends_failed_records_aside_is_never_given_a_slice_by_slic
     counted.print()
     plan = StreamGraphGenerator(env._pipeline("j")).translate()
     [edge] = [e for s in plan.stages for e in s.output_edges if e.combiner is not None]
-    taker = slice_takers(plan, plan.stage_of[edge.source], 0)(edge.source, False)
+    taker = slice_takers(plan, plan.stage_of[edge.source], 0)(edge.source)
     if routed:
         assert taker is None
     else:

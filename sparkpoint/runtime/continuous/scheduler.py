@@ -137,6 +137,7 @@ class ContinuousScheduler:
 
     def restart(self) -> None:
         self._shutdown("the job restores a checkpoint")
+        self.input_done = False  # the restored (or restarted) sources have input again
 
     def stop(self) -> None:
         self._shutdown("the job ended")
