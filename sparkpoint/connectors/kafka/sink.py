@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
@@ -106,7 +107,16 @@ class KafkaSinkWriter(SinkWriter):
 
     def abort(self) -> None:
         """The transaction this writer began is aborted (a retry's producer would fence it, but a job that fails
-        for good would leave it open, and ``read_committed`` readers wait behind an open transaction)."""
+        for good would leave it open, and ``read_committed`` readers wait behind an open transaction). A producer
+        still opening is waited for first: initialized after the task ended, it would fence the transaction a
+        restarted task has by then begun under the same id, and that transaction's records would be lost."""
+        opening, self._opening = self._opening, None
+        if opening is not None and self.producer is None:
+            with contextlib.suppress(Exception):  # the task's failure is what matters
+                opening.result()
+        ahead, self._next = self._next, None
+        if ahead is not None:
+            ahead.abort()
         producer, self.producer = self.producer, None
         if producer is not None and self.began:
             producer.abort_transaction(_ABORT_TIMEOUT_S)

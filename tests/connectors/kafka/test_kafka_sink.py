@@ -194,3 +194,34 @@ def test_two_sinks_with_one_transactional_id_prefix_are_refused(kafka, make_env,
     with caplog.at_level(logging.WARNING), pytest.raises(Refused, match="'first', 'second'"):
         env.execute("two sinks")
     assert any("AT_LEAST_ONCE" in r.getMessage() and "'first'" in r.getMessage() for r in caplog.records)
+
+
+def test_a_job_starting_over_before_its_first_checkpoint_writes_each_record_once(
+    kafka, topic_name, make_env, caplog, tmp_path
+):
+    """Epochs of 200 records; the count fails in the second, before the first checkpoint (taken at the first
+    barrier, acknowledged with the second epoch's reports) completed: the job starts over from nothing. The failed
+    attempt's pre-committed transactions are fenced by the new writers (no state: from id 0), so a read_committed
+    consumer sees each running count once, and nothing waits on an open transaction."""
+    from tests.checkpoint.test_checkpointing import FailOnce, oracle_totals
+    from tests.runtime.test_job_master import _counting
+
+    topic = topic_name("start-over")
+    kafka.create_topic(topic, partitions=2)
+    env = make_env(
+        "local",
+        **{
+            "execution.epoch.max-records": 100,
+            "restart-strategy.type": "fixed-delay",
+            "restart-strategy.fixed-delay.attempts": 1,
+            "restart-strategy.fixed-delay.delay": "0 ms",
+        },
+    )
+    env.enable_checkpointing(3_600_000)
+    env.get_checkpoint_config().set_checkpoint_storage_dir((tmp_path / "ck").as_uri())
+    counts = _counting(env, 2_000, FailOnce(tmp_path / "failed-once"))
+    counts.map(lambda kv: f"{kv[0]},{kv[1]}").sink_to(_sink(kafka, topic, prefix=f"start-over-{topic}"))
+    env.execute("starts over into kafka")
+    assert any("from the job's start" in r.getMessage() for r in caplog.records)
+    want = Counter(f"{k},{n}" for k, total in oracle_totals(2_000).items() for n in range(1, total + 1))
+    assert _values(kafka, topic) == want
