@@ -106,11 +106,12 @@ class JobOutput:
             del self._snapshots[old]
 
     def reset_metrics(self) -> None:
-        """The job starts over from nothing: every metric from zero, as a new job's."""
+        """The job starts over from nothing: every metric from zero and no watermark or latency known, as a new
+        job's."""
         self.metrics, self.subtask_metrics = {}, {}
         self.user_metrics.rewind({})
-        self._io_history.clear()
-        self._snapshots.clear()
+        for kept in (self._io_history, self._snapshots, self.watermarks, self.latency, self.latency_count):
+            kept.clear()
         self.total_in = 0
 
     def rewind_metrics(self, barrier_epoch: int) -> bool:
