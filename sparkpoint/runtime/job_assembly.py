@@ -92,7 +92,9 @@ class JobParts:
         checkpointing.incremental = plan.state_backend is not None and plan.state_backend.incremental
         progress = JobProgress(plan, tasks.max_bytes)
         output = JobOutput(plan, out, clock)
-        sink_committer = SinkCommitter(plan, checkpointing.enabled and checkpointing.exactly_once)
+        sink_committer = SinkCommitter(
+            plan, checkpointing.enabled and checkpointing.exactly_once, deliver_collected=output.deliver_collected
+        )
         check_sinks(plan, checkpointing.interval_ms if checkpointing.enabled else None, checkpointing.exactly_once)
         schemas = StateSchemas(plan)  # what the keyed operators declared; checked on restore
         savepoints = SavepointRequests(config.get_string("state.savepoints.dir"))

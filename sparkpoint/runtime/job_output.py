@@ -167,19 +167,22 @@ class JobOutput:
         reports not taken yet, add to them)."""
         return self.user_metrics.totals(uid, subtask, pending)
 
+    def deliver_collected(self, records: list) -> None:
+        """Hand committed records of ``execute_and_collect``'s sink to the client (see ``SinkCommitter``)."""
+        if self.on_collected is not None:
+            self.on_collected(list(records))
+        else:
+            self.collected.extend(records)
+
     def emit_printed(self, reports: list[TaskReport]) -> None:
-        """Print what the print sinks of ``reports`` took and what their user functions printed on Spark; hand
-        collected records to ``execute_and_collect``."""
+        """Print what the print sinks of ``reports`` took and what their user functions printed on Spark (collected
+        records reach the client as they are committed, :meth:`deliver_collected`)."""
         for r in sorted(reports, key=lambda r: (r.stage_id, r.subtask)):
             if r.stdout:
                 self.out.write(r.stdout)
             for nid, lines in r.printed.items():
                 node = self.plan.nodes[nid]
                 if node.kind == "collect":
-                    if self.on_collected is not None:
-                        self.on_collected(list(lines))
-                    else:
-                        self.collected.extend(lines)
                     continue
                 par = self.plan.stage(self.plan.stage_of[nid]).parallelism
                 ident, type_info = node.sink

@@ -81,6 +81,9 @@ class ReportIntake:
             for nid, committables in r.committables.items():
                 if committables:
                     by_node.setdefault(nid, []).extend(committables)
+            for nid, lines in r.printed.items():
+                if lines and self.plan.nodes[nid].kind == "collect":  # committed with the epoch, as sink output
+                    by_node.setdefault(nid, []).extend(lines)
         self.sink_committer.add_epoch(epoch, by_node)
         epoch_metrics = self.output.take_reports(reports)
         sources = self.progress.sources

@@ -5,14 +5,16 @@ transactions). With exactly-once checkpoints they stay uncommitted until a check
 whose barrier covers their epoch completes; otherwise they are committed at the end of
 their epoch. On restore, the restored checkpoint's committables are committed again
 (idempotent: a crash between ``_metadata`` and the commit loses nothing) and staged
-files of the aborted attempt are deleted. A job that starts over from nothing (a failover before
+files of the aborted attempt are deleted. ``execute_and_collect``'s records go the same way: held with their
+epoch and handed to the client when it is committed, so a client sees each record once across failovers (Flink's
+checkpointed collect result buffer). A job that starts over from nothing (a failover before
 any snapshot completed) has nothing to commit again: its sinks drop what was staged.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from sparkpoint.connectors.base import Sink
@@ -27,9 +29,13 @@ logger = logging.getLogger(__name__)
 class SinkCommitter:
     """Uncommitted sink output by epoch, and which checkpoint covers which epochs."""
 
-    def __init__(self, plan: JobPlan, exactly_once: bool):
+    def __init__(self, plan: JobPlan, exactly_once: bool, deliver_collected: Callable[[list], None] | None = None):
         self.plan = plan
         self.exactly_once = exactly_once
+        # execute_and_collect's records are committed too: handed to the client when their epoch is (Flink's
+        # collect sink makes results visible at the checkpoint that covers them), never stored in a checkpoint
+        self.deliver_collected = deliver_collected
+        self._collect_nodes = {nid for nid, n in plan.nodes.items() if n.kind == "collect"}
         self._uncommitted: list[tuple[int, dict[int, list]]] = []  # (epoch, {sink node: committables})
         self._covered: dict[int, list[int]] = {}  # checkpoint id -> epochs it covers
         self._committers: dict[int, Any] = {}  # sink node -> its committer (None: the sink has none)
@@ -51,7 +57,8 @@ class SinkCommitter:
         out: dict[int, list] = {}
         for _, by_node in self._uncommitted:
             for nid, committables in by_node.items():
-                out.setdefault(nid, []).extend(committables)
+                if nid not in self._collect_nodes:
+                    out.setdefault(nid, []).extend(committables)
         return out
 
     def on_checkpoint_triggered(self, checkpoint_id: int) -> None:
@@ -99,6 +106,10 @@ class SinkCommitter:
 
     def _commit(self, by_node: dict[int, Any]) -> None:
         for nid, committables in by_node.items():
+            if nid in self._collect_nodes:
+                if self.deliver_collected is not None:
+                    self.deliver_collected(committables)
+                continue
             if nid not in self._committers:  # one per sink for the job's life: it may keep its connection
                 self._committers[nid] = self.plan.nodes[nid].sink.create_committer()
             committer = self._committers[nid]

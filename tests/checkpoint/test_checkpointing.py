@@ -376,3 +376,24 @@ def test_stateful_tasks_acknowledge_with_both_snapshot_durations(make_env, tmp_p
     task_acks = [a for a in acks if isinstance(a.task, ExecutionVertexId)]
     assert task_acks, "no stateful task acknowledged"
     assert all(a.sync_duration_ms > 0 and a.async_duration_ms > 0 for a in task_acks), task_acks
+
+
+@pytest.mark.parametrize("target", ["local", "spark"])
+def test_execute_and_collect_gives_each_record_once_across_a_failover(make_env, tmp_path, request, caplog, target):
+    """With exactly-once checkpoints, collected records reach the client when a checkpoint covering their epoch
+    completes (Flink's checkpointed collect buffer): the epochs a failover runs again are not seen twice."""
+    from tests.runtime.test_job_master import _counting
+
+    if target == "spark":
+        request.getfixturevalue("spark")
+    flag = tmp_path / "failed-once"
+    restarts = {"restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.attempts": 2}
+    env = make_env(
+        target, **{"execution.epoch.max-records": 20, "restart-strategy.fixed-delay.delay": "0 ms"}, **restarts
+    )
+    env.enable_checkpointing(1)
+    env.get_checkpoint_config().set_checkpoint_storage_dir((tmp_path / "ck").as_uri())
+    got = list(_counting(env, 2_000, FailOnce(flag)).execute_and_collect())
+    restored = [r.getMessage() for r in caplog.records if "; restart 1 " in r.getMessage()]
+    assert flag.exists() and restored and "from the job's start" not in restored[0], restored  # a checkpoint restored
+    assert Counter(got) == Counter((k, n) for k, total in oracle_totals(2_000).items() for n in range(1, total + 1))
