@@ -26,8 +26,19 @@ def own(value: Any) -> Any:
     t = type(value)
     mutable = _MUTABLE.get(t)
     if mutable is None:
+        if len(_MUTABLE) > _KNOWN_TYPES:  # types made on the fly (named tuples of a job's functions) come and go
+            _forget_types()
         mutable = _MUTABLE[t] = not (issubclass(t, (tuple, str, int, float, bytes, frozenset)) and not _has_dict(t))
     return copy.copy(value) if mutable else value
+
+
+_BUILT_IN = dict(_MUTABLE)
+_KNOWN_TYPES = 1_000
+
+
+def _forget_types() -> None:
+    _MUTABLE.clear()
+    _MUTABLE.update(_BUILT_IN)
 
 
 def _has_dict(t: type) -> bool:

@@ -89,3 +89,28 @@ def test_a_zip_of_another_version_stays_on_the_path(tmp_path):
     assert installed_packages_first(path) == path
     same = [*_spark_zips(), *sys.path]
     assert installed_packages_first(same) == list(sys.path)
+
+
+def test_a_forked_worker_draws_its_own_numpy_random_numbers():
+    """numpy 1.x seeds its global random state once, at import, which the daemon now does before it forks: the
+    handler the daemon registers reseeds it in each child (numpy 2 imports numpy.random lazily; seeded here)."""
+    code = textwrap.dedent("""
+        import os, numpy.random
+        from sparkpoint.runtime.spark import daemon
+        numpy.random.seed(7)
+        os.register_at_fork(after_in_child=daemon._reseed_numpy)
+        draws = []
+        for _ in range(2):
+            r, w = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                os.write(w, str(numpy.random.randint(1 << 30)).encode())
+                os._exit(0)
+            os.waitpid(pid, 0)
+            draws.append(os.read(r, 64).decode())
+        print(" ".join(draws), numpy.random.randint(1 << 30))
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    first, second, parent = r.stdout.split()
+    assert first != second and parent not in (first, second), r.stdout

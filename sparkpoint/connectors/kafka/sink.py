@@ -112,8 +112,8 @@ class KafkaSinkWriter(SinkWriter):
         restarted task has by then begun under the same id, and that transaction's records would be lost."""
         opening, self._opening = self._opening, None
         if opening is not None and self.producer is None:
-            with contextlib.suppress(Exception):  # the task's failure is what matters
-                opening.result()
+            with contextlib.suppress(Exception):  # the task's failure is what matters (a timeout too)
+                opening.result(_ABORT_TIMEOUT_S)
         ahead, self._next = self._next, None
         if ahead is not None:
             ahead.abort()

@@ -74,6 +74,14 @@ def threads() -> int:
         return threading.active_count()
 
 
+def _reseed_numpy() -> None:
+    """A worker forked from the daemon gets its own numpy random state (numpy 1.x seeds it once, at import: every
+    worker would draw the same numbers; Python's own ``random`` reseeds itself after a fork)."""
+    np_random = sys.modules.get("numpy.random")
+    if np_random is not None:
+        np_random.seed()
+
+
 def main() -> None:
     sys.path[:] = installed_packages_first(sys.path)
     worker_module = sys.argv[1] if len(sys.argv) > 1 and sys.argv[1].startswith("pyspark") else "pyspark.worker"
@@ -85,6 +93,7 @@ def main() -> None:
         importlib.import_module(PRELOAD)
         if threads() > 1:  # a library build that starts one at import: start again without the preload
             os.execve(sys.executable, [sys.executable, "-m", _MODULE, *sys.argv[1:]], {**os.environ, _PRELOAD_ENV: "0"})
+        os.register_at_fork(after_in_child=_reseed_numpy)
         preloaded.append(PRELOAD)
     from pyspark import daemon
 

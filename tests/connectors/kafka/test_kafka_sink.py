@@ -178,7 +178,7 @@ class _Plan:
     """A job plan with one sink node (id 7), as the SinkCommitter sees it."""
 
     def __init__(self, sink):
-        self.nodes = {7: type("Node", (), {"sink": sink})()}
+        self.nodes = {7: type("Node", (), {"sink": sink, "kind": "sink"})()}
 
     def sink_nodes(self):
         return [7]
