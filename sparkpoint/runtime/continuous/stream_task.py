@@ -52,6 +52,7 @@ from sparkpoint.runtime.task import (
     KeyedTaskState,
     TaskDeployment,
     TaskReport,
+    abort_sinks,
     build_operators,
     dispose_keyed_backends,
     open_operators,
@@ -154,6 +155,11 @@ class ContinuousTask:
                 self._input_step()
 
     def dispose(self) -> None:
+        """The attempt ended (its input, a failure, a cancel or a stop): each sink's writer aborts what it began
+        since the last barrier (what a barrier pre-committed went to that barrier's report, and the writer was
+        replaced there), so no transaction stays open for ``read_committed`` readers to wait behind, then the
+        operators close."""
+        abort_sinks(self.ops)
         for op in self.ops.values():
             try:
                 op.close()

@@ -225,3 +225,42 @@ def test_a_job_starting_over_before_its_first_checkpoint_writes_each_record_once
     assert any("from the job's start" in r.getMessage() for r in caplog.records)
     want = Counter(f"{k},{n}" for k, total in oracle_totals(2_000).items() for n in range(1, total + 1))
     assert _values(kafka, topic) == want
+
+
+class _FailAt:
+    """A map that fails for good at record ``at``, after a pause long enough for the records before it to reach the
+    broker (in the sink's open transaction)."""
+
+    def __init__(self, at):
+        self.at = at
+
+    def __call__(self, n):
+        if n == self.at:
+            import time
+
+            time.sleep(1.0)
+            raise RuntimeError(f"fails at {n}")
+        return str(n)
+
+
+def test_a_continuous_job_that_fails_for_good_leaves_no_transaction_open(kafka, topic_name, make_env, tmp_path):
+    """Continuous mode keeps its sink writers across barriers; when the attempt ends in a failure with no restart
+    left, each writer aborts the transaction it began since the last barrier, as an epoch's failed task does. A
+    ``read_committed`` reader then sees a record written after the failure at once, instead of waiting behind the
+    open transaction until its timeout (10 minutes here)."""
+    from tests.e2e.test_continuous_kill_loops import CONTINUOUS
+
+    topic = topic_name("continuous-failed")
+    kafka.create_topic(topic)  # one partition: an open transaction hides every record after its first
+    env = make_env("local", **CONTINUOUS, **{"execution.epoch.max-records": 10, "restart-strategy.type": "none"})
+    env.enable_checkpointing(3_600_000)
+    env.get_checkpoint_config().set_checkpoint_storage_dir((tmp_path / "ck").as_uri())
+    sink = _sink(kafka, topic, prefix=topic, **{"transaction.timeout.ms": "600000"})
+    env.from_collection(list(range(1_000))).map(_FailAt(500)).sink_to(sink)
+    with pytest.raises(Exception, match="fails at 500"):
+        env.execute("fails for good")
+    written = _values(kafka, topic, "read_uncommitted")
+    assert written and "500" not in written  # the failed attempt's records got there, in open transactions
+    kafka.produce(topic, ["after the failure"])
+    seen = _values(kafka, topic)  # (what a checkpoint committed before the failure, and the record after it)
+    assert seen["after the failure"] == 1 and set(seen.values()) == {1} and "500" not in seen
