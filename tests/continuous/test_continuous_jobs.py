@@ -7,6 +7,7 @@ other mode's output.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -213,8 +214,11 @@ def test_a_channel_reset_by_a_lost_peer_fails_the_attempt_over(make_env, tmp_pat
         },
     )
     counting_job(env, records, out, rate=4_000)
+    before = set(threading.enumerate())
     result = env.execute("channel reset once")
     assert sends["n"] > sends["reset"] >= first and result.restarts == 1
+    # every attempt's slots ended, the failed one's too (told to shut down even if it failed before it said ready)
+    assert not [t.name for t in set(threading.enumerate()) - before if t.name.startswith("slot-")]
     restarts = [r.getMessage() for r in caplog.records if "; restart 1 " in r.getMessage()]
     assert restarts and "subtask" in restarts[0] and "ConnectionResetError" in restarts[0], restarts
     assert ("from the job's start" in restarts[0]) is not checkpointed, restarts

@@ -6,9 +6,12 @@ Every message a slot sends lands in one queue (:attr:`ControlServer.inbox`); a s
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import pickle
 import queue
+import socket
 import threading
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -38,13 +41,20 @@ class ControlServer:
         self.listener = listen(host, authkey)
         self.address = self.listener.address
         self.inbox: queue.Queue = queue.Queue()
-        self.slots: dict[int, Connection] = {}
+        self.slots: dict[int, Connection] = {}  # a slot's connection, once it said it is ready
+        # every connection accepted: a slot whose subtask failed before it said it is ready is shut down too
+        self.connections: list[Connection] = []
         self.lock = threading.Lock()
         self.closed = False
         threading.Thread(target=self._accept, name="continuous-control", daemon=True).start()
 
     def _accept(self) -> None:
         for connection in accepted(self.listener, lambda: self.closed):
+            with self.lock:
+                if self.closed:  # accepted as the server closed: the slot sees its end at once
+                    _hang_up(connection)
+                    continue
+                self.connections.append(connection)
             threading.Thread(target=self._read, args=(connection,), name="continuous-control-slot", daemon=True).start()
 
     def _read(self, connection: Connection) -> None:
@@ -72,13 +82,34 @@ class ControlServer:
                     logger.debug("slot %d is gone", slot, exc_info=True)
 
     def broadcast(self, message: Any) -> None:
-        for slot in sorted(self.slots):
-            self.send(slot, message)
+        """``message`` to every slot connected, ready or not."""
+        body = cloudpickle.dumps(message)
+        with self.lock:
+            for connection in self.connections:
+                try:
+                    connection.send_bytes(body)
+                except OSError:  # its reader reports the slot lost
+                    logger.debug("a slot is gone", exc_info=True)
 
     def close(self) -> None:
+        """Stop accepting and hang up on every slot: each sees the end of its connection, as after a shutdown."""
         self.closed = True
         self.listener.close()
         with self.lock:
-            for connection in self.slots.values():
-                connection.close()
+            for connection in self.connections:
+                _hang_up(connection)
+            self.connections.clear()
             self.slots.clear()
+
+
+def _hang_up(connection: Connection) -> None:
+    """Close ``connection`` so that its peer sees the end at once. A plain close while this side's reader thread
+    waits in ``recv`` on it releases the socket only when that ``recv`` returns, which it never does: a slot waiting
+    for the driver's next message would wait for good."""
+    with contextlib.suppress(OSError):
+        sock = socket.socket(fileno=os.dup(connection.fileno()))
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        finally:
+            sock.close()
+    connection.close()

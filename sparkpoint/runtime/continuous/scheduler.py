@@ -217,13 +217,12 @@ class ContinuousScheduler:
     def _shutdown(self, reason: str) -> None:
         server, run = self.server, self.run
         self.server = self.run = None
-        if server is not None:
+        if server is not None:  # a slot that connects after this is refused or hung up on: none waits for a word
             server.broadcast(Shutdown(reason))
+            server.close()
         if run is not None:
             run.cancel(reason)
             run.wait(30)
-        if server is not None:
-            server.close()
 
     # -- one barrier ----------------------------------------------------------------------------
     def _wait_until_due(self, context: BarrierContext) -> None:
