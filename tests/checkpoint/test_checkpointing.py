@@ -86,6 +86,11 @@ def oracle_totals(count: int) -> Counter:
     return Counter(key_of(i) for i in range(count))
 
 
+def running_counts(count: int) -> Counter:
+    """What a keyed count of the first ``count`` records emits, as ``(key, n)``: each key's counts 1..total once."""
+    return Counter((k, n) for k, total in oracle_totals(count).items() for n in range(1, total + 1))
+
+
 def chk_dirs(ckpt_dir: Path) -> list[str]:
     return sorted(glob.glob(str(ckpt_dir / "*" / "chk-*")), key=lambda p: int(p.rsplit("-", 1)[1]))
 
@@ -396,4 +401,4 @@ def test_execute_and_collect_gives_each_record_once_across_a_failover(make_env, 
     got = list(_counting(env, 2_000, FailOnce(flag)).execute_and_collect())
     restored = [r.getMessage() for r in caplog.records if "; restart 1 " in r.getMessage()]
     assert flag.exists() and restored and "from the job's start" not in restored[0], restored  # a checkpoint restored
-    assert Counter(got) == Counter((k, n) for k, total in oracle_totals(2_000).items() for n in range(1, total + 1))
+    assert Counter(got) == running_counts(2_000)

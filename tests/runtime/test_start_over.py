@@ -15,7 +15,7 @@ from sparkpoint.errors import UserFunctionError
 from sparkpoint.runtime.failover import Failover
 from sparkpoint.storage.checkpoint_storage import FsCheckpointStorage
 from sparkpoint.testing.kill_loop import read_committed_lines
-from tests.checkpoint.test_checkpointing import FailOnce, oracle_totals
+from tests.checkpoint.test_checkpointing import FailOnce, running_counts
 from tests.runtime.test_job_master import _counting
 
 COUNT = 2_000
@@ -32,8 +32,17 @@ def _checkpointed(env, tmp_path: Path) -> None:
     env.get_checkpoint_config().set_checkpoint_storage_dir((tmp_path / "ck").as_uri())
 
 
-def _started_over(caplog) -> bool:
+def started_over(caplog) -> bool:
     return any("from the job's start: no checkpoint completed yet" in r.getMessage() for r in caplog.records)
+
+
+def counts_failing_before_the_first_checkpoint(make_env, tmp_path: Path, target: str = "local"):
+    """A job's running counts per key over :data:`COUNT` records, in epochs of 200: key k3 fails once in the second
+    epoch, and the first epoch's checkpoint waits for the keyed tasks' acknowledgements, which come with the second
+    epoch's reports, so none completed and the job starts over. Returns the environment and the counts."""
+    env = make_env(target, **{"execution.epoch.max-records": 100, **RESTARTS})
+    _checkpointed(env, tmp_path)
+    return env, _counting(env, COUNT, FailOnce(tmp_path / "failed-once"))
 
 
 def test_a_job_failing_before_its_first_checkpoint_starts_over_with_empty_state(make_env, tmp_path, caplog):
@@ -41,9 +50,9 @@ def test_a_job_failing_before_its_first_checkpoint_starts_over_with_empty_state(
     env = make_env("local", **RESTARTS)
     _checkpointed(env, tmp_path)
     got = list(_counting(env, COUNT, FailOnce(flag)).execute_and_collect())
-    assert flag.exists() and _started_over(caplog)
+    assert flag.exists() and started_over(caplog)
     # the failed epoch's records went nowhere; from the start, each key counted from zero to its total once
-    assert Counter(got) == Counter((k, n) for k, total in oracle_totals(COUNT).items() for n in range(1, total + 1))
+    assert Counter(got) == running_counts(COUNT)
 
 
 def test_starting_over_on_spark_writes_each_count_once_through_an_exactly_once_file_sink(
@@ -53,19 +62,15 @@ def test_starting_over_on_spark_writes_each_count_once_through_an_exactly_once_f
     Keyed state kept from the failed attempt would count past the total; its staged files leaking would write
     counts twice; sources not back at their start would leave counts out."""
     flag, out = tmp_path / "failed-once", tmp_path / "out"
-    # epochs of 200 records: key k3 fails in the second one, and the first one's checkpoint waits for the keyed
-    # tasks' acknowledgements, which come with the second one's reports: none completed
-    env = make_env("spark", **{"execution.epoch.max-records": 100, **RESTARTS})
-    _checkpointed(env, tmp_path)
-    counts = _counting(env, COUNT, FailOnce(flag))
+    env, counts = counts_failing_before_the_first_checkpoint(make_env, tmp_path, "spark")
     counts.map(lambda kv: f"{kv[0]},{kv[1]}").sink_to(
         FileSink.for_row_format(str(out), Encoder.simple_string_encoder()).build()
     ).uid("files")
     result = env.execute("starts over on spark")
-    assert flag.exists() and result.restarts == 1 and _started_over(caplog)
+    assert flag.exists() and result.restarts == 1 and started_over(caplog)
     # the source's records counted once: the first epoch's metrics went with the failed attempt
     assert result.metrics["gen"]["numRecordsOut"] == COUNT
-    want = Counter(f"{k},{n}" for k, total in oracle_totals(COUNT).items() for n in range(1, total + 1))
+    want = Counter(f"{k},{n}" for k, n in running_counts(COUNT))
     assert Counter(read_committed_lines(out)) == want
     assert not [p for p in out.rglob("*") if p.name.endswith(".inprogress")], "the failed attempt's staged files"
 

@@ -298,30 +298,18 @@ def test_a_job_starting_over_before_its_first_checkpoint_inserts_each_row_once(m
     """Epochs of 200 records; the count fails in the second, before the first checkpoint completed: the job starts
     over from nothing. The failed attempt's prepared transactions are rolled back, and the running counts are in the
     table once each, with no prepared transaction left."""
-    from tests.checkpoint.test_checkpointing import FailOnce, oracle_totals
-    from tests.runtime.test_job_master import _counting
+    from tests.checkpoint.test_checkpointing import running_counts
+    from tests.runtime.test_start_over import COUNT, counts_failing_before_the_first_checkpoint, started_over
 
     with db.connect() as conn:
         conn.execute("CREATE TABLE counts (k text NOT NULL, n bigint NOT NULL)")
-    env = make_env(
-        "local",
-        **{
-            "execution.epoch.max-records": 100,
-            "restart-strategy.type": "fixed-delay",
-            "restart-strategy.fixed-delay.attempts": 1,
-            "restart-strategy.fixed-delay.delay": "0 ms",
-        },
-    )
-    env.enable_checkpointing(3_600_000)
-    env.get_checkpoint_config().set_checkpoint_storage_dir((tmp_path / "ck").as_uri())
+    env, counts = counts_failing_before_the_first_checkpoint(make_env, tmp_path)
     row = Types.ROW_NAMED(["k", "n"], [Types.STRING(), Types.LONG()])
     eo = JdbcExactlyOnceOptions.builder().with_transaction_id_prefix("start-over").build()
-    counts = _counting(env, 2_000, FailOnce(tmp_path / "failed-once")).map(lambda kv: Row(*kv), output_type=row)
-    counts.sink_to(
+    counts.map(lambda kv: Row(*kv), output_type=row).sink_to(
         JdbcSink.exactly_once_sink("INSERT INTO counts (k, n) VALUES (?, ?)", row, _options(db.url), None, eo)
     )
     env.execute("starts over into postgres")
-    assert any("from the job's start" in r.getMessage() for r in caplog.records)
-    want = sorted((k, n) for k, total in oracle_totals(2_000).items() for n in range(1, total + 1))
-    assert sorted(db.query("SELECT k, n FROM counts")) == want
+    assert started_over(caplog)
+    assert sorted(db.query("SELECT k, n FROM counts")) == sorted(running_counts(COUNT))
     assert db.prepared_gids() == set()

@@ -203,28 +203,16 @@ def test_a_job_starting_over_before_its_first_checkpoint_writes_each_record_once
     barrier, acknowledged with the second epoch's reports) completed: the job starts over from nothing. The failed
     attempt's pre-committed transactions are fenced by the new writers (no state: from id 0), so a read_committed
     consumer sees each running count once, and nothing waits on an open transaction."""
-    from tests.checkpoint.test_checkpointing import FailOnce, oracle_totals
-    from tests.runtime.test_job_master import _counting
+    from tests.checkpoint.test_checkpointing import running_counts
+    from tests.runtime.test_start_over import COUNT, counts_failing_before_the_first_checkpoint, started_over
 
     topic = topic_name("start-over")
     kafka.create_topic(topic, partitions=2)
-    env = make_env(
-        "local",
-        **{
-            "execution.epoch.max-records": 100,
-            "restart-strategy.type": "fixed-delay",
-            "restart-strategy.fixed-delay.attempts": 1,
-            "restart-strategy.fixed-delay.delay": "0 ms",
-        },
-    )
-    env.enable_checkpointing(3_600_000)
-    env.get_checkpoint_config().set_checkpoint_storage_dir((tmp_path / "ck").as_uri())
-    counts = _counting(env, 2_000, FailOnce(tmp_path / "failed-once"))
+    env, counts = counts_failing_before_the_first_checkpoint(make_env, tmp_path)
     counts.map(lambda kv: f"{kv[0]},{kv[1]}").sink_to(_sink(kafka, topic, prefix=f"start-over-{topic}"))
     env.execute("starts over into kafka")
-    assert any("from the job's start" in r.getMessage() for r in caplog.records)
-    want = Counter(f"{k},{n}" for k, total in oracle_totals(2_000).items() for n in range(1, total + 1))
-    assert _values(kafka, topic) == want
+    assert started_over(caplog)
+    assert _values(kafka, topic) == Counter(f"{k},{n}" for k, n in running_counts(COUNT))
 
 
 class _FailAt:
