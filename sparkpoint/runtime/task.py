@@ -311,13 +311,19 @@ def dispose_keyed_backends(ops: dict[int, StreamOperator]) -> None:
 
 def abort_sinks(ops: dict[int, StreamOperator]) -> None:
     """After a failure: abort every sink's writer (what it wrote of the failed task's records is never committed;
-    its connection or transaction is not left open), quietly: the failure is what the task reports."""
+    its connection or transaction is not left open), quietly: the failure is what the task reports. An interrupt
+    (a cancel, a deadline) while one sink aborts stops no other sink's abort: it is raised after them."""
+    interrupted: BaseException | None = None
     for op in ops.values():
         if isinstance(op, SinkOperator):
             try:
                 op.abort()
             except Exception as e:  # noqa: BLE001 - the failure is what matters
                 logger.warning("could not abort sink %r after a failure: %s: %s", op.uid, type(e).__name__, e)
+            except BaseException as e:  # noqa: BLE001 - raised once every sink aborted
+                interrupted = interrupted or e
+    if interrupted is not None:
+        raise interrupted
 
 
 def open_operators(ops: dict[int, StreamOperator], dep: TaskDeployment) -> None:
