@@ -382,6 +382,16 @@ class CheckpointCoordinator:
             self.last_completion_ms = now_ms
         else:
             self.latest_savepoint = (cid, uri, pending.location.storage_options)
+            try:  # a restore from the job's directory (``run -s <job dir>``) must not go back before it
+                self.storage.record_savepoint(cid, uri)
+            except (CheckpointStorageError, OSError) as e:
+                logger.warning(
+                    "savepoint %d completed, but could not be noted in %s (%s): a restore from that directory "
+                    "would take an older checkpoint and write again what the savepoint committed",
+                    cid,
+                    self.storage.job_path,
+                    e,
+                )
         self.failure_manager.on_success(cid)
         self.stats.update(
             cid,

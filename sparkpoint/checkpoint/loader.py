@@ -164,7 +164,10 @@ def load_latest_checkpoint(
     completed = storage.list_completed()
     if not completed:
         return load_checkpoint(pointer, verify_files, storage_options=options)  # says what is wrong with it
-    candidates = [(cid, fs.unstrip_protocol(storage.checkpoint_path(cid)), options) for cid in reversed(completed)]
+    candidates = [(cid, fs.unstrip_protocol(storage.checkpoint_path(cid)), options) for cid in completed]
+    # a savepoint the job took after its newest checkpoint committed more output: it comes first
+    newer = [(cid, at, storage_options_for(at)) for cid, at in storage.recorded_savepoints() if cid > completed[-1]]
+    candidates = sorted(candidates + newer, key=lambda c: c[0], reverse=True)
     skipped: list[int] = []
     restored = load_first_loadable(candidates, lambda checkpoint_id, _: skipped.append(checkpoint_id), verify_files)
     if restored is None:

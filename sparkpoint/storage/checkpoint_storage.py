@@ -225,6 +225,30 @@ class FsCheckpointStorage:
         with contextlib.suppress(OSError):
             self.fs.rm(self.job_path, recursive=True)
 
+    def record_savepoint(self, checkpoint_id: int, location: str) -> None:
+        """Note in the job's directory that savepoint ``checkpoint_id`` (at ``location``, elsewhere) completed. It
+        committed the output it covers, so a restore from this directory must not go back to an older checkpoint
+        (:func:`~sparkpoint.checkpoint.loader.load_latest_checkpoint`)."""
+        path = posixpath.join(self.job_path, "savepoints", str(checkpoint_id))
+        if not is_object_store(self.fs):
+            make_dirs = durable.make_dirs if durable.syncs(self.fs) else partial(self.fs.makedirs, exist_ok=True)
+            make_dirs(posixpath.dirname(path))
+        write_file(self.fs, path, location.encode())
+
+    def recorded_savepoints(self) -> list[tuple[int, str]]:
+        """``(id, location)`` of the savepoints :meth:`record_savepoint` noted, ascending."""
+        try:
+            entries = list_dir(self.fs, posixpath.join(self.job_path, "savepoints"))
+        except (FileNotFoundError, OSError):
+            return []
+        found = []
+        for e in entries:
+            name = posixpath.basename(e.rstrip("/"))
+            if name.isdigit():
+                with contextlib.suppress(OSError):
+                    found.append((int(name), self.fs.cat_file(e).decode()))
+        return sorted(found)
+
     def list_completed(self) -> list[int]:
         """Ids of checkpoints of this job whose ``_metadata`` exists, ascending."""
         try:

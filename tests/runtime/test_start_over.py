@@ -3,6 +3,8 @@ their start, keyed state empty, what exactly-once sinks staged dropped. Before, 
 
 from __future__ import annotations
 
+import logging
+import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -131,3 +133,35 @@ def test_a_file_sink_starting_over_removes_its_jobs_staged_files_and_no_other_jo
     sink = FileSink.for_row_format(str(tmp_path / "out"), Encoder.simple_string_encoder()).build()
     sink.recover_from_start(ours)
     assert sorted(p.name for p in bucket.iterdir()) == sorted(p.name for p in kept)
+
+
+def test_a_restore_from_the_jobs_directory_takes_a_savepoint_newer_than_its_checkpoints(tmp_path, caplog):
+    """``run -s <checkpoints>/<job id>`` after the driver died: a savepoint the job took after its newest checkpoint
+    committed more output, so the directory's restore is that savepoint (noted in the directory when it completed),
+    not the older checkpoint. A savepoint disposed of since is passed over, with an error that says so."""
+    from sparkpoint.checkpoint.loader import load_latest_checkpoint
+
+    config = Configuration(dict(RESTARTS))
+    job = "e" * 32
+    storage = FsCheckpointStorage((tmp_path / "ck").as_uri(), job)
+    coordinator = CheckpointCoordinator(CheckpointSettings(config), storage, job, "job", 128, {}, start_id=5)
+    for epoch, savepoint_dir in (
+        (1, None),
+        (3, (tmp_path / "sp").as_uri()),
+        (4, None),
+        (6, (tmp_path / "sp").as_uri()),
+    ):
+        assert coordinator.trigger(0, epoch, {"operator_states": {}}, set(), set(), {}, savepoint_dir=savepoint_dir)
+        coordinator.complete_ready(0)
+    job_dir = (tmp_path / "ck" / job).as_uri()
+    assert coordinator.store.get_latest_checkpoint().checkpoint_id == 7
+    restored = load_latest_checkpoint(job_dir)
+    assert (restored.checkpoint_id, restored.kind, restored.metadata.barrier_epoch) == (8, "savepoint", 6)
+
+    newest = coordinator.latest_savepoint
+    assert newest is not None and newest[0] == 8
+    shutil.rmtree(newest[1].removeprefix("file://"))  # disposed of: the newest checkpoint is what is left
+    with caplog.at_level(logging.ERROR):
+        restored = load_latest_checkpoint(job_dir)
+    assert (restored.checkpoint_id, restored.kind) == (7, "checkpoint")
+    assert any("cannot recover from checkpoint 8" in r.getMessage() for r in caplog.records)
