@@ -16,6 +16,7 @@ class SinkOperator(StreamOperator):
         super().__init__(uid, name)
         self.sink = sink
         self.writer: Any = None
+        self.aborted = False  # a thread of the ended attempt still running must not write past the abort
 
     def setup(self, task: TaskContext, operator_state: dict | None) -> None:
         super().setup(task, operator_state)
@@ -27,18 +28,26 @@ class SinkOperator(StreamOperator):
 
     def process_batch(self, values: list, timestamps: list, out: Output) -> None:
         if values:
+            self._not_aborted()
             try:
                 self.writer.write(values, timestamps)
             except Exception as e:  # a writer's error may name the record it failed on
                 raise self.fail(getattr(e, "record", values[0]), e) from e
 
     def prepare_commit(self) -> list:
+        self._not_aborted()
         return self.writer.prepare_commit()
 
     def abort(self) -> None:
-        """The task failed: the writer lets go of what it staged (never committed) and what it holds open."""
+        """The task failed: the writer lets go of what it staged (never committed) and what it holds open. The sink
+        takes nothing after it (a subtask's thread still in user code when its slot ended may go on to the sink)."""
+        self.aborted = True
         if self.writer is not None:
             self.writer.abort()
+
+    def _not_aborted(self) -> None:
+        if self.aborted:
+            raise RuntimeError(f"sink {self.uid!r} was aborted: its task's attempt ended")
 
     def snapshot_operator_state(self) -> dict | None:
         return {"writer": self.writer.snapshot_state()}

@@ -47,3 +47,16 @@ def test_a_sink_whose_abort_fails_does_not_stop_the_others_and_nothing_is_raised
     abort_sinks(_sinks(*writers))
     assert [w.aborted for w in writers] == [True, True]
     assert any("could not abort sink 'sink-0'" in r.getMessage() for r in caplog.records)
+
+
+def test_an_aborted_sink_takes_no_more_records():
+    """A subtask's thread still in user code when its slot ended may go on to the sink after the abort: it is
+    refused, so nothing is written outside what was aborted (a Kafka writer would open a producer outside any
+    transaction)."""
+    writer = _Writer()
+    (op,) = _sinks(writer).values()
+    abort_sinks({0: op})
+    with pytest.raises(RuntimeError, match="'sink-0' was aborted"):
+        op.process_batch(["late"], [None], None)
+    with pytest.raises(RuntimeError, match="was aborted"):
+        op.prepare_commit()

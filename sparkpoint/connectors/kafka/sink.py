@@ -126,6 +126,8 @@ class KafkaSinkWriter(SinkWriter):
             self.failed.append((where(message.topic(), message.partition()), str(err)))
 
     def _open(self) -> Any:
+        if self._opening is None and self.config.exactly_once:  # aborted: no record goes outside a transaction
+            raise KafkaConnectorError(f"Kafka writer of subtask {self.subtask} was aborted: it writes nothing more")
         if self._opening is None:
             self.producer = cached_producer(self.config.producer_config())
             return self.producer

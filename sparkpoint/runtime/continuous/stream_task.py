@@ -159,17 +159,19 @@ class ContinuousTask:
         since the last barrier (what a barrier pre-committed went to that barrier's report, and the writer was
         replaced there), so no transaction stays open for ``read_committed`` readers to wait behind, then the
         operators close."""
-        abort_sinks(self.ops)
-        for op in self.ops.values():
-            try:
-                op.close()
-            except Exception:  # noqa: BLE001 - closing after the end must not hide why it ended
-                logger.debug("closing %s failed", op.name, exc_info=True)
-        dispose_keyed_backends(self.ops)
-        with self.snapshots_lock:
-            taken, self.snapshots = list(self.snapshots.values()), {}
-        for resources, _, _ in taken:
-            resources.release()
+        try:
+            abort_sinks(self.ops)
+        finally:  # (an interrupt during an abort is raised after the rest is let go)
+            for op in self.ops.values():
+                try:
+                    op.close()
+                except Exception:  # noqa: BLE001 - closing after the end must not hide why it ended
+                    logger.debug("closing %s failed", op.name, exc_info=True)
+            dispose_keyed_backends(self.ops)
+            with self.snapshots_lock:
+                taken, self.snapshots = list(self.snapshots.values()), {}
+            for resources, _, _ in taken:
+                resources.release()
 
     # -- the loop's steps ---------------------------------------------------------------------
     def _source_step(self) -> None:

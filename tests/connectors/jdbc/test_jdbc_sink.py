@@ -309,7 +309,7 @@ def test_a_job_starting_over_before_its_first_checkpoint_inserts_each_row_once(m
     counts.map(lambda kv: Row(*kv), output_type=row).sink_to(
         JdbcSink.exactly_once_sink("INSERT INTO counts (k, n) VALUES (?, ?)", row, _options(db.url), None, eo)
     )
-    env.execute("starts over into postgres")
+    assert env.execute("starts over into postgres").restarts == 1
     assert started_over(caplog)
     assert sorted(db.query("SELECT k, n FROM counts")) == sorted(running_counts(COUNT))
     assert db.prepared_gids() == set()

@@ -121,6 +121,20 @@ def test_a_failed_tasks_writer_aborts_its_transaction(kafka, topic_name):
     assert _values(kafka, topic, "read_uncommitted") == Counter(["written-before-the-failure", "other-subtask"])
 
 
+def test_an_aborted_exactly_once_writer_writes_nothing_more(kafka, topic_name):
+    """After its abort a writer refuses records: it would otherwise open a producer outside any transaction, whose
+    records ``read_committed`` readers see at once."""
+    from sparkpoint.connectors.kafka.clients import KafkaConnectorError
+
+    topic = topic_name("late")
+    kafka.create_topic(topic)
+    writer = _sink(kafka, topic, prefix=topic).create_writer(0, 1, "job", 0, {"next_transaction": 0})
+    writer.abort()
+    with pytest.raises(KafkaConnectorError, match="was aborted"):
+        writer.write(["after the abort"], [None])
+    assert _values(kafka, topic, "read_uncommitted") == Counter()
+
+
 def test_a_subtask_without_state_fences_what_an_earlier_run_left_open(kafka, topic_name):
     topic = topic_name("fresh")
     kafka.create_topic(topic)
@@ -210,7 +224,7 @@ def test_a_job_starting_over_before_its_first_checkpoint_writes_each_record_once
     kafka.create_topic(topic, partitions=2)
     env, counts = counts_failing_before_the_first_checkpoint(make_env, tmp_path)
     counts.map(lambda kv: f"{kv[0]},{kv[1]}").sink_to(_sink(kafka, topic, prefix=f"start-over-{topic}"))
-    env.execute("starts over into kafka")
+    assert env.execute("starts over into kafka").restarts == 1
     assert started_over(caplog)
     assert _values(kafka, topic) == Counter(f"{k},{n}" for k, n in running_counts(COUNT))
 
