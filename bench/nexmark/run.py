@@ -276,20 +276,23 @@ def medians(rounds: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def memory_table(results: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
-    """Peak memory of sparkpoint's runs (epoch mode) over a third of the events and all of them: the sum of its
-    Python processes' RSS (driver and workers) and the JVM's; a ratio near 1 is memory that does not grow with
-    the input (the queries that keep state grow with it)."""
-    rows = [f"{'query':<6}{'python, N/3':>14}{'python, N':>14}{'ratio':>8}{'JVM, N/3':>12}{'JVM, N':>12}"]
+    """Peak memory of sparkpoint's runs (epoch mode) over a third of the events and all of them: the largest
+    Python worker's RSS, the sum of its Python processes' (driver and workers) and the JVM's; a ratio near 1 is
+    memory that does not grow with the input (the queries that keep state grow with it)."""
+    columns = (("worker", "worker_peak_bytes"), ("python", "python_sum_peak_bytes"), ("JVM", "jvm_peak_bytes"))
+    rows = [f"{'query':<6}" + "".join(f"{f'{name}, N/3':>14}{f'{name}, N':>12}{'ratio':>7}" for name, _ in columns)]
+    mb = 1 << 20
     for query, by_engine in results.items():
         memory = by_engine.get("sparkpoint", {}).get("memory")
         if not memory:
             continue
         third, big = memory["third"], memory["big"]
-        mb = 1 << 20
         rows.append(
-            f"{query:<6}{third['python_sum_peak_bytes'] / mb:>11,.0f} MB{big['python_sum_peak_bytes'] / mb:>11,.0f} MB"
-            f"{big['python_sum_peak_bytes'] / max(third['python_sum_peak_bytes'], 1):>8.2f}"
-            f"{third['jvm_peak_bytes'] / mb:>9,.0f} MB{big['jvm_peak_bytes'] / mb:>9,.0f} MB"
+            f"{query:<6}"
+            + "".join(
+                f"{third[key] / mb:>11,.0f} MB{big[key] / mb:>9,.0f} MB{big[key] / max(third[key], 1):>7.2f}"
+                for _, key in columns
+            )
         )
     return rows
 
