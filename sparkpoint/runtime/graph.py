@@ -173,6 +173,10 @@ class JobPlan:
         """The nodes that run a sink (a :class:`~sparkpoint.connectors.base.Sink`; not print or collect)."""
         return [n.id for n in self.nodes.values() if n.kind == "sink"]
 
+    def collect_nodes(self) -> frozenset[int]:
+        """The nodes whose records go to ``execute_and_collect``'s client (committed with their epoch, as a sink's)."""
+        return frozenset(n.id for n in self.nodes.values() if n.kind == "collect")
+
 
 def _topological(nodes: dict[int, StreamNode]) -> list[int]:
     order: list[int] = []

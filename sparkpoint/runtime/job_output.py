@@ -177,13 +177,14 @@ class JobOutput:
     def emit_printed(self, reports: list[TaskReport]) -> None:
         """Print what the print sinks of ``reports`` took and what their user functions printed on Spark (collected
         records reach the client as they are committed, :meth:`deliver_collected`)."""
+        collect = self.plan.collect_nodes()
         for r in sorted(reports, key=lambda r: (r.stage_id, r.subtask)):
             if r.stdout:
                 self.out.write(r.stdout)
             for nid, lines in r.printed.items():
-                node = self.plan.nodes[nid]
-                if node.kind == "collect":
+                if nid in collect:
                     continue
+                node = self.plan.nodes[nid]
                 par = self.plan.stage(self.plan.stage_of[nid]).parallelism
                 ident, type_info = node.sink
                 prefix = print_prefix(ident, r.subtask, par)

@@ -77,12 +77,13 @@ class ReportIntake:
         self.progress.take_positions([r for r in reports if not (positions_taken and r.stage_id == 0)])
         self.schemas.take(reports)
         by_node: dict[int, list] = {}
+        collect = self.plan.collect_nodes()
         for r in sorted(reports, key=lambda r: (r.stage_id, r.subtask)):
             for nid, committables in r.committables.items():
                 if committables:
                     by_node.setdefault(nid, []).extend(committables)
             for nid, lines in r.printed.items():
-                if lines and self.plan.nodes[nid].kind == "collect":  # committed with the epoch, as sink output
+                if lines and nid in collect:  # committed with the epoch, as sink output
                     by_node.setdefault(nid, []).extend(lines)
         self.sink_committer.add_epoch(epoch, by_node)
         epoch_metrics = self.output.take_reports(reports)

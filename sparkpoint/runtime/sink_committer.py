@@ -35,7 +35,7 @@ class SinkCommitter:
         # execute_and_collect's records are committed too: handed to the client when their epoch is (Flink's
         # collect sink makes results visible at the checkpoint that covers them), never stored in a checkpoint
         self.deliver_collected = deliver_collected
-        self._collect_nodes = {nid for nid, n in plan.nodes.items() if n.kind == "collect"}
+        self._collect_nodes = plan.collect_nodes()
         self._uncommitted: list[tuple[int, dict[int, list]]] = []  # (epoch, {sink node: committables})
         self._covered: dict[int, list[int]] = {}  # checkpoint id -> epochs it covers
         self._committers: dict[int, Any] = {}  # sink node -> its committer (None: the sink has none)

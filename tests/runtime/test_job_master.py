@@ -177,7 +177,7 @@ def test_sink_committer_commits_exactly_the_epochs_a_completed_checkpoint_covers
     from sparkpoint.runtime.sink_committer import SinkCommitter
 
     sink = _Sink()
-    plan = SimpleNamespace(nodes={7: SimpleNamespace(sink=sink, kind="sink")})
+    plan = SimpleNamespace(nodes={7: SimpleNamespace(sink=sink)}, collect_nodes=frozenset)
     c = SinkCommitter(plan, exactly_once=True)  # type: ignore[arg-type]
     c.add_epoch(0, {7: ["e0"]})
     c.add_epoch(1, {7: ["e1"]})

@@ -192,10 +192,13 @@ class _Plan:
     """A job plan with one sink node (id 7), as the SinkCommitter sees it."""
 
     def __init__(self, sink):
-        self.nodes = {7: type("Node", (), {"sink": sink, "kind": "sink"})()}
+        self.nodes = {7: type("Node", (), {"sink": sink})()}
 
     def sink_nodes(self):
         return [7]
+
+    def collect_nodes(self):
+        return frozenset()
 
 
 def test_two_sinks_with_one_transactional_id_prefix_are_refused(kafka, make_env, caplog):
