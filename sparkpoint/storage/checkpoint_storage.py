@@ -188,15 +188,20 @@ class FsCheckpointStorage:
 
     def initialize_location_for_checkpoint(self, checkpoint_id: int) -> str:
         path = self.checkpoint_path(checkpoint_id)
-        if is_object_store(self.fs):
-            return path  # no directories: a "directory" is the prefix of the objects written into it
-        make_dirs = durable.make_dirs if durable.syncs(self.fs) else partial(self.fs.makedirs, exist_ok=True)
         try:
-            for directory in (path, self.shared_path(), posixpath.join(self.job_path, "taskowned")):
-                make_dirs(directory)
+            self._make_dirs(path, self.shared_path(), posixpath.join(self.job_path, "taskowned"))
         except OSError as e:
             raise CheckpointStorageError(f"cannot create checkpoint directory {path}: {e}") from e
         return path
+
+    def _make_dirs(self, *directories: str) -> None:
+        """Create ``directories`` (durably where checkpoints are written durably); none on an object store, where a
+        "directory" is the prefix of the objects written into it."""
+        if is_object_store(self.fs):
+            return
+        make_dirs = durable.make_dirs if durable.syncs(self.fs) else partial(self.fs.makedirs, exist_ok=True)
+        for directory in directories:
+            make_dirs(directory)
 
     def write_state(self, directory: str, name: str, data: bytes) -> StreamStateHandle:
         """Write a state file into ``directory``; the handle's path is relative to it."""
@@ -230,9 +235,7 @@ class FsCheckpointStorage:
         committed the output it covers, so a restore from this directory must not go back to an older checkpoint
         (:func:`~sparkpoint.checkpoint.loader.load_latest_checkpoint`)."""
         path = posixpath.join(self.job_path, "savepoints", str(checkpoint_id))
-        if not is_object_store(self.fs):
-            make_dirs = durable.make_dirs if durable.syncs(self.fs) else partial(self.fs.makedirs, exist_ok=True)
-            make_dirs(posixpath.dirname(path))
+        self._make_dirs(posixpath.dirname(path))
         write_file(self.fs, path, location.encode())
 
     def recorded_savepoints(self) -> list[tuple[int, str]]:
