@@ -49,6 +49,7 @@ from sparkpoint.checkpoint.messages import (
 )
 from sparkpoint.checkpoint.pending import PendingCheckpoint, TaskAcknowledgeResult
 from sparkpoint.checkpoint.properties import CheckpointOptions, CheckpointProperties
+from sparkpoint.checkpoint.retention import retain_or_discard
 from sparkpoint.checkpoint.settings import CheckpointSettings
 from sparkpoint.checkpoint.stats import CheckpointStats, CheckpointStatsTracker, SubtaskStats
 from sparkpoint.state.schema import OperatorSchema
@@ -431,49 +432,13 @@ class CheckpointCoordinator:
 
     # -- shutdown -----------------------------------------------------------------------------
     def shutdown(self, job_status: str) -> str | None:
-        """Keep or delete checkpoints as the externalized-checkpoint retention says; returns where they went, in a
-        sentence for the user (None: the job took none)."""
+        """Abort what is pending, then keep or delete checkpoints as the externalized-checkpoint retention says
+        (:func:`~sparkpoint.checkpoint.retention.retain_or_discard`); returns where they went, in a sentence for the
+        user (None: the job took none)."""
         self.abort_all(
             CheckpointFailureReason.JOB_CANCELLED
             if job_status == "CANCELED"
             else CheckpointFailureReason.CHECKPOINT_COORDINATOR_SHUTDOWN,
             f"job {job_status.lower()}",
         )
-        retain = self.settings.retention
-        keep = (
-            (job_status == "CANCELED" and retain == "RETAIN_ON_CANCELLATION")
-            or job_status == "FAILED"
-            and retain != "NO_EXTERNALIZED_CHECKPOINTS"
-        )
-        count = self.store.get_number_of_retained_checkpoints()
-        latest = self.store.get_latest_checkpoint()
-        if keep:
-            logger.info(
-                "retaining %d checkpoint(s) of job %s under %s (%s)", count, self.job_id, self.storage.job_path, retain
-            )
-            self.cleaner.delete_unreferenced_shared_files()
-            if latest is None:
-                return None
-            return (
-                f"Its {count} latest checkpoint(s) are retained under {self.storage.job_path} ({retain}); resume from "
-                f"the newest with: sparkpoint run -s {latest.location} ..."
-            )
-        for cp in self.store.get_all_checkpoints():
-            self.cleaner.discard(cp.checkpoint_id)
-            self.store.remove(cp.checkpoint_id)
-            self.stats.update(cp.checkpoint_id, discarded=True)
-        self.cleaner.delete_unreferenced_shared_files()
-        self.storage.discard_job_directory_if_empty()
-        if latest is None:
-            return None
-        keep_one = "stop it with a savepoint (sparkpoint stop JOB)"
-        if retain != "RETAIN_ON_CANCELLATION":
-            keep_one += (
-                ", or cancel it with execution.checkpointing.externalized-checkpoint-retention: RETAIN_ON_CANCELLATION"
-            )
-        elif job_status == "FINISHED":
-            keep_one += ", or cancel it before it ends"
-        return (
-            f"Its checkpoints under {self.storage.job_path} were discarded (the job is {job_status}, retention "
-            f"{retain}, as Flink does); to keep one, {keep_one}."
-        )
+        return retain_or_discard(self, job_status)
