@@ -17,8 +17,11 @@ __all__ = ["own"]
 
 #: Per type: whether its values can be changed in place (and are copied). Types whose values cannot are passed
 #: as they are: the immutable built-ins, and tuples whose instances hold nothing else (named tuples); a Row, whose
-#: fields can be set, is copied.
-_MUTABLE: dict[type, bool] = dict.fromkeys((tuple, str, int, float, bool, bytes, complex, frozenset, type(None)), False)
+#: fields can be set, is copied. Emptied when it grows past :data:`_KNOWN_TYPES` (types made on the fly, named
+#: tuples of a job's functions, come and go).
+_MUTABLE: dict[type, bool] = {}
+_IMMUTABLE = (tuple, str, int, float, bytes, complex, frozenset, type(None))
+_KNOWN_TYPES = 1_000
 
 
 def own(value: Any) -> Any:
@@ -26,19 +29,10 @@ def own(value: Any) -> Any:
     t = type(value)
     mutable = _MUTABLE.get(t)
     if mutable is None:
-        if len(_MUTABLE) > _KNOWN_TYPES:  # types made on the fly (named tuples of a job's functions) come and go
-            _forget_types()
-        mutable = _MUTABLE[t] = not (issubclass(t, (tuple, str, int, float, bytes, frozenset)) and not _has_dict(t))
+        if len(_MUTABLE) > _KNOWN_TYPES:
+            _MUTABLE.clear()
+        mutable = _MUTABLE[t] = not (issubclass(t, _IMMUTABLE) and not _has_dict(t))
     return copy.copy(value) if mutable else value
-
-
-_BUILT_IN = dict(_MUTABLE)
-_KNOWN_TYPES = 1_000
-
-
-def _forget_types() -> None:
-    _MUTABLE.clear()
-    _MUTABLE.update(_BUILT_IN)
 
 
 def _has_dict(t: type) -> bool:
