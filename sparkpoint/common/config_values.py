@@ -56,6 +56,7 @@ _SWITCHES = (
     "pipeline.object-reuse",
     "sparkpoint.epoch.adaptive",
     "sparkpoint.jvm.class-sharing",
+    "sparkpoint.jvm.c1-only",
 )
 _NAMES: dict[str, tuple[str, ...]] = {
     "execution.runtime-mode": ("STREAMING", "BATCH", "AUTOMATIC"),
