@@ -41,6 +41,7 @@ def spark():
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.driver.memory", "2g")
+        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1")  # as a JVM sparkpoint starts (C1 alone)
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")

@@ -9,6 +9,8 @@ stopping the server.
 
 from __future__ import annotations
 
+import pickle
+import socket
 import threading
 import time
 from multiprocessing import AuthenticationError
@@ -16,8 +18,10 @@ from multiprocessing.connection import Client
 
 import pytest
 
-from sparkpoint.runtime.continuous.channels import DataServer
+from sparkpoint.runtime.continuous.channels import GATES, DataServer, InputGate
 from sparkpoint.runtime.continuous.control import ControlServer
+from sparkpoint.runtime.continuous.messages import SlotSpec
+from sparkpoint.runtime.continuous.slot import run_slot
 
 KEY = b"job-key"
 CLIENTS = 48
@@ -49,3 +53,47 @@ def test_every_one_of_many_simultaneous_connections_is_accepted(server):
         assert _connect_all(listening.address, CLIENTS) == CLIENTS
     finally:
         listening.close()
+
+
+def _channel_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "continuous-channel"]
+
+
+def test_closing_a_data_server_hangs_up_on_a_sender_gone_silent():
+    """A channel whose sender is alive but sends nothing (its task held in user code) must not keep the slot's
+    reader thread, nor the sender waiting: the close reaches both ends."""
+    gate = InputGate([(0, 0)], 4)
+    GATES.add("silent-sender", 1, 0, gate)
+    listening = DataServer("127.0.0.1", KEY)
+    sender = Client(listening.address, authkey=KEY)
+    try:
+        sender.send_bytes(pickle.dumps(("silent-sender", (1, 0), (0, 0))))
+        sender.send_bytes(b"D-first-frame")
+        deadline = time.monotonic() + 10
+        while not gate.queues[(0, 0)] and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert list(gate.queues[(0, 0)]) == [b"D-first-frame"]  # the channel was open and read
+        before = len(_channel_threads())
+        listening.close()
+        assert sender.poll(5), "the sender was not told the channel closed"
+        with pytest.raises(EOFError):
+            sender.recv_bytes()
+        deadline = time.monotonic() + 5
+        while len(_channel_threads()) >= before and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(_channel_threads()) < before, "the reader thread outlived its server"
+    finally:
+        sender.close()
+        GATES.drop("silent-sender")
+
+
+def test_a_slot_that_cannot_reach_the_driver_fails_and_lets_go_of_its_gates():
+    gate = InputGate([(0, 0)], 4)
+    GATES.add("no-driver", 0, 0, gate)
+    spec = SlotSpec(0, "no-driver", {}, 10, 100, 4, 100)
+    with socket.socket() as free:  # a port nothing listens on
+        free.bind(("127.0.0.1", 0))
+        nobody = free.getsockname()
+    with pytest.raises(ConnectionRefusedError):
+        run_slot(None, spec, {(0, 0): gate}, nobody, KEY)  # type: ignore[arg-type]
+    assert GATES.get("no-driver", 0, 0) is None and gate.closed

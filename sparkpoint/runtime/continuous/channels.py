@@ -13,6 +13,7 @@ queues fill and their senders wait, as in Flink's aligned checkpoints.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import pickle
@@ -35,6 +36,7 @@ __all__ = [
     "InputGate",
     "OutputChannel",
     "GateRegistry",
+    "hang_up",
     "no_delay",
 ]
 
@@ -244,11 +246,18 @@ class DataServer:
         self.listener = listen(host, authkey)
         self.address = self.listener.address
         self.closed = False
+        self.connections: set[Connection] = set()  # open channels, hung up on at close
+        self.lock = threading.Lock()
         self.thread = threading.Thread(target=self._accept, name="continuous-data-server", daemon=True)
         self.thread.start()
 
     def _accept(self) -> None:
         for connection in accepted(self.listener, lambda: self.closed):
+            with self.lock:
+                if self.closed:
+                    hang_up(connection)
+                    continue
+                self.connections.add(connection)
             threading.Thread(target=self._read, args=(connection,), name="continuous-channel", daemon=True).start()
 
     def _read(self, connection: Connection) -> None:
@@ -260,11 +269,29 @@ class DataServer:
         except (EOFError, OSError, GateClosed):
             pass
         finally:
+            with self.lock:
+                self.connections.discard(connection)
             connection.close()
 
     def close(self) -> None:
-        self.closed = True
-        self.listener.close()
+        """Stop accepting and hang up on every channel: a reader waiting for a sender that went silent (its task
+        held, its process alive) ends too, and its sender sees the end of the connection."""
+        with self.lock:
+            self.closed = True
+            self.listener.close()
+            for connection in self.connections:
+                hang_up(connection)
+
+
+def hang_up(connection: Connection) -> None:
+    """Close ``connection`` so that its peer sees the end at once. A plain close while this side's reader thread
+    waits in ``recv`` on it releases the socket only when that ``recv`` returns, which it may never do."""
+    with contextlib.suppress(OSError):
+        sock = socket.socket(fileno=os.dup(connection.fileno()))
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        finally:
+            sock.close()
 
 
 def _wait_for_gate(key: str, target: tuple[int, int], timeout_s: float = 60.0) -> InputGate:

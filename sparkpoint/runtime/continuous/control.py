@@ -6,12 +6,9 @@ Every message a slot sends lands in one queue (:attr:`ControlServer.inbox`); a s
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
 import pickle
 import queue
-import socket
 import threading
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -19,7 +16,7 @@ from typing import Any
 
 import cloudpickle
 
-from sparkpoint.runtime.continuous.channels import accepted, listen
+from sparkpoint.runtime.continuous.channels import accepted, hang_up, listen
 from sparkpoint.runtime.continuous.messages import SlotReady
 
 __all__ = ["ControlServer", "SlotLost"]
@@ -103,13 +100,7 @@ class ControlServer:
 
 
 def _hang_up(connection: Connection) -> None:
-    """Close ``connection`` so that its peer sees the end at once. A plain close while this side's reader thread
-    waits in ``recv`` on it releases the socket only when that ``recv`` returns, which it never does: a slot waiting
-    for the driver's next message would wait for good."""
-    with contextlib.suppress(OSError):
-        sock = socket.socket(fileno=os.dup(connection.fileno()))
-        try:
-            sock.shutdown(socket.SHUT_RDWR)
-        finally:
-            sock.close()
+    """Hang up (:func:`~.channels.hang_up`: a slot waiting for the driver's next message would otherwise wait for
+    good, since a plain close leaves the socket open while this side's reader waits in ``recv``), then close."""
+    hang_up(connection)
     connection.close()

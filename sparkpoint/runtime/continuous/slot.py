@@ -102,10 +102,11 @@ def run_slot(
 ) -> None:
     """Run the slot until the driver shuts it down (see the module); ``peers``: slot -> its data server's address
     (``None``: every subtask runs in this process)."""
-    control = _Control(no_delay(Client(control_address, authkey=authkey)))
+    control: _Control | None = None
     tasks: list[ContinuousTask] = []
     threads: list[threading.Thread] = []
     try:
+        control = _Control(no_delay(Client(control_address, authkey=authkey)))
         for (stage_id, subtask), dep in sorted(spec.deployments.items()):
             writer = RecordWriter(
                 plan,
@@ -125,6 +126,8 @@ def run_slot(
         control.send(SlotReady(spec.slot))
         _serve(control.connection, gates, tasks)
     except BaseException as e:  # a setup that failed: the driver fails the attempt over
+        if control is None:  # no driver to tell (it is gone, or shut the attempt down): the slot's gates still go
+            raise
         failed = next((t for t in reversed(tasks)), None)
         control.send(encode_failure(e, *(failed.stage.id, failed.subtask) if failed else (-1, spec.slot), 0))
     finally:
@@ -136,7 +139,8 @@ def run_slot(
             task.dispose()
             task.writer.close()
         GATES.drop(spec.key)
-        control.connection.close()
+        if control is not None:
+            control.connection.close()
 
 
 def _output_channels(
