@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import time
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
+from sparkpoint.connectors.base import Sink, SinkWriter
 from sparkpoint.errors import ConfigurationError
 from sparkpoint.testing.kill_loop import read_committed_lines
 from tests.continuous.test_continuous_jobs import CONTINUOUS, counting_job, expected_counts
@@ -36,3 +39,50 @@ def test_dynamic_allocation_is_refused_with_its_reason():
     with pytest.raises(ConfigurationError, match="barrier stage.*spark.dynamicAllocation.enabled=false"):
         check_slots(conf, 8, 2)
     check_slots(SparkConf(loadDefaults=False), 2, 2)  # a fixed set of executors with slots enough: fine
+
+
+class _SlowAbortWriter(SinkWriter):
+    """A writer whose abort takes longer than Spark gives a cancelled Python worker (``killTimeout``, 2 s)."""
+
+    def __init__(self, marks: str, subtask: int):
+        self.marks, self.subtask = marks, subtask
+
+    def write(self, values, timestamps):
+        pass
+
+    def prepare_commit(self):
+        return []
+
+    def abort(self):
+        time.sleep(3.0)
+        Path(self.marks, f"aborted-{self.subtask}").write_text("")
+
+
+class _SlowAbortSink(Sink):
+    def __init__(self, marks: str):
+        self.marks = marks
+
+    def create_writer(self, subtask, parallelism, job_id, epoch, state):
+        return _SlowAbortWriter(self.marks, subtask)
+
+
+class _FailAt:
+    def __init__(self, at: int):
+        self.at = at
+
+    def __call__(self, n):
+        if n == self.at:
+            raise RuntimeError(f"fails at {n}")
+        return n
+
+
+def test_a_job_failing_for_good_lets_its_slots_abort_their_sinks_before_spark_cancels_them(make_env, spark, tmp_path):
+    """The driver shuts the slots down and lets them end by themselves (each aborts its sink writers) before it
+    cancels their Spark job: a cancel first kills a Python worker whose abort takes over Spark's 2 s."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    env = make_env("spark", **CONTINUOUS, **{"parallelism.default": 2, "restart-strategy.type": "none"})
+    env.from_collection(list(range(200))).rebalance().map(_FailAt(150)).sink_to(_SlowAbortSink(str(marks)))
+    with pytest.raises(Exception, match="fails at 150"):
+        env.execute("slow aborts")
+    assert sorted(p.name for p in marks.iterdir()) == ["aborted-0", "aborted-1"]

@@ -8,6 +8,7 @@ one operator run at the same time in different slots and must not share a user f
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import cloudpickle
@@ -43,8 +44,9 @@ class ThreadSlots:
         GATES.drop(self.key)  # every subtask waiting on its gate ends
 
     def wait(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
         for thread in self.threads:
-            thread.join(timeout_s)
+            thread.join(max(0.0, deadline - time.monotonic()))
 
 
 class InProcessLauncher:

@@ -60,6 +60,10 @@ __all__ = ["ContinuousScheduler", "SlotLauncher", "SlotRun", "ContinuousSettings
 
 logger = logging.getLogger(__name__)
 
+#: how long slots told to shut down have to end by themselves (each disposes of its subtasks and aborts their sink
+#: writers) before their run is cancelled; a slot held in user code is cancelled after it
+SHUTDOWN_GRACE_S = 10.0
+
 
 class SlotRun(Protocol):
     """Slots launched for one job attempt."""
@@ -221,6 +225,8 @@ class ContinuousScheduler:
             server.broadcast(Shutdown(reason))
             server.close()
         if run is not None:
+            if server is not None:  # the slots end by themselves, aborting their sinks' transactions, before a
+                run.wait(SHUTDOWN_GRACE_S)  # cancel, which may kill a Spark worker halfway (its killTimeout: 2 s)
             run.cancel(reason)
             run.wait(30)
 

@@ -248,16 +248,22 @@ class _FailAt:
         return str(n)
 
 
-def test_a_continuous_job_that_fails_for_good_leaves_no_transaction_open(kafka, topic_name, make_env, tmp_path):
+@pytest.mark.parametrize("target", ["local", "spark"])
+def test_a_continuous_job_that_fails_for_good_leaves_no_transaction_open(
+    kafka, topic_name, make_env, tmp_path, request, target
+):
     """Continuous mode keeps its sink writers across barriers; when the attempt ends in a failure with no restart
     left, each writer aborts the transaction it began since the last barrier, as an epoch's failed task does. A
     ``read_committed`` reader then sees a record written after the failure at once, instead of waiting behind the
-    open transaction until its timeout (10 minutes here)."""
+    open transaction until its timeout (10 minutes here). On Spark the driver lets the slots end by themselves
+    before it cancels their job, which would kill a Python worker before its writers aborted."""
     from tests.e2e.test_continuous_kill_loops import CONTINUOUS
 
-    topic = topic_name("continuous-failed")
+    if target == "spark":
+        request.getfixturevalue("spark")
+    topic = topic_name(f"continuous-failed-{target}")
     kafka.create_topic(topic)  # one partition: an open transaction hides every record after its first
-    env = make_env("local", **CONTINUOUS, **{"execution.epoch.max-records": 10, "restart-strategy.type": "none"})
+    env = make_env(target, **CONTINUOUS, **{"execution.epoch.max-records": 10, "restart-strategy.type": "none"})
     env.enable_checkpointing(3_600_000)
     env.get_checkpoint_config().set_checkpoint_storage_dir((tmp_path / "ck").as_uri())
     sink = _sink(kafka, topic, prefix=topic, **{"transaction.timeout.ms": "600000"})
