@@ -1,0 +1,93 @@
+"""Where a command's CPU went, by process: its driver, the JVM (its JIT compiler threads apart) and the Python
+workers, read from ``/proc`` every 0.1 s while it runs (the last reading of each process and JVM thread counts,
+so a process that ends between two readings loses at most 0.1 s).
+
+    PYTHONPATH=. .venv/bin/python bench/cpu_split.py -- .venv/bin/sparkpoint run -D sparkpoint.jvm.c1-only=false \\
+        bench/nexmark/job.py --query q2 --input EVENTS --output OUT
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.procs import _cmdline, _descendants  # noqa: E402
+
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu(stat_path: str) -> tuple[str, float] | None:
+    """A process's or thread's name and CPU seconds (user + system)."""
+    try:
+        with open(stat_path, encoding="ascii", errors="replace") as fh:
+            text = fh.read()
+    except OSError:
+        return None
+    fields = text.rsplit(")", 1)[1].split()
+    return text[text.index("(") + 1 : text.rindex(")")], (int(fields[11]) + int(fields[12])) / _TICKS
+
+
+def _kind(pid: str) -> str:
+    cmd = _cmdline(pid)
+    if b"pyspark.daemon" in cmd or b"pyspark.worker" in cmd or b"spark.daemon" in cmd:
+        return "Python workers"
+    if b"java" in cmd.split(b"\0")[0]:
+        return "JVM"
+    return "driver and others"
+
+
+def sample(root: int, seen: dict[tuple[str, str], tuple[str, float]]) -> None:
+    """The CPU so far of ``root``, every process below it and every JVM thread, into ``seen``."""
+    for pid in [str(root), *_descendants(str(root))]:
+        kind = _kind(pid)
+        if kind == "JVM":
+            try:
+                threads = os.listdir(f"/proc/{pid}/task")
+            except OSError:
+                continue
+            for tid in threads:
+                got = _cpu(f"/proc/{pid}/task/{tid}/stat")
+                if got is not None:
+                    part = "JVM: JIT compiler" if got[0].startswith(("C1 Compiler", "C2 Compiler")) else "JVM: other"
+                    seen[(pid, tid)] = (part, got[1])
+        else:
+            got = _cpu(f"/proc/{pid}/stat")
+            if got is not None:
+                seen[(pid, "")] = (kind, got[1])
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("command", nargs=argparse.REMAINDER, help="after --: the command to run")
+    args = p.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        p.error("no command")
+    start = time.perf_counter()
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    seen: dict[tuple[str, str], tuple[str, float]] = {}
+    while proc.poll() is None:
+        sample(proc.pid, seen)
+        time.sleep(0.1)
+    wall = time.perf_counter() - start
+    by_kind: Counter = Counter()
+    for kind, seconds in seen.values():
+        by_kind[re.sub(r"\d+", "#", kind)] += seconds
+    print(f"exit {proc.returncode}, wall {wall:.2f} s; CPU seconds:")
+    for kind, seconds in sorted(by_kind.items()):
+        print(f"  {kind:20s} {seconds:7.2f}")
+    print(f"  {'all':20s} {sum(by_kind.values()):7.2f}")
+    return proc.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())
