@@ -46,6 +46,22 @@ def test_a_keyed_reduce_adding_in_place_emits_each_running_total_once(make_env):
     assert Counter(got.execute_and_collect()) == Counter((f"k{k}", n) for k in range(KEYS) for n in range(1, 11))
 
 
+def append_in_place(a, b):
+    a[1].extend(b[1])  # changes a list inside its first argument, a tuple
+    return a
+
+
+def test_a_keyed_reduce_appending_to_a_list_inside_a_tuple_emits_each_prefix(make_env):
+    """A tuple is immutable, a list in it is not: each running result must keep the items it had when emitted
+    (PyFlink's are deserialized copies). A shallow copy, or none for a tuple, gave every result the key's last list."""
+    env = make_env("local", **{"parallelism.default": 2})
+    records = [(f"k{i % KEYS}", [i]) for i in range(12)]
+    got = env.from_collection(records).key_by(lambda v: v[0]).reduce(append_in_place)
+    want = [(f"k{k}", list(range(k, k + KEYS * n, KEYS))) for k in range(KEYS) for n in range(1, 5)]
+    assert sorted(got.execute_and_collect()) == sorted(want)
+    assert records[0] == ("k0", [0])  # the input record itself is not changed either
+
+
 def _windowed(env, records: list, windows, evictor=None) -> list:
     stamped = env.from_collection(records).assign_timestamps_and_watermarks(
         WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(Third())
