@@ -37,6 +37,7 @@ from sparkpoint.datastream.window import SlidingEventTimeWindows, TimeWindow, Tu
 from sparkpoint.errors import UserFunctionError, null_reduce_message
 from sparkpoint.operators.coded import all_of_type, coded
 from sparkpoint.windows.coded_buckets import count_by_key_and_window
+from sparkpoint.windows.held_records import HeldRecords
 
 __all__ = [
     "LOCAL_AGGREGATES_IN",
@@ -196,38 +197,26 @@ class FoldingCombine:
         self.fold = combiner.folder()
         self.groups: dict[tuple, list] = {}
         self.folded = 0  # records in the groups
-        self.held: tuple[list, list] | None = ([], [])  # the records, while the groups may not pay
-        self.rest: tuple[list, list] | None = None  # records that go on as they are, after the partials
+        self.kept = HeldRecords()
 
     def add(self, values: list, timestamps: list) -> None:
-        if not values:
-            return
-        if self.rest is not None:
-            self.rest[0].extend(values)
-            self.rest[1].extend(timestamps)
+        if not values or self.kept.passed_on(values, timestamps):
             return
         try:
             folded = 0 if None in timestamps else self.fold(values, timestamps, self.groups)
         except _Failed as failed:
-            if self.held is None:
+            if self.kept.held is None:
                 raise UserFunctionError(self.uid, self.name, failed.record, failed.cause) from failed.cause
-            folded = -1
+            folded = 0  # as combine: all of them as records
         if folded == len(values):
             self.folded += folded
-            if self.held is not None and len(self.groups) * 2 > self.folded:
-                self.held[0].extend(values)
-                self.held[1].extend(timestamps)
-            else:
-                self.held = None  # the groups pay: the records are not needed any more
-        elif self.held is not None:  # as combine: all of them as records
-            self.rest = (self.held[0] + values, self.held[1] + timestamps)
-            self.held, self.groups, self.folded = None, {}, 0
-        else:
-            self.rest = (values[folded:], timestamps[folded:])
+            self.kept.folded(values, timestamps, len(self.groups), self.folded)
+        elif self.kept.give_up(values, timestamps, folded):  # all of them as records, as combine
+            self.groups, self.folded = {}, 0
 
     def result(self) -> tuple[list, list]:
         """The partials, then the records that go on as they are."""
-        groups, held = self.groups, self.held
+        groups, held, rest = self.groups, self.kept.held, self.kept.rest
         nones = self.combiner.reduce_function is not None and [k for k, g in groups.items() if g[0] is None]
         if held is not None and (len(groups) >= self.folded or nones):
             return held  # as combine: partials would be more than the records, or a reduce returned None
@@ -236,9 +225,9 @@ class FoldingCombine:
             cause = TypeError(null_reduce_message(f"window operator {self.uid!r}", key))
             raise UserFunctionError(self.uid, self.name, key, cause)
         values, timestamps = self.combiner.partials(groups)
-        if self.rest is not None:
-            values += self.rest[0]
-            timestamps += self.rest[1]
+        if rest is not None:
+            values += rest[0]
+            timestamps += rest[1]
         return values, timestamps
 
 

@@ -27,6 +27,7 @@ from sparkpoint.datastream.functions import bound_call
 from sparkpoint.datastream.window import TimeWindow
 from sparkpoint.errors import UserFunctionError, null_reduce_message
 from sparkpoint.windows.combiners import SessionCombiner, _ReducedToNone, stamps_array
+from sparkpoint.windows.held_records import HeldRecords
 from sparkpoint.windows.local_aggregation import WindowPartial
 
 __all__ = ["CHUNK", "FoldingSessions"]
@@ -47,13 +48,10 @@ class FoldingSessions:
         self.risky: set = set()  # keys (as grouped) with a record that may be late
         self.kind: Any = None  # how the first chunk's keys were grouped
         self.records = 0  # records split
-        self.held: tuple[list, list] | None = ([], [])  # the records, while the partials may not pay
-        self.rest: tuple[list, list] | None = None  # records after a chunk that could not be split
+        self.kept = HeldRecords()
 
     def add(self, values: list, timestamps: list) -> None:
-        if self.rest is not None:
-            self.rest[0].extend(values)
-            self.rest[1].extend(timestamps)
+        if self.kept.passed_on(values, timestamps):
             return
         self.buffer[0].extend(values)
         self.buffer[1].extend(timestamps)
@@ -74,7 +72,7 @@ class FoldingSessions:
             self.kind = kind
             split = self.combiner.split(values, timestamps, ts, originals, keys, self.bound, self.risky)
         except Exception as e:  # noqa: BLE001 - as combine, or the task fails naming the record
-            if self.held is None:
+            if self.kept.held is None:
                 cause = TypeError(_NONE) if isinstance(e, _ReducedToNone) else e
                 raise UserFunctionError(self.uid, self.name, _first_failing(self.combiner, values), cause) from e
             self._give_up(values, timestamps)
@@ -85,33 +83,27 @@ class FoldingSessions:
         self.raw[0].extend(raw[0])
         self.raw[1].extend(raw[1])
         self.records += len(values)
-        if self.held is not None and len(self.partials) * 2 > self.records:
-            self.held[0].extend(values)
-            self.held[1].extend(timestamps)
-        else:
-            self.held = None  # the partials pay: the records are not needed any more
+        self.kept.folded(values, timestamps, len(self.partials), self.records)
 
     def _give_up(self, values: list, timestamps: list) -> None:
         """This chunk and everything after as records: after the partials and records so far, or (while the records
         are held) all of them, as combine would send them."""
-        if self.held is not None:
-            self.rest = (self.held[0] + values, self.held[1] + timestamps)
-            self.partials, self.raw, self.held = [], ([], []), None
-        else:
-            self.rest = (list(values), list(timestamps))
+        if self.kept.give_up(values, timestamps):
+            self.partials, self.raw = [], ([], [])
 
     def result(self) -> tuple[list, list]:
         """The partials (merged per key where their windows meet), then the records that go on as they are."""
         self._split()
-        if self.held is not None and len(self.partials) >= self.records - len(self.raw[0]):
-            return self.held  # as combine: runs as many as the on-time records
+        held, rest = self.kept.held, self.kept.rest
+        if held is not None and len(self.partials) >= self.records - len(self.raw[0]):
+            return held  # as combine: runs as many as the on-time records
         partials = self._merged() if self.kind is not bytes else self.partials
         gap = self.combiner.gap
         values: list = [*partials, *self.raw[0]]
         stamps: list = [*(p.window.end - gap for p in partials), *self.raw[1]]
-        if self.rest is not None:
-            values += self.rest[0]
-            stamps += self.rest[1]
+        if rest is not None:
+            values += rest[0]
+            stamps += rest[1]
         return values, stamps
 
     def _merged(self) -> list[WindowPartial]:

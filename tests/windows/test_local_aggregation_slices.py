@@ -106,7 +106,7 @@ def test_slices_folded_one_after_another_cross_the_exchange_as_the_whole_batch_w
     fold, sliced = _sliced(combiner, values, timestamps)
     assert all(type(v) is WindowPartial for v in whole[0]) and len(whole[0]) < len(values) // 10
     assert _as_tuples(*sliced) == _as_tuples(*whole)
-    assert fold.held is None  # the records were let go once the groups paid
+    assert fold.kept.held is None  # the records were let go once the groups paid
 
 
 def test_sparse_records_go_on_as_records_as_one_combine_would_send_them():
@@ -136,7 +136,7 @@ def test_a_user_function_failing_before_the_records_are_let_go_sends_them_all_as
     values, timestamps = _records(4_000, [f"k{i}" for i in range(3_000)])  # sparse at first: records held
     combiner = WindowCombiner(key_of, TUMBLING, aggregate_function=CountFailing(values[3_500]))
     fold, out = _sliced(combiner, values, timestamps)
-    assert out == (values, timestamps) and fold.rest is not None
+    assert out == (values, timestamps) and fold.kept.rest is not None
 
 
 def test_a_user_function_failing_after_the_records_were_let_go_fails_the_task_naming_the_window_and_record():
