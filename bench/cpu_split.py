@@ -1,6 +1,6 @@
 """Where a command's CPU went, by process: its driver, the JVM (its JIT compiler threads apart) and the Python
-workers, read from ``/proc`` every 0.1 s while it runs (the last reading of each process and JVM thread counts,
-so a process that ends between two readings loses at most 0.1 s).
+workers, read from ``/proc`` every 0.1 s while it runs (the last reading of each process counts, so a process that
+ends between two readings loses at most 0.1 s; every JVM counts as JVM, Spark's launcher too).
 
     PYTHONPATH=. .venv/bin/python bench/cpu_split.py -- .venv/bin/sparkpoint run -D sparkpoint.jvm.c1-only=false \\
         bench/nexmark/job.py --query q2 --input EVENTS --output OUT
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -46,23 +46,25 @@ def _kind(pid: str) -> str:
 
 
 def sample(root: int, seen: dict[tuple[str, str], tuple[str, float]]) -> None:
-    """The CPU so far of ``root``, every process below it and every JVM thread, into ``seen``."""
+    """The CPU so far of ``root``, of every process below it and of each JVM's JIT compiler threads, into ``seen``
+    (a process's own figure includes its threads that ended; a compiler thread that ended between two readings
+    loses what it spent since the last)."""
     for pid in [str(root), *_descendants(str(root))]:
+        got = _cpu(f"/proc/{pid}/stat")
+        if got is None:
+            continue
         kind = _kind(pid)
-        if kind == "JVM":
-            try:
-                threads = os.listdir(f"/proc/{pid}/task")
-            except OSError:
-                continue
-            for tid in threads:
-                got = _cpu(f"/proc/{pid}/task/{tid}/stat")
-                if got is not None:
-                    part = "JVM: JIT compiler" if got[0].startswith(("C1 Compiler", "C2 Compiler")) else "JVM: other"
-                    seen[(pid, tid)] = (part, got[1])
-        else:
-            got = _cpu(f"/proc/{pid}/stat")
-            if got is not None:
-                seen[(pid, "")] = (kind, got[1])
+        seen[(pid, "")] = (kind, got[1])
+        if kind != "JVM":
+            continue
+        try:
+            threads = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in threads:
+            thread = _cpu(f"/proc/{pid}/task/{tid}/stat")
+            if thread is not None and thread[0].startswith(("C1 Compiler", "C2 Compiler")):
+                seen[(pid, tid)] = ("JIT", thread[1])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -73,19 +75,25 @@ def main(argv: list[str] | None = None) -> int:
     if not command:
         p.error("no command")
     start = time.perf_counter()
-    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    seen: dict[tuple[str, str], tuple[str, float]] = {}
-    while proc.poll() is None:
-        sample(proc.pid, seen)
-        time.sleep(0.1)
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=err)
+        seen: dict[tuple[str, str], tuple[str, float]] = {}
+        while proc.poll() is None:
+            sample(proc.pid, seen)
+            time.sleep(0.1)
+        if proc.returncode != 0:
+            err.seek(0)
+            sys.stderr.write(err.read()[-3000:].decode(errors="replace"))
     wall = time.perf_counter() - start
     by_kind: Counter = Counter()
     for kind, seconds in seen.values():
-        by_kind[re.sub(r"\d+", "#", kind)] += seconds
-    print(f"exit {proc.returncode}, wall {wall:.2f} s; CPU seconds:")
-    for kind, seconds in sorted(by_kind.items()):
+        by_kind[kind] += seconds
+    jit = by_kind.pop("JIT", 0.0)
+    rows = {"JVM: JIT compiler": jit, "JVM: the rest": by_kind.pop("JVM", 0.0) - jit, **dict(sorted(by_kind.items()))}
+    print(f"exit {proc.returncode}, wall {wall:.2f} s; CPU seconds (this sampler's own not counted):")
+    for kind, seconds in rows.items():
         print(f"  {kind:20s} {seconds:7.2f}")
-    print(f"  {'all':20s} {sum(by_kind.values()):7.2f}")
+    print(f"  {'all':20s} {sum(rows.values()):7.2f}")
     return proc.returncode
 
 

@@ -26,10 +26,12 @@ JOB = textwrap.dedent("""
 """)
 
 
-def _level(tmp_path, *options: str) -> str:
+def _level(tmp_path, *options: str, submit_opts: str | None = None) -> str:
     job = tmp_path / "job.py"
     job.write_text(JOB)
     env = {k: v for k, v in os.environ.items() if k != "SPARK_SUBMIT_OPTS"}
+    if submit_opts is not None:
+        env["SPARK_SUBMIT_OPTS"] = submit_opts
     run = subprocess.run(
         [sys.executable, "-m", "sparkpoint.cli", "run", "-p", "1", *options, str(job)],
         capture_output=True,
@@ -43,13 +45,29 @@ def _level(tmp_path, *options: str) -> str:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("options", "level"),
+    ("options", "submit_opts", "level"),
     [
-        ((), "1"),
-        (("-D", "sparkpoint.jvm.c1-only=false"), "4"),
-        (("-D", "spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=4"), "4"),
+        ((), None, "1"),
+        (("-D", "sparkpoint.jvm.c1-only=false"), None, "4"),
+        (("-D", "spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=4"), None, "4"),
+        ((), "-XX:TieredStopAtLevel=4", "4"),
     ],
-    ids=["default", "switched-off", "users-own-level"],
+    ids=["default", "switched-off", "users-own-level", "users-own-submit-opts"],
 )
-def test_the_driver_jvm_compiles_with_c1_unless_told_otherwise(tmp_path, options, level):
-    assert _level(tmp_path, *options) == level
+def test_the_driver_jvm_compiles_with_c1_unless_told_otherwise(tmp_path, options, submit_opts, level):
+    assert _level(tmp_path, *options, submit_opts=submit_opts) == level
+
+
+def test_c1_alone_is_the_default_on_a_local_master_only():
+    from sparkpoint.common.configuration import Configuration
+    from sparkpoint.runtime.spark.session import _jit_options
+
+    def options(**settings: str) -> str:
+        config = Configuration()
+        for key, value in settings.items():
+            config.set(key.replace("_", "."), value)
+        return _jit_options(config)
+
+    assert options() == options(spark_master="local[2]") == "-XX:TieredStopAtLevel=1"
+    assert options(spark_master="spark://127.0.0.1:7077") == ""
+    assert options(spark_master="spark://127.0.0.1:7077", **{"sparkpoint.jvm.c1-only": "true"}) != ""

@@ -38,6 +38,7 @@ __all__ = [
     "GateRegistry",
     "hang_up",
     "no_delay",
+    "stop_listening",
 ]
 
 logger = logging.getLogger(__name__)
@@ -256,6 +257,7 @@ class DataServer:
             with self.lock:
                 if self.closed:
                     hang_up(connection)
+                    connection.close()
                     continue
                 self.connections.add(connection)
             threading.Thread(target=self._read, args=(connection,), name="continuous-channel", daemon=True).start()
@@ -263,7 +265,7 @@ class DataServer:
     def _read(self, connection: Connection) -> None:
         try:
             key, target, channel = pickle.loads(connection.recv_bytes())
-            gate = _wait_for_gate(key, target)
+            gate = _wait_for_gate(key, target, lambda: self.closed)
             while True:
                 gate.put(channel, connection.recv_bytes())
         except (EOFError, OSError, GateClosed):
@@ -277,8 +279,10 @@ class DataServer:
         """Stop accepting and hang up on every channel: a reader waiting for a sender that went silent (its task
         held, its process alive) ends too, and its sender sees the end of the connection."""
         with self.lock:
+            if self.closed:
+                return
             self.closed = True
-            self.listener.close()
+            stop_listening(self.listener)
             for connection in self.connections:
                 hang_up(connection)
 
@@ -294,13 +298,22 @@ def hang_up(connection: Connection) -> None:
             sock.close()
 
 
-def _wait_for_gate(key: str, target: tuple[int, int], timeout_s: float = 60.0) -> InputGate:
+def stop_listening(listener: Listener) -> None:
+    """Close ``listener`` and wake the thread accepting on it: on Linux a thread blocked in ``accept`` on a socket
+    closed under it waits on (and the port listens on) until a connection comes. One comes, fails its handshake,
+    and the accepting loop, which sees its server closed, ends."""
+    with contextlib.suppress(OSError):
+        socket.create_connection(listener.address, timeout=1.0).close()
+    listener.close()
+
+
+def _wait_for_gate(key: str, target: tuple[int, int], closed: Callable[[], bool], timeout_s: float = 60.0) -> InputGate:
     """The gate of ``target``: its subtask may not have made it yet when the first sender connects."""
     deadline = time.monotonic() + timeout_s
     while True:
         gate = GATES.get(key, *target)
         if gate is not None:
             return gate
-        if time.monotonic() > deadline:
+        if closed() or time.monotonic() > deadline:
             raise GateClosed()
         time.sleep(0.01)

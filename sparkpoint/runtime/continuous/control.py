@@ -16,7 +16,7 @@ from typing import Any
 
 import cloudpickle
 
-from sparkpoint.runtime.continuous.channels import accepted, hang_up, listen
+from sparkpoint.runtime.continuous.channels import accepted, hang_up, listen, stop_listening
 from sparkpoint.runtime.continuous.messages import SlotReady
 
 __all__ = ["ControlServer", "SlotLost"]
@@ -43,7 +43,8 @@ class ControlServer:
         self.connections: list[Connection] = []
         self.lock = threading.Lock()
         self.closed = False
-        threading.Thread(target=self._accept, name="continuous-control", daemon=True).start()
+        self.thread = threading.Thread(target=self._accept, name="continuous-control", daemon=True)
+        self.thread.start()
 
     def _accept(self) -> None:
         for connection in accepted(self.listener, lambda: self.closed):
@@ -90,8 +91,11 @@ class ControlServer:
 
     def close(self) -> None:
         """Stop accepting and hang up on every slot: each sees the end of its connection, as after a shutdown."""
-        self.closed = True
-        self.listener.close()
+        with self.lock:
+            if self.closed:
+                return
+            self.closed = True
+        stop_listening(self.listener)
         with self.lock:
             for connection in self.connections:
                 _hang_up(connection)

@@ -61,7 +61,7 @@ __all__ = ["ContinuousScheduler", "SlotLauncher", "SlotRun", "ContinuousSettings
 logger = logging.getLogger(__name__)
 
 #: how long slots told to shut down have to end by themselves (each disposes of its subtasks and aborts their sink
-#: writers) before their run is cancelled; a slot held in user code is cancelled after it
+#: writers) before their run is cancelled; only a slot whose sink takes longer to abort (or to close) is cut short
 SHUTDOWN_GRACE_S = 10.0
 
 
@@ -218,15 +218,20 @@ class ContinuousScheduler:
         self.last_barrier = time.monotonic()
         logger.info("job %s: %d slots running from epoch %d", self.job_id, self.slots, epoch)
 
-    def _shutdown(self, reason: str) -> None:
+    def _shutdown(self, reason: str, grace: bool = True) -> None:
+        """Tell the slots to end and close the control plane, then cancel their run. With ``grace``, slots that
+        connected have :data:`SHUTDOWN_GRACE_S` to end by themselves first: each aborts its sinks' transactions,
+        which a cancel could cut short (on Spark it kills a Python worker still running after its killTimeout)."""
         server, run = self.server, self.run
         self.server = self.run = None
+        connected = False
         if server is not None:  # a slot that connects after this is refused or hung up on: none waits for a word
+            connected = bool(server.connections)
             server.broadcast(Shutdown(reason))
             server.close()
         if run is not None:
-            if server is not None:  # the slots end by themselves, aborting their sinks' transactions, before a
-                run.wait(SHUTDOWN_GRACE_S)  # cancel, which may kill a Spark worker halfway (its killTimeout: 2 s)
+            if grace and connected:
+                run.wait(SHUTDOWN_GRACE_S)
             run.cancel(reason)
             run.wait(30)
 
@@ -379,5 +384,5 @@ class ContinuousScheduler:
                 raise self._located(error) from error.__cause__
             raise error
         elif isinstance(message, SlotLost):
-            self._shutdown("a slot was lost")
+            self._shutdown("a slot was lost", grace=False)  # Spark is failing their stage: no wait helps
             raise JobExecutionError(f"continuous mode: slot {message.slot} was lost (its process ended)")

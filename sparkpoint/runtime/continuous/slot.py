@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import pickle
 import threading
+import time
 import traceback
 from multiprocessing.connection import Client, Connection
 from typing import Any
@@ -38,6 +39,9 @@ from sparkpoint.runtime.task_messages import TaskFailure
 __all__ = ["make_gates", "run_slot", "encode_failure", "decode_failure"]
 
 logger = logging.getLogger(__name__)
+
+#: how long a slot that ends waits for its subtask threads (all together) before it disposes of their tasks
+JOIN_S = 2.0
 
 
 def make_gates(plan: JobPlan, spec: SlotSpec) -> dict[tuple[int, int], InputGate]:
@@ -99,9 +103,10 @@ def run_slot(
     control_address: Any,
     authkey: bytes,
     peers: dict[int, Any] | None = None,
-) -> None:
+) -> list[str]:
     """Run the slot until the driver shuts it down (see the module); ``peers``: slot -> its data server's address
-    (``None``: every subtask runs in this process)."""
+    (``None``: every subtask runs in this process). Returns the names of subtask threads still running at its end
+    (held in user code past :data:`JOIN_S`): their sinks are aborted and refuse records, but the threads go on."""
     control: _Control | None = None
     tasks: list[ContinuousTask] = []
     threads: list[threading.Thread] = []
@@ -133,14 +138,16 @@ def run_slot(
     finally:
         for gate in gates.values():
             gate.close()
+        deadline = time.monotonic() + JOIN_S  # a subtask held in user code is not waited for long: a daemon thread
         for thread in threads:
-            thread.join(2)  # a subtask held in user code is not waited for long: its thread is a daemon
+            thread.join(max(0.0, deadline - time.monotonic()))
         for task in tasks:
             task.dispose()
             task.writer.close()
         GATES.drop(spec.key)
         if control is not None:
             control.connection.close()
+    return [thread.name for thread in threads if thread.is_alive()]
 
 
 def _output_channels(

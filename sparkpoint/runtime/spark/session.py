@@ -15,8 +15,8 @@ configured:
   for the web UI) and the web UI off (``spark.ui.enabled=true`` turns it on, kill links off), and, when the
   workers run this interpreter, PySpark's daemon without ``pyspark.zip`` (:mod:`.daemon`: ~0.7 s less a worker);
 - when sparkpoint starts the driver's JVM, a class data sharing archive of Spark's classes (recorded by the first
-  such JVM at its exit, mapped by the next ones: :mod:`.class_sharing`, ~2 s less of every start), and only the
-  JVM's quick compiler (:func:`_jit_options`);
+  such JVM at its exit, mapped by the next ones: :mod:`.class_sharing`, ~2 s less of every start), and on a local
+  master only the JVM's quick compiler (:func:`_jit_options`);
 - in every case PySpark's numpy converters without their import of pandas (~0.8 s of the driver's start);
 - under ``spark-submit`` the Python environment variables, the log configuration and every
   conf it was given are left as they are (``spark.pyspark.python`` included).
@@ -177,14 +177,17 @@ JIT_CONFIG_KEY = "sparkpoint.jvm.c1-only"
 
 
 def _jit_options(config: Configuration) -> str:
-    """The driver JVM's compiler: C1 alone (``-XX:TieredStopAtLevel=1``) unless ``sparkpoint.jvm.c1-only`` is false.
+    """The driver JVM's compiler: C1 alone (``-XX:TieredStopAtLevel=1``) where ``sparkpoint.jvm.c1-only`` says so,
+    by default on a local master.
 
     A job's records live in the Python workers; the JVM that sparkpoint starts schedules tasks and moves blobs
-    (native copies and compression), and its optimizing compiler (C2) spent its time compiling Spark's scheduler
-    for nothing: 2.5 s of CPU in a 1,000-event run, 3.1 s in a 3M-event one, on a machine of 2 cores where the
-    workers want both. With C1 alone, 0.7 s. A user's ``-XX:TieredStopAtLevel`` (``SPARK_SUBMIT_OPTS``,
-    ``spark.driver.extraJavaOptions``) comes after this one and wins."""
-    return "-XX:TieredStopAtLevel=1" if config.get_boolean(JIT_CONFIG_KEY, True) else ""
+    (native copies and compression), and on a local master it shares the machine's cores with those workers. Its
+    optimizing compiler (C2) spent them compiling Spark's scheduler: 2.4-2.8 s of CPU a run on 2 cores, 0.6-0.7 s
+    with C1 alone (``bench/cpu_split.py``). A driver on a cluster has cores of its own and runs for long, where
+    C2's code pays: off there unless asked for. A user's ``-XX:TieredStopAtLevel`` in ``SPARK_SUBMIT_OPTS`` or
+    ``spark.driver.extraJavaOptions`` comes after this one and wins (one in ``JAVA_TOOL_OPTIONS`` does not: the
+    JVM reads that first; ``sparkpoint.jvm.c1-only: false`` is the way there)."""
+    return "-XX:TieredStopAtLevel=1" if config.get_boolean(JIT_CONFIG_KEY, _local(config)) else ""
 
 
 def _launch(conf: Any, options: str) -> None:

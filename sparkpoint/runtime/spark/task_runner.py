@@ -16,6 +16,7 @@ from typing import Any
 
 import cloudpickle
 
+from sparkpoint.errors import JobExecutionError
 from sparkpoint.runtime.graph import JobPlan
 from sparkpoint.runtime.spark.task_bound import bounded_task
 from sparkpoint.runtime.task import TaskDeployment, run_task
@@ -117,9 +118,14 @@ def run_slot_in_worker(bc: Any, spec: Any, control_address: Any, authkey: bytes)
         gc.set_threshold(*SLOT_GC_THRESHOLDS)
         try:
             with captured_stdout():  # its reports carry what user functions print to the driver's stdout
-                run_slot(plan, spec, gates, control_address, authkey, peers)
+                held = run_slot(plan, spec, gates, control_address, authkey, peers)
         finally:
             gc.set_threshold(*thresholds)  # PySpark may give the worker other tasks afterwards
     finally:
         server.close()
+    if held:  # a failed task ends its Python worker (PySpark reuses only those that succeed), and the threads with it
+        raise JobExecutionError(
+            f"continuous slot {spec.slot}: {', '.join(held)} still in user code when the slot ended; its Python "
+            "worker exits rather than run another task beside them"
+        )
     return iter([])
