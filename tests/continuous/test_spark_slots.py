@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections import Counter
 from pathlib import Path
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from sparkpoint.connectors.base import Sink, SinkWriter
-from sparkpoint.errors import ConfigurationError
+from sparkpoint.errors import ConfigurationError, EpochTimeoutError
 from sparkpoint.testing.kill_loop import read_committed_lines
 from tests.continuous.test_continuous_jobs import CONTINUOUS, counting_job, expected_counts
 
@@ -86,3 +87,39 @@ def test_a_job_failing_for_good_lets_its_slots_abort_their_sinks_before_spark_ca
     with pytest.raises(Exception, match="fails at 150"):
         env.execute("slow aborts")
     assert sorted(p.name for p in marks.iterdir()) == ["aborted-0", "aborted-1"]
+
+
+class _HangsNotingItsProcess:
+    def __init__(self, marks: str):
+        self.marks = marks
+
+    def __call__(self, n):
+        if n == 0:
+            Path(self.marks, "pid").write_text(str(os.getpid()))
+            time.sleep(60)
+        return n
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_a_slot_left_with_a_subtask_in_user_code_ends_its_python_worker(make_env, spark, tmp_path):
+    """A subtask held in user code outlives its slot (its sinks are aborted, the thread goes on). PySpark would reuse
+    the worker for later tasks with that thread still in it; the slot's task fails instead, and the worker exits."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    env = make_env("spark", **CONTINUOUS, **{"sparkpoint.epoch.timeout": "1 s", "restart-strategy.type": "none"})
+    env.set_parallelism(1)
+    env.from_collection([0, 1, 2]).key_by(lambda v: v).map(_HangsNotingItsProcess(str(marks))).print()
+    with pytest.raises(EpochTimeoutError):
+        env.execute("hangs on spark")
+    pid = int((marks / "pid").read_text())
+    deadline = time.monotonic() + 20
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(pid), "the Python worker with the held subtask was kept"
