@@ -62,6 +62,25 @@ def test_a_keyed_reduce_appending_to_a_list_inside_a_tuple_emits_each_prefix(mak
     assert records[0] == ("k0", [0])  # the input record itself is not changed either
 
 
+class Total:
+    """A mutable accumulator object: it hashes (by identity), and its attribute can still be set."""
+
+    def __init__(self, n: int):
+        self.n = n
+
+
+def add_to_total(a, b):
+    a[1].n += b[1].n  # changes an object inside its first argument, a tuple
+    return a
+
+
+def test_a_keyed_reduce_adding_to_an_object_inside_a_tuple_emits_each_running_total(make_env):
+    env = make_env("local", **{"parallelism.default": 2})
+    records = [(f"k{i % KEYS}", Total(1)) for i in range(12)]
+    got = env.from_collection(records).key_by(lambda v: v[0]).reduce(add_to_total).map(lambda v: (v[0], v[1].n))
+    assert sorted(got.execute_and_collect()) == sorted((f"k{k}", n) for k in range(KEYS) for n in range(1, 5))
+
+
 def _windowed(env, records: list, windows, evictor=None) -> list:
     stamped = env.from_collection(records).assign_timestamps_and_watermarks(
         WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(Third())

@@ -282,9 +282,12 @@ class DataServer:
             if self.closed:
                 return
             self.closed = True
+        try:
             stop_listening(self.listener)
-            for connection in self.connections:
-                hang_up(connection)
+        finally:
+            with self.lock:  # one accepted meanwhile was hung up on by the accepting thread, which saw it closed
+                for connection in self.connections:
+                    hang_up(connection)
 
 
 def hang_up(connection: Connection) -> None:

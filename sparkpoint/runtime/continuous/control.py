@@ -95,12 +95,14 @@ class ControlServer:
             if self.closed:
                 return
             self.closed = True
-        stop_listening(self.listener)
-        with self.lock:
-            for connection in self.connections:
-                _hang_up(connection)
-            self.connections.clear()
-            self.slots.clear()
+        try:
+            stop_listening(self.listener)
+        finally:
+            with self.lock:
+                for connection in self.connections:
+                    _hang_up(connection)
+                self.connections.clear()
+                self.slots.clear()
 
 
 def _hang_up(connection: Connection) -> None:

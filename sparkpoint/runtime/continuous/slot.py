@@ -147,7 +147,10 @@ def run_slot(
         GATES.drop(spec.key)
         if control is not None:
             control.connection.close()
-    return [thread.name for thread in threads if thread.is_alive()]
+    held = [thread.name for thread in threads if thread.is_alive()]
+    if held:
+        logger.warning("slot %d ended with %s still in user code (its sinks aborted)", spec.slot, ", ".join(held))
+    return held
 
 
 def _output_channels(
