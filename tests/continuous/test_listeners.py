@@ -96,13 +96,15 @@ def test_a_closed_server_stops_accepting_and_its_thread_ends(server):
         Client(listening.address, authkey=KEY)
 
 
-def test_a_slot_that_cannot_reach_the_driver_fails_and_lets_go_of_its_gates():
+def test_a_slot_that_finds_no_driver_ends_quietly_and_lets_go_of_its_gates(caplog):
+    """The driver ended the attempt (a subtask failed) before this slot connected: the slot ends without failing its
+    task (on Spark a failed task fails the barrier stage, whose other slots would be killed mid-abort)."""
     gate = InputGate([(0, 0)], 4)
     GATES.add("no-driver", 0, 0, gate)
     spec = SlotSpec(0, "no-driver", {}, 10, 100, 4, 100)
     with socket.socket() as free:  # a port nothing listens on
         free.bind(("127.0.0.1", 0))
         nobody = free.getsockname()
-    with pytest.raises(ConnectionRefusedError):
-        run_slot(None, spec, {(0, 0): gate}, nobody, KEY)  # type: ignore[arg-type]
+    assert run_slot(None, spec, {(0, 0): gate}, nobody, KEY) == []  # type: ignore[arg-type]
     assert GATES.get("no-driver", 0, 0) is None and gate.closed
+    assert any("found no driver" in r.getMessage() for r in caplog.records)

@@ -47,6 +47,7 @@ class _SlowAbortWriter(SinkWriter):
 
     def __init__(self, marks: str, subtask: int):
         self.marks, self.subtask = marks, subtask
+        Path(marks, f"created-{subtask}").write_text("")
 
     def write(self, values, timestamps):
         pass
@@ -67,12 +68,17 @@ class _SlowAbortSink(Sink):
         return _SlowAbortWriter(self.marks, subtask)
 
 
-class _FailAt:
-    def __init__(self, at: int):
-        self.at = at
+class _FailAtOnceBothRun:
+    """Fails at record ``at``, once both slots' sink writers exist (so both slots are up and have a sink to abort)."""
+
+    def __init__(self, at: int, marks: str):
+        self.at, self.marks = at, marks
 
     def __call__(self, n):
         if n == self.at:
+            deadline = time.monotonic() + 60
+            while len(list(Path(self.marks).glob("created-*"))) < 2 and time.monotonic() < deadline:
+                time.sleep(0.05)
             raise RuntimeError(f"fails at {n}")
         return n
 
@@ -83,10 +89,11 @@ def test_a_job_failing_for_good_lets_its_slots_abort_their_sinks_before_spark_ca
     marks = tmp_path / "marks"
     marks.mkdir()
     env = make_env("spark", **CONTINUOUS, **{"parallelism.default": 2, "restart-strategy.type": "none"})
-    env.from_collection(list(range(200))).rebalance().map(_FailAt(150)).sink_to(_SlowAbortSink(str(marks)))
+    failing = _FailAtOnceBothRun(150, str(marks))
+    env.from_collection(list(range(200))).rebalance().map(failing).sink_to(_SlowAbortSink(str(marks)))
     with pytest.raises(Exception, match="fails at 150"):
         env.execute("slow aborts")
-    assert sorted(p.name for p in marks.iterdir()) == ["aborted-0", "aborted-1"]
+    assert sorted(p.name for p in marks.glob("aborted-*")) == ["aborted-0", "aborted-1"]
 
 
 class _HangsNotingItsProcess:

@@ -111,7 +111,13 @@ def run_slot(
     tasks: list[ContinuousTask] = []
     threads: list[threading.Thread] = []
     try:
-        control = _Control(no_delay(Client(control_address, authkey=authkey)))
+        try:
+            connection = Client(control_address, authkey=authkey)
+        except OSError as e:  # the driver ended the attempt before this slot connected (a subtask failed): a failed
+            # task here would fail the barrier stage, and Spark would cut short the other slots' sink aborts
+            logger.warning("slot %d found no driver at %s (%s): its attempt is over", spec.slot, control_address, e)
+            return []
+        control = _Control(no_delay(connection))
         for (stage_id, subtask), dep in sorted(spec.deployments.items()):
             writer = RecordWriter(
                 plan,
@@ -131,7 +137,7 @@ def run_slot(
         control.send(SlotReady(spec.slot))
         _serve(control.connection, gates, tasks)
     except BaseException as e:  # a setup that failed: the driver fails the attempt over
-        if control is None:  # no driver to tell (it is gone, or shut the attempt down): the slot's gates still go
+        if control is None:  # no driver to tell: the slot's gates still go
             raise
         failed = next((t for t in reversed(tasks)), None)
         control.send(encode_failure(e, *(failed.stage.id, failed.subtask) if failed else (-1, spec.slot), 0))
