@@ -31,6 +31,7 @@ __all__ = [
     "BARRIERS",
     "PASSING_BARRIER",
     "DATA",
+    "AcceptingServer",
     "ChannelId",
     "DataServer",
     "InputGate",
@@ -240,44 +241,46 @@ def _connect(address: Any, authkey: bytes, timeout_s: float = 30.0) -> Connectio
             time.sleep(0.05)
 
 
-class DataServer:
-    """A slot's listening end: each connection is one channel into one of this process's gates."""
+class AcceptingServer:
+    """A listening end on ``host`` whose every accepted connection gets a reader thread of its own, running
+    :meth:`serve`. :meth:`close` stops accepting and hangs up on every connection still open: a reader waiting for
+    a peer that went silent (its task held, its process alive) ends too, and the peer sees the end at once."""
+
+    accept_thread = "continuous-server"
+    reader_thread = "continuous-connection"
 
     def __init__(self, host: str, authkey: bytes):
         self.listener = listen(host, authkey)
         self.address = self.listener.address
         self.closed = False
-        self.connections: set[Connection] = set()  # open channels, hung up on at close
+        self.connections: set[Connection] = set()  # open ones, hung up on at close
         self.lock = threading.Lock()
-        self.thread = threading.Thread(target=self._accept, name="continuous-data-server", daemon=True)
+        self.thread = threading.Thread(target=self._accept, name=self.accept_thread, daemon=True)
         self.thread.start()
+
+    def serve(self, connection: Connection) -> None:
+        """Read ``connection`` until it ends (in the connection's own thread)."""
+        raise NotImplementedError
 
     def _accept(self) -> None:
         for connection in accepted(self.listener, lambda: self.closed):
             with self.lock:
-                if self.closed:
+                if self.closed:  # accepted as the server closed: the peer sees its end at once
                     hang_up(connection)
                     connection.close()
                     continue
                 self.connections.add(connection)
-            threading.Thread(target=self._read, args=(connection,), name="continuous-channel", daemon=True).start()
+            threading.Thread(target=self._read, args=(connection,), name=self.reader_thread, daemon=True).start()
 
     def _read(self, connection: Connection) -> None:
         try:
-            key, target, channel = pickle.loads(connection.recv_bytes())
-            gate = _wait_for_gate(key, target, lambda: self.closed)
-            while True:
-                gate.put(channel, connection.recv_bytes())
-        except (EOFError, OSError, GateClosed):
-            pass
+            self.serve(connection)
         finally:
-            with self.lock:
+            with self.lock:  # under the lock: a sender holding it never writes to a closed connection
                 self.connections.discard(connection)
-            connection.close()
+                connection.close()
 
     def close(self) -> None:
-        """Stop accepting and hang up on every channel: a reader waiting for a sender that went silent (its task
-        held, its process alive) ends too, and its sender sees the end of the connection."""
         with self.lock:
             if self.closed:
                 return
@@ -288,6 +291,22 @@ class DataServer:
             with self.lock:  # one accepted meanwhile was hung up on by the accepting thread, which saw it closed
                 for connection in self.connections:
                     hang_up(connection)
+
+
+class DataServer(AcceptingServer):
+    """A slot's listening end: each connection is one channel into one of this process's gates."""
+
+    accept_thread = "continuous-data-server"
+    reader_thread = "continuous-channel"
+
+    def serve(self, connection: Connection) -> None:
+        try:
+            key, target, channel = pickle.loads(connection.recv_bytes())
+            gate = _wait_for_gate(key, target, lambda: self.closed)
+            while True:
+                gate.put(channel, connection.recv_bytes())
+        except (EOFError, OSError, GateClosed):
+            pass
 
 
 def hang_up(connection: Connection) -> None:

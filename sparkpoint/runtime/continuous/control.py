@@ -9,14 +9,13 @@ from __future__ import annotations
 import logging
 import pickle
 import queue
-import threading
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
 import cloudpickle
 
-from sparkpoint.runtime.continuous.channels import accepted, hang_up, listen, stop_listening
+from sparkpoint.runtime.continuous.channels import AcceptingServer
 from sparkpoint.runtime.continuous.messages import SlotReady
 
 __all__ = ["ControlServer", "SlotLost"]
@@ -31,31 +30,19 @@ class SlotLost:
     slot: int | None
 
 
-class ControlServer:
-    """Accepts the slots' connections on ``host``; :meth:`send` to one slot, :meth:`broadcast` to all."""
+class ControlServer(AcceptingServer):
+    """Accepts the slots' connections on ``host``; :meth:`send` to one slot, :meth:`broadcast` to every slot
+    connected (ready or not: a slot whose subtask failed before it said it is ready is shut down too)."""
+
+    accept_thread = "continuous-control"
+    reader_thread = "continuous-control-slot"
 
     def __init__(self, host: str, authkey: bytes):
-        self.listener = listen(host, authkey)
-        self.address = self.listener.address
         self.inbox: queue.Queue = queue.Queue()
         self.slots: dict[int, Connection] = {}  # a slot's connection, once it said it is ready
-        # every connection accepted: a slot whose subtask failed before it said it is ready is shut down too
-        self.connections: list[Connection] = []
-        self.lock = threading.Lock()
-        self.closed = False
-        self.thread = threading.Thread(target=self._accept, name="continuous-control", daemon=True)
-        self.thread.start()
+        super().__init__(host, authkey)
 
-    def _accept(self) -> None:
-        for connection in accepted(self.listener, lambda: self.closed):
-            with self.lock:
-                if self.closed:  # accepted as the server closed: the slot sees its end at once
-                    _hang_up(connection)
-                    continue
-                self.connections.append(connection)
-            threading.Thread(target=self._read, args=(connection,), name="continuous-control-slot", daemon=True).start()
-
-    def _read(self, connection: Connection) -> None:
+    def serve(self, connection: Connection) -> None:
         slot: int | None = None
         try:
             while True:
@@ -91,22 +78,6 @@ class ControlServer:
 
     def close(self) -> None:
         """Stop accepting and hang up on every slot: each sees the end of its connection, as after a shutdown."""
+        super().close()
         with self.lock:
-            if self.closed:
-                return
-            self.closed = True
-        try:
-            stop_listening(self.listener)
-        finally:
-            with self.lock:
-                for connection in self.connections:
-                    _hang_up(connection)
-                self.connections.clear()
-                self.slots.clear()
-
-
-def _hang_up(connection: Connection) -> None:
-    """Hang up (:func:`~.channels.hang_up`: a slot waiting for the driver's next message would otherwise wait for
-    good, since a plain close leaves the socket open while this side's reader waits in ``recv``), then close."""
-    hang_up(connection)
-    connection.close()
+            self.slots.clear()
