@@ -91,6 +91,10 @@ class SplitEnumerator(abc.ABC):
     #: whether a cut must keep every subtask's splits in the hand-out order (set by the runtime where an operator
     #: after the source assigns timestamps: its watermark follows what its subtask has read)
     cuts_in_order: bool = False
+    #: whether the enumerator deals splits to a reader that asks between two barriers (continuous mode), as
+    #: Flink's file source does: splits that are read to their end, one after another (files); an enumerator of
+    #: splits that never end (a topic's partitions) deals only at barriers
+    deals_on_request: bool = False
 
     @abc.abstractmethod
     def discover(self) -> None:

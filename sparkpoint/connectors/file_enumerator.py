@@ -90,6 +90,8 @@ class FileSplitEnumerator(SplitEnumerator):
     after it was listed is not read again (files must be complete when they appear, as in
     Flink). Flink's static enumerator does not list again after a restore."""
 
+    deals_on_request = True
+
     def __init__(self, paths: Sequence[str], discovery_interval_ms: int | None = None):
         self.paths = list(paths)
         self.discovery_interval_ms = discovery_interval_ms

@@ -43,6 +43,25 @@ class SourceCoordinator:
         self.assigned = self.enumerator.assign(self.assigned)
         return {i: list(s) for i, s in self.assigned.items()}
 
+    def top_up(self, subtask: int) -> dict[int, list]:
+        """Splits dealt between two barriers, on the request of ``subtask``, which is about to run out (continuous
+        mode's long-running readers ask, as Flink's file readers do, instead of waiting for the next barrier's
+        splits): it counts as holding nothing; every other subtask as what its last barrier said. Returns what was
+        new per subtask, added to :attr:`assigned` behind what each holds."""
+        if not self.enumerator.deals_on_request:
+            return {}
+        self.enumerator.cut_splits = False
+        self.enumerator.discover()
+        dealt = self.enumerator.assign({i: [] if i == subtask else s for i, s in self.assigned.items()})
+        fresh: dict[int, list] = {}
+        for i, splits in dealt.items():
+            held = {s.split_id for s in self.assigned[i]}
+            new = [s for s in splits if s.split_id not in held]
+            if new:
+                self.assigned[i] = self.assigned[i] + new
+                fresh[i] = new
+        return fresh
+
     def no_more_splits(self) -> bool:
         return self.enumerator.no_more_splits()
 

@@ -2,8 +2,9 @@
 
 Each slot keeps one authenticated connection to the driver (:class:`~.control.ControlServer`).
 Driver → slot: :class:`InjectBarrier` (to the source subtasks; it also carries new splits and completed
-checkpoints), :class:`UploadSnapshot` / :class:`DropSnapshot` (what becomes of a barrier's snapshot once the
-driver triggered, or did not trigger, a checkpoint at it), :class:`Shutdown`. Slot → driver: :class:`SlotReady`,
+checkpoints), :class:`AddSplits` (splits a source subtask asked for with :class:`SplitRequest`),
+:class:`UploadSnapshot` / :class:`DropSnapshot` (what becomes of a barrier's snapshot once the driver triggered, or
+did not trigger, a checkpoint at it), :class:`Shutdown`. Slot → driver: :class:`SlotReady`, :class:`SplitRequest`,
 each subtask's :class:`~sparkpoint.runtime.task_messages.TaskReport` at each barrier, :class:`SnapshotAcks` when a
 checkpoint's asynchronous part is done, and a :class:`~sparkpoint.runtime.task_messages.TaskFailure`.
 """
@@ -18,6 +19,7 @@ from sparkpoint.checkpoint.properties import CheckpointOptions
 from sparkpoint.runtime.task_messages import TaskDeployment
 
 __all__ = [
+    "AddSplits",
     "BarrierOptions",
     "DropSnapshot",
     "InjectBarrier",
@@ -25,6 +27,7 @@ __all__ = [
     "SlotReady",
     "SlotSpec",
     "SnapshotAcks",
+    "SplitRequest",
     "UploadSnapshot",
 ]
 
@@ -58,6 +61,11 @@ class SlotSpec:
     buffer_records: int
     channel_capacity: int
     idle_tick_ms: int
+    #: what a source subtask reads between two barriers at most (a user's ``execution.epoch.max-records``); None:
+    #: as much as its output channels take
+    barrier_records: int | None = None
+    #: the source nodes whose splits a subtask asks for when it runs out (:class:`SplitRequest`)
+    requesting_sources: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -77,6 +85,24 @@ class InjectBarrier:
     no_more_splits: dict[int, bool] = field(default_factory=dict)
     notify_checkpoints: list[int] = field(default_factory=list)
     processing_time: int = 0
+
+
+@dataclass(frozen=True)
+class SplitRequest:
+    """A source subtask holds no split beyond the one it reads of these ``nodes`` (of
+    ``SlotSpec.requesting_sources``): the driver deals it more now, not at the next barrier. Sent once until
+    :class:`AddSplits` or a barrier comes."""
+
+    subtask: int
+    nodes: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class AddSplits:
+    """To a source subtask: splits dealt to it between two barriers (source node -> splits), read after what it
+    holds. They come before the next barrier, whose report includes them."""
+
+    splits: dict[int, list]
 
 
 @dataclass(frozen=True)

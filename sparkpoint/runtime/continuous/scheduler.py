@@ -34,6 +34,7 @@ from sparkpoint.runtime.clock import SYSTEM_CLOCK, Clock
 from sparkpoint.runtime.continuous.control import ControlServer, SlotLost
 from sparkpoint.runtime.continuous.local_slots import InProcessLauncher
 from sparkpoint.runtime.continuous.messages import (
+    AddSplits,
     BarrierOptions,
     DropSnapshot,
     InjectBarrier,
@@ -41,6 +42,7 @@ from sparkpoint.runtime.continuous.messages import (
     SlotReady,
     SlotSpec,
     SnapshotAcks,
+    SplitRequest,
     UploadSnapshot,
 )
 from sparkpoint.runtime.continuous.slot import decode_failure
@@ -96,6 +98,10 @@ class ContinuousSettings:
         self.idle_tick_ms = config.get_integer("sparkpoint.continuous.idle-tick-ms", 5)
         self.start_timeout_s = (config.get_duration_ms("sparkpoint.continuous.start-timeout", 120_000) or 0) / 1000
         self.epoch_timeout_ms = int(config.get_duration_ms(EPOCH_TIMEOUT_KEY, 0) or 0)
+        # a source subtask's reads between two barriers are bounded only where the user bounds an epoch's; else by
+        # its output channels (backpressure), and a barrier every 200 ms does not cap a source's rate
+        key = "execution.epoch.max-records"
+        self.barrier_records = config.get_integer(key, 100_000) if config.contains_key(key) else None
 
 
 class ContinuousScheduler:
@@ -126,6 +132,7 @@ class ContinuousScheduler:
         self.run: SlotRun | None = None
         self.slots = max(s.parallelism for s in plan.stages)
         self.known_splits: dict[tuple[int, int], set] = {}  # (source node, subtask) -> split ids it was given
+        self.split_requests: set[tuple[int, int]] = set()  # (source node, subtask) asked for splits, not dealt yet
         self.acks: list[SnapshotAcks] = []  # came and not yet handed to the core
         self.last_barrier = 0.0
         self.input_done = False
@@ -189,6 +196,8 @@ class ContinuousScheduler:
             for (sid, i), dep in deps.items()
             for nid, splits in dep.splits.items()
         }
+        self.split_requests.clear()
+        requesting = frozenset(nid for nid, sc in self.progress.sources.items() if sc.enumerator.deals_on_request)
         authkey = os.urandom(32)
         self.server = ControlServer(self.launcher.control_host(), authkey)
         key = f"{self.job_id}-{context.attempt}-{uuid.uuid4().hex[:8]}"
@@ -202,6 +211,8 @@ class ContinuousScheduler:
                 s.buffer_records,
                 s.channel_capacity,
                 s.idle_tick_ms,
+                s.barrier_records,
+                requesting,
             )
             for k in range(self.slots)
         ]
@@ -241,6 +252,7 @@ class ContinuousScheduler:
         when the next checkpoint is due gives way to that checkpoint's barrier: the checkpoint is not held up by
         it, nor is every record of exactly-once output waiting for the checkpoint."""
         coordinator = context.coordinator
+        self._deal_requested()
         interval = self.settings.barrier_interval_ms / 1000
         due = self.last_barrier + interval
         next_trigger = coordinator.next_trigger_ms() if coordinator is not None else None
@@ -259,6 +271,7 @@ class ContinuousScheduler:
             except queue.Empty:
                 continue
             self._take(message)
+            self._deal_requested()
             self._acknowledge(context)
 
     def _acknowledge(self, context: BarrierContext) -> None:
@@ -290,19 +303,38 @@ class ContinuousScheduler:
         notify = list(self.progress.notify_next)
         self.progress.notify_next.clear()
         self.progress.notify_sources.clear()
+        self.split_requests.clear()  # the barrier deals; a subtask still short asks again after it
         new: dict[int, dict[int, list]] = {}
         no_more: dict[int, bool] = {}
         for nid, sc in self.progress.sources.items():
             no_more[nid] = sc.no_more_splits()
             for i, splits in sc.assign().items():
-                given = self.known_splits.setdefault((nid, i), set())
-                fresh = [s for s in splits if s.split_id not in given]
-                given.update(s.split_id for s in fresh)
-                if fresh:
-                    new.setdefault(i, {})[nid] = fresh
+                self._give(nid, i, splits, new)
         now = self.clock.wall_ms()
         for slot in range(self.slots):
             self.server.send(slot, InjectBarrier(epoch, options, new.get(slot, {}), no_more, notify, now))
+
+    def _deal_requested(self) -> None:
+        """Deal the splits source subtasks asked for (:class:`SplitRequest`), between two barriers only: a split
+        dealt now reaches its subtask before the next barrier, whose report holds it, while the checkpoint of the
+        last barrier has it still in the enumerator. A request that came while a barrier passed waits for this."""
+        if not self.split_requests or self.server is None:
+            return
+        requests, self.split_requests = sorted(self.split_requests), set()
+        new: dict[int, dict[int, list]] = {}
+        for nid, subtask in requests:
+            for i, splits in self.progress.sources[nid].top_up(subtask).items():
+                self._give(nid, i, splits, new)
+        for slot, splits_by_node in new.items():
+            self.server.send(slot, AddSplits(splits_by_node))
+
+    def _give(self, nid: int, subtask: int, splits: list, new: dict[int, dict[int, list]]) -> None:
+        """Add to ``new`` those of ``splits`` that source node ``nid``'s ``subtask`` was not given yet."""
+        given = self.known_splits.setdefault((nid, subtask), set())
+        fresh = [s for s in splits if s.split_id not in given]
+        given.update(s.split_id for s in fresh)
+        if fresh:
+            new.setdefault(subtask, {}).setdefault(nid, []).extend(fresh)
 
     def _collect(self, epoch: int, context: BarrierContext) -> list[TaskReport]:
         """Every subtask's report of barrier ``epoch``, with the acknowledgements that came before it; a barrier
@@ -329,8 +361,10 @@ class ContinuousScheduler:
 
     def _located(self, error: UserFunctionError) -> UserFunctionError:
         """``error`` with its record's origin, found by reading the sources again from where the last complete
-        barrier left them (what a source read since: at most two barriers' ``execution.epoch.max-records``)."""
+        barrier left them (what a source read since: at most two barriers' ``execution.epoch.max-records`` where the
+        user bounds them, else up to ten times that default)."""
         now, settings = self.clock.wall_ms(), self.tasks
+        records = self.settings.barrier_records or 10 * settings.max_records
         deps: dict[tuple[int, int], TaskDeployment] = {}
         for nid, coordinator in self.progress.sources.items():
             for subtask, splits in coordinator.assigned.items():
@@ -341,7 +375,7 @@ class ContinuousScheduler:
                         epoch=self.epoch,
                         processing_time=now,
                         local_state_dir=settings.local_state_dir,
-                        max_records=2 * settings.max_records,
+                        max_records=2 * records,
                         max_bytes=2 * settings.max_bytes,
                     ),
                 )
@@ -377,6 +411,8 @@ class ContinuousScheduler:
     def _take(self, message: Any) -> None:
         if isinstance(message, SnapshotAcks):
             self.acks.append(message)
+        elif isinstance(message, SplitRequest):
+            self.split_requests.update((nid, message.subtask) for nid in message.nodes if nid in self.progress.sources)
         elif isinstance(message, TaskFailure):
             self._shutdown("a subtask failed")
             error = decode_failure(message)

@@ -24,6 +24,7 @@ import cloudpickle
 from sparkpoint.errors import JobExecutionError, SparkpointError
 from sparkpoint.runtime.continuous.channels import GATES, GateClosed, InputGate, OutputChannel, no_delay
 from sparkpoint.runtime.continuous.messages import (
+    AddSplits,
     DropSnapshot,
     InjectBarrier,
     Shutdown,
@@ -201,6 +202,9 @@ def _serve(connection: Connection, gates: dict[tuple[int, int], InputGate], task
             if message.notify_checkpoints:
                 for gate in others:
                     gate.control(list(message.notify_checkpoints))
+        elif isinstance(message, AddSplits):  # in order with the barriers: the next one reports these splits
+            for gate in sources:
+                gate.control(message)
         elif isinstance(message, (UploadSnapshot, DropSnapshot)):
             for task in tasks:
                 task.snapshot_decided(message)

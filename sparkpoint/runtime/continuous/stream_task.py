@@ -5,7 +5,9 @@ by a loop instead of one epoch's input:
 
 - a **source** subtask reads its splits slice by slice (as much as is there, up to ``execution.epoch.max-records``),
   runs its chain and sends the output on; between two reads it takes the driver's messages, among them
-  :class:`~sparkpoint.runtime.continuous.messages.InjectBarrier`: it emits the barrier after what it read so far;
+  :class:`~sparkpoint.runtime.continuous.messages.InjectBarrier`: it emits the barrier after what it read so far.
+  Holding no split of a file source beyond the one it reads, it asks the driver for more at once
+  (:class:`~sparkpoint.runtime.continuous.messages.SplitRequest`), as Flink's file readers do;
 - any other subtask takes the frames its input gate has (a batch of several at once when they queue up), runs
   its chain over them with the minimum watermark of all its channels, and sends the output on; with nothing to
   take it fires processing-time timers by the wall clock.
@@ -37,11 +39,13 @@ from sparkpoint.runtime.chain import Inputs, run_operators
 from sparkpoint.runtime.checkpoint_io import CheckpointUploader
 from sparkpoint.runtime.continuous.channels import BARRIERS, CONTROL, ChannelId, InputGate
 from sparkpoint.runtime.continuous.messages import (
+    AddSplits,
     BarrierOptions,
     DropSnapshot,
     InjectBarrier,
     SlotSpec,
     SnapshotAcks,
+    SplitRequest,
     UploadSnapshot,
 )
 from sparkpoint.runtime.continuous.record_writer import RecordWriter
@@ -113,7 +117,8 @@ class ContinuousTask:
         self.times = TaskTimes()
         self.paused = dep.pause  # reads nothing until a barrier says otherwise
         self.drained = False
-        self.read_since_barrier = 0  # a source subtask reads at most dep.max_records between two barriers
+        self.read_since_barrier = 0  # a source subtask reads at most spec.barrier_records between two barriers
+        self.asked = False  # for splits, and not answered yet (by AddSplits or a barrier)
 
     # -- life cycle ---------------------------------------------------------------------------
     def setup(self) -> None:
@@ -177,7 +182,11 @@ class ContinuousTask:
     def _source_step(self) -> None:
         """Read a slice, then take the driver's messages; with nothing read, wait a tick for one."""
         read = 0
-        if not (self.paused or self.drained or self.read_since_barrier >= self.dep.max_records):
+        cap = self.spec.barrier_records
+        if not self.asked and (short := self._running_out()):
+            self.control.send(SplitRequest(self.subtask, short))
+            self.asked = True
+        if not (self.paused or self.drained or cap is not None and self.read_since_barrier >= cap):
             t0 = time.perf_counter()
             read = self._run_chain(Inputs.of(self.stage), None)
             self.read_since_barrier += read
@@ -188,6 +197,19 @@ class ContinuousTask:
         self.times.idle_s += time.perf_counter() - t0
         for _, message in messages:
             self._control(message)
+
+    def _running_out(self) -> tuple[int, ...]:
+        """The source nodes dealing on request of which this subtask holds at most the split it reads."""
+        if self.paused or self.drained:
+            return ()
+        no_more = self.dep.no_more_splits
+        return tuple(
+            nid
+            for nid in self.source_nodes
+            if nid in self.spec.requesting_sources
+            and not no_more.get(nid, False)
+            and sum(not s.finished for s in self.dep.splits.get(nid, [])) <= 1
+        )
 
     def _input_step(self) -> None:
         timeout = self.writer.next_flush_s(self.spec.idle_tick_ms / 1000)
@@ -265,13 +287,14 @@ class ContinuousTask:
     def _control(self, message: Any) -> None:
         if isinstance(message, InjectBarrier):
             self._inject(message)
+        elif isinstance(message, AddSplits):
+            self._add_splits(message.splits)
         elif isinstance(message, list):  # completed checkpoints
             self._notify(message)
 
     def _inject(self, message: InjectBarrier) -> None:
         """A source subtask's barrier: new splits first, then (drained) end of event time, then the barrier."""
-        for nid, splits in message.new_splits.items():
-            self.dep.splits[nid] = list(self.dep.splits.get(nid, [])) + list(splits)
+        self._add_splits(message.new_splits)
         self.dep.no_more_splits.update(message.no_more_splits)
         self._notify(message.notify_checkpoints)
         if message.options.drain and not self.drained:
@@ -280,6 +303,11 @@ class ContinuousTask:
         self.paused = message.options.pause
         self.read_since_barrier = 0
         self._barrier(message.epoch, message.options, 0.0)
+
+    def _add_splits(self, new_splits: dict[int, list]) -> None:
+        for nid, splits in new_splits.items():
+            self.dep.splits[nid] = list(self.dep.splits.get(nid, [])) + list(splits)
+        self.asked = False  # (a subtask still short asks again)
 
     def _notify(self, checkpoint_ids: list[int]) -> None:
         for cid in checkpoint_ids:

@@ -1,0 +1,81 @@
+"""A continuous-mode file source asks for its next file when it runs out (as Flink's file readers do), instead of
+waiting for the next barrier to bring it.
+
+Every file here is dealt alone (``execution.epoch.max-bytes`` below one file's size) and barriers come every 2 s, so
+a source that got files only with barriers would read one file per subtask per barrier. Every check is against the
+lines as written, each exactly once.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from pathlib import Path
+
+from sparkpoint.common import Encoder, WatermarkStrategy
+from sparkpoint.datastream.connectors.file_system import FileSink, FileSource, StreamFormat
+from sparkpoint.datastream.connectors.generator import DataGeneratorSource
+from sparkpoint.runtime.source_coordinator import SourceCoordinator
+from sparkpoint.testing.kill_loop import read_committed_lines
+
+FILES, LINES = 12, 200
+SLOW_BARRIERS = {
+    "sparkpoint.execution.mode": "continuous",
+    "sparkpoint.continuous.barrier-interval": "2 s",
+    "execution.epoch.max-bytes": "1 kb",  # a file is ~10 kb: each deal gives a subtask one file
+    "parallelism.default": 2,
+}
+
+
+def write_files(directory: Path) -> list[str]:
+    """``FILES`` files of ``LINES`` lines, oldest first (the order they are dealt in); returns every line."""
+    directory.mkdir()
+    lines = []
+    for k in range(FILES):
+        body = [f"file {k:02d} line {i:03d} " + "x" * 32 for i in range(LINES)]
+        path = directory / f"part-{k:02d}.txt"
+        path.write_text("\n".join(body) + "\n")
+        os.utime(path, (1_000_000 + k, 1_000_000 + k))
+        lines += body
+    return lines
+
+
+def copy_files(env, inp: Path, out: Path) -> None:
+    source = FileSource.for_record_stream_format(StreamFormat.text_line_format(), str(inp)).build()
+    stream = env.from_source(source, WatermarkStrategy.no_watermarks(), "files").uid("files")
+    stream.sink_to(FileSink.for_row_format(str(out), Encoder.simple_string_encoder()).build()).uid("copy")
+
+
+def test_a_source_asks_for_its_next_file_instead_of_waiting_for_a_barrier(make_env, tmp_path):
+    """Dealt only at barriers, the 12 files would take 6 barriers, 12 s; asked for, they are all read before
+    the second barrier (the first comes as the slots start)."""
+    lines = write_files(tmp_path / "in")
+    env = make_env("local", **SLOW_BARRIERS)
+    copy_files(env, tmp_path / "in", tmp_path / "out")
+    result = env.execute("copy")
+    assert Counter(read_committed_lines(tmp_path / "out")) == Counter(lines)
+    assert result.epochs <= 3, f"{result.epochs} barriers for {FILES} files"
+
+
+def test_a_top_up_deals_to_the_subtask_that_asked_behind_what_it_holds(tmp_path):
+    """The subtask that asked counts as holding nothing and gets the next file after its own; a subtask still
+    holding an unread file gets none; what was dealt is in ``assigned`` in order (the next barrier's report holds
+    it). A source of splits that never end (a generator's here) deals only at barriers."""
+    write_files(tmp_path / "in")
+    files = FileSource.for_record_stream_format(StreamFormat.text_line_format(), str(tmp_path / "in")).build()
+    coordinator = SourceCoordinator(0, "files", files, 2, epoch_bytes=1024)
+    first = coordinator.assign()
+    assert [[s.split_id for s in first[i]] for i in (0, 1)] == [[path(tmp_path, 0)], [path(tmp_path, 1)]]
+    fresh = coordinator.top_up(1)
+    assert {i: [s.split_id for s in splits] for i, splits in fresh.items()} == {1: [path(tmp_path, 2)]}
+    assert [s.split_id for s in coordinator.assigned[1]] == [path(tmp_path, 1), path(tmp_path, 2)]
+    assert [s.split_id for s in coordinator.assigned[0]] == [path(tmp_path, 0)]
+
+    numbers = SourceCoordinator(0, "numbers", DataGeneratorSource(lambda i: i, 100, num_splits=4), 2)
+    before = {i: [s.split_id for s in splits] for i, splits in numbers.assign().items()}
+    assert numbers.top_up(0) == {}
+    assert {i: [s.split_id for s in splits] for i, splits in numbers.assigned.items()} == before
+
+
+def path(tmp_path: Path, k: int) -> str:
+    return str(tmp_path / "in" / f"part-{k:02d}.txt")
