@@ -91,9 +91,9 @@ class SplitEnumerator(abc.ABC):
     #: whether a cut must keep every subtask's splits in the hand-out order (set by the runtime where an operator
     #: after the source assigns timestamps: its watermark follows what its subtask has read)
     cuts_in_order: bool = False
-    #: whether the enumerator deals splits to a reader that asks between two barriers (continuous mode), as
-    #: Flink's file source does: splits that are read to their end, one after another (files); an enumerator of
-    #: splits that never end (a topic's partitions) deals only at barriers
+    #: whether the enumerator deals splits to a reader that asks between two barriers (continuous mode,
+    #: :meth:`assign_on_request`), as Flink's file source does: splits that are read to their end, one after
+    #: another (files); an enumerator of splits that never end (a topic's partitions) deals only at barriers
     deals_on_request: bool = False
 
     @abc.abstractmethod
@@ -107,6 +107,11 @@ class SplitEnumerator(abc.ABC):
     @abc.abstractmethod
     def no_more_splits(self) -> bool:
         """True once every split has been handed out and none can appear (bounded)."""
+
+    def assign_on_request(self, subtask: int, held: list[SourceSplit]) -> list[SourceSplit]:
+        """New splits for ``subtask`` alone, which asks for them holding ``held`` (as read so far); only where
+        :attr:`deals_on_request`."""
+        return []
 
     def assign(self, assigned: dict[int, list[SourceSplit]]) -> dict[int, list[SourceSplit]]:
         """Every subtask's splits for the next epoch, given what each holds now.

@@ -175,10 +175,29 @@ class FileSplitEnumerator(SplitEnumerator):
             self.frontier = known
         self.subtasks = len(taken)
         for i, splits in taken.items():
-            for split in splits:
-                key = order_key(split)
-                if i not in self.frontier or key > self.frontier[i]:
-                    self.frontier[i] = key
+            self._advance(i, splits)
+
+    def _advance(self, subtask: int, splits: list[SourceSplit]) -> None:
+        for split in splits:
+            key = order_key(split)
+            if subtask not in self.frontier or key > self.frontier[subtask]:
+                self.frontier[subtask] = key
+
+    def assign_on_request(self, subtask: int, held: list[SourceSplit]) -> list[SourceSplit]:
+        """The next files for ``subtask`` alone, which asks holding ``held`` (read to where it is now): as many as
+        fit in :attr:`epoch_bytes` after what it has unread, at least one when it has nothing; none while what it
+        holds fills the bound (it asks again after the next barrier)."""
+        if not self.listed:
+            self.discover()
+        held = [s for s in held if not s.finished]
+        budget, load = self.epoch_bytes or 0, sum(map(unread_bytes, held))
+        given: list[SourceSplit] = []
+        while self.pending and (not (held or given) or load + self.pending[0].size <= budget):
+            entry = self.pending.pop(0)
+            given.append(_split(entry))
+            load += entry.size
+        self._advance(subtask, given)
+        return given
 
     def no_more_splits(self) -> bool:
         return self.discovery_interval_ms is None and self.listed and not self.pending

@@ -43,24 +43,17 @@ class SourceCoordinator:
         self.assigned = self.enumerator.assign(self.assigned)
         return {i: list(s) for i, s in self.assigned.items()}
 
-    def top_up(self, subtask: int) -> dict[int, list]:
-        """Splits dealt between two barriers, on the request of ``subtask``, which is about to run out (continuous
-        mode's long-running readers ask, as Flink's file readers do, instead of waiting for the next barrier's
-        splits): it counts as holding nothing; every other subtask as what its last barrier said. Returns what was
-        new per subtask, added to :attr:`assigned` behind what each holds."""
-        if not self.enumerator.deals_on_request:
-            return {}
-        self.enumerator.cut_splits = False
+    def top_up(self, subtask: int, held: list) -> list:
+        """Splits for ``subtask`` alone, dealt between two barriers on its request (continuous mode's readers ask
+        when they run out, as Flink's file readers do, instead of waiting for the next barrier's splits); ``held``:
+        what it holds, read to where it is now (only the enumerator weighs that). What is dealt is added to
+        :attr:`assigned` behind what the subtask held at its last barrier."""
+        if not self.enumerator.deals_on_request or subtask not in self.assigned:
+            return []
         self.enumerator.discover()
-        dealt = self.enumerator.assign({i: [] if i == subtask else s for i, s in self.assigned.items()})
-        fresh: dict[int, list] = {}
-        for i, splits in dealt.items():
-            held = {s.split_id for s in self.assigned[i]}
-            new = [s for s in splits if s.split_id not in held]
-            if new:
-                self.assigned[i] = self.assigned[i] + new
-                fresh[i] = new
-        return fresh
+        new = self.enumerator.assign_on_request(subtask, held)
+        self.assigned[subtask] = self.assigned[subtask] + new
+        return new
 
     def no_more_splits(self) -> bool:
         return self.enumerator.no_more_splits()

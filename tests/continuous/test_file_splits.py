@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 from sparkpoint.common import Encoder, WatermarkStrategy
@@ -58,22 +59,28 @@ def test_a_source_asks_for_its_next_file_instead_of_waiting_for_a_barrier(make_e
 
 
 def test_a_top_up_deals_to_the_subtask_that_asked_behind_what_it_holds(tmp_path):
-    """The subtask that asked counts as holding nothing and gets the next file after its own; a subtask still
-    holding an unread file gets none; what was dealt is in ``assigned`` in order (the next barrier's report holds
-    it). A source of splits that never end (a generator's here) deals only at barriers."""
+    """Only the subtask that asked gets files, the next in order, after those it held at its last barrier; none
+    while its unread bytes (as it says, read to where it is now) fill the bound; one when it holds nothing. A
+    source of splits that never end (a generator's here) deals only at barriers."""
     write_files(tmp_path / "in")
     files = FileSource.for_record_stream_format(StreamFormat.text_line_format(), str(tmp_path / "in")).build()
     coordinator = SourceCoordinator(0, "files", files, 2, epoch_bytes=1024)
     first = coordinator.assign()
     assert [[s.split_id for s in first[i]] for i in (0, 1)] == [[path(tmp_path, 0)], [path(tmp_path, 1)]]
-    fresh = coordinator.top_up(1)
-    assert {i: [s.split_id for s in splits] for i, splits in fresh.items()} == {1: [path(tmp_path, 2)]}
+
+    assert [s.split_id for s in coordinator.top_up(1, [])] == [path(tmp_path, 2)]
     assert [s.split_id for s in coordinator.assigned[1]] == [path(tmp_path, 1), path(tmp_path, 2)]
     assert [s.split_id for s in coordinator.assigned[0]] == [path(tmp_path, 0)]
 
+    unread = first[0][0]  # ~10 kb unread: the 1 kb bound is full
+    assert coordinator.top_up(0, [unread]) == []
+    done = replace(unread, finished=True)
+    assert [s.split_id for s in coordinator.top_up(0, [done])] == [path(tmp_path, 3)]
+    assert [s.split_id for s in coordinator.assigned[0]] == [path(tmp_path, 0), path(tmp_path, 3)]
+
     numbers = SourceCoordinator(0, "numbers", DataGeneratorSource(lambda i: i, 100, num_splits=4), 2)
     before = {i: [s.split_id for s in splits] for i, splits in numbers.assign().items()}
-    assert numbers.top_up(0) == {}
+    assert numbers.top_up(0, []) == []
     assert {i: [s.split_id for s in splits] for i, splits in numbers.assigned.items()} == before
 
 

@@ -61,9 +61,8 @@ class SlotSpec:
     buffer_records: int
     channel_capacity: int
     idle_tick_ms: int
-    #: what a source subtask reads between two barriers at most (a user's ``execution.epoch.max-records``); None:
-    #: as much as its output channels take
-    barrier_records: int | None = None
+    #: what a source subtask reads between two barriers at most
+    barrier_records: int = 1_000_000
     #: the source nodes whose splits a subtask asks for when it runs out (:class:`SplitRequest`)
     requesting_sources: frozenset[int] = frozenset()
 
@@ -89,12 +88,14 @@ class InjectBarrier:
 
 @dataclass(frozen=True)
 class SplitRequest:
-    """A source subtask holds no split beyond the one it reads of these ``nodes`` (of
-    ``SlotSpec.requesting_sources``): the driver deals it more now, not at the next barrier. Sent once until
-    :class:`AddSplits` or a barrier comes."""
+    """A source subtask in barrier ``epoch`` (the one it reads towards) holds no more than the split it reads of
+    each node in ``held`` (node -> its splits, read to where it is now; nodes of ``SlotSpec.requesting_sources``):
+    the driver deals it more now, not with the next barrier. Sent once until :class:`AddSplits` or a barrier comes;
+    one from before the last barrier is stale (that barrier dealt already)."""
 
     subtask: int
-    nodes: tuple[int, ...]
+    epoch: int
+    held: dict[int, list]
 
 
 @dataclass(frozen=True)

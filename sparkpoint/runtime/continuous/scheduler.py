@@ -88,7 +88,8 @@ class _PastDeadline(Exception):
 
 
 class ContinuousSettings:
-    """Continuous mode's keys: the barrier interval, the buffers, the start timeout."""
+    """Continuous mode's keys: the barrier interval, the buffers, the start timeout, a source's reads between two
+    barriers."""
 
     def __init__(self, config: Configuration):
         self.barrier_interval_ms = int(config.get_duration_ms("sparkpoint.continuous.barrier-interval", 200) or 200)
@@ -98,10 +99,11 @@ class ContinuousSettings:
         self.idle_tick_ms = config.get_integer("sparkpoint.continuous.idle-tick-ms", 5)
         self.start_timeout_s = (config.get_duration_ms("sparkpoint.continuous.start-timeout", 120_000) or 0) / 1000
         self.epoch_timeout_ms = int(config.get_duration_ms(EPOCH_TIMEOUT_KEY, 0) or 0)
-        # a source subtask's reads between two barriers are bounded only where the user bounds an epoch's; else by
-        # its output channels (backpressure), and a barrier every 200 ms does not cap a source's rate
+        # what a source subtask reads between two barriers: a user's bound of an epoch's, else ten times its default,
+        # a bound on what a chained job holds until the next barrier (printed, collected), not on a source's rate
+        # (its output channels hold it back; 100,000 every 200 ms had capped a source at 500,000 records/s)
         key = "execution.epoch.max-records"
-        self.barrier_records = config.get_integer(key, 100_000) if config.contains_key(key) else None
+        self.barrier_records = config.get_integer(key, 100_000) if config.contains_key(key) else 1_000_000
 
 
 class ContinuousScheduler:
@@ -132,7 +134,7 @@ class ContinuousScheduler:
         self.run: SlotRun | None = None
         self.slots = max(s.parallelism for s in plan.stages)
         self.known_splits: dict[tuple[int, int], set] = {}  # (source node, subtask) -> split ids it was given
-        self.split_requests: set[tuple[int, int]] = set()  # (source node, subtask) asked for splits, not dealt yet
+        self.split_requests: dict[tuple[int, int], SplitRequest] = {}  # (node, subtask) -> its latest, not dealt
         self.acks: list[SnapshotAcks] = []  # came and not yet handed to the core
         self.last_barrier = 0.0
         self.input_done = False
@@ -303,7 +305,6 @@ class ContinuousScheduler:
         notify = list(self.progress.notify_next)
         self.progress.notify_next.clear()
         self.progress.notify_sources.clear()
-        self.split_requests.clear()  # the barrier deals; a subtask still short asks again after it
         new: dict[int, dict[int, list]] = {}
         no_more: dict[int, bool] = {}
         for nid, sc in self.progress.sources.items():
@@ -317,14 +318,15 @@ class ContinuousScheduler:
     def _deal_requested(self) -> None:
         """Deal the splits source subtasks asked for (:class:`SplitRequest`), between two barriers only: a split
         dealt now reaches its subtask before the next barrier, whose report holds it, while the checkpoint of the
-        last barrier has it still in the enumerator. A request that came while a barrier passed waits for this."""
+        last barrier has it still in the enumerator. A request that came while a barrier passed waits for this; one
+        from before that barrier is dropped (the barrier dealt; a subtask still short asks again after it)."""
         if not self.split_requests or self.server is None:
             return
-        requests, self.split_requests = sorted(self.split_requests), set()
+        requests, self.split_requests = self.split_requests, {}
         new: dict[int, dict[int, list]] = {}
-        for nid, subtask in requests:
-            for i, splits in self.progress.sources[nid].top_up(subtask).items():
-                self._give(nid, i, splits, new)
+        for (nid, subtask), request in sorted(requests.items()):
+            if request.epoch >= self.epoch:
+                self._give(nid, subtask, self.progress.sources[nid].top_up(subtask, request.held[nid]), new)
         for slot, splits_by_node in new.items():
             self.server.send(slot, AddSplits(splits_by_node))
 
@@ -361,10 +363,9 @@ class ContinuousScheduler:
 
     def _located(self, error: UserFunctionError) -> UserFunctionError:
         """``error`` with its record's origin, found by reading the sources again from where the last complete
-        barrier left them (what a source read since: at most two barriers' ``execution.epoch.max-records`` where the
-        user bounds them, else up to ten times that default)."""
+        barrier left them (what a source read since: at most two barriers' worth)."""
         now, settings = self.clock.wall_ms(), self.tasks
-        records = self.settings.barrier_records or 10 * settings.max_records
+        records = self.settings.barrier_records
         deps: dict[tuple[int, int], TaskDeployment] = {}
         for nid, coordinator in self.progress.sources.items():
             for subtask, splits in coordinator.assigned.items():
@@ -412,7 +413,7 @@ class ContinuousScheduler:
         if isinstance(message, SnapshotAcks):
             self.acks.append(message)
         elif isinstance(message, SplitRequest):
-            self.split_requests.update((nid, message.subtask) for nid in message.nodes if nid in self.progress.sources)
+            self.split_requests.update({(nid, message.subtask): message for nid in message.held})
         elif isinstance(message, TaskFailure):
             self._shutdown("a subtask failed")
             error = decode_failure(message)

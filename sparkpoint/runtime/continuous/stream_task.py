@@ -118,7 +118,9 @@ class ContinuousTask:
         self.paused = dep.pause  # reads nothing until a barrier says otherwise
         self.drained = False
         self.read_since_barrier = 0  # a source subtask reads at most spec.barrier_records between two barriers
-        self.asked = False  # for splits, and not answered yet (by AddSplits or a barrier)
+        # what this subtask held when it last asked for splits, until AddSplits or a barrier: it asks again only
+        # once that changes (a split read to its end), so a request the driver turned down is not repeated
+        self.asked: frozenset | None = None
 
     # -- life cycle ---------------------------------------------------------------------------
     def setup(self) -> None:
@@ -183,10 +185,11 @@ class ContinuousTask:
         """Read a slice, then take the driver's messages; with nothing read, wait a tick for one."""
         read = 0
         cap = self.spec.barrier_records
-        if not self.asked and (short := self._running_out()):
-            self.control.send(SplitRequest(self.subtask, short))
-            self.asked = True
-        if not (self.paused or self.drained or cap is not None and self.read_since_barrier >= cap):
+        held = self._running_out()
+        if held and (asking := frozenset((n, s.split_id) for n, splits in held.items() for s in splits)) != self.asked:
+            self.control.send(SplitRequest(self.subtask, self.dep.epoch, held))
+            self.asked = asking
+        if not (self.paused or self.drained or self.read_since_barrier >= cap):
             t0 = time.perf_counter()
             read = self._run_chain(Inputs.of(self.stage), None)
             self.read_since_barrier += read
@@ -198,18 +201,18 @@ class ContinuousTask:
         for _, message in messages:
             self._control(message)
 
-    def _running_out(self) -> tuple[int, ...]:
-        """The source nodes dealing on request of which this subtask holds at most the split it reads."""
+    def _running_out(self) -> dict[int, list]:
+        """The splits this subtask holds of each source node that deals on request (and whose subtask it is), where
+        it holds at most the one it reads."""
         if self.paused or self.drained:
-            return ()
-        no_more = self.dep.no_more_splits
-        return tuple(
-            nid
-            for nid in self.source_nodes
-            if nid in self.spec.requesting_sources
-            and not no_more.get(nid, False)
-            and sum(not s.finished for s in self.dep.splits.get(nid, [])) <= 1
-        )
+            return {}
+        held = {}
+        for nid in self.spec.requesting_sources & set(self.source_nodes):
+            unread = [s for s in self.dep.splits.get(nid, []) if not s.finished]
+            node_parallelism = self.plan.nodes[nid].parallelism or self.stage.parallelism
+            if len(unread) <= 1 and not self.dep.no_more_splits.get(nid, False) and self.subtask < node_parallelism:
+                held[nid] = unread
+        return held
 
     def _input_step(self) -> None:
         timeout = self.writer.next_flush_s(self.spec.idle_tick_ms / 1000)
@@ -307,7 +310,7 @@ class ContinuousTask:
     def _add_splits(self, new_splits: dict[int, list]) -> None:
         for nid, splits in new_splits.items():
             self.dep.splits[nid] = list(self.dep.splits.get(nid, [])) + list(splits)
-        self.asked = False  # (a subtask still short asks again)
+        self.asked = None  # (a subtask still short asks again)
 
     def _notify(self, checkpoint_ids: list[int]) -> None:
         for cid in checkpoint_ids:
