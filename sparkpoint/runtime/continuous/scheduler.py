@@ -190,7 +190,8 @@ class ContinuousScheduler:
         for dep in deps.values():  # long-running: state restored once, never resumed from another task's
             dep.keyed_state_epoch, dep.changelog, dep.checkpoint_uploads = None, None, {}
             dep.notify_checkpoints = []
-            dep.watermark_bounds = {}  # a long-running task's consumers' watermarks move while it sends: no bound
+            # watermark_bounds: where each consumer's watermark starts; a long-running subtask's consumers' move
+            # while it sends, and it bounds them by what it sent (ContinuousTask._watermark_bounds)
         self.progress.notify_next.clear()
         self.progress.notify_sources.clear()
         self.known_splits = {

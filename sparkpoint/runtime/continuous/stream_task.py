@@ -117,6 +117,8 @@ class ContinuousTask:
         self.times = TaskTimes()
         self.paused = dep.pause  # reads nothing until a barrier says otherwise
         self.drained = False
+        # per output edge whose combiner needs it, a bound of the consumer's watermark as the attempt started
+        self.bound_floors: dict[int, int] = dict(dep.watermark_bounds)
         self.read_since_barrier = 0  # a source subtask reads at most spec.barrier_records between two barriers
         # what this subtask held when it last asked for splits, until AddSplits or a barrier: it asks again only
         # once that changes (a split read to its end), so a request the driver turned down is not repeated
@@ -282,9 +284,30 @@ class ContinuousTask:
             self.dep.splits.update(self.report.splits)
             born = now
         self.report.records_out += sum(o.emitted() for o in outputs.values())
-        routed = route(self.plan, self.stage.id, self.subtask, outputs, out_watermarks)
+        bounds = self._watermark_bounds() if self.bound_floors else None
+        routed = route(self.plan, self.stage.id, self.subtask, outputs, out_watermarks, bounds)
         self.writer.add(routed, out_watermarks, born)
         return sum(outputs[nid].emitted() for nid in self.source_nodes)
+
+    def _watermark_bounds(self) -> dict[int, int]:
+        """Per output edge whose combiner needs one, a bound of its consumers' watermark while they take what this
+        run routes (:mod:`sparkpoint.windows.combiners`). A consumer takes a frame's records before the watermarks
+        that came with it, and its watermark is the least over its channels (those not idle); so while this
+        subtask's channel has never been idle, the consumer's watermark is at most the larger of where it started
+        and what this subtask sent before this run's records (a frame carries a newer watermark only with, or
+        after, every record routed before it). Once this subtask went idle on an edge, the others may have moved
+        its consumers past what it sends later: that edge is combined no more in this attempt."""
+        bounds = {}
+        for e in self.stage.output_edges:
+            floor = self.bound_floors.get(e.id)
+            if floor is None:
+                continue
+            sent = self.writer.watermarks.get(e.source, MIN_WATERMARK)  # nothing sent yet: the channel's least
+            if sent is None:
+                del self.bound_floors[e.id]
+                continue
+            bounds[e.id] = max(floor, sent)
+        return bounds
 
     # -- the driver's messages ----------------------------------------------------------------
     def _control(self, message: Any) -> None:
