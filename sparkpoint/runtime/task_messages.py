@@ -57,8 +57,9 @@ class TaskDeployment:
     cyclic_gc: bool = False  # Python's cycle collector runs during the task (else after it)
     state_schemas: dict[str, OperatorSchema] = field(default_factory=dict)  # keyed uid -> the states it declared
     key_checks: dict[str, tuple[str, ...]] = field(default_factory=dict)  # keyed uid -> restored keys' kinds
-    # edge id -> at least the watermark its consumer (a window) has while it takes this epoch's input: a session
-    # combiner merges runs of records it cannot be late for (see sparkpoint.windows.combiners); epochs only
+    # edge id -> at least the watermark its consumer (a window) has while it takes this epoch's input (continuous
+    # mode: as the attempt starts): a session combiner merges runs of records it cannot be late for (see
+    # sparkpoint.windows.combiners)
     watermark_bounds: dict[int, int] = field(default_factory=dict)
 
 

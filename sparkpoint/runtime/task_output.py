@@ -34,8 +34,8 @@ def route(
     watermark_bounds: dict[int, int] | None = None,
 ) -> dict[tuple[int, int], dict[int, Any]]:
     """``{(consumer stage, partition): {edge id: (values, timestamps) or Encoded}}``. ``watermark_bounds``: per
-    edge, at least the watermark its consumer takes this output at (an epoch's deployment says; a session combiner
-    merges only where it is given one)."""
+    edge, at least the watermark its consumer takes this output at (an epoch's deployment says, or a continuous
+    subtask; a session combiner merges only where it is given one)."""
     stage = plan.stage(stage_id)
     routed: dict[tuple[int, int], dict[int, Any]] = {}
     for e in stage.output_edges:

@@ -13,14 +13,18 @@ as the run's records one by one would, **as long as none of them is late**: elem
 own window the watermark passed is dropped or kept depending on whether, when it comes, it touches a session
 that is not (Flink's order-dependent rule), which a run cannot reproduce.
 
-So a session combiner combines only records it can prove are on time: the window operator's watermark does not
-move while it takes an epoch's input, and the driver gives each epoch's upstream tasks a bound of it
-(:meth:`~sparkpoint.runtime.job_progress.JobProgress.watermark_bound`); a record with ``t + gap - 1`` above the
-bound is on time, and so is every session it joins. Every record of a key with a record at or below
-``bound - gap + 1`` goes over as it is, in order, and the window operator takes those element by element (per
-key, an upstream task sends partials or records, never both, so the order that matters is kept). Keys are one
-key where the keyed state has them as one (``1``, ``1.0`` and ``True``: canonical bytes). Without a bound (the
-first epoch after a restore, until the tasks concerned reported; continuous mode) nothing is combined.
+So a session combiner combines only records it can prove are on time, against a bound of the window operator's
+watermark while it takes them: in epoch mode that watermark does not move while the operator takes an epoch's
+input, and the driver gives each epoch's upstream tasks a bound of it
+(:meth:`~sparkpoint.runtime.job_progress.JobProgress.watermark_bound`); in continuous mode a long-running upstream
+subtask bounds it by where it started and what the subtask itself sent on
+(:meth:`~sparkpoint.runtime.continuous.stream_task.ContinuousTask._watermark_bounds`). A record with
+``t + gap - 1`` above the bound is on time, and so is every session it joins. Every record of a key with a record
+at or below ``bound - gap + 1`` goes over as it is, in order, and the window operator takes those element by
+element (per key, an upstream task sends partials or records, never both, so the order that matters is kept).
+Keys are one key where the keyed state has them as one (``1``, ``1.0`` and ``True``: canonical bytes). Without a
+bound (the first epoch after a restore, until the tasks concerned reported; a continuous attempt after a restore,
+or an edge its subtask was idle on) nothing is combined.
 """
 
 from __future__ import annotations
@@ -78,7 +82,7 @@ class _ReducedToNone(Exception):
 class SessionCombiner:
     """Combines the on-time runs of a batch into session partials (in the upstream task; see the module)."""
 
-    needs_watermark_bound = True  # the epoch's deployment carries its consumer's watermark bound
+    needs_watermark_bound = True  # the deployment carries its consumer's watermark bound
     routing_key = staticmethod(partial_or_record_key)
 
     def __init__(self, key_selector: Any, gap: int, reduce_function: Any = None, aggregate_function: Any = None):

@@ -15,9 +15,11 @@ from window_jobs import collect_windows, stamped
 from window_oracles import out_of_order_events, sessions, with_stragglers
 
 from sparkpoint.common import Time
+from sparkpoint.common.watermark_strategy import MIN_WATERMARK
 from sparkpoint.datastream import AggregateFunction, ProcessWindowFunction, ReduceFunction
 from sparkpoint.datastream.window import EventTimeSessionWindows
 from sparkpoint.errors import SparkpointError, UserFunctionError
+from sparkpoint.runtime.continuous.stream_task import ContinuousTask
 from sparkpoint.runtime.graph import StagePlan, StreamEdge
 from sparkpoint.runtime.job_progress import JobProgress
 from sparkpoint.runtime.task_messages import TaskReport
@@ -217,3 +219,24 @@ def test_continuous_session_partials_never_come_late_and_lose_nothing(make_env):
     assert len(seqs) == len(set(seqs)) == sum(count for _, _, _, (count, _) in out)
     assert len(seqs) + metrics["numLateRecordsDropped"] == len(events)
     assert metrics["numLateRecordsDropped"] > 5 and 0 < metrics["numLocalAggregatesIn"] < len(events) // 3, metrics
+
+
+def test_a_continuous_subtasks_bound_keeps_the_highest_it_sent_and_ends_once_it_was_idle():
+    """A subtask's output watermark may go down (a source's new split, an input no longer idle) while its
+    consumer keeps the highest it had: the bound keeps the highest sent. Idle, the others may move the consumer
+    past what it sends later: no bound from then on. A frame sent before the first run said idle too."""
+    edge = SimpleNamespace(id=7, source=3)
+    writer = SimpleNamespace(watermarks={}, sent={})
+    task = SimpleNamespace(stage=SimpleNamespace(output_edges=[edge]), bound_floors={7: MIN_WATERMARK}, writer=writer)
+    assert ContinuousTask._watermark_bounds(task) == {7: MIN_WATERMARK}
+    for sent, bound in [(10_000, 10_000), (2_000, 10_000), (12_000, 12_000)]:
+        writer.watermarks[3] = sent
+        assert ContinuousTask._watermark_bounds(task) == {7: bound}, sent
+    writer.watermarks[3] = None
+    assert ContinuousTask._watermark_bounds(task) == {}
+    writer.watermarks[3] = 20_000
+    assert ContinuousTask._watermark_bounds(task) == {}
+
+    flushed = SimpleNamespace(watermarks={}, sent={(1, 0): {7: None}})
+    early = SimpleNamespace(stage=task.stage, bound_floors={7: MIN_WATERMARK}, writer=flushed)
+    assert ContinuousTask._watermark_bounds(early) == {}

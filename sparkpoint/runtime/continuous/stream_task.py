@@ -117,7 +117,8 @@ class ContinuousTask:
         self.times = TaskTimes()
         self.paused = dep.pause  # reads nothing until a barrier says otherwise
         self.drained = False
-        # per output edge whose combiner needs it, a bound of the consumer's watermark as the attempt started
+        # per output edge whose combiner needs it, a bound of the consumer's watermark: as the attempt started, then
+        # raised by every watermark this subtask put on the edge (_watermark_bounds)
         self.bound_floors: dict[int, int] = dict(dep.watermark_bounds)
         self.read_since_barrier = 0  # a source subtask reads at most spec.barrier_records between two barriers
         # what this subtask held when it last asked for splits, until AddSplits or a barrier: it asks again only
@@ -292,21 +293,25 @@ class ContinuousTask:
     def _watermark_bounds(self) -> dict[int, int]:
         """Per output edge whose combiner needs one, a bound of its consumers' watermark while they take what this
         run routes (:mod:`sparkpoint.windows.combiners`). A consumer takes a frame's records before the watermarks
-        that came with it, and its watermark is the least over its channels (those not idle); so while this
-        subtask's channel has never been idle, the consumer's watermark is at most the larger of where it started
-        and what this subtask sent before this run's records (a frame carries a newer watermark only with, or
-        after, every record routed before it). Once this subtask went idle on an edge, the others may have moved
-        its consumers past what it sends later: that edge is combined no more in this attempt."""
+        that came with it (a frame carries a watermark of this subtask's only with, or after, every record routed
+        before it was computed), and its watermark is the highest it has had of the least over its channels that
+        are not idle; so while this subtask's channel has never been idle, the consumer's watermark is at most the
+        highest of where it started and every watermark this subtask put on the edge before this run (which may
+        go down: a source's new split, an input no longer idle), kept in :attr:`bound_floors`. Once this subtask
+        was idle on an edge, the others may have moved its consumers past what it sends later: that edge is
+        combined no more in this attempt."""
         bounds = {}
+        watermarks = self.writer.watermarks
         for e in self.stage.output_edges:
             floor = self.bound_floors.get(e.id)
             if floor is None:
                 continue
-            sent = self.writer.watermarks.get(e.source, MIN_WATERMARK)  # nothing sent yet: the channel's least
+            # none computed yet: the channel's least, unless a frame went out already (it said idle)
+            sent = watermarks.get(e.source, None if self.writer.sent else MIN_WATERMARK)
             if sent is None:
                 del self.bound_floors[e.id]
                 continue
-            bounds[e.id] = max(floor, sent)
+            bounds[e.id] = self.bound_floors[e.id] = max(floor, sent)
         return bounds
 
     # -- the driver's messages ----------------------------------------------------------------
