@@ -23,8 +23,9 @@ subtask bounds it by where it started and what the subtask itself sent on
 at or below ``bound - gap + 1`` goes over as it is, in order, and the window operator takes those element by
 element (per key, an upstream task sends partials or records, never both, so the order that matters is kept).
 Keys are one key where the keyed state has them as one (``1``, ``1.0`` and ``True``: canonical bytes). Without a
-bound (the first epoch after a restore, until the tasks concerned reported; a continuous attempt after a restore,
-or an edge its subtask was idle on) nothing is combined.
+bound (the first epoch after a restore, until the tasks concerned reported; in continuous mode likewise, until a
+restored attempt's consumers reported at its first barrier, and an edge its subtask was idle on) nothing is
+combined.
 """
 
 from __future__ import annotations

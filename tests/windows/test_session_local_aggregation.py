@@ -8,15 +8,17 @@ equal, while the window operator takes partials only when local aggregation is o
 
 from __future__ import annotations
 
+import os
 from types import SimpleNamespace
 
 import pytest
-from window_jobs import collect_windows, stamped
+from window_jobs import collect_windows, first_field, stamped
 from window_oracles import out_of_order_events, sessions, with_stragglers
 
 from sparkpoint.common import Time
 from sparkpoint.common.watermark_strategy import MIN_WATERMARK
-from sparkpoint.datastream import AggregateFunction, ProcessWindowFunction, ReduceFunction
+from sparkpoint.datastream import AggregateFunction, MapFunction, ProcessWindowFunction, ReduceFunction
+from sparkpoint.datastream.transformations import CollectTransformation, TransformationInput
 from sparkpoint.datastream.window import EventTimeSessionWindows
 from sparkpoint.errors import SparkpointError, UserFunctionError
 from sparkpoint.runtime.continuous.stream_task import ContinuousTask
@@ -221,22 +223,84 @@ def test_continuous_session_partials_never_come_late_and_lose_nothing(make_env):
     assert metrics["numLateRecordsDropped"] > 5 and 0 < metrics["numLocalAggregatesIn"] < len(events) // 3, metrics
 
 
+def continuous_task(floors: dict[int, int], sent: dict) -> SimpleNamespace:
+    """What ``ContinuousTask._watermark_bounds`` reads: one combining edge (7, from node 3) and the writer."""
+    edge = SimpleNamespace(id=7, source=3)
+    writer = SimpleNamespace(watermarks={}, sent=sent)
+    return SimpleNamespace(combining=[edge], bound_floors=floors, sent_high={}, writer=writer)
+
+
 def test_a_continuous_subtasks_bound_keeps_the_highest_it_sent_and_ends_once_it_was_idle():
     """A subtask's output watermark may go down (a source's new split, an input no longer idle) while its
     consumer keeps the highest it had: the bound keeps the highest sent. Idle, the others may move the consumer
     past what it sends later: no bound from then on. A frame sent before the first run said idle too."""
-    edge = SimpleNamespace(id=7, source=3)
-    writer = SimpleNamespace(watermarks={}, sent={})
-    task = SimpleNamespace(stage=SimpleNamespace(output_edges=[edge]), bound_floors={7: MIN_WATERMARK}, writer=writer)
+    task = continuous_task({7: MIN_WATERMARK}, {})
     assert ContinuousTask._watermark_bounds(task) == {7: MIN_WATERMARK}
     for sent, bound in [(10_000, 10_000), (2_000, 10_000), (12_000, 12_000)]:
-        writer.watermarks[3] = sent
+        task.writer.watermarks[3] = sent
         assert ContinuousTask._watermark_bounds(task) == {7: bound}, sent
-    writer.watermarks[3] = None
+    task.writer.watermarks[3] = None
     assert ContinuousTask._watermark_bounds(task) == {}
-    writer.watermarks[3] = 20_000
+    task.writer.watermarks[3] = 20_000
     assert ContinuousTask._watermark_bounds(task) == {}
 
-    flushed = SimpleNamespace(watermarks={}, sent={(1, 0): {7: None}})
-    early = SimpleNamespace(stage=task.stage, bound_floors={7: MIN_WATERMARK}, writer=flushed)
+    early = continuous_task({7: MIN_WATERMARK}, {(1, 0): {7: None}})
     assert ContinuousTask._watermark_bounds(early) == {}
+
+
+def test_a_continuous_edge_without_a_floor_waits_for_one_and_keeps_what_was_sent_before():
+    """A restored attempt's edge has no floor until the driver sends one (its consumers reported): not combined
+    till then; the floor then counts with the highest watermark sent before it came."""
+    task = continuous_task({}, {})
+    for sent in (15_000, 4_000):
+        task.writer.watermarks[3] = sent
+        assert ContinuousTask._watermark_bounds(task) == {}
+    task.bound_floors[7] = 9_000  # WatermarkFloors
+    assert ContinuousTask._watermark_bounds(task) == {7: 15_000}
+
+
+class FailOnceAt(MapFunction):
+    """Raises at the record of seq ``at`` unless ``marker`` exists (which it then makes)."""
+
+    def __init__(self, marker: str, at: int):
+        self.marker, self.at = marker, at
+
+    def map(self, value):
+        if value[2] == self.at and not os.path.exists(self.marker):
+            open(self.marker, "w").close()
+            raise RuntimeError(f"fails once at {value}")
+        return value
+
+
+def _restoring_run(make_env, tmp_path, events, fail_at: int | None):
+    marker = tmp_path / f"failed-{fail_at}"
+    env = make_env(
+        "local",
+        **CONTINUOUS,
+        **{
+            "execution.epoch.max-records": 100,
+            "execution.checkpointing.interval": "200 ms",
+            "state.checkpoints.dir": (tmp_path / f"ckpt-{fail_at}").as_uri(),
+            "restart-strategy.type": "fixed-delay",
+            "restart-strategy.fixed-delay.attempts": 1,
+            "restart-strategy.fixed-delay.delay": "100 ms",
+        },
+    )
+    stream = stamped(env, events, bound=0).rebalance()
+    stream = stream.map(FailOnceAt(str(marker), -1 if fail_at is None else fail_at)).set_parallelism(2)
+    windowed = stream.key_by(first_field).window(EventTimeSessionWindows.with_gap(Time.milliseconds(GAP)))
+    out = windowed.aggregate(CountAndSeqs(), window_function=WithWindow()).uid("w").set_parallelism(2)
+    env._add_transformation(CollectTransformation, "Collect", [TransformationInput(out._id)])
+    result = env.execute()
+    return sorted(result.collected), result.metrics["w"], result.restarts
+
+
+def test_a_restored_continuous_attempt_combines_once_its_consumers_reported(make_env, tmp_path):
+    """The attempt after a failure starts without a bound of the windows' watermark (the driver learns it from
+    their first reports, then sends it): it combines from then on, and the sessions are the oracle's, each once."""
+    events = out_of_order_events(3_000, seed=8, keys="abc", step_ms=(50, 900), max_delay_ms=0, pause_every=30)
+    expected = [(k, s, e, (len(seqs), seqs)) for k, s, e, seqs in sessions(events, lambda e: GAP)]
+    out, metrics, restarts = _restoring_run(make_env, tmp_path, events, fail_at=events[300][2])
+    assert restarts == 1 and out == expected
+    _, whole, _ = _restoring_run(make_env, tmp_path, events, fail_at=None)
+    assert metrics["numLocalAggregatesIn"] > whole["numLocalAggregatesIn"] // 2, (metrics, whole)

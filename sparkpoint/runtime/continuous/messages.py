@@ -3,6 +3,7 @@
 Each slot keeps one authenticated connection to the driver (:class:`~.control.ControlServer`).
 Driver → slot: :class:`InjectBarrier` (to the source subtasks; it also carries new splits and completed
 checkpoints), :class:`AddSplits` (splits a source subtask asked for with :class:`SplitRequest`),
+:class:`WatermarkFloors`,
 :class:`UploadSnapshot` / :class:`DropSnapshot` (what becomes of a barrier's snapshot once the driver triggered, or
 did not trigger, a checkpoint at it), :class:`Shutdown`. Slot → driver: :class:`SlotReady`, :class:`SplitRequest`,
 each subtask's :class:`~sparkpoint.runtime.task_messages.TaskReport` at each barrier, :class:`SnapshotAcks` when a
@@ -29,6 +30,7 @@ __all__ = [
     "SnapshotAcks",
     "SplitRequest",
     "UploadSnapshot",
+    "WatermarkFloors",
 ]
 
 
@@ -104,6 +106,15 @@ class AddSplits:
     holds. They come before the next barrier, whose report includes them."""
 
     splits: dict[int, list]
+
+
+@dataclass(frozen=True)
+class WatermarkFloors:
+    """To every subtask: per edge whose combiner needs one (see ``ContinuousTask._watermark_bounds``), at least
+    the watermark its consumers had at the last barrier. Sent where the deployment gave none (a restored attempt,
+    whose consumers' watermarks the driver learns from their first reports)."""
+
+    floors: dict[int, int]
 
 
 @dataclass(frozen=True)

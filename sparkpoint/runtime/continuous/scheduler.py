@@ -44,6 +44,7 @@ from sparkpoint.runtime.continuous.messages import (
     SnapshotAcks,
     SplitRequest,
     UploadSnapshot,
+    WatermarkFloors,
 )
 from sparkpoint.runtime.continuous.slot import decode_failure
 from sparkpoint.runtime.deployments import DeploymentInputs, TaskSettings, deploy_stages
@@ -134,6 +135,7 @@ class ContinuousScheduler:
         self.run: SlotRun | None = None
         self.slots = max(s.parallelism for s in plan.stages)
         self.known_splits: dict[tuple[int, int], set] = {}  # (source node, subtask) -> split ids it was given
+        self.floors_missing: dict[int, int] = {}  # edge -> its consumer node: no watermark bound at deploy
         self.split_requests: dict[tuple[int, int], SplitRequest] = {}  # (node, subtask) -> its latest, not dealt
         self.acks: list[SnapshotAcks] = []  # came and not yet handed to the core
         self.last_barrier = 0.0
@@ -176,12 +178,27 @@ class ContinuousScheduler:
 
     def barrier_passed(self, barrier: Barrier, finished: bool, context: BarrierContext) -> None:
         """Upload the barrier's snapshot as the checkpoints triggered at it, or drop it."""
+        self._send_floors()
         if self.server is None or not barrier.snapshot or finished and context.coordinator is None:
             return
         coordinator = context.coordinator
         uploads = coordinator.options_for_epoch(barrier.epoch + 1) if coordinator is not None else {}
         message = UploadSnapshot(barrier.epoch, uploads) if uploads else DropSnapshot(barrier.epoch)
         self.server.broadcast(message)
+
+    def _send_floors(self) -> None:
+        """Each edge the deployment gave no bound of its consumer's watermark (a restored attempt: the driver did
+        not know it) gets one once the consumer's subtasks reported (:class:`WatermarkFloors`)."""
+        if not self.floors_missing or self.server is None:
+            return
+        floors = {}
+        for edge_id, target in list(self.floors_missing.items()):
+            bound = self.progress.watermark_bound(target)
+            if bound is not None:
+                floors[edge_id] = bound
+                del self.floors_missing[edge_id]
+        if floors:
+            self.server.broadcast(WatermarkFloors(floors))
 
     # -- deploy and shut down -----------------------------------------------------------------
     def _deploy(self, epoch: int, context: BarrierContext) -> None:
@@ -200,6 +217,13 @@ class ContinuousScheduler:
             for nid, splits in dep.splits.items()
         }
         self.split_requests.clear()
+        self.floors_missing = {
+            e.id: e.target
+            for (sid, i), dep in deps.items()
+            if i == 0
+            for e in self.plan.stage(sid).output_edges
+            if getattr(e.combiner, "needs_watermark_bound", False) and e.id not in dep.watermark_bounds
+        }
         requesting = frozenset(nid for nid, sc in self.progress.sources.items() if sc.enumerator.deals_on_request)
         authkey = os.urandom(32)
         self.server = ControlServer(self.launcher.control_host(), authkey)

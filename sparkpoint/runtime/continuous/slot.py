@@ -31,6 +31,7 @@ from sparkpoint.runtime.continuous.messages import (
     SlotReady,
     SlotSpec,
     UploadSnapshot,
+    WatermarkFloors,
 )
 from sparkpoint.runtime.continuous.record_writer import RecordWriter
 from sparkpoint.runtime.continuous.stream_task import ContinuousTask
@@ -202,6 +203,9 @@ def _serve(connection: Connection, gates: dict[tuple[int, int], InputGate], task
             if message.notify_checkpoints:
                 for gate in others:
                     gate.control(list(message.notify_checkpoints))
+        elif isinstance(message, WatermarkFloors):
+            for gate in gates.values():
+                gate.control(message)
         elif isinstance(message, AddSplits):  # in order with the barriers: the next one reports these splits
             for gate in sources:
                 gate.control(message)

@@ -47,6 +47,7 @@ from sparkpoint.runtime.continuous.messages import (
     SnapshotAcks,
     SplitRequest,
     UploadSnapshot,
+    WatermarkFloors,
 )
 from sparkpoint.runtime.continuous.record_writer import RecordWriter
 from sparkpoint.runtime.continuous.task_times import TaskTimes
@@ -117,9 +118,14 @@ class ContinuousTask:
         self.times = TaskTimes()
         self.paused = dep.pause  # reads nothing until a barrier says otherwise
         self.drained = False
-        # per output edge whose combiner needs it, a bound of the consumer's watermark: as the attempt started, then
-        # raised by every watermark this subtask put on the edge (_watermark_bounds)
-        self.bound_floors: dict[int, int] = dict(dep.watermark_bounds)
+        # the output edges whose combiner needs a bound of the consumer's watermark (_watermark_bounds), not idle yet;
+        # per edge the consumer's watermark as the attempt started, or at a later barrier (WatermarkFloors), and the
+        # highest watermark this subtask put on it
+        self.combining = [e for e in self.stage.output_edges if getattr(e.combiner, "needs_watermark_bound", False)]
+        self.bound_floors: dict[int, int] = {
+            e.id: dep.watermark_bounds[e.id] for e in self.combining if e.id in dep.watermark_bounds
+        }
+        self.sent_high: dict[int, int] = {}
         self.read_since_barrier = 0  # a source subtask reads at most spec.barrier_records between two barriers
         # what this subtask held when it last asked for splits, until AddSplits or a barrier: it asks again only
         # once that changes (a split read to its end), so a request the driver turned down is not repeated
@@ -285,7 +291,7 @@ class ContinuousTask:
             self.dep.splits.update(self.report.splits)
             born = now
         self.report.records_out += sum(o.emitted() for o in outputs.values())
-        bounds = self._watermark_bounds() if self.bound_floors else None
+        bounds = self._watermark_bounds() if self.combining else None
         routed = route(self.plan, self.stage.id, self.subtask, outputs, out_watermarks, bounds)
         self.writer.add(routed, out_watermarks, born)
         return sum(outputs[nid].emitted() for nid in self.source_nodes)
@@ -296,22 +302,22 @@ class ContinuousTask:
         that came with it (a frame carries a watermark of this subtask's only with, or after, every record routed
         before it was computed), and its watermark is the highest it has had of the least over its channels that
         are not idle; so while this subtask's channel has never been idle, the consumer's watermark is at most the
-        highest of where it started and every watermark this subtask put on the edge before this run (which may
-        go down: a source's new split, an input no longer idle), kept in :attr:`bound_floors`. Once this subtask
-        was idle on an edge, the others may have moved its consumers past what it sends later: that edge is
-        combined no more in this attempt."""
+        highest of where it started (or was at a later barrier: its floor) and every watermark this subtask put on
+        the edge before this run, which may go down (a source's new split, an input no longer idle). Once this
+        subtask was idle on an edge, the others may have moved its consumers past what it sends later: that edge is
+        combined no more in this attempt. An edge without a floor yet is not combined."""
         bounds = {}
         watermarks = self.writer.watermarks
-        for e in self.stage.output_edges:
-            floor = self.bound_floors.get(e.id)
-            if floor is None:
-                continue
+        for e in list(self.combining):
             # none computed yet: the channel's least, unless a frame went out already (it said idle)
             sent = watermarks.get(e.source, None if self.writer.sent else MIN_WATERMARK)
             if sent is None:
-                del self.bound_floors[e.id]
+                self.combining.remove(e)
                 continue
-            bounds[e.id] = self.bound_floors[e.id] = max(floor, sent)
+            high = self.sent_high[e.id] = max(self.sent_high.get(e.id, sent), sent)
+            floor = self.bound_floors.get(e.id)
+            if floor is not None:
+                bounds[e.id] = max(floor, high)
         return bounds
 
     # -- the driver's messages ----------------------------------------------------------------
@@ -320,6 +326,9 @@ class ContinuousTask:
             self._inject(message)
         elif isinstance(message, AddSplits):
             self._add_splits(message.splits)
+        elif isinstance(message, WatermarkFloors):  # a floor is at most raised: the one known first stays
+            for edge_id, floor in message.floors.items():
+                self.bound_floors.setdefault(edge_id, floor)
         elif isinstance(message, list):  # completed checkpoints
             self._notify(message)
 
