@@ -24,7 +24,7 @@ at or below ``bound - gap + 1`` goes over as it is, in order, and the window ope
 element (per key, an upstream task sends partials or records, never both, so the order that matters is kept).
 Keys are one key where the keyed state has them as one (``1``, ``1.0`` and ``True``: canonical bytes). Without a
 bound (the first epoch after a restore, until the tasks concerned reported; in continuous mode likewise, until a
-restored attempt's consumers reported at its first barrier, and an edge its subtask was idle on) nothing is
+restored attempt's consumers and the tasks feeding them reported, and an edge its subtask was idle on) nothing is
 combined.
 """
 

@@ -6,7 +6,7 @@ partials for the keys none of whose records can be late (``sparkpoint.windows.co
 against the driver's watermark bound, which a restored round does not know until its tasks report. The job is
 SIGKILLed at random progress points and at fault points of the checkpoint protocol; the committed lines must be
 the pandas oracle's, each once. In continuous mode an upstream subtask bounds its consumers' watermark by what it
-sent (a fresh attempt's; a restored one does not combine).
+sent, with a floor of where they started (a restored attempt's from its windows' first reports).
 """
 
 from __future__ import annotations

@@ -292,7 +292,7 @@ def _restoring_run(make_env, tmp_path, events, fail_at: int | None):
     out = windowed.aggregate(CountAndSeqs(), window_function=WithWindow()).uid("w").set_parallelism(2)
     env._add_transformation(CollectTransformation, "Collect", [TransformationInput(out._id)])
     result = env.execute()
-    return sorted(result.collected), result.metrics["w"], result.restarts
+    return sorted(result.collected), result.metrics["w"], result.restarts, result.checkpoints["counts"]["restored"]
 
 
 def test_a_restored_continuous_attempt_combines_once_its_consumers_reported(make_env, tmp_path):
@@ -300,7 +300,7 @@ def test_a_restored_continuous_attempt_combines_once_its_consumers_reported(make
     their first reports, then sends it): it combines from then on, and the sessions are the oracle's, each once."""
     events = out_of_order_events(3_000, seed=8, keys="abc", step_ms=(50, 900), max_delay_ms=0, pause_every=30)
     expected = [(k, s, e, (len(seqs), seqs)) for k, s, e, seqs in sessions(events, lambda e: GAP)]
-    out, metrics, restarts = _restoring_run(make_env, tmp_path, events, fail_at=events[300][2])
-    assert restarts == 1 and out == expected
-    _, whole, _ = _restoring_run(make_env, tmp_path, events, fail_at=None)
+    out, metrics, restarts, restored = _restoring_run(make_env, tmp_path, events, fail_at=events[1_000][2])
+    assert restarts == 1 and restored == 1 and out == expected  # restored a checkpoint, not started over
+    _, whole, _, _ = _restoring_run(make_env, tmp_path, events, fail_at=None)
     assert metrics["numLocalAggregatesIn"] > whole["numLocalAggregatesIn"] // 2, (metrics, whole)

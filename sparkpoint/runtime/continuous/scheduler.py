@@ -12,8 +12,9 @@ commits, savepoints, REST and metrics are the epoch mode's. Per job attempt:
    :class:`~sparkpoint.runtime.continuous.messages.InjectBarrier` to the sources (with their new splits and
    completed checkpoints) and takes every subtask's report of it; acknowledgements go to the core as they come
    (``BarrierContext.acknowledge``), so a checkpoint completes and commits as soon as its last task uploaded;
+   between two barriers it deals the splits source subtasks ask for (``SplitRequest``);
 3. **after the barrier**: a barrier that carried a snapshot is uploaded as the checkpoints the core triggered at it,
-   or dropped.
+   or dropped; a restored attempt's combining subtasks get the watermark floors the deployment lacked.
 
 A subtask's failure, or a slot lost, fails the attempt; the core restores and the next barrier deploys anew.
 """
@@ -177,7 +178,8 @@ class ContinuousScheduler:
         return Barrier(epoch, reports, snapshot=options.snapshot)
 
     def barrier_passed(self, barrier: Barrier, finished: bool, context: BarrierContext) -> None:
-        """Upload the barrier's snapshot as the checkpoints triggered at it, or drop it."""
+        """Upload the barrier's snapshot as the checkpoints triggered at it, or drop it; send the watermark floors
+        a restored attempt's combining edges lacked (:meth:`_send_floors`)."""
         self._send_floors()
         if self.server is None or not barrier.snapshot or finished and context.coordinator is None:
             return

@@ -119,8 +119,8 @@ class ContinuousTask:
         self.paused = dep.pause  # reads nothing until a barrier says otherwise
         self.drained = False
         # the output edges whose combiner needs a bound of the consumer's watermark (_watermark_bounds), not idle yet;
-        # per edge the consumer's watermark as the attempt started, or at a later barrier (WatermarkFloors), and the
-        # highest watermark this subtask put on it
+        # per edge a floor (at least the consumer's watermark as the attempt started: the deployment's bound, or for a
+        # restored attempt WatermarkFloors after its consumers reported) and the highest watermark this subtask sent
         self.combining = [e for e in self.stage.output_edges if getattr(e.combiner, "needs_watermark_bound", False)]
         self.bound_floors: dict[int, int] = {
             e.id: dep.watermark_bounds[e.id] for e in self.combining if e.id in dep.watermark_bounds
@@ -326,7 +326,7 @@ class ContinuousTask:
             self._inject(message)
         elif isinstance(message, AddSplits):
             self._add_splits(message.splits)
-        elif isinstance(message, WatermarkFloors):  # a floor is at most raised: the one known first stays
+        elif isinstance(message, WatermarkFloors):  # any floor holds; the first one set stays
             for edge_id, floor in message.floors.items():
                 self.bound_floors.setdefault(edge_id, floor)
         elif isinstance(message, list):  # completed checkpoints
