@@ -3,9 +3,9 @@
 Each slot keeps one authenticated connection to the driver (:class:`~.control.ControlServer`).
 Driver → slot: :class:`InjectBarrier` (to the source subtasks; it also carries new splits and completed
 checkpoints), :class:`AddSplits` (splits a source subtask asked for with :class:`SplitRequest`),
-:class:`WatermarkFloors`,
-:class:`UploadSnapshot` / :class:`DropSnapshot` (what becomes of a barrier's snapshot once the driver triggered, or
-did not trigger, a checkpoint at it), :class:`Shutdown`. Slot → driver: :class:`SlotReady`, :class:`SplitRequest`,
+:class:`WatermarkFloors` (to every subtask, for a restored attempt's combiners), :class:`UploadSnapshot` /
+:class:`DropSnapshot` (what becomes of a barrier's snapshot once the driver triggered, or did not trigger, a
+checkpoint at it), :class:`Shutdown`. Slot → driver: :class:`SlotReady`, :class:`SplitRequest`,
 each subtask's :class:`~sparkpoint.runtime.task_messages.TaskReport` at each barrier, :class:`SnapshotAcks` when a
 checkpoint's asynchronous part is done, and a :class:`~sparkpoint.runtime.task_messages.TaskFailure`.
 """
@@ -20,6 +20,7 @@ from sparkpoint.checkpoint.properties import CheckpointOptions
 from sparkpoint.runtime.task_messages import TaskDeployment
 
 __all__ = [
+    "BARRIER_RECORDS",
     "AddSplits",
     "BarrierOptions",
     "DropSnapshot",
@@ -52,6 +53,11 @@ class BarrierOptions:
     aligned: bool = True
 
 
+#: what a source subtask reads between two barriers where the user does not bound an epoch's records: ten times
+#: ``execution.epoch.max-records``' default, a bound on what a chained job holds until the barrier's report
+BARRIER_RECORDS = 1_000_000
+
+
 @dataclass(frozen=True)
 class SlotSpec:
     """What one slot runs: subtask ``slot`` of every stage wide enough, each from its deployment."""
@@ -64,7 +70,7 @@ class SlotSpec:
     channel_capacity: int
     idle_tick_ms: int
     #: what a source subtask reads between two barriers at most
-    barrier_records: int = 1_000_000
+    barrier_records: int = BARRIER_RECORDS
     #: the source nodes whose splits a subtask asks for when it runs out (:class:`SplitRequest`)
     requesting_sources: frozenset[int] = frozenset()
 

@@ -35,6 +35,7 @@ from sparkpoint.runtime.clock import SYSTEM_CLOCK, Clock
 from sparkpoint.runtime.continuous.control import ControlServer, SlotLost
 from sparkpoint.runtime.continuous.local_slots import InProcessLauncher
 from sparkpoint.runtime.continuous.messages import (
+    BARRIER_RECORDS,
     AddSplits,
     BarrierOptions,
     DropSnapshot,
@@ -105,7 +106,7 @@ class ContinuousSettings:
         # a bound on what a chained job holds until the next barrier (printed, collected), not on a source's rate
         # (its output channels hold it back; 100,000 every 200 ms had capped a source at 500,000 records/s)
         key = "execution.epoch.max-records"
-        self.barrier_records = config.get_integer(key, 100_000) if config.contains_key(key) else 1_000_000
+        self.barrier_records = config.get_integer(key) if config.contains_key(key) else BARRIER_RECORDS
 
 
 class ContinuousScheduler:

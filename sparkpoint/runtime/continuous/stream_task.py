@@ -97,6 +97,12 @@ class ContinuousTask:
         self.dep, self.spec, self.gate, self.writer, self.control = dep, spec, gate, writer, control
         self.is_source = self.stage.is_source_stage
         self.source_nodes = [nid for nid in self.stage.nodes if plan.nodes[nid].kind == "source"]
+        # the source nodes whose splits this subtask asks for when it runs out (those of its own that deal on request)
+        self.requesting = [
+            nid
+            for nid in self.source_nodes
+            if nid in spec.requesting_sources and subtask < (plan.nodes[nid].parallelism or self.stage.parallelism)
+        ]
         self.ops: dict[int, StreamOperator] = {}
         self.keyed_ops: list[KeyedOperator] = []
         self.keyed: KeyedTaskState | None = None
@@ -211,15 +217,14 @@ class ContinuousTask:
             self._control(message)
 
     def _running_out(self) -> dict[int, list]:
-        """The splits this subtask holds of each source node that deals on request (and whose subtask it is), where
-        it holds at most the one it reads."""
+        """The splits this subtask holds of each source node it asks splits of (:attr:`requesting`), where it holds
+        at most the one it reads."""
         if self.paused or self.drained:
             return {}
         held = {}
-        for nid in self.spec.requesting_sources & set(self.source_nodes):
+        for nid in self.requesting:
             unread = [s for s in self.dep.splits.get(nid, []) if not s.finished]
-            node_parallelism = self.plan.nodes[nid].parallelism or self.stage.parallelism
-            if len(unread) <= 1 and not self.dep.no_more_splits.get(nid, False) and self.subtask < node_parallelism:
+            if len(unread) <= 1 and not self.dep.no_more_splits.get(nid, False):
                 held[nid] = unread
         return held
 
