@@ -150,7 +150,7 @@ class StateStore:
         as the cache has room)."""
         cells = self.cells
         wanted = dbkeys if distinct else list(dict.fromkeys(dbkeys))
-        missing = [k for k in wanted if k not in cells]
+        missing = [k for k in wanted if k not in cells] if cells else list(wanted)
         if len(cells) + len(missing) > self.max_cached and cells:  # make room: write the changes so far
             self._spill()
             missing = list(wanted)  # cut and sorted below: not the caller's list
@@ -343,7 +343,7 @@ class StateStore:
     def _write_changes(self, batch: rocksdict.WriteBatch, undo: list[tuple[bytes, bytes | None]]) -> int:
         """Put the cached entries whose bytes changed into ``batch``, and ``(db key, old bytes)`` of those
         changed for the first time this epoch into ``undo``; returns how many changed (``None``: absent)."""
-        dumps, spilled, writes = pickle.dumps, self.spilled, ({} if self.writes is None else self.writes)
+        dumps, spilled, writes = pickle.dumps, self.spilled, self.writes
         put, delete, log = batch.put, batch.delete, undo.append
         changed = 0
         for dbkey, cell in self.cells.items():
@@ -352,7 +352,8 @@ class StateStore:
                 if old is None:
                     continue
                 delete(dbkey)
-                writes[dbkey] = None
+                if writes is not None:
+                    writes[dbkey] = None
             else:
                 if slot is None:  # read, maybe mutated in place, never put
                     slot = pickle.loads(old or b"")[:2]
@@ -360,7 +361,8 @@ class StateStore:
                 if new == old:
                     continue
                 put(dbkey, new)
-                writes[dbkey] = new
+                if writes is not None:
+                    writes[dbkey] = new
             changed += 1
             if dbkey not in spilled:
                 log((dbkey, old))
