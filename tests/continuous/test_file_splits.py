@@ -12,10 +12,13 @@ import os
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 from sparkpoint.common import Encoder, WatermarkStrategy
+from sparkpoint.connectors.base import SourceSplit
 from sparkpoint.datastream.connectors.file_system import FileSink, FileSource, StreamFormat
 from sparkpoint.datastream.connectors.generator import DataGeneratorSource
+from sparkpoint.runtime.continuous.stream_task import ContinuousTask
 from sparkpoint.runtime.source_coordinator import SourceCoordinator
 from sparkpoint.testing.kill_loop import read_committed_lines
 
@@ -86,3 +89,32 @@ def test_a_top_up_deals_to_the_subtask_that_asked_behind_what_it_holds(tmp_path)
 
 def path(tmp_path: Path, k: int) -> str:
     return str(tmp_path / "in" / f"part-{k:02d}.txt")
+
+
+def test_a_subtask_asks_once_for_what_it_holds_of_each_source_node_and_again_for_a_node_that_ran_dry():
+    """Two file sources in one subtask: a request for what it holds goes once; a second node that now holds
+    nothing (while the first still holds the same split) asks again, and so does a node whose split changed."""
+    sent: list = []
+    held: dict[int, list] = {}
+    task = SimpleNamespace(
+        subtask=1,
+        dep=SimpleNamespace(epoch=4),
+        asked=None,
+        control=SimpleNamespace(send=sent.append),
+        _running_out=lambda: dict(held),
+    )
+    a1, a2 = SourceSplit("a-1"), SourceSplit("a-2")
+    ContinuousTask._ask_for_splits(task)
+    assert sent == []  # holds enough of every node
+    held[3] = [a1]
+    for _ in range(2):
+        ContinuousTask._ask_for_splits(task)
+    assert [dict(m.held) for m in sent] == [{3: [a1]}]
+    held[5] = []  # the second source ran dry, the first holds what it held
+    ContinuousTask._ask_for_splits(task)
+    assert [dict(m.held) for m in sent][1:] == [{3: [a1], 5: []}]
+    held[3] = [a2]
+    ContinuousTask._ask_for_splits(task)
+    ContinuousTask._ask_for_splits(task)
+    assert [dict(m.held) for m in sent][2:] == [{3: [a2], 5: []}]
+    assert {(m.subtask, m.epoch) for m in sent} == {(1, 4)}

@@ -200,10 +200,7 @@ class ContinuousTask:
         """Read a slice, then take the driver's messages; with nothing read, wait a tick for one."""
         read = 0
         cap = self.spec.barrier_records
-        held = self._running_out()
-        if held and (asking := frozenset((n, s.split_id) for n, splits in held.items() for s in splits)) != self.asked:
-            self.control.send(SplitRequest(self.subtask, self.dep.epoch, held))
-            self.asked = asking
+        self._ask_for_splits()
         if not (self.paused or self.drained or self.read_since_barrier >= cap):
             t0 = time.perf_counter()
             read = self._run_chain(Inputs.of(self.stage), None)
@@ -215,6 +212,15 @@ class ContinuousTask:
         self.times.idle_s += time.perf_counter() - t0
         for _, message in messages:
             self._control(message)
+
+    def _ask_for_splits(self) -> None:
+        """Ask the driver for splits of the source nodes this subtask runs out of, once for what it holds of each
+        (a node that holds nothing counts too)."""
+        held = self._running_out()
+        asking = frozenset((n, frozenset(s.split_id for s in splits)) for n, splits in held.items())
+        if held and asking != self.asked:
+            self.control.send(SplitRequest(self.subtask, self.dep.epoch, held))
+            self.asked = asking
 
     def _running_out(self) -> dict[int, list]:
         """The splits this subtask holds of each source node it asks splits of (:attr:`requesting`), where it holds
