@@ -45,26 +45,31 @@ def _kind(pid: str) -> str:
     return "driver and others"
 
 
+#: threads counted apart, by the kind of their process: (name prefixes, the row they go to)
+_THREADS = {"JVM": (("C1 Compiler", "C2 Compiler"), "JIT"), "Python workers": (("rocksdb:",), "RocksDB")}
+
+
 def sample(root: int, seen: dict[tuple[str, str], tuple[str, float]]) -> None:
-    """The CPU so far of ``root``, of every process below it and of each JVM's JIT compiler threads, into ``seen``
-    (a process's own figure includes its threads that ended; a compiler thread that ended between two readings
-    loses what it spent since the last)."""
+    """The CPU so far of ``root``, of every process below it, of each JVM's JIT compiler threads and of the Python
+    workers' RocksDB threads (flushes, compactions), into ``seen`` (a process's own figure includes its threads that
+    ended; a counted thread that ended between two readings loses what it spent since the last)."""
     for pid in [str(root), *_descendants(str(root))]:
         got = _cpu(f"/proc/{pid}/stat")
         if got is None:
             continue
         kind = _kind(pid)
         seen[(pid, "")] = (kind, got[1])
-        if kind != "JVM":
+        if kind not in _THREADS:
             continue
+        prefixes, row = _THREADS[kind]
         try:
             threads = os.listdir(f"/proc/{pid}/task")
         except OSError:
             continue
         for tid in threads:
             thread = _cpu(f"/proc/{pid}/task/{tid}/stat")
-            if thread is not None and thread[0].startswith(("C1 Compiler", "C2 Compiler")):
-                seen[(pid, tid)] = ("JIT", thread[1])
+            if thread is not None and thread[0].startswith(prefixes):
+                seen[(pid, tid)] = (row, thread[1])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -88,12 +93,15 @@ def main(argv: list[str] | None = None) -> int:
     by_kind: Counter = Counter()
     for kind, seconds in seen.values():
         by_kind[kind] += seconds
-    jit = by_kind.pop("JIT", 0.0)
-    rows = {"JVM: JIT compiler": jit, "JVM: the rest": by_kind.pop("JVM", 0.0) - jit, **dict(sorted(by_kind.items()))}
+    jit, rocksdb = by_kind.pop("JIT", 0.0), by_kind.pop("RocksDB", 0.0)
+    rows = {"JVM: JIT compiler": jit, "JVM: the rest": by_kind.pop("JVM", 0.0) - jit}
+    rows["Python workers: RocksDB threads"] = rocksdb
+    rows["Python workers: the rest"] = by_kind.pop("Python workers", 0.0) - rocksdb
+    rows.update(sorted(by_kind.items()))
     print(f"exit {proc.returncode}, wall {wall:.2f} s; CPU seconds (this sampler's own not counted):")
     for kind, seconds in rows.items():
-        print(f"  {kind:20s} {seconds:7.2f}")
-    print(f"  {'all':20s} {sum(rows.values()):7.2f}")
+        print(f"  {kind:32s} {seconds:7.2f}")
+    print(f"  {'all':32s} {sum(rows.values()):7.2f}")
     return proc.returncode
 
 

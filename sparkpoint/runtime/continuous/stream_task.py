@@ -133,9 +133,10 @@ class ContinuousTask:
         }
         self.sent_high: dict[int, int] = {}
         self.read_since_barrier = 0  # a source subtask reads at most spec.barrier_records between two barriers
-        # what this subtask held when it last asked for splits, until AddSplits or a barrier: it asks again only
-        # once that changes (a split read to its end), so a request the driver turned down is not repeated
-        self.asked: frozenset | None = None
+        # per source node, what this subtask held of it when it last asked for its splits, until splits of it come
+        # or a barrier passes: it asks again only once that changes (a split read to its end), so a request the
+        # driver turned down is not repeated
+        self.asked: dict[int, frozenset] = {}
 
     # -- life cycle ---------------------------------------------------------------------------
     def setup(self) -> None:
@@ -215,12 +216,16 @@ class ContinuousTask:
 
     def _ask_for_splits(self) -> None:
         """Ask the driver for splits of the source nodes this subtask runs out of, once for what it holds of each
-        (a node that holds nothing counts too)."""
-        held = self._running_out()
-        asking = frozenset((n, frozenset(s.split_id for s in splits)) for n, splits in held.items())
-        if held and asking != self.asked:
+        (a node that holds nothing counts too); a request names only the nodes it asks of anew (the driver would
+        deal another node again on what it held when it asked before, splits dealt since not counted)."""
+        held = {
+            nid: splits
+            for nid, splits in self._running_out().items()
+            if frozenset(s.split_id for s in splits) != self.asked.get(nid)
+        }
+        if held:
             self.control.send(SplitRequest(self.subtask, self.dep.epoch, held))
-            self.asked = asking
+            self.asked.update({nid: frozenset(s.split_id for s in splits) for nid, splits in held.items()})
 
     def _running_out(self) -> dict[int, list]:
         """The splits this subtask holds of each source node it asks splits of (:attr:`requesting`), where it holds
@@ -346,6 +351,7 @@ class ContinuousTask:
     def _inject(self, message: InjectBarrier) -> None:
         """A source subtask's barrier: new splits first, then (drained) end of event time, then the barrier."""
         self._add_splits(message.new_splits)
+        self.asked.clear()  # the driver drops requests from before the barrier: a subtask still short asks again
         self.dep.no_more_splits.update(message.no_more_splits)
         self._notify(message.notify_checkpoints)
         if message.options.drain and not self.drained:
@@ -358,7 +364,7 @@ class ContinuousTask:
     def _add_splits(self, new_splits: dict[int, list]) -> None:
         for nid, splits in new_splits.items():
             self.dep.splits[nid] = list(self.dep.splits.get(nid, [])) + list(splits)
-        self.asked = None  # (a subtask still short asks again)
+            self.asked.pop(nid, None)  # (still short of this node, it asks again)
 
     def _notify(self, checkpoint_ids: list[int]) -> None:
         for cid in checkpoint_ids:
