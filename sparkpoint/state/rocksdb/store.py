@@ -94,6 +94,12 @@ class StateStore:
         self.timer_counts: dict[str, int] = self._load_json(META_TIMER_COUNTS, {})
         self.watermark: int | None = self._load_json(META_WATERMARK, None)
         self.key_format = self._key_format()
+        # nothing stored yet (a new database, before its first write): a prefetch reads nothing
+        self.empty = not self.names and self.committed_epoch() is None and self.db.get(META_IN_PROGRESS) is None
+
+    def _write(self, batch: rocksdict.WriteBatch) -> None:
+        self.db.write(batch)
+        self.empty = False
 
     # -- metadata ---------------------------------------------------------------------------
     def _load_json(self, key: bytes, default: Any) -> Any:
@@ -156,6 +162,9 @@ class StateStore:
             missing = list(wanted)  # cut and sorted below: not the caller's list
         del missing[max(0, self.max_cached - len(cells)) :]
         if not missing:
+            return
+        if self.empty:  # a new database's first epoch: every entry is absent
+            cells.update(zip(missing, [Cell(None, None) for _ in missing]))
             return
         missing.sort()  # RocksDB's multi-get is fastest in key order
         raws: list = self.db.get(missing)  # type: ignore[arg-type, assignment]  # a list in, a list out
@@ -249,7 +258,7 @@ class StateStore:
             batch.delete(META_EPOCH)
         else:
             batch.put(META_EPOCH, str(epoch).encode())
-        self.db.write(batch)
+        self._write(batch)
         self._reload()
 
     def _reload(self) -> None:
@@ -285,7 +294,7 @@ class StateStore:
                 self.in_progress = True
             self._write_undo_chunk(batch, undo)
             self.spilled.update(dbkey for dbkey, _ in undo)
-            self.db.write(batch)
+            self._write(batch)
             self.spilled_changes += changed
         self._forget_cells()
 
@@ -316,7 +325,7 @@ class StateStore:
             changed += len(timers)
         self._commit_meta(batch, epoch, watermark, undo)
         self._write_undo_chunk(batch, undo)
-        self.db.write(batch)
+        self._write(batch)
         changed += self.spilled_changes
         writes = self.writes
         self._clear_epoch()
@@ -337,7 +346,7 @@ class StateStore:
         the epoch before, in one batch (:func:`~sparkpoint.state.rocksdb.changes.replay_batch`)."""
         batch = replay_batch(self, changes, epoch)
         self._mark_key_format(batch)
-        self.db.write(batch)
+        self._write(batch)
         self._reload()
 
     def _write_changes(self, batch: rocksdict.WriteBatch, undo: list[tuple[bytes, bytes | None]]) -> int:
@@ -413,14 +422,14 @@ class StateStore:
             batch.put(dbkey, raw)
             n += 1
             if n % chunk == 0:
-                self.db.write(batch)
+                self._write(batch)
                 batch = rocksdict.WriteBatch(raw_mode=True)
         batch.put(META_NAMES, json.dumps(self.names).encode())
         batch.put(META_TIMER_COUNTS, json.dumps(self.timer_counts).encode())
         self._mark_key_format(batch)
         if epoch is not None:
             batch.put(META_EPOCH, str(epoch).encode())
-        self.db.write(batch)
+        self._write(batch)
         return n
 
     # -- local checkpoints ------------------------------------------------------------------
