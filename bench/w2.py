@@ -82,12 +82,12 @@ class CountPerKey(KeyedProcessFunction):
 
 
 class Probe(JobListener):
-    """Records epochs and checkpoints; cancels the job once all input is read and (``mode``
-    ``"checkpointed"``) a checkpoint at or after the last data epoch completed, or (``"first"``)
-    as soon as all input is read."""
+    """Records epochs and checkpoints; cancels the job once all input is read and a checkpoint at or after the
+    last data epoch completed (the collected output of an exactly-once job is what its checkpoints committed)."""
 
-    def __init__(self, expected_records: int, mode: str):
-        self.expected, self.mode = expected_records, mode
+    def __init__(self, expected_records: int, feed: Feed):
+        self.expected, self.feed = expected_records, feed
+        self.read = 0  # records this run read (a restored job's totals count on from its checkpoint's)
         self.job: Any = None
         self.t0 = now()
         self.epochs: list[dict[str, Any]] = []
@@ -112,10 +112,10 @@ class Probe(JobListener):
                 "phase_ms": dict(getattr(stats, "phase_ms", {})),
             }
         )
-        if self.last_data_epoch is None and stats.total_records_in >= self.expected:
+        self.read += stats.records_in
+        self.feed.advance(self.read)
+        if self.last_data_epoch is None and self.read >= self.expected:
             self.last_data_epoch = stats.epoch
-            if self.mode == "first":
-                self.job.cancel()
 
     def on_checkpoint_completed(self, checkpoint: Any) -> None:
         chk = Path(checkpoint.location.removeprefix("file://"))
@@ -143,8 +143,33 @@ class Probe(JobListener):
                 "kind": "changelog" if any(chk.glob("changelog-*.json")) else "materialized",
             }
         )
-        if self.mode == "checkpointed" and self.last_data_epoch is not None and barrier >= self.last_data_epoch:
+        if self.last_data_epoch is not None and barrier >= self.last_data_epoch:
             self.job.cancel()
+
+
+class Feed:
+    """The directory a run reads, its pairs linked into it one at a time: the next once the run has read every
+    record of those before. So an epoch never sees two pairs: a file source reads on past a file's end within an
+    epoch, and deals a subtask more files while it holds fewer bytes than its bound."""
+
+    def __init__(self, directory: Path):
+        self.directory = directory
+        directory.mkdir(parents=True, exist_ok=True)
+        self.pending: list[tuple[list[Path], int]] = []  # (a pair's files, its records), in order
+        self.linked = 0  # records of the pairs linked in, since begin()
+
+    def begin(self, pairs: list[list[Path]], sizes: list[int]) -> None:
+        """A run starts: it will read ``pairs`` (of ``sizes`` records), the first linked in now."""
+        self.pending, self.linked = list(zip(pairs, sizes)), 0
+        self.advance(0)
+
+    def advance(self, read: int) -> None:
+        """The run read ``read`` records: once that is all of the pairs linked, link the next."""
+        if read >= self.linked and self.pending:
+            paths, size = self.pending.pop(0)
+            for path in paths:
+                os.link(path, self.directory / path.name)
+            self.linked += size
 
 
 _PROBE: list[Probe] = []
@@ -200,14 +225,27 @@ def build_job(env: StreamExecutionEnvironment, input_dir: Path) -> None:
 
 
 def run_job(
-    spark: Any, inp: W2Input, work: Path, tag: str, backend: str, incremental: bool, restore_from: str | None = None
+    spark: Any,
+    inp: W2Input,
+    work: Path,
+    tag: str,
+    backend: str,
+    incremental: bool,
+    feed: Feed,
+    restore_from: str | None = None,
 ) -> dict[str, Any]:
-    """One job over ``inp``'s files, cancelled when done (see :class:`Probe`)."""
-    expected = len(inp.restore_pair[0]) + len(inp.restore_pair[1]) if restore_from else inp.main_records
-    probe = Probe(expected, "first" if restore_from else "checkpointed")
+    """One job over ``inp``'s files (the main ones, or after ``restore_from`` the restore pair: the last of
+    ``inp.pair_paths``), fed pair by pair through ``feed``, cancelled when done (see :class:`Probe`)."""
+    pairs = inp.load_pairs + inp.hot_pairs
+    if restore_from:
+        assert inp.restore_pair is not None
+        pairs = [inp.restore_pair]
+    sizes = [len(a) + len(b) for a, b in pairs]
+    probe = Probe(sum(sizes), feed)
     _PROBE.append(probe)
+    feed.begin(inp.pair_paths[-len(pairs) :], sizes)
     env = make_env(spark, work, tag, backend, incremental, inp.max_file_records, restore_from)
-    build_job(env, inp.directory)
+    build_job(env, feed.directory)
     with RssSampler() as rss:
         probe.t0 = now()
         client = env.execute_async(f"w2-{tag}")
@@ -233,7 +271,8 @@ def run_size(
     (checked)."""
     kind = "incremental" if incremental else "full"
     tag = f"{backend}-{kind}-{inp.keys}"
-    main = run_job(spark, inp, work, tag, backend, incremental)
+    feed = Feed(work / f"feed-{tag}")  # the restore run reads on in the same directory: its checkpoint names the files
+    main = run_job(spark, inp, work, tag, backend, incremental, feed)
     before = inp.sample_totals(False)
     main["check"] = check_sample(main.pop("collected"), before)
     main.update(summarize_epochs(main, inp))
@@ -252,7 +291,7 @@ def run_size(
     latest = main["checkpoints"][-1]["location"]
     added = inp.write_restore_pair()
     try:
-        restore = run_job(spark, inp, work, f"{tag}-restore", backend, incremental, restore_from=latest)
+        restore = run_job(spark, inp, work, f"{tag}-restore", backend, incremental, feed, restore_from=latest)
         pair_keys = set(inp.restore_pair[0].tolist()) | set(inp.restore_pair[1].tolist())
         changed = [str(k) for k in pair_keys if str(k).endswith(SAMPLE_SUFFIX)]
         after = inp.sample_totals(True)
@@ -270,6 +309,7 @@ def run_size(
         for path in added:
             path.unlink()
         inp.files -= len(added)
+        inp.pair_paths.pop()
         _remove_run_dirs(work, tag)
     return out
 

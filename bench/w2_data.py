@@ -51,6 +51,7 @@ class W2Input:
     hot_pairs: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
     restore_pair: tuple[np.ndarray, np.ndarray] | None = None
     files: int = 0
+    pair_paths: list[list[Path]] = field(default_factory=list)  # the files of each pair written, in order
     _changed: list[int] | None = None
 
     @property
@@ -111,6 +112,7 @@ class W2Input:
             os.utime(path, (mtime, mtime))
             self.files += 1
             paths.append(path)
+        self.pair_paths.append(paths)
         return paths
 
 
