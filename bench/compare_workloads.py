@@ -151,7 +151,7 @@ def _w2_input(path: str, work: Path, name: str) -> Any:
     copy = work / name
     shutil.copytree(inp.directory, copy)  # copy2: modification times (the files' order) kept
     inp.directory = copy
-    inp.pair_paths = [[copy / p.name for p in pair] for pair in getattr(inp, "pair_paths", [])]
+    inp.pair_paths = [[copy / p.name for p in pair] for pair in inp.pair_paths]
     return inp
 
 

@@ -154,7 +154,8 @@ class Feed:
 
     def __init__(self, directory: Path):
         self.directory = directory
-        directory.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(directory, ignore_errors=True)  # a run that ended early (no checkpoint) left its pairs
+        directory.mkdir(parents=True)
         self.pending: list[tuple[list[Path], int]] = []  # (a pair's files, its records), in order
         self.linked = 0  # records of the pairs linked in, since begin()
 

@@ -519,11 +519,11 @@ def test_a_new_databases_first_epoch_reads_nothing_and_every_write_ends_that(tmp
     store.prefetch([b"a", b"b"])
     assert gets == [] and store.get(b"a") is None
     oracle: dict[bytes, int] = {}
-    for n, key in enumerate([b"a", b"b", b"c", b"d", b"a", b"e", b"b", b"a"]):
+    for n, key in enumerate([b"a", b"b", b"c", b"d", b"a", b"e", b"b", b"a"], start=1):
         store.prefetch([key])
-        value = (store.get(key) or 0) + n
-        store.put(key, (key.decode(), None), value)
-        oracle[key] = value
+        assert store.get(key) == oracle.get(key), (n, key)  # what the spills before it wrote, or absent
+        oracle[key] = oracle.get(key, 0) + n
+        store.put(key, (key.decode(), None), oracle[key])
     assert store.spilled_changes > 0 and gets  # spilled, then read again
     store.commit(1)
     store.prefetch(list(oracle))

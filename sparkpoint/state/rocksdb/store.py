@@ -93,9 +93,9 @@ class StateStore:
         self.names: dict[str, int] = self._load_json(META_NAMES, {})
         self.timer_counts: dict[str, int] = self._load_json(META_TIMER_COUNTS, {})
         self.watermark: int | None = self._load_json(META_WATERMARK, None)
-        self.key_format = self._key_format()
         # nothing stored yet (a new database, before its first write): a prefetch reads nothing
         self.empty = not self.names and self.committed_epoch() is None and self.db.get(META_IN_PROGRESS) is None
+        self.key_format = self._key_format()
 
     def _write(self, batch: rocksdict.WriteBatch) -> None:
         self.db.write(batch)
@@ -112,8 +112,7 @@ class StateStore:
         raw = self.db.get(META_KEY_FORMAT)
         if raw is not None:
             return int(raw)
-        new = not self.names and self.committed_epoch() is None and self.db.get(META_IN_PROGRESS) is None
-        return KEY_FORMAT if new else 1
+        return KEY_FORMAT if self.empty else 1
 
     def _mark_key_format(self, batch: rocksdict.WriteBatch) -> None:
         if self.key_format >= 2:
