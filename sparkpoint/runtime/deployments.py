@@ -122,7 +122,7 @@ def _watermark_bounds(stage: StagePlan, progress: JobProgress) -> dict[int, int]
     consumer's watermark (:meth:`JobProgress.watermark_bound`), where the driver knows one."""
     bounds = {}
     for e in stage.output_edges:
-        if getattr(e.combiner, "needs_watermark_bound", False):
+        if e.needs_watermark_bound:
             bound = progress.watermark_bound(e.target)
             if bound is not None:
                 bounds[e.id] = bound

@@ -62,6 +62,12 @@ class StreamEdge:
     combiner: Any = None  # combines the source's records before the exchange (windows' local aggregation)
     key_type: Any = None  # the key type key_by declared (a hash edge), if any
 
+    @property
+    def needs_watermark_bound(self) -> bool:
+        """Its combiner merges only what the consumer cannot take as late: it needs a bound of the consumer's
+        watermark (the deployment's, or in continuous mode ``continuous.combine_bounds``)."""
+        return bool(getattr(self.combiner, "needs_watermark_bound", False))
+
 
 @dataclass
 class StreamNode:

@@ -18,7 +18,7 @@ watermark while it takes them: in epoch mode that watermark does not move while 
 input, and the driver gives each epoch's upstream tasks a bound of it
 (:meth:`~sparkpoint.runtime.job_progress.JobProgress.watermark_bound`); in continuous mode a long-running upstream
 subtask bounds it by where it started and what the subtask itself sent on
-(:meth:`~sparkpoint.runtime.continuous.stream_task.ContinuousTask._watermark_bounds`). A record with
+(:mod:`sparkpoint.runtime.continuous.combine_bounds`). A record with
 ``t + gap - 1`` above the bound is on time, and so is every session it joins. Every record of a key with a record
 at or below ``bound - gap + 1`` goes over as it is, in order, and the window operator takes those element by
 element (per key, an upstream task sends partials or records, never both, so the order that matters is kept).

@@ -18,6 +18,7 @@ from sparkpoint.common import Encoder, WatermarkStrategy
 from sparkpoint.connectors.base import SourceSplit
 from sparkpoint.datastream.connectors.file_system import FileSink, FileSource, StreamFormat
 from sparkpoint.datastream.connectors.generator import DataGeneratorSource
+from sparkpoint.runtime.continuous.split_requests import SplitAsker
 from sparkpoint.runtime.continuous.stream_task import ContinuousTask
 from sparkpoint.runtime.source_coordinator import SourceCoordinator
 from sparkpoint.testing.kill_loop import read_committed_lines
@@ -97,13 +98,14 @@ def test_a_subtask_asks_once_for_what_it_holds_of_each_source_node_and_again_for
     on their way: the driver would deal it again on what it held before); a node whose split changed asks again,
     and splits of a node, or a barrier, let it ask again."""
     sent: list = []
-    held: dict[int, list] = {}
+    held = {3: [SourceSplit("x-1"), SourceSplit("x-2")], 5: [SourceSplit("y-1"), SourceSplit("y-2")]}
     task = SimpleNamespace(
         subtask=1,
-        dep=SimpleNamespace(epoch=4),
-        asked={},
+        dep=SimpleNamespace(epoch=4, splits=held, no_more_splits={}),
+        paused=False,
+        drained=False,
+        splits_asker=SplitAsker([3, 5]),
         control=SimpleNamespace(send=sent.append),
-        _running_out=lambda: dict(held),
     )
 
     def asked() -> list[dict]:
@@ -118,9 +120,9 @@ def test_a_subtask_asks_once_for_what_it_holds_of_each_source_node_and_again_for
     assert asked() == []  # holds enough of every node
     held[3] = [a1]
     assert asked() == [{3: [a1]}]
-    held[5] = []  # the second source ran dry, the first holds what it held
+    held[5] = [replace(held[5][0], finished=True)]  # the second source ran dry, the first holds what it held
     assert asked() == [{5: []}]
     held[3] = [a2]
     assert asked() == [{3: [a2]}]
-    task.asked.pop(5)  # as AddSplits of node 5 does (a barrier forgets every node)
+    task.splits_asker.given(5)  # as AddSplits of node 5 does (a barrier forgets every node)
     assert asked() == [{5: []}]

@@ -21,7 +21,7 @@ from sparkpoint.datastream import AggregateFunction, MapFunction, ProcessWindowF
 from sparkpoint.datastream.transformations import CollectTransformation, TransformationInput
 from sparkpoint.datastream.window import EventTimeSessionWindows
 from sparkpoint.errors import SparkpointError, UserFunctionError
-from sparkpoint.runtime.continuous.stream_task import ContinuousTask
+from sparkpoint.runtime.continuous.combine_bounds import CombineBounds
 from sparkpoint.runtime.graph import StagePlan, StreamEdge
 from sparkpoint.runtime.job_progress import JobProgress
 from sparkpoint.runtime.task_messages import TaskReport
@@ -224,10 +224,15 @@ def test_continuous_session_partials_never_come_late_and_lose_nothing(make_env):
 
 
 def continuous_task(floors: dict[int, int], sent: dict) -> SimpleNamespace:
-    """What ``ContinuousTask._watermark_bounds`` reads: one combining edge (7, from node 3) and the writer."""
-    edge = SimpleNamespace(id=7, source=3)
+    """A subtask's bounds of one combining edge (7, from node 3) and of another edge, with the writer they read."""
+    combining = StreamEdge(7, 3, 9, combiner=SimpleNamespace(needs_watermark_bound=True))
+    plain = StreamEdge(8, 3, 10)
     writer = SimpleNamespace(watermarks={}, sent=sent)
-    return SimpleNamespace(combining=[edge], bound_floors=floors, sent_high={}, writer=writer)
+    return SimpleNamespace(bounds=CombineBounds([combining, plain], floors), writer=writer)
+
+
+def bounds_of(task: SimpleNamespace) -> dict[int, int]:
+    return task.bounds.bounds(task.writer.watermarks, task.writer.sent)
 
 
 def test_a_continuous_subtasks_bound_keeps_the_highest_it_sent_and_ends_once_it_was_idle():
@@ -235,17 +240,17 @@ def test_a_continuous_subtasks_bound_keeps_the_highest_it_sent_and_ends_once_it_
     consumer keeps the highest it had: the bound keeps the highest sent. Idle, the others may move the consumer
     past what it sends later: no bound from then on. A frame sent before the first run said idle too."""
     task = continuous_task({7: MIN_WATERMARK}, {})
-    assert ContinuousTask._watermark_bounds(task) == {7: MIN_WATERMARK}
+    assert bounds_of(task) == {7: MIN_WATERMARK}
     for sent, bound in [(10_000, 10_000), (2_000, 10_000), (12_000, 12_000)]:
         task.writer.watermarks[3] = sent
-        assert ContinuousTask._watermark_bounds(task) == {7: bound}, sent
+        assert bounds_of(task) == {7: bound}, sent
     task.writer.watermarks[3] = None
-    assert ContinuousTask._watermark_bounds(task) == {}
+    assert bounds_of(task) == {}
     task.writer.watermarks[3] = 20_000
-    assert ContinuousTask._watermark_bounds(task) == {}
+    assert bounds_of(task) == {}
 
     early = continuous_task({7: MIN_WATERMARK}, {(1, 0): {7: None}})
-    assert ContinuousTask._watermark_bounds(early) == {}
+    assert bounds_of(early) == {}
 
 
 def test_a_continuous_edge_without_a_floor_waits_for_one_and_keeps_what_was_sent_before():
@@ -254,9 +259,9 @@ def test_a_continuous_edge_without_a_floor_waits_for_one_and_keeps_what_was_sent
     task = continuous_task({}, {})
     for sent in (15_000, 4_000):
         task.writer.watermarks[3] = sent
-        assert ContinuousTask._watermark_bounds(task) == {}
-    task.bound_floors[7] = 9_000  # WatermarkFloors
-    assert ContinuousTask._watermark_bounds(task) == {7: 15_000}
+        assert bounds_of(task) == {}
+    task.bounds.add_floors({7: 9_000, 8: 1_000})  # WatermarkFloors
+    assert bounds_of(task) == {7: 15_000}
 
 
 class FailOnceAt(MapFunction):

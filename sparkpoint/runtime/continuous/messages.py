@@ -116,9 +116,9 @@ class AddSplits:
 
 @dataclass(frozen=True)
 class WatermarkFloors:
-    """To every subtask: per edge whose combiner needs one (see ``ContinuousTask._watermark_bounds``), at least
-    the watermark its consumers had at the last barrier. Sent where the deployment gave none (a restored attempt,
-    whose consumers' watermarks the driver learns from their first reports)."""
+    """To every subtask: per edge whose combiner needs one (:mod:`sparkpoint.runtime.continuous.combine_bounds`), at
+    least the watermark its consumers had at the last barrier. Sent where the deployment gave none (a restored
+    attempt, whose consumers' watermarks the driver learns from their first reports)."""
 
     floors: dict[int, int]
 

@@ -211,7 +211,7 @@ class ContinuousScheduler:
             dep.keyed_state_epoch, dep.changelog, dep.checkpoint_uploads = None, None, {}
             dep.notify_checkpoints = []
             # watermark_bounds: where each consumer's watermark starts; a long-running subtask's consumers' move
-            # while it sends, and it bounds them by what it sent (ContinuousTask._watermark_bounds)
+            # while it sends, and it bounds them by what it sent (continuous/combine_bounds.py)
         self.progress.notify_next.clear()
         self.progress.notify_sources.clear()
         self.known_splits = {
@@ -225,7 +225,7 @@ class ContinuousScheduler:
             for (sid, i), dep in deps.items()
             if i == 0
             for e in self.plan.stage(sid).output_edges
-            if getattr(e.combiner, "needs_watermark_bound", False) and e.id not in dep.watermark_bounds
+            if e.needs_watermark_bound and e.id not in dep.watermark_bounds
         }
         requesting = frozenset(nid for nid, sc in self.progress.sources.items() if sc.enumerator.deals_on_request)
         authkey = os.urandom(32)

@@ -38,6 +38,7 @@ from sparkpoint.operators.source import SourceOperator
 from sparkpoint.runtime.chain import Inputs, run_operators
 from sparkpoint.runtime.checkpoint_io import CheckpointUploader
 from sparkpoint.runtime.continuous.channels import BARRIERS, CONTROL, ChannelId, InputGate
+from sparkpoint.runtime.continuous.combine_bounds import CombineBounds
 from sparkpoint.runtime.continuous.messages import (
     AddSplits,
     BarrierOptions,
@@ -50,6 +51,7 @@ from sparkpoint.runtime.continuous.messages import (
     WatermarkFloors,
 )
 from sparkpoint.runtime.continuous.record_writer import RecordWriter
+from sparkpoint.runtime.continuous.split_requests import SplitAsker
 from sparkpoint.runtime.continuous.task_times import TaskTimes
 from sparkpoint.runtime.exchange import decode_blob
 from sparkpoint.runtime.graph import JobPlan
@@ -98,11 +100,13 @@ class ContinuousTask:
         self.is_source = self.stage.is_source_stage
         self.source_nodes = [nid for nid in self.stage.nodes if plan.nodes[nid].kind == "source"]
         # the source nodes whose splits this subtask asks for when it runs out (those of its own that deal on request)
-        self.requesting = [
-            nid
-            for nid in self.source_nodes
-            if nid in spec.requesting_sources and subtask < (plan.nodes[nid].parallelism or self.stage.parallelism)
-        ]
+        self.splits_asker = SplitAsker(
+            [
+                nid
+                for nid in self.source_nodes
+                if nid in spec.requesting_sources and subtask < (plan.nodes[nid].parallelism or self.stage.parallelism)
+            ]
+        )
         self.ops: dict[int, StreamOperator] = {}
         self.keyed_ops: list[KeyedOperator] = []
         self.keyed: KeyedTaskState | None = None
@@ -124,19 +128,8 @@ class ContinuousTask:
         self.times = TaskTimes()
         self.paused = dep.pause  # reads nothing until a barrier says otherwise
         self.drained = False
-        # the output edges whose combiner needs a bound of the consumer's watermark (_watermark_bounds), not idle yet;
-        # per edge a floor (at least the consumer's watermark as the attempt started: the deployment's bound, or for a
-        # restored attempt WatermarkFloors after its consumers reported) and the highest watermark this subtask sent
-        self.combining = [e for e in self.stage.output_edges if getattr(e.combiner, "needs_watermark_bound", False)]
-        self.bound_floors: dict[int, int] = {
-            e.id: dep.watermark_bounds[e.id] for e in self.combining if e.id in dep.watermark_bounds
-        }
-        self.sent_high: dict[int, int] = {}
+        self.combine_bounds = CombineBounds(self.stage.output_edges, dep.watermark_bounds)
         self.read_since_barrier = 0  # a source subtask reads at most spec.barrier_records between two barriers
-        # per source node, what this subtask held of it when it last asked for its splits, until splits of it come
-        # or a barrier passes: it asks again only once that changes (a split read to its end), so a request the
-        # driver turned down is not repeated
-        self.asked: dict[int, frozenset] = {}
 
     # -- life cycle ---------------------------------------------------------------------------
     def setup(self) -> None:
@@ -215,29 +208,13 @@ class ContinuousTask:
             self._control(message)
 
     def _ask_for_splits(self) -> None:
-        """Ask the driver for splits of the source nodes this subtask runs out of, once for what it holds of each
-        (a node that holds nothing counts too); a request names only the nodes it asks of anew (the driver would
-        deal another node again on what it held when it asked before, splits dealt since not counted)."""
-        held = {
-            nid: splits
-            for nid, splits in self._running_out().items()
-            if frozenset(s.split_id for s in splits) != self.asked.get(nid)
-        }
+        """Ask the driver for splits of the source nodes this subtask runs out of (:class:`SplitAsker`)."""
+        if self.paused or self.drained:
+            return
+        asker = self.splits_asker
+        held = asker.to_ask(asker.running_out(self.dep.splits, self.dep.no_more_splits))
         if held:
             self.control.send(SplitRequest(self.subtask, self.dep.epoch, held))
-            self.asked.update({nid: frozenset(s.split_id for s in splits) for nid, splits in held.items()})
-
-    def _running_out(self) -> dict[int, list]:
-        """The splits this subtask holds of each source node it asks splits of (:attr:`requesting`), where it holds
-        at most the one it reads."""
-        if self.paused or self.drained:
-            return {}
-        held = {}
-        for nid in self.requesting:
-            unread = [s for s in self.dep.splits.get(nid, []) if not s.finished]
-            if len(unread) <= 1 and not self.dep.no_more_splits.get(nid, False):
-                held[nid] = unread
-        return held
 
     def _input_step(self) -> None:
         timeout = self.writer.next_flush_s(self.spec.idle_tick_ms / 1000)
@@ -307,34 +284,10 @@ class ContinuousTask:
             self.dep.splits.update(self.report.splits)
             born = now
         self.report.records_out += sum(o.emitted() for o in outputs.values())
-        bounds = self._watermark_bounds() if self.combining else None
+        bounds = self.combine_bounds.bounds(self.writer.watermarks, self.writer.sent) if self.combine_bounds else None
         routed = route(self.plan, self.stage.id, self.subtask, outputs, out_watermarks, bounds)
         self.writer.add(routed, out_watermarks, born)
         return sum(outputs[nid].emitted() for nid in self.source_nodes)
-
-    def _watermark_bounds(self) -> dict[int, int]:
-        """Per output edge whose combiner needs one, a bound of its consumers' watermark while they take what this
-        run routes (:mod:`sparkpoint.windows.combiners`). A consumer takes a frame's records before the watermarks
-        that came with it (a frame carries a watermark of this subtask's only with, or after, every record routed
-        before it was computed), and its watermark is the highest it has had of the least over its channels that
-        are not idle; so while this subtask's channel has never been idle, the consumer's watermark is at most the
-        highest of where it started (or was at a later barrier: its floor) and every watermark this subtask put on
-        the edge before this run, which may go down (a source's new split, an input no longer idle). Once this
-        subtask was idle on an edge, the others may have moved its consumers past what it sends later: that edge is
-        combined no more in this attempt. An edge without a floor yet is not combined."""
-        bounds = {}
-        watermarks = self.writer.watermarks
-        for e in list(self.combining):
-            # none computed yet: the channel's least, unless a frame went out already (it said idle)
-            sent = watermarks.get(e.source, None if self.writer.sent else MIN_WATERMARK)
-            if sent is None:
-                self.combining.remove(e)
-                continue
-            high = self.sent_high[e.id] = max(self.sent_high.get(e.id, sent), sent)
-            floor = self.bound_floors.get(e.id)
-            if floor is not None:
-                bounds[e.id] = max(floor, high)
-        return bounds
 
     # -- the driver's messages ----------------------------------------------------------------
     def _control(self, message: Any) -> None:
@@ -342,16 +295,15 @@ class ContinuousTask:
             self._inject(message)
         elif isinstance(message, AddSplits):
             self._add_splits(message.splits)
-        elif isinstance(message, WatermarkFloors):  # any floor holds; the first one set stays
-            for edge_id, floor in message.floors.items():
-                self.bound_floors.setdefault(edge_id, floor)
+        elif isinstance(message, WatermarkFloors):
+            self.combine_bounds.add_floors(message.floors)
         elif isinstance(message, list):  # completed checkpoints
             self._notify(message)
 
     def _inject(self, message: InjectBarrier) -> None:
         """A source subtask's barrier: new splits first, then (drained) end of event time, then the barrier."""
         self._add_splits(message.new_splits)
-        self.asked.clear()  # the driver drops requests from before the barrier: a subtask still short asks again
+        self.splits_asker.barrier_passed()
         self.dep.no_more_splits.update(message.no_more_splits)
         self._notify(message.notify_checkpoints)
         if message.options.drain and not self.drained:
@@ -364,7 +316,7 @@ class ContinuousTask:
     def _add_splits(self, new_splits: dict[int, list]) -> None:
         for nid, splits in new_splits.items():
             self.dep.splits[nid] = list(self.dep.splits.get(nid, [])) + list(splits)
-            self.asked.pop(nid, None)  # (still short of this node, it asks again)
+            self.splits_asker.given(nid)
 
     def _notify(self, checkpoint_ids: list[int]) -> None:
         for cid in checkpoint_ids:
