@@ -536,3 +536,86 @@ def test_a_new_databases_first_epoch_reads_nothing_and_every_write_ends_that(tmp
     assert restored.get(b"x") == 5
     store.close()
     restored.close()
+
+
+def test_a_sweep_that_spills_keeps_the_values_the_epoch_wrote(tmp_path):
+    """Every stored value has expired; the epoch writes fresh values to a quarter of the keys, filling its cache, so
+    the sweep's deletions spill it while the sweep walks the database: the fresh values stay, the rest go."""
+    options = RocksDBOptions(max_cached_entries=16, ttl_sweep_entries=1_000)
+
+    def epoch(number, now, writes):
+        backend = EmbeddedRocksDBStateBackend(options).create_keyed_backend(RANGE, MAXP, working_dir=str(tmp_path))
+        if number > 1:
+            backend.resume(number - 1)
+        backend.set_current_processing_time(now)
+        state = backend.get_partitioned_state(None, _ttl_descriptor())
+        for key, value in writes.items():
+            backend.set_current_key(key)
+            state.update(value)
+        backend.commit(number)
+        return backend, state
+
+    backend, _ = epoch(1, 0, {f"k{i}": ("old", i) for i in range(60)})
+    backend.dispose()
+    fresh = {f"k{i}": ("fresh", i) for i in range(0, 60, 4)}  # 15 cells of 16: the sweep's deletions spill
+    backend, state = epoch(2, 1_000, fresh)  # every "old" value expired at 100
+    stored = sorted(key for _, key, _, _ in backend._scan("v"))  # what the database holds after the commit
+    read = {}
+    for i in range(60):
+        backend.set_current_key(f"k{i}")
+        read[f"k{i}"] = state.value()
+    backend.dispose()
+    assert stored == sorted(fresh)
+    assert read == {f"k{i}": fresh.get(f"k{i}") for i in range(60)}
+
+
+def test_an_epoch_committed_with_an_undo_entry_per_key_is_rolled_back(tmp_path):
+    """A database whose last epoch was committed before the undo log came in chunks (one entry per changed key,
+    ``0xFFFD | db key`` -> ``0x01 | previous bytes`` or ``0x00``): running that epoch again rolls it back."""
+    from sparkpoint.state.rocksdb.layout import (
+        LEGACY_UNDO_PREFIX,
+        META_EPOCH,
+        META_UNDO_EPOCH,
+        drop_undo_log,
+        group_prefix,
+    )
+
+    def open_backend():
+        backend = EmbeddedRocksDBStateBackend().create_keyed_backend(RANGE, MAXP, working_dir=str(tmp_path))
+        return backend, backend.get_partitioned_state(None, ValueStateDescriptor("v"))
+
+    backend, state = open_backend()
+    for key in ("a", "b"):
+        backend.set_current_key(key)
+        state.update(f"{key}@1")
+    backend.commit(1)
+
+    def dbkey(key):
+        backend.set_current_key(key)
+        return group_prefix(backend.get_current_key_group_index(), backend.state_id("v")) + backend.current_key_bytes()
+
+    a_key, c_key = dbkey("a"), dbkey("c")
+    a_raw = backend.store.db.get(a_key)
+    assert pickle.loads(a_raw) == ("a", None, "a@1")
+    # epoch 2 as the older layout committed it: "a" changed, "c" added, each with its undo entry
+    batch = rocksdict.WriteBatch(raw_mode=True)
+    drop_undo_log(batch)
+    batch.put(a_key, pickle.dumps(("a", None, "a@2")))
+    batch.put(c_key, pickle.dumps(("c", None, "c@2")))
+    batch.put(LEGACY_UNDO_PREFIX + a_key, b"\x01" + a_raw)
+    batch.put(LEGACY_UNDO_PREFIX + c_key, b"\x00")
+    batch.put(META_UNDO_EPOCH, b"2")
+    batch.put(META_EPOCH, b"2")
+    backend.store.db.write(batch)
+    backend.dispose()
+
+    backend, state = open_backend()
+    backend.resume(1)  # epoch 2 runs again
+    read = {}
+    for key in ("a", "b", "c"):
+        backend.set_current_key(key)
+        read[key] = state.value()
+    legacy_left = list(backend.store.iterate(LEGACY_UNDO_PREFIX))
+    backend.dispose()
+    assert read == {"a": "a@1", "b": "b@1", "c": None}
+    assert legacy_left == []

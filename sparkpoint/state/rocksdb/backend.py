@@ -317,23 +317,28 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             return 0
         start = self.store.sweep_cursor or group_prefix(self.key_group_range.start, 0)
         end = group_prefix(self.key_group_range.end + 1, 0)
-        removed, next_cursor = 0, None
+        cells, next_cursor = self.store.cells, None
+        found: list[tuple[bytes, tuple[Any, Any], Any]] = []
         for n, (dbkey, raw) in enumerate(self.store.iterate_range(start, end)):
             if n >= budget:
                 next_cursor = dbkey
                 break
             state = ttl_states.get(struct.unpack(">H", dbkey[2:4])[0])
-            if state is None or dbkey in self.store.cells:
+            if state is None or dbkey in cells:  # in the cache: what the epoch did to it stands
                 continue
             key, ns, value = pickle.loads(raw)
             kept = self.ttl_cleanups[state](self.state_kinds[state], value)
+            if kept is None or kept != value:
+                found.append((dbkey, (key, ns), kept))
+        # changed once the walk is done: a change can spill the epoch's cache into the database, after which the
+        # walk's iterator (the database as it was) would show entries the epoch wrote as they were before
+        for dbkey, slot, kept in found:
             if kept is None:
                 self.store.delete(dbkey)
-                removed += 1
-            elif kept != value:
-                self.store.put(dbkey, (key, ns), kept)
+            else:
+                self.store.put(dbkey, slot, kept)
         self.store.set_sweep_cursor(next_cursor)
-        return removed
+        return sum(1 for _, _, kept in found if kept is None)
 
     def commit(self, epoch: int, watermark: int | None = None) -> int:
         """Write this epoch's changes atomically (after a TTL sweep); returns how many entries and timers changed."""

@@ -37,6 +37,7 @@ from sparkpoint.state.rocksdb.cell import Cell
 from sparkpoint.state.rocksdb.changes import committed_changes, replay_batch
 from sparkpoint.state.rocksdb.layout import (
     KEY_FORMAT,
+    LEGACY_UNDO_PREFIX,
     META_EPOCH,
     META_IN_PROGRESS,
     META_KEY_FORMAT,
@@ -408,8 +409,13 @@ class StateStore:
             self.undo_chunks += 1
 
     def _undo_entries(self) -> list[tuple[bytes, bytes | None]]:
-        """``(key, previous bytes or None)`` of every entry the undo log holds, in the order written."""
-        return [entry for _, chunk in self.iterate(UNDO_PREFIX) for entry in pickle.loads(chunk)]
+        """``(key, previous bytes or None)`` of every entry the undo log holds, in the order written (a database
+        whose last epoch was committed before the chunks holds an entry per key: ``0x01 | bytes`` or ``0x00``)."""
+        legacy = [
+            (dbkey[len(LEGACY_UNDO_PREFIX) :], raw[1:] if raw[:1] == b"\x01" else None)
+            for dbkey, raw in self.iterate(LEGACY_UNDO_PREFIX)
+        ]
+        return legacy + [entry for _, chunk in self.iterate(UNDO_PREFIX) for entry in pickle.loads(chunk)]
 
     def write_committed(
         self, items: Iterator[tuple[bytes, bytes]], epoch: int | None = None, chunk: int = 100_000
