@@ -76,10 +76,17 @@ class JobCheckpoints:
         self.input_done_epoch = None
 
     def at_barrier(
-        self, barrier_epoch: int, reports: list[TaskReport], sources_done: bool, may_trigger: bool = True
+        self,
+        barrier_epoch: int,
+        reports: list[TaskReport],
+        sources_done: bool,
+        may_trigger: bool = True,
+        may_stop: bool = True,
     ) -> None:
         """Steps 1 to 4 of the module, at the barrier that ends ``barrier_epoch`` (``may_trigger``: the tasks took
-        a snapshot at it; if not, requests wait for the next barrier that does)."""
+        a snapshot at it; if not, requests wait for the next barrier that does; ``may_stop``: nothing was read after
+        it, so a stop's savepoint may be taken at it; if not, a stop waits for the next barrier, which pauses the
+        sources)."""
         # Step 1. Acknowledgements.
         self.coordinator.receive_acknowledgements(reports)
         # Step 2. Completion (commit), aborts.
@@ -90,7 +97,8 @@ class JobCheckpoints:
         self.savepoints.trigger_queued(
             lambda r: self.trigger(
                 barrier_epoch, savepoint_dir=r.directory if r.is_savepoint else None, full=r.kind == "full-checkpoint"
-            )
+            ),
+            may_stop,
         )
         self.maybe_checkpoint(barrier_epoch, force=sources_done and self.awaiting_final(barrier_epoch))
         # Step 4. What the driver wrote whole completes now (after the requests for them are in flight).

@@ -344,7 +344,9 @@ class JobMaster:
         self.epoch += 1
         # Step 4. Checkpoints: acknowledgements, completion (commit), a new barrier.
         if checkpoints is not None:
-            checkpoints.at_barrier(epoch, barrier.reports, sources_done, may_trigger=barrier.snapshot)
+            checkpoints.at_barrier(
+                epoch, barrier.reports, sources_done, may_trigger=barrier.snapshot, may_stop=barrier.sources_stopped
+            )
         finished = (
             sources_done
             and not (checkpoints is not None and checkpoints.awaiting_final(epoch))

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from sparkpoint.common.watermark_strategy import MIN_WATERMARK
+from sparkpoint.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
 from sparkpoint.runtime.graph import JobPlan
 from sparkpoint.runtime.source_coordinator import SourceCoordinator
 from sparkpoint.runtime.task_messages import TaskReport
@@ -79,6 +79,15 @@ class JobProgress:
                 self.event_times[nid] = max(t, self.event_times.get(nid, t))
             for nid, wm in r.watermarks.items():
                 self.output_watermarks[(nid, r.subtask)] = wm
+
+    def input_ended(self, reports: Iterable[TaskReport]) -> bool:
+        """Whether every source node of the source tasks among ``reports`` reported +inf: all input read. An idle
+        source (None) has not ended; a report without the source nodes' watermarks (its task did not run them)
+        says nothing, and no such watermark at all is not an end either."""
+        watermarks = [
+            r.watermarks[nid] for r in reports if r.stage_id == 0 for nid in self.sources if nid in r.watermarks
+        ]
+        return bool(watermarks) and all(wm == MAX_WATERMARK for wm in watermarks)
 
     def watermark_bound(self, target: int) -> int | None:
         """At least the watermark the operator ``target`` has while it takes the next epoch's input, None if not

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 
-from sparkpoint.common.watermark_strategy import MAX_WATERMARK
 from sparkpoint.errors import JobExecutionError
 from sparkpoint.runtime.changelog import StateChangelog
 from sparkpoint.runtime.graph import JobPlan
@@ -87,8 +86,4 @@ class ReportIntake:
                     by_node.setdefault(nid, []).extend(lines)
         self.sink_committer.add_epoch(epoch, by_node)
         epoch_metrics = self.output.take_reports(reports)
-        sources = self.progress.sources
-        source_wms = [
-            r.watermarks.get(nid) for r in reports if r.stage_id == 0 for nid in sources if nid in r.watermarks
-        ]
-        return bool(source_wms) and all(w == MAX_WATERMARK for w in source_wms), epoch_metrics
+        return self.progress.input_ended(reports), epoch_metrics

@@ -56,11 +56,12 @@ class SavepointRequests:
             self._drain_deployed = self.draining
             return self.draining
 
-    def trigger_queued(self, trigger: Callable[[SavepointRequest], int | None]) -> None:
-        """Trigger every queued request; ``trigger(request)`` returns the checkpoint id or None."""
+    def trigger_queued(self, trigger: Callable[[SavepointRequest], int | None], may_stop: bool = True) -> None:
+        """Trigger every queued request; ``trigger(request)`` returns the checkpoint id or None. A stop waits for a
+        barrier that ``may_stop`` (nothing was read after it); a drained one for the barrier of a drained epoch."""
         while True:
             with self._lock:
-                ready = [r for r in self._queued if not r.drain or self._drain_deployed]
+                ready = [r for r in self._queued if (not r.drain or self._drain_deployed) and (not r.stop or may_stop)]
                 if not ready:
                     return
                 request = ready[0]

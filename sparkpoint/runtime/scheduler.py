@@ -97,6 +97,9 @@ class Barrier:
     reports: list[TaskReport]
     positions_taken: bool = False
     snapshot: bool = True  # the tasks took the synchronous part of a checkpoint at it (so one may be triggered)
+    # nothing is read after it until the next deployment decides (an epoch's barrier), or it paused the sources
+    # for a stop (a long-running one): a stop's savepoint may be triggered at it
+    sources_stopped: bool = True
 
 
 @dataclass(frozen=True)

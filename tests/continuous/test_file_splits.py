@@ -9,12 +9,13 @@ lines as written, each exactly once.
 from __future__ import annotations
 
 import os
+import time
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
-from sparkpoint.common import Encoder, WatermarkStrategy
+from sparkpoint.common import Duration, Encoder, WatermarkStrategy
 from sparkpoint.connectors.base import SourceSplit
 from sparkpoint.datastream.connectors.file_system import FileSink, FileSource, StreamFormat
 from sparkpoint.datastream.connectors.generator import DataGeneratorSource
@@ -60,6 +61,30 @@ def test_a_source_asks_for_its_next_file_instead_of_waiting_for_a_barrier(make_e
     result = env.execute("copy")
     assert Counter(read_committed_lines(tmp_path / "out")) == Counter(lines)
     assert result.epochs <= 3, f"{result.epochs} barriers for {FILES} files"
+
+
+def test_a_directory_without_files_is_idle_not_at_its_end(make_env, tmp_path):
+    """A monitored directory that has no files yet: its sources are idle, not at the end of their input, so the
+    barriers keep their interval (200 ms) rather than follow each other as a final checkpoint's would."""
+    (tmp_path / "in").mkdir()
+    env = make_env(
+        "local",
+        **{
+            "sparkpoint.execution.mode": "continuous",
+            "parallelism.default": 2,
+            "execution.checkpointing.interval": "1 h",
+            "state.checkpoints.dir": (tmp_path / "ck").as_uri(),
+        },
+    )
+    builder = FileSource.for_record_stream_format(StreamFormat.text_line_format(), str(tmp_path / "in"))
+    source = builder.monitor_continuously(Duration.of_millis(100)).build()
+    stream = env.from_source(source, WatermarkStrategy.no_watermarks(), "files").uid("files")
+    stream.sink_to(FileSink.for_row_format(str(tmp_path / "out"), Encoder.simple_string_encoder()).build()).uid("copy")
+    client = env.execute_async("idle")
+    time.sleep(2.0)
+    client.cancel()
+    result = client.wait(30)
+    assert result.epochs <= 2.0 / 0.2 + 5, f"{result.epochs} barriers in 2 s"
 
 
 def test_a_top_up_deals_to_the_subtask_that_asked_behind_what_it_holds(tmp_path):

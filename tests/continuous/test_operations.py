@@ -170,6 +170,75 @@ def test_the_job_restored_from_a_drained_savepoint_windows_the_rest(make_env, tm
     assert parse_windows(read_committed_lines(tmp_path / "second" / "windows")) == windows_by_hand(second_read)
 
 
+def note(path: Path, value: int) -> None:
+    """Write ``value`` down at once, as a sink without transactions would: no barrier or commit holds it back."""
+    with open(path, "a", encoding="ascii") as fh:
+        fh.write(f"{value}\n")
+
+
+def noted(path: Path) -> list[int]:
+    return [int(line) for line in path.read_text(encoding="ascii").split()] if path.exists() else []
+
+
+class TimerPerRecord(KeyedProcessFunction):
+    """Each record (its own key) sets a processing-time timer 100 ms on, whose firing is written down at once."""
+
+    def __init__(self, fired: Path):
+        self.fired = fired
+
+    def process_element(self, value: int, ctx: Any) -> Iterable[str]:
+        ctx.timer_service().register_processing_time_timer(ctx.timer_service().current_processing_time() + 100)
+        return ()
+
+    def on_timer(self, timestamp: int, ctx: Any) -> Iterable[str]:
+        note(self.fired, ctx.get_current_key())
+        return ()
+
+
+def noting_job(env: Any, records: int, out: Path, rate: float | None = None) -> None:
+    """What the sources read, and the processing-time timers that fire, written down the moment they happen."""
+    out.mkdir(parents=True, exist_ok=True)
+    read, fired = out / "read", out / "fired"
+
+    def read_now(i: int) -> int:
+        note(read, i)
+        return i
+
+    stream = numbers(env, records, rate).map(read_now, output_type=Types.LONG()).uid("read")
+    timers = stream.key_by(lambda i: i).process(TimerPerRecord(fired), output_type=Types.STRING()).uid("timers")
+    timers.sink_to(file_sink(out / "none")).uid("none")
+
+
+def test_a_stop_with_a_savepoint_lets_nothing_happen_after_it(make_env, tmp_path, monkeypatch):
+    """``stop`` without ``--drain``: the sources read nothing after the savepoint's barrier, even once the savepoint
+    completed and the job ends at a later barrier, and processing time stands still behind it, so no timer that the
+    savepoint holds fires before the job ends. What the stopped run and the run restored from its savepoint did,
+    as a sink without transactions would show it: every record read once, every record's timer fired once. (The
+    snapshots' uploads take 400 ms, so the savepoint completes between two barriers, as with a large state.)"""
+    monkeypatch.setenv("SPARKPOINT_SLOW_UPLOAD_MS", "400")
+    records = 12_000
+    conf = {
+        **CONTINUOUS,
+        "execution.checkpointing.interval": "1 h",
+        "state.checkpoints.dir": (tmp_path / "ck").as_uri(),
+    }
+    env = make_env("local", **conf)
+    noting_job(env, records, tmp_path / "first", rate=4_000)
+    client = env.execute_async("stopped")
+    time.sleep(1.5)
+    savepoint = client.stop_with_savepoint(False, (tmp_path / "sp").as_uri()).result(60)
+    client.wait(60)
+    first_read, first_fired = noted(tmp_path / "first" / "read"), noted(tmp_path / "first" / "fired")
+    assert 0 < len(first_read) < records, "the savepoint was taken part-way"
+
+    env2 = make_env("local", **{**conf, "execution.savepoint.path": savepoint})
+    noting_job(env2, records, tmp_path / "second")
+    env2.execute("restored")
+    second_read, second_fired = noted(tmp_path / "second" / "read"), noted(tmp_path / "second" / "fired")
+    assert sorted(first_read + second_read) == list(range(records)), "every record read once, by one of the runs"
+    assert sorted(first_fired + second_fired) == list(range(records)), "every timer fired once"
+
+
 @pytest.mark.parametrize("checkpoint_type", ["FULL", "CONFIGURED"])
 def test_a_manual_checkpoint_completes_while_running_and_restores_exactly(make_env, tmp_path, checkpoint_type):
     """``trigger_checkpoint()`` (incremental RocksDB state: FULL writes it all, CONFIGURED incrementally)

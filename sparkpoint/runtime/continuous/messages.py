@@ -39,7 +39,9 @@ __all__ = [
 class BarrierOptions:
     """What a barrier asks of every subtask it passes: ``snapshot``, take the synchronous part of a checkpoint
     (the driver decides after the barrier whether it triggers one); the sources' ``drain`` (emit +inf first, read
-    no more) and ``pause`` (read nothing after it, while a stop's savepoint completes). Only an ``aligned``
+    no more) and ``pause`` (read nothing after it); ``stop``: a stop's savepoint is asked for or taken, so nothing
+    after the barrier may reach a sink: the sources pause, and processing time stands still in every subtask (a
+    timer that fired after it would fire again in the job restored from the savepoint). Only an ``aligned``
     barrier blocks the channels that delivered it until every channel has: an EXACTLY_ONCE checkpoint or a
     savepoint needs the state of exactly the records before it. A plain barrier (progress, metrics, at-least-once
     commits) does not, and aligning it held records back for the slowest channel five times a second; nor does an
@@ -50,6 +52,7 @@ class BarrierOptions:
     commit: bool = False  # sinks turn their output so far into committables (also at every snapshot)
     drain: bool = False
     pause: bool = False
+    stop: bool = False
     aligned: bool = True
 
 

@@ -172,11 +172,8 @@ class ContinuousScheduler:
         self._inject(epoch, options)
         reports = self._collect(epoch, context)
         self.last_barrier = time.monotonic()
-        sources = [r for r in reports if r.stage_id == 0]
-        self.input_done = bool(sources) and all(
-            all(w == 2**63 - 1 for w in r.watermarks.values() if w is not None) for r in sources
-        )
-        return Barrier(epoch, reports, snapshot=options.snapshot)
+        self.input_done = self.progress.input_ended(reports)  # idle sources have not ended
+        return Barrier(epoch, reports, snapshot=options.snapshot, sources_stopped=options.stop)
 
     def barrier_passed(self, barrier: Barrier, finished: bool, context: BarrierContext) -> None:
         """Upload the barrier's snapshot as the checkpoints triggered at it, or drop it; send the watermark floors
@@ -294,6 +291,8 @@ class ContinuousScheduler:
             now = time.monotonic()
             if now >= due or self.savepoints.has_queued() or self.cancelled.is_set() or self.input_done:
                 return
+            if self.savepoints.stop_requested:  # a stop's savepoint completed: the job ends at the next barrier
+                return
             if coordinator is not None and coordinator.should_trigger(self.clock.wall_ms()):
                 return
             try:
@@ -320,11 +319,14 @@ class ContinuousScheduler:
         )
         exactly_once = checkpointing and coordinator.settings.exactly_once  # type: ignore[union-attr]
         drain = self.savepoints.drain_epoch()
+        # a stop's savepoint asked for, in flight, or complete (the job ends at this barrier): nothing after it
+        stop = self.savepoints.stop_pending() or self.savepoints.stop_requested
         return BarrierOptions(
             snapshot=snapshot,
             commit=snapshot or not exactly_once,
             drain=drain,
-            pause=self.savepoints.stop_pending() or sources_held(epoch),  # nothing read after a stop's barrier
+            pause=stop or sources_held(epoch),
+            stop=stop,
             aligned=savepoint or (snapshot and exactly_once),  # AT_LEAST_ONCE checkpoints do not align (Flink's)
         )
 

@@ -355,7 +355,8 @@ class ContinuousTask:
     # -- barriers -----------------------------------------------------------------------------
     def _barrier(self, epoch: int, options: BarrierOptions, aligned_ms: float) -> None:
         """Every channel delivered barrier ``epoch`` (``aligned_ms`` after the first; a source: it was asked for):
-        flush, forward, report."""
+        flush, forward, report. After a stop's barrier processing time stands still here too (no timer fires)."""
+        self.dep.pause = options.stop
         self.writer.flush_all()
         self.writer.barrier(epoch, options)
         report, self.report = self.report, self._new_report(epoch + 1)
