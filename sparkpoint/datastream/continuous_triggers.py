@@ -73,7 +73,8 @@ class _ContinuousTrigger(Trigger):
                 time = fire if fire is not None else time  # the firing time that was put off
         if fire is not None and fire == time:
             state.clear()
-            self._schedule_next(time, window, ctx, in_timer=True)
+            if time < window.max_timestamp():  # the end is the last: due at once, it would fire again without end
+                self._schedule_next(time, window, ctx, in_timer=True)  # (Flink's FLINK-35069); an element sets it
             return TriggerResult.FIRE
         return TriggerResult.CONTINUE
 

@@ -80,6 +80,18 @@ def test_continuous_event_time_trigger_on_merging_session_windows(make_env):
     assert out == ([(1000, session[:2]), (1000, session[:3])] + [(1000, session)] * 3 + [(9900, [9900, 12000])] * 2)
 
 
+def test_a_continuous_processing_time_trigger_on_event_time_windows_fires_each_window_end_once(make_env):
+    """Old events, processing time now: every firing time is the window's end (min(next interval, end)), already
+    past. It fires once at the next processing-time advance and schedules nothing after the end (Flink's
+    FLINK-35069: re-registering the end, due at once, fired without end); the next element schedules it again.
+    12000 comes with the end of input, whose watermark cleans its window up before processing time advances."""
+    out = _run(
+        make_env, TumblingEventTimeWindows.of(Time.seconds(10)), ContinuousProcessingTimeTrigger.of(Time.seconds(3))
+    )
+    first = [1000, 2500, 4200, 6100, 9900]
+    assert out == [(0, first[: n + 1]) for n in range(len(first))]
+
+
 def test_an_interval_must_be_positive():
     with pytest.raises(ValueError, match="positive"):
         ContinuousProcessingTimeTrigger.of(Time.milliseconds(0))
