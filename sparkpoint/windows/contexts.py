@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from sparkpoint.datastream.state import StateDescriptor
 from sparkpoint.datastream.triggers import Trigger
+from sparkpoint.errors import StateError
 from sparkpoint.time.timers import EVENT_TIME, PROCESSING_TIME
 
 if TYPE_CHECKING:
@@ -129,6 +130,12 @@ class _StateStore:
         self.op, self.namespace, self.prefix = op, namespace, prefix
 
     def _state(self, descriptor: StateDescriptor) -> Any:
+        if self.namespace is not None and self.op.merging:  # as Flink's (and PyFlink's) merging window state store
+            raise StateError(
+                f"operator {self.op.uid!r}: per-window state (context.window_state(), {descriptor.name!r}) is not "
+                f"allowed when using merging windows: a session's state would stay behind when it merges into "
+                f"another; use context.global_state() or the window's elements"
+            )
         d = copy.copy(descriptor)
         d.name = self.prefix + descriptor.name
         return self.op.keyed_backend.get_partitioned_state(self.namespace, d)

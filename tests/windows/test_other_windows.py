@@ -21,6 +21,7 @@ from sparkpoint.datastream import AllWindowFunction, ProcessAllWindowFunction, P
 from sparkpoint.datastream.state import ValueStateDescriptor
 from sparkpoint.datastream.window import (
     CountEvictor,
+    EventTimeSessionWindows,
     CountTrigger,
     GlobalWindows,
     ProcessingTimeSessionWindows,
@@ -447,3 +448,21 @@ def test_processing_time_sessions(make_env):
     )
     for r in out:
         assert started <= r[1] and r[2] - 3_600_000 <= finished and r[2] - r[1] >= 3_600_000
+
+
+class PerWindowFirings(ProcessWindowFunction):
+    def process(self, key, context, elements):
+        fired = context.window_state().get_state(ValueStateDescriptor("fired"))
+        fired.update((fired.value() or 0) + 1)
+        yield key, fired.value()
+
+
+def test_per_window_state_is_refused_on_merging_windows(make_env):
+    """As in Flink: a session's per-window state would stay behind when the session merges into another (its
+    count of firings wrong, its entry never cleared), so asking for it fails, naming the operator."""
+    env = make_env("local", **{"restart-strategy.type": "none"})
+    events = [("a", 0, 0), ("a", 5, 1), ("b", 100, 2)]
+    sessions = stamped(env, events).key_by(key_of).window(EventTimeSessionWindows.with_gap(Time.milliseconds(10)))
+    sessions.process(PerWindowFirings()).uid("per-window").add_sink(lambda value, context: None)
+    with pytest.raises(Exception, match=r"'per-window'.*per-window state .*not allowed when using merging windows"):
+        env.execute()
