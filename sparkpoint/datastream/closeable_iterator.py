@@ -19,6 +19,7 @@ from typing import Any
 
 from sparkpoint.common.types import Row
 from sparkpoint.datastream.transformations import CollectTransformation, TransformationInput
+from sparkpoint.errors import JobExecutionError
 
 __all__ = ["CloseableIterator", "CollectedRecords", "collect", "python_value"]
 
@@ -54,6 +55,8 @@ class CollectedRecords:
                 self.cond.wait(0.5)
             if self.records:
                 return True, self.records.popleft()
+            if isinstance(self.error, StopIteration):  # raised from __next__, it would end the iteration silently
+                raise JobExecutionError(f"the job failed: {self.error!r}") from self.error
             if self.error is not None:
                 raise self.error
             return False, None

@@ -115,6 +115,6 @@ class StateSchemas:
 
 def _recorded(name: str, base: OperatorSchema, views: list[OperatorSchema]) -> StateSchema:
     declared = [v.states.get(name) for v in views]
-    if name in base.states and any(d != declared[0] for d in declared):
-        return base.states[name]  # some key groups may hold the restored form still
+    if name in base.states and (declared[0] is None or any(d != declared[0] for d in declared)):
+        return base.states[name]  # some key groups may hold the restored form still (or all: none declared it)
     return next(s for s in declared if s is not None)

@@ -375,3 +375,39 @@ def test_a_declared_key_type_of_another_kind_is_refused_before_any_record_is_rea
     assert {k: max(n for kk, n, _ in got if kk == k) for k, _, _ in got} == {
         k: sum(1 for i in range(COUNT) if key_of(i) == k) for k in (key_of(i) for i in range(KEYS))
     }
+
+
+class CountsWithoutRaw(Counts):
+    """v2 of the keyed function: the untyped state ``raw`` is gone (declared no more)."""
+
+    def process_element(self, value, ctx):
+        n = self.states["n"]
+        count = int(n.value() or 0) + 1
+        n.update(count)
+        yield value, count
+
+
+def test_a_state_declared_no_more_is_carried_and_the_job_checkpoints(make_env, savepoint, tmp_path):
+    """The restored job no longer declares ``raw``: its checkpoints record the restored schema for it (no subtask
+    declared it since; that failed every checkpoint, and so the job), and the counts go on to the hand count's
+    totals."""
+    env = _env(
+        make_env,
+        savepoint,
+        **{"execution.checkpointing.interval": "100 ms", "state.checkpoints.dir": (tmp_path / "ck").as_uri()},
+    )
+    src = DataGeneratorSource(key_of, COUNT, num_splits=2, records_per_second=20_000)
+    stream = env.from_source(src, WatermarkStrategy.no_watermarks(), "gen").uid("gen")
+    v2 = {"n": Types.INT(), "row": V1_TYPES["row"]}
+    got: list = []
+    stream.key_by(lambda k: k).process(CountsWithoutRaw(v2)).uid("count").add_sink(lambda v, _: got.append(v))
+    result = env.execute("v2")
+    last: dict = {}
+    for key, n in got:
+        last[key] = max(last.get(key, 0), n)
+    oracle: dict = {}
+    for i in range(COUNT):
+        oracle[key_of(i)] = oracle.get(key_of(i), 0) + 1
+    assert last == oracle
+    completed = [c for c in result.checkpoints["history"] if c["status"] == "COMPLETED"]
+    assert len(completed) >= 2, result.checkpoints["history"]

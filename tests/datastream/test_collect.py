@@ -18,7 +18,7 @@ from sparkpoint.common import Row, Types, WatermarkStrategy
 from sparkpoint.datastream.connectors.number_seq import NumberSequenceSource
 from sparkpoint.datastream.data_stream import CloseableIterator
 from sparkpoint.datastream.functions import MapFunction
-from sparkpoint.errors import UserFunctionError
+from sparkpoint.errors import JobExecutionError, UserFunctionError
 
 UNBOUNDED = 2**62  # a number sequence that does not end while a test runs
 MODES = ["epoch", "continuous"]
@@ -99,3 +99,17 @@ def test_a_failed_job_raises_from_the_iteration_not_from_the_call(make_env):
     with pytest.raises(UserFunctionError, match="no 7"):
         list(it)
     assert not job_threads()
+
+
+def test_a_job_that_failed_with_stop_iteration_fails_the_iteration_not_ends_it():
+    """A failure raised from ``__next__`` as it is would end a ``for`` loop as if every record had come."""
+    from sparkpoint.datastream.closeable_iterator import CollectedRecords
+
+    records = CollectedRecords()
+    records.add([1, 2])
+    records.end(StopIteration("from the job"))
+    taken = []
+    with pytest.raises(JobExecutionError, match="from the job"):
+        for record in CloseableIterator(None, records):
+            taken.append(record)
+    assert taken == [1, 2]
