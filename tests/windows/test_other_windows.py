@@ -21,8 +21,8 @@ from sparkpoint.datastream import AllWindowFunction, ProcessAllWindowFunction, P
 from sparkpoint.datastream.state import ValueStateDescriptor
 from sparkpoint.datastream.window import (
     CountEvictor,
-    EventTimeSessionWindows,
     CountTrigger,
+    EventTimeSessionWindows,
     GlobalWindows,
     ProcessingTimeSessionWindows,
     ProcessingTimeTrigger,
