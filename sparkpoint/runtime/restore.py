@@ -172,9 +172,14 @@ def _redistribute(old: list, new_parallelism: int) -> list:
     from sparkpoint.state.operator_state import redistribute_operator_state
 
     plain = [s for s in old if s is not None]
-    if len(old) == new_parallelism or not plain:
+    if not plain:
         return old + [None] * (new_parallelism - len(old))
-    # operator snapshots are dicts of named list states only when they come from CheckpointedFunction
+    # operator snapshots are dicts of named list states only when they come from CheckpointedFunction; at the same
+    # parallelism too, for union state (every subtask gets all of it); a subtask that had none and gets none: None
     if all(isinstance(s, dict) and all(isinstance(v, tuple) and len(v) == 2 for v in s.values()) for s in plain):
-        return redistribute_operator_state(old, new_parallelism)
+        new = redistribute_operator_state(old, new_parallelism)
+        same = len(old) == new_parallelism
+        return [None if same and old[i] is None and not snap else snap for i, snap in enumerate(new)]
+    if len(old) == new_parallelism:
+        return old
     return (old + [None] * new_parallelism)[:new_parallelism]

@@ -62,9 +62,18 @@ def redistribute_operator_state(
     per_subtask: list[dict[str, tuple[str, list]] | None], new_parallelism: int
 ) -> list[dict[str, tuple[str, list]]]:
     """Flink's round-robin (even-split) and union redistribution of operator list state; broadcast state
-    (mode ``"broadcast"``, the same map on every subtask) is copied to every new subtask."""
+    (mode ``"broadcast"``, the same map on every subtask) is copied to every new subtask. At the same parallelism
+    each subtask keeps its own, but for union state: every subtask gets all of it, as in Flink."""
     if len(per_subtask) == new_parallelism:
-        return [dict(s or {}) for s in per_subtask]
+        kept = [dict(s or {}) for s in per_subtask]
+        unions: dict[str, list] = {}
+        for snap in per_subtask:
+            for name, (mode, values) in (snap or {}).items():
+                if mode == "union":
+                    unions.setdefault(name, []).extend(values)
+        for snap in kept:
+            snap.update((name, ("union", list(values))) for name, values in unions.items())
+        return kept
     out: list[dict[str, tuple[str, list]]] = [{} for _ in range(new_parallelism)]
     names: dict[str, str] = {}
     merged: dict[str, list] = {}

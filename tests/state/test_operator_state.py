@@ -23,6 +23,9 @@ def test_even_split_and_union_redistribution():
     assert all(sorted(s["seen"][1]) == ["a", "b", "c"] for s in new)  # union: everything, everywhere
     back = redistribute_operator_state(new, 1)
     assert sorted(back[0]["offsets"][1]) == [1, 2, 3, 4, 5]
+    same = redistribute_operator_state(old, 2)  # a failover, or a restore at the same parallelism
+    assert [s["offsets"] for s in same] == [("split", [1, 2, 3]), ("split", [4, 5])]  # each subtask its own
+    assert all(s["seen"] == ("union", ["a", "b", "c"]) for s in same)  # union: everything, everywhere, still
 
 
 class Remember(MapFunction, CheckpointedFunction):
@@ -67,3 +70,38 @@ def test_operator_state_survives_a_savepoint_at_another_parallelism(make_env, tm
     assert sorted(n for _, n in out) != [1, 1, 1]
     assert sum(n for _, n in out) == len(remembered) + 3
     assert max(n for _, n in out) - min(n for _, n in out) <= 1
+
+
+class RememberAll(Remember):
+    """Remembers every value it saw in union list state: restored, each subtask starts from all of them."""
+
+    def initialize_state(self, context):
+        self.state = context.get_operator_state_store().get_union_list_state(ListStateDescriptor("seen"))
+        self.seen = list(self.state.get()) if context.is_restored() else []
+
+
+def test_union_state_restored_at_the_same_parallelism_is_all_of_it_on_every_subtask(make_env, tmp_path):
+    """As Flink's round-robin repartitioner: union list state goes whole to every subtask, whether the parallelism
+    changed or not (a failover, a restore at the same parallelism)."""
+    env = make_env("local", **{"execution.epoch.max-records": 5})
+    env.set_parallelism(2)
+    src = NumberSequenceSource(1, 10**6, num_splits=2)
+    env.from_source(src, WatermarkStrategy.no_watermarks(), "n").uid("n").map(RememberAll()).uid("remember").print()
+    client = env.execute_async("remember")
+    time.sleep(0.5)
+    path = client.stop_with_savepoint(False, (tmp_path / "sp").as_uri()).result(timeout=60)
+    client.wait(60)
+    before = load_checkpoint(path).driver_state["operator_states"]["remember"]
+    remembered = [v for snap in before.values() for v in snap["seen"][1]]
+    assert remembered and all(len(snap["seen"][1]) < len(remembered) for snap in before.values())
+
+    env2 = make_env("local", **{"execution.savepoint.path": path, "execution.savepoint.ignore-unclaimed-state": True})
+    env2.set_parallelism(2)
+    out = list(
+        env2.from_source(NumberSequenceSource(1, 2, num_splits=2), WatermarkStrategy.no_watermarks(), "n2")
+        .uid("n2")
+        .map(RememberAll())
+        .uid("remember")
+        .execute_and_collect()
+    )
+    assert sorted(n for _, n in out) == [len(remembered) + 1] * 2  # all of it, and the one new value each
