@@ -381,6 +381,12 @@ class CheckpointCoordinator:
                 self.cleaner.clean_subsumed(old)
                 self.stats.update(old.checkpoint_id, discarded=True)
             self.last_completion_ms = now_ms
+            # Step 4c: older pending checkpoints are subsumed (Flink's): completed later, one would be the latest
+            # while this one, whose commit runs now, went as the oldest
+            for older in [p for i, p in self.pending.items() if i < cid and not p.is_savepoint]:
+                self.abort(
+                    older, CheckpointFailureReason.CHECKPOINT_SUBSUMED, f"checkpoint {cid} completed first", False
+                )
         else:
             self.latest_savepoint = (cid, uri, pending.location.storage_options)
             try:  # a restore from the job's directory (``run -s <job dir>``) must not go back before it

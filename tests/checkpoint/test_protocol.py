@@ -269,3 +269,34 @@ def test_the_next_trigger_time_agrees_with_should_trigger(tmp_path):
         assert c.should_trigger(at) is (at >= c.next_trigger_ms()), at
     off = CheckpointCoordinator(CheckpointSettings(Configuration({})), storage, "f" * 32, "job", 128, {})
     assert off.next_trigger_ms() is None
+
+
+def test_a_checkpoint_completed_first_subsumes_the_older_pending_ones(tmp_path):
+    """Checkpoint 861 is acknowledged before 860 (two uploads at once, each in its own thread): 861 completes and
+    860, older, is aborted as subsumed, as in Flink; completed later, 860 would have made 861, whose commit
+    already ran, the checkpoint to subsume, and a restore would go back to 860 and write 861's epochs again."""
+    from sparkpoint.checkpoint.messages import KeyedStateFileHandle
+
+    c = _coordinator(tmp_path)
+    state = ExecutionVertexId(1, 0)
+    older = c.trigger(1000, 4, {}, {state}, set(), {"count": ("Count", 1)})
+    newer = c.trigger(1100, 5, {}, {state}, set(), {"count": ("Count", 1)})
+    assert older is not None and newer is not None and (older.checkpoint_id, newer.checkpoint_id) == (860, 861)
+
+    def ack_of(pending):
+        import hashlib
+
+        pending.location.write("keyed", b"k")
+        handle = StreamStateHandle("keyed", 1, hashlib.sha256(b"k").hexdigest())
+        return AcknowledgeCheckpoint(pending.checkpoint_id, state, (KeyedStateFileHandle(("count",), 0, 127, handle),))
+
+    assert c.receive_acknowledge_message(ack_of(newer)) is TaskAcknowledgeResult.SUCCESS
+    ((completed, _),) = c.complete_ready(2000)
+    assert completed.checkpoint_id == 861
+    assert older.state is PendingCheckpointState.ABORTED
+    assert older.failure_reason is CheckpointFailureReason.CHECKPOINT_SUBSUMED
+    assert c.receive_acknowledge_message(ack_of(older)) is not TaskAcknowledgeResult.SUCCESS
+    assert c.complete_ready(2100) == []
+    assert c.store.get_latest_checkpoint().checkpoint_id == 861
+    assert newer.location.fs.exists(newer.location.path + "/_metadata")
+    assert c.stats.get(860).status == "FAILED" and c.failure_manager.continuous_failures == 0
