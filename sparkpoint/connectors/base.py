@@ -275,6 +275,12 @@ class Sink(abc.ABC):
         not share it."""
         return None
 
+    def part_files(self) -> tuple[str, str] | None:
+        """The directory this sink stages and publishes part files under and their name prefix, if it writes
+        files: two sinks of a job must not share both (nor one's directory lie under the other's), since each
+        takes the other's parts for its own, overwriting them or cleaning them up."""
+        return None
+
     def check_checkpointing(self, interval_ms: int | None, exactly_once: bool) -> None:
         """On the driver before the first epoch: warn of settings that do not fit the job's checkpoints
         (``interval_ms`` None: checkpointing is off)."""

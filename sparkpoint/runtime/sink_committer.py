@@ -14,6 +14,7 @@ any snapshot completed) has nothing to commit again: its sinks drop what was sta
 from __future__ import annotations
 
 import logging
+import posixpath
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -143,3 +144,25 @@ def check_sinks(plan: JobPlan, interval_ms: int | None, exactly_once: bool) -> N
             f"({prefix}): each would abort the other's; give each its own transactional "
             f"id prefix"
         )
+    _check_part_files(plan)
+
+
+def _check_part_files(plan: JobPlan) -> None:
+    """Two file sinks with one part prefix in one directory, or one's under the other's, are refused."""
+    seen: list[tuple[str, str, str]] = []  # (directory, part prefix, sink uid)
+    for nid in plan.sink_nodes():
+        sink = plan.nodes[nid].sink
+        files = sink.part_files() if isinstance(sink, Sink) else None
+        if files is None:
+            continue
+        directory = posixpath.normpath(files[0].removeprefix("file://"))
+        for other, prefix, uid in seen:
+            nested = directory == other or directory.startswith(other + "/") or other.startswith(directory + "/")
+            if prefix == files[1] and nested:
+                raise ConfigurationError(
+                    f"sinks {uid!r} and {plan.uid(nid)!r} write part files named {prefix!r} under {other} and "
+                    f"{directory}: each would take the other's files for its own (overwrite them, or clean them "
+                    f"up as an aborted attempt's); give them directories apart or part prefixes of their own "
+                    f"(OutputFileConfig.builder().with_part_prefix(...))"
+                )
+        seen.append((directory, files[1], plan.uid(nid)))

@@ -21,6 +21,7 @@ from sparkpoint.datastream.connectors.file_system import (
     RollingPolicy,
     StreamFormat,
 )
+from sparkpoint.errors import ConfigurationError
 
 PART = re.compile(r"^part-([0-9a-f]{12})-(\d+)-(\d+)$")
 
@@ -247,3 +248,22 @@ def test_a_batch_encodes_as_its_records_one_by_one(record_type, charset):
         batches = [[], [("a", 1), ("b\tc", 2)]]
     for batch in batches:
         assert encoder.encode_batch(batch) == b"".join(encoder.encode(v) for v in batch), (record_type, batch)
+
+
+@pytest.mark.parametrize("second", ["same", "nested", "apart", "other-prefix"])
+def test_two_file_sinks_that_would_take_each_others_parts_are_refused(make_env, tmp_path, second):
+    """Part files are named by prefix, job and subtask: two sinks of a job with one prefix in one directory (or one
+    under the other) would overwrite each other's staged parts, or clean them up as an aborted attempt's."""
+    env = make_env("local")
+    stream = env.from_collection(["a", "b"])
+    stream.sink_to(_base_sink(tmp_path / "out")).uid("first")
+    where = {"same": "out", "nested": "out/late", "apart": "other", "other-prefix": "out"}[second]
+    config = {"config": OutputFileConfig.builder().with_part_prefix("late").build()} if second == "other-prefix" else {}
+    stream.sink_to(_base_sink(tmp_path / where, **config)).uid("second")
+    if second in ("same", "nested"):
+        with pytest.raises(ConfigurationError, match=r"sinks 'first' and 'second' write part files named 'part'"):
+            env.execute()
+        assert not (tmp_path / "out").exists() or not _all_files(tmp_path / "out")
+    else:
+        env.execute()
+        assert sorted(_lines(_visible(tmp_path / "out"))) == (["a", "b"] if second == "apart" else ["a", "a", "b", "b"])

@@ -282,6 +282,10 @@ class FileSink(Sink):
         """
         return FileSinkWriter(self._config(), subtask, job_id, state)
 
+    def part_files(self) -> tuple[str, str]:
+        """Its base path and part prefix (see :meth:`Sink.part_files`)."""
+        return self.base_path, self.output_file_config.get_part_prefix()
+
     def recover(self, committables: list, writer_states: dict[int, Any]) -> None:
         """Remove staged files of an aborted attempt (called on restore, after re-committing)."""
         jobs = {st["job"] for st in writer_states.values() if isinstance(st, dict) and "job" in st}
