@@ -49,7 +49,8 @@ class SinkCommitter:
     def add_epoch(self, epoch: int, by_node: dict[int, list]) -> None:
         """An epoch's committables: held for a checkpoint (exactly-once) or committed now."""
         if not self.exactly_once:
-            self._commit(by_node)
+            self._deliver(by_node)
+            self._commit_sinks(by_node)
         elif by_node:
             self._uncommitted.append((epoch, by_node))
 
@@ -71,8 +72,12 @@ class SinkCommitter:
         covered = set(self._covered.pop(checkpoint_id, []))
         to_commit = [by_node for e, by_node in self._uncommitted if e in covered]
         self._uncommitted = [(e, c) for e, c in self._uncommitted if e not in covered]
+        # the client's records first: handing them on cannot fail, while a sink's commit that fails fails the job
+        # over to this checkpoint, whose restore commits its sinks' output again but has no records to hand on
         for by_node in to_commit:
-            self._commit(by_node)
+            self._deliver(by_node)
+        for by_node in to_commit:
+            self._commit_sinks(by_node)
 
     def forget(self, checkpoint_ids: Iterable[int]) -> None:
         """Checkpoints that were aborted: their epochs wait for a later checkpoint."""
@@ -105,11 +110,15 @@ class SinkCommitter:
             if isinstance(sink, Sink):
                 sink.recover_from_start(job_id)
 
-    def _commit(self, by_node: dict[int, Any]) -> None:
+    def _deliver(self, by_node: dict[int, Any]) -> None:
+        """Hand the client its collected records (``execute_and_collect``)."""
+        for nid, records in by_node.items():
+            if nid in self._collect_nodes and self.deliver_collected is not None:
+                self.deliver_collected(records)
+
+    def _commit_sinks(self, by_node: dict[int, Any]) -> None:
         for nid, committables in by_node.items():
             if nid in self._collect_nodes:
-                if self.deliver_collected is not None:
-                    self.deliver_collected(committables)
                 continue
             if nid not in self._committers:  # one per sink for the job's life: it may keep its connection
                 self._committers[nid] = self.plan.nodes[nid].sink.create_committer()

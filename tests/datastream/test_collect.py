@@ -14,11 +14,16 @@ import time
 
 import pytest
 
-from sparkpoint.common import Row, Types, WatermarkStrategy
+from sparkpoint.common import Encoder, Row, Types, WatermarkStrategy
+from sparkpoint.connectors.file_sink import FileCommitter
+from sparkpoint.connectors.files import FileSystemError
+from sparkpoint.datastream.connectors.file_system import FileSink
+from sparkpoint.datastream.connectors.generator import DataGeneratorSource
 from sparkpoint.datastream.connectors.number_seq import NumberSequenceSource
 from sparkpoint.datastream.data_stream import CloseableIterator
 from sparkpoint.datastream.functions import MapFunction
 from sparkpoint.errors import JobExecutionError, UserFunctionError
+from sparkpoint.testing.kill_loop import read_committed_lines
 
 UNBOUNDED = 2**62  # a number sequence that does not end while a test runs
 MODES = ["epoch", "continuous"]
@@ -113,3 +118,54 @@ def test_a_job_that_failed_with_stop_iteration_fails_the_iteration_not_ends_it()
         for record in CloseableIterator(None, records):
             taken.append(record)
     assert taken == [1, 2]
+
+
+_COMMITS_FAILED: list = []
+
+
+class _CommitFailsOnce(FileCommitter):
+    """Fails the first commit that has part files (a transient error of the file system)."""
+
+    def commit(self, committables: list) -> None:
+        if committables and not _COMMITS_FAILED:
+            _COMMITS_FAILED.append(len(committables))
+            raise FileSystemError("commit failure injected (once)")
+        super().commit(committables)
+
+
+class _FlakyFileSink(FileSink):
+    def with_record_type(self, record_type):
+        return self
+
+    def create_committer(self):
+        return _CommitFailsOnce()
+
+
+def test_a_sink_commit_that_fails_loses_none_of_the_collected_records(make_env, tmp_path):
+    """A checkpoint completes, and a file sink's commit of it fails: the job fails over to that checkpoint, whose
+    restore commits the sink's output again; the records the client collects beside it come once each, none lost
+    (they were handed on before the sinks' commits, as the restore has none to hand on)."""
+    records = 3_000
+    env = make_env(
+        "local",
+        **{
+            "execution.checkpointing.interval": "100 ms",
+            "state.checkpoints.dir": (tmp_path / "ck").as_uri(),
+            "restart-strategy.type": "fixed-delay",
+            "restart-strategy.fixed-delay.attempts": 3,
+            "restart-strategy.fixed-delay.delay": "0 ms",
+        },
+    )
+    env.set_parallelism(1)
+    source = DataGeneratorSource(lambda i: i, records, records_per_second=6_000)
+    stream = env.from_source(source, WatermarkStrategy.no_watermarks(), "numbers").uid("numbers")
+    built = FileSink.for_row_format(str(tmp_path / "out"), Encoder.simple_string_encoder()).build()
+    flaky = _FlakyFileSink(
+        built.base_path, built.encoder, built.bucket_assigner, built.output_file_config, built.rolling_policy
+    )
+    stream.map(str, output_type=Types.STRING()).sink_to(flaky).uid("files")
+    _COMMITS_FAILED.clear()
+    collected = list(stream.execute_and_collect())
+    assert _COMMITS_FAILED, "a commit failed"
+    assert sorted(collected) == list(range(records))
+    assert sorted(int(line) for line in read_committed_lines(tmp_path / "out")) == list(range(records))
