@@ -121,7 +121,8 @@ class UserFacingListState(InternalListState):
         self.state.merge_namespaces(target, sources)
 
     def get(self) -> Iterable:
-        return self.state.get()
+        """A copy, as PyFlink's: adding while iterating it does not extend it (nor a list taken before)."""
+        return list(self.state.get())
 
     def add(self, value: Any) -> None:
         if value is None:

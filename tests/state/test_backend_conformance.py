@@ -165,6 +165,33 @@ def test_list_state_refuses_none(state_backend):
     assert list(lst.get()) == []
 
 
+def test_a_list_taken_from_list_state_is_a_copy(state_backend):
+    """As PyFlink's ``get()``: adding while iterating what it returned does not extend that (a loop that adds what
+    it reads would not end), nor does a later add change a list taken before."""
+    backend = keyed(state_backend)
+    backend.set_current_key("k")
+    lst = backend.get_partitioned_state(None, ListStateDescriptor("l"))
+    lst.add(1)
+    seen = []
+    for x in lst.get():
+        seen.append(x)
+        lst.add(x + 1)
+    taken = lst.get()
+    lst.add(99)
+    assert (seen, list(taken), list(lst.get())) == ([1], [1, 2], [1, 2, 99])
+
+
+def test_adding_none_to_aggregating_state_clears_it(state_backend):
+    """As PyFlink's (and Flink's heap) aggregating state: ``add(None)`` clears it."""
+    backend = keyed(state_backend)
+    backend.set_current_key("k")
+    agg = backend.get_partitioned_state(None, descriptors()["aggregating"])
+    agg.add(3)
+    assert agg.get() is not None
+    agg.add(None)
+    assert agg.get() is None
+
+
 def test_a_key_outside_the_range_is_refused(state_backend):
     backend = keyed(state_backend, compute_key_group_range_for_operator_index(MAXP, 2, 0))
     foreign = next(k for k in KEYS if assign_to_key_group(k, MAXP) >= MAXP // 2)

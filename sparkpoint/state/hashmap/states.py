@@ -243,6 +243,9 @@ class HeapAggregatingState(_HeapState, InternalAggregatingState):
         return d.agg_function.get_result(acc)
 
     def add(self, value: Any) -> None:
+        if value is None:  # as PyFlink's and Flink's: adding null clears the state
+            self.clear()
+            return
         self.add_all([value])
 
     def add_all(self, values: list) -> None:
