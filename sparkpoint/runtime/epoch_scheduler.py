@@ -88,6 +88,7 @@ class EpochScheduler:
 
     def restart(self) -> None:
         self.ahead.drop()  # what ran ahead started from the state given up now
+        self.sizer.failed()  # the failed epoch may have been too large: the same bounds would fail again
         self.guard.attempt_started()
 
     def stop(self) -> None:
@@ -122,7 +123,7 @@ class EpochScheduler:
         sources = [r for r in (ran.reports if ran is not None else reports) if r.stage_id in self.source_stages]
         every = ran.reports + reports if ran is not None else reports
         resident = max((r.resident_bytes for r in every), default=0)
-        self.sizer.observe(sources, (time.monotonic() - started) * 1e3, resident)
+        self.sizer.observe(sources, (time.monotonic() - started) * 1e3, resident, epoch)
         self.progress.notify_next.clear()
         self._next_sources_deployed = next_sources is not None
         return Barrier(epoch, every, positions_taken=ran is not None)
@@ -134,8 +135,10 @@ class EpochScheduler:
             self.ahead.start(epoch, self._source_deployments(epoch, self.clock.wall_ms(), [], context))
 
     # -- deployments --------------------------------------------------------------------------
-    def _inputs(self, context: BarrierContext) -> DeploymentInputs:
-        tasks = self.sizer.settings(self.tasks)  # the bounds of the epoch's source reads, sized by the backlog
+    def _inputs(self, context: BarrierContext, sources_of: int | None = None) -> DeploymentInputs:
+        tasks = self.sizer.settings(
+            self.tasks, sources_of
+        )  # the bounds of the epoch's source reads, sized by the backlog
         return DeploymentInputs(self.plan, tasks, self.progress, self.schemas, self.output, context)
 
     def _deployments(
@@ -144,7 +147,7 @@ class EpochScheduler:
         """Every task's deployment for ``epoch`` (the source stage's as it ran ahead, if it did)."""
         stages = [s for s in self.plan.stages if ran is None or not s.is_source_stage]
         deps = deploy_stages(
-            self._inputs(context),
+            self._inputs(context, epoch if ran is None else None),
             stages,
             epoch,
             now_ms,
@@ -160,7 +163,7 @@ class EpochScheduler:
     ) -> Deployments:
         """The source stage's deployments of ``epoch``, to run ahead (``pending``: the reports not taken yet)."""
         return deploy_stages(
-            self._inputs(context), [self.plan.stage(0)], epoch, now_ms, False, pending, cut_splits=True
+            self._inputs(context, epoch), [self.plan.stage(0)], epoch, now_ms, False, pending, cut_splits=True
         )
 
     def _may_run_ahead(self, reports: list[TaskReport]) -> bool:

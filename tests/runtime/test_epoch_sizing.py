@@ -76,3 +76,29 @@ def test_tasks_report_their_workers_memory_and_a_small_budget_keeps_epochs_small
     source = DataGeneratorSource(lambda i: i % 7, COUNT, num_splits=1)
     env.from_source(source, WatermarkStrategy.no_watermarks(), "gen").uid("gen").filter(lambda x: x < 0).print()
     assert env.execute("over budget").epochs >= 10  # 100,000 records an epoch, as with fixed bounds
+
+
+def test_with_sources_ahead_each_step_is_from_the_observed_epochs_own_size():
+    """The next epoch's sources run ahead, sized before this epoch is observed: growth doubles the size the observed
+    epoch read with (twice, not four times, an epoch seen at half the budget), and a shrink halves it."""
+    sizer = EpochSizer(adaptive=True, target_ms=10_000, memory_budget=1_000)
+    base = TaskSettings("j", "/tmp", True, 100, 1 << 20, False)
+    deployed = {1: sizer.settings(base, 1).max_records, 2: sizer.settings(base, 2).max_records}  # 2 ran ahead
+    for epoch in range(1, 5):
+        sizer.observe([_report(True)], 100, 400, epoch)  # at 40 % of the budget: may double
+        deployed[epoch + 2] = sizer.settings(base, epoch + 2).max_records
+    assert deployed == {1: 100, 2: 100, 3: 200, 4: 200, 5: 400, 6: 400}
+    assert all(deployed[e + 2] <= 2 * deployed[e] for e in range(1, 5))
+    sizer.observe([_report(True)], 100, 1_001, 5)  # epoch 5 (400) over the budget: the next is half of it
+    assert sizer.settings(base, 7).max_records == 200
+
+
+def test_a_failover_starts_again_at_the_configured_bounds():
+    """An epoch that failed may have been too large (a worker out of memory, its timeout): the same bounds after
+    the restore would fail the same way."""
+    sizer = EpochSizer(adaptive=True, target_ms=10_000)
+    for _ in range(3):
+        sizer.observe([_report(True)], 100)
+    assert sizer.factor == 8
+    sizer.failed()
+    assert sizer.factor == 1
