@@ -15,6 +15,7 @@ the :class:`~sparkpoint.state.schema.StateSchema` the restored checkpoint record
 
 from __future__ import annotations
 
+import copy
 import itertools
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -30,6 +31,7 @@ from sparkpoint.state.schema import (
     type_text,
     value_fits,
 )
+from sparkpoint.state.ttl import TtlValue
 
 __all__ = ["SchemaCheck", "SAMPLED_VALUES"]
 
@@ -91,8 +93,12 @@ class SchemaCheck:
 
 def _entries(backend: Any, descriptor: Any, writes: bool) -> Iterator[Any]:
     """Each stored ``(key, namespace)`` of ``descriptor``'s state, made current, with a state object on it
-    (``writes``: the caller changes entries, so they are listed first, not read as they are iterated)."""
-    state = backend.create_internal_state(descriptor)
+    (``writes``: the caller changes entries, so they are listed first, not read as they are iterated). The state
+    object is the stored form, TTL values as stored: read through their TTL, they would be dropped when expired
+    or touched (``OnReadAndWrite``), and written through it, stamped anew."""
+    raw = copy.copy(descriptor)
+    raw.ttl_config = None
+    state = backend._create_internal_state(raw)
     saved = backend.current_key, backend.current_key_group
     slots = backend.get_keys_and_namespaces(descriptor.name)
     try:
@@ -104,34 +110,54 @@ def _entries(backend: Any, descriptor: Any, writes: bool) -> Iterator[Any]:
         backend.current_key, backend.current_key_group = saved
 
 
+def _user(value: Any) -> Any:
+    """A stored value as the user's: a TTL value's own."""
+    return value.value if isinstance(value, TtlValue) else value
+
+
+def _kept(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``fn`` on a stored value; a TTL value keeps its timestamp (Flink migrates inside the TTL wrapper)."""
+
+    def apply(value: Any) -> Any:
+        return TtlValue(fn(value.value), value.last_access) if isinstance(value, TtlValue) else fn(value)
+
+    return apply
+
+
 def _stored_values(backend: Any, descriptor: Any) -> Iterator[Any]:
     for state in _entries(backend, descriptor, writes=False):
         kind = descriptor.kind
         if kind == "list":
-            yield from list(state.get() or [])
+            yield from [_user(v) for v in state.get() or []]
         elif kind == "map":
-            yield dict(state.items())
+            yield {k: _user(v) for k, v in state.items()}
         elif kind == "aggregating":
-            yield state.get_accumulator()
+            yield _user(state.get_accumulator())
         else:
-            yield state.get() if kind == "reducing" else state.value()
+            yield _user(state.get() if kind == "reducing" else state.value())
 
 
 def _rewrite(backend: Any, descriptor: Any, fn: Callable[[Any], Any]) -> None:
     """Every stored value of the state of ``descriptor`` (this backend's key groups) through ``fn``."""
-    kind = descriptor.kind
+    kind, each = descriptor.kind, _kept(fn)
     for state in _entries(backend, descriptor, writes=True):
         if kind == "value":
-            state.update(fn(state.value()))
+            state.update(each(state.value()))
         elif kind == "list":
-            state.update([fn(v) for v in list(state.get() or [])])
+            state.update([each(v) for v in list(state.get() or [])])
         elif kind == "map":
-            migrated = fn(dict(state.items()))
+            stored = dict(state.items())
+            migrated = fn({k: _user(v) for k, v in stored.items()})
             state.clear()
-            state.put_all(migrated)
+            state.put_all(
+                {
+                    k: TtlValue(v, stored[k].last_access) if isinstance(stored.get(k), TtlValue) else v
+                    for k, v in migrated.items()
+                }
+            )
         elif kind == "aggregating":
-            state.set_accumulator(fn(state.get_accumulator()))
+            state.set_accumulator(each(state.get_accumulator()))
         else:  # reducing: the one value, written back whole
             value = state.get()
             state.clear()
-            state.add(fn(value))
+            state.add(each(value))

@@ -226,3 +226,42 @@ def test_snapshots_drop_expired_values_unless_cleanup_is_off(state_backend, back
     restored.set_current_processing_time(500)
     value = restored.get_partitioned_state(None, descriptors["v"]).value()
     assert value == (None if background else 1)  # cleaned up, or expired but still stored
+
+
+@pytest.mark.parametrize("kind", ["value", "list", "map"])
+def test_a_migrated_ttl_state_keeps_its_timestamps(state_backend, kind):
+    """A restored row state with TTL, declared with a field added: its values are migrated inside their TTL, each
+    keeping the time it was written (Flink's), so it expires when it would have; migrated anew, it would live on."""
+    from sparkpoint.common import Row, Types
+    from sparkpoint.datastream.state import ListStateDescriptor, MapStateDescriptor
+    from sparkpoint.state.schema import StateSchema, state_type_json
+
+    old_row, new_row = Types.ROW_NAMED(["a"], [Types.INT()]), Types.ROW_NAMED(["a", "b"], [Types.INT(), Types.INT()])
+    make = {
+        "value": lambda t: ValueStateDescriptor("s", t),
+        "list": lambda t: ListStateDescriptor("s", t),
+        "map": lambda t: MapStateDescriptor("s", Types.STRING(), t),
+    }[kind]
+    old_d, new_d = make(old_row), make(new_row)
+    for d in (old_d, new_d):
+        d.enable_time_to_live(_ttl(update="OnReadAndWrite", ms=1_000))
+    backend = keyed(state_backend)
+    backend.set_current_key("k")
+    backend.set_current_processing_time(0)
+    state = backend.get_partitioned_state(None, old_d)
+    {
+        "value": lambda: state.update(Row(a=1)),
+        "list": lambda: state.add(Row(a=1)),
+        "map": lambda: state.put("x", Row(a=1)),
+    }[kind]()
+    restored = keyed(state_backend)
+    restored.schema.expect("test", {"s": StateSchema(kind, state_type_json(kind, old_d.type_info))})
+    restored.restore([pickle.loads(pickle.dumps(backend.snapshot()))])
+    restored.set_current_processing_time(900)  # the migration runs at 900
+    restored.set_current_key("k")
+    migrated = restored.get_partitioned_state(None, new_d)
+    read = {"value": lambda: migrated.value(), "list": lambda: list(migrated.get()), "map": lambda: migrated.get("x")}[
+        kind
+    ]
+    restored.set_current_processing_time(1_000)  # written at 0, with a TTL of 1 s: expired now
+    assert read() in (None, [])
