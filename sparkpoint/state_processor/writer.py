@@ -128,7 +128,9 @@ class SavepointWriter:
                 driver_state[key] = {
                     u: v for u, v in self.base.driver_state.get(key, {}).items() if u not in self.removed
                 }
-        for uid, states in self.keyed.items():
+        # every keyed operator with entries, or with timers only (a function that cleared its state and waits)
+        for uid in [*self.keyed, *(u for u, t in self.timers.items() if t and u not in self.keyed)]:
+            states = self.keyed.get(uid, {})
             groups: dict = {}
             for name, (_kind, entries) in states.items():
                 for slot, value in entries.items():
