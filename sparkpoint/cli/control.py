@@ -272,8 +272,9 @@ def _await(client: Any, path: str, timeout: float) -> dict:
             raise click.ClickException("; ".join(status["errors"]))
         if status["status"]["id"] == "COMPLETED":
             op = status["operation"]
-            if "failure-cause" in op:
-                raise click.ClickException(op["failure-cause"]["stack-trace"])
+            cause = op.get("failure-cause") or op.get("failureCause")  # a savepoint's, a checkpoint's (Flink's names)
+            if cause:
+                raise click.ClickException(cause["stack-trace"])
             return op
         time.sleep(0.2)
     raise click.ClickException(f"no answer within {timeout:.0f} s; the operation may still complete")

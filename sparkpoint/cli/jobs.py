@@ -143,7 +143,10 @@ def _job_options(f: Callable) -> Callable:
     help="Skip state that cannot be mapped to the job.",
 )
 @click.option(
+    "-rm",
     "--restoreMode",
+    "-cm",
+    "--claimMode",
     "restore_mode",
     type=click.Choice(["claim", "no_claim", "legacy"], case_sensitive=False),
     default=None,
@@ -235,12 +238,24 @@ def _run_attached(
     progress.close()
 
 
+def _undetached(arg: str) -> str | None:
+    """A word of ``run``'s own options without ``-d``: short flags given together lose their ``d`` (``-nd``: ``-n``);
+    None: nothing is left."""
+    if arg in ("-d", "--detached"):
+        return None
+    if arg.startswith("-") and not arg.startswith("--") and len(arg) > 2 and set(arg[1:]) <= {"n", "d"}:
+        flags = arg.replace("d", "")
+        return flags if flags != "-" else None
+    return arg
+
+
 def _detach(n_job_args: int, rest: bool) -> None:
     """Start this very command without -d in a new session, its output in a log file; wait for the job id, then
     until the job runs (its REST endpoint is up) or its process ended, which fails this command with the reason.
     The job's own arguments (the last ``n_job_args`` words) are passed on as they are, a ``-d`` among them too."""
     split = len(sys.argv) - n_job_args
-    argv = [a for a in sys.argv[1:split] if a not in ("-d", "--detached")] + sys.argv[split:]
+    own = [_undetached(a) for a in sys.argv[1:split]]
+    argv = [a for a in own if a is not None] + sys.argv[split:]
     log_dir = Path(os.environ.get("SPARKPOINT_HOME", Path.home() / ".sparkpoint")) / "log"
     log_dir.mkdir(parents=True, exist_ok=True)
     log = Path(tempfile.mkstemp(prefix=time.strftime("run-%Y%m%d-%H%M%S-"), suffix=".log", dir=log_dir)[1])

@@ -274,7 +274,10 @@ OPERATION = {
     "required": ["status"],
     "properties": {
         "status": _obj(id={"enum": ["IN_PROGRESS", "COMPLETED"]}),
-        "operation": {"type": "object", "properties": {"location": STR, "checkpointId": INT, "failure-cause": FAILURE}},
+        "operation": {
+            "type": "object",
+            "properties": {"location": STR, "checkpointId": INT, "failure-cause": FAILURE, "failureCause": FAILURE},
+        },
     },
 }
 SAVEPOINT_BODY = {

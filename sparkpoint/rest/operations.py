@@ -3,8 +3,9 @@
 Each ``POST`` answers ``202 {"request-id": ...}`` at once; ``GET`` on the operation's
 status path answers ``{"status": {"id": "IN_PROGRESS" | "COMPLETED"}, "operation": ...}``
 with the savepoint's ``location``, the checkpoint's ``checkpointId``, or a
-``failure-cause``. A client may name the operation itself (``triggerId``): asking again
-with the same id returns the same operation, as in Flink.
+``failure-cause`` (a checkpoint's ``failureCause``, as Flink's ``CheckpointInfo`` names it).
+A client may name the operation itself (``triggerId``): asking again with the same id returns
+the same operation, as in Flink.
 
 Targets (a savepoint's directory, a savepoint to dispose) must lie under the roots
 :class:`~sparkpoint.rest.security.RestSecurity` allows; they are resolved once, when checked, and
@@ -42,7 +43,8 @@ class Operation:
         error = self.future.exception()
         if error is not None:
             cause = {"class": type(error).__name__, "stack-trace": str(error)}
-            return {"status": {"id": "COMPLETED"}, "operation": {"failure-cause": cause}}
+            field = "failureCause" if self.kind == "checkpoint" else "failure-cause"  # Flink's CheckpointInfo / others
+            return {"status": {"id": "COMPLETED"}, "operation": {field: cause}}
         result = self.future.result()
         if self.kind == "savepoint":
             return {"status": {"id": "COMPLETED"}, "operation": {"location": result}}

@@ -295,3 +295,25 @@ def test_stop_over_tls_with_a_token_at_the_rest_address_from_the_configuration(j
     finally:
         sparkpoint("cancel", jid, env=env)
     assert wait_for(lambda: _ended(jid, env), 60, "the job's end") == "FINISHED"  # drained: it finished
+
+
+@pytest.mark.parametrize("spelling", ["--claimMode", "-cm", "--restoreMode", "-rm"])
+def test_flink_2s_claim_mode_is_an_option_of_run_not_the_jobs_argument(spelling):
+    """Unknown, ``--claimMode CLAIM -s chk`` after ``-py job.py`` became the job's own arguments, ``-s`` with them:
+    the job started with empty state."""
+    from sparkpoint.cli import main
+
+    run = main.commands["run"]
+    ctx = run.make_context("run", ["-py", "job.py", spelling, "CLAIM", "-s", "/ck/chk-7"])
+    assert (ctx.params["restore_mode"], ctx.params["restore_path"], ctx.params["job_args"]) == (
+        "claim",
+        "/ck/chk-7",
+        (),
+    )
+
+
+def test_a_detached_run_starts_its_job_without_d_whatever_flags_it_came_with():
+    from sparkpoint.cli.jobs import _undetached
+
+    words = ["-nd", "-dn", "-n", "-d", "--detached", "-dd", "-s", "--drain"]
+    assert [_undetached(a) for a in words] == ["-n", "-n", "-n", None, None, None, "-s", "--drain"]

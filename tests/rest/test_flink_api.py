@@ -230,8 +230,8 @@ def test_a_failed_checkpoint_in_counts_latest_history_and_metrics(start_job, mon
         op = await_operation(c, f"/jobs/{jid}/checkpoints/{r.json()['request-id']}")
         monkeypatch.delenv("SPARKPOINT_FAIL_UPLOAD")
         assert (
-            set(op["operation"]) == {"failure-cause"}
-            and "upload failure injected" in op["operation"]["failure-cause"]["stack-trace"]
+            set(op["operation"]) == {"failureCause"}  # Flink's CheckpointInfo (a savepoint's is "failure-cause")
+            and "upload failure injected" in op["operation"]["failureCause"]["stack-trace"]
         )
         assert set(_completed_on_disk(job)) == before  # nothing new completed on disk
         stats = c.get(f"/jobs/{jid}/checkpoints").json()
