@@ -222,13 +222,17 @@ class _FieldAggregator(ReduceFunction):
     def __init__(self, position: int | str, how: str, by: bool):
         self.position, self.how, self.by = position, how, by
 
+    @staticmethod
+    def _whole(v: Any) -> bool:
+        """Whether a record is one value, aggregated whole (as PyFlink's: anything but a tuple, Row or list; a
+        ``str`` too, not its first character)."""
+        return not isinstance(v, (tuple, list, dict))
+
     def _get(self, v: Any) -> Any:
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
-            return v
-        return v[self.position]
+        return v if self._whole(v) else v[self.position]
 
     def _with(self, v: Any, field: Any) -> Any:
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
+        if self._whole(v):
             return field
         from sparkpoint.common.types import Row
 

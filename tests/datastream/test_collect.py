@@ -169,3 +169,20 @@ def test_a_sink_commit_that_fails_loses_none_of_the_collected_records(make_env, 
     assert _COMMITS_FAILED, "a commit failed"
     assert sorted(collected) == list(range(records))
     assert sorted(int(line) for line in read_committed_lines(tmp_path / "out")) == list(range(records))
+
+
+@pytest.mark.parametrize(
+    "how,records,expected",
+    [
+        ("max_by", ["ba", "bz", "bc"], ["ba", "bz", "bz"]),  # whole strings, not their first characters
+        ("min", ["bz", "ba", "bc"], ["bz", "ba", "ba"]),
+        ("sum", ["a", "b", "c"], ["a", "ab", "abc"]),
+        ("max", [False, True, False], [False, True, True]),
+    ],
+)
+def test_rolling_aggregates_take_a_plain_record_whole(make_env, how, records, expected):
+    """As PyFlink's KeyedStream aggregates: a record that is not a tuple, Row or list is the value itself."""
+    env = make_env("local")
+    env.set_parallelism(1)
+    keyed = env.from_collection(records).key_by(lambda _: "one")
+    assert list(getattr(keyed, how)().execute_and_collect()) == expected
