@@ -44,6 +44,25 @@ def test_partition_custom_sends_each_record_where_the_partitioner_says(make_env)
     assert sorted(lambdas) == [(v, 2 - v % 3) for v in range(12)]
 
 
+def test_a_repartitioning_routes_to_the_next_operators_own_subtasks(make_env):
+    """A repartitioning is the edge into the operator after it, as in Flink: ``partition_custom`` asks the partitioner
+    with that operator's parallelism, ``broadcast`` copies a record to each of its subtasks, ``global_`` sends every
+    record to one subtask. (As its own step at the default parallelism, the records went on round-robin.)"""
+    env = make_env("local", **{"execution.epoch.max-records": 4})
+    env.set_parallelism(4)
+    custom = env.from_collection(list(range(12))).partition_custom(Modulo(), lambda v: v).map(WhereAmI())
+    assert sorted(custom.set_parallelism(3).execute_and_collect()) == [(v, v % 3) for v in range(12)]
+    copies = env.from_collection(list(range(6))).broadcast().map(WhereAmI()).set_parallelism(2)
+    assert sorted(copies.execute_and_collect()) == [(v, i) for v in range(6) for i in range(2)]
+    everything = env.from_collection(list(range(12))).global_().map(WhereAmI())
+    assert {i for _, i in everything.execute_and_collect()} == {0}
+    rehashed = env.from_collection(list(range(12))).rebalance().key_by(lambda v: v % 2).map(WhereAmI())
+    by_key: dict = {}
+    for v, i in rehashed.execute_and_collect():
+        by_key.setdefault(v % 2, set()).add(i)
+    assert all(len(subtasks) == 1 for subtasks in by_key.values())  # a key_by after it hashes
+
+
 def test_a_partition_out_of_range_is_named(make_env):
     env = make_env("local")
     env.set_parallelism(2)
