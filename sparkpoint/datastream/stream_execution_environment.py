@@ -45,7 +45,7 @@ from sparkpoint.datastream.transformations import (
     Transformation,
     UnionTransformation,
 )
-from sparkpoint.errors import JobCancellationException, JobGraphError
+from sparkpoint.errors import ConfigurationError, JobCancellationException, JobGraphError
 
 __all__ = [
     "StreamExecutionEnvironment",
@@ -376,10 +376,25 @@ class StreamExecutionEnvironment:
             parallelism=self.get_parallelism(),
             max_parallelism=self.get_max_parallelism(),
             runtime_mode=str(self._config.get_string("execution.runtime-mode", "STREAMING")).upper(),
-            job_parameters=dict(self._job_parameters),
+            job_parameters={**self._configured_job_parameters(), **self._job_parameters},
             state_backend=self._state_backend or self._configured_state_backend(),
             python_files=tuple(self._python_files),
         )
+
+    def _configured_job_parameters(self) -> dict:
+        """``pipeline.global-job-parameters``: a map in the configuration file, or Flink's ``k1:v1,k2:v2``."""
+        raw = self._config.get("pipeline.global-job-parameters")
+        if not raw:
+            return {}
+        if isinstance(raw, dict):
+            return {str(k): str(v) for k, v in raw.items()}
+        params = {}
+        for pair in (p for p in str(raw).split(",") if p.strip()):
+            key, sep, value = pair.partition(":")
+            if not sep:
+                raise ConfigurationError(f"pipeline.global-job-parameters: {pair.strip()!r} is not key:value")
+            params[key.strip()] = value.strip()
+        return params
 
     def get_execution_plan(self) -> str:
         """The job as JSON: its operators, their uids, parallelism and inputs (nothing runs)."""

@@ -183,3 +183,20 @@ def test_collect_at_parallelism_one_keeps_the_input_order_across_epochs_and_a_ke
         .execute_and_collect()
     )
     assert list(out) == [x * 2 for x in range(50)]
+
+
+class Parameter(MapFunction):
+    def open(self, runtime_context):
+        self.threshold = runtime_context.get_job_parameter("threshold", "0")
+
+    def map(self, value):
+        return value, self.threshold
+
+
+@pytest.mark.parametrize("configured,expected", [("threshold:5, name:x", "5"), ({"threshold": 7}, "7"), (None, "0")])
+def test_global_job_parameters_come_from_the_configuration_too(make_env, configured, expected):
+    """``pipeline.global-job-parameters`` (Flink's ``k1:v1,k2:v2``, or a map in the configuration file) is what
+    ``get_job_parameter`` reads, as ``set_global_job_parameters`` is."""
+    env = make_env("local", **({"pipeline.global-job-parameters": configured} if configured is not None else {}))
+    env.set_parallelism(1)
+    assert list(env.from_collection([1]).map(Parameter()).execute_and_collect()) == [(1, expected)]
