@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 from sparkpoint.checkpoint.coordinator import CheckpointCoordinator
 from sparkpoint.checkpoint.loader import RestoredCheckpoint, load_latest_checkpoint
 from sparkpoint.common.configuration import Configuration
-from sparkpoint.errors import SparkpointError
+from sparkpoint.errors import JobExecutionError, SparkpointError
 from sparkpoint.runtime.changelog import StateChangelog, changelog_from_config
 from sparkpoint.runtime.clock import SYSTEM_CLOCK, Clock
 from sparkpoint.runtime.graph import JobPlan
@@ -347,6 +347,11 @@ class JobMaster:
             checkpoints.at_barrier(
                 epoch, barrier.reports, sources_done, may_trigger=barrier.snapshot, may_stop=barrier.sources_stopped
             )
+            drain_failed = self.savepoints.take_drain_failure()
+            if drain_failed is not None:  # its sources ended event time: back to the latest checkpoint (Flink's too)
+                raise JobExecutionError(
+                    f"stop --drain failed ({drain_failed}): the job restores its latest checkpoint and runs on"
+                )
         finished = (
             sources_done
             and not (checkpoints is not None and checkpoints.awaiting_final(epoch))

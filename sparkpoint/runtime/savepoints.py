@@ -32,6 +32,7 @@ class SavepointRequests:
         self.stop_requested = False
         self.draining = False  # stop --drain was asked for: sources read no more and emit +inf
         self._drain_deployed = False
+        self._drain_failed: str | None = None  # why a drained stop's savepoint failed, until the job master took it
 
     def request(
         self, target_dir: str | None, stop: bool = False, kind: str = "savepoint", drain: bool = False
@@ -68,7 +69,7 @@ class SavepointRequests:
                 self._queued.remove(request)
             checkpoint_id = trigger(request)
             if checkpoint_id is None:
-                request.fail("it could not be written (see the log)")
+                self._failed(request, "it could not be written (see the log)")
             else:
                 with self._lock:
                     self._in_flight[checkpoint_id] = request
@@ -89,7 +90,22 @@ class SavepointRequests:
             for cid in gone:
                 del self._in_flight[cid]
         for cid, request in gone.items():
-            request.fail(reason_of(cid))
+            self._failed(request, reason_of(cid))
+
+    def _failed(self, request: SavepointRequest, reason: str) -> None:
+        """A request failed; a drained stop's also ends the drain, whose sources have ended event time: the job
+        must go back to a checkpoint (:meth:`take_drain_failure`), not finish as if its input had ended."""
+        request.fail(reason)
+        if request.drain:
+            with self._lock:
+                self.draining = self._drain_deployed = False
+                self._drain_failed = reason
+
+    def take_drain_failure(self) -> str | None:
+        """Why a drained stop's savepoint failed since the last call (None: none did)."""
+        with self._lock:
+            reason, self._drain_failed = self._drain_failed, None
+            return reason
 
     def fail_all(self, reason: str) -> None:
         with self._lock:

@@ -191,3 +191,37 @@ def test_other_max_parallelism_fails_clearly(make_env, tmp_path):
     )
     with pytest.raises(JobGraphError, match=r"max parallelism 128, the job has 64.*'count'"):
         env2.execute()
+
+
+@pytest.mark.parametrize("mode", ["epoch", "continuous"])
+def test_a_drained_stop_whose_savepoint_fails_goes_back_to_a_checkpoint_and_runs_on(
+    make_env, tmp_path, monkeypatch, mode
+):
+    """``stop --drain``: the sources end event time, then the savepoint fails (its uploads fail). The drain is
+    over and the job goes back to its latest checkpoint and runs on to the end of its input, every record
+    counted once; it did not finish there as if its input had ended (which also deleted its checkpoints)."""
+    from tests.continuous.test_operations import assert_exact_counts, counting_job
+
+    records = 12_000
+    env = make_env(
+        "local",
+        **{
+            "sparkpoint.execution.mode": mode,
+            "parallelism.default": 2,
+            "execution.checkpointing.interval": "300 ms",
+            "execution.checkpointing.tolerable-failed-checkpoints": 100,
+            "state.checkpoints.dir": (tmp_path / "ck").as_uri(),
+            "restart-strategy.type": "fixed-delay",
+            "restart-strategy.fixed-delay.delay": "0 ms",
+        },
+    )
+    counting_job(env, records, tmp_path / "out", rate=6_000)
+    client = env.execute_async("drain fails")
+    time.sleep(1.0)  # a checkpoint or two completed
+    monkeypatch.setenv("SPARKPOINT_FAIL_UPLOAD", "1")
+    with pytest.raises(Exception, match="upload failure injected|declined|aborted|failed"):
+        client.stop_with_savepoint(True, (tmp_path / "sp").as_uri()).result(60)
+    monkeypatch.delenv("SPARKPOINT_FAIL_UPLOAD")
+    result = client.wait(120)
+    assert result.restarts >= 1
+    assert_exact_counts(read_committed_lines(tmp_path / "out"), records)
