@@ -130,7 +130,12 @@ def connect(
 
 
 def _overview(client: Any) -> list[dict]:
-    r = client.get("/jobs/overview")
+    import httpx
+
+    try:
+        r = client.get("/jobs/overview")
+    except httpx.HTTPError as e:
+        raise click.ClickException(f"{client.base_url} does not answer: {e}") from None
     if r.status_code != 200:
         raise click.ClickException(f"{client.base_url} answered {r.status_code}: {r.text[:300]}")
     return r.json()["jobs"]
@@ -265,9 +270,17 @@ def _await_end(client: Any, jid: str, timeout: float) -> str:
 
 def _await(client: Any, path: str, timeout: float) -> dict:
     """Poll an asynchronous operation (savepoint, stop, checkpoint) until it completes; its ``operation``."""
+    import httpx
+
     deadline = time.time() + timeout
     while time.time() < deadline:
-        status = client.get(path).json()
+        try:
+            status = client.get(path).json()
+        except httpx.HTTPError as e:  # the job ended meanwhile (its endpoint with it), or the network failed
+            raise click.ClickException(
+                f"the job's endpoint stopped answering before the operation completed (the job may have ended; "
+                f"see `sparkpoint list -a`): {e}"
+            ) from None
         if "errors" in status:
             raise click.ClickException("; ".join(status["errors"]))
         if status["status"]["id"] == "COMPLETED":
@@ -391,7 +404,10 @@ def checkpoints(job_id: str, as_json: bool, jobmanager: str | None, token: str |
     from rich.table import Table
 
     client, jid = connect(job_id, jobmanager, token, ca_cert)
-    data = client.get(f"/jobs/{jid}/checkpoints").json()
+    r = client.get(f"/jobs/{jid}/checkpoints")
+    if r.status_code != 200:
+        raise click.ClickException(f"job {jid}: {_errors(r)}")
+    data = r.json()
     if as_json:
         click.echo(_json.dumps(data, indent=2))
         return

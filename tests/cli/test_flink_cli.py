@@ -317,3 +317,14 @@ def test_a_detached_run_starts_its_job_without_d_whatever_flags_it_came_with():
 
     words = ["-nd", "-dn", "-n", "-d", "--detached", "-dd", "-s", "--drain"]
     assert [_undetached(a) for a in words] == ["-n", "-n", "-n", None, None, None, "-s", "--drain"]
+
+
+def test_an_endpoint_that_does_not_answer_is_a_clear_error_not_a_traceback():
+    from click.testing import CliRunner
+
+    from sparkpoint.cli import main
+
+    for args in (["list", "-m", "127.0.0.1:9"], ["checkpoints", "-m", "127.0.0.1:9", "0" * 32]):
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 1, (args, result.output)
+        assert "does not answer" in result.output and "Traceback" not in result.output, (args, result.output)
