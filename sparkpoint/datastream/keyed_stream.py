@@ -242,6 +242,7 @@ class _FieldAggregator(ReduceFunction):
             vals[int(idx)] = field
             r = Row(*vals)
             r._fields = v._fields
+            r.set_row_kind(v.get_row_kind())  # PyFlink changes the row in place: its kind stays
             return r
         if isinstance(v, tuple):
             vals = list(v)

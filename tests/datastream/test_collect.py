@@ -186,3 +186,18 @@ def test_rolling_aggregates_take_a_plain_record_whole(make_env, how, records, ex
     env.set_parallelism(1)
     keyed = env.from_collection(records).key_by(lambda _: "one")
     assert list(getattr(keyed, how)().execute_and_collect()) == expected
+
+
+def test_a_rolling_min_of_rows_keeps_the_rows_kind(make_env):
+    from sparkpoint.common.types import RowKind
+
+    env = make_env("local")
+    env.set_parallelism(1)
+    first, second = Row(k="a", n=5), Row(k="a", n=3)
+    first.set_row_kind(RowKind.UPDATE_AFTER)
+    rows = env.from_collection([first, second], type_info=Types.ROW_NAMED(["k", "n"], [Types.STRING(), Types.INT()]))
+    out = list(rows.key_by(lambda r: r.k).min("n").execute_and_collect())
+    assert [(tuple(r), r.get_row_kind()) for r in out] == [
+        (("a", 5), RowKind.UPDATE_AFTER),
+        (("a", 3), RowKind.UPDATE_AFTER),
+    ]
