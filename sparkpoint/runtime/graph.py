@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sparkpoint.datastream.failed_records import FAILED_RECORDS
@@ -345,6 +345,38 @@ def _stage_plan(
     )
 
 
+def _partitionings_as_edges(nodes: dict[int, StreamNode], order: list[int]) -> list[int]:
+    """A repartitioning (rebalance, broadcast, global, partition_custom, ...) becomes the edge into the operators
+    after it, as in Flink, not a pass-through operator at a parallelism of its own (where records would go on
+    round-robin): a consumer's edge from one goes from the node behind it, the nearest partitioning that is not
+    forward deciding (``rebalance().key_by()`` hashes). Returns the order without them."""
+    passes = {nid for nid, n in nodes.items() if n.kind == "partition"}
+    for n in nodes.values():
+        for i, e in enumerate(n.inputs):
+            while e.source in passes:
+                (behind,) = nodes[e.source].inputs
+                if e.side_tag is not None:
+                    raise JobGraphError(
+                        f"{n.name!r} reads a side output of a repartitioned stream ({nodes[e.source].name!r}): take "
+                        f"the side output from the operator that emits it, then repartition it"
+                    )
+                if e.partitioning == FORWARD:
+                    e = replace(
+                        e,
+                        partitioning=behind.partitioning,
+                        key_selector=behind.key_selector,
+                        key_type=behind.key_type,
+                        side_tag=behind.side_tag,
+                        source=behind.source,
+                    )
+                else:
+                    e = replace(e, source=behind.source, side_tag=behind.side_tag)
+            n.inputs[i] = e
+    for nid in passes:
+        del nodes[nid]
+    return [nid for nid in order if nid not in passes]
+
+
 def build_job_plan(
     nodes: dict[int, StreamNode],
     job_name: str,
@@ -358,8 +390,9 @@ def build_job_plan(
     if not nodes:
         raise JobGraphError("the job has no operators; add a source and a sink before execute()")
     order = _topological(nodes)
-    _generate_uids(nodes, order)
+    _generate_uids(nodes, order)  # with the repartitionings as nodes, as they were: uids (and savepoints) keep
     _check_uids(nodes, order)
+    order = _partitionings_as_edges(nodes, order)
     # Step 1. Cut into stages.
     stage_of, stage_nodes, stage_par = _cut_stages(nodes, order, default_parallelism)
     # Step 2. Classify edges and check keyed operators sit at stage heads.

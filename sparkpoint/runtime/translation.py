@@ -11,7 +11,6 @@ stages.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import json
 import logging
@@ -25,7 +24,6 @@ from sparkpoint.datastream.transformations import (
     CollectTransformation,
     KeyedTransformation,
     OneInputTransformation,
-    Partitioning,
     PartitionTransformation,
     Pipeline,
     PrintTransformation,
@@ -33,7 +31,6 @@ from sparkpoint.datastream.transformations import (
     SinkTransformation,
     SourceTransformation,
     Transformation,
-    TransformationInput,
     TwoInputTransformation,
     UnionTransformation,
     WindowTransformation,
@@ -123,27 +120,9 @@ class StreamGraphGenerator:
         self.batch = batch_execution(pipeline)
 
     def generate(self) -> dict[int, StreamNode]:
-        """The stream graph: one node per transformation, with its operator factory; a repartitioning (rebalance,
-        broadcast, global, partition_custom, ...) is the edge into the operators after it, as in Flink, not an
-        operator of its own (whose parallelism would then decide where records go)."""
+        """The stream graph: one node per transformation, with its operator factory."""
         self._edge_ids = itertools.count()  # edges numbered in the transformations' order
-        self._by_id = {t.id: t for t in self.pipeline.transformations}
-        return {
-            t.id: self._node(t) for t in self.pipeline.transformations if not isinstance(t, PartitionTransformation)
-        }
-
-    def _through_partitionings(self, inp: TransformationInput) -> TransformationInput:
-        """``inp`` from the operator behind the repartitionings it comes through: the one nearest the consumer
-        that is not a forward edge decides (``rebalance().key_by(...)`` hashes, as in Flink)."""
-        upstream = self._by_id.get(inp.id)
-        while isinstance(upstream, PartitionTransformation):
-            (behind,) = upstream.inputs
-            if inp.partitioning is Partitioning.FORWARD:
-                inp = dataclasses.replace(behind, input_index=inp.input_index)
-            else:
-                inp = dataclasses.replace(inp, id=behind.id, side_tag=behind.side_tag)
-            upstream = self._by_id.get(inp.id)
-        return inp
+        return {t.id: self._node(t) for t in self.pipeline.transformations}
 
     def translate(self) -> JobPlan:
         """The job plan: the stream graph cut into stages."""
@@ -186,7 +165,6 @@ class StreamGraphGenerator:
     # -- one node per transformation ------------------------------------------------------
     def _node(self, t: Transformation) -> StreamNode:
         combiner = self._window_combiner(t) if isinstance(t, WindowTransformation) else None
-        inputs = [self._through_partitionings(inp) for inp in t.inputs]
         edges = [
             StreamEdge(
                 id=next(self._edge_ids),
@@ -199,7 +177,7 @@ class StreamGraphGenerator:
                 combiner=combiner,
                 key_type=inp.key_type,
             )
-            for inp in inputs
+            for inp in t.inputs
         ]
         node = StreamNode(
             id=t.id,

@@ -176,3 +176,32 @@ def test_capture_plan_sees_the_plan_and_nothing_runs(tmp_path):
         set_cli_defaults({})
     [plan] = captured
     assert plan.job_name == "planned" and "m" in {n.effective_uid() for n in plan.nodes.values()}
+
+
+def test_repartitionings_are_edges_and_keep_the_generated_uids_after_them():
+    """A repartitioning is the edge into the next operator, not a node of the plan; the operators after it keep the
+    uids generated when it was one (recorded from that code), so savepoints of jobs without uid() still restore."""
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(2)
+    env.from_collection([1, 2, 3]).rebalance().key_by(lambda v: v % 2).reduce(lambda a, b: a + b).map(
+        lambda v: v
+    ).print()
+    plan = _plan(env, "j")
+    assert sorted((n.kind, n.effective_uid()) for n in plan.nodes.values()) == [
+        ("map", "6c37a74af80d54a4807b2b08e14fd225"),
+        ("print", "4010f984c918eaa0ec551f606f7976b1"),
+        ("reduce", "9b7fa3ce1e7598337c432fb2ca6767a2"),
+        ("source", "3bdc70d019d4b7186ea3ca6df399e289"),
+    ]
+    (reduce,) = _by_kind(plan, "reduce")
+    assert [e.partitioning for e in reduce.inputs] == [Partitioning.HASH]  # the key_by after the rebalance decides
+
+
+def test_a_side_output_of_a_repartitioned_stream_is_refused():
+    from sparkpoint.datastream import OutputTag
+    from sparkpoint.errors import JobGraphError
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.from_collection([1, 2]).rebalance().get_side_output(OutputTag("late")).print()
+    with pytest.raises(JobGraphError, match="side output of a repartitioned stream"):
+        _plan(env)
