@@ -313,6 +313,9 @@ class JobMaster:
         if the strategy allows."""
         self.status_machine.transition(JobStatus.FAILING, error)
         restart = self.failover.recover(error, self.epoch, self.coordinator)
+        # the savepoints in flight were aborted with the attempt: their requests fail now, a drain with them (the
+        # restored sources read on; a drain left on would end the restored job's input at once)
+        self.savepoints.fail_in_flight(f"the job failed over: {error}")
         if restart is None:
             raise error
         self.status_machine.transition(JobStatus.RESTARTING, error)
@@ -350,7 +353,8 @@ class JobMaster:
             drain_failed = self.savepoints.take_drain_failure()
             if drain_failed is not None:  # its sources ended event time: back to the latest checkpoint (Flink's too)
                 raise JobExecutionError(
-                    f"stop --drain failed ({drain_failed}): the job restores its latest checkpoint and runs on"
+                    f"stop --drain failed ({drain_failed}): the job fails over (to its latest checkpoint, or its "
+                    f"start), as its restart strategy allows, and runs on"
                 )
         finished = (
             sources_done

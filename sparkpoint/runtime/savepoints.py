@@ -97,9 +97,20 @@ class SavepointRequests:
         must go back to a checkpoint (:meth:`take_drain_failure`), not finish as if its input had ended."""
         request.fail(reason)
         if request.drain:
-            with self._lock:
-                self.draining = self._drain_deployed = False
+            with self._lock:  # another drained stop asked for still drains
+                self.draining = any(r.drain for r in self._queued)
+                self._drain_deployed = False
                 self._drain_failed = reason
+
+    def fail_in_flight(self, reason: str) -> None:
+        """A failover aborted the savepoints in flight: fail their requests and end a drain (the failover is the
+        going back to a checkpoint that a failed drain asks for, so none is asked for again)."""
+        with self._lock:
+            requests, self._in_flight = list(self._in_flight.values()), {}
+        for request in requests:
+            self._failed(request, reason)
+        with self._lock:
+            self._drain_failed = None
 
     def take_drain_failure(self) -> str | None:
         """Why a drained stop's savepoint failed since the last call (None: none did)."""
