@@ -224,8 +224,8 @@ class _FieldAggregator(ReduceFunction):
 
     @staticmethod
     def _whole(v: Any) -> bool:
-        """Whether a record is one value, aggregated whole (as PyFlink's: anything but a tuple, Row or list; a
-        ``str`` too, not its first character)."""
+        """Whether a record is one value, aggregated whole (as PyFlink's: anything but a tuple, Row or list, and a
+        dict here, whose field is its key; a ``str`` too, not its first character)."""
         return not isinstance(v, (tuple, list, dict))
 
     def _get(self, v: Any) -> Any:
