@@ -127,21 +127,30 @@ def assert_split_prefixes(indexes: set[int], records: int) -> None:
 # -- operations ----------------------------------------------------------------------------------------------
 
 
-def drained_stop(make_env: Any, tmp_path: Path) -> tuple[list[int], list[int]]:
-    """Stop a windowed job part-way with a drained savepoint (``stop --drain``), restore it and run it to the end;
-    returns the records each run read. The runs write to ``first/`` and ``second/``."""
-    records = 12_000
+def stop_part_way(
+    make_env: Any, tmp_path: Path, job: Any, records: int, drain: bool, after_s: float
+) -> tuple[str, dict]:
+    """Run ``job(env, records, tmp_path / "first", rate=4_000)`` in continuous mode and stop it with a savepoint
+    after ``after_s`` (``drain``: ``stop --drain``); returns the savepoint and the configuration to restore it with."""
     conf = {
         **CONTINUOUS,
         "execution.checkpointing.interval": "1 h",
         "state.checkpoints.dir": (tmp_path / "ck").as_uri(),
     }
     env = make_env("local", **conf)
-    windowed_job(env, records, tmp_path / "first", rate=4_000)
-    client = env.execute_async("drained")
-    time.sleep(1.0)
-    savepoint = client.stop_with_savepoint(True, (tmp_path / "sp").as_uri()).result(60)
+    job(env, records, tmp_path / "first", rate=4_000)
+    client = env.execute_async("stopped")
+    time.sleep(after_s)
+    savepoint = client.stop_with_savepoint(drain, (tmp_path / "sp").as_uri()).result(60)
     client.wait(60)
+    return savepoint, conf
+
+
+def drained_stop(make_env: Any, tmp_path: Path) -> tuple[list[int], list[int]]:
+    """Stop a windowed job part-way with a drained savepoint (``stop --drain``), restore it and run it to the end;
+    returns the records each run read. The runs write to ``first/`` and ``second/``."""
+    records = 12_000
+    savepoint, conf = stop_part_way(make_env, tmp_path, windowed_job, records, drain=True, after_s=1.0)
     first_read = [int(line) for line in read_committed_lines(tmp_path / "first" / "read")]
     assert 0 < len(first_read) < records, "the savepoint was taken part-way"
 
@@ -217,17 +226,7 @@ def test_a_stop_with_a_savepoint_lets_nothing_happen_after_it(make_env, tmp_path
     snapshots' uploads take 400 ms, so the savepoint completes between two barriers, as with a large state.)"""
     monkeypatch.setenv("SPARKPOINT_SLOW_UPLOAD_MS", "400")
     records = 12_000
-    conf = {
-        **CONTINUOUS,
-        "execution.checkpointing.interval": "1 h",
-        "state.checkpoints.dir": (tmp_path / "ck").as_uri(),
-    }
-    env = make_env("local", **conf)
-    noting_job(env, records, tmp_path / "first", rate=4_000)
-    client = env.execute_async("stopped")
-    time.sleep(1.5)
-    savepoint = client.stop_with_savepoint(False, (tmp_path / "sp").as_uri()).result(60)
-    client.wait(60)
+    savepoint, conf = stop_part_way(make_env, tmp_path, noting_job, records, drain=False, after_s=1.5)
     first_read, first_fired = noted(tmp_path / "first" / "read"), noted(tmp_path / "first" / "fired")
     assert 0 < len(first_read) < records, "the savepoint was taken part-way"
 

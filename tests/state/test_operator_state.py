@@ -43,6 +43,18 @@ class Remember(MapFunction, CheckpointedFunction):
         return (value, len(self.seen))
 
 
+def _restored_run(make_env, savepoint: str, function, parallelism: int) -> list:
+    """``function`` restored from ``savepoint`` at ``parallelism``, over one new value per subtask (the old source's
+    state dropped explicitly, as ``-n``)."""
+    env = make_env(
+        "local", **{"execution.savepoint.path": savepoint, "execution.savepoint.ignore-unclaimed-state": True}
+    )
+    env.set_parallelism(parallelism)
+    source = NumberSequenceSource(1, parallelism, num_splits=parallelism)
+    stream = env.from_source(source, WatermarkStrategy.no_watermarks(), "n2").uid("n2")
+    return list(stream.map(function).uid("remember").execute_and_collect())
+
+
 def test_operator_state_survives_a_savepoint_at_another_parallelism(make_env, tmp_path):
     env = make_env("local", **{"execution.epoch.max-records": 5})
     env.set_parallelism(2)
@@ -57,15 +69,7 @@ def test_operator_state_survives_a_savepoint_at_another_parallelism(make_env, tm
     assert remembered
 
     # the old source's state is dropped explicitly (-n); the map's state is spread over 3 subtasks
-    env3 = make_env("local", **{"execution.savepoint.path": path, "execution.savepoint.ignore-unclaimed-state": True})
-    env3.set_parallelism(3)
-    out = list(
-        env3.from_source(NumberSequenceSource(1, 3, num_splits=3), WatermarkStrategy.no_watermarks(), "n2")
-        .uid("n2")
-        .map(Remember())
-        .uid("remember")
-        .execute_and_collect()
-    )
+    out = _restored_run(make_env, path, Remember(), 3)
     # three subtasks, each with a third of what two subtasks remembered, plus the one new value each
     assert sorted(n for _, n in out) != [1, 1, 1]
     assert sum(n for _, n in out) == len(remembered) + 3
@@ -95,13 +99,5 @@ def test_union_state_restored_at_the_same_parallelism_is_all_of_it_on_every_subt
     remembered = [v for snap in before.values() for v in snap["seen"][1]]
     assert remembered and all(len(snap["seen"][1]) < len(remembered) for snap in before.values())
 
-    env2 = make_env("local", **{"execution.savepoint.path": path, "execution.savepoint.ignore-unclaimed-state": True})
-    env2.set_parallelism(2)
-    out = list(
-        env2.from_source(NumberSequenceSource(1, 2, num_splits=2), WatermarkStrategy.no_watermarks(), "n2")
-        .uid("n2")
-        .map(RememberAll())
-        .uid("remember")
-        .execute_and_collect()
-    )
+    out = _restored_run(make_env, path, RememberAll(), 2)
     assert sorted(n for _, n in out) == [len(remembered) + 1] * 2  # all of it, and the one new value each

@@ -24,7 +24,6 @@ import json
 import os
 import pickle
 import shutil
-import struct
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -37,7 +36,6 @@ from sparkpoint.state.rocksdb.cell import Cell
 from sparkpoint.state.rocksdb.changes import committed_changes, replay_batch
 from sparkpoint.state.rocksdb.layout import (
     KEY_FORMAT,
-    LEGACY_UNDO_PREFIX,
     META_EPOCH,
     META_IN_PROGRESS,
     META_KEY_FORMAT,
@@ -46,17 +44,16 @@ from sparkpoint.state.rocksdb.layout import (
     META_TIMER_COUNTS,
     META_UNDO_EPOCH,
     META_WATERMARK,
-    UNDO_PREFIX,
     drop_undo_log,
     prefix_end,
 )
 from sparkpoint.state.rocksdb.options import RocksDBOptions
+from sparkpoint.state.rocksdb.undo_log import rollback_batch, undo_entries, write_undo_chunks
 
 __all__ = ["Cell", "RocksDBOptions", "StateStore"]
 
 _ABSENT = object()
 _PICKLE = pickle.HIGHEST_PROTOCOL
-_UNDO_CHUNK = 1000  # entries per value of the undo log: large values slow every read of the database down
 
 
 class StateStore:
@@ -245,20 +242,7 @@ class StateStore:
 
     def _apply_undo(self, epoch: int | None) -> None:
         """Put back every entry the undo log holds and mark the database as of ``epoch``."""
-        batch = rocksdict.WriteBatch(raw_mode=True)
-        for target, previous in self._undo_entries():
-            if previous is None:
-                batch.delete(target)
-            else:
-                batch.put(target, previous)
-        drop_undo_log(batch)
-        batch.delete(META_UNDO_EPOCH)
-        batch.delete(META_IN_PROGRESS)
-        if epoch is None:
-            batch.delete(META_EPOCH)
-        else:
-            batch.put(META_EPOCH, str(epoch).encode())
-        self._write(batch)
+        self._write(rollback_batch(undo_entries(self.iterate), epoch))
         self._reload()
 
     def _reload(self) -> None:
@@ -399,23 +383,8 @@ class StateStore:
         batch.put(META_EPOCH, str(epoch).encode())
 
     def _write_undo_chunk(self, batch: rocksdict.WriteBatch, undo: list[tuple[bytes, bytes | None]]) -> None:
-        """The undo log of some changes: the previous bytes (``None``: absent) of entries changed for the first
-        time this epoch, in values of at most ``_UNDO_CHUNK`` entries (spills write chunks 0, 1, ...)."""
-        for start in range(0, max(len(undo), 1), _UNDO_CHUNK):
-            batch.put(
-                UNDO_PREFIX + struct.pack(">I", self.undo_chunks),
-                pickle.dumps(undo[start : start + _UNDO_CHUNK], _PICKLE),
-            )
-            self.undo_chunks += 1
-
-    def _undo_entries(self) -> list[tuple[bytes, bytes | None]]:
-        """``(key, previous bytes or None)`` of every entry the undo log holds, in the order written (a database
-        whose last epoch was committed before the chunks holds an entry per key: ``0x01 | bytes`` or ``0x00``)."""
-        legacy = [
-            (dbkey[len(LEGACY_UNDO_PREFIX) :], raw[1:] if raw[:1] == b"\x01" else None)
-            for dbkey, raw in self.iterate(LEGACY_UNDO_PREFIX)
-        ]
-        return legacy + [entry for _, chunk in self.iterate(UNDO_PREFIX) for entry in pickle.loads(chunk)]
+        """The undo log of some changes (:mod:`sparkpoint.state.rocksdb.undo_log`), numbered on from this epoch's."""
+        self.undo_chunks = write_undo_chunks(batch, undo, self.undo_chunks)
 
     def write_committed(
         self, items: Iterator[tuple[bytes, bytes]], epoch: int | None = None, chunk: int = 100_000
