@@ -1,4 +1,4 @@
-"""The stateless and non-keyed operators: map, filter, flat_map, process, union, timestamps/watermarks."""
+"""The stateless and non-keyed operators: map, filter, flat_map, process, timestamps/watermarks."""
 
 from __future__ import annotations
 
@@ -14,14 +14,7 @@ from sparkpoint.datastream.functions import bound_call
 from sparkpoint.errors import StateError
 from sparkpoint.operators.base import IDLE, Output, StreamOperator, TaskContext, extract_timestamps
 
-__all__ = [
-    "MapOperator",
-    "FlatMapOperator",
-    "FilterOperator",
-    "ProcessOperator",
-    "TimestampsAndWatermarksOperator",
-    "UnionOperator",
-]
+__all__ = ["MapOperator", "FlatMapOperator", "FilterOperator", "ProcessOperator", "TimestampsAndWatermarksOperator"]
 
 
 class MapOperator(StreamOperator):
@@ -115,14 +108,6 @@ def process_each_with(
             out.emit_all(method(v, ctx), t)
     except Exception as e:
         raise op.fail(v, e) from e
-
-
-class UnionOperator(StreamOperator):
-    """Forwards the records of several inputs; its watermark is the minimum of theirs."""
-
-    def process_batch(self, values: list, timestamps: list, out: Output) -> None:
-        out.values.extend(values)
-        out.timestamps.extend(timestamps)
 
 
 class TimestampsAndWatermarksOperator(StreamOperator):

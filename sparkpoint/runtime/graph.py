@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
+from itertools import count
 from typing import Any
 
 from sparkpoint.datastream.failed_records import FAILED_RECORDS
@@ -259,7 +260,8 @@ def _cut_stages(
     """Stage of each node, nodes of each stage, parallelism of each stage.
 
     A node joins its input's stage if every input edge is a forward edge from a node of the
-    same parallelism in one stage; otherwise it starts one (its forward inputs rebalance).
+    same parallelism in one stage; otherwise it starts one (its forward inputs from a node of another
+    parallelism rebalance; the others stay forward, subtask to subtask).
     """
 
     def par(n: StreamNode) -> int:
@@ -292,8 +294,8 @@ def _cut_stages(
             next_stage += 1
             stage_nodes[sid] = []
             stage_par[sid] = 1 if any(e.partitioning == GLOBAL for e in n.inputs) else par(n)
-            for e in n.inputs:
-                if e.partitioning == FORWARD:
+            for e in n.inputs:  # forward stays subtask to subtask where the parallelisms match, as in Flink
+                if e.partitioning == FORWARD and par(nodes[e.source]) != stage_par[sid]:
                     e.partitioning = REBALANCE
         stage_of[nid] = sid
         stage_nodes[sid].append(nid)
@@ -345,36 +347,47 @@ def _stage_plan(
     )
 
 
-def _partitionings_as_edges(nodes: dict[int, StreamNode], order: list[int]) -> list[int]:
-    """A repartitioning (rebalance, broadcast, global, partition_custom, ...) becomes the edge into the operators
-    after it, as in Flink, not a pass-through operator at a parallelism of its own (where records would go on
-    round-robin): a consumer's edge from one goes from the node behind it, the nearest partitioning that is not
-    forward deciding (``rebalance().key_by()`` hashes). Returns the order without them."""
-    passes = {nid for nid, n in nodes.items() if n.kind == "partition"}
+def _virtual_nodes_as_edges(nodes: dict[int, StreamNode], order: list[int]) -> list[int]:
+    """A repartitioning (rebalance, broadcast, global, partition_custom, ...) and a ``union`` become edges into the
+    operators after them, as in Flink, not pass-through operators at a parallelism of their own (where records went
+    on round-robin, a producer's records of one key split between subtasks): a consumer's edge from one goes from
+    the node(s) behind it, one edge per input of a union, the nearest partitioning that is not forward deciding
+    (``rebalance().key_by()`` hashes). Returns the order without them."""
+    virtual = {nid for nid, n in nodes.items() if n.kind in ("partition", "union")}
+    ids = count(max((e.id for n in nodes.values() for e in n.inputs), default=0) + 1)
     for n in nodes.values():
-        for i, e in enumerate(n.inputs):
-            while e.source in passes:
-                (behind,) = nodes[e.source].inputs
-                if e.side_tag is not None:
-                    raise JobGraphError(
-                        f"{n.name!r} reads a side output of a repartitioned stream ({nodes[e.source].name!r}): take "
-                        f"the side output from the operator that emits it, then repartition it"
-                    )
-                if e.partitioning == FORWARD:
-                    e = replace(
-                        e,
-                        partitioning=behind.partitioning,
-                        key_selector=behind.key_selector,
-                        key_type=behind.key_type,
-                        side_tag=behind.side_tag,
-                        source=behind.source,
-                    )
-                else:
-                    e = replace(e, source=behind.source, side_tag=behind.side_tag)
-            n.inputs[i] = e
-    for nid in passes:
+        if n.id not in virtual:
+            n.inputs = [resolved for e in n.inputs for resolved in _through(nodes, virtual, n, e, ids)]
+    for nid in virtual:
         del nodes[nid]
-    return [nid for nid in order if nid not in passes]
+    return [nid for nid in order if nid not in virtual]
+
+
+def _through(
+    nodes: dict[int, StreamNode], virtual: set[int], consumer: StreamNode, e: StreamEdge, ids: Iterator[int]
+) -> list[StreamEdge]:
+    """Edge ``e`` into ``consumer`` as edges from the real nodes behind it (``e`` itself if it has one)."""
+    if e.source not in virtual:
+        return [e]
+    if e.side_tag is not None:
+        raise JobGraphError(
+            f"{consumer.name!r} reads a side output of a repartitioned stream ({nodes[e.source].name!r}): take "
+            f"the side output from the operator that emits it, then repartition it"
+        )
+    behind = nodes[e.source].inputs
+    edges = []
+    for b in behind:
+        if e.partitioning == FORWARD:
+            moved = replace(
+                e, partitioning=b.partitioning, key_selector=b.key_selector, key_type=b.key_type, source=b.source
+            )
+        else:
+            moved = replace(e, source=b.source)
+        moved.side_tag = b.side_tag
+        if len(behind) > 1:
+            moved.id = next(ids)
+        edges.extend(_through(nodes, virtual, consumer, moved, ids))
+    return edges
 
 
 def build_job_plan(
@@ -392,7 +405,7 @@ def build_job_plan(
     order = _topological(nodes)
     _generate_uids(nodes, order)  # with the repartitionings as nodes, as they were: uids (and savepoints) keep
     _check_uids(nodes, order)
-    order = _partitionings_as_edges(nodes, order)
+    order = _virtual_nodes_as_edges(nodes, order)
     # Step 1. Cut into stages.
     stage_of, stage_nodes, stage_par = _cut_stages(nodes, order, default_parallelism)
     # Step 2. Classify edges and check keyed operators sit at stage heads.

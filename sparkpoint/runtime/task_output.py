@@ -14,7 +14,7 @@ from typing import Any
 from sparkpoint.datastream.functions import bound_call
 from sparkpoint.operators.base import Output
 from sparkpoint.runtime.exchange import Encoded, encode_batch, encode_blob, hash_partition
-from sparkpoint.runtime.graph import BROADCAST, CUSTOM, GLOBAL, HASH, JobPlan, StreamEdge
+from sparkpoint.runtime.graph import BROADCAST, CUSTOM, FORWARD, GLOBAL, HASH, JobPlan, StreamEdge
 from sparkpoint.runtime.task_messages import TaskReport
 from sparkpoint.state.key_groups import shared_assigner
 from sparkpoint.state.key_hash import key_hash
@@ -74,12 +74,14 @@ def _parts(
         parts[0] = (list(values), list(timestamps))
     elif e.partitioning == BROADCAST:
         parts = [(list(values), list(timestamps)) for _ in range(n)]
+    elif e.partitioning == FORWARD:  # between stages of the same parallelism: subtask to subtask
+        parts[subtask % n] = (list(values), list(timestamps))
     elif e.partitioning == CUSTOM:
         for v, t in zip(values, timestamps):
             part = parts[e.key_selector.target(v, n)]
             part[0].append(v)
             part[1].append(t)
-    else:  # rebalance / forward across a parallelism change: round robin
+    else:  # rebalance, and forward across a parallelism change: round robin
         for j in range(n):
             p = (subtask + sent + j) % n
             parts[p] = (values[j::n], timestamps[j::n])

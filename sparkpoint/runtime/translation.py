@@ -42,7 +42,6 @@ from sparkpoint.operators.basic import (
     MapOperator,
     ProcessOperator,
     TimestampsAndWatermarksOperator,
-    UnionOperator,
 )
 from sparkpoint.operators.co import (
     BroadcastProcessOperator,
@@ -220,9 +219,8 @@ class StreamGraphGenerator:
             return _window_factory(t, self._window_combiner(t) is not None)
         if isinstance(t, TwoInputTransformation):
             return _two_input_factory(t)
-        if isinstance(t, UnionTransformation):
-            return partial(UnionOperator, "", t.name)
-        if isinstance(t, (PartitionTransformation, SideOutputTransformation)):
+        if isinstance(t, (UnionTransformation, PartitionTransformation, SideOutputTransformation)):
+            # a side output passes its records on; unions and repartitionings become edges (build_job_plan)
             return partial(SideOutputOperator, "", t.name)
         if isinstance(t, SinkTransformation):
             return partial(SinkOperator, "", t.name, t.sink)
