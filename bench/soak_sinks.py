@@ -43,7 +43,7 @@ class SoakSink:
 
     def leftovers(self, out: Path) -> dict[str, int]:
         """What a clean end leaves none of (staged files, open transactions)."""
-        return {"staged part files": len(list(out.rglob(".*inprogress"))) if out.exists() else 0}
+        return {"staged part files": len(list(out.rglob(".*inprogress*"))) if out.exists() else 0}
 
     def describe(self) -> str:
         return "text part files, committed parts only"

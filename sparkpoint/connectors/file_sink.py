@@ -1,11 +1,12 @@
 """The file sink at run time: two-phase-commit part files.
 
 In every task, each bucket gets a new hidden in-progress file
-``.<prefix>-<uid>-<subtask>-<counter><suffix>.inprogress`` (rolled within the epoch when
+``.<prefix>-<uid>-<subtask>-<counter><suffix>.inprogress.<random>`` (rolled within the epoch when
 it passes ``part_size`` or is older than ``rollover_interval``); ``prepare_commit``
 closes them and returns :class:`FileCommittable` entries, and the driver's
 :class:`FileCommitter` renames each to its final, visible name. The part counter is
-writer state, so names never repeat within a job and a retried task reuses its names.
+writer state, so final names never repeat within a job and a retried task reuses them; a staged name is
+the final one with a random token, so that a task of a failed attempt still running writes no file of the next.
 
 What goes into a part file is up to its :class:`PartWriter`: lines of an encoder (row
 formats, :class:`LinePartWriter`) or a columnar file written in batches (bulk formats: a
@@ -19,6 +20,7 @@ from __future__ import annotations
 import abc
 import contextlib
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -211,7 +213,10 @@ class FileSinkWriter(SinkWriter):
         self.counter += 1
         directory = f"{self.root}/{bucket}".rstrip("/") if bucket else self.root
         directory = directory.replace("//", "/")
-        part = _PartFile(self.fs, f"{directory}/.{name}.inprogress", f"{directory}/{name}", now_ms, self.config)
+        # a staged name of its own (Flink's ``.part-...inprogress.<uuid>``): a task of a failed attempt that still
+        # runs (Spark ends a cancelled Python task seconds later) never writes into the file of the attempt after it
+        staged = f"{directory}/.{name}.inprogress.{uuid.uuid4().hex[:12]}"
+        part = _PartFile(self.fs, staged, f"{directory}/{name}", now_ms, self.config)
         self.open_parts[bucket] = part
         return part
 
@@ -277,7 +282,8 @@ def cleanup_leftovers(root_url: str, part_prefix: str, keep: list, jobs: set[str
     deleted = []
     for path in fs.find(root):
         name = path.rsplit("/", 1)[-1]
-        if name.startswith(starts) and name.endswith(".inprogress") and path not in keep_paths:
+        staged = name.endswith(".inprogress") or ".inprogress." in name  # the latter since staged names are unique
+        if name.startswith(starts) and staged and path not in keep_paths:
             try:
                 fs.rm(path)
                 deleted.append(path)

@@ -82,7 +82,7 @@ def visible_files(directory) -> list[str]:
 
 
 def staged_files(directory) -> list[str]:
-    return sorted(os.path.join(r, f) for r, _, fs in os.walk(str(directory)) for f in fs if f.endswith(".inprogress"))
+    return sorted(os.path.join(r, f) for r, _, fs in os.walk(str(directory)) for f in fs if ".inprogress." in f)
 
 
 def read_committed(directory) -> pd.DataFrame:
@@ -128,7 +128,7 @@ class FileWatcher:
                 kind,
                 n,
                 set(map(os.path.basename, visible_files(self.directory))),
-                {os.path.basename(p)[1 : -len(".inprogress")] for p in staged_files(self.directory)},
+                {os.path.basename(p)[1:].split(".inprogress.")[0] for p in staged_files(self.directory)},
             )
         )
 

@@ -40,9 +40,25 @@ from sparkpoint.runtime.spark.task_runner import run_in_worker
 from sparkpoint.runtime.task import TaskDeployment, TaskReport
 from sparkpoint.runtime.task_channel import TaskSender, one_report_per_task
 
-__all__ = ["SparkEpochExecutor"]
+__all__ = ["SparkEpochExecutor", "TASKS_END_WAIT_S"]
 
 logger = logging.getLogger(__name__)
+
+#: How long a failed epoch waits for its job's cancelled tasks to end (Spark kills a cancelled Python task's worker
+#: after ``spark.python.task.killTimeout``, 2 s by default, once its monitor saw the cancel).
+TASKS_END_WAIT_S = 30.0
+
+
+def _running_tasks(tracker: Any, group: str) -> int:
+    """Tasks of Spark job group ``group`` still running (a job's stages as Spark's status store has them)."""
+    running = 0
+    for job_id in tracker.getJobIdsForGroup(group):
+        job = tracker.getJobInfo(job_id)
+        for stage_id in job.stageIds if job is not None else ():
+            stage = tracker.getStageInfo(stage_id)
+            running += stage.numActiveTasks if stage is not None else 0
+    return running
+
 
 STOP_WAIT_S = 5.0  # how long a stop waits for Spark to end the job of the source tasks run ahead
 INTERRUPT_GRACE_S = 5.0  # past an epoch's deadline, how long its tasks have to stop by themselves
@@ -159,6 +175,7 @@ class SparkEpochExecutor:
                     )
             except Exception as e:  # Py4JJavaError: the error a task sent
                 failure = self.channel.failure(e, epoch)
+                self._await_tasks_ended(group)
                 raise failure from failure.__cause__  # Spark's trace left out, what the task sent kept
             reports = self.channel.receive(run)
             if ran is not None:  # source tasks Spark ran again in this job (their output was lost) report again
@@ -171,6 +188,24 @@ class SparkEpochExecutor:
                 rdd.unpersist(blocking=False)
         self.placement.note(self.plan, reports)
         return reports
+
+    def _await_tasks_ended(self, group: str) -> None:
+        """Wait until no task of the job group ``group`` runs (bounded by :data:`TASKS_END_WAIT_S`). Spark fails a
+        job at its first failed task and cancels the others, but a cancelled Python task goes on until its worker
+        is killed (``spark.python.task.killTimeout`` after Spark saw the cancel): the attempt that follows a
+        failover must not run beside it (it could still write a part file, or open a transactional producer)."""
+        tracker = self.spark.sparkContext.statusTracker()
+        deadline = time.monotonic() + TASKS_END_WAIT_S
+        while (running := _running_tasks(tracker, group)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if running:
+            logger.warning(
+                "%d task(s) of the failed Spark job group %s still run after %.0f s; the next attempt starts beside "
+                "them",
+                running,
+                group,
+                TASKS_END_WAIT_S,
+            )
 
     def _epoch_job(
         self,
