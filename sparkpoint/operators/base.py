@@ -299,7 +299,9 @@ class StreamOperator:
         self.task = task
         fn = self.function
         if isinstance(fn, CheckpointedFunction):
-            self.operator_state = DefaultOperatorStateStore(operator_state)
+            self.operator_state = DefaultOperatorStateStore(
+                operator_state, f"operator {self.name!r} (uid {self.uid!r})"
+            )
             fn.initialize_state(_InitContext(self.operator_state))
 
     def open(self) -> None:

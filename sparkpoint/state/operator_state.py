@@ -11,8 +11,16 @@ from collections.abc import Iterable
 from typing import Any
 
 from sparkpoint.datastream.state import ListState, ListStateDescriptor, OperatorStateStore
+from sparkpoint.errors import StateMigrationError
 
 __all__ = ["DefaultOperatorStateStore", "OperatorListState", "redistribute_operator_state"]
+
+_MODES = {
+    "split": "even-split list state (get_list_state)",
+    "union": "union list state (get_union_list_state)",
+    "broadcast": "broadcast state (get_broadcast_state)",
+}
+_GETTERS = {"split": "get_list_state", "union": "get_union_list_state", "broadcast": "get_broadcast_state"}
 
 
 class OperatorListState(ListState):
@@ -38,14 +46,23 @@ class OperatorListState(ListState):
 class DefaultOperatorStateStore(OperatorStateStore):
     """The operator state of one subtask; snapshot is ``{name: (mode, list)}``."""
 
-    def __init__(self, restored: dict[str, tuple[str, list]] | None = None):
+    def __init__(self, restored: dict[str, tuple[str, list]] | None = None, owner: str = ""):
         self.states: dict[str, tuple[str, list]] = {k: (m, list(v)) for k, (m, v) in (restored or {}).items()}
         self.restored = restored is not None
+        self.owner = owner  # the operator, as its errors name it
 
     def _get(self, descriptor: ListStateDescriptor, mode: str) -> ListState:
         mode_values = self.states.get(descriptor.name)
         if mode_values is None:
             mode_values = self.states[descriptor.name] = (mode, [])
+        elif mode_values[0] != mode:
+            # as Flink ("Incompatible assignment mode"): the recorded mode would go on in every checkpoint
+            owner = f"{self.owner}: " if self.owner else ""
+            raise StateMigrationError(
+                f"{owner}operator state {descriptor.name!r} was checkpointed as {_MODES[mode_values[0]]}, and the "
+                f"job reads it with {_GETTERS[mode]}: a list state's mode cannot change (read it with "
+                f"{_GETTERS.get(mode_values[0], mode_values[0])}, or give the new state another name)"
+            )
         return OperatorListState(mode_values[1])
 
     def get_list_state(self, state_descriptor: ListStateDescriptor) -> ListState:

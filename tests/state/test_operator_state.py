@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from sparkpoint.common import WatermarkStrategy
 from sparkpoint.datastream import CheckpointedFunction, MapFunction
 from sparkpoint.datastream.connectors.generator import NumberSequenceSource
 from sparkpoint.datastream.state import ListStateDescriptor
+from sparkpoint.errors import StateMigrationError
 from sparkpoint.runtime.restore import load_checkpoint
-from sparkpoint.state.operator_state import redistribute_operator_state
+from sparkpoint.state.operator_state import DefaultOperatorStateStore, redistribute_operator_state
 
 
 def test_even_split_and_union_redistribution():
@@ -101,3 +104,28 @@ def test_union_state_restored_at_the_same_parallelism_is_all_of_it_on_every_subt
 
     out = _restored_run(make_env, path, RememberAll(), 2)
     assert sorted(n for _, n in out) == [len(remembered) + 1] * 2  # all of it, and the one new value each
+
+
+def test_a_list_state_read_in_another_mode_than_checkpointed_is_refused():
+    """As Flink ("Incompatible assignment mode"): union state read as even-split would stay union in every later
+    checkpoint and give each subtask everything; even-split read as union, only a share."""
+    union = DefaultOperatorStateStore({"offsets": ("union", [("p0", 5)])})
+    with pytest.raises(StateMigrationError, match=r"'offsets'.*union.*get_union_list_state.*get_list_state"):
+        union.get_list_state(ListStateDescriptor("offsets", None))
+    split = DefaultOperatorStateStore({"offsets": ("split", [("p0", 5)])})
+    with pytest.raises(StateMigrationError, match=r"'offsets'.*even-split.*get_list_state.*get_union_list_state"):
+        split.get_union_list_state(ListStateDescriptor("offsets", None))
+    assert list(split.get_list_state(ListStateDescriptor("offsets", None)).get()) == [("p0", 5)]  # same mode: fine
+
+
+def test_a_job_that_reads_its_even_split_state_as_union_state_fails_on_restore_naming_it(make_env, tmp_path):
+    env = make_env("local", **{"execution.epoch.max-records": 5})
+    env.set_parallelism(2)
+    src = NumberSequenceSource(1, 10**6, num_splits=2)
+    env.from_source(src, WatermarkStrategy.no_watermarks(), "n").uid("n").map(Remember()).uid("remember").print()
+    client = env.execute_async("remember")
+    time.sleep(0.5)
+    path = client.stop_with_savepoint(False, (tmp_path / "sp").as_uri()).result(timeout=60)
+    client.wait(60)
+    with pytest.raises(StateMigrationError, match=r"uid 'remember'.*'seen'.*even-split"):
+        _restored_run(make_env, path, RememberAll(), 2)
