@@ -54,7 +54,8 @@ class SchemaCheck:
     def declare(self, descriptor: Any) -> None:
         """Record ``descriptor``'s schema; raise if the recorded one cannot be read as it (Step 1)."""
         name = descriptor.name
-        new = StateSchema(descriptor.kind, state_type_json(descriptor.kind, descriptor.type_info))
+        ttl = getattr(descriptor, "ttl_config", None) is not None
+        new = StateSchema(descriptor.kind, state_type_json(descriptor.kind, descriptor.type_info), ttl)
         self.declared[name] = new
         old = self.expected.get(name)
         if old is None or old == new:
@@ -62,6 +63,8 @@ class SchemaCheck:
         verdict, why = judge(old, new)
         if verdict is Compatibility.INCOMPATIBLE:
             self._refuse(name, old, new, why)
+        if verdict is Compatibility.COMPATIBLE_AS_IS and not why:
+            return  # the same but for what an older checkpoint did not record
         self._pending[name] = (old, new)
 
     def migrate(self, backend: Any, descriptor: Any) -> None:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 __all__ = [
@@ -264,20 +264,22 @@ def value_fits(value: Any, t: dict | None) -> bool:
 
 @dataclass(frozen=True)
 class StateSchema:
-    """One registered state: its kind and declared type (``None``: untyped)."""
+    """One registered state: its kind, declared type (``None``: untyped) and whether it has a time-to-live (its
+    stored values then carry their last access; ``None``: not recorded, a checkpoint from before it was)."""
 
     kind: str
     type: dict | None = None
+    ttl: bool | None = None
 
     def to_json(self) -> dict:
-        return {"kind": self.kind, "type": self.type}
+        return {"kind": self.kind, "type": self.type, "ttl": bool(self.ttl)}
 
     @staticmethod
     def from_json(doc: Mapping[str, Any]) -> StateSchema:
-        return StateSchema(str(doc["kind"]), doc.get("type"))
+        return StateSchema(str(doc["kind"]), doc.get("type"), doc.get("ttl"))
 
     def text(self) -> str:
-        return f"{self.kind} state of {type_text(self.type)}"
+        return f"{self.kind} state of {type_text(self.type)}{' with a time-to-live' if self.ttl else ''}"
 
 
 @dataclass(frozen=True)
@@ -308,6 +310,15 @@ class OperatorSchema:
 
 def judge(old: StateSchema, new: StateSchema) -> tuple[Compatibility, str]:
     """Whether a state recorded as ``old`` can be restored into one declared as ``new``, and why not."""
+    if old.ttl is not None and new.ttl is not None and old.ttl != new.ttl:  # Flink's TTL serializer, likewise
+        return Compatibility.INCOMPATIBLE, (
+            "its time-to-live was turned "
+            + ("off" if old.ttl else "on")
+            + ": stored values "
+            + ("carry" if old.ttl else "do not carry")
+            + " the time of their last access"
+        )
+    old, new = replace(old, ttl=None), replace(new, ttl=None)
     if old == new:
         return Compatibility.COMPATIBLE_AS_IS, ""
     if old.kind != new.kind:

@@ -26,12 +26,12 @@ from click.testing import CliRunner
 
 from sparkpoint.checkpoint.loader import load_checkpoint
 from sparkpoint.cli import main
-from sparkpoint.common import Row, Types, WatermarkStrategy
+from sparkpoint.common import Row, Time, Types, WatermarkStrategy
 from sparkpoint.datastream import KeyedProcessFunction
 from sparkpoint.datastream.connectors.generator import DataGeneratorSource
-from sparkpoint.datastream.state import ValueStateDescriptor
+from sparkpoint.datastream.state import StateTtlConfig, ValueStateDescriptor
 from sparkpoint.errors import StateMigrationError
-from sparkpoint.state.schema import Compatibility, compare_types, migration, type_json
+from sparkpoint.state.schema import Compatibility, StateSchema, compare_types, judge, migration, type_json
 
 COUNT = 12_000
 KEYS = 7
@@ -111,9 +111,13 @@ def test_the_savepoint_records_each_state_kind_and_type_and_the_keys_classes(sav
     meta = json.loads(Path(savepoint[0].removeprefix("file://"), "_metadata").read_text())
     schema = meta["body"]["operators"]["count"]["schema"]
     assert schema["states"] == {
-        "n": {"kind": "value", "type": {"name": "INT"}},
-        "row": {"kind": "value", "type": {"name": "ROW", "children": [{"name": "INT"}], "fields": ["count"]}},
-        "raw": {"kind": "value", "type": None},
+        "n": {"kind": "value", "type": {"name": "INT"}, "ttl": False},
+        "row": {
+            "kind": "value",
+            "type": {"name": "ROW", "children": [{"name": "INT"}], "fields": ["count"]},
+            "ttl": False,
+        },
+        "raw": {"kind": "value", "type": None, "ttl": False},
     }
     assert schema["key_kinds"] == ["str"]
 
@@ -126,6 +130,32 @@ def test_a_changed_state_type_is_refused_before_any_record_is_read(make_env, sav
         env.execute("v2")
     assert "uid 'count'" in str(err.value) and "state 'n'" in str(err.value)
     assert "value state of INT" in str(err.value) and "value state of STRING" in str(err.value)
+    assert not marker.exists()
+
+
+class CountsWithTtl(Counts):
+    """As :class:`Counts`, with a time-to-live on ``n``."""
+
+    def open(self, ctx):
+        ttl = StateTtlConfig.new_builder(Time.minutes(10)).build()
+        self.states = {}
+        for name, t in self.types.items():
+            descriptor = ValueStateDescriptor(name, t)
+            if name == "n":
+                descriptor.enable_time_to_live(ttl)
+            self.states[name] = ctx.get_state(descriptor)
+
+
+def test_a_time_to_live_turned_on_is_refused_before_any_record_is_read(make_env, savepoint, tmp_path):
+    """Stored values with a time-to-live carry their last access, others do not: as Flink, turning it on or off
+    on a restored state is refused (the values read back were the TTL wrapper, or failed at the first access)."""
+    marker = tmp_path / "a-record-was-processed"
+    env = _env(make_env, savepoint)
+    src = DataGeneratorSource(key_of, COUNT, num_splits=2)
+    stream = env.from_source(src, WatermarkStrategy.no_watermarks(), "gen").uid("gen")
+    stream.key_by(lambda k: k).process(CountsWithTtl(V1_TYPES, str(marker))).uid("count").print()
+    with pytest.raises(StateMigrationError, match=r"uid 'count'.*state 'n'.*time-to-live was turned on"):
+        env.execute("v2")
     assert not marker.exists()
 
 
@@ -237,6 +267,9 @@ def test_compatibility_rules():
     ]
     for old, new, want in cases:
         assert compare_types(t(old), t(new))[0] is want, (old, new)
+    with_ttl, without = StateSchema("value", t(Types.INT()), True), StateSchema("value", t(Types.INT()), False)
+    assert judge(with_ttl, without)[0] is judge(without, with_ttl)[0] is Compatibility.INCOMPATIBLE
+    assert judge(StateSchema("value", t(Types.INT())), with_ttl) == (Compatibility.COMPATIBLE_AS_IS, "")  # unrecorded
     assert compare_types(row1, row2)[0] is Compatibility.COMPATIBLE_AFTER_MIGRATION
     fn = migration(row1, row2)
     assert fn is not None
