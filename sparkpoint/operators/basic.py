@@ -130,9 +130,10 @@ class TimestampsAndWatermarksOperator(StreamOperator):
         super().setup(task, operator_state)
         if operator_state and "generator" in operator_state:
             self.generator = pickle.loads(operator_state["generator"])
-            self.output.watermark = operator_state["watermark"]
-        else:
+        else:  # a new generator: a first run, or a restore at another parallelism (restore._watermark_generators_anew)
             self.generator = self.strategy.create_watermark_generator()
+        if operator_state and operator_state.get("watermark") is not None:
+            self.output.watermark = operator_state["watermark"]
         if hasattr(self.generator, "set_current_processing_time"):
             self.generator.set_current_processing_time(task.processing_time)
 

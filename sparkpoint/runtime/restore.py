@@ -120,7 +120,10 @@ def assign_state(
         old = [per_subtask.get(i) for i in range(max(per_subtask, default=-1) + 1)]
         if plan.nodes[nid].kind == "sink":  # as written, for the sink's recovery
             out.sink_writer_states[nid] = {i: s.get("writer") for i, s in per_subtask.items() if isinstance(s, dict)}
-        for i, snap in enumerate(_redistribute(old, par)):
+        rescaled_assigner = plan.nodes[nid].kind == "assign_timestamps" and len(old) != par
+        for i, snap in enumerate(
+            _watermark_generators_anew(old, par) if rescaled_assigner else _redistribute(old, par)
+        ):
             if snap is not None:
                 out.operator_states[(nid, i)] = snap
     # Step 2. Source positions and enumerators.
@@ -166,6 +169,16 @@ def assign_keyed_state(restored: RestoredCheckpoint, plan: JobPlan) -> dict[tupl
             r = compute_key_group_range_for_operator_index(plan.max_parallelism, stage.parallelism, i)
             keyed[(stage.id, i)] = keyed_entries(restored, uids, r.start, r.end, hashes)
     return keyed
+
+
+def _watermark_generators_anew(old: list, new_parallelism: int) -> list:
+    """A timestamp assigner's state at another parallelism. A new subtask reads other splits than the old subtask
+    of its index did (:func:`deal_splits` deals them anew), and that one's generator (the highest timestamp it saw)
+    would make the records of the others late: each new subtask starts a new generator, as Flink's do after any
+    restore, from the lowest watermark the old subtasks had emitted (one every consumer had seen)."""
+    marks = [s.get("watermark") if isinstance(s, dict) else None for s in old]
+    floor = min(m for m in marks if m is not None) if marks and None not in marks else None
+    return [{"watermark": floor} for _ in range(new_parallelism)]
 
 
 def _redistribute(old: list, new_parallelism: int) -> list:
