@@ -165,6 +165,10 @@ class SourceReader(abc.ABC):
         terms (``file:line``, topic, partition and offset, sequence number)."""
         return f"split {split.split_id!r}, record {index} after position {split.position!r}"
 
+    def close(self) -> None:
+        """Its operator closed (an epoch's task, or a long-running task's attempt ended): let go of what it holds
+        between reads."""
+
 
 class Source(abc.ABC):
     """A frozen description of a source; ``parallel`` False: one that can only run at parallelism 1 (Flink's

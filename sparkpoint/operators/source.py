@@ -44,6 +44,17 @@ class SourceOperator(StreamOperator):
         self.assigner = strategy.create_timestamp_assigner() if strategy is not None else None
         self.live = False  # in a long-running task: readers read what is there (SourceReader.live)
         self.batch = batch
+        self.reader: Any = None  # the source's reader, made at the first read, closed with the operator
+
+    def close(self) -> None:
+        """The reader closed too (``SourceReader.close``: a live Kafka reader's consumers, kept assigned between
+        its reads)."""
+        reader, self.reader = self.reader, None
+        try:
+            if reader is not None:
+                reader.close()
+        finally:
+            super().close()
 
     def _generator(self, split: SourceSplit) -> Any:
         if split.generator is not None:
@@ -72,7 +83,7 @@ class SourceOperator(StreamOperator):
         finish; an unread split that was read before holds the watermark where it is (as a Flink reader's assigned
         split does), one queued unstarted does not (a Flink reader has not been given it yet). Other readers read
         every split up to the bounds (a topic's partitions)."""
-        reader = self.source.create_reader()
+        reader = self.reader = self.reader or self.source.create_reader()
         reader.live = self.live
         sequential = getattr(reader, "sequential", False)
         new_splits: list[SourceSplit] = []

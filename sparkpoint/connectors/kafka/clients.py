@@ -21,6 +21,8 @@ __all__ = [
     "cached_consumer",
     "cached_producer",
     "close_cached_clients",
+    "drop_consumer",
+    "PartitionConsumer",
     "where",
 ]
 
@@ -108,6 +110,14 @@ def cached_consumer(conf: dict[str, Any], topic: str, partition: int) -> Partiti
         if consumer is None:
             consumer = _consumers[key] = PartitionConsumer(conf, topic, partition)
         return consumer
+
+
+def drop_consumer(consumer: PartitionConsumer) -> None:
+    """Take ``consumer`` out of the process's cache and close it."""
+    with _lock:
+        for key in [k for k, c in _consumers.items() if c is consumer]:
+            del _consumers[key]
+    consumer.consumer.close()
 
 
 def cached_producer(conf: dict[str, Any]) -> Any:

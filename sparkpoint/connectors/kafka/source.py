@@ -20,7 +20,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparkpoint.connectors.base import ReadResult, SourceReader, SourceSplit, SplitEnumerator
-from sparkpoint.connectors.kafka.clients import KafkaConnectorError, cached_consumer, client_config, where
+from sparkpoint.connectors.kafka.clients import (
+    KafkaConnectorError,
+    PartitionConsumer,
+    cached_consumer,
+    client_config,
+    drop_consumer,
+    where,
+)
 
 __all__ = ["OffsetSpec", "KafkaSourceConfig", "KafkaSplitEnumerator", "KafkaSourceReader", "split_owner"]
 
@@ -267,6 +274,15 @@ class KafkaSourceReader(SourceReader):
         self.config = config
         self.poll_s = int(config.properties.get("sparkpoint.kafka.poll-timeout-ms", 10)) / 1000
         self.fetch_timeout_s = int(config.properties.get("sparkpoint.kafka.fetch-timeout-ms", 30_000)) / 1000
+        self.used: dict[int, PartitionConsumer] = {}  # the consumers it read with, by identity
+
+    def close(self) -> None:
+        """A live reader's consumers are closed with its task (each was kept assigned, fetching, between reads; the
+        task's thread ends with the attempt); an epoch's stay in the process, unassigned, for the next epoch."""
+        used, self.used = list(self.used.values()), {}
+        if self.live:
+            for consumer in used:
+                drop_consumer(consumer)
 
     def _fill(self, consumer: Any, batch: _Batch, position: int, end: int, max_records: int, max_bytes: int) -> None:
         """Take messages until the batch's limit (the end offset, or the stop before it), ``max_records`` or
@@ -311,6 +327,7 @@ class KafkaSourceReader(SourceReader):
         if stop is not None and position >= stop:
             return ReadResult([], [], split.with_(finished=True))
         cached = cached_consumer(self.config.consumer_config(**{"enable.partition.eof": True}), topic, partition)
+        self.used[id(cached)] = cached
         consumer = cached.position_at(position)
         keep_at = None
         try:

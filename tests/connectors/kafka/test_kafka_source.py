@@ -288,3 +288,18 @@ def test_a_user_function_failing_on_a_message_names_its_topic_partition_and_offs
     assert info.value.record == "forty" and info.value.origin == f"topic '{topic}', partition 2, offset 40", str(
         info.value
     )
+
+
+def test_a_continuous_jobs_consumers_are_closed_when_its_tasks_end(kafka, topic_name, make_env):
+    """A live reader keeps its partitions' consumers assigned between reads; once its long-running task ended
+    (the job's end, a failover) they are closed, not left assigned and fetching in the process."""
+    from sparkpoint.connectors.kafka import clients
+
+    topic = topic_name("live")
+    kafka.create_topic(topic, partitions=3)
+    for p in range(3):
+        kafka.produce(topic, [f"p{p}-{i}" for i in range(50)], partition=p)
+    clients.close_cached_clients()
+    got = _run(make_env, _source(kafka, topic), **{"sparkpoint.execution.mode": "continuous"})
+    assert sorted(v for v, _ in got) == sorted(f"p{p}-{i}" for p in range(3) for i in range(50))
+    assert list(clients._consumers) == []
