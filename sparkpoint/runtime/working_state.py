@@ -61,11 +61,13 @@ def working_dir(
 
 
 def drop_older_attempts(local_state_dir: str, executor_local: bool, job_id: str, namespace: str) -> None:
-    """Remove the working state of this job's earlier attempts (``<job>-<k>`` other than ``namespace``)."""
+    """Remove the working state of this job's earlier attempts (``<job>-<k>``, ``k`` below ``namespace``'s: a task
+    of an earlier attempt still running must not remove a later one's)."""
     root = _root(local_state_dir, executor_local)
+    mine = namespace[len(job_id) + 1 :]
     for path in glob.glob(os.path.join(glob.escape(root), glob.escape(job_id) + "-*")):
         suffix = os.path.basename(path)[len(job_id) + 1 :]
-        if suffix.isdigit() and os.path.basename(path) != namespace:
+        if suffix.isdigit() and (not mine.isdigit() or int(suffix) < int(mine)):
             let_go_under(path)
             shutil.rmtree(path, ignore_errors=True)
 

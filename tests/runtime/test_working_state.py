@@ -22,7 +22,8 @@ def test_databases_live_in_sparks_local_dirs_unless_a_local_dir_is_configured(tm
 
 
 def test_a_new_attempt_removes_only_older_attempts_of_its_own_job(tmp_path):
-    for name in ("job-0", "job-1", "job-2", "job-x", "job2-0", "other-0"):
+    """Older only: a task of a failed attempt Spark has not ended yet must not delete the next attempt's state."""
+    for name in ("job-0", "job-1", "job-2", "job-3", "job-12", "job-x", "job2-0", "other-0"):
         (tmp_path / name / "stage-1").mkdir(parents=True)
     drop_older_attempts(str(tmp_path), False, "job", "job-2")
-    assert sorted(os.listdir(tmp_path)) == ["job-2", "job-x", "job2-0", "other-0"]
+    assert sorted(os.listdir(tmp_path)) == ["job-12", "job-2", "job-3", "job-x", "job2-0", "other-0"]
