@@ -78,6 +78,8 @@ class KafkaSinkWriter(SinkWriter):
         self.records = 0
         self.failed: list[tuple[str, str]] = []
         self._stats: dict = {}
+        self._aborted = False  # an opening still under way fences nothing more (see abort)
+        self._prepared: Any = None  # the producer of the transaction prepare_commit handed on, until the task ends
         # the transactional producer opens while the task's upstream operators run (a round trip or two)
         self._opening: Future | None = _OPENER.submit(self._init_transactional) if config.exactly_once else None
         self._next: KafkaSinkWriter | None = None  # long-running: the next transaction's writer, opening ahead
@@ -110,16 +112,20 @@ class KafkaSinkWriter(SinkWriter):
         for good would leave it open, and ``read_committed`` readers wait behind an open transaction). A producer
         still opening is waited for first: initialized after the task ended, it would fence the transaction a
         restarted task has by then begun under the same id, and that transaction's records would be lost."""
+        self._aborted = True  # an opening that outlives the wait below stops before it fences (_init_transactional)
         opening, self._opening = self._opening, None
-        if opening is not None and self.producer is None:
+        if opening is not None and self.producer is None and not opening.cancel():
             with contextlib.suppress(Exception):  # the task's failure is what matters (a timeout too)
                 opening.result(_ABORT_TIMEOUT_S)
         ahead, self._next = self._next, None
         if ahead is not None:
             ahead.abort()
         producer, self.producer = self.producer, None
+        prepared, self._prepared = self._prepared, None  # prepared, but the task failed before its report went
         if producer is not None and self.began:
             producer.abort_transaction(_ABORT_TIMEOUT_S)
+        elif prepared is not None:
+            prepared.abort_transaction(_ABORT_TIMEOUT_S)
 
     def _delivered(self, err: Any, message: Any) -> None:
         if err is not None:
@@ -163,10 +169,10 @@ class KafkaSinkWriter(SinkWriter):
         """The epoch's transactional producer, its id fenced and initialized (in a thread)."""
         from confluent_kafka import Producer
 
-        if self.next_transaction is None:  # no state: nothing is known about earlier attempts
+        if self.next_transaction is None and not self._aborted:  # no state: nothing is known of earlier attempts
             abort_lingering(self.config, {self.subtask: None})
             self.next_transaction = 0
-        self.transactional_id = self.config.transactional_id(self.subtask, self.next_transaction)
+        self.transactional_id = self.config.transactional_id(self.subtask, self.next_transaction or 0)
         producer = Producer(
             self.config.producer_config(
                 **{
@@ -177,6 +183,8 @@ class KafkaSinkWriter(SinkWriter):
                 }
             )
         )
+        if self._aborted:  # the task ended meanwhile: initializing the id would fence (abort) the transaction a
+            return None  # restarted task has begun under it since, and its records would be lost
         producer.init_transactions(60)
         return producer
 
@@ -207,7 +215,8 @@ class KafkaSinkWriter(SinkWriter):
         if not self.config.exactly_once:
             return []
         ref = self._pre_commit()
-        self.producer = None  # gone without ending the transaction: the driver commits it
+        # gone without ending the transaction: the driver commits it (unless the task fails before its report goes)
+        self._prepared, self.producer = self.producer, None
         assert self.next_transaction is not None
         self.next_transaction += 1
         return [ref]

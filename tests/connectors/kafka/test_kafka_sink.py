@@ -121,6 +121,54 @@ def test_a_failed_tasks_writer_aborts_its_transaction(kafka, topic_name):
     assert _values(kafka, topic, "read_uncommitted") == Counter(["written-before-the-failure", "other-subtask"])
 
 
+def test_a_task_failing_after_its_sink_prepared_aborts_the_prepared_transaction(kafka, topic_name):
+    """The sink's transaction was prepared (flushed, its reference in the report) but a later step of the task
+    failed, so the report never went: the transaction is aborted, not left open for ``read_committed`` readers to
+    wait behind until a restart fences it or it times out."""
+    topic = topic_name("prepared")
+    kafka.create_topic(topic)
+    sink = _sink(kafka, topic, prefix=topic)
+    failed = sink.create_writer(0, 2, "job", 0, {"next_transaction": 0})
+    failed.write(["prepared-then-the-task-failed"], [1_700_000_000_000])
+    assert len(failed.prepare_commit()) == 1
+    failed.abort()
+    committables, _ = _write(sink, 1, {"next_transaction": 0}, ["other-subtask"])
+    sink.create_committer().commit(committables)
+    assert _values(kafka, topic) == Counter(["other-subtask"])
+
+
+def test_an_opening_that_outlives_its_writers_abort_fences_nothing(kafka, topic_name, monkeypatch):
+    """A failed task's writer whose producer was still opening when it aborted (the wait is bounded): the restarted
+    task's writer begins a transaction under the same id meanwhile, and the late opening must not fence it."""
+    import threading
+
+    from sparkpoint.connectors.kafka import sink as kafka_sink
+
+    topic = topic_name("opening")
+    kafka.create_topic(topic)
+    sink = _sink(kafka, topic, prefix=topic)
+    slow, release = threading.Event(), threading.Event()
+    config_of = kafka_sink.KafkaSinkConfig.producer_config
+
+    def producer_config(self, **overrides):
+        if threading.current_thread().name.startswith("kafka-transaction-open") and not slow.is_set():
+            slow.set()
+            release.wait(30)  # the first opening is held until the restarted writer prepared its transaction
+        return config_of(self, **overrides)
+
+    monkeypatch.setattr(kafka_sink.KafkaSinkConfig, "producer_config", producer_config)
+    monkeypatch.setattr(kafka_sink, "_ABORT_TIMEOUT_S", 0.1)
+    failed = sink.create_writer(0, 1, "job", 0, {"next_transaction": 0})
+    assert slow.wait(10)
+    opening = failed._opening
+    failed.abort()
+    committables, _ = _write(sink, 0, {"next_transaction": 0}, ["restarted"])
+    release.set()
+    opening.result(60)  # the late opening has run its course
+    sink.create_committer().commit(committables)
+    assert _values(kafka, topic) == Counter(["restarted"])
+
+
 def test_an_aborted_exactly_once_writer_writes_nothing_more(kafka, topic_name):
     """After its abort a writer refuses records: it would otherwise open a producer outside any transaction, whose
     records ``read_committed`` readers see at once."""
