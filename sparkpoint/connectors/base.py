@@ -95,6 +95,9 @@ class SplitEnumerator(abc.ABC):
     #: :meth:`assign_on_request`), as Flink's file source does: splits that are read to their end, one after
     #: another (files); an enumerator of splits that never end (a topic's partitions) deals only at barriers
     deals_on_request: bool = False
+    #: whether the splits are read by long-running tasks (continuous mode, set by the runtime): a reader reads what
+    #: is there, so an assignment fixes no end, and a split a reader already has is not sent to it again
+    live_readers: bool = False
 
     @abc.abstractmethod
     def discover(self) -> None:

@@ -32,13 +32,15 @@ class SourceCoordinator:
         self.read_to: dict[str, Any] = {}  # split id -> the split as last read (finished ones too)
         self._at_checkpoint: dict[int, list] = {}  # pending checkpoint -> the splits at its barrier
 
-    def assign(self, epoch_bytes: int | None = None, cut_splits: bool = False) -> dict[int, list]:
+    def assign(self, epoch_bytes: int | None = None, cut_splits: bool = False, live: bool = False) -> dict[int, list]:
         """Each subtask's splits for the next epoch; ``epoch_bytes``: what a subtask may read in it (the epoch's
         sized bound), by which an enumerator of files deals them out; ``cut_splits``: whether it may cut a split
-        handed out before (epochs: the subtasks' reports say where each is read to)."""
+        handed out before (epochs: the subtasks' reports say where each is read to); ``live``: long-running tasks
+        read them (``SplitEnumerator.live_readers``)."""
         if epoch_bytes is not None:
             self.enumerator.epoch_bytes = epoch_bytes
         self.enumerator.cut_splits = cut_splits
+        self.enumerator.live_readers = live
         self.enumerator.discover()
         self.assigned = self.enumerator.assign(self.assigned)
         return {i: list(s) for i, s in self.assigned.items()}

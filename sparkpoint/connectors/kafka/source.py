@@ -14,8 +14,10 @@ deserializer rejects is a malformed record named by topic, partition and offset.
 
 from __future__ import annotations
 
+import logging
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +32,8 @@ from sparkpoint.connectors.kafka.clients import (
 )
 
 __all__ = ["OffsetSpec", "KafkaSourceConfig", "KafkaSplitEnumerator", "KafkaSourceReader", "split_owner"]
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -96,6 +100,7 @@ class KafkaSplitEnumerator(SplitEnumerator):
         self.discovered_once = False
         self._last_discovery = 0.0
         self._admin: Any = None
+        self._checked: set[str] = set()  # splits given an end (for live readers: once)
 
     # -- discovery ----------------------------------------------------------------------------
     def discover(self) -> None:
@@ -157,14 +162,15 @@ class KafkaSplitEnumerator(SplitEnumerator):
         client = self._client()
         given: dict[tuple[str, int], int] = {}
         if spec.kind == "committed":
-            for tp in client.committed([TopicPartition(t, p) for t, p in partitions], timeout=30):
+            for tp in self._asked(spec, lambda: client.committed([TopicPartition(t, p) for t, p in partitions], 30)):
                 if tp.offset >= 0:
                     given[(tp.topic, tp.partition)] = tp.offset
         elif spec.kind == "offsets":
             given = {(t, p): o for t, p, o in spec.offsets}
         elif spec.kind == "timestamp":
             asked = [TopicPartition(t, p, int(spec.timestamp or 0)) for t, p in partitions]
-            for tp in client.offsets_for_times(asked, timeout=30):  # none at or after it: the partition's end
+            for tp in self._asked(spec, lambda: client.offsets_for_times(asked, timeout=30)):
+                # none at or after it: the partition's end
                 given[(tp.topic, tp.partition)] = (
                     tp.offset if tp.offset >= 0 else self._bound(tp.topic, tp.partition, "latest")
                 )
@@ -182,11 +188,24 @@ class KafkaSplitEnumerator(SplitEnumerator):
             out[(t, p)] = self._bound(t, p, kind)
         return out
 
-    def _bound(self, topic: str, partition: int, kind: str) -> int:
-        from confluent_kafka import TopicPartition
+    def _asked(self, spec: OffsetSpec, ask: Callable[[], list]) -> list:
+        """The broker's answer to an offsets lookup; a failed one, or one failed for a partition, raises naming it
+        (taken as "no offset" it would start the partition at its reset offset and skip or repeat records)."""
+        from confluent_kafka import KafkaException
 
-        low, high = self._client().get_watermark_offsets(TopicPartition(topic, partition), timeout=30)
-        return int(low if kind == "earliest" else high)
+        what = f"the {spec.kind} offsets" + (f" ({spec.timestamp})" if spec.kind == "timestamp" else "")
+        try:
+            answer = ask()
+        except KafkaException as e:
+            raise KafkaConnectorError(f"cannot look up {what} on {self.config.bootstrap_servers}: {e}") from e
+        for tp in answer:
+            if tp.error is not None:
+                raise KafkaConnectorError(f"cannot look up {what} of {where(tp.topic, tp.partition)}: {tp.error}")
+        return answer
+
+    def _bound(self, topic: str, partition: int, kind: str) -> int:
+        low, high = self._offsets_of(topic, partition)
+        return low if kind == "earliest" else high
 
     # -- assignment ---------------------------------------------------------------------------
     def next_splits(self, count: int) -> list[SourceSplit]:
@@ -203,29 +222,52 @@ class KafkaSplitEnumerator(SplitEnumerator):
         for split in self.pending:
             out[split_owner(split.info["topic"], split.info["partition"], len(out))].append(split)
         self.pending = []
-        ends = self._end_offsets([s for splits in out.values() for s in splits if not s.finished])
-        return {
-            i: [s.with_(info={**s.info, "end": ends[s.split_id]}) if s.split_id in ends else s for s in splits]
-            for i, splits in out.items()
-        }
+        return {i: [self._with_end(s) if self._to_check(s) else s for s in splits] for i, splits in out.items()}
 
-    def _end_offsets(self, splits: list[SourceSplit]) -> dict[str, int]:
-        """Each partition's end now (under ``read_committed``, its last stable offset)."""
+    def _to_check(self, split: SourceSplit) -> bool:
+        """Whether ``split`` needs its end (and its position checked against its partition's offsets): every epoch's
+        read stops at an end; a live reader's once, when first assigned (it has it afterwards: a broker round trip
+        per partition at every barrier, for an end no reader uses, would hold the barriers up)."""
+        if split.finished or (self.live_readers and split.split_id in self._checked):
+            return False
+        self._checked.add(split.split_id)
+        return True
+
+    def _with_end(self, split: SourceSplit) -> SourceSplit:
+        """``split`` with the offset its partition ends at now (under ``read_committed``, its last stable offset);
+        one whose position is past that end (the topic was deleted and created again, or the position is of
+        another cluster) starts again where the reset strategy says, as Kafka's consumer does out of range."""
+        low, high = self._offsets_of(split.info["topic"], split.info["partition"])
+        position = split.position
+        if int(position) > high:
+            reset = self.config.starting.reset if self.config.starting.kind in ("committed", "offsets") else "earliest"
+            at = where(split.info["topic"], split.info["partition"], int(position))
+            if reset == "none":
+                raise KafkaConnectorError(
+                    f"{at} is past the partition's end ({high}) and the reset strategy is NONE: was the topic "
+                    f"deleted and created again?"
+                )
+            position = low if reset == "earliest" else high
+            logger.warning(
+                "%s is past the partition's end (%d): was the topic deleted and created again? Reading from "
+                "offset %d (%s), as Kafka's consumer resets an offset out of range",
+                at,
+                high,
+                position,
+                reset,
+            )
+        return split.with_(position=position, info={**split.info, "end": high})
+
+    def _offsets_of(self, topic: str, partition: int) -> tuple[int, int]:
         from confluent_kafka import KafkaException, TopicPartition
 
-        out = {}
-        for s in splits:
-            try:
-                _, high = self._client().get_watermark_offsets(
-                    TopicPartition(s.info["topic"], s.info["partition"]), timeout=30, cached=False
-                )
-            except KafkaException as e:
-                raise KafkaConnectorError(
-                    f"cannot read the end offset of {where(s.info['topic'], s.info['partition'])}"
-                    f" on {self.config.bootstrap_servers}: {e}"
-                ) from e
-            out[s.split_id] = int(high)
-        return out
+        try:
+            low, high = self._client().get_watermark_offsets(TopicPartition(topic, partition), timeout=30, cached=False)
+        except KafkaException as e:
+            raise KafkaConnectorError(
+                f"cannot read the end offset of {where(topic, partition)} on {self.config.bootstrap_servers}: {e}"
+            ) from e
+        return int(low), int(high)
 
     def no_more_splits(self) -> bool:
         return self.ends and self.discovered_once and not self.pending
@@ -254,9 +296,7 @@ class KafkaSplitEnumerator(SplitEnumerator):
             try:
                 self._client().commit(offsets=offsets, asynchronous=False)
             except KafkaException as e:  # monitoring only: the job goes on
-                import logging
-
-                logging.getLogger(__name__).warning(
+                logger.warning(
                     "could not commit the offsets of checkpoint %d to group '%s': %s",
                     checkpoint_id,
                     self.config.group_id,

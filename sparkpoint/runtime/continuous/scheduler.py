@@ -339,7 +339,7 @@ class ContinuousScheduler:
         no_more: dict[int, bool] = {}
         for nid, sc in self.progress.sources.items():
             no_more[nid] = sc.no_more_splits()
-            for i, splits in sc.assign().items():
+            for i, splits in sc.assign(live=True).items():
                 self._give(nid, i, splits, new)
         now = self.clock.wall_ms()
         for slot in range(self.slots):

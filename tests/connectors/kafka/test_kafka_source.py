@@ -303,3 +303,85 @@ def test_a_continuous_jobs_consumers_are_closed_when_its_tasks_end(kafka, topic_
     got = _run(make_env, _source(kafka, topic), **{"sparkpoint.execution.mode": "continuous"})
     assert sorted(v for v, _ in got) == sorted(f"p{p}-{i}" for p in range(3) for i in range(50))
     assert list(clients._consumers) == []
+
+
+def test_a_position_past_the_partitions_end_starts_again_where_the_reset_strategy_says(kafka, topic_name, caplog):
+    """A restored position beyond what the partition holds (the topic was deleted and created again): read from the
+    reset offset, as Kafka's consumer resets an offset out of range, with a warning naming the place; with reset
+    NONE, refused. (It used to read nothing until the new log passed the old position, then skip to it.)"""
+    from sparkpoint.connectors.kafka.clients import KafkaConnectorError
+    from sparkpoint.datastream.connectors.kafka import KafkaOffsetResetStrategy
+
+    topic = topic_name("recreated")
+    kafka.create_topic(topic)
+    kafka.produce(topic, [f"new{i}" for i in range(5)])
+    beyond = {KafkaTopicPartition(topic, 0): 500}
+
+    def first_read(strategy):
+        source = (
+            KafkaSource.builder()
+            .set_bootstrap_servers(kafka.bootstrap_servers)
+            .set_topics(topic)
+            .set_value_only_deserializer(SimpleStringSchema())
+            .set_starting_offsets(KafkaOffsetsInitializer.offsets(beyond, strategy))
+            .build()
+        )
+        enumerator = source.create_enumerator()
+        enumerator.discover()
+        [split] = enumerator.assign({0: []})[0]
+        return source.create_reader().read(split, 1000, 1 << 30).values
+
+    assert first_read(KafkaOffsetResetStrategy.EARLIEST) == [f"new{i}" for i in range(5)]
+    assert f"topic '{topic}', partition 0, offset 500 is past the partition's end (5)" in caplog.text
+    assert first_read(KafkaOffsetResetStrategy.LATEST) == []
+    with pytest.raises(KafkaConnectorError, match=rf"topic '{topic}', partition 0, offset 500 .*reset strategy"):
+        first_read(KafkaOffsetResetStrategy.NONE)
+
+
+def test_an_offsets_lookup_that_fails_for_a_partition_is_an_error_naming_it(kafka, topic_name):
+    """The broker answers a lookup by timestamp with an error for one partition (here: one that does not exist):
+    refused, naming it (taken as found, that partition started at the answer's placeholder offset)."""
+    from sparkpoint.connectors.kafka.clients import KafkaConnectorError
+
+    topic = topic_name("lookup")
+    kafka.create_topic(topic)
+    kafka.produce(topic, ["a", "b"])
+    source = (
+        KafkaSource.builder()
+        .set_bootstrap_servers(kafka.bootstrap_servers)
+        .set_partitions({KafkaTopicPartition(topic, 0), KafkaTopicPartition(topic, 3)})
+        .set_value_only_deserializer(SimpleStringSchema())
+        .set_starting_offsets(KafkaOffsetsInitializer.timestamp(0))
+        .build()
+    )
+    enumerator = source.create_enumerator()
+    with pytest.raises(KafkaConnectorError, match=rf"timestamp offsets \(0\) of topic '{topic}', partition 3: .*"):
+        enumerator.discover()
+
+
+def test_live_readers_partitions_are_looked_up_once_not_at_every_barrier(kafka, topic_name, monkeypatch):
+    """In continuous mode every barrier assigns the splits again, and a live reader reads on without an end: a
+    partition's offsets are asked of the broker once, when it is first assigned (a round trip per partition at
+    every barrier held barriers up by the partitions' count); each epoch of epoch mode still asks its end."""
+    topic = topic_name("barriers")
+    kafka.create_topic(topic, partitions=4)
+    source = (
+        KafkaSource.builder()
+        .set_bootstrap_servers(kafka.bootstrap_servers)
+        .set_topics(topic)
+        .set_value_only_deserializer(SimpleStringSchema())
+        .build()
+    )
+    asked: list = []
+    lookup = KafkaSplitEnumerator._offsets_of
+    monkeypatch.setattr(KafkaSplitEnumerator, "_offsets_of", lambda self, t, p: asked.append(p) or lookup(self, t, p))
+    for live, expected in ((True, 4), (False, 4 * 10)):
+        enumerator = source.create_enumerator()
+        enumerator.live_readers = live
+        enumerator.discover()  # (which asks where each partition starts)
+        asked.clear()
+        assigned: dict = {0: [], 1: []}
+        for _ in range(10):
+            assigned = enumerator.assign(assigned)
+        assert sorted(s.info["partition"] for splits in assigned.values() for s in splits) == [0, 1, 2, 3]
+        assert len(asked) == expected, live
