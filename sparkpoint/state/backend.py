@@ -22,6 +22,7 @@ from sparkpoint.state.internal import STATE_KINDS, InternalKvState, UserFacingLi
 from sparkpoint.state.key_groups import GENERATION, KeyGroupRange, shared_assigner
 from sparkpoint.state.key_hash import KeyHash
 from sparkpoint.state.migration import SchemaCheck
+from sparkpoint.state.savepoint_format import TIMERS
 from sparkpoint.state.schema import StateSchema
 from sparkpoint.state.snapshot import KeyedStateSnapshot, check_snapshot
 from sparkpoint.state.timer_queue import KeyGroupedTimerQueue, SnapshottedTimerQueue
@@ -168,6 +169,10 @@ class KeyedStateBackend(abc.ABC):
 
     def register_state(self, name: str, kind: str) -> None:
         known = self.state_kinds.get(name)
+        if name == TIMERS:  # a savepoint keeps an operator's timers under it: the state's entries would be lost
+            raise StateError(
+                f"state name {name!r} is reserved (savepoints keep timers under it): name the state otherwise"
+            )
         if known is None:
             if kind not in STATE_KINDS:
                 raise StateError(f"state {name!r}: unknown state kind {kind!r}; known: {', '.join(STATE_KINDS)}")

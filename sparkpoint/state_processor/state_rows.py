@@ -19,14 +19,13 @@ from typing import Any
 from sparkpoint.datastream.window import CountWindow, GlobalWindow, TimeWindow
 from sparkpoint.state.handles import KeyedStateHandle
 from sparkpoint.state.key_groups import KeyGroupRange
+from sparkpoint.state.savepoint_format import TIMERS  # the state name that reads an operator's timers
 from sparkpoint.state.snapshot import KeyedStateSnapshot
 from sparkpoint.state.ttl import TtlValue
 from sparkpoint.state_processor.state_types import NOTHING, checked, infer, merge, quoted, spark_ddl
 
 __all__ = ["TIMERS", "StateRead", "Shape", "Layout", "shapes", "rows", "user_value", "namespace_kind"]
 
-#: The state name that reads an operator's timers.
-TIMERS = "_timers"
 
 _NAMESPACE_COLUMNS = {
     "void": (),

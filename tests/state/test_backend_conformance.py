@@ -155,6 +155,14 @@ def test_a_name_keeps_its_kind(state_backend):
         backend.get_partitioned_state(None, ListStateDescriptor("s"))
 
 
+def test_the_name_savepoints_keep_timers_under_is_refused_for_a_state(state_backend):
+    """A state named ``_timers`` was written to a savepoint under the same table as the timers and read back as
+    timers: its entries were lost."""
+    backend = keyed(state_backend)
+    with pytest.raises(StateError, match="'_timers' is reserved"):
+        backend.get_partitioned_state(None, ValueStateDescriptor("_timers"))
+
+
 def test_list_state_refuses_none(state_backend):
     backend = keyed(state_backend)
     backend.set_current_key("k")
