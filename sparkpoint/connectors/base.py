@@ -98,6 +98,9 @@ class SplitEnumerator(abc.ABC):
     #: whether the splits are read by long-running tasks (continuous mode, set by the runtime): a reader reads what
     #: is there, so an assignment fixes no end, and a split a reader already has is not sent to it again
     live_readers: bool = False
+    #: whether :meth:`notify_checkpoint_complete` uses where each split was read to (Kafka commits the offsets):
+    #: only then does the driver keep every split's last position, finished ones too
+    uses_read_positions: bool = False
 
     @abc.abstractmethod
     def discover(self) -> None:

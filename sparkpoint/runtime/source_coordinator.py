@@ -29,7 +29,8 @@ class SourceCoordinator:
         self.enumerator.epoch_bytes = epoch_bytes  # how many small splits a subtask may take at once
         self.assigned: dict[int, list] = {i: [] for i in range(parallelism)}
         self.finished_splits = 0
-        self.read_to: dict[str, Any] = {}  # split id -> the split as last read (finished ones too)
+        # split id -> the split as last read (finished ones too), for an enumerator that uses_read_positions
+        self.read_to: dict[str, Any] = {}
         self._at_checkpoint: dict[int, list] = {}  # pending checkpoint -> the splits at its barrier
 
     def assign(self, epoch_bytes: int | None = None, cut_splits: bool = False, live: bool = False) -> dict[int, list]:
@@ -62,7 +63,8 @@ class SourceCoordinator:
 
     def update(self, subtask: int, splits: list) -> None:
         self.finished_splits += sum(1 for s in splits if s.finished)
-        self.read_to.update((s.split_id, s) for s in splits)
+        if self.enumerator.uses_read_positions:  # (else kept, a file source's every file ever read would stay)
+            self.read_to.update((s.split_id, s) for s in splits)
         self.assigned[subtask] = [s for s in splits if not s.finished]
 
     def snapshot(self) -> dict[str, Any]:
@@ -82,7 +84,8 @@ class SourceCoordinator:
     def restore(self, enumerator_state: Any, splits: dict[int, list]) -> None:
         """Resume from a checkpoint: the enumerator's state and each subtask's open splits."""
         self.enumerator.restore(enumerator_state)
-        self.read_to = {s.split_id: s for subtask_splits in splits.values() for s in subtask_splits}
+        if self.enumerator.uses_read_positions:
+            self.read_to = {s.split_id: s for subtask_splits in splits.values() for s in subtask_splits}
         self._at_checkpoint.clear()
         for i in range(self.parallelism):
             self.assigned[i] = list(splits.get(i, []))

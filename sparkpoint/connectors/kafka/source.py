@@ -93,6 +93,8 @@ def split_owner(topic: str, partition: int, parallelism: int) -> int:
 class KafkaSplitEnumerator(SplitEnumerator):
     """Driver side: discovers partitions and assigns each to its owner subtask."""
 
+    uses_read_positions = True  # a completed checkpoint's offsets go to the consumer group
+
     def __init__(self, config: KafkaSourceConfig, ends: bool = False):
         self.config, self.ends = config, ends
         self.known: set[str] = set()
