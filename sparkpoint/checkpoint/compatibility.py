@@ -158,7 +158,15 @@ def check_compatibility(
     for uid in sorted(state_uids):
         op = by_uid.get(uid)
         if op is None:
-            report.dropped.append(uid)
+            if restored.dispensable(uid):  # as Flink, which keeps none of it
+                logger.info(
+                    "%s %d: uid %r, a timestamp assigner or a sink without state, is not in the job",
+                    meta.kind,
+                    meta.checkpoint_id,
+                    uid,
+                )
+            else:
+                report.dropped.append(uid)
             continue
         report.matched.append((uid, _what_happens(restored, uid, op.parallelism)))
         if uid in restored.keyed_uids() and meta.max_parallelism != max_parallelism:

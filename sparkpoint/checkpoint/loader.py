@@ -71,6 +71,15 @@ class RestoredCheckpoint:
         """Every uid the checkpoint holds state of (keyed, operator, source or sink)."""
         return self.operator_state_uids() | self.source_uids() | self.committable_uids() | self.keyed_uids()
 
+    def dispensable(self, uid: str) -> bool:
+        """Whether ``uid``'s state is only what Flink keeps none of, so that a job without the operator restores
+        without ``--allowNonRestoredState``: a timestamp assigner's watermark generators, a sink writer's empty
+        state."""
+        if uid in self.source_uids() | self.committable_uids() | self.keyed_uids():
+            return False
+        snapshots = self.driver_state.get("operator_states", {}).get(uid, {}).values()
+        return all(s is None or set(s) <= {"generator", "watermark"} or s == {"writer": None} for s in snapshots)
+
 
 def load_checkpoint(
     pointer: str, verify_files: bool = True, storage_options: Mapping[str, Any] | None = None
