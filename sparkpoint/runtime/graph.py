@@ -293,7 +293,7 @@ def _cut_stages(
             sid = next_stage
             next_stage += 1
             stage_nodes[sid] = []
-            stage_par[sid] = 1 if any(e.partitioning == GLOBAL for e in n.inputs) else par(n)
+            stage_par[sid] = par(n)  # (behind global_(): all of it goes to subtask 0, as in Flink)
             for e in n.inputs:  # forward stays subtask to subtask where the parallelisms match, as in Flink
                 if e.partitioning == FORWARD and par(nodes[e.source]) != stage_par[sid]:
                     e.partitioning = REBALANCE

@@ -17,6 +17,15 @@ class Modulo(Partitioner):
         return key % num_partitions
 
 
+class OfHowMany(MapFunction):
+    def open(self, runtime_context):
+        self.subtask = runtime_context.get_index_of_this_subtask()
+        self.parallelism = runtime_context.get_number_of_parallel_subtasks()
+
+    def map(self, value):
+        return value, self.subtask, self.parallelism
+
+
 class WhereAmI(MapFunction):
     def open(self, runtime_context):
         self.subtask = runtime_context.get_index_of_this_subtask()
@@ -54,8 +63,8 @@ def test_a_repartitioning_routes_to_the_next_operators_own_subtasks(make_env):
     assert sorted(custom.set_parallelism(3).execute_and_collect()) == [(v, v % 3) for v in range(12)]
     copies = env.from_collection(list(range(6))).broadcast().map(WhereAmI()).set_parallelism(2)
     assert sorted(copies.execute_and_collect()) == [(v, i) for v in range(6) for i in range(2)]
-    everything = env.from_collection(list(range(12))).global_().map(WhereAmI())
-    assert {i for _, i in everything.execute_and_collect()} == {0}
+    everything = env.from_collection(list(range(12))).global_().map(OfHowMany())
+    assert {(i, n) for _, i, n in everything.execute_and_collect()} == {(0, 4)}  # the map keeps its parallelism
     rehashed = env.from_collection(list(range(12))).rebalance().key_by(lambda v: v % 2).map(WhereAmI())
     by_key: dict = {}
     for v, i in rehashed.execute_and_collect():
