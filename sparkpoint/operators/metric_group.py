@@ -19,7 +19,7 @@ from sparkpoint.metrics import Counter, Distribution, Meter, MetricGroup
 if TYPE_CHECKING:
     from sparkpoint.operators.base import StreamOperator
 
-__all__ = ["OperatorMetricGroup", "report_user_metrics"]
+__all__ = ["OperatorMetricGroup", "freeze_gauges", "report_user_metrics"]
 
 
 class _Counter(Counter):
@@ -40,6 +40,9 @@ class _Counter(Counter):
     def report(self) -> Any:
         return self.delta
 
+    def reported(self) -> None:
+        self.base, self.delta = self.base + self.delta, 0
+
 
 class _Meter(Meter):
     kind = "meter"
@@ -55,6 +58,9 @@ class _Meter(Meter):
 
     def report(self) -> Any:
         return (self.delta, self.span)
+
+    def reported(self) -> None:
+        self.base, self.delta = self.base + self.delta, 0
 
 
 class _Distribution(Distribution):
@@ -74,18 +80,33 @@ class _Distribution(Distribution):
     def report(self) -> Any:
         return (self.count, self.sum, self.min, self.max)
 
+    def reported(self) -> None:
+        self.count, self.sum, self.min, self.max = 0, 0, None, None
+
 
 class _Gauge:
     kind = "gauge"
+    _NOT_READ = object()
 
     def __init__(self, obj: Callable[[], Any], what: str):
         self.obj, self.what = obj, what
+        self.frozen: Any = self._NOT_READ
 
-    def report(self) -> Any:
+    def read(self) -> Any:
         try:
             return self.obj()
         except Exception as e:  # noqa: BLE001 - a failing gauge must not fail the task
             return f"<gauge {self.what} failed: {type(e).__name__}: {e}>"
+
+    def freeze(self) -> None:
+        """Read now: the task reports this value (its function may read what the operator's close() lets go)."""
+        self.frozen = self.read()
+
+    def report(self) -> Any:
+        return self.read() if self.frozen is self._NOT_READ else self.frozen
+
+    def reported(self) -> None:
+        self.frozen = self._NOT_READ
 
 
 class OperatorMetricGroup(MetricGroup):
@@ -141,13 +162,28 @@ class OperatorMetricGroup(MetricGroup):
         return self._register(name, lambda mid: _Distribution())
 
 
-def report_user_metrics(user_metrics: dict[str, dict[str, Any]]) -> dict[str, dict[str, tuple]]:
+def freeze_gauges(user_metrics: dict[str, dict[str, Any]]) -> None:
+    """Read every gauge now, for the report the task makes after its operators closed."""
+    for metrics in user_metrics.values():
+        for m in metrics.values():
+            if isinstance(m, _Gauge):
+                m.freeze()
+
+
+def report_user_metrics(user_metrics: dict[str, dict[str, Any]], again: bool = False) -> dict[str, dict[str, tuple]]:
     """``{uid: {metric id: (kind, value)}}`` of a task's user metrics, for its report; a metric under key/value
-    groups adds its logical id and the groups' ``(key, value)`` pairs: ``(kind, value, logical, pairs)``."""
-    return {
+    groups adds its logical id and the groups' ``(key, value)`` pairs: ``(kind, value, logical, pairs)``. The
+    driver adds each report to what it has: with ``again`` (a long-running task reports at every barrier), what
+    is reported starts again from nothing (a counter's count goes on: ``get_count()``)."""
+    report = {
         uid: {
             mid: (m.kind, m.report(), m.logical, m.variables) if m.variables else (m.kind, m.report())
             for mid, m in metrics.items()
         }
         for uid, metrics in user_metrics.items()
     }
+    if again:
+        for metrics in user_metrics.values():
+            for m in metrics.values():
+                m.reported()
+    return report

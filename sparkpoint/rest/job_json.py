@@ -352,7 +352,7 @@ def job_metric_values(view: JobView) -> dict[str, str]:
             numberOfInProgressCheckpoints=str(counts["in_progress"]),
             totalNumberOfCheckpoints=str(counts["total"]),
             lastCheckpointDuration=str(last.end_to_end_duration if last else -1),
-            lastCheckpointSize=str(last.state_size if last else -1),
+            lastCheckpointSize=str(last.checkpointed_size if last else -1),  # what it wrote (Flink's)
             lastCheckpointFullSize=str(last.state_size if last else -1),
             lastCheckpointExternalPath=str(last.external_path if last else "n/a"),
             lastCheckpointRestoreTimestamp=str(stats.restored["restore_timestamp"] if stats.restored else -1),

@@ -31,7 +31,7 @@ from sparkpoint.datastream.functions import CheckpointListener
 from sparkpoint.errors import SparkpointError, StateMissingError, UserFunctionOpenError
 from sparkpoint.operators.base import StreamOperator, TaskContext
 from sparkpoint.operators.keyed import KeyedOperator
-from sparkpoint.operators.metric_group import report_user_metrics
+from sparkpoint.operators.metric_group import freeze_gauges, report_user_metrics
 from sparkpoint.operators.sinks import PrintOperator, SinkOperator
 from sparkpoint.runtime.chain import read_inputs, run_operators
 from sparkpoint.runtime.changelog import describe
@@ -143,6 +143,7 @@ def _run_task(
         routed = route(plan, stage_id, subtask, outputs, out_watermarks, dep.watermark_bounds)
         lap("route", memory=True)
         # Step 5. Sinks, state and the report.
+        freeze_gauges(task.user_metrics)  # read before the functions close
         _close_operators(ops, report)
         _snapshot_keyed_state(keyed, dep, report)
         lap("state")

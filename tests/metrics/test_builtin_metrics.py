@@ -150,7 +150,7 @@ def _check(client, tmp_path, port) -> None:
             ],
         )
     assert job["lastCheckpointDuration"] == str(last["end_to_end_duration"])
-    assert job["lastCheckpointSize"] == str(last["state_size"]) and last["state_size"] > 0
+    assert job["lastCheckpointSize"] == str(last["checkpointed_size"]) and last["checkpointed_size"] > 0
     assert job["lastCheckpointExternalPath"] == last["external_path"]
     assert job["numberOfCompletedCheckpoints"] == str(counts["completed"]) and counts["completed"] >= 1
     assert job["numberOfFailedCheckpoints"] == str(counts["failed"]) == "0"
@@ -174,6 +174,6 @@ def _check(client, tmp_path, port) -> None:
     }
     assert records_out["events"] == records_out["parse"] == records_out["stamp"] == n
     [size] = families["flink_jobmanager_job_lastCheckpointSize"].samples
-    assert size.value == last["state_size"] and set(size.labels) == {"host", "job_id", "job_name"}
+    assert size.value == last["checkpointed_size"] and set(size.labels) == {"host", "job_id", "job_name"}
     assert size.labels["job_id"] == jid
     assert families["flink_jobmanager_job_numberOfCompletedCheckpoints"].samples[0].value == counts["completed"]

@@ -150,7 +150,7 @@ def test_checkpoints_manual_triggers_details_and_subtasks(start_job):
         assert job_metrics == {
             "numberOfCompletedCheckpoints": str(len(on_disk)),
             "numberOfFailedCheckpoints": "0",
-            "lastCheckpointSize": str(latest["state_size"]),
+            "lastCheckpointSize": str(latest["checkpointed_size"]),
             "lastCheckpointDuration": str(latest["end_to_end_duration"]),
         }
         config = c.get(f"/jobs/{jid}/checkpoints/config").json()

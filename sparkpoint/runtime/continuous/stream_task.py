@@ -371,7 +371,7 @@ class ContinuousTask:
             report.splits = {nid: list(s) for nid, s in self.dep.splits.items()}
         report.watermarks = dict(self.writer.watermarks)
         report.metrics, self.context.metrics = self.context.metrics, {}
-        report.user_metrics = report_user_metrics(self.context.user_metrics)
+        report.user_metrics = report_user_metrics(self.context.user_metrics, again=True)
         for nid, op in self.ops.items():
             if isinstance(op, PrintOperator):
                 report.printed[nid], op.lines = op.lines, []
