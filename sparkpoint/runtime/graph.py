@@ -11,6 +11,7 @@ between stages records are exchanged. Each epoch runs every stage once.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import logging
 from collections.abc import Callable, Iterator
@@ -134,8 +135,30 @@ class JobPlan:
     state_backend: Any = None  # the runtime StateBackend (resolved at translation); None means hashmap
     batch: bool = False  # RuntimeExecutionMode.BATCH (or AUTOMATIC over bounded sources): no checkpoints, no late data
 
+    # (node, subtask) -> that subtask's operator factory, for the attempt in ``_copies_of`` (see factory_for)
+    _copies: dict = field(default_factory=dict, repr=False, compare=False)
+    _copies_of: str = field(default="", repr=False, compare=False)
+
     def stage(self, stage_id: int) -> StagePlan:
         return self.stages[stage_id]
+
+    def factory_for(self, node_id: int, subtask: int, attempt: str) -> Callable[[], Any]:
+        """Node ``node_id``'s operator factory for one subtask in one attempt of the job (``attempt``): with its own
+        copy of the user's function, as each of Flink's subtasks deserializes its own instance (anew after a
+        failover), so that what a function keeps in its attributes is never another subtask's; kept in this
+        process for the attempt's later epochs. A function that cannot be copied is shared, as before."""
+        if attempt != self._copies_of:
+            self._copies, self._copies_of = {}, attempt
+        factory = self._copies.get((node_id, subtask))
+        if factory is None:
+            original = self.nodes[node_id].factory
+            try:
+                factory = copy.deepcopy(original)
+            except Exception as e:  # noqa: BLE001 - a lock or a connection in an attribute: it stays shared
+                logger.debug("the function of %r cannot be copied (%s): its subtasks share it", node_id, e)
+                factory = original
+            factory = self._copies.setdefault((node_id, subtask), factory)
+        return factory
 
     def uid(self, node_id: int) -> str:
         return self.nodes[node_id].effective_uid()

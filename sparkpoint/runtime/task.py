@@ -214,7 +214,7 @@ def build_operators(
     """Create the stage's runtime operators into ``ops`` and give them their operator state (Step 1)."""
     state_backend = load_state_backend(plan.state_backend) if stage.keyed else None
     for nid in stage.nodes:
-        op = plan.nodes[nid].factory()
+        op = plan.factory_for(nid, task.subtask_index, dep.local_state_namespace or dep.job_id)()
         op.uid = plan.uid(nid)
         if isinstance(op, KeyedOperator):
             op.create_keyed_backend(

@@ -17,6 +17,8 @@ from typing import Any
 
 import cloudpickle
 
+from sparkpoint.errors import JobGraphError
+
 __all__ = ["dumps_plan"]
 
 _BY_VALUE: set[str] = set()
@@ -33,11 +35,36 @@ class _PlanPickler(cloudpickle.Pickler):
 
 
 def dumps_plan(plan: Any) -> bytes:
-    """The plan's bytes for a broadcast; the job's own modules are registered to go by value first."""
+    """The plan's bytes for a broadcast; the job's own modules are registered to go by value first.
+
+    Raises:
+        JobGraphError: something of the plan does not pickle; names the operator whose function holds it.
+    """
     _register_user_modules()
+    try:
+        return _dumps(plan)
+    except Exception as e:  # noqa: BLE001 - whatever the pickler met: named by operator below
+        raise _not_picklable(plan, e) from e
+
+
+def _dumps(obj: Any) -> bytes:
     out = io.BytesIO()
-    _PlanPickler(out, protocol=pickle.DEFAULT_PROTOCOL).dump(plan)
+    _PlanPickler(out, protocol=pickle.DEFAULT_PROTOCOL).dump(obj)
     return out.getvalue()
+
+
+def _not_picklable(plan: Any, error: Exception) -> JobGraphError:
+    """The error for a plan that does not pickle: the first operator whose factory (its function) does not."""
+    for node in getattr(plan, "nodes", {}).values():
+        try:
+            _dumps(node.factory)
+        except Exception as e:  # noqa: BLE001 - this operator's function is what does not pickle
+            return JobGraphError(
+                f"the function of operator {node.name!r} (uid {node.effective_uid()!r}) cannot be sent to the "
+                f"executors: {type(e).__name__}: {e}. A function must pickle (cloudpickle): open clients, locks and "
+                f"connections in open(), not in __init__ or in what a lambda captures"
+            )
+    return JobGraphError(f"the job's plan cannot be sent to the executors: {type(error).__name__}: {error}")
 
 
 def _register_user_modules() -> None:
