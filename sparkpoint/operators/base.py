@@ -187,6 +187,7 @@ class TaskContext:
         self.processing_time = processing_time
         self.job_parameters = job_parameters
         self.attempt = attempt
+        self.batch = False  # RuntimeExecutionMode.BATCH: processing-time timers wait for the end of input
         self.metrics: dict[str, dict[str, int]] = {}
         self.user_metrics: dict[str, dict[str, Any]] = {}  # uid -> metric id -> metric (metric_group.py)
         self.metric_totals: dict[str, dict[str, int]] = {}  # uid -> metric id -> total so far (from the driver)

@@ -309,8 +309,8 @@ def _time_and_counts(
     output watermark."""
     wm = op.process_watermark(watermark, out)
     # at end of input (+inf) processing-time timers fire too, so no window is lost; while a stop's savepoint
-    # completes, processing time stands still
-    if wm == MAX_WATERMARK or not dep.pause:
+    # completes, processing time stands still, and in BATCH it does until the end of input (as Flink's)
+    if wm == MAX_WATERMARK or not (dep.pause or op.task.batch):
         op.process_processing_time(MAX_WATERMARK if wm == MAX_WATERMARK else dep.processing_time, out)
     # Flink's operator I/O metrics, for chained operators too (a source counts what it reads itself)
     if records_in:

@@ -116,6 +116,7 @@ def _run_task(
         job_parameters=plan.job_parameters,
     )
     task.metric_totals = dep.metric_totals
+    task.batch = plan.batch
     report = TaskReport(stage_id=stage_id, subtask=subtask, epoch=dep.epoch, location=location)
     # Step 1. Operators and their state.
     kg_range = compute_key_group_range_for_operator_index(plan.max_parallelism, stage.parallelism, subtask)
