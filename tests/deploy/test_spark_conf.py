@@ -116,3 +116,17 @@ def test_a_job_on_a_session_with_speculation_is_refused_before_it_runs(spark, sp
     finally:
         conf.set("spark.speculation", "false")
     assert dict(spark.sparkContext.getConf().getAll())["spark.speculation"] == "false"
+
+
+@pytest.mark.spark
+def test_spark_settings_a_running_session_cannot_take_are_named(spark, caplog):
+    """A job's own Spark settings (``-D spark.executor.memory=8g``, a master) when its code made a session before:
+    the session is used as it is, and a warning names each setting that does not apply (it was silent)."""
+    from sparkpoint.runtime.spark.session import get_or_create_session
+
+    config = Configuration()
+    config.set("spark.executor.memory", "8g")
+    config.set("spark.app.name", spark.sparkContext.getConf().get("spark.app.name"))  # the same: no word
+    assert get_or_create_session(config) is spark
+    assert "spark.executor.memory=8g (the running session: unset)" in caplog.text
+    assert "spark.app.name" not in caplog.text

@@ -65,11 +65,29 @@ def get_or_create_session(config: Configuration, given: Any = None) -> Any:
         return given
     active = SparkSession.getActiveSession()
     if active is not None:
+        _warn_unused_settings(config, active.sparkContext)
         return active
     if SparkContext._active_spark_context is not None:
         # a context made elsewhere (or by an earlier job of this process): used as it is, its settings untouched
+        _warn_unused_settings(config, SparkContext._active_spark_context)
         return ContextSession(SparkContext._active_spark_context)
     return _create_session(config)
+
+
+def _warn_unused_settings(config: Configuration, context: Any) -> None:
+    """The job's own ``spark.*`` settings that the running context, made before, does not have: they cannot apply
+    to it (a master or executor memory given with -D, after the job's code made a session)."""
+    running = dict(context.getConf().getAll())
+    differ = sorted(
+        f"{k}={v} (the running session: {running.get(k, 'unset')})"
+        for k, v in config.to_dict().items()
+        if k.startswith("spark.") and str(running.get(k)) != str(v)
+    )
+    if differ:
+        logger.warning(
+            "a Spark session was running before the job started, so these settings of the job do not apply: %s",
+            "; ".join(differ),
+        )
 
 
 def _numpy_converters_without_pandas() -> None:
