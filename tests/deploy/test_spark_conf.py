@@ -130,3 +130,22 @@ def test_spark_settings_a_running_session_cannot_take_are_named(spark, caplog):
     assert get_or_create_session(config) is spark
     assert "spark.executor.memory=8g (the running session: unset)" in caplog.text
     assert "spark.app.name" not in caplog.text
+
+
+@pytest.mark.spark
+def test_a_job_on_a_session_passed_in_leaves_no_job_group_on_the_callers_thread(spark, make_env):
+    """The epochs' Spark jobs go to the job's groups (cancelled together); afterwards the caller's thread is back
+    in its own group, so the user's next job on that session is not filed under the job's last epoch."""
+    sc = spark.sparkContext
+    sc.setJobGroup("mine", "the user's own", interruptOnCancel=False)
+    try:
+        env = make_env("spark", **{"execution.epoch.max-records": 5})
+        env.set_parallelism(2)
+        env.from_collection(list(range(20))).map(lambda v: v * 2).print()
+        assert env.execute("grouped").epochs > 1
+        assert sc.getLocalProperty("spark.jobGroup.id") == "mine"
+        assert sc.getLocalProperty("spark.job.description") == "the user's own"
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+        sc.setLocalProperty("spark.job.description", None)
+        sc.setLocalProperty("spark.job.interruptOnCancel", None)

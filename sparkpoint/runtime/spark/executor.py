@@ -32,6 +32,7 @@ from typing import Any
 from sparkpoint.common.configuration import Configuration
 from sparkpoint.runtime.graph import JobPlan
 from sparkpoint.runtime.spark.ahead import RunningAhead, after_job_started
+from sparkpoint.runtime.spark.job_groups import in_job_group
 from sparkpoint.runtime.spark.map_stage import submit_map_stage
 from sparkpoint.runtime.spark.placement import TaskPlacement
 from sparkpoint.runtime.spark.plan_pickle import dumps_plan
@@ -161,8 +162,8 @@ class SparkEpochExecutor:
         group, description = f"sparkpoint-{self.job_id}-{epoch}", f"{self.plan.job_name}: epoch {epoch}"
 
         def collect() -> list:
-            sc.setJobGroup(group, description, interruptOnCancel=True)
-            return final.collect()
+            with in_job_group(sc, group, description):
+                return final.collect()
 
         prepared = self._prepare_ahead(epoch + 1, next_sources) if next_sources is not None else None
         try:

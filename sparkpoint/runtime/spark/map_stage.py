@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+from sparkpoint.runtime.spark.job_groups import in_job_group
+
 __all__ = ["MapStageRun", "submit_map_stage", "shuffle_dependency"]
 
 logger = logging.getLogger(__name__)
@@ -58,8 +60,8 @@ def submit_map_stage(
     if private_api:
         try:
             dependency = shuffle_dependency(shuffled)
-            sc.setJobGroup(group, description, interruptOnCancel=True)
-            future = sc._jsc.sc().submitMapStage(dependency)
+            with in_job_group(sc, group, description):
+                future = sc._jsc.sc().submitMapStage(dependency)
             return MapStageRun(future.get, future.cancel, future.isCompleted)
         except Exception as e:  # noqa: BLE001 - a Spark without it (or a gateway that refuses it)
             logger.info(
@@ -74,8 +76,8 @@ def _through_an_action(
     sc: Any, shuffled: Any, group: str, description: str, threads: ThreadPoolExecutor
 ) -> MapStageRun:
     def run() -> None:
-        sc.setJobGroup(group, description, interruptOnCancel=True)  # per thread: set on the one that submits
-        sc.runJob(shuffled, _drain, [0])
+        with in_job_group(sc, group, description):  # per thread: set on the one that submits
+            sc.runJob(shuffled, _drain, [0])
 
     future: Future = threads.submit(run)
     return MapStageRun(future.result, lambda: _cancel(sc, group, future), future.done)

@@ -16,6 +16,7 @@ from typing import Any
 from sparkpoint.errors import SlotsUnavailableError
 from sparkpoint.runtime.continuous.messages import SlotSpec
 from sparkpoint.runtime.graph import JobPlan
+from sparkpoint.runtime.spark.job_groups import in_job_group
 from sparkpoint.runtime.spark.task_runner import run_slot_in_worker
 
 __all__ = ["SparkSlots", "check_slots", "driver_host"]
@@ -66,8 +67,8 @@ class SparkSlots:
 
         def collect() -> None:
             try:
-                sc.setJobGroup(self.group, f"{plan.job_name}: continuous slots", interruptOnCancel=True)
-                rdd.collect()
+                with in_job_group(sc, self.group, f"{plan.job_name}: continuous slots"):
+                    rdd.collect()
             except BaseException as e:  # noqa: BLE001 - the driver learns of failures over the control plane
                 self.error = e
             finally:
