@@ -171,7 +171,13 @@ class RestServer:
         mode = query.get("mode", "cancel")
         if mode != "cancel":
             raise RestError(400, f"mode {mode!r}: only 'cancel' is supported (stop with POST /jobs/:jid/stop)")
-        if not self.master.status.is_globally_terminal_state():
+        status = self.master.status
+        if status.is_globally_terminal_state() and status.name != "CANCELED":  # Flink's 409, as its handler
+            raise RestError(
+                409,
+                f"Job cancellation failed because the job has already reached another terminal state ({status.name}).",
+            )
+        if not status.is_globally_terminal_state():
             self.cancel_unread = True  # the endpoint outlives the job until a client read it CANCELED
         self.master.cancel()
         return 202, {}

@@ -256,3 +256,24 @@ def test_a_failed_checkpoint_in_counts_latest_history_and_metrics(start_job, mon
             detail["num_acknowledged_subtasks"],
         )
         assert job.client.get_job_status().result().name == "RUNNING"  # tolerated
+
+
+def test_a_savepoint_without_a_directory_and_a_cancel_of_a_finished_job_are_refused_as_flink_does(start_job, tmp_path):
+    """``POST /jobs/:jid/savepoints`` with no target directory and no ``state.savepoints.dir``: 400 at once (it was
+    accepted, then failed); ``PATCH /jobs/:jid`` of a job that FINISHED: 409 (it was accepted)."""
+    job = start_job(200, **{"state.savepoints.dir": "", "sparkpoint.rest.shutdown-grace": "30 s"})
+    jid = job.job_id
+    with rest_client(jid) as c:
+        _read_everything(c, job)
+        r = c.post(f"/jobs/{jid}/savepoints", json={"cancel-job": False})
+        assert r.status_code == 400
+        assert r.json()["errors"] == [
+            "Config key [state.savepoints.dir] is not set. Property [target-directory] must be provided."
+        ]
+        into = (tmp_path / "checkpoints" / "stop").as_uri()  # under an allowed root: the checkpoints directory
+        stop = c.post(f"/jobs/{jid}/stop", json={"drain": True, "targetDirectory": into})
+        # the endpoint serves on until the stop's outcome is read (or its grace passed)
+        wait_for(lambda: c.get(f"/jobs/{jid}").json()["state"] == "FINISHED", 30, "the job's end")
+        cancel = c.patch(f"/jobs/{jid}", params={"mode": "cancel"})
+        assert cancel.status_code == 409 and "already reached another terminal state (FINISHED)" in cancel.text
+        await_operation(c, f"/jobs/{jid}/savepoints/{stop.json()['request-id']}")
