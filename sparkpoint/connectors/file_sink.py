@@ -1,12 +1,12 @@
 """The file sink at run time: two-phase-commit part files.
 
 In every task, each bucket gets a new hidden in-progress file
-``.<prefix>-<uid>-<subtask>-<counter><suffix>.inprogress.<random>`` (rolled within the epoch when
+``.<prefix>-<uid>-<subtask>-<counter><suffix>.inprogress.<attempt>`` (rolled within the epoch when
 it passes ``part_size`` or is older than ``rollover_interval``); ``prepare_commit``
 closes them and returns :class:`FileCommittable` entries, and the driver's
 :class:`FileCommitter` renames each to its final, visible name. The part counter is
 writer state, so final names never repeat within a job and a retried task reuses them; a staged name is
-the final one with a random token, so that a task of a failed attempt still running writes no file of the next.
+the final one with the job's attempt, so that a task of a failed attempt still running writes no file of the next.
 
 What goes into a part file is up to its :class:`PartWriter`: lines of an encoder (row
 formats, :class:`LinePartWriter`) or a columnar file written in batches (bulk formats: a
@@ -20,7 +20,6 @@ from __future__ import annotations
 import abc
 import contextlib
 import time
-import uuid
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -168,6 +167,7 @@ class FileSinkWriter(SinkWriter):
         self.closed: list[FileCommittable] = []
 
     now_ms: int | None = None  # the task's processing time, so a retried task picks the same buckets
+    attempt: int = 0  # the job's attempt, which names the staged parts (SinkOperator.new_writer)
 
     def write(self, values: list, timestamps: list) -> None:
         now_ms = self.now_ms if self.now_ms is not None else int(time.time() * 1000)
@@ -213,9 +213,10 @@ class FileSinkWriter(SinkWriter):
         self.counter += 1
         directory = f"{self.root}/{bucket}".rstrip("/") if bucket else self.root
         directory = directory.replace("//", "/")
-        # a staged name of its own (Flink's ``.part-...inprogress.<uuid>``): a task of a failed attempt that still
-        # runs (Spark ends a cancelled Python task seconds later) never writes into the file of the attempt after it
-        staged = f"{directory}/.{name}.inprogress.{uuid.uuid4().hex[:12]}"
+        # a staged name of the attempt (as Flink's ``.part-...inprogress.<uuid>``, but the same for a task Spark runs
+        # again): a task of a failed attempt that still runs (Spark ends a cancelled Python task seconds later)
+        # never writes into a file of the attempt after it
+        staged = f"{directory}/.{name}.inprogress.{self.attempt}"
         part = _PartFile(self.fs, staged, f"{directory}/{name}", now_ms, self.config)
         self.open_parts[bucket] = part
         return part
@@ -282,7 +283,7 @@ def cleanup_leftovers(root_url: str, part_prefix: str, keep: list, jobs: set[str
     deleted = []
     for path in fs.find(root):
         name = path.rsplit("/", 1)[-1]
-        staged = name.endswith(".inprogress") or ".inprogress." in name  # the latter since staged names are unique
+        staged = name.endswith(".inprogress") or ".inprogress." in name  # the latter: named by the attempt
         if name.startswith(starts) and staged and path not in keep_paths:
             try:
                 fs.rm(path)

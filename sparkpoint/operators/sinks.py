@@ -20,11 +20,18 @@ class SinkOperator(StreamOperator):
 
     def setup(self, task: TaskContext, operator_state: dict | None) -> None:
         super().setup(task, operator_state)
-        self.writer = self.sink.create_writer(
-            task.subtask_index, task.parallelism, task.job_id, task.epoch, (operator_state or {}).get("writer")
-        )
+        self.writer = self.new_writer(task.epoch, (operator_state or {}).get("writer"))
         if hasattr(self.writer, "now_ms"):
             self.writer.now_ms = task.processing_time
+
+    def new_writer(self, epoch: int, state: Any) -> Any:
+        """The sink's writer for ``epoch`` from its ``state``, told the job's attempt (a file writer names its
+        staged parts by it: a task of a failed attempt still running never writes into the next one's)."""
+        task = self.task
+        writer = self.sink.create_writer(task.subtask_index, task.parallelism, task.job_id, epoch, state)
+        if hasattr(writer, "attempt"):
+            writer.attempt = task.attempt
+        return writer
 
     def process_batch(self, values: list, timestamps: list, out: Output) -> None:
         if values:

@@ -91,6 +91,7 @@ def deploy_stages(
                 max_bytes=settings.max_bytes,
                 restored_keyed=progress.restored_keyed.get((stage.id, i), []),
                 local_state_namespace=f"{settings.job_id}-{context.attempt}",
+                attempt=context.attempt,
                 executor_local_state=settings.executor_local_state,
                 checkpoint_uploads=uploads if stage.keyed else {},
                 barrier_sync_ms=progress.snapshot_sync_ms.get((stage.id, i), 0.0),

@@ -146,18 +146,21 @@ class JobPlan:
         """Node ``node_id``'s operator factory for one subtask in one attempt of the job (``attempt``): with its own
         copy of the user's function, as each of Flink's subtasks deserializes its own instance (anew after a
         failover), so that what a function keeps in its attributes is never another subtask's; kept in this
-        process for the attempt's later epochs. A function that cannot be copied is shared, as before."""
+        process for the attempt's later epochs (so a process holds at most one copy per subtask it ran, as a Flink
+        task manager one per slot). A source's or sink's description is not copied (a collection's elements); a
+        function that cannot be copied is shared, as before. Tasks build their operators one at a time."""
         if attempt != self._copies_of:
             self._copies, self._copies_of = {}, attempt
         factory = self._copies.get((node_id, subtask))
         if factory is None:
-            original = self.nodes[node_id].factory
+            node = self.nodes[node_id]
+            shared = {id(o): o for o in (node.source, node.sink, node.watermark_strategy) if o is not None}
             try:
-                factory = copy.deepcopy(original)
+                factory = copy.deepcopy(node.factory, shared)
             except Exception as e:  # noqa: BLE001 - a lock or a connection in an attribute: it stays shared
-                logger.debug("the function of %r cannot be copied (%s): its subtasks share it", node_id, e)
-                factory = original
-            factory = self._copies.setdefault((node_id, subtask), factory)
+                logger.debug("the function of %r cannot be copied (%s): its subtasks share it", node.name, e)
+                factory = node.factory
+            self._copies[(node_id, subtask)] = factory
         return factory
 
     def uid(self, node_id: int) -> str:

@@ -114,6 +114,7 @@ def _run_task(
         epoch=dep.epoch,
         processing_time=dep.processing_time,
         job_parameters=plan.job_parameters,
+        attempt=dep.attempt,
     )
     task.metric_totals = dep.metric_totals
     task.batch = plan.batch

@@ -44,6 +44,7 @@ class TaskDeployment:
     keyed_state_epoch: int | None = None  # local state to load, if any
     restored_keyed: list = field(default_factory=list)  # checkpoint files to start from
     local_state_namespace: str = ""  # job id + attempt
+    attempt: int = 0  # the job's attempt (failovers so far): Flink's attempt number, what a file sink's staging names
     executor_local_state: bool = True  # keep databases in the executor's own local dirs (not configured)
     checkpoint_uploads: dict[int, CheckpointOptions] = field(default_factory=dict)  # checkpoint id -> where, how
     barrier_sync_ms: float = 0.0  # the uploaded snapshot's synchronous part

@@ -272,7 +272,7 @@ class StateSchema:
     ttl: bool | None = None
 
     def to_json(self) -> dict:
-        return {"kind": self.kind, "type": self.type, "ttl": bool(self.ttl)}
+        return {"kind": self.kind, "type": self.type, "ttl": self.ttl}  # None (not recorded) stays unknown
 
     @staticmethod
     def from_json(doc: Mapping[str, Any]) -> StateSchema:

@@ -269,7 +269,9 @@ def test_compatibility_rules():
         assert compare_types(t(old), t(new))[0] is want, (old, new)
     with_ttl, without = StateSchema("value", t(Types.INT()), True), StateSchema("value", t(Types.INT()), False)
     assert judge(with_ttl, without)[0] is judge(without, with_ttl)[0] is Compatibility.INCOMPATIBLE
-    assert judge(StateSchema("value", t(Types.INT())), with_ttl) == (Compatibility.COMPATIBLE_AS_IS, "")  # unrecorded
+    unknown = StateSchema("value", t(Types.INT()))  # from a checkpoint that did not record it
+    assert judge(unknown, with_ttl) == (Compatibility.COMPATIBLE_AS_IS, "")
+    assert judge(StateSchema.from_json(unknown.to_json()), with_ttl)[0] is Compatibility.COMPATIBLE_AS_IS  # kept
     assert compare_types(row1, row2)[0] is Compatibility.COMPATIBLE_AFTER_MIGRATION
     fn = migration(row1, row2)
     assert fn is not None

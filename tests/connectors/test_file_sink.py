@@ -149,25 +149,25 @@ def test_staged_files_are_hidden_until_committed_and_commit_is_idempotent(tmp_pa
         for c in committables
     )
     assert _visible(out) == [] and len(_all_files(out)) == len(committables)
-    # a retried task (same state) writes the same final names, each staged under a name of its own
+    # a task Spark runs again (same state, same attempt) writes the same names, over what the first run staged
     retry = FileSinkWriter(config, 3, "0123456789abcdef" * 2, {"part_counter": 7})
     retry.write([f"line{i}" for i in range(5)], [None] * 5)
-    again = retry.prepare_commit()
-    assert [c.final_path for c in again] == [c.final_path for c in committables]
-    assert not {c.staged_path for c in again} & {c.staged_path for c in committables}
-    FileCommitter().commit(again)
-    FileCommitter().commit(again)  # again: a no-op
+    assert retry.prepare_commit() == committables
+    FileCommitter().commit(committables)
+    FileCommitter().commit(committables)  # again: a no-op
     assert _lines(_visible(out)) == [f"line{i}" for i in range(5)]
-    assert len(_all_files(out)) == 2 * len(committables)  # the first try's staged files: hidden, a restore's to clean
+    assert len(_all_files(out)) == len(committables)
 
 
 def test_a_task_of_a_failed_attempt_still_writing_touches_no_file_of_the_attempt_after_it(tmp_path):
-    """Two writers restored from the same state (a cancelled task Spark had not ended yet, and the restored
-    attempt's) interleave their writes and the older one aborts: the newer one's part files commit whole."""
+    """Two writers restored from the same state (a cancelled task of attempt 0 Spark had not ended yet, and the
+    restored attempt 1's) interleave their writes and the older one aborts: the newer one's part files commit
+    whole (their staged names are the attempt's)."""
     out = tmp_path / "zombie"
     config = PartFileConfig(str(out), Encoder.simple_string_encoder(), BucketAssigner.base_path_bucket_assigner())
     zombie = FileSinkWriter(config, 1, "fedcba9876543210" * 2, {"part_counter": 7})
     restored = FileSinkWriter(config, 1, "fedcba9876543210" * 2, {"part_counter": 7})
+    restored.attempt = 1
     zombie.write([f"old{i}" for i in range(300)], [None] * 300)
     restored.write([f"new{i}" for i in range(100)], [None] * 100)
     zombie.write([f"old{i}" for i in range(300, 600)], [None] * 300)

@@ -64,3 +64,56 @@ def test_a_function_that_does_not_pickle_is_named_by_its_operator():
     plan = StreamGraphGenerator(env._pipeline("j")).translate()
     with pytest.raises(JobGraphError, match=r"operator 'locked' \(uid 'locked-map'\).*TypeError.*lock"):
         dumps_plan(plan)
+
+
+def test_a_sources_elements_are_not_copied_for_each_subtask(make_env):
+    """What is copied is the user's function: a source's description (a collection's elements) stays one object."""
+    from sparkpoint.datastream import StreamExecutionEnvironment
+    from sparkpoint.runtime.translation import StreamGraphGenerator
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(4)
+    env.from_collection(list(range(1000))).map(Numbered()).print()
+    plan = StreamGraphGenerator(env._pipeline("j")).translate()
+    source = next(n for n in plan.nodes.values() if n.kind == "source")
+    mapper = next(n for n in plan.nodes.values() if n.kind == "map")
+    ops = [plan.factory_for(source.id, i, "job-0")() for i in range(4)]
+    assert all(op.source is source.source for op in ops)
+    maps = [plan.factory_for(mapper.id, i, "job-0")() for i in range(4)]
+    assert (
+        len({id(op.function) for op in maps}) == 4
+        and plan.factory_for(mapper.id, 2, "job-0")().function is maps[2].function
+    )
+
+
+class FailsOnce(MapFunction):
+    """``(value, attempt number)``; fails once, on value 5, while the flag file is missing."""
+
+    def __init__(self, flag: str):
+        self.flag = flag
+
+    def open(self, runtime_context):
+        self.attempt = runtime_context.get_attempt_number()
+
+    def map(self, value):
+        from pathlib import Path
+
+        if value == 5 and not Path(self.flag).exists():
+            Path(self.flag).write_text("failed")
+            raise RuntimeError("once")
+        return value, self.attempt
+
+
+def test_the_attempt_number_counts_the_jobs_failovers(make_env, tmp_path):
+    """Flink's ``getAttemptNumber()``: 0 in the first attempt, 1 after one failover (it was always 0)."""
+    env = make_env(
+        "local",
+        **{
+            "restart-strategy.type": "fixed-delay",
+            "restart-strategy.fixed-delay.attempts": 1,
+            "restart-strategy.fixed-delay.delay": "0 ms",
+        },
+    )
+    env.set_parallelism(1)
+    out = list(env.from_collection(list(range(10))).map(FailsOnce(str(tmp_path / "flag"))).execute_and_collect())
+    assert sorted(v for v, _ in out) == list(range(10)) and {a for _, a in out} == {1}

@@ -8,7 +8,7 @@
             .build())
     parquet = FileSink.for_bulk_format("out/", ParquetBulkWriters.for_row_type(row_type)).build()
 
-The sink writes hidden in-progress files (``.part-<uid>-<subtask>-<n>.inprogress.<random>``) and
+The sink writes hidden in-progress files (``.part-<uid>-<subtask>-<n>.inprogress.<attempt>``) and
 renames them to ``part-<uid>-<subtask>-<n>`` when the epoch (with checkpointing: the
 checkpoint) that wrote them completes, so readers of the output only ever see committed
 data. Part file names come from an :class:`OutputFileConfig`, sub-directories from a

@@ -13,7 +13,7 @@
 
 Paths are local paths or fsspec URLs. The source reads files in modification-time order
 (ties: path) and skips names starting with ``.`` or ``_``. The sink writes hidden
-in-progress files (``.part-<uid>-<subtask>-<n>.inprogress.<random>``) and renames them to
+in-progress files (``.part-<uid>-<subtask>-<n>.inprogress.<attempt>``) and renames them to
 ``part-<uid>-<subtask>-<n>`` when the epoch (with checkpointing: the checkpoint) that
 wrote them completes, so readers of the output only ever see committed data. Bulk formats
 (Parquet, :mod:`sparkpoint.datastream.formats.parquet`) write one file per bucket and

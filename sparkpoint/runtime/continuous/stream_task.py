@@ -148,6 +148,7 @@ class ContinuousTask:
             epoch=dep.epoch,
             processing_time=_now_ms(),
             job_parameters=self.plan.job_parameters,
+            attempt=dep.attempt,
         )
         self.context.metric_totals = dep.metric_totals
         build_operators(self.plan, stage, kg_range, self.context, dep, self.ops)
@@ -402,12 +403,8 @@ class ContinuousTask:
             if isinstance(op, SinkOperator):
                 report.committables[nid] = op.prepare_commit()  # a writer's error names its sink, as in an epoch
                 report.operator_states[nid] = op.snapshot_operator_state() or {}
-                op.writer = op.writer.successor() or op.sink.create_writer(
-                    self.subtask,
-                    self.stage.parallelism,
-                    self.dep.job_id,
-                    report.epoch + 1,
-                    report.operator_states[nid].get("writer"),
+                op.writer = op.writer.successor() or op.new_writer(
+                    report.epoch + 1, report.operator_states[nid].get("writer")
                 )
                 op.writer.long_running = True
 

@@ -195,10 +195,14 @@ class SparkEpochExecutor:
         job at its first failed task and cancels the others, but a cancelled Python task goes on until its worker
         is killed (``spark.python.task.killTimeout`` after Spark saw the cancel): the attempt that follows a
         failover must not run beside it (it could still write a part file, or open a transactional producer)."""
-        tracker = self.spark.sparkContext.statusTracker()
         deadline = time.monotonic() + TASKS_END_WAIT_S
-        while (running := _running_tasks(tracker, group)) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        try:
+            tracker = self.spark.sparkContext.statusTracker()
+            while (running := _running_tasks(tracker, group)) and time.monotonic() < deadline:
+                time.sleep(0.05)
+        except Exception as e:  # noqa: BLE001 - a stopped context or gateway: the epoch's failure is what matters
+            logger.debug("cannot tell whether the tasks of %s ended: %s", group, e)
+            return
         if running:
             logger.warning(
                 "%d task(s) of the failed Spark job group %s still run after %.0f s; the next attempt starts beside "
