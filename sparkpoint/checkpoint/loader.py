@@ -78,7 +78,18 @@ class RestoredCheckpoint:
         if uid in self.source_uids() | self.committable_uids() | self.keyed_uids():
             return False
         snapshots = self.driver_state.get("operator_states", {}).get(uid, {}).values()
-        return all(s is None or set(s) <= {"generator", "watermark"} or s == {"writer": None} for s in snapshots)
+        return all(s is None or s == {"writer": None} or _watermark_generators(s) for s in snapshots)
+
+
+def _watermark_generators(snapshot: Any) -> bool:
+    """Whether ``snapshot`` is a timestamp assigner's (its pickled generator and the watermark it emitted), not
+    a function's list states that happen to have those names."""
+    return (
+        isinstance(snapshot, dict)
+        and set(snapshot) == {"generator", "watermark"}
+        and isinstance(snapshot["generator"], (bytes, bytearray))
+        and (snapshot["watermark"] is None or isinstance(snapshot["watermark"], int))
+    )
 
 
 def load_checkpoint(

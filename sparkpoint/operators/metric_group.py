@@ -22,11 +22,22 @@ if TYPE_CHECKING:
 __all__ = ["OperatorMetricGroup", "freeze_gauges", "report_user_metrics"]
 
 
-class _Counter(Counter):
-    kind = "counter"
+class _Counted:
+    """A count this task adds to (``delta``) on top of what the driver had counted before (``base``)."""
 
     def __init__(self, base: int):
         self.base, self.delta = base, 0
+
+    def get_count(self) -> int:
+        return self.base + self.delta
+
+    def reported(self) -> None:
+        """What was counted went into a report: the next one carries what is counted after it."""
+        self.base, self.delta = self.base + self.delta, 0
+
+
+class _Counter(_Counted, Counter):
+    kind = "counter"
 
     def inc(self, n: int = 1) -> None:
         self.delta += n
@@ -34,33 +45,22 @@ class _Counter(Counter):
     def dec(self, n: int = 1) -> None:
         self.delta -= n
 
-    def get_count(self) -> int:
-        return self.base + self.delta
-
     def report(self) -> Any:
         return self.delta
 
-    def reported(self) -> None:
-        self.base, self.delta = self.base + self.delta, 0
 
-
-class _Meter(Meter):
+class _Meter(_Counted, Meter):
     kind = "meter"
 
     def __init__(self, base: int, time_span_in_seconds: int):
-        self.base, self.delta, self.span = base, 0, time_span_in_seconds
+        super().__init__(base)
+        self.span = time_span_in_seconds
 
     def mark_event(self, value: int = 1) -> None:
         self.delta += value
 
-    def get_count(self) -> int:
-        return self.base + self.delta
-
     def report(self) -> Any:
         return (self.delta, self.span)
-
-    def reported(self) -> None:
-        self.base, self.delta = self.base + self.delta, 0
 
 
 class _Distribution(Distribution):
@@ -81,6 +81,7 @@ class _Distribution(Distribution):
         return (self.count, self.sum, self.min, self.max)
 
     def reported(self) -> None:
+        """The next report carries what is recorded after this one."""
         self.count, self.sum, self.min, self.max = 0, 0, None, None
 
 
@@ -93,6 +94,7 @@ class _Gauge:
         self.frozen: Any = self._NOT_READ
 
     def read(self) -> Any:
+        """The gauge's value now (its function's error, as text, if it fails)."""
         try:
             return self.obj()
         except Exception as e:  # noqa: BLE001 - a failing gauge must not fail the task
@@ -106,6 +108,7 @@ class _Gauge:
         return self.read() if self.frozen is self._NOT_READ else self.frozen
 
     def reported(self) -> None:
+        """The next report reads it again."""
         self.frozen = self._NOT_READ
 
 

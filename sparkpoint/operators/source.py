@@ -45,13 +45,15 @@ class SourceOperator(StreamOperator):
         self.live = False  # in a long-running task: readers read what is there (SourceReader.live)
         self.batch = batch
         self.reader: Any = None  # the source's reader, made at the first read, closed with the operator
+        self.reading = False  # a read is under way
 
     def close(self) -> None:
         """The reader closed too (``SourceReader.close``: a live Kafka reader's consumers, kept assigned between
-        its reads)."""
+        its reads), unless a thread is still reading with it (a subtask held in user code when its slot ended: a
+        consumer closed under a poll may crash the process); that reader is left open, a leak rather than a crash."""
         reader, self.reader = self.reader, None
         try:
-            if reader is not None:
+            if reader is not None and not self.reading:
                 reader.close()
         finally:
             super().close()
@@ -83,6 +85,22 @@ class SourceOperator(StreamOperator):
         finish; an unread split that was read before holds the watermark where it is (as a Flink reader's assigned
         split does), one queued unstarted does not (a Flink reader has not been given it yet). Other readers read
         every split up to the bounds (a topic's partitions)."""
+        self.reading = True  # (close() leaves the reader to a thread still in it)
+        try:
+            return self._read(splits, no_more_splits, max_records, max_bytes, out, emit, piece)
+        finally:
+            self.reading = False
+
+    def _read(
+        self,
+        splits: list[SourceSplit],
+        no_more_splits: bool,
+        max_records: int,
+        max_bytes: int,
+        out: Output,
+        emit: Emit | None,
+        piece: int,
+    ) -> tuple[list[SourceSplit], int | None]:
         reader = self.reader = self.reader or self.source.create_reader()
         reader.live = self.live
         sequential = getattr(reader, "sequential", False)

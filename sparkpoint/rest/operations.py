@@ -98,9 +98,10 @@ class Operations:
             body, "targetDirectory" if stop else "target-directory", "target-directory", "targetDirectory"
         )
         target = self.security.check_target(target, "target directory")  # resolved: used as checked
-        if target is None and not self.master.savepoints.default_directory:  # Flink's 400, as its handler
+        if target is None and not self.master.savepoints.default_directory:  # Flink's 400, as its handlers
+            field_name = "targetDirectory" if stop else "target-directory"
             raise RestError(
-                400, "Config key [state.savepoints.dir] is not set. Property [target-directory] must be provided."
+                400, f"Config key [state.savepoints.dir] is not set. Property [{field_name}] must be provided."
             )
         stop = stop or bool(_body_field(body, "cancel-job", kind=bool, default=False))
         drain = bool(_body_field(body, "drain", kind=bool, default=False))

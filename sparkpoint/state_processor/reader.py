@@ -58,7 +58,7 @@ def keyed_state_summary(restored: RestoredCheckpoint) -> dict[str, dict[str, tup
                 per_state[name] = (keys, n + len(entries))
         timers = [t for domains in snap.timers.values() for ts in domains.values() for t in ts]
         out[uid] = {name: (n, len(keys)) for name, (keys, n) in per_state.items()}
-        out[uid]["_timers"] = (len(timers), len({_hashable(k) for _, k, _ in timers}))
+        out[uid][TIMERS] = (len(timers), len({_hashable(k) for _, k, _ in timers}))
     return out
 
 

@@ -10,7 +10,8 @@ from enum import Enum
 from typing import Any
 
 from sparkpoint.connectors.base import Boundedness, Source, SourceReader, SplitEnumerator
-from sparkpoint.connectors.kafka.source import KafkaSourceConfig, KafkaSourceReader, KafkaSplitEnumerator, OffsetSpec
+from sparkpoint.connectors.kafka.reader import KafkaSourceReader
+from sparkpoint.connectors.kafka.source import KafkaSourceConfig, KafkaSplitEnumerator, OffsetSpec
 from sparkpoint.errors import ConfigurationError
 
 __all__ = [

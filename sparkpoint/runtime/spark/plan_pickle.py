@@ -48,6 +48,7 @@ def dumps_plan(plan: Any) -> bytes:
 
 
 def _dumps(obj: Any) -> bytes:
+    """``obj`` pickled as the plan is (the job's own modules by value, code objects keeping their file)."""
     out = io.BytesIO()
     _PlanPickler(out, protocol=pickle.DEFAULT_PROTOCOL).dump(obj)
     return out.getvalue()

@@ -79,15 +79,20 @@ def _warn_unused_settings(config: Configuration, context: Any) -> None:
     to it (a master or executor memory given with -D, after the job's code made a session)."""
     running = dict(context.getConf().getAll())
     differ = sorted(
-        f"{k}={v} (the running session: {running.get(k, 'unset')})"
+        f"{k}={_as_spark_text(v)} (the running session: {running.get(k, 'unset')})"
         for k, v in config.to_dict().items()
-        if k.startswith("spark.") and str(running.get(k)) != str(v)
+        if k.startswith("spark.") and running.get(k) != _as_spark_text(v)
     )
     if differ:
         logger.warning(
             "a Spark session was running before the job started, so these settings of the job do not apply: %s",
             "; ".join(differ),
         )
+
+
+def _as_spark_text(value: Any) -> str:
+    """A setting as Spark's conf holds it (``false``, not Python's ``False``)."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def _numpy_converters_without_pandas() -> None:
