@@ -209,6 +209,10 @@ class _CoAdapter:
     def close(self) -> None:
         self.function.close()
 
+    def on_timer(self, timestamp: int, ctx: Any) -> Any:
+        """A co-map or co-flat-map sets no timers (its keyed form runs as a keyed co-process function)."""
+        return ()
+
 
 class _CoMapAdapter(_CoAdapter, CoProcessFunction):
     def process_element1(self, value: Any, ctx: Any) -> Any:

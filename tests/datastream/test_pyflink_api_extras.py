@@ -209,3 +209,31 @@ def test_global_job_parameters_come_from_the_configuration_too(make_env, configu
     env = make_env("local", **({"pipeline.global-job-parameters": configured} if configured is not None else {}))
     env.set_parallelism(1)
     assert list(env.from_collection([1]).map(Parameter()).execute_and_collect()) == [(1, expected)]
+
+
+def test_a_keyed_connected_stream_maps_and_flat_maps_with_co_functions(make_env):
+    """``a.connect(b).key_by(k1, k2).map(CoMapFunction)`` (and ``flat_map``), as PyFlink runs them: it failed on the
+    keyed co-process operator asking the adapter for ``on_timer``."""
+    from sparkpoint.datastream import CoFlatMapFunction, CoMapFunction
+
+    class Label(CoMapFunction):
+        def map1(self, value):
+            return "a", value
+
+        def map2(self, value):
+            return "b", value
+
+    class Twice(CoFlatMapFunction):
+        def flat_map1(self, value):
+            yield from (value, value)
+
+        def flat_map2(self, value):
+            yield -value
+
+    env = make_env("local")
+    env.set_parallelism(2)
+    keyed = (
+        env.from_collection([1, 2, 3]).connect(env.from_collection([10, 20])).key_by(lambda v: v % 2, lambda v: v % 2)
+    )
+    assert sorted(keyed.map(Label()).execute_and_collect()) == [("a", 1), ("a", 2), ("a", 3), ("b", 10), ("b", 20)]
+    assert sorted(keyed.flat_map(Twice()).execute_and_collect()) == [-20, -10, 1, 1, 2, 2, 3, 3]
