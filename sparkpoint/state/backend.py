@@ -22,9 +22,8 @@ from sparkpoint.state.internal import STATE_KINDS, InternalKvState, UserFacingLi
 from sparkpoint.state.key_groups import GENERATION, KeyGroupRange, shared_assigner
 from sparkpoint.state.key_hash import KeyHash
 from sparkpoint.state.migration import SchemaCheck
-from sparkpoint.state.savepoint_format import TIMERS
 from sparkpoint.state.schema import StateSchema
-from sparkpoint.state.snapshot import KeyedStateSnapshot, check_snapshot
+from sparkpoint.state.snapshot import TIMERS, KeyedStateSnapshot, check_snapshot
 from sparkpoint.state.timer_queue import KeyGroupedTimerQueue, SnapshottedTimerQueue
 from sparkpoint.state.ttl import create_ttl_state
 
@@ -169,7 +168,10 @@ class KeyedStateBackend(abc.ABC):
 
     def register_state(self, name: str, kind: str) -> None:
         known = self.state_kinds.get(name)
-        if name == TIMERS:  # a savepoint keeps an operator's timers under it: the state's entries would be lost
+        # a savepoint keeps an operator's timers under TIMERS: the state's entries would be lost (the constant is the
+        # snapshot module's: the savepoint format's imports pyarrow, which starts a thread, and the Spark worker
+        # daemon imports this module before it forks)
+        if name == TIMERS:
             raise StateError(
                 f"state name {name!r} is reserved (savepoints keep timers under it): name the state otherwise"
             )

@@ -34,12 +34,11 @@ import pyarrow.parquet as pq
 from sparkpoint.errors import StateError
 from sparkpoint.state.key_groups import KeyGroupAssigner, KeyGroupRange
 from sparkpoint.state.key_hash import KeyHash
-from sparkpoint.state.snapshot import KeyedStateSnapshot
+from sparkpoint.state.snapshot import TIMERS, KeyedStateSnapshot
 from sparkpoint.storage.checkpoint_storage import StreamStateHandle, write_file
 
 __all__ = ["write_canonical", "read_canonical_file", "TIMERS", "CANONICAL_BACKEND"]
 
-TIMERS = "_timers"
 #: The ``backend`` of snapshots read from the canonical format.
 CANONICAL_BACKEND = "canonical"
 

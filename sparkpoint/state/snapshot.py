@@ -23,10 +23,12 @@ from typing import Any
 from sparkpoint.errors import StateError
 from sparkpoint.state.key_groups import KeyGroupRange
 
-__all__ = ["SNAPSHOT_FORMAT_VERSION", "KeyedStateSnapshot", "check_snapshot", "merge_snapshots"]
+__all__ = ["SNAPSHOT_FORMAT_VERSION", "TIMERS", "KeyedStateSnapshot", "check_snapshot", "merge_snapshots"]
 
 #: The version of :class:`KeyedStateSnapshot` this code writes and reads.
 SNAPSHOT_FORMAT_VERSION = 2
+#: The name a savepoint keeps an operator's timers under, beside its states (which may not take it).
+TIMERS = "_timers"
 
 
 @dataclass(frozen=True)

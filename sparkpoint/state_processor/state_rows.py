@@ -19,8 +19,7 @@ from typing import Any
 from sparkpoint.datastream.window import CountWindow, GlobalWindow, TimeWindow
 from sparkpoint.state.handles import KeyedStateHandle
 from sparkpoint.state.key_groups import KeyGroupRange
-from sparkpoint.state.savepoint_format import TIMERS  # the state name that reads an operator's timers
-from sparkpoint.state.snapshot import KeyedStateSnapshot
+from sparkpoint.state.snapshot import TIMERS, KeyedStateSnapshot  # TIMERS: the state name of the timers
 from sparkpoint.state.ttl import TtlValue
 from sparkpoint.state_processor.state_types import NOTHING, checked, infer, merge, quoted, spark_ddl
 
