@@ -22,6 +22,7 @@ state's checkpoint, uploaded once the driver names the checkpoints).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import pickle
 import threading
@@ -124,6 +125,7 @@ class ContinuousTask:
         # barrier epoch -> its synchronous part, that part's and the alignment's milliseconds
         self.snapshots: dict[int, tuple[SnapshotResources, float, float]] = {}  # taken, awaiting the driver's word
         self.snapshots_lock = threading.Lock()  # the slot's control thread decides on them
+        self.prepared: list = []  # sink writers prepared at the barrier whose report is being made
         self.align_started: dict[int, float] = {}  # barrier epoch -> when its first channel delivered it
         self.times = TaskTimes()
         self.paused = dep.pause  # reads nothing until a barrier says otherwise
@@ -177,6 +179,10 @@ class ContinuousTask:
         replaced there), so no transaction stays open for ``read_committed`` readers to wait behind, then the
         operators close."""
         try:
+            prepared, self.prepared = self.prepared, []
+            for writer in prepared:  # prepared at a barrier whose report never went: never committed
+                with contextlib.suppress(Exception):  # the attempt's end is what matters
+                    writer.abort()
             abort_sinks(self.ops)
         finally:  # (an interrupt during an abort is raised after the rest is let go)
             for op in self.ops.values():
@@ -366,6 +372,7 @@ class ContinuousTask:
         self.times.report(report, [op.uid for op in self.ops.values()], self.writer.take_blocked_s())
         self.context.epoch = self.dep.epoch = epoch + 1
         self.control.send(report)
+        self.prepared = []  # the report holds their committables: the driver commits them
 
     def _fill_report(self, report: TaskReport, options: BarrierOptions, aligned_ms: float) -> None:
         if self.is_source:
@@ -402,6 +409,7 @@ class ContinuousTask:
         for nid, op in self.ops.items():
             if isinstance(op, SinkOperator):
                 report.committables[nid] = op.prepare_commit()  # a writer's error names its sink, as in an epoch
+                self.prepared.append(op.writer)  # aborted if the report does not go (see dispose)
                 report.operator_states[nid] = op.snapshot_operator_state() or {}
                 op.writer = op.writer.successor() or op.new_writer(
                     report.epoch + 1, report.operator_states[nid].get("writer")

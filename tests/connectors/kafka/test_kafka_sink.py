@@ -8,7 +8,8 @@ from collections import Counter
 import pytest
 from kafka.partitioner.default import murmur2
 
-from sparkpoint.common import SimpleStringSchema
+from sparkpoint.common import SimpleStringSchema, WatermarkStrategy
+from sparkpoint.datastream.connectors.generator import DataGeneratorSource
 from sparkpoint.datastream.connectors.kafka import DeliveryGuarantee, KafkaRecordSerializationSchema, KafkaSink
 from sparkpoint.errors import ConfigurationError
 from sparkpoint.runtime.sink_committer import SinkCommitter
@@ -323,3 +324,54 @@ def test_a_continuous_job_that_fails_for_good_leaves_no_transaction_open(
     kafka.produce(topic, ["after the failure"])
     seen = _values(kafka, topic)  # (what a checkpoint committed before the failure, and the record after it)
     assert seen["after the failure"] == 1 and set(seen.values()) == {1} and "500" not in seen
+
+
+class _FailsToPrepare:
+    """A sink whose writer fails when a barrier prepares it after records (after the Kafka sink before it)."""
+
+    def __new__(cls):
+        from sparkpoint.connectors.base import Sink, SinkWriter
+
+        class Writer(SinkWriter):
+            wrote = False
+
+            def write(self, values, timestamps):
+                self.wrote = self.wrote or bool(values)
+
+            def prepare_commit(self):
+                if self.wrote:
+                    raise RuntimeError("the second sink fails to prepare")
+                return []
+
+        class FailsToPrepare(Sink):
+            name = "Sink: fails to prepare"
+
+            def create_writer(self, subtask, parallelism, job_id, epoch, state):
+                return Writer()
+
+        return FailsToPrepare()
+
+
+def test_a_continuous_barrier_that_fails_after_the_kafka_sink_prepared_aborts_its_transaction(
+    kafka, topic_name, make_env, tmp_path
+):
+    """A barrier prepares the Kafka sink's transaction (its committable goes in the barrier's report), then a later
+    step of the same report fails (another sink): the report never goes, so the driver never commits it, and the
+    prepared transaction is aborted as the attempt ends, not left open for ``read_committed`` readers to wait
+    behind (10 minutes here)."""
+    from tests.e2e.test_continuous_kill_loops import CONTINUOUS
+
+    topic = topic_name("prepared-continuous")
+    kafka.create_topic(topic)  # one partition: an open transaction hides every record after its first
+    env = make_env("local", **CONTINUOUS, **{"restart-strategy.type": "none"})
+    env.enable_checkpointing(300)
+    env.get_checkpoint_config().set_checkpoint_storage_dir((tmp_path / "ck").as_uri())
+    source = DataGeneratorSource(str, 200, records_per_second=200)
+    numbers = env.from_source(source, WatermarkStrategy.no_watermarks(), "numbers")
+    numbers.sink_to(_sink(kafka, topic, prefix=topic, **{"transaction.timeout.ms": "600000"}))
+    numbers.sink_to(_FailsToPrepare())
+    with pytest.raises(Exception, match="fails to prepare"):
+        env.execute("fails at its first barrier")
+    assert _values(kafka, topic, "read_uncommitted")  # the records got there, in the prepared transaction
+    kafka.produce(topic, ["after the failure"])
+    assert _values(kafka, topic) == Counter(["after the failure"])
