@@ -109,6 +109,20 @@ def _configuration(dynamic: tuple[str, ...], conf_file: str | None, legacy_conf:
     return override(config, parse_dynamic(dynamic))  # -D replaces a file's setting, whichever its spelling
 
 
+def _importable(config: dict) -> None:
+    """``python.files`` (-pyfs) on this process's ``sys.path`` before the job's script runs, as Flink's client puts
+    them on its PYTHONPATH (the job ships them to its workers itself)."""
+    from sparkpoint.runtime.executors import add_to_sys_path
+
+    add_to_sys_path(f.strip() for f in str(config.get("python.files") or "").split(",") if f.strip())
+
+
+def _python_options(*given: str | None) -> list[tuple[str, str | None]]:
+    """Flink's -pyfs, -pyreq, -pyarch, -pyexec and -pyclientexec as their configuration keys."""
+    keys = ("python.files", "python.requirements", "python.archives", "python.executable", "python.client.executable")
+    return list(zip(keys, given))
+
+
 def _job_options(f: Callable) -> Callable:
     for decorator in reversed(
         [
@@ -125,6 +139,18 @@ def _job_options(f: Callable) -> Callable:
             click.option("--conf", "legacy_conf", default=None, hidden=True),
             click.option("-py", "--python", "python", default=None, help="The job's Python file."),
             click.option("-pym", "--pyModule", "module", default=None, help="The job's Python module (on sys.path)."),
+            click.option(
+                "-pyfs",
+                "--pyFiles",
+                "py_files",
+                default=None,
+                help="Comma-separated Python files, directories or archives the job imports, for the job and "
+                "its workers (python.files).",
+            ),
+            click.option("-pyreq", "--pyRequirements", "py_requirements", default=None, hidden=True),
+            click.option("-pyarch", "--pyArchives", "py_archives", default=None, hidden=True),
+            click.option("-pyexec", "--pyExecutable", "py_executable", default=None, hidden=True),
+            click.option("-pyclientexec", "--pyClientExecutable", "py_client_executable", default=None, hidden=True),
             click.option("-p", "--parallelism", type=int, default=None, help="Default parallelism of the job."),
         ]
     ):
@@ -173,6 +199,11 @@ def run(
     python: str | None,
     module: str | None,
     parallelism: int | None,
+    py_files: str | None,
+    py_requirements: str | None,
+    py_archives: str | None,
+    py_executable: str | None,
+    py_client_executable: str | None,
     restore_path: str | None,
     allow_non_restored: bool,
     restore_mode: str | None,
@@ -195,10 +226,12 @@ def run(
             ("sparkpoint.restore.rollback", rollback),
             ("execution.state-recovery.claim-mode", restore_mode and restore_mode.upper()),
             ("execution.state-recovery.ignore-unclaimed-state", allow_non_restored or None),
+            *_python_options(py_files, py_requirements, py_archives, py_executable, py_client_executable),
         )
         if value
     }
     config = override(_configuration(dynamic, conf_file, legacy_conf), options)
+    _importable(config)
     preflight(config, path, module)
     if detached:
         _detach(len(job_args), parse_boolean(config.get("rest.enabled", True)))
@@ -351,6 +384,11 @@ def info(
     python: str | None,
     module: str | None,
     parallelism: int | None,
+    py_files: str | None,
+    py_requirements: str | None,
+    py_archives: str | None,
+    py_executable: str | None,
+    py_client_executable: str | None,
     job: str | None,
     job_args: tuple[str, ...],
 ) -> None:
@@ -362,8 +400,11 @@ def info(
     config.pop("rest.enabled", None)
     if parallelism:
         config["parallelism.default"] = parallelism
+    dependencies = _python_options(py_files, py_requirements, py_archives, py_executable, py_client_executable)
+    config.update((key, value) for key, value in dependencies if value)
 
     warn_unknown_keys(config)
+    _importable(config)
     plan = capture_plan(path, module, job_args, config)
     click.echo("----------------------- Execution Plan -----------------------")
     click.echo(json.dumps(plan_json(plan), indent=2))

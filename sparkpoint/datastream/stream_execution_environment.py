@@ -62,6 +62,22 @@ logger = logging.getLogger(__name__)
 _VIRTUAL = (UnionTransformation, PartitionTransformation, SideOutputTransformation)
 
 
+_NOT_APPLIED = ("python.requirements", "python.archives", "python.executable", "python.client.executable")
+
+
+def _configured_python_files(config: Configuration) -> list[str]:
+    """``python.files`` (Flink's ``-pyfs``: comma-separated), which the job ships as ``add_python_file`` does; the
+    other ``python.*`` dependency keys are named in a warning: the workers run the driver's Python environment."""
+    for key in _NOT_APPLIED:
+        if config.get(key):
+            logger.warning(
+                "%s is not applied: the job's Python workers run the driver's Python environment (its interpreter, "
+                "spark.pyspark.python on a cluster); install what it names there, or ship code with python.files",
+                key,
+            )
+    return [f.strip() for f in str(config.get("python.files") or "").split(",") if f.strip()]
+
+
 class StreamExecutionEnvironment:
     """Where a streaming job is defined and from which it is executed."""
 
@@ -74,7 +90,7 @@ class StreamExecutionEnvironment:
         self._job_parameters: dict = {}
         self._spark_session: Any = None
         self._state_backend: Any = None
-        self._python_files: list[str] = []
+        self._python_files: list[str] = _configured_python_files(self._config)
         self._on_epoch: Callable | None = _cli_defaults.get("on_epoch")
         self._job_id: str | None = None
         # Transformations with a smaller id belong to jobs already executed: as in Flink,

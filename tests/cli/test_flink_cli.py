@@ -328,3 +328,38 @@ def test_an_endpoint_that_does_not_answer_is_a_clear_error_not_a_traceback():
         result = CliRunner().invoke(main, args)
         assert result.exit_code == 1, (args, result.output)
         assert "does not answer" in result.output and "Traceback" not in result.output, (args, result.output)
+
+
+PYFS_JOB = """
+from helpers_pkg.shout import shout  # importable on the driver through -pyfs
+from sparkpoint.datastream import StreamExecutionEnvironment
+
+env = StreamExecutionEnvironment.get_execution_environment()
+env.from_collection(["a", "b"]).map(lambda s: shout(s)).print()
+env.execute("pyfs")
+"""
+
+
+def test_pyfs_ships_a_directory_the_job_imports_and_the_other_python_options_parse(tmp_path):
+    """Flink's ``-pyfs dir`` (the job and its functions import from it); ``-pyreq``/``-pyexec`` are taken as Flink's
+    options and named as not applied (they became ``-p yfs``... : "'yfs' is not a valid integer")."""
+    lib = tmp_path / "lib" / "helpers_pkg"
+    lib.mkdir(parents=True)
+    (lib / "__init__.py").write_text("")
+    (lib / "shout.py").write_text("def shout(s):\n    return s.upper() + '!'\n")
+    (tmp_path / "job.py").write_text(PYFS_JOB)
+    r = sparkpoint(
+        "run",
+        "-D",
+        "execution.target=local",
+        "-pyfs",
+        str(tmp_path / "lib"),
+        "-pyreq",
+        "reqs.txt",
+        "-py",
+        str(tmp_path / "job.py"),
+        env=_env(tmp_path),
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert sorted(line.split("> ")[-1] for line in r.stdout.splitlines() if line.endswith("!")) == ["A!", "B!"]
+    assert "python.requirements is not applied" in r.stderr
