@@ -157,14 +157,26 @@ def load_first_loadable(
     verify_files: bool = True,
 ) -> RestoredCheckpoint | None:
     """The first of ``candidates`` (checkpoint id, location, storage options; newest first) that loads;
-    each one passed over (damaged or gone) is logged, and told to ``skipped``."""
+    each one passed over (damaged or gone) is logged, and told to ``skipped``. Going back past one is a warning:
+    what its checkpoint committed is written again (file sinks: ``--rollback`` sets it aside)."""
+    passed: list[int] = []
     for checkpoint_id, location, options in candidates:
         try:
-            return load_checkpoint(location, verify_files, storage_options=options)
+            restored = load_checkpoint(location, verify_files, storage_options=options)
         except (CorruptCheckpointError, CheckpointStorageError) as e:
             logger.error("cannot recover from checkpoint %d: %s; trying the previous one, if any", checkpoint_id, e)
+            passed.append(checkpoint_id)
             if skipped is not None:
                 skipped(checkpoint_id, e)
+            continue
+        if passed:
+            logger.warning(
+                "restoring checkpoint %d, older than checkpoint(s) %s that could not be read: the output exactly-once "
+                "sinks committed with those is written again after it",
+                checkpoint_id,
+                ", ".join(map(str, passed)),
+            )
+        return restored
     return None
 
 

@@ -91,6 +91,10 @@ def test_recovery_skips_a_corrupt_latest_checkpoint(make_env, tmp_path, caplog):
     assert any(
         f"cannot recover from checkpoint {newest_id}" in r.message and "truncated" in r.message for r in caplog.records
     ), [r.message for r in caplog.records]
+    assert any(  # what the newer checkpoint committed comes again: said, not silent
+        r.levelname == "WARNING" and f"older than checkpoint(s) {newest_id} that could not be read" in r.message
+        for r in caplog.records
+    ), [r.message for r in caplog.records]
 
 
 class Notified(MapFunction, CheckpointListener):
