@@ -165,7 +165,8 @@ class _Collector:
                 )
                 job_family.add_metric(list(job_labels.values()), float(value))
                 yield job_family
-        families: dict[tuple[str, tuple[str, ...]], Any] = {}
+        families: dict[str, tuple[Any, tuple[str, ...]]] = {}  # name -> (family, its extra label keys)
+        series: set[tuple[str, tuple[str, ...]]] = set()  # (name, label values) exposed
         job_name, attempt = job_labels["job_name"], str(master.restarts)
         for vid, node, _ in self.view.vertices():
             name = _value(node.name)
@@ -189,8 +190,14 @@ class _Collector:
                     extra = {_UNSAFE.sub("_", k): v for k, v in labels.items() if _UNSAFE.sub("_", k) not in _LABELS}
                     keys = tuple(sorted(extra))
                     family = self._family(families, full, keys, _LABELS)
-                    family.add_metric(base + [_value(str(extra[k])) for k in keys], float(figure))
-        yield from families.values()
+                    label_values = base + [_value(str(extra[k])) for k in keys]
+                    if family is None or (full, tuple(label_values)) in series:
+                        # a name exposed with other labels, or a series twice (a user metric named as a system one):
+                        # Prometheus refuses the whole scrape, so it is left out, as Flink's reporter drops it
+                        continue
+                    series.add((full, tuple(label_values)))
+                    family.add_metric(label_values, float(figure))
+        yield from (family for family, _ in families.values())
         yield from self._latency(job_labels)
 
     def _process(self, host: str, tm: str) -> Iterator[Any]:
@@ -209,13 +216,14 @@ class _Collector:
 
     @staticmethod
     def _family(families: dict, full: str, keys: tuple[str, ...], labels: list[str]) -> Any:
-        """The gauge family ``full`` with ``labels`` and the extra label ``keys``, made on first use."""
+        """The gauge family ``full`` with ``labels`` and the extra label ``keys``, made on first use; None if ``full``
+        was made with other extra labels (one name, one set of labels: Prometheus refuses the scrape otherwise)."""
         from prometheus_client.core import GaugeMetricFamily
 
-        family = families.get((full, keys))
-        if family is None:
-            family = families[(full, keys)] = GaugeMetricFamily(full, f"metric {full}", labels=labels + list(keys))
-        return family
+        made = families.get(full)
+        if made is None:
+            made = families[full] = (GaugeMetricFamily(full, f"metric {full}", labels=labels + list(keys)), keys)
+        return made[0] if made[1] == keys else None
 
     def _latency(self, job_labels: dict[str, str]) -> Iterator[Any]:
         """The latency histograms, each a summary of quantiles and a count, as Flink's reporter exports them."""

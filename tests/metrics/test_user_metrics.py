@@ -174,3 +174,51 @@ def test_a_bad_port_setting_is_named():
         port_candidates("high")
     with pytest.raises(ConfigurationError, match="within 0-65535"):
         port_candidates("9260-9250")
+
+
+class Colliding(MapFunction):
+    """User metrics Prometheus cannot take as they are: one named as a system metric, and one name under a
+    key/value group in one operator and a plain group in another (``kind`` says which)."""
+
+    def __init__(self, kind: str):
+        self.kind = kind
+
+    def open(self, runtime_context):
+        group = runtime_context.get_metrics_group()
+        self.numbered = group.counter("numRecordsIn")
+        self.grouped = (group.add_group("k", "v") if self.kind == "kv" else group.add_group("k")).counter("c")
+
+    def map(self, value):
+        self.numbered.inc()
+        self.grouped.inc()
+        return value
+
+
+def test_colliding_user_metrics_leave_the_prometheus_scrape_valid(make_env, tmp_path, monkeypatch):
+    """Prometheus refuses a whole scrape with one name twice (or one series twice); the colliding metrics are left
+    out, as Flink's reporter drops them, and the rest is there."""
+    from sparkpoint.datastream.connectors.generator import DataGeneratorSource
+
+    monkeypatch.setenv("SPARKPOINT_HOME", str(tmp_path / "home"))
+    port = _free_port()
+    env = make_env("local", **{"execution.epoch.idle-pause": "20 ms", "metrics.reporter.prom.port": str(port)})
+    env.set_parallelism(1)
+    numbers = env.from_source(
+        DataGeneratorSource(int, None, records_per_second=200), WatermarkStrategy.no_watermarks(), "n"
+    )
+    numbers.map(Colliding("kv")).name("one").map(Colliding("plain")).name("other").print()
+    client = env.execute_async("colliding")
+    try:
+
+        def scraped():
+            text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+            names = [f.name for f in text_string_to_metric_families(text)]  # raises on a scrape Prometheus refuses
+            return text if "flink_taskmanager_job_task_operator_k_c" in names else None
+
+        text = wait_for(scraped, 60, "a scrape with the user metrics")
+        series = [line.rsplit(" ", 1)[0] for line in text.splitlines() if line and not line.startswith("#")]
+        assert len(series) == len(set(series))  # each name and labels once
+        assert text.count("# TYPE flink_taskmanager_job_task_operator_k_c ") == 1
+    finally:
+        client.cancel()
+        client.wait(30)
