@@ -78,16 +78,16 @@ class RestoredCheckpoint:
         if uid in self.source_uids() | self.committable_uids() | self.keyed_uids():
             return False
         snapshots = self.driver_state.get("operator_states", {}).get(uid, {}).values()
-        return all(s is None or s == {"writer": None} or _watermark_generators(s) for s in snapshots)
+        return all(s is None or s == {} or s == {"writer": None} or _watermark_generators(s) for s in snapshots)
 
 
 def _watermark_generators(snapshot: Any) -> bool:
-    """Whether ``snapshot`` is a timestamp assigner's (its pickled generator and the watermark it emitted), not
-    a function's list states that happen to have those names."""
+    """Whether ``snapshot`` is a timestamp assigner's (its pickled generator and the watermark it emitted, or that
+    watermark alone after a rescaled restore), not a function's list states that happen to have those names."""
     return (
         isinstance(snapshot, dict)
-        and set(snapshot) == {"generator", "watermark"}
-        and isinstance(snapshot["generator"], (bytes, bytearray))
+        and set(snapshot) in ({"generator", "watermark"}, {"watermark"})
+        and isinstance(snapshot.get("generator", b""), (bytes, bytearray))
         and (snapshot["watermark"] is None or isinstance(snapshot["watermark"], int))
     )
 
@@ -157,26 +157,14 @@ def load_first_loadable(
     verify_files: bool = True,
 ) -> RestoredCheckpoint | None:
     """The first of ``candidates`` (checkpoint id, location, storage options; newest first) that loads;
-    each one passed over (damaged or gone) is logged, and told to ``skipped``. Going back past one is a warning:
-    what its checkpoint committed is written again (file sinks: ``--rollback`` sets it aside)."""
-    passed: list[int] = []
+    each one passed over (damaged or gone) is logged, and told to ``skipped``."""
     for checkpoint_id, location, options in candidates:
         try:
-            restored = load_checkpoint(location, verify_files, storage_options=options)
+            return load_checkpoint(location, verify_files, storage_options=options)
         except (CorruptCheckpointError, CheckpointStorageError) as e:
             logger.error("cannot recover from checkpoint %d: %s; trying the previous one, if any", checkpoint_id, e)
-            passed.append(checkpoint_id)
             if skipped is not None:
                 skipped(checkpoint_id, e)
-            continue
-        if passed:
-            logger.warning(
-                "restoring checkpoint %d, older than checkpoint(s) %s that could not be read: the output exactly-once "
-                "sinks committed with those is written again after it",
-                checkpoint_id,
-                ", ".join(map(str, passed)),
-            )
-        return restored
     return None
 
 

@@ -35,7 +35,7 @@ from sparkpoint.cli.common import (
 from sparkpoint.cli.group import main
 from sparkpoint.cli.preflight import preflight
 from sparkpoint.common.config_keys import override, warn_unknown_keys
-from sparkpoint.common.configuration import parse_boolean
+from sparkpoint.common.configuration import parse_boolean, parse_comma_list
 from sparkpoint.errors import JobCancellationException, SparkpointError
 
 __all__ = ["run", "info", "run_script", "capture_plan"]
@@ -114,7 +114,7 @@ def _importable(config: dict) -> None:
     them on its PYTHONPATH (the job ships them to its workers itself)."""
     from sparkpoint.runtime.executors import add_to_sys_path
 
-    add_to_sys_path(f.strip() for f in str(config.get("python.files") or "").split(",") if f.strip())
+    add_to_sys_path(parse_comma_list(config.get("python.files")))
 
 
 def _python_options(*given: str | None) -> list[tuple[str, str | None]]:

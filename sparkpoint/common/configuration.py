@@ -15,7 +15,14 @@ from typing import Any
 
 from sparkpoint.common.config_keys import ALIASES, FLINK2_NAME, PREFERRED
 
-__all__ = ["Configuration", "DEFAULT_MAX_PARALLELISM", "parse_boolean", "parse_duration_ms", "parse_memory_bytes"]
+__all__ = [
+    "Configuration",
+    "DEFAULT_MAX_PARALLELISM",
+    "parse_boolean",
+    "parse_comma_list",
+    "parse_duration_ms",
+    "parse_memory_bytes",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -84,6 +91,11 @@ def parse_boolean(value: Any) -> bool:
     if text not in ("true", "false"):
         raise ValueError(f"not a boolean: {value!r} (true or false)")
     return text == "true"
+
+
+def parse_comma_list(value: Any) -> list[str]:
+    """A comma-separated setting's entries (``python.files``), each once, in order; None: none."""
+    return list(dict.fromkeys(f.strip() for f in str(value or "").split(",") if f.strip()))
 
 
 class Configuration:

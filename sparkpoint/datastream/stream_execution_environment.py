@@ -17,7 +17,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from sparkpoint.common.configuration import Configuration
+from sparkpoint.common.configuration import Configuration, parse_comma_list
 from sparkpoint.common.time import to_millis
 from sparkpoint.datastream.checkpoint_config import CheckpointConfig, CheckpointingMode
 from sparkpoint.datastream.data_stream import DataStream
@@ -66,8 +66,8 @@ _NOT_APPLIED = ("python.requirements", "python.archives", "python.executable", "
 
 
 def _configured_python_files(config: Configuration) -> list[str]:
-    """``python.files`` (Flink's ``-pyfs``: comma-separated), which the job ships as ``add_python_file`` does; the
-    other ``python.*`` dependency keys are named in a warning: the workers run the driver's Python environment."""
+    """``python.files`` (``add_python_file``'s, Flink's ``-pyfs``: comma-separated), which the job ships; the other
+    ``python.*`` dependency keys are named in a warning: the workers run the driver's Python environment."""
     for key in _NOT_APPLIED:
         if config.get(key):
             logger.warning(
@@ -75,7 +75,7 @@ def _configured_python_files(config: Configuration) -> list[str]:
                 "spark.pyspark.python on a cluster); install what it names there, or ship code with python.files",
                 key,
             )
-    return [f.strip() for f in str(config.get("python.files") or "").split(",") if f.strip()]
+    return parse_comma_list(config.get("python.files"))
 
 
 class StreamExecutionEnvironment:
@@ -90,7 +90,6 @@ class StreamExecutionEnvironment:
         self._job_parameters: dict = {}
         self._spark_session: Any = None
         self._state_backend: Any = None
-        self._python_files: list[str] = _configured_python_files(self._config)
         self._on_epoch: Callable | None = _cli_defaults.get("on_epoch")
         self._job_id: str | None = None
         # Transformations with a smaller id belong to jobs already executed: as in Flink,
@@ -264,8 +263,9 @@ class StreamExecutionEnvironment:
         As in PyFlink, on every target: a ``.py`` file is importable by its module name, a
         directory's modules and packages by theirs, an archive's by theirs.
         """
-        self._python_files.append(str(file_path))
-        self._config.set("python.files", ",".join(self._python_files))
+        files = parse_comma_list(self._config.get("python.files"))
+        if str(file_path) not in files:
+            self._config.set("python.files", ",".join([*files, str(file_path)]))
 
     def add_jars(self, *jars_path: str) -> None:
         """Accepted for PyFlink compatibility; has no effect.
@@ -394,7 +394,7 @@ class StreamExecutionEnvironment:
             runtime_mode=str(self._config.get_string("execution.runtime-mode", "STREAMING")).upper(),
             job_parameters={**self._configured_job_parameters(), **self._job_parameters},
             state_backend=self._state_backend or self._configured_state_backend(),
-            python_files=tuple(self._python_files),
+            python_files=tuple(_configured_python_files(self._config)),
         )
 
     def _configured_job_parameters(self) -> dict:

@@ -134,5 +134,19 @@ class Failover:
         if not candidates:
             return Restart(None)
         # Step 4. The newest retained checkpoint that loads.
-        restored = load_first_loadable(candidates, lambda checkpoint_id, _: coordinator.store.remove(checkpoint_id))
+        passed: list[int] = []
+
+        def unreadable(checkpoint_id: int, _: BaseException) -> None:
+            passed.append(checkpoint_id)
+            coordinator.store.remove(checkpoint_id)
+
+        restored = load_first_loadable(candidates, unreadable)
+        if restored is not None and passed:
+            logger.warning(
+                "job %s goes back to checkpoint %d, older than checkpoint(s) %s that could not be read: the output "
+                "exactly-once sinks committed with those is written again after it",
+                self.job_id,
+                restored.checkpoint_id,
+                ", ".join(map(str, passed)),
+            )
         return Restart(restored) if restored is not None else None

@@ -312,19 +312,21 @@ def dispose_keyed_backends(ops: dict[int, StreamOperator]) -> None:
                 op.keyed_backend.dispose()
 
 
-def abort_sinks(ops: dict[int, StreamOperator]) -> None:
+def abort_sinks(ops: dict[int, StreamOperator], prepared: list | None = None) -> None:
     """After a failure: abort every sink's writer (what it wrote of the failed task's records is never committed;
-    its connection or transaction is not left open), quietly: the failure is what the task reports. An interrupt
-    (a cancel, a deadline) while one sink aborts stops no other sink's abort: it is raised after them."""
+    its connection or transaction is not left open), and each of the writers ``prepared`` whose committables no
+    report carried (continuous mode), quietly: the failure is what the task reports. An interrupt (a cancel, a
+    deadline) while one aborts stops no other's abort: it is raised after them."""
     interrupted: BaseException | None = None
-    for op in ops.values():
-        if isinstance(op, SinkOperator):
-            try:
-                op.abort()
-            except Exception as e:  # noqa: BLE001 - the failure is what matters
-                logger.warning("could not abort sink %r after a failure: %s: %s", op.uid, type(e).__name__, e)
-            except BaseException as e:  # noqa: BLE001 - raised once every sink aborted
-                interrupted = interrupted or e
+    aborts = [(op.uid, op.abort) for op in ops.values() if isinstance(op, SinkOperator)]
+    aborts += [("prepared", writer.abort) for writer in prepared or ()]
+    for what, abort in aborts:
+        try:
+            abort()
+        except Exception as e:  # noqa: BLE001 - the failure is what matters
+            logger.warning("could not abort sink %r after a failure: %s: %s", what, type(e).__name__, e)
+        except BaseException as e:  # noqa: BLE001 - raised once every sink aborted
+            interrupted = interrupted or e
     if interrupted is not None:
         raise interrupted
 

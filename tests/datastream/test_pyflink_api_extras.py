@@ -237,3 +237,16 @@ def test_a_keyed_connected_stream_maps_and_flat_maps_with_co_functions(make_env)
     )
     assert sorted(keyed.map(Label()).execute_and_collect()) == [("a", 1), ("a", 2), ("a", 3), ("b", 10), ("b", 20)]
     assert sorted(keyed.flat_map(Twice()).execute_and_collect()) == [-20, -10, 1, 1, 2, 2, 3, 3]
+
+
+def test_python_files_set_in_the_configuration_at_any_time_join_those_added_each_once():
+    """``python.files`` (Flink's ``-pyfs``) is read when the job is submitted, as PyFlink does, and
+    ``add_python_file`` adds to it: configured later or given twice, each file is shipped once."""
+    from sparkpoint.datastream import StreamExecutionEnvironment
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.get_configuration().set_string("python.files", "deps.zip, helpers/")
+    env.add_python_file("job_lib.py")
+    env.add_python_file("deps.zip")
+    env.from_collection([1]).print()
+    assert env._pipeline("j").python_files == ("deps.zip", "helpers/", "job_lib.py")

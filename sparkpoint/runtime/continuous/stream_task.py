@@ -22,7 +22,6 @@ state's checkpoint, uploaded once the driver names the checkpoints).
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import pickle
 import threading
@@ -179,11 +178,8 @@ class ContinuousTask:
         replaced there), so no transaction stays open for ``read_committed`` readers to wait behind, then the
         operators close."""
         try:
-            prepared, self.prepared = self.prepared, []
-            for writer in prepared:  # prepared at a barrier whose report never went: never committed
-                with contextlib.suppress(Exception):  # the attempt's end is what matters
-                    writer.abort()
-            abort_sinks(self.ops)
+            prepared, self.prepared = self.prepared, []  # prepared at a barrier whose report never went
+            abort_sinks(self.ops, prepared)
         finally:  # (an interrupt during an abort is raised after the rest is let go)
             for op in self.ops.values():
                 try:
