@@ -92,6 +92,7 @@ class KafkaSplitEnumerator(SplitEnumerator):
         self.discovered_once = False
         self._last_discovery = 0.0
         self._admin: Any = None
+        self._uncommitted: Any = None  # (read_committed) a consumer that sees the log end
         self._checked: set[str] = set()  # splits given an end (for live readers: once)
 
     # -- discovery ----------------------------------------------------------------------------
@@ -136,14 +137,20 @@ class KafkaSplitEnumerator(SplitEnumerator):
         return out
 
     def close(self) -> None:
-        client, self._admin = self._admin, None
-        if client is not None:
-            client.close()
+        clients, self._admin, self._uncommitted = (self._admin, self._uncommitted), None, None
+        for client in clients:
+            if client is not None:
+                client.close()
 
-    def _client(self) -> Any:
+    def _client(self, uncommitted: bool = False) -> Any:
+        """The driver's consumer for lookups (``uncommitted``: one that sees past open transactions), kept open."""
+        from confluent_kafka import Consumer
+
+        if uncommitted:
+            if self._uncommitted is None:
+                self._uncommitted = Consumer(self.config.consumer_config(**{"isolation.level": "read_uncommitted"}))
+            return self._uncommitted
         if self._admin is None:
-            from confluent_kafka import Consumer
-
             self._admin = Consumer(self.config.consumer_config())
         return self._admin
 
@@ -254,17 +261,17 @@ class KafkaSplitEnumerator(SplitEnumerator):
     def _log_end(self, topic: str, partition: int, high: int) -> int:
         """The partition's log end: ``high`` unless it is the last stable offset (``read_committed``), behind which
         a position may stand while a transaction is open (then asked again without the isolation)."""
-        from confluent_kafka import Consumer, KafkaException, TopicPartition
+        from confluent_kafka import KafkaException, TopicPartition
 
         if str(self.config.properties.get("isolation.level", "")).lower() != "read_committed":
             return high
-        client = Consumer(self.config.consumer_config(**{"isolation.level": "read_uncommitted"}))
         try:
-            return int(client.get_watermark_offsets(TopicPartition(topic, partition), timeout=30, cached=False)[1])
+            ends = self._client(uncommitted=True).get_watermark_offsets(
+                TopicPartition(topic, partition), timeout=30, cached=False
+            )
         except KafkaException as e:
             raise KafkaConnectorError(f"cannot read the log end of {where(topic, partition)}: {e}") from e
-        finally:
-            client.close()
+        return int(ends[1])
 
     def _reset_strategy(self) -> str:
         """Where a position out of range starts again: the starting offsets' reset strategy (``committed`` and

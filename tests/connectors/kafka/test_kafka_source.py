@@ -385,3 +385,36 @@ def test_live_readers_partitions_are_looked_up_once_not_at_every_barrier(kafka, 
             assigned = enumerator.assign(assigned)
         assert sorted(s.info["partition"] for splits in assigned.values() for s in splits) == [0, 1, 2, 3]
         assert len(asked) == expected, live
+
+
+def test_a_position_behind_an_open_transaction_is_not_taken_as_out_of_range(kafka, topic_name):
+    """Under ``read_committed`` the partition's end the broker reports is its last stable offset: a position past
+    it but within the log (records of a transaction still open) waits there; it is not reset to the start."""
+    from confluent_kafka import Producer
+
+    topic = topic_name("open-transaction")
+    kafka.create_topic(topic)
+    kafka.produce(topic, ["committed"])
+    producer = Producer({"bootstrap.servers": kafka.bootstrap_servers, "transactional.id": f"{topic}-tx"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for i in range(5):
+        producer.produce(topic, f"open-{i}".encode(), partition=0)
+    producer.flush(30)
+    try:
+        source = (
+            KafkaSource.builder()
+            .set_bootstrap_servers(kafka.bootstrap_servers)
+            .set_topics(topic)
+            .set_value_only_deserializer(SimpleStringSchema())
+            .set_property("isolation.level", "read_committed")
+            .set_starting_offsets(KafkaOffsetsInitializer.offsets({KafkaTopicPartition(topic, 0): 4}))
+            .build()
+        )
+        enumerator = source.create_enumerator()
+        enumerator.discover()
+        [split] = enumerator.assign({0: []})[0]
+        assert split.position == 4 and split.info["end"] <= 1  # it waits where it is, behind the open transaction
+        enumerator.close()
+    finally:
+        producer.abort_transaction(30)
