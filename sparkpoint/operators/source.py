@@ -87,50 +87,40 @@ class SourceOperator(StreamOperator):
         every split up to the bounds (a topic's partitions)."""
         self.reading = True  # (close() leaves the reader to a thread still in it)
         try:
-            return self._read(splits, no_more_splits, max_records, max_bytes, out, emit, piece)
+            reader = self.reader = self.reader or self.source.create_reader()
+            reader.live = self.live
+            sequential = getattr(reader, "sequential", False)
+            new_splits: list[SourceSplit] = []
+            watermarks: list[int] = []
+            n = size = 0
+            blocked = at_bound = queued = False
+            for split in splits:
+                if split.finished:
+                    continue
+                if blocked:
+                    new_split = split
+                    if _unstarted(split):  # queued behind the split being read, as Flink's reader has not got it yet
+                        queued = True
+                        new_splits.append(split)
+                        continue
+                else:
+                    budget = (max_records - n, max_bytes - size) if sequential else (max_records, max_bytes)
+                    new_split, count, read_bytes = self._read_split(
+                        reader, split, *budget, out, emit or out.take, piece
+                    )
+                    n += count
+                    size += read_bytes
+                    at_bound = at_bound or count >= budget[0] or read_bytes >= budget[1]
+                    blocked = sequential and (not new_split.finished or n >= max_records or size >= max_bytes)
+                new_splits.append(new_split)
+                if not new_split.finished and not new_split.idle:
+                    watermarks.append(new_split.watermark)
+            self.task.counter(self.uid, "numRecordsOut", n)
+            if at_bound:  # more may be waiting: the driver may size the next epochs larger (runtime/epoch_sizing.py)
+                self.task.counter(self.uid, "epochsAtBound", 1)
+            return new_splits, self._subtask_watermark(new_splits, watermarks, no_more_splits, queued)
         finally:
             self.reading = False
-
-    def _read(
-        self,
-        splits: list[SourceSplit],
-        no_more_splits: bool,
-        max_records: int,
-        max_bytes: int,
-        out: Output,
-        emit: Emit | None,
-        piece: int,
-    ) -> tuple[list[SourceSplit], int | None]:
-        reader = self.reader = self.reader or self.source.create_reader()
-        reader.live = self.live
-        sequential = getattr(reader, "sequential", False)
-        new_splits: list[SourceSplit] = []
-        watermarks: list[int] = []
-        n = size = 0
-        blocked = at_bound = queued = False
-        for split in splits:
-            if split.finished:
-                continue
-            if blocked:
-                new_split = split
-                if _unstarted(split):  # queued behind the split being read, as Flink's reader has not got it yet
-                    queued = True
-                    new_splits.append(split)
-                    continue
-            else:
-                budget = (max_records - n, max_bytes - size) if sequential else (max_records, max_bytes)
-                new_split, count, read_bytes = self._read_split(reader, split, *budget, out, emit or out.take, piece)
-                n += count
-                size += read_bytes
-                at_bound = at_bound or count >= budget[0] or read_bytes >= budget[1]
-                blocked = sequential and (not new_split.finished or n >= max_records or size >= max_bytes)
-            new_splits.append(new_split)
-            if not new_split.finished and not new_split.idle:
-                watermarks.append(new_split.watermark)
-        self.task.counter(self.uid, "numRecordsOut", n)
-        if at_bound:  # more may be waiting: the driver may size the next epochs larger (runtime/epoch_sizing.py)
-            self.task.counter(self.uid, "epochsAtBound", 1)
-        return new_splits, self._subtask_watermark(new_splits, watermarks, no_more_splits, queued)
 
     def _read_split(
         self, reader: Any, split: SourceSplit, max_records: int, max_bytes: int, out: Output, emit: Emit, piece: int

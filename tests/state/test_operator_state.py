@@ -46,6 +46,19 @@ class Remember(MapFunction, CheckpointedFunction):
         return (value, len(self.seen))
 
 
+def _savepoint(make_env, tmp_path, function) -> str:
+    """A savepoint of ``function`` (uid ``remember``) at parallelism 2, taken half a second into the job."""
+    env = make_env("local", **{"execution.epoch.max-records": 5})
+    env.set_parallelism(2)
+    src = NumberSequenceSource(1, 10**6, num_splits=2)
+    env.from_source(src, WatermarkStrategy.no_watermarks(), "n").uid("n").map(function).uid("remember").print()
+    client = env.execute_async("remember")
+    time.sleep(0.5)
+    path = client.stop_with_savepoint(False, (tmp_path / "sp").as_uri()).result(timeout=60)
+    client.wait(60)
+    return path
+
+
 def _restored_run(make_env, savepoint: str, function, parallelism: int) -> list:
     """``function`` restored from ``savepoint`` at ``parallelism``, over one new value per subtask (the old source's
     state dropped explicitly, as ``-n``)."""
@@ -59,14 +72,7 @@ def _restored_run(make_env, savepoint: str, function, parallelism: int) -> list:
 
 
 def test_operator_state_survives_a_savepoint_at_another_parallelism(make_env, tmp_path):
-    env = make_env("local", **{"execution.epoch.max-records": 5})
-    env.set_parallelism(2)
-    src = NumberSequenceSource(1, 10**6, num_splits=2)
-    (env.from_source(src, WatermarkStrategy.no_watermarks(), "n").uid("n").map(Remember()).uid("remember").print())
-    client = env.execute_async("remember")
-    time.sleep(0.5)
-    path = client.stop_with_savepoint(False, (tmp_path / "sp").as_uri()).result(timeout=60)
-    client.wait(60)
+    path = _savepoint(make_env, tmp_path, Remember())
     before = load_checkpoint(path).driver_state["operator_states"]["remember"]
     remembered = sorted(v for snap in before.values() for v in snap["seen"][1])
     assert remembered
@@ -90,14 +96,7 @@ class RememberAll(Remember):
 def test_union_state_restored_at_the_same_parallelism_is_all_of_it_on_every_subtask(make_env, tmp_path):
     """As Flink's round-robin repartitioner: union list state goes whole to every subtask, whether the parallelism
     changed or not (a failover, a restore at the same parallelism)."""
-    env = make_env("local", **{"execution.epoch.max-records": 5})
-    env.set_parallelism(2)
-    src = NumberSequenceSource(1, 10**6, num_splits=2)
-    env.from_source(src, WatermarkStrategy.no_watermarks(), "n").uid("n").map(RememberAll()).uid("remember").print()
-    client = env.execute_async("remember")
-    time.sleep(0.5)
-    path = client.stop_with_savepoint(False, (tmp_path / "sp").as_uri()).result(timeout=60)
-    client.wait(60)
+    path = _savepoint(make_env, tmp_path, RememberAll())
     before = load_checkpoint(path).driver_state["operator_states"]["remember"]
     remembered = [v for snap in before.values() for v in snap["seen"][1]]
     assert remembered and all(len(snap["seen"][1]) < len(remembered) for snap in before.values())
@@ -119,13 +118,6 @@ def test_a_list_state_read_in_another_mode_than_checkpointed_is_refused():
 
 
 def test_a_job_that_reads_its_even_split_state_as_union_state_fails_on_restore_naming_it(make_env, tmp_path):
-    env = make_env("local", **{"execution.epoch.max-records": 5})
-    env.set_parallelism(2)
-    src = NumberSequenceSource(1, 10**6, num_splits=2)
-    env.from_source(src, WatermarkStrategy.no_watermarks(), "n").uid("n").map(Remember()).uid("remember").print()
-    client = env.execute_async("remember")
-    time.sleep(0.5)
-    path = client.stop_with_savepoint(False, (tmp_path / "sp").as_uri()).result(timeout=60)
-    client.wait(60)
+    path = _savepoint(make_env, tmp_path, Remember())
     with pytest.raises(StateMigrationError, match=r"uid 'remember'.*'seen'.*even-split"):
         _restored_run(make_env, path, RememberAll(), 2)

@@ -17,14 +17,15 @@ from sparkpoint.errors import MalformedRecordError
 pytestmark = pytest.mark.kafka
 
 
-def _source(kafka, topic, starting=None, group=None, **props):
+def _source(kafka, topic, starting=None, group=None, bounded=True, **props):
     builder = (
         KafkaSource.builder()
         .set_bootstrap_servers(kafka.bootstrap_servers)
         .set_topics(topic)
         .set_value_only_deserializer(SimpleStringSchema())
-        .set_bounded(KafkaOffsetsInitializer.latest())
     )
+    if bounded:
+        builder.set_bounded(KafkaOffsetsInitializer.latest())
     if starting is not None:
         builder.set_starting_offsets(starting)
     if group is not None:
@@ -159,13 +160,7 @@ def _epochs_of_watermarks(kafka, topic, strategy, epochs=3, step_ms=200):
     from sparkpoint.operators.base import Output, TaskContext
     from sparkpoint.operators.source import SourceOperator
 
-    source = (
-        KafkaSource.builder()
-        .set_bootstrap_servers(kafka.bootstrap_servers)
-        .set_topics(topic)
-        .set_value_only_deserializer(SimpleStringSchema())
-        .build()
-    )
+    source = _source(kafka, topic, bounded=False)
     enumerator = source.create_enumerator()
     enumerator.discover()
     splits: list = []
@@ -229,13 +224,7 @@ def test_a_task_run_again_reads_exactly_what_its_first_run_read(kafka, topic_nam
     topic = topic_name("rerun")
     kafka.create_topic(topic)
     kafka.produce(topic, [f"a{i}" for i in range(30)])
-    source = (
-        KafkaSource.builder()
-        .set_bootstrap_servers(kafka.bootstrap_servers)
-        .set_topics(topic)
-        .set_value_only_deserializer(SimpleStringSchema())
-        .build()
-    )
+    source = _source(kafka, topic, bounded=False)
     enumerator = source.create_enumerator()
     enumerator.discover()
     [split] = enumerator.assign({0: []})[0]
@@ -318,14 +307,7 @@ def test_a_position_past_the_partitions_end_starts_again_where_the_reset_strateg
     beyond = {KafkaTopicPartition(topic, 0): 500}
 
     def first_read(strategy):
-        source = (
-            KafkaSource.builder()
-            .set_bootstrap_servers(kafka.bootstrap_servers)
-            .set_topics(topic)
-            .set_value_only_deserializer(SimpleStringSchema())
-            .set_starting_offsets(KafkaOffsetsInitializer.offsets(beyond, strategy))
-            .build()
-        )
+        source = _source(kafka, topic, KafkaOffsetsInitializer.offsets(beyond, strategy), bounded=False)
         enumerator = source.create_enumerator()
         enumerator.discover()
         [split] = enumerator.assign({0: []})[0]
@@ -365,13 +347,7 @@ def test_live_readers_partitions_are_looked_up_once_not_at_every_barrier(kafka, 
     every barrier held barriers up by the partitions' count); each epoch of epoch mode still asks its end."""
     topic = topic_name("barriers")
     kafka.create_topic(topic, partitions=4)
-    source = (
-        KafkaSource.builder()
-        .set_bootstrap_servers(kafka.bootstrap_servers)
-        .set_topics(topic)
-        .set_value_only_deserializer(SimpleStringSchema())
-        .build()
-    )
+    source = _source(kafka, topic, bounded=False)
     asked: list = []
     lookup = KafkaSplitEnumerator._offsets_of
     monkeypatch.setattr(KafkaSplitEnumerator, "_offsets_of", lambda self, t, p: asked.append(p) or lookup(self, t, p))
@@ -402,15 +378,8 @@ def test_a_position_behind_an_open_transaction_is_not_taken_as_out_of_range(kafk
         producer.produce(topic, f"open-{i}".encode(), partition=0)
     producer.flush(30)
     try:
-        source = (
-            KafkaSource.builder()
-            .set_bootstrap_servers(kafka.bootstrap_servers)
-            .set_topics(topic)
-            .set_value_only_deserializer(SimpleStringSchema())
-            .set_property("isolation.level", "read_committed")
-            .set_starting_offsets(KafkaOffsetsInitializer.offsets({KafkaTopicPartition(topic, 0): 4}))
-            .build()
-        )
+        at = KafkaOffsetsInitializer.offsets({KafkaTopicPartition(topic, 0): 4})
+        source = _source(kafka, topic, at, bounded=False, **{"isolation.level": "read_committed"})
         enumerator = source.create_enumerator()
         enumerator.discover()
         [split] = enumerator.assign({0: []})[0]
