@@ -205,15 +205,13 @@ class WatermarksWithIdleness(WatermarkGenerator):
             self.inner.on_periodic_emit(output)
 
 
-def observe_batch(
-    generator: WatermarkGenerator, values: list, timestamps: list, output: WatermarkOutput, all_ints: bool = True
-) -> None:
-    """Every record of a batch to ``generator``: as the batch's maximum where every timestamp is an int
-    (``all_ints``) and the generator takes that (``observe_max``, the same watermark as one ``on_event`` per
-    record), else one ``on_event`` per record -- also inside an idleness wrapper, whose inner generator
-    decides."""
+def observe_batch(generator: WatermarkGenerator, values: list, timestamps: list, output: WatermarkOutput) -> None:
+    """Every record of a batch (its timestamps all ints) to ``generator``: as the batch's maximum where the
+    generator is Flink's bounded-out-of-orderness one (``observe_max``, the same watermark as one ``on_event`` per
+    record), else one ``on_event`` per record (a subclass's own, a punctuated one say) -- also inside an idleness
+    wrapper, whose inner generator decides."""
     inner = generator.inner if isinstance(generator, WatermarksWithIdleness) else generator
-    if all_ints and hasattr(inner, "observe_max"):
+    if type(inner).on_event is BoundedOutOfOrdernessWatermarks.on_event:
         generator.observe_max(max(timestamps))  # type: ignore[attr-defined]
         return
     on_event = generator.on_event

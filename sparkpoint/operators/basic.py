@@ -9,7 +9,7 @@ from typing import Any
 
 import cloudpickle
 
-from sparkpoint.common.watermark_strategy import MAX_WATERMARK, WatermarkOutput, observe_batch
+from sparkpoint.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK, WatermarkOutput, observe_batch
 from sparkpoint.datastream.functions import bound_call
 from sparkpoint.errors import StateError
 from sparkpoint.operators.base import IDLE, Output, StreamOperator, TaskContext, extract_timestamps
@@ -144,7 +144,10 @@ class TimestampsAndWatermarksOperator(StreamOperator):
         else:
             new_ts = list(timestamps)
         if new_ts:  # an assigner's timestamps are all ints (extract_timestamps)
-            observe_batch(gen, values, new_ts, self.output, self.assigner is not None or None not in new_ts)
+            seen = new_ts
+            if self.assigner is None and None in new_ts:  # no timestamp: the generator is given Long.MIN, as Flink's
+                seen = [MIN_WATERMARK if t is None else t for t in new_ts]
+            observe_batch(gen, values, seen, self.output)
         out.take(values, new_ts)
 
     def process_watermark(self, watermark: int | None, out: Output) -> int | None:

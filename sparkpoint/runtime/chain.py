@@ -20,10 +20,13 @@ from sparkpoint.common.watermark_strategy import MAX_WATERMARK
 from sparkpoint.operators.base import IDLE, Output, StreamOperator
 from sparkpoint.operators.basic import FilterOperator, MapOperator, TimestampsAndWatermarksOperator
 from sparkpoint.operators.coded import Coded, timestamp_list
+from sparkpoint.operators.keyed import KeyedOperator
 from sparkpoint.operators.sinks import SinkOperator
 from sparkpoint.operators.source import Emit, SourceOperator
 from sparkpoint.runtime.exchange import decode_batch, open_blob
 from sparkpoint.runtime.graph import StagePlan, StreamEdge
+from sparkpoint.runtime.sorted_inputs import SortedInputs
+from sparkpoint.runtime.working_state import working_dir
 
 if TYPE_CHECKING:
     from sparkpoint.runtime.task import TaskDeployment, TaskReport
@@ -285,21 +288,66 @@ def _run_operator(
         )
         report.splits[nid] = new_splits
         return wm
-    second = getattr(op, "process_batch2", None)
+    if op.task.batch and isinstance(op, KeyedOperator):
+        return _run_sorted(nid, op, dep, inputs, out, report)
     order = (2, 1) if getattr(op, "broadcast_first", False) else (1, 2)
     records_in = 0
     for i in order:
-        process = op.process_batch if i == 1 else second
         for values, timestamps in _taken(inputs.pending[(nid, i)], report):
             if type(values) is Coded and not (i == 1 and op.takes_coded and not op.routes_failures):
                 values, timestamps = values.values(), timestamp_list(timestamps)
             records_in += len(values)
-            if values:
-                if op.routes_failures:
-                    op.process_each(values, timestamps, out, process)
-                else:
-                    process(values, timestamps, out)  # type: ignore[misc]
+            _process(op, i, values, timestamps, out)
     return _time_and_counts(op, min_watermark(inputs.watermarks[nid]), dep, out, records_in)
+
+
+def _process(op: StreamOperator, input_number: int, values: Any, timestamps: Any, out: Output) -> None:
+    """Records of an operator's input 1 or 2 (a failing record routed aside, where the operator does)."""
+    if not len(values):
+        return
+    process = op.process_batch if input_number == 1 else op.process_batch2  # type: ignore[attr-defined]
+    if op.routes_failures:
+        op.process_each(values, timestamps, out, process)
+    else:
+        process(values, timestamps, out)
+
+
+def _run_sorted(
+    nid: int, op: KeyedOperator, dep: TaskDeployment, inputs: Inputs, out: Output, report: TaskReport
+) -> int | None:
+    """A keyed operator in ``RuntimeExecutionMode.BATCH`` (:mod:`sparkpoint.runtime.sorted_inputs`): its keyed
+    records are held until the end of the input and taken then sorted by key and timestamp; a broadcast input is
+    taken at once."""
+    task = op.task
+    directory = working_dir(
+        dep.local_state_dir,
+        dep.executor_local_state,
+        dep.local_state_namespace or dep.job_id,
+        task.stage_id,
+        task.subtask_index,
+        op.uid,
+    )
+    what = f"operator {op.name!r} (uid {op.uid!r}, subtask {task.subtask_index})"
+    held = SortedInputs(directory + "-sorted-input", dep.epoch, dep.keyed_state_epoch is None, what)
+    records_in = 0
+    broadcast = getattr(op, "broadcast_first", False)
+    for i in (2, 1) if broadcast else (1, 2):
+        selector = op.key_selector if i == 1 else None if broadcast else getattr(op, "key_selector2", None)
+        for values, timestamps in _taken(inputs.pending[(nid, i)], report):
+            values = values.values() if type(values) is Coded else values
+            timestamps = timestamp_list(timestamps)
+            records_in += len(values)
+            if selector is None:
+                _process(op, i, values, timestamps, out)  # a broadcast input, before any keyed record
+            elif values:
+                held.add(i, op.keys_of(values, selector), values, timestamps)
+    watermark = min_watermark(inputs.watermarks[nid])
+    if watermark != MAX_WATERMARK:
+        held.spill()
+    else:
+        for i, values, timestamps in held.merged():
+            _process(op, i, values, timestamps, out)
+    return _time_and_counts(op, watermark, dep, out, records_in)
 
 
 def _time_and_counts(

@@ -109,6 +109,8 @@ def deploy_stages(
                 totals = inputs.output.metric_totals(uid, i, pending)
                 if totals:
                     dep.metric_totals[uid] = totals
+                if (nid, i) in progress.operator_watermarks:
+                    dep.operator_watermarks[nid] = progress.operator_watermarks[(nid, i)]
                 if (nid, i) in progress.operator_states:
                     dep.operator_states[nid] = progress.operator_states[(nid, i)]
                 if nid in assignments:

@@ -150,7 +150,11 @@ def create_job_master(
     parts = JobParts.create(plan, config, job_id, out, clock)
     parts.output.on_collected = on_collected
     scheduler_type: Any = EpochScheduler
-    if execution_mode(config, executor) == "continuous":  # by name: continuous mode builds on the runtime
+    mode = execution_mode(config, executor)
+    if mode == "continuous" and plan.batch:
+        # Flink's BATCH runs stage after stage: a keyed operator takes its input only once it all came, sorted
+        logger.info("execution.runtime-mode BATCH runs in epochs (continuous mode is for STREAMING)")
+    elif mode == "continuous":  # by name: continuous mode builds on the runtime
         scheduler_type = import_module("sparkpoint.runtime.continuous.scheduler").ContinuousScheduler
     scheduler: Scheduler = scheduler_type(
         plan,

@@ -44,6 +44,7 @@ class JobProgress:
         self.notify_next: list[int] = []
         self.notify_sources: list[int] = []  # notices not yet given to a source stage that ran (it may run ahead)
         self.event_times: dict[int, int] = {}  # node -> the highest watermark an operator of it reported, this attempt
+        self.operator_watermarks: dict[tuple[int, int], int] = {}  # (node, subtask) -> what it reported, this attempt
         self.output_watermarks: dict[tuple[int, int], int | None] = {}  # (node, subtask) -> the latest it sent on
         self.close_sources()
         src_stage = plan.stage(0)
@@ -77,6 +78,7 @@ class JobProgress:
                 self.sources[nid].update(r.subtask, splits)
             for nid, t in r.event_times.items():
                 self.event_times[nid] = max(t, self.event_times.get(nid, t))
+                self.operator_watermarks[(nid, r.subtask)] = t
             for nid, wm in r.watermarks.items():
                 self.output_watermarks[(nid, r.subtask)] = wm
 

@@ -33,6 +33,7 @@ from sparkpoint.operators.base import StreamOperator, TaskContext
 from sparkpoint.operators.keyed import KeyedOperator
 from sparkpoint.operators.metric_group import freeze_gauges, report_user_metrics
 from sparkpoint.operators.sinks import PrintOperator, SinkOperator
+from sparkpoint.operators.source import SourceOperator
 from sparkpoint.runtime.chain import read_inputs, run_operators
 from sparkpoint.runtime.changelog import describe
 from sparkpoint.runtime.checkpoint_io import CheckpointUploader
@@ -231,6 +232,8 @@ def build_operators(
         op.routes_failures = stage.routes_failed_records(nid)
         op.max_parallelism = plan.reported_max_parallelism(nid)
         op.setup(task, dep.operator_states.get(nid))
+        if nid in dep.operator_watermarks and not isinstance(op, (KeyedOperator, SourceOperator)):
+            op.watermark = max(op.watermark, dep.operator_watermarks[nid])  # a keyed one's comes with its state
 
 
 def _working_state_options(

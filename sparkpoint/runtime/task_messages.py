@@ -62,6 +62,9 @@ class TaskDeployment:
     # mode: as the attempt starts): a session combiner merges runs of records it cannot be late for (see
     # sparkpoint.windows.combiners)
     watermark_bounds: dict[int, int] = field(default_factory=dict)
+    # node -> the watermark its operator in this subtask had after its last epoch of this attempt: what a non-keyed
+    # process function's current_watermark() gives while it takes this epoch's records (a keyed one's state has it)
+    operator_watermarks: dict[int, int] = field(default_factory=dict)
 
 
 @dataclass

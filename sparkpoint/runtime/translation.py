@@ -199,6 +199,9 @@ class StreamGraphGenerator:
 
     def _window_combiner(self, t: WindowTransformation) -> WindowCombiner | SessionCombiner | None:
         enabled = self.configuration is None or self.configuration.get_boolean(LOCAL_AGGREGATION_KEY, True)
+        # in BATCH a window takes its records sorted by key and timestamp (runtime/sorted_inputs.py), as Flink's:
+        # partials folded upstream in arrival order would not be
+        enabled = enabled and not self.batch
         return local_combiner(
             t,
             t.key_selector if t.keyed_stream else ConstantKeySelector(),

@@ -5,14 +5,17 @@ from __future__ import annotations
 from collections import Counter
 
 import pandas as pd
+import pytest
 
-from sparkpoint.common import Time, WatermarkStrategy
+from sparkpoint.common import Duration, Time, WatermarkStrategy
+from sparkpoint.common.watermark_strategy import MIN_WATERMARK, BoundedOutOfOrdernessWatermarks
 from sparkpoint.connectors.events import EventSpec, generate_events
 from sparkpoint.datastream import (
     CheckpointedFunction,
     KeyedProcessFunction,
     MapFunction,
     OutputTag,
+    ProcessFunction,
     ProcessWindowFunction,
 )
 from sparkpoint.datastream.connectors.generator import NumberSequenceSource, StringLineEventSource
@@ -113,6 +116,26 @@ def test_watermark_is_minimum_over_inputs(make_env):
     assert 2_000 - 1 in seen
 
 
+class PlainWatermarkProbe(ProcessFunction):
+    def process_element(self, value, ctx):
+        yield ctx.timer_service().current_watermark(), value
+
+
+@pytest.mark.parametrize("where", ["chained", "after a rebalance"])
+def test_a_non_keyed_process_function_sees_the_watermark_of_its_last_epoch(make_env, where):
+    """As a keyed one does: not Long.MIN in every epoch (its operator is made anew each epoch)."""
+    env = make_env("local", **{"execution.epoch.max-records": 3})
+    env.set_parallelism(1)
+    wm = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda v, _: v)
+    stamps = list(range(1_000, 13_000, 1_000))
+    stream = env.from_collection(stamps).assign_timestamps_and_watermarks(wm)
+    if where != "chained":
+        stream = stream.rebalance()
+    got = dict((v, w) for w, v in stream.process(PlainWatermarkProbe()).execute_and_collect())
+    # three records an epoch; an epoch's records see the watermark the epoch before ended with: its last - 1
+    assert got == {v: MIN_WATERMARK if i < 3 else stamps[i // 3 * 3 - 1] - 1 for i, v in enumerate(stamps)}
+
+
 class CountPlain(ProcessWindowFunction):
     def process(self, key, context, elements):
         yield (context.window().start, sum(1 for _ in elements))
@@ -169,3 +192,38 @@ def test_idle_split_does_not_hold_back_the_watermark():
     gen.on_event("y", 700, out)
     gen.on_periodic_emit(out)
     assert (out.watermark, out.idle) == (699, False)
+
+
+class Punctuated(BoundedOutOfOrdernessWatermarks):
+    """Flink's generator, with a watermark at every "mark" record as well."""
+
+    def on_event(self, event, event_timestamp, output):
+        super().on_event(event, event_timestamp, output)
+        if event[0] == "mark":
+            output.emit_watermark(event_timestamp)
+
+
+def test_a_subclass_of_the_bounded_generator_has_its_own_on_event_called(make_env):
+    env = make_env("local", **{"execution.epoch.max-records": 1})
+    env.set_parallelism(1)
+    records = [("a", 1_000), ("mark", 5_000), ("b", 3_000)]
+    strategy = WatermarkStrategy.for_generator(lambda ctx: Punctuated(10_000)).with_timestamp_assigner(
+        lambda v, _: v[1]
+    )
+    got = (
+        env.from_collection(records)
+        .assign_timestamps_and_watermarks(strategy)
+        .key_by(lambda v: 0)
+        .process(WatermarkProbe())
+        .execute_and_collect()
+    )
+    # a record an epoch: "b" sees the watermark the mark emitted (the bound alone would still be below 0)
+    assert {v[0]: w for _, w, v in got} == {"a": MIN_WATERMARK, "mark": 1_000 - 10_000 - 1, "b": 5_000}
+
+
+def test_records_without_a_timestamp_pass_a_generator_without_an_assigner(make_env):
+    """As in Flink, which gives the generator Long.MIN for them: no TypeError comparing None."""
+    env = make_env("local")
+    strategy = WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(5))
+    got = env.from_collection([1, 2, 3]).assign_timestamps_and_watermarks(strategy).execute_and_collect()
+    assert sorted(got) == [1, 2, 3]
