@@ -39,6 +39,7 @@ from sparkpoint.connectors.jdbc_config import (  # the configuration; re-exporte
     to_psycopg_sql,
 )
 from sparkpoint.connectors.jdbc_rollback import insert_only, ledger_exists, ledger_sql
+from sparkpoint.errors import UnrecoverableError
 from sparkpoint.testing.faults import fault_point
 
 __all__ = [
@@ -57,6 +58,18 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+
+#: How long a statement of an exactly-once writer waits for a lock while transactions of earlier epochs of its own
+#: subtask are still prepared: they commit with a checkpoint that completes only after this epoch, so a row lock of
+#: theirs is never let go while it waits (a deadlock between the sink and its own commit)
+SELF_LOCK_WAIT_MS = 5_000
+_LOCK_NOT_AVAILABLE = "55P03"
+
+
+class JdbcSelfLockError(JdbcError, UnrecoverableError):
+    """An exactly-once writer waits for a row its own prepared transaction of an earlier epoch holds; a restart
+    would meet the same wait, so the job fails."""
 
 
 class JdbcWriteError(JdbcError):
@@ -141,6 +154,7 @@ class JdbcSinkWriter(SinkWriter):
         self.clean = isinstance(state, dict) and bool(state.get("clean"))
         self.conn: Any = None
         self.xid = ""
+        self.pending: list[str] = []  # this subtask's transactions of earlier epochs, still prepared
         self.batch: list[tuple[Any, tuple]] = []
         self.last_flush = time.monotonic()
 
@@ -168,6 +182,8 @@ class JdbcSinkWriter(SinkWriter):
         self.conn = _connect(self.config, autocommit=True)
         if self.config.exactly_once:
             self._roll_back_leftovers()
+            if self.pending:
+                self.conn.execute(f"SET lock_timeout = {SELF_LOCK_WAIT_MS}")
         self.conn.autocommit = False
         if self.config.exactly_once:
             self.xid = self.conn.execute("SELECT pg_current_xact_id()::text").fetchone()[0]
@@ -188,6 +204,8 @@ class JdbcSinkWriter(SinkWriter):
                 logger.info(
                     "%s: rolled back prepared transaction %s left by an earlier attempt", self.config.describe(), gid
                 )
+            elif subtask == self.subtask and epoch < self.epoch:
+                self.pending.append(gid)
         self.clean = True
 
     def _flush(self) -> None:
@@ -204,7 +222,19 @@ class JdbcSinkWriter(SinkWriter):
                 cur.executemany(self.sql, [p for _, p in batch])
         except psycopg.Error as e:
             self._abort()
+            if self.pending and getattr(e, "sqlstate", None) == _LOCK_NOT_AVAILABLE:
+                raise self._self_lock(batch, e) from None
             raise self._name_bad_record(batch, e) from None
+
+    def _self_lock(self, batch: list[tuple[Any, tuple]], error: Exception) -> JdbcSelfLockError:
+        return JdbcSelfLockError(
+            f"{self.config.describe()}: epoch {self.epoch}, subtask {self.subtask} waited {SELF_LOCK_WAIT_MS} ms for "
+            f"a lock (a batch starting with {_short(batch[0][0])}) while this sink's own transactions of earlier "
+            f"epochs are prepared ({', '.join(self.pending)}). They commit only when a checkpoint after this epoch "
+            f"completes, so exactly-once cannot write a row again that an epoch since the last checkpoint wrote (an "
+            f"upsert or UPDATE of the same key in consecutive epochs). For upserts use JdbcSink.sink (at-least-once): "
+            f"an idempotent upsert gives exactly-once results; or write only new rows. {_pg_error(error)}"
+        )
 
     def _name_bad_record(self, batch: list[tuple[Any, tuple]], error: Exception) -> JdbcError:
         """The error naming the first record of ``batch`` that fails alone (replayed, then rolled back)."""

@@ -56,11 +56,9 @@ def route(
     return routed
 
 
-def _parts(
-    plan: JobPlan, e: StreamEdge, subtask: int, values: Any, timestamps: Any, n: int, sent: int = 0
-) -> list[tuple[Any, Any]]:
-    """Records on edge ``e`` over its consumer's ``n`` partitions, by the edge's partitioning (``sent``: records
-    the task already sent on the edge this epoch, where the round robin goes on from)."""
+def _parts(plan: JobPlan, e: StreamEdge, subtask: int, values: Any, timestamps: Any, n: int) -> list[tuple[Any, Any]]:
+    """Records on edge ``e`` over its consumer's ``n`` partitions, by the edge's partitioning (a round robin goes on
+    from where this subtask's last one on the edge stopped: :func:`_round_robin_start`)."""
     parts: list[tuple[Any, Any]] = [([], []) for _ in range(n)]
     if not values:
         return parts
@@ -82,10 +80,27 @@ def _parts(
             part[0].append(v)
             part[1].append(t)
     else:  # rebalance, and forward across a parallelism change: round robin
+        start = _round_robin_start(plan, e, subtask, len(values))
         for j in range(n):
-            p = (subtask + sent + j) % n
-            parts[p] = (values[j::n], timestamps[j::n])
+            parts[(start + j) % n] = (values[j::n], timestamps[j::n])
     return parts
+
+
+# (plan, edge, subtask) -> where the subtask's next round robin on the edge starts, in this process
+_ROUND_ROBIN: dict[tuple[int, int, int], int] = {}
+
+
+def _round_robin_start(plan: JobPlan, e: StreamEdge, subtask: int, records: int) -> int:
+    """Where a round robin of ``records`` records starts: where the last one of this subtask on ``e`` stopped (at
+    the subtask's own index at first), across its batches, epochs and a continuous subtask's runs, as Flink's
+    partitioner keeps its next channel; were it to start afresh each time, small batches (a continuous subtask's,
+    an epoch's few records) would all go to the first few consumers."""
+    key = (id(plan), e.id, subtask)
+    start = _ROUND_ROBIN.get(key, subtask)
+    if len(_ROUND_ROBIN) > 10_000:  # jobs long gone in a long-lived worker
+        _ROUND_ROBIN.clear()
+    _ROUND_ROBIN[key] = (start + records) % (1 << 31)
+    return start
 
 
 def slice_takers(
@@ -141,15 +156,13 @@ class ExchangeWriter:
         self.plan, self.subtask, self.edges = plan, subtask, edges
         self.widths = [plan.stage(plan.stage_of[e.target]).parallelism for e in edges]
         self.chunks: dict[int, list[list[bytes]]] = {e.id: [[] for _ in range(n)] for e, n in zip(edges, self.widths)}
-        self.sent = 0  # records routed so far (a round robin goes on from there)
 
     def add(self, values: list, timestamps: list) -> None:
         for e, n in zip(self.edges, self.widths):
             chunks = self.chunks[e.id]
-            for p, (v, t) in enumerate(_parts(self.plan, e, self.subtask, values, timestamps, n, self.sent)):
+            for p, (v, t) in enumerate(_parts(self.plan, e, self.subtask, values, timestamps, n)):
                 if len(v):
                     chunks[p].append(encode_batch(v, t))
-        self.sent += len(values)
 
     def parts(self, e: StreamEdge, n: int) -> list[Encoded]:
         return [Encoded(chunks) for chunks in self.chunks[e.id]]

@@ -40,7 +40,7 @@ from sparkpoint.common.ownership import own
 from sparkpoint.datastream.functions import AggregateFunction, bound_call
 from sparkpoint.datastream.session_windows import EventTimeSessionWindows
 from sparkpoint.datastream.window import EventTimeTrigger, SlidingEventTimeWindows, TumblingEventTimeWindows
-from sparkpoint.state.canonical_keys import keys_bytes
+from sparkpoint.state.canonical_keys import keys_stored_bytes
 from sparkpoint.windows.local_aggregation import WindowCombiner, WindowPartial, partial_or_record_key
 from sparkpoint.windows.session_batches import SAFE_TIMESTAMP, batch_runs
 
@@ -116,14 +116,14 @@ class SessionCombiner:
         return partials + raw[0], stamps + raw[1]
 
     def keys_of(self, values: list) -> tuple[list, list, Any]:
-        """``(keys, keys as grouped, kind)``: grouped as the keyed state has them, by canonical bytes (1, 1.0 and
-        True are one key, so is every NaN), or by the keys themselves where equality already agrees (all of them
-        exact str, or exact int: ``kind`` is that type, else ``bytes``)."""
+        """``(keys, keys as grouped, kind)``: grouped as the keyed state has them, by their stored bytes (1, 1.0 and
+        True are one key, so is every NaN; 1 and "1" are two), or by the keys themselves where equality already
+        agrees (all of them exact str, or exact int: ``kind`` is that type, else ``bytes``)."""
         originals = list(map(bound_call(self.key_selector, "get_key"), values))
         kinds = set(map(type, originals))
         if kinds == {str} or kinds == {int}:
             return originals, originals, kinds.pop()
-        return originals, keys_bytes(originals), bytes
+        return originals, keys_stored_bytes(originals)[1], bytes
 
     def split(
         self,

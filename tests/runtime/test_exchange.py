@@ -7,13 +7,14 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
-from collections import namedtuple
+from collections import Counter, namedtuple
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sparkpoint.common import Row
+from sparkpoint.datastream import MapFunction
 from sparkpoint.operators.coded import Coded, timestamp_list
 from sparkpoint.runtime.exchange import Encoded, decode_batch, decode_blob, encode_batch, encode_blob, hash_partition
 from sparkpoint.state.key_groups import KeyGroupAssigner
@@ -391,3 +392,26 @@ def test_partials_whose_window_bounds_are_numpy_integers_keep_their_types() -> N
     assert _encode_values(batch)[0] == b"partials-pickle"
     got = round_trip(batch, [1])[0][0]
     assert type(got.window.start) is np.int64 and got.window == (0, 10) and got.value == 3
+
+
+class WhichSubtask(MapFunction):
+    def open(self, runtime_context):
+        self.index = runtime_context.get_index_of_this_subtask()
+
+    def map(self, value):
+        return self.index
+
+
+def test_a_rebalance_goes_on_round_robin_across_epochs(make_env):
+    """Two records an epoch over four consumers: each epoch's round robin goes on where the last stopped, as
+    Flink's partitioner keeps its next channel (each starting afresh, every record went to subtask 0 or 1)."""
+    env = make_env("local", **{"execution.epoch.max-records": 2})
+    spread = (
+        env.from_collection(list(range(40)))
+        .set_parallelism(1)
+        .rebalance()
+        .map(WhichSubtask())
+        .set_parallelism(4)
+        .execute_and_collect()
+    )
+    assert Counter(spread) == {0: 10, 1: 10, 2: 10, 3: 10}

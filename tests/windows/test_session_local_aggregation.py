@@ -142,6 +142,25 @@ def test_keys_the_state_takes_as_one_are_one_key_to_the_combiner(make_env):
     assert on_metrics["numLocalAggregatesIn"] == 3  # epoch 1's two runs and epoch 3's one; epoch 2 as records
 
 
+class WithKeyRepr(ProcessWindowFunction):
+    def process(self, key, context, elements):
+        [value] = elements
+        yield repr(key), context.window().start, value
+
+
+def test_keys_the_state_takes_apart_are_two_keys_to_the_combiner(make_env):
+    """1 and "1" are two keys to the keyed state (their canonical bytes are alike, their stored bytes are not):
+    their sessions are not merged into one under whichever came first."""
+    events = [(1, 5_000, 0), ("1", 5_100, 1), (1, 5_200, 2), ("1", 5_300, 3), (2, 9_000, 4)]
+    expected = [("'1'", 5_100, (2, (1, 3))), ("1", 5_000, (2, (0, 2))), ("2", 9_000, (1, (4,)))]
+    for config in ({}, OFF):
+        env = make_env("local", **{"execution.epoch.max-records": 60} | config)
+        window = EventTimeSessionWindows.with_gap(Time.milliseconds(GAP))  # one upstream task holds both keys
+        out, metrics = collect_windows(env, stamped(env, events, bound=0), window, CountAndSeqs(), WithKeyRepr())
+        assert out == expected, config
+        assert metrics.get("numLocalAggregatesIn") == (3 if not config else None)
+
+
 def test_a_partial_that_comes_late_fails_the_job_not_the_users_function(make_env, monkeypatch):
     """The combiner's bound is what makes partials safe; were it below the window's watermark, a partial could
     come late, and the window operator refuses it rather than drop its records (or hand it to a dead letter)."""
