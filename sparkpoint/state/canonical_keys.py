@@ -16,6 +16,8 @@ from decimal import Decimal
 from enum import Enum
 from typing import Any
 
+import numpy as np
+
 from sparkpoint.errors import StateError
 
 __all__ = ["KeyTypeError", "key_bytes", "key_kind", "keys_bytes", "stored_key_bytes", "keys_stored_bytes"]
@@ -25,12 +27,15 @@ class KeyTypeError(StateError, TypeError):
     """A key has no deterministic form, so it cannot be assigned to a key group."""
 
 
+NUMPY_NUMBERS = (np.integer, np.floating, np.bool_)  # numpy's scalar numbers, keys as the numbers they hold
+
+
 def key_bytes(key: Any) -> bytes:
     """The canonical bytes of a key: equal keys (``1 == 1.0 == True``) give equal bytes.
 
     Keyed state needs a deterministic key serializer, as in Flink: the same key must land in
     the same key group in every process, whatever ``PYTHONHASHSEED`` is. Supported keys are
-    ``None``, ``bool``/``int``/``float``/``Decimal`` (equal numbers are one key), ``str``,
+    ``None``, ``bool``/``int``/``float``/``Decimal`` and numpy's scalars of them (equal numbers are one key), ``str``,
     ``bytes``, ``datetime``/``date``/``time``/``timedelta``, ``Enum`` members, frozen
     dataclasses of supported fields, and tuples (``Row`` included) and frozensets of
     supported keys. Anything else raises :class:`KeyTypeError`.
@@ -109,6 +114,8 @@ def _encode(key: Any, whole: Any) -> bytes:
         return key.encode("utf-8") if key is whole else b"\x00s" + _sized(key.encode("utf-8"))
     if isinstance(key, (int, float, Decimal)):  # bool and IntEnum too: they equal ints
         return _number(key, key is whole)
+    if isinstance(key, NUMPY_NUMBERS):  # numpy's scalars equal the Python numbers they hold
+        return _number(key.item(), key is whole)
     if isinstance(key, bytes):
         return b"\x00b" + _sized(key)
     if isinstance(key, tuple):

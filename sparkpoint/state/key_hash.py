@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from sparkpoint.state.canonical_keys import NUMPY_NUMBERS as _NUMPY_NUMBERS
 from sparkpoint.state.canonical_keys import key_bytes
 
 __all__ = ["KeyHash", "key_hash", "PICKLED", "describe_key_hash", "older_key_hash"]
@@ -96,6 +97,8 @@ def _finite(x: Any) -> bool:
 
 def _integral(key: Any) -> int:
     """``key`` as an ``int`` if it is a whole number (``bool``, ``2.0``, ``Decimal(3)``); else :class:`_Fallback`."""
+    if isinstance(key, _NUMPY_NUMBERS):
+        key = key.item()
     if isinstance(key, int):
         return int(key)
     if isinstance(key, (float, Decimal)) and _finite(key) and key == int(key):
@@ -105,6 +108,8 @@ def _integral(key: Any) -> int:
 
 def _number(key: Any) -> float:
     """``key`` as a ``float`` (a number that fits one); else :class:`_Fallback`."""
+    if isinstance(key, _NUMPY_NUMBERS):
+        key = key.item()
     if isinstance(key, (int, float, Decimal)) and not (isinstance(key, float) and key != key):
         try:
             return float(key)
@@ -173,6 +178,8 @@ def _plain(key: Any, seen: dict) -> Any:
         return _plain(str.__str__(key), seen)
     if isinstance(key, bytes):
         return _plain(bytes(key), seen)
+    if isinstance(key, _NUMPY_NUMBERS):  # numpy's scalars: the Python number they hold (and equal)
+        return _plain(key.item(), seen)
     if isinstance(key, (int, float, Decimal)):
         if not _finite(key):
             if key != key:

@@ -45,8 +45,10 @@ class Point:
 EQUAL_KEYS = [
     [1, 1.0, True, Decimal(1), Decimal("1.000"), Level.ONE],
     [0, 0.0, -0.0, False, Decimal(0)],
-    [0.5, Decimal("0.5"), np.float64(0.5)],
+    [0.5, Decimal("0.5"), np.float64(0.5), np.float32(0.5)],
     [2, np.float64(2.0)],
+    [7, np.int64(7), np.int32(7), np.uint8(7), np.float32(7.0)],  # numpy's scalars, as read from arrays
+    [1, np.True_, np.int8(1)],
     [2**70, float(2**70)],
     [(1, "a"), (1.0, "a"), (True, "a"), Row(1, "a")],
     [frozenset({1, "x"}), frozenset({"x", 1.0})],
@@ -70,6 +72,12 @@ def test_equal_keys_share_a_key_group(keys, declared):
     kh = key_hash(getattr(Types, declared)() if declared else None)
     groups = {assign_to_key_group(k, 32768, kh) for k in keys}
     assert len(groups) == 1, f"{keys} went to key groups {groups}"
+
+
+@pytest.mark.parametrize("keys", EQUAL_KEYS, ids=lambda ks: type(ks[0]).__name__)
+def test_equal_keys_are_stored_alike(keys):
+    """Keyed state finds an entry by the key's stored bytes: equal keys must have one form."""
+    assert len({stored_key_bytes(k, key_bytes(k)) for k in keys}) == 1
 
 
 STR_KEYS = ["", "a", "é", "日本語", "x" * 255, "x" * 256, "K" * 70_000, "😀 beyond the BMP"] + [
