@@ -28,7 +28,7 @@ from fsspec.core import url_to_fs
 
 from sparkpoint.connectors.base import SourceSplit
 
-__all__ = ["MIN_PIECE", "Frontier", "balance", "order_key", "split_path", "split_end", "unread_bytes"]
+__all__ = ["MIN_PIECE", "Frontier", "balance", "compression_of", "order_key", "split_path", "split_end", "unread_bytes"]
 
 MIN_PIECE = 1 << 20  # bytes: a part smaller than this is not worth a cut
 _BLOCK = 4 << 20  # bytes read at a time to count the lines before a cut
@@ -43,6 +43,17 @@ _NONE = (float("-inf"), "", -1)  # before every split: a subtask given nothing y
 def split_path(split: SourceSplit) -> str:
     """The file a split reads (its id, unless it is the second part of a cut file)."""
     return str(split.info.get("path", split.split_id))
+
+
+#: file name endings a source decompresses, as Flink's stream formats do (``StandardDeCompressors``), by fsspec codec
+COMPRESSIONS = {".gz": "gzip", ".gzip": "gzip", ".bz2": "bz2", ".xz": "xz"}
+
+
+def compression_of(path: str) -> str | None:
+    """The codec a file is read through, by its name's ending (None: read as it is). A compressed file's position
+    counts bytes of what it holds, decompressed, and it is never cut."""
+    lower = path.lower()
+    return next((codec for ending, codec in COMPRESSIONS.items() if lower.endswith(ending)), None)
 
 
 def split_end(split: SourceSplit) -> int | None:
@@ -79,9 +90,11 @@ def balance(taken: dict[int, list[SourceSplit]], frontier: Frontier | None = Non
         gap = load[heavy] - load[light]
         if gap < 2 * MIN_PIECE:
             return
-        after = (
-            taken[heavy] if frontier is None else [s for s in taken[heavy] if order_key(s) > frontier.get(light, _NONE)]
-        )
+        after = [
+            s
+            for s in taken[heavy]
+            if (frontier is None or order_key(s) > frontier.get(light, _NONE)) and compression_of(split_path(s)) is None
+        ]
         largest = max(after, key=unread_bytes, default=None)
         if largest is None or unread_bytes(largest) < 2 * MIN_PIECE:
             return

@@ -10,7 +10,8 @@ otherwise), or at the end of the input a part of one (:mod:`sparkpoint.connector
 position is ``(byte offset, lines read)``. Files are handed out in
 modification-time order, ties broken by path (Spark's file source does the same), so a
 directory of time-ordered files is read in time order. Files are read as lines (``\\n``
-or ``\\r\\n``); charsets must be ASCII-compatible (UTF-8, Latin-1, ...). Files are
+or ``\\r\\n``); charsets must be ASCII-compatible (UTF-8, Latin-1, ...). A file whose name ends in ``.gz``,
+``.gzip``, ``.bz2`` or ``.xz`` is decompressed as it is read, as Flink's stream formats do. Files are
 assumed immutable once listed: move complete files into a monitored directory.
 """
 
@@ -34,7 +35,7 @@ from sparkpoint.connectors.file_sink import (  # the sink side; re-exported for 
     PartFileConfig,
     cleanup_leftovers,
 )
-from sparkpoint.connectors.file_splits import split_end, split_path
+from sparkpoint.connectors.file_splits import compression_of, split_end, split_path
 from sparkpoint.connectors.line_formats import (  # re-exported for existing imports
     CsvFormat,
     JsonLinesFormat,
@@ -151,7 +152,7 @@ class FileSourceReader(SourceReader):
         fs, path = url_to_fs(split_path(split))
         want = index + 1
         while True:  # lines until index + 1 records (blank, header and malformed lines give none)
-            with fs.open(path, "rb") as f:
+            with fs.open(path, "rb", compression=compression_of(path)) as f:
                 f.seek(offset)
                 raw, _, at_end = _read_lines(f, want, max(1, max_bytes))
             if at_end or len(raw) < want or len(self._parse(raw, lines_read, split_path(split))[0]) > index:
@@ -199,7 +200,7 @@ def _opened(split: SourceSplit) -> Iterator[Any]:
     """The file of ``split`` open for reading; one gone is a :class:`FileVanishedError` at the split's position."""
     fs, path = url_to_fs(split_path(split))
     try:
-        with fs.open(path, "rb") as f:
+        with fs.open(path, "rb", compression=compression_of(path)) as f:
             yield f
     except FileNotFoundError as e:
         offset, lines_read = split.position or (0, 0)

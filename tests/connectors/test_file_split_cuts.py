@@ -280,3 +280,17 @@ def test_a_subtask_given_nothing_yet_keeps_no_frontier_across_a_restore(tmp_path
     restored.restore(unassigned)
     restored.assign({0: [], 1: [], 2: []})
     assert restored.frontier == enumerator.frontier
+
+
+def test_a_compressed_file_is_never_cut(tmp_path, small_pieces):
+    """Its position counts decompressed bytes: a cut at a byte of the file would split the compressed stream."""
+    import gzip
+
+    lines, sep = _lines(random.Random(5), 2_000, crlf=False)
+    path = tmp_path / "big.txt.gz"
+    path.write_bytes(gzip.compress((sep.join(lines) + sep).encode(), compresslevel=0))
+    split = SourceSplit(str(path), (0, 0), info={"size": path.stat().st_size})
+    taken = {0: [split], 1: [SourceSplit(str(tmp_path / "other"), (0, 0), info={"size": 1})]}
+    balance(taken)
+    assert taken[0] == [split] and len(taken[1]) == 1 and not small_pieces
+    assert _read_all(split) == lines
