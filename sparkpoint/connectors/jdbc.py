@@ -126,6 +126,14 @@ def _finish_prepared(conn: Any, verb: str, gid: str) -> bool:
         return False
 
 
+def _prepared_transaction(conn: Any, gid: str) -> int | None:
+    """The transaction id (32 bits) prepared under ``gid`` in this database, None if none is."""
+    row = conn.execute(
+        "SELECT transaction::text FROM pg_prepared_xacts WHERE gid = %s AND database = current_database()", (gid,)
+    ).fetchone()
+    return None if row is None else int(row[0])
+
+
 def _prepared_gids(conn: Any, prefix: str) -> list[str]:
     rows = conn.execute(
         "SELECT gid FROM pg_prepared_xacts WHERE database = current_database() AND starts_with(gid, %s) ORDER BY gid",
@@ -219,12 +227,18 @@ class JdbcSinkWriter(SinkWriter):
         batch, self.batch = self.batch, []
         try:
             with self.conn.cursor() as cur:
+                if not self.ledger:  # a failing batch is replayed after the batches before it (_name_bad_record)
+                    cur.execute("SAVEPOINT sparkpoint_batch")
                 cur.executemany(self.sql, [p for _, p in batch])
+                if not self.ledger:
+                    cur.execute("RELEASE SAVEPOINT sparkpoint_batch")
         except psycopg.Error as e:
-            self._abort()
             if self.pending and getattr(e, "sqlstate", None) == _LOCK_NOT_AVAILABLE:
+                self._abort()
                 raise self._self_lock(batch, e) from None
-            raise self._name_bad_record(batch, e) from None
+            error = self._name_bad_record(batch, e)
+            self._abort()
+            raise error from None
 
     def _self_lock(self, batch: list[tuple[Any, tuple]], error: Exception) -> JdbcSelfLockError:
         return JdbcSelfLockError(
@@ -237,25 +251,32 @@ class JdbcSinkWriter(SinkWriter):
         )
 
     def _name_bad_record(self, batch: list[tuple[Any, tuple]], error: Exception) -> JdbcError:
-        """The error naming the first record of ``batch`` that fails alone (replayed, then rolled back)."""
+        """The error naming the first record of ``batch`` that fails, replayed one by one: in the epoch's transaction,
+        back at the batch's savepoint (the rows of the batches before it there, as they were for the batch), which the
+        caller then rolls back; for a writer that records its transaction in the ledger, alone in a transaction of
+        its own (the ledger's rollback finds rows by the transaction that inserted them, ``xmin``, and a savepoint
+        would give its rows a subtransaction's)."""
         import psycopg
 
         if isinstance(error, psycopg.OperationalError):
             return JdbcError(f"{self.config.describe()}: lost the database connection: {error}")
+        conn = None
         try:
-            conn = _connect(self.config, autocommit=False)
-        except JdbcError:
-            conn = None
-        if conn is not None:
-            try:
-                for record, params in batch:
-                    try:
-                        conn.execute(self.sql, params)
-                    except psycopg.Error as e:
-                        return JdbcWriteError(
-                            f"{self.config.describe()}: cannot write record {_short(record)}: {_pg_error(e)}", record
-                        )
-            finally:
+            if self.ledger:
+                conn = _connect(self.config, autocommit=False)
+            else:
+                self.conn.execute("ROLLBACK TO SAVEPOINT sparkpoint_batch")
+            for record, params in batch:
+                try:
+                    (conn or self.conn).execute(self.sql, params)
+                except psycopg.Error as e:
+                    return JdbcWriteError(
+                        f"{self.config.describe()}: cannot write record {_short(record)}: {_pg_error(e)}", record
+                    )
+        except (psycopg.Error, JdbcError):  # the replay itself failed (no connection): the batch is named
+            pass
+        finally:
+            if conn is not None:
                 conn.rollback()
                 conn.close()
         return JdbcWriteError(
@@ -308,7 +329,8 @@ def _pg_error(e: Exception) -> str:
 
 # -- the driver's half --------------------------------------------------------------------------
 class JdbcCommitter(Committer):
-    """``COMMIT PREPARED`` for every committable; committing twice is a no-op."""
+    """``COMMIT PREPARED`` for every committable; committing twice is a no-op, and a gid another transaction prepared
+    since (a run restored from an older checkpoint, which used the same gid) is not committed."""
 
     def __init__(self, config: JdbcSinkConfig):
         self.config = config
@@ -319,7 +341,19 @@ class JdbcCommitter(Committer):
         try:
             with _connect(self.config, autocommit=True) as conn:
                 for gid, xid in committables:
-                    if _finish_prepared(conn, "COMMIT", gid):
+                    holder = _prepared_transaction(conn, gid)
+                    if holder is not None and xid and holder != int(xid) % 2**32:
+                        logger.error(
+                            "%s: %s is prepared again, by another transaction (%s, not %s): another run of this sink "
+                            "(transaction id prefix %r) prepared it; it is not committed here",
+                            self.config.describe(),
+                            gid,
+                            holder,
+                            xid,
+                            self.config.prefix,
+                        )
+                        self._report_finished(conn, gid, xid)
+                    elif _finish_prepared(conn, "COMMIT", gid):
                         fault_point("sink-commit")
                     else:
                         self._report_finished(conn, gid, xid)

@@ -17,6 +17,7 @@ from sparkpoint.connectors.jdbc import (
     JdbcError,
     JdbcSinkConfig,
     JdbcSinkWriter,
+    JdbcWriteError,
     parse_gid,
     parse_jdbc_url,
 )
@@ -299,6 +300,40 @@ def test_a_bad_record_is_named_with_table_sql_and_error_and_earlier_epochs_stay(
     assert "'seven-fifty'" in message and "invalid input syntax for type bigint" in message, message
     assert info.value.record == Row("seven-fifty", "x")
     assert _ids(db) == list(range(700))  # epochs 0-6 committed; the failing one left nothing
+
+
+@pytest.mark.parametrize("exactly_once", [False, True])
+def test_a_record_conflicting_with_an_earlier_batch_of_its_epoch_is_the_one_named(db, exactly_once):
+    """The failing batch is replayed after the epoch's earlier batches (at its savepoint): replayed alone, in a
+    transaction of its own, the duplicate of a row of an earlier batch would not fail there."""
+    with db.connect() as conn:
+        conn.execute("CREATE TABLE items (id bigint PRIMARY KEY, label text)")
+    config = JdbcSinkConfig(INSERT, db.url, exactly_once=exactly_once, batch_size=2, transaction_id_prefix="dup")
+    writer = JdbcSinkWriter(config, subtask=0, parallelism=1, epoch=1, state=None)
+    writer.write([(1, "a"), (2, "b")], [0, 0])  # batch 1 (batch size 2)
+    with pytest.raises(JdbcWriteError, match=r"cannot write record \(1, 'dup'\).*23505") as info:
+        writer.write([(3, "c"), (1, "dup")], [0, 0])
+    assert info.value.record == (1, "dup")
+    assert db.query("SELECT count(*) FROM items") == [(0,)]  # the epoch's transaction rolled back
+    assert db.prepared_gids() == set()
+
+
+def test_a_commit_again_leaves_the_same_gid_prepared_by_another_run_alone(db, caplog):
+    """Run A committed items-0-5; a run B restored from an older checkpoint prepared items-0-5 again and died;
+    restoring A's newer checkpoint commits its committables again: B's transaction is not A's and stays."""
+    _create_items(db)
+    config = _config(db, "items")
+    a = JdbcSinkWriter(config, subtask=0, parallelism=1, epoch=5, state={"clean": True})
+    a.write([Row(1, "a")], [0])
+    committed = a.prepare_commit()
+    JdbcCommitter(config).commit(committed)
+    b = JdbcSinkWriter(config, subtask=0, parallelism=1, epoch=5, state={"clean": True})
+    b.write([Row(2, "b")], [0])
+    assert [c.gid for c in b.prepare_commit()] == ["items-0-5"]
+    JdbcCommitter(config).commit(committed)  # A's again
+    assert _ids(db) == [1]
+    assert db.prepared_gids() == {"items-0-5"}  # B's, for B's own restore (or rollback) to settle
+    assert "prepared again, by another transaction" in caplog.text
 
 
 def test_a_record_with_the_wrong_field_count_is_named(db):
