@@ -20,11 +20,10 @@ task: they roll on checkpoints only.
 from __future__ import annotations
 
 import logging
-import re
 from datetime import datetime
 from typing import Any
-from zoneinfo import ZoneInfo
 
+from sparkpoint.common.java_time import java_formatter, java_zone
 from sparkpoint.connectors.base import Committer, OutputStart, Sink, SinkWriter
 from sparkpoint.connectors.file_output import part_job, prepare_file_output
 from sparkpoint.connectors.file_sink import BulkWriterFactory
@@ -162,54 +161,24 @@ class BucketAssigner:
         return _DateTimeBucketAssigner(format_str, timezone_id)
 
 
-_JAVA_TOKENS = {
-    "yyyy": "%Y",
-    "yy": "%y",
-    "MM": "%m",
-    "dd": "%d",
-    "HH": "%H",
-    "hh": "%I",
-    "mm": "%M",
-    "ss": "%S",
-    "a": "%p",
-    "EEE": "%a",
-    "EEEE": "%A",
-    "MMM": "%b",
-    "DDD": "%j",
-    "Z": "%z",
-    "z": "%Z",
-}
-
-
-def _java_to_strftime(pattern: str) -> str:
-    """Translate a Java ``DateTimeFormatter`` pattern (``yyyy-MM-dd--HH``) to ``strftime``."""
-    out = []
-    for m in re.finditer(r"'([^']*)'|([A-Za-z])\2*|[^A-Za-z']+", pattern):
-        text = m.group(0)
-        if m.group(1) is not None:
-            out.append(m.group(1).replace("%", "%%") or "'")
-        elif m.group(2) is not None:
-            if text not in _JAVA_TOKENS:
-                raise ValueError(f"unsupported date-time pattern letters {text!r} in {pattern!r}")
-            out.append(_JAVA_TOKENS[text])
-        else:
-            out.append(text.replace("%", "%%"))
-    return "".join(out)
+def _strftime(pattern: str) -> Any:
+    return lambda t: t.strftime(pattern)
 
 
 class _DateTimeBucketAssigner(BucketAssigner):
     """Buckets by processing time (Flink's ``DateTimeBucketAssigner``)."""
 
     def __init__(self, format_str: str, timezone_id: str | None):
-        self.format_str = format_str if "%" in format_str else _java_to_strftime(format_str)
+        self.format_str = format_str
         self.timezone_id = timezone_id
-        self._tz = ZoneInfo(timezone_id) if timezone_id is not None else None
+        self._tz = java_zone(timezone_id) if timezone_id is not None else None  # Java's ids: "GMT+8" too
+        self._format = _strftime(format_str) if "%" in format_str else java_formatter(format_str)
         self._last: tuple[int | None, str] = (None, "")  # the last processing time and its bucket
 
     def get_bucket_id(self, value: Any, now_ms: int) -> str:
         if self._last[0] == now_ms:  # a task writes its records at one processing time: formatted once
             return self._last[1]
-        bucket = datetime.fromtimestamp(now_ms / 1000, self._tz).strftime(self.format_str)
+        bucket = self._format(datetime.fromtimestamp(now_ms / 1000, self._tz))
         self._last = (now_ms, bucket)
         return bucket
 
