@@ -179,6 +179,8 @@ class ParquetPartWriter(PartWriter):
             self._fail(values, field, records, lambda v: isinstance(v, (float, bool)), "not an integer")
         if pa.types.is_timestamp(field.type) and field.type.tz is not None and Instant in kinds:
             values = [v.epoch_milli if isinstance(v, Instant) else v for v in values]
+        if _holds_rows(field.type):
+            values = [_plain(v, field.type) for v in values]
         try:
             return pa.array(values, type=field.type)
         except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError, ValueError) as e:
@@ -192,6 +194,37 @@ class ParquetPartWriter(PartWriter):
                     f"Parquet sink {self.sink_path}: field {field.name!r} ({field.type}) cannot hold "
                     f"{type(value).__name__} {_short(value)} of record {_short(record)}: {reason}"
                 )
+
+
+def _holds_rows(arrow: pa.DataType) -> bool:
+    """Whether values of ``arrow`` may be or hold rows (structs, or lists and maps of them)."""
+    if pa.types.is_struct(arrow):
+        return True
+    if pa.types.is_list(arrow) or pa.types.is_large_list(arrow):
+        return _holds_rows(arrow.value_type)
+    if pa.types.is_map(arrow):
+        return _holds_rows(arrow.item_type)
+    return False
+
+
+def _plain(value: Any, arrow: pa.DataType) -> Any:
+    """``value`` as pyarrow reads it for ``arrow``: a ``Row`` by its current values (a row changed in place keeps
+    them apart from the tuple pyarrow would read), a named one by its names (a struct's fields are matched by name,
+    whatever order the row holds them in), within lists and maps too."""
+    if value is None:
+        return None
+    if pa.types.is_struct(arrow) and isinstance(value, tuple):
+        children = [arrow.field(i) for i in range(arrow.num_fields)]
+        names = (getattr(value, "_fields", None) if isinstance(value, Row) else None) or [f.name for f in children]
+        if len(value) != len(children):
+            return value  # pyarrow names what does not fit
+        by_name = dict(zip(names, value))  # pyarrow takes a struct's values all as dicts or all as tuples
+        return {f.name: _plain(by_name.get(f.name), f.type) for f in children}
+    if (pa.types.is_list(arrow) or pa.types.is_large_list(arrow)) and isinstance(value, (list, tuple)):
+        return [_plain(v, arrow.value_type) for v in value]
+    if pa.types.is_map(arrow) and isinstance(value, dict):
+        return {k: _plain(v, arrow.item_type) for k, v in value.items()}
+    return value
 
 
 def _fits(value: Any, arrow: pa.DataType) -> bool:

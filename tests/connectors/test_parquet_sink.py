@@ -428,3 +428,24 @@ def test_spark_reads_the_committed_output(spark, make_env, tmp_path):
     assert got["customer"].tolist() == expected["customer"].tolist()
     assert got["city"].tolist() == expected["address.city"].tolist()
     assert got["n_items"].tolist() == expected["items"].map(len).tolist()
+
+
+def test_nested_rows_are_written_with_their_current_values_and_by_their_names(tmp_path):
+    """A Row changed in place keeps its values apart from the tuple it was made as, and a named Row may hold its
+    fields in another order than the struct's: both as PyFlink's row coder writes them (by value, by name)."""
+    inner = Types.ROW_NAMED(["a", "b"], [Types.INT(), Types.STRING()])
+    t = Types.ROW_NAMED(["id", "nested", "many"], [Types.INT(), inner, Types.LIST(inner)])
+    changed = Row(1, "made")
+    changed[1] = "changed"
+    listed = Row(a=3, b="made")
+    listed["b"] = "changed too"
+    rows = [Row(1, changed, [listed]), Row(2, Row(b="bee", a=7), [Row(b="c", a=4), None]), Row(3, None, None)]
+    out = tmp_path / "nested"
+    writer = parquet_sink(out, t).create_writer(0, 1, "ef" * 8, 0, None)
+    writer.write(rows, [None] * 3)
+    FileCommitter().commit(writer.prepare_commit())
+    assert pq.read_table(visible_files(out)[0]).to_pylist() == [
+        {"id": 1, "nested": {"a": 1, "b": "changed"}, "many": [{"a": 3, "b": "changed too"}]},
+        {"id": 2, "nested": {"a": 7, "b": "bee"}, "many": [{"a": 4, "b": "c"}, None]},
+        {"id": 3, "nested": None, "many": None},
+    ]
