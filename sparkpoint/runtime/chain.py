@@ -316,8 +316,8 @@ def _run_sorted(
     nid: int, op: KeyedOperator, dep: TaskDeployment, inputs: Inputs, out: Output, report: TaskReport
 ) -> int | None:
     """A keyed operator in ``RuntimeExecutionMode.BATCH`` (:mod:`sparkpoint.runtime.sorted_inputs`): its keyed
-    records are held until the end of the input and taken then sorted by key and timestamp; a broadcast input is
-    taken at once."""
+    records are held until the end of the input and taken then in timestamp order (each key's as Flink sorts them);
+    a broadcast input is taken at once."""
     task = op.task
     directory = working_dir(
         dep.local_state_dir,
@@ -332,15 +332,14 @@ def _run_sorted(
     records_in = 0
     broadcast = getattr(op, "broadcast_first", False)
     for i in (2, 1) if broadcast else (1, 2):
-        selector = op.key_selector if i == 1 else None if broadcast else getattr(op, "key_selector2", None)
         for values, timestamps in _taken(inputs.pending[(nid, i)], report):
-            values = values.values() if type(values) is Coded else values
-            timestamps = timestamp_list(timestamps)
             records_in += len(values)
-            if selector is None:
-                _process(op, i, values, timestamps, out)  # a broadcast input, before any keyed record
-            elif values:
-                held.add(i, op.keys_of(values, selector), values, timestamps)
+            if i == 2 and broadcast:  # a broadcast input, taken before any keyed record
+                if type(values) is Coded:
+                    values, timestamps = values.values(), timestamp_list(timestamps)
+                _process(op, i, values, timestamps, out)
+            elif len(values):
+                held.add(i, values, timestamps)
     watermark = min_watermark(inputs.watermarks[nid])
     if watermark != MAX_WATERMARK:
         held.spill()

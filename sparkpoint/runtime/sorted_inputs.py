@@ -1,4 +1,4 @@
-"""``RuntimeExecutionMode.BATCH``: a keyed operator takes its input sorted by key and timestamp, as in Flink.
+"""``RuntimeExecutionMode.BATCH``: a keyed operator takes each key's records in timestamp order, as in Flink.
 
 In BATCH, Flink sorts a keyed operator's input before the operator sees any of it (``SortingDataInput``: by the
 key's serialized bytes, then the record's timestamp; for two keyed inputs ``MultiInputSortingDataInput`` gives a
@@ -6,20 +6,23 @@ key's records of both inputs in timestamp order), and a broadcast input is read 
 latest" reduce keeps the latest by event time, and a count window counts records in timestamp order, whatever
 order the files held them in.
 
-Here a keyed operator's records wait for the end of the input (its input watermark at +inf, which BATCH holds back
-until then): the records of each epoch before it are sorted into a *run* in the operator's working directory on
-the task's local disk, beside its keyed state (a run per epoch, an empty one too, so that a missing one is
-noticed); the end's epoch merges the runs with its own records, and the operator takes them a group at a time
-(consecutive records of one input), key after key. A broadcast input is taken as it comes: no keyed record has
-been taken before the end. The order is: the key's stored bytes (:func:`~sparkpoint.state.canonical_keys.
-keys_stored_bytes`), the timestamp (none: Long.MIN, as Flink's), then arrival. A retried task writes its epoch's
-run again; a marker keeps the runs until the job's working directories go, so a retry of the end's epoch takes
-them again and a later epoch does not.
+What a keyed operator computes depends only on the order of each key's records (its state, timers and windows are
+the key's own), so here the records are put in timestamp order (then arrival order), which orders every key's
+records as Flink's sort does, without calling the key selector or comparing keys: keys interleave, where Flink
+takes them one after another. A keyed operator's records wait for the end of the input (its input watermark at
++inf, which BATCH holds back until then): the records of each epoch before it are sorted into a *run* in the
+operator's working directory on the task's local disk, beside its keyed state (a run per epoch, an empty one too,
+so that a missing one is noticed); the end's epoch orders the runs' timestamps with its own records' (one stable
+``argsort``: earlier epochs first among equal timestamps) and streams the values from the runs in that order, a
+group at a time (consecutive records of one input). A broadcast input is taken as it comes: no keyed record has
+been taken before the end. A record stamped exactly Long.MIN comes out without a timestamp, the same thing to
+Flink's windows. A retried task writes its epoch's run again; a marker keeps the runs until the job's working
+directories go, so a retry of the end's epoch takes them again and a later epoch does not.
 """
 
 from __future__ import annotations
 
-import heapq
+import operator
 import os
 import pickle
 import shutil
@@ -27,17 +30,16 @@ import socket
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
+
 from sparkpoint.errors import StateMissingError
-from sparkpoint.state.canonical_keys import keys_stored_bytes
+from sparkpoint.operators.coded import Coded
 
 __all__ = ["SortedInputs", "NO_TIMESTAMP"]
 
 NO_TIMESTAMP = -(2**63)  # where a record without a timestamp sorts: Flink's StreamRecord gives Long.MIN
-_CHUNK = 65_536  # entries a run's pickle frame holds
+_CHUNK = 65_536  # records a run's pickle frame holds, and a group taken at once at most
 _PICKLE = pickle.HIGHEST_PROTOCOL
-
-# one record of a run: (stored key bytes, sort timestamp, epoch, arrival, input 1 or 2, value, timestamp)
-Entry = tuple[bytes, int, int, int, int, Any, Any]
 
 
 class SortedInputs:
@@ -51,49 +53,67 @@ class SortedInputs:
         if first_epoch:
             with open(self._first(), "w") as f:
                 f.write(str(epoch))
-        self.entries: list[Entry] = []
+        self.values: list = []
+        self.stamps: list[np.ndarray] = []
+        self.inputs: list[np.ndarray] = []
 
-    def add(self, input_number: int, keys: list, values: list, timestamps: list) -> None:
-        """Hold records of ``input_number`` with their ``keys`` (as the operator's key selector gives them)."""
-        arrival = len(self.entries)
-        stored = keys_stored_bytes(keys)[1]
-        self.entries.extend(
-            (kb, NO_TIMESTAMP if ts is None else ts, self.epoch, arrival + i, input_number, v, ts)
-            for i, (kb, v, ts) in enumerate(zip(stored, values, timestamps))
-        )
+    def add(self, input_number: int, values: Any, timestamps: Any) -> None:
+        """Hold records of ``input_number`` (a list or a coded batch; timestamps a list or an int64 array)."""
+        values = values.values() if type(values) is Coded else values
+        if isinstance(timestamps, np.ndarray):
+            stamps = timestamps.astype(np.int64, copy=False)
+        else:
+            stamps = np.fromiter(
+                (NO_TIMESTAMP if t is None else t for t in timestamps), dtype=np.int64, count=len(values)
+            )
+        self.values.extend(values)
+        self.stamps.append(stamps)
+        self.inputs.append(np.full(len(values), input_number, dtype=np.int8))
+
+    def _sorted(self) -> tuple[np.ndarray, np.ndarray, list]:
+        """This epoch's records in timestamp order, then arrival order: ``(timestamps, inputs, values)``."""
+        stamps = np.concatenate(self.stamps) if self.stamps else np.empty(0, np.int64)
+        inputs = np.concatenate(self.inputs) if self.inputs else np.empty(0, np.int8)
+        order = np.argsort(stamps, kind="stable")
+        values = _taken(self.values, order)
+        self.values, self.stamps, self.inputs = [], [], []
+        return stamps[order], inputs[order], values
 
     def spill(self) -> None:
         """Write this epoch's records as its sorted run (an empty one too); a retried task writes it again."""
-        self.entries.sort(key=_order)
+        stamps, inputs, values = self._sorted()
         path = self._run(self.epoch)
         tmp = f"{path}.{os.getpid()}.tmp"
         with open(tmp, "wb") as f:  # the records came over an exchange: they pickle
-            for lo in range(0, len(self.entries), _CHUNK):
-                pickle.dump(self.entries[lo : lo + _CHUNK], f, _PICKLE)
+            pickle.dump((stamps, inputs), f, _PICKLE)
+            for lo in range(0, len(values), _CHUNK):
+                pickle.dump(values[lo : lo + _CHUNK], f, _PICKLE)
         os.replace(tmp, path)
-        self.entries = []
 
     def merged(self) -> Iterator[tuple[int, list, list]]:
         """Every held record, the runs' and this epoch's, in order, as ``(input, values, timestamps)`` groups of
         consecutive records of one input (at most :data:`_CHUNK` each). The runs are marked as taken by this
         epoch: a later one (after the end) takes only its own records."""
-        runs = []
+        runs: list[_Run] = []
         if _read_int(self._marker(), self.epoch) >= self.epoch:  # not taken, or taken by this epoch's earlier try
-            runs = [_read_run(path) for path in self._runs()]
+            runs = [_Run(path) for path in self._runs()]
             with open(self._marker(), "w") as f:
                 f.write(str(self.epoch))
-        self.entries.sort(key=_order)
-        group: tuple[int, list, list] | None = None
-        for entry in heapq.merge(*runs, iter(self.entries), key=_order):
-            if group is None or group[0] != entry[4] or len(group[1]) >= _CHUNK:
-                if group is not None:
-                    yield group
-                group = (entry[4], [], [])
-            group[1].append(entry[5])
-            group[2].append(entry[6])
-        if group is not None:
-            yield group
-        self.entries = []
+        stamps, inputs, values = self._sorted()
+        runs.append(_Run(None, (stamps, inputs, values)))
+        lengths = [len(r.stamps) for r in runs]
+        every = np.concatenate([r.stamps for r in runs])
+        order = np.argsort(every, kind="stable")  # runs in epoch order: equal timestamps keep arrival order
+        run_of = np.repeat(np.arange(len(runs)), lengths)[order]
+        input_of = np.concatenate([r.inputs for r in runs])[order]
+        try:
+            for lo in range(0, len(order), _CHUNK):
+                yield from _groups(
+                    runs, run_of[lo : lo + _CHUNK], input_of[lo : lo + _CHUNK], every[order[lo : lo + _CHUNK]]
+                )
+        finally:
+            for run in runs:
+                run.close()
 
     def _runs(self) -> list[str]:
         """The runs of the epochs before this one, each of which must be there."""
@@ -119,23 +139,62 @@ class SortedInputs:
         return os.path.join(self.dir, "first")
 
 
+class _Run:
+    """One sorted run: its timestamps and inputs at once, its values read a chunk at a time as they are taken
+    (``held``: this epoch's, in memory)."""
+
+    def __init__(self, path: str | None, held: tuple[np.ndarray, np.ndarray, list] | None = None):
+        self.file: Any = None
+        if held is not None:
+            self.stamps, self.inputs, self.buffer = held
+        elif path is not None:
+            self.file = open(path, "rb")  # noqa: SIM115 - read as the merge goes, closed by merged()
+            self.stamps, self.inputs = pickle.load(self.file)
+            self.buffer = []
+        self.at = 0  # where in the buffer the next value is
+
+    def take(self, n: int) -> list:
+        """The run's next ``n`` values."""
+        out: list = []
+        while len(out) < n:
+            if self.at >= len(self.buffer):
+                self.buffer, self.at = pickle.load(self.file), 0
+            more = self.buffer[self.at : self.at + n - len(out)]
+            out.extend(more)
+            self.at += len(more)
+        return out
+
+    def close(self) -> None:
+        if self.file is not None:
+            self.file.close()
+
+
+def _groups(runs: list[_Run], run_of: np.ndarray, input_of: np.ndarray, stamps: np.ndarray) -> Iterator[tuple]:
+    """One slice of the merged order as ``(input, values, timestamps)`` groups of consecutive records of one input."""
+    values: list = [None] * len(run_of)
+    for r in np.unique(run_of).tolist():
+        where = np.flatnonzero(run_of == r).tolist()
+        for i, v in zip(where, runs[r].take(len(where))):
+            values[i] = v
+    times = [None if t == NO_TIMESTAMP else t for t in stamps.tolist()]
+    cuts = [0, *(np.flatnonzero(np.diff(input_of)) + 1).tolist(), len(run_of)]
+    for a, b in zip(cuts, cuts[1:]):
+        if b > a:
+            yield int(input_of[a]), values[a:b], times[a:b]
+
+
+def _taken(values: list, order: np.ndarray) -> list:
+    """``values`` in ``order``."""
+    if len(order) == 0:
+        return []
+    if len(order) == 1:
+        return [values[int(order[0])]]
+    return list(operator.itemgetter(*order.tolist())(values))
+
+
 def _read_int(path: str, default: int) -> int:
     try:
         with open(path) as f:
             return int(f.read())
     except (OSError, ValueError):
         return default
-
-
-def _order(entry: Entry) -> tuple[bytes, int, int, int]:
-    return entry[0], entry[1], entry[2], entry[3]
-
-
-def _read_run(path: str) -> Iterator[Entry]:
-    with open(path, "rb") as f:
-        while True:
-            try:
-                chunk = pickle.load(f)
-            except EOFError:
-                return
-            yield from chunk

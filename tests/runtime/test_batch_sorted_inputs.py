@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 from collections import defaultdict
 
+import numpy as np
 import pytest
 
 from sparkpoint.common import Duration, Types, WatermarkStrategy
@@ -17,6 +18,7 @@ from sparkpoint.datastream import KeyedProcessFunction, RuntimeExecutionMode
 from sparkpoint.datastream.functions import KeyedBroadcastProcessFunction, KeyedCoProcessFunction
 from sparkpoint.datastream.state import MapStateDescriptor, ValueStateDescriptor
 from sparkpoint.errors import StateMissingError
+from sparkpoint.operators.coded import Coded
 from sparkpoint.runtime.sorted_inputs import SortedInputs
 
 KEYS = ("a", "b", "c", "d", "e")
@@ -164,22 +166,24 @@ def test_an_operator_after_another_keyed_one_sorts_its_input_too(batch_env):
     assert all(r in latest.values() and r[0] == k for k, r in out.items())
 
 
-def test_runs_merge_in_key_then_timestamp_then_arrival_order(tmp_path):
+def test_runs_merge_in_timestamp_then_arrival_order(tmp_path):
+    """Each key's records in timestamp order (what Flink's sort by key and timestamp gives every key), ties in
+    arrival order, earlier epochs first; a record without a timestamp first (Long.MIN)."""
     first = SortedInputs(str(tmp_path / "held"), 3, True, "op")
-    first.add(1, ["b", 1, "a"], ["b@5", "1@None", "a@9"], [5, None, 9])
+    first.add(1, ["b@5", "none", "a@9"], [5, None, 9])
+    first.add(1, Coded(["c@2"], np.array([0, 0])), np.array([2, 2]))  # a coded batch, as an exchange gives it
     first.spill()
     end = SortedInputs(str(tmp_path / "held"), 4, False, "op")
-    end.add(1, ["a", "b"], ["a@2", "b@5 again"], [2, 5])
-    end.add(2, ["a"], ["a@2 input 2"], [2])
+    end.add(1, ["a@2", "b@5 later"], [2, 5])
+    end.add(2, ["x@2 input 2"], [2])
     groups = list(end.merged())
-    # stored key bytes: 1 -> b"\x00I1" sorts before "a"; a record without a timestamp sorts first (Long.MIN)
     assert groups == [
-        (1, ["1@None", "a@2"], [None, 2]),
-        (2, ["a@2 input 2"], [2]),
-        (1, ["a@9", "b@5", "b@5 again"], [9, 5, 5]),
+        (1, ["none", "c@2", "c@2", "a@2"], [None, 2, 2, 2]),
+        (2, ["x@2 input 2"], [2]),
+        (1, ["b@5", "b@5 later", "a@9"], [5, 5, 9]),
     ]
     retried = SortedInputs(str(tmp_path / "held"), 4, False, "op")  # the end's epoch again: the runs again
-    assert [v for _, v, _ in retried.merged()] == [["1@None", "a@9", "b@5"]]
+    assert [v for _, v, _ in retried.merged()] == [["none", "c@2", "c@2", "b@5", "a@9"]]
     later = SortedInputs(str(tmp_path / "held"), 5, False, "op")  # after the end: nothing held any more
     assert list(later.merged()) == []
 
