@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 import time
 from typing import Any, NamedTuple
 
@@ -60,11 +61,10 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
-#: How long a statement of an exactly-once writer waits for a lock while transactions of earlier epochs of its own
-#: subtask are still prepared: they commit with a checkpoint that completes only after this epoch, so a row lock of
-#: theirs is never let go while it waits (a deadlock between the sink and its own commit)
-SELF_LOCK_WAIT_MS = 5_000
-_LOCK_NOT_AVAILABLE = "55P03"
+#: How often a statement of an exactly-once writer is looked at while transactions of earlier epochs of its own
+#: subtask are prepared, for a wait on one of them: they commit with a checkpoint that completes only after this
+#: epoch, so a lock of theirs is never let go while it waits (a deadlock between the sink and its own commit)
+SELF_LOCK_POLL_S = 1.0
 
 
 class JdbcSelfLockError(JdbcError, UnrecoverableError):
@@ -190,8 +190,6 @@ class JdbcSinkWriter(SinkWriter):
         self.conn = _connect(self.config, autocommit=True)
         if self.config.exactly_once:
             self._roll_back_leftovers()
-            if self.pending:
-                self.conn.execute(f"SET lock_timeout = {SELF_LOCK_WAIT_MS}")
         self.conn.autocommit = False
         if self.config.exactly_once:
             self.xid = self.conn.execute("SELECT pg_current_xact_id()::text").fetchone()[0]
@@ -226,25 +224,35 @@ class JdbcSinkWriter(SinkWriter):
             self._open()
         batch, self.batch = self.batch, []
         try:
-            with self.conn.cursor() as cur:
-                if not self.ledger:  # a failing batch is replayed after the batches before it (_name_bad_record)
-                    cur.execute("SAVEPOINT sparkpoint_batch")
-                cur.executemany(self.sql, [p for _, p in batch])
-                if not self.ledger:
-                    cur.execute("RELEASE SAVEPOINT sparkpoint_batch")
+            if not self.pending:
+                self._execute(batch)
+            else:
+                with _SelfLockWatch(self.config, self.conn, self.pending) as watch:
+                    try:
+                        self._execute(batch)
+                    except psycopg.Error as e:
+                        if watch.blocker is None:
+                            raise
+                        self._abort()
+                        raise self._self_lock(batch, watch.blocker, e) from None
         except psycopg.Error as e:
-            if self.pending and getattr(e, "sqlstate", None) == _LOCK_NOT_AVAILABLE:
-                self._abort()
-                raise self._self_lock(batch, e) from None
             error = self._name_bad_record(batch, e)
             self._abort()
             raise error from None
 
-    def _self_lock(self, batch: list[tuple[Any, tuple]], error: Exception) -> JdbcSelfLockError:
+    def _execute(self, batch: list[tuple[Any, tuple]]) -> None:
+        with self.conn.cursor() as cur:
+            if not self.ledger:  # a failing batch is replayed after the batches before it (_name_bad_record)
+                cur.execute("SAVEPOINT sparkpoint_batch")
+            cur.executemany(self.sql, [p for _, p in batch])
+            if not self.ledger:
+                cur.execute("RELEASE SAVEPOINT sparkpoint_batch")
+
+    def _self_lock(self, batch: list[tuple[Any, tuple]], blocker: str, error: Exception) -> JdbcSelfLockError:
         return JdbcSelfLockError(
-            f"{self.config.describe()}: epoch {self.epoch}, subtask {self.subtask} waited {SELF_LOCK_WAIT_MS} ms for "
-            f"a lock (a batch starting with {_short(batch[0][0])}) while this sink's own transactions of earlier "
-            f"epochs are prepared ({', '.join(self.pending)}). They commit only when a checkpoint after this epoch "
+            f"{self.config.describe()}: epoch {self.epoch}, subtask {self.subtask} waits for a lock (a batch starting "
+            f"with {_short(batch[0][0])}) that this sink's own prepared transaction {blocker} of an earlier epoch "
+            f"holds. It commits only when a checkpoint after this epoch "
             f"completes, so exactly-once cannot write a row again that an epoch since the last checkpoint wrote (an "
             f"upsert or UPDATE of the same key in consecutive epochs). For upserts use JdbcSink.sink (at-least-once): "
             f"an idempotent upsert gives exactly-once results; or write only new rows. {_pg_error(error)}"
@@ -325,6 +333,48 @@ def _pg_error(e: Exception) -> str:
     state = getattr(e, "sqlstate", None)
     text = str(e).strip()
     return f"PostgreSQL error {state}: {text}" if state else f"{type(e).__name__}: {text}"
+
+
+class _SelfLockWatch:
+    """While a writer's statement runs, a thread looks every :data:`SELF_LOCK_POLL_S` at what it waits for (on a
+    connection of its own, opened once the statement has taken that long): a wait on one of ``pending`` (this
+    subtask's prepared transactions) never ends, so the statement is cancelled and ``blocker`` names it. A wait on
+    anything else (another client's lock) is left to run."""
+
+    def __init__(self, config: JdbcSinkConfig, conn: Any, pending: list[str]):
+        self.config, self.conn, self.pending = config, conn, pending
+        self.pid = conn.info.backend_pid
+        self.blocker: str | None = None
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._watch, name="jdbc-self-lock-watch", daemon=True)
+
+    def __enter__(self) -> _SelfLockWatch:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.done.set()
+        self.thread.join()
+
+    def _watch(self) -> None:
+        watcher = None
+        try:
+            while not self.done.wait(SELF_LOCK_POLL_S):
+                watcher = watcher or _connect(self.config, autocommit=True)
+                row = watcher.execute(
+                    "SELECT p.gid FROM pg_locks w JOIN pg_prepared_xacts p ON w.transactionid = p.transaction "
+                    "WHERE w.pid = %s AND NOT w.granted AND w.locktype = 'transactionid' AND p.gid = ANY(%s)",
+                    (self.pid, self.pending),
+                ).fetchone()
+                if row is not None:
+                    self.blocker = row[0]
+                    self.conn.cancel()
+                    return
+        except Exception as e:  # noqa: BLE001 - the watch is a help: without it the statement waits as before
+            logger.warning("%s: cannot watch a statement's lock waits: %s", self.config.describe(), e)
+        finally:
+            if watcher is not None:
+                watcher.close()
 
 
 # -- the driver's half --------------------------------------------------------------------------

@@ -209,15 +209,17 @@ def _holds_rows(arrow: pa.DataType) -> bool:
 
 def _plain(value: Any, arrow: pa.DataType) -> Any:
     """``value`` as pyarrow reads it for ``arrow``: a ``Row`` by its current values (a row changed in place keeps
-    them apart from the tuple pyarrow would read), a named one by its names (a struct's fields are matched by name,
-    whatever order the row holds them in), within lists and maps too."""
+    them apart from the tuple pyarrow would read), a named one by its names where it has the struct's (whatever
+    order it holds them in; else by position, as a top-level row), within lists and maps too."""
     if value is None:
         return None
     if pa.types.is_struct(arrow) and isinstance(value, tuple):
         children = [arrow.field(i) for i in range(arrow.num_fields)]
-        names = (getattr(value, "_fields", None) if isinstance(value, Row) else None) or [f.name for f in children]
         if len(value) != len(children):
             return value  # pyarrow names what does not fit
+        names = getattr(value, "_fields", None) if isinstance(value, Row) else None
+        if not names or not {f.name for f in children} <= set(names):
+            names = [f.name for f in children]  # by position, as a top-level row whose names are others
         by_name = dict(zip(names, value))  # pyarrow takes a struct's values all as dicts or all as tuples
         return {f.name: _plain(by_name.get(f.name), f.type) for f in children}
     if (pa.types.is_list(arrow) or pa.types.is_large_list(arrow)) and isinstance(value, (list, tuple)):

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import uuid
 from typing import TYPE_CHECKING
 
 from sparkpoint.checkpoint.coordinator import CheckpointCoordinator
@@ -121,11 +122,16 @@ class JobMaster:
     def request_savepoint(self, target_dir: str | None, stop: bool = False, drain: bool = False) -> SavepointRequest:
         """Ask for a savepoint at the next epoch boundary (with ``stop``, to end the job after it; with
         ``drain``, to end event time first, so every event-time timer fires before the savepoint)."""
+        if self.plan.batch:
+            return _refused_in_batch(target_dir, stop, "savepoint")
         return self.savepoints.request(target_dir, stop, drain=drain)
 
     def request_checkpoint(self, full: bool = False) -> SavepointRequest:
         """Ask for a checkpoint at the next epoch boundary (``full``: all state, even when incremental)."""
-        return self.savepoints.request(None, kind="full-checkpoint" if full else "checkpoint")
+        kind = "full-checkpoint" if full else "checkpoint"
+        if self.plan.batch:
+            return _refused_in_batch(None, False, kind)
+        return self.savepoints.request(None, kind=kind)
 
     # -- the loop -------------------------------------------------------------------------
     def run(self) -> JobExecutionResult:
@@ -371,3 +377,11 @@ class JobMaster:
         if not finished and stats.records_in == 0 and self.idle_pause_ms and not sources_done:
             self.clock.sleep(self.idle_pause_ms / 1000)
         return finished
+
+
+def _refused_in_batch(directory: str | None, stop: bool, kind: str) -> SavepointRequest:
+    """A request failed at once: as Flink's batch execution, BATCH takes no checkpoint or savepoint (a keyed operator
+    holds its input until the end, in no snapshot: runtime/sorted_inputs.py)."""
+    request = SavepointRequest(uuid.uuid4().hex, directory, stop, kind)
+    request.fail("execution.runtime-mode BATCH takes no checkpoints or savepoints, as Flink's batch execution")
+    return request

@@ -32,13 +32,15 @@ from typing import Any
 
 import numpy as np
 
+from sparkpoint.common.pickling import dumps
 from sparkpoint.errors import StateMissingError
 from sparkpoint.operators.coded import Coded
 
 __all__ = ["SortedInputs", "NO_TIMESTAMP"]
 
 NO_TIMESTAMP = -(2**63)  # where a record without a timestamp sorts: Flink's StreamRecord gives Long.MIN
-_CHUNK = 65_536  # records a run's pickle frame holds, and a group taken at once at most
+_CHUNK = 16_384  # records a run's pickle frame holds, and a group taken at once at most
+_FAN_IN = 8  # runs merged into one at a time
 _PICKLE = pickle.HIGHEST_PROTOCOL
 
 
@@ -80,15 +82,37 @@ class SortedInputs:
         return stamps[order], inputs[order], values
 
     def spill(self) -> None:
-        """Write this epoch's records as its sorted run (an empty one too); a retried task writes it again."""
+        """Write this epoch's records as its sorted run (an empty one too); a retried task writes it again. The
+        earlier epochs' runs are merged first where :data:`_FAN_IN` of one size have gathered (:meth:`_compact`)."""
+        self._compact()
         stamps, inputs, values = self._sorted()
-        path = self._run(self.epoch)
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "wb") as f:  # the records came over an exchange: they pickle
-            pickle.dump((stamps, inputs), f, _PICKLE)
-            for lo in range(0, len(values), _CHUNK):
-                pickle.dump(values[lo : lo + _CHUNK], f, _PICKLE)
-        os.replace(tmp, path)
+        _write_run(self._run(self.epoch, self.epoch), stamps, inputs, [values])
+
+    def _compact(self) -> None:
+        """Merge the newest :data:`_FAN_IN` runs while that many cover about as many epochs (as many powers of
+        ``_FAN_IN``): a run per epoch would keep a file open, and a chunk of values in memory, per epoch at the end;
+        this way a run is written again about log(epochs) times. Only runs of epochs before this one are merged, so
+        a retried task of this epoch writes its own run again, as its first try did."""
+        while True:
+            spans = self._spans()
+            tail = [spans[-1]] if spans else []
+            for span in reversed(spans[:-1]):
+                if _level(span) != _level(tail[0]) or len(tail) == _FAN_IN:
+                    break
+                tail.insert(0, span)
+            if len(tail) < _FAN_IN:
+                return
+            paths = [self._run(*span) for span in tail]
+            runs = [_Run(path) for path in paths]
+            try:
+                order = _Order(runs)
+                chunks = (values for _, _, _, values in order.slices(runs))
+                _write_run(self._run(tail[0][0], tail[-1][1]), order.stamps, order.inputs, chunks)
+            finally:
+                for run in runs:
+                    run.close()
+            for path in paths:
+                os.remove(path)
 
     def merged(self) -> Iterator[tuple[int, list, list]]:
         """Every held record, the runs' and this epoch's, in order, as ``(input, values, timestamps)`` groups of
@@ -99,26 +123,26 @@ class SortedInputs:
             runs = [_Run(path) for path in self._runs()]
             with open(self._marker(), "w") as f:
                 f.write(str(self.epoch))
-        stamps, inputs, values = self._sorted()
-        runs.append(_Run(None, (stamps, inputs, values)))
-        lengths = [len(r.stamps) for r in runs]
-        every = np.concatenate([r.stamps for r in runs])
-        order = np.argsort(every, kind="stable")  # runs in epoch order: equal timestamps keep arrival order
-        run_of = np.repeat(np.arange(len(runs)), lengths)[order]
-        input_of = np.concatenate([r.inputs for r in runs])[order]
+        runs.append(_Run(None, self._sorted()))
         try:
-            for lo in range(0, len(order), _CHUNK):
-                yield from _groups(
-                    runs, run_of[lo : lo + _CHUNK], input_of[lo : lo + _CHUNK], every[order[lo : lo + _CHUNK]]
-                )
+            for _, input_of, stamps, values in _Order(runs).slices(runs):
+                times = [None if t == NO_TIMESTAMP else t for t in stamps.tolist()]
+                cuts = [0, *(np.flatnonzero(np.diff(input_of)) + 1).tolist(), len(values)]
+                for a, b in zip(cuts, cuts[1:]):
+                    yield int(input_of[a]), values[a:b], times[a:b]
         finally:
             for run in runs:
                 run.close()
 
+    def _spans(self) -> list[tuple[int, int]]:
+        """The ``(first, last)`` epochs of every run here, in order."""
+        names = (n.split("-") for n in os.listdir(self.dir) if n.startswith("run-") and not n.endswith(".tmp"))
+        return sorted((int(first), int(last)) for _, first, last in names)
+
     def _runs(self) -> list[str]:
-        """The runs of the epochs before this one, each of which must be there."""
-        names = sorted(n for n in os.listdir(self.dir) if n.startswith("run-") and not n.endswith(".tmp"))
-        epochs = [int(n[4:]) for n in names]
+        """The runs of the epochs before this one, which must cover each of them once."""
+        spans = self._spans()
+        epochs = [e for first, last in spans for e in range(first, last + 1)]
         first = _read_int(self._first(), -1)
         if first < 0 or epochs != list(range(first, self.epoch)):
             missing = sorted(set(range(max(first, 0), self.epoch)) - set(epochs)) or "from the first"
@@ -127,10 +151,10 @@ class SortedInputs:
                 f"{socket.gethostname()} (in {self.dir}): the task ran on an executor that does not hold it, or "
                 f"the directory was wiped; the job runs again from the start"
             )
-        return [os.path.join(self.dir, n) for n in names]
+        return [self._run(*span) for span in spans]
 
-    def _run(self, epoch: int) -> str:
-        return os.path.join(self.dir, f"run-{epoch:010d}")
+    def _run(self, first: int, last: int) -> str:
+        return os.path.join(self.dir, f"run-{first:010d}-{last:010d}")
 
     def _marker(self) -> str:
         return os.path.join(self.dir, "taken")
@@ -169,18 +193,49 @@ class _Run:
             self.file.close()
 
 
-def _groups(runs: list[_Run], run_of: np.ndarray, input_of: np.ndarray, stamps: np.ndarray) -> Iterator[tuple]:
-    """One slice of the merged order as ``(input, values, timestamps)`` groups of consecutive records of one input."""
-    values: list = [None] * len(run_of)
-    for r in np.unique(run_of).tolist():
-        where = np.flatnonzero(run_of == r).tolist()
-        for i, v in zip(where, runs[r].take(len(where))):
-            values[i] = v
-    times = [None if t == NO_TIMESTAMP else t for t in stamps.tolist()]
-    cuts = [0, *(np.flatnonzero(np.diff(input_of)) + 1).tolist(), len(run_of)]
-    for a, b in zip(cuts, cuts[1:]):
-        if b > a:
-            yield int(input_of[a]), values[a:b], times[a:b]
+class _Order:
+    """The merged order of some runs: their timestamps sorted with one stable ``argsort`` (runs in epoch order, so
+    equal timestamps keep arrival order), and which run each record comes from."""
+
+    def __init__(self, runs: list[_Run]):
+        every = np.concatenate([r.stamps for r in runs])
+        order = np.argsort(every, kind="stable")
+        self.run_of = np.repeat(np.arange(len(runs)), [len(r.stamps) for r in runs])[order]
+        self.inputs = np.concatenate([r.inputs for r in runs])[order]
+        self.stamps = every[order]
+
+    def slices(self, runs: list[_Run]) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, list]]:
+        """``(runs, inputs, timestamps, values)`` of the merged records, :data:`_CHUNK` at a time, the values
+        taken from their runs as they come."""
+        for lo in range(0, len(self.run_of), _CHUNK):
+            run_of = self.run_of[lo : lo + _CHUNK]
+            values: list = [None] * len(run_of)
+            for r in np.unique(run_of).tolist():
+                where = np.flatnonzero(run_of == r).tolist()
+                for i, v in zip(where, runs[r].take(len(where))):
+                    values[i] = v
+            yield run_of, self.inputs[lo : lo + _CHUNK], self.stamps[lo : lo + _CHUNK], values
+
+
+def _write_run(path: str, stamps: np.ndarray, inputs: np.ndarray, chunks: Any) -> None:
+    """A run: its timestamps and inputs, then its values (``chunks``: lists, in order) in frames of at most
+    :data:`_CHUNK`; under a temporary name first, so a run is there whole or not at all."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "wb") as f:
+        pickle.dump((stamps, inputs), f, _PICKLE)
+        for values in chunks:
+            for lo in range(0, len(values), _CHUNK):  # as the exchange pickles records: cloudpickle where pickle cannot
+                f.write(dumps(values[lo : lo + _CHUNK], sticky="sorted-inputs"))
+    os.replace(tmp, path)
+
+
+def _level(span: tuple[int, int]) -> int:
+    """How many times :data:`_FAN_IN` runs were merged into one covering this many epochs, about."""
+    epochs, level = span[1] - span[0] + 1, 0
+    while epochs >= _FAN_IN:
+        epochs //= _FAN_IN
+        level += 1
+    return level
 
 
 def _taken(values: list, order: np.ndarray) -> list:

@@ -139,11 +139,11 @@ def _run_task(
         lap("input")
         # Step 3. Run the operators in topological order.
         outputs, out_watermarks = run_operators(
-            stage, ops, dep, inputs, report, slice_takers(plan, stage_id, subtask, dep.watermark_bounds)
+            stage, ops, dep, inputs, report, slice_takers(plan, stage_id, subtask, dep.watermark_bounds, dep.epoch)
         )
         lap("run", memory=True)
         # Step 4. Route outputs to downstream partitions.
-        routed = route(plan, stage_id, subtask, outputs, out_watermarks, dep.watermark_bounds)
+        routed = route(plan, stage_id, subtask, outputs, out_watermarks, dep.watermark_bounds, dep.epoch)
         lap("route", memory=True)
         # Step 5. Sinks, state and the report.
         freeze_gauges(task.user_metrics)  # read before the functions close

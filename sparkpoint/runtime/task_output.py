@@ -32,10 +32,14 @@ def route(
     outputs: dict[int, Output],
     out_watermarks: dict[int, int | None],
     watermark_bounds: dict[int, int] | None = None,
+    round_robin: int = 0,
 ) -> dict[tuple[int, int], dict[int, Any]]:
     """``{(consumer stage, partition): {edge id: (values, timestamps) or Encoded}}``. ``watermark_bounds``: per
     edge, at least the watermark its consumer takes this output at (an epoch's deployment says, or a continuous
-    subtask; a session combiner merges only where it is given one)."""
+    subtask; a session combiner merges only where it is given one). ``round_robin``: how far past the subtask's
+    index a rebalance's round robin starts: an epoch's task gives its epoch, a continuous subtask the count of its
+    runs, so that small batches go to every consumer in turn, not always to the first few; deterministic for an
+    epoch's task, whose map output Spark may compute again for part of its consumers."""
     stage = plan.stage(stage_id)
     routed: dict[tuple[int, int], dict[int, Any]] = {}
     for e in stage.output_edges:
@@ -50,15 +54,17 @@ def route(
             )
             if values and e.combiner is not None:
                 values, timestamps = e.combiner.combine(values, timestamps, (watermark_bounds or {}).get(e.id))
-            parts = _parts(plan, e, subtask, values, timestamps, n)
+            parts = _parts(plan, e, subtask, values, timestamps, n, round_robin)
         for p in range(n):
             routed.setdefault((target_stage.id, p), {})[e.id] = parts[p]
     return routed
 
 
-def _parts(plan: JobPlan, e: StreamEdge, subtask: int, values: Any, timestamps: Any, n: int) -> list[tuple[Any, Any]]:
-    """Records on edge ``e`` over its consumer's ``n`` partitions, by the edge's partitioning (a round robin goes on
-    from where this subtask's last one on the edge stopped: :func:`_round_robin_start`)."""
+def _parts(
+    plan: JobPlan, e: StreamEdge, subtask: int, values: Any, timestamps: Any, n: int, start: int = 0
+) -> list[tuple[Any, Any]]:
+    """Records on edge ``e`` over its consumer's ``n`` partitions, by the edge's partitioning (a round robin starts
+    ``start`` past the subtask's index: see :func:`route`)."""
     parts: list[tuple[Any, Any]] = [([], []) for _ in range(n)]
     if not values:
         return parts
@@ -80,37 +86,20 @@ def _parts(plan: JobPlan, e: StreamEdge, subtask: int, values: Any, timestamps: 
             part[0].append(v)
             part[1].append(t)
     else:  # rebalance, and forward across a parallelism change: round robin
-        start = _round_robin_start(plan, e, subtask, len(values))
         for j in range(n):
-            parts[(start + j) % n] = (values[j::n], timestamps[j::n])
+            parts[(subtask + start + j) % n] = (values[j::n], timestamps[j::n])
     return parts
 
 
-# (plan, edge, subtask) -> where the subtask's next round robin on the edge starts, in this process
-_ROUND_ROBIN: dict[tuple[int, int, int], int] = {}
-
-
-def _round_robin_start(plan: JobPlan, e: StreamEdge, subtask: int, records: int) -> int:
-    """Where a round robin of ``records`` records starts: where the last one of this subtask on ``e`` stopped (at
-    the subtask's own index at first), across its batches, epochs and a continuous subtask's runs, as Flink's
-    partitioner keeps its next channel; were it to start afresh each time, small batches (a continuous subtask's,
-    an epoch's few records) would all go to the first few consumers."""
-    key = (id(plan), e.id, subtask)
-    start = _ROUND_ROBIN.get(key, subtask)
-    if len(_ROUND_ROBIN) > 10_000:  # jobs long gone in a long-lived worker
-        _ROUND_ROBIN.clear()
-    _ROUND_ROBIN[key] = (start + records) % (1 << 31)
-    return start
-
-
 def slice_takers(
-    plan: JobPlan, stage_id: int, subtask: int, watermark_bounds: dict[int, int] | None = None
+    plan: JobPlan, stage_id: int, subtask: int, watermark_bounds: dict[int, int] | None = None, round_robin: int = 0
 ) -> Callable[[int], Any]:
     """``takers(node)``: for a leaf of a record-wise run (:func:`sparkpoint.runtime.chain.record_wise_run`) whose
     records go to other stages only, what takes them a slice at a time as the run emits them (``add(values,
     timestamps)``; :func:`route` asks it for its ``parts``), so that the task does not hold them all: the fold of
     its one edge's window combiner (a session combiner's given this epoch's ``watermark_bounds``), or, where no edge
-    combines, an :class:`ExchangeWriter`; None (records kept whole) for anything else."""
+    combines, an :class:`ExchangeWriter`; None (records kept whole) for anything else. ``round_robin``: as
+    :func:`route`'s."""
     stage = plan.stage(stage_id)
 
     def takers(nid: int) -> Any:
@@ -118,7 +107,7 @@ def slice_takers(
         if not edges or any(e.source == nid for e in stage.internal_edges) or any(e.side_tag for e in edges):
             return None
         if all(e.combiner is None for e in edges):
-            return ExchangeWriter(plan, subtask, edges)
+            return ExchangeWriter(plan, subtask, edges, round_robin)
         e = edges[0]
         if len(edges) > 1 or plan.stage(plan.stage_of[e.target]).routes_failed_records(e.target):
             # a consumer that sends failed records aside needs them: a fold that let them go cannot (a fold changes
@@ -126,10 +115,10 @@ def slice_takers(
             return None
         uid, name = plan.uid(e.target), plan.nodes[e.target].name
         if isinstance(e.combiner, WindowCombiner):
-            return _Folding(plan, subtask, e.combiner.folding(uid, name))
+            return _Folding(plan, subtask, e.combiner.folding(uid, name), round_robin)
         bound = (watermark_bounds or {}).get(e.id)
         if isinstance(e.combiner, SessionCombiner) and bound is not None:  # without one, nothing is combined
-            return _Folding(plan, subtask, FoldingSessions(e.combiner, bound, uid, name))
+            return _Folding(plan, subtask, FoldingSessions(e.combiner, bound, uid, name), round_robin)
         return None
 
     return takers
@@ -139,30 +128,32 @@ class _Folding:
     """A leaf's records folded by its edge's window combiner a slice at a time
     (:class:`~sparkpoint.windows.local_aggregation.FoldingCombine`); :meth:`parts`: the partials, routed."""
 
-    def __init__(self, plan: JobPlan, subtask: int, fold: Any):
-        self.plan, self.subtask, self.fold = plan, subtask, fold
+    def __init__(self, plan: JobPlan, subtask: int, fold: Any, round_robin: int = 0):
+        self.plan, self.subtask, self.fold, self.round_robin = plan, subtask, fold, round_robin
         self.add = fold.add
 
     def parts(self, e: StreamEdge, n: int) -> list[tuple[Any, Any]]:
         values, timestamps = self.fold.result()
-        return _parts(self.plan, e, self.subtask, values, timestamps, n)
+        return _parts(self.plan, e, self.subtask, values, timestamps, n, self.round_robin)
 
 
 class ExchangeWriter:
     """A leaf's records routed to its edges' partitions and encoded a slice at a time: the task holds them as bytes
     (:class:`~sparkpoint.runtime.exchange.Encoded` chunks, each decoded on its own downstream), not as objects."""
 
-    def __init__(self, plan: JobPlan, subtask: int, edges: list[StreamEdge]):
+    def __init__(self, plan: JobPlan, subtask: int, edges: list[StreamEdge], round_robin: int = 0):
         self.plan, self.subtask, self.edges = plan, subtask, edges
+        self.sent = round_robin  # where the next slice's round robin starts: it goes on from the last
         self.widths = [plan.stage(plan.stage_of[e.target]).parallelism for e in edges]
         self.chunks: dict[int, list[list[bytes]]] = {e.id: [[] for _ in range(n)] for e, n in zip(edges, self.widths)}
 
     def add(self, values: list, timestamps: list) -> None:
         for e, n in zip(self.edges, self.widths):
             chunks = self.chunks[e.id]
-            for p, (v, t) in enumerate(_parts(self.plan, e, self.subtask, values, timestamps, n)):
+            for p, (v, t) in enumerate(_parts(self.plan, e, self.subtask, values, timestamps, n, self.sent)):
                 if len(v):
                     chunks[p].append(encode_batch(v, t))
+        self.sent += len(values)
 
     def parts(self, e: StreamEdge, n: int) -> list[Encoded]:
         return [Encoded(chunks) for chunks in self.chunks[e.id]]

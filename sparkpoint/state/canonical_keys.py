@@ -60,7 +60,7 @@ def key_kind(key: Any) -> str:
     elements' families."""
     if isinstance(key, str):
         return "str"
-    if isinstance(key, (int, float, Decimal)):
+    if isinstance(key, (int, float, Decimal, *NUMPY_NUMBERS)):
         return "number"
     if isinstance(key, tuple):
         return "tuple<" + ", ".join(key_kind(k) for k in key) + ">"

@@ -118,6 +118,10 @@ def _number(key: Any) -> float:
     raise _Fallback
 
 
+def _boolean_hash(k: Any) -> int:
+    return (1231 if k else 1237) if isinstance(k, (int, float, Decimal)) and k in (0, 1) else _fail()
+
+
 def _typed(type_info: Any) -> Callable[[Any], int]:
     """The Java ``hashCode()`` of a key converted to ``type_info`` (an unsigned 32-bit value); raises
     :class:`_Fallback` for a key that does not fit the type, :class:`LookupError` for a type not modelled."""
@@ -129,7 +133,7 @@ def _typed(type_info: Any) -> Callable[[Any], int]:
     if name == "LONG":
         return lambda k: _long_hash(_integral(k))
     if name == "BOOLEAN":
-        return lambda k: (1231 if k else 1237) if isinstance(k, (int, float, Decimal)) and k in (0, 1) else _fail()
+        return lambda k: _boolean_hash(k.item() if isinstance(k, _NUMPY_NUMBERS) else k)
     if name == "DOUBLE":
         return lambda k: _double_hash(_number(k) + 0.0)  # -0.0 is 0.0: they are equal keys
     if name == "FLOAT":

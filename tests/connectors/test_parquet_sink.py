@@ -449,3 +449,13 @@ def test_nested_rows_are_written_with_their_current_values_and_by_their_names(tm
         {"id": 2, "nested": {"a": 7, "b": "bee"}, "many": [{"a": 4, "b": "c"}, None]},
         {"id": 3, "nested": None, "many": None},
     ]
+
+
+def test_a_nested_row_with_other_names_is_written_by_position_not_as_nulls(tmp_path):
+    """As a top-level row whose names are not the schema's."""
+    t = Types.ROW_NAMED(["nested"], [Types.ROW_NAMED(["a", "b"], [Types.INT(), Types.STRING()])])
+    out = tmp_path / "names"
+    writer = parquet_sink(out, t).create_writer(0, 1, "ab" * 8, 0, None)
+    writer.write([Row(Row(x=5, y="five"))], [None])
+    FileCommitter().commit(writer.prepare_commit())
+    assert pq.read_table(visible_files(out)[0]).to_pylist() == [{"nested": {"a": 5, "b": "five"}}]

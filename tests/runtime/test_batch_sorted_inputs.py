@@ -6,6 +6,7 @@ Each job's input is shuffled with a seed; the oracles sort it by timestamp by ha
 
 from __future__ import annotations
 
+import os
 import random
 from collections import defaultdict
 
@@ -193,3 +194,51 @@ def test_a_missing_run_is_named(tmp_path):
     SortedInputs(str(tmp_path / "held"), 3, False, "operator 'x'").spill()  # epoch 2's run is not here
     with pytest.raises(StateMissingError, match=r"operator 'x' for epochs \[2\]"):
         list(SortedInputs(str(tmp_path / "held"), 4, False, "operator 'x'").merged())
+
+
+def test_runs_are_merged_as_they_gather_and_a_retried_epoch_writes_its_own_again(tmp_path):
+    """300 epochs of 3 records: at the end a few runs are left (not one per epoch: each holds a file open and a
+    chunk of values in memory then), and the merge gives every record once, in timestamp order."""
+    rng = random.Random(11)
+    held = str(tmp_path / "held")
+    records = []
+    for epoch in range(1, 301):
+        batch = [(f"v{epoch}-{i}", rng.randrange(10_000)) for i in range(3)]
+        records += batch
+        runs = SortedInputs(held, epoch, epoch == 1, "op")
+        runs.add(1, [v for v, _ in batch], [t for _, t in batch])
+        runs.spill()
+        if epoch == 150:  # a retry of the task of epoch 150: the same run again, not twice
+            again = SortedInputs(held, epoch, False, "op")
+            again.add(1, [v for v, _ in batch], [t for _, t in batch])
+            again.spill()
+    assert len([n for n in os.listdir(held) if n.startswith("run-")]) <= 16
+    end = SortedInputs(held, 301, False, "op")
+    out = [(v, t) for _, values, stamps in end.merged() for v, t in zip(values, stamps)]
+    assert out == sorted(records, key=lambda r: r[1])  # stable: arrival order among equal timestamps
+
+
+def test_a_record_of_a_class_pickle_cannot_find_is_held_as_the_exchange_sends_it(tmp_path):
+    """The exchange falls back to cloudpickle (a class defined in a function, or in a job's script shipped by value),
+    and so does a run."""
+
+    class Local:
+        def __init__(self, n):
+            self.n = n
+
+    first = SortedInputs(str(tmp_path / "held"), 1, True, "op")
+    first.add(1, [Local(2), Local(1)], [2, 1])
+    first.spill()
+    end = SortedInputs(str(tmp_path / "held"), 2, False, "op")
+    assert [v.n for _, values, _ in end.merged() for v in values] == [1, 2]
+
+
+def test_a_batch_job_refuses_savepoints_as_flinks_batch_execution(make_env, tmp_path):
+    """A keyed operator holds its input in no snapshot: a savepoint of a BATCH job would lose it on restore."""
+    env = make_env("local", **{"execution.epoch.max-records": 1, "state.savepoints.dir": str(tmp_path / "sp")})
+    env.set_runtime_mode(RuntimeExecutionMode.BATCH)
+    env.from_collection(list(range(200))).key_by(lambda v: v % 3).reduce(lambda a, b: a + b).print()
+    client = env.execute_async("batch")
+    with pytest.raises(Exception, match="BATCH takes no checkpoints or savepoints"):
+        client.trigger_savepoint(str(tmp_path / "sp")).result(timeout=30)
+    client.get_job_execution_result().result(timeout=120)

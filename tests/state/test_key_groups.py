@@ -22,6 +22,7 @@ from sparkpoint.state.key_groups import (
     assign_to_key_group,
     compute_key_group_range_for_operator_index,
     key_bytes,
+    key_kind,
     keys_bytes,
     keys_stored_bytes,
     stored_key_bytes,
@@ -61,7 +62,7 @@ EQUAL_KEYS = [
 ]
 
 
-@pytest.mark.parametrize("declared", [None, "DOUBLE", "FLOAT", "LONG", "STRING"])
+@pytest.mark.parametrize("declared", [None, "DOUBLE", "FLOAT", "LONG", "INT", "BOOLEAN", "STRING"])
 @pytest.mark.parametrize("keys", EQUAL_KEYS, ids=lambda ks: type(ks[0]).__name__)
 def test_equal_keys_share_a_key_group(keys, declared):
     """Undeclared, and declared as a type that fits some of them or none: equal keys, one group."""
@@ -76,8 +77,10 @@ def test_equal_keys_share_a_key_group(keys, declared):
 
 @pytest.mark.parametrize("keys", EQUAL_KEYS, ids=lambda ks: type(ks[0]).__name__)
 def test_equal_keys_are_stored_alike(keys):
-    """Keyed state finds an entry by the key's stored bytes: equal keys must have one form."""
+    """Keyed state finds an entry by the key's stored bytes, and a restore checks the keys' kinds: equal keys must
+    have one form and one kind."""
     assert len({stored_key_bytes(k, key_bytes(k)) for k in keys}) == 1
+    assert len({key_kind(k) for k in keys}) == 1
 
 
 STR_KEYS = ["", "a", "é", "日本語", "x" * 255, "x" * 256, "K" * 70_000, "😀 beyond the BMP"] + [

@@ -98,6 +98,7 @@ class ContinuousTask:
         self.plan, self.stage, self.subtask = plan, plan.stage(stage_id), subtask
         self.dep, self.spec, self.gate, self.writer, self.control = dep, spec, gate, writer, control
         self.is_source = self.stage.is_source_stage
+        self.runs = 0  # runs of the operators so far (a rebalance starts its round robin one further each run)
         self.source_nodes = [nid for nid in self.stage.nodes if plan.nodes[nid].kind == "source"]
         # the source nodes whose splits this subtask asks for when it runs out (those of its own that deal on request)
         self.splits_asker = SplitAsker(
@@ -288,7 +289,8 @@ class ContinuousTask:
             born = now
         self.report.records_out += sum(o.emitted() for o in outputs.values())
         bounds = self.combine_bounds.bounds(self.writer.watermarks, self.writer.sent) if self.combine_bounds else None
-        routed = route(self.plan, self.stage.id, self.subtask, outputs, out_watermarks, bounds)
+        self.runs += 1  # a rebalance's round robin starts one further each run
+        routed = route(self.plan, self.stage.id, self.subtask, outputs, out_watermarks, bounds, self.runs)
         self.writer.add(routed, out_watermarks, born)
         return sum(outputs[nid].emitted() for nid in self.source_nodes)
 

@@ -272,12 +272,40 @@ def test_exactly_once_upserts_of_a_key_in_consecutive_epochs_fail_clearly_not_ha
         .sink_to(JdbcSink.exactly_once_sink(UPSERT, counts, _options(db.url), None, eo))
     )
     started = time.monotonic()
-    with pytest.raises(Exception, match=r"own transactions of earlier epochs are prepared \(upserts-0-\d+") as info:
+    with pytest.raises(Exception, match=r"own prepared transaction upserts-0-\d+ of an earlier epoch") as info:
         env.execute("jdbc-upserts")
     assert "JdbcSink.sink" in str(info.value)
     assert time.monotonic() - started < 60
     # epoch 0's is left for a restore (or a new run of the sink) to settle, as after any failure
     assert db.prepared_gids() == {"upserts-0-0"}
+
+
+def test_another_clients_lock_is_waited_for_while_the_sinks_own_transactions_are_prepared(db):
+    """Only a wait on the sink's own prepared transactions fails the job: another client holding a row for longer
+    than the 5 s lock timeout is waited for, as any statement would wait."""
+    import threading
+
+    with db.connect() as conn:
+        conn.execute("CREATE TABLE items (id bigint PRIMARY KEY, label text)")
+    config = JdbcSinkConfig(INSERT, db.url, exactly_once=True, batch_size=10, transaction_id_prefix="other")
+    first = JdbcSinkWriter(config, subtask=0, parallelism=1, epoch=1, state={"clean": True})
+    first.write([Row(1, "a")], [0])
+    assert [c.gid for c in first.prepare_commit()] == ["other-0-1"]  # pending: epoch 2 opens with lock_timeout
+    holder = db.connect()
+    holder.autocommit = False
+    holder.execute("INSERT INTO items VALUES (5, 'held')")  # uncommitted: row 5's index entry is locked
+    release = threading.Timer(7.0, holder.rollback)
+    release.start()
+    try:
+        second = JdbcSinkWriter(config, subtask=0, parallelism=1, epoch=2, state={"clean": True})
+        started = time.monotonic()
+        second.write([Row(5, "mine")], [0])
+        assert [c.gid for c in second.prepare_commit()] == ["other-0-2"]
+        assert time.monotonic() - started >= 6.5  # it waited for the other client (no lock of its own)
+    finally:
+        release.join()
+        holder.close()
+    assert db.prepared_gids() == {"other-0-1", "other-0-2"}
 
 
 # -- bad input -----------------------------------------------------------------------------------------
