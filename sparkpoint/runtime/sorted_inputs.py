@@ -94,7 +94,7 @@ class SortedInputs:
         this way a run is written again about log(epochs) times. Only runs of epochs before this one are merged, so
         a retried task of this epoch writes its own run again, as its first try did."""
         while True:
-            spans = self._spans()
+            spans = [span for span in self._spans() if span[1] < self.epoch]  # a first try's own run stays apart
             tail = [spans[-1]] if spans else []
             for span in reversed(spans[:-1]):
                 if _level(span) != _level(tail[0]) or len(tail) == _FAN_IN:
