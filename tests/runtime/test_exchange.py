@@ -14,10 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sparkpoint.common import Row
-from sparkpoint.datastream import MapFunction
 from sparkpoint.operators.coded import Coded, timestamp_list
 from sparkpoint.runtime.exchange import Encoded, decode_batch, decode_blob, encode_batch, encode_blob, hash_partition
 from sparkpoint.state.key_groups import KeyGroupAssigner
+from tests.runtime.test_record_wise_runs import Where
 
 Point = namedtuple("Point", "x y")
 
@@ -394,23 +394,16 @@ def test_partials_whose_window_bounds_are_numpy_integers_keep_their_types() -> N
     assert type(got.window.start) is np.int64 and got.window == (0, 10) and got.value == 3
 
 
-class WhichSubtask(MapFunction):
-    def open(self, runtime_context):
-        self.index = runtime_context.get_index_of_this_subtask()
-
-    def map(self, value):
-        return self.index
-
-
 def test_a_rebalance_goes_on_round_robin_across_epochs(make_env):
-    """Two records an epoch over four consumers: each epoch's round robin goes on where the last stopped, as
-    Flink's partitioner keeps its next channel (each starting afresh, every record went to subtask 0 or 1)."""
+    """Two records an epoch over four consumers: each epoch's round robin starts one further than the last (its
+    epoch past the subtask's index, deterministic for a task Spark runs again), so every consumer gets its share
+    (each starting afresh at the subtask's index, every record went to subtask 0 or 1)."""
     env = make_env("local", **{"execution.epoch.max-records": 2})
     spread = (
         env.from_collection(list(range(40)))
         .set_parallelism(1)
         .rebalance()
-        .map(WhichSubtask())
+        .map(Where())
         .set_parallelism(4)
         .execute_and_collect()
     )

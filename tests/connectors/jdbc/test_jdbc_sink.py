@@ -203,6 +203,20 @@ def _probe(url: str, path: str, at: int):
     return probe
 
 
+def _hourly_checkpoints(make_env, tmp_path, epoch_records: int):
+    """An in-process job at parallelism 1 whose next checkpoint after the first comes only at the end of input."""
+    env = make_env(
+        "local",
+        **{
+            "execution.epoch.max-records": epoch_records,
+            "execution.checkpointing.interval": "1 h",
+            "state.checkpoints.dir": (tmp_path / "ckpt").as_uri(),
+        },
+    )
+    env.set_parallelism(1)
+    return env
+
+
 @pytest.mark.parametrize("exactly_once", [True, False])
 def test_rows_of_epochs_after_the_last_completed_checkpoint_are_invisible(make_env, db, tmp_path, exactly_once):
     """Checkpoint 1 completes right after the first epoch and the next only at the end of input:
@@ -210,15 +224,7 @@ def test_rows_of_epochs_after_the_last_completed_checkpoint_are_invisible(make_e
     transactions of this sink; with at-least-once it sees all 500."""
     _create_items(db)
     probe_file = tmp_path / "probe.json"
-    env = make_env(
-        "local",
-        **{
-            "execution.epoch.max-records": 100,
-            "execution.checkpointing.interval": "1 h",
-            "state.checkpoints.dir": (tmp_path / "ckpt").as_uri(),
-        },
-    )
-    env.set_parallelism(1)
+    env = _hourly_checkpoints(make_env, tmp_path, epoch_records=100)
     eo = JdbcExactlyOnceOptions.builder().with_transaction_id_prefix("probed").build()
     sink = (
         JdbcSink.exactly_once_sink(INSERT, ROW, _options(db.url), None, eo)
@@ -251,15 +257,7 @@ def test_exactly_once_upserts_of_a_key_in_consecutive_epochs_fail_clearly_not_ha
     once (a restart would meet the same wait), naming the transaction and what to use instead."""
     with db.connect() as conn:
         conn.execute("CREATE TABLE counts (k text PRIMARY KEY, n bigint)")
-    env = make_env(
-        "local",
-        **{
-            "execution.epoch.max-records": 10,
-            "execution.checkpointing.interval": "1 h",
-            "state.checkpoints.dir": (tmp_path / "ckpt").as_uri(),
-        },
-    )
-    env.set_parallelism(1)
+    env = _hourly_checkpoints(make_env, tmp_path, epoch_records=10)
     eo = JdbcExactlyOnceOptions.builder().with_transaction_id_prefix("upserts").build()
     counts = Types.ROW_NAMED(["k", "n"], [Types.STRING(), Types.LONG()])
     (
